@@ -1,0 +1,44 @@
+# natsd: every target bootstraps .venv/ idempotently (a stamp file tracks pyproject.toml),
+# so `make run` and `make test` are all a fresh machine needs.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+EXTRAS ?= test,bench,spark
+
+.PHONY: install run test test-unit test-integration test-acceptance bench jsbench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml scripts/ensure-system-deps.sh
+	bash scripts/ensure-system-deps.sh
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'
+	touch $(STAMP)
+
+# Embedded defaults: client port 4222, monitoring 8222, JetStream on with its store under ./data.
+run: $(STAMP)
+	$(BIN)/natsd -p 4222 -m 8222 -js -sd ./data
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+test-unit: $(STAMP)
+	$(BIN)/python -m pytest -q tests/unit
+
+test-integration: $(STAMP)
+	$(BIN)/python -m pytest -q tests/integration
+
+test-acceptance: $(STAMP)
+	$(BIN)/python -m pytest -q tests/acceptance
+
+# Benchmarks compare natsd with nats-server in one run; see bench/README.md.
+jsbench: $(STAMP)
+	bash scripts/build-jsbench.sh
+
+bench: $(STAMP) jsbench
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info

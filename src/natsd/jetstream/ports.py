@@ -1,0 +1,46 @@
+"""The narrow seam between the JetStream engine and whatever carries messages.
+
+The engine (streams, consumers, the ``$JS.API``) never touches sockets. It reaches the network
+only through a :class:`Ports` object bound to one account: ``natsd.server`` implements it over
+its own routing, and tests implement it in memory. The same seam would let the engine run as a
+client of another NATS server.
+
+Messages cross the seam as four plain values, exactly as they travel on the wire:
+``subject`` (str), ``reply`` (str, ``""`` when absent), ``hdr`` (the raw header block
+``b"NATS/1.0\\r\\n...\\r\\n\\r\\n"`` or ``None``), ``payload`` (bytes). No per-message objects.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Protocol
+
+__all__ = ["MsgHandler", "InterestHandler", "Subscription", "Ports"]
+
+# handler(subject, reply, hdr, payload); called synchronously on the loop, in publish order.
+# It must not block; heavy work is deferred with Clock.call_soon.
+MsgHandler = Callable[[str, str, "bytes | None", bytes], None]
+
+# interest_handler(subject, added): a client subscription (not an internal one) on ``subject``
+# was added (True) or removed (False) in this account. Push consumers use it to wait for
+# interest on their deliver subject without polling.
+InterestHandler = Callable[[str, bool], None]
+
+
+class Subscription(Protocol):
+    def unsubscribe(self) -> None: ...
+
+
+class Ports(Protocol):
+    account: str
+
+    def subscribe(self, subject: str, handler: MsgHandler, queue: str | None = None) -> Subscription:
+        """Internal subscription: messages matching ``subject`` in this account call ``handler``."""
+
+    def publish(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+        """Publish from inside the server into this account (delivery is queued, never blocks)."""
+
+    def has_interest(self, subject: str) -> bool:
+        """True when any subscription (client or internal) in this account matches ``subject``."""
+
+    def on_interest(self, handler: InterestHandler) -> Subscription:
+        """Be told about client subscriptions coming and going in this account."""

@@ -1,0 +1,322 @@
+"""The storage seam: what a stream and a consumer need from persistence.
+
+Modelled on nats-server's ``server/store.go`` and keeping its vocabulary (``StreamStore``,
+``ConsumerStore``, ``StoreMsg``, ``StreamState``, ``SequencePair``, ``ConsumerState``,
+``AckFloor``) so the Go source can be read side by side. ``natsd.jetstream`` only ever sees these
+protocols; :mod:`natsd.store.memory` and :mod:`natsd.store.file` are the implementations and
+:mod:`natsd.store.conformance` is the one suite both must pass.
+
+Division of labour (same as the reference):
+- the store assigns sequences and timestamps, enforces the *retention limits* it is configured
+  with (max_msgs, max_bytes, max_age, max_msgs_per_subject, with discard "old"), keeps
+  per-subject state and deleted-sequence tracking, and persists;
+- the stream (``natsd.jetstream``) decides *whether* a message may be stored at all (dedupe,
+  expected-* headers, discard "new", sealed, max_msg_size) and owns timers: it asks the store
+  for ``next_expiry()`` and calls ``expire()`` when due, so stores never run timers themselves;
+- the store tells its owner about removals through the callback registered with
+  ``register_storage_updates`` (limits, expiry, purge, delete), so consumers and retention can
+  react.
+
+Durability contract: ``store_msg`` may buffer; ``flush()`` hands every buffered record to the
+OS in as few write calls as possible (a PubAck is sent only after it). ``sync()`` fsyncs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Protocol
+
+__all__ = [
+    "StorageType", "DiscardPolicy", "StoreConfig", "StoreMsg", "StreamState", "SimpleState",
+    "SequencePair", "Pending", "ConsumerState", "StreamStore", "ConsumerStore",
+    "StorageUpdateHandler",
+    "StoreError", "StoreClosed", "MsgNotFound", "StoreEOF", "MaxMsgs", "MaxBytes",
+    "MaxMsgsPerSubject", "CorruptState", "StoreFull",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors. One small documented family; the JetStream layer maps them to API errors.
+
+class StoreError(Exception):
+    """Root of the store errors."""
+
+
+class StoreClosed(StoreError):
+    """The store was stopped or deleted and can no longer be used."""
+
+
+class MsgNotFound(StoreError):
+    """The sequence exists in the stream's range but the message was deleted or never stored."""
+
+
+class StoreEOF(StoreError):
+    """The requested sequence is greater than the last sequence (nothing more to read)."""
+
+
+class MaxMsgs(StoreError):
+    """discard "new": the store is at max_msgs."""
+
+
+class MaxBytes(StoreError):
+    """discard "new": the store is at max_bytes."""
+
+
+class MaxMsgsPerSubject(StoreError):
+    """discard "new" with discard_new_per_subject: the subject is at max_msgs_per_subject."""
+
+
+class StoreFull(StoreError):
+    """The store's resource limit (max_file_store / max_memory_store reservation) was hit."""
+
+
+class CorruptState(StoreError):
+    """On-disk state failed its checksum or structure check (reported, never served)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Value types.
+
+class StorageType:
+    FILE = "file"
+    MEMORY = "memory"
+
+
+class DiscardPolicy:
+    OLD = "old"
+    NEW = "new"
+
+
+@dataclass(slots=True)
+class StoreConfig:
+    """What a stream store needs to know of its stream's config. ``-1``/0 mean unlimited as in
+    the reference (``max_msgs``/``max_bytes``/``max_msgs_per_subject`` -1, ``max_age_ns`` 0).
+
+    ``meta`` is the stream's full JSON config (a plain dict) which the file store persists with a
+    checksum next to the data, so a restart can recover the stream from its directory alone.
+    """
+
+    name: str
+    subjects: list[str] = field(default_factory=list)
+    storage: str = StorageType.FILE
+    max_msgs: int = -1
+    max_bytes: int = -1
+    max_age_ns: int = 0
+    max_msgs_per_subject: int = -1
+    max_msg_size: int = -1
+    discard: str = DiscardPolicy.OLD
+    discard_new_per_subject: bool = False
+    first_seq: int = 0
+    allow_msg_ttl: bool = False
+    meta: dict = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class StoreMsg:
+    """One stored message. ``ts`` is Unix epoch nanoseconds; ``hdr`` is the raw
+    ``NATS/1.0\\r\\n...`` block or ``None``."""
+
+    subject: str
+    hdr: bytes | None
+    msg: bytes
+    seq: int
+    ts: int
+
+
+@dataclass(slots=True)
+class SimpleState:
+    """Messages, first and last sequence for one subject or filter."""
+
+    msgs: int = 0
+    first: int = 0
+    last: int = 0
+
+
+@dataclass(slots=True)
+class StreamState:
+    """Mirrors nats-server's StreamState (JSON names in ``natsd.jetstream``).
+
+    ``first_ts``/``last_ts`` are Unix ns (0 when empty). ``deleted`` lists interior deleted
+    sequences (only filled when asked for, it can be large). ``lost`` counts messages found
+    corrupt at recovery and dropped.
+    """
+
+    msgs: int = 0
+    bytes: int = 0
+    first_seq: int = 0
+    first_ts: int = 0
+    last_seq: int = 0
+    last_ts: int = 0
+    num_deleted: int = 0
+    deleted: list[int] | None = None
+    num_subjects: int = 0
+    consumers: int = 0
+    lost_msgs: list[int] | None = None
+    lost_bytes: int = 0
+
+
+@dataclass(slots=True)
+class SequencePair:
+    """A consumer sequence and the stream sequence it maps to."""
+
+    consumer_seq: int = 0
+    stream_seq: int = 0
+
+
+@dataclass(slots=True)
+class Pending:
+    """A delivered, unacknowledged message: its consumer sequence and delivery time (Unix ns)."""
+
+    sequence: int
+    timestamp: int
+
+
+@dataclass(slots=True)
+class ConsumerState:
+    """A consumer's durable state, as nats-server's ConsumerState.
+
+    ``pending`` maps stream sequence -> Pending for delivered-but-unacked messages;
+    ``redelivered`` maps stream sequence -> delivery count - 1 for messages delivered more than once.
+    """
+
+    delivered: SequencePair = field(default_factory=SequencePair)
+    ack_floor: SequencePair = field(default_factory=SequencePair)
+    pending: dict[int, Pending] = field(default_factory=dict)
+    redelivered: dict[int, int] = field(default_factory=dict)
+
+
+# (msgs_delta, bytes_delta, seq, subject): seq/subject are those of a removed message
+# (msgs_delta < 0), or 0/"" for bulk changes such as purge.
+StorageUpdateHandler = Callable[[int, int, int, str], None]
+
+
+# ---------------------------------------------------------------------------------------------
+# Protocols.
+
+class StreamStore(Protocol):
+    """Persistence of one stream's messages. Synchronous; called from the event loop thread."""
+
+    config: StoreConfig
+
+    # -- writing --------------------------------------------------------------------------
+    def store_msg(self, subject: str, hdr: bytes | None, msg: bytes, ttl_ns: int = 0) -> tuple[int, int]:
+        """Append one message; returns ``(seq, ts_ns)``. Applies discard-"old" limits (may
+        remove older messages, reporting them through the storage-update callback). Raises
+        MaxMsgs/MaxBytes/MaxMsgsPerSubject when discard is "new" and a limit would be exceeded.
+        ``ttl_ns`` > 0 gives the message its own expiry (Nats-TTL)."""
+
+    def store_raw_msg(self, subject: str, hdr: bytes | None, msg: bytes, seq: int, ts: int, ttl_ns: int = 0) -> None:
+        """Store with a given sequence and timestamp (restore, mirrors). ``seq`` > last_seq."""
+
+    def skip_msg(self) -> int:
+        """Consume the next sequence without storing anything (interest retention with no
+        interest); returns it. It counts as deleted/absent, first_seq moves past it if empty."""
+
+    def skip_msgs(self, seq: int, num: int) -> None:
+        """Skip ``num`` sequences starting at ``seq`` (== last_seq + 1)."""
+
+    def flush(self) -> None:
+        """Hand every buffered write to the OS (one write per file where possible)."""
+
+    def sync(self) -> None:
+        """flush() and fsync."""
+
+    # -- reading --------------------------------------------------------------------------
+    def load_msg(self, seq: int) -> StoreMsg:
+        """Raises MsgNotFound (deleted / below first) or StoreEOF (above last)."""
+
+    def load_next_msg(self, filter: str, start_seq: int) -> StoreMsg:
+        """First message with seq >= ``start_seq`` whose subject matches ``filter`` (wildcards
+        allowed; ``""`` or ``">"`` match all). Raises StoreEOF when none."""
+
+    def load_last_msg(self, subject: str) -> StoreMsg:
+        """Last message whose subject matches ``subject`` (wildcards allowed). MsgNotFound if none."""
+
+    def load_prev_msg(self, start_seq: int) -> StoreMsg:
+        """Last message with seq <= ``start_seq``. MsgNotFound if none."""
+
+    def iter_msgs(self, start_seq: int, end_seq: int) -> Iterable[StoreMsg]:
+        """Stored messages with start_seq <= seq <= end_seq, in order (snapshots, replays)."""
+
+    # -- removing -------------------------------------------------------------------------
+    def remove_msg(self, seq: int) -> bool:
+        """Delete one message; False if it did not exist."""
+
+    def erase_msg(self, seq: int) -> bool:
+        """Delete and overwrite its payload on disk (secure erase)."""
+
+    def purge(self) -> int:
+        """Remove everything; sequences continue (first_seq = last_seq + 1). Returns count."""
+
+    def purge_ex(self, subject: str, seq: int, keep: int) -> int:
+        """Purge with options, as STREAM.PURGE: ``subject`` filter (wildcards), ``seq`` (remove
+        below it, exclusive), ``keep`` (keep the newest N). Returns count removed."""
+
+    def compact(self, seq: int) -> int:
+        """Remove every message below ``seq``; first_seq becomes ``seq``."""
+
+    def truncate(self, seq: int) -> None:
+        """Remove every message above ``seq``; last_seq becomes ``seq``."""
+
+    def expire(self, now_ns: int) -> int:
+        """Remove messages whose max_age or TTL has passed at wall time ``now_ns``; returns count."""
+
+    def next_expiry(self) -> int:
+        """Wall time (Unix ns) at which the next message expires; 0 when none will."""
+
+    # -- state ----------------------------------------------------------------------------
+    def state(self, deleted_details: bool = False) -> StreamState: ...
+
+    def filtered_state(self, seq: int, subject: str) -> SimpleState:
+        """Count/first/last of messages with seq >= ``seq`` matching ``subject``."""
+
+    def subjects_state(self, filter: str) -> dict[str, SimpleState]:
+        """Per-subject state for subjects matching ``filter``."""
+
+    def subjects_totals(self, filter: str) -> dict[str, int]:
+        """Message count per subject matching ``filter``."""
+
+    def num_pending(self, start_seq: int, filter: str, last_per_subject: bool) -> int:
+        """Messages with seq >= start_seq matching filter (only the last of each subject when
+        ``last_per_subject``)."""
+
+    def multi_last_seqs(self, filters: list[str], max_seq: int) -> list[int]:
+        """Sorted last sequences (<= max_seq, 0 = no bound) of each subject matching any filter."""
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def update_config(self, config: StoreConfig) -> None:
+        """Apply new limits (enforcing them now) and persist the new ``meta``."""
+
+    def register_storage_updates(self, handler: StorageUpdateHandler) -> None: ...
+
+    def consumer_store(self, name: str, meta: dict) -> "ConsumerStore":
+        """Open (or create) the state store of consumer ``name``; ``meta`` is its JSON config."""
+
+    def consumer_names(self) -> list[str]:
+        """Consumers persisted with this stream (for recovery)."""
+
+    def stop(self) -> None:
+        """Flush, sync, close files. Further use raises StoreClosed."""
+
+    def delete(self) -> None:
+        """Stop and remove all data."""
+
+
+class ConsumerStore(Protocol):
+    """A consumer's persisted config and state."""
+
+    meta: dict
+
+    def update(self, state: ConsumerState) -> None:
+        """Replace the stored state (file: atomic replace; may be batched per loop turn)."""
+
+    def state(self) -> ConsumerState: ...
+
+    def update_config(self, meta: dict) -> None: ...
+
+    def flush(self) -> None:
+        """Write any batched state now."""
+
+    def stop(self) -> None: ...
+
+    def delete(self) -> None: ...

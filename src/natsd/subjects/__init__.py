@@ -1,0 +1,1 @@
+"""Subject rules and the Sublist trie (see tokens.py and sublist.py)."""
