@@ -1,0 +1,183 @@
+"""Compare natsd with the reference nats-server in one run.
+
+Both servers are started here as subprocesses on free loopback ports, each with a fresh
+JetStream store directory; the same C load generator (jsbench, libnats) drives both, so the
+client is never the bottleneck and the two figures are comparable. Output: one line per
+workload with both rates and the ratio natsd / nats-server, plus memory figures.
+
+    make bench                                   # everything, default sizes
+    .venv/bin/python bench/run.py core jspub     # a subset
+    .venv/bin/python bench/run.py --n 50000 jsfetch
+
+Nothing here is asserted: targets live in the issues, results in the closing notes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+JSBENCH = ROOT / "bench" / "bin" / "jsbench"
+VENV_BIN = Path(sys.executable).parent
+
+# workload -> (default message count, message size); jssync/kvput are latency bound, so fewer.
+WORKLOADS = {
+    "core": (1_000_000, 128),
+    "jspub": (200_000, 128),
+    "jspubmem": (200_000, 128),
+    "jssync": (10_000, 128),
+    "jsfetch": (100_000, 128),
+    "kvput": (10_000, 128),
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"server on port {port} did not start")
+
+
+class ServerProc:
+    """One server under test (kind 'natsd' or 'nats-server')."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.port = free_port()
+        self.store = tempfile.mkdtemp(prefix=f"bench-{kind}-")
+        args = ["-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", self.store]
+        if kind == "natsd":
+            cmd = [sys.executable, "-m", "natsd", *args]
+        else:
+            cmd = [str(VENV_BIN / "nats-server"), *args]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port(self.port)
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    def rss_mb(self) -> float:
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        shutil.rmtree(self.store, ignore_errors=True)
+
+
+def run_jsbench(url: str, workload: str, n: int, size: int, timeout: float = 300) -> float | None:
+    try:
+        out = subprocess.run([str(JSBENCH), url, workload, str(n), str(size)], capture_output=True,
+                             text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    for tok in out.stdout.split():
+        if tok.startswith("rate="):
+            return float(tok[5:])
+    sys.stderr.write(f"[{workload}] {out.stderr.strip()}\n")
+    return None
+
+
+def idle_connections_rss(server: ServerProc, count: int) -> tuple[float, float]:
+    """RSS before and after opening ``count`` idle client connections (CONNECT+PING each)."""
+    before = server.rss_mb()
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.create_connection(("127.0.0.1", server.port))
+            s.recv(4096)  # INFO
+            s.sendall(b'CONNECT {"verbose":false}\r\nPING\r\n')
+            socks.append(s)
+        for s in socks:
+            s.settimeout(5)
+            s.recv(64)  # PONG
+        time.sleep(0.5)
+        return before, server.rss_mb()
+    finally:
+        for s in socks:
+            s.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("workloads", nargs="*", default=list(WORKLOADS))
+    ap.add_argument("--n", type=int, help="message count for every workload")
+    ap.add_argument("--size", type=int, help="message size")
+    ap.add_argument("--repeat", type=int, default=1, help="best of N runs")
+    ap.add_argument("--conns", type=int, default=1000, help="idle connections for the memory check (0: skip)")
+    ap.add_argument("--json", type=Path, help="also write results here")
+    args = ap.parse_args(argv)
+    if not JSBENCH.exists():
+        subprocess.run(["bash", str(ROOT / "scripts" / "build-jsbench.sh")], check=True, cwd=ROOT)
+
+    results: dict = {"workloads": {}, "memory": {}}
+    print(f"{'workload':<10} {'n':>9} {'size':>5} {'natsd/s':>12} {'nats-server/s':>14} {'ratio':>7}")
+    for w in args.workloads:
+        n, size = WORKLOADS[w]
+        n, size = args.n or n, args.size or size
+        rates = {}
+        for kind in ("natsd", "nats-server"):
+            best = None
+            for _ in range(args.repeat):
+                srv = ServerProc(kind)
+                try:
+                    r = run_jsbench(srv.url, w, n, size)
+                finally:
+                    srv.stop()
+                if r is not None and (best is None or r > best):
+                    best = r
+            rates[kind] = best
+        ours, ref = rates["natsd"], rates["nats-server"]
+        ratio = (ours / ref) if ours and ref else None
+        results["workloads"][w] = {"n": n, "size": size, "natsd": ours, "nats-server": ref, "ratio": ratio}
+        fmt = lambda v: f"{v:,.0f}" if v else "fail"  # noqa: E731
+        print(f"{w:<10} {n:>9} {size:>5} {fmt(ours):>12} {fmt(ref):>14} {ratio and f'{ratio:.2f}' or '-':>7}",
+              flush=True)
+
+    if args.conns:
+        for kind in ("natsd", "nats-server"):
+            srv = ServerProc(kind)
+            try:
+                time.sleep(0.5)
+                before, after = idle_connections_rss(srv, args.conns)
+            finally:
+                srv.stop()
+            results["memory"][kind] = {"idle_rss_mb": round(before, 1),
+                                       f"rss_with_{args.conns}_conns_mb": round(after, 1)}
+            print(f"memory {kind:<12} idle RSS {before:.1f} MB, with {args.conns} idle connections "
+                  f"{after:.1f} MB (+{after - before:.1f} MB)")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

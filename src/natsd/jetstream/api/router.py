@@ -1,0 +1,308 @@
+"""Dispatch of ``$JS.API`` requests to handlers, and the JSON envelope of every reply.
+
+One :class:`ApiRouter` per JetStream-enabled account. The account subscribes ``$JS.API.>`` once
+through its Ports and hands every request to :meth:`ApiRouter.dispatch`, which finds the handler
+registered for the subject's pattern (patterns use ``*``/``>`` like subscriptions; the most
+specific literal match wins) and sends the reply:
+
+* the handler returns a dict (built with :func:`resp`, so it carries its ``"type"``) -> sent as
+  JSON to the request's reply subject;
+* the handler raises :class:`~natsd.jetstream.api.errors.ApiError` -> the reference envelope
+  ``{"type": "io.nats.jetstream.api.v1.<x>_response", "error": {"code", "err_code",
+  "description"}}`` plus the zero-valued non-``omitempty`` fields the reference's Go structs
+  always carry (e.g. ``"total":0,"offset":0,"limit":0`` for STREAM.INFO, ``"purged":0`` for
+  PURGE), so error replies match the reference field by field;
+* the handler returns ``None`` -> nothing is sent (MSG.NEXT and DIRECT.GET answer on their own).
+
+A subject no handler matches gets no reply at all, as the reference (the client times out).
+``$JS.API.DIRECT.GET.*`` and ``$JS.API.CONSUMER.MSG.NEXT.*.*`` are not dispatched here: the
+stream / consumer subscribes those subjects itself (so that a missing stream gives no
+responders), exactly as nats-server.
+
+API statistics (``api.total`` / ``api.errors`` of ``$JS.API.INFO``) are counted per account in
+:class:`ApiStats`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from natsd.jetstream.api.errors import ApiError, ApiErrors
+
+if TYPE_CHECKING:  # pragma: no cover
+    from natsd.jetstream.manager import JsAccount
+
+__all__ = [
+    "ApiRequest", "ApiRouter", "ApiStats", "Handler", "resp", "TYPE_PREFIX", "dumps",
+    "JS_API_PREFIX", "RESPONSE_TYPES", "ERROR_EXTRAS", "SYSTEM_RESPONSE",
+]
+
+TYPE_PREFIX = "io.nats.jetstream.api.v1."
+JS_API_PREFIX = "$JS.API."
+SYSTEM_RESPONSE = TYPE_PREFIX + "system_response"
+
+# Response type (without prefix) of each API subject pattern, so the router can build the error
+# envelope for any handler, including ones that raise before building anything.
+RESPONSE_TYPES: dict[str, str] = {
+    "$JS.API.INFO": "account_info_response",
+    "$JS.API.STREAM.CREATE.*": "stream_create_response",
+    "$JS.API.STREAM.UPDATE.*": "stream_update_response",
+    "$JS.API.STREAM.NAMES": "stream_names_response",
+    "$JS.API.STREAM.LIST": "stream_list_response",
+    "$JS.API.STREAM.INFO.*": "stream_info_response",
+    "$JS.API.STREAM.DELETE.*": "stream_delete_response",
+    "$JS.API.STREAM.PURGE.*": "stream_purge_response",
+    "$JS.API.STREAM.MSG.GET.*": "stream_msg_get_response",
+    "$JS.API.STREAM.MSG.DELETE.*": "stream_msg_delete_response",
+    "$JS.API.STREAM.SNAPSHOT.*": "stream_snapshot_response",
+    "$JS.API.STREAM.RESTORE.*": "stream_restore_response",
+    "$JS.API.STREAM.LEADER.STEPDOWN.*": "stream_leader_stepdown_response",
+    "$JS.API.STREAM.PEER.REMOVE.*": "stream_remove_peer_response",
+    "$JS.API.STREAM.PEER.EVACUATE.*": "stream_remove_peer_response",
+    "$JS.API.STREAM.CANCEL_MOVE.*": "stream_update_response",
+    "$JS.API.CONSUMER.CREATE.*": "consumer_create_response",
+    "$JS.API.CONSUMER.CREATE.*.>": "consumer_create_response",
+    "$JS.API.CONSUMER.DURABLE.CREATE.*.*": "consumer_create_response",
+    "$JS.API.CONSUMER.NAMES.*": "consumer_names_response",
+    "$JS.API.CONSUMER.LIST.*": "consumer_list_response",
+    "$JS.API.CONSUMER.INFO.*.*": "consumer_info_response",
+    "$JS.API.CONSUMER.DELETE.*.*": "consumer_delete_response",
+    "$JS.API.CONSUMER.PAUSE.*.*": "consumer_pause_response",
+    "$JS.API.CONSUMER.UNPIN.*.*": "consumer_unpin_response",
+    "$JS.API.CONSUMER.RESET.*.*": "consumer_reset_response",
+    "$JS.API.CONSUMER.LEADER.STEPDOWN.*.*": "consumer_leader_stepdown_response",
+    "$JS.API.META.LEADER.STEPDOWN": "meta_leader_stepdown_response",
+    "$JS.API.META.RESCUE": "meta_rescue_response",
+    "$JS.API.SERVER.REMOVE": "meta_server_remove_response",
+    "$JS.API.SERVER.EVACUATE": "meta_server_remove_response",
+    "$JS.API.ACCOUNT.PURGE.*": "account_purge_response",
+    "$JS.API.ACCOUNT.STREAM.MOVE.*.*": "stream_update_response",
+    "$JS.API.ACCOUNT.STREAM.CANCEL_MOVE.*.*": "stream_update_response",
+}
+
+_PAGED = {"total": 0, "offset": 0, "limit": 0}
+# Fields the reference's response structs serialise even when zero (no omitempty), which
+# therefore also appear next to "error" in an error reply. Order = Go struct order.
+ERROR_EXTRAS: dict[str, dict[str, Any]] = {
+    "stream_info_response": _PAGED,
+    "stream_names_response": {**_PAGED, "streams": None},
+    "stream_list_response": {**_PAGED, "streams": None},
+    "stream_purge_response": {"purged": 0},
+    "stream_restore_response": {"deliver_subject": ""},
+    "consumer_names_response": {**_PAGED, "consumers": None},
+    "consumer_list_response": {**_PAGED, "consumers": None},
+    "consumer_pause_response": {"paused": False, "pause_until": "0001-01-01T00:00:00Z"},
+    "consumer_reset_response": {"reset_seq": 0},
+}
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def dumps(obj: Any) -> bytes:
+    """Compact JSON as the reference writes it (no spaces, UTF-8 kept as is)."""
+    return _ENCODER.encode(obj).encode()
+
+
+def resp(type_name: str, body: dict | None = None) -> dict:
+    """A response dict whose first key is ``"type"`` (``type_name`` without or with prefix)."""
+    t = type_name if type_name.startswith(TYPE_PREFIX) else TYPE_PREFIX + type_name
+    out: dict = {"type": t}
+    if body:
+        out.update(body)
+    return out
+
+
+def error_envelope(type_name: str, err: ApiError) -> dict:
+    """The reference's error reply for a response of type ``type_name`` (short or full)."""
+    short = type_name[len(TYPE_PREFIX):] if type_name.startswith(TYPE_PREFIX) else type_name
+    out: dict = {"type": TYPE_PREFIX + short, "error": err.to_dict()}
+    extras = ERROR_EXTRAS.get(short)
+    if extras:
+        out.update(extras)
+    return out
+
+
+@dataclass(slots=True)
+class ApiStats:
+    """Per-account API counters (``api`` object of ``$JS.API.INFO``; ``inflight`` is always 0
+    here: requests are handled synchronously)."""
+
+    total: int = 0
+    errors: int = 0
+
+
+@dataclass(slots=True)
+class ApiRequest:
+    """One API request as handlers see it."""
+
+    subject: str
+    tokens: list[str]
+    reply: str
+    hdr: bytes | None
+    payload: bytes
+    account: "JsAccount"
+    _json: Any = field(default=None, repr=False)
+
+    def json(self) -> dict:
+        """The parsed body: ``{}`` when empty; ApiError INVALID_JSON (10025) when not JSON
+        (the reference answers bad JSON with ``invalid JSON: <go error>``; the text after the
+        colon differs from Go's wording)."""
+        if self._json is None:
+            body = self.payload
+            if not body or not body.strip():
+                self._json = {}
+            else:
+                try:
+                    val = json.loads(body)
+                except (ValueError, UnicodeDecodeError) as e:
+                    raise ApiErrors.INVALID_JSON(err=_json_err_text(e)) from None
+                if not isinstance(val, dict):
+                    raise ApiErrors.INVALID_JSON(
+                        err=f"json: cannot unmarshal {_go_json_kind(val)} into Go value of type struct")
+                self._json = val
+        return self._json
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.payload or not self.payload.strip()
+
+    def header(self, name: str) -> str | None:
+        """Value of request header ``name`` (case-insensitive), or None."""
+        if not self.hdr:
+            return None
+        return find_header(self.hdr, name)
+
+
+def _go_json_kind(val: Any) -> str:
+    if isinstance(val, list):
+        return "array"
+    if isinstance(val, str):
+        return "string"
+    if isinstance(val, bool):
+        return "bool"
+    if isinstance(val, (int, float)):
+        return "number"
+    return "null"
+
+
+def _json_err_text(e: Exception) -> str:
+    # Go's encoding/json messages look like "invalid character 'x' looking for beginning of
+    # value" / "unexpected end of JSON input"; we keep the same shape where we can.
+    msg = str(e)
+    if "Expecting value" in msg and "char 0" in msg:
+        return "unexpected end of JSON input"
+    if isinstance(e, json.JSONDecodeError):
+        doc = e.doc
+        pos = e.pos
+        if pos >= len(doc):
+            return "unexpected end of JSON input"
+        return f"invalid character {doc[pos]!r} looking for beginning of value"
+    return msg
+
+
+def find_header(hdr: bytes, name: str) -> str | None:
+    """Value of header ``name`` in a raw ``NATS/1.0`` block (case-insensitive), or None."""
+    lname = name.lower().encode()
+    for line in hdr.split(b"\r\n")[1:]:
+        if not line:
+            continue
+        k, sep, v = line.partition(b":")
+        if sep and k.strip().lower() == lname:
+            return v.strip().decode("utf-8", "replace")
+    return None
+
+
+Handler = Callable[[ApiRequest], "dict | None"]
+
+
+class _Node:
+    __slots__ = ("children", "star", "fwc", "entry")
+
+    def __init__(self) -> None:
+        self.children: dict[str, _Node] = {}
+        self.star: _Node | None = None
+        self.fwc: tuple[Handler, str] | None = None
+        self.entry: tuple[Handler, str] | None = None
+
+
+class ApiRouter:
+    """Pattern -> handler table for one account's ``$JS.API`` requests (a small token trie;
+    literal tokens are preferred over ``*``, and ``*`` over ``>``)."""
+
+    def __init__(self, account: "JsAccount | None" = None) -> None:
+        self.account = account
+        self._root = _Node()
+        self.patterns: dict[str, Handler] = {}
+        # Hooks the account sets: reply sender and audit (advisory) callback.
+        self.on_response: Callable[[ApiRequest, bytes], None] | None = None
+
+    def register(self, pattern: str, handler: Handler, response_type: str | None = None) -> None:
+        """Route requests whose subject matches ``pattern`` to ``handler``.
+
+        ``response_type`` (e.g. ``"consumer_create_response"``) names the type used for error
+        envelopes; it defaults to the reference's type for the known API subjects."""
+        rtype = response_type or RESPONSE_TYPES.get(pattern) or "system_response"
+        node = self._root
+        tokens = pattern.split(".")
+        for i, t in enumerate(tokens):
+            if t == ">":
+                node.fwc = (handler, rtype)
+                self.patterns[pattern] = handler
+                return
+            if t == "*":
+                if node.star is None:
+                    node.star = _Node()
+                node = node.star
+            else:
+                nxt = node.children.get(t)
+                if nxt is None:
+                    nxt = node.children[t] = _Node()
+                node = nxt
+        node.entry = (handler, rtype)
+        self.patterns[pattern] = handler
+
+    def lookup(self, tokens: list[str]) -> tuple[Handler, str] | None:
+        """The (handler, response type) for a tokenized subject, or None."""
+        return self._match(self._root, tokens, 0)
+
+    def _match(self, node: _Node, tokens: list[str], i: int) -> tuple[Handler, str] | None:
+        if i == len(tokens):
+            return node.entry
+        t = tokens[i]
+        child = node.children.get(t)
+        if child is not None:
+            r = self._match(child, tokens, i + 1)
+            if r is not None:
+                return r
+        if node.star is not None:
+            r = self._match(node.star, tokens, i + 1)
+            if r is not None:
+                return r
+        return node.fwc
+
+    def dispatch(self, account: "JsAccount", subject: str, reply: str, hdr: bytes | None,
+                 payload: bytes) -> bytes | None:
+        """Handle one request; returns the reply bytes sent (None when nothing was sent)."""
+        tokens = subject.split(".")
+        found = self.lookup(tokens)
+        if found is None:
+            return None  # unknown API subject: no reply, as the reference
+        handler, rtype = found
+        req = ApiRequest(subject, tokens, reply, hdr, payload, account)
+        stats: ApiStats = account.api_stats
+        stats.total += 1
+        try:
+            result = handler(req)
+        except ApiError as err:
+            stats.errors += 1
+            result = error_envelope(rtype, err)
+        if result is None:
+            return None
+        data = dumps(result)
+        if reply:
+            account.ports.publish(reply, "", None, data)
+        if self.on_response is not None:
+            self.on_response(req, data)
+        return data

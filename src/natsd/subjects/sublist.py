@@ -1,0 +1,414 @@
+"""The Sublist: a subject trie with a bounded match cache, after nats-server's ``sublist.go``.
+
+Structure: a :class:`_Level` holds the children of one token position: ``nodes`` for literal
+tokens, plus one ``pwc`` slot for ``*`` and one ``fwc`` slot for ``>``. A :class:`_Node` holds the
+items subscribed at exactly that subject (``psubs``, plain; ``qsubs``, per queue group name) and
+the next level. ``match(subject)`` walks literal, ``*`` and ``>`` branches together and returns a
+:class:`SublistResult`; items from every matching node are gathered, and queue members are
+grouped by queue name across nodes (so ``foo.*`` and ``foo.bar`` members of queue ``q`` form one
+group, and a publisher delivers to exactly one of them).
+
+The cache maps a literal subject to its immutable result. It holds at most ``CACHE_MAX`` (1024)
+entries; when it grows beyond that, the oldest entries are dropped until ``CACHE_SWEEP`` (256)
+remain (nats-server sweeps at random; dropping the oldest is as cheap and more predictable).
+Insert and remove invalidate only the cached subjects the changed subscription matches: a literal
+subject drops one key, a wildcard one scans the (bounded) cache. A warm lookup is one dict get.
+
+Items are any hashable objects (client subscriptions, API handlers); an item is stored at most
+once per (subject, queue). The Sublist is not thread-safe: natsd uses it from one event loop.
+"""
+
+from __future__ import annotations
+
+from itertools import islice
+from typing import Any, Generic, Hashable, Iterator, TypeVar
+
+from natsd.subjects.tokens import FWC, PWC, TSEP, is_valid_subject, subject_matches
+
+__all__ = ["Sublist", "SublistResult", "EMPTY_RESULT", "InvalidSubjectError", "CACHE_MAX", "CACHE_SWEEP"]
+
+T = TypeVar("T", bound=Hashable)
+
+CACHE_MAX = 1024  # nats-server slCacheMax
+CACHE_SWEEP = 256  # nats-server slCacheSweep: size the cache is reduced to
+
+
+class InvalidSubjectError(ValueError):
+    """Raised by :meth:`Sublist.insert` for a subject that is not valid in the subscribe form
+    (nats-server's ``ErrInvalidSubject``: "sublist: invalid subject")."""
+
+
+class SublistResult:
+    """The immutable answer to :meth:`Sublist.match`.
+
+    ``psubs``: tuple of plain items. ``qsubs``: tuple of tuples, one per queue group, holding that
+    group's members; ``queues[i]`` is the name of group ``qsubs[i]``.
+    """
+
+    __slots__ = ("psubs", "qsubs", "queues")
+
+    psubs: tuple
+    qsubs: tuple
+    queues: tuple
+
+    def __init__(self, psubs: tuple = (), qsubs: tuple = (), queues: tuple = ()) -> None:
+        object.__setattr__(self, "psubs", psubs)
+        object.__setattr__(self, "qsubs", qsubs)
+        object.__setattr__(self, "queues", queues)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("SublistResult is immutable")
+
+    def __bool__(self) -> bool:
+        return bool(self.psubs or self.qsubs)
+
+    def __repr__(self) -> str:
+        groups = dict(zip(self.queues, self.qsubs))
+        return f"SublistResult(psubs={self.psubs!r}, qsubs={groups!r})"
+
+
+EMPTY_RESULT = SublistResult()
+
+
+class _Node:
+    __slots__ = ("next", "psubs", "qsubs")
+
+    def __init__(self) -> None:
+        self.next: _Level | None = None
+        # dicts used as insertion-ordered sets (item -> None): deterministic fan-out order.
+        self.psubs: dict = {}
+        self.qsubs: dict[str, dict] = {}
+
+    def is_empty(self) -> bool:
+        return not self.psubs and not self.qsubs and (self.next is None or self.next.is_empty())
+
+
+class _Level:
+    __slots__ = ("nodes", "pwc", "fwc")
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, _Node] = {}
+        self.pwc: _Node | None = None
+        self.fwc: _Node | None = None
+
+    def is_empty(self) -> bool:
+        return not self.nodes and self.pwc is None and self.fwc is None
+
+    def child(self, token: str) -> _Node | None:
+        if token == PWC:
+            return self.pwc
+        if token == FWC:
+            return self.fwc
+        return self.nodes.get(token)
+
+    def prune(self, token: str) -> None:
+        if token == PWC:
+            self.pwc = None
+        elif token == FWC:
+            self.fwc = None
+        else:
+            self.nodes.pop(token, None)
+
+
+def _add_node(node: _Node, psubs: list, qgroups: dict) -> None:
+    """Gather ``node``'s items into the result being built (queue groups merged by name)."""
+    if node.psubs:
+        psubs.extend(node.psubs)
+    if node.qsubs:
+        for name, members in node.qsubs.items():
+            group = qgroups.get(name)
+            if group is None:
+                qgroups[name] = list(members)
+            else:
+                group.extend(members)
+
+
+def _match_level(level: _Level | None, tokens: list[str], start: int, psubs: list, qgroups: dict) -> None:
+    # Walk the literal branch iteratively; recurse only into '*' branches. '>' at any level
+    # matches the rest of the subject (which is non-empty here, since a token remains).
+    node: _Node | None = None
+    pwc: _Node | None = None
+    for i in range(start, len(tokens)):
+        if level is None:
+            return
+        if level.fwc is not None:
+            _add_node(level.fwc, psubs, qgroups)
+        pwc = level.pwc
+        if pwc is not None and pwc.next is not None:
+            _match_level(pwc.next, tokens, i + 1, psubs, qgroups)
+        node = level.nodes.get(tokens[i])
+        level = node.next if node is not None else None
+    if node is not None:
+        _add_node(node, psubs, qgroups)
+    if pwc is not None:
+        _add_node(pwc, psubs, qgroups)
+
+
+def _node_has_items(node: _Node | None) -> bool:
+    return node is not None and bool(node.psubs or node.qsubs)
+
+
+def _has_interest_level(level: _Level | None, tokens: list[str], start: int) -> bool:
+    node: _Node | None = None
+    pwc: _Node | None = None
+    for i in range(start, len(tokens)):
+        if level is None:
+            return False
+        if _node_has_items(level.fwc):
+            return True
+        pwc = level.pwc
+        if pwc is not None and pwc.next is not None and _has_interest_level(pwc.next, tokens, i + 1):
+            return True
+        node = level.nodes.get(tokens[i])
+        level = node.next if node is not None else None
+    return _node_has_items(node) or _node_has_items(pwc)
+
+
+class Sublist(Generic[T]):
+    """Subject -> interested items, with queue groups and a bounded match cache.
+
+    ``Sublist(cache=False)`` disables the cache (every match walks the trie).
+    """
+
+    __slots__ = ("_root", "_cache", "_count", "_inserts", "_removes", "_matches", "_hits")
+
+    def __init__(self, cache: bool = True) -> None:
+        self._root = _Level()
+        self._cache: dict[str, SublistResult] | None = {} if cache else None
+        self._count = 0
+        self._inserts = 0
+        self._removes = 0
+        self._matches = 0
+        self._hits = 0
+
+    # -- mutation ---------------------------------------------------------------------------
+
+    def insert(self, subject: str, item: T, queue: str | None = None) -> None:
+        """Add ``item`` under ``subject`` (subscribe form), in queue group ``queue`` if given.
+
+        Raises :class:`InvalidSubjectError` for an invalid subject. Inserting the same
+        (subject, queue, item) twice is a no-op.
+        """
+        if not is_valid_subject(subject):
+            raise InvalidSubjectError(f"sublist: invalid subject {subject!r}")
+        level = self._root
+        node: _Node | None = None
+        for t in subject.split(TSEP):
+            if t == PWC:
+                node = level.pwc
+                if node is None:
+                    node = level.pwc = _Node()
+            elif t == FWC:
+                node = level.fwc
+                if node is None:
+                    node = level.fwc = _Node()
+            else:
+                node = level.nodes.get(t)
+                if node is None:
+                    node = level.nodes[t] = _Node()
+            if node.next is None:
+                node.next = _Level()
+            level = node.next
+        assert node is not None
+        if queue:
+            members = node.qsubs.get(queue)
+            if members is None:
+                members = node.qsubs[queue] = {}
+            target = members
+        else:
+            target = node.psubs
+        if item in target:
+            return
+        target[item] = None
+        self._count += 1
+        self._inserts += 1
+        self._invalidate(subject)
+
+    def remove(self, subject: str, item: T, queue: str | None = None) -> bool:
+        """Remove ``item`` from ``subject`` (and ``queue``); False if it was not there.
+
+        Nodes and levels left empty are pruned, so the trie does not grow with churn.
+        """
+        if not subject:
+            return False
+        level: _Level | None = self._root
+        path: list[tuple[_Level, _Node, str]] = []
+        node: _Node | None = None
+        for t in subject.split(TSEP):
+            if level is None:
+                return False
+            node = level.child(t)
+            if node is None:
+                return False
+            path.append((level, node, t))
+            level = node.next
+        assert node is not None
+        if queue:
+            members = node.qsubs.get(queue)
+            if members is None or item not in members:
+                return False
+            del members[item]
+            if not members:
+                del node.qsubs[queue]
+        else:
+            if item not in node.psubs:
+                return False
+            del node.psubs[item]
+        self._count -= 1
+        self._removes += 1
+        # Prune from the leaf upwards; stop at the first node that still holds something.
+        for lvl, n, t in reversed(path):
+            if n.next is not None and n.next.is_empty():
+                n.next = None
+            if n.psubs or n.qsubs or n.next is not None:
+                break
+            lvl.prune(t)
+        self._invalidate(subject)
+        return True
+
+    def _invalidate(self, subject: str) -> None:
+        """Drop cached results for literal subjects that ``subject`` matches."""
+        cache = self._cache
+        if not cache:
+            return
+        if PWC not in subject and FWC not in subject:
+            cache.pop(subject, None)
+            return
+        tokens = subject.split(TSEP)
+        if PWC not in tokens and FWC not in tokens:
+            cache.pop(subject, None)
+            return
+        # Literal prefix up to the first wildcard token: a cheap filter before the full match.
+        prefix_tokens: list[str] = []
+        for t in tokens:
+            if t == PWC or t == FWC:
+                break
+            prefix_tokens.append(t)
+        prefix = TSEP.join(prefix_tokens) + TSEP if prefix_tokens else ""
+        stale = [k for k in cache if k.startswith(prefix) and subject_matches(subject, k)]
+        for k in stale:
+            del cache[k]
+
+    # -- queries ----------------------------------------------------------------------------
+
+    def match(self, subject: str) -> SublistResult:
+        """Everything interested in the literal ``subject``.
+
+        A subject with an empty token (``"a..b"``, ``""``) matches nothing. Results are shared
+        and immutable; callers must not try to change them.
+        """
+        self._matches += 1
+        cache = self._cache
+        if cache is not None:
+            r = cache.get(subject)
+            if r is not None:
+                self._hits += 1
+                return r
+        tokens = subject.split(TSEP)
+        for t in tokens:
+            if not t:
+                return EMPTY_RESULT
+        psubs: list = []
+        qgroups: dict[str, list] = {}
+        _match_level(self._root, tokens, 0, psubs, qgroups)
+        if psubs or qgroups:
+            r = SublistResult(
+                tuple(psubs),
+                tuple(tuple(g) for g in qgroups.values()),
+                tuple(qgroups),
+            )
+        else:
+            r = EMPTY_RESULT
+        if cache is not None:
+            cache[subject] = r
+            if len(cache) > CACHE_MAX:
+                self._sweep()
+        return r
+
+    def _sweep(self) -> None:
+        cache = self._cache
+        assert cache is not None
+        # dicts keep insertion order: the first keys are the oldest entries.
+        for k in list(islice(cache, len(cache) - CACHE_SWEEP)):
+            del cache[k]
+
+    def has_interest(self, subject: str) -> bool:
+        """True if at least one item matches the literal ``subject`` (no result is built)."""
+        cache = self._cache
+        if cache is not None:
+            r = cache.get(subject)
+            if r is not None:
+                return bool(r.psubs or r.qsubs)
+        tokens = subject.split(TSEP)
+        for t in tokens:
+            if not t:
+                return False
+        return _has_interest_level(self._root, tokens, 0)
+
+    def num_interest(self, subject: str) -> tuple[int, int]:
+        """(plain items, queue members) matching ``subject``."""
+        r = self.match(subject)
+        return len(r.psubs), sum(len(g) for g in r.qsubs)
+
+    def count(self) -> int:
+        """Number of (subject, queue, item) entries stored."""
+        return self._count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def cache_count(self) -> int:
+        """Number of cached results (0 with the cache off)."""
+        return len(self._cache) if self._cache is not None else 0
+
+    def stats(self) -> dict[str, Any]:
+        """Counters shaped like nats-server's ``/subsz`` (``SublistStats``) JSON."""
+        matches = self._matches
+        out: dict[str, Any] = {
+            "num_subscriptions": self._count,
+            "num_cache": self.cache_count(),
+            "num_inserts": self._inserts,
+            "num_removes": self._removes,
+            "num_matches": matches,
+            "cache_hit_rate": (self._hits / matches) if matches else 0.0,
+            "max_fanout": 0,
+            "avg_fanout": 0.0,
+        }
+        # Fan-out is measured over cached results, as the reference does (a queue group counts 1).
+        if self._cache:
+            tot = mx = 0
+            for r in self._cache.values():
+                n = len(r.psubs) + len(r.qsubs)
+                tot += n
+                if n > mx:
+                    mx = n
+            out["max_fanout"] = mx
+            out["avg_fanout"] = tot / len(self._cache)
+        return out
+
+    def all(self) -> list[tuple[str, str | None, T]]:
+        """Every stored entry as (subject, queue or None, item), in trie order."""
+        out: list[tuple[str, str | None, T]] = []
+        self._collect(self._root, [], out)
+        return out
+
+    def __iter__(self) -> Iterator[tuple[str, str | None, T]]:
+        return iter(self.all())
+
+    def _collect(self, level: _Level, prefix: list[str], out: list) -> None:
+        children: list[tuple[str, _Node]] = list(level.nodes.items())
+        if level.pwc is not None:
+            children.append((PWC, level.pwc))
+        if level.fwc is not None:
+            children.append((FWC, level.fwc))
+        for token, node in children:
+            prefix.append(token)
+            subject = TSEP.join(prefix)
+            for item in node.psubs:
+                out.append((subject, None, item))
+            for q, members in node.qsubs.items():
+                for item in members:
+                    out.append((subject, q, item))
+            if node.next is not None:
+                self._collect(node.next, prefix, out)
+            prefix.pop()
