@@ -1,17 +1,29 @@
 """Typed server options: the nats-server config tree and command-line flags land here.
 
 Defaults are nats-server's. Durations are nanoseconds (``*_ns``) or seconds where the reference
-exposes seconds; sizes are bytes. Parsing lives in :mod:`natsd.config.parser` (text -> tree) and
-``from_tree``/``apply_flags`` below (tree/flags -> options).
+exposes seconds; sizes are bytes. Parsing lives in :mod:`natsd.config.parser` (text -> tree),
+:func:`options_from_tree` / :func:`options_from_file` below (tree -> options, with nats-server's
+key names and aliases) and :mod:`natsd.config.flags` (command line -> options).
 """
 
 from __future__ import annotations
 
+import hashlib as _hashlib
+import json as _json
+import re as _re
 from dataclasses import dataclass, field
+from datetime import datetime as _datetime
+from typing import Any as _Any, Callable as _Callable
+
+from natsd.config.lexer import ConfigError
+from natsd.config.parser import ConfigList, ConfigMap, Pos, parse_file
+from natsd.subjects.tokens import is_valid_subject
 
 __all__ = [
     "ServerOptions", "JetStreamOptions", "UserOptions", "Permissions", "SubjectPermission",
     "AccountOptions", "AccountJetStreamLimits",
+    "ConfigError", "ConfigErrors", "options_from_tree", "options_from_file", "parse_duration",
+    "config_digest",
 ]
 
 SECOND_NS = 1_000_000_000
@@ -115,3 +127,851 @@ class ServerOptions:
     pedantic_config: bool = False
     # Where each option came from (key -> "file:line:col"), for error messages and -t.
     origins: dict[str, str] = field(default_factory=dict)
+    # disable_sublist_cache / no_sublist_cache: match every publish against the trie.
+    no_sublist_cache: bool = False
+    # The command-line arguments the options were built from (without the program name);
+    # reload_options() re-reads config_file and re-applies these so flags keep overriding.
+    cli_flags: list[str] = field(default_factory=list)
+    # Non-fatal findings while loading ("file:line:col: ..."); main prints them to stderr.
+    config_warnings: list[str] = field(default_factory=list)
+    # sha256 digest of the parsed config (as `nats-server -t` prints it); "" without a file.
+    config_digest: str = ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Config tree -> ServerOptions
+# ---------------------------------------------------------------------------------------------
+
+
+# nats-server's DEFAULT_ALLOW_RESPONSE_MAX_MSGS / _EXPIRATION.
+_RESP_MAX_DEFAULT = 1
+_RESP_EXPIRES_DEFAULT_NS = 0
+_LAME_DUCK_MIN_NS = 30 * SECOND_NS
+_GLOBAL_ACCOUNT = "$G"
+
+
+class ConfigErrors(ConfigError):
+    """Several configuration errors at once (nats-server reports all of them together).
+
+    ``errors`` lists them; position attributes are those of the first; ``str()`` has one
+    ``file:line:col: message`` per line.
+    """
+
+    def __init__(self, errors: list[ConfigError]) -> None:
+        self.errors = errors
+        first = errors[0]
+        super().__init__(first.message, first.file, first.line, first.column)
+
+    def __str__(self) -> str:
+        return "\n".join(ConfigError.__str__(e) for e in self.errors)
+
+
+# -- Go's time.ParseDuration ------------------------------------------------------------------
+
+_DURATION_UNITS_NS = {
+    "ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000,
+    "s": SECOND_NS, "m": 60 * SECOND_NS, "h": 3600 * SECOND_NS,
+}
+_DURATION_PART = _re.compile(r"(\d*)(?:\.(\d*))?([^\d.]*)")
+
+
+def parse_duration(text: str) -> int:
+    """Parse a Go duration string ("1h30m", "500ms", "2.5s", "-1s", "0") into nanoseconds.
+
+    Raises ``ValueError`` with Go's message (``time: invalid duration "x"``, ...).
+    """
+    orig = text
+    s = text
+    neg = False
+    if s[:1] in ("-", "+"):
+        neg = s[0] == "-"
+        s = s[1:]
+    if s == "0":
+        return 0
+    if not s:
+        raise ValueError(f'time: invalid duration "{orig}"')
+    total = 0
+    while s:
+        m = _DURATION_PART.match(s)
+        whole, frac, unit = m.group(1), m.group(2), m.group(3)
+        if not whole and not frac:
+            raise ValueError(f'time: invalid duration "{orig}"')
+        if not unit:
+            raise ValueError(f'time: missing unit in duration "{orig}"')
+        if unit not in _DURATION_UNITS_NS:
+            raise ValueError(f'time: unknown unit "{unit}" in duration "{orig}"')
+        mult = _DURATION_UNITS_NS[unit]
+        total += int(whole or "0") * mult
+        if frac:
+            total += int(frac) * mult // (10 ** len(frac))
+        s = s[m.end():]
+    if total > (1 << 63) - 1:
+        raise ValueError(f'time: invalid duration "{orig}"')
+    return -total if neg else total
+
+
+def _format_duration(ns: int) -> str:
+    """A short Go-like rendering of a duration (for messages)."""
+    if ns % SECOND_NS == 0:
+        secs = ns // SECOND_NS
+        h, rem = divmod(secs, 3600)
+        m, sec = divmod(rem, 60)
+        out = (f"{h}h" if h else "") + (f"{m}m" if h or m else "") + f"{sec}s"
+        return out
+    return f"{ns / SECOND_NS}s"
+
+
+# -- processing context ---------------------------------------------------------------------
+
+def _type_name(v: _Any) -> str:
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, int):
+        return "int"
+    if isinstance(v, float):
+        return "float"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, dict):
+        return "map"
+    if isinstance(v, list):
+        return "array"
+    if isinstance(v, _datetime):
+        return "datetime"
+    return type(v).__name__
+
+
+class _Ctx:
+    """Collects errors and warnings while walking the tree (all are reported together)."""
+
+    def __init__(self, pedantic: bool) -> None:
+        self.pedantic = pedantic
+        self.errors: list[ConfigError] = []
+        self.warnings: list[str] = []
+
+    def error(self, pos: Pos | None, message: str) -> None:
+        if pos is None:
+            self.errors.append(ConfigError(message))
+        else:
+            self.errors.append(ConfigError(message, pos.file, pos.line, pos.column))
+
+    def warn(self, pos: Pos | None, message: str) -> None:
+        self.warnings.append(f"{pos}: {message}" if pos is not None else message)
+
+    def unknown(self, m: ConfigMap, key: str) -> None:
+        """An unknown field: a warning, or an error in pedantic mode. Keys that were used as
+        ``$variables`` are definitions, not typos (as nats-server treats them)."""
+        if key in m.used_vars:
+            return
+        if self.pedantic:
+            self.error(m.pos(key), f'unknown field "{key}"')
+        else:
+            self.warn(m.pos(key), f'unknown field "{key}"')
+
+    def unsupported(self, m: ConfigMap, key: str) -> None:
+        self.warn(m.pos(key), f'field "{key}" is not supported by natsd and is ignored')
+
+    # Typed getters: report a located error and return None on a wrong type.
+
+    def int_(self, m: ConfigMap, key: str) -> int | None:
+        v = m[key]
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+        self.error(m.pos(key), f"{key}: expected an integer, got {_type_name(v)} {v!r}")
+        return None
+
+    def str_(self, m: ConfigMap, key: str) -> str | None:
+        v = m[key]
+        if isinstance(v, str):
+            return v
+        self.error(m.pos(key), f"{key}: expected a string, got {_type_name(v)} {v!r}")
+        return None
+
+    def bool_(self, m: ConfigMap, key: str) -> bool | None:
+        v = m[key]
+        if isinstance(v, bool):
+            return v
+        self.error(m.pos(key), f"{key}: expected a boolean, got {_type_name(v)} {v!r}")
+        return None
+
+    def map_(self, m: ConfigMap, key: str) -> ConfigMap | None:
+        v = m[key]
+        if isinstance(v, ConfigMap):
+            return v
+        self.error(m.pos(key), f"{key}: expected a map, got {_type_name(v)} {v!r}")
+        return None
+
+    def duration(self, m: ConfigMap, key: str, *, seconds_ok: bool = True) -> int | None:
+        """A duration string, or (deprecated, with a warning) an integer number of seconds."""
+        v = m[key]
+        if isinstance(v, str):
+            try:
+                return parse_duration(v)
+            except ValueError as e:
+                self.error(m.pos(key), f"error parsing {key}: {e}")
+                return None
+        if seconds_ok and isinstance(v, int) and not isinstance(v, bool):
+            self.warn(m.pos(key), f'invalid use of field "{key}": {key} should be converted to a duration')
+            return v * SECOND_NS
+        self.error(m.pos(key), f"{key}: expected a duration string, got {_type_name(v)} {v!r}")
+        return None
+
+    def int32(self, m: ConfigMap, key: str) -> int | None:
+        v = self.int_(m, key)
+        if v is not None and v > (1 << 31) - 1:
+            self.error(m.pos(key), f"{key} value is too big")
+            return None
+        return v
+
+
+# Keys nats-server accepts that natsd does not implement: a warning, never an error, so a
+# reference config still boots (clustering, leaf nodes, gateways, websockets, MQTT, ...).
+_UNSUPPORTED_TOP = frozenset("""
+client_advertise logtime_utc trace_headers mappings maps default_sentinel https https_port
+http_base_path cluster gateway leaf leafnodes logfile_size_limit log_size_limit logfile_max_num
+log_max_num syslog remote_syslog prof_port prof_block_rate proxy_protocol max_traced_msg_len
+max_sub_tokens max_subscription_tokens ocsp allow_non_tls write_timeout operator operators roots
+root root_operators root_operator resolver account_resolver accounts_resolver resolver_tls
+resolver_preload resolver_pinned_accounts no_system_account no_system no_sys_acc
+no_header_support trusted trusted_keys connect_error_reports reconnect_error_reports websocket ws
+mqtt server_tags server_metadata feature_flags default_js_domain ocsp_cache
+no_fast_producer_stall max_closed_clients proxies
+""".split())
+
+_UNSUPPORTED_JS = frozenset("""
+strict key ek encryption_key prev_key prev_ek prev_encryption_key cipher extension_hint limits tpm
+max_outstanding_catchup max_buffered_size max_buffered_msgs request_queue_limit info_queue_limit
+meta_compact meta_compact_size meta_compact_sync max_concurrent_io
+""".split())
+
+
+# -- permissions ------------------------------------------------------------------------------
+
+def _perm_subjects(ctx: _Ctx, v: _Any, pos: Pos | None, allow_queue: bool) -> list[str] | None:
+    if isinstance(v, str):
+        subjects = [v]
+    elif isinstance(v, list):
+        subjects = []
+        for i, s in enumerate(v):
+            if not isinstance(s, str):
+                ipos = v.pos(i) if isinstance(v, ConfigList) else pos
+                ctx.error(ipos, "Subject in permissions array cannot be cast to string")
+                return None
+            subjects.append(s)
+    else:
+        ctx.error(pos, "Expected subject permissions to be a subject, or array of subjects, "
+                       f"got {_type_name(v)}")
+        return None
+    for s in subjects:
+        if is_valid_subject(s):
+            continue
+        # Subscribe permissions may name a queue group: "subject queue".
+        parts = s.split()
+        if not allow_queue or len(parts) != 2:
+            ctx.error(pos, f'subject "{s}" is not a valid subject')
+            return None
+        if not is_valid_subject(parts[0]):
+            ctx.error(pos, f'subject "{parts[0]}" is not a valid subject')
+            return None
+        if not is_valid_subject(parts[1]):
+            ctx.error(pos, f'queue "{parts[1]}" is not a valid queue')
+            return None
+    return subjects
+
+
+def _subject_permission(ctx: _Ctx, v: _Any, pos: Pos | None, allow_queue: bool) -> SubjectPermission | None:
+    if isinstance(v, ConfigMap):
+        # New style: {allow: ..., deny: ...}
+        if not v:
+            return None
+        sp = SubjectPermission()
+        for k in v:
+            kl = k.lower()
+            if kl in ("allow", "deny"):
+                subjects = _perm_subjects(ctx, v[k], v.pos(k), allow_queue)
+                if subjects is not None:
+                    setattr(sp, kl, subjects)
+            elif k not in v.used_vars:
+                ctx.error(v.pos(k), f'Unknown field name "{k}" parsing subject permissions, '
+                                    "only 'allow' or 'deny' are permitted")
+        return sp
+    # Old style: a subject or a list of subjects, all allowed.
+    subjects = _perm_subjects(ctx, v, pos, allow_queue)
+    return None if subjects is None else SubjectPermission(allow=subjects)
+
+
+def _permissions(ctx: _Ctx, v: _Any, pos: Pos | None) -> Permissions | None:
+    if not isinstance(v, ConfigMap):
+        ctx.error(pos, f"Expected permissions to be a map/struct, got {_type_name(v)}")
+        return None
+    p = Permissions()
+    for k in v:
+        kl = k.lower()
+        kpos = v.pos(k)
+        if kl in ("pub", "publish", "import"):
+            p.publish = _subject_permission(ctx, v[k], kpos, allow_queue=False)
+        elif kl in ("sub", "subscribe", "export"):
+            p.subscribe = _subject_permission(ctx, v[k], kpos, allow_queue=True)
+        elif kl in ("publish_allow_responses", "allow_responses"):
+            rv = v[k]
+            if isinstance(rv, bool):
+                p.allow_responses = rv
+            elif isinstance(rv, ConfigMap):
+                p.allow_responses = True
+                p.responses_max = _RESP_MAX_DEFAULT
+                p.responses_expires_ns = _RESP_EXPIRES_DEFAULT_NS
+                for rk in rv:
+                    rkl = rk.lower()
+                    if rkl in ("max", "max_msgs", "max_messages", "max_responses"):
+                        n = ctx.int_(rv, rk)
+                        if n:  # 0 keeps the default; negative means unlimited
+                            p.responses_max = n
+                    elif rkl in ("expires", "expiration", "ttl"):
+                        if not isinstance(rv[rk], str):
+                            ctx.error(rv.pos(rk), "error parsing expires, not a duration string")
+                            continue
+                        try:
+                            ttl = parse_duration(rv[rk])
+                        except ValueError as e:
+                            ctx.error(rv.pos(rk), f"error parsing expires: {e}")
+                            continue
+                        if ttl:
+                            p.responses_expires_ns = ttl
+                    elif rk not in rv.used_vars:
+                        ctx.error(rv.pos(rk), f'Unknown field "{rk}" parsing permissions')
+            else:
+                ctx.error(kpos, "error parsing response permissions, expected a boolean or a map")
+            if p.allow_responses and p.publish is None:
+                # As the reference: allowing responses turns off the blanket publish allow;
+                # an empty allow list here means "only replies" to the permission checker.
+                p.publish = SubjectPermission()
+        elif k not in v.used_vars:
+            ctx.error(kpos, f'Unknown field "{k}" parsing permissions')
+    return p
+
+
+# -- users, authorization, accounts -------------------------------------------------------------
+
+def _users(ctx: _Ctx, v: _Any, pos: Pos | None, account: str) -> list[UserOptions]:
+    if not isinstance(v, list):
+        ctx.error(pos, f"Expected users field to be an array, got {_type_name(v)}")
+        return []
+    users: list[UserOptions] = []
+    for i, entry in enumerate(v):
+        epos = v.pos(i) if isinstance(v, ConfigList) else pos
+        if not isinstance(entry, ConfigMap):
+            ctx.error(epos, f"Expected user entry to be a map/struct, got {_type_name(entry)}")
+            continue
+        u = UserOptions(account=account)
+        for k in entry:
+            kl = k.lower()
+            if kl in ("user", "username"):
+                u.user = ctx.str_(entry, k) or ""
+            elif kl in ("pass", "password"):
+                pw = entry[k]
+                # An unquoted all-digit password lexes as an integer; keep its text.
+                u.password = str(pw) if isinstance(pw, int) and not isinstance(pw, bool) else (ctx.str_(entry, k) or "")
+            elif kl in ("permission", "permissions", "authorization"):
+                u.permissions = _permissions(ctx, entry[k], entry.pos(k))
+            elif kl == "nkey":
+                ctx.error(entry.pos(k), "nkey users are not supported by natsd")
+            elif kl in ("allowed_connection_types", "connection_types", "clients", "proxy_required"):
+                ctx.unsupported(entry, k)
+            else:
+                ctx.unknown(entry, k)
+        if not u.user:
+            ctx.error(epos, "User entry requires a user")
+            continue
+        users.append(u)
+    return users
+
+
+def _authorization(ctx: _Ctx, o: ServerOptions, m: ConfigMap, key: str) -> None:
+    a = ctx.map_(m, key)
+    if a is None:
+        return
+    pos = m.pos(key)
+    user = password = token = ""
+    users: list[UserOptions] | None = None
+    default_perms: Permissions | None = None
+    for k in a:
+        kl = k.lower()
+        if kl in ("user", "username"):
+            user = ctx.str_(a, k) or ""
+        elif kl in ("pass", "password"):
+            pw = a[k]
+            password = str(pw) if isinstance(pw, int) and not isinstance(pw, bool) else (ctx.str_(a, k) or "")
+        elif kl == "token":
+            token = ctx.str_(a, k) or ""
+        elif kl == "timeout":
+            tv = a[k]
+            if isinstance(tv, bool):
+                ctx.error(a.pos(k), "error parsing authorization config, 'timeout' wrong type")
+                continue
+            if isinstance(tv, (int, float)):
+                ns = int(tv * SECOND_NS)
+            elif isinstance(tv, str):
+                try:
+                    ns = parse_duration(tv)
+                except ValueError as e:
+                    ctx.error(a.pos(k), f"error parsing authorization config, 'timeout' {e}")
+                    continue
+            else:
+                ctx.error(a.pos(k), "error parsing authorization config, 'timeout' wrong type")
+                continue
+            if ns > 60 * SECOND_NS:
+                ctx.warn(a.pos(k), f"invalid use of field \"{k}\": timeout of {tv} ({ns / SECOND_NS:f} "
+                                   "seconds) is high, consider keeping it under 60 seconds. possibly "
+                                   "caused by unquoted duration; use '1m' instead of 1m, for example")
+            o.auth_timeout_ns = ns
+        elif kl == "users":
+            users = _users(ctx, a[k], a.pos(k), _GLOBAL_ACCOUNT)
+        elif kl in ("default_permission", "default_permissions", "permissions"):
+            default_perms = _permissions(ctx, a[k], a.pos(k))
+        elif kl in ("auth_callout", "auth_hook", "proxy_required"):
+            ctx.unsupported(a, k)
+        else:
+            ctx.unknown(a, k)
+    if default_perms is not None and users:
+        for u in users:
+            if u.permissions is None:
+                u.permissions = default_perms
+    o.username, o.password, o.authorization = user, password, token
+    if (user or password) and token:
+        ctx.error(pos, "Cannot have a user/pass and token")
+        return
+    existing = {u.user for u in o.users}
+    if users is not None or existing:
+        if user:
+            ctx.error(pos, "Can not have a single user/pass and a users array")
+            return
+        if token:
+            ctx.error(pos, "Can not have a token and a users array")
+            return
+        for u in users or []:
+            if u.user in existing:
+                ctx.error(pos, f'Duplicate user "{u.user}" detected')
+                return
+            existing.add(u.user)
+        o.users.extend(users or [])
+
+
+def _storage_size(v: _Any) -> int:
+    """nats-server getStorageSize: an integer, or a string "<n>K|M|G|T" (binary units)."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    if not isinstance(v, str):
+        raise ValueError("must be int64 or string")
+    if v == "":
+        return 0
+    shift = {"K": 10, "M": 20, "G": 30, "T": 40}
+    try:
+        num = int(v[:-1], 10)
+    except ValueError:
+        raise ValueError(f'strconv.ParseInt: parsing "{v[:-1]}": invalid syntax') from None
+    if v[-1] not in shift:
+        raise ValueError("sizes defined as strings must end in K, M, G, T")
+    return num << shift[v[-1]]
+
+
+def _account_jetstream(ctx: _Ctx, m: ConfigMap, key: str) -> tuple[bool, AccountJetStreamLimits | None]:
+    """(ok, limits) for an account's ``jetstream`` value; limits None = disabled."""
+    v = m[key]
+    pos = m.pos(key)
+    if isinstance(v, bool):
+        return True, AccountJetStreamLimits() if v else None
+    if isinstance(v, str):
+        if v.lower() in ("enabled", "enable"):
+            return True, AccountJetStreamLimits()
+        if v.lower() in ("disabled", "disable"):
+            return True, None
+        ctx.error(pos, f"Expected 'enabled' or 'disabled' for string value, got '{v}'")
+        return False, None
+    if not isinstance(v, ConfigMap):
+        ctx.error(pos, f"Expected map, bool or string to define JetStream, got {_type_name(v)}")
+        return False, None
+    lim = AccountJetStreamLimits()
+    int_fields = {
+        ("max_memory", "max_mem", "mem", "memory"): "max_memory",
+        ("max_store", "max_file", "max_disk", "store", "disk"): "max_storage",
+        ("max_streams", "streams"): "max_streams",
+        ("max_consumers", "consumers"): "max_consumers",
+        ("mem_max_stream_bytes", "memory_max_stream_bytes"): "memory_max_stream_bytes",
+        ("disk_max_stream_bytes", "store_max_stream_bytes"): "storage_max_stream_bytes",
+        ("max_ack_pending",): "max_ack_pending",
+    }
+    for k in v:
+        kl = k.lower()
+        for names, attr in int_fields.items():
+            if kl in names:
+                n = v[k]
+                if isinstance(n, int) and not isinstance(n, bool):
+                    setattr(lim, attr, n)
+                else:
+                    ctx.error(v.pos(k), f'Expected a parseable size for "{k}", got {n!r}')
+                break
+        else:
+            if kl in ("max_bytes_required", "max_stream_bytes", "max_bytes"):
+                b = v[k]
+                if isinstance(b, bool):
+                    lim.max_bytes_required = b
+                else:
+                    ctx.error(v.pos(k), f'Expected a parseable bool for "{k}", got {b!r}')
+            elif kl == "cluster_traffic":
+                ctx.unsupported(v, k)
+            else:
+                ctx.unknown(v, k)
+    return True, lim
+
+
+def _accounts(ctx: _Ctx, o: ServerOptions, m: ConfigMap, key: str) -> None:
+    v = m[key]
+    pos = m.pos(key)
+    if isinstance(v, list):
+        seen: set[str] = set()
+        for i, name in enumerate(v):
+            ipos = v.pos(i) if isinstance(v, ConfigList) else pos
+            if not isinstance(name, str):
+                ctx.error(ipos, f"account name must be a string, got {_type_name(name)}")
+                continue
+            if name == _GLOBAL_ACCOUNT:
+                ctx.error(ipos, f'"{name}" is a Reserved Account')
+                continue
+            if name in seen:
+                ctx.error(ipos, f"Duplicate Account Entry: {name}")
+                continue
+            seen.add(name)
+            o.accounts.append(AccountOptions(name=name))
+        return
+    if not isinstance(v, ConfigMap):
+        ctx.error(pos, f"Expected map entries for accounts, got {_type_name(v)}")
+        return
+    existing = {u.user for u in o.users}
+    for name in v:
+        if name in v.used_vars:
+            continue  # a variable defined inside the accounts block, not an account
+        av = v[name]
+        apos = v.pos(name)
+        if not isinstance(av, ConfigMap):
+            ctx.error(apos, "Expected map entries for accounts")
+            continue
+        if name == _GLOBAL_ACCOUNT:
+            ctx.error(apos, f'"{name}" is a Reserved Account')
+            continue
+        acc = AccountOptions(name=name)
+        o.accounts.append(acc)
+        for k in av:
+            kl = k.lower()
+            if kl == "users":
+                users = _users(ctx, av[k], av.pos(k), name)
+                for u in users:
+                    if u.user in existing:
+                        ctx.error(av.pos(k), f'Duplicate user "{u.user}" detected')
+                        continue
+                    existing.add(u.user)
+                    acc.users.append(u)
+                    o.users.append(u)  # as nats-server: every user is in Options.Users too
+            elif kl == "jetstream":
+                ok, lim = _account_jetstream(ctx, av, k)
+                if ok:
+                    acc.jetstream = lim
+            elif kl in ("nkey", "imports", "exports", "default_permissions", "mappings", "maps",
+                        "limits", "msg_trace", "trace_dest"):
+                ctx.unsupported(av, k)
+            else:
+                ctx.unknown(av, k)
+
+
+def _jetstream(ctx: _Ctx, o: ServerOptions, m: ConfigMap, key: str, top_store_dir: bool) -> None:
+    v = m[key]
+    pos = m.pos(key)
+    js = o.jetstream
+    if isinstance(v, bool):
+        js.enabled = v
+        return
+    if isinstance(v, str):
+        if v.lower() in ("enabled", "enable"):
+            js.enabled = True
+        elif v.lower() in ("disabled", "disable"):
+            js.enabled = False
+        else:
+            ctx.error(pos, f"Expected 'enabled' or 'disabled' for string value, got '{v}'")
+        return
+    if not isinstance(v, ConfigMap):
+        ctx.error(pos, f"Expected map, bool or string to define JetStream, got {_type_name(v)}")
+        return
+    enable = True  # a jetstream {} block enables JetStream unless it says otherwise
+    for k in v:
+        kl = k.lower()
+        kpos = v.pos(k)
+        if kl in ("store", "store_dir", "storedir"):
+            if top_store_dir:
+                ctx.error(kpos, "Duplicate 'store_dir' configuration")
+                continue
+            js.store_dir = ctx.str_(v, k) or ""
+        elif kl in ("sync", "sync_interval"):
+            sv = v[k]
+            if isinstance(sv, str) and sv.lower() == "always":
+                js.sync_always = True
+                js.sync_interval_ns = 120 * SECOND_NS
+            else:
+                d = ctx.duration(v, k)
+                if d is not None:
+                    js.sync_interval_ns = d
+        elif kl in ("max_memory_store", "max_mem_store", "max_mem"):
+            try:
+                js.max_memory_store = _storage_size(v[k])
+            except ValueError as e:
+                ctx.error(kpos, f"max_mem_store {e}")
+        elif kl in ("max_file_store", "max_file"):
+            try:
+                js.max_file_store = _storage_size(v[k])
+            except ValueError as e:
+                ctx.error(kpos, f"max_file_store {e}")
+        elif kl == "domain":
+            js.domain = ctx.str_(v, k) or ""
+        elif kl in ("enable", "enabled"):
+            b = ctx.bool_(v, k)
+            if b is not None:
+                enable = b
+        elif kl == "unique_tag":
+            js.unique_tag = (ctx.str_(v, k) or "").lower()
+        elif kl in _UNSUPPORTED_JS:
+            ctx.unsupported(v, k)
+        else:
+            ctx.unknown(v, k)
+    js.enabled = enable
+
+
+def _host_port(ctx: _Ctx, m: ConfigMap, key: str) -> tuple[str, int] | None:
+    """nats-server parseListen: a port number, or "host:port" ("[::1]:4222", ":4222")."""
+    v = m[key]
+    if isinstance(v, int) and not isinstance(v, bool):
+        return "", v
+    if not isinstance(v, str):
+        ctx.error(m.pos(key), f"expected port or host:port, got {_type_name(v)}")
+        return None
+    host, sep, port = v.rpartition(":")
+    if not sep or (":" in host and not (host.startswith("[") and host.endswith("]"))) \
+            or host.startswith("[") != host.endswith("]"):
+        ctx.error(m.pos(key), f'could not parse address string "{v}"')
+        return None
+    host = host[1:-1] if host.startswith("[") else host
+    try:
+        return host, int(port, 10)
+    except ValueError:
+        ctx.error(m.pos(key), f'could not parse port "{port}"')
+        return None
+
+
+def options_from_tree(tree: ConfigMap, options: ServerOptions | None = None, *,
+                      pedantic: bool | None = None) -> ServerOptions:
+    """Apply a parsed config tree onto ``options`` (a fresh :class:`ServerOptions` by default).
+
+    Keys and aliases are nats-server's, case-insensitive. All errors are collected and raised
+    together as :class:`ConfigErrors` (each naming ``file:line:column``). Unknown keys are
+    warnings (``options.config_warnings``), or errors when ``pedantic`` (default:
+    ``options.pedantic_config``). Keys of nats-server features natsd lacks (cluster, leafnodes,
+    websocket, ...) are always warnings; ``tls`` is an error, since ignoring it would silently
+    serve plaintext.
+    """
+    o = options if options is not None else ServerOptions()
+    ctx = _Ctx(o.pedantic_config if pedantic is None else pedantic)
+    if not isinstance(tree, ConfigMap):  # plain dicts (tests, embedding) get no positions
+        tree = _to_config_map(tree)
+    if not tree:
+        ctx.warn(None, f"{o.config_file or '<config>'}: config has no values or is empty")
+    keys = {k.lower(): k for k in tree}
+    top_store_dir = "store_dir" in keys or "storedir" in keys
+    # Accounts before authorization so duplicate users are found whichever comes first
+    # (nats-server walks a Go map, in random order, and checks both ways).
+    order = sorted(tree, key=lambda k: 0 if k.lower() == "accounts" else 1)
+    for k in order:
+        kl = k.lower()
+        pos = tree.pos(k)
+        if pos is not None and k not in tree.used_vars:
+            o.origins[kl] = str(pos)
+        handler = _TOP_LEVEL.get(kl)
+        if handler is not None:
+            handler(ctx, o, tree, k)
+        elif kl in ("store_dir", "storedir"):
+            o.jetstream.store_dir = ctx.str_(tree, k) or ""
+        elif kl == "jetstream":
+            _jetstream(ctx, o, tree, k, top_store_dir)
+        elif kl == "tls":
+            ctx.error(pos, "tls is not supported by natsd")
+        elif kl in _UNSUPPORTED_TOP:
+            ctx.unsupported(tree, k)
+        else:
+            ctx.unknown(tree, k)
+    _validate(ctx, o, tree)
+    # Warnings are returned, not logged: main prints them to stderr as nats-server does, and an
+    # embedding server decides itself (logging here would print before logging is set up).
+    o.config_warnings.extend(ctx.warnings)
+    if ctx.errors:
+        raise ConfigErrors(ctx.errors)
+    return o
+
+
+def _validate(ctx: _Ctx, o: ServerOptions, tree: ConfigMap) -> None:
+    if o.no_auth_user:
+        if not any(u.user == o.no_auth_user for u in o.users):
+            pos = tree.pos(next((k for k in tree if k.lower() == "no_auth_user"), ""))
+            ctx.error(pos, f'no_auth_user: "{o.no_auth_user}" not present as user or nkey in '
+                           "authorization block or account configuration")
+    if o.system_account and o.accounts and not any(a.name == o.system_account for a in o.accounts):
+        if o.system_account != "$SYS":
+            pos = tree.pos(next((k for k in tree if k.lower() in ("system_account", "system")), ""))
+            ctx.error(pos, f'system account "{o.system_account}" not found in accounts')
+
+
+def _to_config_map(v: _Any) -> _Any:
+    if isinstance(v, dict) and not isinstance(v, ConfigMap):
+        m = ConfigMap()
+        for k, x in v.items():
+            m[k] = _to_config_map(x)
+        return m
+    if isinstance(v, list) and not isinstance(v, ConfigList):
+        arr = ConfigList()
+        arr.extend(_to_config_map(x) for x in v)
+        return arr
+    return v
+
+
+def _setter(attr: str, getter: str, *, transform: _Callable[[_Any], _Any] | None = None):
+    def handle(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
+        v = getattr(ctx, getter)(m, k)
+        if v is not None:
+            setattr(o, attr, transform(v) if transform else v)
+    return handle
+
+
+def _h_listen(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
+    hp = _host_port(ctx, m, k)
+    if hp is not None:
+        o.host = hp[0] or "0.0.0.0"
+        o.port = hp[1]
+
+
+def _h_http(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
+    hp = _host_port(ctx, m, k)
+    if hp is not None:
+        o.http_host = hp[0] or o.host
+        o.http_port = hp[1]
+
+
+def _h_server_name(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
+    v = ctx.str_(m, k)
+    if v is None:
+        return
+    if " " in v:
+        ctx.error(m.pos(k), "server name cannot contain spaces")
+        return
+    o.server_name = v
+
+
+def _h_max_conn(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
+    v = ctx.int_(m, k)
+    if v is not None:
+        # As the reference: 0 in a config file becomes -1, and a negative limit refuses every
+        # client (server.go: MaxConn < 0 || len(clients) >= MaxConn).
+        o.max_connections = -1 if v == 0 else v
+
+
+def _h_trace_verbose(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
+    v = ctx.bool_(m, k)
+    if v is not None:
+        o.trace = v
+
+
+def _duration_setter(attr: str, *, min_ns: int | None = None, strict: bool = False):
+    def handle(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
+        d = ctx.duration(m, k, seconds_ok=not strict)
+        if d is None:
+            return
+        if min_ns is not None and d < min_ns:
+            if min_ns == _LAME_DUCK_MIN_NS:
+                ctx.error(m.pos(k), f"invalid {k} of {_format_duration(d)}, minimum is 30 seconds")
+            else:
+                ctx.error(m.pos(k), f"invalid {k}, needs to be positive")
+            return
+        setattr(o, attr, d)
+    return handle
+
+
+def _h_accounts(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
+    _accounts(ctx, o, m, k)
+
+
+def _h_authorization(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
+    _authorization(ctx, o, m, k)
+
+
+_TOP_LEVEL: dict[str, _Callable[[_Ctx, ServerOptions, ConfigMap, str], None]] = {
+    "listen": _h_listen,
+    "port": _setter("port", "int_"),
+    "host": _setter("host", "str_"),
+    "net": _setter("host", "str_"),
+    "server_name": _h_server_name,
+    "debug": _setter("debug", "bool_"),
+    "trace": _setter("trace", "bool_"),
+    "trace_verbose": _h_trace_verbose,
+    "logtime": _setter("logtime", "bool_"),
+    "disable_sublist_cache": _setter("no_sublist_cache", "bool_"),
+    "no_sublist_cache": _setter("no_sublist_cache", "bool_"),
+    "accounts": _h_accounts,
+    "authorization": _h_authorization,
+    "http": _h_http,
+    "http_port": _setter("http_port", "int_"),
+    "monitor_port": _setter("http_port", "int_"),
+    "logfile": _setter("log_file", "str_"),
+    "log_file": _setter("log_file", "str_"),
+    "pidfile": _setter("pid_file", "str_"),
+    "pid_file": _setter("pid_file", "str_"),
+    "ports_file_dir": _setter("ports_file_dir", "str_"),
+    "max_control_line": _setter("max_control_line", "int32"),
+    "max_payload": _setter("max_payload", "int32"),
+    "max_pending": _setter("max_pending", "int_"),
+    "max_connections": _h_max_conn,
+    "max_conn": _h_max_conn,
+    "max_subscriptions": _setter("max_subscriptions", "int_"),
+    "max_subs": _setter("max_subscriptions", "int_"),
+    "ping_interval": _duration_setter("ping_interval_ns"),
+    "ping_max": _setter("ping_max", "int_"),
+    "write_deadline": _duration_setter("write_deadline_ns"),
+    "lame_duck_duration": _duration_setter("lame_duck_duration_ns", min_ns=_LAME_DUCK_MIN_NS, strict=True),
+    "lame_duck_grace_period": _duration_setter("lame_duck_grace_period_ns", min_ns=0, strict=True),
+    "no_auth_user": _setter("no_auth_user", "str_"),
+    "system_account": _setter("system_account", "str_"),
+    "system": _setter("system_account", "str_"),
+}
+
+
+def config_digest(tree: ConfigMap) -> str:
+    """``sha256:<hex>`` over the tree's JSON (sorted keys, compact), like ``nats-server -t``.
+
+    nats-server hashes Go's JSON encoding of its parse map; ours hashes the equivalent Python
+    encoding, so the digest identifies a config but is not byte-identical to the reference's.
+    """
+    def default(v: _Any) -> _Any:
+        if isinstance(v, _datetime):
+            return v.strftime("%Y-%m-%dT%H:%M:%SZ")
+        raise TypeError(type(v).__name__)
+
+    text = _json.dumps(tree, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=default)
+    # Go's encoder escapes <, > and & for HTML safety; do the same so equal configs hash alike.
+    text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026") + "\n"
+    return "sha256:" + _hashlib.sha256(text.encode()).hexdigest()
+
+
+def options_from_file(path: str, options: ServerOptions | None = None, *,
+                      pedantic: bool | None = None) -> ServerOptions:
+    """Parse the config file at ``path`` into options (see :func:`options_from_tree`).
+
+    Raises :class:`ConfigError` (syntax, with file:line:column) or :class:`ConfigErrors`.
+    """
+    o = options if options is not None else ServerOptions()
+    o.config_file = path
+    tree = parse_file(path)
+    o.config_digest = config_digest(tree)
+    return options_from_tree(tree, o, pedantic=pedantic)

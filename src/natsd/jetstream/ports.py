@@ -39,6 +39,14 @@ class Ports(Protocol):
     def publish(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
         """Publish from inside the server into this account (delivery is queued, never blocks)."""
 
+    # Added by the consumers engineer (additive; see the report). Consumers deliver a stored
+    # message *routed* on the deliver subject / pull inbox but *showing* its original subject,
+    # as nats-server does: the client sees ``MSG orders.1 <sid> $JS.ACK...`` on a subscription to
+    # ``_INBOX.x`` (nats-py's KV watch reads the key from that subject). Implementations without it
+    # make consumers fall back to ``publish(route_subject, ...)`` (original subject lost).
+    def deliver(self, route_subject: str, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+        """Deliver to subscribers of ``route_subject`` a message whose subject reads ``subject``."""
+
     def has_interest(self, subject: str) -> bool:
         """True when any subscription (client or internal) in this account matches ``subject``."""
 

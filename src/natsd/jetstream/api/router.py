@@ -1,7 +1,8 @@
 """Dispatch of ``$JS.API`` requests to handlers, and the JSON envelope of every reply.
 
-One :class:`ApiRouter` per JetStream-enabled account. The account subscribes ``$JS.API.>`` once
-through its Ports and hands every request to :meth:`ApiRouter.dispatch`, which finds the handler
+One :class:`ApiRouter` per JetStream-enabled account. The account subscribes the API subject
+families once through its Ports (``manager.API_SUBSCRIPTIONS``: everything under ``$JS.API``
+except DIRECT.GET and CONSUMER.MSG.NEXT) and hands every request to :meth:`ApiRouter.dispatch`, which finds the handler
 registered for the subject's pattern (patterns use ``*``/``>`` like subscriptions; the most
 specific literal match wins) and sends the reply:
 
@@ -26,6 +27,7 @@ API statistics (``api.total`` / ``api.errors`` of ``$JS.API.INFO``) are counted 
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -38,6 +40,8 @@ __all__ = [
     "ApiRequest", "ApiRouter", "ApiStats", "Handler", "resp", "TYPE_PREFIX", "dumps",
     "JS_API_PREFIX", "RESPONSE_TYPES", "ERROR_EXTRAS", "SYSTEM_RESPONSE",
 ]
+
+log = logging.getLogger("natsd.jetstream.api")
 
 TYPE_PREFIX = "io.nats.jetstream.api.v1."
 JS_API_PREFIX = "$JS.API."
@@ -175,6 +179,16 @@ class ApiRequest:
         return find_header(self.hdr, name)
 
 
+def _check_required_level(req: ApiRequest) -> None:
+    """``Nats-Required-Api-Level: N`` above our level -> 412/10185, as the reference."""
+    from natsd.jetstream.models import JS_API_LEVEL
+    v = req.header("Nats-Required-Api-Level")
+    if v is None or not v:
+        return
+    if not v.isdigit() or int(v) > JS_API_LEVEL:
+        raise ApiErrors.REQUIRED_API_LEVEL()
+
+
 def _go_json_kind(val: Any) -> str:
     if isinstance(val, list):
         return "array"
@@ -294,10 +308,16 @@ class ApiRouter:
         stats: ApiStats = account.api_stats
         stats.total += 1
         try:
+            if hdr and b"Nats-Required-Api-Level" in hdr:
+                _check_required_level(req)
             result = handler(req)
         except ApiError as err:
             stats.errors += 1
             result = error_envelope(rtype, err)
+        except Exception as e:  # a bug must cost this request only, not the connection
+            log.exception("JetStream API handler for %s failed", subject)
+            stats.errors += 1
+            result = error_envelope(rtype, ApiErrors.STREAM_GENERAL_ERROR(err=str(e) or type(e).__name__))
         if result is None:
             return None
         data = dumps(result)

@@ -1,0 +1,78 @@
+"""``natsctl account info`` and ``natsctl server check [connection|jetstream]``."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from natsd.cli import render
+from natsd.cli.common import CliError, strip_type
+from natsd.cli.context import Ctx
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("account", aliases=["acc"], help="account information")
+    s = p.add_subparsers(dest="account_cmd", metavar="VERB", parser_class=type(p))
+    s.required = True
+    i = s.add_parser("info", parents=[common], help="JetStream usage and limits of this account")
+    i.set_defaults(func=cmd_account_info)
+
+    srv = sub.add_parser("server", aliases=["srv"], help="server checks")
+    ss = srv.add_subparsers(dest="server_cmd", metavar="VERB", parser_class=type(p))
+    ss.required = True
+    c = ss.add_parser("check", parents=[common], help="health checks (exit 0 when OK, 1 when critical)")
+    c.add_argument("check", nargs="?", choices=["connection", "jetstream", "all"], default="all")
+    c.set_defaults(func=cmd_server_check)
+
+
+async def cmd_account_info(ctx: Ctx) -> None:
+    api = await ctx.api()
+    info = await api.request("INFO")
+    if ctx.json:
+        ctx.out.json_out(strip_type(info))
+        return
+    nc = await ctx.nc()
+    ctx.out.print(f"Connection Information:\n\n  Connected URL: {nc.connected_url.geturl() if nc.connected_url else ''}\n"
+                  f"      Server ID: {nc._server_info.get('server_id', '')}\n"  # noqa: SLF001 - nats-py has no accessor
+                  f"    Server Name: {nc._server_info.get('server_name', '')}\n"  # noqa: SLF001
+                  f"        Version: {nc._server_info.get('version', '')}\n")  # noqa: SLF001
+    ctx.out.print(render.account_info(info))
+
+
+async def cmd_server_check(ctx: Ctx) -> int:
+    """Nagios-style one-line results; any CRITICAL gives exit code 1."""
+    which = ctx.args.check
+    results: list[dict] = []
+    t0 = time.perf_counter()
+    try:
+        nc = await ctx.nc()
+        await nc.flush(timeout=max(int(ctx.timeout), 1))
+    except CliError as exc:
+        results.append({"check": "connection", "status": "CRITICAL", "message": str(exc)})
+        nc = None
+    else:
+        rtt = (time.perf_counter() - t0) * 1000
+        url = nc.connected_url.geturl() if nc.connected_url else ctx.conn.server
+        results.append({"check": "connection", "status": "OK",
+                        "message": f"connected to {url} in {rtt:.2f}ms",
+                        "server_version": nc._server_info.get("version", ""),  # noqa: SLF001
+                        "connect_ms": round(rtt, 3)})
+    if which in ("jetstream", "all") and nc is not None:
+        try:
+            api = await ctx.api()
+            info = await api.request("INFO")
+        except CliError as exc:
+            results.append({"check": "jetstream", "status": "CRITICAL", "message": str(exc)})
+        else:
+            results.append({"check": "jetstream", "status": "OK",
+                            "message": f"{info.get('streams', 0)} streams, {info.get('consumers', 0)} consumers, "
+                                       f"memory {info.get('memory', 0)} B, storage {info.get('storage', 0)} B",
+                            "streams": info.get("streams", 0), "consumers": info.get("consumers", 0)})
+    if which == "jetstream":
+        results = [r for r in results if r["check"] == "jetstream" or r["status"] != "OK"]
+    if ctx.json:
+        ctx.out.json_out(results)
+    else:
+        for r in results:
+            ctx.out.print(f"{r['status']} {r['check'].capitalize()}: {r['message']}")
+    return 1 if any(r["status"] != "OK" for r in results) else 0

@@ -1,0 +1,325 @@
+"""``natsctl bench …``: throughput of core publish/subscribe and of JetStream publish/fetch.
+
+``bench pub|sub SUBJECT`` and ``bench js pub|fetch SUBJECT`` take ``--clients N`` (default 1),
+``--msgs`` (total over all clients), ``--size`` (payload bytes). With more than one client each one is
+a separate process (``python -m natsd.cli.bench --worker JSON``), so the benchmark is not limited to one
+Python core. Results are messages/s and MB/s (MB = 10^6 bytes, as ``nats bench`` prints them), in total and
+per client.
+
+Worker protocol (worker stdout, one line each): ``progress <messages so far>`` now and then, and finally
+``result {"msgs": n, "bytes": n, "seconds": s}``. The parent starts all workers, then sums messages and
+divides by the slowest worker's time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from typing import Any
+
+from natsd.cli.common import ApiError, CliError, ConnOptions, comma, connect, parse_int, parse_size
+from natsd.cli.context import Ctx
+
+BENCH_STREAM = "benchstream"
+BENCH_CONSUMER = "natsctl-bench"
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("bench", help="benchmarks: pub, sub, js pub, js fetch")
+    s = p.add_subparsers(dest="bench_cmd", metavar="VERB", parser_class=type(p))
+    s.required = True
+
+    def flags(q: argparse.ArgumentParser) -> None:
+        q.add_argument("subject")
+        q.add_argument("--clients", default="1", help="concurrent clients, each its own process when > 1")
+        q.add_argument("--msgs", default="100000", help="messages in total")
+        q.add_argument("--size", default="128", help="payload size, e.g. 128 or 1KB")
+
+    bp = s.add_parser("pub", parents=[common], help="core NATS publish rate")
+    flags(bp)
+    bp.set_defaults(func=cmd_bench, bench_kind="pub")
+
+    bs = s.add_parser("sub", parents=[common], help="core NATS receive rate (run a publisher alongside)")
+    flags(bs)
+    bs.set_defaults(func=cmd_bench, bench_kind="sub")
+
+    js = s.add_parser("js", help="JetStream benchmarks")
+    jss = js.add_subparsers(dest="bench_js_cmd", metavar="VERB", parser_class=type(p))
+    jss.required = True
+    jp = jss.add_parser("pub", parents=[common], help="JetStream publish rate (acknowledged)")
+    flags(jp)
+    jp.add_argument("--stream", default=BENCH_STREAM, help="stream to publish into (created when missing)")
+    jp.add_argument("--storage", default="file", choices=["file", "memory"])
+    jp.add_argument("--purge", action="store_true", help="purge the stream first")
+    jp.add_argument("--batch", default="100", help="publishes in flight before waiting for their acks (1 = sync)")
+    jp.set_defaults(func=cmd_bench, bench_kind="jspub")
+    jf = jss.add_parser("fetch", parents=[common], help="JetStream pull-consumer fetch rate")
+    flags(jf)
+    jf.add_argument("--stream", default=BENCH_STREAM)
+    jf.add_argument("--consumer", default=BENCH_CONSUMER, help="durable pull consumer (created when missing)")
+    jf.add_argument("--batch", default="100", help="messages per fetch")
+    jf.add_argument("--ack", default="explicit", choices=["explicit", "none"])
+    jf.set_defaults(func=cmd_bench, bench_kind="jsfetch")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# One client (runs in-process for --clients 1, or in a worker process)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+async def run_client(params: dict, report=None) -> dict:
+    """Run one benchmark client; ``report(n)`` is called with the running message count now and then."""
+    conn = ConnOptions(**params["conn"])
+    kind, subject, n, size = params["kind"], params["subject"], params["msgs"], params["size"]
+    payload = b"x" * size
+    step = max(n // 20, 1)
+    nc = await connect(conn, pending_size=64 * 1024 * 1024)
+    try:
+        count = 0
+        if kind == "pub":
+            t0 = time.perf_counter()
+            for i in range(n):
+                await nc.publish(subject, payload)
+                if report and (i + 1) % step == 0:
+                    report(i + 1)
+            await nc.flush(timeout=60)
+            count = n
+        elif kind == "sub":
+            done = asyncio.get_running_loop().create_future()
+            t0 = 0.0
+
+            async def cb(_msg) -> None:
+                nonlocal count, t0
+                if count == 0:
+                    t0 = time.perf_counter()
+                count += 1
+                if report and count % step == 0:
+                    report(count)
+                if count >= n and not done.done():
+                    done.set_result(None)
+
+            await nc.subscribe(subject, cb=cb, pending_msgs_limit=-1, pending_bytes_limit=-1)
+            await nc.flush()
+            if report:
+                report(0)  # subscribed: the parent may start publishers now
+            await asyncio.wait_for(done, params.get("wait", 300))
+        elif kind == "jspub":
+            js = nc.jetstream(timeout=conn.timeout)
+            batch = max(params.get("batch", 100), 1)
+            t0 = time.perf_counter()
+            if batch == 1:
+                for i in range(n):
+                    await js.publish(subject, payload)
+                    if report and (i + 1) % step == 0:
+                        report(i + 1)
+            else:
+                pending: list = []
+                for i in range(n):
+                    pending.append(await js.publish_async(subject, payload))
+                    if len(pending) >= batch:
+                        await asyncio.gather(*pending)
+                        pending.clear()
+                    if report and (i + 1) % step == 0:
+                        report(i + 1)
+                if pending:
+                    await asyncio.gather(*pending)
+            count = n
+        elif kind == "jsfetch":
+            js = nc.jetstream(timeout=conn.timeout)
+            psub = await js.pull_subscribe_bind(params["consumer"], stream=params["stream"])
+            batch = max(params.get("batch", 100), 1)
+            ack = params.get("ack", "explicit") != "none"
+            t0 = time.perf_counter()
+            while count < n:
+                try:
+                    msgs = await psub.fetch(min(batch, n - count), timeout=max(conn.timeout, 1.0))
+                except Exception:  # noqa: BLE001 - nothing more to fetch within the timeout
+                    break
+                for m in msgs:
+                    if ack:
+                        await m.ack()
+                count += len(msgs)
+                if report:
+                    report(count)
+            await nc.flush()
+        else:
+            raise CliError(f"unknown benchmark {kind}")
+        elapsed = max(time.perf_counter() - t0, 1e-9)
+        return {"msgs": count, "bytes": count * size, "seconds": elapsed}
+    finally:
+        await nc.close()
+
+
+def _worker_main(spec: str) -> int:
+    params = json.loads(spec)
+
+    def report(n: int) -> None:
+        sys.stdout.write(f"progress {n}\n")
+        sys.stdout.flush()
+
+    try:
+        res = asyncio.run(run_client(params, report))
+    except CliError as exc:
+        sys.stdout.write("error " + json.dumps(str(exc)) + "\n")
+        return 1
+    sys.stdout.write("result " + json.dumps(res) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The command
+# ---------------------------------------------------------------------------------------------------------------
+
+
+async def _prepare_js(ctx: Ctx, kind: str, a: argparse.Namespace) -> None:
+    api = await ctx.api()
+    if kind == "jspub":
+        try:
+            await api.request(f"STREAM.INFO.{a.stream}")
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+            await api.request(f"STREAM.CREATE.{a.stream}", {"name": a.stream, "subjects": [a.subject],
+                                                             "storage": a.storage, "retention": "limits"})
+        else:
+            if a.purge:
+                await api.request(f"STREAM.PURGE.{a.stream}", {})
+    elif kind == "jsfetch":
+        try:
+            await api.request(f"CONSUMER.INFO.{a.stream}.{a.consumer}")
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+            await api.request(f"CONSUMER.CREATE.{a.stream}.{a.consumer}", {
+                "stream_name": a.stream,
+                "config": {"durable_name": a.consumer, "name": a.consumer, "ack_policy": a.ack,
+                           "deliver_policy": "all", "filter_subject": a.subject, "max_ack_pending": -1},
+            })
+
+
+async def cmd_bench(ctx: Ctx) -> int:
+    a = ctx.args
+    kind = a.bench_kind
+    clients = max(parse_int(a.clients, flag="--clients"), 1)
+    total = parse_int(a.msgs, flag="--msgs")
+    size = parse_size(a.size, flag="--size")
+    if kind in ("jspub", "jsfetch"):
+        await _prepare_js(ctx, kind, a)
+    per = [total // clients + (1 if i < total % clients else 0) for i in range(clients)]
+    base: dict[str, Any] = {
+        "kind": kind, "subject": a.subject, "size": size,
+        "conn": {"server": ctx.conn.server, "user": ctx.conn.user, "password": ctx.conn.password,
+                 "creds": ctx.conn.creds, "token": ctx.conn.token, "timeout": ctx.conn.timeout},
+    }
+    for k in ("batch",):
+        if hasattr(a, k):
+            base[k] = parse_int(getattr(a, k), flag=f"--{k}")
+    for k in ("stream", "consumer", "ack"):
+        if hasattr(a, k):
+            base[k] = getattr(a, k)
+    label = {"pub": "NATS Pub", "sub": "NATS Sub", "jspub": "JetStream Pub", "jsfetch": "JetStream Fetch"}[kind]
+    if not ctx.json:
+        ctx.out.print(f"Starting {label} benchmark [subject={a.subject}, msgs={comma(total)}, size={size}, "
+                      f"clients={clients}]")
+        sys.stdout.flush()
+
+    counts = [0] * clients
+    bar_ctx = _Bar(ctx, total, label)
+    with bar_ctx as bar:
+        def reporter(i: int):
+            def report(n: int) -> None:
+                counts[i] = n
+                bar.update(sum(counts))
+            return report
+
+        if clients == 1:
+            results = [await run_client({**base, "msgs": per[0]}, reporter(0))]
+        else:
+            results = await asyncio.gather(*[_spawn({**base, "msgs": per[i]}, reporter(i)) for i in range(clients)])
+    msgs = sum(r["msgs"] for r in results)
+    nbytes = sum(r["bytes"] for r in results)
+    seconds = max(r["seconds"] for r in results)
+    summary = {
+        "benchmark": kind, "subject": a.subject, "clients": clients, "msgs": msgs, "bytes": nbytes,
+        "size": size, "seconds": round(seconds, 6), "msgs_per_sec": round(msgs / seconds, 1),
+        "mb_per_sec": round(nbytes / seconds / 1e6, 3),
+        "per_client": [{"msgs": r["msgs"], "seconds": round(r["seconds"], 6),
+                        "msgs_per_sec": round(r["msgs"] / r["seconds"], 1)} for r in results],
+    }
+    if ctx.json:
+        ctx.out.json_out(summary)
+    else:
+        ctx.out.print(f"\n{label} stats: {comma(int(summary['msgs_per_sec']))} msgs/sec ~ "
+                      f"{summary['mb_per_sec']:.2f} MB/sec")
+        rates = [c["msgs_per_sec"] for c in summary["per_client"]]
+        if clients > 1:
+            for i, c in enumerate(summary["per_client"], 1):
+                ctx.out.print(f" [{i}] {comma(int(c['msgs_per_sec']))} msgs/sec ~ "
+                              f"{c['msgs_per_sec'] * size / 1e6:.2f} MB/sec ({comma(c['msgs'])} msgs)")
+            ctx.out.print(f" min {comma(int(min(rates)))} | avg {comma(int(statistics.mean(rates)))} | "
+                          f"max {comma(int(max(rates)))} | stddev {comma(int(statistics.pstdev(rates)))} msgs")
+    if msgs < total:
+        sys.stderr.write(f"natsctl: warning: only {msgs} of {total} messages were received\n")
+        return 1
+    return 0
+
+
+class _Bar:
+    """A rich progress bar on a terminal unless --no-progress; otherwise nothing."""
+
+    def __init__(self, ctx: Ctx, total: int, label: str):
+        self.enabled = ctx.out.show_progress() and not ctx.json
+        self.total, self.label = total, label
+        self._prog = None
+
+    def __enter__(self) -> "_Bar":
+        if self.enabled:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+            self._prog = Progress("{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+            self._prog.__enter__()
+            self._task = self._prog.add_task(self.label, total=self.total)
+        return self
+
+    def update(self, n: int) -> None:
+        if self._prog is not None:
+            self._prog.update(self._task, completed=n)
+
+    def __exit__(self, *exc) -> None:
+        if self._prog is not None:
+            self._prog.__exit__(*exc)
+
+
+async def _spawn(params: dict, report) -> dict:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "natsd.cli.bench", "--worker", json.dumps(params),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    result: dict | None = None
+    error = ""
+    assert proc.stdout is not None
+    async for raw in proc.stdout:
+        line = raw.decode().strip()
+        if line.startswith("progress "):
+            report(int(line.split()[1]))
+        elif line.startswith("result "):
+            result = json.loads(line[7:])
+        elif line.startswith("error "):
+            error = json.loads(line[6:])
+    stderr = (await proc.stderr.read()).decode(errors="replace") if proc.stderr else ""
+    await proc.wait()
+    if result is None:
+        raise CliError(f"benchmark client failed: {error or stderr.strip()[-500:] or proc.returncode}")
+    return result
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--worker":
+        raise SystemExit(_worker_main(sys.argv[2]))
+    sys.stderr.write("usage: python -m natsd.cli.bench --worker JSON (used by natsctl bench)\n")
+    raise SystemExit(2)

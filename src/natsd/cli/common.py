@@ -1,0 +1,408 @@
+"""Shared plumbing for ``natsctl``: errors and exit codes, value parsing/formatting, prompts, the JSON API.
+
+Nothing here imports natsd's server packages: the CLI is a plain nats-py client and must work against the
+reference nats-server too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Sequence
+
+import nats
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
+
+#: Exit codes scripts can rely on (also listed in ``natsctl --help``).
+EXIT_OK = 0
+EXIT_ERROR = 1  # the server or the API refused or failed (includes "not found", timeouts, no connection)
+EXIT_USAGE = 2  # bad command line, or a required value missing with no terminal to prompt on
+
+DEFAULT_URL = "nats://127.0.0.1:4222"
+API_PREFIX = "$JS.API"
+
+
+class CliError(Exception):
+    """An error reported as ``natsctl: error: <message>`` with exit code 1."""
+
+    exit_code = EXIT_ERROR
+
+
+class UsageError(CliError):
+    """A usage problem: exit code 2."""
+
+    exit_code = EXIT_USAGE
+
+
+class ApiError(CliError):
+    """A ``$JS.API`` error response: ``{"error": {"code", "err_code", "description"}}``."""
+
+    def __init__(self, code: int, err_code: int, description: str):
+        super().__init__(description)
+        self.code = code
+        self.err_code = err_code
+        self.description = description
+
+    def __str__(self) -> str:
+        return f"{self.description} (code {self.code}, err_code {self.err_code})"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Durations, sizes and numbers
+# ---------------------------------------------------------------------------------------------------------------
+
+_NS = {
+    "ns": 1,
+    "us": 1_000,
+    "µs": 1_000,
+    "ms": 1_000_000,
+    "s": 1_000_000_000,
+    "m": 60_000_000_000,
+    "h": 3_600_000_000_000,
+    "d": 86_400_000_000_000,
+    "w": 7 * 86_400_000_000_000,
+    "M": 30 * 86_400_000_000_000,
+    "y": 365 * 86_400_000_000_000,
+}
+_DUR_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h|d|w|M|y)")
+
+
+def parse_duration(text: str | int | float, *, flag: str = "duration") -> int:
+    """Parse ``1y``, ``2d``, ``1h30m``, ``500ms``, ``1.5s`` (Go style plus d/w/M/y, as the ``nats`` tool) to ns.
+
+    ``-1``, ``0``, ``unlimited`` and ``never`` mean 0 (no limit). A bare number is taken as seconds.
+    """
+    if isinstance(text, (int, float)):
+        return int(text * 1_000_000_000) if text > 0 else 0
+    s = str(text).strip()
+    if s in ("", "-1", "0", "unlimited", "never", "inf"):
+        return 0
+    if re.fullmatch(r"\d+(\.\d+)?", s):
+        return int(float(s) * 1_000_000_000)
+    pos = 0
+    total = 0
+    for m in _DUR_PART.finditer(s):
+        if m.start() != pos:
+            break
+        total += int(float(m.group(1)) * _NS[m.group(2)])
+        pos = m.end()
+    if pos != len(s) or pos == 0:
+        raise UsageError(f"invalid {flag} {text!r}: use a duration like 1y, 2d, 1h30m, 10s, 500ms")
+    return total
+
+
+def format_duration(ns: int | None) -> str:
+    """Go's ``time.Duration.String()``: ``8760h0m0s``, ``30s``, ``1.5s``, ``500ms``, ``0s``."""
+    if not ns:
+        return "0s"
+    neg = ns < 0
+    ns = abs(int(ns))
+    if ns < 1_000:
+        out = f"{ns}ns"
+    elif ns < 1_000_000:
+        out = _trim(ns / 1_000) + "µs"
+    elif ns < 1_000_000_000:
+        out = _trim(ns / 1_000_000) + "ms"
+    else:
+        h, rem = divmod(ns, 3_600_000_000_000)
+        m, rem = divmod(rem, 60_000_000_000)
+        sec = _trim(rem / 1_000_000_000)
+        if h:
+            out = f"{h}h{m}m{sec}s"
+        elif m:
+            out = f"{m}m{sec}s"
+        else:
+            out = f"{sec}s"
+    return "-" + out if neg else out
+
+
+def _trim(v: float) -> str:
+    return f"{v:.9f}".rstrip("0").rstrip(".")
+
+
+_SIZE_UNITS = {
+    "": 1, "b": 1,
+    "k": 1000, "kb": 1000, "kib": 1024,
+    "m": 1000**2, "mb": 1000**2, "mib": 1024**2,
+    "g": 1000**3, "gb": 1000**3, "gib": 1024**3,
+    "t": 1000**4, "tb": 1000**4, "tib": 1024**4,
+}
+
+
+def parse_size(text: str | int, *, flag: str = "size") -> int:
+    """Parse ``-1``, ``1024``, ``10KB``, ``1GiB``, ``512M`` to bytes (``-1`` stays -1 = unlimited)."""
+    if isinstance(text, int):
+        return text
+    s = str(text).strip()
+    if s in ("-1", "unlimited"):
+        return -1
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([a-zA-Z]*)", s)
+    if not m or m.group(2).lower() not in _SIZE_UNITS:
+        raise UsageError(f"invalid {flag} {text!r}: use a number of bytes like 1024, 10KB, 1GiB or -1")
+    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])
+
+
+def parse_int(text: str | int, *, flag: str) -> int:
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        raise UsageError(f"invalid {flag} {text!r}: expected an integer") from None
+
+
+def human_bytes(n: int | float | None) -> str:
+    """IEC sizes as the ``nats`` tool prints them: ``0 B``, ``147 B``, ``1.5 KiB``, ``10 GiB``."""
+    n = float(n or 0)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(n) < 1024 or unit == "PiB":
+            if unit == "B":
+                return f"{int(n)} B"
+            return f"{n:.1f} {unit}".replace(".0 ", " ")
+        n /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def comma(n: int | None) -> str:
+    """``1,000,001``."""
+    return f"{int(n or 0):,}"
+
+
+def limit(n: int | None, fmt: Callable[[int], str] = comma) -> str:
+    """A limit where -1 (or 0 for some fields) means unlimited."""
+    if n is None or n < 0:
+        return "unlimited"
+    return fmt(n)
+
+
+def parse_time(s: str | None) -> datetime | None:
+    """RFC3339 with nanoseconds (as nats-server writes it) to an aware datetime."""
+    if not s or s.startswith("0001-01-01"):
+        return None
+    m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)?$", s)
+    if not m:
+        return None
+    frac = (m.group(2) or ".0")[:7]
+    tz = m.group(3) or "Z"
+    tz = "+00:00" if tz == "Z" else tz
+    try:
+        return datetime.fromisoformat(m.group(1) + frac + tz)
+    except ValueError:
+        return None
+
+
+def format_time(s: str | None) -> str:
+    dt = parse_time(s)
+    if dt is None:
+        return "never"
+    return dt.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def rfc3339(dt: datetime) -> str:
+    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Prompts
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def stdin_is_tty() -> bool:
+    try:
+        return sys.stdin.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def ask(flag: str, question: str, default: str | None = None, *, choices: Sequence[str] | None = None,
+        allow_empty: bool = False) -> str:
+    """Prompt on the terminal for a value a flag would have given, or fail with a usage error naming the flag.
+
+    Without a terminal there is nobody to ask, so scripts get ``--flag is required (no terminal to prompt)``.
+    """
+    if not stdin_is_tty():
+        raise UsageError(f"{flag} is required (no terminal to prompt)")
+    hint = f" ({'/'.join(choices)})" if choices else ""
+    dflt = f" [{default}]" if default not in (None, "") else ""
+    while True:
+        sys.stderr.write(f"? {question}{hint}{dflt} ")
+        sys.stderr.flush()
+        line = sys.stdin.readline()
+        if not line:
+            raise UsageError(f"{flag} is required (end of input)")
+        value = line.strip()
+        if not value and default is not None:
+            value = default
+        if not value and not allow_empty:
+            continue
+        if choices and value.lower() not in [c.lower() for c in choices]:
+            sys.stderr.write(f"  please answer one of: {', '.join(choices)}\n")
+            continue
+        return value
+
+
+def confirm(question: str, force: bool) -> None:
+    """Ask yes/no before a destructive action; ``-f`` skips it; without a terminal ``--force`` is required."""
+    if force:
+        return
+    if not stdin_is_tty():
+        raise UsageError("--force is required (no terminal to prompt)")
+    sys.stderr.write(f"? {question} (y/N) ")
+    sys.stderr.flush()
+    if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+        raise CliError("aborted")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The connection and the JSON API
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ConnOptions:
+    """Connection flags shared by every verb."""
+
+    server: str = DEFAULT_URL
+    user: str | None = None
+    password: str | None = None
+    creds: str | None = None
+    token: str | None = None
+    timeout: float = 5.0
+    name: str = "natsctl"
+
+
+async def connect(opts: ConnOptions, **extra: Any) -> nats.NATS:
+    """Connect with nats-py; failures become a :class:`CliError` naming the server."""
+    servers = [s.strip() for s in opts.server.split(",") if s.strip()]
+    servers = [s if "://" in s else f"nats://{s}" for s in servers]
+    kw: dict[str, Any] = dict(
+        servers=servers, name=opts.name, connect_timeout=max(opts.timeout, 1.0), allow_reconnect=False,
+        max_reconnect_attempts=0,
+    )
+    if opts.user:
+        kw["user"] = opts.user
+        kw["password"] = opts.password or ""
+    if opts.token:
+        kw["token"] = opts.token
+    if opts.creds:
+        kw["user_credentials"] = opts.creds
+    kw.update(extra)
+
+    async def _quiet(_e: Exception) -> None:
+        # nats-py logs connection errors through these callbacks; the CLI reports them once itself.
+        return None
+
+    kw.setdefault("error_cb", _quiet)
+    try:
+        return await nats.connect(**kw)
+    except Exception as exc:  # noqa: BLE001 - nats-py raises a variety here
+        raise CliError(f"could not connect to {opts.server}: {exc or type(exc).__name__}") from None
+
+
+class JsApi:
+    """Raw ``$JS.API`` requests with JSON in and out (the server's JSON is kept verbatim for ``-j``)."""
+
+    def __init__(self, nc: nats.NATS, timeout: float, prefix: str = API_PREFIX):
+        self.nc = nc
+        self.timeout = timeout
+        self.prefix = prefix
+
+    async def request(self, subject: str, body: Any = None, *, timeout: float | None = None,
+                      raw: bytes | None = None) -> dict:
+        """Request ``$JS.API.<subject>``; an ``error`` in the reply raises :class:`ApiError`."""
+        full = f"{self.prefix}.{subject}"
+        payload = raw if raw is not None else (b"" if body is None else json.dumps(body).encode())
+        try:
+            msg = await self.nc.request(full, payload, timeout=timeout or self.timeout)
+        except NoRespondersError:
+            raise CliError("JetStream not enabled (no responders for " + full + ")") from None
+        except (NatsTimeoutError, asyncio.TimeoutError):
+            raise CliError(f"no response from the server to {full} (timeout)") from None
+        try:
+            resp = json.loads(msg.data) if msg.data else {}
+        except ValueError:
+            raise CliError(f"invalid JSON response from {full}: {msg.data[:200]!r}") from None
+        err = resp.get("error") if isinstance(resp, dict) else None
+        if err:
+            raise ApiError(int(err.get("code", 0)), int(err.get("err_code", 0)), str(err.get("description", "")))
+        return resp
+
+    async def paged(self, subject: str, key: str, body: dict | None = None) -> list:
+        """Collect every page of a paged list/names response (``offset``/``limit``/``total``)."""
+        out: list = []
+        offset = 0
+        while True:
+            req = dict(body or {})
+            req["offset"] = offset
+            resp = await self.request(subject, req)
+            items = resp.get(key) or []
+            out.extend(items)
+            total = int(resp.get("total", len(out)))
+            if not items or len(out) >= total:
+                return out
+            offset = len(out)
+
+    async def stream_names(self, subject: str | None = None) -> list[str]:
+        body = {"subject": subject} if subject else None
+        return sorted(await self.paged("STREAM.NAMES", "streams", body))
+
+    async def consumer_names(self, stream: str) -> list[str]:
+        return sorted(await self.paged(f"CONSUMER.NAMES.{stream}", "consumers"))
+
+
+def strip_type(resp: dict) -> dict:
+    """The response minus the ``type`` envelope key, for ``-j`` output."""
+    return {k: v for k, v in resp.items() if k != "type"}
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, indent=2)
+
+
+def read_json_file(path: str, flag: str = "--config") -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as exc:
+        raise UsageError(f"cannot read {flag} file {path}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise UsageError(f"invalid JSON in {flag} file {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{flag} file {path} must hold a JSON object")
+    # `info -j` output has the config under "config"; accept either shape.
+    if "config" in data and isinstance(data["config"], dict) and "name" not in data:
+        data = data["config"]
+    return data
+
+
+@dataclass
+class Out:
+    """Where a command writes: human text or JSON to stdout, log lines to stderr."""
+
+    json: bool = False
+    progress: bool = True
+    lines: list[str] = field(default_factory=list)
+
+    def print(self, *parts: Any, end: str = "\n") -> None:
+        sys.stdout.write(" ".join(str(p) for p in parts) + end)
+
+    def json_out(self, obj: Any) -> None:
+        sys.stdout.write(dumps(obj) + "\n")
+
+    def log(self, text: str) -> None:
+        """A timestamped log line on stderr (like the ``nats`` tool's ``15:56:11 Creating backup``)."""
+        sys.stderr.write(f"{datetime.now().strftime('%H:%M:%S')} {text}\n")
+
+    def show_progress(self) -> bool:
+        try:
+            return self.progress and sys.stderr.isatty()
+        except (AttributeError, ValueError):
+            return False
+
+
+def env_url() -> str:
+    return os.environ.get("NATS_URL") or DEFAULT_URL

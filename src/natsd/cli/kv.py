@@ -1,0 +1,297 @@
+"""``natsctl kv …``: key-value buckets through nats-py's KeyValue (streams named ``KV_<bucket>``)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from datetime import datetime, timezone
+
+from nats.js.api import KeyValueConfig, StorageType
+from nats.js.errors import BucketNotFoundError, KeyDeletedError, KeyNotFoundError, NotFoundError
+
+from natsd.cli import render
+from natsd.cli.common import (
+    CliError, UsageError, comma, confirm, format_duration, human_bytes, parse_duration, parse_int, parse_size,
+    stdin_is_tty,
+)
+from natsd.cli.context import Ctx
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("kv", help="key-value buckets")
+    s = p.add_subparsers(dest="kv_cmd", metavar="VERB", parser_class=type(p))
+    s.required = True
+
+    a = s.add_parser("add", aliases=["create", "new"], parents=[common], help="create a bucket")
+    a.add_argument("bucket")
+    a.add_argument("--history", default="1", help="values kept per key (1-64)")
+    a.add_argument("--ttl", default=None, help="expire values after this long")
+    a.add_argument("--max-value-size", dest="max_value_size", default=None, help="largest value")
+    a.add_argument("--max-bucket-size", dest="max_bucket_size", default=None, help="bucket size limit")
+    a.add_argument("--storage", default="file", choices=["file", "memory"])
+    a.add_argument("--replicas", default="1")
+    a.add_argument("--description", default=None)
+    a.set_defaults(func=cmd_add)
+
+    put = s.add_parser("put", parents=[common], help="store a value")
+    put.add_argument("bucket")
+    put.add_argument("key")
+    put.add_argument("value", nargs="?", help="the value; read from stdin when omitted")
+    put.set_defaults(func=cmd_put)
+
+    g = s.add_parser("get", parents=[common], help="read a value")
+    g.add_argument("bucket")
+    g.add_argument("key")
+    g.add_argument("--revision", default=None)
+    g.add_argument("--raw", action="store_true", help="only the value")
+    g.set_defaults(func=cmd_get)
+
+    d = s.add_parser("del", aliases=["delete", "rm-key"], parents=[common], help="delete a key (history kept)")
+    d.add_argument("bucket")
+    d.add_argument("key")
+    d.set_defaults(func=cmd_del)
+
+    pu = s.add_parser("purge", parents=[common], help="delete a key and its history")
+    pu.add_argument("bucket")
+    pu.add_argument("key")
+    pu.set_defaults(func=cmd_purge)
+
+    h = s.add_parser("history", parents=[common], help="every revision of a key")
+    h.add_argument("bucket")
+    h.add_argument("key")
+    h.set_defaults(func=cmd_history)
+
+    k = s.add_parser("keys", aliases=["ls-keys"], parents=[common], help="list keys")
+    k.add_argument("bucket")
+    k.set_defaults(func=cmd_keys)
+
+    w = s.add_parser("watch", parents=[common], help="print changes as they happen")
+    w.add_argument("bucket")
+    w.add_argument("key", nargs="?", default=">")
+    w.add_argument("--count", default=None, help="stop after this many updates")
+    w.add_argument("--wait", default=None, help="stop after this long")
+    w.set_defaults(func=cmd_watch)
+
+    ls = s.add_parser("ls", aliases=["list"], parents=[common], help="list buckets")
+    ls.set_defaults(func=cmd_ls)
+
+    rm = s.add_parser("rm", parents=[common], help="delete a bucket")
+    rm.add_argument("bucket")
+    rm.set_defaults(func=cmd_rm)
+
+    st = s.add_parser("status", aliases=["info"], parents=[common], help="bucket status")
+    st.add_argument("bucket")
+    st.set_defaults(func=cmd_status)
+
+
+async def _kv(ctx: Ctx, bucket: str):
+    js = await ctx.js()
+    try:
+        return await js.key_value(bucket)
+    except (BucketNotFoundError, NotFoundError):
+        raise CliError(f"bucket {bucket} not found") from None
+
+
+def _ts(entry) -> str:
+    """The entry's stored time, when nats-py has it (direct gets carry no time)."""
+    t = getattr(entry, "created", None)
+    if isinstance(t, datetime):
+        return t.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return ""
+
+
+async def cmd_add(ctx: Ctx) -> None:
+    a = ctx.args
+    js = await ctx.js()
+    cfg = KeyValueConfig(
+        bucket=a.bucket, description=a.description, history=parse_int(a.history, flag="--history"),
+        ttl=parse_duration(a.ttl, flag="--ttl") / 1e9 if a.ttl else None,
+        max_value_size=parse_size(a.max_value_size, flag="--max-value-size") if a.max_value_size else None,
+        max_bytes=parse_size(a.max_bucket_size, flag="--max-bucket-size") if a.max_bucket_size else None,
+        storage=StorageType.MEMORY if a.storage == "memory" else StorageType.FILE,
+        replicas=parse_int(a.replicas, flag="--replicas"),
+    )
+    try:
+        await js.create_key_value(config=cfg)
+    except Exception as exc:  # noqa: BLE001 - nats-py APIError and friends
+        raise CliError(f"could not create bucket {a.bucket}: {getattr(exc, 'description', None) or exc}") from None
+    await _status(ctx, a.bucket, created=True)
+
+
+async def _status(ctx: Ctx, bucket: str, created: bool = False) -> None:
+    api = await ctx.api()
+    info = await api.request(f"STREAM.INFO.KV_{bucket}")
+    cfg, st = info["config"], info.get("state", {})
+    status = {
+        "bucket": bucket, "values": st.get("messages", 0), "history": cfg.get("max_msgs_per_subject", 1),
+        "ttl": cfg.get("max_age", 0), "bytes": st.get("bytes", 0), "storage": cfg.get("storage"),
+        "max_value_size": cfg.get("max_msg_size", -1), "max_bucket_size": cfg.get("max_bytes", -1),
+        "stream": cfg.get("name"),
+    }
+    if ctx.json:
+        ctx.out.json_out(status)
+        return
+    title = f"Information for Key-Value Store Bucket {bucket}"
+    if created:
+        ctx.out.print(f"Key-Value Store Bucket {bucket} was created\n")
+    rows = [("Bucket Name", bucket), ("History Kept", status["history"]),
+            ("Values Stored", comma(status["values"])),
+            ("Maximum Age", format_duration(status["ttl"]) if status["ttl"] else "unlimited"),
+            ("Backing Store", f"JetStream ({str(status['storage']).capitalize()} stream {cfg.get('name')})"),
+            ("Bucket Size", human_bytes(status["bytes"]))]
+    ctx.out.print(render.sections(title, [("Configuration", rows)]))
+
+
+async def cmd_status(ctx: Ctx) -> None:
+    await _status(ctx, ctx.args.bucket)
+
+
+async def cmd_put(ctx: Ctx) -> None:
+    a = ctx.args
+    if a.value is None:
+        if stdin_is_tty():
+            raise UsageError("VALUE is required (give it as an argument or on stdin)")
+        value = sys.stdin.buffer.read()
+    else:
+        value = a.value.encode()
+    kv = await _kv(ctx, a.bucket)
+    try:
+        rev = await kv.put(a.key, value)
+    except Exception as exc:  # noqa: BLE001
+        raise CliError(f"could not put {a.key}: {getattr(exc, 'description', None) or exc}") from None
+    if ctx.json:
+        ctx.out.json_out({"bucket": a.bucket, "key": a.key, "revision": rev})
+    else:
+        ctx.out.print(value.decode(errors="replace"))
+
+
+async def cmd_get(ctx: Ctx) -> None:
+    a = ctx.args
+    kv = await _kv(ctx, a.bucket)
+    try:
+        e = await kv.get(a.key, revision=parse_int(a.revision, flag="--revision") if a.revision else None)
+    except KeyDeletedError:
+        raise CliError(f"key {a.key} was deleted") from None
+    except (KeyNotFoundError, NotFoundError):
+        raise CliError(f"key {a.key} not found") from None
+    value = (e.value or b"").decode(errors="replace")
+    if ctx.json:
+        ctx.out.json_out({"bucket": e.bucket, "key": e.key, "value": value, "revision": e.revision,
+                          "delta": e.delta, "operation": e.operation or "PUT"})
+    elif a.raw:
+        sys.stdout.write(value)
+    else:
+        ctx.out.print(f"{a.bucket} > {e.key} revision: {e.revision} {_ts(e)}\n")
+        ctx.out.print(value)
+
+
+async def cmd_del(ctx: Ctx) -> None:
+    a = ctx.args
+    confirm(f"Really delete key {a.key} from bucket {a.bucket}", a.force)
+    kv = await _kv(ctx, a.bucket)
+    await kv.delete(a.key)
+
+
+async def cmd_purge(ctx: Ctx) -> None:
+    a = ctx.args
+    confirm(f"Really purge key {a.key} and its history from bucket {a.bucket}", a.force)
+    kv = await _kv(ctx, a.bucket)
+    await kv.purge(a.key)
+
+
+async def cmd_history(ctx: Ctx) -> None:
+    a = ctx.args
+    kv = await _kv(ctx, a.bucket)
+    try:
+        entries = await kv.history(a.key)
+    except (KeyNotFoundError, NotFoundError):
+        raise CliError(f"key {a.key} not found") from None
+    rows = [{"key": e.key, "revision": e.revision, "operation": e.operation or "PUT",
+             "value": (e.value or b"").decode(errors="replace")} for e in entries]
+    if ctx.json:
+        ctx.out.json_out(rows)
+        return
+    ctx.out.print(render.table(f"History for {a.bucket} > {a.key}", ["Key", "Revision", "Op", "Length", "Value"],
+                               [[r["key"], r["revision"], r["operation"], len(r["value"]), r["value"][:40]]
+                                for r in rows]))
+
+
+async def cmd_keys(ctx: Ctx) -> None:
+    kv = await _kv(ctx, ctx.args.bucket)
+    try:
+        keys = sorted(await kv.keys())
+    except NotFoundError:
+        keys = []
+    except Exception as exc:  # noqa: BLE001 - nats-py raises NoKeysError when empty
+        if type(exc).__name__ == "NoKeysError":
+            keys = []
+        else:
+            raise
+    if ctx.json:
+        ctx.out.json_out(keys)
+    elif not keys:
+        ctx.out.print("No keys found in bucket")
+    else:
+        for k in keys:
+            ctx.out.print(k)
+
+
+async def cmd_watch(ctx: Ctx) -> None:
+    a = ctx.args
+    limit_n = parse_int(a.count, flag="--count") if a.count is not None else None
+    wait_s = parse_duration(a.wait, flag="--wait") / 1e9 if a.wait else None
+    kv = await _kv(ctx, a.bucket)
+    w = await kv.watch(a.key, include_history=False)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s if wait_s else None
+    n = 0
+    try:
+        while limit_n is None or n < limit_n:
+            remaining = 3600.0 if deadline is None else deadline - loop.time()
+            if remaining <= 0:
+                break
+            try:
+                e = await w.updates(timeout=remaining)
+            except Exception:  # noqa: BLE001 - nats-py raises its TimeoutError when nothing arrives
+                break
+            if e is None:  # nats-py's marker: initial values delivered
+                continue
+            n += 1
+            value = (e.value or b"").decode(errors="replace")
+            op = e.operation or "PUT"
+            if ctx.json:
+                ctx.out.json_out({"bucket": e.bucket, "key": e.key, "revision": e.revision, "operation": op,
+                                  "value": value})
+            else:
+                ctx.out.print(f"[{_ts(e) or datetime.now().strftime('%H:%M:%S')}] {op} {e.bucket} > {e.key}: {value}")
+            sys.stdout.flush()
+    finally:
+        await w.stop()
+
+
+async def cmd_ls(ctx: Ctx) -> None:
+    api = await ctx.api()
+    infos = [i for i in await api.paged("STREAM.LIST", "streams") if i["config"]["name"].startswith("KV_")]
+    buckets = sorted(i["config"]["name"][3:] for i in infos)
+    if ctx.json:
+        ctx.out.json_out(buckets)
+        return
+    if not buckets:
+        ctx.out.print("No Key-Value buckets found")
+        return
+    rows = []
+    for i in sorted(infos, key=lambda x: x["config"]["name"]):
+        c, st = i["config"], i.get("state", {})
+        rows.append([c["name"][3:], c.get("description", ""), comma(st.get("messages")), human_bytes(st.get("bytes"))])
+    ctx.out.print(render.table("Key-Value Buckets", ["Bucket", "Description", "Values", "Size"], rows))
+
+
+async def cmd_rm(ctx: Ctx) -> None:
+    a = ctx.args
+    confirm(f"Really delete bucket {a.bucket}", a.force)
+    js = await ctx.js()
+    try:
+        await js.delete_key_value(a.bucket)
+    except NotFoundError:
+        raise CliError(f"bucket {a.bucket} not found") from None

@@ -1,0 +1,136 @@
+"""``natsctl``: the command-line tool for NATS and JetStream (natsd or nats-server).
+
+Verbs follow the reference ``nats`` tool. Every command builds its parser in its own module
+(``streams``, ``consumers``, ``pubsub``, ...) and registers an ``async def run(ctx)`` as ``func``.
+Flags shared by every command (``-s``, ``--user``, ``-j``, ...) are accepted before or after the verb.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from typing import Sequence
+
+from natsd.cli.common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, ConnOptions, Out, env_url, parse_duration
+from natsd.cli.context import Ctx
+
+EPILOG = """\
+exit codes:
+  0  success
+  1  the server or the JetStream API reported an error (not found, refused, timeout, cannot connect)
+  2  usage error: bad flags, or a required value missing with no terminal to prompt on
+
+environment:
+  NATS_URL  server URL when -s/--server is not given (default nats://127.0.0.1:4222)
+"""
+
+_SHARED_DEFAULTS = {
+    "server": None,
+    "user": None,
+    "password": None,
+    "creds": None,
+    "token": None,
+    "timeout": "5s",
+    "json": False,
+    "no_progress": False,
+    "force": False,
+}
+
+
+def shared_parent() -> argparse.ArgumentParser:
+    """Flags every leaf command accepts. Defaults are SUPPRESSed so a later position does not reset an earlier one."""
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("connection and output")
+    s = argparse.SUPPRESS
+    g.add_argument("-s", "--server", default=s, help="NATS server URL(s), comma separated (env NATS_URL)")
+    g.add_argument("--user", default=s, help="username")
+    g.add_argument("--password", default=s, help="password")
+    g.add_argument("--creds", default=s, help="user credentials file")
+    g.add_argument("--token", default=s, help="authentication token")
+    g.add_argument("--timeout", default=s, help="time to wait for responses, e.g. 2s (default 5s)")
+    g.add_argument("-j", "--json", action="store_true", default=s, help="JSON output")
+    g.add_argument("--no-progress", action="store_true", default=s, help="no progress bars (log lines instead)")
+    g.add_argument("-f", "--force", action="store_true", default=s, help="do not ask for confirmation")
+    return p
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with ``natsctl: error: ...`` messages and exit code 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"natsctl: error: {message}\n")
+        raise SystemExit(EXIT_USAGE)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from natsd.cli import account, backup, bench, consumers, kv, objects, pubsub, streams
+
+    common = shared_parent()
+    parser = Parser(
+        prog="natsctl", description="NATS and JetStream command-line tool (works with natsd and nats-server)",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter, parents=[common],
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    sub.required = True
+    for mod in (streams, consumers, pubsub, account, backup, kv, objects, bench):
+        mod.register(sub, common)
+    return parser
+
+
+def _conn_options(args: argparse.Namespace) -> ConnOptions:
+    timeout_ns = parse_duration(args.timeout, flag="--timeout") or 5_000_000_000
+    return ConnOptions(
+        server=args.server or env_url(), user=args.user, password=args.password, creds=args.creds,
+        token=args.token, timeout=timeout_ns / 1e9,
+    )
+
+
+async def _run(ctx: Ctx) -> int:
+    try:
+        rc = await ctx.args.func(ctx)
+        return EXIT_OK if rc is None else int(rc)
+    finally:
+        await ctx.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``natsctl`` console script; returns the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    for k, v in _SHARED_DEFAULTS.items():
+        if not hasattr(args, k):
+            setattr(args, k, v)
+    if not hasattr(args, "func"):
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        ctx = Ctx(args, _conn_options(args), Out(json=bool(args.json), progress=not args.no_progress))
+        return asyncio.run(_run(ctx))
+    except CliError as exc:
+        sys.stdout.flush()
+        sys.stderr.write(f"natsctl: error: {exc}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # `natsctl sub x | head` closes our stdout early; that is not an error for us.
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the interpreter's flush at exit
+        except OSError:
+            pass
+        return EXIT_OK
+    except Exception as exc:  # noqa: BLE001 - last resort: one clear line, not a traceback
+        if os.environ.get("NATSCTL_DEBUG"):
+            raise
+        sys.stderr.write(f"natsctl: error: {type(exc).__name__}: {exc}\n")
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,548 @@
+"""``natsctl stream …``: add, ls, info, edit, cp, rm, purge, rmm, get, report, backup, restore, template …
+
+All requests go straight to ``$JS.API.STREAM.*`` with the JSON the server defines, so ``info -j | jq .config``
+is exactly what ``--config FILE`` accepts, and fields this tool does not know survive an edit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+from typing import Any
+
+from natsd.cli import render
+from natsd.cli.common import (
+    ApiError, CliError, UsageError, ask, comma, confirm, dumps, format_time, human_bytes, parse_duration,
+    parse_int, parse_size, read_json_file, stdin_is_tty, strip_type,
+)
+from natsd.cli.context import Ctx
+
+RETENTION = {"limits": "limits", "interest": "interest", "workqueue": "workqueue", "work": "workqueue",
+             "work_queue": "workqueue", "wq": "workqueue"}
+STORAGE = {"file": "file", "f": "file", "memory": "memory", "mem": "memory", "m": "memory"}
+DISCARD = {"old": "old", "new": "new"}
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("stream", aliases=["str", "streams"], help="JetStream stream management")
+    s = p.add_subparsers(dest="stream_cmd", metavar="VERB", parser_class=type(p))
+    s.required = True
+
+    a = s.add_parser("add", aliases=["create", "new"], parents=[common], help="create a stream")
+    a.add_argument("stream", nargs="?", help="stream name")
+    config_flags(a)
+    a.add_argument("--defaults", action="store_true", help="use defaults for everything not given (no prompts)")
+    a.set_defaults(func=cmd_add)
+
+    ls = s.add_parser("ls", aliases=["list"], parents=[common], help="list streams")
+    ls.add_argument("-n", "--names", action="store_true", help="only names, one per line")
+    ls.add_argument("--subject", help="only streams that capture this subject")
+    ls.set_defaults(func=cmd_ls)
+
+    i = s.add_parser("info", parents=[common], help="stream configuration and state")
+    i.add_argument("stream", nargs="?")
+    i.set_defaults(func=cmd_info)
+
+    e = s.add_parser("edit", aliases=["update"], parents=[common], help="change a stream's configuration")
+    e.add_argument("stream", nargs="?")
+    config_flags(e)
+    e.set_defaults(func=cmd_edit)
+
+    c = s.add_parser("cp", aliases=["copy"], parents=[common], help="create a stream from another's configuration")
+    c.add_argument("source")
+    c.add_argument("destination")
+    config_flags(c)
+    c.set_defaults(func=cmd_cp)
+
+    r = s.add_parser("rm", aliases=["delete", "del"], parents=[common], help="delete a stream and its data")
+    r.add_argument("stream", nargs="?")
+    r.set_defaults(func=cmd_rm)
+
+    pu = s.add_parser("purge", parents=[common], help="delete messages, keeping the stream")
+    pu.add_argument("stream", nargs="?")
+    pu.add_argument("--subject", help="only messages on this subject")
+    pu.add_argument("--seq", help="purge up to (not including) this sequence")
+    pu.add_argument("--keep", help="keep this many most recent messages")
+    pu.set_defaults(func=cmd_purge)
+
+    rmm = s.add_parser("rmm", parents=[common], help="securely delete one message")
+    rmm.add_argument("stream", nargs="?")
+    rmm.add_argument("seq", nargs="?")
+    rmm.set_defaults(func=cmd_rmm)
+
+    g = s.add_parser("get", parents=[common], help="read one message by sequence")
+    g.add_argument("stream", nargs="?")
+    g.add_argument("seq", nargs="?")
+    g.add_argument("-S", "--last-for", dest="last_for", help="the last message on this subject")
+    g.set_defaults(func=cmd_get)
+
+    rep = s.add_parser("report", parents=[common], help="a table of every stream")
+    rep.set_defaults(func=cmd_report)
+
+    b = s.add_parser("backup", parents=[common], help="snapshot a stream (data and consumers) into a directory")
+    b.add_argument("stream")
+    b.add_argument("directory")
+    b.add_argument("--no-consumers", action="store_true", help="leave consumers out of the snapshot")
+    b.add_argument("--check", action="store_true", help="ask the server to check the stream first (jsck)")
+    b.add_argument("--chunk-size", default="128KiB", help="chunk size the server sends (default 128KiB)")
+    b.set_defaults(func=_backup_cmd)
+
+    rs = s.add_parser("restore", parents=[common], help="restore a stream from a backup directory")
+    rs.add_argument("paths", nargs="+", metavar="[STREAM] DIRECTORY",
+                    help="backup directory; an optional stream name before it must match the backup")
+    rs.add_argument("--config", help="restore with this stream configuration JSON instead of the backup's")
+    rs.set_defaults(func=_restore_cmd)
+
+    t = s.add_parser("template", aliases=["templates", "tmpl"], help="stream templates (removed in nats-server 2.14)")
+    ts = t.add_subparsers(dest="template_cmd", metavar="VERB", parser_class=type(p))
+    ts.required = True
+    ta = ts.add_parser("add", aliases=["create"], parents=[common], help="create a stream template")
+    ta.add_argument("template", nargs="?")
+    config_flags(ta)
+    ta.add_argument("--max-streams", default=None, help="how many streams the template may create (-1: unlimited)")
+    ta.set_defaults(func=cmd_template_add)
+    tl = ts.add_parser("ls", aliases=["list"], parents=[common], help="list templates")
+    tl.set_defaults(func=cmd_template_ls)
+    ti = ts.add_parser("info", parents=[common], help="template configuration and streams")
+    ti.add_argument("template")
+    ti.set_defaults(func=cmd_template_info)
+    tr = ts.add_parser("rm", aliases=["delete"], parents=[common], help="delete a template and its streams")
+    tr.add_argument("template")
+    tr.set_defaults(func=cmd_template_rm)
+
+
+def config_flags(p: argparse.ArgumentParser) -> None:
+    """Flags that map onto StreamConfig fields; all default to None = "not given"."""
+    g = p.add_argument_group("stream configuration")
+    g.add_argument("--config", help="StreamConfig JSON file (the shape of `stream info -j | jq .config`)")
+    g.add_argument("--subjects", action="append", help="subjects to capture (comma/space separated, repeatable)")
+    g.add_argument("--description")
+    g.add_argument("--storage", help="file or memory")
+    g.add_argument("--retention", help="limits, interest or workqueue")
+    g.add_argument("--discard", help="old or new")
+    g.add_argument("--max-msgs", dest="max_msgs", help="message count limit (-1: unlimited)")
+    g.add_argument("--max-bytes", dest="max_bytes", help="size limit, e.g. 1GiB (-1: unlimited)")
+    g.add_argument("--max-age", dest="max_age", help="age limit: 1y, 1d, 1h, 1m ... (-1: unlimited)")
+    g.add_argument("--max-msg-size", dest="max_msg_size", help="largest message (-1: unlimited)")
+    g.add_argument("--max-msgs-per-subject", dest="max_msgs_per_subject", help="per-subject count limit")
+    g.add_argument("--max-consumers", dest="max_consumers", help="consumer count limit (-1: unlimited)")
+    g.add_argument("--dupe-window", dest="dupe_window", help="duplicate tracking window, e.g. 2m")
+    g.add_argument("--replicas", help="number of replicas")
+    ack = g.add_mutually_exclusive_group()
+    ack.add_argument("--ack", dest="ack", action="store_true", default=None, help="acknowledge publishes")
+    ack.add_argument("--no-ack", dest="ack", action="store_false", help="do not acknowledge publishes")
+    g.add_argument("--deny-delete", action="store_true", default=None, help="disallow message deletes")
+    g.add_argument("--deny-purge", action="store_true", default=None, help="disallow purges")
+    g.add_argument("--allow-rollup", action="store_true", default=None, help="allow Nats-Rollup headers")
+    g.add_argument("--allow-direct", action="store_true", default=None, help="allow direct get")
+
+
+def _split_subjects(values: list[str]) -> list[str]:
+    out: list[str] = []
+    for v in values:
+        out.extend(x for x in v.replace(",", " ").split() if x)
+    return out
+
+
+def _choice(value: str, table: dict[str, str], flag: str) -> str:
+    v = table.get(str(value).lower())
+    if v is None:
+        raise UsageError(f"invalid {flag} {value!r}: expected one of {', '.join(sorted(set(table.values())))}")
+    return v
+
+
+def apply_flags(cfg: dict, a: argparse.Namespace) -> dict:
+    """Overlay the flags that were given onto ``cfg`` (a StreamConfig dict); returns ``cfg``."""
+    if a.subjects is not None:
+        cfg["subjects"] = _split_subjects(a.subjects)
+    if a.description is not None:
+        cfg["description"] = a.description
+    if a.storage is not None:
+        cfg["storage"] = _choice(a.storage, STORAGE, "--storage")
+    if a.retention is not None:
+        cfg["retention"] = _choice(a.retention, RETENTION, "--retention")
+    if a.discard is not None:
+        cfg["discard"] = _choice(a.discard, DISCARD, "--discard")
+    if a.max_msgs is not None:
+        cfg["max_msgs"] = parse_int(a.max_msgs, flag="--max-msgs")
+    if a.max_bytes is not None:
+        cfg["max_bytes"] = parse_size(a.max_bytes, flag="--max-bytes")
+    if a.max_age is not None:
+        cfg["max_age"] = parse_duration(a.max_age, flag="--max-age")
+    if a.max_msg_size is not None:
+        cfg["max_msg_size"] = parse_size(a.max_msg_size, flag="--max-msg-size")
+    if a.max_msgs_per_subject is not None:
+        cfg["max_msgs_per_subject"] = parse_int(a.max_msgs_per_subject, flag="--max-msgs-per-subject")
+    if a.max_consumers is not None:
+        cfg["max_consumers"] = parse_int(a.max_consumers, flag="--max-consumers")
+    if a.dupe_window is not None:
+        cfg["duplicate_window"] = parse_duration(a.dupe_window, flag="--dupe-window")
+    if a.replicas is not None:
+        cfg["num_replicas"] = parse_int(a.replicas, flag="--replicas")
+    if a.ack is not None:
+        cfg["no_ack"] = not a.ack
+    if a.deny_delete:
+        cfg["deny_delete"] = True
+    if a.deny_purge:
+        cfg["deny_purge"] = True
+    if a.allow_rollup:
+        cfg["allow_rollup_hdrs"] = True
+    if a.allow_direct:
+        cfg["allow_direct"] = True
+    return cfg
+
+
+def build_new_config(name: str, a: argparse.Namespace, *, prompt: bool) -> dict:
+    """A StreamConfig for ``add``: ``--config`` file, then flags, then prompts (terminal) or defaults."""
+    cfg: dict[str, Any] = read_json_file(a.config) if a.config else {}
+    cfg["name"] = name
+    apply_flags(cfg, a)
+    if a.config:
+        return cfg
+    if "subjects" not in cfg:
+        cfg["subjects"] = _split_subjects([ask("--subjects", "Subjects to consume", name)])
+    if prompt and stdin_is_tty():
+        # The questions the `nats` tool asks, in its order; each maps to the flag named in the first argument.
+        if "storage" not in cfg:
+            cfg["storage"] = _choice(ask("--storage", "Storage backend", "file", choices=["file", "memory"]),
+                                     STORAGE, "--storage")
+        if "retention" not in cfg:
+            cfg["retention"] = _choice(ask("--retention", "Retention Policy", "limits",
+                                           choices=["limits", "interest", "workqueue"]), RETENTION, "--retention")
+        if "discard" not in cfg:
+            cfg["discard"] = _choice(ask("--discard", "Discard Policy", "old", choices=["old", "new"]),
+                                     DISCARD, "--discard")
+        if "max_msgs" not in cfg:
+            cfg["max_msgs"] = parse_int(ask("--max-msgs", "Message count limit", "-1"), flag="--max-msgs")
+        if "max_bytes" not in cfg:
+            cfg["max_bytes"] = parse_size(ask("--max-bytes", "Message size limit", "-1"), flag="--max-bytes")
+        if "max_age" not in cfg:
+            cfg["max_age"] = parse_duration(ask("--max-age", "Maximum message age limit", "-1"), flag="--max-age")
+        if "max_msg_size" not in cfg:
+            cfg["max_msg_size"] = parse_size(ask("--max-msg-size", "Maximum individual message size", "-1"),
+                                             flag="--max-msg-size")
+    cfg.setdefault("storage", "file")
+    cfg.setdefault("retention", "limits")
+    cfg.setdefault("discard", "old")
+    cfg.setdefault("max_msgs", -1)
+    cfg.setdefault("max_bytes", -1)
+    cfg.setdefault("max_age", 0)
+    cfg.setdefault("max_msg_size", -1)
+    cfg.setdefault("max_consumers", -1)
+    cfg.setdefault("num_replicas", 1)
+    return cfg
+
+
+async def pick_stream(ctx: Ctx, given: str | None) -> str:
+    """The stream named on the command line, or one chosen on the terminal."""
+    if given:
+        return given
+    api = await ctx.api()
+    names = await api.stream_names()
+    if not names:
+        raise CliError("could not pick a Stream to operate on: no Streams are defined")
+    if not stdin_is_tty():
+        raise UsageError("STREAM is required (no terminal to prompt)")
+    return ask("STREAM", "Select a Stream", names[0] if len(names) == 1 else None, choices=names)
+
+
+async def show_info(ctx: Ctx, name: str) -> dict:
+    api = await ctx.api()
+    info = await api.request(f"STREAM.INFO.{name}")
+    if ctx.json:
+        ctx.out.json_out(strip_type(info))
+    else:
+        ctx.out.print(render.stream_info(info))
+    return info
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+
+async def cmd_add(ctx: Ctx) -> None:
+    a = ctx.args
+    name = a.stream or (read_json_file(a.config).get("name") if a.config else None)
+    if not name:
+        name = ask("STREAM", "Stream Name")
+    cfg = build_new_config(name, a, prompt=not a.defaults)
+    api = await ctx.api()
+    info = await api.request(f"STREAM.CREATE.{name}", cfg)
+    if ctx.json:
+        ctx.out.json_out(strip_type(info))
+        return
+    ctx.out.print(f"Stream {name} was created\n")
+    ctx.out.print(render.stream_info(info))
+
+
+async def cmd_ls(ctx: Ctx) -> None:
+    api = await ctx.api()
+    a = ctx.args
+    if ctx.json or a.names:
+        names = await api.stream_names(a.subject)
+        if ctx.json:
+            ctx.out.json_out(names)
+        else:
+            for n in names:
+                ctx.out.print(n)
+        return
+    body = {"subject": a.subject} if a.subject else None
+    infos = sorted(await api.paged("STREAM.LIST", "streams", body), key=lambda i: i["config"]["name"])
+    if not infos:
+        ctx.out.print("No Streams defined")
+        return
+    rows = []
+    for i in infos:
+        c, st = i["config"], i.get("state", {})
+        rows.append([c["name"], ", ".join(c.get("subjects") or []), comma(st.get("messages")),
+                     human_bytes(st.get("bytes")), comma(st.get("consumer_count")), format_time(st.get("last_ts"))])
+    ctx.out.print(render.table("Streams", ["Name", "Subjects", "Messages", "Size", "Consumers", "Last Message"],
+                               rows))
+
+
+async def cmd_info(ctx: Ctx) -> None:
+    name = await pick_stream(ctx, ctx.args.stream)
+    await show_info(ctx, name)
+
+
+def config_diff(old: dict, new: dict) -> list[str]:
+    """``-key: old`` / ``+key: new`` lines for every changed top-level field."""
+    lines = []
+    for k in sorted(set(old) | set(new)):
+        if old.get(k) != new.get(k):
+            if k in old:
+                lines.append(f"-  {k}: {json.dumps(old[k])}")
+            if k in new:
+                lines.append(f"+  {k}: {json.dumps(new[k])}")
+    return lines
+
+
+async def cmd_edit(ctx: Ctx) -> None:
+    a = ctx.args
+    name = await pick_stream(ctx, a.stream)
+    api = await ctx.api()
+    current = (await api.request(f"STREAM.INFO.{name}"))["config"]
+    if a.config:
+        new = read_json_file(a.config)
+        new["name"] = name
+    else:
+        new = dict(current)
+    apply_flags(new, a)
+    # The server adds bookkeeping metadata (`_nats.*`); compare without it so an unchanged edit is a no-op.
+    diff = config_diff(_without_meta(current), _without_meta(new))
+    if not diff:
+        raise CliError(f"no difference in configuration for Stream {name}")
+    if not ctx.json:
+        ctx.out.print("Differences (-old +new):")
+        ctx.out.print("\n".join(diff) + "\n")
+    if stdin_is_tty():
+        confirm(f"Really edit Stream {name}", a.force)
+    info = await api.request(f"STREAM.UPDATE.{name}", new)
+    if ctx.json:
+        ctx.out.json_out(strip_type(info))
+        return
+    ctx.out.print(f"Stream {name} was updated\n")
+    ctx.out.print(render.stream_info(info))
+
+
+def _without_meta(cfg: dict) -> dict:
+    out = dict(cfg)
+    md = {k: v for k, v in (out.get("metadata") or {}).items() if not k.startswith("_nats.")}
+    if md:
+        out["metadata"] = md
+    else:
+        out.pop("metadata", None)
+    return out
+
+
+async def cmd_cp(ctx: Ctx) -> None:
+    a = ctx.args
+    api = await ctx.api()
+    src = (await api.request(f"STREAM.INFO.{a.source}"))["config"]
+    cfg = read_json_file(a.config) if a.config else _without_meta(src)
+    cfg["name"] = a.destination
+    apply_flags(cfg, a)
+    info = await api.request(f"STREAM.CREATE.{a.destination}", cfg)
+    if ctx.json:
+        ctx.out.json_out(strip_type(info))
+        return
+    ctx.out.print(f"Stream {a.destination} was created\n")
+    ctx.out.print(render.stream_info(info))
+
+
+async def cmd_rm(ctx: Ctx) -> None:
+    name = await pick_stream(ctx, ctx.args.stream)
+    confirm(f"Really delete Stream {name}", ctx.args.force)
+    api = await ctx.api()
+    resp = await api.request(f"STREAM.DELETE.{name}")
+    if ctx.json:
+        ctx.out.json_out(strip_type(resp))
+    elif not resp.get("success", True):
+        raise CliError(f"stream {name} was not deleted")
+
+
+async def cmd_purge(ctx: Ctx) -> None:
+    a = ctx.args
+    name = await pick_stream(ctx, a.stream)
+    confirm(f"Really purge Stream {name}", a.force)
+    body: dict[str, Any] = {}
+    if a.subject:
+        body["filter"] = a.subject
+    if a.seq is not None:
+        body["seq"] = parse_int(a.seq, flag="--seq")
+    if a.keep is not None:
+        body["keep"] = parse_int(a.keep, flag="--keep")
+    api = await ctx.api()
+    resp = await api.request(f"STREAM.PURGE.{name}", body)
+    if ctx.json:
+        ctx.out.json_out(strip_type(resp))
+        return
+    ctx.out.print(f"Purged {comma(resp.get('purged', 0))} messages from Stream {name}\n")
+    await show_info(ctx, name)
+
+
+async def cmd_rmm(ctx: Ctx) -> None:
+    a = ctx.args
+    name = await pick_stream(ctx, a.stream)
+    seq_s = a.seq if a.seq is not None else ask("SEQ", "Message Sequence to remove")
+    seq = parse_int(seq_s, flag="SEQ")
+    confirm(f"Really remove message {seq} from Stream {name}", a.force)
+    api = await ctx.api()
+    resp = await api.request(f"STREAM.MSG.DELETE.{name}", {"seq": seq})
+    if ctx.json:
+        ctx.out.json_out(strip_type(resp))
+    else:
+        ctx.out.print(f"Message {seq} was removed from Stream {name}")
+
+
+async def cmd_get(ctx: Ctx) -> None:
+    a = ctx.args
+    name = await pick_stream(ctx, a.stream)
+    if a.last_for:
+        body: dict[str, Any] = {"last_by_subj": a.last_for}
+    else:
+        seq_s = a.seq if a.seq is not None else ask("SEQ", "Message Sequence to retrieve")
+        body = {"seq": parse_int(seq_s, flag="SEQ")}
+    api = await ctx.api()
+    msg = (await api.request(f"STREAM.MSG.GET.{name}", body))["message"]
+    if ctx.json:
+        ctx.out.json_out(msg)
+        return
+    data = base64.b64decode(msg.get("data") or b"")
+    ctx.out.print(f"Item: {name}#{msg['seq']} received {format_time(msg.get('time'))} on Subject {msg['subject']}\n")
+    if msg.get("hdrs"):
+        hdr = base64.b64decode(msg["hdrs"]).decode(errors="replace").split("\r\n")[1:]
+        ctx.out.print("Headers:")
+        for line in hdr:
+            if line:
+                ctx.out.print(f"  {line}")
+        ctx.out.print("")
+    ctx.out.print(data.decode(errors="replace"))
+
+
+async def cmd_report(ctx: Ctx) -> None:
+    api = await ctx.api()
+    infos = sorted(await api.paged("STREAM.LIST", "streams"), key=lambda i: i["config"]["name"])
+    if ctx.json:
+        ctx.out.json_out(infos)
+        return
+    if not infos:
+        ctx.out.print("No Streams defined")
+        return
+    rows = []
+    for i in infos:
+        c, st = i["config"], i.get("state", {})
+        rows.append([c["name"], str(c.get("storage", "file")).capitalize(), comma(st.get("consumer_count")),
+                     comma(st.get("messages")), human_bytes(st.get("bytes")), comma(st.get("lost", {}).get("msgs")
+                                                                                    if st.get("lost") else 0),
+                     comma(st.get("num_deleted", 0)), c.get("num_replicas", 1)])
+    ctx.out.print(render.table("Stream Report", ["Stream", "Storage", "Consumers", "Messages", "Bytes", "Lost",
+                                                 "Deleted", "Replicas"], rows))
+
+
+async def _backup_cmd(ctx: Ctx) -> None:
+    from natsd.cli.backup import cmd_stream_backup
+
+    await cmd_stream_backup(ctx)
+
+
+async def _restore_cmd(ctx: Ctx) -> None:
+    from natsd.cli.backup import cmd_stream_restore
+
+    await cmd_stream_restore(ctx)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Templates. nats-server 2.14 removed them and does not answer their subjects at all, so a timeout here is
+# reported as "not supported" rather than as a generic timeout.
+# ---------------------------------------------------------------------------------------------------------------
+
+
+async def _template_request(ctx: Ctx, subject: str, body: Any = None) -> dict:
+    api = await ctx.api()
+    try:
+        return await api.request(subject, body)
+    except ApiError:
+        raise
+    except CliError as exc:
+        if "timeout" in str(exc):
+            raise CliError(f"stream templates are not supported by this server "
+                           f"(no response to $JS.API.{subject})") from None
+        raise
+
+
+def template_info_text(resp: dict) -> str:
+    tc = resp.get("config", {})
+    cfg = tc.get("config", {})
+    rows = render.stream_config_rows(cfg)
+    rows.append(("Maximum Streams", "unlimited" if tc.get("max_streams", -1) < 0 else tc.get("max_streams")))
+    streams = resp.get("streams") or []
+    text = render.sections(f"Information for Stream Template {tc.get('name')}", [("Configuration", rows)])
+    text += "\nManaged Streams:\n\n"
+    text += ("\n".join(f"  {s}" for s in sorted(streams)) if streams
+             else "  No Streams have been defined by this template")
+    return text
+
+
+async def cmd_template_add(ctx: Ctx) -> None:
+    a = ctx.args
+    name = a.template or ask("TEMPLATE", "Template Name")
+    cfg = build_new_config(name, a, prompt=True)
+    cfg["name"] = ""  # the server names each stream <template>_<token>
+    max_streams = parse_int(a.max_streams, flag="--max-streams") if a.max_streams is not None else (
+        parse_int(ask("--max-streams", "Maximum Streams", "-1"), flag="--max-streams"))
+    resp = await _template_request(ctx, f"STREAM.TEMPLATE.CREATE.{name}",
+                                   {"name": name, "config": cfg, "max_streams": max_streams})
+    if ctx.json:
+        ctx.out.json_out(strip_type(resp))
+        return
+    ctx.out.print(f"Stream Template {name} was created\n")
+    ctx.out.print(template_info_text(resp))
+
+
+async def cmd_template_ls(ctx: Ctx) -> None:
+    resp = await _template_request(ctx, "STREAM.TEMPLATE.NAMES", {"offset": 0})
+    names = sorted(resp.get("templates") or [])
+    if ctx.json:
+        ctx.out.json_out(names)
+    elif not names:
+        ctx.out.print("No Stream Templates defined")
+    else:
+        ctx.out.print("Stream Templates:\n")
+        for n in names:
+            ctx.out.print(f"  {n}")
+
+
+async def cmd_template_info(ctx: Ctx) -> None:
+    resp = await _template_request(ctx, f"STREAM.TEMPLATE.INFO.{ctx.args.template}")
+    if ctx.json:
+        ctx.out.json_out(strip_type(resp))
+    else:
+        ctx.out.print(template_info_text(resp))
+
+
+async def cmd_template_rm(ctx: Ctx) -> None:
+    confirm(f"Really delete Stream Template {ctx.args.template} and all its streams", ctx.args.force)
+    resp = await _template_request(ctx, f"STREAM.TEMPLATE.DELETE.{ctx.args.template}")
+    if ctx.json:
+        ctx.out.json_out(strip_type(resp))

@@ -1,0 +1,16 @@
+"""``$JS.API.INFO``: the account's JetStream usage, limits and API counters."""
+
+from __future__ import annotations
+
+from natsd.jetstream.api.router import ApiRequest, ApiRouter, resp
+
+__all__ = ["register", "account_info"]
+
+
+def account_info(req: ApiRequest) -> dict:
+    """account_info_response: memory, storage, reserved_*, streams, consumers, limits, api."""
+    return resp("account_info_response", req.account.account_info())
+
+
+def register(router: ApiRouter) -> None:
+    router.register("$JS.API.INFO", account_info)

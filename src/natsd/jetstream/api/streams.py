@@ -1,0 +1,308 @@
+"""``$JS.API.STREAM.*`` handlers: CREATE, UPDATE, INFO, DELETE, PURGE, NAMES, LIST, MSG.GET,
+MSG.DELETE, and the cluster-only calls (answered with the reference's standalone errors).
+
+Every handler takes an :class:`~natsd.jetstream.api.router.ApiRequest` and returns the response
+dict (built with :func:`resp`) or raises :class:`ApiError`; the router adds the envelope.
+Checks run in the reference's order so the same bad request gets the same error.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from natsd.jetstream.advisories import stream_action
+from natsd.jetstream.api.errors import ApiErrors
+from natsd.jetstream.api.router import ApiRequest, ApiRouter, resp
+from natsd.jetstream.models import StreamConfig, parse_rfc3339, rfc3339
+from natsd.jetstream.policies import check_stream_config, check_subject_overlap, check_update, refuse_unsupported
+from natsd.subjects.tokens import subjects_collide
+
+__all__ = ["register", "JS_API_NAMES_LIMIT", "JS_API_LIST_LIMIT"]
+
+JS_API_NAMES_LIMIT = 1024
+JS_API_LIST_LIMIT = 256
+
+
+def _is_json_object_or_array(payload: bytes) -> bool:
+    s = payload.lstrip()
+    return bool(s) and s[:1] in (b"{", b"[")
+
+
+def _stream_name(req: ApiRequest) -> str:
+    return req.tokens[4] if len(req.tokens) > 4 else ""
+
+
+def _get_stream_cfg(req: ApiRequest):
+    acct = req.account
+
+    def get(name: str) -> StreamConfig | None:
+        s = acct.streams.get(name)
+        return s.config if s else None
+    return get
+
+
+def _config_request(req: ApiRequest) -> tuple[StreamConfig, bool]:
+    body = req.json()
+    cfg = StreamConfig.from_json(body)
+    pedantic = body.get("pedantic") is True
+    return cfg, pedantic
+
+
+def _zero_first_seq_if_pristine(info: dict) -> None:
+    # CREATE/UPDATE replies of the reference report first_seq 0 for a stream that never held a
+    # message (its STREAM.INFO says 1): keep that difference.
+    st = info["state"]
+    if st["messages"] == 0 and st["last_seq"] == 0:
+        st["first_seq"] = 0
+
+
+def stream_create(req: ApiRequest) -> dict:
+    acct = req.account
+    cfg, pedantic = _config_request(req)
+    name = _stream_name(req)
+    if name != cfg.name:
+        raise ApiErrors.STREAM_MISMATCH()
+    if "\\" in name or "/" in name:
+        raise ApiErrors.STREAM_NAME_CONTAINS_PATH_SEPARATORS()
+    if cfg.sealed:
+        raise ApiErrors.STREAM_INVALID_CONFIG(err="stream configuration for create can not be sealed")
+    if cfg.mirror_direct and cfg.mirror is None:
+        raise ApiErrors.STREAM_INVALID_CONFIG(err="stream has no mirror but does have mirror direct")
+    ccfg = check_stream_config(cfg, pedantic, _get_stream_cfg(req))
+    if ccfg.num_replicas > 1:
+        raise ApiErrors.STREAM_REPLICAS_NOT_SUPPORTED()
+    existing = acct.streams.get(ccfg.name)
+    if existing is not None:
+        if existing.config.comparable() == ccfg.comparable():
+            info, _, _, _ = existing.info()
+            info.pop("cluster", None)
+            _zero_first_seq_if_pristine(info)
+            return resp("stream_create_response", {**info, "did_create": True})
+        raise ApiErrors.STREAM_NAME_EXIST()
+    acct.check_new_stream_limits(ccfg)
+    refuse_unsupported(ccfg)
+    check_subject_overlap(ccfg, {n: s.config for n, s in acct.streams.items()})
+    try:
+        stream = acct.add_stream(ccfg)
+    except OSError as e:
+        raise ApiErrors.STREAM_CREATE(err=str(e)) from None
+    acct.send_advisory(f"$JS.EVENT.ADVISORY.STREAM.CREATED.{stream.name}",
+                       lambda: stream_action(acct, stream.name, "create"))
+    info, _, _, _ = stream.info()
+    info.pop("cluster", None)
+    _zero_first_seq_if_pristine(info)
+    return resp("stream_create_response", {**info, "did_create": True})
+
+
+def stream_update(req: ApiRequest) -> dict:
+    acct = req.account
+    cfg, pedantic = _config_request(req)
+    name = _stream_name(req)
+    ccfg = check_stream_config(cfg, pedantic, _get_stream_cfg(req))
+    if name != ccfg.name:
+        raise ApiErrors.STREAM_MISMATCH()
+    stream = acct.streams.get(name)
+    if stream is None:
+        raise ApiErrors.STREAM_NOT_FOUND()
+    ncfg = check_update(stream.config, cfg, pedantic, _get_stream_cfg(req))
+    acct.check_new_stream_limits(ncfg, existing=stream.config)
+    refuse_unsupported(ncfg)
+    check_subject_overlap(ncfg, {n: s.config for n, s in acct.streams.items()})
+    stream.update_config(ncfg)
+    acct.send_advisory(f"$JS.EVENT.ADVISORY.STREAM.UPDATED.{name}",
+                       lambda: stream_action(acct, name, "modify"))
+    info, _, _, _ = stream.info()
+    info.pop("cluster", None)
+    _zero_first_seq_if_pristine(info)
+    return resp("stream_update_response", info)
+
+
+def stream_info(req: ApiRequest) -> dict:
+    acct = req.account
+    name = _stream_name(req)
+    details = False
+    subjects = ""
+    offset = 0
+    if _is_json_object_or_array(req.payload):
+        body = req.json()
+        details = body.get("deleted_details") is True
+        subjects = body.get("subjects_filter") or ""
+        off = body.get("offset") or 0
+        offset = max(off, 0) if isinstance(off, int) else 0
+    stream = acct.lookup_stream(name)
+    info, total, off, limit = stream.info(subjects, details, offset)
+    if not total:
+        off = limit = 0
+    rtype = "stream_info_response"
+    if req.header("Nats-Response-Type") == "create":
+        rtype = "stream_create_response"
+    body: dict = {"total": total, "offset": off, "limit": limit}
+    body.update(info)
+    return resp(rtype, body)
+
+
+def stream_delete(req: ApiRequest) -> dict:
+    acct = req.account
+    if not req.is_empty:
+        raise ApiErrors.NOT_EMPTY_REQUEST()
+    name = _stream_name(req)
+    acct.lookup_stream(name)
+    acct.delete_stream(name)
+    acct.send_advisory(f"$JS.EVENT.ADVISORY.STREAM.DELETED.{name}",
+                       lambda: stream_action(acct, name, "delete"))
+    return resp("stream_delete_response", {"success": True})
+
+
+def stream_purge(req: ApiRequest) -> dict:
+    acct = req.account
+    name = _stream_name(req)
+    subject, seq, keep = "", 0, 0
+    if _is_json_object_or_array(req.payload):
+        body = req.json()
+        subject = body.get("filter") or ""
+        seq = body.get("seq") or 0
+        keep = body.get("keep") or 0
+        for k, v in (("seq", seq), ("keep", keep)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ApiErrors.INVALID_JSON(
+                    err=f"json: cannot unmarshal into Go struct field JSApiStreamPurgeRequest.{k} of type uint64")
+        if not isinstance(subject, str):
+            raise ApiErrors.INVALID_JSON(
+                err="json: cannot unmarshal into Go struct field JSApiStreamPurgeRequest.filter of type string")
+        if seq > 0 and keep > 0:
+            raise ApiErrors.BAD_REQUEST()
+    stream = acct.lookup_stream(name)
+    purged = stream.purge(subject, seq, keep)
+    return resp("stream_purge_response", {"success": True, "purged": purged})
+
+
+def _paged_request(req: ApiRequest) -> tuple[int, str]:
+    offset, subject = 0, ""
+    if _is_json_object_or_array(req.payload):
+        body = req.json()
+        off = body.get("offset") or 0
+        if isinstance(off, bool) or not isinstance(off, int):
+            raise ApiErrors.INVALID_JSON(err="json: cannot unmarshal into Go struct field offset of type int")
+        offset = max(off, 0)
+        subject = body.get("subject") or ""
+    return offset, subject
+
+
+def _filtered_streams(req: ApiRequest, subject: str) -> list[Any]:
+    streams = sorted(req.account.streams.values(), key=lambda s: s.name)
+    if not subject:
+        return streams
+    out = []
+    for s in streams:
+        subs = s.config.subjects or [s.name]
+        if any(subjects_collide(subject, x) for x in subs):
+            out.append(s)
+    return out
+
+
+def stream_names(req: ApiRequest) -> dict:
+    offset, subject = _paged_request(req)
+    streams = _filtered_streams(req, subject)
+    total = len(streams)
+    offset = min(offset, total)
+    names = [s.name for s in streams[offset:offset + JS_API_NAMES_LIMIT]]
+    return resp("stream_names_response", {"total": total, "offset": offset, "limit": JS_API_NAMES_LIMIT,
+                                          "streams": names or None})
+
+
+def stream_list(req: ApiRequest) -> dict:
+    offset, subject = _paged_request(req)
+    streams = _filtered_streams(req, subject)
+    total = len(streams)
+    offset = min(offset, total)
+    infos = []
+    for s in streams[offset:offset + JS_API_LIST_LIMIT]:
+        info, _, _, _ = s.info(dynamic_metadata=False)
+        info.pop("cluster", None)
+        infos.append(info)
+    return resp("stream_list_response", {"total": total, "offset": offset, "limit": JS_API_LIST_LIMIT,
+                                         "streams": infos})
+
+
+def msg_get(req: ApiRequest) -> dict:
+    acct = req.account
+    if req.is_empty:
+        raise ApiErrors.BAD_REQUEST()
+    body = req.json()
+    if (body.get("batch") or 0) > 0 or (body.get("max_bytes") or 0) > 0:
+        raise ApiErrors.BAD_REQUEST()
+    start_time = body.get("start_time")
+    if start_time and (body.get("seq") or body.get("last_by_subj")):
+        raise ApiErrors.BAD_REQUEST()
+    stream = acct.lookup_stream(req.tokens[5] if len(req.tokens) > 5 else "")
+    if start_time:
+        from natsd.jetstream.api.direct import _seq_from_time
+        try:
+            ts = parse_rfc3339(start_time) if isinstance(start_time, str) else None
+        except ValueError:
+            ts = None
+        if ts is None:
+            raise ApiErrors.INVALID_JSON(err=f"parsing time {json.dumps(start_time)} as \"2006-01-02T15:04:05Z07:00\": cannot parse")
+        body = dict(body, seq=_seq_from_time(stream, ts))
+    sm = stream.get_msg(body)
+    msg: dict = {"subject": sm.subject, "seq": sm.seq}
+    if sm.hdr and not body.get("no_hdr"):
+        msg["hdrs"] = base64.b64encode(sm.hdr).decode()
+    if sm.msg:
+        msg["data"] = base64.b64encode(sm.msg).decode()
+    msg["time"] = rfc3339(sm.ts)
+    return resp("stream_msg_get_response", {"message": msg})
+
+
+def msg_delete(req: ApiRequest) -> dict:
+    acct = req.account
+    if req.is_empty:
+        raise ApiErrors.BAD_REQUEST()
+    body = req.json()
+    seq = body.get("seq") or 0
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+        raise ApiErrors.INVALID_JSON(
+            err="json: cannot unmarshal into Go struct field JSApiMsgDeleteRequest.seq of type uint64")
+    stream = acct.lookup_stream(req.tokens[5] if len(req.tokens) > 5 else "")
+    stream.delete_msg(seq, body.get("no_erase") is True)
+    return resp("stream_msg_delete_response", {"success": True})
+
+
+def cluster_only(req: ApiRequest) -> dict:
+    """Leader stepdown, peer remove/evacuate, cancel move: a standalone server has no cluster."""
+    raise ApiErrors.CLUSTER_REQUIRED()
+
+
+def not_supported_snapshot(req: ApiRequest) -> dict:
+    if req.is_empty:
+        raise ApiErrors.BAD_REQUEST()
+    raise ApiErrors.STREAM_SNAPSHOT(err="snapshots are not supported by this server")
+
+
+def not_supported_restore(req: ApiRequest) -> dict:
+    if req.is_empty:
+        raise ApiErrors.BAD_REQUEST()
+    raise ApiErrors.STREAM_RESTORE(err="restores are not supported by this server")
+
+
+def register(router: ApiRouter) -> None:
+    router.register("$JS.API.STREAM.CREATE.*", stream_create)
+    router.register("$JS.API.STREAM.UPDATE.*", stream_update)
+    router.register("$JS.API.STREAM.INFO.*", stream_info)
+    router.register("$JS.API.STREAM.DELETE.*", stream_delete)
+    router.register("$JS.API.STREAM.PURGE.*", stream_purge)
+    router.register("$JS.API.STREAM.NAMES", stream_names)
+    router.register("$JS.API.STREAM.LIST", stream_list)
+    router.register("$JS.API.STREAM.MSG.GET.*", msg_get)
+    router.register("$JS.API.STREAM.MSG.DELETE.*", msg_delete)
+    router.register("$JS.API.STREAM.SNAPSHOT.*", not_supported_snapshot)
+    router.register("$JS.API.STREAM.RESTORE.*", not_supported_restore)
+    for p in ("$JS.API.STREAM.LEADER.STEPDOWN.*", "$JS.API.STREAM.PEER.REMOVE.*",
+              "$JS.API.STREAM.PEER.EVACUATE.*", "$JS.API.STREAM.CANCEL_MOVE.*",
+              "$JS.API.META.LEADER.STEPDOWN", "$JS.API.SERVER.REMOVE", "$JS.API.SERVER.EVACUATE",
+              "$JS.API.ACCOUNT.PURGE.*", "$JS.API.ACCOUNT.STREAM.MOVE.*.*",
+              "$JS.API.ACCOUNT.STREAM.CANCEL_MOVE.*.*"):
+        router.register(p, cluster_only)
+

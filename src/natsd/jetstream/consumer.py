@@ -1,0 +1,1595 @@
+"""JetStream consumers: push and pull delivery, acknowledgements, redelivery, durability.
+
+A :class:`Consumer` reads its stream's store and delivers messages to a deliver subject (push)
+or to the inboxes of waiting pull requests (pull), through the account's
+:class:`~natsd.jetstream.ports.Ports`. It never sleeps and never polls: everything that waits
+(ack wait and backoff, idle heartbeats, pull expiry, replay pacing, rate limit, pause,
+inactivity) is one timer on the injected :class:`~natsd.clock.Clock`, and delivery runs in
+batches once per loop turn (``Clock.call_soon``), woken by the stream (new messages), acks,
+pull requests, flow-control replies and interest changes.
+
+State follows nats-server's ``consumer.go`` and keeps its names: ``sseq`` (next stream sequence
+to look at), ``dseq`` (next consumer sequence), ``adflr``/``asflr`` (ack floor), ``pending``
+(stream seq -> [consumer seq, delivery time]), ``rdc`` (stream seq -> redelivery count), ``rdq``
+(redelivery queue, sent before new messages), ``npc`` (num pending).
+
+Deliveries keep the stored subject and headers and carry the v1 ack subject
+``$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending>`` as reply.
+
+The account-wide plumbing (one ``$JS.ACK.>`` and one ``$JS.FC.>`` subscription, interest
+tracking, API handlers) is :func:`setup_account`; :func:`recover_consumers` re-creates durable
+consumers from the stream's store after a restart.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from typing import TYPE_CHECKING, Any, Callable
+
+from natsd.jetstream import delivery as D
+from natsd.jetstream.api.errors import ApiError, ApiErrors
+from natsd.jetstream.consumer_config import (
+    DELETE_WAIT_DEFAULT, MS, ConsumerConfig, format_time, go_duration,
+)
+from natsd.jetstream.pull import BadRequest, PullRequest, WaitQueue, parse_next_request
+from natsd.store.base import ConsumerState, MsgNotFound, Pending, SequencePair, StoreClosed, StoreEOF, StoreError
+from natsd.subjects.tokens import subject_matches
+
+if TYPE_CHECKING:  # pragma: no cover
+    from natsd.jetstream.manager import JsAccount
+
+__all__ = [
+    "Consumer", "setup_account", "recover_consumers", "create_consumer_name", "ConsumerHub",
+    "ACK_PREFIX", "FC_PREFIX",
+]
+
+ACK_PREFIX = "$JS.ACK."
+FC_PREFIX = "$JS.FC."
+MSG_NEXT_PREFIX = "$JS.API.CONSUMER.MSG.NEXT."
+
+ADVISORY_PREFIX = "$JS.EVENT.ADVISORY.CONSUMER."
+METRIC_ACK_PREFIX = "$JS.EVENT.METRIC.CONSUMER.ACK."
+ADV_TYPE = "io.nats.jetstream.advisory.v1."
+
+#: Flow control: window cap and starting window (window doubles on each reply).
+FC_MAX_PENDING = 32 * 1024 * 1024
+#: Small delay added to the ack timer so bursts expire together (nats-server ackWaitDelay).
+ACK_WAIT_DELAY = 1 * MS
+#: Deliveries per loop turn before yielding to the loop (keeps other clients responsive).
+TURN_BUDGET = 2048
+#: Reason given in MSG_TERMINATED when a pending message vanished from the stream.
+UNACKED_LIMITS_REASON = "Unacknowledged message was deleted"
+
+_NAME_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def create_consumer_name() -> str:
+    """An 8-character random name for legacy ephemerals (as the reference's)."""
+    return "".join(random.choice(_NAME_ALPHABET) for _ in range(8))
+
+
+def _rand4() -> str:
+    return "".join(random.choice(_NAME_ALPHABET) for _ in range(4))
+
+
+def _nuid() -> str:
+    return "".join(random.choice(_NAME_ALPHABET) for _ in range(22))
+
+
+class Consumer:
+    """One consumer of a stream (push or pull). Created by the API handlers or by recovery."""
+
+    def __init__(self, stream: Any, cfg: ConsumerConfig, name: str, created_ns: int,
+                 store: Any = None, state: ConsumerState | None = None) -> None:
+        self.stream = stream
+        self.account: "JsAccount" = stream.account
+        self.ports = self.account.ports
+        self.clock = self.account.clock
+        self.name = name
+        self.stream_name = stream.name
+        self.cfg = cfg
+        self.config = cfg  # alias used by other modules
+        self.created_ns = created_ns
+        self.store = store  # ConsumerStore or None (ephemeral / memory only)
+        self.closed = False
+
+        # Sequences (nats-server names).
+        self.sseq = 1
+        self.dseq = 1
+        self.adflr = 0
+        self.asflr = 0
+        self.dlv_sseq = 0          # stream seq of the last first-time delivery (info "delivered")
+        self.pending: dict[int, list[int]] = {}   # sseq -> [dseq, ts_ns]
+        self.rdc: dict[int, int] = {}             # sseq -> redelivery count
+        self.rdq: list[int] = []
+        self._rdq_set: set[int] = set()
+        self.npc = 0
+        self._npc_last = 0          # last stream seq already counted in npc
+        self._npc_dirty = False     # a removal ahead of sseq: recount before use
+        self.lss: list[int] | None = None         # last_per_subject start list
+        self.lss_resume = 0
+        self.ldt = 0   # last delivery wall ns
+        self.lat = 0   # last ack wall ns
+
+        self._ack_prefix = ACK_PREFIX + self.stream_name + "." + name + "."
+        self._ack_none = cfg.ack_policy == "none"
+        self._ack_all = cfg.ack_policy in ("all", "flow_control")
+        self.maxdc = max(cfg.max_deliver, 0)
+        self.maxp = cfg.max_ack_pending
+        self.sfreq = cfg.sample_percent()
+        self._set_filters()
+
+        # Push.
+        self.active = False
+        self.pbytes = 0
+        self.pblimit = FC_MAX_PENDING if cfg.flow_control else 0
+        self.maxpb = self.pblimit // 16 if cfg.flow_control else 0
+        self.fcid = ""
+        self.fcsz = 0
+        self._last_sent = 0            # monotonic ns of the last data/heartbeat sent
+        self._hb_timer = None
+        self._rl_t = 0                 # rate limit virtual time (monotonic ns)
+
+        # Pull.
+        self.waiting: WaitQueue | None = None if cfg.deliver_subject else WaitQueue(cfg.max_waiting)
+        self._wait_timer = None
+        self._wait_timer_at = 0
+
+        # Timers and scheduling.
+        self._ptmr = None
+        self._ptmr_end = 0
+        self._dtmr = None
+        self._kick_timer = None
+        self._scheduled = False
+        self._flush_scheduled = False
+        self._dirty = False
+        self._replay = cfg.replay_policy == "original"
+        self._replay_lseq = 0
+        self._lts = 0
+        self.dthresh = 0
+        self._subs: list[Any] = []
+        self._deliver = getattr(self.ports, "deliver", None)
+
+        if state is not None:
+            self._apply_state(state)
+        self._update_inactive_threshold()
+
+    # ------------------------------------------------------------------------------------------
+    # Setup.
+
+    def _set_filters(self) -> None:
+        fl = self.cfg.filters()
+        self.filters = fl
+        self._filter = fl[0] if len(fl) == 1 else ""
+        self._lps = self.cfg.deliver_policy == "last_per_subject"
+
+    def _update_inactive_threshold(self) -> None:
+        """Ephemerals always expire (5s default, stamped in the config without jitter); durables
+        only with an explicit threshold. Jitter of 0.1-1s as the reference."""
+        cfg = self.cfg
+        if not cfg.durable_name and cfg.inactive_threshold <= 0:
+            cfg.inactive_threshold = DELETE_WAIT_DEFAULT
+            self.dthresh = DELETE_WAIT_DEFAULT + 100 * MS + random.randrange(900) * MS
+        elif cfg.inactive_threshold > 0:
+            self.dthresh = cfg.inactive_threshold
+            if not cfg.deliver_subject:
+                self.dthresh += 100 * MS + random.randrange(900) * MS
+        else:
+            self.dthresh = 0
+
+    def select_start(self) -> None:
+        """Pick the first stream sequence for a new consumer (``selectStartingSeqNo``)."""
+        st = self.stream.store.state()
+        cfg = self.cfg
+        first, last = st.first_seq, st.last_seq
+        sseq = 0
+        if cfg.opt_start_seq == 0:
+            dp = cfg.deliver_policy
+            if dp == "all":
+                sseq = first
+            elif dp == "last":
+                if not self.filters:
+                    sseq = last
+                else:
+                    for f in self.filters:
+                        ss = self.stream.store.filtered_state(1, f)
+                        if ss.last > sseq:
+                            sseq = ss.last
+            elif dp == "last_per_subject":
+                mmp = getattr(self.stream.config, "max_msgs_per_subject", 0)
+                if mmp == 1:
+                    sseq = first
+                else:
+                    fl = self.filters or [">"]
+                    seqs = list(self.stream.store.multi_last_seqs(fl, 0))
+                    self.lss_resume = last
+                    if seqs:
+                        sseq = seqs[0]
+                        self.lss = seqs
+                    else:
+                        sseq = last
+            elif dp == "by_start_time":
+                sseq = self._seq_from_time(cfg.opt_start_time or 0)
+            else:  # new
+                sseq = last + 1
+        else:
+            sseq = cfg.opt_start_seq
+        if first == 0 and cfg.opt_start_seq == 0:
+            sseq = 1
+        elif sseq > last and cfg.opt_start_seq == 0:
+            sseq = last + 1
+        elif sseq < first:
+            sseq = first
+        if sseq <= 0:
+            sseq = 1
+        self.sseq = sseq
+        self.dseq = 1
+        self.adflr = 0
+        self.asflr = sseq - 1
+        self.dlv_sseq = sseq - 1
+        self._recalc_pending()
+        self._mark_dirty()
+
+    def _seq_from_time(self, ts: int) -> int:
+        st = self.stream.store.state()
+        if st.msgs == 0:
+            return st.last_seq + 1
+        for m in self.stream.store.iter_msgs(st.first_seq, st.last_seq):
+            if m.ts >= ts:
+                return m.seq
+        return st.last_seq + 1
+
+    def _apply_state(self, state: ConsumerState) -> None:
+        self.dseq = state.delivered.consumer_seq + 1
+        self.sseq = state.delivered.stream_seq + 1
+        self.dlv_sseq = state.delivered.stream_seq
+        self.adflr = state.ack_floor.consumer_seq
+        self.asflr = state.ack_floor.stream_seq
+        self.pending = {s: [p.sequence, p.timestamp] for s, p in state.pending.items()}
+        self.rdc = dict(state.redelivered)
+
+    def start(self) -> None:
+        """Subscribe, compute num pending, arm timers and start delivering."""
+        st = self.stream.store.state()
+        if self._replay:
+            self._replay_lseq = st.last_seq
+        self._recalc_pending()
+        sub = self.ports.subscribe(MSG_NEXT_PREFIX + self.stream_name + "." + self.name, self._on_next_request)
+        self._subs.append(sub)
+        # RESET answers from the consumer itself: a missing consumer gives no responders.
+        self._subs.append(self.ports.subscribe(
+            "$JS.API.CONSUMER.RESET." + self.stream_name + "." + self.name, self._on_reset_request))
+        hub = _hub(self.account)
+        if self.cfg.deliver_subject:
+            hub.track_push(self)
+            self.active = bool(self.ports.has_interest(self.cfg.deliver_subject))
+            if not self.active and self.dthresh > 0:
+                self._arm_delete_timer(self.dthresh)
+            if self.cfg.idle_heartbeat:
+                self._last_sent = self.clock.monotonic_ns()
+                self._arm_hb(self.cfg.idle_heartbeat)
+        elif self.dthresh > 0:
+            self.waiting.last = self.clock.monotonic_ns()  # type: ignore[union-attr]
+            self._arm_delete_timer(self.dthresh)
+        if self.pending:
+            self._check_redelivered()
+            self._arm_ack_timer(self._ack_wait_for(0))
+        self._update_pause_timer()
+        self.kick()
+
+    # ------------------------------------------------------------------------------------------
+    # Info.
+
+    @property
+    def is_push(self) -> bool:
+        return bool(self.cfg.deliver_subject)
+
+    def filter_matches(self, subject: str) -> bool:
+        """True when ``subject`` passes this consumer's filter(s)."""
+        fl = self.filters
+        if not fl:
+            return True
+        for f in fl:
+            if f == subject or subject_matches(f, subject):
+                return True
+        return False
+
+    def needs_ack(self, sseq: int) -> bool:
+        """True while this consumer still needs stream message ``sseq`` (``needAck``; the
+        filter is the caller's business). Messages past max_deliver stay needed."""
+        if self.cfg.ack_policy == "explicit":
+            need = sseq > self.asflr and (sseq >= self.sseq or sseq in self.pending)
+        else:
+            need = sseq > self.asflr
+        return need or sseq in self.rdc
+
+    def is_acked(self, sseq: int) -> bool:
+        """The stream's retention check: this consumer no longer needs ``sseq``."""
+        return not self.needs_ack(sseq)
+
+    def num_pending(self) -> int:
+        return self.npc if self.npc > 0 else 0
+
+    def info(self) -> dict:
+        """ConsumerInfo JSON (without ``type``), with dynamic metadata, as the reference."""
+        return self._info(dynamic=True)
+
+    def _info(self, dynamic: bool) -> dict:
+        self._check_num_pending()
+        now = self.clock.time_ns()
+        delivered: dict[str, Any] = {"consumer_seq": self.dseq - 1, "stream_seq": self.dlv_sseq}
+        if self.ldt:
+            delivered["last_active"] = format_time(self.ldt)
+        ack_floor: dict[str, Any] = {"consumer_seq": self.adflr, "stream_seq": self.asflr}
+        if self.lat:
+            ack_floor["last_active"] = format_time(self.lat)
+        if self.waiting is not None:
+            self._process_waiting(False)
+        out: dict[str, Any] = {
+            "stream_name": self.stream_name,
+            "name": self.name,
+            "created": format_time(self.created_ns),
+            "config": self.cfg.to_json(dynamic_metadata=dynamic),
+            "delivered": delivered,
+            "ack_floor": ack_floor,
+            "num_ack_pending": len(self.pending),
+            "num_redelivered": 0 if self.cfg.max_deliver == 1 else len(self.rdc),
+            "num_waiting": len(self.waiting) if self.waiting is not None else 0,
+            "num_pending": self.num_pending(),
+        }
+        if self.is_push and self.active:
+            out["push_bound"] = True
+        pu = self.cfg.pause_until
+        if pu is not None and now < pu:
+            out["paused"] = True
+            out["pause_remaining"] = pu - now
+        out["ts"] = format_time(now)
+        return out
+
+    def list_info(self) -> dict:
+        """ConsumerInfo as CONSUMER.LIST shows it (no dynamic metadata)."""
+        return self._info(dynamic=False)
+
+    def jsz_info(self) -> dict:
+        """Consumer entry for ``/jsz?consumers=true`` (ConsumerInfo without ``ts`` noise)."""
+        return self._info(dynamic=False)
+
+    # ------------------------------------------------------------------------------------------
+    # Num pending.
+
+    def _recalc_pending(self) -> None:
+        store = self.stream.store
+        self._npc_dirty = False
+        try:
+            self._npc_last = store.state().last_seq
+        except StoreError:
+            self._npc_last = 0
+        if self.lss is not None:
+            n = len(self.lss)
+            try:
+                n += sum(store.num_pending(self.lss_resume + 1, f, False) for f in (self.filters or [""]))
+            except StoreError:
+                pass
+            self.npc = n
+            return
+        try:
+            if not self.filters:
+                self.npc = store.num_pending(self.sseq, "", False)
+            else:
+                self.npc = sum(store.num_pending(self.sseq, f, False) for f in self.filters)
+        except StoreError:
+            self.npc = 0
+
+    def _check_num_pending(self) -> None:
+        if self._npc_dirty:
+            self._recalc_pending()
+        st = self.stream.store.state()
+        if self.sseq > st.last_seq and self.lss is None:
+            self.npc = 0
+        elif self.npc > 0:
+            self.npc = min(self.npc, st.msgs, st.last_seq - self.sseq + 1) if self.lss is None else self.npc
+
+    # ------------------------------------------------------------------------------------------
+    # Stream hooks.
+
+    def on_new_messages(self, last_seq: int) -> None:
+        """The stream stored messages up to ``last_seq`` (called once per loop turn)."""
+        if self.closed:
+            return
+        prev = self._npc_last
+        if last_seq > prev and not self._npc_dirty:
+            # Count only what arrived since the last count (cheap for indexed stores).
+            start = max(prev + 1, self.sseq if self.lss is None else self.lss_resume + 1)
+            if start <= last_seq:
+                store = self.stream.store
+                try:
+                    if not self.filters:
+                        self.npc += store.num_pending(start, "", False)
+                    else:
+                        self.npc += sum(store.num_pending(start, f, False) for f in self.filters)
+                except StoreError:
+                    self._npc_dirty = True
+            self._npc_last = last_seq
+        self.kick()
+
+    def on_purge(self, first_seq: int) -> None:
+        """Everything below ``first_seq`` is gone (purge/compact)."""
+        if self.closed:
+            return
+        if self.sseq < first_seq:
+            self.sseq = first_seq
+        if self.lss is not None:
+            self.lss = [s for s in self.lss if s >= first_seq] or None
+        if self.asflr < first_seq - 1:
+            self.asflr = first_seq - 1
+        store = self.stream.store
+        for seq in list(self.pending):
+            gone = seq <= self.asflr
+            if not gone:
+                try:
+                    store.load_msg(seq)
+                except (MsgNotFound, StoreEOF):
+                    gone = True
+            if gone:
+                p = self.pending.pop(seq)
+                if p[0] > self.adflr:
+                    self.adflr = p[0]
+                self.rdc.pop(seq, None)
+        if not self.pending:
+            self.adflr, self.asflr = self.dseq - 1, self.sseq - 1
+        if self.rdq:
+            self.rdq = [s for s in self.rdq if s in self.pending]
+            self._rdq_set = set(self.rdq)
+        self._recalc_pending()
+        self._mark_dirty()
+        self.kick()
+
+    def on_msg_removed(self, seq: int) -> None:
+        """One message was deleted or expired; a pending one is terminated."""
+        if self.closed:
+            return
+        if seq >= self.sseq:
+            self._npc_dirty = True
+            return
+        p = self.pending.get(seq)
+        if p is not None and not self._ack_none:
+            dc = self.rdc.get(seq, 0) + 1
+            self._process_term(seq, p[0], dc, UNACKED_LIMITS_REASON, "")
+
+    # ------------------------------------------------------------------------------------------
+    # Scheduling.
+
+    def kick(self) -> None:
+        """Ask for a delivery pass at the end of this loop turn (idempotent)."""
+        if not self._scheduled and not self.closed:
+            self._scheduled = True
+            self.clock.call_soon(self._run)
+
+    def _mark_dirty(self) -> None:
+        if self.store is None:
+            return
+        self._dirty = True
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.clock.call_soon(self._flush_state)
+
+    def _flush_state(self) -> None:
+        self._flush_scheduled = False
+        if not self._dirty or self.store is None or self.closed:
+            return
+        self._dirty = False
+        try:
+            self.store.update(self.state())
+        except StoreClosed:
+            pass
+
+    def state(self) -> ConsumerState:
+        """The durable state (store.base.ConsumerState)."""
+        return ConsumerState(
+            delivered=SequencePair(self.dseq - 1, self.dlv_sseq),
+            ack_floor=SequencePair(self.adflr, self.asflr),
+            pending={s: Pending(p[0], p[1]) for s, p in self.pending.items()},
+            redelivered=dict(self.rdc),
+        )
+
+    # ------------------------------------------------------------------------------------------
+    # Delivery.
+
+    def _paused(self) -> bool:
+        pu = self.cfg.pause_until
+        return pu is not None and self.clock.time_ns() < pu
+
+    def _run(self) -> None:
+        """One delivery pass: up to TURN_BUDGET messages, then yield to the loop.
+
+        Hot path: no per-message JSON, timers or objects beyond the ack subject string; one
+        wall-clock read, one ack-timer check and one state write per pass."""
+        self._scheduled = False
+        if self.closed:
+            return
+        if self._paused():
+            self._update_pause_timer()
+            return
+        push = self.is_push
+        waiting = self.waiting
+        clock = self.clock
+        deliver = self._deliver
+        publish = self.ports.publish
+        cfg = self.cfg
+        headers_only = cfg.headers_only
+        ack_none = self._ack_none
+        pending = self.pending
+        ack_prefix = self._ack_prefix
+        deliver_subject = cfg.deliver_subject
+        fc = self.maxpb > 0
+        pace = self._replay or cfg.rate_limit_bps > 0
+        budget = TURN_BUDGET
+        eos = True  # False when we stopped for max_ack_pending or a pacing delay
+        now_w = clock.time_ns()
+        first_pending_seq = 0
+        if self._npc_dirty:
+            self._recalc_pending()
+        retention_acks = ack_none and self.stream.config.retention != "limits"
+        checked: set[str] = set()  # pull inboxes whose interest was verified this pass
+        try:
+            while budget > 0:
+                if push:
+                    if not self.active or (fc and self.pbytes > self.maxpb):
+                        break
+                elif not waiting:
+                    break
+                nxt = self._peek()
+                if nxt is None:
+                    break
+                if nxt is False:
+                    eos = False
+                    break
+                kind, sm, dc = nxt
+                seq = sm.seq
+                hdr, msg = sm.hdr, sm.msg
+                if headers_only:
+                    hdr = D.headers_only(hdr, len(msg))
+                    msg = b""
+                dseq = self.dseq
+                npc = self.npc
+                if kind != "rd":
+                    npc -= 1
+                reply = (ack_prefix + str(dc) + "." + str(seq) + "." + str(dseq) + "."
+                         + str(sm.ts) + "." + str(npc if npc > 0 else 0))
+                if push:
+                    dsubj = deliver_subject
+                    wr = None
+                    sz = len(sm.subject) + len(reply) + (len(hdr) if hdr else 0) + len(msg)
+                else:
+                    sz = len(sm.subject) + len(reply) + (len(hdr) if hdr else 0) + len(msg)
+                    wr = self._next_waiting(sz, checked)
+                    if wr is None:
+                        break
+                    dsubj = wr.reply
+                if pace:
+                    # Replay original: space messages as they were stored.
+                    if self._replay:
+                        if self._lts and sm.ts - self._lts > MS:
+                            if wr is not None:
+                                _credit(waiting, wr)
+                            self._schedule_kick(sm.ts - self._lts)
+                            self._lts = 0
+                            eos = False
+                            break
+                        self._lts = sm.ts
+                    if cfg.rate_limit_bps:
+                        delay = self._rate_delay(sz)
+                        if delay > 0:
+                            if wr is not None:
+                                _credit(waiting, wr)
+                            self._schedule_kick(delay)
+                            eos = False
+                            break
+                # Commit: the message is going out.
+                if kind == "new":
+                    self.sseq = seq + 1
+                    self.npc = npc
+                else:
+                    self._commit(kind, seq, dc)
+                self.dseq = dseq + 1
+                if dc == 1:
+                    self.dlv_sseq = seq
+                if ack_none:
+                    self.adflr = dseq
+                    self.asflr = seq
+                else:
+                    p = pending.get(seq)
+                    if p is None:
+                        pending[seq] = [dseq, now_w]
+                    else:
+                        p[1] = now_w
+                    if not first_pending_seq:
+                        first_pending_seq = seq
+                if deliver is not None:
+                    deliver(dsubj, sm.subject, reply, hdr, msg)
+                else:
+                    publish(dsubj, reply, hdr, msg)
+                budget -= 1
+                if fc:
+                    self.pbytes += sz
+                    if not self.fcid and self.pbytes > self.maxpb // 2:
+                        self._send_flow_control()
+                    elif self.fcid and self.pbytes - self.fcsz >= self.maxpb:
+                        self.fcsz += sz
+                if wr is not None:
+                    if wr.n <= 0:
+                        if wr.b > 0:
+                            publish(dsubj, "", D.pending_status(409, "Batch Completed", wr.n, wr.b), b"")
+                    elif wr.hb:
+                        wr.hbt = clock.monotonic_ns() + wr.hb
+                if retention_acks:
+                    self.stream.ack_processed(self, seq)
+        finally:
+            if budget < TURN_BUDGET:
+                self.ldt = now_w
+                self._last_sent = clock.monotonic_ns()
+                if first_pending_seq and cfg.ack_wait:
+                    self._arm_ack_timer(self._ack_wait_for(first_pending_seq))
+                self._mark_dirty()
+            if budget == 0:
+                self.kick()
+            else:
+                if self._replay and self.sseq > self._replay_lseq and not self.rdq:
+                    self._replay = False
+                if waiting is not None:
+                    self._process_waiting(eos)
+
+    def _peek(self) -> Any:
+        """The next thing to deliver: ``(kind, StoreMsg, delivery count)``; ``None`` when there
+        is nothing; ``False`` when new messages are held back by max_ack_pending."""
+        store = self.stream.store
+        while self.rdq:
+            seq = self.rdq[0]
+            dc = self.rdc.get(seq, 0) + 1 + 1  # as incDeliveryCount: redelivery count + 1 more
+            if self.maxdc and dc > self.maxdc:
+                self._pop_rdq()
+                self.rdc[seq] = dc - 1
+                if dc == self.maxdc + 1:
+                    self._notify_max_deliveries(seq, dc - 1)
+                p = self.pending.pop(seq, None)
+                if p is not None:
+                    self._move_ack_floor(p[0], seq)
+                self._mark_dirty()
+                continue
+            try:
+                sm = store.load_msg(seq)
+            except (MsgNotFound, StoreEOF):
+                self._pop_rdq()
+                p = self.pending.get(seq)
+                if p is not None:
+                    self._process_term(seq, p[0], dc - 1, UNACKED_LIMITS_REASON, "")
+                continue
+            return ("rd", sm, dc)
+        if self.maxp > 0 and len(self.pending) >= self.maxp:
+            return False
+        if self.lss is not None:
+            while self.lss:
+                seq = self.lss[0]
+                try:
+                    return ("lss", store.load_msg(seq), 1)
+                except (MsgNotFound, StoreEOF):
+                    self.lss.pop(0)
+            self.sseq = self.lss_resume + 1
+            self.lss = None
+            self._recalc_pending()
+        fl = self.filters
+        try:
+            if len(fl) <= 1:
+                sm = store.load_next_msg(self._filter, self.sseq)
+            else:
+                sm = None
+                for f in fl:
+                    try:
+                        cand = store.load_next_msg(f, self.sseq)
+                    except StoreEOF:
+                        continue
+                    if sm is None or cand.seq < sm.seq:
+                        sm = cand
+                if sm is None:
+                    raise StoreEOF()
+        except StoreEOF:
+            last = store.state().last_seq
+            if self.sseq <= last:
+                self.sseq = last + 1
+            self.npc = 0
+            return None
+        return ("new", sm, 1)
+
+    def _commit(self, kind: str, seq: int, dc: int) -> None:
+        if kind == "rd":
+            self._pop_rdq()
+            self.rdc[seq] = dc - 1
+        elif kind == "lss":
+            self.lss.pop(0)  # type: ignore[union-attr]
+            if not self.lss:
+                self.lss = None
+                self.sseq = self.lss_resume + 1
+            else:
+                self.sseq = seq + 1
+            self.npc -= 1
+        else:
+            self.sseq = seq + 1
+            self.npc -= 1
+
+    def _pop_rdq(self) -> None:
+        seq = self.rdq.pop(0)
+        self._rdq_set.discard(seq)
+
+    def _add_rdq(self, seqs: list[int]) -> None:
+        for s in seqs:
+            if s not in self._rdq_set:
+                self.rdq.append(s)
+                self._rdq_set.add(s)
+
+    def _remove_rdq(self, seq: int) -> None:
+        if seq in self._rdq_set:
+            self._rdq_set.discard(seq)
+            self.rdq.remove(seq)
+
+    def _schedule_kick(self, delay: int) -> None:
+        if self._kick_timer is not None:
+            self._kick_timer.cancel()
+
+        def fire() -> None:
+            self._kick_timer = None
+            self.kick()
+        self._kick_timer = self.clock.call_later(delay, fire)
+
+    def _rate_delay(self, sz: int) -> int:
+        """Token bucket on bytes (``rate_limit_bps`` / 8 per second); returns ns to wait."""
+        rate = self.cfg.rate_limit_bps / 8.0
+        now = self.clock.monotonic_ns()
+        burst = int(1e9 * max(1.0, min(rate, 1 << 20) / rate)) if rate else 0
+        t = max(self._rl_t, now - burst)
+        delay = t - now
+        if delay > 0:
+            return delay
+        self._rl_t = t + int(sz * 1e9 / rate)
+        return 0
+
+    def _update_pause_timer(self) -> None:
+        pu = self.cfg.pause_until
+        if pu is None:
+            return
+        now = self.clock.time_ns()
+        if now < pu:
+            self._schedule_kick(pu - now)
+
+    # ------------------------------------------------------------------------------------------
+    # Pull requests.
+
+    def _on_next_request(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+        if hdr:
+            payload = payload  # headers are ignored (api level checks not implemented)
+        self.process_next_request(reply, payload)
+
+    def process_next_request(self, reply: str, body: bytes) -> None:
+        """Handle a MSG.NEXT request (or the tail of ``+NXT``) whose inbox is ``reply``."""
+        if self.closed or not reply:
+            return
+        publish = self.ports.publish
+        if self.waiting is None:
+            publish(reply, "", D.PUSH_BASED, b"")
+            return
+        try:
+            batch, expires, max_bytes, no_wait, hb = parse_next_request(body)
+        except BadRequest as e:
+            publish(reply, "", D.status(400, "Bad Request - " + str(e)), b"")
+            return
+        cfg = self.cfg
+        if cfg.max_batch > 0 and batch > cfg.max_batch:
+            publish(reply, "", D.status(409, f"Exceeded MaxRequestBatch of {cfg.max_batch}"), b"")
+            return
+        if expires and cfg.max_expires > 0 and expires > cfg.max_expires:
+            publish(reply, "", D.status(409, f"Exceeded MaxRequestExpires of {go_duration(cfg.max_expires)}"), b"")
+            return
+        if max_bytes > 0 and cfg.max_bytes > 0 and max_bytes > cfg.max_bytes:
+            publish(reply, "", D.status(409, f"Exceeded MaxRequestMaxBytes of {cfg.max_bytes}"), b"")
+            return
+        now = self.clock.monotonic_ns()
+        wq = self.waiting
+        if wq.is_full():
+            self._process_waiting(False)
+        if no_wait:
+            msgs_pending = self.num_pending() + len(self.rdq)
+            if msgs_pending == 0 and not expires:
+                wq.last = now
+                publish(reply, "", D.NO_MESSAGES, b"")
+                return
+            if msgs_pending > 0:
+                brp = self._process_waiting(False)
+                if msgs_pending < brp:
+                    wq.last = now
+                    publish(reply, "", D.REQUESTS_PENDING, b"")
+                    return
+        wr = PullRequest(reply, batch, max_bytes, now + expires if expires else 0, hb, no_wait, now)
+        if not wq.add(wr):
+            if not hb:
+                publish(reply, "", D.EXCEEDED_MAX_WAITING, b"")
+            return
+        self._arm_wait_timer()
+        self.kick()
+
+    def _next_waiting(self, sz: int, checked: set[str] | None = None) -> PullRequest | None:
+        """The request that gets the next message of size ``sz`` (``nextWaiting``).
+        ``checked`` caches inboxes already known to have interest during this pass."""
+        wq = self.waiting
+        now = self.clock.monotonic_ns()
+        publish = self.ports.publish
+        while wq:
+            wr = wq.peek()
+            if wr.expires and now >= wr.expires:
+                publish(wr.reply, "", D.pending_status(408, "Request Timeout", wr.n, wr.b), b"")
+                wq.remove_head()
+                continue
+            if wr.b > 0:
+                if sz <= wr.b:
+                    wr.b -= sz
+                    if wr.b == 0:
+                        wr.n = 1
+                else:
+                    publish(wr.reply, "", D.pending_status(409, "Message Size Exceeds MaxBytes", wr.n, wr.b), b"")
+                    wq.remove_head()
+                    continue
+            if checked is not None and wr.reply in checked:
+                return wq.pop()
+            if self.ports.has_interest(wr.reply):
+                if checked is not None:
+                    checked.add(wr.reply)
+                return wq.pop()
+            wq.remove_head()  # requester went away
+        return None
+
+    def _process_waiting(self, eos: bool) -> int:
+        """Expire requests, answer finished no_wait ones, drop those without interest, send
+        due heartbeats; returns the batch still wanted (``processWaiting``)."""
+        wq = self.waiting
+        if not wq:
+            return 0
+        now = self.clock.monotonic_ns()
+        publish = self.ports.publish
+        brp = 0
+        keep = []
+        changed = False
+        for wr in wq.q:
+            expired = wr.expires and now >= wr.expires
+            if (eos and wr.no_wait) or expired:
+                if expired:
+                    publish(wr.reply, "", D.pending_status(408, "Request Timeout", wr.n, wr.b), b"")
+                    changed = True
+                    continue
+                if not wr.expires or wr.d > 0:
+                    publish(wr.reply, "", D.NO_MESSAGES, b"")
+                    changed = True
+                    continue
+            if not self.ports.has_interest(wr.reply):
+                changed = True
+                continue
+            brp += wr.n
+            if wr.hbt and now >= wr.hbt:
+                publish(wr.reply, "", D.idle_heartbeat(self.dseq - 1, self.sseq - 1), b"")
+                wr.hbt = now + wr.hb
+            keep.append(wr)
+        if changed:
+            wq.q.clear()
+            wq.q.extend(keep)
+        self._arm_wait_timer()
+        return brp
+
+    def _arm_wait_timer(self) -> None:
+        wq = self.waiting
+        if not wq:
+            if self._wait_timer is not None:
+                self._wait_timer.cancel()
+                self._wait_timer = None
+            return
+        fexp = 0
+        for wr in wq.q:
+            for t in (wr.expires, wr.hbt):
+                if t and (not fexp or t < fexp):
+                    fexp = t
+        if not fexp:
+            return
+        if self._wait_timer is not None:
+            if self._wait_timer_at == fexp:
+                return
+            self._wait_timer.cancel()
+        self._wait_timer_at = fexp
+        self._wait_timer = self.clock.call_at(fexp, self._on_wait_timer)
+
+    def _on_wait_timer(self) -> None:
+        self._wait_timer = None
+        if self.closed:
+            return
+        self._process_waiting(True)
+        self.kick()
+
+    # ------------------------------------------------------------------------------------------
+    # Push: interest, flow control, heartbeats.
+
+    def update_interest(self) -> None:
+        """Re-check interest on the deliver subject (called by the account's interest hook)."""
+        if self.closed or not self.is_push:
+            return
+        interest = bool(self.ports.has_interest(self.cfg.deliver_subject))
+        was = self.active
+        self.active = interest
+        if interest and not was:
+            self.kick()
+            if self.cfg.idle_heartbeat:
+                self._arm_hb(self.cfg.idle_heartbeat)
+        if interest:
+            if self._dtmr is not None:
+                self._dtmr.cancel()
+                self._dtmr = None
+        elif self.dthresh > 0 and self._dtmr is None:
+            self._arm_delete_timer(self.dthresh)
+
+    def _send_flow_control(self) -> None:
+        rply = FC_PREFIX + self.stream_name + "." + self.name + "." + _rand4()
+        self.fcsz, self.fcid = self.pbytes, rply
+        self.ports.publish(self.cfg.deliver_subject, rply, D.FC_REQUEST, b"")
+
+    def process_flow_control(self, subject: str) -> None:
+        """A reply to our flow-control request arrived on ``subject``."""
+        if subject != self.fcid:
+            return
+        if self.maxpb < self.pblimit:
+            self.maxpb = min(self.maxpb * 2, self.pblimit)
+        self.pbytes = max(self.pbytes - self.fcsz, 0)
+        self.fcid, self.fcsz = "", 0
+        self.kick()
+
+    def _arm_hb(self, delay: int) -> None:
+        if self._hb_timer is not None:
+            self._hb_timer.cancel()
+        self._hb_timer = self.clock.call_later(delay, self._on_hb)
+
+    def _on_hb(self) -> None:
+        self._hb_timer = None
+        if self.closed:
+            return
+        hb = self.cfg.idle_heartbeat
+        now = self.clock.monotonic_ns()
+        idle = now - self._last_sent
+        if idle >= hb:
+            if self.active:
+                self.ports.publish(self.cfg.deliver_subject, "",
+                                   D.idle_heartbeat(self.dseq - 1, self.sseq - 1, self.fcid), b"")
+            self._last_sent = now
+            self._arm_hb(hb)
+        else:
+            self._arm_hb(hb - idle)
+
+    # ------------------------------------------------------------------------------------------
+    # Inactivity.
+
+    def _arm_delete_timer(self, delay: int) -> None:
+        if self._dtmr is not None:
+            self._dtmr.cancel()
+        self._dtmr = self.clock.call_later(delay, self._delete_not_active)
+
+    def _delete_not_active(self) -> None:
+        self._dtmr = None
+        if self.closed:
+            return
+        if self.is_push:
+            if self.active:
+                return
+        else:
+            now = self.clock.monotonic_ns()
+            elapsed = now - self.waiting.last  # type: ignore[union-attr]
+            if elapsed < self.dthresh:
+                self._arm_delete_timer(self.dthresh - elapsed)
+                return
+            self._process_waiting(True)
+            if self.waiting:
+                self._arm_delete_timer(self.dthresh)
+                return
+        self.delete_from_stream()
+
+    def delete_from_stream(self) -> None:
+        """Delete this consumer (inactivity or API): stream bookkeeping, advisory, store."""
+        if self.closed:
+            return
+        try:
+            self.stream.remove_consumer(self.name)
+        except Exception:  # noqa: BLE001 - already gone from the stream is fine
+            pass
+        self.delete()
+
+    # ------------------------------------------------------------------------------------------
+    # Acks.
+
+    def process_ack(self, sseq: int, dseq: int, dc: int, reply: str, body: bytes) -> None:
+        """Apply one ack message (``processAck``)."""
+        if self.closed:
+            return
+        skip_reply = sseq == 0
+        if not body or body == b"+ACK" or body == b"+OK":
+            if not self._process_ack_msg(sseq, dseq, dc, True):
+                skip_reply = True
+        elif body.startswith(b"+NXT"):
+            self._process_ack_msg(sseq, dseq, dc, True)
+            self.process_next_request(reply, body[4:])
+            skip_reply = True
+        elif body.startswith(b"-NAK"):
+            self._process_nak(sseq, dseq, dc, body)
+        elif body == b"+WPI":
+            p = self.pending.get(sseq)
+            if p is not None:
+                p[1] = self.clock.time_ns()
+                self._mark_dirty()
+        elif body.startswith(b"+TERM"):
+            reason = body[5:].strip().decode("utf-8", "replace")
+            self._process_term(sseq, dseq, dc, reason, reply)
+        if reply and not skip_reply:
+            self.ports.publish(reply, "", None, b"")
+
+    def _process_ack_msg(self, sseq: int, dseq: int, dc: int, sample: bool) -> bool:
+        if sseq >= self.sseq and not self.cfg.flow_control and self.lss is None:
+            return False
+        acked: list[int] = []
+        signal = False
+        pol = self.cfg.ack_policy
+        if pol == "explicit":
+            p = self.pending.get(sseq)
+            if p is not None:
+                if sample and self.sfreq > 0:
+                    self._sample_ack(sseq, p[0], dc, p[1])
+                if self.maxp > 0 and len(self.pending) >= self.maxp:
+                    signal = True
+                del self.pending[sseq]
+                self._move_ack_floor(p[0], sseq)
+                acked.append(sseq)
+            self.rdc.pop(sseq, None)
+            self._remove_rdq(sseq)
+        elif pol in ("all", "flow_control"):
+            if dseq <= self.adflr or sseq <= self.asflr:
+                return True
+            if self.maxp > 0 and len(self.pending) >= self.maxp:
+                signal = True
+            self.adflr, self.asflr = dseq, sseq
+            for seq in [s for s in self.pending if s <= sseq]:
+                del self.pending[seq]
+                self.rdc.pop(seq, None)
+                self._remove_rdq(seq)
+                acked.append(seq)
+            for seq in [s for s in self.rdc if s <= sseq]:
+                del self.rdc[seq]
+            if not self.pending:
+                self.adflr, self.asflr = max(self.adflr, dseq), max(self.asflr, sseq)
+            if sseq not in acked:
+                acked.append(sseq)
+        else:
+            return True
+        self.lat = self.clock.time_ns()
+        self._mark_dirty()
+        if self.stream.config.retention != "limits":
+            for seq in acked:
+                self.stream.ack_processed(self, seq)
+        if signal:
+            self.kick()
+        if not self.pending and self._ptmr is not None:
+            self._ptmr.cancel()
+            self._ptmr = None
+        return True
+
+    def _move_ack_floor(self, dseq: int, sseq: int) -> None:
+        if not self.pending:
+            self.adflr = self.dseq - 1
+            self.asflr = self.sseq - 1 if self.lss is None else max(self.asflr, sseq)
+        elif dseq == self.adflr + 1:
+            self.adflr, self.asflr = dseq, sseq
+            # Jump to just below the next pending entry (in-order acks find it at once).
+            pending = self.pending
+            for ss in range(sseq + 1, self.sseq):
+                p = pending.get(ss)
+                if p is not None:
+                    if p[0] > 0:
+                        self.adflr, self.asflr = p[0] - 1, ss - 1
+                    break
+
+    def _process_nak(self, sseq: int, dseq: int, dc: int, body: bytes) -> None:
+        if dseq <= self.adflr or dseq > self.dseq:
+            return
+        p = self.pending.get(sseq)
+        if p is None:
+            return
+        self._advisory("MSG_NAKED", "nak", {
+            "stream": self.stream_name, "consumer": self.name, "consumer_seq": dseq,
+            "stream_seq": sseq, "deliveries": dc})
+        arg = body[4:].strip()
+        if arg:
+            delay = _parse_nak_delay(arg)
+            if delay is not None:
+                self._remove_rdq(sseq)
+                p[1] = self.clock.time_ns() - self.cfg.ack_wait + delay
+                self._mark_dirty()
+                self._arm_ack_timer(10 * MS, force=True)
+                return
+        self._add_rdq([sseq])
+        self.kick()
+
+    def _process_term(self, sseq: int, dseq: int, dc: int, reason: str, reply: str) -> None:
+        self._process_ack_msg(sseq, dseq, dc, False)
+        body: dict[str, Any] = {"stream": self.stream_name, "consumer": self.name,
+                                "consumer_seq": dseq, "stream_seq": sseq, "deliveries": dc}
+        if reason:
+            body["reason"] = reason
+        self._advisory("MSG_TERMINATED", "terminated", body)
+
+    def _sample_ack(self, sseq: int, dseq: int, dc: int, ts: int) -> None:
+        if self.sfreq < 100 and random.randrange(100) > self.sfreq:
+            return
+        now = self.clock.time_ns()
+        obj = {"type": "io.nats.jetstream.metric.v1.consumer_ack", "id": _nuid(),
+               "timestamp": format_time(now), "stream": self.stream_name, "consumer": self.name,
+               "consumer_seq": dseq, "stream_seq": sseq, "ack_time": now - ts, "deliveries": dc}
+        self._send_event(METRIC_ACK_PREFIX + self.stream_name + "." + self.name, obj)
+
+    def _notify_max_deliveries(self, sseq: int, dc: int) -> None:
+        self._advisory("MAX_DELIVERIES", "max_deliver", {
+            "stream": self.stream_name, "consumer": self.name, "stream_seq": sseq, "deliveries": dc})
+
+    def _advisory(self, kind: str, type_suffix: str, body: dict) -> None:
+        obj = {"type": ADV_TYPE + type_suffix, "id": _nuid(), "timestamp": format_time(self.clock.time_ns())}
+        obj.update(body)
+        self._send_event(ADVISORY_PREFIX + kind + "." + self.stream_name + "." + self.name, obj)
+
+    def _send_event(self, subject: str, obj: dict) -> None:
+        # Advisories are only built when someone listens (no JSON on the hot path otherwise).
+        if not self.ports.has_interest(subject):
+            return
+        send = getattr(self.account, "send_advisory", None)
+        if send is not None:
+            send(subject, obj)
+        else:  # pragma: no cover - account without the helper
+            from natsd.jetstream.api.router import dumps
+            self.ports.publish(subject, "", None, dumps(obj))
+
+    # ------------------------------------------------------------------------------------------
+    # Redelivery timer.
+
+    def _ack_wait_for(self, sseq: int) -> int:
+        bo = self.cfg.backoff
+        if bo:
+            i = self.rdc.get(sseq, 0)
+            i = 0 if i < 0 else min(i, len(bo) - 1)
+            return bo[i] + ACK_WAIT_DELAY
+        return self.cfg.ack_wait + ACK_WAIT_DELAY
+
+    def _arm_ack_timer(self, delay: int, force: bool = False) -> None:
+        end = self.clock.monotonic_ns() + delay
+        if self._ptmr is not None:
+            if not force and self._ptmr_end <= end:
+                return
+            self._ptmr.cancel()
+        self._ptmr_end = end
+        self._ptmr = self.clock.call_later(delay, self._check_pending)
+
+    def _check_redelivered(self) -> None:
+        first = self.stream.store.state().first_seq
+        for seq in [s for s in self.rdc if s < first]:
+            del self.rdc[seq]
+
+    def _check_pending(self) -> None:
+        """The ack timer fired: queue expired messages for redelivery (``checkPending``)."""
+        self._ptmr = None
+        if self.closed or not self.cfg.ack_wait:
+            return
+        first = self.stream.store.state().first_seq
+        now = self.clock.time_ns()
+        bo = self.cfg.backoff
+        ttl = self.cfg.ack_wait
+        nxt = bo[-1] if bo else ttl + ACK_WAIT_DELAY
+        expired: list[int] = []
+        changed = False
+        for seq, p in list(self.pending.items()):
+            if seq < first or seq <= self.asflr:
+                del self.pending[seq]
+                self.rdc.pop(seq, None)
+                self._remove_rdq(seq)
+                if seq > self.asflr:
+                    self.asflr = seq
+                if p[0] > self.adflr:
+                    self.adflr = p[0]
+                changed = True
+                continue
+            elapsed, deadline = now - p[1], ttl
+            if bo:
+                dcount = self.rdc.get(seq, 0)
+                nbi = dcount + 1
+                if dcount + 1 >= len(bo):
+                    dcount = len(bo) - 1
+                    nbi = dcount
+                deadline = bo[dcount]
+                if bo[nbi] < nxt:
+                    nxt = bo[nbi]
+            if elapsed >= deadline:
+                if seq not in self._rdq_set and not self._has_max_deliveries(seq):
+                    expired.append(seq)
+                changed = True
+            elif deadline - elapsed < nxt:
+                nxt = deadline - elapsed
+        if expired:
+            expired.sort()
+            self._add_rdq(expired)
+            off = now - self.pending[expired[0]][1]
+            for seq in expired:
+                p = self.pending.get(seq)
+                if p is not None:
+                    p[1] += off
+            self.kick()
+        if self.pending:
+            self._arm_ack_timer(max(nxt, 0) + ACK_WAIT_DELAY, force=True)
+        else:
+            self.rdq.clear()
+            self._rdq_set.clear()
+            self.adflr, self.asflr = self.dseq - 1, self.sseq - 1
+        if changed:
+            self._mark_dirty()
+
+    def _has_max_deliveries(self, seq: int) -> bool:
+        if not self.maxdc:
+            return False
+        dc = self.rdc.get(seq, 0)
+        if dc < 1:
+            dc = 1
+        if dc >= self.maxdc:
+            if dc == self.maxdc:
+                self._notify_max_deliveries(seq, dc)
+            if self.maxp > 0 and len(self.pending) >= self.maxp:
+                self.kick()
+            p = self.pending.pop(seq, None)
+            if p is not None:
+                self._move_ack_floor(p[0], seq)
+            self.rdc[seq] = dc
+            return True
+        return False
+
+    # ------------------------------------------------------------------------------------------
+    # Config update, pause, reset.
+
+    def update_config(self, ncfg: ConsumerConfig) -> None:
+        """Apply an allowed update (already checked by :func:`check_update`)."""
+        old = self.cfg
+        ncfg.pause_until = ncfg.pause_until if ncfg.pause_until is not None else old.pause_until
+        self.cfg = self.config = ncfg
+        if ncfg.deliver_subject != old.deliver_subject:
+            self.active = bool(self.ports.has_interest(ncfg.deliver_subject))
+            _hub(self.account).track_push(self, old.deliver_subject)
+        self.maxdc = max(ncfg.max_deliver, 0)
+        self.maxp = ncfg.max_ack_pending
+        self.sfreq = ncfg.sample_percent()
+        if ncfg.filters() != old.filters():
+            self._set_filters()
+            self._recalc_pending()
+        self._update_inactive_threshold()
+        if self.waiting is not None:
+            self.waiting.max = ncfg.max_waiting
+        if self.store is not None:
+            try:
+                self.store.update_config(self.meta())
+            except StoreError:
+                pass
+        self.kick()
+
+    def set_pause(self, until_ns: int | None) -> None:
+        self.cfg.pause_until = until_ns
+        self.cfg.set_default_metadata()
+        if self.store is not None:
+            try:
+                self.store.update_config(self.meta())
+            except StoreError:
+                pass
+        self._advisory("PAUSE", "consumer_pause", {
+            "stream": self.stream_name, "consumer": self.name,
+            "paused": until_ns is not None and self.clock.time_ns() < until_ns,
+            **({"pause_until": format_time(until_ns)} if until_ns else {})})
+        if self._kick_timer is not None:
+            self._kick_timer.cancel()
+            self._kick_timer = None
+        self._update_pause_timer()
+        self.kick()
+
+    def reset(self, seq: int) -> int:
+        """CONSUMER.RESET (ADR-60): restart delivery at ``seq`` (0 = ack floor + 1). Drops
+        pending and redelivery state; consumer sequences restart at 1. Raises
+        CONSUMER_INVALID_RESET (10204) as the reference."""
+        cfg = self.cfg
+        if seq == 0:
+            seq = self.asflr + 1
+        elif cfg.deliver_policy == "all":
+            pass
+        elif cfg.deliver_policy == "by_start_sequence":
+            if seq < cfg.opt_start_seq:
+                raise ApiErrors.CONSUMER_INVALID_RESET(err="below start seq")
+        elif cfg.deliver_policy == "by_start_time":
+            if seq < self._seq_from_time(cfg.opt_start_time or 0):
+                raise ApiErrors.CONSUMER_INVALID_RESET(err="below start time")
+        else:
+            raise ApiErrors.CONSUMER_INVALID_RESET(err="not allowed")
+        if seq <= 0:
+            seq = 1
+        self.pending.clear()
+        self.rdc.clear()
+        self.rdq.clear()
+        self._rdq_set.clear()
+        self.lss = None
+        self.sseq, self.dseq = seq, 1
+        self.adflr, self.asflr = 0, seq - 1
+        self.dlv_sseq = seq - 1
+        self.ldt = self.lat = 0
+        if self._ptmr is not None:
+            self._ptmr.cancel()
+            self._ptmr = None
+        self._recalc_pending()
+        self._mark_dirty()
+        if self.stream.config.retention == "interest":
+            check = getattr(self.stream, "check_interest", None)
+            if check is not None:
+                check()
+        self.kick()
+        return seq
+
+    def _on_reset_request(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+        if not reply or self.closed:
+            return
+        from natsd.jetstream.api.router import dumps, error_envelope, resp
+        import json
+        try:
+            seq = 0
+            if payload.strip():
+                try:
+                    req = json.loads(payload)
+                except ValueError as e:
+                    raise ApiErrors.INVALID_JSON(err=str(e)) from None
+                if isinstance(req, dict):
+                    v = req.get("seq", 0)
+                    seq = int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
+            rs = self.reset(seq)
+            body = resp("consumer_reset_response", self.info())
+            body["reset_seq"] = rs
+        except ApiError as err:
+            body = error_envelope("consumer_reset_response", err)
+        self.ports.publish(reply, "", None, dumps(body))
+
+    def meta(self) -> dict:
+        """What the consumer store persists next to the state (like the reference's meta.inf)."""
+        return {"stream_name": self.stream_name, "name": self.name,
+                "created": format_time(self.created_ns), "config": self.cfg.to_json()}
+
+    # ------------------------------------------------------------------------------------------
+    # Lifecycle.
+
+    def _stop_common(self) -> None:
+        self.closed = True
+        for t in (self._ptmr, self._hb_timer, self._dtmr, self._kick_timer, self._wait_timer):
+            if t is not None:
+                t.cancel()
+        self._ptmr = self._hb_timer = self._dtmr = self._kick_timer = self._wait_timer = None
+        for sub in self._subs:
+            try:
+                sub.unsubscribe()
+            except Exception:  # noqa: BLE001
+                pass
+        self._subs.clear()
+        _hub(self.account).untrack_push(self)
+
+    def stop(self) -> None:
+        """Server/stream shutdown: flush state, keep it on disk."""
+        if self.closed:
+            return
+        if self.store is not None and self._dirty:
+            self._dirty = False
+            try:
+                self.store.update(self.state())
+                self.store.flush()
+            except StoreError:
+                pass
+        self._stop_common()
+        if self.store is not None:
+            try:
+                self.store.stop()
+            except StoreError:
+                pass
+
+    def delete(self, advisory: bool = True) -> None:
+        """Delete: answer waiting pulls with 409 Consumer Deleted, drop the store, advise."""
+        if self.closed:
+            return
+        if self.waiting:
+            for wr in self.waiting.q:
+                self.ports.publish(wr.reply, "", D.CONSUMER_DELETED, b"")
+            self.waiting.q.clear()
+        self._stop_common()
+        if self.store is not None:
+            try:
+                self.store.delete()
+            except StoreError:
+                pass
+        if advisory:
+            self._advisory("DELETED", "consumer_action", {
+                "stream": self.stream_name, "consumer": self.name, "action": "delete"})
+
+
+def _credit(wq: WaitQueue | None, wr: PullRequest) -> None:
+    """Give back a message's worth to a request we popped but could not use yet."""
+    if wq is None:
+        return
+    wr.n += 1
+    wr.d -= 1
+    if wr not in wq.q:
+        wq.q.appendleft(wr)
+
+
+def _parse_nak_delay(arg: bytes) -> int | None:
+    if arg[:1] == b"{":
+        import json
+        try:
+            d = json.loads(arg)
+            v = d.get("delay", 0) if isinstance(d, dict) else None
+            if isinstance(v, int) and not isinstance(v, bool):
+                return v
+        except ValueError:
+            return None
+        return None
+    return _parse_go_duration(arg.decode("ascii", "replace"))
+
+
+_UNITS = {"ns": 1, "us": 1000, "µs": 1000, "μs": 1000, "ms": MS, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
+
+
+def _parse_go_duration(s: str) -> int | None:
+    """Go's time.ParseDuration for the ``-NAK 2s`` form; None when invalid."""
+    import re
+    s = s.strip()
+    if not s:
+        return None
+    sign = 1
+    if s[0] in "+-":
+        sign = -1 if s[0] == "-" else 1
+        s = s[1:]
+    if s == "0":
+        return 0
+    total = 0.0
+    pos = 0
+    for m in re.finditer(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)", s):
+        if m.start() != pos:
+            return None
+        total += float(m.group(1)) * _UNITS[m.group(2)]
+        pos = m.end()
+    if pos != len(s) or pos == 0:
+        return None
+    return sign * int(total)
+
+
+# ---------------------------------------------------------------------------------------------
+# Account-wide plumbing.
+
+class ConsumerHub:
+    """Per-account consumer plumbing: the single ``$JS.ACK.>`` and ``$JS.FC.>`` subscriptions
+    and the deliver-subject -> push consumers index used for interest changes."""
+
+    def __init__(self, account: "JsAccount") -> None:
+        self.account = account
+        self.push: dict[str, list[Consumer]] = {}
+        ports = account.ports
+        self.subs = [
+            ports.subscribe(ACK_PREFIX + ">", self._on_ack),
+            ports.subscribe(FC_PREFIX + ">", self._on_fc),
+        ]
+        on_interest = getattr(ports, "on_interest", None)
+        if on_interest is not None:
+            self.subs.append(on_interest(self._on_interest))
+
+    def _lookup(self, stream: str, name: str) -> Consumer | None:
+        s = self.account.streams.get(stream)
+        if s is None:
+            return None
+        return s.consumers.get(name)
+
+    def _on_ack(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+        # $JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<dseq>.<ts>.<pending>     (v1, 9 tokens)
+        # $JS.ACK.<domain>.<acchash>.<stream>.<consumer>.<dc>.<sseq>.<dseq>.<ts>.<pending>[...] (v2)
+        t = subject.split(".")
+        n = len(t)
+        if n == 9:
+            stream, name, i = t[2], t[3], 4
+        elif n >= 11:
+            stream, name, i = t[4], t[5], 6
+        else:
+            return
+        s = self.account.streams.get(stream)
+        o = s.consumers.get(name) if s is not None else None
+        if o is None:
+            return
+        try:
+            dc, sseq, dseq = int(t[i]), int(t[i + 1]), int(t[i + 2])
+        except ValueError:  # a bad token counts as 0, as the reference
+            dc, sseq, dseq = _num(t[i]), _num(t[i + 1]), _num(t[i + 2])
+        o.process_ack(sseq, dseq, dc, reply, payload)
+
+    def _on_fc(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+        t = subject.split(".")
+        if len(t) == 5:
+            o = self._lookup(t[2], t[3])
+        elif len(t) >= 7:
+            o = self._lookup(t[4], t[5])
+        else:
+            return
+        if o is not None:
+            o.process_flow_control(subject)
+
+    def track_push(self, o: Consumer, old_subject: str = "") -> None:
+        if old_subject:
+            lst = self.push.get(old_subject)
+            if lst and o in lst:
+                lst.remove(o)
+        self.push.setdefault(o.cfg.deliver_subject, []).append(o)
+
+    def untrack_push(self, o: Consumer) -> None:
+        lst = self.push.get(o.cfg.deliver_subject)
+        if lst and o in lst:
+            lst.remove(o)
+            if not lst:
+                del self.push[o.cfg.deliver_subject]
+
+    def _on_interest(self, subject: str, added: bool) -> None:
+        lst = self.push.get(subject)
+        if lst is not None:
+            for o in list(lst):
+                o.update_interest()
+        elif "*" in subject or ">" in subject:
+            for lst in list(self.push.values()):
+                for o in list(lst):
+                    if subject_matches(subject, o.cfg.deliver_subject):
+                        o.update_interest()
+
+
+def _num(tok: str) -> int:
+    try:
+        return int(tok)
+    except ValueError:
+        return 0
+
+
+def _hub(account: Any) -> ConsumerHub:
+    hub = getattr(account, "consumer_hub", None)
+    if hub is None:
+        hub = ConsumerHub(account)
+        account.consumer_hub = hub
+    return hub
+
+
+def setup_account(js_account: "JsAccount") -> None:
+    """Called once per JetStream account: ack/flow-control subscriptions, interest tracking and
+    the consumer API handlers on the account's router."""
+    _hub(js_account)
+    from natsd.jetstream.api.consumers import register
+    register(js_account.router)
+
+
+def recover_consumers(stream: Any) -> None:
+    """Re-create the consumers persisted with ``stream`` (after the stream was recovered)."""
+    from natsd.jetstream.api.consumers import recover_consumer
+    try:
+        names = stream.store.consumer_names()
+    except StoreError:
+        return
+    for name in names:
+        try:
+            recover_consumer(stream, name)
+        except (ApiError, StoreError, ValueError, KeyError, TypeError):
+            # A consumer whose config no longer loads is skipped, not fatal for the stream.
+            continue
+
+
+_ = (os, Callable)  # keep imports used by type checkers only

@@ -1,0 +1,578 @@
+"""The JetStream engine: per-server configuration and resources, per-account state, recovery.
+
+``JetStreamEngine(options, clock)`` is created by the server when JetStream is enabled; the
+server calls ``enable_account(name, ports, limits)`` for every JetStream-enabled account (one
+:class:`~natsd.jetstream.ports.Ports` per account), ``start()`` to recover streams from disk and
+``stop()`` at shutdown. ``jsz(query)`` answers the ``/jsz`` monitoring endpoint.
+
+On-disk layout (as the reference): ``<store_dir>/jetstream/<account>/streams/<stream>/`` where
+``store_dir`` is ``-sd``/``store_dir`` (default ``<system temp>/nats``, giving
+``<system temp>/nats/jetstream`` as nats-server). What is inside a stream directory belongs to
+:mod:`natsd.store`.
+
+Resource defaults (as the reference): ``max_memory_store`` = 75% of physical memory,
+``max_file_store`` = 75% of the free space of the file system holding the store directory.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from typing import TYPE_CHECKING, Any
+
+from natsd.jetstream.api.errors import ApiError, ApiErrors
+from natsd.jetstream.api.router import ApiRouter, ApiStats, dumps
+from natsd.jetstream.models import JS_API_LEVEL, StreamConfig, rfc3339, parse_rfc3339
+from natsd.jetstream.stream import Stream, store_config_for
+
+if TYPE_CHECKING:  # pragma: no cover
+    from natsd.clock import Clock
+    from natsd.config.options import AccountJetStreamLimits, ServerOptions
+    from natsd.jetstream.ports import Ports
+
+__all__ = ["JetStreamEngine", "JsAccount", "default_store_dir", "system_memory", "disk_available"]
+
+log = logging.getLogger("natsd.jetstream")
+
+JETSTREAM_STORE_DIR = "jetstream"
+MAX_MEM_DEFAULT = 256 * 1024 * 1024  # used when system memory cannot be determined
+MAX_STORE_DEFAULT = 1024 ** 4  # 1 TB when the free disk cannot be determined
+# Reported for account_details reserved_* when the account has no limits: the reference prints
+# its internal -1 as an unsigned 64-bit number.
+_UNLIMITED_RESERVED = 18446744073709551615
+
+
+def default_store_dir() -> str:
+    """``<system temp>/nats`` -- the engine appends ``jetstream`` like nats-server."""
+    return os.path.join(tempfile.gettempdir(), "nats")
+
+
+def system_memory() -> int:
+    """Physical memory in bytes (0 when unknown)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def disk_available(path: str) -> int:
+    """75% of the space available to unprivileged users at ``path`` (created if missing), as
+    nats-server's diskAvailable; 1 TB when it cannot be determined."""
+    try:
+        os.makedirs(path, exist_ok=True)
+        st = os.statvfs(path)
+        return st.f_bavail * st.f_frsize // 4 * 3
+    except OSError:
+        return MAX_STORE_DEFAULT
+
+
+def _open_store(cfg: StreamConfig, created_ns: int, directory: str, engine: "JetStreamEngine") -> Any:
+    from natsd.store import open_stream_store  # type: ignore[attr-defined]
+    return open_stream_store(store_config_for(cfg, created_ns), engine.clock, directory,
+                             engine.sync_interval_ns, engine.sync_always)
+
+
+def _load_stream_meta(directory: str) -> dict | None:
+    """The persisted StoreConfig.meta of the stream in ``directory`` (None if unreadable).
+
+    Uses ``natsd.store.load_stream_meta`` when the store layer provides it (it verifies the
+    checksum); otherwise reads ``meta.inf`` as JSON. Both our own meta shape
+    (``{"config": {...}, "created": ...}``) and the reference's flattened FileStreamInfo
+    (``{"name": ..., ..., "created": ...}``) are understood."""
+    import json as _json
+
+    import natsd.store as store_pkg
+    loader = getattr(store_pkg, "load_stream_meta", None)
+    if loader is not None:
+        meta = loader(directory)
+    else:
+        try:
+            from natsd.store.file import read_meta
+        except ImportError:
+            read_meta = None
+        if read_meta is not None:
+            # meta.inf + meta.sum, checksum keyed with the stream (= directory) name
+            meta = read_meta(directory, os.path.basename(directory))
+        else:
+            try:
+                with open(os.path.join(directory, "meta.inf"), "rb") as f:
+                    meta = _json.loads(f.read())
+            except (OSError, ValueError):
+                return None
+    if not isinstance(meta, dict):
+        return None
+    if "config" not in meta and "name" in meta:
+        meta = {"config": meta, "created": meta.get("created", "")}
+    return meta
+
+
+def _stream_dirs(account_dir: str) -> list[str]:
+    import natsd.store as store_pkg
+    lister = getattr(store_pkg, "list_stream_dirs", None)
+    if lister is not None:
+        return list(lister(account_dir))
+    d = os.path.join(account_dir, "streams")
+    if not os.path.isdir(d):
+        return []
+    return [os.path.join(d, n) for n in sorted(os.listdir(d)) if os.path.isdir(os.path.join(d, n))]
+
+
+# The API subjects the account listens on. Not "$JS.API.>": DIRECT.GET.<stream> and
+# CONSUMER.MSG.NEXT.<stream>.<consumer> must give "no responders" when the stream / consumer does
+# not exist (the reference skips its $JS.API.> import for those two prefixes), so they are
+# subscribed by the streams and consumers themselves. These patterns cover every other API
+# subject family; an unknown subject inside them gets no reply at all (a client timeout), as the
+# reference. (Unknown subjects outside these families get no responders instead of a timeout.)
+API_SUBSCRIPTIONS = (
+    "$JS.API.*",
+    "$JS.API.STREAM.>",
+    "$JS.API.CONSUMER.*",
+    "$JS.API.CONSUMER.CREATE.>",
+    "$JS.API.CONSUMER.DURABLE.>",
+    "$JS.API.CONSUMER.NAMES.>",
+    "$JS.API.CONSUMER.LIST.>",
+    "$JS.API.CONSUMER.INFO.>",
+    "$JS.API.CONSUMER.DELETE.>",
+    "$JS.API.CONSUMER.PAUSE.>",
+    "$JS.API.CONSUMER.UNPIN.>",
+    "$JS.API.CONSUMER.RESET.>",
+    "$JS.API.CONSUMER.LEADER.>",
+    "$JS.API.META.>",
+    "$JS.API.SERVER.>",
+    "$JS.API.ACCOUNT.>",
+)
+
+
+class JsAccount:
+    """JetStream state of one account: its streams, API router, limits and usage."""
+
+    def __init__(self, engine: "JetStreamEngine", name: str, ports: "Ports",
+                 limits: "AccountJetStreamLimits | None") -> None:
+        self.engine = engine
+        self.name = name
+        self.ports = ports
+        self.clock = engine.clock
+        self.limits = limits
+        self.streams: dict[str, Stream] = {}
+        self.api_stats = ApiStats()
+        self.router = ApiRouter(self)
+        self.directory = os.path.join(engine.store_dir, name, "streams")
+        # Usage caches for per-message account limit checks (bytes, refreshed per turn).
+        self._usage = {"memory": 0, "file": 0}
+        self._usage_dirty = True
+        self.limits_enforced = bool(limits is not None and (limits.max_memory >= 0 or limits.max_storage >= 0))
+        self._subs: list[Any] = []
+        from natsd.jetstream.api import register_all
+        register_all(self.router)
+        self.router.on_response = self._audit
+        self._subs.extend(ports.subscribe(p, self._on_api) for p in API_SUBSCRIPTIONS)
+        try:
+            from natsd.jetstream import consumer as _consumer  # written by the consumers engineer
+            _consumer.setup_account(self)
+        except (ImportError, AttributeError):
+            log.debug("natsd.jetstream.consumer not available yet; consumers API disabled")
+
+    # -- API -----------------------------------------------------------------------------------
+    def _on_api(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+        self.router.dispatch(self, subject, reply, hdr, payload)
+
+    def _audit(self, req: Any, response: bytes) -> None:
+        from natsd.jetstream.advisories import api_audit
+        api_audit(self, req, response)
+
+    def send_advisory(self, subject: str, obj: dict | Any) -> None:
+        """Publish an advisory (JSON) if anybody listens on ``subject``. ``obj`` may be a dict
+        or a zero-argument callable building it (so no JSON is built for nobody)."""
+        if not self.ports.has_interest(subject):
+            return
+        if callable(obj):
+            obj = obj()
+        self.ports.publish(subject, "", None, dumps(obj))
+
+    # -- streams ----------------------------------------------------------------------------------
+    def lookup_stream(self, name: str) -> Stream:
+        s = self.streams.get(name)
+        if s is None:
+            raise ApiErrors.STREAM_NOT_FOUND()
+        return s
+
+    def num_consumers(self) -> int:
+        return sum(len(s.consumers) for s in self.streams.values())
+
+    def stream_dir(self, name: str) -> str:
+        return os.path.join(self.directory, name)
+
+    def add_stream(self, cfg: StreamConfig, created_ns: int | None = None) -> Stream:
+        """Create and start a stream from a validated config (limits checked by the caller)."""
+        created = created_ns if created_ns is not None else self.clock.time_ns()
+        store = _open_store(cfg, created, self.stream_dir(cfg.name), self.engine)
+        stream = Stream(self, cfg, store, created)
+        self.streams[cfg.name] = stream
+        stream.start()
+        self._usage_dirty = True
+        return stream
+
+    def delete_stream(self, name: str) -> None:
+        s = self.streams.pop(name)
+        s.delete()
+        self._usage_dirty = True
+
+    def recover(self) -> None:
+        """Recover every stream under this account's directory (and their consumers)."""
+        for d in _stream_dirs(os.path.dirname(self.directory)):
+            entry = os.path.basename(d)
+            if entry.startswith(".") or entry in self.streams:
+                continue
+            try:
+                meta = _load_stream_meta(d)
+            except Exception:
+                log.exception("JetStream: can not read stream metadata in %s", d)
+                continue
+            if not meta or "config" not in meta:
+                log.warning("JetStream: skipping %s: no stream metadata", d)
+                continue
+            try:
+                cfg = StreamConfig.from_json(meta["config"])
+                created = meta.get("created_ns") or parse_rfc3339(meta.get("created", "")) or self.clock.time_ns()
+                store = _open_store(cfg, created, d, self.engine)
+            except Exception:
+                log.exception("JetStream: can not recover stream %s", entry)
+                continue
+            stream = Stream(self, cfg, store, created)
+            self.streams[cfg.name] = stream
+            stream.start()
+            st = store.state()
+            if st.lost_msgs:
+                log.warning("JetStream stream '%s > %s' lost %d messages (%d bytes) at recovery",
+                            self.name, cfg.name, len(st.lost_msgs), st.lost_bytes)
+            try:
+                from natsd.jetstream import consumer as _consumer
+                _consumer.recover_consumers(stream)
+            except (ImportError, AttributeError):
+                pass
+            except Exception:
+                log.exception("JetStream: recovering consumers of %s", cfg.name)
+        self._usage_dirty = True
+
+    def stop(self) -> None:
+        for s in self._subs:
+            s.unsubscribe()
+        self._subs = []
+        for stream in list(self.streams.values()):
+            try:
+                stream.stop()
+            except Exception:
+                log.exception("stopping stream %s", stream.name)
+
+    # -- usage and limits ---------------------------------------------------------------------------
+    def usage(self) -> tuple[int, int]:
+        """(memory bytes, file bytes) currently stored by this account's streams."""
+        mem = fil = 0
+        for s in self.streams.values():
+            b = s.store.state().bytes
+            if s.config.storage == "memory":
+                mem += b
+            else:
+                fil += b
+        self._usage["memory"], self._usage["file"] = mem, fil
+        self._usage_dirty = False
+        return mem, fil
+
+    def reserved(self) -> tuple[int, int]:
+        """Bytes reserved by streams with max_bytes (memory, file)."""
+        mem = fil = 0
+        for s in self.streams.values():
+            mb = s.config.max_bytes
+            if mb > 0:
+                if s.config.storage == "memory":
+                    mem += mb
+                else:
+                    fil += mb
+        return mem, fil
+
+    def check_store_limits(self, storage: str, size: int) -> ApiError | None:
+        """Per-message account limit check (10002 when the account is full)."""
+        lim = self.limits
+        if lim is None:
+            return None
+        if self._usage_dirty:
+            self.usage()
+        if storage == "memory":
+            if lim.max_memory >= 0 and self._usage["memory"] + size > lim.max_memory:
+                return ApiErrors.ACCOUNT_RESOURCES_EXCEEDED()
+        elif lim.max_storage >= 0 and self._usage["file"] + size > lim.max_storage:
+            return ApiErrors.ACCOUNT_RESOURCES_EXCEEDED()
+        return None
+
+    def note_stored(self, storage: str, size: int) -> None:
+        # Approximate running usage between refreshes (exact numbers come from the stores).
+        if self.limits_enforced:
+            self._usage["memory" if storage == "memory" else "file"] += size
+            if not self._usage_dirty:
+                self._usage_dirty = True
+                self.clock.call_soon(self._refresh_usage)
+
+    def note_removed(self, storage: str, bytes_delta: int) -> None:
+        if self.limits_enforced and not self._usage_dirty:
+            self._usage_dirty = True
+
+    def _refresh_usage(self) -> None:
+        if self._usage_dirty:
+            self.usage()
+
+    def check_new_stream_limits(self, cfg: StreamConfig, existing: StreamConfig | None = None) -> None:
+        """Limits at stream create/update: stream count (10027), stream max_consumers vs the
+        account's (10026), max_bytes required (10113) / too large (10122), reservations vs the
+        account and server limits (10028 memory / 10047 storage)."""
+        lim = self.limits
+        if existing is None and lim is not None and lim.max_streams > 0 and len(self.streams) >= lim.max_streams:
+            raise ApiErrors.MAXIMUM_STREAMS_LIMIT()
+        if lim is not None and cfg.max_consumers > 0 and lim.max_consumers > 0 and cfg.max_consumers > lim.max_consumers:
+            raise ApiErrors.MAXIMUM_CONSUMERS_LIMIT()
+        if lim is not None:
+            per_stream = lim.memory_max_stream_bytes if cfg.storage == "memory" else lim.storage_max_stream_bytes
+            if lim.max_bytes_required and cfg.max_bytes <= 0:
+                raise ApiErrors.STREAM_MAX_BYTES_REQUIRED()
+            if per_stream > 0 and cfg.max_bytes > per_stream:
+                raise ApiErrors.STREAM_MAX_STREAM_BYTES_EXCEEDED()
+        add = cfg.max_bytes if cfg.max_bytes > 0 else 1
+        if existing is not None:
+            add = max(cfg.max_bytes, 0) - max(existing.max_bytes, 0)
+            if add <= 0:
+                return
+        rmem, rfil = self.reserved()
+        if existing is not None and existing.max_bytes > 0:
+            if existing.storage == "memory":
+                rmem -= existing.max_bytes
+            else:
+                rfil -= existing.max_bytes
+            add = cfg.max_bytes
+        eng = self.engine
+        if cfg.storage == "memory":
+            if lim is not None and lim.max_memory >= 0 and (rmem > lim.max_memory or add > lim.max_memory - rmem):
+                raise ApiErrors.MEMORY_RESOURCES_EXCEEDED()
+            srv = eng.reserved()[0]
+            if srv > eng.max_memory or add > eng.max_memory - srv:
+                raise ApiErrors.MEMORY_RESOURCES_EXCEEDED()
+        else:
+            if lim is not None and lim.max_storage >= 0 and (rfil > lim.max_storage or add > lim.max_storage - rfil):
+                raise ApiErrors.STORAGE_RESOURCES_EXCEEDED()
+            srv = eng.reserved()[1]
+            if srv > eng.max_store or add > eng.max_store - srv:
+                raise ApiErrors.STORAGE_RESOURCES_EXCEEDED()
+
+    def limits_json(self) -> dict:
+        lim = self.limits
+        if lim is None:
+            return {"max_memory": -1, "max_storage": -1, "max_streams": -1, "max_consumers": -1,
+                    "max_ack_pending": -1, "memory_max_stream_bytes": -1,
+                    "storage_max_stream_bytes": -1, "max_bytes_required": False}
+        return {"max_memory": lim.max_memory, "max_storage": lim.max_storage,
+                "max_streams": lim.max_streams, "max_consumers": lim.max_consumers,
+                "max_ack_pending": lim.max_ack_pending,
+                "memory_max_stream_bytes": lim.memory_max_stream_bytes,
+                "storage_max_stream_bytes": lim.storage_max_stream_bytes,
+                "max_bytes_required": lim.max_bytes_required}
+
+    def account_info(self) -> dict:
+        """JetStreamAccountStats as ``$JS.API.INFO`` returns it (without ``type``)."""
+        mem, fil = self.usage()
+        rmem, rfil = self.reserved()
+        out: dict = {"memory": mem, "storage": fil, "reserved_memory": rmem, "reserved_storage": rfil,
+                     "streams": len(self.streams), "consumers": self.num_consumers(),
+                     "limits": self.limits_json()}
+        if self.engine.domain:
+            out["domain"] = self.engine.domain
+        out["api"] = {"level": JS_API_LEVEL, "total": self.api_stats.total, "errors": self.api_stats.errors}
+        return out
+
+
+class JetStreamEngine:
+    """Server-wide JetStream: resources, accounts, sync timer, /jsz."""
+
+    def __init__(self, options: "ServerOptions", clock: "Clock", server_id: str = "",
+                 server_name: str = "") -> None:
+        self.options = options
+        self.clock = clock
+        js = options.jetstream
+        base = js.store_dir or default_store_dir()
+        self.store_dir = os.path.join(base, JETSTREAM_STORE_DIR)
+        if js.max_memory_store is not None and js.max_memory_store >= 0:
+            self.max_memory = js.max_memory_store
+        else:
+            sm = system_memory()
+            self.max_memory = sm // 4 * 3 if sm > 0 else MAX_MEM_DEFAULT
+        if js.max_file_store is not None and js.max_file_store >= 0:
+            self.max_store = js.max_file_store
+        else:
+            self.max_store = disk_available(self.store_dir)
+        self.sync_interval_ns = js.sync_interval_ns
+        self.sync_always = js.sync_always
+        self.domain = js.domain
+        self.server_id = server_id
+        self.server_name = server_name or server_id
+        self.accounts: dict[str, JsAccount] = {}
+        self.started = False
+        self._sync_timer: Any = None
+
+    def enable_account(self, name: str, ports: "Ports", limits: "AccountJetStreamLimits | None" = None) -> JsAccount:
+        """Enable JetStream for account ``name`` (recovering its streams if already started)."""
+        acc = self.accounts.get(name)
+        if acc is not None:
+            return acc
+        acc = JsAccount(self, name, ports, limits)
+        self.accounts[name] = acc
+        if self.started:
+            acc.recover()
+        return acc
+
+    def lookup_account(self, name: str) -> JsAccount | None:
+        return self.accounts.get(name)
+
+    def start(self) -> None:
+        """Create the store directory and recover every enabled account's streams."""
+        os.makedirs(self.store_dir, exist_ok=True)
+        self.started = True
+        for acc in list(self.accounts.values()):
+            acc.recover()
+        self._arm_sync()
+
+    def _arm_sync(self) -> None:
+        if self.sync_always or self.sync_interval_ns <= 0:
+            return
+        self._sync_timer = self.clock.call_later(self.sync_interval_ns, self._sync_all)
+
+    def _sync_all(self) -> None:
+        """Every sync_interval: fsync every stream (what the reference's syncBlocks does)."""
+        self._sync_timer = None
+        for acc in list(self.accounts.values()):
+            for s in list(acc.streams.values()):
+                if not s.closed:
+                    try:
+                        s.store.sync()
+                    except Exception:
+                        log.exception("sync of stream %s failed", s.name)
+        if self.started:
+            self._arm_sync()
+
+    def stop(self) -> None:
+        """Flush and close every stream (consumers first) and stop timers."""
+        self.started = False
+        if self._sync_timer is not None:
+            self._sync_timer.cancel()
+            self._sync_timer = None
+        for acc in list(self.accounts.values()):
+            acc.stop()
+
+    def reserved(self) -> tuple[int, int]:
+        mem = fil = 0
+        for acc in self.accounts.values():
+            m, f = acc.reserved()
+            mem += m
+            fil += f
+        return mem, fil
+
+    # -- /jsz ------------------------------------------------------------------------------------
+    def jsz(self, query: dict | None = None) -> dict:
+        """The ``/jsz`` JSON as nats-server 2.15 shapes it. ``query`` keys (strings): ``accounts``,
+        ``streams``, ``consumers``, ``config`` (truthy "1"/"true"), ``acc`` (one account)."""
+        q = query or {}
+
+        def flag(k: str) -> bool:
+            return str(q.get(k, "")).lower() in ("1", "true", "yes")
+
+        want_streams = flag("streams")
+        want_consumers = flag("consumers")
+        want_accounts = flag("accounts") or want_streams or want_consumers
+        want_config = flag("config")
+        only_acc = q.get("acc") or q.get("account") or ""
+
+        mem = fil = 0
+        total_api = total_err = 0
+        streams = consumers = 0
+        msgs = nbytes = 0
+        for acc in self.accounts.values():
+            m, f = acc.usage()
+            mem += m
+            fil += f
+            total_api += acc.api_stats.total
+            total_err += acc.api_stats.errors
+            streams += len(acc.streams)
+            consumers += acc.num_consumers()
+            for s in acc.streams.values():
+                st = s.store.state()
+                msgs += st.msgs
+                nbytes += st.bytes
+        rmem, rfil = self.reserved()
+        out: dict = {
+            "memory": mem, "storage": fil, "reserved_memory": rmem, "reserved_storage": rfil,
+            "accounts": len(self.accounts), "ha_assets": 0,
+            "api": {"level": JS_API_LEVEL, "total": total_api, "errors": total_err},
+            "server_id": self.server_id,
+            "now": rfc3339(self.clock.time_ns()),
+            "config": self.config_json(),
+            "limits": {"default_max_consumers": 1000},
+            "streams": streams, "consumers": consumers, "messages": msgs, "bytes": nbytes,
+        }
+        if want_accounts:
+            details = []
+            for acc in sorted(self.accounts.values(), key=lambda a: a.name):
+                if only_acc and acc.name != only_acc:
+                    continue
+                details.append(self._account_detail(acc, want_streams, want_consumers, want_config))
+            out["account_details"] = details
+        out["total"] = len(self.accounts)
+        return out
+
+    def config_json(self) -> dict:
+        cfg: dict = {"max_memory": self.max_memory, "max_storage": self.max_store,
+                     "store_dir": self.store_dir, "sync_interval": self.sync_interval_ns}
+        if self.sync_always:
+            cfg["sync_always"] = True
+        if self.domain:
+            cfg["domain"] = self.domain
+        cfg["strict"] = True
+        return cfg
+
+    def _account_detail(self, acc: JsAccount, want_streams: bool, want_consumers: bool, want_config: bool) -> dict:
+        mem, fil = acc.usage()
+        lim = acc.limits
+        unlimited = lim is None or (lim.max_memory < 0 and lim.max_storage < 0)
+        rmem, rfil = acc.reserved()
+        d: dict = {
+            "name": acc.name, "id": acc.name, "memory": mem, "storage": fil,
+            "reserved_memory": _UNLIMITED_RESERVED if unlimited else rmem,
+            "reserved_storage": _UNLIMITED_RESERVED if unlimited else rfil,
+            "accounts": 0, "ha_assets": 0,
+            "api": {"level": 0, "total": acc.api_stats.total, "errors": acc.api_stats.errors},
+        }
+        if want_streams:
+            sd = []
+            for s in sorted(acc.streams.values(), key=lambda x: x.name):
+                item: dict = {"name": s.name, "created": rfc3339(s.created_ns),
+                              "cluster": {"leader": self.server_name}}
+                if want_config:
+                    item["config"] = s.config.to_json()
+                item["state"], _, _, _ = s.state_json()
+                if want_consumers:
+                    cd = []
+                    for c in s.consumers.values():
+                        info = getattr(c, "jsz_info", None) or getattr(c, "info", None)
+                        if info is not None:
+                            try:
+                                ci = info()
+                            except Exception:
+                                continue
+                            if isinstance(ci, dict):
+                                ci = dict(ci)
+                                ci.pop("type", None)
+                                if not want_config:
+                                    ci.pop("config", None)
+                                cd.append(ci)
+                    if cd:
+                        item["consumer_detail"] = cd
+                sd.append(item)
+            if sd:
+                d["stream_detail"] = sd
+        return d

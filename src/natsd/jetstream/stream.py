@@ -1,0 +1,952 @@
+"""A JetStream stream: ingest (the publish path), retention, and the stream-side of the API.
+
+The publish path is the hot path. A message on one of the stream's subjects arrives through an
+internal subscription (``Ports.subscribe``) and :meth:`Stream.process_msg`:
+
+1. rejects it when sealed / too big (``max_msg_size``, 64 KiB of headers);
+2. only if the message has a header block, scans it once for the ``Nats-*`` headers we honour
+   (``Nats-Expected-Stream``, ``Nats-TTL``, ``Nats-Expected-Last-Subject-Sequence`` (+``-Subject``),
+   ``Nats-Expected-Last-Sequence``, ``Nats-Msg-Id``, ``Nats-Expected-Last-Msg-Id``,
+   ``Nats-Rollup``), checked in the reference's order;
+3. appends it to the store (``store_msg``; the store applies discard-old limits and raises on
+   discard-new) or, on an interest stream nobody is interested in, skips the sequence;
+4. queues the reply (a PubAck built from bytes, never ``json.dumps``) and, once per loop turn
+   (``Clock.call_soon``), :meth:`_flush` hands the batch to the OS (``store.flush()``, plus
+   ``store.sync()`` with ``sync_always``), then sends every queued PubAck, then tells each
+   consumer ``on_new_messages(last_seq)``. So a PubAck always follows the write of its record.
+
+PubAck bytes (the reference builds them by hand, note the space in ``"duplicate": true``)::
+
+    {"stream":"ORDERS","seq":5}
+    {"stream":"ORDERS","seq":2,"duplicate": true}
+    {"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 2"},"stream":"ORDERS","seq":0}
+
+``no_ack`` streams never reply, not even errors.
+
+Timers (all on the injected clock): max_age / Nats-TTL expiry (armed from ``store.next_expiry()``),
+the dedupe window, and ``sync_interval`` (owned by the engine).
+
+Consumers (``natsd.jetstream.consumer``) see the stream through: ``consumers`` (name -> consumer),
+``add_consumer`` / ``remove_consumer``, ``ack_processed(consumer, sseq)`` (retention),
+``check_workqueue_filters``; the stream calls ``on_new_messages(last_seq)``, ``on_purge(first_seq)``,
+``on_msg_removed(seq)``, ``stop()`` and ``delete()`` on them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from natsd.jetstream.api.errors import ApiError, ApiErrors
+from natsd.jetstream.models import SECOND, StreamConfig, rfc3339, state_to_json, with_dynamic_metadata
+from natsd.store.base import (
+    MaxBytes, MaxMsgs, MaxMsgsPerSubject, MsgNotFound, StoreConfig, StoreEOF, StoreError, StoreFull,
+    StoreMsg,
+)
+from natsd.subjects.tokens import subject_matches, subjects_collide
+
+if TYPE_CHECKING:  # pragma: no cover
+    from natsd.jetstream.manager import JsAccount
+
+__all__ = ["Stream", "store_config_for", "parse_ttl", "scan_nats_headers", "go_duration"]
+
+log = logging.getLogger("natsd.jetstream.stream")
+
+# Header names we look at on ingest (exact spelling as the reference; compared case-sensitively
+# like nats-server's getHeader).
+H_MSG_ID = b"Nats-Msg-Id"
+H_EXP_STREAM = b"Nats-Expected-Stream"
+H_EXP_LAST_SEQ = b"Nats-Expected-Last-Sequence"
+H_EXP_LAST_SUBJ_SEQ = b"Nats-Expected-Last-Subject-Sequence"
+H_EXP_LAST_SUBJ_SEQ_SUBJ = b"Nats-Expected-Last-Subject-Sequence-Subject"
+H_EXP_LAST_MSG_ID = b"Nats-Expected-Last-Msg-Id"
+H_ROLLUP = b"Nats-Rollup"
+H_TTL = b"Nats-TTL"
+H_MARKER_REASON = b"Nats-Marker-Reason"
+
+MAX_HDR_SIZE = 65535  # math.MaxUint16 in the reference
+
+
+def scan_nats_headers(hdr: bytes) -> dict[bytes, bytes]:
+    """The ``Nats-*`` headers of a raw ``NATS/1.0`` block as {name: value} (first one wins).
+
+    Only lines starting with ``Nats-`` are split, so an application's own headers cost a prefix
+    test each; a block without ``Nats-`` costs one substring search."""
+    out: dict[bytes, bytes] = {}
+    if b"Nats-" not in hdr:
+        return out
+    for line in hdr.split(b"\r\n"):
+        if line.startswith(b"Nats-"):
+            k, sep, v = line.partition(b":")
+            if sep and k not in out:
+                out[k] = v.strip()
+    return out
+
+
+_GO_UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000, "s": SECOND,
+             "m": 60 * SECOND, "h": 3600 * SECOND}
+
+
+def parse_go_duration(s: str) -> int:
+    """Go's time.ParseDuration (``1h2m3.5s``, ``300ms``) -> ns; ValueError when malformed."""
+    if not s:
+        raise ValueError("empty duration")
+    neg = s[0] == "-"
+    if s[0] in "+-":
+        s = s[1:]
+    if s == "0":
+        return 0
+    if not s:
+        raise ValueError("bad duration")
+    total = 0.0
+    i = 0
+    n = len(s)
+    while i < n:
+        j = i
+        while j < n and (s[j].isdigit() or s[j] == "."):
+            j += 1
+        if j == i:
+            raise ValueError("bad duration")
+        num = float(s[i:j])
+        k = j
+        while k < n and not (s[k].isdigit() or s[k] == "."):
+            k += 1
+        unit = s[j:k]
+        if unit not in _GO_UNITS:
+            raise ValueError("bad unit")
+        total += num * _GO_UNITS[unit]
+        i = k
+    v = int(total)
+    return -v if neg else v
+
+
+def parse_ttl(value: str) -> int:
+    """Nats-TTL header -> seconds, as the reference: ``never`` -> -1; a Go duration >= 1s or a
+    plain integer of seconds; anything else raises ApiError MESSAGE_TTL_INVALID (10165)."""
+    if value.lower() == "never":
+        return -1
+    try:
+        ns = parse_go_duration(value)
+    except ValueError:
+        ns = None
+    if ns is not None:
+        if ns < SECOND:
+            raise ApiErrors.MESSAGE_TTL_INVALID()
+        return ns // SECOND
+    if value.isdigit():
+        return int(value)
+    raise ApiErrors.MESSAGE_TTL_INVALID()
+
+
+def go_duration(ns: int) -> str:
+    """ns -> Go's Duration.String() for whole seconds and up (``1s``, ``1m0s``, ``1h0m0s``)."""
+    if ns % SECOND:
+        # sub-second precision: Go prints e.g. "1.5s"
+        secs = ns / SECOND
+        if ns < 60 * SECOND:
+            return f"{secs:.9f}".rstrip("0").rstrip(".") + "s"
+    total = ns // SECOND
+    h, rem = divmod(total, 3600)
+    m, s = divmod(rem, 60)
+    if h:
+        return f"{h}h{m}m{s}s"
+    if m:
+        return f"{m}m{s}s"
+    return f"{s}s"
+
+
+def store_config_for(cfg: StreamConfig, created_ns: int) -> StoreConfig:
+    """The StoreConfig of a stream. ``meta`` is what the store persists to recover the stream:
+    ``{"config": <StreamConfig JSON>, "created": <RFC 3339>}``."""
+    return StoreConfig(
+        name=cfg.name,
+        subjects=list(cfg.subjects),
+        storage=cfg.storage,
+        max_msgs=cfg.max_msgs,
+        max_bytes=cfg.max_bytes,
+        max_age_ns=cfg.max_age,
+        max_msgs_per_subject=cfg.max_msgs_per_subject,
+        max_msg_size=cfg.max_msg_size,
+        discard=cfg.discard,
+        discard_new_per_subject=cfg.discard_new_per_subject,
+        first_seq=cfg.first_seq,
+        allow_msg_ttl=cfg.allow_msg_ttl,
+        meta={"config": cfg.to_json(), "created": rfc3339(created_ns), "created_ns": created_ns},
+    )
+
+
+def _err_ack(stream: bytes, err: ApiError) -> bytes:
+    # {"error":{...},"stream":"S","seq":0} -- field order of the reference's JSPubAckResponse.
+    return (b'{"error":' + json.dumps(err.to_dict(), separators=(",", ":"), ensure_ascii=False).encode()
+            + b',"stream":' + stream + b',"seq":0}')
+
+
+class Stream:
+    """One stream of one account. Created by the account (``JsAccount.add_stream``)."""
+
+    def __init__(self, account: "JsAccount", config: StreamConfig, store: Any, created_ns: int) -> None:
+        self.account = account
+        self.name = config.name
+        self.config = config
+        self.store = store
+        self.created_ns = created_ns
+        self.clock = account.clock
+        self.consumers: dict[str, Any] = {}
+        self.closed = False
+        self._subs: list[Any] = []
+        self._direct_subs: list[Any] = []
+        # Replies waiting for this turn's flush: reply subject, payload, parallel lists.
+        self._ack_subjects: list[str] = []
+        self._ack_payloads: list[bytes] = []
+        self._flush_scheduled = False
+        self._new_msgs = False
+        # last sequence (includes interest-skipped sequences), and last Nats-Msg-Id stored.
+        st = store.state()
+        self.lseq: int = st.last_seq
+        self.lmsg_id: str = ""
+        # dedupe: msg id -> (seq, ts); insertion-ordered for expiry.
+        self._ddmap: dict[str, tuple[int, int]] = {}
+        self._ddq: deque[tuple[int, str]] = deque()
+        self._expiry_timer: Any = None
+        self._expiry_at = 0  # wall ns the timer is armed for
+        self._marker_seqs: set[int] = set()
+        self._removed: list[tuple[int, str]] | None = None
+        self._set_derived()
+        store.register_storage_updates(self._on_storage_update)
+
+    # ---------------------------------------------------------------------------------------
+    # lifecycle
+
+    def _set_derived(self) -> None:
+        cfg = self.config
+        self._name_json = json.dumps(cfg.name).encode()
+        self._ack_prefix = b'{"stream":' + self._name_json + b',"seq":'
+        self._interest = cfg.retention == "interest"
+        self._workqueue = cfg.retention == "workqueue"
+        self._max_msg_size = cfg.max_msg_size
+        self._allow_rollup = cfg.allow_rollup_hdrs and not cfg.deny_purge
+        self._dup_window = cfg.duplicate_window
+        self._sdm_ttl_s = cfg.subject_delete_marker_ttl // SECOND if cfg.subject_delete_marker_ttl > 0 else 0
+        self._do_ack = not cfg.no_ack
+        self._store_msg = self.store.store_msg
+        self._call_soon = self.clock.call_soon
+        self._fast = (not cfg.sealed and cfg.max_msg_size < 0 and cfg.retention == "limits"
+                      and not cfg.republish and not self.closed
+                      and not self.account.limits_enforced)
+
+    def start(self) -> None:
+        """Subscribe the stream's subjects (and direct get), rebuild dedupe state, arm timers."""
+        self._rebuild_dedupe()
+        self._subscribe()
+        self._arm_expiry()
+
+    def _subscribe(self) -> None:
+        ports = self.account.ports
+        for s in self._subs:
+            s.unsubscribe()
+        self._subs = [ports.subscribe(subj, self._on_msg) for subj in self.config.subjects]
+        for s in self._direct_subs:
+            s.unsubscribe()
+        self._direct_subs = []
+        if self.config.allow_direct:
+            from natsd.jetstream.api.direct import direct_get_handlers
+            on_req, on_last = direct_get_handlers(self)
+            self._direct_subs = [
+                ports.subscribe(f"$JS.API.DIRECT.GET.{self.name}", on_req),
+                ports.subscribe(f"$JS.API.DIRECT.GET.{self.name}.>", on_last),
+            ]
+
+    def _unsubscribe(self) -> None:
+        for s in self._subs + self._direct_subs:
+            s.unsubscribe()
+        self._subs, self._direct_subs = [], []
+
+    def stop(self) -> None:
+        """Stop ingest, flush what is pending, stop consumers and close the store."""
+        if self.closed:
+            return
+        self._unsubscribe()
+        self._flush()
+        self.closed = True
+        self._fast = False
+        if self._expiry_timer is not None:
+            self._expiry_timer.cancel()
+        for c in list(self.consumers.values()):
+            try:
+                c.stop()
+            except Exception:  # a broken consumer must not keep the stream's files open
+                log.exception("stopping consumer %s > %s", self.name, getattr(c, "name", "?"))
+        self.store.stop()
+
+    def delete(self) -> None:
+        """Delete the stream, its consumers and its data."""
+        self._unsubscribe()
+        self._flush()
+        self.closed = True
+        self._fast = False
+        if self._expiry_timer is not None:
+            self._expiry_timer.cancel()
+        for c in list(self.consumers.values()):
+            try:
+                c.delete()
+            except Exception:
+                log.exception("deleting consumer %s > %s", self.name, getattr(c, "name", "?"))
+        self.consumers.clear()
+        self.store.delete()
+
+    def update_config(self, new: StreamConfig) -> None:
+        """Apply an already validated config (see ``policies.check_update``)."""
+        old = self.config
+        self.config = new
+        self._set_derived()
+        self.store.update_config(store_config_for(new, self.created_ns))
+        if old.subjects != new.subjects or old.allow_direct != new.allow_direct:
+            self._subscribe()
+        self._arm_expiry()
+        if self.consumers:
+            self._notify_new(self.lseq)
+
+    # ---------------------------------------------------------------------------------------
+    # the publish path
+
+    def _on_msg(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+        self.process_msg(subject, reply, hdr, payload)
+
+    def _respond(self, reply: str, data: bytes) -> None:
+        self._ack_subjects.append(reply)
+        self._ack_payloads.append(data)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.clock.call_soon(self._flush)
+
+    def _reject(self, reply: str, err: ApiError) -> None:
+        if reply and self._do_ack:
+            self._respond(reply, _err_ack(self._name_json, err))
+
+    def process_msg(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> int:
+        """Ingest one message; returns its sequence (0 when rejected or a duplicate)."""
+        if hdr is None and self._fast:
+            # Fast path: no headers and a stream with nothing to check before storing (not
+            # sealed, no max_msg_size, limits retention, no account byte limits, no republish).
+            try:
+                seq = self._store_msg(subject, None, payload, 0)[0]
+            except StoreError as e:
+                self._store_failed(reply, e)
+                return 0
+            self.lseq = seq
+            self.lmsg_id = ""
+            self._new_msgs = True
+            if reply and self._do_ack:
+                self._ack_subjects.append(reply)
+                self._ack_payloads.append(self._ack_prefix + str(seq).encode() + b"}")
+            if not self._flush_scheduled:
+                self._flush_scheduled = True
+                self._call_soon(self._flush)
+            return seq
+        if self.closed:
+            return 0
+        cfg = self.config
+        if cfg.sealed:
+            self._reject(reply, ApiErrors.STREAM_SEALED())
+            return 0
+        hlen = len(hdr) if hdr else 0
+        mms = self._max_msg_size
+        if mms >= 0 and (hlen > mms or len(payload) > mms - hlen):
+            self._reject(reply, ApiErrors.STREAM_MESSAGE_EXCEEDS_MAXIMUM())
+            return 0
+        if hlen > MAX_HDR_SIZE:
+            self._reject(reply, ApiErrors.STREAM_HEADER_EXCEEDS_MAXIMUM())
+            return 0
+
+        msg_id = ""
+        ttl = 0
+        bad_ttl = False
+        rollup = b""
+        if hdr:
+            h = scan_nats_headers(hdr)
+            if h:
+                v = h.get(H_EXP_STREAM)
+                if v and v.decode() != self.name:
+                    self._reject(reply, ApiErrors.STREAM_NOT_MATCH())
+                    return 0
+                v = h.get(H_TTL)
+                if v is not None:
+                    # An unparsable TTL is reported later (after the other checks), as the
+                    # reference does; a valid one on a stream without TTLs fails right here.
+                    try:
+                        ttl = parse_ttl(v.decode())
+                    except ApiError:
+                        ttl = 0
+                        bad_ttl = True
+                    if ttl != 0 and not cfg.allow_msg_ttl:
+                        self._reject(reply, ApiErrors.MESSAGE_TTL_DISABLED())
+                        return 0
+                v = h.get(H_EXP_LAST_SUBJ_SEQ)
+                if v is not None:
+                    want = _parse_uint(v)
+                    ssubj = h.get(H_EXP_LAST_SUBJ_SEQ_SUBJ)
+                    check_subj = ssubj.decode() if ssubj else subject
+                    try:
+                        fseq = self.store.load_last_msg(check_subj).seq
+                    except (MsgNotFound, StoreEOF):
+                        fseq = 0
+                    if want is None or fseq != want:
+                        self._reject(reply, ApiErrors.STREAM_WRONG_LAST_SEQUENCE(seq=fseq))
+                        return 0
+                elif h.get(H_EXP_LAST_SUBJ_SEQ_SUBJ):
+                    self._reject(reply, ApiErrors.STREAM_EXPECTED_LAST_SEQ_PER_SUBJECT_INVALID())
+                    return 0
+                v = h.get(H_EXP_LAST_SEQ)
+                if v is not None:
+                    want = _parse_uint(v)
+                    if want is None or want != self.lseq:
+                        self._reject(reply, ApiErrors.STREAM_WRONG_LAST_SEQUENCE(seq=self.lseq))
+                        return 0
+                v = h.get(H_MSG_ID)
+                if v:
+                    msg_id = v.decode()
+                    dup = self._check_msg_id(msg_id)
+                    if dup:
+                        if reply and self._do_ack:
+                            self._respond(reply, self._ack_prefix + str(dup).encode() + b',"duplicate": true}')
+                        return 0
+                v = h.get(H_EXP_LAST_MSG_ID)
+                if v:
+                    if v.decode() != self.lmsg_id:
+                        self._reject(reply, ApiErrors.STREAM_WRONG_LAST_MSG_ID(id=self.lmsg_id))
+                        return 0
+                v = h.get(H_ROLLUP)
+                if v:
+                    if not self._allow_rollup:
+                        self._reject(reply, ApiErrors.STREAM_ROLLUP_FAILED(err="rollup not permitted"))
+                        return 0
+                    if v not in (b"sub", b"all"):
+                        self._reject(reply, ApiErrors.STREAM_ROLLUP_FAILED(
+                            err="rollup value invalid: " + json.dumps(v.decode(errors="replace"))))
+                        return 0
+                    rollup = v
+
+        if bad_ttl:
+            self._reject(reply, ApiErrors.MESSAGE_TTL_INVALID())
+            return 0
+        acct = self.account
+        if acct.limits_enforced:
+            err = acct.check_store_limits(self.config.storage, len(subject) + hlen + len(payload))
+            if err is not None:
+                self._reject(reply, err)
+                return 0
+
+        if self._interest and not self._has_interest(subject):
+            seq = self.store.skip_msg()
+            self.lseq = seq
+            self.lmsg_id = msg_id
+            if msg_id:
+                self._store_msg_id(msg_id, seq, self.clock.time_ns())
+            if rollup:
+                self._rollup(subject, rollup, 0)
+            if reply and self._do_ack:
+                self._respond(reply, self._ack_prefix + str(seq).encode() + b"}")
+            return seq
+
+        # TTLs shorter than the delete-marker TTL are raised to it (reference behaviour).
+        if ttl > 0 and self._sdm_ttl_s and cfg.max_msgs_per_subject != 1 and ttl < self._sdm_ttl_s:
+            ttl = self._sdm_ttl_s
+            hdr = _set_header(hdr or b"", b"Nats-TTL", str(ttl).encode())
+        tlseq = 0
+        if cfg.republish:
+            try:
+                tlseq = self.store.load_last_msg(subject).seq
+            except (MsgNotFound, StoreEOF):
+                tlseq = 0
+        try:
+            seq, ts = self.store.store_msg(subject, hdr, payload, ttl * SECOND if ttl > 0 else ttl)
+        except StoreError as e:
+            self._store_failed(reply, e)
+            return 0
+        self.lseq = seq
+        self.lmsg_id = msg_id
+        if msg_id:
+            self._store_msg_id(msg_id, seq, ts)
+        acct.note_stored(self.config.storage, len(subject) + hlen + len(payload))
+        if rollup:
+            self._rollup(subject, rollup, 1)
+        if cfg.republish:
+            self._republish(subject, hdr, payload, seq, ts, tlseq)
+        self._new_msgs = True
+        if reply and self._do_ack:
+            self._respond(reply, self._ack_prefix + str(seq).encode() + b"}")
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.clock.call_soon(self._flush)
+        return seq
+
+    def _store_failed(self, reply: str, e: StoreError) -> None:
+        """Map a store refusal to the reference's PubAck error."""
+        if isinstance(e, MaxMsgs):
+            err = ApiErrors.STREAM_STORE_FAILED(err="maximum messages exceeded")
+        elif isinstance(e, MaxBytes):
+            err = ApiErrors.STREAM_STORE_FAILED(err="maximum bytes exceeded")
+        elif isinstance(e, MaxMsgsPerSubject):
+            err = ApiErrors.STREAM_STORE_FAILED(err="maximum messages per subject exceeded")
+        elif isinstance(e, StoreFull):
+            err = ApiErrors.INSUFFICIENT_RESOURCES()
+        else:
+            log.error("JetStream failed to store a msg on stream '%s > %s': %s", self.account.name, self.name, e)
+            err = ApiErrors.STREAM_STORE_FAILED(err=str(e) or type(e).__name__)
+        self._reject(reply, err)
+
+    def _has_interest(self, subject: str) -> bool:
+        for c in self.consumers.values():
+            if c.filter_matches(subject):
+                return True
+        return False
+
+    def _flush(self) -> None:
+        """Once per loop turn: write, (fsync), then PubAcks, then wake consumers."""
+        self._flush_scheduled = False
+        if not self.closed:
+            try:
+                if self.account.engine.sync_always:
+                    self.store.sync()
+                else:
+                    self.store.flush()
+            except StoreError:
+                log.exception("flush of stream %s failed", self.name)
+                # Nothing acknowledged may be lost: replies for this batch are not sent.
+                self._ack_subjects, self._ack_payloads = [], []
+                return
+        subs, pays = self._ack_subjects, self._ack_payloads
+        if subs:
+            self._ack_subjects, self._ack_payloads = [], []
+            publish = self.account.ports.publish
+            for i in range(len(subs)):
+                publish(subs[i], "", None, pays[i])
+        if self._new_msgs:
+            self._new_msgs = False
+            if not self.closed:
+                self._arm_expiry()
+                self._notify_new(self.lseq)
+
+    def _notify_new(self, last_seq: int) -> None:
+        for c in list(self.consumers.values()):
+            try:
+                c.on_new_messages(last_seq)
+            except Exception:
+                log.exception("consumer %s > %s on_new_messages", self.name, getattr(c, "name", "?"))
+
+    # -- dedupe ---------------------------------------------------------------------------------
+    def _check_msg_id(self, msg_id: str) -> int:
+        """Sequence of a live duplicate of ``msg_id`` or 0."""
+        if not self._ddmap:
+            return 0
+        self._expire_msg_ids()
+        e = self._ddmap.get(msg_id)
+        return e[0] if e else 0
+
+    def _store_msg_id(self, msg_id: str, seq: int, ts: int) -> None:
+        if self._dup_window <= 0:
+            return
+        self._ddmap[msg_id] = (seq, ts)
+        self._ddq.append((ts, msg_id))
+        if len(self._ddq) & 1023 == 0:
+            self._expire_msg_ids()
+
+    def _expire_msg_ids(self) -> None:
+        cutoff = self.clock.time_ns() - self._dup_window
+        q = self._ddq
+        m = self._ddmap
+        while q and q[0][0] <= cutoff:
+            ts, mid = q.popleft()
+            e = m.get(mid)
+            if e is not None and e[1] == ts:
+                del m[mid]
+
+    def _rebuild_dedupe(self) -> None:
+        """After recovery: msg ids stored within the duplicate window (read back from the end)."""
+        self._ddmap.clear()
+        self._ddq.clear()
+        if self._dup_window <= 0 or self.lseq == 0:
+            return
+        cutoff = self.clock.time_ns() - self._dup_window
+        found: list[tuple[int, str, int]] = []
+        seq = self.lseq
+        last_id_set = False
+        while seq > 0:
+            try:
+                sm = self.store.load_prev_msg(seq)
+            except (MsgNotFound, StoreEOF, StoreError):
+                break
+            if sm.ts <= cutoff:
+                break
+            mid = ""
+            if sm.hdr:
+                v = scan_nats_headers(sm.hdr).get(H_MSG_ID)
+                if v:
+                    mid = v.decode()
+                    found.append((sm.ts, mid, sm.seq))
+            if not last_id_set:
+                self.lmsg_id = mid
+                last_id_set = True
+            seq = sm.seq - 1
+        for ts, mid, s in reversed(found):
+            if mid not in self._ddmap:
+                self._ddmap[mid] = (s, ts)
+                self._ddq.append((ts, mid))
+
+    # -- rollup / republish ------------------------------------------------------------------------
+    def _rollup(self, subject: str, kind: bytes, keep: int) -> None:
+        if kind == b"sub":
+            self.store.purge_ex(subject, 0, keep)
+        else:
+            self.store.purge_ex("", 0, keep)
+        self._after_purge()
+
+    def _republish(self, subject: str, hdr: bytes | None, payload: bytes, seq: int, ts: int,
+                   tlseq: int) -> None:
+        """republish: a copy of the stored message to the mapped subject, with the headers
+        ``Nats-Stream``, ``Nats-Subject``, ``Nats-Sequence``, ``Nats-Time-Stamp``,
+        ``Nats-Last-Sequence`` (previous seq on the subject) and, headers-only, ``Nats-Msg-Size``
+        appended after the message's own headers."""
+        rp = self.config.republish or {}
+        src = rp.get("src") or ">"
+        if not subject_matches(src, subject):
+            return
+        dest = _transform(src, rp.get("dest", ""), subject)
+        if not dest:
+            return
+        base = (b"NATS/1.0\r\nNats-Stream: " + self.name.encode() + b"\r\nNats-Subject: " + subject.encode()
+                + b"\r\nNats-Sequence: " + str(seq).encode() + b"\r\nNats-Time-Stamp: " + rfc3339(ts).encode()
+                + b"\r\nNats-Last-Sequence: " + str(tlseq).encode() + b"\r\n")
+        if rp.get("headers_only"):
+            base += b"Nats-Msg-Size: " + str(len(payload)).encode() + b"\r\n"
+            body = b""
+        else:
+            body = payload
+        if hdr:
+            # original headers first (without the trailing CRLF), then ours
+            nh = hdr[: len(hdr) - 2] + base[len(b"NATS/1.0\r\n"):] + b"\r\n"
+        else:
+            nh = base + b"\r\n"
+        self.account.ports.publish(dest, "", nh, body)
+
+    # -- storage updates (removals) ------------------------------------------------------------------
+    def _on_storage_update(self, msgs_delta: int, bytes_delta: int, seq: int, subject: str) -> None:
+        self.account.note_removed(self.config.storage, bytes_delta)
+        if msgs_delta < 0 and seq:
+            if self._removed is not None:
+                self._removed.append((seq, subject))
+            if self.consumers and (self._interest or self._workqueue):
+                for c in list(self.consumers.values()):
+                    cb = getattr(c, "on_msg_removed", None)
+                    if cb is not None:
+                        cb(seq)
+
+    # -- expiry ------------------------------------------------------------------------------------
+    def _arm_expiry(self) -> None:
+        if self.closed:
+            return
+        cfg = self.config
+        if not cfg.max_age and not cfg.allow_msg_ttl:
+            return
+        nxt = self.store.next_expiry()
+        if nxt <= 0:
+            return
+        if self._expiry_timer is not None and self._expiry_at and self._expiry_at <= nxt:
+            return  # already armed for an earlier or equal time
+        if self._expiry_timer is not None:
+            self._expiry_timer.cancel()
+        self._expiry_at = nxt
+        self._expiry_timer = self.clock.call_later(max(nxt - self.clock.time_ns(), 0), self._run_expiry)
+
+    def _run_expiry(self) -> None:
+        self._expiry_timer = None
+        self._expiry_at = 0
+        if self.closed:
+            return
+        sdm = self._sdm_ttl_s > 0
+        self._removed = [] if sdm else None
+        try:
+            n = self.store.expire(self.clock.time_ns())
+        finally:
+            removed, self._removed = self._removed, None
+        # Consumers skip expired messages when they reach them (as the reference); interest /
+        # workqueue consumers were told one by one through on_msg_removed.
+        del n
+        if sdm and removed:
+            self._write_delete_markers(removed)
+        self._arm_expiry()
+
+    def _write_delete_markers(self, removed: list[tuple[int, str]]) -> None:
+        """Subject delete markers: the last message of a subject expired -> store a marker
+        ``NATS/1.0\\r\\nNats-Marker-Reason: MaxAge\\r\\nNats-TTL: <ttl>\\r\\nNats-Rollup: sub\\r\\n\\r\\n``
+        with an empty body on that subject (it expires itself after subject_delete_marker_ttl)."""
+        done: set[str] = set()
+        ttl_s = self._sdm_ttl_s
+        hdr = (b"NATS/1.0\r\nNats-Marker-Reason: MaxAge\r\nNats-TTL: " + go_duration(ttl_s * SECOND).encode()
+               + b"\r\nNats-Rollup: sub\r\n\r\n")
+        for seq, subj in removed:
+            if seq in self._marker_seqs:
+                self._marker_seqs.discard(seq)
+                continue
+            if not subj or subj in done:
+                continue
+            done.add(subj)
+            try:
+                self.store.load_last_msg(subj)
+                continue  # the subject still has messages
+            except (MsgNotFound, StoreEOF):
+                pass
+            try:
+                mseq, _ = self.store.store_msg(subj, hdr, b"", ttl_s * SECOND)
+            except StoreError:
+                continue
+            self._marker_seqs.add(mseq)
+            self.lseq = mseq
+            self._new_msgs = True
+        if self._new_msgs and not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.clock.call_soon(self._flush)
+
+    # ---------------------------------------------------------------------------------------
+    # consumers (contract with natsd.jetstream.consumer)
+
+    def add_consumer(self, consumer: Any) -> None:
+        """Register ``consumer`` (``.name``). Enforces the stream's max_consumers and the
+        account's max_consumers (10026 "maximum consumers limit reached")."""
+        name = consumer.name
+        if name not in self.consumers:
+            mc = self.config.max_consumers
+            if mc > 0 and len(self.consumers) >= mc:
+                raise ApiErrors.MAXIMUM_CONSUMERS_LIMIT()
+            lim = self.account.limits
+            if lim is not None and lim.max_consumers > 0 and self.account.num_consumers() >= lim.max_consumers:
+                raise ApiErrors.MAXIMUM_CONSUMERS_LIMIT()
+        self.consumers[name] = consumer
+
+    def remove_consumer(self, name: str) -> None:
+        """Forget consumer ``name``; on interest streams, messages only it held are removed."""
+        c = self.consumers.pop(name, None)
+        if c is None:
+            return
+        if self._interest and self.consumers is not None:
+            self._check_interest_after_removal(c)
+
+    def _check_interest_after_removal(self, gone: Any) -> None:
+        # Remove messages no remaining consumer needs. Bounded walk over the stored range.
+        st = self.store.state()
+        if st.msgs == 0:
+            return
+        seq = st.first_seq
+        removed = False
+        while True:
+            try:
+                sm = self.store.load_next_msg(">", seq)
+            except (StoreEOF, MsgNotFound):
+                break
+            seq = sm.seq + 1
+            if not gone.filter_matches(sm.subject):
+                continue
+            if self._interest_done(sm.seq, sm.subject):
+                self.store.remove_msg(sm.seq)
+                removed = True
+        if removed:
+            self.store.flush()
+
+    def _interest_done(self, sseq: int, subject: str) -> bool:
+        for c in self.consumers.values():
+            if c.filter_matches(subject) and not c.is_acked(sseq):
+                return False
+        return True
+
+    def ack_processed(self, consumer: Any, sseq: int) -> None:
+        """A consumer acked ``sseq``: workqueue -> remove it; interest -> remove it once every
+        interested consumer has acked it. limits retention: nothing."""
+        if self._workqueue:
+            self.store.remove_msg(sseq)
+        elif self._interest:
+            try:
+                sm = self.store.load_msg(sseq)
+            except (MsgNotFound, StoreEOF):
+                return
+            if self._interest_done(sseq, sm.subject):
+                self.store.remove_msg(sseq)
+
+    def check_workqueue_filters(self, new_filters: list[str], exclude_name: str | None = None) -> None:
+        """Work-queue rule at consumer add: at most one unfiltered consumer (10099) and no two
+        consumers with overlapping filters (10100)."""
+        if not self._workqueue:
+            return
+        others = [c for n, c in self.consumers.items() if n != exclude_name]
+        if not others:
+            return
+        filters = [f for f in new_filters if f]
+        if not filters:
+            raise ApiErrors.CONSUMER_WQ_MULTIPLE_UNFILTERED()
+        for c in others:
+            existing = _consumer_filters(c)
+            if not existing:
+                raise ApiErrors.CONSUMER_WQ_CONSUMER_NOT_UNIQUE()
+            for f in existing:
+                for nf in filters:
+                    if subjects_collide(f, nf):
+                        raise ApiErrors.CONSUMER_WQ_CONSUMER_NOT_UNIQUE()
+
+    # ---------------------------------------------------------------------------------------
+    # admin operations (API)
+
+    def purge(self, subject: str = "", seq: int = 0, keep: int = 0) -> int:
+        """STREAM.PURGE: returns the number of messages removed."""
+        if self.config.sealed:
+            raise ApiErrors.STREAM_SEALED()
+        if self.config.deny_purge:
+            raise ApiErrors.STREAM_PURGE_FAILED(err="stream purge not permitted")
+        if not subject and not seq and not keep:
+            n = self.store.purge()
+        else:
+            n = self.store.purge_ex(subject, seq, keep)
+        self.store.flush()
+        self._after_purge()
+        return n
+
+    def _after_purge(self) -> None:
+        st = self.store.state()
+        if st.last_seq > self.lseq:
+            self.lseq = st.last_seq
+        for c in list(self.consumers.values()):
+            try:
+                c.on_purge(st.first_seq)
+            except Exception:
+                log.exception("consumer %s > %s on_purge", self.name, getattr(c, "name", "?"))
+
+    def delete_msg(self, seq: int, no_erase: bool = False) -> None:
+        """STREAM.MSG.DELETE. Errors as the reference (10057 with the store's reason)."""
+        if self.config.sealed:
+            raise ApiErrors.STREAM_SEALED()
+        if self.config.deny_delete:
+            raise ApiErrors.STREAM_MSG_DELETE_FAILED(err="message delete not permitted")
+        st = self.store.state()
+        if seq > st.last_seq:
+            raise ApiErrors.STREAM_MSG_DELETE_FAILED(err="stream store EOF")
+        try:
+            ok = seq > 0 and (self.store.remove_msg(seq) if no_erase else self.store.erase_msg(seq))
+        except StoreEOF:
+            raise ApiErrors.STREAM_MSG_DELETE_FAILED(err="stream store EOF") from None
+        except MsgNotFound:
+            ok = False
+        if not ok:
+            raise ApiErrors.STREAM_MSG_DELETE_FAILED(err="no message found")
+        self.store.flush()
+
+    def get_msg(self, req: dict) -> StoreMsg:
+        """STREAM.MSG.GET lookup (seq | last_by_subj | next_by_subj [+seq]). Raises
+        NO_MESSAGE_FOUND (10037) when nothing matches, BAD_REQUEST (10003) for a bad combination."""
+        seq = req.get("seq") or 0
+        last_for = req.get("last_by_subj") or ""
+        next_for = req.get("next_by_subj") or ""
+        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+            raise ApiErrors.INVALID_JSON(err="json: cannot unmarshal into Go struct field JSApiMsgGetRequest.seq of type uint64")
+        if (seq and last_for) or (last_for and next_for) or (not seq and not last_for and not next_for):
+            raise ApiErrors.BAD_REQUEST()
+        try:
+            if last_for:
+                return self.store.load_last_msg(last_for)
+            if next_for:
+                return self.store.load_next_msg(next_for, seq)
+            return self.store.load_msg(seq)
+        except (MsgNotFound, StoreEOF):
+            raise ApiErrors.NO_MESSAGE_FOUND() from None
+
+    def state_json(self, subjects_filter: str = "", deleted_details: bool = False,
+                   offset: int = 0) -> tuple[dict, int, int, int]:
+        """(state JSON, total, offset, limit) for STREAM.INFO; subjects paged by 100,000."""
+        st = self.store.state(deleted_details)
+        subjects = None
+        total = 0
+        limit = 0
+        if subjects_filter:
+            totals = self.store.subjects_totals(subjects_filter)
+            total = len(totals)
+            limit = 100_000
+            if offset or total > limit:
+                keys = sorted(totals)[offset:offset + limit]
+                subjects = {k: totals[k] for k in keys}
+            else:
+                subjects = totals
+        return state_to_json(st, len(self.consumers), subjects, deleted_details), total, offset, limit
+
+    def info(self, subjects_filter: str = "", deleted_details: bool = False, offset: int = 0,
+             dynamic_metadata: bool = True) -> tuple[dict, int, int, int]:
+        """StreamInfo JSON (config, created, state, cluster, ts) plus paging numbers."""
+        state, total, off, limit = self.state_json(subjects_filter, deleted_details, offset)
+        cfg = self.config.to_json()
+        if dynamic_metadata:
+            cfg = with_dynamic_metadata(cfg)
+        out: dict = {"config": cfg, "created": rfc3339(self.created_ns), "state": state}
+        dom = self.account.engine.domain
+        if dom:
+            out["domain"] = dom
+        out["cluster"] = {"leader": self.account.engine.server_name}
+        out["ts"] = rfc3339(self.clock.time_ns())
+        return out, total, off, limit
+
+
+def _consumer_filters(c: Any) -> list[str]:
+    fs = getattr(c, "filters", None)
+    if fs is None:
+        cfg = getattr(c, "config", None)
+        if cfg is not None:
+            fs = list(getattr(cfg, "filter_subjects", None) or [])
+            f = getattr(cfg, "filter_subject", "")
+            if f:
+                fs.append(f)
+    return [f for f in (fs or []) if f]
+
+
+def _parse_uint(v: bytes) -> int | None:
+    v = v.strip()
+    return int(v) if v.isdigit() else None
+
+
+def _set_header(hdr: bytes, name: bytes, value: bytes) -> bytes:
+    """Replace (or add) header ``name`` in a raw block."""
+    if not hdr:
+        return b"NATS/1.0\r\n" + name + b": " + value + b"\r\n\r\n"
+    lines = hdr[: len(hdr) - 4].split(b"\r\n") if hdr.endswith(b"\r\n\r\n") else hdr.split(b"\r\n")
+    out = [ln for ln in lines if not ln.startswith(name + b":")]
+    out.append(name + b": " + value)
+    return b"\r\n".join(out) + b"\r\n\r\n"
+
+
+def _transform(src: str, dest: str, subject: str) -> str:
+    """Apply a simple subject mapping: ``>``-to-``>`` prefix swaps and ``{{wildcard(n)}}`` /
+    ``$n`` references. Returns "" when the destination cannot be built."""
+    if dest == ">" or dest == src:
+        return subject
+    st = src.split(".")
+    tt = subject.split(".")
+    wild: list[str] = []
+    for i, t in enumerate(st):
+        if t == "*":
+            wild.append(tt[i])
+        elif t == ">":
+            wild.append(".".join(tt[i:]))
+    out: list[str] = []
+    for t in dest.split("."):
+        if t.startswith("{{") and t.endswith("}}"):
+            inner = t[2:-2].strip()
+            if inner.lower().startswith("wildcard(") and inner.endswith(")"):
+                idx = int(inner[9:-1])
+                out.append(wild[idx - 1] if 0 < idx <= len(wild) else "")
+                continue
+            return ""
+        if t.startswith("$") and t[1:].isdigit():
+            idx = int(t[1:])
+            out.append(wild[idx - 1] if 0 < idx <= len(wild) else "")
+        elif t == ">":
+            out.append(wild[-1] if wild and st[-1] == ">" else "")
+        else:
+            out.append(t)
+    return ".".join(out)
+

@@ -1,0 +1,96 @@
+"""NATS header blocks: ``NATS/1.0[ <code>[ <description>]]\\r\\n(<Key>: <Value>\\r\\n)*\\r\\n``.
+
+The first line is the version, optionally followed by an inline status (used by the server for
+no-responders ``503``, pull ``404 No Messages``/``408 Request Timeout``, heartbeats ``100 Idle
+Heartbeat`` ...). Header lines follow, then an empty line. Keys keep their case on the wire
+(``Nats-Msg-Id``, ``Nats-Subject``); lookups here are case-sensitive like nats-server's.
+
+Example (no responders, 38 bytes, as the reference sends it)::
+
+    NATS/1.0 503\\r\\nNats-Subject: nobody\\r\\n\\r\\n
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+__all__ = ["HDR_LINE", "build_header", "build_status_header", "parse_headers", "get_header",
+           "STATUS_NO_RESPONDERS"]
+
+HDR_LINE = b"NATS/1.0"
+_CRLF = b"\r\n"
+STATUS_NO_RESPONDERS = 503
+
+
+def _lines(headers: Mapping[str, str] | Iterable[tuple[str, str]] | None) -> list[bytes]:
+    if not headers:
+        return []
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    out = []
+    for k, v in items:
+        if "\r" in k or "\n" in k or ":" in k or "\r" in str(v) or "\n" in str(v):
+            raise ValueError(f"header {k!r} contains CR/LF or ':' in its name")
+        out.append(f"{k}: {v}".encode())
+    return out
+
+
+def build_header(headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None) -> bytes:
+    """``NATS/1.0\\r\\n`` + ``Key: Value\\r\\n`` lines + ``\\r\\n``."""
+    return _CRLF.join([HDR_LINE, *_lines(headers), b""]) + _CRLF
+
+
+def build_status_header(code: int, description: str = "",
+                        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None) -> bytes:
+    """A status block: ``NATS/1.0 <code>[ <description>]\\r\\n`` + header lines + ``\\r\\n``.
+
+    >>> build_status_header(404, "No Messages")
+    b'NATS/1.0 404 No Messages\\r\\n\\r\\n'
+    """
+    first = b"NATS/1.0 %d" % code
+    if description:
+        first += b" " + description.encode()
+    return _CRLF.join([first, *_lines(headers), b""]) + _CRLF
+
+
+def parse_headers(block: bytes) -> tuple[int | None, str, dict[str, list[str]]]:
+    """Parse a header block into ``(status, description, {key: [values]})``.
+
+    ``status`` is ``None`` when the first line carries no status. Raises ``ValueError`` when the
+    block does not start with ``NATS/1.0``.
+    """
+    if not block.startswith(HDR_LINE):
+        raise ValueError("header block does not start with NATS/1.0")
+    lines = block.split(_CRLF)
+    first = lines[0][len(HDR_LINE):].strip()
+    status: int | None = None
+    desc = ""
+    if first:
+        code, _, rest = first.partition(b" ")
+        if code.isdigit():
+            status = int(code)
+            desc = rest.decode("utf-8", "replace").strip()
+    out: dict[str, list[str]] = {}
+    for line in lines[1:]:
+        if not line:
+            continue
+        k, sep, v = line.partition(b":")
+        if not sep:
+            continue
+        out.setdefault(k.decode("utf-8", "replace").strip(), []).append(v.decode("utf-8", "replace").strip())
+    return status, desc, out
+
+
+def get_header(block: bytes | None, key: str) -> str | None:
+    """The first value of ``key`` in ``block`` (case-sensitive), or ``None``.
+
+    A fast scan for one key without parsing everything, for per-message checks such as
+    ``Nats-Msg-Id``.
+    """
+    if not block:
+        return None
+    needle = b"\r\n" + key.encode() + b":"
+    i = block.find(needle)
+    if i < 0:
+        return None
+    j = block.find(b"\r\n", i + len(needle))
+    return block[i + len(needle):j].decode("utf-8", "replace").strip()

@@ -1,0 +1,349 @@
+"""Incremental, sans-IO parser for the client side of the NATS protocol.
+
+Theory of operation
+-------------------
+The caller owns the socket. It hands every chunk it reads to :meth:`Parser.feed`, which returns
+the list of complete events (see :mod:`natsd.protocol.events`) and keeps whatever is incomplete.
+Nothing is ever emitted before the last byte of an operation has arrived: a ``PUB`` becomes an
+event only once its payload *and* the terminating CRLF are in.
+
+Wire format (client -> server), one control line ended by ``\\n`` (the ``\\r`` before it is
+optional, as in the reference), then for PUB/HPUB exactly ``<size>`` payload bytes and CRLF::
+
+    CONNECT <json>
+    PUB <subject> [reply] <size>\\r\\n<payload>\\r\\n
+    HPUB <subject> [reply] <hdr_size> <total_size>\\r\\n<headers><payload>\\r\\n
+    SUB <subject> [queue] <sid>
+    UNSUB <sid> [max]
+    PING / PONG
+
+Arguments are separated by runs of spaces or tabs, so ``PUB foo  5`` (two spaces: empty
+reply, as nats-py sends it) and ``UNSUB 1 `` (trailing space) parse; op names are
+case-insensitive. Anything after ``PING``/``PONG`` up to the newline is ignored (the reference
+does the same).
+
+Buffering: when no partial data is pending the chunk is parsed in place (payloads are slices of
+the received ``bytes``, one copy each); otherwise the chunk is appended to one ``bytearray`` and,
+when the awaited payload is complete, parsed from a single ``bytes`` copy. A payload split over
+many reads therefore costs linear time, and a control line is re-scanned at most
+``max_control_line`` bytes per read.
+
+Errors raise :class:`RemoteProtocolError` whose ``err`` is the reference's ``-ERR`` text, or
+``None`` where the reference closes silently. After an error the parser stays failed.
+"""
+
+from __future__ import annotations
+
+import json
+
+from natsd.protocol.errors import (
+    ERR_MAX_CONTROL_LINE, ERR_MAX_PAYLOAD, ERR_UNKNOWN_PROTOCOL, RemoteProtocolError,
+)
+from natsd.protocol.events import (
+    OP_CONNECT, OP_HPUB, OP_PUB, OP_PUB_BATCH, OP_SUB, OP_UNSUB, PING_EVENT, PONG_EVENT,
+)
+
+__all__ = ["Parser", "DEFAULT_MAX_CONTROL_LINE", "DEFAULT_MAX_PAYLOAD"]
+
+DEFAULT_MAX_CONTROL_LINE = 4096
+DEFAULT_MAX_PAYLOAD = 1024 * 1024
+
+# Ops a control line may start with (upper-cased). A partial line whose head is not a prefix of
+# one of these is rejected at once, as the reference's byte-at-a-time state machine does.
+_OPS = (b"PUB", b"HPUB", b"SUB", b"UNSUB", b"PING", b"PONG", b"CONNECT", b"INFO", b"+OK", b"-ERR")
+
+
+# Distinct PUB/HPUB control lines remembered per connection (cleared when full).
+_LINE_CACHE_MAX = 128
+
+
+def _silent(detail: str) -> RemoteProtocolError:
+    # The reference closes these connections without an -ERR line.
+    return RemoteProtocolError(None, detail)
+
+
+class Parser:
+    """Turns client bytes into events. One parser per connection; not thread-safe.
+
+    ``max_control_line`` bounds a control line (bytes before the newline); ``max_payload``
+    bounds the size announced by PUB/HPUB (checked before any payload byte is buffered).
+    Both may be changed between feeds (config reload).
+
+    ``batch=True`` merges a run of consecutive PUBs (or HPUBs) with byte-identical control lines
+    within one feed into a single ``(OP_PUB_BATCH, op, subject, reply, hdr_len, [payloads])``
+    event, so the server can route the run with one lookup and one join per receiver. Without
+    it every message is its own event (the events are otherwise identical).
+    """
+
+    __slots__ = ("max_control_line", "max_payload", "batch", "_pending", "_await", "_failed", "_last_line",
+                 "_last_args", "_line_cache")
+
+    def __init__(self, max_control_line: int = DEFAULT_MAX_CONTROL_LINE,
+                 max_payload: int = DEFAULT_MAX_PAYLOAD, batch: bool = False) -> None:
+        self.max_control_line = max_control_line
+        self.max_payload = max_payload
+        self.batch = batch
+        # The last PUB/HPUB control line (newline included) and its parsed arguments.
+        self._last_line = b""
+        self._last_args: tuple = ()
+        self._line_cache: dict[bytes, tuple] = {}
+        self._pending = bytearray()
+        # (op, subject, reply, hdr_len, size) of a PUB/HPUB whose payload is still incomplete;
+        # _pending then holds payload bytes only.
+        self._await: tuple | None = None
+        self._failed: RemoteProtocolError | None = None
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet turned into events."""
+        return len(self._pending)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list:
+        """Consume ``data``; return the complete events in order (possibly ``[]``)."""
+        if self._failed is not None:
+            raise self._failed
+        events: list = []
+        try:
+            return self._feed(data, events)
+        except RemoteProtocolError as e:
+            # Operations completed before the bad one are still valid (the reference executes
+            # them before it fails); the caller processes ``e.events`` and then closes.
+            e.events = events
+            self._failed = e
+            raise
+
+    def _feed(self, data, events: list) -> list:
+        pending = self._pending
+        aw = self._await
+        if pending:
+            pending += data
+            if aw is not None and len(pending) < aw[4] + 2:
+                return []
+            work = bytes(pending)
+            pending.clear()
+        else:
+            work = data if type(data) is bytes else bytes(data)
+        n = len(work)
+        pos = 0
+        # Run-length state for batching (see the class docstring): the previous PUB/HPUB event
+        # and, once a second identical control line follows it, the payload list it became.
+        last_event = None
+        batch_list = None
+        batching = self.batch
+        if aw is not None:
+            size = aw[4]
+            if n < size + 2:
+                pending += work
+                return events
+            if work[size] != 13 or work[size + 1] != 10:
+                raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, "payload not terminated by CRLF")
+            last_event = (aw[0], aw[1], aw[2], aw[3], work[:size])
+            events.append(last_event)
+            self._await = None
+            pos = size + 2
+        find = work.find
+        startswith = work.startswith
+        mcl = self.max_control_line
+        max_payload = self.max_payload
+        last_line = self._last_line
+        last_args = self._last_args
+        line_cache = self._line_cache
+        while pos < n:
+            # Fastest path: the same PUB/HPUB control line as the previous message (a publisher
+            # streaming to one subject). One C-level prefix compare replaces find/split/int.
+            if last_line and startswith(last_line, pos):
+                op, subject, reply, hdr_len, size = last_args
+                if size > max_payload:  # max_payload may have been lowered by a reload
+                    raise RemoteProtocolError(ERR_MAX_PAYLOAD, f"payload of {size} bytes")
+                start = pos + len(last_line)
+                stop = start + size
+                if stop + 2 > n:
+                    if stop < n and work[stop] != 13:
+                        raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, "payload not terminated by CRLF")
+                    self._await = last_args
+                    pending += work[start:]
+                    break
+                if work[stop] != 13 or work[stop + 1] != 10:
+                    raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, "payload not terminated by CRLF")
+                payload = work[start:stop]
+                pos = stop + 2
+                if batching:
+                    if batch_list is not None:
+                        batch_list.append(payload)
+                        continue
+                    if last_event is not None and events and events[-1] is last_event:
+                        batch_list = [last_event[4], payload]
+                        events[-1] = (OP_PUB_BATCH, op, subject, reply, hdr_len, batch_list)
+                        continue
+                last_event = (op, subject, reply, hdr_len, payload)
+                events.append(last_event)
+                continue
+            eol = find(b"\n", pos)
+            if eol < 0:
+                self._check_partial(work, pos, n)
+                pending += work[pos:]
+                break
+            # Second fastest: a PUB/HPUB line seen recently on this connection (a bounded
+            # line -> arguments cache; publishers cycle through a few subjects and sizes).
+            line = work[pos:eol + 1]
+            cached = line_cache.get(line)
+            if cached is not None:
+                last_line = line
+                last_args = cached
+                continue  # the repeated-line path above now handles it
+            end = eol - 1 if eol > pos and work[eol - 1] == 13 else eol
+            if end - pos > mcl:
+                raise RemoteProtocolError(ERR_MAX_CONTROL_LINE, f"control line of {end - pos} bytes")
+            # Fast path: the exact spelling every client uses for the hottest op.
+            if startswith(b"PUB ", pos):
+                op = OP_PUB
+                args = work[pos + 4:end].split()
+            elif startswith(b"HPUB ", pos):
+                op = OP_HPUB
+                args = work[pos + 5:end].split()
+            else:
+                ev = self._control(work[pos:end])
+                if ev is not None:
+                    if ev[0] == OP_PUB or ev[0] == OP_HPUB:
+                        op, args = ev
+                    else:
+                        events.append(ev)
+                        last_event = batch_list = None
+                        pos = eol + 1
+                        continue
+                else:
+                    pos = eol + 1
+                    continue
+            # PUB/HPUB arguments: [subject, reply?, (hdr_size)?, size]
+            na = len(args)
+            if op == OP_PUB:
+                if na == 2:
+                    subject, szb = args
+                    reply = b""
+                elif na == 3:
+                    subject, reply, szb = args
+                else:
+                    raise _silent("PUB: wrong number of arguments")
+                if not szb.isdigit():
+                    raise _silent("PUB: bad size")
+                hdr_len = 0
+                size = int(szb)
+            else:
+                if na == 3:
+                    subject, hb, szb = args
+                    reply = b""
+                elif na == 4:
+                    subject, reply, hb, szb = args
+                else:
+                    raise _silent("HPUB: wrong number of arguments")
+                if not (szb.isdigit() and hb.isdigit()):
+                    raise _silent("HPUB: bad size")
+                hdr_len = int(hb)
+                size = int(szb)
+                if hdr_len > size:
+                    raise _silent("HPUB: header size larger than total size")
+            if size > max_payload:
+                raise RemoteProtocolError(ERR_MAX_PAYLOAD, f"payload of {size} bytes")
+            # Remember this line (with its newline) for the fast paths above.
+            last_line = line
+            last_args = (op, subject, reply, hdr_len, size)
+            if len(line_cache) >= _LINE_CACHE_MAX:
+                line_cache.clear()
+            line_cache[line] = last_args
+            start = eol + 1
+            stop = start + size
+            if stop + 2 > n:
+                if stop < n and work[stop] != 13:
+                    raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, "payload not terminated by CRLF")
+                self._await = last_args
+                pending += work[start:]
+                break
+            if work[stop] != 13 or work[stop + 1] != 10:
+                raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, "payload not terminated by CRLF")
+            last_event = (op, subject, reply, hdr_len, work[start:stop])
+            batch_list = None
+            events.append(last_event)
+            pos = stop + 2
+        self._last_line = last_line
+        self._last_args = last_args
+        return events
+
+    def _control(self, line: bytes):
+        """Parse a control line that is not the PUB/HPUB fast path.
+
+        Returns an event tuple, ``(OP_PUB|OP_HPUB, args)`` for a PUB/HPUB spelled differently
+        (lowercase, tab), or ``None`` for lines that are ignored (client INFO, +OK).
+        """
+        head = line[:5].upper()
+        if head.startswith(b"PING"):
+            return PING_EVENT
+        if head.startswith(b"PONG"):
+            return PONG_EVENT
+        # Split the op from its arguments at the first space or tab.
+        sp = line.find(b" ")
+        tb = line.find(b"\t")
+        if sp < 0 or (0 <= tb < sp):
+            sp = tb
+        if sp < 0:
+            op, rest = line.upper(), None
+        else:
+            op, rest = line[:sp].upper(), line[sp + 1:]
+        if op == b"PUB" or op == b"HPUB":
+            if rest is None:
+                raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, f"{op.decode()} without arguments")
+            return (OP_PUB if op == b"PUB" else OP_HPUB, rest.split())
+        if op == b"SUB":
+            if rest is None:
+                raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, "SUB without arguments")
+            args = rest.split()
+            if len(args) == 2:
+                return (OP_SUB, args[0], None, args[1])
+            if len(args) == 3:
+                return (OP_SUB, args[0], args[1], args[2])
+            raise _silent("SUB: wrong number of arguments")
+        if op == b"UNSUB":
+            if rest is None:
+                raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, "UNSUB without arguments")
+            args = rest.split()
+            if len(args) == 1:
+                return (OP_UNSUB, args[0], None)
+            if len(args) == 2:
+                m = args[1]
+                return (OP_UNSUB, args[0], int(m) if m.isdigit() else -1)
+            raise _silent("UNSUB: wrong number of arguments")
+        if op == b"CONNECT":
+            if rest is None:
+                raise _silent("CONNECT without arguments")
+            try:
+                opts = json.loads(rest)
+            except (ValueError, UnicodeDecodeError) as e:
+                raise _silent(f"CONNECT: bad JSON: {e}") from None
+            if not isinstance(opts, dict):
+                raise _silent("CONNECT: JSON is not an object")
+            return (OP_CONNECT, opts)
+        if op == b"INFO" or op == b"+OK":
+            return None  # the reference ignores these from clients
+        if op == b"-ERR":
+            raise _silent("client sent -ERR")
+        raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, f"unknown op {line[:16]!r}")
+
+    def _check_partial(self, work: bytes, pos: int, n: int) -> None:
+        """Reject an incomplete control line early: too long, or not the start of any op."""
+        if n - pos > self.max_control_line:
+            raise RemoteProtocolError(ERR_MAX_CONTROL_LINE, f"control line over {self.max_control_line} bytes")
+        head = work[pos:pos + 8].upper()
+        for i in range(len(head)):
+            if head[i] in b" \t\r":
+                head = head[:i]
+                break
+        else:
+            # No separator yet: the head must still be able to grow into an op.
+            if head.startswith(b"PING") or head.startswith(b"PONG"):
+                return
+            for op in _OPS:
+                if op.startswith(head):
+                    return
+            raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, f"unknown op {head!r}")
+        if head.startswith(b"PING") or head.startswith(b"PONG") or head in _OPS:
+            return
+        raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, f"unknown op {head!r}")

@@ -1,0 +1,44 @@
+"""Accounts: isolated subject spaces.
+
+Every account owns its own :class:`~natsd.subjects.sublist.Sublist`; a message published by a
+client of account A can only ever reach subscriptions in A's Sublist. ``$G`` is the global
+account that users without an explicit account belong to (as in nats-server).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from natsd.subjects.sublist import Sublist
+
+__all__ = ["Account", "GLOBAL_ACCOUNT"]
+
+GLOBAL_ACCOUNT = "$G"
+
+
+class Account:
+    """One subject space plus its counters and client-interest listeners."""
+
+    __slots__ = ("name", "sublist", "interest_handlers", "clients", "jetstream", "js_limits",
+                 "ports", "__weakref__")
+
+    def __init__(self, name: str, cache: bool = True) -> None:
+        self.name = name
+        self.sublist: Sublist = Sublist(cache=cache)
+        # Callbacks (subject, added) for client SUB/UNSUB; see natsd.jetstream.ports.
+        self.interest_handlers: list[Callable[[str, bool], None]] = []
+        self.clients: set = set()
+        self.jetstream = None  # the engine's per-account object when JetStream is enabled
+        self.js_limits = None
+        self.ports = None  # natsd.server.ports.ServerPorts when JetStream is enabled here
+
+    def notify_interest(self, subject: str, added: bool) -> None:
+        for h in tuple(self.interest_handlers):
+            try:
+                h(subject, added)
+            except Exception:  # a listener's bug must not break the subscribing client
+                import logging
+                logging.getLogger("natsd.server").exception("interest handler failed")
+
+    def __repr__(self) -> str:
+        return f"<Account {self.name}>"

@@ -1,0 +1,651 @@
+"""One client connection: an ``asyncio.Protocol`` around the sans-IO parser.
+
+Theory of operation
+-------------------
+``data_received`` feeds the bytes to :class:`~natsd.protocol.parser.Parser` and processes the
+resulting events in order, synchronously. Everything a connection sends (MSG, +OK, PONG, -ERR)
+is appended to its output ``bytearray``; the first append in a loop turn schedules one
+``flush`` with ``loop.call_soon``, so a burst of deliveries costs one ``transport.write``.
+Because processing is synchronous and in order, a ``PONG`` is queued after every MSG/-ERR caused
+by the operations before its ``PING``: this is the flush guarantee clients rely on.
+
+Limits, as nats-server:
+
+* pending output (our buffer + the transport's) above ``max_pending`` -> slow consumer: the
+  connection is closed at once *without* an ``-ERR`` (the reference does not send one either:
+  the client is not reading), counted in ``/varz`` ``slow_consumers``;
+* the transport stays paused (kernel buffer full) longer than ``write_deadline`` -> slow consumer;
+* ``ping_interval``/``ping_max``: a PING every interval, ``-ERR 'Stale Connection'`` when more
+  than ``ping_max`` are unanswered;
+* ``auth timeout``: no successful CONNECT within ``auth_timeout`` -> ``-ERR 'Authentication
+  Timeout'``;
+* ``max_subscriptions`` -> ``-ERR 'maximum subscriptions exceeded'`` (connection stays open).
+
+Before CONNECT the reference treats a client as ``verbose`` and ``pedantic`` and CONNECT's JSON
+is merged over those defaults; we do the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import TYPE_CHECKING
+
+from natsd.protocol.encoder import OK, PING, PONG, encode_err
+from natsd.protocol.errors import (
+    ERR_AUTH_TIMEOUT, ERR_AUTH_VIOLATION, ERR_INVALID_CLIENT_PROTOCOL, ERR_INVALID_PUBLISH_SUBJECT,
+    ERR_INVALID_SUBJECT, ERR_MAX_SUBSCRIPTIONS, ERR_NO_RESPONDERS_REQUIRES_HEADERS,
+    ERR_STALE_CONNECTION, RemoteProtocolError, permissions_publish, permissions_subscribe,
+)
+from natsd.protocol.events import (
+    OP_CONNECT, OP_HPUB, OP_NAMES, OP_PING, OP_PONG, OP_PUB, OP_PUB_BATCH, OP_SUB, OP_UNSUB,
+)
+from natsd.protocol.parser import Parser
+from natsd.server.auth import check_password
+from natsd.server.log import TRACE, logger
+from natsd.server.router import route, route_batch
+from natsd.server.subscription import Subscription
+from natsd.subjects.tokens import is_valid_publish_subject, is_valid_subject
+
+if TYPE_CHECKING:  # pragma: no cover
+    from natsd.server.server import Server
+
+__all__ = ["ClientConnection"]
+
+_HDR_PREFIX = b"NATS/1.0"
+# CONNECT fields whose JSON type the reference enforces (a wrong type closes the connection).
+_BOOL_FIELDS = ("verbose", "pedantic", "echo", "headers", "no_responders", "tls_required")
+_STR_FIELDS = ("name", "lang", "version", "user", "pass", "auth_token")
+
+# Close reasons, spelled as nats-server's /connz "reason".
+REASON_CLIENT_CLOSED = "Client Closed"
+REASON_SERVER_SHUTDOWN = "Server Shutdown"
+REASON_SLOW_CONSUMER = "Slow Consumer (Pending Bytes)"
+REASON_SLOW_CONSUMER_WD = "Slow Consumer (Write Deadline)"
+REASON_AUTH = "Authentication Failure"
+REASON_AUTH_TIMEOUT = "Authentication Timeout"
+REASON_STALE = "Stale Connection"
+REASON_PROTOCOL = "Protocol Violation"
+REASON_MAX_PAYLOAD = "Maximum Payload Exceeded"
+REASON_MAX_CONN = "Maximum Connections Exceeded"
+REASON_LAME_DUCK = "Lame Duck Mode"
+
+
+def _decode(b: bytes) -> str:
+    try:
+        return b.decode()
+    except UnicodeDecodeError:
+        return b.decode("utf-8", "surrogateescape")
+
+
+class ClientConnection(asyncio.Protocol):
+    """The server side of one client TCP connection."""
+
+    def __init__(self, server: "Server") -> None:
+        self.server = server
+        opts = server.options
+        self.cid = server.next_cid()
+        self.transport: asyncio.Transport | None = None
+        self.parser = Parser(opts.max_control_line, opts.max_payload, batch=True)
+        self.max_pending = opts.max_pending
+        self.out = bytearray()
+        self.flush_pending = False
+        self.closed = False
+        self.close_reason = ""
+        self.subs: dict[bytes, Subscription] = {}
+        self.account = None
+        self.connected = False  # a CONNECT was accepted
+        self.auth_required = server.auth.auth_required
+        # Client options: the reference's defaults before CONNECT.
+        self.verbose = True
+        self.pedantic = True
+        self.echo = True
+        self.headers = False
+        self.no_responders = False
+        self.name = ""
+        self.lang = ""
+        self.version = ""
+        self.user = ""
+        self.perms = None
+        self.pub_filter = None
+        self.sub_filter = None
+        self.sub_deny = None  # SubjectFilter applied on delivery when it has deny entries
+        self.replies: dict[str, int] | None = None  # allow_responses: reply subject -> remaining
+        self.connect_opts: dict = {}
+        # Counters for /connz and /varz.
+        self.in_msgs = 0
+        self.in_bytes = 0
+        self.out_msgs = 0
+        self.out_bytes = 0
+        self.pings_out = 0
+        self.start_ns = server.clock.time_ns()
+        self.last_activity_ns = self.start_ns
+        self.rtt_start = 0
+        self.ip = ""
+        self.port = 0
+        self.prefix = f"cid:{self.cid} - "
+        self._ping_timer = None
+        self._auth_timer = None
+        self._wd_timer = None
+        self._stash: list | None = None  # events/data held while a bcrypt check runs
+        self._call_soon = server.loop.call_soon
+        self.trace = logger.isEnabledFor(TRACE)
+
+    # -- asyncio.Protocol ----------------------------------------------------------------------
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.ip, self.port = peer[0], peer[1]
+        self.prefix = f"{self.ip}:{self.port} - cid:{self.cid} - "
+        server = self.server
+        self.send_raw(server.info_for(self))
+        if not server.accept_client(self):
+            return
+        opts = server.options
+        clock = server.clock
+        if self.auth_required:
+            self._auth_timer = clock.call_later(opts.auth_timeout_ns, self._auth_timeout)
+        else:
+            self.account = server.global_account
+        if opts.ping_interval_ns > 0:
+            self._ping_timer = clock.call_later(opts.ping_interval_ns, self._ping_tick)
+        logger.debug("%sClient connection created", self.prefix)
+
+    def connection_lost(self, exc) -> None:
+        if not self.closed:
+            self._close(REASON_CLIENT_CLOSED, None, graceful=False)
+
+    def pause_writing(self) -> None:
+        # The kernel buffer is full: the client must drain it within write_deadline.
+        wd = self.server.options.write_deadline_ns
+        if wd > 0 and self._wd_timer is None:
+            self._wd_timer = self.server.clock.call_later(wd, self._write_deadline)
+
+    def resume_writing(self) -> None:
+        if self._wd_timer is not None:
+            self._wd_timer.cancel()
+            self._wd_timer = None
+
+    def data_received(self, data) -> None:
+        if self.closed:
+            return
+        if self._stash is not None:
+            self._stash.append(data)
+            return
+        self.last_activity_ns = self.server.clock.time_ns()
+        try:
+            events = self.parser.feed(data)
+        except RemoteProtocolError as e:
+            self.process(e.events)
+            if not self.closed and self._stash is None:
+                self.protocol_error(e)
+            elif self._stash is not None:
+                self._stash.append(e)
+            return
+        if events:
+            self.process(events)
+
+    def eof_received(self):
+        return False  # close the transport
+
+    # -- event processing ----------------------------------------------------------------------
+
+    def process(self, events: list, start: int = 0) -> None:
+        """Run events in order; stops early when the connection closes or auth goes async."""
+        for i in range(start, len(events)):
+            if self.closed:
+                return
+            ev = events[i]
+            op = ev[0]
+            if self.trace:
+                self._trace_in(ev)
+            if not self.connected and op != OP_CONNECT and self.auth_required:
+                self.auth_violation()
+                return
+            if op == OP_PUB or op == OP_HPUB:
+                self.on_pub(op, ev[1], ev[2], ev[3], ev[4])
+            elif op == OP_PUB_BATCH:
+                self.on_pub_batch(ev[1], ev[2], ev[3], ev[4], ev[5])
+            elif op == OP_PING:
+                self.send_raw(PONG)
+            elif op == OP_PONG:
+                self.pings_out = 0
+            elif op == OP_SUB:
+                self.on_sub(ev[1], ev[2], ev[3])
+            elif op == OP_UNSUB:
+                self.on_unsub(ev[1], ev[2])
+            elif op == OP_CONNECT:
+                if not self.on_connect(ev[1]):
+                    # bcrypt check in flight: keep the rest until it answers
+                    if self._stash is not None and i + 1 < len(events):
+                        self._stash.insert(0, events[i + 1:])
+                    return
+
+    def _trace_in(self, ev) -> None:
+        op = ev[0]
+        if op == OP_PUB or op == OP_HPUB:
+            args = b" ".join(a for a in (ev[1], ev[2]) if a)
+            logger.log(TRACE, "%s<<- [%s %s %d]", self.prefix, OP_NAMES[op], _decode(args), len(ev[4]))
+        elif op == OP_CONNECT:
+            shown = {k: ("[REDACTED]" if k in ("pass", "auth_token") else v) for k, v in ev[1].items()}
+            logger.log(TRACE, "%s<<- [CONNECT %s]", self.prefix, json.dumps(shown, separators=(",", ":")))
+        elif op == OP_PUB_BATCH:
+            args = b" ".join(a for a in (ev[2], ev[3]) if a)
+            logger.log(TRACE, "%s<<- [%s %s %d] x%d", self.prefix, OP_NAMES[ev[1]], _decode(args), len(ev[5][0]),
+                       len(ev[5]))
+        else:
+            args = " ".join(_decode(a) if isinstance(a, bytes) else str(a) for a in ev[1:] if a is not None)
+            logger.log(TRACE, "%s<<- [%s]", self.prefix, f"{OP_NAMES[op]} {args}" if args else OP_NAMES[op])
+
+    def on_connect(self, opts: dict) -> bool:
+        """Apply CONNECT; returns False when an async credential check was started."""
+        for k in _BOOL_FIELDS:
+            v = opts.get(k)
+            if v is not None and type(v) is not bool:
+                self._close(REASON_PROTOCOL, None, log=f"CONNECT: {k} is not a boolean")
+                return True
+        for k in _STR_FIELDS:
+            v = opts.get(k)
+            if v is not None and not isinstance(v, str):
+                self._close(REASON_PROTOCOL, None, log=f"CONNECT: {k} is not a string")
+                return True
+        proto = opts.get("protocol", 0)
+        if type(proto) is not int or proto < 0 or proto > 1:
+            self.close_with_err(ERR_INVALID_CLIENT_PROTOCOL, REASON_PROTOCOL)
+            return True
+        self.verbose = opts.get("verbose", self.verbose)
+        self.pedantic = opts.get("pedantic", self.pedantic)
+        self.echo = opts.get("echo", self.echo)
+        self.headers = opts.get("headers", self.headers)
+        self.no_responders = opts.get("no_responders", self.no_responders)
+        self.name = opts.get("name", self.name) or ""
+        self.lang = opts.get("lang", self.lang) or ""
+        self.version = opts.get("version", self.version) or ""
+        if self.no_responders and not self.headers:
+            self.close_with_err(ERR_NO_RESPONDERS_REQUIRES_HEADERS, REASON_PROTOCOL)
+            return True
+        if self.auth_required and not self.connected:
+            self.connect_opts = opts  # kept to re-check credentials on config reload
+            res = self.server.auth.authenticate(opts)
+            if not res.ok:
+                self.auth_violation(res.user)
+                return True
+            if res.bcrypt is not None:
+                self._check_bcrypt(res)
+                return False
+            self._auth_done(res)
+        else:
+            self.connected = True
+        if self.verbose:
+            self.send_raw(OK)
+        return True
+
+    def _check_bcrypt(self, res) -> None:
+        # bcrypt costs ~100 ms: run it off the loop and hold this connection's input meanwhile.
+        self._stash = []
+        try:
+            self.transport.pause_reading()
+        except Exception:  # pragma: no cover - transport already closing
+            pass
+        stored, given = res.bcrypt
+        fut = self.server.loop.run_in_executor(None, check_password, stored, given)
+
+        def done(f: asyncio.Future) -> None:
+            ok = not f.cancelled() and f.exception() is None and f.result()
+            stash, self._stash = self._stash or [], None
+            if self.closed:
+                return
+            if not ok:
+                self.auth_violation(res.user)
+                return
+            self.server.auth.remember(res.cache_key)
+            self._auth_done(res)
+            if self.verbose:
+                self.send_raw(OK)
+            try:
+                self.transport.resume_reading()
+            except Exception:  # pragma: no cover
+                pass
+            for item in stash:
+                if self.closed:
+                    return
+                if isinstance(item, list):
+                    self.process(item)
+                elif isinstance(item, RemoteProtocolError):
+                    self.protocol_error(item)
+                else:
+                    self.data_received(item)
+
+        fut.add_done_callback(done)
+
+    def _auth_done(self, res) -> None:
+        self.connected = True
+        self.user = res.user
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
+            self._auth_timer = None
+        acc = self.server.get_account(res.account)
+        self.account = acc
+        acc.clients.add(self)
+        p = res.permissions
+        self.perms = p
+        if p is not None:
+            self.pub_filter = p.publish
+            self.sub_filter = p.subscribe
+            self.sub_deny = p.subscribe if (p.subscribe is not None and p.subscribe.deny) else None
+            if p.allow_responses:
+                self.replies = {}
+
+    def on_pub(self, op: int, subj_b: bytes, reply: bytes, hdr_len: int, data: bytes) -> None:
+        if op == OP_HPUB:
+            if not self.headers:
+                # The reference drops a client that sends HPUB without announcing headers.
+                self._close(REASON_PROTOCOL, None, log="HPUB without headers support")
+                return
+            if hdr_len and not data.startswith(_HDR_PREFIX):
+                return  # not a NATS header block: the reference silently drops it
+        self.in_msgs += 1
+        self.in_bytes += len(data)
+        subject = _decode(subj_b)
+        if self.pedantic and not is_valid_publish_subject(subject):
+            self.send_err(ERR_INVALID_PUBLISH_SUBJECT)
+            if self.verbose:
+                self.send_raw(OK)
+            return
+        if self.pub_filter is not None and not self.pub_filter.allows(subject):
+            if not self._response_allowed(subject):
+                self.send_err(permissions_publish(subject))
+                logger.error('%s"%s/user:%s" - Publish Violation - Subject "%s"', self.prefix,
+                             self.account.name if self.account else "$G", self.user, subject)
+                return
+        if self.verbose:
+            self.send_raw(OK)  # the reference acknowledges before delivering (even to itself)
+        if not route(self.account, subject, subj_b, reply, hdr_len, data, self):
+            if reply and self.no_responders:
+                self.send_no_responders(subj_b, reply)
+
+    def on_pub_batch(self, op: int, subj_b: bytes, reply: bytes, hdr_len: int, payloads: list) -> None:
+        """A run of messages with identical control lines (see ``Parser(batch=True)``)."""
+        if (self.pedantic or self.verbose or self.pub_filter is not None or (reply and self.no_responders)
+                or op == OP_HPUB and (not self.headers or (hdr_len and not all(
+                    p.startswith(_HDR_PREFIX) for p in payloads)))):
+            # Per-message semantics needed (acks, errors, no-responders): take the normal path.
+            for p in payloads:
+                if self.closed:
+                    return
+                self.on_pub(op, subj_b, reply, hdr_len, p)
+            return
+        k = len(payloads)
+        self.in_msgs += k
+        self.in_bytes += k * len(payloads[0])
+        route_batch(self.account, _decode(subj_b), subj_b, reply, hdr_len, payloads, self)
+
+    def _response_allowed(self, subject: str) -> bool:
+        replies = self.replies
+        if replies is None:
+            return False
+        left = replies.get(subject)
+        if left is None:
+            return False
+        if left <= 1:
+            del replies[subject]
+        else:
+            replies[subject] = left - 1
+        return True
+
+    def track_reply(self, reply: bytes) -> None:
+        """allow_responses: remember a reply subject this client may now publish to."""
+        replies = self.replies
+        if replies is not None:
+            if len(replies) > 10_000:
+                replies.clear()  # bound it; unanswered requests must not grow memory forever
+            replies[_decode(reply)] = self.perms.responses_max
+
+    def send_no_responders(self, subj_b: bytes, reply: bytes) -> None:
+        """HMSG <reply> <sid> <n> <n> with ``NATS/1.0 503`` and ``Nats-Subject: <subject>``.
+
+        Sent only to the requester, on its own subscription that matches the reply subject
+        (nothing is sent if it has none), as the reference does.
+        """
+        reply_s = _decode(reply)
+        r = self.account.sublist.match(reply_s)
+        for sub in r.psubs:
+            if sub.client is self:
+                break
+        else:
+            for group in r.qsubs:
+                for sub in group:
+                    if sub.client is self:
+                        break
+                else:
+                    continue
+                break
+            else:
+                return
+        hdr = b"NATS/1.0 503\r\nNats-Subject: " + subj_b + b"\r\n\r\n"
+        self.send_raw(b"HMSG %s %s %d %d\r\n%s\r\n" % (reply, sub.sid, len(hdr), len(hdr), hdr))
+
+    def on_sub(self, subj_b: bytes, queue_b: bytes | None, sid: bytes) -> None:
+        subject = _decode(subj_b)
+        queue = _decode(queue_b) if queue_b else None
+        if not is_valid_subject(subject):
+            self.send_err(ERR_INVALID_SUBJECT)
+            return
+        if self.sub_filter is not None and not self.sub_filter.allows(subject):
+            self.send_err(permissions_subscribe(subject, queue))
+            if queue:
+                logger.error('%s"%s/user:%s" - Subscription Violation - Subject "%s", Queue: "%s", SID %s',
+                             self.prefix, self.account.name, self.user, subject, queue, _decode(sid))
+            else:
+                logger.error('%s"%s/user:%s" - Subscription Violation - Subject "%s", SID %s',
+                             self.prefix, self.account.name, self.user, subject, _decode(sid))
+            return
+        max_subs = self.server.options.max_subscriptions
+        if max_subs > 0 and len(self.subs) >= max_subs:
+            self.send_err(ERR_MAX_SUBSCRIPTIONS)
+            logger.error("%s%s", self.prefix, ERR_MAX_SUBSCRIPTIONS)
+            return
+        if sid not in self.subs:  # a duplicate sid is ignored, like the reference
+            acc = self.account
+            sub = Subscription(self, sid, subject, queue, account=acc)
+            sub.created_ns = self.server.clock.time_ns()
+            self.subs[sid] = sub
+            acc.sublist.insert(subject, sub, queue)
+            if acc.interest_handlers:
+                acc.notify_interest(subject, True)
+        if self.verbose:
+            self.send_raw(OK)
+
+    def on_unsub(self, sid: bytes, max_msgs: int | None) -> None:
+        sub = self.subs.get(sid)
+        if sub is not None:
+            if max_msgs is not None and max_msgs > 0 and sub.delivered < max_msgs:
+                sub.max = max_msgs
+            else:
+                self.remove_sub(sub)
+        if self.verbose:
+            self.send_raw(OK)
+
+    def remove_sub(self, sub: Subscription) -> None:
+        if sub.closed:
+            return
+        sub.closed = True
+        if self.subs.get(sub.sid) is sub:
+            del self.subs[sub.sid]
+        acc = sub.account
+        acc.sublist.remove(sub.subject, sub, sub.queue)
+        if acc.interest_handlers:
+            acc.notify_interest(sub.subject, False)
+
+    # -- output --------------------------------------------------------------------------------
+
+    def send_raw(self, data: bytes) -> None:
+        """Queue bytes for this turn's write."""
+        if self.closed:
+            return
+        self.out += data
+        if not self.flush_pending:
+            self.flush_pending = True
+            self._call_soon(self.flush)
+
+    def send_err(self, text: str) -> None:
+        self.send_raw(encode_err(text))
+
+    def deliver(self, sub: Subscription, head: bytes, mid: bytes, data: bytes, subject: str,
+                hdr_len: int, reply: bytes, subj_b: bytes) -> bool:
+        """Slow-path delivery (permission filters, header stripping, auto-unsubscribe).
+
+        The hot path in :func:`natsd.server.router.route` inlines the common case.
+        """
+        if self.closed or sub.closed:
+            return False
+        if self.sub_deny is not None and self.sub_deny.denies(subject):
+            return False
+        out = self.out
+        if hdr_len and not self.headers:
+            # A client without header support gets the payload alone, as a MSG.
+            payload = data[hdr_len:]
+            if reply:
+                out += b"MSG %s %s %s %d\r\n" % (subj_b, sub.sid, reply, len(payload))
+            else:
+                out += b"MSG %s %s %d\r\n" % (subj_b, sub.sid, len(payload))
+            out += payload
+            out += b"\r\n"
+        else:
+            out += head
+            out += sub.sid
+            out += mid
+            out += data
+            out += b"\r\n"
+        self.out_msgs += 1
+        self.out_bytes += len(data)
+        if reply and self.replies is not None:
+            self.track_reply(reply)
+        if not self.flush_pending:
+            self.flush_pending = True
+            self._call_soon(self.flush)
+        sub.delivered += 1
+        if sub.max and sub.delivered >= sub.max:
+            self.remove_sub(sub)
+        if len(out) > self.max_pending:
+            self.slow_consumer()
+        return True
+
+    def flush(self) -> None:
+        """Write everything queued this turn in one ``transport.write``."""
+        self.flush_pending = False
+        out = self.out
+        if self.closed or not out:
+            return
+        # Hand the buffer over instead of copying it: the transport may keep a reference.
+        self.out = bytearray()
+        t = self.transport
+        t.write(out)
+        if t.get_write_buffer_size() > self.max_pending:
+            self.slow_consumer()
+
+    # -- closing -------------------------------------------------------------------------------
+
+    def protocol_error(self, e: RemoteProtocolError) -> None:
+        if e.err is not None:
+            logger.error("%s%s", self.prefix, e.err if not e.detail else f"{e.err} ({e.detail})")
+            reason = REASON_MAX_PAYLOAD if "Payload" in e.err else REASON_PROTOCOL
+            self.close_with_err(e.err, reason)
+        else:
+            self._close(REASON_PROTOCOL, None, log=e.detail)
+
+    def auth_violation(self, user: str = "") -> None:
+        if user and user in self.server.auth.users:
+            logger.error('%sauthentication error - User "%s"', self.prefix, user)
+        else:
+            logger.error("%sauthentication error", self.prefix)
+        self.close_with_err(ERR_AUTH_VIOLATION, REASON_AUTH)
+
+    def close_with_err(self, text: str, reason: str) -> None:
+        self._close(reason, text)
+
+    def close(self, reason: str = REASON_SERVER_SHUTDOWN) -> None:
+        """Close gracefully: queued output is still written."""
+        self._close(reason, None)
+
+    def slow_consumer(self, reason: str = REASON_SLOW_CONSUMER) -> None:
+        if self.closed:
+            return
+        if reason == REASON_SLOW_CONSUMER:
+            logger.info("%sSlow Consumer Detected: MaxPending of %d Exceeded", self.prefix, self.max_pending)
+        else:
+            logger.info("%sSlow Consumer Detected: WriteDeadline of %s Exceeded", self.prefix,
+                        _fmt_dur(self.server.options.write_deadline_ns))
+        self.server.slow_consumers += 1
+        self.out = bytearray()
+        self._close(reason, None, graceful=False)
+
+    def _close(self, reason: str, err: str | None, graceful: bool = True, log: str = "") -> None:
+        if self.closed:
+            return
+        if log:
+            logger.debug("%s%s", self.prefix, log)
+        if err is not None:
+            self.out += encode_err(err)
+        self.closed = True
+        self.close_reason = reason
+        for attr in ("_ping_timer", "_auth_timer", "_wd_timer"):
+            t = getattr(self, attr)
+            if t is not None:
+                t.cancel()
+                setattr(self, attr, None)
+        t = self.transport
+        if t is not None:
+            if graceful:
+                if self.out:
+                    t.write(self.out)
+                t.close()
+            else:
+                t.abort()
+        self.out = bytearray()
+        logger.debug("%sClient connection closed: %s", self.prefix, reason)
+        self.server.client_closed(self)
+        # Subscriptions go after the server has unregistered us, so interest listeners see a
+        # consistent picture.
+        for sub in list(self.subs.values()):
+            self.remove_sub(sub)
+
+    # -- timers --------------------------------------------------------------------------------
+
+    def _auth_timeout(self) -> None:
+        self._auth_timer = None
+        if not self.connected and not self.closed:
+            logger.error("%sAuthentication Timeout", self.prefix)
+            self.close_with_err(ERR_AUTH_TIMEOUT, REASON_AUTH_TIMEOUT)
+
+    def _ping_tick(self) -> None:
+        self._ping_timer = None
+        if self.closed:
+            return
+        opts = self.server.options
+        if self.pings_out + 1 > opts.ping_max:
+            logger.debug("%sStale Client Connection - Closing", self.prefix)
+            self.server.stale_connections += 1
+            self.close_with_err(ERR_STALE_CONNECTION, REASON_STALE)
+            return
+        self.pings_out += 1
+        self.send_raw(PING)
+        self._ping_timer = self.server.clock.call_later(opts.ping_interval_ns, self._ping_tick)
+
+    def _write_deadline(self) -> None:
+        self._wd_timer = None
+        self.slow_consumer(REASON_SLOW_CONSUMER_WD)
+
+    def __repr__(self) -> str:
+        return f"<ClientConnection cid={self.cid} {self.ip}:{self.port} name={self.name!r}>"
+
+
+def _fmt_dur(ns: int) -> str:
+    s = ns / 1e9
+    return f"{s:g}s"
+
+
+logging.getLogger("natsd.server")  # child logger used by modules that log outside a connection

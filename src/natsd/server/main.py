@@ -1,0 +1,121 @@
+"""The ``natsd`` console script: nats-server's command line in front of :class:`Server`.
+
+Behaviour matches ``nats-server``'s ``main``:
+
+* ``-h`` prints the usage on stdout and exits 0; ``-v`` prints ``natsd: v<version>`` and exits 0;
+* ``-t -c FILE`` checks the file and prints ``natsd: configuration file FILE is valid
+  (sha256:...)`` on stderr (exit 0), or the problems (exit 1). As in the reference, warnings fail
+  the check too: ``-t`` is meant to catch everything;
+* a bad flag prints Go's message and the usage (exit 2); a bad config prints
+  ``natsd: <file>:<line>:<col>: <message>`` on stderr (exit 1);
+* ``-sl SIGNAL=PID|PIDFILE`` signals a running natsd and exits;
+* otherwise config warnings go to stderr and the server runs until it is stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import signal as _signal
+import sys
+
+from natsd.config.flags import FlagError, build_options, parse_flags, usage, version_line
+from natsd.config.lexer import ConfigError
+
+__all__ = ["main", "PROGRAM"]
+
+PROGRAM = "natsd"
+
+# nats-server -sl names -> POSIX signals (server/signal.go: ldm=USR2, reopen=USR1, reload=HUP,
+# stop=KILL, quit=INT, term=TERM).
+_SIGNALS = {
+    "ldm": "SIGUSR2", "reopen": "SIGUSR1", "reload": "SIGHUP",
+    "stop": "SIGKILL", "quit": "SIGINT", "term": "SIGTERM",
+}
+
+
+def _err(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
+def _send_signal(spec: str) -> int:
+    name, _, target = spec.partition("=")
+    signame = _SIGNALS.get(name.lower())
+    if signame is None or not hasattr(_signal, signame):
+        _err(f"{PROGRAM}: unknown signal \"{name}\"")
+        return 1
+    if not target:
+        _err(f"{PROGRAM}: signal {name} needs a PID or PID file, e.g. -sl {name}=/var/run/natsd.pid")
+        return 1
+    if target.isdigit():
+        pid = int(target)
+    else:
+        try:
+            with open(target, encoding="ascii") as f:
+                pid = int(f.read().strip())
+        except (OSError, ValueError) as e:
+            _err(f"{PROGRAM}: could not read PID from {target}: {e}")
+            return 1
+    try:
+        os.kill(pid, getattr(_signal, signame))
+    except OSError as e:
+        _err(f"{PROGRAM}: {e}")
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run natsd with nats-server's flags; returns the process exit code."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    try:
+        flags = parse_flags(args)
+    except FlagError as e:
+        _err(str(e))
+        _err(usage())
+        return 2
+    if flags.show_version:
+        print(version_line(PROGRAM))
+        return 0
+    if flags.show_help:
+        print(usage())
+        return 0
+    if flags.signal:
+        return _send_signal(flags.signal)
+    if flags.check_config and not flags.config_file:
+        _err(f"{PROGRAM}: must specify [-c, --config] option to check configuration file syntax")
+        return 1
+    try:
+        options = build_options(args, flags)
+    except ConfigError as e:
+        _err(f"{PROGRAM}: {e}")
+        return 1
+    if flags.check_config:
+        if options.config_warnings:
+            for w in options.config_warnings:
+                _err(f"{PROGRAM}: {w}")
+            return 1
+        _err(f"{PROGRAM}: configuration file {options.config_file} is valid ({options.config_digest})")
+        return 0
+    for w in options.config_warnings:
+        _err(f"{PROGRAM}: {w}")
+    from natsd.server.log import setup_logging
+    from natsd.server.server import Server
+
+    try:
+        setup_logging(debug=options.debug, trace=options.trace, logtime=options.logtime,
+                      log_file=options.log_file)
+    except OSError as e:
+        _err(f"{PROGRAM}: could not open log file {options.log_file}: {e.strerror or e}")
+        return 1
+    try:
+        server = Server(options)
+        rc = server.run()
+    except KeyboardInterrupt:
+        return 0
+    except (ConfigError, OSError) as e:
+        _err(f"{PROGRAM}: {e}")
+        return 1
+    return rc if isinstance(rc, int) else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,97 @@
+"""The server's implementation of :class:`natsd.jetstream.ports.Ports`, one per account.
+
+Callback contract (what an engine may rely on and must respect):
+
+* ``subscribe(subject, handler, queue=None)`` inserts an *internal* subscription into the
+  account's Sublist. It counts as interest like any client subscription: a request to
+  ``$JS.API.>`` is delivered to it and never answered with no-responders, and queue groups mix
+  internal and client members. ``handler(subject, reply, hdr, payload)`` is called
+  **synchronously, on the event loop, in publish order**, while the publisher's message is being
+  routed. It must not block or await; long work is deferred with ``Clock.call_soon``. Values:
+  ``subject``/``reply`` are ``str`` (``reply`` is ``""`` when absent), ``hdr`` is the raw
+  ``NATS/1.0...\\r\\n\\r\\n`` block or ``None``, ``payload`` is ``bytes``. An exception raised by
+  a handler is logged; it does not affect the publisher.
+* ``publish(subject, reply, hdr, payload)`` routes exactly like a client publish in this
+  account (client subscriptions, queue groups, other internal subscriptions), synchronously:
+  bytes land in each receiver's output buffer and are written at the end of the loop turn, so
+  it never blocks. It returns the number of receivers (0 = no interest); the ``Ports`` protocol
+  declares ``None``, callers may ignore it.
+* ``deliver(route_subject, subject, reply, hdr, payload)``: as ``publish`` but matched on
+  ``route_subject`` while receivers see ``subject`` (JetStream consumer deliveries).
+* ``has_interest(subject)``: any client or internal subscription matches.
+* ``on_interest(handler)``: ``handler(subject, added)`` is called synchronously whenever a
+  *client* subscription is added (True) or removed (False) in this account (SUB, UNSUB,
+  auto-unsubscribe, client disconnect). Internal subscriptions do not notify.
+
+Everything returned by ``subscribe``/``on_interest`` has an idempotent ``unsubscribe()``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from natsd.server.router import route
+from natsd.server.subscription import Subscription
+
+if TYPE_CHECKING:  # pragma: no cover
+    from natsd.jetstream.ports import InterestHandler, MsgHandler
+    from natsd.server.account import Account
+
+__all__ = ["ServerPorts"]
+
+
+class _InterestRegistration:
+    __slots__ = ("_account", "_handler")
+
+    def __init__(self, account: "Account", handler) -> None:
+        self._account = account
+        self._handler = handler
+
+    def unsubscribe(self) -> None:
+        try:
+            self._account.interest_handlers.remove(self._handler)
+        except ValueError:
+            pass
+
+
+class ServerPorts:
+    """``Ports`` bound to one :class:`~natsd.server.account.Account` of a running server."""
+
+    def __init__(self, account: "Account") -> None:
+        self._account = account
+        self.account = account.name
+
+    def subscribe(self, subject: str, handler: "MsgHandler", queue: str | None = None) -> Subscription:
+        acc = self._account
+        sub = Subscription(None, b"", subject, queue or None, cb=handler, account=acc)
+        acc.sublist.insert(subject, sub, queue or None)
+        return sub
+
+    def publish(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> int:
+        if hdr:
+            data = hdr + payload
+            hdr_len = len(hdr)
+        else:
+            data = payload
+            hdr_len = 0
+        return route(self._account, subject, subject.encode(), reply.encode() if reply else b"", hdr_len,
+                     data, None)
+
+    def deliver(self, route_subject: str, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> int:
+        """Route on ``route_subject`` but show ``subject`` in the MSG line (consumer delivery:
+        the client subscribed to the deliver subject sees the stored message's subject)."""
+        if hdr:
+            data = hdr + payload
+            hdr_len = len(hdr)
+        else:
+            data = payload
+            hdr_len = 0
+        return route(self._account, route_subject, subject.encode(), reply.encode() if reply else b"", hdr_len,
+                     data, None, subject)
+
+    def has_interest(self, subject: str) -> bool:
+        return self._account.sublist.has_interest(subject)
+
+    def on_interest(self, handler: "InterestHandler") -> _InterestRegistration:
+        self._account.interest_handlers.append(handler)
+        return _InterestRegistration(self._account, handler)

@@ -1,0 +1,172 @@
+"""The publish path: one Sublist match per message, fan-out to subscribers, queue groups.
+
+For each publish the MSG/HMSG line is built from pieces shared by every receiver::
+
+    head = b"MSG <subject> "          mid = b" [<reply> ]<size>\\r\\n"
+    HMSG: head = b"HMSG <subject> "   mid = b" [<reply> ]<hdr_size> <total_size>\\r\\n"
+
+and each receiver's output buffer gets ``head + sid + mid + data + CRLF`` by five in-place
+``bytearray`` appends: no per-receiver allocation. A plain subscription of a connection with no
+delivery filters is handled inline; everything else (permission deny lists, clients without
+header support, auto-unsubscribe, allow_responses) goes through ``ClientConnection.deliver``.
+
+Queue groups: one member per group per message, chosen round-robin (nats-server picks at
+random; any member is correct and rotating is cheaper and spreads evenly).
+
+Internal subscriptions (``client is None``) call ``cb(subject, reply, hdr, payload)``
+synchronously (see :mod:`natsd.server.ports` for the contract). A callback that raises is
+logged and does not affect the publisher or other receivers.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from natsd.server.log import logger
+
+__all__ = ["route", "route_batch"]
+
+_rr = itertools.count()
+
+
+def _call_internal(sub, subject: str, reply: bytes, hdr_len: int, data: bytes) -> None:
+    if hdr_len:
+        hdr, payload = data[:hdr_len], data[hdr_len:]
+    else:
+        hdr, payload = None, data
+    sub.delivered += 1
+    if sub.max and sub.delivered >= sub.max:
+        sub.unsubscribe()
+    try:
+        sub.cb(subject, reply.decode() if reply else "", hdr, payload)
+    except Exception:
+        logger.exception("internal subscription handler for %r failed", sub.subject)
+
+
+def route(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, data: bytes, src,
+          shown: str | None = None) -> int:
+    """Deliver one message published in account ``acc``; returns how many receivers got it.
+
+    ``subject`` is matched against subscriptions; ``subj_b`` is what MSG lines show (the same
+    subject, except for :meth:`ServerPorts.deliver`, where ``shown`` is its ``str`` form).
+    ``src`` is the publishing connection (``None`` for internal publishes): a client that set
+    ``echo: false`` never receives its own messages.
+    """
+    r = acc.sublist.match(subject)
+    psubs = r.psubs
+    qsubs = r.qsubs
+    if not psubs and not qsubs:
+        return 0
+    size = len(data)
+    if hdr_len:
+        head = b"HMSG " + subj_b + b" "
+        mid = b" %s %d %d\r\n" % (reply, hdr_len, size) if reply else b" %d %d\r\n" % (hdr_len, size)
+    else:
+        head = b"MSG " + subj_b + b" "
+        mid = b" %s %d\r\n" % (reply, size) if reply else b" %d\r\n" % size
+    n = 0
+    for sub in psubs:
+        c = sub.client
+        if c is None:
+            _call_internal(sub, shown or subject, reply, hdr_len, data)
+            n += 1
+            continue
+        if c is src and not c.echo:
+            continue
+        if sub.max or c.sub_deny is not None or c.replies is not None or (hdr_len and not c.headers):
+            if c.deliver(sub, head, mid, data, subject, hdr_len, reply, subj_b):
+                n += 1
+            continue
+        if c.closed:
+            continue
+        # Hot path, inlined: see the module docstring for the layout.
+        out = c.out
+        out += head
+        out += sub.sid
+        out += mid
+        out += data
+        out += b"\r\n"
+        c.out_msgs += 1
+        c.out_bytes += size
+        sub.delivered += 1
+        if not c.flush_pending:
+            c.flush_pending = True
+            c._call_soon(c.flush)
+        if len(out) > c.max_pending:
+            c.slow_consumer()
+        n += 1
+    if qsubs:
+        for group in qsubs:
+            k = len(group)
+            start = next(_rr) % k if k > 1 else 0
+            for j in range(k):
+                sub = group[(start + j) % k]
+                c = sub.client
+                if c is None:
+                    _call_internal(sub, shown or subject, reply, hdr_len, data)
+                    n += 1
+                    break
+                if c.closed or (c is src and not c.echo):
+                    continue
+                if c.deliver(sub, head, mid, data, subject, hdr_len, reply, subj_b):
+                    n += 1
+                    break
+    return n
+
+
+def route_batch(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, payloads: list, src) -> None:
+    """Deliver a run of messages that share subject, reply and sizes (``OP_PUB_BATCH``).
+
+    When every receiver is a plain client subscription on its own connection, each receiver
+    gets the whole run with one ``join``::
+
+        prefix = head + sid + mid
+        out += prefix + (CRLF + prefix).join(payloads) + CRLF
+
+    which is byte-identical to routing the messages one by one. Anything else (queue groups,
+    internal subscriptions, per-receiver filters, auto-unsubscribe, two subscriptions of one
+    connection, whose relative interleaving must stay message by message) falls back to
+    :func:`route` per message.
+    """
+    r = acc.sublist.match(subject)
+    psubs = r.psubs
+    if not psubs and not r.qsubs:
+        return
+    simple = not r.qsubs
+    if simple:
+        for sub in psubs:
+            c = sub.client
+            if c is None or sub.max or c.sub_deny is not None or c.replies is not None or (hdr_len and not c.headers):
+                simple = False
+                break
+        if simple and len(psubs) > 1 and len({id(sub.client) for sub in psubs}) != len(psubs):
+            simple = False
+    if not simple:
+        for p in payloads:
+            route(acc, subject, subj_b, reply, hdr_len, p, src)
+        return
+    k = len(payloads)
+    size = len(payloads[0])
+    if hdr_len:
+        head = b"HMSG " + subj_b + b" "
+        mid = b" %s %d %d\r\n" % (reply, hdr_len, size) if reply else b" %d %d\r\n" % (hdr_len, size)
+    else:
+        head = b"MSG " + subj_b + b" "
+        mid = b" %s %d\r\n" % (reply, size) if reply else b" %d\r\n" % size
+    for sub in psubs:
+        c = sub.client
+        if c.closed or (c is src and not c.echo):
+            continue
+        prefix = head + sub.sid + mid
+        out = c.out
+        out += prefix
+        out += (b"\r\n" + prefix).join(payloads)
+        out += b"\r\n"
+        c.out_msgs += k
+        c.out_bytes += k * size
+        sub.delivered += k
+        if not c.flush_pending:
+            c.flush_pending = True
+            c._call_soon(c.flush)
+        if len(out) > c.max_pending:
+            c.slow_consumer()

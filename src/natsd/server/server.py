@@ -1,0 +1,455 @@
+"""The server: listener, client registry, accounts, JetStream wiring and lifecycle.
+
+Lifecycle::
+
+    server = Server(ServerOptions(port=0))      # 0 or -1: pick a free port
+    await server.start()                        # listening; server.port is the bound port
+    ...
+    await server.lame_duck()                    # optional: ldm INFO, stop accepting, close slowly
+    await server.shutdown()
+
+``run()`` is the blocking entry for ``natsd.server.main``: it installs uvloop when available,
+handles SIGINT/SIGTERM (graceful shutdown), SIGUSR2 (lame duck) and SIGHUP (reload through the
+``reload_options`` callable given to the constructor, by default
+:func:`natsd.config.flags.reload_options`, which re-reads the config file and re-applies the
+command-line flags), and returns the exit code.
+
+Time comes from the injected :class:`~natsd.clock.Clock` (timers for pings, auth timeout, write
+deadline, lame duck pacing), so tests drive it with ``ManualClock``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import itertools
+import os
+import signal
+import socket
+import sys
+from typing import Callable
+
+from natsd import __version__
+from natsd.clock import Clock, SystemClock
+from natsd.config.options import AccountJetStreamLimits, ServerOptions
+from natsd.protocol.encoder import encode_err, encode_info
+from natsd.protocol.errors import ERR_AUTH_VIOLATION, ERR_MAX_CONNECTIONS
+from natsd.server.account import GLOBAL_ACCOUNT, Account
+from natsd.server.auth import Authenticator
+from natsd.server.connection import (
+    REASON_AUTH, REASON_LAME_DUCK, REASON_MAX_CONN, REASON_SERVER_SHUTDOWN, ClientConnection,
+)
+from natsd.server.log import logger, setup_logging
+from natsd.server.ports import ServerPorts
+
+__all__ = ["Server", "GIT_COMMIT"]
+
+GIT_COMMIT = "natsd"
+# JetStream API level advertised in INFO (nats-server 2.11 = 1); the engine may override.
+API_LEVEL = 1
+
+
+def _server_id() -> str:
+    # nats-server ids are nkey public keys: 'N' + 55 base32 characters.
+    return "N" + base64.b32encode(os.urandom(35)).decode()[:55]
+
+
+class Server:
+    """A NATS server bound to ``options`` (see :class:`~natsd.config.options.ServerOptions`)."""
+
+    def __init__(self, options: ServerOptions | None = None, clock: Clock | None = None,
+                 reload_options: Callable[[], ServerOptions] | None = None) -> None:
+        self.options = options if options is not None else ServerOptions()
+        self._clock = clock
+        self.reload_options = reload_options
+        self.server_id = _server_id()
+        self.server_name = self.options.server_name or self.server_id
+        self.auth = Authenticator(self.options)
+        self.accounts: dict[str, Account] = {}
+        self.global_account = self.get_account(GLOBAL_ACCOUNT)
+        for acc in self.options.accounts:
+            self.get_account(acc.name)
+        self.clients: dict[int, ClientConnection] = {}
+        self._cids = itertools.count(1)
+        self.slow_consumers = 0
+        self.stale_connections = 0
+        # Totals of closed connections (live ones are summed on demand for /varz).
+        self.closed_in_msgs = 0
+        self.closed_in_bytes = 0
+        self.closed_out_msgs = 0
+        self.closed_out_bytes = 0
+        self.total_connections = 0
+        self.start_time_ns = 0
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._listener: asyncio.base_events.Server | None = None
+        self._monitor = None
+        self._port = 0
+        self._http_port = 0
+        self.lame_duck_mode = False
+        self.running = False
+        self._stopped: asyncio.Event | None = None
+        self.jetstream = None  # the JetStreamEngine when enabled and available
+        self.config_loads = 0
+
+    # -- properties ------------------------------------------------------------------------------
+
+    @property
+    def clock(self) -> Clock:
+        if self._clock is None:
+            self._clock = SystemClock(self.loop)
+        return self._clock
+
+    @property
+    def port(self) -> int:
+        """The bound client port (useful with ``port=0``/``-1``)."""
+        return self._port
+
+    @property
+    def http_port(self) -> int:
+        """The bound monitoring port, 0 when monitoring is off."""
+        return self._http_port
+
+    @property
+    def client_url(self) -> str:
+        host = self.options.host
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        return f"nats://{host}:{self._port}"
+
+    def next_cid(self) -> int:
+        return next(self._cids)
+
+    def get_account(self, name: str) -> Account:
+        acc = self.accounts.get(name)
+        if acc is None:
+            acc = self.accounts[name] = Account(name, cache=not self.options.no_sublist_cache)
+        return acc
+
+    # -- start / stop ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Bind the client (and monitoring) listeners, start JetStream, log the banner."""
+        self.loop = asyncio.get_running_loop()
+        opts = self.options
+        self.start_time_ns = self.clock.time_ns()
+        self._stopped = asyncio.Event()
+        logger.info("Starting nats-server")
+        logger.info("  Version:  %s", __version__)
+        logger.info("  Git:      [%s]", GIT_COMMIT)
+        logger.info("  Name:     %s", self.server_name)
+        if opts.jetstream.enabled:
+            logger.info("  Node:     %s", self.server_id[:8])
+        logger.info("  ID:       %s", self.server_id)
+        if opts.config_file:
+            logger.info("Using configuration file: %s", opts.config_file)
+        if any(u.password and not u.password.startswith("$2") for u in self.auth.users.values()) or (
+                opts.password and not opts.password.startswith("$2")):
+            logger.warning("Plaintext passwords detected, use nkeys or bcrypt")
+        await self._start_jetstream()
+        port = opts.port if opts.port > 0 else 0
+        host = opts.host or "0.0.0.0"
+        self._listener = await self.loop.create_server(
+            lambda: ClientConnection(self), host, port, reuse_address=True, backlog=4096)
+        self._port = self._listener.sockets[0].getsockname()[1]
+        if opts.http_port:
+            from natsd.server.monitor import MonitorServer
+            self._monitor = MonitorServer(self)
+            try:
+                self._http_port = await self._monitor.start(opts.http_host or "0.0.0.0",
+                                                            opts.http_port if opts.http_port > 0 else 0)
+            except OSError:
+                self._listener.close()
+                await self._listener.wait_closed()
+                self._listener = None
+                self._monitor = None
+                raise
+            logger.info("Starting http monitor on %s:%d", opts.http_host or "0.0.0.0", self._http_port)
+        logger.info("Listening for client connections on %s:%d", host, self._port)
+        self._write_ports_file()
+        logger.info("Server is ready")
+        self.running = True
+
+    def _write_ports_file(self) -> None:
+        opts = self.options
+        if opts.pid_file:
+            try:
+                with open(opts.pid_file, "w") as f:
+                    f.write(str(os.getpid()))
+            except OSError as e:
+                logger.error("Could not write pidfile: %s", e)
+
+    async def _start_jetstream(self) -> None:
+        opts = self.options
+        if not opts.jetstream.enabled:
+            return
+        try:
+            from natsd.jetstream.manager import JetStreamEngine  # type: ignore[attr-defined]
+        except ImportError as e:
+            logger.warning("JetStream requested but the engine is not available: %s", e)
+            return
+        try:
+            engine = JetStreamEngine(opts, self.clock, server_id=self.server_id, server_name=self.server_name)
+            js_accounts: list[tuple[str, AccountJetStreamLimits]] = [
+                (a.name, a.jetstream) for a in opts.accounts if a.jetstream is not None]
+            if not js_accounts:
+                js_accounts = [(GLOBAL_ACCOUNT, AccountJetStreamLimits())]
+            logger.info("Starting JetStream")
+            for name, limits in js_accounts:
+                acc = self.get_account(name)
+                acc.ports = ServerPorts(acc)
+                acc.js_limits = limits
+                acc.jetstream = engine.enable_account(name, acc.ports, limits)
+            r = engine.start()
+            if hasattr(r, "__await__"):
+                await r
+        except (AttributeError, NotImplementedError) as e:
+            logger.warning("JetStream could not be started: %s", e)
+            return
+        self.jetstream = engine
+
+    async def shutdown(self) -> None:
+        """Stop accepting, close every client (queued output is flushed), stop JetStream."""
+        if not self.running and self._listener is None:
+            return
+        self.running = False
+        logger.info("Initiating Shutdown...")
+        if self._listener is not None:
+            self._listener.close()
+        if self._monitor is not None:
+            await self._monitor.stop()
+            self._monitor = None
+        for c in list(self.clients.values()):
+            c.close(REASON_SERVER_SHUTDOWN)
+        if self.jetstream is not None:
+            try:
+                r = self.jetstream.stop()
+                if hasattr(r, "__await__"):
+                    await r
+            except Exception:
+                logger.exception("JetStream shutdown failed")
+            self.jetstream = None
+        if self._listener is not None:
+            await self._listener.wait_closed()
+            self._listener = None
+        logger.info("Server Exiting..")
+        if self._stopped is not None:
+            self._stopped.set()
+
+    async def wait_stopped(self) -> None:
+        if self._stopped is not None:
+            await self._stopped.wait()
+
+    # -- clients ---------------------------------------------------------------------------------
+
+    def info_dict(self) -> dict:
+        """The INFO keys shared by every client (nats-server's order and spelling)."""
+        opts = self.options
+        d = {
+            "server_id": self.server_id,
+            "server_name": self.server_name,
+            "version": __version__,
+            "proto": 1,
+            "git_commit": GIT_COMMIT,
+            "go": "python%d.%d.%d" % sys.version_info[:3],
+            "host": opts.host,
+            "port": self._port,
+            "headers": True,
+        }
+        if self.auth.auth_required:
+            d["auth_required"] = True
+        d["max_payload"] = opts.max_payload
+        if self.jetstream is not None:
+            d["jetstream"] = True
+            if opts.jetstream.domain:
+                d["domain"] = opts.jetstream.domain
+        return d
+
+    def info_for(self, c: ClientConnection, **extra) -> bytes:
+        d = self.info_dict()
+        d["client_id"] = c.cid
+        d["client_ip"] = c.ip
+        if self.jetstream is not None:
+            d["api_lvl"] = API_LEVEL
+        d.update(extra)
+        return encode_info(d)
+
+    def accept_client(self, c: ClientConnection) -> bool:
+        """Register a new connection; False (and the connection closed) when refused."""
+        if not self.running or self.lame_duck_mode:
+            c.close(REASON_LAME_DUCK if self.lame_duck_mode else REASON_SERVER_SHUTDOWN)
+            return False
+        if len(self.clients) >= self.options.max_connections:
+            logger.error("%s%s", c.prefix, ERR_MAX_CONNECTIONS)
+            c.close_with_err(ERR_MAX_CONNECTIONS, REASON_MAX_CONN)
+            return False
+        self.clients[c.cid] = c
+        self.total_connections += 1
+        return True
+
+    def client_closed(self, c: ClientConnection) -> None:
+        if self.clients.pop(c.cid, None) is not None:
+            self.closed_in_msgs += c.in_msgs
+            self.closed_in_bytes += c.in_bytes
+            self.closed_out_msgs += c.out_msgs
+            self.closed_out_bytes += c.out_bytes
+        if c.account is not None:
+            c.account.clients.discard(c)
+
+    def totals(self) -> tuple[int, int, int, int]:
+        """(in_msgs, in_bytes, out_msgs, out_bytes) over the server's lifetime."""
+        im, ib, om, ob = self.closed_in_msgs, self.closed_in_bytes, self.closed_out_msgs, self.closed_out_bytes
+        for c in self.clients.values():
+            im += c.in_msgs
+            ib += c.in_bytes
+            om += c.out_msgs
+            ob += c.out_bytes
+        return im, ib, om, ob
+
+    def num_subscriptions(self) -> int:
+        return sum(a.sublist.count() for a in self.accounts.values())
+
+    # -- reload ----------------------------------------------------------------------------------
+
+    def reload(self, new_options: ServerOptions) -> None:
+        """Apply a new configuration: auth, permissions and limits.
+
+        Connected clients are re-checked against the new users: a client whose credentials
+        are no longer valid gets ``-ERR 'Authorization Violation'`` and is closed; the others
+        get the new permissions. Listening addresses are not changed by a reload (as in the
+        reference, which refuses to reload them).
+        """
+        old_auth = self.auth
+        new_options.port = self.options.port
+        new_options.host = self.options.host
+        new_options.http_port = self.options.http_port
+        new_auth = Authenticator(new_options)
+        new_auth._verified = old_auth._verified  # bcrypt results stay valid for unchanged hashes
+        self.options = new_options
+        self.auth = new_auth
+        for acc in new_options.accounts:
+            self.get_account(acc.name)
+        for c in list(self.clients.values()):
+            c.parser.max_payload = new_options.max_payload
+            c.parser.max_control_line = new_options.max_control_line
+            c.max_pending = new_options.max_pending
+            c.auth_required = new_auth.auth_required
+            if not c.connected or not new_auth.auth_required:
+                c.perms = c.pub_filter = c.sub_filter = c.sub_deny = None
+                c.replies = None
+                continue
+            res = new_auth.authenticate(getattr(c, "connect_opts", {}) or {})
+            if res.ok and res.bcrypt is not None:
+                res.ok = False  # unverified new hash: the client must reconnect
+            if not res.ok or (c.account is not None and res.account != c.account.name):
+                logger.error("%sauthentication error after reload", c.prefix)
+                c.close_with_err(ERR_AUTH_VIOLATION, REASON_AUTH)
+                continue
+            c.user = res.user
+            p = res.permissions
+            c.perms = p
+            c.pub_filter = p.publish if p else None
+            c.sub_filter = p.subscribe if p else None
+            c.sub_deny = p.subscribe if (p and p.subscribe is not None and p.subscribe.deny) else None
+            c.replies = {} if (p and p.allow_responses) else None
+        self.config_loads += 1
+        logger.info("Reloaded server configuration")
+
+    def _reload_signal(self) -> None:
+        try:
+            if self.reload_options is not None:
+                opts = self.reload_options()
+            else:
+                from natsd.config.flags import reload_options
+                opts = reload_options(self.options)
+        except Exception as e:
+            logger.error("Failed to reload server configuration: %s", e)
+            return
+        self.reload(opts)
+
+    # -- lame duck ---------------------------------------------------------------------------------
+
+    async def _sleep_ns(self, ns: int) -> None:
+        fut = self.loop.create_future()
+        self.clock.call_later(ns, lambda: fut.done() or fut.set_result(None))
+        await fut
+
+    async def lame_duck(self) -> None:
+        """Lame duck mode: stop accepting, tell clients (INFO ``ldm``), close them over
+        ``lame_duck_duration`` after ``lame_duck_grace_period``, then shut down."""
+        if self.lame_duck_mode or not self.running:
+            return
+        self.lame_duck_mode = True
+        opts = self.options
+        logger.info("Entering lame duck mode, stop accepting new clients")
+        if self._listener is not None:
+            self._listener.close()
+        for c in list(self.clients.values()):
+            c.send_raw(self.info_for(c, ldm=True))
+        grace = opts.lame_duck_grace_period_ns
+        duration = max(opts.lame_duck_duration_ns - grace, 0)
+        if grace > 0:
+            await self._sleep_ns(grace)
+        clients = list(self.clients.values())
+        if clients:
+            n = len(clients)
+            # Spread the closes evenly; at most ~1000 steps so huge servers don't spin timers.
+            steps = min(n, 1000)
+            per_step = -(-n // steps)
+            interval = duration // steps if steps else 0
+            logger.info("Closing %d existing clients", n)
+            for i in range(0, n, per_step):
+                for c in clients[i:i + per_step]:
+                    c.close(REASON_LAME_DUCK)
+                if interval and i + per_step < n:
+                    await self._sleep_ns(interval)
+        await self.shutdown()
+
+    # -- blocking entry point ------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Run until SIGINT/SIGTERM (or lame duck completes); returns the exit code."""
+        if not logger.handlers:
+            o = self.options
+            setup_logging(debug=o.debug, trace=o.trace, logtime=o.logtime, log_file=o.log_file)
+        loop_factory = None
+        try:
+            import uvloop  # type: ignore[import-not-found]
+            loop_factory = uvloop.new_event_loop
+        except ImportError:  # pragma: no cover - uvloop is a dependency on POSIX
+            pass
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            return runner.run(self._serve_forever())
+
+    async def _serve_forever(self) -> int:
+        try:
+            await self.start()
+        except OSError as e:
+            logger.critical("Error listening on port: %s, %s", self.options.port, e)
+            return 1
+        loop = asyncio.get_running_loop()
+        tasks: set[asyncio.Task] = set()
+
+        def spawn(coro) -> None:
+            t = loop.create_task(coro)
+            tasks.add(t)
+            t.add_done_callback(tasks.discard)
+
+        def on_stop(signame: str) -> None:
+            logger.info("Trapped %r signal", signame)
+            spawn(self.shutdown())
+
+        for sig, name in ((signal.SIGINT, "interrupt"), (signal.SIGTERM, "terminated")):
+            loop.add_signal_handler(sig, on_stop, name)
+        if hasattr(signal, "SIGUSR2"):
+            loop.add_signal_handler(signal.SIGUSR2, lambda: spawn(self.lame_duck()))
+        if hasattr(signal, "SIGHUP"):
+            loop.add_signal_handler(signal.SIGHUP, self._reload_signal)
+        await self.wait_stopped()
+        return 0
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A currently free TCP port (for tests that need to know a port before starting)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]

@@ -1,0 +1,470 @@
+"""The ``jetstream`` PySpark data source: batch and streaming reads and writes.
+
+Where code runs (PySpark 4 Python Data Source API):
+
+* ``JetStreamDataSource.reader/streamReader/writer/streamWriter`` and the readers' planning
+  methods (``partitions()``, ``initialOffset()``, ``latestOffset()``) run on the **driver** (in
+  Python workers the JVM starts there; the streaming reader lives in one long-lived process, so
+  it may keep a connection between micro-batches).
+* ``read(partition)`` and the writers' ``write(iterator)`` run on **executors**, in other
+  processes, with a pickled copy of the reader/writer: they open their own connections and keep
+  no state between calls.
+
+Offsets, partitions and guarantees are described in :mod:`natsd.spark` and
+:mod:`natsd.spark.planning`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from natsd.spark.jsapi import StreamState, stream_for_subject, stream_names, stream_state
+from natsd.spark.options import ReadOptions, WriteOptions
+from natsd.spark.planning import (
+    StreamPosition,
+    cap_by_budget,
+    check_data_loss,
+    end_position,
+    plan_ranges,
+    start_position,
+)
+from natsd.spark.reader import DataLossError, RangeSpec, first_seq_at_or_after, read_range
+from natsd.spark.wire import SyncConnection, encode_headers
+from natsd.spark.writer import Publisher
+
+__all__ = [
+    "JetStreamDataSource",
+    "JetStreamPartition",
+    "JetStreamCommitMessage",
+    "source_schema",
+]
+
+log = logging.getLogger("natsd.spark")
+
+HEADER_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", StringType())]))
+
+
+def source_schema(include_headers: bool) -> StructType:
+    """``subject, data, [headers], stream, seq, timestamp`` (headers only with includeHeaders)."""
+    fields = [StructField("subject", StringType()), StructField("data", BinaryType())]
+    if include_headers:
+        fields.append(StructField("headers", HEADER_TYPE))
+    fields += [
+        StructField("stream", StringType()),
+        StructField("seq", LongType()),
+        StructField("timestamp", TimestampType()),
+    ]
+    return StructType(fields)
+
+
+class JetStreamPartition(InputPartition):
+    """One inclusive sequence range of one stream (a :class:`RangeSpec`), read by one task."""
+
+    def __init__(self, spec: RangeSpec):
+        super().__init__(spec)
+        self.spec = spec
+
+    def __repr__(self) -> str:
+        s = self.spec
+        return f"JetStreamPartition({s.stream}[{s.lo}..{s.hi}])"
+
+
+def _position(st: StreamState) -> StreamPosition:
+    return StreamPosition(st.first_seq, st.last_seq, st.messages, st.created)
+
+
+def _selected_streams(conn: SyncConnection, ro: ReadOptions) -> list[str]:
+    if ro.stream:
+        return [ro.stream]
+    return sorted(n for n in stream_names(conn) if ro.matches(n))
+
+
+def _spec(ro: ReadOptions, stream: str, lo: int, hi: int, created: str, fail: bool | None = None) -> RangeSpec:
+    return RangeSpec(
+        stream=stream,
+        lo=lo,
+        hi=hi,
+        filters=ro.subjects,
+        include_headers=ro.include_headers,
+        batch_rows=ro.batch_rows,
+        fetch_timeout=ro.fetch_timeout,
+        fail_on_data_loss=ro.fail_on_data_loss if fail is None else fail,
+        created=created,
+    )
+
+
+class JetStreamDataSource(DataSource):
+    """PySpark data source ``jetstream`` over JetStream streams (nats-server or natsd).
+
+    Register once per session with ``spark.dataSource.register(JetStreamDataSource)``; having
+    this project installed also registers it automatically (module ``pyspark_jetstream``).
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "jetstream"
+
+    def schema(self):
+        from natsd.spark.options import parse_bool
+
+        return source_schema(parse_bool(self.options.get("includeheaders"), "includeHeaders", False))
+
+    def reader(self, schema: StructType) -> "JetStreamBatchReader":
+        return JetStreamBatchReader(ReadOptions.parse(self.options, streaming=False))
+
+    def streamReader(self, schema: StructType) -> "JetStreamStreamReader":
+        return JetStreamStreamReader(ReadOptions.parse(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> "JetStreamBatchWriter":
+        return JetStreamBatchWriter(WriteOptions.parse(self.options, streaming=False), schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> "JetStreamStreamWriter":
+        return JetStreamStreamWriter(WriteOptions.parse(self.options, streaming=True), schema)
+
+
+# ---------------------------------------------------------------------------------- batch read
+class JetStreamBatchReader(DataSourceReader):
+    """Batch read: resolve each stream's ``[start, end]`` once, split by ``minPartitions``."""
+
+    def __init__(self, ro: ReadOptions):
+        self.ro = ro
+
+    def partitions(self):
+        ro = self.ro
+        tasks: dict[str, tuple[int, int]] = {}
+        created: dict[str, str] = {}
+        with SyncConnection(ro.connect).connect() as conn:
+            for s in _selected_streams(conn, ro):
+                st = stream_state(conn, s)
+                pos = _position(st)
+                created[s] = st.created
+                tseq = None
+                if ro.starting_timestamp:
+                    tseq = first_seq_at_or_after(ro.connect, s, ro.starting_timestamp, ro.subjects)
+                    if tseq is None:
+                        continue  # nothing stored at or after startingTimestamp
+                start_val = ro.starting.for_stream(s)
+                lo = start_position(start_val, pos, tseq) + 1
+                if lo < st.first_seq:
+                    if isinstance(start_val, int) and ro.fail_on_data_loss and tseq is None:
+                        raise DataLossError(
+                            f"stream {s}: startingOffsets {lo} < first available {st.first_seq}; "
+                            "set failOnDataLoss=false to start at the first available"
+                        )
+                    lo = st.first_seq
+                tend = None
+                if ro.ending_timestamp:
+                    tend = first_seq_at_or_after(ro.connect, s, ro.ending_timestamp, ro.subjects)
+                hi = end_position(ro.ending.for_stream(s), pos, tend)
+                tasks[s] = (lo, hi)
+        plan = plan_ranges(tasks, ro.min_partitions)
+        if not plan:
+            # Spark needs at least one partition; an empty range yields no rows.
+            name = ro.stream or "-"
+            return [JetStreamPartition(_spec(ro, name, 1, 0, ""))]
+        return [JetStreamPartition(_spec(ro, s, lo, hi, created[s])) for s, lo, hi in plan]
+
+    def read(self, partition: JetStreamPartition):
+        """Runs on executors: one connection, one ephemeral push consumer, Arrow batches out."""
+        return read_range(self.ro.connect, partition.spec)
+
+
+# ------------------------------------------------------------------------------ streaming read
+class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batch read with offsets = stream sequences (see :mod:`natsd.spark.planning`).
+
+    No durable consumer and no acks: progress lives only in Spark's checkpoint, so a replayed
+    micro-batch reads exactly the same sequences, and ``commit`` has nothing to do.
+    """
+
+    def __init__(self, ro: ReadOptions):
+        self.ro = ro
+        self._conn: SyncConnection | None = None
+        self._target: dict[str, int] | None = None
+        self._latest: dict | None = None
+
+    def __getstate__(self):
+        # Executors get a pickled copy for read(); the driver's socket must not travel.
+        d = dict(self.__dict__)
+        d["_conn"] = None
+        return d
+
+    def _states(self) -> dict[str, StreamState]:
+        for attempt in (0, 1):
+            try:
+                if self._conn is None:
+                    self._conn = SyncConnection(self.ro.connect).connect()
+                return {s: stream_state(self._conn, s) for s in _selected_streams(self._conn, self.ro)}
+            except (OSError, TimeoutError, ConnectionError) as exc:
+                # The server restarted or the link dropped between triggers: reconnect once.
+                if self._conn is not None:
+                    self._conn.close()
+                self._conn = None
+                if attempt:
+                    raise
+                log.info("jetstream source: reconnecting after %s", exc)
+        raise AssertionError("unreachable")
+
+    def initialOffset(self) -> dict:
+        ro = self.ro
+        out = {}
+        for s, st in self._states().items():
+            tseq = None
+            if ro.starting_timestamp:
+                tseq = first_seq_at_or_after(ro.connect, s, ro.starting_timestamp, ro.subjects)
+                if tseq is None:
+                    tseq = st.last_seq + 1
+            out[s] = {"seq": start_position(ro.starting.for_stream(s), _position(st), tseq), "created": st.created}
+        return out
+
+    def getDefaultReadLimit(self):
+        n = self.ro.max_messages_per_trigger
+        return ReadMaxRows(n) if n else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = {s: st.last_seq for s, st in self._states().items()}
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        ro = self.ro
+        states = self._states()
+        cur: dict[str, int] = {}
+        latest: dict[str, int] = {}
+        created: dict[str, str] = {}
+        for s, st in states.items():
+            ent = start.get(s) if start else None
+            if ent is None:
+                # A stream that appeared after the query started (streamPattern): from its start.
+                last, c = max(st.first_seq - 1, 0), st.created
+            else:
+                last, c = int(ent["seq"]), ent.get("created", "")
+            loss = check_data_loss(s, last, c, _position(st))
+            if loss is not None:
+                if ro.fail_on_data_loss:
+                    raise DataLossError(loss.message + "; set failOnDataLoss=false to skip ahead")
+                log.warning("jetstream source: %s; skipping ahead (failOnDataLoss=false)", loss.message)
+                last = loss.resume_from
+            cur[s] = last
+            created[s] = st.created
+            top = st.last_seq
+            if self._target is not None:
+                top = min(top, self._target.get(s, last))
+            latest[s] = max(top, last)
+        self._latest = {s: {"seq": states[s].last_seq, "created": created[s]} for s in states}
+        budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        end = cap_by_budget(cur, latest, budget)
+        out = {s: {"seq": end[s], "created": created[s]} for s in end}
+        # Keep streams that vanished (pattern no longer matches) so their offsets stay stable.
+        for s, ent in (start or {}).items():
+            out.setdefault(s, ent)
+        return out
+
+    def reportLatestOffset(self):
+        """The newest sequences seen at the last trigger (Spark reports them as ``latestOffset``)."""
+        return self._latest
+
+    def partitions(self, start: dict, end: dict):
+        ro = self.ro
+        ranges: dict[str, tuple[int, int]] = {}
+        created: dict[str, str] = {}
+        for s, e in end.items():
+            hi = int(e["seq"])
+            st = (start or {}).get(s)
+            if st is None:
+                lo = 1
+            else:
+                lo = int(st["seq"]) + 1
+                if (e.get("created") and st.get("created") and e["created"] != st.get("created")) or lo > hi + 1:
+                    lo = 1  # re-created stream accepted by failOnDataLoss=false: read it from its start
+            ranges[s] = (lo, hi)
+            created[s] = e.get("created", "")
+        plan = plan_ranges(ranges, ro.min_partitions)
+        # Loss was already judged on the driver (latestOffset); tasks only re-check creation.
+        return [JetStreamPartition(_spec(ro, s, lo, hi, created[s], fail=False)) for s, lo, hi in plan]
+
+    def read(self, partition: JetStreamPartition):
+        """Runs on executors; see :func:`natsd.spark.reader.read_range`."""
+        return read_range(self.ro.connect, partition.spec)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to acknowledge: offsets live in Spark's checkpoint only."""
+
+    def stop(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+# ------------------------------------------------------------------------------------- writes
+@dataclass
+class JetStreamCommitMessage(WriterCommitMessage):
+    """Per-task result: how many rows were acknowledged, and how many were duplicates."""
+
+    partition: int
+    published: int
+    duplicates: int
+
+
+def _task_context():
+    from pyspark import TaskContext
+
+    return TaskContext.get()
+
+
+class _Writer:
+    """Shared row -> message logic for the batch and streaming writers."""
+
+    def __init__(self, wo: WriteOptions, schema: StructType, streaming: bool):
+        self.wo = wo
+        self.streaming = streaming
+        names = schema.fieldNames()
+        if "data" not in names:
+            raise ValueError("writing to jetstream needs a 'data' column (binary or string)")
+        if not wo.subject and "subject" not in names:
+            raise ValueError("writing to jetstream needs option 'subject' or a 'subject' column")
+        if wo.id_column and wo.id_column not in names:
+            raise ValueError(f"idempotence column {wo.id_column!r} is not in the data frame ({names})")
+        self.has_headers = "headers" in names
+        self.last_commit: dict | None = None
+        if wo.idempotence != "none" and wo.subject:
+            self._check_duplicate_window()
+
+    def _check_duplicate_window(self) -> None:
+        """Warn when the stream's duplicate window is shorter than a restart could take."""
+        try:
+            with SyncConnection(self.wo.connect).connect() as conn:
+                name = stream_for_subject(conn, self.wo.subject)
+                if not name:
+                    return
+                window_s = stream_state(conn, name).duplicate_window_ns / 1e9
+        except Exception as exc:  # the write itself will report connection problems
+            log.debug("duplicate window check skipped: %s", exc)
+            return
+        if window_s < self.wo.min_duplicate_window_s:
+            log.warning(
+                "jetstream sink: stream %s has duplicate_window %.0fs; rows replayed after a restart "
+                "longer than that are stored twice. Raise duplicate_window (>= %.0fs) for exactly-once.",
+                name,
+                window_s,
+                self.wo.min_duplicate_window_s,
+            )
+
+    def _write(self, iterator) -> JetStreamCommitMessage:
+        wo = self.wo
+        ctx = _task_context()
+        part = ctx.partitionId() if ctx else 0
+        prefix = None
+        if wo.idempotence == "positional":
+            if self.streaming:
+                batch_id = ctx.getLocalProperty("streaming.sql.batchId") if ctx else None
+                query = wo.msg_id_prefix or (ctx.getLocalProperty("sql.streaming.queryId") if ctx else None) or "q"
+                prefix = f"{query}-{batch_id}-{part}-"
+            else:
+                prefix = f"{wo.msg_id_prefix}-{part}-"
+        pub = Publisher(wo.connect, window=wo.window)
+        try:
+            row = 0
+            fixed_subject = wo.subject
+            for batch in iterator:
+                n = batch.num_rows
+                if n == 0:
+                    continue
+                names = batch.schema.names
+                data = batch.column(names.index("data")).to_pylist()
+                subjects = batch.column(names.index("subject")).to_pylist() if not fixed_subject else None
+                hdrs = batch.column(names.index("headers")).to_pylist() if self.has_headers else None
+                ids = batch.column(names.index(wo.id_column)).to_pylist() if wo.id_column else None
+                for i in range(n):
+                    d = data[i]
+                    if d is None:
+                        d = b""
+                    elif isinstance(d, str):
+                        d = d.encode()
+                    subj = fixed_subject or subjects[i]
+                    if not subj:
+                        raise ValueError(f"row {row} of partition {part} has no subject")
+                    pairs = []
+                    if prefix is not None:
+                        pairs.append(("Nats-Msg-Id", prefix + str(row)))
+                    elif ids is not None and ids[i] is not None:
+                        pairs.append(("Nats-Msg-Id", str(ids[i])))
+                    if hdrs is not None and hdrs[i]:
+                        h = hdrs[i]
+                        items = h.items() if isinstance(h, dict) else (
+                            (x["key"], x["value"]) if isinstance(x, dict) else tuple(x) for x in h
+                        )
+                        pairs.extend((k, v) for k, v in items if k)
+                    pub.publish(subj, d, encode_headers(pairs) if pairs else b"")
+                    row += 1
+            stats = pub.finish()
+        except BaseException:
+            pub.close()
+            raise
+        return JetStreamCommitMessage(part, stats.published, stats.duplicates)
+
+    def _summarise(self, messages, batch_id=None) -> None:
+        ok = [m for m in messages if m is not None]
+        self.last_commit = {
+            "batch_id": batch_id,
+            "published": sum(m.published for m in ok),
+            "duplicates": sum(m.duplicates for m in ok),
+            "tasks": len(ok),
+        }
+        log.info("jetstream sink commit: %s", self.last_commit)
+
+
+class JetStreamBatchWriter(_Writer, DataSourceArrowWriter):
+    """``df.write.format("jetstream")``: every task publishes its rows and waits for all PubAcks."""
+
+    def __init__(self, wo: WriteOptions, schema: StructType):
+        _Writer.__init__(self, wo, schema, streaming=False)
+
+    def write(self, iterator) -> JetStreamCommitMessage:
+        return self._write(iterator)
+
+    def commit(self, messages) -> None:
+        self._summarise(messages)
+
+    def abort(self, messages) -> None:
+        # Published messages cannot be withdrawn; with idempotence a retry stores nothing twice.
+        log.warning("jetstream sink: job aborted after %d task(s) published", len([m for m in messages if m]))
+
+
+class JetStreamStreamWriter(_Writer, DataSourceStreamArrowWriter):
+    """``df.writeStream.format("jetstream")``; positional ids include the micro-batch id."""
+
+    def __init__(self, wo: WriteOptions, schema: StructType):
+        _Writer.__init__(self, wo, schema, streaming=True)
+
+    def write(self, iterator) -> JetStreamCommitMessage:
+        return self._write(iterator)
+
+    def commit(self, messages, batchId: int) -> None:
+        self._summarise(messages, batchId)
+
+    def abort(self, messages, batchId: int) -> None:
+        log.warning("jetstream sink: micro-batch %s aborted", batchId)

@@ -1,0 +1,745 @@
+"""The conformance suite every StreamStore/ConsumerStore implementation must pass.
+
+Shipped with the package (like trio's ``check_*`` kits) so a new store is checked by the same
+code as the existing ones. A store is described by a :class:`StoreFactory`; each ``check_*``
+function takes one and raises ``AssertionError`` on the first deviation. ``STREAM_STORE_CHECKS``
+lists them all, for parametrisation::
+
+    @pytest.mark.parametrize("check", STREAM_STORE_CHECKS, ids=lambda c: c.__name__)
+    def test_conformance(check, factory):
+        check(factory)
+
+:func:`run_model_ops` drives a store and a plain-Python model with the same random sequence of
+publish / delete / purge / compact / skip / expiry / restart operations and compares them after
+every step; :func:`check_random_ops` runs it from a seed and :func:`model_ops` is the hypothesis
+strategy for it.
+
+Time is a :class:`natsd.clock.ManualClock` throughout; nothing sleeps.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from typing import Callable, Protocol
+
+from natsd.clock import ManualClock
+from natsd.store._subjects import subject_matches
+from natsd.store.base import (
+    ConsumerState, DiscardPolicy, MaxBytes, MaxMsgs, MaxMsgsPerSubject, MsgNotFound, Pending,
+    SequencePair, StoreClosed, StoreConfig, StoreEOF, StreamStore,
+)
+
+__all__ = [
+    "StoreFactory", "STREAM_STORE_CHECKS", "CONSUMER_STORE_CHECKS", "Model", "run_model_ops",
+    "check_random_ops", "model_ops", "random_ops",
+]
+
+SEC = 10**9
+
+
+class StoreFactory(Protocol):
+    """How the suite makes stores. ``reopen`` stops a store and opens it again from what it
+    persisted (file stores), or returns None when the store does not persist (memory)."""
+
+    def make(self, config: StoreConfig, clock: ManualClock) -> StreamStore: ...
+
+    def reopen(self, store: StreamStore, clock: ManualClock) -> StreamStore | None: ...
+
+
+def _cfg(**kw) -> StoreConfig:
+    kw.setdefault("name", "S")
+    return StoreConfig(**kw)
+
+
+def _size(store, subject, hdr, msg) -> int:
+    return type(store).msg_size(subject, hdr, msg)
+
+
+def _raises(exc, fn, *args):
+    try:
+        fn(*args)
+    except exc:
+        return
+    raise AssertionError(f"{fn.__name__}{args} did not raise {exc.__name__}")
+
+
+def _restart(factory: StoreFactory, store, clock):
+    """Reopen when the store persists; otherwise keep using it."""
+    again = factory.reopen(store, clock)
+    return store if again is None else again
+
+
+# ---------------------------------------------------------------------------------------------
+# Stream store checks.
+
+def check_store_and_load(factory: StoreFactory) -> None:
+    """Sequences start at 1, timestamps come from the clock, messages load back byte for byte."""
+    clock = ManualClock()
+    s = factory.make(_cfg(), clock)
+    hdr = b"NATS/1.0\r\nA: b\r\n\r\n"
+    assert s.store_msg("foo", None, b"hello") == (1, clock.time_ns())
+    clock.advance(5)
+    seq, ts = s.store_msg("bar.baz", hdr, b"")
+    assert (seq, ts) == (2, clock.time_ns())
+    s.flush()
+    st = s.state()
+    assert (st.msgs, st.first_seq, st.last_seq, st.num_subjects) == (2, 1, 2, 2)
+    assert st.bytes == _size(s, "foo", None, b"hello") + _size(s, "bar.baz", hdr, b"")
+    assert st.first_ts == ts - 5 and st.last_ts == ts
+    for restart in (False, True):
+        if restart:
+            s = _restart(factory, s, clock)
+            assert s.state() == st
+        m = s.load_msg(1)
+        assert (m.subject, m.hdr, m.msg, m.seq, m.ts) == ("foo", None, b"hello", 1, ts - 5)
+        m = s.load_msg(2)
+        assert (m.subject, m.hdr, m.msg, m.seq) == ("bar.baz", hdr, b"", 2)
+        _raises(StoreEOF, s.load_msg, 3)
+        _raises(MsgNotFound, s.load_msg, 0)
+    s.stop()
+    _raises(StoreClosed, s.store_msg, "foo", None, b"x")
+    _raises(StoreClosed, s.load_msg, 1)
+
+
+def check_first_seq(factory: StoreFactory) -> None:
+    """config.first_seq sets the first sequence of an empty stream."""
+    clock = ManualClock()
+    s = factory.make(_cfg(first_seq=100), clock)
+    st = s.state()
+    assert (st.msgs, st.first_seq, st.last_seq) == (0, 100, 99)
+    assert s.store_msg("a", None, b"1")[0] == 100
+    s = _restart(factory, s, clock)
+    assert s.store_msg("a", None, b"2")[0] == 101
+    assert s.state().first_seq == 100
+    s.stop()
+
+
+def check_max_msgs(factory: StoreFactory) -> None:
+    """max_msgs: discard old drops the oldest, discard new raises MaxMsgs."""
+    clock = ManualClock()
+    removed = []
+    s = factory.make(_cfg(max_msgs=3), clock)
+    s.register_storage_updates(lambda m, b, seq, subj: removed.append((m, b, seq, subj)))
+    for i in range(5):
+        s.store_msg(f"s.{i}", None, b"x")
+    st = s.state()
+    assert (st.msgs, st.first_seq, st.last_seq) == (3, 3, 5)
+    assert removed == [(-1, -_size(s, "s.0", None, b"x"), 1, "s.0"),
+                       (-1, -_size(s, "s.1", None, b"x"), 2, "s.1")]
+    s.stop()
+    s = factory.make(_cfg(max_msgs=2, discard=DiscardPolicy.NEW), clock)
+    s.store_msg("a", None, b"1")
+    s.store_msg("a", None, b"2")
+    _raises(MaxMsgs, s.store_msg, "a", None, b"3")
+    st = s.state()
+    assert (st.msgs, st.last_seq) == (2, 2)
+    s.stop()
+
+
+def check_max_bytes(factory: StoreFactory) -> None:
+    """max_bytes counts the store's accounted size; discard new raises MaxBytes."""
+    clock = ManualClock()
+    one = None
+    s = factory.make(_cfg(), clock)
+    one = _size(s, "b", None, b"0123456789")
+    s.stop()
+    s = factory.make(_cfg(max_bytes=one * 3), clock)
+    for _ in range(5):
+        s.store_msg("b", None, b"0123456789")
+    st = s.state()
+    assert (st.msgs, st.bytes, st.first_seq) == (3, one * 3, 3)
+    s.stop()
+    s = factory.make(_cfg(max_bytes=one * 2, discard=DiscardPolicy.NEW), clock)
+    s.store_msg("b", None, b"0123456789")
+    s.store_msg("b", None, b"0123456789")
+    _raises(MaxBytes, s.store_msg, "b", None, b"0123456789")
+    assert s.state().msgs == 2
+    s.stop()
+
+
+def check_max_msgs_per_subject(factory: StoreFactory) -> None:
+    """Per-subject limit: the subject's oldest goes (even with discard new, unless
+    discard_new_per_subject, which raises MaxMsgsPerSubject but lets Nats-Rollup through)."""
+    clock = ManualClock()
+    s = factory.make(_cfg(max_msgs_per_subject=2), clock)
+    for i in range(6):
+        s.store_msg(f"k.{i % 2}", None, str(i).encode())
+    assert s.subjects_totals(">") == {"k.0": 2, "k.1": 2}
+    assert [m.msg for m in s.iter_msgs(1, 10)] == [b"2", b"3", b"4", b"5"]
+    assert s.load_last_msg("k.0").msg == b"4"
+    s.stop()
+    # discard new at max_msgs, but the subject is at its limit: replacing counts as room.
+    s = factory.make(_cfg(max_msgs=2, max_msgs_per_subject=1, discard=DiscardPolicy.NEW), clock)
+    s.store_msg("k.a", None, b"1")
+    s.store_msg("k.b", None, b"1")
+    s.store_msg("k.a", None, b"2")
+    _raises(MaxMsgs, s.store_msg, "k.c", None, b"1")
+    assert s.subjects_totals(">") == {"k.a": 1, "k.b": 1}
+    s.stop()
+    s = factory.make(_cfg(max_msgs_per_subject=1, discard=DiscardPolicy.NEW, discard_new_per_subject=True), clock)
+    s.store_msg("k.a", None, b"1")
+    _raises(MaxMsgsPerSubject, s.store_msg, "k.a", None, b"2")
+    rollup = b"NATS/1.0\r\nNats-Rollup: sub\r\n\r\n"
+    seq, _ = s.store_msg("k.a", rollup, b"3")
+    assert seq == 2 and s.state().msgs == 1 and s.load_last_msg("k.a").msg == b"3"
+    s.stop()
+
+
+def check_max_age(factory: StoreFactory) -> None:
+    """max_age: expire() removes what is due at the given time; next_expiry() says when."""
+    clock = ManualClock()
+    s = factory.make(_cfg(max_age_ns=10 * SEC), clock)
+    assert s.next_expiry() == 0
+    t0 = clock.time_ns()
+    s.store_msg("a", None, b"1")
+    clock.advance(4 * SEC)
+    s.store_msg("a", None, b"2")
+    assert s.next_expiry() == t0 + 10 * SEC
+    assert s.expire(clock.time_ns()) == 0
+    clock.advance(6 * SEC)
+    assert s.expire(clock.time_ns()) == 1
+    st = s.state()
+    assert (st.msgs, st.first_seq) == (1, 2)
+    assert s.next_expiry() == t0 + 14 * SEC
+    s = _restart(factory, s, clock)
+    assert s.next_expiry() == t0 + 14 * SEC
+    clock.advance(4 * SEC)
+    assert s.expire(clock.time_ns()) == 1
+    st = s.state()
+    assert (st.msgs, st.first_seq, st.last_seq) == (0, 3, 2)
+    assert s.next_expiry() == 0
+    s.stop()
+
+
+def check_msg_ttl(factory: StoreFactory) -> None:
+    """Per-message TTL expires that message only; ttl < 0 never expires, even past max_age."""
+    clock = ManualClock()
+    s = factory.make(_cfg(allow_msg_ttl=True, max_age_ns=100 * SEC), clock)
+    t0 = clock.time_ns()
+    s.store_msg("a", None, b"keep")
+    s.store_msg("b", None, b"short", ttl_ns=5 * SEC)
+    s.store_msg("c", None, b"never", ttl_ns=-1)
+    assert s.next_expiry() == t0 + 5 * SEC
+    s = _restart(factory, s, clock)
+    assert s.next_expiry() == t0 + 5 * SEC
+    clock.advance(5 * SEC)
+    assert s.expire(clock.time_ns()) == 1
+    _raises(MsgNotFound, s.load_msg, 2)
+    assert s.state().msgs == 2
+    clock.advance(200 * SEC)
+    assert s.expire(clock.time_ns()) == 1
+    assert [m.msg for m in s.iter_msgs(0, 10)] == [b"never"]
+    assert s.next_expiry() == 0
+    s.stop()
+
+
+def check_remove_and_deleted(factory: StoreFactory) -> None:
+    """Interior deletes are tracked (num_deleted, deleted) and survive a restart; removing the
+    first message moves first_seq to the next live one."""
+    clock = ManualClock()
+    s = factory.make(_cfg(), clock)
+    for i in range(1, 11):
+        s.store_msg(f"d.{i % 3}", None, b"%d" % i)
+    assert s.remove_msg(4) and s.remove_msg(5) and s.erase_msg(8)
+    assert not s.remove_msg(4)
+    assert not s.remove_msg(11)
+    st = s.state(deleted_details=True)
+    assert (st.msgs, st.first_seq, st.last_seq, st.num_deleted, st.deleted) == (7, 1, 10, 3, [4, 5, 8])
+    _raises(MsgNotFound, s.load_msg, 5)
+    s = _restart(factory, s, clock)
+    st = s.state(deleted_details=True)
+    assert (st.msgs, st.num_deleted, st.deleted) == (7, 3, [4, 5, 8])
+    _raises(MsgNotFound, s.load_msg, 8)
+    assert s.remove_msg(1) and s.remove_msg(2) and s.remove_msg(3)
+    st = s.state(deleted_details=True)
+    assert (st.first_seq, st.num_deleted, st.deleted) == (6, 1, [8])
+    assert s.load_next_msg(">", 0).seq == 6
+    assert s.state().first_ts == s.load_msg(6).ts
+    s.stop()
+
+
+def check_purge(factory: StoreFactory) -> None:
+    """purge() empties, sequences continue; purge_ex with subject / seq / keep."""
+    clock = ManualClock()
+    updates = []
+    s = factory.make(_cfg(), clock)
+    s.register_storage_updates(lambda *a: updates.append(a))
+    for i in range(1, 11):
+        s.store_msg("p.a" if i % 2 else "p.b", None, b"x")
+    total = s.state().bytes
+    assert s.purge() == 10
+    assert updates[-1] == (-10, -total, 0, "")
+    st = s.state()
+    assert (st.msgs, st.bytes, st.first_seq, st.last_seq, st.first_ts) == (0, 0, 11, 10, 0)
+    s = _restart(factory, s, clock)
+    assert s.store_msg("p.a", None, b"y")[0] == 11
+    for i in range(12, 21):
+        s.store_msg("p.a" if i % 2 else "p.b", None, b"x")
+    # keep the newest 2 of p.a (odd: 11..19 -> keep 17, 19)
+    assert s.purge_ex("p.a", 0, 2) == 3
+    assert s.subjects_state("p.a")["p.a"].first == 17
+    # below seq 16 on p.b (12, 14) removed
+    assert s.purge_ex("p.b", 16, 0) == 2
+    assert s.subjects_totals(">") == {"p.a": 2, "p.b": 3}
+    # whole-stream keep
+    assert s.purge_ex("", 0, 2) == 3
+    assert [m.seq for m in s.iter_msgs(0, 100)] == [19, 20]
+    # whole stream below seq
+    s.store_msg("p.c", None, b"z")
+    assert s.purge_ex(">", 20, 0) == 1
+    assert s.state().first_seq == 20
+    s = _restart(factory, s, clock)
+    st = s.state()
+    assert (st.msgs, st.first_seq, st.last_seq) == (2, 20, 21)
+    s.stop()
+
+
+def check_compact_truncate(factory: StoreFactory) -> None:
+    """compact(seq) removes below seq; truncate(seq) removes above it; both persist."""
+    clock = ManualClock()
+    s = factory.make(_cfg(), clock)
+    for i in range(1, 21):
+        s.store_msg(f"c.{i % 4}", None, b"%d" % i)
+    s.remove_msg(8)
+    assert s.compact(6) == 5
+    st = s.state()
+    assert (st.msgs, st.first_seq) == (14, 6)
+    s.truncate(15)
+    st = s.state(deleted_details=True)
+    assert (st.msgs, st.first_seq, st.last_seq, st.deleted) == (9, 6, 15, [8])
+    assert st.last_ts == s.load_msg(15).ts
+    assert s.load_last_msg("c.0").seq == 12
+    assert s.subjects_totals(">") == {"c.0": 1, "c.1": 2, "c.2": 3, "c.3": 3}
+    s = _restart(factory, s, clock)
+    st = s.state(deleted_details=True)
+    assert (st.msgs, st.first_seq, st.last_seq, st.deleted) == (9, 6, 15, [8])
+    assert s.store_msg("c.9", None, b"new")[0] == 16
+    assert s.compact(100) == 10
+    st = s.state()
+    assert (st.msgs, st.first_seq, st.last_seq) == (0, 100, 99)
+    assert s.store_msg("c.9", None, b"x")[0] == 100
+    s.stop()
+
+
+def check_skip(factory: StoreFactory) -> None:
+    """skip_msg/skip_msgs consume sequences; on an empty stream first_seq moves past them."""
+    clock = ManualClock()
+    s = factory.make(_cfg(), clock)
+    assert s.skip_msg() == 1
+    st = s.state()
+    assert (st.msgs, st.first_seq, st.last_seq) == (0, 2, 1)
+    s.store_msg("a", None, b"1")
+    s.skip_msgs(3, 3)
+    s.store_msg("a", None, b"2")
+    st = s.state(deleted_details=True)
+    assert (st.msgs, st.first_seq, st.last_seq, st.deleted) == (2, 2, 6, [3, 4, 5])
+    s = _restart(factory, s, clock)
+    st = s.state(deleted_details=True)
+    assert (st.msgs, st.first_seq, st.last_seq, st.deleted) == (2, 2, 6, [3, 4, 5])
+    assert s.store_msg("a", None, b"3")[0] == 7
+    s.store_raw_msg("r", None, b"raw", 10, 123)
+    m = s.load_msg(10)
+    assert (m.subject, m.ts) == ("r", 123)
+    assert s.state(deleted_details=True).deleted == [3, 4, 5, 8, 9]
+    s.stop()
+
+
+def check_reads(factory: StoreFactory) -> None:
+    """load_next_msg (literal, wildcard, all), load_last_msg, load_prev_msg, iter_msgs."""
+    clock = ManualClock()
+    s = factory.make(_cfg(), clock)
+    subs = ["a.b", "a.c", "x.y", "a.b.c", "a.b"]
+    for i, subj in enumerate(subs * 4, 1):
+        s.store_msg(subj, None, b"%d" % i)
+    s.remove_msg(6)
+    assert s.load_next_msg("a.b", 2).seq == 5
+    assert s.load_next_msg("a.b", 5).seq == 5
+    assert s.load_next_msg("a.b", 6).seq == 10
+    assert s.load_next_msg("a.*", 3).seq == 5
+    assert s.load_next_msg("a.>", 3).seq == 4
+    assert s.load_next_msg(">", 6).seq == 7
+    assert s.load_next_msg("", 0).seq == 1
+    _raises(StoreEOF, s.load_next_msg, "nope", 1)
+    _raises(StoreEOF, s.load_next_msg, "x.y", 19)
+    _raises(StoreEOF, s.load_next_msg, ">", 21)
+    assert s.load_last_msg("a.b").seq == 20
+    assert s.load_last_msg("x.*").seq == 18
+    assert s.load_last_msg(">").seq == 20
+    _raises(MsgNotFound, s.load_last_msg, "zz")
+    assert s.load_prev_msg(6).seq == 5
+    assert s.load_prev_msg(100).seq == 20
+    assert [m.seq for m in s.iter_msgs(4, 8)] == [4, 5, 7, 8]
+    s.remove_msg(20)
+    assert s.load_last_msg("a.b").seq == 16
+    s.stop()
+
+
+def check_subject_state(factory: StoreFactory) -> None:
+    """filtered_state, subjects_state, subjects_totals, num_pending, multi_last_seqs."""
+    clock = ManualClock()
+    s = factory.make(_cfg(), clock)
+    for i in range(1, 13):
+        s.store_msg(["o.1", "o.2", "p.1"][i % 3], None, b"x")
+    fs = s.filtered_state(0, "o.*")
+    assert (fs.msgs, fs.first, fs.last) == (8, 1, 12)
+    fs = s.filtered_state(5, "o.1")
+    assert (fs.msgs, fs.first, fs.last) == (3, 6, 12)
+    fs = s.filtered_state(5, ">")
+    assert (fs.msgs, fs.first, fs.last) == (8, 5, 12)
+    assert s.filtered_state(13, ">").msgs == 0
+    ss = s.subjects_state("o.*")
+    assert {k: (v.msgs, v.first, v.last) for k, v in ss.items()} == {"o.1": (4, 3, 12), "o.2": (4, 1, 10)}
+    assert s.subjects_totals("p.>") == {"p.1": 4}
+    assert s.num_pending(6, "o.>", False) == 5
+    assert s.num_pending(11, ">", True) == 2
+    assert s.num_pending(0, ">", True) == 3
+    assert s.multi_last_seqs(["o.1", "p.*"], 0) == [11, 12]
+    assert s.multi_last_seqs([">"], 8) == [6, 7, 8]
+    s.stop()
+
+
+def check_update_config(factory: StoreFactory) -> None:
+    """update_config applies tighter limits at once."""
+    clock = ManualClock()
+    s = factory.make(_cfg(), clock)
+    for i in range(10):
+        s.store_msg(f"u.{i % 2}", None, b"x")
+    s.update_config(replace(s.config, max_msgs_per_subject=3))
+    assert s.subjects_totals(">") == {"u.0": 3, "u.1": 3}
+    s.update_config(replace(s.config, max_msgs=4))
+    st = s.state()
+    assert (st.msgs, st.first_seq) == (4, 7)
+    s = _restart(factory, s, clock)
+    assert s.config.max_msgs == 4 and s.state().msgs == 4
+    s.stop()
+
+
+def check_storage_updates(factory: StoreFactory) -> None:
+    """Every removal is reported through the registered callback."""
+    clock = ManualClock()
+    got = []
+    s = factory.make(_cfg(max_age_ns=SEC), clock)
+    s.register_storage_updates(lambda *a: got.append(a))
+    for i in range(6):
+        s.store_msg("e", None, b"x")
+    sz = _size(s, "e", None, b"x")
+    s.remove_msg(3)
+    assert got == [(-1, -sz, 3, "e")]
+    s.compact(3)
+    assert got[-1] == (-2, -2 * sz, 0, "")
+    clock.advance(2 * SEC)
+    s.expire(clock.time_ns())
+    assert got[-3:] == [(-1, -sz, 4, "e"), (-1, -sz, 5, "e"), (-1, -sz, 6, "e")]
+    s.stop()
+
+
+def check_consumer_store(factory: StoreFactory) -> None:
+    """Consumer state and config round-trip (and survive a restart when the store persists)."""
+    clock = ManualClock()
+    s = factory.make(_cfg(), clock)
+    cs = s.consumer_store("dur", {"durable_name": "dur", "ack_policy": "explicit"})
+    assert cs.state() == ConsumerState()
+    t = clock.time_ns()
+    st = ConsumerState(
+        delivered=SequencePair(10, 12), ack_floor=SequencePair(5, 6),
+        pending={8: Pending(7, t), 11: Pending(9, t + 5)}, redelivered={8: 2})
+    cs.update(st)
+    cs.flush()
+    assert cs.state() == st
+    cs.update_config({"durable_name": "dur", "ack_policy": "all"})
+    assert s.consumer_names() == ["dur"]
+    s.consumer_store("gone", {"durable_name": "gone"}).delete()
+    assert s.consumer_names() == ["dur"]
+    s2 = factory.reopen(s, clock)
+    if s2 is not None:
+        assert s2.consumer_names() == ["dur"]
+        cs2 = s2.consumer_store("dur", None)
+        assert cs2.state() == st
+        assert cs2.meta == {"durable_name": "dur", "ack_policy": "all"}
+        s2.stop()
+    else:
+        s.stop()
+
+
+def check_seq_from_time(factory: StoreFactory) -> None:
+    """get_seq_from_time: first live message stored at or after a wall time."""
+    clock = ManualClock()
+    s = factory.make(_cfg(), clock)
+    t0 = clock.time_ns()
+    assert s.get_seq_from_time(t0) == 1
+    for _ in range(10):
+        s.store_msg("t", None, b"x")
+        clock.advance(SEC)
+    s.skip_msg()
+    s.remove_msg(4)
+    assert s.get_seq_from_time(0) == 1
+    assert s.get_seq_from_time(t0 + 3 * SEC) == 5
+    assert s.get_seq_from_time(t0 + 2 * SEC + 1) == 5
+    assert s.get_seq_from_time(t0 + 9 * SEC) == 10
+    assert s.get_seq_from_time(t0 + 100 * SEC) == 12
+    s.stop()
+
+
+def check_delete(factory: StoreFactory) -> None:
+    """delete() stops the store; it cannot be used afterwards."""
+    clock = ManualClock()
+    s = factory.make(_cfg(), clock)
+    s.store_msg("a", None, b"x")
+    s.delete()
+    _raises(StoreClosed, s.store_msg, "a", None, b"x")
+
+
+# ---------------------------------------------------------------------------------------------
+# The model and random operation sequences.
+
+class Model:
+    """A deliberately simple reference implementation (dict by sequence) of the semantics the
+    random test exercises: discard-old limits, deletes, purges, compact, skip and max_age."""
+
+    def __init__(self, config: StoreConfig, size: Callable[[str, bytes | None, bytes], int]) -> None:
+        self.cfg = config
+        self.size = size
+        self.msgs: dict[int, tuple[str, bytes | None, bytes, int]] = {}
+        self.first = config.first_seq or 1
+        self.last = self.first - 1
+
+    def _fix_first(self) -> None:
+        self.first = min(self.msgs) if self.msgs else self.last + 1
+
+    def store(self, subj, hdr, msg, ts) -> int:
+        self.last += 1
+        self.msgs[self.last] = (subj, hdr, msg, ts)
+        maxp = self.cfg.max_msgs_per_subject
+        if maxp > 0:
+            seqs = sorted(s for s, m in self.msgs.items() if m[0] == subj)
+            for s in seqs[: max(0, len(seqs) - maxp)]:
+                del self.msgs[s]
+        if self.cfg.max_msgs > 0:
+            while len(self.msgs) > self.cfg.max_msgs:
+                del self.msgs[min(self.msgs)]
+        if self.cfg.max_bytes > 0:
+            while self.bytes() > self.cfg.max_bytes:
+                del self.msgs[min(self.msgs)]
+        self._fix_first()
+        return self.last
+
+    def bytes(self) -> int:
+        return sum(self.size(m[0], m[1], m[2]) for m in self.msgs.values())
+
+    def remove(self, seq) -> bool:
+        ok = self.msgs.pop(seq, None) is not None
+        self._fix_first()
+        return ok
+
+    def skip(self) -> None:
+        self.last += 1
+        self._fix_first()
+
+    def purge(self) -> int:
+        n = len(self.msgs)
+        self.msgs.clear()
+        self._fix_first()
+        return n
+
+    def purge_subject(self, subj: str, keep: int) -> int:
+        seqs = sorted(s for s, m in self.msgs.items() if subject_matches(m[0], subj))
+        if keep >= len(seqs):
+            return 0
+        doomed = seqs[: len(seqs) - keep] if keep else seqs
+        for s in doomed:
+            del self.msgs[s]
+        self._fix_first()
+        return len(doomed)
+
+    def compact(self, seq: int) -> int:
+        if seq > self.last:
+            n = len(self.msgs)
+            self.msgs.clear()
+            self.last = seq - 1
+            self.first = seq
+            return n
+        doomed = [s for s in self.msgs if s < seq]
+        for s in doomed:
+            del self.msgs[s]
+        self._fix_first()
+        if self.first < seq and not self.msgs:
+            self.first = self.last + 1
+        return len(doomed)
+
+    def expire(self, now: int) -> int:
+        if self.cfg.max_age_ns <= 0:
+            return 0
+        doomed = []
+        for s in sorted(self.msgs):
+            if self.msgs[s][3] > now - self.cfg.max_age_ns:
+                break
+            doomed.append(s)
+        for s in doomed:
+            del self.msgs[s]
+        self._fix_first()
+        return len(doomed)
+
+
+def random_ops(rng: random.Random, n: int) -> list[tuple]:
+    """``n`` random operations (plain tuples, so hypothesis can shrink the equivalent)."""
+    ops = []
+    for _ in range(n):
+        r = rng.random()
+        if r < 0.55:
+            ops.append(("pub", rng.randrange(6), rng.randrange(40), rng.random() < 0.2))
+        elif r < 0.68:
+            ops.append(("rm", rng.randrange(60), rng.random() < 0.3))
+        elif r < 0.73:
+            ops.append(("skip",))
+        elif r < 0.78:
+            ops.append(("purge_subj", rng.randrange(6), rng.randrange(3)))
+        elif r < 0.81:
+            ops.append(("compact", rng.randrange(80)))
+        elif r < 0.83:
+            ops.append(("purge",))
+        elif r < 0.93:
+            ops.append(("tick", rng.randrange(1, 4)))
+        else:
+            ops.append(("restart",))
+    return ops
+
+
+def model_ops():
+    """Hypothesis strategy producing the same operation tuples as :func:`random_ops`."""
+    from hypothesis import strategies as st
+
+    op = st.one_of(
+        st.tuples(st.just("pub"), st.integers(0, 5), st.integers(0, 40), st.booleans()),
+        st.tuples(st.just("rm"), st.integers(0, 60), st.booleans()),
+        st.tuples(st.just("skip")),
+        st.tuples(st.just("purge_subj"), st.integers(0, 5), st.integers(0, 2)),
+        st.tuples(st.just("compact"), st.integers(0, 80)),
+        st.tuples(st.just("purge")),
+        st.tuples(st.just("tick"), st.integers(1, 3)),
+        st.tuples(st.just("restart")),
+    )
+    return st.lists(op, max_size=60)
+
+
+_SUBJECTS = ["m.a", "m.b", "m.c.x", "n.a", "n.b.c", "m.a.b"]
+_FILTERS = [">", "m.*", "m.>", "n.a", "*.a", "m.c.x"]
+_HDR = b"NATS/1.0\r\nX: y\r\n\r\n"
+
+
+def _compare(store, model: Model, rng: random.Random) -> None:
+    st = store.state(deleted_details=True)
+    exp_deleted = [s for s in range(model.first, model.last + 1) if s not in model.msgs] if model.msgs else []
+    got = (st.msgs, st.bytes, st.first_seq, st.last_seq, st.deleted)
+    want = (len(model.msgs), model.bytes(), model.first, model.last, exp_deleted)
+    assert got == want, f"state {got} != model {want}"
+    totals: dict[str, int] = {}
+    for m in model.msgs.values():
+        totals[m[0]] = totals.get(m[0], 0) + 1
+    assert store.subjects_totals(">") == totals
+    assert st.num_subjects == len(totals)
+    if model.msgs:
+        assert st.first_ts == model.msgs[model.first][3]
+    for _ in range(3):
+        seq = rng.randrange(0, model.last + 3)
+        if seq in model.msgs:
+            m = store.load_msg(seq)
+            assert (m.subject, m.hdr, m.msg, m.ts) == model.msgs[seq], f"load {seq}"
+        else:
+            try:
+                store.load_msg(seq)
+            except (MsgNotFound, StoreEOF):
+                pass
+            else:
+                raise AssertionError(f"seq {seq} should be absent")
+        flt = rng.choice(_FILTERS)
+        want_seq = next((s for s in sorted(model.msgs) if s >= seq and subject_matches(model.msgs[s][0], flt)), 0)
+        try:
+            got_seq = store.load_next_msg(flt, seq).seq
+        except StoreEOF:
+            got_seq = 0
+        assert got_seq == want_seq, f"load_next_msg({flt!r}, {seq}) {got_seq} != {want_seq}"
+        fs = store.filtered_state(seq, flt)
+        matching = [s for s in model.msgs if s >= seq and subject_matches(model.msgs[s][0], flt)]
+        assert fs.msgs == len(matching), f"filtered_state({seq}, {flt!r})"
+        if matching:
+            assert (fs.first, fs.last) == (min(matching), max(matching))
+        lasts = {}
+        for s in sorted(model.msgs):
+            if subject_matches(model.msgs[s][0], flt):
+                lasts[model.msgs[s][0]] = s
+        try:
+            got_last = store.load_last_msg(flt).seq
+        except MsgNotFound:
+            got_last = 0
+        assert got_last == (max(lasts.values()) if lasts else 0), f"load_last_msg({flt!r})"
+        assert store.multi_last_seqs([flt], 0) == sorted(lasts.values())
+
+
+def run_model_ops(factory: StoreFactory, ops: list[tuple], config: StoreConfig | None = None,
+                  seed: int = 0) -> None:
+    """Apply ``ops`` to a fresh store and to :class:`Model`, comparing after every step."""
+    clock = ManualClock()
+    config = config or _cfg()
+    store = factory.make(config, clock)
+    model = Model(config, type(store).msg_size)
+    rng = random.Random(seed)
+    try:
+        for op in ops:
+            kind = op[0]
+            if kind == "pub":
+                subj = _SUBJECTS[op[1]]
+                hdr = _HDR if op[3] else None
+                body = bytes(rng.randrange(256) for _ in range(op[2]))
+                seq, ts = store.store_msg(subj, hdr, body)
+                assert seq == model.store(subj, hdr, body, ts)
+            elif kind == "rm":
+                seq = op[1] + max(model.first - 5, 0)
+                fn = store.erase_msg if op[2] else store.remove_msg
+                assert fn(seq) == model.remove(seq), f"remove {seq}"
+            elif kind == "skip":
+                assert store.skip_msg() == model.last + 1
+                model.skip()
+            elif kind == "purge_subj":
+                assert store.purge_ex(_SUBJECTS[op[1]], 0, op[2]) == model.purge_subject(_SUBJECTS[op[1]], op[2])
+            elif kind == "compact":
+                seq = op[1] + max(model.first - 10, 1)
+                if seq >= model.first:
+                    assert store.compact(seq) == model.compact(seq)
+            elif kind == "purge":
+                assert store.purge() == model.purge()
+            elif kind == "tick":
+                clock.advance(op[1] * SEC)
+                assert store.expire(clock.time_ns()) == model.expire(clock.time_ns())
+            elif kind == "restart":
+                store.flush()
+                store = _restart(factory, store, clock)
+            _compare(store, model, rng)
+    finally:
+        store.stop()
+
+
+#: Limit configurations the random test runs under.
+RANDOM_CONFIGS = {
+    "unlimited": dict(),
+    "max_msgs": dict(max_msgs=12),
+    "per_subject": dict(max_msgs_per_subject=3),
+    "max_bytes": dict(max_bytes=600),
+    "max_age": dict(max_age_ns=5 * SEC),
+    "first_seq": dict(first_seq=1000, max_msgs=30),
+}
+
+
+def check_random_ops(factory: StoreFactory, seed: int, n: int = 150, limits: str = "unlimited") -> None:
+    """A seeded random sequence of ``n`` operations under one of ``RANDOM_CONFIGS``."""
+    rng = random.Random(seed)
+    run_model_ops(factory, random_ops(rng, n), _cfg(**RANDOM_CONFIGS[limits]), seed)
+
+
+STREAM_STORE_CHECKS = [
+    check_store_and_load, check_first_seq, check_max_msgs, check_max_bytes, check_max_msgs_per_subject,
+    check_max_age, check_msg_ttl, check_remove_and_deleted, check_purge, check_compact_truncate,
+    check_skip, check_reads, check_subject_state, check_update_config, check_storage_updates,
+    check_seq_from_time, check_delete,
+]
+CONSUMER_STORE_CHECKS = [check_consumer_store]

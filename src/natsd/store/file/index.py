@@ -1,0 +1,167 @@
+"""``msgs/index.db``: a snapshot of the file store's in-memory index, for fast restart.
+
+Written on clean stop and periodically by ``sync()``, always after a flush, atomically (tmp +
+fsync + rename). It records, for every block, the flushed size and the last 8 bytes at that size,
+so on open the store can tell whether the blocks still hold what the index describes: blocks may
+have *grown* since (those bytes are replayed record by record), but a block that shrank or whose
+bytes at the recorded end differ makes the index stale and the store falls back to a full scan.
+
+Layout (little-endian; the arrays are dumped with ``array.tobytes()`` and the byte order is
+checked through the version word)::
+
+    "NIDX"           magic
+    u32              version (1) | 0x8000_0000 when written on a big-endian host
+    10 x i64         first, last, first_ts, last_ts, msgs, bytes, base, n, marker_first, lost_bytes
+    n x i64          pos   (block_id << 32 | offset, -1 = absent)
+    n x u32          sid   (subject id, 0xFFFFFFFF = absent)
+    n x i64          ts
+    n x u32          sz    (record size)
+    u32              subject slots; per slot: u16 name length (0xFFFF = free slot), name,
+                     i64 msgs, i64 first, i64 last, u8 stale flags
+    u32              TTL entries; per entry: i64 seq, i64 expiry (Unix ns, -1 = never)
+    u32              lost sequences; per entry: i64 seq
+    u32              blocks; per block: u32 id, i64 flushed size, i64 max_ref, 8 bytes (file tail)
+    u32              zlib.crc32 of every preceding byte
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+import zlib
+from array import array
+from dataclasses import dataclass, field
+
+from natsd.store.base import CorruptState
+
+__all__ = ["IndexSnapshot", "BlockInfo", "encode_index", "decode_index"]
+
+MAGIC = b"NIDX"
+VERSION = 1
+_BIG = 0x80000000
+_FIXED = struct.Struct("<4sI10q")
+_U32 = struct.Struct("<I")
+_U16 = struct.Struct("<H")
+_SS = struct.Struct("<qqqB")
+_PAIR = struct.Struct("<qq")
+_Q = struct.Struct("<q")
+_BLK = struct.Struct("<Iqq8s")
+
+
+@dataclass(slots=True)
+class BlockInfo:
+    id: int
+    size: int
+    max_ref: int
+    tail: bytes
+
+
+@dataclass(slots=True)
+class IndexSnapshot:
+    first: int
+    last: int
+    first_ts: int
+    last_ts: int
+    msgs: int
+    bytes: int
+    base: int
+    marker_first: int
+    lost_bytes: int
+    pos: array
+    sid: array
+    ts: array
+    sz: array
+    subjects: list  # per slot: None or (name, [msgs, first, last, stale])
+    ttl: list[tuple[int, int]] = field(default_factory=list)
+    lost: list[int] = field(default_factory=list)
+    blocks: list[BlockInfo] = field(default_factory=list)
+
+
+def encode_index(snap: IndexSnapshot) -> bytes:
+    n = len(snap.pos)
+    assert len(snap.sid) == len(snap.ts) == len(snap.sz) == n
+    version = VERSION | (_BIG if sys.byteorder == "big" else 0)
+    parts = [_FIXED.pack(MAGIC, version, snap.first, snap.last, snap.first_ts, snap.last_ts, snap.msgs,
+                         snap.bytes, snap.base, n, snap.marker_first, snap.lost_bytes),
+             snap.pos.tobytes(), snap.sid.tobytes(), snap.ts.tobytes(), snap.sz.tobytes(),
+             _U32.pack(len(snap.subjects))]
+    for slot in snap.subjects:
+        if slot is None:
+            parts.append(_U16.pack(0xFFFF))
+            continue
+        name, ss = slot
+        nb = name.encode()
+        parts.append(_U16.pack(len(nb)) + nb + _SS.pack(ss[0], ss[1], ss[2], ss[3]))
+    parts.append(_U32.pack(len(snap.ttl)))
+    parts.extend(_PAIR.pack(s, e) for s, e in snap.ttl)
+    parts.append(_U32.pack(len(snap.lost)))
+    parts.extend(_Q.pack(s) for s in snap.lost)
+    parts.append(_U32.pack(len(snap.blocks)))
+    parts.extend(_BLK.pack(b.id, b.size, b.max_ref, b.tail.rjust(8, b"\0")) for b in snap.blocks)
+    data = b"".join(parts)
+    return data + _U32.pack(zlib.crc32(data))
+
+
+def decode_index(data: bytes) -> IndexSnapshot:
+    """Parse and verify an index; CorruptState on any mismatch (the caller then rebuilds)."""
+    if len(data) < _FIXED.size + 4:
+        raise CorruptState("index: short file")
+    (crc,) = _U32.unpack_from(data, len(data) - 4)
+    if zlib.crc32(memoryview(data)[:-4]) != crc:
+        raise CorruptState("index: checksum mismatch")
+    try:
+        (magic, version, first, last, first_ts, last_ts, msgs, nbytes, base, n, marker_first,
+         lost_bytes) = _FIXED.unpack_from(data, 0)
+        if magic != MAGIC or version & ~_BIG != VERSION:
+            raise CorruptState("index: bad magic or version")
+        if bool(version & _BIG) != (sys.byteorder == "big"):
+            raise CorruptState("index: written on a host of the other byte order")
+        p = _FIXED.size
+        mv = memoryview(data)
+        arrays = []
+        for code, width in (("q", 8), ("I", 4), ("q", 8), ("I", 4)):
+            a = array(code)
+            a.frombytes(mv[p: p + width * n])
+            if len(a) != n:
+                raise CorruptState("index: short arrays")
+            arrays.append(a)
+            p += width * n
+        (nslots,) = _U32.unpack_from(data, p)
+        p += 4
+        subjects: list = []
+        for _ in range(nslots):
+            (ln,) = _U16.unpack_from(data, p)
+            p += 2
+            if ln == 0xFFFF:
+                subjects.append(None)
+                continue
+            name = bytes(mv[p: p + ln]).decode()
+            p += ln
+            m, f, la, stale = _SS.unpack_from(data, p)
+            p += _SS.size
+            subjects.append((name, [m, f, la, stale]))
+        (nttl,) = _U32.unpack_from(data, p)
+        p += 4
+        ttl = []
+        for _ in range(nttl):
+            ttl.append(_PAIR.unpack_from(data, p))
+            p += _PAIR.size
+        (nlost,) = _U32.unpack_from(data, p)
+        p += 4
+        lost = []
+        for _ in range(nlost):
+            lost.append(_Q.unpack_from(data, p)[0])
+            p += 8
+        (nblk,) = _U32.unpack_from(data, p)
+        p += 4
+        blocks = []
+        for _ in range(nblk):
+            bid, size, max_ref, tail = _BLK.unpack_from(data, p)
+            blocks.append(BlockInfo(bid, size, max_ref, tail))
+            p += _BLK.size
+        if p != len(data) - 4:
+            raise CorruptState("index: trailing bytes")
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise CorruptState(f"index: malformed: {exc}") from None
+    return IndexSnapshot(first, last, first_ts, last_ts, msgs, nbytes, base, marker_first, lost_bytes,
+                         arrays[0], arrays[1], arrays[2], arrays[3], subjects, ttl, lost, blocks)

@@ -1,0 +1,86 @@
+"""Stream and consumer configs on disk: ``meta.inf`` + ``meta.sum`` (as the reference).
+
+``meta.inf`` holds the config as UTF-8 JSON (whatever dict the JetStream layer stores in
+``StoreConfig.meta`` / the consumer's ``meta``). ``meta.sum`` holds the lowercase hex of a
+64-bit BLAKE2b digest of ``meta.inf``'s exact bytes, keyed with the stream name (the reference
+uses HighwayHash-64 keyed with sha256(stream name); the point is the same: a torn or edited
+meta.inf is detected at start-up rather than half-read). Both files are replaced atomically:
+written to ``*.tmp``, fsynced, renamed, then the directory is fsynced.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+from natsd.store.base import CorruptState
+from natsd.store.file.layout import META_FILE, META_SUM_FILE, TMP_SUFFIX
+
+__all__ = ["meta_checksum", "write_meta", "read_meta", "atomic_write", "fsync_dir"]
+
+
+def meta_checksum(data: bytes, key: str) -> str:
+    """Hex of the keyed 64-bit BLAKE2b digest of ``data`` (``key`` is the stream name)."""
+    return hashlib.blake2b(data, digest_size=8, key=key.encode()[:64]).hexdigest()
+
+
+def fsync_dir(path: str) -> None:
+    """fsync a directory so a rename or create inside it is durable (no-op where unsupported)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str, data: bytes, fsync: bool = True) -> None:
+    """Replace ``path`` with ``data`` atomically: tmp file, (fsync,) rename. A crash leaves
+    either the old or the new content, never a mix."""
+    tmp = path + TMP_SUFFIX
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def write_meta(directory: str, meta: dict, key: str) -> None:
+    """Write ``meta.inf`` (JSON) and ``meta.sum`` into ``directory`` atomically."""
+    os.makedirs(directory, exist_ok=True)
+    data = json.dumps(meta, separators=(",", ":"), sort_keys=False).encode()
+    atomic_write(os.path.join(directory, META_FILE), data)
+    atomic_write(os.path.join(directory, META_SUM_FILE), meta_checksum(data, key).encode())
+    fsync_dir(directory)
+
+
+def read_meta(directory: str, key: str) -> dict:
+    """Read and verify ``meta.inf``. Raises FileNotFoundError when absent and CorruptState when
+    the checksum file is missing or does not match, or the JSON is not an object."""
+    with open(os.path.join(directory, META_FILE), "rb") as f:
+        data = f.read()
+    try:
+        with open(os.path.join(directory, META_SUM_FILE), "rb") as f:
+            want = f.read().strip().decode("ascii", "replace")
+    except FileNotFoundError:
+        raise CorruptState(f"{directory}: {META_SUM_FILE} is missing") from None
+    if meta_checksum(data, key) != want:
+        raise CorruptState(f"{directory}: {META_FILE} does not match its checksum")
+    try:
+        meta = json.loads(data)
+    except ValueError as exc:
+        raise CorruptState(f"{directory}: {META_FILE} is not valid JSON: {exc}") from None
+    if not isinstance(meta, dict):
+        raise CorruptState(f"{directory}: {META_FILE} is not a JSON object")
+    return meta

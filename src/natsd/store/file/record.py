@@ -1,0 +1,212 @@
+"""Block records: the byte layout of ``msgs/<n>.blk`` (pure encode/decode, no I/O).
+
+A block file is a plain concatenation of records. Every record, little-endian::
+
+    offset  size  field
+    0       4     total_len   u32: length of the whole record, trailer included.
+                              bit 31 set = the record has a header block (hdr_len + hdr present)
+    4       8     seq         u64: stream sequence; the top bits are flags (FLAG_*), the rest the seq
+    12      8     ts          i64: store time, Unix ns (marker records: see below)
+    20      2     subj_len    u16
+    22      n     subject     UTF-8
+    [       4     hdr_len     u32 ] only when bit 31 of total_len is set
+    [       m     hdr         raw "NATS/1.0\\r\\n..." block ]
+    ..      k     msg         payload
+    -8      4     checksum    u32: zlib.crc32 (IEEE) of every preceding byte of the record
+    -4      4     total_len   u32: total_len again (without the header bit)
+
+So a message costs ``22 + subject + [4 + hdr] + msg + 8`` bytes: exactly the reference's
+``fileStoreMsgSize``, which is why ``state.bytes`` matches nats-server's STREAM.INFO. The
+checksum is CRC-32 rather than the reference's keyed HighwayHash-64 because ``zlib.crc32`` runs in
+C from the standard library and detects every torn write and every burst error shorter than 32
+bits; the repeated length makes a record checkable from its end too, and a torn tail (a record
+cut anywhere) never passes both checks.
+
+Flags in the top bits of ``seq`` (the reference uses bit 63 "erased" and bit 62 "tombstone"
+the same way):
+
+- FLAG_ERASED   the message was securely erased in place: subject, headers and payload were
+                overwritten with random bytes and the checksum recomputed. Counts as deleted.
+- FLAG_TOMB     tombstone: message ``seq`` (stored earlier) was removed. No subject/payload.
+- FLAG_TTL      message ``seq`` has its own expiry: ``ts`` holds the expiry time (Unix ns) or
+                -1 for "never expires".
+- FLAG_FIRST    every sequence below ``seq`` is gone (limits, purge, compact); if ``seq`` is above
+                the last sequence, the stream's last sequence becomes ``seq - 1``.
+- FLAG_TRUNC    every sequence above ``seq`` is gone; the last sequence becomes ``seq``.
+- FLAG_SKIP     sequences ``seq .. seq + count - 1`` were consumed without a message; ``msg`` is
+                ``count`` as u64, ``ts`` the time of the skip.
+
+Records are applied in file order (blocks by number, then by offset) at recovery.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+
+from natsd.store.file.layout import MAX_RECORD_SIZE
+
+__all__ = [
+    "HDR_BIT", "FLAG_ERASED", "FLAG_TOMB", "FLAG_TTL", "FLAG_FIRST", "FLAG_TRUNC", "FLAG_SKIP",
+    "FLAG_MASK", "SEQ_MASK", "HEADER_SIZE", "TRAILER_SIZE", "RECORD_OVERHEAD",
+    "file_store_msg_size", "encode_msg_into", "encode_marker", "erase_record", "Record", "decode_record",
+    "RecordError", "parse_header",
+]
+
+HDR_BIT = 1 << 31
+FLAG_ERASED = 1 << 63
+FLAG_TOMB = 1 << 62
+FLAG_TTL = 1 << 61
+FLAG_FIRST = 1 << 60
+FLAG_TRUNC = 1 << 59
+FLAG_SKIP = 1 << 58
+FLAG_MASK = FLAG_ERASED | FLAG_TOMB | FLAG_TTL | FLAG_FIRST | FLAG_TRUNC | FLAG_SKIP
+SEQ_MASK = (1 << 58) - 1
+
+_HEAD = struct.Struct("<IQqH")
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+_TRAILER = struct.Struct("<II")
+HEADER_SIZE = _HEAD.size  # 22
+TRAILER_SIZE = _TRAILER.size  # 8
+RECORD_OVERHEAD = HEADER_SIZE + TRAILER_SIZE  # 30, as the reference
+
+_crc32 = zlib.crc32
+_pack_head = _HEAD.pack
+_pack_u32 = _U32.pack
+_pack_trailer = _TRAILER.pack
+
+
+class RecordError(Exception):
+    """A record failed its length or checksum check (``offset`` into the buffer given)."""
+
+    def __init__(self, offset: int, detail: str) -> None:
+        super().__init__(f"bad record at offset {offset}: {detail}")
+        self.offset = offset
+        self.detail = detail
+
+
+def file_store_msg_size(subject: str, hdr: bytes | None, msg: bytes) -> int:
+    """Record size of a message = the reference's ``fileStoreMsgSize`` (used for state.bytes).
+    ``subject`` length is in bytes of its UTF-8 form (ASCII in practice)."""
+    n = len(subject) if subject.isascii() else len(subject.encode())
+    if hdr:
+        return 34 + n + len(hdr) + len(msg)
+    return 30 + n + len(msg)
+
+
+def encode_msg_into(buf: bytearray, seq: int, ts: int, subject: bytes, hdr: bytes | None, msg: bytes) -> int:
+    """Append one message record to ``buf``; returns its length. No intermediate copies: the
+    checksum is computed incrementally over the pieces."""
+    slen = len(subject)
+    assert 0 < seq <= SEQ_MASK and slen < 0x10000
+    if hdr:
+        total = 34 + slen + len(hdr) + len(msg)
+        head = _pack_head(total | HDR_BIT, seq, ts, slen)
+        hlen = _pack_u32(len(hdr))
+        crc = _crc32(msg, _crc32(hdr, _crc32(hlen, _crc32(subject, _crc32(head)))))
+        buf += head
+        buf += subject
+        buf += hlen
+        buf += hdr
+    else:
+        total = 30 + slen + len(msg)
+        head = _pack_head(total, seq, ts, slen)
+        crc = _crc32(msg, _crc32(subject, _crc32(head)))
+        buf += head
+        buf += subject
+    buf += msg
+    buf += _pack_trailer(crc, total)
+    return total
+
+
+def encode_marker(flag: int, seq: int, ts: int = 0, count: int | None = None) -> bytes:
+    """A record with no subject: tombstone, TTL, FIRST, TRUNC or SKIP (``count`` as the body)."""
+    assert flag in (FLAG_TOMB, FLAG_TTL, FLAG_FIRST, FLAG_TRUNC, FLAG_SKIP) and 0 <= seq <= SEQ_MASK
+    body = _U64.pack(count) if count is not None else b""
+    total = RECORD_OVERHEAD + len(body)
+    data = _pack_head(total, seq | flag, ts, 0) + body
+    return data + _pack_trailer(_crc32(data), total)
+
+
+def erase_record(rec: bytes, random_bytes) -> bytes:
+    """The erased form of message record ``rec``: same length, FLAG_ERASED set, everything
+    after the fixed header (subject, headers, payload) replaced with ``random_bytes(n)``, and a
+    fresh checksum. The lengths stay so the block can still be walked record by record."""
+    total, seq, ts, slen = _HEAD.unpack_from(rec, 0)
+    size = total & ~HDR_BIT
+    assert size == len(rec)
+    head = _pack_head(total, seq | FLAG_ERASED, ts, slen)
+    body_len = size - HEADER_SIZE - TRAILER_SIZE
+    body = random_bytes(body_len)
+    if total & HDR_BIT:
+        # Keep hdr_len readable so the record stays structurally valid.
+        body = body[:slen] + rec[HEADER_SIZE + slen: HEADER_SIZE + slen + 4] + body[slen + 4:]
+    data = head + body
+    return data + _pack_trailer(_crc32(data), size)
+
+
+@dataclass(slots=True)
+class Record:
+    """A decoded record. ``flags`` is the FLAG_* bits of the seq field, ``seq`` the sequence."""
+
+    seq: int
+    flags: int
+    ts: int
+    subject: bytes
+    hdr: bytes | None
+    msg: bytes
+    size: int
+
+
+def parse_header(buf, offset: int) -> tuple[int, int, int, int, int]:
+    """(size, has_hdr, raw_seq, ts, subj_len) of the record at ``offset``; RecordError if the
+    fixed header is short or the length is implausible."""
+    if len(buf) - offset < HEADER_SIZE:
+        raise RecordError(offset, "short header")
+    total, raw_seq, ts, slen = _HEAD.unpack_from(buf, offset)
+    size = total & ~HDR_BIT
+    if size < RECORD_OVERHEAD + slen or size > MAX_RECORD_SIZE:
+        raise RecordError(offset, f"implausible length {size}")
+    return size, total & HDR_BIT, raw_seq, ts, slen
+
+
+def decode_record(buf, offset: int = 0) -> Record:
+    """Decode and verify the record at ``offset`` of ``buf`` (bytes or memoryview).
+
+    Checks, in order: the fixed header is complete, the length is plausible and the record is
+    complete, the trailing length repeats the leading one, the CRC matches, the header-block
+    length fits. Raises RecordError otherwise; never returns unverified data.
+    """
+    size, has_hdr, raw_seq, ts, slen = parse_header(buf, offset)
+    end = offset + size
+    if end > len(buf):
+        raise RecordError(offset, "short record")
+    crc, total2 = _TRAILER.unpack_from(buf, end - TRAILER_SIZE)
+    if total2 != size:
+        raise RecordError(offset, "trailing length mismatch")
+    if _crc32(buf[offset: end - TRAILER_SIZE]) != crc:
+        raise RecordError(offset, "checksum mismatch")
+    p = offset + HEADER_SIZE
+    subject = bytes(buf[p: p + slen])
+    p += slen
+    hdr = None
+    if has_hdr:
+        if p + 4 > end - TRAILER_SIZE:
+            raise RecordError(offset, "header length past the record")
+        (hlen,) = _U32.unpack_from(buf, p)
+        p += 4
+        if p + hlen > end - TRAILER_SIZE:
+            raise RecordError(offset, "header block past the record")
+        hdr = bytes(buf[p: p + hlen])
+        p += hlen
+    msg = bytes(buf[p: end - TRAILER_SIZE])
+    return Record(raw_seq & SEQ_MASK, raw_seq & FLAG_MASK, ts, subject, hdr, msg, size)
+
+
+def marker_count(rec: Record) -> int:
+    """The count carried by a FLAG_SKIP record."""
+    if len(rec.msg) != 8:
+        raise RecordError(0, "skip record without a count")
+    return _U64.unpack(rec.msg)[0]

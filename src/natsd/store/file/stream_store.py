@@ -1,0 +1,625 @@
+"""FileStreamStore: a stream persisted in append-only block files.
+
+Bookkeeping is the shared :class:`natsd.store._core.IndexedStreamStore` (compact arrays, no object
+per message); this class adds the files:
+
+- **Writes.** ``store_msg`` encodes the record (natsd.store.file.record) into the last block's
+  pending buffer; ``flush()`` writes it with one ``pwrite`` (plus, when the first sequence moved
+  since the last flush, one FIRST marker record in the same write). After ``flush()`` returns
+  the bytes are in the OS: a ``kill -9`` loses nothing flushed. With ``sync_always`` flush()
+  also fsyncs; otherwise the owner calls ``sync()`` every ``sync_interval``. Blocks roll over
+  at ``block_size`` (8 MiB default, as the reference).
+- **Removals** of interior messages append a tombstone record; removals from the front are
+  covered by the FIRST marker written at the next flush (so a max_msgs stream does not write a
+  tombstone per publish); a front block whose records all refer to sequences below the first
+  sequence is unlinked. ``erase_msg`` overwrites the record in place (random bytes, FLAG_ERASED,
+  fresh checksum). Purge and compact-past-the-end start a fresh block holding a FIRST marker
+  (written and fsynced before the old blocks are unlinked).
+- **Reads** go to the file (``pread``) or, for bytes not yet flushed, to the pending buffer;
+  every read verifies the record's checksum. A record that fails is reported lost
+  (``state().lost_msgs``/``lost_bytes``, logged, a tombstone written) and never served.
+- **Recovery.** ``msgs/index.db`` (natsd.store.file.index) is loaded when its checksum is good
+  and every block still holds the bytes it recorded; records written after it are replayed
+  from the recorded offsets. Otherwise every block is scanned. A torn or corrupt record
+  truncates its block at that offset (fsynced) and is reported lost; a missing block's messages
+  are reported lost and the rest served.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import logging
+import os
+import shutil
+import zlib
+from array import array
+
+from natsd.store._core import NEVER_EXPIRES, IndexedStreamStore
+from natsd.store.base import CorruptState, MsgNotFound, StoreClosed, StoreConfig, StoreError, StoreMsg
+from natsd.store.file.block import MessageBlock
+from natsd.store.file.consumer_state import FileConsumerStore
+from natsd.store.file.index import BlockInfo, IndexSnapshot, decode_index, encode_index
+from natsd.store.file.layout import (
+    DEFAULT_BLOCK_SIZE, DEFAULT_INDEX_INTERVAL_NS, INDEX_FILE, META_FILE, MSGS_DIR, OBS_DIR, TMP_SUFFIX,
+    block_file_name, parse_block_file_name,
+)
+from natsd.store.file.meta import atomic_write, fsync_dir, write_meta
+from natsd.store.file.record import (
+    FLAG_ERASED, FLAG_FIRST, FLAG_MASK, FLAG_SKIP, FLAG_TOMB, FLAG_TRUNC, FLAG_TTL, HEADER_SIZE, SEQ_MASK,
+    TRAILER_SIZE, RecordError, encode_marker, encode_msg_into, erase_record, file_store_msg_size, parse_header,
+)
+
+__all__ = ["FileStreamStore", "MsgCorrupt"]
+
+log = logging.getLogger("natsd.store")
+
+_OFF_MASK = 0xFFFFFFFF
+#: Bytes read at once for a message read that misses the read-ahead cache.
+READ_AHEAD = 64 * 1024
+_crc32 = zlib.crc32
+_TRAILER_LEN = TRAILER_SIZE
+
+
+class MsgCorrupt(CorruptState, MsgNotFound):
+    """The message's record failed its checksum on read: it was reported lost and removed.
+    A MsgNotFound too, so readers treat it as deleted."""
+
+
+class FileStreamStore(IndexedStreamStore):
+    """A StreamStore in a directory; see the module docstring for the design."""
+
+    msg_size = staticmethod(file_store_msg_size)
+
+    def __init__(self, config: StoreConfig, clock, directory: str, *, sync_interval_ns: int = 120 * 10**9,
+                 sync_always: bool = False, block_size: int = DEFAULT_BLOCK_SIZE,
+                 index_interval_ns: int = DEFAULT_INDEX_INTERVAL_NS) -> None:
+        self._dir = directory
+        self._msgs_dir = os.path.join(directory, MSGS_DIR)
+        self._obs_dir = os.path.join(directory, OBS_DIR)
+        self._index_path = os.path.join(self._msgs_dir, INDEX_FILE)
+        self._block_size = block_size
+        self._sync_always = sync_always
+        self.sync_interval_ns = sync_interval_ns
+        self._index_interval_ns = index_interval_ns
+        self._blocks: dict[int, MessageBlock] = {}
+        self._lmb: MessageBlock | None = None
+        self._replaying = True
+        self._no_tombstones = False
+        self._marker_first = 0
+        self._consumers: dict[str, FileConsumerStore] = {}
+        self._keep_last: tuple[int, int] | None = None
+        self._rcache: tuple[int, int, int, bytes] | None = None
+        self._unlink_dead = False
+        super().__init__(config, clock)
+        os.makedirs(self._msgs_dir, exist_ok=True)
+        write_meta(directory, self._meta_dict(), config.name)
+        try:
+            self._recover()
+        except BaseException:
+            for b in self._blocks.values():
+                b.close()
+            raise
+        heapq.heapify(self._ttl_heap)
+        self._replaying = False
+        self._marker_first = self._first
+        self._index_written_at = clock.monotonic_ns()
+        if self._lmb is None:
+            self._roll()
+        keep = self._keep_last
+        if keep is not None and keep[0] > self._last:
+            # Sequences known lost must never be handed out again.
+            self._skip_range(self._last + 1, keep[0] - self._last, keep[1])
+        # Anything recovery itself decided goes to disk now.
+        self.flush()
+
+    # ------------------------------------------------------------------ config
+    def _meta_dict(self) -> dict:
+        if self.config.meta:
+            return self.config.meta
+        d = dataclasses.asdict(self.config)
+        d.pop("meta", None)
+        return d
+
+    # ------------------------------------------------------------------ payload hooks
+    def _roll(self) -> MessageBlock:
+        """Start a new last block (flushing the old one's pending bytes first)."""
+        old = self._lmb
+        if old is not None:
+            old.flush()
+            if self._sync_always:
+                old.sync()
+        bid = (max(self._blocks) + 1) if self._blocks else 1
+        blk = MessageBlock(bid, os.path.join(self._msgs_dir, block_file_name(bid)), create=True)
+        self._blocks[bid] = blk
+        self._lmb = blk
+        return blk
+
+    def _write(self, seq: int, ts: int, subject: str, hdr: bytes | None, msg: bytes, ttl_ns: int) -> int:
+        lmb = self._lmb
+        if lmb.werr is not None:
+            raise StoreError(f"block {lmb.path}: earlier write failed: {lmb.werr}")
+        est = 30 + len(subject) + len(msg) + (4 + len(hdr) if hdr else 0)
+        if lmb.flushed + len(lmb.pending) + est > self._block_size and lmb.flushed + len(lmb.pending):
+            lmb = self._roll()
+        off = lmb.flushed + len(lmb.pending)
+        encode_msg_into(lmb.pending, seq, ts, subject.encode(), hdr, msg)
+        lmb.max_ref = seq
+        if ttl_ns:
+            lmb.pending += encode_marker(FLAG_TTL, seq, ts + ttl_ns if ttl_ns > 0 else NEVER_EXPIRES)
+        return (lmb.id << 32) | off
+
+    def _read(self, seq: int, pos: int) -> StoreMsg:
+        i = seq - self._base
+        size = self._sz[i]
+        bid = pos >> 32
+        off = pos & _OFF_MASK
+        # Read-ahead: consumers mostly read forward, so one pread of READ_AHEAD bytes serves the
+        # next records too. Only flushed bytes are cached; erase/truncate invalidate.
+        c = self._rcache
+        if c is not None and c[0] == bid and c[1] <= off and off + size <= c[2]:
+            start = off - c[1]
+            data = c[3][start: start + size]
+        else:
+            blk = self._blocks.get(bid)
+            if blk is None:
+                self._lose(seq, size, "its block is missing")
+            if off + size > blk.flushed:
+                data = blk.read(off, size)
+            elif c is not None and c[0] == bid and c[2] == off:
+                # Sequential: the previous read ended right here; read ahead.
+                chunk = os.pread(blk.fd, max(size, READ_AHEAD), off)
+                self._rcache = (bid, off, off + len(chunk), chunk)
+                data = chunk[:size]
+            else:
+                data = os.pread(blk.fd, size, off)
+                self._rcache = (bid, off, off + size, data)
+        try:
+            rsize, has_hdr, raw, ts, slen = parse_header(data, 0)
+            if rsize != size or len(data) != size:
+                raise RecordError(0, "length differs from the index")
+            crc = int.from_bytes(data[size - 8: size - 4], "little")
+            if _crc32(memoryview(data)[: size - 8]) != crc:
+                raise RecordError(0, "checksum mismatch")
+            if raw != seq:
+                raise RecordError(0, f"sequence {raw & SEQ_MASK} (flags {raw & FLAG_MASK:#x}) where {seq} was expected")
+        except RecordError as exc:
+            self._lose(seq, size, str(exc))
+        p = HEADER_SIZE + slen
+        hdr = None
+        if has_hdr:
+            hlen = int.from_bytes(data[p: p + 4], "little")
+            hdr = data[p + 4: p + 4 + hlen]
+            p += 4 + hlen
+        return StoreMsg(self._snames[self._sid[i]], hdr, data[p: size - _TRAILER_LEN], seq, ts)
+
+    def _lose(self, seq: int, size: int, why: str):
+        """Report message ``seq`` lost (corrupt on disk), drop it from the index, raise MsgCorrupt."""
+        log.error("stream %s: message %d is corrupt on disk (%s); reported lost", self.config.name, seq, why)
+        self._rcache = None
+        self._lost_msgs.append(seq)
+        self._lost_bytes += size
+        self._remove(seq)
+        raise MsgCorrupt(f"message {seq} is corrupt on disk: {why}")
+
+    def _drop(self, seq: int, pos: int, size: int, erase: bool, front: bool) -> None:
+        if self._replaying:
+            return
+        if erase:
+            self._rcache = None
+            blk = self._blocks.get(pos >> 32)
+            if blk is not None:
+                off = pos & _OFF_MASK
+                blk.overwrite(off, erase_record(blk.read(off, size), os.urandom))
+        if not front and not self._no_tombstones:
+            lmb = self._lmb
+            lmb.pending += encode_marker(FLAG_TOMB, seq)
+            if seq > lmb.max_ref:
+                lmb.max_ref = seq
+
+    def _drop_all(self, first: int) -> None:
+        if self._replaying:
+            return
+        # Crash safety: the new block (with the FIRST marker that keeps the sequence) is on
+        # disk before anything old disappears.
+        self._rcache = None
+        old = list(self._blocks.values())
+        for b in old:
+            b.pending = bytearray()
+        self._lmb = None
+        blk = self._roll()
+        blk.pending += encode_marker(FLAG_FIRST, first)
+        blk.max_ref = first
+        blk.flush()
+        blk.sync()
+        fsync_dir(self._msgs_dir)
+        self._remove_index_file()
+        for b in old:
+            b.unlink()
+            del self._blocks[b.id]
+        fsync_dir(self._msgs_dir)
+        self._marker_first = first
+
+    def _on_skip(self, seq: int, num: int, ts: int) -> None:
+        if self._replaying:
+            return
+        lmb = self._lmb
+        lmb.pending += encode_marker(FLAG_SKIP, seq, ts, count=num)
+        lmb.max_ref = max(lmb.max_ref, seq + num - 1)
+
+    def _on_truncate(self, seq: int) -> None:
+        if self._replaying:
+            return
+        lmb = self._lmb
+        lmb.pending += encode_marker(FLAG_TRUNC, seq)
+        lmb.max_ref = max(lmb.max_ref, seq)
+        # An older index would describe sequences that no longer exist.
+        self._remove_index_file()
+        self.flush()
+
+    def truncate(self, seq: int) -> None:
+        """Remove every message above ``seq`` (one TRUNC record, no tombstones)."""
+        self._no_tombstones = True
+        try:
+            super().truncate(seq)
+        finally:
+            self._no_tombstones = False
+
+    def _remove_index_file(self) -> None:
+        try:
+            os.unlink(self._index_path)
+        except FileNotFoundError:
+            pass
+
+    # ------------------------------------------------------------------ durability
+    def flush(self) -> None:
+        """Hand every buffered record to the OS: one pwrite on the last block."""
+        lmb = self._lmb
+        if lmb is None:
+            return
+        if self._first != self._marker_first:
+            lmb.pending += encode_marker(FLAG_FIRST, self._first)
+            if self._first > lmb.max_ref:
+                lmb.max_ref = self._first
+            self._marker_first = self._first
+            self._unlink_dead = True
+        if lmb.pending:
+            lmb.flush()
+            if self._sync_always:
+                lmb.sync()
+        if self._unlink_dead:
+            self._unlink_dead = False
+            self._unlink_dead_blocks()
+
+    def _unlink_dead_blocks(self) -> None:
+        """Unlink the prefix of blocks whose every record refers to sequences below first."""
+        first = self._first
+        for bid in list(self._blocks):
+            blk = self._blocks[bid]
+            if blk is self._lmb or blk.max_ref >= first:
+                break
+            blk.unlink()
+            del self._blocks[bid]
+
+    def sync(self) -> None:
+        """flush(), fsync every block written since the last sync, write consumer states, and
+        rewrite index.db when it is older than the index interval."""
+        self._check_open()
+        self.flush()
+        for blk in self._blocks.values():
+            blk.sync()
+        for cs in list(self._consumers.values()):
+            cs.flush()
+        if self._clock.monotonic_ns() - self._index_written_at >= self._index_interval_ns:
+            self.write_index()
+
+    def write_index(self) -> None:
+        """Snapshot the in-memory index to msgs/index.db (after a flush; atomic, fsynced)."""
+        self.flush()
+        for blk in self._blocks.values():
+            blk.sync()
+        blocks = [BlockInfo(b.id, b.flushed, b.max_ref, b.read(b.flushed - 8, 8) if b.flushed >= 8 else b"")
+                  for b in self._blocks.values()]
+        subjects = [None if name is None else (name, self._ss[sid]) for sid, name in enumerate(self._snames)]
+        snap = IndexSnapshot(
+            self._first, self._last, self._first_ts, self._last_ts, self._msgs, self._bytes, self._base,
+            self._marker_first, self._lost_bytes, self._pos, self._sid, self._ts, self._sz, subjects,
+            sorted(self._ttl.items()), list(self._lost_msgs), blocks)
+        atomic_write(self._index_path, encode_index(snap))
+        self._index_written_at = self._clock.monotonic_ns()
+
+    # ------------------------------------------------------------------ recovery
+    def _recover(self) -> None:
+        ids = []
+        for name in os.listdir(self._msgs_dir):
+            bid = parse_block_file_name(name)
+            if bid is not None:
+                ids.append(bid)
+            elif name.endswith(TMP_SUFFIX):
+                os.unlink(os.path.join(self._msgs_dir, name))
+        ids.sort()
+        snap = None
+        try:
+            with open(self._index_path, "rb") as f:
+                snap = decode_index(f.read())
+        except FileNotFoundError:
+            pass
+        except CorruptState as exc:
+            log.warning("stream %s: %s; rebuilding from the blocks", self.config.name, exc)
+        if snap is not None and self._load_index(snap, ids):
+            return
+        self._full_scan(ids, snap)
+
+    def _open_block(self, bid: int) -> MessageBlock:
+        blk = MessageBlock(bid, os.path.join(self._msgs_dir, block_file_name(bid)))
+        self._blocks[bid] = blk
+        return blk
+
+    def _load_index(self, snap: IndexSnapshot, ids: list[int]) -> bool:
+        """Use index.db if the blocks still hold what it recorded; replay what was appended
+        after it. False (nothing changed) when it is stale."""
+        present = set(ids)
+        listed = {b.id for b in snap.blocks}
+        top = max(listed) if listed else 0
+        if any(bid not in listed and bid < top for bid in ids):
+            log.warning("stream %s: index.db does not list every block; rebuilding", self.config.name)
+            return False
+        opened: list[tuple[MessageBlock, int]] = []
+        ok = True
+        for info in snap.blocks:
+            if info.id not in present:
+                continue
+            blk = self._open_block(info.id)
+            opened.append((blk, info.size))
+            blk.max_ref = info.max_ref
+            if blk.flushed < info.size or (info.size >= 8 and blk.read(info.size - 8, 8) != info.tail):
+                ok = False
+                break
+        if not ok:
+            log.warning("stream %s: index.db is stale; rebuilding from the blocks", self.config.name)
+            for blk in self._blocks.values():
+                blk.close()
+            self._blocks.clear()
+            return False
+        # Adopt the snapshot.
+        self._first, self._last = snap.first, snap.last
+        self._first_ts, self._last_ts = snap.first_ts, snap.last_ts
+        self._msgs, self._bytes, self._base = snap.msgs, snap.bytes, snap.base
+        self._pos, self._sid, self._ts, self._sz = snap.pos, snap.sid, snap.ts, snap.sz
+        self._snames = [None if s is None else s[0] for s in snap.subjects]
+        self._ss = [None if s is None else s[1] for s in snap.subjects]
+        self._sid_of = {s[0]: sid for sid, s in enumerate(snap.subjects) if s is not None}
+        self._free_sids = [sid for sid, s in enumerate(snap.subjects) if s is None]
+        self._sgen += 1
+        for seq, exp in snap.ttl:
+            self._ttl[seq] = exp
+            if exp != NEVER_EXPIRES:
+                self._ttl_heap.append((exp, seq))
+        self._ttl_heap.sort()
+        self._lost_msgs = list(snap.lost)
+        self._lost_bytes = snap.lost_bytes
+        # Replay what was appended after the snapshot, then blocks created after it.
+        for blk, size in opened:
+            if blk.flushed > size:
+                self._replay_block(blk, size, last_block=blk.id == ids[-1])
+        for bid in ids:
+            if bid not in listed:
+                self._replay_block(self._open_block(bid), 0, last_block=bid == ids[-1])
+        missing = listed - present
+        if missing:
+            self._report_missing_blocks(missing)
+        if self._blocks:
+            self._lmb = self._blocks[max(self._blocks)]
+        return True
+
+    def _report_missing_blocks(self, missing: set[int]) -> None:
+        """Messages the index placed in blocks that are gone are lost (a block unlinked because
+        all of it was below first holds no live message any more, so it reports nothing)."""
+        lost = [seq for seq, pos in self._iter_index() if (pos >> 32) in missing]
+        for seq in lost:
+            self._lost_msgs.append(seq)
+            self._lost_bytes += self._sz[seq - self._base]
+            self._remove(seq, notify=False)
+        if lost:
+            log.error("stream %s: block file(s) %s missing; %d message(s) lost", self.config.name,
+                      sorted(missing), len(lost))
+
+    def _full_scan(self, ids: list[int], snap: IndexSnapshot | None) -> None:
+        """Rebuild the index from every block, in order."""
+        self._scan_removed = array("q")
+        self._scan_suspect: list[int] = []  # start sequences of ranges that may have been lost
+        self._scan_pending_suspect = 0
+        self._scan_max_msg = 0
+        prev = 0
+        for n, bid in enumerate(ids):
+            if prev and bid != prev + 1:
+                log.error("stream %s: block file(s) %d..%d missing", self.config.name, prev + 1, bid - 1)
+                self._scan_pending_suspect = self._scan_max_msg + 1
+            prev = bid
+            blk = self._open_block(bid)
+            truncated = self._replay_block(blk, 0, last_block=n == len(ids) - 1)
+            if truncated and n != len(ids) - 1:
+                self._scan_pending_suspect = self._scan_max_msg + 1
+        if self._blocks:
+            self._lmb = self._blocks[max(self._blocks)]
+        removed = set(self._scan_removed)
+        lost: list[int] = []
+        for lo, hi in self._scan_suspect_ranges():
+            lost.extend(s for s in range(max(lo, self._first), hi + 1) if s not in removed)
+        if snap is not None and snap.last > self._last:
+            # The index knew of later sequences than the blocks hold: those messages are lost,
+            # and their sequences must never be reused.
+            base = snap.base
+            lost.extend(base + i for i in range(max(self._last + 1 - base, 0), len(snap.pos)) if snap.pos[i] >= 0)
+            self._keep_last = (snap.last, snap.last_ts)
+        lost = sorted(set(lost) - set(self._lost_msgs))
+        if lost:
+            log.error("stream %s: %d message(s) lost: %s", self.config.name, len(lost), lost[:20])
+            self._lost_msgs = sorted(set(self._lost_msgs).union(lost))
+        del self._scan_removed, self._scan_suspect
+
+    def _scan_suspect_ranges(self) -> list[tuple[int, int]]:
+        pairs = self._scan_suspect
+        return [(pairs[i], pairs[i + 1]) for i in range(0, len(pairs) - 1, 2)]
+
+    def _replay_block(self, blk: MessageBlock, start: int, last_block: bool) -> bool:
+        """Apply the records of ``blk`` from offset ``start``. On a bad record the block is
+        truncated there and the loss reported. Returns True if it truncated."""
+        data = blk.read_all()
+        mv = memoryview(data)
+        end = len(data)
+        off = start
+        bid_shift = blk.id << 32
+        scanning = hasattr(self, "_scan_removed")
+        try:
+            while off < end:
+                try:
+                    size, has_hdr, raw, ts, slen = parse_header(mv, off)
+                    rec_end = off + size
+                    if rec_end > end:
+                        raise RecordError(off, "short record")
+                    crc = int.from_bytes(mv[rec_end - 8: rec_end - 4], "little")
+                    if int.from_bytes(mv[rec_end - 4: rec_end], "little") != size:
+                        raise RecordError(off, "trailing length mismatch")
+                    if _crc32(mv[off: rec_end - 8]) != crc:
+                        raise RecordError(off, "checksum mismatch")
+                    flags = raw & FLAG_MASK
+                    seq = raw & SEQ_MASK
+                    if not flags:
+                        subject = str(mv[off + HEADER_SIZE: off + HEADER_SIZE + slen], "utf-8")
+                        if seq > self._last:
+                            if scanning:
+                                if self._scan_pending_suspect:
+                                    self._scan_suspect += (self._scan_pending_suspect, seq - 1)
+                                    self._scan_pending_suspect = 0
+                                self._scan_max_msg = seq
+                            self._index_add(seq, ts, subject, size, bid_shift | off)
+                        else:
+                            log.warning("stream %s: block %d offset %d repeats sequence %d; ignored",
+                                        self.config.name, blk.id, off, seq)
+                        if seq > blk.max_ref:
+                            blk.max_ref = seq
+                    elif flags & FLAG_ERASED:
+                        if seq > self._last:
+                            self._skip_range(self._last + 1, seq - self._last, ts)
+                        else:
+                            self._remove(seq, notify=False)
+                        if scanning:
+                            self._scan_removed.append(seq)
+                            self._scan_max_msg = max(self._scan_max_msg, seq)
+                        blk.max_ref = max(blk.max_ref, seq)
+                    elif flags == FLAG_TOMB:
+                        self._remove(seq, notify=False)
+                        if scanning:
+                            self._scan_removed.append(seq)
+                        blk.max_ref = max(blk.max_ref, seq)
+                    elif flags == FLAG_TTL:
+                        i = seq - self._base
+                        if seq >= self._first and 0 <= i < len(self._pos) and self._pos[i] >= 0:
+                            self._ttl[seq] = ts
+                            if ts != NEVER_EXPIRES:
+                                self._ttl_heap.append((ts, seq))
+                    elif flags == FLAG_FIRST:
+                        self.compact(seq)
+                        blk.max_ref = max(blk.max_ref, seq)
+                    elif flags == FLAG_TRUNC:
+                        IndexedStreamStore.truncate(self, seq)
+                        blk.max_ref = max(blk.max_ref, seq)
+                    elif flags == FLAG_SKIP:
+                        count = int.from_bytes(mv[off + HEADER_SIZE + slen: rec_end - 8], "little")
+                        top = seq + count - 1
+                        if top > self._last:
+                            self._skip_range(self._last + 1, top - self._last, ts)
+                        if scanning:
+                            self._scan_suspect_skip(seq, top)
+                        blk.max_ref = max(blk.max_ref, top)
+                    else:
+                        raise RecordError(off, f"unknown flags {flags:#x}")
+                except (RecordError, UnicodeDecodeError, ValueError) as exc:
+                    self._truncate_block(blk, off, end, mv, exc, last_block)
+                    return True
+                off = rec_end
+        finally:
+            mv.release()
+        return False
+
+    def _scan_suspect_skip(self, lo: int, hi: int) -> None:
+        # Sequences skipped on purpose are not lost; too large a range is not worth listing.
+        if hi - lo < 1_000_000:
+            self._scan_removed.extend(range(lo, hi + 1))
+        self._scan_max_msg = max(self._scan_max_msg, hi)
+
+    def _truncate_block(self, blk: MessageBlock, off: int, end: int, mv, exc, last_block: bool) -> None:
+        lost_bytes = end - off
+        what = "torn tail" if last_block else "corrupt record"
+        # The sequence in a damaged header is only a hint; report it when it is plausible.
+        if end - off >= 12:
+            raw = int.from_bytes(mv[off + 4: off + 12], "little")
+            seq = raw & SEQ_MASK
+            if not raw & FLAG_MASK and self._last < seq <= self._last + 1_000_000:
+                self._lost_msgs.append(seq)
+        self._lost_bytes += lost_bytes
+        log.error("stream %s: %s in block %d at offset %d (%s); truncated %d byte(s) and reported them lost",
+                  self.config.name, what, blk.id, off, exc, lost_bytes)
+        mv.release()
+        blk.truncate(off)
+
+    # ------------------------------------------------------------------ state / consumers / lifecycle
+    def update_config(self, config: StoreConfig) -> None:
+        super().update_config(config)
+        write_meta(self._dir, self._meta_dict(), config.name)
+        self.flush()
+
+    def consumer_store(self, name: str, meta: dict) -> FileConsumerStore:
+        self._check_open()
+        cs = self._consumers.get(name)
+        if cs is not None:
+            if meta:
+                cs.update_config(meta)
+            return cs
+        cs = FileConsumerStore(os.path.join(self._obs_dir, name), name, meta, self.config.name,
+                               fsync=self._sync_always, on_close=self._consumer_closed)
+        self._consumers[name] = cs
+        return cs
+
+    def _consumer_closed(self, cs: FileConsumerStore) -> None:
+        if self._consumers.get(cs.name) is cs:
+            del self._consumers[cs.name]
+
+    def consumer_names(self) -> list[str]:
+        try:
+            names = os.listdir(self._obs_dir)
+        except FileNotFoundError:
+            return []
+        return sorted(n for n in names if os.path.isfile(os.path.join(self._obs_dir, n, META_FILE)))
+
+    def stop(self) -> None:
+        """Flush, write consumer states and index.db, fsync, close files."""
+        if self._closed:
+            return
+        self.flush()
+        for cs in list(self._consumers.values()):
+            cs.stop()
+        self.write_index()
+        for blk in self._blocks.values():
+            blk.close()
+        self._closed = True
+
+    def _abandon(self) -> None:
+        """Close the files without flushing or writing anything: what a ``kill -9`` leaves
+        behind (for tests of recovery)."""
+        for blk in self._blocks.values():
+            blk.close()
+        self._closed = True
+
+    def delete(self) -> None:
+        """Stop and remove the stream's directory."""
+        if not self._closed:
+            for blk in self._blocks.values():
+                blk.close()
+            self._closed = True
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosed("store is closed")

@@ -1,0 +1,124 @@
+"""In-memory stream and consumer stores (``storage: memory``).
+
+All bookkeeping (sequences, limits, per-subject state, deletes, expiry) is the shared
+:class:`natsd.store._core.IndexedStreamStore`; this module only keeps the payloads: a dict
+sequence -> payload bytes and, for messages with headers, sequence -> header bytes. Plain bytes
+are not tracked by the garbage collector, so a large memory stream costs no GC time (a
+:class:`StoreMsg` per message would); StoreMsg objects are built on read. Nothing survives a
+restart, as in the reference.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from natsd.store._core import IndexedStreamStore
+from natsd.store.base import ConsumerState, StoreClosed, StoreConfig, StoreMsg
+
+__all__ = ["MemoryStreamStore", "MemoryConsumerStore", "mem_store_msg_size"]
+
+
+def mem_store_msg_size(subject: str, hdr: bytes | None, msg: bytes) -> int:
+    """Accounted size of one message, as the reference's ``memStoreMsgSize``:
+    subject + headers + payload + 16 (sequence and timestamp)."""
+    return len(subject) + (len(hdr) if hdr else 0) + len(msg) + 16
+
+
+class MemoryStreamStore(IndexedStreamStore):
+    """A stream kept in memory; see :class:`natsd.store.base.StreamStore`."""
+
+    msg_size = staticmethod(mem_store_msg_size)
+
+    def __init__(self, config: StoreConfig, clock) -> None:
+        self._payloads: dict[int, bytes] = {}
+        self._hdrs: dict[int, bytes] = {}
+        self._consumers: dict[str, MemoryConsumerStore] = {}
+        super().__init__(config, clock)
+
+    # -- payload hooks ------------------------------------------------------------------------
+    def _write(self, seq: int, ts: int, subject: str, hdr: bytes | None, msg: bytes, ttl_ns: int) -> int:
+        # bytes() makes sure a caller's reusable buffer (bytearray/memoryview) is not aliased.
+        self._payloads[seq] = msg if type(msg) is bytes else bytes(msg)
+        if hdr:
+            self._hdrs[seq] = bytes(hdr)
+        return 0
+
+    def _read(self, seq: int, pos: int) -> StoreMsg:
+        i = seq - self._base
+        return StoreMsg(self._snames[self._sid[i]], self._hdrs.get(seq) if self._hdrs else None,
+                        self._payloads[seq], seq, self._ts[i])
+
+    def _drop(self, seq: int, pos: int, size: int, erase: bool, front: bool) -> None:
+        del self._payloads[seq]
+        if self._hdrs:
+            self._hdrs.pop(seq, None)
+
+    def _drop_all(self, first: int) -> None:
+        self._payloads.clear()
+        self._hdrs.clear()
+
+    def _on_truncate(self, seq: int) -> None:
+        pass
+
+    # -- consumers / lifecycle ------------------------------------------------------------------
+    def consumer_store(self, name: str, meta: dict) -> "MemoryConsumerStore":
+        self._check_open()
+        cs = self._consumers.get(name)
+        if cs is None or cs._closed:
+            cs = MemoryConsumerStore(name, meta, self)
+            self._consumers[name] = cs
+        else:
+            cs.meta = meta
+        return cs
+
+    def consumer_names(self) -> list[str]:
+        return sorted(self._consumers)
+
+    def stop(self) -> None:
+        self._closed = True
+
+    def delete(self) -> None:
+        self._closed = True
+        self._payloads.clear()
+        self._hdrs.clear()
+        self._consumers.clear()
+
+
+class MemoryConsumerStore:
+    """A consumer's config and state held in memory."""
+
+    def __init__(self, name: str, meta: dict, stream: MemoryStreamStore | None = None) -> None:
+        self.name = name
+        self.meta = meta
+        self._stream = stream
+        self._state = ConsumerState()
+        self._closed = False
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosed("consumer store is closed")
+
+    def update(self, state: ConsumerState) -> None:
+        """Replace the state. The store keeps a reference: callers hand over ownership."""
+        self._check_open()
+        self._state = state
+
+    def state(self) -> ConsumerState:
+        """A copy of the stored state (the caller may mutate it freely)."""
+        self._check_open()
+        return copy.deepcopy(self._state)
+
+    def update_config(self, meta: dict) -> None:
+        self._check_open()
+        self.meta = meta
+
+    def flush(self) -> None:
+        """Nothing to write."""
+
+    def stop(self) -> None:
+        self._closed = True
+
+    def delete(self) -> None:
+        self._closed = True
+        if self._stream is not None and self._stream._consumers.get(self.name) is self:
+            del self._stream._consumers[self.name]

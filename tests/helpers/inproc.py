@@ -1,0 +1,70 @@
+"""Run a natsd server in-process, on the test's event loop.
+
+Usage (any async test; other areas' integration tests import this)::
+
+    from tests.helpers.inproc import running_server
+
+    async def test_something():
+        async with running_server(max_payload=1024) as server:
+            nc = await nats.connect(server.client_url)
+            ...
+
+``running_server(**overrides)`` builds ``ServerOptions(host="127.0.0.1", port=0, http_port=0)``
+with ``overrides`` applied (any ``ServerOptions`` field; ``http_port=-1`` turns monitoring on at
+a random port), plus these keyword-only extras:
+
+* ``options=``: a complete ``ServerOptions`` to use instead (``port`` is still forced to 0 unless
+  given explicitly in it);
+* ``clock=``: a ``Clock`` (e.g. ``ManualClock``) for timers;
+* ``jetstream=True``: shortcut for ``jetstream.enabled`` with ``store_dir`` in a fresh temporary
+  directory (or ``store_dir=...``).
+
+It yields the started :class:`natsd.server.Server` (``server.port``, ``server.http_port``,
+``server.client_url``) and shuts it down on exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import tempfile
+from typing import AsyncIterator
+
+from natsd.config.options import JetStreamOptions, ServerOptions
+from natsd.server import Server
+
+__all__ = ["running_server", "make_options"]
+
+
+def make_options(options: ServerOptions | None = None, *, jetstream: bool = False, store_dir: str | None = None,
+                 **overrides) -> ServerOptions:
+    opts = options if options is not None else ServerOptions(host="127.0.0.1", port=0, http_port=0)
+    if options is None:
+        opts.port = 0
+    for k, v in overrides.items():
+        if not hasattr(opts, k):
+            raise TypeError(f"ServerOptions has no field {k!r}")
+        setattr(opts, k, v)
+    if jetstream or store_dir:
+        js = dataclasses.replace(opts.jetstream) if opts.jetstream else JetStreamOptions()
+        js.enabled = True
+        if store_dir:
+            js.store_dir = store_dir
+        opts.jetstream = js
+    return opts
+
+
+@contextlib.asynccontextmanager
+async def running_server(*, options: ServerOptions | None = None, clock=None, jetstream: bool = False,
+                         store_dir: str | None = None, **overrides) -> AsyncIterator[Server]:
+    """Start a :class:`Server` on a free port for the duration of the ``async with`` block."""
+    with contextlib.ExitStack() as stack:
+        if jetstream and not store_dir and not (options and options.jetstream.store_dir):
+            store_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="natsd-js-"))
+        opts = make_options(options, jetstream=jetstream, store_dir=store_dir, **overrides)
+        server = Server(opts, clock=clock)
+        await server.start()
+        try:
+            yield server
+        finally:
+            await server.shutdown()

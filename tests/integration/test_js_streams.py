@@ -1,0 +1,158 @@
+"""Every stream API call through the in-process server with a real nats-py client: success and
+error paths, compared with the reference's JSON shapes."""
+
+from __future__ import annotations
+
+import json
+
+import nats
+import pytest
+from nats.js.api import StreamConfig
+from nats.js.errors import NotFoundError, ServerError
+
+from tests.helpers.inproc import running_server
+
+pytestmark = pytest.mark.integration
+
+T = "io.nats.jetstream.api.v1."
+
+
+async def req(nc, subject: str, body=b"", timeout: float = 1.0):
+    if isinstance(body, dict):
+        body = json.dumps(body).encode()
+    msg = await nc.request(subject, body, timeout=timeout)
+    return json.loads(msg.data)
+
+
+async def test_stream_lifecycle_with_nats_py(tmp_path):
+    async with running_server(store_dir=str(tmp_path)) as server:
+        nc = await nats.connect(server.client_url)
+        try:
+            js = nc.jetstream()
+            info = await js.add_stream(name="ORDERS", subjects=["orders.>"])
+            assert info.config.name == "ORDERS" and info.config.max_msgs == -1
+            ack = await js.publish("orders.1", b"hello", headers={"H1": "v1"})
+            assert (ack.stream, ack.seq) == ("ORDERS", 1)
+            ack = await js.publish("orders.2", b"world")
+            assert ack.seq == 2
+            si = await js.stream_info("ORDERS", subjects_filter=">")
+            assert si.state.messages == 2 and si.state.subjects == {"orders.1": 1, "orders.2": 1}
+            msg = await js.get_msg("ORDERS", 1)
+            assert msg.data == b"hello" and msg.headers["H1"] == "v1" and msg.subject == "orders.1"
+            last = await js.get_last_msg("ORDERS", "orders.2")
+            assert last.seq == 2
+            assert await js.find_stream_name_by_subject("orders.x") == "ORDERS"
+            names = await js.streams_info()
+            assert [s.config.name for s in names] == ["ORDERS"]
+            await js.update_stream(StreamConfig(name="ORDERS", subjects=["orders.>"], max_msgs=100))
+            assert (await js.stream_info("ORDERS")).config.max_msgs == 100
+            assert await js.delete_msg("ORDERS", 1)
+            with pytest.raises(NotFoundError):
+                await js.get_msg("ORDERS", 1)
+            assert await js.purge_stream("ORDERS")
+            si = await js.stream_info("ORDERS")
+            assert (si.state.messages, si.state.first_seq, si.state.last_seq) == (0, 3, 2)
+            account = await js.account_info()
+            assert account.streams == 1
+            assert await js.delete_stream("ORDERS")
+            with pytest.raises(NotFoundError):
+                await js.stream_info("ORDERS")
+        finally:
+            await nc.close()
+
+
+async def test_api_error_envelopes_and_unknown_subjects(tmp_path):
+    async with running_server(store_dir=str(tmp_path)) as server:
+        nc = await nats.connect(server.client_url)
+        try:
+            out = await req(nc, "$JS.API.STREAM.INFO.NOPE")
+            assert out == {"type": T + "stream_info_response",
+                           "error": {"code": 404, "err_code": 10059, "description": "stream not found"},
+                           "total": 0, "offset": 0, "limit": 0}
+            out = await req(nc, "$JS.API.STREAM.CREATE.S1", {"name": "S2"})
+            assert out["error"]["err_code"] == 10056
+            out = await req(nc, "$JS.API.STREAM.CREATE.S1", {"name": "S1", "num_replicas": 3})
+            assert out["error"] == {"code": 500, "err_code": 10074,
+                                    "description": "replicas > 1 not supported in non-clustered mode"}
+            await req(nc, "$JS.API.STREAM.CREATE.S1", {"name": "S1", "subjects": ["s1.>"]})
+            out = await req(nc, "$JS.API.STREAM.CREATE.S2", {"name": "S2", "subjects": ["s1.a"]})
+            assert out["error"]["err_code"] == 10065
+            out = await req(nc, "$JS.API.STREAM.MSG.GET.S1", {"seq": 9})
+            assert out["error"]["err_code"] == 10037
+            out = await req(nc, "$JS.API.STREAM.PURGE.S1", {"seq": 1, "keep": 1})
+            assert out["error"]["err_code"] == 10003 and out["purged"] == 0
+            # unknown API subjects: no reply at all (timeout), not an error
+            with pytest.raises(nats.errors.TimeoutError):
+                await nc.request("$JS.API.FOO", b"", timeout=0.3)
+            with pytest.raises(nats.errors.TimeoutError):
+                await nc.request("$JS.API.STREAM.NOPE", b"", timeout=0.3)
+            # a subject no stream captures: no responders
+            with pytest.raises(nats.errors.NoRespondersError):
+                await nc.request("nostream.here", b"", timeout=1)
+            with pytest.raises(ServerError):
+                await nc.jetstream().add_stream(name="BAD", subjects=["a", "a"])
+        finally:
+            await nc.close()
+
+
+async def test_direct_get_both_forms(tmp_path):
+    async with running_server(store_dir=str(tmp_path)) as server:
+        nc = await nats.connect(server.client_url)
+        try:
+            await req(nc, "$JS.API.STREAM.CREATE.KV", {"name": "KV", "subjects": ["kv.>"], "allow_direct": True})
+            await req(nc, "$JS.API.STREAM.CREATE.ND", {"name": "ND", "subjects": ["nd.>"]})
+            js = nc.jetstream()
+            await js.publish("kv.a", b"one")
+            await js.publish("kv.a", b"two")
+            m = await nc.request("$JS.API.DIRECT.GET.KV", b'{"seq":1}', timeout=1)
+            assert m.data == b"one" and m.headers["Nats-Sequence"] == "1" and m.headers["Nats-Stream"] == "KV"
+            m = await nc.request("$JS.API.DIRECT.GET.KV.kv.a", b"", timeout=1)
+            assert m.data == b"two" and m.headers["Nats-Subject"] == "kv.a"
+            m = await nc.request("$JS.API.DIRECT.GET.KV", b'{"seq":99}', timeout=1)
+            assert m.headers.get("Status") == "404"
+            with pytest.raises(nats.errors.NoRespondersError):
+                await nc.request("$JS.API.DIRECT.GET.ND", b'{"seq":1}', timeout=1)
+            with pytest.raises(nats.errors.NoRespondersError):
+                await nc.request("$JS.API.DIRECT.GET.NOPE.x", b"", timeout=1)
+            got = await js.get_msg("KV", seq=2, direct=True)
+            assert got.data == b"two"
+        finally:
+            await nc.close()
+
+
+async def test_names_list_paging_and_filter(tmp_path):
+    async with running_server(store_dir=str(tmp_path)) as server:
+        nc = await nats.connect(server.client_url)
+        try:
+            for n in ("C", "A", "B"):
+                await req(nc, f"$JS.API.STREAM.CREATE.{n}", {"name": n, "subjects": [n.lower() + ".>"],
+                                                            "storage": "memory"})
+            out = await req(nc, "$JS.API.STREAM.NAMES", {"subject": "b.x"})
+            assert out == {"type": T + "stream_names_response", "total": 1, "offset": 0, "limit": 1024,
+                           "streams": ["B"]}
+            out = await req(nc, "$JS.API.STREAM.LIST", {"offset": 2})
+            assert (out["total"], out["offset"], out["limit"]) == (3, 2, 256)
+            assert [s["config"]["name"] for s in out["streams"]] == ["C"]
+        finally:
+            await nc.close()
+
+
+async def test_streams_survive_restart(tmp_path):
+    async with running_server(store_dir=str(tmp_path)) as server:
+        nc = await nats.connect(server.client_url)
+        js = nc.jetstream()
+        await js.add_stream(name="DUR", subjects=["dur.>"])
+        for i in range(10):
+            await js.publish(f"dur.{i % 3}", f"m{i}".encode(), headers={"Nats-Msg-Id": f"id{i}"})
+        await nc.close()
+    async with running_server(store_dir=str(tmp_path)) as server:
+        nc = await nats.connect(server.client_url)
+        try:
+            js = nc.jetstream()
+            si = await js.stream_info("DUR")
+            assert (si.state.messages, si.state.last_seq) == (10, 10)
+            assert (await js.get_msg("DUR", 7)).data == b"m6"
+            ack = await js.publish("dur.0", b"again", headers={"Nats-Msg-Id": "id3"})
+            assert ack.duplicate and ack.seq == 4
+        finally:
+            await nc.close()

@@ -1,0 +1,162 @@
+"""Push consumers: waiting for interest, idle heartbeats, flow control, headers_only, replay
+original, rate limit, deliver policies and inactive ephemerals; driven by a ManualClock."""
+
+from __future__ import annotations
+
+from tests.unit.jetstream.test_consumer_harness import MS, SEC, Harness, ack_tokens, data, statuses
+
+
+def test_push_waits_for_interest_then_delivers_with_original_subject() -> None:
+    h = Harness()
+    h.pub("orders.1", "a", hdr=b"NATS/1.0\r\nX-Id: 7\r\n\r\n")
+    c = h.consumer(durable_name="P", deliver_subject="push.p", ack_policy="explicit")
+    assert c.info()["delivered"]["consumer_seq"] == 0 and "push_bound" not in c.info()
+    sub = h.listen("push.p")
+    h.clock.run_soon()
+    msgs = data(sub)
+    assert len(msgs) == 1 and msgs[0].subject == "orders.1"
+    assert msgs[0].hdr == b"NATS/1.0\r\nX-Id: 7\r\n\r\n" and msgs[0].payload == b"a"
+    assert c.info()["push_bound"] is True
+
+
+def test_idle_heartbeat_and_stalled_flow_control() -> None:
+    h = Harness()
+    sub = h.listen("push.hb")
+    h.consumer(deliver_subject="push.hb", ack_policy="none", flow_control=True, idle_heartbeat=SEC)
+    h.pub("orders.1", "a", n=3)
+    assert len(data(sub)) == 3
+    h.advance(SEC + MS)
+    hb = sub.last()
+    assert hb.hdr == b"NATS/1.0 100 Idle Heartbeat\r\nNats-Last-Consumer: 3\r\nNats-Last-Stream: 3\r\n\r\n"
+    h.advance(SEC)
+    assert statuses(sub) == ["NATS/1.0 100 Idle Heartbeat"] * 2
+
+
+def test_flow_control_pauses_until_answered_and_window_doubles() -> None:
+    h = Harness()
+    sub = h.listen("push.fc")
+    c = h.consumer(deliver_subject="push.fc", ack_policy="none", flow_control=True, idle_heartbeat=5 * SEC)
+    big = b"x" * 60_000
+    for _ in range(80):
+        h.stream.publish("orders.big", big)
+    h.clock.run_soon()
+    fc = [m for m in sub.msgs if m.status == "100" and m.reply]
+    assert len(fc) == 1
+    assert fc[0].hdr == b"NATS/1.0 100 FlowControl Request\r\n\r\n"
+    assert fc[0].reply.startswith("$JS.FC.ORDERS." + c.name + ".") and len(fc[0].reply.split(".")[-1]) == 4
+    n1 = len(data(sub))
+    assert 18 <= n1 <= 40  # stalls at about 2 MiB outstanding
+    # stalled: heartbeat carries Nats-Consumer-Stalled
+    h.advance(5 * SEC + MS)
+    assert sub.last().header("Nats-Consumer-Stalled") == fc[0].reply
+    assert len(data(sub)) == n1
+    h.ports.publish(fc[0].reply, "", None, b"")
+    h.clock.run_soon()
+    assert len(data(sub)) > n1
+    assert c.maxpb == 4 * 1024 * 1024
+
+
+def test_headers_only_adds_msg_size() -> None:
+    h = Harness()
+    h.pub("orders.1", "hello")
+    h.pub("orders.2", "x", hdr=b"NATS/1.0\r\nA: b\r\n\r\n")
+    sub = h.listen("push.ho")
+    h.consumer(deliver_subject="push.ho", ack_policy="none", headers_only=True)
+    m1, m2 = data(sub)
+    assert m1.hdr == b"NATS/1.0\r\nNats-Msg-Size: 5\r\n\r\n" and m1.payload == b""
+    assert m2.hdr == b"NATS/1.0\r\nA: b\r\nNats-Msg-Size: 1\r\n\r\n"
+
+
+def test_replay_original_spaces_messages() -> None:
+    h = Harness()
+    h.pub("orders.1", "a")
+    h.advance(500 * MS)
+    h.pub("orders.1", "b")
+    h.advance(SEC)
+    h.pub("orders.1", "c")
+    sub = h.listen("push.r")
+    h.consumer(deliver_subject="push.r", ack_policy="none", replay_policy="original")
+    assert len(data(sub)) == 1
+    h.advance(499 * MS)
+    assert len(data(sub)) == 1
+    h.advance(2 * MS)
+    assert len(data(sub)) == 2
+    h.advance(SEC)
+    assert len(data(sub)) == 3
+    # caught up: new messages go out at once
+    h.pub("orders.1", "d")
+    assert len(data(sub)) == 4
+
+
+def test_rate_limit_paces_delivery() -> None:
+    h = Harness()
+    for _ in range(10):
+        h.stream.publish("orders.1", b"x" * 1000)
+    sub = h.listen("push.rl")
+    h.consumer(deliver_subject="push.rl", ack_policy="none", rate_limit_bps=8 * 2000)  # 2000 B/s
+    n0 = len(data(sub))
+    assert n0 < 10
+    h.advance(2 * SEC)
+    n1 = len(data(sub))
+    assert n0 < n1 < 10
+    h.advance(10 * SEC)
+    assert len(data(sub)) == 10
+
+
+def test_push_ephemeral_deleted_after_interest_lost() -> None:
+    h = Harness()
+    sub = h.listen("push.eph")
+    c = h.consumer(deliver_subject="push.eph", ack_policy="none")
+    h.advance(30 * SEC)
+    assert c.name in h.stream.consumers
+    sub.unsubscribe()
+    h.advance(5 * SEC + 100 * MS + 900 * MS)
+    assert c.name not in h.stream.consumers
+
+
+def test_deliver_group_interest_via_queue_subscription() -> None:
+    h = Harness()
+    h.pub("orders.1", "a", n=4)
+    q1 = h.ports.client_subscribe("push.q", queue="workers")
+    h.consumer(durable_name="Q", deliver_subject="push.q", deliver_group="workers", ack_policy="explicit")
+    assert len(data(q1)) == 4
+
+
+def test_deliver_policies() -> None:
+    h = Harness()
+    h.pub("orders.a", "1")
+    h.pub("orders.b", "2")
+    h.advance(SEC)
+    h.pub("orders.a", "3")
+    h.pub("orders.b", "4")
+    t_start = h.store.load_msg(3).ts
+
+    def got(**cfg) -> list[int]:  # noqa: ANN003
+        sub = h.listen(f"push.dp.{len(h.stream.consumers)}")
+        h.consumer(deliver_subject=sub.subject, ack_policy="none", **cfg)
+        return [int(ack_tokens(m)[5]) for m in data(sub)]
+
+    assert got(deliver_policy="all") == [1, 2, 3, 4]
+    assert got(deliver_policy="last") == [4]
+    assert got(deliver_policy="new") == []
+    assert got(deliver_policy="by_start_sequence", opt_start_seq=2) == [2, 3, 4]
+    from natsd.jetstream.consumer_config import format_time
+    assert got(deliver_policy="by_start_time", opt_start_time=format_time(t_start)) == [3, 4]
+    assert got(deliver_policy="last_per_subject", filter_subject="orders.*") == [3, 4]
+    assert got(deliver_policy="last", filter_subject="orders.a") == [3]
+    assert got(filter_subjects=["orders.a", "orders.c"]) == [1, 3]
+
+
+def test_last_per_subject_pending_in_ack_tokens() -> None:
+    h = Harness()
+    h.pub("orders.a", "1")
+    h.pub("orders.a", "2")
+    h.pub("orders.c", "x")
+    h.pub("orders.b", "3")
+    sub = h.listen("push.lps")
+    h.consumer(deliver_subject="push.lps", ack_policy="none", deliver_policy="last_per_subject",
+               filter_subject="orders.>")
+    toks = [ack_tokens(m) for m in data(sub)]
+    assert [(t[5], t[6], t[8]) for t in toks] == [("2", "1", "2"), ("3", "2", "1"), ("4", "3", "0")]
+    h.pub("orders.a", "new")
+    assert ack_tokens(data(sub)[-1])[5:7] == ["5", "4"]

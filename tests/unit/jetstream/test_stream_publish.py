@@ -1,0 +1,340 @@
+"""The stream publish path without sockets: PubAcks, dedupe, expected-* headers, rollups, TTL,
+limits and discard policies, max_age expiry driven by the ManualClock."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from natsd.jetstream.models import SECOND
+from tests.helpers.fakeports import JsEnv
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture
+def env(tmp_path):
+    e = JsEnv(str(tmp_path))
+    yield e
+    e.stop()
+
+
+def mk(env: JsEnv, name: str = "ORDERS", **cfg) -> None:
+    cfg.setdefault("storage", "memory")
+    env.create(name, **cfg)
+
+
+def test_puback_bytes_exactly_as_reference(env):
+    mk(env)
+    assert env.raw_pub_reply("orders.1", b"hello") == b'{"stream":"ORDERS","seq":1}'
+    assert env.raw_pub_reply("orders.2", b"hello") == b'{"stream":"ORDERS","seq":2}'
+
+
+def test_pubacks_are_sent_only_after_the_turn_flush(env):
+    mk(env)
+    stream = env.account.streams["ORDERS"]
+    flushed: list[int] = []
+    orig = stream.store.flush
+    stream.store.flush = lambda: (flushed.append(len(env.ports.published)), orig())[1]
+    replies = [env.ports.request("orders.x", b"m") for _ in range(5)]
+    # nothing was acknowledged yet: the flush runs at the end of the turn
+    assert not any(env.replies(r) for r in replies)
+    env.clock.run_soon()
+    assert len(flushed) == 1  # one flush for the whole batch
+    assert [env.replies(r)[0].json()["seq"] for r in replies] == [1, 2, 3, 4, 5]
+
+
+def test_duplicate_msg_id_within_window(env):
+    mk(env, duplicate_window=2 * SECOND)
+    assert env.pub("orders.1", b"a", {"Nats-Msg-Id": "abc"}) == {"stream": "ORDERS", "seq": 1}
+    assert env.raw_pub_reply("orders.1", b"a", b"NATS/1.0\r\nNats-Msg-Id: abc\r\n\r\n") == \
+        b'{"stream":"ORDERS","seq":1,"duplicate": true}'
+    assert env.account.streams["ORDERS"].store.state().msgs == 1
+    env.clock.advance(3 * SECOND)  # the window has passed: the id is accepted again
+    assert env.pub("orders.1", b"a", {"Nats-Msg-Id": "abc"}) == {"stream": "ORDERS", "seq": 2}
+
+
+def test_dedupe_survives_restart(tmp_path):
+    env = JsEnv(str(tmp_path))
+    try:
+        env.create("ORDERS", storage="memory")
+        env.pub("orders.1", b"a", {"Nats-Msg-Id": "abc"})
+        stream = env.account.streams["ORDERS"]
+        stream._rebuild_dedupe()  # what start() does after a recovery
+        assert env.pub("orders.1", b"a", {"Nats-Msg-Id": "abc"})["duplicate"] is True
+        assert stream.lmsg_id == "abc"
+    finally:
+        env.stop()
+
+
+def test_expected_stream(env):
+    mk(env)
+    assert env.pub("orders.1", b"x", {"Nats-Expected-Stream": "NOPE"}) == {
+        "error": {"code": 400, "err_code": 10060, "description": "expected stream does not match"},
+        "stream": "ORDERS", "seq": 0}
+    assert env.pub("orders.1", b"x", {"Nats-Expected-Stream": "ORDERS"})["seq"] == 1
+
+
+def test_expected_last_sequence(env):
+    mk(env)
+    env.pub("orders.1")
+    env.pub("orders.1")
+    assert env.raw_pub_reply("orders.1", b"x", b"NATS/1.0\r\nNats-Expected-Last-Sequence: 1\r\n\r\n") == \
+        b'{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 2"},"stream":"ORDERS","seq":0}'
+    assert env.pub("orders.1", b"x", {"Nats-Expected-Last-Sequence": "2"})["seq"] == 3
+
+
+def test_expected_last_subject_sequence_and_subject(env):
+    mk(env)
+    assert env.pub("orders.b", b"x", {"Nats-Expected-Last-Subject-Sequence": "0"})["seq"] == 1
+    r = env.pub("orders.b", b"x", {"Nats-Expected-Last-Subject-Sequence": "0"})
+    assert r["error"]["err_code"] == 10071 and r["error"]["description"] == "wrong last sequence: 1"
+    r = env.pub("orders.c", b"x", {"Nats-Expected-Last-Subject-Sequence-Subject": "orders.b"})
+    assert r["error"] == {"code": 400, "err_code": 10193,
+                          "description": "missing sequence for expected last sequence per subject"}
+    ok = env.pub("orders.c", b"x", {"Nats-Expected-Last-Subject-Sequence": "1",
+                                    "Nats-Expected-Last-Subject-Sequence-Subject": "orders.*"})
+    assert ok == {"stream": "ORDERS", "seq": 2}
+
+
+def test_expected_last_msg_id(env):
+    mk(env)
+    env.pub("orders.a", b"x", {"Nats-Msg-Id": "one"})
+    r = env.pub("orders.a", b"x", {"Nats-Expected-Last-Msg-Id": "zzz"})
+    assert r["error"] == {"code": 400, "err_code": 10070, "description": "wrong last msg ID: one"}
+    assert env.pub("orders.a", b"x", {"Nats-Expected-Last-Msg-Id": "one"})["seq"] == 2
+
+
+def test_rollup_not_permitted_and_invalid(env):
+    mk(env)
+    r = env.pub("orders.a", b"x", {"Nats-Rollup": "sub"})
+    assert r["error"] == {"code": 500, "err_code": 10111, "description": "rollup not permitted"}
+    mk(env, "R", allow_rollup_hdrs=True)
+    r = env.pub("r.a", b"x", {"Nats-Rollup": "bogus"})
+    assert r["error"]["description"] == 'rollup value invalid: "bogus"'
+
+
+def test_rollup_sub_and_all(env):
+    mk(env, allow_rollup_hdrs=True)
+    for s in ("orders.a", "orders.a", "orders.b", "orders.b"):
+        env.pub(s)
+    env.pub("orders.a", b"new", {"Nats-Rollup": "sub"})
+    st = env.account.streams["ORDERS"].store.state()
+    assert st.msgs == 3  # a: only the rollup message; b: both
+    env.pub("orders.b", b"all", {"Nats-Rollup": "all"})
+    st = env.account.streams["ORDERS"].store.state()
+    assert st.msgs == 1 and st.last_seq == 6
+
+
+def test_ttl_rules(env):
+    mk(env)
+    assert env.pub("orders.a", b"x", {"Nats-TTL": "5s"})["error"]["err_code"] == 10166
+    assert env.pub("orders.a", b"x", {"Nats-TTL": "abc"})["error"]["err_code"] == 10165
+    mk(env, "T", allow_msg_ttl=True)
+    assert env.pub("t.a", b"x", {"Nats-TTL": "500ms"})["error"]["err_code"] == 10165
+    assert env.pub("t.a", b"x", {"Nats-TTL": "2s"})["seq"] == 1
+    assert env.pub("t.a", b"x", {"Nats-TTL": "never"})["seq"] == 2
+    env.clock.advance(3 * SECOND)
+    st = env.account.streams["T"].store.state()
+    assert st.msgs == 1 and st.first_seq == 2
+
+
+def test_max_age_expiry_without_sleeping(env):
+    mk(env, max_age=SECOND)
+    env.pub("orders.a")
+    env.clock.advance(SECOND // 2)
+    env.pub("orders.b")
+    env.clock.advance(SECOND // 2 + 1)
+    st = env.account.streams["ORDERS"].store.state()
+    assert st.msgs == 1 and st.first_seq == 2
+    env.clock.advance(SECOND)
+    assert env.account.streams["ORDERS"].store.state().msgs == 0
+
+
+def test_subject_delete_marker_on_max_age(env):
+    mk(env, max_age=SECOND, subject_delete_marker_ttl=SECOND)
+    env.pub("orders.a", b"payload")
+    env.clock.advance(SECOND + 1)
+    stream = env.account.streams["ORDERS"]
+    sm = stream.store.load_last_msg("orders.a")
+    assert sm.seq == 2 and sm.msg == b""
+    assert b"Nats-Marker-Reason: MaxAge\r\n" in sm.hdr and b"Nats-TTL: 1s\r\n" in sm.hdr
+    # the marker expires by itself and does not create another marker
+    env.clock.advance(2 * SECOND)
+    assert stream.store.state().msgs == 0
+    assert stream.store.state().last_seq == 2
+
+
+def test_max_msg_size(env):
+    mk(env, max_msg_size=4)
+    assert env.pub("orders.a", b"12345")["error"] == {
+        "code": 400, "err_code": 10054, "description": "message size exceeds maximum allowed"}
+    assert env.pub("orders.a", b"1234")["seq"] == 1
+
+
+def test_discard_new_limits(env):
+    mk(env, max_msgs=2, discard="new")
+    env.pub("orders.a")
+    env.pub("orders.a")
+    r = env.pub("orders.a")
+    assert r["error"] == {"code": 503, "err_code": 10077, "description": "maximum messages exceeded"}
+    mk(env, "B", max_bytes=100, discard="new")
+    r = None
+    for _ in range(10):
+        r = env.pub("b.a", b"x" * 30)
+        if "error" in r:
+            break
+    assert r["error"]["description"] == "maximum bytes exceeded"
+
+
+def test_discard_new_per_subject(env):
+    mk(env, max_msgs_per_subject=1, discard="new", discard_new_per_subject=True)
+    env.pub("orders.a")
+    r = env.pub("orders.a")
+    assert r["error"]["description"] == "maximum messages per subject exceeded"
+    assert env.pub("orders.b")["seq"] == 2
+
+
+def test_discard_old_limits(env):
+    mk(env, max_msgs=3, max_msgs_per_subject=2)
+    for _ in range(3):
+        env.pub("orders.a")
+    st = env.account.streams["ORDERS"].store.state()
+    assert st.msgs == 2 and st.first_seq == 2
+    for s in ("orders.b", "orders.c"):
+        env.pub(s)
+    st = env.account.streams["ORDERS"].store.state()
+    assert st.msgs == 3 and st.first_seq == 3
+
+
+def test_sealed_stream_rejects(env):
+    mk(env)
+    env.pub("orders.a")
+    out = env.api("$JS.API.STREAM.UPDATE.ORDERS",
+                  {"name": "ORDERS", "subjects": ["orders.>"], "storage": "memory", "sealed": True})
+    assert out["config"]["sealed"] is True and out["config"]["deny_purge"] is True
+    assert env.pub("orders.a")["error"] == {"code": 400, "err_code": 10109,
+                                            "description": "invalid operation on sealed stream"}
+
+
+def test_no_ack_stream_never_replies(env):
+    mk(env, no_ack=True)
+    assert env.pub("orders.a") is None
+    assert env.pub("orders.a", b"x", {"Nats-Expected-Stream": "NOPE"}) is None
+    assert env.account.streams["ORDERS"].store.state().msgs == 1
+
+
+def test_interest_stream_without_consumers_acks_but_does_not_store(env):
+    mk(env, retention="interest")
+    assert env.pub("orders.a") == {"stream": "ORDERS", "seq": 1}
+    st = env.account.streams["ORDERS"].store.state()
+    assert st.msgs == 0 and st.last_seq == 1
+
+
+class _FakeConsumer:
+    def __init__(self, name: str, filt: str = "") -> None:
+        self.name = name
+        self.filters = [filt] if filt else []
+        self.acked: set[int] = set()
+        self.new: list[int] = []
+        self.purged: list[int] = []
+        self.removed: list[int] = []
+
+    def filter_matches(self, subject: str) -> bool:
+        from natsd.subjects.tokens import subject_matches
+        return not self.filters or any(subject_matches(f, subject) for f in self.filters)
+
+    def is_acked(self, seq: int) -> bool:
+        return seq in self.acked
+
+    def on_new_messages(self, last_seq: int) -> None:
+        self.new.append(last_seq)
+
+    def on_purge(self, first_seq: int) -> None:
+        self.purged.append(first_seq)
+
+    def on_msg_removed(self, seq: int) -> None:
+        self.removed.append(seq)
+
+    def stop(self) -> None:
+        pass
+
+    def delete(self) -> None:
+        pass
+
+
+def test_consumers_are_told_once_per_turn(env):
+    mk(env)
+    stream = env.account.streams["ORDERS"]
+    c = _FakeConsumer("C")
+    stream.add_consumer(c)
+    for _ in range(3):
+        env.ports.request("orders.a", b"x")
+    env.clock.run_soon()
+    assert c.new == [3]
+    stream.purge()
+    assert c.purged == [4]
+
+
+def test_interest_retention_with_consumers(env):
+    mk(env, retention="interest")
+    stream = env.account.streams["ORDERS"]
+    a, b = _FakeConsumer("A", "orders.a"), _FakeConsumer("B")
+    stream.add_consumer(a)
+    stream.add_consumer(b)
+    env.pub("orders.a")
+    env.pub("orders.b")
+    a.acked.add(1)
+    stream.ack_processed(a, 1)
+    assert stream.store.state().msgs == 2  # B still needs 1
+    b.acked.add(1)
+    stream.ack_processed(b, 1)
+    assert stream.store.state().msgs == 1
+    stream.remove_consumer("B")  # 2 was only B's
+    assert stream.store.state().msgs == 0
+
+
+def test_workqueue_ack_removes_and_filters_must_not_overlap(env):
+    mk(env, retention="workqueue")
+    stream = env.account.streams["ORDERS"]
+    c = _FakeConsumer("W", "orders.a")
+    stream.add_consumer(c)
+    env.pub("orders.a")
+    stream.ack_processed(c, 1)
+    assert stream.store.state().msgs == 0
+    with pytest.raises(Exception) as ei:
+        stream.check_workqueue_filters(["orders.*"], None)
+    assert ei.value.err_code == 10100
+    stream.check_workqueue_filters(["orders.b"], None)
+    stream.add_consumer(_FakeConsumer("U"))
+    with pytest.raises(Exception) as ei:
+        stream.check_workqueue_filters([], None)
+    assert ei.value.err_code == 10099
+
+
+def test_max_consumers(env):
+    mk(env, max_consumers=1)
+    stream = env.account.streams["ORDERS"]
+    stream.add_consumer(_FakeConsumer("A"))
+    with pytest.raises(Exception) as ei:
+        stream.add_consumer(_FakeConsumer("B"))
+    assert ei.value.err_code == 10026
+
+
+def test_republish(env):
+    mk(env, republish={"src": "orders.>", "dest": "rp.>"})
+    sub = env.ports.client_subscribe("rp.>")
+    env.pub("orders.a", b"body", {"H1": "v"})
+    m = sub.last()
+    assert m.subject == "rp.a" and m.payload == b"body"
+    assert m.header("H1") == "v" and m.header("Nats-Stream") == "ORDERS"
+    assert m.header("Nats-Sequence") == "1" and m.header("Nats-Last-Sequence") == "0"
+
+
+def test_header_scan_ignores_application_headers(env):
+    mk(env)
+    # "X-Nats-Msg-Id" must not be taken for "Nats-Msg-Id"
+    hdr = b"NATS/1.0\r\nX-Nats-Msg-Id: abc\r\n\r\n"
+    assert json.loads(env.raw_pub_reply("orders.a", b"x", hdr))["seq"] == 1
+    assert json.loads(env.raw_pub_reply("orders.a", b"x", hdr))["seq"] == 2

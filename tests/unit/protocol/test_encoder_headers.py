@@ -1,0 +1,76 @@
+"""Encoder output byte for byte (as captured from nats-server), and header/status blocks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from natsd.protocol import LocalProtocolError
+from natsd.protocol.encoder import (
+    OK, PING, PONG, encode_err, encode_hmsg, encode_info, encode_msg, hmsg_head, msg_head,
+)
+from natsd.protocol.headers import build_header, build_status_header, get_header, parse_headers
+
+
+def test_constants():
+    assert (OK, PING, PONG) == (b"+OK\r\n", b"PING\r\n", b"PONG\r\n")
+
+
+def test_err_is_single_quoted():
+    assert encode_err("Unknown Protocol Operation") == b"-ERR 'Unknown Protocol Operation'\r\n"
+    assert encode_err('Permissions Violation for Publish to "x"') == b"-ERR 'Permissions Violation for Publish to \"x\"'\r\n"
+    with pytest.raises(LocalProtocolError):
+        encode_err("two\r\nlines")
+
+
+def test_info_is_compact_json_line_with_go_escapes():
+    line = encode_info({"server_id": "N1", "headers": True, "max_payload": 1048576, "x": "a>b"})
+    assert line.startswith(b"INFO {") and line.endswith(b"}\r\n")
+    assert b" " not in line[5:]
+    assert b"\\u003e" in line
+    assert json.loads(line[5:]) == {"server_id": "N1", "headers": True, "max_payload": 1048576, "x": "a>b"}
+
+
+@pytest.mark.parametrize("args,expected", [
+    ((b"greet.a", b"1", b"", b"hi"), b"MSG greet.a 1 2\r\nhi\r\n"),
+    ((b"svc", b"2", b"_INBOX.x.y", b"ping"), b"MSG svc 2 _INBOX.x.y 4\r\nping\r\n"),
+    ((b"e", b"9", b"", b""), b"MSG e 9 0\r\n\r\n"),
+])
+def test_msg(args, expected):
+    assert encode_msg(*args) == expected
+    assert msg_head(args[0], args[1], args[2], len(args[3])) == expected[: expected.index(b"\r\n") + 2]
+
+
+def test_hmsg_matches_capture():
+    # [cap A]: HMSG greet.b 1 34 37 / NATS/1.0 / Foo: Bar / X-Multi: 1 / (blank) / hdr
+    hdr = b"NATS/1.0\r\nFoo: Bar\r\nX-Multi: 1\r\n\r\n"
+    assert len(hdr) == 34
+    assert encode_hmsg(b"greet.b", b"1", b"", hdr, b"hdr") == b"HMSG greet.b 1 34 37\r\n" + hdr + b"hdr\r\n"
+    assert hmsg_head(b"s", b"1", b"r", 12, 14) == b"HMSG s 1 r 12 14\r\n"
+
+
+def test_status_headers_as_the_reference():
+    assert build_status_header(404, "No Messages") == b"NATS/1.0 404 No Messages\r\n\r\n"
+    assert build_status_header(503) == b"NATS/1.0 503\r\n\r\n"
+    hb = build_status_header(408, "Request Timeout", {"Nats-Pending-Messages": "5", "Nats-Pending-Bytes": "0"})
+    assert hb == b"NATS/1.0 408 Request Timeout\r\nNats-Pending-Messages: 5\r\nNats-Pending-Bytes: 0\r\n\r\n"
+    assert len(hb) == 81  # the length the capture shows
+    nr = build_status_header(503, "", [("Nats-Subject", "nobody")])
+    assert nr == b"NATS/1.0 503\r\nNats-Subject: nobody\r\n\r\n" and len(nr) == 38
+
+
+def test_build_and_parse_headers():
+    block = build_header({"Nats-Msg-Id": "m1", "A": "b c"})
+    assert block == b"NATS/1.0\r\nNats-Msg-Id: m1\r\nA: b c\r\n\r\n"
+    assert parse_headers(block) == (None, "", {"Nats-Msg-Id": ["m1"], "A": ["b c"]})
+    assert build_header() == b"NATS/1.0\r\n\r\n"
+    status, desc, hdrs = parse_headers(b"NATS/1.0 100 Idle Heartbeat\r\nNats-Last-Consumer: 3\r\n\r\n")
+    assert (status, desc, hdrs) == (100, "Idle Heartbeat", {"Nats-Last-Consumer": ["3"]})
+    assert get_header(block, "Nats-Msg-Id") == "m1"
+    assert get_header(block, "Missing") is None
+    assert get_header(None, "A") is None
+    with pytest.raises(ValueError):
+        parse_headers(b"HTTP/1.1 200\r\n\r\n")
+    with pytest.raises(ValueError):
+        build_header({"Bad\r\nKey": "v"})
