@@ -13,8 +13,8 @@ Usage (any async test; other areas' integration tests import this)::
 with ``overrides`` applied (any ``ServerOptions`` field; ``http_port=-1`` turns monitoring on at
 a random port), plus these keyword-only extras:
 
-* ``options=``: a complete ``ServerOptions`` to use instead (``port`` is still forced to 0 unless
-  given explicitly in it);
+* ``options=``: a complete ``ServerOptions`` to use instead (used as given: set its ``port`` to 0
+  for a random one; ``overrides`` still apply on top);
 * ``clock=``: a ``Clock`` (e.g. ``ManualClock``) for timers;
 * ``jetstream=True``: shortcut for ``jetstream.enabled`` with ``store_dir`` in a fresh temporary
   directory (or ``store_dir=...``).

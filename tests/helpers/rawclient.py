@@ -31,7 +31,7 @@ class RawClient:
         reader, writer = await asyncio.open_connection(host, port)
         c = cls(reader, writer)
         if read_info:
-            m = await c.expect(rb"INFO (\{.*?\})\r\n")
+            m = await c.expect(rb"INFO (\{.*?\}) ?\r\n")
             c.info = json.loads(m.group(1))
         return c
 

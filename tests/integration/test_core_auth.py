@@ -206,3 +206,23 @@ async def test_reload_changes_permissions_and_drops_removed_users():
             await gone.expect_closed()
             await keep.send(b"PUB x 0\r\n\r\nPING\r\n")
             await keep.expect(rb"-ERR 'Permissions Violation for Publish to \"x\"'\r\nPONG\r\n")
+
+
+async def test_sighup_reload_rereads_the_config_file(tmp_path):
+    from natsd.config.flags import build_options
+
+    conf = tmp_path / "natsd.conf"
+    conf.write_text("authorization { users: [ {user: a, password: a} ] }\n")
+    opts = build_options(["-c", str(conf)])
+    opts.host, opts.port = "127.0.0.1", 0
+    async with running_server(options=opts) as s:
+        assert "authorization violation" in await connect_fails(s, user="b", **{"pass": "b"})
+        conf.write_text("authorization { users: [ {user: a, password: a}, {user: b, password: b} ] }\n")
+        s._reload_signal()  # what SIGHUP runs
+        nc = await nats.connect(url(s, "b:b@"))
+        await nc.close()
+        conf.write_text("authorization { users: [ {user: a, password: \n")  # broken: keep running as is
+        s._reload_signal()
+        nc = await nats.connect(url(s, "b:b@"))
+        await nc.close()
+        assert s.config_loads == 1

@@ -156,3 +156,39 @@ async def test_streams_survive_restart(tmp_path):
             assert ack.duplicate and ack.seq == 4
         finally:
             await nc.close()
+
+
+async def test_key_value_bucket_operations(tmp_path):
+    """nats-py KV on top of the stream layer: create (config echoed back), put/get (direct and
+    not), create-if-absent / update with expected revisions, delete and purge (rollups)."""
+    from nats.js.errors import KeyWrongLastSequenceError
+
+    async with running_server(store_dir=str(tmp_path)) as server:
+        nc = await nats.connect(server.client_url)
+        try:
+            js = nc.jetstream()
+            for direct in (True, False):
+                name = f"B{int(direct)}"
+                kv = await js.create_key_value(bucket=name, history=3, direct=direct)
+                si = await js.stream_info(f"KV_{name}")
+                assert si.config.allow_rollup_hdrs and si.config.deny_delete and si.config.max_msgs_per_subject == 3
+                assert si.config.allow_direct is direct
+                r1 = await kv.put("k", b"v1")
+                r2 = await kv.update("k", b"v2", last=r1)
+                assert r2 == r1 + 1
+                with pytest.raises(KeyWrongLastSequenceError):
+                    await kv.update("k", b"v3", last=r1)
+                with pytest.raises(KeyWrongLastSequenceError):
+                    await kv.create("k", b"again")
+                entry = await kv.get("k")
+                assert entry.value == b"v2" and entry.revision == r2
+                await kv.create("new", b"n")
+                await kv.delete("k")
+                with pytest.raises(nats.js.errors.KeyNotFoundError):
+                    await kv.get("k")
+                await kv.purge("new")
+                st = (await js.stream_info(f"KV_{name}")).state
+                # k: v1, v2 and its delete marker (history 3); "new": only the purge marker (rollup)
+                assert (st.messages, st.last_seq) == (4, 5)
+        finally:
+            await nc.close()

@@ -124,7 +124,7 @@ async def test_invalid_subject_keeps_connection(srv, bystander):
         await c.expect(rb"PONG\r\n")
 
 
-@pytest.mark.parametrize("data,err", [
+FATAL_CASES = [
     (b"FOO bar\r\n", b"Unknown Protocol Operation"),
     (b"\r\n", b"Unknown Protocol Operation"),
     (b"MSG foo 1 1\r\nx\r\n", b"Unknown Protocol Operation"),
@@ -136,7 +136,10 @@ async def test_invalid_subject_keeps_connection(srv, bystander):
     (b"SUB " + b"a" * 5000, b"maximum control line exceeded"),
     (b"PUB foo 2000000\r\n", b"Maximum Payload Violation"),
     (b'CONNECT {"protocol":2}\r\n', b"invalid client protocol"),
-])
+]
+
+
+@pytest.mark.parametrize("data,err", FATAL_CASES)
 async def test_fatal_errors_exact_text(srv, bystander, data, err):
     async with RawClient.connect(srv.port) as c:
         await c.send(QUIET + data)
@@ -144,11 +147,14 @@ async def test_fatal_errors_exact_text(srv, bystander, data, err):
         assert await c.expect_closed() == b""
 
 
-@pytest.mark.parametrize("data", [
+SILENT_CASES = [
     b"PUB foo -1\r\n", b"PUB foo abc\r\n", b"PUB foo\r\n", b"PUB a b c 1\r\n", b"SUB foo\r\n", b"SUB a b c d\r\n",
     b"UNSUB 1 2 3\r\n", b"HPUB foo 10 5\r\n", b"CONNECT {bad\r\n", b'CONNECT {"verbose":"yes"}\r\n', b"CONNECT\r\n",
     b"-ERR 'x'\r\n", b"HPUB foo 12 12\r\nNATS/1.0\r\n\r\n\r\n",  # HPUB without headers:true in CONNECT
-])
+]
+
+
+@pytest.mark.parametrize("data", SILENT_CASES)
 async def test_malformed_arguments_close_silently(srv, bystander, data):
     async with RawClient.connect(srv.port) as c:
         await c.send(QUIET + data)
@@ -251,3 +257,84 @@ async def test_pipelined_runs_keep_per_message_semantics(srv):
             await qc.send(b"PING\r\n")
             got += (await qc.expect(rb"(.*)PONG\r\n")).group(1).count(b"MSG r 9 1\r\nx\r\n")
         assert got == 5
+
+
+async def test_half_close_still_gets_replies(srv):
+    c = await RawClient.open(srv.port)
+    await c.send(QUIET + b"SUB a 1\r\nPUB a 1\r\nx\r\nPING\r\n")
+    c.writer.write_eof()
+    assert await c.expect_closed() == b"MSG a 1 1\r\nx\r\nPONG\r\n"
+    await c.close()
+
+
+# -- the same tables against the reference nats-server binary (proves the expectations above) --
+
+@pytest.fixture(scope="module")
+def reference_port(tmp_path_factory):
+    from tests.helpers.servers import reference_binary, start_server
+
+    if reference_binary() is None:
+        pytest.skip("reference nats-server binary not available")
+    handle = start_server("reference", tmp_path_factory.mktemp("ref"), jetstream=False)
+    yield handle.port
+    handle.stop()
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("data,err", FATAL_CASES)
+async def test_reference_fatal_errors(reference_port, data, err):
+    async with RawClient.connect(reference_port) as c:
+        await c.send(QUIET + data)
+        await c.expect(rb"-ERR '" + err + rb"'\r\n")
+        assert await c.expect_closed() == b""
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("data", SILENT_CASES)
+async def test_reference_silent_close(reference_port, data):
+    async with RawClient.connect(reference_port) as c:
+        await c.send(QUIET + data)
+        assert await c.expect_closed() == b""
+
+
+# One connection's full exchange, checked against natsd and (marker ``reference``) nats-server.
+EXCHANGES = [
+    (b'CONNECT {"verbose":true}\r\nSUB foo 1\r\nPUB foo 1\r\nx\r\nPING\r\n',
+     rb"\+OK\r\n\+OK\r\n\+OK\r\nMSG foo 1 1\r\nx\r\nPONG\r\n"),
+    (b'CONNECT {"verbose":false,"no_responders":true,"headers":true}\r\nSUB r 1\r\nPUB nobody r 1\r\nx\r\nPING\r\n',
+     rb"HMSG r 1 38 38\r\nNATS/1\.0 503\r\nNats-Subject: nobody\r\n\r\n\r\nPONG\r\n"),
+    (QUIET + b"SUB foo..bar 1\r\nSUB foo.>.bar 2\r\nSUB foo. 3\r\nPING\r\n",
+     rb"(-ERR 'Invalid Subject'\r\n){3}PONG\r\n"),
+    (b'CONNECT {"verbose":false,"pedantic":true}\r\nPUB foo.* 1\r\nx\r\nPING\r\n',
+     rb"-ERR 'Invalid Publish Subject'\r\nPONG\r\n"),
+    (b'CONNECT {"pedantic":true}\r\nPUB foo.* 1\r\nx\r\nPING\r\n',  # verbose stays on: merged over defaults
+     rb"\+OK\r\n-ERR 'Invalid Publish Subject'\r\n\+OK\r\nPONG\r\n"),
+    (QUIET + b"SUB foo 1\r\nUNSUB 1 1\r\nPUB foo 1\r\nx\r\nPUB foo 1\r\ny\r\nPING\r\n",
+     rb"MSG foo 1 1\r\nx\r\nPONG\r\n"),
+    (b'CONNECT {"verbose":false,"headers":true}\r\nSUB foo 1\r\nHPUB foo r 0 4\r\nabcd\r\nPING\r\n',
+     rb"MSG foo 1 r 4\r\nabcd\r\nPONG\r\n"),
+    (QUIET + b"sub foo  1\r\npub foo  1\r\nx\r\nPUB\tfoo\t1\r\ny\r\nUNSUB 1 \r\nPUB foo 1\r\nz\r\nping\r\nPINGX\r\n",
+     rb"MSG foo 1 1\r\nx\r\nMSG foo 1 1\r\ny\r\nPONG\r\nPONG\r\n"),
+    (QUIET + b"SUB foo 123456789012345678901234567890\r\nPUB foo 1\r\nx\r\nINFO {}\r\n+OK\r\nPING\r\n",
+     rb"MSG foo 123456789012345678901234567890 1\r\nx\r\nPONG\r\n"),
+    (QUIET + b"SUB foo 1\r\nSUB bar 1\r\nPUB bar 1\r\nb\r\nPUB foo 1\r\nf\r\nPING\r\n",  # duplicate sid ignored
+     rb"MSG foo 1 1\r\nf\r\nPONG\r\n"),
+]
+
+
+async def run_exchange(port: int, data: bytes, expected: bytes) -> None:
+    async with RawClient.connect(port) as c:
+        await c.send(data)
+        await c.expect(expected + rb"\Z")
+        assert await c.read_all(0.05) == b""
+
+
+@pytest.mark.parametrize("data,expected", EXCHANGES)
+async def test_exchanges(srv, data, expected):
+    await run_exchange(srv.port, data, expected)
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("data,expected", EXCHANGES)
+async def test_reference_exchanges(reference_port, data, expected):
+    await run_exchange(reference_port, data, expected)

@@ -213,8 +213,8 @@ def rfc3339(dt: datetime) -> str:
 
 def stdin_is_tty() -> bool:
     try:
-        return sys.stdin.isatty()
-    except (AttributeError, ValueError):
+        return bool(sys.stdin and sys.stdin.isatty())
+    except Exception:  # noqa: BLE001 - closed or replaced stdin (e.g. under pytest) is "no terminal"
         return False
 
 
@@ -280,8 +280,10 @@ async def connect(opts: ConnOptions, **extra: Any) -> nats.NATS:
     servers = [s.strip() for s in opts.server.split(",") if s.strip()]
     servers = [s if "://" in s else f"nats://{s}" for s in servers]
     kw: dict[str, Any] = dict(
-        servers=servers, name=opts.name, connect_timeout=max(opts.timeout, 1.0), allow_reconnect=False,
-        max_reconnect_attempts=0,
+        servers=servers, name=opts.name, connect_timeout=max(min(opts.timeout, 5.0), 1.0),
+        # nats-py treats max_reconnect_attempts=0 as "forever", even for the first connect: allow one retry
+        # per server with a short wait, so an unreachable server fails in about connect_timeout.
+        allow_reconnect=False, max_reconnect_attempts=1, reconnect_time_wait=0.1,
     )
     if opts.user:
         kw["user"] = opts.user
@@ -292,15 +294,24 @@ async def connect(opts: ConnOptions, **extra: Any) -> nats.NATS:
         kw["user_credentials"] = opts.creds
     kw.update(extra)
 
-    async def _quiet(_e: Exception) -> None:
+    errors: list[Exception] = []
+
+    async def _quiet(e: Exception) -> None:
         # nats-py logs connection errors through these callbacks; the CLI reports them once itself.
-        return None
+        errors.append(e)
 
     kw.setdefault("error_cb", _quiet)
+    nc = nats.NATS()
     try:
-        return await nats.connect(**kw)
+        await asyncio.wait_for(nc.connect(**kw), timeout=2 * kw["connect_timeout"] * len(servers) + 1)
     except Exception as exc:  # noqa: BLE001 - nats-py raises a variety here
-        raise CliError(f"could not connect to {opts.server}: {exc or type(exc).__name__}") from None
+        cause = errors[-1] if errors else exc
+        try:
+            await nc.close()
+        except Exception:  # noqa: BLE001
+            pass
+        raise CliError(f"could not connect to {opts.server}: {cause or type(cause).__name__}") from None
+    return nc
 
 
 class JsApi:

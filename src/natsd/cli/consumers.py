@@ -325,6 +325,10 @@ async def cmd_next(ctx: Ctx) -> int:
     stream = await pick_stream(ctx, a.stream)
     name = await pick_consumer(ctx, stream, a.consumer)
     count = parse_int(a.count, flag="--count")
+    api = await ctx.api()
+    # Ack only where the consumer expects acks: an ack-none consumer still sends a $JS.ACK reply subject,
+    # but the server never confirms acks sent to it.
+    ack_policy = (await api.request(f"CONSUMER.INFO.{stream}.{name}")).get("config", {}).get("ack_policy", "none")
     nc = await ctx.nc()
     # `expires` a little under our own timeout, so the server's 408 arrives before the client gives up.
     expires = max(int(ctx.timeout * 1e9 * 0.9), 1_000_000)
@@ -357,7 +361,7 @@ async def cmd_next(ctx: Ctx) -> int:
             for k, v in (msg.headers or {}).items():
                 ctx.out.print(f"{k}: {v}")
             ctx.out.print(msg.data.decode(errors="replace") + "\n")
-        if not a.no_ack and msg.reply:
+        if not a.no_ack and msg.reply and ack_policy != "none":
             token = b"-NAK" if a.nak else b"+TERM" if a.term else b"+ACK"
             try:
                 # A request makes the ack synchronous: the server confirms it before we report success.

@@ -45,7 +45,11 @@ class Ctx:
     async def close(self) -> None:
         if self._nc is not None and not self._nc.is_closed:
             try:
-                await self._nc.drain()
+                # Make sure everything we published reached the server, then close (drain would also wait
+                # for subscriptions' pending callbacks, which a CLI that is done does not need).
+                if self._nc.is_connected:
+                    await self._nc.flush(timeout=max(int(self.conn.timeout), 1))
             except Exception:  # noqa: BLE001 - closing after an error must not mask it
-                await self._nc.close()
+                pass
+            await self._nc.close()
         self._nc = None

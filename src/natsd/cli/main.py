@@ -128,6 +128,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - last resort: one clear line, not a traceback
         if os.environ.get("NATSCTL_DEBUG"):
             raise
+        if getattr(exc, "description", None) and getattr(exc, "code", None):
+            # nats-py's APIError (from KV and object store calls): the server's words.
+            sys.stderr.write(f"natsctl: error: {exc.description} (code {exc.code}, "
+                             f"err_code {getattr(exc, 'err_code', 0)})\n")
+            return EXIT_ERROR
         sys.stderr.write(f"natsctl: error: {type(exc).__name__}: {exc}\n")
         return EXIT_ERROR
 

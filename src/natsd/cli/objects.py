@@ -94,7 +94,8 @@ async def cmd_add(ctx: Ctx) -> None:
         replicas=parse_int(a.replicas, flag="--replicas"),
     )
     try:
-        await js.create_object_store(config=cfg)
+        # nats-py overwrites config.bucket with its `bucket` argument, so pass both.
+        await js.create_object_store(a.bucket, config=cfg)
     except Exception as exc:  # noqa: BLE001
         raise CliError(f"could not create bucket {a.bucket}: {getattr(exc, 'description', None) or exc}") from None
     if not ctx.json:

@@ -164,8 +164,9 @@ async def cmd_pub(ctx: Ctx) -> None:
 
 def _fmt_msg(n: int, msg: Any) -> str:
     body = msg.data.decode(errors="replace")
-    lines = [f"[#{n}] Received on [{msg.subject}]" + (f" with reply [{msg.reply}]" if msg.reply else "") + ":"
-             + (f" '{body}'" if "\n" not in body else "")]
+    # The reply subject (a $JS.ACK... token for JetStream deliveries) is in the -j output, not here: the
+    # seeds show the plain "[#n] Received on [subject]: 'body'" line.
+    lines = [f"[#{n}] Received on [{msg.subject}]:" + (f" '{body}'" if "\n" not in body else "")]
     for k, v in (msg.headers or {}).items():
         lines.append(f"  {k}: {v}")
     if "\n" in body:

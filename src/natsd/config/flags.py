@@ -164,7 +164,7 @@ def parse_flags(argv: list[str]) -> ParsedFlags:
         elif dest == "@signal":
             out.signal = parsed
         elif dest.startswith("!"):
-            out.warnings.append(f"flag -{name} is not supported by natsd and is ignored")
+            out.warnings.append(f"flag -{name} is not supported by natsd and is ignored")  # a notice
         else:
             out.values.append((dest, parsed))
     for word in rest:
@@ -193,6 +193,10 @@ def apply_flags(options: ServerOptions, flags: ParsedFlags) -> ServerOptions:
         options.origins[dest.lstrip("@").replace("js.", "jetstream.")] = "command line"
     if options.host == "":
         options.host = "0.0.0.0"
+    if "http_host" not in options.origins:
+        # As nats-server's setBaselineOptions: monitoring binds the client host unless an
+        # explicit `http: "host:port"` said otherwise (`-a 127.0.0.1 -m 8222` stays local).
+        options.http_host = options.host
     return options
 
 
@@ -208,7 +212,7 @@ def build_options(argv: list[str], flags: ParsedFlags | None = None) -> ServerOp
         options_from_file(flags.config_file, options)
     apply_flags(options, flags)
     options.cli_flags = list(argv)
-    options.config_warnings.extend(flags.warnings)
+    options.config_notices.extend(flags.warnings)
     return options
 
 

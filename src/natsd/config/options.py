@@ -132,8 +132,12 @@ class ServerOptions:
     # The command-line arguments the options were built from (without the program name);
     # reload_options() re-reads config_file and re-applies these so flags keep overriding.
     cli_flags: list[str] = field(default_factory=list)
-    # Non-fatal findings while loading ("file:line:col: ..."); main prints them to stderr.
+    # Non-fatal findings while loading ("file:line:col: ..."); main prints them to stderr and
+    # `-t` fails on them, as nats-server does with its config warnings.
     config_warnings: list[str] = field(default_factory=list)
+    # Valid nats-server settings natsd ignores (cluster, leafnodes, server_tags, ...): printed,
+    # but they do not fail `-t`, since the reference accepts the file.
+    config_notices: list[str] = field(default_factory=list)
     # sha256 digest of the parsed config (as `nats-server -t` prints it); "" without a file.
     config_digest: str = ""
 
@@ -248,6 +252,7 @@ class _Ctx:
         self.pedantic = pedantic
         self.errors: list[ConfigError] = []
         self.warnings: list[str] = []
+        self.notices: list[str] = []
 
     def error(self, pos: Pos | None, message: str) -> None:
         if pos is None:
@@ -269,7 +274,9 @@ class _Ctx:
             self.warn(m.pos(key), f'unknown field "{key}"')
 
     def unsupported(self, m: ConfigMap, key: str) -> None:
-        self.warn(m.pos(key), f'field "{key}" is not supported by natsd and is ignored')
+        pos = m.pos(key)
+        msg = f'field "{key}" is not supported by natsd and is ignored'
+        self.notices.append(f"{pos}: {msg}" if pos is not None else msg)
 
     # Typed getters: report a located error and return None on a wrong type.
 
@@ -772,8 +779,8 @@ def options_from_tree(tree: ConfigMap, options: ServerOptions | None = None, *,
     together as :class:`ConfigErrors` (each naming ``file:line:column``). Unknown keys are
     warnings (``options.config_warnings``), or errors when ``pedantic`` (default:
     ``options.pedantic_config``). Keys of nats-server features natsd lacks (cluster, leafnodes,
-    websocket, ...) are always warnings; ``tls`` is an error, since ignoring it would silently
-    serve plaintext.
+    websocket, ...) are notices (``options.config_notices``); ``tls`` is an error, since
+    ignoring it would silently serve plaintext.
     """
     o = options if options is not None else ServerOptions()
     ctx = _Ctx(o.pedantic_config if pedantic is None else pedantic)
@@ -804,10 +811,13 @@ def options_from_tree(tree: ConfigMap, options: ServerOptions | None = None, *,
             ctx.unsupported(tree, k)
         else:
             ctx.unknown(tree, k)
+    if "http_host" not in o.origins:
+        o.http_host = o.host  # monitoring binds the client host unless `http` names one
     _validate(ctx, o, tree)
     # Warnings are returned, not logged: main prints them to stderr as nats-server does, and an
     # embedding server decides itself (logging here would print before logging is set up).
     o.config_warnings.extend(ctx.warnings)
+    o.config_notices.extend(ctx.notices)
     if ctx.errors:
         raise ConfigErrors(ctx.errors)
     return o
@@ -856,7 +866,9 @@ def _h_listen(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
 def _h_http(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
     hp = _host_port(ctx, m, k)
     if hp is not None:
-        o.http_host = hp[0] or o.host
+        if hp[0]:
+            o.http_host = hp[0]
+            o.origins["http_host"] = str(m.pos(k))  # explicit: the client host does not apply
         o.http_port = hp[1]
 
 

@@ -34,7 +34,7 @@ from natsd.jetstream.consumer_config import (
 )
 from natsd.jetstream.pull import BadRequest, PullRequest, WaitQueue, parse_next_request
 from natsd.store.base import ConsumerState, MsgNotFound, Pending, SequencePair, StoreClosed, StoreEOF, StoreError
-from natsd.subjects.tokens import subject_matches
+from natsd.subjects.tokens import subject_matches, subset
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.manager import JsAccount
@@ -115,6 +115,8 @@ class Consumer:
         self._ack_prefix = ACK_PREFIX + self.stream_name + "." + name + "."
         self._ack_none = cfg.ack_policy == "none"
         self._ack_all = cfg.ack_policy in ("all", "flow_control")
+        self._explicit = cfg.ack_policy == "explicit"
+        self._turn_acks = False     # acks arrived this loop turn (stamp last_active at turn end)
         self.maxdc = max(cfg.max_deliver, 0)
         self.maxp = cfg.max_ack_pending
         self.sfreq = cfg.sample_percent()
@@ -284,6 +286,11 @@ class Consumer:
     @property
     def is_push(self) -> bool:
         return bool(self.cfg.deliver_subject)
+
+    @property
+    def _retention(self) -> bool:
+        """True when acks matter to the stream (interest or workqueue retention)."""
+        return self.stream.config.retention != "limits"
 
     def filter_matches(self, subject: str) -> bool:
         """True when ``subject`` passes this consumer's filter(s)."""
@@ -467,22 +474,36 @@ class Consumer:
             self.clock.call_soon(self._run)
 
     def _mark_dirty(self) -> None:
-        if self.store is None:
+        """The durable state changed: write it once, at the end of this loop turn."""
+        if self.store is None or self._dirty:
             return
         self._dirty = True
+        self._end_turn_soon()
+
+    def _end_turn_soon(self) -> None:
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            self.clock.call_soon(self._flush_state)
+            self.clock.call_soon(self._end_turn)
 
-    def _flush_state(self) -> None:
+    def _end_turn(self) -> None:
+        """Once per loop turn with activity: stamp the last ack time, write the state."""
         self._flush_scheduled = False
-        if not self._dirty or self.store is None or self.closed:
+        if self.closed:
+            return
+        if self._turn_acks:
+            self._turn_acks = False
+            self.lat = self.clock.time_ns()
+            if self.store is not None:
+                self._dirty = True
+        if not self._dirty or self.store is None:
             return
         self._dirty = False
         try:
             self.store.update(self.state())
         except StoreClosed:
             pass
+
+    _flush_state = _end_turn
 
     def state(self) -> ConsumerState:
         """The durable state (store.base.ConsumerState)."""
@@ -527,11 +548,18 @@ class Consumer:
         budget = TURN_BUDGET
         eos = True  # False when we stopped for max_ack_pending or a pacing delay
         now_w = clock.time_ns()
+        now_m = clock.monotonic_ns()
         first_pending_seq = 0
         if self._npc_dirty:
             self._recalc_pending()
         retention_acks = ack_none and self.stream.config.retention != "limits"
         checked: set[str] = set()  # pull inboxes whose interest was verified this pass
+        # Fast path: nothing to redeliver, no last-per-subject list, no filter narrower than the
+        # stream: read forward with one store iterator instead of a lookup per message.
+        fast_it = None
+        maxp = self.maxp if not ack_none else 0
+        if not self.rdq and self.lss is None and self._covers_stream():
+            fast_it = iter(self.stream.store.iter_msgs(self.sseq, 1 << 62))
         try:
             while budget > 0:
                 if push:
@@ -539,13 +567,23 @@ class Consumer:
                         break
                 elif not waiting:
                     break
-                nxt = self._peek()
-                if nxt is None:
-                    break
-                if nxt is False:
-                    eos = False
-                    break
-                kind, sm, dc = nxt
+                if fast_it is not None and not self.rdq:
+                    if maxp > 0 and len(pending) >= maxp:
+                        eos = False
+                        break
+                    sm = next(fast_it, None)
+                    if sm is None:
+                        self._at_eof()
+                        break
+                    kind, dc = "new", 1
+                else:
+                    nxt = self._peek()
+                    if nxt is None:
+                        break
+                    if nxt is False:
+                        eos = False
+                        break
+                    kind, sm, dc = nxt
                 seq = sm.seq
                 hdr, msg = sm.hdr, sm.msg
                 if headers_only:
@@ -557,15 +595,27 @@ class Consumer:
                     npc -= 1
                 reply = (ack_prefix + str(dc) + "." + str(seq) + "." + str(dseq) + "."
                          + str(sm.ts) + "." + str(npc if npc > 0 else 0))
+                sz = len(sm.subject) + len(reply) + (len(hdr) if hdr else 0) + len(msg)
                 if push:
                     dsubj = deliver_subject
                     wr = None
-                    sz = len(sm.subject) + len(reply) + (len(hdr) if hdr else 0) + len(msg)
                 else:
-                    sz = len(sm.subject) + len(reply) + (len(hdr) if hdr else 0) + len(msg)
-                    wr = self._next_waiting(sz, checked)
-                    if wr is None:
-                        break
+                    # Common case inline: the head request has no byte budget, has not expired
+                    # and its inbox was seen with interest earlier in this pass.
+                    q = waiting.q
+                    wr = q[0]
+                    if wr.b == 0 and (not wr.expires or now_m < wr.expires) and wr.reply in checked:
+                        wr.d += 1
+                        wr.n -= 1
+                        if wr.n <= 0:
+                            q.popleft()
+                        elif len(q) > 1:
+                            q.popleft()
+                            q.append(wr)
+                    else:
+                        wr = self._next_waiting(sz, checked)
+                        if wr is None:
+                            break
                     dsubj = wr.reply
                 if pace:
                     # Replay original: space messages as they were stored.
@@ -694,12 +744,30 @@ class Consumer:
                 if sm is None:
                     raise StoreEOF()
         except StoreEOF:
-            last = store.state().last_seq
-            if self.sseq <= last:
-                self.sseq = last + 1
-            self.npc = 0
+            self._at_eof()
             return None
         return ("new", sm, 1)
+
+    def _at_eof(self) -> None:
+        """Nothing more to deliver: skip sseq past the stream's end (as the reference)."""
+        last = self.stream.store.state().last_seq
+        if self.sseq <= last:
+            self.sseq = last + 1
+        self.npc = 0
+
+    def _covers_stream(self) -> bool:
+        """True when the filters let every stream subject through (a filter equal to the
+        stream's subject is no filter, as nats-server's isFiltered)."""
+        fl = self.filters
+        if not fl:
+            return True
+        subjects = getattr(self.stream.config, "subjects", None) or []
+        if not subjects:
+            return False
+        for s in subjects:
+            if not any(subset(s, f) for f in fl):
+                return False
+        return True
 
     def _commit(self, kind: str, seq: int, dc: int) -> None:
         if kind == "rd":
@@ -765,8 +833,9 @@ class Consumer:
     # Pull requests.
 
     def _on_next_request(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
-        if hdr:
-            payload = payload  # headers are ignored (api level checks not implemented)
+        if hdr and reply and _required_level_too_high(hdr):
+            self.ports.publish(reply, "", D.status(412, "Required Api Level"), b"")
+            return
         self.process_next_request(reply, payload)
 
     def process_next_request(self, reply: str, body: bytes) -> None:
@@ -1033,52 +1102,69 @@ class Consumer:
             self.ports.publish(reply, "", None, b"")
 
     def _process_ack_msg(self, sseq: int, dseq: int, dc: int, sample: bool) -> bool:
-        if sseq >= self.sseq and not self.cfg.flow_control and self.lss is None:
+        """Apply a positive ack; False when it is ignored without an ack-ack reply (an ack
+        for a sequence we have not delivered yet, as the reference)."""
+        if sseq >= self.sseq and self.lss is None and not self.cfg.flow_control:
             return False
-        acked: list[int] = []
-        signal = False
-        pol = self.cfg.ack_policy
-        if pol == "explicit":
-            p = self.pending.get(sseq)
+        pending = self.pending
+        if self._explicit:
+            p = pending.pop(sseq, None)
             if p is not None:
                 if sample and self.sfreq > 0:
                     self._sample_ack(sseq, p[0], dc, p[1])
-                if self.maxp > 0 and len(self.pending) >= self.maxp:
-                    signal = True
-                del self.pending[sseq]
-                self._move_ack_floor(p[0], sseq)
-                acked.append(sseq)
-            self.rdc.pop(sseq, None)
-            self._remove_rdq(sseq)
-        elif pol in ("all", "flow_control"):
+                maxp = self.maxp
+                if maxp > 0 and len(pending) + 1 >= maxp:
+                    self.kick()  # we were at max_ack_pending: delivery can resume
+                # Ack floor (moveAckFloor): only moves when the lowest pending entry is acked.
+                pdseq = p[0]
+                if not pending:
+                    self.adflr = self.dseq - 1
+                    self.asflr = self.sseq - 1 if self.lss is None else max(self.asflr, sseq)
+                    if self._ptmr is not None:
+                        self._ptmr.cancel()
+                        self._ptmr = None
+                elif pdseq == self.adflr + 1:
+                    self.adflr, self.asflr = pdseq, sseq
+                    for ss in range(sseq + 1, self.sseq):
+                        q = pending.get(ss)
+                        if q is not None:
+                            if q[0] > 0:
+                                self.adflr, self.asflr = q[0] - 1, ss - 1
+                            break
+                if self._retention:
+                    self.stream.ack_processed(self, sseq)
+            if self.rdc:
+                self.rdc.pop(sseq, None)
+            if self._rdq_set:
+                self._remove_rdq(sseq)
+        elif not self._ack_none:  # all / flow_control
             if dseq <= self.adflr or sseq <= self.asflr:
                 return True
-            if self.maxp > 0 and len(self.pending) >= self.maxp:
-                signal = True
+            if self.maxp > 0 and len(pending) >= self.maxp:
+                self.kick()
             self.adflr, self.asflr = dseq, sseq
-            for seq in [s for s in self.pending if s <= sseq]:
-                del self.pending[seq]
+            acked: list[int] = []
+            for seq in [s for s in pending if s <= sseq]:
+                del pending[seq]
                 self.rdc.pop(seq, None)
                 self._remove_rdq(seq)
                 acked.append(seq)
             for seq in [s for s in self.rdc if s <= sseq]:
                 del self.rdc[seq]
-            if not self.pending:
-                self.adflr, self.asflr = max(self.adflr, dseq), max(self.asflr, sseq)
             if sseq not in acked:
                 acked.append(sseq)
+            if not pending and self._ptmr is not None:
+                self._ptmr.cancel()
+                self._ptmr = None
+            if self._retention:
+                for seq in acked:
+                    self.stream.ack_processed(self, seq)
         else:
-            return True
-        self.lat = self.clock.time_ns()
-        self._mark_dirty()
-        if self.stream.config.retention != "limits":
-            for seq in acked:
-                self.stream.ack_processed(self, seq)
-        if signal:
-            self.kick()
-        if not self.pending and self._ptmr is not None:
-            self._ptmr.cancel()
-            self._ptmr = None
+            # Ack none: nothing to track; the reference answers only on interest/workqueue streams.
+            return self.stream.config.retention != "limits"
+        if not self._turn_acks:
+            self._turn_acks = True
+            self._end_turn_soon()
         return True
 
     def _move_ack_floor(self, dseq: int, sseq: int) -> None:
@@ -1418,6 +1504,19 @@ class Consumer:
         if advisory:
             self._advisory("DELETED", "consumer_action", {
                 "stream": self.stream_name, "consumer": self.name, "action": "delete"})
+
+
+def _required_level_too_high(hdr: bytes) -> bool:
+    """``Nats-Required-Api-Level: N`` above the level we implement (the reference answers 412)."""
+    from natsd.jetstream.api.router import find_header
+    from natsd.jetstream.models import JS_API_LEVEL
+    v = find_header(hdr, "Nats-Required-Api-Level")
+    if v is None:
+        return False
+    try:
+        return int(v) > JS_API_LEVEL
+    except ValueError:
+        return True
 
 
 def _credit(wq: WaitQueue | None, wr: PullRequest) -> None:

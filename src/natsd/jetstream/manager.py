@@ -427,6 +427,30 @@ class JetStreamEngine:
             acc.recover()
         return acc
 
+    def disable_account_api(self, ports: "Ports") -> list[Any]:
+        """For an account *without* JetStream on a JetStream server: answer every ``$JS.API``
+        request with 503/10039 "JetStream not enabled for account" (the reference does this
+        through its API import). Returns the subscriptions (unsubscribe to undo)."""
+        router = ApiRouter(None)
+
+        def not_enabled(req: Any) -> dict:
+            raise ApiErrors.NOT_ENABLED_FOR_ACCOUNT()
+
+        from natsd.jetstream.api.router import RESPONSE_TYPES
+        for pattern in RESPONSE_TYPES:
+            router.register(pattern, not_enabled)
+        stats = ApiStats()
+
+        class _Shim:  # what ApiRouter.dispatch needs from an account
+            api_stats = stats
+
+        _Shim.ports = ports  # type: ignore[attr-defined]
+
+        def on_api(subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+            router.dispatch(_Shim, subject, reply, hdr, payload)  # type: ignore[arg-type]
+
+        return [ports.subscribe(p, on_api) for p in API_SUBSCRIPTIONS]
+
     def lookup_account(self, name: str) -> JsAccount | None:
         return self.accounts.get(name)
 

@@ -34,7 +34,7 @@ def encode_info(info: dict) -> bytes:
     body = json.dumps(info, separators=(",", ":"))
     # Go's encoding/json escapes these three for HTML safety; keep INFO byte-compatible.
     body = body.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-    return b"INFO " + body.encode() + CRLF
+    return b"INFO " + body.encode() + b" \r\n"
 
 
 def encode_err(text: str) -> bytes:

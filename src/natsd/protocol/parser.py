@@ -128,6 +128,7 @@ class Parser:
         # Run-length state for batching (see the class docstring): the previous PUB/HPUB event
         # and, once a second identical control line follows it, the payload list it became.
         last_event = None
+        last_event_args = None
         batch_list = None
         batching = self.batch
         if aw is not None:
@@ -138,6 +139,7 @@ class Parser:
             if work[size] != 13 or work[size + 1] != 10:
                 raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, "payload not terminated by CRLF")
             last_event = (aw[0], aw[1], aw[2], aw[3], work[:size])
+            last_event_args = aw
             events.append(last_event)
             self._await = None
             pos = size + 2
@@ -171,11 +173,13 @@ class Parser:
                     if batch_list is not None:
                         batch_list.append(payload)
                         continue
-                    if last_event is not None and events and events[-1] is last_event:
+                    # Merge only with the event parsed from these very arguments.
+                    if last_event_args is last_args and events and events[-1] is last_event:
                         batch_list = [last_event[4], payload]
                         events[-1] = (OP_PUB_BATCH, op, subject, reply, hdr_len, batch_list)
                         continue
                 last_event = (op, subject, reply, hdr_len, payload)
+                last_event_args = last_args
                 events.append(last_event)
                 continue
             eol = find(b"\n", pos)
@@ -183,13 +187,14 @@ class Parser:
                 self._check_partial(work, pos, n)
                 pending += work[pos:]
                 break
-            # Second fastest: a PUB/HPUB line seen recently on this connection (a bounded
-            # line -> arguments cache; publishers cycle through a few subjects and sizes).
+            # Second fastest: a reply-less PUB/HPUB line seen recently on this connection (a
+            # bounded line -> arguments cache; publishers cycle through a few subjects/sizes).
             line = work[pos:eol + 1]
-            cached = line_cache.get(line)
+            cached = line_cache.get(line) if line_cache else None
             if cached is not None:
                 last_line = line
                 last_args = cached
+                batch_list = None  # a different line: the current run (if any) has ended
                 continue  # the repeated-line path above now handles it
             end = eol - 1 if eol > pos and work[eol - 1] == 13 else eol
             if end - pos > mcl:
@@ -247,9 +252,11 @@ class Parser:
             # Remember this line (with its newline) for the fast paths above.
             last_line = line
             last_args = (op, subject, reply, hdr_len, size)
-            if len(line_cache) >= _LINE_CACHE_MAX:
-                line_cache.clear()
-            line_cache[line] = last_args
+            if not reply:
+                # Lines with a reply subject are usually unique (request inboxes): not cached.
+                if len(line_cache) >= _LINE_CACHE_MAX:
+                    line_cache.clear()
+                line_cache[line] = last_args
             start = eol + 1
             stop = start + size
             if stop + 2 > n:
@@ -261,6 +268,7 @@ class Parser:
             if work[stop] != 13 or work[stop + 1] != 10:
                 raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, "payload not terminated by CRLF")
             last_event = (op, subject, reply, hdr_len, work[start:stop])
+            last_event_args = last_args
             batch_list = None
             events.append(last_event)
             pos = stop + 2

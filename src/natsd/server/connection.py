@@ -58,6 +58,11 @@ _HDR_PREFIX = b"NATS/1.0"
 _BOOL_FIELDS = ("verbose", "pedantic", "echo", "headers", "no_responders", "tls_required")
 _STR_FIELDS = ("name", "lang", "version", "user", "pass", "auth_token")
 
+# A congested receiver stalls its producers for at most this long per stall.
+STALL_MAX_NS = 50_000_000
+# Transport buffer size above which a receiver counts as congested.
+WRITE_HIGH_WATER = 1024 * 1024
+
 # Close reasons, spelled as nats-server's /connz "reason".
 REASON_CLIENT_CLOSED = "Client Closed"
 REASON_SERVER_SHUTDOWN = "Server Shutdown"
@@ -113,6 +118,7 @@ class ClientConnection(asyncio.Protocol):
         self.sub_deny = None  # SubjectFilter applied on delivery when it has deny entries
         self.replies: dict[str, int] | None = None  # allow_responses: reply subject -> remaining
         self.connect_opts: dict = {}
+        self._subjects: dict[bytes, str] = {}  # decoded subjects of recent publishes
         # Counters for /connz and /varz.
         self.in_msgs = 0
         self.in_bytes = 0
@@ -128,6 +134,10 @@ class ClientConnection(asyncio.Protocol):
         self._ping_timer = None
         self._auth_timer = None
         self._wd_timer = None
+        self._stall_timer = None
+        self.stalled = False  # our reading is paused because a receiver is congested
+        self.congested = False  # our transport is above its high-water mark
+        self.stalled_producers: set = set()
         self._stash: list | None = None  # events/data held while a bcrypt check runs
         self._call_soon = server.loop.call_soon
         self.trace = logger.isEnabledFor(TRACE)
@@ -136,6 +146,13 @@ class ClientConnection(asyncio.Protocol):
 
     def connection_made(self, transport) -> None:
         self.transport = transport
+        # High-water mark for congestion (pause_writing): large enough to absorb bursts,
+        # small compared with max_pending so producers are slowed long before a cut-off.
+        high = max(64 * 1024, min(self.max_pending // 2, WRITE_HIGH_WATER))
+        try:
+            transport.set_write_buffer_limits(high=high, low=high // 4)
+        except (AttributeError, NotImplementedError):  # pragma: no cover - exotic transports
+            pass
         peer = transport.get_extra_info("peername")
         if peer:
             self.ip, self.port = peer[0], peer[1]
@@ -159,15 +176,60 @@ class ClientConnection(asyncio.Protocol):
             self._close(REASON_CLIENT_CLOSED, None, graceful=False)
 
     def pause_writing(self) -> None:
-        # The kernel buffer is full: the client must drain it within write_deadline.
+        # Our transport holds more than the high-water mark: this client is not keeping up.
+        # Publishers that feed it are stalled (see stall()) and it must drain within
+        # write_deadline or be cut off as a slow consumer.
+        self.congested = True
         wd = self.server.options.write_deadline_ns
         if wd > 0 and self._wd_timer is None:
             self._wd_timer = self.server.clock.call_later(wd, self._write_deadline)
 
     def resume_writing(self) -> None:
+        self.congested = False
         if self._wd_timer is not None:
             self._wd_timer.cancel()
             self._wd_timer = None
+        self._release_producers()
+
+    def _release_producers(self) -> None:
+        producers = self.stalled_producers
+        if producers:
+            self.stalled_producers = set()
+            for p in producers:
+                p.unstall()
+
+    # -- producer stalls (backpressure) ------------------------------------------------------------
+    #
+    # Like nats-server's "stalled producer": when a delivery lands on a congested connection, the
+    # publishing connection stops being read until that receiver drains below the low-water mark
+    # (resume_writing) or STALL_MAX_NS passes, whichever comes first. The cap keeps two clients
+    # that publish to each other from waiting on each other forever; a receiver that never drains
+    # is cut off by the write deadline or max_pending, and its producers are released then.
+
+    def stall(self, consumer: "ClientConnection") -> None:
+        if self.stalled or self.closed or consumer is self or self._stash is not None:
+            return
+        self.stalled = True
+        self.server.stalled_clients += 1
+        consumer.stalled_producers.add(self)
+        try:
+            self.transport.pause_reading()
+        except Exception:  # pragma: no cover - transport already closing
+            pass
+        self._stall_timer = self.server.clock.call_later(STALL_MAX_NS, self.unstall)
+
+    def unstall(self) -> None:
+        if not self.stalled:
+            return
+        self.stalled = False
+        if self._stall_timer is not None:
+            self._stall_timer.cancel()
+            self._stall_timer = None
+        if not self.closed and self._stash is None:
+            try:
+                self.transport.resume_reading()
+            except Exception:  # pragma: no cover - transport already closing
+                pass
 
     def data_received(self, data) -> None:
         if self.closed:
@@ -189,7 +251,9 @@ class ClientConnection(asyncio.Protocol):
             self.process(events)
 
     def eof_received(self):
-        return False  # close the transport
+        # The client half-closed: write what its last operations produced, then close.
+        self.flush()
+        return False
 
     # -- event processing ----------------------------------------------------------------------
 
@@ -205,7 +269,24 @@ class ClientConnection(asyncio.Protocol):
             if not self.connected and op != OP_CONNECT and self.auth_required:
                 self.auth_violation()
                 return
-            if op == OP_PUB or op == OP_HPUB:
+            if op == OP_PUB:
+                if self.pedantic or self.pub_filter is not None:
+                    self.on_pub(op, ev[1], ev[2], 0, ev[4])
+                    continue
+                # Hot path (plain PUB, no per-message checks), inlined from on_pub.
+                subj_b = ev[1]
+                reply = ev[2]
+                data = ev[4]
+                self.in_msgs += 1
+                self.in_bytes += len(data)
+                subject = self._subjects.get(subj_b)
+                if subject is None:
+                    subject = self._subject(subj_b)
+                if self.verbose:
+                    self.send_raw(OK)
+                if not route(self.account, subject, subj_b, reply, 0, data, self) and reply and self.no_responders:
+                    self.send_no_responders(subj_b, reply)
+            elif op == OP_HPUB:
                 self.on_pub(op, ev[1], ev[2], ev[3], ev[4])
             elif op == OP_PUB_BATCH:
                 self.on_pub_batch(ev[1], ev[2], ev[3], ev[4], ev[5])
@@ -223,6 +304,16 @@ class ClientConnection(asyncio.Protocol):
                     if self._stash is not None and i + 1 < len(events):
                         self._stash.insert(0, events[i + 1:])
                     return
+
+    def _subject(self, subj_b: bytes) -> str:
+        """Decode a subject, remembering it (publishers reuse a few subjects; the parser hands
+        back the same ``bytes`` object for a repeated control line, whose hash is cached)."""
+        subject = _decode(subj_b)
+        cache = self._subjects
+        if len(cache) >= 256:
+            cache.clear()
+        cache[subj_b] = subject
+        return subject
 
     def _trace_in(self, ev) -> None:
         op = ev[0]
@@ -349,7 +440,7 @@ class ClientConnection(asyncio.Protocol):
                 return  # not a NATS header block: the reference silently drops it
         self.in_msgs += 1
         self.in_bytes += len(data)
-        subject = _decode(subj_b)
+        subject = self._subjects.get(subj_b) or self._subject(subj_b)
         if self.pedantic and not is_valid_publish_subject(subject):
             self.send_err(ERR_INVALID_PUBLISH_SUBJECT)
             if self.verbose:
@@ -381,7 +472,8 @@ class ClientConnection(asyncio.Protocol):
         k = len(payloads)
         self.in_msgs += k
         self.in_bytes += k * len(payloads[0])
-        route_batch(self.account, _decode(subj_b), subj_b, reply, hdr_len, payloads, self)
+        route_batch(self.account, self._subjects.get(subj_b) or self._subject(subj_b), subj_b, reply, hdr_len,
+                    payloads, self)
 
     def _response_allowed(self, subject: str) -> bool:
         replies = self.replies
@@ -495,7 +587,7 @@ class ClientConnection(asyncio.Protocol):
         self.send_raw(encode_err(text))
 
     def deliver(self, sub: Subscription, head: bytes, mid: bytes, data: bytes, subject: str,
-                hdr_len: int, reply: bytes, subj_b: bytes) -> bool:
+                hdr_len: int, reply: bytes, subj_b: bytes, src=None) -> bool:
         """Slow-path delivery (permission filters, header stripping, auto-unsubscribe).
 
         The hot path in :func:`natsd.server.router.route` inlines the common case.
@@ -532,6 +624,8 @@ class ClientConnection(asyncio.Protocol):
             self.remove_sub(sub)
         if len(out) > self.max_pending:
             self.slow_consumer()
+        elif self.congested and src is not None:
+            src.stall(self)
         return True
 
     def flush(self) -> None:
@@ -543,6 +637,8 @@ class ClientConnection(asyncio.Protocol):
         # Hand the buffer over instead of copying it: the transport may keep a reference.
         self.out = bytearray()
         t = self.transport
+        if t.is_closing():  # the peer went away; connection_lost will clean up
+            return
         t.write(out)
         if t.get_write_buffer_size() > self.max_pending:
             self.slow_consumer()
@@ -592,7 +688,8 @@ class ClientConnection(asyncio.Protocol):
             self.out += encode_err(err)
         self.closed = True
         self.close_reason = reason
-        for attr in ("_ping_timer", "_auth_timer", "_wd_timer"):
+        self._release_producers()
+        for attr in ("_ping_timer", "_auth_timer", "_wd_timer", "_stall_timer"):
             t = getattr(self, attr)
             if t is not None:
                 t.cancel()
@@ -600,7 +697,7 @@ class ClientConnection(asyncio.Protocol):
         t = self.transport
         if t is not None:
             if graceful:
-                if self.out:
+                if self.out and not t.is_closing():
                     t.write(self.out)
                 t.close()
             else:

@@ -4,8 +4,9 @@ Behaviour matches ``nats-server``'s ``main``:
 
 * ``-h`` prints the usage on stdout and exits 0; ``-v`` prints ``natsd: v<version>`` and exits 0;
 * ``-t -c FILE`` checks the file and prints ``natsd: configuration file FILE is valid
-  (sha256:...)`` on stderr (exit 0), or the problems (exit 1). As in the reference, warnings fail
-  the check too: ``-t`` is meant to catch everything;
+  (sha256:...)`` on stderr (exit 0), or the problems (exit 1). As in the reference, warnings
+  (unknown fields, deprecated forms) fail the check too; notices about valid nats-server settings
+  natsd ignores (cluster, leafnodes, ...) are printed but do not;
 * a bad flag prints Go's message and the usage (exit 2); a bad config prints
   ``natsd: <file>:<line>:<col>: <message>`` on stderr (exit 1);
 * ``-sl SIGNAL=PID|PIDFILE`` signals a running natsd and exits;
@@ -88,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         _err(f"{PROGRAM}: {e}")
         return 1
+    for note in options.config_notices:
+        _err(f"{PROGRAM}: {note}")
     if flags.check_config:
         if options.config_warnings:
             for w in options.config_warnings:

@@ -231,7 +231,7 @@ class MonitorServer:
             "out_client_bytes": ob,
             "slow_consumers": s.slow_consumers,
             "stale_connections": s.stale_connections,
-            "stalled_clients": 0,
+            "stalled_clients": s.stalled_clients,
             "subscriptions": s.num_subscriptions(),
             "http_req_stats": dict(self.req_stats),
             "config_load_time": rfc3339(s.start_time_ns),

@@ -74,7 +74,7 @@ def route(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, data: by
         if c is src and not c.echo:
             continue
         if sub.max or c.sub_deny is not None or c.replies is not None or (hdr_len and not c.headers):
-            if c.deliver(sub, head, mid, data, subject, hdr_len, reply, subj_b):
+            if c.deliver(sub, head, mid, data, subject, hdr_len, reply, subj_b, src):
                 n += 1
             continue
         if c.closed:
@@ -94,6 +94,8 @@ def route(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, data: by
             c._call_soon(c.flush)
         if len(out) > c.max_pending:
             c.slow_consumer()
+        elif c.congested and src is not None:
+            src.stall(c)  # backpressure: see ClientConnection.stall
         n += 1
     if qsubs:
         for group in qsubs:
@@ -108,7 +110,7 @@ def route(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, data: by
                     break
                 if c.closed or (c is src and not c.echo):
                     continue
-                if c.deliver(sub, head, mid, data, subject, hdr_len, reply, subj_b):
+                if c.deliver(sub, head, mid, data, subject, hdr_len, reply, subj_b, src):
                     n += 1
                     break
     return n
@@ -170,3 +172,5 @@ def route_batch(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, pa
             c._call_soon(c.flush)
         if len(out) > c.max_pending:
             c.slow_consumer()
+        elif c.congested:
+            src.stall(c)

@@ -73,6 +73,7 @@ class Server:
         self._cids = itertools.count(1)
         self.slow_consumers = 0
         self.stale_connections = 0
+        self.stalled_clients = 0  # producer stalls (backpressure events)
         # Totals of closed connections (live ones are summed on demand for /varz).
         self.closed_in_msgs = 0
         self.closed_in_bytes = 0

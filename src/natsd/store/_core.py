@@ -3,8 +3,10 @@
 :class:`IndexedStreamStore` keeps everything a stream needs to know about its messages *except the
 payloads* in a few compact parallel arrays indexed by ``seq - base``:
 
-- ``_pos``  (``array('q')``): where the payload lives (implementation-defined, ``>= 0``), ``-1`` when
-  the sequence is absent (deleted, skipped or never stored);
+- ``_pos``  (``array('q')``): where the payload lives (implementation-defined, ``>= 0``); negative
+  when the sequence is absent: ``-1`` when nothing was ever stored there (skipped) or the dead
+  record is physically gone, ``-pos - 2`` for a deleted message whose record still exists at
+  ``pos``;
 - ``_sid``  (``array('I')``): the message's subject id (``DEAD_SID`` when absent), so filtered scans
   run in C through ``array.index``/``array.count`` and never touch payloads;
 - ``_ts``   (``array('q')``): the store timestamp, Unix ns (max_age expiry, first_ts);
@@ -69,8 +71,11 @@ class IndexedStreamStore:
         self._snames: list[str | None] = []
         self._ss: list[list[int] | None] = []
         self._free_sids: list[int] = []
+        # Wildcard filter -> [_sgen, number of subject slots examined, matching sids]. _sgen
+        # moves only when a subject slot is freed or reused, so a stream that keeps gaining new
+        # subjects (KV keys) extends cached matches incrementally instead of rescanning them.
         self._sgen = 0
-        self._fcache: dict[str, tuple[int, tuple[int, ...]]] = {}
+        self._fcache: dict[str, list] = {}
         self._ttl: dict[int, int] = {}
         self._ttl_heap: list[tuple[int, int]] = []
         self._lost_msgs: list[int] = []
@@ -145,12 +150,12 @@ class IndexedStreamStore:
             sid = self._free_sids.pop()
             self._snames[sid] = subject
             self._ss[sid] = [1, seq, seq, 0]
+            self._sgen += 1
         else:
             sid = len(self._snames)
             self._snames.append(subject)
             self._ss.append([1, seq, seq, 0])
         self._sid_of[subject] = sid
-        self._sgen += 1
         return sid
 
     def _index_add(self, seq: int, ts: int, subject: str, size: int, pos: int) -> int:
@@ -189,7 +194,9 @@ class IndexedStreamStore:
             return False
         sid = self._sid[i]
         size = self._sz[i]
-        self._pos[i] = -1
+        # Keep where the dead record physically is (-pos - 2, still < 0 = absent): the file
+        # store's compaction uses it to know when a tombstone is no longer needed.
+        self._pos[i] = -pos - 2
         self._sid[i] = DEAD_SID
         self._msgs -= 1
         self._bytes -= size
@@ -285,18 +292,25 @@ class IndexedStreamStore:
             i += 1
         return 0
 
-    def _match_sids(self, filter: str) -> tuple[int, ...]:
+    def _match_sids(self, filter: str) -> list[int] | tuple[int, ...]:
         if is_literal(filter):
             sid = self._sid_of.get(filter)
             return () if sid is None else (sid,)
+        names = self._snames
         hit = self._fcache.get(filter)
-        if hit is not None and hit[0] == self._sgen:
-            return hit[1]
-        sids = tuple(sid for name, sid in self._sid_of.items() if subject_matches(name, filter))
-        if len(self._fcache) >= _FILTER_CACHE_MAX:
-            self._fcache.clear()
-        self._fcache[filter] = (self._sgen, sids)
-        return sids
+        if hit is None or hit[0] != self._sgen:
+            if len(self._fcache) >= _FILTER_CACHE_MAX:
+                self._fcache.clear()
+            hit = [self._sgen, 0, []]
+            self._fcache[filter] = hit
+        if hit[1] < len(names):
+            sids = hit[2]
+            for sid in range(hit[1], len(names)):
+                name = names[sid]
+                if name is not None and subject_matches(name, filter):
+                    sids.append(sid)
+            hit[1] = len(names)
+        return hit[2]
 
     def _next_match(self, filter: str, start: int) -> int:
         """Lowest live sequence >= start whose subject matches filter, or 0."""

@@ -74,10 +74,10 @@ class _Node:
     __slots__ = ("next", "psubs", "qsubs")
 
     def __init__(self) -> None:
-        self.next: _Level | None = None
+        self.next: _Level | None = None  # created only when a longer subject passes through
         # dicts used as insertion-ordered sets (item -> None): deterministic fan-out order.
         self.psubs: dict = {}
-        self.qsubs: dict[str, dict] = {}
+        self.qsubs: dict[str, dict] | None = None  # most nodes never hold a queue member
 
     def is_empty(self) -> bool:
         return not self.psubs and not self.qsubs and (self.next is None or self.next.is_empty())
@@ -193,7 +193,9 @@ class Sublist(Generic[T]):
             raise InvalidSubjectError(f"sublist: invalid subject {subject!r}")
         level = self._root
         node: _Node | None = None
-        for t in subject.split(TSEP):
+        tokens = subject.split(TSEP)
+        last = len(tokens) - 1
+        for i, t in enumerate(tokens):
             if t == PWC:
                 node = level.pwc
                 if node is None:
@@ -206,11 +208,14 @@ class Sublist(Generic[T]):
                 node = level.nodes.get(t)
                 if node is None:
                     node = level.nodes[t] = _Node()
-            if node.next is None:
-                node.next = _Level()
-            level = node.next
+            if i != last:
+                if node.next is None:
+                    node.next = _Level()
+                level = node.next
         assert node is not None
         if queue:
+            if node.qsubs is None:
+                node.qsubs = {}
             members = node.qsubs.get(queue)
             if members is None:
                 members = node.qsubs[queue] = {}
@@ -244,7 +249,7 @@ class Sublist(Generic[T]):
             level = node.next
         assert node is not None
         if queue:
-            members = node.qsubs.get(queue)
+            members = node.qsubs.get(queue) if node.qsubs else None
             if members is None or item not in members:
                 return False
             del members[item]
@@ -406,7 +411,7 @@ class Sublist(Generic[T]):
             subject = TSEP.join(prefix)
             for item in node.psubs:
                 out.append((subject, None, item))
-            for q, members in node.qsubs.items():
+            for q, members in (node.qsubs or {}).items():
                 for item in members:
                     out.append((subject, q, item))
             if node.next is not None:

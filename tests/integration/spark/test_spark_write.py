@@ -11,6 +11,7 @@ from tests.integration.spark.conftest import PANDAS3_WARNING, make_stream, publi
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings(PANDAS3_WARNING)]
 
 N = 4000
+PAD = b"p" * 1000
 
 
 @pytest.fixture(autouse=True)
@@ -60,7 +61,9 @@ def _flaky_rows(spark, n, fail_after, url=None, stream="SINK"):
                     [
                         pa.array([f"row-{x}" for x in chunk]),
                         pa.array(["sink.rows"] * len(chunk)),
-                        pa.array([b"payload-%d" % x for x in chunk], pa.binary()),
+                        # ~1 KB rows: Spark's 64 KB stream buffers between Python workers then flush per
+                        # batch, so the writer really receives rows before the failure.
+                        pa.array([b"payload-%d-" % x + PAD for x in chunk], pa.binary()),
                     ],
                     names=["key", "subject", "data"],
                 )

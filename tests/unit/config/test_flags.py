@@ -116,7 +116,8 @@ def test_parsing_stops_at_double_dash_and_non_flags():
 def test_ignored_compat_flags_warn():
     o = build("--logtime_utc", "-s", "--client_advertise", "x:1", "-p", "5")
     assert o.port == 5
-    assert len(o.config_warnings) == 3 and all("not supported" in w for w in o.config_warnings)
+    assert o.config_warnings == []
+    assert len(o.config_notices) == 3 and all("not supported" in w for w in o.config_notices)
 
 
 def test_flags_override_file(tmp_path):
@@ -176,3 +177,16 @@ def test_usage_and_version_text():
                    "-v, --version", "-h, --help", "--ports_file_dir <dir>"]:
         assert needle in text
     assert version_line().startswith("natsd: v2.")
+
+
+def test_monitoring_host_follows_client_host(tmp_path):
+    o = build("-a", "127.0.0.1", "-m", "8222")
+    assert (o.http_host, o.http_port) == ("127.0.0.1", 8222)
+    conf = tmp_path / "h.conf"
+    conf.write_text('host: 10.1.1.1\nhttp: "0.0.0.0:8222"\n')
+    o = build("-c", str(conf))
+    assert (o.host, o.http_host) == ("10.1.1.1", "0.0.0.0")
+    conf.write_text("host: 10.1.1.1\nhttp_port: 8222\n")
+    assert build("-c", str(conf)).http_host == "10.1.1.1"
+    conf.write_text("http: 8222\nhost: 10.1.1.2\n")  # port only: the client host, whatever the order
+    assert build("-c", str(conf)).http_host == "10.1.1.2"

@@ -180,7 +180,7 @@ def test_listen(text, host, port):
 def test_http_host_port_and_port_only():
     o = opts('http: "127.0.0.1:-1"')
     assert (o.http_host, o.http_port) == ("127.0.0.1", -1)
-    o = opts("host: 10.0.0.1\nhttp: 8222")
+    o = opts("http: 8222\nhost: 10.0.0.1")
     assert (o.http_host, o.http_port) == ("10.0.0.1", 8222)
 
 
@@ -283,10 +283,11 @@ def test_variables_are_not_unknown_fields():
     assert o.config_warnings == [] and o.authorization == "abc"
 
 
-def test_reference_features_natsd_lacks_only_warn():
+def test_reference_features_natsd_lacks_are_notices():
     o = opts("cluster { port: 6222 }\nwebsocket { port: 8080 }\nport: 1")
-    assert o.port == 1
-    assert len(o.config_warnings) == 2 and all("not supported by natsd" in w for w in o.config_warnings)
+    assert o.port == 1 and o.config_warnings == []
+    assert o.config_notices == ['t.conf:1:1: field "cluster" is not supported by natsd and is ignored',
+                                't.conf:2:1: field "websocket" is not supported by natsd and is ignored']
 
 
 def test_tls_is_refused():
@@ -361,3 +362,26 @@ def test_digest_is_stable_and_content_sensitive():
     b = config_digest(parse("b: [x]\n# reordered\na: 1", "y.conf", env={}))
     c = config_digest(parse("a: 2\nb: [x]", "x.conf", env={}))
     assert a == b != c
+
+
+def test_syntax_zoo_file():
+    # The same file is checked against the reference's digest in tests/acceptance.
+    o = options_from_file(str(DATA / "syntax_zoo.conf"))
+    assert o.config_warnings == []
+    assert o.server_name == "zoo"
+    assert o.log_file == '/tmp/with # hash and "escapes" \t A.log'
+    assert o.pid_file == "/tmp/single quoted $NOT_VAR"
+    assert o.ports_file_dir == "/tmp/unquoted/path-with.dots_and*stars"
+    assert (o.max_payload, o.max_pending, o.max_control_line) == (65536, 1 << 20, 2000)
+    assert (o.max_connections, o.ping_max) == (1000, 5)
+    assert (o.debug, o.trace, o.logtime) == (True, False, True)
+    assert (o.host, o.port, o.http_host, o.http_port) == ("127.0.0.1", 4555, "localhost", 8555)
+    assert o.write_deadline_ns == 90 * SECOND_NS and o.ping_interval_ns == 120 * SECOND_NS
+    assert o.auth_timeout_ns == 1_500_000_000
+    users = {u.user: u for u in o.users}
+    assert users["alice"].password == "zoo-pass"
+    bob = users["bob"].permissions
+    assert bob.publish.allow == ["x.y", "z.>"] and bob.publish.deny == ["x.y.z"]
+    assert (bob.allow_responses, bob.responses_max, bob.responses_expires_ns) == (True, 3, 5 * SECOND_NS)
+    assert users["dave"].account == "ACC"
+    assert o.jetstream.max_memory_store == 10_000_000 and o.jetstream.max_file_store == 1 << 30

@@ -133,17 +133,38 @@ class FakeStream:
 class Harness:
     """Stream ``name`` over a memory store with consumers, driven by a ManualClock."""
 
-    def __init__(self, name: str = "ORDERS", subjects: list[str] | None = None, **cfg: Any) -> None:
+    def __init__(self, name: str = "ORDERS", subjects: list[str] | None = None, store_dir: str | None = None,
+                 **cfg: Any) -> None:
         self.clock = ManualClock()
         self.ports = DeliverPorts()
         self.account = FakeAccount(self.ports, self.clock)
         setup_account(self.account)
-        scfg = StreamConfig(name=name, subjects=subjects or ["orders.>"], storage="memory", num_replicas=1, **cfg)
-        self.store = MemoryStreamStore(StoreConfig(name=name, subjects=scfg.subjects, storage="memory",
-                                                   max_msgs_per_subject=cfg.get("max_msgs_per_subject", -1) or -1),
-                                       self.clock)
+        self.store_dir = store_dir
+        self.scfg = StreamConfig(name=name, subjects=subjects or ["orders.>"],
+                                 storage="file" if store_dir else "memory", num_replicas=1, **cfg)
+        self._open()
+
+    def _open(self) -> None:
+        scfg = self.scfg
+        sc = StoreConfig(name=scfg.name, subjects=scfg.subjects, storage=scfg.storage,
+                         max_msgs_per_subject=scfg.max_msgs_per_subject or -1)
+        if self.store_dir:
+            from natsd.store.file import FileStreamStore
+            self.store = FileStreamStore(sc, self.clock, self.store_dir)
+        else:
+            self.store = MemoryStreamStore(sc, self.clock)
         self.stream = FakeStream(self.account, scfg, self.store)
-        self.account.streams[name] = self.stream
+        self.account.streams[scfg.name] = self.stream
+
+    def restart(self) -> None:
+        """Stop consumers and the (file) store, reopen it and recover the consumers."""
+        from natsd.jetstream.consumer import recover_consumers
+        for c in list(self.stream.consumers.values()):
+            c.stop()
+        self.store.stop()
+        self._open()
+        recover_consumers(self.stream)
+        self.clock.run_soon()
 
     # -- driving ---------------------------------------------------------------------------------
     def pub(self, subject: str, payload: bytes | str = b"", hdr: bytes | None = None, n: int = 1) -> int:

@@ -13,8 +13,9 @@ checksum; all integers are unsigned LEB128 varints unless noted, "z" = zigzag-en
     n_redelivered, then n_redelivered x (z(sseq - ack_floor.stream), count)
     crc32        u32 little-endian: zlib.crc32 of every preceding byte
 
-The file is replaced atomically (``o.dat.tmp`` + rename; fsynced when the stream syncs
-always), so a crash leaves the previous or the new state, never a torn one.
+The file is replaced atomically (``o.dat.tmp`` + rename; the tmp file fsynced first when the
+stream syncs always and on the stream's periodic ``sync()``), so a crash leaves the previous or
+the new state, never a torn one.
 """
 
 from __future__ import annotations
@@ -174,11 +175,14 @@ class FileConsumerStore:
         self.meta = meta
         write_meta(self._dir, meta, self._key)
 
-    def flush(self) -> None:
-        """Write the state if it changed since the last flush (atomic replace)."""
+    def flush(self, fsync: bool = False) -> None:
+        """Write the state if it changed since the last flush (atomic replace: tmp + rename).
+        The tmp file is fsynced before the rename when the stream syncs always, or when
+        ``fsync`` (the stream's periodic ``sync()``); a crash of the process alone never loses
+        a flushed state either way, since the rename is atomic."""
         if self._dirty and not self._closed:
             atomic_write(os.path.join(self._dir, CONSUMER_STATE_FILE), encode_consumer_state(self._state),
-                         fsync=self._fsync)
+                         fsync=self._fsync or fsync)
             self._dirty = False
 
     def stop(self) -> None:

@@ -51,7 +51,7 @@ __all__ = [
     "HDR_BIT", "FLAG_ERASED", "FLAG_TOMB", "FLAG_TTL", "FLAG_FIRST", "FLAG_TRUNC", "FLAG_SKIP",
     "FLAG_MASK", "SEQ_MASK", "HEADER_SIZE", "TRAILER_SIZE", "RECORD_OVERHEAD",
     "file_store_msg_size", "encode_msg_into", "encode_marker", "erase_record", "Record", "decode_record",
-    "RecordError", "parse_header",
+    "RecordError", "parse_header", "HEAD_STRUCT", "TRAILER_STRUCT",
 ]
 
 HDR_BIT = 1 << 31
@@ -68,6 +68,9 @@ _HEAD = struct.Struct("<IQqH")
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 _TRAILER = struct.Struct("<II")
+#: The fixed header (total_len, seq, ts, subj_len) and the trailer (crc32, total_len) structs.
+HEAD_STRUCT = _HEAD
+TRAILER_STRUCT = _TRAILER
 HEADER_SIZE = _HEAD.size  # 22
 TRAILER_SIZE = _TRAILER.size  # 8
 RECORD_OVERHEAD = HEADER_SIZE + TRAILER_SIZE  # 30, as the reference

@@ -45,6 +45,8 @@ from natsd.store.file.layout import (
     block_file_name, parse_block_file_name,
 )
 from natsd.store.file.meta import atomic_write, fsync_dir, write_meta
+from natsd.store.file.layout import MAX_RECORD_SIZE
+from natsd.store.file.record import HEAD_STRUCT, TRAILER_STRUCT
 from natsd.store.file.record import (
     FLAG_ERASED, FLAG_FIRST, FLAG_MASK, FLAG_SKIP, FLAG_TOMB, FLAG_TRUNC, FLAG_TTL, HEADER_SIZE, SEQ_MASK,
     TRAILER_SIZE, RecordError, encode_marker, encode_msg_into, erase_record, file_store_msg_size, parse_header,
@@ -58,6 +60,8 @@ _OFF_MASK = 0xFFFFFFFF
 #: Bytes read at once for a message read that misses the read-ahead cache.
 READ_AHEAD = 64 * 1024
 _crc32 = zlib.crc32
+_HEAD_UNPACK = HEAD_STRUCT.unpack_from
+_TRAILER_UNPACK = TRAILER_STRUCT.unpack_from
 _TRAILER_LEN = TRAILER_SIZE
 
 
@@ -90,6 +94,8 @@ class FileStreamStore(IndexedStreamStore):
         self._consumers: dict[str, FileConsumerStore] = {}
         self._keep_last: tuple[int, int] | None = None
         self._rcache: tuple[int, int, int, bytes] | None = None
+        # block id -> bytes of live message records in it (compaction); built lazily.
+        self._blive: dict[int, int] | None = None
         self._unlink_dead = False
         super().__init__(config, clock)
         os.makedirs(self._msgs_dir, exist_ok=True)
@@ -143,8 +149,10 @@ class FileStreamStore(IndexedStreamStore):
         if lmb.flushed + len(lmb.pending) + est > self._block_size and lmb.flushed + len(lmb.pending):
             lmb = self._roll()
         off = lmb.flushed + len(lmb.pending)
-        encode_msg_into(lmb.pending, seq, ts, subject.encode(), hdr, msg)
+        size = encode_msg_into(lmb.pending, seq, ts, subject.encode(), hdr, msg)
         lmb.max_ref = seq
+        if self._blive is not None:
+            self._blive[lmb.id] = self._blive.get(lmb.id, 0) + size
         if ttl_ns:
             lmb.pending += encode_marker(FLAG_TTL, seq, ts + ttl_ns if ttl_ns > 0 else NEVER_EXPIRES)
         return (lmb.id << 32) | off
@@ -211,9 +219,12 @@ class FileStreamStore(IndexedStreamStore):
             if blk is not None:
                 off = pos & _OFF_MASK
                 blk.overwrite(off, erase_record(blk.read(off, size), os.urandom))
+        blive = self._blive
+        if blive is not None and (pos >> 32) in blive:
+            blive[pos >> 32] -= size
         if not front and not self._no_tombstones:
             lmb = self._lmb
-            lmb.pending += encode_marker(FLAG_TOMB, seq)
+            lmb.pending += encode_marker(FLAG_TOMB, seq, self._last_ts)
             if seq > lmb.max_ref:
                 lmb.max_ref = seq
 
@@ -223,6 +234,7 @@ class FileStreamStore(IndexedStreamStore):
         # Crash safety: the new block (with the FIRST marker that keeps the sequence) is on
         # disk before anything old disappears.
         self._rcache = None
+        self._blive = None
         old = list(self._blocks.values())
         for b in old:
             b.pending = bytearray()
@@ -309,9 +321,96 @@ class FileStreamStore(IndexedStreamStore):
         for blk in self._blocks.values():
             blk.sync()
         for cs in list(self._consumers.values()):
-            cs.flush()
-        if self._clock.monotonic_ns() - self._index_written_at >= self._index_interval_ns:
+            cs.flush(fsync=True)
+        if self.compact_blocks() or self._clock.monotonic_ns() - self._index_written_at >= self._index_interval_ns:
             self.write_index()
+
+    def compact_blocks(self) -> int:
+        """Rewrite sealed blocks that are at least half dead (interior deletes, per-subject
+        limits: a KV bucket whose old revisions are gone but whose oldest key pins the first
+        sequence). Returns how many blocks were rewritten. Called by ``sync()``."""
+        if self._blive is None:
+            blive: dict[int, int] = {}
+            sz = self._sz
+            base = self._base
+            for seq, pos in self._iter_index():
+                bid = pos >> 32
+                blive[bid] = blive.get(bid, 0) + sz[seq - base]
+            self._blive = blive
+        done = 0
+        min_dead = min(self._block_size // 4, 1 << 16)
+        for blk in list(self._blocks.values()):
+            if blk is self._lmb:
+                continue
+            dead = blk.flushed - self._blive.get(blk.id, 0)
+            if dead >= min_dead and dead * 2 >= blk.flushed:
+                if self._compact_block(blk):
+                    done += 1
+        return done
+
+    def _compact_block(self, blk: MessageBlock) -> bool:
+        """Rewrite ``blk`` keeping what recovery still needs (see the keep rules below), via a
+        tmp file + fsync + rename. The file is kept even when empty, so the block numbering has
+        no hole (a hole means a lost block to the full scan)."""
+        data = blk.read_all()
+        out = bytearray()
+        moves: list[tuple[int, int]] = []
+        gone: set[int] = set()  # dead records dropped by this rewrite
+        first, base, pos_arr, last = self._first, self._base, self._pos, self._last
+        off = 0
+        end = len(data)
+        while off < end:
+            try:
+                size, _h, raw, ts, slen = parse_header(data, off)
+                if off + size > end or _crc32(data[off: off + size - 8]) != int.from_bytes(
+                        data[off + size - 8: off + size - 4], "little"):
+                    raise RecordError(off, "bad record")
+            except RecordError as exc:
+                log.warning("stream %s: not compacting block %d: %s", self.config.name, blk.id, exc)
+                return False
+            flags = raw & FLAG_MASK
+            seq = raw & SEQ_MASK
+            i = seq - base
+            live = seq >= first and 0 <= i < len(pos_arr) and pos_arr[i] >= 0
+            if not flags:
+                loc = blk.id << 32 | off
+                keep = live and pos_arr[i] == loc
+                if keep:
+                    moves.append((seq, len(out)))
+                elif 0 <= i < len(pos_arr) and pos_arr[i] == -loc - 2:
+                    gone.add(seq)
+            elif flags & FLAG_ERASED:
+                keep = False  # its tombstone or a FIRST marker elsewhere records the removal
+            elif flags == FLAG_TTL:
+                keep = live
+            elif flags == FLAG_TOMB:
+                # Needed while the dead message's record still exists somewhere (it would come
+                # back on a full scan), and for the last sequence (it records the high-water mark).
+                keep = seq == last or (seq >= first and 0 <= i < len(pos_arr) and pos_arr[i] != -1
+                                       and seq not in gone)
+            elif flags == FLAG_FIRST:
+                keep = seq >= self._marker_first
+            elif flags == FLAG_SKIP:
+                keep = seq + int.from_bytes(data[off + HEADER_SIZE + slen: off + size - 8], "little") - 1 >= first
+            else:
+                keep = True  # TRUNC: rare, and its order relative to messages matters
+            if keep:
+                out += data[off: off + size]
+            off += size
+        atomic_write(blk.path, bytes(out))
+        fsync_dir(self._msgs_dir)
+        blk.close()
+        blk.fd = os.open(blk.path, os.O_RDWR)
+        blk.flushed = len(out)
+        blk.dirty_sync = False
+        shift = blk.id << 32
+        for seq, new_off in moves:
+            pos_arr[seq - base] = shift | new_off
+        for seq in gone:
+            pos_arr[seq - base] = -1
+        self._rcache = None
+        log.debug("stream %s: compacted block %d from %d to %d bytes", self.config.name, blk.id, end, len(out))
+        return True
 
     def write_index(self) -> None:
         """Snapshot the in-memory index to msgs/index.db (after a flush; atomic, fsynced)."""
@@ -471,35 +570,71 @@ class FileStreamStore(IndexedStreamStore):
         off = start
         bid_shift = blk.id << 32
         scanning = hasattr(self, "_scan_removed")
+        # Hot loop (a full scan walks every record): locals, one struct call per end of the
+        # record, and an inlined version of _index_add for the common case (next sequence,
+        # known subject).
+        head_unpack = _HEAD_UNPACK
+        trailer_unpack = _TRAILER_UNPACK
+        crc32 = _crc32
+        sid_of = self._sid_of
+        ss_list = self._ss
+        subjects: dict[bytes, str] = {}
         try:
             while off < end:
                 try:
-                    size, has_hdr, raw, ts, slen = parse_header(mv, off)
+                    if end - off < HEADER_SIZE:
+                        raise RecordError(off, "short header")
+                    total, raw, ts, slen = head_unpack(data, off)
+                    size = total & 0x7FFFFFFF
+                    if size < 30 + slen or size > MAX_RECORD_SIZE:
+                        raise RecordError(off, f"implausible length {size}")
                     rec_end = off + size
                     if rec_end > end:
                         raise RecordError(off, "short record")
-                    crc = int.from_bytes(mv[rec_end - 8: rec_end - 4], "little")
-                    if int.from_bytes(mv[rec_end - 4: rec_end], "little") != size:
+                    crc, size2 = trailer_unpack(data, rec_end - 8)
+                    if size2 != size:
                         raise RecordError(off, "trailing length mismatch")
-                    if _crc32(mv[off: rec_end - 8]) != crc:
+                    if crc32(mv[off: rec_end - 8]) != crc:
                         raise RecordError(off, "checksum mismatch")
-                    flags = raw & FLAG_MASK
-                    seq = raw & SEQ_MASK
-                    if not flags:
-                        subject = str(mv[off + HEADER_SIZE: off + HEADER_SIZE + slen], "utf-8")
+                    if raw <= SEQ_MASK:  # a message: no flag bits
+                        seq = raw
+                        sb = data[off + HEADER_SIZE: off + HEADER_SIZE + slen]
+                        subject = subjects.get(sb)
+                        if subject is None:
+                            subject = subjects[sb] = sb.decode()
                         if seq > self._last:
                             if scanning:
                                 if self._scan_pending_suspect:
                                     self._scan_suspect += (self._scan_pending_suspect, seq - 1)
                                     self._scan_pending_suspect = 0
                                 self._scan_max_msg = seq
-                            self._index_add(seq, ts, subject, size, bid_shift | off)
+                            sid = sid_of.get(subject)
+                            if sid is not None and self._msgs and seq == self._base + len(self._pos):
+                                ss = ss_list[sid]
+                                ss[0] += 1
+                                ss[2] = seq
+                                ss[3] &= ~2
+                                self._pos.append(bid_shift | off)
+                                self._sid.append(sid)
+                                self._ts.append(ts)
+                                self._sz.append(size)
+                                self._msgs += 1
+                                self._bytes += size
+                                self._last = seq
+                                self._last_ts = ts
+                            else:
+                                self._index_add(seq, ts, subject, size, bid_shift | off)
+                                ss_list = self._ss
                         else:
                             log.warning("stream %s: block %d offset %d repeats sequence %d; ignored",
                                         self.config.name, blk.id, off, seq)
                         if seq > blk.max_ref:
                             blk.max_ref = seq
-                    elif flags & FLAG_ERASED:
+                        off = rec_end
+                        continue
+                    flags = raw & FLAG_MASK
+                    seq = raw & SEQ_MASK
+                    if flags & FLAG_ERASED:
                         if seq > self._last:
                             self._skip_range(self._last + 1, seq - self._last, ts)
                         else:
@@ -509,7 +644,11 @@ class FileStreamStore(IndexedStreamStore):
                             self._scan_max_msg = max(self._scan_max_msg, seq)
                         blk.max_ref = max(blk.max_ref, seq)
                     elif flags == FLAG_TOMB:
-                        self._remove(seq, notify=False)
+                        if seq > self._last:
+                            # Its message record is gone (block compacted): the sequence was used.
+                            self._skip_range(self._last + 1, seq - self._last, ts)
+                        else:
+                            self._remove(seq, notify=False)
                         if scanning:
                             self._scan_removed.append(seq)
                         blk.max_ref = max(blk.max_ref, seq)

@@ -331,3 +331,16 @@ def test_advisories_only_when_someone_listens(env):
     audits = [m.json() for m in sub.msgs if m.subject == "$JS.EVENT.ADVISORY.API"]
     assert audits and audits[0]["type"] == "io.nats.jetstream.advisory.v1.api_audit"
     assert audits[0]["subject"] == "$JS.API.STREAM.CREATE.Q2"
+
+
+def test_account_without_jetstream_gets_10039(env):
+    from tests.helpers.fakeports import FakePorts
+    other = FakePorts("OTHER")
+    env.engine.disable_account_api(other)
+    inbox = other.client_subscribe("_INBOX.>")
+    reply = other.request("$JS.API.INFO", b"")
+    got = [m.json() for m in inbox.msgs if m.subject == reply]
+    assert got == [{"type": T + "account_info_response",
+                    "error": {"code": 503, "err_code": 10039, "description": "JetStream not enabled for account"}}]
+    reply = other.request("$JS.API.STREAM.INFO.X", b"")
+    assert [m.json()["error"]["err_code"] for m in inbox.msgs if m.subject == reply] == [10039]

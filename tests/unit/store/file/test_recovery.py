@@ -343,3 +343,40 @@ def test_sync_always_and_sync(tmp_path, clock):
     assert os.path.exists(blk_path(d, INDEX_FILE))
     assert not s._lmb.dirty_sync
     s.stop()
+
+
+@pytest.mark.parametrize("reopen", ["stop", "crash", "noindex"])
+def test_sparse_blocks_are_compacted(tmp_path, clock, reopen):
+    """A KV-like stream: one old key pins first_seq while another key is rewritten over and
+    over (history 1). Without compaction the dead revisions would stay on disk forever."""
+    d = str(tmp_path / "S")
+    c = cfg(max_msgs_per_subject=1)
+    s = open_stream_store(c, clock, d, block_size=4096)
+    s.store_msg("kv.pinned", None, b"first")
+    for i in range(1500):
+        s.store_msg(f"kv.hot.{i % 3}", None, b"value-%06d" % i)
+        if i == 1000:
+            s.remove_msg(999)  # an interior delete whose tombstone must survive compaction
+        s.flush()
+    before_disk = sum(os.path.getsize(blk_path(d, b)) for b in blocks(d))
+    expect = (s.state(deleted_details=True), s.subjects_state(">"))
+    s.sync()
+    after_disk = sum(os.path.getsize(blk_path(d, b)) for b in blocks(d))
+    assert after_disk < before_disk / 10
+    assert (s.state(deleted_details=True), s.subjects_state(">")) == expect
+    assert s.load_msg(1).msg == b"first"
+    assert s.load_last_msg("kv.hot.2").msg == b"value-001499"
+    if reopen == "crash":
+        s.store_msg("kv.hot.0", None, b"after-compaction")
+        expect = (s.state(deleted_details=True), s.subjects_state(">"))
+        crash(s)
+    else:
+        s.stop()
+        if reopen == "noindex":
+            os.unlink(blk_path(d, INDEX_FILE))
+    s = open_stream_store(c, clock, d, block_size=4096)
+    assert (s.state(deleted_details=True), s.subjects_state(">")) == expect
+    assert not s.state().lost_msgs
+    for seq in [1] + [q for q in range(2, expect[0].last_seq + 1) if q not in expect[0].deleted]:
+        s.load_msg(seq)
+    s.stop()

@@ -1,0 +1,130 @@
+"""The registration adapter (Choria's JetStream adapter) as a Spark streaming job.
+
+Raw registration messages land in an ingest stream (default ``REGISTRATION_INGEST``, subjects
+``<ingest>.>``, e.g. ``choria.discovery.web1.ldn.example.net`` where the tokens after the ingest
+prefix name the sender, or a ``Sender`` header does). Each one is re-published, untouched, inside
+the JSON envelope::
+
+    {"protocol": "choria:adapters:jetstream:output:1",
+     "data": "...the data received exactly as it was received...",
+     "sender": "web1.ldn.example.net",
+     "time": "2018-03-03T14:49:17Z"}
+
+to ``<prefix>.node_metadata.<sender>`` (default prefix ``choria``), stored by the
+``CHORIA_REGISTRATION`` stream. The envelope's ``time`` is when the raw message was stored.
+Each output carries ``Nats-Msg-Id`` = ``reg-<ingest stream>-<sequence>``, so restarts and replays
+never publish a registration twice.
+
+Run::
+
+    python examples/registration/registration_adapter.py --servers nats://127.0.0.1:4222 setup
+    python examples/registration/registration_adapter.py --servers ... --checkpoint /tmp/reg-ckpt run
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+
+PROTOCOL = "choria:adapters:jetstream:output:1"
+
+
+async def _setup(servers: str, ingest_stream: str, ingest_subject: str, prefix: str) -> None:
+    import nats
+    from nats.js.api import StreamConfig
+
+    nc = await nats.connect(servers.split(","))
+    js = nc.jetstream()
+    for cfg in (
+        StreamConfig(name=ingest_stream, subjects=[f"{ingest_subject}.>"]),
+        StreamConfig(name="CHORIA_REGISTRATION", subjects=[f"{prefix}.node_metadata.>"], duplicate_window=3600.0,
+                     max_age=7 * 24 * 3600.0),
+    ):
+        try:
+            await js.add_stream(cfg)
+        except Exception:
+            await js.update_stream(cfg)
+    await nc.close()
+
+
+def setup(servers: str, ingest_stream: str = "REGISTRATION_INGEST", ingest_subject: str = "choria.discovery",
+          prefix: str = "choria") -> None:
+    """Create the ingest stream and the ``CHORIA_REGISTRATION`` output stream (1 week, 1 h dedupe)."""
+    asyncio.run(_setup(servers, ingest_stream, ingest_subject, prefix))
+
+
+def envelope_frame(df, ingest_subject: str, prefix: str):
+    """Raw registration rows (with headers) -> (subject, data, msg_id) rows in the envelope."""
+    from pyspark.sql import functions as F
+
+    header_sender = F.filter("headers", lambda h: h["key"] == "Sender")
+    subject_sender = F.expr(f"substring(subject, {len(ingest_subject) + 2})")
+    sender = F.coalesce(F.element_at(header_sender, 1)["value"], subject_sender)
+    envelope = F.to_json(
+        F.struct(
+            F.lit(PROTOCOL).alias("protocol"),
+            F.col("data").cast("string").alias("data"),
+            sender.alias("sender"),
+            F.date_format("timestamp", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("time"),
+        )
+    )
+    return df.where(sender != "").select(
+        F.concat(F.lit(f"{prefix}.node_metadata."), sender).alias("subject"),
+        envelope.cast("binary").alias("data"),
+        F.concat(F.lit("reg-"), F.col("stream"), F.lit("-"), F.col("seq").cast("string")).alias("msg_id"),
+    )
+
+
+def run(spark, servers: str, checkpoint: str, ingest_stream: str = "REGISTRATION_INGEST",
+        ingest_subject: str = "choria.discovery", prefix: str = "choria", continuous: bool = False):
+    """Start the adapter; with ``continuous=False`` it drains the backlog (AvailableNow) and returns."""
+    raw = (
+        spark.readStream.format("jetstream").option("servers", servers).option("stream", ingest_stream)
+        .option("startingOffsets", "earliest").option("includeHeaders", "true").load()
+    )
+    w = (
+        envelope_frame(raw, ingest_subject, prefix).writeStream.format("jetstream").option("servers", servers)
+        .option("idempotence", "column:msg_id").option("checkpointLocation", checkpoint)
+        .queryName("registration-adapter")
+    )
+    q = (w.trigger(processingTime="5 seconds") if continuous else w.trigger(availableNow=True)).start()
+    if not continuous:
+        q.awaitTermination()
+        if q.exception():
+            raise q.exception()
+    return q
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="Wrap raw registration messages in the JetStream adapter envelope")
+    ap.add_argument("--servers", default="nats://127.0.0.1:4222")
+    ap.add_argument("--checkpoint", default="/tmp/registration-checkpoint")
+    ap.add_argument("--ingest-stream", default="REGISTRATION_INGEST")
+    ap.add_argument("--ingest-subject", default="choria.discovery")
+    ap.add_argument("--prefix", default="choria")
+    ap.add_argument("--master", default=None)
+    ap.add_argument("--continuous", action="store_true")
+    ap.add_argument("step", choices=["setup", "run"])
+    a = ap.parse_args(argv)
+    if a.step == "setup":
+        setup(a.servers, a.ingest_stream, a.ingest_subject, a.prefix)
+        return 0
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from natsd.spark import JetStreamDataSource
+
+    b = SparkSession.builder.appName("registration-adapter")
+    spark = (b.master(a.master) if a.master else b).getOrCreate()
+    spark.dataSource.register(JetStreamDataSource)
+    q = run(spark, a.servers, a.checkpoint, a.ingest_stream, a.ingest_subject, a.prefix, a.continuous)
+    if a.continuous:
+        q.awaitTermination()
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,123 @@
+"""Run ``natsctl`` from tests: in-process (fast, captured) or through the installed console script.
+
+``run_cli(url, *argv, stdin="")`` calls ``natsd.cli.main.main`` in this process with stdout/stderr captured
+and stdin replaced (so it is never a terminal) and returns a :class:`CliResult`. ``spawn_cli(url, *argv)``
+starts the real ``natsctl`` script (``<venv>/bin/natsctl``) as a subprocess, for commands that run until
+something else happens (``sub``, ``reply``, ``consumer events``) and for checking the script itself.
+
+``server_kinds()`` are the pytest params for a module-scoped server fixture: the reference nats-server
+(marked ``reference``) and natsd (skipped while ``python -m natsd -js`` cannot serve JetStream).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers.servers import natsd_jetstream_available, reference_binary, start_server
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class CliResult:
+    rc: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+    def __str__(self) -> str:  # shown by pytest when an assertion on the result fails
+        return f"rc={self.rc}\n--- stdout\n{self.out}\n--- stderr\n{self.err}"
+
+
+def run_cli(url: str | None, *argv: str, stdin: str = "") -> CliResult:
+    """``natsctl -s URL argv...`` in-process."""
+    from natsd.cli.main import main
+
+    args = (["-s", url] if url else []) + [str(a) for a in argv]
+    out, err = io.StringIO(), io.StringIO()
+    old_stdin = sys.stdin
+    sys.stdin = io.StringIO(stdin)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = main(args)
+    finally:
+        sys.stdin = old_stdin
+    return CliResult(rc, out.getvalue(), err.getvalue())
+
+
+def natsctl_script() -> str:
+    cand = Path(sys.executable).parent / "natsctl"
+    return str(cand) if cand.exists() else str(REPO / ".venv" / "bin" / "natsctl")
+
+
+def cli_env() -> dict[str, str]:
+    env = dict(os.environ)
+    src = str(REPO / "src")
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.pop("NATS_URL", None)
+    return env
+
+
+def spawn_cli(url: str | None, *argv: str, stdin: int | None = subprocess.DEVNULL) -> subprocess.Popen:
+    """Start the real console script; read ``.stdout``/``.stderr`` (text) and ``wait()`` on it."""
+    args = [natsctl_script()] + (["-s", url] if url else []) + [str(a) for a in argv]
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=stdin, text=True,
+                            env=cli_env())
+
+
+def run_script(url: str | None, *argv: str, input: str | None = None, timeout: float = 30) -> CliResult:
+    """Run the real console script to completion."""
+    args = [natsctl_script()] + (["-s", url] if url else []) + [str(a) for a in argv]
+    p = subprocess.run(args, capture_output=True, text=True, input=input if input is not None else "",
+                       timeout=timeout, env=cli_env())
+    return CliResult(p.returncode, p.stdout, p.stderr)
+
+
+def wait_for_line(proc: subprocess.Popen, needle: str, limit: int = 50) -> list[str]:
+    """Read the process's stdout until a line contains ``needle`` (it announces readiness)."""
+    lines = []
+    assert proc.stdout is not None
+    for _ in range(limit):
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if needle in line:
+            return lines
+    raise AssertionError(f"{needle!r} not seen; got {lines!r}; stderr: {proc.stderr.read() if proc.stderr else ''}")
+
+
+def server_kinds() -> list:
+    return [pytest.param("reference", marks=pytest.mark.reference), pytest.param("natsd")]
+
+
+def start_kind(kind: str, tmp_path: Path, *extra: str):
+    """Start ``kind`` for a module fixture, skipping when that server cannot run here."""
+    if kind == "reference" and reference_binary() is None:
+        pytest.skip("reference nats-server binary not installed")
+    if kind == "natsd":
+        ok, why = natsd_jetstream_available()
+        if not ok:
+            pytest.skip(why)
+    return start_server(kind, tmp_path, *extra)
+
+
+def clean_streams(url: str) -> None:
+    """Delete every stream, so each test starts from an empty account on the shared module server."""
+    r = run_cli(url, "stream", "ls", "-j")
+    assert r.rc == 0, r
+    for name in r.json():
+        d = run_cli(url, "stream", "rm", name, "-f")
+        assert d.rc == 0, d
