@@ -61,7 +61,7 @@ def envelope_frame(df, ingest_subject: str, prefix: str):
 
     header_sender = F.filter("headers", lambda h: h["key"] == "Sender")
     subject_sender = F.expr(f"substring(subject, {len(ingest_subject) + 2})")
-    sender = F.coalesce(F.element_at(header_sender, 1)["value"], subject_sender)
+    sender = F.coalesce(F.try_element_at(header_sender, F.lit(1))["value"], subject_sender)
     envelope = F.to_json(
         F.struct(
             F.lit(PROTOCOL).alias("protocol"),

@@ -85,18 +85,19 @@ def run_script(url: str | None, *argv: str, input: str | None = None, timeout: f
     return CliResult(p.returncode, p.stdout, p.stderr)
 
 
-def wait_for_line(proc: subprocess.Popen, needle: str, limit: int = 50) -> list[str]:
-    """Read the process's stdout until a line contains ``needle`` (it announces readiness)."""
+def wait_for_line(proc: subprocess.Popen, needle: str, limit: int = 50, stream: str = "stdout") -> list[str]:
+    """Read the process's stdout (or stderr) until a line contains ``needle`` (it announces readiness)."""
     lines = []
-    assert proc.stdout is not None
+    pipe = getattr(proc, stream)
+    assert pipe is not None
     for _ in range(limit):
-        line = proc.stdout.readline()
+        line = pipe.readline()
         if not line:
             break
         lines.append(line)
         if needle in line:
             return lines
-    raise AssertionError(f"{needle!r} not seen; got {lines!r}; stderr: {proc.stderr.read() if proc.stderr else ''}")
+    raise AssertionError(f"{needle!r} not seen on {stream}; got {lines!r}")
 
 
 def server_kinds() -> list:

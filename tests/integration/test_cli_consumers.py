@@ -183,11 +183,8 @@ def test_events_shows_ack_samples(url):
     as_json = spawn_cli(url, "con", "events", "ORDERS", "NEW", "--json", "--count", "1", "--wait", "10s")
     try:
         wait_for_line(human, "Listening for Metrics on $JS.EVENT.METRIC.CONSUMER.ACK.ORDERS.NEW")
-        # the JSON one prints nothing until an event: give its subscription a moment through a round trip
+        wait_for_line(as_json, "Listening for Metrics", stream="stderr")
         ok(url, "pub", "ORDERS.received", "o1", "--wait", "-q")
-        import time
-
-        time.sleep(0.3)
         ok(url, "pub", "ORDERS.received", "o2", "--wait", "-q")
         ok(url, "con", "next", "ORDERS", "NEW", "--count", "2")
         out, err = human.communicate(timeout=15)

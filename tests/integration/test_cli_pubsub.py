@@ -49,10 +49,8 @@ def test_pub_sub_with_templates_and_headers(url):
 def test_sub_json_and_timeout(url):
     sub = spawn_cli(url, "sub", "j.x", "--count", "1", "-j", "--wait", "10s")
     try:
-        # -j prints nothing before the first message; a sub is ready once a request round trip to it is possible
-        import time
-
-        time.sleep(0.5)
+        # with -j the "Listening on" line goes to stderr, keeping stdout pure JSON
+        wait_for_line(sub, "Listening on [j.x]", stream="stderr")
         ok(url, "pub", "j.x", "{{TimeStamp}}")
         out, _ = sub.communicate(timeout=15)
     finally:

@@ -192,3 +192,28 @@ async def test_key_value_bucket_operations(tmp_path):
                 assert (st.messages, st.last_seq) == (4, 5)
         finally:
             await nc.close()
+
+
+async def test_jsz_monitoring_endpoint(tmp_path):
+    import asyncio
+    import urllib.request
+
+    async with running_server(store_dir=str(tmp_path), http_port=-1) as server:
+        nc = await nats.connect(server.client_url)
+        try:
+            js = nc.jetstream()
+            await js.add_stream(name="MON", subjects=["mon.>"])
+            await js.publish("mon.a", b"x")
+
+            def get(path: str) -> dict:
+                with urllib.request.urlopen(f"http://127.0.0.1:{server.http_port}{path}", timeout=5) as r:
+                    return json.loads(r.read())
+            out = await asyncio.to_thread(get, "/jsz")
+            assert out["streams"] == 1 and out["messages"] == 1 and out["config"]["store_dir"].endswith("jetstream")
+            assert "account_details" not in out
+            out = await asyncio.to_thread(get, "/jsz?accounts=1&streams=1")
+            detail = out["account_details"][0]
+            assert detail["name"] == "$G" and detail["stream_detail"][0]["name"] == "MON"
+            assert detail["stream_detail"][0]["state"]["messages"] == 1
+        finally:
+            await nc.close()

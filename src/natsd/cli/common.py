@@ -245,6 +245,14 @@ def ask(flag: str, question: str, default: str | None = None, *, choices: Sequen
         return value
 
 
+def read_stdin_bytes() -> bytes:
+    """All of stdin as bytes (binary-safe when stdin has a buffer)."""
+    buf = getattr(sys.stdin, "buffer", None)
+    if buf is not None:
+        return buf.read()
+    return sys.stdin.read().encode()
+
+
 def confirm(question: str, force: bool) -> None:
     """Ask yes/no before a destructive action; ``-f`` skips it; without a terminal ``--force`` is required."""
     if force:

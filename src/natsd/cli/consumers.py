@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 from datetime import datetime, timezone
 from typing import Any
 
@@ -416,11 +417,12 @@ async def cmd_events(ctx: Ctx) -> None:
     await nc.subscribe(adv, cb=on_msg)
     await nc.subscribe(met, cb=on_msg)
     await nc.flush()
-    if not ctx.json:
-        ctx.out.print(f"Listening for Advisories on {adv}")
-        ctx.out.print(f"Listening for Metrics on {met}\n")
-    import sys
-
+    banner = f"Listening for Advisories on {adv}\nListening for Metrics on {met}\n"
+    if ctx.json:
+        sys.stderr.write(banner)  # stdout stays a stream of JSON documents
+        sys.stderr.flush()
+    else:
+        ctx.out.print(banner)
     sys.stdout.flush()
     seen = 0
     loop = asyncio.get_running_loop()

@@ -12,6 +12,7 @@ from nats.js.errors import BucketNotFoundError, KeyDeletedError, KeyNotFoundErro
 
 from natsd.cli import render
 from natsd.cli.common import (
+    read_stdin_bytes,
     CliError, UsageError, comma, confirm, format_duration, human_bytes, parse_duration, parse_int, parse_size,
     stdin_is_tty,
 )
@@ -152,7 +153,7 @@ async def cmd_put(ctx: Ctx) -> None:
     if a.value is None:
         if stdin_is_tty():
             raise UsageError("VALUE is required (give it as an argument or on stdin)")
-        value = sys.stdin.buffer.read()
+        value = read_stdin_bytes()
     else:
         value = a.value.encode()
     kv = await _kv(ctx, a.bucket)

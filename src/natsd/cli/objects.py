@@ -13,6 +13,7 @@ from nats.js.errors import BucketNotFoundError, NotFoundError, ObjectNotFoundErr
 
 from natsd.cli import render
 from natsd.cli.common import (
+    read_stdin_bytes,
     CliError, comma, confirm, format_duration, human_bytes, parse_duration, parse_int, parse_size, strip_type,
 )
 from natsd.cli.context import Ctx
@@ -125,7 +126,7 @@ async def cmd_put(ctx: Ctx) -> None:
     if a.file == "-":
         if not a.name:
             raise CliError("--name is required when reading the object from stdin")
-        data: object = sys.stdin.buffer.read()
+        data: object = read_stdin_bytes()
         name = a.name
     else:
         path = Path(a.file)

@@ -187,8 +187,13 @@ async def cmd_sub(ctx: Ctx) -> None:
 
     await nc.subscribe(a.subject, queue=a.queue or "", cb=on_msg)
     await nc.flush()
-    if not ctx.json and not a.raw:
-        ctx.out.print(f"Listening on [{a.subject}]" + (f" in queue group {a.queue}" if a.queue else ""))
+    listening = f"Listening on [{a.subject}]" + (f" in queue group {a.queue}" if a.queue else "")
+    if ctx.json or a.raw:
+        # Keep stdout pure data; scripts can still wait for this line on stderr.
+        sys.stderr.write(listening + "\n")
+        sys.stderr.flush()
+    else:
+        ctx.out.print(listening)
     sys.stdout.flush()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_s if wait_s else None

@@ -23,9 +23,8 @@ consumers from the stream's store after a restart.
 
 from __future__ import annotations
 
-import os
 import random
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from natsd.jetstream import delivery as D
 from natsd.jetstream.api.errors import ApiError, ApiErrors
@@ -114,7 +113,6 @@ class Consumer:
 
         self._ack_prefix = ACK_PREFIX + self.stream_name + "." + name + "."
         self._ack_none = cfg.ack_policy == "none"
-        self._ack_all = cfg.ack_policy in ("all", "flow_control")
         self._explicit = cfg.ack_policy == "explicit"
         self._turn_acks = False     # acks arrived this loop turn (stamp last_active at turn end)
         self.maxdc = max(cfg.max_deliver, 0)
@@ -678,7 +676,9 @@ class Consumer:
         finally:
             if budget < TURN_BUDGET:
                 self.ldt = now_w
-                self._last_sent = clock.monotonic_ns()
+                self._last_sent = now_m
+                if waiting is not None and self.dthresh:
+                    waiting.last = now_m  # deliveries count as pull activity
                 if first_pending_seq and cfg.ack_wait:
                     self._arm_ack_timer(self._ack_wait_for(first_pending_seq))
                 self._mark_dirty()
@@ -1690,5 +1690,3 @@ def recover_consumers(stream: Any) -> None:
             # A consumer whose config no longer loads is skipped, not fatal for the stream.
             continue
 
-
-_ = (os, Callable)  # keep imports used by type checkers only

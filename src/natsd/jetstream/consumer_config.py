@@ -19,7 +19,7 @@ from typing import Any
 
 from natsd.jetstream.api.errors import ApiError, ApiErrors
 from natsd.jetstream.models import JS_API_LEVEL, server_version
-from natsd.subjects.tokens import is_literal, is_valid_subject, subject_matches, subjects_collide, subset
+from natsd.subjects.tokens import is_literal, is_valid_subject, subject_matches, subset
 
 __all__ = [
     "ConsumerConfig", "check_update", "format_time", "parse_time", "MS", "SECOND",
@@ -600,13 +600,6 @@ def check_update(old: ConsumerConfig, new: ConsumerConfig, deliver_subject_has_i
         fail("max waiting can not be updated")
     if new.backoff and new.max_deliver != -1 and len(new.backoff) > new.max_deliver:
         raise ApiErrors.CONSUMER_MAX_DELIVER_BACKOFF()
-
-
-def filters_overlap(a: list[str], b: list[str]) -> bool:
-    """True when some subject is matched by a filter of ``a`` and one of ``b`` (``[]`` = all)."""
-    if not a or not b:
-        return True
-    return any(subjects_collide(x, y) for x in a for y in b)
 
 
 def _sget(obj: Any, key: str, default: Any) -> Any:

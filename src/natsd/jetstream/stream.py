@@ -246,7 +246,7 @@ class Stream:
         ports = self.account.ports
         for s in self._subs:
             s.unsubscribe()
-        self._subs = [ports.subscribe(subj, self._on_msg) for subj in self.config.subjects]
+        self._subs = [ports.subscribe(subj, self.process_msg) for subj in self.config.subjects]
         for s in self._direct_subs:
             s.unsubscribe()
         self._direct_subs = []
@@ -311,9 +311,6 @@ class Stream:
     # ---------------------------------------------------------------------------------------
     # the publish path
 
-    def _on_msg(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
-        self.process_msg(subject, reply, hdr, payload)
-
     def _respond(self, reply: str, data: bytes) -> None:
         self._ack_subjects.append(reply)
         self._ack_payloads.append(data)
@@ -327,7 +324,7 @@ class Stream:
 
     def process_msg(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> int:
         """Ingest one message; returns its sequence (0 when rejected or a duplicate)."""
-        if hdr is None and self._fast:
+        if not hdr and self._fast:
             # Fast path: no headers and a stream with nothing to check before storing (not
             # sealed, no max_msg_size, limits retention, no account byte limits, no republish).
             try:
@@ -668,12 +665,11 @@ class Stream:
         sdm = self._sdm_ttl_s > 0
         self._removed = [] if sdm else None
         try:
-            n = self.store.expire(self.clock.time_ns())
+            self.store.expire(self.clock.time_ns())
         finally:
             removed, self._removed = self._removed, None
         # Consumers skip expired messages when they reach them (as the reference); interest /
         # workqueue consumers were told one by one through on_msg_removed.
-        del n
         if sdm and removed:
             self._write_delete_markers(removed)
         self._arm_expiry()

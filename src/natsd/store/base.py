@@ -235,6 +235,11 @@ class StreamStore(Protocol):
     def load_prev_msg(self, start_seq: int) -> StoreMsg:
         """Last message with seq <= ``start_seq``. MsgNotFound if none."""
 
+    def get_seq_from_time(self, ts_ns: int) -> int:
+        """First live sequence stored at or after wall time ``ts_ns`` (Unix ns); last_seq + 1
+        when none (the reference's GetSeqFromTime: deliver_policy by_start_time, dedupe
+        rebuild, DIRECT.GET start_time). Binary search; no message is read."""
+
     def iter_msgs(self, start_seq: int, end_seq: int) -> Iterable[StoreMsg]:
         """Stored messages with start_seq <= seq <= end_seq, in order (snapshots, replays)."""
 

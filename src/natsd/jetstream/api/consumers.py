@@ -8,18 +8,15 @@ The checks run in the reference's order (``jsConsumerCreateRequest`` then
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from natsd.jetstream.api.errors import ApiError, ApiErrors
+from natsd.jetstream.api.errors import ApiErrors
 from natsd.jetstream.api.router import ApiRequest, ApiRouter, resp
 from natsd.jetstream.consumer import Consumer, create_consumer_name
 from natsd.jetstream.consumer_config import (
     MAX_NAME_LEN, ConsumerConfig, check_update, format_time, is_valid_asset_name, parse_time,
 )
 from natsd.store.base import ConsumerState
-
-if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.manager import JsAccount
 
 __all__ = ["register", "create_consumer", "recover_consumer", "NAMES_LIMIT", "LIST_LIMIT"]
 
@@ -277,5 +274,3 @@ def _json(v: Any) -> str:
     import json
     return json.dumps(v)
 
-
-_ = (ApiError, )

@@ -243,7 +243,6 @@ def _seq_from_time(stream: "Stream", ts: int) -> int:
     """First sequence stored at or after wall time ``ts`` (last_seq + 1 when none)."""
     store = stream.store
     st = store.state()
-    seq = st.first_seq
     # Binary search over sequences using load_next_msg (messages are stored in time order).
     lo, hi = st.first_seq, st.last_seq
     result = st.last_seq + 1
@@ -259,5 +258,4 @@ def _seq_from_time(stream: "Stream", ts: int) -> int:
             hi = mid - 1
         else:
             lo = sm.seq + 1
-    del seq
     return result
