@@ -122,3 +122,19 @@ def clean_streams(url: str) -> None:
     for name in r.json():
         d = run_cli(url, "stream", "rm", name, "-f")
         assert d.rc == 0, d
+
+
+def close_proc(proc: subprocess.Popen) -> None:
+    """Kill (if still running), reap, and close the pipes of a spawned natsctl (no ResourceWarnings)."""
+    if proc.poll() is None:
+        proc.kill()
+    try:
+        proc.communicate(timeout=10)
+    except (ValueError, OSError, subprocess.TimeoutExpired):
+        pass
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            try:
+                pipe.close()
+            except OSError:
+                pass

@@ -6,7 +6,9 @@ import json
 
 import pytest
 
-from tests.helpers.cli import clean_streams, run_cli, server_kinds, spawn_cli, start_kind, wait_for_line
+from tests.helpers.cli import (
+    clean_streams, close_proc, run_cli, server_kinds, spawn_cli, start_kind, wait_for_line,
+)
 
 
 @pytest.fixture(scope="module", params=server_kinds())
@@ -151,7 +153,7 @@ def test_push_consumer_delivers_to_subscriber(url):
         ok(url, "pub", "ORDERS.received", "order 4")
         out, err = sub.communicate(timeout=15)
     finally:
-        sub.kill()
+        close_proc(sub)
     assert sub.returncode == 0, err
     # the subscriber sees the original subjects, as the seed points out
     assert "Received on [ORDERS.processed]: 'order 3'" in out
@@ -171,7 +173,7 @@ def test_ephemeral_consumer(url):
         assert info["name"]
         out, err = sub.communicate(timeout=15)
     finally:
-        sub.kill()
+        close_proc(sub)
     assert "'one'" in out, err
 
 
@@ -190,8 +192,8 @@ def test_events_shows_ack_samples(url):
         out, err = human.communicate(timeout=15)
         jout, jerr = as_json.communicate(timeout=15)
     finally:
-        human.kill()
-        as_json.kill()
+        close_proc(human)
+        close_proc(as_json)
     assert human.returncode == 0, err
     assert out.count("Acknowledgement Sample") == 2
     assert "Consumer: ORDERS > NEW" in out and "Stream Sequence: 1" in out and "Deliveries: 1" in out
@@ -210,3 +212,21 @@ def test_consumer_usage_errors(url):
     assert r.rc == 1 and "has no Consumers" in r.err
     r = run_cli(url, "con", "add", "NOPE", "X", "--pull")
     assert r.rc == 1 and "stream not found" in r.err
+
+
+def test_events_show_advisories(url, server):
+    orders(url)
+    ok(url, "con", "add", "ORDERS", "TT", "--pull", "--ack", "explicit", "--filter", "ORDERS.term")
+    ev = spawn_cli(url, "con", "events", "ORDERS", "TT", "--count", "1", "--wait", "5s")
+    try:
+        wait_for_line(ev, "Listening for Metrics")
+        ok(url, "pub", "ORDERS.term", "poison", "--wait", "-q")
+        r = ok(url, "con", "next", "ORDERS", "TT", "--term")
+        assert "Terminated message" in r.out
+        out, err = ev.communicate(timeout=15)
+    finally:
+        close_proc(ev)
+    if server.kind == "natsd" and "Terminated Message" not in out:
+        pytest.xfail("natsd does not publish $JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED yet (reported)")
+    assert "Terminated Message" in out and "Consumer: ORDERS > TT" in out and "Stream Sequence: 1" in out
+    assert ok(url, "con", "info", "ORDERS", "TT", "-j").json()["num_ack_pending"] == 0

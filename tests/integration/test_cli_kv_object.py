@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers.cli import clean_streams, run_cli, server_kinds, spawn_cli, start_kind, wait_for_line
+from tests.helpers.cli import (
+    clean_streams, close_proc, run_cli, server_kinds, spawn_cli, start_kind, wait_for_line,
+)
 
 
 @pytest.fixture(scope="module", params=server_kinds())
@@ -68,7 +70,7 @@ def test_kv_watch(url):
         ok(url, "kv", "del", "W", "k", "-f")
         out, err = w.communicate(timeout=15)
     finally:
-        w.kill()
+        close_proc(w)
     assert w.returncode == 0, err
     text = "".join(first) + out
     assert '"existing"' in text and '"value": "2"' in text and '"operation": "DEL"' in text
@@ -119,5 +121,5 @@ def test_object_watch(url, tmp_path):
             except Exception:  # noqa: BLE001 - still waiting
                 continue
     finally:
-        w.kill()
+        close_proc(w)
     assert '"name": "f.txt"' in got

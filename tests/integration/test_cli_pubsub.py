@@ -7,6 +7,7 @@ import json
 import pytest
 
 from tests.helpers.cli import (
+    close_proc,
     clean_streams, run_cli, run_script, server_kinds, spawn_cli, start_kind, wait_for_line,
 )
 
@@ -39,7 +40,7 @@ def test_pub_sub_with_templates_and_headers(url):
         ok(url, "pub", "demo.b", "line1\nline2")
         out, err = sub.communicate(timeout=15)
     finally:
-        sub.kill()
+        close_proc(sub)
     assert sub.returncode == 0, err
     assert "[#1] Received on [demo.a]: 'msg 1 of 1'" in out and "X-Seq: 1" in out
     assert "[#2] Received on [demo.a]: 'msg 2 of 2'" in out and "X-Seq: 2" in out
@@ -54,7 +55,7 @@ def test_sub_json_and_timeout(url):
         ok(url, "pub", "j.x", "{{TimeStamp}}")
         out, _ = sub.communicate(timeout=15)
     finally:
-        sub.kill()
+        close_proc(sub)
     d = json.loads(out)
     assert d["subject"] == "j.x" and d["data"].endswith("Z") and d["data"][:2] == "20"
     r = run_script(url, "sub", "nothing.here", "--count", "1", "--wait", "300ms")
@@ -72,7 +73,7 @@ def test_req_reply(url):
         assert r.out.strip() == "pong 2: from stdin"
         rep.communicate(timeout=10)
     finally:
-        rep.kill()
+        close_proc(rep)
     assert rep.returncode == 0
     r = run_cli(url, "req", "nobody.home", "x")
     assert r.rc == 1 and "no responders" in r.err
@@ -138,3 +139,25 @@ def test_connection_failures_and_exit_codes(tmp_path):
     assert r.rc == 2 and "natsctl: error:" in r.err
     r = run_script(None, "--help")
     assert r.rc == 0 and "exit codes:" in r.out and "usage error" in r.out
+
+
+@pytest.mark.parametrize("kind", server_kinds())
+def test_user_password_and_no_jetstream(kind, tmp_path):
+    from tests.helpers.servers import natsd_jetstream_available, start_server
+
+    if kind == "natsd" and not natsd_jetstream_available()[0]:
+        pytest.skip("natsd cannot start yet")
+    srv = start_server(kind, tmp_path, "--user", "u", "--pass", "secret", jetstream=False)
+    try:
+        r = run_cli(srv.url, "--user", "u", "--password", "wrong", "stream", "ls")
+        assert r.rc == 1 and "could not connect" in r.err
+        # right credentials, but JetStream is off: the connection check passes, the JetStream one is critical
+        r = run_cli(srv.url, "--user", "u", "--password", "secret", "server", "check")
+        assert r.rc == 1, r
+        assert "OK Connection" in r.out and "CRITICAL Jetstream" in r.out
+        r = run_cli(srv.url, "--user", "u", "--password", "secret", "stream", "ls")
+        assert r.rc == 1 and "JetStream not enabled" in r.err
+        r = run_cli(f"nats://u:secret@127.0.0.1:{srv.port}", "pub", "x", "y")
+        assert r.rc == 0, r
+    finally:
+        srv.stop()

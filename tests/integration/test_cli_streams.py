@@ -225,3 +225,46 @@ def test_templates_report_the_servers_answer(url):
         assert r.rc == 1 and "stream templates are not supported by this server" in r.err
         r = cli(url, "--timeout", "300ms", "stream", "template", "ls")
         assert r.rc == 1 and "not supported" in r.err
+
+
+def _interactive(url: str, answers: str, *argv: str):
+    """Run the console script with a pseudo-terminal on stdin (so it prompts) and the answers typed ahead."""
+    import os
+    import pty
+    import subprocess
+
+    from tests.helpers.cli import cli_env, natsctl_script
+
+    master, slave = pty.openpty()
+    try:
+        os.write(master, answers.encode())
+        p = subprocess.run([natsctl_script(), "-s", url, *argv], stdin=slave, capture_output=True, text=True,
+                           timeout=30, env=cli_env())
+    finally:
+        os.close(slave)
+        os.close(master)
+    return p
+
+
+def test_interactive_prompts_on_a_terminal(url):
+    # the seed's `nats str add ORDERS` session: every question answered at the prompt
+    p = _interactive(url, "ORDERS.*\nfile\nlimits\nold\n-1\n-1\n1y\n-1\n", "stream", "add", "ORDERS")
+    assert p.returncode == 0, p.stderr
+    for q in ("? Subjects to consume", "? Storage backend", "? Retention Policy", "? Discard Policy",
+              "? Message count limit", "? Maximum message age limit", "? Maximum individual message size"):
+        assert q in p.stderr, q
+    assert "Stream ORDERS was created" in p.stdout
+    c = info(url, "ORDERS")["config"]
+    assert c["subjects"] == ["ORDERS.*"] and c["max_age"] == YEAR_NS and c["storage"] == "file"
+    # and the consumer session (`nats con add --sample 100`): stream, name, target, start, filter, deliveries
+    p = _interactive(url, "ORDERS\nNEW\n\nall\nORDERS.received\n20\n", "consumer", "add", "--sample", "100")
+    assert p.returncode == 0, p.stderr
+    assert "? Select a Stream" in p.stderr and "? Consumer name" in p.stderr
+    assert "Information for Consumer ORDERS > NEW" in p.stdout
+    cc = ok(url, "con", "info", "ORDERS", "NEW", "-j").json()["config"]
+    assert cc["filter_subject"] == "ORDERS.received" and cc["max_deliver"] == 20
+    assert cc.get("deliver_subject") is None and cc["deliver_policy"] == "all"
+    # a destructive verb asks for confirmation; "n" keeps the stream
+    p = _interactive(url, "n\n", "stream", "rm", "ORDERS")
+    assert p.returncode == 1 and "Really delete Stream ORDERS" in p.stderr
+    assert info(url, "ORDERS")["config"]["name"] == "ORDERS"

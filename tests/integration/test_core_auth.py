@@ -226,3 +226,40 @@ async def test_sighup_reload_rereads_the_config_file(tmp_path):
         nc = await nats.connect(url(s, "b:b@"))
         await nc.close()
         assert s.config_loads == 1
+
+
+REFERENCE_AUTH_CONF = """
+authorization {
+  users: [
+    {user: a, password: pa, permissions: {
+        publish: {allow: ["foo.>", "_INBOX.>"], deny: ["foo.bar"]},
+        subscribe: {allow: ["foo.*", "_INBOX.>"], deny: ["foo.no"]}}}
+  ]
+}
+"""
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("ops,err", [
+    (b"PUB foo.bar 1\r\nx\r\n", b"Permissions Violation for Publish to \"foo.bar\""),
+    (b"SUB bar q 1\r\n", b"Permissions Violation for Subscription to \"bar\" using queue \"q\""),
+    (b"SUB foo.no 1\r\n", b"Permissions Violation for Subscription to \"foo.no\""),
+])
+async def test_reference_permission_texts(tmp_path, ops, err):
+    """The same exchanges against nats-server with the equivalent config file."""
+    from tests.helpers.servers import reference_binary, start_server
+
+    if reference_binary() is None:
+        pytest.skip("reference nats-server binary not available")
+    conf = tmp_path / "auth.conf"
+    conf.write_text(REFERENCE_AUTH_CONF)
+    handle = start_server("reference", tmp_path, jetstream=False, config=str(conf))
+    try:
+        async with RawClient.connect(handle.port) as c:
+            await c.send(b'CONNECT {"verbose":false,"user":"a","pass":"pa"}\r\n' + ops + b"PING\r\n")
+            await c.expect(rb"-ERR '" + err.replace(b".", rb"\.") + rb"'\r\nPONG\r\n")
+        async with RawClient.connect(handle.port) as c:
+            await c.send(b'CONNECT {"verbose":false,"user":"a","pass":"wrong"}\r\n')
+            await c.expect(rb"-ERR 'Authorization Violation'\r\n")
+    finally:
+        handle.stop()

@@ -60,15 +60,26 @@ async def test_slow_consumer_is_cut_off_alone():
         stuck.writer.transport.abort()
 
 
-async def test_write_deadline_with_manual_clock():
+async def test_write_deadline_and_producer_stall_with_manual_clock():
     clock = ManualClock()
     async with running_server(clock=clock, max_payload=65536, write_deadline_ns=2_000_000_000) as s:
         stuck = await stuck_subscriber(s.port, b"wd")
-        pub = await flood(s.port, b"wd", 16 * 1024 * 1024)
-        await asyncio.sleep(0.05)
-        assert s.slow_consumers == 0  # still within the deadline
+        flood_task = asyncio.create_task(flood(s.port, b"wd", 16 * 1024 * 1024))
+        for _ in range(500):  # wait until the receiver is congested and the producer stalled
+            if s.stalled_clients and any(c.congested for c in s.clients.values()):
+                break
+            await asyncio.sleep(0.01)
+        assert s.stalled_clients >= 1
+        assert not flood_task.done()  # the producer is held back, not cut off
+        assert s.slow_consumers == 0  # still within the write deadline
         clock.advance(2_000_000_000)
         assert s.slow_consumers == 1
+        for _ in range(20):  # stalls end with the consumer, or after STALL_MAX each
+            clock.advance(50_000_000)
+            await asyncio.sleep(0.01)
+            if flood_task.done():
+                break
+        pub = await asyncio.wait_for(flood_task, 10)  # the publisher finishes normally
         await pub.close()
         stuck.writer.transport.abort()
 
@@ -150,3 +161,22 @@ async def test_ports_internal_subscription_is_interest_for_clients():
         await asyncio.sleep(0.02)
         # the request inbox subscription went away with the client
         assert interest[-1][1] is False
+
+
+async def test_pid_and_ports_files(tmp_path):
+    import json
+    import os
+
+    pid_file = tmp_path / "natsd.pid"
+    async with running_server(pid_file=str(pid_file), ports_file_dir=str(tmp_path), http_port=-1) as s:
+        assert pid_file.read_text() == str(os.getpid())
+        ports = json.loads((tmp_path / f"natsd_{os.getpid()}.ports").read_text())
+        assert ports == {"nats": [f"nats://127.0.0.1:{s.port}"], "monitoring": [f"http://127.0.0.1:{s.http_port}"]}
+    assert not (tmp_path / f"natsd_{os.getpid()}.ports").exists()
+
+
+async def test_start_failure_cleans_up():
+    async with running_server() as s1:
+        with pytest.raises(OSError):
+            async with running_server(port=s1.port):
+                pass  # pragma: no cover - start must fail: the port is taken

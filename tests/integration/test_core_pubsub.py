@@ -194,3 +194,10 @@ async def test_reconnect_after_server_restart():
             assert (await sub.next_msg(timeout=2)).data == b"after"
     finally:
         await nc.close()
+
+
+async def test_old_style_request_no_responders_releases_the_inbox(nc, server):
+    with pytest.raises(NoRespondersError):
+        await nc.request("nobody.home", b"?", timeout=2, old_style=True)
+    await nc.flush()
+    assert server.global_account.sublist.count() == 0  # UNSUB <sid> 1 was honoured by the 503

@@ -75,8 +75,12 @@ def _progress(ctx: Ctx, description: str, total: int | None) -> Iterator[Any]:
     if ctx.out.show_progress():
         from rich.progress import (BarColumn, DownloadColumn, Progress, TimeElapsedColumn, TransferSpeedColumn)
 
+        from rich.console import Console
+
+        # On stderr: stdout stays the command's report (or its JSON).
         with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                      TransferSpeedColumn(), TimeElapsedColumn(), transient=False) as prog:
+                      TransferSpeedColumn(), TimeElapsedColumn(), transient=False,
+                      console=Console(stderr=True)) as prog:
             task = prog.add_task(description, total=total or None)
 
             class _Bar:
@@ -141,6 +145,7 @@ async def snapshot_stream(ctx: Ctx, stream: str, directory: Path, *, consumers: 
 
     sub = await nc.subscribe(inbox, cb=on_chunk, pending_msgs_limit=-1, pending_bytes_limit=-1)
     t0 = time.perf_counter()
+    completed = False
     try:
         try:
             resp = await api.request(f"STREAM.SNAPSHOT.{stream}", {
@@ -159,8 +164,16 @@ async def snapshot_stream(ctx: Ctx, stream: str, directory: Path, *, consumers: 
             bar_holder.append(bar)
             await done
             bar.finish()
+        completed = True
     finally:
         f.close()
+        if not completed:
+            # A failed snapshot must not leave something that looks like a backup behind.
+            for p in (data_path, directory / META_FILE):
+                try:
+                    p.unlink()
+                except OSError:
+                    pass
         try:
             await sub.unsubscribe()
         except Exception:  # noqa: BLE001 - connection may already be gone after an error

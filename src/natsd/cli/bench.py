@@ -229,12 +229,19 @@ async def cmd_bench(ctx: Ctx) -> int:
         sys.stdout.flush()
 
     counts = [0] * clients
+    ready: set[int] = set()
     bar_ctx = _Bar(ctx, total, label)
     with bar_ctx as bar:
         def reporter(i: int):
             def report(n: int) -> None:
                 counts[i] = n
                 bar.update(sum(counts))
+                if kind == "sub" and i not in ready:
+                    ready.add(i)
+                    if len(ready) == clients:
+                        # Publishers can start now; on stderr so stdout stays the report (or JSON).
+                        sys.stderr.write(f"All {clients} subscribers are ready\n")
+                        sys.stderr.flush()
             return report
 
         if clients == 1:
@@ -279,9 +286,11 @@ class _Bar:
 
     def __enter__(self) -> "_Bar":
         if self.enabled:
+            from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-            self._prog = Progress("{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+            self._prog = Progress("{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                                  console=Console(stderr=True))
             self._prog.__enter__()
             self._task = self._prog.add_task(self.label, total=self.total)
         return self

@@ -11,7 +11,7 @@ import json
 import os
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
@@ -404,7 +404,6 @@ class Out:
 
     json: bool = False
     progress: bool = True
-    lines: list[str] = field(default_factory=list)
 
     def print(self, *parts: Any, end: str = "\n") -> None:
         sys.stdout.write(" ".join(str(p) for p in parts) + end)

@@ -48,7 +48,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     i.add_argument("consumer", nargs="?")
     i.set_defaults(func=cmd_info)
 
-    e = s.add_parser("edit", parents=[common], help="change a consumer's configuration")
+    e = s.add_parser("edit", parents=[common],
+                     help="change a consumer's configuration (asks for confirmation on a terminal unless -f)")
     e.add_argument("stream", nargs="?")
     e.add_argument("consumer", nargs="?")
     config_flags(e)
@@ -232,10 +233,9 @@ async def cmd_add(ctx: Ctx) -> None:
         if a.max_deliver is None:
             cfg["max_deliver"] = parse_int(ask("--max-deliver", "Maximum Allowed Deliveries", "-1"),
                                            flag="--max-deliver")
-    if a.ephemeral and not cfg.get("deliver_subject") and a.pull is None and not interactive:
-        pass  # an ephemeral pull consumer is fine on current servers
+    # The reference tool's defaults; without --target this is a pull consumer.
     cfg.setdefault("deliver_policy", "all")
-    cfg.setdefault("ack_policy", "explicit" if not cfg.get("deliver_subject") else "explicit")
+    cfg.setdefault("ack_policy", "explicit")
     cfg.setdefault("replay_policy", "instant")
     if name:
         cfg["durable_name"] = name

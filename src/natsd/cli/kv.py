@@ -183,7 +183,7 @@ async def cmd_get(ctx: Ctx) -> None:
     elif a.raw:
         sys.stdout.write(value)
     else:
-        ctx.out.print(f"{a.bucket} > {e.key} revision: {e.revision} {_ts(e)}\n")
+        ctx.out.print(f"{a.bucket} > {e.key} revision: {e.revision} {_ts(e)}".rstrip() + "\n")
         ctx.out.print(value)
 
 

@@ -73,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="natsctl", description="NATS and JetStream command-line tool (works with natsd and nats-server)",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter, parents=[common],
     )
+    from natsd import __version__
+
+    parser.add_argument("--version", action="version", version=f"natsctl {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
     for mod in (streams, consumers, pubsub, account, backup, kv, objects, bench):

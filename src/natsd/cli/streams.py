@@ -13,7 +13,7 @@ from typing import Any
 
 from natsd.cli import render
 from natsd.cli.common import (
-    ApiError, CliError, UsageError, ask, comma, confirm, dumps, format_time, human_bytes, parse_duration,
+    ApiError, CliError, UsageError, ask, comma, confirm, format_time, human_bytes, parse_duration,
     parse_int, parse_size, read_json_file, stdin_is_tty, strip_type,
 )
 from natsd.cli.context import Ctx
@@ -44,7 +44,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     i.add_argument("stream", nargs="?")
     i.set_defaults(func=cmd_info)
 
-    e = s.add_parser("edit", aliases=["update"], parents=[common], help="change a stream's configuration")
+    e = s.add_parser("edit", aliases=["update"], parents=[common],
+                     help="change a stream's configuration (asks for confirmation on a terminal unless -f)")
     e.add_argument("stream", nargs="?")
     config_flags(e)
     e.set_defaults(func=cmd_edit)

@@ -57,6 +57,8 @@ FC_MAX_PENDING = 32 * 1024 * 1024
 ACK_WAIT_DELAY = 1 * MS
 #: Deliveries per loop turn before yielding to the loop (keeps other clients responsive).
 TURN_BUDGET = 2048
+#: Minimum gap between two writes of a durable consumer's state file (nats-server: 100ms).
+STATE_WRITE_GAP = 100 * MS
 #: Reason given in MSG_TERMINATED when a pending message vanished from the stream.
 UNACKED_LIMITS_REASON = "Unacknowledged message was deleted"
 
@@ -105,6 +107,7 @@ class Consumer:
         self._rdq_set: set[int] = set()
         self.npc = 0
         self._npc_last = 0          # last stream seq already counted in npc
+        self._npc_upto = 0          # last stream seq the stream told us about
         self._npc_dirty = False     # a removal ahead of sseq: recount before use
         self.lss: list[int] | None = None         # last_per_subject start list
         self.lss_resume = 0
@@ -115,6 +118,7 @@ class Consumer:
         self._ack_none = cfg.ack_policy == "none"
         self._explicit = cfg.ack_policy == "explicit"
         self._turn_acks = False     # acks arrived this loop turn (stamp last_active at turn end)
+        self._retention = stream.config.retention != "limits"
         self.maxdc = max(cfg.max_deliver, 0)
         self.maxp = cfg.max_ack_pending
         self.sfreq = cfg.sample_percent()
@@ -144,6 +148,8 @@ class Consumer:
         self._scheduled = False
         self._flush_scheduled = False
         self._dirty = False
+        self._last_disk = 0            # monotonic ns of the last state write to the OS
+        self._disk_timer = None
         self._replay = cfg.replay_policy == "original"
         self._replay_lseq = 0
         self._lts = 0
@@ -231,6 +237,15 @@ class Consumer:
         self._recalc_pending()
         self._mark_dirty()
 
+    def clamp_to_stream(self) -> None:
+        """After recovery: messages below the stream's first sequence are gone (purged or
+        expired while we were down), so start no lower than it."""
+        first = self.stream.store.state().first_seq
+        if self.sseq < first:
+            self.sseq = first
+            if self.asflr < first - 1 and not self.pending:
+                self.asflr = first - 1
+
     def _seq_from_time(self, ts: int) -> int:
         st = self.stream.store.state()
         if st.msgs == 0:
@@ -285,10 +300,10 @@ class Consumer:
     def is_push(self) -> bool:
         return bool(self.cfg.deliver_subject)
 
-    @property
-    def _retention(self) -> bool:
-        """True when acks matter to the stream (interest or workqueue retention)."""
-        return self.stream.config.retention != "limits"
+    def _refresh_retention(self) -> None:
+        """Acks matter to the stream under interest/workqueue retention (a stream can switch
+        between limits and interest; the stream tells us through on_new_messages)."""
+        self._retention = self.stream.config.retention != "limits"
 
     def filter_matches(self, subject: str) -> bool:
         """True when ``subject`` passes this consumer's filter(s)."""
@@ -370,6 +385,8 @@ class Consumer:
             self._npc_last = store.state().last_seq
         except StoreError:
             self._npc_last = 0
+        if self._npc_upto < self._npc_last:
+            self._npc_upto = self._npc_last
         if self.lss is not None:
             n = len(self.lss)
             try:
@@ -387,8 +404,7 @@ class Consumer:
             self.npc = 0
 
     def _check_num_pending(self) -> None:
-        if self._npc_dirty:
-            self._recalc_pending()
+        self._settle_npc()
         st = self.stream.store.state()
         if self.sseq > st.last_seq and self.lss is None:
             self.npc = 0
@@ -399,24 +415,36 @@ class Consumer:
     # Stream hooks.
 
     def on_new_messages(self, last_seq: int) -> None:
-        """The stream stored messages up to ``last_seq`` (called once per loop turn)."""
+        """The stream stored messages up to ``last_seq`` (called once per loop turn). Only
+        noted here: num_pending is brought up to date lazily, when this consumer delivers or
+        reports, so idle consumers cost nothing per publish."""
         if self.closed:
             return
-        prev = self._npc_last
-        if last_seq > prev and not self._npc_dirty:
-            # Count only what arrived since the last count (cheap for indexed stores).
-            start = max(prev + 1, self.sseq if self.lss is None else self.lss_resume + 1)
-            if start <= last_seq:
-                store = self.stream.store
-                try:
-                    if not self.filters:
-                        self.npc += store.num_pending(start, "", False)
-                    else:
-                        self.npc += sum(store.num_pending(start, f, False) for f in self.filters)
-                except StoreError:
-                    self._npc_dirty = True
-            self._npc_last = last_seq
+        if last_seq > self._npc_upto:
+            self._npc_upto = last_seq
+        self._refresh_retention()
         self.kick()
+
+    def _settle_npc(self) -> None:
+        """Count the messages that arrived since num_pending was last brought up to date."""
+        if self._npc_dirty:
+            self._recalc_pending()
+            return
+        upto, prev = self._npc_upto, self._npc_last
+        if upto <= prev:
+            return
+        self._npc_last = upto
+        start = max(prev + 1, self.sseq if self.lss is None else self.lss_resume + 1)
+        if start > upto:
+            return
+        store = self.stream.store
+        try:
+            if not self.filters:
+                self.npc += store.num_pending(start, "", False)
+            else:
+                self.npc += sum(store.num_pending(start, f, False) for f in self.filters)
+        except StoreError:
+            self._npc_dirty = True
 
     def on_purge(self, first_seq: int) -> None:
         """Everything below ``first_seq`` is gone (purge/compact)."""
@@ -499,9 +527,26 @@ class Consumer:
         try:
             self.store.update(self.state())
         except StoreClosed:
-            pass
+            return
+        # To the OS at most every STATE_WRITE_GAP (as the reference's consumer flush loop):
+        # a crash of the process then loses at most that much ack progress.
+        now = self.clock.monotonic_ns()
+        if now - self._last_disk >= STATE_WRITE_GAP:
+            self._write_state()
+        elif self._disk_timer is None:
+            self._disk_timer = self.clock.call_later(self._last_disk + STATE_WRITE_GAP - now, self._write_state)
 
     _flush_state = _end_turn
+
+    def _write_state(self) -> None:
+        self._disk_timer = None
+        self._last_disk = self.clock.monotonic_ns()
+        if self.store is None or self.closed:
+            return
+        try:
+            self.store.flush()
+        except StoreError:
+            pass
 
     def state(self) -> ConsumerState:
         """The durable state (store.base.ConsumerState)."""
@@ -543,13 +588,18 @@ class Consumer:
         deliver_subject = cfg.deliver_subject
         fc = self.maxpb > 0
         pace = self._replay or cfg.rate_limit_bps > 0
+        need_sz = fc or pace
         budget = TURN_BUDGET
         eos = True  # False when we stopped for max_ack_pending or a pacing delay
         now_w = clock.time_ns()
         now_m = clock.monotonic_ns()
         first_pending_seq = 0
-        if self._npc_dirty:
-            self._recalc_pending()
+        if push:
+            if not self.active:
+                return
+        elif not waiting:
+            return
+        self._settle_npc()
         retention_acks = ack_none and self.stream.config.retention != "limits"
         checked: set[str] = set()  # pull inboxes whose interest was verified this pass
         # Fast path: nothing to redeliver, no last-per-subject list, no filter narrower than the
@@ -591,9 +641,10 @@ class Consumer:
                 npc = self.npc
                 if kind != "rd":
                     npc -= 1
-                reply = (ack_prefix + str(dc) + "." + str(seq) + "." + str(dseq) + "."
-                         + str(sm.ts) + "." + str(npc if npc > 0 else 0))
-                sz = len(sm.subject) + len(reply) + (len(hdr) if hdr else 0) + len(msg)
+                # v1 ack subject: $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending>
+                reply = f"{ack_prefix}{dc}.{seq}.{dseq}.{sm.ts}.{npc if npc > 0 else 0}"
+                # Size as the reference counts it (flow control, max_bytes, rate limit).
+                sz = (len(sm.subject) + len(reply) + (len(hdr) if hdr else 0) + len(msg)) if need_sz else 0
                 if push:
                     dsubj = deliver_subject
                     wr = None
@@ -611,6 +662,8 @@ class Consumer:
                             q.popleft()
                             q.append(wr)
                     else:
+                        if not sz:
+                            sz = len(sm.subject) + len(reply) + (len(hdr) if hdr else 0) + len(msg)
                         wr = self._next_waiting(sz, checked)
                         if wr is None:
                             break
@@ -673,6 +726,9 @@ class Consumer:
                         wr.hbt = clock.monotonic_ns() + wr.hb
                 if retention_acks:
                     self.stream.ack_processed(self, seq)
+        except StoreClosed:
+            # The stream is being stopped or deleted under us; it stops this consumer next.
+            budget = TURN_BUDGET
         finally:
             if budget < TURN_BUDGET:
                 self.ldt = now_w
@@ -1431,6 +1487,8 @@ class Consumer:
         from natsd.jetstream.api.router import dumps, error_envelope, resp
         import json
         try:
+            if hdr and _required_level_too_high(hdr):
+                raise ApiErrors.REQUIRED_API_LEVEL()
             seq = 0
             if payload.strip():
                 try:
@@ -1457,10 +1515,10 @@ class Consumer:
 
     def _stop_common(self) -> None:
         self.closed = True
-        for t in (self._ptmr, self._hb_timer, self._dtmr, self._kick_timer, self._wait_timer):
+        for t in (self._ptmr, self._hb_timer, self._dtmr, self._kick_timer, self._wait_timer, self._disk_timer):
             if t is not None:
                 t.cancel()
-        self._ptmr = self._hb_timer = self._dtmr = self._kick_timer = self._wait_timer = None
+        self._ptmr = self._hb_timer = self._dtmr = self._kick_timer = self._wait_timer = self._disk_timer = None
         for sub in self._subs:
             try:
                 sub.unsubscribe()

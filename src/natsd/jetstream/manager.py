@@ -16,6 +16,7 @@ Resource defaults (as the reference): ``max_memory_store`` = 75% of physical mem
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import tempfile
@@ -144,6 +145,13 @@ API_SUBSCRIPTIONS = (
 )
 
 
+# Modules that add API handlers to every JetStream account (``setup_account(js_account)``) and
+# the hooks that stop them when the account stops.
+EXTENSIONS = ("natsd.jetstream.api.snapshot", "natsd.jetstream.templates")
+EXTENSION_STOP_HOOKS = (("natsd.jetstream.api.snapshot", "cancel_all"),
+                        ("natsd.jetstream.templates", "stop_account"))
+
+
 class JsAccount:
     """JetStream state of one account: its streams, API router, limits and usage."""
 
@@ -172,6 +180,18 @@ class JsAccount:
             _consumer.setup_account(self)
         except (ImportError, AttributeError):
             log.debug("natsd.jetstream.consumer not available yet; consumers API disabled")
+        # Optional API extensions living in their own modules (snapshots/restores, stream
+        # templates): each exposes setup_account(js_account) (and a stop hook, see stop()).
+        for modname in EXTENSIONS:
+            try:
+                mod = importlib.import_module(modname)
+                setup = mod.setup_account
+            except (ImportError, AttributeError):
+                continue
+            try:
+                setup(self)
+            except Exception:
+                log.exception("JetStream extension %s failed to set up account %s", modname, name)
 
     # -- API -----------------------------------------------------------------------------------
     def _on_api(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
@@ -259,6 +279,15 @@ class JsAccount:
         for s in self._subs:
             s.unsubscribe()
         self._subs = []
+        for modname, hook in EXTENSION_STOP_HOOKS:
+            try:
+                fn = getattr(importlib.import_module(modname), hook)
+            except (ImportError, AttributeError):
+                continue
+            try:
+                fn(self)
+            except Exception:
+                log.exception("JetStream extension %s.%s failed", modname, hook)
         for stream in list(self.streams.values()):
             try:
                 stream.stop()

@@ -5,16 +5,19 @@ them (``checkStreamCfg`` / ``configUpdateCheck``), with the reference's error co
 -1 for unlimited limits, ``num_replicas`` 1, ``duplicate_window`` 2m or ``max_age``, ``subjects``
 ``[name]``...) or raises :class:`ApiError`. :func:`check_update` adds the update rules.
 
-Not implemented (accepted and validated, then refused with the reference's error rather than
-silently ignored -- see :func:`refuse_unsupported`): ``mirror``, ``sources``,
-``subject_transform``, counters (``allow_msg_counter``), ``allow_atomic``, ``allow_batched``,
-``allow_msg_schedules``, ``persist_mode: async``. ``placement`` with a cluster or tags gives
-the reference's standalone-server error. ``compression: s2`` is accepted and echoed; whether
-blocks are compressed is the store's business.
+Not implemented (validated, then refused with the reference's error type rather than silently
+ignored -- see :func:`refuse_unsupported`): ``mirror``, ``sources``, counters
+(``allow_msg_counter``), ``allow_atomic``, ``allow_batched``, ``allow_msg_schedules``,
+``persist_mode: async``. ``subject_transform`` is applied for literal tokens,
+``{{wildcard(n)}}``/``$n`` and ``>``; other mapping functions are refused (10156).
+``placement`` is accepted and echoed (a standalone reference server does the same).
+``compression: s2`` is accepted and echoed; whether blocks are compressed is the store's
+business.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 from natsd.jetstream.api.errors import ApiError, ApiErrors
@@ -171,8 +174,9 @@ def check_stream_config(config: StreamConfig, pedantic: bool = False,
         if src and not is_valid_subject(src):
             raise ApiErrors.STREAM_TRANSFORM_INVALID_SOURCE(err=f"invalid subject {src}")
         dest = cfg.subject_transform.get("dest", "") or ""
-        if not dest or not is_valid_subject(dest):
-            raise ApiErrors.STREAM_TRANSFORM_INVALID_DESTINATION(err="invalid subject")
+        problem = mapping_problem(src or ">", dest)
+        if problem:
+            raise ApiErrors.STREAM_TRANSFORM_INVALID_DESTINATION(err=problem)
 
     if cfg.republish is not None:
         rp = dict(cfg.republish)
@@ -265,6 +269,36 @@ def _check_mirror_and_sources(cfg: StreamConfig, pedantic: bool,
                     raise ApiErrors.SOURCE_MAX_MESSAGE_SIZE_TOO_BIG()
 
 
+_WILDCARD_FN = re.compile(r"^\{\{\s*[Ww]ildcard\s*\(\s*(\d+)\s*\)\s*\}\}$")
+
+
+def mapping_problem(src: str, dest: str) -> str:
+    """Why ``src`` -> ``dest`` is not a mapping we can apply ("" when fine). Supported: literal
+    tokens, ``{{wildcard(n)}}`` / ``$n`` referring to the n-th ``*`` of ``src``, and a trailing
+    ``>`` when ``src`` ends in ``>``. Other mapping functions (partition, split, slice...) are
+    refused rather than applied wrongly."""
+    if not dest or not is_valid_subject(dest):
+        return "invalid subject"
+    nwild = sum(1 for t in src.split(".") if t == "*")
+    for t in dest.split("."):
+        if t.startswith("{{"):
+            m = _WILDCARD_FN.match(t)
+            if not m:
+                return f"mapping function {t} is not supported by this server"
+            n = int(m.group(1))
+        elif t.startswith("$") and t[1:].isdigit():
+            n = int(t[1:])
+        elif t == ">":
+            if not src.endswith(">"):
+                return "invalid subject"
+            continue
+        else:
+            continue
+        if n < 1 or n > nwild:
+            return f"wildcard index {n} out of range"
+    return ""
+
+
 def refuse_unsupported(cfg: StreamConfig) -> None:
     """Features natsd does not implement yet: refuse them with the reference's own error for
     the situation (rather than accepting a config we would silently not honour)."""
@@ -274,8 +308,6 @@ def refuse_unsupported(cfg: StreamConfig) -> None:
         raise ApiErrors.MIRROR_CONSUMER_SETUP_FAILED(err="stream mirrors are not supported by this server")
     if cfg.sources:
         raise ApiErrors.SOURCE_CONSUMER_SETUP_FAILED(err="stream sources are not supported by this server")
-    if cfg.subject_transform is not None:
-        raise ApiErrors.STREAM_TRANSFORM_INVALID_DESTINATION(err="subject transforms are not supported by this server")
     if cfg.allow_msg_counter:
         raise _invalid("message counters are not supported by this server")
     if cfg.allow_atomic:

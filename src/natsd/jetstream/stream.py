@@ -40,6 +40,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from natsd.jetstream.api.errors import ApiError, ApiErrors
+from natsd.jetstream.api.router import dumps
 from natsd.jetstream.models import SECOND, StreamConfig, rfc3339, state_to_json, with_dynamic_metadata
 from natsd.store.base import (
     MaxBytes, MaxMsgs, MaxMsgsPerSubject, MsgNotFound, StoreConfig, StoreEOF, StoreError, StoreFull,
@@ -179,8 +180,7 @@ def store_config_for(cfg: StreamConfig, created_ns: int) -> StoreConfig:
 
 def _err_ack(stream: bytes, err: ApiError) -> bytes:
     # {"error":{...},"stream":"S","seq":0} -- field order of the reference's JSPubAckResponse.
-    return (b'{"error":' + json.dumps(err.to_dict(), separators=(",", ":"), ensure_ascii=False).encode()
-            + b',"stream":' + stream + b',"seq":0}')
+    return b'{"error":' + dumps(err.to_dict()) + b',"stream":' + stream + b',"seq":0}'
 
 
 class Stream:
@@ -212,6 +212,7 @@ class Stream:
         self._expiry_timer: Any = None
         self._expiry_at = 0  # wall ns the timer is armed for
         self._marker_seqs: set[int] = set()
+        self._dedupe_pending = False
         self._removed: list[tuple[int, str]] | None = None
         self._set_derived()
         store.register_storage_updates(self._on_storage_update)
@@ -221,7 +222,7 @@ class Stream:
 
     def _set_derived(self) -> None:
         cfg = self.config
-        self._name_json = json.dumps(cfg.name).encode()
+        self._name_json = dumps(cfg.name)
         self._ack_prefix = b'{"stream":' + self._name_json + b',"seq":'
         self._interest = cfg.retention == "interest"
         self._workqueue = cfg.retention == "workqueue"
@@ -232,13 +233,18 @@ class Stream:
         self._do_ack = not cfg.no_ack
         self._store_msg = self.store.store_msg
         self._call_soon = self.clock.call_soon
+        tr = cfg.subject_transform
+        self._transform = ((tr.get("src") or ">"), tr.get("dest", "")) if tr else None
         self._fast = (not cfg.sealed and cfg.max_msg_size < 0 and cfg.retention == "limits"
-                      and not cfg.republish and not self.closed
+                      and not cfg.republish and not self._transform and not self.closed
                       and not self.account.limits_enforced)
 
     def start(self) -> None:
         """Subscribe the stream's subjects (and direct get), rebuild dedupe state, arm timers."""
-        self._rebuild_dedupe()
+        # The dedupe map (and the last Nats-Msg-Id) of a recovered stream is rebuilt lazily, on
+        # the first publish that needs it: restarting a big stream that never uses msg ids must
+        # not read back a whole duplicate window of messages.
+        self._dedupe_pending = self.lseq > 0
         self._subscribe()
         self._arm_expiry()
 
@@ -344,6 +350,11 @@ class Stream:
             return seq
         if self.closed:
             return 0
+        if self._transform is not None:
+            # subject_transform is applied before anything else, as the reference
+            tsrc, tdest = self._transform
+            if subject_matches(tsrc, subject):
+                subject = _transform(tsrc, tdest, subject) or subject
         cfg = self.config
         if cfg.sealed:
             self._reject(reply, ApiErrors.STREAM_SEALED())
@@ -401,6 +412,8 @@ class Stream:
                     if want is None or want != self.lseq:
                         self._reject(reply, ApiErrors.STREAM_WRONG_LAST_SEQUENCE(seq=self.lseq))
                         return 0
+                if self._dedupe_pending and (H_MSG_ID in h or H_EXP_LAST_MSG_ID in h):
+                    self._rebuild_dedupe()
                 v = h.get(H_MSG_ID)
                 if v:
                     msg_id = v.decode()
@@ -561,36 +574,37 @@ class Stream:
                 del m[mid]
 
     def _rebuild_dedupe(self) -> None:
-        """After recovery: msg ids stored within the duplicate window (read back from the end)."""
+        """After recovery: msg ids stored within the duplicate window (read back from the end)
+        and the msg id of the last message."""
+        self._dedupe_pending = False
         self._ddmap.clear()
         self._ddq.clear()
-        if self._dup_window <= 0 or self.lseq == 0:
+        if self.lseq == 0:
             return
+        try:
+            last = self.store.load_prev_msg(self.lseq)
+            v = scan_nats_headers(last.hdr).get(H_MSG_ID) if last.hdr else None
+            self.lmsg_id = v.decode() if v else ""
+        except StoreError:
+            self.lmsg_id = ""
         cutoff = self.clock.time_ns() - self._dup_window
         found: list[tuple[int, str, int]] = []
         seq = self.lseq
-        last_id_set = False
-        while seq > 0:
+        while seq > 0 and self._dup_window > 0:
             try:
                 sm = self.store.load_prev_msg(seq)
-            except (MsgNotFound, StoreEOF, StoreError):
+            except StoreError:
                 break
             if sm.ts <= cutoff:
                 break
-            mid = ""
             if sm.hdr:
                 v = scan_nats_headers(sm.hdr).get(H_MSG_ID)
                 if v:
-                    mid = v.decode()
-                    found.append((sm.ts, mid, sm.seq))
-            if not last_id_set:
-                self.lmsg_id = mid
-                last_id_set = True
+                    found.append((sm.ts, v.decode(), sm.seq))
             seq = sm.seq - 1
-        for ts, mid, s in reversed(found):
-            if mid not in self._ddmap:
-                self._ddmap[mid] = (s, ts)
-                self._ddq.append((ts, mid))
+        for ts, mid, sq in reversed(found):  # oldest first: the expiry queue stays in time order
+            self._ddmap[mid] = (sq, ts)
+            self._ddq.append((ts, mid))
 
     # -- rollup / republish ------------------------------------------------------------------------
     def _rollup(self, subject: str, kind: bytes, keep: int) -> None:
@@ -760,14 +774,19 @@ class Stream:
         """A consumer acked ``sseq``: workqueue -> remove it; interest -> remove it once every
         interested consumer has acked it. limits retention: nothing."""
         if self._workqueue:
-            self.store.remove_msg(sseq)
+            removed = self.store.remove_msg(sseq)
         elif self._interest:
             try:
                 sm = self.store.load_msg(sseq)
             except (MsgNotFound, StoreEOF):
                 return
-            if self._interest_done(sseq, sm.subject):
-                self.store.remove_msg(sseq)
+            removed = self._interest_done(sseq, sm.subject) and self.store.remove_msg(sseq)
+        else:
+            return
+        if removed and not self._flush_scheduled:
+            # the removal reaches the OS with this turn's batch
+            self._flush_scheduled = True
+            self._call_soon(self._flush)
 
     def check_workqueue_filters(self, new_filters: list[str], exclude_name: str | None = None) -> None:
         """Work-queue rule at consumer add: at most one unfiltered consumer (10099) and no two
@@ -922,27 +941,33 @@ def _transform(src: str, dest: str, subject: str) -> str:
         return subject
     st = src.split(".")
     tt = subject.split(".")
-    wild: list[str] = []
+    stars: list[str] = []  # tokens matched by each "*" of src, in order
+    rest = ""  # tokens matched by a trailing ">" of src
     for i, t in enumerate(st):
         if t == "*":
-            wild.append(tt[i])
+            stars.append(tt[i])
         elif t == ">":
-            wild.append(".".join(tt[i:]))
+            rest = ".".join(tt[i:])
     out: list[str] = []
     for t in dest.split("."):
+        idx = 0
         if t.startswith("{{") and t.endswith("}}"):
             inner = t[2:-2].strip()
-            if inner.lower().startswith("wildcard(") and inner.endswith(")"):
-                idx = int(inner[9:-1])
-                out.append(wild[idx - 1] if 0 < idx <= len(wild) else "")
-                continue
-            return ""
-        if t.startswith("$") and t[1:].isdigit():
+            if not (inner.lower().startswith("wildcard(") and inner.endswith(")")):
+                return ""
+            idx = int(inner[9:-1].strip())
+        elif t.startswith("$") and t[1:].isdigit():
             idx = int(t[1:])
-            out.append(wild[idx - 1] if 0 < idx <= len(wild) else "")
         elif t == ">":
-            out.append(wild[-1] if wild and st[-1] == ">" else "")
+            if not rest:
+                return ""
+            out.append(rest)
+            continue
         else:
             out.append(t)
+            continue
+        if not 0 < idx <= len(stars):
+            return ""
+        out.append(stars[idx - 1])
     return ".".join(out)
 

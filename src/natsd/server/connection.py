@@ -14,7 +14,10 @@ Limits, as nats-server:
 * pending output (our buffer + the transport's) above ``max_pending`` -> slow consumer: the
   connection is closed at once *without* an ``-ERR`` (the reference does not send one either:
   the client is not reading), counted in ``/varz`` ``slow_consumers``;
-* the transport stays paused (kernel buffer full) longer than ``write_deadline`` -> slow consumer;
+* our transport buffer above its high-water mark (``WRITE_HIGH_WATER``, at most half of
+  max_pending) -> the connection is *congested*: connections publishing to it are stalled
+  (their reading paused) until it drains, like the reference's stalled producers; congested
+  for longer than ``write_deadline`` -> slow consumer;
 * ``ping_interval``/``ping_max``: a PING every interval, ``-ERR 'Stale Connection'`` when more
   than ``ping_max`` are unanswered;
 * ``auth timeout``: no successful CONNECT within ``auth_timeout`` -> ``-ERR 'Authentication
@@ -127,7 +130,6 @@ class ClientConnection(asyncio.Protocol):
         self.pings_out = 0
         self.start_ns = server.clock.time_ns()
         self.last_activity_ns = self.start_ns
-        self.rtt_start = 0
         self.ip = ""
         self.port = 0
         self.prefix = f"cid:{self.cid} - "
@@ -167,6 +169,7 @@ class ClientConnection(asyncio.Protocol):
             self._auth_timer = clock.call_later(opts.auth_timeout_ns, self._auth_timeout)
         else:
             self.account = server.global_account
+            server.global_account.clients.add(self)
         if opts.ping_interval_ns > 0:
             self._ping_timer = clock.call_later(opts.ping_interval_ns, self._ping_tick)
         logger.debug("%sClient connection created", self.prefix)
@@ -519,6 +522,11 @@ class ClientConnection(asyncio.Protocol):
                 return
         hdr = b"NATS/1.0 503\r\nNats-Subject: " + subj_b + b"\r\n\r\n"
         self.send_raw(b"HMSG %s %s %d %d\r\n%s\r\n" % (reply, sub.sid, len(hdr), len(hdr), hdr))
+        # It counts as a delivery (old-style requests auto-unsubscribe after one message).
+        self.out_msgs += 1
+        sub.delivered += 1
+        if sub.max and sub.delivered >= sub.max:
+            self.remove_sub(sub)
 
     def on_sub(self, subj_b: bytes, queue_b: bytes | None, sid: bytes) -> None:
         subject = _decode(subj_b)

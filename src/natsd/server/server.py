@@ -91,6 +91,7 @@ class Server:
         self._stopped: asyncio.Event | None = None
         self.jetstream = None  # the JetStreamEngine when enabled and available
         self.config_loads = 0
+        self._ports_file = ""
 
     # -- properties ------------------------------------------------------------------------------
 
@@ -129,7 +130,18 @@ class Server:
     # -- start / stop ------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Bind the client (and monitoring) listeners, start JetStream, log the banner."""
+        """Bind the client (and monitoring) listeners, start JetStream, log the banner.
+
+        On failure (e.g. the port is taken) whatever was started is stopped again and the
+        error propagates.
+        """
+        try:
+            await self._start()
+        except BaseException:
+            await self.shutdown()
+            raise
+
+    async def _start(self) -> None:
         self.loop = asyncio.get_running_loop()
         opts = self.options
         self.start_time_ns = self.clock.time_ns()
@@ -159,9 +171,6 @@ class Server:
                 self._http_port = await self._monitor.start(opts.http_host or "0.0.0.0",
                                                             opts.http_port if opts.http_port > 0 else 0)
             except OSError:
-                self._listener.close()
-                await self._listener.wait_closed()
-                self._listener = None
                 self._monitor = None
                 raise
             logger.info("Starting http monitor on %s:%d", opts.http_host or "0.0.0.0", self._http_port)
@@ -171,6 +180,9 @@ class Server:
         self.running = True
 
     def _write_ports_file(self) -> None:
+        """``pid_file`` (the pid as text) and ``ports_file_dir``/natsd_<pid>.ports, a JSON
+        object ``{"nats": ["nats://h:p"], "monitoring": ["http://h:p"]}`` as the reference
+        writes it (named after the executable, so ``natsd_<pid>.ports`` here)."""
         opts = self.options
         if opts.pid_file:
             try:
@@ -178,6 +190,20 @@ class Server:
                     f.write(str(os.getpid()))
             except OSError as e:
                 logger.error("Could not write pidfile: %s", e)
+        if opts.ports_file_dir:
+            import json
+
+            host = self.client_url.split("//", 1)[1].rsplit(":", 1)[0]
+            ports = {"nats": [f"nats://{host}:{self._port}"]}
+            if self._http_port:
+                ports["monitoring"] = [f"http://{host}:{self._http_port}"]
+            path = os.path.join(opts.ports_file_dir, f"natsd_{os.getpid()}.ports")
+            try:
+                with open(path, "w") as f:
+                    json.dump(ports, f)
+                self._ports_file = path
+            except OSError as e:
+                logger.error("Error writing ports file %s: %s", path, e)
 
     async def _start_jetstream(self) -> None:
         opts = self.options
@@ -196,10 +222,21 @@ class Server:
                 js_accounts = [(GLOBAL_ACCOUNT, AccountJetStreamLimits())]
             logger.info("Starting JetStream")
             for name, limits in js_accounts:
+                if opts.system_account and name == opts.system_account:
+                    logger.warning("Not allowed to enable JetStream on the system account")
+                    continue
                 acc = self.get_account(name)
                 acc.ports = ServerPorts(acc)
                 acc.js_limits = limits
                 acc.jetstream = engine.enable_account(name, acc.ports, limits)
+            # Accounts without JetStream still get an answer on $JS.API (503, "JetStream not
+            # enabled for account") instead of no-responders, as the reference does.
+            disable = getattr(engine, "disable_account_api", None)
+            if disable is not None:
+                for acc in list(self.accounts.values()):
+                    if acc.jetstream is None:
+                        acc.ports = ServerPorts(acc)
+                        disable(acc.ports)
             r = engine.start()
             if hasattr(r, "__await__"):
                 await r
@@ -210,8 +247,8 @@ class Server:
 
     async def shutdown(self) -> None:
         """Stop accepting, close every client (queued output is flushed), stop JetStream."""
-        if not self.running and self._listener is None:
-            return
+        if not self.running and self._listener is None and self.jetstream is None and self._monitor is None:
+            return  # never started, or already shut down
         self.running = False
         logger.info("Initiating Shutdown...")
         if self._listener is not None:
@@ -232,6 +269,12 @@ class Server:
         if self._listener is not None:
             await self._listener.wait_closed()
             self._listener = None
+        if self._ports_file:
+            try:
+                os.remove(self._ports_file)
+            except OSError:
+                pass
+            self._ports_file = ""
         logger.info("Server Exiting..")
         if self._stopped is not None:
             self._stopped.set()
@@ -425,7 +468,8 @@ class Server:
         try:
             await self.start()
         except OSError as e:
-            logger.critical("Error listening on port: %s, %s", self.options.port, e)
+            # Bind failures (the common case) and store-directory errors from JetStream.
+            logger.critical("Error starting server: %s", e)
             return 1
         loop = asyncio.get_running_loop()
         tasks: set[asyncio.Task] = set()

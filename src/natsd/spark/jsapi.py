@@ -30,6 +30,7 @@ class StreamState:
     created: str
     duplicate_window_ns: int
     subjects: tuple[str, ...]
+    last_ts: str = ""  # RFC 3339 time of the last message ("" or 0001-01-01... when empty)
 
     @property
     def empty(self) -> bool:
@@ -49,7 +50,33 @@ def stream_state(conn: SyncConnection, name: str, timeout: float = 10.0) -> Stre
         created=str(info.get("created", "")),
         duplicate_window_ns=int(cfg.get("duplicate_window", 0) or 0),
         subjects=tuple(cfg.get("subjects") or ()),
+        last_ts=str(st.get("last_ts", "")),
     )
+
+
+def rfc3339_to_ns(text: str) -> int:
+    """Parse nats-server's RFC 3339 times (``2026-11-21T10:15:33.247906123Z``, any fraction) to Unix ns."""
+    from datetime import datetime, timezone
+
+    t = text.strip()
+    if not t:
+        return 0
+    frac_ns = 0
+    if t.endswith("Z"):
+        t = t[:-1] + "+00:00"
+    main, tz = t[:19], t[19:]
+    if tz.startswith("."):
+        digits = ""
+        i = 1
+        while i < len(tz) and tz[i].isdigit():
+            digits += tz[i]
+            i += 1
+        frac_ns = int((digits + "000000000")[:9])
+        tz = tz[i:]
+    dt = datetime.fromisoformat(main + (tz or "+00:00"))
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return int(dt.timestamp()) * 1_000_000_000 + frac_ns
 
 
 def stream_names(conn: SyncConnection, subject: str | None = None, timeout: float = 10.0) -> list[str]:

@@ -98,6 +98,10 @@ def plan_ranges(ranges: dict[str, tuple[int, int]], min_partitions: int) -> list
     total = sum(sizes.values())
     want = max(min_partitions, len(live))
     shares = {s: max(1, (want * sz) // total) for s, sz in sizes.items()}
+    # The floor of 1 per stream can overshoot; take the excess back from the biggest shares.
+    while sum(shares.values()) > want:
+        s = max((x for x in shares if shares[x] > 1), key=lambda x: (shares[x], x))
+        shares[s] -= 1
     # Hand out what integer division left over, largest remainder first.
     left = want - sum(shares.values())
     if left > 0:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import time
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
@@ -174,6 +174,10 @@ def read_range(opts: ConnectOptions, spec: RangeSpec):
                 )
         if st.last_seq < spec.lo:
             return
+        if st.last_seq < spec.hi:
+            # Nothing beyond last_seq existed at planning time; stop there instead of waiting for
+            # a pending count of 0 (new messages may keep arriving).
+            spec = replace(spec, hi=st.last_seq)
         yield from _PushRange(conn, spec).run()
     finally:
         conn.close()
@@ -196,12 +200,14 @@ class _PushRange:
         return inbox
 
     def _delete(self) -> None:
-        if self.consumer:
-            try:
+        """Stop deliveries and delete the consumer without waiting (inactive_threshold backs it up)."""
+        try:
+            self.conn.unsubscribe(self.sid)
+            if self.consumer:
                 self.conn.publish(f"$JS.API.CONSUMER.DELETE.{self.spec.stream}.{self.consumer}", b"")
-                self.conn.flush(2.0)
-            except (OSError, NatsError, TimeoutError):
-                pass  # inactive_threshold reaps it
+            self.conn.close_after_send()
+        except (OSError, NatsError):
+            pass
 
     def run(self):
         spec = self.spec
@@ -218,8 +224,9 @@ class _PushRange:
         resets = 0
         done = False
         created_ok = False
-        buf = conn.buf
+        buf = conn.buf[conn.pos :]
         conn.buf = b""
+        conn.pos = 0
         pos = 0
         sid_b = str(self.sid).encode()
         sock = conn.sock
@@ -284,7 +291,6 @@ class _PushRange:
                     if sseq >= hi or pend == 0:
                         done = True
                     elif bt.n >= batch_rows or len(bt.data_buf) >= _BATCH_BYTES:
-                        conn.buf = b""
                         yield bt.build()
                         idle_deadline = time.monotonic() + spec.fetch_timeout
                     continue
@@ -330,7 +336,6 @@ class _PushRange:
                 conn.send(b"PONG\r\n")
             elif line[:4] == b"-ERR":
                 raise NatsError(line.decode(errors="replace"))
-        conn.buf = buf[pos:]
         if bt.n:
             yield bt.build()
         self._delete()
@@ -361,21 +366,32 @@ class _PushRange:
 def first_seq_at_or_after(opts: ConnectOptions, stream: str, when_iso: str, filters: tuple[str, ...] = (), timeout: float = 10.0) -> int | None:
     """The first stream sequence stored at or after ``when_iso`` (RFC 3339), or None if none is.
 
-    Resolved with an ephemeral ``by_start_time`` push consumer and its first delivery, which works
-    on every JetStream server (no dependence on Direct Get options).
+    ``STREAM.INFO``'s ``last_ts`` says whether any message is that new; if one is, an ephemeral
+    ``by_start_time`` push consumer's first delivery names it. This works on every JetStream
+    server (no dependence on Direct Get). ``filters`` is accepted for symmetry but not applied:
+    a start sequence only has to bound the range, the reader applies the subject filter.
     """
+    from natsd.spark.jsapi import rfc3339_to_ns, stream_state
+
     with SyncConnection(opts).connect() as conn:
+        st = stream_state(conn, stream, timeout)
+        if st.messages == 0 or rfc3339_to_ns(st.last_ts) < rfc3339_to_ns(when_iso):
+            return None
         inbox = conn.inbox_prefix + ".t"
         conn.subscribe(inbox, sid=_DELIVER_SID)
-        cfg = _consumer_config(inbox, {"deliver_policy": "by_start_time", "opt_start_time": when_iso}, filters)
+        cfg = _consumer_config(inbox, {"deliver_policy": "by_start_time", "opt_start_time": when_iso}, ())
         reply = conn.new_reply()
         conn.publish(f"$JS.API.CONSUMER.CREATE.{stream}", json.dumps({"stream_name": stream, "config": cfg}).encode(), reply)
         deadline = time.monotonic() + timeout
         name = ""
         result: int | None = None
-        pending = None
-        while True:
-            op = conn.next_op(max(0.001, deadline - time.monotonic()))
+        while result is None or not name:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                if result is not None:
+                    break
+                raise TimeoutError(f"stream {stream}: no message delivered at or after {when_iso}")
+            op = conn.next_op(left)
             if op[0] != "MSG":
                 continue
             _, subj, sid, rep, hdr, body = op
@@ -384,21 +400,11 @@ def first_seq_at_or_after(opts: ConnectOptions, stream: str, when_iso: str, filt
                 if "error" in resp:
                     raise NatsError(f"consumer create on {stream} failed: {resp['error'].get('description')}")
                 name = resp.get("name", "")
-                pending = int(resp.get("num_pending", 0))
-                if pending == 0 and result is None:
-                    break
-            elif sid == _DELIVER_SID and rep.startswith(_ACK_PREFIX):
+            elif sid == _DELIVER_SID and rep.startswith(_ACK_PREFIX) and result is None:
                 t = rep.split(b".")
                 result = int(t[5]) if len(t) == 9 else int(t[7])
-                if name or pending is not None:
-                    break
-                # keep reading until the create reply names the consumer, for the delete
-            if result is not None and name:
-                break
+        conn.unsubscribe(_DELIVER_SID)
         if name:
             conn.publish(f"$JS.API.CONSUMER.DELETE.{stream}.{name}", b"")
-            try:
-                conn.flush(2.0)
-            except (OSError, NatsError, TimeoutError):
-                pass
+        conn.close_after_send()
         return result

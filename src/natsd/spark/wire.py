@@ -179,6 +179,7 @@ class SyncConnection:
         self.sock: socket.socket | None = None
         self.info: dict = {}
         self.buf = b""
+        self.pos = 0  # parse position in buf; consumed bytes are dropped only when refilling
         self.inbox_prefix = "_INBOX." + secrets.token_hex(11)
         self._next_sid = 2
         self._req_counter = 0
@@ -210,6 +211,7 @@ class SyncConnection:
                 pass
         self.sock = sock
         self.buf = b""
+        self.pos = 0
         line = self._read_line(self.opts.connect_timeout)
         if not line.startswith(b"INFO "):
             raise NatsError(f"expected INFO, got {line[:80]!r}")
@@ -270,6 +272,20 @@ class SyncConnection:
         """Flush nothing, just close: callers wanting delivery call :meth:`flush` first."""
         self._close_socket()
 
+    def close_after_send(self) -> None:
+        """Half-close (FIN after everything sent) then close, without reading what is queued.
+
+        Used after fire-and-forget requests (consumer deletes) while deliveries may still be
+        queued towards us: the server reads our last bytes before it sees the FIN, and we do not
+        parse megabytes of deliveries we no longer want just to see a PONG.
+        """
+        if self.sock is not None:
+            try:
+                self.sock.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+        self._close_socket()
+
     def __enter__(self):
         return self
 
@@ -286,16 +302,18 @@ class SyncConnection:
             raise TimeoutError("timed out waiting for the server") from exc
         if not chunk:
             raise NatsError("connection closed by the server")
-        self.buf = self.buf + chunk if self.buf else chunk
+        rest = self.buf[self.pos :]
+        self.buf = rest + chunk if rest else chunk
+        self.pos = 0
 
     def _read_line(self, timeout: float | None) -> bytes:
         while True:
-            i = self.buf.find(CRLF)
+            i = self.buf.find(CRLF, self.pos)
             if i >= 0:
-                line = self.buf[:i]
-                self.buf = self.buf[i + 2 :]
+                line = self.buf[self.pos : i]
+                self.pos = i + 2
                 return line
-            if len(self.buf) > _MAX_CONTROL_LINE * 16:
+            if len(self.buf) - self.pos > _MAX_CONTROL_LINE * 16:
                 raise NatsError("control line too long")
             self._fill(timeout)
 
@@ -327,11 +345,13 @@ class SyncConnection:
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            i = self.buf.find(CRLF)
+            pos = self.pos
+            buf = self.buf
+            i = buf.find(CRLF, pos)
             if i < 0:
                 self._fill(None if deadline is None else max(0.001, deadline - time.monotonic()))
                 continue
-            line = self.buf[:i]
+            line = buf[pos:i]
             head = line[:4]
             if head == b"HMSG" or head == b"MSG ":
                 parts = line.split(b" ")
@@ -352,12 +372,13 @@ class SyncConnection:
                     hlen = 0
                     tlen = int(tlen)
                 end = i + 2 + tlen
-                while len(self.buf) < end + 2:
+                if len(buf) < end + 2:
                     self._fill(None if deadline is None else max(0.001, deadline - time.monotonic()))
-                body = self.buf[i + 2 : end]
-                self.buf = self.buf[end + 2 :]
+                    continue
+                body = buf[i + 2 : end]
+                self.pos = end + 2
                 return ("MSG", subj, int(sid), reply, body[:hlen], body[hlen:])
-            self.buf = self.buf[i + 2 :]
+            self.pos = i + 2
             if line == b"PING":
                 self.send(b"PONG\r\n")
                 continue

@@ -495,7 +495,8 @@ def check_delete(factory: StoreFactory) -> None:
 
 class Model:
     """A deliberately simple reference implementation (dict by sequence) of the semantics the
-    random test exercises: discard-old limits, deletes, purges, compact, skip and max_age."""
+    random test exercises: discard-old limits, deletes, purges, compact, truncate, skip and
+    max_age."""
 
     def __init__(self, config: StoreConfig, size: Callable[[str, bytes | None, bytes], int]) -> None:
         self.cfg = config
@@ -567,6 +568,14 @@ class Model:
             self.first = self.last + 1
         return len(doomed)
 
+    def truncate(self, seq: int) -> None:
+        if seq >= self.last:
+            return
+        for s in [s for s in self.msgs if s > seq]:
+            del self.msgs[s]
+        self.last = seq
+        self._fix_first()
+
     def expire(self, now: int) -> int:
         if self.cfg.max_age_ns <= 0:
             return 0
@@ -598,6 +607,8 @@ def random_ops(rng: random.Random, n: int) -> list[tuple]:
             ops.append(("compact", rng.randrange(80)))
         elif r < 0.83:
             ops.append(("purge",))
+        elif r < 0.85:
+            ops.append(("trunc", rng.randrange(6)))
         elif r < 0.93:
             ops.append(("tick", rng.randrange(1, 4)))
         else:
@@ -617,6 +628,7 @@ def model_ops():
         st.tuples(st.just("compact"), st.integers(0, 80)),
         st.tuples(st.just("purge")),
         st.tuples(st.just("tick"), st.integers(1, 3)),
+        st.tuples(st.just("trunc"), st.integers(0, 5)),
         st.tuples(st.just("restart")),
     )
     return st.lists(op, max_size=60)
@@ -708,6 +720,10 @@ def run_model_ops(factory: StoreFactory, ops: list[tuple], config: StoreConfig |
                     assert store.compact(seq) == model.compact(seq)
             elif kind == "purge":
                 assert store.purge() == model.purge()
+            elif kind == "trunc":
+                seq = max(model.last - op[1], model.first - 1)
+                store.truncate(seq)
+                model.truncate(seq)
             elif kind == "tick":
                 clock.advance(op[1] * SEC)
                 assert store.expire(clock.time_ns()) == model.expire(clock.time_ns())

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
-
 from natsd.clock import ManualClock
 from natsd.jetstream.api.consumers import create_consumer, register
 from natsd.jetstream.api.errors import ApiErrors
@@ -252,7 +250,3 @@ def test_harness_api_info_round_trip() -> None:
     assert info["num_pending"] == 1 and info["config"]["max_waiting"] == 512
     assert json.dumps(info)  # plain JSON
 
-
-@pytest.fixture
-def harness() -> Harness:
-    return Harness()

@@ -198,3 +198,34 @@ def test_ephemeral_default_threshold_is_5s() -> None:
     assert c.name in h.stream.consumers
     h.advance(3 * SEC)
     assert c.name not in h.stream.consumers
+
+
+def test_no_wait_behind_queued_requests_is_408_requests_pending() -> None:
+    h = Harness()
+    h.pub("orders.1", "a", n=3)
+    h.consumer(durable_name="C", ack_policy="explicit", max_ack_pending=1)
+    assert len(data(h.pull("C", {"batch": 1, "expires": 10 * SEC}))) == 1
+    waiting = h.pull("C", {"batch": 5, "expires": 10 * SEC})  # stalled by max_ack_pending
+    assert waiting.msgs == []
+    c = h.pull("C", {"batch": 1, "no_wait": True})
+    assert statuses(c) == ["NATS/1.0 408 Requests Pending"]
+
+
+def test_required_api_level_header_is_412() -> None:
+    h = Harness()
+    h.consumer(durable_name="C", ack_policy="explicit")
+    inbox = h.ports.client_subscribe("_INBOX.lvl")
+    h.ports.publish("$JS.API.CONSUMER.MSG.NEXT.ORDERS.C", "_INBOX.lvl", b"NATS/1.0\r\nNats-Required-Api-Level: 99\r\n\r\n", b"")
+    h.clock.run_soon()
+    assert statuses(inbox) == ["NATS/1.0 412 Required Api Level"]
+
+
+def test_num_waiting_and_pending_in_info() -> None:
+    h = Harness()
+    c = h.consumer(durable_name="C", ack_policy="explicit")
+    h.pull("C", {"batch": 2, "expires": 10 * SEC})
+    h.pull("C", {"batch": 2, "expires": 10 * SEC})
+    assert c.info()["num_waiting"] == 2
+    h.pub("orders.1", "a", n=3)
+    info = c.info()
+    assert info["num_waiting"] == 1 and info["num_pending"] == 0 and info["num_ack_pending"] == 3

@@ -119,3 +119,34 @@ def test_ephemeral_and_mem_storage_consumers_are_not_persisted(tmp_path) -> None
     h.consumer(durable_name="mem", ack_policy="explicit", mem_storage=True)
     h.consumer(durable_name="disk", ack_policy="explicit")
     assert h.store.consumer_names() == ["disk"]
+
+
+def test_deliver_new_durable_keeps_messages_published_while_down(tmp_path) -> None:
+    h = Harness(store_dir=str(tmp_path))
+    h.consumer(durable_name="n", ack_policy="explicit", deliver_policy="new")
+    h.restart()
+    h.pub("orders.1", "after restart")
+    h.restart()
+    msgs = data(h.pull("n", {"batch": 5, "expires": SEC}))
+    assert [m.payload for m in msgs] == [b"after restart"]
+
+
+def test_ack_state_reaches_disk_within_100ms_without_stop(tmp_path) -> None:
+    """kill -9 semantics: copy the store directory while running and recover from the copy."""
+    import shutil
+
+    from natsd.store.base import StoreConfig
+    from natsd.store.file import FileStreamStore
+    h = Harness(store_dir=str(tmp_path / "live"))
+    h.pub("orders.1", "a", n=4)
+    h.consumer(durable_name="d", ack_policy="explicit")
+    for m in data(h.pull("d", {"batch": 3, "expires": SEC})):
+        h.ack(m)
+    h.store.flush()
+    h.advance(100 * MS)
+    shutil.copytree(tmp_path / "live", tmp_path / "copy")
+    st = FileStreamStore(StoreConfig(name="ORDERS", subjects=["orders.>"]), h.clock, str(tmp_path / "copy"))
+    cs = st.consumer_store("d", None)
+    s = cs.state()
+    assert (s.ack_floor.stream_seq, s.delivered.stream_seq) == (3, 3)
+    st.stop()

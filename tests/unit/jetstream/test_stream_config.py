@@ -266,3 +266,24 @@ def test_unused():
     # The error namespace raises AttributeError for names not in the table.
     with pytest.raises(AttributeError):
         ApiErrors.NOT_A_REAL_ERROR  # noqa: B018
+
+
+def test_dedupe_rebuilt_lazily_after_restart(tmp_path):
+    env = JsEnv(str(tmp_path))
+    try:
+        env.create("F", storage="file")
+        env.pub("f.a", b"1", {"Nats-Msg-Id": "one"})
+        env.pub("f.a", b"2")
+        env.restart()
+        stream = env.account.streams["F"]
+        reads = []
+        orig = stream.store.load_prev_msg
+        stream.store.load_prev_msg = lambda seq: (reads.append(seq), orig(seq))[1]
+        assert env.pub("f.a", b"3") == {"stream": "F", "seq": 3}
+        assert reads == []  # no msg id involved: nothing read back
+        assert env.pub("f.a", b"1", {"Nats-Msg-Id": "one"}) == {"stream": "F", "seq": 1, "duplicate": True}
+        assert reads  # the first msg id triggered the rebuild
+        r = env.pub("f.a", b"x", {"Nats-Expected-Last-Msg-Id": "one"})
+        assert r["error"]["description"] == "wrong last msg ID: "
+    finally:
+        env.stop()

@@ -338,3 +338,12 @@ def test_header_scan_ignores_application_headers(env):
     hdr = b"NATS/1.0\r\nX-Nats-Msg-Id: abc\r\n\r\n"
     assert json.loads(env.raw_pub_reply("orders.a", b"x", hdr))["seq"] == 1
     assert json.loads(env.raw_pub_reply("orders.a", b"x", hdr))["seq"] == 2
+
+
+def test_subject_transform_applied_before_storing(env):
+    mk(env, "TR", subjects=["tr.*.*"], subject_transform={"src": "tr.*.*", "dest": "tr.{{wildcard(2)}}.{{wildcard(1)}}"})
+    assert env.pub("tr.a.b") == {"stream": "TR", "seq": 1}
+    assert env.account.streams["TR"].store.load_msg(1).subject == "tr.b.a"
+    out = env.api("$JS.API.STREAM.CREATE.T2", {"name": "T2", "storage": "memory", "subjects": ["t2.*"],
+                                               "subject_transform": {"src": "t2.*", "dest": "x.{{partition(3,1)}}"}})
+    assert out["error"]["err_code"] == 10156

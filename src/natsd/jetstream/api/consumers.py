@@ -189,11 +189,17 @@ def recover_consumer(stream: Any, name: str) -> Consumer | None:
     cfg = ConsumerConfig.from_json(meta["config"])
     created = parse_time(meta["created"]) if meta.get("created") else stream.clock.time_ns()
     state: ConsumerState = cs.state()
-    fresh = state.delivered.stream_seq == 0 and state.delivered.consumer_seq == 0 and not state.pending
+    # A durable that never delivered anything and starts "last per subject" picks its start
+    # again; every other consumer resumes exactly where its persisted state says (creation
+    # wrote delivered.stream_seq = start - 1, so "new" does not skip what arrived meanwhile).
+    fresh = (state.delivered.stream_seq == 0 and state.delivered.consumer_seq == 0 and not state.pending
+             and cfg.deliver_policy == "last_per_subject")
     o = Consumer(stream, cfg, name, created, store=cs, state=None if fresh else state)
     stream.consumers[name] = o
     if fresh:
         o.select_start()
+    else:
+        o.clamp_to_stream()
     o.start()
     return o
 

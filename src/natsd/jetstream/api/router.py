@@ -105,8 +105,15 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 def dumps(obj: Any) -> bytes:
-    """Compact JSON as the reference writes it (no spaces, UTF-8 kept as is)."""
-    return _ENCODER.encode(obj).encode()
+    """Compact JSON as the reference writes it: no spaces, UTF-8 kept as is, and Go's
+    HTML-safe escapes (``<`` ``>`` ``&`` as ``\u003c`` ``\u003e`` ``\u0026``, U+2028/9), so
+    ``"subjects":["orders.>"]`` reads ``"orders.\u003e"`` byte for byte like nats-server. Those
+    characters can only occur inside JSON strings, so a plain replace is exact."""
+    s = _ENCODER.encode(obj)
+    if "<" in s or ">" in s or "&" in s or "\u2028" in s or "\u2029" in s:
+        s = (s.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+    return s.encode()
 
 
 def resp(type_name: str, body: dict | None = None) -> dict:
@@ -170,7 +177,15 @@ class ApiRequest:
 
     @property
     def is_empty(self) -> bool:
-        return not self.payload or not self.payload.strip()
+        """The reference's isEmptyRequest: no bytes, or a JSON object with no fields (``{}``)."""
+        body = self.payload
+        if not body or body == b"{}":
+            return True
+        try:
+            val = json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            return False
+        return isinstance(val, dict) and not val
 
     def header(self, name: str) -> str | None:
         """Value of request header ``name`` (case-insensitive), or None."""

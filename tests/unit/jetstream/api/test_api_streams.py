@@ -136,7 +136,6 @@ def test_unsupported_features_are_refused_not_ignored(env):
     create(env, "O1")
     for body in ({"name": "M1", "mirror": {"name": "O1"}},
                  {"name": "M2", "sources": [{"name": "O1"}], "subjects": ["zz"]},
-                 {"name": "M3", "subjects": ["s2.*"], "subject_transform": {"src": "s2.*", "dest": "x.{{wildcard(1)}}"}},
                  {"name": "M7", "allow_msg_counter": True},
                  {"name": "M8", "persist_mode": "async"}):
         out = env.api(f"$JS.API.STREAM.CREATE.{body['name']}", {**body, "storage": "file"})
@@ -302,26 +301,21 @@ def test_unknown_api_subject_gets_no_reply(env):
     assert env.api("$JS.API.STREAM.NOPE") is None
 
 
-def test_advisories_only_when_someone_listens(env):
+def test_advisories_only_when_someone_listens(env, monkeypatch):
+    import natsd.jetstream.api.streams as streams_mod
     built = []
-    import natsd.jetstream.advisories as adv
-    orig = adv.stream_action
+    orig = streams_mod.stream_action
 
     def spy(*a):
         built.append(a)
         return orig(*a)
-    adv_mod_fn = "natsd.jetstream.api.streams.stream_action"
-    import natsd.jetstream.api.streams as streams_mod
-    streams_mod.stream_action = spy
-    try:
-        create(env, "Q1")
-        assert built == []  # nobody listening: nothing built
-        sub = env.ports.client_subscribe("$JS.EVENT.ADVISORY.>")
-        create(env, "Q2")
-        env.api("$JS.API.STREAM.DELETE.Q2")
-    finally:
-        streams_mod.stream_action = orig
-    del adv_mod_fn
+    monkeypatch.setattr(streams_mod, "stream_action", spy)
+    create(env, "Q1")
+    assert built == []  # nobody listening: the advisory is not even built
+    sub = env.ports.client_subscribe("$JS.EVENT.ADVISORY.>")
+    create(env, "Q2")
+    env.api("$JS.API.STREAM.DELETE.Q2")
+    assert len(built) == 2
     created = [m.json() for m in sub.msgs if m.subject == "$JS.EVENT.ADVISORY.STREAM.CREATED.Q2"]
     assert created and created[0]["type"] == "io.nats.jetstream.advisory.v1.stream_action"
     assert created[0]["action"] == "create" and created[0]["stream"] == "Q2"
@@ -344,3 +338,18 @@ def test_account_without_jetstream_gets_10039(env):
                     "error": {"code": 503, "err_code": 10039, "description": "JetStream not enabled for account"}}]
     reply = other.request("$JS.API.STREAM.INFO.X", b"")
     assert [m.json()["error"]["err_code"] for m in inbox.msgs if m.subject == reply] == [10039]
+
+
+def test_json_bytes_use_go_html_safe_escapes(env):
+    reply = env.ports.request("$JS.API.STREAM.CREATE.GT", {"name": "GT", "subjects": ["gt.>"], "storage": "memory"})
+    env.clock.run_soon()
+    raw = env.replies(reply)[-1].payload
+    assert b'"subjects":["gt.\\u003e"]' in raw and b">" not in raw
+
+
+def test_empty_request_means_no_bytes_or_empty_object(env):
+    create(env)
+    assert env.api("$JS.API.STREAM.MSG.DELETE.SAMPLE", b"{}")["error"]["err_code"] == 10003
+    assert env.api("$JS.API.STREAM.MSG.GET.SAMPLE", b" { } ")["error"]["err_code"] == 10003
+    assert env.api("$JS.API.STREAM.DELETE.SAMPLE", b" ")["error"]["err_code"] == 10038
+    assert env.api("$JS.API.STREAM.DELETE.SAMPLE", b"{}")["success"] is True

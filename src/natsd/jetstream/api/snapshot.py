@@ -1,0 +1,211 @@
+"""``$JS.API.STREAM.SNAPSHOT.<stream>`` and ``$JS.API.STREAM.RESTORE.<stream>``.
+
+Requests are checked in the reference's order (``jsStreamSnapshotRequest`` /
+``jsStreamRestoreRequest``) so the same bad request gets the same error; the transfers
+themselves are :class:`natsd.jetstream.snapshot.SnapshotSender` and
+:class:`natsd.jetstream.snapshot.RestoreReceiver`.
+
+Snapshot request ``{"deliver_subject", "no_consumers"?, "chunk_size"?, "window_size"?, "jsck"?}``
+-> reply ``{"type": "io.nats.jetstream.api.v1.stream_snapshot_response", "config", "state"}``, then
+the chunks on ``deliver_subject``. Restore request ``{"config", "state"}`` -> reply
+``{"type": "io.nats.jetstream.api.v1.stream_restore_response", "deliver_subject":
+"$JS.SNAPSHOT.RESTORE.<stream>.<id>"}``, then the upload (see the transfer classes).
+
+While a snapshot of a stream is being sent, ``$JS.API.STREAM.UPDATE.<stream>`` is refused with
+10069 "stream snapshot in progress" (the backup's config may not change under it).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from natsd.jetstream.api.errors import ApiErrors
+from natsd.jetstream.api.router import ApiRequest, ApiRouter, resp
+from natsd.jetstream.api.templates import is_empty_request
+from natsd.jetstream.snapshot import RestoreReceiver, SnapshotSender, snapshot_in_progress
+
+if TYPE_CHECKING:  # pragma: no cover
+    from natsd.jetstream.manager import JsAccount
+
+__all__ = ["setup_account", "register", "snapshot_request", "restore_request"]
+
+log = logging.getLogger("natsd.jetstream.api.snapshot")
+
+_UPDATE = "$JS.API.STREAM.UPDATE.*"
+
+
+def _transfers(acct: Any) -> set:
+    t = getattr(acct, "_natsd_transfers", None)
+    if t is None:
+        t = set()
+        acct._natsd_transfers = t
+    return t
+
+
+def _valid_publish_subject(s: Any) -> bool:
+    if not isinstance(s, str) or not s:
+        return False
+    for tok in s.split("."):
+        if not tok or tok in ("*", ">") or any(c in tok for c in " \t\r\n"):
+            return False
+    return True
+
+
+def _uint(body: dict, key: str, gotype: str) -> int:
+    v = body.get(key)
+    if v is None:
+        return 0
+    if isinstance(v, bool) or not isinstance(v, int):
+        kind = {str: "string", bool: "bool", float: "number", list: "array", dict: "object"}.get(type(v), "value")
+        raise ApiErrors.INVALID_JSON(
+            err=f"json: cannot unmarshal {kind} into Go struct field "
+                f"JSApiStreamSnapshotRequest.{key} of type {gotype}")
+    return v
+
+
+def snapshot_request(req: ApiRequest) -> dict | None:
+    acct = req.account
+    if is_empty_request(req.payload):
+        raise ApiErrors.BAD_REQUEST()
+    name = req.tokens[4] if len(req.tokens) > 4 else ""
+    stream = acct.lookup_stream(name)
+    body = req.json()
+    deliver = body.get("deliver_subject")
+    if not _valid_publish_subject(deliver):
+        raise ApiErrors.SNAPSHOT_DELIVER_SUBJECT_INVALID()
+    chunk = _uint(body, "chunk_size", "int")
+    window = _uint(body, "window_size", "int")
+    include_consumers = body.get("no_consumers") is not True
+    state, _, _, _ = stream.state_json()
+    if not include_consumers:
+        state["consumer_count"] = 0
+    transfers = _transfers(acct)
+    sender: SnapshotSender | None = None
+
+    def done(err: str) -> None:
+        transfers.discard(sender)
+        if err:
+            log.warning("Snapshot for stream '%s > %s' failed: %s", acct.name, name, err)
+        else:
+            log.info("Completed snapshot for stream '%s > %s'", acct.name, name)
+        _advisory(acct, f"$JS.EVENT.ADVISORY.STREAM.SNAPSHOT_COMPLETE.{name}", "snapshot_complete",
+                  {"stream": name, "start": start, "end": _now(acct), **({"error": err} if err else {})})
+
+    start = _now(acct)
+    sender = SnapshotSender(stream, deliver, chunk, window, include_consumers, state, on_done=done)
+    transfers.add(sender)
+    reply = resp("stream_snapshot_response", {"config": stream.config.to_json(), "state": state})
+    # The reply goes out first (the router sends what we return); the chunks start next turn.
+    log.info("Starting snapshot for stream '%s > %s'", acct.name, name)
+    acct.clock.call_soon(sender.start)
+    _advisory(acct, f"$JS.EVENT.ADVISORY.STREAM.SNAPSHOT_CREATE.{name}", "snapshot_create",
+              {"stream": name, "state": state})
+    return reply
+
+
+def restore_request(req: ApiRequest) -> dict:
+    from natsd.jetstream.models import StreamConfig
+    from natsd.jetstream.policies import check_stream_config
+
+    acct = req.account
+    if is_empty_request(req.payload):
+        raise ApiErrors.BAD_REQUEST()
+    body = req.json()
+    name = req.tokens[4] if len(req.tokens) > 4 else ""
+    raw_cfg = body.get("config") or {}
+    if not isinstance(raw_cfg, dict):
+        raise ApiErrors.INVALID_JSON(err="json: cannot unmarshal into Go struct field "
+                                         "JSApiStreamRestoreRequest.config of type server.StreamConfig")
+    cfg = StreamConfig.from_json(raw_cfg)
+    if not cfg.name:
+        cfg.name = name
+    if cfg.name != name:
+        raise ApiErrors.STREAM_MISMATCH()
+    if "\\" in name or "/" in name:
+        raise ApiErrors.STREAM_NAME_CONTAINS_PATH_SEPARATORS()
+
+    def get(n: str):
+        s = acct.streams.get(n)
+        return s.config if s else None
+
+    ccfg = check_stream_config(cfg, False, get)
+    acct.check_new_stream_limits(ccfg)
+    if name in acct.streams or any(isinstance(t, RestoreReceiver) and t.name == name for t in _transfers(acct)):
+        raise ApiErrors.STREAM_NAME_EXIST_RESTORE_FAILED()
+    # Replicas, subject overlap and unsupported features are checked when the stream is added
+    # (first archive entry), failing the upload with 10062 "restore failed: error adding
+    # stream: ..." as the reference does.
+    transfers = _transfers(acct)
+    start = _now(acct)
+    receiver: RestoreReceiver | None = None
+
+    def done(err: str) -> None:
+        transfers.discard(receiver)
+        adv: dict = {"stream": name, "start": start, "end": _now(acct), "bytes": receiver.bytes if receiver else 0}
+        if err:
+            adv["error"] = err
+        _advisory(acct, f"$JS.EVENT.ADVISORY.STREAM.RESTORE_COMPLETE.{name}", "restore_complete", adv)
+
+    receiver = RestoreReceiver(acct, ccfg, on_done=done)
+    transfers.add(receiver)
+    log.info("Starting restore for stream '%s > %s'", acct.name, name)
+    _advisory(acct, f"$JS.EVENT.ADVISORY.STREAM.RESTORE_CREATE.{name}", "restore_create", {"stream": name})
+    subject = receiver.start()
+    return resp("stream_restore_response", {"deliver_subject": subject})
+
+
+def _now(acct: Any) -> str:
+    from natsd.jetstream.models import rfc3339
+    return rfc3339(acct.clock.time_ns())
+
+
+def _advisory(acct: Any, subject: str, kind: str, body: dict) -> None:
+    send = getattr(acct, "send_advisory", None)
+    if send is None:
+        return
+
+    def build() -> dict:
+        from natsd.jetstream.advisories import _typed  # type: ignore[attr-defined]
+        adv = _typed(acct, "io.nats.jetstream.advisory.v1." + kind)
+        adv.update(body)
+        if acct.engine.domain:
+            adv["domain"] = acct.engine.domain
+        return adv
+
+    send(subject, build)
+
+
+def register(router: ApiRouter) -> None:
+    """Install the handlers (replacing the "not supported" placeholders) and guard UPDATE."""
+    router.register("$JS.API.STREAM.SNAPSHOT.*", snapshot_request)
+    router.register("$JS.API.STREAM.RESTORE.*", restore_request)
+    orig = router.patterns.get(_UPDATE)
+    if orig is not None and not getattr(orig, "_snapshot_guard", False):
+        def guarded_update(req: ApiRequest) -> dict | None:
+            name = req.tokens[4] if len(req.tokens) > 4 else ""
+            s = req.account.streams.get(name)
+            if s is not None and snapshot_in_progress(s):
+                raise ApiErrors.STREAM_UPDATE(err="stream snapshot in progress")
+            return orig(req)
+
+        guarded_update._snapshot_guard = True  # type: ignore[attr-defined]
+        guarded_update._template_guard = getattr(orig, "_template_guard", False)  # type: ignore[attr-defined]
+        router.register(_UPDATE, guarded_update)
+
+
+def setup_account(js_account: "JsAccount") -> None:
+    """Register the snapshot/restore handlers on ``js_account.router`` and remove upload
+    directories of restores a crash interrupted. Idempotent."""
+    from natsd.jetstream.snapshot import remove_stale_restores
+
+    register(js_account.router)
+    if not getattr(js_account, "_natsd_snapshot_setup", False):
+        js_account._natsd_snapshot_setup = True
+        remove_stale_restores(js_account)
+
+
+def cancel_all(js_account: "JsAccount") -> None:
+    """Abort every transfer of the account (call before stopping it)."""
+    for t in list(_transfers(js_account)):
+        t.cancel()

@@ -1,0 +1,77 @@
+"""natsctl value parsing and formatting: durations, sizes, numbers, templates (no sockets)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from natsd.cli.common import (
+    UsageError, comma, format_duration, human_bytes, parse_duration, parse_size, parse_time,
+)
+from natsd.cli.pubsub import render_template
+
+S = 1_000_000_000
+
+
+@pytest.mark.parametrize("text,ns", [
+    ("1y", 365 * 86400 * S), ("2y", 2 * 365 * 86400 * S), ("1d", 86400 * S), ("1h", 3600 * S), ("1m", 60 * S),
+    ("10s", 10 * S), ("1h30m", 5400 * S), ("500ms", S // 2), ("1.5s", 3 * S // 2), ("250us", 250_000),
+    ("2w", 14 * 86400 * S), ("1M", 30 * 86400 * S), ("-1", 0), ("0", 0), ("unlimited", 0), ("30", 30 * S),
+])
+def test_parse_duration(text, ns):
+    assert parse_duration(text) == ns
+
+
+@pytest.mark.parametrize("bad", ["1x", "h1", "1h-", "abc", "1.h"])
+def test_parse_duration_rejects(bad):
+    with pytest.raises(UsageError, match="invalid"):
+        parse_duration(bad, flag="--max-age")
+
+
+@pytest.mark.parametrize("ns,text", [
+    (365 * 86400 * S, "8760h0m0s"), (2 * 365 * 86400 * S, "17520h0m0s"), (86400 * S, "24h0m0s"),
+    (30 * S, "30s"), (120 * S, "2m0s"), (3 * S // 2, "1.5s"), (S // 2, "500ms"), (0, "0s"), (1500, "1.5µs"),
+    (999, "999ns"),
+])
+def test_format_duration_is_gos(ns, text):
+    assert format_duration(ns) == text
+
+
+@pytest.mark.parametrize("text,n", [
+    ("-1", -1), ("1024", 1024), ("1KB", 1000), ("1KiB", 1024), ("1MiB", 1024**2), ("10GiB", 10 * 1024**3),
+    ("512M", 512 * 1000**2), ("1.5kb", 1500), (2048, 2048),
+])
+def test_parse_size(text, n):
+    assert parse_size(text) == n
+
+
+def test_parse_size_rejects():
+    with pytest.raises(UsageError, match="--max-bytes"):
+        parse_size("lots", flag="--max-bytes")
+
+
+@pytest.mark.parametrize("n,text", [(0, "0 B"), (147, "147 B"), (1024, "1 KiB"), (1536, "1.5 KiB"),
+                                    (10 * 1024**3, "10 GiB")])
+def test_human_bytes(n, text):
+    assert human_bytes(n) == text
+
+
+def test_comma_and_time():
+    assert comma(1_000_001) == "1,000,001"
+    t = parse_time("2026-11-21T09:54:49.787067136Z")
+    assert t is not None and (t.year, t.microsecond) == (2026, 787067)
+    assert parse_time("0001-01-01T00:00:00Z") is None
+
+
+def test_templates():
+    assert render_template("order {{Count}}", 7) == "order 7"
+    assert render_template("{{.Count}}-{{ Count }}", 3) == "3-3"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", render_template("{{TimeStamp}}", 1))
+    assert render_template("{{Unix}}", 1).isdigit() and len(render_template("{{UnixNano}}", 1)) >= 19
+    r = render_template("{{Random 3 5}}", 1)
+    assert 3 <= len(r) <= 5 and r.isalpha()
+    assert render_template("{{ID}}", 1) != render_template("{{ID}}", 1)
+    assert render_template("re: {{Request}}", 1, request="ping") == "re: ping"
+    assert render_template("{{Unknown}} stays", 1) == "{{Unknown}} stays"
+    assert render_template("no template", 1) == "no template"
