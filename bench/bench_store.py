@@ -4,6 +4,7 @@ Not part of the test suite; prints numbers. Run:
 
     .venv/bin/python bench/bench_store.py                 # defaults: 200k msgs, 1M for the open test
     .venv/bin/python bench/bench_store.py --msgs 100000 --open-msgs 1000000 --size 128
+    .venv/bin/python bench/bench_store.py --skip-open --reference   # + whole-server restart vs nats-server
 
 The "open" figures are measured in a fresh child process (time to open_stream_store() and its
 peak RSS), once with index.db (normal restart) and once without (full scan fallback).
@@ -129,6 +130,66 @@ def _child_rss_baseline() -> float:
     return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
 
 
+def _wait_stream(url: str, n: int, deadline: float) -> float:
+    """Seconds until STREAM.INFO BENCH answers with ``n`` messages (polling a raw connection)."""
+    import json
+    import socket
+
+    host, port = url.rsplit("/", 1)[-1].split(":")
+    t0 = time.perf_counter()
+    while time.perf_counter() < deadline:
+        try:
+            with socket.create_connection((host, int(port)), timeout=2) as sock:
+                sock.recv(4096)
+                sock.sendall(b'CONNECT {"verbose":false,"headers":true,"no_responders":true}\r\n'
+                             b"SUB _INBOX.bench 1\r\nPUB $JS.API.STREAM.INFO.BENCH _INBOX.bench 0\r\n\r\n")
+                buf = b""
+                while b"}\r\n" not in buf:
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        break
+                    buf += chunk
+                body = buf[buf.find(b"{"): buf.rfind(b"}") + 1]
+                if body and json.loads(body).get("state", {}).get("messages") == n:
+                    return time.perf_counter() - t0
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.02)
+    raise RuntimeError("server did not recover the stream in time")
+
+
+def bench_restart_vs_reference(n: int, size: int) -> None:
+    """Publish ``n`` messages with jsbench into natsd and nats-server, restart each on its store
+    and time until STREAM.INFO reports every message; RSS after recovery."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import run  # bench/run.py: server processes and the jsbench driver
+
+    if not run.JSBENCH.exists():
+        print("  (bench/bin/jsbench missing: run `make bench` once to build it)")
+        return
+    results = {}
+    for kind in ("nats-server", "natsd"):
+        srv = run.ServerProc(kind)
+        try:
+            rate = run.run_jsbench(srv.url, "jspub", n, size, timeout=1800)
+            srv.proc.terminate()
+            srv.proc.wait(60)
+            args = srv.proc.args
+            t0 = time.perf_counter()
+            srv.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            run.wait_port(srv.port, timeout=120)
+            _wait_stream(srv.url, n, time.perf_counter() + 300)
+            secs = time.perf_counter() - t0
+            results[kind] = (secs, srv.rss_mb(), rate)
+            print(f"  {kind:<11} publish {rate or 0:>9,.0f} msgs/s   restart to STREAM.INFO {secs:6.2f} s   "
+                  f"RSS {results[kind][1]:6.1f} MB")
+        finally:
+            srv.stop()
+    if len(results) == 2:
+        a, b = results["natsd"], results["nats-server"]
+        print(f"  ratio natsd/nats-server: restart time {a[0] / b[0]:.2f}x   RSS {a[1] / b[1]:.2f}x")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--msgs", type=int, default=200_000)
@@ -137,6 +198,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=100, help="messages per flush (one loop turn)")
     ap.add_argument("--dir", default=None, help="where file stores go (default: a temp dir)")
     ap.add_argument("--skip-open", action="store_true")
+    ap.add_argument("--reference", action="store_true",
+                    help="also restart natsd and nats-server on an --open-msgs stream (needs jsbench)")
     args = ap.parse_args()
     root = tempfile.mkdtemp(prefix="bench_store_", dir=args.dir)
     try:
@@ -152,6 +215,9 @@ def main() -> None:
         if not args.skip_open:
             print(f"open a {args.open_msgs:,}-message file store:")
             bench_open(args.open_msgs, args.size, root)
+        if args.reference:
+            print(f"restart with a {args.open_msgs:,}-message file stream, natsd vs nats-server:")
+            bench_restart_vs_reference(args.open_msgs, args.size)
         print(f"(this process peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB)")
     finally:
         shutil.rmtree(root, ignore_errors=True)

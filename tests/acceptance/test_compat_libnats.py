@@ -24,7 +24,7 @@ from tests.compat.harness import ScenarioRunner, assert_ok, get, kinds
 pytestmark = [pytest.mark.acceptance, pytest.mark.timeout(180)]
 
 C_DIR = Path(__file__).resolve().parents[1] / "compat" / "c"
-PROGRAMS = ("core", "js_pull", "js_async_push", "kv")
+PROGRAMS = ("core", "js_pull", "js_async_push", "kv", "js_extras")
 
 
 def _libnats_flags() -> list[str]:
@@ -32,7 +32,7 @@ def _libnats_flags() -> list[str]:
     pkg = shutil.which("pkg-config")
     if cc is None or pkg is None:
         pytest.skip("no C compiler or pkg-config on this machine")
-    proc = subprocess.run([pkg, "--cflags", "--libs", "libnats"], capture_output=True, text=True)
+    proc = subprocess.run([pkg, "--cflags", "--libs", "libnats"], capture_output=True, text=True, timeout=30)
     if proc.returncode != 0:
         pytest.skip(f"libnats-dev not installed (pkg-config: {proc.stderr.strip()[:200]})")
     return [cc, *shlex.split(proc.stdout)]
@@ -66,6 +66,15 @@ def test_core_pubsub_request(libnats, kind):
     assert res["largeOk"] is True
     assert res["noResponders"] is True
     assert res["autoUnsub"] == 2
+
+
+@pytest.mark.parametrize("kind", kinds())
+def test_core_verbose_pedantic_no_echo_old_requests(libnats, kind):
+    res = libnats.result("core", kind, jetstream=False)
+    assert_ok(res)
+    # verbose+pedantic connection (+OK after each op), one inbox SUB + UNSUB 1 per old-style request.
+    assert res["oldStyleReplies"] == 5
+    assert (res["noEchoPeerGot"], res["noEchoSelfGot"]) == (True, False)
 
 
 # ------------------------------------------------------------------------------- JetStream pull
@@ -169,3 +178,56 @@ def test_kv_delete_keys_history(libnats, kind):
         {"key": "k1", "value": "v1b", "rev": 4, "op": "PUT"},
     ]
     assert get(res, "openDeletedStatus") == "Not Found"
+
+
+# ------------------------------------------------------------- less common paths (js_extras.c)
+
+@pytest.mark.parametrize("kind", kinds())
+def test_js_update_list_and_headers(libnats, kind):
+    res = libnats.result("js_extras", kind)
+    assert (get(res, "updateStatus"), res["updateMaxMsgs"], res["updateDescription"]) == (
+        "OK", 1000, "updated by libnats")
+    assert (get(res, "namesStatus"), res["names"], res["listStatus"], res["listCount"]) == ("OK", ["CX"], "OK", 1)
+    assert (get(res, "hdrSeq"), res["getMsgStatus"], res["getMsgHeader"]) == (1, "OK", "red")
+
+
+@pytest.mark.parametrize("kind", kinds())
+def test_js_direct_get(libnats, kind):
+    res = libnats.result("js_extras", kind)
+    assert (get(res, "directSeqStatus"), res["directSeqSubject"]) == ("OK", "cx.a")
+    assert (get(res, "directLastStatus"), res["directLastSeq"]) == ("OK", 4)
+    assert (get(res, "directNextStatus"), res["directNextSeq"]) == ("OK", 5)
+    assert get(res, "directMissingStatus") == "Not Found"
+
+
+@pytest.mark.parametrize("kind", kinds())
+def test_js_fetch_request_bytes_nowait_heartbeat(libnats, kind):
+    res = libnats.result("js_extras", kind)
+    # 150 bytes hold two of the 4-byte records (size counts subject, reply and headers too); the rest
+    # come with no_wait; an empty consumer with heartbeats times out cleanly (no heartbeat error).
+    assert (get(res, "fetchBytesStatus"), res["fetchBytesCount"]) == ("OK", 2)
+    assert (get(res, "fetchNoWaitStatus"), res["fetchNoWaitCount"]) == ("OK", 3)
+    assert (get(res, "fetchHeartbeatEmptyStatus"), res["fetchHeartbeatEmptyCount"]) == ("Timeout", 0)
+
+
+@pytest.mark.parametrize("kind", kinds())
+def test_js_term_purge_filtered(libnats, kind):
+    res = libnats.result("js_extras", kind)
+    assert (get(res, "afterTermStatus"), res["afterTermAckPending"], res["afterTermAckFloor"]) == ("Timeout", 0, 6)
+    assert (get(res, "purgeStatus"), res["afterPurgeMsgs"]) == ("OK", 4)
+
+
+@pytest.mark.parametrize("kind", kinds())
+def test_kv_purge_and_purge_deletes(libnats, kind):
+    res = libnats.result("js_extras", kind)
+    assert get(res, "kvPurgeStatus") == "OK"
+    # After a purge only the PURGE marker (kvOp_Purge = 3) is left in the key's history.
+    assert (res["kvHistoryAfterPurgeStatus"], res["kvHistoryAfterPurge"], res["kvHistoryOp"]) == ("OK", 1, 3)
+    assert (get(res, "kvPurgeDeletesStatus"), res["kvValuesAfterPurgeDeletes"]) == ("OK", 0)
+
+
+@pytest.mark.parametrize("kind", kinds())
+def test_connection_drain(libnats, kind):
+    res = libnats.result("js_extras", kind)
+    assert_ok(res)
+    assert (res["drainPending"], res["drainStatus"], res["drainClosed"]) == (5, "OK", True)

@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 import pytest
 
-from tests.helpers.servers import natsd_jetstream_available, reference_binary, start_server
+from tests.helpers.servers import ServerHandle, natsd_jetstream_available, reference_binary, start_server
 
 #: Seconds one scenario program may run before it is killed (each prints its own failure line
 #: well before this from an internal watchdog).
@@ -66,25 +66,27 @@ class ScenarioRunner:
         return self.results[key]
 
     def _run(self, scenario: str, kind: str, jetstream: bool) -> dict:
-        tmp = self.workdir / f"{scenario}-{kind}"
-        srv = start_server(kind, tmp, jetstream=jetstream)
-        argv, cwd = self.command(scenario)
+        srv = start_server(kind, self.workdir / f"{scenario}-{kind}", jetstream=jetstream)
         try:
-            try:
-                proc = subprocess.run([*argv, srv.url], cwd=cwd, capture_output=True, text=True,
-                                      timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL)
-            except subprocess.TimeoutExpired as exc:
-                return {"ok": False, "stage": "subprocess", "error": f"timed out after {exc.timeout}s",
-                        "_server_log": srv.log()[-3000:]}
-            alive = srv.alive()
+            return self.run_against(srv, scenario)
         finally:
             srv.stop()
+
+    def run_against(self, srv: ServerHandle, scenario: str, *args: str) -> dict:
+        """Run one scenario program against an already running server (no caching)."""
+        argv, cwd = self.command(scenario)
+        try:
+            proc = subprocess.run([*argv, *args, srv.url], cwd=cwd, capture_output=True, text=True,
+                                  timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired as exc:
+            return {"ok": False, "stage": "subprocess", "error": f"timed out after {exc.timeout}s",
+                    "_server_log": srv.log()[-3000:]}
         res = _last_json(proc.stdout)
         if res is None:
             res = {"ok": False, "stage": "output", "error": f"no JSON line (exit {proc.returncode})"}
         res["_exit"] = proc.returncode
         res["_stderr"] = proc.stderr[-3000:]
-        res["_server_alive"] = alive
+        res["_server_alive"] = srv.alive()
         if not res.get("ok"):
             res["_server_log"] = srv.log()[-3000:]
         return res

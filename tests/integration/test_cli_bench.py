@@ -61,3 +61,15 @@ def test_js_pub_and_fetch(url):
     r = ok(url, "bench", "js", "pub", "bench.js", "--msgs", "200", "--stream", "BENCH", "--batch", "1")
     assert "JetStream Pub stats:" in r.out
     assert ok(url, "stream", "info", "BENCH", "-j").json()["state"]["messages"] == 2200
+
+
+def test_pubsub_publishers_and_subscribers_at_once(url):
+    r = ok(url, "bench", "pubsub", "bench.ps", "--pub", "2", "--sub", "2", "--msgs", "4000", "--size", "32", "-j")
+    res = r.json()
+    assert res["pub"]["clients"] == 2 and res["pub"]["msgs"] == 4000
+    assert [c["msgs"] for c in res["pub"]["per_client"]] == [2000, 2000]
+    # every subscriber sees every message
+    assert res["sub"]["clients"] == 2 and [c["msgs"] for c in res["sub"]["per_client"]] == [4000, 4000]
+    assert res["msgs_per_sec"] > 0 and res["mb_per_sec"] > 0
+    r = ok(url, "bench", "pubsub", "bench.ps", "--msgs", "500")
+    assert "NATS Pub/Sub stats:" in r.out and " Pub stats:" in r.out and " Sub stats:" in r.out

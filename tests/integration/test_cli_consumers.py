@@ -230,3 +230,19 @@ def test_events_show_advisories(url, server):
         pytest.xfail("natsd does not publish $JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED yet (reported)")
     assert "Terminated Message" in out and "Consumer: ORDERS > TT" in out and "Stream Sequence: 1" in out
     assert ok(url, "con", "info", "ORDERS", "TT", "-j").json()["num_ack_pending"] == 0
+
+
+def test_consumer_recreated_from_info_json(url, tmp_path):
+    # seed: nats consumer info LOGS TAIL -j > LOGS_TAIL.json; nats consumer rm LOGS TAIL -f;
+    #       nats consumer add --config LOGS_TAIL.json   (stream and name come from the file)
+    ok(url, "str", "add", "LOGS", "--subjects", "logs.>", "--max-age", "1d")
+    ok(url, "con", "add", "LOGS", "TAIL", "--target", "out.tail", "--ack", "none", "--deliver", "all",
+       "--replay", "instant")
+    f = tmp_path / "LOGS_TAIL.json"
+    f.write_text(ok(url, "consumer", "info", "LOGS", "TAIL", "-j").out)
+    ok(url, "consumer", "rm", "LOGS", "TAIL", "-f")
+    assert ok(url, "con", "ls", "LOGS", "-j").json() == []
+    r = ok(url, "consumer", "add", "--config", str(f))
+    assert "Information for Consumer LOGS > TAIL" in r.out
+    c = cinfo(url, "LOGS", "TAIL")["config"]
+    assert c["deliver_subject"] == "out.tail" and c["ack_policy"] == "none" and c["durable_name"] == "TAIL"

@@ -219,8 +219,20 @@ def test_templates_report_the_servers_answer(url):
             "--max-streams", "10", "--max-msg-size", "2048")
     if r.rc == 0:  # a server that implements templates (natsd, issue 5 section 3)
         assert "Stream Template CLIENTS was created" in r.out
-        assert "CLIENTS" in ok(url, "stream", "template", "ls").out
+        assert "No Streams have been defined by this template" in r.out
+        assert ok(url, "stream", "template", "ls", "-j").json() == ["CLIENTS"]
+        # the first publish on a new token creates a stream from the template
+        ok(url, "pub", "CLIENT.acme", "hello", "--wait")  # acked once the new stream stored it
+        made = ok(url, "stream", "ls", "-j").json()
+        assert len(made) == 1 and made[0].endswith("acme")  # nats-server named it after the subject
+        ti = ok(url, "stream", "template", "info", "CLIENTS", "-j").json()
+        assert ti["streams"] == made and ti["config"]["max_streams"] == 10
+        assert info(url, made[0])["config"]["max_msg_size"] == 2048
+        assert made[0] in ok(url, "stream", "template", "info", "CLIENTS").out
+        # deleting the template deletes its streams
         ok(url, "stream", "template", "rm", "CLIENTS", "-f")
+        assert ok(url, "stream", "ls", "-j").json() == []
+        assert ok(url, "stream", "template", "ls", "-j").json() == []
     else:  # nats-server 2.14+ removed them and does not answer
         assert r.rc == 1 and "stream templates are not supported by this server" in r.err
         r = cli(url, "--timeout", "300ms", "stream", "template", "ls")

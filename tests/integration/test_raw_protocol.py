@@ -338,3 +338,20 @@ async def test_exchanges(srv, data, expected):
 @pytest.mark.parametrize("data,expected", EXCHANGES)
 async def test_reference_exchanges(reference_port, data, expected):
     await run_exchange(reference_port, data, expected)
+
+
+async def test_long_pipelines_are_run_in_slices_in_order(srv, monkeypatch):
+    import natsd.server.connection as connection
+
+    monkeypatch.setattr(connection, "EVENTS_PER_TURN", 3)  # force many slices
+    async with RawClient.connect(srv.port) as c, RawClient.connect(srv.port) as other:
+        await other.send(QUIET + b"PING\r\n")
+        await other.expect(rb"PONG\r\n")
+        ops = b"".join(b"PUB s.%d 1\r\n%d\r\n" % (i % 3, i % 10) for i in range(60))
+        await c.send(QUIET + b"SUB s.* 1\r\n" + ops + b"PING\r\n" + ops + b"BOGUS\r\n")
+        await other.send(b"PING\r\n")
+        await other.expect(rb"PONG\r\n")  # served while c's backlog is worked through
+        expected = b"".join(b"MSG s.%d 1 1\r\n%d\r\n" % (i % 3, i % 10) for i in range(60))
+        m = await c.expect(rb"(.*)-ERR 'Unknown Protocol Operation'\r\n", timeout=5)
+        assert m.group(1) == expected + b"PONG\r\n" + expected
+        await c.expect_closed()

@@ -392,9 +392,13 @@ def read_json_file(path: str, flag: str = "--config") -> dict:
         raise UsageError(f"invalid JSON in {flag} file {path}: {exc}") from None
     if not isinstance(data, dict):
         raise UsageError(f"{flag} file {path} must hold a JSON object")
-    # `info -j` output has the config under "config"; accept either shape.
-    if "config" in data and isinstance(data["config"], dict) and "name" not in data:
-        data = data["config"]
+    # Accept the bare config, a whole `stream info -j` / `consumer info -j`, or a create request
+    # ({"stream_name", "config"}): the config is under "config" in all but the first.
+    if isinstance(data.get("config"), dict) and ("stream_name" in data or "state" in data or "name" not in data):
+        outer = data
+        data = dict(outer["config"])
+        if "stream_name" in outer:
+            data["stream_name"] = outer["stream_name"]
     return data
 
 

@@ -1,7 +1,8 @@
 """``natsctl``: the command-line tool for NATS and JetStream (natsd or nats-server).
 
 Verbs follow the reference ``nats`` tool. Every command builds its parser in its own module
-(``streams``, ``consumers``, ``pubsub``, ...) and registers an ``async def run(ctx)`` as ``func``.
+(``streams``, ``consumers``, ``pubsub``, ...) and registers an ``async def cmd_...(ctx)`` as ``func``;
+it returns None or an exit code, and raises ``CliError`` (exit 1) or ``UsageError`` (exit 2).
 Flags shared by every command (``-s``, ``--user``, ``-j``, ...) are accepted before or after the verb.
 """
 

@@ -117,6 +117,10 @@ def stream_state_rows(state: dict) -> list[tuple[str, Any]]:
     ]
     if state.get("num_deleted"):
         rows.append(("Deleted Messages", comma(state["num_deleted"])))
+    lost = state.get("lost") or {}
+    if lost.get("msgs"):
+        # LostStreamData: sequences the server found damaged on recovery, and their bytes.
+        rows.append(("Lost Messages", f"{comma(len(lost['msgs']))} ({human_bytes(lost.get('bytes', 0))})"))
     if state.get("num_subjects"):
         rows.append(("Number of Subjects", comma(state["num_subjects"])))
     rows.append(("Active Consumers", comma(state.get("consumer_count", 0))))

@@ -453,9 +453,9 @@ async def cmd_report(ctx: Ctx) -> None:
     rows = []
     for i in infos:
         c, st = i["config"], i.get("state", {})
+        lost = len((st.get("lost") or {}).get("msgs") or [])  # LostStreamData{msgs: [seq...], bytes}
         rows.append([c["name"], str(c.get("storage", "file")).capitalize(), comma(st.get("consumer_count")),
-                     comma(st.get("messages")), human_bytes(st.get("bytes")), comma(st.get("lost", {}).get("msgs")
-                                                                                    if st.get("lost") else 0),
+                     comma(st.get("messages")), human_bytes(st.get("bytes")), comma(lost),
                      comma(st.get("num_deleted", 0)), c.get("num_replicas", 1)])
     ctx.out.print(render.table("Stream Report", ["Stream", "Storage", "Consumers", "Messages", "Bytes", "Lost",
                                                  "Deleted", "Replicas"], rows))
@@ -523,7 +523,8 @@ async def cmd_template_add(ctx: Ctx) -> None:
 
 async def cmd_template_ls(ctx: Ctx) -> None:
     resp = await _template_request(ctx, "STREAM.TEMPLATE.NAMES", {"offset": 0})
-    names = sorted(resp.get("templates") or [])
+    # nats-server spelled the template names' key "streams" (JSApiStreamTemplateNamesResponse).
+    names = sorted(resp.get("streams") or resp.get("templates") or [])
     if ctx.json:
         ctx.out.json_out(names)
     elif not names:

@@ -19,6 +19,15 @@ Deliveries keep the stored subject and headers and carry the v1 ack subject
 The account-wide plumbing (one ``$JS.ACK.>`` and one ``$JS.FC.>`` subscription, interest
 tracking, API handlers) is :func:`setup_account`; :func:`recover_consumers` re-creates durable
 consumers from the stream's store after a restart.
+
+Durable state: durable, file-backed consumers hand their ConsumerState to the ConsumerStore once
+per loop turn with activity, and the store writes it to the OS at most every 100ms (the
+reference's cadence); ephemeral and ``mem_storage`` consumers keep it in memory only.
+
+Not implemented (accepted and echoed in the config, no effect on delivery): priority groups
+(``priority_groups``/``priority_policy``/``priority_timeout``; pull requests' ``group``,
+``min_pending``, ``min_ack_pending``, ``priority`` are ignored), ``direct``/``sourcing``
+consumers, the v2 ack subject (accepted on ``$JS.ACK``, never sent).
 """
 
 from __future__ import annotations
@@ -111,6 +120,7 @@ class Consumer:
         self._npc_dirty = False     # a removal ahead of sseq: recount before use
         self.lss: list[int] | None = None         # last_per_subject start list
         self.lss_resume = 0
+        self._rep_floor: tuple[int, int] | None = None  # see _max_deliver_floor
         self.ldt = 0   # last delivery wall ns
         self.lat = 0   # last ack wall ns
 
@@ -168,7 +178,6 @@ class Consumer:
         fl = self.cfg.filters()
         self.filters = fl
         self._filter = fl[0] if len(fl) == 1 else ""
-        self._lps = self.cfg.deliver_policy == "last_per_subject"
 
     def _update_inactive_threshold(self) -> None:
         """Ephemerals always expire (5s default, stamped in the config without jitter); durables
@@ -341,7 +350,8 @@ class Consumer:
         delivered: dict[str, Any] = {"consumer_seq": self.dseq - 1, "stream_seq": self.dlv_sseq}
         if self.ldt:
             delivered["last_active"] = format_time(self.ldt)
-        ack_floor: dict[str, Any] = {"consumer_seq": self.adflr, "stream_seq": self.asflr}
+        fd, fs = self._reported_floor()
+        ack_floor: dict[str, Any] = {"consumer_seq": fd, "stream_seq": fs}
         if self.lat:
             ack_floor["last_active"] = format_time(self.lat)
         if self.waiting is not None:
@@ -471,6 +481,7 @@ class Consumer:
                 self.rdc.pop(seq, None)
         if not self.pending:
             self.adflr, self.asflr = self.dseq - 1, self.sseq - 1
+        self._rep_floor = None
         if self.rdq:
             self.rdq = [s for s in self.rdq if s in self.pending]
             self._rdq_set = set(self.rdq)
@@ -552,7 +563,7 @@ class Consumer:
         """The durable state (store.base.ConsumerState)."""
         return ConsumerState(
             delivered=SequencePair(self.dseq - 1, self.dlv_sseq),
-            ack_floor=SequencePair(self.adflr, self.asflr),
+            ack_floor=SequencePair(*self._reported_floor()),
             pending={s: Pending(p[0], p[1]) for s, p in self.pending.items()},
             redelivered=dict(self.rdc),
         )
@@ -714,7 +725,8 @@ class Consumer:
                 budget -= 1
                 if fc:
                     self.pbytes += sz
-                    if not self.fcid and self.pbytes > self.maxpb // 2:
+                    if not self.fcid and (self.pbytes > self.maxpb // 2 or (
+                            maxp > 0 and len(pending) >= maxp and cfg.ack_policy == "flow_control")):
                         self._send_flow_control()
                     elif self.fcid and self.pbytes - self.fcsz >= self.maxpb:
                         self.fcsz += sz
@@ -760,7 +772,7 @@ class Consumer:
                     self._notify_max_deliveries(seq, dc - 1)
                 p = self.pending.pop(seq, None)
                 if p is not None:
-                    self._move_ack_floor(p[0], seq)
+                    self._max_deliver_floor(p[0], seq)
                 self._mark_dirty()
                 continue
             try:
@@ -1061,8 +1073,10 @@ class Consumer:
         self.fcsz, self.fcid = self.pbytes, rply
         self.ports.publish(self.cfg.deliver_subject, rply, D.FC_REQUEST, b"")
 
-    def process_flow_control(self, subject: str) -> None:
-        """A reply to our flow-control request arrived on ``subject``."""
+    def process_flow_control(self, subject: str, hdr: bytes | None = None) -> None:
+        """A reply to our flow-control request arrived on ``subject``. With ack policy
+        ``flow_control`` its ``Nats-Last-Consumer`` / ``Nats-Last-Stream`` headers ack
+        everything up to them."""
         if subject != self.fcid:
             return
         if self.maxpb < self.pblimit:
@@ -1070,6 +1084,11 @@ class Consumer:
         self.pbytes = max(self.pbytes - self.fcsz, 0)
         self.fcid, self.fcsz = "", 0
         self.kick()
+        if self.cfg.ack_policy == "flow_control" and hdr:
+            from natsd.jetstream.api.router import find_header
+            ls, ld = _num(find_header(hdr, D.LAST_STREAM) or ""), _num(find_header(hdr, D.LAST_CONSUMER) or "")
+            if ls > 0:
+                self._process_ack_msg(ls, max(ld, 0), 1, False)
 
     def _arm_hb(self, delay: int) -> None:
         if self._hb_timer is not None:
@@ -1087,6 +1106,9 @@ class Consumer:
             if self.active:
                 self.ports.publish(self.cfg.deliver_subject, "",
                                    D.idle_heartbeat(self.dseq - 1, self.sseq - 1, self.fcid), b"")
+                # Ack policy flow_control: ask for the acks of what is outstanding.
+                if self.cfg.ack_policy == "flow_control" and self.pending and not self.fcid:
+                    self._send_flow_control()
             self._last_sent = now
             self._arm_hb(hb)
         else:
@@ -1166,6 +1188,7 @@ class Consumer:
         if self._explicit:
             p = pending.pop(sseq, None)
             if p is not None:
+                self._rep_floor = None
                 if sample and self.sfreq > 0:
                     self._sample_ack(sseq, p[0], dc, p[1])
                 maxp = self.maxp
@@ -1196,6 +1219,7 @@ class Consumer:
         elif not self._ack_none:  # all / flow_control
             if dseq <= self.adflr or sseq <= self.asflr:
                 return True
+            self._rep_floor = None
             if self.maxp > 0 and len(pending) >= self.maxp:
                 self.kick()
             self.adflr, self.asflr = dseq, sseq
@@ -1222,6 +1246,18 @@ class Consumer:
             self._turn_acks = True
             self._end_turn_soon()
         return True
+
+    def _max_deliver_floor(self, dseq: int, sseq: int) -> None:
+        """A message left pending because it hit max_deliver. The floor moves in memory, but
+        nats-server reports (and persists) the floor its store last saw from an ack, so the
+        reported floor stays where it was until the next ack (quirk kept on purpose)."""
+        if self._rep_floor is None:
+            self._rep_floor = (self.adflr, self.asflr)
+        self._move_ack_floor(dseq, sseq)
+
+    def _reported_floor(self) -> tuple[int, int]:
+        rep = self._rep_floor
+        return rep if rep is not None else (self.adflr, self.asflr)
 
     def _move_ack_floor(self, dseq: int, sseq: int) -> None:
         if not self.pending:
@@ -1391,7 +1427,7 @@ class Consumer:
                 self.kick()
             p = self.pending.pop(seq, None)
             if p is not None:
-                self._move_ack_floor(p[0], seq)
+                self._max_deliver_floor(p[0], seq)
             self.rdc[seq] = dc
             return True
         return False
@@ -1434,7 +1470,8 @@ class Consumer:
         self._advisory("PAUSE", "consumer_pause", {
             "stream": self.stream_name, "consumer": self.name,
             "paused": until_ns is not None and self.clock.time_ns() < until_ns,
-            **({"pause_until": format_time(until_ns)} if until_ns else {})})
+            # time.Time ignores omitempty in Go: the zero time is written out
+            "pause_until": format_time(until_ns) if until_ns is not None else "0001-01-01T00:00:00Z"})
         if self._kick_timer is not None:
             self._kick_timer.cancel()
             self._kick_timer = None
@@ -1467,6 +1504,7 @@ class Consumer:
         self.lss = None
         self.sseq, self.dseq = seq, 1
         self.adflr, self.asflr = 0, seq - 1
+        self._rep_floor = None
         self.dlv_sseq = seq - 1
         self.ldt = self.lat = 0
         if self._ptmr is not None:
@@ -1683,7 +1721,7 @@ class ConsumerHub:
         else:
             return
         if o is not None:
-            o.process_flow_control(subject)
+            o.process_flow_control(subject, hdr)
 
     def track_push(self, o: Consumer, old_subject: str = "") -> None:
         if old_subject:

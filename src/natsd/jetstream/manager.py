@@ -175,6 +175,11 @@ class JsAccount:
         register_all(self.router)
         self.router.on_response = self._audit
         self._subs.extend(ports.subscribe(p, self._on_api) for p in API_SUBSCRIPTIONS)
+        if engine.domain:
+            # $JS.<domain>.API.> is the same API (the reference maps it onto $JS.API.>)
+            prefix = f"$JS.{engine.domain}.API."
+            self._subs.extend(ports.subscribe(prefix + p[len("$JS.API."):], self._on_domain_api)
+                              for p in API_SUBSCRIPTIONS)
         try:
             from natsd.jetstream import consumer as _consumer  # written by the consumers engineer
             _consumer.setup_account(self)
@@ -196,6 +201,11 @@ class JsAccount:
     # -- API -----------------------------------------------------------------------------------
     def _on_api(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
         self.router.dispatch(self, subject, reply, hdr, payload)
+
+    def _on_domain_api(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+        # "$JS.<domain>.API.X" -> "$JS.API.X"
+        rest = subject.split(".", 3)[3] if subject.count(".") >= 3 else ""
+        self.router.dispatch(self, "$JS.API." + rest, reply, hdr, payload)
 
     def _audit(self, req: Any, response: bytes) -> None:
         from natsd.jetstream.advisories import api_audit

@@ -245,8 +245,26 @@ class Stream:
         # the first publish that needs it: restarting a big stream that never uses msg ids must
         # not read back a whole duplicate window of messages.
         self._dedupe_pending = self.lseq > 0
+        if self._sdm_ttl_s and self.lseq:
+            self._recover_marker_seqs()
         self._subscribe()
         self._arm_expiry()
+
+    def _recover_marker_seqs(self) -> None:
+        """Delete markers still alive after a restart (stored within the last marker TTL), so
+        that their own expiry does not leave a marker for a marker."""
+        cutoff = self.clock.time_ns() - self._sdm_ttl_s * SECOND - SECOND
+        seq = self.lseq
+        while seq > 0:
+            try:
+                sm = self.store.load_prev_msg(seq)
+            except StoreError:
+                break
+            if sm.ts < cutoff:
+                break
+            if sm.hdr and H_MARKER_REASON in sm.hdr and not sm.msg:
+                self._marker_seqs.add(sm.seq)
+            seq = sm.seq - 1
 
     def _subscribe(self) -> None:
         ports = self.account.ports
@@ -259,10 +277,12 @@ class Stream:
         if self.config.allow_direct:
             from natsd.jetstream.api.direct import direct_get_handlers
             on_req, on_last = direct_get_handlers(self)
-            self._direct_subs = [
-                ports.subscribe(f"$JS.API.DIRECT.GET.{self.name}", on_req),
-                ports.subscribe(f"$JS.API.DIRECT.GET.{self.name}.>", on_last),
-            ]
+            prefixes = ["$JS.API."]
+            if self.account.engine.domain:
+                prefixes.append(f"$JS.{self.account.engine.domain}.API.")
+            for pfx in prefixes:
+                self._direct_subs.append(ports.subscribe(f"{pfx}DIRECT.GET.{self.name}", on_req))
+                self._direct_subs.append(ports.subscribe(f"{pfx}DIRECT.GET.{self.name}.>", on_last))
 
     def _unsubscribe(self) -> None:
         for s in self._subs + self._direct_subs:

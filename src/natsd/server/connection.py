@@ -61,6 +61,8 @@ _HDR_PREFIX = b"NATS/1.0"
 _BOOL_FIELDS = ("verbose", "pedantic", "echo", "headers", "no_responders", "tls_required")
 _STR_FIELDS = ("name", "lang", "version", "user", "pass", "auth_token")
 
+# Operations run per connection per loop turn before yielding (see ClientConnection._run).
+EVENTS_PER_TURN = 512
 # A congested receiver stalls its producers for at most this long per stall.
 STALL_MAX_NS = 50_000_000
 # Transport buffer size above which a receiver counts as congested.
@@ -89,6 +91,17 @@ def _decode(b: bytes) -> str:
 
 class ClientConnection(asyncio.Protocol):
     """The server side of one client TCP connection."""
+
+    # Slots: less memory per idle connection and faster attribute access on the hot path.
+    __slots__ = (
+        "server", "cid", "transport", "parser", "max_pending", "out", "flush_pending", "closed",
+        "close_reason", "subs", "account", "connected", "auth_required", "verbose", "pedantic", "echo",
+        "headers", "no_responders", "name", "lang", "version", "user", "perms", "pub_filter", "sub_filter",
+        "sub_deny", "replies", "connect_opts", "_subjects", "in_msgs", "in_bytes", "out_msgs", "out_bytes",
+        "pings_out", "start_ns", "last_activity_ns", "ip", "port", "prefix", "_ping_timer", "_auth_timer",
+        "_wd_timer", "_stall_timer", "stalled", "congested", "stalled_producers", "_stash", "_backlog",
+        "_call_soon", "trace",
+    )
 
     def __init__(self, server: "Server") -> None:
         self.server = server
@@ -141,6 +154,7 @@ class ClientConnection(asyncio.Protocol):
         self.congested = False  # our transport is above its high-water mark
         self.stalled_producers: set = set()
         self._stash: list | None = None  # events/data held while a bcrypt check runs
+        self._backlog: tuple | None = None  # (events, next index, error) not yet run
         self._call_soon = server.loop.call_soon
         self.trace = logger.isEnabledFor(TRACE)
 
@@ -228,7 +242,7 @@ class ClientConnection(asyncio.Protocol):
         if self._stall_timer is not None:
             self._stall_timer.cancel()
             self._stall_timer = None
-        if not self.closed and self._stash is None:
+        if not self.closed and self._stash is None and self._backlog is None:
             try:
                 self.transport.resume_reading()
             except Exception:  # pragma: no cover - transport already closing
@@ -241,17 +255,61 @@ class ClientConnection(asyncio.Protocol):
             self._stash.append(data)
             return
         self.last_activity_ns = self.server.clock.time_ns()
+        err = None
         try:
             events = self.parser.feed(data)
         except RemoteProtocolError as e:
-            self.process(e.events)
-            if not self.closed and self._stash is None:
-                self.protocol_error(e)
-            elif self._stash is not None:
-                self._stash.append(e)
+            events, err = e.events, e
+        backlog = self._backlog
+        if backlog is not None:
+            # Still working through an earlier read (reading was paused, but a read already
+            # in flight can land): queue behind it.
+            backlog[0].extend(events)
+            if err is not None:
+                self._backlog = (backlog[0], backlog[1], err)
             return
-        if events:
-            self.process(events)
+        if events or err is not None:
+            self._run(events, 0, err)
+
+    # Fairness: one read can hold thousands of operations. At most EVENTS_PER_TURN are run per
+    # loop turn; the rest wait in _backlog (with reading paused) so other connections, timers
+    # and this turn's replies (e.g. JetStream acks) go out in between.
+
+    def _run(self, events: list, start: int, err: RemoteProtocolError | None) -> None:
+        n = len(events)
+        end = min(n, start + EVENTS_PER_TURN)
+        self.process(events, start, end)
+        if self.closed:
+            return
+        if self._stash is not None:  # a bcrypt check started; it resumes everything after it
+            if err is not None:
+                self._stash.append(err)
+            return
+        if end < n:
+            if self._backlog is None:
+                try:
+                    self.transport.pause_reading()
+                except Exception:  # pragma: no cover - transport closing
+                    pass
+            self._backlog = (events, end, err)
+            self._call_soon(self._continue)
+            return
+        if self._backlog is not None:
+            self._backlog = None
+            if not self.stalled:
+                try:
+                    self.transport.resume_reading()
+                except Exception:  # pragma: no cover - transport closing
+                    pass
+        if err is not None:
+            self.protocol_error(err)
+
+    def _continue(self) -> None:
+        backlog = self._backlog
+        if backlog is None or self.closed:
+            return
+        events, start, err = backlog
+        self._run(events, start, err)
 
     def eof_received(self):
         # The client half-closed: write what its last operations produced, then close.
@@ -260,9 +318,10 @@ class ClientConnection(asyncio.Protocol):
 
     # -- event processing ----------------------------------------------------------------------
 
-    def process(self, events: list, start: int = 0) -> None:
-        """Run events in order; stops early when the connection closes or auth goes async."""
-        for i in range(start, len(events)):
+    def process(self, events: list, start: int = 0, end: int | None = None) -> None:
+        """Run ``events[start:end]`` in order; stops early when the connection closes or an
+        async credential check starts (then everything after it is stashed)."""
+        for i in range(start, len(events) if end is None else end):
             if self.closed:
                 return
             ev = events[i]

@@ -10,7 +10,7 @@ lists them all, for parametrisation::
         check(factory)
 
 :func:`run_model_ops` drives a store and a plain-Python model with the same random sequence of
-publish / delete / purge / compact / skip / expiry / restart operations and compares them after
+publish / delete / purge / compact / truncate / skip / expiry / restart operations and compares them after
 every step; :func:`check_random_ops` runs it from a seed and :func:`model_ops` is the hypothesis
 strategy for it.
 

@@ -135,6 +135,60 @@ int main(int argc, char **argv)
     MUST(natsConnection_FlushTimeout(nc, 2000));
     natsConnection_Close(nc);
     natsConnection_Destroy(nc);
+
+    /* A second connection with the less common options: verbose (+OK after every op), pedantic,
+     * no_echo (own publishes not delivered back), and old-style requests (one inbox SUB + UNSUB 1
+     * per request instead of the muxed _INBOX.<id>.* subscription). */
+    stage = "options-connect";
+    {
+        natsOptions *o = NULL;
+        natsConnection *nc2 = NULL, *other = NULL;
+        MUST(natsOptions_Create(&o));
+        MUST(natsOptions_SetURL(o, argv[1]));
+        MUST(natsOptions_SetAllowReconnect(o, false));
+        MUST(natsOptions_SetVerbose(o, true));
+        MUST(natsOptions_SetPedantic(o, true));
+        MUST(natsOptions_SetNoEcho(o, true));
+        MUST(natsOptions_UseOldRequestStyle(o, true));
+        MUST(natsConnection_Connect(&nc2, o));
+        natsOptions_Destroy(o);
+        other = compat_connect(argc, argv, "compat-c-core-other");
+
+        stage = "options-old-request";
+        natsSubscription *echo = NULL;
+        MUST(natsConnection_Subscribe(&echo, other, "svc.old", on_echo, NULL));
+        MUST(natsConnection_Flush(other));
+        int good = 0;
+        for (int i = 0; i < 5; i++) {
+            MUST(natsConnection_RequestString(&msg, nc2, "svc.old", "x", 3000));
+            if (natsMsg_GetDataLength(msg) == 6 && memcmp(natsMsg_GetData(msg), "echo:x", 6) == 0) good++;
+            natsMsg_Destroy(msg);
+        }
+        KV_INT("oldStyleReplies", good);
+
+        stage = "options-no-echo";
+        natsSubscription *self = NULL, *peer = NULL;
+        MUST(natsConnection_SubscribeSync(&self, nc2, "echo.test"));
+        MUST(natsConnection_SubscribeSync(&peer, other, "echo.test"));
+        MUST(natsConnection_Flush(nc2));
+        MUST(natsConnection_Flush(other));
+        MUST(natsConnection_PublishString(nc2, "echo.test", "mine"));
+        MUST(natsConnection_Flush(nc2));
+        KV_BOOL("noEchoPeerGot", natsSubscription_NextMsg(&msg, peer, 2000) == NATS_OK);
+        if (msg) natsMsg_Destroy(msg);
+        msg = NULL;
+        KV_BOOL("noEchoSelfGot", natsSubscription_NextMsg(&msg, self, 300) == NATS_OK);
+        if (msg) natsMsg_Destroy(msg);
+        msg = NULL;
+
+        stage = "options-close";
+        natsSubscription_Destroy(self);
+        natsSubscription_Destroy(peer);
+        natsSubscription_Destroy(echo);
+        MUST(natsConnection_FlushTimeout(nc2, 2000));
+        natsConnection_Destroy(nc2);
+        natsConnection_Destroy(other);
+    }
     finish(1, NATS_OK, 0);
     return 0;
 }

@@ -1,6 +1,6 @@
 // Core NATS with nats.js: pub/sub with wildcards, queue groups, auto-unsubscribe, request/reply,
 // headers (multi-valued, echoed by a responder), a 512 kB payload, no-responders, drain.
-import { createInbox, headers } from "@nats-io/transport-node";
+import { connect, createInbox, headers } from "@nats-io/transport-node";
 import { describeError, scenario } from "./lib.mjs";
 
 const enc = new TextEncoder();
@@ -121,6 +121,29 @@ await scenario("core", async (nc, out, step) => {
 
   step("rtt");
   out.rttOk = (await nc.rtt()) >= 0;
+
+  step("verbose-pedantic-no-echo");
+  // A second connection with verbose (+OK after every op), pedantic and noEcho.
+  const nc2 = await connect({ servers: process.argv.at(-1), verbose: true, pedantic: true, noEcho: true,
+    reconnect: false });
+  const peer = nc.subscribe("echo.test");
+  const peerP = take(peer, 1);
+  const self = nc2.subscribe("echo.test");
+  let selfGot = 0;
+  (async () => { for await (const _ of self) selfGot++; })();
+  await nc.flush();
+  await nc2.flush();
+  nc2.publish("echo.test", "mine");
+  await nc2.flush();
+  out.noEchoPeer = (await peerP)[0].string();
+  await nc.flush();
+  await nc2.flush();
+  out.noEchoSelf = selfGot;
+  const svc2 = nc.subscribe("svc.v", { callback: (_e, m) => m.respond("pong") });
+  await nc.flush();
+  out.verboseRequest = (await nc2.request("svc.v", "ping", { timeout: 2000 })).string();
+  svc2.unsubscribe();
+  await nc2.close();
 
   step("drain");
   const dsub = nc.subscribe("drain.me");

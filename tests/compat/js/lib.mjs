@@ -1,6 +1,6 @@
 // Shared harness for the nats.js compatibility scenarios (tests/acceptance/test_compat_natsjs.py).
 //
-// Each scenario is `node <scenario>.mjs <server-url>`. It connects with the stock nats.js v3 client,
+// Each scenario is `node <scenario>.mjs [args...] <server-url>` (the URL is always last). It connects with the stock nats.js v3 client,
 // records what it observed into a result object, and prints that object as ONE JSON line on stdout,
 // exit code 0. When a step throws, it prints the same line with `ok:false`, the step name (`stage`),
 // the error's class/message/code, and everything observed so far, exit code 1. The pytest side
@@ -42,13 +42,16 @@ export async function expectError(promise) {
   }
 }
 
+/** Scenario arguments before the URL (e.g. the phase of a two-part scenario). */
+export const args = process.argv.slice(2, -1);
+
 /**
- * Run a scenario: connect to argv[2], hand `fn(nc, out, step)` a result object and a step marker,
+ * Run a scenario: connect to the URL (last argument), hand `fn(nc, out, step)` a result object and a step marker,
  * print the JSON line, close the connection. A watchdog turns a hang into a clear failure line
  * (the pytest side has its own, longer, subprocess timeout as a backstop).
  */
 export async function scenario(name, fn, { timeoutMs = 45000 } = {}) {
-  const url = process.argv[2];
+  const url = process.argv.at(-1);
   const out = { scenario: name, ok: false };
   let stage = "connect";
   const step = (s) => { stage = s; };

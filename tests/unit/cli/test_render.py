@@ -53,3 +53,11 @@ def test_account_info_and_table():
     assert "Streams: 1 of Unlimited" in text and "Storage: 1 KiB of 2 KiB" in text
     t = render.table("Streams", ["Name", "Messages"], [["ORDERS", "3"]])
     assert "Streams" in t and "ORDERS" in t and "\x1b[" not in t  # no colour codes when not a terminal
+
+
+def test_deleted_and_lost_are_shown_only_when_present():
+    state = {"messages": 5, "bytes": 10, "first_seq": 1, "last_seq": 7, "consumer_count": 0, "num_deleted": 2,
+             "lost": {"msgs": [3, 4], "bytes": 2048}}
+    text = render.stream_info({"config": STREAM["config"], "state": state})
+    assert "Deleted Messages: 2" in text and "Lost Messages: 2 (2 KiB)" in text
+    assert "Lost" not in render.stream_info(STREAM) and "Deleted" not in render.stream_info(STREAM)

@@ -75,3 +75,28 @@ def test_templates():
     assert render_template("re: {{Request}}", 1, request="ping") == "re: ping"
     assert render_template("{{Unknown}} stays", 1) == "{{Unknown}} stays"
     assert render_template("no template", 1) == "no template"
+
+
+def test_read_json_file_accepts_config_info_and_request_shapes(tmp_path):
+    import json
+
+    from natsd.cli.common import read_json_file
+
+    cfg = {"name": "ORDERS", "subjects": ["ORDERS.*"]}
+    shapes = {
+        "bare.json": cfg,
+        "stream_info.json": {"config": cfg, "state": {"messages": 0}, "created": "2026-01-01T00:00:00Z"},
+    }
+    for name, obj in shapes.items():
+        (tmp_path / name).write_text(json.dumps(obj))
+        assert read_json_file(str(tmp_path / name)) == cfg, name
+    ccfg = {"durable_name": "TAIL", "deliver_subject": "out.tail", "ack_policy": "none"}
+    (tmp_path / "con_info.json").write_text(json.dumps({"stream_name": "LOGS", "name": "TAIL", "config": ccfg}))
+    (tmp_path / "seed_req.json").write_text(json.dumps({"stream_name": "LOGS", "config": ccfg}))
+    for name in ("con_info.json", "seed_req.json"):
+        assert read_json_file(str(tmp_path / name)) == {**ccfg, "stream_name": "LOGS"}
+    (tmp_path / "bad.json").write_text("{nope")
+    with pytest.raises(UsageError, match="invalid JSON"):
+        read_json_file(str(tmp_path / "bad.json"))
+    with pytest.raises(UsageError, match="cannot read"):
+        read_json_file(str(tmp_path / "missing.json"))

@@ -94,7 +94,10 @@ def test_backoff_schedule() -> None:
     assert (a["stream"], a["consumer"], a["stream_seq"], a["deliveries"]) == ("ORDERS", "C", 1, 3)
     info = c.info()
     assert info["num_ack_pending"] == 0 and info["num_redelivered"] == 1
-    assert info["ack_floor"]["stream_seq"] == 1
+    # As nats-server: the reported floor is the last one an ack produced; exhausting
+    # max_deliver does not move it (checked side by side with 2.15.1).
+    assert info["ack_floor"]["stream_seq"] == 0
+    assert c.asflr == 1  # ... while internally the message is out of the way
 
 
 def test_nak_redelivers_now_and_advises() -> None:
@@ -244,3 +247,18 @@ def test_state_written_to_store_once_per_turn() -> None:
     st = calls[-1]
     assert st.ack_floor.stream_seq == 3 and st.pending == {}
     assert json.dumps(c.info())
+
+
+def test_flow_control_ack_policy_acks_through_fc_replies() -> None:
+    h = Harness()
+    sub = h.listen("push.afc")
+    c = h.consumer(durable_name="F", deliver_subject="push.afc", ack_policy="flow_control", max_ack_pending=3)
+    assert c.cfg.flow_control is True and c.cfg.idle_heartbeat == SEC
+    h.pub("orders.1", "a", n=5)
+    assert len(data(sub)) == 3  # max_ack_pending reached -> an FC request asks for acks
+    fc = [m for m in sub.msgs if m.reply.startswith("$JS.FC.")]
+    assert len(fc) == 1
+    h.ports.publish(fc[0].reply, "", b"NATS/1.0\r\nNats-Last-Consumer: 3\r\nNats-Last-Stream: 3\r\n\r\n", b"")
+    h.clock.run_soon()
+    assert c.info()["ack_floor"]["stream_seq"] == 3
+    assert len(data(sub)) == 5

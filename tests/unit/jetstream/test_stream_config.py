@@ -287,3 +287,35 @@ def test_dedupe_rebuilt_lazily_after_restart(tmp_path):
         assert r["error"]["description"] == "wrong last msg ID: "
     finally:
         env.stop()
+
+
+def test_delete_marker_alive_across_restart_is_not_re_marked(tmp_path):
+    env = JsEnv(str(tmp_path))
+    try:
+        env.create("D", storage="file", max_age=SECOND, subject_delete_marker_ttl=5 * SECOND)
+        env.pub("d.a", b"x")
+        env.clock.advance(SECOND + 1)
+        stream = env.account.streams["D"]
+        assert stream.store.state().last_seq == 2  # the marker
+        env.restart()
+        env.clock.advance(6 * SECOND)  # the marker expires: no new marker for it
+        st = env.account.streams["D"].store.state()
+        assert (st.msgs, st.last_seq) == (0, 2)
+    finally:
+        env.stop()
+
+
+def test_domain_api_prefix(tmp_path):
+    env = JsEnv(str(tmp_path), domain="hub")
+    try:
+        out = env.api("$JS.hub.API.STREAM.CREATE.DOM", {"name": "DOM", "storage": "memory", "allow_direct": True})
+        assert out["config"]["name"] == "DOM"
+        env.pub("DOM", b"v")
+        assert env.api("$JS.hub.API.INFO")["domain"] == "hub"
+        assert env.api("$JS.API.STREAM.INFO.DOM")["domain"] == "hub"
+        [m] = env.request_msgs("$JS.hub.API.DIRECT.GET.DOM.DOM")
+        assert m.payload == b"v" and m.header("Nats-Sequence") == "1"
+        [m] = env.request_msgs("$JS.API.DIRECT.GET.DOM.DOM")
+        assert m.payload == b"v"
+    finally:
+        env.stop()

@@ -111,9 +111,10 @@ def direct_get_handlers(stream: "Stream") -> tuple[Callable, Callable]:
             except (ValueError, UnicodeDecodeError):
                 send_status(reply, STATUS_MALFORMED)
                 return
-        # the key is everything after the 5th token: $JS.API.DIRECT.GET.<stream>.<key...>
-        parts = subject.split(".", 5)
-        key = parts[5] if len(parts) > 5 else ""
+        # the key is everything after the stream token: $JS[.<domain>].API.DIRECT.GET.<stream>.<key...>
+        n = 5 if subject.startswith("$JS.API.") else 6
+        parts = subject.split(".", n)
+        key = parts[n] if len(parts) > n else ""
         if not key:
             send_status(reply, STATUS_BAD)
             return

@@ -353,3 +353,32 @@ def test_empty_request_means_no_bytes_or_empty_object(env):
     assert env.api("$JS.API.STREAM.MSG.GET.SAMPLE", b" { } ")["error"]["err_code"] == 10003
     assert env.api("$JS.API.STREAM.DELETE.SAMPLE", b" ")["error"]["err_code"] == 10038
     assert env.api("$JS.API.STREAM.DELETE.SAMPLE", b"{}")["success"] is True
+
+
+def test_update_toggles_direct_get_and_checks_overlap(env):
+    create(env, "U1")
+    create(env, "U2")
+    base = {"name": "U1", "subjects": ["u1.>"], "storage": "memory"}
+    assert not env.ports.would_have_responders("$JS.API.DIRECT.GET.U1")
+    env.api("$JS.API.STREAM.UPDATE.U1", {**base, "allow_direct": True})
+    assert env.ports.would_have_responders("$JS.API.DIRECT.GET.U1")
+    env.api("$JS.API.STREAM.UPDATE.U1", {**base, "allow_direct": False})
+    assert not env.ports.would_have_responders("$JS.API.DIRECT.GET.U1")
+    out = env.api("$JS.API.STREAM.UPDATE.U1", {**base, "subjects": ["u1.>", "u2.x"]})
+    assert out["error"]["err_code"] == 10065
+
+
+def test_account_max_consumers_across_streams(tmp_path):
+    from natsd.config.options import AccountJetStreamLimits
+    from tests.unit.jetstream.test_stream_publish import _FakeConsumer
+    env = JsEnv(str(tmp_path), account_limits=AccountJetStreamLimits(max_consumers=1))
+    try:
+        create(env, "A")
+        create(env, "B")
+        env.account.streams["A"].add_consumer(_FakeConsumer("C1"))
+        with pytest.raises(Exception) as ei:
+            env.account.streams["B"].add_consumer(_FakeConsumer("C2"))
+        assert ei.value.err_code == 10026
+        assert env.api("$JS.API.INFO")["consumers"] == 1
+    finally:
+        env.stop()

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from tests.integration.spark.conftest import PANDAS3_WARNING, make_stream, publish, stream_info
+from .conftest import PANDAS3_WARNING, make_stream, publish, stream_info
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings(PANDAS3_WARNING)]
 
@@ -89,7 +89,8 @@ def test_headers_round_trip_through_write_and_read(spark, js_server):
     ]
     df = spark.createDataFrame(rows, "subject string, data binary, headers array<struct<key:string,value:string>>")
     df.write.format("jetstream").option("servers", url).mode("append").save()
-    out = _read(spark, url, stream="HDR", includeHeaders="true").orderBy("seq").collect()
+    # Two partitions publish concurrently, so order by subject, not sequence.
+    out = _read(spark, url, stream="HDR", includeHeaders="true").orderBy("subject").collect()
     assert [r.subject for r in out] == ["hdr.one", "hdr.two"]
     assert [(h.key, h.value) for h in out[0].headers] == [("Trace", "t1"), ("Multi", "a"), ("Multi", "b")]
     assert out[1].headers == []

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from tests.integration.spark.conftest import PANDAS3_WARNING, make_stream, publish, stream_info
+from .conftest import PANDAS3_WARNING, make_stream, publish, stream_info
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings(PANDAS3_WARNING)]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.spark.conftest import PANDAS3_WARNING, js_call, make_stream, publish
+from .conftest import PANDAS3_WARNING, js_call, make_stream, publish
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings(PANDAS3_WARNING)]
 

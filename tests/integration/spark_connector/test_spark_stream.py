@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from tests.integration.spark.conftest import PANDAS3_WARNING, make_stream, publish
+from .conftest import PANDAS3_WARNING, make_stream, publish
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings(PANDAS3_WARNING)]
 
