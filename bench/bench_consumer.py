@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_consumer.py replay [N]     # push replay of N stored messages
     .venv/bin/python bench/bench_consumer.py loop [N]       # consumer loop alone, no sockets
+    .venv/bin/python bench/bench_consumer.py idle [N]       # N idle durables: RSS and idle CPU
 
 ``replay``: a stream with N 128-byte messages, one push consumer configured like nats-py's
 ordered consumer (ack none, flow control, 5s heartbeats), one raw-socket subscriber that answers
@@ -13,8 +14,11 @@ from consumer creation to the last message.
 pull/explicit acks (batch 500), messages/s. It isolates what the consumer costs per message
 from the server's routing and socket work.
 
+``idle``: N durable pull consumers on one file stream (both servers as subprocesses): RSS
+before/after and CPU seconds used during 5 idle seconds.
+
 Nothing is asserted; targets (issue 4): push replay >= 150k msgs/s; jsfetch (bench/run.py)
->= 0.7x nats-server.
+>= 0.7x nats-server; 10,000 idle durables < 200 MB RSS and no CPU while idle.
 """
 
 from __future__ import annotations
@@ -172,10 +176,55 @@ def bench_loop(n: int) -> None:
     print(f"loop pull/explicit acks (batch 500): {n / dt:,.0f} msgs/s")
 
 
+def _proc_rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _proc_cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / 100.0
+
+
+async def bench_idle(n: int) -> None:
+    import nats
+    for kind in ("natsd", "nats-server"):
+        port = free_port()
+        with tempfile.TemporaryDirectory() as d:
+            p = _start(kind, port, d)
+            try:
+                nc = await nats.connect(f"nats://127.0.0.1:{port}")
+                await nc.request("$JS.API.STREAM.CREATE.S", json.dumps({"name": "S", "subjects": ["s.>"]}).encode())
+                r0 = _proc_rss_mb(p.pid)
+                futs = []
+                for i in range(n):
+                    body = {"stream_name": "S", "config": {"durable_name": f"c{i}", "ack_policy": "explicit"}}
+                    futs.append(nc.request(f"$JS.API.CONSUMER.CREATE.S.c{i}", json.dumps(body).encode(), timeout=30))
+                    if len(futs) >= 200:
+                        await asyncio.gather(*futs)
+                        futs = []
+                await asyncio.gather(*futs)
+                await asyncio.sleep(1)
+                r1, c0 = _proc_rss_mb(p.pid), _proc_cpu_s(p.pid)
+                await asyncio.sleep(5)
+                c1 = _proc_cpu_s(p.pid)
+                await nc.close()
+                print(f"{kind}: {n} idle durables: RSS {r0:.0f} -> {r1:.0f} MB, CPU in 5 idle s: {c1 - c0:.2f} s")
+            finally:
+                p.terminate()
+                p.wait()
+
+
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "replay"
     count = int(sys.argv[2]) if len(sys.argv) > 2 else (200_000 if what == "replay" else 100_000)
     if what == "replay":
         asyncio.run(bench_replay(count))
+    elif what == "idle":
+        asyncio.run(bench_idle(int(sys.argv[2]) if len(sys.argv) > 2 else 10_000))
     else:
         bench_loop(count)

@@ -132,6 +132,13 @@ def test_js_push_subscribe_with_acks(libnats, kind):
 
 
 @pytest.mark.parametrize("kind", kinds())
+def test_js_push_deliver_group(libnats, kind):
+    res = libnats.result("js_async_push", kind)
+    # 40 messages split between two queue members, none lost and none delivered twice.
+    assert get(res, "queueTotal") == 40
+
+
+@pytest.mark.parametrize("kind", kinds())
 def test_js_ordered_push_consumer(libnats, kind):
     res = libnats.result("js_async_push", kind)
     assert_ok(res)

@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
+import queue
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -568,3 +571,53 @@ def test_atomic_batch_publish(natsjs, kind):
     "this server'; nats-server accepts it and Nats-Incr 5 then 2 gives PubAck val '5' then '7'")))
 def test_message_counters(natsjs, kind):
     assert _newer(natsjs, kind, "counter") == {"first": "5", "second": "7", "stored": "7"}
+
+
+@pytest.mark.parametrize("kind", kinds(natsd_xfail=(
+    "jsm.consumers.reset(): nats.js refuses it client-side with 'consumer reset requires server 2.14.0' "
+    "because natsd's INFO advertises version 2.11.0 (nats-server: 2.15.1); natsd never sees "
+    "$JS.API.CONSUMER.RESET (which it answers correctly, see test_consumer_reset_raw_request)")))
+def test_consumer_reset(natsjs, kind):
+    assert _newer(natsjs, kind, "consumerReset") == {"nextSeq": 2, "data": "r2"}
+
+
+@pytest.mark.parametrize("kind", kinds())
+def test_consumer_reset_raw_request(natsjs, kind):
+    assert _newer(natsjs, kind, "consumerResetRaw") == {
+        "type": "io.nats.jetstream.api.v1.consumer_reset_response", "apiError": None, "nextSeq": 3}
+
+
+@pytest.mark.parametrize("kind", kinds())
+def test_reconnect_through_server_restart(natsjs, kind, tmp_path):
+    """A connected nats.js client (core subscription + running consume()) survives a restart of the
+    server on the same port and store: it reconnects, replays its subscriptions, and the durable
+    consumer continues after the last acked message without redelivering it."""
+    require_server(kind)
+    store = tmp_path / "store"
+    srv = start_server(kind, tmp_path / "run1", store_dir=store)
+    node = subprocess.Popen([natsjs.command("reconnect")[0][0], "reconnect.mjs", srv.url], cwd=JS_DIR,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in node.stdout], daemon=True).start()
+    try:
+        ready = json.loads(lines.get(timeout=30))
+        assert ready == {"phase": "ready", "seen": 5, "core": 1}, ready
+        srv.stop()
+        srv = start_server(kind, tmp_path / "run2", store_dir=store, port=srv.port)
+        node.stdin.write("go\n")
+        node.stdin.flush()
+        res = json.loads(lines.get(timeout=60))
+    finally:
+        if node.poll() is None:
+            node.kill()
+        node.wait(10)
+        node.stdin.close()
+        node.stdout.close()
+        err = node.stderr.read()
+        node.stderr.close()
+        srv.stop()
+    assert res.get("ok") is True, (res, err[-2000:], srv.log()[-2000:])
+    assert res["reconnected"] is True and res["events"] == {"disconnect": True, "reconnect": True}
+    assert res["core"] == 2
+    assert res["seen"] == list(range(1, 11))
+    assert res["consumer"] == {"ack_floor": 10, "num_ack_pending": 0, "num_redelivered": 0}

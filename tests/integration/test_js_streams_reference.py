@@ -84,6 +84,42 @@ SCRIPT: list[tuple[str, object]] = [
     ("PUB kv.a", (None, b"3")),
     ("PUB kv.a", ({"Nats-Rollup": "sub"}, b"4")),
     ("$JS.API.STREAM.INFO.KV", {"subjects_filter": "kv.*"}),
+    ("$JS.API.STREAM.CREATE.L", {"name": "L", "subjects": ["l.>"], "max_msgs": 2, "discard": "new"}),
+    ("PUB l.a", (None, b"1")),
+    ("PUB l.b", (None, b"2")),
+    ("PUB l.c", (None, b"3")),
+    ("$JS.API.STREAM.INFO.L", ""),
+    ("$JS.API.STREAM.CREATE.O", {"name": "O", "subjects": ["o.>"], "max_msgs_per_subject": 1, "max_msgs": 3,
+                                 "storage": "memory"}),
+    ("PUB o.a", (None, b"1")),
+    ("PUB o.a", (None, b"2")),
+    ("PUB o.b", (None, b"3")),
+    ("PUB o.c", (None, b"4")),
+    ("PUB o.d", (None, b"5")),
+    ("$JS.API.STREAM.INFO.O", {"subjects_filter": ">"}),
+    ("$JS.API.STREAM.MSG.GET.O", {"next_by_subj": "o.*", "seq": 1}),
+    ("$JS.API.STREAM.PURGE.O", {"filter": "o.*", "keep": 1}),
+    ("$JS.API.STREAM.INFO.O", {"subjects_filter": ">", "deleted_details": True}),
+    ("$JS.API.STREAM.CREATE.I", {"name": "I", "subjects": ["i.>"], "retention": "interest"}),
+    ("PUB i.a", (None, b"1")),
+    ("PUB i.a", ({"Nats-Expected-Last-Sequence": "1"}, b"2")),
+    ("$JS.API.STREAM.INFO.I", ""),
+    ("$JS.API.STREAM.UPDATE.I", {"name": "I", "subjects": ["i.>"], "retention": "limits"}),
+    ("$JS.API.STREAM.UPDATE.I", {"name": "I", "subjects": ["i.>"], "retention": "workqueue"}),
+    ("$JS.API.STREAM.UPDATE.I", {"name": "I", "subjects": ["i.>"], "sealed": True}),
+    ("PUB i.a", (None, b"3")),
+    ("$JS.API.STREAM.PURGE.I", ""),
+    ("$JS.API.STREAM.MSG.DELETE.I", {"seq": 1}),
+    ("$JS.API.STREAM.CREATE.PK", {"name": "PK", "subjects": ["pk.*"]}),
+    ("PUB pk.a", (None, b"1")),
+    ("PUB pk.b", (None, b"2")),
+    ("PUB pk.a", (None, b"3")),
+    ("PUB pk.b", (None, b"4")),
+    ("PUB pk.a", (None, b"5")),
+    ("$JS.API.STREAM.PURGE.PK", {"filter": "pk.a"}),
+    ("$JS.API.STREAM.PURGE.PK", {"keep": 1}),
+    ("$JS.API.STREAM.INFO.PK", ""),
+    ("$JS.API.INFO", ""),
 ]
 
 
@@ -149,3 +185,76 @@ async def test_stream_api_matches_reference(tmp_path):
     assert len(got) == len(expected)
     for g, e in zip(got, expected):
         assert g == e
+
+
+# Stream configs whose validation (error code and text, or acceptance) must match the reference.
+CONFIG_CASES: list[dict] = [
+ {"name":"V", "description":"x"*5000},
+ {"name":"V"*256},
+ {"name":"V","metadata":{"k":"v"*140000}},
+ {"name":"V","max_age":-1},
+ {"name":"V","max_age":1000000000,"duplicate_window":2000000000},
+ {"name":"V","duplicate_window":-5},
+ {"name":"V","duplicate_window":10},
+ {"name":"V","discard":"new","discard_new_per_subject":True},
+ {"name":"V","subjects":["a..b"]},
+ {"name":"V","subjects":["$SYS.x"]},
+ {"name":"V","subjects":["$SYS.ACCOUNT.x"]},
+ {"name":"V","subjects":["$JS.EVENT.ADVISORY.>"]},
+ {"name":"V","subjects":["$JSC.x"]},
+ {"name":"V","subjects":["a.>"],"republish":{"src":">","dest":"a.b"}},
+ {"name":"V","subjects":["a.>"],"republish":{"src":"a.>","dest":"b.>"}},
+ {"name":"V","subject_delete_marker_ttl":500000000},
+ {"name":"V","subject_delete_marker_ttl":-1},
+ {"name":"V","num_replicas":-1},
+ {"name":"V","num_replicas":6},
+ {"name":"V","placement":{"preferred":"x"}},
+ {"name":"V","mirror":{"name":"O"},"subjects":["x"]},
+ {"name":"V","mirror":{"name":"O"},"first_seq":5},
+ {"name":"V","mirror":{"name":"bad.name"}},
+ {"name":"V","sources":[{"name":"O"},{"name":"O"}]},
+ {"name":"V","sources":[{"name":"bad.n"}]},
+ {"name":"V","allow_msg_counter":True,"discard":"new"},
+ {"name":"V","allow_msg_schedules":True,"discard":"new"},
+ {"name":"V","persist_mode":"async","storage":"memory"},
+ {"name":"V","persist_mode":"bogus"},
+ {"name":"V","storage":"mem"},
+ {"name":"V","discard":"NEW"},
+ {"name":"V","max_msgs":1.5},
+ {"name":"V","subjects":"a"},
+ {"name":"V","sealed":"yes"},
+ {"name":"V","max_msg_size":3000000000},
+ {"name":"V","subject_transform":{"src":"v.*","dest":"w.$2"},"subjects":["v.*"]},
+ {"name":"V","subject_transform":{"src":"v.*","dest":""},"subjects":["v.*"]},
+ {"name":"V","mirror_direct":True},
+ {"name":"V","pedantic":True,"max_msgs":-5},
+ {"name":"V","pedantic":True,"subject_delete_marker_ttl":1000000000},
+]
+
+
+async def _run_config_cases(url: str) -> list:
+    nc = await nats.connect(url)
+    out = []
+    try:
+        for cfg in CONFIG_CASES:
+            msg = await nc.request("$JS.API.STREAM.CREATE." + cfg["name"], json.dumps(cfg).encode(), timeout=2)
+            d = json.loads(msg.data)
+            out.append((json.dumps(cfg)[:80], d.get("error") or "OK"))
+            if "error" not in d:
+                await nc.request("$JS.API.STREAM.DELETE." + cfg["name"], b"", timeout=2)
+    finally:
+        await nc.close()
+    return out
+
+
+async def test_stream_config_validation_matches_reference(tmp_path):
+    ref = start_server("reference", tmp_path)
+    try:
+        expected = await _run_config_cases(ref.url)
+    finally:
+        ref.stop()
+    async with running_server(store_dir=str(tmp_path / "natsd")) as server:
+        got = await _run_config_cases(server.client_url)
+    for g, e in zip(got, expected):
+        assert g == e
+    assert len(got) == len(expected) == len(CONFIG_CASES)

@@ -256,13 +256,25 @@ class Consumer:
                 self.asflr = first - 1
 
     def _seq_from_time(self, ts: int) -> int:
-        st = self.stream.store.state()
+        """First sequence stored at or after wall time ``ts`` (binary search: store timestamps
+        only grow with the sequence). last_seq + 1 when none."""
+        store = self.stream.store
+        st = store.state()
         if st.msgs == 0:
             return st.last_seq + 1
-        for m in self.stream.store.iter_msgs(st.first_seq, st.last_seq):
-            if m.ts >= ts:
-                return m.seq
-        return st.last_seq + 1
+        lo, hi = st.first_seq, st.last_seq + 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            try:
+                sm = store.load_next_msg("", mid)
+            except StoreEOF:
+                hi = mid
+                continue
+            if sm.ts >= ts:
+                hi = mid
+            else:
+                lo = sm.seq + 1
+        return lo
 
     def _apply_state(self, state: ConsumerState) -> None:
         self.dseq = state.delivered.consumer_seq + 1

@@ -142,7 +142,7 @@ def _kind(v: Any) -> str:
     if isinstance(v, bool):
         return "bool"
     if isinstance(v, (int, float)):
-        return "number"
+        return "number " + repr(v)  # Go quotes the literal: "number 1.5"
     if isinstance(v, str):
         return "string"
     if isinstance(v, list):

@@ -277,7 +277,9 @@ def mapping_problem(src: str, dest: str) -> str:
     tokens, ``{{wildcard(n)}}`` / ``$n`` referring to the n-th ``*`` of ``src``, and a trailing
     ``>`` when ``src`` ends in ``>``. Other mapping functions (partition, split, slice...) are
     refused rather than applied wrongly."""
-    if not dest or not is_valid_subject(dest):
+    if not dest:
+        return ""  # an empty destination leaves subjects unchanged (accepted by the reference)
+    if not is_valid_subject(dest):
         return "invalid subject"
     nwild = sum(1 for t in src.split(".") if t == "*")
     for t in dest.split("."):
@@ -295,7 +297,7 @@ def mapping_problem(src: str, dest: str) -> str:
         else:
             continue
         if n < 1 or n > nwild:
-            return f"wildcard index {n} out of range"
+            return f"invalid mapping destination: wildcard index out of range in {t}: [{n}]"
     return ""
 
 

@@ -1,8 +1,12 @@
 """A JetStream stream: ingest (the publish path), retention, and the stream-side of the API.
 
 The publish path is the hot path. A message on one of the stream's subjects arrives through an
-internal subscription (``Ports.subscribe``) and :meth:`Stream.process_msg`:
+internal subscription (``Ports.subscribe``) and :meth:`Stream.process_msg`. A message without
+headers on a stream with nothing to check first (limits retention, not sealed, no
+``max_msg_size``, no republish / subject transform, no account byte limits) takes a fast path
+straight to ``store_msg``; otherwise the steps are:
 
+0. ``subject_transform`` rewrites the subject;
 1. rejects it when sealed / too big (``max_msg_size``, 64 KiB of headers);
 2. only if the message has a header block, scans it once for the ``Nats-*`` headers we honour
    (``Nats-Expected-Stream``, ``Nats-TTL``, ``Nats-Expected-Last-Subject-Sequence`` (+``-Subject``),
@@ -234,7 +238,7 @@ class Stream:
         self._store_msg = self.store.store_msg
         self._call_soon = self.clock.call_soon
         tr = cfg.subject_transform
-        self._transform = ((tr.get("src") or ">"), tr.get("dest", "")) if tr else None
+        self._transform = ((tr.get("src") or ">"), tr["dest"]) if tr and tr.get("dest") else None
         self._fast = (not cfg.sealed and cfg.max_msg_size < 0 and cfg.retention == "limits"
                       and not cfg.republish and not self._transform and not self.closed
                       and not self.account.limits_enforced)
@@ -630,9 +634,27 @@ class Stream:
     def _rollup(self, subject: str, kind: bytes, keep: int) -> None:
         if kind == b"sub":
             self.store.purge_ex(subject, 0, keep)
+        elif keep:
+            self._purge_keep_newest(keep)
         else:
-            self.store.purge_ex("", 0, keep)
+            self.store.purge()
         self._after_purge()
+
+    def _purge_keep_newest(self, keep: int) -> int:
+        """Purge everything but the newest ``keep`` messages (unfiltered ``keep`` / rollup all).
+
+        Counts messages, not sequences: with interior deletes the newest ``keep`` messages span
+        more than ``keep`` sequences (``compact(last_seq - keep + 1)`` would remove too much)."""
+        st = self.store.state()
+        if keep >= st.msgs:
+            return 0
+        seq = st.last_seq
+        boundary = 0
+        for _ in range(keep):
+            sm = self.store.load_prev_msg(seq)
+            boundary = sm.seq
+            seq = sm.seq - 1
+        return self.store.compact(boundary)
 
     def _republish(self, subject: str, hdr: bytes | None, payload: bytes, seq: int, ts: int,
                    tlseq: int) -> None:
@@ -839,6 +861,8 @@ class Stream:
             raise ApiErrors.STREAM_PURGE_FAILED(err="stream purge not permitted")
         if not subject and not seq and not keep:
             n = self.store.purge()
+        elif keep and not seq and subject in ("", ">"):
+            n = self._purge_keep_newest(keep)
         else:
             n = self.store.purge_ex(subject, seq, keep)
         self.store.flush()

@@ -2,7 +2,8 @@
  * JetStream with libnats: js_PublishAsync (500 messages in flight, ack handler counting PubAcks)
  * + js_PublishAsyncComplete; an async push subscription (js_Subscribe, durable, manual acks,
  * idle heartbeat + flow control) that acks every message; a sync push subscription with
- * natsMsg_AckSync; an ordered push consumer (jsSubOptions.Ordered) reading the stream in order.
+ * natsMsg_AckSync; a deliver-group (queue) push consumer shared by two subscriptions; an ordered
+ * push consumer (jsSubOptions.Ordered) reading the stream in order.
  */
 #include "compat.h"
 
@@ -127,6 +128,40 @@ int main(int argc, char **argv)
     natsSubscription_Unsubscribe(sub);
     natsSubscription_Destroy(sub);
     sub = NULL;
+
+    stage = "push-queue";
+    {
+        /* Two members of one deliver group (jsSubOptions.Queue) share a durable push consumer:
+         * every message goes to exactly one of them. */
+        natsSubscription *m1 = NULL, *m2 = NULL;
+        jsSubOptions_Init(&so);
+        so.Stream = "APUSH";
+        so.Queue = "grp";
+        so.Config.Durable = "grp";
+        so.Config.DeliverPolicy = js_DeliverNew;
+        so.Config.AckPolicy = js_AckExplicit;
+        MUST_JS(js_SubscribeSync(&m1, js, "apush.q", NULL, &so, &jerr), jerr);
+        MUST_JS(js_SubscribeSync(&m2, js, "apush.q", NULL, &so, &jerr), jerr);
+        jsPubAck *qa = NULL;
+        for (int i = 0; i < 40; i++) {
+            MUST_JS(js_Publish(&qa, js, "apush.q", "q", 1, NULL, &jerr), jerr);
+            jsPubAck_Destroy(qa);
+            qa = NULL;
+        }
+        int got1 = 0, got2 = 0;
+        for (int idle = 0; idle < 3 && got1 + got2 < 40;) {
+            int before = got1 + got2;
+            while (natsSubscription_NextMsg(&msg, m1, 100) == NATS_OK) { natsMsg_Ack(msg, NULL); natsMsg_Destroy(msg); got1++; }
+            while (natsSubscription_NextMsg(&msg, m2, 100) == NATS_OK) { natsMsg_Ack(msg, NULL); natsMsg_Destroy(msg); got2++; }
+            idle = (got1 + got2 == before) ? idle + 1 : 0;
+        }
+        msg = NULL;
+        KV_INT("queueTotal", got1 + got2);
+        natsSubscription_Unsubscribe(m1);
+        natsSubscription_Unsubscribe(m2);
+        natsSubscription_Destroy(m1);
+        natsSubscription_Destroy(m2);
+    }
 
     stage = "ordered";
     jsSubOptions_Init(&so);

@@ -1,7 +1,7 @@
 // Newer JetStream features (nats-server 2.10-2.12) as nats.js v3 exposes them, each an independent
 // probe (value or {"error": ...} under its own key): stream sources, subject transforms,
-// republish, advisories, priority groups (overflow), atomic batch publish, message counters, and
-// KV per-key TTL with limit markers.
+// republish, advisories, priority groups (overflow), atomic batch publish, message counters,
+// consumer reset, and KV per-key TTL with limit markers.
 import { AckPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { headers } from "@nats-io/transport-node";
@@ -92,6 +92,31 @@ await scenario("newer", async (nc, out, step) => {
     const last = await jsm.streams.getMessage("CNT", { last_by_subj: "cnt.hits" });
     return { first: a.val ?? a.error?.err_code ?? null, second: b.val ?? b.error?.err_code ?? null,
       stored: last ? last.json().val : null };
+  });
+
+  await probe("consumerReset", async () => {
+    // CONSUMER.RESET (server 2.14+; nats.js refuses it client-side when INFO advertises an older version).
+    await jsm.streams.add({ name: "RST", subjects: ["rst.>"] });
+    for (let i = 1; i <= 5; i++) await js.publish("rst.x", `r${i}`);
+    await jsm.consumers.add("RST", { durable_name: "r", ack_policy: AckPolicy.Explicit });
+    const c = await js.consumers.get("RST", "r");
+    const iter = await c.fetch({ max_messages: 5, expires: 1000 });
+    for await (const m of iter) await m.ackAck();
+    await jsm.consumers.reset("RST", "r", 2);
+    const m = await c.next({ expires: 1000 });
+    return { nextSeq: m?.seq ?? null, data: m ? m.string() : null };
+  });
+
+  await probe("consumerResetRaw", async () => {
+    // The same reset sent as a plain request, bypassing nats.js' server-version gate.
+    await jsm.consumers.add("RST", { durable_name: "raw", ack_policy: AckPolicy.Explicit });
+    const c = await js.consumers.get("RST", "raw");
+    const iter = await c.fetch({ max_messages: 5, expires: 1000 });
+    for await (const m of iter) await m.ackAck();
+    const r = await nc.request("$JS.API.CONSUMER.RESET.RST.raw", JSON.stringify({ seq: 3 }), { timeout: 2000 });
+    const body = r.json();
+    const m = await c.next({ expires: 1000 });
+    return { type: body.type, apiError: body.error ?? null, nextSeq: m?.seq ?? null };
   });
 
   await probe("kvKeyTtl", async () => {

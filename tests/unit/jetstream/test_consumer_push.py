@@ -160,3 +160,24 @@ def test_last_per_subject_pending_in_ack_tokens() -> None:
     assert [(t[5], t[6], t[8]) for t in toks] == [("2", "1", "2"), ("3", "2", "1"), ("4", "3", "0")]
     h.pub("orders.a", "new")
     assert ack_tokens(data(sub)[-1])[5:7] == ["5", "4"]
+
+
+def test_start_time_search_with_gaps() -> None:
+    from natsd.jetstream.consumer_config import format_time
+    h = Harness()
+    times = []
+    for i in range(20):
+        h.pub(f"orders.{i}", "x")
+        times.append(h.store.load_msg(i + 1).ts)
+        h.advance(SEC)
+    for seq in (3, 4, 10):
+        h.store.remove_msg(seq)
+    sub = h.listen("push.t")
+    c = h.consumer(deliver_subject="push.t", ack_policy="none", deliver_policy="by_start_time",
+                   opt_start_time=format_time(times[2]))
+    assert ack_tokens(data(sub)[0])[5] == "5"  # 3 and 4 are gone
+    first_live = lambda seq: h.store.load_next_msg("", seq).seq  # noqa: E731
+    assert first_live(c._seq_from_time(times[8] + 1)) == 11  # seq 10 (ts[9]) was removed
+    assert first_live(c._seq_from_time(times[14])) == 15
+    assert c._seq_from_time(times[19] + 1) == 21
+    assert c._seq_from_time(0) == 1

@@ -382,3 +382,14 @@ def test_account_max_consumers_across_streams(tmp_path):
         assert env.api("$JS.API.INFO")["consumers"] == 1
     finally:
         env.stop()
+
+
+@pytest.mark.parametrize("storage", ["memory", "file"])
+def test_purge_keep_counts_messages_not_sequences(env, storage):
+    create(env, "P", subjects=["p.*"], storage=storage)
+    for s in ("p.a", "p.b", "p.a", "p.b", "p.a"):
+        env.pub(s)
+    assert env.api("$JS.API.STREAM.PURGE.P", {"filter": "p.a"})["purged"] == 3
+    assert env.api("$JS.API.STREAM.PURGE.P", {"keep": 1})["purged"] == 1
+    st = env.api("$JS.API.STREAM.INFO.P")["state"]
+    assert (st["messages"], st["first_seq"], st["last_seq"]) == (1, 4, 5)
