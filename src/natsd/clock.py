@@ -89,14 +89,20 @@ class ManualClock:
 
     ``call_soon`` callbacks run on ``run_soon()`` and at the start of every ``advance``.
     Wall time starts at ``start_time_ns`` and moves with monotonic time.
+
+    ``soon_on_loop=True`` hands ``call_soon`` to the running asyncio loop instead: a whole
+    in-process server can then run on manual time (its per-turn batching still happens every
+    loop turn) while only the timers wait for ``advance``.
     """
 
-    def __init__(self, start_time_ns: int = 1_700_000_000 * 10**9, start_monotonic_ns: int = 10**12) -> None:
+    def __init__(self, start_time_ns: int = 1_700_000_000 * 10**9, start_monotonic_ns: int = 10**12,
+                 soon_on_loop: bool = False) -> None:
         self._mono = start_monotonic_ns
         self._wall_offset = start_time_ns - start_monotonic_ns
         self._heap: list[tuple[int, int, _ManualTimer]] = []
         self._seq = itertools.count()
         self._soon: list[Callable[[], None]] = []
+        self._soon_on_loop = soon_on_loop
 
     def time_ns(self) -> int:
         return self._mono + self._wall_offset
@@ -113,7 +119,10 @@ class ManualClock:
         return t
 
     def call_soon(self, callback: Callable[[], None]) -> None:
-        self._soon.append(callback)
+        if self._soon_on_loop:
+            asyncio.get_running_loop().call_soon(callback)
+        else:
+            self._soon.append(callback)
 
     def run_soon(self) -> None:
         """Run queued ``call_soon`` callbacks (and any they queue) until none remain."""
