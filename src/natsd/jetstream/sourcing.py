@@ -1,0 +1,262 @@
+"""Mirrors and sources within one account, the way nats-server builds them: through the
+normal consumer API.
+
+A :class:`SourceLink` connects a stream (the *target*) to one origin stream. It creates an
+ephemeral push consumer on the origin with an internal deliver subject::
+
+    $JS.API.CONSUMER.CREATE.<origin>   {"stream_name": <origin>, "config": {
+        "deliver_subject": "$JSC.SI.<id>", "ack_policy": "none", "ack_wait": 22h,
+        "max_deliver": 1, "idle_heartbeat": 1s, "flow_control": true, "direct": true,
+        "deliver_policy": "by_start_sequence", "opt_start_seq": <next>, "filter_subject"?}}
+
+and stores what it receives. The origin sequence and timestamp come from the delivery's ack
+subject ``$JS.ACK.<origin>.<consumer>.<dc>.<sseq>.<dseq>.<ts>.<pending>``.
+
+* mirror: the message is stored with the origin's sequence and time (``store_raw_msg``); gaps
+  (origin deletes, filtered-out subjects) are skipped with ``skip_msgs`` so sequences line up.
+* source: the message goes through the target's normal ingest with a fresh sequence and the
+  header ``Nats-Stream-Source: <origin> <origin seq> <filter> <dest> <original subject>``
+  (``>`` for no filter / transform), as the reference writes it.
+
+Flow-control requests (``NATS/1.0 100 FlowControl Request``) are answered with an empty
+message; a heartbeat carrying ``Nats-Consumer-Stalled`` is answered on that subject. Every 10s
+(the reference's health-check interval) a link that has heard nothing for 3 heartbeats, or
+whose consumer could not be created (e.g. the origin does not exist yet), recreates its
+consumer from the next sequence it needs.
+
+Not supported: ``external`` (cross-account/domain) origins, ``subject_transforms`` on
+mirrors/sources with mapping functions other than wildcard references (validated at create).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+from typing import TYPE_CHECKING, Any
+
+from natsd.jetstream.models import SECOND, parse_rfc3339
+from natsd.store.base import StoreError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from natsd.jetstream.stream import Stream
+
+__all__ = ["SourceLink", "HEALTH_CHECK_NS", "SOURCE_HEADER"]
+
+log = logging.getLogger("natsd.jetstream.sourcing")
+
+HEALTH_CHECK_NS = 10 * SECOND
+HEARTBEAT_NS = SECOND
+SOURCE_HEADER = b"Nats-Stream-Source"
+_FC_STATUS = b"NATS/1.0 100 FlowControl Request"
+_STATUS_100 = b"NATS/1.0 100"
+
+
+def _rand(n: int = 10) -> str:
+    alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+    return "".join(secrets.choice(alphabet) for _ in range(n))
+
+
+class SourceLink:
+    """One mirror or source of ``stream``; ``cfg`` is the StreamSource JSON dict."""
+
+    def __init__(self, stream: "Stream", cfg: dict, mirror: bool) -> None:
+        self.stream = stream
+        self.cfg = cfg
+        self.mirror = mirror
+        self.origin: str = cfg.get("name", "")
+        self.filter: str = cfg.get("filter_subject") or ""
+        trs = cfg.get("subject_transforms") or []
+        self.transforms: list[tuple[str, str]] = [((t.get("src") or ">"), t.get("dest") or "") for t in trs]
+        self.last_sseq = 0  # last origin sequence received
+        self.lag = 0
+        self.last_active = 0  # monotonic ns of the last message or heartbeat
+        self.consumer = ""
+        self.error: dict | None = None
+        self._deliver = ""
+        self._subs: list[Any] = []
+        self._timer: Any = None
+        self._closed = False
+        self._creating = False
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def start(self) -> None:
+        self.last_sseq = self._recover_last_sseq()
+        self._create_consumer()
+        self._arm_health()
+
+    def stop(self, delete_consumer: bool = True) -> None:
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._teardown(delete_consumer)
+
+    def _teardown(self, delete_consumer: bool = True) -> None:
+        for s in self._subs:
+            s.unsubscribe()
+        self._subs = []
+        if delete_consumer and self.consumer:
+            ports = self.stream.account.ports
+            ports.publish(f"$JS.API.CONSUMER.DELETE.{self.origin}.{self.consumer}", "", None, b"")
+        self.consumer = ""
+
+    def _recover_last_sseq(self) -> int:
+        store = self.stream.store
+        if self.mirror:
+            return store.state().last_seq
+        # sources: the newest message that came from this origin says where we were
+        st = store.state()
+        seq = st.last_seq
+        prefix = SOURCE_HEADER + b": " + self.origin.encode() + b" "
+        while seq > 0 and seq >= st.first_seq:
+            try:
+                sm = store.load_prev_msg(seq)
+            except StoreError:
+                break
+            if sm.hdr and prefix in sm.hdr:
+                line = sm.hdr[sm.hdr.index(prefix) + len(prefix):].split(b"\r\n", 1)[0]
+                tok = line.split(b" ", 1)[0]
+                if tok.isdigit():
+                    return int(tok)
+            seq = sm.seq - 1
+        return 0
+
+    def _create_consumer(self) -> None:
+        if self._closed or self._creating:
+            return
+        self._teardown(delete_consumer=True)
+        ports = self.stream.account.ports
+        self._deliver = f"$JSC.SI.{_rand()}"
+        reply = f"$JSC.R.{_rand()}"
+        self._subs.append(ports.subscribe(self._deliver, self._on_msg))
+        self._subs.append(ports.subscribe(reply, self._on_create_reply))
+        config: dict = {
+            "deliver_subject": self._deliver, "ack_policy": "none", "ack_wait": 22 * 3600 * SECOND,
+            "max_deliver": 1, "idle_heartbeat": HEARTBEAT_NS, "flow_control": True, "direct": True,
+        }
+        if self.last_sseq:
+            config["deliver_policy"] = "by_start_sequence"
+            config["opt_start_seq"] = self.last_sseq + 1
+        elif self.cfg.get("opt_start_seq"):
+            config["deliver_policy"] = "by_start_sequence"
+            config["opt_start_seq"] = self.cfg["opt_start_seq"]
+        elif self.cfg.get("opt_start_time"):
+            config["deliver_policy"] = "by_start_time"
+            config["opt_start_time"] = self.cfg["opt_start_time"]
+        else:
+            config["deliver_policy"] = "all"
+        if self.filter:
+            config["filter_subject"] = self.filter
+        elif len(self.transforms) == 1 and self.transforms[0][0] != ">":
+            config["filter_subject"] = self.transforms[0][0]
+        elif len(self.transforms) > 1:
+            config["filter_subjects"] = [t[0] for t in self.transforms]
+        self._creating = True
+        self.last_active = self.stream.clock.monotonic_ns()
+        ports.publish(f"$JS.API.CONSUMER.CREATE.{self.origin}", reply, None,
+                      json.dumps({"stream_name": self.origin, "config": config}).encode())
+
+    def _on_create_reply(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+        self._creating = False
+        try:
+            resp = json.loads(payload)
+        except ValueError:
+            resp = {"error": {"code": 500, "err_code": 10029, "description": "bad consumer create reply"}}
+        if "error" in resp:
+            self.error = resp["error"]
+            self.consumer = ""
+            return
+        self.error = None
+        self.consumer = resp.get("name", "")
+        self.lag = resp.get("num_pending", 0)
+
+    # -- data -------------------------------------------------------------------------------------
+    def _on_msg(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+        stream = self.stream
+        self.last_active = stream.clock.monotonic_ns()
+        if hdr and hdr.startswith(_STATUS_100):
+            if hdr.startswith(_FC_STATUS) and reply:
+                stream.account.ports.publish(reply, "", None, b"")
+            elif b"Nats-Consumer-Stalled:" in hdr:
+                fc = hdr.split(b"Nats-Consumer-Stalled:", 1)[1].split(b"\r\n", 1)[0].strip().decode()
+                if fc:
+                    stream.account.ports.publish(fc, "", None, b"")
+            return
+        toks = reply.split(".")
+        if len(toks) != 9 or toks[0] != "$JS" or toks[1] != "ACK":
+            return
+        try:
+            sseq, ts, pending = int(toks[5]), int(toks[7]), int(toks[8])
+        except ValueError:
+            return
+        if sseq <= self.last_sseq:
+            return  # a redelivery after a consumer re-create: already have it
+        self.lag = pending
+        if self.mirror:
+            self._store_mirrored(subject, hdr, payload, sseq, ts)
+        else:
+            self._store_sourced(subject, hdr, payload, sseq)
+        self.last_sseq = sseq
+
+    def _store_mirrored(self, subject: str, hdr: bytes | None, payload: bytes, sseq: int, ts: int) -> None:
+        stream = self.stream
+        store = stream.store
+        last = store.state().last_seq
+        if sseq <= last:
+            return
+        try:
+            if sseq > last + 1:
+                store.skip_msgs(last + 1, sseq - last - 1)
+            store.store_raw_msg(subject, hdr, payload, sseq, ts)
+        except StoreError as e:
+            log.error("mirror %s of %s: store failed: %s", stream.name, self.origin, e)
+            return
+        stream.note_mirrored(sseq)
+
+    def _store_sourced(self, subject: str, hdr: bytes | None, payload: bytes, sseq: int) -> None:
+        from natsd.jetstream.stream import _transform
+        from natsd.subjects.tokens import subject_matches
+        new_subject = subject
+        dest = ">"
+        src = self.filter or ">"
+        for tsrc, tdest in self.transforms:
+            if subject_matches(tsrc, subject):
+                src, dest = tsrc, tdest or ">"
+                if tdest:
+                    new_subject = _transform(tsrc, tdest, subject) or subject
+                break
+        value = f"{self.origin} {sseq} {src} {dest} {subject}".encode()
+        line = SOURCE_HEADER + b": " + value + b"\r\n"
+        nh = (hdr[: len(hdr) - 2] + line + b"\r\n") if hdr else (b"NATS/1.0\r\n" + line + b"\r\n")
+        self.stream.process_msg(new_subject, "", nh, payload)
+
+    # -- health -----------------------------------------------------------------------------------
+    def _arm_health(self) -> None:
+        if not self._closed:
+            self._timer = self.stream.clock.call_later(HEALTH_CHECK_NS, self._health)
+
+    def _health(self) -> None:
+        self._timer = None
+        if self._closed:
+            return
+        idle = self.stream.clock.monotonic_ns() - self.last_active
+        if not self.consumer or idle > 3 * HEARTBEAT_NS:
+            self._creating = False
+            self._create_consumer()
+        self._arm_health()
+
+    def info(self) -> dict:
+        """StreamSourceInfo JSON: name, lag, active (ns since last activity), error?, filter."""
+        out: dict = {"name": self.origin, "lag": self.lag,
+                     "active": max(self.stream.clock.monotonic_ns() - self.last_active, 0) if self.last_active else -1}
+        if self.error:
+            out["error"] = self.error
+        if self.filter:
+            out["filter_subject"] = self.filter
+        if self.cfg.get("subject_transforms"):
+            out["subject_transforms"] = self.cfg["subject_transforms"]
+        return out
+
+
+_ = parse_rfc3339
