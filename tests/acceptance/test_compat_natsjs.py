@@ -552,9 +552,7 @@ def test_kv_per_key_ttl(natsjs, kind):
     assert _newer(natsjs, kind, "kvKeyTtl") == {"before": "lived", "after": "PURGE"}
 
 
-@pytest.mark.parametrize("kind", kinds(natsd_xfail=(
-    "STREAM.CREATE AGG with sources:[{name:S1},{name:S2}]: natsd answers 500/10045 'stream sources are not "
-    "supported by this server'; nats-server creates it and sources both messages")))
+@pytest.mark.parametrize("kind", kinds())
 def test_stream_sources(natsjs, kind):
     assert _newer(natsjs, kind, "sources") == 2
 

@@ -33,10 +33,15 @@ __all__ = ["FakePorts", "Msg", "ClientSub"]
 
 @dataclass(slots=True)
 class Msg:
+    """A recorded message. ``subject`` is the subject it was routed on; for consumer deliveries
+    (``deliver``) ``shown`` is the stored message's own subject (what a NATS client would see
+    in the MSG line)."""
+
     subject: str
     reply: str
     hdr: bytes | None
     payload: bytes
+    shown: str = ""
 
     def json(self) -> dict:
         return json.loads(self.payload)
@@ -95,6 +100,10 @@ class ClientSub:
     def handler(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
         self.msgs.append(Msg(subject, reply, hdr, payload))
 
+    def record(self, route: str, shown: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+        # recorded under the routed subject (inbox, deliver subject), original in ``shown``
+        self.msgs.append(Msg(route, reply, hdr, payload, shown if shown != route else ""))
+
     def last(self) -> Msg:
         return self.msgs[-1]
 
@@ -135,7 +144,7 @@ class FakePorts:
         self._client_sl: Sublist = Sublist()
         self._interest_handlers: list[Callable[[str, bool], None]] = []
         self.published: list[Msg] = []
-        self._queue: deque[tuple[str, str, bytes | None, bytes]] = deque()
+        self._queue: deque[tuple[str, str, str, bytes | None, bytes]] = deque()
         self._delivering = False
         self._inbox_ids = itertools.count(1)
 
@@ -147,7 +156,16 @@ class FakePorts:
 
     def publish(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
         self.published.append(Msg(subject, reply, hdr, bytes(payload)))
-        self._queue.append((subject, reply, hdr, bytes(payload)))
+        self._enqueue(subject, subject, reply, hdr, bytes(payload))
+
+    def deliver(self, route_subject: str, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+        """Like ``publish`` on ``route_subject``, but receivers see ``subject`` (as natsd.server
+        does for consumer deliveries). Recorded in ``published`` under ``route_subject``."""
+        self.published.append(Msg(route_subject, reply, hdr, bytes(payload)))
+        self._enqueue(route_subject, subject, reply, hdr, bytes(payload))
+
+    def _enqueue(self, route: str, shown: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+        self._queue.append((route, shown, reply, hdr, payload))
         if self._delivering:
             return
         self._delivering = True
@@ -165,17 +183,27 @@ class FakePorts:
         return _InterestSub(self, handler)
 
     # -- test helpers --------------------------------------------------------------------------
-    def _deliver(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
-        for sl in (self._sl, self._client_sl):
-            r = sl.match(subject)
-            for sub in r.psubs:
+    def _deliver(self, route: str, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+        # internal subscriptions see the shown subject (as natsd.server), client subscriptions
+        # record both
+        r = self._sl.match(route)
+        for sub in r.psubs:
+            if not sub.closed:
+                sub.handler(subject, reply, hdr, payload)
+        for members in r.qsubs:
+            for sub in members:
                 if not sub.closed:
                     sub.handler(subject, reply, hdr, payload)
-            for members in r.qsubs:
-                for sub in members:
-                    if not sub.closed:
-                        sub.handler(subject, reply, hdr, payload)
-                        break
+                    break
+        r = self._client_sl.match(route)
+        for sub in r.psubs:
+            if not sub.closed:
+                sub.record(route, subject, reply, hdr, payload)
+        for members in r.qsubs:
+            for sub in members:
+                if not sub.closed:
+                    sub.record(route, subject, reply, hdr, payload)
+                    break
 
     def client_subscribe(self, subject: str, queue: str | None = None) -> ClientSub:
         """A client subscription that records what it receives (fires interest handlers)."""

@@ -217,3 +217,39 @@ async def test_jsz_monitoring_endpoint(tmp_path):
             assert detail["stream_detail"][0]["state"]["messages"] == 1
         finally:
             await nc.close()
+
+
+async def test_mirror_and_source_through_the_server(tmp_path):
+    import asyncio
+
+    from nats.js.api import StreamSource
+
+    async with running_server(store_dir=str(tmp_path)) as server:
+        nc = await nats.connect(server.client_url)
+        try:
+            js = nc.jetstream()
+            await js.add_stream(name="ORIGIN", subjects=["origin.>"])
+            for i in range(5):
+                await js.publish(f"origin.{i % 2}", f"m{i}".encode())
+            await js.add_stream(name="MIRROR", mirror=StreamSource(name="ORIGIN"))
+            await js.add_stream(name="AGG", subjects=["agg.>"],
+                                sources=[StreamSource(name="ORIGIN", filter_subject="origin.1")])
+            await js.publish("origin.1", b"late")
+
+            async def wait_for(name: str, n: int) -> None:
+                for _ in range(100):
+                    if (await js.stream_info(name)).state.messages >= n:
+                        return
+                    await asyncio.sleep(0.02)
+            await wait_for("MIRROR", 6)
+            await wait_for("AGG", 3)
+            mi = await js.stream_info("MIRROR")
+            assert (mi.state.messages, mi.state.last_seq) == (6, 6) and mi.mirror.name == "ORIGIN"
+            m = await js.get_msg("MIRROR", 6)
+            assert (m.subject, m.data) == ("origin.1", b"late")
+            ai = await js.stream_info("AGG")
+            assert ai.state.messages == 3 and [s.name for s in ai.sources] == ["ORIGIN"]
+            last = await js.get_msg("AGG", 3)
+            assert last.data == b"late" and last.headers["Nats-Stream-Source"] == "ORIGIN 6 origin.1 > origin.1"
+        finally:
+            await nc.close()

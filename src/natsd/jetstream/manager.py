@@ -227,8 +227,12 @@ class JsAccount:
             raise ApiErrors.STREAM_NOT_FOUND()
         return s
 
-    def num_consumers(self) -> int:
-        return sum(len(s.consumers) for s in self.streams.values())
+    def num_consumers(self, limitable: bool = False) -> int:
+        """Consumers of all streams (``limitable``: without internal mirror/source feeds)."""
+        if not limitable:
+            return sum(len(s.consumers) for s in self.streams.values())
+        from natsd.jetstream.stream import _is_direct
+        return sum(1 for s in self.streams.values() for c in s.consumers.values() if not _is_direct(c))
 
     def stream_dir(self, name: str) -> str:
         return os.path.join(self.directory, name)
@@ -271,7 +275,7 @@ class JsAccount:
                 continue
             stream = Stream(self, cfg, store, created)
             self.streams[cfg.name] = stream
-            stream.start()
+            stream.start(links=False)
             st = store.state()
             if st.lost_msgs:
                 log.warning("JetStream stream '%s > %s' lost %d messages (%d bytes) at recovery",
@@ -283,6 +287,10 @@ class JsAccount:
                 pass
             except Exception:
                 log.exception("JetStream: recovering consumers of %s", cfg.name)
+        # mirrors / sources connect once every origin stream is back
+        for stream in list(self.streams.values()):
+            if (stream.config.mirror is not None or stream.config.sources) and not stream._links:
+                stream._start_links()
         self._usage_dirty = True
 
     def stop(self) -> None:

@@ -6,9 +6,10 @@ them (``checkStreamCfg`` / ``configUpdateCheck``), with the reference's error co
 ``[name]``...) or raises :class:`ApiError`. :func:`check_update` adds the update rules.
 
 Not implemented (validated, then refused with the reference's error type rather than silently
-ignored -- see :func:`refuse_unsupported`): ``mirror``, ``sources``, counters
-(``allow_msg_counter``), ``allow_atomic``, ``allow_batched``, ``allow_msg_schedules``,
-``persist_mode: async``. ``subject_transform`` is applied for literal tokens,
+ignored -- see :func:`refuse_unsupported`): counters (``allow_msg_counter``), ``allow_atomic``,
+``allow_batched``, ``allow_msg_schedules``, ``persist_mode: async``, and mirrors / sources with
+``external`` (other account or domain) or a durable ``consumer``. Same-account ``mirror`` and
+``sources`` are implemented in :mod:`natsd.jetstream.sourcing`. ``subject_transform`` is applied for literal tokens,
 ``{{wildcard(n)}}``/``$n`` and ``>``; other mapping functions are refused (10156).
 ``placement`` is accepted and echoed (a standalone reference server does the same).
 ``compression: s2`` is accepted and echoed; whether blocks are compressed is the store's
@@ -301,15 +302,30 @@ def mapping_problem(src: str, dest: str) -> str:
     return ""
 
 
+def _check_transforms(src: dict, err) -> None:
+    for tr in src.get("subject_transforms") or []:
+        problem = mapping_problem(tr.get("src") or ">", tr.get("dest") or "")
+        if problem:
+            raise err(err=problem)
+
+
 def refuse_unsupported(cfg: StreamConfig) -> None:
     """Features natsd does not implement yet: refuse them with the reference's own error for
     the situation (rather than accepting a config we would silently not honour)."""
     if cfg.num_replicas > 1:
         raise ApiErrors.STREAM_REPLICAS_NOT_SUPPORTED()
     if cfg.mirror is not None:
-        raise ApiErrors.MIRROR_CONSUMER_SETUP_FAILED(err="stream mirrors are not supported by this server")
-    if cfg.sources:
-        raise ApiErrors.SOURCE_CONSUMER_SETUP_FAILED(err="stream sources are not supported by this server")
+        if cfg.mirror.get("external"):
+            raise ApiErrors.MIRROR_CONSUMER_SETUP_FAILED(err="external mirrors are not supported by this server")
+        if cfg.mirror.get("consumer"):
+            raise ApiErrors.MIRROR_CONSUMER_SETUP_FAILED(err="durable mirror consumers are not supported by this server")
+        _check_transforms(cfg.mirror, ApiErrors.MIRROR_INVALID_TRANSFORM_DESTINATION)
+    for src in cfg.sources or []:
+        if src.get("external"):
+            raise ApiErrors.SOURCE_CONSUMER_SETUP_FAILED(err="external sources are not supported by this server")
+        if src.get("consumer"):
+            raise ApiErrors.SOURCE_CONSUMER_SETUP_FAILED(err="durable source consumers are not supported by this server")
+        _check_transforms(src, ApiErrors.SOURCE_INVALID_TRANSFORM_DESTINATION)
     if cfg.allow_msg_counter:
         raise _invalid("message counters are not supported by this server")
     if cfg.allow_atomic:

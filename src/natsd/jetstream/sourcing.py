@@ -35,7 +35,7 @@ import logging
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from natsd.jetstream.models import SECOND, parse_rfc3339
+from natsd.jetstream.models import SECOND
 from natsd.store.base import StoreError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -228,8 +228,28 @@ class SourceLink:
                 break
         value = f"{self.origin} {sseq} {src} {dest} {subject}".encode()
         line = SOURCE_HEADER + b": " + value + b"\r\n"
+        if hdr:
+            hdr = self._strip_headers(hdr)
         nh = (hdr[: len(hdr) - 2] + line + b"\r\n") if hdr else (b"NATS/1.0\r\n" + line + b"\r\n")
         self.stream.process_msg(new_subject, "", nh, payload)
+
+    def _strip_headers(self, hdr: bytes) -> bytes | None:
+        """Headers that must not act again on the target (as the reference): expected-*
+        checks and batch headers always; Nats-TTL / Nats-Rollup when the target does not allow
+        them (a sourced message is never rejected for them)."""
+        if b"Nats-" not in hdr:
+            return hdr
+        cfg = self.stream.config
+        drop = [b"Nats-Expected-", b"Nats-Batch-"]
+        if not cfg.allow_msg_ttl:
+            drop.append(b"Nats-TTL:")
+        if not (cfg.allow_rollup_hdrs and not cfg.deny_purge):
+            drop.append(b"Nats-Rollup:")
+        lines = hdr.split(b"\r\n")
+        kept = [ln for ln in lines[1:] if ln and not any(ln.startswith(d) for d in drop)]
+        if not kept:
+            return None
+        return lines[0] + b"\r\n" + b"\r\n".join(kept) + b"\r\n\r\n"
 
     # -- health -----------------------------------------------------------------------------------
     def _arm_health(self) -> None:
@@ -258,5 +278,3 @@ class SourceLink:
             out["subject_transforms"] = self.cfg["subject_transforms"]
         return out
 
-
-_ = parse_rfc3339

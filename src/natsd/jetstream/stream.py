@@ -218,6 +218,7 @@ class Stream:
         self._marker_seqs: set[int] = set()
         self._dedupe_pending = False
         self._removed: list[tuple[int, str]] | None = None
+        self._links: list[Any] = []  # mirror / sources (natsd.jetstream.sourcing.SourceLink)
         self._set_derived()
         store.register_storage_updates(self._on_storage_update)
 
@@ -243,8 +244,9 @@ class Stream:
                       and not cfg.republish and not self._transform and not self.closed
                       and not self.account.limits_enforced)
 
-    def start(self) -> None:
-        """Subscribe the stream's subjects (and direct get), rebuild dedupe state, arm timers."""
+    def start(self, links: bool = True) -> None:
+        """Subscribe the stream's subjects (and direct get), rebuild dedupe state, arm timers and
+        (``links``) connect mirror / sources; recovery connects those once every stream is back."""
         # The dedupe map (and the last Nats-Msg-Id) of a recovered stream is rebuilt lazily, on
         # the first publish that needs it: restarting a big stream that never uses msg ids must
         # not read back a whole duplicate window of messages.
@@ -253,6 +255,34 @@ class Stream:
             self._recover_marker_seqs()
         self._subscribe()
         self._arm_expiry()
+        if links:
+            self._start_links()
+
+    def _start_links(self) -> None:
+        """Connect the mirror / sources (ephemeral consumers on the origins)."""
+        from natsd.jetstream.sourcing import SourceLink
+        for link in self._links:
+            link.stop()
+        cfg = self.config
+        if cfg.mirror is not None:
+            self._links = [SourceLink(self, cfg.mirror, True)]
+        else:
+            self._links = [SourceLink(self, src, False) for src in (cfg.sources or [])]
+        for link in self._links:
+            link.start()
+
+    def _stop_links(self) -> None:
+        for link in self._links:
+            link.stop()
+        self._links = []
+
+    def note_mirrored(self, seq: int) -> None:
+        """A mirror stored origin message ``seq`` (raw, with its own sequence)."""
+        self.lseq = seq
+        self._new_msgs = True
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._call_soon(self._flush)
 
     def _recover_marker_seqs(self) -> None:
         """Delete markers still alive after a restart (stored within the last marker TTL), so
@@ -297,6 +327,7 @@ class Stream:
         """Stop ingest, flush what is pending, stop consumers and close the store."""
         if self.closed:
             return
+        self._stop_links()
         self._unsubscribe()
         self._flush()
         self.closed = True
@@ -312,6 +343,7 @@ class Stream:
 
     def delete(self) -> None:
         """Delete the stream, its consumers and its data."""
+        self._stop_links()
         self._unsubscribe()
         self._flush()
         self.closed = True
@@ -334,6 +366,8 @@ class Stream:
         self.store.update_config(store_config_for(new, self.created_ns))
         if old.subjects != new.subjects or old.allow_direct != new.allow_direct:
             self._subscribe()
+        if old.mirror != new.mirror or old.sources != new.sources:
+            self._start_links()  # removing the mirror promotes it to a normal stream
         self._arm_expiry()
         if self.consumers:
             self._notify_new(self.lseq)
@@ -768,12 +802,14 @@ class Stream:
         """Register ``consumer`` (``.name``). Enforces the stream's max_consumers and the
         account's max_consumers (10026 "maximum consumers limit reached")."""
         name = consumer.name
-        if name not in self.consumers:
+        if name not in self.consumers and not _is_direct(consumer):
+            # internal (direct: mirror / source) consumers do not count, as the reference's
+            # numLimitableConsumers
             mc = self.config.max_consumers
-            if mc > 0 and len(self.consumers) >= mc:
+            if mc > 0 and sum(1 for c in self.consumers.values() if not _is_direct(c)) >= mc:
                 raise ApiErrors.MAXIMUM_CONSUMERS_LIMIT()
             lim = self.account.limits
-            if lim is not None and lim.max_consumers > 0 and self.account.num_consumers() >= lim.max_consumers:
+            if lim is not None and lim.max_consumers > 0 and self.account.num_consumers(limitable=True) >= lim.max_consumers:
                 raise ApiErrors.MAXIMUM_CONSUMERS_LIMIT()
         self.consumers[name] = consumer
 
@@ -835,7 +871,7 @@ class Stream:
         consumers with overlapping filters (10100)."""
         if not self._workqueue:
             return
-        others = [c for n, c in self.consumers.items() if n != exclude_name]
+        others = [c for n, c in self.consumers.items() if n != exclude_name and not _is_direct(c)]
         if not others:
             return
         filters = [f for f in new_filters if f]
@@ -947,8 +983,19 @@ class Stream:
         if dom:
             out["domain"] = dom
         out["cluster"] = {"leader": self.account.engine.server_name}
+        if self._links:
+            if self.config.mirror is not None:
+                out["mirror"] = self._links[0].info()
+            else:
+                out["sources"] = [link.info() for link in self._links]
         out["ts"] = rfc3339(self.clock.time_ns())
         return out, total, off, limit
+
+
+def _is_direct(c: Any) -> bool:
+    """An internal consumer (mirror / source feed): ``config.direct`` set."""
+    cfg = getattr(c, "config", None)
+    return bool(getattr(cfg, "direct", False) or getattr(cfg, "sourcing", False))
 
 
 def _consumer_filters(c: Any) -> list[str]:

@@ -44,6 +44,7 @@ from pyspark.sql.types import (
 )
 
 from natsd.spark.jsapi import StreamState, stream_for_subject, stream_names, stream_state
+from natsd.spark.wire import JSApiError, NatsError
 from natsd.spark.options import ReadOptions, WriteOptions
 from natsd.spark.planning import (
     StreamPosition,
@@ -220,7 +221,9 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 if self._conn is None:
                     self._conn = SyncConnection(self.ro.connect).connect()
                 return {s: stream_state(self._conn, s) for s in _selected_streams(self._conn, self.ro)}
-            except (OSError, TimeoutError, ConnectionError) as exc:
+            except JSApiError:
+                raise  # a real answer (e.g. stream not found), not a broken link
+            except (OSError, TimeoutError, NatsError) as exc:
                 # The server restarted or the link dropped between triggers: reconnect once.
                 if self._conn is not None:
                     self._conn.close()

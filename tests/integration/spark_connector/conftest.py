@@ -68,7 +68,7 @@ def spark():
     shutil.rmtree(tmp, ignore_errors=True)
 
 
-@pytest.fixture(scope="module", params=["reference", "natsd"])
+@pytest.fixture(scope="module", params=[pytest.param("reference", marks=pytest.mark.reference), "natsd"])
 def js_server(request, tmp_path_factory):
     """A JetStream server subprocess for one test module (reference nats-server or natsd)."""
     kind = request.param

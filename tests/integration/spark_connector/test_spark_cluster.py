@@ -18,7 +18,7 @@ import pytest
 
 from tests.helpers.servers import free_port, natsd_jetstream_available, start_server
 
-from .conftest import PANDAS3_WARNING
+from .conftest import PANDAS3_WARNING, make_stream, publish
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.filterwarnings(PANDAS3_WARNING)]
 
@@ -120,17 +120,15 @@ def test_spark_declarative_pipeline_example(server, spark, tmp_path):
     pytest.importorskip("pyspark.pipelines")
     for mod in ("grpc", "google.rpc", "yaml", "zstandard"):
         pytest.importorskip(mod)  # pyspark[pipelines] extras
-    sys.path.insert(0, str(ROOT / "examples" / "orders"))
-    import orders_pipeline
-
-    orders_pipeline.setup(server.url, 12)
+    make_stream(server.url, "SDPORDERS", ["SDP.*"])
+    publish(server.url, [("SDP.received", b'{"id": %d}' % i) for i in range(12)])
     work = tmp_path / "sdp"
     shutil.copytree(ROOT / "examples" / "sdp", work)
     spec = work / "spark-pipeline.yml"
     spec.write_text(spec.read_text().replace("file:///tmp/jetstream-orders-pipeline", f"file://{tmp_path}/storage"))
     out = subprocess.run(
         [str(BIN / "spark-pipelines"), "run"], cwd=work, capture_output=True, text=True, timeout=400,
-        env=_env(NATS_URL=server.url, ORDERS_STREAM="ORDERS"),
+        env=_env(NATS_URL=server.url, ORDERS_STREAM="SDPORDERS"),
     )
     log = out.stdout + out.stderr
     # pyspark 4.3's CLI exits 1 with UNKNOWN_RESPONSE after a successful run whenever a Python data

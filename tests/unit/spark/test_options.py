@@ -87,3 +87,16 @@ def test_write_options():
         WriteOptions.parse({"idempotence": "positional"}, streaming=False)
     with pytest.raises(ValueError, match="none, positional or column"):
         WriteOptions.parse({"idempotence": "always"}, streaming=False)
+
+
+def test_static_registration_module_is_discoverable():
+    """PySpark auto-registers ``DefaultSource`` from top-level ``pyspark_*`` modules on the path."""
+    import pkgutil
+
+    import pyspark_jetstream
+
+    from natsd.spark import JetStreamDataSource
+
+    assert "pyspark_jetstream" in {m.name for m in pkgutil.iter_modules() if m.name.startswith("pyspark_")}
+    assert pyspark_jetstream.DefaultSource is JetStreamDataSource
+    assert JetStreamDataSource.name() == "jetstream"
