@@ -440,9 +440,7 @@ def test_consume_reports_consumer_deleted(natsjs, kind):
     assert _probe(natsjs, kind, "consumerDeletedNotice") is True
 
 
-@pytest.mark.parametrize("kind", kinds(natsd_xfail=(
-    "STREAM.CREATE with mirror:{name:SRC}: natsd answers 500/10029 'stream mirrors are not supported by "
-    "this server'; nats-server creates the mirror and copies the 3 messages")))
+@pytest.mark.parametrize("kind", kinds())
 def test_mirror_stream(natsjs, kind):
     assert _probe(natsjs, kind, "mirror") == {"messages": 3, "third": "s2"}
 

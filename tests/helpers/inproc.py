@@ -15,7 +15,9 @@ a random port), plus these keyword-only extras:
 
 * ``options=``: a complete ``ServerOptions`` to use instead (used as given: set its ``port`` to 0
   for a random one; ``overrides`` still apply on top);
-* ``clock=``: a ``Clock`` (e.g. ``ManualClock``) for timers;
+* ``clock=``: a ``Clock`` for timers, e.g. ``ManualClock()``; with JetStream (which batches
+  work with ``Clock.call_soon``) use ``ManualClock(soon_on_loop=True)`` so per-turn work still
+  runs on the loop while timers wait for ``advance``;
 * ``jetstream=True``: shortcut for ``jetstream.enabled`` with ``store_dir`` in a fresh temporary
   directory (or ``store_dir=...``).
 
