@@ -15,13 +15,14 @@ if [ "$need_java" = 1 ]; then
     echo "warning: no Java 17+ found; PySpark tests will be skipped" >&2
   fi
 fi
-# libnats (nats.c) + pkg-config: tests/acceptance/test_compat_libnats.py compiles C clients against them.
-if ! { command -v pkg-config >/dev/null 2>&1 && pkg-config --exists libnats; }; then
+# libnats (nats.c), pkg-config and a C compiler: tests/acceptance/test_compat_libnats.py compiles C
+# clients against them.
+if ! { command -v cc >/dev/null 2>&1 && command -v pkg-config >/dev/null 2>&1 && pkg-config --exists libnats; }; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-    echo "installing libnats-dev and pkg-config for the nats.c compatibility tests" >&2
+    echo "installing libnats-dev, pkg-config and gcc for the nats.c compatibility tests" >&2
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libnats-dev pkg-config gcc libc6-dev >/dev/null
   else
-    echo "warning: libnats-dev/pkg-config missing; nats.c compatibility tests will be skipped" >&2
+    echo "warning: libnats-dev/pkg-config/cc missing; nats.c compatibility tests will be skipped" >&2
   fi
 fi
 # node + npm: tests/acceptance/test_compat_natsjs.py installs nats.js from the npm registry with them.

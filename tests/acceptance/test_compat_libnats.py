@@ -12,19 +12,23 @@ A natsd case that fails while the reference passes is kept and marked
 
 from __future__ import annotations
 
+import json
+import queue
 import shlex
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
 
-from tests.compat.harness import ScenarioRunner, assert_ok, get, kinds
+from tests.compat.harness import ScenarioRunner, assert_ok, get, kinds, require_server
+from tests.helpers.servers import start_server
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.timeout(180)]
 
 C_DIR = Path(__file__).resolve().parents[1] / "compat" / "c"
-PROGRAMS = ("core", "js_pull", "js_async_push", "kv", "js_extras")
+PROGRAMS = ("core", "js_pull", "js_async_push", "kv", "js_extras", "reconnect")
 
 
 def _libnats_flags() -> list[str]:
@@ -238,3 +242,39 @@ def test_connection_drain(libnats, kind):
     res = libnats.result("js_extras", kind)
     assert_ok(res)
     assert (res["drainPending"], res["drainStatus"], res["drainClosed"]) == (5, "OK", True)
+
+
+# ------------------------------------------------------------------------------------ reconnect
+
+@pytest.mark.parametrize("kind", kinds())
+def test_reconnect_through_server_restart(libnats, kind, tmp_path):
+    """libnats reconnects after the server restarts on the same port and store, replays its core
+    subscription, and its durable pull consumer continues at the next stream sequence."""
+    require_server(kind)
+    store = tmp_path / "store"
+    srv = start_server(kind, tmp_path / "run1", store_dir=store)
+    argv, cwd = libnats.command("reconnect")
+    prog = subprocess.Popen([*argv, srv.url], cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in prog.stdout], daemon=True).start()
+    try:
+        ready = json.loads(lines.get(timeout=30))
+        assert ready == {"phase": "ready", "fetched": 3}, ready
+        srv.stop()
+        srv = start_server(kind, tmp_path / "run2", store_dir=store, port=srv.port)
+        prog.stdin.write("go\n")
+        prog.stdin.flush()
+        res = json.loads(lines.get(timeout=60))
+    finally:
+        if prog.poll() is None:
+            prog.kill()
+        prog.wait(10)
+        prog.stdin.close()
+        prog.stdout.close()
+        err = prog.stderr.read()
+        prog.stderr.close()
+        srv.stop()
+    assert res.get("ok") is True, (res, err[-2000:], srv.log()[-2000:])
+    assert (res["reconnected"], res["disconnected"], res["coreReplayed"]) == (True, True, True)
+    assert res["afterSeqs"] == [4, 5, 6]

@@ -399,6 +399,8 @@ def test_direct_get_single_batch_multi_last(natsjs, kind):
 def test_fetch_by_max_bytes(natsjs, kind):
     # Two 100-byte messages (plus subject/reply/headers) fit in 400 bytes; the pull then ends with a 409.
     assert _probe(natsjs, kind, "fetchMaxBytes") == {"received": 2, "status": 409}
+    # consume() with a 1 KiB budget per pull keeps re-pulling until all 10 arrived.
+    assert _probe(natsjs, kind, "consumeMaxBytes") == 10
 
 
 @pytest.mark.parametrize("kind", kinds())

@@ -669,26 +669,11 @@ class Stream:
         if kind == b"sub":
             self.store.purge_ex(subject, 0, keep)
         elif keep:
-            self._purge_keep_newest(keep)
+            # The store keeps the newest ``keep`` messages (not sequences).
+            self.store.purge_ex("", 0, keep)
         else:
             self.store.purge()
         self._after_purge()
-
-    def _purge_keep_newest(self, keep: int) -> int:
-        """Purge everything but the newest ``keep`` messages (unfiltered ``keep`` / rollup all).
-
-        Counts messages, not sequences: with interior deletes the newest ``keep`` messages span
-        more than ``keep`` sequences (``compact(last_seq - keep + 1)`` would remove too much)."""
-        st = self.store.state()
-        if keep >= st.msgs:
-            return 0
-        seq = st.last_seq
-        boundary = 0
-        for _ in range(keep):
-            sm = self.store.load_prev_msg(seq)
-            boundary = sm.seq
-            seq = sm.seq - 1
-        return self.store.compact(boundary)
 
     def _republish(self, subject: str, hdr: bytes | None, payload: bytes, seq: int, ts: int,
                    tlseq: int) -> None:
@@ -897,8 +882,6 @@ class Stream:
             raise ApiErrors.STREAM_PURGE_FAILED(err="stream purge not permitted")
         if not subject and not seq and not keep:
             n = self.store.purge()
-        elif keep and not seq and subject in ("", ">"):
-            n = self._purge_keep_newest(keep)
         else:
             n = self.store.purge_ex(subject, seq, keep)
         self.store.flush()

@@ -10,9 +10,13 @@ payloads* in a few compact parallel arrays indexed by ``seq - base``:
 - ``_sid``  (``array('I')``): the message's subject id (``DEAD_SID`` when absent), so filtered scans
   run in C through ``array.index``/``array.count`` and never touch payloads;
 - ``_ts``   (``array('q')``): the store timestamp, Unix ns (max_age expiry, first_ts);
-- ``_sz``   (``array('I')``): the accounted size of the message (``state.bytes``).
+- ``_sz``   (``array('I')``): the accounted size of the message (``state.bytes``);
+- ``_nxt``  (``array('I')``): distance to the next sequence stored with the same subject (0 =
+  none yet, or unknown): a per-subject forward chain, so finding a subject's new first message
+  after its first was removed (per-subject limits, KV history) follows one link instead of
+  searching ``_sid``. Chains run through removed entries too (never skipping a live one).
 
-That is 24 bytes per sequence and no Python object per message (a 1M-message stream costs ~24 MB
+That is 28 bytes per sequence and no Python object per message (a 1M-message stream costs ~28 MB
 here). The arrays start at ``_base`` <= ``first_seq``; the dead prefix left behind by removals from
 the front is cut off lazily (amortised O(1)) once it is large.
 
@@ -32,7 +36,7 @@ from array import array
 from bisect import bisect_left
 from typing import Iterable, Iterator
 
-from natsd.store._subjects import is_all, is_literal, subject_matches
+from natsd.subjects.tokens import is_literal, matcher
 from natsd.store.base import (
     DiscardPolicy, MaxBytes, MaxMsgs, MaxMsgsPerSubject, MsgNotFound, SimpleState, StorageUpdateHandler,
     StoreClosed, StoreConfig, StoreEOF, StoreMsg, StreamState,
@@ -52,6 +56,13 @@ _ROLLUP_HDR = b"Nats-Rollup:"
 
 _STALE_FIRST = 1
 _STALE_LAST = 2
+# _nxt holds u32 deltas; a larger gap is stored as 0 ("unknown": fall back to a search).
+_NXT_MAX = 0xFFFFFFFF
+
+
+def is_all(filter: str) -> bool:
+    """``""`` and ``">"`` mean "every subject" everywhere in the store API."""
+    return filter == "" or filter == ">"
 
 
 class IndexedStreamStore:
@@ -65,6 +76,7 @@ class IndexedStreamStore:
     def __init__(self, config: StoreConfig, clock) -> None:
         self.config = config
         self._clock = clock
+        self._time_ns = clock.time_ns
         self._closed = False
         self._cb: StorageUpdateHandler | None = None
         self._sid_of: dict[str, int] = {}
@@ -83,6 +95,22 @@ class IndexedStreamStore:
         first = config.first_seq if config.first_seq > 0 else 1
         self._last_ts = 0
         self._reset_index(first)
+
+    @property
+    def config(self) -> StoreConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: StoreConfig) -> None:
+        # The limits are read once per stored message: keep them in plain attributes, and
+        # whether any applies at all, so an unlimited stream skips the checks.
+        self._config = config
+        self._discard_new = config.discard == DiscardPolicy.NEW
+        self._max_per_subj = config.max_msgs_per_subject if config.max_msgs_per_subject > 0 else 0
+        old = not self._discard_new
+        self._old_max_msgs = config.max_msgs if old and config.max_msgs > 0 else 0
+        self._old_max_bytes = config.max_bytes if old and config.max_bytes > 0 else 0
+        self._any_limit = bool(self._max_per_subj or self._old_max_msgs or self._old_max_bytes)
 
     # ------------------------------------------------------------------ payload hooks
     def _write(self, seq: int, ts: int, subject: str, hdr: bytes | None, msg: bytes, ttl_ns: int) -> int:
@@ -130,6 +158,7 @@ class IndexedStreamStore:
         self._sid = array("I")
         self._ts = array("q")
         self._sz = array("I")
+        self._nxt = array("I")
 
     def _fill_absent(self, upto_seq: int) -> None:
         """Extend the arrays with absent entries so that they end just before ``upto_seq``."""
@@ -143,7 +172,9 @@ class IndexedStreamStore:
         self._sid.extend(array("I", [DEAD_SID]) * n)
         # Absent entries repeat the last timestamp so _ts stays sorted (get_seq_from_time).
         self._ts.extend(array("q", [self._last_ts]) * n)
-        self._sz.extend(array("I", [0]) * n)
+        zeros = array("I", [0]) * n
+        self._sz.extend(zeros)
+        self._nxt.extend(zeros)
 
     def _new_sid(self, subject: str, seq: int) -> int:
         if self._free_sids:
@@ -172,12 +203,17 @@ class IndexedStreamStore:
         else:
             ss = self._ss[sid]
             ss[0] += 1
+            prev = ss[2]
             ss[2] = seq
             ss[3] &= ~_STALE_LAST
+            j = prev - self._base
+            if j >= 0 and seq - prev <= _NXT_MAX:
+                self._nxt[j] = seq - prev
         self._pos.append(pos)
         self._sid.append(sid)
         self._ts.append(ts)
         self._sz.append(size)
+        self._nxt.append(0)
         self._msgs += 1
         self._bytes += size
         self._last = seq
@@ -187,35 +223,53 @@ class IndexedStreamStore:
     def _remove(self, seq: int, erase: bool = False, notify: bool = True) -> bool:
         """Remove one message from the index (and its payload through ``_drop``)."""
         i = seq - self._base
-        if seq < self._first or i < 0 or i >= len(self._pos):
+        parr = self._pos
+        if seq < self._first or i < 0 or i >= len(parr):
             return False
-        pos = self._pos[i]
+        pos = parr[i]
         if pos < 0:
             return False
-        sid = self._sid[i]
+        sarr = self._sid
+        sid = sarr[i]
         size = self._sz[i]
         # Keep where the dead record physically is (-pos - 2, still < 0 = absent): the file
         # store's compaction uses it to know when a tombstone is no longer needed.
-        self._pos[i] = -pos - 2
-        self._sid[i] = DEAD_SID
+        parr[i] = -pos - 2
+        sarr[i] = DEAD_SID
         self._msgs -= 1
         self._bytes -= size
         subject = self._snames[sid]
         ss = self._ss[sid]
-        ss[0] -= 1
-        if ss[0] == 0:
+        n = ss[0] = ss[0] - 1
+        if n == 0:
             self._free_subject(sid)
         else:
             if seq == ss[1]:
                 ss[3] |= _STALE_FIRST
             if seq == ss[2]:
                 ss[3] |= _STALE_LAST
+            if n == 1 and ss[3]:
+                # One message left: a known end is the other end too (KV history 1: O(1)).
+                if not ss[3] & _STALE_LAST:
+                    ss[1] = ss[2]
+                    ss[3] = 0
+                elif not ss[3] & _STALE_FIRST:
+                    ss[2] = ss[1]
+                    ss[3] = 0
         if self._ttl:
             self._ttl.pop(seq, None)
         front = seq == self._first
         self._drop(seq, pos, size, erase, front)
         if front:
-            self._advance_first(i + 1)
+            j = i + 1
+            # Common case inline (limits remove from the front): the next slot is live.
+            if self._msgs and j < len(parr) and parr[j] >= 0:
+                self._first = seq + 1
+                self._first_ts = self._ts[j]
+                if j >= _TRIM_MIN and j * 2 >= len(parr):
+                    self._trim(j)
+            else:
+                self._advance_first(j)
         if notify and self._cb is not None:
             self._cb(-1, -size, seq, subject)
         return True
@@ -243,17 +297,34 @@ class IndexedStreamStore:
         self._first = self._base + i
         self._first_ts = self._ts[i]
         if i >= _TRIM_MIN and i * 2 >= n:
-            del self._pos[:i]
-            del self._sid[:i]
-            del self._ts[:i]
-            del self._sz[:i]
-            self._base += i
+            self._trim(i)
+
+    def _trim(self, i: int) -> None:
+        """Cut the first ``i`` (dead) entries off the arrays."""
+        del self._pos[:i]
+        del self._sid[:i]
+        del self._ts[:i]
+        del self._sz[:i]
+        del self._nxt[:i]
+        self._base += i
 
     def _subject_first(self, sid: int) -> int:
         ss = self._ss[sid]
         if ss[3] & _STALE_FIRST:
-            start = max(ss[1] - self._base, 0)
-            ss[1] = self._base + self._sid.index(sid, start)
+            i = ss[1] - self._base
+            arr = self._sid
+            if i < 0:
+                i = arr.index(sid)
+            else:
+                # Follow the subject's chain from its old (removed) first message.
+                nxt = self._nxt
+                while arr[i] != sid:
+                    d = nxt[i]
+                    if not d:
+                        i = arr.index(sid, i)
+                        break
+                    i += d
+            ss[1] = self._base + i
             ss[3] &= ~_STALE_FIRST
         return ss[1]
 
@@ -305,9 +376,10 @@ class IndexedStreamStore:
             self._fcache[filter] = hit
         if hit[1] < len(names):
             sids = hit[2]
+            match = matcher(filter)
             for sid in range(hit[1], len(names)):
                 name = names[sid]
-                if name is not None and subject_matches(name, filter):
+                if name is not None and match(name):
                     sids.append(sid)
             hit[1] = len(names)
         return hit[2]
@@ -356,13 +428,16 @@ class IndexedStreamStore:
 
     def _check_discard_new(self, subject: str, hdr: bytes | None, size: int) -> None:
         """discard "new" as the reference's storeRawMsg: at a subject limit the message replaces
-        the subject's oldest, which counts as room."""
-        cfg = self.config
-        maxp = cfg.max_msgs_per_subject
+        the subject's oldest, which counts as room. O(1): counters, and the subject's first
+        message through its chain (``_subject_first``)."""
+        cfg = self._config
+        maxp = self._max_per_subj
         asl = False
-        sid = self._sid_of.get(subject)
-        if maxp > 0 and sid is not None:
-            asl = self._ss[sid][0] >= maxp
+        sid = None
+        if maxp:
+            sid = self._sid_of.get(subject)
+            if sid is not None:
+                asl = self._ss[sid][0] >= maxp
         if asl and cfg.discard_new_per_subject and not (hdr and _ROLLUP_HDR in hdr):
             raise MaxMsgsPerSubject("maximum messages per subject exceeded")
         if cfg.max_msgs > 0 and self._msgs >= cfg.max_msgs and not asl:
@@ -375,15 +450,45 @@ class IndexedStreamStore:
                 raise MaxBytes("maximum bytes exceeded")
 
     def store_msg(self, subject: str, hdr: bytes | None, msg: bytes, ttl_ns: int = 0) -> tuple[int, int]:
-        """Append one message; see :meth:`natsd.store.base.StreamStore.store_msg`."""
+        """Append one message; see :meth:`natsd.store.base.StreamStore.store_msg`.
+
+        The hot path: the common case (next slot, known subject, no TTL) updates the index
+        inline; limits are only looked at when some are configured."""
         if self._closed:
             raise StoreClosed("store is closed")
         size = self.msg_size(subject, hdr, msg)
-        if self.config.discard == DiscardPolicy.NEW:
+        if self._discard_new:
             self._check_discard_new(subject, hdr, size)
         seq = self._last + 1
-        ts = self._clock.time_ns()
-        self._store(subject, hdr, msg, seq, ts, ttl_ns, size)
+        ts = self._time_ns()
+        pos = self._write(seq, ts, subject, hdr, msg, ttl_ns)
+        sid = self._sid_of.get(subject)
+        parr = self._pos
+        base = self._base
+        if sid is None or ttl_ns or not self._msgs or seq != base + len(parr):
+            sid = self._index_add(seq, ts, subject, size, pos)
+            if ttl_ns:
+                self._set_ttl(seq, ts, ttl_ns)
+        else:
+            ss = self._ss[sid]
+            ss[0] += 1
+            prev = ss[2]
+            ss[2] = seq
+            ss[3] &= ~_STALE_LAST
+            nxt = self._nxt
+            if prev >= base and seq - prev <= _NXT_MAX:
+                nxt[prev - base] = seq - prev
+            parr.append(pos)
+            self._sid.append(sid)
+            self._ts.append(ts)
+            self._sz.append(size)
+            nxt.append(0)
+            self._msgs += 1
+            self._bytes += size
+            self._last = seq
+            self._last_ts = ts
+        if self._any_limit:
+            self._enforce_limits(sid)
         return seq, ts
 
     def store_raw_msg(self, subject: str, hdr: bytes | None, msg: bytes, seq: int, ts: int, ttl_ns: int = 0) -> None:
@@ -400,19 +505,25 @@ class IndexedStreamStore:
         sid = self._index_add(seq, ts, subject, size, pos)
         if ttl_ns:
             self._set_ttl(seq, ts, ttl_ns)
-        cfg = self.config
-        maxp = cfg.max_msgs_per_subject
-        if maxp > 0:
+        if self._any_limit:
+            self._enforce_limits(sid)
+
+    def _enforce_limits(self, sid: int) -> None:
+        """Limits after storing a message of subject ``sid``: per subject (any discard policy:
+        the subject's oldest goes), then max_msgs / max_bytes with discard old."""
+        maxp = self._max_per_subj
+        if maxp:
             ss = self._ss[sid]
             while ss[0] > maxp:
                 self._remove(self._subject_first(sid))
-        if cfg.discard == DiscardPolicy.OLD:
-            if cfg.max_msgs > 0:
-                while self._msgs > cfg.max_msgs:
-                    self._remove(self._first)
-            if cfg.max_bytes > 0:
-                while self._bytes > cfg.max_bytes:
-                    self._remove(self._first)
+        limit = self._old_max_msgs
+        if limit:
+            while self._msgs > limit:
+                self._remove(self._first)
+        limit = self._old_max_bytes
+        if limit:
+            while self._bytes > limit:
+                self._remove(self._first)
 
     def _set_ttl(self, seq: int, ts: int, ttl_ns: int) -> None:
         if ttl_ns < 0:
@@ -569,7 +680,7 @@ class IndexedStreamStore:
             if keep > 0:
                 if keep >= self._msgs:
                     return 0
-                return self.compact(self._last - keep + 1)
+                return self.compact(self._keep_newest_boundary(keep))
             return 0
         fs = self.filtered_state(1, subject)
         if fs.msgs == 0:
@@ -590,6 +701,22 @@ class IndexedStreamStore:
                 purged += 1
             cur += 1
         return purged
+
+    def _keep_newest_boundary(self, keep: int) -> int:
+        """Sequence of the ``keep``-th newest live message (0 < keep < msgs). Counts messages,
+        not sequences: with deleted sequences in the tail the newest ``keep`` messages span more
+        than ``keep`` sequences. Each round counts the absent entries of the tail in C and widens
+        it by what is missing; it converges in a few rounds."""
+        base = self._base
+        sid = self._sid
+        b = self._last - keep + 1
+        while True:
+            i = b - base
+            live = len(sid) - i - sid[i:].count(DEAD_SID)
+            if live >= keep:
+                break
+            b -= keep - live
+        return self._next_live(b)
 
     def compact(self, seq: int) -> int:
         """Remove every message below ``seq``; returns how many."""
@@ -649,9 +776,13 @@ class IndexedStreamStore:
             del self._sid[keep:]
             del self._ts[keep:]
             del self._sz[keep:]
-        for ss in self._ss:
+            del self._nxt[keep:]
+        for sid, ss in enumerate(self._ss):
             if ss is not None and ss[2] > seq:
                 ss[3] |= _STALE_LAST
+                # Recompute now: the next append links the chain from ss[2], which must be a
+                # slot that still exists.
+                self._subject_last(sid)
         self._on_truncate(seq)
         if self._cb is not None and purged:
             self._cb(-purged, -nbytes, 0, "")

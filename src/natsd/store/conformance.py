@@ -24,7 +24,7 @@ from dataclasses import replace
 from typing import Callable, Protocol
 
 from natsd.clock import ManualClock
-from natsd.store._subjects import subject_matches
+from natsd.subjects.tokens import subject_matches as _matches
 from natsd.store.base import (
     ConsumerState, DiscardPolicy, MaxBytes, MaxMsgs, MaxMsgsPerSubject, MsgNotFound, Pending,
     SequencePair, StoreClosed, StoreConfig, StoreEOF, StreamStore,
@@ -36,6 +36,11 @@ __all__ = [
 ]
 
 SEC = 10**9
+
+
+def subject_matches(subject: str, filter: str) -> bool:
+    """The store API's filter rule: ``""`` and ``">"`` match everything, else subscribe form."""
+    return filter == "" or _matches(filter, subject)
 
 
 class StoreFactory(Protocol):
@@ -292,6 +297,32 @@ def check_purge(factory: StoreFactory) -> None:
     s = _restart(factory, s, clock)
     st = s.state()
     assert (st.msgs, st.first_seq, st.last_seq) == (2, 20, 21)
+    s.stop()
+
+
+def check_purge_keep_counts_messages(factory: StoreFactory) -> None:
+    """purge_ex("", 0, keep) keeps the newest ``keep`` messages that exist, not the newest
+    ``keep`` sequences: after a filtered purge (or deletes) the tail has holes."""
+    clock = ManualClock()
+    s = factory.make(_cfg(), clock)
+    for i in range(1, 11):
+        s.store_msg("k.a" if i % 2 else "k.b", None, b"x")
+    # Remove every k.b (the even sequences, including the last one, 10).
+    assert s.purge_ex("k.b", 0, 0) == 5
+    assert s.purge_ex("", 0, 1) == 4
+    assert [m.seq for m in s.iter_msgs(0, 100)] == [9]
+    st = s.state()
+    assert (st.msgs, st.first_seq, st.last_seq) == (1, 9, 10)
+    for _ in range(6):
+        s.store_msg("k.c", None, b"y")  # 11..16
+    assert s.remove_msg(15) and s.remove_msg(14) and s.remove_msg(12)
+    # Live: 9, 11, 13, 16; the newest 3 are 11, 13, 16.
+    assert s.purge_ex(">", 0, 3) == 1
+    assert [m.seq for m in s.iter_msgs(0, 100)] == [11, 13, 16]
+    assert s.purge_ex("", 0, 3) == 0
+    s = _restart(factory, s, clock)
+    assert [m.seq for m in s.iter_msgs(0, 100)] == [11, 13, 16]
+    assert s.state().first_seq == 11
     s.stop()
 
 
@@ -602,7 +633,7 @@ def random_ops(rng: random.Random, n: int) -> list[tuple]:
         elif r < 0.73:
             ops.append(("skip",))
         elif r < 0.78:
-            ops.append(("purge_subj", rng.randrange(6), rng.randrange(3)))
+            ops.append(("purge_subj", rng.randrange(len(_PURGE_FILTERS)), rng.randrange(3)))
         elif r < 0.81:
             ops.append(("compact", rng.randrange(80)))
         elif r < 0.83:
@@ -624,7 +655,7 @@ def model_ops():
         st.tuples(st.just("pub"), st.integers(0, 5), st.integers(0, 40), st.booleans()),
         st.tuples(st.just("rm"), st.integers(0, 60), st.booleans()),
         st.tuples(st.just("skip")),
-        st.tuples(st.just("purge_subj"), st.integers(0, 5), st.integers(0, 2)),
+        st.tuples(st.just("purge_subj"), st.integers(0, len(_PURGE_FILTERS) - 1), st.integers(0, 2)),
         st.tuples(st.just("compact"), st.integers(0, 80)),
         st.tuples(st.just("purge")),
         st.tuples(st.just("tick"), st.integers(1, 3)),
@@ -637,6 +668,8 @@ def model_ops():
 _SUBJECTS = ["m.a", "m.b", "m.c.x", "n.a", "n.b.c", "m.a.b"]
 _FILTERS = [">", "m.*", "m.>", "n.a", "*.a", "m.c.x"]
 _HDR = b"NATS/1.0\r\nX: y\r\n\r\n"
+# purge_ex filters: each subject, and the whole stream (keep counts messages, not sequences).
+_PURGE_FILTERS = _SUBJECTS + ["", ">"]
 
 
 def _compare(store, model: Model, rng: random.Random) -> None:
@@ -713,7 +746,8 @@ def run_model_ops(factory: StoreFactory, ops: list[tuple], config: StoreConfig |
                 assert store.skip_msg() == model.last + 1
                 model.skip()
             elif kind == "purge_subj":
-                assert store.purge_ex(_SUBJECTS[op[1]], 0, op[2]) == model.purge_subject(_SUBJECTS[op[1]], op[2])
+                flt = _PURGE_FILTERS[op[1]]
+                assert store.purge_ex(flt, 0, op[2]) == model.purge_subject(flt, op[2]), f"purge_ex({flt!r}, 0, {op[2]})"
             elif kind == "compact":
                 seq = op[1] + max(model.first - 10, 1)
                 if seq >= model.first:
@@ -754,7 +788,8 @@ def check_random_ops(factory: StoreFactory, seed: int, n: int = 150, limits: str
 
 STREAM_STORE_CHECKS = [
     check_store_and_load, check_first_seq, check_max_msgs, check_max_bytes, check_max_msgs_per_subject,
-    check_max_age, check_msg_ttl, check_remove_and_deleted, check_purge, check_compact_truncate,
+    check_max_age, check_msg_ttl, check_remove_and_deleted, check_purge, check_purge_keep_counts_messages,
+    check_compact_truncate,
     check_skip, check_reads, check_subject_state, check_update_config, check_storage_updates,
     check_seq_from_time, check_delete,
 ]

@@ -16,10 +16,13 @@ is :func:`is_valid_publish_subject`, written to avoid allocating for the common 
 
 from __future__ import annotations
 
+from functools import lru_cache
+from typing import Callable
+
 __all__ = [
     "PWC", "FWC", "TSEP",
     "is_valid_subject", "is_valid_publish_subject", "is_literal", "tokenize",
-    "subject_matches", "subset", "subjects_collide", "has_wildcard_token",
+    "subject_matches", "subset", "subjects_collide", "has_wildcard_token", "matcher",
 ]
 
 PWC = "*"  # partial wildcard: one token
@@ -98,6 +101,34 @@ def subject_matches(pattern: str, literal: str) -> bool:
         if t != PWC and t != lt[i]:
             return False
     return len(pt) == n
+
+
+@lru_cache(maxsize=256)
+def matcher(pattern: str) -> Callable[[str], bool]:
+    """A one-argument ``subject_matches(pattern, literal)`` for many literals: the pattern is
+    split once (cached per pattern), a literal pattern is plain equality, and ``>`` alone
+    matches everything."""
+    if pattern == FWC:
+        return lambda literal: True
+    if is_literal(pattern):
+        return pattern.__eq__
+    pt = tuple(pattern.split(TSEP))
+    fwc = pt[-1] == FWC
+    if fwc:
+        pt = pt[:-1]
+    n = len(pt)
+    checks = tuple((i, t) for i, t in enumerate(pt) if t != PWC)
+
+    def match(literal: str) -> bool:
+        lt = literal.split(TSEP)
+        if (len(lt) <= n) if fwc else (len(lt) != n):
+            return False
+        for i, t in checks:
+            if lt[i] != t:
+                return False
+        return True
+
+    return match
 
 
 def subset(sub: str, sup: str) -> bool:

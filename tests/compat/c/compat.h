@@ -76,7 +76,7 @@ static void finish(int ok, natsStatus s, jsErrCode jerr)
 #define MUST_JS(call, jerr) do { natsStatus _s = (call); if (_s != NATS_OK) finish(0, _s, (jerr)); } while (0)
 
 /* Connect to argv[1] with reconnects off (a dropped connection must fail the test, not hide). */
-static natsConnection *compat_connect(int argc, char **argv, const char *name)
+static inline natsConnection *compat_connect(int argc, char **argv, const char *name)
 {
     natsOptions    *opts = NULL;
     natsConnection *nc   = NULL;

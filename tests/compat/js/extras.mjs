@@ -1,6 +1,6 @@
 // Less common but real nats.js v3 paths, each an independent probe: its result (or the error it
 // raised) is recorded under its own key, and a failing probe does not stop the others. Covers
-// direct get (single, batch, multi-last), fetch by bytes, consumer pause/resume, work-queue and
+// direct get (single, batch, multi-last), fetch and consume by bytes, consumer pause/resume, work-queue and
 // interest retention, per-message TTL, multi-filter / last-per-subject / headers-only consumers,
 // nak with delay, ack_wait redelivery, working (+WPI), consumer deletion seen by consume(),
 // mirrors, KV watch variants / filtered keys / purgeDeletes, object-store links and seal.
@@ -189,6 +189,20 @@ await scenario("extras", async (nc, out, step) => {
     const got = await Promise.race([deleted, delay(3000).then(() => false)]);
     await Promise.race([msgs.close(), delay(1000)]);
     return got;
+  });
+
+  await probe("consumeMaxBytes", async () => {
+    // consume() budgeted by bytes: each pull asks for max_bytes and the client keeps re-pulling.
+    await jsm.consumers.add("BYTES", { durable_name: "cb", ack_policy: AckPolicy.Explicit });
+    const c = await js.consumers.get("BYTES", "cb");
+    const msgs = await c.consume({ max_bytes: 1024, expires: 1000 });
+    let n = 0;
+    for await (const m of msgs) {
+      m.ack();
+      if (++n === 10) break;
+    }
+    await msgs.close();
+    return n;
   });
 
   await probe("mirror", async () => {

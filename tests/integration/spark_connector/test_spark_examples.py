@@ -34,12 +34,13 @@ def test_orders_workflow(spark, js_server, tmp_path):
     op.run_step(spark, url, str(tmp_path), "dispatch")
     assert op.monitor(spark, url) == {"received": 40, "processed": 40, "completed": 40}
 
-    # New orders arrive; both steps resume from their checkpoints and handle only those.
+    # New orders arrive; the process step resumes from its checkpoint and handles only those.
     op.setup(url, 55)
     op.run_step(spark, url, str(tmp_path), "process")
+    assert op.monitor(spark, url) == {"received": 55, "processed": 55, "completed": 40}
     op.run_step(spark, url, str(tmp_path), "dispatch")
-    assert op.monitor(spark, url) == {"received": 55, "processed": 55, "completed": 55}
 
+    assert op.monitor(spark, url) == {"received": 55, "processed": 55, "completed": 55}
     done = [json.loads(bytes(r.data)) for r in _read_stream(spark, url, "ORDERS").where("subject = 'ORDERS.completed'").collect()]
     assert sorted(d["id"] for d in done) == [f"o-{i:05d}" for i in range(1, 56)]
     first = next(d for d in done if d["id"] == "o-00001")

@@ -10,12 +10,14 @@ Layout (little-endian; the arrays are dumped with ``array.tobytes()`` and the by
 checked through the version word)::
 
     "NIDX"           magic
-    u32              version (1) | 0x8000_0000 when written on a big-endian host
+    u32              version (2) | 0x8000_0000 when written on a big-endian host
     10 x i64         first, last, first_ts, last_ts, msgs, bytes, base, n, marker_first, lost_bytes
     n x i64          pos   (block_id << 32 | offset, -1 = absent)
     n x u32          sid   (subject id, 0xFFFFFFFF = absent)
     n x i64          ts
     n x u32          sz    (record size)
+    n x u32          nxt   (distance to the next sequence of the same subject, 0 = none/unknown;
+                            absent in version 1 files, which are read with all zeros)
     u32              subject slots; per slot: u16 name length (0xFFFF = free slot), name,
                      i64 msgs, i64 first, i64 last, u8 stale flags
     u32              TTL entries; per entry: i64 seq, i64 expiry (Unix ns, -1 = never)
@@ -37,7 +39,8 @@ from natsd.store.base import CorruptState
 __all__ = ["IndexSnapshot", "BlockInfo", "encode_index", "decode_index"]
 
 MAGIC = b"NIDX"
-VERSION = 1
+VERSION = 2
+_VERSIONS = (1, 2)
 _BIG = 0x80000000
 _FIXED = struct.Struct("<4sI10q")
 _U32 = struct.Struct("<I")
@@ -71,6 +74,7 @@ class IndexSnapshot:
     sid: array
     ts: array
     sz: array
+    nxt: array
     subjects: list  # per slot: None or (name, [msgs, first, last, stale])
     ttl: list[tuple[int, int]] = field(default_factory=list)
     lost: list[int] = field(default_factory=list)
@@ -79,11 +83,11 @@ class IndexSnapshot:
 
 def encode_index(snap: IndexSnapshot) -> bytes:
     n = len(snap.pos)
-    assert len(snap.sid) == len(snap.ts) == len(snap.sz) == n
+    assert len(snap.sid) == len(snap.ts) == len(snap.sz) == len(snap.nxt) == n
     version = VERSION | (_BIG if sys.byteorder == "big" else 0)
     parts = [_FIXED.pack(MAGIC, version, snap.first, snap.last, snap.first_ts, snap.last_ts, snap.msgs,
                          snap.bytes, snap.base, n, snap.marker_first, snap.lost_bytes),
-             snap.pos.tobytes(), snap.sid.tobytes(), snap.ts.tobytes(), snap.sz.tobytes(),
+             snap.pos.tobytes(), snap.sid.tobytes(), snap.ts.tobytes(), snap.sz.tobytes(), snap.nxt.tobytes(),
              _U32.pack(len(snap.subjects))]
     for slot in snap.subjects:
         if slot is None:
@@ -112,20 +116,25 @@ def decode_index(data: bytes) -> IndexSnapshot:
     try:
         (magic, version, first, last, first_ts, last_ts, msgs, nbytes, base, n, marker_first,
          lost_bytes) = _FIXED.unpack_from(data, 0)
-        if magic != MAGIC or version & ~_BIG != VERSION:
+        if magic != MAGIC or version & ~_BIG not in _VERSIONS:
             raise CorruptState("index: bad magic or version")
         if bool(version & _BIG) != (sys.byteorder == "big"):
             raise CorruptState("index: written on a host of the other byte order")
         p = _FIXED.size
         mv = memoryview(data)
         arrays = []
-        for code, width in (("q", 8), ("I", 4), ("q", 8), ("I", 4)):
+        widths = (("q", 8), ("I", 4), ("q", 8), ("I", 4), ("I", 4))
+        if version & ~_BIG == 1:
+            widths = widths[:4]
+        for code, width in widths:
             a = array(code)
             a.frombytes(mv[p: p + width * n])
             if len(a) != n:
                 raise CorruptState("index: short arrays")
             arrays.append(a)
             p += width * n
+        if len(arrays) == 4:
+            arrays.append(array("I", bytes(4 * n)))
         (nslots,) = _U32.unpack_from(data, p)
         p += 4
         subjects: list = []
@@ -164,4 +173,4 @@ def decode_index(data: bytes) -> IndexSnapshot:
     except (struct.error, UnicodeDecodeError) as exc:
         raise CorruptState(f"index: malformed: {exc}") from None
     return IndexSnapshot(first, last, first_ts, last_ts, msgs, nbytes, base, marker_first, lost_bytes,
-                         arrays[0], arrays[1], arrays[2], arrays[3], subjects, ttl, lost, blocks)
+                         arrays[0], arrays[1], arrays[2], arrays[3], arrays[4], subjects, ttl, lost, blocks)

@@ -34,6 +34,8 @@ import os
 import shutil
 import zlib
 from array import array
+from itertools import repeat
+from operator import or_, sub
 
 from natsd.store._core import NEVER_EXPIRES, IndexedStreamStore
 from natsd.store.base import CorruptState, MsgNotFound, StoreClosed, StoreConfig, StoreError, StoreMsg
@@ -46,7 +48,7 @@ from natsd.store.file.layout import (
 )
 from natsd.store.file.meta import atomic_write, fsync_dir, write_meta
 from natsd.store.file.layout import MAX_RECORD_SIZE
-from natsd.store.file.record import HEAD_STRUCT, TRAILER_STRUCT
+from natsd.store.file.record import HEAD_STRUCT, RECORD_OVERHEAD, TRAILER_STRUCT
 from natsd.store.file.record import (
     FLAG_ERASED, FLAG_FIRST, FLAG_MASK, FLAG_SKIP, FLAG_TOMB, FLAG_TRUNC, FLAG_TTL, HEADER_SIZE, SEQ_MASK,
     TRAILER_SIZE, RecordError, encode_marker, encode_msg_into, erase_record, file_store_msg_size, parse_header,
@@ -63,6 +65,10 @@ _crc32 = zlib.crc32
 _HEAD_UNPACK = HEAD_STRUCT.unpack_from
 _TRAILER_UNPACK = TRAILER_STRUCT.unpack_from
 _TRAILER_LEN = TRAILER_SIZE
+# CRC-32 residue: the CRC of any data followed by its own CRC (little-endian) is this constant.
+# So a record checks out, checksum *and* repeated length, when the CRC of all of it equals
+# ``crc32(total_len as u32 LE, _CRC_RESIDUE)``: one C call per record, no trailer unpacking.
+_CRC_RESIDUE = 0x2144DF1C
 
 
 class MsgCorrupt(CorruptState, MsgNotFound):
@@ -422,7 +428,7 @@ class FileStreamStore(IndexedStreamStore):
         subjects = [None if name is None else (name, self._ss[sid]) for sid, name in enumerate(self._snames)]
         snap = IndexSnapshot(
             self._first, self._last, self._first_ts, self._last_ts, self._msgs, self._bytes, self._base,
-            self._marker_first, self._lost_bytes, self._pos, self._sid, self._ts, self._sz, subjects,
+            self._marker_first, self._lost_bytes, self._pos, self._sid, self._ts, self._sz, self._nxt, subjects,
             sorted(self._ttl.items()), list(self._lost_msgs), blocks)
         atomic_write(self._index_path, encode_index(snap))
         self._index_written_at = self._clock.monotonic_ns()
@@ -484,7 +490,7 @@ class FileStreamStore(IndexedStreamStore):
         self._first, self._last = snap.first, snap.last
         self._first_ts, self._last_ts = snap.first_ts, snap.last_ts
         self._msgs, self._bytes, self._base = snap.msgs, snap.bytes, snap.base
-        self._pos, self._sid, self._ts, self._sz = snap.pos, snap.sid, snap.ts, snap.sz
+        self._pos, self._sid, self._ts, self._sz, self._nxt = snap.pos, snap.sid, snap.ts, snap.sz, snap.nxt
         self._snames = [None if s is None else s[0] for s in snap.subjects]
         self._ss = [None if s is None else s[1] for s in snap.subjects]
         self._sid_of = {s[0]: sid for sid, s in enumerate(snap.subjects) if s is not None}
@@ -563,124 +569,181 @@ class FileStreamStore(IndexedStreamStore):
 
     def _replay_block(self, blk: MessageBlock, start: int, last_block: bool) -> bool:
         """Apply the records of ``blk`` from offset ``start``. On a bad record the block is
-        truncated there and the loss reported. Returns True if it truncated."""
+        truncated there and the loss reported. Returns True if it truncated.
+
+        The whole block is read at once and walked with ``unpack_from`` over it. The hot loop
+        (a full scan walks every record) handles the common record inline: an intact message
+        with the next sequence and a subject already seen. It keeps its counters in locals,
+        appends the sid, timestamp and chain link per record and fills the position and size
+        arrays in bulk when the run ends. Anything else (markers, new subjects, gaps, damage)
+        goes through :meth:`_replay_one`, one record at a time."""
         data = blk.read_all()
         mv = memoryview(data)
         end = len(data)
         off = start
-        bid_shift = blk.id << 32
         scanning = hasattr(self, "_scan_removed")
-        # Hot loop (a full scan walks every record): locals, one struct call per end of the
-        # record, and an inlined version of _index_add for the common case (next sequence,
-        # known subject).
         head_unpack = _HEAD_UNPACK
-        trailer_unpack = _TRAILER_UNPACK
         crc32 = _crc32
-        sid_of = self._sid_of
-        ss_list = self._ss
+        max_size = MAX_RECORD_SIZE
+        lim = end - HEADER_SIZE
+        residues: dict[int, int] = {}  # record size -> CRC of a whole intact record of that size
+        # subject bytes -> decoded subject (every subject seen), and -> sid for the hot loop;
+        # the latter is dropped whenever a subject slot is freed or reused (_sgen moves).
         subjects: dict[bytes, str] = {}
+        sidcache: dict[bytes, int] = {}
+        sgen = self._sgen
         try:
             while off < end:
-                try:
-                    if end - off < HEADER_SIZE:
-                        raise RecordError(off, "short header")
-                    total, raw, ts, slen = head_unpack(data, off)
-                    size = total & 0x7FFFFFFF
-                    if size < 30 + slen or size > MAX_RECORD_SIZE:
-                        raise RecordError(off, f"implausible length {size}")
-                    rec_end = off + size
-                    if rec_end > end:
-                        raise RecordError(off, "short record")
-                    crc, size2 = trailer_unpack(data, rec_end - 8)
-                    if size2 != size:
-                        raise RecordError(off, "trailing length mismatch")
-                    if crc32(mv[off: rec_end - 8]) != crc:
-                        raise RecordError(off, "checksum mismatch")
-                    if raw <= SEQ_MASK:  # a message: no flag bits
-                        seq = raw
-                        sb = data[off + HEADER_SIZE: off + HEADER_SIZE + slen]
-                        subject = subjects.get(sb)
-                        if subject is None:
-                            subject = subjects[sb] = sb.decode()
-                        if seq > self._last:
-                            if scanning:
-                                if self._scan_pending_suspect:
-                                    self._scan_suspect += (self._scan_pending_suspect, seq - 1)
-                                    self._scan_pending_suspect = 0
-                                self._scan_max_msg = seq
-                            sid = sid_of.get(subject)
-                            if sid is not None and self._msgs and seq == self._base + len(self._pos):
-                                ss = ss_list[sid]
-                                ss[0] += 1
-                                ss[2] = seq
-                                ss[3] &= ~2
-                                self._pos.append(bid_shift | off)
-                                self._sid.append(sid)
-                                self._ts.append(ts)
-                                self._sz.append(size)
-                                self._msgs += 1
-                                self._bytes += size
-                                self._last = seq
-                                self._last_ts = ts
-                            else:
-                                self._index_add(seq, ts, subject, size, bid_shift | off)
-                                ss_list = self._ss
-                        else:
-                            log.warning("stream %s: block %d offset %d repeats sequence %d; ignored",
-                                        self.config.name, blk.id, off, seq)
-                        if seq > blk.max_ref:
-                            blk.max_ref = seq
+                if (self._msgs and not (scanning and self._scan_pending_suspect)
+                        and self._base + len(self._pos) == self._last + 1):
+                    if self._sgen != sgen:
+                        sidcache.clear()
+                        sgen = self._sgen
+                    base = self._base
+                    first = seq = self._last + 1
+                    nxt = self._nxt
+                    nxt_append = nxt.append
+                    ss_list = self._ss
+                    offs: list[int] = []
+                    offs_append = offs.append
+                    sid_append, ts_append = self._sid.append, self._ts.append
+                    get = sidcache.get
+                    # A block no larger than MAX_RECORD_SIZE holds no record claiming more.
+                    stop = lim if end <= max_size else -1
+                    while off <= stop:
+                        total, raw, ts, slen = head_unpack(data, off)
+                        size = total & 0x7FFFFFFF
+                        rec_end = off + size
+                        # raw == seq: a message (no flag bits) with the next sequence.
+                        if raw != seq or rec_end > end or size - slen < 30:
+                            break
+                        want = residues.get(size)
+                        if want is None:
+                            want = residues[size] = crc32(size.to_bytes(4, "little"), _CRC_RESIDUE)
+                        if crc32(mv[off: rec_end]) != want:
+                            break
+                        sid = get(data[off + HEADER_SIZE: off + HEADER_SIZE + slen])
+                        if sid is None:
+                            break
+                        ss = ss_list[sid]
+                        ss[0] += 1
+                        prev = ss[2]
+                        ss[2] = seq
+                        if ss[3]:
+                            ss[3] &= ~2
+                        # prev >= base: a live subject's last message is in the arrays.
+                        nxt_append(0)
+                        nxt[prev - base] = seq - prev
+                        offs_append(off)
+                        sid_append(sid)
+                        ts_append(ts)
+                        seq += 1
                         off = rec_end
-                        continue
-                    flags = raw & FLAG_MASK
-                    seq = raw & SEQ_MASK
-                    if flags & FLAG_ERASED:
-                        if seq > self._last:
-                            self._skip_range(self._last + 1, seq - self._last, ts)
-                        else:
-                            self._remove(seq, notify=False)
+                    k = seq - first
+                    if k:
+                        self._pos.extend(map(or_, repeat(blk.id << 32), offs))
+                        ends = offs[1:]
+                        ends.append(off)
+                        self._sz.extend(map(sub, ends, offs))
+                        self._msgs += k
+                        self._bytes += off - offs[0]
+                        self._last = seq - 1
+                        self._last_ts = self._ts[-1]
+                        if seq - 1 > blk.max_ref:
+                            blk.max_ref = seq - 1
                         if scanning:
-                            self._scan_removed.append(seq)
-                            self._scan_max_msg = max(self._scan_max_msg, seq)
-                        blk.max_ref = max(blk.max_ref, seq)
-                    elif flags == FLAG_TOMB:
-                        if seq > self._last:
-                            # Its message record is gone (block compacted): the sequence was used.
-                            self._skip_range(self._last + 1, seq - self._last, ts)
-                        else:
-                            self._remove(seq, notify=False)
-                        if scanning:
-                            self._scan_removed.append(seq)
-                        blk.max_ref = max(blk.max_ref, seq)
-                    elif flags == FLAG_TTL:
-                        i = seq - self._base
-                        if seq >= self._first and 0 <= i < len(self._pos) and self._pos[i] >= 0:
-                            self._ttl[seq] = ts
-                            if ts != NEVER_EXPIRES:
-                                self._ttl_heap.append((ts, seq))
-                    elif flags == FLAG_FIRST:
-                        self.compact(seq)
-                        blk.max_ref = max(blk.max_ref, seq)
-                    elif flags == FLAG_TRUNC:
-                        IndexedStreamStore.truncate(self, seq)
-                        blk.max_ref = max(blk.max_ref, seq)
-                    elif flags == FLAG_SKIP:
-                        count = int.from_bytes(mv[off + HEADER_SIZE + slen: rec_end - 8], "little")
-                        top = seq + count - 1
-                        if top > self._last:
-                            self._skip_range(self._last + 1, top - self._last, ts)
-                        if scanning:
-                            self._scan_suspect_skip(seq, top)
-                        blk.max_ref = max(blk.max_ref, top)
-                    else:
-                        raise RecordError(off, f"unknown flags {flags:#x}")
+                            self._scan_max_msg = seq - 1
+                    if off >= end:
+                        break
+                try:
+                    off = self._replay_one(blk, data, mv, off, end, subjects, sidcache, scanning)
                 except (RecordError, UnicodeDecodeError, ValueError) as exc:
                     self._truncate_block(blk, off, end, mv, exc, last_block)
                     return True
-                off = rec_end
         finally:
             mv.release()
         return False
+
+    def _replay_one(self, blk: MessageBlock, data: bytes, mv, off: int, end: int, subjects: dict,
+                    sidcache: dict, scanning: bool) -> int:
+        """Verify and apply the one record at ``off``; returns where the next one starts.
+        RecordError (or a decoding error) when it is damaged."""
+        if end - off < HEADER_SIZE:
+            raise RecordError(off, "short header")
+        total, raw, ts, slen = _HEAD_UNPACK(data, off)
+        size = total & 0x7FFFFFFF
+        if size < 30 + slen or size > MAX_RECORD_SIZE:
+            raise RecordError(off, f"implausible length {size}")
+        rec_end = off + size
+        if rec_end > end:
+            raise RecordError(off, "short record")
+        crc, size2 = _TRAILER_UNPACK(data, rec_end - 8)
+        if size2 != size:
+            raise RecordError(off, "trailing length mismatch")
+        if _crc32(mv[off: rec_end - 8]) != crc:
+            raise RecordError(off, "checksum mismatch")
+        if raw <= SEQ_MASK:  # a message: no flag bits
+            seq = raw
+            sb = data[off + HEADER_SIZE: off + HEADER_SIZE + slen]
+            subject = subjects.get(sb)
+            if subject is None:
+                subject = subjects[sb] = sb.decode()
+            if seq > self._last:
+                if scanning:
+                    if self._scan_pending_suspect:
+                        self._scan_suspect += (self._scan_pending_suspect, seq - 1)
+                        self._scan_pending_suspect = 0
+                    self._scan_max_msg = seq
+                sidcache[sb] = self._index_add(seq, ts, subject, size, (blk.id << 32) | off)
+            else:
+                log.warning("stream %s: block %d offset %d repeats sequence %d; ignored",
+                            self.config.name, blk.id, off, seq)
+            if seq > blk.max_ref:
+                blk.max_ref = seq
+            return rec_end
+        flags = raw & FLAG_MASK
+        seq = raw & SEQ_MASK
+        if flags & FLAG_ERASED:
+            if seq > self._last:
+                self._skip_range(self._last + 1, seq - self._last, ts)
+            else:
+                self._remove(seq, notify=False)
+            if scanning:
+                self._scan_removed.append(seq)
+                self._scan_max_msg = max(self._scan_max_msg, seq)
+            blk.max_ref = max(blk.max_ref, seq)
+        elif flags == FLAG_TOMB:
+            if seq > self._last:
+                # Its message record is gone (block compacted): the sequence was used.
+                self._skip_range(self._last + 1, seq - self._last, ts)
+            else:
+                self._remove(seq, notify=False)
+            if scanning:
+                self._scan_removed.append(seq)
+            blk.max_ref = max(blk.max_ref, seq)
+        elif flags == FLAG_TTL:
+            i = seq - self._base
+            if seq >= self._first and 0 <= i < len(self._pos) and self._pos[i] >= 0:
+                self._ttl[seq] = ts
+                if ts != NEVER_EXPIRES:
+                    self._ttl_heap.append((ts, seq))
+        elif flags == FLAG_FIRST:
+            self.compact(seq)
+            blk.max_ref = max(blk.max_ref, seq)
+        elif flags == FLAG_TRUNC:
+            IndexedStreamStore.truncate(self, seq)
+            blk.max_ref = max(blk.max_ref, seq)
+        elif flags == FLAG_SKIP:
+            count = int.from_bytes(mv[off + HEADER_SIZE + slen: rec_end - 8], "little")
+            top = seq + count - 1
+            if top > self._last:
+                self._skip_range(self._last + 1, top - self._last, ts)
+            if scanning:
+                self._scan_suspect_skip(seq, top)
+            blk.max_ref = max(blk.max_ref, top)
+        else:
+            raise RecordError(off, f"unknown flags {flags:#x}")
+        return rec_end
 
     def _scan_suspect_skip(self, lo: int, hi: int) -> None:
         # Sequences skipped on purpose are not lost; too large a range is not worth listing.
