@@ -178,13 +178,18 @@ def read_range(opts: ConnectOptions, spec: RangeSpec):
             # Nothing beyond last_seq existed at planning time; stop there instead of waiting for
             # a pending count of 0 (new messages may keep arriving).
             spec = replace(spec, hi=st.last_seq)
-        yield from _PushRange(conn, spec).run()
+        yield from _PushRange(conn, spec, opts).run()
     finally:
         conn.close()
 
 
+class _Disconnected(NatsError):
+    """The server closed the connection mid-range."""
+
+
 class _PushRange:
-    def __init__(self, conn: SyncConnection, spec: RangeSpec):
+    def __init__(self, conn: SyncConnection, spec: RangeSpec, opts: ConnectOptions):
+        self.opts = opts
         self.conn = conn
         self.spec = spec
         self.schema = arrow_schema(spec.include_headers)
@@ -233,109 +238,127 @@ class _PushRange:
         sock.settimeout(spec.fetch_timeout)
         recv = sock.recv
         idle_deadline = time.monotonic() + spec.fetch_timeout
+        reconnects = 0
         while not done:
-            i = buf.find(b"\r\n", pos)
-            if i < 0:
-                buf = self._refill(buf, pos, recv, idle_deadline)
-                pos = 0
-                continue
-            c = buf[pos]
-            if c == 77 or c == 72:  # 'M'SG / 'H'MSG
-                parts = buf[pos:i].split(b" ")
-                if c == 72:
-                    tlen = int(parts[-1])
-                    hlen = int(parts[-2])
-                    has_reply = len(parts) == 6
-                else:
-                    tlen = int(parts[-1])
-                    hlen = 0
-                    has_reply = len(parts) == 5
-                start = i + 2
-                end = start + tlen
-                if end + 2 > len(buf):
-                    buf = self._refill(buf, pos, recv, idle_deadline)
-                    pos = 0
-                    continue
-                pos = end + 2
-                sid = parts[2]
-                reply = parts[3] if has_reply else b""
-                if sid == sid_b and reply[:8] == _ACK_PREFIX:
-                    t = reply.split(b".")
-                    if len(t) == 9:
-                        sseq = int(t[5]); cseq = int(t[6]); ts = int(t[7]); pend = int(t[8])  # noqa: E702
-                    else:
-                        sseq = int(t[7]); cseq = int(t[8]); ts = int(t[9]); pend = int(t[10])  # noqa: E702
-                    if cseq != expected_cseq:
-                        # A delivery was lost: restart an ordered consumer after the last good one.
-                        resets += 1
-                        if resets > _MAX_RESETS:
-                            raise NatsError(f"stream {spec.stream}: consumer sequence gaps persist, giving up")
-                        self._reset(last_sseq + 1)
-                        sid_b = str(self.sid).encode()
-                        expected_cseq = 1
+            try:
+                while not done:
+                    i = buf.find(b"\r\n", pos)
+                    if i < 0:
+                        buf = self._refill(buf, pos, recv, idle_deadline)
+                        pos = 0
                         continue
-                    expected_cseq = cseq + 1
-                    if sseq > hi:
-                        done = True
-                        break
-                    last_sseq = sseq
-                    bt.sub_buf += parts[1]
-                    bt.sub_off.append(len(bt.sub_buf))
-                    bt.data_buf += buf[start + hlen : end]
-                    bt.data_off.append(len(bt.data_buf))
-                    bt.seqs.append(sseq)
-                    bt.tss.append(ts)
-                    if want_headers:
-                        bt.hdrs.append(parse_headers(buf[start : start + hlen])[2] if hlen else [])
-                    bt.n += 1
-                    if sseq >= hi or pend == 0:
-                        done = True
-                    elif bt.n >= batch_rows or len(bt.data_buf) >= _BATCH_BYTES:
-                        yield bt.build()
-                        idle_deadline = time.monotonic() + spec.fetch_timeout
-                    continue
-                if sid == sid_b:
-                    # Status on the deliver subject: flow control (reply $JS.FC...) or heartbeat.
-                    if reply[:7] == _FC_PREFIX:
-                        conn.send(b"PUB " + reply + b" 0\r\n\r\n")
-                        continue
-                    status, _, hdrs = parse_headers(buf[start : start + hlen]) if hlen else (0, "", [])
-                    if status == 100:
-                        for k, v in hdrs:
-                            if k == "Nats-Consumer-Stalled":
-                                conn.send(b"PUB " + v.encode() + b" 0\r\n\r\n")
-                            elif k == "Nats-Last-Consumer" and int(v) != expected_cseq - 1:
+                    c = buf[pos]
+                    if c == 77 or c == 72:  # 'M'SG / 'H'MSG
+                        parts = buf[pos:i].split(b" ")
+                        if c == 72:
+                            tlen = int(parts[-1])
+                            hlen = int(parts[-2])
+                            has_reply = len(parts) == 6
+                        else:
+                            tlen = int(parts[-1])
+                            hlen = 0
+                            has_reply = len(parts) == 5
+                        start = i + 2
+                        end = start + tlen
+                        if end + 2 > len(buf):
+                            buf = self._refill(buf, pos, recv, idle_deadline)
+                            pos = 0
+                            continue
+                        pos = end + 2
+                        sid = parts[2]
+                        reply = parts[3] if has_reply else b""
+                        if sid == sid_b and reply[:8] == _ACK_PREFIX:
+                            t = reply.split(b".")
+                            if len(t) == 9:
+                                sseq = int(t[5]); cseq = int(t[6]); ts = int(t[7]); pend = int(t[8])  # noqa: E702
+                            else:
+                                sseq = int(t[7]); cseq = int(t[8]); ts = int(t[9]); pend = int(t[10])  # noqa: E702
+                            if cseq != expected_cseq:
+                                # A delivery was lost: restart an ordered consumer after the last good one.
                                 resets += 1
                                 if resets > _MAX_RESETS:
-                                    raise NatsError(f"stream {spec.stream}: consumer sequence gaps persist")
+                                    raise NatsError(f"stream {spec.stream}: consumer sequence gaps persist, giving up")
                                 self._reset(last_sseq + 1)
                                 sid_b = str(self.sid).encode()
                                 expected_cseq = 1
+                                continue
+                            expected_cseq = cseq + 1
+                            if sseq > hi:
+                                done = True
                                 break
-                        if created_ok and self.pending0 and expected_cseq == 1:
-                            done = True  # nothing matched in the range
-                    continue
-                if sid == b"1" and parts[1] == self.create_reply:
-                    body = buf[start + hlen : end]
-                    if not body:
-                        raise NatsError(f"no JetStream responders for stream {spec.stream}")
-                    resp = json.loads(body)
-                    if "error" in resp:
-                        e = resp["error"]
-                        raise NatsError(f"consumer create on {spec.stream} failed: {e.get('description')} ({e.get('err_code')})")
-                    self.consumer = resp.get("name", "")
-                    created_ok = True
-                    self.pending0 = int(resp.get("num_pending", 1)) == 0 and int(resp.get("delivered", {}).get("consumer_seq", 0)) == 0
-                    if self.pending0 and expected_cseq == 1:
-                        done = True
-                    continue
-                continue  # stale deliveries from a replaced consumer, stray replies
-            line = buf[pos:i]
-            pos = i + 2
-            if line == b"PING":
-                conn.send(b"PONG\r\n")
-            elif line[:4] == b"-ERR":
-                raise NatsError(line.decode(errors="replace"))
+                            last_sseq = sseq
+                            bt.sub_buf += parts[1]
+                            bt.sub_off.append(len(bt.sub_buf))
+                            bt.data_buf += buf[start + hlen : end]
+                            bt.data_off.append(len(bt.data_buf))
+                            bt.seqs.append(sseq)
+                            bt.tss.append(ts)
+                            if want_headers:
+                                bt.hdrs.append(parse_headers(buf[start : start + hlen])[2] if hlen else [])
+                            bt.n += 1
+                            if sseq >= hi or pend == 0:
+                                done = True
+                            elif bt.n >= batch_rows or len(bt.data_buf) >= _BATCH_BYTES:
+                                yield bt.build()
+                                idle_deadline = time.monotonic() + spec.fetch_timeout
+                            continue
+                        if sid == sid_b:
+                            # Status on the deliver subject: flow control (reply $JS.FC...) or heartbeat.
+                            if reply[:7] == _FC_PREFIX:
+                                conn.send(b"PUB " + reply + b" 0\r\n\r\n")
+                                continue
+                            status, _, hdrs = parse_headers(buf[start : start + hlen]) if hlen else (0, "", [])
+                            if status == 100:
+                                for k, v in hdrs:
+                                    if k == "Nats-Consumer-Stalled":
+                                        conn.send(b"PUB " + v.encode() + b" 0\r\n\r\n")
+                                    elif k == "Nats-Last-Consumer" and int(v) != expected_cseq - 1:
+                                        resets += 1
+                                        if resets > _MAX_RESETS:
+                                            raise NatsError(f"stream {spec.stream}: consumer sequence gaps persist")
+                                        self._reset(last_sseq + 1)
+                                        sid_b = str(self.sid).encode()
+                                        expected_cseq = 1
+                                        break
+                                if created_ok and self.pending0 and expected_cseq == 1:
+                                    done = True  # nothing matched in the range
+                            continue
+                        if sid == b"1" and parts[1] == self.create_reply:
+                            body = buf[start + hlen : end]
+                            if not body:
+                                raise NatsError(f"no JetStream responders for stream {spec.stream}")
+                            resp = json.loads(body)
+                            if "error" in resp:
+                                e = resp["error"]
+                                raise NatsError(f"consumer create on {spec.stream} failed: {e.get('description')} ({e.get('err_code')})")
+                            self.consumer = resp.get("name", "")
+                            created_ok = True
+                            self.pending0 = int(resp.get("num_pending", 1)) == 0 and int(resp.get("delivered", {}).get("consumer_seq", 0)) == 0
+                            if self.pending0 and expected_cseq == 1:
+                                done = True
+                            continue
+                        continue  # stale deliveries from a replaced consumer, stray replies
+                    line = buf[pos:i]
+                    pos = i + 2
+                    if line == b"PING":
+                        conn.send(b"PONG\r\n")
+                    elif line[:4] == b"-ERR":
+                        raise NatsError(line.decode(errors="replace"))
+            except TimeoutError:
+                raise
+            except (_Disconnected, OSError) as exc:
+                # The link dropped (server restart, slow-consumer cut while Spark was busy): resume
+                # on a new connection after the last sequence we kept, like an ordered consumer.
+                reconnects += 1
+                if reconnects > _MAX_RESETS:
+                    raise NatsError(f"stream {spec.stream}: connection lost {reconnects} times: {exc}") from exc
+                self._reconnect(last_sseq + 1)
+                conn = self.conn
+                buf, pos = b"", 0
+                sid_b = str(self.sid).encode()
+                recv = conn.sock.recv
+                expected_cseq = 1
+                created_ok = False
         if bt.n:
             yield bt.build()
         self._delete()
@@ -349,9 +372,29 @@ class _PushRange:
                 f"while reading [{self.spec.lo}, {self.spec.hi}]"
             ) from None
         if not chunk:
-            raise NatsError("connection closed by the server")
+            raise _Disconnected("connection closed by the server")
         rest = buf[pos:]
         return rest + chunk if rest else chunk
+
+    def _reconnect(self, start_seq: int) -> None:
+        try:
+            self.conn.close()
+        except OSError:
+            pass
+        deadline = time.monotonic() + self.spec.fetch_timeout
+        while True:
+            try:
+                self.conn = SyncConnection(self.opts).connect()
+                break
+            except NatsError:
+                # The server may be restarting; keep trying until fetchTimeout runs out.
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.2)
+        self.conn.sock.settimeout(self.spec.fetch_timeout)
+        self.sid = _DELIVER_SID
+        self.consumer = ""
+        self._create(start_seq)
 
     def _reset(self, start_seq: int) -> None:
         self.conn.unsubscribe(self.sid)

@@ -151,11 +151,12 @@ class FileStreamStore(IndexedStreamStore):
         lmb = self._lmb
         if lmb.werr is not None:
             raise StoreError(f"block {lmb.path}: earlier write failed: {lmb.werr}")
-        est = 30 + len(subject) + len(msg) + (4 + len(hdr) if hdr else 0)
-        if lmb.flushed + len(lmb.pending) + est > self._block_size and lmb.flushed + len(lmb.pending):
-            lmb = self._roll()
+        sb = subject.encode()
         off = lmb.flushed + len(lmb.pending)
-        size = encode_msg_into(lmb.pending, seq, ts, subject.encode(), hdr, msg)
+        if off and off + 30 + len(sb) + len(msg) + (4 + len(hdr) if hdr else 0) > self._block_size:
+            lmb = self._roll()
+            off = lmb.flushed
+        size = encode_msg_into(lmb.pending, seq, ts, sb, hdr, msg)
         lmb.max_ref = seq
         if self._blive is not None:
             self._blive[lmb.id] = self._blive.get(lmb.id, 0) + size
