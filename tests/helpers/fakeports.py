@@ -164,6 +164,16 @@ class FakePorts:
         self.published.append(Msg(route_subject, reply, hdr, bytes(payload)))
         self._enqueue(route_subject, subject, reply, hdr, bytes(payload))
 
+    def publish_many(self, subjects: list, payloads: list) -> None:
+        """``publish(subjects[i], "", None, payloads[i])`` for each i, in order."""
+        for i in range(len(subjects)):
+            self.publish(subjects[i], "", None, payloads[i])
+
+    def deliver_many(self, route_subject: str, items: list) -> None:
+        """``deliver`` for each ``(subject, reply, hdr, payload)`` item, in order."""
+        for subject, reply, hdr, payload in items:
+            self.deliver(route_subject, subject, reply, hdr, payload)
+
     def _enqueue(self, route: str, shown: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
         self._queue.append((route, shown, reply, hdr, payload))
         if self._delivering:

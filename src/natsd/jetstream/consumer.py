@@ -166,6 +166,7 @@ class Consumer:
         self.dthresh = 0
         self._subs: list[Any] = []
         self._deliver = getattr(self.ports, "deliver", None)
+        self._deliver_many = getattr(self.ports, "deliver_many", None)
 
         if state is not None:
             self._apply_state(state)
@@ -631,6 +632,12 @@ class Consumer:
         maxp = self.maxp if not ack_none else 0
         if not self.rdq and self.lss is None and self._covers_stream():
             fast_it = iter(self.stream.store.iter_msgs(self.sseq, 1 << 62))
+        # Deliveries to one subject are collected and handed over in one deliver_many call (one
+        # subscription match, one buffer append per frame). The batch is sent before anything
+        # else can publish (statuses, flow control, advisories), so wire order is unchanged.
+        many = self._deliver_many if not fc and not retention_acks else None
+        batch: list = []
+        bsubj = ""
         try:
             while budget > 0:
                 if push:
@@ -648,6 +655,9 @@ class Consumer:
                         break
                     kind, dc = "new", 1
                 else:
+                    if batch:
+                        many(bsubj, batch)
+                        batch = []
                     nxt = self._peek()
                     if nxt is None:
                         break
@@ -687,6 +697,9 @@ class Consumer:
                     else:
                         if not sz:
                             sz = len(sm.subject) + len(reply) + (len(hdr) if hdr else 0) + len(msg)
+                        if batch:
+                            many(bsubj, batch)
+                            batch = []
                         wr = self._next_waiting(sz, checked)
                         if wr is None:
                             break
@@ -730,7 +743,14 @@ class Consumer:
                         p[1] = now_w
                     if not first_pending_seq:
                         first_pending_seq = seq
-                if deliver is not None:
+                if many is not None:
+                    if dsubj != bsubj:
+                        if batch:
+                            many(bsubj, batch)
+                            batch = []
+                        bsubj = dsubj
+                    batch.append((sm.subject, reply, hdr, msg))
+                elif deliver is not None:
                     deliver(dsubj, sm.subject, reply, hdr, msg)
                 else:
                     publish(dsubj, reply, hdr, msg)
@@ -745,6 +765,9 @@ class Consumer:
                 if wr is not None:
                     if wr.n <= 0:
                         if wr.b > 0:
+                            if batch:
+                                many(bsubj, batch)
+                                batch = []
                             publish(dsubj, "", D.pending_status(409, "Batch Completed", wr.n, wr.b), b"")
                     elif wr.hb:
                         wr.hbt = clock.monotonic_ns() + wr.hb
@@ -754,6 +777,8 @@ class Consumer:
             # The stream is being stopped or deleted under us; it stops this consumer next.
             budget = TURN_BUDGET
         finally:
+            if batch:
+                many(bsubj, batch)
             if budget < TURN_BUDGET:
                 self.ldt = now_w
                 self._last_sent = now_m

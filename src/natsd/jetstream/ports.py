@@ -47,6 +47,16 @@ class Ports(Protocol):
     def deliver(self, route_subject: str, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
         """Deliver to subscribers of ``route_subject`` a message whose subject reads ``subject``."""
 
+    # Added for batched PubAcks (additive): implementations without it get ``publish`` per item.
+    def publish_many(self, subjects: list, payloads: list) -> None:
+        """``publish(subjects[i], "", None, payloads[i])`` for each i, in order."""
+
+    # Added for batched consumer delivery (additive): implementations without it make consumers
+    # call ``deliver`` per message.
+    def deliver_many(self, route_subject: str, items: list) -> None:
+        """``deliver(route_subject, subject, reply, hdr, payload)`` for each item of ``items``
+        (tuples of those four values), in order; one subscription match for the run."""
+
     def has_interest(self, subject: str) -> bool:
         """True when any subscription (client or internal) in this account matches ``subject``."""
 

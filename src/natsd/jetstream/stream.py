@@ -588,9 +588,14 @@ class Stream:
         subs, pays = self._ack_subjects, self._ack_payloads
         if subs:
             self._ack_subjects, self._ack_payloads = [], []
-            publish = self.account.ports.publish
-            for i in range(len(subs)):
-                publish(subs[i], "", None, pays[i])
+            ports = self.account.ports
+            many = getattr(ports, "publish_many", None)
+            if many is not None:
+                many(subs, pays)  # one call for the turn's PubAcks, in order
+            else:
+                publish = ports.publish
+                for i in range(len(subs)):
+                    publish(subs[i], "", None, pays[i])
         if self._new_msgs:
             self._new_msgs = False
             if not self.closed:

@@ -18,6 +18,10 @@ Callback contract (what an engine may rely on and must respect):
   declares ``None``, callers may ignore it.
 * ``deliver(route_subject, subject, reply, hdr, payload)``: as ``publish`` but matched on
   ``route_subject`` while receivers see ``subject`` (JetStream consumer deliveries).
+* ``publish_many(subjects, payloads)``: ``publish(subjects[i], "", None, payloads[i])`` for
+  each i, in order (a stream's PubAcks of one loop turn).
+* ``deliver_many(route_subject, items)``: ``deliver(route_subject, *item)`` for each
+  ``(subject, reply, hdr, payload)`` item, in order, with one match for the whole run.
 * ``has_interest(subject)``: any client or internal subscription matches.
 * ``on_interest(handler)``: ``handler(subject, added)`` is called synchronously whenever a
   *client* subscription is added (True) or removed (False) in this account (SUB, UNSUB,
@@ -30,7 +34,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from natsd.server.router import route
+from natsd.server.router import deliver_many, publish_many, route
 from natsd.server.subscription import Subscription
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -88,6 +92,16 @@ class ServerPorts:
             hdr_len = 0
         return route(self._account, route_subject, subject.encode(), reply.encode() if reply else b"", hdr_len,
                      data, None, subject)
+
+    def publish_many(self, subjects: list, payloads: list) -> None:
+        """``publish(subjects[i], "", None, payloads[i])`` for each i, in order (see
+        :func:`router.publish_many`)."""
+        publish_many(self._account, subjects, payloads)
+
+    def deliver_many(self, route_subject: str, items: list) -> None:
+        """``deliver(route_subject, *item)`` for each ``(subject, reply, hdr, payload)`` of
+        ``items``, in order, with one match for the run (see :func:`router.deliver_many`)."""
+        deliver_many(self._account, route_subject, items)
 
     def has_interest(self, subject: str) -> bool:
         return self._account.sublist.has_interest(subject)

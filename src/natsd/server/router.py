@@ -24,7 +24,7 @@ import itertools
 
 from natsd.server.log import logger
 
-__all__ = ["route", "route_batch"]
+__all__ = ["route", "route_batch", "deliver_many", "publish_many"]
 
 _rr = itertools.count()
 
@@ -43,6 +43,17 @@ def _call_internal(sub, subject: str, reply: bytes, hdr_len: int, data: bytes) -
         logger.exception("internal subscription handler for %r failed", sub.subject)
 
 
+def _lines(subj_b: bytes, reply: bytes, hdr_len: int, size: int) -> tuple[bytes, bytes]:
+    """The shared ``head``/``mid`` pieces of a MSG/HMSG line (see the module docstring)."""
+    if hdr_len:
+        head = b"HMSG " + subj_b + b" "
+        mid = b" %s %d %d\r\n" % (reply, hdr_len, size) if reply else b" %d %d\r\n" % (hdr_len, size)
+    else:
+        head = b"MSG " + subj_b + b" "
+        mid = b" %s %d\r\n" % (reply, size) if reply else b" %d\r\n" % size
+    return head, mid
+
+
 def route(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, data: bytes, src,
           shown: str | None = None) -> int:
     """Deliver one message published in account ``acc``; returns how many receivers got it.
@@ -51,19 +62,23 @@ def route(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, data: by
     subject, except for :meth:`ServerPorts.deliver`, where ``shown`` is its ``str`` form).
     ``src`` is the publishing connection (``None`` for internal publishes): a client that set
     ``echo: false`` never receives its own messages.
+
+    A lone internal receiver (a JetStream stream's subject, the ``$JS.ACK.>`` hub, the API) is
+    called directly: no MSG line is built for it.
     """
     r = acc.sublist.match(subject)
     psubs = r.psubs
     qsubs = r.qsubs
-    if not psubs and not qsubs:
-        return 0
+    if not qsubs:
+        if not psubs:
+            return 0
+        if len(psubs) == 1:
+            sub = psubs[0]
+            if sub.client is None:
+                _call_internal(sub, shown or subject, reply, hdr_len, data)
+                return 1
     size = len(data)
-    if hdr_len:
-        head = b"HMSG " + subj_b + b" "
-        mid = b" %s %d %d\r\n" % (reply, hdr_len, size) if reply else b" %d %d\r\n" % (hdr_len, size)
-    else:
-        head = b"MSG " + subj_b + b" "
-        mid = b" %s %d\r\n" % (reply, size) if reply else b" %d\r\n" % size
+    head = mid = None
     n = 0
     for sub in psubs:
         c = sub.client
@@ -73,6 +88,8 @@ def route(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, data: by
             continue
         if c is src and not c.echo:
             continue
+        if head is None:
+            head, mid = _lines(subj_b, reply, hdr_len, size)
         if sub.max or c.sub_deny is not None or c.replies is not None or (hdr_len and not c.headers):
             if c.deliver(sub, head, mid, data, subject, hdr_len, reply, subj_b, src):
                 n += 1
@@ -98,6 +115,8 @@ def route(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, data: by
             src.stall(c)  # backpressure: see ClientConnection.stall
         n += 1
     if qsubs:
+        if head is None:
+            head, mid = _lines(subj_b, reply, hdr_len, size)
         for group in qsubs:
             k = len(group)
             start = next(_rr) % k if k > 1 else 0
@@ -174,3 +193,112 @@ def route_batch(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, pa
             c.slow_consumer()
         elif c.congested:
             src.stall(c)
+
+
+def deliver_many(acc, route_subject: str, items: list) -> None:
+    """Deliver ``items`` — ``(subject, reply, hdr, payload)`` tuples of ``str``, ``str``,
+    ``bytes | None``, ``bytes`` — to the subscribers of ``route_subject``, each MSG line showing
+    the item's own subject (a consumer's batch to its deliver subject or pull inbox).
+
+    One Sublist match for the whole run. When the only receiver is one plain client
+    subscription (the usual pull inbox or push deliver subject), each item becomes one MSG/HMSG
+    frame appended to that connection's buffer::
+
+        MSG <subject> <sid> [<reply> ]<size>\\r\\n<payload>\\r\\n
+        HMSG <subject> <sid> [<reply> ]<hdr_size> <total_size>\\r\\n<hdr><payload>\\r\\n
+
+    byte-identical to routing them one by one with :func:`route`. Anything else falls back to
+    :func:`route` per item, in order.
+    """
+    r = acc.sublist.match(route_subject)
+    psubs = r.psubs
+    if not psubs and not r.qsubs:
+        return
+    c = None
+    if not r.qsubs and len(psubs) == 1:
+        sub = psubs[0]
+        c = sub.client
+        if c is not None and (sub.max or c.sub_deny is not None or c.replies is not None or c.closed):
+            c = None
+        if c is not None and not c.headers:
+            for it in items:
+                if it[2]:
+                    c = None
+                    break
+    if c is None:
+        for subject, reply, hdr, payload in items:
+            if hdr:
+                data = hdr + payload
+                hdr_len = len(hdr)
+            else:
+                data = payload
+                hdr_len = 0
+            route(acc, route_subject, subject.encode(), reply.encode() if reply else b"", hdr_len, data, None,
+                  subject)
+        return
+    sid = sub.sid
+    out = c.out
+    nbytes = 0
+    for subject, reply, hdr, payload in items:
+        if hdr:
+            hl = len(hdr)
+            size = hl + len(payload)
+            if reply:
+                out += b"HMSG %s %s %s %d %d\r\n%s%s\r\n" % (subject.encode(), sid, reply.encode(), hl, size,
+                                                           hdr, payload)
+            else:
+                out += b"HMSG %s %s %d %d\r\n%s%s\r\n" % (subject.encode(), sid, hl, size, hdr, payload)
+        else:
+            size = len(payload)
+            if reply:
+                out += b"MSG %s %s %s %d\r\n%s\r\n" % (subject.encode(), sid, reply.encode(), size, payload)
+            else:
+                out += b"MSG %s %s %d\r\n%s\r\n" % (subject.encode(), sid, size, payload)
+        nbytes += size
+    k = len(items)
+    c.out_msgs += k
+    c.out_bytes += nbytes
+    sub.delivered += k
+    if not c.flush_pending:
+        c.flush_pending = True
+        c._call_soon(c.flush)
+    if len(out) > c.max_pending:
+        c.slow_consumer()
+
+
+def publish_many(acc, subjects: list, payloads: list) -> None:
+    """Route ``payloads[i]`` to ``subjects[i]`` (``str``), each with no reply and no headers, in
+    order, as internal publishes (a stream's PubAcks of one loop turn).
+
+    Each subject is matched on its own (they are usually distinct reply inboxes, which the
+    Sublist's shape caches answer without a walk). When the only receiver is one plain client
+    subscription the frame ``MSG <subject> <sid> <size>\\r\\n<payload>\\r\\n`` is appended with one
+    format and one append, byte-identical to :func:`route`; anything else goes through
+    :func:`route`.
+    """
+    match = acc.sublist.match
+    for i in range(len(subjects)):
+        subject = subjects[i]
+        payload = payloads[i]
+        r = match(subject)
+        psubs = r.psubs
+        if len(psubs) == 1 and not r.qsubs:
+            sub = psubs[0]
+            c = sub.client
+            if c is not None and not sub.max and c.sub_deny is None and c.replies is None:
+                if c.closed:
+                    continue
+                out = c.out
+                size = len(payload)
+                out += b"MSG %s %s %d\r\n%s\r\n" % (subject.encode(), sub.sid, size, payload)
+                c.out_msgs += 1
+                c.out_bytes += size
+                sub.delivered += 1
+                if not c.flush_pending:
+                    c.flush_pending = True
+                    c._call_soon(c.flush)
+                if len(out) > c.max_pending:
+                    c.slow_consumer()
+                continue
+        if psubs or r.qsubs:
+            route(acc, subject, subject.encode(), b"", 0, payload, None)

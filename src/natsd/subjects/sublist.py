@@ -71,13 +71,27 @@ EMPTY_RESULT = SublistResult()
 
 
 class _Node:
-    __slots__ = ("next", "psubs", "qsubs")
+    __slots__ = ("next", "psubs", "qsubs", "res")
 
     def __init__(self) -> None:
         self.next: _Level | None = None  # created only when a longer subject passes through
         # dicts used as insertion-ordered sets (item -> None): deterministic fan-out order.
         self.psubs: dict = {}
         self.qsubs: dict[str, dict] | None = None  # most nodes never hold a queue member
+        # This node's own items as a result, built on first use and dropped when they change:
+        # a match that ends on a single node (the common case) allocates nothing.
+        self.res: SublistResult | None = None
+
+    def result(self) -> "SublistResult":
+        r = self.res
+        if r is None:
+            q = self.qsubs
+            if q:
+                r = SublistResult(tuple(self.psubs), tuple(tuple(m) for m in q.values()), tuple(q))
+            else:
+                r = SublistResult(tuple(self.psubs))
+            self.res = r
+        return r
 
     def is_empty(self) -> bool:
         return not self.psubs and not self.qsubs and (self.next is None or self.next.is_empty())
@@ -123,25 +137,53 @@ def _add_node(node: _Node, psubs: list, qgroups: dict) -> None:
                 group.extend(members)
 
 
-def _match_level(level: _Level | None, tokens: list[str], start: int, psubs: list, qgroups: dict) -> None:
-    # Walk the literal branch iteratively; recurse only into '*' branches. '>' at any level
-    # matches the rest of the subject (which is non-empty here, since a token remains).
+def _collect(level: _Level | None, tokens: list[str], start: int, found: list) -> None:
+    """Append to ``found`` every node holding items that matches ``tokens[start:]`` below
+    ``level``. Walks the literal branch iteratively; recurses only into '*' branches. '>' at any
+    level matches the rest of the subject (which is non-empty here, since a token remains)."""
     node: _Node | None = None
     pwc: _Node | None = None
     for i in range(start, len(tokens)):
         if level is None:
             return
-        if level.fwc is not None:
-            _add_node(level.fwc, psubs, qgroups)
+        fwc = level.fwc
+        if fwc is not None and (fwc.psubs or fwc.qsubs):
+            found.append(fwc)
         pwc = level.pwc
         if pwc is not None and pwc.next is not None:
-            _match_level(pwc.next, tokens, i + 1, psubs, qgroups)
+            _collect(pwc.next, tokens, i + 1, found)
         node = level.nodes.get(tokens[i])
         level = node.next if node is not None else None
-    if node is not None:
+    if node is not None and (node.psubs or node.qsubs):
+        found.append(node)
+    if pwc is not None and (pwc.psubs or pwc.qsubs):
+        found.append(pwc)
+
+
+def _merge(found: list) -> SublistResult:
+    if not found:
+        return EMPTY_RESULT
+    if len(found) == 1:
+        return found[0].result()
+    psubs: list = []
+    qgroups: dict[str, list] = {}
+    for node in found:
         _add_node(node, psubs, qgroups)
-    if pwc is not None:
-        _add_node(pwc, psubs, qgroups)
+    return SublistResult(tuple(psubs), tuple(tuple(g) for g in qgroups.values()), tuple(qgroups))
+
+
+def _no_literal_items(level: _Level) -> bool:
+    """True when no literal child of ``level`` holds items (small levels only: a large one
+    just counts as having some)."""
+    nodes = level.nodes
+    if not nodes:
+        return True
+    if len(nodes) > 8:
+        return False
+    for nd in nodes.values():
+        if nd.psubs or nd.qsubs:
+            return False
+    return True
 
 
 def _node_has_items(node: _Node | None) -> bool:
@@ -170,11 +212,17 @@ class Sublist(Generic[T]):
     ``Sublist(cache=False)`` disables the cache (every match walks the trie).
     """
 
-    __slots__ = ("_root", "_cache", "_count", "_inserts", "_removes", "_matches", "_hits")
+    __slots__ = ("_root", "_cache", "_count", "_inserts", "_removes", "_matches", "_hits",
+                 "_pcache", "_pdepths", "_lcache")
 
     def __init__(self, cache: bool = True) -> None:
         self._root = _Level()
         self._cache: dict[str, SublistResult] | None = {} if cache else None
+        # Shape caches (see match): results that do not depend on every token, keyed by the
+        # tokens they do depend on. Cleared on every insert/remove; bounded like the cache.
+        self._pcache: dict[str, SublistResult] = {}
+        self._pdepths: dict[int, None] = {}
+        self._lcache: dict[str, SublistResult] = {}
         self._count = 0
         self._inserts = 0
         self._removes = 0
@@ -225,6 +273,7 @@ class Sublist(Generic[T]):
         if item in target:
             return
         target[item] = None
+        node.res = None
         self._count += 1
         self._inserts += 1
         self._invalidate(subject)
@@ -259,6 +308,7 @@ class Sublist(Generic[T]):
             if item not in node.psubs:
                 return False
             del node.psubs[item]
+        node.res = None
         self._count -= 1
         self._removes += 1
         # Prune from the leaf upwards; stop at the first node that still holds something.
@@ -273,6 +323,10 @@ class Sublist(Generic[T]):
 
     def _invalidate(self, subject: str) -> None:
         """Drop cached results for literal subjects that ``subject`` matches."""
+        if self._pcache or self._lcache:
+            self._pcache.clear()
+            self._pdepths.clear()
+            self._lcache.clear()
         cache = self._cache
         if not cache:
             return
@@ -301,6 +355,20 @@ class Sublist(Generic[T]):
 
         A subject with an empty token (``"a..b"``, ``""``) matches nothing. Results are shared
         and immutable; callers must not try to change them.
+
+        One-off subjects (a reply inbox ``_INBOX.<id>.<n>`` matched by ``_INBOX.<id>.*``, an ack
+        ``$JS.ACK.<stream>.<consumer>.<seqs...>`` matched by ``$JS.ACK.>``) miss the cache every
+        time. Their results usually depend on a prefix of the subject only, which the walk
+        detects when it takes no ``*`` branch:
+
+        * the literal path ends before the last token (no node for token ``k``): every subject
+          with the same first ``k`` tokens and more after them matches the same items. Kept in
+          ``_pcache`` under ``"<t0>.<...>.<tk-1>."``;
+        * the last level has no literal node holding items: every subject of the same length
+          and first ``n-1`` tokens matches the same items. Kept in ``_lcache`` under
+          ``"<t0>.<...>.<tn-2>"``.
+
+        So such a miss costs a split and a dict lookup instead of a trie walk and a new result.
         """
         self._matches += 1
         cache = self._cache
@@ -309,26 +377,85 @@ class Sublist(Generic[T]):
             if r is not None:
                 self._hits += 1
                 return r
+            if self._lcache or self._pcache:
+                r = self._shape_get(subject)
+                if r is not None:
+                    cache[subject] = r
+                    if len(cache) > CACHE_MAX:
+                        self._sweep()
+                    return r
         tokens = subject.split(TSEP)
-        for t in tokens:
-            if not t:
-                return EMPTY_RESULT
-        psubs: list = []
-        qgroups: dict[str, list] = {}
-        _match_level(self._root, tokens, 0, psubs, qgroups)
-        if psubs or qgroups:
-            r = SublistResult(
-                tuple(psubs),
-                tuple(tuple(g) for g in qgroups.values()),
-                tuple(qgroups),
-            )
+        if "" in tokens:
+            return EMPTY_RESULT
+        found: list = []
+        level: _Level | None = self._root
+        node: _Node | None = None
+        pwc: _Node | None = None
+        last: _Level | None = None
+        simple = True  # no '*' branch taken: the result depends on a prefix only
+        n = len(tokens)
+        i = 0
+        while i < n:
+            if level is None:
+                break
+            fwc = level.fwc
+            if fwc is not None and (fwc.psubs or fwc.qsubs):
+                found.append(fwc)
+            pwc = level.pwc
+            if pwc is not None and pwc.next is not None:
+                simple = False
+                _collect(pwc.next, tokens, i + 1, found)
+            last = level
+            node = level.nodes.get(tokens[i])
+            level = node.next if node is not None else None
+            i += 1
+        if level is None and i < n:
+            r = _merge(found)
+            if simple and cache is not None:
+                # Ended early at token i: the first i tokens decide (and there are more).
+                pc = self._pcache
+                if len(pc) >= CACHE_MAX:
+                    pc.clear()
+                    self._pdepths.clear()
+                pc[subject[:len(subject) - len(subject.split(TSEP, i)[i])]] = r
+                self._pdepths[i] = None
         else:
-            r = EMPTY_RESULT
+            if node is not None and (node.psubs or node.qsubs):
+                found.append(node)
+            if pwc is not None and (pwc.psubs or pwc.qsubs):
+                found.append(pwc)
+            r = _merge(found)
+            if simple and cache is not None and n > 1 and last is not None and _no_literal_items(last):
+                lc = self._lcache
+                if len(lc) >= CACHE_MAX:
+                    lc.clear()
+                lc[subject[:subject.rfind(TSEP)]] = r
         if cache is not None:
             cache[subject] = r
             if len(cache) > CACHE_MAX:
                 self._sweep()
         return r
+
+    def _shape_get(self, subject: str) -> SublistResult | None:
+        """A result from the shape caches (see :meth:`match`), or None."""
+        if not subject or subject[-1] == TSEP or ".." in subject:
+            return None  # an empty token: let the walk answer
+        lc = self._lcache
+        if lc:
+            j = subject.rfind(TSEP)
+            if j > 0:
+                r = lc.get(subject[:j])
+                if r is not None:
+                    return r
+        pc = self._pcache
+        if pc:
+            for k in self._pdepths:
+                parts = subject.split(TSEP, k)
+                if len(parts) > k:
+                    r = pc.get(subject[:len(subject) - len(parts[k])])
+                    if r is not None:
+                        return r
+        return None
 
     def _sweep(self) -> None:
         cache = self._cache

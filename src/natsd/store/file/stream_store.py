@@ -609,6 +609,8 @@ class FileStreamStore(IndexedStreamStore):
                     offs_append = offs.append
                     sid_append, ts_append = self._sid.append, self._ts.append
                     get = sidcache.get
+                    hsize = HEADER_SIZE
+                    psize = want = -1
                     # A block no larger than MAX_RECORD_SIZE holds no record claiming more.
                     stop = lim if end <= max_size else -1
                     while off <= stop:
@@ -618,12 +620,15 @@ class FileStreamStore(IndexedStreamStore):
                         # raw == seq: a message (no flag bits) with the next sequence.
                         if raw != seq or rec_end > end or size - slen < 30:
                             break
-                        want = residues.get(size)
-                        if want is None:
-                            want = residues[size] = crc32(size.to_bytes(4, "little"), _CRC_RESIDUE)
+                        if size != psize:
+                            psize = size
+                            want = residues.get(size)
+                            if want is None:
+                                want = residues[size] = crc32(size.to_bytes(4, "little"), _CRC_RESIDUE)
                         if crc32(mv[off: rec_end]) != want:
                             break
-                        sid = get(data[off + HEADER_SIZE: off + HEADER_SIZE + slen])
+                        s0 = off + hsize
+                        sid = get(data[s0: s0 + slen])
                         if sid is None:
                             break
                         ss = ss_list[sid]
