@@ -13,16 +13,21 @@ import re
 import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Sequence
 
 import nats
 from nats.errors import NoRespondersError
+from nats.js.errors import BucketNotFoundError, NotFoundError
 from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.api import StorageType
 
 #: Exit codes scripts can rely on (also listed in ``natsctl --help``).
 EXIT_OK = 0
 EXIT_ERROR = 1  # the server or the API refused or failed (includes "not found", timeouts, no connection)
 EXIT_USAGE = 2  # bad command line, or a required value missing with no terminal to prompt on
+
+if TYPE_CHECKING:
+    from natsd.cli.context import Ctx
 
 DEFAULT_URL = "nats://127.0.0.1:4222"
 API_PREFIX = "$JS.API"
@@ -206,6 +211,25 @@ def rfc3339(dt: datetime) -> str:
     return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def choice(value: str, table: dict[str, str], flag: str, expected: Sequence[str] | None = None) -> str:
+    """``table[value]`` (case-insensitive), or a usage error listing ``expected`` (default: the values, sorted)."""
+    v = table.get(str(value).lower())
+    if v is None:
+        names = expected if expected is not None else sorted(set(table.values()))
+        raise UsageError(f"invalid {flag} {value!r}: expected one of {', '.join(names)}")
+    return v
+
+
+def optional_count(text: str | None) -> int | None:
+    """``--count``: how many to take, or None (no limit) when not given."""
+    return parse_int(text, flag="--count") if text is not None else None
+
+
+def optional_seconds(text: str | None) -> float | None:
+    """``--wait``: seconds to wait, or None (no limit) when not given or empty."""
+    return parse_duration(text, flag="--wait") / 1e9 if text else None
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Prompts
 # ---------------------------------------------------------------------------------------------------------------
@@ -243,6 +267,18 @@ def ask(flag: str, question: str, default: str | None = None, *, choices: Sequen
             sys.stderr.write(f"  please answer one of: {', '.join(choices)}\n")
             continue
         return value
+
+
+def choose(names: Sequence[str], arg: str, label: str, none_defined: str) -> str:
+    """Pick one of ``names`` on the terminal for the positional ``arg`` that was not given.
+
+    ``label`` is what a name names ("Stream"); ``none_defined`` says why there is nothing to pick.
+    """
+    if not names:
+        raise CliError(f"could not pick a {label} to operate on: {none_defined}")
+    if not stdin_is_tty():
+        raise UsageError(f"{arg} is required (no terminal to prompt)")
+    return ask(arg, f"Select a {label}", names[0] if len(names) == 1 else None, choices=names)
 
 
 def read_stdin_bytes() -> bytes:
@@ -378,6 +414,34 @@ def strip_type(resp: dict) -> dict:
     return {k: v for k, v in resp.items() if k != "type"}
 
 
+def without_server_metadata(cfg: dict) -> dict:
+    """``cfg`` minus the bookkeeping metadata the server adds (``_nats.*``), so configs compare and restore cleanly."""
+    out = dict(cfg)
+    md = {k: v for k, v in (out.get("metadata") or {}).items() if not k.startswith("_nats.")}
+    if md:
+        out["metadata"] = md
+    else:
+        out.pop("metadata", None)
+    return out
+
+
+def config_diff(old: dict, new: dict) -> list[str]:
+    """``-key: old`` / ``+key: new`` lines for every changed top-level field."""
+    lines = []
+    for k in sorted(set(old) | set(new)):
+        if old.get(k) != new.get(k):
+            if k in old:
+                lines.append(f"-  {k}: {json.dumps(old[k])}")
+            if k in new:
+                lines.append(f"+  {k}: {json.dumps(new[k])}")
+    return lines
+
+
+def error_text(exc: BaseException) -> str:
+    """What nats-py's errors say: an APIError's description, else the exception's text."""
+    return str(getattr(exc, "description", None) or exc)
+
+
 def dumps(obj: Any) -> str:
     return json.dumps(obj, indent=2)
 
@@ -428,3 +492,138 @@ class Out:
 
 def env_url() -> str:
     return os.environ.get("NATS_URL") or DEFAULT_URL
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Command plumbing shared by the verbs
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def show_result(ctx: Ctx, resp: dict, *texts: str) -> None:
+    """``-j``: the API response without its ``type`` envelope; otherwise print each human text."""
+    if ctx.json:
+        ctx.out.json_out(strip_type(resp))
+        return
+    for text in texts:
+        ctx.out.print(text)
+
+
+def print_names(ctx: Ctx, names: Sequence[str]) -> None:
+    """``ls -j`` (a JSON list) or ``ls --names`` (one a line)."""
+    if ctx.json:
+        ctx.out.json_out(names)
+        return
+    for n in names:
+        ctx.out.print(n)
+
+
+def confirm_edit(ctx: Ctx, what: str, old: dict, new: dict, force: bool) -> None:
+    """Show the configuration diff for an edit of ``what`` and confirm it; no difference is an error."""
+    diff = config_diff(old, new)
+    if not diff:
+        raise CliError(f"no difference in configuration for {what}")
+    if not ctx.json:
+        ctx.out.print("Differences (-old +new):")
+        ctx.out.print("\n".join(diff) + "\n")
+    if stdin_is_tty():
+        confirm(f"Really edit {what}", force)
+
+
+async def arrivals(next_item: Callable[[float | None], Awaitable[Any]], count: int | None, wait_s: float | None,
+                   *, idle: float | None = None, stop_on: tuple[type[BaseException], ...] = (asyncio.TimeoutError,),
+                   ) -> AsyncIterator[Any]:
+    """Yield ``await next_item(timeout)`` until ``count`` items, ``wait_s`` seconds, or a ``stop_on`` error.
+
+    Without ``wait_s`` each wait is ``idle`` seconds (None: forever); a None item is skipped, not counted.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s if wait_s else None
+    n = 0
+    while count is None or n < count:
+        remaining = idle if deadline is None else deadline - loop.time()
+        if remaining is not None and remaining <= 0:
+            return
+        try:
+            item = await next_item(remaining)
+        except stop_on:
+            return
+        if item is None:
+            continue
+        n += 1
+        yield item
+
+
+def queue_subscriber(maxsize: int) -> tuple[asyncio.Queue, Callable[[Any], Awaitable[None]]]:
+    """A bounded queue and a subscription callback that fills it (dropping messages when it is full)."""
+    queue: asyncio.Queue = asyncio.Queue(maxsize=maxsize)
+
+    async def on_msg(msg: Any) -> None:
+        if not queue.full():
+            queue.put_nowait(msg)
+
+    return queue, on_msg
+
+
+async def next_from(queue: asyncio.Queue, timeout: float | None) -> Any:
+    return await asyncio.wait_for(queue.get(), timeout)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# KV and object store buckets (nats-py's KeyValue/ObjectStore over streams named KV_<b> / OBJ_<b>)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def bucket_flags(p: Any, **help: str) -> None:
+    """The ``add`` flags a KV and an object store bucket share; ``help`` gives texts by flag dest."""
+    p.add_argument("bucket")
+    p.add_argument("--ttl", default=None, help=help.get("ttl"))
+    p.add_argument("--max-bucket-size", dest="max_bucket_size", default=None, help=help.get("max_bucket_size"))
+    p.add_argument("--storage", default="file", choices=["file", "memory"])
+    p.add_argument("--replicas", default="1")
+    p.add_argument("--description", default=None)
+
+
+def bucket_limits(a: Any) -> dict[str, Any]:
+    """``KeyValueConfig``/``ObjectStoreConfig`` keyword arguments from :func:`bucket_flags`."""
+    return dict(
+        description=a.description,
+        ttl=parse_duration(a.ttl, flag="--ttl") / 1e9 if a.ttl else None,
+        max_bytes=parse_size(a.max_bucket_size, flag="--max-bucket-size") if a.max_bucket_size else None,
+        storage=StorageType.MEMORY if a.storage == "memory" else StorageType.FILE,
+        replicas=parse_int(a.replicas, flag="--replicas"),
+    )
+
+
+async def open_bucket(opened: Awaitable[Any], bucket: str) -> Any:
+    """Await nats-py's ``key_value(b)``/``object_store(b)``; a missing bucket is a :class:`CliError`."""
+    try:
+        return await opened
+    except (BucketNotFoundError, NotFoundError):
+        raise CliError(f"bucket {bucket} not found") from None
+
+
+async def create_bucket(created: Awaitable[Any], bucket: str) -> None:
+    try:
+        await created
+    except Exception as exc:  # noqa: BLE001 - nats-py APIError and friends
+        raise CliError(f"could not create bucket {bucket}: {error_text(exc)}") from None
+
+
+async def delete_bucket(deleted: Awaitable[Any], bucket: str) -> None:
+    try:
+        await deleted
+    except NotFoundError:
+        raise CliError(f"bucket {bucket} not found") from None
+
+
+async def bucket_streams(ctx: Ctx, prefix: str) -> tuple[list[dict], list[str]]:
+    """The infos of the streams backing ``prefix`` buckets (sorted by name) and the bucket names."""
+    api = await ctx.api()
+    infos = sorted((i for i in await api.paged("STREAM.LIST", "streams") if i["config"]["name"].startswith(prefix)),
+                   key=lambda i: i["config"]["name"])
+    return infos, [i["config"]["name"][len(prefix):] for i in infos]
+
+
+def backing_store(cfg: dict) -> tuple[str, str]:
+    """The ``Backing Store`` row of a bucket's status."""
+    return ("Backing Store", f"JetStream ({str(cfg.get('storage')).capitalize()} stream {cfg.get('name')})")

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from datetime import datetime, timezone
 
-from nats.js.api import KeyValueConfig, StorageType
-from nats.js.errors import BucketNotFoundError, KeyDeletedError, KeyNotFoundError, NotFoundError
+from nats.js.api import KeyValueConfig
+from nats.js.errors import KeyDeletedError, KeyNotFoundError, NotFoundError
 
 from natsd.cli import render
 from natsd.cli.common import (
-    read_stdin_bytes,
-    CliError, UsageError, comma, confirm, format_duration, human_bytes, parse_duration, parse_int, parse_size,
-    stdin_is_tty,
+    CliError, UsageError, arrivals, backing_store, bucket_flags, bucket_limits, bucket_streams, comma, confirm,
+    create_bucket, delete_bucket, error_text, format_duration, human_bytes, open_bucket, optional_count,
+    optional_seconds, parse_int, parse_size, read_stdin_bytes, stdin_is_tty,
 )
 from natsd.cli.context import Ctx
 
@@ -25,14 +24,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     s.required = True
 
     a = s.add_parser("add", aliases=["create", "new"], parents=[common], help="create a bucket")
-    a.add_argument("bucket")
+    bucket_flags(a, ttl="expire values after this long", max_bucket_size="bucket size limit")
     a.add_argument("--history", default="1", help="values kept per key (1-64)")
-    a.add_argument("--ttl", default=None, help="expire values after this long")
     a.add_argument("--max-value-size", dest="max_value_size", default=None, help="largest value")
-    a.add_argument("--max-bucket-size", dest="max_bucket_size", default=None, help="bucket size limit")
-    a.add_argument("--storage", default="file", choices=["file", "memory"])
-    a.add_argument("--replicas", default="1")
-    a.add_argument("--description", default=None)
     a.set_defaults(func=cmd_add)
 
     put = s.add_parser("put", parents=[common], help="store a value")
@@ -87,11 +81,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 
 async def _kv(ctx: Ctx, bucket: str):
-    js = await ctx.js()
-    try:
-        return await js.key_value(bucket)
-    except (BucketNotFoundError, NotFoundError):
-        raise CliError(f"bucket {bucket} not found") from None
+    return await open_bucket((await ctx.js()).key_value(bucket), bucket)
 
 
 def _ts(entry) -> str:
@@ -106,17 +96,11 @@ async def cmd_add(ctx: Ctx) -> None:
     a = ctx.args
     js = await ctx.js()
     cfg = KeyValueConfig(
-        bucket=a.bucket, description=a.description, history=parse_int(a.history, flag="--history"),
-        ttl=parse_duration(a.ttl, flag="--ttl") / 1e9 if a.ttl else None,
+        bucket=a.bucket, history=parse_int(a.history, flag="--history"),
         max_value_size=parse_size(a.max_value_size, flag="--max-value-size") if a.max_value_size else None,
-        max_bytes=parse_size(a.max_bucket_size, flag="--max-bucket-size") if a.max_bucket_size else None,
-        storage=StorageType.MEMORY if a.storage == "memory" else StorageType.FILE,
-        replicas=parse_int(a.replicas, flag="--replicas"),
+        **bucket_limits(a),
     )
-    try:
-        await js.create_key_value(config=cfg)
-    except Exception as exc:  # noqa: BLE001 - nats-py APIError and friends
-        raise CliError(f"could not create bucket {a.bucket}: {getattr(exc, 'description', None) or exc}") from None
+    await create_bucket(js.create_key_value(config=cfg), a.bucket)
     await _status(ctx, a.bucket, created=True)
 
 
@@ -139,7 +123,7 @@ async def _status(ctx: Ctx, bucket: str, created: bool = False) -> None:
     rows = [("Bucket Name", bucket), ("History Kept", status["history"]),
             ("Values Stored", comma(status["values"])),
             ("Maximum Age", format_duration(status["ttl"]) if status["ttl"] else "unlimited"),
-            ("Backing Store", f"JetStream ({str(status['storage']).capitalize()} stream {cfg.get('name')})"),
+            backing_store(cfg),
             ("Bucket Size", human_bytes(status["bytes"]))]
     ctx.out.print(render.sections(title, [("Configuration", rows)]))
 
@@ -160,7 +144,7 @@ async def cmd_put(ctx: Ctx) -> None:
     try:
         rev = await kv.put(a.key, value)
     except Exception as exc:  # noqa: BLE001
-        raise CliError(f"could not put {a.key}: {getattr(exc, 'description', None) or exc}") from None
+        raise CliError(f"could not put {a.key}: {error_text(exc)}") from None
     if ctx.json:
         ctx.out.json_out({"bucket": a.bucket, "key": a.key, "revision": rev})
     else:
@@ -240,25 +224,12 @@ async def cmd_keys(ctx: Ctx) -> None:
 
 async def cmd_watch(ctx: Ctx) -> None:
     a = ctx.args
-    limit_n = parse_int(a.count, flag="--count") if a.count is not None else None
-    wait_s = parse_duration(a.wait, flag="--wait") / 1e9 if a.wait else None
+    limit_n, wait_s = optional_count(a.count), optional_seconds(a.wait)
     kv = await _kv(ctx, a.bucket)
     w = await kv.watch(a.key, include_history=False)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait_s if wait_s else None
-    n = 0
     try:
-        while limit_n is None or n < limit_n:
-            remaining = 3600.0 if deadline is None else deadline - loop.time()
-            if remaining <= 0:
-                break
-            try:
-                e = await w.updates(timeout=remaining)
-            except Exception:  # noqa: BLE001 - nats-py raises its TimeoutError when nothing arrives
-                break
-            if e is None:  # nats-py's marker: initial values delivered
-                continue
-            n += 1
+        # nats-py raises its own TimeoutError when nothing arrives, and yields None once initial values are in.
+        async for e in arrivals(lambda t: w.updates(timeout=t), limit_n, wait_s, idle=3600.0, stop_on=(Exception,)):
             value = (e.value or b"").decode(errors="replace")
             op = e.operation or "PUT"
             if ctx.json:
@@ -272,9 +243,7 @@ async def cmd_watch(ctx: Ctx) -> None:
 
 
 async def cmd_ls(ctx: Ctx) -> None:
-    api = await ctx.api()
-    infos = [i for i in await api.paged("STREAM.LIST", "streams") if i["config"]["name"].startswith("KV_")]
-    buckets = sorted(i["config"]["name"][3:] for i in infos)
+    infos, buckets = await bucket_streams(ctx, "KV_")
     if ctx.json:
         ctx.out.json_out(buckets)
         return
@@ -282,7 +251,7 @@ async def cmd_ls(ctx: Ctx) -> None:
         ctx.out.print("No Key-Value buckets found")
         return
     rows = []
-    for i in sorted(infos, key=lambda x: x["config"]["name"]):
+    for i in infos:
         c, st = i["config"], i.get("state", {})
         rows.append([c["name"][3:], c.get("description", ""), comma(st.get("messages")), human_bytes(st.get("bytes"))])
     ctx.out.print(render.table("Key-Value Buckets", ["Bucket", "Description", "Values", "Size"], rows))
@@ -291,8 +260,4 @@ async def cmd_ls(ctx: Ctx) -> None:
 async def cmd_rm(ctx: Ctx) -> None:
     a = ctx.args
     confirm(f"Really delete bucket {a.bucket}", a.force)
-    js = await ctx.js()
-    try:
-        await js.delete_key_value(a.bucket)
-    except NotFoundError:
-        raise CliError(f"bucket {a.bucket} not found") from None
+    await delete_bucket((await ctx.js()).delete_key_value(a.bucket), a.bucket)

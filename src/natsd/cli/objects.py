@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 from pathlib import Path
 
-from nats.js.api import ObjectStoreConfig, StorageType
-from nats.js.errors import BucketNotFoundError, NotFoundError, ObjectNotFoundError
+from nats.js.api import ObjectStoreConfig
+from nats.js.errors import NotFoundError, ObjectNotFoundError
 
 from natsd.cli import render
 from natsd.cli.common import (
-    read_stdin_bytes,
-    CliError, comma, confirm, format_duration, human_bytes, parse_duration, parse_int, parse_size, strip_type,
+    CliError, arrivals, backing_store, bucket_flags, bucket_limits, bucket_streams, comma, confirm, create_bucket,
+    delete_bucket, error_text, format_duration, human_bytes, open_bucket, optional_count, optional_seconds,
+    read_stdin_bytes, strip_type,
 )
 from natsd.cli.context import Ctx
 
@@ -25,12 +25,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     s.required = True
 
     a = s.add_parser("add", aliases=["create"], parents=[common], help="create a bucket")
-    a.add_argument("bucket")
-    a.add_argument("--ttl", default=None)
-    a.add_argument("--max-bucket-size", dest="max_bucket_size", default=None)
-    a.add_argument("--storage", default="file", choices=["file", "memory"])
-    a.add_argument("--replicas", default="1")
-    a.add_argument("--description", default=None)
+    bucket_flags(a)
     a.set_defaults(func=cmd_add)
 
     put = s.add_parser("put", parents=[common], help="store a file")
@@ -72,11 +67,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 
 async def _obs(ctx: Ctx, bucket: str):
-    js = await ctx.js()
-    try:
-        return await js.object_store(bucket)
-    except (BucketNotFoundError, NotFoundError):
-        raise CliError(f"bucket {bucket} not found") from None
+    return await open_bucket((await ctx.js()).object_store(bucket), bucket)
 
 
 def _info_dict(o) -> dict:
@@ -87,18 +78,9 @@ def _info_dict(o) -> dict:
 async def cmd_add(ctx: Ctx) -> None:
     a = ctx.args
     js = await ctx.js()
-    cfg = ObjectStoreConfig(
-        bucket=a.bucket, description=a.description,
-        ttl=parse_duration(a.ttl, flag="--ttl") / 1e9 if a.ttl else None,
-        max_bytes=parse_size(a.max_bucket_size, flag="--max-bucket-size") if a.max_bucket_size else None,
-        storage=StorageType.MEMORY if a.storage == "memory" else StorageType.FILE,
-        replicas=parse_int(a.replicas, flag="--replicas"),
-    )
-    try:
-        # nats-py overwrites config.bucket with its `bucket` argument, so pass both.
-        await js.create_object_store(a.bucket, config=cfg)
-    except Exception as exc:  # noqa: BLE001
-        raise CliError(f"could not create bucket {a.bucket}: {getattr(exc, 'description', None) or exc}") from None
+    cfg = ObjectStoreConfig(bucket=a.bucket, **bucket_limits(a))
+    # nats-py overwrites config.bucket with its `bucket` argument, so pass both.
+    await create_bucket(js.create_object_store(a.bucket, config=cfg), a.bucket)
     if not ctx.json:
         ctx.out.print(f"Object Store Bucket {a.bucket} was created\n")
     await _bucket_status(ctx, a.bucket)
@@ -116,7 +98,7 @@ async def _bucket_status(ctx: Ctx, bucket: str) -> None:
     rows = [("Bucket Name", bucket), ("Sealed", str(bool(cfg.get("sealed"))).lower()),
             ("Size", human_bytes(st.get("bytes", 0))),
             ("Maximum Age", format_duration(cfg.get("max_age")) if cfg.get("max_age") else "unlimited"),
-            ("Backing Store", f"JetStream ({str(cfg.get('storage')).capitalize()} stream {cfg['name']})")]
+            backing_store(cfg)]
     ctx.out.print(render.sections(f"Information for Object Store Bucket {bucket}", [("Configuration", rows)]))
 
 
@@ -137,7 +119,7 @@ async def cmd_put(ctx: Ctx) -> None:
     try:
         info = await obs.put(name, data)
     except Exception as exc:  # noqa: BLE001
-        raise CliError(f"could not put {name}: {getattr(exc, 'description', None) or exc}") from None
+        raise CliError(f"could not put {name}: {error_text(exc)}") from None
     if ctx.json:
         ctx.out.json_out(_info_dict(info))
     else:
@@ -167,17 +149,14 @@ async def cmd_get(ctx: Ctx) -> None:
 async def cmd_ls(ctx: Ctx) -> None:
     a = ctx.args
     if not a.bucket:
-        api = await ctx.api()
-        infos = [i for i in await api.paged("STREAM.LIST", "streams") if i["config"]["name"].startswith("OBJ_")]
-        buckets = sorted(i["config"]["name"][4:] for i in infos)
+        infos, buckets = await bucket_streams(ctx, "OBJ_")
         if ctx.json:
             ctx.out.json_out(buckets)
         elif not buckets:
             ctx.out.print("No Object Store buckets found")
         else:
             ctx.out.print(render.table("Object Store Buckets", ["Bucket", "Size"],
-                                       [[i["config"]["name"][4:], human_bytes(i["state"].get("bytes"))]
-                                        for i in sorted(infos, key=lambda x: x["config"]["name"])]))
+                                       [[b, human_bytes(i["state"].get("bytes"))] for b, i in zip(buckets, infos)]))
         return
     obs = await _obs(ctx, a.bucket)
     try:
@@ -205,11 +184,7 @@ async def cmd_rm(ctx: Ctx) -> None:
             raise CliError(f"object {a.name} not found in bucket {a.bucket}") from None
         return
     confirm(f"Really delete bucket {a.bucket} and all its objects", a.force)
-    js = await ctx.js()
-    try:
-        await js.delete_object_store(a.bucket)
-    except NotFoundError:
-        raise CliError(f"bucket {a.bucket} not found") from None
+    await delete_bucket((await ctx.js()).delete_object_store(a.bucket), a.bucket)
 
 
 async def cmd_info(ctx: Ctx) -> None:
@@ -232,25 +207,12 @@ async def cmd_info(ctx: Ctx) -> None:
 
 async def cmd_watch(ctx: Ctx) -> None:
     a = ctx.args
-    limit_n = parse_int(a.count, flag="--count") if a.count is not None else None
-    wait_s = parse_duration(a.wait, flag="--wait") / 1e9 if a.wait else None
+    limit_n, wait_s = optional_count(a.count), optional_seconds(a.wait)
     obs = await _obs(ctx, a.bucket)
     w = await obs.watch(include_history=False)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait_s if wait_s else None
-    n = 0
     try:
-        while limit_n is None or n < limit_n:
-            remaining = 3600.0 if deadline is None else deadline - loop.time()
-            if remaining <= 0:
-                break
-            try:
-                o = await w.updates(timeout=remaining)
-            except Exception:  # noqa: BLE001 - nats-py TimeoutError
-                break
-            if o is None:
-                continue
-            n += 1
+        # nats-py raises its own TimeoutError when nothing arrives (see kv watch).
+        async for o in arrivals(lambda t: w.updates(timeout=t), limit_n, wait_s, idle=3600.0, stop_on=(Exception,)):
             if ctx.json:
                 ctx.out.json_out(_info_dict(o))
             else:
