@@ -7,6 +7,14 @@ something else happens (``sub``, ``reply``, ``consumer events``) and for checkin
 
 ``server_kinds()`` are the pytest params for a module-scoped server fixture: the reference nats-server
 (marked ``reference``) and natsd (skipped while ``python -m natsd -js`` cannot serve JetStream).
+
+The CLI test modules share their fixtures from here::
+
+    from tests.helpers.cli import module_server, ok, url  # noqa: F401 - url is a fixture
+
+    server = module_server("cli-kv")  # one server per kind for the whole module
+
+``url`` is that server's URL with every stream deleted first; ``ok(url, *argv)`` is ``run_cli`` that must succeed.
 """
 
 from __future__ import annotations
@@ -113,6 +121,32 @@ def start_kind(kind: str, tmp_path: Path, *extra: str):
         if not ok:
             pytest.skip(why)
     return start_server(kind, tmp_path, *extra)
+
+
+def module_server(prefix: str):
+    """A module-scoped ``server`` fixture, once per :func:`server_kinds`, in a temporary ``<prefix>-<kind>`` dir."""
+
+    @pytest.fixture(scope="module", params=server_kinds())
+    def server(request, tmp_path_factory):
+        srv = start_kind(request.param, tmp_path_factory.mktemp(f"{prefix}-{request.param}"))
+        yield srv
+        srv.stop()
+
+    return server
+
+
+@pytest.fixture
+def url(server):
+    """The module server's URL, with every stream deleted first (each test starts from an empty account)."""
+    clean_streams(server.url)
+    return server.url
+
+
+def ok(url: str | None, *argv: str, **kw: Any) -> CliResult:
+    """``run_cli`` that must exit 0 (the failed result, with its output, is the assertion message)."""
+    r = run_cli(url, *argv, **kw)
+    assert r.rc == 0, r
+    return r
 
 
 def clean_streams(url: str) -> None:

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from tests.helpers.cli import clean_streams, run_cli, server_kinds, start_kind
+from tests.helpers.cli import clean_streams, ok, run_cli, server_kinds, start_kind
 
 
 @pytest.fixture(scope="module", params=server_kinds())
@@ -29,12 +29,6 @@ def servers(pair):
     clean_streams(a)
     clean_streams(b)
     return kind, a, b
-
-
-def ok(url, *argv, **kw):
-    r = run_cli(url, *argv, **kw)
-    assert r.rc == 0, r
-    return r
 
 
 def snapshot_or_skip(kind: str, url: str, *argv: str):

@@ -2,30 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
-
-from tests.helpers.cli import (
-    clean_streams, close_proc, run_cli, server_kinds, spawn_cli, start_kind, wait_for_line,
+from tests.helpers.cli import (  # noqa: F401 - url is a fixture
+    close_proc, module_server, ok, run_cli, spawn_cli, url, wait_for_line,
 )
 
 
-@pytest.fixture(scope="module", params=server_kinds())
-def server(request, tmp_path_factory):
-    srv = start_kind(request.param, tmp_path_factory.mktemp(f"cli-kv-{request.param}"))
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture
-def url(server):
-    clean_streams(server.url)
-    return server.url
-
-
-def ok(url, *argv, **kw):
-    r = run_cli(url, *argv, **kw)
-    assert r.rc == 0, r
-    return r
+server = module_server("cli-kv")
 
 
 def test_kv_lifecycle(url):

@@ -6,29 +6,12 @@ import json
 
 import pytest
 
-from tests.helpers.cli import (
-    close_proc,
-    clean_streams, run_cli, run_script, server_kinds, spawn_cli, start_kind, wait_for_line,
+from tests.helpers.cli import (  # noqa: F401 - url is a fixture
+    close_proc, module_server, ok, run_cli, run_script, server_kinds, spawn_cli, url, wait_for_line,
 )
 
 
-@pytest.fixture(scope="module", params=server_kinds())
-def server(request, tmp_path_factory):
-    srv = start_kind(request.param, tmp_path_factory.mktemp(f"cli-pubsub-{request.param}"))
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture
-def url(server):
-    clean_streams(server.url)
-    return server.url
-
-
-def ok(url, *argv, **kw):
-    r = run_cli(url, *argv, **kw)
-    assert r.rc == 0, r
-    return r
+server = module_server("cli-pubsub")
 
 
 def test_pub_sub_with_templates_and_headers(url):

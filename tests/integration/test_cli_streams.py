@@ -6,36 +6,16 @@ import json
 
 import pytest
 
-from tests.helpers.cli import clean_streams, run_cli, server_kinds, start_kind
+from tests.helpers.cli import module_server, ok, run_cli, url  # noqa: F401 - url is a fixture
 
 YEAR_NS = 365 * 24 * 3600 * 10**9
 
 
-@pytest.fixture(scope="module", params=server_kinds())
-def server(request, tmp_path_factory):
-    srv = start_kind(request.param, tmp_path_factory.mktemp(f"cli-streams-{request.param}"))
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture
-def url(server):
-    return server.url
-
-
-@pytest.fixture(autouse=True)
-def _clean(url):
-    clean_streams(url)
+server = module_server("cli-streams")
 
 
 def cli(url, *argv, **kw):
     return run_cli(url, *argv, **kw)
-
-
-def ok(url, *argv, **kw):
-    r = run_cli(url, *argv, **kw)
-    assert r.rc == 0, r
-    return r
 
 
 def info(url, name) -> dict:

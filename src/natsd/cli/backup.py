@@ -44,7 +44,8 @@ from typing import Any, Iterator
 
 from natsd.cli import render
 from natsd.cli.common import (
-    ApiError, CliError, UsageError, comma, dumps, human_bytes, parse_size, read_json_file, strip_type,
+    CliError, UsageError, api_reply, comma, dumps, human_bytes, parse_size, read_json_file, strip_type,
+    without_server_metadata,
 )
 from natsd.cli.context import Ctx
 
@@ -236,14 +237,7 @@ async def restore_stream(ctx: Ctx, directory: Path, *, stream: str | None = None
 
 
 def _raise_if_error(data: bytes, name: str) -> dict:
-    try:
-        resp = json.loads(data) if data else {}
-    except ValueError:
-        raise CliError(f"restore of {name}: unexpected reply {data[:200]!r}") from None
-    err = resp.get("error") if isinstance(resp, dict) else None
-    if err:
-        raise ApiError(int(err.get("code", 0)), int(err.get("err_code", 0)), str(err.get("description", "")))
-    return resp
+    return api_reply(data, f"restore of {name}: unexpected reply")
 
 
 async def cmd_stream_backup(ctx: Ctx) -> None:
@@ -278,33 +272,23 @@ def _write_json(path: Path, obj: Any) -> None:
     os.replace(tmp, path)
 
 
-def _clean_config(cfg: dict) -> dict:
-    out = dict(cfg)
-    md = {k: v for k, v in (out.get("metadata") or {}).items() if not k.startswith("_nats.")}
-    if md:
-        out["metadata"] = md
-    else:
-        out.pop("metadata", None)
-    return out
-
-
 async def cmd_account_backup(ctx: Ctx) -> None:
     a = ctx.args
     d = Path(a.directory)
     d.mkdir(parents=True, exist_ok=True)
     api = await ctx.api()
     ctx.out.log(f"Creating JetStream backup into {d}")
-    streams = sorted(await api.paged("STREAM.LIST", "streams"), key=lambda i: i["config"]["name"])
+    streams = await api.stream_infos()
     written: list[str] = []
     for info in streams:
-        cfg = _clean_config(info["config"])
+        cfg = without_server_metadata(info["config"])
         name = cfg["name"]
         p = d / f"stream_{name}.json"
         ctx.out.log(f"Stream {name} to {p}")
         _write_json(p, cfg)
         written.append(p.name)
         for ci in sorted(await api.paged(f"CONSUMER.LIST.{name}", "consumers"), key=lambda i: i["name"]):
-            ccfg = _clean_config(ci["config"])
+            ccfg = without_server_metadata(ci["config"])
             if not (ccfg.get("durable_name") or ccfg.get("name")):
                 continue
             cp = d / f"stream_{name}_consumer_{ci['name']}.json"
@@ -338,7 +322,7 @@ async def cmd_account_restore(ctx: Ctx) -> None:
     for cfg in streams:
         name = cfg["name"]
         if name in existing:
-            cur = _clean_config((await api.request(f"STREAM.INFO.{name}"))["config"])
+            cur = without_server_metadata((await api.request(f"STREAM.INFO.{name}"))["config"])
             if cur == cfg:
                 ctx.out.log(f"Stream {name} is up to date")
                 continue

@@ -196,30 +196,32 @@ def _worker_main(spec: str) -> int:
 # ---------------------------------------------------------------------------------------------------------------
 
 
+async def _create_unless_exists(api: Any, what: str, create_body: dict) -> bool:
+    """Create ``what`` (``STREAM.<name>`` or ``CONSUMER.<stream>.<name>``) unless its INFO answers; True if created."""
+    kind, name = what.split(".", 1)
+    try:
+        await api.request(f"{kind}.INFO.{name}")
+    except ApiError as exc:
+        if exc.code != 404:
+            raise
+        await api.request(f"{kind}.CREATE.{name}", create_body)
+        return True
+    return False
+
+
 async def _prepare_js(ctx: Ctx, kind: str, a: argparse.Namespace) -> None:
     api = await ctx.api()
     if kind == "jspub":
-        try:
-            await api.request(f"STREAM.INFO.{a.stream}")
-        except ApiError as exc:
-            if exc.code != 404:
-                raise
-            await api.request(f"STREAM.CREATE.{a.stream}", {"name": a.stream, "subjects": [a.subject],
-                                                             "storage": a.storage, "retention": "limits"})
-        else:
-            if a.purge:
-                await api.request(f"STREAM.PURGE.{a.stream}", {})
+        created = await _create_unless_exists(api, f"STREAM.{a.stream}", {
+            "name": a.stream, "subjects": [a.subject], "storage": a.storage, "retention": "limits"})
+        if not created and a.purge:
+            await api.request(f"STREAM.PURGE.{a.stream}", {})
     elif kind == "jsfetch":
-        try:
-            await api.request(f"CONSUMER.INFO.{a.stream}.{a.consumer}")
-        except ApiError as exc:
-            if exc.code != 404:
-                raise
-            await api.request(f"CONSUMER.CREATE.{a.stream}.{a.consumer}", {
-                "stream_name": a.stream,
-                "config": {"durable_name": a.consumer, "name": a.consumer, "ack_policy": a.ack,
-                           "deliver_policy": "all", "filter_subject": a.subject, "max_ack_pending": -1},
-            })
+        await _create_unless_exists(api, f"CONSUMER.{a.stream}.{a.consumer}", {
+            "stream_name": a.stream,
+            "config": {"durable_name": a.consumer, "name": a.consumer, "ack_policy": a.ack,
+                       "deliver_policy": "all", "filter_subject": a.subject, "max_ack_pending": -1},
+        })
 
 
 async def cmd_bench(ctx: Ctx) -> int:

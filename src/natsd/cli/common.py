@@ -358,6 +358,18 @@ async def connect(opts: ConnOptions, **extra: Any) -> nats.NATS:
     return nc
 
 
+def api_reply(data: bytes, invalid: str) -> dict:
+    """A ``$JS.API`` reply's JSON; an ``error`` in it raises :class:`ApiError`, bad JSON ``CliError(invalid …)``."""
+    try:
+        resp = json.loads(data) if data else {}
+    except ValueError:
+        raise CliError(f"{invalid} {data[:200]!r}") from None
+    err = resp.get("error") if isinstance(resp, dict) else None
+    if err:
+        raise ApiError(int(err.get("code", 0)), int(err.get("err_code", 0)), str(err.get("description", "")))
+    return resp
+
+
 class JsApi:
     """Raw ``$JS.API`` requests with JSON in and out (the server's JSON is kept verbatim for ``-j``)."""
 
@@ -377,14 +389,7 @@ class JsApi:
             raise CliError("JetStream not enabled (no responders for " + full + ")") from None
         except (NatsTimeoutError, asyncio.TimeoutError):
             raise CliError(f"no response from the server to {full} (timeout)") from None
-        try:
-            resp = json.loads(msg.data) if msg.data else {}
-        except ValueError:
-            raise CliError(f"invalid JSON response from {full}: {msg.data[:200]!r}") from None
-        err = resp.get("error") if isinstance(resp, dict) else None
-        if err:
-            raise ApiError(int(err.get("code", 0)), int(err.get("err_code", 0)), str(err.get("description", "")))
-        return resp
+        return api_reply(msg.data, f"invalid JSON response from {full}:")
 
     async def paged(self, subject: str, key: str, body: dict | None = None) -> list:
         """Collect every page of a paged list/names response (``offset``/``limit``/``total``)."""
@@ -404,6 +409,11 @@ class JsApi:
     async def stream_names(self, subject: str | None = None) -> list[str]:
         body = {"subject": subject} if subject else None
         return sorted(await self.paged("STREAM.NAMES", "streams", body))
+
+    async def stream_infos(self, subject: str | None = None) -> list[dict]:
+        """Every stream's info (``STREAM.LIST``, all pages), sorted by name; ``subject``: only streams capturing it."""
+        body = {"subject": subject} if subject else None
+        return sorted(await self.paged("STREAM.LIST", "streams", body), key=lambda i: i["config"]["name"])
 
     async def consumer_names(self, stream: str) -> list[str]:
         return sorted(await self.paged(f"CONSUMER.NAMES.{stream}", "consumers"))
@@ -506,6 +516,13 @@ def show_result(ctx: Ctx, resp: dict, *texts: str) -> None:
         return
     for text in texts:
         ctx.out.print(text)
+
+
+async def show_api(ctx: Ctx, subject: str, text: Callable[[dict], str]) -> dict:
+    """Request ``$JS.API.<subject>`` and show the response (``-j``) or ``text(response)``; returns the response."""
+    resp = await (await ctx.api()).request(subject)
+    show_result(ctx, resp, text(resp))
+    return resp
 
 
 def print_names(ctx: Ctx, names: Sequence[str]) -> None:
@@ -619,8 +636,7 @@ async def delete_bucket(deleted: Awaitable[Any], bucket: str) -> None:
 async def bucket_streams(ctx: Ctx, prefix: str) -> tuple[list[dict], list[str]]:
     """The infos of the streams backing ``prefix`` buckets (sorted by name) and the bucket names."""
     api = await ctx.api()
-    infos = sorted((i for i in await api.paged("STREAM.LIST", "streams") if i["config"]["name"].startswith(prefix)),
-                   key=lambda i: i["config"]["name"])
+    infos = [i for i in await api.stream_infos() if i["config"]["name"].startswith(prefix)]
     return infos, [i["config"]["name"][len(prefix):] for i in infos]
 
 

@@ -7,7 +7,6 @@ Consumers are created with ``$JS.API.CONSUMER.CREATE.<stream>[.<name>]`` and ``{
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from datetime import datetime, timezone
@@ -15,11 +14,12 @@ from typing import Any
 
 from natsd.cli import render
 from natsd.cli.common import (
-    CliError, UsageError, ask, comma, confirm, format_duration, parse_duration, parse_int, read_json_file,
-    rfc3339, stdin_is_tty, strip_type,
+    CliError, UsageError, arrivals, ask, choice, choose, comma, confirm, confirm_edit, format_duration, next_from,
+    optional_count, optional_seconds, parse_duration, parse_int, print_names, queue_subscriber, read_json_file,
+    rfc3339, show_api, show_result, stdin_is_tty,
 )
 from natsd.cli.context import Ctx
-from natsd.cli.streams import config_diff, pick_stream
+from natsd.cli.streams import pick_stream
 
 ACK = {"none": "none", "all": "all", "explicit": "explicit"}
 REPLAY = {"instant": "instant", "original": "original"}
@@ -118,10 +118,7 @@ def apply_deliver(cfg: dict, value: str) -> None:
 
 
 def _choice(value: str, table: dict[str, str], flag: str) -> str:
-    v = table.get(str(value).lower())
-    if v is None:
-        raise UsageError(f"invalid {flag} {value!r}: expected one of {', '.join(table)}")
-    return v
+    return choice(value, table, flag, expected=list(table))  # the errors list the choices in the table's order
 
 
 def apply_flags(cfg: dict, a: argparse.Namespace) -> dict:
@@ -178,22 +175,11 @@ async def pick_consumer(ctx: Ctx, stream: str, given: str | None) -> str:
     if given:
         return given
     api = await ctx.api()
-    names = await api.consumer_names(stream)
-    if not names:
-        raise CliError(f"could not pick a Consumer to operate on: Stream {stream} has no Consumers")
-    if not stdin_is_tty():
-        raise UsageError("CONSUMER is required (no terminal to prompt)")
-    return ask("CONSUMER", "Select a Consumer", names[0] if len(names) == 1 else None, choices=names)
+    return choose(await api.consumer_names(stream), "CONSUMER", "Consumer", f"Stream {stream} has no Consumers")
 
 
 async def show_info(ctx: Ctx, stream: str, name: str) -> dict:
-    api = await ctx.api()
-    info = await api.request(f"CONSUMER.INFO.{stream}.{name}")
-    if ctx.json:
-        ctx.out.json_out(strip_type(info))
-    else:
-        ctx.out.print(render.consumer_info(info))
-    return info
+    return await show_api(ctx, f"CONSUMER.INFO.{stream}.{name}", render.consumer_info)
 
 
 async def cmd_add(ctx: Ctx) -> None:
@@ -245,10 +231,7 @@ async def cmd_add(ctx: Ctx) -> None:
         subject = f"CONSUMER.CREATE.{stream}"
     api = await ctx.api()
     info = await api.request(subject, {"stream_name": stream, "config": cfg, "action": "create"})
-    if ctx.json:
-        ctx.out.json_out(strip_type(info))
-    else:
-        ctx.out.print(render.consumer_info(info))
+    show_result(ctx, info, render.consumer_info(info))
 
 
 async def cmd_ls(ctx: Ctx) -> None:
@@ -256,12 +239,7 @@ async def cmd_ls(ctx: Ctx) -> None:
     stream = await pick_stream(ctx, a.stream)
     api = await ctx.api()
     if ctx.json or a.names:
-        names = await api.consumer_names(stream)
-        if ctx.json:
-            ctx.out.json_out(names)
-        else:
-            for n in names:
-                ctx.out.print(n)
+        print_names(ctx, await api.consumer_names(stream))
         return
     infos = sorted(await api.paged(f"CONSUMER.LIST.{stream}", "consumers"), key=lambda i: i["name"])
     if not infos:
@@ -292,22 +270,11 @@ async def cmd_edit(ctx: Ctx) -> None:
     new = read_json_file(a.config) if a.config else dict(current)
     new.pop("stream_name", None)
     apply_flags(new, a)
-    diff = config_diff({k: v for k, v in current.items() if k != "metadata"},
-                       {k: v for k, v in new.items() if k != "metadata"})
-    if not diff:
-        raise CliError(f"no difference in configuration for Consumer {stream} > {name}")
-    if not ctx.json:
-        ctx.out.print("Differences (-old +new):")
-        ctx.out.print("\n".join(diff) + "\n")
-    if stdin_is_tty():
-        confirm(f"Really edit Consumer {stream} > {name}", a.force)
+    confirm_edit(ctx, f"Consumer {stream} > {name}", {k: v for k, v in current.items() if k != "metadata"},
+                 {k: v for k, v in new.items() if k != "metadata"}, a.force)
     info = await api.request(f"CONSUMER.CREATE.{stream}.{name}",
                              {"stream_name": stream, "config": new, "action": "update"})
-    if ctx.json:
-        ctx.out.json_out(strip_type(info))
-    else:
-        ctx.out.print(f"Consumer {stream} > {name} was updated\n")
-        ctx.out.print(render.consumer_info(info))
+    show_result(ctx, info, f"Consumer {stream} > {name} was updated\n", render.consumer_info(info))
 
 
 async def cmd_rm(ctx: Ctx) -> None:
@@ -316,8 +283,7 @@ async def cmd_rm(ctx: Ctx) -> None:
     confirm(f"Really delete Consumer {stream} > {name}", ctx.args.force)
     api = await ctx.api()
     resp = await api.request(f"CONSUMER.DELETE.{stream}.{name}")
-    if ctx.json:
-        ctx.out.json_out(strip_type(resp))
+    show_result(ctx, resp)
 
 
 async def cmd_next(ctx: Ctx) -> int:
@@ -403,15 +369,9 @@ async def cmd_events(ctx: Ctx) -> None:
     a = ctx.args
     stream = await pick_stream(ctx, a.stream)
     name = await pick_consumer(ctx, stream, a.consumer)
-    limit_n = parse_int(a.count, flag="--count") if a.count is not None else None
-    wait_s = parse_duration(a.wait, flag="--wait") / 1e9 if a.wait is not None else None
+    limit_n, wait_s = optional_count(a.count), optional_seconds(a.wait)
     nc = await ctx.nc()
-    queue: asyncio.Queue = asyncio.Queue(maxsize=10_000)
-
-    async def on_msg(msg) -> None:
-        if not queue.full():
-            queue.put_nowait(msg)
-
+    queue, on_msg = queue_subscriber(10_000)
     adv = f"$JS.EVENT.ADVISORY.CONSUMER.*.{stream}.{name}"
     met = f"$JS.EVENT.METRIC.CONSUMER.ACK.{stream}.{name}"
     await nc.subscribe(adv, cb=on_msg)
@@ -424,22 +384,11 @@ async def cmd_events(ctx: Ctx) -> None:
     else:
         ctx.out.print(banner)
     sys.stdout.flush()
-    seen = 0
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait_s if wait_s else None
-    while limit_n is None or seen < limit_n:
-        remaining = None if deadline is None else deadline - loop.time()
-        if remaining is not None and remaining <= 0:
-            break
-        try:
-            msg = await asyncio.wait_for(queue.get(), remaining)
-        except asyncio.TimeoutError:
-            break
+    async for msg in arrivals(lambda t: next_from(queue, t), limit_n, wait_s):
         try:
             data = json.loads(msg.data)
         except ValueError:
             data = {"raw": msg.data.decode(errors="replace")}
-        seen += 1
         if ctx.json:
             ctx.out.json_out(data)
         else:

@@ -20,7 +20,10 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from natsd.cli.common import CliError, UsageError, parse_duration, parse_int, rfc3339, stdin_is_tty
+from natsd.cli.common import (
+    CliError, UsageError, arrivals, next_from, optional_count, optional_seconds, parse_duration, parse_int,
+    queue_subscriber, rfc3339, stdin_is_tty,
+)
 from natsd.cli.context import Ctx
 
 _TEMPLATE = re.compile(r"\{\{\s*\.?([A-Za-z]+)((?:\s+[^\s}]+)*)\s*\}\}")
@@ -176,15 +179,9 @@ def _fmt_msg(n: int, msg: Any) -> str:
 
 async def cmd_sub(ctx: Ctx) -> None:
     a = ctx.args
-    limit_n = parse_int(a.count, flag="--count") if a.count is not None else None
-    wait_s = parse_duration(a.wait, flag="--wait") / 1e9 if a.wait else None
+    limit_n, wait_s = optional_count(a.count), optional_seconds(a.wait)
     nc = await ctx.nc()
-    queue: asyncio.Queue = asyncio.Queue(maxsize=65_536)
-
-    async def on_msg(msg) -> None:
-        if not queue.full():
-            queue.put_nowait(msg)
-
+    queue, on_msg = queue_subscriber(65_536)
     await nc.subscribe(a.subject, queue=a.queue or "", cb=on_msg)
     await nc.flush()
     listening = f"Listening on [{a.subject}]" + (f" in queue group {a.queue}" if a.queue else "")
@@ -195,17 +192,8 @@ async def cmd_sub(ctx: Ctx) -> None:
     else:
         ctx.out.print(listening)
     sys.stdout.flush()
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait_s if wait_s else None
     n = 0
-    while limit_n is None or n < limit_n:
-        remaining = None if deadline is None else deadline - loop.time()
-        if remaining is not None and remaining <= 0:
-            break
-        try:
-            msg = await asyncio.wait_for(queue.get(), remaining)
-        except asyncio.TimeoutError:
-            break
+    async for msg in arrivals(lambda t: next_from(queue, t), limit_n, wait_s):
         n += 1
         if ctx.json:
             ctx.out.json_out({"subject": msg.subject, "reply": msg.reply or None,
@@ -251,7 +239,7 @@ async def cmd_req(ctx: Ctx) -> None:
 
 async def cmd_reply(ctx: Ctx) -> None:
     a = ctx.args
-    limit_n = parse_int(a.count, flag="--count") if a.count is not None else None
+    limit_n = optional_count(a.count)
     nc = await ctx.nc()
     done = asyncio.Event()
     n = 0

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import argparse
 import base64
-import json
-from typing import Any
+from typing import Any, Callable
 
 from natsd.cli import render
 from natsd.cli.common import (
-    ApiError, CliError, UsageError, ask, comma, confirm, format_time, human_bytes, parse_duration,
-    parse_int, parse_size, read_json_file, stdin_is_tty, strip_type,
+    ApiError, CliError, ask, choice, choose, comma, confirm, confirm_edit, format_time, human_bytes, parse_duration,
+    parse_int, parse_size, print_names, read_json_file, show_api, show_result, stdin_is_tty, strip_type,
+    without_server_metadata,
 )
+from natsd.cli.common import config_diff  # noqa: F401 - kept importable from here (tests use streams.config_diff)
 from natsd.cli.context import Ctx
 
 RETENTION = {"limits": "limits", "interest": "interest", "workqueue": "workqueue", "work": "workqueue",
@@ -146,11 +147,36 @@ def _split_subjects(values: list[str]) -> list[str]:
     return out
 
 
-def _choice(value: str, table: dict[str, str], flag: str) -> str:
-    v = table.get(str(value).lower())
-    if v is None:
-        raise UsageError(f"invalid {flag} {value!r}: expected one of {', '.join(sorted(set(table.values())))}")
-    return v
+def _table(table: dict[str, str]) -> Callable[..., str]:
+    return lambda value, flag: choice(value, table, flag)
+
+
+# Valued flags, in StreamConfig order: (flag, Namespace attribute, StreamConfig field, parser(value, flag=)).
+VALUE_FLAGS: list[tuple[str, str, str, Callable[..., Any]]] = [
+    ("--storage", "storage", "storage", _table(STORAGE)),
+    ("--retention", "retention", "retention", _table(RETENTION)),
+    ("--discard", "discard", "discard", _table(DISCARD)),
+    ("--max-msgs", "max_msgs", "max_msgs", parse_int),
+    ("--max-bytes", "max_bytes", "max_bytes", parse_size),
+    ("--max-age", "max_age", "max_age", parse_duration),
+    ("--max-msg-size", "max_msg_size", "max_msg_size", parse_size),
+    ("--max-msgs-per-subject", "max_msgs_per_subject", "max_msgs_per_subject", parse_int),
+    ("--max-consumers", "max_consumers", "max_consumers", parse_int),
+    ("--dupe-window", "dupe_window", "duplicate_window", parse_duration),
+    ("--replicas", "replicas", "num_replicas", parse_int),
+]
+PARSERS = {field: (flag, parse) for flag, _, field, parse in VALUE_FLAGS}
+
+# The questions the `nats` tool asks on a terminal for ``add``, in its order: (field, question, default, choices).
+PROMPTS: list[tuple[str, str, str, list[str] | None]] = [
+    ("storage", "Storage backend", "file", ["file", "memory"]),
+    ("retention", "Retention Policy", "limits", ["limits", "interest", "workqueue"]),
+    ("discard", "Discard Policy", "old", ["old", "new"]),
+    ("max_msgs", "Message count limit", "-1", None),
+    ("max_bytes", "Message size limit", "-1", None),
+    ("max_age", "Maximum message age limit", "-1", None),
+    ("max_msg_size", "Maximum individual message size", "-1", None),
+]
 
 
 def apply_flags(cfg: dict, a: argparse.Namespace) -> dict:
@@ -159,28 +185,10 @@ def apply_flags(cfg: dict, a: argparse.Namespace) -> dict:
         cfg["subjects"] = _split_subjects(a.subjects)
     if a.description is not None:
         cfg["description"] = a.description
-    if a.storage is not None:
-        cfg["storage"] = _choice(a.storage, STORAGE, "--storage")
-    if a.retention is not None:
-        cfg["retention"] = _choice(a.retention, RETENTION, "--retention")
-    if a.discard is not None:
-        cfg["discard"] = _choice(a.discard, DISCARD, "--discard")
-    if a.max_msgs is not None:
-        cfg["max_msgs"] = parse_int(a.max_msgs, flag="--max-msgs")
-    if a.max_bytes is not None:
-        cfg["max_bytes"] = parse_size(a.max_bytes, flag="--max-bytes")
-    if a.max_age is not None:
-        cfg["max_age"] = parse_duration(a.max_age, flag="--max-age")
-    if a.max_msg_size is not None:
-        cfg["max_msg_size"] = parse_size(a.max_msg_size, flag="--max-msg-size")
-    if a.max_msgs_per_subject is not None:
-        cfg["max_msgs_per_subject"] = parse_int(a.max_msgs_per_subject, flag="--max-msgs-per-subject")
-    if a.max_consumers is not None:
-        cfg["max_consumers"] = parse_int(a.max_consumers, flag="--max-consumers")
-    if a.dupe_window is not None:
-        cfg["duplicate_window"] = parse_duration(a.dupe_window, flag="--dupe-window")
-    if a.replicas is not None:
-        cfg["num_replicas"] = parse_int(a.replicas, flag="--replicas")
+    for flag, attr, field, parse in VALUE_FLAGS:
+        value = getattr(a, attr)
+        if value is not None:
+            cfg[field] = parse(value, flag=flag)
     if a.ack is not None:
         cfg["no_ack"] = not a.ack
     if a.deny_delete:
@@ -204,25 +212,10 @@ def build_new_config(name: str, a: argparse.Namespace, *, prompt: bool) -> dict:
     if "subjects" not in cfg:
         cfg["subjects"] = _split_subjects([ask("--subjects", "Subjects to consume", name)])
     if prompt and stdin_is_tty():
-        # The questions the `nats` tool asks, in its order; each maps to the flag named in the first argument.
-        if "storage" not in cfg:
-            cfg["storage"] = _choice(ask("--storage", "Storage backend", "file", choices=["file", "memory"]),
-                                     STORAGE, "--storage")
-        if "retention" not in cfg:
-            cfg["retention"] = _choice(ask("--retention", "Retention Policy", "limits",
-                                           choices=["limits", "interest", "workqueue"]), RETENTION, "--retention")
-        if "discard" not in cfg:
-            cfg["discard"] = _choice(ask("--discard", "Discard Policy", "old", choices=["old", "new"]),
-                                     DISCARD, "--discard")
-        if "max_msgs" not in cfg:
-            cfg["max_msgs"] = parse_int(ask("--max-msgs", "Message count limit", "-1"), flag="--max-msgs")
-        if "max_bytes" not in cfg:
-            cfg["max_bytes"] = parse_size(ask("--max-bytes", "Message size limit", "-1"), flag="--max-bytes")
-        if "max_age" not in cfg:
-            cfg["max_age"] = parse_duration(ask("--max-age", "Maximum message age limit", "-1"), flag="--max-age")
-        if "max_msg_size" not in cfg:
-            cfg["max_msg_size"] = parse_size(ask("--max-msg-size", "Maximum individual message size", "-1"),
-                                             flag="--max-msg-size")
+        for field, question, default, choices in PROMPTS:
+            if field not in cfg:
+                flag, parse = PARSERS[field]
+                cfg[field] = parse(ask(flag, question, default, choices=choices), flag=flag)
     cfg.setdefault("storage", "file")
     cfg.setdefault("retention", "limits")
     cfg.setdefault("discard", "old")
@@ -240,22 +233,11 @@ async def pick_stream(ctx: Ctx, given: str | None) -> str:
     if given:
         return given
     api = await ctx.api()
-    names = await api.stream_names()
-    if not names:
-        raise CliError("could not pick a Stream to operate on: no Streams are defined")
-    if not stdin_is_tty():
-        raise UsageError("STREAM is required (no terminal to prompt)")
-    return ask("STREAM", "Select a Stream", names[0] if len(names) == 1 else None, choices=names)
+    return choose(await api.stream_names(), "STREAM", "Stream", "no Streams are defined")
 
 
 async def show_info(ctx: Ctx, name: str) -> dict:
-    api = await ctx.api()
-    info = await api.request(f"STREAM.INFO.{name}")
-    if ctx.json:
-        ctx.out.json_out(strip_type(info))
-    else:
-        ctx.out.print(render.stream_info(info))
-    return info
+    return await show_api(ctx, f"STREAM.INFO.{name}", render.stream_info)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -269,53 +251,34 @@ async def cmd_add(ctx: Ctx) -> None:
     cfg = build_new_config(name, a, prompt=not a.defaults)
     api = await ctx.api()
     info = await api.request(f"STREAM.CREATE.{name}", cfg)
-    if ctx.json:
-        ctx.out.json_out(strip_type(info))
-        return
-    ctx.out.print(f"Stream {name} was created\n")
-    ctx.out.print(render.stream_info(info))
+    show_result(ctx, info, f"Stream {name} was created\n", render.stream_info(info))
 
 
 async def cmd_ls(ctx: Ctx) -> None:
     api = await ctx.api()
     a = ctx.args
     if ctx.json or a.names:
-        names = await api.stream_names(a.subject)
-        if ctx.json:
-            ctx.out.json_out(names)
-        else:
-            for n in names:
-                ctx.out.print(n)
+        print_names(ctx, await api.stream_names(a.subject))
         return
-    body = {"subject": a.subject} if a.subject else None
-    infos = sorted(await api.paged("STREAM.LIST", "streams", body), key=lambda i: i["config"]["name"])
+    _print_streams(ctx, await api.stream_infos(a.subject), "Streams",
+                   ["Name", "Subjects", "Messages", "Size", "Consumers", "Last Message"],
+                   lambda c, st: [c["name"], ", ".join(c.get("subjects") or []), comma(st.get("messages")),
+                                  human_bytes(st.get("bytes")), comma(st.get("consumer_count")),
+                                  format_time(st.get("last_ts"))])
+
+
+def _print_streams(ctx: Ctx, infos: list[dict], title: str, headers: list[str],
+                   row: Callable[[dict, dict], list[Any]]) -> None:
+    """A table of streams, one ``row(config, state)`` each, or that there are none."""
     if not infos:
         ctx.out.print("No Streams defined")
         return
-    rows = []
-    for i in infos:
-        c, st = i["config"], i.get("state", {})
-        rows.append([c["name"], ", ".join(c.get("subjects") or []), comma(st.get("messages")),
-                     human_bytes(st.get("bytes")), comma(st.get("consumer_count")), format_time(st.get("last_ts"))])
-    ctx.out.print(render.table("Streams", ["Name", "Subjects", "Messages", "Size", "Consumers", "Last Message"],
-                               rows))
+    ctx.out.print(render.table(title, headers, [row(i["config"], i.get("state", {})) for i in infos]))
 
 
 async def cmd_info(ctx: Ctx) -> None:
     name = await pick_stream(ctx, ctx.args.stream)
     await show_info(ctx, name)
-
-
-def config_diff(old: dict, new: dict) -> list[str]:
-    """``-key: old`` / ``+key: new`` lines for every changed top-level field."""
-    lines = []
-    for k in sorted(set(old) | set(new)):
-        if old.get(k) != new.get(k):
-            if k in old:
-                lines.append(f"-  {k}: {json.dumps(old[k])}")
-            if k in new:
-                lines.append(f"+  {k}: {json.dumps(new[k])}")
-    return lines
 
 
 async def cmd_edit(ctx: Ctx) -> None:
@@ -330,45 +293,20 @@ async def cmd_edit(ctx: Ctx) -> None:
         new = dict(current)
     apply_flags(new, a)
     # The server adds bookkeeping metadata (`_nats.*`); compare without it so an unchanged edit is a no-op.
-    diff = config_diff(_without_meta(current), _without_meta(new))
-    if not diff:
-        raise CliError(f"no difference in configuration for Stream {name}")
-    if not ctx.json:
-        ctx.out.print("Differences (-old +new):")
-        ctx.out.print("\n".join(diff) + "\n")
-    if stdin_is_tty():
-        confirm(f"Really edit Stream {name}", a.force)
+    confirm_edit(ctx, f"Stream {name}", without_server_metadata(current), without_server_metadata(new), a.force)
     info = await api.request(f"STREAM.UPDATE.{name}", new)
-    if ctx.json:
-        ctx.out.json_out(strip_type(info))
-        return
-    ctx.out.print(f"Stream {name} was updated\n")
-    ctx.out.print(render.stream_info(info))
-
-
-def _without_meta(cfg: dict) -> dict:
-    out = dict(cfg)
-    md = {k: v for k, v in (out.get("metadata") or {}).items() if not k.startswith("_nats.")}
-    if md:
-        out["metadata"] = md
-    else:
-        out.pop("metadata", None)
-    return out
+    show_result(ctx, info, f"Stream {name} was updated\n", render.stream_info(info))
 
 
 async def cmd_cp(ctx: Ctx) -> None:
     a = ctx.args
     api = await ctx.api()
     src = (await api.request(f"STREAM.INFO.{a.source}"))["config"]
-    cfg = read_json_file(a.config) if a.config else _without_meta(src)
+    cfg = read_json_file(a.config) if a.config else without_server_metadata(src)
     cfg["name"] = a.destination
     apply_flags(cfg, a)
     info = await api.request(f"STREAM.CREATE.{a.destination}", cfg)
-    if ctx.json:
-        ctx.out.json_out(strip_type(info))
-        return
-    ctx.out.print(f"Stream {a.destination} was created\n")
-    ctx.out.print(render.stream_info(info))
+    show_result(ctx, info, f"Stream {a.destination} was created\n", render.stream_info(info))
 
 
 async def cmd_rm(ctx: Ctx) -> None:
@@ -410,10 +348,7 @@ async def cmd_rmm(ctx: Ctx) -> None:
     confirm(f"Really remove message {seq} from Stream {name}", a.force)
     api = await ctx.api()
     resp = await api.request(f"STREAM.MSG.DELETE.{name}", {"seq": seq})
-    if ctx.json:
-        ctx.out.json_out(strip_type(resp))
-    else:
-        ctx.out.print(f"Message {seq} was removed from Stream {name}")
+    show_result(ctx, resp, f"Message {seq} was removed from Stream {name}")
 
 
 async def cmd_get(ctx: Ctx) -> None:
@@ -443,22 +378,18 @@ async def cmd_get(ctx: Ctx) -> None:
 
 async def cmd_report(ctx: Ctx) -> None:
     api = await ctx.api()
-    infos = sorted(await api.paged("STREAM.LIST", "streams"), key=lambda i: i["config"]["name"])
+    infos = await api.stream_infos()
     if ctx.json:
         ctx.out.json_out(infos)
         return
-    if not infos:
-        ctx.out.print("No Streams defined")
-        return
-    rows = []
-    for i in infos:
-        c, st = i["config"], i.get("state", {})
-        lost = len((st.get("lost") or {}).get("msgs") or [])  # LostStreamData{msgs: [seq...], bytes}
-        rows.append([c["name"], str(c.get("storage", "file")).capitalize(), comma(st.get("consumer_count")),
-                     comma(st.get("messages")), human_bytes(st.get("bytes")), comma(lost),
-                     comma(st.get("num_deleted", 0)), c.get("num_replicas", 1)])
-    ctx.out.print(render.table("Stream Report", ["Stream", "Storage", "Consumers", "Messages", "Bytes", "Lost",
-                                                 "Deleted", "Replicas"], rows))
+    _print_streams(ctx, infos, "Stream Report",
+                   ["Stream", "Storage", "Consumers", "Messages", "Bytes", "Lost", "Deleted", "Replicas"],
+                   lambda c, st: [c["name"], str(c.get("storage", "file")).capitalize(),
+                                  comma(st.get("consumer_count")), comma(st.get("messages")),
+                                  human_bytes(st.get("bytes")),
+                                  # LostStreamData{msgs: [seq...], bytes}
+                                  comma(len((st.get("lost") or {}).get("msgs") or [])),
+                                  comma(st.get("num_deleted", 0)), c.get("num_replicas", 1)])
 
 
 async def _backup_cmd(ctx: Ctx) -> None:
@@ -514,11 +445,7 @@ async def cmd_template_add(ctx: Ctx) -> None:
         parse_int(ask("--max-streams", "Maximum Streams", "-1"), flag="--max-streams"))
     resp = await _template_request(ctx, f"STREAM.TEMPLATE.CREATE.{name}",
                                    {"name": name, "config": cfg, "max_streams": max_streams})
-    if ctx.json:
-        ctx.out.json_out(strip_type(resp))
-        return
-    ctx.out.print(f"Stream Template {name} was created\n")
-    ctx.out.print(template_info_text(resp))
+    show_result(ctx, resp, f"Stream Template {name} was created\n", template_info_text(resp))
 
 
 async def cmd_template_ls(ctx: Ctx) -> None:
@@ -537,14 +464,10 @@ async def cmd_template_ls(ctx: Ctx) -> None:
 
 async def cmd_template_info(ctx: Ctx) -> None:
     resp = await _template_request(ctx, f"STREAM.TEMPLATE.INFO.{ctx.args.template}")
-    if ctx.json:
-        ctx.out.json_out(strip_type(resp))
-    else:
-        ctx.out.print(template_info_text(resp))
+    show_result(ctx, resp, template_info_text(resp))
 
 
 async def cmd_template_rm(ctx: Ctx) -> None:
     confirm(f"Really delete Stream Template {ctx.args.template} and all its streams", ctx.args.force)
     resp = await _template_request(ctx, f"STREAM.TEMPLATE.DELETE.{ctx.args.template}")
-    if ctx.json:
-        ctx.out.json_out(strip_type(resp))
+    show_result(ctx, resp)

@@ -76,7 +76,7 @@ class Parser:
     """
 
     __slots__ = ("max_control_line", "max_payload", "batch", "_pending", "_await", "_failed", "_last_line",
-                 "_last_args", "_line_cache")
+                 "_last_args", "_line_cache", "_rp")
 
     def __init__(self, max_control_line: int = DEFAULT_MAX_CONTROL_LINE,
                  max_payload: int = DEFAULT_MAX_PAYLOAD, batch: bool = False) -> None:
@@ -87,6 +87,10 @@ class Parser:
         self._last_line = b""
         self._last_args: tuple = ()
         self._line_cache: dict[bytes, tuple] = {}
+        # Lines with a reply: a request stream (JetStream publishes, acks with +NXT) repeats
+        # "PUB <subject> " and " <size>\r\n" around a fresh reply inbox every time. The last
+        # such shape: (prefix, suffix, op, subject, hdr_len, size), or None.
+        self._rp: tuple | None = None
         self._pending = bytearray()
         # (op, subject, reply, hdr_len, size) of a PUB/HPUB whose payload is still incomplete;
         # _pending then holds payload bytes only.
@@ -150,6 +154,11 @@ class Parser:
         last_line = self._last_line
         last_args = self._last_args
         line_cache = self._line_cache
+        rp = self._rp
+        if rp is not None:
+            rp_prefix, rp_suffix, rp_op, rp_subject, rp_hdr_len, rp_size = rp
+            rp_plen = len(rp_prefix)
+            rp_slen = len(rp_suffix)
         while pos < n:
             # Fastest path: the same PUB/HPUB control line as the previous message (a publisher
             # streaming to one subject). One C-level prefix compare replaces find/split/int.
@@ -187,6 +196,35 @@ class Parser:
                 self._check_partial(work, pos, n)
                 pending += work[pos:]
                 break
+            # Same shape as the last line with a reply, only the reply differs: slice it out
+            # instead of splitting the line (the arguments are otherwise those of that line).
+            if rp is not None and startswith(rp_prefix, pos):
+                rs = eol + 1 - rp_slen
+                if rs > pos + rp_plen and startswith(rp_suffix, rs):
+                    reply = work[pos + rp_plen:rs]
+                    if not (b" " in reply or b"\t" in reply or b"\r" in reply or b"\x0b" in reply
+                            or b"\x0c" in reply):  # bytes.split() separators: as the slow path
+                        if eol - 1 - pos > mcl:
+                            raise RemoteProtocolError(ERR_MAX_CONTROL_LINE, f"control line of {eol - 1 - pos} bytes")
+                        if rp_size > max_payload:
+                            raise RemoteProtocolError(ERR_MAX_PAYLOAD, f"payload of {rp_size} bytes")
+                        args = (rp_op, rp_subject, reply, rp_hdr_len, rp_size)
+                        start = eol + 1
+                        stop = start + rp_size
+                        if stop + 2 > n:
+                            if stop < n and work[stop] != 13:
+                                raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, "payload not terminated by CRLF")
+                            self._await = args
+                            pending += work[start:]
+                            break
+                        if work[stop] != 13 or work[stop + 1] != 10:
+                            raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, "payload not terminated by CRLF")
+                        last_event = (rp_op, rp_subject, reply, rp_hdr_len, work[start:stop])
+                        last_event_args = args
+                        batch_list = None
+                        events.append(last_event)
+                        pos = stop + 2
+                        continue
             # Second fastest: a reply-less PUB/HPUB line seen recently on this connection (a
             # bounded line -> arguments cache; publishers cycle through a few subjects/sizes).
             line = work[pos:eol + 1]
@@ -257,6 +295,19 @@ class Parser:
                 if len(line_cache) >= _LINE_CACHE_MAX:
                     line_cache.clear()
                 line_cache[line] = last_args
+            else:
+                # Remember the shape when the line is spelled canonically (single spaces, CRLF).
+                if op == OP_PUB:
+                    pfx = b"PUB " + subject + b" "
+                    sfx = b" %d\r\n" % size
+                else:
+                    pfx = b"HPUB " + subject + b" "
+                    sfx = b" %d %d\r\n" % (hdr_len, size)
+                if line == pfx + reply + sfx:
+                    rp = self._rp = (pfx, sfx, op, subject, hdr_len, size)
+                    rp_prefix, rp_suffix, rp_op, rp_subject, rp_hdr_len, rp_size = rp
+                    rp_plen = len(rp_prefix)
+                    rp_slen = len(rp_suffix)
             start = eol + 1
             stop = start + size
             if stop + 2 > n:
