@@ -478,7 +478,8 @@ def test_volume_burst_publish_consume_watch(natsjs, kind):
 @pytest.mark.parametrize("kind", kinds())
 def test_client_state_survives_restart(natsjs, kind, hard, tmp_path):
     """Streams, consumer ack state, the dedupe window, KV and objects written by nats.js are all there
-    after a restart on the same store (SIGTERM, and kill -9: everything acked reached the OS)."""
+    after a restart on the same store (SIGTERM; and kill -9, where every acked message survives but
+    the newest consumer acks may be redelivered)."""
     require_server(kind)
     store = tmp_path / "store"
     srv = start_server(kind, tmp_path / "run1", store_dir=store)
@@ -495,8 +496,19 @@ def test_client_state_survives_restart(natsjs, kind, hard, tmp_path):
     assert_ok(res)
     assert res["stream"] == {"messages": 5, "first_seq": 1, "last_seq": 5, "subjects": ["keep.>"]}
     assert res["dupAfterRestart"] == {"seq": 5, "duplicate": True}
-    assert res["consumer"] == {"ack_floor": 3, "num_pending": 2, "num_ack_pending": 0}
-    assert res["resumed"] == ["k4", "k5"]
+    if hard:
+        # kill -9 may lose the newest consumer state on both servers (nats-server writes it
+        # asynchronously: observed ack_floor 3, 2, and 0 with the 3 deliveries pending again). That
+        # only means redelivery: every message above the kept ack floor is either redelivered at
+        # once or pending redelivery after ack_wait; none is skipped.
+        c = res["consumer"]
+        assert 0 <= c["ack_floor"] <= 3, c
+        resumed = res["resumed"]
+        assert resumed == [f"k{i}" for i in range(6 - len(resumed), 6)], resumed
+        assert c["ack_floor"] + c["num_ack_pending"] + len(resumed) == 5, (c, resumed)
+    else:
+        assert res["consumer"] == {"ack_floor": 3, "num_pending": 2, "num_ack_pending": 0}
+        assert res["resumed"] == ["k4", "k5"]
     assert res["kv"] == {"a": "2", "aRev": 2, "bOp": "DEL"}
     assert res["kvHistory"] == ["1", "2"]
     assert res["kvPutAfter"] == 5

@@ -41,7 +41,7 @@ from natsd.jetstream.consumer_config import (
     DELETE_WAIT_DEFAULT, MS, ConsumerConfig, format_time, go_duration,
 )
 from natsd.jetstream.pull import BadRequest, PullRequest, WaitQueue, parse_next_request
-from natsd.store.base import ConsumerState, MsgNotFound, Pending, SequencePair, StoreClosed, StoreEOF, StoreError
+from natsd.store.base import ConsumerState, MsgNotFound, SequencePair, StoreClosed, StoreEOF, StoreError
 from natsd.subjects.tokens import subject_matches, subset
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -85,6 +85,24 @@ def _rand4() -> str:
 
 def _nuid() -> str:
     return "".join(random.choice(_NAME_ALPHABET) for _ in range(22))
+
+
+class _P(list):
+    """A pending entry ``[dseq, ts_ns]`` that also reads as a store ``Pending`` (``sequence``,
+    ``timestamp``): the durable state hands the store ``dict(self.pending)``, a C-level copy,
+    instead of building one ``Pending`` per outstanding message every loop turn. Entries are
+    shared with the store's copy; a later in-place change (a redelivery's new timestamp) is
+    one the next turn's update would carry anyway."""
+
+    __slots__ = ()
+
+    @property
+    def sequence(self) -> int:
+        return self[0]
+
+    @property
+    def timestamp(self) -> int:
+        return self[1]
 
 
 class Consumer:
@@ -283,7 +301,7 @@ class Consumer:
         self.dlv_sseq = state.delivered.stream_seq
         self.adflr = state.ack_floor.consumer_seq
         self.asflr = state.ack_floor.stream_seq
-        self.pending = {s: [p.sequence, p.timestamp] for s, p in state.pending.items()}
+        self.pending = {s: _P((p.sequence, p.timestamp)) for s, p in state.pending.items()}
         self.rdc = dict(state.redelivered)
 
     def start(self) -> None:
@@ -577,7 +595,7 @@ class Consumer:
         return ConsumerState(
             delivered=SequencePair(self.dseq - 1, self.dlv_sseq),
             ack_floor=SequencePair(*self._reported_floor()),
-            pending={s: Pending(p[0], p[1]) for s, p in self.pending.items()},
+            pending=dict(self.pending),  # values are _P: they read as Pending
             redelivered=dict(self.rdc),
         )
 
@@ -643,7 +661,7 @@ class Consumer:
                 if push:
                     if not self.active or (fc and self.pbytes > self.maxpb):
                         break
-                elif not waiting:
+                elif not waiting.q:  # (the deque itself: no __bool__ call per message)
                     break
                 if fast_it is not None and not self.rdq:
                     if maxp > 0 and len(pending) >= maxp:
@@ -738,7 +756,7 @@ class Consumer:
                 else:
                     p = pending.get(seq)
                     if p is None:
-                        pending[seq] = [dseq, now_w]
+                        pending[seq] = _P((dseq, now_w))
                     else:
                         p[1] = now_w
                     if not first_pending_seq:

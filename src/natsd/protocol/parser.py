@@ -53,6 +53,9 @@ DEFAULT_MAX_PAYLOAD = 1024 * 1024
 _OPS = (b"PUB", b"HPUB", b"SUB", b"UNSUB", b"PING", b"PONG", b"CONNECT", b"INFO", b"+OK", b"-ERR")
 
 
+# First bytes that bytes.split() treats as separators (a leading one is stripped by split()).
+_WS = frozenset((b" ", b"\t", b"\n", b"\r", b"\x0b", b"\x0c"))
+
 # Distinct PUB/HPUB control lines remembered per connection (cleared when full).
 _LINE_CACHE_MAX = 128
 
@@ -76,7 +79,7 @@ class Parser:
     """
 
     __slots__ = ("max_control_line", "max_payload", "batch", "_pending", "_await", "_failed", "_last_line",
-                 "_last_args", "_line_cache", "_rp")
+                 "_last_args", "_line_cache", "_rp", "_nr")
 
     def __init__(self, max_control_line: int = DEFAULT_MAX_CONTROL_LINE,
                  max_payload: int = DEFAULT_MAX_PAYLOAD, batch: bool = False) -> None:
@@ -91,6 +94,9 @@ class Parser:
         # "PUB <subject> " and " <size>\r\n" around a fresh reply inbox every time. The last
         # such shape: (prefix, suffix, op, subject, hdr_len, size), or None.
         self._rp: tuple | None = None
+        # Reply-less PUBs to ever new subjects of one size (acks: ``PUB $JS.ACK.<...> 0``): the
+        # suffix " <size>\r\n" of the last canonical one and its size, or None.
+        self._nr: tuple | None = None
         self._pending = bytearray()
         # (op, subject, reply, hdr_len, size) of a PUB/HPUB whose payload is still incomplete;
         # _pending then holds payload bytes only.
@@ -155,6 +161,10 @@ class Parser:
         last_args = self._last_args
         line_cache = self._line_cache
         rp = self._rp
+        nr = self._nr
+        if nr is not None:
+            nr_suffix, nr_size = nr
+            nr_slen = len(nr_suffix)
         if rp is not None:
             rp_prefix, rp_suffix, rp_op, rp_subject, rp_hdr_len, rp_size = rp
             rp_plen = len(rp_prefix)
@@ -202,8 +212,8 @@ class Parser:
                 rs = eol + 1 - rp_slen
                 if rs > pos + rp_plen and startswith(rp_suffix, rs):
                     reply = work[pos + rp_plen:rs]
-                    if not (b" " in reply or b"\t" in reply or b"\r" in reply or b"\x0b" in reply
-                            or b"\x0c" in reply):  # bytes.split() separators: as the slow path
+                    # exactly one argument, as the slow path's split() would see it
+                    if len(reply.split()) == 1 and reply[:1] not in _WS and reply[-1:] not in _WS:
                         if eol - 1 - pos > mcl:
                             raise RemoteProtocolError(ERR_MAX_CONTROL_LINE, f"control line of {eol - 1 - pos} bytes")
                         if rp_size > max_payload:
@@ -225,9 +235,38 @@ class Parser:
                         events.append(last_event)
                         pos = stop + 2
                         continue
-            # Second fastest: a reply-less PUB/HPUB line seen recently on this connection (a
-            # bounded line -> arguments cache; publishers cycle through a few subjects/sizes).
             line = work[pos:eol + 1]
+            # "PUB <subject> <size>" with the size of the last such line: slice the subject out
+            # instead of splitting (and do not cache a line that is likely never seen again).
+            if nr is not None and startswith(b"PUB ", pos):
+                se = eol + 1 - nr_slen
+                if se > pos + 4 and startswith(nr_suffix, se):
+                    subject = work[pos + 4:se]
+                    # exactly one argument, as the slow path's split() would see it
+                    if len(subject.split()) == 1 and subject[:1] not in _WS and subject[-1:] not in _WS:
+                        if eol - 1 - pos > mcl:
+                            raise RemoteProtocolError(ERR_MAX_CONTROL_LINE, f"control line of {eol - 1 - pos} bytes")
+                        if nr_size > max_payload:
+                            raise RemoteProtocolError(ERR_MAX_PAYLOAD, f"payload of {nr_size} bytes")
+                        last_line = line
+                        last_args = (OP_PUB, subject, b"", 0, nr_size)
+                        batch_list = None
+                        start = eol + 1
+                        stop = start + nr_size
+                        if stop + 2 > n:
+                            if stop < n and work[stop] != 13:
+                                raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, "payload not terminated by CRLF")
+                            self._await = last_args
+                            pending += work[start:]
+                            break
+                        if work[stop] != 13 or work[stop + 1] != 10:
+                            raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, "payload not terminated by CRLF")
+                        last_event = (OP_PUB, subject, b"", 0, work[start:stop])
+                        last_event_args = last_args
+                        events.append(last_event)
+                        pos = stop + 2
+                        continue
+            # A line seen recently (any spelling, any size) that the path above did not take.
             cached = line_cache.get(line) if line_cache else None
             if cached is not None:
                 last_line = line
@@ -295,6 +334,12 @@ class Parser:
                 if len(line_cache) >= _LINE_CACHE_MAX:
                     line_cache.clear()
                 line_cache[line] = last_args
+                if op == OP_PUB:
+                    sfx = b" %d\r\n" % size
+                    if line == b"PUB " + subject + sfx:
+                        nr = self._nr = (sfx, size)
+                        nr_suffix, nr_size = nr
+                        nr_slen = len(nr_suffix)
             else:
                 # Remember the shape when the line is spelled canonically (single spaces, CRLF).
                 if op == OP_PUB:

@@ -213,7 +213,7 @@ class Sublist(Generic[T]):
     """
 
     __slots__ = ("_root", "_cache", "_count", "_inserts", "_removes", "_matches", "_hits",
-                 "_pcache", "_pdepths", "_lcache")
+                 "_pcache", "_pdepths", "_lcache", "_pfirst")
 
     def __init__(self, cache: bool = True) -> None:
         self._root = _Level()
@@ -223,6 +223,7 @@ class Sublist(Generic[T]):
         self._pcache: dict[str, SublistResult] = {}
         self._pdepths: dict[int, None] = {}
         self._lcache: dict[str, SublistResult] = {}
+        self._pfirst = False  # the last shape hit came from _pcache: look there first
         self._count = 0
         self._inserts = 0
         self._removes = 0
@@ -441,28 +442,35 @@ class Sublist(Generic[T]):
         if not subject or subject[-1] == TSEP or ".." in subject:
             return None  # an empty token: let the walk answer
         lc = self._lcache
-        if lc:
+        pc = self._pcache
+        lc_later = bool(pc) and self._pfirst
+        if lc and not lc_later:
             j = subject.rfind(TSEP)
             if j > 0:
                 r = lc.get(subject[:j])
                 if r is not None:
                     return r
-        pc = self._pcache
         if pc:
             for k in self._pdepths:
                 parts = subject.split(TSEP, k)
                 if len(parts) > k:
                     r = pc.get(subject[:len(subject) - len(parts[k])])
                     if r is not None:
+                        self._pfirst = True  # a run of acks: try this cache first next time
                         return r
+            self._pfirst = False
+        if lc and lc_later:
+            j = subject.rfind(TSEP)
+            if j > 0:
+                return lc.get(subject[:j])
         return None
 
     def _sweep(self) -> None:
         cache = self._cache
         assert cache is not None
         # dicts keep insertion order: the first keys are the oldest entries.
-        for k in list(islice(cache, len(cache) - CACHE_SWEEP)):
-            del cache[k]
+        # Keep the newest CACHE_SWEEP entries in a new dict (one C-level pass, no per-key del).
+        self._cache = dict(islice(cache.items(), len(cache) - CACHE_SWEEP, None))
 
     def has_interest(self, subject: str) -> bool:
         """True if at least one item matches the literal ``subject`` (no result is built)."""

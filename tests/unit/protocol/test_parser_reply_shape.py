@@ -59,3 +59,21 @@ def test_random_streams_match_fresh_parsers():
         except RemoteProtocolError as e:
             got += e.events
         assert got == ref
+
+
+def test_replyless_lines_with_new_subjects_and_runs_still_batch():
+    data = b"".join(b"PUB $JS.ACK.S.C.1.%d.%d.0.0 0\r\n\r\n" % (i, i) for i in range(4))
+    data += b"PUB x\x0cy z 0\r\n\r\n"  # form feed separates too: 4 arguments
+    want = [(OP_PUB, b"$JS.ACK.S.C.1.%d.%d.0.0" % (i, i), b"", 0, b"") for i in range(4)]
+    for chunk in (len(data), 1, 5):
+        p = Parser()
+        got = []
+        with pytest.raises(RemoteProtocolError) as ei:
+            for i in range(0, len(data), chunk):
+                got += p.feed(data[i:i + chunk])
+        got += ei.value.events
+        assert got == want
+    p = Parser(batch=True)
+    evs = p.feed(b"PUB a 1\r\nx\r\n" + b"PUB b 1\r\ny\r\n" * 3)
+    assert evs[0] == (OP_PUB, b"a", b"", 0, b"x")
+    assert evs[1][0] != OP_PUB and evs[1][-1] == [b"y", b"y", b"y"]  # one OP_PUB_BATCH run

@@ -26,6 +26,8 @@ def test_one_off_subjects_are_answered_from_the_shape_caches():
     a1 = sl.match("$JS.ACK.S.C.1.1.1.0.0")
     assert sl.match("$JS.ACK.S.C.1.2.2.0.0") is a1 and a1.psubs == (acks,)
     # Same prefix, different shape: walked, not taken from a cache.
+    assert sl.match("_INBOX").psubs == ()
+    assert sl.match("_INBOXa").psubs == ()
     assert sl.match("_INBOX.abc.1.2").psubs == ()
     assert sl.match("_INBOX.abc").psubs == ()
     assert sl.match("_INBOX.abc.").psubs == ()
