@@ -285,10 +285,7 @@ def test_durable_push_consumer(natsjs, kind):
     assert info["num_ack_pending"] == 0 and info["deliver_subject"] is True and info["push_bound"] is False
 
 
-@pytest.mark.parametrize("kind", kinds(natsd_xfail=(
-    "push consumer filter_subject ev.odd on a 20-message stream, all 10 matches acked: CONSUMER.INFO has "
-    "delivered.stream_seq 19 but ack_floor.stream_seq 20 on natsd (floor beyond the last delivered message); "
-    "nats-server has ack_floor {consumer_seq:10, stream_seq:19} (pull consumers agree on both servers)")))
+@pytest.mark.parametrize("kind", kinds())
 def test_push_ack_floor_matches_reference(natsjs, kind):
     seqs = get(natsjs.result("ordered_push", kind), "pushSeqs")
     assert seqs["delivered"] == {"consumer_seq": 10, "stream_seq": 19}
