@@ -20,7 +20,7 @@ import importlib
 import logging
 import os
 import tempfile
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from natsd.jetstream.api.errors import ApiError, ApiErrors
 from natsd.jetstream.api.router import ApiRouter, ApiStats, dumps
@@ -180,23 +180,15 @@ class JsAccount:
             prefix = f"$JS.{engine.domain}.API."
             self._subs.extend(ports.subscribe(prefix + p[len("$JS.API."):], self._on_domain_api)
                               for p in API_SUBSCRIPTIONS)
-        try:
-            from natsd.jetstream import consumer as _consumer  # written by the consumers engineer
-            _consumer.setup_account(self)
-        except (ImportError, AttributeError):
-            log.debug("natsd.jetstream.consumer not available yet; consumers API disabled")
-        # Optional API extensions living in their own modules (snapshots/restores, stream
-        # templates): each exposes setup_account(js_account) (and a stop hook, see stop()).
+        # Checks every STREAM.UPDATE runs before changing a stream's config; extensions append
+        # theirs (a snapshot in progress, a template-owned stream) and raise ApiError to refuse.
+        self.stream_update_checks: list[Callable[[Stream], None]] = []
+        # The consumers and the optional API families (snapshots/restores, stream templates)
+        # live in their own modules; each exposes setup_account(js_account) (stop hooks: stop()).
+        from natsd.jetstream import consumer as _consumer
+        _consumer.setup_account(self)
         for modname in EXTENSIONS:
-            try:
-                mod = importlib.import_module(modname)
-                setup = mod.setup_account
-            except (ImportError, AttributeError):
-                continue
-            try:
-                setup(self)
-            except Exception:
-                log.exception("JetStream extension %s failed to set up account %s", modname, name)
+            importlib.import_module(modname).setup_account(self)
 
     # -- API -----------------------------------------------------------------------------------
     def _on_api(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
@@ -240,8 +232,11 @@ class JsAccount:
     def add_stream(self, cfg: StreamConfig, created_ns: int | None = None) -> Stream:
         """Create and start a stream from a validated config (limits checked by the caller)."""
         created = created_ns if created_ns is not None else self.clock.time_ns()
-        store = _open_store(cfg, created, self.stream_dir(cfg.name), self.engine)
-        stream = Stream(self, cfg, store, created)
+        return self.adopt_stream(cfg, _open_store(cfg, created, self.stream_dir(cfg.name), self.engine), created)
+
+    def adopt_stream(self, cfg: StreamConfig, store: Any, created_ns: int) -> Stream:
+        """Register and start a stream over an already opened store (creation and restore)."""
+        stream = Stream(self, cfg, store, created_ns)
         self.streams[cfg.name] = stream
         stream.start()
         self._usage_dirty = True
@@ -283,8 +278,6 @@ class JsAccount:
             try:
                 from natsd.jetstream import consumer as _consumer
                 _consumer.recover_consumers(stream)
-            except (ImportError, AttributeError):
-                pass
             except Exception:
                 log.exception("JetStream: recovering consumers of %s", cfg.name)
         # mirrors / sources connect once every origin stream is back
@@ -299,11 +292,7 @@ class JsAccount:
         self._subs = []
         for modname, hook in EXTENSION_STOP_HOOKS:
             try:
-                fn = getattr(importlib.import_module(modname), hook)
-            except (ImportError, AttributeError):
-                continue
-            try:
-                fn(self)
+                getattr(importlib.import_module(modname), hook)(self)
             except Exception:
                 log.exception("JetStream extension %s.%s failed", modname, hook)
         for stream in list(self.streams.values()):

@@ -67,7 +67,7 @@ __all__ = [
     "MAGIC", "encode_uvarint", "encode_varint", "encode_entry", "END_ENTRY", "ArchiveReader", "ArchiveEntry",
     "ArchiveError", "iter_archive", "SnapshotSender", "RestoreReceiver", "consumer_state_to_json",
     "consumer_state_from_json", "DEFAULT_CHUNK_SIZE", "DEFAULT_WINDOW_SIZE", "ACK_TIMEOUT_NS",
-    "STATUS_DONE", "STATUS_NO_INTEREST", "STATUS_NO_FLOW", "snapshot_in_progress", "remove_stale_restores",
+    "STATUS_DONE", "STATUS_NO_INTEREST", "STATUS_NO_FLOW", "remove_stale_restores",
     "S2StreamDecoder", "s2_decode_block", "RESTORE_DIR_PREFIX",
 ]
 
@@ -463,45 +463,6 @@ def s2_decode_block(src: bytes) -> bytes:
 
 
 # ---------------------------------------------------------------------------------------------
-# Snapshot freeze (approximation until stream.py offers hooks; see the module report)
-
-
-def snapshot_in_progress(stream: "Stream") -> bool:
-    """True while at least one snapshot of ``stream`` is being sent."""
-    return getattr(stream, "_natsd_snapshots", 0) > 0
-
-
-def _freeze(stream: "Stream") -> None:
-    """Stop expiry while a snapshot runs: the reference keeps limits/TTL from removing data
-    during a backup. Done by suspending the stream's expiry timer (instance-level override of
-    ``_arm_expiry``); :func:`_thaw` re-arms it."""
-    n = getattr(stream, "_natsd_snapshots", 0)
-    stream._natsd_snapshots = n + 1  # type: ignore[attr-defined]
-    if n:
-        return
-    timer = getattr(stream, "_expiry_timer", None)
-    if timer is not None:
-        timer.cancel()
-        stream._expiry_timer = None  # type: ignore[attr-defined]
-        stream._expiry_at = 0  # type: ignore[attr-defined]
-    stream._arm_expiry = lambda: None  # type: ignore[method-assign]
-
-
-def _thaw(stream: "Stream") -> None:
-    n = getattr(stream, "_natsd_snapshots", 0) - 1
-    stream._natsd_snapshots = max(n, 0)  # type: ignore[attr-defined]
-    if n > 0:
-        return
-    if "_arm_expiry" in stream.__dict__:
-        del stream.__dict__["_arm_expiry"]
-    if not stream.closed:
-        try:
-            stream._arm_expiry()
-        except Exception:  # noqa: BLE001 - a closed store must not break the snapshot's end
-            log.debug("re-arming expiry of %s failed", stream.name, exc_info=True)
-
-
-# ---------------------------------------------------------------------------------------------
 # Snapshot sender
 
 
@@ -558,7 +519,7 @@ class SnapshotSender:
                 self._on_done("stream closed")
             return
         self._frozen = True
-        _freeze(self.stream)
+        self.stream.begin_snapshot()
         self._ack_sub = self.ports.subscribe(self._ack_subject + ".>", self._on_ack)
         on_interest = getattr(self.ports, "on_interest", None)
         if on_interest is not None:
@@ -684,7 +645,7 @@ class SnapshotSender:
         self._buf.clear()
         if self._frozen:
             self._frozen = False
-            _thaw(self.stream)
+            self.stream.end_snapshot()
         self.ports.publish(self.deliver, "", status, b"")
         if self._on_done is not None:
             self._on_done(error)
@@ -979,21 +940,15 @@ class RestoreReceiver:
                                         eng.sync_interval_ns, eng.sync_always)
 
     def _activate(self) -> "Stream":
-        from natsd.jetstream.stream import Stream
-
         acct = self.account
-        stream = Stream(acct, self.cfg, self._store, self._created_ns)
+        stream = acct.adopt_stream(self.cfg, self._store, self._created_ns)
         self._store = None
-        acct.streams[self.name] = stream
-        stream.start()
         for name, body in self._consumers:
             try:
                 _restore_consumer(stream, name, body)
             except (ApiError, ValueError, KeyError, TypeError) as e:
                 log.warning("JetStream restore of '%s > %s': consumer %s not restored: %s",
                             acct.name, self.name, name, e)
-        if hasattr(acct, "_usage_dirty"):
-            acct._usage_dirty = True
         return stream
 
     def _fail(self, reply: str, reason: str, err: ApiError | None = None) -> None:

@@ -199,6 +199,9 @@ class Stream:
         self.clock = account.clock
         self.consumers: dict[str, Any] = {}
         self.closed = False
+        # Snapshots being sent (natsd.jetstream.snapshot): while any runs, nothing expires (the
+        # backup must be consistent) and STREAM.UPDATE is refused (see api/snapshot.py).
+        self.snapshots_running = 0
         self._subs: list[Any] = []
         self._direct_subs: list[Any] = []
         # Replies waiting for this turn's flush: reply subject, payload, parallel lists.
@@ -721,8 +724,22 @@ class Stream:
                         cb(seq)
 
     # -- expiry ------------------------------------------------------------------------------------
+    def begin_snapshot(self) -> None:
+        """A snapshot starts: hold expiry (max_age, Nats-TTL) until :meth:`end_snapshot`."""
+        self.snapshots_running += 1
+        if self._expiry_timer is not None:
+            self._expiry_timer.cancel()
+            self._expiry_timer = None
+            self._expiry_at = 0
+
+    def end_snapshot(self) -> None:
+        """A snapshot ended (or failed): expiry resumes once no snapshot runs."""
+        self.snapshots_running = max(self.snapshots_running - 1, 0)
+        if not self.snapshots_running:
+            self._arm_expiry()
+
     def _arm_expiry(self) -> None:
-        if self.closed:
+        if self.closed or self.snapshots_running:
             return
         cfg = self.config
         if not cfg.max_age and not cfg.allow_msg_ttl:

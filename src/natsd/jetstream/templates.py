@@ -346,6 +346,8 @@ def setup_account(js_account: "JsAccount") -> None:
 
     mgr = templates_of(js_account)
     api.register(js_account.router)
+    if api.refuse_update_of_template_stream not in js_account.stream_update_checks:
+        js_account.stream_update_checks.append(api.refuse_update_of_template_stream)
     mgr.recover()
 
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from natsd.jetstream.api.errors import ApiErrors
 from natsd.jetstream.api.router import ApiRequest, ApiRouter, resp
 from natsd.jetstream.api.templates import is_empty_request
-from natsd.jetstream.snapshot import RestoreReceiver, SnapshotSender, snapshot_in_progress
+from natsd.jetstream.snapshot import RestoreReceiver, SnapshotSender
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.manager import JsAccount
@@ -32,7 +32,6 @@ __all__ = ["setup_account", "register", "snapshot_request", "restore_request"]
 
 log = logging.getLogger("natsd.jetstream.api.snapshot")
 
-_UPDATE = "$JS.API.STREAM.UPDATE.*"
 
 
 def _transfers(acct: Any) -> set:
@@ -177,21 +176,15 @@ def _advisory(acct: Any, subject: str, kind: str, body: dict) -> None:
 
 
 def register(router: ApiRouter) -> None:
-    """Install the handlers (replacing the "not supported" placeholders) and guard UPDATE."""
+    """Install the handlers (replacing the "not supported" placeholders)."""
     router.register("$JS.API.STREAM.SNAPSHOT.*", snapshot_request)
     router.register("$JS.API.STREAM.RESTORE.*", restore_request)
-    orig = router.patterns.get(_UPDATE)
-    if orig is not None and not getattr(orig, "_snapshot_guard", False):
-        def guarded_update(req: ApiRequest) -> dict | None:
-            name = req.tokens[4] if len(req.tokens) > 4 else ""
-            s = req.account.streams.get(name)
-            if s is not None and snapshot_in_progress(s):
-                raise ApiErrors.STREAM_UPDATE(err="stream snapshot in progress")
-            return orig(req)
 
-        guarded_update._snapshot_guard = True  # type: ignore[attr-defined]
-        guarded_update._template_guard = getattr(orig, "_template_guard", False)  # type: ignore[attr-defined]
-        router.register(_UPDATE, guarded_update)
+
+def _refuse_update_during_snapshot(stream) -> None:
+    """STREAM.UPDATE check: the backup's config may not change under it (reference 10069)."""
+    if stream.snapshots_running:
+        raise ApiErrors.STREAM_UPDATE(err="stream snapshot in progress")
 
 
 def setup_account(js_account: "JsAccount") -> None:
@@ -200,8 +193,8 @@ def setup_account(js_account: "JsAccount") -> None:
     from natsd.jetstream.snapshot import remove_stale_restores
 
     register(js_account.router)
-    if not getattr(js_account, "_natsd_snapshot_setup", False):
-        js_account._natsd_snapshot_setup = True
+    if _refuse_update_during_snapshot not in js_account.stream_update_checks:
+        js_account.stream_update_checks.append(_refuse_update_during_snapshot)
         remove_stale_restores(js_account)
 
 

@@ -106,6 +106,8 @@ def stream_update(req: ApiRequest) -> dict:
     stream = acct.streams.get(name)
     if stream is None:
         raise ApiErrors.STREAM_NOT_FOUND()
+    for check in acct.stream_update_checks:
+        check(stream)
     ncfg = check_update(stream.config, cfg, pedantic, _get_stream_cfg(req))
     acct.check_new_stream_limits(ncfg, existing=stream.config)
     refuse_unsupported(ncfg)

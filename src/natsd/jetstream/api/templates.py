@@ -26,7 +26,6 @@ CREATE_T = "stream_template_create_response"
 INFO_T = "stream_template_info_response"
 DELETE_T = "stream_template_delete_response"
 NAMES_T = "stream_template_names_response"
-_UPDATE = "$JS.API.STREAM.UPDATE.*"
 
 
 def is_empty_request(payload: bytes) -> bool:
@@ -117,16 +116,11 @@ def register(router: ApiRouter) -> None:
     router.register("$JS.API.STREAM.TEMPLATE.INFO.*", template_info, INFO_T)
     router.register("$JS.API.STREAM.TEMPLATE.DELETE.*", template_delete, DELETE_T)
     router.register("$JS.API.STREAM.TEMPLATE.NAMES", template_names, NAMES_T)
-    orig = router.patterns.get(_UPDATE)
-    if orig is not None and not getattr(orig, "_template_guard", False):
-        def guarded_update(req: ApiRequest) -> dict | None:
-            from natsd.jetstream.templates import templates_of
-            name = req.tokens[4] if len(req.tokens) > 4 else ""
-            if name in req.account.streams and templates_of(req.account).owner_of(name):
-                raise ApiErrors.STREAM_INVALID_CONFIG(
-                    err="stream configuration update not allowed on template owned stream")
-            return orig(req)
 
-        guarded_update._template_guard = True  # type: ignore[attr-defined]
-        guarded_update._snapshot_guard = getattr(orig, "_snapshot_guard", False)  # type: ignore[attr-defined]
-        router.register(_UPDATE, guarded_update)
+
+def refuse_update_of_template_stream(stream) -> None:
+    """STREAM.UPDATE check: a stream a template created takes its config from the template."""
+    from natsd.jetstream.templates import templates_of
+    if templates_of(stream.account).owner_of(stream.name):
+        raise ApiErrors.STREAM_INVALID_CONFIG(
+            err="stream configuration update not allowed on template owned stream")
