@@ -47,7 +47,7 @@ def bench_append(kind: str, n: int, size: int, batch: int, directory: str | None
     return n / dt
 
 
-def bench_reads(kind: str, n: int, size: int, directory: str | None) -> tuple[float, float, float]:
+def bench_reads(kind: str, n: int, size: int, directory: str | None) -> tuple[float, float, float, float]:
     s = _store(kind, directory)
     payload = os.urandom(size)
     for i in range(n):
@@ -75,6 +75,13 @@ def bench_reads(kind: str, n: int, size: int, directory: str | None) -> tuple[fl
         seq = m.seq
         count += 1
     filtered = count / (time.perf_counter() - t0)
+    # A consumer's forward read: iter_msgs over the whole stream (4 passes from the middle on).
+    t0 = time.perf_counter()
+    count = 0
+    for start in (1, n // 4, n // 2, 3 * n // 4):
+        for m in s.iter_msgs(start, n):
+            count += 1
+    it = count / (time.perf_counter() - t0)
     rng = random.Random(1)
     seqs = [rng.randrange(1, n + 1) for _ in range(min(n, 100_000))]
     t0 = time.perf_counter()
@@ -82,7 +89,7 @@ def bench_reads(kind: str, n: int, size: int, directory: str | None) -> tuple[fl
         s.load_msg(q)
     rand = len(seqs) / (time.perf_counter() - t0)
     s.stop()
-    return scan, filtered, rand
+    return scan, filtered, rand, it
 
 
 _CHILD = """
@@ -247,11 +254,13 @@ def main() -> None:
         for kind in ("memory", "file"):
             d = os.path.join(root, f"append_{kind}") if kind == "file" else None
             print(f"  {kind:<6} {bench_append(kind, args.msgs, args.size, args.batch, d):>12,.0f} msgs/s")
-        print("reads: sequential load_next_msg('>'), filtered load_next_msg (1 subject in 10), random load_msg")
+        print("reads: sequential load_next_msg('>'), filtered load_next_msg (1 subject in 10), random load_msg, "
+              "iter_msgs")
         for kind in ("memory", "file"):
             d = os.path.join(root, f"reads_{kind}") if kind == "file" else None
-            scan, filt, rand = bench_reads(kind, args.msgs, args.size, d)
-            print(f"  {kind:<6} scan {scan:>10,.0f}/s   filtered {filt:>10,.0f}/s   random {rand:>10,.0f}/s")
+            scan, filt, rand, it = bench_reads(kind, args.msgs, args.size, d)
+            print(f"  {kind:<6} scan {scan:>10,.0f}/s   filtered {filt:>10,.0f}/s   random {rand:>10,.0f}/s"
+                  f"   iter {it:>10,.0f}/s")
         if not args.skip_open:
             print(f"open a {args.open_msgs:,}-message file store:")
             bench_open(args.open_msgs, args.size, root)

@@ -307,6 +307,40 @@ async def test_push_flow_control_and_heartbeats(js_env) -> None:
     await sub.unsubscribe()
 
 
+async def test_filtered_consumers_ack_floor_is_last_delivered(js_env) -> None:
+    # Found by the nats.js compat suite: the stream ends with a message the filter skips. After
+    # every match is acked, nats-server reports ack_floor = delivered = (10, 19) for a push
+    # consumer and for a pull request asking for more than there is (both look past seq 19).
+    nc, js = js_env
+    await js.add_stream(StreamConfig(name="EV", subjects=["ev.>"]))
+    for i in range(1, 21):
+        await js.publish("ev.odd" if i % 2 else "ev.even", b"e%d" % i)
+    got: list = []
+
+    async def cb(m) -> None:
+        got.append(m.metadata.sequence.stream)
+        await m.ack()
+    sub = await js.subscribe("ev.odd", durable="pushd", cb=cb, manual_ack=True, flow_control=True,
+                             idle_heartbeat=1.0, config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT))
+    await _until(lambda: len(got) == 10)
+    assert got == list(range(1, 20, 2))
+    await nc.flush()
+    info = await js.consumer_info("EV", "pushd")
+    assert (info.delivered.consumer_seq, info.delivered.stream_seq) == (10, 19)
+    assert (info.ack_floor.consumer_seq, info.ack_floor.stream_seq) == (10, 19)
+    assert info.num_ack_pending == 0 and info.num_pending == 0
+    await sub.unsubscribe()
+
+    psub = await js.pull_subscribe("ev.odd", durable="pulld", config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT))
+    msgs = await psub.fetch(50, timeout=0.5)
+    assert [m.metadata.sequence.stream for m in msgs] == list(range(1, 20, 2))
+    for m in msgs:
+        await m.ack_sync()
+    info = await js.consumer_info("EV", "pulld")
+    assert (info.delivered.consumer_seq, info.delivered.stream_seq) == (10, 19)
+    assert (info.ack_floor.consumer_seq, info.ack_floor.stream_seq) == (10, 19)
+
+
 async def test_ordered_consumer_and_headers_only(js_env) -> None:
     nc, js = js_env
     await _stream(js)

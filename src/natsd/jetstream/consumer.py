@@ -138,11 +138,12 @@ class Consumer:
         self._npc_dirty = False     # a removal ahead of sseq: recount before use
         self.lss: list[int] | None = None         # last_per_subject start list
         self.lss_resume = 0
-        self._rep_floor: tuple[int, int] | None = None  # see _max_deliver_floor
+        self._rep_floor: tuple[int, int] | None = None  # reported floor when it differs (see _reported_floor)
         self.ldt = 0   # last delivery wall ns
         self.lat = 0   # last ack wall ns
 
         self._ack_prefix = ACK_PREFIX + self.stream_name + "." + name + "."
+        self._ack_fmt = self._ack_prefix.replace("%", "%%") + "%d.%d.%d.%d.%d"
         self._ack_none = cfg.ack_policy == "none"
         self._explicit = cfg.ack_policy == "explicit"
         self._turn_acks = False     # acks arrived this loop turn (stamp last_active at turn end)
@@ -626,7 +627,7 @@ class Consumer:
         headers_only = cfg.headers_only
         ack_none = self._ack_none
         pending = self.pending
-        ack_prefix = self._ack_prefix
+        ack_fmt = self._ack_fmt
         deliver_subject = cfg.deliver_subject
         fc = self.maxpb > 0
         pace = self._replay or cfg.rate_limit_bps > 0
@@ -693,7 +694,8 @@ class Consumer:
                 if kind != "rd":
                     npc -= 1
                 # v1 ack subject: $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending>
-                reply = f"{ack_prefix}{dc}.{seq}.{dseq}.{sm.ts}.{npc if npc > 0 else 0}"
+                # (%-formatting with a per-consumer template: the cheapest way to build it)
+                reply = ack_fmt % (dc, seq, dseq, sm.ts, npc if npc > 0 else 0)
                 # Size as the reference counts it (flow control, max_bytes, rate limit).
                 sz = (len(sm.subject) + len(reply) + (len(hdr) if hdr else 0) + len(msg)) if need_sz else 0
                 if push:
@@ -1253,7 +1255,17 @@ class Consumer:
                 pdseq = p[0]
                 if not pending:
                     self.adflr = self.dseq - 1
-                    self.asflr = self.sseq - 1 if self.lss is None else max(self.asflr, sseq)
+                    if self.lss is None:
+                        self.asflr = self.sseq - 1
+                        if self.dlv_sseq != self.asflr:
+                            # sseq ran past the last delivered message (a filtered consumer
+                            # looked ahead and found nothing). The reference keeps that in
+                            # memory (ack-floor, reset, needAck) but reports and persists its
+                            # consumer store's floor, which on an empty pending list is the
+                            # store's delivered pair: the last message actually delivered.
+                            self._rep_floor = (self.adflr, self.dlv_sseq)
+                    else:
+                        self.asflr = max(self.asflr, sseq)
                     if self._ptmr is not None:
                         self._ptmr.cancel()
                         self._ptmr = None
@@ -1311,6 +1323,10 @@ class Consumer:
         self._move_ack_floor(dseq, sseq)
 
     def _reported_floor(self) -> tuple[int, int]:
+        """The ack floor INFO shows and the state persists: nats-server's consumer store floor.
+        It differs from the in-memory (adflr, asflr) after a max_deliver drop (see
+        _max_deliver_floor) and when the last ack of a filtered consumer found sseq past the
+        last delivered message (see _process_ack_msg); the next ack brings them together."""
         rep = self._rep_floor
         return rep if rep is not None else (self.adflr, self.asflr)
 

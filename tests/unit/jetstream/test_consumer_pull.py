@@ -229,3 +229,19 @@ def test_num_waiting_and_pending_in_info() -> None:
     h.pub("orders.1", "a", n=3)
     info = c.info()
     assert info["num_waiting"] == 1 and info["num_pending"] == 0 and info["num_ack_pending"] == 3
+
+
+def test_filtered_pull_ack_floor_after_lookahead_past_stream_end() -> None:
+    # A pull request asking for more than the filter matches makes the consumer look past the
+    # stream's last (non-matching) message, as a push consumer does: same reported floor.
+    h = Harness("EVENTS", subjects=["ev.>"])
+    for i in range(1, 21):
+        h.pub("ev.odd" if i % 2 else "ev.even", f"e{i}")
+    c = h.consumer(durable_name="pulld", ack_policy="explicit", filter_subject="ev.odd")
+    msgs = data(h.pull("pulld", {"batch": 50, "expires": 10 * SEC}, stream="EVENTS"))
+    assert len(msgs) == 10
+    for m in msgs:
+        h.ack(m)
+    info = c.info()
+    assert (info["delivered"]["consumer_seq"], info["delivered"]["stream_seq"]) == (10, 19)
+    assert (info["ack_floor"]["consumer_seq"], info["ack_floor"]["stream_seq"]) == (10, 19)

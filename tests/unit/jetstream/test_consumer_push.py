@@ -181,3 +181,37 @@ def test_start_time_search_with_gaps() -> None:
     assert first_live(c._seq_from_time(times[14])) == 15
     assert c._seq_from_time(times[19] + 1) == 21
     assert c._seq_from_time(0) == 1
+
+
+def _floor(c) -> tuple[tuple[int, int], tuple[int, int]]:
+    i = c.info()
+    return ((i["delivered"]["consumer_seq"], i["delivered"]["stream_seq"]),
+            (i["ack_floor"]["consumer_seq"], i["ack_floor"]["stream_seq"]))
+
+
+def test_filtered_push_ack_floor_stops_at_last_delivered() -> None:
+    # nats.js compat finding: the stream ends with a message the filter skips. Looking for the
+    # next match moves sseq past it, but nats-server reports (and persists) its consumer store's
+    # floor: the last delivered message, (10, 19), not (10, 20).
+    h = Harness("EVENTS", subjects=["ev.>"])
+    for i in range(1, 21):
+        h.pub("ev.odd" if i % 2 else "ev.even", f"e{i}")
+    sub = h.listen("push.odd")
+    c = h.consumer(durable_name="pushd", deliver_subject="push.odd", ack_policy="explicit",
+                   filter_subject="ev.odd", flow_control=True, idle_heartbeat=SEC)
+    msgs = data(sub)
+    assert [m.payload for m in msgs] == [f"e{i}".encode() for i in range(1, 21, 2)]
+    for m in msgs:
+        h.ack(m)
+    assert _floor(c) == ((10, 19), (10, 19))
+    assert c.info()["num_ack_pending"] == 0 and c.info()["num_pending"] == 0
+    assert c.state().ack_floor.stream_seq == 19  # persisted as reported
+    # More non-matching messages change nothing; the next delivered and acked match moves both.
+    h.pub("ev.even", "e21")
+    assert _floor(c) == ((10, 19), (10, 19))
+    h.pub("ev.odd", "e22")
+    m = data(sub)[-1]
+    assert m.payload == b"e22"
+    h.ack(m)
+    assert _floor(c) == ((11, 22), (11, 22))
+

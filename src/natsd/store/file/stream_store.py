@@ -16,7 +16,8 @@ per message); this class adds the files:
   fresh checksum). Purge and compact-past-the-end start a fresh block holding a FIRST marker
   (written and fsynced before the old blocks are unlinked).
 - **Reads** go to the file (``pread``) or, for bytes not yet flushed, to the pending buffer;
-  every read verifies the record's checksum. A record that fails is reported lost
+  every read verifies the record's checksum. Forward reads share one read-ahead chunk:
+  ``iter_msgs`` (a consumer's delivery pass) takes runs of back-to-back records from it. A record that fails is reported lost
   (``state().lost_msgs``/``lost_bytes``, logged, a tombstone written) and never served.
 - **Recovery.** ``msgs/index.db`` (natsd.store.file.index) is loaded when its checksum is good
   and every block still holds the bytes it recorded; records written after it are replayed
@@ -50,7 +51,7 @@ from natsd.store.file.meta import atomic_write, fsync_dir, write_meta
 from natsd.store.file.layout import MAX_RECORD_SIZE
 from natsd.store.file.record import HEAD_STRUCT, RECORD_OVERHEAD, TRAILER_STRUCT
 from natsd.store.file.record import (
-    FLAG_ERASED, FLAG_FIRST, FLAG_MASK, FLAG_SKIP, FLAG_TOMB, FLAG_TRUNC, FLAG_TTL, HEADER_SIZE, SEQ_MASK,
+    FLAG_ERASED, FLAG_FIRST, FLAG_MASK, FLAG_SKIP, FLAG_TOMB, FLAG_TRUNC, FLAG_TTL, HDR_BIT, HEADER_SIZE, SEQ_MASK,
     TRAILER_SIZE, RecordError, encode_marker, encode_msg_into, erase_record, file_store_msg_size, parse_header,
 )
 
@@ -69,6 +70,10 @@ _TRAILER_LEN = TRAILER_SIZE
 # So a record checks out, checksum *and* repeated length, when the CRC of all of it equals
 # ``crc32(total_len as u32 LE, _CRC_RESIDUE)``: one C call per record, no trailer unpacking.
 _CRC_RESIDUE = 0x2144DF1C
+#: record size -> the crc32 a whole intact record of that size has (see _CRC_RESIDUE).
+_RESIDUES: dict[int, int] = {}
+#: Most bytes iter_msgs reads with one pread (a run of back-to-back records).
+RUN_BYTES = 64 * 1024
 
 
 class MsgCorrupt(CorruptState, MsgNotFound):
@@ -181,8 +186,9 @@ class FileStreamStore(IndexedStreamStore):
                 self._lose(seq, size, "its block is missing")
             if off + size > blk.flushed:
                 data = blk.read(off, size)
-            elif c is not None and c[0] == bid and c[2] == off:
-                # Sequential: the previous read ended right here; read ahead.
+            elif c is not None and c[0] == bid and c[1] <= off < c[2] + READ_AHEAD:
+                # Forward, close to the previous read (sequential, or a filtered consumer
+                # skipping a few records): read ahead.
                 chunk = os.pread(blk.fd, max(size, READ_AHEAD), off)
                 self._rcache = (bid, off, off + len(chunk), chunk)
                 data = chunk[:size]
@@ -207,6 +213,102 @@ class FileStreamStore(IndexedStreamStore):
             hdr = data[p + 4: p + 4 + hlen]
             p += 4 + hlen
         return StoreMsg(self._snames[self._sid[i]], hdr, data[p: size - _TRAILER_LEN], seq, ts)
+
+    def iter_msgs(self, start_seq: int, end_seq: int):
+        """Live messages with start_seq <= seq <= end_seq, in order (a consumer's forward read).
+
+        Runs of consecutive live sequences whose records lie back to back in the flushed part
+        of one block are read with one ``pread`` (up to RUN_BYTES) and checked in the loop with
+        the CRC residue (one crc32 call per record covers checksum and repeated length, as the
+        recovery scan). Anything else (unflushed bytes, a gap, a record that fails) takes the
+        per-message path, which reports corrupt records lost. Between two yields the store may
+        change (acks removing messages, a purge): every record is re-checked against the index
+        before it is handed out."""
+        self._check_open()
+        seq = max(start_seq, self._first)
+        residues = _RESIDUES
+        unpack = _HEAD_UNPACK
+        crc32 = _crc32
+        snames = self._snames
+        while True:
+            seq = self._next_live(seq)
+            if not seq or seq > end_seq:
+                return
+            base = self._base
+            posa, sza, sida = self._pos, self._sz, self._sid
+            i = seq - base
+            p0 = posa[i]
+            bid = p0 >> 32
+            off = p0 & _OFF_MASK
+            blk = self._blocks.get(bid)
+            end = off + sza[i]
+            if blk is None or end > blk.flushed:
+                try:
+                    yield self._read(seq, p0)
+                except MsgNotFound:
+                    pass
+                seq += 1
+                continue
+            # The read-ahead chunk, when it holds this record (a previous pass read it), else
+            # one pread of up to RUN_BYTES that becomes the chunk. Records are then taken while
+            # the next sequence's record starts where this one ended, inside the chunk.
+            c = self._rcache
+            if c is not None and c[0] == bid and c[1] <= off and end <= c[2]:
+                data = c[3]
+                o = off - c[1]
+            else:
+                data = os.pread(blk.fd, max(min(blk.flushed, off + RUN_BYTES), end) - off, off)
+                if len(data) < end - off:  # file shorter than recorded: per-message path
+                    try:
+                        yield self._read(seq, p0)
+                    except MsgNotFound:
+                        pass
+                    seq += 1
+                    continue
+                self._rcache = (bid, off, off + len(data), data)
+                o = 0
+            dlen = len(data)
+            mv = memoryview(data)
+            p0 -= o  # the record at chunk offset x is expected at position p0 + x
+            hi = end_seq - base
+            k = i
+            bad = False
+            while True:
+                size = sza[k]
+                rec_end = o + size
+                if rec_end > dlen:
+                    break
+                want = residues.get(size)
+                if want is None:
+                    if len(residues) >= 4096:  # bounded: payload sizes can vary a lot
+                        residues.clear()
+                    want = residues[size] = crc32(size.to_bytes(4, "little"), _CRC_RESIDUE)
+                total, raw, ts, slen = unpack(data, o)
+                if crc32(mv[o: rec_end]) != want or raw != base + k or (total & ~HDR_BIT) != size:
+                    bad = True  # the per-message path below reports it
+                    break
+                p = o + HEADER_SIZE + slen
+                if total & HDR_BIT:
+                    hlen = int.from_bytes(data[p: p + 4], "little")
+                    hdr = data[p + 4: p + 4 + hlen]
+                    p += 4 + hlen
+                else:
+                    hdr = None
+                yield StoreMsg(snames[sida[k]], hdr, data[p: rec_end - _TRAILER_LEN], base + k, ts)
+                k += 1
+                o = rec_end
+                # Resumed: the consumer may have changed the store meanwhile; anything but the
+                # next record back to back (a gap, a removal, a purge) goes back to the index.
+                if (k > hi or self._base != base or self._pos is not posa or k >= len(posa)
+                        or posa[k] != p0 + o):
+                    break
+            seq = base + k
+            if bad:
+                try:
+                    yield self._read(seq, posa[k])
+                except MsgNotFound:
+                    pass
+                seq += 1
 
     def _lose(self, seq: int, size: int, why: str):
         """Report message ``seq`` lost (corrupt on disk), drop it from the index, raise MsgCorrupt."""
