@@ -53,8 +53,10 @@ DEFAULT_MAX_PAYLOAD = 1024 * 1024
 _OPS = (b"PUB", b"HPUB", b"SUB", b"UNSUB", b"PING", b"PONG", b"CONNECT", b"INFO", b"+OK", b"-ERR")
 
 
-# First bytes that bytes.split() treats as separators (a leading one is stripped by split()).
-_WS = frozenset((b" ", b"\t", b"\n", b"\r", b"\x0b", b"\x0c"))
+# The bytes that bytes.split() treats as separators. ``len(x.translate(None, _WS_BYTES)) ==
+# len(x)`` says "x has no whitespace", i.e. split() would see exactly the one argument x (for a
+# non-empty x), in one C call with no list built.
+_WS_BYTES = b" \t\n\r\x0b\x0c"
 
 # Distinct PUB/HPUB control lines remembered per connection (cleared when full).
 _LINE_CACHE_MAX = 128
@@ -212,8 +214,9 @@ class Parser:
                 rs = eol + 1 - rp_slen
                 if rs > pos + rp_plen and startswith(rp_suffix, rs):
                     reply = work[pos + rp_plen:rs]
-                    # exactly one argument, as the slow path's split() would see it
-                    if len(reply.split()) == 1 and reply[:1] not in _WS and reply[-1:] not in _WS:
+                    # exactly one argument, as the slow path's split() would see it: no
+                    # whitespace at all (reply is not empty)
+                    if len(reply.translate(None, _WS_BYTES)) == len(reply):
                         if eol - 1 - pos > mcl:
                             raise RemoteProtocolError(ERR_MAX_CONTROL_LINE, f"control line of {eol - 1 - pos} bytes")
                         if rp_size > max_payload:
@@ -242,8 +245,9 @@ class Parser:
                 se = eol + 1 - nr_slen
                 if se > pos + 4 and startswith(nr_suffix, se):
                     subject = work[pos + 4:se]
-                    # exactly one argument, as the slow path's split() would see it
-                    if len(subject.split()) == 1 and subject[:1] not in _WS and subject[-1:] not in _WS:
+                    # exactly one argument, as the slow path's split() would see it: no
+                    # whitespace at all (subject is not empty)
+                    if len(subject.translate(None, _WS_BYTES)) == len(subject):
                         if eol - 1 - pos > mcl:
                             raise RemoteProtocolError(ERR_MAX_CONTROL_LINE, f"control line of {eol - 1 - pos} bytes")
                         if nr_size > max_payload:
