@@ -233,18 +233,24 @@ class Lexer:
                     f"Expected a {where} value to end with a new line, comment or EOF, "
                     f"but got '{_show(c)}' instead.")
 
+    def _scan_quoted(self, quote: str, eof_message: str) -> str:
+        """Consume ``<quote>text<quote>`` starting at the opening quote; return ``text`` (no
+        escapes: keys and include paths are taken literally, as the reference does)."""
+        self.advance()
+        start = self.pos
+        while self.peek() != quote:
+            if self.peek() == _EOF:
+                raise self.error(eof_message)
+            self.advance()
+        text = self.text[start:self.pos]
+        self.advance()
+        return text
+
     def lex_entry(self) -> None:
         line, column = self.line, self.col()
         c = self.peek()
         if c in ('"', "'"):
-            self.advance()
-            start = self.pos
-            while self.peek() != c:
-                if self.peek() == _EOF:
-                    raise self.error("Unexpected EOF processing quoted key.")
-                self.advance()
-            key = self.text[start:self.pos]
-            self.advance()
+            key = self._scan_quoted(c, "Unexpected EOF processing quoted key.")
         else:
             start = self.pos
             while True:
@@ -273,14 +279,7 @@ class Lexer:
         c = self.peek()
         vline, vcol = self.line, self.col()
         if c in ('"', "'"):
-            self.advance()
-            start = self.pos
-            while self.peek() != c:
-                if self.peek() == _EOF:
-                    raise self.error("Unexpected EOF in quoted include")
-                self.advance()
-            path = self.text[start:self.pos]
-            self.advance()
+            path = self._scan_quoted(c, "Unexpected EOF in quoted include")
         else:
             if c == "[":
                 raise self.error("Expected include value but found start of an array")

@@ -210,6 +210,8 @@ class Parser:
                 break
             # Same shape as the last line with a reply, only the reply differs: slice it out
             # instead of splitting the line (the arguments are otherwise those of that line).
+            # The payload handling below repeats the general path's on purpose: this loop runs
+            # once per message, and a helper call here costs more than the duplication.
             if rp is not None and startswith(rp_prefix, pos):
                 rs = eol + 1 - rp_slen
                 if rs > pos + rp_plen and startswith(rp_suffix, rs):
