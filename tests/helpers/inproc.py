@@ -35,7 +35,7 @@ from typing import AsyncIterator
 from natsd.config.options import JetStreamOptions, ServerOptions
 from natsd.server import Server
 
-__all__ = ["running_server", "make_options"]
+__all__ = ["running_server", "server_and_client", "make_options"]
 
 
 def make_options(options: ServerOptions | None = None, *, jetstream: bool = False, store_dir: str | None = None,
@@ -70,3 +70,17 @@ async def running_server(*, options: ServerOptions | None = None, clock=None, je
             yield server
         finally:
             await server.shutdown()
+
+
+@contextlib.asynccontextmanager
+async def server_and_client(**kwargs) -> AsyncIterator[tuple[Server, "nats.NATS"]]:
+    """:func:`running_server` (same arguments) plus a connected nats-py client; the client is
+    closed before the server stops."""
+    import nats
+
+    async with running_server(**kwargs) as server:
+        nc = await nats.connect(server.client_url)
+        try:
+            yield server, nc
+        finally:
+            await nc.close()
