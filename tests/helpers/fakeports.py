@@ -149,7 +149,10 @@ class FakePorts:
         self._inbox_ids = itertools.count(1)
 
     # -- Ports protocol ----------------------------------------------------------------------
-    def subscribe(self, subject: str, handler: Callable, queue: str | None = None) -> _Sub:
+    def subscribe(self, subject: str, handler: Callable, queue: str | None = None,
+                  many: Callable | None = None) -> _Sub:
+        # ``many`` (run handler) is optional in the Ports contract: here every message goes
+        # through ``handler``, one at a time.
         sub = _Sub(self, subject, handler, queue)
         self._sl.insert(subject, sub, queue)
         return sub
@@ -170,9 +173,10 @@ class FakePorts:
             self.publish(subjects[i], "", None, payloads[i])
 
     def deliver_many(self, route_subject: str, items: list) -> None:
-        """``deliver`` for each ``(subject, reply, hdr, payload)`` item, in order."""
+        """``deliver`` for each ``(subject, reply, hdr, payload)`` item, in order; ``subject`` and
+        ``reply`` are bytes, as natsd.server takes them (decoded here for ``deliver``)."""
         for subject, reply, hdr, payload in items:
-            self.deliver(route_subject, subject, reply, hdr, payload)
+            self.deliver(route_subject, subject.decode(), reply.decode(), hdr, payload)
 
     def _enqueue(self, route: str, shown: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
         self._queue.append((route, shown, reply, hdr, payload))

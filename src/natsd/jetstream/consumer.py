@@ -33,6 +33,7 @@ consumers, the v2 ack subject (accepted on ``$JS.ACK``, never sent).
 from __future__ import annotations
 
 import random
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 from natsd.jetstream import delivery as D
@@ -108,6 +109,10 @@ class _P(list):
 class Consumer:
     """One consumer of a stream (push or pull). Created by the API handlers or by recovery."""
 
+    #: Pull deliveries in whole runs (_deliver_run) where the general loop would do the same
+    #: thing message by message. Only tests turn it off, to compare the two.
+    deliver_runs = True
+
     def __init__(self, stream: Any, cfg: ConsumerConfig, name: str, created_ns: int,
                  store: Any = None, state: ConsumerState | None = None) -> None:
         self.stream = stream
@@ -144,6 +149,9 @@ class Consumer:
 
         self._ack_prefix = ACK_PREFIX + self.stream_name + "." + name + "."
         self._ack_fmt = self._ack_prefix.replace("%", "%%") + "%d.%d.%d.%d.%d"
+        # The same for first deliveries (delivery count 1), as bytes: the pull fast path
+        # (_deliver_run) formats the wire bytes directly (bytes %-formatting is the cheapest).
+        self._ack_fmt1 = (self._ack_prefix.replace("%", "%%") + "1.%d.%d.%d.%d").encode()
         self._ack_none = cfg.ack_policy == "none"
         self._explicit = cfg.ack_policy == "explicit"
         self._turn_acks = False     # acks arrived this loop turn (stamp last_active at turn end)
@@ -646,15 +654,17 @@ class Consumer:
         retention_acks = ack_none and self.stream.config.retention != "limits"
         checked: set[str] = set()  # pull inboxes whose interest was verified this pass
         # Fast path: nothing to redeliver, no last-per-subject list, no filter narrower than the
-        # stream: read forward with one store iterator instead of a lookup per message.
+        # stream: read forward with one store iterator instead of a lookup per message (made
+        # when first needed, and again after a run of _deliver_run moved sseq past it).
         fast_it = None
+        fast = not self.rdq and self.lss is None and self._covers_stream()
         maxp = self.maxp if not ack_none else 0
-        if not self.rdq and self.lss is None and self._covers_stream():
-            fast_it = iter(self.stream.store.iter_msgs(self.sseq, 1 << 62))
         # Deliveries to one subject are collected and handed over in one deliver_many call (one
         # subscription match, one buffer append per frame). The batch is sent before anything
         # else can publish (statuses, flow control, advisories), so wire order is unchanged.
         many = self._deliver_many if not fc and not retention_acks else None
+        # Pull fast path (_deliver_run): whole runs of new messages to the head request.
+        runs = self.deliver_runs and fast and many is not None and not push and not pace and not headers_only
         batch: list = []
         bsubj = ""
         try:
@@ -664,10 +674,35 @@ class Consumer:
                         break
                 elif not waiting.q:  # (the deque itself: no __bool__ call per message)
                     break
-                if fast_it is not None and not self.rdq:
+                if runs and len(waiting.q) == 1 and not self.rdq:
+                    # The common pull case: one waiting request with no byte budget, not
+                    # expired, inbox with interest: its whole run at once (see _deliver_run).
+                    wr = waiting.q[0]
+                    n = wr.n if wr.n < budget else budget
+                    if maxp > 0 and maxp - len(pending) < n:
+                        n = maxp - len(pending)
+                    if (n > 0 and wr.b == 0 and (not wr.expires or now_m < wr.expires)
+                            and (wr.reply in checked or self._has_inbox_interest(wr.reply, checked))):
+                        if batch and bsubj != wr.reply:
+                            many(bsubj, batch)
+                            batch = []
+                        bsubj = wr.reply
+                        k, first = self._deliver_run(wr, n, batch, now_w)
+                        fast_it = None
+                        if k:
+                            budget -= k
+                            if not first_pending_seq and not ack_none:
+                                first_pending_seq = first
+                        if k < n:  # the stream has nothing more (as next() -> None below)
+                            self._at_eof()
+                            break
+                        continue
+                if fast and not self.rdq:
                     if maxp > 0 and len(pending) >= maxp:
                         eos = False
                         break
+                    if fast_it is None:
+                        fast_it = iter(self.stream.store.iter_msgs(self.sseq, 1 << 62))
                     sm = next(fast_it, None)
                     if sm is None:
                         self._at_eof()
@@ -769,7 +804,7 @@ class Consumer:
                             many(bsubj, batch)
                             batch = []
                         bsubj = dsubj
-                    batch.append((sm.subject, reply, hdr, msg))
+                    batch.append((sm.subject.encode(), reply.encode(), hdr, msg))
                 elif deliver is not None:
                     deliver(dsubj, sm.subject, reply, hdr, msg)
                 else:
@@ -814,6 +849,64 @@ class Consumer:
                     self._replay = False
                 if waiting is not None:
                     self._process_waiting(eos)
+
+    def _has_inbox_interest(self, inbox: str, checked: set[str]) -> bool:
+        """True (and ``inbox`` noted in ``checked``) when a pull request's inbox has interest."""
+        if self.ports.has_interest(inbox):
+            checked.add(inbox)
+            return True
+        return False
+
+    def _deliver_run(self, wr: PullRequest, n: int, batch: list, now_w: int) -> tuple[int, int]:
+        """Deliver up to ``n`` new messages to pull request ``wr`` (the only waiting one) in one
+        go; returns ``(delivered, first stream seq)``, fewer than ``n`` only at the stream's end.
+
+        The caller checked what makes every message of the run take the same path in the
+        general loop of :meth:`_run`: a pull consumer, nothing to redeliver, no last-per-subject
+        list, no narrowing filter, no pacing, no headers_only, the request has no byte budget,
+        has not expired, its inbox has interest, and ``n`` fits the request, the turn budget and
+        max_ack_pending. So the run gets exactly what that loop would give it, message for
+        message: consumer sequences ``dseq ..``, the v1 ack subject with delivery count 1 and
+        the pending count going down to 0, a pending entry stamped ``now_w`` per message (or
+        the ack floor for ack none), and the frames appended to ``batch`` as
+        ``(subject, reply, hdr, payload)`` bytes items for ``deliver_many``; but the store reads
+        the run at once (``load_run``, one object per run) and everything per message is done
+        by C-level ``map``/``zip``, with the consumer's state updated once."""
+        run = self.stream.store.load_run(self.sseq, n)
+        seqs = run.seqs
+        k = len(seqs)
+        if not k:
+            return 0, 0
+        dseq = self.dseq
+        npc = self.npc
+        ds = range(dseq, dseq + k)
+        # The pending count each ack subject carries: npc - 1, npc - 2, ... never below 0.
+        npcs = range(npc - 1, npc - 1 - k, -1)
+        if npc < k:
+            npcs = [x if x > 0 else 0 for x in npcs]
+        # v1 ack subject, bytes: $JS.ACK.<stream>.<consumer>.1.<sseq>.<dseq>.<ts>.<pending>
+        replies = map(self._ack_fmt1.__mod__, zip(seqs, ds, run.tss, npcs))
+        hdrs = run.hdrs
+        batch += zip(run.subjects, replies, hdrs if hdrs is not None else repeat(None, k), run.msgs)
+        last = seqs[-1]
+        if self._ack_none:
+            self.adflr = dseq + k - 1
+            self.asflr = last
+        else:
+            # New messages are above every pending one (sseq only moves forward; a reset
+            # clears pending), so these are all new entries.
+            self.pending.update(zip(seqs, map(_P, zip(ds, repeat(now_w, k)))))
+        self.sseq = last + 1
+        self.npc = npc - k
+        self.dseq = dseq + k
+        self.dlv_sseq = last
+        wr.d += k
+        wr.n -= k
+        if wr.n <= 0:
+            self.waiting.q.popleft()
+        elif wr.hb:
+            wr.hbt = self.clock.monotonic_ns() + wr.hb
+        return k, seqs[0]
 
     def _peek(self) -> Any:
         """The next thing to deliver: ``(kind, StoreMsg, delivery count)``; ``None`` when there
@@ -991,6 +1084,9 @@ class Consumer:
         if wq.is_full():
             self._process_waiting(False)
         if no_wait:
+            # num_pending is settled lazily (see on_new_messages): bring it up to date first, or
+            # messages stored since the last delivery would read as "no messages".
+            self._settle_npc()
             msgs_pending = self.num_pending() + len(self.rdq)
             if msgs_pending == 0 and not expires:
                 wq.last = now
@@ -1277,12 +1373,14 @@ class Consumer:
                             if q[0] > 0:
                                 self.adflr, self.asflr = q[0] - 1, ss - 1
                             break
-                if self._retention:
-                    self.stream.ack_processed(self, sseq)
             if self.rdc:
                 self.rdc.pop(sseq, None)
             if self._rdq_set:
                 self._remove_rdq(sseq)
+            # After the redelivery count is gone (as processAckMsg): the stream's interest check
+            # asks needs_ack, which counts a message with a redelivery count as still needed.
+            if p is not None and self._retention:
+                self.stream.ack_processed(self, sseq)
         elif not self._ack_none:  # all / flow_control
             if dseq <= self.adflr or sseq <= self.asflr:
                 return True
@@ -1749,7 +1847,7 @@ class ConsumerHub:
         self.push: dict[str, list[Consumer]] = {}
         ports = account.ports
         self.subs = [
-            ports.subscribe(ACK_PREFIX + ">", self._on_ack),
+            ports.subscribe(ACK_PREFIX + ">", self._on_ack, many=self._on_acks),
             ports.subscribe(FC_PREFIX + ">", self._on_fc),
         ]
         on_interest = getattr(ports, "on_interest", None)
@@ -1782,6 +1880,45 @@ class ConsumerHub:
         except ValueError:  # a bad token counts as 0, as the reference
             dc, sseq, dseq = _num(t[i]), _num(t[i + 1]), _num(t[i + 2])
         o.process_ack(sseq, dseq, dc, reply, payload)
+
+    def _on_acks(self, subjects: list, payloads: list) -> None:
+        """A run of reply-less acks (``Ports.subscribe(many=...)``): ``_on_ack`` for each, in
+        order (a client acking one message at a time sends thousands of these per read).
+
+        The usual run is v1 acks to one consumer. Then the subjects are split all at once:
+        joined with ``.``, the run splits into 9 tokens per ack, so the stream names are
+        ``tokens[2::9]``, the delivery counts ``tokens[4::9]`` and so on; the consumer is
+        looked up once and the numbers are converted with one ``map`` each. Anything else
+        (v2 acks, several consumers, a bad number) takes the per-message path."""
+        k = len(subjects)
+        if k > 1 and list(map(str.count, subjects, repeat(".", k))).count(8) == k:
+            t = ".".join(subjects).split(".")
+            streams, names = t[2::9], t[3::9]
+            if streams.count(streams[0]) == k and names.count(names[0]) == k:
+                s = self.account.streams.get(streams[0])
+                o = s.consumers.get(names[0]) if s is not None else None
+                if o is None:
+                    return
+                try:
+                    dcs = list(map(int, t[4::9]))
+                    sseqs = list(map(int, t[5::9]))
+                    dseqs = list(map(int, t[6::9]))
+                except ValueError:
+                    pass
+                else:
+                    ack = o._process_ack_msg
+                    for i in range(k):
+                        body = payloads[i]
+                        if o.closed:
+                            return
+                        if body == b"+ACK" or not body:
+                            ack(sseqs[i], dseqs[i], dcs[i], True)
+                        else:
+                            o.process_ack(sseqs[i], dseqs[i], dcs[i], "", body)
+                    return
+        on_ack = self._on_ack
+        for i in range(k):
+            on_ack(subjects[i], "", None, payloads[i])
 
     def _on_fc(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
         t = subject.split(".")

@@ -14,11 +14,16 @@ from __future__ import annotations
 
 from typing import Callable, Protocol
 
-__all__ = ["MsgHandler", "InterestHandler", "Subscription", "Ports"]
+__all__ = ["MsgHandler", "RunHandler", "InterestHandler", "Subscription", "Ports"]
 
 # handler(subject, reply, hdr, payload); called synchronously on the loop, in publish order.
 # It must not block; heavy work is deferred with Clock.call_soon.
 MsgHandler = Callable[[str, str, "bytes | None", bytes], None]
+
+# run_handler(subjects, payloads): an optional companion of a MsgHandler for a run of
+# reply-less, header-less messages (lists of str and bytes, in publish order); implementations
+# without runs call the MsgHandler per message instead.
+RunHandler = Callable[[list, list], None]
 
 # interest_handler(subject, added): a client subscription (not an internal one) on ``subject``
 # was added (True) or removed (False) in this account. Push consumers use it to wait for
@@ -33,8 +38,10 @@ class Subscription(Protocol):
 class Ports(Protocol):
     account: str
 
-    def subscribe(self, subject: str, handler: MsgHandler, queue: str | None = None) -> Subscription:
-        """Internal subscription: messages matching ``subject`` in this account call ``handler``."""
+    def subscribe(self, subject: str, handler: MsgHandler, queue: str | None = None,
+                  many: RunHandler | None = None) -> Subscription:
+        """Internal subscription: messages matching ``subject`` in this account call ``handler``
+        (or ``many`` for a run of reply-less messages, where the implementation batches)."""
 
     def publish(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
         """Publish from inside the server into this account (delivery is queued, never blocks)."""
@@ -55,7 +62,9 @@ class Ports(Protocol):
     # call ``deliver`` per message.
     def deliver_many(self, route_subject: str, items: list) -> None:
         """``deliver(route_subject, subject, reply, hdr, payload)`` for each item of ``items``
-        (tuples of those four values), in order; one subscription match for the run."""
+        (tuples of those four values), in order; one subscription match for the run. Unlike
+        ``deliver``, an item's ``subject`` and ``reply`` are the wire ``bytes`` (``reply``
+        ``b""`` when none), so a consumer's batch is framed without encoding per message."""
 
     def has_interest(self, subject: str) -> bool:
         """True when any subscription (client or internal) in this account matches ``subject``."""

@@ -23,6 +23,11 @@ allocates one small tuple per protocol operation and dispatches on an int. Shape
                         only from ``Parser(batch=True)``: consecutive ``op`` (OP_PUB or OP_HPUB)
                         messages with byte-identical control lines; ``payloads`` is a list of
                         ``data`` values (each as in OP_PUB/OP_HPUB), in order
+``(OP_PUB_RUN, subjects, payloads)``
+                        only from ``Parser(batch=True)``: consecutive reply-less, header-less
+                        PUBs to (usually) different subjects, each spelled canonically
+                        (``PUB <subject> <size>\r\n``, the spelling of JetStream acks); the
+                        i-th message is ``(OP_PUB, subjects[i], b"", 0, payloads[i])``
 ``(OP_PING,)`` / ``(OP_PONG,)``
 ======================  =====================================================================
 
@@ -31,7 +36,8 @@ allocates one small tuple per protocol operation and dispatches on an int. Shape
 
 from __future__ import annotations
 
-__all__ = ["OP_CONNECT", "OP_PUB", "OP_HPUB", "OP_SUB", "OP_UNSUB", "OP_PING", "OP_PONG", "OP_PUB_BATCH", "OP_NAMES",
+__all__ = ["OP_CONNECT", "OP_PUB", "OP_HPUB", "OP_SUB", "OP_UNSUB", "OP_PING", "OP_PONG", "OP_PUB_BATCH", "OP_PUB_RUN",
+           "OP_NAMES",
            "PING_EVENT", "PONG_EVENT"]
 
 OP_CONNECT = 1
@@ -42,9 +48,10 @@ OP_UNSUB = 5
 OP_PING = 6
 OP_PONG = 7
 OP_PUB_BATCH = 8
+OP_PUB_RUN = 9
 
 OP_NAMES = {OP_CONNECT: "CONNECT", OP_PUB: "PUB", OP_HPUB: "HPUB", OP_SUB: "SUB", OP_UNSUB: "UNSUB",
-            OP_PING: "PING", OP_PONG: "PONG", OP_PUB_BATCH: "PUB"}
+            OP_PING: "PING", OP_PONG: "PONG", OP_PUB_BATCH: "PUB", OP_PUB_RUN: "PUB"}
 
 # PING/PONG carry nothing: share one tuple each instead of allocating per event.
 PING_EVENT = (OP_PING,)

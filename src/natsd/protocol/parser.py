@@ -35,12 +35,13 @@ Errors raise :class:`RemoteProtocolError` whose ``err`` is the reference's ``-ER
 from __future__ import annotations
 
 import json
+import re
 
 from natsd.protocol.errors import (
     ERR_MAX_CONTROL_LINE, ERR_MAX_PAYLOAD, ERR_UNKNOWN_PROTOCOL, RemoteProtocolError,
 )
 from natsd.protocol.events import (
-    OP_CONNECT, OP_HPUB, OP_PUB, OP_PUB_BATCH, OP_SUB, OP_UNSUB, PING_EVENT, PONG_EVENT,
+    OP_CONNECT, OP_HPUB, OP_PUB, OP_PUB_BATCH, OP_PUB_RUN, OP_SUB, OP_UNSUB, PING_EVENT, PONG_EVENT,
 )
 
 __all__ = ["Parser", "DEFAULT_MAX_CONTROL_LINE", "DEFAULT_MAX_PAYLOAD"]
@@ -62,6 +63,30 @@ _WS_BYTES = b" \t\n\r\x0b\x0c"
 _LINE_CACHE_MAX = 128
 
 
+# Runs of reply-less PUBs are cut with regexes (see _run_patterns) only for payloads up to this
+# size: acks ("+ACK", "-NAK", "+TERM <reason>", ...) are small, and the patterns, compiled once
+# per size, stay few (a publisher of random sizes must not compile one per message).
+RUN_MAX_SIZE = 64
+_RUN_PATTERNS: dict[int, tuple] = {}
+
+
+def _run_patterns(size: int) -> tuple:
+    """``(run, one)`` for reply-less PUBs with a ``size``-byte payload, canonically spelled:
+    ``run`` matches a whole run of them back to back, ``one`` (for ``findall``) captures each
+    message's subject and payload. The subject is one argument: no byte that ``split()``
+    treats as whitespace. ``(None, None)`` above RUN_MAX_SIZE."""
+    if size > RUN_MAX_SIZE:
+        return None, None
+    pats = _RUN_PATTERNS.get(size)
+    if pats is None:
+        # In a bytes pattern \S is exactly "not in _WS_BYTES". Possessive repeats (nothing to
+        # backtrack into: a subject is followed by a space) make the run match twice as fast.
+        run = rb"(?:PUB \S++ %d\r\n.{%d}\r\n)++" % (size, size)
+        one = rb"PUB (\S+) %d\r\n(.{%d})\r\n" % (size, size)
+        pats = _RUN_PATTERNS[size] = (re.compile(run, re.S), re.compile(one, re.S))
+    return pats
+
+
 def _silent(detail: str) -> RemoteProtocolError:
     # The reference closes these connections without an -ERR line.
     return RemoteProtocolError(None, detail)
@@ -77,7 +102,9 @@ class Parser:
     ``batch=True`` merges a run of consecutive PUBs (or HPUBs) with byte-identical control lines
     within one feed into a single ``(OP_PUB_BATCH, op, subject, reply, hdr_len, [payloads])``
     event, so the server can route the run with one lookup and one join per receiver. Without
-    it every message is its own event (the events are otherwise identical).
+    it every message is its own event (the events are otherwise identical). Batch mode also
+    gathers consecutive canonical reply-less PUBs to differing subjects (a client acking
+    JetStream messages one by one) into ``(OP_PUB_RUN, subjects, payloads)`` events.
     """
 
     __slots__ = ("max_control_line", "max_payload", "batch", "_pending", "_await", "_failed", "_last_line",
@@ -143,6 +170,8 @@ class Parser:
         last_event_args = None
         batch_list = None
         batching = self.batch
+        # The OP_PUB_RUN event being extended (see the reply-less path below) and its lists.
+        run_ev = run_subjects = run_payloads = None
         if aw is not None:
             size = aw[4]
             if n < size + 2:
@@ -165,7 +194,7 @@ class Parser:
         rp = self._rp
         nr = self._nr
         if nr is not None:
-            nr_suffix, nr_size = nr
+            nr_suffix, nr_size, nr_run, nr_one = nr
             nr_slen = len(nr_suffix)
         if rp is not None:
             rp_prefix, rp_suffix, rp_op, rp_subject, rp_hdr_len, rp_size = rp
@@ -240,12 +269,37 @@ class Parser:
                         events.append(last_event)
                         pos = stop + 2
                         continue
-            line = work[pos:eol + 1]
             # "PUB <subject> <size>" with the size of the last such line: slice the subject out
             # instead of splitting (and do not cache a line that is likely never seen again).
+            # In batch mode consecutive ones become one OP_PUB_RUN event (JetStream acks: one
+            # list append per message instead of an event tuple, and one dispatch per run).
             if nr is not None and startswith(b"PUB ", pos):
                 se = eol + 1 - nr_slen
                 if se > pos + 4 and startswith(nr_suffix, se):
+                    if batching and nr_run is not None:
+                        # The whole run of such messages at once: one regex match finds where it
+                        # ends, one findall cuts it (both in C). Every message of the run is
+                        # "PUB <one argument> <nr_size>\r\n<nr_size bytes>\r\n", exactly what
+                        # the per-message path below accepts; a line over max_control_line leaves
+                        # the run to that path, which reports it at the right message.
+                        m = nr_run.match(work, pos)
+                        if m is not None and nr_size <= max_payload:
+                            end = m.end()
+                            pairs = nr_one.findall(work, pos, end)
+                            subjects = [p[0] for p in pairs]
+                            if max(map(len, subjects)) + nr_slen + 2 <= mcl:
+                                payloads = [p[1] for p in pairs]
+                                if run_ev is not None and events[-1] is run_ev:
+                                    run_subjects += subjects
+                                    run_payloads += payloads
+                                else:
+                                    run_subjects = subjects
+                                    run_payloads = payloads
+                                    run_ev = (OP_PUB_RUN, run_subjects, run_payloads)
+                                    events.append(run_ev)
+                                batch_list = None
+                                pos = end
+                                continue
                     subject = work[pos + 4:se]
                     # exactly one argument, as the slow path's split() would see it: no
                     # whitespace at all (subject is not empty)
@@ -254,24 +308,40 @@ class Parser:
                             raise RemoteProtocolError(ERR_MAX_CONTROL_LINE, f"control line of {eol - 1 - pos} bytes")
                         if nr_size > max_payload:
                             raise RemoteProtocolError(ERR_MAX_PAYLOAD, f"payload of {nr_size} bytes")
-                        last_line = line
-                        last_args = (OP_PUB, subject, b"", 0, nr_size)
-                        batch_list = None
                         start = eol + 1
                         stop = start + nr_size
                         if stop + 2 > n:
                             if stop < n and work[stop] != 13:
                                 raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, "payload not terminated by CRLF")
-                            self._await = last_args
+                            self._await = (OP_PUB, subject, b"", 0, nr_size)
                             pending += work[start:]
                             break
                         if work[stop] != 13 or work[stop + 1] != 10:
                             raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, "payload not terminated by CRLF")
+                        if batching:
+                            # Extend the run only while it is the newest event; anything else
+                            # in between starts a new one. last_line/last_event stay as they
+                            # were; an identical-line batch in progress has ended.
+                            batch_list = None
+                            if run_ev is not None and events[-1] is run_ev:
+                                run_subjects.append(subject)
+                                run_payloads.append(work[start:stop])
+                            else:
+                                run_subjects = [subject]
+                                run_payloads = [work[start:stop]]
+                                run_ev = (OP_PUB_RUN, run_subjects, run_payloads)
+                                events.append(run_ev)
+                            pos = stop + 2
+                            continue
+                        last_line = work[pos:eol + 1]
+                        last_args = (OP_PUB, subject, b"", 0, nr_size)
+                        batch_list = None
                         last_event = (OP_PUB, subject, b"", 0, work[start:stop])
                         last_event_args = last_args
                         events.append(last_event)
                         pos = stop + 2
                         continue
+            line = work[pos:eol + 1]
             # A line seen recently (any spelling, any size) that the path above did not take.
             cached = line_cache.get(line) if line_cache else None
             if cached is not None:
@@ -343,8 +413,8 @@ class Parser:
                 if op == OP_PUB:
                     sfx = b" %d\r\n" % size
                     if line == b"PUB " + subject + sfx:
-                        nr = self._nr = (sfx, size)
-                        nr_suffix, nr_size = nr
+                        nr = self._nr = (sfx, size, *_run_patterns(size))
+                        nr_suffix, nr_size, nr_run, nr_one = nr
                         nr_slen = len(nr_suffix)
             else:
                 # Remember the shape when the line is spelled canonically (single spaces, CRLF).

@@ -42,12 +42,12 @@ from natsd.protocol.errors import (
     ERR_STALE_CONNECTION, RemoteProtocolError, permissions_publish, permissions_subscribe,
 )
 from natsd.protocol.events import (
-    OP_CONNECT, OP_HPUB, OP_NAMES, OP_PING, OP_PONG, OP_PUB, OP_PUB_BATCH, OP_SUB, OP_UNSUB,
+    OP_CONNECT, OP_HPUB, OP_NAMES, OP_PING, OP_PONG, OP_PUB, OP_PUB_BATCH, OP_PUB_RUN, OP_SUB, OP_UNSUB,
 )
 from natsd.protocol.parser import Parser
 from natsd.server.auth import check_password
 from natsd.server.log import TRACE, logger
-from natsd.server.router import route, route_batch
+from natsd.server.router import route, route_batch, route_run
 from natsd.server.subscription import Subscription
 from natsd.subjects.tokens import is_valid_publish_subject, is_valid_subject
 
@@ -350,6 +350,8 @@ class ClientConnection(asyncio.Protocol):
                     self.send_no_responders(subj_b, reply)
             elif op == OP_HPUB:
                 self.on_pub(op, ev[1], ev[2], ev[3], ev[4])
+            elif op == OP_PUB_RUN:
+                self.on_pub_run(ev[1], ev[2])
             elif op == OP_PUB_BATCH:
                 self.on_pub_batch(ev[1], ev[2], ev[3], ev[4], ev[5])
             elif op == OP_PING:
@@ -385,6 +387,9 @@ class ClientConnection(asyncio.Protocol):
         elif op == OP_CONNECT:
             shown = {k: ("[REDACTED]" if k in ("pass", "auth_token") else v) for k, v in ev[1].items()}
             logger.log(TRACE, "%s<<- [CONNECT %s]", self.prefix, json.dumps(shown, separators=(",", ":")))
+        elif op == OP_PUB_RUN:
+            for subj_b, data in zip(ev[1], ev[2]):
+                logger.log(TRACE, "%s<<- [PUB %s %d]", self.prefix, _decode(subj_b), len(data))
         elif op == OP_PUB_BATCH:
             args = b" ".join(a for a in (ev[2], ev[3]) if a)
             logger.log(TRACE, "%s<<- [%s %s %d] x%d", self.prefix, OP_NAMES[ev[1]], _decode(args), len(ev[5][0]),
@@ -536,6 +541,27 @@ class ClientConnection(asyncio.Protocol):
         self.in_bytes += k * len(payloads[0])
         route_batch(self.account, self._subjects.get(subj_b) or self._subject(subj_b), subj_b, reply, hdr_len,
                     payloads, self)
+
+    def on_pub_run(self, subjects_b: list, payloads: list) -> None:
+        """A run of reply-less PUBs to differing subjects (see ``OP_PUB_RUN``)."""
+        if self.pedantic or self.verbose or self.pub_filter is not None:
+            # Per-message checks and +OKs: the normal path, message by message.
+            for i in range(len(subjects_b)):
+                if self.closed:
+                    return
+                self.on_pub(OP_PUB, subjects_b[i], b"", 0, payloads[i])
+            return
+        k = len(subjects_b)
+        self.in_msgs += k
+        nbytes = 0
+        for p in payloads:
+            nbytes += len(p)
+        self.in_bytes += nbytes
+        try:
+            subjects = [s.decode() for s in subjects_b]
+        except UnicodeDecodeError:
+            subjects = [_decode(s) for s in subjects_b]
+        route_run(self.account, subjects, subjects_b, payloads, self)
 
     def _response_allowed(self, subject: str) -> bool:
         replies = self.replies

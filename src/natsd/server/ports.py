@@ -11,6 +11,12 @@ Callback contract (what an engine may rely on and must respect):
   ``subject``/``reply`` are ``str`` (``reply`` is ``""`` when absent), ``hdr`` is the raw
   ``NATS/1.0...\\r\\n\\r\\n`` block or ``None``, ``payload`` is ``bytes``. An exception raised by
   a handler is logged; it does not affect the publisher.
+* ``subscribe(..., many=run_handler)`` also accepts runs: when a client sends several
+  reply-less, header-less messages in a row that all go to this subscription alone (acks),
+  ``run_handler(subjects, payloads)`` (lists of ``str`` and ``bytes``) is called once for them
+  instead of ``handler`` per message, in the same order and at the same point of the stream.
+  The run was matched before it is handed over, as nats-server queues acks before it
+  processes them.
 * ``publish(subject, reply, hdr, payload)`` routes exactly like a client publish in this
   account (client subscriptions, queue groups, other internal subscriptions), synchronously:
   bytes land in each receiver's output buffer and are written at the end of the loop turn, so
@@ -21,7 +27,8 @@ Callback contract (what an engine may rely on and must respect):
 * ``publish_many(subjects, payloads)``: ``publish(subjects[i], "", None, payloads[i])`` for
   each i, in order (a stream's PubAcks of one loop turn).
 * ``deliver_many(route_subject, items)``: ``deliver(route_subject, *item)`` for each
-  ``(subject, reply, hdr, payload)`` item, in order, with one match for the whole run.
+  ``(subject, reply, hdr, payload)`` item, in order, with one match for the whole run; the
+  item's ``subject`` and ``reply`` are the wire ``bytes`` (``reply`` ``b""`` when none).
 * ``has_interest(subject)``: any client or internal subscription matches.
 * ``on_interest(handler)``: ``handler(subject, added)`` is called synchronously whenever a
   *client* subscription is added (True) or removed (False) in this account (SUB, UNSUB,
@@ -38,7 +45,7 @@ from natsd.server.router import deliver_many, publish_many, route
 from natsd.server.subscription import Subscription
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.ports import InterestHandler, MsgHandler
+    from natsd.jetstream.ports import InterestHandler, MsgHandler, RunHandler
     from natsd.server.account import Account
 
 __all__ = ["ServerPorts"]
@@ -65,9 +72,10 @@ class ServerPorts:
         self._account = account
         self.account = account.name
 
-    def subscribe(self, subject: str, handler: "MsgHandler", queue: str | None = None) -> Subscription:
+    def subscribe(self, subject: str, handler: "MsgHandler", queue: str | None = None,
+                  many: "RunHandler | None" = None) -> Subscription:
         acc = self._account
-        sub = Subscription(None, b"", subject, queue or None, cb=handler, account=acc)
+        sub = Subscription(None, b"", subject, queue or None, cb=handler, account=acc, many=many)
         acc.sublist.insert(subject, sub, queue or None)
         return sub
 
@@ -100,7 +108,8 @@ class ServerPorts:
 
     def deliver_many(self, route_subject: str, items: list) -> None:
         """``deliver(route_subject, *item)`` for each ``(subject, reply, hdr, payload)`` of
-        ``items``, in order, with one match for the run (see :func:`router.deliver_many`)."""
+        ``items``, in order, with one match for the run (see :func:`router.deliver_many`).
+        ``subject`` and ``reply`` are ``bytes`` here (``b""``: no reply), the wire forms."""
         deliver_many(self._account, route_subject, items)
 
     def has_interest(self, subject: str) -> bool:

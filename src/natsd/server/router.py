@@ -14,8 +14,9 @@ Queue groups: one member per group per message, chosen round-robin (nats-server 
 random; any member is correct and rotating is cheaper and spreads evenly).
 
 Internal subscriptions (``client is None``) call ``cb(subject, reply, hdr, payload)``
-synchronously (see :mod:`natsd.server.ports` for the contract). A callback that raises is
-logged and does not affect the publisher or other receivers.
+synchronously (see :mod:`natsd.server.ports` for the contract), or, for a run of reply-less
+messages, ``many(subjects, payloads)`` when they have one (:func:`route_run`). A callback that
+raises is logged and does not affect the publisher or other receivers.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import itertools
 
 from natsd.server.log import logger
 
-__all__ = ["route", "route_batch", "deliver_many", "publish_many"]
+__all__ = ["route", "route_run", "route_batch", "deliver_many", "publish_many"]
 
 _rr = itertools.count()
 
@@ -55,7 +56,7 @@ def _lines(subj_b: bytes, reply: bytes, hdr_len: int, size: int) -> tuple[bytes,
 
 
 def route(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, data: bytes, src,
-          shown: str | None = None) -> int:
+          shown: str | None = None, r=None) -> int:
     """Deliver one message published in account ``acc``; returns how many receivers got it.
 
     ``subject`` is matched against subscriptions; ``subj_b`` is what MSG lines show (the same
@@ -64,9 +65,11 @@ def route(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, data: by
     ``echo: false`` never receives its own messages.
 
     A lone internal receiver (a JetStream stream's subject, the ``$JS.ACK.>`` hub, the API) is
-    called directly: no MSG line is built for it.
+    called directly: no MSG line is built for it. ``r`` is the match result when the caller
+    already has it (:func:`route_run`).
     """
-    r = acc.sublist.match(subject)
+    if r is None:
+        r = acc.sublist.match(subject)
     psubs = r.psubs
     qsubs = r.qsubs
     if not qsubs:
@@ -135,6 +138,77 @@ def route(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, data: by
     return n
 
 
+def _call_many(sub, subjects: list, payloads: list, start: int, stop: int) -> None:
+    """Hand ``subjects[start:stop]``/``payloads[start:stop]`` to an internal run handler."""
+    sub.delivered += stop - start
+    try:
+        sub.many(subjects[start:stop], payloads[start:stop])
+    except Exception:
+        logger.exception("internal subscription handler for %r failed", sub.subject)
+
+
+def route_run(acc, subjects: list, subjects_b: list, payloads: list, src) -> None:
+    """Deliver a run of reply-less, header-less messages to differing subjects
+    (``OP_PUB_RUN``: a client acking JetStream messages one by one), in order.
+
+    ``subjects`` are the ``str`` forms of ``subjects_b``. The run is matched with one
+    :meth:`Sublist.match_many` call. Consecutive messages whose only receiver is one internal
+    subscription with a run handler (``sub.many``, see :mod:`natsd.server.ports`) are handed
+    to it as one run; everything else goes through :func:`route`, one message at a time, in
+    order. When a handler changes the subscriptions, the rest of the run is matched again, so
+    every message is routed as if it had been published alone.
+    """
+    sl = acc.sublist
+    n = len(subjects)
+    start = 0
+    while start < n:
+        gen = sl.generation
+        results = sl.match_many(subjects, start)
+        r = results[0]
+        if len(r.psubs) == 1 and not r.qsubs and results.count(r) == len(results):
+            # The usual run: every message has the same lone receiver (one C-level count).
+            sub = r.psubs[0]
+            if sub.many is not None and sub.client is None and not sub.max:
+                _call_many(sub, subjects, payloads, start, n)
+                return
+        restart = -1
+        gsub = None  # the run handler collecting messages g0..i-1
+        g0 = 0
+        i = start
+        for r in results:
+            psubs = r.psubs
+            if len(psubs) == 1 and not r.qsubs:
+                sub = psubs[0]
+                if sub.many is not None and sub.client is None and not sub.max:
+                    if sub is not gsub:
+                        if gsub is not None:
+                            _call_many(gsub, subjects, payloads, g0, i)
+                            if sl.generation != gen:
+                                restart = i
+                                break
+                        gsub = sub
+                        g0 = i
+                    i += 1
+                    continue
+            if gsub is not None:
+                _call_many(gsub, subjects, payloads, g0, i)
+                gsub = None
+                if sl.generation != gen:
+                    restart = i
+                    break
+            if psubs or r.qsubs:
+                route(acc, subjects[i], subjects_b[i], b"", 0, payloads[i], src, None, r)
+                if sl.generation != gen:
+                    restart = i + 1
+                    break
+            i += 1
+        if restart < 0:
+            if gsub is not None:
+                _call_many(gsub, subjects, payloads, g0, n)
+            return
+        start = restart
+
+
 def route_batch(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, payloads: list, src) -> None:
     """Deliver a run of messages that share subject, reply and sizes (``OP_PUB_BATCH``).
 
@@ -196,9 +270,10 @@ def route_batch(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, pa
 
 
 def deliver_many(acc, route_subject: str, items: list) -> None:
-    """Deliver ``items`` — ``(subject, reply, hdr, payload)`` tuples of ``str``, ``str``,
-    ``bytes | None``, ``bytes`` — to the subscribers of ``route_subject``, each MSG line showing
-    the item's own subject (a consumer's batch to its deliver subject or pull inbox).
+    """Deliver ``items`` — ``(subject, reply, hdr, payload)`` tuples of ``bytes``, ``bytes``
+    (``b""`` when none), ``bytes | None``, ``bytes``: the wire forms, so nothing is encoded per
+    message — to the subscribers of ``route_subject``, each MSG line showing the item's own
+    subject (a consumer's batch to its deliver subject or pull inbox).
 
     One Sublist match for the whole run. When the only receiver is one plain client
     subscription (the usual pull inbox or push deliver subject), each item becomes one MSG/HMSG
@@ -208,7 +283,8 @@ def deliver_many(acc, route_subject: str, items: list) -> None:
         HMSG <subject> <sid> [<reply> ]<hdr_size> <total_size>\\r\\n<hdr><payload>\\r\\n
 
     byte-identical to routing them one by one with :func:`route`. Anything else falls back to
-    :func:`route` per item, in order.
+    :func:`route` per item, in order (internal subscribers get ``str`` subject and reply, as
+    from any publish).
     """
     r = acc.sublist.match(route_subject)
     psubs = r.psubs
@@ -233,27 +309,27 @@ def deliver_many(acc, route_subject: str, items: list) -> None:
             else:
                 data = payload
                 hdr_len = 0
-            route(acc, route_subject, subject.encode(), reply.encode() if reply else b"", hdr_len, data, None,
-                  subject)
+            route(acc, route_subject, subject, reply, hdr_len, data, None, subject.decode())
         return
     sid = sub.sid
     out = c.out
     nbytes = 0
+    # The sid sits between subject and reply in every frame: part of the format (escaped).
+    msg_fmt = b"MSG %s " + sid.replace(b"%", b"%%") + b" %s %d\r\n%s\r\n"
     for subject, reply, hdr, payload in items:
         if hdr:
             hl = len(hdr)
             size = hl + len(payload)
             if reply:
-                out += b"HMSG %s %s %s %d %d\r\n%s%s\r\n" % (subject.encode(), sid, reply.encode(), hl, size,
-                                                           hdr, payload)
+                out += b"HMSG %s %s %s %d %d\r\n%s%s\r\n" % (subject, sid, reply, hl, size, hdr, payload)
             else:
-                out += b"HMSG %s %s %d %d\r\n%s%s\r\n" % (subject.encode(), sid, hl, size, hdr, payload)
+                out += b"HMSG %s %s %d %d\r\n%s%s\r\n" % (subject, sid, hl, size, hdr, payload)
         else:
             size = len(payload)
             if reply:
-                out += b"MSG %s %s %s %d\r\n%s\r\n" % (subject.encode(), sid, reply.encode(), size, payload)
+                out += msg_fmt % (subject, reply, size, payload)
             else:
-                out += b"MSG %s %s %d\r\n%s\r\n" % (subject.encode(), sid, size, payload)
+                out += b"MSG %s %s %d\r\n%s\r\n" % (subject, sid, size, payload)
         nbytes += size
     k = len(items)
     c.out_msgs += k

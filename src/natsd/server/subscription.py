@@ -5,7 +5,9 @@ One class serves both kinds so the routing loop stays a single flat loop:
 * a *client* subscription has ``client`` (its :class:`~natsd.server.connection.ClientConnection`)
   and ``sid`` (the client's id, ``bytes``, echoed verbatim in MSG lines);
 * an *internal* subscription (JetStream, via :mod:`natsd.server.ports`) has ``client=None`` and
-  ``cb``, called synchronously on the event loop as ``cb(subject, reply, hdr, payload)``.
+  ``cb``, called synchronously on the event loop as ``cb(subject, reply, hdr, payload)``, and
+  optionally ``many``, called as ``many(subjects, payloads)`` for a run of reply-less,
+  header-less messages (see :func:`natsd.server.router.route_run`).
 
 ``max`` > 0 means auto-unsubscribe after that many deliveries (``UNSUB <sid> <max>``).
 Items are hashed by identity (the Sublist stores them as dict keys).
@@ -19,11 +21,11 @@ __all__ = ["Subscription"]
 
 
 class Subscription:
-    __slots__ = ("client", "sid", "subject", "queue", "max", "delivered", "cb", "account", "closed",
+    __slots__ = ("client", "sid", "subject", "queue", "max", "delivered", "cb", "many", "account", "closed",
                  "created_ns")
 
     def __init__(self, client, sid: bytes, subject: str, queue: str | None,
-                 cb: Callable | None = None, account=None) -> None:
+                 cb: Callable | None = None, account=None, many: Callable | None = None) -> None:
         self.client = client
         self.sid = sid
         self.subject = subject
@@ -31,6 +33,7 @@ class Subscription:
         self.max = 0
         self.delivered = 0
         self.cb = cb
+        self.many = many
         self.account = account
         self.closed = False
         self.created_ns = 0

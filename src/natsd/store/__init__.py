@@ -12,14 +12,14 @@ import os
 from natsd.store.base import (
     ConsumerState, ConsumerStore, CorruptState, DiscardPolicy, MaxBytes, MaxMsgs, MaxMsgsPerSubject,
     MsgNotFound, Pending, SequencePair, SimpleState, StorageType, StorageUpdateHandler, StoreClosed,
-    StoreConfig, StoreEOF, StoreError, StoreFull, StoreMsg, StreamState, StreamStore,
+    StoreConfig, StoreEOF, StoreError, StoreFull, StoreMsg, MsgRun, StreamState, StreamStore,
 )
 from natsd.store.memory import MemoryConsumerStore, MemoryStreamStore, mem_store_msg_size
 
 __all__ = [
     "open_stream_store", "list_stream_dirs", "load_stream_meta", "DEFAULT_SYNC_INTERVAL_NS",
     "MemoryStreamStore", "MemoryConsumerStore", "mem_store_msg_size",
-    "StorageType", "DiscardPolicy", "StoreConfig", "StoreMsg", "StreamState", "SimpleState",
+    "StorageType", "DiscardPolicy", "StoreConfig", "StoreMsg", "MsgRun", "StreamState", "SimpleState",
     "SequencePair", "Pending", "ConsumerState", "StreamStore", "ConsumerStore", "StorageUpdateHandler",
     "StoreError", "StoreClosed", "MsgNotFound", "StoreEOF", "MaxMsgs", "MaxBytes", "MaxMsgsPerSubject",
     "CorruptState", "StoreFull",

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Protocol
 
 __all__ = [
-    "StorageType", "DiscardPolicy", "StoreConfig", "StoreMsg", "StreamState", "SimpleState",
+    "StorageType", "DiscardPolicy", "StoreConfig", "StoreMsg", "MsgRun", "StreamState", "SimpleState",
     "SequencePair", "Pending", "ConsumerState", "StreamStore", "ConsumerStore",
     "StorageUpdateHandler",
     "StoreError", "StoreClosed", "MsgNotFound", "StoreEOF", "MaxMsgs", "MaxBytes",
@@ -121,6 +121,25 @@ class StoreMsg:
     msg: bytes
     seq: int
     ts: int
+
+
+@dataclass(slots=True)
+class MsgRun:
+    """Successive live messages read at once (:meth:`StreamStore.load_run`), column by column:
+    element ``i`` of every column belongs to the same message. Columns are sequences (list or
+    tuple) the caller must not mutate. ``subjects`` are the subjects' UTF-8 bytes (what goes on
+    the wire); ``hdrs`` is ``None`` when no message of the run has headers, else one raw header
+    block or ``None`` per message. One object per run, none per message: a consumer's delivery
+    pass maps over the columns in C."""
+
+    seqs: "list[int] | tuple[int, ...]"
+    tss: "list[int] | tuple[int, ...]"
+    subjects: "list[bytes] | tuple[bytes, ...]"
+    hdrs: "list[bytes | None] | tuple[bytes | None, ...] | None"
+    msgs: "list[bytes] | tuple[bytes, ...]"
+
+    def __len__(self) -> int:
+        return len(self.seqs)
 
 
 @dataclass(slots=True)
@@ -242,6 +261,13 @@ class StreamStore(Protocol):
 
     def iter_msgs(self, start_seq: int, end_seq: int) -> Iterable[StoreMsg]:
         """Stored messages with start_seq <= seq <= end_seq, in order (snapshots, replays)."""
+
+    def load_run(self, start_seq: int, max_msgs: int) -> MsgRun:
+        """The first ``min(max_msgs, live messages with seq >= start_seq)`` live messages at or
+        after ``start_seq``, in order, as one :class:`MsgRun` (a consumer's delivery pass). Gaps
+        (deleted, skipped sequences) are skipped as by ``iter_msgs``; so is a message found
+        corrupt on read (reported lost exactly as ``load_msg`` reports it). ``max_msgs`` >= 1;
+        an empty run means there is no live message at or after ``start_seq``."""
 
     # -- removing -------------------------------------------------------------------------
     def remove_msg(self, seq: int) -> bool:

@@ -25,6 +25,7 @@ from typing import Callable, Protocol
 
 from natsd.clock import ManualClock
 from natsd.subjects.tokens import subject_matches as _matches
+from natsd.store._core import IndexedStreamStore
 from natsd.store.base import (
     ConsumerState, DiscardPolicy, MaxBytes, MaxMsgs, MaxMsgsPerSubject, MsgNotFound, Pending,
     SequencePair, StoreClosed, StoreConfig, StoreEOF, StreamStore,
@@ -406,6 +407,68 @@ def check_reads(factory: StoreFactory) -> None:
     s.stop()
 
 
+def _run_rows(run) -> list[tuple]:
+    """A MsgRun as rows ``(seq, ts, subject, hdr, msg)`` (subject as str)."""
+    assert len(run.seqs) == len(run.tss) == len(run.subjects) == len(run.msgs) == len(run)
+    hdrs = run.hdrs if run.hdrs is not None else [None] * len(run)
+    assert len(hdrs) == len(run)
+    assert run.hdrs is None or any(h is not None for h in run.hdrs), "hdrs must be None when no message has one"
+    return [(q, t, s.decode(), h, m) for q, t, s, h, m in zip(run.seqs, run.tss, run.subjects, hdrs, run.msgs)]
+
+
+def _iter_rows(s, start: int, n: int) -> list[tuple]:
+    out = []
+    for m in s.iter_msgs(start, 1 << 62):
+        if len(out) == n:
+            break
+        out.append((m.seq, m.ts, m.subject, m.hdr, m.msg))
+    return out
+
+
+def check_load_run(factory: StoreFactory) -> None:
+    """load_run: the next max_msgs live messages as columns, equal to iter_msgs' messages, over
+    uniform stretches (one size), headers, mixed sizes, gaps, skips, erased messages, a purge
+    and a restart; empty past the end."""
+    clock = ManualClock()
+    s = factory.make(_cfg(), clock)
+    hdr = b"NATS/1.0\r\nK: v\r\n\r\n"
+    for i in range(1, 61):
+        subj = "u.a" if i <= 20 else ("u.%d" % (i % 3) if i <= 40 else "v.long.subject")
+        s.store_msg(subj, hdr if 30 < i <= 45 else None, b"p" * (8 if i <= 50 else i))
+    s.flush()
+    rows = _iter_rows(s, 0, 100)
+    assert [r[0] for r in rows] == list(range(1, 61))
+    for start in (0, 1, 5, 19, 20, 29, 31, 44, 50, 59, 60):
+        for n in (1, 2, 3, 16, 60, 100):
+            assert _run_rows(s.load_run(start, n)) == _iter_rows(s, start, n), (start, n)
+    run = s.load_run(1, 3)
+    assert (list(run.seqs), run.hdrs) == ([1, 2, 3], None)
+    assert (list(run.subjects), list(run.msgs)) == ([b"u.a"] * 3, [b"p" * 8] * 3)
+    run = s.load_run(31, 2)
+    assert list(run.hdrs) == [hdr, hdr]
+    assert len(s.load_run(61, 10)) == 0 and len(s.load_run(1000, 1)) == 0
+    # Gaps: removed, erased, skipped sequences are left out.
+    assert s.remove_msg(3) and s.erase_msg(4) and s.remove_msg(33) and s.remove_msg(60)
+    s.skip_msg()
+    s.store_msg("u.a", None, b"p" * 8)
+    assert [q for q in s.load_run(1, 8).seqs] == [1, 2, 5, 6, 7, 8, 9, 10]
+    assert list(s.load_run(58, 10).seqs) == [58, 59, 62]
+    for start in (0, 2, 3, 30, 32, 59, 61):
+        assert _run_rows(s.load_run(start, 100)) == _iter_rows(s, start, 100), start
+        if isinstance(s, IndexedStreamStore):  # the shared message-by-message version too
+            assert _run_rows(IndexedStreamStore.load_run(s, start, 9)) == _iter_rows(s, start, 9), start
+    s = _restart(factory, s, clock)
+    for start in (0, 2, 3, 30, 32, 59, 61):
+        assert _run_rows(s.load_run(start, 7)) == _iter_rows(s, start, 7), start
+    s.purge()
+    assert len(s.load_run(0, 10)) == 0
+    seq, _ = s.store_msg("w", None, b"after")
+    run = s.load_run(0, 10)
+    assert list(run.seqs) == [seq] and list(run.msgs) == [b"after"] and list(run.subjects) == [b"w"]
+    s.stop()
+    _raises(StoreClosed, s.load_run, 0, 1)
+
+
 def check_subject_state(factory: StoreFactory) -> None:
     """filtered_state, subjects_state, subjects_totals, num_pending, multi_last_seqs."""
     clock = ManualClock()
@@ -719,6 +782,14 @@ def _compare(store, model: Model, rng: random.Random) -> None:
             got_last = 0
         assert got_last == (max(lasts.values()) if lasts else 0), f"load_last_msg({flt!r})"
         assert store.multi_last_seqs([flt], 0) == sorted(lasts.values())
+    # load_run from a random start: the model's next live messages, as columns.
+    # (its own generator: the shared one decides the operations and payloads)
+    r2 = random.Random(model.last * 7919 + len(model.msgs))
+    start = r2.randrange(0, model.last + 3)
+    n = r2.choice((1, 2, 5, 50))
+    want = [(q, model.msgs[q][3], model.msgs[q][0], model.msgs[q][1], model.msgs[q][2])
+            for q in sorted(model.msgs) if q >= start][:n]
+    assert _run_rows(store.load_run(start, n)) == want, f"load_run({start}, {n})"
 
 
 def run_model_ops(factory: StoreFactory, ops: list[tuple], config: StoreConfig | None = None,
@@ -790,7 +861,7 @@ STREAM_STORE_CHECKS = [
     check_store_and_load, check_first_seq, check_max_msgs, check_max_bytes, check_max_msgs_per_subject,
     check_max_age, check_msg_ttl, check_remove_and_deleted, check_purge, check_purge_keep_counts_messages,
     check_compact_truncate,
-    check_skip, check_reads, check_subject_state, check_update_config, check_storage_updates,
+    check_skip, check_reads, check_load_run, check_subject_state, check_update_config, check_storage_updates,
     check_seq_from_time, check_delete,
 ]
 CONSUMER_STORE_CHECKS = [check_consumer_store]

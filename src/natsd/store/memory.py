@@ -11,11 +11,14 @@ restart, as in the reference.
 from __future__ import annotations
 
 import copy
+from itertools import compress
 
 from natsd.store._core import IndexedStreamStore
-from natsd.store.base import ConsumerState, StoreClosed, StoreConfig, StoreMsg
+from natsd.store.base import ConsumerState, MsgRun, StoreClosed, StoreConfig, StoreMsg
 
 __all__ = ["MemoryStreamStore", "MemoryConsumerStore", "mem_store_msg_size"]
+
+_ZERO = 0  # live index positions are >= 0 (``_ZERO.__le__`` tests that in C)
 
 
 def mem_store_msg_size(subject: str, hdr: bytes | None, msg: bytes) -> int:
@@ -47,6 +50,47 @@ class MemoryStreamStore(IndexedStreamStore):
         i = seq - self._base
         return StoreMsg(self._snames[self._sid[i]], self._hdrs.get(seq) if self._hdrs else None,
                         self._payloads[seq], seq, self._ts[i])
+
+    def load_run(self, start_seq: int, max_msgs: int) -> MsgRun:
+        """The next ``max_msgs`` live messages from ``start_seq`` (see
+        :meth:`natsd.store.base.StreamStore.load_run`), gathered column-wise with C-level
+        ``map``/``compress`` over the index arrays and the payload dicts: no per-message
+        bytecode."""
+        self._check_open()
+        base = self._base
+        pos = self._pos
+        i = max(start_seq, self._first) - base
+        n = len(pos)
+        seqs: list[int] = []
+        while len(seqs) < max_msgs and i < n:
+            window = pos[i: i + max_msgs - len(seqs)]
+            if min(window) >= 0:  # every sequence live (the usual case)
+                seqs += range(base + i, base + i + len(window))
+            else:
+                seqs += compress(range(base + i, base + i + len(window)), map(_ZERO.__le__, window))
+            i += len(window)
+        if not seqs:
+            return MsgRun([], [], [], None, [])
+        idx = [s - base for s in seqs] if seqs[-1] - seqs[0] + 1 != len(seqs) else None
+        if idx is None:
+            lo = seqs[0] - base
+            tss = self._ts[lo: lo + len(seqs)].tolist()
+            sids = self._sid[lo: lo + len(seqs)]
+        else:
+            tss = list(map(self._ts.__getitem__, idx))
+            sids = list(map(self._sid.__getitem__, idx))
+        names = self._snames
+        sid0 = sids[0]
+        if sids.count(sid0) == len(sids):
+            subjects = [names[sid0].encode()] * len(seqs)
+        else:
+            subjects = list(map(str.encode, map(names.__getitem__, sids)))
+        hdrs = None
+        if self._hdrs:
+            hdrs = list(map(self._hdrs.get, seqs))
+            if hdrs.count(None) == len(hdrs):
+                hdrs = None
+        return MsgRun(seqs, tss, subjects, hdrs, list(map(self._payloads.__getitem__, seqs)))
 
     def _drop(self, seq: int, pos: int, size: int, erase: bool, front: bool) -> None:
         del self._payloads[seq]

@@ -437,6 +437,52 @@ class Sublist(Generic[T]):
                 self._sweep()
         return r
 
+    def match_many(self, subjects: list[str], start: int = 0) -> list[SublistResult]:
+        """``[match(s) for s in subjects[start:]]``, cheaper for a run of one-off subjects.
+
+        A run of acks (``$JS.ACK.<stream>.<consumer>.<seqs...>``) all hit the same prefix entry
+        of the shape cache (see :meth:`match`). Once a subject's result is known to come from
+        prefix ``p`` (its first ``k`` tokens), every later subject that starts with ``p`` and
+        has only non-empty tokens after it has that result too: a ``startswith`` replaces the
+        split, the slice and the lookup, and nothing is added to the main cache. The results
+        are those of this moment: a caller that lets subscriptions change before it uses them
+        all (see :attr:`generation`) must match the rest again.
+        """
+        out: list[SublistResult] = []
+        append = out.append
+        match = self.match
+        pfx = ""
+        pr = None
+        lp = 0
+        fast = 0
+        for i in range(start, len(subjects)):
+            s = subjects[i]
+            if pr is not None and s.startswith(pfx) and len(s) > lp and s[-1] != TSEP and ".." not in s:
+                append(pr)
+                fast += 1
+                continue
+            r = match(s)
+            append(r)
+            pc = self._pcache
+            if pc:
+                # Does a prefix entry answer this subject? Then it answers the run's next ones.
+                for k in self._pdepths:
+                    parts = s.split(TSEP, k)
+                    if len(parts) > k:
+                        p = s[:len(s) - len(parts[k])]
+                        if pc.get(p) is r:
+                            pfx, pr, lp = p, r, len(p)
+                            break
+        if fast:
+            self._matches += fast
+            self._hits += fast
+        return out
+
+    @property
+    def generation(self) -> int:
+        """Changes whenever a subscription is added or removed (results may then differ)."""
+        return self._inserts + self._removes
+
     def _shape_get(self, subject: str) -> SublistResult | None:
         """A result from the shape caches (see :meth:`match`), or None."""
         if not subject or subject[-1] == TSEP or ".." in subject:

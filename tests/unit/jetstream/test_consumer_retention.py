@@ -23,6 +23,23 @@ def test_interest_removed_when_all_interested_acked() -> None:
     assert h.store.state().msgs == 0
 
 
+def test_interest_removes_a_message_acked_after_a_redelivery() -> None:
+    # The redelivery count must be gone before the stream asks whether anyone still needs the
+    # message (nats-server removes it; natsd used to keep it forever).
+    h = Harness(retention="interest")
+    h.consumer(durable_name="C", ack_policy="explicit")
+    h.pub("orders.1", "a", n=3)
+    first = data(h.pull("C", {"batch": 3, "no_wait": True}))
+    h.ack(first[1], b"-NAK")
+    h.ack(first[0])
+    h.ack(first[2])
+    assert h.store.state().msgs == 1
+    again = data(h.pull("C", {"batch": 1, "expires": SEC}))
+    assert ack_tokens(again[0])[4] == "2"
+    h.ack(again[0])
+    assert h.store.state().msgs == 0
+
+
 def test_interest_ack_none_counts_as_acked_on_delivery() -> None:
     h = Harness(retention="interest")
     sub = h.listen("push.n")

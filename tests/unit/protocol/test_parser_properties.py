@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from natsd.protocol import Parser, RemoteProtocolError
-from natsd.protocol.events import OP_HPUB, OP_PING, OP_PONG, OP_PUB, OP_PUB_BATCH, OP_SUB, OP_UNSUB
+from natsd.protocol.events import OP_HPUB, OP_PING, OP_PONG, OP_PUB, OP_PUB_BATCH, OP_PUB_RUN, OP_SUB, OP_UNSUB
 
 token = st.text(alphabet="abcxyz_-$", min_size=1, max_size=6)
 subject = st.lists(token, min_size=1, max_size=4).map(".".join)
@@ -16,7 +16,12 @@ payload = st.binary(max_size=40)
 
 @st.composite
 def op(draw):
-    kind = draw(st.sampled_from(["pub", "hpub", "sub", "unsub", "ping", "pong"]))
+    kind = draw(st.sampled_from(["pub", "ack", "hpub", "sub", "unsub", "ping", "pong"]))
+    if kind == "ack":
+        # canonical reply-less PUBs of one of two sizes to varying subjects (JetStream acks):
+        # the parser's OP_PUB_RUN path
+        s, p = draw(subject), draw(st.sampled_from([b"+ACK", b"-NAK", b"", b"+TERM x"]))
+        return b"PUB %s %d\r\n%s\r\n" % (s.encode(), len(p), p), (OP_PUB, s.encode(), b"", 0, p)
     if kind == "pub":
         s, r, p = draw(subject), draw(st.one_of(st.just(""), subject)), draw(payload)
         return (b"PUB %s %s %d\r\n%s\r\n" % (s.encode(), r.encode(), len(p), p),
@@ -40,6 +45,8 @@ def flatten(events):
     for e in events:
         if e[0] == OP_PUB_BATCH:
             out += [(e[1], e[2], e[3], e[4], p) for p in e[5]]
+        elif e[0] == OP_PUB_RUN:
+            out += [(OP_PUB, s, b"", 0, p) for s, p in zip(e[1], e[2])]
         else:
             out.append(e)
     return out

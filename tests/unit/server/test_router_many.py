@@ -55,16 +55,19 @@ def setup(subjects_sids, headers=True):
 
 
 HDR = b"NATS/1.0\r\nA: b\r\n\r\n"
-ITEMS = [("orders.1", "$JS.ACK.S.C.1.1.1.0.2", None, b"one"),
-         ("orders.2", "", HDR, b"two"),
-         ("orders.3", "$JS.ACK.S.C.1.3.2.0.0", HDR, b""),
-         ("orders.4", "", None, b"")]
+# deliver_many items: subject and reply as wire bytes (b"": no reply).
+ITEMS = [(b"orders.1", b"$JS.ACK.S.C.1.1.1.0.2", None, b"one"),
+         (b"orders.2", b"", HDR, b"two"),
+         (b"orders.3", b"$JS.ACK.S.C.1.3.2.0.0", HDR, b""),
+         (b"orders.4", b"", None, b"")]
+# The same messages as deliver() takes them (str subject and reply).
+STR_ITEMS = [(s.decode(), r.decode(), h, p) for s, r, h, p in ITEMS]
 
 
 def _one_by_one(items, subjects_sids, headers=True):
     _, ports, c, subs = setup(subjects_sids, headers)
-    for it in items:
-        ports.deliver("_INBOX.x", *it)
+    for s, r, h, p in items:
+        ports.deliver("_INBOX.x", s.decode(), r.decode(), h, p)
     return bytes(c.out), c.out_msgs, c.out_bytes, [s.delivered for s in subs]
 
 
@@ -82,6 +85,14 @@ def test_deliver_many_single_subscription_is_byte_identical():
     assert _many(ITEMS, ss) == want
 
 
+def test_deliver_many_sid_with_percent_sign():
+    # The sid is part of the per-run frame format: a '%' in it must stay literal.
+    ss = [("_INBOX.x", b"7%d%s")]
+    want = _one_by_one(ITEMS, ss)
+    assert want[0].startswith(b"MSG orders.1 7%d%s $JS.ACK.S.C.1.1.1.0.2 3\r\none\r\n")
+    assert _many(ITEMS, ss) == want
+
+
 def test_deliver_many_falls_back_for_two_subscriptions_and_no_header_clients():
     ss = [("_INBOX.x", b"1"), ("_INBOX.*", b"2")]
     assert _many(ITEMS, ss) == _one_by_one(ITEMS, ss)
@@ -95,7 +106,7 @@ def test_deliver_many_to_internal_subscription_in_order():
     got = []
     ports.subscribe("_INBOX.x", lambda s, r, h, p: got.append((s, r, h, p)))
     ports.deliver_many("_INBOX.x", ITEMS)
-    assert got == ITEMS
+    assert got == STR_ITEMS
     ports.deliver_many("nobody", ITEMS)  # no interest: nothing happens
 
 

@@ -41,24 +41,28 @@ def test_one_off_subjects_are_answered_from_the_shape_caches():
     assert sl.match("$JS.ACK.S.C.1.3.3.0.0").psubs == ()
 
 
+def _churn(rng: random.Random, sl: Sublist, live: list[Sub]) -> None:
+    """One random change: remove a live subscription (30%) or insert a new random one."""
+    if live and rng.random() < 0.3:
+        s = live.pop(rng.randrange(len(live)))
+        assert sl.remove(s.subject, s, s.queue)
+        return
+    t = [rng.choice(["a", "b", "c", "*", ">"]) for _ in range(rng.randint(1, 4))]
+    if ">" in t:
+        t = t[:t.index(">") + 1]
+    s = Sub(".".join(t), rng.choice([None, None, "q"]))
+    sl.insert(s.subject, s, s.queue)
+    live.append(s)
+
+
 def test_random_against_subject_matches():
     rng = random.Random(11)
-    toks = ["a", "b", "c", "*", ">"]
     lits = ["a", "b", "c", "d"]
     for _ in range(150):
         sl = Sublist()
         live: list[Sub] = []
         for _ in range(40):
-            if live and rng.random() < 0.3:
-                s = live.pop(rng.randrange(len(live)))
-                assert sl.remove(s.subject, s, s.queue)
-            else:
-                t = [rng.choice(toks) for _ in range(rng.randint(1, 4))]
-                if ">" in t:
-                    t = t[:t.index(">") + 1]
-                s = Sub(".".join(t), rng.choice([None, None, "q"]))
-                sl.insert(s.subject, s, s.queue)
-                live.append(s)
+            _churn(rng, sl, live)
             for _ in range(20):
                 lit = ".".join(rng.choice(lits) for _ in range(rng.randint(1, 5)))
                 r = sl.match(lit)
@@ -66,3 +70,57 @@ def test_random_against_subject_matches():
                 want_q = {s for s in live if s.queue and subject_matches(s.subject, lit)}
                 assert set(r.psubs) == want_p and len(r.psubs) == len(want_p)
                 assert {m for g in r.qsubs for m in g} == want_q
+
+
+def test_match_many_answers_what_match_answers():
+    rng = random.Random(12)
+    lits = ["a", "b", "c", "d", ""]  # "" makes empty tokens: those match nothing
+    for _ in range(100):
+        sl = Sublist()
+        live: list[Sub] = []
+        for _ in range(30):
+            _churn(rng, sl, live)
+            # runs sharing prefixes (like acks), with odd ones in between
+            head = ".".join(rng.choice(lits[:4]) for _ in range(rng.randint(1, 3)))
+            run = [head + "." + ".".join(rng.choice(lits) for _ in range(rng.randint(1, 3))) for _ in range(15)]
+            run += [".".join(rng.choice(lits) for _ in range(rng.randint(1, 5))) for _ in range(5)]
+            rng.shuffle(run)
+            start = rng.randrange(len(run))
+            got = sl.match_many(run, start)
+            fresh = Sublist(cache=False)
+            for s in live:
+                fresh.insert(s.subject, s, s.queue)
+            for subject, r in zip(run[start:], got):
+                w = fresh.match(subject)
+                assert set(r.psubs) == set(w.psubs) and len(r.psubs) == len(w.psubs), subject
+                assert {frozenset(g) for g in r.qsubs} == {frozenset(g) for g in w.qsubs}, subject
+
+
+def test_match_many_of_acks_is_one_prefix_result_and_counts_as_hits():
+    sl = Sublist()
+    acks = Sub("$JS.ACK.>", None)
+    sl.insert(acks.subject, acks)
+    run = ["$JS.ACK.S.C.1.%d.%d.0.0" % (i, i) for i in range(1, 101)]
+    before = sl.stats()
+    got = sl.match_many(run)
+    assert len(got) == 100 and all(r is got[0] for r in got) and got[0].psubs == (acks,)
+    after = sl.stats()
+    assert after["num_matches"] - before["num_matches"] == 100
+    assert sl.cache_count() <= 2  # the run did not flood the main cache
+    # subjects that share the prefix but have an empty token still match nothing
+    assert [r.psubs for r in sl.match_many(run[:2] + ["$JS.ACK.S..1", "$JS.ACK.S.", "$JS.ACK.S.C"])] == [
+        (acks,), (acks,), (), (), (acks,)]
+
+
+def test_generation_moves_with_every_change():
+    sl = Sublist()
+    a = Sub("a.>", None)
+    g0 = sl.generation
+    sl.insert(a.subject, a)
+    g1 = sl.generation
+    sl.insert(a.subject, a)  # already there: nothing changed
+    assert g1 != g0 and sl.generation == g1
+    assert not sl.remove("b", a)
+    assert sl.generation == g1
+    sl.remove(a.subject, a)
+    assert sl.generation not in (g0, g1)

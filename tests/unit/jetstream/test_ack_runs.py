@@ -1,0 +1,142 @@
+"""The ack hub's run handler (``ConsumerHub._on_acks``, fed by the server with a client's run of
+reply-less acks) leaves every consumer exactly as the same acks applied one by one would."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tests.unit.jetstream.test_consumer_harness import SEC, Harness, data
+
+pytestmark = pytest.mark.unit
+
+
+def _state(h: Harness) -> list:
+    out = []
+    for name, c in sorted(h.stream.consumers.items()):
+        info = c.info()
+        for k in ("created", "ts"):
+            info.pop(k, None)
+        for k in ("delivered", "ack_floor"):
+            info[k].pop("last_active", None)
+        out.append((name, info, sorted(c.pending.items()), sorted(c.rdc.items())))
+    # what the engine sent (deliveries, advisories, samples), not the acks the test published
+    published = [(m.subject, m.reply, m.payload) for m in h.ports.published
+                 if not m.subject.startswith(("$JS.API", "$JS.ACK", "$JS.EVENT"))]
+    advisories = []
+    for subject, obj in h.account.advisories:
+        obj = dict(obj() if callable(obj) else obj)
+        obj.pop("id", None)
+        advisories.append((subject, obj))
+    return [out, published, advisories, sorted(h.store.state().__dict__.items()) if hasattr(h.store.state(), "__dict__")
+            else h.store.state()]
+
+
+def _pair(consumers: list[dict], n: int = 20, nak: bool = True, **stream_cfg) -> tuple[Harness, Harness, list]:
+    """Two identical harnesses with ``consumers`` that each fetched ``n`` messages; returns the
+    deliveries (of the first harness; the second's are identical)."""
+    hs = []
+    for _ in range(2):
+        h = Harness(**stream_cfg)
+        h.listen("$JS.EVENT.>")  # advisories and ack samples are sent only with interest
+        for cfg in consumers:  # before the messages: interest retention keeps only those
+            h.consumer(**cfg)
+        for i in range(n):
+            h.pub(f"orders.{i % 3}", f"x{i}")
+        msgs = []
+        for cfg in consumers:
+            got = data(h.pull(cfg["durable_name"], {"batch": n, "no_wait": True}))
+            # NAK a few so that some acks below are for redeliveries (delivery count 2, a
+            # consumer sequence apart from the stream sequence)
+            if not nak:
+                msgs += got
+                continue
+            for m in got[1:4]:
+                h.ack(m, b"-NAK")
+            redelivered = data(h.pull(cfg["durable_name"], {"batch": 3, "expires": 100 * SEC}))
+            assert len(redelivered) == 3 and all(m.reply.split(".")[4] == "2" for m in redelivered)
+            msgs += [m for m in got if m not in got[1:4]] + redelivered
+        hs.append((h, msgs))
+    (h1, m1), (h2, m2) = hs
+    assert [m.reply for m in m1] == [m.reply for m in m2]
+    return h1, h2, m1
+
+
+def _apply_both(h1: Harness, h2: Harness, acks: list[tuple[str, bytes]]) -> None:
+    for subject, body in acks:
+        h1.ports.publish(subject, "", None, body)
+        h1.clock.run_soon()
+    h2.account.consumer_hub._on_acks([s for s, _ in acks], [b for _, b in acks])
+    h2.clock.run_soon()
+    assert _state(h1) == _state(h2)
+
+
+EXPLICIT = {"durable_name": "C", "ack_policy": "explicit", "filter_subject": "orders.1", "sample_freq": "100%"}
+
+
+def test_in_order_plus_acks():
+    h1, h2, msgs = _pair([EXPLICIT])
+    _apply_both(h1, h2, [(m.reply, b"+ACK") for m in msgs])
+    assert h2.stream.consumers["C"].info()["num_ack_pending"] == 0
+
+
+MIXED = [EXPLICIT, {"durable_name": "D", "ack_policy": "explicit", "max_deliver": 2, "sample_freq": "100%"},
+         {"durable_name": "E", "ack_policy": "all"}]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_one_consumer_shuffled_mixed_bodies(seed):
+    # a run to one consumer: the vectorised path, with every kind of body in it
+    rng = random.Random(seed)
+    h1, h2, msgs = _pair([MIXED[seed % 3]])
+    acks = [(m.reply, rng.choice([b"+ACK", b"", b"+OK", b"-NAK", b"+WPI", b"+TERM why", b"+NXT"])) for m in msgs]
+    acks += rng.sample(acks, 4)  # duplicates
+    rng.shuffle(acks)
+    _apply_both(h1, h2, acks)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_shuffled_mixed_bodies_and_odd_subjects(seed):
+    rng = random.Random(seed)
+    h1, h2, msgs = _pair(MIXED)
+    acks = []
+    for m in msgs:
+        body = rng.choice([b"+ACK", b"+ACK", b"", b"+OK", b"-NAK", b"+WPI", b"+TERM because", b"+NXT"])
+        acks.append((m.reply, body))
+        if rng.random() < 0.1:
+            acks.append((m.reply, b"+ACK"))  # duplicate
+    t = msgs[0].reply.split(".")
+    acks += [
+        (".".join(t[:3] + ["NOPE"] + t[4:]), b"+ACK"),                        # unknown consumer
+        (".".join(t[:5] + ["x"] + t[6:]), b"+ACK"),                           # bad number: counts as 0
+        (".".join(t[:5] + ["999"] + t[6:]), b"+ACK"),                         # never delivered
+        (".".join(["$JS", "ACK", "dom", "hash"] + t[2:] + ["tok"]), b"+ACK"),  # v2 layout
+        ("$JS.ACK.short", b"+ACK"),
+    ]
+    rng.shuffle(acks)
+    _apply_both(h1, h2, acks)
+
+
+@pytest.mark.parametrize("retention", ["interest", "workqueue"])
+def test_retention_streams(retention):
+    h1, h2, msgs = _pair([{"durable_name": "C", "ack_policy": "explicit"}], retention=retention)
+    _apply_both(h1, h2, [(m.reply, b"+ACK") for m in msgs[::-1]])
+    assert h2.store.state().msgs == 0
+
+
+def test_one_consumer_run_with_a_bad_token_takes_the_per_message_path():
+    h1, h2, msgs = _pair([EXPLICIT])
+    acks = [(m.reply, b"+ACK") for m in msgs]
+    t = acks[5][0].split(".")
+    acks[5] = (".".join(t[:4] + ["1x"] + t[5:]), b"+ACK")
+    _apply_both(h1, h2, acks)
+
+
+def test_ack_sampling_and_max_ack_pending_resume():
+    h1, h2, msgs = _pair([{"durable_name": "C", "ack_policy": "explicit", "sample_freq": "100%",
+                           "max_ack_pending": 5}], nak=False)
+    assert len(msgs) == 5
+    _apply_both(h1, h2, [(m.reply, b"+ACK") for m in msgs])
+    # the acks reopened delivery: the waiting request got the next messages, the same on both
+    assert _state(h1) == _state(h2)

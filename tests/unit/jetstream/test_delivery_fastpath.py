@@ -1,0 +1,276 @@
+"""The pull fast path (Consumer._deliver_run, store load_run) gives exactly what the general
+delivery loop gives, message for message and pass for pass.
+
+Every scenario runs twice, with ``Consumer.deliver_runs`` on and off, over a memory and a file
+store, recording every message the engine sends (subject, ack reply, headers, payload) and the
+consumer's state after every delivery pass; the two records must be equal, and the fast run must
+really have taken the fast path. The boundaries: a request's batch ending inside a run, the end
+of the stream inside a request, max_ack_pending reached inside a run, deleted and skipped
+sequences inside a run, a corrupt record inside a run (file store), the turn budget, headers,
+several waiting requests, max_bytes, expiry and heartbeats, ack none.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from natsd.jetstream.consumer import TURN_BUDGET, Consumer
+from natsd.store.file.layout import MSGS_DIR
+
+from .test_consumer_harness import MS, SEC, Harness, data, statuses
+
+HDR = b"NATS/1.0\r\nK: v\r\n\r\n"
+
+
+def _state(c: Consumer) -> dict:
+    return {
+        "sseq": c.sseq, "dseq": c.dseq, "npc": c.npc, "dlv": c.dlv_sseq, "floor": (c.adflr, c.asflr),
+        "pending": {s: list(p) for s, p in c.pending.items()},
+        "waiting": [(w.reply, w.n, w.d, w.b, w.expires, w.hbt) for w in c.waiting.q],
+        "info": c.info(),
+    }
+
+
+class Run:
+    """One scenario run: a Harness, a record of passes, and a count of fast runs."""
+
+    def __init__(self, fast: bool, store_dir: str | None, monkeypatch, **stream_cfg) -> None:
+        monkeypatch.setattr(Consumer, "deliver_runs", fast)
+        self.fast_runs = 0
+        orig = Consumer._deliver_run
+
+        def counting(c, *a):
+            out = orig(c, *a)
+            self.fast_runs += 1
+            return out
+        monkeypatch.setattr(Consumer, "_deliver_run", counting)
+        self.h = Harness(store_dir=store_dir, **stream_cfg)
+        self.passes: list[dict] = []
+        self.c: Consumer | None = None
+
+    def consumer(self, **cfg) -> Consumer:
+        c = self.h.consumer(**cfg)
+        orig = c._run
+
+        def recorded() -> None:
+            orig()
+            self.passes.append(_state(c))
+        c._run = recorded  # kick() schedules self._run: every pass is recorded
+        self.c = c
+        return c
+
+    def record(self) -> tuple:
+        sent = [(m.subject, m.reply, m.hdr, m.payload) for m in self.h.ports.published]
+        return sent, self.passes
+
+
+def both(tmp_path, monkeypatch, scenario, store: str, **stream_cfg) -> tuple[Run, Run]:
+    """Run ``scenario(run)`` with the fast path off and on; assert equal records."""
+    out = []
+    for fast in (False, True):
+        d = str(tmp_path / f"{store}-{fast}") if store == "file" else None
+        with monkeypatch.context() as mp:
+            r = Run(fast, d, mp, **stream_cfg)
+            scenario(r)
+            out.append(r)
+    slow, fast = out
+    assert slow.fast_runs == 0
+    assert fast.fast_runs > 0, "the fast path never ran"
+    s_sent, s_passes = slow.record()
+    f_sent, f_passes = fast.record()
+    assert len(f_sent) == len(s_sent)
+    for i, (a, b) in enumerate(zip(f_sent, s_sent)):
+        assert a == b, f"message {i}: {a} != {b}"
+    assert len(f_passes) == len(s_passes)
+    for i, (a, b) in enumerate(zip(f_passes, s_passes)):
+        assert a == b, f"pass {i} differs"
+    return slow, fast
+
+
+STORES = ["memory", "file"]
+
+
+def _pub(h: Harness, n: int, start: int = 0, hdr_every: int = 0) -> None:
+    for i in range(start, start + n):
+        h.stream.publish(f"orders.{i % 3}", b"m%05d" % i, HDR if hdr_every and i % hdr_every == 0 else None)
+    h.store.flush()
+    h.clock.run_soon()
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_batches_ending_inside_runs_and_at_the_stream_end(tmp_path, monkeypatch, store):
+    def scenario(r: Run) -> None:
+        h = r.h
+        _pub(h, 100)
+        r.consumer(durable_name="D", ack_policy="explicit")
+        inbox = h.pull("D", {"batch": 30, "expires": 5 * SEC})
+        assert len(data(inbox)) == 30
+        h.pull("D", {"batch": 50, "expires": 5 * SEC}, inbox=inbox)
+        h.pull("D", {"batch": 100, "expires": 5 * SEC}, inbox=inbox)  # 20 left: waits for 80
+        assert len(data(inbox)) == 100
+        _pub(h, 10, start=100)  # new messages go to the waiting request
+        assert len(data(inbox)) == 110
+        for m in data(inbox)[:40]:
+            h.ack(m)
+        h.advance(6 * SEC)  # the request expires: 408 with what it still wanted
+        assert statuses(inbox) == ["NATS/1.0 408 Request Timeout"]
+    slow, fast = both(tmp_path, monkeypatch, scenario, store)
+    assert fast.c.info()["num_pending"] == 0 and fast.c.info()["num_ack_pending"] == 70
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_max_ack_pending_reached_inside_a_run(tmp_path, monkeypatch, store):
+    def scenario(r: Run) -> None:
+        h = r.h
+        _pub(h, 90)
+        r.consumer(durable_name="D", ack_policy="explicit", max_ack_pending=25)
+        inbox = h.pull("D", {"batch": 60, "expires": 5 * SEC})
+        assert len(data(inbox)) == 25
+        for m in data(inbox)[:10]:
+            h.ack(m)
+        assert len(data(inbox)) == 35
+        for m in data(inbox)[10:]:
+            h.ack(m)
+        assert len(data(inbox)) == 60
+        h.pull("D", {"batch": 100, "expires": 5 * SEC}, inbox=inbox)
+        assert len(data(inbox)) == 60  # still 25 pending: nothing more
+    both(tmp_path, monkeypatch, scenario, store)
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_deleted_and_skipped_sequences_inside_a_run(tmp_path, monkeypatch, store):
+    def scenario(r: Run) -> None:
+        h = r.h
+        _pub(h, 60, hdr_every=7)
+        for seq in (10, 11, 40, 60):
+            h.store.remove_msg(seq)
+        h.store.skip_msg()
+        _pub(h, 5, start=60)
+        h.store.remove_msg(66)  # the stream ends with removed and skipped sequences
+        h.store.skip_msg()
+        r.consumer(durable_name="D", ack_policy="explicit")
+        inbox = h.pull("D", {"batch": 100, "expires": 5 * SEC, "idle_heartbeat": SEC})
+        assert [m.payload for m in data(inbox)][8:10] == [b"m00008", b"m00011"]
+        assert len(data(inbox)) == 60
+        h.advance(1500 * MS)  # the heartbeat tells the last stream sequence looked at
+        assert statuses(inbox) == ["NATS/1.0 100 Idle Heartbeat"]
+    both(tmp_path, monkeypatch, scenario, store)
+
+
+def _corrupt(store_dir: str, h: Harness, seq: int) -> None:
+    """Flip a payload byte of ``seq``'s record on disk (the store's cache is cold: reopened)."""
+    pos = h.store._pos[seq - h.store._base]
+    size = h.store._sz[seq - h.store._base]
+    path = os.path.join(store_dir, MSGS_DIR, f"{pos >> 32}.blk")
+    fd = os.open(path, os.O_RDWR)
+    try:
+        off = (pos & 0xFFFFFFFF) + size - 10
+        b = os.pread(fd, 1, off)
+        os.pwrite(fd, bytes([b[0] ^ 0x20]), off)
+    finally:
+        os.close(fd)
+
+
+def test_corrupt_record_inside_a_run(tmp_path, monkeypatch):
+    def scenario(r: Run) -> None:
+        h = r.h
+        _pub(h, 80)
+        h.restart()  # stop and reopen the store: nothing cached
+        _corrupt(h.store_dir, h, 30)
+        _corrupt(h.store_dir, h, 31)
+        c = r.consumer(durable_name="D", ack_policy="explicit")
+        # As an interest stream does: the consumer hears of the removal of a lost message.
+        h.store.register_storage_updates(lambda md, bd, seq, subj: seq and c.on_msg_removed(seq))
+        inbox = h.pull("D", {"batch": 50, "expires": 5 * SEC})
+        got = [m.payload for m in data(inbox)]
+        assert len(got) == 50 and b"m00029" not in got and b"m00030" not in got
+        assert h.store.state().lost_msgs == [30, 31]
+        h.pull("D", {"batch": 50, "expires": 5 * SEC}, inbox=inbox)
+        assert len(data(inbox)) == 78
+    both(tmp_path, monkeypatch, scenario, "file")
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_turn_budget(tmp_path, monkeypatch, store):
+    n = TURN_BUDGET + 700
+
+    def scenario(r: Run) -> None:
+        h = r.h
+        _pub(h, n)
+        r.consumer(durable_name="D", ack_policy="explicit", max_ack_pending=-1)
+        inbox = h.pull("D", {"batch": n + 10, "expires": 5 * SEC})
+        assert len(data(inbox)) == n
+    slow, fast = both(tmp_path, monkeypatch, scenario, store)
+    # The first pass stopped at the budget; the next one (kicked) went on.
+    dlv = [p["dseq"] - 1 for p in fast.passes]
+    assert TURN_BUDGET in dlv and dlv[-1] == n
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_several_requests_max_bytes_heartbeats_and_ack_none(tmp_path, monkeypatch, store):
+    def scenario(r: Run) -> None:
+        h = r.h
+        _pub(h, 40)
+        r.consumer(durable_name="D", ack_policy="none")
+        a = h.pull("D", {"batch": 10, "expires": 5 * SEC, "idle_heartbeat": SEC})
+        b = h.ports.client_subscribe(h.ports.new_inbox())
+        # two waiting requests (round robin) and one with a byte budget
+        h.ports.request("$JS.API.CONSUMER.MSG.NEXT.ORDERS.D", {"batch": 5, "expires": 5 * SEC}, reply=b.subject)
+        h.ports.request("$JS.API.CONSUMER.MSG.NEXT.ORDERS.D", {"batch": 5, "expires": 5 * SEC}, reply=a.subject)
+        h.clock.run_soon()
+        h.pull("D", {"batch": 10, "max_bytes": 200, "expires": 5 * SEC}, inbox=b)
+        h.pull("D", {"batch": 50, "expires": 5 * SEC, "idle_heartbeat": SEC}, inbox=a)
+        h.advance(2 * SEC)  # heartbeats on the waiting request
+        _pub(h, 3, start=40)
+        h.advance(4 * SEC)
+    both(tmp_path, monkeypatch, scenario, store)
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_request_without_interest_and_no_wait(tmp_path, monkeypatch, store):
+    def scenario(r: Run) -> None:
+        h = r.h
+        _pub(h, 20)
+        r.consumer(durable_name="D", ack_policy="explicit")
+        gone = h.ports.client_subscribe(h.ports.new_inbox())
+        h.ports.request("$JS.API.CONSUMER.MSG.NEXT.ORDERS.D", {"batch": 5, "expires": 5 * SEC}, reply=gone.subject)
+        gone.unsubscribe()
+        h.clock.run_soon()
+        inbox = h.pull("D", {"batch": 30, "no_wait": True})
+        assert len(data(inbox)) == 20 and statuses(inbox) == ["NATS/1.0 404 No Messages"]
+        h.advance(10 * MS)
+    both(tmp_path, monkeypatch, scenario, store)
+
+
+def test_pending_count_in_ack_subject_never_below_zero(tmp_path, monkeypatch):
+    # num_pending known too low (the consumer was told less than the store holds): the ack
+    # subjects' pending token stops at 0 in both paths.
+    def scenario(r: Run) -> None:
+        h = r.h
+        _pub(h, 30)
+        c = r.consumer(durable_name="D", ack_policy="explicit")
+        c.npc = 5
+        inbox = h.pull("D", {"batch": 30, "expires": 5 * SEC})
+        assert [m.reply.rsplit(".", 1)[1] for m in data(inbox)][:6] == ["4", "3", "2", "1", "0", "0"]
+    both(tmp_path, monkeypatch, scenario, "memory")
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_heartbeat_clock_restarts_after_a_run(tmp_path, monkeypatch, store):
+    # A waiting request with idle heartbeats: each delivery restarts its heartbeat clock, so
+    # when the heartbeat comes depends on when the last run was delivered.
+    def scenario(r: Run) -> None:
+        h = r.h
+        r.consumer(durable_name="D", ack_policy="explicit")
+        inbox = h.pull("D", {"batch": 100, "expires": 10 * SEC, "idle_heartbeat": SEC})
+        h.advance(700 * MS)
+        _pub(h, 30)
+        assert len(data(inbox)) == 30
+        h.advance(500 * MS)
+        assert statuses(inbox) == []  # 1.2 s after the request, 0.5 s after the run
+        h.advance(600 * MS)
+        assert statuses(inbox) == ["NATS/1.0 100 Idle Heartbeat"]
+        h.advance(9 * SEC)
+    both(tmp_path, monkeypatch, scenario, store)
