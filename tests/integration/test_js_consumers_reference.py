@@ -213,6 +213,65 @@ async def flow_control_script(url: str) -> list:
     return [stalled, first[:3], total]
 
 
+async def pending_and_ack_runs_script(url: str) -> list:
+    """no_wait on a consumer created before its messages; an interest stream's message acked
+    after a redelivery; 200 acks flushed in one write (natsd takes them as one run)."""
+    nc = await nats.connect(url)
+    out: list = []
+    got: list = []
+
+    async def cb(m) -> None:
+        got.append(m)
+    await nc.subscribe("IN.>", cb=cb)
+
+    async def req(subj: str, body=b"") -> dict:
+        r = await nc.request(subj, json.dumps(body).encode() if isinstance(body, dict) else body, timeout=2)
+        return scrub(json.loads(r.data))
+
+    async def nxt(stream: str, name: str, body: dict, wait: float = 0.2) -> list:
+        await nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{name}", json.dumps(body).encode(), reply="IN.x")
+        await asyncio.sleep(wait)
+        out.append([norm(m) for m in got])
+        ms = [m for m in got if not m.headers]
+        got.clear()
+        return ms
+
+    for name, retention in (("P", "limits"), ("I", "interest")):
+        out.append(await req(f"$JS.API.STREAM.CREATE.{name}", {"name": name, "subjects": [name.lower() + ".>"],
+                                                              "retention": retention, "storage": "file"}))
+        out.append(await req(f"$JS.API.CONSUMER.CREATE.{name}.C", {"stream_name": name, "config": {
+            "durable_name": "C", "ack_policy": "explicit"}}))
+        for i in range(5):
+            out.append(await req(f"{name.lower()}.{i % 2}", b"m%d" % i))
+        ms = await nxt(name, "C", {"batch": 10, "no_wait": True})
+        await nc.publish(ms[1].reply, b"-NAK")
+        for m in ms[:1] + ms[2:]:
+            await nc.publish(m.reply, b"+ACK")
+        await nc.flush()
+        await asyncio.sleep(0.1)
+        again = await nxt(name, "C", {"batch": 1, "expires": 500_000_000})
+        await nc.publish(again[0].reply, b"")
+        await nc.flush()
+        await asyncio.sleep(0.1)
+        out.append(await req(f"$JS.API.CONSUMER.INFO.{name}.C"))
+        out.append((await req(f"$JS.API.STREAM.INFO.{name}"))["state"])
+    for i in range(200):
+        await nc.publish(f"p.{i % 3}", b"r%d" % i)
+    await nc.flush()
+    ms = await nxt("P", "C", {"batch": 200, "expires": 1_000_000_000}, 0.5)
+    for m in ms:  # buffered by the client: one or a few writes
+        await nc.publish(m.reply, b"+ACK")
+    await nc.flush()
+    await asyncio.sleep(0.2)
+    out.append(await req("$JS.API.CONSUMER.INFO.P.C"))
+    await nc.close()
+    return out
+
+
+async def test_no_wait_redelivery_retention_and_ack_runs_match_reference(tmp_path) -> None:
+    await both(tmp_path, pending_and_ack_runs_script)
+
+
 async def test_pull_statuses_and_acks_match_reference(tmp_path) -> None:
     await both(tmp_path, pull_and_ack_script)
 
