@@ -378,6 +378,9 @@ class Consumer:
         return not self.needs_ack(sseq)
 
     def num_pending(self) -> int:
+        """Messages not yet delivered (``num_pending``). Brought up to date here: new messages
+        are only noted as they arrive (see on_new_messages)."""
+        self._settle_npc()
         return self.npc if self.npc > 0 else 0
 
     def info(self) -> dict:
@@ -1084,9 +1087,6 @@ class Consumer:
         if wq.is_full():
             self._process_waiting(False)
         if no_wait:
-            # num_pending is settled lazily (see on_new_messages): bring it up to date first, or
-            # messages stored since the last delivery would read as "no messages".
-            self._settle_npc()
             msgs_pending = self.num_pending() + len(self.rdq)
             if msgs_pending == 0 and not expires:
                 wq.last = now
