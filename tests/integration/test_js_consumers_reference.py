@@ -228,13 +228,27 @@ async def pending_and_ack_runs_script(url: str) -> list:
         r = await nc.request(subj, json.dumps(body).encode() if isinstance(body, dict) else body, timeout=2)
         return scrub(json.loads(r.data))
 
-    async def nxt(stream: str, name: str, body: dict, wait: float = 0.2) -> list:
+    async def nxt(stream: str, name: str, body: dict, want: int) -> list:
+        # Wait for ``want`` messages or a status (no fixed sleep: acks and stores run in the
+        # background on both servers, at the machine's pace).
         await nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{name}", json.dumps(body).encode(), reply="IN.x")
-        await asyncio.sleep(wait)
+        for _ in range(200):
+            if sum(1 for m in got if not m.headers) >= want or any(m.headers for m in got):
+                break
+            await asyncio.sleep(0.01)
         out.append([norm(m) for m in got])
         ms = [m for m in got if not m.headers]
         got.clear()
         return ms
+
+    async def settled(stream: str) -> dict:
+        # the consumer's INFO once every ack sent so far has been applied
+        for _ in range(100):
+            info = await req(f"$JS.API.CONSUMER.INFO.{stream}.C")
+            if info["num_ack_pending"] == 0:
+                break
+            await asyncio.sleep(0.02)
+        return info
 
     for name, retention in (("P", "limits"), ("I", "interest")):
         out.append(await req(f"$JS.API.STREAM.CREATE.{name}", {"name": name, "subjects": [name.lower() + ".>"],
@@ -243,27 +257,30 @@ async def pending_and_ack_runs_script(url: str) -> list:
             "durable_name": "C", "ack_policy": "explicit"}}))
         for i in range(5):
             out.append(await req(f"{name.lower()}.{i % 2}", b"m%d" % i))
-        ms = await nxt(name, "C", {"batch": 10, "no_wait": True})
+        ms = await nxt(name, "C", {"batch": 10, "no_wait": True}, 5)
         await nc.publish(ms[1].reply, b"-NAK")
         for m in ms[:1] + ms[2:]:
             await nc.publish(m.reply, b"+ACK")
         await nc.flush()
-        await asyncio.sleep(0.1)
-        again = await nxt(name, "C", {"batch": 1, "expires": 500_000_000})
+        again = await nxt(name, "C", {"batch": 1, "expires": 2_000_000_000}, 1)
         await nc.publish(again[0].reply, b"")
         await nc.flush()
-        await asyncio.sleep(0.1)
-        out.append(await req(f"$JS.API.CONSUMER.INFO.{name}.C"))
+        out.append(await settled(name))
         out.append((await req(f"$JS.API.STREAM.INFO.{name}"))["state"])
     for i in range(200):
         await nc.publish(f"p.{i % 3}", b"r%d" % i)
     await nc.flush()
-    ms = await nxt("P", "C", {"batch": 200, "expires": 1_000_000_000}, 0.5)
+    # Both servers store these in the background: wait until all are in, or the pending count
+    # each delivery carries depends on the machine's load.
+    for _ in range(100):
+        if (await req("$JS.API.STREAM.INFO.P"))["state"]["messages"] == 205:
+            break
+        await asyncio.sleep(0.05)
+    ms = await nxt("P", "C", {"batch": 200, "expires": 2_000_000_000}, 200)
     for m in ms:  # buffered by the client: one or a few writes
         await nc.publish(m.reply, b"+ACK")
     await nc.flush()
-    await asyncio.sleep(0.2)
-    out.append(await req("$JS.API.CONSUMER.INFO.P.C"))
+    out.append(await settled("P"))
     await nc.close()
     return out
 
