@@ -38,7 +38,7 @@ from typing import Iterable, Iterator
 
 from natsd.subjects.tokens import is_literal, matcher
 from natsd.store.base import (
-    DiscardPolicy, MaxBytes, MaxMsgs, MaxMsgsPerSubject, MsgNotFound, MsgRun, SimpleState, StorageUpdateHandler,
+    DiscardPolicy, MaxBytes, MaxMsgs, MaxMsgsPerSubject, MsgNotFound, SimpleState, StorageUpdateHandler,
     StoreClosed, StoreConfig, StoreEOF, StoreMsg, StreamState,
 )
 
@@ -642,34 +642,6 @@ class IndexedStreamStore:
             except MsgNotFound:
                 pass
             seq += 1
-
-    def load_run(self, start_seq: int, max_msgs: int) -> MsgRun:
-        """The next ``max_msgs`` live messages from ``start_seq`` as one MsgRun (see
-        :meth:`natsd.store.base.StreamStore.load_run`). This version reads message by message
-        through ``_read``; the stores override it with column-wise reads."""
-        self._check_open()
-        seqs: list = []
-        tss: list = []
-        subjects: list = []
-        hdrs: list = []
-        msgs: list = []
-        seq = max(start_seq, self._first)
-        while len(seqs) < max_msgs:
-            seq = self._next_live(seq)
-            if not seq:
-                break
-            try:
-                sm = self._read(seq, self._pos[seq - self._base])
-            except MsgNotFound:  # found corrupt: reported lost, skipped
-                seq += 1
-                continue
-            seqs.append(seq)
-            tss.append(sm.ts)
-            subjects.append(sm.subject.encode())
-            hdrs.append(sm.hdr)
-            msgs.append(sm.msg)
-            seq += 1
-        return MsgRun(seqs, tss, subjects, hdrs if hdrs.count(None) != len(hdrs) else None, msgs)
 
     # ------------------------------------------------------------------ removing
     def remove_msg(self, seq: int) -> bool:

@@ -25,7 +25,6 @@ from typing import Callable, Protocol
 
 from natsd.clock import ManualClock
 from natsd.subjects.tokens import subject_matches as _matches
-from natsd.store._core import IndexedStreamStore
 from natsd.store.base import (
     ConsumerState, DiscardPolicy, MaxBytes, MaxMsgs, MaxMsgsPerSubject, MsgNotFound, Pending,
     SequencePair, StoreClosed, StoreConfig, StoreEOF, StreamStore,
@@ -455,8 +454,6 @@ def check_load_run(factory: StoreFactory) -> None:
     assert list(s.load_run(58, 10).seqs) == [58, 59, 62]
     for start in (0, 2, 3, 30, 32, 59, 61):
         assert _run_rows(s.load_run(start, 100)) == _iter_rows(s, start, 100), start
-        if isinstance(s, IndexedStreamStore):  # the shared message-by-message version too
-            assert _run_rows(IndexedStreamStore.load_run(s, start, 9)) == _iter_rows(s, start, 9), start
     s = _restart(factory, s, clock)
     for start in (0, 2, 3, 30, 32, 59, 61):
         assert _run_rows(s.load_run(start, 7)) == _iter_rows(s, start, 7), start
