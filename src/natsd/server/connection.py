@@ -551,12 +551,8 @@ class ClientConnection(asyncio.Protocol):
                     return
                 self.on_pub(OP_PUB, subjects_b[i], b"", 0, payloads[i])
             return
-        k = len(subjects_b)
-        self.in_msgs += k
-        nbytes = 0
-        for p in payloads:
-            nbytes += len(p)
-        self.in_bytes += nbytes
+        self.in_msgs += len(subjects_b)
+        self.in_bytes += sum(map(len, payloads))
         try:
             subjects = [s.decode() for s in subjects_b]
         except UnicodeDecodeError:

@@ -147,6 +147,17 @@ def _call_many(sub, subjects: list, payloads: list, start: int, stop: int) -> No
         logger.exception("internal subscription handler for %r failed", sub.subject)
 
 
+def _run_sub(r):
+    """The subscription a run of messages with match result ``r`` can be handed to at once:
+    the lone receiver, internal, with a run handler; else None."""
+    psubs = r.psubs
+    if len(psubs) == 1 and not r.qsubs:
+        sub = psubs[0]
+        if sub.many is not None and sub.client is None and not sub.max:
+            return sub
+    return None
+
+
 def route_run(acc, subjects: list, subjects_b: list, payloads: list, src) -> None:
     """Deliver a run of reply-less, header-less messages to differing subjects
     (``OP_PUB_RUN``: a client acking JetStream messages one by one), in order.
@@ -164,39 +175,35 @@ def route_run(acc, subjects: list, subjects_b: list, payloads: list, src) -> Non
     while start < n:
         gen = sl.generation
         results = sl.match_many(subjects, start)
-        r = results[0]
-        if len(r.psubs) == 1 and not r.qsubs and results.count(r) == len(results):
+        sub = _run_sub(results[0])
+        if sub is not None and results.count(results[0]) == len(results):
             # The usual run: every message has the same lone receiver (one C-level count).
-            sub = r.psubs[0]
-            if sub.many is not None and sub.client is None and not sub.max:
-                _call_many(sub, subjects, payloads, start, n)
-                return
+            _call_many(sub, subjects, payloads, start, n)
+            return
         restart = -1
         gsub = None  # the run handler collecting messages g0..i-1
         g0 = 0
         i = start
         for r in results:
-            psubs = r.psubs
-            if len(psubs) == 1 and not r.qsubs:
-                sub = psubs[0]
-                if sub.many is not None and sub.client is None and not sub.max:
-                    if sub is not gsub:
-                        if gsub is not None:
-                            _call_many(gsub, subjects, payloads, g0, i)
-                            if sl.generation != gen:
-                                restart = i
-                                break
-                        gsub = sub
-                        g0 = i
-                    i += 1
-                    continue
+            sub = _run_sub(r)
+            if sub is not None:
+                if sub is not gsub:
+                    if gsub is not None:
+                        _call_many(gsub, subjects, payloads, g0, i)
+                        if sl.generation != gen:
+                            restart = i
+                            break
+                    gsub = sub
+                    g0 = i
+                i += 1
+                continue
             if gsub is not None:
                 _call_many(gsub, subjects, payloads, g0, i)
                 gsub = None
                 if sl.generation != gen:
                     restart = i
                     break
-            if psubs or r.qsubs:
+            if r.psubs or r.qsubs:
                 route(acc, subjects[i], subjects_b[i], b"", 0, payloads[i], src, None, r)
                 if sl.generation != gen:
                     restart = i + 1
