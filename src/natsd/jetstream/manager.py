@@ -123,25 +123,21 @@ def _stream_dirs(account_dir: str) -> list[str]:
 # CONSUMER.MSG.NEXT.<stream>.<consumer> must give "no responders" when the stream / consumer does
 # not exist (the reference skips its $JS.API.> import for those two prefixes), so they are
 # subscribed by the streams and consumers themselves. These patterns cover every other API
-# subject family; an unknown subject inside them gets no reply at all (a client timeout), as the
-# reference. (Unknown subjects outside these families get no responders instead of a timeout.)
+# subject (the patterns never overlap, so a request is handled once); an unknown subject gets
+# no reply at all (a client timeout), as the reference. The CONSUMER family is covered by token
+# count up to 6 tokens, and per verb beyond, which leaves out exactly MSG.NEXT.<stream>.<consumer>.
+_CONSUMER_VERBS = ("CREATE", "DURABLE", "NAMES", "LIST", "INFO", "DELETE", "PAUSE", "UNPIN", "RESET", "LEADER")
 API_SUBSCRIPTIONS = (
     "$JS.API.*",
     "$JS.API.STREAM.>",
     "$JS.API.CONSUMER.*",
-    "$JS.API.CONSUMER.CREATE.>",
-    "$JS.API.CONSUMER.DURABLE.>",
-    "$JS.API.CONSUMER.NAMES.>",
-    "$JS.API.CONSUMER.LIST.>",
-    "$JS.API.CONSUMER.INFO.>",
-    "$JS.API.CONSUMER.DELETE.>",
-    "$JS.API.CONSUMER.PAUSE.>",
-    "$JS.API.CONSUMER.UNPIN.>",
-    "$JS.API.CONSUMER.RESET.>",
-    "$JS.API.CONSUMER.LEADER.>",
+    "$JS.API.CONSUMER.*.*",
+    "$JS.API.CONSUMER.*.*.*",
+    *(f"$JS.API.CONSUMER.{verb}.*.*.>" for verb in _CONSUMER_VERBS),
     "$JS.API.META.>",
     "$JS.API.SERVER.>",
     "$JS.API.ACCOUNT.>",
+    "$JS.API.DIRECT.*",
 )
 
 

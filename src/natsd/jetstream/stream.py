@@ -212,6 +212,8 @@ class Stream:
         # last sequence (includes interest-skipped sequences), and last Nats-Msg-Id stored.
         st = store.state()
         self.lseq: int = st.last_seq
+        # Never held a message nor purged: the reference reports first_seq 0 then (state_json).
+        self._pristine = st.last_seq == 0 and not config.first_seq
         self.lmsg_id: str = ""
         # dedupe: msg id -> (seq, ts); insertion-ordered for expiry.
         self._ddmap: dict[str, tuple[int, int]] = {}
@@ -453,7 +455,7 @@ class Stream:
                         self._reject(reply, ApiErrors.MESSAGE_TTL_DISABLED())
                         return 0
                 v = h.get(H_EXP_LAST_SUBJ_SEQ)
-                if v is not None:
+                if v:  # an empty value is no expectation (the reference ignores it)
                     want = _parse_uint(v)
                     ssubj = h.get(H_EXP_LAST_SUBJ_SEQ_SUBJ)
                     check_subj = ssubj.decode() if ssubj else subject
@@ -907,6 +909,7 @@ class Stream:
         else:
             n = self.store.purge_ex(subject, seq, keep)
         self.store.flush()
+        self._pristine = False
         self._after_purge()
         return n
 
@@ -974,7 +977,15 @@ class Stream:
                 subjects = {k: totals[k] for k in keys}
             else:
                 subjects = totals
-        return state_to_json(st, len(self.consumers), subjects, deleted_details), total, offset, limit
+        out = state_to_json(st, len(self.consumers), subjects, deleted_details)
+        if self._pristine and st.last_seq == 0:
+            # A stream that never held a message: the reference's store starts at sequence 0 and
+            # (file store) counts that 0 as deleted when details are asked for.
+            out["first_seq"] = 0
+            if deleted_details and self.config.storage == "file":
+                out["num_deleted"] = 1
+                out["deleted"] = [0]
+        return out, total, offset, limit
 
     def info(self, subjects_filter: str = "", deleted_details: bool = False, offset: int = 0,
              dynamic_metadata: bool = True) -> tuple[dict, int, int, int]:

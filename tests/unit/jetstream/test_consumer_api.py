@@ -49,7 +49,8 @@ def test_ordered_consumer_config_echo() -> None:
                                     "num_replicas": 1, "mem_storage": True, "inactive_threshold": 0})
     assert len(r["name"]) == 8
     cfg = r["config"]
-    assert list(cfg)[:12] == ["name", "deliver_policy", "ack_policy", "ack_wait", "max_deliver", "filter_subject",
+    # The generated name is not echoed in config (as the reference's capture of nats.py's ordered consumer).
+    assert list(cfg)[:11] == ["deliver_policy", "ack_policy", "ack_wait", "max_deliver", "filter_subject",
                               "replay_policy", "flow_control", "deliver_subject", "idle_heartbeat",
                               "inactive_threshold", "num_replicas"]
     assert cfg["inactive_threshold"] == 5 * SEC and cfg["mem_storage"] is True and "max_ack_pending" not in cfg

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from natsd.jetstream.api import requests as R
 from natsd.jetstream.api.errors import ApiErrors
 from natsd.jetstream.api.router import ApiRequest, ApiRouter, resp
 from natsd.jetstream.consumer import Consumer, create_consumer_name
@@ -41,14 +42,12 @@ def register(router: ApiRouter) -> None:
 # CREATE
 
 def _create(req: ApiRequest) -> dict:
-    body = req.json()
+    body = req.json(R.CREATE_CONSUMER_REQUEST)
     stream_name = body.get("stream_name", "")
-    if not isinstance(stream_name, str):
-        raise ApiErrors.INVALID_JSON(err="json: cannot unmarshal into Go struct field CreateConsumerRequest.stream_name of type string")
     action = body.get("action", "")
     if action not in ("", "create", "update"):
         raise ApiErrors.INVALID_JSON(err=f"unknown consumer action: {_json(action)}")
-    pedantic = bool(body.get("pedantic", False))
+    pedantic = body.get("pedantic", False)
     cfg = ConsumerConfig.from_json(body.get("config"))
 
     t = req.tokens
@@ -149,7 +148,8 @@ def create_consumer(stream: Any, cfg: ConsumerConfig, action: str = "", pedantic
         name = create_consumer_name()
         while name in stream.consumers:
             name = create_consumer_name()
-        cfg.name = name
+        # The generated name is the consumer's, not part of its config: the reference's replies
+        # leave config.name out for a consumer created without one.
     if not is_valid_asset_name(name):
         raise ApiErrors.CONSUMER_BAD_DURABLE_NAME()
 
@@ -216,21 +216,23 @@ def _lookup(req: ApiRequest) -> Consumer:
 
 
 def _info(req: ApiRequest) -> dict:
+    if not req.is_empty:
+        raise ApiErrors.NOT_EMPTY_REQUEST()
     return resp("consumer_info_response", _lookup(req).info())
 
 
 def _delete(req: ApiRequest) -> dict:
+    if not req.is_empty:
+        raise ApiErrors.NOT_EMPTY_REQUEST()
     o = _lookup(req)
     o.delete_from_stream()
     return resp("consumer_delete_response", {"success": True})
 
 
 def _offset(req: ApiRequest) -> int:
-    body = req.json()
-    off = body.get("offset", 0)
-    if isinstance(off, bool) or not isinstance(off, int):
-        raise ApiErrors.INVALID_JSON(err="json: cannot unmarshal into Go struct field ApiPagedRequest.offset of type int")
-    return max(off, 0)
+    if not req.payload.lstrip()[:1] in (b"{", b"["):
+        return 0
+    return max(req.json(R.CONSUMERS_REQUEST).get("offset", 0), 0)
 
 
 def _names(req: ApiRequest) -> dict:
@@ -238,7 +240,8 @@ def _names(req: ApiRequest) -> dict:
     stream = req.account.lookup_stream(req.tokens[4])
     names = sorted(stream.consumers)
     total = len(names)
-    page = names[off:off + NAMES_LIMIT] if off < total else []
+    off = min(off, total)
+    page = names[off:off + NAMES_LIMIT]
     return resp("consumer_names_response", {"total": total, "offset": off, "limit": NAMES_LIMIT,
                                             "consumers": page})
 
@@ -248,13 +251,14 @@ def _list(req: ApiRequest) -> dict:
     stream = req.account.lookup_stream(req.tokens[4])
     cons = [stream.consumers[n] for n in sorted(stream.consumers)]
     total = len(cons)
-    page = cons[off:off + LIST_LIMIT] if off < total else []
+    off = min(off, total)
+    page = cons[off:off + LIST_LIMIT]
     return resp("consumer_list_response", {"total": total, "offset": off, "limit": LIST_LIMIT,
                                            "consumers": [c.list_info() for c in page]})
 
 
 def _pause(req: ApiRequest) -> dict:
-    body = req.json() if req.payload.strip()[:1] in (b"{", b"[") else {}
+    body = req.json(R.CONSUMER_PAUSE_REQUEST) if req.payload.strip()[:1] in (b"{", b"[") else {}
     until = body.get("pause_until")
     until_ns: int | None = None
     if until is not None:

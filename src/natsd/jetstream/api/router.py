@@ -31,9 +31,11 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from natsd.jetstream.api import gojson
 from natsd.jetstream.api.errors import ApiError, ApiErrors
 
 if TYPE_CHECKING:  # pragma: no cover
+    from natsd.jetstream.api.gojson import GoStruct
     from natsd.jetstream.manager import JsAccount
 
 __all__ = [
@@ -86,17 +88,20 @@ RESPONSE_TYPES: dict[str, str] = {
     "$JS.API.ACCOUNT.STREAM.CANCEL_MOVE.*.*": "stream_update_response",
 }
 
+# A body whose fields nobody checks (handlers that take any JSON object).
+_ANY_OBJECT = gojson.GoStruct("object", {}, open=True)
+
 _PAGED = {"total": 0, "offset": 0, "limit": 0}
 # Fields the reference's response structs serialise even when zero (no omitempty), which
 # therefore also appear next to "error" in an error reply. Order = Go struct order.
 ERROR_EXTRAS: dict[str, dict[str, Any]] = {
     "stream_info_response": _PAGED,
     "stream_names_response": {**_PAGED, "streams": None},
-    "stream_list_response": {**_PAGED, "streams": None},
+    "stream_list_response": {**_PAGED, "streams": []},
     "stream_purge_response": {"purged": 0},
     "stream_restore_response": {"deliver_subject": ""},
-    "consumer_names_response": {**_PAGED, "consumers": None},
-    "consumer_list_response": {**_PAGED, "consumers": None},
+    "consumer_names_response": {**_PAGED, "consumers": []},
+    "consumer_list_response": {**_PAGED, "consumers": []},
     "consumer_pause_response": {"paused": False, "pause_until": "0001-01-01T00:00:00Z"},
     "consumer_reset_response": {"reset_seq": 0},
 }
@@ -156,23 +161,16 @@ class ApiRequest:
     account: "JsAccount"
     _json: Any = field(default=None, repr=False)
 
-    def json(self) -> dict:
-        """The parsed body: ``{}`` when empty; ApiError INVALID_JSON (10025) when not JSON
-        (the reference answers bad JSON with ``invalid JSON: <go error>``; the text after the
-        colon differs from Go's wording)."""
+    def json(self, struct: "GoStruct | None" = None) -> dict:
+        """The body decoded as nats-server decodes it into the Go request ``struct``
+        (:mod:`~natsd.jetstream.api.gojson`): ``{}`` when empty, canonical field names, no ``null``
+        fields; INVALID_JSON (10025) with Go's text for bad JSON, unknown fields and wrong types.
+        Without a struct the body must be a JSON object; its fields are not checked."""
         if self._json is None:
-            body = self.payload
-            if not body or not body.strip():
-                self._json = {}
-            else:
-                try:
-                    val = json.loads(body)
-                except (ValueError, UnicodeDecodeError) as e:
-                    raise ApiErrors.INVALID_JSON(err=_json_err_text(e)) from None
-                if not isinstance(val, dict):
-                    raise ApiErrors.INVALID_JSON(
-                        err=f"json: cannot unmarshal {_go_json_kind(val)} into Go value of type struct")
-                self._json = val
+            try:
+                self._json = gojson.decode(self.payload, struct or _ANY_OBJECT)
+            except gojson.GoError as e:
+                raise ApiErrors.INVALID_JSON(err=str(e)) from None
         return self._json
 
     @property
@@ -202,33 +200,6 @@ def _check_required_level(req: ApiRequest) -> None:
         return
     if not v.isdigit() or int(v) > JS_API_LEVEL:
         raise ApiErrors.REQUIRED_API_LEVEL()
-
-
-def _go_json_kind(val: Any) -> str:
-    if isinstance(val, list):
-        return "array"
-    if isinstance(val, str):
-        return "string"
-    if isinstance(val, bool):
-        return "bool"
-    if isinstance(val, (int, float)):
-        return "number"
-    return "null"
-
-
-def _json_err_text(e: Exception) -> str:
-    # Go's encoding/json messages look like "invalid character 'x' looking for beginning of
-    # value" / "unexpected end of JSON input"; we keep the same shape where we can.
-    msg = str(e)
-    if "Expecting value" in msg and "char 0" in msg:
-        return "unexpected end of JSON input"
-    if isinstance(e, json.JSONDecodeError):
-        doc = e.doc
-        pos = e.pos
-        if pos >= len(doc):
-            return "unexpected end of JSON input"
-        return f"invalid character {doc[pos]!r} looking for beginning of value"
-    return msg
 
 
 def find_header(hdr: bytes, name: str) -> str | None:

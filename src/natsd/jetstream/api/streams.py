@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from natsd.jetstream.advisories import stream_action
+from natsd.jetstream.api import requests as R
 from natsd.jetstream.api.errors import ApiErrors
 from natsd.jetstream.api.router import ApiRequest, ApiRouter, resp
 from natsd.jetstream.models import StreamConfig, parse_rfc3339, rfc3339
@@ -44,18 +45,10 @@ def _get_stream_cfg(req: ApiRequest):
 
 
 def _config_request(req: ApiRequest) -> tuple[StreamConfig, bool]:
-    body = req.json()
+    body = req.json(R.STREAM_CONFIG_REQUEST)
     cfg = StreamConfig.from_json(body)
     pedantic = body.get("pedantic") is True
     return cfg, pedantic
-
-
-def _zero_first_seq_if_pristine(info: dict) -> None:
-    # CREATE/UPDATE replies of the reference report first_seq 0 for a stream that never held a
-    # message (its STREAM.INFO says 1): keep that difference.
-    st = info["state"]
-    if st["messages"] == 0 and st["last_seq"] == 0:
-        st["first_seq"] = 0
 
 
 def stream_create(req: ApiRequest) -> dict:
@@ -78,7 +71,6 @@ def stream_create(req: ApiRequest) -> dict:
         if existing.config.comparable() == ccfg.comparable():
             info, _, _, _ = existing.info()
             info.pop("cluster", None)
-            _zero_first_seq_if_pristine(info)
             return resp("stream_create_response", {**info, "did_create": True})
         raise ApiErrors.STREAM_NAME_EXIST()
     acct.check_new_stream_limits(ccfg)
@@ -92,7 +84,6 @@ def stream_create(req: ApiRequest) -> dict:
                        lambda: stream_action(acct, stream.name, "create"))
     info, _, _, _ = stream.info()
     info.pop("cluster", None)
-    _zero_first_seq_if_pristine(info)
     return resp("stream_create_response", {**info, "did_create": True})
 
 
@@ -117,7 +108,6 @@ def stream_update(req: ApiRequest) -> dict:
                        lambda: stream_action(acct, name, "modify"))
     info, _, _, _ = stream.info()
     info.pop("cluster", None)
-    _zero_first_seq_if_pristine(info)
     return resp("stream_update_response", info)
 
 
@@ -128,11 +118,10 @@ def stream_info(req: ApiRequest) -> dict:
     subjects = ""
     offset = 0
     if _is_json_object_or_array(req.payload):
-        body = req.json()
-        details = body.get("deleted_details") is True
-        subjects = body.get("subjects_filter") or ""
-        off = body.get("offset") or 0
-        offset = max(off, 0) if isinstance(off, int) else 0
+        body = req.json(R.STREAM_INFO_REQUEST)
+        details = body.get("deleted_details", False)
+        subjects = body.get("subjects_filter", "")
+        offset = max(body.get("offset", 0), 0)
     stream = acct.lookup_stream(name)
     info, total, off, limit = stream.info(subjects, details, offset)
     if not total:
@@ -162,17 +151,10 @@ def stream_purge(req: ApiRequest) -> dict:
     name = _stream_name(req)
     subject, seq, keep = "", 0, 0
     if _is_json_object_or_array(req.payload):
-        body = req.json()
-        subject = body.get("filter") or ""
-        seq = body.get("seq") or 0
-        keep = body.get("keep") or 0
-        for k, v in (("seq", seq), ("keep", keep)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise ApiErrors.INVALID_JSON(
-                    err=f"json: cannot unmarshal into Go struct field JSApiStreamPurgeRequest.{k} of type uint64")
-        if not isinstance(subject, str):
-            raise ApiErrors.INVALID_JSON(
-                err="json: cannot unmarshal into Go struct field JSApiStreamPurgeRequest.filter of type string")
+        body = req.json(R.STREAM_PURGE_REQUEST)
+        subject = body.get("filter", "")
+        seq = body.get("seq", 0)
+        keep = body.get("keep", 0)
         if seq > 0 and keep > 0:
             raise ApiErrors.BAD_REQUEST()
     stream = acct.lookup_stream(name)
@@ -180,15 +162,12 @@ def stream_purge(req: ApiRequest) -> dict:
     return resp("stream_purge_response", {"success": True, "purged": purged})
 
 
-def _paged_request(req: ApiRequest) -> tuple[int, str]:
+def _paged_request(req: ApiRequest, struct: Any) -> tuple[int, str]:
     offset, subject = 0, ""
     if _is_json_object_or_array(req.payload):
-        body = req.json()
-        off = body.get("offset") or 0
-        if isinstance(off, bool) or not isinstance(off, int):
-            raise ApiErrors.INVALID_JSON(err="json: cannot unmarshal into Go struct field offset of type int")
-        offset = max(off, 0)
-        subject = body.get("subject") or ""
+        body = req.json(struct)
+        offset = max(body.get("offset", 0), 0)
+        subject = body.get("subject", "")
     return offset, subject
 
 
@@ -205,7 +184,7 @@ def _filtered_streams(req: ApiRequest, subject: str) -> list[Any]:
 
 
 def stream_names(req: ApiRequest) -> dict:
-    offset, subject = _paged_request(req)
+    offset, subject = _paged_request(req, R.STREAM_NAMES_REQUEST)
     streams = _filtered_streams(req, subject)
     total = len(streams)
     offset = min(offset, total)
@@ -215,7 +194,7 @@ def stream_names(req: ApiRequest) -> dict:
 
 
 def stream_list(req: ApiRequest) -> dict:
-    offset, subject = _paged_request(req)
+    offset, subject = _paged_request(req, R.STREAM_LIST_REQUEST)
     streams = _filtered_streams(req, subject)
     total = len(streams)
     offset = min(offset, total)
@@ -232,7 +211,7 @@ def msg_get(req: ApiRequest) -> dict:
     acct = req.account
     if req.is_empty:
         raise ApiErrors.BAD_REQUEST()
-    body = req.json()
+    body = req.json(R.MSG_GET_REQUEST)
     if (body.get("batch") or 0) > 0 or (body.get("max_bytes") or 0) > 0:
         raise ApiErrors.BAD_REQUEST()
     start_time = body.get("start_time")
@@ -262,13 +241,10 @@ def msg_delete(req: ApiRequest) -> dict:
     acct = req.account
     if req.is_empty:
         raise ApiErrors.BAD_REQUEST()
-    body = req.json()
-    seq = body.get("seq") or 0
-    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
-        raise ApiErrors.INVALID_JSON(
-            err="json: cannot unmarshal into Go struct field JSApiMsgDeleteRequest.seq of type uint64")
+    body = req.json(R.MSG_DELETE_REQUEST)
+    seq = body.get("seq", 0)
     stream = acct.lookup_stream(req.tokens[5] if len(req.tokens) > 5 else "")
-    stream.delete_msg(seq, body.get("no_erase") is True)
+    stream.delete_msg(seq, body.get("no_erase", False))
     return resp("stream_msg_delete_response", {"success": True})
 
 
