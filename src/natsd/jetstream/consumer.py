@@ -505,6 +505,10 @@ class Consumer:
             return
         if self.sseq < first_seq:
             self.sseq = first_seq
+        if self.dlv_sseq < first_seq - 1:
+            # The reference reports the purge floor as delivered too (its delivered position is
+            # the next sequence to deliver, which a purge moves).
+            self.dlv_sseq = first_seq - 1
         if self.lss is not None:
             self.lss = [s for s in self.lss if s >= first_seq] or None
         if self.asflr < first_seq - 1:
@@ -522,6 +526,8 @@ class Consumer:
                 if p[0] > self.adflr:
                     self.adflr = p[0]
                 self.rdc.pop(seq, None)
+                # A purged pending message counts as acked, ack time included (as the reference).
+                self.lat = self.clock.time_ns()
         if not self.pending:
             self.adflr, self.asflr = self.dseq - 1, self.sseq - 1
         self._rep_floor = None
@@ -1860,7 +1866,7 @@ class ConsumerHub:
             return None
         return s.consumers.get(name)
 
-    def _on_ack(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+    def _on_ack(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> bool | None:
         # $JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<dseq>.<ts>.<pending>     (v1, 9 tokens)
         # $JS.ACK.<domain>.<acchash>.<stream>.<consumer>.<dc>.<sseq>.<dseq>.<ts>.<pending>[...] (v2)
         t = subject.split(".")
@@ -1870,11 +1876,13 @@ class ConsumerHub:
         elif n >= 11:
             stream, name, i = t[4], t[5], 6
         else:
-            return
+            return False
         s = self.account.streams.get(stream)
         o = s.consumers.get(name) if s is not None else None
-        if o is None:
-            return
+        if o is None or o.cfg.ack_policy == "none":
+            # The reference subscribes ack subjects per consumer taking acks: anything else has
+            # no receiver, and an ack sent as a request gets "no responders" (not a timeout).
+            return False
         try:
             dc, sseq, dseq = int(t[i]), int(t[i + 1]), int(t[i + 2])
         except ValueError:  # a bad token counts as 0, as the reference

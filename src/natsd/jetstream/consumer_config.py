@@ -519,12 +519,14 @@ class ConsumerConfig:
 
         if self.sample_freq:
             s = self.sample_freq[:-1] if self.sample_freq.endswith("%") else self.sample_freq
-            try:
-                if not re.fullmatch(r"[+-]?\d+", s) or int(s) < 0:
-                    raise ValueError
-            except ValueError:
-                raise ApiErrors.CONSUMER_INVALID_SAMPLING(
-                    err=f'strconv.Atoi: parsing "{s}": invalid syntax') from None
+            # Go's strconv.Atoi error, or "<nil>" for a well-formed negative number (the reference
+            # formats the nil error it had).
+            if not re.fullmatch(r"[+-]?\d+", s):
+                raise ApiErrors.CONSUMER_INVALID_SAMPLING(err=f'strconv.Atoi: parsing "{s}": invalid syntax')
+            if not -(1 << 63) <= int(s) < (1 << 63):
+                raise ApiErrors.CONSUMER_INVALID_SAMPLING(err=f'strconv.Atoi: parsing "{s}": value out of range')
+            if int(s) < 0:
+                raise ApiErrors.CONSUMER_INVALID_SAMPLING(err="<nil>")
         if self.flow_control and self.idle_heartbeat == 0:
             raise ApiErrors.CONSUMER_WITH_FLOW_CONTROL_NEEDS_HEARTBEATS()
         if self.durable_name and self.name and self.name != self.durable_name:

@@ -17,8 +17,11 @@ from typing import Callable, Protocol
 __all__ = ["MsgHandler", "RunHandler", "InterestHandler", "Subscription", "Ports"]
 
 # handler(subject, reply, hdr, payload); called synchronously on the loop, in publish order.
-# It must not block; heavy work is deferred with Clock.call_soon.
-MsgHandler = Callable[[str, str, "bytes | None", bytes], None]
+# It must not block; heavy work is deferred with Clock.call_soon. A handler that returns False
+# declines the message: it had no receiver here (one wildcard subscription serving many
+# would-be subscriptions, like the $JS.ACK.> hub for consumers that do not exist), so a request
+# whose only taker declined gets "no responders", as if nothing were subscribed.
+MsgHandler = Callable[[str, str, "bytes | None", bytes], "bool | None"]
 
 # run_handler(subjects, payloads): an optional companion of a MsgHandler for a run of
 # reply-less, header-less messages (lists of str and bytes, in publish order); implementations

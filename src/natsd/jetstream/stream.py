@@ -940,6 +940,12 @@ class Stream:
             ok = False
         if not ok:
             raise ApiErrors.STREAM_MSG_DELETE_FAILED(err="no message found")
+        if self.consumers and not (self._interest or self._workqueue):
+            # The storage callback tells consumers of interest/workqueue streams only (hot path of
+            # limits); an explicit delete on a limits stream must reach them too (num_pending, and
+            # a pending copy is terminated, as the reference).
+            for c in list(self.consumers.values()):
+                c.on_msg_removed(seq)
         self.store.flush()
 
     def get_msg(self, req: dict) -> StoreMsg:

@@ -30,7 +30,9 @@ __all__ = ["route", "route_run", "route_batch", "deliver_many", "publish_many"]
 _rr = itertools.count()
 
 
-def _call_internal(sub, subject: str, reply: bytes, hdr_len: int, data: bytes) -> None:
+def _call_internal(sub, subject: str, reply: bytes, hdr_len: int, data: bytes) -> int:
+    """Hand a message to an internal subscription; 1 when it took it, 0 when it declined
+    (returned False: see ``natsd.jetstream.ports.MsgHandler``)."""
     if hdr_len:
         hdr, payload = data[:hdr_len], data[hdr_len:]
     else:
@@ -39,9 +41,11 @@ def _call_internal(sub, subject: str, reply: bytes, hdr_len: int, data: bytes) -
     if sub.max and sub.delivered >= sub.max:
         sub.unsubscribe()
     try:
-        sub.cb(subject, reply.decode() if reply else "", hdr, payload)
+        if sub.cb(subject, reply.decode() if reply else "", hdr, payload) is False:
+            return 0
     except Exception:
         logger.exception("internal subscription handler for %r failed", sub.subject)
+    return 1
 
 
 def _lines(subj_b: bytes, reply: bytes, hdr_len: int, size: int) -> tuple[bytes, bytes]:
@@ -78,16 +82,14 @@ def route(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, data: by
         if len(psubs) == 1:
             sub = psubs[0]
             if sub.client is None:
-                _call_internal(sub, shown or subject, reply, hdr_len, data)
-                return 1
+                return _call_internal(sub, shown or subject, reply, hdr_len, data)
     size = len(data)
     head = mid = None
     n = 0
     for sub in psubs:
         c = sub.client
         if c is None:
-            _call_internal(sub, shown or subject, reply, hdr_len, data)
-            n += 1
+            n += _call_internal(sub, shown or subject, reply, hdr_len, data)
             continue
         if c is src and not c.echo:
             continue
@@ -127,8 +129,7 @@ def route(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, data: by
                 sub = group[(start + j) % k]
                 c = sub.client
                 if c is None:
-                    _call_internal(sub, shown or subject, reply, hdr_len, data)
-                    n += 1
+                    n += _call_internal(sub, shown or subject, reply, hdr_len, data)
                     break
                 if c.closed or (c is src and not c.echo):
                     continue

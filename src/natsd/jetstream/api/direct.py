@@ -142,7 +142,9 @@ def direct_get_handlers(stream: "Stream") -> tuple[Callable, Callable]:
         next_for = req.get("next_by_subj") or ""
         last_for = req.get("last_by_subj") or ""
         batch = req.get("batch") or 0
-        is_batch = batch > 0
+        # Any non-zero batch is a batch request, as the reference; a negative one sends no
+        # message, only the end-of-batch status.
+        is_batch = batch != 0
         if not is_batch:
             batch = 1
         np = 0

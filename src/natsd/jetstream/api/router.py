@@ -292,7 +292,7 @@ class ApiRouter:
         handler, rtype = found
         req = ApiRequest(subject, tokens, reply, hdr, payload, account)
         stats: ApiStats = account.api_stats
-        stats.total += 1
+        # Counted once handled, as the reference: $JS.API.INFO's "total" leaves itself out.
         try:
             if hdr and b"Nats-Required-Api-Level" in hdr:
                 _check_required_level(req)
@@ -304,6 +304,7 @@ class ApiRouter:
             log.exception("JetStream API handler for %s failed", subject)
             stats.errors += 1
             result = error_envelope(rtype, ApiErrors.STREAM_GENERAL_ERROR(err=str(e) or type(e).__name__))
+        stats.total += 1
         if result is None:
             return None
         data = dumps(result)

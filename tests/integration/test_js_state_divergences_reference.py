@@ -1,0 +1,140 @@
+"""Differential test: consumer and stream state after purges, deletes and pulls, acks sent as
+requests where nobody takes them, batch direct gets, API counters and consumer-config texts, run
+against the reference nats-server and natsd; the observations must be equal (timestamps and ids
+left out)."""
+
+from __future__ import annotations
+
+import json
+
+import nats
+import pytest
+
+from tests.helpers.inproc import running_server
+from tests.helpers.servers import reference_binary, start_server
+
+pytestmark = [pytest.mark.integration, pytest.mark.reference,
+              pytest.mark.skipif(reference_binary() is None, reason="reference nats-server not installed")]
+
+
+async def _req(nc, subject: str, body=b"", headers=None, timeout: float = 2):
+    data = json.dumps(body).encode() if isinstance(body, (dict, list)) else body
+    try:
+        m = await nc.request(subject, data, timeout=timeout, headers=headers)
+    except nats.errors.NoRespondersError:
+        return "no responders"
+    except nats.errors.TimeoutError:
+        return "timeout"
+    if m.headers and "Status" in m.headers:
+        return {k: v for k, v in m.headers.items()}
+    return json.loads(m.data) if m.data else {}
+
+
+def _state(info: dict) -> dict:
+    if "error" in info:
+        return info["error"]
+    return {"delivered": [info["delivered"]["consumer_seq"], info["delivered"]["stream_seq"]],
+            "ack_floor": [info["ack_floor"]["consumer_seq"], info["ack_floor"]["stream_seq"]],
+            "ack_floor_active": "last_active" in info["ack_floor"],
+            "num_pending": info["num_pending"], "num_ack_pending": info["num_ack_pending"]}
+
+
+async def _pull(nc, stream: str, consumer: str, body: dict, limit: int = 10) -> list:
+    """(status, sequence, pending-count token of the ack subject) per message of one pull."""
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox)
+    await nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}", json.dumps(body).encode(), reply=inbox)
+    out: list = []
+    try:
+        while len(out) < limit:
+            m = await sub.next_msg(timeout=0.5)
+            status = (m.headers or {}).get("Status")
+            if status:
+                out.append((status,))
+                if status in ("404", "408"):
+                    break
+                continue
+            t = m.reply.split(".")
+            out.append((m.reply, t[5], t[6], t[8]))
+    except nats.errors.TimeoutError:
+        pass
+    finally:
+        await sub.unsubscribe()
+    return out
+
+
+async def _scenario(url: str) -> list:
+    nc = await nats.connect(url)
+    obs: list = []
+    try:
+        await _req(nc, "$JS.API.STREAM.CREATE.E", {"name": "E", "subjects": ["e.>"]})
+        for i in range(10):
+            await _req(nc, f"e.{i % 3}", str(i).encode())
+        await _req(nc, "$JS.API.CONSUMER.CREATE.E.D",
+                   {"stream_name": "E", "config": {"durable_name": "D", "ack_policy": "explicit"}})
+        got = await _pull(nc, "E", "D", {"batch": 3})
+        obs.append([g[1:] for g in got])
+        # A purge moves the consumer's delivered position with its ack floor.
+        obs.append(await _req(nc, "$JS.API.STREAM.PURGE.E", {"seq": 6}))
+        obs.append(_state(await _req(nc, "$JS.API.CONSUMER.INFO.E.D")))
+        obs.append(await _req(nc, "$JS.API.STREAM.PURGE.E"))
+        obs.append(_state(await _req(nc, "$JS.API.CONSUMER.INFO.E.D")))
+        # An ack sent as a request to a consumer that takes no acks, or no longer exists.
+        await _req(nc, "$JS.API.CONSUMER.CREATE.E.N",
+                   {"stream_name": "E", "config": {"durable_name": "N", "ack_policy": "none"}})
+        for i in range(3):
+            await _req(nc, f"e.{i}", b"x")
+        got = await _pull(nc, "E", "N", {"batch": 1})
+        obs.append(await _req(nc, got[0][0], b"+ACK", timeout=0.5))
+        await _req(nc, "$JS.API.CONSUMER.DELETE.E.D")
+        obs.append(await _req(nc, "$JS.ACK.E.D.1.1.1.0.0", b"+ACK", timeout=0.5))
+        obs.append((await _req(nc, "$JS.API.INFO"))["api"]["total"])
+        # An ephemeral after deliveries and a purge.
+        r = await _req(nc, "$JS.API.CONSUMER.CREATE.E",
+                       {"stream_name": "E", "config": {"ack_policy": "explicit", "inactive_threshold": 60_000_000_000}})
+        name = r["name"]
+        obs.append(len(await _pull(nc, "E", name, {"batch": 2})))
+        await _req(nc, "$JS.API.STREAM.PURGE.E")
+        obs.append(_state(await _req(nc, f"$JS.API.CONSUMER.INFO.E.{name}")))
+        # Deleting a message the consumer has not reached yet lowers num_pending.
+        await _req(nc, "$JS.API.STREAM.CREATE.P", {"name": "P", "subjects": ["p.>"]})
+        for i in range(6):
+            await _req(nc, f"p.{i % 2}", b"x")
+        await _req(nc, "$JS.API.CONSUMER.CREATE.P.C",
+                   {"stream_name": "P", "config": {"durable_name": "C", "ack_policy": "explicit"}})
+        await _pull(nc, "P", "C", {"batch": 2})
+        await _req(nc, "$JS.API.STREAM.MSG.DELETE.P", {"seq": 4})
+        obs.append(_state(await _req(nc, "$JS.API.CONSUMER.INFO.P.C")))
+        await _req(nc, "$JS.API.STREAM.PURGE.P", {"filter": "p.0"})
+        obs.append(_state(await _req(nc, "$JS.API.CONSUMER.INFO.P.C")))
+        await _req(nc, "$JS.API.STREAM.PURGE.P", {"keep": 1})
+        obs.append(_state(await _req(nc, "$JS.API.CONSUMER.INFO.P.C")))
+        obs.append([g[1:] for g in await _pull(nc, "P", "C", {"batch": 5, "no_wait": True})])
+        # Batch direct gets: a negative batch sends only the end of batch.
+        await _req(nc, "$JS.API.STREAM.CREATE.DG", {"name": "DG", "subjects": ["dg.>"], "allow_direct": True})
+        await _req(nc, "dg.a", b"1")
+        await _req(nc, "dg.b", b"2")
+        obs.append(await _req(nc, "$JS.API.DIRECT.GET.DG", {"batch": -1, "seq": 1}))
+        # sample_freq texts of the reference.
+        for freq in ("-5%", "-5", "x%", "99999999999999999999"):
+            obs.append(await _req(nc, "$JS.API.CONSUMER.CREATE.P.SF",
+                                  {"stream_name": "P", "config": {"durable_name": "SF", "sample_freq": freq}}))
+        api = (await _req(nc, "$JS.API.INFO"))["api"]
+        api.pop("level")  # natsd advertises its own API level
+        obs.append(api)
+    finally:
+        await nc.close()
+    return obs
+
+
+async def test_consumer_and_stream_state_match_reference(tmp_path):
+    ref = start_server("reference", tmp_path)
+    try:
+        expected = await _scenario(ref.url)
+    finally:
+        ref.stop()
+    async with running_server(store_dir=str(tmp_path / "natsd")) as server:
+        got = await _scenario(server.client_url)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        assert g == e
