@@ -1,6 +1,7 @@
 """Differential test: request bodies nats-server's strict Go decoder refuses or reads in its own way
 (unknown fields, wrong JSON kinds, syntax errors with offsets, several values, case-insensitive
-names), empty-payload rules, paging offsets, empty-stream state and config echo, run against the
+names), empty-payload rules, paging offsets, empty-stream state, config echo and the answers to
+deleting a missing message, run against the
 reference nats-server and natsd; the replies must be equal once values that legitimately differ
 (timestamps, ids, version metadata) are normalised."""
 
@@ -126,6 +127,17 @@ SCRIPT: list[tuple] = [
     ("$JS.API.DIRECT.GET.NOPE", b""),
     ("$JS.API.INFO", b""),
 ]
+# Message deletes: the reference's memory and file stores answer a missing message differently.
+for _st, _n in (("memory", "DM"), ("file", "DF")):
+    SCRIPT += [
+        (f"$JS.API.STREAM.CREATE.{_n}", {"name": _n, "subjects": [_n.lower() + ".>"], "storage": _st}),
+        (_n.lower() + ".a", b"1"), (_n.lower() + ".a", b"2"), (_n.lower() + ".a", b"3"),
+        *((f"$JS.API.STREAM.MSG.DELETE.{_n}", body) for body in (
+            {"seq": 0}, {"seq": 2}, {"seq": 2}, {"seq": 2, "no_erase": True}, {"seq": 9},
+            {"seq": 9, "no_erase": True})),
+        (f"$JS.API.STREAM.PURGE.{_n}", b""),
+        *((f"$JS.API.STREAM.MSG.DELETE.{_n}", {"seq": seq}) for seq in (1, 3, 4)),
+    ]
 
 _DROP = {"ts", "created", "first_ts", "last_ts", "time", "cluster", "bytes", "name", "api"}
 

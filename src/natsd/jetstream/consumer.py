@@ -448,11 +448,15 @@ class Consumer:
                 pass
             self.npc = n
             return
+        # A full recount of a last-per-subject consumer counts the last message of each subject
+        # only, as the reference does whenever it recounts (creation, update, purge); messages
+        # that arrive later are counted one by one (_settle_npc), as there too.
+        lps = self.cfg.deliver_policy == "last_per_subject"
         try:
             if not self.filters:
-                self.npc = store.num_pending(self.sseq, "", False)
+                self.npc = store.num_pending(self.sseq, "", lps)
             else:
-                self.npc = sum(store.num_pending(self.sseq, f, False) for f in self.filters)
+                self.npc = sum(store.num_pending(self.sseq, f, lps) for f in self.filters)
         except StoreError:
             self.npc = 0
 
@@ -538,12 +542,16 @@ class Consumer:
         self._mark_dirty()
         self.kick()
 
-    def on_msg_removed(self, seq: int) -> None:
-        """One message was deleted or expired; a pending one is terminated."""
+    def on_msg_removed(self, seq: int, subject: str | None = None) -> None:
+        """One message was deleted, expired or dropped by a limit; a pending one is terminated
+        (as the reference, whatever the retention)."""
         if self.closed:
             return
         if seq >= self.sseq:
-            self._npc_dirty = True
+            if subject is None:
+                self._npc_dirty = True
+            elif seq <= self._npc_last and self.lss is None and self.filter_matches(subject):
+                self.npc -= 1  # it was counted in num_pending and will never be delivered
             return
         p = self.pending.get(seq)
         if p is not None and not self._ack_none:
@@ -1334,7 +1342,8 @@ class Consumer:
                 self._mark_dirty()
         elif body.startswith(b"+TERM"):
             reason = body[5:].strip().decode("utf-8", "replace")
-            self._process_term(sseq, dseq, dc, reason, reply)
+            if not self._process_term(sseq, dseq, dc, reason, reply):
+                skip_reply = True  # as for +ACK: a term of nothing pending gets no ack-ack
         if reply and not skip_reply:
             self.ports.publish(reply, "", None, b"")
 
@@ -1470,13 +1479,15 @@ class Consumer:
         self._add_rdq([sseq])
         self.kick()
 
-    def _process_term(self, sseq: int, dseq: int, dc: int, reason: str, reply: str) -> None:
-        self._process_ack_msg(sseq, dseq, dc, False)
+    def _process_term(self, sseq: int, dseq: int, dc: int, reason: str, reply: str) -> bool:
+        """Terminate a delivery (acked, with an advisory); False when nothing was acked."""
+        acked = self._process_ack_msg(sseq, dseq, dc, False)
         body: dict[str, Any] = {"stream": self.stream_name, "consumer": self.name,
                                 "consumer_seq": dseq, "stream_seq": sseq, "deliveries": dc}
         if reason:
             body["reason"] = reason
         self._advisory("MSG_TERMINATED", "terminated", body)
+        return acked
 
     def _sample_ack(self, sseq: int, dseq: int, dc: int, ts: int) -> None:
         if self.sfreq < 100 and random.randrange(100) > self.sfreq:

@@ -374,6 +374,15 @@ class Stream:
         if old.mirror != new.mirror or old.sources != new.sources:
             self._start_links()  # removing the mirror promotes it to a normal stream
         self._arm_expiry()
+        if new.retention == "interest" and old.retention != "interest":
+            # Messages nobody is interested in go now, as the reference (its interest check on
+            # update); without consumers that is all of them.
+            if self.consumers:
+                self._check_interest_after_removal(None)
+            elif self.store.state().msgs:
+                self.store.purge()
+                self.store.flush()
+                self._pristine = False
         if self.consumers:
             self._notify_new(self.lseq)
 
@@ -719,11 +728,9 @@ class Stream:
         if msgs_delta < 0 and seq:
             if self._removed is not None:
                 self._removed.append((seq, subject))
-            if self.consumers and (self._interest or self._workqueue):
+            if self.consumers:
                 for c in list(self.consumers.values()):
-                    cb = getattr(c, "on_msg_removed", None)
-                    if cb is not None:
-                        cb(seq)
+                    c.on_msg_removed(seq, subject)
 
     # -- expiry ------------------------------------------------------------------------------------
     def begin_snapshot(self) -> None:
@@ -831,7 +838,8 @@ class Stream:
             self._check_interest_after_removal(c)
 
     def _check_interest_after_removal(self, gone: Any) -> None:
-        # Remove messages no remaining consumer needs. Bounded walk over the stored range.
+        # Remove messages no remaining consumer needs (of those ``gone`` matched; all when None).
+        # Bounded walk over the stored range.
         st = self.store.state()
         if st.msgs == 0:
             return
@@ -843,7 +851,7 @@ class Stream:
             except (StoreEOF, MsgNotFound):
                 break
             seq = sm.seq + 1
-            if not gone.filter_matches(sm.subject):
+            if gone is not None and not gone.filter_matches(sm.subject):
                 continue
             if self._interest_done(sm.seq, sm.subject):
                 self.store.remove_msg(sm.seq)
@@ -909,7 +917,8 @@ class Stream:
         else:
             n = self.store.purge_ex(subject, seq, keep)
         self.store.flush()
-        self._pristine = False
+        if n or (not subject and not keep):
+            self._pristine = False  # (a keep/filter purge of an empty stream changes nothing)
         self._after_purge()
         return n
 
@@ -929,23 +938,28 @@ class Stream:
             raise ApiErrors.STREAM_SEALED()
         if self.config.deny_delete:
             raise ApiErrors.STREAM_MSG_DELETE_FAILED(err="message delete not permitted")
+        # The reference's stores differ here: its memory store reports any missing message as "not
+        # removed" (400 10043 sequence N not found); its file store does so for a message deleted
+        # between the first and last sequence, and answers 500 10057 with the store's reason
+        # beyond them.
+        in_memory = self.config.storage == "memory"
         st = self.store.state()
         if seq > st.last_seq:
+            if in_memory:
+                raise ApiErrors.SEQUENCE_NOT_FOUND(seq=seq)
             raise ApiErrors.STREAM_MSG_DELETE_FAILED(err="stream store EOF")
         try:
             ok = seq > 0 and (self.store.remove_msg(seq) if no_erase else self.store.erase_msg(seq))
         except StoreEOF:
+            if in_memory:
+                raise ApiErrors.SEQUENCE_NOT_FOUND(seq=seq) from None
             raise ApiErrors.STREAM_MSG_DELETE_FAILED(err="stream store EOF") from None
         except MsgNotFound:
             ok = False
         if not ok:
+            if in_memory or st.first_seq <= seq:
+                raise ApiErrors.SEQUENCE_NOT_FOUND(seq=seq)
             raise ApiErrors.STREAM_MSG_DELETE_FAILED(err="no message found")
-        if self.consumers and not (self._interest or self._workqueue):
-            # The storage callback tells consumers of interest/workqueue streams only (hot path of
-            # limits); an explicit delete on a limits stream must reach them too (num_pending, and
-            # a pending copy is terminated, as the reference).
-            for c in list(self.consumers.values()):
-                c.on_msg_removed(seq)
         self.store.flush()
 
     def get_msg(self, req: dict) -> StoreMsg:

@@ -77,7 +77,7 @@ def test_stream_matches_model(seq_ops):
                     assert out.get("success") is True
                     del stored[a]
                 else:
-                    assert out["error"]["err_code"] == 10057
+                    assert out["error"]["err_code"] == 10043  # memory store: "sequence N not found"
             else:
                 env.clock.advance(a * SECOND)
                 now += a * SECOND

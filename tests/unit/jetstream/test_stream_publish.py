@@ -254,7 +254,7 @@ class _FakeConsumer:
     def on_purge(self, first_seq: int) -> None:
         self.purged.append(first_seq)
 
-    def on_msg_removed(self, seq: int) -> None:
+    def on_msg_removed(self, seq: int, subject: str | None = None) -> None:
         self.removed.append(seq)
 
     def stop(self) -> None:

@@ -212,10 +212,15 @@ def msg_get(req: ApiRequest) -> dict:
     if req.is_empty:
         raise ApiErrors.BAD_REQUEST()
     body = req.json(R.MSG_GET_REQUEST)
-    if (body.get("batch") or 0) > 0 or (body.get("max_bytes") or 0) > 0:
+    if body.get("batch", 0) > 0 or body.get("max_bytes", 0) > 0:
         raise ApiErrors.BAD_REQUEST()
+    # Seq, last_by_subj and start_time exclude each other; next_by_subj pairs with seq or
+    # start_time. Checked before the stream is looked up, as the reference.
     start_time = body.get("start_time")
-    if start_time and (body.get("seq") or body.get("last_by_subj")):
+    seq, last_for, next_for = body.get("seq", 0), body.get("last_by_subj", ""), body.get("next_by_subj", "")
+    if ((seq and last_for) or (not seq and not last_for and not next_for and start_time is None)
+            or (seq and start_time is not None) or (start_time is not None and last_for)
+            or (last_for and next_for)):
         raise ApiErrors.BAD_REQUEST()
     stream = acct.lookup_stream(req.tokens[5] if len(req.tokens) > 5 else "")
     if start_time:

@@ -280,14 +280,28 @@ def test_msg_get(env):
 
 
 def test_msg_delete(env):
+    # A memory stream reports any missing message as 400 10043 (the reference's memory store
+    # answers "not removed"); a file stream answers 500 10057 with the store's reason outside
+    # first..last (side by side with nats-server: tests/integration/test_js_api_decoding_reference.py).
     create(env)
     env.pub("sample.a")
     assert env.api("$JS.API.STREAM.MSG.DELETE.SAMPLE", {"seq": 99})["error"] == {
-        "code": 500, "err_code": 10057, "description": "stream store EOF"}
+        "code": 400, "err_code": 10043, "description": "sequence 99 not found"}
     assert env.api("$JS.API.STREAM.MSG.DELETE.SAMPLE", b"")["error"]["err_code"] == 10003
     assert env.api("$JS.API.STREAM.MSG.DELETE.SAMPLE", {"seq": 1, "no_erase": True}) == {
         "type": T + "stream_msg_delete_response", "success": True}
     assert env.api("$JS.API.STREAM.MSG.DELETE.SAMPLE", {"seq": 1})["error"] == {
+        "code": 400, "err_code": 10043, "description": "sequence 1 not found"}
+    create(env, "FILE", storage="file")
+    for _ in range(3):
+        env.pub("file.a")
+    assert env.api("$JS.API.STREAM.MSG.DELETE.FILE", {"seq": 99})["error"] == {
+        "code": 500, "err_code": 10057, "description": "stream store EOF"}
+    assert env.api("$JS.API.STREAM.MSG.DELETE.FILE", {"seq": 2})["success"] is True
+    assert env.api("$JS.API.STREAM.MSG.DELETE.FILE", {"seq": 2})["error"] == {
+        "code": 400, "err_code": 10043, "description": "sequence 2 not found"}
+    assert env.api("$JS.API.STREAM.MSG.DELETE.FILE", {"seq": 1})["success"] is True
+    assert env.api("$JS.API.STREAM.MSG.DELETE.FILE", {"seq": 1})["error"] == {
         "code": 500, "err_code": 10057, "description": "no message found"}
 
 
