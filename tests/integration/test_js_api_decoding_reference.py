@@ -190,3 +190,46 @@ async def test_request_decoding_matches_reference(tmp_path):
     assert len(got) == len(expected) == len(SCRIPT)
     for g, e in zip(got, expected):
         assert g == e
+
+
+# Pull request bodies: nats-server reads them with a plain json.Unmarshal (unknown fields ignored,
+# no offsets, a body not starting with "{" read as a batch size or ignored).
+PULL_BODIES = [b"{", b"[1]", b'{"batch":"x"}', b'{"batch":1,"foo":1}', b'{"expires":"1s"}', b'"s"', b"5",
+               b'{"batch":-1}', b'{"batch":1.5}', b'{"batch":1} x', b'{"batch":1}{"batch":2}', b'{"BATCH":1}',
+               b'{"batch":1,"no_wait":"yes"}', b'{"idle_heartbeat":2000000000,"expires":1000000000}']
+
+
+async def _pulls(url: str) -> list:
+    nc = await nats.connect(url)
+    out: list = []
+    try:
+        await nc.request("$JS.API.STREAM.CREATE.P", json.dumps({"name": "P", "subjects": ["p.>"]}).encode())
+        for i in range(len(PULL_BODIES)):
+            await nc.request("p.a", str(i).encode())
+        await nc.request("$JS.API.CONSUMER.CREATE.P.D", json.dumps(
+            {"stream_name": "P", "config": {"durable_name": "D", "ack_policy": "none"}}).encode())
+        for body in PULL_BODIES:
+            inbox = nc.new_inbox()
+            sub = await nc.subscribe(inbox)
+            await nc.publish("$JS.API.CONSUMER.MSG.NEXT.P.D", body, reply=inbox)
+            try:
+                m = await sub.next_msg(timeout=0.5)
+                hdrs = m.headers or {}
+                out.append((body, hdrs.get("Status"), hdrs.get("Description"), bool(m.data)))
+            except nats.errors.TimeoutError:
+                out.append((body, "timeout"))
+            await sub.unsubscribe()
+    finally:
+        await nc.close()
+    return out
+
+
+async def test_pull_request_bodies_match_reference(tmp_path):
+    ref = start_server("reference", tmp_path)
+    try:
+        expected = await _pulls(ref.url)
+    finally:
+        ref.stop()
+    async with running_server(store_dir=str(tmp_path / "natsd")) as server:
+        got = await _pulls(server.client_url)
+    assert got == expected

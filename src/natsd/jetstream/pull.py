@@ -11,8 +11,10 @@ round-robin one at a time (a request that still wants more moves to the tail), a
 
 from __future__ import annotations
 
-import json
 from collections import deque
+
+from natsd.jetstream import gojson
+from natsd.jetstream.requests import CONSUMER_GET_NEXT_REQUEST
 
 __all__ = ["PullRequest", "WaitQueue", "parse_next_request", "BadRequest"]
 
@@ -53,19 +55,14 @@ def parse_next_request(body: bytes) -> tuple[int, int, int, bool, int]:
         return 1, 0, 0, False, 0
     if req[:1] == b"{":
         try:
-            cr = json.loads(req)
-        except ValueError as e:
+            cr = gojson.decode(req, CONSUMER_GET_NEXT_REQUEST, strict=False)
+        except gojson.GoError as e:
             raise BadRequest(str(e)) from None
-        if not isinstance(cr, dict):
-            raise BadRequest("json: cannot unmarshal into Go value")
-        try:
-            batch = _int(cr.get("batch", 0))
-            expires = _int(cr.get("expires", 0))
-            max_bytes = _int(cr.get("max_bytes", 0))
-            hb = _int(cr.get("idle_heartbeat", 0))
-        except TypeError as e:
-            raise BadRequest(str(e)) from None
-        no_wait = bool(cr.get("no_wait", False))
+        batch = cr.get("batch", 0)
+        expires = cr.get("expires", 0)
+        max_bytes = cr.get("max_bytes", 0)
+        hb = cr.get("idle_heartbeat", 0)
+        no_wait = cr.get("no_wait", False)
         if hb > 0 and hb * 2 > expires:
             raise BadRequest("heartbeat value too large")
         return batch, expires, max_bytes, no_wait, hb
@@ -73,14 +70,6 @@ def parse_next_request(body: bytes) -> tuple[int, int, int, bool, int]:
         return int(req), 0, 0, False, 0
     except ValueError:
         return 1, 0, 0, False, 0
-
-
-def _int(v: object) -> int:
-    if v is None:
-        return 0
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise TypeError(f"json: cannot unmarshal {type(v).__name__} into Go value of type int")
-    return int(v)
 
 
 class WaitQueue:

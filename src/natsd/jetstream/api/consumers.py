@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from natsd.jetstream.api import requests as R
+from natsd.jetstream import requests as R
 from natsd.jetstream.api.errors import ApiErrors
 from natsd.jetstream.api.router import ApiRequest, ApiRouter, resp
 from natsd.jetstream.consumer import Consumer, create_consumer_name

@@ -31,11 +31,11 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from natsd.jetstream.api import gojson
+from natsd.jetstream import gojson
 from natsd.jetstream.api.errors import ApiError, ApiErrors
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.api.gojson import GoStruct
+    from natsd.jetstream.gojson import GoStruct
     from natsd.jetstream.manager import JsAccount
 
 __all__ = [
@@ -163,7 +163,7 @@ class ApiRequest:
 
     def json(self, struct: "GoStruct | None" = None) -> dict:
         """The body decoded as nats-server decodes it into the Go request ``struct``
-        (:mod:`~natsd.jetstream.api.gojson`): ``{}`` when empty, canonical field names, no ``null``
+        (:mod:`~natsd.jetstream.gojson`): ``{}`` when empty, canonical field names, no ``null``
         fields; INVALID_JSON (10025) with Go's text for bad JSON, unknown fields and wrong types.
         Without a struct the body must be a JSON object; its fields are not checked."""
         if self._json is None:

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from natsd.jetstream.advisories import stream_action
-from natsd.jetstream.api import requests as R
+from natsd.jetstream import requests as R
 from natsd.jetstream.api.errors import ApiErrors
 from natsd.jetstream.api.router import ApiRequest, ApiRouter, resp
 from natsd.jetstream.models import StreamConfig, parse_rfc3339, rfc3339

@@ -130,15 +130,40 @@ def go_kind(val: Any) -> str:
 # Decoding
 
 
-def decode(data: bytes, struct: GoStruct) -> dict:
-    """``data`` decoded into ``struct`` as nats-server's unmarshalRequest does; GoError on failure."""
+def decode(data: bytes, struct: GoStruct, strict: bool = True) -> dict:
+    """``data`` decoded into ``struct`` as nats-server's unmarshalRequest does (``strict``), or as
+    a plain ``json.Unmarshal`` (``strict=False``: unknown fields ignored, one JSON value only,
+    Go's own texts without offsets, ``unexpected end of JSON input``); GoError on failure."""
     if not data:
-        return {}
+        if strict:
+            return {}
+        raise GoError("unexpected end of JSON input")
     try:
         val = json.loads(data, parse_constant=_reject_constant)
     except (ValueError, UnicodeDecodeError):
-        return _decode_values(data, struct)
-    return _Checker(data, struct).value(val)
+        if strict:
+            return _decode_values(data, struct)
+        return _unmarshal(data, struct)
+    return _Checker(data, struct, strict).value(val)
+
+
+def _unmarshal(data: bytes, struct: GoStruct) -> dict:
+    """The slow path of ``json.Unmarshal``: one value, syntax errors worded without offsets."""
+    start = _skip_space(data, 0)
+    if start >= len(data):
+        raise GoError("unexpected end of JSON input")
+    try:
+        end = _scan_value(data, start)
+    except GoError as e:
+        text = str(e)
+        if text == "unexpected EOF":
+            raise GoError("unexpected end of JSON input") from None
+        raise GoError(text.rsplit(" at offset ", 1)[0]) from None
+    rest = _skip_space(data, end)
+    if rest < len(data):
+        raise GoError(str(_syntax(data, "after top-level value", rest)).rsplit(" at offset ", 1)[0])
+    val = json.loads(data[start:end].decode("utf-8", "replace"))
+    return _Checker(data[start:end], struct, False).value(val)
 
 
 def _reject_constant(name: str) -> Any:
@@ -164,11 +189,12 @@ def _decode_values(data: bytes, struct: GoStruct) -> dict:
 class _Checker:
     """Walks one decoded value against a struct, raising the first error Go would report."""
 
-    __slots__ = ("raw", "root")
+    __slots__ = ("raw", "root", "strict")
 
-    def __init__(self, raw: bytes, root: GoStruct) -> None:
+    def __init__(self, raw: bytes, root: GoStruct, strict: bool = True) -> None:
         self.raw = raw
         self.root = root
+        self.strict = strict
 
     def value(self, val: Any) -> dict:
         if val is None:
@@ -185,6 +211,8 @@ class _Checker:
                 if st.open:
                     out[key] = v
                     continue
+                if not self.strict:
+                    continue  # json.Unmarshal ignores fields it does not know
                 raise GoError(f"json: unknown field {_go_quote(key)}")
             if v is None:
                 continue

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from natsd.jetstream.api import requests as R
-from natsd.jetstream.api.gojson import GoError, decode
+from natsd.jetstream import requests as R
+from natsd.jetstream.gojson import GoError, decode
 
 pytestmark = pytest.mark.unit
 
@@ -130,3 +130,22 @@ def test_nested_and_container_types() -> None:
 
 def test_invalid_utf8_is_replaced_not_refused() -> None:
     assert decode(b'{"subjects_filter":"a\xffb"}', R.STREAM_INFO_REQUEST) == {"subjects_filter": "a\ufffdb"}
+
+
+@pytest.mark.parametrize("body,text", [
+    (b"{", "unexpected end of JSON input"),
+    (b'{"batch":"x"}', "json: cannot unmarshal string into Go struct field .batch of type int"),
+    (b'{"expires":"1s"}', "json: cannot unmarshal string into Go struct field .expires of type time.Duration"),
+    (b'{"batch":1.5}', "json: cannot unmarshal number 1.5 into Go struct field .batch of type int"),
+    (b'{"batch":1} x', "invalid character 'x' after top-level value"),
+    (b'{"batch":}', "invalid character '}' looking for beginning of value"),
+])
+def test_lenient_mode_reads_as_json_unmarshal(body: bytes, text: str) -> None:
+    with pytest.raises(GoError) as ei:
+        decode(body, R.CONSUMER_GET_NEXT_REQUEST, strict=False)
+    assert str(ei.value) == text
+
+
+def test_lenient_mode_ignores_unknown_fields() -> None:
+    assert decode(b'{"batch":2,"foo":1,"NO_WAIT":true}', R.CONSUMER_GET_NEXT_REQUEST, strict=False) == {
+        "batch": 2, "no_wait": True}

@@ -2,14 +2,14 @@
 
 Names, JSON field names and Go types follow nats-server (``jetstream_api.go``, ``stream.go``,
 ``consumer.go``); embedded structs are flattened into their outer struct, as Go's decoder sees them.
-:mod:`natsd.jetstream.api.gojson` decodes a body against one of these, so unknown fields and type
+:mod:`natsd.jetstream.gojson` decodes a body against one of these, so unknown fields and type
 mismatches get the reference's answers. Types with their own ``UnmarshalJSON`` in nats-server (policy
 enums, ``time.Time``, the stream state of a restore) are ``CUSTOM``: their handlers check them.
 """
 
 from __future__ import annotations
 
-from natsd.jetstream.api.gojson import (BOOL, CUSTOM, DURATION, INT, INT32, INT64, STRING, UINT64, GoStruct,
+from natsd.jetstream.gojson import (BOOL, CUSTOM, DURATION, INT, INT32, INT64, STRING, UINT64, GoStruct,
                                         Map, Ptr, Slice)
 
 __all__ = [
@@ -77,7 +77,9 @@ CONSUMERS_REQUEST = GoStruct("JSApiConsumersRequest", dict(_PAGED))
 CONSUMER_PAUSE_REQUEST = GoStruct("JSApiConsumerPauseRequest", {"pause_until": CUSTOM})
 CONSUMER_UNPIN_REQUEST = GoStruct("JSApiConsumerUnpinRequest", {"group": STRING})
 CONSUMER_RESET_REQUEST = GoStruct("JSApiConsumerResetRequest", {"seq": UINT64})
-CONSUMER_GET_NEXT_REQUEST = GoStruct("JSApiConsumerGetNextRequest", {
+# Pull requests are read with a plain json.Unmarshal into a pointer's pointer, which Go's errors
+# name with an empty struct name ("Go struct field .batch of type int").
+CONSUMER_GET_NEXT_REQUEST = GoStruct("", {
     "expires": DURATION, "batch": INT, "max_bytes": INT, "no_wait": BOOL, "idle_heartbeat": DURATION,
     "group": STRING, "min_pending": INT64, "min_ack_pending": INT64, "id": STRING, "priority": INT,
 })
