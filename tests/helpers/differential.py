@@ -145,7 +145,15 @@ def generate(seed: int, n: int) -> list[list]:
         elif r < 0.985:
             ops.append(["api", f"$JS.API.CONSUMER.LIST.{s}", ""])
         else:
-            ops.append(["api", f"$JS.API.STREAM.UPDATE.{s}", _stream_config(rng, s)])
+            # An update keeps the stream's retention: after an update from limits to interest,
+            # nats-server 2.15.1 keeps messages an ack-none consumer was given (interest streams
+            # created as such drop them, as natsd does in both cases).
+            cfg = _stream_config(rng, s)
+            created = next((o[2] for o in ops if o[1] == f"$JS.API.STREAM.CREATE.{s}"), None)
+            cfg.pop("retention", None)
+            if isinstance(created, dict) and "retention" in created:
+                cfg["retention"] = created["retention"]
+            ops.append(["api", f"$JS.API.STREAM.UPDATE.{s}", cfg])
     return ops
 
 

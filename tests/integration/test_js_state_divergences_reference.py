@@ -138,3 +138,40 @@ async def test_consumer_and_stream_state_match_reference(tmp_path):
     assert len(got) == len(expected)
     for g, e in zip(got, expected):
         assert g == e
+
+
+async def _filtered_purges(url: str) -> list:
+    """A purge of one subject moves only the consumers it concerns (minimised from differential seeds)."""
+    nc = await nats.connect(url)
+    obs: list = []
+    try:
+        await _req(nc, "$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s.*"], "storage": "memory"})
+        for name, filt in (("Y", "s.y"), ("X", "s.x"), ("ALL", None)):
+            cfg: dict = {"durable_name": name, "ack_policy": "none"}
+            if filt:
+                cfg["filter_subject"] = filt
+            await _req(nc, f"$JS.API.CONSUMER.CREATE.S.{name}", {"stream_name": "S", "config": cfg})
+        await _req(nc, "s.x", b"1")
+        await _req(nc, "s.x", b"2")
+        await _req(nc, "s.z", b"3")
+        obs.append(await _req(nc, "$JS.API.STREAM.PURGE.S", {"filter": "s.x"}))
+        for name in ("Y", "X", "ALL"):
+            obs.append(_state(await _req(nc, f"$JS.API.CONSUMER.INFO.S.{name}")))
+        await _req(nc, "$JS.API.STREAM.CREATE.E", {"name": "E", "subjects": ["e.*"], "retention": "workqueue"})
+        obs.append(await _req(nc, "$JS.API.STREAM.PURGE.E", {"seq": 1}))
+        state = (await _req(nc, "$JS.API.STREAM.INFO.E", {"deleted_details": True}))["state"]
+        obs.append({k: v for k, v in state.items() if not k.endswith("_ts")})
+    finally:
+        await nc.close()
+    return obs
+
+
+async def test_filtered_purges_match_reference(tmp_path):
+    ref = start_server("reference", tmp_path)
+    try:
+        expected = await _filtered_purges(ref.url)
+    finally:
+        ref.stop()
+    async with running_server(store_dir=str(tmp_path / "natsd")) as server:
+        got = await _filtered_purges(server.client_url)
+    assert got == expected

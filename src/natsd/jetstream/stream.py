@@ -50,7 +50,7 @@ from natsd.store.base import (
     MaxBytes, MaxMsgs, MaxMsgsPerSubject, MsgNotFound, StoreConfig, StoreEOF, StoreError, StoreFull,
     StoreMsg,
 )
-from natsd.subjects.tokens import subject_matches, subjects_collide
+from natsd.subjects.tokens import subject_matches, subjects_collide, subset
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.manager import JsAccount
@@ -692,7 +692,7 @@ class Stream:
             self.store.purge_ex("", 0, keep)
         else:
             self.store.purge()
-        self._after_purge()
+        self._after_purge(subject if kind == b"sub" else "")  # the reference purges like this too
 
     def _republish(self, subject: str, hdr: bytes | None, payload: bytes, seq: int, ts: int,
                    tlseq: int) -> None:
@@ -917,18 +917,37 @@ class Stream:
         else:
             n = self.store.purge_ex(subject, seq, keep)
         self.store.flush()
-        if n or (not subject and not keep):
-            self._pristine = False  # (a keep/filter purge of an empty stream changes nothing)
-        self._after_purge()
+        if n or (not subject and not keep and seq != 1):
+            self._pristine = False  # (a purge that removes nothing from an empty stream changes nothing)
+        self._after_purge(subject)
         return n
 
-    def _after_purge(self) -> None:
+    def _after_purge(self, subject: str = "") -> None:
+        """Tell the consumers where the stream now starts. A purge of one subject moves only the
+        consumers it concerns, as the reference: those whose filters all lie inside the subject
+        move to its first remaining message (past the end when none is left); those whose
+        filters overlap it more widely only drop what is gone; the others are untouched."""
         st = self.store.state()
         if st.last_seq > self.lseq:
             self.lseq = st.last_seq
-        for c in list(self.consumers.values()):
+        first_of_subject = 0
+        if subject:
             try:
-                c.on_purge(st.first_seq)
+                first_of_subject = self.store.load_next_msg(subject, st.first_seq).seq
+            except (MsgNotFound, StoreEOF):
+                first_of_subject = st.last_seq + 1
+        for c in list(self.consumers.values()):
+            start = st.first_seq
+            if subject:
+                filters = c.filters
+                if filters and all(subset(f, subject) for f in filters):
+                    start = first_of_subject
+                elif not filters or any(subjects_collide(f, subject) for f in filters):
+                    start = st.first_seq
+                else:
+                    continue
+            try:
+                c.on_purge(start)
             except Exception:
                 log.exception("consumer %s > %s on_purge", self.name, getattr(c, "name", "?"))
 
