@@ -31,7 +31,7 @@ __all__ = [
     "SequencePair", "Pending", "ConsumerState", "StreamStore", "ConsumerStore",
     "StorageUpdateHandler",
     "StoreError", "StoreClosed", "MsgNotFound", "StoreEOF", "MaxMsgs", "MaxBytes",
-    "MaxMsgsPerSubject", "CorruptState", "StoreFull",
+    "MaxMsgsPerSubject", "CorruptState", "StoreFull", "StoreWriteError",
 ]
 
 
@@ -68,6 +68,16 @@ class MaxMsgsPerSubject(StoreError):
 
 class StoreFull(StoreError):
     """The store's resource limit (max_file_store / max_memory_store reservation) was hit."""
+
+
+class StoreWriteError(StoreError):
+    """Writing (or fsyncing) buffered records failed (ENOSPC, EDQUOT, EIO...). ``errno`` is the
+    OS error number. The file store has then rolled back every message not yet on disk (see
+    ``FileStreamStore.take_rollback``); the error is not sticky: the next flush tries again."""
+
+    def __init__(self, msg: str, errno: int | None = None) -> None:
+        super().__init__(msg)
+        self.errno = errno
 
 
 class CorruptState(StoreError):

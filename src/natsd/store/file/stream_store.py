@@ -42,7 +42,9 @@ from itertools import compress, count, repeat
 from operator import ne, or_, sub
 
 from natsd.store._core import NEVER_EXPIRES, IndexedStreamStore
-from natsd.store.base import CorruptState, MsgNotFound, MsgRun, StoreClosed, StoreConfig, StoreError, StoreMsg
+from natsd.store.base import (
+    CorruptState, MsgNotFound, MsgRun, StoreClosed, StoreConfig, StoreError, StoreMsg, StoreWriteError,
+)
 from natsd.store.file.block import MessageBlock
 from natsd.store.file.consumer_state import FileConsumerStore
 from natsd.store.file.index import BlockInfo, IndexSnapshot, decode_index, encode_index
@@ -199,6 +201,10 @@ class FileStreamStore(IndexedStreamStore):
         # block id -> bytes of live message records in it (compaction); built lazily.
         self._blive: dict[int, int] | None = None
         self._unlink_dead = False
+        # The last sequence whose record (message or marker) is on disk, and what the last
+        # failed write rolled back (take_rollback); see _write_failed.
+        self._durable_last = 0
+        self._rollback: tuple[int, StoreWriteError] | None = None
         super().__init__(config, clock)
         os.makedirs(self._msgs_dir, exist_ok=True)
         write_meta(directory, self._meta_dict(), config.name)
@@ -218,8 +224,15 @@ class FileStreamStore(IndexedStreamStore):
         if keep is not None and keep[0] > self._last:
             # Sequences known lost must never be handed out again.
             self._skip_range(self._last + 1, keep[0] - self._last, keep[1])
-        # Anything recovery itself decided goes to disk now.
-        self.flush()
+        # Anything recovery itself decided goes to disk now. It counts as durable even if that
+        # write fails (a full disk at start): the records stay pending and the next flush
+        # writes them, so a sequence known lost is never handed out again.
+        self._durable_last = self._last
+        try:
+            self.flush()
+        except StoreWriteError as exc:
+            log.error("stream %s: writing recovery records failed (%s); will retry", config.name, exc)
+            self._rollback = None
 
     # ------------------------------------------------------------------ config
     def _meta_dict(self) -> dict:
@@ -234,9 +247,13 @@ class FileStreamStore(IndexedStreamStore):
         """Start a new last block (flushing the old one's pending bytes first)."""
         old = self._lmb
         if old is not None:
-            old.flush()
-            if self._sync_always:
-                old.sync()
+            marker_first = self._marker_first
+            try:
+                old.flush(self._sync_always)
+            except StoreWriteError as exc:
+                self._write_failed(old, exc, marker_first)
+                raise
+            self._durable_last = self._last
         bid = (max(self._blocks) + 1) if self._blocks else 1
         blk = MessageBlock(bid, os.path.join(self._msgs_dir, block_file_name(bid)), create=True)
         self._blocks[bid] = blk
@@ -245,8 +262,6 @@ class FileStreamStore(IndexedStreamStore):
 
     def _write(self, seq: int, ts: int, subject: str, hdr: bytes | None, msg: bytes, ttl_ns: int) -> int:
         lmb = self._lmb
-        if lmb.werr is not None:
-            raise StoreError(f"block {lmb.path}: earlier write failed: {lmb.werr}")
         sb = subject.encode()
         off = lmb.flushed + len(lmb.pending)
         if off and off + 30 + len(sb) + len(msg) + (4 + len(hdr) if hdr else 0) > self._block_size:
@@ -276,6 +291,9 @@ class FileStreamStore(IndexedStreamStore):
             if blk is None:
                 self._lose(seq, size, "its block is missing")
             if off + size > blk.flushed:
+                # Not written yet: write it first, so that nobody (a consumer, a direct get)
+                # ever sees a message that a failed write would then take back.
+                self._flush_for_read(seq)
                 data = blk.read(off, size)
             elif c is not None and c[0] == bid and c[1] <= off < c[2] + READ_AHEAD:
                 # Forward, close to the previous read (sequential, or a filtered consumer
@@ -532,6 +550,16 @@ class FileStreamStore(IndexedStreamStore):
                 seq += 1
         return MsgRun(seqs, tss, subjects, hdrs, msgs)
 
+    def _flush_for_read(self, seq: int) -> None:
+        """Before serving ``seq`` from the pending buffer: flush. If that fails, the write was
+        rolled back and ``seq`` no longer exists (MsgNotFound)."""
+        try:
+            self.flush()
+        except StoreWriteError:
+            pass
+        if seq > self._durable_last:
+            raise MsgNotFound(f"message {seq} was not stored (write failed)")
+
     def _lose(self, seq: int, size: int, why: str):
         """Report message ``seq`` lost (corrupt on disk), drop it from the index, raise MsgCorrupt."""
         log.error("stream %s: message %d is corrupt on disk (%s); reported lost", self.config.name, seq, why)
@@ -573,8 +601,8 @@ class FileStreamStore(IndexedStreamStore):
         blk = self._roll()
         blk.pending += encode_marker(FLAG_FIRST, first)
         blk.max_ref = first
-        blk.flush()
-        blk.sync()
+        blk.flush(sync=True)
+        self._durable_last = max(self._durable_last, first - 1)
         fsync_dir(self._msgs_dir)
         self._remove_index_file()
         for b in old:
@@ -620,19 +648,76 @@ class FileStreamStore(IndexedStreamStore):
         lmb = self._lmb
         if lmb is None:
             return
-        if self._first != self._marker_first:
+        marker_first = self._marker_first
+        if self._first != marker_first:
             lmb.pending += encode_marker(FLAG_FIRST, self._first)
             if self._first > lmb.max_ref:
                 lmb.max_ref = self._first
             self._marker_first = self._first
             self._unlink_dead = True
         if lmb.pending:
-            lmb.flush()
-            if self._sync_always:
-                lmb.sync()
+            try:
+                lmb.flush(self._sync_always)
+            except StoreWriteError as exc:
+                self._write_failed(lmb, exc, marker_first)
+                raise
+        self._durable_last = self._last
         if self._unlink_dead:
             self._unlink_dead = False
             self._unlink_dead_blocks()
+
+    def _write_failed(self, blk: MessageBlock, exc: StoreWriteError, marker_first: int) -> None:
+        """A write of ``blk``'s pending records failed (the block cut the file back to its last
+        good size). Nothing that is not on disk may stay visible, and no sequence may be used
+        twice on disk, so:
+
+        - every message (and skip) above the last durable sequence is rolled back: removed from
+          the index with no record written, ``last`` falls back to the durable one, and the
+          next store reuses those sequences, exactly as if the publishes had never arrived (the
+          stream answers each of them with an error, see ``take_rollback``);
+        - records about durable sequences (tombstones, truncations, skips written at recovery)
+          stay pending and are written by the next flush; the FIRST marker is rebuilt then.
+
+        Removals that the rolled back messages caused (discard "old" limits) stay done: they
+        only move the stream ahead of what it would hold, they lose nothing that was not going
+        to be removed by the next store anyway."""
+        durable = self._durable_last
+        data = blk.pending
+        keep = bytearray()
+        off = 0
+        end = len(data)
+        while off < end:
+            total, raw, _ts, _slen = _HEAD_UNPACK(data, off)
+            size = total & 0x7FFFFFFF
+            flags = raw & FLAG_MASK
+            if flags and not flags & (FLAG_FIRST | FLAG_ERASED) and raw & SEQ_MASK <= durable:
+                keep += data[off: off + size]
+            off += size
+        blk.pending = keep
+        self._marker_first = marker_first
+        self._blive = None
+        self._rcache = None
+        rolled = self._last - durable
+        if rolled > 0:
+            cb, self._cb = self._cb, None
+            self._replaying = True
+            try:
+                IndexedStreamStore.truncate(self, durable)
+            finally:
+                self._replaying = False
+                self._cb = cb
+        log.error("stream %s: write failed (%s); rolled back %d sequence(s) after %d", self.config.name, exc,
+                  max(rolled, 0), durable)
+        prev = self._rollback
+        self._rollback = (durable if prev is None else min(prev[0], durable), exc)
+
+    def take_rollback(self) -> tuple[int, StoreWriteError] | None:
+        """``(last durable sequence, error)`` if a failed write rolled messages back since the
+        last call (every sequence above it was taken back), else None. The stream answers the
+        publishes of those sequences with an error instead of a PubAck."""
+        rb = self._rollback
+        self._rollback = None
+        return rb
 
     def _unlink_dead_blocks(self) -> None:
         """Unlink the prefix of blocks whose every record refers to sequences below first."""
