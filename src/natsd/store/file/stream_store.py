@@ -205,6 +205,7 @@ class FileStreamStore(IndexedStreamStore):
         # failed write rolled back (take_rollback); see _write_failed.
         self._durable_last = 0
         self._rollback: tuple[int, StoreWriteError] | None = None
+        self._write_failing = False
         super().__init__(config, clock)
         os.makedirs(self._msgs_dir, exist_ok=True)
         write_meta(directory, self._meta_dict(), config.name)
@@ -662,6 +663,9 @@ class FileStreamStore(IndexedStreamStore):
                 self._write_failed(lmb, exc, marker_first)
                 raise
         self._durable_last = self._last
+        if self._write_failing:
+            self._write_failing = False
+            log.warning("stream %s: writes work again", self.config.name)
         if self._unlink_dead:
             self._unlink_dead = False
             self._unlink_dead_blocks()
@@ -706,8 +710,11 @@ class FileStreamStore(IndexedStreamStore):
             finally:
                 self._replaying = False
                 self._cb = cb
-        log.error("stream %s: write failed (%s); rolled back %d sequence(s) after %d", self.config.name, exc,
-                  max(rolled, 0), durable)
+        # Logged once per outage (a full disk fails every flush until space returns).
+        (log.debug if self._write_failing else log.error)(
+            "stream %s: write failed (%s); rolled back %d sequence(s) after %d", self.config.name, exc,
+            max(rolled, 0), durable)
+        self._write_failing = True
         prev = self._rollback
         self._rollback = (durable if prev is None else min(prev[0], durable), exc)
 
