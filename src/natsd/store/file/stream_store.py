@@ -169,6 +169,23 @@ def _uniform(data: bytes, o: int, size: int, m: int, seq: int):
     return raws, tss, subjects, hdrs, msgs
 
 
+def _next_record(data: bytes, mv, start: int, end: int) -> int:
+    """Offset of the first intact record at or after ``start`` in ``data[:end]`` (plausible
+    length, repeated length and checksum all match), or -1. Tries every offset; an intact
+    record is found by accident with odds of 2**-32 per offset that passes the length checks."""
+    lim = end - RECORD_OVERHEAD
+    o = start
+    while o <= lim:
+        total, _raw, _ts, slen = _HEAD_UNPACK(data, o)
+        size = total & 0x7FFFFFFF
+        if RECORD_OVERHEAD + slen <= size <= MAX_RECORD_SIZE and o + size <= end:
+            if (int.from_bytes(data[o + size - 4: o + size], "little") == size
+                    and _crc32(mv[o: o + size]) == (_RESIDUES.get(size) or _residue(size))):
+                return o
+        o += 1
+    return -1
+
+
 class MsgCorrupt(CorruptState, MsgNotFound):
     """The message's record failed its checksum on read: it was reported lost and removed.
     A MsgNotFound too, so readers treat it as deleted."""
@@ -206,6 +223,9 @@ class FileStreamStore(IndexedStreamStore):
         self._durable_last = 0
         self._rollback: tuple[int, StoreWriteError] | None = None
         self._write_failing = False
+        # Recovery resynchronised after damaged bytes (not in a full scan): the first sequence
+        # that may have been in them; the next message record closes the gap (_replay_one).
+        self._gap_from = 0
         super().__init__(config, clock)
         os.makedirs(self._msgs_dir, exist_ok=True)
         write_meta(directory, self._meta_dict(), config.name)
@@ -1011,7 +1031,7 @@ class FileStreamStore(IndexedStreamStore):
         sgen = self._sgen
         try:
             while off < end:
-                if (self._msgs and not (scanning and self._scan_pending_suspect)
+                if (self._msgs and not self._gap_from and not (scanning and self._scan_pending_suspect)
                         and self._base + len(self._pos) == self._last + 1):
                     if self._sgen != sgen:
                         sidcache.clear()
@@ -1080,8 +1100,13 @@ class FileStreamStore(IndexedStreamStore):
                 try:
                     off = self._replay_one(blk, data, mv, off, end, subjects, sidcache, scanning)
                 except (RecordError, UnicodeDecodeError, ValueError) as exc:
-                    self._truncate_block(blk, off, end, mv, exc, last_block)
-                    return True
+                    nxt = _next_record(data, mv, off + 1, end)
+                    if nxt < 0:
+                        # Nothing intact after it: a torn (or damaged) tail.
+                        self._truncate_block(blk, off, end, mv, exc, last_block)
+                        return True
+                    self._skip_damage(blk, off, nxt, mv, exc, scanning)
+                    off = nxt
         finally:
             mv.release()
         return False
@@ -1111,6 +1136,8 @@ class FileStreamStore(IndexedStreamStore):
             if subject is None:
                 subject = subjects[sb] = sb.decode()
             if seq > self._last:
+                if self._gap_from:
+                    self._report_gap(seq)
                 if scanning:
                     if self._scan_pending_suspect:
                         self._scan_suspect += (self._scan_pending_suspect, seq - 1)
@@ -1172,6 +1199,31 @@ class FileStreamStore(IndexedStreamStore):
         if hi - lo < 1_000_000:
             self._scan_removed.extend(range(lo, hi + 1))
         self._scan_max_msg = max(self._scan_max_msg, hi)
+
+    def _skip_damage(self, blk: MessageBlock, off: int, nxt: int, mv, exc, scanning: bool) -> None:
+        """Bytes ``off .. nxt`` of ``blk`` are damaged and an intact record starts at ``nxt``:
+        recovery goes on from there instead of dropping the rest of the block (every record
+        carries its own length and checksum, so the next one is found by trying each offset).
+        The bytes stay in the file (intact records after them keep their offsets); what was
+        lost is reported: the bytes now, the sequences when the next message shows how far the
+        gap goes (the full scan's suspect ranges, or _gap_from / _report_gap)."""
+        self._lost_bytes += nxt - off
+        if scanning:
+            if not self._scan_pending_suspect:
+                self._scan_pending_suspect = self._scan_max_msg + 1
+        else:
+            self._gap_from = self._last + 1
+        log.error("stream %s: damaged record in block %d at offset %d (%s); skipped %d byte(s) up to the next "
+                  "intact record at offset %d", self.config.name, blk.id, off, exc, nxt - off, nxt)
+
+    def _report_gap(self, seq: int) -> None:
+        """The first message after damaged bytes has sequence ``seq``: the sequences from
+        _gap_from up to it were in the damaged bytes (or were skipped: a skip record lost with
+        them reads the same), so they are reported lost."""
+        lo, self._gap_from = self._gap_from, 0
+        if 0 < seq - lo <= 1_000_000:
+            self._lost_msgs.extend(range(lo, seq))
+            log.error("stream %s: message(s) %d..%d lost in damaged bytes", self.config.name, lo, seq - 1)
 
     def _truncate_block(self, blk: MessageBlock, off: int, end: int, mv, exc, last_block: bool) -> None:
         lost_bytes = end - off
