@@ -24,8 +24,12 @@ per message); this class adds the files:
 - **Recovery.** ``msgs/index.db`` (natsd.store.file.index) is loaded when its checksum is good
   and every block still holds the bytes it recorded; records written after it are replayed
   from the recorded offsets. Otherwise every block is scanned. A torn or corrupt record
-  truncates its block at that offset (fsynced) and is reported lost; a missing block's messages
-  are reported lost and the rest served.
+  truncates its block at that offset (fsynced) and is reported lost; a damaged record followed
+  by intact ones costs only itself (recovery resynchronises at the next intact record, see
+  natsd.store.file.faults); a missing block's messages are reported lost and the rest served.
+- **Failed writes** (disk full, I/O error): every message not on disk is rolled back and the
+  owner told (``take_rollback``); nothing unwritten is ever served; the next flush retries.
+  See natsd.store.file.faults.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from natsd.store.base import (
 )
 from natsd.store.file.block import MessageBlock
 from natsd.store.file.consumer_state import FileConsumerStore
+from natsd.store.file.faults import FaultHandling, next_record
 from natsd.store.file.index import BlockInfo, IndexSnapshot, decode_index, encode_index
 from natsd.store.file.layout import (
     DEFAULT_BLOCK_SIZE, DEFAULT_INDEX_INTERVAL_NS, INDEX_FILE, META_FILE, MSGS_DIR, OBS_DIR, TMP_SUFFIX,
@@ -169,29 +174,12 @@ def _uniform(data: bytes, o: int, size: int, m: int, seq: int):
     return raws, tss, subjects, hdrs, msgs
 
 
-def _next_record(data: bytes, mv, start: int, end: int) -> int:
-    """Offset of the first intact record at or after ``start`` in ``data[:end]`` (plausible
-    length, repeated length and checksum all match), or -1. Tries every offset; an intact
-    record is found by accident with odds of 2**-32 per offset that passes the length checks."""
-    lim = end - RECORD_OVERHEAD
-    o = start
-    while o <= lim:
-        total, _raw, _ts, slen = _HEAD_UNPACK(data, o)
-        size = total & 0x7FFFFFFF
-        if RECORD_OVERHEAD + slen <= size <= MAX_RECORD_SIZE and o + size <= end:
-            if (int.from_bytes(data[o + size - 4: o + size], "little") == size
-                    and _crc32(mv[o: o + size]) == (_RESIDUES.get(size) or _residue(size))):
-                return o
-        o += 1
-    return -1
-
-
 class MsgCorrupt(CorruptState, MsgNotFound):
     """The message's record failed its checksum on read: it was reported lost and removed.
     A MsgNotFound too, so readers treat it as deleted."""
 
 
-class FileStreamStore(IndexedStreamStore):
+class FileStreamStore(FaultHandling, IndexedStreamStore):
     """A StreamStore in a directory; see the module docstring for the design."""
 
     msg_size = staticmethod(file_store_msg_size)
@@ -571,16 +559,6 @@ class FileStreamStore(IndexedStreamStore):
                 seq += 1
         return MsgRun(seqs, tss, subjects, hdrs, msgs)
 
-    def _flush_for_read(self, seq: int) -> None:
-        """Before serving ``seq`` from the pending buffer: flush. If that fails, the write was
-        rolled back and ``seq`` no longer exists (MsgNotFound)."""
-        try:
-            self.flush()
-        except StoreWriteError:
-            pass
-        if seq > self._durable_last:
-            raise MsgNotFound(f"message {seq} was not stored (write failed)")
-
     def _lose(self, seq: int, size: int, why: str):
         """Report message ``seq`` lost (corrupt on disk), drop it from the index, raise MsgCorrupt."""
         log.error("stream %s: message %d is corrupt on disk (%s); reported lost", self.config.name, seq, why)
@@ -689,62 +667,6 @@ class FileStreamStore(IndexedStreamStore):
         if self._unlink_dead:
             self._unlink_dead = False
             self._unlink_dead_blocks()
-
-    def _write_failed(self, blk: MessageBlock, exc: StoreWriteError, marker_first: int) -> None:
-        """A write of ``blk``'s pending records failed (the block cut the file back to its last
-        good size). Nothing that is not on disk may stay visible, and no sequence may be used
-        twice on disk, so:
-
-        - every message (and skip) above the last durable sequence is rolled back: removed from
-          the index with no record written, ``last`` falls back to the durable one, and the
-          next store reuses those sequences, exactly as if the publishes had never arrived (the
-          stream answers each of them with an error, see ``take_rollback``);
-        - records about durable sequences (tombstones, truncations, skips written at recovery)
-          stay pending and are written by the next flush; the FIRST marker is rebuilt then.
-
-        Removals that the rolled back messages caused (discard "old" limits) stay done: they
-        only move the stream ahead of what it would hold, they lose nothing that was not going
-        to be removed by the next store anyway."""
-        durable = self._durable_last
-        data = blk.pending
-        keep = bytearray()
-        off = 0
-        end = len(data)
-        while off < end:
-            total, raw, _ts, _slen = _HEAD_UNPACK(data, off)
-            size = total & 0x7FFFFFFF
-            flags = raw & FLAG_MASK
-            if flags and not flags & (FLAG_FIRST | FLAG_ERASED) and raw & SEQ_MASK <= durable:
-                keep += data[off: off + size]
-            off += size
-        blk.pending = keep
-        self._marker_first = marker_first
-        self._blive = None
-        self._rcache = None
-        rolled = self._last - durable
-        if rolled > 0:
-            cb, self._cb = self._cb, None
-            self._replaying = True
-            try:
-                IndexedStreamStore.truncate(self, durable)
-            finally:
-                self._replaying = False
-                self._cb = cb
-        # Logged once per outage (a full disk fails every flush until space returns).
-        (log.debug if self._write_failing else log.error)(
-            "stream %s: write failed (%s); rolled back %d sequence(s) after %d", self.config.name, exc,
-            max(rolled, 0), durable)
-        self._write_failing = True
-        prev = self._rollback
-        self._rollback = (durable if prev is None else min(prev[0], durable), exc)
-
-    def take_rollback(self) -> tuple[int, StoreWriteError] | None:
-        """``(last durable sequence, error)`` if a failed write rolled messages back since the
-        last call (every sequence above it was taken back), else None. The stream answers the
-        publishes of those sequences with an error instead of a PubAck."""
-        rb = self._rollback
-        self._rollback = None
-        return rb
 
     def _unlink_dead_blocks(self) -> None:
         """Unlink the prefix of blocks whose every record refers to sequences below first."""
@@ -1100,7 +1022,7 @@ class FileStreamStore(IndexedStreamStore):
                 try:
                     off = self._replay_one(blk, data, mv, off, end, subjects, sidcache, scanning)
                 except (RecordError, UnicodeDecodeError, ValueError) as exc:
-                    nxt = _next_record(data, mv, off + 1, end)
+                    nxt = next_record(data, mv, off + 1, end)
                     if nxt < 0:
                         # Nothing intact after it: a torn (or damaged) tail.
                         self._truncate_block(blk, off, end, mv, exc, last_block)
@@ -1199,31 +1121,6 @@ class FileStreamStore(IndexedStreamStore):
         if hi - lo < 1_000_000:
             self._scan_removed.extend(range(lo, hi + 1))
         self._scan_max_msg = max(self._scan_max_msg, hi)
-
-    def _skip_damage(self, blk: MessageBlock, off: int, nxt: int, mv, exc, scanning: bool) -> None:
-        """Bytes ``off .. nxt`` of ``blk`` are damaged and an intact record starts at ``nxt``:
-        recovery goes on from there instead of dropping the rest of the block (every record
-        carries its own length and checksum, so the next one is found by trying each offset).
-        The bytes stay in the file (intact records after them keep their offsets); what was
-        lost is reported: the bytes now, the sequences when the next message shows how far the
-        gap goes (the full scan's suspect ranges, or _gap_from / _report_gap)."""
-        self._lost_bytes += nxt - off
-        if scanning:
-            if not self._scan_pending_suspect:
-                self._scan_pending_suspect = self._scan_max_msg + 1
-        else:
-            self._gap_from = self._last + 1
-        log.error("stream %s: damaged record in block %d at offset %d (%s); skipped %d byte(s) up to the next "
-                  "intact record at offset %d", self.config.name, blk.id, off, exc, nxt - off, nxt)
-
-    def _report_gap(self, seq: int) -> None:
-        """The first message after damaged bytes has sequence ``seq``: the sequences from
-        _gap_from up to it were in the damaged bytes (or were skipped: a skip record lost with
-        them reads the same), so they are reported lost."""
-        lo, self._gap_from = self._gap_from, 0
-        if 0 < seq - lo <= 1_000_000:
-            self._lost_msgs.extend(range(lo, seq))
-            log.error("stream %s: message(s) %d..%d lost in damaged bytes", self.config.name, lo, seq - 1)
 
     def _truncate_block(self, blk: MessageBlock, off: int, end: int, mv, exc, last_block: bool) -> None:
         lost_bytes = end - off
