@@ -264,7 +264,11 @@ class FileStreamStore(FaultHandling, IndexedStreamStore):
                 raise
             self._durable_last = self._last
         bid = (max(self._blocks) + 1) if self._blocks else 1
-        blk = MessageBlock(bid, os.path.join(self._msgs_dir, block_file_name(bid)), create=True)
+        try:
+            blk = MessageBlock(bid, os.path.join(self._msgs_dir, block_file_name(bid)), create=True)
+        except OSError as exc:  # no inode left, too many open files...: the store refuses the write
+            raise StoreWriteError(f"creating block {bid} of stream {self.config.name} failed: {exc}",
+                                  exc.errno) from exc
         self._blocks[bid] = blk
         self._lmb = blk
         return blk

@@ -256,3 +256,29 @@ def test_block_roll_over_failure_rolls_back(tmp_path, clock, disk):
     s2 = open_stream_store(cfg(), clock, d)
     assert [m.seq for m in s2.iter_msgs(1, 10)] == [1, 2]
     s2.stop()
+
+
+def test_new_block_that_can_not_be_created_refuses_the_write(tmp_path, clock, monkeypatch):
+    d = str(tmp_path / "S")
+    s = open_stream_store(cfg(), clock, d, block_size=200)
+    s.store_msg("a", None, b"x" * 50)
+    s.flush()
+    real_open = os.open
+
+    def no_inode(path, flags, mode=0o777):
+        if flags & os.O_CREAT:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_open(path, flags, mode)
+
+    monkeypatch.setattr(os, "open", no_inode)
+    with pytest.raises(StoreWriteError) as ei:
+        for _ in range(10):
+            s.store_msg("a", None, b"y" * 50)
+    assert ei.value.errno == errno.ENOSPC
+    monkeypatch.setattr(os, "open", real_open)
+    last = s.state().last_seq
+    assert s.store_msg("a", None, b"z" * 50)[0] == last + 1
+    s.stop()
+    s2 = open_stream_store(cfg(), clock, d)
+    assert s2.state().last_seq == last + 1 and s2.state().lost_msgs is None
+    s2.stop()
