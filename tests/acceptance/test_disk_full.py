@@ -32,7 +32,7 @@ def test_disk_full_loses_nothing_and_recovers_by_itself(tmp_path):
     assert r["before"] == {"acked": 200}
     # The disk fills: every publish answered, with 10023 once nothing fits (a few may still fit).
     full = r["while_full"]
-    assert full.get("unanswered", 0) == 0 and full.get("error 10023", 0) >= 40, full
+    assert full.get("unanswered", 0) == 0 and full.get("error 10023", 0) >= 240, full
     # Space is back: no purge, no restart needed.
     assert r["space_back"] == {"acked": 50}
     assert r["after_restart"] == {"acked": 50}

@@ -76,6 +76,28 @@ async def _publish(js, n: int, payload: bytes, acked: list[int], counts: dict) -
             counts["acked"] = counts.get("acked", 0) + 1
 
 
+async def _burst(nc, n: int, payload: bytes, acked: list[int], counts: dict) -> None:
+    """``n`` publishes in flight at once (pipelined, as a busy producer sends them)."""
+    import json
+
+    async def one():
+        try:
+            m = await nc.request("s.x", payload, timeout=5)
+        except Exception:
+            return None
+        return json.loads(m.data)
+
+    for r in await asyncio.gather(*(one() for _ in range(n))):
+        if r is None:
+            counts["unanswered"] = counts.get("unanswered", 0) + 1
+        elif "error" in r:
+            k = f"error {r['error']['err_code']}"
+            counts[k] = counts.get(k, 0) + 1
+        else:
+            acked.append(r["seq"])
+            counts["acked"] = counts.get("acked", 0) + 1
+
+
 async def _drain(js, durable: str) -> list[int]:
     import nats
 
@@ -94,11 +116,12 @@ async def _drain(js, durable: str) -> list[int]:
 
 
 def disk_full_run(kind: str, root: Path, *, fs_mb: int = 6, before: int = 200, while_full: int = 50,
-                  after: int = 50, payload_size: int = 2048) -> dict:
+                  burst: int = 200, after: int = 50, payload_size: int = 2048) -> dict:
     """Run the disk-full scenario against ``kind`` on a fresh ``fs_mb`` MB tmpfs under ``root``:
 
     1. a file stream ``S`` with a durable pull consumer ``D``; ``before`` publishes, consumed and acked;
-    2. the disk is filled; ``while_full`` publishes; D consumes and acks what it gets;
+    2. the disk is filled; ``while_full`` publishes one by one, then ``burst`` in flight at once;
+       D consumes and acks what it gets;
     3. the filler is deleted (space is back; no operator action on the server); ``after``
        publishes; D consumes and acks;
     4. kill -9, restart on the same directory, ``after`` more publishes; D consumes.
@@ -132,6 +155,7 @@ def disk_full_run(kind: str, root: Path, *, fs_mb: int = 6, before: int = 200, w
             filler = fill(mnt)
             c = {}
             await _publish(js, while_full, payload, acked, c)
+            await _burst(nc, burst, payload, acked, c)
             delivered.extend(await _drain(js, "D"))
             out["while_full"] = c
             filler.unlink()
