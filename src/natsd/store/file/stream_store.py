@@ -1171,16 +1171,34 @@ class FileStreamStore(FaultHandling, IndexedStreamStore):
         return sorted(n for n in names if os.path.isfile(os.path.join(self._obs_dir, n, META_FILE)))
 
     def stop(self) -> None:
-        """Flush, write consumer states and index.db, fsync, close files."""
+        """Flush, write consumer states and index.db, fsync, close files. On a full disk (or any
+        write error) the files are closed all the same: what is on disk is consistent (a
+        failed write was cut back) and the next start recovers from the blocks."""
         if self._closed:
             return
-        self.flush()
-        for cs in list(self._consumers.values()):
-            cs.stop()
-        self.write_index()
-        for blk in self._blocks.values():
-            blk.close()
-        self._closed = True
+        try:
+            try:
+                self.flush()
+            finally:
+                for cs in list(self._consumers.values()):
+                    cs.stop()
+            self.write_index()
+        except (StoreError, OSError) as exc:
+            log.error("stream %s: stopping with a write error (%s); recovery will rebuild from the blocks",
+                      self.config.name, exc)
+            self._remove_index_file_quietly()
+        finally:
+            for blk in self._blocks.values():
+                blk.close()
+            self._closed = True
+
+    def _remove_index_file_quietly(self) -> None:
+        # An index.db older than the blocks is detected and ignored anyway; removing it only
+        # saves the check.
+        try:
+            self._remove_index_file()
+        except OSError:
+            pass
 
     def _abandon(self) -> None:
         """Close the files without flushing or writing anything: what a ``kill -9`` leaves

@@ -282,3 +282,21 @@ def test_new_block_that_can_not_be_created_refuses_the_write(tmp_path, clock, mo
     s2 = open_stream_store(cfg(), clock, d)
     assert s2.state().last_seq == last + 1 and s2.state().lost_msgs is None
     s2.stop()
+
+
+def test_stop_on_a_full_disk_closes_and_recovers(tmp_path, clock, disk):
+    d = str(tmp_path / "S")
+    s = open_stream_store(cfg(), clock, d)
+    for i in range(3):
+        s.store_msg("a", None, b"m%d" % i)
+    s.flush()
+    disk.full = True
+    s.remove_msg(2)  # a pending tombstone that can not be written
+    s.stop()  # no exception: files closed
+    assert all(b.fd == -1 for b in s._blocks.values())
+    disk.full = False
+    s2 = open_stream_store(cfg(), clock, d)
+    st = s2.state()
+    # The delete was not written (a resurrected message, never a lost one).
+    assert (st.msgs, st.last_seq, st.lost_msgs) == (3, 3, None)
+    s2.stop()
