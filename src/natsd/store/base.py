@@ -250,6 +250,17 @@ class StreamStore(Protocol):
     def sync(self) -> None:
         """flush() and fsync."""
 
+    def take_rollback(self) -> "tuple[int, StoreWriteError] | None":
+        """After a failed write (flush/sync raised StoreWriteError, or a read that had to write
+        first): ``(last durable sequence, error)`` once, else None. Every message above that
+        sequence was taken back (never served, its sequence free again); the owner answers
+        their publishes with an error. Stores that never fail a write return None."""
+
+    @property
+    def bytes_used(self) -> int:
+        """``state().bytes`` without building a state (the server-wide limits read it per
+        publish)."""
+
     # -- reading --------------------------------------------------------------------------
     def load_msg(self, seq: int) -> StoreMsg:
         """Raises MsgNotFound (deleted / below first) or StoreEOF (above last)."""
