@@ -439,6 +439,11 @@ class JetStreamEngine:
             self.max_store = js.max_file_store
         else:
             self.max_store = disk_available(self.store_dir)
+        # Bytes stored by every stream, [memory, file]: the reference's memUsed / storeUsed. Each
+        # Stream folds its store's bytes into it (Stream._fold_usage) and refuses a publish with
+        # 10023 while its type's total exceeds max_memory / max_store.
+        self.used = [0, 0]
+        self._exceeded_logged_at = None
         self.sync_interval_ns = js.sync_interval_ns
         self.sync_always = js.sync_always
         self.domain = js.domain
@@ -520,6 +525,14 @@ class JetStreamEngine:
             self._sync_timer = None
         for acc in list(self.accounts.values()):
             acc.stop()
+
+    def resources_exceeded(self, storage: str) -> None:
+        """A publish was refused for the server-wide limit: log it, at most every 10 s (as the
+        reference's resourcesExceededError)."""
+        now = self.clock.monotonic_ns()
+        if self._exceeded_logged_at is None or now - self._exceeded_logged_at > 10 * 10**9:
+            self._exceeded_logged_at = now
+            log.error("JetStream %s resource limits exceeded for server", "memory" if storage == "memory" else "file")
 
     def reserved(self) -> tuple[int, int]:
         mem = fil = 0

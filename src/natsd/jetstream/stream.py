@@ -27,6 +27,18 @@ PubAck bytes (the reference builds them by hand, note the space in ``"duplicate"
 
 ``no_ack`` streams never reply, not even errors.
 
+When the store's write fails (disk full, I/O error) the store rolls back every message not on
+disk (``store.take_rollback()``): :meth:`_flush` then answers each publish whose sequence was
+taken back with an error instead of its PubAck (10023 "insufficient resources" for ENOSPC /
+EDQUOT, 10077 with the OS error otherwise; nats-server 2.15.1 answers nothing at all there),
+forgets their msg ids and never tells consumers about them. Nothing is left unanswered.
+
+Server-wide limits (``jetstream { max_file_store, max_memory_store }``, defaults computed by the
+engine as the reference): before storing, a publish is refused with 10023 when the bytes stored
+by every stream of that storage type already exceed the limit (the reference's
+``limitsExceeded``). The engine's running total (``engine.used``) is kept by folding each
+stream's ``store.bytes_used`` into it (``_fold_usage``): at each flush and each removal.
+
 Timers (all on the injected clock): max_age / Nats-TTL expiry (armed from ``store.next_expiry()``),
 the dedupe window, and ``sync_interval`` (owned by the engine).
 
@@ -38,6 +50,7 @@ Consumers (``natsd.jetstream.consumer``) see the stream through: ``consumers`` (
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 from collections import deque
@@ -48,7 +61,7 @@ from natsd.jetstream.api.router import dumps
 from natsd.jetstream.models import SECOND, StreamConfig, rfc3339, state_to_json, with_dynamic_metadata
 from natsd.store.base import (
     MaxBytes, MaxMsgs, MaxMsgsPerSubject, MsgNotFound, StoreConfig, StoreEOF, StoreError, StoreFull,
-    StoreMsg,
+    StoreMsg, StoreWriteError,
 )
 from natsd.subjects.tokens import subject_matches, subjects_collide, subset
 
@@ -182,6 +195,15 @@ def store_config_for(cfg: StreamConfig, created_ns: int) -> StoreConfig:
     )
 
 
+def _write_error(e: StoreWriteError) -> ApiError:
+    """The PubAck error for a failed store write: a full disk (or quota) is "insufficient
+    resources", as the reference answers when its storage limit is reached; any other I/O error
+    is "stream store failed" with the OS error."""
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return ApiErrors.INSUFFICIENT_RESOURCES()
+    return ApiErrors.STREAM_STORE_FAILED(err=str(e))
+
+
 def _err_ack(stream: bytes, err: ApiError) -> bytes:
     # {"error":{...},"stream":"S","seq":0} -- field order of the reference's JSPubAckResponse.
     return b'{"error":' + dumps(err.to_dict()) + b',"stream":' + stream + b',"seq":0}'
@@ -224,6 +246,15 @@ class Stream:
         self._dedupe_pending = False
         self._removed: list[tuple[int, str]] | None = None
         self._links: list[Any] = []  # mirror / sources (natsd.jetstream.sourcing.SourceLink)
+        # Server-wide usage: the engine's [memory, file] totals, this stream's slot in them, the
+        # limit, and the bytes of this store already counted there (see _fold_usage).
+        engine = account.engine
+        self._used: list[int] = engine.used
+        self._ut = 0 if config.storage == "memory" else 1
+        self._max_used: int = engine.max_memory if self._ut == 0 else engine.max_store
+        self._counted = 0
+        self._write_err_logged_at = -(10**12)
+        self._fold_usage()
         self._set_derived()
         store.register_storage_updates(self._on_storage_update)
 
@@ -337,6 +368,7 @@ class Stream:
         self._flush()
         self.closed = True
         self._fast = False
+        self._uncount()
         if self._expiry_timer is not None:
             self._expiry_timer.cancel()
         for c in list(self.consumers.values()):
@@ -353,6 +385,7 @@ class Stream:
         self._flush()
         self.closed = True
         self._fast = False
+        self._uncount()
         if self._expiry_timer is not None:
             self._expiry_timer.cancel()
         for c in list(self.consumers.values()):
@@ -405,6 +438,9 @@ class Stream:
         if not hdr and self._fast:
             # Fast path: no headers and a stream with nothing to check before storing (not
             # sealed, no max_msg_size, limits retention, no account byte limits, no republish).
+            if self._used[self._ut] + self.store.bytes_used - self._counted > self._max_used:
+                self._server_full(reply)
+                return 0
             try:
                 seq = self._store_msg(subject, None, payload, 0)[0]
             except StoreError as e:
@@ -513,6 +549,9 @@ class Stream:
         if bad_ttl:
             self._reject(reply, ApiErrors.MESSAGE_TTL_INVALID())
             return 0
+        if self._used[self._ut] + self.store.bytes_used - self._counted > self._max_used:
+            self._server_full(reply)
+            return 0
         acct = self.account
         if acct.limits_enforced:
             err = acct.check_store_limits(self.config.storage, len(subject) + hlen + len(payload))
@@ -564,9 +603,27 @@ class Stream:
             self.clock.call_soon(self._flush)
         return seq
 
+    def _server_full(self, reply: str) -> None:
+        """The server-wide limit of this storage type is exceeded: 10023, as the reference."""
+        self.account.engine.resources_exceeded(self.config.storage)
+        self._reject(reply, ApiErrors.INSUFFICIENT_RESOURCES())
+
+    def _fold_usage(self) -> None:
+        """Bring the engine's total for this storage type up to date with this store."""
+        b = self.store.bytes_used
+        if b != self._counted:
+            self._used[self._ut] += b - self._counted
+            self._counted = b
+
+    def _uncount(self) -> None:
+        self._used[self._ut] -= self._counted
+        self._counted = 0
+
     def _store_failed(self, reply: str, e: StoreError) -> None:
         """Map a store refusal to the reference's PubAck error."""
-        if isinstance(e, MaxMsgs):
+        if isinstance(e, StoreWriteError):
+            err = _write_error(e)
+        elif isinstance(e, MaxMsgs):
             err = ApiErrors.STREAM_STORE_FAILED(err="maximum messages exceeded")
         elif isinstance(e, MaxBytes):
             err = ApiErrors.STREAM_STORE_FAILED(err="maximum bytes exceeded")
@@ -589,16 +646,19 @@ class Stream:
         """Once per loop turn: write, (fsync), then PubAcks, then wake consumers."""
         self._flush_scheduled = False
         if not self.closed:
+            failed: StoreError | None = None
             try:
                 if self.account.engine.sync_always:
                     self.store.sync()
                 else:
                     self.store.flush()
-            except StoreError:
-                log.exception("flush of stream %s failed", self.name)
-                # Nothing acknowledged may be lost: replies for this batch are not sent.
-                self._ack_subjects, self._ack_payloads = [], []
-                return
+            except StoreError as e:
+                failed = e
+            rb = self.store.take_rollback()
+            if rb is not None or failed is not None:
+                self._write_failed(rb, failed)
+            if self._counted != self.store.bytes_used:
+                self._fold_usage()
         subs, pays = self._ack_subjects, self._ack_payloads
         if subs:
             self._ack_subjects, self._ack_payloads = [], []
@@ -615,6 +675,43 @@ class Stream:
             if not self.closed:
                 self._arm_expiry()
                 self._notify_new(self.lseq)
+
+    def _write_failed(self, rb: tuple[int, StoreWriteError] | None, failed: StoreError | None) -> None:
+        """The store's write failed. Every queued PubAck for a sequence the store took back
+        becomes an error (see the module docstring); replies about durable sequences (and
+        errors) go out unchanged. Without a rollback (a store error of another kind) nothing of
+        this turn is known to be on disk: every PubAck becomes an error."""
+        exc = rb[1] if rb is not None else failed
+        durable = rb[0] if rb is not None else -1
+        if not isinstance(exc, StoreWriteError):
+            log.error("flush of stream %s failed: %s", self.name, exc)
+            err = ApiErrors.STREAM_STORE_FAILED(err=str(exc) or type(exc).__name__)
+        else:
+            err = _write_error(exc)
+        prefix = self._ack_prefix
+        n = len(prefix)
+        pays = self._ack_payloads
+        refused = 0
+        for i, p in enumerate(pays):
+            if p.startswith(prefix):
+                seq = int(p[n:].split(b"}", 1)[0].split(b",", 1)[0])
+                if seq > durable:
+                    pays[i] = _err_ack(self._name_json, err)
+                    refused += 1
+        if rb is not None:
+            self.lseq = self.store.state().last_seq
+            # Msg ids of taken back messages must not count as duplicates: rebuild the dedupe
+            # state from the store when next needed.
+            self.lmsg_id = ""
+            self._ddmap.clear()
+            self._ddq.clear()
+            self._dedupe_pending = self.lseq > 0
+            self.account.note_removed(self.config.storage, 0)
+        now = self.clock.monotonic_ns()
+        if now - self._write_err_logged_at >= 10 * 10**9:  # rate limited, as the reference
+            self._write_err_logged_at = now
+            log.error("JetStream failed to store %d msg(s) on stream '%s > %s': %s", refused, self.account.name,
+                      self.name, exc)
 
     def _notify_new(self, last_seq: int) -> None:
         for c in list(self.consumers.values()):
@@ -725,6 +822,7 @@ class Stream:
     # -- storage updates (removals) ------------------------------------------------------------------
     def _on_storage_update(self, msgs_delta: int, bytes_delta: int, seq: int, subject: str) -> None:
         self.account.note_removed(self.config.storage, bytes_delta)
+        self._fold_usage()
         if msgs_delta < 0 and seq:
             if self._removed is not None:
                 self._removed.append((seq, subject))

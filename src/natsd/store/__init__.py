@@ -12,7 +12,7 @@ import os
 from natsd.store.base import (
     ConsumerState, ConsumerStore, CorruptState, DiscardPolicy, MaxBytes, MaxMsgs, MaxMsgsPerSubject,
     MsgNotFound, Pending, SequencePair, SimpleState, StorageType, StorageUpdateHandler, StoreClosed,
-    StoreConfig, StoreEOF, StoreError, StoreFull, StoreMsg, MsgRun, StreamState, StreamStore,
+    StoreConfig, StoreEOF, StoreError, StoreFull, StoreMsg, StoreWriteError, MsgRun, StreamState, StreamStore,
 )
 from natsd.store.memory import MemoryConsumerStore, MemoryStreamStore, mem_store_msg_size
 
@@ -22,7 +22,7 @@ __all__ = [
     "StorageType", "DiscardPolicy", "StoreConfig", "StoreMsg", "MsgRun", "StreamState", "SimpleState",
     "SequencePair", "Pending", "ConsumerState", "StreamStore", "ConsumerStore", "StorageUpdateHandler",
     "StoreError", "StoreClosed", "MsgNotFound", "StoreEOF", "MaxMsgs", "MaxBytes", "MaxMsgsPerSubject",
-    "CorruptState", "StoreFull",
+    "CorruptState", "StoreFull", "StoreWriteError",
 ]
 
 #: The reference's default ``sync_interval`` (2 minutes).

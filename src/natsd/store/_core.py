@@ -562,6 +562,16 @@ class IndexedStreamStore:
     def flush(self) -> None:
         """Nothing is buffered by default."""
 
+    def take_rollback(self):
+        """What a failed write took back since the last call: ``(last durable sequence,
+        StoreWriteError)`` or None (see the file store). A store that never fails returns None."""
+        return None
+
+    @property
+    def bytes_used(self) -> int:
+        """Accounted bytes of the live messages (``state().bytes`` without building a state)."""
+        return self._bytes
+
     def sync(self) -> None:
         self.flush()
 

@@ -31,7 +31,7 @@ __all__ = [
     "SequencePair", "Pending", "ConsumerState", "StreamStore", "ConsumerStore",
     "StorageUpdateHandler",
     "StoreError", "StoreClosed", "MsgNotFound", "StoreEOF", "MaxMsgs", "MaxBytes",
-    "MaxMsgsPerSubject", "CorruptState", "StoreFull",
+    "MaxMsgsPerSubject", "CorruptState", "StoreFull", "StoreWriteError",
 ]
 
 
@@ -68,6 +68,16 @@ class MaxMsgsPerSubject(StoreError):
 
 class StoreFull(StoreError):
     """The store's resource limit (max_file_store / max_memory_store reservation) was hit."""
+
+
+class StoreWriteError(StoreError):
+    """Writing (or fsyncing) buffered records failed (ENOSPC, EDQUOT, EIO...). ``errno`` is the
+    OS error number. The file store has then rolled back every message not yet on disk (see
+    ``FileStreamStore.take_rollback``); the error is not sticky: the next flush tries again."""
+
+    def __init__(self, msg: str, errno: int | None = None) -> None:
+        super().__init__(msg)
+        self.errno = errno
 
 
 class CorruptState(StoreError):
@@ -239,6 +249,17 @@ class StreamStore(Protocol):
 
     def sync(self) -> None:
         """flush() and fsync."""
+
+    def take_rollback(self) -> "tuple[int, StoreWriteError] | None":
+        """After a failed write (flush/sync raised StoreWriteError, or a read that had to write
+        first): ``(last durable sequence, error)`` once, else None. Every message above that
+        sequence was taken back (never served, its sequence free again); the owner answers
+        their publishes with an error. Stores that never fail a write return None."""
+
+    @property
+    def bytes_used(self) -> int:
+        """``state().bytes`` without building a state (the server-wide limits read it per
+        publish)."""
 
     # -- reading --------------------------------------------------------------------------
     def load_msg(self, seq: int) -> StoreMsg:

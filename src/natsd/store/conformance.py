@@ -154,6 +154,8 @@ def check_max_bytes(factory: StoreFactory) -> None:
         s.store_msg("b", None, b"0123456789")
     st = s.state()
     assert (st.msgs, st.bytes, st.first_seq) == (3, one * 3, 3)
+    assert s.bytes_used == st.bytes  # what the server-wide limits count
+    assert s.take_rollback() is None  # no write failed
     s.stop()
     s = factory.make(_cfg(max_bytes=one * 2, discard=DiscardPolicy.NEW), clock)
     s.store_msg("b", None, b"0123456789")
@@ -277,6 +279,7 @@ def check_purge(factory: StoreFactory) -> None:
     assert updates[-1] == (-10, -total, 0, "")
     st = s.state()
     assert (st.msgs, st.bytes, st.first_seq, st.last_seq, st.first_ts) == (0, 0, 11, 10, 0)
+    assert s.bytes_used == 0
     s = _restart(factory, s, clock)
     assert s.store_msg("p.a", None, b"y")[0] == 11
     for i in range(12, 21):

@@ -2,7 +2,8 @@
 
 Modules: ``layout`` (names, limits), ``record`` (block record byte layout), ``block``
 (MessageBlock), ``index`` (index.db), ``meta`` (meta.inf + meta.sum), ``consumer_state``
-(o.dat and FileConsumerStore), ``stream_store`` (FileStreamStore).
+(o.dat and FileConsumerStore), ``stream_store`` (FileStreamStore), ``faults`` (failed writes,
+damaged bytes at recovery).
 """
 
 from natsd.store.file.consumer_state import FileConsumerStore, decode_consumer_state, encode_consumer_state

@@ -3,17 +3,29 @@
 Appends go into an in-memory ``pending`` buffer; ``flush()`` hands all of it to the OS with one
 ``pwrite`` at the end of the file. Reads of flushed bytes use ``pread`` (no shared file offset,
 no seek); reads of bytes still pending come from the buffer, so a message is readable the moment
-it is stored. After a failed write the error is sticky: every later write raises it again
-(the reference's ``mb.werr``), because the file's tail is then unknown.
+it is stored.
+
+A failed write (ENOSPC, EIO...) cuts the file back to its last good size (``ftruncate``, which
+needs no free space) so it still ends on a record boundary, and raises StoreWriteError; the
+pending bytes stay for the owner to roll back or retry (natsd.store.file.stream_store). Only when
+that cut fails too is the tail unknown: ``werr`` is kept and every later flush first retries the
+cut, so the block recovers by itself once the disk answers again (the reference keeps
+``mb.werr`` until a restart).
 """
 
 from __future__ import annotations
 
 import os
 
-from natsd.store.base import StoreError
+from natsd.store.base import StoreWriteError
 
 __all__ = ["MessageBlock"]
+
+# The system calls that write, behind module names so tests can inject faults (ENOSPC, EIO,
+# short writes) without a full disk.
+_pwrite = os.pwrite
+_fsync = os.fsync
+_ftruncate = os.ftruncate
 
 
 class MessageBlock:
@@ -44,32 +56,57 @@ class MessageBlock:
         self.pending += data
         return off
 
-    def flush(self) -> bool:
-        """Write every pending byte (one pwrite); True if anything was written."""
+    def flush(self, sync: bool = False) -> bool:
+        """Write every pending byte (one pwrite), and fsync when ``sync``; True if anything was
+        written. On failure the file is cut back to the bytes written before this call (see the
+        module docstring), ``pending`` is kept and StoreWriteError raised."""
         if not self.pending:
+            if sync:
+                self.sync()
             return False
         if self.werr is not None:
-            raise StoreError(f"block {self.path}: earlier write failed: {self.werr}")
+            self._cut_back()
         data = self.pending
+        off = self.flushed
         try:
             view = memoryview(data)
-            off = self.flushed
-            while view:
-                n = os.pwrite(self.fd, view, off)
-                view = view[n:]
-                off += n
-            view.release()
+            try:
+                while view:
+                    n = _pwrite(self.fd, view, off)
+                    view = view[n:]
+                    off += n
+            finally:
+                view.release()
+            if sync:
+                _fsync(self.fd)
         except OSError as exc:
             self.werr = exc
-            raise StoreError(f"block {self.path}: write failed: {exc}") from exc
+            try:
+                self._cut_back()
+            except StoreWriteError:
+                pass
+            raise StoreWriteError(f"block {self.path}: write failed: {exc}", exc.errno) from exc
         self.flushed += len(data)
         self.pending = bytearray()
-        self.dirty_sync = True
+        self.dirty_sync = not sync
         return True
+
+    def _cut_back(self) -> None:
+        """After a failed write: drop whatever part of it reached the file (``flushed`` is the
+        size before it). Clears ``werr`` when the cut works."""
+        try:
+            _ftruncate(self.fd, self.flushed)
+        except OSError as exc:
+            raise StoreWriteError(f"block {self.path}: earlier write failed ({self.werr}) and the "
+                                  f"file can not be cut back: {exc}", exc.errno) from exc
+        self.werr = None
 
     def sync(self) -> None:
         if self.dirty_sync:
-            os.fsync(self.fd)
+            try:
+                _fsync(self.fd)
+            except OSError as exc:
+                raise StoreWriteError(f"block {self.path}: fsync failed: {exc}", exc.errno) from exc
             self.dirty_sync = False
 
     def read(self, offset: int, size: int) -> bytes:

@@ -36,7 +36,10 @@ the same way):
 - FLAG_SKIP     sequences ``seq .. seq + count - 1`` were consumed without a message; ``msg`` is
                 ``count`` as u64, ``ts`` the time of the skip.
 
-Records are applied in file order (blocks by number, then by offset) at recovery.
+Records are applied in file order (blocks by number, then by offset) at recovery. Because each
+record is self-checking (length at both ends, CRC), recovery that meets a damaged one finds the
+next intact record by trying each following offset and goes on from there
+(natsd.store.file.faults.next_record); only the damaged bytes are lost.
 """
 
 from __future__ import annotations

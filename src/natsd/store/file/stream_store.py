@@ -24,8 +24,12 @@ per message); this class adds the files:
 - **Recovery.** ``msgs/index.db`` (natsd.store.file.index) is loaded when its checksum is good
   and every block still holds the bytes it recorded; records written after it are replayed
   from the recorded offsets. Otherwise every block is scanned. A torn or corrupt record
-  truncates its block at that offset (fsynced) and is reported lost; a missing block's messages
-  are reported lost and the rest served.
+  truncates its block at that offset (fsynced) and is reported lost; a damaged record followed
+  by intact ones costs only itself (recovery resynchronises at the next intact record, see
+  natsd.store.file.faults); a missing block's messages are reported lost and the rest served.
+- **Failed writes** (disk full, I/O error): every message not on disk is rolled back and the
+  owner told (``take_rollback``); nothing unwritten is ever served; the next flush retries.
+  See natsd.store.file.faults.
 """
 
 from __future__ import annotations
@@ -42,9 +46,12 @@ from itertools import compress, count, repeat
 from operator import ne, or_, sub
 
 from natsd.store._core import NEVER_EXPIRES, IndexedStreamStore
-from natsd.store.base import CorruptState, MsgNotFound, MsgRun, StoreClosed, StoreConfig, StoreError, StoreMsg
+from natsd.store.base import (
+    CorruptState, MsgNotFound, MsgRun, StoreClosed, StoreConfig, StoreError, StoreMsg, StoreWriteError,
+)
 from natsd.store.file.block import MessageBlock
 from natsd.store.file.consumer_state import FileConsumerStore
+from natsd.store.file.faults import FaultHandling, next_record
 from natsd.store.file.index import BlockInfo, IndexSnapshot, decode_index, encode_index
 from natsd.store.file.layout import (
     DEFAULT_BLOCK_SIZE, DEFAULT_INDEX_INTERVAL_NS, INDEX_FILE, META_FILE, MSGS_DIR, OBS_DIR, TMP_SUFFIX,
@@ -172,7 +179,7 @@ class MsgCorrupt(CorruptState, MsgNotFound):
     A MsgNotFound too, so readers treat it as deleted."""
 
 
-class FileStreamStore(IndexedStreamStore):
+class FileStreamStore(FaultHandling, IndexedStreamStore):
     """A StreamStore in a directory; see the module docstring for the design."""
 
     msg_size = staticmethod(file_store_msg_size)
@@ -199,6 +206,14 @@ class FileStreamStore(IndexedStreamStore):
         # block id -> bytes of live message records in it (compaction); built lazily.
         self._blive: dict[int, int] | None = None
         self._unlink_dead = False
+        # The last sequence whose record (message or marker) is on disk, and what the last
+        # failed write rolled back (take_rollback); see _write_failed.
+        self._durable_last = 0
+        self._rollback: tuple[int, StoreWriteError] | None = None
+        self._write_failing = False
+        # Recovery resynchronised after damaged bytes (not in a full scan): the first sequence
+        # that may have been in them; the next message record closes the gap (_replay_one).
+        self._gap_from = 0
         super().__init__(config, clock)
         os.makedirs(self._msgs_dir, exist_ok=True)
         write_meta(directory, self._meta_dict(), config.name)
@@ -218,8 +233,15 @@ class FileStreamStore(IndexedStreamStore):
         if keep is not None and keep[0] > self._last:
             # Sequences known lost must never be handed out again.
             self._skip_range(self._last + 1, keep[0] - self._last, keep[1])
-        # Anything recovery itself decided goes to disk now.
-        self.flush()
+        # Anything recovery itself decided goes to disk now. It counts as durable even if that
+        # write fails (a full disk at start): the records stay pending and the next flush
+        # writes them, so a sequence known lost is never handed out again.
+        self._durable_last = self._last
+        try:
+            self.flush()
+        except StoreWriteError as exc:
+            log.error("stream %s: writing recovery records failed (%s); will retry", config.name, exc)
+            self._rollback = None
 
     # ------------------------------------------------------------------ config
     def _meta_dict(self) -> dict:
@@ -234,19 +256,25 @@ class FileStreamStore(IndexedStreamStore):
         """Start a new last block (flushing the old one's pending bytes first)."""
         old = self._lmb
         if old is not None:
-            old.flush()
-            if self._sync_always:
-                old.sync()
+            marker_first = self._marker_first
+            try:
+                old.flush(self._sync_always)
+            except StoreWriteError as exc:
+                self._write_failed(old, exc, marker_first)
+                raise
+            self._durable_last = self._last
         bid = (max(self._blocks) + 1) if self._blocks else 1
-        blk = MessageBlock(bid, os.path.join(self._msgs_dir, block_file_name(bid)), create=True)
+        try:
+            blk = MessageBlock(bid, os.path.join(self._msgs_dir, block_file_name(bid)), create=True)
+        except OSError as exc:  # no inode left, too many open files...: the store refuses the write
+            raise StoreWriteError(f"creating block {bid} of stream {self.config.name} failed: {exc}",
+                                  exc.errno) from exc
         self._blocks[bid] = blk
         self._lmb = blk
         return blk
 
     def _write(self, seq: int, ts: int, subject: str, hdr: bytes | None, msg: bytes, ttl_ns: int) -> int:
         lmb = self._lmb
-        if lmb.werr is not None:
-            raise StoreError(f"block {lmb.path}: earlier write failed: {lmb.werr}")
         sb = subject.encode()
         off = lmb.flushed + len(lmb.pending)
         if off and off + 30 + len(sb) + len(msg) + (4 + len(hdr) if hdr else 0) > self._block_size:
@@ -276,6 +304,9 @@ class FileStreamStore(IndexedStreamStore):
             if blk is None:
                 self._lose(seq, size, "its block is missing")
             if off + size > blk.flushed:
+                # Not written yet: write it first, so that nobody (a consumer, a direct get)
+                # ever sees a message that a failed write would then take back.
+                self._flush_for_read(seq)
                 data = blk.read(off, size)
             elif c is not None and c[0] == bid and c[1] <= off < c[2] + READ_AHEAD:
                 # Forward, close to the previous read (sequential, or a filtered consumer
@@ -573,8 +604,8 @@ class FileStreamStore(IndexedStreamStore):
         blk = self._roll()
         blk.pending += encode_marker(FLAG_FIRST, first)
         blk.max_ref = first
-        blk.flush()
-        blk.sync()
+        blk.flush(sync=True)
+        self._durable_last = max(self._durable_last, first - 1)
         fsync_dir(self._msgs_dir)
         self._remove_index_file()
         for b in old:
@@ -620,16 +651,23 @@ class FileStreamStore(IndexedStreamStore):
         lmb = self._lmb
         if lmb is None:
             return
-        if self._first != self._marker_first:
+        marker_first = self._marker_first
+        if self._first != marker_first:
             lmb.pending += encode_marker(FLAG_FIRST, self._first)
             if self._first > lmb.max_ref:
                 lmb.max_ref = self._first
             self._marker_first = self._first
             self._unlink_dead = True
         if lmb.pending:
-            lmb.flush()
-            if self._sync_always:
-                lmb.sync()
+            try:
+                lmb.flush(self._sync_always)
+            except StoreWriteError as exc:
+                self._write_failed(lmb, exc, marker_first)
+                raise
+        self._durable_last = self._last
+        if self._write_failing:
+            self._write_failing = False
+            log.warning("stream %s: writes work again", self.config.name)
         if self._unlink_dead:
             self._unlink_dead = False
             self._unlink_dead_blocks()
@@ -919,7 +957,7 @@ class FileStreamStore(IndexedStreamStore):
         sgen = self._sgen
         try:
             while off < end:
-                if (self._msgs and not (scanning and self._scan_pending_suspect)
+                if (self._msgs and not self._gap_from and not (scanning and self._scan_pending_suspect)
                         and self._base + len(self._pos) == self._last + 1):
                     if self._sgen != sgen:
                         sidcache.clear()
@@ -988,8 +1026,13 @@ class FileStreamStore(IndexedStreamStore):
                 try:
                     off = self._replay_one(blk, data, mv, off, end, subjects, sidcache, scanning)
                 except (RecordError, UnicodeDecodeError, ValueError) as exc:
-                    self._truncate_block(blk, off, end, mv, exc, last_block)
-                    return True
+                    nxt = next_record(data, mv, off + 1, end)
+                    if nxt < 0:
+                        # Nothing intact after it: a torn (or damaged) tail.
+                        self._truncate_block(blk, off, end, mv, exc, last_block)
+                        return True
+                    self._skip_damage(blk, off, nxt, mv, exc, scanning)
+                    off = nxt
         finally:
             mv.release()
         return False
@@ -1019,6 +1062,8 @@ class FileStreamStore(IndexedStreamStore):
             if subject is None:
                 subject = subjects[sb] = sb.decode()
             if seq > self._last:
+                if self._gap_from:
+                    self._report_gap(seq)
                 if scanning:
                     if self._scan_pending_suspect:
                         self._scan_suspect += (self._scan_pending_suspect, seq - 1)
@@ -1126,16 +1171,34 @@ class FileStreamStore(IndexedStreamStore):
         return sorted(n for n in names if os.path.isfile(os.path.join(self._obs_dir, n, META_FILE)))
 
     def stop(self) -> None:
-        """Flush, write consumer states and index.db, fsync, close files."""
+        """Flush, write consumer states and index.db, fsync, close files. On a full disk (or any
+        write error) the files are closed all the same: what is on disk is consistent (a
+        failed write was cut back) and the next start recovers from the blocks."""
         if self._closed:
             return
-        self.flush()
-        for cs in list(self._consumers.values()):
-            cs.stop()
-        self.write_index()
-        for blk in self._blocks.values():
-            blk.close()
-        self._closed = True
+        try:
+            try:
+                self.flush()
+            finally:
+                for cs in list(self._consumers.values()):
+                    cs.stop()
+            self.write_index()
+        except (StoreError, OSError) as exc:
+            log.error("stream %s: stopping with a write error (%s); recovery will rebuild from the blocks",
+                      self.config.name, exc)
+            self._remove_index_file_quietly()
+        finally:
+            for blk in self._blocks.values():
+                blk.close()
+            self._closed = True
+
+    def _remove_index_file_quietly(self) -> None:
+        # An index.db older than the blocks is detected and ignored anyway; removing it only
+        # saves the check.
+        try:
+            self._remove_index_file()
+        except OSError:
+            pass
 
     def _abandon(self) -> None:
         """Close the files without flushing or writing anything: what a ``kill -9`` leaves

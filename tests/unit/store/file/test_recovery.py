@@ -180,7 +180,9 @@ def test_flipped_bit_with_index_is_detected_on_read(tmp_path, clock):
     s.stop()
 
 
-def test_flipped_bit_without_index_truncates_that_block(tmp_path, clock, caplog):
+def test_flipped_bit_without_index_loses_only_that_record(tmp_path, clock, caplog):
+    """Issue 14 item 4: the scan resynchronises after the damaged record (every record carries
+    its length and checksum): the intact records after it in the same block are kept."""
     d = str(tmp_path / "S")
     s = open_stream_store(cfg(), clock, d, block_size=150)  # ~4 records per block
     fill(s, 20)
@@ -188,25 +190,18 @@ def test_flipped_bit_without_index_truncates_that_block(tmp_path, clock, caplog)
     os.unlink(blk_path(d, INDEX_FILE))
     names = blocks(d)
     assert len(names) >= 4
-    first_block = Path(blk_path(d, names[0])).read_bytes()
-    n_in_first = 0
-    off = 0
-    while off < len(first_block):
-        n_in_first += 1
-        off += file_record_size(n_in_first)
     # Corrupt the second record of the first block.
-    data = bytearray(first_block)
+    data = bytearray(Path(blk_path(d, names[0])).read_bytes())
     data[file_record_size(1) + 25] ^= 0x01
     Path(blk_path(d, names[0])).write_bytes(bytes(data))
     with caplog.at_level(logging.ERROR, logger="natsd.store"):
         s = open_stream_store(cfg(), clock, d, block_size=150)
     st = s.state(deleted_details=True)
-    lost = list(range(2, n_in_first + 1))
-    assert st.lost_msgs == lost
-    assert st.msgs == 20 - len(lost) and st.last_seq == 20
-    assert "corrupt record" in caplog.text
+    assert st.lost_msgs == [2] and st.lost_bytes == file_record_size(2)
+    assert st.msgs == 19 and st.last_seq == 20
+    assert "damaged record" in caplog.text
     served = [m.seq for m in s.iter_msgs(1, 100)]
-    assert served == [1] + list(range(n_in_first + 1, 21))
+    assert served == [1] + list(range(3, 21))
     s.stop()
 
 
