@@ -35,6 +35,9 @@ from tests.helpers.servers import start_server
 __all__ = ["generate", "run_script", "first_divergence", "minimise", "check_seed"]
 
 STREAMS = ("S1", "S2")
+# How long an answer may take before it counts as none (an ack of nothing pending gets no reply;
+# a loaded machine must not turn a late reply into a divergence).
+ACK_WAIT = 0.6
 CONSUMERS = ("C1", "C2")
 SUBJECTS = {"S1": ("s1.a", "s1.b", "s1.c.d"), "S2": ("s2.x", "s2.y")}
 
@@ -204,7 +207,7 @@ async def run_script(url: str, ops: list[list]) -> list:
     return out
 
 
-async def _request(nc, subject: str, data: bytes, headers=None, timeout: float = 1.0) -> Any:
+async def _request(nc, subject: str, data: bytes, headers=None, timeout: float = 2.0) -> Any:
     try:
         m = await nc.request(subject, data, timeout=timeout, headers=headers or None)
     except nats.errors.NoRespondersError:
@@ -242,7 +245,7 @@ async def _one(nc, op: list, delivered: list[str]) -> Any:
         if not delivered:
             return None
         reply = delivered[op[1] % len(delivered)]
-        return _norm(await _request(nc, reply, op[2].encode(), timeout=0.3))
+        return _norm(await _request(nc, reply, op[2].encode(), timeout=ACK_WAIT))
     if kind == "direct":
         inbox = nc.new_inbox()
         sub = await nc.subscribe(inbox)
@@ -251,7 +254,7 @@ async def _one(nc, op: list, delivered: list[str]) -> Any:
             got = []
             while True:
                 try:
-                    m = await sub.next_msg(timeout=0.3)
+                    m = await sub.next_msg(timeout=ACK_WAIT)
                 except nats.errors.TimeoutError:
                     break
                 r = _reply(m)
@@ -270,7 +273,7 @@ async def _one(nc, op: list, delivered: list[str]) -> Any:
             got = []
             while len(got) <= op[3]:
                 try:
-                    m = await sub.next_msg(timeout=0.3)
+                    m = await sub.next_msg(timeout=ACK_WAIT)
                 except nats.errors.TimeoutError:
                     got.append("timeout")
                     break
