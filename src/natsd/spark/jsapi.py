@@ -17,6 +17,7 @@ from natsd.spark.wire import JSApiError, SyncConnection
 __all__ = ["StreamState", "stream_state", "stream_names", "stream_for_subject", "JSApiError"]
 
 API = "$JS.API"
+STREAM_NOT_FOUND = 10059  # JSStreamNotFoundErr
 
 
 @dataclass(frozen=True)
@@ -38,8 +39,15 @@ class StreamState:
 
 
 def stream_state(conn: SyncConnection, name: str, timeout: float = 10.0) -> StreamState:
-    """``STREAM.INFO`` reduced to a :class:`StreamState`."""
-    info = conn.js_request(f"{API}.STREAM.INFO.{name}", None, timeout)
+    """``STREAM.INFO`` reduced to a :class:`StreamState`; a missing stream's error names it."""
+    try:
+        info = conn.js_request(f"{API}.STREAM.INFO.{name}", None, timeout)
+    except JSApiError as exc:
+        if exc.err_code == STREAM_NOT_FOUND:
+            raise JSApiError(
+                exc.code, exc.err_code, f"stream {name!r} not found on {conn.opts.servers} (check option 'stream')"
+            ) from None
+        raise
     st = info.get("state", {})
     cfg = info.get("config", {})
     return StreamState(

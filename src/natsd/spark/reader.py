@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
-from natsd.spark.wire import ConnectOptions, NatsError, SyncConnection, parse_headers
+from natsd.spark.wire import ConnectOptions, NatsError, SyncConnection, header_pairs_raw, parse_headers
 
 __all__ = ["RangeSpec", "read_range", "first_seq_at_or_after", "arrow_schema", "DataLossError"]
 
@@ -65,17 +65,18 @@ class RangeSpec:
     hi: int
     filters: tuple[str, ...] = ()
     include_headers: bool = False
+    headers_as_strings: bool = False  # headerValueType=string; Kafka's BINARY values otherwise
     batch_rows: int = 8192
     fetch_timeout: float = 30.0
     fail_on_data_loss: bool = True
     created: str = ""  # stream creation time the plan saw; "" = do not check
 
 
-def arrow_schema(include_headers: bool) -> pa.Schema:
+def arrow_schema(include_headers: bool, headers_as_strings: bool = False) -> pa.Schema:
     """The Arrow schema PySpark expects for the connector's Spark schema (UTC, microseconds)."""
     fields = [pa.field("subject", pa.string()), pa.field("data", pa.binary())]
     if include_headers:
-        kv = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.string())])
+        kv = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.string() if headers_as_strings else pa.binary())])
         fields.append(pa.field("headers", pa.list_(kv)))
     fields += [
         pa.field("stream", pa.string()),
@@ -192,7 +193,7 @@ class _PushRange:
         self.opts = opts
         self.conn = conn
         self.spec = spec
-        self.schema = arrow_schema(spec.include_headers)
+        self.schema = arrow_schema(spec.include_headers, spec.headers_as_strings)
 
     def _create(self, start_seq: int) -> str:
         """Subscribe a fresh deliver inbox and send the consumer create; returns the inbox."""
@@ -224,6 +225,7 @@ class _PushRange:
         bt = _Batcher(self.schema, spec.stream, spec.include_headers)
         batch_rows = spec.batch_rows
         want_headers = spec.include_headers
+        split_headers = (lambda b: parse_headers(b)[2]) if spec.headers_as_strings else header_pairs_raw
         expected_cseq = 1
         last_sseq = lo - 1
         resets = 0
@@ -294,7 +296,7 @@ class _PushRange:
                             bt.seqs.append(sseq)
                             bt.tss.append(ts)
                             if want_headers:
-                                bt.hdrs.append(parse_headers(buf[start : start + hlen])[2] if hlen else [])
+                                bt.hdrs.append(split_headers(buf[start : start + hlen]) if hlen else [])
                             bt.n += 1
                             if sseq >= hi or pend == 0:
                                 done = True
