@@ -120,14 +120,14 @@ def bench_spark(url: str, stream: str, n: int, size: int) -> tuple[float, float]
     warnings.simplefilter("ignore", FutureWarning)
     from pyspark.sql import SparkSession
 
-    from natsd.spark import JetStreamDataSource
+    from natsd.spark import register
 
     spark = (
         SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false").getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(JetStreamDataSource)
+    register(spark)  # checks the workers' Python, makes append the default save mode
     reader = spark.read.format("jetstream").option("servers", url).option("stream", stream).option("minPartitions", 2)
     reader.load().limit(10).collect()  # warm-up: Python workers, imports
     t = time.perf_counter()

@@ -35,8 +35,12 @@ target stream's ``duplicate_window`` when ``idempotence`` gives each row a deter
 """
 
 from natsd.spark.datasource import JetStreamDataSource, source_schema
+from natsd.spark.session import install_default_save_mode, register
 
 # The name PySpark's static registration looks for in a ``pyspark_*`` module.
 DefaultSource = JetStreamDataSource
 
-__all__ = ["JetStreamDataSource", "DefaultSource", "source_schema"]
+# format("jetstream") appends when no save mode is given, as Kafka's sink (see natsd.spark.session).
+install_default_save_mode()
+
+__all__ = ["JetStreamDataSource", "DefaultSource", "source_schema", "register"]

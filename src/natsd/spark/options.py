@@ -391,8 +391,9 @@ class ReadOptions:
         starting = parse_offsets(g("startingOffsets"), "startingOffsets", default_start,
                                  allow_latest=streaming is not False)
         ending = parse_offsets(g("endingOffsets"), "endingOffsets", LATEST, allow_earliest=False)
-        mmpt_name = "maxMessagesPerTrigger" if g("maxMessagesPerTrigger") else "maxOffsetsPerTrigger"
-        mmpt = g(mmpt_name)
+        mmpt, mmpt_name = g("maxMessagesPerTrigger"), "maxMessagesPerTrigger"
+        if mmpt is None:
+            mmpt, mmpt_name = g("maxOffsetsPerTrigger"), "maxOffsetsPerTrigger"
         header_type = (g("headerValueType") or "binary").strip().lower()
         if header_type not in ("binary", "string"):
             raise _bad("headerValueType", g("headerValueType"))

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import PANDAS3_WARNING, js_call, make_stream, publish
+from .conftest import js_call, make_stream, publish
 
-pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings(PANDAS3_WARNING)]
+pytestmark = [pytest.mark.spark]
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 for sub in ("orders", "registration", "archive"):

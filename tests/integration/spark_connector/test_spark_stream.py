@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from .conftest import PANDAS3_WARNING, make_stream, publish
+from .conftest import make_stream, publish
 
-pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings(PANDAS3_WARNING)]
+pytestmark = [pytest.mark.spark]
 
 
 def _stream(spark, url, **opts):

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from .conftest import PANDAS3_WARNING, make_stream, publish, stream_info
+from .conftest import make_stream, publish, stream_info
 
-pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings(PANDAS3_WARNING)]
+pytestmark = [pytest.mark.spark]
 
 N = 4000
 PAD = b"p" * 1000
@@ -107,10 +107,13 @@ def test_write_with_subject_option_and_string_data(spark, js_server):
 
 def test_write_to_subject_without_stream_fails_clearly(spark, js_server):
     df = spark.createDataFrame([("x",)], "data string")
-    with pytest.raises(Exception, match="no stream stores subject"):
-        df.write.format("jetstream").option("servers", js_server.url).option("subject", "nowhere.x").mode(
-            "append"
-        ).save()
+    # Option subject: refused on the driver, naming the option and the subject (not the reply inbox).
+    with pytest.raises(Exception, match="option 'subject': no stream stores subject 'nowhere.x'"):
+        df.write.format("jetstream").option("servers", js_server.url).option("subject", "nowhere.x").save()
+    # Subject column: the task names the row's subject.
+    rows = spark.createDataFrame([("nowhere.y", "x")], "subject string, data string")
+    with pytest.raises(Exception, match=r"subject 'nowhere.y'.*no stream stores this subject"):
+        rows.write.format("jetstream").option("servers", js_server.url).save()
 
 
 def test_streaming_jetstream_to_jetstream_exactly_once_across_replay(spark, js_server, tmp_path):
