@@ -153,7 +153,8 @@ class Publisher:
                     return subj.decode()
                 if isinstance(subj, str):
                     return subj
-                return str(subj[n - first].as_py() if hasattr(subj, "type") else subj[n - first])
+                one = subj[n - first].as_py() if hasattr(subj, "type") else subj[n - first]
+                return one.decode("utf-8", "replace") if isinstance(one, bytes) else str(one)
         return "?"
 
     def _failure(self, reply: bytes, message: str) -> NatsError:

@@ -65,10 +65,10 @@ def _flaky_rows(spark, n, fail_after, url=None, stream="SINK"):
                         # batch, so the writer really receives rows before the failure.
                         pa.array([b"payload-%d-" % x + PAD for x in chunk], pa.binary()),
                     ],
-                    names=["key", "subject", "data"],
+                    names=["row_id", "subject", "data"],
                 )
 
-    return spark.range(0, n, 1, 2).mapInArrow(gen, "key string, subject string, data binary")
+    return spark.range(0, n, 1, 2).mapInArrow(gen, "row_id string, subject string, data binary")
 
 
 def _count(url, name):
