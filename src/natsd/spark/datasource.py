@@ -54,8 +54,8 @@ from natsd.spark.planning import (
     plan_ranges,
     start_position,
 )
-from natsd.spark.reader import DataLossError, RangeSpec, first_seq_at_or_after, read_range
-from natsd.spark.wire import SyncConnection
+from natsd.spark.planner import Planner
+from natsd.spark.reader import DataLossError, RangeSpec, read_range
 from natsd.spark.writer import Publisher, plan_columns, write_batches
 
 __all__ = [
@@ -102,7 +102,7 @@ def _position(st: StreamState) -> StreamPosition:
     return StreamPosition(st.first_seq, st.last_seq, st.messages, st.created)
 
 
-def _selected_streams(conn: SyncConnection, ro: ReadOptions) -> list[str]:
+def _selected_streams(conn: Planner, ro: ReadOptions) -> list[str]:
     if ro.stream:
         return [ro.stream]
     return sorted(n for n in stream_names(conn) if ro.matches(n))
@@ -187,14 +187,14 @@ class JetStreamBatchReader(DataSourceReader):
         ro = self.ro
         tasks: dict[str, tuple[int, int]] = {}
         created: dict[str, str] = {}
-        with SyncConnection(ro.connect).connect() as conn:
+        with Planner(ro.connect) as conn:
             for s in _selected_streams(conn, ro):
                 st = stream_state(conn, s)
                 pos = _position(st)
                 created[s] = st.created
                 tseq = None
                 if ro.starting_timestamp:
-                    tseq = first_seq_at_or_after(ro.connect, s, ro.starting_timestamp, ro.subjects)
+                    tseq = conn.first_seq_at_or_after(s, ro.starting_timestamp)
                     if tseq is None:
                         continue  # nothing stored at or after startingTimestamp
                 start_val = ro.starting.for_stream(s)
@@ -208,7 +208,7 @@ class JetStreamBatchReader(DataSourceReader):
                     lo = st.first_seq
                 tend = None
                 if ro.ending_timestamp:
-                    tend = first_seq_at_or_after(ro.connect, s, ro.ending_timestamp, ro.subjects)
+                    tend = conn.first_seq_at_or_after(s, ro.ending_timestamp)
                 hi = end_position(ro.ending.for_stream(s), pos, tend)
                 tasks[s] = (lo, hi)
         plan = plan_ranges(tasks, ro.min_partitions)
@@ -233,7 +233,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def __init__(self, ro: ReadOptions):
         self.ro = ro
-        self._conn: SyncConnection | None = None
+        self._conn: Planner | None = None
         self._target: dict[str, int] | None = None
         self._latest: dict | None = None
 
@@ -247,7 +247,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         for attempt in (0, 1):
             try:
                 if self._conn is None:
-                    self._conn = SyncConnection(self.ro.connect).connect()
+                    self._conn = Planner(self.ro.connect)
                 return {s: stream_state(self._conn, s) for s in _selected_streams(self._conn, self.ro)}
             except JSApiError:
                 raise  # a real answer (e.g. stream not found), not a broken link
@@ -267,7 +267,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         for s, st in self._states().items():
             tseq = None
             if ro.starting_timestamp:
-                tseq = first_seq_at_or_after(ro.connect, s, ro.starting_timestamp, ro.subjects)
+                tseq = self._conn.first_seq_at_or_after(s, ro.starting_timestamp)
                 if tseq is None:
                     tseq = st.last_seq + 1
             out[s] = {"seq": start_position(ro.starting.for_stream(s), _position(st), tseq), "created": st.created}
@@ -400,7 +400,7 @@ class _Writer:
         idempotence, warn when the stream's duplicate window is shorter than a restart could take."""
         subject = self.wo.subject
         try:
-            with SyncConnection(self.wo.connect).connect() as conn:
+            with Planner(self.wo.connect) as conn:
                 names = stream_names(conn, subject)
                 if not names:
                     raise OptionError(

@@ -41,7 +41,7 @@ import pyarrow as pa
 
 from natsd.spark.wire import ConnectOptions, NatsError, SyncConnection, header_pairs_raw, parse_headers
 
-__all__ = ["RangeSpec", "read_range", "first_seq_at_or_after", "arrow_schema", "DataLossError"]
+__all__ = ["RangeSpec", "read_range", "arrow_schema", "DataLossError"]
 
 _DELIVER_SID = 2
 _ACK_PREFIX = b"$JS.ACK."
@@ -406,50 +406,3 @@ class _PushRange:
         self.consumer = ""
         self.sid += 1
         self._create(start_seq)
-
-
-def first_seq_at_or_after(opts: ConnectOptions, stream: str, when_iso: str, filters: tuple[str, ...] = (), timeout: float = 10.0) -> int | None:
-    """The first stream sequence stored at or after ``when_iso`` (RFC 3339), or None if none is.
-
-    ``STREAM.INFO``'s ``last_ts`` says whether any message is that new; if one is, an ephemeral
-    ``by_start_time`` push consumer's first delivery names it. This works on every JetStream
-    server (no dependence on Direct Get). ``filters`` is accepted for symmetry but not applied:
-    a start sequence only has to bound the range, the reader applies the subject filter.
-    """
-    from natsd.spark.jsapi import rfc3339_to_ns, stream_state
-
-    with SyncConnection(opts).connect() as conn:
-        st = stream_state(conn, stream, timeout)
-        if st.messages == 0 or rfc3339_to_ns(st.last_ts) < rfc3339_to_ns(when_iso):
-            return None
-        inbox = conn.inbox_prefix + ".t"
-        conn.subscribe(inbox, sid=_DELIVER_SID)
-        cfg = _consumer_config(inbox, {"deliver_policy": "by_start_time", "opt_start_time": when_iso}, ())
-        reply = conn.new_reply()
-        conn.publish(f"$JS.API.CONSUMER.CREATE.{stream}", json.dumps({"stream_name": stream, "config": cfg}).encode(), reply)
-        deadline = time.monotonic() + timeout
-        name = ""
-        result: int | None = None
-        while result is None or not name:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                if result is not None:
-                    break
-                raise TimeoutError(f"stream {stream}: no message delivered at or after {when_iso}")
-            op = conn.next_op(left)
-            if op[0] != "MSG":
-                continue
-            _, subj, sid, rep, hdr, body = op
-            if sid == 1 and subj == reply.encode():
-                resp = json.loads(body) if body else {"error": {"description": "no responders"}}
-                if "error" in resp:
-                    raise NatsError(f"consumer create on {stream} failed: {resp['error'].get('description')}")
-                name = resp.get("name", "")
-            elif sid == _DELIVER_SID and rep.startswith(_ACK_PREFIX) and result is None:
-                t = rep.split(b".")
-                result = int(t[5]) if len(t) == 9 else int(t[7])
-        conn.unsubscribe(_DELIVER_SID)
-        if name:
-            conn.publish(f"$JS.API.CONSUMER.DELETE.{stream}.{name}", b"")
-        conn.close_after_send()
-        return result

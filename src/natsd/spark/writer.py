@@ -359,7 +359,11 @@ def write_batches(pub: Publisher, plan: RowPlan, batches, part: int, id_prefix: 
             )
         elif plan.id_column is not None:
             ids = _as_binary(batch.column(cols.index(plan.id_column)))
-            bad = pc.or_(pc.is_null(ids), pc.match_substring_regex(pc.fill_null(ids, b""), rb"^$|[\r\n]"))
+            filled = pc.fill_null(ids, b"")
+            bad = pc.or_(
+                pc.equal(pc.binary_length(filled), 0),
+                pc.or_(pc.match_substring(filled, b"\r"), pc.match_substring(filled, b"\n")),
+            )
             if pc.any(bad).as_py():
                 i = pc.index(bad, True).as_py()
                 raise ValueError(
