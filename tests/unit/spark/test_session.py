@@ -71,3 +71,28 @@ def test_worker_python_check_passes_for_this_interpreter_and_says_what_to_set_ot
         check_worker_python(str(fake))
     with pytest.raises(WorkerPythonError, match="not an executable"):
         check_worker_python(str(tmp_path / "missing-python"))
+
+
+def test_register_checks_the_workers_python_before_registering(tmp_path):
+    from types import SimpleNamespace
+
+    from natsd.spark.session import register
+
+    registered = []
+    fake = tmp_path / "python3"
+    fake.write_text("#!/bin/sh\nexit 1\n")
+    fake.chmod(0o755)
+
+    def session(python, master="local[2]"):
+        return SimpleNamespace(
+            sparkContext=SimpleNamespace(master=master, pythonExec=python),
+            dataSource=SimpleNamespace(register=registered.append),
+        )
+
+    # The venv's python run without activating it: workers get `python3` from PATH, without natsd.
+    with pytest.raises(WorkerPythonError, match=rf"workers run {fake}.*set PYSPARK_PYTHON={sys.executable}"):
+        register(session(str(fake)))
+    assert registered == []
+    register(session(sys.executable))
+    register(session(str(fake), master="spark://elsewhere:7077"))  # not checkable from here: registers
+    assert [ds.name() for ds in registered] == ["jetstream", "jetstream"]
