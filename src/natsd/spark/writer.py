@@ -325,6 +325,23 @@ def _header_pairs(h) -> list[tuple[str, str]]:
     return out
 
 
+# Frames of one bulk encode share int32 Arrow offsets: keep each encode well below 2 GiB.
+_MAX_ENCODE_BYTES = 256 << 20
+
+
+def _bounded(batches, data_column: str):
+    """Yield the batches, sliced where one would encode to more than ``_MAX_ENCODE_BYTES``."""
+    for batch in batches:
+        n = batch.num_rows
+        size = batch.column(data_column).nbytes if n else 0
+        if size <= _MAX_ENCODE_BYTES:
+            yield batch
+            continue
+        step = max(1, int(n * _MAX_ENCODE_BYTES / size))
+        for off in range(0, n, step):
+            yield batch.slice(off, step)
+
+
 def write_batches(pub: Publisher, plan: RowPlan, batches, part: int, id_prefix: str | None) -> None:
     """Publish every row of ``batches`` (Arrow record batches from Spark) through ``pub``.
 
@@ -336,7 +353,7 @@ def write_batches(pub: Publisher, plan: RowPlan, batches, part: int, id_prefix: 
     row = 0
     prefix_b = id_prefix.encode() if id_prefix is not None else None
     fixed = plan.fixed_subject.encode() if plan.fixed_subject else None
-    for batch in batches:
+    for batch in _bounded(batches, plan.data):
         n = batch.num_rows
         if n == 0:
             continue

@@ -140,3 +140,16 @@ def test_plan_columns_errors(names, subject, id_col, pattern):
     with pytest.raises(OptionError, match=pattern):
         plan_columns(names, subject, id_col)
     assert plan_columns(["data", "key"], "a.b", "key").id_column == "key"
+
+
+def test_large_batches_are_encoded_in_bounded_slices(monkeypatch):
+    import natsd.spark.writer as w
+
+    monkeypatch.setattr(w, "_MAX_ENCODE_BYTES", 1000)
+    p = _publisher([b"".join(_ack(i, i) for i in range(1, 41))])
+    batch = pa.RecordBatch.from_arrays([pa.array([b"y" * 100] * 40, pa.binary())], names=["data"])
+    assert [b.num_rows for b in w._bounded([batch], "data")] == [9, 9, 9, 9, 4]
+    write_batches(p, plan_columns(["data"], "s.a", None), [batch], part=0, id_prefix="j-")
+    sent = b"".join(p.conn.sent) + b"".join(p._pending)
+    assert sent.count(b"HPUB s.a ") == 40 and b"Nats-Msg-Id: j-39\r\n" in sent
+    assert p.finish().published == 40
