@@ -98,9 +98,10 @@ def check_worker_python(python: str, timeout: float = 60.0) -> None:
     """Raise :class:`WorkerPythonError` unless ``python`` can import the connector and pyarrow."""
     path = _resolve(python)
     hint = (
-        f"set PYSPARK_PYTHON={sys.executable} (or the Spark conf spark.pyspark.python) before the "
-        "SparkSession starts, activate the environment that has natsd installed, or install natsd[spark] "
-        f"into {python}; on a cluster use spark-submit --conf spark.pyspark.python=<that python> with natsd "
+        f"set the environment variable PYSPARK_PYTHON={sys.executable} before the SparkSession starts "
+        "(a SparkSession.builder .config('spark.pyspark.python', ...) is not enough: the data source lookup "
+        "ignores it), activate the environment that has natsd installed, or install natsd[spark] "
+        f"into {python}; with spark-submit use --conf spark.pyspark.python=<that python> with natsd "
         "installed on every node, or ship a packed environment with --archives env.tar.gz#env and "
         "spark.pyspark.python=./env/bin/python (docs/spark.md, 'Running on a cluster')"
     )

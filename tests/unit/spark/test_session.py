@@ -67,7 +67,7 @@ def test_worker_python_check_passes_for_this_interpreter_and_says_what_to_set_ot
     fake = tmp_path / "python3"
     fake.write_text("#!/bin/sh\necho \"ModuleNotFoundError: No module named 'natsd'\" >&2\nexit 1\n")
     fake.chmod(0o755)
-    with pytest.raises(WorkerPythonError, match=r"No module named 'natsd'.*set PYSPARK_PYTHON=.*spark.pyspark.python"):
+    with pytest.raises(WorkerPythonError, match=r"No module named 'natsd'.*set the environment variable PYSPARK_PYTHON=.*spark-submit --conf spark.pyspark.python"):
         check_worker_python(str(fake))
     with pytest.raises(WorkerPythonError, match="not an executable"):
         check_worker_python(str(tmp_path / "missing-python"))
@@ -90,7 +90,7 @@ def test_register_checks_the_workers_python_before_registering(tmp_path):
         )
 
     # The venv's python run without activating it: workers get `python3` from PATH, without natsd.
-    with pytest.raises(WorkerPythonError, match=rf"workers run {fake}.*set PYSPARK_PYTHON={sys.executable}"):
+    with pytest.raises(WorkerPythonError, match=rf"workers run {fake}.*PYSPARK_PYTHON={sys.executable}"):
         register(session(str(fake)))
     assert registered == []
     register(session(sys.executable))
