@@ -12,7 +12,9 @@ import pytest
 
 from .conftest import js_call, make_stream, publish
 
-pytestmark = [pytest.mark.spark]
+# Each test runs several streaming and batch queries (~1 min on an idle 2-core machine): a timeout
+# that strikes inside a py4j call breaks the shared session for every later test, so allow for load.
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(420)]
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 for sub in ("orders", "registration", "archive"):

@@ -7,7 +7,9 @@ import pytest
 
 from .conftest import make_stream, stream_info
 
-pytestmark = [pytest.mark.spark]
+# Several Spark queries per test; a timeout inside a py4j call breaks the shared session for every
+# later test, so the limit allows for a loaded machine.
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
 
 def _rows(url, name):
