@@ -2,8 +2,8 @@
 
 Each message is ``PUB <subject> <reply> <n>`` or, when it carries headers (``Nats-Msg-Id`` and/or
 user headers), ``HPUB <subject> <reply> <hdr_len> <total_len>`` with a ``NATS/1.0`` header block.
-Replies go to ``<inbox>.<n>`` (``n`` counts the task's messages from 1) under one wildcard
-subscription, so a failure names the row it belongs to. A PubAck is the JSON
+Replies go to ``<inbox>.<n>`` (``n`` numbers the task's messages from 0, i.e. its rows) under one
+wildcard subscription, so a failure names the row it belongs to. A PubAck is the JSON
 ``{"stream":"S","seq":N}``, ``{"stream":"S","seq":N,"duplicate": true}`` (nats-server writes the
 space) or ``{"error":{"code","err_code","description"},...}``; a ``503`` status (``HMSG`` with an
 empty body) means no stream stores the subject.
@@ -61,20 +61,27 @@ def _digits(ints: pa.Array) -> pa.Array:
     return pc.cast(pc.cast(ints, pa.string()), _BIN)
 
 
-def encode_frames(first_n: int, reply_prefix: bytes, subject, data: pa.Array, ids: pa.Array | None) -> pa.Array:
+def encode_frames(first_n: int, reply_prefix: bytes, subject, data: pa.Array, ids: pa.Array | None,
+                  id_prefix: bytes | None = None) -> pa.Array:
     """The PUB/HPUB frames of ``len(data)`` messages as one binary array (one frame per element).
 
     ``subject`` is a ``bytes`` subject for every row or a binary array; ``data`` a binary array
-    without nulls; ``ids`` (binary, no nulls) the ``Nats-Msg-Id`` values or None. Reply ``n`` runs
-    from ``first_n``.
+    without nulls; ``ids`` (binary, no nulls) the ``Nats-Msg-Id`` values, or ``id_prefix`` for ids
+    ``<id_prefix><n>`` (positional: the digits are shared with the reply subjects), or neither.
+    Message ``n`` (its reply ``<reply_prefix><n>``) runs from ``first_n``.
     """
     n = len(data)
     nums = _digits(pa.array(np.arange(first_n, first_n + n, dtype=np.int64)))
     dlen = pc.binary_length(data)
-    if ids is None:
+    if id_prefix is not None:
+        hdr = pc.binary_join_element_wise(b"NATS/1.0\r\nNats-Msg-Id: ", id_prefix, nums, b"\r\n\r\n", b"")
+    elif ids is not None:
+        hdr = pc.binary_join_element_wise(b"NATS/1.0\r\nNats-Msg-Id: ", ids, b"\r\n\r\n", b"")
+    else:
+        hdr = None
+    if hdr is None:
         parts = [b"PUB ", subject, b" ", reply_prefix, nums, b" ", _digits(dlen), _CRLF, data, _CRLF]
     else:
-        hdr = pc.binary_join_element_wise(b"NATS/1.0\r\nNats-Msg-Id: ", ids, b"\r\n\r\n", b"")
         hlen = pc.binary_length(hdr)
         parts = [b"HPUB ", subject, b" ", reply_prefix, nums, b" ", _digits(hlen), b" ",
                  _digits(pc.add(hlen, dlen)), _CRLF, hdr, data, _CRLF]
@@ -103,11 +110,16 @@ class Publisher:
         self._recent: deque = deque(maxlen=window + chunk + 1)
 
     # -------------------------------------------------------------------------------- sending
+    @property
+    def count(self) -> int:
+        """Messages queued so far; the next message is number ``count`` (reply ``<inbox>.<count>``)."""
+        return self._n
+
     def publish(self, subject: str, data: bytes, headers: bytes = b"") -> None:
         """Queue one message; ``headers`` is a complete NATS/1.0 header block or ``b""``."""
-        self._n += 1
         self._recent.append((self._n, 1, subject))
         reply = self._reply_prefix_b + b"%d" % self._n
+        self._n += 1
         s = subject.encode()
         if headers:
             hl = len(headers)
@@ -117,15 +129,16 @@ class Publisher:
         if len(self._pending) >= self.chunk:
             self._send_pending()
 
-    def publish_batch(self, subject, data: pa.Array, ids: pa.Array | None) -> None:
-        """Publish ``len(data)`` messages encoded in bulk (see :func:`encode_frames`)."""
+    def publish_batch(self, subject, data: pa.Array, ids: pa.Array | None, id_prefix: bytes | None = None) -> None:
+        """Publish ``len(data)`` messages encoded in bulk (see :func:`encode_frames`); with
+        ``id_prefix`` each message's id is ``<id_prefix><its number in this task>``."""
         self._send_pending()
         n = len(data)
-        first = self._n + 1
+        first = self._n
         self._n += n
         self._recent.append((first, n, subject))
         frames = encode_frames(first, self._reply_prefix_b, subject if isinstance(subject, bytes) else
-                               pc.cast(subject, _BIN), data, ids)
+                               pc.cast(subject, _BIN), data, ids, id_prefix)
         offsets = np.frombuffer(frames.buffers()[1], dtype=np.int32, count=n + 1, offset=frames.offset * 4)
         values = memoryview(frames.buffers()[2])
         for a in range(0, n, self.chunk):
@@ -159,7 +172,7 @@ class Publisher:
 
     def _failure(self, reply: bytes, message: str) -> NatsError:
         n = int(reply.rsplit(b".", 1)[-1])
-        return NatsError(f"message {n} of this task (subject {self._subject_of(n)!r}): {message}")
+        return NatsError(f"row {n} of this task (subject {self._subject_of(n)!r}): {message}")
 
     def _read_acks(self, until: int) -> None:
         """Read PubAcks until at most ``until`` remain outstanding."""
@@ -369,12 +382,10 @@ def write_batches(pub: Publisher, plan: RowPlan, batches, part: int, id_prefix: 
                     f"row {row + i} of partition {part}: invalid subject {subjects[i].as_py()!r} in column "
                     f"{plan.subject!r} (needs a subject without wildcards, spaces or empty tokens)"
                 )
+        if pub.count != row:  # positional ids reuse the publisher's message numbers
+            raise AssertionError(f"publisher numbered {pub.count} messages, the task wrote {row} rows")
         ids = None
-        if prefix_b is not None:
-            ids = pc.binary_join_element_wise(
-                pa.scalar(prefix_b, _BIN), _digits(pa.array(np.arange(row, row + n, dtype=np.int64))), pa.scalar(b"", _BIN)
-            )
-        elif plan.id_column is not None:
+        if plan.id_column is not None:
             ids = _as_binary(batch.column(cols.index(plan.id_column)))
             filled = pc.fill_null(ids, b"")
             bad = pc.or_(
@@ -394,13 +405,16 @@ def write_batches(pub: Publisher, plan: RowPlan, batches, part: int, id_prefix: 
             if pc.any(pc.greater(pc.fill_null(pc.list_value_length(hcol), 0), 0)).as_py() if pa.types.is_list(hcol.type) or pa.types.is_large_list(hcol.type) else hcol.null_count < n:
                 hdrs = hcol.to_pylist()
         if hdrs is None:
-            pub.publish_batch(fixed if fixed is not None else subjects, data, ids)
+            pub.publish_batch(fixed if fixed is not None else subjects, data, ids, prefix_b)
         else:
             dl = data.to_pylist()
             sl = subjects.to_pylist() if subjects is not None else None
             il = ids.to_pylist() if ids is not None else None
             for i in range(n):
-                pairs = [("Nats-Msg-Id", il[i].decode())] if il is not None else []
+                if prefix_b is not None:
+                    pairs = [("Nats-Msg-Id", f"{id_prefix}{row + i}")]
+                else:
+                    pairs = [("Nats-Msg-Id", il[i].decode())] if il is not None else []
                 if hdrs[i]:
                     pairs.extend(_header_pairs(hdrs[i]))
                 pub.publish(plan.fixed_subject or sl[i], dl[i], encode_headers(pairs) if pairs else b"")

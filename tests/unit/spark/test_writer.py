@@ -79,16 +79,16 @@ def test_acks_are_counted_in_bulk_across_split_reads_with_duplicates():
 
 def test_a_rejected_publish_names_its_subject_even_in_a_bulk_run():
     err = b'{"error":{"code":503,"err_code":10077,"description":"maximum messages exceeded"},"stream":"S","seq":0}'
-    wire = _ack(1, 1) + b"MSG _INBOX.x.2 1 %d\r\n%s\r\n" % (len(err), err)
+    wire = _ack(0, 1) + b"MSG _INBOX.x.1 1 %d\r\n%s\r\n" % (len(err), err)
     p = _publisher([wire])
     p.publish_batch(pa.array([b"s.one", b"s.two"], pa.binary()), pa.array([b"a", b"b"], pa.binary()), None)
-    with pytest.raises(Exception, match=r"message 2 of this task \(subject 's.two'\): publish rejected: maximum messages"):
+    with pytest.raises(Exception, match=r"row 1 of this task \(subject 's.two'\): publish rejected: maximum messages"):
         p.finish()
 
 
 def test_no_responders_names_the_subject_not_the_inbox():
     status = b"NATS/1.0 503\r\n\r\n"
-    p = _publisher([b"HMSG _INBOX.x.1 1 %d %d\r\n%s\r\n" % (len(status), len(status), status)])
+    p = _publisher([b"HMSG _INBOX.x.0 1 %d %d\r\n%s\r\n" % (len(status), len(status), status)])
     p.publish("nowhere.x", b"d")
     with pytest.raises(NoStreamError, match=r"subject 'nowhere.x'.*no stream stores this subject"):
         p.finish()
@@ -108,7 +108,7 @@ def test_write_batches_positional_ids_column_aliases_and_headers():
     )
     write_batches(p, plan, [batch, batch2], part=3, id_prefix="job-3-")
     sent = b"".join(p.conn.sent) + b"".join(p._pending)
-    assert b"HPUB t.b _INBOX.x.2 " in sent and b"Nats-Msg-Id: job-3-1\r\nK: bin\r\n\r\n\r\n" in sent  # null value -> b""
+    assert b"HPUB t.b _INBOX.x.1 " in sent and b"Nats-Msg-Id: job-3-1\r\nK: bin\r\n\r\n\r\n" in sent  # null value -> b""
     assert b"Nats-Msg-Id: job-3-4\r\n\r\nz\r\n" in sent  # row numbers run across batches
     assert p.finish().published == 5
 
