@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-EXTRAS ?= test,bench,spark
+EXTRAS ?= server,test,bench,spark
 
 .PHONY: install run test test-unit test-integration test-acceptance bench jsbench clean
 

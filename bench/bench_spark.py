@@ -10,8 +10,10 @@ and with ``--spark`` also through a local Spark session (batch read into a ``noo
     .venv/bin/python bench/bench_spark.py --n 500000 --servers reference
     .venv/bin/python bench/bench_spark.py --spark               # add the Spark end-to-end figures
 
-Targets (issue 6): one task reads >= 100k rows/s and writes >= 50k rows/s of 128-byte messages.
-Nothing is asserted; the figures go in the closing notes with the ratio natsd / nats-server.
+Targets (issue 6): one task reads >= 100k rows/s and writes >= 50k rows/s of 128-byte messages;
+issue 17: the idempotent write (``positional`` / ``column`` ids) as fast as the write without ids.
+Nothing is asserted; the figures go in the closing notes with the ratio natsd / nats-server. The
+machine is shared: run it more than once and read the ratios, not the absolute figures.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from natsd.spark.reader import RangeSpec, read_range  # noqa: E402
 from natsd.spark.wire import ConnectOptions  # noqa: E402
-from natsd.spark.writer import Publisher  # noqa: E402
+from natsd.spark.writer import Publisher, plan_columns, write_batches  # noqa: E402
 
 
 def _free_port() -> int:
@@ -88,19 +90,37 @@ async def _make_stream(url: str, name: str, subjects: list[str]) -> None:
     await nc.close()
 
 
-def bench_write(url: str, n: int, size: int, msg_ids: bool) -> float:
-    """rows/s for one task publishing ``n`` messages with acks (optionally with Nats-Msg-Id)."""
-    from natsd.spark.wire import encode_headers
+def bench_write(url: str, n: int, size: int, idempotence: str, subject: str) -> float:
+    """rows/s for one write task: exactly the code a Spark task runs (:func:`write_batches` over
+    Arrow batches of 10,000 rows, as Spark hands them, into a :class:`Publisher`), without Spark.
 
-    payload = b"x" * size
+    ``idempotence``: ``none``, ``positional`` (ids ``b-0-<row>``) or ``column`` (ids from a string
+    column, as ``idempotence=column:id``)."""
+    import pyarrow as pa
+
+    rows = 10_000
+    payload = pa.array([b"x" * size] * rows, pa.binary())
+    names = ["data", "id"] if idempotence == "column" else ["data"]
+    batches = []
+    for start in range(0, n, rows):
+        cols = [payload]
+        if idempotence == "column":
+            cols.append(pa.array([f"order-{i}" for i in range(start, start + rows)]))
+        batches.append(pa.RecordBatch.from_arrays(cols, names=names))
+    plan = plan_columns(names, subject, "id" if idempotence == "column" else None)
     pub = Publisher(ConnectOptions(servers=url))
     t = time.perf_counter()
-    for i in range(n):
-        pub.publish("bench.w", payload, encode_headers([("Nats-Msg-Id", f"b-0-{i}")]) if msg_ids else b"")
+    write_batches(pub, plan, batches, 0, "b-0-" if idempotence == "positional" else None)
     stats = pub.finish()
     dt = time.perf_counter() - t
-    assert stats.published == n, stats
-    return n / dt
+    assert stats.published == len(batches) * rows and stats.duplicates == 0, stats
+    return stats.published / dt
+
+
+def bench_read_filled(url: str, n: int, size: int) -> float:
+    """Fill stream BENCH with ``n`` messages (one write task, no ids), then time one read task."""
+    bench_write(url, n, size, "none", "bench.fill")
+    return bench_read(url, "BENCH", n)
 
 
 def bench_read(url: str, stream: str, n: int) -> float:
@@ -120,14 +140,14 @@ def bench_spark(url: str, stream: str, n: int, size: int) -> tuple[float, float]
     warnings.simplefilter("ignore", FutureWarning)
     from pyspark.sql import SparkSession
 
-    from natsd.spark import JetStreamDataSource
+    from natsd.spark import register
 
     spark = (
         SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false").getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(JetStreamDataSource)
+    register(spark)  # checks the workers' Python, makes append the default save mode
     reader = spark.read.format("jetstream").option("servers", url).option("stream", stream).option("minPartitions", 2)
     reader.load().limit(10).collect()  # warm-up: Python workers, imports
     t = time.perf_counter()
@@ -160,9 +180,11 @@ def main() -> int:
         try:
             asyncio.run(_make_stream(srv.url, "BENCH", ["bench.>"]))
             r = results.setdefault(kind, {})
-            r["write (1 task, acks)"] = bench_write(srv.url, a.n, a.size, msg_ids=False)
-            r["write (1 task, acks + Nats-Msg-Id)"] = bench_write(srv.url, a.n, a.size, msg_ids=True)
-            r["read (1 task, push consumer -> Arrow)"] = bench_read(srv.url, "BENCH", a.n)
+            r["read (1 task, push consumer -> Arrow)"] = bench_read_filled(srv.url, a.n, a.size)
+            for idem in ("none", "positional", "column"):
+                # A fresh stream per run: ids of one run must not be duplicates of another's.
+                asyncio.run(_make_stream(srv.url, f"W{idem.upper()}", [f"w{idem}.>"]))
+                r[f"write (1 task, idempotence={idem})"] = bench_write(srv.url, a.n, a.size, idem, f"w{idem}.x")
             if a.spark:
                 r["spark read (2 tasks, noop sink)"], r["spark write (1 task)"] = bench_spark(srv.url, "BENCH", a.n, a.size)
         finally:

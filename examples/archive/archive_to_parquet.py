@@ -73,11 +73,11 @@ def main(argv=None) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from natsd.spark import JetStreamDataSource
+    from natsd.spark import register
 
     b = SparkSession.builder.appName("jetstream-archive")
     spark = (b.master(a.master) if a.master else b).getOrCreate()
-    spark.dataSource.register(JetStreamDataSource)
+    register(spark)  # checks the workers' Python, makes append the default save mode
     if a.step in ("archive", "all"):
         print(f"archived {archive(spark, a.servers, a.stream, a.out, a.since, a.until, a.partitions)} messages")
     if a.step in ("report", "all"):

@@ -37,13 +37,13 @@ def spark_session(app: str, master: str | None = None):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from natsd.spark import JetStreamDataSource
+    from natsd.spark import register
 
     b = SparkSession.builder.appName(app)
     if master:
         b = b.master(master)
     spark = b.getOrCreate()
-    spark.dataSource.register(JetStreamDataSource)
+    register(spark)  # checks the workers' Python, makes append the default save mode
     return spark
 
 

@@ -61,7 +61,8 @@ def envelope_frame(df, ingest_subject: str, prefix: str):
 
     header_sender = F.filter("headers", lambda h: h["key"] == "Sender")
     subject_sender = F.expr(f"substring(subject, {len(ingest_subject) + 2})")
-    sender = F.coalesce(F.try_element_at(header_sender, F.lit(1))["value"], subject_sender)
+    # Header values are BINARY, as Kafka's are.
+    sender = F.coalesce(F.try_element_at(header_sender, F.lit(1))["value"].cast("string"), subject_sender)
     envelope = F.to_json(
         F.struct(
             F.lit(PROTOCOL).alias("protocol"),
@@ -114,11 +115,11 @@ def main(argv=None) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from natsd.spark import JetStreamDataSource
+    from natsd.spark import register
 
     b = SparkSession.builder.appName("registration-adapter")
     spark = (b.master(a.master) if a.master else b).getOrCreate()
-    spark.dataSource.register(JetStreamDataSource)
+    register(spark)  # checks the workers' Python, makes append the default save mode
     q = run(spark, a.servers, a.checkpoint, a.ingest_stream, a.ingest_subject, a.prefix, a.continuous)
     if a.continuous:
         q.awaitTermination()

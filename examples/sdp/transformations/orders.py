@@ -1,7 +1,7 @@
 """SDP definitions: the JetStream stream ORDERS as a streaming table, plus a per-state view.
 
 ``spark-pipelines`` imports this file with ``spark`` injected. The connector is registered here
-(``spark.dataSource.register`` is allowed in definition files) and must be installed in the
+(``natsd.spark.register`` calls ``spark.dataSource.register``, which definition files may do) and must be installed in the
 Python that runs the pipeline's Spark Connect server (``pip install`` the project there; SDP cannot
 see files added with ``spark.addArtifacts``). ``NATS_URL`` names the server (reachable from the
 executors) and ``ORDERS_STREAM`` the stream (default ``ORDERS``).
@@ -12,9 +12,9 @@ import os
 from pyspark import pipelines as dp
 from pyspark.sql import functions as F
 
-from natsd.spark import JetStreamDataSource
+from natsd.spark import register
 
-spark.dataSource.register(JetStreamDataSource)  # noqa: F821 - `spark` is injected by spark-pipelines
+register(spark)  # noqa: F821 - `spark` is injected by spark-pipelines
 
 SERVERS = os.environ.get("NATS_URL", "nats://127.0.0.1:4222")
 STREAM = os.environ.get("ORDERS_STREAM", "ORDERS")

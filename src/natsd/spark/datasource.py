@@ -43,9 +43,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from natsd.spark.jsapi import StreamState, stream_for_subject, stream_names, stream_state
+from natsd.spark.jsapi import StreamState, stream_names, stream_state
 from natsd.spark.wire import JSApiError, NatsError
-from natsd.spark.options import ReadOptions, WriteOptions
+from natsd.spark.options import OptionError, ReadOptions, WriteOptions, warn_unknown
 from natsd.spark.planning import (
     StreamPosition,
     cap_by_budget,
@@ -54,9 +54,9 @@ from natsd.spark.planning import (
     plan_ranges,
     start_position,
 )
-from natsd.spark.reader import DataLossError, RangeSpec, first_seq_at_or_after, read_range
-from natsd.spark.wire import SyncConnection, encode_headers
-from natsd.spark.writer import Publisher
+from natsd.spark.planner import Planner
+from natsd.spark.reader import DataLossError, RangeSpec, read_range
+from natsd.spark.writer import Publisher, plan_columns, write_batches
 
 __all__ = [
     "JetStreamDataSource",
@@ -67,14 +67,17 @@ __all__ = [
 
 log = logging.getLogger("natsd.spark")
 
-HEADER_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", StringType())]))
+def header_type(as_strings: bool = False) -> ArrayType:
+    """``ARRAY<STRUCT<key STRING, value BINARY>>`` as Kafka's ``headers``; STRING values on request."""
+    value = StringType() if as_strings else BinaryType()
+    return ArrayType(StructType([StructField("key", StringType()), StructField("value", value)]))
 
 
-def source_schema(include_headers: bool) -> StructType:
+def source_schema(include_headers: bool, headers_as_strings: bool = False) -> StructType:
     """``subject, data, [headers], stream, seq, timestamp`` (headers only with includeHeaders)."""
     fields = [StructField("subject", StringType()), StructField("data", BinaryType())]
     if include_headers:
-        fields.append(StructField("headers", HEADER_TYPE))
+        fields.append(StructField("headers", header_type(headers_as_strings)))
     fields += [
         StructField("stream", StringType()),
         StructField("seq", LongType()),
@@ -99,7 +102,7 @@ def _position(st: StreamState) -> StreamPosition:
     return StreamPosition(st.first_seq, st.last_seq, st.messages, st.created)
 
 
-def _selected_streams(conn: SyncConnection, ro: ReadOptions) -> list[str]:
+def _selected_streams(conn: Planner, ro: ReadOptions) -> list[str]:
     if ro.stream:
         return [ro.stream]
     return sorted(n for n in stream_names(conn) if ro.matches(n))
@@ -112,6 +115,7 @@ def _spec(ro: ReadOptions, stream: str, lo: int, hi: int, created: str, fail: bo
         hi=hi,
         filters=ro.subjects,
         include_headers=ro.include_headers,
+        headers_as_strings=ro.headers_as_strings,
         batch_rows=ro.batch_rows,
         fetch_timeout=ro.fetch_timeout,
         fail_on_data_loss=ro.fail_on_data_loss if fail is None else fail,
@@ -131,9 +135,10 @@ class JetStreamDataSource(DataSource):
         return "jetstream"
 
     def schema(self):
-        from natsd.spark.options import parse_bool
-
-        return source_schema(parse_bool(self.options.get("includeheaders"), "includeHeaders", False))
+        """Called when the DataFrame is defined (``load()``), and also for writes: every option
+        value given is checked here, as Kafka's source does at ``load()``, so a bad one fails with
+        its name, its value and what is accepted before any query starts."""
+        return source_schema(*validate_definition(self.options))
 
     def reader(self, schema: StructType) -> "JetStreamBatchReader":
         return JetStreamBatchReader(ReadOptions.parse(self.options, streaming=False))
@@ -142,10 +147,33 @@ class JetStreamDataSource(DataSource):
         return JetStreamStreamReader(ReadOptions.parse(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> "JetStreamBatchWriter":
+        if overwrite:
+            # Spark's Kafka sink refuses Overwrite too: published messages cannot be replaced.
+            raise OptionError(
+                "jetstream sink: save mode 'overwrite' is not supported (a stream's messages cannot be "
+                "replaced by a Spark job; purge the stream first if that is what you want); use mode('append'), "
+                "which is also what the default mode (errorifexists) means for this sink"
+            )
         return JetStreamBatchWriter(WriteOptions.parse(self.options, streaming=False), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> "JetStreamStreamWriter":
         return JetStreamStreamWriter(WriteOptions.parse(self.options, streaming=True), schema)
+
+
+def validate_definition(opts) -> tuple[bool, bool]:
+    """Check every option value given (see :meth:`JetStreamDataSource.schema`).
+
+    Spark calls ``schema()`` for reads and writes alike, without saying which: with ``stream`` /
+    ``streamPattern`` it is a read and every read option is checked; without either, the values
+    of whatever options are present are checked (a read that lacks both is refused when it is
+    planned). Returns ``(includeHeaders, headerValueType == string)`` for the schema.
+    """
+    warn_unknown(opts, "data source")
+    is_read = bool(opts.get("stream") or opts.get("streampattern"))
+    ro = ReadOptions.parse(opts, streaming=None, require_stream=is_read)
+    if not is_read:
+        WriteOptions.parse(opts, streaming=True)
+    return ro.include_headers, ro.headers_as_strings
 
 
 # ---------------------------------------------------------------------------------- batch read
@@ -159,14 +187,14 @@ class JetStreamBatchReader(DataSourceReader):
         ro = self.ro
         tasks: dict[str, tuple[int, int]] = {}
         created: dict[str, str] = {}
-        with SyncConnection(ro.connect).connect() as conn:
+        with Planner(ro.connect) as conn:
             for s in _selected_streams(conn, ro):
                 st = stream_state(conn, s)
                 pos = _position(st)
                 created[s] = st.created
                 tseq = None
                 if ro.starting_timestamp:
-                    tseq = first_seq_at_or_after(ro.connect, s, ro.starting_timestamp, ro.subjects)
+                    tseq = conn.first_seq_at_or_after(s, ro.starting_timestamp)
                     if tseq is None:
                         continue  # nothing stored at or after startingTimestamp
                 start_val = ro.starting.for_stream(s)
@@ -180,7 +208,7 @@ class JetStreamBatchReader(DataSourceReader):
                     lo = st.first_seq
                 tend = None
                 if ro.ending_timestamp:
-                    tend = first_seq_at_or_after(ro.connect, s, ro.ending_timestamp, ro.subjects)
+                    tend = conn.first_seq_at_or_after(s, ro.ending_timestamp)
                 hi = end_position(ro.ending.for_stream(s), pos, tend)
                 tasks[s] = (lo, hi)
         plan = plan_ranges(tasks, ro.min_partitions)
@@ -205,7 +233,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def __init__(self, ro: ReadOptions):
         self.ro = ro
-        self._conn: SyncConnection | None = None
+        self._conn: Planner | None = None
         self._target: dict[str, int] | None = None
         self._latest: dict | None = None
 
@@ -219,7 +247,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         for attempt in (0, 1):
             try:
                 if self._conn is None:
-                    self._conn = SyncConnection(self.ro.connect).connect()
+                    self._conn = Planner(self.ro.connect)
                 return {s: stream_state(self._conn, s) for s in _selected_streams(self._conn, self.ro)}
             except JSApiError:
                 raise  # a real answer (e.g. stream not found), not a broken link
@@ -239,7 +267,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         for s, st in self._states().items():
             tseq = None
             if ro.starting_timestamp:
-                tseq = first_seq_at_or_after(ro.connect, s, ro.starting_timestamp, ro.subjects)
+                tseq = self._conn.first_seq_at_or_after(s, ro.starting_timestamp)
                 if tseq is None:
                     tseq = st.last_seq + 1
             out[s] = {"seq": start_position(ro.starting.for_stream(s), _position(st), tseq), "created": st.created}
@@ -344,34 +372,54 @@ class _Writer:
     def __init__(self, wo: WriteOptions, schema: StructType, streaming: bool):
         self.wo = wo
         self.streaming = streaming
-        names = schema.fieldNames()
-        if "data" not in names:
-            raise ValueError("writing to jetstream needs a 'data' column (binary or string)")
-        if not wo.subject and "subject" not in names:
-            raise ValueError("writing to jetstream needs option 'subject' or a 'subject' column")
-        if wo.id_column and wo.id_column not in names:
-            raise ValueError(f"idempotence column {wo.id_column!r} is not in the data frame ({names})")
-        self.has_headers = "headers" in names
+        self.plan = plan_columns(schema.fieldNames(), wo.subject, wo.id_column, wo.subject_option)
         self.last_commit: dict | None = None
-        if wo.idempotence != "none" and wo.subject:
-            self._check_duplicate_window()
+        if wo.idempotence == "positional":
+            self._warn_positional()
+        if wo.subject:
+            self._check_target()
 
-    def _check_duplicate_window(self) -> None:
-        """Warn when the stream's duplicate window is shorter than a restart could take."""
+    def _warn_positional(self) -> None:
+        if self.streaming:
+            log.warning(
+                "jetstream sink: idempotence=positional ids are <query>-<batchId>-<partition>-<row>; a replayed "
+                "micro-batch gets the same ids only if its rows reach the sink in the same partitions and order "
+                "(true straight after this source, not after a shuffle). Prefer idempotence=column:<name>."
+            )
+        else:
+            log.warning(
+                "jetstream sink: idempotence=positional ids are %s-<partition>-<row>; a retried job is deduplicated "
+                "only if it partitions and orders its rows exactly as before (a different "
+                "spark.sql.shuffle.partitions, AQE coalescing or input split changes the ids and stores rows "
+                "twice). Prefer idempotence=column:<name> with a business key.",
+                self.wo.msg_id_prefix,
+            )
+
+    def _check_target(self) -> None:
+        """On the driver, before any task: the subject option must be stored by a stream, and with
+        idempotence, warn when the stream's duplicate window is shorter than a restart could take."""
+        subject = self.wo.subject
         try:
-            with SyncConnection(self.wo.connect).connect() as conn:
-                name = stream_for_subject(conn, self.wo.subject)
-                if not name:
+            with Planner(self.wo.connect) as conn:
+                names = stream_names(conn, subject)
+                if not names:
+                    raise OptionError(
+                        f"option {self.wo.subject_option!r}: no stream stores subject {subject!r} on "
+                        f"{self.wo.connect.servers}; create a stream whose subjects match it"
+                    )
+                if self.wo.idempotence == "none":
                     return
-                window_s = stream_state(conn, name).duplicate_window_ns / 1e9
+                window_s = stream_state(conn, names[0]).duplicate_window_ns / 1e9
+        except OptionError:
+            raise
         except Exception as exc:  # the write itself will report connection problems
-            log.debug("duplicate window check skipped: %s", exc)
+            log.debug("target check skipped: %s", exc)
             return
         if window_s < self.wo.min_duplicate_window_s:
             log.warning(
                 "jetstream sink: stream %s has duplicate_window %.0fs; rows replayed after a restart "
                 "longer than that are stored twice. Raise duplicate_window (>= %.0fs) for exactly-once.",
-                name,
+                names[0],
                 window_s,
                 self.wo.min_duplicate_window_s,
             )
@@ -390,39 +438,7 @@ class _Writer:
                 prefix = f"{wo.msg_id_prefix}-{part}-"
         pub = Publisher(wo.connect, window=wo.window)
         try:
-            row = 0
-            fixed_subject = wo.subject
-            for batch in iterator:
-                n = batch.num_rows
-                if n == 0:
-                    continue
-                names = batch.schema.names
-                data = batch.column(names.index("data")).to_pylist()
-                subjects = batch.column(names.index("subject")).to_pylist() if not fixed_subject else None
-                hdrs = batch.column(names.index("headers")).to_pylist() if self.has_headers else None
-                ids = batch.column(names.index(wo.id_column)).to_pylist() if wo.id_column else None
-                for i in range(n):
-                    d = data[i]
-                    if d is None:
-                        d = b""
-                    elif isinstance(d, str):
-                        d = d.encode()
-                    subj = fixed_subject or subjects[i]
-                    if not subj:
-                        raise ValueError(f"row {row} of partition {part} has no subject")
-                    pairs = []
-                    if prefix is not None:
-                        pairs.append(("Nats-Msg-Id", prefix + str(row)))
-                    elif ids is not None and ids[i] is not None:
-                        pairs.append(("Nats-Msg-Id", str(ids[i])))
-                    if hdrs is not None and hdrs[i]:
-                        h = hdrs[i]
-                        items = h.items() if isinstance(h, dict) else (
-                            (x["key"], x["value"]) if isinstance(x, dict) else tuple(x) for x in h
-                        )
-                        pairs.extend((k, v) for k, v in items if k)
-                    pub.publish(subj, d, encode_headers(pairs) if pairs else b"")
-                    row += 1
+            write_batches(pub, self.plan, iterator, part, prefix)
             stats = pub.finish()
         except BaseException:
             pub.close()

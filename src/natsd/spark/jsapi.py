@@ -1,4 +1,6 @@
-"""The few ``$JS.API`` calls the connector makes on the driver, over :class:`SyncConnection`.
+"""The few ``$JS.API`` calls the connector makes, over anything with ``js_request(subject, body,
+timeout) -> dict`` and ``opts``: the driver's :class:`~natsd.spark.planner.Planner` (nats-py), and
+a read task's own :class:`~natsd.spark.wire.SyncConnection` (one ``STREAM.INFO`` before its range).
 
 Requests and replies are the JSON documents nats-server 2.11+ uses:
 
@@ -12,11 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from natsd.spark.wire import JSApiError, SyncConnection
+from natsd.spark.wire import JSApiError
 
 __all__ = ["StreamState", "stream_state", "stream_names", "stream_for_subject", "JSApiError"]
 
 API = "$JS.API"
+STREAM_NOT_FOUND = 10059  # JSStreamNotFoundErr
 
 
 @dataclass(frozen=True)
@@ -37,9 +40,16 @@ class StreamState:
         return self.messages == 0
 
 
-def stream_state(conn: SyncConnection, name: str, timeout: float = 10.0) -> StreamState:
-    """``STREAM.INFO`` reduced to a :class:`StreamState`."""
-    info = conn.js_request(f"{API}.STREAM.INFO.{name}", None, timeout)
+def stream_state(conn, name: str, timeout: float = 10.0) -> StreamState:
+    """``STREAM.INFO`` reduced to a :class:`StreamState`; a missing stream's error names it."""
+    try:
+        info = conn.js_request(f"{API}.STREAM.INFO.{name}", None, timeout)
+    except JSApiError as exc:
+        if exc.err_code == STREAM_NOT_FOUND:
+            raise JSApiError(
+                exc.code, exc.err_code, f"stream {name!r} not found on {conn.opts.servers} (check option 'stream')"
+            ) from None
+        raise
     st = info.get("state", {})
     cfg = info.get("config", {})
     return StreamState(
@@ -79,7 +89,7 @@ def rfc3339_to_ns(text: str) -> int:
     return int(dt.timestamp()) * 1_000_000_000 + frac_ns
 
 
-def stream_names(conn: SyncConnection, subject: str | None = None, timeout: float = 10.0) -> list[str]:
+def stream_names(conn, subject: str | None = None, timeout: float = 10.0) -> list[str]:
     """All stream names (following the pager), optionally only those bound to ``subject``."""
     names: list[str] = []
     offset = 0
@@ -96,7 +106,7 @@ def stream_names(conn: SyncConnection, subject: str | None = None, timeout: floa
             return names
 
 
-def stream_for_subject(conn: SyncConnection, subject: str, timeout: float = 10.0) -> str | None:
+def stream_for_subject(conn, subject: str, timeout: float = 10.0) -> str | None:
     """The stream that stores ``subject`` (None when no stream does)."""
     try:
         names = stream_names(conn, subject, timeout)

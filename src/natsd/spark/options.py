@@ -6,15 +6,23 @@ sources a case-insensitive mapping whose keys are lower-cased, so lookups here a
 Offsets (``startingOffsets`` / ``endingOffsets``) accept:
 
 * ``earliest`` / ``latest``;
-* a stream sequence ``N`` (the first sequence to read, or for ``endingOffsets`` the last one,
-  inclusive);
+* a stream sequence ``N``: for ``startingOffsets`` the first sequence read (inclusive), for
+  ``endingOffsets`` the first sequence **not** read (exclusive, like Kafka's ``endingOffsets`` and
+  like ``endingTimestamp``);
 * JSON per stream: ``{"ORDERS": {"seq": 123}}`` or ``{"ORDERS": 123}``; ``-2`` means earliest and
   ``-1`` latest, as in the Kafka connector.
+
+:data:`OPTIONS` is the one table of every option (name, default, where it applies, meaning): the
+parsers below read options only through it, ``docs/spark.md`` embeds :func:`render_option_table`
+(a test keeps the two identical), and ``python -m natsd.spark options-table`` prints it.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
+import logging
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -24,19 +32,158 @@ from natsd.spark.wire import ConnectOptions
 __all__ = [
     "EARLIEST",
     "LATEST",
+    "OPTIONS",
+    "Option",
+    "OptionError",
     "OffsetSpec",
     "ReadOptions",
     "WriteOptions",
     "parse_offsets",
     "parse_timestamp",
     "parse_bool",
+    "render_option_table",
 ]
+
+log = logging.getLogger("natsd.spark")
 
 EARLIEST = "earliest"
 LATEST = "latest"
 
 # A per-stream start/end: "earliest", "latest" or a sequence number.
 OffsetValue = str | int
+
+
+class OptionError(ValueError):
+    """A data source option with a value the connector cannot use; the message names the option,
+    the value given and what is accepted."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """One row of the option table: how an option is spelled, its default, where it applies."""
+
+    name: str  # as documented (Spark matches option names case-insensitively)
+    default: str  # as documented; "" = none
+    modes: str  # "batch", "streaming" or "batch, streaming"
+    side: str  # "read", "write" or "read, write"
+    accepts: str  # the accepted values, quoted in error messages
+    meaning: str
+
+
+_RW = "read, write"
+_BS = "batch, streaming"
+
+#: Every option of the ``jetstream`` source and sink. Parsers read options only through this
+#: table (:func:`_get` refuses a name that is not in it), and docs/spark.md embeds it.
+OPTIONS: tuple[Option, ...] = (
+    Option("servers", "nats://127.0.0.1:4222", _BS, _RW, "comma-separated nats:// or tls:// URLs",
+           "Servers to connect to, tried in order; must be reachable from every executor. "
+           "`nats://user:pass@host` and `nats://token@host` are honoured."),
+    Option("user", "", _BS, _RW, "a user name", "User for user/password authentication."),
+    Option("password", "", _BS, _RW, "a password", "Password for user/password authentication."),
+    Option("token", "", _BS, _RW, "a token", "Token authentication."),
+    Option("creds", "", _BS, _RW, "a path readable on driver and executors",
+           "A `.creds` file (JWT + NKey seed, needs the `nkeys` package); ship it with `--files`."),
+    Option("tlsCa", "", _BS, _RW, "a path to a PEM file", "CA certificate(s) to verify the server's TLS certificate."),
+    Option("name", "natsd-spark", _BS, _RW, "any text", "Client connection name the server reports."),
+    Option("stream", "", _BS, "read", "a stream name", "The stream to read. Exactly one of `stream` / `streamPattern`."),
+    Option("streamPattern", "", _BS, "read", "a regular expression",
+           "Read every stream whose whole name matches (Kafka's `subscribePattern`); streams created later "
+           "are picked up by streaming queries."),
+    Option("subjects", "", _BS, "read", "comma-separated subjects, NATS wildcards `*` `>`",
+           "Only messages on these subjects (the consumer's `filter_subjects`)."),
+    Option("startingOffsets", "earliest (batch), latest (streaming)", _BS, "read",
+           'earliest, latest, a sequence, or JSON {"STREAM": {"seq": N}} (-2 = earliest, -1 = latest)',
+           "Where a new query starts; a sequence is the first one read (inclusive). A streaming query "
+           "restarted from a checkpoint ignores it."),
+    Option("endingOffsets", "latest", "batch", "read",
+           'latest, a sequence, or JSON {"STREAM": {"seq": N}} (-1 = latest)',
+           "Where a batch read ends: a sequence is the first one **not** read (exclusive, as in Kafka); "
+           "`latest` = the last sequence when the query is planned."),
+    Option("startingTimestamp", "", _BS, "read", "epoch milliseconds or ISO 8601 / RFC 3339",
+           "Start at the first message stored at or after this time (inclusive); wins over `startingOffsets`."),
+    Option("endingTimestamp", "", "batch", "read", "epoch milliseconds or ISO 8601 / RFC 3339",
+           "End before the first message stored at or after this time (exclusive)."),
+    Option("maxMessagesPerTrigger", "", "streaming", "read", "an integer >= 1",
+           "At most this many sequences per micro-batch, split across streams by backlog. "
+           "Alias: `maxOffsetsPerTrigger` (Kafka's name). With `subjects` it counts sequences, not rows."),
+    Option("maxOffsetsPerTrigger", "", "streaming", "read", "an integer >= 1", "Alias of `maxMessagesPerTrigger`."),
+    Option("minPartitions", "1", _BS, "read", "an integer >= 1",
+           "Split each micro-batch / batch read into at least this many contiguous sequence ranges (tasks)."),
+    Option("includeHeaders", "false", _BS, "read", "true or false",
+           "Add the `headers` column (`ARRAY<STRUCT<key STRING, value BINARY>>`, order and repeats kept)."),
+    Option("headerValueType", "binary", _BS, "read", "binary or string",
+           "`string` gives header values as STRING instead of BINARY (a string view of `headers`)."),
+    Option("failOnDataLoss", "true", _BS, "read", "true or false",
+           "Fail when sequences the query still needs are gone (limits, purge) or the stream was re-created; "
+           "`false` skips ahead to what is still stored."),
+    Option("fetchTimeout", "30", _BS, "read", "seconds, a number > 0",
+           "How long a read task waits for the next message before failing."),
+    Option("batchRows", "8192", _BS, "read", "an integer >= 1", "Rows per Arrow batch a read task hands to Spark."),
+    Option("subject", "", _BS, "write", "a subject without wildcards",
+           "Publish every row to this subject; otherwise each row's `subject` (or `topic`) column. Alias: `topic`."),
+    Option("topic", "", _BS, "write", "a subject without wildcards", "Alias of `subject` (Kafka's name)."),
+    Option("idempotence", "none", _BS, "write", "none, positional or column:<name>",
+           "How each row gets a `Nats-Msg-Id` for the stream's duplicate window. `column:<name>` (recommended): "
+           "the column's value. `positional`: `<prefix>-<partition>-<row>` (batch) or "
+           "`<prefix>-<batchId>-<partition>-<row>` (streaming), which changes if the partitioning changes. "
+           "`none`: at-least-once."),
+    Option("msgIdPrefix", "", _BS, "write", "any text without spaces",
+           "Prefix of positional ids; required for batch writes with `idempotence=positional` (a stable job id). "
+           "Streaming default: the query id."),
+    Option("maxInFlight", "2048", _BS, "write", "an integer >= 1", "PubAcks a write task may wait for at once."),
+    Option("minDuplicateWindow", "600", _BS, "write", "seconds, a number >= 0",
+           "With idempotence, warn when the target stream's `duplicate_window` is shorter than this."),
+)
+
+_BY_KEY = {o.name.lower(): o for o in OPTIONS}
+# Options Spark itself (or a Spark integration) puts in the map a sink or source receives.
+_SPARK_OWN = {"path", "checkpointlocation", "queryname", "tls.ca"}  # tls.ca: old spelling of tlsCa
+
+
+def _get(opts, name: str):
+    """The value of option ``name`` (a row of :data:`OPTIONS`) from Spark's case-insensitive map."""
+    key = name.lower()
+    if key not in _BY_KEY:  # a programming error: every option must be documented in OPTIONS
+        raise KeyError(f"option {name!r} is not in natsd.spark.options.OPTIONS")
+    v = opts.get(key)
+    if v is None and key != name:
+        v = opts.get(name)
+    if isinstance(v, str) and v.strip() == "":
+        return None
+    return v
+
+
+def _bad(name: str, value, reason: str = "") -> OptionError:
+    accepts = _BY_KEY[name.lower()].accepts
+    why = f" ({reason})" if reason else ""
+    return OptionError(f"option {name!r}: invalid value {value!r}{why}; accepted: {accepts}")
+
+
+def warn_unknown(opts, side: str) -> list[str]:
+    """Log (and return) option names the connector does not know, with the closest known name."""
+    unknown = []
+    for key in list(opts.keys()):
+        k = str(key).lower()
+        if k in _BY_KEY or k in _SPARK_OWN:
+            continue
+        close = difflib.get_close_matches(k, list(_BY_KEY), n=1)
+        hint = f"; did you mean {_BY_KEY[close[0]].name!r}?" if close else ""
+        unknown.append(str(key))
+        log.warning("jetstream %s: unknown option %r is ignored%s", side, key, hint)
+    return unknown
+
+
+def render_option_table() -> str:
+    """The option table in Markdown (docs/spark.md embeds exactly this)."""
+    lines = [
+        "| option | default | batch / streaming | read / write | accepted values | meaning |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for o in OPTIONS:
+        cells = [f"`{o.name}`", o.default or "-", o.modes, o.side, o.accepts, o.meaning]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 @dataclass(frozen=True)
@@ -61,24 +208,39 @@ def parse_bool(value, name: str, default: bool) -> bool:
         return True
     if v in ("false", "0", "no"):
         return False
-    raise ValueError(f"option {name!r} must be true or false, got {value!r}")
+    raise _bad(name, value)
 
 
 def _parse_int(value, name: str, minimum: int = 0) -> int:
     try:
         n = int(str(value).strip())
     except ValueError:
-        raise ValueError(f"option {name!r} must be an integer, got {value!r}") from None
+        raise _bad(name, value, "not an integer") from None
     if n < minimum:
-        raise ValueError(f"option {name!r} must be >= {minimum}, got {n}")
+        raise _bad(name, value, f"must be >= {minimum}")
     return n
 
 
-def _one_value(v, name: str, allow_latest: bool) -> OffsetValue:
+def _parse_seconds(value, name: str, default: float, minimum: float, exclusive: bool) -> float:
+    if value is None:
+        return default
+    try:
+        x = float(str(value).strip())
+    except ValueError:
+        raise _bad(name, value, "not a number of seconds") from None
+    if not math.isfinite(x) or x < minimum or (exclusive and x == minimum):
+        raise _bad(name, value, f"must be {'>' if exclusive else '>='} {minimum:g}")
+    return x
+
+
+def _one_value(v, name: str, allow_latest: bool, allow_earliest: bool = True) -> OffsetValue:
+    raw = v
     if isinstance(v, dict):
         if "seq" not in v:
-            raise ValueError(f"option {name!r}: per-stream value needs a 'seq' key, got {v!r}")
+            raise _bad(name, raw, "a per-stream object needs a 'seq' key")
         v = v["seq"]
+    if isinstance(v, bool) or not isinstance(v, (str, int)):
+        raise _bad(name, raw)
     if isinstance(v, str):
         s = v.strip().lower()
         if s in (EARLIEST, LATEST):
@@ -90,13 +252,16 @@ def _one_value(v, name: str, allow_latest: bool) -> OffsetValue:
     elif v == -1:
         v = LATEST
     if v == LATEST and not allow_latest:
-        raise ValueError(f"option {name!r}: 'latest' is not allowed here")
+        raise _bad(name, raw, "'latest' is not allowed here")
+    if v == EARLIEST and not allow_earliest:
+        raise _bad(name, raw, "'earliest' is not allowed here")
     if isinstance(v, int) and v < 1:
-        raise ValueError(f"option {name!r}: stream sequences start at 1, got {v}")
+        raise _bad(name, raw, "stream sequences start at 1")
     return v
 
 
-def parse_offsets(value, name: str, default: OffsetValue, allow_latest: bool = True) -> OffsetSpec:
+def parse_offsets(value, name: str, default: OffsetValue, allow_latest: bool = True,
+                  allow_earliest: bool = True) -> OffsetSpec:
     """Parse an offsets option (see the module docstring)."""
     if value is None or str(value).strip() == "":
         return OffsetSpec(default)
@@ -105,11 +270,11 @@ def parse_offsets(value, name: str, default: OffsetValue, allow_latest: bool = T
         try:
             doc = json.loads(text)
         except ValueError as exc:
-            raise ValueError(f"option {name!r}: invalid JSON: {exc}") from None
+            raise _bad(name, value, f"invalid JSON: {exc}") from None
         if not isinstance(doc, dict) or not doc:
-            raise ValueError(f"option {name!r}: expected a JSON object of stream -> offset")
-        return OffsetSpec(default, {k: _one_value(v, name, allow_latest) for k, v in doc.items()})
-    return OffsetSpec(_one_value(text, name, allow_latest))
+            raise _bad(name, value, "expected a JSON object of stream -> offset")
+        return OffsetSpec(default, {k: _one_value(v, name, allow_latest, allow_earliest) for k, v in doc.items()})
+    return OffsetSpec(_one_value(text, name, allow_latest, allow_earliest))
 
 
 def parse_timestamp(value, name: str) -> str | None:
@@ -120,30 +285,55 @@ def parse_timestamp(value, name: str) -> str | None:
     if value is None or str(value).strip() == "":
         return None
     text = str(value).strip()
-    if re.fullmatch(r"-?\d+", text):
-        dt = datetime.fromtimestamp(int(text) / 1000.0, tz=timezone.utc)
-    else:
-        try:
+    try:
+        if re.fullmatch(r"-?\d+", text):
+            dt = datetime.fromtimestamp(int(text) / 1000.0, tz=timezone.utc)
+        else:
             dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
-        except ValueError:
-            raise ValueError(f"option {name!r}: not epoch millis or ISO 8601: {value!r}") from None
-        if dt.tzinfo is None:
-            dt = dt.replace(tzinfo=timezone.utc)
+    except (ValueError, OverflowError, OSError):
+        raise _bad(name, value) from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
     return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+_SUBJECT_BAD = re.compile(r"[\s*>]|^\.|\.$|\.\.")
+
+
+def check_publish_subject(subject: str, where: str) -> str:
+    """A subject a message can be published to (no wildcards, spaces or empty tokens)."""
+    if not subject or _SUBJECT_BAD.search(subject):
+        raise OptionError(f"{where}: invalid subject {subject!r}; accepted: a subject without wildcards, spaces or empty tokens")
+    return subject
 
 
 def connect_options(opts) -> ConnectOptions:
     """The connection part of the options (shared by readers and writers)."""
-    g = opts.get
-    return ConnectOptions(
-        servers=g("servers") or "nats://127.0.0.1:4222",
-        user=g("user"),
-        password=g("password"),
-        token=g("token"),
-        creds=g("creds"),
-        name=g("name") or "natsd-spark",
-        tls_ca=g("tlsca") or g("tls.ca"),
+    servers = _get(opts, "servers") or "nats://127.0.0.1:4222"
+    co = ConnectOptions(
+        servers=servers,
+        user=_get(opts, "user"),
+        password=_get(opts, "password"),
+        token=_get(opts, "token"),
+        creds=_get(opts, "creds"),
+        name=_get(opts, "name") or "natsd-spark",
+        tls_ca=_get(opts, "tlsCa") or opts.get("tls.ca"),
     )
+    try:
+        urls = co.urls()
+    except ValueError:
+        raise _bad("servers", servers) from None
+    from urllib.parse import urlparse
+
+    for u in urls:
+        try:
+            p = urlparse(u)
+            p.port  # noqa: B018 - raises on a bad port
+        except ValueError as exc:
+            raise _bad("servers", servers, str(exc)) from None
+        if p.scheme not in ("nats", "tls") or not p.hostname:
+            raise _bad("servers", servers, f"{u!r} is not a nats:// or tls:// URL")
+    return co
 
 
 @dataclass(frozen=True)
@@ -161,31 +351,52 @@ class ReadOptions:
     max_messages_per_trigger: int | None
     min_partitions: int
     include_headers: bool
+    headers_as_strings: bool
     fail_on_data_loss: bool
     fetch_timeout: float
     batch_rows: int
 
     @classmethod
-    def parse(cls, opts, streaming: bool) -> "ReadOptions":
-        """Parse Spark's (lower-cased) option mapping; ``streaming`` picks Kafka's defaults."""
-        g = opts.get
+    def parse(cls, opts, streaming: bool | None, require_stream: bool = True) -> "ReadOptions":
+        """Parse Spark's (lower-cased) option mapping.
+
+        ``streaming`` picks Kafka's defaults and refuses batch-only options in a streaming query;
+        ``None`` (from ``schema()``, which does not know yet) checks every value without those.
+        ``require_stream=False`` checks values only (``schema()`` of a write).
+        """
+        g = lambda name: _get(opts, name)  # noqa: E731
         stream = g("stream")
-        pattern = g("streampattern")
-        if bool(stream) == bool(pattern):
-            raise ValueError("exactly one of the options 'stream' or 'streamPattern' is required")
+        pattern = g("streamPattern")
+        if (require_stream or (stream and pattern)) and bool(stream) == bool(pattern):
+            raise OptionError(
+                "exactly one of the options 'stream' or 'streamPattern' is required "
+                f"(got stream={stream!r}, streamPattern={pattern!r})"
+            )
+        if stream and (re.search(r"[\s.*>/\\]", stream)):
+            raise _bad("stream", stream, "stream names have no spaces, '.', '*', '>', '/' or '\\'")
         if pattern:
             try:
                 re.compile(pattern)
             except re.error as exc:
-                raise ValueError(f"option 'streamPattern': invalid regular expression: {exc}") from None
+                raise _bad("streamPattern", pattern, f"invalid regular expression: {exc}") from None
         subjects = tuple(s.strip() for s in (g("subjects") or "").split(",") if s.strip())
-        starting = parse_offsets(g("startingoffsets"), "startingOffsets", LATEST if streaming else EARLIEST)
-        ending = parse_offsets(g("endingoffsets"), "endingOffsets", LATEST)
-        if streaming and g("endingoffsets"):
-            raise ValueError("option 'endingOffsets' is for batch reads only")
-        if streaming and g("endingtimestamp"):
-            raise ValueError("option 'endingTimestamp' is for batch reads only")
-        mmpt = g("maxmessagespertrigger") or g("maxoffsetspertrigger")
+        for s in subjects:
+            if re.search(r"\s", s) or s.startswith(".") or s.endswith(".") or ".." in s:
+                raise _bad("subjects", g("subjects"), f"{s!r} is not a subject")
+        if streaming:
+            for name in ("endingOffsets", "endingTimestamp"):
+                if g(name):
+                    raise OptionError(f"option {name!r} is for batch reads only (spark.read), not streaming queries")
+        default_start = LATEST if streaming else EARLIEST
+        starting = parse_offsets(g("startingOffsets"), "startingOffsets", default_start,
+                                 allow_latest=streaming is not False)
+        ending = parse_offsets(g("endingOffsets"), "endingOffsets", LATEST, allow_earliest=False)
+        mmpt, mmpt_name = g("maxMessagesPerTrigger"), "maxMessagesPerTrigger"
+        if mmpt is None:
+            mmpt, mmpt_name = g("maxOffsetsPerTrigger"), "maxOffsetsPerTrigger"
+        header_type = (g("headerValueType") or "binary").strip().lower()
+        if header_type not in ("binary", "string"):
+            raise _bad("headerValueType", g("headerValueType"))
         return cls(
             connect=connect_options(opts),
             stream=stream,
@@ -193,14 +404,15 @@ class ReadOptions:
             subjects=subjects,
             starting=starting,
             ending=ending,
-            starting_timestamp=parse_timestamp(g("startingtimestamp"), "startingTimestamp"),
-            ending_timestamp=parse_timestamp(g("endingtimestamp"), "endingTimestamp"),
-            max_messages_per_trigger=_parse_int(mmpt, "maxMessagesPerTrigger", 1) if mmpt else None,
-            min_partitions=_parse_int(g("minpartitions") or 1, "minPartitions", 1),
-            include_headers=parse_bool(g("includeheaders"), "includeHeaders", False),
-            fail_on_data_loss=parse_bool(g("failondataloss"), "failOnDataLoss", True),
-            fetch_timeout=float(g("fetchtimeout") or 30.0),
-            batch_rows=_parse_int(g("batchrows") or 8192, "batchRows", 1),
+            starting_timestamp=parse_timestamp(g("startingTimestamp"), "startingTimestamp"),
+            ending_timestamp=parse_timestamp(g("endingTimestamp"), "endingTimestamp"),
+            max_messages_per_trigger=_parse_int(mmpt, mmpt_name, 1) if mmpt else None,
+            min_partitions=_parse_int(g("minPartitions") or 1, "minPartitions", 1),
+            include_headers=parse_bool(g("includeHeaders"), "includeHeaders", False),
+            headers_as_strings=header_type == "string",
+            fail_on_data_loss=parse_bool(g("failOnDataLoss"), "failOnDataLoss", True),
+            fetch_timeout=_parse_seconds(g("fetchTimeout"), "fetchTimeout", 30.0, 0.0, exclusive=True),
+            batch_rows=_parse_int(g("batchRows") or 8192, "batchRows", 1),
         )
 
     def matches(self, name: str) -> bool:
@@ -212,6 +424,7 @@ class ReadOptions:
 
 IDEMPOTENCE_NONE = "none"
 IDEMPOTENCE_POSITIONAL = "positional"
+IDEMPOTENCE_COLUMN = "column"
 
 
 @dataclass(frozen=True)
@@ -226,6 +439,7 @@ class WriteOptions:
 
     connect: ConnectOptions
     subject: str | None
+    subject_option: str  # which option named it ("subject" or "topic"), for messages
     idempotence: str
     id_column: str | None
     msg_id_prefix: str | None
@@ -234,29 +448,43 @@ class WriteOptions:
 
     @classmethod
     def parse(cls, opts, streaming: bool) -> "WriteOptions":
-        g = opts.get
-        idem = (g("idempotence") or IDEMPOTENCE_NONE).strip()
+        g = lambda name: _get(opts, name)  # noqa: E731
+        raw = g("idempotence")
+        idem = (raw or IDEMPOTENCE_NONE).strip()
         id_column = None
         if idem.lower().startswith("column:"):
             id_column = idem.split(":", 1)[1].strip()
             if not id_column:
-                raise ValueError("option 'idempotence': 'column:' needs a column name")
-            idem = "column"
+                raise _bad("idempotence", raw, "'column:' needs a column name")
+            idem = IDEMPOTENCE_COLUMN
         elif idem.lower() in (IDEMPOTENCE_NONE, IDEMPOTENCE_POSITIONAL):
             idem = idem.lower()
         else:
-            raise ValueError(f"option 'idempotence' must be none, positional or column:<name>, got {idem!r}")
-        prefix = g("msgidprefix")
+            raise _bad("idempotence", raw)
+        prefix = g("msgIdPrefix")
+        if prefix is not None and re.search(r"\s", prefix):
+            raise _bad("msgIdPrefix", prefix, "no spaces")
         if idem == IDEMPOTENCE_POSITIONAL and not streaming and not prefix:
             # A batch job has no stable identity Spark could give us; a default prefix would let two
             # different jobs silently deduplicate each other's rows inside the duplicate window.
-            raise ValueError("idempotence=positional on a batch write needs option 'msgIdPrefix' (a stable job id)")
+            raise OptionError(
+                "option 'msgIdPrefix' is required with idempotence=positional on a batch write (a stable job id, "
+                "e.g. .option('msgIdPrefix', 'nightly-2026-11-24')); or use idempotence=column:<name>"
+            )
+        subject, subject_option = g("subject"), "subject"
+        if g("topic"):
+            if subject and g("topic") != subject:
+                raise OptionError(f"options 'subject' ({subject!r}) and 'topic' ({g('topic')!r}) disagree; set one")
+            subject, subject_option = g("topic"), "topic"
+        if subject is not None:
+            check_publish_subject(subject, f"option {subject_option!r}")
         return cls(
             connect=connect_options(opts),
-            subject=g("subject"),
+            subject=subject,
+            subject_option=subject_option,
             idempotence=idem,
             id_column=id_column,
             msg_id_prefix=prefix,
-            window=_parse_int(g("maxinflight") or 2048, "maxInFlight", 1),
-            min_duplicate_window_s=float(g("minduplicatewindow") or 600),
+            window=_parse_int(g("maxInFlight") or 2048, "maxInFlight", 1),
+            min_duplicate_window_s=_parse_seconds(g("minDuplicateWindow"), "minDuplicateWindow", 600.0, 0.0, exclusive=False),
         )

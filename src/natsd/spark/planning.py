@@ -57,12 +57,13 @@ def start_position(value: OffsetValue, st: StreamPosition, time_seq: int | None 
 def end_position(value: OffsetValue, st: StreamPosition, time_end_seq: int | None = None) -> int:
     """The last sequence (inclusive) a batch read covers.
 
-    ``time_end_seq`` is the first sequence at/after ``endingTimestamp`` (exclusive bound), so the
-    end is the one before it.
+    Both ends are exclusive bounds, as Kafka's ``endingOffsets`` is: a sequence ``n`` from
+    ``endingOffsets`` is the first one not read, and ``time_end_seq`` (the first sequence stored
+    at/after ``endingTimestamp``) likewise, so the read ends at the sequence before either.
     """
     end = st.last_seq
     if value != LATEST and value != EARLIEST:
-        end = min(end, int(value))
+        end = min(end, int(value) - 1)
     if time_end_seq is not None:
         end = min(end, time_end_seq - 1)
     return end

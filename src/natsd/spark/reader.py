@@ -39,9 +39,9 @@ from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
-from natsd.spark.wire import ConnectOptions, NatsError, SyncConnection, parse_headers
+from natsd.spark.wire import ConnectOptions, NatsError, SyncConnection, header_pairs_raw, parse_headers
 
-__all__ = ["RangeSpec", "read_range", "first_seq_at_or_after", "arrow_schema", "DataLossError"]
+__all__ = ["RangeSpec", "read_range", "arrow_schema", "DataLossError"]
 
 _DELIVER_SID = 2
 _ACK_PREFIX = b"$JS.ACK."
@@ -65,17 +65,18 @@ class RangeSpec:
     hi: int
     filters: tuple[str, ...] = ()
     include_headers: bool = False
+    headers_as_strings: bool = False  # headerValueType=string; Kafka's BINARY values otherwise
     batch_rows: int = 8192
     fetch_timeout: float = 30.0
     fail_on_data_loss: bool = True
     created: str = ""  # stream creation time the plan saw; "" = do not check
 
 
-def arrow_schema(include_headers: bool) -> pa.Schema:
+def arrow_schema(include_headers: bool, headers_as_strings: bool = False) -> pa.Schema:
     """The Arrow schema PySpark expects for the connector's Spark schema (UTC, microseconds)."""
     fields = [pa.field("subject", pa.string()), pa.field("data", pa.binary())]
     if include_headers:
-        kv = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.string())])
+        kv = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.string() if headers_as_strings else pa.binary())])
         fields.append(pa.field("headers", pa.list_(kv)))
     fields += [
         pa.field("stream", pa.string()),
@@ -192,7 +193,7 @@ class _PushRange:
         self.opts = opts
         self.conn = conn
         self.spec = spec
-        self.schema = arrow_schema(spec.include_headers)
+        self.schema = arrow_schema(spec.include_headers, spec.headers_as_strings)
 
     def _create(self, start_seq: int) -> str:
         """Subscribe a fresh deliver inbox and send the consumer create; returns the inbox."""
@@ -224,6 +225,7 @@ class _PushRange:
         bt = _Batcher(self.schema, spec.stream, spec.include_headers)
         batch_rows = spec.batch_rows
         want_headers = spec.include_headers
+        split_headers = (lambda b: parse_headers(b)[2]) if spec.headers_as_strings else header_pairs_raw
         expected_cseq = 1
         last_sseq = lo - 1
         resets = 0
@@ -294,7 +296,7 @@ class _PushRange:
                             bt.seqs.append(sseq)
                             bt.tss.append(ts)
                             if want_headers:
-                                bt.hdrs.append(parse_headers(buf[start : start + hlen])[2] if hlen else [])
+                                bt.hdrs.append(split_headers(buf[start : start + hlen]) if hlen else [])
                             bt.n += 1
                             if sseq >= hi or pend == 0:
                                 done = True
@@ -404,50 +406,3 @@ class _PushRange:
         self.consumer = ""
         self.sid += 1
         self._create(start_seq)
-
-
-def first_seq_at_or_after(opts: ConnectOptions, stream: str, when_iso: str, filters: tuple[str, ...] = (), timeout: float = 10.0) -> int | None:
-    """The first stream sequence stored at or after ``when_iso`` (RFC 3339), or None if none is.
-
-    ``STREAM.INFO``'s ``last_ts`` says whether any message is that new; if one is, an ephemeral
-    ``by_start_time`` push consumer's first delivery names it. This works on every JetStream
-    server (no dependence on Direct Get). ``filters`` is accepted for symmetry but not applied:
-    a start sequence only has to bound the range, the reader applies the subject filter.
-    """
-    from natsd.spark.jsapi import rfc3339_to_ns, stream_state
-
-    with SyncConnection(opts).connect() as conn:
-        st = stream_state(conn, stream, timeout)
-        if st.messages == 0 or rfc3339_to_ns(st.last_ts) < rfc3339_to_ns(when_iso):
-            return None
-        inbox = conn.inbox_prefix + ".t"
-        conn.subscribe(inbox, sid=_DELIVER_SID)
-        cfg = _consumer_config(inbox, {"deliver_policy": "by_start_time", "opt_start_time": when_iso}, ())
-        reply = conn.new_reply()
-        conn.publish(f"$JS.API.CONSUMER.CREATE.{stream}", json.dumps({"stream_name": stream, "config": cfg}).encode(), reply)
-        deadline = time.monotonic() + timeout
-        name = ""
-        result: int | None = None
-        while result is None or not name:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                if result is not None:
-                    break
-                raise TimeoutError(f"stream {stream}: no message delivered at or after {when_iso}")
-            op = conn.next_op(left)
-            if op[0] != "MSG":
-                continue
-            _, subj, sid, rep, hdr, body = op
-            if sid == 1 and subj == reply.encode():
-                resp = json.loads(body) if body else {"error": {"description": "no responders"}}
-                if "error" in resp:
-                    raise NatsError(f"consumer create on {stream} failed: {resp['error'].get('description')}")
-                name = resp.get("name", "")
-            elif sid == _DELIVER_SID and rep.startswith(_ACK_PREFIX) and result is None:
-                t = rep.split(b".")
-                result = int(t[5]) if len(t) == 9 else int(t[7])
-        conn.unsubscribe(_DELIVER_SID)
-        if name:
-            conn.publish(f"$JS.API.CONSUMER.DELETE.{stream}.{name}", b"")
-        conn.close_after_send()
-        return result

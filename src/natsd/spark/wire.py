@@ -43,6 +43,7 @@ __all__ = [
     "SyncConnection",
     "parse_headers",
     "encode_headers",
+    "header_pairs_raw",
     "JSApiError",
 ]
 
@@ -125,6 +126,17 @@ def parse_headers(block: bytes) -> tuple[int, str, list[tuple[str, str]]]:
         if sep:
             out.append((k.strip(), v.strip()))
     return status, desc, out
+
+
+def header_pairs_raw(block: bytes) -> list[tuple[str, bytes]]:
+    """The ``Key: Value`` pairs of a header block with values as the bytes on the wire (Kafka's
+    BINARY header values); order and repeated keys kept, status line skipped."""
+    out = []
+    for line in block.split(CRLF)[1:]:
+        k, sep, v = line.partition(b":")
+        if sep:
+            out.append((k.strip().decode("utf-8", "replace"), v.strip()))
+    return out
 
 
 def encode_headers(pairs) -> bytes:

@@ -22,9 +22,8 @@ from tests.helpers.servers import natsd_jetstream_available, reference_binary, s
 
 pytestmark = [pytest.mark.spark]
 
-#: pyspark 4.3 warns (FutureWarning) whenever its pandas/Arrow helpers see pandas >= 3; the venv has
-#: pandas 3.x and the warning is about pyspark, not us, so Spark test modules ignore exactly that one.
-PANDAS3_WARNING = "ignore:PySpark does not yet fully support pandas:FutureWarning"
+# The `spark` extra pins pandas < 3 (PySpark warns at every session start with pandas >= 3), so no
+# warning filter is needed here: warnings are errors and that one would fail the tests.
 
 
 def _java_ok() -> bool:
@@ -44,7 +43,7 @@ def spark():
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    from natsd.spark import JetStreamDataSource
+    from natsd.spark import register
 
     tmp = tempfile.mkdtemp(prefix="spark-tests-")
     session = (
@@ -62,7 +61,7 @@ def spark():
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
-    session.dataSource.register(JetStreamDataSource)
+    register(session)  # the documented way: checks the workers' Python, append as the default save mode
     yield session
     session.stop()
     shutil.rmtree(tmp, ignore_errors=True)

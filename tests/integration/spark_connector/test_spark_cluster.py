@@ -18,9 +18,9 @@ import pytest
 
 from tests.helpers.servers import free_port, natsd_jetstream_available, start_server
 
-from .conftest import PANDAS3_WARNING, make_stream, publish
+from .conftest import make_stream, publish
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.filterwarnings(PANDAS3_WARNING)]
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent

@@ -7,9 +7,11 @@ import os
 
 import pytest
 
-from .conftest import PANDAS3_WARNING, make_stream, publish
+from .conftest import make_stream, publish
 
-pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings(PANDAS3_WARNING)]
+# Several Spark queries per test; a timeout inside a py4j call breaks the shared session for every
+# later test, so the limit allows for a loaded machine.
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
 
 def _stream(spark, url, **opts):

@@ -6,9 +6,11 @@ import os
 
 import pytest
 
-from .conftest import PANDAS3_WARNING, make_stream, publish, stream_info
+from .conftest import make_stream, publish, stream_info
 
-pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings(PANDAS3_WARNING)]
+# Several Spark queries per test; a timeout inside a py4j call breaks the shared session for every
+# later test, so the limit allows for a loaded machine.
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
 N = 4000
 PAD = b"p" * 1000
@@ -65,10 +67,10 @@ def _flaky_rows(spark, n, fail_after, url=None, stream="SINK"):
                         # batch, so the writer really receives rows before the failure.
                         pa.array([b"payload-%d-" % x + PAD for x in chunk], pa.binary()),
                     ],
-                    names=["key", "subject", "data"],
+                    names=["row_id", "subject", "data"],
                 )
 
-    return spark.range(0, n, 1, 2).mapInArrow(gen, "key string, subject string, data binary")
+    return spark.range(0, n, 1, 2).mapInArrow(gen, "row_id string, subject string, data binary")
 
 
 def _count(url, name):
@@ -107,10 +109,13 @@ def test_write_with_subject_option_and_string_data(spark, js_server):
 
 def test_write_to_subject_without_stream_fails_clearly(spark, js_server):
     df = spark.createDataFrame([("x",)], "data string")
-    with pytest.raises(Exception, match="no stream stores subject"):
-        df.write.format("jetstream").option("servers", js_server.url).option("subject", "nowhere.x").mode(
-            "append"
-        ).save()
+    # Option subject: refused on the driver, naming the option and the subject (not the reply inbox).
+    with pytest.raises(Exception, match="option 'subject': no stream stores subject 'nowhere.x'"):
+        df.write.format("jetstream").option("servers", js_server.url).option("subject", "nowhere.x").save()
+    # Subject column: the task names the row's subject.
+    rows = spark.createDataFrame([("nowhere.y", "x")], "subject string, data string")
+    with pytest.raises(Exception, match=r"subject 'nowhere.y'.*no stream stores this subject"):
+        rows.write.format("jetstream").option("servers", js_server.url).save()
 
 
 def test_streaming_jetstream_to_jetstream_exactly_once_across_replay(spark, js_server, tmp_path):

@@ -30,12 +30,13 @@ def test_start_positions_are_last_consumed_sequences():
     assert start_position(EARLIEST, StreamPosition(51, 50)) == 50
 
 
-def test_end_positions_are_inclusive_and_clamped():
+def test_end_positions_are_exclusive_like_kafka_and_clamped():
     assert end_position(LATEST, POS) == 500
-    assert end_position(300, POS) == 300
+    assert end_position(300, POS) == 299  # endingOffsets=300: 300 is the first sequence not read
     assert end_position(900, POS) == 500
-    assert end_position(LATEST, POS, time_end_seq=200) == 199  # endingTimestamp is exclusive
-    assert end_position(150, POS, time_end_seq=200) == 150
+    assert end_position(LATEST, POS, time_end_seq=200) == 199  # endingTimestamp is exclusive too
+    assert end_position(150, POS, time_end_seq=200) == 149
+    assert end_position(250, POS, time_end_seq=200) == 199
 
 
 def test_split_range_examples():

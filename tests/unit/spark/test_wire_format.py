@@ -34,7 +34,7 @@ def test_rfc3339_any_fraction():
 def test_batcher_builds_the_spark_arrow_layout():
     schema = arrow_schema(include_headers=True)
     b = _Batcher(schema, "ORDERS", with_headers=True)
-    for i, (subj, data, hdrs) in enumerate([(b"o.a", b"x", []), (b"o.bb", b"", [("K", "v")])]):
+    for i, (subj, data, hdrs) in enumerate([(b"o.a", b"x", []), (b"o.bb", b"", [("K", b"v")])]):
         b.sub_buf += subj
         b.sub_off.append(len(b.sub_buf))
         b.data_buf += data
@@ -50,8 +50,19 @@ def test_batcher_builds_the_spark_arrow_layout():
         ("o.a", b"x", "ORDERS", 10),
         ("o.bb", b"", "ORDERS", 11),
     ]
-    assert rows[1]["headers"] == [{"key": "K", "value": "v"}]
+    assert rows[1]["headers"] == [{"key": "K", "value": b"v"}]  # BINARY values, as Kafka's headers
     # nanoseconds are truncated to Spark's microseconds
     assert batch.column("timestamp").cast("int64").to_pylist() == [1_700_000_000_123_456, 1_700_000_000_123_456]
     assert b.n == 0  # reset for the next batch
     assert arrow_schema(False).names == ["subject", "data", "stream", "seq", "timestamp"]
+
+
+def test_header_values_are_binary_like_kafka_or_a_string_view():
+    from natsd.spark.wire import header_pairs_raw, parse_headers
+
+    block = b"NATS/1.0\r\nTrace: t1\r\nMulti: a\r\nMulti: b\xff\r\n\r\n"
+    assert header_pairs_raw(block) == [("Trace", b"t1"), ("Multi", b"a"), ("Multi", b"b\xff")]
+    assert parse_headers(block)[2][:2] == [("Trace", "t1"), ("Multi", "a")]
+    kv = arrow_schema(True, headers_as_strings=True).field("headers").type.value_type
+    assert str(kv) == "struct<key: string, value: string>"
+    assert str(arrow_schema(True).field("headers").type.value_type) == "struct<key: string, value: binary>"

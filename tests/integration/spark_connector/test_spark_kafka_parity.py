@@ -1,0 +1,72 @@
+"""What a Spark user coming from the Kafka connector expects: save modes, Kafka column names,
+early and named option errors (issue 17)."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import make_stream, stream_info
+
+# Several Spark queries per test; a timeout inside a py4j call breaks the shared session for every
+# later test, so the limit allows for a loaded machine.
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+
+
+def _rows(url, name):
+    return stream_info(url, name).state.messages
+
+
+def test_default_and_error_save_modes_append_overwrite_is_refused(spark, js_server):
+    url = js_server.url
+    make_stream(url, "MODES", ["modes.>"])
+    df = spark.createDataFrame([("a",), ("b",)], "data string")
+    w = lambda: df.write.format("jetstream").option("servers", url).option("subject", "modes.x")  # noqa: E731
+    w().save()  # no mode: appends, as Kafka's sink does with the default ErrorIfExists
+    w().mode("error").save()
+    w().mode("errorifexists").save()
+    df.write.mode("error").format("jetstream").option("servers", url).option("subject", "modes.x").save()
+    df.write.save(format="jetstream", servers=url, subject="modes.x")
+    assert _rows(url, "MODES") == 10
+    with pytest.raises(Exception, match="save mode 'overwrite' is not supported"):
+        w().mode("overwrite").save()
+    assert _rows(url, "MODES") == 10
+
+
+def test_kafka_column_names_in_the_sink(spark, js_server):
+    url = js_server.url
+    make_stream(url, "KAF", ["kaf.>"], duplicate_window=600)
+    df = spark.createDataFrame([("kaf.a", "v1", "k1"), ("kaf.b", "v2", "k2")], "topic string, value string, key string")
+    # A 'key' column has no JetStream meaning: refused with what to do instead...
+    with pytest.raises(Exception, match="JetStream messages have no key"):
+        df.write.format("jetstream").option("servers", url).save()
+    # ...unless it is the message id (the recommended column:<name> idempotence).
+    for _ in range(2):  # the retried job is deduplicated by the key
+        df.write.format("jetstream").option("servers", url).option("idempotence", "column:key").save()
+    got = spark.read.format("jetstream").option("servers", url).option("stream", "KAF").load()
+    assert sorted((r.subject, bytes(r.data)) for r in got.collect()) == [("kaf.a", b"v1"), ("kaf.b", b"v2")]
+    # The Kafka option name 'topic' works like 'subject'.
+    spark.createDataFrame([("v3",)], "value string").write.format("jetstream").option("servers", url).option(
+        "topic", "kaf.c"
+    ).save()
+    assert _rows(url, "KAF") == 3
+
+
+def test_bad_options_fail_when_the_dataframe_is_defined_naming_option_value_and_accepted(spark, js_server):
+    url = js_server.url
+    r = spark.read.format("jetstream").option("servers", url).option("stream", "ANY")
+    with pytest.raises(Exception, match=r"option 'fetchTimeout': invalid value 'soon'.*accepted: seconds"):
+        r.option("fetchTimeout", "soon").load()  # load(), before any query runs
+    with pytest.raises(Exception, match=r"option 'minPartitions': invalid value 'x'"):
+        spark.readStream.format("jetstream").option("servers", url).option("stream", "ANY").option(
+            "minPartitions", "x"
+        ).load()
+    with pytest.raises(Exception, match=r"option 'startingOffsets': invalid value 'first'"):
+        r.option("startingOffsets", "first").load()
+    df = spark.createDataFrame([("a",)], "data string")
+    with pytest.raises(Exception, match=r"option 'minDuplicateWindow': invalid value 'soon'"):
+        df.write.format("jetstream").option("servers", url).option("subject", "x.y").option(
+            "minDuplicateWindow", "soon"
+        ).save()
+    # A missing stream is named.
+    with pytest.raises(Exception, match=r"stream 'NOSUCH' not found"):
+        spark.read.format("jetstream").option("servers", url).option("stream", "NOSUCH").load().collect()
