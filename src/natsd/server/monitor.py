@@ -132,9 +132,10 @@ class MonitorServer:
             "/healthz": self.healthz, "/accountz": self.accountz, "/jsz": self.jsz, "/": self.root,
         }
 
-    async def start(self, host: str, port: int) -> int:
+    async def start(self, host: str, port: int, ssl=None) -> int:
+        """Listen on ``host:port`` (HTTPS when ``ssl`` is an ``SSLContext``); returns the port."""
         loop = asyncio.get_running_loop()
-        self._srv = await loop.create_server(lambda: _HttpProtocol(self), host, port, reuse_address=True)
+        self._srv = await loop.create_server(lambda: _HttpProtocol(self), host, port, reuse_address=True, ssl=ssl)
         return self._srv.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
