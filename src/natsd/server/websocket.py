@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import (
-    AcceptConnection, BytesMessage, CloseConnection, Message, Ping, RejectConnection, RejectData, Request, TextMessage,
+    AcceptConnection, BytesMessage, CloseConnection, Message, Ping, Request, TextMessage,
 )
 from wsproto.extensions import PerMessageDeflate
 from wsproto.utilities import RemoteProtocolError
@@ -180,9 +180,7 @@ class WebSocketLayer(Layer):
         why = check_origin(self._opts, origin, req.host, self._secure)
         if why:
             logger.debug("websocket handshake error: origin not allowed: %s", why)
-            self.lower.write(self._ws.send(RejectConnection(status_code=403, headers=[
-                (b"Content-Type", b"text/plain; charset=utf-8"), (b"Sec-Websocket-Version", b"13")],
-                has_body=True)) + self._ws.send(RejectData(data=b"Forbidden\n")))
+            self.lower.write(_http_error(403, "Forbidden"))
             self.close()
             return
         extensions = []
