@@ -248,3 +248,46 @@ def test_bad_tls_config_errors_match(pki, tmp_path, case):
         assert our_msg == f"{conf}:2:1: {ref_msg}"
     else:
         assert our_msg == ref_msg
+
+
+def _peer_cert_der(port: int, ca: str) -> bytes:
+    ctx = ssl.create_default_context(cafile=ca)
+    with socket.create_connection(("127.0.0.1", port), timeout=3) as raw:
+        raw.recv(4096)  # INFO
+        with ctx.wrap_socket(raw, server_hostname="localhost") as s:
+            return s.getpeercert(binary_form=True)
+
+
+def test_sighup_reloads_certificates(tmp_path):
+    import shutil
+    import signal
+    import time
+
+    if reference_binary() is None:
+        pytest.skip("reference nats-server binary not installed")
+    old = make_pki(tmp_path / "old")
+    new = make_pki(tmp_path / "new")  # same CA key (cached), a newly issued server certificate
+    results = {}
+    for kind in ("reference", "natsd"):
+        live = tmp_path / f"live-{kind}"
+        live.mkdir()
+        shutil.copy(old.server_cert, live / "cert.pem")
+        shutil.copy(old.server_key, live / "key.pem")
+        conf = _conf(tmp_path, f"reload-{kind}", f'tls {{ cert_file: "{live}/cert.pem", key_file: "{live}/key.pem" }}\n')
+        srv = start_server(kind, tmp_path / kind, jetstream=False, config=conf)
+        try:
+            before = _peer_cert_der(srv.port, old.ca_file)
+            shutil.copy(new.server_cert, live / "cert.pem")
+            shutil.copy(new.server_key, live / "key.pem")
+            srv.proc.send_signal(signal.SIGHUP)
+            deadline = time.monotonic() + 10
+            after = before
+            while after == before and time.monotonic() < deadline:
+                time.sleep(0.1)
+                after = _peer_cert_der(srv.port, old.ca_file)
+            with open(new.server_cert) as f:
+                results[kind] = (before != after, after == ssl.PEM_cert_to_DER_cert(f.read()), srv.alive())
+        finally:
+            srv.stop()
+    assert results["reference"] == (True, True, True)
+    assert results["natsd"] == results["reference"]
