@@ -196,7 +196,7 @@ class MonitorServer:
             "http_host": o.http_host,
             "http_port": s.http_port,
             "http_base_path": "",
-            "https_port": 0,
+            "https_port": s.https_port,
             "auth_timeout": o.auth_timeout_ns / 1e9 if o.auth_timeout_ns % 1_000_000_000 else
             o.auth_timeout_ns // 1_000_000_000,
             "max_control_line": o.max_control_line,
@@ -208,7 +208,7 @@ class MonitorServer:
             "mqtt": {},
             "websocket": {},
             "jetstream": self._varz_jetstream(),
-            "tls_timeout": 2,
+            "tls_timeout": o.tls.timeout_ns / 1e9 if o.tls is not None else 2,
             "write_deadline": o.write_deadline_ns,
             "start": rfc3339(s.start_time_ns),
             "now": rfc3339(now),

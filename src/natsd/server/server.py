@@ -41,7 +41,7 @@ from natsd.server.connection import (
 )
 from natsd.server.log import logger, setup_logging
 from natsd.server.ports import ServerPorts
-from natsd.server.tls import TlsContexts, TlsLayer
+from natsd.server.tls import HandshakeQueue, TlsContexts, TlsLayer
 
 __all__ = ["Server", "GIT_COMMIT"]
 
@@ -89,6 +89,7 @@ class Server:
         self._ws_listener: asyncio.base_events.Server | None = None
         self._ws_port = 0
         self._https_port = 0
+        self._handshakes: HandshakeQueue | None = None  # created with the loop in start()
         self.tls = TlsContexts()  # SSLContexts of the TLS listeners ("client", "websocket", "https")
         self._port = 0
         self._http_port = 0
@@ -179,6 +180,7 @@ class Server:
         host = opts.host or "0.0.0.0"
         if opts.tls is not None:
             self.tls.add("client", opts.tls)
+        self._handshakes = HandshakeQueue(self.loop)
         self._listener = await self.loop.create_server(
             self._new_client_protocol, host, port, reuse_address=True, backlog=4096)
         self._port = self._listener.sockets[0].getsockname()[1]
@@ -455,7 +457,7 @@ class Server:
             mode = "after_info"
         else:
             mode = "auto" if tls.handshake_first_fallback_ns > 0 else "first"
-        return TlsLayer(self.tls.getter("client"), lambda: ClientConnection(self), self.clock,
+        return TlsLayer(self.tls.getter("client"), lambda: ClientConnection(self), self.clock, self._handshakes,
                         timeout_ns=tls.timeout_ns, mode=mode, fallback_ns=tls.handshake_first_fallback_ns,
                         pinned=tls.pinned_certs)
 
@@ -471,8 +473,8 @@ class Server:
                                max_frame=self.options.max_pending, info_overrides=overrides)
         if not secure:
             return layer
-        return TlsLayer(self.tls.getter("websocket"), lambda: layer, self.clock, timeout_ns=tls.timeout_ns,
-                        mode="first", pinned=tls.pinned_certs)
+        return TlsLayer(self.tls.getter("websocket"), lambda: layer, self.clock, self._handshakes,
+                        timeout_ns=tls.timeout_ns, mode="first", pinned=tls.pinned_certs)
 
     async def _start_secure_listeners(self) -> None:
         opts = self.options

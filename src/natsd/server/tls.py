@@ -25,8 +25,10 @@ certificates for new connections without touching established ones.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import ssl
+from collections import deque
 from typing import TYPE_CHECKING, Callable
 
 from natsd.config.tls import TLSConfigError, TLSOptions, build_server_context
@@ -36,7 +38,7 @@ from natsd.server.log import logger
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Clock
 
-__all__ = ["TlsLayer", "TlsContexts", "REASON_TLS_HANDSHAKE", "spki_sha256", "cert_identities", "map_certificate_user"]
+__all__ = ["TlsLayer", "TlsContexts", "HandshakeQueue", "REASON_TLS_HANDSHAKE", "spki_sha256", "cert_identities", "map_certificate_user"]
 
 #: The /connz close reason of a failed handshake (nats-server's spelling).
 REASON_TLS_HANDSHAKE = "TLS Handshake Failure"
@@ -67,17 +69,18 @@ class TlsLayer(Layer):
     """The server side of TLS on one connection (see the module docstring).
 
     ``context`` is called once per connection for the current ``SSLContext``; ``make_upper``
-    builds the protocol above; ``on_failure(layer, message)`` is told about a failed handshake
+    builds the protocol above; ``handshakes`` paces the handshake work (:class:`HandshakeQueue`); ``on_failure(layer, message)`` is told about a failed handshake
     (after the upper protocol, if any, was told with :meth:`tls_failed`).
     """
 
     __slots__ = ("_context", "_make_upper", "_clock", "_timeout_ns", "_mode", "_fallback_ns", "_pinned",
-                 "_state", "_sslobj", "_in", "_out", "_pending", "_timer", "_seen_first")
+                 "_state", "_sslobj", "_in", "_out", "_pending", "_timer", "_seen_first", "_handshakes")
 
     def __init__(self, context: Callable[[], ssl.SSLContext], make_upper: Callable[[], object], clock: "Clock",
-                 *, timeout_ns: int, mode: str = "after_info", fallback_ns: int = 0,
+                 handshakes: "HandshakeQueue", *, timeout_ns: int, mode: str = "after_info", fallback_ns: int = 0,
                  pinned: set[str] | frozenset[str] = frozenset()) -> None:
         super().__init__()
+        self._handshakes = handshakes
         self._context = context
         self._make_upper = make_upper
         self._clock = clock
@@ -149,9 +152,11 @@ class TlsLayer(Layer):
                 self._timer = self._clock.call_later(self._timeout_ns, self._handshake_timeout)
         self._in.write(data)
         if state == _HANDSHAKE:  # (in _PLAIN_INFO the handshake starts once INFO is out)
-            self._do_handshake()
+            self._handshakes.submit(self)
 
     def _do_handshake(self) -> None:
+        if self._state != _HANDSHAKE:
+            return  # closed (or failed) while it waited its turn
         try:
             self._sslobj.do_handshake()
         except ssl.SSLWantReadError:
@@ -231,7 +236,7 @@ class TlsLayer(Layer):
             self.lower.write(data)
             self._state = _HANDSHAKE
             if self._in.pending:
-                self._do_handshake()
+                self._handshakes.submit(self)
         elif state != _CLOSED:
             if self._pending is None:
                 self._pending = bytearray()
@@ -297,6 +302,38 @@ class TlsLayer(Layer):
         self._closing = True
         if self.lower is not None:
             self.lower.abort()
+
+
+class HandshakeQueue:
+    """Handshake steps wait their turn: at most ``PER_TURN`` run per event-loop turn.
+
+    A handshake step costs about a millisecond of CPU (an ECDHE key exchange and a signature).
+    Run as they arrive, a burst of new connections (or a flood of half-finished handshakes) would
+    hold the loop for tens of milliseconds; queued, every turn still serves the established
+    connections first and then a few handshakes, so a flood delays new handshakes, not traffic.
+    """
+
+    PER_TURN = 4
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._queue: deque[TlsLayer] = deque()
+        self._scheduled = False
+
+    def submit(self, layer: TlsLayer) -> None:
+        self._queue.append(layer)
+        if not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon(self._run)
+
+    def _run(self) -> None:
+        q = self._queue
+        for _ in range(min(self.PER_TURN, len(q))):
+            q.popleft()._do_handshake()
+        if q:
+            self._loop.call_soon(self._run)
+        else:
+            self._scheduled = False
 
 
 # -- contexts per listener, reloadable ------------------------------------------------------------

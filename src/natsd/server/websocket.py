@@ -129,6 +129,12 @@ class WebSocketLayer(Layer):
         if self._opts.handshake_timeout_ns > 0:
             self._timer = self._clock.call_later(self._opts.handshake_timeout_ns, self._handshake_timeout)
 
+    def connection_lost(self, exc) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        super().connection_lost(exc)
+
     def _handshake_timeout(self) -> None:
         self._timer = None
         if not self._open:
