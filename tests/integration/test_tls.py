@@ -248,3 +248,5 @@ async def test_https_monitoring(pki):
 
         varz = await asyncio.to_thread(get)
         assert varz["server_id"] == s.server_id
+        assert (varz["tls_required"], varz["https_port"], varz["tls_timeout"]) == (True, s.https_port, 2)
+        assert "tls_verify" not in varz

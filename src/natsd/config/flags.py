@@ -21,7 +21,7 @@ from typing import Any
 
 from natsd import __version__
 from natsd.config.lexer import ConfigError
-from natsd.config.options import ServerOptions, options_from_file
+from natsd.config.options import ServerOptions, options_from_file, tls_auth_timeout
 from natsd.config.tls import TLSConfigError, TLSOptions, build_server_context
 
 __all__ = [
@@ -233,6 +233,7 @@ def _apply_tls_flags(options: ServerOptions, values: dict[str, Any]) -> None:
         raise ConfigError(str(e)) from None
     options.tls = tls
     options.origins["tls"] = "command line"
+    tls_auth_timeout(options)
 
 
 def build_options(argv: list[str], flags: ParsedFlags | None = None) -> ServerOptions:

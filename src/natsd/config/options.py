@@ -844,6 +844,14 @@ def _validate_tls(ctx: _Ctx, o: ServerOptions, tree: ConfigMap) -> None:
     if o.https_port and o.tls is None:
         pos = tree.pos(next((k for k in tree if k.lower() in ("https", "https_port")), ""))
         ctx.error(pos, "TLS config required for https monitoring")
+    tls_auth_timeout(o)
+
+
+def tls_auth_timeout(o: ServerOptions) -> None:
+    """As nats-server: with TLS and no explicit auth timeout, a client gets the TLS timeout plus
+    one second to authenticate (the handshake counts against it)."""
+    if o.tls is not None and o.auth_timeout_ns == 2 * SECOND_NS:
+        o.auth_timeout_ns = max(o.auth_timeout_ns, o.tls.timeout_ns + SECOND_NS)
 
 
 def _to_config_map(v: _Any) -> _Any:

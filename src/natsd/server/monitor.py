@@ -190,6 +190,8 @@ class MonitorServer:
             "host": o.host,
             "port": s.port,
             "auth_required": s.auth.auth_required or None,
+            "tls_required": True if o.tls is not None else None,
+            "tls_verify": True if o.tls is not None and o.tls.verify_clients else None,
             "max_connections": o.max_connections,
             "ping_interval": o.ping_interval_ns,
             "ping_max": o.ping_max,
@@ -206,7 +208,8 @@ class MonitorServer:
             "gateway": {},
             "leaf": {},
             "mqtt": {},
-            "websocket": {},
+            "websocket": {"host": o.websocket.host or o.host, "port": s.websocket_port,
+                          "no_tls": o.websocket.tls is None} if o.websocket.port else {},
             "jetstream": self._varz_jetstream(),
             "tls_timeout": o.tls.timeout_ns / 1e9 if o.tls is not None else 2,
             "write_deadline": o.write_deadline_ns,
@@ -241,8 +244,9 @@ class MonitorServer:
             "slow_consumer_stats": {"clients": s.slow_consumers, "routes": 0, "gateways": 0, "leafs": 0},
             "stale_connection_stats": {"clients": s.stale_connections, "routes": 0, "gateways": 0, "leafs": 0},
         }
-        if d["auth_required"] is None:
-            del d["auth_required"]
+        for k in ("auth_required", "tls_required", "tls_verify"):
+            if d[k] is None:
+                del d[k]
         return d
 
     def _varz_jetstream(self) -> dict:

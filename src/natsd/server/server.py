@@ -478,6 +478,9 @@ class Server:
 
     async def _start_secure_listeners(self) -> None:
         opts = self.options
+        if opts.https_port and opts.http_port:
+            raise OSError(f"Can't start monitoring: can't specify both HTTP ({opts.http_port}) and "
+                          f"HTTPs ({opts.https_port}) ports")
         ws = opts.websocket
         if ws.port:
             if ws.tls is not None:

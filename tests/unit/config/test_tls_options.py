@@ -170,3 +170,11 @@ def test_client_context_for_dialing_out(pki):
     ctx = build_client_context(TLSOptions(ca_file=pki.ca_file, cert_file=pki.client_cert, key_file=pki.client_key))
     assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
     assert build_client_context(TLSOptions(insecure=True)).verify_mode == ssl.CERT_NONE
+
+
+def test_tls_extends_the_default_auth_timeout(pki):
+    # nats-server: TLS timeout + 1s when no auth timeout is configured (the handshake counts)
+    o = opts(f'tls {{ cert_file: "{pki.server_cert}", key_file: "{pki.server_key}", timeout: 3 }}')
+    assert o.auth_timeout_ns == 4_000_000_000
+    o = opts(f'authorization {{ timeout: 10 }}\ntls {{ cert_file: "{pki.server_cert}", key_file: "{pki.server_key}" }}')
+    assert o.auth_timeout_ns == 10_000_000_000
