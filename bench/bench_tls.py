@@ -106,36 +106,45 @@ def idle_tls(srv: TlsServer, pki, count: int) -> tuple[float, float]:
 
 _FLOOD = r"""
 import socket, ssl, sys, time
-port, seconds = int(sys.argv[1]), float(sys.argv[2])
-ctx = ssl.create_default_context()
-ctx.check_hostname = False
-ctx.verify_mode = ssl.CERT_NONE
-open_socks, n, end = [], 0, time.monotonic() + seconds
+
+
+done = [0]  # handshakes attempted (kept outside flood() so an interrupt anywhere keeps the count)
+
+
+def flood(port, seconds):
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    open_socks, n, end = [], 0, time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=2)
+            s.recv(4096)  # INFO
+            if n % 2:
+                s.sendall(b"\x00garbage that is not a TLS record\r\n" * 4)
+                s.close()
+            else:
+                inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+                obj = ctx.wrap_bio(inc, out, server_hostname="localhost")
+                try:
+                    obj.do_handshake()
+                except ssl.SSLWantReadError:
+                    pass
+                s.sendall(out.read())  # a ClientHello, never followed up
+                open_socks.append(s)
+                if len(open_socks) > 300:
+                    open_socks.pop(0).close()
+            n += 1
+            done[0] = n
+        except OSError:
+            time.sleep(0.001)
+
+
 try:
-  while time.monotonic() < end:
-    try:
-        s = socket.create_connection(("127.0.0.1", port), timeout=2)
-        s.recv(4096)
-        if n % 2:
-            s.sendall(b"\x00garbage that is not a TLS record\r\n" * 4)
-            s.close()
-        else:
-            inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
-            obj = ctx.wrap_bio(inc, out, server_hostname="localhost")
-            try:
-                obj.do_handshake()
-            except ssl.SSLWantReadError:
-                pass
-            s.sendall(out.read())  # a ClientHello, never followed up
-            open_socks.append(s)
-            if len(open_socks) > 300:
-                open_socks.pop(0).close()
-        n += 1
-    except OSError:
-        time.sleep(0.001)
+    flood(int(sys.argv[1]), float(sys.argv[2]))
 except KeyboardInterrupt:
     pass
-print(n, flush=True)
+print(done[0], flush=True)
 """
 
 
