@@ -313,7 +313,7 @@ class HandshakeQueue:
     connections first and then a few handshakes, so a flood delays new handshakes, not traffic.
     """
 
-    PER_TURN = 4
+    PER_TURN = 2
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
