@@ -291,3 +291,22 @@ def test_sighup_reloads_certificates(tmp_path):
             srv.stop()
     assert results["reference"] == (True, True, True)
     assert results["natsd"] == results["reference"]
+
+
+def test_tls_from_command_line_flags(pki, tmp_path):
+    results = {}
+    flags = ("--tlsverify", "--tlscert", pki.server_cert, "--tlskey", pki.server_key, "--tlscacert", pki.ca_file)
+    for kind in ("reference", "natsd"):
+        srv = start_server(kind, tmp_path / kind, *flags, jetstream=False)
+        try:
+            info = _info(srv.port)
+            results[kind] = {
+                "tls_keys": {k: info.get(k) for k in ("tls_required", "tls_verify")},
+                "with_cert": asyncio.run(_nats_py_outcome(f"tls://localhost:{srv.port}", tls=pki.client_context())),
+                "without_cert": asyncio.run(_nats_py_outcome(f"tls://localhost:{srv.port}",
+                                                             tls=pki.client_context(with_cert=False))).split(":")[0],
+            }
+        finally:
+            srv.stop()
+    assert results["reference"]["tls_keys"] == {"tls_required": True, "tls_verify": True}
+    assert results["natsd"] == results["reference"]

@@ -336,3 +336,13 @@ async def test_server_shutdown_sends_going_away():
         frames = await _read_frames_until_close(r)
         assert _close_code(frames) == (1001, "Server Shutdown")
         w.close()
+
+
+async def test_x_forwarded_for_becomes_the_client_ip():
+    async with running_server(websocket=_ws()) as s:
+        r, w = await asyncio.open_connection("127.0.0.1", s.websocket_port)
+        await _upgrade(s.websocket_port, "X-Forwarded-For: 203.0.113.7, 10.0.0.1\r\n", reader_writer=(r, w))
+        op, info = await _read_one(r)
+        assert json.loads(info[5:])["client_ip"] == "203.0.113.7"
+        assert [c.ip for c in s.clients.values()] == ["203.0.113.7"]
+        w.close()

@@ -9,7 +9,8 @@ TCP port; ``wss://`` puts a :class:`~natsd.server.tls.TlsLayer` (TLS first) unde
 Upgrade (as nats-server): ``GET`` with ``Upgrade: websocket``, ``Connection: Upgrade``,
 ``Sec-WebSocket-Key``, ``Sec-WebSocket-Version: 13``; otherwise ``400 Bad Request`` (``405`` for
 another method). ``same_origin``/``allowed_origins`` check the ``Origin`` header (absent = allowed)
-and answer ``403 Forbidden``. ``compression: true`` accepts ``permessage-deflate`` when offered.
+and answer ``403 Forbidden``. An ``X-Forwarded-For`` IP address becomes the client's IP (INFO
+``client_ip``, /connz), as in nats-server. ``compression: true`` accepts ``permessage-deflate`` when offered.
 The upgrade must complete within ``handshake_timeout``.
 
 Frames: text and binary frames both carry protocol bytes; pings are answered with pongs; a close
@@ -24,6 +25,7 @@ whole: each received piece goes straight to the parser, which enforces ``max_pay
 
 from __future__ import annotations
 
+import ipaddress
 from typing import TYPE_CHECKING, Callable
 from urllib.parse import urlsplit
 
@@ -107,7 +109,7 @@ class WebSocketLayer(Layer):
     """Server side of one WebSocket connection (see the module docstring)."""
 
     __slots__ = ("_opts", "_make_upper", "_clock", "_ws", "_timer", "_secure", "_frame_bytes", "_max_frame",
-                 "info_overrides", "_open")
+                 "info_overrides", "_open", "_forwarded_for")
 
     def __init__(self, opts: WebsocketOptions, make_upper: Callable[[], object], clock: "Clock", *,
                  secure: bool, max_frame: int, info_overrides: dict) -> None:
@@ -123,6 +125,7 @@ class WebSocketLayer(Layer):
         # INFO fields that differ from the TCP port's (read by Server.info_for).
         self.info_overrides = info_overrides
         self._open = False
+        self._forwarded_for = ""  # X-Forwarded-For of the upgrade request, when it is an IP address
 
     def connection_made(self, transport) -> None:
         self.lower = transport
@@ -189,6 +192,13 @@ class WebSocketLayer(Layer):
             self.lower.write(_http_error(403, "Forbidden"))
             self.close()
             return
+        xff = headers.get(b"x-forwarded-for", b"").decode("latin-1").split(",")[0].strip()
+        if xff:
+            try:
+                ipaddress.ip_address(xff)
+                self._forwarded_for = xff  # a proxy in front: the client is who it says (as nats-server)
+            except ValueError:
+                pass
         extensions = []
         if self._opts.compression and any(e.split(";")[0].strip().lower() == "permessage-deflate"
                                           for e in req.extensions):
@@ -233,6 +243,12 @@ class WebSocketLayer(Layer):
             # The connection ends because of the frame layer: tell the protocol above with the
             # reason for /connz (it closes us back, a no-op now that _closing is set).
             up.close(reason)
+
+    def get_extra_info(self, name, default=None):
+        if name == "peername" and self._forwarded_for:
+            peer = super().get_extra_info(name, default)
+            return (self._forwarded_for, peer[1] if peer else 0)
+        return super().get_extra_info(name, default)
 
     # -- output -----------------------------------------------------------------------------------
 
