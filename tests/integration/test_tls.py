@@ -75,6 +75,8 @@ async def test_tls_scheme_url_and_custom_hostname(pki):
         nc = await nats.connect(f"tls://localhost:{s.port}", tls=pki.client_context(with_cert=False),
                                 allow_reconnect=False)
         assert await _roundtrip(nc) == b"HELLO"
+        [c] = _connz(s)
+        assert c["type"] == "nats" and c["tls_version"] == "1.3" and "tls_first" not in c
         await nc.close()
         # 127.0.0.1 in the URL, the certificate's other DNS name checked instead
         nc = await nats.connect(f"tls://127.0.0.1:{s.port}", tls=pki.client_context(with_cert=False),
@@ -106,11 +108,20 @@ async def test_tls_reconnect_after_server_restart(pki):
             await nc.close()
 
 
+def _connz(s) -> list[dict]:
+    from natsd.server.monitor import MonitorServer
+
+    return MonitorServer(s).connz({})["connections"]
+
+
 async def test_handshake_first(pki):
     async with running_server(tls=_tls(pki, handshake_first=True)) as s:
         nc = await nats.connect(f"tls://localhost:{s.port}", tls=pki.client_context(with_cert=False),
                                 tls_handshake_first=True, allow_reconnect=False)
         assert await _roundtrip(nc) == b"HELLO"
+        [c] = _connz(s)
+        assert (c["tls_version"], c["tls_first"]) == ("1.3", True)
+        assert c["tls_cipher_suite"] in ("TLS_AES_256_GCM_SHA384", "TLS_AES_128_GCM_SHA256", "TLS_CHACHA20_POLY1305_SHA256")
         await nc.close()
         # a client that waits for INFO gets nothing: TLS must come first
         r, w = await asyncio.open_connection("127.0.0.1", s.port)

@@ -22,6 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from natsd import __version__
 from natsd.server.log import logger
+from natsd.server.tls import connz_fields
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.server.server import Server
@@ -326,6 +327,7 @@ class MonitorServer:
                 d["lang"] = c.lang
             if c.version:
                 d["version"] = c.version
+            d.update(connz_fields(c.transport))  # websocket type, TLS version and cipher
             if want_auth:
                 if c.user:
                     d["authorized_user"] = c.user

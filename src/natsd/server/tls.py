@@ -31,14 +31,14 @@ import ssl
 from collections import deque
 from typing import TYPE_CHECKING, Callable
 
-from natsd.config.tls import TLSConfigError, TLSOptions, build_server_context
+from natsd.config.tls import _CIPHERS, TLSConfigError, TLSOptions, build_server_context
 from natsd.server.layer import Layer
 from natsd.server.log import logger
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Clock
 
-__all__ = ["TlsLayer", "TlsContexts", "HandshakeQueue", "REASON_TLS_HANDSHAKE", "spki_sha256", "cert_identities", "map_certificate_user"]
+__all__ = ["TlsLayer", "TlsContexts", "HandshakeQueue", "connz_fields", "REASON_TLS_HANDSHAKE", "spki_sha256", "cert_identities", "map_certificate_user"]
 
 #: The /connz close reason of a failed handshake (nats-server's spelling).
 REASON_TLS_HANDSHAKE = "TLS Handshake Failure"
@@ -74,13 +74,15 @@ class TlsLayer(Layer):
     """
 
     __slots__ = ("_context", "_make_upper", "_clock", "_timeout_ns", "_mode", "_fallback_ns", "_pinned",
-                 "_state", "_sslobj", "_in", "_out", "_pending", "_timer", "_seen_first", "_handshakes")
+                 "_state", "_sslobj", "_in", "_out", "_pending", "_timer", "_seen_first", "_handshakes",
+                 "tls_first")
 
     def __init__(self, context: Callable[[], ssl.SSLContext], make_upper: Callable[[], object], clock: "Clock",
                  handshakes: "HandshakeQueue", *, timeout_ns: int, mode: str = "after_info", fallback_ns: int = 0,
                  pinned: set[str] | frozenset[str] = frozenset()) -> None:
         super().__init__()
         self._handshakes = handshakes
+        self.tls_first = False  # the handshake came before INFO (handshake_first, wss)
         self._context = context
         self._make_upper = make_upper
         self._clock = clock
@@ -146,6 +148,7 @@ class TlsLayer(Layer):
             if data[0] != _HANDSHAKE_RECORD:
                 self._fail("tls: first record does not look like a TLS handshake")
                 return
+            self.tls_first = self.upper is None  # no INFO went out before this handshake
             if state == _WAIT_FIRST:
                 self._state = state = _HANDSHAKE
                 self._cancel_timer()
@@ -421,3 +424,32 @@ def map_certificate_user(auth, peercert: dict | None):
         if u is not None:
             return AuthResult(True, u.user, u.account or "$G", auth.perms.get(u.user))
     return AuthResult(False, "")
+
+
+# -- /connz ------------------------------------------------------------------------------------------
+
+_GO_CIPHER_NAMES = {v: k for k, v in _CIPHERS.items() if v}
+
+
+def connz_fields(transport) -> dict:
+    """What /connz says about a connection's transport, in nats-server's spelling: ``type``
+    ``websocket`` for WebSocket clients; ``tls_version`` (``"1.3"``), ``tls_cipher_suite`` (Go's
+    suite names) and ``tls_first`` for TLS ones."""
+    out: dict = {}
+    if transport is None:
+        return out
+    if getattr(transport, "info_overrides", None) is not None:
+        out["type"] = "websocket"
+    sslobj = transport.get_extra_info("ssl_object")
+    if sslobj is not None:
+        try:
+            version, cipher = sslobj.version(), sslobj.cipher()
+        except (ValueError, ssl.SSLError):
+            return out
+        if version:
+            out["tls_version"] = version.removeprefix("TLSv")
+        if cipher:
+            out["tls_cipher_suite"] = _GO_CIPHER_NAMES.get(cipher[0], cipher[0])
+        if isinstance(transport, TlsLayer) and transport.tls_first:
+            out["tls_first"] = True
+    return out
