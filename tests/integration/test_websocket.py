@@ -350,3 +350,17 @@ async def test_x_forwarded_for_becomes_the_client_ip():
         [c] = MonitorServer(s).connz({})["connections"]
         assert (c["type"], c["ip"]) == ("websocket", "203.0.113.7") and "tls_version" not in c
         w.close()
+
+
+async def test_jwt_cookie_is_read_from_the_upgrade_and_offered_as_connect_jwt(monkeypatch):
+    seen = []
+    async with running_server(websocket=_ws(jwt_cookie="nats_jwt"), username="u", password="p") as s:
+        real = s.auth.authenticate
+        monkeypatch.setattr(s.auth, "authenticate", lambda opts: seen.append(opts.get("jwt")) or real(opts))
+        r, w = await asyncio.open_connection("127.0.0.1", s.websocket_port)
+        await _upgrade(s.websocket_port, "Cookie: theme=dark; nats_jwt=eyJ0eXAi.abc.def\r\n", reader_writer=(r, w))
+        await _read_one(r)  # INFO
+        w.write(_frame(b'CONNECT {"verbose":false,"user":"u","pass":"p"}\r\nPING\r\n'))
+        assert await _read_one(r) == (0x2, b"PONG\r\n")
+        w.close()
+    assert seen == ["eyJ0eXAi.abc.def"]

@@ -830,7 +830,12 @@ class ClientConnection(asyncio.Protocol):
 
     def _authenticate(self, opts: dict):
         """CONNECT credentials, or with ``tls { verify_and_map: true }`` the user named by the
-        client certificate (see :func:`natsd.server.tls.map_certificate_user`)."""
+        client certificate (see :func:`natsd.server.tls.map_certificate_user`). A WebSocket
+        ``jwt_cookie`` stands in for a missing CONNECT ``jwt``."""
+        t = self.transport
+        cookie_jwt = t.get_extra_info("jwt_cookie") if t is not None else None
+        if cookie_jwt and not opts.get("jwt"):
+            opts = dict(opts, jwt=cookie_jwt)  # websocket jwt_cookie, as nats-server
         tls = self.server.options.tls
         if tls is not None and tls.verify_and_map and self.transport is not None \
                 and self.transport.get_extra_info("ssl_object") is not None:

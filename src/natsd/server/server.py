@@ -494,8 +494,8 @@ class Server:
             if ws.tls is None:
                 logger.warning("Websocket not configured with TLS. DO NOT USE IN PRODUCTION!")
             if ws.jwt_cookie:
-                logger.warning("websocket jwt_cookie %r is parsed but not used: natsd has no JWT authentication yet",
-                               ws.jwt_cookie)
+                # The cookie is offered as CONNECT's jwt; it only counts where JWT auth is configured.
+                logger.debug("websocket: a %r cookie stands in for a missing CONNECT jwt", ws.jwt_cookie)
         if opts.https_port and opts.tls is not None:
             from natsd.server.monitor import MonitorServer
 

@@ -11,6 +11,9 @@ Upgrade (as nats-server): ``GET`` with ``Upgrade: websocket``, ``Connection: Upg
 another method). ``same_origin``/``allowed_origins`` check the ``Origin`` header (absent = allowed)
 and answer ``403 Forbidden``. An ``X-Forwarded-For`` IP address becomes the client's IP (INFO
 ``client_ip``, /connz), as in nats-server. ``compression: true`` accepts ``permessage-deflate`` when offered.
+With ``jwt_cookie: <name>`` the cookie of that name is read from the upgrade request and offered to
+authentication as CONNECT's ``jwt`` when the client sends none (it takes effect once natsd has JWT
+authentication).
 The upgrade must complete within ``handshake_timeout``.
 
 Frames: text and binary frames both carry protocol bytes; pings are answered with pongs; a close
@@ -26,6 +29,7 @@ whole: each received piece goes straight to the parser, which enforces ``max_pay
 from __future__ import annotations
 
 import ipaddress
+from http.cookies import CookieError, SimpleCookie
 from typing import TYPE_CHECKING, Callable
 from urllib.parse import urlsplit
 
@@ -109,7 +113,7 @@ class WebSocketLayer(Layer):
     """Server side of one WebSocket connection (see the module docstring)."""
 
     __slots__ = ("_opts", "_make_upper", "_clock", "_ws", "_timer", "_secure", "_frame_bytes", "_max_frame",
-                 "info_overrides", "_open", "_forwarded_for")
+                 "info_overrides", "_open", "_forwarded_for", "_jwt_cookie")
 
     def __init__(self, opts: WebsocketOptions, make_upper: Callable[[], object], clock: "Clock", *,
                  secure: bool, max_frame: int, info_overrides: dict) -> None:
@@ -126,6 +130,7 @@ class WebSocketLayer(Layer):
         self.info_overrides = info_overrides
         self._open = False
         self._forwarded_for = ""  # X-Forwarded-For of the upgrade request, when it is an IP address
+        self._jwt_cookie = ""  # the `jwt_cookie` cookie's value, offered as CONNECT's jwt
 
     def connection_made(self, transport) -> None:
         self.lower = transport
@@ -199,6 +204,14 @@ class WebSocketLayer(Layer):
                 self._forwarded_for = xff  # a proxy in front: the client is who it says (as nats-server)
             except ValueError:
                 pass
+        if self._opts.jwt_cookie and b"cookie" in headers:
+            jar = SimpleCookie()
+            try:
+                jar.load(headers[b"cookie"].decode("latin-1"))
+            except CookieError:
+                jar = SimpleCookie()
+            if self._opts.jwt_cookie in jar:
+                self._jwt_cookie = jar[self._opts.jwt_cookie].value
         extensions = []
         if self._opts.compression and any(e.split(";")[0].strip().lower() == "permessage-deflate"
                                           for e in req.extensions):
@@ -245,6 +258,8 @@ class WebSocketLayer(Layer):
             up.close(reason)
 
     def get_extra_info(self, name, default=None):
+        if name == "jwt_cookie":
+            return self._jwt_cookie or default
         if name == "peername" and self._forwarded_for:
             peer = super().get_extra_info(name, default)
             return (self._forwarded_for, peer[1] if peer else 0)
