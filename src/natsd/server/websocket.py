@@ -164,11 +164,12 @@ class WebSocketLayer(Layer):
         for ev in ws.events():
             if isinstance(ev, BytesMessage) or isinstance(ev, TextMessage):
                 d = ev.data if isinstance(ev, BytesMessage) else ev.data.encode()
-                self._frame_bytes = 0 if ev.frame_finished else self._frame_bytes + len(d)
-                if self._frame_bytes > self._max_frame:
+                size = self._frame_bytes + len(d)
+                if size > self._max_frame:
                     self._deliver(pieces)
                     self._protocol_close(1009, "frame too big")
                     return
+                self._frame_bytes = 0 if ev.frame_finished else size
                 pieces.append(d)
             elif isinstance(ev, Request):
                 self._upgrade(ev)
