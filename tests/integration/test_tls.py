@@ -197,6 +197,12 @@ async def test_verify_and_map_logs_in_the_certificate_user(tmp_path):
         assert await _roundtrip(nc) == b"HELLO"
         assert [c.user for c in s.clients.values()] == ["alice@example.com"]
         await nc.close()
+        nc = await nats.connect(f"tls://localhost:{s.port}", tls=pki.client_context(), allow_reconnect=False)
+        opts = s.options
+        s.reload(type(opts)(**{f: getattr(opts, f) for f in opts.__slots__}))  # a SIGHUP with the same config
+        assert [c.user for c in s.clients.values() if not c.closed] == ["alice@example.com"]
+        assert await _roundtrip(nc) == b"HELLO"
+        await nc.close()
     # the subject DN maps too (RFC 2253 order, as nats-server prints it)
     users = [UserOptions(user="CN=client,O=natsd tests")]
     async with running_server(tls=_tls(pki, verify_and_map=True), users=users) as s:

@@ -417,7 +417,7 @@ class Server:
                 c.perms = c.pub_filter = c.sub_filter = c.sub_deny = None
                 c.replies = None
                 continue
-            res = new_auth.authenticate(getattr(c, "connect_opts", {}) or {})
+            res = c._authenticate(getattr(c, "connect_opts", {}) or {})  # (certificate users too)
             if res.ok and res.bcrypt is not None:
                 res.ok = False  # unverified new hash: the client must reconnect
             if not res.ok or (c.account is not None and res.account != c.account.name):
