@@ -664,10 +664,14 @@ def test_secure_transports(natsjs, kind, mode, tmp_path):
     conf, ca, url_of = _secure_conf(tmp_path, kind, mode)
     srv = start_server(kind, tmp_path / "srv", config=conf)
     node = natsjs.command("secure")[0][0]
-    # wsconnect uses node's built-in WebSocket (a flag on node 20); it trusts extra CAs from the env.
+    # wsconnect uses node's built-in WebSocket (behind a flag before node 22); it trusts extra CAs
+    # from the environment.
     env = dict(os.environ, NODE_EXTRA_CA_CERTS=ca)
+    version = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30).stdout
+    major = int(version.strip().lstrip("v").split(".")[0])
+    flags = ["--experimental-websocket"] if major < 22 else []
     try:
-        proc = subprocess.run([node, "--experimental-websocket", "secure.mjs", mode, ca, url_of(srv)], cwd=JS_DIR,
+        proc = subprocess.run([node, *flags, "secure.mjs", mode, ca, url_of(srv)], cwd=JS_DIR,
                               capture_output=True, text=True, timeout=90, env=env, stdin=subprocess.DEVNULL)
     finally:
         srv.stop()

@@ -273,7 +273,8 @@ def test_sighup_reloads_certificates(tmp_path):
         live.mkdir()
         shutil.copy(old.server_cert, live / "cert.pem")
         shutil.copy(old.server_key, live / "key.pem")
-        conf = _conf(tmp_path, f"reload-{kind}", f'tls {{ cert_file: "{live}/cert.pem", key_file: "{live}/key.pem" }}\n')
+        conf = _conf(tmp_path, f"reload-{kind}",
+                     f'tls {{ cert_file: "{live}/cert.pem", key_file: "{live}/key.pem" }}\n')
         srv = start_server(kind, tmp_path / kind, jetstream=False, config=conf)
         try:
             before = _peer_cert_der(srv.port, old.ca_file)

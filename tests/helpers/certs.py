@@ -54,7 +54,8 @@ def make_cert(subject: x509.Name, key, issuer: x509.Name, issuer_key, *, ca: boo
     sans += [x509.RFC822Name(e) for e in emails]
     if sans:
         b = b.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-    usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + ([ExtendedKeyUsageOID.CLIENT_AUTH] if client else [])
+    usages = [ExtendedKeyUsageOID.SERVER_AUTH] if server else []
+    usages += [ExtendedKeyUsageOID.CLIENT_AUTH] if client else []
     if usages:
         b = b.add_extension(x509.ExtendedKeyUsage(usages), critical=False)
     if ca:

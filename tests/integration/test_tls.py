@@ -121,7 +121,8 @@ async def test_handshake_first(pki):
         assert await _roundtrip(nc) == b"HELLO"
         [c] = _connz(s)
         assert (c["tls_version"], c["tls_first"]) == ("1.3", True)
-        assert c["tls_cipher_suite"] in ("TLS_AES_256_GCM_SHA384", "TLS_AES_128_GCM_SHA256", "TLS_CHACHA20_POLY1305_SHA256")
+        assert c["tls_cipher_suite"] in ("TLS_AES_256_GCM_SHA384", "TLS_AES_128_GCM_SHA256",
+                                         "TLS_CHACHA20_POLY1305_SHA256")
         await nc.close()
         # a client that waits for INFO gets nothing: TLS must come first
         r, w = await asyncio.open_connection("127.0.0.1", s.port)

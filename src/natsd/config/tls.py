@@ -131,7 +131,8 @@ def _has_pem(path: str, what: str) -> None:
     except OSError as e:
         raise TLSConfigError(f"error parsing X509 certificate/key pair: {_file_error(path, e)}") from None
     if b"-----BEGIN" not in data:
-        raise TLSConfigError(f"error parsing X509 certificate/key pair: tls: failed to find any PEM data in {what} input")
+        raise TLSConfigError("error parsing X509 certificate/key pair: tls: failed to find any PEM data in "
+                             f"{what} input")
 
 
 def _load_pair(ctx: ssl.SSLContext, tls: TLSOptions) -> None:

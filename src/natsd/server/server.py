@@ -467,7 +467,8 @@ class Server:
         ws = self.options.websocket
         tls = ws.tls
         secure = tls is not None
-        overrides = {"host": ws.host or self.options.host, "port": self._ws_port, "tls_required": True if secure else None,
+        overrides = {"host": ws.host or self.options.host, "port": self._ws_port,
+                     "tls_required": True if secure else None,
                      "tls_verify": True if secure and tls.verify_clients else None, "tls_available": None}
         layer = WebSocketLayer(ws, lambda: ClientConnection(self), self.clock, secure=secure,
                                max_frame=self.options.max_pending, info_overrides=overrides)

@@ -15,9 +15,10 @@ and decrypts what arrives, with two ``ssl.MemoryBIO`` buffers. Doing it ourselve
   handshake"); a handshake that does not finish within ``timeout`` is dropped;
 * ``pinned_certs``: the SHA-256 of the client certificate's SubjectPublicKeyInfo must be listed.
 
-Handshakes cost little CPU each (an ECDHE key exchange and a signature in OpenSSL), failures
-are found on the first record, and no task or thread is used per connection, so a flood of bad or
-half-done handshakes only costs the loop the time to reject each one.
+A handshake step costs about a millisecond of CPU (an ECDHE key exchange and a signature); failures
+on the first record cost nothing of it. No task or thread is used per connection, and handshake
+steps wait in a :class:`HandshakeQueue` that runs a few per loop turn, so a flood of bad or
+half-done handshakes delays other handshakes rather than the traffic of established clients.
 
 :class:`TlsContexts` keeps the current ``SSLContext`` of each listener so a reload (SIGHUP) swaps
 certificates for new connections without touching established ones.
@@ -38,7 +39,8 @@ from natsd.server.log import logger
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Clock
 
-__all__ = ["TlsLayer", "TlsContexts", "HandshakeQueue", "connz_fields", "REASON_TLS_HANDSHAKE", "spki_sha256", "cert_identities", "map_certificate_user"]
+__all__ = ["TlsLayer", "TlsContexts", "HandshakeQueue", "connz_fields", "REASON_TLS_HANDSHAKE", "spki_sha256",
+           "cert_identities", "map_certificate_user"]
 
 #: The /connz close reason of a failed handshake (nats-server's spelling).
 REASON_TLS_HANDSHAKE = "TLS Handshake Failure"
@@ -69,8 +71,9 @@ class TlsLayer(Layer):
     """The server side of TLS on one connection (see the module docstring).
 
     ``context`` is called once per connection for the current ``SSLContext``; ``make_upper``
-    builds the protocol above; ``handshakes`` paces the handshake work (:class:`HandshakeQueue`); ``on_failure(layer, message)`` is told about a failed handshake
-    (after the upper protocol, if any, was told with :meth:`tls_failed`).
+    builds the protocol above; ``handshakes`` paces the handshake work (:class:`HandshakeQueue`).
+    A failed handshake is reported to the protocol above, if there is one yet, through its
+    ``tls_failed(message)``.
     """
 
     __slots__ = ("_context", "_make_upper", "_clock", "_timeout_ns", "_mode", "_fallback_ns", "_pinned",

@@ -1,4 +1,5 @@
-// nats.js over secure transports: `node --experimental-websocket secure.mjs <mode> <caFile|-> <url>`.
+// nats.js over secure transports: `node [--experimental-websocket] secure.mjs <mode> <caFile|-> <url>`
+// (the flag enables the built-in WebSocket on node 20/21).
 // mode "tls" (upgrade after INFO), "tlsfirst" (TLS handshake first), "ws" (wsconnect, ws://) or
 // "wss" (wsconnect over TLS). Each does pub/sub with headers, request/reply and a JetStream
 // publish + fetch over that transport, and records what the server's INFO said about TLS.
