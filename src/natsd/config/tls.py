@@ -93,7 +93,8 @@ class WebsocketOptions:
 
 # -- Go names -> OpenSSL names ---------------------------------------------------------------
 
-_CIPHERS = {
+# Go (nats-server) cipher suite names -> OpenSSL names; "" for TLS 1.3 suites (not configurable).
+CIPHER_SUITES = {
     "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256": "ECDHE-ECDSA-AES128-GCM-SHA256",
     "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256": "ECDHE-RSA-AES128-GCM-SHA256",
     "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384": "ECDHE-ECDSA-AES256-GCM-SHA384",
@@ -168,7 +169,7 @@ def _load_ca(ctx: ssl.SSLContext, ca_file: str) -> None:
 def _apply_common(ctx: ssl.SSLContext, tls: TLSOptions) -> None:
     ctx.minimum_version = _VERSIONS.get(tls.min_version, ssl.TLSVersion.TLSv1_2)
     if tls.cipher_suites:
-        names = [_CIPHERS[c] for c in tls.cipher_suites if _CIPHERS.get(c)]
+        names = [CIPHER_SUITES[c] for c in tls.cipher_suites if CIPHER_SUITES.get(c)]
         if names:
             try:
                 ctx.set_ciphers(":".join(names))
@@ -279,7 +280,7 @@ def parse_tls_block(ctx, m, key: str, *, check_files: bool = True) -> TLSOptions
                     tls.min_version = v
         elif kl == "cipher_suites":
             for c in _str_list(ctx, block, k) or []:
-                if c not in _CIPHERS:
+                if c not in CIPHER_SUITES:
                     ctx.error(block.pos(k), f"unrecognized cipher {c}")
                 else:
                     tls.cipher_suites.append(c)

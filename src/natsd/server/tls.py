@@ -32,7 +32,7 @@ import ssl
 from collections import deque
 from typing import TYPE_CHECKING, Callable
 
-from natsd.config.tls import _CIPHERS, TLSConfigError, TLSOptions, build_server_context
+from natsd.config.tls import CIPHER_SUITES, TLSConfigError, TLSOptions, build_server_context
 from natsd.server.layer import Layer
 from natsd.server.log import logger
 
@@ -431,7 +431,7 @@ def map_certificate_user(auth, peercert: dict | None):
 
 # -- /connz ------------------------------------------------------------------------------------------
 
-_GO_CIPHER_NAMES = {v: k for k, v in _CIPHERS.items() if v}
+_GO_CIPHER_NAMES = {v: k for k, v in CIPHER_SUITES.items() if v}
 
 
 def connz_fields(transport) -> dict:
