@@ -268,3 +268,16 @@ async def test_https_monitoring(pki):
         assert varz["server_id"] == s.server_id
         assert (varz["tls_required"], varz["https_port"], varz["tls_timeout"]) == (True, s.https_port, 2)
         assert "tls_verify" not in varz
+
+
+async def test_ports_file_names_the_secure_listeners(pki, tmp_path):
+    import os
+
+    from natsd.config.tls import WebsocketOptions
+
+    ws = WebsocketOptions(port=-1, tls=_tls(pki))
+    async with running_server(tls=_tls(pki), https_port=-1, websocket=ws, ports_file_dir=str(tmp_path)) as s:
+        with open(tmp_path / f"natsd_{os.getpid()}.ports") as f:
+            ports = json.load(f)
+        assert ports == {"nats": [f"tls://127.0.0.1:{s.port}"], "monitoring": [f"https://127.0.0.1:{s.https_port}"],
+                         "websocket": [f"wss://127.0.0.1:{s.websocket_port}"]}

@@ -217,9 +217,13 @@ class Server:
             import json
 
             host = self.client_url.split("//", 1)[1].rsplit(":", 1)[0]
-            ports = {"nats": [f"nats://{host}:{self._port}"]}
+            ports = {"nats": [f"{'tls' if opts.tls else 'nats'}://{host}:{self._port}"]}
             if self._http_port:
                 ports["monitoring"] = [f"http://{host}:{self._http_port}"]
+            elif self._https_port:
+                ports["monitoring"] = [f"https://{host}:{self._https_port}"]
+            if self._ws_port:
+                ports["websocket"] = [f"{'wss' if opts.websocket.tls else 'ws'}://{host}:{self._ws_port}"]
             path = os.path.join(opts.ports_file_dir, f"natsd_{os.getpid()}.ports")
             try:
                 with open(path, "w") as f:
