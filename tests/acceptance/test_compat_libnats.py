@@ -278,3 +278,37 @@ def test_reconnect_through_server_restart(libnats, kind, tmp_path):
     assert res.get("ok") is True, (res, err[-2000:], srv.log()[-2000:])
     assert (res["reconnected"], res["disconnected"], res["coreReplayed"]) == (True, True, True)
     assert res["afterSeqs"] == [4, 5, 6]
+
+
+# ------------------------------------------------------------------------------------ TLS (tls.c)
+
+@pytest.mark.parametrize("kind", kinds())
+def test_tls_mutual_hostname_and_refusals(kind, tmp_path):
+    """libnats with a CA and a client certificate against tls { verify: true }; an expected
+    hostname; and the refusals (no client certificate, wrong CA, plaintext)."""
+    from tests.compat.harness import _last_json
+    from tests.helpers.certs import make_pki
+
+    require_server(kind, jetstream=False)
+    cc, *flags = _libnats_flags()
+    binary = tmp_path / "tls"
+    proc = subprocess.run([cc, "-std=gnu11", "-O1", "-Wall", "-o", str(binary), str(C_DIR / "tls.c"), *flags],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    pki = make_pki(tmp_path / "pki")
+    conf = tmp_path / "tls.conf"
+    conf.write_text(f'tls {{ cert_file: "{pki.server_cert}", key_file: "{pki.server_key}", '
+                    f'ca_file: "{pki.ca_file}", verify: true }}\n')
+    srv = start_server(kind, tmp_path / "srv", jetstream=False, config=conf)
+    try:
+        run = subprocess.run([str(binary), str(pki.dir), f"tls://localhost:{srv.port}"], capture_output=True,
+                             text=True, timeout=90, stdin=subprocess.DEVNULL)
+    finally:
+        srv.stop()
+    res = _last_json(run.stdout) or {"ok": False}
+    assert res.get("ok") is True, (res, run.stderr[-2000:], srv.log()[-2000:])
+    assert (res["subject"], res["trace"], res["largeOk"], res["reply"]) == ("tls.h", "c-1", True, True)
+    assert res["expectedHostname"] == "OK"
+    assert res["noClientCertRefused"] is True and res["wrongCaRefused"] is True
+    # without TLS options libnats follows INFO's tls_required and fails verifying the server
+    assert res["plaintext"] == "SSL Error"

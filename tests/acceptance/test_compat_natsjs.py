@@ -628,3 +628,56 @@ def test_reconnect_through_server_restart(natsjs, kind, tmp_path):
     assert res["core"] == 2
     assert res["seen"] == list(range(1, 11))
     assert res["consumer"] == {"ack_floor": 10, "num_ack_pending": 0, "num_redelivered": 0}
+
+
+# ------------------------------------------------------ secure transports: TLS and WebSocket (secure.mjs)
+
+def _secure_conf(tmp_path, kind: str, mode: str):
+    """A config for ``mode`` (tls, tlsfirst, ws, wss) with fresh test certificates; returns
+    (config path, CA file, URL builder from the started server handle)."""
+    from tests.helpers.certs import make_pki
+    from tests.helpers.servers import free_port
+
+    pki = make_pki(tmp_path / "pki")
+    tls = f'{{ cert_file: "{pki.server_cert}", key_file: "{pki.server_key}", ca_file: "{pki.ca_file}"'
+    conf = tmp_path / f"{mode}.conf"
+    if mode in ("tls", "tlsfirst"):
+        # (tlsfirst: with a fallback delay so the start helper, which waits for INFO, sees it up)
+        hf = ', handshake_first: "300ms"' if mode == "tlsfirst" else ""
+        conf.write_text(f"tls {tls}{hf} }}\n")
+        return conf, pki.ca_file, lambda srv: f"tls://localhost:{srv.port}"
+    wsport = free_port()
+    ws_tls = f"tls {tls} }}" if mode == "wss" else "no_tls: true"
+    conf.write_text(f"websocket {{ port: {wsport}, {ws_tls} }}\n")
+    scheme = "wss" if mode == "wss" else "ws"
+    return conf, pki.ca_file, lambda srv: f"{scheme}://localhost:{wsport}"
+
+
+@pytest.mark.parametrize("mode", ["tls", "tlsfirst", "ws", "wss"])
+@pytest.mark.parametrize("kind", kinds())
+def test_secure_transports(natsjs, kind, mode, tmp_path):
+    """nats.js over TLS (upgrade after INFO, handshake first) and WebSocket (wsconnect, ws:// and
+    wss://): pub/sub with headers, request/reply, a 300 kB message and JetStream publish + fetch."""
+    from tests.compat.harness import _last_json
+
+    require_server(kind)
+    conf, ca, url_of = _secure_conf(tmp_path, kind, mode)
+    srv = start_server(kind, tmp_path / "srv", config=conf)
+    node = natsjs.command("secure")[0][0]
+    # wsconnect uses node's built-in WebSocket (behind a flag before node 22); it trusts extra CAs
+    # from the environment.
+    env = dict(os.environ, NODE_EXTRA_CA_CERTS=ca)
+    version = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30).stdout
+    major = int(version.strip().lstrip("v").split(".")[0])
+    flags = ["--experimental-websocket"] if major < 22 else []
+    try:
+        proc = subprocess.run([node, *flags, "secure.mjs", mode, ca, url_of(srv)], cwd=JS_DIR,
+                              capture_output=True, text=True, timeout=90, env=env, stdin=subprocess.DEVNULL)
+    finally:
+        srv.stop()
+    res = _last_json(proc.stdout) or {"ok": False, "stderr": proc.stderr[-2000:]}
+    assert res.get("ok") is True, (res, proc.stderr[-2000:], srv.log()[-2000:])
+    assert res["tlsRequired"] == (True if mode in ("tls", "tlsfirst", "wss") else None)
+    assert res["pubsub"] == [["sec.a", "one", "t-1"], ["sec.b", "two", None]]
+    assert res["reply"] == "HELLO" and res["largeOk"] is True
+    assert res["acks"] == [1, 2, 3, 4, 5] and res["fetched"] == ["m0", "m1", "m2", "m3", "m4"]

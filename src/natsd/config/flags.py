@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from natsd import __version__
-from natsd.config.options import ServerOptions, options_from_file
+from natsd.config.lexer import ConfigError
+from natsd.config.options import ServerOptions, options_from_file, tls_auth_timeout
+from natsd.config.tls import TLSConfigError, TLSOptions, build_server_context
 
 __all__ = [
     "FlagError", "ParsedFlags", "parse_flags", "apply_flags", "build_options", "reload_options",
@@ -60,6 +62,13 @@ _FLAG_SPECS: list[tuple[tuple[str, ...], str, str]] = [
     (("user",), "str", "username"),
     (("pass",), "str", "password"),
     (("auth",), "str", "authorization"),
+    # TLS (applied together by _apply_tls_flags, as nats-server's configureTLS).
+    (("tls",), "bool", "tls.enabled"),
+    (("tlscert",), "str", "tls.cert_file"),
+    (("tlskey",), "str", "tls.key_file"),
+    (("tlscacert",), "str", "tls.ca_file"),
+    (("tlsverify",), "bool", "tls.verify"),
+    (("ms", "https_port"), "int", "https_port"),
     # Accepted for compatibility; natsd has no equivalent, so they only warn.
     (("logtime_utc",), "bool", "!logtime_utc"),
     (("s", "syslog"), "bool", "!syslog"),
@@ -75,8 +84,7 @@ FLAGS: dict[str, tuple[str, str]] = {n: (kind, dest) for names, kind, dest in _F
 # nats-server flags natsd refuses rather than ignores: ignoring them would silently give the
 # user something weaker than asked for (no TLS, no cluster).
 _REFUSED = {
-    "tls": "TLS", "tlscert": "TLS", "tlskey": "TLS", "tlsverify": "TLS", "tlscacert": "TLS",
-    "help_tls": "TLS", "ms": "HTTPS monitoring", "https_port": "HTTPS monitoring",
+    "help_tls": "TLS help",
     "routes": "clustering", "cluster": "clustering", "cluster_listen": "clustering",
     "cluster_name": "clustering", "cluster_advertise": "clustering", "no_advertise": "clustering",
     "connect_retries": "clustering",
@@ -180,7 +188,11 @@ def parse_flags(argv: list[str]) -> ParsedFlags:
 
 def apply_flags(options: ServerOptions, flags: ParsedFlags) -> ServerOptions:
     """Apply explicitly given flags onto ``options`` (after the config file: flags win)."""
+    tls_flags: dict[str, Any] = {}
     for dest, value in flags.values:
+        if dest.startswith("tls."):
+            tls_flags[dest[4:]] = value
+            continue
         if dest == "@trace_verbose":
             options.trace = value
         elif dest == "@debug_trace":
@@ -191,6 +203,8 @@ def apply_flags(options: ServerOptions, flags: ParsedFlags) -> ServerOptions:
         else:
             setattr(options, dest, value)
         options.origins[dest.lstrip("@").replace("js.", "jetstream.")] = "command line"
+    if tls_flags:
+        _apply_tls_flags(options, tls_flags)
     if options.host == "":
         options.host = "0.0.0.0"
     if "http_host" not in options.origins:
@@ -198,6 +212,28 @@ def apply_flags(options: ServerOptions, flags: ParsedFlags) -> ServerOptions:
         # explicit `http: "host:port"` said otherwise (`-a 127.0.0.1 -m 8222` stays local).
         options.http_host = options.host
     return options
+
+
+def _apply_tls_flags(options: ServerOptions, values: dict[str, Any]) -> None:
+    """As nats-server: the file flags only count with ``--tls`` or ``--tlsverify``; they then
+    override the config file's ``tls {}`` block field by field."""
+    if not values.get("enabled") and not values.get("verify"):
+        return
+    tls = options.tls if options.tls is not None else TLSOptions(pos="command line")
+    for k in ("cert_file", "key_file", "ca_file", "verify"):
+        if k in values:
+            setattr(tls, k, values[k])
+    if not tls.cert_file:
+        raise ConfigError("TLS Server certificate must be present and valid")
+    if not tls.key_file:
+        raise ConfigError("TLS Server private key must be present and valid")
+    try:
+        build_server_context(tls)
+    except TLSConfigError as e:
+        raise ConfigError(str(e)) from None
+    options.tls = tls
+    options.origins["tls"] = "command line"
+    tls_auth_timeout(options)
 
 
 def build_options(argv: list[str], flags: ParsedFlags | None = None) -> ServerOptions:
@@ -270,6 +306,14 @@ Logging Options:
 JetStream Options:
     -js, --jetstream                 Enable JetStream functionality
     -sd, --store_dir <dir>           Set the storage directory
+
+TLS Options:
+        --tls                        Enable TLS, do not verify clients (default: false)
+        --tlscert <file>             Server certificate file
+        --tlskey <file>              Private key for server certificate
+        --tlsverify                  Enable TLS, verify client certificates
+        --tlscacert <file>           Client certificate CA for verification
+    -ms,--https_port <port>          Use port for https monitoring
 
 Authorization Options:
         --user <user>                User required for connections

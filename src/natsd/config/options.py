@@ -17,6 +17,7 @@ from typing import Any as _Any, Callable as _Callable
 
 from natsd.config.lexer import ConfigError
 from natsd.config.parser import ConfigList, ConfigMap, Pos, parse_file
+from natsd.config.tls import TLSOptions, WebsocketOptions, parse_tls_block, parse_websocket_block
 from natsd.subjects.tokens import is_valid_subject
 
 __all__ = [
@@ -97,6 +98,10 @@ class ServerOptions:
     server_name: str = ""
     http_host: str = "0.0.0.0"
     http_port: int = 0  # 0 = monitoring off
+    # Secure transports (natsd.config.tls): client-port TLS, HTTPS monitoring, WebSocket listener.
+    tls: TLSOptions | None = None
+    https_port: int = 0  # 0 = no HTTPS monitoring; needs `tls`
+    websocket: WebsocketOptions = field(default_factory=WebsocketOptions)
     max_payload: int = 1024 * 1024
     max_connections: int = 64 * 1024
     max_control_line: int = 4096
@@ -334,13 +339,13 @@ class _Ctx:
 # Keys nats-server accepts that natsd does not implement: a warning, never an error, so a
 # reference config still boots (clustering, leaf nodes, gateways, websockets, MQTT, ...).
 _UNSUPPORTED_TOP = frozenset("""
-client_advertise logtime_utc trace_headers mappings maps default_sentinel https https_port
+client_advertise logtime_utc trace_headers mappings maps default_sentinel
 http_base_path cluster gateway leaf leafnodes logfile_size_limit log_size_limit logfile_max_num
 log_max_num syslog remote_syslog prof_port prof_block_rate proxy_protocol max_traced_msg_len
 max_sub_tokens max_subscription_tokens ocsp allow_non_tls write_timeout operator operators roots
 root root_operators root_operator resolver account_resolver accounts_resolver resolver_tls
 resolver_preload resolver_pinned_accounts no_system_account no_system no_sys_acc
-no_header_support trusted trusted_keys connect_error_reports reconnect_error_reports websocket ws
+no_header_support trusted trusted_keys connect_error_reports reconnect_error_reports
 mqtt server_tags server_metadata feature_flags default_js_domain ocsp_cache
 no_fast_producer_stall max_closed_clients proxies
 """.split())
@@ -805,8 +810,6 @@ def options_from_tree(tree: ConfigMap, options: ServerOptions | None = None, *,
             o.jetstream.store_dir = ctx.str_(tree, k) or ""
         elif kl == "jetstream":
             _jetstream(ctx, o, tree, k, top_store_dir)
-        elif kl == "tls":
-            ctx.error(pos, "tls is not supported by natsd")
         elif kl in _UNSUPPORTED_TOP:
             ctx.unsupported(tree, k)
         else:
@@ -829,10 +832,26 @@ def _validate(ctx: _Ctx, o: ServerOptions, tree: ConfigMap) -> None:
             pos = tree.pos(next((k for k in tree if k.lower() == "no_auth_user"), ""))
             ctx.error(pos, f'no_auth_user: "{o.no_auth_user}" not present as user or nkey in '
                            "authorization block or account configuration")
+    _validate_tls(ctx, o, tree)
     if o.system_account and o.accounts and not any(a.name == o.system_account for a in o.accounts):
         if o.system_account != "$SYS":
             pos = tree.pos(next((k for k in tree if k.lower() in ("system_account", "system")), ""))
             ctx.error(pos, f'system account "{o.system_account}" not found in accounts')
+
+
+def _validate_tls(ctx: _Ctx, o: ServerOptions, tree: ConfigMap) -> None:
+    # nats-server: HTTPS monitoring serves the client port's certificates, so it needs them.
+    if o.https_port and o.tls is None:
+        pos = tree.pos(next((k for k in tree if k.lower() in ("https", "https_port")), ""))
+        ctx.error(pos, "TLS config required for https monitoring")
+    tls_auth_timeout(o)
+
+
+def tls_auth_timeout(o: ServerOptions) -> None:
+    """As nats-server: with TLS and no explicit auth timeout, a client gets the TLS timeout plus
+    one second to authenticate (the handshake counts against it)."""
+    if o.tls is not None and o.auth_timeout_ns == 2 * SECOND_NS:
+        o.auth_timeout_ns = max(o.auth_timeout_ns, o.tls.timeout_ns + SECOND_NS)
 
 
 def _to_config_map(v: _Any) -> _Any:
@@ -870,6 +889,25 @@ def _h_http(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
             o.http_host = hp[0]
             o.origins["http_host"] = str(m.pos(k))  # explicit: the client host does not apply
         o.http_port = hp[1]
+
+
+def _h_tls(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
+    o.tls = parse_tls_block(ctx, m, k)
+
+
+def _h_websocket(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
+    ws = parse_websocket_block(ctx, m, k, _host_port)
+    if ws is not None:
+        o.websocket = ws
+
+
+def _h_https(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
+    hp = _host_port(ctx, m, k)
+    if hp is not None:
+        if hp[0]:
+            o.http_host = hp[0]
+            o.origins["http_host"] = str(m.pos(k))
+        o.https_port = hp[1]
 
 
 def _h_server_name(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
@@ -935,6 +973,11 @@ _TOP_LEVEL: dict[str, _Callable[[_Ctx, ServerOptions, ConfigMap, str], None]] = 
     "authorization": _h_authorization,
     "http": _h_http,
     "http_port": _setter("http_port", "int_"),
+    "tls": _h_tls,
+    "websocket": _h_websocket,
+    "ws": _h_websocket,
+    "https": _h_https,
+    "https_port": _setter("https_port", "int_"),
     "monitor_port": _setter("http_port", "int_"),
     "logfile": _setter("log_file", "str_"),
     "log_file": _setter("log_file", "str_"),

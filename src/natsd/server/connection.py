@@ -80,6 +80,7 @@ REASON_PROTOCOL = "Protocol Violation"
 REASON_MAX_PAYLOAD = "Maximum Payload Exceeded"
 REASON_MAX_CONN = "Maximum Connections Exceeded"
 REASON_LAME_DUCK = "Lame Duck Mode"
+REASON_TLS_HANDSHAKE = "TLS Handshake Failure"
 
 
 def _decode(b: bytes) -> str:
@@ -427,7 +428,7 @@ class ClientConnection(asyncio.Protocol):
             return True
         if self.auth_required and not self.connected:
             self.connect_opts = opts  # kept to re-check credentials on config reload
-            res = self.server.auth.authenticate(opts)
+            res = self._authenticate(opts)
             if not res.ok:
                 self.auth_violation(res.user)
                 return True
@@ -824,6 +825,29 @@ class ClientConnection(asyncio.Protocol):
     def _write_deadline(self) -> None:
         self._wd_timer = None
         self.slow_consumer(REASON_SLOW_CONSUMER_WD)
+
+    # -- secure transports (natsd.server.tls / websocket) ----------------------------------------
+
+    def _authenticate(self, opts: dict):
+        """CONNECT credentials, or with ``tls { verify_and_map: true }`` the user named by the
+        client certificate (see :func:`natsd.server.tls.map_certificate_user`). A WebSocket
+        ``jwt_cookie`` stands in for a missing CONNECT ``jwt``."""
+        t = self.transport
+        cookie_jwt = t.get_extra_info("jwt_cookie") if t is not None else None
+        if cookie_jwt and not opts.get("jwt"):
+            opts = dict(opts, jwt=cookie_jwt)  # websocket jwt_cookie, as nats-server
+        tls = self.server.options.tls
+        if tls is not None and tls.verify_and_map and self.transport is not None \
+                and self.transport.get_extra_info("ssl_object") is not None:
+            from natsd.server.tls import map_certificate_user
+            return map_certificate_user(self.server.auth, self.transport.get_extra_info("peercert"))
+        return self.server.auth.authenticate(opts)
+
+    def tls_failed(self, message: str) -> None:
+        """The TLS layer below gave up on the handshake (bad first record, timeout, pin)."""
+        if not self.closed:
+            logger.debug("%s%s", self.prefix, message)
+            self._close(REASON_TLS_HANDSHAKE, None, graceful=False)
 
     def __repr__(self) -> str:
         return f"<ClientConnection cid={self.cid} {self.ip}:{self.port} name={self.name!r}>"

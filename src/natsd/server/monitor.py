@@ -22,6 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from natsd import __version__
 from natsd.server.log import logger
+from natsd.server.tls import connz_fields
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.server.server import Server
@@ -132,9 +133,10 @@ class MonitorServer:
             "/healthz": self.healthz, "/accountz": self.accountz, "/jsz": self.jsz, "/": self.root,
         }
 
-    async def start(self, host: str, port: int) -> int:
+    async def start(self, host: str, port: int, ssl=None) -> int:
+        """Listen on ``host:port`` (HTTPS when ``ssl`` is an ``SSLContext``); returns the port."""
         loop = asyncio.get_running_loop()
-        self._srv = await loop.create_server(lambda: _HttpProtocol(self), host, port, reuse_address=True)
+        self._srv = await loop.create_server(lambda: _HttpProtocol(self), host, port, reuse_address=True, ssl=ssl)
         return self._srv.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
@@ -189,13 +191,15 @@ class MonitorServer:
             "host": o.host,
             "port": s.port,
             "auth_required": s.auth.auth_required or None,
+            "tls_required": True if o.tls is not None else None,
+            "tls_verify": True if o.tls is not None and o.tls.verify_clients else None,
             "max_connections": o.max_connections,
             "ping_interval": o.ping_interval_ns,
             "ping_max": o.ping_max,
             "http_host": o.http_host,
             "http_port": s.http_port,
             "http_base_path": "",
-            "https_port": 0,
+            "https_port": s.https_port,
             "auth_timeout": o.auth_timeout_ns / 1e9 if o.auth_timeout_ns % 1_000_000_000 else
             o.auth_timeout_ns // 1_000_000_000,
             "max_control_line": o.max_control_line,
@@ -205,9 +209,10 @@ class MonitorServer:
             "gateway": {},
             "leaf": {},
             "mqtt": {},
-            "websocket": {},
+            "websocket": {"host": o.websocket.host or o.host, "port": s.websocket_port,
+                          "no_tls": o.websocket.tls is None} if o.websocket.port else {},
             "jetstream": self._varz_jetstream(),
-            "tls_timeout": 2,
+            "tls_timeout": o.tls.timeout_ns / 1e9 if o.tls is not None else 2,
             "write_deadline": o.write_deadline_ns,
             "start": rfc3339(s.start_time_ns),
             "now": rfc3339(now),
@@ -240,8 +245,9 @@ class MonitorServer:
             "slow_consumer_stats": {"clients": s.slow_consumers, "routes": 0, "gateways": 0, "leafs": 0},
             "stale_connection_stats": {"clients": s.stale_connections, "routes": 0, "gateways": 0, "leafs": 0},
         }
-        if d["auth_required"] is None:
-            del d["auth_required"]
+        for k in ("auth_required", "tls_required", "tls_verify"):
+            if d[k] is None:
+                del d[k]
         return d
 
     def _varz_jetstream(self) -> dict:
@@ -321,6 +327,7 @@ class MonitorServer:
                 d["lang"] = c.lang
             if c.version:
                 d["version"] = c.version
+            d.update(connz_fields(c.transport))  # websocket type, TLS version and cipher
             if want_auth:
                 if c.user:
                     d["authorized_user"] = c.user

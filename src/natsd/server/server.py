@@ -41,6 +41,7 @@ from natsd.server.connection import (
 )
 from natsd.server.log import logger, setup_logging
 from natsd.server.ports import ServerPorts
+from natsd.server.tls import HandshakeQueue, TlsContexts, TlsLayer
 
 __all__ = ["Server", "GIT_COMMIT"]
 
@@ -84,6 +85,12 @@ class Server:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._listener: asyncio.base_events.Server | None = None
         self._monitor = None
+        self._https_monitor = None
+        self._ws_listener: asyncio.base_events.Server | None = None
+        self._ws_port = 0
+        self._https_port = 0
+        self._handshakes: HandshakeQueue | None = None  # created with the loop in start()
+        self.tls = TlsContexts()  # SSLContexts of the TLS listeners ("client", "websocket", "https")
         self._port = 0
         self._http_port = 0
         self.lame_duck_mode = False
@@ -110,6 +117,16 @@ class Server:
     def http_port(self) -> int:
         """The bound monitoring port, 0 when monitoring is off."""
         return self._http_port
+
+    @property
+    def websocket_port(self) -> int:
+        """The bound WebSocket port, 0 when there is no ``websocket {}`` listener."""
+        return self._ws_port
+
+    @property
+    def https_port(self) -> int:
+        """The bound HTTPS monitoring port, 0 when off."""
+        return self._https_port
 
     @property
     def client_url(self) -> str:
@@ -161,9 +178,13 @@ class Server:
         await self._start_jetstream()
         port = opts.port if opts.port > 0 else 0
         host = opts.host or "0.0.0.0"
+        if opts.tls is not None:
+            self.tls.add("client", opts.tls)
+        self._handshakes = HandshakeQueue(self.loop)
         self._listener = await self.loop.create_server(
-            lambda: ClientConnection(self), host, port, reuse_address=True, backlog=4096)
+            self._new_client_protocol, host, port, reuse_address=True, backlog=4096)
         self._port = self._listener.sockets[0].getsockname()[1]
+        await self._start_secure_listeners()
         if opts.http_port:
             from natsd.server.monitor import MonitorServer
             self._monitor = MonitorServer(self)
@@ -175,6 +196,8 @@ class Server:
                 raise
             logger.info("Starting http monitor on %s:%d", opts.http_host or "0.0.0.0", self._http_port)
         logger.info("Listening for client connections on %s:%d", host, self._port)
+        if opts.tls is not None:
+            logger.info("TLS required for client connections")
         self._write_ports_file()
         logger.info("Server is ready")
         self.running = True
@@ -194,9 +217,13 @@ class Server:
             import json
 
             host = self.client_url.split("//", 1)[1].rsplit(":", 1)[0]
-            ports = {"nats": [f"nats://{host}:{self._port}"]}
+            ports = {"nats": [f"{'tls' if opts.tls else 'nats'}://{host}:{self._port}"]}
             if self._http_port:
                 ports["monitoring"] = [f"http://{host}:{self._http_port}"]
+            elif self._https_port:
+                ports["monitoring"] = [f"https://{host}:{self._https_port}"]
+            if self._ws_port:
+                ports["websocket"] = [f"{'wss' if opts.websocket.tls else 'ws'}://{host}:{self._ws_port}"]
             path = os.path.join(opts.ports_file_dir, f"natsd_{os.getpid()}.ports")
             try:
                 with open(path, "w") as f:
@@ -256,6 +283,7 @@ class Server:
         if self._monitor is not None:
             await self._monitor.stop()
             self._monitor = None
+        await self._stop_secure_listeners()
         for c in list(self.clients.values()):
             c.close(REASON_SERVER_SHUTDOWN)
         if self.jetstream is not None:
@@ -301,6 +329,10 @@ class Server:
         }
         if self.auth.auth_required:
             d["auth_required"] = True
+        if opts.tls is not None:
+            d["tls_required"] = True
+            if opts.tls.verify_clients:
+                d["tls_verify"] = True
         d["max_payload"] = opts.max_payload
         if self.jetstream is not None:
             d["jetstream"] = True
@@ -314,6 +346,13 @@ class Server:
         d["client_ip"] = c.ip
         if self.jetstream is not None:
             d["api_lvl"] = API_LEVEL
+        overrides = getattr(c.transport, "info_overrides", None)  # e.g. a WebSocket connection's port
+        if overrides:
+            for k, v in overrides.items():
+                if v is None:
+                    d.pop(k, None)
+                else:
+                    d[k] = v
         d.update(extra)
         return encode_info(d)
 
@@ -366,6 +405,7 @@ class Server:
         new_options.port = self.options.port
         new_options.host = self.options.host
         new_options.http_port = self.options.http_port
+        self._reload_tls(new_options)
         new_auth = Authenticator(new_options)
         new_auth._verified = old_auth._verified  # bcrypt results stay valid for unchanged hashes
         self.options = new_options
@@ -381,7 +421,7 @@ class Server:
                 c.perms = c.pub_filter = c.sub_filter = c.sub_deny = None
                 c.replies = None
                 continue
-            res = new_auth.authenticate(getattr(c, "connect_opts", {}) or {})
+            res = c._authenticate(getattr(c, "connect_opts", {}) or {})  # (certificate users too)
             if res.ok and res.bcrypt is not None:
                 res.ok = False  # unverified new hash: the client must reconnect
             if not res.ok or (c.account is not None and res.account != c.account.name):
@@ -410,6 +450,92 @@ class Server:
             return
         self.reload(opts)
 
+    # -- secure transports (TLS, WebSocket, HTTPS monitoring) -------------------------------------
+
+    def _new_client_protocol(self):
+        """The protocol for a new client-port connection: plain, or under a TLS layer."""
+        tls = self.options.tls
+        if tls is None:
+            return ClientConnection(self)
+        if not tls.handshake_first:
+            mode = "after_info"
+        else:
+            mode = "auto" if tls.handshake_first_fallback_ns > 0 else "first"
+        return TlsLayer(self.tls.getter("client"), lambda: ClientConnection(self), self.clock, self._handshakes,
+                        timeout_ns=tls.timeout_ns, mode=mode, fallback_ns=tls.handshake_first_fallback_ns,
+                        pinned=tls.pinned_certs)
+
+    def _new_ws_protocol(self):
+        from natsd.server.websocket import WebSocketLayer
+
+        ws = self.options.websocket
+        tls = ws.tls
+        secure = tls is not None
+        overrides = {"host": ws.host or self.options.host, "port": self._ws_port,
+                     "tls_required": True if secure else None,
+                     "tls_verify": True if secure and tls.verify_clients else None, "tls_available": None}
+        layer = WebSocketLayer(ws, lambda: ClientConnection(self), self.clock, secure=secure,
+                               max_frame=self.options.max_pending, info_overrides=overrides)
+        if not secure:
+            return layer
+        return TlsLayer(self.tls.getter("websocket"), lambda: layer, self.clock, self._handshakes,
+                        timeout_ns=tls.timeout_ns, mode="first", pinned=tls.pinned_certs)
+
+    async def _start_secure_listeners(self) -> None:
+        opts = self.options
+        if opts.https_port and opts.http_port:
+            raise OSError(f"Can't start monitoring: can't specify both HTTP ({opts.http_port}) and "
+                          f"HTTPs ({opts.https_port}) ports")
+        ws = opts.websocket
+        if ws.port:
+            if ws.tls is not None:
+                self.tls.add("websocket", ws.tls)
+            host = ws.host or opts.host or "0.0.0.0"
+            self._ws_listener = await self.loop.create_server(
+                self._new_ws_protocol, host, ws.port if ws.port > 0 else 0, reuse_address=True, backlog=4096)
+            self._ws_port = self._ws_listener.sockets[0].getsockname()[1]
+            logger.info("Listening for websocket clients on %s://%s:%d", "wss" if ws.tls else "ws", host,
+                        self._ws_port)
+            if ws.tls is None:
+                logger.warning("Websocket not configured with TLS. DO NOT USE IN PRODUCTION!")
+            if ws.jwt_cookie:
+                # The cookie is offered as CONNECT's jwt; it only counts where JWT auth is configured.
+                logger.debug("websocket: a %r cookie stands in for a missing CONNECT jwt", ws.jwt_cookie)
+        if opts.https_port and opts.tls is not None:
+            from natsd.server.monitor import MonitorServer
+
+            # asyncio's TLS for HTTPS; a reload loads new certificates into this same context.
+            ctx = self.tls.add("https", opts.tls, in_place=True)
+            self._https_monitor = MonitorServer(self)
+            host = opts.http_host or "0.0.0.0"
+            self._https_port = await self._https_monitor.start(host, opts.https_port if opts.https_port > 0 else 0,
+                                                               ssl=ctx)
+            logger.info("Starting https monitor on %s:%d", host, self._https_port)
+
+    async def _stop_secure_listeners(self) -> None:
+        if self._ws_listener is not None:
+            self._ws_listener.close()
+            self._ws_listener = None
+        if self._https_monitor is not None:
+            await self._https_monitor.stop()
+            self._https_monitor = None
+
+    def _reload_tls(self, new: ServerOptions) -> None:
+        """SIGHUP: new certificates for new connections. Listeners are not added or removed by a
+        reload (as in the reference), so TLS cannot be switched on or off this way."""
+        old = self.options
+        if (old.tls is None) != (new.tls is None):
+            logger.error("Config reload: TLS cannot be enabled or disabled without a restart")
+            new.tls = old.tls
+        new.websocket.port = old.websocket.port
+        new.websocket.host = old.websocket.host
+        if (old.websocket.tls is None) != (new.websocket.tls is None):
+            new.websocket.tls = old.websocket.tls
+        new.https_port = old.https_port
+        self.tls.reload("client", new.tls)
+        self.tls.reload("https", new.tls)
+        self.tls.reload("websocket", new.websocket.tls)
+
     # -- lame duck ---------------------------------------------------------------------------------
 
     async def _sleep_ns(self, ns: int) -> None:
@@ -427,6 +553,8 @@ class Server:
         logger.info("Entering lame duck mode, stop accepting new clients")
         if self._listener is not None:
             self._listener.close()
+        if self._ws_listener is not None:
+            self._ws_listener.close()
         for c in list(self.clients.values()):
             c.send_raw(self.info_for(c, ldm=True))
         grace = opts.lame_duck_grace_period_ns

@@ -46,11 +46,11 @@ export async function expectError(promise) {
 export const args = process.argv.slice(2, -1);
 
 /**
- * Run a scenario: connect to the URL (last argument), hand `fn(nc, out, step)` a result object and a step marker,
+ * Run a scenario: connect to the URL (last argument; `connectFn`/`connectOpts` pick e.g. wsconnect or TLS), hand `fn(nc, out, step)` a result object and a step marker,
  * print the JSON line, close the connection. A watchdog turns a hang into a clear failure line
  * (the pytest side has its own, longer, subprocess timeout as a backstop).
  */
-export async function scenario(name, fn, { timeoutMs = 45000 } = {}) {
+export async function scenario(name, fn, { timeoutMs = 45000, connectFn = connect, connectOpts = {} } = {}) {
   const url = process.argv.at(-1);
   const out = { scenario: name, ok: false };
   let stage = "connect";
@@ -63,7 +63,7 @@ export async function scenario(name, fn, { timeoutMs = 45000 } = {}) {
   }, timeoutMs);
   let code = 0;
   try {
-    nc = await connect({ servers: url, name: `compat-${name}`, reconnect: false, timeout: 5000 });
+    nc = await connectFn({ servers: url, name: `compat-${name}`, reconnect: false, timeout: 5000, ...connectOpts });
     out.server = { version: nc.info?.version, headers: nc.info?.headers, jetstream: nc.info?.jetstream,
       max_payload: nc.info?.max_payload, proto: nc.info?.proto };
     await fn(nc, out, step);

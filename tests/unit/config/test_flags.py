@@ -99,7 +99,7 @@ def test_controls():
     (["---p", "1"], "bad flag syntax: ---p"),
     (["-=x"], "bad flag syntax: -=x"),
     (["-p", "1", "extra"], 'unrecognized command: "extra"'),
-    (["--tls"], "TLS is not supported by natsd"),
+    (["--help_tls"], "TLS help is not supported by natsd"),
     (["--routes", "nats://x:1"], "clustering is not supported by natsd"),
 ])
 def test_flag_errors(argv, msg):
