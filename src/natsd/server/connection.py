@@ -31,8 +31,10 @@ is merged over those defaults; we do the same.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
+import os
 from typing import TYPE_CHECKING
 
 from natsd.protocol.encoder import OK, PING, PONG, encode_err
@@ -80,6 +82,8 @@ REASON_PROTOCOL = "Protocol Violation"
 REASON_MAX_PAYLOAD = "Maximum Payload Exceeded"
 REASON_MAX_CONN = "Maximum Connections Exceeded"
 REASON_LAME_DUCK = "Lame Duck Mode"
+REASON_AUTH_EXPIRED = "Authentication Expired"
+ERR_USER_EXPIRED = "User Authentication Expired"
 
 
 def _decode(b: bytes) -> str:
@@ -100,7 +104,7 @@ class ClientConnection(asyncio.Protocol):
         "sub_deny", "replies", "connect_opts", "_subjects", "in_msgs", "in_bytes", "out_msgs", "out_bytes",
         "pings_out", "start_ns", "last_activity_ns", "ip", "port", "prefix", "_ping_timer", "_auth_timer",
         "_wd_timer", "_stall_timer", "stalled", "congested", "stalled_producers", "_stash", "_backlog",
-        "_call_soon", "trace",
+        "_call_soon", "trace", "nonce", "jwt_iat", "_expire_timer",
     )
 
     def __init__(self, server: "Server") -> None:
@@ -157,6 +161,30 @@ class ClientConnection(asyncio.Protocol):
         self._backlog: tuple | None = None  # (events, next index, error) not yet run
         self._call_soon = server.loop.call_soon
         self.trace = logger.isEnabledFor(TRACE)
+        self._init_identity()
+
+    # -- identities: nonce, JWT expiry and revocation ----------------------------------------------
+
+    def _init_identity(self) -> None:
+        # nkeys/JWT: a fresh nonce per connection for the client to sign (11 random bytes,
+        # base64url without padding: 15 characters, as nats-server sends it).
+        self.nonce = (base64.urlsafe_b64encode(os.urandom(11)).rstrip(b"=").decode()
+                      if self.server.auth.nonce_required else "")
+        self.jwt_iat = None  # issued-at of the user JWT this client logged in with
+        self._expire_timer = None
+
+    def _arm_expiry(self, expires_s: int) -> None:
+        """A JWT user is cut off when its (or its account's) JWT expires, as the reference."""
+        if expires_s <= 0:
+            return
+        delay_ns = max(0, int(expires_s * 1_000_000_000 - self.server.clock.time_ns()))
+        self._expire_timer = self.server.clock.call_later(delay_ns, self._expired)
+
+    def _expired(self) -> None:
+        self._expire_timer = None
+        if not self.closed:
+            logger.error("%s%s", self.prefix, ERR_USER_EXPIRED)
+            self.close_with_err(ERR_USER_EXPIRED, REASON_AUTH_EXPIRED)
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
 
@@ -427,7 +455,7 @@ class ClientConnection(asyncio.Protocol):
             return True
         if self.auth_required and not self.connected:
             self.connect_opts = opts  # kept to re-check credentials on config reload
-            res = self.server.auth.authenticate(opts)
+            res = self.server.auth.authenticate(opts, self.nonce)
             if not res.ok:
                 self.auth_violation(res.user)
                 return True
@@ -488,6 +516,9 @@ class ClientConnection(asyncio.Protocol):
         acc = self.server.get_account(res.account)
         self.account = acc
         acc.clients.add(self)
+        if res.jwt_iat is not None:
+            self.jwt_iat = res.jwt_iat
+            self._arm_expiry(res.expires)
         p = res.permissions
         self.perms = p
         if p is not None:
@@ -745,6 +776,8 @@ class ClientConnection(asyncio.Protocol):
     def auth_violation(self, user: str = "") -> None:
         if user and user in self.server.auth.users:
             logger.error('%sauthentication error - User "%s"', self.prefix, user)
+        elif user and self.connect_opts.get("nkey") == user:
+            logger.error('%sauthentication error - Nkey "%s"', self.prefix, user)
         else:
             logger.error("%sauthentication error", self.prefix)
         self.close_with_err(ERR_AUTH_VIOLATION, REASON_AUTH)
@@ -778,7 +811,7 @@ class ClientConnection(asyncio.Protocol):
         self.closed = True
         self.close_reason = reason
         self._release_producers()
-        for attr in ("_ping_timer", "_auth_timer", "_wd_timer", "_stall_timer"):
+        for attr in ("_ping_timer", "_auth_timer", "_wd_timer", "_stall_timer", "_expire_timer"):
             t = getattr(self, attr)
             if t is not None:
                 t.cancel()
