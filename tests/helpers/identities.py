@@ -89,10 +89,10 @@ def account_claims(acc: Identity, name: str, *, jetstream: dict | None = None, i
     if limits:
         lim.update(limits)
     nats: dict = {"limits": lim, "default_permissions": {"pub": {}, "sub": {}}, "type": "account", "version": 2}
-    if tiered is not None:
+    if tiered is not None:  # JetStream tiers live inside "limits" (the JWT's OperatorLimits)
         nats["limits"] = {k: v for k, v in lim.items() if k not in (
             "mem_storage", "disk_storage", "streams", "consumer", "max_ack_pending")}
-        nats["tiered_limits"] = tiered
+        nats["limits"]["tiered_limits"] = tiered
     if imports:
         nats["imports"] = imports
     if exports:

@@ -141,6 +141,7 @@ class _ServiceLink:
         self.clock = server.clock
         self.to_exporter = ServerPorts(exporter)
         self.to_importer = ServerPorts(importer)
+        self.importer = importer
         self.subject = imp.subject
         self.local = imp.local_subject or imp.to or imp.subject
         self.singleton = export.response_type not in ("Stream", "Chunked")
@@ -170,9 +171,22 @@ class _ServiceLink:
             mapped = self.prefix + token
         _depth += 1
         try:
-            self.to_exporter.publish(target, mapped, hdr, payload)
+            n = self.to_exporter.publish(target, mapped, hdr, payload)
         finally:
             _depth -= 1
+        if not n and reply:
+            self.pending.pop(mapped[len(self.prefix):], None)
+            self._no_responders(subject, reply)
+
+    def _no_responders(self, subject: str, reply: str) -> None:
+        """Nobody serves the export: the requester gets the 503 status, as from a local request
+        (only a client that asked for no_responders and holds the reply subscription)."""
+        r = self.importer.sublist.match(reply)
+        for sub in r.psubs:
+            c = sub.client
+            if c is not None and c.no_responders and c.headers:
+                c.send_no_responders(subject.encode(), reply.encode())
+                return
 
     def _on_response(self, subject: str, reply: str, hdr, payload: bytes) -> None:
         token = subject[len(self.prefix):]

@@ -230,6 +230,7 @@ class UserClaims(_Base):
     resp: dict | None = None
     bearer_token: bool = False
     limits: dict = field(default_factory=dict)
+    empty_permissions: bool = True  # no permission or limit field set (required by scoped keys)
 
     @property
     def account(self) -> str:
@@ -271,6 +272,12 @@ def _export(d: dict) -> Export | None:
                   response_type=str(rt), response_threshold_ns=thr if isinstance(thr, int) else 0)
 
 
+def _tiers(limits) -> dict:
+    """``limits.tiered_limits``: JetStream limits per replica tier (``R1``, ``R3``...)."""
+    t = limits.get("tiered_limits") if isinstance(limits, dict) else None
+    return t if isinstance(t, dict) else {}
+
+
 def decode_account(token: str) -> AccountClaims:
     c = _typed(token, "account")
     n = c["nats"]
@@ -283,8 +290,14 @@ def decode_account(token: str) -> AccountClaims:
         imports=[i for i in map(_import, n.get("imports") or []) if i is not None],
         exports=[e for e in map(_export, n.get("exports") or []) if e is not None],
         limits=n.get("limits") if isinstance(n.get("limits"), dict) else {},
-        tiered_limits=n.get("tiered_limits") if isinstance(n.get("tiered_limits"), dict) else {},
+        tiered_limits=_tiers(n.get("limits")),
         default_permissions=n.get("default_permissions") if isinstance(n.get("default_permissions"), dict) else {})
+
+
+# User JWT fields that are permissions or limits: all must be unset (zero/empty) for a user
+# issued by a scoped signing key, as the JWT library's "empty permissions" check.
+_PERMISSION_FIELDS = ("pub", "sub", "resp", "subs", "data", "payload", "src", "times", "times_location",
+                      "locale", "bearer_token", "allowed_connection_types")
 
 
 def decode_user(token: str) -> UserClaims:
@@ -303,4 +316,5 @@ def decode_user(token: str) -> UserClaims:
         pub=n.get("pub") if isinstance(n.get("pub"), dict) else {},
         sub=n.get("sub") if isinstance(n.get("sub"), dict) else {},
         resp=resp, bearer_token=bool(n.get("bearer_token")),
+        empty_permissions=not any(n.get(k) for k in _PERMISSION_FIELDS),
         limits={k: n[k] for k in ("subs", "data", "payload") if isinstance(n.get(k), int)})

@@ -253,6 +253,8 @@ class Trust:
             if uc.issuer not in ac.signing_keys:
                 return fail
             scope = ac.signing_keys[uc.issuer]
+            if scope is not None and not uc.empty_permissions:
+                return fail  # scoped users must leave permissions and limits to the scope
         elif uc.issuer_account and uc.issuer_account != uc.issuer:
             return fail
         if ac.revoked(uc.subject, uc.issued_at):
