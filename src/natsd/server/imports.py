@@ -160,7 +160,7 @@ class _ServiceLink:
         mapped = ""
         if reply:
             pending = self.pending
-            now = self.clock.time_ns()
+            now = self.clock.monotonic_ns()
             while pending:  # drop expired (and, over the bound, the oldest) entries
                 first = next(iter(pending))
                 if len(pending) < MAX_PENDING and pending[first][1] > now:
@@ -193,7 +193,7 @@ class _ServiceLink:
         entry = self.pending.get(token)
         if entry is None:
             return
-        if self.singleton or entry[1] <= self.clock.time_ns():
+        if self.singleton or entry[1] <= self.clock.monotonic_ns():
             del self.pending[token]
             if not self.singleton:
                 return

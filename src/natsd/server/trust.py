@@ -279,6 +279,7 @@ class Trust:
 
     def bind(self, server: "Server") -> None:
         self.server = server
+        self.now = lambda: server.clock.time_ns() / 1e9  # expiry checks follow the injected clock
 
     def account_created(self, acc: "Account") -> None:
         """A new Account object for a JWT account: apply its claims (imports, JetStream)."""
@@ -323,7 +324,7 @@ class Trust:
         payload = {"server": {"name": server.server_name, "host": server.options.host, "id": server.server_id,
                               "ver": __version__, "jetstream": server.jetstream is not None,
                               "flags": 0, "seq": 0,
-                              "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + "Z"}}
+                              "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(self.now())) + "Z"}}
         payload.update(body)
         self._ports.publish(reply, "", None, json.dumps(payload, separators=(",", ":")).encode())
 
