@@ -628,3 +628,24 @@ def test_reconnect_through_server_restart(natsjs, kind, tmp_path):
     assert res["core"] == 2
     assert res["seen"] == list(range(1, 11))
     assert res["consumer"] == {"ack_floor": 10, "num_ack_pending": 0, "num_redelivered": 0}
+
+
+@pytest.mark.parametrize("mode", ["nkey", "creds"])
+@pytest.mark.parametrize("kind", kinds())
+def test_nkeys_and_creds(natsjs, kind, mode, tmp_path):
+    """nkeyAuthenticator with a user seed, credsAuthenticator with a .creds file (operator mode,
+    MEMORY resolver); a stranger's seed / an expired user JWT are refused."""
+    from tests.helpers.identities import identity_files
+
+    require_server(kind, jetstream=False)
+    conf, good, bad = identity_files(mode, tmp_path / "ids")
+    conf_path = tmp_path / "server.conf"
+    conf_path.write_text(conf)
+    srv = start_server(kind, tmp_path / "srv", config=conf_path, jetstream=False)
+    try:
+        res = natsjs.run_against(srv, "identities", mode, good, bad)
+    finally:
+        srv.stop()
+    assert res["good"] == {"connected": True, "roundTrip": True}, res
+    assert res["bad"]["connected"] is False, res
+    assert (res["bad"]["name"], res["bad"]["message"]) == ("AuthorizationError", "Authorization Violation"), res

@@ -188,3 +188,26 @@ def operator_setup(*names: str, account_kw: dict | None = None) -> OperatorSetup
         a = Identity.new("account")
         accounts[n] = (a, op.sign(account_claims(a, n, **((account_kw or {}).get(n, {})))))
     return OperatorSetup(op, op_jwt, sys_acc, sys_jwt, accounts)
+
+
+def identity_files(mode: str, directory) -> tuple[str, str, str]:
+    """For the client compatibility suites: (server config, good file, bad file).
+
+    ``mode="nkey"``: files hold user seeds; the good one is an nkey user of the config, the bad
+    one is not. ``mode="creds"``: operator mode; the good file is a valid ``.creds``, the bad one a
+    ``.creds`` whose JWT has expired.
+    """
+    from pathlib import Path
+
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    good, bad = d / f"good.{mode}", d / f"bad.{mode}"
+    if mode == "nkey":
+        ok, stranger = Identity.new("user"), Identity.new("user")
+        good.write_text(ok.seed + "\n")
+        bad.write_text(stranger.seed + "\n")
+        return f"authorization {{ users: [ {{ nkey: {ok.public} }} ] }}\n", str(good), str(bad)
+    setup = operator_setup("A")
+    good.write_text(setup.creds("A", "good"))
+    bad.write_text(setup.creds("A", "expired", exp=int(time.time()) - 60))
+    return setup.config(), str(good), str(bad)
