@@ -206,6 +206,8 @@ def identity_files(mode: str, directory) -> tuple[str, str, str]:
         ok, stranger = Identity.new("user"), Identity.new("user")
         good.write_text(ok.seed + "\n")
         bad.write_text(stranger.seed + "\n")
+        for path, ident in ((good, ok), (bad, stranger)):  # libnats wants the public key too
+            Path(f"{path}.pub").write_text(ident.public + "\n")
         return f"authorization {{ users: [ {{ nkey: {ok.public} }} ] }}\n", str(good), str(bad)
     setup = operator_setup("A")
     good.write_text(setup.creds("A", "good"))
