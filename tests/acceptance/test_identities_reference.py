@@ -536,3 +536,103 @@ async def test_pushed_jetstream_limits_take_effect(kind, tmp_path):
     assert obs["after"] == (1 << 20, 1 << 20, 1, 1)
     assert obs["second"] == 10027
     assert obs["raised"] == 2
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_memory_resolver_updates_only_accounts_in_use(kind, tmp_path):
+    setup = operator_setup("A")
+    A, _ = setup.accounts["A"]
+    srv = _server(kind, tmp_path, setup.config())
+    obs = {}
+    try:
+        sysc = await nats.connect(srv.url, user_credentials=RawCredentials(setup.creds("SYS")), allow_reconnect=False)
+        C = Identity.new("account")
+        cjwt = setup.operator.sign(account_claims(C, "C"))
+        try:
+            await sysc.request("$SYS.REQ.CLAIMS.UPDATE", cjwt.encode(), timeout=1)
+            obs["generic"] = "answered"
+        except Exception as e:  # noqa: BLE001
+            obs["generic"] = type(e).__name__
+        r = await sysc.request(f"$SYS.REQ.ACCOUNT.{C.public}.CLAIMS.UPDATE", cjwt.encode(), timeout=2)
+        obs["unknown"] = _strip_server(r.data)
+        cu = Identity.new("user")
+        _, obs["c_user"] = await raw_connect(srv.port, signed(cu, jwt=C.sign(user_claims(cu, "c"))))
+        victim = Identity.new("user")
+        reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+        info = json.loads((await reader.readline())[5:])
+        writer.write(b"CONNECT " + json.dumps({"verbose": False, "jwt": A.sign(user_claims(victim, "v")), "sig": b64url(
+            victim.sign_bytes(info["nonce"].encode()))}).encode() + b"\r\nPING\r\n")
+        obs["victim"] = await asyncio.wait_for(reader.readline(), 2)
+        a2 = setup.operator.sign(account_claims(A, "A", revocations={victim.public: int(time.time()) + 1},
+                                                iat=int(time.time()) + 1))
+        r = await sysc.request(f"$SYS.REQ.ACCOUNT.{A.public}.CLAIMS.UPDATE", a2.encode(), timeout=2)
+        obs["in_use"] = _strip_server(r.data)
+        obs["victim_got"] = await asyncio.wait_for(reader.read(1000), 3)
+        writer.close()
+        await sysc.close()
+    finally:
+        srv.stop()
+    assert obs["generic"] == "NoRespondersError"
+    assert obs["unknown"] == {"data": {"account": C.public, "code": 200, "message": "jwt update skipped"}}
+    assert obs["c_user"].startswith(b"-ERR 'Authorization Violation'\r\n")
+    assert obs["victim"] == b"PONG\r\n"
+    assert obs["in_use"] == {"data": {"account": A.public, "code": 200, "message": "jwt updated"}}
+    assert obs["victim_got"] == b"-ERR 'User Authentication Revoked'\r\n"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_account_and_user_limits(kind, tmp_path):
+    """``conn``/``subs``/``payload`` of the account and the user JWT; an absent limit is 0, as the
+    Go JWT library decodes it."""
+    setup = operator_setup("A", "NOLIMITS")
+    A, _ = setup.accounts["A"]
+    setup.accounts["A"] = (A, setup.operator.sign(account_claims(A, "A", limits={"conn": 2, "subs": 3, "payload": 10})))
+    N, _ = setup.accounts["NOLIMITS"]
+    bare = account_claims(N, "NOLIMITS")
+    for k in ("conn", "subs", "payload"):
+        del bare["nats"]["limits"][k]
+    setup.accounts["NOLIMITS"] = (N, setup.operator.sign(bare))
+    srv = _server(kind, tmp_path, setup.config())
+    obs = {}
+    try:
+        held = []
+        for i in range(3):
+            u = Identity.new("user")
+            reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+            info = json.loads((await reader.readline())[5:])
+            writer.write(b"CONNECT " + json.dumps({"verbose": False, "jwt": A.sign(user_claims(u, "x")), "sig": b64url(
+                u.sign_bytes(info["nonce"].encode()))}).encode() + b"\r\nPING\r\n")
+            obs[f"conn{i}"] = await asyncio.wait_for(reader.read(1000), 2)
+            held.append(writer)
+        held.pop(0).close()
+        await asyncio.sleep(0.3)
+        u = Identity.new("user")
+        _, obs["account_limits"] = await raw_connect(srv.port, signed(u, jwt=A.sign(user_claims(u, "x"))), after=(
+            b"SUB a 1\r\nSUB b 2\r\nSUB c 3\r\nSUB d 4\r\nPUB a 10\r\n0123456789\r\nPING\r\nPUB a 11\r\n0123456789A\r\n"))
+        for w in held:
+            w.close()
+        await asyncio.sleep(0.3)
+        u = Identity.new("user")
+        c = user_claims(u, "x")
+        c["nats"]["subs"], c["nats"]["payload"] = 1, 3
+        _, obs["user_limits"] = await raw_connect(srv.port, signed(u, jwt=A.sign(c)), after=(
+            b"SUB a 1\r\nSUB b 2\r\nPUB a 3\r\nabc\r\nPING\r\nPUB a 4\r\nabcd\r\n"))
+        u = Identity.new("user")
+        c = user_claims(u, "x")
+        for k in ("subs", "payload"):
+            del c["nats"][k]
+        _, obs["absent_user_limits"] = await raw_connect(srv.port, signed(u, jwt=A.sign(c)), after=(
+            b"SUB a 1\r\nPING\r\nPUB a 1\r\nx\r\n"))
+        u = Identity.new("user")
+        _, obs["absent_account_limits"] = await raw_connect(srv.port, signed(u, jwt=N.sign(user_claims(u, "x"))))
+    finally:
+        srv.stop()
+    assert obs["conn0"] == obs["conn1"] == b"PONG\r\n"
+    assert obs["conn2"] == b"-ERR 'maximum account active connections exceeded'\r\n"
+    assert obs["account_limits"] == (b"-ERR 'maximum subscriptions exceeded'\r\nMSG a 1 10\r\n0123456789\r\nPONG\r\n"
+                                     b"-ERR 'Maximum Payload Violation'\r\n<EOF>")
+    assert obs["user_limits"] == (b"-ERR 'maximum subscriptions exceeded'\r\nMSG a 1 3\r\nabc\r\nPONG\r\n"
+                                  b"-ERR 'Maximum Payload Violation'\r\n<EOF>")
+    assert obs["absent_user_limits"] == (b"-ERR 'maximum subscriptions exceeded'\r\nPONG\r\n"
+                                         b"-ERR 'Maximum Payload Violation'\r\n<EOF>")
+    assert obs["absent_account_limits"] == b"-ERR 'maximum account active connections exceeded'\r\n<EOF>"

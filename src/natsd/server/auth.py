@@ -121,6 +121,9 @@ class AuthResult:
     cache_key: bytes = b""
     expires: int = 0  # JWT users: unix seconds when the credentials expire (0: never)
     jwt_iat: int | None = None  # JWT users: issued-at, for revocations pushed later
+    max_subs: int = -1  # JWT user/account limits (-1: none beyond the server's)
+    max_payload: int = -1
+    error: str = ""  # a refusal with its own -ERR text instead of 'Authorization Violation'
 
 
 class Authenticator:

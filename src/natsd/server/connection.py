@@ -31,10 +31,8 @@ is merged over those defaults; we do the same.
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import logging
-import os
 from typing import TYPE_CHECKING
 
 from natsd.protocol.encoder import OK, PING, PONG, encode_err
@@ -48,6 +46,7 @@ from natsd.protocol.events import (
 )
 from natsd.protocol.parser import Parser
 from natsd.server.auth import check_password
+from natsd.server.conn_identity import IdentityMixin
 from natsd.server.log import TRACE, logger
 from natsd.server.router import route, route_batch, route_run
 from natsd.server.subscription import Subscription
@@ -82,8 +81,6 @@ REASON_PROTOCOL = "Protocol Violation"
 REASON_MAX_PAYLOAD = "Maximum Payload Exceeded"
 REASON_MAX_CONN = "Maximum Connections Exceeded"
 REASON_LAME_DUCK = "Lame Duck Mode"
-REASON_AUTH_EXPIRED = "Authentication Expired"
-ERR_USER_EXPIRED = "User Authentication Expired"
 
 
 def _decode(b: bytes) -> str:
@@ -93,7 +90,7 @@ def _decode(b: bytes) -> str:
         return b.decode("utf-8", "surrogateescape")
 
 
-class ClientConnection(asyncio.Protocol):
+class ClientConnection(IdentityMixin, asyncio.Protocol):
     """The server side of one client TCP connection."""
 
     # Slots: less memory per idle connection and faster attribute access on the hot path.
@@ -104,7 +101,7 @@ class ClientConnection(asyncio.Protocol):
         "sub_deny", "replies", "connect_opts", "_subjects", "in_msgs", "in_bytes", "out_msgs", "out_bytes",
         "pings_out", "start_ns", "last_activity_ns", "ip", "port", "prefix", "_ping_timer", "_auth_timer",
         "_wd_timer", "_stall_timer", "stalled", "congested", "stalled_producers", "_stash", "_backlog",
-        "_call_soon", "trace", "nonce", "jwt_iat", "_expire_timer",
+        "_call_soon", "trace", "nonce", "jwt_iat", "_expire_timer", "jwt_max_subs", "jwt_max_payload",
     )
 
     def __init__(self, server: "Server") -> None:
@@ -162,29 +159,6 @@ class ClientConnection(asyncio.Protocol):
         self._call_soon = server.loop.call_soon
         self.trace = logger.isEnabledFor(TRACE)
         self._init_identity()
-
-    # -- identities: nonce, JWT expiry and revocation ----------------------------------------------
-
-    def _init_identity(self) -> None:
-        # nkeys/JWT: a fresh nonce per connection for the client to sign (11 random bytes,
-        # base64url without padding: 15 characters, as nats-server sends it).
-        self.nonce = (base64.urlsafe_b64encode(os.urandom(11)).rstrip(b"=").decode()
-                      if self.server.auth.nonce_required else "")
-        self.jwt_iat = None  # issued-at of the user JWT this client logged in with
-        self._expire_timer = None
-
-    def _arm_expiry(self, expires_s: int) -> None:
-        """A JWT user is cut off when its (or its account's) JWT expires, as the reference."""
-        if expires_s <= 0:
-            return
-        delay_ns = max(0, int(expires_s * 1_000_000_000 - self.server.clock.time_ns()))
-        self._expire_timer = self.server.clock.call_later(delay_ns, self._expired)
-
-    def _expired(self) -> None:
-        self._expire_timer = None
-        if not self.closed:
-            logger.error("%s%s", self.prefix, ERR_USER_EXPIRED)
-            self.close_with_err(ERR_USER_EXPIRED, REASON_AUTH_EXPIRED)
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
 
@@ -396,6 +370,8 @@ class ClientConnection(asyncio.Protocol):
                     if self._stash is not None and i + 1 < len(events):
                         self._stash.insert(0, events[i + 1:])
                     return
+                if self.jwt_max_payload >= 0 and self._payload_limit_rest(events, i + 1):
+                    return
 
     def _subject(self, subj_b: bytes) -> str:
         """Decode a subject, remembering it (publishers reuse a few subjects; the parser hands
@@ -457,6 +433,10 @@ class ClientConnection(asyncio.Protocol):
             self.connect_opts = opts  # kept to re-check credentials on config reload
             res = self.server.auth.authenticate(opts, self.nonce)
             if not res.ok:
+                if res.error:  # a JWT account limit, with the reference's own text
+                    logger.error("%s%s", self.prefix, res.error)
+                    self.close_with_err(res.error, REASON_AUTH)
+                    return True
                 self.auth_violation(res.user)
                 return True
             if res.bcrypt is not None:
@@ -517,8 +497,7 @@ class ClientConnection(asyncio.Protocol):
         self.account = acc
         acc.clients.add(self)
         if res.jwt_iat is not None:
-            self.jwt_iat = res.jwt_iat
-            self._arm_expiry(res.expires)
+            self._apply_jwt_limits(res)
         p = res.permissions
         self.perms = p
         if p is not None:
@@ -656,7 +635,7 @@ class ClientConnection(asyncio.Protocol):
                              self.prefix, self.account.name, self.user, subject, _decode(sid))
             return
         max_subs = self.server.options.max_subscriptions
-        if max_subs > 0 and len(self.subs) >= max_subs:
+        if max_subs > 0 and len(self.subs) >= max_subs or 0 <= self.jwt_max_subs <= len(self.subs):
             self.send_err(ERR_MAX_SUBSCRIPTIONS)
             logger.error("%s%s", self.prefix, ERR_MAX_SUBSCRIPTIONS)
             return

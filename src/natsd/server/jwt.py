@@ -32,7 +32,7 @@ import nacl.signing
 from natsd.config.trust import is_public_nkey, public_nkey_bytes
 
 __all__ = [
-    "JWTError", "decode", "verify", "is_public_key", "OperatorClaims", "AccountClaims", "UserClaims",
+    "limit_of", "JWTError", "decode", "verify", "is_public_key", "OperatorClaims", "AccountClaims", "UserClaims",
     "Export", "Import", "decode_sig", "decode_operator", "decode_account", "decode_user", "extract_jwt",
 ]
 
@@ -300,6 +300,13 @@ _PERMISSION_FIELDS = ("pub", "sub", "resp", "subs", "data", "payload", "src", "t
                       "locale", "bearer_token", "allowed_connection_types")
 
 
+def limit_of(d: dict, key: str) -> int:
+    """A JWT limit: -1 unlimited; an absent one is 0, as the Go JWT library decodes it (nsc
+    always writes -1 for "no limit")."""
+    v = d.get(key, 0) if isinstance(d, dict) else 0
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+
 def decode_user(token: str) -> UserClaims:
     c = _typed(token, "user")
     n = c["nats"]
@@ -317,4 +324,4 @@ def decode_user(token: str) -> UserClaims:
         sub=n.get("sub") if isinstance(n.get("sub"), dict) else {},
         resp=resp, bearer_token=bool(n.get("bearer_token")),
         empty_permissions=not any(n.get(k) for k in _PERMISSION_FIELDS),
-        limits={k: n[k] for k in ("subs", "data", "payload") if isinstance(n.get(k), int)})
+        limits={k: limit_of(n, k) for k in ("subs", "data", "payload")})

@@ -423,6 +423,8 @@ class Server:
             self.get_account(acc.name)
         for c in list(self.clients.values()):
             c.parser.max_payload = new_options.max_payload
+            if c.jwt_max_payload >= 0:  # a JWT user's own limit survives reloads
+                c.parser.max_payload = min(c.parser.max_payload, c.jwt_max_payload)
             c.parser.max_control_line = new_options.max_control_line
             c.max_pending = new_options.max_pending
             c.auth_required = new_auth.auth_required

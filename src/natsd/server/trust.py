@@ -19,9 +19,14 @@ exports (:mod:`natsd.server.imports`), revocations.
 Resolvers: ``MEMORY`` holds ``resolver_preload``; ``full`` keeps one ``<dir>/<account key>.jwt``
 file per account (the raw JWT, written to a temporary file and renamed, so a crash never leaves a
 torn one), seeded from ``resolver_preload`` unless the directory already holds a newer JWT.
-Both accept pushed account JWTs on ``$SYS.REQ.CLAIMS.UPDATE`` and
-``$SYS.REQ.ACCOUNT.<key>.CLAIMS.UPDATE`` in the system account (the full resolver also persists
-them) and serve them on ``$SYS.REQ.ACCOUNT.<key>.CLAIMS.LOOKUP``. An update applies at once:
+The full resolver accepts pushed account JWTs on ``$SYS.REQ.CLAIMS.UPDATE`` and
+``$SYS.REQ.ACCOUNT.<key>.CLAIMS.UPDATE`` in the system account, persists them, and serves them on
+``$SYS.REQ.ACCOUNT.<key>.CLAIMS.LOOKUP``; MEMORY answers only the per-account subject and applies
+the update (in memory) to accounts already in use, others get "jwt update skipped", as the
+reference does. Limits from the claims (-1 = unlimited, absent = 0 as the Go JWT library decodes
+them): account ``conn`` ('maximum account active connections exceeded' at CONNECT), account and
+user ``subs`` ('maximum subscriptions exceeded') and ``payload`` ('Maximum Payload Violation',
+connection closed); ``data``, ``src``, ``times`` and connection types are not enforced. An update applies at once:
 new limits, imports/exports, and connected users that are now revoked get
 ``-ERR 'User Authentication Revoked'`` and are closed. An update older (``iat``) than the JWT held
 is acknowledged but not applied, as the reference does.
@@ -49,6 +54,14 @@ __all__ = ["Trust", "js_limits", "user_permissions", "MemoryResolver", "DirResol
 
 ERR_REVOKED = "User Authentication Revoked"
 ERR_EXPIRED = "User Authentication Expired"
+ERR_MAX_ACCOUNT_CONNS = "maximum account active connections exceeded"
+
+
+def _tighter(a: int, b: int) -> int:
+    """The stricter of two JWT limits (-1: unlimited)."""
+    if a < 0:
+        return b
+    return a if b < 0 else min(a, b)
 
 
 def _config_error(message: str, source: str) -> ConfigError:
@@ -196,6 +209,8 @@ class Trust:
             self.resolver: MemoryResolver = DirResolver(r.dir, t.resolver_preload)
         else:
             self.resolver = MemoryResolver(t.resolver_preload)
+        # The full resolver keeps every pushed account; MEMORY only updates accounts in use.
+        self.stores_updates = isinstance(self.resolver, DirResolver)
         self._claims: dict[str, J.AccountClaims] = {}
         self.server: "Server | None" = None
 
@@ -263,17 +278,25 @@ class Trust:
             sig = J.decode_sig(opts.get("sig"))
             if sig is None or not J.verify(uc.subject, nonce.encode(), sig):
                 return fail
+        user_limits = uc.limits
         if scope is not None:  # a scoped signing key: its template decides the permissions
             tmpl = scope.get("template") if isinstance(scope.get("template"), dict) else {}
             perms = user_permissions(tmpl.get("pub"), tmpl.get("sub"), tmpl.get("resp"))
+            user_limits = {k: J.limit_of(tmpl, k) for k in ("subs", "data", "payload")}
         elif uc.pub or uc.sub or uc.resp:
             perms = user_permissions(uc.pub, uc.sub, uc.resp)
         else:
             dp = ac.default_permissions
             perms = user_permissions(dp.get("pub"), dp.get("sub"), dp.get("resp"))
+        max_conns = J.limit_of(ac.limits, "conn")
+        acc = self.server.accounts.get(ac.subject) if self.server is not None else None
+        if max_conns >= 0 and (len(acc.clients) if acc is not None else 0) >= max_conns:
+            return AuthResult(False, uc.subject, error=ERR_MAX_ACCOUNT_CONNS)
         expires = min(x for x in (uc.expires, ac.expires, 1 << 62) if x)
         return AuthResult(True, uc.subject, ac.subject, compile_permissions(perms),
-                          expires=0 if expires == 1 << 62 else expires, jwt_iat=uc.issued_at)
+                          expires=0 if expires == 1 << 62 else expires, jwt_iat=uc.issued_at,
+                          max_subs=_tighter(user_limits["subs"], J.limit_of(ac.limits, "subs")),
+                          max_payload=_tighter(user_limits["payload"], J.limit_of(ac.limits, "payload")))
 
     # -- server wiring ----------------------------------------------------------------------------
 
@@ -313,9 +336,10 @@ class Trust:
 
         ports = ServerPorts(server.get_account(self.system_account))
         self._ports = ports
-        ports.subscribe("$SYS.REQ.CLAIMS.UPDATE", self._on_update)
         ports.subscribe("$SYS.REQ.ACCOUNT.*.CLAIMS.UPDATE", self._on_update)
-        ports.subscribe("$SYS.REQ.ACCOUNT.*.CLAIMS.LOOKUP", self._on_lookup)
+        if self.stores_updates:
+            ports.subscribe("$SYS.REQ.CLAIMS.UPDATE", self._on_update)
+            ports.subscribe("$SYS.REQ.ACCOUNT.*.CLAIMS.LOOKUP", self._on_lookup)
 
     def _reply(self, reply: str, body: dict) -> None:
         if not reply:
@@ -350,6 +374,10 @@ class Trust:
             msg = f"jwt update resulted in error - {e}"
             logger.error("jwt update resulted in error - %s - %s", account, e)
             self._reply(reply, {"error": {"account": account, "code": 500, "description": msg}})
+            return
+        if not self.stores_updates and (self.server is None or claims.subject not in self.server.accounts):
+            # MEMORY resolver: only accounts in use take updates (and only until a restart).
+            self._reply(reply, {"data": {"account": claims.subject, "code": 200, "message": "jwt update skipped"}})
             return
         self.update(claims)
         self._reply(reply, {"data": {"account": claims.subject, "code": 200, "message": "jwt updated"}})
