@@ -167,3 +167,18 @@ async def test_users_of_accounts_from_untrusted_operators_are_refused():
             await login(c, u, acc.sign(user_claims(u, "x")))
             await c.expect(rb"-ERR 'Authorization Violation'\r\n")
             await c.expect_closed()
+
+
+async def test_reload_keeps_jwt_users_within_account_connection_limit():
+    setup = operator_setup("A")
+    acc, _ = setup.accounts["A"]
+    setup.accounts["A"] = (acc, setup.operator.sign(account_claims(acc, "A", limits={"conn": 1})))
+    options = trust_options(setup.config())
+    async with running_server(options=options) as s:
+        u, ujwt = setup.user("A")
+        async with RawClient.connect(s.port) as c:
+            await login(c, u, ujwt)
+            await c.expect(rb"PONG\r\n")
+            s.reload(trust_options(setup.config()))
+            await c.send(b"PING\r\n")
+            await c.expect(rb"PONG\r\n")

@@ -432,6 +432,8 @@ class Server:
                 c.perms = c.pub_filter = c.sub_filter = c.sub_deny = None
                 c.replies = None
                 continue
+            if c.jwt_iat is not None:
+                continue  # JWT users answer to their account's claims, not to the config file
             res = new_auth.authenticate(getattr(c, "connect_opts", {}) or {}, c.nonce)
             if res.ok and res.bcrypt is not None:
                 res.ok = False  # unverified new hash: the client must reconnect
