@@ -17,7 +17,8 @@ from typing import Any as _Any, Callable as _Callable
 
 from natsd.config.lexer import ConfigError
 from natsd.config.parser import ConfigList, ConfigMap, Pos, parse_file
-from natsd.config.trust import TRUST_KEYS, TrustOptions, is_public_nkey, parse_trust_key
+from natsd.config.jwt import is_public_nkey
+from natsd.config.trust import TRUST_KEYS, TrustOptions, parse_trust_key
 from natsd.subjects.tokens import is_valid_subject
 
 __all__ = [
@@ -497,7 +498,9 @@ def _users(ctx: _Ctx, v: _Any, pos: Pos | None, account: str) -> list[UserOption
             else:
                 ctx.unknown(entry, k)
         if u.nkey:
-            if u.nkey != "-":
+            if u.user or u.password:
+                ctx.error(epos, "Nkey users do not take usernames or passwords")
+            elif u.nkey != "-":
                 users.append(u)
             continue
         if not u.user:
@@ -857,7 +860,8 @@ def _validate(ctx: _Ctx, o: ServerOptions, tree: ConfigMap) -> None:
             pos = tree.pos(next((k for k in tree if k.lower() == "no_auth_user"), ""))
             ctx.error(pos, f'no_auth_user: "{o.no_auth_user}" not present as user or nkey in '
                            "authorization block or account configuration")
-    if o.system_account and o.accounts and not any(a.name == o.system_account for a in o.accounts):
+    if o.system_account and o.accounts and not o.trust.enabled and not any(
+            a.name == o.system_account for a in o.accounts):
         if o.system_account != "$SYS":
             pos = tree.pos(next((k for k in tree if k.lower() in ("system_account", "system")), ""))
             ctx.error(pos, f'system account "{o.system_account}" not found in accounts')

@@ -12,61 +12,21 @@ As nats-server:
   and ``URL(...)`` resolvers need an account server natsd does not talk to: refused;
 * ``resolver_preload``: ``{ <account public key>: <account JWT> }``.
 
-Signatures are checked when the server starts (:mod:`natsd.server.trust`); here the values are
-only read, with errors at file:line:column. Public nkeys are checked here (prefix, base32, CRC-16)
-so a mistyped key in ``nkey:``/``trusted_keys`` is a config error, as in the reference.
+Operator and preloaded account JWTs are decoded and their signatures checked here
+(:mod:`natsd.config.jwt`), so ``natsd -t`` reports a bad one at file:line:column as the reference
+does; which operator signed an account is checked when it is used (:mod:`natsd.server.trust`).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from natsd.config.jwt import JWTError, decode_account, decode_operator, extract_jwt, is_public_nkey
 from natsd.config.parser import ConfigList, ConfigMap
 
-__all__ = ["ResolverOptions", "TrustOptions", "parse_trust_key", "is_public_nkey", "public_nkey_bytes",
-           "TRUST_KEYS"]
-
-_JWT_RE = re.compile(r"eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
-# nkeys prefix bytes (first base32 character): operator O, account A, user U, server N, cluster C.
-_PREFIX_BYTES = {"O": 14 << 3, "A": 0, "U": 20 << 3, "N": 13 << 3, "C": 2 << 3}
-
-
-def _crc16(data: bytes) -> int:
-    """CRC-16/XMODEM, the checksum at the end of every nkey."""
-    crc = 0
-    for b in data:
-        crc ^= b << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
-        crc &= 0xFFFF
-    return crc
-
-
-def public_nkey_bytes(key: Any, kind: str = "") -> bytes | None:
-    """The 32 Ed25519 bytes of a public nkey (``kind``: required first letter), or None."""
-    if not isinstance(key, str) or len(key) != 56 or (kind and not key.startswith(kind)):
-        return None
-    prefix = _PREFIX_BYTES.get(key[0])
-    if prefix is None:
-        return None
-    try:
-        raw = base64.b32decode(key)
-    except (binascii.Error, ValueError):
-        return None
-    if len(raw) != 35 or raw[0] != prefix or _crc16(raw[:-2]) != int.from_bytes(raw[-2:], "little"):
-        return None
-    return raw[1:33]
-
-
-def is_public_nkey(key: Any, kind: str = "") -> bool:
-    return public_nkey_bytes(key, kind) is not None
-
-
+__all__ = ["ResolverOptions", "TrustOptions", "parse_trust_key", "TRUST_KEYS"]
 @dataclass(slots=True)
 class ResolverOptions:
     type: str = "memory"  # "memory" | "full"
@@ -121,11 +81,11 @@ def _operator_jwt(ctx, text: str, pos, config_dir: str) -> str | None:
     except OSError as e:
         ctx.error(pos, f"error parsing operator JWT: {e.strerror or e}: {text}")
         return None
-    m = _JWT_RE.search(content)
-    if m is None:
+    try:
+        return extract_jwt(content)
+    except JWTError:
         ctx.error(pos, f"error parsing operator JWT: no JWT found in {text}")
         return None
-    return m.group(0)
 
 
 def _resolver(ctx, v: Any, pos) -> ResolverOptions | None:
@@ -184,6 +144,11 @@ def parse_trust_key(ctx, trust: TrustOptions, m: ConfigMap, key: str, config_dir
         for text, tpos in _strings(ctx, v, pos, "operator"):
             jwt = _operator_jwt(ctx, text, tpos, config_dir)
             if jwt is not None:
+                try:
+                    decode_operator(jwt)
+                except JWTError as e:
+                    ctx.error(tpos, f"error parsing operator JWT: {e}")
+                    continue
                 trust.operators.append(jwt)
                 trust.operator_sources.append(str(tpos) if tpos is not None else "")
     elif kl in ("trusted", "trusted_keys"):
@@ -205,4 +170,13 @@ def parse_trust_key(ctx, trust: TrustOptions, m: ConfigMap, key: str, config_dir
             elif not isinstance(jwt, str):
                 ctx.error(v.pos(acc), "resolver_preload values must be JWT strings")
             else:
+                try:
+                    claims = decode_account(jwt)
+                except JWTError:
+                    ctx.error(v.pos(acc), "invalid account JWT")
+                    continue
+                if claims.subject != acc:
+                    ctx.error(v.pos(acc), f"resolver_preload: key {acc} does not match the JWT's account "
+                                          f"{claims.subject}")
+                    continue
                 trust.resolver_preload[acc] = jwt

@@ -10,7 +10,7 @@ Modes, as nats-server (checked in this order):
 * **no_auth_user**: a client that presents no credentials at all is logged in as that user;
 * **nkeys** (``users: [{nkey: U...}]``): CONNECT carries ``nkey`` (the user's public key) and
   ``sig``, its Ed25519 signature of the ``nonce`` the server put in this connection's INFO
-  (:mod:`natsd.server.jwt` verifies it); checked before the users list when ``nkey`` is present;
+  (:mod:`natsd.config.jwt` verifies it); checked before the users list when ``nkey`` is present;
 * **operator mode** (``operator:``/``trusted_keys``): only user JWTs, see :mod:`natsd.server.trust`.
 
 Every failure is ``-ERR 'Authorization Violation'``, as the reference answers.
@@ -36,7 +36,7 @@ import hmac
 from dataclasses import dataclass
 
 from natsd.config.options import Permissions, ServerOptions, SubjectPermission, UserOptions
-from natsd.server.jwt import decode_sig, verify
+from natsd.config.jwt import decode_sig, verify
 from natsd.subjects.tokens import subject_matches
 
 __all__ = ["Authenticator", "AuthResult", "SubjectFilter", "CompiledPermissions", "is_bcrypt",

@@ -32,7 +32,7 @@ from natsd.subjects.tokens import subset
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.server.account import Account
-    from natsd.server.jwt import AccountClaims, Export, Import
+    from natsd.config.jwt import AccountClaims, Export, Import
     from natsd.server.server import Server
 
 __all__ = ["apply_imports", "map_subject", "MAX_PENDING", "MAX_DEPTH"]

@@ -5,7 +5,7 @@ Theory of operation
 With ``operator:`` (or ``trusted_keys``) in the config, every client must present a **user JWT**
 in CONNECT (``jwt``) and, unless the JWT is a ``bearer_token``, sign the INFO ``nonce`` with the
 user's nkey (``sig``). :meth:`Trust.authenticate` then checks, in this order: the user JWT's own
-signature (:func:`natsd.server.jwt.decode`), its ``exp``/``nbf``, the account it names
+signature (:func:`natsd.config.jwt.decode`), its ``exp``/``nbf``, the account it names
 (``issuer_account`` when signed by an account signing key, else ``iss``) which the resolver must
 hold and whose JWT must be signed by a trusted operator key (the operator's subject or one of its
 ``signing_keys``) and not be expired, that the user was issued by the account key or one of the
@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Callable
 from natsd import __version__
 from natsd.config.lexer import ConfigError
 from natsd.config.options import AccountJetStreamLimits, Permissions, ServerOptions, SubjectPermission
-from natsd.server import jwt as J
+from natsd.config import jwt as J
 from natsd.server.auth import AuthResult, compile_permissions
 from natsd.server.log import logger
 

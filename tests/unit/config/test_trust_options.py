@@ -89,3 +89,30 @@ def test_public_nkey_check():
     u = Identity.new("user")
     assert is_public_nkey(u.public, "U") and is_public_nkey(u.public)
     assert not is_public_nkey(u.public.lower()) and not is_public_nkey(5) and not is_public_nkey(u.public[:-2])
+
+
+def test_jwts_are_verified_when_the_config_is_read():
+    setup = operator_setup("A")
+    acc, ajwt = setup.accounts["A"]
+    forged = setup.operator_jwt[:-4] + ("AAAA" if not setup.operator_jwt.endswith("AAAA") else "BBBB")
+    assert errors_of(f"operator: {forged}\n")[0].startswith(
+        "t.conf:1:1: error parsing operator JWT: claim failed V2 signature verification")
+    # An account JWT where an operator JWT belongs.
+    assert errors_of(f"operator: {ajwt}\n")[0].startswith("t.conf:1:1: error parsing operator JWT: not a operator JWT")
+    bad = setup.config().replace(ajwt, ajwt[:-4] + ("AAAA" if not ajwt.endswith("AAAA") else "BBBB"))
+    assert any(e.endswith(": invalid account JWT") for e in errors_of(bad))
+    other = Identity.new("account")
+    swapped = setup.config().replace(f"{acc.public}: {ajwt}", f"{other.public}: {ajwt}")
+    assert any("does not match the JWT's account" in e for e in errors_of(swapped))
+
+
+def test_nkey_users_take_no_name_or_password():
+    u = Identity.new("user")
+    errs = errors_of(f"authorization {{ users: [ {{ nkey: {u.public}, user: x }} ] }}")
+    assert errs[0].endswith("Nkey users do not take usernames or passwords")
+
+
+def test_operator_mode_does_not_require_the_system_account_in_accounts():
+    setup = operator_setup("A")
+    o = opts(setup.config() + "accounts { X { users: [ {user: a, password: b} ] } }\n")
+    assert o.system_account == setup.system.public

@@ -1,4 +1,4 @@
-"""natsd.server.jwt (decode/verify NATS JWTs and nkey signatures), the claims -> settings
+"""natsd.config.jwt (decode/verify NATS JWTs and nkey signatures), the claims -> settings
 conversions of natsd.server.trust, and subject mapping for imports."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from natsd.server import jwt as J
+from natsd.config import jwt as J
 from natsd.server.imports import map_subject
 from natsd.server.trust import js_limits, user_permissions
 from tests.helpers.identities import Identity, account_claims, b64url, operator_setup, user_claims

@@ -1,9 +1,12 @@
 """nkeys and NATS JWTs: decode, verify, and read the claims natsd enforces.
 
+A format module (sans-IO), in ``config`` so that ``natsd -t`` can check operator and preloaded
+account JWTs with file:line:column errors; the server's trust code uses the same functions.
+
 Keys are the ``nkeys`` encoding (base32 of prefix byte + 32-byte Ed25519 key + CRC-16): ``O``
 operator, ``A`` account, ``U`` user, ``N`` server. The ``nkeys`` package (what nats-py signs with)
 has no "public key only" constructor, so :func:`verify` decodes the public key
-(:func:`natsd.config.trust.public_nkey_bytes`: prefix and CRC-16) and checks the signature with
+(:func:`public_nkey_bytes`: prefix and CRC-16) and checks the signature with
 PyNaCl, the Ed25519 implementation ``nkeys`` itself is built on; no cryptography is written here.
 
 A NATS JWT (v2 layout, https://docs.nats.io/ "JWT" reference) is three base64url parts
@@ -28,13 +31,37 @@ from dataclasses import dataclass, field
 
 import nacl.exceptions
 import nacl.signing
+import nkeys
 
-from natsd.config.trust import is_public_nkey, public_nkey_bytes
 
 __all__ = [
-    "limit_of", "JWTError", "decode", "verify", "is_public_key", "OperatorClaims", "AccountClaims", "UserClaims",
+    "is_public_nkey", "public_nkey_bytes", "limit_of", "JWTError", "decode", "verify", "is_public_key", "OperatorClaims", "AccountClaims", "UserClaims",
     "Export", "Import", "decode_sig", "decode_operator", "decode_account", "decode_user", "extract_jwt",
 ]
+
+# nkeys prefix bytes (first base32 character): operator O, account A, user U, server N, cluster C.
+_PREFIX_BYTES = {"O": 14 << 3, "A": 0, "U": 20 << 3, "N": 13 << 3, "C": 2 << 3}
+
+
+def public_nkey_bytes(key, kind: str = "") -> bytes | None:
+    """The 32 Ed25519 bytes of a public nkey (``kind``: required first letter), or None."""
+    if not isinstance(key, str) or len(key) != 56 or (kind and not key.startswith(kind)):
+        return None
+    prefix = _PREFIX_BYTES.get(key[0])
+    if prefix is None:
+        return None
+    try:
+        raw = base64.b32decode(key)
+    except (binascii.Error, ValueError):
+        return None
+    if len(raw) != 35 or raw[0] != prefix or nkeys.crc16(bytearray(raw[:-2])) != int.from_bytes(raw[-2:], "little"):
+        return None
+    return raw[1:33]
+
+
+def is_public_nkey(key, kind: str = "") -> bool:
+    return public_nkey_bytes(key, kind) is not None
+
 
 _JWT_RE = re.compile(r"eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
 
@@ -112,12 +139,13 @@ def decode(token: str) -> dict:
         raise JWTError(f"not supported type {header.get('typ')!r}")
     if header.get("alg") not in ("ed25519-nkey", "ed25519"):
         raise JWTError(f"unexpected {header.get('alg')!r} algorithm")
-    iss = claims.get("iss")
-    if not isinstance(iss, str) or not verify(iss, f"{parts[0]}.{parts[1]}".encode(), _b64decode(parts[2])):
-        raise JWTError("claim failed V2 signature verification")
     nats = claims.get("nats")
     if not isinstance(nats, dict):
         nats = claims["nats"] = {}
+    version = 2 if nats.get("version") == 2 else 1  # as the Go library names it in its error
+    iss = claims.get("iss")
+    if not isinstance(iss, str) or not verify(iss, f"{parts[0]}.{parts[1]}".encode(), _b64decode(parts[2])):
+        raise JWTError(f"claim failed V{version} signature verification")
     for k in ("iat", "exp", "nbf"):
         v = claims.get(k)
         if v is not None and (type(v) is not int):
