@@ -55,6 +55,7 @@ __all__ = ["Trust", "js_limits", "user_permissions", "MemoryResolver", "DirResol
 ERR_REVOKED = "User Authentication Revoked"
 ERR_EXPIRED = "User Authentication Expired"
 ERR_MAX_ACCOUNT_CONNS = "maximum account active connections exceeded"
+_USER_CACHE_MAX = 4096
 
 
 def _tighter(a: int, b: int) -> int:
@@ -212,6 +213,7 @@ class Trust:
         # The full resolver keeps every pushed account; MEMORY only updates accounts in use.
         self.stores_updates = isinstance(self.resolver, DirResolver)
         self._claims: dict[str, J.AccountClaims] = {}
+        self._users: dict[str, J.UserClaims] = {}  # verified user JWTs (bounded)
         self.server: "Server | None" = None
 
     # -- accounts ---------------------------------------------------------------------------------
@@ -252,11 +254,17 @@ class Trust:
         token = opts.get("jwt")
         if not isinstance(token, str) or not token:
             return fail
-        try:
-            uc = J.decode_user(token)
-        except J.JWTError as e:
-            logger.debug("user JWT rejected: %s", e)
-            return fail
+        uc = self._users.get(token)
+        if uc is None:
+            try:
+                uc = J.decode_user(token)
+            except J.JWTError as e:
+                logger.debug("user JWT rejected: %s", e)
+                return fail
+            # A verified token always decodes to the same claims: reconnects skip the work.
+            if len(self._users) >= _USER_CACHE_MAX:
+                self._users.clear()
+            self._users[token] = uc
         now = self.now()
         if uc.expired(now) or uc.not_yet_valid(now):
             return fail
