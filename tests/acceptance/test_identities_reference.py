@@ -636,3 +636,66 @@ async def test_account_and_user_limits(kind, tmp_path):
     assert obs["absent_user_limits"] == (b"-ERR 'maximum subscriptions exceeded'\r\nPONG\r\n"
                                          b"-ERR 'Maximum Payload Violation'\r\n<EOF>")
     assert obs["absent_account_limits"] == b"-ERR 'maximum account active connections exceeded'\r\n<EOF>"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_private_exports_need_activation_tokens(kind, tmp_path):
+    setup = operator_setup()
+    op = setup.operator
+    A, B, C, D = (Identity.new("account") for _ in range(4))
+
+    def activation(to: str, subject: str, **extra) -> str:
+        return A.sign({"sub": to, "name": subject, "nats": {"subject": subject, "kind": "stream",
+                                                            "type": "activation", "version": 2}, **extra})
+    exports = [{"name": "priv", "subject": "priv.>", "type": "stream", "token_req": True},
+               {"name": "psvc", "subject": "psvc", "type": "service", "token_req": True}]
+
+    def importer(acc, name, token, svc_token=""):
+        imports = [{"name": "priv", "subject": "priv.>", "account": A.public, "type": "stream",
+                    "local_subject": "got.>", **({"token": token} if token else {})}]
+        if svc_token:
+            imports.append({"name": "psvc", "subject": "psvc", "account": A.public, "type": "service",
+                            "token": svc_token})
+        return acc, op.sign(account_claims(acc, name, imports=imports))
+    svc_act = A.sign({"sub": B.public, "name": "psvc", "nats": {"subject": "psvc", "kind": "service",
+                                                                "type": "activation", "version": 2}})
+    setup.accounts = {
+        "A": (A, op.sign(account_claims(A, "A", exports=exports))),
+        "B": importer(B, "B", activation(B.public, "priv.>"), svc_act),
+        "C": importer(C, "C", activation(B.public, "priv.>")),  # issued to B, not C
+        "D": importer(D, "D", ""),
+        "E": importer(Identity.new("account"), "E", activation("*", "priv.>", exp=int(time.time()) - 10)),
+    }
+    srv = _server(kind, tmp_path, setup.config())
+    got: dict = {}
+    try:
+        na = await nats.connect(srv.url, user_credentials=RawCredentials(setup.creds("A")), allow_reconnect=False)
+
+        async def svc(m):
+            await m.respond(b"private-svc")
+        await na.subscribe("psvc", cb=svc)
+        await na.flush()
+        clients = []
+        for name in ("C", "E"):  # a bad activation token invalidates the whole account
+            u, ujwt = setup.user(name)
+            _, got[name] = await raw_connect(srv.port, signed(u, jwt=ujwt))
+        for name in ("B", "D"):
+            nc = await nats.connect(srv.url, user_credentials=RawCredentials(setup.creds(name)), allow_reconnect=False)
+            got[name] = []
+
+            async def cb(m, name=name):
+                got[name].append(m.subject)
+            await nc.subscribe("got.>", cb=cb)
+            await nc.flush()
+            clients.append(nc)
+        await na.publish("priv.x", b"secret")
+        await na.flush()
+        await asyncio.sleep(0.3)
+        got["svc"] = (await clients[0].request("psvc", b"q", timeout=2)).data
+        for nc in clients:
+            await nc.close()
+        await na.close()
+    finally:
+        srv.stop()
+    refused = b"-ERR 'Authorization Violation'\r\n<EOF>"
+    assert got == {"B": ["got.x"], "C": refused, "D": [], "E": refused, "svc": b"private-svc"}

@@ -16,9 +16,9 @@ subscriber would get it:
   first response); ``Stream``/``Chunked`` ones may answer until ``response_threshold`` (default
   2 minutes). Pending replies are bounded (``MAX_PENDING`` per link, oldest dropped).
 
-An import is honoured only when the exporter's JWT exports a subject covering it. Exports that
-require an activation token (``token_req``) are not supported: such imports are refused with a
-warning. Forwarding depth is capped (``MAX_DEPTH``) so import cycles cannot recurse forever.
+An import is honoured only when the exporter's JWT exports a subject covering it; a private
+export (``token_req``) also needs the import's activation token (:func:`_activation_ok`). An
+import that does not qualify is skipped with a warning, as the reference does. Forwarding depth is capped (``MAX_DEPTH``) so import cycles cannot recurse forever.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING
 
+from natsd.config import jwt as J
 from natsd.server.log import logger
 from natsd.server.ports import ServerPorts
 from natsd.subjects.tokens import subset
@@ -81,6 +82,22 @@ def _find_export(exporter: "AccountClaims", imp: "Import") -> "Export | None":
     return None
 
 
+def _activation_ok(imp: "Import", exporter: "AccountClaims") -> bool:
+    """A private export (``token_req``) needs the import's ``token``: an activation JWT (already
+    checked with the importing account's claims, see ``Trust._verify_account``) issued by the
+    exporting account or one of its signing keys, for a subject covering the import."""
+    if not imp.token:
+        return False
+    try:
+        c = J.decode(imp.token)
+    except J.JWTError:
+        return False
+    if c["iss"] != exporter.subject and c["iss"] not in exporter.signing_keys:
+        return False
+    subject = c["nats"].get("subject")
+    return isinstance(subject, str) and (subject == imp.subject or subset(imp.subject, subject))
+
+
 def apply_imports(server: "Server", acc: "Account", claims: "AccountClaims") -> None:
     """(Re)install ``acc``'s imports from its claims (old links are removed first)."""
     for link in acc.links:
@@ -96,8 +113,8 @@ def apply_imports(server: "Server", acc: "Account", claims: "AccountClaims") -> 
             logger.warning("Account %s: import of %s %r from %s is not exported", acc.name, imp.type,
                            imp.subject, imp.account)
             continue
-        if export.token_req:
-            logger.warning("Account %s: import of %r from %s needs an activation token (not supported)",
+        if export.token_req and not _activation_ok(imp, exp_claims):
+            logger.warning("Account %s: import of %r from %s has no valid activation token",
                            acc.name, imp.subject, imp.account)
             continue
         exporter = server.accounts.get(imp.account) or server.get_account(imp.account)

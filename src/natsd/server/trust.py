@@ -241,6 +241,21 @@ class Trust:
         c = J.decode_account(token)
         if c.issuer not in self.keys:
             raise J.JWTError("account JWT not signed by a trusted operator")
+        now = self.now()
+        for imp in c.imports:
+            # As the reference: an import carrying a bad activation token (undecodable, for
+            # another account, from another exporter, expired) makes the whole account invalid.
+            if imp.token:
+                try:
+                    act = J.decode(imp.token)
+                except J.JWTError as e:
+                    raise J.JWTError(f"import {imp.subject!r}: activation token: {e}") from None
+                n = act["nats"]
+                exporter = n.get("issuer_account") or act["iss"]
+                if n.get("type") != "activation" or act.get("sub") not in (c.subject, "*") or exporter != imp.account:
+                    raise J.JWTError(f"import {imp.subject!r}: activation token is not for this import")
+                if act.get("exp") and now >= act["exp"]:
+                    raise J.JWTError(f"import {imp.subject!r}: activation token has expired")
         return c
 
     def preloaded(self) -> list[str]:
