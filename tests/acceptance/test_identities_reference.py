@@ -333,6 +333,10 @@ async def test_full_resolver_claim_updates(kind, tmp_path):
         _, obs["c_after"] = await raw_connect(srv.port, signed(cu, jwt=cujwt))
         r = await sysc.request(f"$SYS.REQ.ACCOUNT.{C.public}.CLAIMS.LOOKUP", b"", timeout=2)
         obs["lookup"] = r.data.decode() == cjwt
+        r = await sysc.request(f"$SYS.REQ.ACCOUNT.{Identity.new('account').public}.CLAIMS.LOOKUP", b"", timeout=2)
+        obs["lookup_unknown"] = r.data
+        r = await sysc.request("$SYS.REQ.CLAIMS.LIST", b"", timeout=2)
+        obs["list"] = sorted(json.loads(r.data)["data"])
         r = await sysc.request("$SYS.REQ.CLAIMS.UPDATE", b"garbage", timeout=2)
         obs["garbage"] = _strip_server(r.data)
         r = await sysc.request(f"$SYS.REQ.ACCOUNT.{A.public}.CLAIMS.UPDATE", cjwt.encode(), timeout=2)
@@ -370,6 +374,8 @@ async def test_full_resolver_claim_updates(kind, tmp_path):
     assert obs["update"] == ok and obs["update_by_subject"] == ok
     assert obs["c_after"] == b"PONG\r\n"
     assert obs["lookup"] is True
+    assert obs["lookup_unknown"] == b""
+    assert obs["list"] == sorted([setup.system.public, A.public, C.public])
     assert obs["garbage"] == {"error": {"account": "n/a", "code": 500,
                                         "description": "jwt update resulted in error - expected 3 chunks"}}
     assert obs["mismatch"] == {"error": {"account": A.public, "code": 500,

@@ -20,8 +20,9 @@ Resolvers: ``MEMORY`` holds ``resolver_preload``; ``full`` keeps one ``<dir>/<ac
 file per account (the raw JWT, written to a temporary file and renamed, so a crash never leaves a
 torn one), seeded from ``resolver_preload`` unless the directory already holds a newer JWT.
 The full resolver accepts pushed account JWTs on ``$SYS.REQ.CLAIMS.UPDATE`` and
-``$SYS.REQ.ACCOUNT.<key>.CLAIMS.UPDATE`` in the system account, persists them, and serves them on
-``$SYS.REQ.ACCOUNT.<key>.CLAIMS.LOOKUP``; MEMORY answers only the per-account subject and applies
+``$SYS.REQ.ACCOUNT.<key>.CLAIMS.UPDATE`` in the system account, persists them, serves them on
+``$SYS.REQ.ACCOUNT.<key>.CLAIMS.LOOKUP`` and lists the account keys on ``$SYS.REQ.CLAIMS.LIST``
+(deleting, ``$SYS.REQ.CLAIMS.DELETE``, is not implemented); MEMORY answers only the per-account subject and applies
 the update (in memory) to accounts already in use, others get "jwt update skipped", as the
 reference does. Limits from the claims (-1 = unlimited, absent = 0 as the Go JWT library decodes
 them): account ``conn`` ('maximum account active connections exceeded' at CONNECT), account and
@@ -363,6 +364,7 @@ class Trust:
         if self.stores_updates:
             ports.subscribe("$SYS.REQ.CLAIMS.UPDATE", self._on_update)
             ports.subscribe("$SYS.REQ.ACCOUNT.*.CLAIMS.LOOKUP", self._on_lookup)
+            ports.subscribe("$SYS.REQ.CLAIMS.LIST", self._on_list)
 
     def _reply(self, reply: str, body: dict) -> None:
         if not reply:
@@ -378,8 +380,11 @@ class Trust:
     def _on_lookup(self, subject: str, reply: str, hdr, payload: bytes) -> None:
         account = subject.split(".")[3]
         token = self.resolver.fetch(account)
-        if reply and token:
-            self._ports.publish(reply, "", None, token.encode())
+        if reply:  # an unknown account gets an empty reply, as from the reference
+            self._ports.publish(reply, "", None, token.encode() if token else b"")
+
+    def _on_list(self, subject: str, reply: str, hdr, payload: bytes) -> None:
+        self._reply(reply, {"data": sorted(self.resolver._jwts)})
 
     def _on_update(self, subject: str, reply: str, hdr, payload: bytes) -> None:
         expect = subject.split(".")[3] if subject.startswith("$SYS.REQ.ACCOUNT.") else ""
