@@ -705,3 +705,43 @@ async def test_private_exports_need_activation_tokens(kind, tmp_path):
         srv.stop()
     refused = b"-ERR 'Authorization Violation'\r\n<EOF>"
     assert got == {"B": ["got.x"], "C": refused, "D": [], "E": refused, "svc": b"private-svc"}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_pushed_claims_switch_jetstream_off_and_on(kind, tmp_path):
+    """JetStream removed from an account's claims: its API answers 503 and its streams stop
+    (no PubAck); put back: the streams come back with their messages."""
+    setup = operator_setup("A")
+    A, _ = setup.accounts["A"]
+    on = {"mem_storage": -1, "disk_storage": -1, "streams": -1, "consumer": -1}
+    setup.accounts["A"] = (A, setup.operator.sign(account_claims(A, "A", jetstream=on)))
+    conf = setup.config(resolver="full", resolver_dir=str(tmp_path / f"{kind}-jwt"), jetstream=True,
+                        store_dir=str(tmp_path / f"{kind}-js"))
+    srv = _server(kind, tmp_path, conf)
+    obs = {}
+    try:
+        sysc = await nats.connect(srv.url, user_credentials=RawCredentials(setup.creds("SYS")), allow_reconnect=False)
+        na = await nats.connect(srv.url, user_credentials=RawCredentials(setup.creds("A")), allow_reconnect=False)
+        js = na.jetstream()
+        await js.add_stream(name="S", subjects=["s"])
+        await js.publish("s", b"1")
+        off = setup.operator.sign(account_claims(A, "A", iat=int(time.time()) + 1))
+        await sysc.request("$SYS.REQ.CLAIMS.UPDATE", off.encode(), timeout=2)
+        await asyncio.sleep(0.3)
+        for name, call in (("info", js.account_info()), ("stream", js.stream_info("S")),
+                           ("publish", js.publish("s", b"2", timeout=1))):
+            try:
+                await call
+                obs[name] = "ok"
+            except Exception as e:  # noqa: BLE001 - the class is the observation
+                obs[name] = type(e).__name__
+        back = setup.operator.sign(account_claims(A, "A", jetstream=on, iat=int(time.time()) + 2))
+        await sysc.request("$SYS.REQ.CLAIMS.UPDATE", back.encode(), timeout=2)
+        await asyncio.sleep(0.3)
+        obs["messages_after"] = (await js.stream_info("S")).state.messages
+        await na.close()
+        await sysc.close()
+    finally:
+        srv.stop()
+    assert obs == {"info": "ServiceUnavailableError", "stream": "ServiceUnavailableError",
+                   "publish": "NoStreamResponseError", "messages_after": 1}

@@ -136,11 +136,20 @@ class Server:
 
     def apply_js_limits(self, acc: Account, limits: AccountJetStreamLimits | None) -> None:
         """JetStream limits from an account JWT (at creation or pushed later): enable JetStream
-        for the account, or change its limits in place (checked on the next request/publish, as
-        the config-file limits are). JetStream is not switched off for an account that has it."""
+        for the account, change its limits in place (checked on the next request/publish, as the
+        config-file limits are), or switch it off (``None``): its streams stop, their files stay,
+        the API answers "JetStream not enabled for account", and enabling it again recovers them,
+        as the reference does."""
         acc.js_limits = limits
         engine = self.jetstream
-        if engine is None or limits is None:
+        if engine is None:
+            return
+        if limits is None:
+            if acc.jetstream is not None:
+                acc.jetstream.stop()
+                engine.accounts.pop(acc.name, None)
+                acc.jetstream = None
+                acc.js_disabled_subs = engine.disable_account_api(acc.ports) or []
             return
         if acc.jetstream is not None:
             js = acc.jetstream
