@@ -131,7 +131,7 @@ def decode(token: str) -> dict:
     try:
         header = json.loads(_b64decode(parts[0]))
         claims = json.loads(_b64decode(parts[1]))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (ValueError, RecursionError) as e:  # bad UTF-8/JSON, or JSON nested beyond reason
         raise JWTError(f"bad JSON: {e}") from None
     if not isinstance(header, dict) or not isinstance(claims, dict):
         raise JWTError("header and claims must be objects")

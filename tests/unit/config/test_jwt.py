@@ -41,6 +41,9 @@ def test_decode_round_trip_and_types():
     ("abc", "expected 3 chunks"),
     ("a.b.c.d", "expected 3 chunks"),
     ("eyJ.e30.AA", "bad JSON"),
+    ("e30." + "W1" * 40 + "." + "W" * 20000 + ".AA", "expected 3 chunks"),
+    ("e30." + __import__("base64").urlsafe_b64encode(b"[" * 100000).decode().rstrip("=") + ".AA", "bad JSON"),
+    ("e30.//8.AA", "bad"),
 ])
 def test_decode_rejects_malformed(bad, message):
     with pytest.raises(J.JWTError, match=message):
