@@ -534,6 +534,8 @@ async def test_pushed_jetstream_limits_take_effect(kind, tmp_path):
         await asyncio.sleep(0.2)
         await js.add_stream(name="TWO", subjects=["two"])
         obs["raised"] = (await js.account_info()).streams
+        info = json.loads((await na.request("$JS.API.INFO", b"", timeout=2)).data)
+        obs["tiered_report"] = (info["limits"]["max_streams"], info["tiers"]["R1"]["limits"]["max_streams"])
         await na.close()
         await sysc.close()
     finally:
@@ -542,6 +544,7 @@ async def test_pushed_jetstream_limits_take_effect(kind, tmp_path):
     assert obs["after"] == (1 << 20, 1 << 20, 1, 1)
     assert obs["second"] == 10027
     assert obs["raised"] == 2
+    assert obs["tiered_report"] == (0, 5)  # tiered limits are reported under "tiers"
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -73,6 +73,7 @@ class AccountJetStreamLimits:
     memory_max_stream_bytes: int = -1
     storage_max_stream_bytes: int = -1
     max_bytes_required: bool = False
+    tier: str = ""  # "R1"...: these are one tier of an account JWT's tiered limits
 
 
 @dataclass(slots=True)

@@ -142,9 +142,11 @@ def js_limits(claims: J.AccountClaims) -> AccountJetStreamLimits | None:
     engine's checks (``> 0``) already treat that way.
     """
     src = claims.limits
+    tier = ""
     if claims.tiered_limits:
         tiers = claims.tiered_limits
-        src = tiers.get("R1") or next(iter(tiers.values()))
+        tier = "R1" if "R1" in tiers else next(iter(tiers))
+        src = tiers[tier]
         if not isinstance(src, dict):
             return None
     mem, disk = src.get("mem_storage", 0), src.get("disk_storage", 0)
@@ -156,6 +158,7 @@ def js_limits(claims: J.AccountClaims) -> AccountJetStreamLimits | None:
         if isinstance(v, int) and not isinstance(v, bool):
             setattr(lim, attr, v)
     lim.max_bytes_required = bool(src.get("max_bytes_required", False))
+    lim.tier = tier
     return lim
 
 
