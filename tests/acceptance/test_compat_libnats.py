@@ -294,6 +294,11 @@ def test_nkeys_and_creds(libnats, kind, mode, tmp_path):
     srv = start_server(kind, tmp_path / "srv", config=conf_path, jetstream=False)
     try:
         res = libnats.run_against(srv, "identities", mode, good, bad)
+        if res.get("stage") == "good" and "Authorization Violation" in res.get("last_error", ""):
+            # libnats 3.4.1 sends no "sig" when the Ed25519 signature of the nonce starts with a
+            # zero byte (it treats the raw signature as a C string): 1 login in 256 fails against
+            # either server. A new connection gets a new nonce, hence another signature.
+            res = libnats.run_against(srv, "identities", mode, good, bad)
     finally:
         srv.stop()
     assert_ok(res)
