@@ -681,3 +681,24 @@ def test_secure_transports(natsjs, kind, mode, tmp_path):
     assert res["pubsub"] == [["sec.a", "one", "t-1"], ["sec.b", "two", None]]
     assert res["reply"] == "HELLO" and res["largeOk"] is True
     assert res["acks"] == [1, 2, 3, 4, 5] and res["fetched"] == ["m0", "m1", "m2", "m3", "m4"]
+
+
+@pytest.mark.parametrize("mode", ["nkey", "creds"])
+@pytest.mark.parametrize("kind", kinds())
+def test_nkeys_and_creds(natsjs, kind, mode, tmp_path):
+    """nkeyAuthenticator with a user seed, credsAuthenticator with a .creds file (operator mode,
+    MEMORY resolver); a stranger's seed / an expired user JWT are refused."""
+    from tests.helpers.identities import identity_files
+
+    require_server(kind, jetstream=False)
+    conf, good, bad = identity_files(mode, tmp_path / "ids")
+    conf_path = tmp_path / "server.conf"
+    conf_path.write_text(conf)
+    srv = start_server(kind, tmp_path / "srv", config=conf_path, jetstream=False)
+    try:
+        res = natsjs.run_against(srv, "identities", mode, good, bad)
+    finally:
+        srv.stop()
+    assert res["good"] == {"connected": True, "roundTrip": True}, res
+    assert res["bad"]["connected"] is False, res
+    assert (res["bad"]["name"], res["bad"]["message"]) == ("AuthorizationError", "Authorization Violation"), res

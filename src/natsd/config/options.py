@@ -17,7 +17,9 @@ from typing import Any as _Any, Callable as _Callable
 
 from natsd.config.lexer import ConfigError
 from natsd.config.parser import ConfigList, ConfigMap, Pos, parse_file
+from natsd.config.jwt import is_public_nkey
 from natsd.config.tls import TLSOptions, WebsocketOptions, parse_tls_block, parse_websocket_block
+from natsd.config.trust import TRUST_KEYS, TrustOptions, parse_trust_key
 from natsd.subjects.tokens import is_valid_subject
 
 __all__ = [
@@ -50,12 +52,14 @@ class Permissions:
 
 @dataclass(slots=True)
 class UserOptions:
-    """A user: ``password`` may be plain or a bcrypt hash (``$2a$``/``$2b$``)."""
+    """A user: ``password`` may be plain or a bcrypt hash (``$2a$``/``$2b$``); an nkey user has
+    ``nkey`` (a ``U...`` public key) instead of ``user``/``password``."""
 
     user: str = ""
     password: str = ""
     permissions: Permissions | None = None
     account: str = "$G"
+    nkey: str = ""
 
 
 @dataclass(slots=True)
@@ -70,6 +74,7 @@ class AccountJetStreamLimits:
     memory_max_stream_bytes: int = -1
     storage_max_stream_bytes: int = -1
     max_bytes_required: bool = False
+    tier: str = ""  # "R1"...: these are one tier of an account JWT's tiered limits
 
 
 @dataclass(slots=True)
@@ -121,6 +126,10 @@ class ServerOptions:
     no_auth_user: str = ""
     accounts: list[AccountOptions] = field(default_factory=list)
     system_account: str = ""
+    # Users that authenticate with an nkey signature (``users: [{nkey: U...}]``), as nats-server's
+    # Options.Nkeys; and decentralized auth (operator, trusted keys, resolver), see config/trust.py.
+    nkeys: list[UserOptions] = field(default_factory=list)
+    trust: TrustOptions = field(default_factory=TrustOptions)
     jetstream: JetStreamOptions = field(default_factory=JetStreamOptions)
     debug: bool = False
     trace: bool = False
@@ -486,16 +495,38 @@ def _users(ctx: _Ctx, v: _Any, pos: Pos | None, account: str) -> list[UserOption
             elif kl in ("permission", "permissions", "authorization"):
                 u.permissions = _permissions(ctx, entry[k], entry.pos(k))
             elif kl == "nkey":
-                ctx.error(entry.pos(k), "nkey users are not supported by natsd")
+                u.nkey = ctx.str_(entry, k) or ""
+                if not is_public_nkey(u.nkey, "U"):
+                    ctx.error(entry.pos(k), "Not a valid public nkey for a user")
+                    u.nkey = "-"  # reported; keep it out of the users list
             elif kl in ("allowed_connection_types", "connection_types", "clients", "proxy_required"):
                 ctx.unsupported(entry, k)
             else:
                 ctx.unknown(entry, k)
+        if u.nkey:
+            if u.user or u.password:
+                ctx.error(epos, "Nkey users do not take usernames or passwords")
+            elif u.nkey != "-":
+                users.append(u)
+            continue
         if not u.user:
             ctx.error(epos, "User entry requires a user")
             continue
         users.append(u)
     return users
+
+
+def _take_nkeys(ctx: _Ctx, o: ServerOptions, users: list[UserOptions], pos: Pos | None) -> list[UserOptions]:
+    """Move the nkey users of ``users`` to ``o.nkeys`` (duplicates are errors); return the rest."""
+    rest = []
+    for u in users:
+        if not u.nkey:
+            rest.append(u)
+        elif any(n.nkey == u.nkey for n in o.nkeys):
+            ctx.error(pos, f'Duplicate nkey "{u.nkey}" detected')
+        else:
+            o.nkeys.append(u)
+    return rest
 
 
 def _authorization(ctx: _Ctx, o: ServerOptions, m: ConfigMap, key: str) -> None:
@@ -537,7 +568,7 @@ def _authorization(ctx: _Ctx, o: ServerOptions, m: ConfigMap, key: str) -> None:
                                    "caused by unquoted duration; use '1m' instead of 1m, for example")
             o.auth_timeout_ns = ns
         elif kl == "users":
-            users = _users(ctx, a[k], a.pos(k), _GLOBAL_ACCOUNT)
+            users = _take_nkeys(ctx, o, _users(ctx, a[k], a.pos(k), _GLOBAL_ACCOUNT), a.pos(k))
         elif kl in ("default_permission", "default_permissions", "permissions"):
             default_perms = _permissions(ctx, a[k], a.pos(k))
         elif kl in ("auth_callout", "auth_hook", "proxy_required"):
@@ -675,7 +706,7 @@ def _accounts(ctx: _Ctx, o: ServerOptions, m: ConfigMap, key: str) -> None:
         for k in av:
             kl = k.lower()
             if kl == "users":
-                users = _users(ctx, av[k], av.pos(k), name)
+                users = _take_nkeys(ctx, o, _users(ctx, av[k], av.pos(k), name), av.pos(k))
                 for u in users:
                     if u.user in existing:
                         ctx.error(av.pos(k), f'Duplicate user "{u.user}" detected')
@@ -828,12 +859,14 @@ def options_from_tree(tree: ConfigMap, options: ServerOptions | None = None, *,
 
 def _validate(ctx: _Ctx, o: ServerOptions, tree: ConfigMap) -> None:
     if o.no_auth_user:
-        if not any(u.user == o.no_auth_user for u in o.users):
+        if not any(u.user == o.no_auth_user for u in o.users) and not any(
+                u.nkey == o.no_auth_user for u in o.nkeys):
             pos = tree.pos(next((k for k in tree if k.lower() == "no_auth_user"), ""))
             ctx.error(pos, f'no_auth_user: "{o.no_auth_user}" not present as user or nkey in '
                            "authorization block or account configuration")
     _validate_tls(ctx, o, tree)
-    if o.system_account and o.accounts and not any(a.name == o.system_account for a in o.accounts):
+    if o.system_account and o.accounts and not o.trust.enabled and not any(
+            a.name == o.system_account for a in o.accounts):
         if o.system_account != "$SYS":
             pos = tree.pos(next((k for k in tree if k.lower() in ("system_account", "system")), ""))
             ctx.error(pos, f'system account "{o.system_account}" not found in accounts')
@@ -957,6 +990,11 @@ def _h_authorization(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
     _authorization(ctx, o, m, k)
 
 
+def _h_trust(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
+    import os
+    parse_trust_key(ctx, o.trust, m, k, os.path.dirname(o.config_file))
+
+
 _TOP_LEVEL: dict[str, _Callable[[_Ctx, ServerOptions, ConfigMap, str], None]] = {
     "listen": _h_listen,
     "port": _setter("port", "int_"),
@@ -999,6 +1037,7 @@ _TOP_LEVEL: dict[str, _Callable[[_Ctx, ServerOptions, ConfigMap, str], None]] = 
     "no_auth_user": _setter("no_auth_user", "str_"),
     "system_account": _setter("system_account", "str_"),
     "system": _setter("system_account", "str_"),
+    **{k: _h_trust for k in TRUST_KEYS},
 }
 
 

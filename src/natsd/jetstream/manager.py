@@ -414,6 +414,12 @@ class JsAccount:
         out: dict = {"memory": mem, "storage": fil, "reserved_memory": rmem, "reserved_storage": rfil,
                      "streams": len(self.streams), "consumers": self.num_consumers(),
                      "limits": self.limits_json()}
+        tier = getattr(self.limits, "tier", "")
+        if tier:
+            # Tiered limits (from an account JWT): the reference reports them under "tiers" and
+            # zeros as the account-wide limits.
+            out["tiers"] = {tier: dict(out)}
+            out["limits"] = {k: (False if k == "max_bytes_required" else 0) for k in out["limits"]}
         if self.engine.domain:
             out["domain"] = self.engine.domain
         out["api"] = {"level": JS_API_LEVEL, "total": self.api_stats.total, "errors": self.api_stats.errors}

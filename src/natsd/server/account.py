@@ -20,7 +20,7 @@ class Account:
     """One subject space plus its counters and client-interest listeners."""
 
     __slots__ = ("name", "sublist", "interest_handlers", "clients", "jetstream", "js_limits",
-                 "ports", "__weakref__")
+                 "ports", "js_disabled_subs", "links", "__weakref__")
 
     def __init__(self, name: str, cache: bool = True) -> None:
         self.name = name
@@ -31,6 +31,8 @@ class Account:
         self.jetstream = None  # the engine's per-account object when JetStream is enabled
         self.js_limits = None
         self.ports = None  # natsd.server.ports.ServerPorts when JetStream is enabled here
+        self.js_disabled_subs: list = []  # the "JetStream not enabled" API answerers
+        self.links: list = []  # internal subscriptions this account's JWT imports installed
 
     def notify_interest(self, subject: str, added: bool) -> None:
         for h in tuple(self.interest_handlers):

@@ -7,7 +7,13 @@ Modes, as nats-server (checked in this order):
   an account (``$G`` unless configured under ``accounts``);
 * **single user** (``authorization { user, password }`` / ``--user --pass``);
 * **token** (``authorization { token }`` / ``--auth``), sent as ``auth_token``;
-* **no_auth_user**: a client that presents no credentials at all is logged in as that user.
+* **no_auth_user**: a client that presents no credentials at all is logged in as that user;
+* **nkeys** (``users: [{nkey: U...}]``): CONNECT carries ``nkey`` (the user's public key) and
+  ``sig``, its Ed25519 signature of the ``nonce`` the server put in this connection's INFO
+  (:mod:`natsd.config.jwt` verifies it); checked before the users list when ``nkey`` is present;
+* **operator mode** (``operator:``/``trusted_keys``): only user JWTs, see :mod:`natsd.server.trust`.
+
+Every failure is ``-ERR 'Authorization Violation'``, as the reference answers.
 
 Passwords and tokens starting with ``$2`` are bcrypt hashes (``$2a$``/``$2b$``), compared with
 ``bcrypt.checkpw``; that costs ~100 ms at cost 11, so the connection runs it in a worker thread
@@ -30,6 +36,7 @@ import hmac
 from dataclasses import dataclass
 
 from natsd.config.options import Permissions, ServerOptions, SubjectPermission, UserOptions
+from natsd.config.jwt import decode_sig, verify
 from natsd.subjects.tokens import subject_matches
 
 __all__ = ["Authenticator", "AuthResult", "SubjectFilter", "CompiledPermissions", "is_bcrypt",
@@ -112,12 +119,22 @@ class AuthResult:
     permissions: CompiledPermissions | None = None
     bcrypt: tuple[str, str] | None = None
     cache_key: bytes = b""
+    expires: int = 0  # JWT users: unix seconds when the credentials expire (0: never)
+    jwt_iat: int | None = None  # JWT users: issued-at, for revocations pushed later
+    max_subs: int = -1  # JWT user/account limits (-1: none beyond the server's)
+    max_payload: int = -1
+    error: str = ""  # a refusal with its own -ERR text instead of 'Authorization Violation'
 
 
 class Authenticator:
     """Built from :class:`ServerOptions`; rebuilt on config reload."""
 
-    def __init__(self, options: ServerOptions) -> None:
+    def __init__(self, options: ServerOptions, trust=None) -> None:
+        self.trust = trust  # natsd.server.trust.Trust in operator mode
+        self.nkeys: dict[str, UserOptions] = {u.nkey: u for u in options.nkeys}
+        self.nkey_perms = {k: compile_permissions(u.permissions) for k, u in self.nkeys.items()}
+        # INFO carries a per-connection nonce whenever a client may have to sign one.
+        self.nonce_required = bool(self.nkeys or trust is not None)
         self.token = options.authorization
         self.username = options.username
         self.password = options.password
@@ -131,7 +148,7 @@ class Authenticator:
                 self.users[u.user] = u
         self.perms = {name: compile_permissions(u.permissions) for name, u in self.users.items()}
         self.no_auth_user = options.no_auth_user
-        self.auth_required = bool(self.token or self.username or self.users)
+        self.auth_required = bool(self.token or self.username or self.users or self.nonce_required)
         self._verified: dict[bytes, None] = {}
 
     def _ok_user(self, u: UserOptions, given: str) -> AuthResult:
@@ -156,10 +173,16 @@ class Authenticator:
             self._verified.clear()
         self._verified[key] = None
 
-    def authenticate(self, opts: dict) -> AuthResult:
-        """Check CONNECT options; may return a result whose ``bcrypt`` still needs checking."""
+    def authenticate(self, opts: dict, nonce: str = "") -> AuthResult:
+        """Check CONNECT options (``nonce``: the one sent in this connection's INFO); may return
+        a result whose ``bcrypt`` still needs checking."""
         if not self.auth_required:
             return AuthResult(True)
+        if self.trust is not None:
+            return self.trust.authenticate(opts, nonce)
+        nkey = opts.get("nkey")
+        if nkey and self.nkeys:
+            return self._nkey(nkey, opts.get("sig"), nonce)
         user = opts.get("user") or ""
         password = opts.get("pass") or ""
         token = opts.get("auth_token") or ""
@@ -167,6 +190,9 @@ class Authenticator:
             u = self.users.get(self.no_auth_user)
             if u is not None:
                 return AuthResult(True, u.user, u.account or "$G", self.perms.get(u.user))
+            u = self.nkeys.get(self.no_auth_user)
+            if u is not None:
+                return AuthResult(True, u.nkey, u.account or "$G", self.nkey_perms.get(u.nkey))
         if self.users:
             u = self.users.get(user)
             if u is not None:
@@ -181,3 +207,10 @@ class Authenticator:
         if self.token:
             return self._with_secret(AuthResult(True), self.token, token)
         return AuthResult(False, user)
+
+    def _nkey(self, nkey, sig, nonce: str) -> AuthResult:
+        u = self.nkeys.get(nkey) if isinstance(nkey, str) else None
+        raw = decode_sig(sig)
+        if u is None or raw is None or not nonce or not verify(nkey, nonce.encode(), raw):
+            return AuthResult(False, nkey if isinstance(nkey, str) else "")
+        return AuthResult(True, nkey, u.account or "$G", self.nkey_perms.get(nkey))

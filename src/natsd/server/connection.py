@@ -46,6 +46,7 @@ from natsd.protocol.events import (
 )
 from natsd.protocol.parser import Parser
 from natsd.server.auth import check_password
+from natsd.server.conn_identity import IdentityMixin
 from natsd.server.log import TRACE, logger
 from natsd.server.router import route, route_batch, route_run
 from natsd.server.subscription import Subscription
@@ -90,7 +91,7 @@ def _decode(b: bytes) -> str:
         return b.decode("utf-8", "surrogateescape")
 
 
-class ClientConnection(asyncio.Protocol):
+class ClientConnection(IdentityMixin, asyncio.Protocol):
     """The server side of one client TCP connection."""
 
     # Slots: less memory per idle connection and faster attribute access on the hot path.
@@ -101,7 +102,7 @@ class ClientConnection(asyncio.Protocol):
         "sub_deny", "replies", "connect_opts", "_subjects", "in_msgs", "in_bytes", "out_msgs", "out_bytes",
         "pings_out", "start_ns", "last_activity_ns", "ip", "port", "prefix", "_ping_timer", "_auth_timer",
         "_wd_timer", "_stall_timer", "stalled", "congested", "stalled_producers", "_stash", "_backlog",
-        "_call_soon", "trace",
+        "_call_soon", "trace", "nonce", "jwt_iat", "_expire_timer", "jwt_max_subs", "jwt_max_payload",
     )
 
     def __init__(self, server: "Server") -> None:
@@ -158,6 +159,7 @@ class ClientConnection(asyncio.Protocol):
         self._backlog: tuple | None = None  # (events, next index, error) not yet run
         self._call_soon = server.loop.call_soon
         self.trace = logger.isEnabledFor(TRACE)
+        self._init_identity()
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
 
@@ -369,6 +371,8 @@ class ClientConnection(asyncio.Protocol):
                     if self._stash is not None and i + 1 < len(events):
                         self._stash.insert(0, events[i + 1:])
                     return
+                if self.jwt_max_payload >= 0 and self._payload_limit_rest(events, i + 1):
+                    return
 
     def _subject(self, subj_b: bytes) -> str:
         """Decode a subject, remembering it (publishers reuse a few subjects; the parser hands
@@ -430,6 +434,10 @@ class ClientConnection(asyncio.Protocol):
             self.connect_opts = opts  # kept to re-check credentials on config reload
             res = self._authenticate(opts)
             if not res.ok:
+                if res.error:  # a JWT account limit, with the reference's own text
+                    logger.error("%s%s", self.prefix, res.error)
+                    self.close_with_err(res.error, REASON_AUTH)
+                    return True
                 self.auth_violation(res.user)
                 return True
             if res.bcrypt is not None:
@@ -489,6 +497,8 @@ class ClientConnection(asyncio.Protocol):
         acc = self.server.get_account(res.account)
         self.account = acc
         acc.clients.add(self)
+        if res.jwt_iat is not None:
+            self._apply_jwt_limits(res)
         p = res.permissions
         self.perms = p
         if p is not None:
@@ -626,7 +636,7 @@ class ClientConnection(asyncio.Protocol):
                              self.prefix, self.account.name, self.user, subject, _decode(sid))
             return
         max_subs = self.server.options.max_subscriptions
-        if max_subs > 0 and len(self.subs) >= max_subs:
+        if max_subs > 0 and len(self.subs) >= max_subs or 0 <= self.jwt_max_subs <= len(self.subs):
             self.send_err(ERR_MAX_SUBSCRIPTIONS)
             logger.error("%s%s", self.prefix, ERR_MAX_SUBSCRIPTIONS)
             return
@@ -746,6 +756,8 @@ class ClientConnection(asyncio.Protocol):
     def auth_violation(self, user: str = "") -> None:
         if user and user in self.server.auth.users:
             logger.error('%sauthentication error - User "%s"', self.prefix, user)
+        elif user and self.connect_opts.get("nkey") == user:
+            logger.error('%sauthentication error - Nkey "%s"', self.prefix, user)
         else:
             logger.error("%sauthentication error", self.prefix)
         self.close_with_err(ERR_AUTH_VIOLATION, REASON_AUTH)
@@ -779,7 +791,7 @@ class ClientConnection(asyncio.Protocol):
         self.closed = True
         self.close_reason = reason
         self._release_producers()
-        for attr in ("_ping_timer", "_auth_timer", "_wd_timer", "_stall_timer"):
+        for attr in ("_ping_timer", "_auth_timer", "_wd_timer", "_stall_timer", "_expire_timer"):
             t = getattr(self, attr)
             if t is not None:
                 t.cancel()
@@ -841,7 +853,7 @@ class ClientConnection(asyncio.Protocol):
                 and self.transport.get_extra_info("ssl_object") is not None:
             from natsd.server.tls import map_certificate_user
             return map_certificate_user(self.server.auth, self.transport.get_extra_info("peercert"))
-        return self.server.auth.authenticate(opts)
+        return self.server.auth.authenticate(opts, self.nonce)
 
     def tls_failed(self, message: str) -> None:
         """The TLS layer below gave up on the handshake (bad first record, timeout, pin)."""

@@ -42,6 +42,7 @@ from natsd.server.connection import (
 from natsd.server.log import logger, setup_logging
 from natsd.server.ports import ServerPorts
 from natsd.server.tls import HandshakeQueue, TlsContexts, TlsLayer
+from natsd.server.trust import Trust
 
 __all__ = ["Server", "GIT_COMMIT"]
 
@@ -65,8 +66,12 @@ class Server:
         self.reload_options = reload_options
         self.server_id = _server_id()
         self.server_name = self.options.server_name or self.server_id
-        self.auth = Authenticator(self.options)
+        # Operator mode (JWT accounts): see natsd.server.trust.
+        self.trust = Trust(self.options) if self.options.trust.enabled else None
+        self.auth = Authenticator(self.options, self.trust)
         self.accounts: dict[str, Account] = {}
+        if self.trust is not None:
+            self.trust.bind(self)
         self.global_account = self.get_account(GLOBAL_ACCOUNT)
         for acc in self.options.accounts:
             self.get_account(acc.name)
@@ -142,7 +147,39 @@ class Server:
         acc = self.accounts.get(name)
         if acc is None:
             acc = self.accounts[name] = Account(name, cache=not self.options.no_sublist_cache)
+            if self.trust is not None:
+                self.trust.account_created(acc)  # imports, exports and JetStream from its JWT
         return acc
+
+    def apply_js_limits(self, acc: Account, limits: AccountJetStreamLimits | None) -> None:
+        """JetStream limits from an account JWT (at creation or pushed later): enable JetStream
+        for the account, change its limits in place (checked on the next request/publish, as the
+        config-file limits are), or switch it off (``None``): its streams stop, their files stay,
+        the API answers "JetStream not enabled for account", and enabling it again recovers them,
+        as the reference does."""
+        acc.js_limits = limits
+        engine = self.jetstream
+        if engine is None:
+            return
+        if limits is None:
+            if acc.jetstream is not None:
+                acc.jetstream.stop()
+                engine.accounts.pop(acc.name, None)
+                acc.jetstream = None
+                acc.js_disabled_subs = engine.disable_account_api(acc.ports) or []
+            return
+        if acc.jetstream is not None:
+            js = acc.jetstream
+            js.limits = limits
+            js.limits_enforced = limits.max_memory >= 0 or limits.max_storage >= 0
+            js._usage_dirty = True
+            return
+        for sub in acc.js_disabled_subs:
+            sub.unsubscribe()
+        acc.js_disabled_subs = []
+        if acc.ports is None:
+            acc.ports = ServerPorts(acc)
+        acc.jetstream = engine.enable_account(acc.name, acc.ports, limits)
 
     # -- start / stop ------------------------------------------------------------------------------
 
@@ -175,6 +212,8 @@ class Server:
         if any(u.password and not u.password.startswith("$2") for u in self.auth.users.values()) or (
                 opts.password and not opts.password.startswith("$2")):
             logger.warning("Plaintext passwords detected, use nkeys or bcrypt")
+        if self.trust is not None:
+            self._start_trust()
         await self._start_jetstream()
         port = opts.port if opts.port > 0 else 0
         host = opts.host or "0.0.0.0"
@@ -201,6 +240,20 @@ class Server:
         self._write_ports_file()
         logger.info("Server is ready")
         self.running = True
+
+    def _start_trust(self) -> None:
+        """Operator mode: register the system and preloaded accounts (so JetStream recovers
+        their streams) and the claim-update service."""
+        trust = self.trust
+        logger.info("Trusted Operators")
+        for op in trust.operators:
+            logger.info("  System  : %r", op.system_account)
+            logger.info("  Operator: %r", op.name)
+        if trust.system_account:
+            self.get_account(trust.system_account)
+        for name in trust.preloaded():
+            self.get_account(name)
+        trust.start_system_services()
 
     def _write_ports_file(self) -> None:
         """``pid_file`` (the pid as text) and ``ports_file_dir``/natsd_<pid>.ports, a JSON
@@ -245,7 +298,9 @@ class Server:
             engine = JetStreamEngine(opts, self.clock, server_id=self.server_id, server_name=self.server_name)
             js_accounts: list[tuple[str, AccountJetStreamLimits]] = [
                 (a.name, a.jetstream) for a in opts.accounts if a.jetstream is not None]
-            if not js_accounts:
+            if self.trust is not None:  # JWT accounts: the limits their claims carry
+                js_accounts = [(a.name, a.js_limits) for a in self.accounts.values() if a.js_limits is not None]
+            elif not js_accounts:
                 js_accounts = [(GLOBAL_ACCOUNT, AccountJetStreamLimits())]
             logger.info("Starting JetStream")
             for name, limits in js_accounts:
@@ -263,7 +318,7 @@ class Server:
                 for acc in list(self.accounts.values()):
                     if acc.jetstream is None:
                         acc.ports = ServerPorts(acc)
-                        disable(acc.ports)
+                        acc.js_disabled_subs = disable(acc.ports) or []
             r = engine.start()
             if hasattr(r, "__await__"):
                 await r
@@ -344,6 +399,8 @@ class Server:
         d = self.info_dict()
         d["client_id"] = c.cid
         d["client_ip"] = c.ip
+        if c.nonce:
+            d["nonce"] = c.nonce
         if self.jetstream is not None:
             d["api_lvl"] = API_LEVEL
         overrides = getattr(c.transport, "info_overrides", None)  # e.g. a WebSocket connection's port
@@ -406,7 +463,8 @@ class Server:
         new_options.host = self.options.host
         new_options.http_port = self.options.http_port
         self._reload_tls(new_options)
-        new_auth = Authenticator(new_options)
+        new_options.trust = self.options.trust  # operator/resolver changes need a restart
+        new_auth = Authenticator(new_options, self.trust)
         new_auth._verified = old_auth._verified  # bcrypt results stay valid for unchanged hashes
         self.options = new_options
         self.auth = new_auth
@@ -414,6 +472,8 @@ class Server:
             self.get_account(acc.name)
         for c in list(self.clients.values()):
             c.parser.max_payload = new_options.max_payload
+            if c.jwt_max_payload >= 0:  # a JWT user's own limit survives reloads
+                c.parser.max_payload = min(c.parser.max_payload, c.jwt_max_payload)
             c.parser.max_control_line = new_options.max_control_line
             c.max_pending = new_options.max_pending
             c.auth_required = new_auth.auth_required
@@ -421,6 +481,8 @@ class Server:
                 c.perms = c.pub_filter = c.sub_filter = c.sub_deny = None
                 c.replies = None
                 continue
+            if c.jwt_iat is not None:
+                continue  # JWT users answer to their account's claims, not to the config file
             res = c._authenticate(getattr(c, "connect_opts", {}) or {})  # (certificate users too)
             if res.ok and res.bcrypt is not None:
                 res.ok = False  # unverified new hash: the client must reconnect

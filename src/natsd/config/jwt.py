@@ -1,0 +1,355 @@
+"""nkeys and NATS JWTs: decode, verify, and read the claims natsd enforces.
+
+A format module (sans-IO), in ``config`` so that ``natsd -t`` can check operator and preloaded
+account JWTs with file:line:column errors; the server's trust code uses the same functions.
+
+Keys are the ``nkeys`` encoding (base32 of prefix byte + 32-byte Ed25519 key + CRC-16): ``O``
+operator, ``A`` account, ``U`` user, ``N`` server. The ``nkeys`` package (what nats-py signs with)
+has no "public key only" constructor, so :func:`verify` decodes the public key
+(:func:`public_nkey_bytes`: prefix and CRC-16) and checks the signature with
+PyNaCl, the Ed25519 implementation ``nkeys`` itself is built on; no cryptography is written here.
+
+A NATS JWT (v2 layout, https://docs.nats.io/ "JWT" reference) is three base64url parts
+(unpadded) joined by dots::
+
+    base64url(header) "." base64url(claims) "." base64url(ed25519(header "." claims))
+
+with header ``{"typ":"JWT","alg":"ed25519-nkey"}`` (v1 tokens say ``"alg":"ed25519"``). The
+signature is made by the key named in the claims' ``iss``; nothing in the payload is used before
+that signature has been checked against it (:func:`decode`). Claims: ``sub`` (subject key),
+``iss``, ``iat``, ``exp``/``nbf`` (unix seconds, optional), ``name``, ``jti``, and ``nats`` with
+``type`` (``operator``/``account``/``user``) and the type's fields (see the dataclasses below).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from dataclasses import dataclass, field
+
+import nacl.exceptions
+import nacl.signing
+import nkeys
+
+
+__all__ = [
+    "is_public_nkey", "public_nkey_bytes", "limit_of", "JWTError", "decode", "verify", "is_public_key", "OperatorClaims", "AccountClaims", "UserClaims",
+    "Export", "Import", "decode_sig", "decode_operator", "decode_account", "decode_user", "extract_jwt",
+]
+
+# nkeys prefix bytes (first base32 character): operator O, account A, user U, server N, cluster C.
+_PREFIX_BYTES = {"O": 14 << 3, "A": 0, "U": 20 << 3, "N": 13 << 3, "C": 2 << 3}
+
+
+def public_nkey_bytes(key, kind: str = "") -> bytes | None:
+    """The 32 Ed25519 bytes of a public nkey (``kind``: required first letter), or None."""
+    if not isinstance(key, str) or len(key) != 56 or (kind and not key.startswith(kind)):
+        return None
+    prefix = _PREFIX_BYTES.get(key[0])
+    if prefix is None:
+        return None
+    try:
+        raw = base64.b32decode(key)
+    except (binascii.Error, ValueError):
+        return None
+    if len(raw) != 35 or raw[0] != prefix or nkeys.crc16(bytearray(raw[:-2])) != int.from_bytes(raw[-2:], "little"):
+        return None
+    return raw[1:33]
+
+
+def is_public_nkey(key, kind: str = "") -> bool:
+    return public_nkey_bytes(key, kind) is not None
+
+
+_JWT_RE = re.compile(r"eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
+
+
+class JWTError(ValueError):
+    """A token or key that does not decode or whose signature does not verify."""
+
+
+def _b64decode(s: str) -> bytes:
+    """base64url or standard base64, padded or not (clients differ: nats-py sends standard)."""
+    s = s.strip()
+    pad = "=" * (-len(s) % 4)
+    try:
+        if "-" in s or "_" in s:
+            return base64.urlsafe_b64decode(s + pad)
+        return base64.b64decode(s + pad, validate=True)
+    except (binascii.Error, ValueError) as e:
+        raise JWTError(f"bad base64: {e}") from None
+
+
+def _raw_public_key(public: str, kind: str = "") -> bytes:
+    """The 32 Ed25519 bytes of an nkey public key (checked prefix and CRC-16)."""
+    raw = public_nkey_bytes(public, kind)
+    if raw is None:
+        raise JWTError("not a valid public nkey")
+    return raw
+
+
+def is_public_key(public: str, kind: str) -> bool:
+    return is_public_nkey(public, kind)
+
+
+def verify(public: str, data: bytes, sig: bytes) -> bool:
+    """True when ``sig`` is ``public``'s Ed25519 signature of ``data``."""
+    try:
+        nacl.signing.VerifyKey(_raw_public_key(public)).verify(data, sig)
+        return True
+    except (JWTError, nacl.exceptions.BadSignatureError, nacl.exceptions.ValueError, ValueError, TypeError):
+        return False
+
+
+def decode_sig(sig) -> bytes | None:
+    """CONNECT's ``sig``: base64url (nats.go, nats.js) or standard base64 (nats-py); None if bad."""
+    if not isinstance(sig, str) or not sig:
+        return None
+    try:
+        return _b64decode(sig)
+    except JWTError:
+        return None
+
+
+def extract_jwt(text: str) -> str:
+    """The first JWT in ``text`` (a bare token, or a file with ``-----BEGIN ...`` armour)."""
+    m = _JWT_RE.search(text)
+    if m is None:
+        raise JWTError("no JWT found")
+    return m.group(0)
+
+
+def decode(token: str) -> dict:
+    """Verify ``token``'s signature against its ``iss`` key and return the claims."""
+    if not isinstance(token, str):
+        raise JWTError("JWT must be a string")
+    parts = token.strip().split(".")
+    if len(parts) != 3:
+        raise JWTError("expected 3 chunks")
+    try:
+        header = json.loads(_b64decode(parts[0]))
+        claims = json.loads(_b64decode(parts[1]))
+    except (ValueError, RecursionError) as e:  # bad UTF-8/JSON, or JSON nested beyond reason
+        raise JWTError(f"bad JSON: {e}") from None
+    if not isinstance(header, dict) or not isinstance(claims, dict):
+        raise JWTError("header and claims must be objects")
+    if str(header.get("typ", "")).upper() != "JWT":
+        raise JWTError(f"not supported type {header.get('typ')!r}")
+    if header.get("alg") not in ("ed25519-nkey", "ed25519"):
+        raise JWTError(f"unexpected {header.get('alg')!r} algorithm")
+    nats = claims.get("nats")
+    if not isinstance(nats, dict):
+        nats = claims["nats"] = {}
+    version = 2 if nats.get("version") == 2 else 1  # as the Go library names it in its error
+    iss = claims.get("iss")
+    if not isinstance(iss, str) or not verify(iss, f"{parts[0]}.{parts[1]}".encode(), _b64decode(parts[2])):
+        raise JWTError(f"claim failed V{version} signature verification")
+    for k in ("iat", "exp", "nbf"):
+        v = claims.get(k)
+        if v is not None and (type(v) is not int):
+            raise JWTError(f"{k} must be an integer")
+    return claims
+
+
+# -- typed claims -------------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class _Base:
+    subject: str
+    issuer: str
+    name: str
+    issued_at: int
+    expires: int  # 0: never
+    not_before: int
+    raw: str = field(repr=False, default="")
+
+    def expired(self, now_s: float) -> bool:
+        return bool(self.expires) and now_s >= self.expires
+
+    def not_yet_valid(self, now_s: float) -> bool:
+        return bool(self.not_before) and now_s < self.not_before
+
+
+def _base(claims: dict, raw: str) -> dict:
+    return dict(subject=str(claims.get("sub", "")), issuer=claims["iss"], name=str(claims.get("name", "")),
+                issued_at=claims.get("iat") or 0, expires=claims.get("exp") or 0,
+                not_before=claims.get("nbf") or 0, raw=raw)
+
+
+def _strs(v) -> list[str]:
+    if isinstance(v, str):
+        return [x.strip() for x in v.split(",") if x.strip()]
+    if isinstance(v, list):
+        return [x for x in v if isinstance(x, str)]
+    return []
+
+
+def _signing_keys(v) -> dict[str, dict | None]:
+    """``signing_keys``: plain keys, or scoped ``{"kind":"user_scope","key":...,"template":...}``."""
+    out: dict[str, dict | None] = {}
+    if isinstance(v, list):
+        for k in v:
+            if isinstance(k, str):
+                out[k] = None
+            elif isinstance(k, dict) and isinstance(k.get("key"), str):
+                out[k["key"]] = k if k.get("kind") == "user_scope" else None
+    return out
+
+
+@dataclass(slots=True)
+class OperatorClaims(_Base):
+    signing_keys: set[str] = field(default_factory=set)
+    system_account: str = ""
+
+
+@dataclass(slots=True)
+class Export:
+    """An account export: ``type`` ``stream``/``service``, ``subject`` (wildcards allowed),
+    ``token_req`` (private: importers need an activation token, unsupported here: refused),
+    ``response_type`` (``Singleton``/``Stream``/``Chunked``) for services."""
+
+    subject: str
+    type: str
+    token_req: bool = False
+    response_type: str = "Singleton"
+    response_threshold_ns: int = 0
+
+
+@dataclass(slots=True)
+class Import:
+    """An account import of ``subject`` exported by ``account`` (see natsd.server.imports for
+    ``local_subject`` and the legacy ``to``)."""
+
+    subject: str
+    account: str
+    type: str
+    local_subject: str = ""
+    to: str = ""
+    token: str = ""
+
+
+@dataclass(slots=True)
+class AccountClaims(_Base):
+    signing_keys: dict[str, dict | None] = field(default_factory=dict)
+    revocations: dict[str, int] = field(default_factory=dict)
+    imports: list[Import] = field(default_factory=list)
+    exports: list[Export] = field(default_factory=list)
+    limits: dict = field(default_factory=dict)
+    tiered_limits: dict = field(default_factory=dict)
+    default_permissions: dict = field(default_factory=dict)
+
+    def revoked(self, user: str, issued_at: int) -> bool:
+        """Revocations map a user key (or ``*``: everyone) to a time: JWTs issued at or before
+        it are revoked."""
+        for key in (user, "*"):
+            ts = self.revocations.get(key)
+            if ts is not None and issued_at <= ts:
+                return True
+        return False
+
+
+@dataclass(slots=True)
+class UserClaims(_Base):
+    issuer_account: str = ""
+    pub: dict = field(default_factory=dict)
+    sub: dict = field(default_factory=dict)
+    resp: dict | None = None
+    bearer_token: bool = False
+    limits: dict = field(default_factory=dict)
+    empty_permissions: bool = True  # no permission or limit field set (required by scoped keys)
+
+    @property
+    def account(self) -> str:
+        return self.issuer_account or self.issuer
+
+
+def _typed(token: str, kind: str) -> dict:
+    claims = decode(token)
+    t = claims["nats"].get("type")
+    if t != kind:
+        raise JWTError(f"not a {kind} JWT (type {t!r})")
+    return claims
+
+
+def decode_operator(token: str) -> OperatorClaims:
+    c = _typed(token, "operator")
+    n = c["nats"]
+    if not is_public_key(c.get("sub", ""), "O") or c["iss"] != c.get("sub") and c["iss"] not in _strs(
+            n.get("signing_keys")):
+        raise JWTError("operator JWT must be self-signed")
+    return OperatorClaims(**_base(c, token), signing_keys=set(_strs(n.get("signing_keys"))),
+                          system_account=str(n.get("system_account", "")))
+
+
+def _import(d: dict) -> Import | None:
+    if not isinstance(d, dict) or not isinstance(d.get("subject"), str) or not isinstance(d.get("account"), str):
+        return None
+    return Import(subject=d["subject"], account=d["account"], type=str(d.get("type", "stream")),
+                  local_subject=str(d.get("local_subject") or ""), to=str(d.get("to") or ""),
+                  token=str(d.get("token", "")))
+
+
+def _export(d: dict) -> Export | None:
+    if not isinstance(d, dict) or not isinstance(d.get("subject"), str):
+        return None
+    rt = d.get("response_type") or "Singleton"
+    thr = d.get("response_threshold") or 0
+    return Export(subject=d["subject"], type=str(d.get("type", "stream")), token_req=bool(d.get("token_req")),
+                  response_type=str(rt), response_threshold_ns=thr if isinstance(thr, int) else 0)
+
+
+def _tiers(limits) -> dict:
+    """``limits.tiered_limits``: JetStream limits per replica tier (``R1``, ``R3``...)."""
+    t = limits.get("tiered_limits") if isinstance(limits, dict) else None
+    return t if isinstance(t, dict) else {}
+
+
+def decode_account(token: str) -> AccountClaims:
+    c = _typed(token, "account")
+    n = c["nats"]
+    if not is_public_key(c.get("sub", ""), "A"):
+        raise JWTError("account JWT subject is not an account key")
+    revs = n.get("revocations") if isinstance(n.get("revocations"), dict) else {}
+    return AccountClaims(
+        **_base(c, token), signing_keys=_signing_keys(n.get("signing_keys")),
+        revocations={k: v for k, v in revs.items() if isinstance(v, int)},
+        imports=[i for i in map(_import, n.get("imports") or []) if i is not None],
+        exports=[e for e in map(_export, n.get("exports") or []) if e is not None],
+        limits=n.get("limits") if isinstance(n.get("limits"), dict) else {},
+        tiered_limits=_tiers(n.get("limits")),
+        default_permissions=n.get("default_permissions") if isinstance(n.get("default_permissions"), dict) else {})
+
+
+# User JWT fields that are permissions or limits: all must be unset (zero/empty) for a user
+# issued by a scoped signing key, as the JWT library's "empty permissions" check.
+_PERMISSION_FIELDS = ("pub", "sub", "resp", "subs", "data", "payload", "src", "times", "times_location",
+                      "locale", "bearer_token", "allowed_connection_types")
+
+
+def limit_of(d: dict, key: str) -> int:
+    """A JWT limit: -1 unlimited; an absent one is 0, as the Go JWT library decodes it (nsc
+    always writes -1 for "no limit")."""
+    v = d.get(key, 0) if isinstance(d, dict) else 0
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+
+def decode_user(token: str) -> UserClaims:
+    c = _typed(token, "user")
+    n = c["nats"]
+    if not is_public_key(c.get("sub", ""), "U"):
+        raise JWTError("user JWT subject is not a user key")
+    if not is_public_key(c["iss"], "A"):
+        raise JWTError("user JWT must be issued by an account")
+    ia = n.get("issuer_account") or ""
+    if ia and not is_public_key(ia, "A"):
+        raise JWTError("issuer_account is not an account key")
+    resp = n.get("resp") if isinstance(n.get("resp"), dict) else None
+    return UserClaims(
+        **_base(c, token), issuer_account=ia,
+        pub=n.get("pub") if isinstance(n.get("pub"), dict) else {},
+        sub=n.get("sub") if isinstance(n.get("sub"), dict) else {},
+        resp=resp, bearer_token=bool(n.get("bearer_token")),
+        empty_permissions=not any(n.get(k) for k in _PERMISSION_FIELDS),
+        limits={k: limit_of(n, k) for k in ("subs", "data", "payload")})
