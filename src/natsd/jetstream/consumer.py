@@ -274,6 +274,21 @@ class Consumer:
         self._recalc_pending()
         self._mark_dirty()
 
+    def restart_after_damage(self) -> None:
+        """Recovery found the durable state damaged (the store logged what): start again from
+        the config's start, but never after the first message stored since the consumer was
+        created, so everything it may not have acknowledged is delivered again (redelivery
+        rather than loss; "new", "last" and "last per subject" would otherwise skip them)."""
+        self.select_start()
+        cfg = self.cfg
+        if cfg.opt_start_seq == 0 and cfg.deliver_policy in ("new", "last", "last_per_subject"):
+            since = self._seq_from_time(self.created_ns)
+            if since < self.sseq:
+                self.lss = None
+                self.sseq = since
+                self.asflr = self.dlv_sseq = since - 1
+                self._recalc_pending()
+
     def clamp_to_stream(self) -> None:
         """After recovery: messages below the stream's first sequence are gone (purged or
         expired while we were down), so start no lower than it."""

@@ -21,6 +21,7 @@ the new state, never a torn one.
 from __future__ import annotations
 
 import copy
+import logging
 import os
 import shutil
 import struct
@@ -35,6 +36,10 @@ __all__ = ["encode_consumer_state", "decode_consumer_state", "FileConsumerStore"
 MAGIC = 22
 VERSION = 0x81
 _U32 = struct.Struct("<I")
+#: A state file that failed to decode is renamed ``o.dat.damaged`` (kept for inspection).
+DAMAGED_SUFFIX = ".damaged"
+
+log = logging.getLogger("natsd.store")
 
 
 def _uvarint(out: bytearray, v: int) -> None:
@@ -149,12 +154,31 @@ class FileConsumerStore:
             self.meta = {}
             write_meta(directory, self.meta, key)
         self._state = ConsumerState()
+        #: Why the state on disk could not be used ("" when it could): the consumer is kept
+        #: with its state reset (its config is in meta.inf, apart), which only causes
+        #: redelivery; the owner picks a safe start (see recover_consumer).
+        self.state_damaged = ""
         path = os.path.join(directory, CONSUMER_STATE_FILE)
         try:
             with open(path, "rb") as f:
-                self._state = decode_consumer_state(f.read())
+                data = f.read()
         except FileNotFoundError:
-            pass
+            data = None
+        if data is not None:
+            try:
+                if not data:
+                    raise CorruptState("consumer state: empty file")
+                self._state = decode_consumer_state(data)
+            except CorruptState as exc:
+                self.state_damaged = str(exc)
+                # Keep the damaged bytes for the operator (the next flush writes a new o.dat).
+                try:
+                    os.replace(path, path + DAMAGED_SUFFIX)
+                except OSError:
+                    pass
+                log.warning("Consumer %r: state file %s is damaged (%s, %d bytes; kept as %s): "
+                            "state reset, unacknowledged messages will be redelivered",
+                            name, path, exc, len(data), CONSUMER_STATE_FILE + DAMAGED_SUFFIX)
 
     def _check_open(self) -> None:
         if self._closed:

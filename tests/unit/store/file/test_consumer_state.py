@@ -79,3 +79,39 @@ def test_load_stream_meta(tmp_path):
     Path(d, "meta.inf").write_bytes(b'{"config": {}}')
     assert load_stream_meta(d) is None
     assert load_stream_meta(str(tmp_path / "none")) is None
+
+
+@pytest.mark.parametrize("damage", ["flip", "empty", "truncate"])
+def test_damaged_state_file_keeps_the_consumer_with_its_state_reset(tmp_path, caplog, damage):
+    """Issue 14 item 3: the config (meta.inf) is apart from the state; a damaged o.dat resets the
+    state, says why (state_damaged, a warning naming the file) and keeps the bytes aside."""
+    clock = ManualClock()
+    d = str(tmp_path / "S")
+    s = open_stream_store(StoreConfig(name="S", storage="file"), clock, d)
+    cs = s.consumer_store("C", {"config": {"durable_name": "C"}})
+    cs.update(sample())
+    s.stop()
+    odat = Path(d, "obs", "C", "o.dat")
+    data = bytearray(odat.read_bytes())
+    if damage == "flip":
+        data[len(data) // 2] ^= 0x10
+    elif damage == "empty":
+        data = bytearray()
+    else:
+        data = data[: len(data) - 3]
+    odat.write_bytes(bytes(data))
+    s = open_stream_store(StoreConfig(name="S", storage="file"), clock, d)
+    assert s.consumer_names() == ["C"]
+    cs = s.consumer_store("C", None)
+    assert cs.meta == {"config": {"durable_name": "C"}}
+    assert cs.state() == ConsumerState()
+    assert cs.state_damaged
+    assert Path(d, "obs", "C", "o.dat.damaged").read_bytes() == bytes(data)
+    assert any("o.dat" in r.getMessage() and "damaged" in r.getMessage() and r.levelname == "WARNING"
+               for r in caplog.records)
+    cs.update(sample())
+    s.stop()
+    s = open_stream_store(StoreConfig(name="S", storage="file"), clock, d)
+    cs = s.consumer_store("C", None)
+    assert not cs.state_damaged and cs.state() == sample()
+    s.stop()
