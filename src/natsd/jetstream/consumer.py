@@ -413,7 +413,7 @@ class Consumer:
         if self.lat:
             ack_floor["last_active"] = format_time(self.lat)
         if self.waiting is not None:
-            self._process_waiting(False)
+            self._sweep_waiting(False)
         out: dict[str, Any] = {
             "stream_name": self.stream_name,
             "name": self.name,
@@ -690,12 +690,12 @@ class Consumer:
                 if push:
                     if not self.active or (fc and self.pbytes > self.maxpb):
                         break
-                elif not waiting.q:  # (the deque itself: no __bool__ call per message)
+                elif not waiting.live:  # (the count itself: no __bool__ call per message)
                     break
-                if runs and len(waiting.q) == 1 and not self.rdq:
+                if runs and waiting.live == 1 and not self.rdq:
                     # The common pull case: one waiting request with no byte budget, not
                     # expired, inbox with interest: its whole run at once (see _deliver_run).
-                    wr = waiting.q[0]
+                    wr = waiting.head()
                     n = wr.n if wr.n < budget else budget
                     if maxp > 0 and maxp - len(pending) < n:
                         n = maxp - len(pending)
@@ -757,16 +757,9 @@ class Consumer:
                 else:
                     # Common case inline: the head request has no byte budget, has not expired
                     # and its inbox was seen with interest earlier in this pass.
-                    q = waiting.q
-                    wr = q[0]
+                    wr = waiting.head()
                     if wr.b == 0 and (not wr.expires or now_m < wr.expires) and wr.reply in checked:
-                        wr.d += 1
-                        wr.n -= 1
-                        if wr.n <= 0:
-                            q.popleft()
-                        elif len(q) > 1:
-                            q.popleft()
-                            q.append(wr)
+                        waiting.pop()
                     else:
                         if not sz:
                             sz = len(sm.subject) + len(reply) + (len(hdr) if hdr else 0) + len(msg)
@@ -866,7 +859,7 @@ class Consumer:
                 if self._replay and self.sseq > self._replay_lseq and not self.rdq:
                     self._replay = False
                 if waiting is not None:
-                    self._process_waiting(eos)
+                    self._end_of_pass(eos)
 
     def _has_inbox_interest(self, inbox: str, checked: set[str]) -> bool:
         """True (and ``inbox`` noted in ``checked``) when a pull request's inbox has interest."""
@@ -918,11 +911,8 @@ class Consumer:
         self.npc = npc - k
         self.dseq = dseq + k
         self.dlv_sseq = last
-        wr.d += k
-        wr.n -= k
-        if wr.n <= 0:
-            self.waiting.q.popleft()
-        elif wr.hb:
+        self.waiting.take_run(wr, k)
+        if wr.n > 0 and wr.hb:
             wr.hbt = self.clock.monotonic_ns() + wr.hb
         return k, seqs[0]
 
@@ -1100,7 +1090,7 @@ class Consumer:
         now = self.clock.monotonic_ns()
         wq = self.waiting
         if wq.is_full():
-            self._process_waiting(False)
+            self._sweep_waiting(False)
         if no_wait:
             msgs_pending = self.num_pending() + len(self.rdq)
             if msgs_pending == 0 and not expires:
@@ -1108,7 +1098,11 @@ class Consumer:
                 publish(reply, "", D.NO_MESSAGES, b"")
                 return
             if msgs_pending > 0:
-                brp = self._process_waiting(False)
+                # The batch the queue still wants bounds the exact figure (which leaves out
+                # requesters that went away): scan only when the bound says "too many".
+                brp = wq.want
+                if msgs_pending < brp:
+                    brp = self._sweep_waiting(False)
                 if msgs_pending < brp:
                     wq.last = now
                     publish(reply, "", D.REQUESTS_PENDING, b"")
@@ -1127,8 +1121,10 @@ class Consumer:
         wq = self.waiting
         now = self.clock.monotonic_ns()
         publish = self.ports.publish
-        while wq:
-            wr = wq.peek()
+        while True:
+            wr = wq.head()
+            if wr is None:
+                break
             if wr.expires and now >= wr.expires:
                 publish(wr.reply, "", D.pending_status(408, "Request Timeout", wr.n, wr.b), b"")
                 wq.remove_head()
@@ -1137,7 +1133,7 @@ class Consumer:
                 if sz <= wr.b:
                     wr.b -= sz
                     if wr.b == 0:
-                        wr.n = 1
+                        wq.set_want(wr, 1)
                 else:
                     publish(wr.reply, "", D.pending_status(409, "Message Size Exceeds MaxBytes", wr.n, wr.b), b"")
                     wq.remove_head()
@@ -1151,18 +1147,21 @@ class Consumer:
             wq.remove_head()  # requester went away
         return None
 
-    def _process_waiting(self, eos: bool) -> int:
-        """Expire requests, answer finished no_wait ones, drop those without interest, send
-        due heartbeats; returns the batch still wanted (``processWaiting``)."""
+    def _sweep_waiting(self, eos: bool) -> int:
+        """The full scan (``processWaiting``), for what is rare: info, a full queue, the exact
+        batch still wanted, inactivity. Expires requests, answers finished no_wait ones (at the
+        end of the stream), drops those whose requester went away, sends due heartbeats;
+        returns the batch still wanted by what is left."""
         wq = self.waiting
         if not wq:
             return 0
         now = self.clock.monotonic_ns()
         publish = self.ports.publish
+        has_interest = self.ports.has_interest
         brp = 0
         keep = []
         changed = False
-        for wr in wq.q:
+        for wr in wq.live_requests():
             expired = wr.expires and now >= wr.expires
             if (eos and wr.no_wait) or expired:
                 if expired:
@@ -1173,33 +1172,60 @@ class Consumer:
                     publish(wr.reply, "", D.NO_MESSAGES, b"")
                     changed = True
                     continue
-            if not self.ports.has_interest(wr.reply):
+            if not has_interest(wr.reply):
                 changed = True
                 continue
             brp += wr.n
             if wr.hbt and now >= wr.hbt:
                 publish(wr.reply, "", D.idle_heartbeat(self.dseq - 1, self.sseq - 1), b"")
                 wr.hbt = now + wr.hb
+                wq.reschedule_hb(wr)
             keep.append(wr)
         if changed:
-            wq.q.clear()
-            wq.q.extend(keep)
+            wq.replace(keep)
         self._arm_wait_timer()
         return brp
 
+    def _end_of_pass(self, eos: bool) -> None:
+        """After a delivery pass: at the end of the stream, answer the no_wait requests that are
+        done (without looking at the others); re-arm the timer for the next expiry/heartbeat."""
+        wq = self.waiting
+        if eos and wq:
+            for wr in wq.take_eos():
+                wq.discard(wr)
+                if wr.expires and self.clock.monotonic_ns() >= wr.expires:
+                    self.ports.publish(wr.reply, "", D.pending_status(408, "Request Timeout", wr.n, wr.b), b"")
+                else:
+                    self.ports.publish(wr.reply, "", D.NO_MESSAGES, b"")
+        self._arm_wait_timer()
+
+    def _process_due(self) -> None:
+        """Requests whose expiry or heartbeat time has come (the heap's top, nothing else):
+        408 for the expired, a heartbeat for the others (dropped when nobody listens)."""
+        wq = self.waiting
+        now = self.clock.monotonic_ns()
+        publish = self.ports.publish
+        for wr in wq.due(now):
+            if wr.expires and now >= wr.expires:
+                wq.discard(wr)
+                publish(wr.reply, "", D.pending_status(408, "Request Timeout", wr.n, wr.b), b"")
+            elif wr.hbt and now >= wr.hbt:
+                if not self.ports.has_interest(wr.reply):
+                    wq.discard(wr)
+                    continue
+                publish(wr.reply, "", D.idle_heartbeat(self.dseq - 1, self.sseq - 1), b"")
+                wr.hbt = now + wr.hb
+                wq.reschedule_hb(wr)
+            else:
+                wq.reschedule_hb(wr)  # its heartbeat moved later since it was queued
+
     def _arm_wait_timer(self) -> None:
         wq = self.waiting
-        if not wq:
+        fexp = wq.next_deadline() if wq else 0
+        if not fexp:
             if self._wait_timer is not None:
                 self._wait_timer.cancel()
                 self._wait_timer = None
-            return
-        fexp = 0
-        for wr in wq.q:
-            for t in (wr.expires, wr.hbt):
-                if t and (not fexp or t < fexp):
-                    fexp = t
-        if not fexp:
             return
         if self._wait_timer is not None:
             if self._wait_timer_at == fexp:
@@ -1212,7 +1238,8 @@ class Consumer:
         self._wait_timer = None
         if self.closed:
             return
-        self._process_waiting(True)
+        self._process_due()
+        self._end_of_pass(True)
         self.kick()
 
     # ------------------------------------------------------------------------------------------
@@ -1303,7 +1330,7 @@ class Consumer:
             if elapsed < self.dthresh:
                 self._arm_delete_timer(self.dthresh - elapsed)
                 return
-            self._process_waiting(True)
+            self._sweep_waiting(True)
             if self.waiting:
                 self._arm_delete_timer(self.dthresh)
                 return
@@ -1772,9 +1799,9 @@ class Consumer:
         if self.closed:
             return
         if self.waiting:
-            for wr in self.waiting.q:
+            for wr in list(self.waiting.live_requests()):
                 self.ports.publish(wr.reply, "", D.CONSUMER_DELETED, b"")
-            self.waiting.q.clear()
+            self.waiting.clear()
         self._stop_common()
         if self.store is not None:
             try:
@@ -1803,10 +1830,7 @@ def _credit(wq: WaitQueue | None, wr: PullRequest) -> None:
     """Give back a message's worth to a request we popped but could not use yet."""
     if wq is None:
         return
-    wr.n += 1
-    wr.d -= 1
-    if wr not in wq.q:
-        wq.q.appendleft(wr)
+    wq.credit(wr)
 
 
 def _parse_nak_delay(arg: bytes) -> int | None:
