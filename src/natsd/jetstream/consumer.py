@@ -42,7 +42,9 @@ from natsd.jetstream.consumer_config import (
     DELETE_WAIT_DEFAULT, MS, ConsumerConfig, format_time, go_duration,
 )
 from natsd.jetstream.pull import BadRequest, PullRequest, WaitQueue, parse_next_request
-from natsd.store.base import ConsumerState, MsgNotFound, SequencePair, StoreClosed, StoreEOF, StoreError
+from natsd.store.base import (
+    ConsumerDelta, ConsumerState, MsgNotFound, SequencePair, StoreClosed, StoreEOF, StoreError,
+)
 from natsd.subjects.tokens import subject_matches, subset
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -106,6 +108,52 @@ class _P(list):
         return self[1]
 
 
+class _Tracked(dict):
+    """The consumer's ``pending`` / ``rdc`` maps: a dict that notes the keys it changes, so a
+    large durable state is written as the delta of those keys (``ConsumerStore.append_delta``)
+    instead of whole. In-place changes of a pending entry's timestamp (``p[1] = ...``) are
+    noted by the caller (``Consumer._touch``). ``clear()`` asks for a whole write."""
+
+    __slots__ = ("touched", "reset")
+
+    def __init__(self, *args: Any) -> None:
+        dict.__init__(self, *args)
+        self.touched: set[int] = set()
+        self.reset = False
+
+    def __setitem__(self, k: int, v: Any) -> None:
+        self.touched.add(k)
+        dict.__setitem__(self, k, v)
+
+    def __delitem__(self, k: int) -> None:
+        self.touched.add(k)
+        dict.__delitem__(self, k)
+
+    def pop(self, k: int, *default: Any) -> Any:
+        self.touched.add(k)
+        return dict.pop(self, k, *default)
+
+    def update(self, other: dict) -> None:  # type: ignore[override]
+        self.touched.update(other)
+        dict.update(self, other)
+
+    def clear(self) -> None:
+        self.touched.clear()
+        self.reset = True
+        dict.clear(self)
+
+    def take_touched(self) -> set[int]:
+        t = self.touched
+        self.touched = set()
+        self.reset = False
+        return t
+
+
+#: A durable state with at least this many pending + redelivered entries is written as deltas
+#: (journal) instead of whole; below it a whole write costs about as little.
+DELTA_MIN_ENTRIES = 2048
+
+
 class Consumer:
     """One consumer of a stream (push or pull). Created by the API handlers or by recovery."""
 
@@ -133,8 +181,8 @@ class Consumer:
         self.adflr = 0
         self.asflr = 0
         self.dlv_sseq = 0          # stream seq of the last first-time delivery (info "delivered")
-        self.pending: dict[int, list[int]] = {}   # sseq -> [dseq, ts_ns]
-        self.rdc: dict[int, int] = {}             # sseq -> redelivery count
+        self.pending: _Tracked = _Tracked()       # sseq -> [dseq, ts_ns]
+        self.rdc: _Tracked = _Tracked()           # sseq -> redelivery count
         self.rdq: list[int] = []
         self._rdq_set: set[int] = set()
         self.npc = 0
@@ -325,8 +373,9 @@ class Consumer:
         self.dlv_sseq = state.delivered.stream_seq
         self.adflr = state.ack_floor.consumer_seq
         self.asflr = state.ack_floor.stream_seq
-        self.pending = {s: _P((p.sequence, p.timestamp)) for s, p in state.pending.items()}
-        self.rdc = dict(state.redelivered)
+        # Loaded from the store: nothing is touched yet (the store has all of it).
+        self.pending = _Tracked({s: _P((p.sequence, p.timestamp)) for s, p in state.pending.items()})
+        self.rdc = _Tracked(state.redelivered)
 
     def start(self) -> None:
         """Subscribe, compute num pending, arm timers and start delivering."""
@@ -590,19 +639,14 @@ class Consumer:
             self.lat = self.clock.time_ns()
             if self.store is not None:
                 self._dirty = True
-        if not self._dirty or self.store is None:
-            return
-        self._dirty = False
-        try:
-            self.store.update(self.state())
-        except StoreClosed:
+        if not self._dirty or self.store is None or self._disk_timer is not None:
             return
         # To the OS at most every STATE_WRITE_GAP (as the reference's consumer flush loop):
         # a crash of the process then loses at most that much ack progress.
         now = self.clock.monotonic_ns()
         if now - self._last_disk >= STATE_WRITE_GAP:
             self._write_state()
-        elif self._disk_timer is None:
+        else:
             self._disk_timer = self.clock.call_later(self._last_disk + STATE_WRITE_GAP - now, self._write_state)
 
     _flush_state = _end_turn
@@ -610,12 +654,46 @@ class Consumer:
     def _write_state(self) -> None:
         self._disk_timer = None
         self._last_disk = self.clock.monotonic_ns()
-        if self.store is None or self.closed:
+        if self.store is None or self.closed or not self._dirty:
             return
+        self._dirty = False
         try:
+            self._hand_state()
             self.store.flush()
         except StoreError:
             pass
+
+    def _hand_state(self) -> None:
+        """Give the store what changed since the last write: a delta of the touched entries
+        for a large state (cost follows the changes), the whole state otherwise."""
+        pending, rdc = self.pending, self.rdc
+        store = self.store
+        append = getattr(store, "append_delta", None)
+        if (append is not None and not pending.reset and not rdc.reset
+                and len(pending) + len(rdc) >= DELTA_MIN_ENTRIES):
+            tp, tr = pending.take_touched(), rdc.take_touched()
+            ps = [s for s in tp if s in pending]
+            pd = [s for s in tp if s not in pending]
+            rs = [s for s in tr if s in rdc]
+            rd = [s for s in tr if s not in rdc]
+            delta = ConsumerDelta(
+                SequencePair(self.dseq - 1, self.dlv_sseq), SequencePair(*self._reported_floor()),
+                ps, list(map(pending.__getitem__, ps)), pd, rs, list(map(rdc.__getitem__, rs)), rd)
+            append(delta, self._live_state)
+        else:
+            pending.take_touched()
+            rdc.take_touched()
+            store.update(self.state())
+
+    def _live_state(self) -> tuple:
+        """For a store checkpoint: the live maps (read, never changed, by the store's worker
+        thread) and the sequence pairs now."""
+        return (self.pending, self.rdc, SequencePair(self.dseq - 1, self.dlv_sseq),
+                SequencePair(*self._reported_floor()))
+
+    def _touch(self, seq: int) -> None:
+        """A pending entry changed in place (its timestamp): the next delta must carry it."""
+        self.pending.touched.add(seq)
 
     def state(self) -> ConsumerState:
         """The durable state (store.base.ConsumerState)."""
@@ -807,6 +885,7 @@ class Consumer:
                         pending[seq] = _P((dseq, now_w))
                     else:
                         p[1] = now_w
+                        pending.touched.add(seq)
                     if not first_pending_seq:
                         first_pending_seq = seq
                 if many is not None:
@@ -906,7 +985,7 @@ class Consumer:
         else:
             # New messages are above every pending one (sseq only moves forward; a reset
             # clears pending), so these are all new entries.
-            self.pending.update(zip(seqs, map(_P, zip(ds, repeat(now_w, k)))))
+            self.pending.update(dict(zip(seqs, map(_P, zip(ds, repeat(now_w, k))))))
         self.sseq = last + 1
         self.npc = npc - k
         self.dseq = dseq + k
@@ -1367,6 +1446,7 @@ class Consumer:
             p = self.pending.get(sseq)
             if p is not None:
                 p[1] = self.clock.time_ns()
+                self._touch(sseq)
                 self._mark_dirty()
         elif body.startswith(b"+TERM"):
             reason = body[5:].strip().decode("utf-8", "replace")
@@ -1500,6 +1580,7 @@ class Consumer:
             if delay is not None:
                 self._remove_rdq(sseq)
                 p[1] = self.clock.time_ns() - self.cfg.ack_wait + delay
+                self._touch(sseq)
                 self._mark_dirty()
                 self._arm_ack_timer(10 * MS, force=True)
                 return
@@ -1783,7 +1864,7 @@ class Consumer:
         if self.store is not None and self._dirty:
             self._dirty = False
             try:
-                self.store.update(self.state())
+                self._hand_state()
                 self.store.flush()
             except StoreError:
                 pass
