@@ -53,6 +53,8 @@ def start(kind: str, port: int, store: str) -> subprocess.Popen:
         env = dict(os.environ)
         env["PYTHONPATH"] = str(ROOT / "src") + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         cmd = [sys.executable, "-m", "natsd", *args]
+        if os.environ.get("BENCH_PROFILE"):  # cProfile of the server, written at its clean exit
+            cmd = [sys.executable, "-m", "cProfile", "-o", os.environ["BENCH_PROFILE"], "-m", "natsd", *args]
     else:
         env = None
         cmd = [str(ROOT / ".venv/bin/nats-server"), *args]
@@ -242,8 +244,11 @@ async def run_pending(kind: str, port: int, pid: int, n: int) -> dict:
             for line in buf.split(b"\r\n"):
                 if line.startswith(b"MSG p 1 $JS.ACK.") and len(acks) < n // 100 + 1:
                     parts = line.split()
-                    if int(parts[3].split(b".")[5]) % 100 == 0:
-                        acks.append(parts[3])
+                    try:
+                        if int(parts[3].split(b".")[5]) % 100 == 0 and parts[3].count(b".") == 8:
+                            acks.append(parts[3])
+                    except (IndexError, ValueError):
+                        pass  # a line cut at the chunk's end
         got += await d.count(b"MSG p 1 $JS.ACK.", k, idle=60, on_chunk=keep)
         if got == before:
             break

@@ -43,7 +43,7 @@ from natsd.jetstream.consumer_config import (
 )
 from natsd.jetstream.pull import BadRequest, PullRequest, WaitQueue, parse_next_request
 from natsd.store.base import (
-    ConsumerDelta, ConsumerState, MsgNotFound, SequencePair, StoreClosed, StoreEOF, StoreError,
+    ConsumerDelta, ConsumerState, MsgNotFound, Pending, SequencePair, StoreClosed, StoreEOF, StoreError,
 )
 from natsd.subjects.tokens import subject_matches, subset
 
@@ -90,29 +90,14 @@ def _nuid() -> str:
     return "".join(random.choice(_NAME_ALPHABET) for _ in range(22))
 
 
-class _P(list):
-    """A pending entry ``[dseq, ts_ns]`` that also reads as a store ``Pending`` (``sequence``,
-    ``timestamp``): the durable state hands the store ``dict(self.pending)``, a C-level copy,
-    instead of building one ``Pending`` per outstanding message every loop turn. Entries are
-    shared with the store's copy; a later in-place change (a redelivery's new timestamp) is
-    one the next turn's update would carry anyway."""
-
-    __slots__ = ()
-
-    @property
-    def sequence(self) -> int:
-        return self[0]
-
-    @property
-    def timestamp(self) -> int:
-        return self[1]
-
-
 class _Tracked(dict):
     """The consumer's ``pending`` / ``rdc`` maps: a dict that notes the keys it changes, so a
     large durable state is written as the delta of those keys (``ConsumerStore.append_delta``)
-    instead of whole. In-place changes of a pending entry's timestamp (``p[1] = ...``) are
-    noted by the caller (``Consumer._touch``). ``clear()`` asks for a whole write."""
+    instead of whole. ``clear()`` asks for a whole write.
+
+    A pending entry is a plain ``(dseq, ts_ns)`` tuple, replaced (never changed in place) when
+    its timestamp moves: tuples of ints leave the cyclic GC's tracking, lists do not, and a
+    million tracked entries made every full collection pause the loop for hundreds of ms."""
 
     __slots__ = ("touched", "reset")
 
@@ -374,7 +359,7 @@ class Consumer:
         self.adflr = state.ack_floor.consumer_seq
         self.asflr = state.ack_floor.stream_seq
         # Loaded from the store: nothing is touched yet (the store has all of it).
-        self.pending = _Tracked({s: _P((p.sequence, p.timestamp)) for s, p in state.pending.items()})
+        self.pending = _Tracked({s: (p.sequence, p.timestamp) for s, p in state.pending.items()})
         self.rdc = _Tracked(state.redelivered)
 
     def start(self) -> None:
@@ -691,16 +676,13 @@ class Consumer:
         return (self.pending, self.rdc, SequencePair(self.dseq - 1, self.dlv_sseq),
                 SequencePair(*self._reported_floor()))
 
-    def _touch(self, seq: int) -> None:
-        """A pending entry changed in place (its timestamp): the next delta must carry it."""
-        self.pending.touched.add(seq)
 
     def state(self) -> ConsumerState:
         """The durable state (store.base.ConsumerState)."""
         return ConsumerState(
             delivered=SequencePair(self.dseq - 1, self.dlv_sseq),
             ack_floor=SequencePair(*self._reported_floor()),
-            pending=dict(self.pending),  # values are _P: they read as Pending
+            pending={s: Pending(p[0], p[1]) for s, p in self.pending.items()},
             redelivered=dict(self.rdc),
         )
 
@@ -881,11 +863,7 @@ class Consumer:
                     self.asflr = seq
                 else:
                     p = pending.get(seq)
-                    if p is None:
-                        pending[seq] = _P((dseq, now_w))
-                    else:
-                        p[1] = now_w
-                        pending.touched.add(seq)
+                    pending[seq] = (dseq if p is None else p[0], now_w)
                     if not first_pending_seq:
                         first_pending_seq = seq
                 if many is not None:
@@ -985,7 +963,7 @@ class Consumer:
         else:
             # New messages are above every pending one (sseq only moves forward; a reset
             # clears pending), so these are all new entries.
-            self.pending.update(dict(zip(seqs, map(_P, zip(ds, repeat(now_w, k))))))
+            self.pending.update(dict(zip(seqs, zip(ds, repeat(now_w, k)))))
         self.sseq = last + 1
         self.npc = npc - k
         self.dseq = dseq + k
@@ -1445,8 +1423,7 @@ class Consumer:
         elif body == b"+WPI":
             p = self.pending.get(sseq)
             if p is not None:
-                p[1] = self.clock.time_ns()
-                self._touch(sseq)
+                self.pending[sseq] = (p[0], self.clock.time_ns())
                 self._mark_dirty()
         elif body.startswith(b"+TERM"):
             reason = body[5:].strip().decode("utf-8", "replace")
@@ -1579,8 +1556,7 @@ class Consumer:
             delay = _parse_nak_delay(arg)
             if delay is not None:
                 self._remove_rdq(sseq)
-                p[1] = self.clock.time_ns() - self.cfg.ack_wait + delay
-                self._touch(sseq)
+                self.pending[sseq] = (p[0], self.clock.time_ns() - self.cfg.ack_wait + delay)
                 self._mark_dirty()
                 self._arm_ack_timer(10 * MS, force=True)
                 return
@@ -1695,7 +1671,7 @@ class Consumer:
             for seq in expired:
                 p = self.pending.get(seq)
                 if p is not None:
-                    p[1] += off
+                    self.pending[seq] = (p[0], p[1] + off)
             self.kick()
         if self.pending:
             self._arm_ack_timer(max(nxt, 0) + ACK_WAIT_DELAY, force=True)
