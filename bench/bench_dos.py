@@ -53,12 +53,15 @@ def start(kind: str, port: int, store: str) -> subprocess.Popen:
         env = dict(os.environ)
         env["PYTHONPATH"] = str(ROOT / "src") + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         cmd = [sys.executable, "-m", "natsd", *args]
+        if os.environ.get("BENCH_SCRIPT"):  # another entry point (debugging)
+            cmd = [sys.executable, os.environ["BENCH_SCRIPT"], *args]
         if os.environ.get("BENCH_PROFILE"):  # cProfile of the server, written at its clean exit
             cmd = [sys.executable, "-m", "cProfile", "-o", os.environ["BENCH_PROFILE"], "-m", "natsd", *args]
     else:
         env = None
         cmd = [str(ROOT / ".venv/bin/nats-server"), *args]
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    err = open(os.environ["BENCH_SERVER_LOG"], "ab") if os.environ.get("BENCH_SERVER_LOG") else subprocess.DEVNULL
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env)
     for _ in range(600):
         try:
             socket.create_connection(("127.0.0.1", port), 0.2).close()

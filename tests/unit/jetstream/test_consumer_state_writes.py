@@ -18,6 +18,7 @@ def test_large_state_written_as_deltas_and_recovered(tmp_path) -> None:
     msgs = data(h.pull("dur", {"batch": n, "expires": SEC}))
     assert len(msgs) == n
     h.advance(STATE_WRITE_GAP)
+    c.store.wait()  # journal writes run on the store's worker thread
     obs = Path(tmp_path, "obs", "dur")
     olog = obs / "o.log"
     odat = obs / "o.dat"
@@ -27,6 +28,7 @@ def test_large_state_written_as_deltas_and_recovered(tmp_path) -> None:
     h.ack(msgs[5], b"+WPI")
     h.ack(msgs[6], b"-NAK")
     h.advance(STATE_WRITE_GAP)
+    c.store.wait()
     grown = olog.stat().st_size - size
     assert 0 < grown < 200, grown  # three entries, not thousands
     assert (odat.read_bytes() if odat.exists() else None) == before_dat

@@ -398,7 +398,7 @@ class FileConsumerStore:
         self._jfd = -1                 # the open journal (o.log), -1 = none yet
         self._jbytes = 0               # its size
         self._snap_bytes = 0           # size of the last snapshot written
-        self._ckpt: Future | None = None
+        self._ckpt: Future | None = None   # the last job queued on the worker thread
         self._ckpt_token = 0           # bumped by whole writes: a stale checkpoint is dropped
         self._lock = threading.Lock()  # a checkpoint's rename vs. a whole write
         existed = os.path.isdir(directory)
@@ -493,6 +493,10 @@ class FileConsumerStore:
         self._dirty = True
 
     def append_delta(self, delta: ConsumerDelta, source: Callable[[], tuple]) -> None:
+        """Record a delta. ``pend_vals``/``rdc_vals`` None means "lazy": ``pend_set``/``rdc_set``
+        are the keys touched, and the worker thread reads their values from the live maps when
+        it writes (values at least as new as the sequence pairs, which recovery tolerates: an
+        entry newer than the floors is only redelivered), so the loop does no per-entry work."""
         self._check_open()
         self._deltas.append(delta)
         self._source = source
@@ -529,13 +533,49 @@ class FileConsumerStore:
             st, self._full = self._full, None
             self._write_whole(st, fsync=self._fsync or fsync)
         if self._deltas:
-            data = b"".join(map(encode_delta, self._deltas))
-            self._deltas.clear()
-            self._append(data, fsync=self._fsync or fsync)
+            deltas, self._deltas = self._deltas, []
+            maps = self._source()[:2] if self._source is not None else ({}, {})
+            self._submit(self._write_deltas, deltas, maps, self._fsync or fsync)
+        elif fsync:
+            self._submit(self._fsync_journal)
         self._dirty = False
 
+    def _submit(self, fn, *args) -> None:
+        """Journal writes and checkpoints run in order on the worker thread."""
+        self._ckpt = _worker().submit(self._guard, fn, args)
+
+    def _guard(self, fn, args) -> None:
+        try:
+            fn(*args)
+        except OSError as e:
+            log.error("Consumer %r: writing its state failed: %s (older state on disk: redelivery "
+                      "after a crash)", self.name, e)
+
+    def _fsync_journal(self) -> None:
+        if self._jfd >= 0:
+            os.fsync(self._jfd)
+
+    def _write_deltas(self, deltas: list, maps: tuple, fsync: bool) -> None:
+        """Worker thread: resolve lazy deltas from the live maps, append them to the journal."""
+        pend, rdc = maps
+        for d in deltas:
+            if d.pend_vals is None:
+                keys = list(d.pend_set)
+                vals = list(map(pend.get, keys))
+                d.pend_set = [k for k, v in zip(keys, vals) if v is not None]
+                d.pend_del = [k for k, v in zip(keys, vals) if v is None]
+                d.pend_vals = [v for v in vals if v is not None]
+            if d.rdc_vals is None:
+                keys = list(d.rdc_set)
+                vals = list(map(rdc.get, keys))
+                d.rdc_set = [k for k, v in zip(keys, vals) if v is not None]
+                d.rdc_del = [k for k, v in zip(keys, vals) if v is None]
+                d.rdc_vals = [v for v in vals if v is not None]
+        self._append(b"".join(map(encode_delta, deltas)), fsync)
+
     def wait(self) -> None:
-        """Wait for a checkpoint in the worker thread to finish (tests, stop, delete)."""
+        """Wait until the worker thread has written everything queued (tests, stop, delete,
+        whole writes)."""
         f = self._ckpt
         if f is not None:
             try:
@@ -605,23 +645,16 @@ class FileConsumerStore:
             self._checkpoint()
 
     def _checkpoint(self) -> None:
-        """Start folding the journal into a new snapshot (worker thread). The journal becomes
-        ``o.log.old``; the next delta opens a new ``o.log`` one generation up."""
-        if self._ckpt is not None:
-            if not self._ckpt.done():
-                return  # one at a time; the journal keeps growing meanwhile
-            self.wait()
+        """Worker thread: fold the journal into a new snapshot. The journal becomes
+        ``o.log.old``; the next delta opens a new ``o.log`` one generation up. (Deltas queued
+        meanwhile wait: one worker thread keeps every write in order.)"""
         if os.path.exists(self._path(JOURNAL_OLD_FILE)):
-            # A previous checkpoint failed: fold everything now, on this thread.
-            pend, rdc, dl, af = self._source()  # type: ignore[misc]
-            self._write_whole(ConsumerState(dl, af, dict(pend), dict(rdc)))
-            return
+            return  # a previous checkpoint failed: the journals stay until a whole write
         self._close_journal()
         os.replace(self._path(JOURNAL_FILE), self._path(JOURNAL_OLD_FILE))
         self._gen += 1
         pend, rdc, dl, af = self._source()  # type: ignore[misc]
-        token = self._ckpt_token
-        self._ckpt = _worker().submit(self._write_checkpoint, token, self._gen, pend, rdc, dl, af)
+        self._write_checkpoint(self._ckpt_token, self._gen, pend, rdc, dl, af)
 
     def _write_checkpoint(self, token: int, gen: int, pend: dict, rdc: dict,
                           dl: SequencePair, af: SequencePair) -> None:

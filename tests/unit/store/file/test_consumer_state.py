@@ -193,6 +193,7 @@ def test_deltas_are_appended_and_recovered(tmp_path):
         live.deliver(i, i, 1_700_000_000_000_000_000 + i)
     cs.append_delta(live.delta(), live.source)
     cs.flush()
+    cs.wait()  # journal writes run on the worker thread
     odat = Path(d, "obs", "C", "o.dat")
     olog = Path(d, "obs", "C", "o.log")
     snap = odat.read_bytes() if odat.exists() else None
@@ -200,6 +201,7 @@ def test_deltas_are_appended_and_recovered(tmp_path):
     live.ack(1)
     cs.append_delta(live.delta(), live.source)
     cs.flush()
+    cs.wait()
     # One ack with 5,000 pending: a record of a few dozen bytes, the snapshot untouched.
     assert (odat.read_bytes() if odat.exists() else None) == snap
     assert 0 < olog.stat().st_size - size < 100
@@ -219,17 +221,19 @@ def test_checkpoint_in_the_worker_and_crash_points(tmp_path, monkeypatch):
     import shutil as sh
     monkeypatch.setattr(CS, "JOURNAL_MIN_BYTES", 4096)
     monkeypatch.setattr(CS, "CHECKPOINT_SLICE", 100)
-    held = []
+    from concurrent.futures import Future
 
-    class Hold:
-        """An executor that runs nothing until told: the 'crash during a checkpoint' point."""
+    class Now:
+        """The worker thread, run inline (deterministic)."""
 
         def submit(self, fn, *args):
-            from concurrent.futures import Future
             f = Future()
-            held.append((fn, args, f))
+            f.set_result(fn(*args))
             return f
-    monkeypatch.setattr(CS, "_worker", lambda: Hold())
+    monkeypatch.setattr(CS, "_worker", lambda: Now())
+    held = []  # the checkpoint, held back: the "crash during a checkpoint" point
+    real_checkpoint = CS.FileConsumerStore._write_checkpoint
+    monkeypatch.setattr(CS.FileConsumerStore, "_write_checkpoint", lambda self, *a: held.append((self, a)))
     s, d = _open(tmp_path)
     cs = s.consumer_store("C", {"config": {"durable_name": "C"}})
     live = Live()
@@ -252,10 +256,9 @@ def test_checkpoint_in_the_worker_and_crash_points(tmp_path, monkeypatch):
     crash1 = tmp_path / "crash1"
     sh.copytree(d, crash1 / "S")
     # The worker runs (the live maps change meanwhile: a fuzzy snapshot, the journal covers it).
-    fn, args, f = held.pop()
+    store, args = held.pop()
     live.ack(11)
-    fn(*args)
-    f.set_result(None)
+    real_checkpoint(store, *args)
     assert not (obs / "o.log.old").exists()
     assert decode_snapshot((obs / "o.dat").read_bytes())[0] == args[1]
     cs.append_delta(live.delta(), live.source)
@@ -293,6 +296,7 @@ def test_torn_journal_tail_keeps_the_records_before_it(tmp_path, caplog):
     live.ack(2)
     cs.append_delta(live.delta(), live.source)
     cs.flush()
+    cs.wait()  # the worker thread wrote the three records
     s._abandon()  # kill -9: nothing more written
     olog = Path(d, "obs", "C", "o.log")
     olog.write_bytes(olog.read_bytes()[:-3])
