@@ -3,9 +3,12 @@ ConsumerStore.
 
 A consumer with a million pending acks must not re-encode them all twice a second on the event
 loop (0.4 s per write at 150k pending before this format). So small states are still written
-whole (atomic replace of ``o.dat``), and large ones as a journal of what changed (cost follows
-the changes), folded into a new snapshot from time to time by a worker thread (the GIL is
-released in ``os.write``/``fsync``, and the worker reads the live maps in small chunks).
+whole (atomic replace of ``o.dat``, on the caller's thread: cheap), and large ones as a journal
+of what changed (cost follows the changes), folded into a new snapshot from time to time. Both
+the journal writes and the snapshots of large states run on one worker thread, in order: the
+loop only hands over the keys it touched and the sequence pairs (O(1)); the worker reads the
+values from the live maps (each C-level read is atomic under the GIL, which it gives up in
+``os.write``/``fsync`` and between slices).
 
 All integers below are unsigned LEB128 varints unless noted; ``i64[k]`` is ``k`` little-endian
 signed 64-bit integers (written with :mod:`array`, C speed); crc32 is ``zlib.crc32``, u32
@@ -363,11 +366,20 @@ _executor: ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()
 
 
+#: GIL switch interval once the worker thread exists. While the worker runs Python code, the
+#: event loop waits up to this long to get the GIL back after each system call it makes (the
+#: "convoy" effect); CPython's 5 ms default turned a loop turn with a dozen socket calls into
+#: ~100 ms of request/reply latency during a checkpoint of a million entries.
+SWITCH_INTERVAL = 0.0005
+
+
 def _worker() -> ThreadPoolExecutor:
-    """One thread for every consumer's checkpoints (they are rare and mostly I/O)."""
+    """One thread for every consumer's large state writes, in order."""
     global _executor
     with _executor_lock:
         if _executor is None:
+            if sys.getswitchinterval() > SWITCH_INTERVAL:
+                sys.setswitchinterval(SWITCH_INTERVAL)
             _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="natsd-consumer-state")
         return _executor
 
