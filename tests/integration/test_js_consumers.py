@@ -517,3 +517,44 @@ async def test_durable_state_survives_restart() -> None:
             rest = await psub.fetch(10, timeout=1)
             assert [m.metadata.sequence.stream for m in rest] == [7, 8, 9, 10]
             await nc.close()
+
+
+async def test_damaged_state_of_a_deliver_new_durable_redelivers_since_its_creation(caplog) -> None:
+    """Issue 14 item 3: a damaged o.dat keeps the consumer (its config is apart) with its state
+    reset. For deliver_policy "new" the restart must not start after the stream's end (that
+    would skip what it never acked): it starts at the first message stored since creation."""
+    import glob
+    import os
+    with tempfile.TemporaryDirectory(prefix="natsd-cons-") as d:
+        async with running_server(jetstream=True, store_dir=d) as srv:
+            nc = await nats.connect(srv.client_url, allow_reconnect=False)
+            js = nc.jetstream()
+            await js.add_stream(StreamConfig(name="N", subjects=["n.>"], storage="file"))
+            for i in range(3):
+                await js.publish("n.old", b"old%d" % i)  # before the consumer: never delivered
+            psub = await js.pull_subscribe("n.>", durable="dn",
+                                           config=ConsumerConfig(deliver_policy=DeliverPolicy.NEW))
+            for i in range(5):
+                await js.publish("n.new", b"new%d" % i)
+            msgs = await psub.fetch(5, timeout=1)
+            for m in msgs[:2]:
+                await m.ack_sync()
+            await nc.close()
+        (odat,) = glob.glob(os.path.join(d, "**", "obs", "dn", "o.dat"), recursive=True)
+        with open(odat, "r+b") as f:
+            data = bytearray(f.read())
+            data[len(data) // 2] ^= 0xFF
+            f.seek(0)
+            f.write(data)
+        async with running_server(jetstream=True, store_dir=d) as srv:
+            nc = await nats.connect(srv.client_url, allow_reconnect=False)
+            js = nc.jetstream()
+            info = await js.consumer_info("N", "dn")
+            assert info.config.deliver_policy == DeliverPolicy.NEW
+            assert info.num_pending == 5 and info.delivered.stream_seq == 3
+            psub = await js.pull_subscribe_bind("dn", stream="N")
+            rest = await psub.fetch(10, timeout=1)
+            assert [m.data for m in rest] == [b"new%d" % i for i in range(5)]
+            await nc.close()
+        assert os.path.exists(odat + ".damaged")
+    assert any("o.dat" in r.getMessage() and "damaged" in r.getMessage() for r in caplog.records)

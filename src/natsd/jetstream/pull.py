@@ -4,17 +4,15 @@ waiting requests.
 A request body is empty (batch 1, no expiry), a bare integer (the batch size) or the JSON
 ``{"batch", "expires", "no_wait", "max_bytes", "idle_heartbeat", ...}`` (JSApiConsumerGetNextRequest,
 durations in ns). :func:`parse_next_request` turns it into a :class:`PullRequest`;
-:class:`WaitQueue` keeps them in arrival order, bounded by ``max_waiting``, and hands messages out
-round-robin one at a time (a request that still wants more moves to the tail), as nats-server's
-``waitQueue.pop``.
+:class:`~natsd.jetstream.waitqueue.WaitQueue` keeps them, bounded by ``max_waiting``, and hands
+messages out round-robin one at a time, as nats-server's ``waitQueue.pop``.
 """
 
 from __future__ import annotations
 
-from collections import deque
-
 from natsd.jetstream import gojson
 from natsd.jetstream.requests import CONSUMER_GET_NEXT_REQUEST
+from natsd.jetstream.waitqueue import WaitQueue
 
 __all__ = ["PullRequest", "WaitQueue", "parse_next_request", "BadRequest"]
 
@@ -26,7 +24,7 @@ class BadRequest(ValueError):
 class PullRequest:
     """One waiting pull request. Times are monotonic ns (0 = none)."""
 
-    __slots__ = ("reply", "n", "d", "b", "expires", "hb", "hbt", "no_wait", "received")
+    __slots__ = ("reply", "n", "d", "b", "expires", "hb", "hbt", "no_wait", "received", "gone")
 
     def __init__(self, reply: str, batch: int, max_bytes: int, expires: int, hb: int,
                  no_wait: bool, now: int) -> None:
@@ -39,6 +37,7 @@ class PullRequest:
         self.hbt = now + hb if hb else 0
         self.no_wait = no_wait
         self.received = now
+        self.gone = True        # not (or no longer) in a WaitQueue
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"PullRequest({self.reply!r}, n={self.n}, d={self.d}, b={self.b}, exp={self.expires})"
@@ -70,60 +69,3 @@ def parse_next_request(body: bytes) -> tuple[int, int, int, bool, int]:
         return int(req), 0, 0, False, 0
     except ValueError:
         return 1, 0, 0, False, 0
-
-
-class WaitQueue:
-    """Bounded FIFO of :class:`PullRequest` with round-robin pops."""
-
-    __slots__ = ("max", "q", "last")
-
-    def __init__(self, max_waiting: int) -> None:
-        self.max = max_waiting
-        self.q: deque[PullRequest] = deque()
-        self.last = 0  # monotonic time of the last request received (pull activity)
-
-    def __len__(self) -> int:
-        return len(self.q)
-
-    def __bool__(self) -> bool:
-        return bool(self.q)
-
-    def is_full(self) -> bool:
-        return len(self.q) >= self.max
-
-    def add(self, wr: PullRequest) -> bool:
-        """Append; False when full (the caller answers ``409 Exceeded MaxWaiting``)."""
-        if len(self.q) >= self.max:
-            return False
-        self.q.append(wr)
-        self.last = wr.received
-        return True
-
-    def peek(self) -> PullRequest | None:
-        return self.q[0] if self.q else None
-
-    def pop(self) -> PullRequest:
-        """Take one message's worth from the head: the head's batch goes down by one and it
-        moves to the tail when it still wants more (so requests share messages round-robin)."""
-        q = self.q
-        wr = q[0]
-        wr.d += 1
-        wr.n -= 1
-        if wr.n <= 0:
-            q.popleft()
-        elif len(q) > 1:
-            q.popleft()
-            q.append(wr)
-        return wr
-
-    def remove_head(self) -> None:
-        self.q.popleft()
-
-    def remove(self, wr: PullRequest) -> None:
-        try:
-            self.q.remove(wr)
-        except ValueError:
-            pass
-
-    def pending_batch(self) -> int:
-        return sum(wr.n for wr in self.q)

@@ -17,7 +17,7 @@ import os
 import sys
 import time
 
-__all__ = ["TRACE", "logger", "setup_logging", "NatsFormatter"]
+__all__ = ["TRACE", "logger", "setup_logging", "reopen_log_file", "NatsFormatter"]
 
 TRACE = 5
 logging.addLevelName(TRACE, "TRC")
@@ -57,3 +57,32 @@ def setup_logging(debug: bool = False, trace: bool = False, logtime: bool = True
     logger.addHandler(handler)
     logger.propagate = False
     logger.setLevel(TRACE if trace else logging.DEBUG if debug else logging.INFO)
+
+
+def reopen_log_file() -> bool:
+    """Reopen the log file (SIGUSR1, as nats-server: logrotate moves the file away and signals,
+    the server then writes to a new file at the configured path). Returns False, and logs as the
+    reference does, when the log goes to stderr."""
+    files = [h for h in logger.handlers if isinstance(h, logging.FileHandler)]
+    if not files:
+        logger.info("File log re-open ignored, not a file logger")
+        return False
+    for h in files:
+        h.acquire()
+        try:
+            old = h.stream
+            # Open the new file before closing the old one, so a failure (directory gone,
+            # permission) keeps logging to the old file instead of losing lines.
+            try:
+                h.stream = h._open()
+            except OSError as e:
+                h.release()
+                logger.error("Error re-opening log file %s: %s", h.baseFilename, e)
+                h.acquire()
+                continue
+            if old is not None:
+                old.close()
+        finally:
+            h.release()
+    logger.info("File log re-opened")
+    return True

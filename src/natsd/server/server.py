@@ -39,7 +39,7 @@ from natsd.server.auth import Authenticator
 from natsd.server.connection import (
     REASON_AUTH, REASON_LAME_DUCK, REASON_MAX_CONN, REASON_SERVER_SHUTDOWN, ClientConnection,
 )
-from natsd.server.log import logger, setup_logging
+from natsd.server.log import logger, reopen_log_file, setup_logging
 from natsd.server.ports import ServerPorts
 from natsd.server.tls import HandshakeQueue, TlsContexts, TlsLayer
 from natsd.server.trust import Trust
@@ -679,6 +679,8 @@ class Server:
             loop.add_signal_handler(signal.SIGUSR2, lambda: spawn(self.lame_duck()))
         if hasattr(signal, "SIGHUP"):
             loop.add_signal_handler(signal.SIGHUP, self._reload_signal)
+        if hasattr(signal, "SIGUSR1"):  # logrotate: reopen the log file (log.reopen_log_file)
+            loop.add_signal_handler(signal.SIGUSR1, reopen_log_file)
         await self.wait_stopped()
         return 0
 

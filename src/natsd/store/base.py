@@ -28,7 +28,7 @@ from typing import Callable, Iterable, Protocol
 
 __all__ = [
     "StorageType", "DiscardPolicy", "StoreConfig", "StoreMsg", "MsgRun", "StreamState", "SimpleState",
-    "SequencePair", "Pending", "ConsumerState", "StreamStore", "ConsumerStore",
+    "SequencePair", "Pending", "ConsumerState", "ConsumerDelta", "StreamStore", "ConsumerStore",
     "StorageUpdateHandler",
     "StoreError", "StoreClosed", "MsgNotFound", "StoreEOF", "MaxMsgs", "MaxBytes",
     "MaxMsgsPerSubject", "CorruptState", "StoreFull", "StoreWriteError",
@@ -214,6 +214,23 @@ class ConsumerState:
     redelivered: dict[int, int] = field(default_factory=dict)
 
 
+@dataclass(slots=True)
+class ConsumerDelta:
+    """What changed in a consumer's state since the last write (``ConsumerStore.append_delta``):
+    the sequence pairs (whole), pending entries set (``pend_set[i]`` -> ``pend_vals[i]``, a
+    ``(consumer seq, timestamp)`` pair) or removed, redelivery counts set or removed. Each entry
+    is the entry's value now, so applying a delta twice gives the same state (idempotent)."""
+
+    delivered: SequencePair
+    ack_floor: SequencePair
+    pend_set: list[int] = field(default_factory=list)
+    pend_vals: list = field(default_factory=list)
+    pend_del: list[int] = field(default_factory=list)
+    rdc_set: list[int] = field(default_factory=list)
+    rdc_vals: list[int] = field(default_factory=list)
+    rdc_del: list[int] = field(default_factory=list)
+
+
 # (msgs_delta, bytes_delta, seq, subject): seq/subject are those of a removed message
 # (msgs_delta < 0), or 0/"" for bulk changes such as purge.
 StorageUpdateHandler = Callable[[int, int, int, str], None]
@@ -361,6 +378,13 @@ class ConsumerStore(Protocol):
 
     def update(self, state: ConsumerState) -> None:
         """Replace the stored state (file: atomic replace; may be batched per loop turn)."""
+
+    def append_delta(self, delta: ConsumerDelta, source: Callable[[], tuple]) -> None:
+        """Record only what changed since the last ``update``/``append_delta`` (large states:
+        the cost follows the changes, not the state's size). ``source()`` returns the live
+        ``(pending, redelivered, delivered, ack_floor)`` for when the store wants the whole
+        state (a checkpoint); the dicts are the owner's own, read but never changed. Optional:
+        owners fall back to ``update`` when a store lacks it."""
 
     def state(self) -> ConsumerState: ...
 

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import copy
 from itertools import compress
+from typing import Callable
 
 from natsd.store._core import IndexedStreamStore
-from natsd.store.base import ConsumerState, MsgRun, StoreClosed, StoreConfig, StoreMsg
+from natsd.store.base import (
+    ConsumerDelta, ConsumerState, MsgRun, Pending, SequencePair, StoreClosed, StoreConfig, StoreMsg,
+)
 
 __all__ = ["MemoryStreamStore", "MemoryConsumerStore", "mem_store_msg_size"]
 
@@ -136,6 +139,7 @@ class MemoryConsumerStore:
         self.meta = meta
         self._stream = stream
         self._state = ConsumerState()
+        self._source: Callable[[], tuple] | None = None
         self._closed = False
 
     def _check_open(self) -> None:
@@ -146,10 +150,22 @@ class MemoryConsumerStore:
         """Replace the state. The store keeps a reference: callers hand over ownership."""
         self._check_open()
         self._state = state
+        self._source = None
+
+    def append_delta(self, delta: ConsumerDelta, source: Callable[[], tuple]) -> None:
+        """Nothing to write in memory: keep the owner's live view (``source``) and read the
+        state from it when asked, instead of copying a large state at every write."""
+        self._check_open()
+        self._source = source
 
     def state(self) -> ConsumerState:
         """A copy of the stored state (the caller may mutate it freely)."""
         self._check_open()
+        if self._source is not None:
+            pend, rdc, dl, af = self._source()
+            return ConsumerState(SequencePair(dl.consumer_seq, dl.stream_seq),
+                                 SequencePair(af.consumer_seq, af.stream_seq),
+                                 {s: Pending(p[0], p[1]) for s, p in pend.items()}, dict(rdc))
         return copy.deepcopy(self._state)
 
     def update_config(self, meta: dict) -> None:

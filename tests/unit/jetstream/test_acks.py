@@ -217,7 +217,10 @@ def test_ack_above_delivered_is_ignored_without_reply() -> None:
     assert inbox.msgs == [] and c.info()["num_ack_pending"] == 1
 
 
-def test_state_written_to_store_once_per_turn() -> None:
+def test_state_handed_to_store_once_per_write_gap() -> None:
+    """The durable state is handed to the store when it is written (at most every
+    STATE_WRITE_GAP), not at every loop turn: a large state costs nothing between writes."""
+    from natsd.jetstream.consumer import STATE_WRITE_GAP
     h = Harness()
     h.pub("orders.1", "a", n=3)
     c = h.consumer(durable_name="C", ack_policy="explicit")
@@ -238,15 +241,20 @@ def test_state_written_to_store_once_per_turn() -> None:
         def update_config(self, meta) -> None: ...  # noqa: ANN001
 
     c.store = Spy()
+    h.advance(STATE_WRITE_GAP)
     msgs = _fetch(h, "C", 3)
     n = len(calls)
     for m in msgs:
         h.ports.publish(m.reply, "", None, b"")
-    h.clock.run_soon()
+        h.clock.run_soon()  # one loop turn per ack
+    assert len(calls) == n  # within the gap of the delivery's write: nothing yet
+    h.advance(STATE_WRITE_GAP)
     assert len(calls) == n + 1
     st = calls[-1]
     assert st.ack_floor.stream_seq == 3 and st.pending == {}
     assert json.dumps(c.info())
+    h.advance(10 * STATE_WRITE_GAP)
+    assert len(calls) == n + 1  # nothing changed: nothing written
 
 
 def test_flow_control_ack_policy_acks_through_fc_replies() -> None:

@@ -108,6 +108,7 @@ def test_state_persisted_and_recovered_through_file_store(tmp_path) -> None:
     again = data(h.pull("dur", {"batch": 1, "expires": SEC}))
     assert ack_tokens(again[0])[5] == "3"
     before = c.info()
+    h.advance(100 * MS)  # the state reaches the store when it is written (every 100 ms at most)
     st = c.store.state()
     assert (st.delivered.consumer_seq, st.delivered.stream_seq) == (5, 4)
     assert (st.ack_floor.consumer_seq, st.ack_floor.stream_seq) == (2, 2)

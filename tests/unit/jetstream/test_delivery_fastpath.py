@@ -28,7 +28,7 @@ def _state(c: Consumer) -> dict:
     return {
         "sseq": c.sseq, "dseq": c.dseq, "npc": c.npc, "dlv": c.dlv_sseq, "floor": (c.adflr, c.asflr),
         "pending": {s: list(p) for s, p in c.pending.items()},
-        "waiting": [(w.reply, w.n, w.d, w.b, w.expires, w.hbt) for w in c.waiting.q],
+        "waiting": [(w.reply, w.n, w.d, w.b, w.expires, w.hbt) for w in c.waiting.live_requests()],
         "info": c.info(),
     }
 

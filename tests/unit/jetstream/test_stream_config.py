@@ -319,3 +319,34 @@ def test_domain_api_prefix(tmp_path):
         assert m.payload == b"v"
     finally:
         env.stop()
+
+
+def test_overlap_checks_are_not_pairwise(monkeypatch):
+    """Issue 14 item 6: 3,000 subjects used to be compared pair by pair (4.5M subjects_collide
+    calls on the event loop); inside the list and against other streams the checks now go
+    through a trie, so the pairwise function is only called a few times per subject."""
+    import natsd.jetstream.policies as P
+    from natsd.jetstream.models import StreamConfig as SC
+    calls = 0
+    real = P.subjects_collide
+
+    def counting(a, b):
+        nonlocal calls
+        calls += 1
+        return real(a, b)
+    monkeypatch.setattr(P, "subjects_collide", counting)
+    n = 3000
+    cfg = SC.from_json({"name": "BIG", "subjects": [f"big.{i}.*" for i in range(n)]})
+    P.check_stream_config(cfg, False, lambda name: None)
+    others = {f"O{k}": SC.from_json({"name": f"O{k}", "subjects": [f"o{k}.{i}" for i in range(n)]})
+              for k in range(3)}
+    P.check_subject_overlap(cfg, others)
+    assert calls < 10 * n, calls
+    dup = SC.from_json({"name": "D", "subjects": [f"d.{i}" for i in range(n)] + ["d.*"]})
+    with pytest.raises(ApiError) as e:
+        P.check_stream_config(dup, False, lambda name: None)
+    assert e.value.description == 'subject "d.0" overlaps with "d.*"'
+    clash = {"O": SC.from_json({"name": "O", "subjects": [f"o.{i}" for i in range(n)] + ["big.7.x"]})}
+    with pytest.raises(ApiError) as e:
+        P.check_subject_overlap(cfg, clash)
+    assert e.value.err_code == 10065

@@ -194,9 +194,12 @@ def recover_consumer(stream: Any, name: str) -> Consumer | None:
     # wrote delivered.stream_seq = start - 1, so "new" does not skip what arrived meanwhile).
     fresh = (state.delivered.stream_seq == 0 and state.delivered.consumer_seq == 0 and not state.pending
              and cfg.deliver_policy == "last_per_subject")
-    o = Consumer(stream, cfg, name, created, store=cs, state=None if fresh else state)
+    damaged = bool(getattr(cs, "state_damaged", ""))
+    o = Consumer(stream, cfg, name, created, store=cs, state=None if fresh or damaged else state)
     stream.consumers[name] = o
-    if fresh:
+    if damaged:
+        o.restart_after_damage()
+    elif fresh:
         o.select_start()
     else:
         o.clamp_to_stream()
