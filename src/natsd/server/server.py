@@ -90,6 +90,7 @@ class Server:
         self.running = False
         self._stopped: asyncio.Event | None = None
         self.jetstream = None  # the JetStreamEngine when enabled and available
+        self.leafnodes = None  # natsd.server.leafnode.LeafManager with a leafnodes {} block
         self.config_loads = 0
         self._ports_file = ""
 
@@ -175,9 +176,17 @@ class Server:
                 raise
             logger.info("Starting http monitor on %s:%d", opts.http_host or "0.0.0.0", self._http_port)
         logger.info("Listening for client connections on %s:%d", host, self._port)
+        await self._start_leafnodes()
         self._write_ports_file()
         logger.info("Server is ready")
         self.running = True
+
+    async def _start_leafnodes(self) -> None:
+        if self.options.leafnodes is None:
+            return
+        from natsd.server.leafnode import LeafManager
+        self.leafnodes = LeafManager(self, self.options.leafnodes)
+        await self.leafnodes.start()
 
     def _write_ports_file(self) -> None:
         """``pid_file`` (the pid as text) and ``ports_file_dir``/natsd_<pid>.ports, a JSON
@@ -247,7 +256,8 @@ class Server:
 
     async def shutdown(self) -> None:
         """Stop accepting, close every client (queued output is flushed), stop JetStream."""
-        if not self.running and self._listener is None and self.jetstream is None and self._monitor is None:
+        if not self.running and self._listener is None and self.jetstream is None and self._monitor is None \
+                and self.leafnodes is None:
             return  # never started, or already shut down
         self.running = False
         logger.info("Initiating Shutdown...")
@@ -256,6 +266,9 @@ class Server:
         if self._monitor is not None:
             await self._monitor.stop()
             self._monitor = None
+        if self.leafnodes is not None:
+            await self.leafnodes.stop()
+            self.leafnodes = None
         for c in list(self.clients.values()):
             c.close(REASON_SERVER_SHUTDOWN)
         if self.jetstream is not None:

@@ -1,0 +1,155 @@
+"""natsd as a leafnode of a real nats-server hub (and as the hub of a nats-server leaf).
+
+Every test starts the reference binary (``nats-server``) as a subprocess with a ``leafnodes``
+block, and an in-process natsd whose ``leafnodes`` options point at it (or the other way round),
+then checks with nats-py clients on both sides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.request
+
+import nats
+import pytest
+
+from natsd.config.leafnodes import LeafNodeOptions, LeafUser, RemoteLeafOptions
+from natsd.config.options import JetStreamOptions, ServerOptions
+from tests.helpers.inproc import running_server
+from tests.helpers.servers import free_port, reference_binary, start_server
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(reference_binary() is None, reason="nats-server binary not available"),
+]
+
+
+def hub_config(tmp_path, leaf_port: int, *, domain: str = "HUB", auth: str = "", extra: str = "") -> str:
+    p = tmp_path / f"hub-{leaf_port}.conf"
+    js = f'jetstream {{ store_dir: "{tmp_path}/hub-js", domain: {domain} }}' if domain else ""
+    p.write_text(f"""
+server_name: HUB
+{js}
+leafnodes {{
+  port: {leaf_port}
+  {auth}
+}}
+{extra}
+""")
+    return str(p)
+
+
+def leaf_options(hub_leaf_port: int, tmp_path, *, domain: str = "EDGE", url: str = "", jetstream: bool = True,
+                 **remote) -> ServerOptions:
+    o = ServerOptions(host="127.0.0.1", port=0, http_port=-1, server_name="EDGE-natsd")
+    if jetstream:
+        o.jetstream = JetStreamOptions(enabled=True, store_dir=str(tmp_path / "edge-js"), domain=domain)
+    o.leafnodes = LeafNodeOptions(reconnect_ns=100_000_000, remotes=[
+        RemoteLeafOptions(urls=[url or f"nats-leaf://127.0.0.1:{hub_leaf_port}"], **remote)])
+    return o
+
+
+async def wait_for(pred, timeout: float = 10.0, what: str = "condition") -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        r = pred()
+        if asyncio.iscoroutine(r):
+            r = await r
+        if r:
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+def leafz(http_port: int, query: str = "") -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/leafz{query}", timeout=5) as r:
+        return json.loads(r.read())
+
+
+async def linked(server) -> bool:
+    return server.leafnodes is not None and any(c.ready for c in server.leafnodes.connections.values())
+
+
+async def propagated(pub_nc, subject: str, timeout: float = 10.0) -> None:
+    """Wait until a request on ``subject`` from ``pub_nc`` gets an answer (interest crossed)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        try:
+            await pub_nc.request(subject, b"probe", timeout=0.3)
+            return
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError):
+            if asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(0.05)
+
+
+@pytest.fixture
+def hub(tmp_path):
+    lp = free_port()
+    srv = start_server("reference", tmp_path, config=hub_config(tmp_path, lp), jetstream=False)
+    srv.leaf_port = lp
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+async def test_pubsub_and_request_reply_both_ways(hub, tmp_path):
+    async with running_server(options=leaf_options(hub.leaf_port, tmp_path)) as edge:
+        await wait_for(lambda: linked(edge), what="leaf link")
+        hub_nc = await nats.connect(hub.url)
+        edge_nc = await nats.connect(edge.client_url)
+        try:
+            # edge -> hub
+            sub_h = await hub_nc.subscribe("to.hub")
+            await hub_nc.flush()
+
+            async def svc_h(m):
+                await m.respond(b"hub:" + m.data)
+            await hub_nc.subscribe("svc.hub", cb=svc_h)
+            await hub_nc.flush()
+            await propagated(edge_nc, "svc.hub")
+            await edge_nc.publish("to.hub", b"hello", headers={"X-A": "1"})
+            m = await sub_h.next_msg(timeout=5)
+            assert m.data == b"hello" and m.headers["X-A"] == "1"
+            r = await edge_nc.request("svc.hub", b"q", timeout=5)
+            assert r.data == b"hub:q"
+
+            # hub -> edge
+            sub_e = await edge_nc.subscribe("to.edge.*")
+
+            async def svc_e(m):
+                await m.respond(b"edge:" + m.data)
+            await edge_nc.subscribe("svc.edge", cb=svc_e)
+            await edge_nc.flush()
+            await propagated(hub_nc, "svc.edge")
+            await hub_nc.publish("to.edge.x", b"world")
+            m = await sub_e.next_msg(timeout=5)
+            assert m.subject == "to.edge.x" and m.data == b"world"
+            assert (await hub_nc.request("svc.edge", b"q", timeout=5)).data == b"edge:q"
+
+            # Unsubscribe on the edge: the hub's publisher no longer reaches it (no responders).
+            await sub_e.unsubscribe()
+            await edge_nc.flush()
+
+            async def gone():
+                try:
+                    await hub_nc.request("to.edge.y", b"", timeout=0.3)
+                except nats.errors.NoRespondersError:
+                    return True
+                except nats.errors.TimeoutError:
+                    return False
+                return False
+            await wait_for(gone, what="interest removed at the hub")
+            await sub_h.unsubscribe()
+
+            lz = await asyncio.to_thread(leafz, edge.http_port)
+            assert lz["leafnodes"] == 1
+            link = lz["leafs"][0]
+            assert link["name"] == "HUB" and link["is_spoke"] is True and link["account"] == "$G"
+            assert link["in_msgs"] >= 2 and link["out_msgs"] >= 2
+        finally:
+            await hub_nc.close()
+            await edge_nc.close()
