@@ -85,6 +85,30 @@ async def propagated(pub_nc, subject: str, timeout: float = 10.0) -> None:
             await asyncio.sleep(0.05)
 
 
+async def reaches(pub_nc, subject: str, subs, timeout: float = 10.0) -> None:
+    """Publish probes on ``subject`` until one of ``subs`` gets one; then drain them all."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    got = False
+    while not got:
+        await pub_nc.publish(subject, b"-1")
+        await pub_nc.flush()
+        for sub in subs:
+            try:
+                await sub.next_msg(timeout=0.1)
+                got = True
+            except nats.errors.TimeoutError:
+                pass
+        if not got and asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"no interest in {subject} crossed the link")
+    await asyncio.sleep(0.2)
+    for sub in subs:
+        while True:
+            try:
+                await sub.next_msg(timeout=0.1)
+            except nats.errors.TimeoutError:
+                break
+
+
 @pytest.fixture
 def hub(tmp_path):
     lp = free_port()
@@ -153,3 +177,87 @@ async def test_pubsub_and_request_reply_both_ways(hub, tmp_path):
         finally:
             await hub_nc.close()
             await edge_nc.close()
+
+
+async def test_queue_group_spans_both_sides(hub, tmp_path):
+    async with running_server(options=leaf_options(hub.leaf_port, tmp_path)) as edge:
+        await wait_for(lambda: linked(edge), what="leaf link")
+        hub_nc = await nats.connect(hub.url)
+        edge_nc = await nats.connect(edge.client_url)
+        try:
+            # Only the edge has members: the hub's publisher reaches them through the link.
+            qe = await edge_nc.subscribe("work", queue="workers")
+            qe2 = await edge_nc.subscribe("work", queue="workers")
+            await edge_nc.flush()
+            await reaches(hub_nc, "work", [qe, qe2])
+            # A plain subscriber on the edge too: it must get each message once, not once per group.
+            plain = await edge_nc.subscribe("work")
+            qh = await hub_nc.subscribe("work", queue="workers")
+            await hub_nc.flush()
+            await edge_nc.flush()
+            await asyncio.sleep(0.3)
+            n = 200
+            for i in range(n):
+                await hub_nc.publish("work", str(i).encode())
+            for i in range(n):
+                await edge_nc.publish("work", str(n + i).encode())
+            await hub_nc.flush()
+            await edge_nc.flush()
+            seen: list[int] = []
+            for sub in (qe, qe2, qh):
+                while True:
+                    try:
+                        m = await sub.next_msg(timeout=0.5)
+                    except nats.errors.TimeoutError:
+                        break
+                    seen.append(int(m.data))
+            # Every message went to exactly one member of the group, whichever side it is on.
+            assert sorted(seen) == list(range(2 * n))
+            plain_seen = []
+            while True:
+                try:
+                    m = await plain.next_msg(timeout=0.5)
+                except nats.errors.TimeoutError:
+                    break
+                plain_seen.append(int(m.data))
+            assert sorted(plain_seen) == list(range(2 * n))
+        finally:
+            await hub_nc.close()
+            await edge_nc.close()
+
+
+async def test_hub_killed_and_restarted_link_comes_back(tmp_path):
+    lp = free_port()
+    cfg = hub_config(tmp_path, lp)
+    hub = start_server("reference", tmp_path, config=cfg, jetstream=False)
+    try:
+        async with running_server(options=leaf_options(lp, tmp_path)) as edge:
+            await wait_for(lambda: linked(edge), what="leaf link")
+            edge_nc = await nats.connect(edge.client_url)
+
+            async def svc(m):
+                await m.respond(b"edge:" + m.data)
+            await edge_nc.subscribe("svc.edge", cb=svc)
+            await edge_nc.flush()
+            hub_nc = await nats.connect(hub.url, allow_reconnect=False)
+            await propagated(hub_nc, "svc.edge")
+            await hub_nc.close()
+
+            hub.kill()  # kill -9
+            await wait_for(lambda: not any(c.ready for c in edge.leafnodes.connections.values()),
+                           what="link down")
+            # The edge keeps serving its own clients meanwhile.
+            assert (await edge_nc.request("svc.edge", b"local", timeout=2)).data == b"edge:local"
+
+            hub2 = start_server("reference", tmp_path, config=cfg, jetstream=False, port=hub.port)
+            try:
+                await wait_for(lambda: linked(edge), timeout=20, what="link back")
+                hub_nc = await nats.connect(hub2.url)
+                await propagated(hub_nc, "svc.edge")  # interest restored
+                assert (await hub_nc.request("svc.edge", b"again", timeout=5)).data == b"edge:again"
+                await hub_nc.close()
+            finally:
+                hub2.stop()
+            await edge_nc.close()
+    finally:
+        hub.stop()
