@@ -261,3 +261,66 @@ async def test_hub_killed_and_restarted_link_comes_back(tmp_path):
             await edge_nc.close()
     finally:
         hub.stop()
+
+
+@pytest.fixture
+def js_hub(tmp_path):
+    lp = free_port()
+    srv = start_server("reference", tmp_path, config=hub_config(tmp_path, lp, domain="HUB"), jetstream=False)
+    srv.leaf_port = lp
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+async def test_jetstream_domains_are_isolated_and_reachable(js_hub, tmp_path):
+    async with running_server(options=leaf_options(js_hub.leaf_port, tmp_path)) as edge:
+        await wait_for(lambda: linked(edge), what="leaf link")
+        hub_nc = await nats.connect(js_hub.url)
+        edge_nc = await nats.connect(edge.client_url)
+        try:
+            edge_js = edge_nc.jetstream()
+            hub_js = hub_nc.jetstream()
+            await edge_js.add_stream(name="EDGE_ONLY", subjects=["edge.data"])
+            await hub_js.add_stream(name="HUB_ONLY", subjects=["hub.data"])
+            ack = await edge_js.publish("edge.data", b"1")
+            assert ack.stream == "EDGE_ONLY" and ack.domain == "EDGE"  # PubAck names the domain
+
+            # INFO over the plain API: each side answers for itself.
+            info = json.loads((await edge_nc.request("$JS.API.INFO", b"", timeout=5)).data)
+            assert info["domain"] == "EDGE"
+            info = json.loads((await hub_nc.request("$JS.API.INFO", b"", timeout=5)).data)
+            assert info["domain"] == "HUB"
+
+            # The hub reaches the edge's JetStream with domain=EDGE, and sees only the edge's streams.
+            await propagated(hub_nc, "$JS.EDGE.API.INFO")
+            via_hub = hub_nc.jetstream(domain="EDGE")
+            names = [s.config.name async for s in _streams(via_hub)]
+            assert names == ["EDGE_ONLY"]
+            assert [s.config.name async for s in _streams(hub_js)] == ["HUB_ONLY"]
+            ack = await via_hub.publish("edge.data", b"2")
+            assert ack.domain == "EDGE" and ack.seq == 2
+            info = await via_hub.stream_info("EDGE_ONLY")
+            assert info.state.messages == 2
+
+            # ... and the edge reaches the hub's with domain=HUB.
+            await propagated(edge_nc, "$JS.HUB.API.INFO")
+            via_edge = edge_nc.jetstream(domain="HUB")
+            assert [s.config.name async for s in _streams(via_edge)] == ["HUB_ONLY"]
+            assert [s.config.name async for s in _streams(edge_js)] == ["EDGE_ONLY"]
+
+            # A $JS.API request crosses no link: with JetStream off on one side nobody answers there
+            # from the other side (checked on the edge by counting API requests it served).
+            before = edge.jetstream.jsz({})["api"]["total"]
+            await hub_js.account_info()
+            await asyncio.sleep(0.2)
+            assert edge.jetstream.jsz({})["api"]["total"] == before
+        finally:
+            await hub_nc.close()
+            await edge_nc.close()
+
+
+async def _streams(js):
+    for info in await js.streams_info():
+        yield info
