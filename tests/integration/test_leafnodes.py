@@ -324,3 +324,80 @@ async def test_jetstream_domains_are_isolated_and_reachable(js_hub, tmp_path):
 async def _streams(js):
     for info in await js.streams_info():
         yield info
+
+
+def hub_options(tmp_path, *, users=None, domain: str = "HUBD") -> ServerOptions:
+    o = ServerOptions(host="127.0.0.1", port=0, http_port=-1, server_name="HUB-natsd")
+    o.jetstream = JetStreamOptions(enabled=True, store_dir=str(tmp_path / "hubd-js"), domain=domain)
+    o.leafnodes = LeafNodeOptions(host="127.0.0.1", port=-1, users=users or [])
+    return o
+
+
+async def test_nats_server_leaf_of_natsd_with_auth(tmp_path):
+    users = [LeafUser(user="leaf", password="s3cret")]
+    async with running_server(options=hub_options(tmp_path, users=users)) as hubd:
+        lport = hubd.leafnodes.port
+        bad = tmp_path / "bad.conf"
+        bad.write_text(f'leafnodes {{ remotes: [ {{ url: "nats-leaf://leaf:wrong@127.0.0.1:{lport}" }} ] }}\n')
+        good = tmp_path / "good.conf"
+        good.write_text(f'server_name: LEAF\njetstream {{ store_dir: "{tmp_path}/leaf-js", domain: LEAFD }}\n'
+                        f'leafnodes {{ remotes: [ {{ url: "nats-leaf://leaf:s3cret@127.0.0.1:{lport}" }} ] }}\n')
+        rejected = start_server("reference", tmp_path / "bad", config=str(bad), jetstream=False)
+        try:
+            await wait_for(lambda: "Authorization Violation" in rejected.log(), what="rejected leaf")
+            assert not await linked(hubd)
+        finally:
+            rejected.stop()
+        leaf = start_server("reference", tmp_path / "good", config=str(good), jetstream=False)
+        try:
+            await wait_for(lambda: linked(hubd), what="nats-server leaf connected")
+            leaf_nc = await nats.connect(leaf.url)
+            hub_nc = await nats.connect(hubd.client_url)
+            try:
+                async def svc(m):
+                    await m.respond(b"leaf:" + m.data)
+                await leaf_nc.subscribe("svc.leaf", cb=svc)
+
+                async def hsvc(m):
+                    await m.respond(b"hub:" + m.data)
+                await hub_nc.subscribe("svc.hub", cb=hsvc)
+                await leaf_nc.flush()
+                await hub_nc.flush()
+                await propagated(hub_nc, "svc.leaf")
+                await propagated(leaf_nc, "svc.hub")
+                assert (await hub_nc.request("svc.leaf", b"a", timeout=5)).data == b"leaf:a"
+                assert (await leaf_nc.request("svc.hub", b"b", timeout=5)).data == b"hub:b"
+                # Queue group across: every message once.
+                q1 = await leaf_nc.subscribe("jobs", queue="q")
+                q2 = await hub_nc.subscribe("jobs", queue="q")
+                await leaf_nc.flush()
+                await hub_nc.flush()
+                await reaches(hub_nc, "jobs", [q1, q2])
+                await reaches(leaf_nc, "jobs", [q1, q2])
+                for i in range(100):
+                    await (hub_nc if i % 2 else leaf_nc).publish("jobs", str(i).encode())
+                await hub_nc.flush()
+                await leaf_nc.flush()
+                seen = []
+                for sub in (q1, q2):
+                    while True:
+                        try:
+                            seen.append(int((await sub.next_msg(timeout=0.5)).data))
+                        except nats.errors.TimeoutError:
+                            break
+                assert sorted(seen) == list(range(100))
+                # Domains: the hub reaches the leaf's JetStream and the other way round.
+                await propagated(hub_nc, "$JS.LEAFD.API.INFO")
+                info = await hub_nc.jetstream(domain="LEAFD").account_info()
+                assert info.domain == "LEAFD"
+                await propagated(leaf_nc, "$JS.HUBD.API.INFO")
+                info = await leaf_nc.jetstream(domain="HUBD").account_info()
+                assert info.domain == "HUBD"
+                lz = await asyncio.to_thread(leafz, hubd.http_port)
+                assert lz["leafnodes"] == 1 and lz["leafs"][0]["name"] == "LEAF"
+                assert lz["leafs"][0]["is_spoke"] is False
+            finally:
+                await leaf_nc.close()
+                await hub_nc.close()
+        finally:
+            leaf.stop()
