@@ -68,7 +68,7 @@ def leafz(http_port: int, query: str = "") -> dict:
         return json.loads(r.read())
 
 
-async def linked(server) -> bool:
+def linked(server) -> bool:
     return server.leafnodes is not None and any(c.ready for c in server.leafnodes.connections.values())
 
 
@@ -345,7 +345,7 @@ async def test_nats_server_leaf_of_natsd_with_auth(tmp_path):
         rejected = start_server("reference", tmp_path / "bad", config=str(bad), jetstream=False)
         try:
             await wait_for(lambda: "Authorization Violation" in rejected.log(), what="rejected leaf")
-            assert not await linked(hubd)
+            assert not linked(hubd)
         finally:
             rejected.stop()
         leaf = start_server("reference", tmp_path / "good", config=str(good), jetstream=False)
@@ -401,3 +401,52 @@ async def test_nats_server_leaf_of_natsd_with_auth(tmp_path):
                 await hub_nc.close()
         finally:
             leaf.stop()
+
+
+async def test_natsd_on_both_ends_and_loop_detection(tmp_path, caplog):
+    async with running_server(options=hub_options(tmp_path)) as hubd:
+        opts = leaf_options(hubd.leafnodes.port, tmp_path)
+        async with running_server(options=opts) as edge:
+            await wait_for(lambda: linked(edge) and linked(hubd), what="natsd link")
+            hub_nc = await nats.connect(hubd.client_url)
+            edge_nc = await nats.connect(edge.client_url)
+            try:
+                async def svc(m):
+                    await m.respond(b"edge:" + m.data)
+                await edge_nc.subscribe("svc.edge", cb=svc)
+                got = await hub_nc.subscribe("to.hub")
+                await edge_nc.flush()
+                await hub_nc.flush()
+                await propagated(hub_nc, "svc.edge")
+                assert (await hub_nc.request("svc.edge", b"x", timeout=5)).data == b"edge:x"
+                await reaches(edge_nc, "to.hub", [got])
+                await edge_nc.publish("to.hub", b"payload", headers={"H": "v"})
+                m = await got.next_msg(timeout=5)
+                assert m.data == b"payload" and m.headers == {"H": "v"}
+                ack = await hub_nc.jetstream(domain="EDGE").add_stream(name="VIA", subjects=["via"])
+                assert ack.config.name == "VIA"
+                assert [s async for s in _streams(edge_nc.jetstream())][0].config.name == "VIA"
+            finally:
+                await hub_nc.close()
+                await edge_nc.close()
+
+            # A second link from the hub back to the edge closes a cycle: both ends notice it.
+            eo = ServerOptions(host="127.0.0.1", port=0, server_name="LOOPER")
+            eo.leafnodes = LeafNodeOptions(host="127.0.0.1", port=-1, reconnect_ns=100_000_000)
+            async with running_server(options=eo) as middle:
+                middle.leafnodes.options.remotes.append(RemoteLeafOptions(
+                    urls=[f"nats-leaf://127.0.0.1:{hubd.leafnodes.port}"]))
+                edge.leafnodes.options.remotes.append(RemoteLeafOptions(
+                    urls=[f"nats-leaf://127.0.0.1:{middle.leafnodes.port}"]))
+                from natsd.server.leafnode import _Remote
+                for srv in (middle, edge):
+                    r = _Remote(srv.leafnodes, srv.leafnodes.options.remotes[-1])
+                    srv.leafnodes.remotes.append(r)
+                    r.start()
+                await wait_for(lambda: "Loop detected" in caplog.text, what="loop detected")
+                # The servers keep serving their own clients.
+                nc = await nats.connect(edge.client_url)
+                s = await nc.subscribe("local")
+                await nc.publish("local", b"ok")
+                assert (await s.next_msg(timeout=2)).data == b"ok"
+                await nc.close()
