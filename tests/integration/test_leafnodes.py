@@ -450,3 +450,45 @@ async def test_natsd_on_both_ends_and_loop_detection(tmp_path, caplog):
                 await nc.publish("local", b"ok")
                 assert (await s.next_msg(timeout=2)).data == b"ok"
                 await nc.close()
+
+
+async def test_edge_mirrors_and_sources_hub_streams(js_hub, tmp_path):
+    async with running_server(options=leaf_options(js_hub.leaf_port, tmp_path)) as edge:
+        await wait_for(lambda: linked(edge), what="leaf link")
+        hub_nc = await nats.connect(js_hub.url)
+        edge_nc = await nats.connect(edge.client_url)
+        try:
+            hub_js = hub_nc.jetstream()
+            await hub_js.add_stream(name="ORDERS", subjects=["orders.>"])
+            for i in range(50):
+                await hub_js.publish(f"orders.{i % 5}", str(i).encode(), headers={"K": str(i)})
+            await propagated(edge_nc, "$JS.HUB.API.INFO")
+            edge_js = edge_nc.jetstream()
+            from nats.js.api import ExternalStream, StreamSource
+            ext = ExternalStream(api="$JS.HUB.API", deliver="")
+            await edge_js.add_stream(name="MIRROR", mirror=StreamSource(name="ORDERS", external=ext))
+            await edge_js.add_stream(name="SOURCED", sources=[
+                StreamSource(name="ORDERS", filter_subject="orders.1", external=ext)])
+
+            async def caught_up():
+                m = await edge_js.stream_info("MIRROR")
+                s = await edge_js.stream_info("SOURCED")
+                return m.state.messages == 50 and s.state.messages == 10
+            await wait_for(caught_up, timeout=20, what="mirror and source caught up")
+            msg = await edge_js.get_msg("MIRROR", 7)
+            assert msg.subject == "orders.1" and msg.data == b"6" and msg.headers["K"] == "6"
+            msg = await edge_js.get_msg("SOURCED", 1)
+            assert msg.subject == "orders.1" and msg.data == b"1"
+            # The reference's name for an external origin: <name>:<hash of the API prefix>.
+            from natsd.jetstream.sourcing import api_hash
+            assert msg.headers["Nats-Stream-Source"].startswith(f"ORDERS:{api_hash('$JS.HUB.API')} 2 ")
+            # More data keeps flowing.
+            await hub_js.publish("orders.1", b"late")
+            await wait_for(lambda: _count(edge_js, "SOURCED", 11), what="live sourcing")
+        finally:
+            await hub_nc.close()
+            await edge_nc.close()
+
+
+async def _count(js, stream: str, n: int) -> bool:
+    return (await js.stream_info(stream)).state.messages == n
