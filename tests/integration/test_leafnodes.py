@@ -8,6 +8,7 @@ then checks with nats-py clients on both sides.
 from __future__ import annotations
 
 import asyncio
+import os
 import json
 import urllib.request
 
@@ -492,3 +493,69 @@ async def test_edge_mirrors_and_sources_hub_streams(js_hub, tmp_path):
 
 async def _count(js, stream: str, n: int) -> bool:
     return (await js.stream_info(stream)).state.messages == n
+
+
+MOVE_N = int(os.environ.get("NATSD_MOVE_N", "100000"))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+async def test_hub_sources_edge_work_queue_across_link_cuts(tmp_path):
+    """The edge->hub "move": a work-queue stream at the edge, sourced by a hub stream; the edge
+    closes the link three times while it publishes. Every message arrives once at the hub and
+    the edge stream empties.
+
+    The cuts are closes (what was written still reaches the hub): a 2.15 hub falls back to an
+    ack-none sourcing consumer on natsd (natsd answers its API-level-4 request with 412), so a
+    message in flight when the network drops abruptly is lost, as it would be with any origin
+    that does not do durable (flow-control acked) sourcing."""
+    from nats.js.api import ExternalStream, RetentionPolicy, StreamConfig, StreamSource
+
+    lp = free_port()
+    cfg = hub_config(tmp_path, lp, domain="HUB")
+    hub = start_server("reference", tmp_path, config=cfg, jetstream=False)
+    try:
+        async with running_server(options=leaf_options(lp, tmp_path)) as edge:
+            await wait_for(lambda: linked(edge), what="leaf link")
+            edge_nc = await nats.connect(edge.client_url)
+            hub_nc = await nats.connect(hub.url, max_reconnect_attempts=-1, reconnect_time_wait=0.2)
+            try:
+                edge_js = edge_nc.jetstream()
+                hub_js = hub_nc.jetstream()
+                await edge_js.add_stream(name="EQ", subjects=["eq.>"], retention=RetentionPolicy.WORK_QUEUE)
+                await propagated(hub_nc, "$JS.EDGE.API.INFO")
+                await hub_js.add_stream(StreamConfig(name="HQ", sources=[
+                    StreamSource(name="EQ", external=ExternalStream(api="$JS.EDGE.API"))]))
+                cuts = {MOVE_N // 4, MOVE_N // 2, 3 * MOVE_N // 4}
+                for i in range(MOVE_N):
+                    if i % 500 == 499:
+                        await edge_js.publish(f"eq.{i % 3}", str(i).encode())  # stored (PubAck) pacing
+                    else:
+                        await edge_nc.publish(f"eq.{i % 3}", str(i).encode())
+                    if i in cuts:
+                        for c in list(edge.leafnodes.connections.values()):
+                            c.close("Client Closed")
+                        await asyncio.sleep(0.3)  # the edge goes on storing while the link is down
+                await edge_js.publish("eq.0", b"-1")  # everything before it is stored
+
+                async def drained():
+                    try:
+                        h = await hub_js.stream_info("HQ")
+                    except Exception:
+                        return False
+                    e = await edge_js.stream_info("EQ")
+                    return e.state.messages == 0 and h.state.messages == MOVE_N + 1
+                await wait_for(drained, timeout=300, what="edge stream moved to the hub")
+                sub = await hub_js.subscribe("eq.>", ordered_consumer=True, stream="HQ")
+                counts: dict[int, int] = {}
+                for _ in range(MOVE_N + 1):
+                    m = await sub.next_msg(timeout=10)
+                    k = int(m.data)
+                    counts[k] = counts.get(k, 0) + 1
+                assert sorted(counts) == [-1, *range(MOVE_N)]
+                assert max(counts.values()) == 1
+            finally:
+                await edge_nc.close()
+                await hub_nc.close()
+    finally:
+        hub.stop()

@@ -177,7 +177,8 @@ class LeafConnection(asyncio.Protocol):
         self.flush_pending = False
         self._call_soon = self.server.loop.call_soon
         self.closed = False
-        self.ready = False
+        self.ready = False  # handshake complete: messages flow
+        self.bound = False  # account bound, interest announced
         self.close_reason = ""
         self.account = None
         self.echo = False
@@ -335,6 +336,9 @@ class LeafConnection(asyncio.Protocol):
                 logger.error("%sError sending leafnode CONNECT: %s", self.prefix, e)
                 self.close("Authentication Failure")
                 return
+            # Our interest goes right behind CONNECT (the hub reads both in one go), so the
+            # hub's JetStream finds our API interest as soon as it retries its sources.
+            self._bind()
             if info.get("info_on_connect"):
                 self._awaiting_connect_info = True
                 # The hub answers within seconds or the link is stale.
@@ -386,14 +390,21 @@ class LeafConnection(asyncio.Protocol):
         self.send(encode_info(info))
         self._finish()
 
-    def _finish(self) -> None:
-        """Both sides: the link is bound; exchange interest and start pinging."""
+    def _bind(self) -> None:
+        """Bind the link to its account and announce our interest (LS+)."""
+        if self.bound:
+            return
         if self.account is None:
             name = self.remote.account_name if self.remote else "$G"
             self.account = self.server.get_account(name)
         self._setup_filters()
-        self.ready = True
+        self.bound = True
         self.manager.link_up(self)
+
+    def _finish(self) -> None:
+        """Both sides: the link is up; messages flow and pings start."""
+        self._bind()
+        self.ready = True
         if self.remote is not None:
             self.remote.link_up(self)
             logger.info("%sConnected leafnode to %r", self.prefix, self.remote_name)
@@ -693,7 +704,8 @@ class LeafConnection(asyncio.Protocol):
             p.unstall()
         was_ready = self.ready
         self.ready = False
-        self.manager.link_down(self, was_ready)
+        self.manager.link_down(self, self.bound)
+        self.bound = False
         for sub, _w in list(self.rsubs.values()):
             self.remove_sub(sub)
         self.rsubs.clear()
@@ -981,7 +993,7 @@ class LeafManager:
         def watch(subject: str, queue: str | None, item, delta: int) -> None:
             owner = getattr(item, "client", None)
             for link in links:
-                if link.exports_interest_of(owner) and link.ready:
+                if link.bound and link.exports_interest_of(owner):
                     link.interest_changed(subject, queue, delta)
 
         return watch
