@@ -439,7 +439,7 @@ async def test_natsd_on_both_ends_and_loop_detection(tmp_path, caplog):
                     urls=[f"nats-leaf://127.0.0.1:{hubd.leafnodes.port}"]))
                 edge.leafnodes.options.remotes.append(RemoteLeafOptions(
                     urls=[f"nats-leaf://127.0.0.1:{middle.leafnodes.port}"]))
-                from natsd.server.leafnode import _Remote
+                from natsd.server.leafmanager import _Remote
                 for srv in (middle, edge):
                     r = _Remote(srv.leafnodes, srv.leafnodes.options.remotes[-1])
                     srv.leafnodes.remotes.append(r)

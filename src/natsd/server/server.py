@@ -184,7 +184,7 @@ class Server:
     async def _start_leafnodes(self) -> None:
         if self.options.leafnodes is None:
             return
-        from natsd.server.leafnode import LeafManager
+        from natsd.server.leafmanager import LeafManager
         self.leafnodes = LeafManager(self, self.options.leafnodes)
         await self.leafnodes.start()
 
