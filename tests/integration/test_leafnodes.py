@@ -11,6 +11,7 @@ import asyncio
 import os
 import json
 import urllib.request
+from pathlib import Path
 
 import nats
 import pytest
@@ -557,5 +558,55 @@ async def test_hub_sources_edge_work_queue_across_link_cuts(tmp_path):
             finally:
                 await edge_nc.close()
                 await hub_nc.close()
+    finally:
+        hub.stop()
+
+
+async def test_remote_with_credentials_file(tmp_path):
+    """An operator-mode hub: the remote's .creds JWT is sent and the hub's nonce signed."""
+    from tests.helpers.jwtgen import operator_setup
+
+    ids = operator_setup(tmp_path)
+    lp = free_port()
+    cfg = tmp_path / "op-hub.conf"
+    cfg.write_text(f"""
+operator: "{ids['operator_jwt_path']}"
+resolver: MEMORY
+resolver_preload: {{ {ids['account_pub']}: "{ids['account_jwt']}" }}
+leafnodes {{ port: {lp} }}
+""")
+    hub = start_server("reference", tmp_path, config=str(cfg), jetstream=False)
+    try:
+        async with running_server(options=leaf_options(lp, tmp_path, credentials=ids["creds_path"])) as edge:
+            await wait_for(lambda: linked(edge), what="leaf link with credentials")
+            edge_nc = await nats.connect(edge.client_url)
+            from natsd.server.leafnode import read_creds, sign_nonce
+            jwt, seed = read_creds(ids["creds_path"])
+            # (callbacks rather than user_credentials=: nats-py leaves that file open)
+            hub_nc = await nats.connect(hub.url, user_jwt_cb=lambda: jwt.encode(),
+                                        signature_cb=lambda nonce: sign_nonce(seed, nonce)[0].encode())
+            try:
+                async def svc(m):
+                    await m.respond(b"edge:" + m.data)
+                await edge_nc.subscribe("svc.edge", cb=svc)
+                await edge_nc.flush()
+                # The hub's clients of that account reach the edge's services.
+                await propagated(hub_nc, "svc.edge")
+                assert (await hub_nc.request("svc.edge", b"c", timeout=5)).data == b"edge:c"
+            finally:
+                await edge_nc.close()
+                await hub_nc.close()
+        # A wrong seed is refused: clear log line on the hub, the edge keeps retrying.
+        bad = tmp_path / "bad.creds"
+        text = Path(ids["creds_path"]).read_text().splitlines()
+        seed_line = next(i for i, ln in enumerate(text) if ln.startswith("SU"))
+        from tests.helpers.jwtgen import new_key
+        import nkeys
+        text[seed_line] = new_key(nkeys.PREFIX_BYTE_USER)[1].decode()
+        bad.write_text("\n".join(text) + "\n")
+        async with running_server(options=leaf_options(lp, tmp_path / "b", credentials=str(bad))) as edge:
+            await wait_for(lambda: "Authorization Violation" in hub.log() or "authentication error" in hub.log(),
+                           what="hub refuses the forged signature")
+            assert not linked(edge)
     finally:
         hub.stop()
