@@ -610,3 +610,37 @@ leafnodes {{ port: {lp} }}
             assert not linked(edge)
     finally:
         hub.stop()
+
+
+async def test_unreachable_and_garbage_hubs_are_retried_with_backoff(tmp_path, caplog):
+    """Bad hubs: clear log lines, retries, and the edge keeps serving its clients and JetStream."""
+    import logging
+
+    async def garbage(reader, writer):
+        writer.write(b"HELLO I AM NOT NATS\r\n")
+        await writer.drain()
+        writer.close()
+    g = await asyncio.start_server(garbage, "127.0.0.1", 0)
+    gport = g.sockets[0].getsockname()[1]
+    dead = free_port()
+    opts = leaf_options(dead, tmp_path)
+    opts.leafnodes.remotes.append(RemoteLeafOptions(urls=[f"nats-leaf://127.0.0.1:{gport}"]))
+    caplog.set_level(logging.INFO, logger="natsd")
+    try:
+        async with running_server(options=opts) as edge:
+            await wait_for(lambda: caplog.text.count("Error trying to connect as leafnode") >= 2,
+                           what="connect errors logged")
+            await wait_for(lambda: "Leafnode protocol error" in caplog.text, what="garbage logged")
+            # Backoff: attempts to the dead hub get further apart.
+            r = edge.leafnodes.remotes[0]
+            assert r.failures >= 2
+            nc = await nats.connect(edge.client_url)
+            try:
+                ack = await nc.jetstream().add_stream(name="LOCAL", subjects=["local"])
+                assert ack.config.name == "LOCAL"
+                assert (await nc.jetstream().publish("local", b"x")).seq == 1
+            finally:
+                await nc.close()
+    finally:
+        g.close()
+        await g.wait_closed()
