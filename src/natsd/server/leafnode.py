@@ -58,7 +58,7 @@ from natsd.protocol.leaf import (
     encode_ls_minus, encode_ls_plus, msg_line, split_js_ack_deliver,
 )
 from natsd.server.log import logger
-from natsd.server.router import route
+from natsd.server.router import route, route_batch
 from natsd.server.subscription import Subscription
 from natsd.subjects.tokens import subject_matches, subset
 
@@ -150,6 +150,26 @@ def _matches_any(patterns, subject: str) -> bool:
     return False
 
 
+_CACHE_MAX = 4096
+
+
+class _DenyCache(dict):
+    """subject -> denied?, for the per-message deny checks of one direction of a link (the
+    patterns are fixed per link; a publisher's subjects repeat). Cleared when full."""
+
+    __slots__ = ("patterns",)
+
+    def __init__(self, patterns: tuple) -> None:
+        super().__init__()
+        self.patterns = patterns
+
+    def __missing__(self, subject: str) -> bool:
+        if len(self) >= _CACHE_MAX:
+            self.clear()
+        v = self[subject] = _matches_any(self.patterns, subject)
+        return v
+
+
 def _covered(patterns, subject: str) -> bool:
     """Every subject ``subject`` (a subscription, maybe with wildcards) matches is in ``patterns``."""
     for p in patterns:
@@ -214,6 +234,9 @@ class LeafConnection(asyncio.Protocol):
         self.deny_in: tuple = JS_DENY
         self.deny_out: tuple = JS_DENY
         self.deny_interest_out: tuple = JS_DENY
+        self._denied_in = _DenyCache(JS_DENY)
+        self._denied_out = _DenyCache(JS_DENY)
+        self._subjects: dict[bytes, str] = {}  # decoded subjects of inbound messages
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
 
@@ -280,11 +303,28 @@ class LeafConnection(asyncio.Protocol):
             err = None
         except RemoteProtocolError as e:
             events, err = getattr(e, "events", []) or [], e
-        for ev in events:
+        i = 0
+        n = len(events)
+        while i < n:
             if self.closed:
                 return
+            ev = events[i]
+            i += 1
             op = ev[0]
             if op == L_MSG:
+                # A run of messages with one subject, reply and size (a publisher's burst) is
+                # routed as one batch: one match, one join per receiver.
+                j = i
+                if not ev[3]:
+                    while j < n:
+                        e2 = events[j]
+                        if e2[0] != L_MSG or e2[1] != ev[1] or e2[2] != ev[2] or e2[3] or e2[4] != ev[4] \
+                                or len(e2[5]) != len(ev[5]):
+                            break
+                        j += 1
+                if j > i and self._on_msg_run(events, i - 1, j):
+                    i = j
+                    continue
                 self._on_msg(ev)
             elif op == L_SUB:
                 self._on_ls_plus(ev[1], ev[2], ev[3])
@@ -426,6 +466,8 @@ class LeafConnection(asyncio.Protocol):
         self.deny_in = tuple(dict.fromkeys(deny_in))
         self.deny_out = tuple(dict.fromkeys(deny_out))
         self.deny_interest_out = tuple(dict.fromkeys(deny_int))
+        self._denied_in = _DenyCache(self.deny_in)
+        self._denied_out = _DenyCache(self.deny_out)
 
     def _on_err(self, text: str) -> None:
         logger.error("%sLeafnode Error '%s'", self.prefix, text)
@@ -560,17 +602,45 @@ class LeafConnection(asyncio.Protocol):
 
     # -- messages ----------------------------------------------------------------------------------
 
+    def _on_msg_run(self, events: list, start: int, end: int) -> bool:
+        """Route ``events[start:end]`` (same subject, reply, sizes; no queue list) as one batch;
+        False when they need the message-by-message path."""
+        _, subj_b, reply, _q, hdr_len, data = events[start]
+        if not self.ready or (reply and reply.startswith(b"$JS.ACK.")):
+            return False
+        try:
+            subject = subj_b.decode()
+        except UnicodeDecodeError:
+            return False
+        if self._denied_in[subject]:
+            return False
+        acc = self.account
+        r = acc.sublist.match(subject)
+        if r.qsubs:
+            return False
+        k = end - start
+        self.in_msgs += k
+        self.in_bytes += k * len(data)
+        if r.psubs:
+            route_batch(acc, subject, subj_b, reply, hdr_len, [e[5] for e in events[start:end]], self)
+        return True
+
     def _on_msg(self, ev: tuple) -> None:
         _, subj_b, reply, queues, hdr_len, data = ev
         if not self.ready:
             return
         self.in_msgs += 1
         self.in_bytes += len(data)
-        try:
-            subject = subj_b.decode()
-        except UnicodeDecodeError:
-            return
-        if _matches_any(self.deny_in, subject):
+        subject = self._subjects.get(subj_b)
+        if subject is None:
+            try:
+                subject = subj_b.decode()
+            except UnicodeDecodeError:
+                return
+            if len(self._subjects) >= _CACHE_MAX:
+                self._subjects.clear()
+            self._subjects[subj_b] = subject
+        if self._denied_in[subject]:
             return
         shown = None
         if reply and reply.startswith(b"$JS.ACK."):
@@ -595,6 +665,37 @@ class LeafConnection(asyncio.Protocol):
         else:
             route(acc, subject, subj_b, reply, hdr_len, data, self, None, r)
 
+    def deliver_run(self, sub, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, payloads: list,
+                    src) -> bool:
+        """A run of messages with one subject, reply and size, this link their only receiver
+        (``router.route_batch``): one line, joined frames. False: take the per-message path."""
+        if (self.closed or not self.ready or sub.closed or src is self or sub.queue is not None
+                or (hdr_len and not self.headers) or subj_b != subject.encode()):
+            return False
+        if isinstance(src, LeafConnection) and src.solicited and self.solicited:
+            return True  # hub to hub: never (as deliver)
+        if self._denied_out[subject]:
+            return True
+        size = len(payloads[0])
+        line = msg_line(subj_b, reply, (), hdr_len, size)
+        out = self.out
+        out += line
+        out += (b"\r\n" + line).join(payloads)
+        out += b"\r\n"
+        self._last_end = -1
+        k = len(payloads)
+        self.out_msgs += k
+        self.out_bytes += k * size
+        if not self.flush_pending:
+            self.flush_pending = True
+            self._call_soon(self.flush)
+        if len(out) > self.max_pending:
+            logger.error("%sSlow Consumer Detected: MaxPending of %d Exceeded", self.prefix, self.max_pending)
+            self.close("Slow Consumer (Pending Bytes)", graceful=False)
+        elif self.congested and src is not None:
+            src.stall(self)
+        return True
+
     def deliver(self, sub, head, mid, data, subject: str, hdr_len: int, reply: bytes, subj_b: bytes,
                 src=None) -> bool:
         """Write one message for the other side (called by the router; see the module docstring)."""
@@ -617,8 +718,7 @@ class LeafConnection(asyncio.Protocol):
             self._last_he = self._last_hs + len(line)
             self._last_end = len(out)
             return True
-        deny = self.deny_out
-        if deny and _matches_any(deny, subject):
+        if self._denied_out[subject]:
             return False
         wire_subj = subject.encode()
         if reply and wire_subj != subj_b and reply.startswith(b"$JS.ACK.") and b"@" not in reply:

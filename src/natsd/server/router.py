@@ -244,6 +244,11 @@ def route_batch(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, pa
         if simple and len(psubs) > 1 and len({id(sub.client) for sub in psubs}) != len(psubs):
             simple = False
     if not simple:
+        if not r.qsubs and len(psubs) == 1:
+            # A lone receiver that takes whole runs itself (a leafnode link: LMSG frames).
+            run = getattr(psubs[0].client, "deliver_run", None)
+            if run is not None and run(psubs[0], subject, subj_b, reply, hdr_len, payloads, src):
+                return
         for p in payloads:
             route(acc, subject, subj_b, reply, hdr_len, p, src)
         return
