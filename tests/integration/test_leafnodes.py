@@ -644,3 +644,28 @@ async def test_unreachable_and_garbage_hubs_are_retried_with_backoff(tmp_path, c
     finally:
         g.close()
         await g.wait_closed()
+
+
+async def test_key_value_across_domains(js_hub, tmp_path):
+    """$KV.> never crosses the link; a hub client uses the edge's bucket with domain=EDGE."""
+    async with running_server(options=leaf_options(js_hub.leaf_port, tmp_path)) as edge:
+        await wait_for(lambda: linked(edge), what="leaf link")
+        hub_nc = await nats.connect(js_hub.url)
+        edge_nc = await nats.connect(edge.client_url)
+        try:
+            kv_local = await edge_nc.jetstream().create_key_value(bucket="cfg")
+            await kv_local.put("a", b"1")
+            await propagated(hub_nc, "$JS.EDGE.API.INFO")
+            kv_remote = await hub_nc.jetstream(domain="EDGE").key_value("cfg")
+            assert (await kv_remote.get("a")).value == b"1"
+            # A put "in domain EDGE" is published under the domain's API prefix (nats.go does this;
+            # nats-py's KV puts always use $KV.<bucket>, which stays on the hub's side).
+            ack = json.loads((await hub_nc.request("$JS.EDGE.API.$KV.cfg.b", b"2", timeout=5)).data)
+            assert ack == {"stream": "KV_cfg", "domain": "EDGE", "seq": 2}
+            assert (await kv_local.get("b")).value == b"2"
+            # The hub has no bucket of that name: nothing leaked into its own domain.
+            with pytest.raises(Exception):
+                await hub_nc.jetstream().key_value("cfg")
+        finally:
+            await hub_nc.close()
+            await edge_nc.close()
