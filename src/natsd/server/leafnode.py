@@ -829,16 +829,19 @@ class LeafConnection(asyncio.Protocol):
             "out_bytes": self.out_bytes,
             "subscriptions": len(self.rsubs),
         }
-        if self.remote_domain:
-            d["domain"] = self.remote_domain
         if subs:
             d["subscriptions_list"] = sorted(s for s, _q in self.rsubs)
+        d["compression"] = "off"  # natsd links are never compressed
         return d
 
 
 def _fmt_rtt(ns: int) -> str:
+    """Go's time.Duration string, as the reference prints ``rtt`` ("654µs", "1.234567ms")."""
     if ns <= 0:
         return "0s"
-    if ns < 1_000_000:
-        return f"{ns / 1000:.3f}µs"
-    return f"{ns / 1_000_000:.6g}ms"
+    for unit, div in (("µs", 1_000), ("ms", 1_000_000), ("s", 1_000_000_000)):
+        if ns < div * 1000 or unit == "s":
+            if ns < 1000:
+                return f"{ns}ns"
+            return f"{ns / div:.9f}".rstrip("0").rstrip(".") + unit
+    return f"{ns}ns"
