@@ -669,3 +669,50 @@ async def test_key_value_across_domains(js_hub, tmp_path):
         finally:
             await hub_nc.close()
             await edge_nc.close()
+
+
+async def test_remote_over_tls(tmp_path):
+    """A TLS hub (INFO in plaintext, then the handshake, as nats-server's leafnode port does):
+    the remote's tls {} goes through natsd's shared TLS options; without tls {} the remote is
+    refused with the reference's mismatch message."""
+    tls_mod = pytest.importorskip("natsd.config.tls", reason="natsd's TLS plumbing is not on this branch")
+    certs = pytest.importorskip("tests.helpers.certs", reason="the certificate helper is not on this branch")
+    import logging
+
+    pki = certs.make_pki(tmp_path / "pki")
+    lp = free_port()
+    cfg = tmp_path / "tls-hub.conf"
+    cfg.write_text(f'server_name: TLSHUB\nleafnodes {{ port: {lp}, tls {{ cert_file: "{pki.server_cert}", '
+                   f'key_file: "{pki.server_key}" }} }}\n')
+    hub = start_server("reference", tmp_path, config=str(cfg), jetstream=False)
+    try:
+        tls = tls_mod.TLSOptions(ca_file=pki.ca_file)
+        opts = leaf_options(lp, tmp_path, jetstream=False, url=f"nats-leaf://localhost:{lp}", tls=tls)
+        async with running_server(options=opts) as edge:
+            await wait_for(lambda: linked(edge), what="TLS leaf link")
+            edge_nc = await nats.connect(edge.client_url)
+            hub_nc = await nats.connect(hub.url)
+            try:
+                async def svc(m):
+                    await m.respond(b"tls:" + m.data)
+                await edge_nc.subscribe("svc.tls", cb=svc)
+                await edge_nc.flush()
+                await propagated(hub_nc, "svc.tls")
+                assert (await hub_nc.request("svc.tls", b"x", timeout=5)).data == b"tls:x"
+            finally:
+                await edge_nc.close()
+                await hub_nc.close()
+        caplog_logger = logging.getLogger("natsd")
+        records: list[str] = []
+        h = logging.Handler()
+        h.emit = lambda r: records.append(r.getMessage())
+        caplog_logger.addHandler(h)
+        try:
+            async with running_server(options=leaf_options(lp, tmp_path / "p", jetstream=False)) as edge:
+                await wait_for(lambda: any("TLS configuration mismatch" in r for r in records),
+                               what="plaintext remote refused")
+                assert not linked(edge)
+        finally:
+            caplog_logger.removeHandler(h)
+    finally:
+        hub.stop()

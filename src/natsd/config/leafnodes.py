@@ -15,8 +15,9 @@
     }
 
 ``leaf`` is the reference's alias for the block. ``urls: [...]`` lists several URLs of one remote
-(tried in turn). TLS blocks are parsed into their raw key/value map (``tls``) and handed to
-:func:`natsd.server.leafnode.remote_ssl_context` -- the one hook where client-side TLS plugs in.
+(tried in turn). A remote's ``tls {}`` block is read by :func:`natsd.config.tls.parse_tls_block` (the client port's
+TLS options) and turned into an ``SSLContext`` by :func:`natsd.server.leafnode.remote_ssl_context`,
+the one hook where client-side TLS plugs in.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class RemoteLeafOptions:
     account: str = ""  # the local account bound to the link ("" = $G)
     credentials: str = ""
     nkey: str = ""  # seed
-    tls: dict | None = None  # raw tls {} block (see remote_ssl_context)
+    tls: Any = None  # tls {}: natsd.config.tls.TLSOptions (see remote_ssl_context)
     deny_imports: list[str] = field(default_factory=list)
     deny_exports: list[str] = field(default_factory=list)
     hub: bool = False
@@ -77,6 +78,17 @@ def _plain(v: Any) -> Any:
     if isinstance(v, list):
         return [_plain(x) for x in v]
     return v
+
+
+def _tls_block(ctx, m, k):
+    """A remote's ``tls {}``: natsd's TLS options when the TLS module is there, else the raw map
+    (:func:`natsd.server.leafnode.remote_ssl_context` then refuses the remote, clearly)."""
+    try:
+        from natsd.config.tls import parse_tls_block  # the shared TLS plumbing (client port's)
+    except ImportError:
+        t = ctx.map_(m, k)
+        return _plain(t) if t is not None else None
+    return parse_tls_block(ctx, m, k)
 
 
 def _subjects(ctx, m, k) -> list[str]:
@@ -115,8 +127,7 @@ def _remote(ctx, m, pos) -> RemoteLeafOptions | None:
         elif kl in ("nkey", "seed"):
             r.nkey = ctx.str_(m, k) or ""
         elif kl == "tls":
-            t = ctx.map_(m, k)
-            r.tls = _plain(t) if t is not None else None
+            r.tls = _tls_block(ctx, m, k)
         elif kl == "deny_imports":
             r.deny_imports = _subjects(ctx, m, k)
         elif kl == "deny_exports":

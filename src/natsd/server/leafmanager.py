@@ -39,6 +39,7 @@ class _Remote:
         self._task: asyncio.Task | None = None
         self._delay_next_ns = 0
         self.connected_url = ""
+        self.ssl_ctx = None
 
     def start(self) -> None:
         self._attempt()
@@ -70,11 +71,11 @@ class _Remote:
         host, port, _user, _pw = remote_url_parts(url)
         loop = self.manager.server.loop
         try:
-            ssl_ctx = remote_ssl_context(self.opts.tls)
+            # Plaintext first: with tls {} the link is upgraded after the hub's INFO.
+            self.ssl_ctx = remote_ssl_context(self.opts.tls)
             self.connected_url = url
             await asyncio.wait_for(
-                loop.create_connection(lambda: LeafConnection(self.manager, self), host, port, ssl=ssl_ctx,
-                                       server_hostname=host if ssl_ctx else None), timeout=5)
+                loop.create_connection(lambda: LeafConnection(self.manager, self), host, port), timeout=5)
         except (OSError, asyncio.TimeoutError, NotImplementedError) as e:
             self.failures += 1
             logger.error('Error trying to connect as leafnode to remote server "%s:%d" (attempt %d): %s',

@@ -76,23 +76,23 @@ SECOND = 1_000_000_000
 _CREDS_RE = re.compile(rb"\s*(?:(?:[-]{3,}.*[-]{3,}\r?\n)([\w\-.=]+)(?:\r?\n[-]{3,}.*[-]{3,}(\r?\n|\Z)))")
 
 
-def remote_ssl_context(tls_options: dict | None):
-    """The ``ssl.SSLContext`` for a remote's ``tls {}`` block, or None for plaintext.
+def remote_ssl_context(tls_options):
+    """The ``ssl.SSLContext`` for a remote's ``tls {}`` options, or None for plaintext.
 
-    This is the hook for natsd's shared TLS plumbing (``natsd.server.tls``); until it is
-    available here a remote with a ``tls`` block is refused with a clear log line rather than
-    silently connected in plaintext.
+    The hook onto natsd's shared TLS plumbing (:func:`natsd.config.tls.build_client_context`).
+    Without it (or with an unparsed block) the remote is refused with a clear log line rather
+    than connected in plaintext. The link itself starts in plaintext: the hub sends INFO, then
+    both sides run the TLS handshake (see ``LeafConnection._start_tls``), as nats-server does.
     """
     if not tls_options:
         return None
     try:
-        from natsd.server import tls as _tls  # type: ignore[attr-defined]
+        from natsd.config.tls import build_client_context  # type: ignore[import-not-found]
     except ImportError:
-        raise NotImplementedError("TLS for leafnode remotes needs natsd.server.tls") from None
-    make = getattr(_tls, "client_context", None)
-    if make is None:
-        raise NotImplementedError("natsd.server.tls has no client_context(tls_options)")
-    return make(tls_options)
+        raise NotImplementedError("TLS for leafnode remotes needs natsd.config.tls") from None
+    if isinstance(tls_options, dict):
+        raise NotImplementedError("the remote's tls block was not parsed by natsd.config.tls")
+    return build_client_context(tls_options)
 
 
 def _nuid() -> str:
@@ -224,6 +224,7 @@ class LeafConnection(asyncio.Protocol):
         self._timer = None
         self._auth_timer = None
         self._awaiting_connect_info = False
+        self._tls = None  # the TLS upgrade task of a remote with tls {}
         # Frame merging (see deliver): the last frame written and where its line sits in out.
         self._last_head = None
         self._last_queues: list = []
@@ -366,22 +367,60 @@ class LeafConnection(asyncio.Protocol):
             self.remote_domain = info.get("domain", "") or ""
             self.headers = bool(info.get("headers"))
             self.nonce = info.get("nonce", "") or ""
-            try:
-                self.send(encode_connect(self.manager.connect_dict(self)))
-            except Exception as e:  # credentials unreadable: log, retry later
-                logger.error("%sError sending leafnode CONNECT: %s", self.prefix, e)
-                self.close("Authentication Failure")
+            ssl_ctx = self.remote.ssl_ctx
+            if info.get("tls_required") and ssl_ctx is None:
+                logger.error("%sTLS configuration mismatch: Hub requires TLS but leafnode remote is not "
+                             "configured for TLS", self.prefix)
+                self.close("TLS Handshake Failure")
                 return
-            # Our interest goes right behind CONNECT (the hub reads both in one go), so the
-            # hub's JetStream finds our API interest as soon as it retries its sources.
-            self._bind()
-            if info.get("info_on_connect"):
-                self._awaiting_connect_info = True
-                # The hub answers within seconds or the link is stale.
-                self._timer = self.server.clock.call_later(2 * SECOND, self._connect_info_timeout)
+            if ssl_ctx is not None and not self._tls:
+                self.transport.pause_reading()
+                self._tls = self.server.loop.create_task(self._start_tls(ssl_ctx))
                 return
-            self._finish()
-        elif info.get("connect_info") and self._awaiting_connect_info:
+            self._send_connect()
+        else:
+            self._on_info_update(info)
+
+    def _send_connect(self) -> None:
+        info = self.remote_info
+        try:
+            self.send(encode_connect(self.manager.connect_dict(self)))
+        except Exception as e:  # credentials unreadable: log, retry later
+            logger.error("%sError sending leafnode CONNECT: %s", self.prefix, e)
+            self.close("Authentication Failure")
+            return
+        # Our interest goes right behind CONNECT (the hub reads both in one go), so the
+        # hub's JetStream finds our API interest as soon as it retries its sources.
+        self._bind()
+        if info.get("info_on_connect"):
+            self._awaiting_connect_info = True
+            # The hub answers within seconds or the link is stale.
+            self._timer = self.server.clock.call_later(2 * SECOND, self._connect_info_timeout)
+            return
+        self._finish()
+
+    async def _start_tls(self, ssl_ctx) -> None:
+        """Upgrade the plaintext link after the hub's INFO (nats-server's leafnode TLS order)."""
+        from natsd.config.leafnodes import remote_url_parts
+
+        host = remote_url_parts(self.remote.connected_url)[0]
+        try:
+            t = await self.server.loop.start_tls(self.transport, self, ssl_ctx, server_hostname=host)
+        except (OSError, ValueError) as e:  # ssl.SSLError is an OSError
+            logger.error("%sTLS handshake error: %s", self.prefix, e)
+            self.close("TLS Handshake Failure", graceful=False)
+            return
+        if self.closed or t is None:
+            return
+        self.transport = t
+        self._send_connect()
+        try:
+            t.resume_reading()
+        except Exception:  # pragma: no cover - already reading
+            pass
+
+    def _on_info_update(self, info: dict) -> None:
+        if info.get("connect_info") and self._awaiting_connect_info:
             self._awaiting_connect_info = False
             if self._timer is not None:
                 self._timer.cancel()

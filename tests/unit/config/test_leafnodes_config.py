@@ -41,7 +41,7 @@ leafnodes {
   reconnect: "250ms"
   remotes: [
     { url: "nats-leaf://u:p@hub:7422", account: "$G", credentials: "/x.creds",
-      deny_imports: ["secret.>"], deny_exports: "private.>", tls { ca_file: "/ca.pem" } }
+      deny_imports: ["secret.>"], deny_exports: "private.>" }
     { urls: ["nats-leaf://a:1", "b:2"], hub: true }
   ]
 }""")
@@ -50,7 +50,7 @@ leafnodes {
     r1, r2 = ln.remotes
     assert r1.urls == ["nats-leaf://u:p@hub:7422"] and r1.account == "$G" and r1.credentials == "/x.creds"
     assert r1.deny_imports == ["secret.>"] and r1.deny_exports == ["private.>"]
-    assert r1.tls == {"ca_file": "/ca.pem"}
+    assert r1.tls is None  # tls {}: see test_remote_over_tls (natsd.config.tls parses it)
     assert r2.urls == ["nats-leaf://a:1", "nats-leaf://b:2"] and r2.hub is True
     assert remote_url_parts(r1.urls[0]) == ("hub", 7422, "u", "p")
     assert remote_url_parts("nats-leaf://h") == ("h", 7422, "", "")
