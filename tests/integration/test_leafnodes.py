@@ -206,15 +206,20 @@ async def test_queue_group_spans_both_sides(hub, tmp_path):
             await hub_nc.flush()
             await edge_nc.flush()
             seen: list[int] = []
-            for sub in (qe, qe2, qh):
+            where: dict[int, str] = {}
+            for name, sub in (("edge", qe), ("edge", qe2), ("hub", qh)):
                 while True:
                     try:
                         m = await sub.next_msg(timeout=0.5)
                     except nats.errors.TimeoutError:
                         break
                     seen.append(int(m.data))
-            # Every message went to exactly one member of the group, whichever side it is on.
+                    where[int(m.data)] = name
+            # Every message went to exactly one member of the group, and, as with nats-server,
+            # to a member on the publisher's side while there is one.
             assert sorted(seen) == list(range(2 * n))
+            assert {where[i] for i in range(n)} == {"hub"}
+            assert {where[i] for i in range(n, 2 * n)} == {"edge"}
             plain_seen = []
             while True:
                 try:
@@ -223,6 +228,13 @@ async def test_queue_group_spans_both_sides(hub, tmp_path):
                     break
                 plain_seen.append(int(m.data))
             assert sorted(plain_seen) == list(range(2 * n))
+            # Without local members the link takes them.
+            await qe.unsubscribe()
+            await qe2.unsubscribe()
+            await edge_nc.flush()
+            await edge_nc.publish("work", b"999")
+            await edge_nc.flush()
+            assert (await qh.next_msg(timeout=5)).data == b"999"
         finally:
             await hub_nc.close()
             await edge_nc.close()

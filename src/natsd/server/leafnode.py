@@ -9,8 +9,9 @@ of the server like a client that subscribes on behalf of the other side:
 * **interest in**: ``LS+ subject [queue weight]`` inserts one :class:`Subscription` owned by the
   link into the account's Sublist (``LS-`` removes it), so local publishes reach the other side
   through the normal routing (:func:`natsd.server.router.route`), queue groups included: the link
-  is one member of a group, whatever its weight. Links set ``sub_deny`` to a never-denying filter
-  so the router always calls :meth:`LeafConnection.deliver`, which writes ``LMSG``/``HMSG``
+  is one member of a group, whatever its weight, used when no local member is there (as the
+  reference). Links set ``sub_deny`` to a never-denying marker
+  (``router.LEAF_LINK``) so the router always calls :meth:`LeafConnection.deliver`, which writes ``LMSG``/``HMSG``
   frames instead of ``MSG``. When one message reaches a link through several subscriptions
   (plain and queue interest, or overlapping wildcards), the router calls ``deliver`` for each,
   with the same ``head`` object: the second call amends the frame just written (adds the queue
@@ -58,7 +59,7 @@ from natsd.protocol.leaf import (
     encode_ls_minus, encode_ls_plus, msg_line, split_js_ack_deliver,
 )
 from natsd.server.log import logger
-from natsd.server.router import route, route_batch
+from natsd.server.router import LEAF_LINK, route, route_batch
 from natsd.server.subscription import Subscription
 from natsd.subjects.tokens import subject_matches, subset
 
@@ -119,18 +120,6 @@ def sign_nonce(seed: bytes, nonce: str) -> tuple[str, str]:
         return sig, kp.public_key.decode()
     finally:
         kp.wipe()
-
-
-class _NeverDeny:
-    """``sub_deny`` of a link: makes the router take the ``deliver()`` path, denies nothing."""
-
-    __slots__ = ()
-
-    def denies(self, subject: str) -> bool:
-        return False
-
-
-_NEVER_DENY = _NeverDeny()
 
 
 class _Result:
@@ -199,7 +188,7 @@ class LeafConnection(asyncio.Protocol):
         self.account = None
         self.echo = False
         self.headers = True
-        self.sub_deny = _NEVER_DENY
+        self.sub_deny = LEAF_LINK  # the router's marker for links (see natsd.server.router)
         self.replies = None
         self.max_pending = self.server.options.max_pending
         self.congested = False
