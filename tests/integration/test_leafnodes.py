@@ -728,3 +728,40 @@ async def test_remote_over_tls(tmp_path):
             caplog_logger.removeHandler(h)
     finally:
         hub.stop()
+
+
+async def test_natsd_hub_sources_natsd_edge_work_queue(tmp_path):
+    """natsd on both ends: the hub's stream sources the edge's work queue across a link cut."""
+    from nats.js.api import ExternalStream, RetentionPolicy, StreamConfig, StreamSource
+
+    async with running_server(options=hub_options(tmp_path)) as hubd:
+        async with running_server(options=leaf_options(hubd.leafnodes.port, tmp_path)) as edge:
+            await wait_for(lambda: linked(edge) and linked(hubd), what="natsd link")
+            edge_nc = await nats.connect(edge.client_url)
+            hub_nc = await nats.connect(hubd.client_url)
+            try:
+                edge_js = edge_nc.jetstream()
+                hub_js = hub_nc.jetstream()
+                await edge_js.add_stream(name="WQ", subjects=["wq.>"], retention=RetentionPolicy.WORK_QUEUE)
+                await propagated(hub_nc, "$JS.EDGE.API.INFO")
+                await hub_js.add_stream(StreamConfig(name="MOVED", sources=[
+                    StreamSource(name="WQ", external=ExternalStream(api="$JS.EDGE.API"))]))
+                n = 3000
+                for i in range(n):
+                    await edge_nc.publish("wq.x", str(i).encode())
+                    if i == n // 2:
+                        for c in list(edge.leafnodes.connections.values()):
+                            c.close("Client Closed")
+                await edge_js.publish("wq.x", b"-1")
+
+                async def moved():
+                    h = await hub_js.stream_info("MOVED")
+                    e = await edge_js.stream_info("WQ")
+                    return h.state.messages == n + 1 and e.state.messages == 0
+                await wait_for(moved, timeout=60, what="work queue moved to the natsd hub")
+                sub = await hub_js.subscribe("wq.>", ordered_consumer=True, stream="MOVED")
+                got = [int((await sub.next_msg(timeout=5)).data) for _ in range(n + 1)]
+                assert sorted(got) == [-1, *range(n)]
+            finally:
+                await edge_nc.close()
+                await hub_nc.close()
