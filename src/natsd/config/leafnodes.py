@@ -15,9 +15,10 @@
     }
 
 ``leaf`` is the reference's alias for the block. ``urls: [...]`` lists several URLs of one remote
-(tried in turn). A remote's ``tls {}`` block is read by :func:`natsd.config.tls.parse_tls_block` (the client port's
-TLS options) and turned into an ``SSLContext`` by :func:`natsd.server.leafnode.remote_ssl_context`,
-the one hook where client-side TLS plugs in.
+(tried in turn). A remote's ``tls {}`` block is read by :func:`natsd.config.tls.parse_tls_block`
+(the client port's TLS options) and turned into an ``SSLContext`` by
+:func:`natsd.server.leafnode.remote_ssl_context`, the one hook where client-side TLS plugs in.
+``tls`` on the accepting side is refused (a config error), never silently ignored.
 """
 
 from __future__ import annotations
@@ -64,7 +65,6 @@ class LeafNodeOptions:
     auth_timeout_ns: int = 2 * SECOND_NS
     reconnect_ns: int = DEFAULT_RECONNECT_NS
     remotes: list[RemoteLeafOptions] = field(default_factory=list)
-    tls: dict | None = None
     advertise: str = ""
 
     @property
@@ -226,8 +226,8 @@ def parse_leafnodes(ctx, o, m, key: str) -> None:
                 else:
                     ctx.unsupported(a, ak)
         elif kl == "tls":
-            t = ctx.map_(b, k)
-            ln.tls = _plain(t) if t is not None else None
+            # Refused rather than ignored: ignoring it would serve the leafnode port in plaintext.
+            ctx.error(b.pos(k), "leafnodes tls (TLS on the accepting leafnode port) is not supported by natsd")
         else:
             ctx.unsupported(b, k)
     o.leafnodes = ln

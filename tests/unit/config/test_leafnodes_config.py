@@ -63,3 +63,5 @@ def test_errors_are_located():
     assert any("no url" in str(e) and "t.conf:2" in str(e) for e in errs)
     with pytest.raises(ConfigError):
         opts('leafnodes { port: "x" }')
+    with pytest.raises(ConfigError, match="not supported"):
+        opts('leafnodes { port: 7422, tls { cert_file: "a" } }')  # never plaintext by accident
