@@ -154,6 +154,8 @@ class ServerOptions:
     config_notices: list[str] = field(default_factory=list)
     # sha256 digest of the parsed config (as `nats-server -t` prints it); "" without a file.
     config_digest: str = ""
+    # leafnodes {}: natsd.config.leafnodes.LeafNodeOptions, None when the block is absent.
+    leafnodes: _Any = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -349,7 +351,7 @@ class _Ctx:
 # reference config still boots (clustering, leaf nodes, gateways, websockets, MQTT, ...).
 _UNSUPPORTED_TOP = frozenset("""
 client_advertise logtime_utc trace_headers mappings maps default_sentinel
-http_base_path cluster gateway leaf leafnodes logfile_size_limit log_size_limit logfile_max_num
+http_base_path cluster gateway logfile_size_limit log_size_limit logfile_max_num
 log_max_num syslog remote_syslog prof_port prof_block_rate proxy_protocol max_traced_msg_len
 max_sub_tokens max_subscription_tokens ocsp allow_non_tls write_timeout operator operators roots
 root root_operators root_operator resolver account_resolver accounts_resolver resolver_tls
@@ -1038,7 +1040,14 @@ _TOP_LEVEL: dict[str, _Callable[[_Ctx, ServerOptions, ConfigMap, str], None]] = 
     "system_account": _setter("system_account", "str_"),
     "system": _setter("system_account", "str_"),
     **{k: _h_trust for k in TRUST_KEYS},
+    "leafnodes": lambda ctx, o, m, k: _h_leafnodes(ctx, o, m, k),
+    "leaf": lambda ctx, o, m, k: _h_leafnodes(ctx, o, m, k),
 }
+
+
+def _h_leafnodes(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
+    from natsd.config.leafnodes import parse_leafnodes  # its own module (leaf links)
+    parse_leafnodes(ctx, o, m, k)
 
 
 def config_digest(tree: ConfigMap) -> str:

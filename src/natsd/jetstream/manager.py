@@ -143,7 +143,7 @@ API_SUBSCRIPTIONS = (
 
 # Modules that add API handlers to every JetStream account (``setup_account(js_account)``) and
 # the hooks that stop them when the account stops.
-EXTENSIONS = ("natsd.jetstream.api.snapshot", "natsd.jetstream.templates")
+EXTENSIONS = ("natsd.jetstream.api.snapshot", "natsd.jetstream.templates", "natsd.jetstream.domain")
 EXTENSION_STOP_HOOKS = (("natsd.jetstream.api.snapshot", "cancel_all"),
                         ("natsd.jetstream.templates", "stop_account"))
 

@@ -318,14 +318,10 @@ def refuse_unsupported(cfg: StreamConfig) -> None:
     if cfg.num_replicas > 1:
         raise ApiErrors.STREAM_REPLICAS_NOT_SUPPORTED()
     if cfg.mirror is not None:
-        if cfg.mirror.get("external"):
-            raise ApiErrors.MIRROR_CONSUMER_SETUP_FAILED(err="external mirrors are not supported by this server")
         if cfg.mirror.get("consumer"):
             raise ApiErrors.MIRROR_CONSUMER_SETUP_FAILED(err="durable mirror consumers are not supported by this server")
         _check_transforms(cfg.mirror, ApiErrors.MIRROR_INVALID_TRANSFORM_DESTINATION)
     for src in cfg.sources or []:
-        if src.get("external"):
-            raise ApiErrors.SOURCE_CONSUMER_SETUP_FAILED(err="external sources are not supported by this server")
         if src.get("consumer"):
             raise ApiErrors.SOURCE_CONSUMER_SETUP_FAILED(err="durable source consumers are not supported by this server")
         _check_transforms(src, ApiErrors.SOURCE_INVALID_TRANSFORM_DESTINATION)

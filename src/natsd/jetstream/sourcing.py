@@ -24,8 +24,13 @@ message; a heartbeat carrying ``Nats-Consumer-Stalled`` is answered on that subj
 whose consumer could not be created (e.g. the origin does not exist yet), recreates its
 consumer from the next sequence it needs.
 
-Not supported: ``external`` (cross-account/domain) origins, ``subject_transforms`` on
-mirrors/sources with mapping functions other than wildcard references (validated at create).
+``external: {"api": "$JS.HUB.API", "deliver": "..."}`` origins (another JetStream domain, e.g.
+across a leafnode link) go through the same requests with ``api`` in place of ``$JS.API``; the
+deliver subject starts with ``deliver`` when given. Their ``Nats-Stream-Source`` name is
+``<origin>:<hash of api>`` as the reference writes it, so the two sides' resume logic agree.
+
+Not supported: ``subject_transforms`` on mirrors/sources with mapping functions other than
+wildcard references (validated at create).
 """
 
 from __future__ import annotations
@@ -52,6 +57,16 @@ _FC_STATUS = b"NATS/1.0 100 FlowControl Request"
 _STATUS_100 = b"NATS/1.0 100"
 
 
+_HASH_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def api_hash(name: str, size: int = 8) -> str:
+    """nats-server's getHash: sha256, first ``size`` bytes mapped onto base-62 digits."""
+    import hashlib
+    b = hashlib.sha256(name.encode()).digest()
+    return "".join(_HASH_DIGITS[b[i] % 62] for i in range(size))
+
+
 def _rand(n: int = 10) -> str:
     alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
     return "".join(secrets.choice(alphabet) for _ in range(n))
@@ -65,6 +80,12 @@ class SourceLink:
         self.cfg = cfg
         self.mirror = mirror
         self.origin: str = cfg.get("name", "")
+        ext = cfg.get("external") or {}
+        # The origin's API prefix ("$JS.API" locally, "$JS.<domain>.API" in another domain).
+        self.api: str = (ext.get("api") or "$JS.API").rstrip(".")
+        self.deliver_prefix: str = (ext.get("deliver") or "").rstrip(".")
+        # The origin's name in Nats-Stream-Source headers.
+        self.iname: str = self.origin + (":" + api_hash(ext.get("api") or "") if ext else "")
         self.filter: str = cfg.get("filter_subject") or ""
         trs = cfg.get("subject_transforms") or []
         self.transforms: list[tuple[str, str]] = [((t.get("src") or ">"), t.get("dest") or "") for t in trs]
@@ -98,7 +119,7 @@ class SourceLink:
         self._subs = []
         if delete_consumer and self.consumer:
             ports = self.stream.account.ports
-            ports.publish(f"$JS.API.CONSUMER.DELETE.{self.origin}.{self.consumer}", "", None, b"")
+            ports.publish(f"{self.api}.CONSUMER.DELETE.{self.origin}.{self.consumer}", "", None, b"")
         self.consumer = ""
 
     def _recover_last_sseq(self) -> int:
@@ -108,7 +129,7 @@ class SourceLink:
         # sources: the newest message that came from this origin says where we were
         st = store.state()
         seq = st.last_seq
-        prefix = SOURCE_HEADER + b": " + self.origin.encode() + b" "
+        prefix = SOURCE_HEADER + b": " + self.iname.encode() + b" "
         while seq > 0 and seq >= st.first_seq:
             try:
                 sm = store.load_prev_msg(seq)
@@ -127,7 +148,7 @@ class SourceLink:
             return
         self._teardown(delete_consumer=True)
         ports = self.stream.account.ports
-        self._deliver = f"$JSC.SI.{_rand()}"
+        self._deliver = f"{self.deliver_prefix}.{_rand()}" if self.deliver_prefix else f"$JSC.SI.{_rand()}"
         reply = f"$JSC.R.{_rand()}"
         self._subs.append(ports.subscribe(self._deliver, self._on_msg))
         self._subs.append(ports.subscribe(reply, self._on_create_reply))
@@ -154,7 +175,7 @@ class SourceLink:
             config["filter_subjects"] = [t[0] for t in self.transforms]
         self._creating = True
         self.last_active = self.stream.clock.monotonic_ns()
-        ports.publish(f"$JS.API.CONSUMER.CREATE.{self.origin}", reply, None,
+        ports.publish(f"{self.api}.CONSUMER.CREATE.{self.origin}", reply, None,
                       json.dumps({"stream_name": self.origin, "config": config}).encode())
 
     def _on_create_reply(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
@@ -184,11 +205,14 @@ class SourceLink:
                     stream.account.ports.publish(fc, "", None, b"")
             return
         toks = reply.split(".")
-        if len(toks) != 9 or toks[0] != "$JS" or toks[1] != "ACK":
+        if len(toks) < 9 or toks[0] != "$JS" or toks[1] != "ACK":
             return
+        # v1: $JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<dseq>.<ts>.<pending>
+        # v2: $JS.ACK.<domain>.<acc hash>.<stream>.<consumer>.<dc>.<sseq>.<dseq>.<ts>.<pending>[.<token>]
+        o = 0 if len(toks) == 9 else 2
         try:
-            sseq, ts, pending = int(toks[5]), int(toks[7]), int(toks[8])
-        except ValueError:
+            sseq, ts, pending = int(toks[5 + o]), int(toks[7 + o]), int(toks[8 + o])
+        except (ValueError, IndexError):
             return
         if sseq <= self.last_sseq:
             return  # a redelivery after a consumer re-create: already have it
@@ -226,7 +250,7 @@ class SourceLink:
                 if tdest:
                     new_subject = _transform(tsrc, tdest, subject) or subject
                 break
-        value = f"{self.origin} {sseq} {src} {dest} {subject}".encode()
+        value = f"{self.iname} {sseq} {src} {dest} {subject}".encode()
         line = SOURCE_HEADER + b": " + value + b"\r\n"
         if hdr:
             hdr = self._strip_headers(hdr)

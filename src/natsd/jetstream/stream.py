@@ -264,7 +264,10 @@ class Stream:
     def _set_derived(self) -> None:
         cfg = self.config
         self._name_json = dumps(cfg.name)
-        self._ack_prefix = b'{"stream":' + self._name_json + b',"seq":'
+        # With a JetStream domain the reference's PubAck names it: {"stream":"S","domain":"D","seq":N}
+        dom = getattr(getattr(self.account, "engine", None), "domain", "")
+        self._ack_prefix = (b'{"stream":' + self._name_json + (b',"domain":' + dumps(dom) if dom else b"")
+                            + b',"seq":')
         self._interest = cfg.retention == "interest"
         self._workqueue = cfg.retention == "workqueue"
         self._max_msg_size = cfg.max_msg_size

@@ -131,6 +131,7 @@ class MonitorServer:
         self.routes: dict[str, Callable[[dict], dict | tuple[int, dict]]] = {
             "/varz": self.varz, "/connz": self.connz, "/subsz": self.subsz, "/subscriptionsz": self.subsz,
             "/healthz": self.healthz, "/accountz": self.accountz, "/jsz": self.jsz, "/": self.root,
+            "/leafz": self.leafz,
         }
 
     async def start(self, host: str, port: int, ssl=None) -> int:
@@ -225,7 +226,7 @@ class MonitorServer:
             "total_connections": s.total_connections,
             "routes": 0,
             "remotes": 0,
-            "leafnodes": 0,
+            "leafnodes": len(s.leafnodes.leafz()["leafs"]) if s.leafnodes is not None else 0,
             "in_msgs": im,
             "in_bytes": ib,
             "in_client_msgs": im,
@@ -426,6 +427,14 @@ class MonitorServer:
             "name_tag": acc.name,
             "sublist_stats": st,
         }
+        return d
+
+    def leafz(self, q: dict) -> dict:
+        """The reference's /leafz: ``leafnodes`` (count) and ``leafs`` (one object per link;
+        ``?subs=1`` adds each link's ``subscriptions_list``, ``?acc=`` filters by account)."""
+        s = self.server
+        d = {"server_id": s.server_id, "now": self._now()}
+        d.update(s.leafnodes.leafz(q) if s.leafnodes is not None else {"leafnodes": 0, "leafs": []})
         return d
 
     def jsz(self, q: dict) -> dict:

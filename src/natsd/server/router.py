@@ -11,7 +11,9 @@ delivery filters is handled inline; everything else (permission deny lists, clie
 header support, auto-unsubscribe, allow_responses) goes through ``ClientConnection.deliver``.
 
 Queue groups: one member per group per message, chosen round-robin (nats-server picks at
-random; any member is correct and rotating is cheaper and spreads evenly).
+random; any member is correct and rotating is cheaper and spreads evenly). A leafnode link
+(``sub_deny is LEAF_LINK``) is a member only when no local member takes the message, as the
+reference prefers local queue subscribers over remote ones.
 
 Internal subscriptions (``client is None``) call ``cb(subject, reply, hdr, payload)``
 synchronously (see :mod:`natsd.server.ports` for the contract), or, for a run of reply-less
@@ -28,6 +30,19 @@ from natsd.server.log import logger
 __all__ = ["route", "route_run", "route_batch", "deliver_many", "publish_many"]
 
 _rr = itertools.count()
+
+
+class _LeafLink:
+    """The ``sub_deny`` marker of leafnode links (natsd.server.leafnode): it denies nothing, but
+    makes the router take their ``deliver()`` path and prefer local queue members over them."""
+
+    __slots__ = ()
+
+    def denies(self, subject: str) -> bool:
+        return False
+
+
+LEAF_LINK = _LeafLink()
 
 
 def _call_internal(sub, subject: str, reply: bytes, hdr_len: int, data: bytes) -> int:
@@ -122,6 +137,7 @@ def route(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, data: by
     if qsubs:
         if head is None:
             head, mid = _lines(subj_b, reply, hdr_len, size)
+        remote = None
         for group in qsubs:
             k = len(group)
             start = next(_rr) % k if k > 1 else 0
@@ -133,9 +149,19 @@ def route(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, data: by
                     break
                 if c.closed or (c is src and not c.echo):
                     continue
+                if c.sub_deny is LEAF_LINK:
+                    # A leafnode link is used only when no local member takes it (as nats-server).
+                    if remote is None:
+                        remote = sub
+                    continue
                 if c.deliver(sub, head, mid, data, subject, hdr_len, reply, subj_b, src):
                     n += 1
                     break
+            else:
+                if remote is not None and remote.client.deliver(remote, head, mid, data, subject, hdr_len, reply,
+                                                                subj_b, src):
+                    n += 1
+            remote = None
     return n
 
 
@@ -245,6 +271,11 @@ def route_batch(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, pa
         if simple and len(psubs) > 1 and len({id(sub.client) for sub in psubs}) != len(psubs):
             simple = False
     if not simple:
+        if not r.qsubs and len(psubs) == 1:
+            # A lone receiver that takes whole runs itself (a leafnode link: LMSG frames).
+            run = getattr(psubs[0].client, "deliver_run", None)
+            if run is not None and run(psubs[0], subject, subj_b, reply, hdr_len, payloads, src):
+                return
         for p in payloads:
             route(acc, subject, subj_b, reply, hdr_len, p, src)
         return

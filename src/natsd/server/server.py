@@ -102,6 +102,7 @@ class Server:
         self.running = False
         self._stopped: asyncio.Event | None = None
         self.jetstream = None  # the JetStreamEngine when enabled and available
+        self.leafnodes = None  # natsd.server.leafnode.LeafManager with a leafnodes {} block
         self.config_loads = 0
         self._ports_file = ""
 
@@ -237,6 +238,7 @@ class Server:
         logger.info("Listening for client connections on %s:%d", host, self._port)
         if opts.tls is not None:
             logger.info("TLS required for client connections")
+        await self._start_leafnodes()
         self._write_ports_file()
         logger.info("Server is ready")
         self.running = True
@@ -254,6 +256,12 @@ class Server:
         for name in trust.preloaded():
             self.get_account(name)
         trust.start_system_services()
+    async def _start_leafnodes(self) -> None:
+        if self.options.leafnodes is None:
+            return
+        from natsd.server.leafmanager import LeafManager
+        self.leafnodes = LeafManager(self, self.options.leafnodes)
+        await self.leafnodes.start()
 
     def _write_ports_file(self) -> None:
         """``pid_file`` (the pid as text) and ``ports_file_dir``/natsd_<pid>.ports, a JSON
@@ -329,7 +337,8 @@ class Server:
 
     async def shutdown(self) -> None:
         """Stop accepting, close every client (queued output is flushed), stop JetStream."""
-        if not self.running and self._listener is None and self.jetstream is None and self._monitor is None:
+        if not self.running and self._listener is None and self.jetstream is None and self._monitor is None \
+                and self.leafnodes is None:
             return  # never started, or already shut down
         self.running = False
         logger.info("Initiating Shutdown...")
@@ -339,6 +348,9 @@ class Server:
             await self._monitor.stop()
             self._monitor = None
         await self._stop_secure_listeners()
+        if self.leafnodes is not None:
+            await self.leafnodes.stop()
+            self.leafnodes = None
         for c in list(self.clients.values()):
             c.close(REASON_SERVER_SHUTDOWN)
         if self.jetstream is not None:

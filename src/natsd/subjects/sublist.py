@@ -213,7 +213,7 @@ class Sublist(Generic[T]):
     """
 
     __slots__ = ("_root", "_cache", "_count", "_inserts", "_removes", "_matches", "_hits",
-                 "_pcache", "_pdepths", "_lcache", "_pfirst")
+                 "_pcache", "_pdepths", "_lcache", "_pfirst", "watch")
 
     def __init__(self, cache: bool = True) -> None:
         self._root = _Level()
@@ -229,6 +229,9 @@ class Sublist(Generic[T]):
         self._removes = 0
         self._matches = 0
         self._hits = 0
+        # Optional observer ``watch(subject, queue, item, delta)`` of every effective insert (+1)
+        # and remove (-1): leafnode links announce the account's interest from it.
+        self.watch = None
 
     # -- mutation ---------------------------------------------------------------------------
 
@@ -278,6 +281,8 @@ class Sublist(Generic[T]):
         self._count += 1
         self._inserts += 1
         self._invalidate(subject)
+        if self.watch is not None:
+            self.watch(subject, queue or None, item, 1)
 
     def remove(self, subject: str, item: T, queue: str | None = None) -> bool:
         """Remove ``item`` from ``subject`` (and ``queue``); False if it was not there.
@@ -320,6 +325,8 @@ class Sublist(Generic[T]):
                 break
             lvl.prune(t)
         self._invalidate(subject)
+        if self.watch is not None:
+            self.watch(subject, queue or None, item, -1)
         return True
 
     def _invalidate(self, subject: str) -> None:

@@ -135,10 +135,8 @@ def test_placement_accepted_and_echoed(env):
 
 def test_unsupported_features_are_refused_not_ignored(env):
     create(env, "O1")
-    for body in ({"name": "M1", "mirror": {"name": "O1", "external": {"api": "$JS.x.API", "deliver": ""}}},
-                 {"name": "M2", "sources": [{"name": "O1", "external": {"api": "$JS.x.API", "deliver": ""}}],
-                  "subjects": ["zz"]},
-                 {"name": "M7", "allow_msg_counter": True},
+    # (external mirrors/sources are supported: tests/integration/test_leafnodes.py)
+    for body in ({"name": "M7", "allow_msg_counter": True},
                  {"name": "M8", "persist_mode": "async"}):
         out = env.api(f"$JS.API.STREAM.CREATE.{body['name']}", {**body, "storage": "file"})
         assert "error" in out, body

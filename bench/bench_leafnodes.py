@@ -1,0 +1,205 @@
+"""Messages across a leafnode link, natsd vs nats-server playing the same role, same run.
+
+    .venv/bin/python bench/bench_leafnodes.py [--n N] [--source-n M]
+
+Topologies (all on 127.0.0.1, each server a subprocess): a nats-server hub with a ``leafnodes``
+port, and as its leaf either nats-server (reference) or natsd. Figures:
+
+* ``core leaf->hub``: a raw-socket publisher on the leaf sends N 128-byte messages on one
+  subject; a raw-socket subscriber on the hub counts them; msgs/s from the first publish to the
+  last message received. ``core hub->leaf``: the same the other way.
+* ``sourcing leaf->hub``: the leaf (JetStream domain EDGE) holds M 128-byte messages in a stream;
+  a hub stream sources it (``external: $JS.EDGE.API``); msgs/s until the hub stream holds M.
+
+The raw clients pre-build their frames, so the client is not the bottleneck. The machine is
+shared (2 cores): the figures are noisy, compare the ratios of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import socket
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "src"))
+
+from tests.helpers.servers import free_port, start_server  # noqa: E402
+
+SIZE = 128
+SUBJ = b"bench.leaf"
+
+
+def hub_conf(d: Path, lp: int) -> str:
+    p = d / "hub.conf"
+    p.write_text(f'server_name: HUB\njetstream {{ store_dir: "{d}/hub-js", domain: HUB }}\n'
+                 f"leafnodes {{ port: {lp} }}\n")
+    return str(p)
+
+
+def leaf_conf(d: Path, lp: int, kind: str) -> str:
+    p = d / f"leaf-{kind}.conf"
+    p.write_text(f'server_name: EDGE-{kind}\njetstream {{ store_dir: "{d}/leaf-{kind}-js", domain: EDGE }}\n'
+                 f'leafnodes {{ remotes: [ {{ url: "nats-leaf://127.0.0.1:{lp}" }} ] }}\n')
+    return str(p)
+
+
+async def _connect(port: int):
+    r, w = await asyncio.open_connection("127.0.0.1", port, limit=1 << 22)
+    await r.readline()  # INFO
+    w.write(b'CONNECT {"verbose":false,"pedantic":false,"headers":true}\r\n')
+    return r, w
+
+
+async def _ping(r, w) -> None:
+    w.write(b"PING\r\n")
+    await w.drain()
+    while True:
+        line = await r.readline()
+        if line.startswith(b"PONG"):
+            return
+        if not line:
+            raise ConnectionError("closed")
+
+
+async def core(pub_port: int, sub_port: int, n: int) -> float:
+    sr, sw = await _connect(sub_port)
+    sw.write(b"SUB " + SUBJ + b" 1\r\n")
+    await _ping(sr, sw)
+    pr, pw = await _connect(pub_port)
+    await _ping(pr, pw)
+    frame = b"MSG " + SUBJ + b" 1 %d\r\n" % SIZE + b"x" * SIZE + b"\r\n"
+    # Wait until the interest crossed the link: probes until one arrives.
+    probe = b"PUB " + SUBJ + b" %d\r\n" % SIZE + b"x" * SIZE + b"\r\n"
+    while True:
+        pw.write(probe)
+        await pw.drain()
+        try:
+            got = await asyncio.wait_for(sr.read(1 << 16), 0.2)
+            if got:
+                break
+        except asyncio.TimeoutError:
+            pass
+    await asyncio.sleep(0.3)
+    while True:  # drain late probes
+        try:
+            if not await asyncio.wait_for(sr.read(1 << 20), 0.3):
+                break
+        except asyncio.TimeoutError:
+            break
+    chunk = probe * 1000
+    want = n * len(frame)
+
+    async def receive() -> float:
+        got = 0
+        while got < want:
+            b = await sr.read(1 << 20)
+            if not b:
+                break
+            got += len(b)
+        return time.perf_counter()
+
+    rt = asyncio.get_running_loop().create_task(receive())
+    t0 = time.perf_counter()
+    for _ in range(n // 1000):
+        pw.write(chunk)
+        await pw.drain()
+    try:
+        t1 = await asyncio.wait_for(rt, 120)
+    except asyncio.TimeoutError:
+        t1 = time.perf_counter()
+    pw.close()
+    sw.close()
+    return n / (t1 - t0)
+
+
+async def sourcing(leaf_url: str, hub_url: str, m: int) -> float:
+    import nats
+    from nats.js.api import ExternalStream, StreamConfig, StreamSource
+
+    lnc = await nats.connect(leaf_url)
+    hnc = await nats.connect(hub_url)
+    try:
+        ljs = lnc.jetstream()
+        await ljs.add_stream(name="SRC", subjects=["src.>"])
+        payload = b"x" * SIZE
+        for i in range(0, m, 1000):
+            for j in range(1000):
+                await lnc.publish("src.a", payload)
+            await ljs.publish("src.a", payload) if False else await lnc.flush()
+        while (await ljs.stream_info("SRC")).state.messages < m:
+            await asyncio.sleep(0.05)
+        hjs = hnc.jetstream()
+        while True:  # the hub must see the leaf's API first
+            try:
+                await hnc.request("$JS.EDGE.API.INFO", b"", timeout=0.5)
+                break
+            except Exception:
+                await asyncio.sleep(0.1)
+        t0 = time.perf_counter()
+        await hjs.add_stream(StreamConfig(name="DST", sources=[
+            StreamSource(name="SRC", external=ExternalStream(api="$JS.EDGE.API"))]))
+        while (await hjs.stream_info("DST")).state.messages < m:
+            await asyncio.sleep(0.02)
+            if time.perf_counter() - t0 > 300:
+                break
+        got = (await hjs.stream_info("DST")).state.messages
+        return got / (time.perf_counter() - t0)
+    finally:
+        await lnc.close()
+        await hnc.close()
+
+
+def _wait_linked(hub_http: int, timeout: float = 20) -> None:
+    import urllib.request
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{hub_http}/leafz", timeout=2) as r:
+                if json.loads(r.read()).get("leafnodes", 0) >= 1:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError("leaf never connected")
+
+
+def run_pair(kind: str, n: int, m: int) -> dict:
+    d = Path(tempfile.mkdtemp(prefix=f"leafbench-{kind}-"))
+    lp = free_port()
+    hub_http = free_port()
+    hub = start_server("reference", d / "hub", "-m", str(hub_http), config=hub_conf(d, lp), jetstream=False)
+    leaf = start_server(kind, d / "leaf", config=leaf_conf(d, lp, kind), jetstream=False)
+    try:
+        _wait_linked(hub_http)
+        out = {
+            "core leaf->hub": asyncio.run(core(leaf.port, hub.port, n)),
+            "core hub->leaf": asyncio.run(core(hub.port, leaf.port, n)),
+            "sourcing leaf->hub": asyncio.run(sourcing(leaf.url, hub.url, m)),
+        }
+        return out
+    finally:
+        leaf.stop()
+        hub.stop()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=200_000)
+    ap.add_argument("--source-n", type=int, default=50_000)
+    a = ap.parse_args()
+    ref = run_pair("reference", a.n, a.source_n)
+    ours = run_pair("natsd", a.n, a.source_n)
+    print(f"{'figure':22} {'natsd':>12} {'nats-server':>12} {'ratio':>7}")
+    for k in ref:
+        print(f"{k:22} {ours[k]:12,.0f} {ref[k]:12,.0f} {ours[k] / ref[k]:7.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,290 @@
+"""Leafnode links, server side of the bookkeeping: the accepting listener, the remotes (connect,
+reconnect with backoff), the handshake dictionaries, and the fan-out of the account's interest to
+its links. The per-link protocol lives in :mod:`natsd.server.leafnode` (see its docstring).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import TYPE_CHECKING
+
+from natsd import __version__
+from natsd.server.leafnode import (
+    LDS_PREFIX, SECOND, LeafConnection, _nuid, read_creds, remote_ssl_context, sign_nonce,
+)
+from natsd.server.log import logger
+
+if TYPE_CHECKING:  # pragma: no cover
+    from natsd.config.leafnodes import LeafNodeOptions, RemoteLeafOptions
+    from natsd.server.server import Server
+
+__all__ = ["LeafManager"]
+
+MAX_BACKOFF_FACTOR = 8
+
+
+class _Remote:
+    """One ``remotes`` entry: connect, reconnect with backoff, remember the live link."""
+
+    def __init__(self, manager: "LeafManager", opts: "RemoteLeafOptions") -> None:
+        self.manager = manager
+        self.opts = opts
+        self.account_name = opts.account or "$G"
+        self.url_index = 0
+        self.failures = 0
+        self.link: LeafConnection | None = None
+        self.stopped = False
+        self._timer = None
+        self._task: asyncio.Task | None = None
+        self._delay_next_ns = 0
+        self.connected_url = ""
+        self.ssl_ctx = None
+
+    def start(self) -> None:
+        self._attempt()
+
+    def stop(self) -> None:
+        self.stopped = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+        if self.link is not None:
+            self.link.close("Server Shutdown")
+
+    def delay_next(self, ns: int) -> None:
+        self._delay_next_ns = max(self._delay_next_ns, ns)
+
+    def _attempt(self) -> None:
+        self._timer = None
+        if self.stopped:
+            return
+        self._task = self.manager.server.loop.create_task(self._connect())
+
+    async def _connect(self) -> None:
+        from natsd.config.leafnodes import remote_url_parts
+
+        url = self.opts.urls[self.url_index % len(self.opts.urls)]
+        host, port, _user, _pw = remote_url_parts(url)
+        loop = self.manager.server.loop
+        try:
+            # Plaintext first: with tls {} the link is upgraded after the hub's INFO.
+            self.ssl_ctx = remote_ssl_context(self.opts.tls)
+            self.connected_url = url
+            await asyncio.wait_for(
+                loop.create_connection(lambda: LeafConnection(self.manager, self), host, port), timeout=5)
+        except (OSError, asyncio.TimeoutError, NotImplementedError) as e:
+            self.failures += 1
+            logger.error('Error trying to connect as leafnode to remote server "%s:%d" (attempt %d): %s',
+                         host, port, self.failures, e or type(e).__name__)
+            self.url_index += 1
+            self._task = None
+            self._schedule()
+            return
+        self._task = None
+
+    def link_up(self, link: LeafConnection) -> None:
+        self.link = link
+        self.failures = 0
+
+    def link_down(self, link: LeafConnection) -> None:
+        if self.link is link:
+            self.link = None
+        if not link.ready:
+            self.failures += 1
+            self.url_index += 1
+        self._schedule()
+
+    def _schedule(self) -> None:
+        """Arm the next attempt: ``reconnect`` doubled per consecutive failure (at most
+        MAX_BACKOFF_FACTOR times), plus up to one ``reconnect`` of jitter (as the reference)."""
+        if self.stopped or self._timer is not None or self._task is not None or self.link is not None:
+            return
+        base = self.manager.options.reconnect_ns
+        factor = min(2 ** max(self.failures - 1, 0), MAX_BACKOFF_FACTOR)
+        delay = base * factor + int(random.random() * base)
+        if self._delay_next_ns:
+            delay = max(delay, self._delay_next_ns)
+            self._delay_next_ns = 0
+        self._timer = self.manager.server.clock.call_later(delay, self._attempt)
+
+
+class LeafManager:
+    """All leafnode links of a server: the accepting listener, the remotes, interest fan-out."""
+
+    def __init__(self, server: "Server", options: "LeafNodeOptions") -> None:
+        self.server = server
+        self.options = options
+        self.connections: dict[int, LeafConnection] = {}
+        self.links: dict[str, list[LeafConnection]] = {}  # account name -> ready links
+        self.remotes = [_Remote(self, r) for r in options.remotes]
+        self._lds: dict[str, str] = {}
+        self._listener = None
+        self.port = 0
+        self.ping_interval_ns = 60 * SECOND  # links ping at least this often (liveness across NAT)
+
+    @property
+    def domain(self) -> str:
+        js = self.server.options.jetstream
+        return js.domain if (js.enabled and self.server.jetstream is not None) else ""
+
+    def lds(self, acc) -> str:
+        v = self._lds.get(acc.name)
+        if v is None:
+            v = self._lds[acc.name] = LDS_PREFIX + _nuid()
+        return v
+
+    async def start(self) -> None:
+        ln = self.options
+        if ln.port:
+            host = ln.host or "0.0.0.0"
+            self._listener = await self.server.loop.create_server(
+                lambda: LeafConnection(self), host, ln.port if ln.port > 0 else 0, reuse_address=True)
+            self.port = self._listener.sockets[0].getsockname()[1]
+            logger.info("Listening for leafnode connections on %s:%d", host, self.port)
+        for r in self.remotes:
+            r.start()
+
+    async def stop(self) -> None:
+        for r in self.remotes:
+            r.stop()
+        if self._listener is not None:
+            self._listener.close()
+        for c in list(self.connections.values()):
+            c.close("Server Shutdown")
+        if self._listener is not None:
+            await self._listener.wait_closed()
+            self._listener = None
+
+    # -- handshake helpers ---------------------------------------------------------------------------
+
+    def info(self, c: LeafConnection, **extra) -> dict:
+        s = self.server
+        host = self.options.advertise or f"{_public_host(self.options.host)}:{self.port}"
+        d = {
+            "server_id": s.server_id,
+            "server_name": s.server_name,
+            "version": __version__,
+            "proto": 1,
+            "go": "python",
+            "host": self.options.host,
+            "port": self.port,
+            "headers": True,
+            "auth_required": True,
+            "max_payload": s.options.max_payload,
+        }
+        if s.jetstream is not None:
+            d["jetstream"] = True
+        d["client_id"] = c.cid
+        if extra.pop("connect_info", False):
+            d["connect_info"] = True
+        d.update({k: v for k, v in extra.items() if k != "nonce"})
+        if extra.get("nonce"):
+            d["nonce"] = extra["nonce"]
+        if self.domain:
+            d["domain"] = self.domain
+        d["info_on_connect"] = True
+        d["leafnode_urls"] = [host]
+        return d
+
+    def connect_dict(self, c: LeafConnection) -> dict:
+        from natsd.config.leafnodes import remote_url_parts
+
+        s = self.server
+        r = c.remote
+        ro = r.opts
+        d: dict = {
+            "version": __version__,
+            "server_id": s.server_id,
+            "name": s.server_name,
+            "hub": bool(ro.hub),
+            "headers": True,
+            "jetstream": s.jetstream is not None,
+            "remote_account": r.account_name,
+            "proto": 1,
+        }
+        if self.domain:
+            d["domain"] = self.domain
+        if ro.deny_imports:
+            d["deny_pub"] = list(ro.deny_imports)
+        if ro.credentials:
+            jwt, seed = read_creds(ro.credentials)
+            sig, _pub = sign_nonce(seed, c.nonce)
+            d["jwt"] = jwt
+            d["sig"] = sig
+        elif ro.nkey:
+            sig, pub = sign_nonce(ro.nkey.encode(), c.nonce)
+            d["nkey"] = pub
+            d["sig"] = sig
+        _h, _p, user, pw = remote_url_parts(r.connected_url or ro.urls[r.url_index % len(ro.urls)])
+        if user:
+            d["user"] = user
+            if pw:
+                d["pass"] = pw
+            else:
+                d["auth_token"] = user
+        return d
+
+    def authenticate(self, d: dict) -> str | None:
+        """The account a leaf CONNECT binds to, or None when refused."""
+        from natsd.server.auth import check_password
+
+        ln = self.options
+        user = d.get("user", "") or ""
+        pw = d.get("pass", "") or ""
+        if ln.users:
+            for u in ln.users:
+                if u.user == user and check_password(u.password, pw):
+                    return u.account or "$G"
+            return None
+        if ln.username:
+            if user == ln.username and check_password(ln.password, pw):
+                return ln.account or "$G"
+            return None
+        return ln.account or "$G"
+
+    # -- interest fan-out ------------------------------------------------------------------------------
+
+    def link_up(self, c: LeafConnection) -> None:
+        acc = c.account
+        links = self.links.setdefault(acc.name, [])
+        if not links:
+            acc.sublist.watch = self._watcher(acc)
+        links.append(c)
+        c.send_all_interest(acc.sublist.all(), self.lds(acc))
+
+    def link_down(self, c: LeafConnection, was_ready: bool) -> None:
+        self.connections.pop(c.cid, None)
+        if not was_ready or c.account is None:
+            return
+        links = self.links.get(c.account.name)
+        if links and c in links:
+            links.remove(c)
+
+    def _watcher(self, acc):
+        links = self.links.setdefault(acc.name, [])
+
+        def watch(subject: str, queue: str | None, item, delta: int) -> None:
+            owner = getattr(item, "client", None)
+            for link in links:
+                if link.bound and link.exports_interest_of(owner):
+                    link.interest_changed(subject, queue, delta)
+
+        return watch
+
+    # -- monitoring --------------------------------------------------------------------------------------
+
+    def leafz(self, query: dict | None = None) -> dict:
+        q = query or {}
+        subs = str(q.get("subs", "")).lower() in ("1", "true", "detail")
+        acc = q.get("acc") or ""
+        leafs = [c.leafz(subs) for c in self.connections.values()
+                 if c.ready and (not acc or (c.account and c.account.name == acc))]
+        return {"leafnodes": len(leafs), "leafs": leafs}
+
+
+def _public_host(host: str) -> str:
+    return "127.0.0.1" if host in ("", "0.0.0.0", "::") else host

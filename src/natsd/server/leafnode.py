@@ -1,0 +1,875 @@
+"""Leafnode links: natsd as a leaf of a NATS system (remotes) and as a hub for leaves (port).
+
+Theory of operation
+-------------------
+One :class:`LeafConnection` per TCP link, whichever side opened it; :mod:`natsd.protocol.leaf`
+parses and encodes its bytes. A link is bound to one local account. It behaves towards the rest
+of the server like a client that subscribes on behalf of the other side:
+
+* **interest in**: ``LS+ subject [queue weight]`` inserts one :class:`Subscription` owned by the
+  link into the account's Sublist (``LS-`` removes it), so local publishes reach the other side
+  through the normal routing (:func:`natsd.server.router.route`), queue groups included: the link
+  is one member of a group, whatever its weight, used when no local member is there (as the
+  reference). Links set ``sub_deny`` to a never-denying marker
+  (``router.LEAF_LINK``) so the router always calls :meth:`LeafConnection.deliver`, which writes ``LMSG``/``HMSG``
+  frames instead of ``MSG``. When one message reaches a link through several subscriptions
+  (plain and queue interest, or overlapping wildcards), the router calls ``deliver`` for each,
+  with the same ``head`` object: the second call amends the frame just written (adds the queue
+  name) instead of sending the message twice, as nats-server sends one ``LMSG`` per link.
+* **interest out**: the account's Sublist reports every insert/remove (``Sublist.watch``);
+  :class:`~natsd.server.leafmanager.LeafManager` forwards it to each link of the account, which keeps a count per
+  (subject, queue) and sends ``LS+``/``LS-`` when a count leaves/reaches zero (and ``LS+`` with
+  the new weight when a queue group's size changes). Subscriptions a link made itself are not
+  echoed back to it, and a soliciting link never gets the interest of another soliciting link
+  (hub interest does not flow hub to hub).
+* **messages in**: ``LMSG`` is routed like a client publish from the link (``echo`` off, so it
+  never goes back), except that queue groups only get it when the frame names them.
+* **JetStream isolation** (as the reference, for every non-system account): ``$JS.API.>``,
+  ``$KV.>`` and ``$OBJ.>`` cross no link, in either direction (interest and messages); when the
+  two sides' domains differ, requests to our own ``$JS.<domain>.API.>`` do not leave either.
+  ``$JS.<domain>.API.>`` interest of each side crosses, so a client reaches the other side's
+  JetStream with ``domain=``. ``deny_imports``/``deny_exports`` of a remote add to these.
+* **loops**: every link announces ``LS+ $LDS.<unique per account>``; receiving our own ``$LDS``
+  subject back means the links form a cycle: ``-ERR 'Loop detected ...'``, close, and the
+  soliciting side waits 30 s before trying again.
+
+Handshake: the accepting side sends INFO (with ``nonce``, ``leafnode_urls``, ``info_on_connect``);
+the soliciting side answers CONNECT (credentials: user/password from the URL, or a ``.creds``
+JWT with the nonce signed by its seed); the accepting side authenticates, replies with an INFO
+carrying ``connect_info`` and its interest; the soliciting side then sends its interest. A
+soliciting link that fails or drops is retried after ``reconnect`` (doubled per failed attempt
+up to 8x, with jitter), for ever; the local server keeps serving its clients meanwhile.
+
+TLS for remotes: :func:`remote_ssl_context` is the single hook (the remote's parsed ``tls {}``
+block in, an ``ssl.SSLContext`` out); natsd's TLS plumbing lives elsewhere and plugs in there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import re
+from typing import TYPE_CHECKING
+
+from natsd.protocol.encoder import PING, PONG, encode_err, encode_info
+from natsd.protocol.errors import ERR_AUTH_VIOLATION, RemoteProtocolError
+from natsd.protocol.leaf import (
+    L_CONNECT, L_ERR, L_INFO, L_MSG, L_PING, L_PONG, L_SUB, L_UNSUB, LeafParser, encode_connect,
+    encode_ls_minus, encode_ls_plus, msg_line, split_js_ack_deliver,
+)
+from natsd.server.log import logger
+from natsd.server.router import LEAF_LINK, route, route_batch
+from natsd.server.subscription import Subscription
+from natsd.subjects.tokens import subject_matches, subset
+
+if TYPE_CHECKING:  # pragma: no cover
+    from natsd.server.leafmanager import LeafManager, _Remote
+
+__all__ = ["LeafConnection", "remote_ssl_context", "JS_DENY", "read_creds", "sign_nonce"]
+
+# Subjects that never cross a link (nats-server's denyAllClientJs).
+JS_DENY = ("$JS.API.>", "$KV.>", "$OBJ.>")
+LDS_PREFIX = "$LDS."
+LOOP_DELAY_NS = 30_000_000_000  # nats-server leafNodeReconnectDelayAfterLoopDetected
+FIRST_PING_NS = 1_000_000_000  # first PING soon after the link is up (RTT, liveness)
+SECOND = 1_000_000_000
+_CREDS_RE = re.compile(rb"\s*(?:(?:[-]{3,}.*[-]{3,}\r?\n)([\w\-.=]+)(?:\r?\n[-]{3,}.*[-]{3,}(\r?\n|\Z)))")
+
+
+def remote_ssl_context(tls_options):
+    """The ``ssl.SSLContext`` for a remote's ``tls {}`` options, or None for plaintext.
+
+    The hook onto natsd's shared TLS plumbing (:func:`natsd.config.tls.build_client_context`).
+    Without it (or with an unparsed block) the remote is refused with a clear log line rather
+    than connected in plaintext. The link itself starts in plaintext: the hub sends INFO, then
+    both sides run the TLS handshake (see ``LeafConnection._start_tls``), as nats-server does.
+    """
+    if not tls_options:
+        return None
+    try:
+        from natsd.config.tls import build_client_context  # type: ignore[import-not-found]
+    except ImportError:
+        raise NotImplementedError("TLS for leafnode remotes needs natsd.config.tls") from None
+    if isinstance(tls_options, dict):
+        raise NotImplementedError("the remote's tls block was not parsed by natsd.config.tls")
+    return build_client_context(tls_options)
+
+
+def _nuid() -> str:
+    return base64.b32encode(os.urandom(15)).decode().rstrip("=")
+
+
+def read_creds(path: str) -> tuple[str, bytes]:
+    """``(user_jwt, seed)`` from a ``.creds`` file (the decorated JWT and NKEY SEED blocks)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    items = _CREDS_RE.findall(data)
+    if len(items) < 2:
+        raise ValueError(f"credentials file {path} malformed")
+    return items[0][0].decode(), items[1][0]
+
+
+def sign_nonce(seed: bytes, nonce: str) -> tuple[str, str]:
+    """``(sig, public_key)``: the nonce signed with the seed, base64url without padding."""
+    import nkeys  # the NATS ed25519 keys library
+
+    kp = nkeys.from_seed(seed)
+    try:
+        sig = base64.urlsafe_b64encode(kp.sign(nonce.encode())).decode().rstrip("=")
+        return sig, kp.public_key.decode()
+    finally:
+        kp.wipe()
+
+
+class _Result:
+    """A Sublist match result with some queue groups filtered out (LMSG queue lists)."""
+
+    __slots__ = ("psubs", "qsubs")
+
+    def __init__(self, psubs, qsubs) -> None:
+        self.psubs = psubs
+        self.qsubs = qsubs
+
+
+def _matches_any(patterns, subject: str) -> bool:
+    for p in patterns:
+        if subject_matches(p, subject):
+            return True
+    return False
+
+
+_CACHE_MAX = 4096
+
+
+class _DenyCache(dict):
+    """subject -> denied?, for the per-message deny checks of one direction of a link (the
+    patterns are fixed per link; a publisher's subjects repeat). Cleared when full."""
+
+    __slots__ = ("patterns",)
+
+    def __init__(self, patterns: tuple) -> None:
+        super().__init__()
+        self.patterns = patterns
+
+    def __missing__(self, subject: str) -> bool:
+        if len(self) >= _CACHE_MAX:
+            self.clear()
+        v = self[subject] = _matches_any(self.patterns, subject)
+        return v
+
+
+def _covered(patterns, subject: str) -> bool:
+    """Every subject ``subject`` (a subscription, maybe with wildcards) matches is in ``patterns``."""
+    for p in patterns:
+        if subset(subject, p):
+            return True
+    return False
+
+
+class LeafConnection(asyncio.Protocol):
+    """One leafnode link (either side). See the module docstring."""
+
+    def __init__(self, manager: "LeafManager", remote: "_Remote | None" = None) -> None:
+        self.manager = manager
+        self.server = manager.server
+        self.remote = remote
+        self.solicited = remote is not None
+        self.cid = self.server.next_cid()
+        self.transport = None
+        self.parser = LeafParser(self.server.options.max_payload)
+        self.out = bytearray()
+        self.flush_pending = False
+        self._call_soon = self.server.loop.call_soon
+        self.closed = False
+        self.ready = False  # handshake complete: messages flow
+        self.bound = False  # account bound, interest announced
+        self.close_reason = ""
+        self.account = None
+        self.echo = False
+        self.headers = True
+        self.sub_deny = LEAF_LINK  # the router's marker for links (see natsd.server.router)
+        self.replies = None
+        self.max_pending = self.server.options.max_pending
+        self.congested = False
+        self.stalled = False
+        self.stalled_producers: set = set()
+        self.ip = ""
+        self.port = 0
+        self.prefix = f"lid:{self.cid} - "
+        self.nonce = ""
+        self.remote_info: dict = {}
+        self.remote_name = ""
+        self.remote_id = ""
+        self.remote_domain = ""
+        self.remote_account = ""
+        self.rsubs: dict[tuple[str, str | None], tuple[Subscription, int]] = {}
+        self.smap: dict[tuple[str, str | None], int] = {}
+        self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes = 0
+        self.start_ns = self.server.clock.time_ns()
+        self.rtt_ns = 0
+        self._ping_sent_ns = 0
+        self.pings_out = 0
+        self._timer = None
+        self._auth_timer = None
+        self._awaiting_connect_info = False
+        self._tls = None  # the TLS upgrade task of a remote with tls {}
+        # Frame merging (see deliver): the last frame written and where its line sits in out.
+        self._last_head = None
+        self._last_queues: list = []
+        self._last_hs = 0
+        self._last_he = 0
+        self._last_end = -1
+        # Filters (see _setup_filters).
+        self.deny_in: tuple = JS_DENY
+        self.deny_out: tuple = JS_DENY
+        self.deny_interest_out: tuple = JS_DENY
+        self._denied_in = _DenyCache(JS_DENY)
+        self._denied_out = _DenyCache(JS_DENY)
+        self._subjects: dict[bytes, str] = {}  # decoded subjects of inbound messages
+
+    # -- asyncio.Protocol ---------------------------------------------------------------------
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.ip, self.port = peer[0], peer[1]
+        self.prefix = f"{self.ip}:{self.port} - lid:{self.cid} - "
+        self.manager.connections[self.cid] = self
+        if not self.solicited:
+            ln = self.manager.options
+            self.nonce = base64.urlsafe_b64encode(os.urandom(11)).decode().rstrip("=")
+            self.send(encode_info(self.manager.info(self, nonce=self.nonce)))
+            self._auth_timer = self.server.clock.call_later(ln.auth_timeout_ns, self._auth_timeout)
+        logger.info("%sLeafnode connection created%s", self.prefix,
+                    f" for account: {self.remote.account_name}" if self.remote else "")
+
+    def connection_lost(self, exc) -> None:
+        if not self.closed:
+            self.close("Client Closed" if exc is None else "Read Error", graceful=False)
+
+    def pause_writing(self) -> None:
+        self.congested = True
+
+    def resume_writing(self) -> None:
+        self.congested = False
+        producers = self.stalled_producers
+        if producers:
+            self.stalled_producers = set()
+            for p in producers:
+                p.unstall()
+
+    # Backpressure like ClientConnection: a link that feeds a congested client stops reading.
+    def stall(self, consumer) -> None:
+        if self.stalled or self.closed or consumer is self:
+            return
+        self.stalled = True
+        consumer.stalled_producers.add(self)
+        try:
+            self.transport.pause_reading()
+        except Exception:  # pragma: no cover - transport closing
+            pass
+        self._call_later_unstall()
+
+    def _call_later_unstall(self) -> None:
+        self.server.clock.call_later(50_000_000, self.unstall)
+
+    def unstall(self) -> None:
+        if not self.stalled:
+            return
+        self.stalled = False
+        if not self.closed:
+            try:
+                self.transport.resume_reading()
+            except Exception:  # pragma: no cover
+                pass
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        try:
+            events = self.parser.feed(data)
+            err = None
+        except RemoteProtocolError as e:
+            events, err = getattr(e, "events", []) or [], e
+        i = 0
+        n = len(events)
+        while i < n:
+            if self.closed:
+                return
+            ev = events[i]
+            i += 1
+            op = ev[0]
+            if op == L_MSG:
+                # A run of messages with one subject, reply and size (a publisher's burst) is
+                # routed as one batch: one match, one join per receiver.
+                j = i
+                if not ev[3]:
+                    while j < n:
+                        e2 = events[j]
+                        if e2[0] != L_MSG or e2[1] != ev[1] or e2[2] != ev[2] or e2[3] or e2[4] != ev[4] \
+                                or len(e2[5]) != len(ev[5]):
+                            break
+                        j += 1
+                if j > i and self._on_msg_run(events, i - 1, j):
+                    i = j
+                    continue
+                self._on_msg(ev)
+            elif op == L_SUB:
+                self._on_ls_plus(ev[1], ev[2], ev[3])
+            elif op == L_UNSUB:
+                self._on_ls_minus(ev[1], ev[2])
+            elif op == L_PING:
+                self.send(PONG)
+            elif op == L_PONG:
+                self.pings_out = 0
+                if self._ping_sent_ns:
+                    self.rtt_ns = self.server.clock.time_ns() - self._ping_sent_ns
+                    self._ping_sent_ns = 0
+            elif op == L_INFO:
+                self._on_info(ev[1])
+            elif op == L_CONNECT:
+                self._on_connect(ev[1])
+            elif op == L_ERR:
+                self._on_err(ev[1])
+        if err is not None and not self.closed:
+            logger.error("%sLeafnode protocol error: %s", self.prefix, err.detail or err.err)
+            if err.err:
+                self.send(encode_err(err.err))
+            self.close("Protocol Violation")
+
+    # -- handshake ------------------------------------------------------------------------------
+
+    def _on_info(self, info: dict) -> None:
+        if not self.solicited:
+            return  # the accepting side ignores INFO (compression negotiation is not supported)
+        first = not self.remote_info
+        self.remote_info = info if first else {**self.remote_info, **info}
+        if first:
+            if "leafnode_urls" not in info and "nonce" not in info:
+                logger.error("%sAttempted to connect to a non-leafnode port", self.prefix)
+                self.close("Wrong Port")
+                return
+            self.remote_name = info.get("server_name") or info.get("server_id", "")
+            self.remote_id = info.get("server_id", "")
+            self.remote_domain = info.get("domain", "") or ""
+            self.headers = bool(info.get("headers"))
+            self.nonce = info.get("nonce", "") or ""
+            ssl_ctx = self.remote.ssl_ctx
+            if info.get("tls_required") and ssl_ctx is None:
+                logger.error("%sTLS configuration mismatch: Hub requires TLS but leafnode remote is not "
+                             "configured for TLS", self.prefix)
+                self.close("TLS Handshake Failure")
+                return
+            if ssl_ctx is not None and not self._tls:
+                self.transport.pause_reading()
+                self._tls = self.server.loop.create_task(self._start_tls(ssl_ctx))
+                return
+            self._send_connect()
+        else:
+            self._on_info_update(info)
+
+    def _send_connect(self) -> None:
+        info = self.remote_info
+        try:
+            self.send(encode_connect(self.manager.connect_dict(self)))
+        except Exception as e:  # credentials unreadable: log, retry later
+            logger.error("%sError sending leafnode CONNECT: %s", self.prefix, e)
+            self.close("Authentication Failure")
+            return
+        # Our interest goes right behind CONNECT (the hub reads both in one go), so the
+        # hub's JetStream finds our API interest as soon as it retries its sources.
+        self._bind()
+        if info.get("info_on_connect"):
+            self._awaiting_connect_info = True
+            # The hub answers within seconds or the link is stale.
+            self._timer = self.server.clock.call_later(2 * SECOND, self._connect_info_timeout)
+            return
+        self._finish()
+
+    async def _start_tls(self, ssl_ctx) -> None:
+        """Upgrade the plaintext link after the hub's INFO (nats-server's leafnode TLS order)."""
+        from natsd.config.leafnodes import remote_url_parts
+
+        host = remote_url_parts(self.remote.connected_url)[0]
+        try:
+            t = await self.server.loop.start_tls(self.transport, self, ssl_ctx, server_hostname=host)
+        except (OSError, ValueError) as e:  # ssl.SSLError is an OSError
+            logger.error("%sTLS handshake error: %s", self.prefix, e)
+            self.close("TLS Handshake Failure", graceful=False)
+            return
+        if self.closed or t is None:
+            return
+        self.transport = t
+        self._send_connect()
+        try:
+            t.resume_reading()
+        except Exception:  # pragma: no cover - already reading
+            pass
+
+    def _on_info_update(self, info: dict) -> None:
+        if info.get("connect_info") and self._awaiting_connect_info:
+            self._awaiting_connect_info = False
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            self.remote_account = info.get("remote_account", "") or ""
+            self._finish()
+
+    def _connect_info_timeout(self) -> None:
+        self._timer = None
+        if self._awaiting_connect_info and not self.closed:
+            logger.error("%sStale Leaf Node Connection - Closing", self.prefix)
+            self.close("Stale Connection")
+
+    def _on_connect(self, d: dict) -> None:
+        if self.solicited or self.ready:
+            return
+        if d.get("lang"):
+            # A client connected to the leafnode port (the reference refuses it the same way).
+            self.send(encode_err("Attempted To Connect To Leafnode Port"))
+            self.close("Wrong Port")
+            return
+        acc_name = self.manager.authenticate(d)
+        if acc_name is None:
+            logger.error("%sauthentication error", self.prefix)
+            self.send(encode_err(ERR_AUTH_VIOLATION))
+            self.close("Authentication Failure")
+            return
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
+            self._auth_timer = None
+        self.remote_name = d.get("name", "") or d.get("server_id", "")
+        self.remote_id = d.get("server_id", "")
+        self.remote_domain = d.get("domain", "") or ""
+        self.remote_account = d.get("remote_account", "") or ""
+        self.headers = bool(d.get("headers"))
+        deny_pub = d.get("deny_pub") or []
+        if isinstance(deny_pub, list):
+            # The other side does not want these (its deny_imports): do not send them.
+            self.deny_out = self.deny_out + tuple(s for s in deny_pub if isinstance(s, str))
+        self.account = self.server.get_account(acc_name)
+        info = self.manager.info(self, connect_info=True, remote_account=acc_name)
+        self.send(encode_info(info))
+        self._finish()
+
+    def _bind(self) -> None:
+        """Bind the link to its account and announce our interest (LS+)."""
+        if self.bound:
+            return
+        if self.account is None:
+            name = self.remote.account_name if self.remote else "$G"
+            self.account = self.server.get_account(name)
+        self._setup_filters()
+        self.bound = True
+        self.manager.link_up(self)
+
+    def _finish(self) -> None:
+        """Both sides: the link is up; messages flow and pings start."""
+        self._bind()
+        self.ready = True
+        if self.remote is not None:
+            self.remote.link_up(self)
+            logger.info("%sConnected leafnode to %r", self.prefix, self.remote_name)
+        dom_local = self.manager.domain
+        if dom_local != self.remote_domain:
+            logger.info('%sJetStream using domains: local "%s", remote "%s"', self.prefix, dom_local,
+                        self.remote_domain)
+        self._timer = self.server.clock.call_later(FIRST_PING_NS, self._ping_tick)
+
+    def _setup_filters(self) -> None:
+        deny_in = list(JS_DENY)
+        deny_out = list(self.deny_out)
+        deny_int = list(JS_DENY)
+        r = self.remote.opts if self.remote else None
+        if r is not None:
+            deny_in += r.deny_imports
+            deny_int += r.deny_imports
+            deny_out += r.deny_exports
+        dom = self.manager.domain
+        if dom and dom != self.remote_domain:
+            # Requests for our own domain never leave (nats-server blockMappingOutgoing).
+            deny_out.append(f"$JS.{dom}.API.>")
+        self.deny_in = tuple(dict.fromkeys(deny_in))
+        self.deny_out = tuple(dict.fromkeys(deny_out))
+        self.deny_interest_out = tuple(dict.fromkeys(deny_int))
+        self._denied_in = _DenyCache(self.deny_in)
+        self._denied_out = _DenyCache(self.deny_out)
+
+    def _on_err(self, text: str) -> None:
+        logger.error("%sLeafnode Error '%s'", self.prefix, text)
+        if "Loop detected" in text and self.remote is not None:
+            self.remote.delay_next(LOOP_DELAY_NS)
+        if not self.ready or "Authorization" in text or "Loop" in text:
+            self.close("Authentication Failure" if "Authorization" in text else "Protocol Violation")
+
+    def _auth_timeout(self) -> None:
+        self._auth_timer = None
+        if not self.ready and not self.closed:
+            logger.error("%sAuthentication Timeout", self.prefix)
+            self.send(encode_err("Authentication Timeout"))
+            self.close("Authentication Timeout")
+
+    def _ping_tick(self) -> None:
+        self._timer = None
+        if self.closed:
+            return
+        opts = self.server.options
+        if self.pings_out + 1 > opts.ping_max:
+            logger.error("%sStale Leaf Node Connection - Closing", self.prefix)
+            self.send(encode_err("Stale Connection"))
+            self.close("Stale Connection")
+            return
+        self.pings_out += 1
+        self._ping_sent_ns = self.server.clock.time_ns()
+        self.send(PING)
+        interval = min(opts.ping_interval_ns, self.manager.ping_interval_ns)
+        self._timer = self.server.clock.call_later(interval, self._ping_tick)
+
+    # -- interest ------------------------------------------------------------------------------------
+
+    def _on_ls_plus(self, subj_b: bytes, queue_b: bytes | None, weight: int) -> None:
+        if not self.ready or self.account is None:
+            return
+        subject = subj_b.decode("utf-8", "replace")
+        queue = queue_b.decode("utf-8", "replace") if queue_b else None
+        if subject.startswith(LDS_PREFIX) and subject == self.manager.lds(self.account):
+            text = f'Loop detected for leafnode account="{self.account.name}". Delaying attempt to reconnect for 30s'
+            logger.error("%s%s", self.prefix, text)
+            self.send(encode_err(text))
+            if self.remote is not None:
+                self.remote.delay_next(LOOP_DELAY_NS)
+            self.close("Protocol Violation")
+            return
+        # Interest in what we must not send is ignored (the messages would be dropped anyway).
+        if _covered(self.deny_out, subject):
+            return
+        key = (subject, queue)
+        old = self.rsubs.get(key)
+        if old is not None:
+            if queue:
+                self.rsubs[key] = (old[0], weight)
+            return
+        sub = Subscription(self, b"", subject, queue, account=self.account)
+        sub.created_ns = self.server.clock.time_ns()
+        try:
+            self.account.sublist.insert(subject, sub, queue)
+        except ValueError:
+            logger.debug("%sinvalid LS+ subject %r", self.prefix, subject)
+            return
+        self.rsubs[key] = (sub, weight)
+        acc = self.account
+        if acc.interest_handlers:
+            acc.notify_interest(subject, True)
+
+    def _on_ls_minus(self, subj_b: bytes, queue_b: bytes | None) -> None:
+        if self.account is None:
+            return
+        key = (subj_b.decode("utf-8", "replace"), queue_b.decode("utf-8", "replace") if queue_b else None)
+        ent = self.rsubs.pop(key, None)
+        if ent is not None:
+            self.remove_sub(ent[0])
+
+    def remove_sub(self, sub: Subscription) -> None:
+        """Drop one subscription of the other side (``Subscription.unsubscribe`` lands here)."""
+        if sub.closed:
+            return
+        sub.closed = True
+        ent = self.rsubs.get((sub.subject, sub.queue))
+        if ent is not None and ent[0] is sub:
+            del self.rsubs[(sub.subject, sub.queue)]
+        acc = sub.account
+        acc.sublist.remove(sub.subject, sub, sub.queue)
+        if acc.interest_handlers:
+            acc.notify_interest(sub.subject, False)
+
+    def exports_interest_of(self, owner) -> bool:
+        """Whether a subscription owned by ``owner`` is announced over this link."""
+        if owner is self:
+            return False
+        if self.solicited and isinstance(owner, LeafConnection) and owner.solicited:
+            return False  # a hub's interest is not passed on to another hub
+        return True
+
+    def interest_changed(self, subject: str, queue: str | None, delta: int) -> None:
+        """A local (from this link's point of view) subscription came or went."""
+        if _covered(self.deny_interest_out, subject):
+            return
+        key = (subject, queue)
+        smap = self.smap
+        before = smap.get(key, 0)
+        n = before + delta
+        if n <= 0:
+            if before > 0:
+                del smap[key]
+                self.send(encode_ls_minus(subject, queue))
+            return
+        smap[key] = n
+        if queue:
+            self.send(encode_ls_plus(subject, queue, n))
+        elif before == 0:
+            self.send(encode_ls_plus(subject))
+
+    def send_all_interest(self, entries, lds: str) -> None:
+        """The initial ``LS+`` set: every visible subscription of the account and our $LDS."""
+        smap = self.smap
+        deny = self.deny_interest_out
+        for subject, queue, item in entries:
+            if not self.exports_interest_of(getattr(item, "client", None)):
+                continue
+            if _covered(deny, subject):
+                continue
+            key = (subject, queue)
+            smap[key] = smap.get(key, 0) + 1
+        buf = bytearray()
+        for (subject, queue), n in smap.items():
+            buf += encode_ls_plus(subject, queue, n)
+        buf += encode_ls_plus(lds)
+        self.send(bytes(buf))
+
+    # -- messages ----------------------------------------------------------------------------------
+
+    def _on_msg_run(self, events: list, start: int, end: int) -> bool:
+        """Route ``events[start:end]`` (same subject, reply, sizes; no queue list) as one batch;
+        False when they need the message-by-message path."""
+        _, subj_b, reply, _q, hdr_len, data = events[start]
+        if not self.ready or (reply and reply.startswith(b"$JS.ACK.")):
+            return False
+        try:
+            subject = subj_b.decode()
+        except UnicodeDecodeError:
+            return False
+        if self._denied_in[subject]:
+            return False
+        acc = self.account
+        r = acc.sublist.match(subject)
+        if r.qsubs:
+            return False
+        k = end - start
+        self.in_msgs += k
+        self.in_bytes += k * len(data)
+        if r.psubs:
+            route_batch(acc, subject, subj_b, reply, hdr_len, [e[5] for e in events[start:end]], self)
+        return True
+
+    def _on_msg(self, ev: tuple) -> None:
+        _, subj_b, reply, queues, hdr_len, data = ev
+        if not self.ready:
+            return
+        self.in_msgs += 1
+        self.in_bytes += len(data)
+        subject = self._subjects.get(subj_b)
+        if subject is None:
+            try:
+                subject = subj_b.decode()
+            except UnicodeDecodeError:
+                return
+            if len(self._subjects) >= _CACHE_MAX:
+                self._subjects.clear()
+            self._subjects[subj_b] = subject
+        if self._denied_in[subject]:
+            return
+        shown = None
+        if reply and reply.startswith(b"$JS.ACK."):
+            reply, dsubj = split_js_ack_deliver(reply)
+            if dsubj:
+                shown = dsubj
+        acc = self.account
+        r = acc.sublist.match(subject)
+        qsubs = r.qsubs
+        if qsubs:
+            # Queue groups get it only when the frame names them.
+            if queues:
+                names = {q.decode("utf-8", "replace") for q in queues}
+                qsubs = tuple(g for g in qsubs if g and g[0].queue in names)
+            else:
+                qsubs = ()
+            r = _Result(r.psubs, qsubs)
+        elif not r.psubs:
+            return
+        if shown is not None:
+            route(acc, subject, shown, reply, hdr_len, data, self, shown.decode("utf-8", "replace"), r)
+        else:
+            route(acc, subject, subj_b, reply, hdr_len, data, self, None, r)
+
+    def deliver_run(self, sub, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, payloads: list,
+                    src) -> bool:
+        """A run of messages with one subject, reply and size, this link their only receiver
+        (``router.route_batch``): one line, joined frames. False: take the per-message path."""
+        if (self.closed or not self.ready or sub.closed or src is self or sub.queue is not None
+                or (hdr_len and not self.headers) or subj_b != subject.encode()):
+            return False
+        if isinstance(src, LeafConnection) and src.solicited and self.solicited:
+            return True  # hub to hub: never (as deliver)
+        if self._denied_out[subject]:
+            return True
+        size = len(payloads[0])
+        line = msg_line(subj_b, reply, (), hdr_len, size)
+        out = self.out
+        out += line
+        out += (b"\r\n" + line).join(payloads)
+        out += b"\r\n"
+        self._last_end = -1
+        k = len(payloads)
+        self.out_msgs += k
+        self.out_bytes += k * size
+        if not self.flush_pending:
+            self.flush_pending = True
+            self._call_soon(self.flush)
+        if len(out) > self.max_pending:
+            logger.error("%sSlow Consumer Detected: MaxPending of %d Exceeded", self.prefix, self.max_pending)
+            self.close("Slow Consumer (Pending Bytes)", graceful=False)
+        elif self.congested and src is not None:
+            src.stall(self)
+        return True
+
+    def deliver(self, sub, head, mid, data, subject: str, hdr_len: int, reply: bytes, subj_b: bytes,
+                src=None) -> bool:
+        """Write one message for the other side (called by the router; see the module docstring)."""
+        if self.closed or not self.ready or sub.closed or src is self:
+            return False
+        if isinstance(src, LeafConnection) and src.solicited and self.solicited:
+            return False  # hub to hub: never (the hubs have their own routes)
+        out = self.out
+        queue = sub.queue
+        if head is self._last_head and self._last_end == len(out):
+            # The same message already went out on this link in this routing pass.
+            if queue is None:
+                return True
+            qb = queue.encode()
+            if qb in self._last_queues:
+                return True
+            self._last_queues.append(qb)
+            line = msg_line(self._last_subj, self._last_reply, self._last_queues, hdr_len, len(data))
+            out[self._last_hs:self._last_he] = line
+            self._last_he = self._last_hs + len(line)
+            self._last_end = len(out)
+            return True
+        if self._denied_out[subject]:
+            return False
+        wire_subj = subject.encode()
+        if reply and wire_subj != subj_b and reply.startswith(b"$JS.ACK.") and b"@" not in reply:
+            # A JetStream delivery: the stored message's subject rides after '@' in the reply.
+            reply = reply + b"@" + subj_b
+        queues = [queue.encode()] if queue is not None else []
+        line = msg_line(wire_subj, reply, queues, hdr_len if self.headers else 0,
+                        len(data) if self.headers or not hdr_len else len(data) - hdr_len)
+        self._last_head = head
+        self._last_subj = wire_subj
+        self._last_reply = reply
+        self._last_queues = queues
+        self._last_hs = len(out)
+        out += line
+        self._last_he = len(out)
+        if hdr_len and not self.headers:
+            out += data[hdr_len:]
+        else:
+            out += data
+        out += b"\r\n"
+        self._last_end = len(out)
+        self.out_msgs += 1
+        self.out_bytes += len(data)
+        if not self.flush_pending:
+            self.flush_pending = True
+            self._call_soon(self.flush)
+        if len(out) > self.max_pending:
+            logger.error("%sSlow Consumer Detected: MaxPending of %d Exceeded", self.prefix, self.max_pending)
+            self.close("Slow Consumer (Pending Bytes)", graceful=False)
+        elif self.congested and src is not None:
+            src.stall(self)
+        return True
+
+    # -- output / close ------------------------------------------------------------------------------
+
+    def send(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self.out += data
+        self._last_end = -1
+        if not self.flush_pending:
+            self.flush_pending = True
+            self._call_soon(self.flush)
+
+    def flush(self) -> None:
+        self.flush_pending = False
+        out = self.out
+        if self.closed or not out:
+            return
+        self.out = bytearray()
+        self._last_end = -1
+        t = self.transport
+        if t is None or t.is_closing():
+            return
+        t.write(out)
+
+    def close(self, reason: str = "Server Shutdown", graceful: bool = True) -> None:
+        if self.closed:
+            return
+        self.close_reason = reason
+        t = self.transport
+        if t is not None:
+            if graceful and self.out and not t.is_closing():
+                t.write(self.out)
+            if graceful:
+                t.close()
+            else:
+                t.abort()
+        self.closed = True
+        self.out = bytearray()
+        for attr in ("_timer", "_auth_timer"):
+            tm = getattr(self, attr)
+            if tm is not None:
+                tm.cancel()
+                setattr(self, attr, None)
+        producers = self.stalled_producers
+        self.stalled_producers = set()
+        for p in producers:
+            p.unstall()
+        was_ready = self.ready
+        self.ready = False
+        self.manager.link_down(self, self.bound)
+        self.bound = False
+        for sub, _w in list(self.rsubs.values()):
+            self.remove_sub(sub)
+        self.rsubs.clear()
+        if was_ready:
+            logger.info("%sLeafnode connection closed: %s - Remote: %s", self.prefix, reason, self.remote_name)
+        else:
+            logger.debug("%sLeafnode connection closed: %s", self.prefix, reason)
+        if self.remote is not None:
+            self.remote.link_down(self)
+
+    # -- monitoring ------------------------------------------------------------------------------
+
+    def leafz(self, subs: bool = False) -> dict:
+        d = {
+            "id": self.cid,
+            "name": self.remote_name,
+            "is_spoke": self.solicited,
+            "account": self.account.name if self.account else "",
+            "ip": self.ip,
+            "port": self.port,
+            "rtt": _fmt_rtt(self.rtt_ns),
+            "in_msgs": self.in_msgs,
+            "out_msgs": self.out_msgs,
+            "in_bytes": self.in_bytes,
+            "out_bytes": self.out_bytes,
+            "subscriptions": len(self.rsubs),
+        }
+        if subs:
+            d["subscriptions_list"] = sorted(s for s, _q in self.rsubs)
+        d["compression"] = "off"  # natsd links are never compressed
+        return d
+
+
+def _fmt_rtt(ns: int) -> str:
+    """Go's time.Duration string, as the reference prints ``rtt`` ("654µs", "1.234567ms")."""
+    if ns <= 0:
+        return "0s"
+    for unit, div in (("µs", 1_000), ("ms", 1_000_000), ("s", 1_000_000_000)):
+        if ns < div * 1000 or unit == "s":
+            if ns < 1000:
+                return f"{ns}ns"
+            return f"{ns / div:.9f}".rstrip("0").rstrip(".") + unit
+    return f"{ns}ns"

@@ -1,0 +1,102 @@
+"""The sans-IO leafnode protocol: every operation whole, byte by byte, with trailing data and split
+at every point; the encoder round-trips through the parser; malformed input fails the parser."""
+
+from __future__ import annotations
+
+import pytest
+
+from natsd.protocol.errors import ERR_MAX_PAYLOAD, ERR_UNKNOWN_PROTOCOL, RemoteProtocolError
+from natsd.protocol.leaf import (
+    L_CONNECT, L_ERR, L_INFO, L_MSG, L_OK, L_PING, L_PONG, L_SUB, L_UNSUB, LeafParser, encode_connect,
+    encode_ls_minus, encode_ls_plus, msg_line, split_js_ack_deliver,
+)
+
+pytestmark = pytest.mark.unit
+
+TRAILING = b"PING\r\n"
+
+CASES = [
+    (b"PING\r\n", [(L_PING,)]),
+    (b"PONG\r\n", [(L_PONG,)]),
+    (b"+OK\r\n", [(L_OK,)]),
+    (b"-ERR 'Loop detected for leafnode account=\"$G\"'\r\n", [(L_ERR, 'Loop detected for leafnode account="$G"')]),
+    (b'INFO {"server_id":"N1","leafnode_urls":["h:1"]} \r\n', [(L_INFO, {"server_id": "N1", "leafnode_urls": ["h:1"]})]),
+    (b'CONNECT {"name":"e","headers":true}\r\n', [(L_CONNECT, {"name": "e", "headers": True})]),
+    (b"LS+ foo.>\r\n", [(L_SUB, b"foo.>", None, 1)]),
+    (b"LS+ foo bar 3\r\n", [(L_SUB, b"foo", b"bar", 3)]),
+    (b"LS- foo.>\r\n", [(L_UNSUB, b"foo.>", None)]),
+    (b"LS- foo bar\r\n", [(L_UNSUB, b"foo", b"bar")]),
+    (b"LMSG foo 5\r\nhello\r\n", [(L_MSG, b"foo", b"", (), 0, b"hello")]),
+    (b"LMSG foo _INBOX.1 0\r\n\r\n", [(L_MSG, b"foo", b"_INBOX.1", (), 0, b"")]),
+    (b"LMSG foo + r q1 q2 2\r\nhi\r\n", [(L_MSG, b"foo", b"r", (b"q1", b"q2"), 0, b"hi")]),
+    (b"LMSG foo | q1 2\r\nhi\r\n", [(L_MSG, b"foo", b"", (b"q1",), 0, b"hi")]),
+    (b"HMSG foo 12 14\r\nNATS/1.0\r\n\r\nhi\r\n", [(L_MSG, b"foo", b"", (), 12, b"NATS/1.0\r\n\r\nhi")]),
+    (b"HMSG foo r 12 14\r\nNATS/1.0\r\n\r\nhi\r\n", [(L_MSG, b"foo", b"r", (), 12, b"NATS/1.0\r\n\r\nhi")]),
+    (b"HMSG foo + r q 12 12\r\nNATS/1.0\r\n\r\n\r\n", [(L_MSG, b"foo", b"r", (b"q",), 12, b"NATS/1.0\r\n\r\n")]),
+    (b"LMSG a 3\r\n\r\n\r\r\n", [(L_MSG, b"a", b"", (), 0, b"\r\n\r")]),  # CRLF inside the payload
+]
+
+
+@pytest.mark.parametrize("data,expected", CASES, ids=[c[0][:20].decode(errors="replace") for c in CASES])
+def test_case_whole_bytewise_trailing_and_split(data, expected):
+    assert LeafParser().feed(data) == expected
+    p = LeafParser()
+    got: list = []
+    for i in range(len(data) - 1):
+        got += p.feed(data[i:i + 1])
+        assert got == [], f"event emitted early at byte {i}"
+    got += p.feed(data[-1:])
+    assert got == expected
+    assert LeafParser().feed(data + TRAILING) == expected + [(L_PING,)]
+    for cut in range(1, len(data)):
+        p = LeafParser()
+        assert p.feed(data[:cut]) + p.feed(data[cut:]) == expected, f"split at {cut}"
+
+
+@pytest.mark.parametrize("subject,reply,queues,hdr_len,payload", [
+    (b"foo", b"", (), 0, b"x"),
+    (b"foo", b"bar", (), 0, b""),
+    (b"foo", b"bar", (b"q1", b"q2"), 0, b"payload"),
+    (b"foo", b"", (b"q",), 0, b"p"),
+    (b"foo", b"", (), 12, b"NATS/1.0\r\n\r\nbody"),
+    (b"foo", b"r", (b"q",), 12, b"NATS/1.0\r\n\r\nbody"),
+])
+def test_msg_line_round_trips(subject, reply, queues, hdr_len, payload):
+    frame = msg_line(subject, reply, queues, hdr_len, len(payload)) + payload + b"\r\n"
+    assert LeafParser().feed(frame) == [(L_MSG, subject, reply, queues, hdr_len, payload)]
+
+
+def test_interest_and_connect_encoders_round_trip():
+    data = encode_ls_plus("a.*") + encode_ls_plus("a", "g", 4) + encode_ls_minus("a.*") + encode_ls_minus("a", "g")
+    assert LeafParser().feed(data) == [(L_SUB, b"a.*", None, 1), (L_SUB, b"a", b"g", 4), (L_UNSUB, b"a.*", None),
+                                       (L_UNSUB, b"a", b"g")]
+    assert LeafParser().feed(encode_connect({"name": "x", "jetstream": True})) == [
+        (L_CONNECT, {"name": "x", "jetstream": True})]
+
+
+@pytest.mark.parametrize("data,err", [
+    (b"GARBAGE here\r\n", ERR_UNKNOWN_PROTOCOL),
+    (b"LMSG foo 5\r\nhelloXX", ERR_UNKNOWN_PROTOCOL),  # payload not followed by CRLF
+    (b"LMSG foo 2000000\r\n", ERR_MAX_PAYLOAD),
+    (b"LMSG foo\r\n", None),
+    (b"LMSG foo bar baz 5\r\n", None),  # bad reply indicator
+    (b"HMSG foo 20 10\r\n", None),  # header larger than the message
+    (b"LS+ a b\r\n", None),
+    (b"INFO {not json\r\n", None),
+])
+def test_malformed_input_fails_the_parser(data, err):
+    p = LeafParser()
+    with pytest.raises(RemoteProtocolError) as ei:
+        p.feed(b"PING\r\n" + data)
+    assert ei.value.err == err
+    assert ei.value.events == [(L_PING,)]  # what came before the bad bytes is kept
+    with pytest.raises(RemoteProtocolError):
+        p.feed(b"PING\r\n")
+
+
+def test_js_ack_deliver_suffix():
+    r = b"$JS.ACK.S.C.1.5.5.1700000000.0@orders.1"
+    assert split_js_ack_deliver(r) == (b"$JS.ACK.S.C.1.5.5.1700000000.0", b"orders.1")
+    # an '@' inside the first eight tokens is part of a name, not the suffix
+    assert split_js_ack_deliver(b"$JS.ACK.S@x.C.1.5.5.17.0") == (b"$JS.ACK.S@x.C.1.5.5.17.0", b"")
+    assert split_js_ack_deliver(b"_INBOX.a@b") == (b"_INBOX.a@b", b"")
