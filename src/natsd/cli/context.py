@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import Any, Callable
 
 import nats
 
@@ -19,6 +19,10 @@ class Ctx:
         self.out = out
         self._nc: nats.NATS | None = None
         self._api: JsApi | None = None
+        #: Set by the Ctrl-C handler (see ``main._run``); long loops may check it to stop cleanly.
+        self.interrupted = False
+        #: What a long-running command did so far, printed when Ctrl-C stops it ("published 37 of 100 ...").
+        self.summary: Callable[[], str | None] | None = None
 
     @property
     def json(self) -> bool:

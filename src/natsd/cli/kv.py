@@ -13,7 +13,7 @@ from natsd.cli import render
 from natsd.cli.common import (
     CliError, UsageError, arrivals, backing_store, bucket_flags, bucket_limits, bucket_streams, comma, confirm,
     create_bucket, delete_bucket, error_text, format_duration, human_bytes, open_bucket, optional_count,
-    optional_seconds, parse_int, parse_size, read_stdin_bytes, stdin_is_tty,
+    optional_seconds, parse_int, parse_size, payload_json, read_stdin_bytes, stdin_is_tty, text_of,
 )
 from natsd.cli.context import Ctx
 
@@ -160,15 +160,22 @@ async def cmd_get(ctx: Ctx) -> None:
         raise CliError(f"key {a.key} was deleted") from None
     except (KeyNotFoundError, NotFoundError):
         raise CliError(f"key {a.key} not found") from None
-    value = (e.value or b"").decode(errors="replace")
+    value = text_of(e.value)
     if ctx.json:
-        ctx.out.json_out({"bucket": e.bucket, "key": e.key, "value": value, "revision": e.revision,
+        ctx.out.json_out({"bucket": e.bucket, "key": e.key, **_value_json(e.value), "revision": e.revision,
                           "delta": e.delta, "operation": e.operation or "PUT"})
     elif a.raw:
-        sys.stdout.write(value)
+        ctx.out.raw(e.value or b"", end=b"")
     else:
         ctx.out.print(f"{a.bucket} > {e.key} revision: {e.revision} {_ts(e)}".rstrip() + "\n")
         ctx.out.print(value)
+
+
+def _value_json(value: bytes | None) -> dict:
+    """``{"value": text}`` or ``{"value": base64, "encoding": "base64"}`` (see ``payload_json``)."""
+    d = payload_json(value)
+    d["value"] = d.pop("data")
+    return d
 
 
 async def cmd_del(ctx: Ctx) -> None:
@@ -176,6 +183,8 @@ async def cmd_del(ctx: Ctx) -> None:
     confirm(f"Really delete key {a.key} from bucket {a.bucket}", a.force)
     kv = await _kv(ctx, a.bucket)
     await kv.delete(a.key)
+    _done(ctx, {"bucket": a.bucket, "key": a.key, "operation": "DEL"},
+          f"Deleted key {a.key} from bucket {a.bucket}")
 
 
 async def cmd_purge(ctx: Ctx) -> None:
@@ -183,6 +192,15 @@ async def cmd_purge(ctx: Ctx) -> None:
     confirm(f"Really purge key {a.key} and its history from bucket {a.bucket}", a.force)
     kv = await _kv(ctx, a.bucket)
     await kv.purge(a.key)
+    _done(ctx, {"bucket": a.bucket, "key": a.key, "operation": "PURGE"},
+          f"Purged key {a.key} and its history from bucket {a.bucket}")
+
+
+def _done(ctx: Ctx, doc: dict, text: str) -> None:
+    if ctx.json:
+        ctx.out.json_out(doc)
+    else:
+        ctx.out.print(text)
 
 
 async def cmd_history(ctx: Ctx) -> None:
@@ -192,11 +210,12 @@ async def cmd_history(ctx: Ctx) -> None:
         entries = await kv.history(a.key)
     except (KeyNotFoundError, NotFoundError):
         raise CliError(f"key {a.key} not found") from None
-    rows = [{"key": e.key, "revision": e.revision, "operation": e.operation or "PUT",
-             "value": (e.value or b"").decode(errors="replace")} for e in entries]
     if ctx.json:
-        ctx.out.json_out(rows)
+        ctx.out.json_out([{"key": e.key, "revision": e.revision, "operation": e.operation or "PUT",
+                           **_value_json(e.value)} for e in entries])
         return
+    rows = [{"key": e.key, "revision": e.revision, "operation": e.operation or "PUT", "value": text_of(e.value)}
+            for e in entries]
     ctx.out.print(render.table(f"History for {a.bucket} > {a.key}", ["Key", "Revision", "Op", "Length", "Value"],
                                [[r["key"], r["revision"], r["operation"], len(r["value"]), r["value"][:40]]
                                 for r in rows]))
@@ -230,11 +249,11 @@ async def cmd_watch(ctx: Ctx) -> None:
     try:
         # nats-py raises its own TimeoutError when nothing arrives, and yields None once initial values are in.
         async for e in arrivals(lambda t: w.updates(timeout=t), limit_n, wait_s, idle=3600.0, stop_on=(Exception,)):
-            value = (e.value or b"").decode(errors="replace")
+            value = text_of(e.value)
             op = e.operation or "PUT"
             if ctx.json:
-                ctx.out.json_out({"bucket": e.bucket, "key": e.key, "revision": e.revision, "operation": op,
-                                  "value": value})
+                ctx.out.json_line({"bucket": e.bucket, "key": e.key, "revision": e.revision, "operation": op,
+                                   **_value_json(e.value)})
             else:
                 ctx.out.print(f"[{_ts(e) or datetime.now().strftime('%H:%M:%S')}] {op} {e.bucket} > {e.key}: {value}")
             sys.stdout.flush()
@@ -261,3 +280,4 @@ async def cmd_rm(ctx: Ctx) -> None:
     a = ctx.args
     confirm(f"Really delete bucket {a.bucket}", a.force)
     await delete_bucket((await ctx.js()).delete_key_value(a.bucket), a.bucket)
+    _done(ctx, {"bucket": a.bucket, "deleted": True}, f"Deleted bucket {a.bucket}")

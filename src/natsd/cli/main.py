@@ -11,10 +11,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
+import signal
 import sys
 from typing import Sequence
 
-from natsd.cli.common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, ConnOptions, Out, env_url, parse_duration
+from natsd.cli.common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CliError, ConnOptions, Out, env_url, parse_duration
 from natsd.cli.context import Ctx
 
 EPILOG = """\
@@ -22,6 +24,7 @@ exit codes:
   0  success
   1  the server or the JetStream API reported an error (not found, refused, timeout, cannot connect)
   2  usage error: bad flags, or a required value missing with no terminal to prompt on
+  130  interrupted (Ctrl-C); long-running commands print a summary of what they did first
 
 environment:
   NATS_URL  server URL when -s/--server is not given (default nats://127.0.0.1:4222)
@@ -93,10 +96,43 @@ def _conn_options(args: argparse.Namespace) -> ConnOptions:
 
 
 async def _run(ctx: Ctx) -> int:
+    """Run the command; Ctrl-C (SIGINT) cancels it, prints its summary (``ctx.summary``) and exits 130.
+
+    The first Ctrl-C cancels the command's task, so even a loop that never waits for the network (``pub
+    --count``) stops at its next ``await``; the handler is then removed, so a second Ctrl-C interrupts at once.
+    """
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+
+    def on_sigint() -> None:
+        ctx.interrupted = True
+        loop.remove_signal_handler(signal.SIGINT)
+        if task is not None:
+            task.cancel()
+
+    try:
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
+    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals (Windows)
+        pass
     try:
         rc = await ctx.args.func(ctx)
+        if ctx.interrupted:  # the command caught the interrupt itself and finished its summary
+            return EXIT_INTERRUPTED
         return EXIT_OK if rc is None else int(rc)
+    except asyncio.CancelledError:
+        if not ctx.interrupted:
+            raise
+        return EXIT_INTERRUPTED
     finally:
+        try:
+            loop.remove_signal_handler(signal.SIGINT)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+        if ctx.interrupted and ctx.summary is not None:
+            sys.stdout.flush()
+            line = ctx.summary()
+            if line:
+                sys.stderr.write(f"natsctl: interrupted: {line}\n")
         await ctx.close()
 
 
@@ -121,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"natsctl: error: {exc}\n")
         return exc.exit_code
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # `natsctl sub x | head` closes our stdout early; that is not an error for us.
         try:
@@ -137,8 +173,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.write(f"natsctl: error: {exc.description} (code {exc.code}, "
                              f"err_code {getattr(exc, 'err_code', 0)})\n")
             return EXIT_ERROR
-        sys.stderr.write(f"natsctl: error: {type(exc).__name__}: {exc}\n")
+        sys.stderr.write(f"natsctl: error: {plain_error(exc)}\n")
         return EXIT_ERROR
+
+
+def plain_error(exc: BaseException) -> str:
+    """An unexpected exception as a user reads it: nats-py's text without its ``nats: `` prefix and without
+    Python class names (``BadSubjectError: nats: invalid subject`` → ``invalid subject``); an exception with no
+    text is named in words (``ConnectionClosedError`` → ``connection closed``). NATSCTL_DEBUG=1 shows the trace."""
+    text = str(exc).strip()
+    if text.startswith("nats: "):
+        text = text[len("nats: "):]
+    if not text:
+        name = type(exc).__name__
+        name = name[:-len("Error")] if name.endswith("Error") and name != "Error" else name
+        text = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", name).lower() or "unexpected error"
+    return text
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -14,7 +14,7 @@ from natsd.cli import render
 from natsd.cli.common import (
     ApiError, CliError, ask, choice, choose, comma, confirm, confirm_edit, format_time, human_bytes, parse_duration,
     parse_int, parse_size, print_names, read_json_file, show_api, show_result, stdin_is_tty, strip_type,
-    without_server_metadata,
+    text_of, without_server_metadata,
 )
 from natsd.cli.common import config_diff  # noqa: F401 - kept importable from here (tests use streams.config_diff)
 from natsd.cli.context import Ctx
@@ -77,6 +77,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     g.add_argument("stream", nargs="?")
     g.add_argument("seq", nargs="?")
     g.add_argument("-S", "--last-for", dest="last_for", help="the last message on this subject")
+    g.add_argument("--raw", action="store_true", help="only the message body, byte for byte")
     g.set_defaults(func=cmd_get)
 
     rep = s.add_parser("report", parents=[common], help="a table of every stream")
@@ -365,6 +366,9 @@ async def cmd_get(ctx: Ctx) -> None:
         ctx.out.json_out(msg)
         return
     data = base64.b64decode(msg.get("data") or b"")
+    if a.raw:
+        ctx.out.raw(data)
+        return
     ctx.out.print(f"Item: {name}#{msg['seq']} received {format_time(msg.get('time'))} on Subject {msg['subject']}\n")
     if msg.get("hdrs"):
         hdr = base64.b64decode(msg["hdrs"]).decode(errors="replace").split("\r\n")[1:]
@@ -373,7 +377,7 @@ async def cmd_get(ctx: Ctx) -> None:
             if line:
                 ctx.out.print(f"  {line}")
         ctx.out.print("")
-    ctx.out.print(data.decode(errors="replace"))
+    ctx.out.print(text_of(data))
 
 
 async def cmd_report(ctx: Ctx) -> None:
