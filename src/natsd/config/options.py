@@ -97,6 +97,7 @@ class ServerOptions:
     server_name: str = ""
     http_host: str = "0.0.0.0"
     http_port: int = 0  # 0 = monitoring off
+    http_dashboard: bool = True  # natsd only: the live dashboard page on the monitoring port (`http_dashboard: false`)
     max_payload: int = 1024 * 1024
     max_connections: int = 64 * 1024
     max_control_line: int = 4096
@@ -936,6 +937,7 @@ _TOP_LEVEL: dict[str, _Callable[[_Ctx, ServerOptions, ConfigMap, str], None]] = 
     "http": _h_http,
     "http_port": _setter("http_port", "int_"),
     "monitor_port": _setter("http_port", "int_"),
+    "http_dashboard": _setter("http_dashboard", "bool_"),
     "logfile": _setter("log_file", "str_"),
     "log_file": _setter("log_file", "str_"),
     "pidfile": _setter("pid_file", "str_"),
