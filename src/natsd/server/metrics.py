@@ -17,20 +17,24 @@ Every sample is a gauge (the exporter's connz byte/message totals are counters; 
 rename a counter to ``*_total``, which would break the dashboards' queries, and ``rate()`` reads gauges too).
 Stream source/mirror lag is not exported yet.
 
-Scraping must not stall the message path: the numbers are read on the event loop in slices of a few
-milliseconds (``await asyncio.sleep(0)`` between them, so clients are served in between), and the text is
-rendered by ``prometheus_client.generate_latest`` in a worker thread from the finished snapshot.
+Scraping must not stall the message path: the numbers are read and the text written on the event loop in
+slices of a few milliseconds (``await asyncio.sleep(0)`` between them, so clients are served in between).
+The text format is prometheus-client's (``generate_latest``); for the per-stream and per-consumer families
+the label text it renders is kept between scrapes (:class:`LabelCache`), which makes a scrape of 10,000
+consumers several times cheaper.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterable
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.utils import floatToGoString
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.server.monitor import MonitorServer
@@ -114,102 +118,158 @@ def connz_families(connz: dict) -> list[GaugeMetricFamily]:
     return out
 
 
-class _JsFamilies:
-    """The ``jetstream_*`` families, filled one stream at a time."""
+#: The exporter's per-stream and per-consumer metrics: (metric suffix, help).
+_STREAM_METRICS = [
+    ("total_messages", "Messages in a stream"), ("total_bytes", "Stored bytes of a stream"),
+    ("first_seq", "First sequence of a stream"), ("last_seq", "Last sequence of a stream"),
+    ("consumer_count", "Consumers of a stream"), ("subject_count", "Subjects in a stream"),
+    ("limit_bytes", "max_bytes of a stream (-1: no limit)"), ("limit_messages", "max_msgs of a stream (-1: no limit)"),
+]
+_CONSUMER_METRICS = [
+    ("delivered_consumer_seq", "Last consumer sequence delivered"),
+    ("delivered_stream_seq", "Last stream sequence delivered"),
+    ("last_delivery_seconds", "Seconds since the last delivery"), ("last_ack_seconds", "Seconds since the last ack"),
+    ("num_ack_pending", "Messages awaiting an ack"), ("num_redelivered", "Messages redelivered"),
+    ("num_waiting", "Waiting pull requests"), ("num_pending", "Messages not yet delivered"),
+    ("ack_floor_stream_seq", "Ack floor stream sequence"), ("ack_floor_consumer_seq", "Ack floor consumer sequence"),
+]
+_SERVER_METRICS = [
+    ("jetstream_disabled", "JetStream disabled or not"), ("total_streams", "Total number of streams"),
+    ("total_consumers", "Total number of consumers"), ("total_messages", "Total number of stored messages"),
+    ("total_message_bytes", "Total number of stored bytes"), ("max_memory", "JetStream Max Memory"),
+    ("max_storage", "JetStream Max Storage"),
+]
+_ACCOUNT_METRICS = [
+    ("max_memory", "Account Max Memory in bytes"), ("max_storage", "Account Max Storage in bytes"),
+    ("storage_used", "Bytes used by JetStream storage"), ("memory_used", "Bytes used by JetStream memory"),
+]
 
-    SERVER = {"jetstream_disabled": "JetStream disabled or not", "total_streams": "Total number of streams",
-              "total_consumers": "Total number of consumers", "total_messages": "Total number of stored messages",
-              "total_message_bytes": "Total number of stored bytes", "max_memory": "JetStream Max Memory",
-              "max_storage": "JetStream Max Storage"}
-    ACCOUNT = {"max_memory": "Account Max Memory in bytes", "max_storage": "Account Max Storage in bytes",
-               "storage_used": "Bytes used by JetStream storage", "memory_used": "Bytes used by JetStream memory"}
-    STREAM = {"total_messages": "Messages in a stream", "total_bytes": "Stored bytes of a stream",
-              "first_seq": "First sequence of a stream", "last_seq": "Last sequence of a stream",
-              "consumer_count": "Consumers of a stream", "subject_count": "Subjects in a stream",
-              "limit_bytes": "max_bytes of a stream (-1: no limit)", "limit_messages": "max_msgs of a stream (-1: no limit)"}
-    CONSUMER = {"delivered_consumer_seq": "Last consumer sequence delivered",
-                "delivered_stream_seq": "Last stream sequence delivered",
-                "last_delivery_seconds": "Seconds since the last delivery", "last_ack_seconds": "Seconds since the last ack",
-                "num_ack_pending": "Messages awaiting an ack", "num_redelivered": "Messages redelivered",
-                "num_waiting": "Waiting pull requests", "num_pending": "Messages not yet delivered",
-                "ack_floor_stream_seq": "Ack floor stream sequence", "ack_floor_consumer_seq": "Ack floor consumer sequence"}
+
+def _consumer_values(ci: dict) -> list[float | None]:
+    """The :data:`_CONSUMER_METRICS` of one ``/jsz`` consumer entry, in order (None: not reported)."""
+    d, a = ci.get("delivered") or {}, ci.get("ack_floor") or {}
+    now = _unix_seconds(ci["ts"]) if ci.get("ts") else None
+
+    def since(t: str | None) -> float | None:
+        last = _unix_seconds(t) if (t and now is not None) else None
+        return None if last is None else now - last  # type: ignore[operator]
+
+    return [d.get("consumer_seq", 0), d.get("stream_seq", 0), since(d.get("last_active")),
+            since(a.get("last_active")), ci.get("num_ack_pending", 0), ci.get("num_redelivered", 0),
+            ci.get("num_waiting", 0), ci.get("num_pending", 0), a.get("stream_seq", 0), a.get("consumer_seq", 0)]
+
+
+class LabelCache:
+    """The ``{name="value",...}`` text of label sets, made by prometheus-client once and then reused.
+
+    A scrape of 10,000 consumers writes 100,000 samples with 17 labels each; having prometheus-client escape
+    and join those labels on every scrape is most of its cost (about 60 µs a sample), while the labels of a
+    stream or consumer only change when it is created or deleted. So each label set is rendered once, by
+    ``generate_latest`` itself (the exact escaping of the text format), and kept while the scrapes still see it.
+    """
 
     def __init__(self) -> None:
-        def fams(kind: str, table: dict[str, str], labels: list[str]) -> dict[str, GaugeMetricFamily]:
-            return {k: GaugeMetricFamily(f"jetstream_{kind}_{k}", h, labels=labels) for k, h in table.items()}
+        self._text: dict[tuple, str] = {}
+        self._used: dict[tuple, str] = {}
 
-        self.server = fams("server", self.SERVER, _SERVER_LABELS)
-        self.account = fams("account", self.ACCOUNT, _ACCOUNT_LABELS)
-        self.stream = fams("stream", self.STREAM, _STREAM_LABELS)
-        self.consumer = fams("consumer", self.CONSUMER, _CONSUMER_LABELS)
+    def blocks(self, names: list[str], rows: list[tuple]) -> list[str]:
+        missing = [r for r in rows if r not in self._text]
+        if missing:
+            fam = GaugeMetricFamily("x", "x", labels=names)
+            for r in missing:
+                fam.add_metric(list(r), 0.0)
+            lines = _render([fam]).decode("utf-8").splitlines()[2:]  # after "# HELP" and "# TYPE"
+            for r, line in zip(missing, lines):
+                self._text[r] = line[1:line.rindex(" ")]  # x{...} 0.0 -> {...}
+        out = []
+        for r in rows:
+            t = self._text[r]
+            self._used[r] = t
+            out.append(t)
+        return out
 
-    def all(self) -> Iterable[GaugeMetricFamily]:
-        for group in (self.server, self.account, self.stream, self.consumer):
-            yield from group.values()
-
-    def add_consumer(self, labels: list[str], ci: dict) -> None:
-        f = self.consumer
-        d, a = ci.get("delivered") or {}, ci.get("ack_floor") or {}
-        now = _unix_seconds(ci["ts"]) if ci.get("ts") else None
-        if now is not None and d.get("last_active"):
-            last = _unix_seconds(d["last_active"])
-            if last is not None:
-                f["last_delivery_seconds"].add_metric(labels, now - last)
-        if now is not None and a.get("last_active"):
-            last = _unix_seconds(a["last_active"])
-            if last is not None:
-                f["last_ack_seconds"].add_metric(labels, now - last)
-        for key, v in (("delivered_consumer_seq", d.get("consumer_seq", 0)),
-                       ("delivered_stream_seq", d.get("stream_seq", 0)),
-                       ("num_ack_pending", ci.get("num_ack_pending", 0)),
-                       ("num_redelivered", ci.get("num_redelivered", 0)),
-                       ("num_waiting", ci.get("num_waiting", 0)), ("num_pending", ci.get("num_pending", 0)),
-                       ("ack_floor_stream_seq", a.get("stream_seq", 0)),
-                       ("ack_floor_consumer_seq", a.get("consumer_seq", 0))):
-            f[key].add_metric(labels, float(v))
+    def end_scrape(self) -> None:
+        """Forget label sets the last scrape did not use (deleted streams and consumers)."""
+        self._text, self._used = self._used, {}
 
 
-async def jetstream_families(monitor: "MonitorServer") -> list[GaugeMetricFamily]:
+def _render(families: list[Any]) -> bytes:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Snapshot(families))
+    return generate_latest(registry)
+
+
+class _Slicer:
+    """Yields to the event loop when the current slice has used :data:`SLICE_SECONDS`."""
+
+    def __init__(self) -> None:
+        self.end = time.perf_counter() + SLICE_SECONDS
+
+    async def maybe_yield(self) -> None:
+        if time.perf_counter() >= self.end:
+            await asyncio.sleep(0)  # clients' messages go through here; the scrape goes on next turn
+            self.end = time.perf_counter() + SLICE_SECONDS
+
+
+async def _table_text(names: list[str], metrics_: list[tuple[str, str]], prefix: str, rows: list[tuple],
+                      values: list[list[float | None]], cache: LabelCache, slicer: _Slicer) -> list[str]:
+    """One family per metric, a sample per row: HELP/TYPE lines from prometheus-client, then the samples
+    with cached label text and prometheus-client's number formatting."""
+    blocks = cache.blocks(names, rows)
+    out: list[str] = []
+    for i, (suffix, help_) in enumerate(metrics_):
+        name = f"{prefix}_{suffix}"
+        out.append(_render([GaugeMetricFamily(name, help_, labels=names)]).decode("utf-8"))
+        for n, (block, vals) in enumerate(zip(blocks, values)):
+            v = vals[i]
+            if v is not None:
+                out.append(f"{name}{block} {floatToGoString(v)}\n")
+            if n % 256 == 255:
+                await slicer.maybe_yield()
+        await slicer.maybe_yield()
+    return out
+
+
+async def jetstream_text(monitor: "MonitorServer", cache: LabelCache) -> str:
     """``jetstream_*`` for the server, each account, stream and consumer (read in slices, see module doc)."""
     s = monitor.server
-    fam = _JsFamilies()
+    slicer = _Slicer()
     top = monitor.jsz({"accounts": "true"})
     cfg = top.get("config") or {}
     server_labels = [s.server_id, s.server_name, "", cfg.get("domain", "") or "", "", "true"]
-    srv = fam.server
-    srv["jetstream_disabled"].add_metric(server_labels, 1.0 if top.get("disabled") else 0.0)
-    srv["max_memory"].add_metric(server_labels, float(cfg.get("max_memory", 0)))
-    srv["max_storage"].add_metric(server_labels, float(cfg.get("max_storage", 0)))
-    for key, field in (("total_streams", "streams"), ("total_consumers", "consumers"),
-                       ("total_messages", "messages"), ("total_message_bytes", "bytes")):
-        srv[key].add_metric(server_labels, float(top.get(field, 0)))
+    small: list[GaugeMetricFamily] = []
+    server_values = {"jetstream_disabled": 1.0 if top.get("disabled") else 0.0,
+                     "total_streams": top.get("streams", 0), "total_consumers": top.get("consumers", 0),
+                     "total_messages": top.get("messages", 0), "total_message_bytes": top.get("bytes", 0),
+                     "max_memory": cfg.get("max_memory", 0), "max_storage": cfg.get("max_storage", 0)}
+    for suffix, help_ in _SERVER_METRICS:
+        g = GaugeMetricFamily(f"jetstream_server_{suffix}", help_, labels=_SERVER_LABELS)
+        g.add_metric(server_labels, float(server_values[suffix]))
+        small.append(g)
+    account_fams = {k: GaugeMetricFamily(f"jetstream_account_{k}", h, labels=_ACCOUNT_LABELS)
+                    for k, h in _ACCOUNT_METRICS}
+    stream_rows: list[tuple] = []
+    stream_values: list[list[float | None]] = []
+    consumer_rows: list[tuple] = []
+    consumer_values: list[list[float | None]] = []
     engine = s.jetstream
-    if engine is None:
-        return list(fam.all())
-    loop_time = time.perf_counter
-    slice_end = loop_time() + SLICE_SECONDS
     for ad in top.get("account_details") or []:
         acc_labels = server_labels + [ad["name"], ad["name"], ad.get("id", ad["name"])]
-        a = fam.account
-        a["max_storage"].add_metric(acc_labels, float(ad.get("reserved_storage", 0)))
-        a["max_memory"].add_metric(acc_labels, float(ad.get("reserved_memory", 0)))
-        a["storage_used"].add_metric(acc_labels, float(ad.get("storage", 0)))
-        a["memory_used"].add_metric(acc_labels, float(ad.get("memory", 0)))
-        acc = engine.accounts.get(ad["name"])
+        for key, field in (("max_storage", "reserved_storage"), ("max_memory", "reserved_memory"),
+                           ("storage_used", "storage"), ("memory_used", "memory")):
+            account_fams[key].add_metric(acc_labels, float(ad.get(field, 0)))
+        acc = engine.accounts.get(ad["name"]) if engine is not None else None
         if acc is None:
             continue
         for stream in sorted(list(acc.streams.values()), key=lambda x: x.name):
             if getattr(stream, "closed", False):
                 continue
             state, _, _, _ = stream.state_json()
-            sl = acc_labels + [stream.name, s.server_name, "true", ""]
-            st = fam.stream
-            for key, v in (("total_messages", state.get("messages", 0)), ("total_bytes", state.get("bytes", 0)),
-                           ("first_seq", state.get("first_seq", 0)), ("last_seq", state.get("last_seq", 0)),
-                           ("consumer_count", state.get("consumer_count", 0)),
-                           ("subject_count", state.get("num_subjects", 0)),
-                           ("limit_bytes", stream.config.max_bytes), ("limit_messages", stream.config.max_msgs)):
-                st[key].add_metric(sl, float(v))
+            sl = (*acc_labels, stream.name, s.server_name, "true", "")
+            stream_rows.append(sl)
+            stream_values.append([state.get("messages", 0), state.get("bytes", 0), state.get("first_seq", 0),
+                                  state.get("last_seq", 0), state.get("consumer_count", 0),
+                                  state.get("num_subjects", 0), stream.config.max_bytes, stream.config.max_msgs])
             for consumer in list(stream.consumers.values()):
                 if getattr(consumer, "closed", False):
                     continue
@@ -218,18 +278,22 @@ async def jetstream_families(monitor: "MonitorServer") -> list[GaugeMetricFamily
                 except Exception:  # noqa: BLE001 - a consumer going away mid-scrape is skipped
                     continue
                 desc = (ci.get("config") or {}).get("description", "") or ""
-                fam.add_consumer(sl + [ci.get("name", consumer.name), "", "true", desc], ci)
-                if loop_time() >= slice_end:
-                    await asyncio.sleep(0)  # let clients' messages through, then go on
-                    slice_end = loop_time() + SLICE_SECONDS
-            if loop_time() >= slice_end:
-                await asyncio.sleep(0)
-                slice_end = loop_time() + SLICE_SECONDS
-    return list(fam.all())
+                consumer_rows.append((*sl, ci.get("name", consumer.name), "", "true", desc))
+                consumer_values.append(_consumer_values(ci))
+                await slicer.maybe_yield()
+            await slicer.maybe_yield()
+    small.extend(account_fams.values())
+    parts = [_render(small).decode("utf-8")]
+    parts += await _table_text(_STREAM_LABELS, _STREAM_METRICS, "jetstream_stream", stream_rows, stream_values,
+                               cache, slicer)
+    parts += await _table_text(_CONSUMER_LABELS, _CONSUMER_METRICS, "jetstream_consumer", consumer_rows,
+                               consumer_values, cache, slicer)
+    cache.end_scrape()
+    return "".join(parts)
 
 
 class _Snapshot:
-    """A collector returning metric families gathered beforehand (so the text renders off the event loop)."""
+    """A collector returning metric families gathered beforehand."""
 
     def __init__(self, families: list[Any]) -> None:
         self.families = families
@@ -238,13 +302,15 @@ class _Snapshot:
         return iter(self.families)
 
 
+#: One label cache per monitoring server (dropped with it).
+_CACHES: "weakref.WeakKeyDictionary[MonitorServer, LabelCache]" = weakref.WeakKeyDictionary()
+
+
 async def render(monitor: "MonitorServer") -> bytes:
     """The whole ``/metrics`` document."""
-    families: list[Any] = varz_families(monitor.varz({}))
+    cache = _CACHES.get(monitor)
+    if cache is None:
+        cache = _CACHES[monitor] = LabelCache()
+    head = _render(varz_families(monitor.varz({})) + connz_families(monitor.connz({})))
     await asyncio.sleep(0)
-    families += connz_families(monitor.connz({}))
-    await asyncio.sleep(0)
-    families += await jetstream_families(monitor)
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Snapshot(families))
-    return await asyncio.get_running_loop().run_in_executor(None, generate_latest, registry)
+    return head + (await jetstream_text(monitor, cache)).encode("utf-8")
