@@ -54,7 +54,6 @@
       const y = PAD + (H - 2 * PAD) * g / 2;
       parts.push(`<line class="grid" x1="0" x2="${W}" y1="${y}" y2="${y}"/>`);
     }
-    parts.push(`<text class="axis" x="4" y="${PAD - 3}">${fmtAxis(top)}</text>`);
     series.forEach((s, i) => {
       if (s.length === 0) return;
       const step = W / (HISTORY - 1);
@@ -64,6 +63,9 @@
       parts.push(`<path d="${d}" style="stroke:${colors[i % colors.length]}"/>`);
     });
     svg.innerHTML = parts.join("");
+    // the scale is HTML, not SVG text: the chart stretches to its box and would distort letters
+    const scale = svg.parentElement.querySelector(".scale");
+    if (scale) text(scale, "max " + fmtAxis(max));
     svg.dataset.max = String(max);
     svg.dataset.points = String(Math.max(0, ...series.map((s) => s.length)));
   }
