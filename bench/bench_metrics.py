@@ -3,15 +3,15 @@
 For each server (natsd, then the reference nats-server): start it with monitoring, create 1,000 streams
 (``m.<i>``, one message each) with 10 durable pull consumers each, then run the jsbench ``jspub`` (or
 ``--workload core``) publish benchmark several times, alternating a quiet run with a run during which the
-monitoring port is scraped back to back (``--interval`` seconds apart; Prometheus' default is 15 s, the default
-here of 1 s is harsher). natsd is scraped at ``/metrics``; nats-server has no ``/metrics``, so it is scraped as
+monitoring port is scraped every ``--interval`` seconds (default 15 s, Prometheus' default scrape interval; the
+first scrape starts with the run). natsd is scraped at ``/metrics``; nats-server has no ``/metrics``, so it is scraped as
 prometheus-nats-exporter reads it (``/varz``, ``/connz``, ``/jsz?consumers=true&config=true&accounts=true``).
 
 Reported per server: the median rate quiet and scraped, the cost (1 - scraped / quiet), the scrapes done and
 their mean duration. The machine is shared and noisy: the cost of one pair of runs can be several percent in
 either direction, so look at the medians over ``--rounds``.
 
-    .venv/bin/python bench/bench_metrics.py                      # jspub, 200,000 msgs, 3 rounds
+    .venv/bin/python bench/bench_metrics.py                      # jspub, 1,000,000 msgs, 3 rounds
     .venv/bin/python bench/bench_metrics.py --workload core --n 1000000 --rounds 5
 """
 
@@ -143,12 +143,12 @@ def measure(kind: str, a: argparse.Namespace) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workload", default="jspub", choices=["jspub", "core", "jspubmem"])
-    ap.add_argument("--n", type=int, default=200_000)
+    ap.add_argument("--n", type=int, default=1_000_000, help="messages per run (long enough for a scrape or two)")
     ap.add_argument("--size", type=int, default=128)
     ap.add_argument("--streams", type=int, default=1000)
     ap.add_argument("--consumers", type=int, default=10, help="consumers per stream")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--interval", type=float, default=1.0, help="seconds between scrapes")
+    ap.add_argument("--interval", type=float, default=15.0, help="seconds between scrapes (Prometheus default: 15)")
     ap.add_argument("--only", choices=["natsd", "reference"])
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()

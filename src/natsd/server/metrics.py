@@ -172,15 +172,17 @@ class LabelCache:
         self._text: dict[tuple, str] = {}
         self._used: dict[tuple, str] = {}
 
-    def blocks(self, names: list[str], rows: list[tuple]) -> list[str]:
+    async def blocks(self, names: list[str], rows: list[tuple], slicer: "_Slicer") -> list[str]:
         missing = [r for r in rows if r not in self._text]
-        if missing:
+        for start in range(0, len(missing), 256):  # new streams/consumers, a few hundred per loop turn
+            part = missing[start:start + 256]
             fam = GaugeMetricFamily("x", "x", labels=names)
-            for r in missing:
+            for r in part:
                 fam.add_metric(list(r), 0.0)
             lines = _render([fam]).decode("utf-8").splitlines()[2:]  # after "# HELP" and "# TYPE"
-            for r, line in zip(missing, lines):
+            for r, line in zip(part, lines):
                 self._text[r] = line[1:line.rindex(" ")]  # x{...} 0.0 -> {...}
+            await slicer.maybe_yield()
         out = []
         for r in rows:
             t = self._text[r]
@@ -215,22 +217,27 @@ async def _table_text(names: list[str], metrics_: list[tuple[str, str]], prefix:
                       values: list[list[float | None]], cache: LabelCache, slicer: _Slicer) -> list[str]:
     """One family per metric, a sample per row: HELP/TYPE lines from prometheus-client, then the samples
     with cached label text and prometheus-client's number formatting."""
-    blocks = cache.blocks(names, rows)
-    out: list[str] = []
+    blocks = await cache.blocks(names, rows, slicer)
+    out: list[bytes] = []
     for i, (suffix, help_) in enumerate(metrics_):
         name = f"{prefix}_{suffix}"
-        out.append(_render([GaugeMetricFamily(name, help_, labels=names)]).decode("utf-8"))
+        out.append(_render([GaugeMetricFamily(name, help_, labels=names)]))
+        lines: list[str] = []
         for n, (block, vals) in enumerate(zip(blocks, values)):
             v = vals[i]
             if v is not None:
-                out.append(f"{name}{block} {floatToGoString(v)}\n")
+                lines.append(f"{name}{block} {floatToGoString(v)}\n")
             if n % 256 == 255:
+                # encode as we go: the response is written as these chunks, never copied into one big buffer
+                out.append("".join(lines).encode("utf-8"))
+                lines.clear()
                 await slicer.maybe_yield()
+        out.append("".join(lines).encode("utf-8"))
         await slicer.maybe_yield()
     return out
 
 
-async def jetstream_text(monitor: "MonitorServer", cache: LabelCache) -> str:
+async def jetstream_chunks(monitor: "MonitorServer", cache: LabelCache) -> list[bytes]:
     """``jetstream_*`` for the server, each account, stream and consumer (read in slices, see module doc)."""
     s = monitor.server
     slicer = _Slicer()
@@ -283,13 +290,13 @@ async def jetstream_text(monitor: "MonitorServer", cache: LabelCache) -> str:
                 await slicer.maybe_yield()
             await slicer.maybe_yield()
     small.extend(account_fams.values())
-    parts = [_render(small).decode("utf-8")]
+    parts = [_render(small)]
     parts += await _table_text(_STREAM_LABELS, _STREAM_METRICS, "jetstream_stream", stream_rows, stream_values,
                                cache, slicer)
     parts += await _table_text(_CONSUMER_LABELS, _CONSUMER_METRICS, "jetstream_consumer", consumer_rows,
                                consumer_values, cache, slicer)
     cache.end_scrape()
-    return "".join(parts)
+    return parts
 
 
 class _Snapshot:
@@ -306,11 +313,11 @@ class _Snapshot:
 _CACHES: "weakref.WeakKeyDictionary[MonitorServer, LabelCache]" = weakref.WeakKeyDictionary()
 
 
-async def render(monitor: "MonitorServer") -> bytes:
-    """The whole ``/metrics`` document."""
+async def render(monitor: "MonitorServer") -> list[bytes]:
+    """The whole ``/metrics`` document, as chunks to write one after the other."""
     cache = _CACHES.get(monitor)
     if cache is None:
         cache = _CACHES[monitor] = LabelCache()
     head = _render(varz_families(monitor.varz({})) + connz_families(monitor.connz({})))
     await asyncio.sleep(0)
-    return head + (await jetstream_text(monitor, cache)).encode("utf-8")
+    return [head, *await jetstream_chunks(monitor, cache)]

@@ -127,15 +127,26 @@ class _HttpProtocol(asyncio.Protocol):
             self.data_received(b"")  # serve requests that arrived meanwhile
 
     def _respond(self, code: int, body, ctype: str | None = None, *, close: bool, head_only: bool = False) -> None:
+        if isinstance(body, list):  # chunks of a large body (/metrics): written in turn, not joined into a copy
+            self._respond_head(code, sum(map(len, body)), ctype, close)
+            if not head_only:
+                self.transport.writelines(body)
+            if close:
+                self.transport.close()
+            return
         data = body if isinstance(body, bytes) else json.dumps(body, indent=2).encode()
-        head = (f"HTTP/1.1 {code} {_STATUS.get(code, '')}\r\n"
-                f"Content-Type: {ctype or 'application/json'}\r\n"
-                f"Content-Length: {len(data)}\r\n"
-                f"Date: {time.strftime('%a, %d %b %Y %H:%M:%S GMT', time.gmtime())}\r\n"
-                + ("Connection: close\r\n" if close else "") + "\r\n").encode()
-        self.transport.write(head if head_only else head + data)
+        self._respond_head(code, len(data), ctype, close)
+        if not head_only:
+            self.transport.write(data)
         if close:
             self.transport.close()
+
+    def _respond_head(self, code: int, length: int, ctype: str | None, close: bool) -> None:
+        self.transport.write((f"HTTP/1.1 {code} {_STATUS.get(code, '')}\r\n"
+                              f"Content-Type: {ctype or 'application/json'}\r\n"
+                              f"Content-Length: {length}\r\n"
+                              f"Date: {time.strftime('%a, %d %b %Y %H:%M:%S GMT', time.gmtime())}\r\n"
+                              + ("Connection: close\r\n" if close else "") + "\r\n").encode())
 
 
 class MonitorServer:
