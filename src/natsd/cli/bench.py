@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import signal
 import statistics
@@ -133,7 +134,7 @@ async def run_client(params: dict, report=None) -> dict:
             if count == 0:
                 t0 = time.perf_counter()
         elif kind == "jspub":
-            js = nc.jetstream(timeout=conn.timeout)
+            js = nc.jetstream(timeout=conn.timeout, prefix=conn.api_prefix)
             batch = max(params.get("batch", 100), 1)
             t0 = time.perf_counter()
             if batch == 1:
@@ -156,7 +157,7 @@ async def run_client(params: dict, report=None) -> dict:
                     await asyncio.gather(*pending)
                     count += len(pending)
         elif kind == "jsfetch":
-            js = nc.jetstream(timeout=conn.timeout)
+            js = nc.jetstream(timeout=conn.timeout, prefix=conn.api_prefix)
             psub = await js.pull_subscribe_bind(params["consumer"], stream=params["stream"])
             batch = max(params.get("batch", 100), 1)
             ack = params.get("ack", "explicit") != "none"
@@ -251,8 +252,7 @@ async def cmd_bench(ctx: Ctx) -> int:
     per = [total // clients + (1 if i < total % clients else 0) for i in range(clients)]
     base: dict[str, Any] = {
         "kind": kind, "subject": a.subject, "size": size,
-        "conn": {"server": ctx.conn.server, "user": ctx.conn.user, "password": ctx.conn.password,
-                 "creds": ctx.conn.creds, "token": ctx.conn.token, "timeout": ctx.conn.timeout},
+        "conn": dataclasses.asdict(ctx.conn),  # every connection setting, context ones included
     }
     for k in ("batch",):
         if hasattr(a, k):
@@ -348,8 +348,7 @@ async def cmd_pubsub(ctx: Ctx) -> int:
         raise CliError("--pub must be at least 1")
     base: dict[str, Any] = {
         "subject": a.subject, "size": size,
-        "conn": {"server": ctx.conn.server, "user": ctx.conn.user, "password": ctx.conn.password,
-                 "creds": ctx.conn.creds, "token": ctx.conn.token, "timeout": ctx.conn.timeout},
+        "conn": dataclasses.asdict(ctx.conn),  # every connection setting, context ones included
     }
     if not ctx.json:
         ctx.out.print(f"Starting Core NATS pub/sub benchmark [subject={a.subject}, msgs={comma(total)}, size={size}, "

@@ -333,6 +333,39 @@ class ConnOptions:
     token: str | None = None
     timeout: float = 5.0
     name: str = "natsctl"
+    nkey: str | None = None  # path of an nkey seed file
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_ca: str | None = None
+    tls_first: bool = False
+    js_domain: str | None = None
+    js_api_prefix: str | None = None
+    inbox_prefix: str | None = None
+    context: str = ""  # the context these came from, for messages
+
+    @property
+    def api_prefix(self) -> str:
+        """``$JS.API``, ``$JS.<domain>.API`` for a JetStream domain, or the explicit API prefix."""
+        if self.js_api_prefix:
+            return self.js_api_prefix.rstrip(".")
+        if self.js_domain:
+            return f"$JS.{self.js_domain}.API"
+        return API_PREFIX
+
+    def tls_context(self) -> Any:
+        """An ``ssl.SSLContext`` when a CA or client certificate is set (tls:// URLs work without one)."""
+        if not (self.tls_ca or self.tls_cert):
+            return None
+        import ssl
+
+        try:
+            tls = ssl.create_default_context(cafile=os.path.expanduser(self.tls_ca) if self.tls_ca else None)
+            if self.tls_cert:
+                tls.load_cert_chain(os.path.expanduser(self.tls_cert),
+                                    os.path.expanduser(self.tls_key) if self.tls_key else None)
+        except (OSError, ssl.SSLError) as exc:
+            raise UsageError(f"cannot load the TLS files: {exc}") from None
+        return tls
 
 
 async def connect(opts: ConnOptions, **extra: Any) -> nats.NATS:
@@ -351,7 +384,16 @@ async def connect(opts: ConnOptions, **extra: Any) -> nats.NATS:
     if opts.token:
         kw["token"] = opts.token
     if opts.creds:
-        kw["user_credentials"] = opts.creds
+        kw["user_credentials"] = os.path.expanduser(opts.creds)
+    if opts.nkey:
+        kw["nkeys_seed"] = os.path.expanduser(opts.nkey)
+    tls = opts.tls_context()
+    if tls is not None:
+        kw["tls"] = tls
+    if opts.tls_first:
+        kw["tls_handshake_first"] = True
+    if opts.inbox_prefix:
+        kw["inbox_prefix"] = opts.inbox_prefix
     kw.update(extra)
 
     errors: list[Exception] = []
@@ -370,7 +412,8 @@ async def connect(opts: ConnOptions, **extra: Any) -> nats.NATS:
             await nc.close()
         except Exception:  # noqa: BLE001
             pass
-        raise CliError(f"could not connect to {opts.server}: {cause or type(cause).__name__}") from None
+        via = f" (context {opts.context})" if opts.context else ""
+        raise CliError(f"could not connect to {opts.server}{via}: {cause or type(cause).__name__}") from None
     return nc
 
 

@@ -313,7 +313,7 @@ async def cmd_next(ctx: Ctx) -> int:
         try:
             # old_style: a private inbox per request, because JetStream delivers the message under its own
             # stream subject, which nats-py's shared request inbox could not match to this request.
-            msg = await nc.request(f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{name}", body, timeout=ctx.timeout,
+            msg = await nc.request(f"{api.prefix}.CONSUMER.MSG.NEXT.{stream}.{name}", body, timeout=ctx.timeout,
                                    old_style=True)
         except Exception as exc:  # noqa: BLE001 - no responders / timeout
             if "no responders" in str(exc).lower() or type(exc).__name__ == "NoRespondersError":

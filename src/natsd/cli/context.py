@@ -39,12 +39,12 @@ class Ctx:
 
     async def api(self) -> JsApi:
         if self._api is None:
-            self._api = JsApi(await self.nc(), self.conn.timeout)
+            self._api = JsApi(await self.nc(), self.conn.timeout, self.conn.api_prefix)
         return self._api
 
     async def js(self):
         """nats-py's JetStream context (used for KV and the object store)."""
-        return (await self.nc()).jetstream(timeout=self.conn.timeout)
+        return (await self.nc()).jetstream(timeout=self.conn.timeout, prefix=self.conn.api_prefix)
 
     async def close(self) -> None:
         if self._nc is not None and not self._nc.is_closed:
