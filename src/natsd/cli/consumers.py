@@ -71,6 +71,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     n.add_argument("--raw", action="store_true", help="only the message body")
     n.set_defaults(func=cmd_next)
 
+    from natsd.cli import views
+
+    views.register_consumer(s, common)  # report
+
     ev = s.add_parser("events", aliases=["event"], parents=[common],
                       help="show a consumer's advisories and ack samples as they happen")
     ev.add_argument("stream", nargs="?")

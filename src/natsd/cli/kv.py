@@ -68,7 +68,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     w.add_argument("--wait", default=None, help="stop after this long")
     w.set_defaults(func=cmd_watch)
 
-    ls = s.add_parser("ls", aliases=["list"], parents=[common], help="list buckets")
+    ls = s.add_parser("ls", aliases=["list"], parents=[common], help="list buckets, or a bucket's keys")
+    ls.add_argument("bucket", nargs="?")
     ls.set_defaults(func=cmd_ls)
 
     rm = s.add_parser("rm", parents=[common], help="delete a bucket")
@@ -206,10 +207,23 @@ def _done(ctx: Ctx, doc: dict, text: str) -> None:
 async def cmd_history(ctx: Ctx) -> None:
     a = ctx.args
     kv = await _kv(ctx, a.bucket)
+    # nats-py's kv.history() leaves its ephemeral consumer for the server to expire; read the history with our
+    # own watcher so the consumer is deleted when done.
+    w = await kv.watch(a.key, include_history=True)
+    entries = []
     try:
-        entries = await kv.history(a.key)
-    except (KeyNotFoundError, NotFoundError):
-        raise CliError(f"key {a.key} not found") from None
+        while True:
+            try:
+                e = await w.updates(timeout=ctx.timeout)
+            except Exception:  # noqa: BLE001 - nats-py's TimeoutError: nothing more arrived
+                break
+            if e is None or not hasattr(e, "key"):  # None: the watcher's "history done" marker
+                break
+            entries.append(e)
+    finally:
+        await stop_watcher(ctx, w)
+    if not entries:
+        raise CliError(f"key {a.key} not found")
     if ctx.json:
         ctx.out.json_out([{"key": e.key, "revision": e.revision, "operation": e.operation or "PUT",
                            **_value_json(e.value)} for e in entries])
@@ -258,10 +272,26 @@ async def cmd_watch(ctx: Ctx) -> None:
                 ctx.out.print(f"[{_ts(e) or datetime.now().strftime('%H:%M:%S')}] {op} {e.bucket} > {e.key}: {value}")
             sys.stdout.flush()
     finally:
-        await w.stop()
+        await stop_watcher(ctx, w)
+
+
+async def stop_watcher(ctx: Ctx, w) -> None:
+    """Stop a nats-py KV/object watcher and delete its ephemeral consumer (nats-py only unsubscribes, leaving
+    the consumer to the server's inactivity timer)."""
+    sub = getattr(w, "_sub", None)
+    stream, consumer = getattr(sub, "_stream", None), getattr(sub, "_consumer", None)
+    await w.stop()
+    if stream and consumer:
+        try:
+            await (await ctx.api()).request(f"CONSUMER.DELETE.{stream}.{consumer}")
+        except CliError:
+            pass  # already gone
 
 
 async def cmd_ls(ctx: Ctx) -> None:
+    if ctx.args.bucket:  # `kv ls BUCKET`: its keys, as the nats CLI does
+        await cmd_keys(ctx)
+        return
     infos, buckets = await bucket_streams(ctx, "KV_")
     if ctx.json:
         ctx.out.json_out(buckets)

@@ -229,7 +229,9 @@ async def cmd_watch(ctx: Ctx) -> None:
                 ctx.out.print(f"[{o.mtime or ''}] {op} {o.bucket} > {o.name}: {human_bytes(o.size)}")
             sys.stdout.flush()
     finally:
-        await w.stop()
+        from natsd.cli.kv import stop_watcher
+
+        await stop_watcher(ctx, w)
 
 
 async def cmd_seal(ctx: Ctx) -> None:

@@ -97,6 +97,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     rs.add_argument("--config", help="restore with this stream configuration JSON instead of the backup's")
     rs.set_defaults(func=_restore_cmd)
 
+    from natsd.cli import views
+
+    views.register_stream(s, common)  # view, subjects, seal
+
     t = s.add_parser("template", aliases=["templates", "tmpl"], help="stream templates (removed in nats-server 2.14)")
     ts = t.add_subparsers(dest="template_cmd", metavar="VERB", parser_class=type(p))
     ts.required = True
@@ -139,6 +143,8 @@ def config_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--deny-purge", action="store_true", default=None, help="disallow purges")
     g.add_argument("--allow-rollup", action="store_true", default=None, help="allow Nats-Rollup headers")
     g.add_argument("--allow-direct", action="store_true", default=None, help="allow direct get")
+    g.add_argument("--mirror", help="mirror this stream (a mirror has no subjects of its own)")
+    g.add_argument("--source", action="append", help="copy messages from this stream (repeatable)")
 
 
 def _split_subjects(values: list[str]) -> list[str]:
@@ -200,6 +206,10 @@ def apply_flags(cfg: dict, a: argparse.Namespace) -> dict:
         cfg["allow_rollup_hdrs"] = True
     if a.allow_direct:
         cfg["allow_direct"] = True
+    if getattr(a, "mirror", None):
+        cfg["mirror"] = {"name": a.mirror}
+    if getattr(a, "source", None):
+        cfg["sources"] = [{"name": n} for v in a.source for n in v.replace(",", " ").split()]
     return cfg
 
 
@@ -210,7 +220,7 @@ def build_new_config(name: str, a: argparse.Namespace, *, prompt: bool) -> dict:
     apply_flags(cfg, a)
     if a.config:
         return cfg
-    if "subjects" not in cfg:
+    if "subjects" not in cfg and not cfg.get("mirror") and not cfg.get("sources"):
         cfg["subjects"] = _split_subjects([ask("--subjects", "Subjects to consume", name)])
     if prompt and stdin_is_tty():
         for field, question, default, choices in PROMPTS:
