@@ -8,7 +8,8 @@ first scrape starts with the run). natsd is scraped at ``/metrics``; nats-server
 prometheus-nats-exporter reads it (``/varz``, ``/connz``, ``/jsz?consumers=true&config=true&accounts=true``).
 
 Reported per server: the median rate quiet and scraped, the cost (1 - scraped / quiet), the scrapes done and
-their mean duration. The machine is shared and noisy: the cost of one pair of runs can be several percent in
+their mean duration, and the server's CPU seconds for one scrape of an idle server (divided by the scrape
+interval, that is the share of one core scraping takes whatever the load). The machine is shared and noisy: the cost of one pair of runs can be several percent in
 either direction, so look at the medians over ``--rounds``.
 
     .venv/bin/python bench/bench_metrics.py                      # jspub, 1,000,000 msgs, 3 rounds
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -98,6 +100,13 @@ class Scraper(threading.Thread):
             self.stop.wait(self.interval)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (from /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def jsbench(url: str, workload: str, n: int, size: int) -> float:
     out = subprocess.run([str(JSBENCH), url, workload, str(n), str(size)], capture_output=True, text=True,
                          timeout=600)
@@ -120,6 +129,12 @@ def measure(kind: str, a: argparse.Namespace) -> dict:
             with urllib.request.urlopen(base + p, timeout=120) as r:
                 first_size = len(r.read())
         idle_scrape = time.perf_counter() - t1
+        # what one more scrape costs the server, in CPU seconds (the first one also builds caches)
+        c0 = cpu_seconds(srv.proc.pid)
+        for p in paths:
+            with urllib.request.urlopen(base + p, timeout=120) as r:
+                r.read()
+        scrape_cpu = cpu_seconds(srv.proc.pid) - c0
         quiet, scraped, durations = [], [], []
         scrapes = 0
         for _ in range(a.rounds):
@@ -133,6 +148,7 @@ def measure(kind: str, a: argparse.Namespace) -> dict:
             durations += sc.durations
         q, s = statistics.median(quiet), statistics.median(scraped)
         return {"kind": kind, "setup_s": round(setup, 1), "idle_scrape_s": round(idle_scrape, 3),
+                "scrape_server_cpu_s": round(scrape_cpu, 3),
                 "scrape_bytes": first_size, "quiet": quiet, "scraped": scraped, "quiet_median": q,
                 "scraped_median": s, "cost_pct": round((1 - s / q) * 100, 2), "scrapes": scrapes,
                 "scrape_mean_s": round(statistics.mean(durations), 3) if durations else None}
@@ -162,10 +178,11 @@ def main() -> int:
     print(f"{a.workload}, n={a.n}, {a.streams} streams x {a.consumers} consumers, scrape every {a.interval}s, "
           f"{a.rounds} rounds (medians)")
     print(f"{'server':<10} {'quiet/s':>10} {'scraped/s':>10} {'cost':>7} {'scrapes':>8} {'scrape s':>9} "
-          f"{'idle scrape s':>13} {'bytes':>10}")
+          f"{'idle scrape s':>13} {'server CPU s':>12} {'bytes':>10}")
     for r in results:
         print(f"{r['kind']:<10} {r['quiet_median']:>10.0f} {r['scraped_median']:>10.0f} {r['cost_pct']:>6.1f}% "
-              f"{r['scrapes']:>8} {r['scrape_mean_s'] or 0:>9.3f} {r['idle_scrape_s']:>13.3f} {r['scrape_bytes']:>10}")
+              f"{r['scrapes']:>8} {r['scrape_mean_s'] or 0:>9.3f} {r['idle_scrape_s']:>13.3f} "
+              f"{r['scrape_server_cpu_s']:>12.3f} {r['scrape_bytes']:>10}")
     if len(results) == 2:
         print(f"ratio natsd / nats-server (quiet): {results[0]['quiet_median'] / results[1]['quiet_median']:.3f}")
     return 0
