@@ -260,9 +260,12 @@ async def cmd_watch(ctx: Ctx) -> None:
     limit_n, wait_s = optional_count(a.count), optional_seconds(a.wait)
     kv = await _kv(ctx, a.bucket)
     w = await kv.watch(a.key, include_history=False)
+    seen = 0
+    ctx.summary = lambda: f"{seen} updates of {a.bucket} > {a.key}"
     try:
         # nats-py raises its own TimeoutError when nothing arrives, and yields None once initial values are in.
         async for e in arrivals(lambda t: w.updates(timeout=t), limit_n, wait_s, idle=3600.0, stop_on=(Exception,)):
+            seen += 1
             value = text_of(e.value)
             op = e.operation or "PUT"
             if ctx.json:

@@ -239,5 +239,7 @@ async def cmd_seal(ctx: Ctx) -> None:
     confirm(f"Really seal bucket {a.bucket} (it cannot be unsealed)", a.force)
     obs = await _obs(ctx, a.bucket)
     await obs.seal()
-    if not ctx.json:
+    if ctx.json:
+        ctx.out.json_out({"bucket": a.bucket, "sealed": True})
+    else:
         ctx.out.print(f"Object Store Bucket {a.bucket} was sealed")

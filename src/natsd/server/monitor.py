@@ -7,9 +7,10 @@ anyway, so serving a request never stalls clients for longer than building its J
 Endpoints: ``/varz``, ``/connz`` (``subs=1|detail``, ``offset``, ``limit``, ``sort``, ``cid``,
 ``acc``, ``auth``), ``/subsz`` (``subs=1``, ``offset``, ``limit``, ``test``), ``/healthz``,
 ``/accountz`` (``acc``), ``/jsz`` (delegated to the JetStream engine), ``/metrics`` (Prometheus, see
-:mod:`natsd.server.metrics`), and the live dashboard at ``/`` and ``/dashboard`` (:mod:`natsd.server.dashboard`). Durations are Go-style
-strings (``"4m39s"``) where the reference uses strings and nanoseconds where it uses numbers;
-times are RFC 3339 UTC with nanoseconds.
+:mod:`natsd.server.metrics`; built over several loop turns, the connection's later requests wait
+for it) and the live dashboard at ``/`` and ``/dashboard`` (:mod:`natsd.server.dashboard`).
+Durations are Go-style strings (``"4m39s"``) where the reference uses strings and nanoseconds
+where it uses numbers; times are RFC 3339 UTC with nanoseconds.
 """
 
 from __future__ import annotations
