@@ -113,21 +113,3 @@ async def test_metrics_without_jetstream_and_scrape_keeps_serving_clients():
         finally:
             await nc.close()
     assert status == 200
-
-
-def test_varz_flattening_follows_the_exporter():
-    from natsd.server.metrics import varz_families
-
-    fams = {f.name: f for f in varz_families({
-        "server_id": "S", "version": "2.11.0", "now": "2026-01-01T00:00:00Z", "host": "0.0.0.0",
-        "in_msgs": 3, "auth_required": True, "leaf": {"port": 1}, "cluster": {"tls_timeout": 2, "urls": ["x"]},
-        "jetstream": {"stats": {"api": {"total": 4}}}, "config_load_time": "2026-01-01T00:00:01.5Z",
-    })}
-    assert fams["gnatsd_varz_in_msgs"].samples[0].value == 3
-    assert fams["gnatsd_varz_jetstream_stats_api_total"].samples[0].value == 4
-    assert fams["gnatsd_varz_version"].samples[0].labels == {"server_id": "S", "value": "2.11.0"}
-    assert fams["gnatsd_varz_config_load_time"].samples[0].value == 1767225601.5
-    # booleans, lists, non-label strings ("now", "host") and the exporter's skipped names are left out
-    for absent in ("gnatsd_varz_auth_required", "gnatsd_varz_now", "gnatsd_varz_host", "gnatsd_varz_leaf_port",
-                   "gnatsd_varz_cluster_tls_timeout", "gnatsd_varz_cluster_urls"):
-        assert absent not in fams
