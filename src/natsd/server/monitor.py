@@ -73,6 +73,14 @@ class _HttpProtocol(asyncio.Protocol):
         self.buf = bytearray()
         self.transport = None
         self.busy = False
+        self.writable = asyncio.Event()  # transport flow control, for large bodies written in chunks
+        self.writable.set()
+
+    def pause_writing(self) -> None:
+        self.writable.clear()
+
+    def resume_writing(self) -> None:
+        self.writable.set()
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -80,6 +88,7 @@ class _HttpProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc) -> None:
         self.monitor.conns.discard(self.transport)
+        self.writable.set()  # a chunked write waiting on a gone client ends
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
@@ -106,35 +115,37 @@ class _HttpProtocol(asyncio.Protocol):
                 self._respond(405, {"error": "method not allowed"}, close=close)
             elif (slow := self.monitor.handle_async(target)) is not None:
                 self.busy = True
-                task = asyncio.ensure_future(slow)
-                task.add_done_callback(lambda t, c=close, h=method == "HEAD": self._slow_done(t, c, h))
+                asyncio.ensure_future(self._slow(slow, close, method == "HEAD"))
                 return
             else:
                 self._respond(*self.monitor.handle(target), close=close, head_only=method == "HEAD")
             if close or self.transport is None or self.transport.is_closing():
                 return
 
-    def _slow_done(self, task: asyncio.Task, close: bool, head_only: bool) -> None:
-        self.busy = False
-        if self.transport is None or self.transport.is_closing():
-            return
+    async def _slow(self, work, close: bool, head_only: bool) -> None:
+        """Build a response over several loop turns, then write its chunks as the client takes them (each
+        chunk waits for the transport's buffer to drain), so a large body never holds the loop."""
         try:
-            code, body, ctype = task.result()
+            code, body, ctype = await work
         except Exception as e:  # noqa: BLE001 - a monitoring bug must not take the server down
             logger.exception("monitoring endpoint failed")
-            code, body, ctype = 500, {"error": str(e)}, None
-        self._respond(code, body, ctype, close=close, head_only=head_only)
-        if not close:
-            self.data_received(b"")  # serve requests that arrived meanwhile
+            code, body, ctype = 500, [json.dumps({"error": str(e)}).encode()], None
+        t = self.transport
+        if t is None or t.is_closing():
+            return
+        self._respond_head(code, sum(map(len, body)), ctype, close)
+        for chunk in [] if head_only else body:
+            await self.writable.wait()
+            if t.is_closing():
+                return
+            t.write(chunk)
+        if close:
+            t.close()
+            return
+        self.busy = False
+        self.data_received(b"")  # serve requests that arrived meanwhile
 
     def _respond(self, code: int, body, ctype: str | None = None, *, close: bool, head_only: bool = False) -> None:
-        if isinstance(body, list):  # chunks of a large body (/metrics): written in turn, not joined into a copy
-            self._respond_head(code, sum(map(len, body)), ctype, close)
-            if not head_only:
-                self.transport.writelines(body)
-            if close:
-                self.transport.close()
-            return
         data = body if isinstance(body, bytes) else json.dumps(body, indent=2).encode()
         self._respond_head(code, len(data), ctype, close)
         if not head_only:
