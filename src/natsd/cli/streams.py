@@ -144,7 +144,8 @@ def config_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--allow-rollup", action="store_true", default=None, help="allow Nats-Rollup headers")
     g.add_argument("--allow-direct", action="store_true", default=None, help="allow direct get")
     g.add_argument("--mirror", help="mirror this stream (a mirror has no subjects of its own)")
-    g.add_argument("--source", action="append", help="copy messages from this stream (repeatable)")
+    g.add_argument("--source", dest="source_streams", action="append",
+                   help="copy messages from this stream (repeatable)")
 
 
 def _split_subjects(values: list[str]) -> list[str]:
@@ -208,8 +209,8 @@ def apply_flags(cfg: dict, a: argparse.Namespace) -> dict:
         cfg["allow_direct"] = True
     if getattr(a, "mirror", None):
         cfg["mirror"] = {"name": a.mirror}
-    if getattr(a, "source", None):
-        cfg["sources"] = [{"name": n} for v in a.source for n in v.replace(",", " ").split()]
+    if getattr(a, "source_streams", None):  # (not `source`: that is `stream cp`'s positional argument)
+        cfg["sources"] = [{"name": n} for v in a.source_streams for n in v.replace(",", " ").split()]
     return cfg
 
 

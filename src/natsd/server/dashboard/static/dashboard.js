@@ -196,11 +196,28 @@
     }));
   }
 
+  // Consumer details cost the server time per consumer: with many of them, fetch them less often than every
+  // second (every ceil(consumers / 500) polls) and reuse the last ones in between.
+  let lastConsumers = new Map();
+  function consumerEvery() { return Math.max(1, Math.ceil((state.consumerCount || 0) / 500)); }
+  async function fetchJsz() {
+    const withConsumers = state.polls % consumerEvery() === 0;
+    const jsz = await getJSON("/jsz?accounts=true&streams=true" + (withConsumers ? "&consumers=true&config=true" : ""));
+    state.consumerCount = jsz.consumers || 0;
+    for (const acc of jsz.account_details || []) {
+      for (const st of acc.stream_detail || []) {
+        const key = acc.name + "/" + st.name;
+        if (withConsumers) lastConsumers.set(key, st.consumer_detail || []);
+        else st.consumer_detail = lastConsumers.get(key) || [];
+      }
+    }
+    return jsz;
+  }
+
   async function poll() {
     try {
       const [varz, jsz, connz, accountz] = await Promise.all([
-        getJSON("/varz"), getJSON("/jsz?accounts=true&streams=true&consumers=true&config=true"),
-        getJSON("/connz?auth=true"), getJSON("/accountz"),
+        getJSON("/varz"), fetchJsz(), getJSON("/connz?auth=true"), getJSON("/accountz"),
       ]);
       state.jsAccounts = new Set((jsz.account_details || []).map((a) => a.name));
       overview(varz);
