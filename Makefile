@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 EXTRAS ?= server,test,bench,spark
 
-.PHONY: install run test test-unit test-integration test-acceptance bench jsbench clean
+.PHONY: install run test test-unit test-integration test-acceptance bench jsbench screenshot clean
 
 install: $(STAMP)
 
@@ -39,6 +39,10 @@ jsbench: $(STAMP)
 
 bench: $(STAMP) jsbench
 	$(BIN)/python bench/run.py
+
+# A screenshot of the live dashboard (natsd with some traffic, headless chromium) for the README.
+screenshot: $(STAMP)
+	$(BIN)/python scripts/dashboard_screenshot.py --out docs/dashboard.png
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info

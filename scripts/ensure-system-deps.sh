@@ -34,3 +34,13 @@ if ! { command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; }; the
     echo "warning: node/npm missing; nats.js compatibility tests will be skipped" >&2
   fi
 fi
+# chromium: tests/integration/test_dashboard.py and `make screenshot` drive it headless with playwright
+# (playwright's own browser download is not used).
+if ! { command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; }; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "installing chromium for the dashboard browser test" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "warning: chromium missing; the dashboard browser test will be skipped" >&2
+  fi
+fi

@@ -25,6 +25,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,11 @@ class CliResult:
         return f"rc={self.rc}\n--- stdout\n{self.out}\n--- stderr\n{self.err}"
 
 
+#: natsctl reads natscli contexts from $XDG_CONFIG_HOME/nats; tests get an empty one (not the user's), unless
+#: a test sets XDG_CONFIG_HOME itself (monkeypatch.setenv) to work with contexts.
+_EMPTY_CONFIG_HOME = tempfile.mkdtemp(prefix="natsctl-test-config-")
+
+
 def run_cli(url: str | None, *argv: str, stdin: str = "") -> CliResult:
     """``natsctl -s URL argv...`` in-process."""
     from natsd.cli.main import main
@@ -57,11 +63,16 @@ def run_cli(url: str | None, *argv: str, stdin: str = "") -> CliResult:
     out, err = io.StringIO(), io.StringIO()
     old_stdin = sys.stdin
     sys.stdin = io.StringIO(stdin)
+    isolate = "XDG_CONFIG_HOME" not in os.environ
+    if isolate:
+        os.environ["XDG_CONFIG_HOME"] = _EMPTY_CONFIG_HOME
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             rc = main(args)
     finally:
         sys.stdin = old_stdin
+        if isolate:
+            os.environ.pop("XDG_CONFIG_HOME", None)
     return CliResult(rc, out.getvalue(), err.getvalue())
 
 
@@ -75,6 +86,7 @@ def cli_env() -> dict[str, str]:
     src = str(REPO / "src")
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.pop("NATS_URL", None)
+    env.setdefault("XDG_CONFIG_HOME", _EMPTY_CONFIG_HOME)
     return env
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from tests.helpers.cli import (  # noqa: F401 - url is a fixture
     close_proc, module_server, ok, run_cli, spawn_cli, url, wait_for_line,
 )
@@ -54,8 +56,10 @@ def test_kv_watch(url):
     finally:
         close_proc(w)
     assert w.returncode == 0, err
-    text = "".join(first) + out
-    assert '"existing"' in text and '"value": "2"' in text and '"operation": "DEL"' in text
+    # -j on a streaming command: one JSON object per line
+    events = [json.loads(line) for line in ("".join(first) + out).splitlines()]
+    assert [(e["key"], e["operation"]) for e in events] == [("existing", "PUT"), ("k", "PUT"), ("k", "DEL")]
+    assert events[1]["value"] == "2" and "encoding" not in events[1]
 
 
 def test_object_store(url, tmp_path):
@@ -104,4 +108,4 @@ def test_object_watch(url, tmp_path):
                 continue
     finally:
         close_proc(w)
-    assert '"name": "f.txt"' in got
+    assert json.loads(got.splitlines()[0])["name"] == "f.txt"

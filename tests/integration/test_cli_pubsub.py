@@ -76,7 +76,7 @@ def test_pub_wait_shows_the_ack(url):
     r = ok(url, "pub", "acks.1", "x", "--wait")
     assert "Stored in Stream: ACKS Sequence: 1" in r.out
     r = ok(url, "pub", "acks.1", "y", "--wait", "-H", "Nats-Msg-Id:abc", "-j")
-    assert r.json() == {"stream": "ACKS", "seq": 2}
+    assert r.json() == {"subject": "acks.1", "messages": 1, "bytes": 1, "stream": "ACKS", "seq": 2}
     r = ok(url, "pub", "acks.1", "y", "--wait", "-H", "Nats-Msg-Id:abc")
     assert "Sequence: 2 (duplicate)" in r.out
     r = run_cli(url, "pub", "unbound.subject", "x", "--wait")

@@ -12,9 +12,10 @@ and flags::
 Modules: ``main`` (argument parsing, exit codes), ``common`` (errors, value parsing, prompts, the raw
 ``$JS.API`` client), ``render`` (human output), and one module per verb group: ``streams``,
 ``consumers``, ``pubsub``, ``account`` (account info, server check), ``backup`` (snapshots and account
-backups), ``kv``, ``objects``, ``bench``.
+backups), ``kv``, ``objects``, ``bench``, ``views`` (stream view/subjects/seal, consumer report, events,
+server info/ls) and ``contexts`` (the nats CLI's context files).
 
-Exit codes: 0 success, 1 server/API error, 2 usage error (see ``natsctl --help``).
+Exit codes: 0 success, 1 server/API error, 2 usage error, 130 interrupted (see ``natsctl --help``).
 """
 
 __all__: list[str] = []

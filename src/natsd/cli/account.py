@@ -23,6 +23,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     c = ss.add_parser("check", parents=[common], help="health checks (exit 0 when OK, 1 when critical)")
     c.add_argument("check", nargs="?", choices=["connection", "jetstream", "all"], default="all")
     c.set_defaults(func=cmd_server_check)
+    from natsd.cli import views
+
+    views.register_server(ss, common)  # info, ls
+    views.register_top(sub, common)  # events
 
 
 async def cmd_account_info(ctx: Ctx) -> None:

@@ -319,18 +319,22 @@ async def cmd_account_restore(ctx: Ctx) -> None:
         (consumers if "stream_name" in data else streams).append(data)
     existing = set(await api.stream_names())
     restored_with_data: set[str] = set()
+    done: dict[str, list[str]] = {"streams": [], "updated": [], "unchanged": [], "consumers": []}
     for cfg in streams:
         name = cfg["name"]
         if name in existing:
             cur = without_server_metadata((await api.request(f"STREAM.INFO.{name}"))["config"])
             if cur == cfg:
                 ctx.out.log(f"Stream {name} is up to date")
+                done["unchanged"].append(name)
                 continue
             if not a.update_streams:
                 raise CliError(f"Stream {name} exists with a different configuration, use --update-streams")
             ctx.out.log(f"Updating Stream {name} configuration")
             await api.request(f"STREAM.UPDATE.{name}", cfg)
+            done["updated"].append(name)
             continue
+        done["streams"].append(name)
         data_dir = d / f"stream_{name}"
         if (data_dir / DATA_FILE).is_file():
             ctx.out.log(f"Restoring Stream {name} with its data from {data_dir}")
@@ -350,3 +354,6 @@ async def cmd_account_restore(ctx: Ctx) -> None:
         ctx.out.log(f"Restoring Consumer {stream} > {cname}")
         await api.request(f"CONSUMER.CREATE.{stream}.{cname}",
                           {"stream_name": stream, "config": ccfg, "action": "create"})
+        done["consumers"].append(f"{stream} > {cname}")
+    if ctx.json:  # what was restored (created), updated, or already as the backup has it
+        ctx.out.json_out({"directory": str(d), **done})

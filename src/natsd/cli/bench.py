@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
+import signal
 import statistics
 import sys
 import time
@@ -88,16 +90,20 @@ async def run_client(params: dict, report=None) -> dict:
     payload = b"x" * size
     step = max(n // 20, 1)
     nc = await connect(conn, pending_size=64 * 1024 * 1024)
+    count = 0
+    t0 = time.perf_counter()
+    interrupted = False
     try:
-        count = 0
         if kind == "pub":
             t0 = time.perf_counter()
             for i in range(n):
                 await nc.publish(subject, payload)
-                if report and (i + 1) % step == 0:
-                    report(i + 1)
+                count = i + 1
+                if count % 256 == 0:
+                    await asyncio.sleep(0)  # publishing may never wait: let Ctrl-C (a cancellation) in
+                if report and count % step == 0:
+                    report(count)
             await nc.flush(timeout=60)
-            count = n
         elif kind == "sub":
             done = asyncio.get_running_loop().create_future()
             t0 = 0.0
@@ -128,28 +134,30 @@ async def run_client(params: dict, report=None) -> dict:
             if count == 0:
                 t0 = time.perf_counter()
         elif kind == "jspub":
-            js = nc.jetstream(timeout=conn.timeout)
+            js = nc.jetstream(timeout=conn.timeout, prefix=conn.api_prefix)
             batch = max(params.get("batch", 100), 1)
             t0 = time.perf_counter()
             if batch == 1:
                 for i in range(n):
                     await js.publish(subject, payload)
-                    if report and (i + 1) % step == 0:
-                        report(i + 1)
+                    count = i + 1
+                    if report and count % step == 0:
+                        report(count)
             else:
                 pending: list = []
                 for i in range(n):
                     pending.append(await js.publish_async(subject, payload))
                     if len(pending) >= batch:
                         await asyncio.gather(*pending)
+                        count += len(pending)  # acknowledged ones only
                         pending.clear()
                     if report and (i + 1) % step == 0:
                         report(i + 1)
                 if pending:
                     await asyncio.gather(*pending)
-            count = n
+                    count += len(pending)
         elif kind == "jsfetch":
-            js = nc.jetstream(timeout=conn.timeout)
+            js = nc.jetstream(timeout=conn.timeout, prefix=conn.api_prefix)
             psub = await js.pull_subscribe_bind(params["consumer"], stream=params["stream"])
             batch = max(params.get("batch", 100), 1)
             ack = params.get("ack", "explicit") != "none"
@@ -168,10 +176,19 @@ async def run_client(params: dict, report=None) -> dict:
             await nc.flush()
         else:
             raise CliError(f"unknown benchmark {kind}")
-        elapsed = max(time.perf_counter() - t0, 1e-9)
-        return {"msgs": count, "bytes": count * size, "seconds": elapsed}
+    except asyncio.CancelledError:
+        # Ctrl-C: report what was done so far instead of nothing (the caller prints it and exits 130).
+        interrupted = True
     finally:
-        await nc.close()
+        elapsed = max(time.perf_counter() - t0, 1e-9)
+        try:
+            await nc.close()
+        except Exception:  # noqa: BLE001 - closing after an interrupt must not hide the result
+            pass
+    res: dict[str, Any] = {"msgs": count, "bytes": count * size, "seconds": elapsed}
+    if interrupted:
+        res["interrupted"] = True
+    return res
 
 
 def _worker_main(spec: str) -> int:
@@ -235,8 +252,7 @@ async def cmd_bench(ctx: Ctx) -> int:
     per = [total // clients + (1 if i < total % clients else 0) for i in range(clients)]
     base: dict[str, Any] = {
         "kind": kind, "subject": a.subject, "size": size,
-        "conn": {"server": ctx.conn.server, "user": ctx.conn.user, "password": ctx.conn.password,
-                 "creds": ctx.conn.creds, "token": ctx.conn.token, "timeout": ctx.conn.timeout},
+        "conn": dataclasses.asdict(ctx.conn),  # every connection setting, context ones included
     }
     for k in ("batch",):
         if hasattr(a, k):
@@ -269,14 +285,23 @@ async def cmd_bench(ctx: Ctx) -> int:
         if clients == 1:
             results = [await run_client({**base, "msgs": per[0]}, reporter(0))]
         else:
-            results = await asyncio.gather(*[_spawn({**base, "msgs": per[i]}, reporter(i)) for i in range(clients)])
+            tasks = [asyncio.ensure_future(_spawn({**base, "msgs": per[i]}, reporter(i))) for i in range(clients)]
+            try:
+                await asyncio.wait(tasks)
+            except asyncio.CancelledError:
+                # Ctrl-C: each client is told to stop (see _spawn) and reports what it did so far.
+                for t in tasks:
+                    t.cancel()
+                await asyncio.wait(tasks)
+            results = [t.result() for t in tasks]
+    interrupted = ctx.interrupted or any(r.get("interrupted") for r in results)
     msgs = sum(r["msgs"] for r in results)
     nbytes = sum(r["bytes"] for r in results)
     seconds = max(r["seconds"] for r in results)
     summary = {
         "benchmark": kind, "subject": a.subject, "clients": clients, "msgs": msgs, "bytes": nbytes,
         "size": size, "seconds": round(seconds, 6), "msgs_per_sec": round(msgs / seconds, 1),
-        "mb_per_sec": round(nbytes / seconds / 1e6, 3),
+        "mb_per_sec": round(nbytes / seconds / 1e6, 3), "interrupted": interrupted,
         "per_client": [{"msgs": r["msgs"], "seconds": round(r["seconds"], 6),
                         "msgs_per_sec": round(r["msgs"] / r["seconds"], 1)} for r in results],
     }
@@ -292,6 +317,11 @@ async def cmd_bench(ctx: Ctx) -> int:
                               f"{c['msgs_per_sec'] * size / 1e6:.2f} MB/sec ({comma(c['msgs'])} msgs)")
             ctx.out.print(f" min {comma(int(min(rates)))} | avg {comma(int(statistics.mean(rates)))} | "
                           f"max {comma(int(max(rates)))} | stddev {comma(int(statistics.pstdev(rates)))} msgs")
+    if interrupted:
+        sys.stderr.write(f"natsctl: interrupted: {label} benchmark stopped after {comma(msgs)} of {comma(total)} "
+                         f"messages\n")
+        ctx.interrupted = True  # exit code 130
+        return 130
     if msgs < total:
         sys.stderr.write(f"natsctl: warning: only {msgs} of {total} messages were received\n")
         return 1
@@ -318,8 +348,7 @@ async def cmd_pubsub(ctx: Ctx) -> int:
         raise CliError("--pub must be at least 1")
     base: dict[str, Any] = {
         "subject": a.subject, "size": size,
-        "conn": {"server": ctx.conn.server, "user": ctx.conn.user, "password": ctx.conn.password,
-                 "creds": ctx.conn.creds, "token": ctx.conn.token, "timeout": ctx.conn.timeout},
+        "conn": dataclasses.asdict(ctx.conn),  # every connection setting, context ones included
     }
     if not ctx.json:
         ctx.out.print(f"Starting Core NATS pub/sub benchmark [subject={a.subject}, msgs={comma(total)}, size={size}, "
@@ -403,21 +432,37 @@ class _Bar:
 
 
 async def _spawn(params: dict, report) -> dict:
+    """Run one client in its own process. Cancelling this (Ctrl-C in the parent) sends the worker one SIGINT,
+    which stops its loop; its partial result is still read and returned. Workers run in their own session, so
+    a Ctrl-C typed on the terminal reaches only the parent, which forwards it exactly once."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "natsd.cli.bench", "--worker", json.dumps(params),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
     )
     result: dict | None = None
     error = ""
     assert proc.stdout is not None
-    async for raw in proc.stdout:
-        line = raw.decode().strip()
-        if line.startswith("progress "):
-            report(int(line.split()[1]))
-        elif line.startswith("result "):
-            result = json.loads(line[7:])
-        elif line.startswith("error "):
-            error = json.loads(line[6:])
+
+    async def read_all() -> None:
+        nonlocal result, error
+        async for raw in proc.stdout:
+            line = raw.decode().strip()
+            if line.startswith("progress "):
+                report(int(line.split()[1]))
+            elif line.startswith("result "):
+                result = json.loads(line[7:])
+            elif line.startswith("error "):
+                error = json.loads(line[6:])
+
+    reader = asyncio.ensure_future(read_all())
+    try:
+        await asyncio.shield(reader)
+    except asyncio.CancelledError:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGINT)
+        await reader
+        if result is None:  # interrupted before it even started its loop (e.g. still importing)
+            result = {"msgs": 0, "bytes": 0, "seconds": 1e-9, "interrupted": True}
     stderr = (await proc.stderr.read()).decode(errors="replace") if proc.stderr else ""
     await proc.wait()
     if result is None:

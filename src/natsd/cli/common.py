@@ -7,6 +7,7 @@ reference nats-server too.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import re
@@ -25,6 +26,7 @@ from nats.js.api import StorageType
 EXIT_OK = 0
 EXIT_ERROR = 1  # the server or the API refused or failed (includes "not found", timeouts, no connection)
 EXIT_USAGE = 2  # bad command line, or a required value missing with no terminal to prompt on
+EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report a SIGINT death (128 + 2)
 
 if TYPE_CHECKING:
     from natsd.cli.context import Ctx
@@ -272,13 +274,27 @@ def ask(flag: str, question: str, default: str | None = None, *, choices: Sequen
 def choose(names: Sequence[str], arg: str, label: str, none_defined: str) -> str:
     """Pick one of ``names`` on the terminal for the positional ``arg`` that was not given.
 
-    ``label`` is what a name names ("Stream"); ``none_defined`` says why there is nothing to pick.
+    ``label`` is what a name names ("Stream"); ``none_defined`` says why there is nothing to pick. The choices
+    are listed one per line, numbered; the answer is a name or its number. Ctrl-D (end of input) gives up with
+    the usage error naming ``arg``, as a script without a terminal gets.
     """
     if not names:
         raise CliError(f"could not pick a {label} to operate on: {none_defined}")
     if not stdin_is_tty():
         raise UsageError(f"{arg} is required (no terminal to prompt)")
-    return ask(arg, f"Select a {label}", names[0] if len(names) == 1 else None, choices=names)
+    width = len(str(len(names)))
+    sys.stderr.write("".join(f"  {str(i).rjust(width)}) {n}\n" for i, n in enumerate(names, 1)))
+    default = names[0] if len(names) == 1 else None
+    while True:
+        answer = ask(arg, f"Select a {label} (name or number)", default)
+        if answer in names:
+            return answer
+        if answer.isdigit() and 1 <= int(answer) <= len(names):
+            return names[int(answer) - 1]
+        lowered = [n for n in names if n.lower() == answer.lower()]
+        if len(lowered) == 1:
+            return lowered[0]
+        sys.stderr.write(f"  {answer!r} is not one of the {len(names)} choices above\n")
 
 
 def read_stdin_bytes() -> bytes:
@@ -317,6 +333,39 @@ class ConnOptions:
     token: str | None = None
     timeout: float = 5.0
     name: str = "natsctl"
+    nkey: str | None = None  # path of an nkey seed file
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_ca: str | None = None
+    tls_first: bool = False
+    js_domain: str | None = None
+    js_api_prefix: str | None = None
+    inbox_prefix: str | None = None
+    context: str = ""  # the context these came from, for messages
+
+    @property
+    def api_prefix(self) -> str:
+        """``$JS.API``, ``$JS.<domain>.API`` for a JetStream domain, or the explicit API prefix."""
+        if self.js_api_prefix:
+            return self.js_api_prefix.rstrip(".")
+        if self.js_domain:
+            return f"$JS.{self.js_domain}.API"
+        return API_PREFIX
+
+    def tls_context(self) -> Any:
+        """An ``ssl.SSLContext`` when a CA or client certificate is set (tls:// URLs work without one)."""
+        if not (self.tls_ca or self.tls_cert):
+            return None
+        import ssl
+
+        try:
+            tls = ssl.create_default_context(cafile=os.path.expanduser(self.tls_ca) if self.tls_ca else None)
+            if self.tls_cert:
+                tls.load_cert_chain(os.path.expanduser(self.tls_cert),
+                                    os.path.expanduser(self.tls_key) if self.tls_key else None)
+        except (OSError, ssl.SSLError) as exc:
+            raise UsageError(f"cannot load the TLS files: {exc}") from None
+        return tls
 
 
 async def connect(opts: ConnOptions, **extra: Any) -> nats.NATS:
@@ -335,7 +384,16 @@ async def connect(opts: ConnOptions, **extra: Any) -> nats.NATS:
     if opts.token:
         kw["token"] = opts.token
     if opts.creds:
-        kw["user_credentials"] = opts.creds
+        kw["user_credentials"] = os.path.expanduser(opts.creds)
+    if opts.nkey:
+        kw["nkeys_seed"] = os.path.expanduser(opts.nkey)
+    tls = opts.tls_context()
+    if tls is not None:
+        kw["tls"] = tls
+    if opts.tls_first:
+        kw["tls_handshake_first"] = True
+    if opts.inbox_prefix:
+        kw["inbox_prefix"] = opts.inbox_prefix
     kw.update(extra)
 
     errors: list[Exception] = []
@@ -354,7 +412,8 @@ async def connect(opts: ConnOptions, **extra: Any) -> nats.NATS:
             await nc.close()
         except Exception:  # noqa: BLE001
             pass
-        raise CliError(f"could not connect to {opts.server}: {cause or type(cause).__name__}") from None
+        via = f" (context {opts.context})" if opts.context else ""
+        raise CliError(f"could not connect to {opts.server}{via}: {cause or type(cause).__name__}") from None
     return nc
 
 
@@ -452,8 +511,55 @@ def error_text(exc: BaseException) -> str:
     return str(getattr(exc, "description", None) or exc)
 
 
+def _comment_hint(path: str) -> str:
+    """A hint when a JSON file that failed to parse has comment lines (JSON has no comments; people add them)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = [ln.strip() for ln in f]
+    except OSError:
+        return ""
+    if any(ln.startswith(("//", "/*", "#")) or " // " in ln for ln in lines):
+        return " (JSON does not allow comments: remove the // , /* */ or # lines)"
+    return ""
+
+
 def dumps(obj: Any) -> str:
     return json.dumps(obj, indent=2)
+
+
+def payload_json(data: bytes | None) -> dict[str, str]:
+    """A message body in ``-j`` output: ``{"data": text}``, or base64 with ``"encoding": "base64"`` when the bytes
+    are not UTF-8 (the same rule for every command, so binary bodies survive a round trip through JSON)."""
+    data = data or b""
+    try:
+        return {"data": data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"data": base64.b64encode(data).decode("ascii"), "encoding": "base64"}
+
+
+def text_of(data: bytes | None) -> str:
+    """A body for human output (undecodable bytes shown as U+FFFD; ``--raw`` and ``-j`` keep them exact)."""
+    return (data or b"").decode("utf-8", errors="replace")
+
+
+def check_subject(subject: str, *, wildcards: bool, what: str = "subject") -> str:
+    """A usage error naming the subject when it is not a valid NATS subject (nats-py's own says only
+    ``nats: invalid subject``); ``wildcards``: ``*`` and a final ``>`` are allowed (subscriptions)."""
+    bad = not subject or any(c in subject for c in " \t\r\n")
+    if not bad:
+        tokens = subject.split(".")
+        for i, t in enumerate(tokens):
+            if not t:
+                bad = True
+            elif not wildcards and t in ("*", ">"):
+                bad = True
+            elif t == ">" and i != len(tokens) - 1:
+                bad = True
+            elif wildcards and t not in ("*", ">") and ("*" in t or ">" in t):
+                bad = True  # a wildcard must be a whole token in a subscription
+    if bad:
+        raise UsageError(f"invalid {what} {subject!r}")
+    return subject
 
 
 def read_json_file(path: str, flag: str = "--config") -> dict:
@@ -463,7 +569,7 @@ def read_json_file(path: str, flag: str = "--config") -> dict:
     except OSError as exc:
         raise UsageError(f"cannot read {flag} file {path}: {exc.strerror}") from None
     except ValueError as exc:
-        raise UsageError(f"invalid JSON in {flag} file {path}: {exc}") from None
+        raise UsageError(f"invalid JSON in {flag} file {path}: {exc}{_comment_hint(path)}") from None
     if not isinstance(data, dict):
         raise UsageError(f"{flag} file {path} must hold a JSON object")
     # Accept the bare config, a whole `stream info -j` / `consumer info -j`, or a create request
@@ -488,6 +594,21 @@ class Out:
 
     def json_out(self, obj: Any) -> None:
         sys.stdout.write(dumps(obj) + "\n")
+
+    def json_line(self, obj: Any) -> None:
+        """One JSON object on one line: the output of streaming commands (``sub -j``, ``kv watch -j``)."""
+        sys.stdout.write(json.dumps(obj, separators=(",", ":")) + "\n")
+        sys.stdout.flush()
+
+    def raw(self, data: bytes, end: bytes = b"\n") -> None:
+        """Bytes exactly as received (``--raw``): through stdout's binary buffer when it has one."""
+        buf = getattr(sys.stdout, "buffer", None)
+        if buf is not None:
+            sys.stdout.flush()
+            buf.write(data + end)
+            buf.flush()
+        else:  # a text-only stdout (tests capturing output in-process): the closest text
+            sys.stdout.write((data + end).decode("utf-8", errors="replace"))
 
     def log(self, text: str) -> None:
         """A timestamped log line on stderr (like the ``nats`` tool's ``15:56:11 Creating backup``)."""

@@ -16,9 +16,10 @@ from natsd.cli import render
 from natsd.cli.common import (
     CliError, UsageError, arrivals, ask, choice, choose, comma, confirm, confirm_edit, format_duration, next_from,
     optional_count, optional_seconds, parse_duration, parse_int, print_names, queue_subscriber, read_json_file,
-    rfc3339, show_api, show_result, stdin_is_tty,
+    rfc3339, show_api, show_result, stdin_is_tty, text_of,
 )
 from natsd.cli.context import Ctx
+from natsd.cli.pubsub import msg_json
 from natsd.cli.streams import pick_stream
 
 ACK = {"none": "none", "all": "all", "explicit": "explicit"}
@@ -69,6 +70,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     n.add_argument("--count", default="1", help="how many messages to fetch, one at a time")
     n.add_argument("--raw", action="store_true", help="only the message body")
     n.set_defaults(func=cmd_next)
+
+    from natsd.cli import views
+
+    views.register_consumer(s, common)  # report
 
     ev = s.add_parser("events", aliases=["event"], parents=[common],
                       help="show a consumer's advisories and ack samples as they happen")
@@ -198,6 +203,12 @@ async def cmd_add(ctx: Ctx) -> None:
         cfg.pop("name", None)
     apply_flags(cfg, a)
     interactive = stdin_is_tty() and not a.defaults and not a.config
+    if not interactive and not a.defaults and not a.config and a.target is None and not a.pull \
+            and "deliver_subject" not in cfg:
+        # Pull or push is the one choice with no safe default: a script must say which (as `str add` needs
+        # --subjects) instead of getting a consumer it did not ask for.
+        raise UsageError("--pull or --target SUBJECT is required (no terminal to prompt; --defaults makes a pull "
+                         "consumer)")
     if interactive:
         if a.target is None and not a.pull and "deliver_subject" not in cfg:
             t = ask("--target", "Delivery target (empty for Pull Consumers)", "", allow_empty=True)
@@ -301,11 +312,12 @@ async def cmd_next(ctx: Ctx) -> int:
     expires = max(int(ctx.timeout * 1e9 * 0.9), 1_000_000)
     body = json.dumps({"batch": 1, "expires": expires}).encode()
     got = 0
+    ctx.summary = lambda: f"received {got} of {count} messages from {stream} > {name}"
     for _ in range(count):
         try:
             # old_style: a private inbox per request, because JetStream delivers the message under its own
             # stream subject, which nats-py's shared request inbox could not match to this request.
-            msg = await nc.request(f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{name}", body, timeout=ctx.timeout,
+            msg = await nc.request(f"{api.prefix}.CONSUMER.MSG.NEXT.{stream}.{name}", body, timeout=ctx.timeout,
                                    old_style=True)
         except Exception as exc:  # noqa: BLE001 - no responders / timeout
             if "no responders" in str(exc).lower() or type(exc).__name__ == "NoRespondersError":
@@ -319,15 +331,16 @@ async def cmd_next(ctx: Ctx) -> int:
             raise CliError(f"no message received: {status} {desc}".strip())
         got += 1
         if ctx.json:
-            ctx.out.json_out({"subject": msg.subject, "reply": msg.reply, "data": msg.data.decode(errors="replace"),
-                              "headers": dict(msg.headers or {})})
+            doc = msg_json(msg)
+            # one message: one document; --count N: one message per line, like the other streaming commands
+            ctx.out.json_out(doc) if count == 1 else ctx.out.json_line(doc)
         elif a.raw:
-            ctx.out.print(msg.data.decode(errors="replace"))
+            ctx.out.raw(msg.data)
         else:
             ctx.out.print(f"--- received on {msg.subject}")
             for k, v in (msg.headers or {}).items():
                 ctx.out.print(f"{k}: {v}")
-            ctx.out.print(msg.data.decode(errors="replace") + "\n")
+            ctx.out.print(text_of(msg.data) + "\n")
         if not a.no_ack and msg.reply and ack_policy != "none":
             token = b"-NAK" if a.nak else b"+TERM" if a.term else b"+ACK"
             try:
@@ -390,7 +403,7 @@ async def cmd_events(ctx: Ctx) -> None:
         except ValueError:
             data = {"raw": msg.data.decode(errors="replace")}
         if ctx.json:
-            ctx.out.json_out(data)
+            ctx.out.json_line(data)
         else:
             ctx.out.print(_event_line(msg.subject, data))
         sys.stdout.flush()

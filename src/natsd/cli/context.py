@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import Any, Callable
 
 import nats
 
@@ -19,6 +19,10 @@ class Ctx:
         self.out = out
         self._nc: nats.NATS | None = None
         self._api: JsApi | None = None
+        #: Set by the Ctrl-C handler (see ``main._run``); long loops may check it to stop cleanly.
+        self.interrupted = False
+        #: What a long-running command did so far, printed when Ctrl-C stops it ("published 37 of 100 ...").
+        self.summary: Callable[[], str | None] | None = None
 
     @property
     def json(self) -> bool:
@@ -35,12 +39,12 @@ class Ctx:
 
     async def api(self) -> JsApi:
         if self._api is None:
-            self._api = JsApi(await self.nc(), self.conn.timeout)
+            self._api = JsApi(await self.nc(), self.conn.timeout, self.conn.api_prefix)
         return self._api
 
     async def js(self):
         """nats-py's JetStream context (used for KV and the object store)."""
-        return (await self.nc()).jetstream(timeout=self.conn.timeout)
+        return (await self.nc()).jetstream(timeout=self.conn.timeout, prefix=self.conn.api_prefix)
 
     async def close(self) -> None:
         if self._nc is not None and not self._nc.is_closed:

@@ -13,7 +13,7 @@ from natsd.cli import render
 from natsd.cli.common import (
     CliError, UsageError, arrivals, backing_store, bucket_flags, bucket_limits, bucket_streams, comma, confirm,
     create_bucket, delete_bucket, error_text, format_duration, human_bytes, open_bucket, optional_count,
-    optional_seconds, parse_int, parse_size, read_stdin_bytes, stdin_is_tty,
+    optional_seconds, parse_int, parse_size, payload_json, read_stdin_bytes, stdin_is_tty, text_of,
 )
 from natsd.cli.context import Ctx
 
@@ -68,7 +68,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     w.add_argument("--wait", default=None, help="stop after this long")
     w.set_defaults(func=cmd_watch)
 
-    ls = s.add_parser("ls", aliases=["list"], parents=[common], help="list buckets")
+    ls = s.add_parser("ls", aliases=["list"], parents=[common], help="list buckets, or a bucket's keys")
+    ls.add_argument("bucket", nargs="?")
     ls.set_defaults(func=cmd_ls)
 
     rm = s.add_parser("rm", parents=[common], help="delete a bucket")
@@ -160,15 +161,22 @@ async def cmd_get(ctx: Ctx) -> None:
         raise CliError(f"key {a.key} was deleted") from None
     except (KeyNotFoundError, NotFoundError):
         raise CliError(f"key {a.key} not found") from None
-    value = (e.value or b"").decode(errors="replace")
+    value = text_of(e.value)
     if ctx.json:
-        ctx.out.json_out({"bucket": e.bucket, "key": e.key, "value": value, "revision": e.revision,
+        ctx.out.json_out({"bucket": e.bucket, "key": e.key, **_value_json(e.value), "revision": e.revision,
                           "delta": e.delta, "operation": e.operation or "PUT"})
     elif a.raw:
-        sys.stdout.write(value)
+        ctx.out.raw(e.value or b"", end=b"")
     else:
         ctx.out.print(f"{a.bucket} > {e.key} revision: {e.revision} {_ts(e)}".rstrip() + "\n")
         ctx.out.print(value)
+
+
+def _value_json(value: bytes | None) -> dict:
+    """``{"value": text}`` or ``{"value": base64, "encoding": "base64"}`` (see ``payload_json``)."""
+    d = payload_json(value)
+    d["value"] = d.pop("data")
+    return d
 
 
 async def cmd_del(ctx: Ctx) -> None:
@@ -176,6 +184,8 @@ async def cmd_del(ctx: Ctx) -> None:
     confirm(f"Really delete key {a.key} from bucket {a.bucket}", a.force)
     kv = await _kv(ctx, a.bucket)
     await kv.delete(a.key)
+    _done(ctx, {"bucket": a.bucket, "key": a.key, "operation": "DEL"},
+          f"Deleted key {a.key} from bucket {a.bucket}")
 
 
 async def cmd_purge(ctx: Ctx) -> None:
@@ -183,20 +193,43 @@ async def cmd_purge(ctx: Ctx) -> None:
     confirm(f"Really purge key {a.key} and its history from bucket {a.bucket}", a.force)
     kv = await _kv(ctx, a.bucket)
     await kv.purge(a.key)
+    _done(ctx, {"bucket": a.bucket, "key": a.key, "operation": "PURGE"},
+          f"Purged key {a.key} and its history from bucket {a.bucket}")
+
+
+def _done(ctx: Ctx, doc: dict, text: str) -> None:
+    if ctx.json:
+        ctx.out.json_out(doc)
+    else:
+        ctx.out.print(text)
 
 
 async def cmd_history(ctx: Ctx) -> None:
     a = ctx.args
     kv = await _kv(ctx, a.bucket)
+    # nats-py's kv.history() leaves its ephemeral consumer for the server to expire; read the history with our
+    # own watcher so the consumer is deleted when done.
+    w = await kv.watch(a.key, include_history=True)
+    entries = []
     try:
-        entries = await kv.history(a.key)
-    except (KeyNotFoundError, NotFoundError):
-        raise CliError(f"key {a.key} not found") from None
-    rows = [{"key": e.key, "revision": e.revision, "operation": e.operation or "PUT",
-             "value": (e.value or b"").decode(errors="replace")} for e in entries]
+        while True:
+            try:
+                e = await w.updates(timeout=ctx.timeout)
+            except Exception:  # noqa: BLE001 - nats-py's TimeoutError: nothing more arrived
+                break
+            if e is None or not hasattr(e, "key"):  # None: the watcher's "history done" marker
+                break
+            entries.append(e)
+    finally:
+        await stop_watcher(ctx, w)
+    if not entries:
+        raise CliError(f"key {a.key} not found")
     if ctx.json:
-        ctx.out.json_out(rows)
+        ctx.out.json_out([{"key": e.key, "revision": e.revision, "operation": e.operation or "PUT",
+                           **_value_json(e.value)} for e in entries])
         return
+    rows = [{"key": e.key, "revision": e.revision, "operation": e.operation or "PUT", "value": text_of(e.value)}
+            for e in entries]
     ctx.out.print(render.table(f"History for {a.bucket} > {a.key}", ["Key", "Revision", "Op", "Length", "Value"],
                                [[r["key"], r["revision"], r["operation"], len(r["value"]), r["value"][:40]]
                                 for r in rows]))
@@ -227,22 +260,41 @@ async def cmd_watch(ctx: Ctx) -> None:
     limit_n, wait_s = optional_count(a.count), optional_seconds(a.wait)
     kv = await _kv(ctx, a.bucket)
     w = await kv.watch(a.key, include_history=False)
+    seen = 0
+    ctx.summary = lambda: f"{seen} updates of {a.bucket} > {a.key}"
     try:
         # nats-py raises its own TimeoutError when nothing arrives, and yields None once initial values are in.
         async for e in arrivals(lambda t: w.updates(timeout=t), limit_n, wait_s, idle=3600.0, stop_on=(Exception,)):
-            value = (e.value or b"").decode(errors="replace")
+            seen += 1
+            value = text_of(e.value)
             op = e.operation or "PUT"
             if ctx.json:
-                ctx.out.json_out({"bucket": e.bucket, "key": e.key, "revision": e.revision, "operation": op,
-                                  "value": value})
+                ctx.out.json_line({"bucket": e.bucket, "key": e.key, "revision": e.revision, "operation": op,
+                                   **_value_json(e.value)})
             else:
                 ctx.out.print(f"[{_ts(e) or datetime.now().strftime('%H:%M:%S')}] {op} {e.bucket} > {e.key}: {value}")
             sys.stdout.flush()
     finally:
-        await w.stop()
+        await stop_watcher(ctx, w)
+
+
+async def stop_watcher(ctx: Ctx, w) -> None:
+    """Stop a nats-py KV/object watcher and delete its ephemeral consumer (nats-py only unsubscribes, leaving
+    the consumer to the server's inactivity timer)."""
+    sub = getattr(w, "_sub", None)
+    stream, consumer = getattr(sub, "_stream", None), getattr(sub, "_consumer", None)
+    await w.stop()
+    if stream and consumer:
+        try:
+            await (await ctx.api()).request(f"CONSUMER.DELETE.{stream}.{consumer}")
+        except CliError:
+            pass  # already gone
 
 
 async def cmd_ls(ctx: Ctx) -> None:
+    if ctx.args.bucket:  # `kv ls BUCKET`: its keys, as the nats CLI does
+        await cmd_keys(ctx)
+        return
     infos, buckets = await bucket_streams(ctx, "KV_")
     if ctx.json:
         ctx.out.json_out(buckets)
@@ -261,3 +313,4 @@ async def cmd_rm(ctx: Ctx) -> None:
     a = ctx.args
     confirm(f"Really delete bucket {a.bucket}", a.force)
     await delete_bucket((await ctx.js()).delete_key_value(a.bucket), a.bucket)
+    _done(ctx, {"bucket": a.bucket, "deleted": True}, f"Deleted bucket {a.bucket}")

@@ -11,10 +11,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
+import signal
 import sys
 from typing import Sequence
 
-from natsd.cli.common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, ConnOptions, Out, env_url, parse_duration
+from natsd.cli.common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CliError, ConnOptions, Out, env_url, parse_duration
 from natsd.cli.context import Ctx
 
 EPILOG = """\
@@ -22,9 +24,14 @@ exit codes:
   0  success
   1  the server or the JetStream API reported an error (not found, refused, timeout, cannot connect)
   2  usage error: bad flags, or a required value missing with no terminal to prompt on
+  130  interrupted (Ctrl-C); long-running commands print a summary of what they did first
 
 environment:
-  NATS_URL  server URL when -s/--server is not given (default nats://127.0.0.1:4222)
+  NATS_URL  server URL when -s/--server is not given (default: the context's, else nats://127.0.0.1:4222)
+
+contexts:
+  `natsctl context add NAME -s URL --creds FILE ...` saves connection settings as the nats CLI does (under
+  $XDG_CONFIG_HOME/nats or ~/.config/nats); the selected context, or --context NAME, supplies every flag not given
 """
 
 _SHARED_DEFAULTS = {
@@ -37,6 +44,14 @@ _SHARED_DEFAULTS = {
     "json": False,
     "no_progress": False,
     "force": False,
+    "context": None,
+    "nkey": None,
+    "tlscert": None,
+    "tlskey": None,
+    "tlsca": None,
+    "tlsfirst": False,
+    "js_domain": None,
+    "js_api_prefix": None,
 }
 
 
@@ -50,6 +65,14 @@ def shared_parent() -> argparse.ArgumentParser:
     g.add_argument("--password", default=s, help="password")
     g.add_argument("--creds", default=s, help="user credentials file")
     g.add_argument("--token", default=s, help="authentication token")
+    g.add_argument("--nkey", default=s, help="nkey seed file")
+    g.add_argument("--tlscert", default=s, help="TLS client certificate file")
+    g.add_argument("--tlskey", default=s, help="TLS client key file")
+    g.add_argument("--tlsca", default=s, help="CA file to verify the server's certificate")
+    g.add_argument("--tlsfirst", action="store_true", default=s, help="TLS handshake before the server's INFO")
+    g.add_argument("--js-domain", dest="js_domain", default=s, help="JetStream domain")
+    g.add_argument("--js-api-prefix", dest="js_api_prefix", default=s, help="JetStream API subject prefix")
+    g.add_argument("--context", default=s, help="use this context (natsctl context ls) instead of the selected one")
     g.add_argument("--timeout", default=s, help="time to wait for responses, e.g. 2s (default 5s)")
     g.add_argument("-j", "--json", action="store_true", default=s, help="JSON output")
     g.add_argument("--no-progress", action="store_true", default=s, help="no progress bars (log lines instead)")
@@ -67,7 +90,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from natsd.cli import account, backup, bench, consumers, kv, objects, pubsub, streams
+    from natsd.cli import account, backup, bench, consumers, contexts, kv, objects, pubsub, streams
 
     common = shared_parent()
     parser = Parser(
@@ -79,24 +102,71 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"natsctl {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
-    for mod in (streams, consumers, pubsub, account, backup, kv, objects, bench):
+    for mod in (streams, consumers, pubsub, account, backup, kv, objects, bench, contexts):
         mod.register(sub, common)
     return parser
 
 
 def _conn_options(args: argparse.Namespace) -> ConnOptions:
+    """Flags over ``NATS_URL`` over the context (``--context`` or the selected one) over the defaults."""
+    from natsd.cli import contexts
+
     timeout_ns = parse_duration(args.timeout, flag="--timeout") or 5_000_000_000
+    name, c = contexts.active(args.context)
+
+    def pick(flag_value: str | None, field: str) -> str | None:
+        return flag_value if flag_value is not None else (c.get(field) or None)
+
+    server = args.server or os.environ.get("NATS_URL") or c.get("url") or env_url()
     return ConnOptions(
-        server=args.server or env_url(), user=args.user, password=args.password, creds=args.creds,
-        token=args.token, timeout=timeout_ns / 1e9,
+        server=server, user=pick(args.user, "user"), password=pick(args.password, "password"),
+        creds=pick(args.creds, "creds"), token=pick(args.token, "token"), timeout=timeout_ns / 1e9,
+        nkey=pick(args.nkey, "nkey"), tls_cert=pick(args.tlscert, "cert"), tls_key=pick(args.tlskey, "key"),
+        tls_ca=pick(args.tlsca, "ca"), tls_first=bool(args.tlsfirst or c.get("tls_first")),
+        js_domain=pick(args.js_domain, "jetstream_domain"), js_api_prefix=pick(args.js_api_prefix,
+                                                                                "jetstream_api_prefix"),
+        inbox_prefix=c.get("inbox_prefix") or None, context=name,
     )
 
 
 async def _run(ctx: Ctx) -> int:
+    """Run the command; Ctrl-C (SIGINT) cancels it, prints its summary (``ctx.summary``) and exits 130.
+
+    The first Ctrl-C cancels the command's task, so even a loop that never waits for the network (``pub
+    --count``) stops at its next ``await``; the handler is then removed, so a second Ctrl-C interrupts at once.
+    """
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+
+    def on_sigint() -> None:
+        ctx.interrupted = True
+        loop.remove_signal_handler(signal.SIGINT)
+        if task is not None:
+            task.cancel()
+
+    try:
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
+    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals (Windows)
+        pass
     try:
         rc = await ctx.args.func(ctx)
+        if ctx.interrupted:  # the command caught the interrupt itself and finished its summary
+            return EXIT_INTERRUPTED
         return EXIT_OK if rc is None else int(rc)
+    except asyncio.CancelledError:
+        if not ctx.interrupted:
+            raise
+        return EXIT_INTERRUPTED
     finally:
+        try:
+            loop.remove_signal_handler(signal.SIGINT)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+        if ctx.interrupted and ctx.summary is not None:
+            sys.stdout.flush()
+            line = ctx.summary()
+            if line:
+                sys.stderr.write(f"natsctl: interrupted: {line}\n")
         await ctx.close()
 
 
@@ -121,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"natsctl: error: {exc}\n")
         return exc.exit_code
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # `natsctl sub x | head` closes our stdout early; that is not an error for us.
         try:
@@ -137,8 +207,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.write(f"natsctl: error: {exc.description} (code {exc.code}, "
                              f"err_code {getattr(exc, 'err_code', 0)})\n")
             return EXIT_ERROR
-        sys.stderr.write(f"natsctl: error: {type(exc).__name__}: {exc}\n")
+        sys.stderr.write(f"natsctl: error: {plain_error(exc)}\n")
         return EXIT_ERROR
+
+
+def plain_error(exc: BaseException) -> str:
+    """An unexpected exception as a user reads it: nats-py's text without its ``nats: `` prefix and without
+    Python class names (``BadSubjectError: nats: invalid subject`` → ``invalid subject``); an exception with no
+    text is named in words (``ConnectionClosedError`` → ``connection closed``). NATSCTL_DEBUG=1 shows the trace."""
+    text = str(exc).strip()
+    if text.startswith("nats: "):
+        text = text[len("nats: "):]
+    if not text:
+        name = type(exc).__name__
+        name = name[:-len("Error")] if name.endswith("Error") and name != "Error" else name
+        text = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", name).lower() or "unexpected error"
+    return text
 
 
 if __name__ == "__main__":  # pragma: no cover

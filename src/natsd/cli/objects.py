@@ -12,7 +12,7 @@ from nats.js.errors import NotFoundError, ObjectNotFoundError
 
 from natsd.cli import render
 from natsd.cli.common import (
-    CliError, arrivals, backing_store, bucket_flags, bucket_limits, bucket_streams, comma, confirm, create_bucket,
+    CliError, UsageError, arrivals, backing_store, bucket_flags, bucket_limits, bucket_streams, comma, confirm, create_bucket,
     delete_bucket, error_text, format_duration, human_bytes, open_bucket, optional_count, optional_seconds,
     read_stdin_bytes, strip_type,
 )
@@ -136,9 +136,10 @@ async def cmd_get(ctx: Ctx) -> None:
     data = res.data or b""
     out = a.output or os.path.basename(a.name)
     if out == "-":
-        sys.stdout.buffer.write(data)
-        sys.stdout.flush()
+        ctx.out.raw(data, end=b"")
         return
+    if os.path.exists(out) and not a.force:
+        raise UsageError(f"{out} exists: pass -f to overwrite it (or -O FILE to write elsewhere)")
     Path(out).write_bytes(data)
     if ctx.json:
         ctx.out.json_out({"name": a.name, "file": out, "size": len(data)})
@@ -182,9 +183,17 @@ async def cmd_rm(ctx: Ctx) -> None:
             await obs.delete(a.name)
         except (ObjectNotFoundError, NotFoundError):
             raise CliError(f"object {a.name} not found in bucket {a.bucket}") from None
+        if ctx.json:
+            ctx.out.json_out({"bucket": a.bucket, "name": a.name, "deleted": True})
+        else:
+            ctx.out.print(f"Deleted object {a.name} from bucket {a.bucket}")
         return
     confirm(f"Really delete bucket {a.bucket} and all its objects", a.force)
     await delete_bucket((await ctx.js()).delete_object_store(a.bucket), a.bucket)
+    if ctx.json:
+        ctx.out.json_out({"bucket": a.bucket, "deleted": True})
+    else:
+        ctx.out.print(f"Deleted bucket {a.bucket}")
 
 
 async def cmd_info(ctx: Ctx) -> None:
@@ -214,13 +223,15 @@ async def cmd_watch(ctx: Ctx) -> None:
         # nats-py raises its own TimeoutError when nothing arrives (see kv watch).
         async for o in arrivals(lambda t: w.updates(timeout=t), limit_n, wait_s, idle=3600.0, stop_on=(Exception,)):
             if ctx.json:
-                ctx.out.json_out(_info_dict(o))
+                ctx.out.json_line(_info_dict(o))
             else:
                 op = "DEL" if o.deleted else "PUT"
                 ctx.out.print(f"[{o.mtime or ''}] {op} {o.bucket} > {o.name}: {human_bytes(o.size)}")
             sys.stdout.flush()
     finally:
-        await w.stop()
+        from natsd.cli.kv import stop_watcher
+
+        await stop_watcher(ctx, w)
 
 
 async def cmd_seal(ctx: Ctx) -> None:
@@ -228,5 +239,7 @@ async def cmd_seal(ctx: Ctx) -> None:
     confirm(f"Really seal bucket {a.bucket} (it cannot be unsealed)", a.force)
     obs = await _obs(ctx, a.bucket)
     await obs.seal()
-    if not ctx.json:
+    if ctx.json:
+        ctx.out.json_out({"bucket": a.bucket, "sealed": True})
+    else:
         ctx.out.print(f"Object Store Bucket {a.bucket} was sealed")

@@ -18,11 +18,14 @@ import string
 import sys
 import time
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Callable
+
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
 
 from natsd.cli.common import (
-    CliError, UsageError, arrivals, next_from, optional_count, optional_seconds, parse_duration, parse_int,
-    queue_subscriber, rfc3339, stdin_is_tty,
+    CliError, UsageError, arrivals, check_subject, next_from, optional_count, optional_seconds, parse_duration,
+    parse_int, payload_json, queue_subscriber, read_stdin_bytes, rfc3339, stdin_is_tty, text_of,
 )
 from natsd.cli.context import Ctx
 
@@ -116,31 +119,52 @@ def _headers(items: list[str], count: int) -> dict[str, str] | None:
     return out
 
 
-def _body(ctx: Ctx, body: str | None) -> str:
+def _body(ctx: Ctx, body: str | None) -> Callable[[int], bytes]:
+    """The body of message ``n``: the argument as a template, or stdin's bytes unchanged.
+
+    Stdin is read as bytes (a file of any content publishes byte for byte); only a body that is UTF-8 text and
+    contains ``{{`` is taken as a template.
+    """
     if body is not None:
-        return body
+        return lambda n: render_template(body, n).encode()
     if stdin_is_tty():
         raise UsageError("BODY is required (give it as an argument or on stdin)")
     ctx.out.log("Reading payload from STDIN")
-    return sys.stdin.read()
+    data = read_stdin_bytes()
+    if b"{{" in data:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+        else:
+            return lambda n: render_template(text, n).encode()
+    return lambda n: data
+
+
+#: A loop that may never wait on the network yields to the event loop this often, so Ctrl-C gets in.
+_YIELD_EVERY = 256
 
 
 async def cmd_pub(ctx: Ctx) -> None:
     a = ctx.args
+    check_subject(a.subject, wildcards=False)
     count = parse_int(a.count, flag="--count")
     pause = parse_duration(a.sleep, flag="--sleep") / 1e9 if a.sleep else 0.0
-    body_t = _body(ctx, a.body)
+    body = _body(ctx, a.body)
     nc = await ctx.nc()
+    sent = nbytes = 0
+    acks: list[dict] = []
+    ctx.summary = lambda: f"published {sent} of {count} messages to {a.subject}"
     for i in range(1, count + 1):
-        data = render_template(body_t, i).encode()
+        data = body(i)
         hdrs = _headers(a.header, i)
         if a.wait:
             try:
                 msg = await nc.request(a.subject, data, timeout=ctx.timeout, headers=hdrs)
-            except Exception as exc:  # noqa: BLE001
-                if type(exc).__name__ == "NoRespondersError":
-                    raise CliError(f"no stream captures {a.subject} (no responders)") from None
-                raise CliError(f"no acknowledgement for {a.subject}: {type(exc).__name__}") from None
+            except NoRespondersError:
+                raise CliError(f"no stream captures {a.subject} (no responders)") from None
+            except (NatsTimeoutError, asyncio.TimeoutError):
+                raise CliError(f"no acknowledgement for {a.subject} within {ctx.timeout:g}s") from None
             try:
                 ack = json.loads(msg.data)
             except ValueError:
@@ -148,9 +172,8 @@ async def cmd_pub(ctx: Ctx) -> None:
             if "error" in ack:
                 e = ack["error"]
                 raise CliError(f"{e.get('description')} (code {e.get('code')}, err_code {e.get('err_code')})")
-            if ctx.json:
-                ctx.out.json_out(ack)
-            elif not a.quiet:
+            acks.append(ack)
+            if not a.quiet and not ctx.json:
                 dup = " (duplicate)" if ack.get("duplicate") else ""
                 ctx.out.print(f"Published {len(data)} bytes to {a.subject}")
                 ctx.out.print(f"Stored in Stream: {ack.get('stream')} Sequence: {ack.get('seq')}{dup}")
@@ -158,15 +181,36 @@ async def cmd_pub(ctx: Ctx) -> None:
             await nc.publish(a.subject, data, reply=a.reply or "", headers=hdrs)
             if not a.quiet and not ctx.json:
                 ctx.out.print(f"Published {len(data)} bytes to {a.subject}")
+        sent += 1
+        nbytes += len(data)
         if pause:
             await asyncio.sleep(pause)
+        elif i % _YIELD_EVERY == 0:
+            await asyncio.sleep(0)
     await nc.flush()
-    if a.quiet and count > 1 and not ctx.json:
+    if ctx.json:
+        doc: dict[str, Any] = {"subject": a.subject, "messages": sent, "bytes": nbytes}
+        if a.wait and count == 1:
+            doc.update(acks[0])  # {"stream", "seq", "duplicate"?, "domain"?} as the server sent it
+        elif a.wait:
+            doc["acks"] = acks
+        ctx.out.json_out(doc)
+    elif a.quiet and count > 1:
         ctx.out.print(f"Published {count} messages to {a.subject}")
 
 
+def msg_json(msg: Any, *, reply: bool = True) -> dict:
+    """A received message in ``-j`` output (the body by :func:`payload_json`'s rule)."""
+    d: dict[str, Any] = {"subject": msg.subject}
+    if reply:
+        d["reply"] = msg.reply or None
+    d["headers"] = dict(msg.headers or {})
+    d.update(payload_json(msg.data))
+    return d
+
+
 def _fmt_msg(n: int, msg: Any) -> str:
-    body = msg.data.decode(errors="replace")
+    body = text_of(msg.data)
     # The reply subject (a $JS.ACK... token for JetStream deliveries) is in the -j output, not here: the
     # seeds show the plain "[#n] Received on [subject]: 'body'" line.
     lines = [f"[#{n}] Received on [{msg.subject}]:" + (f" '{body}'" if "\n" not in body else "")]
@@ -179,6 +223,7 @@ def _fmt_msg(n: int, msg: Any) -> str:
 
 async def cmd_sub(ctx: Ctx) -> None:
     a = ctx.args
+    check_subject(a.subject, wildcards=True)
     limit_n, wait_s = optional_count(a.count), optional_seconds(a.wait)
     nc = await ctx.nc()
     queue, on_msg = queue_subscriber(65_536)
@@ -193,13 +238,13 @@ async def cmd_sub(ctx: Ctx) -> None:
         ctx.out.print(listening)
     sys.stdout.flush()
     n = 0
+    ctx.summary = lambda: f"received {n} messages on {a.subject}"
     async for msg in arrivals(lambda t: next_from(queue, t), limit_n, wait_s):
         n += 1
         if ctx.json:
-            ctx.out.json_out({"subject": msg.subject, "reply": msg.reply or None,
-                              "headers": dict(msg.headers or {}), "data": msg.data.decode(errors="replace")})
+            ctx.out.json_line(msg_json(msg))
         elif a.raw:
-            ctx.out.print(msg.data.decode(errors="replace"))
+            ctx.out.raw(msg.data)
         else:
             ctx.out.print(_fmt_msg(n, msg))
         if a.ack and msg.reply and msg.reply.startswith("$JS.ACK."):
@@ -211,34 +256,42 @@ async def cmd_sub(ctx: Ctx) -> None:
 
 async def cmd_req(ctx: Ctx) -> None:
     a = ctx.args
+    check_subject(a.subject, wildcards=False)
     count = parse_int(a.count, flag="--count")
-    body_t = _body(ctx, a.body)
+    body = _body(ctx, a.body)
     nc = await ctx.nc()
+    done = 0
+    ctx.summary = lambda: f"{done} of {count} requests answered"
     for i in range(1, count + 1):
-        data = render_template(body_t, i).encode()
+        data = body(i)
         if not a.raw and not ctx.json:
             ctx.out.log(f"Sending request on [{a.subject}]")
         t0 = time.perf_counter()
         try:
             msg = await nc.request(a.subject, data, timeout=ctx.timeout, headers=_headers(a.header, i))
-        except Exception as exc:  # noqa: BLE001
-            if type(exc).__name__ == "NoRespondersError":
-                raise CliError("no responders available for request") from None
-            raise CliError("timeout waiting for a reply") from None
+        except NoRespondersError:
+            raise CliError("no responders available for request") from None
+        except (NatsTimeoutError, asyncio.TimeoutError):
+            raise CliError(f"no reply on {a.subject} within {ctx.timeout:g}s (timeout)") from None
+        done += 1
         rtt = (time.perf_counter() - t0) * 1000
         if ctx.json:
-            ctx.out.json_out({"subject": msg.subject, "headers": dict(msg.headers or {}),
-                              "data": msg.data.decode(errors="replace")})
+            doc = msg_json(msg, reply=False)
+            # one request: one document; --count N: one reply per line, like the other streaming commands
+            ctx.out.json_out(doc) if count == 1 else ctx.out.json_line(doc)
             continue
-        if not a.raw:
-            ctx.out.log(f"Received on [{msg.subject}] rtt {rtt:.3f}ms")
-            for k, v in (msg.headers or {}).items():
-                ctx.out.print(f"{k}: {v}")
-        ctx.out.print(msg.data.decode(errors="replace"))
+        if a.raw:
+            ctx.out.raw(msg.data)
+            continue
+        ctx.out.log(f"Received on [{msg.subject}] rtt {rtt:.3f}ms")
+        for k, v in (msg.headers or {}).items():
+            ctx.out.print(f"{k}: {v}")
+        ctx.out.print(text_of(msg.data))
 
 
 async def cmd_reply(ctx: Ctx) -> None:
     a = ctx.args
+    check_subject(a.subject, wildcards=True)
     limit_n = optional_count(a.count)
     nc = await ctx.nc()
     done = asyncio.Event()
@@ -249,11 +302,15 @@ async def cmd_reply(ctx: Ctx) -> None:
         if done.is_set():
             return
         n += 1
-        req = msg.data.decode(errors="replace")
-        if not ctx.json:
-            ctx.out.print(f"[#{n}] Received on [{msg.subject}]: '{req}'")
+        if ctx.json:
+            ctx.out.json_line(msg_json(msg))
+        else:
+            ctx.out.print(f"[#{n}] Received on [{msg.subject}]: '{text_of(msg.data)}'")
             sys.stdout.flush()
-        data = msg.data if a.echo else render_template(a.body, n, request=req).encode()
+        if a.echo or a.body.strip() in ("{{Request}}", "{{.Request}}"):
+            data = msg.data  # the request's own bytes, whatever they are
+        else:
+            data = render_template(a.body, n, request=text_of(msg.data)).encode()
         if msg.reply:
             await nc.publish(msg.reply, data, headers=_headers(a.header, n))
         if limit_n is not None and n >= limit_n:
@@ -261,8 +318,13 @@ async def cmd_reply(ctx: Ctx) -> None:
 
     await nc.subscribe(a.subject, queue=a.queue or "", cb=on_msg)
     await nc.flush()
-    if not ctx.json:
-        ctx.out.print(f"Listening on [{a.subject}] in group [{a.queue}]")
+    ctx.summary = lambda: f"answered {n} requests on {a.subject}"
+    listening = f"Listening on [{a.subject}] in group [{a.queue}]"
+    if ctx.json:
+        sys.stderr.write(listening + "\n")
+        sys.stderr.flush()
+    else:
+        ctx.out.print(listening)
     sys.stdout.flush()
     await done.wait()
     await nc.flush()

@@ -14,7 +14,7 @@ from natsd.cli import render
 from natsd.cli.common import (
     ApiError, CliError, ask, choice, choose, comma, confirm, confirm_edit, format_time, human_bytes, parse_duration,
     parse_int, parse_size, print_names, read_json_file, show_api, show_result, stdin_is_tty, strip_type,
-    without_server_metadata,
+    text_of, without_server_metadata,
 )
 from natsd.cli.common import config_diff  # noqa: F401 - kept importable from here (tests use streams.config_diff)
 from natsd.cli.context import Ctx
@@ -77,6 +77,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     g.add_argument("stream", nargs="?")
     g.add_argument("seq", nargs="?")
     g.add_argument("-S", "--last-for", dest="last_for", help="the last message on this subject")
+    g.add_argument("--raw", action="store_true", help="only the message body, byte for byte")
     g.set_defaults(func=cmd_get)
 
     rep = s.add_parser("report", parents=[common], help="a table of every stream")
@@ -95,6 +96,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                     help="backup directory; an optional stream name before it must match the backup")
     rs.add_argument("--config", help="restore with this stream configuration JSON instead of the backup's")
     rs.set_defaults(func=_restore_cmd)
+
+    from natsd.cli import views
+
+    views.register_stream(s, common)  # view, subjects, seal
 
     t = s.add_parser("template", aliases=["templates", "tmpl"], help="stream templates (removed in nats-server 2.14)")
     ts = t.add_subparsers(dest="template_cmd", metavar="VERB", parser_class=type(p))
@@ -138,6 +143,9 @@ def config_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--deny-purge", action="store_true", default=None, help="disallow purges")
     g.add_argument("--allow-rollup", action="store_true", default=None, help="allow Nats-Rollup headers")
     g.add_argument("--allow-direct", action="store_true", default=None, help="allow direct get")
+    g.add_argument("--mirror", help="mirror this stream (a mirror has no subjects of its own)")
+    g.add_argument("--source", dest="source_streams", action="append",
+                   help="copy messages from this stream (repeatable)")
 
 
 def _split_subjects(values: list[str]) -> list[str]:
@@ -199,6 +207,10 @@ def apply_flags(cfg: dict, a: argparse.Namespace) -> dict:
         cfg["allow_rollup_hdrs"] = True
     if a.allow_direct:
         cfg["allow_direct"] = True
+    if getattr(a, "mirror", None):
+        cfg["mirror"] = {"name": a.mirror}
+    if getattr(a, "source_streams", None):  # (not `source`: that is `stream cp`'s positional argument)
+        cfg["sources"] = [{"name": n} for v in a.source_streams for n in v.replace(",", " ").split()]
     return cfg
 
 
@@ -209,7 +221,7 @@ def build_new_config(name: str, a: argparse.Namespace, *, prompt: bool) -> dict:
     apply_flags(cfg, a)
     if a.config:
         return cfg
-    if "subjects" not in cfg:
+    if "subjects" not in cfg and not cfg.get("mirror") and not cfg.get("sources"):
         cfg["subjects"] = _split_subjects([ask("--subjects", "Subjects to consume", name)])
     if prompt and stdin_is_tty():
         for field, question, default, choices in PROMPTS:
@@ -365,6 +377,9 @@ async def cmd_get(ctx: Ctx) -> None:
         ctx.out.json_out(msg)
         return
     data = base64.b64decode(msg.get("data") or b"")
+    if a.raw:
+        ctx.out.raw(data)
+        return
     ctx.out.print(f"Item: {name}#{msg['seq']} received {format_time(msg.get('time'))} on Subject {msg['subject']}\n")
     if msg.get("hdrs"):
         hdr = base64.b64decode(msg["hdrs"]).decode(errors="replace").split("\r\n")[1:]
@@ -373,7 +388,7 @@ async def cmd_get(ctx: Ctx) -> None:
             if line:
                 ctx.out.print(f"  {line}")
         ctx.out.print("")
-    ctx.out.print(data.decode(errors="replace"))
+    ctx.out.print(text_of(data))
 
 
 async def cmd_report(ctx: Ctx) -> None:

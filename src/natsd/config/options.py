@@ -107,6 +107,7 @@ class ServerOptions:
     tls: TLSOptions | None = None
     https_port: int = 0  # 0 = no HTTPS monitoring; needs `tls`
     websocket: WebsocketOptions = field(default_factory=WebsocketOptions)
+    http_dashboard: bool = True  # natsd only: the live dashboard page on the monitoring port (`http_dashboard: false`)
     max_payload: int = 1024 * 1024
     max_connections: int = 64 * 1024
     max_control_line: int = 4096
@@ -1019,6 +1020,7 @@ _TOP_LEVEL: dict[str, _Callable[[_Ctx, ServerOptions, ConfigMap, str], None]] = 
     "https": _h_https,
     "https_port": _setter("https_port", "int_"),
     "monitor_port": _setter("http_port", "int_"),
+    "http_dashboard": _setter("http_dashboard", "bool_"),
     "logfile": _setter("log_file", "str_"),
     "log_file": _setter("log_file", "str_"),
     "pidfile": _setter("pid_file", "str_"),

@@ -6,9 +6,11 @@ anyway, so serving a request never stalls clients for longer than building its J
 
 Endpoints: ``/varz``, ``/connz`` (``subs=1|detail``, ``offset``, ``limit``, ``sort``, ``cid``,
 ``acc``, ``auth``), ``/subsz`` (``subs=1``, ``offset``, ``limit``, ``test``), ``/healthz``,
-``/accountz`` (``acc``), ``/jsz`` (delegated to the JetStream engine). Durations are Go-style
-strings (``"4m39s"``) where the reference uses strings and nanoseconds where it uses numbers;
-times are RFC 3339 UTC with nanoseconds.
+``/accountz`` (``acc``), ``/jsz`` (delegated to the JetStream engine), ``/metrics`` (Prometheus, see
+:mod:`natsd.server.metrics`; built over several loop turns, the connection's later requests wait
+for it) and the live dashboard at ``/`` and ``/dashboard`` (:mod:`natsd.server.dashboard`).
+Durations are Go-style strings (``"4m39s"``) where the reference uses strings and nanoseconds
+where it uses numbers; times are RFC 3339 UTC with nanoseconds.
 """
 
 from __future__ import annotations
@@ -71,6 +73,15 @@ class _HttpProtocol(asyncio.Protocol):
         self.monitor = monitor
         self.buf = bytearray()
         self.transport = None
+        self.busy = False
+        self.writable = asyncio.Event()  # transport flow control, for large bodies written in chunks
+        self.writable.set()
+
+    def pause_writing(self) -> None:
+        self.writable.clear()
+
+    def resume_writing(self) -> None:
+        self.writable.set()
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -78,10 +89,11 @@ class _HttpProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc) -> None:
         self.monitor.conns.discard(self.transport)
+        self.writable.set()  # a chunked write waiting on a gone client ends
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
-        while True:
+        while not self.busy:  # a slow (async) response in progress: later requests wait in buf, in order
             end = self.buf.find(b"\r\n\r\n")
             if end < 0:
                 if len(self.buf) > _MAX_REQUEST:
@@ -102,22 +114,52 @@ class _HttpProtocol(asyncio.Protocol):
             close = headers.get("connection", "").lower() == "close" or version == "HTTP/1.0"
             if method not in ("GET", "HEAD"):
                 self._respond(405, {"error": "method not allowed"}, close=close)
+            elif (slow := self.monitor.handle_async(target)) is not None:
+                self.busy = True
+                asyncio.ensure_future(self._slow(slow, close, method == "HEAD"))
+                return
             else:
-                code, body = self.monitor.handle(target)
-                self._respond(code, body, close=close, head_only=method == "HEAD")
+                self._respond(*self.monitor.handle(target), close=close, head_only=method == "HEAD")
             if close or self.transport is None or self.transport.is_closing():
                 return
 
-    def _respond(self, code: int, body, close: bool, head_only: bool = False) -> None:
+    async def _slow(self, work, close: bool, head_only: bool) -> None:
+        """Build a response over several loop turns, then write its chunks as the client takes them (each
+        chunk waits for the transport's buffer to drain), so a large body never holds the loop."""
+        try:
+            code, body, ctype = await work
+        except Exception as e:  # noqa: BLE001 - a monitoring bug must not take the server down
+            logger.exception("monitoring endpoint failed")
+            code, body, ctype = 500, [json.dumps({"error": str(e)}).encode()], None
+        t = self.transport
+        if t is None or t.is_closing():
+            return
+        self._respond_head(code, sum(map(len, body)), ctype, close)
+        for chunk in [] if head_only else body:
+            await self.writable.wait()
+            if t.is_closing():
+                return
+            t.write(chunk)
+        if close:
+            t.close()
+            return
+        self.busy = False
+        self.data_received(b"")  # serve requests that arrived meanwhile
+
+    def _respond(self, code: int, body, ctype: str | None = None, *, close: bool, head_only: bool = False) -> None:
         data = body if isinstance(body, bytes) else json.dumps(body, indent=2).encode()
-        head = (f"HTTP/1.1 {code} {_STATUS.get(code, '')}\r\n"
-                "Content-Type: application/json\r\n"
-                f"Content-Length: {len(data)}\r\n"
-                f"Date: {time.strftime('%a, %d %b %Y %H:%M:%S GMT', time.gmtime())}\r\n"
-                + ("Connection: close\r\n" if close else "") + "\r\n").encode()
-        self.transport.write(head if head_only else head + data)
+        self._respond_head(code, len(data), ctype, close)
+        if not head_only:
+            self.transport.write(data)
         if close:
             self.transport.close()
+
+    def _respond_head(self, code: int, length: int, ctype: str | None, close: bool) -> None:
+        self.transport.write((f"HTTP/1.1 {code} {_STATUS.get(code, '')}\r\n"
+                              f"Content-Type: {ctype or 'application/json'}\r\n"
+                              f"Content-Length: {length}\r\n"
+                              f"Date: {time.strftime('%a, %d %b %Y %H:%M:%S GMT', time.gmtime())}\r\n"
+                              + ("Connection: close\r\n" if close else "") + "\r\n").encode())
 
 
 class MonitorServer:
@@ -148,9 +190,27 @@ class MonitorServer:
             await self._srv.wait_closed()
             self._srv = None
 
-    def handle(self, target: str) -> tuple[int, dict | bytes]:
+    def handle_async(self, target: str):
+        """A coroutine giving ``(code, body, content type)`` for endpoints built over several loop turns
+        (``/metrics``, see :mod:`natsd.server.metrics`), else None."""
+        if urlsplit(target).path.rstrip("/") != "/metrics":
+            return None
+        self.req_stats["/metrics"] = self.req_stats.get("/metrics", 0) + 1
+        from natsd.server import metrics
+
+        async def run() -> tuple[int, bytes, str]:
+            return 200, await metrics.render(self), metrics.CONTENT_TYPE
+
+        return run()
+
+    def handle(self, target: str) -> tuple:
         u = urlsplit(target)
         path = u.path.rstrip("/") or "/"
+        if self.server.options.http_dashboard and (path in ("/", "/dashboard") or path.startswith("/dashboard/")):
+            from natsd.server import dashboard  # the page and its static files (`http_dashboard: false` turns off)
+
+            self.req_stats[path] = self.req_stats.get(path, 0) + 1
+            return dashboard.serve(path)
         fn = self.routes.get(path)
         if fn is None:
             return 404, b"404 page not found\n"
@@ -165,6 +225,8 @@ class MonitorServer:
             return 500, {"error": str(e)}
         if isinstance(r, tuple):
             return r
+        if path == "/":
+            return 200, r, "text/html; charset=utf-8"
         return 200, r
 
     # -- endpoints -----------------------------------------------------------------------------------
@@ -173,7 +235,7 @@ class MonitorServer:
         return rfc3339(self.server.clock.time_ns())
 
     def root(self, q: dict) -> bytes:
-        links = "".join(f'<a href="{p}">{p[1:]}</a><br/>\n' for p in self.routes if p != "/")
+        links = "".join(f'<a href="{p}">{p[1:]}</a><br/>\n' for p in [*self.routes, "/metrics"] if p != "/")
         return f"<html><body>natsd {__version__}<br/>\n{links}</body></html>\n".encode()
 
     def varz(self, q: dict) -> dict:

@@ -1,0 +1,202 @@
+"""What a Prometheus scrape costs the message path, with 1,000 streams and 10,000 consumers.
+
+For each server (natsd, then the reference nats-server): start it with monitoring, create 1,000 streams
+(``m.<i>``, one message each) with 10 durable pull consumers each, then run the jsbench ``core`` (or
+``--workload jspub``) publish benchmark several times, alternating a quiet run with a run during which the
+monitoring port is scraped every ``--interval`` seconds (default 15 s, Prometheus' default scrape interval; the
+first scrape starts with the run). natsd is scraped at ``/metrics``; nats-server has no ``/metrics``, so it is scraped as
+prometheus-nats-exporter reads it (``/varz``, ``/connz``, ``/jsz?consumers=true&config=true&accounts=true``).
+
+Reported per server: the median rate quiet and scraped, the cost (1 - scraped / quiet), the scrapes done and
+their mean duration, and the server's CPU seconds for one scrape of an idle server (divided by the scrape
+interval, that is the share of one core scraping takes whatever the load). The machine is shared and noisy: the cost of one pair of runs can be several percent in
+either direction, so look at the medians over ``--rounds``.
+
+    .venv/bin/python bench/bench_metrics.py                      # core pub/sub, 30 s runs, 3 rounds
+    .venv/bin/python bench/bench_metrics.py --workload jspub --rounds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run import JSBENCH, ROOT, ServerProc, free_port, wait_port  # noqa: E402
+
+import nats  # noqa: E402
+
+NATSD_SCRAPE = ["/metrics"]
+REFERENCE_SCRAPE = ["/varz", "/connz", "/jsz?consumers=true&config=true&accounts=true"]
+
+
+class MonitoredServer(ServerProc):
+    """ServerProc with the monitoring port on (``-m``)."""
+
+    def __init__(self, kind: str) -> None:  # noqa: D107 - same as ServerProc plus -m
+        import tempfile
+
+        self.kind = kind
+        self.port = free_port()
+        self.http_port = free_port()
+        self.store = tempfile.mkdtemp(prefix=f"bench-metrics-{kind}-")
+        args = ["-a", "127.0.0.1", "-p", str(self.port), "-m", str(self.http_port), "-js", "-sd", self.store]
+        venv_bin = Path(sys.executable).parent
+        cmd = [sys.executable, "-m", "natsd", *args] if kind == "natsd" else [str(venv_bin / "nats-server"), *args]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port(self.port)
+        wait_port(self.http_port)
+
+
+async def populate(url: str, streams: int, consumers_per: int) -> None:
+    nc = await nats.connect(url)
+    try:
+        for i in range(streams):
+            cfg = {"name": f"M{i}", "subjects": [f"m.{i}"], "storage": "file"}
+            r = json.loads((await nc.request(f"$JS.API.STREAM.CREATE.M{i}", json.dumps(cfg).encode(), timeout=30)).data)
+            assert "error" not in r, r
+            await nc.publish(f"m.{i}", b"x" * 64)
+            futs = []
+            for j in range(consumers_per):
+                body = {"stream_name": f"M{i}", "config": {"durable_name": f"C{j}", "ack_policy": "explicit"},
+                        "action": "create"}
+                futs.append(nc.request(f"$JS.API.CONSUMER.CREATE.M{i}.C{j}", json.dumps(body).encode(), timeout=30))
+            for resp in await asyncio.gather(*futs):
+                r = json.loads(resp.data)
+                assert "error" not in r, r
+        await nc.flush()
+    finally:
+        await nc.close()
+
+
+class Scraper(threading.Thread):
+    """Scrapes the given paths one after another, ``interval`` seconds apart, until stopped."""
+
+    def __init__(self, base: str, paths: list[str], interval: float) -> None:
+        super().__init__(daemon=True)
+        self.base, self.paths, self.interval = base, paths, interval
+        self.stop = threading.Event()
+        self.durations: list[float] = []
+        self.sizes: list[int] = []
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            t0 = time.perf_counter()
+            size = 0
+            for p in self.paths:
+                with urllib.request.urlopen(self.base + p, timeout=120) as r:
+                    size += len(r.read())
+            self.durations.append(time.perf_counter() - t0)
+            self.sizes.append(size)
+            self.stop.wait(self.interval)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (from /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def jsbench(url: str, workload: str, n: int, size: int) -> float | None:
+    """The run's rate, or None when jsbench gave up (its async publish fails when no ack frees a slot of its
+    4,096-message window within 200 ms, which a busy shared machine can cause with or without a scrape)."""
+    out = subprocess.run([str(JSBENCH), url, workload, str(n), str(size)], capture_output=True, text=True,
+                         timeout=900)
+    for tok in out.stdout.split():
+        if tok.startswith("rate="):
+            return float(tok[5:])
+    sys.stderr.write(f"jsbench {workload} failed: {out.stdout.strip()} {out.stderr.strip()}\n")
+    return None
+
+
+def measure(kind: str, a: argparse.Namespace) -> dict:
+    srv = MonitoredServer(kind)
+    try:
+        t0 = time.perf_counter()
+        asyncio.run(populate(srv.url, a.streams, a.consumers))
+        setup = time.perf_counter() - t0
+        base = f"http://127.0.0.1:{srv.http_port}"
+        paths = NATSD_SCRAPE if kind == "natsd" else REFERENCE_SCRAPE
+        t1 = time.perf_counter()
+        for p in paths:
+            with urllib.request.urlopen(base + p, timeout=120) as r:
+                first_size = len(r.read())
+        idle_scrape = time.perf_counter() - t1
+        # what one more scrape costs the server, in CPU seconds (the first one also builds caches)
+        c0 = cpu_seconds(srv.proc.pid)
+        for p in paths:
+            with urllib.request.urlopen(base + p, timeout=120) as r:
+                r.read()
+        scrape_cpu = cpu_seconds(srv.proc.pid) - c0
+        n = a.n
+        if not n:  # size the runs to last about --seconds, from a short calibration run
+            rate = jsbench(srv.url, a.workload, 100_000, a.size) or 10_000.0
+            n = int(rate * a.seconds)
+        quiet, scraped, durations = [], [], []
+        scrapes = 0
+        for _ in range(a.rounds):
+            quiet.append(jsbench(srv.url, a.workload, n, a.size))
+            sc = Scraper(base, paths, a.interval)
+            sc.start()
+            scraped.append(jsbench(srv.url, a.workload, n, a.size))
+            sc.stop.set()
+            sc.join()
+            scrapes += len(sc.durations)
+            durations += sc.durations
+        ok_q, ok_s = [x for x in quiet if x], [x for x in scraped if x]
+        q = statistics.median(ok_q) if ok_q else float("nan")
+        s = statistics.median(ok_s) if ok_s else float("nan")
+        return {"kind": kind, "setup_s": round(setup, 1), "idle_scrape_s": round(idle_scrape, 3),
+                "scrape_server_cpu_s": round(scrape_cpu, 3),
+                "scrape_bytes": first_size, "n": n, "quiet": quiet, "scraped": scraped, "quiet_median": q,
+                "scraped_median": s, "cost_pct": round((1 - s / q) * 100, 2), "scrapes": scrapes,
+                "scrape_mean_s": round(statistics.mean(durations), 3) if durations else None}
+    finally:
+        srv.stop()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workload", default="core", choices=["core", "jspub", "jspubmem"])
+    ap.add_argument("--n", type=int, default=0, help="messages per run (default: what lasts --seconds)")
+    ap.add_argument("--seconds", type=float, default=30.0, help="length of each run when --n is not given")
+    ap.add_argument("--size", type=int, default=128)
+    ap.add_argument("--streams", type=int, default=1000)
+    ap.add_argument("--consumers", type=int, default=10, help="consumers per stream")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--interval", type=float, default=15.0, help="seconds between scrapes (Prometheus default: 15)")
+    ap.add_argument("--only", choices=["natsd", "reference"])
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    if not JSBENCH.exists():
+        subprocess.run(["bash", str(ROOT / "scripts" / "build-jsbench.sh")], check=True, cwd=ROOT)
+    kinds = [k for k in ("natsd", "reference") if a.only in (None, k)]
+    results = [measure(k, a) for k in kinds]
+    if a.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    print(f"{a.workload}, {a.streams} streams x {a.consumers} consumers, scrape every {a.interval}s, "
+          f"{a.rounds} rounds (medians)")
+    print(f"{'server':<10} {'quiet/s':>10} {'scraped/s':>10} {'cost':>7} {'scrapes':>8} {'scrape s':>9} "
+          f"{'idle scrape s':>13} {'server CPU s':>12} {'bytes':>10}")
+    for r in results:
+        print(f"{r['kind']:<10} {r['quiet_median']:>10.0f} {r['scraped_median']:>10.0f} {r['cost_pct']:>6.1f}% "
+              f"{r['scrapes']:>8} {r['scrape_mean_s'] or 0:>9.3f} {r['idle_scrape_s']:>13.3f} "
+              f"{r['scrape_server_cpu_s']:>12.3f} {r['scrape_bytes']:>10}")
+    if len(results) == 2:
+        print(f"ratio natsd / nats-server (quiet): {results[0]['quiet_median'] / results[1]['quiet_median']:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
