@@ -29,8 +29,7 @@ from typing import Any
 
 import nats
 
-from tests.helpers.inproc import running_server
-from tests.helpers.servers import start_server
+from tests.helpers.inproc import side_by_side
 
 __all__ = ["generate", "run_script", "first_divergence", "minimise", "check_seed"]
 
@@ -298,15 +297,7 @@ async def _one(nc, op: list, delivered: list[str]) -> Any:
 
 
 async def _observe(ops: list[list], workdir: Path) -> tuple[list, list]:
-    workdir.mkdir(parents=True, exist_ok=True)
-    ref = start_server("reference", workdir, store_dir=str(Path(tempfile.mkdtemp(dir=workdir))))
-    try:
-        expected = await run_script(ref.url, ops)
-    finally:
-        ref.stop()
-    async with running_server(store_dir=tempfile.mkdtemp(dir=workdir)) as server:
-        got = await run_script(server.client_url, ops)
-    return expected, got
+    return await side_by_side(workdir, lambda url: run_script(url, ops))
 
 
 def first_divergence(expected: list, got: list) -> int | None:

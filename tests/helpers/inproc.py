@@ -35,7 +35,7 @@ from typing import AsyncIterator
 from natsd.config.options import JetStreamOptions, ServerOptions
 from natsd.server import Server
 
-__all__ = ["running_server", "server_and_client", "make_options"]
+__all__ = ["running_server", "server_and_client", "make_options", "side_by_side"]
 
 
 def make_options(options: ServerOptions | None = None, *, jetstream: bool = False, store_dir: str | None = None,
@@ -84,3 +84,23 @@ async def server_and_client(**kwargs) -> AsyncIterator[tuple[Server, "nats.NATS"
             yield server, nc
         finally:
             await nc.close()
+
+
+async def side_by_side(workdir, observe) -> tuple:
+    """``(await observe(url of a fresh nats-server), await observe(url of a fresh natsd))``: the same
+    script against the reference (subprocess) and natsd (in process), each on its own store under
+    ``workdir``, for the differential tests."""
+    from pathlib import Path
+
+    from tests.helpers.servers import start_server
+
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    ref = start_server("reference", workdir, store_dir=tempfile.mkdtemp(dir=workdir))
+    try:
+        expected = await observe(ref.url)
+    finally:
+        ref.stop()
+    async with running_server(store_dir=tempfile.mkdtemp(dir=workdir)) as server:
+        got = await observe(server.client_url)
+    return expected, got

@@ -12,8 +12,8 @@ import json
 import nats
 import pytest
 
-from tests.helpers.inproc import running_server
-from tests.helpers.servers import reference_binary, start_server
+from tests.helpers.inproc import side_by_side
+from tests.helpers.servers import reference_binary
 
 pytestmark = [pytest.mark.integration, pytest.mark.reference,
               pytest.mark.skipif(reference_binary() is None, reason="reference nats-server not installed")]
@@ -180,13 +180,7 @@ async def _run(url: str) -> list:
 
 
 async def test_request_decoding_matches_reference(tmp_path):
-    ref = start_server("reference", tmp_path)
-    try:
-        expected = await _run(ref.url)
-    finally:
-        ref.stop()
-    async with running_server(store_dir=str(tmp_path / "natsd")) as server:
-        got = await _run(server.client_url)
+    expected, got = await side_by_side(tmp_path, _run)
     assert len(got) == len(expected) == len(SCRIPT)
     for g, e in zip(got, expected):
         assert g == e
@@ -225,11 +219,5 @@ async def _pulls(url: str) -> list:
 
 
 async def test_pull_request_bodies_match_reference(tmp_path):
-    ref = start_server("reference", tmp_path)
-    try:
-        expected = await _pulls(ref.url)
-    finally:
-        ref.stop()
-    async with running_server(store_dir=str(tmp_path / "natsd")) as server:
-        got = await _pulls(server.client_url)
+    expected, got = await side_by_side(tmp_path, _pulls)
     assert got == expected

@@ -10,8 +10,8 @@ import json
 import nats
 import pytest
 
-from tests.helpers.inproc import running_server
-from tests.helpers.servers import reference_binary, start_server
+from tests.helpers.inproc import side_by_side
+from tests.helpers.servers import reference_binary
 
 pytestmark = [pytest.mark.integration, pytest.mark.reference,
               pytest.mark.skipif(reference_binary() is None, reason="reference nats-server not installed")]
@@ -128,13 +128,7 @@ async def _scenario(url: str) -> list:
 
 
 async def test_consumer_and_stream_state_match_reference(tmp_path):
-    ref = start_server("reference", tmp_path)
-    try:
-        expected = await _scenario(ref.url)
-    finally:
-        ref.stop()
-    async with running_server(store_dir=str(tmp_path / "natsd")) as server:
-        got = await _scenario(server.client_url)
+    expected, got = await side_by_side(tmp_path, _scenario)
     assert len(got) == len(expected)
     for g, e in zip(got, expected):
         assert g == e
@@ -167,11 +161,5 @@ async def _filtered_purges(url: str) -> list:
 
 
 async def test_filtered_purges_match_reference(tmp_path):
-    ref = start_server("reference", tmp_path)
-    try:
-        expected = await _filtered_purges(ref.url)
-    finally:
-        ref.stop()
-    async with running_server(store_dir=str(tmp_path / "natsd")) as server:
-        got = await _filtered_purges(server.client_url)
+    expected, got = await side_by_side(tmp_path, _filtered_purges)
     assert got == expected
