@@ -9,9 +9,9 @@ import pytest
 
 from tests.helpers.servers import free_port, natsd_jetstream_available, reference_binary, start_server
 
-from .conftest import PANDAS3_WARNING, js_call, publish, stream_info
+from .conftest import js_call, publish, stream_info
 
-pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings(PANDAS3_WARNING)]
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]  # a timeout inside py4j breaks the shared session
 
 
 @pytest.fixture(scope="module")
