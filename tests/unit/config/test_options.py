@@ -284,10 +284,10 @@ def test_variables_are_not_unknown_fields():
 
 
 def test_reference_features_natsd_lacks_are_notices():
-    o = opts("cluster { port: 6222 }\nleafnodes { port: 7422 }\nport: 1")
+    o = opts("cluster { port: 6222 }\ngateway { port: 7222 }\nport: 1")
     assert o.port == 1 and o.config_warnings == []
     assert o.config_notices == ['t.conf:1:1: field "cluster" is not supported by natsd and is ignored',
-                                't.conf:2:1: field "leafnodes" is not supported by natsd and is ignored']
+                                't.conf:2:1: field "gateway" is not supported by natsd and is ignored']
 
 
 def test_incomplete_tls_block_is_an_error():
