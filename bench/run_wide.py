@@ -164,7 +164,12 @@ def summarise(runs: dict[str, dict[str, list[dict | None]]]) -> list[dict]:
                 ratio = ours / ref if higher else ref / ours
             cpu = {k: median([cpu_us_per_msg(r) for r in per_kind[k]]) for k in KINDS}
             done = sum(1 for r in per_kind["natsd"] if r and r.get(key) is not None)
+            # the ratio of each run where both servers gave a figure: its spread shows the machine's noise
+            per_run = [(a[key] / b[key] if higher else b[key] / a[key])
+                       for a, b in zip(per_kind["natsd"], per_kind["nats-server"])
+                       if a and b and a.get(key) and b.get(key)]
             rows.append({"workload": w, "figure": label, "natsd": ours, "nats-server": ref, "ratio": ratio,
+                         "run_ratios": per_run,
                          "natsd_cpu_us_per_msg": cpu["natsd"], "nats-server_cpu_us_per_msg": cpu["nats-server"],
                          "runs": done})
     return rows
@@ -175,12 +180,13 @@ def format_rows(rows: list[dict]) -> str:
         return "fail" if v is None else format(v, spec)
 
     out = [f"{'workload':<12} {'figure':<14} {'natsd':>11} {'nats-server':>12} {'ratio':>6} "
-           f"{'natsd cpu µs/msg':>17} {'nats-server cpu µs/msg':>23} runs"]
+           f"{'natsd cpu µs/msg':>17} {'nats-server cpu µs/msg':>23} runs  per-run ratios"]
     for r in rows:
         spec = ",.0f" if "/s" in r["figure"] else ",.1f"
         out.append(f"{r['workload']:<12} {r['figure']:<14} {f(r['natsd'], spec):>11} {f(r['nats-server'], spec):>12} "
                    f"{f(r['ratio'], '.2f'):>6} {f(r['natsd_cpu_us_per_msg'], '.2f'):>17} "
-                   f"{f(r['nats-server_cpu_us_per_msg'], '.2f'):>23} {r['runs']}")
+                   f"{f(r['nats-server_cpu_us_per_msg'], '.2f'):>23} {r['runs']:>4}  "
+                   f"{' '.join(format(x, '.2f') for x in r['run_ratios'])}")
     return "\n".join(out)
 
 

@@ -90,6 +90,8 @@ def test_summary_medians_and_ratio_direction(wide):
     assert rate["natsd_cpu_us_per_msg"] == pytest.approx(20.0)
     assert rate["nats-server_cpu_us_per_msg"] == pytest.approx(10.0)
     assert rate["runs"] == 3
+    assert rate["run_ratios"] == pytest.approx([0.25, 0.5])  # the run without a nats-server figure is left out
+    assert p99["run_ratios"] == pytest.approx([1 / 3, 0.5])
     assert "0.50" in wide.format_rows(list(rows.values()))
 
 
