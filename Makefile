@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 EXTRAS ?= server,test,bench,spark
 
-.PHONY: install run test test-unit test-integration test-acceptance bench jsbench screenshot clean
+.PHONY: install run test test-unit test-integration test-acceptance bench bench-wide jsbench widebench screenshot clean
 
 install: $(STAMP)
 
@@ -37,8 +37,16 @@ test-acceptance: $(STAMP)
 jsbench: $(STAMP)
 	bash scripts/build-jsbench.sh
 
-bench: $(STAMP) jsbench
+widebench: $(STAMP)
+	bash scripts/build-widebench.sh
+
+bench: $(STAMP) jsbench widebench
 	$(BIN)/python bench/run.py
+	$(BIN)/python bench/run_wide.py
+
+# The wider workload set of issue 15 alone, e.g. make bench-wide WIDE_ARGS="--runs 3".
+bench-wide: $(STAMP) widebench
+	$(BIN)/python bench/run_wide.py $(WIDE_ARGS)
 
 # A screenshot of the live dashboard (natsd with some traffic, headless chromium) for the README.
 screenshot: $(STAMP)
