@@ -643,6 +643,12 @@ async def test_account_and_user_limits(kind, tmp_path):
         _, obs["absent_account_limits"] = await raw_connect(srv.port, signed(u, jwt=N.sign(user_claims(u, "x"))))
     finally:
         srv.stop()
+    # nats-server sometimes repeats "maximum subscriptions exceeded" for one refused SUB (it checks
+    # again when it applies the account's limits to a client that just connected): one is the answer.
+    once = b"-ERR 'maximum subscriptions exceeded'\r\n"
+    for k in ("account_limits", "user_limits", "absent_user_limits"):
+        while once + once in obs[k]:
+            obs[k] = obs[k].replace(once + once, once)
     assert obs["conn0"] == obs["conn1"] == b"PONG\r\n"
     assert obs["conn2"] == b"-ERR 'maximum account active connections exceeded'\r\n"
     assert obs["account_limits"] == (b"-ERR 'maximum subscriptions exceeded'\r\nMSG a 1 10\r\n0123456789\r\nPONG\r\n"
