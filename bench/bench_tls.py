@@ -35,13 +35,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.run import JSBENCH, VENV_BIN, free_port, wait_port  # noqa: E402
+from bench.run import JSBENCH, VENV_BIN, ServerProc, free_port, wait_port  # noqa: E402
 from tests.helpers.certs import make_pki  # noqa: E402
 
 KINDS = ("natsd", "nats-server")
 
 
-class TlsServer:
+class TlsServer(ServerProc):
+    """A ServerProc (its RSS and stop) started with a tls {} block."""
+
     def __init__(self, kind: str, pki, workdir: Path) -> None:
         self.kind = kind
         self.port = free_port()
@@ -55,22 +57,6 @@ class TlsServer:
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         wait_port(self.port)
         time.sleep(0.3)
-
-    def rss_mb(self) -> float:
-        with open(f"/proc/{self.proc.pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-        return float("nan")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        shutil.rmtree(self.store, ignore_errors=True)
 
 
 def jsbench(port: int, workload: str, n: int, ca: str) -> float | None:
