@@ -114,7 +114,15 @@ int main(int argc, char **argv)
 
     stage = "consumer-info";
     jsConsumerInfo *ci = NULL;
-    MUST_JS(js_GetConsumerInfo(&ci, js, "CSMOKE", "cdur", NULL, &jerr), jerr);
+    /* Acks are published without a reply: a server may apply them after answering a request sent
+     * right behind them (nats-server queues them internally), so wait up to 2 s for the floor. */
+    for (int tries = 0;; tries++) {
+        MUST_JS(js_GetConsumerInfo(&ci, js, "CSMOKE", "cdur", NULL, &jerr), jerr);
+        if (ci->AckFloor.Stream >= 3 || tries >= 40) break;
+        jsConsumerInfo_Destroy(ci);
+        ci = NULL;
+        nats_Sleep(50);
+    }
     KV_INT("ackFloorStream", ci->AckFloor.Stream);
     KV_INT("numAckPending", ci->NumAckPending);
     KV_INT("numPending", ci->NumPending);
