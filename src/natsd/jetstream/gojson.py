@@ -33,7 +33,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["GoStruct", "GoError", "decode", "go_kind", "Slice", "Map", "Ptr", "CUSTOM"]
+__all__ = ["GoStruct", "GoError", "decode", "go_kind", "Wrapped", "Slice", "Map", "Ptr", "CUSTOM"]
 
 
 class GoError(ValueError):
@@ -52,31 +52,27 @@ class Scalar:
 
 
 @dataclass(frozen=True, slots=True)
-class Slice:
+class Wrapped:
+    """A slice (``[]``), a map with string keys (``map[string]``) or a pointer (``*``) of ``elem``.
+    Decoding goes through a pointer; its ``*`` shows only inside a slice's element name."""
+    prefix: str
     elem: Any
 
     @property
     def go_name(self) -> str:
-        return "[]" + self.elem.go_name
+        return self.prefix + self.elem.go_name
 
 
-@dataclass(frozen=True, slots=True)
-class Map:
-    elem: Any
-
-    @property
-    def go_name(self) -> str:
-        return "map[string]" + self.elem.go_name
+def Slice(elem: Any) -> Wrapped:  # noqa: N802 - reads as the Go type it builds
+    return Wrapped("[]", elem)
 
 
-@dataclass(frozen=True, slots=True)
-class Ptr:
-    """A pointer: decoding goes through to ``elem``; only a slice's element name shows the ``*``."""
-    elem: Any
+def Map(elem: Any) -> Wrapped:  # noqa: N802
+    return Wrapped("map[string]", elem)
 
-    @property
-    def go_name(self) -> str:
-        return "*" + self.elem.go_name
+
+def Ptr(elem: Any) -> Wrapped:  # noqa: N802
+    return Wrapped("*", elem)
 
 
 @dataclass(slots=True)
@@ -220,7 +216,7 @@ class _Checker:
         return out
 
     def _check(self, v: Any, t: Any, path: tuple, where: tuple) -> Any:
-        while isinstance(t, Ptr):
+        while isinstance(t, Wrapped) and t.prefix == "*":
             t = t.elem
         if isinstance(t, Scalar):
             kind = t.kind
@@ -242,20 +238,18 @@ class _Checker:
             if not isinstance(v, dict):
                 self._type_error(go_kind(v), t, path)
             return self._struct(v, t, path, where)
-        if isinstance(t, Slice):
-            if not isinstance(v, list):
-                self._type_error(go_kind(v), t, path)
-            return [None if x is None else self._check(x, t.elem, path + (str(i),), where + (i,))
-                    for i, x in enumerate(v)]
-        if isinstance(t, Map):
+        if isinstance(t, Wrapped):
+            if t.prefix == "[]":
+                if not isinstance(v, list):
+                    self._type_error(go_kind(v), t, path)
+                return [None if x is None else self._check(x, t.elem, path + (str(i),), where + (i,))
+                        for i, x in enumerate(v)]
             if not isinstance(v, dict):
                 self._type_error(go_kind(v), t, path)
             return {k: (None if x is None else self._check(x, t.elem, path + (k,), where + (k,))) for k, x in v.items()}
         raise TypeError(f"not a Go type: {t!r}")
 
     def _type_error(self, what: str, t: Any, path: tuple) -> None:
-        while isinstance(t, Ptr):
-            t = t.elem
         raise GoError(f"json: cannot unmarshal {what} into Go struct field "
                       f"{self.root.name}.{'.'.join(path)} of type {t.go_name}")
 
