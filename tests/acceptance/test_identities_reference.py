@@ -644,11 +644,13 @@ async def test_account_and_user_limits(kind, tmp_path):
     finally:
         srv.stop()
     # nats-server sometimes repeats "maximum subscriptions exceeded" for one refused SUB (it checks
-    # again when it applies the account's limits to a client that just connected): one is the answer.
+    # again when it applies the account's limits to a client that just connected, and the repeat can
+    # land after later replies such as PONG): the first one is the answer. natsd's output is taken as is.
     once = b"-ERR 'maximum subscriptions exceeded'\r\n"
-    for k in ("account_limits", "user_limits", "absent_user_limits"):
-        while once + once in obs[k]:
-            obs[k] = obs[k].replace(once + once, once)
+    if kind == "reference":
+        for k in ("account_limits", "user_limits", "absent_user_limits"):
+            head, sep, tail = obs[k].partition(once)
+            obs[k] = head + sep + tail.replace(once, b"")
     assert obs["conn0"] == obs["conn1"] == b"PONG\r\n"
     assert obs["conn2"] == b"-ERR 'maximum account active connections exceeded'\r\n"
     assert obs["account_limits"] == (b"-ERR 'maximum subscriptions exceeded'\r\nMSG a 1 10\r\n0123456789\r\nPONG\r\n"
