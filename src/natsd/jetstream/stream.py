@@ -224,7 +224,7 @@ class Stream:
         # Snapshots being sent (natsd.jetstream.snapshot): while any runs, nothing expires (the
         # backup must be consistent) and STREAM.UPDATE is refused (see api/snapshot.py).
         self.snapshots_running = 0
-        self._subs: list[Any] = []
+        self._subs: dict[str, Any] = {}  # subject -> its subscription
         self._direct_subs: list[Any] = []
         # Replies waiting for this turn's flush: reply subject, payload, parallel lists.
         self._ack_subjects: list[str] = []
@@ -341,9 +341,16 @@ class Stream:
 
     def _subscribe(self) -> None:
         ports = self.account.ports
-        for s in self._subs:
-            s.unsubscribe()
-        self._subs = [ports.subscribe(subj, self.process_msg) for subj in self.config.subjects]
+        # An update changes the subscriptions by difference: a stream with tens of thousands of
+        # subjects that gains one must not drop and re-insert all of them (seconds on the loop).
+        old = self._subs
+        keep = {}
+        for subj in self.config.subjects:
+            sub = old.pop(subj, None)
+            keep[subj] = sub if sub is not None else ports.subscribe(subj, self.process_msg)
+        for sub in old.values():
+            sub.unsubscribe()
+        self._subs = keep
         for s in self._direct_subs:
             s.unsubscribe()
         self._direct_subs = []
@@ -358,9 +365,9 @@ class Stream:
                 self._direct_subs.append(ports.subscribe(f"{pfx}DIRECT.GET.{self.name}.>", on_last))
 
     def _unsubscribe(self) -> None:
-        for s in self._subs + self._direct_subs:
+        for s in [*self._subs.values(), *self._direct_subs]:
             s.unsubscribe()
-        self._subs, self._direct_subs = [], []
+        self._subs, self._direct_subs = {}, []
 
     def stop(self) -> None:
         """Stop ingest, flush what is pending, stop consumers and close the store."""

@@ -347,3 +347,29 @@ def test_subject_transform_applied_before_storing(env):
     out = env.api("$JS.API.STREAM.CREATE.T2", {"name": "T2", "storage": "memory", "subjects": ["t2.*"],
                                                "subject_transform": {"src": "t2.*", "dest": "x.{{partition(3,1)}}"}})
     assert out["error"]["err_code"] == 10156
+
+
+def test_update_changes_subscriptions_by_difference(env):
+    """STREAM.UPDATE keeps the subscriptions of subjects it keeps (a stream with tens of thousands
+    of subjects that gains one must not re-insert all of them) and still routes exactly the new set."""
+    subjects = [f"ov.{i}.*" for i in range(2000)]
+    mk(env, subjects=subjects)
+    stream = env.account.streams["ORDERS"]
+    before = dict(stream._subs)
+    subscribes = env.ports.subscribe
+    made: list[str] = []
+
+    def counting_subscribe(subject, handler, *a, **kw):
+        made.append(subject)
+        return subscribes(subject, handler, *a, **kw)
+
+    env.ports.subscribe = counting_subscribe
+    new = subjects[1:] + ["new.*"]
+    info = env.api("$JS.API.STREAM.UPDATE.ORDERS", {"name": "ORDERS", "subjects": new, "storage": "memory"})
+    assert info["config"]["subjects"] == new, info
+    assert made == ["new.*"]  # only the added subject is subscribed
+    assert all(stream._subs[s] is before[s] for s in subjects[1:])  # the kept ones stay as they were
+    assert set(stream._subs) == set(new)
+    assert env.pub("new.x", b"a") == {"stream": "ORDERS", "seq": 1}
+    assert env.pub("ov.1999.x", b"a") == {"stream": "ORDERS", "seq": 2}
+    assert env.pub("ov.0.x", b"a") is None  # no longer captured: no PubAck (no responders)
