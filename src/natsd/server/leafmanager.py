@@ -10,9 +10,8 @@ import random
 from typing import TYPE_CHECKING
 
 from natsd import __version__
-from natsd.server.leafnode import (
-    LDS_PREFIX, SECOND, LeafConnection, _nuid, read_creds, remote_ssl_context, sign_nonce,
-)
+from natsd.server.leafauth import authenticate, read_creds, remote_ssl_context, sign_nonce
+from natsd.server.leafnode import LDS_PREFIX, SECOND, LeafConnection, _nuid
 from natsd.server.log import logger
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -76,7 +75,7 @@ class _Remote:
             self.connected_url = url
             await asyncio.wait_for(
                 loop.create_connection(lambda: LeafConnection(self.manager, self), host, port), timeout=5)
-        except (OSError, asyncio.TimeoutError, NotImplementedError) as e:
+        except (OSError, asyncio.TimeoutError, ValueError) as e:  # (ValueError: TLS files)
             self.failures += 1
             logger.error('Error trying to connect as leafnode to remote server "%s:%d" (attempt %d): %s',
                          host, port, self.failures, e or type(e).__name__)
@@ -141,12 +140,32 @@ class LeafManager:
         ln = self.options
         if ln.port:
             host = ln.host or "0.0.0.0"
+            if ln.tls is not None:
+                self.server.tls.add("leafnode", ln.tls)  # reloaded with the others (TlsContexts)
             self._listener = await self.server.loop.create_server(
-                lambda: LeafConnection(self), host, ln.port if ln.port > 0 else 0, reuse_address=True)
+                self._new_protocol, host, ln.port if ln.port > 0 else 0, reuse_address=True)
             self.port = self._listener.sockets[0].getsockname()[1]
             logger.info("Listening for leafnode connections on %s:%d", host, self.port)
         for r in self.remotes:
             r.start()
+
+    def _new_protocol(self):
+        """An accepted link: plain, or under the client port's TLS layer. nats-server's leafnode
+        order: INFO in plaintext, then the handshake (or the handshake first with
+        ``handshake_first``); a first record that is not TLS closes the link without a reply."""
+        tls = self.options.tls
+        if tls is None:
+            return LeafConnection(self)
+        from natsd.server.tls import TlsLayer
+
+        s = self.server
+        if not tls.handshake_first:
+            mode = "after_info"
+        else:
+            mode = "auto" if tls.handshake_first_fallback_ns > 0 else "first"
+        return TlsLayer(s.tls.getter("leafnode"), lambda: LeafConnection(self), s.clock, s._handshakes,
+                        timeout_ns=tls.timeout_ns, mode=mode, fallback_ns=tls.handshake_first_fallback_ns,
+                        pinned=tls.pinned_certs)
 
     async def stop(self) -> None:
         for r in self.remotes:
@@ -176,6 +195,11 @@ class LeafManager:
             "auth_required": True,
             "max_payload": s.options.max_payload,
         }
+        tls = self.options.tls
+        if tls is not None:
+            d["tls_required"] = True
+            if tls.verify_clients:
+                d["tls_verify"] = True
         if s.jetstream is not None:
             d["jetstream"] = True
         d["client_id"] = c.cid
@@ -228,23 +252,10 @@ class LeafManager:
                 d["auth_token"] = user
         return d
 
-    def authenticate(self, d: dict) -> str | None:
-        """The account a leaf CONNECT binds to, or None when refused."""
-        from natsd.server.auth import check_password
-
-        ln = self.options
-        user = d.get("user", "") or ""
-        pw = d.get("pass", "") or ""
-        if ln.users:
-            for u in ln.users:
-                if u.user == user and check_password(u.password, pw):
-                    return u.account or "$G"
-            return None
-        if ln.username:
-            if user == ln.username and check_password(ln.password, pw):
-                return ln.account or "$G"
-            return None
-        return ln.account or "$G"
+    def authenticate(self, d: dict, c: LeafConnection):
+        """The :class:`~natsd.server.auth.AuthResult` of a leaf CONNECT (see
+        :func:`natsd.server.leafauth.authenticate`)."""
+        return authenticate(self.options, self.server.auth, d, c)
 
     # -- interest fan-out ------------------------------------------------------------------------------
 

@@ -40,8 +40,14 @@ carrying ``connect_info`` and its interest; the soliciting side then sends its i
 soliciting link that fails or drops is retried after ``reconnect`` (doubled per failed attempt
 up to 8x, with jitter), for ever; the local server keeps serving its clients meanwhile.
 
-TLS for remotes: :func:`remote_ssl_context` is the single hook (the remote's parsed ``tls {}``
-block in, an ``ssl.SSLContext`` out); natsd's TLS plumbing lives elsewhere and plugs in there.
+TLS: a remote's ``tls {}`` becomes a client ``SSLContext`` (:func:`remote_ssl_context`) and the
+link is upgraded with ``loop.start_tls`` after the hub's INFO. The accepting port's ``tls {}`` puts
+the client port's :class:`~natsd.server.tls.TlsLayer` under each link (INFO in plaintext, then
+the handshake; a plaintext peer is closed without a reply; ``tls_failed`` logs it as the reference
+does). Identities on the accepting side (:meth:`LeafManager.authenticate
+<natsd.server.leafmanager.LeafManager.authenticate>`): the leafnode block's own user, nkey or users
+(by certificate with ``verify_and_map``), else the server's users, nkeys and operator JWTs; the
+link binds to the account they name, and a JWT-authenticated link ends when its JWT expires.
 """
 
 from __future__ import annotations
@@ -49,7 +55,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
-import re
 from typing import TYPE_CHECKING
 
 from natsd.protocol.encoder import PING, PONG, encode_err, encode_info
@@ -58,6 +63,7 @@ from natsd.protocol.leaf import (
     L_CONNECT, L_ERR, L_INFO, L_MSG, L_PING, L_PONG, L_SUB, L_UNSUB, LeafParser, encode_connect,
     encode_ls_minus, encode_ls_plus, msg_line, split_js_ack_deliver,
 )
+from natsd.server.leafauth import read_creds, remote_ssl_context, sign_nonce  # noqa: F401 (re-exported)
 from natsd.server.log import logger
 from natsd.server.router import LEAF_LINK, route, route_batch
 from natsd.server.subscription import Subscription
@@ -68,58 +74,18 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["LeafConnection", "remote_ssl_context", "JS_DENY", "read_creds", "sign_nonce"]
 
+# (the identity helpers live in natsd.server.leafauth; re-exported here for their users)
+
 # Subjects that never cross a link (nats-server's denyAllClientJs).
 JS_DENY = ("$JS.API.>", "$KV.>", "$OBJ.>")
 LDS_PREFIX = "$LDS."
 LOOP_DELAY_NS = 30_000_000_000  # nats-server leafNodeReconnectDelayAfterLoopDetected
 FIRST_PING_NS = 1_000_000_000  # first PING soon after the link is up (RTT, liveness)
 SECOND = 1_000_000_000
-_CREDS_RE = re.compile(rb"\s*(?:(?:[-]{3,}.*[-]{3,}\r?\n)([\w\-.=]+)(?:\r?\n[-]{3,}.*[-]{3,}(\r?\n|\Z)))")
-
-
-def remote_ssl_context(tls_options):
-    """The ``ssl.SSLContext`` for a remote's ``tls {}`` options, or None for plaintext.
-
-    The hook onto natsd's shared TLS plumbing (:func:`natsd.config.tls.build_client_context`).
-    Without it (or with an unparsed block) the remote is refused with a clear log line rather
-    than connected in plaintext. The link itself starts in plaintext: the hub sends INFO, then
-    both sides run the TLS handshake (see ``LeafConnection._start_tls``), as nats-server does.
-    """
-    if not tls_options:
-        return None
-    try:
-        from natsd.config.tls import build_client_context  # type: ignore[import-not-found]
-    except ImportError:
-        raise NotImplementedError("TLS for leafnode remotes needs natsd.config.tls") from None
-    if isinstance(tls_options, dict):
-        raise NotImplementedError("the remote's tls block was not parsed by natsd.config.tls")
-    return build_client_context(tls_options)
 
 
 def _nuid() -> str:
     return base64.b32encode(os.urandom(15)).decode().rstrip("=")
-
-
-def read_creds(path: str) -> tuple[str, bytes]:
-    """``(user_jwt, seed)`` from a ``.creds`` file (the decorated JWT and NKEY SEED blocks)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    items = _CREDS_RE.findall(data)
-    if len(items) < 2:
-        raise ValueError(f"credentials file {path} malformed")
-    return items[0][0].decode(), items[1][0]
-
-
-def sign_nonce(seed: bytes, nonce: str) -> tuple[str, str]:
-    """``(sig, public_key)``: the nonce signed with the seed, base64url without padding."""
-    import nkeys  # the NATS ed25519 keys library
-
-    kp = nkeys.from_seed(seed)
-    try:
-        sig = base64.urlsafe_b64encode(kp.sign(nonce.encode())).decode().rstrip("=")
-        return sig, kp.public_key.decode()
-    finally:
-        kp.wipe()
 
 
 class _Result:
@@ -212,6 +178,7 @@ class LeafConnection(asyncio.Protocol):
         self.pings_out = 0
         self._timer = None
         self._auth_timer = None
+        self._expire_timer = None
         self._awaiting_connect_info = False
         self._tls = None  # the TLS upgrade task of a remote with tls {}
         # Frame merging (see deliver): the last frame written and where its line sits in out.
@@ -431,12 +398,15 @@ class LeafConnection(asyncio.Protocol):
             self.send(encode_err("Attempted To Connect To Leafnode Port"))
             self.close("Wrong Port")
             return
-        acc_name = self.manager.authenticate(d)
-        if acc_name is None:
+        res = self.manager.authenticate(d, self)
+        if not res.ok:
             logger.error("%sauthentication error", self.prefix)
-            self.send(encode_err(ERR_AUTH_VIOLATION))
+            self.send(encode_err(res.error or ERR_AUTH_VIOLATION))
             self.close("Authentication Failure")
             return
+        acc_name = res.account
+        if res.expires:
+            self._arm_expiry(res.expires)
         if self._auth_timer is not None:
             self._auth_timer.cancel()
             self._auth_timer = None
@@ -503,6 +473,26 @@ class LeafConnection(asyncio.Protocol):
             self.remote.delay_next(LOOP_DELAY_NS)
         if not self.ready or "Authorization" in text or "Loop" in text:
             self.close("Authentication Failure" if "Authorization" in text else "Protocol Violation")
+
+    def _arm_expiry(self, expires_s: int) -> None:
+        """A link authenticated by a user JWT ends when the JWT (or its account's) expires."""
+        delay = max(0, int(expires_s * SECOND - self.server.clock.time_ns()))
+        self._expire_timer = self.server.clock.call_later(delay, self._expired)
+
+    def _expired(self) -> None:
+        self._expire_timer = None
+        if not self.closed:
+            logger.error("%sUser Authentication Expired", self.prefix)
+            self.send(encode_err("User Authentication Expired"))
+            self.close("Authentication Expired")
+
+    def tls_failed(self, message: str) -> None:
+        """The TLS layer below gave up (a plaintext first record, a bad certificate, a timeout)."""
+        if not self.closed:
+            # nats-server's wording ("TLS leafnode handshake error: ...", reason TLS Handshake Failure)
+            logger.error("%sTLS leafnode handshake error: %s", self.prefix,
+                         message.removeprefix("TLS handshake error: "))
+            self.close("TLS Handshake Failure", graceful=False)
 
     def _auth_timeout(self) -> None:
         self._auth_timer = None
@@ -817,7 +807,7 @@ class LeafConnection(asyncio.Protocol):
                 t.abort()
         self.closed = True
         self.out = bytearray()
-        for attr in ("_timer", "_auth_timer"):
+        for attr in ("_timer", "_auth_timer", "_expire_timer"):
             tm = getattr(self, attr)
             if tm is not None:
                 tm.cancel()
@@ -835,8 +825,8 @@ class LeafConnection(asyncio.Protocol):
         self.rsubs.clear()
         if was_ready:
             logger.info("%sLeafnode connection closed: %s - Remote: %s", self.prefix, reason, self.remote_name)
-        else:
-            logger.debug("%sLeafnode connection closed: %s", self.prefix, reason)
+        else:  # (refused links too, as the reference logs them)
+            logger.info("%sLeafnode connection closed: %s", self.prefix, reason)
         if self.remote is not None:
             self.remote.link_down(self)
 

@@ -63,5 +63,44 @@ def test_errors_are_located():
     assert any("no url" in str(e) and "t.conf:2" in str(e) for e in errs)
     with pytest.raises(ConfigError):
         opts('leafnodes { port: "x" }')
-    with pytest.raises(ConfigError, match="not supported"):
-        opts('leafnodes { port: 7422, tls { cert_file: "a" } }')  # never plaintext by accident
+    with pytest.raises(ConfigError, match="no such file"):
+        opts('leafnodes { port: 7422, tls { cert_file: "/nonexistent/a", key_file: "/nonexistent/b" } }')
+    with pytest.raises(ConfigError, match="missing 'cert_file'"):
+        opts('leafnodes { port: 7422, tls { ca_file: "x" } }')  # the accepting side needs its certificate
+
+
+def test_accepting_side_tls_and_remote_tls(tmp_path):
+    from tests.helpers.certs import make_pki
+
+    pki = make_pki(tmp_path)
+    o = opts(f"""
+leafnodes {{
+  port: 7422
+  tls {{ cert_file: "{pki.server_cert}", key_file: "{pki.server_key}", ca_file: "{pki.ca_file}", verify_and_map: true,
+        timeout: 3 }}
+  authorization {{ users: [ {{ user: "CN=client,O=natsd tests", account: EDGE }} ] }}
+  remotes: [ {{ url: "tls://hub:7422", tls {{ ca_file: "{pki.ca_file}" }} }} ]
+}}""")
+    ln = o.leafnodes
+    assert ln.tls.cert_file == pki.server_cert and ln.tls.verify_and_map and ln.tls.timeout_ns == 3 * SECOND_NS
+    # A remote needs no certificate of its own: a CA (or nothing) is enough.
+    assert ln.remotes[0].tls.ca_file == pki.ca_file and not ln.remotes[0].tls.cert_file
+    with pytest.raises(ConfigError, match="failed to parse root ca"):
+        opts(f'leafnodes {{ remotes: [ {{ url: "tls://h", tls {{ ca_file: "{pki.server_key}" }} }} ] }}')
+
+
+def test_authorization_nkey_and_the_mixes_the_reference_refuses():
+    import nkeys
+    import os
+
+    pub = nkeys.from_seed(nkeys.encode_seed(os.urandom(32), nkeys.PREFIX_BYTE_USER)).public_key.decode()
+    ln = opts(f'leafnodes {{ port: 1, authorization {{ nkey: "{pub}", account: EDGE }} }}').leafnodes
+    assert (ln.nkey, ln.account) == (pub, "EDGE") and ln.auth_required
+    with pytest.raises(ConfigError, match="Not a valid public nkey for leafnode authorization"):
+        opts('leafnodes { port: 1, authorization { nkey: "UNOTAKEY" } }')
+    with pytest.raises(ConfigError, match="can not have a single user/pass and a users array"):
+        opts("leafnodes { port: 1, authorization { user: a, password: b, users: [ {user: c, password: d} ] } }")
+    with pytest.raises(ConfigError, match="can not have a single nkey and a users array"):
+        opts(f'leafnodes {{ port: 1, authorization {{ nkey: "{pub}", users: [ {{user: c, password: d}} ] }} }}')
+    with pytest.raises(ConfigError, match='duplicate user "c" detected in leafnode authorization'):
+        opts("leafnodes { port: 1, authorization { users: [ {user: c, password: d}, {user: c, password: e} ] } }")
