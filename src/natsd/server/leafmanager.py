@@ -286,11 +286,20 @@ class LeafManager:
 
         def watch(subject: str, queue: str | None, item, delta: int) -> None:
             owner = getattr(item, "client", None)
+            if queue is not None and isinstance(owner, LeafConnection):
+                delta *= owner.queue_weight(item)  # a link's queue member counts for its weight
             for link in links:
                 if link.bound and link.exports_interest_of(owner):
                     link.interest_changed(subject, queue, delta)
 
         return watch
+
+    def weight_changed(self, owner: LeafConnection, subject: str, queue: str, delta: int) -> None:
+        """A link's ``LS+`` changed the weight of one of its queue groups: the other links of the
+        account announce the new total (as nats-server passes queue weights on)."""
+        for link in self.links.get(owner.account.name, ()):
+            if link.bound and link.exports_interest_of(owner):
+                link.interest_changed(subject, queue, delta)
 
     # -- monitoring --------------------------------------------------------------------------------------
 

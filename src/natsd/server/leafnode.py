@@ -9,8 +9,8 @@ of the server like a client that subscribes on behalf of the other side:
 * **interest in**: ``LS+ subject [queue weight]`` inserts one :class:`Subscription` owned by the
   link into the account's Sublist (``LS-`` removes it), so local publishes reach the other side
   through the normal routing (:func:`natsd.server.router.route`), queue groups included: the link
-  is one member of a group, whatever its weight, used when no local member is there (as the
-  reference). Links set ``sub_deny`` to a never-denying marker
+  is a member of a group used when no local member is there (as the reference), and among several
+  links one is picked in proportion to its ``weight`` (the members it stands for, :meth:`queue_weight`). Links set ``sub_deny`` to a never-denying marker
   (``router.LEAF_LINK``) so the router always calls :meth:`LeafConnection.deliver`, which writes ``LMSG``/``HMSG``
   frames instead of ``MSG``. When one message reaches a link through several subscriptions
   (plain and queue interest, or overlapping wildcards), the router calls ``deliver`` for each,
@@ -19,7 +19,8 @@ of the server like a client that subscribes on behalf of the other side:
 * **interest out**: the account's Sublist reports every insert/remove (``Sublist.watch``);
   :class:`~natsd.server.leafmanager.LeafManager` forwards it to each link of the account, which keeps a count per
   (subject, queue) and sends ``LS+``/``LS-`` when a count leaves/reaches zero (and ``LS+`` with
-  the new weight when a queue group's size changes). Subscriptions a link made itself are not
+  the new weight when a queue group's size changes; another link's member counts for its weight,
+  so a hub tells each leaf how many members the other leafs stand for). Subscriptions a link made itself are not
   echoed back to it, and a soliciting link never gets the interest of another soliciting link
   (hub interest does not flow hub to hub).
 * **messages in**: ``LMSG`` is routed like a client publish from the link (``echo`` off, so it
@@ -536,19 +537,24 @@ class LeafConnection(asyncio.Protocol):
         if _covered(self.deny_out, subject):
             return
         key = (subject, queue)
+        weight = max(weight, 1) if queue else 1
         old = self.rsubs.get(key)
         if old is not None:
-            if queue:
+            if queue and weight != old[1]:
+                # The other side's group grew or shrank: the router's choice among links and the
+                # weight announced to the other links follow (nats-server's queue weights).
                 self.rsubs[key] = (old[0], weight)
+                self.manager.weight_changed(self, subject, queue, weight - old[1])
             return
         sub = Subscription(self, b"", subject, queue, account=self.account)
         sub.created_ns = self.server.clock.time_ns()
+        self.rsubs[key] = (sub, weight)  # before the insert: the interest watcher reads the weight
         try:
             self.account.sublist.insert(subject, sub, queue)
         except ValueError:
+            del self.rsubs[key]
             logger.debug("%sinvalid LS+ subject %r", self.prefix, subject)
             return
-        self.rsubs[key] = (sub, weight)
         acc = self.account
         if acc.interest_handlers:
             acc.notify_interest(subject, True)
@@ -566,13 +572,18 @@ class LeafConnection(asyncio.Protocol):
         if sub.closed:
             return
         sub.closed = True
+        acc = sub.account
+        acc.sublist.remove(sub.subject, sub, sub.queue)  # (the watcher still finds the weight)
         ent = self.rsubs.get((sub.subject, sub.queue))
         if ent is not None and ent[0] is sub:
             del self.rsubs[(sub.subject, sub.queue)]
-        acc = sub.account
-        acc.sublist.remove(sub.subject, sub, sub.queue)
         if acc.interest_handlers:
             acc.notify_interest(sub.subject, False)
+
+    def queue_weight(self, sub) -> int:
+        """How many queue members of the other side ``sub`` stands for (its ``LS+`` weight)."""
+        ent = self.rsubs.get((sub.subject, sub.queue))
+        return ent[1] if ent is not None else 1
 
     def exports_interest_of(self, owner) -> bool:
         """Whether a subscription owned by ``owner`` is announced over this link."""
@@ -611,7 +622,9 @@ class LeafConnection(asyncio.Protocol):
             if _covered(deny, subject):
                 continue
             key = (subject, queue)
-            smap[key] = smap.get(key, 0) + 1
+            owner = getattr(item, "client", None)
+            n = owner.queue_weight(item) if queue and isinstance(owner, LeafConnection) else 1
+            smap[key] = smap.get(key, 0) + n
         buf = bytearray()
         for (subject, queue), n in smap.items():
             buf += encode_ls_plus(subject, queue, n)
