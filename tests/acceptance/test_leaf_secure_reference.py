@@ -319,3 +319,134 @@ async def test_verify_and_map_binds_the_certificate_user(tmp_path, pki):
                 bad.stop()
         finally:
             hub.stop()
+
+
+# -- the leaf user's permissions ----------------------------------------------------------------------
+
+PERMS_BODY = """
+authorization { users: [
+  { user: leaf, password: leaf, permissions: { publish: { allow: ["up.>"] }, subscribe: { allow: ["down.>"] } } }
+  { user: c, password: c }
+] }
+leafnodes { port: LEAF_PORT }
+"""
+
+
+class _Merged:
+    """Messages of several subscriptions, in one queue (``next_msg`` as a nats-py subscription)."""
+
+    def __init__(self) -> None:
+        self.q: asyncio.Queue = asyncio.Queue()
+
+    async def cb(self, m) -> None:
+        self.q.put_nowait(m)
+
+    async def next_msg(self, timeout: float):
+        try:
+            return await asyncio.wait_for(self.q.get(), timeout)
+        except asyncio.TimeoutError:
+            raise nats.errors.TimeoutError from None
+
+
+async def _flow(hub_url: str, leaf_url: str) -> dict:
+    """Which subjects cross each way (the leaf's user may publish up.>, receive down.>)."""
+    hub = await nats.connect(hub_url)
+    leaf = await nats.connect(leaf_url)
+    try:
+        # One subscription per prefix (a hub only announces interest its leaf's user may publish
+        # to: a subscription to ">" would not be announced at all).
+        at_hub, at_leaf = _Merged(), _Merged()
+        for prefix in ("up.>", "down.>", "other.>"):
+            await hub.subscribe(prefix, cb=at_hub.cb)
+            await leaf.subscribe(prefix, cb=at_leaf.cb)
+        await hub.flush()
+        await leaf.flush()
+        # Wait for the interest to cross (the allowed ways).
+        deadline = time.monotonic() + 15
+        got_up = got_down = False
+        while not (got_up and got_down):
+            await leaf.publish("up.probe", b"")
+            await hub.publish("down.probe", b"")
+            await leaf.flush()
+            await hub.flush()
+            await asyncio.sleep(0.2)
+            for sub, name in ((at_hub, "up.probe"), (at_leaf, "down.probe")):
+                while True:
+                    try:
+                        m = await sub.next_msg(timeout=0.05)
+                    except nats.errors.TimeoutError:
+                        break
+                    if m.subject == name:
+                        got_up = got_up or name == "up.probe"
+                        got_down = got_down or name == "down.probe"
+            if time.monotonic() > deadline:
+                raise AssertionError("allowed subjects never crossed")
+        for subj in ("up.1", "other.1", "down.x"):
+            await leaf.publish(subj, b"from-leaf")
+        for subj in ("down.1", "other.2", "up.x"):
+            await hub.publish(subj, b"from-hub")
+        await leaf.flush()
+        await hub.flush()
+        await asyncio.sleep(0.5)
+        out: dict = {"hub_got": [], "leaf_got": []}
+        for key, sub, data in (("hub_got", at_hub, b"from-leaf"), ("leaf_got", at_leaf, b"from-hub")):
+            while True:
+                try:
+                    m = await sub.next_msg(timeout=0.1)
+                except nats.errors.TimeoutError:
+                    break
+                if m.data == data:
+                    out[key].append(m.subject)
+        return {k: sorted(v) for k, v in out.items()}
+    finally:
+        await hub.close()
+        await leaf.close()
+
+
+def _raw_violation(port: int) -> bytes:
+    """A raw leaf that ignores its permissions: what the hub answers to an LMSG it may not send."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.settimeout(5)
+        buf = b""
+        while b"\r\n" not in buf:
+            buf += s.recv(4096)
+        s.sendall(b'CONNECT {"user":"leaf","pass":"leaf","name":"RAW","headers":true}\r\n')
+        time.sleep(0.3)
+        s.sendall(b"LMSG other.1 2\r\nhi\r\n")
+        rest = b""
+        try:
+            while True:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                rest += chunk
+        except OSError:
+            pass
+        return rest
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("leaf_kind", ["reference", "natsd"])
+async def test_leaf_user_permissions(tmp_path, leaf_kind):
+    """The leaf's user has publish/subscribe permissions: only what it may publish reaches the hub,
+    only what it may subscribe to reaches the leaf, on both hubs alike; a raw leaf that sends what it
+    may not gets the reference's -ERR and is closed."""
+    seen = {}
+    for kind in HUBS:
+        d = tmp_path / kind
+        d.mkdir()
+        hub = Hub(kind, d, PERMS_BODY)
+        try:
+            leaf = run_leaf(leaf_kind, d / "leaf", leaf_conf(
+                d, "LEAF", f'url: "nats-leaf://leaf:leaf@127.0.0.1:{hub.leaf_port}"'))
+            try:
+                await wait_until(hub.links, what=f"{leaf_kind} leaf linked to {kind} hub")
+                flow = await _flow(f"nats://c:c@127.0.0.1:{hub.proc.port}", leaf.url)
+            finally:
+                leaf.stop()
+            raw = await asyncio.to_thread(_raw_violation, hub.leaf_port)
+            seen[kind] = {**flow, "raw": b"-ERR 'Permissions Violation for Publish to \"other.1\"'" in raw}
+        finally:
+            hub.stop()
+    assert seen["natsd"] == seen["reference"], seen
+    assert seen["reference"] == {"hub_got": ["up.1"], "leaf_got": ["down.1"], "raw": True}, seen

@@ -19,7 +19,16 @@ Accepting side (:func:`authenticate`), in nats-server's order:
 5. no authentication configured anywhere: the link binds to the leafnode block's ``account``.
 
 The code that checks passwords, signatures and JWTs is the client port's; only the order is here.
-Permissions of the user are not applied to the link (see the module's limits in the report).
+
+Permissions (:class:`LinkPerms`): a leaf's user may carry ``publish``/``subscribe`` permissions (config
+users, nkey users, JWT users and their account's defaults). They read from the leaf's point of view:
+``publish`` is what the leaf may send us, ``subscribe`` what we may send it. The accepting side
+enforces them (a message or a literal ``LS+`` the user may not send: ``-ERR 'Permissions Violation for
+Publish|Subscription to "<subject>"'`` and the link closed; what the user may not receive is not sent;
+only interest in subjects the user may publish to is announced) and tells the leaf in its INFO
+(``import``: the user's subscribe permission, ``export``: its publish permission), which a
+soliciting natsd then applies on its side (no violations: it simply does not send). As in the
+reference, ``$JS.ACK.`` and ``_R_.`` replies are not checked; ``allow_responses`` is not applied to links.
 """
 
 from __future__ import annotations
@@ -29,14 +38,15 @@ import re
 from typing import TYPE_CHECKING
 
 from natsd.config.jwt import decode_sig, verify
-from natsd.server.auth import AuthResult, check_password
+from natsd.config.options import SubjectPermission
+from natsd.server.auth import AuthResult, SubjectFilter, check_password
 from natsd.server.tls import cert_identities, map_certificate_user
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.config.leafnodes import LeafNodeOptions
     from natsd.server.auth import Authenticator
 
-__all__ = ["remote_ssl_context", "read_creds", "sign_nonce", "authenticate"]
+__all__ = ["remote_ssl_context", "read_creds", "sign_nonce", "authenticate", "LinkPerms"]
 
 # The decorated blocks of a .creds file: "-----BEGIN ...-----", the token, "------END ...------".
 _CREDS_RE = re.compile(rb"\s*(?:(?:[-]{3,}.*[-]{3,}\r?\n)([\w\-.=]+)(?:\r?\n[-]{3,}.*[-]{3,}(\r?\n|\Z)))")
@@ -113,3 +123,89 @@ def authenticate(ln: "LeafNodeOptions", auth: "Authenticator", d: dict, c) -> Au
         if res.ok:
             auth.remember(res.cache_key)
     return res
+
+
+# -- permissions ---------------------------------------------------------------------------------
+
+_UNCHECKED = ("$JS.ACK.", "_R_.")  # replies the reference lets through its leaf permission checks
+_INTERNAL_INTEREST = ("$LDS.", "$GR.", "_GR_.")
+
+
+class _Checked:
+    """A :class:`SubjectFilter` that lets the unchecked reply subjects through."""
+
+    __slots__ = ("f",)
+
+    def __init__(self, f: SubjectFilter) -> None:
+        self.f = f
+
+    def allows(self, subject: str) -> bool:
+        return subject.startswith(_UNCHECKED) or self.f.allows(subject)
+
+
+def _perm_json(f: SubjectFilter | None) -> dict | None:
+    if f is None:
+        return None
+    d: dict = {}
+    if f.allow:
+        d["allow"] = list(f.allow)
+    if f.deny:
+        d["deny"] = list(f.deny)
+    return d
+
+
+def _perm_from_json(v) -> SubjectFilter | None:
+    if not isinstance(v, dict):
+        return None
+    allow = [x for x in v.get("allow") or () if isinstance(x, str)]
+    deny = [x for x in v.get("deny") or () if isinstance(x, str)]
+    if not allow and not deny:
+        return None
+    return SubjectFilter(SubjectPermission(allow=allow, deny=deny))
+
+
+class LinkPerms:
+    """The permission filters of one link (see the module docstring). ``recv``/``send`` filter
+    the messages each way (None: everything), ``interest`` what interest we announce, ``sub``
+    (accepting side) the literal ``LS+`` subjects the leaf may ask for."""
+
+    __slots__ = ("recv", "send", "interest", "sub", "imp", "exp")
+
+    def __init__(self, recv: SubjectFilter | None, send: SubjectFilter | None, interest: SubjectFilter | None,
+                 sub: SubjectFilter | None) -> None:
+        self.recv = _Checked(recv) if recv is not None else None
+        self.send = _Checked(send) if send is not None else None
+        self.interest = interest
+        self.sub = sub
+        self.imp = _perm_json(send)  # what the leaf may import (receive), from its point of view
+        self.exp = _perm_json(recv)
+
+    @classmethod
+    def for_hub(cls, perms) -> "LinkPerms":
+        """The accepting side, from the leaf user's ``CompiledPermissions``."""
+        return cls(recv=perms.publish, send=perms.subscribe, interest=perms.publish, sub=perms.subscribe)
+
+    @classmethod
+    def for_spoke(cls, imp, exp) -> "LinkPerms":
+        """The soliciting side, from the ``import``/``export`` of the hub's INFO."""
+        i, e = _perm_from_json(imp), _perm_from_json(exp)
+        return cls(recv=i, send=e, interest=i, sub=None)
+
+    def announces(self, subject: str) -> bool:
+        return self.interest is None or self.interest.allows(subject)
+
+    def refuses_pub(self, subject: str) -> bool:
+        return self.recv is not None and not self.recv.allows(subject)
+
+    def refuses_sub(self, subject: str) -> bool:
+        if self.sub is None or subject.startswith(_INTERNAL_INTEREST) or "*" in subject or ">" in subject:
+            return False  # (wildcard interest: the messages are filtered one by one instead)
+        return not self.sub.allows(subject)
+
+    def info_fields(self) -> dict:
+        d = {}
+        if self.imp is not None:
+            d["import"] = self.imp
+        if self.exp is not None:
+            d["export"] = self.exp
+        return d

@@ -64,7 +64,7 @@ from natsd.protocol.leaf import (
     L_CONNECT, L_ERR, L_INFO, L_MSG, L_PING, L_PONG, L_SUB, L_UNSUB, LeafParser, encode_connect,
     encode_ls_minus, encode_ls_plus, msg_line, split_js_ack_deliver,
 )
-from natsd.server.leafauth import read_creds, remote_ssl_context, sign_nonce  # noqa: F401 (re-exported)
+from natsd.server.leafauth import LinkPerms, read_creds, remote_ssl_context, sign_nonce  # noqa: F401
 from natsd.server.log import logger
 from natsd.server.router import LEAF_LINK, route, route_batch
 from natsd.server.subscription import Subscription
@@ -110,19 +110,22 @@ _CACHE_MAX = 4096
 
 
 class _DenyCache(dict):
-    """subject -> denied?, for the per-message deny checks of one direction of a link (the
-    patterns are fixed per link; a publisher's subjects repeat). Cleared when full."""
+    """subject -> denied?, for the per-message checks of one direction of a link: the deny
+    patterns, and the user's permission filter when the link has one (both fixed per link; a
+    publisher's subjects repeat). Cleared when full."""
 
-    __slots__ = ("patterns",)
+    __slots__ = ("patterns", "allow")
 
-    def __init__(self, patterns: tuple) -> None:
+    def __init__(self, patterns: tuple, allow=None) -> None:
         super().__init__()
         self.patterns = patterns
+        self.allow = allow  # natsd.server.auth.SubjectFilter or None
 
     def __missing__(self, subject: str) -> bool:
         if len(self) >= _CACHE_MAX:
             self.clear()
-        v = self[subject] = _matches_any(self.patterns, subject)
+        a = self.allow
+        v = self[subject] = _matches_any(self.patterns, subject) or (a is not None and not a.allows(subject))
         return v
 
 
@@ -194,6 +197,8 @@ class LeafConnection(asyncio.Protocol):
         self.deny_interest_out: tuple = JS_DENY
         self._denied_in = _DenyCache(JS_DENY)
         self._denied_out = _DenyCache(JS_DENY)
+        # Permissions of the leaf's user (see natsd.server.leafauth.LinkPerms), None: none.
+        self.perms = None
         self._subjects: dict[bytes, str] = {}  # decoded subjects of inbound messages
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
@@ -383,7 +388,19 @@ class LeafConnection(asyncio.Protocol):
                 self._timer.cancel()
                 self._timer = None
             self.remote_account = info.get("remote_account", "") or ""
+            if info.get("import") is not None or info.get("export") is not None:
+                self._perms_from_hub(info.get("import"), info.get("export"))
             self._finish()
+
+    def _perms_from_hub(self, imp, exp) -> None:
+        """The hub told us our user's permissions: send only what we may export, take and
+        announce only what we may import (interest already announced is withdrawn)."""
+        self.perms = LinkPerms.for_spoke(imp, exp)
+        self._apply_perms()
+        for (subject, queue) in list(self.smap):
+            if not self.perms.announces(subject):
+                del self.smap[(subject, queue)]
+                self.send(encode_ls_minus(subject, queue))
 
     def _connect_info_timeout(self) -> None:
         self._timer = None
@@ -408,6 +425,8 @@ class LeafConnection(asyncio.Protocol):
         acc_name = res.account
         if res.expires:
             self._arm_expiry(res.expires)
+        if res.permissions is not None:
+            self.perms = LinkPerms.for_hub(res.permissions)
         if self._auth_timer is not None:
             self._auth_timer.cancel()
             self._auth_timer = None
@@ -422,6 +441,8 @@ class LeafConnection(asyncio.Protocol):
             self.deny_out = self.deny_out + tuple(s for s in deny_pub if isinstance(s, str))
         self.account = self.server.get_account(acc_name)
         info = self.manager.info(self, connect_info=True, remote_account=acc_name)
+        if self.perms is not None:
+            info.update(self.perms.info_fields())  # the leaf enforces them on its side too
         self.send(encode_info(info))
         self._finish()
 
@@ -465,8 +486,20 @@ class LeafConnection(asyncio.Protocol):
         self.deny_in = tuple(dict.fromkeys(deny_in))
         self.deny_out = tuple(dict.fromkeys(deny_out))
         self.deny_interest_out = tuple(dict.fromkeys(deny_int))
-        self._denied_in = _DenyCache(self.deny_in)
-        self._denied_out = _DenyCache(self.deny_out)
+        self._apply_perms()
+
+    def _apply_perms(self) -> None:
+        p = self.perms
+        self._denied_in = _DenyCache(self.deny_in, p.recv if p else None)
+        self._denied_out = _DenyCache(self.deny_out, p.send if p else None)
+
+    def _perm_violation(self, what: str, subject: str) -> None:
+        """A leaf sent what its user may not (its side had the permissions in our INFO): the
+        reference's -ERR, and the link is closed."""
+        text = f'Permissions Violation for {what} to "{subject}"'
+        logger.error("%s%s Violation on %r - Check other side configuration", self.prefix, what, subject)
+        self.send(encode_err(text))
+        self.close("Protocol Violation")
 
     def _on_err(self, text: str) -> None:
         logger.error("%sLeafnode Error '%s'", self.prefix, text)
@@ -533,6 +566,9 @@ class LeafConnection(asyncio.Protocol):
                 self.remote.delay_next(LOOP_DELAY_NS)
             self.close("Protocol Violation")
             return
+        if self.perms is not None and not self.solicited and self.perms.refuses_sub(subject):
+            self._perm_violation("Subscription", subject)
+            return
         # Interest in what we must not send is ignored (the messages would be dropped anyway).
         if _covered(self.deny_out, subject):
             return
@@ -595,7 +631,7 @@ class LeafConnection(asyncio.Protocol):
 
     def interest_changed(self, subject: str, queue: str | None, delta: int) -> None:
         """A local (from this link's point of view) subscription came or went."""
-        if _covered(self.deny_interest_out, subject):
+        if _covered(self.deny_interest_out, subject) or (self.perms is not None and not self.perms.announces(subject)):
             return
         key = (subject, queue)
         smap = self.smap
@@ -619,7 +655,7 @@ class LeafConnection(asyncio.Protocol):
         for subject, queue, item in entries:
             if not self.exports_interest_of(getattr(item, "client", None)):
                 continue
-            if _covered(deny, subject):
+            if _covered(deny, subject) or (self.perms is not None and not self.perms.announces(subject)):
                 continue
             key = (subject, queue)
             owner = getattr(item, "client", None)
@@ -644,7 +680,7 @@ class LeafConnection(asyncio.Protocol):
         except UnicodeDecodeError:
             return False
         if self._denied_in[subject]:
-            return False
+            return False  # (the per-message path drops it, or reports a permission violation)
         acc = self.account
         r = acc.sublist.match(subject)
         if r.qsubs:
@@ -672,6 +708,8 @@ class LeafConnection(asyncio.Protocol):
                 self._subjects.clear()
             self._subjects[subj_b] = subject
         if self._denied_in[subject]:
+            if self.perms is not None and not self.solicited and self.perms.refuses_pub(subject):
+                self._perm_violation("Publish", subject)
             return
         shown = None
         if reply and reply.startswith(b"$JS.ACK."):
