@@ -1,4 +1,5 @@
-"""Identities of leafnode links: the soliciting side's credentials and the accepting side's checks.
+"""Identities and permissions of leafnode links: the soliciting side's credentials, the accepting
+side's checks, the user's permissions and the per-message filters built from them.
 
 Soliciting side: a remote's ``tls {}`` becomes a client ``SSLContext`` (:func:`remote_ssl_context`,
 the client port's :func:`natsd.config.tls.build_client_context`); ``credentials`` is a ``.creds``
@@ -38,15 +39,19 @@ import re
 from typing import TYPE_CHECKING
 
 from natsd.config.jwt import decode_sig, verify
+from natsd.protocol.encoder import encode_err
+from natsd.protocol.leaf import encode_ls_minus
 from natsd.config.options import SubjectPermission
 from natsd.server.auth import AuthResult, SubjectFilter, check_password
+from natsd.server.log import logger
 from natsd.server.tls import cert_identities, map_certificate_user
+from natsd.subjects.tokens import subject_matches, subset
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.config.leafnodes import LeafNodeOptions
     from natsd.server.auth import Authenticator
 
-__all__ = ["remote_ssl_context", "read_creds", "sign_nonce", "authenticate", "LinkPerms"]
+__all__ = ["remote_ssl_context", "read_creds", "sign_nonce", "authenticate", "LinkPerms", "LeafIdentityMixin"]
 
 # The decorated blocks of a .creds file: "-----BEGIN ...-----", the token, "------END ...------".
 _CREDS_RE = re.compile(rb"\s*(?:(?:[-]{3,}.*[-]{3,}\r?\n)([\w\-.=]+)(?:\r?\n[-]{3,}.*[-]{3,}(\r?\n|\Z)))")
@@ -209,3 +214,93 @@ class LinkPerms:
         if self.exp is not None:
             d["export"] = self.exp
         return d
+
+
+# -- per-message filters ---------------------------------------------------------------------------
+
+def _matches_any(patterns, subject: str) -> bool:
+    for p in patterns:
+        if subject_matches(p, subject):
+            return True
+    return False
+
+
+_CACHE_MAX = 4096
+
+
+class _DenyCache(dict):
+    """subject -> denied?, for the per-message checks of one direction of a link: the deny
+    patterns, and the user's permission filter when the link has one (both fixed per link; a
+    publisher's subjects repeat). Cleared when full."""
+
+    __slots__ = ("patterns", "allow")
+
+    def __init__(self, patterns: tuple, allow=None) -> None:
+        super().__init__()
+        self.patterns = patterns
+        self.allow = allow  # natsd.server.auth.SubjectFilter or None
+
+    def __missing__(self, subject: str) -> bool:
+        if len(self) >= _CACHE_MAX:
+            self.clear()
+        a = self.allow
+        v = self[subject] = _matches_any(self.patterns, subject) or (a is not None and not a.allows(subject))
+        return v
+
+
+def _covered(patterns, subject: str) -> bool:
+    """Every subject ``subject`` (a subscription, maybe with wildcards) matches is in ``patterns``."""
+    for p in patterns:
+        if subset(subject, p):
+            return True
+    return False
+
+
+class LeafIdentityMixin:
+    """The identity side of :class:`natsd.server.leafnode.LeafConnection` (which owns the
+    attributes used here): TLS failures, JWT expiry, the user's permissions."""
+
+    __slots__ = ()
+
+    def _apply_perms(self) -> None:
+        p = self.perms
+        self._denied_in = _DenyCache(self.deny_in, p.recv if p else None)
+        self._denied_out = _DenyCache(self.deny_out, p.send if p else None)
+
+    def _perm_violation(self, what: str, subject: str) -> None:
+        """A leaf sent what its user may not (its side had the permissions in our INFO): the
+        reference's -ERR, and the link is closed."""
+        text = f'Permissions Violation for {what} to "{subject}"'
+        logger.error("%s%s Violation on %r - Check other side configuration", self.prefix, what, subject)
+        self.send(encode_err(text))
+        self.close("Protocol Violation")
+
+    def _perms_from_hub(self, imp, exp) -> None:
+        """The hub told us our user's permissions: send only what we may export, take and
+        announce only what we may import (interest already announced is withdrawn)."""
+        self.perms = LinkPerms.for_spoke(imp, exp)
+        self._apply_perms()
+        for (subject, queue) in list(self.smap):
+            if not self.perms.announces(subject):
+                del self.smap[(subject, queue)]
+                self.send(encode_ls_minus(subject, queue))
+
+    def _arm_expiry(self, expires_s: int) -> None:
+        """A link authenticated by a user JWT ends when the JWT (or its account's) expires."""
+        delay = max(0, int(expires_s * 1_000_000_000 - self.server.clock.time_ns()))
+        self._expire_timer = self.server.clock.call_later(delay, self._expired)
+
+    def _expired(self) -> None:
+        self._expire_timer = None
+        if not self.closed:
+            logger.error("%sUser Authentication Expired", self.prefix)
+            self.send(encode_err("User Authentication Expired"))
+            self.close("Authentication Expired")
+
+    def tls_failed(self, message: str) -> None:
+        """The TLS layer below gave up (a plaintext first record, a bad certificate, a timeout)."""
+        if not self.closed:
+            # nats-server's wording ("TLS leafnode handshake error: ...", reason TLS Handshake Failure)
+            logger.error("%sTLS leafnode handshake error: %s", self.prefix,
+                         message.removeprefix("TLS handshake error: "))
+            self.close("TLS Handshake Failure", graceful=False)

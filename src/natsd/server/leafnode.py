@@ -64,11 +64,12 @@ from natsd.protocol.leaf import (
     L_CONNECT, L_ERR, L_INFO, L_MSG, L_PING, L_PONG, L_SUB, L_UNSUB, LeafParser, encode_connect,
     encode_ls_minus, encode_ls_plus, msg_line, split_js_ack_deliver,
 )
-from natsd.server.leafauth import LinkPerms, read_creds, remote_ssl_context, sign_nonce  # noqa: F401
+from natsd.server.leafauth import (  # noqa: F401 (read_creds, sign_nonce, remote_ssl_context: re-exported)
+    _CACHE_MAX, LeafIdentityMixin, LinkPerms, _covered, _DenyCache, read_creds, remote_ssl_context, sign_nonce,
+)
 from natsd.server.log import logger
 from natsd.server.router import LEAF_LINK, route, route_batch
 from natsd.server.subscription import Subscription
-from natsd.subjects.tokens import subject_matches, subset
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.server.leafmanager import LeafManager, _Remote
@@ -99,45 +100,7 @@ class _Result:
         self.qsubs = qsubs
 
 
-def _matches_any(patterns, subject: str) -> bool:
-    for p in patterns:
-        if subject_matches(p, subject):
-            return True
-    return False
-
-
-_CACHE_MAX = 4096
-
-
-class _DenyCache(dict):
-    """subject -> denied?, for the per-message checks of one direction of a link: the deny
-    patterns, and the user's permission filter when the link has one (both fixed per link; a
-    publisher's subjects repeat). Cleared when full."""
-
-    __slots__ = ("patterns", "allow")
-
-    def __init__(self, patterns: tuple, allow=None) -> None:
-        super().__init__()
-        self.patterns = patterns
-        self.allow = allow  # natsd.server.auth.SubjectFilter or None
-
-    def __missing__(self, subject: str) -> bool:
-        if len(self) >= _CACHE_MAX:
-            self.clear()
-        a = self.allow
-        v = self[subject] = _matches_any(self.patterns, subject) or (a is not None and not a.allows(subject))
-        return v
-
-
-def _covered(patterns, subject: str) -> bool:
-    """Every subject ``subject`` (a subscription, maybe with wildcards) matches is in ``patterns``."""
-    for p in patterns:
-        if subset(subject, p):
-            return True
-    return False
-
-
-class LeafConnection(asyncio.Protocol):
+class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
     """One leafnode link (either side). See the module docstring."""
 
     def __init__(self, manager: "LeafManager", remote: "_Remote | None" = None) -> None:
@@ -392,16 +355,6 @@ class LeafConnection(asyncio.Protocol):
                 self._perms_from_hub(info.get("import"), info.get("export"))
             self._finish()
 
-    def _perms_from_hub(self, imp, exp) -> None:
-        """The hub told us our user's permissions: send only what we may export, take and
-        announce only what we may import (interest already announced is withdrawn)."""
-        self.perms = LinkPerms.for_spoke(imp, exp)
-        self._apply_perms()
-        for (subject, queue) in list(self.smap):
-            if not self.perms.announces(subject):
-                del self.smap[(subject, queue)]
-                self.send(encode_ls_minus(subject, queue))
-
     def _connect_info_timeout(self) -> None:
         self._timer = None
         if self._awaiting_connect_info and not self.closed:
@@ -488,45 +441,12 @@ class LeafConnection(asyncio.Protocol):
         self.deny_interest_out = tuple(dict.fromkeys(deny_int))
         self._apply_perms()
 
-    def _apply_perms(self) -> None:
-        p = self.perms
-        self._denied_in = _DenyCache(self.deny_in, p.recv if p else None)
-        self._denied_out = _DenyCache(self.deny_out, p.send if p else None)
-
-    def _perm_violation(self, what: str, subject: str) -> None:
-        """A leaf sent what its user may not (its side had the permissions in our INFO): the
-        reference's -ERR, and the link is closed."""
-        text = f'Permissions Violation for {what} to "{subject}"'
-        logger.error("%s%s Violation on %r - Check other side configuration", self.prefix, what, subject)
-        self.send(encode_err(text))
-        self.close("Protocol Violation")
-
     def _on_err(self, text: str) -> None:
         logger.error("%sLeafnode Error '%s'", self.prefix, text)
         if "Loop detected" in text and self.remote is not None:
             self.remote.delay_next(LOOP_DELAY_NS)
         if not self.ready or "Authorization" in text or "Loop" in text:
             self.close("Authentication Failure" if "Authorization" in text else "Protocol Violation")
-
-    def _arm_expiry(self, expires_s: int) -> None:
-        """A link authenticated by a user JWT ends when the JWT (or its account's) expires."""
-        delay = max(0, int(expires_s * SECOND - self.server.clock.time_ns()))
-        self._expire_timer = self.server.clock.call_later(delay, self._expired)
-
-    def _expired(self) -> None:
-        self._expire_timer = None
-        if not self.closed:
-            logger.error("%sUser Authentication Expired", self.prefix)
-            self.send(encode_err("User Authentication Expired"))
-            self.close("Authentication Expired")
-
-    def tls_failed(self, message: str) -> None:
-        """The TLS layer below gave up (a plaintext first record, a bad certificate, a timeout)."""
-        if not self.closed:
-            # nats-server's wording ("TLS leafnode handshake error: ...", reason TLS Handshake Failure)
-            logger.error("%sTLS leafnode handshake error: %s", self.prefix,
-                         message.removeprefix("TLS handshake error: "))
-            self.close("TLS Handshake Failure", graceful=False)
 
     def _auth_timeout(self) -> None:
         self._auth_timer = None
