@@ -184,6 +184,23 @@ class LeafManager:
             await self._listener.wait_closed()
             self._listener = None
 
+    def reload(self, new: "LeafNodeOptions | None") -> "LeafNodeOptions":
+        """SIGHUP: the accepting port's certificates and authorization change for new links; the
+        listener, its TLS on/off and the remotes stay as they started (a restart changes them).
+        Returns the options in force."""
+        old = self.options
+        if new is None:
+            logger.error("Config reload: leafnodes cannot be removed without a restart")
+            return old
+        new.host, new.port, new.remotes, new.reconnect_ns = old.host, old.port, old.remotes, old.reconnect_ns
+        if (old.tls is None) != (new.tls is None):
+            logger.error("Config reload: leafnode TLS cannot be enabled or disabled without a restart")
+            new.tls = old.tls
+        elif new.tls is not None:
+            self.server.tls.reload("leafnode", new.tls)
+        self.options = new
+        return new
+
     # -- handshake helpers ---------------------------------------------------------------------------
 
     def info(self, c: LeafConnection, **extra) -> dict:
