@@ -112,7 +112,15 @@ class LeafParser:
                     if buf[end:end + 2] != b"\r\n":
                         raise _error(ERR_UNKNOWN_PROTOCOL, "message payload not followed by CRLF", events)
                     events.append(ev + (buf[start:end],))
+                    # A publisher's burst repeats this very line (subject, reply, queues, sizes):
+                    # frames that start with the same bytes need no parsing, only their payload.
+                    head = buf[pos:start]
+                    hl = start - pos
+                    step = hl + size + 2
                     pos = end + 2
+                    while pos + step <= n and buf.startswith(head, pos) and buf[pos + step - 2:pos + step] == b"\r\n":
+                        events.append(ev + (buf[pos + hl:pos + step - 2],))
+                        pos += step
                     continue
                 pos = eol + 1
                 self._control(line, events)

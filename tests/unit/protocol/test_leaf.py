@@ -53,6 +53,36 @@ def test_case_whole_bytewise_trailing_and_split(data, expected):
         assert p.feed(data[:cut]) + p.feed(data[cut:]) == expected, f"split at {cut}"
 
 
+def _one_by_one(data: bytes) -> list:
+    """Events of ``data`` parsed one frame per feed (no run can form across feeds)."""
+    out: list = []
+    p = LeafParser()
+    for i in range(len(data)):
+        out += p.feed(data[i:i + 1])
+    return out
+
+
+def test_runs_of_identical_lines_parse_like_single_frames():
+    """A burst repeating one control line takes the run fast path; whatever breaks the run (another
+    line, the same line with a payload of another size, a payload whose CRLF is missing, an
+    incomplete last frame) is parsed as usual."""
+    same = b"".join(b"LMSG foo r 3\r\n%03d\r\n" % i for i in range(50))
+    frame = len(b"LMSG foo r 3\r\n000\r\n")
+    data = (same + b"LMSG foo r 4\r\nabcd\r\n" + same[:10 * frame] + b"HMSG foo 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"
+            + b"HMSG foo 12 14\r\nNATS/1.0\r\n\r\nho\r\n" + b"LMSG foo r 3\r\nxyz\r\n" + TRAILING)
+    whole = LeafParser().feed(data)
+    assert whole == _one_by_one(data)
+    assert len(whole) == 50 + 1 + 10 + 2 + 1 + 1
+    assert whole[49] == (L_MSG, b"foo", b"r", (), 0, b"049")
+    for cut in range(1, len(data), 7):
+        p = LeafParser()
+        assert p.feed(data[:cut]) + p.feed(data[cut:]) == whole, f"split at {cut}"
+    # The line repeats but the frame after it is not CRLF-terminated: the error of the usual path.
+    bad = same[:40] + b"LMSG foo r 3\r\n000XX"
+    with pytest.raises(RemoteProtocolError):
+        LeafParser().feed(bad + b"\r\n")
+
+
 @pytest.mark.parametrize("subject,reply,queues,hdr_len,payload", [
     (b"foo", b"", (), 0, b"x"),
     (b"foo", b"bar", (), 0, b""),
