@@ -450,3 +450,39 @@ async def test_leaf_user_permissions(tmp_path, leaf_kind):
             hub.stop()
     assert seen["natsd"] == seen["reference"], seen
     assert seen["reference"] == {"hub_got": ["up.1"], "leaf_got": ["down.1"], "raw": True}, seen
+
+
+@pytest.mark.timeout(180)
+async def test_handshake_first_and_certificate_users_of_the_server(tmp_path, pki):
+    """``tls { handshake_first: true }`` on both ends (no plaintext INFO), and ``verify_and_map``
+    without leafnode users: the certificate names one of the server's own users, whose account the
+    link binds to."""
+    body = ('accounts { EDGE { users: [ {user: "CN=client,O=natsd tests"}, {user: e, password: e} ] } }\n'
+            f'leafnodes {{ port: LEAF_PORT, {hub_tls(pki)[:-2]}, verify_and_map: true, handshake_first: true }} }}\n')
+    remote = (f'url: "tls://localhost:LEAF_PORT", tls {{ cert_file: "{pki.client_cert}", '
+              f'key_file: "{pki.client_key}", ca_file: "{pki.ca_file}", handshake_first: true }}')
+    for kind in HUBS:
+        d = tmp_path / kind
+        d.mkdir()
+        hub = Hub(kind, d, body)
+        try:
+            info, _rest = await asyncio.to_thread(_first_bytes, hub.leaf_port)
+            assert info == b""  # TLS first: the hub waits for the ClientHello
+            leaf = run_leaf("reference", d / "leaf", leaf_conf(d, "LEAF", remote.replace("LEAF_PORT", str(hub.leaf_port))))
+            try:
+                links = await wait_until(hub.links, what=f"TLS-first leaf on {kind} hub")
+                assert links[0]["account"] == "EDGE"
+                assert await request_across(f"nats://e:e@127.0.0.1:{hub.proc.port}", leaf.url, "svc.f") == b"re:x"
+            finally:
+                leaf.stop()
+        finally:
+            hub.stop()
+
+
+def _first_bytes(port: int) -> tuple[bytes, bytes]:
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.settimeout(0.5)
+        try:
+            return s.recv(4096), b""
+        except OSError:
+            return b"", b""
