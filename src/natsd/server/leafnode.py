@@ -314,10 +314,9 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
             logger.error("%sError sending leafnode CONNECT: %s", self.prefix, e)
             self.close("Authentication Failure")
             return
-        # Our interest goes right behind CONNECT (the hub reads both in one go), so the
-        # hub's JetStream finds our API interest as soon as it retries its sources.
-        self._bind()
         if info.get("info_on_connect"):
+            # Our interest follows the hub's answer (as nats-server's leaf does): that INFO may
+            # carry our user's permissions, and a hub closes a link whose LS+ breaks them.
             self._awaiting_connect_info = True
             # The hub answers within seconds or the link is stale.
             self._timer = self.server.clock.call_later(2 * SECOND, self._connect_info_timeout)
