@@ -157,3 +157,55 @@ async def test_reload_swaps_the_leafnode_certificate(tmp_path):
             off.leafnodes = dataclasses.replace(hub.options.leafnodes, tls=None)
             hub.reload(off)
             assert hub.leafnodes.options.tls is not None
+
+
+@pytest.mark.skipif(__import__("tests.helpers.servers", fromlist=["reference_binary"]).reference_binary() is None,
+                    reason="nats-server binary not available")
+async def test_interest_waits_for_the_hubs_permissions(tmp_path):
+    """A natsd leaf whose clients already subscribe to subjects its hub user may not receive: the
+    interest goes out only after the hub's INFO with the permissions, so a nats-server hub never
+    sees a forbidden LS+ (it would close the link) and the allowed subjects cross."""
+    from tests.helpers.servers import free_port, start_server
+
+    lp = free_port()
+    cfg = tmp_path / "hub.conf"
+    cfg.write_text("authorization { users: [\n"
+                   '  { user: leaf, password: leaf, permissions: { publish: { allow: ["up.>"] }, '
+                   'subscribe: { allow: ["down.>"] } } }\n  { user: c, password: c }\n] }\n'
+                   f"leafnodes {{ port: {lp} }}\n")
+    o = ServerOptions(host="127.0.0.1", port=0, http_port=0, server_name="EDGED")
+    o.leafnodes = LeafNodeOptions(reconnect_ns=100_000_000, remotes=[
+        RemoteLeafOptions(urls=[f"nats-leaf://leaf:leaf@127.0.0.1:{lp}"])])
+    async with running_server(options=o) as edge:
+        # The edge's clients subscribe before the hub even runs.
+        nc = await nats.connect(edge.client_url)
+        forbidden = await nc.subscribe("other.literal")
+        allowed = await nc.subscribe("down.1")
+        await nc.flush()
+        hub = start_server("reference", tmp_path / "hub", config=str(cfg), jetstream=False)
+        try:
+            hub_nc = await nats.connect(f"nats://c:c@127.0.0.1:{hub.port}")
+            try:
+                await _until(lambda: _linked(edge), "link with permissions")
+                (link,) = _linked(edge)
+                assert link.perms is not None and not link.perms.announces("other.literal")
+                deadline = time.monotonic() + 10
+                while True:
+                    await hub_nc.publish("down.1", b"ok")
+                    await hub_nc.publish("other.literal", b"no")
+                    await hub_nc.flush()
+                    try:
+                        m = await allowed.next_msg(timeout=0.3)
+                        break
+                    except nats.errors.TimeoutError:
+                        if time.monotonic() > deadline:
+                            raise
+                assert m.data == b"ok"
+                with pytest.raises(nats.errors.TimeoutError):
+                    await forbidden.next_msg(timeout=0.3)
+                assert not link.closed and "Permissions Violation" not in hub.log()
+            finally:
+                await hub_nc.close()
+        finally:
+            await nc.close()
+            hub.stop()
