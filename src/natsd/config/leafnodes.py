@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-__all__ = ["LeafNodeOptions", "RemoteLeafOptions", "LeafUser", "parse_leafnodes"]
+__all__ = ["LeafNodeOptions", "RemoteLeafOptions", "LeafUser", "parse_leafnodes", "validate_leafnodes"]
 
 SECOND_NS = 1_000_000_000
 DEFAULT_RECONNECT_NS = 1 * SECOND_NS  # nats-server DEFAULT_LEAF_NODE_RECONNECT
@@ -260,6 +260,32 @@ def _validate_auth(ctx, pos, ln: LeafNodeOptions) -> None:
         if u.user in seen:
             ctx.error(pos, f'duplicate user "{u.user}" detected in leafnode authorization')
         seen.add(u.user)
+
+
+def validate_leafnodes(ctx, o, tree) -> None:
+    """What nats-server checks once the whole config is read (its validateLeafNodeOptions), same
+    words: the accounts the block names exist (config accounts, ``$G``, the system account);
+    in operator mode no ``users`` and only account public keys."""
+    ln = o.leafnodes
+    pos = tree.pos(next((k for k in tree if k.lower() in ("leafnodes", "leaf")), ""))
+    if not o.trust.enabled:
+        known = {a.name for a in o.accounts} | {"", "$G", o.system_account or "$SYS"}
+        for acc, where in ([(ln.account, "authorization")] + [(u.account, "authorization") for u in ln.users]
+                           + [(r.account, "remote") for r in ln.remotes]):
+            if acc not in known:
+                ctx.error(pos, f'cannot find local account "{acc}" specified in leafnode {where}')
+                return
+        return
+    from natsd.config.jwt import is_public_nkey
+
+    if ln.users:
+        ctx.error(pos, "operator mode does not allow specifying users in leafnode config")
+    elif any(not is_public_nkey(r.account, "A") for r in ln.remotes):
+        ctx.error(pos, "operator mode requires account nkeys in remotes. Please add an `account` key to each "
+                       "remote in your `leafnodes` section, to assign it to an account. Each account value "
+                       "should be a 56 character public key, starting with the letter 'A'")
+    elif ln.port and ln.account and not is_public_nkey(ln.account, "A"):
+        ctx.error(pos, "operator mode and non account nkeys are incompatible")
 
 
 def remote_url_parts(url: str) -> tuple[str, int, str, str]:
