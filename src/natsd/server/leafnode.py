@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING
 from natsd.protocol.encoder import PING, PONG, encode_err, encode_info
 from natsd.protocol.errors import ERR_AUTH_VIOLATION, RemoteProtocolError
 from natsd.protocol.leaf import (
-    L_CONNECT, L_ERR, L_INFO, L_MSG, L_PING, L_PONG, L_SUB, L_UNSUB, LeafParser, encode_connect,
+    L_CONNECT, L_ERR, L_INFO, L_MSG, L_MSG_RUN, L_PING, L_PONG, L_SUB, L_UNSUB, LeafParser, encode_connect,
     encode_ls_minus, encode_ls_plus, msg_line, split_js_ack_deliver,
 )
 from natsd.server.leafauth import (  # noqa: F401 (read_creds, sign_nonce, remote_ssl_context: re-exported)
@@ -252,6 +252,13 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
                     i = j
                     continue
                 self._on_msg(ev)
+            elif op == L_MSG_RUN:
+                if ev[3] or not self._route_run(ev[1], ev[2], ev[4], ev[5]):
+                    head = (L_MSG,) + ev[1:5]
+                    for data in ev[5]:
+                        if self.closed:
+                            return
+                        self._on_msg(head + (data,))
             elif op == L_SUB:
                 self._on_ls_plus(ev[1], ev[2], ev[3])
             elif op == L_UNSUB:
@@ -591,7 +598,12 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
     def _on_msg_run(self, events: list, start: int, end: int) -> bool:
         """Route ``events[start:end]`` (same subject, reply, sizes; no queue list) as one batch;
         False when they need the message-by-message path."""
-        _, subj_b, reply, _q, hdr_len, data = events[start]
+        _, subj_b, reply, _q, hdr_len, _data = events[start]
+        return self._route_run(subj_b, reply, hdr_len, [e[5] for e in events[start:end]])
+
+    def _route_run(self, subj_b: bytes, reply: bytes, hdr_len: int, payloads: list) -> bool:
+        """Route messages with one subject, reply and size (no queue list) as one batch; False
+        when they need the message-by-message path."""
         if not self.ready or (reply and reply.startswith(b"$JS.ACK.")):
             return False
         try:
@@ -604,11 +616,11 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
         r = acc.sublist.match(subject)
         if r.qsubs:
             return False
-        k = end - start
+        k = len(payloads)
         self.in_msgs += k
-        self.in_bytes += k * len(data)
+        self.in_bytes += k * len(payloads[0])
         if r.psubs:
-            route_batch(acc, subject, subj_b, reply, hdr_len, [e[5] for e in events[start:end]], self)
+            route_batch(acc, subject, subj_b, reply, hdr_len, payloads, self)
         return True
 
     def _on_msg(self, ev: tuple) -> None:
