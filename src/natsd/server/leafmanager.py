@@ -324,7 +324,7 @@ class LeafManager:
         q = query or {}
         subs = str(q.get("subs", "")).lower() in ("1", "true", "detail")
         acc = q.get("acc") or ""
-        leafs = [c.leafz(subs) for c in self.connections.values()
+        leafs = [link_leafz(c, subs) for c in self.connections.values()
                  if c.ready and (not acc or (c.account and c.account.name == acc))]
         return {"leafnodes": len(leafs), "leafs": leafs}
 
@@ -391,3 +391,37 @@ def _filter_match(req: dict, s) -> bool:
 
 def _public_host(host: str) -> str:
     return "127.0.0.1" if host in ("", "0.0.0.0", "::") else host
+
+
+def link_leafz(c: LeafConnection, subs: bool = False) -> dict:
+    """One link's object in the reference's /leafz ``leafs`` list."""
+    d = {
+        "id": c.cid,
+        "name": c.remote_name,
+        "is_spoke": c.solicited,
+        "account": c.account.name if c.account else "",
+        "ip": c.ip,
+        "port": c.port,
+        "rtt": _fmt_rtt(c.rtt_ns),
+        "in_msgs": c.in_msgs,
+        "out_msgs": c.out_msgs,
+        "in_bytes": c.in_bytes,
+        "out_bytes": c.out_bytes,
+        "subscriptions": len(c.rsubs),
+    }
+    if subs:
+        d["subscriptions_list"] = sorted(s for s, _q in c.rsubs)
+    d["compression"] = "off"  # natsd links are never compressed
+    return d
+
+
+def _fmt_rtt(ns: int) -> str:
+    """Go's time.Duration string, as the reference prints ``rtt`` ("654µs", "1.234567ms")."""
+    if ns <= 0:
+        return "0s"
+    for unit, div in (("µs", 1_000), ("ms", 1_000_000), ("s", 1_000_000_000)):
+        if ns < div * 1000 or unit == "s":
+            if ns < 1000:
+                return f"{ns}ns"
+            return f"{ns / div:.9f}".rstrip("0").rstrip(".") + unit
+    return f"{ns}ns"

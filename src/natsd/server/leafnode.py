@@ -811,37 +811,3 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
             logger.info("%sLeafnode connection closed: %s", self.prefix, reason)
         if self.remote is not None:
             self.remote.link_down(self)
-
-    # -- monitoring ------------------------------------------------------------------------------
-
-    def leafz(self, subs: bool = False) -> dict:
-        d = {
-            "id": self.cid,
-            "name": self.remote_name,
-            "is_spoke": self.solicited,
-            "account": self.account.name if self.account else "",
-            "ip": self.ip,
-            "port": self.port,
-            "rtt": _fmt_rtt(self.rtt_ns),
-            "in_msgs": self.in_msgs,
-            "out_msgs": self.out_msgs,
-            "in_bytes": self.in_bytes,
-            "out_bytes": self.out_bytes,
-            "subscriptions": len(self.rsubs),
-        }
-        if subs:
-            d["subscriptions_list"] = sorted(s for s, _q in self.rsubs)
-        d["compression"] = "off"  # natsd links are never compressed
-        return d
-
-
-def _fmt_rtt(ns: int) -> str:
-    """Go's time.Duration string, as the reference prints ``rtt`` ("654µs", "1.234567ms")."""
-    if ns <= 0:
-        return "0s"
-    for unit, div in (("µs", 1_000), ("ms", 1_000_000), ("s", 1_000_000_000)):
-        if ns < div * 1000 or unit == "s":
-            if ns < 1000:
-                return f"{ns}ns"
-            return f"{ns / div:.9f}".rstrip("0").rstrip(".") + unit
-    return f"{ns}ns"
