@@ -1,6 +1,6 @@
 """Messages across a leafnode link, natsd vs nats-server playing the same role, same run.
 
-    .venv/bin/python bench/bench_leafnodes.py [--n N] [--source-n M]
+    .venv/bin/python bench/bench_leafnodes.py [--n N] [--source-n M] [--hub-tls]
 
 Topologies (all on 127.0.0.1, each server a subprocess): a nats-server hub with a ``leafnodes``
 port, and as its leaf either nats-server (reference) or natsd. Figures:
@@ -10,6 +10,10 @@ port, and as its leaf either nats-server (reference) or natsd. Figures:
   last message received. ``core hub->leaf``: the same the other way.
 * ``sourcing leaf->hub``: the leaf (JetStream domain EDGE) holds M 128-byte messages in a stream;
   a hub stream sources it (``external: $JS.EDGE.API``); msgs/s until the hub stream holds M.
+
+With ``--hub-tls`` the roles swap: a nats-server leaf connects over TLS (``leafnodes { tls {...} }``,
+test certificates made on the fly) to a hub that is either nats-server or natsd (the accepting side),
+and the two ``core`` figures are measured across that TLS link.
 
 The raw clients pre-build their frames, so the client is not the bottleneck. The machine is
 shared (2 cores): the figures are noisy, compare the ratios of one run.
@@ -189,13 +193,44 @@ def run_pair(kind: str, n: int, m: int) -> dict:
         hub.stop()
 
 
+def run_tls_hub(kind: str, n: int) -> dict:
+    """A nats-server leaf linked over TLS to a ``kind`` hub (the accepting side under test)."""
+    from tests.helpers.certs import make_pki
+
+    d = Path(tempfile.mkdtemp(prefix=f"leafbench-tls-{kind}-"))
+    pki = make_pki(d / "pki")
+    lp = free_port()
+    hub_http = free_port()
+    hc = d / "hub.conf"
+    hc.write_text(f"server_name: HUB\nhttp_port: {hub_http}\nleafnodes {{ port: {lp}, tls {{ "
+                  f'cert_file: "{pki.server_cert}", key_file: "{pki.server_key}", ca_file: "{pki.ca_file}", '
+                  f"verify: true }} }}\n")
+    lc = d / "leaf.conf"
+    lc.write_text(f'server_name: LEAF\nleafnodes {{ remotes: [ {{ url: "tls://localhost:{lp}", tls {{ '
+                  f'cert_file: "{pki.client_cert}", key_file: "{pki.client_key}", ca_file: "{pki.ca_file}" }} }} ] }}\n')
+    hub = start_server(kind, d / "hub", config=str(hc), jetstream=False)
+    leaf = start_server("reference", d / "leaf", config=str(lc), jetstream=False)
+    try:
+        _wait_linked(hub_http)
+        return {"tls core leaf->hub": asyncio.run(core(leaf.port, hub.port, n)),
+                "tls core hub->leaf": asyncio.run(core(hub.port, leaf.port, n))}
+    finally:
+        leaf.stop()
+        hub.stop()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=200_000)
     ap.add_argument("--source-n", type=int, default=50_000)
+    ap.add_argument("--hub-tls", action="store_true", help="natsd as the TLS hub of a nats-server leaf instead")
     a = ap.parse_args()
-    ref = run_pair("reference", a.n, a.source_n)
-    ours = run_pair("natsd", a.n, a.source_n)
+    if a.hub_tls:
+        ref = run_tls_hub("reference", a.n)
+        ours = run_tls_hub("natsd", a.n)
+    else:
+        ref = run_pair("reference", a.n, a.source_n)
+        ours = run_pair("natsd", a.n, a.source_n)
     print(f"{'figure':22} {'natsd':>12} {'nats-server':>12} {'ratio':>7}")
     for k in ref:
         print(f"{k:22} {ours[k]:12,.0f} {ref[k]:12,.0f} {ours[k] / ref[k]:7.2f}")

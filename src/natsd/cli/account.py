@@ -1,4 +1,5 @@
-"""``natsctl account info`` and ``natsctl server check [connection|jetstream]``."""
+"""``natsctl account info``, ``natsctl server check [connection|jetstream]``, and the ``server report``/
+``server request`` groups (``leafnodes``: :mod:`natsd.cli.leafnodes`)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,15 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     from natsd.cli import views
 
     views.register_server(ss, common)  # info, ls
+    from natsd.cli import leafnodes
+
+    rep = ss.add_parser("report", help="reports over every server that answers (system account)")
+    rs = rep.add_subparsers(dest="report_cmd", metavar="REPORT", parser_class=type(p))
+    rs.required = True
+    req = ss.add_parser("request", aliases=["req"], help="raw system requests to every server (system account)")
+    rq = req.add_subparsers(dest="request_cmd", metavar="REQUEST", parser_class=type(p))
+    rq.required = True
+    leafnodes.register(rs, rq, common)  # leafnodes
     views.register_top(sub, common)  # events
 
 

@@ -2,10 +2,11 @@
 
     leafnodes {
       port: 7422                       # or listen: "host:port"; accepting side (others connect to us)
-      authorization {                  # who may connect as a leaf (user/password, users: [...])
-        user: leaf, password: s3cr3t, account: EDGE
+      authorization {                  # who may connect as a leaf: user/password, one nkey, or users: [...]
+        user: leaf, password: s3cr3t, account: EDGE     # (or nkey: U..., account: EDGE)
         timeout: 2
       }
+      tls { cert_file, key_file, ca_file, verify, verify_and_map, timeout, handshake_first, ... }
       reconnect: "1s"                  # delay between attempts of a remote (doubled per failure, capped)
       remotes: [                       # soliciting side (we connect to a hub)
         { url: "nats-leaf://user:pass@hub:7422", account: "$G",
@@ -15,10 +16,12 @@
     }
 
 ``leaf`` is the reference's alias for the block. ``urls: [...]`` lists several URLs of one remote
-(tried in turn). A remote's ``tls {}`` block is read by :func:`natsd.config.tls.parse_tls_block`
-(the client port's TLS options) and turned into an ``SSLContext`` by
-:func:`natsd.server.leafnode.remote_ssl_context`, the one hook where client-side TLS plugs in.
-``tls`` on the accepting side is refused (a config error), never silently ignored.
+(tried in turn). Both ``tls {}`` blocks are read by :func:`natsd.config.tls.parse_tls_block` (the
+client port's TLS options): the accepting side's is a server context (certificate required, files
+checked here), a remote's a client one (:func:`natsd.config.tls.build_client_context`, via
+:func:`natsd.server.leafnode.remote_ssl_context`). Without an ``authorization`` block the accepting
+side authenticates leafs with the server's own users, nkeys or operator JWTs (as nats-server);
+``verify_and_map`` in its ``tls {}`` maps a leaf's certificate to one of ``authorization.users``.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-__all__ = ["LeafNodeOptions", "RemoteLeafOptions", "LeafUser", "parse_leafnodes"]
+__all__ = ["LeafNodeOptions", "RemoteLeafOptions", "LeafUser", "parse_leafnodes", "validate_leafnodes"]
 
 SECOND_NS = 1_000_000_000
 DEFAULT_RECONNECT_NS = 1 * SECOND_NS  # nats-server DEFAULT_LEAF_NODE_RECONNECT
@@ -66,29 +69,28 @@ class LeafNodeOptions:
     reconnect_ns: int = DEFAULT_RECONNECT_NS
     remotes: list[RemoteLeafOptions] = field(default_factory=list)
     advertise: str = ""
+    nkey: str = ""  # authorization { nkey: U... }: the one leaf identity (public user key)
+    tls: Any = None  # tls {} of the accepting port: natsd.config.tls.TLSOptions
 
     @property
     def auth_required(self) -> bool:
-        return bool(self.users or self.username)
-
-
-def _plain(v: Any) -> Any:
-    if isinstance(v, dict):
-        return {k: _plain(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_plain(x) for x in v]
-    return v
+        """An ``authorization {}`` of the leafnode block decides (else the server's own auth)."""
+        return bool(self.users or self.username or self.nkey)
 
 
 def _tls_block(ctx, m, k):
-    """A remote's ``tls {}``: natsd's TLS options when the TLS module is there, else the raw map
-    (:func:`natsd.server.leafnode.remote_ssl_context` then refuses the remote, clearly)."""
-    try:
-        from natsd.config.tls import parse_tls_block  # the shared TLS plumbing (client port's)
-    except ImportError:
-        t = ctx.map_(m, k)
-        return _plain(t) if t is not None else None
-    return parse_tls_block(ctx, m, k)
+    """A remote's ``tls {}``: the client port's TLS options, checked as a client context (a
+    remote needs no certificate of its own, only a CA to trust the hub, or neither)."""
+    from natsd.config.tls import TLSConfigError, build_client_context, parse_tls_block
+
+    tls = parse_tls_block(ctx, m, k, check_files=False)
+    if tls is not None:
+        try:
+            build_client_context(tls)
+        except TLSConfigError as e:
+            ctx.error(m.pos(k), str(e))
+            return None
+    return tls
 
 
 def _subjects(ctx, m, k) -> list[str]:
@@ -196,6 +198,10 @@ def parse_leafnodes(ctx, o, m, key: str) -> None:
                     ln.password = str(a[ak])
                 elif akl == "account":
                     ln.account = ctx.str_(a, ak) or ""
+                elif akl == "nkey":
+                    ln.nkey = ctx.str_(a, ak) or ""
+                    if not _valid_user_nkey(ln.nkey):
+                        ctx.error(a.pos(ak), "Not a valid public nkey for leafnode authorization")
                 elif akl == "timeout":
                     tv = a[ak]
                     if isinstance(tv, (int, float)) and not isinstance(tv, bool):
@@ -225,12 +231,61 @@ def parse_leafnodes(ctx, o, m, key: str) -> None:
                         ln.users.append(lu)
                 else:
                     ctx.unsupported(a, ak)
+            _validate_auth(ctx, b.pos(k), ln)
         elif kl == "tls":
-            # Refused rather than ignored: ignoring it would serve the leafnode port in plaintext.
-            ctx.error(b.pos(k), "leafnodes tls (TLS on the accepting leafnode port) is not supported by natsd")
+            from natsd.config.tls import parse_tls_block  # the client port's TLS options
+
+            ln.tls = parse_tls_block(ctx, b, k)
         else:
             ctx.unsupported(b, k)
     o.leafnodes = ln
+
+
+def _valid_user_nkey(key: str) -> bool:
+    from natsd.config.jwt import is_public_nkey  # nkeys decoding, shared with the client port
+
+    return is_public_nkey(key, "U")
+
+
+def _validate_auth(ctx, pos, ln: LeafNodeOptions) -> None:
+    """The mixes nats-server refuses (its validateLeafNodeAuthOptions), same words."""
+    if not ln.users:
+        return
+    if ln.username:
+        ctx.error(pos, "can not have a single user/pass and a users array")
+    if ln.nkey:
+        ctx.error(pos, "can not have a single nkey and a users array")
+    seen: set[str] = set()
+    for u in ln.users:
+        if u.user in seen:
+            ctx.error(pos, f'duplicate user "{u.user}" detected in leafnode authorization')
+        seen.add(u.user)
+
+
+def validate_leafnodes(ctx, o, tree) -> None:
+    """What nats-server checks once the whole config is read (its validateLeafNodeOptions), same
+    words: the accounts the block names exist (config accounts, ``$G``, the system account);
+    in operator mode no ``users`` and only account public keys."""
+    ln = o.leafnodes
+    pos = tree.pos(next((k for k in tree if k.lower() in ("leafnodes", "leaf")), ""))
+    if not o.trust.enabled:
+        known = {a.name for a in o.accounts} | {"", "$G", o.system_account or "$SYS"}
+        for acc, where in ([(ln.account, "authorization")] + [(u.account, "authorization") for u in ln.users]
+                           + [(r.account, "remote") for r in ln.remotes]):
+            if acc not in known:
+                ctx.error(pos, f'cannot find local account "{acc}" specified in leafnode {where}')
+                return
+        return
+    from natsd.config.jwt import is_public_nkey
+
+    if ln.users:
+        ctx.error(pos, "operator mode does not allow specifying users in leafnode config")
+    elif any(not is_public_nkey(r.account, "A") for r in ln.remotes):
+        ctx.error(pos, "operator mode requires account nkeys in remotes. Please add an `account` key to each "
+                       "remote in your `leafnodes` section, to assign it to an account. Each account value "
+                       "should be a 56 character public key, starting with the letter 'A'")
+    elif ln.port and ln.account and not is_public_nkey(ln.account, "A"):
+        ctx.error(pos, "operator mode and non account nkeys are incompatible")
 
 
 def remote_url_parts(url: str) -> tuple[str, int, str, str]:

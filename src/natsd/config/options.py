@@ -873,6 +873,10 @@ def _validate(ctx: _Ctx, o: ServerOptions, tree: ConfigMap) -> None:
         if o.system_account != "$SYS":
             pos = tree.pos(next((k for k in tree if k.lower() in ("system_account", "system")), ""))
             ctx.error(pos, f'system account "{o.system_account}" not found in accounts')
+    if o.leafnodes is not None:
+        from natsd.config.leafnodes import validate_leafnodes  # (leafnodes imports this module)
+
+        validate_leafnodes(ctx, o, tree)
 
 
 def _validate_tls(ctx: _Ctx, o: ServerOptions, tree: ConfigMap) -> None:

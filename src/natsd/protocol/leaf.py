@@ -33,6 +33,9 @@ Events returned by :meth:`LeafParser.feed` (tuples, first item the op):
 * ``(L_SUB, subject, queue|None, weight)`` and ``(L_UNSUB, subject, queue|None)``
 * ``(L_MSG, subject, reply|b"", queues tuple, hdr_len, data)`` (``subject``/``reply``/queues are
   ``bytes``; ``data`` holds headers then payload; ``hdr_len`` is 0 for LMSG)
+* ``(L_MSG_RUN, subject, reply, queues, hdr_len, [data, ...])``: consecutive frames of one feed
+  with the very same control line (a publisher's burst: same subject, reply, queues and sizes),
+  exactly the ``L_MSG`` events they stand for, in order
 
 Errors raise :class:`~natsd.protocol.errors.RemoteProtocolError` (the parser is then failed);
 events completed before the bad bytes are attached as ``err.events``.
@@ -45,11 +48,11 @@ import json
 from natsd.protocol.errors import ERR_MAX_CONTROL_LINE, ERR_MAX_PAYLOAD, ERR_UNKNOWN_PROTOCOL, RemoteProtocolError
 
 __all__ = [
-    "LeafParser", "L_INFO", "L_CONNECT", "L_PING", "L_PONG", "L_OK", "L_ERR", "L_SUB", "L_UNSUB", "L_MSG",
+    "LeafParser", "L_INFO", "L_CONNECT", "L_PING", "L_PONG", "L_OK", "L_ERR", "L_SUB", "L_UNSUB", "L_MSG", "L_MSG_RUN",
     "encode_connect", "encode_ls_plus", "encode_ls_minus", "msg_line", "split_js_ack_deliver",
 ]
 
-L_INFO, L_CONNECT, L_PING, L_PONG, L_OK, L_ERR, L_SUB, L_UNSUB, L_MSG = range(9)
+L_INFO, L_CONNECT, L_PING, L_PONG, L_OK, L_ERR, L_SUB, L_UNSUB, L_MSG, L_MSG_RUN = range(10)
 
 _PING = (L_PING,)
 _PONG = (L_PONG,)
@@ -111,8 +114,22 @@ class LeafParser:
                         break  # payload not complete yet: keep the line too
                     if buf[end:end + 2] != b"\r\n":
                         raise _error(ERR_UNKNOWN_PROTOCOL, "message payload not followed by CRLF", events)
-                    events.append(ev + (buf[start:end],))
+                    # A publisher's burst repeats this very line (subject, reply, queues, sizes):
+                    # frames that start with the same bytes need no parsing, only their payload,
+                    # and the burst is one L_MSG_RUN event.
+                    head = buf[pos:start]
+                    hl = start - pos
+                    step = hl + size + 2
                     pos = end + 2
+                    if pos + step <= n and buf.startswith(head, pos) and buf[pos + step - 2:pos + step] == b"\r\n":
+                        payloads = [buf[start:end]]
+                        while pos + step <= n and buf.startswith(head, pos) and \
+                                buf[pos + step - 2:pos + step] == b"\r\n":
+                            payloads.append(buf[pos + hl:pos + step - 2])
+                            pos += step
+                        events.append((L_MSG_RUN,) + ev[1:] + (payloads,))
+                    else:
+                        events.append(ev + (buf[start:end],))
                     continue
                 pos = eol + 1
                 self._control(line, events)

@@ -10,9 +10,8 @@ import random
 from typing import TYPE_CHECKING
 
 from natsd import __version__
-from natsd.server.leafnode import (
-    LDS_PREFIX, SECOND, LeafConnection, _nuid, read_creds, remote_ssl_context, sign_nonce,
-)
+from natsd.server.leafauth import authenticate, read_creds, remote_ssl_context, sign_nonce
+from natsd.server.leafnode import LDS_PREFIX, SECOND, LeafConnection, _nuid
 from natsd.server.log import logger
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -76,7 +75,7 @@ class _Remote:
             self.connected_url = url
             await asyncio.wait_for(
                 loop.create_connection(lambda: LeafConnection(self.manager, self), host, port), timeout=5)
-        except (OSError, asyncio.TimeoutError, NotImplementedError) as e:
+        except (OSError, asyncio.TimeoutError, ValueError) as e:  # (ValueError: TLS files)
             self.failures += 1
             logger.error('Error trying to connect as leafnode to remote server "%s:%d" (attempt %d): %s',
                          host, port, self.failures, e or type(e).__name__)
@@ -125,6 +124,8 @@ class LeafManager:
         self._listener = None
         self.port = 0
         self.ping_interval_ns = 60 * SECOND  # links ping at least this often (liveness across NAT)
+        self._sys_subs: list = []
+        self._sys_ports = None
 
     @property
     def domain(self) -> str:
@@ -141,14 +142,38 @@ class LeafManager:
         ln = self.options
         if ln.port:
             host = ln.host or "0.0.0.0"
+            if ln.tls is not None:
+                self.server.tls.add("leafnode", ln.tls)  # reloaded with the others (TlsContexts)
             self._listener = await self.server.loop.create_server(
-                lambda: LeafConnection(self), host, ln.port if ln.port > 0 else 0, reuse_address=True)
+                self._new_protocol, host, ln.port if ln.port > 0 else 0, reuse_address=True)
             self.port = self._listener.sockets[0].getsockname()[1]
             logger.info("Listening for leafnode connections on %s:%d", host, self.port)
         for r in self.remotes:
             r.start()
+        self._start_system_services()
+
+    def _new_protocol(self):
+        """An accepted link: plain, or under the client port's TLS layer. nats-server's leafnode
+        order: INFO in plaintext, then the handshake (or the handshake first with
+        ``handshake_first``); a first record that is not TLS closes the link without a reply."""
+        tls = self.options.tls
+        if tls is None:
+            return LeafConnection(self)
+        from natsd.server.tls import TlsLayer
+
+        s = self.server
+        if not tls.handshake_first:
+            mode = "after_info"
+        else:
+            mode = "auto" if tls.handshake_first_fallback_ns > 0 else "first"
+        return TlsLayer(s.tls.getter("leafnode"), lambda: LeafConnection(self), s.clock, s._handshakes,
+                        timeout_ns=tls.timeout_ns, mode=mode, fallback_ns=tls.handshake_first_fallback_ns,
+                        pinned=tls.pinned_certs)
 
     async def stop(self) -> None:
+        for sub in self._sys_subs:
+            sub.unsubscribe()
+        self._sys_subs = []
         for r in self.remotes:
             r.stop()
         if self._listener is not None:
@@ -158,6 +183,23 @@ class LeafManager:
         if self._listener is not None:
             await self._listener.wait_closed()
             self._listener = None
+
+    def reload(self, new: "LeafNodeOptions | None") -> "LeafNodeOptions":
+        """SIGHUP: the accepting port's certificates and authorization change for new links; the
+        listener, its TLS on/off and the remotes stay as they started (a restart changes them).
+        Returns the options in force."""
+        old = self.options
+        if new is None:
+            logger.error("Config reload: leafnodes cannot be removed without a restart")
+            return old
+        new.host, new.port, new.remotes, new.reconnect_ns = old.host, old.port, old.remotes, old.reconnect_ns
+        if (old.tls is None) != (new.tls is None):
+            logger.error("Config reload: leafnode TLS cannot be enabled or disabled without a restart")
+            new.tls = old.tls
+        elif new.tls is not None:
+            self.server.tls.reload("leafnode", new.tls)
+        self.options = new
+        return new
 
     # -- handshake helpers ---------------------------------------------------------------------------
 
@@ -176,6 +218,11 @@ class LeafManager:
             "auth_required": True,
             "max_payload": s.options.max_payload,
         }
+        tls = self.options.tls
+        if tls is not None:
+            d["tls_required"] = True
+            if tls.verify_clients:
+                d["tls_verify"] = True
         if s.jetstream is not None:
             d["jetstream"] = True
         d["client_id"] = c.cid
@@ -228,23 +275,10 @@ class LeafManager:
                 d["auth_token"] = user
         return d
 
-    def authenticate(self, d: dict) -> str | None:
-        """The account a leaf CONNECT binds to, or None when refused."""
-        from natsd.server.auth import check_password
-
-        ln = self.options
-        user = d.get("user", "") or ""
-        pw = d.get("pass", "") or ""
-        if ln.users:
-            for u in ln.users:
-                if u.user == user and check_password(u.password, pw):
-                    return u.account or "$G"
-            return None
-        if ln.username:
-            if user == ln.username and check_password(ln.password, pw):
-                return ln.account or "$G"
-            return None
-        return ln.account or "$G"
+    def authenticate(self, d: dict, c: LeafConnection):
+        """The :class:`~natsd.server.auth.AuthResult` of a leaf CONNECT (see
+        :func:`natsd.server.leafauth.authenticate`)."""
+        return authenticate(self.options, self.server.auth, d, c)
 
     # -- interest fan-out ------------------------------------------------------------------------------
 
@@ -269,11 +303,20 @@ class LeafManager:
 
         def watch(subject: str, queue: str | None, item, delta: int) -> None:
             owner = getattr(item, "client", None)
+            if queue is not None and isinstance(owner, LeafConnection):
+                delta *= owner.queue_weight(item)  # a link's queue member counts for its weight
             for link in links:
                 if link.bound and link.exports_interest_of(owner):
                     link.interest_changed(subject, queue, delta)
 
         return watch
+
+    def weight_changed(self, owner: LeafConnection, subject: str, queue: str, delta: int) -> None:
+        """A link's ``LS+`` changed the weight of one of its queue groups: the other links of the
+        account announce the new total (as nats-server passes queue weights on)."""
+        for link in self.links.get(owner.account.name, ()):
+            if link.bound and link.exports_interest_of(owner):
+                link.interest_changed(subject, queue, delta)
 
     # -- monitoring --------------------------------------------------------------------------------------
 
@@ -281,10 +324,104 @@ class LeafManager:
         q = query or {}
         subs = str(q.get("subs", "")).lower() in ("1", "true", "detail")
         acc = q.get("acc") or ""
-        leafs = [c.leafz(subs) for c in self.connections.values()
+        leafs = [link_leafz(c, subs) for c in self.connections.values()
                  if c.ready and (not acc or (c.account and c.account.name == acc))]
         return {"leafnodes": len(leafs), "leafs": leafs}
 
 
+    # -- $SYS.REQ ... LEAFZ ---------------------------------------------------------------------------------
+
+    def _start_system_services(self) -> None:
+        """With a system account, answer ``$SYS.REQ.SERVER.PING.LEAFZ``, ``$SYS.REQ.SERVER.<id>.LEAFZ``
+        and ``$SYS.REQ.ACCOUNT.<account>.LEAFZ`` as nats-server does (what ``nats server report
+        leafnodes`` and ``natsctl server report leafnodes`` ask): ``{"server": {...}, "data":
+        <the /leafz document>}``. The request body may carry ``{"account", "subscriptions"}`` and
+        the event filters ``server_name``/``host``/``cluster`` (substring unless ``exact_match``);
+        a server the filters exclude stays silent."""
+        s = self.server
+        name = s.options.system_account or (s.trust.system_account if s.trust is not None else "")
+        if not name:
+            return
+        from natsd.server.ports import ServerPorts
+
+        ports = self._sys_ports = ServerPorts(s.get_account(name))
+        for subject in ("$SYS.REQ.SERVER.PING.LEAFZ", f"$SYS.REQ.SERVER.{s.server_id}.LEAFZ",
+                        "$SYS.REQ.ACCOUNT.*.LEAFZ"):
+            self._sys_subs.append(ports.subscribe(subject, self._on_leafz_request))
+
+    def _on_leafz_request(self, subject: str, reply: str, hdr, payload: bytes) -> None:
+        import json
+
+        from natsd.server.monitor import rfc3339
+
+        if not reply:
+            return
+        s = self.server
+        try:
+            req = json.loads(payload) if payload else {}
+            if not isinstance(req, dict):
+                raise ValueError("not an object")
+        except ValueError as e:
+            body = {"error": {"code": 400, "description": str(e)}}
+        else:
+            if not _filter_match(req, s):
+                return
+            q = {"acc": req.get("account") or "", "subs": "1" if req.get("subscriptions") else ""}
+            if subject.startswith("$SYS.REQ.ACCOUNT."):
+                q["acc"] = subject.split(".")[3]
+            body = {"data": {"server_id": s.server_id, "now": rfc3339(s.clock.time_ns()), **self.leafz(q)}}
+        js = s.jetstream is not None
+        doc = {"server": {"name": s.server_name, "host": s.options.host, "id": s.server_id, "ver": __version__,
+                          "jetstream": js, "flags": 1 if js else 0, "seq": 0,
+                          "time": rfc3339(s.clock.time_ns())}, **body}
+        if self.domain:
+            doc["server"]["domain"] = self.domain
+        self._sys_ports.publish(reply, "", None, json.dumps(doc, separators=(",", ":")).encode())
+
+
+def _filter_match(req: dict, s) -> bool:
+    """nats-server's event filters: every given one must match (substring, or exact)."""
+    exact = bool(req.get("exact_match"))
+    for key, have in (("server_name", s.server_name), ("host", s.options.host), ("cluster", "")):
+        want = req.get(key)
+        if want and not (want == have if exact else str(want) in have):
+            return False
+    return True
+
+
 def _public_host(host: str) -> str:
     return "127.0.0.1" if host in ("", "0.0.0.0", "::") else host
+
+
+def link_leafz(c: LeafConnection, subs: bool = False) -> dict:
+    """One link's object in the reference's /leafz ``leafs`` list."""
+    d = {
+        "id": c.cid,
+        "name": c.remote_name,
+        "is_spoke": c.solicited,
+        "account": c.account.name if c.account else "",
+        "ip": c.ip,
+        "port": c.port,
+        "rtt": _fmt_rtt(c.rtt_ns),
+        "in_msgs": c.in_msgs,
+        "out_msgs": c.out_msgs,
+        "in_bytes": c.in_bytes,
+        "out_bytes": c.out_bytes,
+        "subscriptions": len(c.rsubs),
+    }
+    if subs:
+        d["subscriptions_list"] = sorted(s for s, _q in c.rsubs)
+    d["compression"] = "off"  # natsd links are never compressed
+    return d
+
+
+def _fmt_rtt(ns: int) -> str:
+    """Go's time.Duration string, as the reference prints ``rtt`` ("654µs", "1.234567ms")."""
+    if ns <= 0:
+        return "0s"
+    for unit, div in (("µs", 1_000), ("ms", 1_000_000), ("s", 1_000_000_000)):
+        if ns < div * 1000 or unit == "s":
+            if ns < 1000:
+                return f"{ns}ns"
+            return f"{ns / div:.9f}".rstrip("0").rstrip(".") + unit
+    return f"{ns}ns"

@@ -9,8 +9,8 @@ of the server like a client that subscribes on behalf of the other side:
 * **interest in**: ``LS+ subject [queue weight]`` inserts one :class:`Subscription` owned by the
   link into the account's Sublist (``LS-`` removes it), so local publishes reach the other side
   through the normal routing (:func:`natsd.server.router.route`), queue groups included: the link
-  is one member of a group, whatever its weight, used when no local member is there (as the
-  reference). Links set ``sub_deny`` to a never-denying marker
+  is a member of a group used when no local member is there (as the reference), and among several
+  links one is picked in proportion to its ``weight`` (the members it stands for, :meth:`queue_weight`). Links set ``sub_deny`` to a never-denying marker
   (``router.LEAF_LINK``) so the router always calls :meth:`LeafConnection.deliver`, which writes ``LMSG``/``HMSG``
   frames instead of ``MSG``. When one message reaches a link through several subscriptions
   (plain and queue interest, or overlapping wildcards), the router calls ``deliver`` for each,
@@ -19,7 +19,8 @@ of the server like a client that subscribes on behalf of the other side:
 * **interest out**: the account's Sublist reports every insert/remove (``Sublist.watch``);
   :class:`~natsd.server.leafmanager.LeafManager` forwards it to each link of the account, which keeps a count per
   (subject, queue) and sends ``LS+``/``LS-`` when a count leaves/reaches zero (and ``LS+`` with
-  the new weight when a queue group's size changes). Subscriptions a link made itself are not
+  the new weight when a queue group's size changes; another link's member counts for its weight,
+  so a hub tells each leaf how many members the other leafs stand for). Subscriptions a link made itself are not
   echoed back to it, and a soliciting link never gets the interest of another soliciting link
   (hub interest does not flow hub to hub).
 * **messages in**: ``LMSG`` is routed like a client publish from the link (``echo`` off, so it
@@ -40,8 +41,14 @@ carrying ``connect_info`` and its interest; the soliciting side then sends its i
 soliciting link that fails or drops is retried after ``reconnect`` (doubled per failed attempt
 up to 8x, with jitter), for ever; the local server keeps serving its clients meanwhile.
 
-TLS for remotes: :func:`remote_ssl_context` is the single hook (the remote's parsed ``tls {}``
-block in, an ``ssl.SSLContext`` out); natsd's TLS plumbing lives elsewhere and plugs in there.
+TLS: a remote's ``tls {}`` becomes a client ``SSLContext`` (:func:`remote_ssl_context`) and the
+link is upgraded with ``loop.start_tls`` after the hub's INFO. The accepting port's ``tls {}`` puts
+the client port's :class:`~natsd.server.tls.TlsLayer` under each link (INFO in plaintext, then
+the handshake; a plaintext peer is closed without a reply; ``tls_failed`` logs it as the reference
+does). Identities on the accepting side (:meth:`LeafManager.authenticate
+<natsd.server.leafmanager.LeafManager.authenticate>`): the leafnode block's own user, nkey or users
+(by certificate with ``verify_and_map``), else the server's users, nkeys and operator JWTs; the
+link binds to the account they name, and a JWT-authenticated link ends when its JWT expires.
 """
 
 from __future__ import annotations
@@ -49,24 +56,27 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
-import re
 from typing import TYPE_CHECKING
 
 from natsd.protocol.encoder import PING, PONG, encode_err, encode_info
 from natsd.protocol.errors import ERR_AUTH_VIOLATION, RemoteProtocolError
 from natsd.protocol.leaf import (
-    L_CONNECT, L_ERR, L_INFO, L_MSG, L_PING, L_PONG, L_SUB, L_UNSUB, LeafParser, encode_connect,
+    L_CONNECT, L_ERR, L_INFO, L_MSG, L_MSG_RUN, L_PING, L_PONG, L_SUB, L_UNSUB, LeafParser, encode_connect,
     encode_ls_minus, encode_ls_plus, msg_line, split_js_ack_deliver,
+)
+from natsd.server.leafauth import (  # noqa: F401 (read_creds, sign_nonce, remote_ssl_context: re-exported)
+    _CACHE_MAX, LeafIdentityMixin, LinkPerms, _covered, _DenyCache, read_creds, remote_ssl_context, sign_nonce,
 )
 from natsd.server.log import logger
 from natsd.server.router import LEAF_LINK, route, route_batch
 from natsd.server.subscription import Subscription
-from natsd.subjects.tokens import subject_matches, subset
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.server.leafmanager import LeafManager, _Remote
 
 __all__ = ["LeafConnection", "remote_ssl_context", "JS_DENY", "read_creds", "sign_nonce"]
+
+# (the identity helpers live in natsd.server.leafauth; re-exported here for their users)
 
 # Subjects that never cross a link (nats-server's denyAllClientJs).
 JS_DENY = ("$JS.API.>", "$KV.>", "$OBJ.>")
@@ -74,52 +84,10 @@ LDS_PREFIX = "$LDS."
 LOOP_DELAY_NS = 30_000_000_000  # nats-server leafNodeReconnectDelayAfterLoopDetected
 FIRST_PING_NS = 1_000_000_000  # first PING soon after the link is up (RTT, liveness)
 SECOND = 1_000_000_000
-_CREDS_RE = re.compile(rb"\s*(?:(?:[-]{3,}.*[-]{3,}\r?\n)([\w\-.=]+)(?:\r?\n[-]{3,}.*[-]{3,}(\r?\n|\Z)))")
-
-
-def remote_ssl_context(tls_options):
-    """The ``ssl.SSLContext`` for a remote's ``tls {}`` options, or None for plaintext.
-
-    The hook onto natsd's shared TLS plumbing (:func:`natsd.config.tls.build_client_context`).
-    Without it (or with an unparsed block) the remote is refused with a clear log line rather
-    than connected in plaintext. The link itself starts in plaintext: the hub sends INFO, then
-    both sides run the TLS handshake (see ``LeafConnection._start_tls``), as nats-server does.
-    """
-    if not tls_options:
-        return None
-    try:
-        from natsd.config.tls import build_client_context  # type: ignore[import-not-found]
-    except ImportError:
-        raise NotImplementedError("TLS for leafnode remotes needs natsd.config.tls") from None
-    if isinstance(tls_options, dict):
-        raise NotImplementedError("the remote's tls block was not parsed by natsd.config.tls")
-    return build_client_context(tls_options)
 
 
 def _nuid() -> str:
     return base64.b32encode(os.urandom(15)).decode().rstrip("=")
-
-
-def read_creds(path: str) -> tuple[str, bytes]:
-    """``(user_jwt, seed)`` from a ``.creds`` file (the decorated JWT and NKEY SEED blocks)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    items = _CREDS_RE.findall(data)
-    if len(items) < 2:
-        raise ValueError(f"credentials file {path} malformed")
-    return items[0][0].decode(), items[1][0]
-
-
-def sign_nonce(seed: bytes, nonce: str) -> tuple[str, str]:
-    """``(sig, public_key)``: the nonce signed with the seed, base64url without padding."""
-    import nkeys  # the NATS ed25519 keys library
-
-    kp = nkeys.from_seed(seed)
-    try:
-        sig = base64.urlsafe_b64encode(kp.sign(nonce.encode())).decode().rstrip("=")
-        return sig, kp.public_key.decode()
-    finally:
-        kp.wipe()
 
 
 class _Result:
@@ -132,42 +100,7 @@ class _Result:
         self.qsubs = qsubs
 
 
-def _matches_any(patterns, subject: str) -> bool:
-    for p in patterns:
-        if subject_matches(p, subject):
-            return True
-    return False
-
-
-_CACHE_MAX = 4096
-
-
-class _DenyCache(dict):
-    """subject -> denied?, for the per-message deny checks of one direction of a link (the
-    patterns are fixed per link; a publisher's subjects repeat). Cleared when full."""
-
-    __slots__ = ("patterns",)
-
-    def __init__(self, patterns: tuple) -> None:
-        super().__init__()
-        self.patterns = patterns
-
-    def __missing__(self, subject: str) -> bool:
-        if len(self) >= _CACHE_MAX:
-            self.clear()
-        v = self[subject] = _matches_any(self.patterns, subject)
-        return v
-
-
-def _covered(patterns, subject: str) -> bool:
-    """Every subject ``subject`` (a subscription, maybe with wildcards) matches is in ``patterns``."""
-    for p in patterns:
-        if subset(subject, p):
-            return True
-    return False
-
-
-class LeafConnection(asyncio.Protocol):
+class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
     """One leafnode link (either side). See the module docstring."""
 
     def __init__(self, manager: "LeafManager", remote: "_Remote | None" = None) -> None:
@@ -212,6 +145,7 @@ class LeafConnection(asyncio.Protocol):
         self.pings_out = 0
         self._timer = None
         self._auth_timer = None
+        self._expire_timer = None
         self._awaiting_connect_info = False
         self._tls = None  # the TLS upgrade task of a remote with tls {}
         # Frame merging (see deliver): the last frame written and where its line sits in out.
@@ -226,6 +160,8 @@ class LeafConnection(asyncio.Protocol):
         self.deny_interest_out: tuple = JS_DENY
         self._denied_in = _DenyCache(JS_DENY)
         self._denied_out = _DenyCache(JS_DENY)
+        # Permissions of the leaf's user (see natsd.server.leafauth.LinkPerms), None: none.
+        self.perms = None
         self._subjects: dict[bytes, str] = {}  # decoded subjects of inbound messages
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
@@ -316,6 +252,13 @@ class LeafConnection(asyncio.Protocol):
                     i = j
                     continue
                 self._on_msg(ev)
+            elif op == L_MSG_RUN:
+                if ev[3] or not self._route_run(ev[1], ev[2], ev[4], ev[5]):
+                    head = (L_MSG,) + ev[1:5]
+                    for data in ev[5]:
+                        if self.closed:
+                            return
+                        self._on_msg(head + (data,))
             elif op == L_SUB:
                 self._on_ls_plus(ev[1], ev[2], ev[3])
             elif op == L_UNSUB:
@@ -378,10 +321,9 @@ class LeafConnection(asyncio.Protocol):
             logger.error("%sError sending leafnode CONNECT: %s", self.prefix, e)
             self.close("Authentication Failure")
             return
-        # Our interest goes right behind CONNECT (the hub reads both in one go), so the
-        # hub's JetStream finds our API interest as soon as it retries its sources.
-        self._bind()
         if info.get("info_on_connect"):
+            # Our interest follows the hub's answer (as nats-server's leaf does): that INFO may
+            # carry our user's permissions, and a hub closes a link whose LS+ breaks them.
             self._awaiting_connect_info = True
             # The hub answers within seconds or the link is stale.
             self._timer = self.server.clock.call_later(2 * SECOND, self._connect_info_timeout)
@@ -415,6 +357,8 @@ class LeafConnection(asyncio.Protocol):
                 self._timer.cancel()
                 self._timer = None
             self.remote_account = info.get("remote_account", "") or ""
+            if info.get("import") is not None or info.get("export") is not None:
+                self._perms_from_hub(info.get("import"), info.get("export"))
             self._finish()
 
     def _connect_info_timeout(self) -> None:
@@ -431,12 +375,17 @@ class LeafConnection(asyncio.Protocol):
             self.send(encode_err("Attempted To Connect To Leafnode Port"))
             self.close("Wrong Port")
             return
-        acc_name = self.manager.authenticate(d)
-        if acc_name is None:
+        res = self.manager.authenticate(d, self)
+        if not res.ok:
             logger.error("%sauthentication error", self.prefix)
-            self.send(encode_err(ERR_AUTH_VIOLATION))
+            self.send(encode_err(res.error or ERR_AUTH_VIOLATION))
             self.close("Authentication Failure")
             return
+        acc_name = res.account
+        if res.expires:
+            self._arm_expiry(res.expires)
+        if res.permissions is not None:
+            self.perms = LinkPerms.for_hub(res.permissions)
         if self._auth_timer is not None:
             self._auth_timer.cancel()
             self._auth_timer = None
@@ -451,6 +400,8 @@ class LeafConnection(asyncio.Protocol):
             self.deny_out = self.deny_out + tuple(s for s in deny_pub if isinstance(s, str))
         self.account = self.server.get_account(acc_name)
         info = self.manager.info(self, connect_info=True, remote_account=acc_name)
+        if self.perms is not None:
+            info.update(self.perms.info_fields())  # the leaf enforces them on its side too
         self.send(encode_info(info))
         self._finish()
 
@@ -494,8 +445,7 @@ class LeafConnection(asyncio.Protocol):
         self.deny_in = tuple(dict.fromkeys(deny_in))
         self.deny_out = tuple(dict.fromkeys(deny_out))
         self.deny_interest_out = tuple(dict.fromkeys(deny_int))
-        self._denied_in = _DenyCache(self.deny_in)
-        self._denied_out = _DenyCache(self.deny_out)
+        self._apply_perms()
 
     def _on_err(self, text: str) -> None:
         logger.error("%sLeafnode Error '%s'", self.prefix, text)
@@ -542,23 +492,31 @@ class LeafConnection(asyncio.Protocol):
                 self.remote.delay_next(LOOP_DELAY_NS)
             self.close("Protocol Violation")
             return
+        if self.perms is not None and not self.solicited and self.perms.refuses_sub(subject):
+            self._perm_violation("Subscription", subject)
+            return
         # Interest in what we must not send is ignored (the messages would be dropped anyway).
         if _covered(self.deny_out, subject):
             return
         key = (subject, queue)
+        weight = max(weight, 1) if queue else 1
         old = self.rsubs.get(key)
         if old is not None:
-            if queue:
+            if queue and weight != old[1]:
+                # The other side's group grew or shrank: the router's choice among links and the
+                # weight announced to the other links follow (nats-server's queue weights).
                 self.rsubs[key] = (old[0], weight)
+                self.manager.weight_changed(self, subject, queue, weight - old[1])
             return
         sub = Subscription(self, b"", subject, queue, account=self.account)
         sub.created_ns = self.server.clock.time_ns()
+        self.rsubs[key] = (sub, weight)  # before the insert: the interest watcher reads the weight
         try:
             self.account.sublist.insert(subject, sub, queue)
         except ValueError:
+            del self.rsubs[key]
             logger.debug("%sinvalid LS+ subject %r", self.prefix, subject)
             return
-        self.rsubs[key] = (sub, weight)
         acc = self.account
         if acc.interest_handlers:
             acc.notify_interest(subject, True)
@@ -576,13 +534,18 @@ class LeafConnection(asyncio.Protocol):
         if sub.closed:
             return
         sub.closed = True
+        acc = sub.account
+        acc.sublist.remove(sub.subject, sub, sub.queue)  # (the watcher still finds the weight)
         ent = self.rsubs.get((sub.subject, sub.queue))
         if ent is not None and ent[0] is sub:
             del self.rsubs[(sub.subject, sub.queue)]
-        acc = sub.account
-        acc.sublist.remove(sub.subject, sub, sub.queue)
         if acc.interest_handlers:
             acc.notify_interest(sub.subject, False)
+
+    def queue_weight(self, sub) -> int:
+        """How many queue members of the other side ``sub`` stands for (its ``LS+`` weight)."""
+        ent = self.rsubs.get((sub.subject, sub.queue))
+        return ent[1] if ent is not None else 1
 
     def exports_interest_of(self, owner) -> bool:
         """Whether a subscription owned by ``owner`` is announced over this link."""
@@ -594,7 +557,7 @@ class LeafConnection(asyncio.Protocol):
 
     def interest_changed(self, subject: str, queue: str | None, delta: int) -> None:
         """A local (from this link's point of view) subscription came or went."""
-        if _covered(self.deny_interest_out, subject):
+        if _covered(self.deny_interest_out, subject) or (self.perms is not None and not self.perms.announces(subject)):
             return
         key = (subject, queue)
         smap = self.smap
@@ -618,10 +581,12 @@ class LeafConnection(asyncio.Protocol):
         for subject, queue, item in entries:
             if not self.exports_interest_of(getattr(item, "client", None)):
                 continue
-            if _covered(deny, subject):
+            if _covered(deny, subject) or (self.perms is not None and not self.perms.announces(subject)):
                 continue
             key = (subject, queue)
-            smap[key] = smap.get(key, 0) + 1
+            owner = getattr(item, "client", None)
+            n = owner.queue_weight(item) if queue and isinstance(owner, LeafConnection) else 1
+            smap[key] = smap.get(key, 0) + n
         buf = bytearray()
         for (subject, queue), n in smap.items():
             buf += encode_ls_plus(subject, queue, n)
@@ -633,7 +598,12 @@ class LeafConnection(asyncio.Protocol):
     def _on_msg_run(self, events: list, start: int, end: int) -> bool:
         """Route ``events[start:end]`` (same subject, reply, sizes; no queue list) as one batch;
         False when they need the message-by-message path."""
-        _, subj_b, reply, _q, hdr_len, data = events[start]
+        _, subj_b, reply, _q, hdr_len, _data = events[start]
+        return self._route_run(subj_b, reply, hdr_len, [e[5] for e in events[start:end]])
+
+    def _route_run(self, subj_b: bytes, reply: bytes, hdr_len: int, payloads: list) -> bool:
+        """Route messages with one subject, reply and size (no queue list) as one batch; False
+        when they need the message-by-message path."""
         if not self.ready or (reply and reply.startswith(b"$JS.ACK.")):
             return False
         try:
@@ -641,16 +611,16 @@ class LeafConnection(asyncio.Protocol):
         except UnicodeDecodeError:
             return False
         if self._denied_in[subject]:
-            return False
+            return False  # (the per-message path drops it, or reports a permission violation)
         acc = self.account
         r = acc.sublist.match(subject)
         if r.qsubs:
             return False
-        k = end - start
+        k = len(payloads)
         self.in_msgs += k
-        self.in_bytes += k * len(data)
+        self.in_bytes += k * len(payloads[0])
         if r.psubs:
-            route_batch(acc, subject, subj_b, reply, hdr_len, [e[5] for e in events[start:end]], self)
+            route_batch(acc, subject, subj_b, reply, hdr_len, payloads, self)
         return True
 
     def _on_msg(self, ev: tuple) -> None:
@@ -669,6 +639,8 @@ class LeafConnection(asyncio.Protocol):
                 self._subjects.clear()
             self._subjects[subj_b] = subject
         if self._denied_in[subject]:
+            if self.perms is not None and not self.solicited and self.perms.refuses_pub(subject):
+                self._perm_violation("Publish", subject)
             return
         shown = None
         if reply and reply.startswith(b"$JS.ACK."):
@@ -817,7 +789,7 @@ class LeafConnection(asyncio.Protocol):
                 t.abort()
         self.closed = True
         self.out = bytearray()
-        for attr in ("_timer", "_auth_timer"):
+        for attr in ("_timer", "_auth_timer", "_expire_timer"):
             tm = getattr(self, attr)
             if tm is not None:
                 tm.cancel()
@@ -835,41 +807,7 @@ class LeafConnection(asyncio.Protocol):
         self.rsubs.clear()
         if was_ready:
             logger.info("%sLeafnode connection closed: %s - Remote: %s", self.prefix, reason, self.remote_name)
-        else:
-            logger.debug("%sLeafnode connection closed: %s", self.prefix, reason)
+        else:  # (refused links too, as the reference logs them)
+            logger.info("%sLeafnode connection closed: %s", self.prefix, reason)
         if self.remote is not None:
             self.remote.link_down(self)
-
-    # -- monitoring ------------------------------------------------------------------------------
-
-    def leafz(self, subs: bool = False) -> dict:
-        d = {
-            "id": self.cid,
-            "name": self.remote_name,
-            "is_spoke": self.solicited,
-            "account": self.account.name if self.account else "",
-            "ip": self.ip,
-            "port": self.port,
-            "rtt": _fmt_rtt(self.rtt_ns),
-            "in_msgs": self.in_msgs,
-            "out_msgs": self.out_msgs,
-            "in_bytes": self.in_bytes,
-            "out_bytes": self.out_bytes,
-            "subscriptions": len(self.rsubs),
-        }
-        if subs:
-            d["subscriptions_list"] = sorted(s for s, _q in self.rsubs)
-        d["compression"] = "off"  # natsd links are never compressed
-        return d
-
-
-def _fmt_rtt(ns: int) -> str:
-    """Go's time.Duration string, as the reference prints ``rtt`` ("654µs", "1.234567ms")."""
-    if ns <= 0:
-        return "0s"
-    for unit, div in (("µs", 1_000), ("ms", 1_000_000), ("s", 1_000_000_000)):
-        if ns < div * 1000 or unit == "s":
-            if ns < 1000:
-                return f"{ns}ns"
-            return f"{ns / div:.9f}".rstrip("0").rstrip(".") + unit
-    return f"{ns}ns"

@@ -13,7 +13,8 @@ header support, auto-unsubscribe, allow_responses) goes through ``ClientConnecti
 Queue groups: one member per group per message, chosen round-robin (nats-server picks at
 random; any member is correct and rotating is cheaper and spreads evenly). A leafnode link
 (``sub_deny is LEAF_LINK``) is a member only when no local member takes the message, as the
-reference prefers local queue subscribers over remote ones.
+reference prefers local queue subscribers over remote ones; among several links, one is picked at
+random in proportion to its queue weight (the member count its ``LS+`` announced).
 
 Internal subscriptions (``client is None``) call ``cb(subject, reply, hdr, payload)``
 synchronously (see :mod:`natsd.server.ports` for the contract), or, for a run of reply-less
@@ -24,6 +25,7 @@ raises is logged and does not affect the publisher or other receivers.
 from __future__ import annotations
 
 import itertools
+from random import random as _random
 
 from natsd.server.log import logger
 
@@ -138,6 +140,7 @@ def route(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, data: by
         if head is None:
             head, mid = _lines(subj_b, reply, hdr_len, size)
         remote = None
+        wsum = 0
         for group in qsubs:
             k = len(group)
             start = next(_rr) % k if k > 1 else 0
@@ -150,8 +153,11 @@ def route(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, data: by
                 if c.closed or (c is src and not c.echo):
                     continue
                 if c.sub_deny is LEAF_LINK:
-                    # A leafnode link is used only when no local member takes it (as nats-server).
-                    if remote is None:
+                    # A leafnode link is used only when no local member takes it (as nats-server);
+                    # among links, each in proportion to the members it stands for (LS+ weight).
+                    w = c.queue_weight(sub)
+                    wsum += w
+                    if _random() * wsum < w:
                         remote = sub
                     continue
                 if c.deliver(sub, head, mid, data, subject, hdr_len, reply, subj_b, src):
@@ -162,6 +168,7 @@ def route(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, data: by
                                                                 subj_b, src):
                     n += 1
             remote = None
+            wsum = 0
     return n
 
 

@@ -475,6 +475,8 @@ class Server:
         new_options.host = self.options.host
         new_options.http_port = self.options.http_port
         self._reload_tls(new_options)
+        if self.leafnodes is not None:  # leafnode certificates and authorization (natsd.server.leafmanager)
+            new_options.leafnodes = self.leafnodes.reload(new_options.leafnodes)
         new_options.trust = self.options.trust  # operator/resolver changes need a restart
         new_auth = Authenticator(new_options, self.trust)
         new_auth._verified = old_auth._verified  # bcrypt results stay valid for unchanged hashes

@@ -23,6 +23,7 @@ def test_absent_block_means_no_leafnodes():
 
 def test_accepting_side_and_authorization():
     o = opts("""
+accounts { EDGE {}, X {} }
 leafnodes {
   listen: "127.0.0.1:7422"
   authorization { user: leaf, password: s3cret, account: EDGE, timeout: 3 }
@@ -31,7 +32,7 @@ leafnodes {
     assert (ln.host, ln.port) == ("127.0.0.1", 7422)
     assert (ln.username, ln.password, ln.account) == ("leaf", "s3cret", "EDGE")
     assert ln.auth_timeout_ns == 3 * SECOND_NS and ln.auth_required
-    o = opts("leaf { port: 7000, authorization { users: [ {user: a, password: b, account: X} ] } }")
+    o = opts("accounts { X {} }\nleaf { port: 7000, authorization { users: [ {user: a, password: b, account: X} ] } }")
     assert o.leafnodes.port == 7000 and [(u.user, u.password, u.account) for u in o.leafnodes.users] == [("a", "b", "X")]
 
 
@@ -63,5 +64,66 @@ def test_errors_are_located():
     assert any("no url" in str(e) and "t.conf:2" in str(e) for e in errs)
     with pytest.raises(ConfigError):
         opts('leafnodes { port: "x" }')
-    with pytest.raises(ConfigError, match="not supported"):
-        opts('leafnodes { port: 7422, tls { cert_file: "a" } }')  # never plaintext by accident
+    with pytest.raises(ConfigError, match="no such file"):
+        opts('leafnodes { port: 7422, tls { cert_file: "/nonexistent/a", key_file: "/nonexistent/b" } }')
+    with pytest.raises(ConfigError, match="missing 'cert_file'"):
+        opts('leafnodes { port: 7422, tls { ca_file: "x" } }')  # the accepting side needs its certificate
+
+
+def test_accepting_side_tls_and_remote_tls(tmp_path):
+    from tests.helpers.certs import make_pki
+
+    pki = make_pki(tmp_path)
+    o = opts(f"""
+accounts {{ EDGE {{}} }}
+leafnodes {{
+  port: 7422
+  tls {{ cert_file: "{pki.server_cert}", key_file: "{pki.server_key}", ca_file: "{pki.ca_file}", verify_and_map: true,
+        timeout: 3 }}
+  authorization {{ users: [ {{ user: "CN=client,O=natsd tests", account: EDGE }} ] }}
+  remotes: [ {{ url: "tls://hub:7422", tls {{ ca_file: "{pki.ca_file}" }} }} ]
+}}""")
+    ln = o.leafnodes
+    assert ln.tls.cert_file == pki.server_cert and ln.tls.verify_and_map and ln.tls.timeout_ns == 3 * SECOND_NS
+    # A remote needs no certificate of its own: a CA (or nothing) is enough.
+    assert ln.remotes[0].tls.ca_file == pki.ca_file and not ln.remotes[0].tls.cert_file
+    with pytest.raises(ConfigError, match="failed to parse root ca"):
+        opts(f'leafnodes {{ remotes: [ {{ url: "tls://h", tls {{ ca_file: "{pki.server_key}" }} }} ] }}')
+
+
+def test_authorization_nkey_and_the_mixes_the_reference_refuses():
+    import nkeys
+    import os
+
+    pub = nkeys.from_seed(nkeys.encode_seed(os.urandom(32), nkeys.PREFIX_BYTE_USER)).public_key.decode()
+    ln = opts(f'accounts {{ EDGE {{}} }}\nleafnodes {{ port: 1, authorization {{ nkey: "{pub}", account: EDGE }} }}').leafnodes
+    assert (ln.nkey, ln.account) == (pub, "EDGE") and ln.auth_required
+    with pytest.raises(ConfigError, match="Not a valid public nkey for leafnode authorization"):
+        opts('leafnodes { port: 1, authorization { nkey: "UNOTAKEY" } }')
+    with pytest.raises(ConfigError, match="can not have a single user/pass and a users array"):
+        opts("leafnodes { port: 1, authorization { user: a, password: b, users: [ {user: c, password: d} ] } }")
+    with pytest.raises(ConfigError, match="can not have a single nkey and a users array"):
+        opts(f'leafnodes {{ port: 1, authorization {{ nkey: "{pub}", users: [ {{user: c, password: d}} ] }} }}')
+    with pytest.raises(ConfigError, match='duplicate user "c" detected in leafnode authorization'):
+        opts("leafnodes { port: 1, authorization { users: [ {user: c, password: d}, {user: c, password: e} ] } }")
+
+
+def test_named_accounts_must_exist_and_operator_mode_rules():
+    """nats-server's checks once the whole file is read, same words, at the block's position."""
+    with pytest.raises(ConfigError, match='cannot find local account "NOPE" specified in leafnode authorization'):
+        opts("leafnodes {\n port: 1, authorization { user: a, password: b, account: NOPE } }")
+    with pytest.raises(ConfigError, match='cannot find local account "NOPE" specified in leafnode remote'):
+        opts('leafnodes { remotes: [ { url: "nats-leaf://h:1", account: NOPE } ] }')
+    ok = opts('accounts { EDGE {} }\nleafnodes { port: 1, authorization { users: [ {user: a, password: b, '
+              'account: EDGE} ] }, remotes: [ { url: "h:1", account: "$G" } ] }')
+    assert ok.leafnodes.users[0].account == "EDGE"
+    import nkeys
+    import os
+
+    acc = nkeys.from_seed(nkeys.encode_seed(os.urandom(32), nkeys.PREFIX_BYTE_ACCOUNT)).public_key.decode()
+    op = nkeys.from_seed(nkeys.encode_seed(os.urandom(32), nkeys.PREFIX_BYTE_OPERATOR)).public_key.decode()
+    with pytest.raises(ConfigError, match="operator mode does not allow specifying users in leafnode config"):
+        opts(f'trusted_keys: ["{op}"]\nleafnodes {{ port: 1, authorization {{ users: [ {{user: a, password: b}} ] }} }}')
+    with pytest.raises(ConfigError, match="operator mode requires account nkeys in remotes"):
+        opts(f'trusted_keys: ["{op}"]\nleafnodes {{ remotes: [ {{ url: "h:1", account: EDGE }} ] }}')
+    assert opts(f'trusted_keys: ["{op}"]\nleafnodes {{ remotes: [ {{ url: "h:1", account: "{acc}" }} ] }}').leafnodes

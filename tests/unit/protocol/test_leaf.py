@@ -7,7 +7,7 @@ import pytest
 
 from natsd.protocol.errors import ERR_MAX_PAYLOAD, ERR_UNKNOWN_PROTOCOL, RemoteProtocolError
 from natsd.protocol.leaf import (
-    L_CONNECT, L_ERR, L_INFO, L_MSG, L_OK, L_PING, L_PONG, L_SUB, L_UNSUB, LeafParser, encode_connect,
+    L_CONNECT, L_ERR, L_INFO, L_MSG, L_MSG_RUN, L_OK, L_PING, L_PONG, L_SUB, L_UNSUB, LeafParser, encode_connect,
     encode_ls_minus, encode_ls_plus, msg_line, split_js_ack_deliver,
 )
 
@@ -51,6 +51,52 @@ def test_case_whole_bytewise_trailing_and_split(data, expected):
     for cut in range(1, len(data)):
         p = LeafParser()
         assert p.feed(data[:cut]) + p.feed(data[cut:]) == expected, f"split at {cut}"
+
+
+def _expand(events: list) -> list:
+    """``L_MSG_RUN`` events as the ``L_MSG`` events they stand for."""
+    out: list = []
+    for ev in events:
+        if ev[0] == L_MSG_RUN:
+            out += [(L_MSG,) + ev[1:5] + (d,) for d in ev[5]]
+        else:
+            out.append(ev)
+    return out
+
+
+def _one_by_one(data: bytes) -> list:
+    """Events of ``data`` parsed one frame per feed (no run can form across feeds)."""
+    out: list = []
+    p = LeafParser()
+    for i in range(len(data)):
+        out += p.feed(data[i:i + 1])
+    return out
+
+
+def test_runs_of_identical_lines_parse_like_single_frames():
+    """A burst repeating one control line takes the run fast path; whatever breaks the run (another
+    line, the same line with a payload of another size, a payload whose CRLF is missing, an
+    incomplete last frame) is parsed as usual."""
+    same = b"".join(b"LMSG foo r 3\r\n%03d\r\n" % i for i in range(50))
+    frame = len(b"LMSG foo r 3\r\n000\r\n")
+    data = (same + b"LMSG foo r 4\r\nabcd\r\n" + same[:10 * frame] + b"HMSG foo 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"
+            + b"HMSG foo 12 14\r\nNATS/1.0\r\n\r\nho\r\n" + b"LMSG foo r 3\r\nxyz\r\n" + TRAILING)
+    events = LeafParser().feed(data)
+    # The 50 identical frames are one run; then a single frame, a run of 10, a run of 2 HMSG of
+    # one size, a single frame, PING.
+    assert [(e[0], len(e[5]) if e[0] == L_MSG_RUN else 1) for e in events] == [
+        (L_MSG_RUN, 50), (L_MSG, 1), (L_MSG_RUN, 10), (L_MSG_RUN, 2), (L_MSG, 1), (L_PING, 1)]
+    whole = _expand(events)
+    assert whole == _one_by_one(data)  # one frame per feed: never a run
+    assert len(whole) == 50 + 1 + 10 + 2 + 1 + 1
+    assert whole[49] == (L_MSG, b"foo", b"r", (), 0, b"049")
+    for cut in range(1, len(data), 7):
+        p = LeafParser()
+        assert _expand(p.feed(data[:cut]) + p.feed(data[cut:])) == whole, f"split at {cut}"
+    # The line repeats but the frame after it is not CRLF-terminated: the error of the usual path.
+    bad = same[:40] + b"LMSG foo r 3\r\n000XX"
+    with pytest.raises(RemoteProtocolError):
+        LeafParser().feed(bad + b"\r\n")
 
 
 @pytest.mark.parametrize("subject,reply,queues,hdr_len,payload", [
