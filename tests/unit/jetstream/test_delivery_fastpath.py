@@ -281,3 +281,58 @@ def test_heartbeat_clock_restarts_after_a_run(tmp_path, monkeypatch, store):
         assert statuses(inbox) == ["NATS/1.0 100 Idle Heartbeat"]
         h.advance(9 * SEC)
     both(tmp_path, monkeypatch, scenario, store)
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_store_iterator_gives_what_lookups_give(tmp_path, monkeypatch, store):
+    """The delivery pass's other fast path: a consumer whose filter lets the whole stream through
+    reads new messages with one store iterator; a narrower filter looks each one up
+    (``load_next_msg``). On a stream where the narrower filter still matches every stored
+    message, both give the same messages, ack subjects and state, pass for pass."""
+    runs = []
+    passes: list = []
+    orig_run = Delivery.run
+
+    def recorded(d) -> None:
+        orig_run(d)
+        c = d.o
+        t = c.t
+        passes.append((t.sseq, t.dseq, c.npc, t.dlv_sseq, t.adflr, t.asflr, sorted(t.pending.items()),
+                       list(t.rdq), c.info()["num_pending"]))
+    monkeypatch.setattr(Delivery, "run", recorded)
+    looked_up: list = []
+    orig_peek = Delivery._peek
+
+    def peek(d):
+        out = orig_peek(d)
+        if out and out[0] == "new":
+            looked_up.append(out[1].seq)
+        return out
+    monkeypatch.setattr(Delivery, "_peek", peek)
+    lookups = []
+    for filt in ("", "orders.>"):  # stream subjects orders.> and other.>: orders.> narrows
+        passes.clear()
+        d = str(tmp_path / f"{store}-{bool(filt)}") if store == "file" else None
+        h = Harness(subjects=["orders.>", "other.>"], store_dir=d)
+        _pub(h, 1300, hdr_every=5)  # more than two turn budgets
+        h.store.remove_msg(17)
+        sub = h.listen("push.d")
+        cfg = {"durable_name": "D", "deliver_subject": "push.d", "ack_policy": "explicit",
+               "max_ack_pending": 1000, "ack_wait": SEC}
+        if filt:
+            cfg["filter_subject"] = filt
+        h.consumer(**cfg)
+        first = data(sub)
+        for m in first[:900]:
+            h.ack(m)
+        for m in first[900:905]:
+            h.ack(m, b"-NAK")
+        _pub(h, 120, start=1300)
+        h.advance(2 * SEC)  # ack wait: redeliveries before new messages
+        runs.append(([(m.subject, m.reply, m.hdr, m.payload) for m in data(sub)], list(passes)))
+        lookups.append(len(looked_up))
+        looked_up.clear()
+    assert lookups[0] == 0 and lookups[1] > 1300  # the iterator vs one lookup per message
+    (a_msgs, a_passes), (b_msgs, b_passes) = runs
+    assert len(a_msgs) > 1300 and a_msgs == b_msgs
+    assert len(a_passes) > 3 and a_passes == b_passes
