@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from natsd.jetstream.api.errors import ApiError
 from natsd.jetstream.consumer.acks import ACK_PREFIX, FC_PREFIX, ConsumerHub, hub
-from natsd.jetstream.consumer.core import DELTA_MIN_ENTRIES, STATE_WRITE_GAP, Consumer
+from natsd.jetstream.consumer.core import Consumer
 from natsd.jetstream.consumer.delivery import TURN_BUDGET
+from natsd.jetstream.consumer.durable import DELTA_MIN_ENTRIES, STATE_WRITE_GAP
 from natsd.jetstream.consumer.helpers import create_consumer_name
 from natsd.store.base import StoreError
 

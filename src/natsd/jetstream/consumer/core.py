@@ -8,8 +8,8 @@ inactivity) is a timer on the injected :class:`~natsd.clock.Clock`, and delivery
 batches once per loop turn (``Clock.call_soon``), woken by the stream (new messages), acks,
 pull requests, flow-control replies and interest changes.
 
-The parts (each its own module; the class here holds config, lifecycle, info, num pending,
-durability and the stream's hooks, and composes the rest):
+The parts (each its own module; the class here holds config, lifecycle, info, num pending and
+the stream's hooks, and composes the rest):
 
 =================== ==========================================================================
 ``tracking.py``     :class:`Tracking`, pure: cursor, pending acks, redelivery queue and counts,
@@ -20,15 +20,13 @@ durability and the stream's hooks, and composes the rest):
 ``delivery.py``     the delivery pass and its pull fast path, pacing, pause
 ``pull.py``         pull requests and the waiting queue's serving, expiry and heartbeats
 ``push.py``         interest, flow control, idle heartbeats
+``durable.py``      when the state goes to the ConsumerStore (whole or as a delta)
 ``status.py``       the status messages' wire bytes
+``helpers.py``      local copies of shared helpers (names, nuid, Go durations, headers)
 =================== ==========================================================================
 
 Deliveries keep the stored subject and headers and carry the v1 ack subject
 ``$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending>`` as reply.
-
-Durable state: durable, file-backed consumers hand their ConsumerState to the ConsumerStore once
-per loop turn with activity, and the store writes it to the OS at most every 100ms (the
-reference's cadence); ephemeral and ``mem_storage`` consumers keep it in memory only.
 
 Not implemented (accepted and echoed in the config, no effect on delivery): priority groups
 (``priority_groups``/``priority_policy``/``priority_timeout``; pull requests' ``group``,
@@ -47,7 +45,7 @@ from natsd.jetstream.api.router import dumps, error_envelope, resp
 from natsd.jetstream.consumer import status as D
 from natsd.jetstream.consumer.acks import UNACKED_LIMITS_REASON, Acks, ack_templates, hub
 from natsd.jetstream.consumer.delivery import Delivery
-from natsd.jetstream.consumer.durable import DELTA_MIN_ENTRIES, STATE_WRITE_GAP, StateWriter
+from natsd.jetstream.consumer.durable import StateWriter
 from natsd.jetstream.consumer.helpers import nuid, required_level_too_high
 from natsd.jetstream.consumer.pull import MSG_NEXT_PREFIX, Pull
 from natsd.jetstream.consumer.push import Push
@@ -59,20 +57,20 @@ from natsd.subjects.tokens import subject_matches
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.manager import JsAccount
 
-__all__ = ["Consumer", "STATE_WRITE_GAP", "DELTA_MIN_ENTRIES"]
+__all__ = ["Consumer"]
 
 ADVISORY_PREFIX = "$JS.EVENT.ADVISORY.CONSUMER."
 METRIC_ACK_PREFIX = "$JS.EVENT.METRIC.CONSUMER.ACK."
 ADV_TYPE = "io.nats.jetstream.advisory.v1."
 
 
-
 class Consumer:
     """One consumer of a stream (push or pull). Created by the API handlers or by recovery.
 
-    ``t`` (:class:`Tracking`), ``acks`` (:class:`Acks`), ``delivery`` (:class:`Delivery`) and
-    one of ``push`` (:class:`Push`) / ``pull`` (:class:`Pull`) are its parts; ``npc`` (num
-    pending: messages not yet delivered) is kept here, where the store is asked about it."""
+    ``t`` (:class:`Tracking`), ``acks`` (:class:`Acks`), ``delivery`` (:class:`Delivery`),
+    ``writer`` (:class:`StateWriter`) and one of ``push`` (:class:`Push`) / ``pull``
+    (:class:`Pull`) are its parts; ``npc`` (num pending: messages not yet delivered) is kept
+    here, where the store is asked about it for the consumer's filters."""
 
     def __init__(self, stream: Any, cfg: ConsumerConfig, name: str, created_ns: int,
                  store: Any = None, state: ConsumerState | None = None) -> None:

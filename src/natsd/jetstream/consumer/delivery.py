@@ -164,7 +164,7 @@ class Delivery:
         # Deliveries to one subject are collected and handed over in one deliver_many call (one
         # subscription match, one buffer append per frame). The batch is sent before anything
         # else can publish (statuses, flow control, advisories), so wire order is unchanged.
-        many = o._deliver_many if not fc and not retention_acks else None
+        many: Any = o._deliver_many if not fc and not retention_acks else None
         # Pull fast path (deliver_run): whole runs of new messages to the head request.
         runs = fast and many is not None and push is None and not pace and not headers_only
         batch: list = []
