@@ -37,6 +37,7 @@ from natsd.subjects.tokens import subject_matches
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.consumer.core import Consumer
+    from natsd.jetstream.consumer.durable import StateWriter
     from natsd.jetstream.consumer.tracking import Tracking
     from natsd.jetstream.manager import JsAccount
 
@@ -77,11 +78,13 @@ def parse_nak_delay(arg: bytes) -> int | None:
 class Acks:
     """One consumer's ack handling and its ack (redelivery) timer."""
 
-    __slots__ = ("o", "t", "explicit", "ack_none", "flow_control", "sfreq", "retention", "timer", "timer_end")
+    __slots__ = ("o", "t", "w", "explicit", "ack_none", "flow_control", "sfreq", "retention", "timer",
+                 "timer_end")
 
-    def __init__(self, o: "Consumer", t: "Tracking") -> None:
+    def __init__(self, o: "Consumer", t: "Tracking", w: "StateWriter") -> None:
         self.o = o
         self.t = t
+        self.w = w
         self.timer: Any = None
         self.timer_end = 0
         #: Acks matter to the stream under interest/workqueue retention (a stream can switch
@@ -162,7 +165,12 @@ class Acks:
         else:
             # Ack none: nothing to track; the reference answers only on interest/workqueue streams.
             return o.stream.config.retention != "limits"
-        o.writer.acked()
+        # Once per loop turn with acks: the last ack time and a state write (StateWriter.acked,
+        # inlined: this runs for every ack).
+        w = self.w
+        if not w.turn_acks:
+            w.turn_acks = True
+            w.end_turn_soon()
         return True
 
     def nak(self, sseq: int, dseq: int, dc: int, body: bytes) -> None:
@@ -317,14 +325,13 @@ class ConsumerHub:
                 else:
                     acks = o.acks
                     ack, process = acks.ack, acks.process
-                    for i in range(k):
-                        body = payloads[i]
+                    for sseq, dseq, dc, body in zip(sseqs, dseqs, dcs, payloads):
                         if o.closed:
                             return
                         if body == b"+ACK" or not body:
-                            ack(sseqs[i], dseqs[i], dcs[i], True)
+                            ack(sseq, dseq, dc, True)
                         else:
-                            process(sseqs[i], dseqs[i], dcs[i], "", body)
+                            process(sseq, dseq, dc, "", body)
                     return
         on_ack = self._on_ack
         for i in range(k):

@@ -97,7 +97,8 @@ class Consumer:
         self._set_filters()
 
         self.writer = StateWriter(self)
-        self.acks = Acks(self, self.t)
+        self.acks = Acks(self, self.t, self.writer)
+        self.process_ack = self.acks.process  # see process_ack below: no extra call per ack
         self.delivery = Delivery(self)
         self.kick = self.delivery.kick  # the most called method of all: no extra call
         self.push: Push | None = Push(self) if cfg.deliver_subject else None
@@ -452,7 +453,8 @@ class Consumer:
     # What clients send: acks, pull requests, flow-control replies (see the parts).
 
     def process_ack(self, sseq: int, dseq: int, dc: int, reply: str, body: bytes) -> None:
-        """Apply one ack message (see :meth:`Acks.process`)."""
+        """Apply one ack message (see :meth:`Acks.process`). Instances bind this name to
+        ``self.acks.process`` directly; the method is the documented entry point."""
         self.acks.process(sseq, dseq, dc, reply, body)
 
     def process_next_request(self, reply: str, body: bytes) -> None:

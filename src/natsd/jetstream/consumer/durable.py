@@ -40,7 +40,7 @@ class StateWriter:
     def __init__(self, o: "Consumer") -> None:
         self.o = o                      # o.store: ConsumerStore or None (ephemeral / memory only)
         self.dirty = False              # the state changed since it was last handed over
-        self.turn_acks = False          # acks arrived this loop turn
+        self.turn_acks = False          # acks arrived this loop turn (set by Acks.ack)
         self.scheduled = False          # end_turn is scheduled for this loop turn
         self.last_disk = 0              # monotonic ns of the last state write to the OS
         self.timer: Any = None          # the next write, when the last one was too recent
@@ -51,12 +51,6 @@ class StateWriter:
             return
         self.dirty = True
         self.end_turn_soon()
-
-    def acked(self) -> None:
-        """An ack was applied (the ack hot path: one flag test per ack)."""
-        if not self.turn_acks:
-            self.turn_acks = True
-            self.end_turn_soon()
 
     def end_turn_soon(self) -> None:
         if not self.scheduled:
