@@ -98,7 +98,9 @@ class Consumer:
 
         self.writer = StateWriter(self)
         self.acks = Acks(self, self.t, self.writer)
-        self.process_ack = self.acks.process  # see process_ack below: no extra call per ack
+        #: ``process_ack(sseq, dseq, delivered, reply, body)``: apply one ack message
+        #: (:meth:`Acks.process`), bound directly: no extra call per ack.
+        self.process_ack = self.acks.process
         self.delivery = Delivery(self)
         self.kick = self.delivery.kick  # the most called method of all: no extra call
         self.push: Push | None = Push(self) if cfg.deliver_subject else None
@@ -450,12 +452,8 @@ class Consumer:
             self.acks.term(seq, p[0], dc, UNACKED_LIMITS_REASON)
 
     # ------------------------------------------------------------------------------------------
-    # What clients send: acks, pull requests, flow-control replies (see the parts).
-
-    def process_ack(self, sseq: int, dseq: int, dc: int, reply: str, body: bytes) -> None:
-        """Apply one ack message (see :meth:`Acks.process`). Instances bind this name to
-        ``self.acks.process`` directly; the method is the documented entry point."""
-        self.acks.process(sseq, dseq, dc, reply, body)
+    # What clients send: pull requests, flow-control replies (acks: ``process_ack``, see
+    # __init__), handed to the parts.
 
     def process_next_request(self, reply: str, body: bytes) -> None:
         """Handle a MSG.NEXT request (or the tail of ``+NXT``) whose inbox is ``reply``."""
