@@ -149,8 +149,8 @@ def bench_loop(n: int) -> None:
     c = h.consumer(deliver_subject="push.x", ack_policy="none", flow_control=True, idle_heartbeat=5 * SEC)
     while count[0] < n:
         h.clock.run_soon()
-        if c.fcid:
-            c.process_flow_control(c.fcid)
+        if c.push.fcid:
+            c.process_flow_control(c.push.fcid)
     dt = time.perf_counter() - t0
     print(f"loop push/ack none: {n / dt:,.0f} msgs/s")
 

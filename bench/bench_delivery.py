@@ -128,8 +128,8 @@ def one_pass(clock, stream, conn, name: str, n: int) -> tuple[float, float]:
         t_ack += pt() - t0
         got += len(acks)
         clock.advance(1_000_000)  # 1 ms between batches: state writes happen at their cadence
-    if c.pending or got != n:
-        raise RuntimeError(f"pass ended with {len(c.pending)} pending, {got} delivered")
+    if c.t.pending or got != n:
+        raise RuntimeError(f"pass ended with {len(c.t.pending)} pending, {got} delivered")
     c.delete(advisory=False)
     clock.run_soon()
     return t_dlv, t_ack

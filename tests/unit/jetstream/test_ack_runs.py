@@ -20,7 +20,7 @@ def _state(h: Harness) -> list:
             info.pop(k, None)
         for k in ("delivered", "ack_floor"):
             info[k].pop("last_active", None)
-        out.append((name, info, sorted(c.pending.items()), sorted(c.rdc.items())))
+        out.append((name, info, sorted(c.t.pending.items()), sorted(c.t.rdc.items())))
     # what the engine sent (deliveries, advisories, samples), not the acks the test published
     published = [(m.subject, m.reply, m.payload) for m in h.ports.published
                  if not m.subject.startswith(("$JS.API", "$JS.ACK", "$JS.EVENT"))]

@@ -97,7 +97,7 @@ def test_backoff_schedule() -> None:
     # As nats-server: the reported floor is the last one an ack produced; exhausting
     # max_deliver does not move it (checked side by side with 2.15.1).
     assert info["ack_floor"]["stream_seq"] == 0
-    assert c.asflr == 1  # ... while internally the message is out of the way
+    assert c.t.asflr == 1  # ... while internally the message is out of the way
 
 
 def test_nak_redelivers_now_and_advises() -> None:

@@ -191,7 +191,7 @@ def test_reset() -> None:
     assert r["delivered"] == {"consumer_seq": 0, "stream_seq": 1} and r["num_ack_pending"] == 0 and r["num_pending"] == 4
     h.ports.publish("$JS.API.CONSUMER.RESET.ORDERS.d1", "_INBOX.reset", None, b'{"seq": 4}')
     h.clock.run_soon()
-    assert inbox.last_json()["reset_seq"] == 4 and c.sseq == 4
+    assert inbox.last_json()["reset_seq"] == 4 and c.t.sseq == 4
     h.consumer(durable_name="d2", ack_policy="explicit", deliver_policy="new")
     h.ports.publish("$JS.API.CONSUMER.RESET.ORDERS.d2", "_INBOX.reset", None, b'{"seq": 2}')
     h.clock.run_soon()

@@ -53,7 +53,7 @@ def test_flow_control_pauses_until_answered_and_window_doubles() -> None:
     h.ports.publish(fc[0].reply, "", None, b"")
     h.clock.run_soon()
     assert len(data(sub)) > n1
-    assert c.maxpb == 4 * 1024 * 1024
+    assert c.push.maxpb == 4 * 1024 * 1024
 
 
 def test_headers_only_adds_msg_size() -> None:

@@ -47,9 +47,9 @@ def test_large_state_written_as_deltas_and_recovered(tmp_path) -> None:
     assert after["num_redelivered"] == before["num_redelivered"]
     assert after["num_pending"] == 10
     o = h.stream.consumers["dur"]
-    assert 1 not in o.pending and 7 not in o.pending and 6 in o.pending
-    assert o.pending[6][1] > o.pending[5][1] - 1  # +WPI's new timestamp survived
-    assert list(o.pending) == sorted(o.pending)
+    assert 1 not in o.t.pending and 7 not in o.t.pending and 6 in o.t.pending
+    assert o.t.pending[6][1] > o.t.pending[5][1] - 1  # +WPI's new timestamp survived
+    assert list(o.t.pending) == sorted(o.t.pending)
 
 
 def test_small_state_still_written_whole(tmp_path) -> None:

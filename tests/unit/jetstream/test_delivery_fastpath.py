@@ -1,10 +1,12 @@
-"""The pull fast path (Consumer._deliver_run, store load_run) gives exactly what the general
+"""The pull fast path (Delivery.deliver_run, store load_run) gives exactly what the general
 delivery loop gives, message for message and pass for pass.
 
-Every scenario runs twice, with ``Consumer.deliver_runs`` on and off, over a memory and a file
-store, recording every message the engine sends (subject, ack reply, headers, payload) and the
-consumer's state after every delivery pass; the two records must be equal, and the fast run must
-really have taken the fast path. The boundaries: a request's batch ending inside a run, the end
+Every scenario runs twice, over a memory and a file store: once with ports that take a batch
+(``deliver_many``: the fast path is taken where it applies) and once with ports that deliver one
+message at a time (no ``deliver_many``: the fast path never applies and the general loop serves
+every request). Both record every message the engine sends (subject, ack reply, headers,
+payload) and the consumer's state after every delivery pass; the two records must be equal, and
+the fast run must really have taken the fast path. The boundaries: a request's batch ending inside a run, the end
 of the stream inside a request, max_ack_pending reached inside a run, deleted and skipped
 sequences inside a run, a corrupt record inside a run (file store), the turn budget, headers,
 several waiting requests, max_bytes, expiry and heartbeats, ack none.
@@ -17,6 +19,7 @@ import os
 import pytest
 
 from natsd.jetstream.consumer import TURN_BUDGET, Consumer
+from natsd.jetstream.consumer.delivery import Delivery
 from natsd.store.file.layout import MSGS_DIR
 
 from .test_consumer_harness import MS, SEC, Harness, data, statuses
@@ -25,10 +28,11 @@ HDR = b"NATS/1.0\r\nK: v\r\n\r\n"
 
 
 def _state(c: Consumer) -> dict:
+    t = c.t
     return {
-        "sseq": c.sseq, "dseq": c.dseq, "npc": c.npc, "dlv": c.dlv_sseq, "floor": (c.adflr, c.asflr),
-        "pending": {s: list(p) for s, p in c.pending.items()},
-        "waiting": [(w.reply, w.n, w.d, w.b, w.expires, w.hbt) for w in c.waiting.live_requests()],
+        "sseq": t.sseq, "dseq": t.dseq, "npc": c.npc, "dlv": t.dlv_sseq, "floor": (t.adflr, t.asflr),
+        "pending": {s: list(p) for s, p in t.pending.items()},
+        "waiting": [(w.reply, w.n, w.d, w.b, w.expires, w.hbt) for w in c.pull.wq.live_requests()],
         "info": c.info(),
     }
 
@@ -37,27 +41,30 @@ class Run:
     """One scenario run: a Harness, a record of passes, and a count of fast runs."""
 
     def __init__(self, fast: bool, store_dir: str | None, monkeypatch, **stream_cfg) -> None:
-        monkeypatch.setattr(Consumer, "deliver_runs", fast)
         self.fast_runs = 0
-        orig = Consumer._deliver_run
+        orig = Delivery.deliver_run
 
-        def counting(c, *a):
-            out = orig(c, *a)
+        def counting(d, *a):
+            out = orig(d, *a)
             self.fast_runs += 1
             return out
-        monkeypatch.setattr(Consumer, "_deliver_run", counting)
+        monkeypatch.setattr(Delivery, "deliver_run", counting)
+        orig_run = Delivery.run
+
+        def recorded(d) -> None:  # kick() schedules Delivery.run: every pass is recorded
+            orig_run(d)
+            if d.o is self.c:
+                self.passes.append(_state(d.o))
+        monkeypatch.setattr(Delivery, "run", recorded)
         self.h = Harness(store_dir=store_dir, **stream_cfg)
+        if not fast:
+            # A port without deliver_many: deliveries go out one by one, by the general loop.
+            self.h.ports.deliver_many = None
         self.passes: list[dict] = []
         self.c: Consumer | None = None
 
     def consumer(self, **cfg) -> Consumer:
         c = self.h.consumer(**cfg)
-        orig = c._run
-
-        def recorded() -> None:
-            orig()
-            self.passes.append(_state(c))
-        c._run = recorded  # kick() schedules self._run: every pass is recorded
         self.c = c
         return c
 
@@ -274,3 +281,58 @@ def test_heartbeat_clock_restarts_after_a_run(tmp_path, monkeypatch, store):
         assert statuses(inbox) == ["NATS/1.0 100 Idle Heartbeat"]
         h.advance(9 * SEC)
     both(tmp_path, monkeypatch, scenario, store)
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_store_iterator_gives_what_lookups_give(tmp_path, monkeypatch, store):
+    """The delivery pass's other fast path: a consumer whose filter lets the whole stream through
+    reads new messages with one store iterator; a narrower filter looks each one up
+    (``load_next_msg``). On a stream where the narrower filter still matches every stored
+    message, both give the same messages, ack subjects and state, pass for pass."""
+    runs = []
+    passes: list = []
+    orig_run = Delivery.run
+
+    def recorded(d) -> None:
+        orig_run(d)
+        c = d.o
+        t = c.t
+        passes.append((t.sseq, t.dseq, c.npc, t.dlv_sseq, t.adflr, t.asflr, sorted(t.pending.items()),
+                       list(t.rdq), c.info()["num_pending"]))
+    monkeypatch.setattr(Delivery, "run", recorded)
+    looked_up: list = []
+    orig_peek = Delivery._peek
+
+    def peek(d):
+        out = orig_peek(d)
+        if out and out[0] == "new":
+            looked_up.append(out[1].seq)
+        return out
+    monkeypatch.setattr(Delivery, "_peek", peek)
+    lookups = []
+    for filt in ("", "orders.>"):  # stream subjects orders.> and other.>: orders.> narrows
+        passes.clear()
+        d = str(tmp_path / f"{store}-{bool(filt)}") if store == "file" else None
+        h = Harness(subjects=["orders.>", "other.>"], store_dir=d)
+        _pub(h, 1300, hdr_every=5)  # more than two turn budgets
+        h.store.remove_msg(17)
+        sub = h.listen("push.d")
+        cfg = {"durable_name": "D", "deliver_subject": "push.d", "ack_policy": "explicit",
+               "max_ack_pending": 1000, "ack_wait": SEC}
+        if filt:
+            cfg["filter_subject"] = filt
+        h.consumer(**cfg)
+        first = data(sub)
+        for m in first[:900]:
+            h.ack(m)
+        for m in first[900:905]:
+            h.ack(m, b"-NAK")
+        _pub(h, 120, start=1300)
+        h.advance(2 * SEC)  # ack wait: redeliveries before new messages
+        runs.append(([(m.subject, m.reply, m.hdr, m.payload) for m in data(sub)], list(passes)))
+        lookups.append(len(looked_up))
+        looked_up.clear()
+    assert lookups[0] == 0 and lookups[1] > 1300  # the iterator vs one lookup per message
+    (a_msgs, a_passes), (b_msgs, b_passes) = runs
+    assert len(a_msgs) > 1300 and a_msgs == b_msgs
+    assert len(a_passes) > 3 and a_passes == b_passes

@@ -3,8 +3,8 @@ queue owning its popping; behaviour as before (round-robin, expiry, heartbeats, 
 
 from __future__ import annotations
 
-from natsd.jetstream.pull import PullRequest
-from natsd.jetstream.waitqueue import WaitQueue
+from natsd.jetstream.consumer.pull import PullRequest
+from natsd.jetstream.consumer.waitqueue import WaitQueue
 from tests.unit.jetstream.test_consumer_harness import MS, SEC, Harness, data, statuses
 
 
@@ -80,14 +80,14 @@ def test_many_waiting_requests_cost_linear_work():
             h.clock.run_soon()  # a loop turn every 100 requests, as reads arrive
     h.clock.run_soon()
     c = h.stream.consumers["C"]
-    assert len(c.waiting) == n
+    assert len(c.pull.wq) == n
     for i in range(n):
         h.stream.publish("orders.x", b"%d" % i)
         if i % 100 == 99:
             h.clock.run_soon()
     h.clock.run_soon()
     assert [len(data(x)) for x in inboxes] == [1] * n
-    assert len(c.waiting) == 0
+    assert len(c.pull.wq) == 0
     assert calls < 5 * n, calls
 
 
@@ -111,7 +111,7 @@ def test_expiry_and_heartbeats_of_queued_requests():
     assert statuses(late) == []  # 1.901 s
     h.advance(100 * MS)
     assert statuses(late) == ["NATS/1.0 408 Request Timeout"]
-    assert len(h.stream.consumers["C"].waiting) == 0
+    assert len(h.stream.consumers["C"].pull.wq) == 0
 
 
 def test_requester_gone_is_dropped_at_the_head():
@@ -122,4 +122,4 @@ def test_requester_gone_is_dropped_at_the_head():
     gone.unsubscribe()
     h.pub("orders.x", "a")
     assert len(data(stay)) == 1
-    assert len(h.stream.consumers["C"].waiting) == 0
+    assert len(h.stream.consumers["C"].pull.wq) == 0

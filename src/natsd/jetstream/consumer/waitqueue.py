@@ -33,7 +33,7 @@ __all__ = ["WaitQueue"]
 
 
 class WaitQueue:
-    """Bounded queue of :class:`~natsd.jetstream.pull.PullRequest` (see the module docstring)."""
+    """Bounded queue of :class:`~natsd.jetstream.consumer.pull.PullRequest` (see the module docstring)."""
 
     __slots__ = ("max", "q", "last", "live", "want", "_heap", "_tick", "_eos")
 
