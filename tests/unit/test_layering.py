@@ -3,11 +3,23 @@
 server -> jetstream -> store -> subjects/clock; protocol and config are leaves only the server
 (and main) import; protocol, store, jetstream, subjects and config never touch sockets or
 asyncio; cli and spark are clients that import nothing of the server side.
+
+Inside JetStream, ``jetstream.api`` is a leaf: it parses requests, calls the domain and renders
+replies; the domain never imports it. An import inside a function body is how a circle hides
+(the module graph has the cycle, Python just never sees it at import time), so the runtime
+import graph of ``natsd.jetstream`` -- top-level and function-level imports alike -- must have
+no cycle, and function-level ``natsd`` imports in the package are listed, each with its reason.
+
+The graph can be printed (module -> the natsd modules it imports; ``[fn]`` marks an import made
+inside a function, ``[tc]`` one under ``if TYPE_CHECKING:``), followed by its cycles::
+
+    python -m tests.unit.test_layering --graph jetstream [--src DIR]
 """
 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -68,3 +80,159 @@ def test_sans_io_packages_do_not_touch_sockets_or_the_loop(package):
 def test_every_package_is_checked():
     packages = {p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert packages - {"server"} <= set(FORBIDDEN)
+
+
+
+# ---------------------------------------------------------------------------------------------
+# The module graph (edges between natsd modules, with where the import statement sits)
+
+TOP, FUNCTION, TYPE_ONLY = "top", "fn", "tc"
+
+
+def _module_name(path: Path, src: Path) -> str:
+    rel = path.relative_to(src.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _import_sites(tree: ast.Module):
+    """Yield (import node, kind) for every import statement, kind TOP/FUNCTION/TYPE_ONLY."""
+
+    def visit(node: ast.AST, kind: str):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                yield child, kind
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                yield from visit(child, FUNCTION if kind == TOP else kind)
+            elif isinstance(child, ast.If) and _is_type_checking(child.test):
+                for sub in child.body:
+                    yield from visit(ast.Module(body=[sub], type_ignores=[]), TYPE_ONLY if kind == TOP else kind)
+                for sub in child.orelse:
+                    yield from visit(ast.Module(body=[sub], type_ignores=[]), kind)
+            else:
+                yield from visit(child, kind)
+
+    yield from visit(tree, TOP)
+
+
+def module_graph(src: Path = SRC) -> dict[str, dict[str, str]]:
+    """module -> {imported natsd module: kind}; the strongest kind wins (top > fn > tc)."""
+    paths = {_module_name(p, src): p for p in sorted(src.rglob("*.py"))}
+    rank = {TOP: 0, FUNCTION: 1, TYPE_ONLY: 2}
+    graph: dict[str, dict[str, str]] = {}
+    for mod, path in paths.items():
+        edges: dict[str, str] = {}
+        tree = ast.parse(path.read_text(), str(path))
+        for node, kind in _import_sites(tree):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif node.level == 0 and node.module:
+                # "from pkg import sub" imports the submodule when there is one
+                targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in paths else node.module
+                           for a in node.names]
+            for t in targets:
+                while t not in paths and "." in t:
+                    t = t.rsplit(".", 1)[0]
+                # importing a.b.c runs a/b/__init__.py too: the parent packages are edges as
+                # well, except the importer's own ancestors (already initialised or initialising)
+                while t.startswith("natsd.") and not mod.startswith(t + "."):
+                    if t in paths and t != mod and (t not in edges or rank[kind] < rank[edges[t]]):
+                        edges[t] = kind
+                    t = t.rsplit(".", 1)[0]
+        graph[mod] = edges
+    return graph
+
+
+def cycles(graph: dict[str, dict[str, str]], within: str, kinds=(TOP, FUNCTION)) -> list[list[str]]:
+    """Strongly connected components (size > 1) of the runtime import graph under ``within``."""
+    nodes = [m for m in graph if m == within or m.startswith(within + ".")]
+    adj = {m: [t for t, k in graph[m].items() if k in kinds and t in graph
+               and (t == within or t.startswith(within + "."))] for m in nodes}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    counter = [0]
+
+    def strong(v: str) -> None:  # Tarjan; the package is small, recursion depth is fine
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in adj[v]:
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in nodes:
+        if v not in index:
+            strong(v)
+    return sorted(out)
+
+
+def function_level_imports(src: Path = SRC, package: str = "jetstream") -> list[str]:
+    """Every import of a natsd module made inside a function body in ``package``."""
+    found = []
+    for path in sorted((src / package).rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        for node, kind in _import_sites(tree):
+            if kind != FUNCTION:
+                continue
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            for name in names:
+                if name.startswith("natsd"):
+                    found.append(f"{path.relative_to(src)}:{node.lineno} {name}")
+    return found
+
+
+def render_graph(package: str, src: Path = SRC) -> str:
+    graph = module_graph(src)
+    root = f"natsd.{package}"
+    lines = [f"# import graph of {root} ({src}); [fn] = inside a function, [tc] = TYPE_CHECKING only"]
+    for mod in sorted(m for m in graph if m == root or m.startswith(root + ".")):
+        edges = graph[mod]
+        shown = [t + ("" if k == TOP else f" [{k}]") for t, k in sorted(edges.items())]
+        lines.append(f"{mod}")
+        lines.extend(f"    -> {e}" for e in shown)
+    comps = cycles(graph, root)
+    lines.append("")
+    lines.append(f"# cycles (runtime imports, top-level and function-level): {len(comps)}")
+    for comp in comps:
+        lines.append(f"  {len(comp)} modules: " + ", ".join(comp))
+    fl = function_level_imports(src, package)
+    lines.append("")
+    lines.append(f"# function-level natsd imports in {package}/: {len(fl)}")
+    lines.extend("  " + f for f in fl)
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":  # python -m tests.unit.test_layering --graph jetstream [--src DIR]
+    import argparse
+
+    ap = argparse.ArgumentParser(description="print the import graph of a natsd package")
+    ap.add_argument("--graph", default="jetstream", metavar="PACKAGE")
+    ap.add_argument("--src", type=Path, default=SRC, help="the natsd package directory (default: this tree)")
+    args = ap.parse_args()
+    src = args.src if args.src.name == "natsd" else args.src / "natsd"
+    sys.stdout.write(render_graph(args.graph, src))
