@@ -17,8 +17,8 @@ Deliveries keep the stored subject and headers and carry the v1 ack subject
 ``$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending>`` as reply.
 
 The account-wide plumbing (one ``$JS.ACK.>`` and one ``$JS.FC.>`` subscription, interest
-tracking, API handlers) is :func:`setup_account`; :func:`recover_consumers` re-creates durable
-consumers from the stream's store after a restart.
+tracking) is :class:`ConsumerHub`, one per account (``JsAccount.consumer_hub``). Consumers are
+created, recovered, restored and deleted through :mod:`natsd.jetstream.consumer_registry`.
 
 Durable state: durable, file-backed consumers hand their ConsumerState to the ConsumerStore once
 per loop turn with activity, and the store writes it to the OS at most every 100ms (the
@@ -37,11 +37,13 @@ from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 from natsd.jetstream import delivery as D
-from natsd.jetstream.api.errors import ApiError, ApiErrors
+from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.consumer_config import (
     DELETE_WAIT_DEFAULT, MS, ConsumerConfig, format_time, go_duration,
 )
+from natsd.jetstream.models import JS_API_LEVEL
 from natsd.jetstream.pull import BadRequest, PullRequest, WaitQueue, parse_next_request
+from natsd.jetstream.wire import dumps, error_envelope, find_header, resp
 from natsd.store.base import (
     ConsumerDelta, ConsumerState, MsgNotFound, Pending, SequencePair, StoreClosed, StoreEOF, StoreError,
 )
@@ -51,7 +53,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.manager import JsAccount
 
 __all__ = [
-    "Consumer", "setup_account", "recover_consumers", "create_consumer_name", "ConsumerHub",
+    "Consumer", "create_consumer_name", "ConsumerHub",
     "ACK_PREFIX", "FC_PREFIX",
 ]
 
@@ -1349,7 +1351,6 @@ class Consumer:
         self.fcid, self.fcsz = "", 0
         self.kick()
         if self.cfg.ack_policy == "flow_control" and hdr:
-            from natsd.jetstream.api.router import find_header
             ls, ld = _num(find_header(hdr, D.LAST_STREAM) or ""), _num(find_header(hdr, D.LAST_CONSUMER) or "")
             if ls > 0:
                 self._process_ack_msg(ls, max(ld, 0), 1, False)
@@ -1612,7 +1613,6 @@ class Consumer:
         if send is not None:
             send(subject, obj)
         else:  # pragma: no cover - account without the helper
-            from natsd.jetstream.api.router import dumps
             self.ports.publish(subject, "", None, dumps(obj))
 
     # ------------------------------------------------------------------------------------------
@@ -1805,7 +1805,6 @@ class Consumer:
     def _on_reset_request(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
         if not reply or self.closed:
             return
-        from natsd.jetstream.api.router import dumps, error_envelope, resp
         import json
         try:
             if hdr and _required_level_too_high(hdr):
@@ -1887,8 +1886,6 @@ class Consumer:
 
 def _required_level_too_high(hdr: bytes) -> bool:
     """``Nats-Required-Api-Level: N`` above the level we implement (the reference answers 412)."""
-    from natsd.jetstream.api.router import find_header
-    from natsd.jetstream.models import JS_API_LEVEL
     v = find_header(hdr, "Nats-Required-Api-Level")
     if v is None:
         return False
@@ -2078,32 +2075,4 @@ def _num(tok: str) -> int:
 
 
 def _hub(account: Any) -> ConsumerHub:
-    hub = getattr(account, "consumer_hub", None)
-    if hub is None:
-        hub = ConsumerHub(account)
-        account.consumer_hub = hub
-    return hub
-
-
-def setup_account(js_account: "JsAccount") -> None:
-    """Called once per JetStream account: ack/flow-control subscriptions, interest tracking and
-    the consumer API handlers on the account's router."""
-    _hub(js_account)
-    from natsd.jetstream.api.consumers import register
-    register(js_account.router)
-
-
-def recover_consumers(stream: Any) -> None:
-    """Re-create the consumers persisted with ``stream`` (after the stream was recovered)."""
-    from natsd.jetstream.api.consumers import recover_consumer
-    try:
-        names = stream.store.consumer_names()
-    except StoreError:
-        return
-    for name in names:
-        try:
-            recover_consumer(stream, name)
-        except (ApiError, StoreError, ValueError, KeyError, TypeError):
-            # A consumer whose config no longer loads is skipped, not fatal for the stream.
-            continue
-
+    return account.consumer_hub  # created with the account (JsAccount.__init__)

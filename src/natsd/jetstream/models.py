@@ -22,7 +22,7 @@ import datetime as _dt
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from natsd.jetstream.api.errors import ApiError, ApiErrors
+from natsd.jetstream.errors import ApiError, ApiErrors
 
 __all__ = [
     "StreamConfig", "STREAM_OMITEMPTY", "rfc3339", "parse_rfc3339", "ZERO_TIME",

@@ -56,13 +56,13 @@ import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from natsd.jetstream.api.errors import ApiError, ApiErrors
-from natsd.jetstream.api.router import dumps
+from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.models import SECOND, StreamConfig, rfc3339, state_to_json, with_dynamic_metadata
 from natsd.store.base import (
     MaxBytes, MaxMsgs, MaxMsgsPerSubject, MsgNotFound, StoreConfig, StoreEOF, StoreError, StoreFull,
     StoreMsg, StoreWriteError,
 )
+from natsd.jetstream.wire import dumps
 from natsd.subjects.tokens import subject_matches, subjects_collide, subset
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -347,9 +347,9 @@ class Stream:
         for s in self._direct_subs:
             s.unsubscribe()
         self._direct_subs = []
-        if self.config.allow_direct:
-            from natsd.jetstream.api.direct import direct_get_handlers
-            on_req, on_last = direct_get_handlers(self)
+        api = self.account.engine.api
+        if self.config.allow_direct and api is not None:
+            on_req, on_last = api.direct_get_handlers(self)
             prefixes = ["$JS.API."]
             if self.account.engine.domain:
                 prefixes.append(f"$JS.{self.account.engine.domain}.API.")
