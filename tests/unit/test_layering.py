@@ -19,6 +19,7 @@ inside a function, ``[tc]`` one under ``if TYPE_CHECKING:``), followed by its cy
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from pathlib import Path
 
@@ -124,6 +125,11 @@ def _import_sites(tree: ast.Module):
 
 def module_graph(src: Path = SRC) -> dict[str, dict[str, str]]:
     """module -> {imported natsd module: kind}; the strongest kind wins (top > fn > tc)."""
+    return {m: dict(e) for m, e in _module_graph(src).items()}
+
+
+@functools.lru_cache(maxsize=4)
+def _module_graph(src: Path) -> dict[str, dict[str, str]]:
     paths = {_module_name(p, src): p for p in sorted(src.rglob("*.py"))}
     rank = {TOP: 0, FUNCTION: 1, TYPE_ONLY: 2}
     graph: dict[str, dict[str, str]] = {}
@@ -225,6 +231,74 @@ def render_graph(package: str, src: Path = SRC) -> str:
     lines.append(f"# function-level natsd imports in {package}/: {len(fl)}")
     lines.extend("  " + f for f in fl)
     return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Inside JetStream: the API is a leaf, and no circle hides in a function body
+
+# Function-level natsd imports allowed in jetstream/, each with its reason. None may hide a
+# circle (test_jetstream_has_no_import_cycle treats them as top-level imports).
+FUNCTION_LEVEL_ALLOWED = {
+    # snapshot.py is being split into archive format / compression / transfer (issue 11, item 7,
+    # lane store-reshape); these imports are there for start-up cost, not for a circle.
+    ("jetstream/snapshot.py", "natsd.store.base"),
+    ("jetstream/snapshot.py", "natsd.jetstream.policies"),
+    ("jetstream/snapshot.py", "natsd.store"),
+    ("jetstream/snapshot.py", "natsd.jetstream.stream"),
+}
+
+
+def test_jetstream_domain_never_imports_the_api():
+    """``jetstream.api`` parses, calls the domain and renders: the domain must not know it
+    (not even for type checking: the engine sees the API through ``manager.ApiSurface``)."""
+    graph = module_graph()
+    bad = [f"{mod} imports {target}" for mod, edges in sorted(graph.items())
+           if mod.startswith("natsd.jetstream") and not mod.startswith("natsd.jetstream.api")
+           for target in edges if target == "natsd.jetstream.api" or target.startswith("natsd.jetstream.api.")]
+    assert not bad, "\n".join(bad)
+
+
+def test_store_never_imports_jetstream_at_any_level():
+    graph = module_graph()
+    bad = [f"{mod} imports {target}" for mod, edges in sorted(graph.items()) if mod.startswith("natsd.store")
+           for target in edges if target.startswith("natsd.jetstream")]
+    assert not bad, "\n".join(bad)
+
+
+def test_jetstream_has_no_import_cycle():
+    """An import moved into a function body to dodge a circle still makes one: the runtime
+    graph (top-level and function-level imports) of natsd.jetstream must be acyclic."""
+    comps = cycles(module_graph(), "natsd.jetstream")
+    assert not comps, "import cycles in natsd.jetstream:\n" + "\n".join(", ".join(c) for c in comps)
+
+
+def test_function_level_imports_in_jetstream_are_listed():
+    found = set()
+    where = []
+    for entry in function_level_imports():
+        path, name = entry.split(":", 1)[0], entry.split(" ", 1)[1]
+        found.add((path, name))
+        if (path, name) not in FUNCTION_LEVEL_ALLOWED:
+            where.append(entry)
+    assert not where, ("function-level natsd imports (move them to the top, or list them with a "
+                       "reason in FUNCTION_LEVEL_ALLOWED):\n" + "\n".join(where))
+
+
+def test_the_cycle_finder_finds_a_circle_hidden_in_a_function(tmp_path):
+    # a.py imports b at the top; b.py imports a inside a function: one circle of two modules
+    pkg = tmp_path / "natsd" / "jetstream"
+    pkg.mkdir(parents=True)
+    (tmp_path / "natsd" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from natsd.jetstream import b\n")
+    (pkg / "b.py").write_text("def f():\n    from natsd.jetstream.a import x\n    return x\n")
+    (pkg / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from natsd.jetstream import a\n")
+    graph = module_graph(tmp_path / "natsd")
+    assert graph["natsd.jetstream.b"] == {"natsd.jetstream.a": FUNCTION}
+    assert graph["natsd.jetstream.c"] == {"natsd.jetstream.a": TYPE_ONLY}
+    assert cycles(graph, "natsd.jetstream") == [["natsd.jetstream.a", "natsd.jetstream.b"]]
+    assert function_level_imports(tmp_path / "natsd") == ["jetstream/b.py:2 natsd.jetstream.a"]
+    assert "natsd.jetstream.b\n    -> natsd.jetstream.a [fn]" in render_graph("jetstream", tmp_path / "natsd")
 
 
 if __name__ == "__main__":  # python -m tests.unit.test_layering --graph jetstream [--src DIR]
