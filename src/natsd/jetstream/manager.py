@@ -22,9 +22,8 @@ import tempfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from natsd.jetstream import domain
+from natsd.jetstream import consumer_registry, domain
 from natsd.jetstream.consumer import ConsumerHub
-from natsd.jetstream.consumer_registry import recover_all as recover_consumers
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.models import JS_API_LEVEL, StreamConfig, rfc3339, parse_rfc3339
 from natsd.jetstream.snapshot import RestoreReceiver, SnapshotSender, remove_stale_restores
@@ -231,7 +230,7 @@ class JsAccount:
                 log.warning("JetStream stream '%s > %s' lost %d messages (%d bytes) at recovery",
                             self.name, cfg.name, len(st.lost_msgs), st.lost_bytes)
             try:
-                recover_consumers(stream)
+                consumer_registry.recover_all(stream)
             except Exception:
                 log.exception("JetStream: recovering consumers of %s", cfg.name)
         # mirrors / sources connect once every origin stream is back
