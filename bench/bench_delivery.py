@@ -34,8 +34,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
 from natsd.clock import ManualClock  # noqa: E402
-from natsd.jetstream.api.consumers import create_consumer  # noqa: E402
-from natsd.jetstream.consumer import setup_account  # noqa: E402
+from natsd.jetstream import consumer_registry  # noqa: E402
 from natsd.jetstream.consumer_config import ConsumerConfig  # noqa: E402
 from natsd.jetstream.models import StreamConfig  # noqa: E402
 from natsd.server.account import Account  # noqa: E402
@@ -80,8 +79,7 @@ def build(n: int, memory: bool, d: str):
     clock = ManualClock()
     acc = Account("$G")
     ports = ServerPorts(acc)
-    account = FakeAccount(ports, clock)
-    setup_account(account)
+    account = FakeAccount(ports, clock)  # with its ConsumerHub
     scfg = StreamConfig(name="S", subjects=["s.>"], storage="memory" if memory else "file", num_replicas=1)
     sc = StoreConfig(name="S", subjects=["s.>"], storage=scfg.storage)
     if memory:
@@ -105,7 +103,7 @@ def build(n: int, memory: bool, d: str):
 
 def one_pass(clock, stream, conn, name: str, n: int) -> tuple[float, float]:
     cfg = ConsumerConfig.from_json({"durable_name": name, "ack_policy": "explicit", "max_ack_pending": 100_000})
-    c = create_consumer(stream, cfg, "")
+    c = consumer_registry.create(stream, cfg, "")
     clock.run_soon()
     body = b'{"batch":%d,"expires":%d}' % (BATCH, 5 * SEC)
     t_dlv = t_ack = 0.0

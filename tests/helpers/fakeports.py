@@ -262,6 +262,7 @@ class JsEnv:
     def __init__(self, store_dir: str, account_limits=None, **js_options) -> None:
         from natsd.clock import ManualClock
         from natsd.config.options import ServerOptions
+        from natsd.jetstream.api import JetStreamApi
         from natsd.jetstream.manager import JetStreamEngine
 
         opts = ServerOptions()
@@ -274,7 +275,7 @@ class JsEnv:
         self.options = opts
         self.clock = ManualClock()
         self.ports = FakePorts()
-        self.engine = JetStreamEngine(opts, self.clock, server_id="NTESTSERVER")
+        self.engine = JetStreamEngine(opts, self.clock, server_id="NTESTSERVER", api=JetStreamApi())
         self.account = self.engine.enable_account("$G", self.ports, account_limits)
         self.engine.start()
         self.inbox = self.ports.client_subscribe("_INBOX.>")
@@ -316,11 +317,12 @@ class JsEnv:
 
     def restart(self) -> None:
         """Stop the engine and start a new one on the same store directory."""
+        from natsd.jetstream.api import JetStreamApi
         from natsd.jetstream.manager import JetStreamEngine
 
         self.engine.stop()
         self.ports = FakePorts()
-        self.engine = JetStreamEngine(self.options, self.clock, server_id="NTESTSERVER")
+        self.engine = JetStreamEngine(self.options, self.clock, server_id="NTESTSERVER", api=JetStreamApi())
         self.account = self.engine.enable_account("$G", self.ports, self.account.limits)
         self.engine.start()
         self.inbox = self.ports.client_subscribe("_INBOX.>")

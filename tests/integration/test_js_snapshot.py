@@ -20,9 +20,6 @@ pytestmark = pytest.mark.integration
 def _js_account(server, name: str = "$G"):
     acc = server.get_account(name).jetstream
     assert acc is not None
-    # Until the manager wires it in (see the report), register the handlers here; idempotent.
-    from natsd.jetstream.api import snapshot
-    snapshot.setup_account(acc)
     return acc
 
 

@@ -16,10 +16,8 @@ pytestmark = pytest.mark.integration
 
 
 def _setup(server) -> None:
-    from natsd.jetstream import templates
     acc = server.get_account("$G").jetstream
     assert acc is not None
-    templates.setup_account(acc)  # until the manager calls it (see the report); idempotent
 
 
 async def _api(nc, subject: str, body: dict | bytes = b"") -> dict:

@@ -7,7 +7,7 @@ wire. :func:`ConsumerConfig.from_json` parses a request body, :meth:`ConsumerCon
 fills what the reference fills (``setConsumerConfigDefaults``), :meth:`ConsumerConfig.check`
 rejects what the reference rejects (``checkConsumerCfg``) and :func:`check_update` applies the
 rules for changing an existing consumer (``checkNewConsumerConfig``). Errors are
-:class:`~natsd.jetstream.api.errors.ApiError` rows from the shared table.
+:class:`~natsd.jetstream.errors.ApiError` rows from the shared table.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from natsd.jetstream.api.errors import ApiError, ApiErrors
+from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.models import JS_API_LEVEL, server_version
 from natsd.subjects.tokens import is_literal, is_valid_subject, subject_matches, subset
 

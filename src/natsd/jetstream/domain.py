@@ -1,7 +1,7 @@
 """JetStream domain mappings for KV and object stores.
 
 With ``jetstream { domain: D }`` the reference maps ``$JS.D.API.<x>`` onto ``$JS.API.<x>`` (the
-API itself: :class:`natsd.jetstream.manager.JsAccount` subscribes both prefixes) and also
+API itself: :meth:`natsd.jetstream.api.JetStreamApi.install` subscribes both prefixes) and also
 ``$JS.D.API.$KV.>`` onto ``$KV.>`` and ``$JS.D.API.$OBJ.>`` onto ``$OBJ.>``: a client that
 addresses a KV bucket or object store "in domain D" (nats-py ``jetstream(domain=D)``, across a
 leafnode link where ``$KV.>`` itself never crosses) publishes to the prefixed subject, and the

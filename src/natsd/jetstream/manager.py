@@ -16,23 +16,29 @@ Resource defaults (as the reference): ``max_memory_store`` = 75% of physical mem
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import tempfile
-from typing import TYPE_CHECKING, Any, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from natsd.jetstream.api.errors import ApiError, ApiErrors
-from natsd.jetstream.api.router import ApiRouter, ApiStats, dumps
+from natsd.jetstream import consumer_registry, domain
+from natsd.jetstream.consumer import ConsumerHub
+from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.models import JS_API_LEVEL, StreamConfig, rfc3339, parse_rfc3339
-from natsd.jetstream.stream import Stream, store_config_for
+from natsd.jetstream.snapshot import RestoreReceiver, SnapshotSender, remove_stale_restores
+from natsd.jetstream.stream import Stream, _is_direct, store_config_for
+from natsd.jetstream.templates import TemplateManager
+from natsd.jetstream.wire import dumps
+from natsd.store import list_stream_dirs, load_stream_meta, open_stream_store
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Clock
     from natsd.config.options import AccountJetStreamLimits, ServerOptions
-    from natsd.jetstream.ports import Ports
+    from natsd.jetstream.ports import MsgHandler, Ports, Subscription
 
-__all__ = ["JetStreamEngine", "JsAccount", "default_store_dir", "system_memory", "disk_available"]
+__all__ = ["JetStreamEngine", "JsAccount", "ApiStats", "ApiSurface", "default_store_dir", "system_memory",
+           "disk_available"]
 
 log = logging.getLogger("natsd.jetstream")
 
@@ -69,38 +75,16 @@ def disk_available(path: str) -> int:
 
 
 def _open_store(cfg: StreamConfig, created_ns: int, directory: str, engine: "JetStreamEngine") -> Any:
-    from natsd.store import open_stream_store  # type: ignore[attr-defined]
     return open_stream_store(store_config_for(cfg, created_ns), engine.clock, directory,
                              engine.sync_interval_ns, engine.sync_always)
 
 
 def _load_stream_meta(directory: str) -> dict | None:
-    """The persisted StoreConfig.meta of the stream in ``directory`` (None if unreadable).
-
-    Uses ``natsd.store.load_stream_meta`` when the store layer provides it (it verifies the
-    checksum); otherwise reads ``meta.inf`` as JSON. Both our own meta shape
+    """The persisted StoreConfig.meta of the stream in ``directory`` (None if unreadable;
+    :func:`natsd.store.load_stream_meta` verifies the checksum). Both our own meta shape
     (``{"config": {...}, "created": ...}``) and the reference's flattened FileStreamInfo
     (``{"name": ..., ..., "created": ...}``) are understood."""
-    import json as _json
-
-    import natsd.store as store_pkg
-    loader = getattr(store_pkg, "load_stream_meta", None)
-    if loader is not None:
-        meta = loader(directory)
-    else:
-        try:
-            from natsd.store.file import read_meta
-        except ImportError:
-            read_meta = None
-        if read_meta is not None:
-            # meta.inf + meta.sum, checksum keyed with the stream (= directory) name
-            meta = read_meta(directory, os.path.basename(directory))
-        else:
-            try:
-                with open(os.path.join(directory, "meta.inf"), "rb") as f:
-                    meta = _json.loads(f.read())
-            except (OSError, ValueError):
-                return None
+    meta = load_stream_meta(directory)
     if not isinstance(meta, dict):
         return None
     if "config" not in meta and "name" in meta:
@@ -108,48 +92,39 @@ def _load_stream_meta(directory: str) -> dict | None:
     return meta
 
 
-def _stream_dirs(account_dir: str) -> list[str]:
-    import natsd.store as store_pkg
-    lister = getattr(store_pkg, "list_stream_dirs", None)
-    if lister is not None:
-        return list(lister(account_dir))
-    d = os.path.join(account_dir, "streams")
-    if not os.path.isdir(d):
-        return []
-    return [os.path.join(d, n) for n in sorted(os.listdir(d)) if os.path.isdir(os.path.join(d, n))]
+@dataclass(slots=True)
+class ApiStats:
+    """Per-account API counters (``api`` object of ``$JS.API.INFO``; ``inflight`` is always 0
+    here: requests are handled synchronously)."""
+
+    total: int = 0
+    errors: int = 0
 
 
-# The API subjects the account listens on. Not "$JS.API.>": DIRECT.GET.<stream> and
-# CONSUMER.MSG.NEXT.<stream>.<consumer> must give "no responders" when the stream / consumer does
-# not exist (the reference skips its $JS.API.> import for those two prefixes), so they are
-# subscribed by the streams and consumers themselves. These patterns cover every other API
-# subject (the patterns never overlap, so a request is handled once); an unknown subject gets
-# no reply at all (a client timeout), as the reference. The CONSUMER family is covered by token
-# count up to 6 tokens, and per verb beyond, which leaves out exactly MSG.NEXT.<stream>.<consumer>.
-_CONSUMER_VERBS = ("CREATE", "DURABLE", "NAMES", "LIST", "INFO", "DELETE", "PAUSE", "UNPIN", "RESET", "LEADER")
-API_SUBSCRIPTIONS = (
-    "$JS.API.*",
-    "$JS.API.STREAM.>",
-    "$JS.API.CONSUMER.*",
-    "$JS.API.CONSUMER.*.*",
-    "$JS.API.CONSUMER.*.*.*",
-    *(f"$JS.API.CONSUMER.{verb}.*.*.>" for verb in _CONSUMER_VERBS),
-    "$JS.API.META.>",
-    "$JS.API.SERVER.>",
-    "$JS.API.ACCOUNT.>",
-    "$JS.API.DIRECT.*",
-)
+class ApiSurface(Protocol):
+    """What the engine needs from the ``$JS.API`` layer (:class:`natsd.jetstream.api.JetStreamApi`).
+    The domain never imports the API: the server hands one to the engine, which installs it on
+    every account; an engine without one runs streams and consumers with no API (unit tests)."""
+
+    def install(self, js_account: "JsAccount") -> list["Subscription"]:
+        """Subscribe the account's API subjects; returns the subscriptions."""
+
+    def answer_not_enabled(self, ports: "Ports", stats: ApiStats) -> list["Subscription"]:
+        """Answer every API request of an account without JetStream with 503/10039."""
+
+    def direct_get_handlers(self, stream: Stream) -> tuple["MsgHandler", "MsgHandler"]:
+        """The DIRECT.GET handlers a stream with ``allow_direct`` subscribes."""
 
 
-# Modules that add API handlers to every JetStream account (``setup_account(js_account)``) and
-# the hooks that stop them when the account stops.
-EXTENSIONS = ("natsd.jetstream.api.snapshot", "natsd.jetstream.templates", "natsd.jetstream.domain")
-EXTENSION_STOP_HOOKS = (("natsd.jetstream.api.snapshot", "cancel_all"),
-                        ("natsd.jetstream.templates", "stop_account"))
+def _refuse_update_during_snapshot(stream: Stream) -> None:
+    """STREAM.UPDATE check: the backup's config may not change under it (reference 10069)."""
+    if stream.snapshots_running:
+        raise ApiErrors.STREAM_UPDATE(err="stream snapshot in progress")
 
 
 class JsAccount:
-    """JetStream state of one account: its streams, API router, limits and usage."""
+    """JetStream state of one account: its streams, consumer plumbing, templates, transfers,
+    API counters, limits and usage."""
 
     def __init__(self, engine: "JetStreamEngine", name: str, ports: "Ports",
                  limits: "AccountJetStreamLimits | None") -> None:
@@ -160,44 +135,28 @@ class JsAccount:
         self.limits = limits
         self.streams: dict[str, Stream] = {}
         self.api_stats = ApiStats()
-        self.router = ApiRouter(self)
         self.directory = os.path.join(engine.store_dir, name, "streams")
         # Usage caches for per-message account limit checks (bytes, refreshed per turn).
         self._usage = {"memory": 0, "file": 0}
         self._usage_dirty = True
         self.limits_enforced = bool(limits is not None and (limits.max_memory >= 0 or limits.max_storage >= 0))
         self._subs: list[Any] = []
-        from natsd.jetstream.api import register_all
-        register_all(self.router)
-        self.router.on_response = self._audit
-        self._subs.extend(ports.subscribe(p, self._on_api) for p in API_SUBSCRIPTIONS)
-        if engine.domain:
-            # $JS.<domain>.API.> is the same API (the reference maps it onto $JS.API.>)
-            prefix = f"$JS.{engine.domain}.API."
-            self._subs.extend(ports.subscribe(prefix + p[len("$JS.API."):], self._on_domain_api)
-                              for p in API_SUBSCRIPTIONS)
-        # Checks every STREAM.UPDATE runs before changing a stream's config; extensions append
-        # theirs (a snapshot in progress, a template-owned stream) and raise ApiError to refuse.
-        self.stream_update_checks: list[Callable[[Stream], None]] = []
-        # The consumers and the optional API families (snapshots/restores, stream templates)
-        # live in their own modules; each exposes setup_account(js_account) (stop hooks: stop()).
-        from natsd.jetstream import consumer as _consumer
-        _consumer.setup_account(self)
-        for modname in EXTENSIONS:
-            importlib.import_module(modname).setup_account(self)
-
-    # -- API -----------------------------------------------------------------------------------
-    def _on_api(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
-        self.router.dispatch(self, subject, reply, hdr, payload)
-
-    def _on_domain_api(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
-        # "$JS.<domain>.API.X" -> "$JS.API.X"
-        rest = subject.split(".", 3)[3] if subject.count(".") >= 3 else ""
-        self.router.dispatch(self, "$JS.API." + rest, reply, hdr, payload)
-
-    def _audit(self, req: Any, response: bytes) -> None:
-        from natsd.jetstream.advisories import api_audit
-        api_audit(self, req, response)
+        # The account-wide consumer plumbing: one $JS.ACK.> and one $JS.FC.> subscription, and
+        # the push consumers by deliver subject (interest changes).
+        self.consumer_hub = ConsumerHub(self)
+        # Stream templates (STREAM.TEMPLATE.*), recovered from <account>/templates.
+        self.templates = TemplateManager(self)
+        # Snapshots being sent and restores being received (cancelled when the account stops).
+        self.transfers: set[SnapshotSender | RestoreReceiver] = set()
+        # Checks every STREAM.UPDATE runs before changing a stream's config; each raises
+        # ApiError to refuse (a snapshot in progress, a template-owned stream).
+        self.stream_update_checks: list[Callable[[Stream], None]] = [
+            _refuse_update_during_snapshot, self.templates.refuse_update_of_owned_stream]
+        if engine.api is not None:
+            self._subs.extend(engine.api.install(self))
+        remove_stale_restores(self)
+        self.templates.recover()
+        domain.setup_account(self)
 
     def send_advisory(self, subject: str, obj: dict | Any) -> None:
         """Publish an advisory (JSON) if anybody listens on ``subject``. ``obj`` may be a dict
@@ -219,7 +178,6 @@ class JsAccount:
         """Consumers of all streams (``limitable``: without internal mirror/source feeds)."""
         if not limitable:
             return sum(len(s.consumers) for s in self.streams.values())
-        from natsd.jetstream.stream import _is_direct
         return sum(1 for s in self.streams.values() for c in s.consumers.values() if not _is_direct(c))
 
     def stream_dir(self, name: str) -> str:
@@ -245,7 +203,7 @@ class JsAccount:
 
     def recover(self) -> None:
         """Recover every stream under this account's directory (and their consumers)."""
-        for d in _stream_dirs(os.path.dirname(self.directory)):
+        for d in list_stream_dirs(os.path.dirname(self.directory)):
             entry = os.path.basename(d)
             if entry.startswith(".") or entry in self.streams:
                 continue
@@ -272,8 +230,7 @@ class JsAccount:
                 log.warning("JetStream stream '%s > %s' lost %d messages (%d bytes) at recovery",
                             self.name, cfg.name, len(st.lost_msgs), st.lost_bytes)
             try:
-                from natsd.jetstream import consumer as _consumer
-                _consumer.recover_consumers(stream)
+                consumer_registry.recover_all(stream)
             except Exception:
                 log.exception("JetStream: recovering consumers of %s", cfg.name)
         # mirrors / sources connect once every origin stream is back
@@ -286,11 +243,12 @@ class JsAccount:
         for s in self._subs:
             s.unsubscribe()
         self._subs = []
-        for modname, hook in EXTENSION_STOP_HOOKS:
+        for t in list(self.transfers):
             try:
-                getattr(importlib.import_module(modname), hook)(self)
+                t.cancel()
             except Exception:
-                log.exception("JetStream extension %s.%s failed", modname, hook)
+                log.exception("JetStream: cancelling a snapshot/restore of %s failed", self.name)
+        self.templates.stop()
         for stream in list(self.streams.values()):
             try:
                 stream.stop()
@@ -430,8 +388,10 @@ class JetStreamEngine:
     """Server-wide JetStream: resources, accounts, sync timer, /jsz."""
 
     def __init__(self, options: "ServerOptions", clock: "Clock", server_id: str = "",
-                 server_name: str = "") -> None:
+                 server_name: str = "", api: ApiSurface | None = None) -> None:
         self.options = options
+        # The $JS.API layer installed on every account (None: no API, e.g. domain unit tests).
+        self.api = api
         self.clock = clock
         js = options.jetstream
         base = js.store_dir or default_store_dir()
@@ -474,25 +434,9 @@ class JetStreamEngine:
         """For an account *without* JetStream on a JetStream server: answer every ``$JS.API``
         request with 503/10039 "JetStream not enabled for account" (the reference does this
         through its API import). Returns the subscriptions (unsubscribe to undo)."""
-        router = ApiRouter(None)
-
-        def not_enabled(req: Any) -> dict:
-            raise ApiErrors.NOT_ENABLED_FOR_ACCOUNT()
-
-        from natsd.jetstream.api.router import RESPONSE_TYPES
-        for pattern in RESPONSE_TYPES:
-            router.register(pattern, not_enabled)
-        stats = ApiStats()
-
-        class _Shim:  # what ApiRouter.dispatch needs from an account
-            api_stats = stats
-
-        _Shim.ports = ports  # type: ignore[attr-defined]
-
-        def on_api(subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
-            router.dispatch(_Shim, subject, reply, hdr, payload)  # type: ignore[arg-type]
-
-        return [ports.subscribe(p, on_api) for p in API_SUBSCRIPTIONS]
+        if self.api is None:
+            return []
+        return self.api.answer_not_enabled(ports, ApiStats())
 
     def lookup_account(self, name: str) -> JsAccount | None:
         return self.accounts.get(name)

@@ -22,7 +22,8 @@ import datetime as _dt
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from natsd.jetstream.api.errors import ApiError, ApiErrors
+from natsd import __version__
+from natsd.jetstream.errors import ApiError, ApiErrors
 
 __all__ = [
     "StreamConfig", "STREAM_OMITEMPTY", "rfc3339", "parse_rfc3339", "ZERO_TIME",
@@ -60,7 +61,6 @@ LEVEL_KEY = "_nats.level"
 
 def server_version() -> str:
     """The version we advertise (``_nats.ver``), natsd's own."""
-    from natsd import __version__
     return __version__
 
 

@@ -57,7 +57,10 @@ import os
 import secrets
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from natsd.jetstream.api.errors import ApiError, ApiErrors
+from natsd.jetstream import consumer_registry
+from natsd.jetstream.consumer_config import ConsumerConfig
+from natsd.jetstream.errors import ApiError, ApiErrors
+from natsd.jetstream.wire import dumps, error_envelope, resp
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.manager import JsAccount
@@ -910,7 +913,6 @@ class RestoreReceiver:
         self._cleanup()
         info, _, _, _ = stream.info()
         info.pop("cluster", None)
-        from natsd.jetstream.api.router import dumps, resp
         self.ports.publish(reply, "", None, dumps(resp("stream_create_response", info)))
         log.info("Completed restore of %d bytes for stream '%s > %s'", self.bytes, acct.name, self.name)
         if self._on_done is not None:
@@ -945,7 +947,8 @@ class RestoreReceiver:
         self._store = None
         for name, body in self._consumers:
             try:
-                _restore_consumer(stream, name, body)
+                consumer_registry.restore(stream, name, ConsumerConfig.from_json(body["config"]),
+                                          consumer_state_from_json(body["state"]))
             except (ApiError, ValueError, KeyError, TypeError) as e:
                 log.warning("JetStream restore of '%s > %s': consumer %s not restored: %s",
                             acct.name, self.name, name, e)
@@ -967,7 +970,6 @@ class RestoreReceiver:
             self._tmp_dir = ""
         log.warning("Restore failed for stream '%s > %s': %s", self.account.name, self.name, reason)
         if reply:
-            from natsd.jetstream.api.router import dumps, error_envelope
             if err is None:
                 err = ApiErrors.STREAM_RESTORE(err=reason)
             self.ports.publish(reply, "", None, dumps(error_envelope("stream_create_response", err)))
@@ -989,28 +991,6 @@ class RestoreReceiver:
     def cancel(self) -> None:
         """Abort (server shutdown): drop the partial store."""
         self._fail("", "server shutdown")
-
-
-def _restore_consumer(stream: "Stream", name: str, body: dict) -> None:
-    """Recreate consumer ``name`` of a restored stream with its snapshot state."""
-    from natsd.jetstream.consumer import Consumer
-    from natsd.jetstream.consumer_config import ConsumerConfig, format_time
-
-    cfg = ConsumerConfig.from_json(body["config"])
-    state = consumer_state_from_json(body["state"])
-    created = stream.clock.time_ns()
-    store = None
-    if cfg.durable_name and not cfg.mem_storage:
-        meta = {"stream_name": stream.name, "name": name, "created": format_time(created), "config": cfg.to_json()}
-        store = stream.store.consumer_store(name, meta)
-        store.update(state)
-        store.flush()
-    fresh = state.delivered.stream_seq == 0 and state.delivered.consumer_seq == 0 and not state.pending
-    o = Consumer(stream, cfg, name, created, store=store, state=None if fresh else state)
-    stream.consumers[name] = o
-    if fresh:
-        o.select_start()
-    o.start()
 
 
 def remove_stale_restores(account: "JsAccount") -> int:

@@ -42,6 +42,8 @@ from typing import TYPE_CHECKING, Any
 
 from natsd.jetstream.models import SECOND
 from natsd.store.base import StoreError
+from natsd.subjects.tokens import subject_matches
+from natsd.subjects.transform import transform as _transform
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.stream import Stream
@@ -239,8 +241,6 @@ class SourceLink:
         stream.note_mirrored(sseq)
 
     def _store_sourced(self, subject: str, hdr: bytes | None, payload: bytes, sseq: int) -> None:
-        from natsd.jetstream.stream import _transform
-        from natsd.subjects.tokens import subject_matches
         new_subject = subject
         dest = ">"
         src = self.filter or ">"

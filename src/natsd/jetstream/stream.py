@@ -56,14 +56,16 @@ import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from natsd.jetstream.api.errors import ApiError, ApiErrors
-from natsd.jetstream.api.router import dumps
+from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.models import SECOND, StreamConfig, rfc3339, state_to_json, with_dynamic_metadata
+from natsd.jetstream.sourcing import SourceLink
+from natsd.jetstream.wire import dumps
 from natsd.store.base import (
     MaxBytes, MaxMsgs, MaxMsgsPerSubject, MsgNotFound, StoreConfig, StoreEOF, StoreError, StoreFull,
     StoreMsg, StoreWriteError,
 )
 from natsd.subjects.tokens import subject_matches, subjects_collide, subset
+from natsd.subjects.transform import transform as _transform
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.manager import JsAccount
@@ -299,7 +301,6 @@ class Stream:
 
     def _start_links(self) -> None:
         """Connect the mirror / sources (ephemeral consumers on the origins)."""
-        from natsd.jetstream.sourcing import SourceLink
         for link in self._links:
             link.stop()
         cfg = self.config
@@ -354,9 +355,9 @@ class Stream:
         for s in self._direct_subs:
             s.unsubscribe()
         self._direct_subs = []
-        if self.config.allow_direct:
-            from natsd.jetstream.api.direct import direct_get_handlers
-            on_req, on_last = direct_get_handlers(self)
+        api = self.account.engine.api
+        if self.config.allow_direct and api is not None:
+            on_req, on_last = api.direct_get_handlers(self)
             prefixes = ["$JS.API."]
             if self.account.engine.domain:
                 prefixes.append(f"$JS.{self.account.engine.domain}.API.")
@@ -1186,42 +1187,3 @@ def _set_header(hdr: bytes, name: bytes, value: bytes) -> bytes:
     out = [ln for ln in lines if not ln.startswith(name + b":")]
     out.append(name + b": " + value)
     return b"\r\n".join(out) + b"\r\n\r\n"
-
-
-def _transform(src: str, dest: str, subject: str) -> str:
-    """Apply a simple subject mapping: ``>``-to-``>`` prefix swaps and ``{{wildcard(n)}}`` /
-    ``$n`` references. Returns "" when the destination cannot be built."""
-    if dest == ">" or dest == src:
-        return subject
-    st = src.split(".")
-    tt = subject.split(".")
-    stars: list[str] = []  # tokens matched by each "*" of src, in order
-    rest = ""  # tokens matched by a trailing ">" of src
-    for i, t in enumerate(st):
-        if t == "*":
-            stars.append(tt[i])
-        elif t == ">":
-            rest = ".".join(tt[i:])
-    out: list[str] = []
-    for t in dest.split("."):
-        idx = 0
-        if t.startswith("{{") and t.endswith("}}"):
-            inner = t[2:-2].strip()
-            if not (inner.lower().startswith("wildcard(") and inner.endswith(")")):
-                return ""
-            idx = int(inner[9:-1].strip())
-        elif t.startswith("$") and t[1:].isdigit():
-            idx = int(t[1:])
-        elif t == ">":
-            if not rest:
-                return ""
-            out.append(rest)
-            continue
-        else:
-            out.append(t)
-            continue
-        if not 0 < idx <= len(stars):
-            return ""
-        out.append(stars[idx - 1])
-    return ".".join(out)
-

@@ -41,14 +41,15 @@ import os
 import shutil
 from typing import TYPE_CHECKING, Any
 
-from natsd.jetstream.api.errors import ApiError, ApiErrors
+from natsd.jetstream.advisories import stream_action
+from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.models import StreamConfig
+from natsd.jetstream.policies import check_stream_config, check_subject_overlap, refuse_unsupported
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.manager import JsAccount
 
-__all__ = ["StreamTemplate", "TemplateManager", "canonical_name", "setup_account", "stop_account", "templates_of",
-           "JS_MAX_NAME_LEN", "TEMPLATES_DIR"]
+__all__ = ["StreamTemplate", "TemplateManager", "canonical_name", "JS_MAX_NAME_LEN", "TEMPLATES_DIR"]
 
 log = logging.getLogger("natsd.jetstream.templates")
 
@@ -150,7 +151,7 @@ class StreamTemplate:
 
 
 class TemplateManager:
-    """The templates of one JetStream account (``templates_of(account)``)."""
+    """The templates of one JetStream account (``JsAccount.templates``)."""
 
     def __init__(self, account: "JsAccount") -> None:
         self.account = account
@@ -160,7 +161,6 @@ class TemplateManager:
     # -- API operations --------------------------------------------------------------------------
     def add(self, name: str, raw_config: Any, max_streams: int, persist: bool = True) -> StreamTemplate:
         """Create a template (reference ``addStreamTemplate``); raises ApiError."""
-        from natsd.jetstream.policies import check_stream_config
 
         if not isinstance(raw_config, dict):
             raise ApiErrors.STREAM_TEMPLATE_CREATE(err="template config is required")
@@ -202,7 +202,6 @@ class TemplateManager:
 
     def delete(self, name: str) -> None:
         """Delete the template and every stream it created."""
-        from natsd.jetstream.advisories import stream_action
 
         t = self.lookup(name)
         del self.templates[name]
@@ -239,8 +238,6 @@ class TemplateManager:
 
     # -- stream creation -------------------------------------------------------------------------
     def create_stream(self, t: StreamTemplate, name: str, subject: str) -> Any:
-        from natsd.jetstream.advisories import stream_action
-        from natsd.jetstream.policies import check_stream_config, check_subject_overlap, refuse_unsupported
 
         acct = self.account
         cfg = t.config.copy()
@@ -326,33 +323,12 @@ class TemplateManager:
                 log.warning("  StreamTemplate %r: list of owned streams unreadable", name)
 
     def stop(self) -> None:
+        """Unsubscribe every template (the account stops)."""
         for t in self.templates.values():
             t.unsubscribe()
 
-
-def templates_of(account: "JsAccount") -> TemplateManager:
-    """The account's TemplateManager (created on first use)."""
-    mgr = getattr(account, "_natsd_templates", None)
-    if mgr is None:
-        mgr = TemplateManager(account)
-        account._natsd_templates = mgr  # type: ignore[attr-defined]
-    return mgr
-
-
-def setup_account(js_account: "JsAccount") -> None:
-    """Register the template API on ``js_account.router``, recover persisted templates and
-    subscribe their subjects through ``js_account.ports``. Idempotent."""
-    from natsd.jetstream.api import templates as api
-
-    mgr = templates_of(js_account)
-    api.register(js_account.router)
-    if api.refuse_update_of_template_stream not in js_account.stream_update_checks:
-        js_account.stream_update_checks.append(api.refuse_update_of_template_stream)
-    mgr.recover()
-
-
-def stop_account(js_account: "JsAccount") -> None:
-    """Unsubscribe every template of the account (call when the account stops)."""
-    mgr = getattr(js_account, "_natsd_templates", None)
-    if mgr is not None:
-        mgr.stop()
+    def refuse_update_of_owned_stream(self, stream: Any) -> None:
+        """STREAM.UPDATE check: a stream a template created takes its config from the template."""
+        if self.owner_of(stream.name):
+            raise ApiErrors.STREAM_INVALID_CONFIG(
+                err="stream configuration update not allowed on template owned stream")

@@ -298,12 +298,14 @@ class Server:
         if not opts.jetstream.enabled:
             return
         try:
+            from natsd.jetstream.api import JetStreamApi
             from natsd.jetstream.manager import JetStreamEngine  # type: ignore[attr-defined]
         except ImportError as e:
             logger.warning("JetStream requested but the engine is not available: %s", e)
             return
         try:
-            engine = JetStreamEngine(opts, self.clock, server_id=self.server_id, server_name=self.server_name)
+            engine = JetStreamEngine(opts, self.clock, server_id=self.server_id, server_name=self.server_name,
+                                     api=JetStreamApi())
             js_accounts: list[tuple[str, AccountJetStreamLimits]] = [
                 (a.name, a.jetstream) for a in opts.accounts if a.jetstream is not None]
             if self.trust is not None:  # JWT accounts: the limits their claims carry

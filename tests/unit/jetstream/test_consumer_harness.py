@@ -9,11 +9,14 @@ import json
 from typing import Any
 
 from natsd.clock import ManualClock
-from natsd.jetstream.api.consumers import create_consumer, register
-from natsd.jetstream.api.errors import ApiErrors
-from natsd.jetstream.api.router import ApiRouter, ApiStats, dumps
-from natsd.jetstream.consumer import setup_account
+from natsd.jetstream import consumer_registry
+from natsd.jetstream.api import ROUTES
+from natsd.jetstream.api.router import ApiDispatcher
+from natsd.jetstream.consumer import ConsumerHub
 from natsd.jetstream.consumer_config import ConsumerConfig
+from natsd.jetstream.errors import ApiErrors
+from natsd.jetstream.manager import ApiStats
+from natsd.jetstream.wire import dumps
 from natsd.jetstream.models import StreamConfig
 from natsd.store.base import MsgNotFound, StoreConfig, StoreEOF
 from natsd.store.memory import MemoryStreamStore
@@ -50,10 +53,12 @@ class FakeAccount:
         self.limits = None
         self.streams: dict[str, Any] = {}
         self.api_stats = ApiStats()
-        self.router = ApiRouter(self)
+        # the consumer API only (stream requests get no reply here)
+        self.router = ApiDispatcher(r for r in ROUTES if r.pattern.startswith("$JS.API.CONSUMER."))
         self.engine = None
         self.advisories: list[tuple[str, dict]] = []
         ports.subscribe("$JS.API.>", self._on_api)
+        self.consumer_hub = ConsumerHub(self)
 
     def _on_api(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
         if subject.startswith("$JS.API.CONSUMER.MSG.NEXT.") or subject.startswith("$JS.API.CONSUMER.RESET."):
@@ -136,7 +141,6 @@ class Harness:
         self.clock = ManualClock()
         self.ports = DeliverPorts()
         self.account = FakeAccount(self.ports, self.clock)
-        setup_account(self.account)
         self.store_dir = store_dir
         self.scfg = StreamConfig(name=name, subjects=subjects or ["orders.>"],
                                  storage="file" if store_dir else "memory", num_replicas=1, **cfg)
@@ -156,12 +160,11 @@ class Harness:
 
     def restart(self) -> None:
         """Stop consumers and the (file) store, reopen it and recover the consumers."""
-        from natsd.jetstream.consumer import recover_consumers
         for c in list(self.stream.consumers.values()):
             c.stop()
         self.store.stop()
         self._open()
-        recover_consumers(self.stream)
+        consumer_registry.recover_all(self.stream)
         self.clock.run_soon()
 
     # -- driving ---------------------------------------------------------------------------------
@@ -176,7 +179,7 @@ class Harness:
 
     def consumer(self, **cfg: Any) -> Any:
         action = cfg.pop("action", "")
-        c = create_consumer(self.stream, ConsumerConfig.from_json(cfg), action)
+        c = consumer_registry.create(self.stream, ConsumerConfig.from_json(cfg), action)
         self.clock.run_soon()
         return c
 

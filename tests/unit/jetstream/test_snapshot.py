@@ -86,8 +86,6 @@ def env2(tmp_path):
 
 
 def _setup(env: JsEnv, n: int = 50, storage: str = "file") -> None:
-    from natsd.jetstream.api import snapshot
-    snapshot.setup_account(env.account)
     env.create("ORDERS", subjects=["orders.>"], storage=storage)
     for i in range(n):
         hdrs = {"X-I": str(i)} if i % 3 == 0 else None
@@ -170,8 +168,6 @@ def test_snapshot_errors(env):
 
 
 def test_config_frozen_and_no_expiry_during_snapshot(env):
-    from natsd.jetstream.api import snapshot
-    snapshot.setup_account(env.account)
     env.create("ORDERS", subjects=["orders.>"], storage="memory", max_age=2 * SECOND)
     for _ in range(100):
         env.pub("orders.x", b"y" * 100)
@@ -198,8 +194,6 @@ def test_config_frozen_and_no_expiry_during_snapshot(env):
 
 
 def _restore(env2: JsEnv, meta: dict, data: bytes, chunk: int = 700) -> dict:
-    from natsd.jetstream.api import snapshot
-    snapshot.setup_account(env2.account)
     out = env2.api("$JS.API.STREAM.RESTORE.ORDERS", {"config": meta["config"], "state": meta["state"]})
     assert out["type"] == "io.nats.jetstream.api.v1.stream_restore_response", out
     deliver = out["deliver_subject"]
@@ -252,8 +246,6 @@ def test_restore_into_second_engine_is_identical(env, env2, storage):
 def test_restore_errors(env, env2):
     _setup(env, n=5)
     reply, _, data = _snapshot(env)
-    from natsd.jetstream.api import snapshot
-    snapshot.setup_account(env2.account)
     assert env2.api("$JS.API.STREAM.RESTORE.ORDERS")["error"]["err_code"] == 10003
     out = env2.api("$JS.API.STREAM.RESTORE.OTHER", {"config": reply["config"]})
     assert out["error"]["err_code"] == 10056
@@ -279,8 +271,6 @@ def test_restore_errors(env, env2):
 
 
 def test_restore_stalls_after_five_seconds(env2):
-    from natsd.jetstream.api import snapshot
-    snapshot.setup_account(env2.account)
     out = env2.api("$JS.API.STREAM.RESTORE.ORDERS", {"config": {"name": "ORDERS", "subjects": ["orders.>"]}})
     deliver = out["deliver_subject"]
     assert env2.ports.has_interest(deliver)
@@ -344,12 +334,10 @@ def test_restored_stream_and_consumer_state_survive_restart(env, env2):
 
 def test_restore_larger_than_the_account_limit_is_refused(env, tmp_path):
     from natsd.config.options import AccountJetStreamLimits
-    from natsd.jetstream.api import snapshot
     _setup(env, n=200)
     reply, _, data = _snapshot(env)
     small = JsEnv(str(tmp_path / "small"), account_limits=AccountJetStreamLimits(max_storage=2000))
     try:
-        snapshot.setup_account(small.account)
         out = small.api("$JS.API.STREAM.RESTORE.ORDERS", {"config": reply["config"], "state": reply["state"]})
         r = small.ports.request(out["deliver_subject"], data)
         small.clock.run_soon()
@@ -379,10 +367,8 @@ def test_snapshot_waits_for_interest_then_stops_when_receiver_leaves(env):
 
 def test_interrupted_restore_leaves_no_stream_behind(env, env2):
     import os
-    from natsd.jetstream.api import snapshot
     _setup(env)
     reply, _, data = _snapshot(env)
-    snapshot.setup_account(env2.account)
     out = env2.api("$JS.API.STREAM.RESTORE.ORDERS", {"config": reply["config"], "state": reply["state"]})
     r = env2.ports.request(out["deliver_subject"], data[: len(data) // 2])
     env2.clock.run_soon()
@@ -393,7 +379,6 @@ def test_interrupted_restore_leaves_no_stream_behind(env, env2):
     # "crash": restart without finishing; the half upload is neither recovered nor kept
     env2.restart()
     assert "ORDERS" not in env2.account.streams
-    snapshot.setup_account(env2.account)
     assert [n for n in os.listdir(streams_dir) if n.startswith(".restore.")] == []
     # a complete restore ends up in the stream's own directory
     final = _restore(env2, reply, data)

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from natsd.config.options import AccountJetStreamLimits
-from natsd.jetstream.api.errors import ApiError, ApiErrors
+from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.models import SECOND, StreamConfig, parse_rfc3339, rfc3339
 from natsd.jetstream.policies import check_stream_config, check_update
 from natsd.jetstream.stream import go_duration, parse_go_duration, parse_ttl, scan_nats_headers
@@ -125,9 +125,9 @@ def test_retention_limits_interest_switch_allowed(tmp_path):
 
 
 def test_error_table_is_complete_and_exact():
-    from natsd.jetstream.api.errors import ERROR_TABLE
+    from natsd.jetstream.errors import ERROR_TABLE
     assert len(ERROR_TABLE) == 226
-    assert len({r[2] for r in ERROR_TABLE}) == 226
+    assert len({r.err_code for r in ERROR_TABLE}) == 226
     assert ApiErrors.STREAM_NOT_FOUND().to_dict() == {"code": 404, "err_code": 10059, "description": "stream not found"}
     assert ApiError.new("STREAM_WRONG_LAST_SEQUENCE", seq=7).description == "wrong last sequence: 7"
     assert ApiErrors.by_err_code[10166].description == "per-message TTL is disabled"

@@ -20,7 +20,6 @@ TPL = {"subjects": ["CLIENT.*"], "storage": "file", "max_msg_size": 2048, "max_a
 @pytest.fixture
 def env(tmp_path):
     e = JsEnv(str(tmp_path))
-    templates.setup_account(e.account)
     yield e
     e.stop()
 
@@ -128,7 +127,6 @@ def test_templates_and_their_streams_survive_restart(env):
         meta = json.loads(f.read())
     assert meta["name"] == "CLIENTS" and meta["max_streams"] == 2
     env.restart()
-    templates.setup_account(env.account)
     info = env.api("$JS.API.STREAM.TEMPLATE.INFO.CLIENTS")
     assert info["streams"] == ["CLIENT_a"] and info["config"]["max_streams"] == 2
     assert env.pub("CLIENT.a", b"2") == {"stream": "CLIENT_a", "seq": 2}
@@ -137,7 +135,6 @@ def test_templates_and_their_streams_survive_restart(env):
     env.api("$JS.API.STREAM.TEMPLATE.DELETE.CLIENTS")
     assert not os.path.exists(d)
     env.restart()
-    templates.setup_account(env.account)
     assert env.api("$JS.API.STREAM.TEMPLATE.NAMES")["total"] == 0
     assert not env.account.streams
 
@@ -147,9 +144,8 @@ def test_corrupt_template_is_skipped_at_recovery(env, caplog):
     d = os.path.join(env.options.jetstream.store_dir, "jetstream", "$G", "templates", "CLIENTS")
     with open(os.path.join(d, "meta.inf"), "ab") as f:
         f.write(b" ")
-    env.restart()
     with caplog.at_level("WARNING", logger="natsd.jetstream.templates"):
-        templates.setup_account(env.account)
+        env.restart()  # the account recovers its templates when it starts
     assert "checksums do not match" in caplog.text
     assert env.api("$JS.API.STREAM.TEMPLATE.NAMES")["total"] == 0
 
@@ -158,7 +154,6 @@ def test_memory_template_is_not_persisted(env):
     _create(env, "MEM", config={**TPL, "subjects": ["mem.*"], "storage": "memory"})
     assert env.pub("mem.x")["stream"] == "mem_x"
     env.restart()
-    templates.setup_account(env.account)
     assert env.api("$JS.API.STREAM.TEMPLATE.NAMES")["total"] == 0
 
 
@@ -166,7 +161,6 @@ def test_account_stream_limit_stops_template(tmp_path):
     from natsd.config.options import AccountJetStreamLimits
     e = JsEnv(str(tmp_path), account_limits=AccountJetStreamLimits(max_streams=1))
     try:
-        templates.setup_account(e.account)
         _create(e)
         assert e.pub("CLIENT.a")["stream"] == "CLIENT_a"
         assert e.pub("CLIENT.b") is None

@@ -1,17 +1,128 @@
-"""The ``$JS.API`` layer: a thin JSON layer over :mod:`natsd.jetstream`.
+"""The ``$JS.API`` layer: parses requests, calls the domain (:mod:`natsd.jetstream`), renders
+replies. Nothing in the domain imports this package; the server hands a :class:`JetStreamApi`
+to the engine (``JetStreamEngine(..., api=JetStreamApi())``), which installs it on every
+JetStream account.
 
-:func:`register_all` installs the account- and stream-level handlers on an account's router;
-the consumer handlers are registered by ``natsd.jetstream.consumer.setup_account``.
+:data:`ROUTES` is the one table of API subjects: pattern, response type (the ``type`` of the
+reply, errors included) and handler, in the reference's order (``jetstream_api.go``). It is
+matched through a :class:`natsd.subjects.sublist.Sublist` (:class:`~.router.ApiDispatcher`).
 """
 
 from __future__ import annotations
 
-from natsd.jetstream.api.router import ApiRouter
+from typing import TYPE_CHECKING
 
-__all__ = ["register_all"]
+from natsd.jetstream.advisories import api_audit
+from natsd.jetstream.api import account, consumers, direct, snapshot, streams, templates
+from natsd.jetstream.api.router import API_SUBSCRIPTIONS, JS_API_PREFIX, ApiDispatcher, ApiRequest, Route
+from natsd.jetstream.errors import ApiErrors
+
+if TYPE_CHECKING:  # pragma: no cover
+    from natsd.jetstream.manager import ApiStats, JsAccount
+    from natsd.jetstream.ports import MsgHandler, Ports, Subscription
+    from natsd.jetstream.stream import Stream
+
+__all__ = ["ROUTES", "JetStreamApi"]
+
+ROUTES: tuple[Route, ...] = (
+    Route("$JS.API.INFO", "account_info_response", account.account_info),
+    Route("$JS.API.STREAM.CREATE.*", "stream_create_response", streams.stream_create),
+    Route("$JS.API.STREAM.UPDATE.*", "stream_update_response", streams.stream_update),
+    Route("$JS.API.STREAM.NAMES", "stream_names_response", streams.stream_names),
+    Route("$JS.API.STREAM.LIST", "stream_list_response", streams.stream_list),
+    Route("$JS.API.STREAM.INFO.*", "stream_info_response", streams.stream_info),
+    Route("$JS.API.STREAM.DELETE.*", "stream_delete_response", streams.stream_delete),
+    Route("$JS.API.STREAM.PURGE.*", "stream_purge_response", streams.stream_purge),
+    Route("$JS.API.STREAM.MSG.GET.*", "stream_msg_get_response", streams.msg_get),
+    Route("$JS.API.STREAM.MSG.DELETE.*", "stream_msg_delete_response", streams.msg_delete),
+    Route("$JS.API.STREAM.SNAPSHOT.*", "stream_snapshot_response", snapshot.snapshot_request),
+    Route("$JS.API.STREAM.RESTORE.*", "stream_restore_response", snapshot.restore_request),
+    Route("$JS.API.STREAM.LEADER.STEPDOWN.*", "stream_leader_stepdown_response", streams.cluster_only),
+    Route("$JS.API.STREAM.PEER.REMOVE.*", "stream_remove_peer_response", streams.cluster_only),
+    Route("$JS.API.STREAM.PEER.EVACUATE.*", "stream_remove_peer_response", streams.cluster_only),
+    Route("$JS.API.STREAM.CANCEL_MOVE.*", "stream_update_response", streams.cluster_only),
+    Route("$JS.API.CONSUMER.CREATE.*", "consumer_create_response", consumers.create),
+    Route("$JS.API.CONSUMER.CREATE.*.>", "consumer_create_response", consumers.create),
+    Route("$JS.API.CONSUMER.DURABLE.CREATE.*.*", "consumer_create_response", consumers.create),
+    Route("$JS.API.CONSUMER.NAMES.*", "consumer_names_response", consumers.names),
+    Route("$JS.API.CONSUMER.LIST.*", "consumer_list_response", consumers.list_),
+    Route("$JS.API.CONSUMER.INFO.*.*", "consumer_info_response", consumers.info),
+    Route("$JS.API.CONSUMER.DELETE.*.*", "consumer_delete_response", consumers.delete),
+    Route("$JS.API.CONSUMER.PAUSE.*.*", "consumer_pause_response", consumers.pause),
+    # Not implemented: no reply (the client times out), as before.
+    Route("$JS.API.CONSUMER.UNPIN.*.*", "consumer_unpin_response", None),
+    # Answered by each consumer's own subscription (no responders for a missing consumer).
+    Route("$JS.API.CONSUMER.RESET.*.*", "consumer_reset_response", None),
+    Route("$JS.API.CONSUMER.LEADER.STEPDOWN.*.*", "consumer_leader_stepdown_response", None),
+    Route("$JS.API.META.LEADER.STEPDOWN", "meta_leader_stepdown_response", streams.cluster_only),
+    Route("$JS.API.META.RESCUE", "meta_rescue_response", None),
+    Route("$JS.API.SERVER.REMOVE", "meta_server_remove_response", streams.cluster_only),
+    Route("$JS.API.SERVER.EVACUATE", "meta_server_remove_response", streams.cluster_only),
+    Route("$JS.API.ACCOUNT.PURGE.*", "account_purge_response", streams.cluster_only),
+    Route("$JS.API.ACCOUNT.STREAM.MOVE.*.*", "stream_update_response", streams.cluster_only),
+    Route("$JS.API.ACCOUNT.STREAM.CANCEL_MOVE.*.*", "stream_update_response", streams.cluster_only),
+    # Stream templates (removed from nats-server 2.12; answered as 2.11 did). An account without
+    # JetStream gives them no reply.
+    Route("$JS.API.STREAM.TEMPLATE.CREATE.*", templates.CREATE_T, templates.template_create, False),
+    Route("$JS.API.STREAM.TEMPLATE.INFO.*", templates.INFO_T, templates.template_info, False),
+    Route("$JS.API.STREAM.TEMPLATE.DELETE.*", templates.DELETE_T, templates.template_delete, False),
+    Route("$JS.API.STREAM.TEMPLATE.NAMES", templates.NAMES_T, templates.template_names, False),
+)
 
 
-def register_all(router: ApiRouter) -> None:
-    from natsd.jetstream.api import account, streams
-    account.register(router)
-    streams.register(router)
+def _not_enabled(req: ApiRequest) -> dict:
+    raise ApiErrors.NOT_ENABLED_FOR_ACCOUNT()
+
+
+class JetStreamApi:
+    """The API as the engine sees it (:class:`natsd.jetstream.manager.ApiSurface`)."""
+
+    def __init__(self, routes: tuple[Route, ...] = ROUTES) -> None:
+        self.routes = routes
+        # For accounts without JetStream: every known subject answers 503/10039.
+        self._not_enabled_routes = tuple(Route(r.pattern, r.response_type, _not_enabled)
+                                         for r in routes if r.when_disabled)
+
+    def install(self, js_account: "JsAccount") -> list["Subscription"]:
+        """Subscribe the API subjects of ``js_account`` (and ``$JS.<domain>.API.``, the same API
+        under the server's JetStream domain). Returns the subscriptions."""
+        dispatcher = ApiDispatcher(self.routes, lambda req, data: api_audit(js_account, req, data))
+        dispatch = dispatcher.dispatch
+        ports = js_account.ports
+
+        def on_api(subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+            dispatch(js_account, subject, reply, hdr, payload)
+
+        subs = [ports.subscribe(p, on_api) for p in API_SUBSCRIPTIONS]
+        domain = js_account.engine.domain
+        if domain:
+            def on_domain_api(subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+                # "$JS.<domain>.API.X" -> "$JS.API.X"
+                rest = subject.split(".", 3)[3] if subject.count(".") >= 3 else ""
+                dispatch(js_account, JS_API_PREFIX + rest, reply, hdr, payload)
+
+            prefix = f"$JS.{domain}.API."
+            subs.extend(ports.subscribe(prefix + p[len(JS_API_PREFIX):], on_domain_api) for p in API_SUBSCRIPTIONS)
+        return subs
+
+    def answer_not_enabled(self, ports: "Ports", stats: "ApiStats") -> list["Subscription"]:
+        """For an account *without* JetStream on a JetStream server: answer every ``$JS.API``
+        request with 503/10039 "JetStream not enabled for account" (the reference does this
+        through its API import). Returns the subscriptions (unsubscribe to undo)."""
+        dispatcher = ApiDispatcher(self._not_enabled_routes)
+
+        class _Unenabled:  # what ApiDispatcher.dispatch needs from an account
+            api_stats = stats
+
+        _Unenabled.ports = ports  # type: ignore[attr-defined]
+
+        def on_api(subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+            dispatcher.dispatch(_Unenabled, subject, reply, hdr, payload)  # type: ignore[arg-type]
+
+        return [ports.subscribe(p, on_api) for p in API_SUBSCRIPTIONS]
+
+    def direct_get_handlers(self, stream: "Stream") -> tuple["MsgHandler", "MsgHandler"]:
+        """(handler for DIRECT.GET.<s>, handler for DIRECT.GET.<s>.<subject...>); the stream
+        subscribes them itself when ``allow_direct`` is set."""
+        return direct.direct_get_handlers(stream)
+

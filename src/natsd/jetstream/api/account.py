@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from natsd.jetstream.api.router import ApiRequest, ApiRouter, resp
+from natsd.jetstream.api.router import ApiRequest
+from natsd.jetstream.wire import resp
 
-__all__ = ["register", "account_info"]
+__all__ = ["account_info"]
 
 
 def account_info(req: ApiRequest) -> dict:
     """account_info_response: memory, storage, reserved_*, streams, consumers, limits, api."""
     return resp("account_info_response", req.account.account_info())
-
-
-def register(router: ApiRouter) -> None:
-    router.register("$JS.API.INFO", account_info)

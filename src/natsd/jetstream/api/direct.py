@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Callable
 
-from natsd.jetstream.models import parse_rfc3339, rfc3339
+from natsd.jetstream.models import JS_API_LEVEL, parse_rfc3339, rfc3339
 from natsd.store.base import MsgNotFound, StoreEOF, StoreError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -46,7 +46,6 @@ def _append_headers(hdr: bytes | None, pairs: list[tuple[bytes, bytes]]) -> byte
 def _has_required_level_error(hdr: bytes | None) -> bool:
     if not hdr or b"Nats-Required-Api-Level" not in hdr:
         return False
-    from natsd.jetstream.models import JS_API_LEVEL
     for line in hdr.split(b"\r\n"):
         if line.startswith(b"Nats-Required-Api-Level:"):
             v = line.split(b":", 1)[1].strip()

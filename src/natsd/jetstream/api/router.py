@@ -1,27 +1,26 @@
 """Dispatch of ``$JS.API`` requests to handlers, and the JSON envelope of every reply.
 
-One :class:`ApiRouter` per JetStream-enabled account. The account subscribes the API subject
-families once through its Ports (``manager.API_SUBSCRIPTIONS``: everything under ``$JS.API``
-except DIRECT.GET and CONSUMER.MSG.NEXT) and hands every request to :meth:`ApiRouter.dispatch`, which finds the handler
-registered for the subject's pattern (patterns use ``*``/``>`` like subscriptions; the most
-specific literal match wins) and sends the reply:
+The API subjects are one table (:data:`natsd.jetstream.api.ROUTES`: pattern, response type,
+handler), held in a :class:`natsd.subjects.sublist.Sublist` -- the same structure that routes
+every message of the server, and what nats-server does with its ``apiSubs``. An account
+subscribes the API subject families once through its Ports (:data:`API_SUBSCRIPTIONS`:
+everything under ``$JS.API`` except DIRECT.GET and CONSUMER.MSG.NEXT) and hands every request to
+:meth:`ApiDispatcher.dispatch`, which matches the subject in the table (the patterns never
+overlap, so at most one route matches) and sends the reply:
 
-* the handler returns a dict (built with :func:`resp`, so it carries its ``"type"``) -> sent as
-  JSON to the request's reply subject;
-* the handler raises :class:`~natsd.jetstream.api.errors.ApiError` -> the reference envelope
-  ``{"type": "io.nats.jetstream.api.v1.<x>_response", "error": {"code", "err_code",
-  "description"}}`` plus the zero-valued non-``omitempty`` fields the reference's Go structs
-  always carry (e.g. ``"total":0,"offset":0,"limit":0`` for STREAM.INFO, ``"purged":0`` for
-  PURGE), so error replies match the reference field by field;
+* the handler returns a dict (built with :func:`~natsd.jetstream.wire.resp`, so it carries its
+  ``"type"``) -> sent as JSON to the request's reply subject;
+* the handler raises :class:`~natsd.jetstream.errors.ApiError` -> the reference envelope
+  (:func:`~natsd.jetstream.wire.error_envelope`), so error replies match field by field;
 * the handler returns ``None`` -> nothing is sent (MSG.NEXT and DIRECT.GET answer on their own).
 
-A subject no handler matches gets no reply at all, as the reference (the client times out).
+A subject no route matches gets no reply at all, as the reference (the client times out).
 ``$JS.API.DIRECT.GET.*`` and ``$JS.API.CONSUMER.MSG.NEXT.*.*`` are not dispatched here: the
 stream / consumer subscribes those subjects itself (so that a missing stream gives no
 responders), exactly as nats-server.
 
 API statistics (``api.total`` / ``api.errors`` of ``$JS.API.INFO``) are counted per account in
-:class:`ApiStats`.
+its ``api_stats``.
 """
 
 from __future__ import annotations
@@ -29,124 +28,47 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from natsd.jetstream import gojson
-from natsd.jetstream.api.errors import ApiError, ApiErrors
+from natsd.jetstream.errors import ApiError, ApiErrors
+from natsd.jetstream.models import JS_API_LEVEL
+from natsd.jetstream.wire import dumps, error_envelope, find_header
+from natsd.subjects.sublist import Sublist
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.gojson import GoStruct
     from natsd.jetstream.manager import JsAccount
 
-__all__ = [
-    "ApiRequest", "ApiRouter", "ApiStats", "Handler", "resp", "TYPE_PREFIX", "dumps",
-    "JS_API_PREFIX", "RESPONSE_TYPES", "ERROR_EXTRAS", "SYSTEM_RESPONSE",
-]
+__all__ = ["ApiRequest", "ApiDispatcher", "Route", "Handler", "JS_API_PREFIX", "API_SUBSCRIPTIONS"]
 
 log = logging.getLogger("natsd.jetstream.api")
 
-TYPE_PREFIX = "io.nats.jetstream.api.v1."
 JS_API_PREFIX = "$JS.API."
-SYSTEM_RESPONSE = TYPE_PREFIX + "system_response"
 
-# Response type (without prefix) of each API subject pattern, so the router can build the error
-# envelope for any handler, including ones that raise before building anything.
-RESPONSE_TYPES: dict[str, str] = {
-    "$JS.API.INFO": "account_info_response",
-    "$JS.API.STREAM.CREATE.*": "stream_create_response",
-    "$JS.API.STREAM.UPDATE.*": "stream_update_response",
-    "$JS.API.STREAM.NAMES": "stream_names_response",
-    "$JS.API.STREAM.LIST": "stream_list_response",
-    "$JS.API.STREAM.INFO.*": "stream_info_response",
-    "$JS.API.STREAM.DELETE.*": "stream_delete_response",
-    "$JS.API.STREAM.PURGE.*": "stream_purge_response",
-    "$JS.API.STREAM.MSG.GET.*": "stream_msg_get_response",
-    "$JS.API.STREAM.MSG.DELETE.*": "stream_msg_delete_response",
-    "$JS.API.STREAM.SNAPSHOT.*": "stream_snapshot_response",
-    "$JS.API.STREAM.RESTORE.*": "stream_restore_response",
-    "$JS.API.STREAM.LEADER.STEPDOWN.*": "stream_leader_stepdown_response",
-    "$JS.API.STREAM.PEER.REMOVE.*": "stream_remove_peer_response",
-    "$JS.API.STREAM.PEER.EVACUATE.*": "stream_remove_peer_response",
-    "$JS.API.STREAM.CANCEL_MOVE.*": "stream_update_response",
-    "$JS.API.CONSUMER.CREATE.*": "consumer_create_response",
-    "$JS.API.CONSUMER.CREATE.*.>": "consumer_create_response",
-    "$JS.API.CONSUMER.DURABLE.CREATE.*.*": "consumer_create_response",
-    "$JS.API.CONSUMER.NAMES.*": "consumer_names_response",
-    "$JS.API.CONSUMER.LIST.*": "consumer_list_response",
-    "$JS.API.CONSUMER.INFO.*.*": "consumer_info_response",
-    "$JS.API.CONSUMER.DELETE.*.*": "consumer_delete_response",
-    "$JS.API.CONSUMER.PAUSE.*.*": "consumer_pause_response",
-    "$JS.API.CONSUMER.UNPIN.*.*": "consumer_unpin_response",
-    "$JS.API.CONSUMER.RESET.*.*": "consumer_reset_response",
-    "$JS.API.CONSUMER.LEADER.STEPDOWN.*.*": "consumer_leader_stepdown_response",
-    "$JS.API.META.LEADER.STEPDOWN": "meta_leader_stepdown_response",
-    "$JS.API.META.RESCUE": "meta_rescue_response",
-    "$JS.API.SERVER.REMOVE": "meta_server_remove_response",
-    "$JS.API.SERVER.EVACUATE": "meta_server_remove_response",
-    "$JS.API.ACCOUNT.PURGE.*": "account_purge_response",
-    "$JS.API.ACCOUNT.STREAM.MOVE.*.*": "stream_update_response",
-    "$JS.API.ACCOUNT.STREAM.CANCEL_MOVE.*.*": "stream_update_response",
-}
+# The API subjects an account listens on. Not "$JS.API.>": DIRECT.GET.<stream> and
+# CONSUMER.MSG.NEXT.<stream>.<consumer> must give "no responders" when the stream / consumer does
+# not exist (the reference skips its $JS.API.> import for those two prefixes), so they are
+# subscribed by the streams and consumers themselves. These patterns cover every other API
+# subject (the patterns never overlap, so a request is handled once); an unknown subject gets
+# no reply at all (a client timeout), as the reference. The CONSUMER family is covered by token
+# count up to 6 tokens, and per verb beyond, which leaves out exactly MSG.NEXT.<stream>.<consumer>.
+_CONSUMER_VERBS = ("CREATE", "DURABLE", "NAMES", "LIST", "INFO", "DELETE", "PAUSE", "UNPIN", "RESET", "LEADER")
+API_SUBSCRIPTIONS = (
+    "$JS.API.*",
+    "$JS.API.STREAM.>",
+    "$JS.API.CONSUMER.*",
+    "$JS.API.CONSUMER.*.*",
+    "$JS.API.CONSUMER.*.*.*",
+    *(f"$JS.API.CONSUMER.{verb}.*.*.>" for verb in _CONSUMER_VERBS),
+    "$JS.API.META.>",
+    "$JS.API.SERVER.>",
+    "$JS.API.ACCOUNT.>",
+    "$JS.API.DIRECT.*",
+)
 
 # A body whose fields nobody checks (handlers that take any JSON object).
 _ANY_OBJECT = gojson.GoStruct("object", {}, open=True)
-
-_PAGED = {"total": 0, "offset": 0, "limit": 0}
-# Fields the reference's response structs serialise even when zero (no omitempty), which
-# therefore also appear next to "error" in an error reply. Order = Go struct order.
-ERROR_EXTRAS: dict[str, dict[str, Any]] = {
-    "stream_info_response": _PAGED,
-    "stream_names_response": {**_PAGED, "streams": None},
-    "stream_list_response": {**_PAGED, "streams": []},
-    "stream_purge_response": {"purged": 0},
-    "stream_restore_response": {"deliver_subject": ""},
-    "consumer_names_response": {**_PAGED, "consumers": []},
-    "consumer_list_response": {**_PAGED, "consumers": []},
-    "consumer_pause_response": {"paused": False, "pause_until": "0001-01-01T00:00:00Z"},
-    "consumer_reset_response": {"reset_seq": 0},
-}
-
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-
-
-def dumps(obj: Any) -> bytes:
-    """Compact JSON as the reference writes it: no spaces, UTF-8 kept as is, and Go's
-    HTML-safe escapes (``<`` ``>`` ``&`` as ``\u003c`` ``\u003e`` ``\u0026``, U+2028/9), so
-    ``"subjects":["orders.>"]`` reads ``"orders.\u003e"`` byte for byte like nats-server. Those
-    characters can only occur inside JSON strings, so a plain replace is exact."""
-    s = _ENCODER.encode(obj)
-    if "<" in s or ">" in s or "&" in s or "\u2028" in s or "\u2029" in s:
-        s = (s.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
-    return s.encode()
-
-
-def resp(type_name: str, body: dict | None = None) -> dict:
-    """A response dict whose first key is ``"type"`` (``type_name`` without or with prefix)."""
-    t = type_name if type_name.startswith(TYPE_PREFIX) else TYPE_PREFIX + type_name
-    out: dict = {"type": t}
-    if body:
-        out.update(body)
-    return out
-
-
-def error_envelope(type_name: str, err: ApiError) -> dict:
-    """The reference's error reply for a response of type ``type_name`` (short or full)."""
-    short = type_name[len(TYPE_PREFIX):] if type_name.startswith(TYPE_PREFIX) else type_name
-    out: dict = {"type": TYPE_PREFIX + short, "error": err.to_dict()}
-    extras = ERROR_EXTRAS.get(short)
-    if extras:
-        out.update(extras)
-    return out
-
-
-@dataclass(slots=True)
-class ApiStats:
-    """Per-account API counters (``api`` object of ``$JS.API.INFO``; ``inflight`` is always 0
-    here: requests are handled synchronously)."""
-
-    total: int = 0
-    errors: int = 0
 
 
 @dataclass(slots=True)
@@ -192,9 +114,25 @@ class ApiRequest:
         return find_header(self.hdr, name)
 
 
+Handler = Callable[[ApiRequest], "dict | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One row of the API table: requests on ``pattern`` go to ``handler``; an error reply is
+    typed ``io.nats.jetstream.api.v1.<response_type>``. ``handler`` None: the subject is known
+    (it has a response type, answered in an account without JetStream) but nobody answers it
+    here (the consumer's own subscription does, or the feature is not implemented).
+    ``when_disabled``: answered with 503/10039 in an account without JetStream."""
+
+    pattern: str
+    response_type: str
+    handler: Handler | None
+    when_disabled: bool = True
+
+
 def _check_required_level(req: ApiRequest) -> None:
     """``Nats-Required-Api-Level: N`` above our level -> 412/10185, as the reference."""
-    from natsd.jetstream.models import JS_API_LEVEL
     v = req.header("Nats-Required-Api-Level")
     if v is None or not v:
         return
@@ -202,108 +140,48 @@ def _check_required_level(req: ApiRequest) -> None:
         raise ApiErrors.REQUIRED_API_LEVEL()
 
 
-def find_header(hdr: bytes, name: str) -> str | None:
-    """Value of header ``name`` in a raw ``NATS/1.0`` block (case-insensitive), or None."""
-    lname = name.lower().encode()
-    for line in hdr.split(b"\r\n")[1:]:
-        if not line:
-            continue
-        k, sep, v = line.partition(b":")
-        if sep and k.strip().lower() == lname:
-            return v.strip().decode("utf-8", "replace")
-    return None
+class ApiDispatcher:
+    """The routes of one account, matched through a :class:`~natsd.subjects.sublist.Sublist`.
 
+    ``on_response(req, data)`` is called after every reply sent (the audit advisory)."""
 
-Handler = Callable[[ApiRequest], "dict | None"]
+    __slots__ = ("_table", "on_response")
 
+    def __init__(self, routes: Iterable[Route],
+                 on_response: Callable[[ApiRequest, bytes], None] | None = None) -> None:
+        self._table: Sublist[Route] = Sublist()
+        for r in routes:
+            if r.handler is not None:
+                self._table.insert(r.pattern, r)
+        self.on_response = on_response
 
-class _Node:
-    __slots__ = ("children", "star", "fwc", "entry")
-
-    def __init__(self) -> None:
-        self.children: dict[str, _Node] = {}
-        self.star: _Node | None = None
-        self.fwc: tuple[Handler, str] | None = None
-        self.entry: tuple[Handler, str] | None = None
-
-
-class ApiRouter:
-    """Pattern -> handler table for one account's ``$JS.API`` requests (a small token trie;
-    literal tokens are preferred over ``*``, and ``*`` over ``>``)."""
-
-    def __init__(self, account: "JsAccount | None" = None) -> None:
-        self.account = account
-        self._root = _Node()
-        self.patterns: dict[str, Handler] = {}
-        # Hooks the account sets: reply sender and audit (advisory) callback.
-        self.on_response: Callable[[ApiRequest, bytes], None] | None = None
-
-    def register(self, pattern: str, handler: Handler, response_type: str | None = None) -> None:
-        """Route requests whose subject matches ``pattern`` to ``handler``.
-
-        ``response_type`` (e.g. ``"consumer_create_response"``) names the type used for error
-        envelopes; it defaults to the reference's type for the known API subjects."""
-        rtype = response_type or RESPONSE_TYPES.get(pattern) or "system_response"
-        node = self._root
-        tokens = pattern.split(".")
-        for i, t in enumerate(tokens):
-            if t == ">":
-                node.fwc = (handler, rtype)
-                self.patterns[pattern] = handler
-                return
-            if t == "*":
-                if node.star is None:
-                    node.star = _Node()
-                node = node.star
-            else:
-                nxt = node.children.get(t)
-                if nxt is None:
-                    nxt = node.children[t] = _Node()
-                node = nxt
-        node.entry = (handler, rtype)
-        self.patterns[pattern] = handler
-
-    def lookup(self, tokens: list[str]) -> tuple[Handler, str] | None:
-        """The (handler, response type) for a tokenized subject, or None."""
-        return self._match(self._root, tokens, 0)
-
-    def _match(self, node: _Node, tokens: list[str], i: int) -> tuple[Handler, str] | None:
-        if i == len(tokens):
-            return node.entry
-        t = tokens[i]
-        child = node.children.get(t)
-        if child is not None:
-            r = self._match(child, tokens, i + 1)
-            if r is not None:
-                return r
-        if node.star is not None:
-            r = self._match(node.star, tokens, i + 1)
-            if r is not None:
-                return r
-        return node.fwc
+    def lookup(self, subject: str) -> Route | None:
+        """The route whose pattern matches ``subject``, or None."""
+        found = self._table.match(subject).psubs
+        return found[0] if found else None
 
     def dispatch(self, account: "JsAccount", subject: str, reply: str, hdr: bytes | None,
                  payload: bytes) -> bytes | None:
         """Handle one request; returns the reply bytes sent (None when nothing was sent)."""
-        tokens = subject.split(".")
-        found = self.lookup(tokens)
-        if found is None:
+        found = self._table.match(subject).psubs
+        if not found:
             return None  # unknown API subject: no reply, as the reference
-        handler, rtype = found
-        req = ApiRequest(subject, tokens, reply, hdr, payload, account)
-        stats: ApiStats = account.api_stats
+        route: Route = found[0]
+        req = ApiRequest(subject, subject.split("."), reply, hdr, payload, account)
+        stats = account.api_stats
         # Counted once handled, as the reference: $JS.API.INFO's "total" leaves itself out.
         try:
             if hdr and b"Nats-Required-Api-Level" in hdr:
                 _check_required_level(req)
-            result = handler(req)
+            result = route.handler(req)  # type: ignore[misc]  # only routes with a handler are inserted
         except ApiError as err:
             stats.errors += 1
-            result = error_envelope(rtype, err)
+            result = error_envelope(route.response_type, err)
         except Exception as e:  # a bug must cost this request only, not the connection
             log.exception("JetStream API handler for %s failed", subject)
             stats.errors += 1
-            result = error_envelope(rtype, ApiErrors.STREAM_GENERAL_ERROR(err=str(e) or type(e).__name__))
+            result = error_envelope(route.response_type,
+                                    ApiErrors.STREAM_GENERAL_ERROR(err=str(e) or type(e).__name__))
         stats.total += 1
         if result is None:
             return None

@@ -20,26 +20,26 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from natsd.jetstream.api.errors import ApiErrors
-from natsd.jetstream.api.router import ApiRequest, ApiRouter, resp
+from natsd.jetstream.advisories import _typed
+from natsd.jetstream.api.router import ApiRequest
 from natsd.jetstream.api.templates import is_empty_request
+from natsd.jetstream.errors import ApiErrors
+from natsd.jetstream.models import StreamConfig, rfc3339
+from natsd.jetstream.policies import check_stream_config
 from natsd.jetstream.snapshot import RestoreReceiver, SnapshotSender
+from natsd.jetstream.wire import resp
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.manager import JsAccount
 
-__all__ = ["setup_account", "register", "snapshot_request", "restore_request"]
+__all__ = ["snapshot_request", "restore_request"]
 
 log = logging.getLogger("natsd.jetstream.api.snapshot")
 
 
 
-def _transfers(acct: Any) -> set:
-    t = getattr(acct, "_natsd_transfers", None)
-    if t is None:
-        t = set()
-        acct._natsd_transfers = t
-    return t
+def _transfers(acct: "JsAccount") -> set:
+    return acct.transfers
 
 
 def _valid_publish_subject(s: Any) -> bool:
@@ -104,9 +104,6 @@ def snapshot_request(req: ApiRequest) -> dict | None:
 
 
 def restore_request(req: ApiRequest) -> dict:
-    from natsd.jetstream.models import StreamConfig
-    from natsd.jetstream.policies import check_stream_config
-
     acct = req.account
     if is_empty_request(req.payload):
         raise ApiErrors.BAD_REQUEST()
@@ -155,7 +152,6 @@ def restore_request(req: ApiRequest) -> dict:
 
 
 def _now(acct: Any) -> str:
-    from natsd.jetstream.models import rfc3339
     return rfc3339(acct.clock.time_ns())
 
 
@@ -165,7 +161,6 @@ def _advisory(acct: Any, subject: str, kind: str, body: dict) -> None:
         return
 
     def build() -> dict:
-        from natsd.jetstream.advisories import _typed  # type: ignore[attr-defined]
         adv = _typed(acct, "io.nats.jetstream.advisory.v1." + kind)
         adv.update(body)
         if acct.engine.domain:
@@ -173,32 +168,3 @@ def _advisory(acct: Any, subject: str, kind: str, body: dict) -> None:
         return adv
 
     send(subject, build)
-
-
-def register(router: ApiRouter) -> None:
-    """Install the handlers (replacing the "not supported" placeholders)."""
-    router.register("$JS.API.STREAM.SNAPSHOT.*", snapshot_request)
-    router.register("$JS.API.STREAM.RESTORE.*", restore_request)
-
-
-def _refuse_update_during_snapshot(stream) -> None:
-    """STREAM.UPDATE check: the backup's config may not change under it (reference 10069)."""
-    if stream.snapshots_running:
-        raise ApiErrors.STREAM_UPDATE(err="stream snapshot in progress")
-
-
-def setup_account(js_account: "JsAccount") -> None:
-    """Register the snapshot/restore handlers on ``js_account.router`` and remove upload
-    directories of restores a crash interrupted. Idempotent."""
-    from natsd.jetstream.snapshot import remove_stale_restores
-
-    register(js_account.router)
-    if _refuse_update_during_snapshot not in js_account.stream_update_checks:
-        js_account.stream_update_checks.append(_refuse_update_during_snapshot)
-        remove_stale_restores(js_account)
-
-
-def cancel_all(js_account: "JsAccount") -> None:
-    """Abort every transfer of the account (call before stopping it)."""
-    for t in list(_transfers(js_account)):
-        t.cancel()

@@ -14,13 +14,15 @@ from typing import Any
 
 from natsd.jetstream.advisories import stream_action
 from natsd.jetstream import requests as R
-from natsd.jetstream.api.errors import ApiErrors
-from natsd.jetstream.api.router import ApiRequest, ApiRouter, resp
+from natsd.jetstream.errors import ApiErrors
+from natsd.jetstream.api.direct import _seq_from_time
+from natsd.jetstream.api.router import ApiRequest
 from natsd.jetstream.models import StreamConfig, parse_rfc3339, rfc3339
 from natsd.jetstream.policies import check_stream_config, check_subject_overlap, check_update, refuse_unsupported
+from natsd.jetstream.wire import resp
 from natsd.subjects.tokens import subjects_collide
 
-__all__ = ["register", "JS_API_NAMES_LIMIT", "JS_API_LIST_LIMIT"]
+__all__ = ["JS_API_NAMES_LIMIT", "JS_API_LIST_LIMIT"]
 
 JS_API_NAMES_LIMIT = 1024
 JS_API_LIST_LIMIT = 256
@@ -224,7 +226,6 @@ def msg_get(req: ApiRequest) -> dict:
         raise ApiErrors.BAD_REQUEST()
     stream = acct.lookup_stream(req.tokens[5] if len(req.tokens) > 5 else "")
     if start_time:
-        from natsd.jetstream.api.direct import _seq_from_time
         try:
             ts = parse_rfc3339(start_time) if isinstance(start_time, str) else None
         except ValueError:
@@ -256,36 +257,3 @@ def msg_delete(req: ApiRequest) -> dict:
 def cluster_only(req: ApiRequest) -> dict:
     """Leader stepdown, peer remove/evacuate, cancel move: a standalone server has no cluster."""
     raise ApiErrors.CLUSTER_REQUIRED()
-
-
-def not_supported_snapshot(req: ApiRequest) -> dict:
-    if req.is_empty:
-        raise ApiErrors.BAD_REQUEST()
-    raise ApiErrors.STREAM_SNAPSHOT(err="snapshots are not supported by this server")
-
-
-def not_supported_restore(req: ApiRequest) -> dict:
-    if req.is_empty:
-        raise ApiErrors.BAD_REQUEST()
-    raise ApiErrors.STREAM_RESTORE(err="restores are not supported by this server")
-
-
-def register(router: ApiRouter) -> None:
-    router.register("$JS.API.STREAM.CREATE.*", stream_create)
-    router.register("$JS.API.STREAM.UPDATE.*", stream_update)
-    router.register("$JS.API.STREAM.INFO.*", stream_info)
-    router.register("$JS.API.STREAM.DELETE.*", stream_delete)
-    router.register("$JS.API.STREAM.PURGE.*", stream_purge)
-    router.register("$JS.API.STREAM.NAMES", stream_names)
-    router.register("$JS.API.STREAM.LIST", stream_list)
-    router.register("$JS.API.STREAM.MSG.GET.*", msg_get)
-    router.register("$JS.API.STREAM.MSG.DELETE.*", msg_delete)
-    router.register("$JS.API.STREAM.SNAPSHOT.*", not_supported_snapshot)
-    router.register("$JS.API.STREAM.RESTORE.*", not_supported_restore)
-    for p in ("$JS.API.STREAM.LEADER.STEPDOWN.*", "$JS.API.STREAM.PEER.REMOVE.*",
-              "$JS.API.STREAM.PEER.EVACUATE.*", "$JS.API.STREAM.CANCEL_MOVE.*",
-              "$JS.API.META.LEADER.STEPDOWN", "$JS.API.SERVER.REMOVE", "$JS.API.SERVER.EVACUATE",
-              "$JS.API.ACCOUNT.PURGE.*", "$JS.API.ACCOUNT.STREAM.MOVE.*.*",
-              "$JS.API.ACCOUNT.STREAM.CANCEL_MOVE.*.*"):
-        router.register(p, cluster_only)
-

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import json
 
-from natsd.jetstream.api.errors import ApiErrors
-from natsd.jetstream.api.router import ApiRequest, ApiRouter, resp
+from natsd.jetstream.api.router import ApiRequest
+from natsd.jetstream.errors import ApiErrors
+from natsd.jetstream.templates import TemplateManager
+from natsd.jetstream.wire import resp
 
-__all__ = ["register"]
+__all__ = ["template_create", "template_info", "template_delete", "template_names", "is_empty_request"]
 
 NAMES_LIMIT = 1024
 CREATE_T = "stream_template_create_response"
@@ -41,9 +43,8 @@ def is_empty_request(payload: bytes) -> bool:
     return isinstance(v, dict) and not v
 
 
-def _mgr(req: ApiRequest):
-    from natsd.jetstream.templates import templates_of
-    return templates_of(req.account)
+def _mgr(req: ApiRequest) -> TemplateManager:
+    return req.account.templates
 
 
 def _name(req: ApiRequest) -> str:
@@ -109,18 +110,3 @@ def template_names(req: ApiRequest) -> dict:
     offset = min(offset, total)
     return resp(NAMES_T, {"total": total, "offset": offset, "limit": NAMES_LIMIT,
                           "streams": names[offset:offset + NAMES_LIMIT]})
-
-
-def register(router: ApiRouter) -> None:
-    router.register("$JS.API.STREAM.TEMPLATE.CREATE.*", template_create, CREATE_T)
-    router.register("$JS.API.STREAM.TEMPLATE.INFO.*", template_info, INFO_T)
-    router.register("$JS.API.STREAM.TEMPLATE.DELETE.*", template_delete, DELETE_T)
-    router.register("$JS.API.STREAM.TEMPLATE.NAMES", template_names, NAMES_T)
-
-
-def refuse_update_of_template_stream(stream) -> None:
-    """STREAM.UPDATE check: a stream a template created takes its config from the template."""
-    from natsd.jetstream.templates import templates_of
-    if templates_of(stream.account).owner_of(stream.name):
-        raise ApiErrors.STREAM_INVALID_CONFIG(
-            err="stream configuration update not allowed on template owned stream")

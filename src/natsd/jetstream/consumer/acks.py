@@ -375,9 +375,5 @@ class ConsumerHub:
 
 
 def hub(account: Any) -> ConsumerHub:
-    """The account's hub, made on first use."""
-    h = getattr(account, "consumer_hub", None)
-    if h is None:
-        h = ConsumerHub(account)
-        account.consumer_hub = h
-    return h
+    """The account's hub (made with the account: ``JsAccount.__init__``)."""
+    return account.consumer_hub

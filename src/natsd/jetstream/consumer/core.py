@@ -40,8 +40,6 @@ import json
 import random
 from typing import TYPE_CHECKING, Any
 
-from natsd.jetstream.api.errors import ApiError, ApiErrors
-from natsd.jetstream.api.router import dumps, error_envelope, resp
 from natsd.jetstream.consumer import status as D
 from natsd.jetstream.consumer.acks import UNACKED_LIMITS_REASON, Acks, ack_templates, hub
 from natsd.jetstream.consumer.delivery import Delivery
@@ -51,6 +49,8 @@ from natsd.jetstream.consumer.pull import MSG_NEXT_PREFIX, Pull
 from natsd.jetstream.consumer.push import Push
 from natsd.jetstream.consumer.tracking import Tracking
 from natsd.jetstream.consumer_config import DELETE_WAIT_DEFAULT, MS, ConsumerConfig, format_time
+from natsd.jetstream.errors import ApiError, ApiErrors
+from natsd.jetstream.wire import dumps, error_envelope, resp
 from natsd.store.base import ConsumerState, MsgNotFound, StoreEOF, StoreError
 from natsd.subjects.tokens import subject_matches
 

@@ -1,0 +1,189 @@
+"""A stream's set of consumers: the one path that creates, recovers, restores and deletes them.
+
+A consumer comes into being three ways, and all three end the same way (registered in
+``stream.consumers``, its store attached, its start position chosen, started):
+
+* :func:`create` -- a ``CONSUMER.CREATE`` request, after the API layer parsed it; this is the
+  reference's ``addConsumerWithAction``: the config gets its defaults and checks, an identical
+  existing consumer is returned as is, a different one is updated (``action`` permitting), the
+  work-queue rules are applied, a name is chosen, the durable store opened;
+* :func:`recover` / :func:`recover_all` -- a server restart: the config and state come back
+  from the stream's store (``consumer_store(name, None)``);
+* :func:`restore` -- a stream restored from a snapshot: the config and state come from the
+  archive, and a durable's store is written with that state before the consumer starts.
+
+The API handlers (:mod:`natsd.jetstream.api.consumers`) parse a request, call one of these and
+render the reply; nothing here knows about requests or replies.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from natsd.jetstream.consumer import Consumer, create_consumer_name
+from natsd.jetstream.consumer_config import (
+    MAX_NAME_LEN, ConsumerConfig, check_update, format_time, is_valid_asset_name, parse_time,
+)
+from natsd.jetstream.errors import ApiError, ApiErrors
+from natsd.store.base import ConsumerState, StoreError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from natsd.jetstream.stream import Stream
+
+__all__ = ["create", "recover", "recover_all", "restore", "lookup", "delete"]
+
+
+def create(stream: "Stream", cfg: ConsumerConfig, action: str = "", pedantic: bool = False) -> Consumer:
+    """Create (or update, or return the identical existing) consumer of ``stream``
+    (``addConsumerWithAction``). Raises ApiError as the reference."""
+    existing_name = cfg.durable_name or cfg.name
+    existing = stream.consumers.get(existing_name) if existing_name else None
+    if existing is not None:
+        cfg.pause_until = existing.cfg.pause_until
+    cfg.set_default_metadata()
+    acc_map = _acc_max_ack_pending(stream.account)
+    cfg.set_defaults(getattr(stream.config, "consumer_limits", None), acc_map, pedantic)
+    cfg.check(stream.config, acc_map)
+    retention = stream.config.retention
+
+    if existing is not None:
+        if action == "create" and not cfg.same_as(existing.cfg):
+            raise ApiErrors.CONSUMER_ALREADY_EXISTS()
+        if retention == "workqueue":
+            stream.check_workqueue_filters(cfg.filters(), existing.name)
+        if cfg.same_as(existing.cfg):
+            return existing
+        has_int = bool(existing.cfg.deliver_subject and cfg.deliver_subject != existing.cfg.deliver_subject
+                       and stream.account.ports.has_interest(existing.cfg.deliver_subject))
+        check_update(existing.cfg, cfg, has_int)
+        existing.update_config(cfg)
+        return existing
+    if action == "update":
+        raise ApiErrors.CONSUMER_DOES_NOT_EXIST()
+
+    if retention == "workqueue" and not cfg.direct and not cfg.sourcing:
+        if cfg.ack_policy not in ("explicit", "flow_control"):
+            raise ApiErrors.CONSUMER_WQ_REQUIRES_EXPLICIT_ACK()
+        if cfg.deliver_policy != "all":
+            raise ApiErrors.CONSUMER_WQ_CONSUMER_NOT_DELIVER_ALL()
+        if stream.consumers:
+            stream.check_workqueue_filters(cfg.filters(), None)
+
+    if cfg.durable_name:
+        if len(cfg.durable_name) > MAX_NAME_LEN:
+            raise ApiErrors.CONSUMER_NAME_TOO_LONG(max=MAX_NAME_LEN)
+        name = cfg.durable_name
+    elif cfg.name:
+        name = cfg.name
+    else:
+        name = create_consumer_name()
+        while name in stream.consumers:
+            name = create_consumer_name()
+        # The generated name is the consumer's, not part of its config: the reference's replies
+        # leave config.name out for a consumer created without one.
+    if not is_valid_asset_name(name):
+        raise ApiErrors.CONSUMER_BAD_DURABLE_NAME()
+
+    created = stream.clock.time_ns()
+    o = Consumer(stream, cfg, name, created)
+    stream.add_consumer(o)  # max_consumers (10026)
+    try:
+        o.store = _open_store(stream, o)
+        o.select_start()
+        o.start()
+    except Exception:
+        stream.consumers.pop(name, None)
+        o.closed = True
+        raise
+    o._advisory("CREATED", "consumer_action", {"stream": stream.name, "consumer": name, "action": "create"})
+    return o
+
+
+def _acc_max_ack_pending(account: Any) -> int:
+    lim = getattr(account, "limits", None)
+    return getattr(lim, "max_ack_pending", -1) if lim is not None else -1
+
+
+def _open_store(stream: "Stream", o: Consumer) -> Any:
+    """Durable, file-backed consumers persist their state through the stream's store;
+    ephemerals and ``mem_storage`` consumers keep it in memory only."""
+    if not o.cfg.durable_name or o.cfg.mem_storage:
+        return None
+    try:
+        return stream.store.consumer_store(o.name, o.meta())
+    except Exception as e:  # noqa: BLE001
+        raise ApiErrors.CONSUMER_STORE_FAILED(err=str(e)) from None
+
+
+def recover(stream: "Stream", name: str) -> Consumer | None:
+    """Re-create consumer ``name`` from its persisted meta and state (server restart)."""
+    cs = stream.store.consumer_store(name, None)
+    meta = getattr(cs, "meta", None)
+    if not meta or "config" not in meta:
+        return None
+    cfg = ConsumerConfig.from_json(meta["config"])
+    created = parse_time(meta["created"]) if meta.get("created") else stream.clock.time_ns()
+    state: ConsumerState = cs.state()
+    # A durable that never delivered anything and starts "last per subject" picks its start
+    # again; every other consumer resumes exactly where its persisted state says (creation
+    # wrote delivered.stream_seq = start - 1, so "new" does not skip what arrived meanwhile).
+    fresh = (state.delivered.stream_seq == 0 and state.delivered.consumer_seq == 0 and not state.pending
+             and cfg.deliver_policy == "last_per_subject")
+    damaged = bool(getattr(cs, "state_damaged", ""))
+    o = Consumer(stream, cfg, name, created, store=cs, state=None if fresh or damaged else state)
+    stream.consumers[name] = o
+    if damaged:
+        o.restart_after_damage()
+    elif fresh:
+        o.select_start()
+    else:
+        o.clamp_to_stream()
+    o.start()
+    return o
+
+
+def recover_all(stream: "Stream") -> None:
+    """Re-create the consumers persisted with ``stream`` (after the stream was recovered)."""
+    try:
+        names = stream.store.consumer_names()
+    except StoreError:
+        return
+    for name in names:
+        try:
+            recover(stream, name)
+        except (ApiError, StoreError, ValueError, KeyError, TypeError):
+            # A consumer whose config no longer loads is skipped, not fatal for the stream.
+            continue
+
+
+def restore(stream: "Stream", name: str, cfg: ConsumerConfig, state: ConsumerState) -> Consumer:
+    """Recreate consumer ``name`` of a stream restored from a snapshot, with the archive's state:
+    a durable's store is written with it first, so a crash right after still has it."""
+    created = stream.clock.time_ns()
+    store = None
+    if cfg.durable_name and not cfg.mem_storage:
+        meta = {"stream_name": stream.name, "name": name, "created": format_time(created), "config": cfg.to_json()}
+        store = stream.store.consumer_store(name, meta)
+        store.update(state)
+        store.flush()
+    fresh = state.delivered.stream_seq == 0 and state.delivered.consumer_seq == 0 and not state.pending
+    o = Consumer(stream, cfg, name, created, store=store, state=None if fresh else state)
+    stream.consumers[name] = o
+    if fresh:
+        o.select_start()
+    o.start()
+    return o
+
+
+def lookup(stream: "Stream", name: str) -> Consumer:
+    """Consumer ``name`` of ``stream``; 404/10014 when there is none."""
+    o = stream.consumers.get(name)
+    if o is None:
+        raise ApiErrors.CONSUMER_NOT_FOUND()
+    return o
+
+
+def delete(stream: "Stream", name: str) -> None:
+    """Delete consumer ``name``: its waiting pulls are answered, its store dropped, the DELETED
+    advisory sent (:meth:`Consumer.delete_from_stream`)."""
+    lookup(stream, name).delete_from_stream()
