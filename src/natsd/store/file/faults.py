@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import zlib
 
-from natsd.store._core import IndexedStreamStore
+from natsd.store.seqindex import IndexedStreamStore
 from natsd.store.base import MsgNotFound, StoreWriteError
 from natsd.store.file.block import MessageBlock
 from natsd.store.file.layout import MAX_RECORD_SIZE

@@ -1,6 +1,6 @@
 """FileStreamStore: a stream persisted in append-only block files.
 
-Bookkeeping is the shared :class:`natsd.store._core.IndexedStreamStore` (compact arrays, no object
+Bookkeeping is the shared :class:`natsd.store.seqindex.IndexedStreamStore` (compact arrays, no object
 per message); this class adds the files:
 
 - **Writes.** ``store_msg`` encodes the record (natsd.store.file.record) into the last block's
@@ -45,7 +45,7 @@ from array import array
 from itertools import compress, count, repeat
 from operator import ne, or_, sub
 
-from natsd.store._core import NEVER_EXPIRES, IndexedStreamStore
+from natsd.store.seqindex import NEVER_EXPIRES, IndexedStreamStore
 from natsd.store.base import (
     CorruptState, MsgNotFound, MsgRun, StoreClosed, StoreConfig, StoreError, StoreMsg, StoreWriteError,
 )
