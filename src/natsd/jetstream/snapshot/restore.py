@@ -1,7 +1,7 @@
 """Restore: the upload of ``$JS.API.STREAM.RESTORE`` turned into a live stream.
 
 :class:`RestoreReceiver` subscribes ``$JS.SNAPSHOT.RESTORE.<stream>.<id>`` (the restore reply's
-``deliver_subject``). The client sends the archive there in chunks, each as a request:
+``deliver_subject``). The client sends the archive there in chunks, each as a request::
 
     chunk           non-empty payload, reply required; acknowledged with an empty message once
                     parsed and applied to the new store
@@ -10,11 +10,11 @@
 The first 8 bytes tell the format: natsd's bare archive (``NATSARC1``,
 :mod:`natsd.jetstream.snapshot.archive`) or an S2-framed one (nats-server 2.15,
 :mod:`natsd.jetstream.snapshot.s2`). Entries are applied as they arrive: ``state.json`` checks
-the stream could be added and reserves nothing beyond the account's and server's limits, then
-opens the store (file storage: in a hidden ``.restore.*`` directory, renamed into place only when
-complete, so a crash never leaves a half-restored stream); messages are stored with their
-sequences and times (gaps stay deleted sequences; a message whose Nats-TTL has passed keeps only
-its sequence). At the end the store becomes a stream of the account and every consumer entry is
+that the stream could be added and that the backup's bytes fit the account's and the server's
+limits, then opens the store (file storage: in a hidden ``.restore.*`` directory, renamed into
+place only when complete, so a crash never leaves a half-restored stream); messages are stored
+with their sequences and times (gaps stay deleted sequences; a message whose Nats-TTL has passed
+keeps only its sequence). At the end the store becomes a stream of the account and every consumer entry is
 recreated by :func:`restore_consumer`. Any error fails the restore with 10062
 "restore failed: <reason>" and deletes the partial store; 5 s without a chunk fails it as stalled.
 """

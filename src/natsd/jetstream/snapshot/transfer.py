@@ -12,10 +12,12 @@ request's ``deliver_subject``::
 Flow control: the window (``window_size``, clamped to 1 KiB..32 MiB and at least one chunk) is
 ``window_size // chunk_size`` slots; each full chunk takes one and any message on
 ``$JS.SNAPSHOT.ACK.<stream>.<id>.>`` frees one. No ack for 5 s ends the transfer with
-``408 No Flow Response``; no interest on the deliver subject (after a 2 s grace at the start)
-with ``408 No Interest``. At most ``CHUNKS_PER_TURN`` chunks go out per loop turn. While a
-snapshot runs the stream removes nothing (``begin_snapshot``/``end_snapshot``), so the archive
-is the state of the snapshot reply. The upload direction is :mod:`natsd.jetstream.snapshot.restore`.
+``408 No Flow Response``. Sending starts when the deliver subject has interest, or after 2 s
+(the receiver's subscription may trail the reply); interest lost later ends it with
+``408 No Interest``. At most ``CHUNKS_PER_TURN`` chunks go out per loop turn. While a snapshot
+runs nothing in the stream expires and STREAM.UPDATE is refused (``begin_snapshot``/
+``end_snapshot``), so the archive is the state of the snapshot reply. The upload direction is
+:mod:`natsd.jetstream.snapshot.restore`.
 """
 
 from __future__ import annotations
