@@ -38,6 +38,8 @@ log = logging.getLogger("natsd.store")
 _OFF_MASK = 0xFFFFFFFF
 #: Bytes read at once for a message read that misses the read-ahead cache.
 READ_AHEAD = 64 * 1024
+#: Most bytes iter_msgs and load_run read with one pread (a run of back-to-back records).
+RUN_BYTES = 64 * 1024
 _crc32 = zlib.crc32
 _HEAD_UNPACK = HEAD_STRUCT.unpack_from
 _TRAILER_LEN = TRAILER_SIZE
@@ -66,9 +68,6 @@ def _residue(size: int) -> int:
         _RESIDUES.clear()
     want = _RESIDUES[size] = intact_crc(size)
     return want
-
-#: Most bytes iter_msgs and load_run read with one pread (a run of back-to-back records).
-RUN_BYTES = 64 * 1024
 
 
 #: record size -> [CRC-32 of 0, 1, 2, ... intact records of that size back to back] (_run_crc).

@@ -78,6 +78,8 @@ class Recovery:
     scan ``_scan_removed``, ``_scan_suspect``, ``_scan_pending_suspect``, ``_scan_max_msg``."""
 
     def _recover(self) -> None:
+        """Rebuild the index: from index.db when it is current, else by a full scan. Leftover
+        ``*.tmp`` files (a rewrite cut by a crash) are removed first."""
         ids = []
         for name in os.listdir(self._msgs_dir):
             bid = parse_block_file_name(name)
