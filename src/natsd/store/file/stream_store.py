@@ -66,6 +66,7 @@ log = logging.getLogger("natsd.store")
 _OFF_MASK = 0xFFFFFFFF
 _crc32 = zlib.crc32
 
+
 class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
     """A StreamStore in a directory; see the module docstring for the design (recovery, reads and
     failed writes are mixins in their own modules)."""
