@@ -9,6 +9,7 @@ blocks), kept apart so the store's main module stays readable. Damaged bytes met
   what was taken back through ``take_rollback()``. Readers never see unwritten records
   (``_flush_for_read``). Nothing is sticky: the next flush simply tries again.
 """
+
 from __future__ import annotations
 
 import logging
@@ -25,9 +26,17 @@ log = logging.getLogger("natsd.store")
 _HEAD_UNPACK = HEAD_STRUCT.unpack_from
 
 
-class FaultHandling:
-    """Failed writes; see the module docstring. State it uses (set up by FileStreamStore):
-    ``_durable_last``, ``_rollback``, ``_write_failing``."""
+class FaultHandling(IndexedStreamStore):
+    """Failed writes; see the module docstring. A part of FileStreamStore: it subclasses the index
+    for the type checker and declares the FileStreamStore state it uses."""
+
+    _durable_last: int
+    _rollback: tuple[int, StoreWriteError] | None
+    _write_failing: bool
+    _marker_first: int
+    _blive: dict[int, int] | None
+    _rcache: tuple[int, int, int, bytes] | None
+    _replaying: bool
 
     def _write_failed(self, blk: MessageBlock, exc: StoreWriteError, marker_first: int) -> None:
         """A write of ``blk``'s pending records failed (the block cut the file back to its last

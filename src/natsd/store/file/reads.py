@@ -24,12 +24,15 @@ import struct
 import zlib
 from itertools import compress, count, repeat
 from operator import ne
+from typing import Callable
 
 from natsd.store.base import CorruptState, MsgNotFound, MsgRun, StoreMsg
+from natsd.store.file.block import MessageBlock
 from natsd.store.file.record import (
     FLAG_MASK, HDR_BIT, HEAD_STRUCT, HEADER_SIZE, RECORD_OVERHEAD, SEQ_MASK, TRAILER_SIZE, TRAILER_STRUCT, RecordError,
     intact_crc, parse_header,
 )
+from natsd.store.seqindex import IndexedStreamStore
 
 __all__ = ["ReadPath", "MsgCorrupt", "READ_AHEAD", "RUN_BYTES"]
 
@@ -140,10 +143,15 @@ class MsgCorrupt(CorruptState, MsgNotFound):
     A MsgNotFound too, so readers treat it as deleted."""
 
 
-class ReadPath:
-    """Checked reads of stored messages; see the module docstring. State it uses (set up by
-    FileStreamStore): ``_blocks``, ``_rcache`` (the read-ahead chunk: block id, start, end,
-    bytes), and the index arrays of IndexedStreamStore."""
+class ReadPath(IndexedStreamStore):
+    """Checked reads of stored messages; see the module docstring. A part of FileStreamStore: it
+    subclasses the index for the type checker and declares the FileStreamStore state it uses."""
+
+    _blocks: dict[int, MessageBlock]
+    #: The read-ahead chunk: block id, start offset, end offset, bytes.
+    _rcache: tuple[int, int, int, bytes] | None
+    #: FaultHandling's: flush before serving unflushed bytes (MsgNotFound if that write failed).
+    _flush_for_read: Callable[[int], None]
 
     def _read(self, seq: int, pos: int) -> StoreMsg:
         i = seq - self._base

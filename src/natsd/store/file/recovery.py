@@ -71,11 +71,20 @@ def next_record(data: bytes, mv, start: int, end: int) -> int:
     return -1
 
 
-class Recovery:
+class Recovery(IndexedStreamStore):
     """Start-up recovery; see the module docstring. Called once from FileStreamStore.__init__
-    (``_recover``) while ``_replaying`` is set, so the payload hooks write nothing. State it uses
-    besides the index: ``_blocks``, ``_lmb``, ``_gap_from``, ``_keep_last``, and during a full
-    scan ``_scan_removed``, ``_scan_suspect``, ``_scan_pending_suspect``, ``_scan_max_msg``."""
+    (``_recover``) while ``_replaying`` is set, so the payload hooks write nothing. A part of
+    FileStreamStore: it subclasses the index for the type checker and declares the
+    FileStreamStore state it uses; a full scan adds ``_scan_*`` attributes while it runs."""
+
+    _msgs_dir: str
+    _index_path: str
+    _blocks: dict[int, MessageBlock]
+    _lmb: MessageBlock | None
+    #: (last sequence, its time) the stale index knew beyond the blocks: never handed out again.
+    _keep_last: tuple[int, int] | None
+    #: After damaged bytes: the first sequence that may have been in them (0: none pending).
+    _gap_from: int
 
     def _recover(self) -> None:
         """Rebuild the index: from index.db when it is current, else by a full scan. Leftover
