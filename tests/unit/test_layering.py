@@ -238,14 +238,7 @@ def render_graph(package: str, src: Path = SRC) -> str:
 
 # Function-level natsd imports allowed in jetstream/, each with its reason. None may hide a
 # circle (test_jetstream_has_no_import_cycle treats them as top-level imports).
-FUNCTION_LEVEL_ALLOWED = {
-    # snapshot.py is being split into archive format / compression / transfer (issue 11, item 7,
-    # lane store-reshape); these imports are there for start-up cost, not for a circle.
-    ("jetstream/snapshot.py", "natsd.store.base"),
-    ("jetstream/snapshot.py", "natsd.jetstream.policies"),
-    ("jetstream/snapshot.py", "natsd.store"),
-    ("jetstream/snapshot.py", "natsd.jetstream.stream"),
-}
+FUNCTION_LEVEL_ALLOWED: set[tuple[str, str]] = set()
 
 
 def test_jetstream_domain_never_imports_the_api():

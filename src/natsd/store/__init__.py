@@ -1,4 +1,5 @@
-"""Persistence: the StreamStore/ConsumerStore seam, memory and file implementations.
+"""Persistence: the StreamStore/ConsumerStore seam (``base``), the sequence index both stream stores
+share (``seqindex``), memory and file implementations.
 
 ``open_stream_store`` is the one entry point the JetStream layer needs; it picks the
 implementation from ``config.storage``.

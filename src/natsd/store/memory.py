@@ -1,7 +1,7 @@
 """In-memory stream and consumer stores (``storage: memory``).
 
 All bookkeeping (sequences, limits, per-subject state, deletes, expiry) is the shared
-:class:`natsd.store._core.IndexedStreamStore`; this module only keeps the payloads: a dict
+:class:`natsd.store.seqindex.IndexedStreamStore`; this module only keeps the payloads: a dict
 sequence -> payload bytes and, for messages with headers, sequence -> header bytes. Plain bytes
 are not tracked by the garbage collector, so a large memory stream costs no GC time (a
 :class:`StoreMsg` per message would); StoreMsg objects are built on read. Nothing survives a
@@ -14,7 +14,7 @@ import copy
 from itertools import compress
 from typing import Callable
 
-from natsd.store._core import IndexedStreamStore
+from natsd.store.seqindex import IndexedStreamStore
 from natsd.store.base import (
     ConsumerDelta, ConsumerState, MsgRun, Pending, SequencePair, StoreClosed, StoreConfig, StoreMsg,
 )

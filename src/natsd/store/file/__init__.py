@@ -2,14 +2,17 @@
 
 Modules: ``layout`` (names, limits), ``record`` (block record byte layout), ``block``
 (MessageBlock), ``index`` (index.db), ``meta`` (meta.inf + meta.sum), ``consumer_state``
-(o.dat and FileConsumerStore), ``stream_store`` (FileStreamStore), ``faults`` (failed writes,
-damaged bytes at recovery).
+(o.dat and FileConsumerStore), ``stream_store`` (FileStreamStore: writes, removals,
+durability), and its parts ``reads`` (checked reads, forward runs, column-wise decoding),
+``recovery`` (index.db or a scan of every block at start, checksums, damaged bytes, torn-tail
+truncation and the report of what was lost) and ``faults`` (failed writes).
 """
 
 from natsd.store.file.consumer_state import FileConsumerStore, decode_consumer_state, encode_consumer_state
 from natsd.store.file.meta import read_meta, write_meta
 from natsd.store.file.record import file_store_msg_size
-from natsd.store.file.stream_store import FileStreamStore, MsgCorrupt
+from natsd.store.file.reads import MsgCorrupt
+from natsd.store.file.stream_store import FileStreamStore
 
 __all__ = [
     "FileStreamStore", "FileConsumerStore", "MsgCorrupt", "file_store_msg_size", "read_meta", "write_meta",

@@ -39,7 +39,7 @@ the same way):
 Records are applied in file order (blocks by number, then by offset) at recovery. Because each
 record is self-checking (length at both ends, CRC), recovery that meets a damaged one finds the
 next intact record by trying each following offset and goes on from there
-(natsd.store.file.faults.next_record); only the damaged bytes are lost.
+(natsd.store.file.recovery.next_record); only the damaged bytes are lost.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ __all__ = [
     "HDR_BIT", "FLAG_ERASED", "FLAG_TOMB", "FLAG_TTL", "FLAG_FIRST", "FLAG_TRUNC", "FLAG_SKIP",
     "FLAG_MASK", "SEQ_MASK", "HEADER_SIZE", "TRAILER_SIZE", "RECORD_OVERHEAD",
     "file_store_msg_size", "encode_msg_into", "encode_marker", "erase_record", "Record", "decode_record",
-    "RecordError", "parse_header", "HEAD_STRUCT", "TRAILER_STRUCT",
+    "RecordError", "parse_header", "HEAD_STRUCT", "TRAILER_STRUCT", "CRC_RESIDUE", "intact_crc",
 ]
 
 HDR_BIT = 1 << 31
@@ -78,6 +78,12 @@ HEADER_SIZE = _HEAD.size  # 22
 TRAILER_SIZE = _TRAILER.size  # 8
 RECORD_OVERHEAD = HEADER_SIZE + TRAILER_SIZE  # 30, as the reference
 
+#: CRC-32 residue: the CRC of any data followed by its own CRC (u32 little-endian) is this
+#: constant. So a record checks out, checksum *and* repeated length, when the CRC of all of it
+#: equals ``intact_crc(total_len)``: one C call per record, no trailer unpacking (the recovery
+#: scan, the resync after damage and the forward reads all check records this way).
+CRC_RESIDUE = 0x2144DF1C
+
 _crc32 = zlib.crc32
 _pack_head = _HEAD.pack
 _pack_u32 = _U32.pack
@@ -91,6 +97,12 @@ class RecordError(Exception):
         super().__init__(f"bad record at offset {offset}: {detail}")
         self.offset = offset
         self.detail = detail
+
+
+def intact_crc(size: int) -> int:
+    """The CRC-32 of a whole intact record of ``size`` bytes, trailer included, whatever it
+    holds (see CRC_RESIDUE)."""
+    return _crc32(size.to_bytes(4, "little"), CRC_RESIDUE)
 
 
 def file_store_msg_size(subject: str, hdr: bytes | None, msg: bytes) -> int:

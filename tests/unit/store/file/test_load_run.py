@@ -12,7 +12,7 @@ import pytest
 from natsd.clock import ManualClock
 from natsd.store import open_stream_store
 from natsd.store.base import MsgNotFound, StoreConfig
-from natsd.store.file import stream_store
+from natsd.store.file import reads
 from natsd.store.file.layout import MSGS_DIR
 from natsd.store.file.record import encode_msg_into
 
@@ -59,7 +59,7 @@ def test_run_crc_is_the_crc_of_real_records():
         encode_msg_into(odd, i, 77 * i, b"x.y", HDR, os.urandom(16))
     size = len(odd) // 20
     for k in (0, 1, 2, 7, 20):
-        assert stream_store._run_crc(size, k) == zlib.crc32(bytes(odd[: k * size]))
+        assert reads._run_crc(size, k) == zlib.crc32(bytes(odd[: k * size]))
 
 
 def _store_with(d, clock, n, hdr=None, payload=lambda i: b"%06d" % i):

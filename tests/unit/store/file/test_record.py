@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 import struct
+import zlib
 
 import pytest
 
 from natsd.store.file.record import (
-    FLAG_ERASED, FLAG_SKIP, FLAG_TOMB, RECORD_OVERHEAD, RecordError, decode_record, encode_marker,
-    encode_msg_into, erase_record, file_store_msg_size, marker_count,
+    FLAG_ERASED, FLAG_FIRST, FLAG_SKIP, FLAG_TOMB, FLAG_TTL, RECORD_OVERHEAD, RecordError, decode_record,
+    encode_marker, encode_msg_into, erase_record, file_store_msg_size, intact_crc, marker_count,
 )
 
 HDR = b"NATS/1.0\r\nNats-Msg-Id: 1\r\n\r\n"
@@ -93,3 +94,18 @@ def test_erase_keeps_length_replaces_content(hdr):
     assert b"secret-payload" not in erased and b"foo.bar" not in erased
     r = decode_record(erased)
     assert r.flags == FLAG_ERASED and r.seq == 7
+
+
+@pytest.mark.parametrize("hdr", [None, HDR])
+def test_intact_crc_is_the_crc_of_any_whole_intact_record(hdr):
+    # The one-call check recovery and the forward reads use: the CRC of a whole record, trailer
+    # included, depends on its length only; any damage changes it.
+    recs = [encode(hdr=hdr), encode(seq=9, ts=-5, subject=b"x" * 300, hdr=hdr, msg=os.urandom(1000)),
+            erase_record(encode(hdr=hdr), os.urandom), encode_marker(FLAG_TOMB, 3, 9),
+            encode_marker(FLAG_TTL, 4, -1), encode_marker(FLAG_FIRST, 5), encode_marker(FLAG_SKIP, 6, 1, count=7)]
+    for rec in recs:
+        assert zlib.crc32(rec) == intact_crc(len(rec))
+        for i in (0, 4, len(rec) // 2, len(rec) - 5, len(rec) - 1):
+            bad = bytearray(rec)
+            bad[i] ^= 0x10
+            assert zlib.crc32(bad) != intact_crc(len(rec))

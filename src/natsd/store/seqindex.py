@@ -1,4 +1,4 @@
-"""The bookkeeping both stream stores share: sequences, limits, per-subject state, deletes, expiry.
+"""The sequence index both stream stores share: sequences, limits, per-subject state, deletes, expiry.
 
 :class:`IndexedStreamStore` keeps everything a stream needs to know about its messages *except the
 payloads* in a few compact parallel arrays indexed by ``seq - base``:

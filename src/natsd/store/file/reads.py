@@ -1,0 +1,438 @@
+"""Reading records back from the block files: a mixin of
+:class:`~natsd.store.file.stream_store.FileStreamStore` (it uses that class's index and blocks),
+kept apart so the store's main module stays about writes, removals and durability.
+
+- ``_read``: one message, from the file (``pread``, with a read-ahead chunk for forward
+  readers) or, for bytes not yet flushed, from the pending buffer (flushed first). Every read
+  verifies the record's length, checksum and sequence.
+- ``iter_msgs``: a forward read taking runs of back-to-back records from one read-ahead chunk,
+  each checked with one CRC call (the residue, ``record.CRC_RESIDUE``).
+- ``load_run``: a consumer's delivery pass; a *uniform* stretch of records (one size, subject
+  length and header length) is decoded column-wise (``_uniform``) and checked with one CRC over
+  the stretch (``_run_crc``).
+
+A record that fails any check is reported lost (``_lose``: ``state().lost_msgs``/``lost_bytes``,
+logged, removed from the index) and never served. The byte layout read here is documented in
+:mod:`natsd.store.file.record`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import zlib
+from itertools import compress, count, repeat
+from operator import ne
+from typing import Callable
+
+from natsd.store.base import CorruptState, MsgNotFound, MsgRun, StoreMsg
+from natsd.store.file.block import MessageBlock
+from natsd.store.file.record import (
+    FLAG_MASK, HDR_BIT, HEAD_STRUCT, HEADER_SIZE, RECORD_OVERHEAD, SEQ_MASK, TRAILER_SIZE, TRAILER_STRUCT, RecordError,
+    intact_crc, parse_header,
+)
+from natsd.store.seqindex import IndexedStreamStore
+
+__all__ = ["ReadPath", "MsgCorrupt", "READ_AHEAD", "RUN_BYTES"]
+
+log = logging.getLogger("natsd.store")
+
+_OFF_MASK = 0xFFFFFFFF
+#: Bytes read at once for a message read that misses the read-ahead cache.
+READ_AHEAD = 64 * 1024
+#: Most bytes iter_msgs and load_run read with one pread (a run of back-to-back records).
+RUN_BYTES = 64 * 1024
+_crc32 = zlib.crc32
+_HEAD_UNPACK = HEAD_STRUCT.unpack_from
+_TRAILER_LEN = TRAILER_SIZE
+#: record size -> the crc32 a whole intact record of that size has (record.intact_crc).
+_RESIDUES: dict[int, int] = {}
+
+
+def _add_msg(sm: StoreMsg, seq: int, seqs: list, tss: list, subjects: list, hdrs: list | None,
+             msgs: list) -> list | None:
+    """Append one message read record by record to load_run's columns; returns ``hdrs``
+    (created, with None for the messages before, at the first message with headers)."""
+    if sm.hdr is not None and hdrs is None:
+        hdrs = [None] * len(seqs)
+    seqs.append(seq)
+    tss.append(sm.ts)
+    subjects.append(sm.subject.encode())
+    if hdrs is not None:
+        hdrs.append(sm.hdr)
+    msgs.append(sm.msg)
+    return hdrs
+
+
+def _residue(size: int) -> int:
+    """The CRC-32 of a whole intact record of ``size`` bytes (see _RESIDUES); remembered."""
+    if len(_RESIDUES) >= 4096:  # bounded: payload sizes can vary a lot
+        _RESIDUES.clear()
+    want = _RESIDUES[size] = intact_crc(size)
+    return want
+
+
+#: record size -> [CRC-32 of 0, 1, 2, ... intact records of that size back to back] (_run_crc).
+_RUN_CRCS: dict[int, list[int]] = {}
+#: (record size, subject length, header length or -1) -> the Struct that decodes such records.
+_RUN_STRUCTS: dict[tuple[int, int, int], struct.Struct] = {}
+
+
+def _run_crc(size: int, k: int) -> int:
+    """The CRC-32 of ``k`` intact records of ``size`` bytes each, back to back.
+
+    Any intact record of a given size has the same CRC (the residue, see ``record.CRC_RESIDUE``), and
+    ``crc32(b, crc32(a)) == crc32(a + b)``: so the CRC of a run is the CRC of a run of equally
+    sized stand-in records (zero bytes, their own checksum, their length), extended one record
+    at a time and remembered per size."""
+    lst = _RUN_CRCS.get(size)
+    if lst is None:
+        if len(_RUN_CRCS) >= 32:  # bounded: a stream whose sizes keep changing
+            _RUN_CRCS.clear()
+        lst = _RUN_CRCS[size] = [0]
+    if k >= len(lst):
+        body = bytes(size - _TRAILER_LEN)
+        rec = body + TRAILER_STRUCT.pack(_crc32(body), size)
+        c = lst[-1]
+        for _ in range(len(lst), k + 1):
+            c = _crc32(rec, c)
+            lst.append(c)
+    return lst[k]
+
+
+def _uniform(data: bytes, o: int, size: int, m: int, seq: int):
+    """Decode ``m`` message records of ``size`` bytes each at ``data[o:]`` that should hold
+    sequences ``seq .. seq + m - 1`` and share the first one's subject and header lengths:
+    ``(seqs, tss, subjects, hdrs or None, msgs)`` columns, or None when any check fails (a
+    length, a sequence, the stretch's checksum): the caller then reads record by record."""
+    total, raw, ts, slen = _HEAD_UNPACK(data, o)
+    hlen = -1
+    if total & HDR_BIT:
+        p = o + HEADER_SIZE + slen
+        hlen = int.from_bytes(data[p: p + 4], "little")
+        plen = size - RECORD_OVERHEAD - 4 - slen - hlen
+    else:
+        plen = size - RECORD_OVERHEAD - slen
+    if plen < 0 or (total & ~HDR_BIT) != size:
+        return None
+    key = (size, slen, hlen)
+    st = _RUN_STRUCTS.get(key)
+    if st is None:
+        if len(_RUN_STRUCTS) >= 256:
+            _RUN_STRUCTS.clear()
+        # The record layout of natsd.store.file.record, payload and trailer included.
+        fmt = f"<IQqH{slen}s{plen}s8x" if hlen < 0 else f"<IQqH{slen}sI{hlen}s{plen}s8x"
+        st = _RUN_STRUCTS[key] = struct.Struct(fmt)
+    seg = memoryview(data)[o: o + m * size]
+    if hlen < 0:
+        totals, raws, tss, slens, subjects, msgs = zip(*st.iter_unpack(seg))
+        hdrs = None
+    else:
+        totals, raws, tss, slens, subjects, hlens, hdrs, msgs = zip(*st.iter_unpack(seg))
+        if hlens.count(hlen) != m:
+            return None
+    if (totals.count(total) != m or slens.count(slen) != m or raws != tuple(range(seq, seq + m))
+            or _crc32(seg) != _run_crc(size, m)):
+        return None
+    return raws, tss, subjects, hdrs, msgs
+
+
+class MsgCorrupt(CorruptState, MsgNotFound):
+    """The message's record failed its checksum on read: it was reported lost and removed.
+    A MsgNotFound too, so readers treat it as deleted."""
+
+
+class ReadPath(IndexedStreamStore):
+    """Checked reads of stored messages; see the module docstring. A part of FileStreamStore: it
+    subclasses the index for the type checker and declares the FileStreamStore state it uses."""
+
+    _blocks: dict[int, MessageBlock]
+    #: The read-ahead chunk: block id, start offset, end offset, bytes.
+    _rcache: tuple[int, int, int, bytes] | None
+    #: FaultHandling's: flush before serving unflushed bytes (MsgNotFound if that write failed).
+    _flush_for_read: Callable[[int], None]
+
+    def _read(self, seq: int, pos: int) -> StoreMsg:
+        i = seq - self._base
+        size = self._sz[i]
+        bid = pos >> 32
+        off = pos & _OFF_MASK
+        # Read-ahead: consumers mostly read forward, so one pread of READ_AHEAD bytes serves the
+        # next records too. Only flushed bytes are cached; erase/truncate invalidate.
+        c = self._rcache
+        if c is not None and c[0] == bid and c[1] <= off and off + size <= c[2]:
+            start = off - c[1]
+            data = c[3][start: start + size]
+        else:
+            blk = self._blocks.get(bid)
+            if blk is None:
+                self._lose(seq, size, "its block is missing")
+            if off + size > blk.flushed:
+                # Not written yet: write it first, so that nobody (a consumer, a direct get)
+                # ever sees a message that a failed write would then take back.
+                self._flush_for_read(seq)
+                data = blk.read(off, size)
+            elif c is not None and c[0] == bid and c[1] <= off < c[2] + READ_AHEAD:
+                # Forward, close to the previous read (sequential, or a filtered consumer
+                # skipping a few records): read ahead.
+                chunk = os.pread(blk.fd, max(size, READ_AHEAD), off)
+                self._rcache = (bid, off, off + len(chunk), chunk)
+                data = chunk[:size]
+            else:
+                data = os.pread(blk.fd, size, off)
+                self._rcache = (bid, off, off + size, data)
+        try:
+            rsize, has_hdr, raw, ts, slen = parse_header(data, 0)
+            if rsize != size or len(data) != size:
+                raise RecordError(0, "length differs from the index")
+            crc = int.from_bytes(data[size - 8: size - 4], "little")
+            if _crc32(memoryview(data)[: size - 8]) != crc:
+                raise RecordError(0, "checksum mismatch")
+            if raw != seq:
+                raise RecordError(0, f"sequence {raw & SEQ_MASK} (flags {raw & FLAG_MASK:#x}) where {seq} was expected")
+        except RecordError as exc:
+            self._lose(seq, size, str(exc))
+        p = HEADER_SIZE + slen
+        hdr = None
+        if has_hdr:
+            hlen = int.from_bytes(data[p: p + 4], "little")
+            hdr = data[p + 4: p + 4 + hlen]
+            p += 4 + hlen
+        return StoreMsg(self._snames[self._sid[i]], hdr, data[p: size - _TRAILER_LEN], seq, ts)
+
+    def iter_msgs(self, start_seq: int, end_seq: int):
+        """Live messages with start_seq <= seq <= end_seq, in order (a consumer's forward read).
+
+        Runs of consecutive live sequences whose records lie back to back in the flushed part
+        of one block are read with one ``pread`` (up to RUN_BYTES) and checked in the loop with
+        the CRC residue (one crc32 call per record covers checksum and repeated length, as the
+        recovery scan). Anything else (unflushed bytes, a gap, a record that fails) takes the
+        per-message path, which reports corrupt records lost. Between two yields the store may
+        change (acks removing messages, a purge): every record is re-checked against the index
+        before it is handed out."""
+        self._check_open()
+        seq = max(start_seq, self._first)
+        residues = _RESIDUES
+        unpack = _HEAD_UNPACK
+        crc32 = _crc32
+        snames = self._snames
+        while True:
+            seq = self._next_live(seq)
+            if not seq or seq > end_seq:
+                return
+            base = self._base
+            posa, sza, sida = self._pos, self._sz, self._sid
+            i = seq - base
+            p0 = posa[i]
+            bid = p0 >> 32
+            off = p0 & _OFF_MASK
+            blk = self._blocks.get(bid)
+            end = off + sza[i]
+            if blk is None or end > blk.flushed:
+                try:
+                    yield self._read(seq, p0)
+                except MsgNotFound:
+                    pass
+                seq += 1
+                continue
+            # The read-ahead chunk, when it holds this record (a previous pass read it), else
+            # one pread of up to RUN_BYTES that becomes the chunk. Records are then taken while
+            # the next sequence's record starts where this one ended, inside the chunk.
+            c = self._rcache
+            if c is not None and c[0] == bid and c[1] <= off and end <= c[2]:
+                data = c[3]
+                o = off - c[1]
+            else:
+                data = os.pread(blk.fd, max(min(blk.flushed, off + RUN_BYTES), end) - off, off)
+                if len(data) < end - off:  # file shorter than recorded: per-message path
+                    try:
+                        yield self._read(seq, p0)
+                    except MsgNotFound:
+                        pass
+                    seq += 1
+                    continue
+                self._rcache = (bid, off, off + len(data), data)
+                o = 0
+            dlen = len(data)
+            mv = memoryview(data)
+            p0 -= o  # the record at chunk offset x is expected at position p0 + x
+            hi = end_seq - base
+            k = i
+            bad = False
+            while True:
+                size = sza[k]
+                rec_end = o + size
+                if rec_end > dlen:
+                    break
+                want = residues.get(size) or _residue(size)
+                total, raw, ts, slen = unpack(data, o)
+                if crc32(mv[o: rec_end]) != want or raw != base + k or (total & ~HDR_BIT) != size:
+                    bad = True  # the per-message path below reports it
+                    break
+                p = o + HEADER_SIZE + slen
+                if total & HDR_BIT:
+                    hlen = int.from_bytes(data[p: p + 4], "little")
+                    hdr = data[p + 4: p + 4 + hlen]
+                    p += 4 + hlen
+                else:
+                    hdr = None
+                yield StoreMsg(snames[sida[k]], hdr, data[p: rec_end - _TRAILER_LEN], base + k, ts)
+                k += 1
+                o = rec_end
+                # Resumed: the consumer may have changed the store meanwhile; anything but the
+                # next record back to back (a gap, a removal, a purge) goes back to the index.
+                if (k > hi or self._base != base or self._pos is not posa or k >= len(posa)
+                        or posa[k] != p0 + o):
+                    break
+            seq = base + k
+            if bad:
+                try:
+                    yield self._read(seq, posa[k])
+                except MsgNotFound:
+                    pass
+                seq += 1
+
+    def load_run(self, start_seq: int, max_msgs: int) -> MsgRun:
+        """The next ``max_msgs`` live messages from ``start_seq`` as one :class:`MsgRun` (see
+        :meth:`natsd.store.base.StreamStore.load_run`): a consumer's delivery pass.
+
+        Reads as ``iter_msgs`` (one read-ahead chunk of up to RUN_BYTES serves a run of records),
+        but a *uniform* stretch (records of one size, subject length and header length, back to
+        back, every sequence live) is decoded column-wise in C: one ``Struct.iter_unpack`` over
+        the stretch gives every record's length, sequence, time, subject, header and payload,
+        and one ``crc32`` over the whole stretch checks every record's checksum at once.
+
+        Why one CRC checks them all: an intact record's CRC-32 (trailer included) depends on its
+        length only (the residue, see ``record.CRC_RESIDUE``), and CRC-32 is affine, so the CRC of k
+        intact records of size s back to back is one value, :func:`_run_crc` (s, k), whatever
+        they hold. A single damaged record changes it exactly when its own check would fail (an
+        error pattern shifted by the records after it is still not a multiple of the generator,
+        which has a constant term); damage in several records is missed only if the combined
+        pattern is a multiple of the generator, the odds of any CRC-32 check of that many bytes.
+        When the stretch fails any check it is read again record by record (the ``iter_msgs``
+        loop), which serves the good ones and reports the bad one lost through ``_read``, as
+        every other read does. Other layouts (sizes that vary, unflushed bytes) take that loop
+        directly."""
+        self._check_open()
+        seqs: list = []
+        tss: list = []
+        subjects: list = []
+        hdrs: list | None = None
+        msgs: list = []
+        need = max_msgs
+        seq = max(start_seq, self._first)
+        while need > 0:
+            seq = self._next_live(seq)
+            if not seq:
+                break
+            base = self._base
+            posa, sza = self._pos, self._sz
+            i = seq - base
+            p0 = posa[i]
+            bid = p0 >> 32
+            off = p0 & _OFF_MASK
+            size = sza[i]
+            end = off + size
+            blk = self._blocks.get(bid)
+            data = None
+            if blk is not None and end <= blk.flushed:
+                c = self._rcache
+                if c is not None and c[0] == bid and c[1] <= off and end <= c[2]:
+                    data = c[3]
+                    o = off - c[1]
+                else:
+                    chunk = os.pread(blk.fd, max(min(blk.flushed, off + RUN_BYTES), end) - off, off)
+                    if len(chunk) >= end - off:
+                        self._rcache = (bid, off, off + len(chunk), chunk)
+                        data = chunk
+                        o = 0
+            if data is None:
+                # Not flushed yet, block missing, file shorter than recorded: per message.
+                try:
+                    sm = self._read(seq, p0)
+                except MsgNotFound:
+                    seq += 1
+                    continue
+                hdrs = _add_msg(sm, seq, seqs, tss, subjects, hdrs, msgs)
+                need -= 1
+                seq += 1
+                continue
+            dlen = len(data)
+            # 1. The uniform stretch from here: positions p0, p0 + size, ... (a gap, a marker
+            # record between two messages or another size ends it), all sizes equal.
+            k = min(need, (dlen - o) // size, len(posa) - i)
+            m = next(compress(count(), map(ne, posa[i: i + k], range(p0, p0 + k * size, size))), k) if k > 1 else k
+            if m > 1 and sza[i: i + m].count(size) == m:
+                cols = _uniform(data, o, size, m, seq)
+                if cols is not None:
+                    if not seqs and m == max_msgs:
+                        return MsgRun(cols[0], cols[1], cols[2], cols[3], cols[4])
+                    if cols[3] is not None and hdrs is None:
+                        hdrs = [None] * len(seqs)
+                    seqs += cols[0]
+                    tss += cols[1]
+                    subjects += cols[2]
+                    if hdrs is not None:
+                        hdrs += cols[3] if cols[3] is not None else repeat(None, m)
+                    msgs += cols[4]
+                    need -= m
+                    seq += m
+                    continue
+            # 2. Record by record while the next sequence's record follows back to back in the
+            # chunk (iter_msgs' loop); a record that fails goes to _read, which reports it.
+            residues = _RESIDUES
+            unpack = _HEAD_UNPACK
+            mv = memoryview(data)
+            p0 -= o  # the record at chunk offset x is expected at position p0 + x
+            n = len(posa)
+            bad = False
+            while True:
+                size = sza[i]
+                rec_end = o + size
+                if rec_end > dlen:
+                    break
+                want = residues.get(size) or _residue(size)
+                total, raw, ts, slen = unpack(data, o)
+                if _crc32(mv[o: rec_end]) != want or raw != base + i or (total & ~HDR_BIT) != size:
+                    bad = True
+                    break
+                p = o + HEADER_SIZE + slen
+                subj = data[o + HEADER_SIZE: p]
+                if total & HDR_BIT:
+                    hlen = int.from_bytes(data[p: p + 4], "little")
+                    if hdrs is None:
+                        hdrs = [None] * len(seqs)
+                    hdrs.append(data[p + 4: p + 4 + hlen])
+                    p += 4 + hlen
+                elif hdrs is not None:
+                    hdrs.append(None)
+                seqs.append(raw)
+                tss.append(ts)
+                subjects.append(subj)
+                msgs.append(data[p: rec_end - _TRAILER_LEN])
+                need -= 1
+                i += 1
+                o = rec_end
+                if need == 0 or i >= n or posa[i] != p0 + o:
+                    break
+            seq = base + i
+            if bad:
+                try:
+                    sm = self._read(seq, posa[i])
+                except MsgNotFound:
+                    pass
+                else:  # pragma: no cover - a record that failed the run check but reads fine
+                    hdrs = _add_msg(sm, seq, seqs, tss, subjects, hdrs, msgs)
+                    need -= 1
+                seq += 1
+        return MsgRun(seqs, tss, subjects, hdrs, msgs)
+
+    def _lose(self, seq: int, size: int, why: str):
+        """Report message ``seq`` lost (corrupt on disk), drop it from the index, raise MsgCorrupt."""
+        log.error("stream %s: message %d is corrupt on disk (%s); reported lost", self.config.name, seq, why)
+        self._rcache = None
+        self._lost_msgs.append(seq)
+        self._lost_bytes += size
+        self._remove(seq)
+        raise MsgCorrupt(f"message {seq} is corrupt on disk: {why}")
