@@ -56,6 +56,7 @@ import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from natsd.gotime import format_duration, parse_duration
 from natsd.jetstream.api.errors import ApiError, ApiErrors
 from natsd.jetstream.api.router import dumps
 from natsd.jetstream.models import SECOND, StreamConfig, rfc3339, state_to_json, with_dynamic_metadata
@@ -68,7 +69,7 @@ from natsd.subjects.tokens import subject_matches, subjects_collide, subset
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.manager import JsAccount
 
-__all__ = ["Stream", "store_config_for", "parse_ttl", "scan_nats_headers", "go_duration"]
+__all__ = ["Stream", "store_config_for", "parse_ttl", "scan_nats_headers"]
 
 log = logging.getLogger("natsd.jetstream.stream")
 
@@ -103,50 +104,13 @@ def scan_nats_headers(hdr: bytes) -> dict[bytes, bytes]:
     return out
 
 
-_GO_UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000, "s": SECOND,
-             "m": 60 * SECOND, "h": 3600 * SECOND}
-
-
-def parse_go_duration(s: str) -> int:
-    """Go's time.ParseDuration (``1h2m3.5s``, ``300ms``) -> ns; ValueError when malformed."""
-    if not s:
-        raise ValueError("empty duration")
-    neg = s[0] == "-"
-    if s[0] in "+-":
-        s = s[1:]
-    if s == "0":
-        return 0
-    if not s:
-        raise ValueError("bad duration")
-    total = 0.0
-    i = 0
-    n = len(s)
-    while i < n:
-        j = i
-        while j < n and (s[j].isdigit() or s[j] == "."):
-            j += 1
-        if j == i:
-            raise ValueError("bad duration")
-        num = float(s[i:j])
-        k = j
-        while k < n and not (s[k].isdigit() or s[k] == "."):
-            k += 1
-        unit = s[j:k]
-        if unit not in _GO_UNITS:
-            raise ValueError("bad unit")
-        total += num * _GO_UNITS[unit]
-        i = k
-    v = int(total)
-    return -v if neg else v
-
-
 def parse_ttl(value: str) -> int:
     """Nats-TTL header -> seconds, as the reference: ``never`` -> -1; a Go duration >= 1s or a
     plain integer of seconds; anything else raises ApiError MESSAGE_TTL_INVALID (10165)."""
     if value.lower() == "never":
         return -1
     try:
-        ns = parse_go_duration(value)
+        ns = parse_duration(value)
     except ValueError:
         ns = None
     if ns is not None:
@@ -156,23 +120,6 @@ def parse_ttl(value: str) -> int:
     if value.isdigit():
         return int(value)
     raise ApiErrors.MESSAGE_TTL_INVALID()
-
-
-def go_duration(ns: int) -> str:
-    """ns -> Go's Duration.String() for whole seconds and up (``1s``, ``1m0s``, ``1h0m0s``)."""
-    if ns % SECOND:
-        # sub-second precision: Go prints e.g. "1.5s"
-        secs = ns / SECOND
-        if ns < 60 * SECOND:
-            return f"{secs:.9f}".rstrip("0").rstrip(".") + "s"
-    total = ns // SECOND
-    h, rem = divmod(total, 3600)
-    m, s = divmod(rem, 60)
-    if h:
-        return f"{h}h{m}m{s}s"
-    if m:
-        return f"{m}m{s}s"
-    return f"{s}s"
 
 
 def store_config_for(cfg: StreamConfig, created_ns: int) -> StoreConfig:
@@ -887,7 +834,7 @@ class Stream:
         with an empty body on that subject (it expires itself after subject_delete_marker_ttl)."""
         done: set[str] = set()
         ttl_s = self._sdm_ttl_s
-        hdr = (b"NATS/1.0\r\nNats-Marker-Reason: MaxAge\r\nNats-TTL: " + go_duration(ttl_s * SECOND).encode()
+        hdr = (b"NATS/1.0\r\nNats-Marker-Reason: MaxAge\r\nNats-TTL: " + format_duration(ttl_s * SECOND).encode()
                + b"\r\nNats-Rollup: sub\r\n\r\n")
         for seq, subj in removed:
             if seq in self._marker_seqs:
