@@ -44,7 +44,8 @@ def render_template(text: str, count: int, request: str = "") -> str:
         if name == "count":
             return str(count)
         if name == "timestamp":
-            return rfc3339(now)
+            # natscli: now.Format(time.RFC3339), whole seconds
+            return rfc3339(now.replace(microsecond=0))
         if name == "unix":
             return str(int(now.timestamp()))
         if name == "unixnano":
