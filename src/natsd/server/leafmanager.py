@@ -10,8 +10,9 @@ import random
 from typing import TYPE_CHECKING
 
 from natsd import __version__
+from natsd.nuid import nuid
 from natsd.server.leafnode import (
-    LDS_PREFIX, SECOND, LeafConnection, _nuid, read_creds, remote_ssl_context, sign_nonce,
+    LDS_PREFIX, SECOND, LeafConnection, read_creds, remote_ssl_context, sign_nonce,
 )
 from natsd.server.log import logger
 
@@ -134,7 +135,7 @@ class LeafManager:
     def lds(self, acc) -> str:
         v = self._lds.get(acc.name)
         if v is None:
-            v = self._lds[acc.name] = LDS_PREFIX + _nuid()
+            v = self._lds[acc.name] = LDS_PREFIX + nuid()
         return v
 
     async def start(self) -> None:

@@ -96,10 +96,6 @@ def remote_ssl_context(tls_options):
     return build_client_context(tls_options)
 
 
-def _nuid() -> str:
-    return base64.b32encode(os.urandom(15)).decode().rstrip("=")
-
-
 def read_creds(path: str) -> tuple[str, bytes]:
     """``(user_jwt, seed)`` from a ``.creds`` file (the decorated JWT and NKEY SEED blocks)."""
     with open(path, "rb") as f:
