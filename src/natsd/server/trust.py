@@ -41,6 +41,7 @@ import time
 from typing import TYPE_CHECKING, Callable
 
 from natsd import __version__
+from natsd.atomicfile import atomic_write
 from natsd.config.lexer import ConfigError
 from natsd.config.options import AccountJetStreamLimits, Permissions, ServerOptions, SubjectPermission
 from natsd.config import jwt as J
@@ -109,12 +110,7 @@ class DirResolver(MemoryResolver):
 
     def store(self, account: str, token: str) -> None:
         path = os.path.join(self.dir, account + ".jwt")
-        tmp = path + ".tmp"
-        with open(tmp, "w", encoding="ascii") as f:
-            f.write(token)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        atomic_write(path, token.encode("ascii"))
         super().store(account, token)
 
 
