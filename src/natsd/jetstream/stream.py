@@ -60,6 +60,7 @@ from natsd.gotime import format_duration, parse_duration
 from natsd.jetstream.api.errors import ApiError, ApiErrors
 from natsd.jetstream.api.router import dumps
 from natsd.jetstream.models import SECOND, StreamConfig, rfc3339, state_to_json, with_dynamic_metadata
+from natsd.protocol.headers import get_header_bytes, nats_headers
 from natsd.store.base import (
     MaxBytes, MaxMsgs, MaxMsgsPerSubject, MsgNotFound, StoreConfig, StoreEOF, StoreError, StoreFull,
     StoreMsg, StoreWriteError,
@@ -88,20 +89,8 @@ H_MARKER_REASON = b"Nats-Marker-Reason"
 MAX_HDR_SIZE = 65535  # math.MaxUint16 in the reference
 
 
-def scan_nats_headers(hdr: bytes) -> dict[bytes, bytes]:
-    """The ``Nats-*`` headers of a raw ``NATS/1.0`` block as {name: value} (first one wins).
-
-    Only lines starting with ``Nats-`` are split, so an application's own headers cost a prefix
-    test each; a block without ``Nats-`` costs one substring search."""
-    out: dict[bytes, bytes] = {}
-    if b"Nats-" not in hdr:
-        return out
-    for line in hdr.split(b"\r\n"):
-        if line.startswith(b"Nats-"):
-            k, sep, v = line.partition(b":")
-            if sep and k not in out:
-                out[k] = v.strip()
-    return out
+# snapshot.py (lane store-reshape) imports the scan under this name; natsd.protocol.headers has it.
+scan_nats_headers = nats_headers
 
 
 def parse_ttl(value: str) -> int:
@@ -431,7 +420,7 @@ class Stream:
         bad_ttl = False
         rollup = b""
         if hdr:
-            h = scan_nats_headers(hdr)
+            h = nats_headers(hdr)
             if h:
                 v = h.get(H_EXP_STREAM)
                 if v and v.decode() != self.name:
@@ -707,7 +696,7 @@ class Stream:
             return
         try:
             last = self.store.load_prev_msg(self.lseq)
-            v = scan_nats_headers(last.hdr).get(H_MSG_ID) if last.hdr else None
+            v = get_header_bytes(last.hdr, H_MSG_ID)
             self.lmsg_id = v.decode() if v else ""
         except StoreError:
             self.lmsg_id = ""
@@ -722,7 +711,7 @@ class Stream:
             if sm.ts <= cutoff:
                 break
             if sm.hdr:
-                v = scan_nats_headers(sm.hdr).get(H_MSG_ID)
+                v = get_header_bytes(sm.hdr, H_MSG_ID)
                 if v:
                     found.append((sm.ts, v.decode(), sm.seq))
             seq = sm.seq - 1

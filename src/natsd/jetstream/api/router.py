@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from natsd.jetstream import gojson
 from natsd.jetstream.api.errors import ApiError, ApiErrors
+# the one header scan; consumer.py still imports it from here under its old name
+from natsd.protocol.headers import get_header as find_header
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.gojson import GoStruct
@@ -186,7 +188,7 @@ class ApiRequest:
         return isinstance(val, dict) and not val
 
     def header(self, name: str) -> str | None:
-        """Value of request header ``name`` (case-insensitive), or None."""
+        """Value of request header ``name`` (case-sensitive, as nats-server reads it), or None."""
         if not self.hdr:
             return None
         return find_header(self.hdr, name)
@@ -200,18 +202,6 @@ def _check_required_level(req: ApiRequest) -> None:
         return
     if not v.isdigit() or int(v) > JS_API_LEVEL:
         raise ApiErrors.REQUIRED_API_LEVEL()
-
-
-def find_header(hdr: bytes, name: str) -> str | None:
-    """Value of header ``name`` in a raw ``NATS/1.0`` block (case-insensitive), or None."""
-    lname = name.lower().encode()
-    for line in hdr.split(b"\r\n")[1:]:
-        if not line:
-            continue
-        k, sep, v = line.partition(b":")
-        if sep and k.strip().lower() == lname:
-            return v.strip().decode("utf-8", "replace")
-    return None
 
 
 Handler = Callable[[ApiRequest], "dict | None"]
