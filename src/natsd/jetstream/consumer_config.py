@@ -18,6 +18,7 @@ from typing import Any
 
 from natsd.gotime import GO_ZERO_TIME, format_duration, format_rfc3339, parse_rfc3339
 from natsd.jetstream.api.errors import ApiError, ApiErrors
+from natsd.jetstream.gojson import go_kind
 from natsd.jetstream.models import JS_API_LEVEL, server_version
 from natsd.subjects.tokens import is_literal, is_valid_subject, subject_matches, subset
 
@@ -81,34 +82,20 @@ def _want_int(key: str, v: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         if isinstance(v, float) and v.is_integer():
             return int(v)
-        raise _bad_json(f"json: cannot unmarshal {_json_kind(v)} into Go struct field ConsumerConfig.config.{key} of type int64")
+        raise _bad_json(f"json: cannot unmarshal {go_kind(v)} into Go struct field ConsumerConfig.config.{key} of type int64")
     return v
 
 
 def _want_str(key: str, v: Any) -> str:
     if not isinstance(v, str):
-        raise _bad_json(f"json: cannot unmarshal {_json_kind(v)} into Go struct field ConsumerConfig.config.{key} of type string")
+        raise _bad_json(f"json: cannot unmarshal {go_kind(v)} into Go struct field ConsumerConfig.config.{key} of type string")
     return v
 
 
 def _want_bool(key: str, v: Any) -> bool:
     if not isinstance(v, bool):
-        raise _bad_json(f"json: cannot unmarshal {_json_kind(v)} into Go struct field ConsumerConfig.config.{key} of type bool")
+        raise _bad_json(f"json: cannot unmarshal {go_kind(v)} into Go struct field ConsumerConfig.config.{key} of type bool")
     return v
-
-
-def _json_kind(v: Any) -> str:
-    if isinstance(v, bool):
-        return "bool"
-    if isinstance(v, (int, float)):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, list):
-        return "array"
-    if isinstance(v, dict):
-        return "object"
-    return "null"
 
 
 @dataclass(slots=True)
@@ -162,7 +149,7 @@ class ConsumerConfig:
         if obj is None:
             return cls()
         if not isinstance(obj, dict):
-            raise _bad_json(f"json: cannot unmarshal {_json_kind(obj)} into Go struct field CreateConsumerRequest.config of type server.ConsumerConfig")
+            raise _bad_json(f"json: cannot unmarshal {go_kind(obj)} into Go struct field CreateConsumerRequest.config of type server.ConsumerConfig")
         c = cls()
         for key, v in obj.items():
             if v is None:
@@ -190,15 +177,15 @@ class ConsumerConfig:
                     raise _bad_json(f"parsing time {_dumps(s)} as \"2006-01-02T15:04:05Z07:00\": {e}") from None
             elif key == "backoff":
                 if not isinstance(v, list):
-                    raise _bad_json(f"json: cannot unmarshal {_json_kind(v)} into Go struct field ConsumerConfig.config.backoff of type []time.Duration")
+                    raise _bad_json(f"json: cannot unmarshal {go_kind(v)} into Go struct field ConsumerConfig.config.backoff of type []time.Duration")
                 c.backoff = [_want_int(key, x) for x in v]
             elif key in ("filter_subjects", "priority_groups"):
                 if not isinstance(v, list):
-                    raise _bad_json(f"json: cannot unmarshal {_json_kind(v)} into Go struct field ConsumerConfig.config.{key} of type []string")
+                    raise _bad_json(f"json: cannot unmarshal {go_kind(v)} into Go struct field ConsumerConfig.config.{key} of type []string")
                 setattr(c, key, [_want_str(key, x) for x in v])
             elif key == "metadata":
                 if not isinstance(v, dict):
-                    raise _bad_json(f"json: cannot unmarshal {_json_kind(v)} into Go struct field ConsumerConfig.config.metadata of type map[string]string")
+                    raise _bad_json(f"json: cannot unmarshal {go_kind(v)} into Go struct field ConsumerConfig.config.metadata of type map[string]string")
                 c.metadata = {str(k): _want_str(key, x) for k, x in v.items()}
         return c
 

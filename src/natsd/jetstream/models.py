@@ -23,6 +23,7 @@ from typing import Any
 
 from natsd.gotime import GO_ZERO_TIME, format_rfc3339_or_zero, parse_rfc3339_or_zero
 from natsd.jetstream.api.errors import ApiError, ApiErrors
+from natsd.jetstream.gojson import go_kind
 
 __all__ = [
     "StreamConfig", "STREAM_OMITEMPTY", "rfc3339", "parse_rfc3339", "ZERO_TIME",
@@ -109,23 +110,11 @@ _INT_RANGES = {
 }
 
 
-def _kind(v: Any) -> str:
-    if isinstance(v, bool):
-        return "bool"
-    if isinstance(v, (int, float)):
-        return "number " + repr(v)  # Go quotes the literal: "number 1.5"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, list):
-        return "array"
-    if isinstance(v, dict):
-        return "object"
-    return "null"
-
-
 def _type_error(v: Any, fname: str, gotype: str) -> ApiError:
+    # Go names a number's literal only when it does not fit a numeric field ("number 1.5" into
+    # int64); a number where a string or bool belongs is just "number".
     return ApiErrors.INVALID_JSON(
-        err=f"json: cannot unmarshal {_kind(v)} into Go struct field StreamConfigRequest.{fname} of type {gotype}")
+        err=f"json: cannot unmarshal {go_kind(v, literal=gotype in _INT_RANGES)} into Go struct field StreamConfigRequest.{fname} of type {gotype}")
 
 
 @dataclass(slots=True)

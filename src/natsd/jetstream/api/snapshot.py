@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from natsd.jetstream.api.errors import ApiErrors
 from natsd.jetstream.api.router import ApiRequest, ApiRouter, resp
 from natsd.jetstream.api.templates import is_empty_request
+from natsd.jetstream.gojson import go_kind
 from natsd.jetstream.snapshot import RestoreReceiver, SnapshotSender
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -56,9 +57,8 @@ def _uint(body: dict, key: str, gotype: str) -> int:
     if v is None:
         return 0
     if isinstance(v, bool) or not isinstance(v, int):
-        kind = {str: "string", bool: "bool", float: "number", list: "array", dict: "object"}.get(type(v), "value")
         raise ApiErrors.INVALID_JSON(
-            err=f"json: cannot unmarshal {kind} into Go struct field "
+            err=f"json: cannot unmarshal {go_kind(v, literal=True)} into Go struct field "
                 f"JSApiStreamSnapshotRequest.{key} of type {gotype}")
     return v
 

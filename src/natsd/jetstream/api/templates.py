@@ -18,6 +18,7 @@ import json
 
 from natsd.jetstream.api.errors import ApiErrors
 from natsd.jetstream.api.router import ApiRequest, ApiRouter, resp
+from natsd.jetstream.gojson import go_kind
 
 __all__ = ["register"]
 
@@ -61,23 +62,12 @@ def template_create(req: ApiRequest) -> dict:
         ms = 0
     if isinstance(ms, bool) or not isinstance(ms, int) or not 0 <= ms <= 0xFFFFFFFF:
         raise ApiErrors.INVALID_JSON(
-            err=f"json: cannot unmarshal {_go_json_value(ms)} into Go struct field "
+            err=f"json: cannot unmarshal {go_kind(ms, literal=True)} into Go struct field "
                 "StreamTemplateConfig.max_streams of type uint32")
     if _name(req) != (name or ""):
         raise ApiErrors.TEMPLATE_NAME_NOT_MATCH_SUBJECT()
     t = _mgr(req).add(name, body.get("config"), ms)
     return resp(CREATE_T, t.info_json())
-
-
-def _go_json_value(v: object) -> str:
-    # Go's UnmarshalTypeError names the JSON kind, and the literal for numbers.
-    if isinstance(v, bool):
-        return "bool"
-    if isinstance(v, (int, float)):
-        return f"number {v}"
-    if isinstance(v, str):
-        return "string"
-    return "array" if isinstance(v, list) else "object"
 
 
 def template_info(req: ApiRequest) -> dict:
