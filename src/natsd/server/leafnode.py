@@ -52,6 +52,7 @@ import os
 import re
 from typing import TYPE_CHECKING
 
+from natsd.gotime import format_duration
 from natsd.protocol.encoder import PING, PONG, encode_err, encode_info
 from natsd.protocol.errors import ERR_AUTH_VIOLATION, RemoteProtocolError
 from natsd.protocol.leaf import (
@@ -860,12 +861,6 @@ class LeafConnection(asyncio.Protocol):
 
 
 def _fmt_rtt(ns: int) -> str:
-    """Go's time.Duration string, as the reference prints ``rtt`` ("654µs", "1.234567ms")."""
-    if ns <= 0:
-        return "0s"
-    for unit, div in (("µs", 1_000), ("ms", 1_000_000), ("s", 1_000_000_000)):
-        if ns < div * 1000 or unit == "s":
-            if ns < 1000:
-                return f"{ns}ns"
-            return f"{ns / div:.9f}".rstrip("0").rstrip(".") + unit
-    return f"{ns}ns"
+    """Go's time.Duration string, as the reference prints ``rtt`` ("654µs", "1.234567ms");
+    "0s" before the first PONG."""
+    return format_duration(max(ns, 0))
