@@ -98,6 +98,10 @@ def parse_ttl(value: str) -> int:
     plain integer of seconds; anything else raises ApiError MESSAGE_TTL_INVALID (10165)."""
     if value.lower() == "never":
         return -1
+    if value.isdigit() and value != "0":
+        # All digits: Go's ParseDuration fails ("missing unit") and the integer is taken, so
+        # skip building that error per message; only "0" parses (0s, below the 1s minimum).
+        return int(value)
     try:
         ns = parse_duration(value)
     except ValueError:

@@ -31,9 +31,10 @@ def test_durations_and_ttl():
     assert parse_ttl("never") == -1 and parse_ttl("5s") == 5 and parse_ttl("30") == 30
     assert parse_ttl("1h2m3.5s") == 3723
     assert parse_ttl("9007199254740993ns") == 9007199
+    assert parse_ttl("00") == 0 and parse_ttl("0030") == 30  # integers, as Go's fallback reads them
     # Go's ParseDuration fails on int64 overflow (then it is not an integer either): invalid,
     # where a float-based parser used to take it as a huge TTL
-    for bad in ("500ms", "abc", "-1", "99999999999h", "1e3s"):
+    for bad in ("500ms", "abc", "-1", "99999999999h", "1e3s", "0", "0s"):
         with pytest.raises(ApiError) as ei:
             parse_ttl(bad)
         assert ei.value.err_code == 10165
