@@ -36,12 +36,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from natsd.atomicfile import atomic_write
 from natsd.cli import render
 from natsd.cli.common import (
     CliError, UsageError, api_reply, comma, dumps, human_bytes, parse_size, read_json_file, strip_type,
@@ -267,9 +267,7 @@ async def cmd_stream_restore(ctx: Ctx) -> None:
 
 
 def _write_json(path: Path, obj: Any) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(dumps(obj) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write(path, (dumps(obj) + "\n").encode("utf-8"), fsync=False)
 
 
 async def cmd_account_backup(ctx: Ctx) -> None:

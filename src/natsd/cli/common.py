@@ -13,7 +13,7 @@ import os
 import re
 import sys
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Sequence
 
 import nats
@@ -21,6 +21,8 @@ from nats.errors import NoRespondersError
 from nats.js.errors import BucketNotFoundError, NotFoundError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import StorageType
+
+from natsd import gotime
 
 #: Exit codes scripts can rely on (also listed in ``natsctl --help``).
 EXIT_OK = 0
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
     from natsd.cli.context import Ctx
 
 DEFAULT_URL = "nats://127.0.0.1:4222"
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 API_PREFIX = "$JS.API"
 
 
@@ -64,73 +67,38 @@ class ApiError(CliError):
 # Durations, sizes and numbers
 # ---------------------------------------------------------------------------------------------------------------
 
-_NS = {
-    "ns": 1,
-    "us": 1_000,
-    "µs": 1_000,
-    "ms": 1_000_000,
-    "s": 1_000_000_000,
-    "m": 60_000_000_000,
-    "h": 3_600_000_000_000,
-    "d": 86_400_000_000_000,
-    "w": 7 * 86_400_000_000_000,
-    "M": 30 * 86_400_000_000_000,
-    "y": 365 * 86_400_000_000_000,
-}
-_DUR_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h|d|w|M|y)")
+# natsctl takes natscli's extra units on top of Go's (a month is 30 days, a year 365).
+_DAY_NS = 86_400_000_000_000
+_CLI_UNITS = {"d": _DAY_NS, "w": 7 * _DAY_NS, "M": 30 * _DAY_NS, "y": 365 * _DAY_NS}
+_SECONDS = re.compile(r"\d+(\.\d+)?")
 
 
 def parse_duration(text: str | int | float, *, flag: str = "duration") -> int:
     """Parse ``1y``, ``2d``, ``1h30m``, ``500ms``, ``1.5s`` (Go style plus d/w/M/y, as the ``nats`` tool) to ns.
 
     ``-1``, ``0``, ``unlimited`` and ``never`` mean 0 (no limit). A bare number is taken as seconds.
+    Anything else is Go's ``time.ParseDuration`` (:func:`natsd.gotime.parse_duration`) with the extra
+    units; negative durations are refused.
     """
     if isinstance(text, (int, float)):
         return int(text * 1_000_000_000) if text > 0 else 0
     s = str(text).strip()
     if s in ("", "-1", "0", "unlimited", "never", "inf"):
         return 0
-    if re.fullmatch(r"\d+(\.\d+)?", s):
+    if _SECONDS.fullmatch(s):
         return int(float(s) * 1_000_000_000)
-    pos = 0
-    total = 0
-    for m in _DUR_PART.finditer(s):
-        if m.start() != pos:
-            break
-        total += int(float(m.group(1)) * _NS[m.group(2)])
-        pos = m.end()
-    if pos != len(s) or pos == 0:
+    try:
+        ns = gotime.parse_duration(s, extra_units=_CLI_UNITS)
+    except ValueError:
+        ns = -1
+    if ns < 0:
         raise UsageError(f"invalid {flag} {text!r}: use a duration like 1y, 2d, 1h30m, 10s, 500ms")
-    return total
+    return ns
 
 
 def format_duration(ns: int | None) -> str:
     """Go's ``time.Duration.String()``: ``8760h0m0s``, ``30s``, ``1.5s``, ``500ms``, ``0s``."""
-    if not ns:
-        return "0s"
-    neg = ns < 0
-    ns = abs(int(ns))
-    if ns < 1_000:
-        out = f"{ns}ns"
-    elif ns < 1_000_000:
-        out = _trim(ns / 1_000) + "µs"
-    elif ns < 1_000_000_000:
-        out = _trim(ns / 1_000_000) + "ms"
-    else:
-        h, rem = divmod(ns, 3_600_000_000_000)
-        m, rem = divmod(rem, 60_000_000_000)
-        sec = _trim(rem / 1_000_000_000)
-        if h:
-            out = f"{h}h{m}m{sec}s"
-        elif m:
-            out = f"{m}m{sec}s"
-        else:
-            out = f"{sec}s"
-    return "-" + out if neg else out
-
-
-def _trim(v: float) -> str:
-    return f"{v:.9f}".rstrip("0").rstrip(".")
+    return gotime.format_duration(int(ns or 0))
 
 
 _SIZE_UNITS = {
@@ -187,19 +155,17 @@ def limit(n: int | None, fmt: Callable[[int], str] = comma) -> str:
 
 
 def parse_time(s: str | None) -> datetime | None:
-    """RFC3339 with nanoseconds (as nats-server writes it) to an aware datetime."""
-    if not s or s.startswith("0001-01-01"):
+    """RFC3339 with nanoseconds (as nats-server writes it) to an aware UTC datetime (to the
+    microsecond, truncated); None for Go's zero time or anything unparsable."""
+    if not s:
         return None
-    m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)?$", s)
-    if not m:
-        return None
-    frac = (m.group(2) or ".0")[:7]
-    tz = m.group(3) or "Z"
-    tz = "+00:00" if tz == "Z" else tz
     try:
-        return datetime.fromisoformat(m.group(1) + frac + tz)
+        ns = gotime.parse_rfc3339(s)
     except ValueError:
         return None
+    if ns == gotime.GO_ZERO_NS:
+        return None
+    return _EPOCH + timedelta(microseconds=ns // 1000)
 
 
 def format_time(s: str | None) -> str:
@@ -210,7 +176,8 @@ def format_time(s: str | None) -> str:
 
 
 def rfc3339(dt: datetime) -> str:
-    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """An aware datetime as Go marshals a time.Time (UTC, fraction trimmed): what natscli sends."""
+    return gotime.format_rfc3339((dt - _EPOCH) // timedelta(microseconds=1) * 1000)
 
 
 def choice(value: str, table: dict[str, str], flag: str, expected: Sequence[str] | None = None) -> str:

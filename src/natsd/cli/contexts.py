@@ -23,6 +23,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from natsd.atomicfile import atomic_write
 from natsd.cli import render
 from natsd.cli.common import CliError, UsageError, confirm, stdin_is_tty
 from natsd.cli.context import Ctx
@@ -85,12 +86,8 @@ def load(name: str) -> dict[str, Any]:
 def save(name: str, data: dict[str, Any]) -> Path:
     path = context_path(name)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_suffix(".json.tmp")
     # 0600 as natscli writes them: a context may hold a password or token
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+    atomic_write(path, (json.dumps(data, indent=2) + "\n").encode(), fsync=False, mode=0o600)
     return path
 
 

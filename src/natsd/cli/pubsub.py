@@ -13,7 +13,6 @@ import asyncio
 import json
 import random
 import re
-import secrets
 import string
 import sys
 import time
@@ -28,6 +27,7 @@ from natsd.cli.common import (
     parse_int, payload_json, queue_subscriber, read_stdin_bytes, rfc3339, stdin_is_tty, text_of,
 )
 from natsd.cli.context import Ctx
+from natsd.nuid import nuid
 
 _TEMPLATE = re.compile(r"\{\{\s*\.?([A-Za-z]+)((?:\s+[^\s}]+)*)\s*\}\}")
 
@@ -44,7 +44,8 @@ def render_template(text: str, count: int, request: str = "") -> str:
         if name == "count":
             return str(count)
         if name == "timestamp":
-            return rfc3339(now)
+            # natscli: now.Format(time.RFC3339), whole seconds
+            return rfc3339(now.replace(microsecond=0))
         if name == "unix":
             return str(int(now.timestamp()))
         if name == "unixnano":
@@ -52,7 +53,7 @@ def render_template(text: str, count: int, request: str = "") -> str:
         if name == "time":
             return now.astimezone().strftime("%H:%M:%S")
         if name == "id":
-            return secrets.token_hex(11)
+            return nuid()
         if name == "request":
             return request
         if name == "random":

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib as _hashlib
 import json as _json
-import re as _re
 from dataclasses import dataclass, field
 from datetime import datetime as _datetime
 from typing import Any as _Any, Callable as _Callable
@@ -20,6 +19,7 @@ from natsd.config.parser import ConfigList, ConfigMap, Pos, parse_file
 from natsd.config.jwt import is_public_nkey
 from natsd.config.tls import TLSOptions, WebsocketOptions, parse_tls_block, parse_websocket_block
 from natsd.config.trust import TRUST_KEYS, TrustOptions, parse_trust_key
+from natsd.gotime import format_duration, parse_duration
 from natsd.subjects.tokens import is_valid_subject
 
 __all__ = [
@@ -185,61 +185,6 @@ class ConfigErrors(ConfigError):
 
     def __str__(self) -> str:
         return "\n".join(ConfigError.__str__(e) for e in self.errors)
-
-
-# -- Go's time.ParseDuration ------------------------------------------------------------------
-
-_DURATION_UNITS_NS = {
-    "ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000,
-    "s": SECOND_NS, "m": 60 * SECOND_NS, "h": 3600 * SECOND_NS,
-}
-_DURATION_PART = _re.compile(r"(\d*)(?:\.(\d*))?([^\d.]*)")
-
-
-def parse_duration(text: str) -> int:
-    """Parse a Go duration string ("1h30m", "500ms", "2.5s", "-1s", "0") into nanoseconds.
-
-    Raises ``ValueError`` with Go's message (``time: invalid duration "x"``, ...).
-    """
-    orig = text
-    s = text
-    neg = False
-    if s[:1] in ("-", "+"):
-        neg = s[0] == "-"
-        s = s[1:]
-    if s == "0":
-        return 0
-    if not s:
-        raise ValueError(f'time: invalid duration "{orig}"')
-    total = 0
-    while s:
-        m = _DURATION_PART.match(s)
-        whole, frac, unit = m.group(1), m.group(2), m.group(3)
-        if not whole and not frac:
-            raise ValueError(f'time: invalid duration "{orig}"')
-        if not unit:
-            raise ValueError(f'time: missing unit in duration "{orig}"')
-        if unit not in _DURATION_UNITS_NS:
-            raise ValueError(f'time: unknown unit "{unit}" in duration "{orig}"')
-        mult = _DURATION_UNITS_NS[unit]
-        total += int(whole or "0") * mult
-        if frac:
-            total += int(frac) * mult // (10 ** len(frac))
-        s = s[m.end():]
-    if total > (1 << 63) - 1:
-        raise ValueError(f'time: invalid duration "{orig}"')
-    return -total if neg else total
-
-
-def _format_duration(ns: int) -> str:
-    """A short Go-like rendering of a duration (for messages)."""
-    if ns % SECOND_NS == 0:
-        secs = ns // SECOND_NS
-        h, rem = divmod(secs, 3600)
-        m, sec = divmod(rem, 60)
-        out = (f"{h}h" if h else "") + (f"{m}m" if h or m else "") + f"{sec}s"
-        return out
-    return f"{ns / SECOND_NS}s"
 
 
 # -- processing context ---------------------------------------------------------------------
@@ -981,7 +926,7 @@ def _duration_setter(attr: str, *, min_ns: int | None = None, strict: bool = Fal
             return
         if min_ns is not None and d < min_ns:
             if min_ns == _LAME_DUCK_MIN_NS:
-                ctx.error(m.pos(k), f"invalid {k} of {_format_duration(d)}, minimum is 30 seconds")
+                ctx.error(m.pos(k), f"invalid {k} of {format_duration(d)}, minimum is 30 seconds")
             else:
                 ctx.error(m.pos(k), f"invalid {k}, needs to be positive")
             return

@@ -15,26 +15,18 @@ takes a builder callable), so the common case costs one interest lookup.
 
 from __future__ import annotations
 
-import secrets
 from typing import TYPE_CHECKING, Any
 
 from natsd.jetstream.models import rfc3339
+from natsd.nuid import nuid
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.manager import JsAccount
 
-__all__ = ["nuid", "stream_action", "api_audit", "ADVISORY_PREFIX", "API_AUDIT_SUBJECT"]
+__all__ = ["stream_action", "api_audit", "ADVISORY_PREFIX", "API_AUDIT_SUBJECT"]
 
 ADVISORY_PREFIX = "$JS.EVENT.ADVISORY."
 API_AUDIT_SUBJECT = "$JS.EVENT.ADVISORY.API"
-_NUID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
-
-def nuid() -> str:
-    """A 22-character base-62 unique id like the reference's nuid."""
-    return "".join(secrets.choice(_NUID_ALPHABET) for _ in range(22))
-
-
 def _typed(acct: "JsAccount", typ: str) -> dict:
     return {"type": typ, "id": nuid(), "timestamp": rfc3339(acct.clock.time_ns())}
 

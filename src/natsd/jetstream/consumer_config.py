@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, fields, replace
-from datetime import datetime, timezone
 from typing import Any
 
 from natsd.jetstream.errors import ApiError, ApiErrors
+from natsd.gotime import GO_ZERO_TIME, format_duration, format_rfc3339, parse_rfc3339
+from natsd.jetstream.gojson import go_kind
 from natsd.jetstream.models import JS_API_LEVEL, server_version
 from natsd.subjects.tokens import is_literal, is_valid_subject, subject_matches, subset
 
@@ -48,46 +49,16 @@ ACK_POLICIES = ("none", "all", "explicit", "flow_control")
 REPLAY_POLICIES = ("instant", "original")
 PRIORITY_POLICIES = ("none", "overflow", "pinned_client", "prioritized")
 
+# RFC 3339 and Go durations are natsd.gotime's; these names stay importable from here for
+# consumer.py (its lane replaces them with natsd.gotime's when it splits the module).
+parse_time = parse_rfc3339
+format_time = format_rfc3339
+go_duration = format_duration
+
 #: Go's zero time.Time as it marshals.
-ZERO_TIME = "0001-01-01T00:00:00Z"
+ZERO_TIME = GO_ZERO_TIME
 
 _GROUP_RE = re.compile(r"^[a-zA-Z0-9/_=-]{1,16}$")
-_TIME_RE = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:([Zz])|([+-])(\d{2}):(\d{2}))$"
-)
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
-# ---------------------------------------------------------------------------------------------
-# Time helpers (RFC 3339 <-> Unix ns), formatted the way Go's time.Time marshals (RFC3339Nano:
-# fraction trimmed of trailing zeros, "Z" for UTC).
-
-def parse_time(s: str) -> int:
-    """Parse an RFC 3339 time to Unix nanoseconds; raises ValueError."""
-    m = _TIME_RE.match(s)
-    if not m:
-        raise ValueError(f"parsing time {s!r} as RFC3339")
-    y, mo, d, h, mi, sec = (int(m.group(i)) for i in range(1, 7))
-    frac = m.group(7) or ""
-    dt = datetime(y, mo, d, h, mi, sec, tzinfo=timezone.utc)
-    secs = (dt - _EPOCH) // _ONE_SECOND
-    if m.group(9):
-        off = (int(m.group(10)) * 60 + int(m.group(11))) * 60
-        secs -= off if m.group(9) == "+" else -off
-    return secs * SECOND + (int(frac.ljust(9, "0")) if frac else 0)
-
-
-_ONE_SECOND = datetime(1970, 1, 1, 0, 0, 1, tzinfo=timezone.utc) - _EPOCH
-
-
-def format_time(ns: int) -> str:
-    """Unix nanoseconds -> RFC3339Nano in UTC exactly as Go marshals a UTC time.Time."""
-    secs, frac = divmod(ns, SECOND)
-    dt = datetime.fromtimestamp(0, timezone.utc) + secs * _ONE_SECOND
-    base = dt.strftime("%Y-%m-%dT%H:%M:%S")
-    if frac:
-        return base + "." + f"{frac:09d}".rstrip("0") + "Z"
-    return base + "Z"
 
 
 def is_valid_asset_name(name: str) -> bool:
@@ -111,34 +82,20 @@ def _want_int(key: str, v: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         if isinstance(v, float) and v.is_integer():
             return int(v)
-        raise _bad_json(f"json: cannot unmarshal {_json_kind(v)} into Go struct field ConsumerConfig.config.{key} of type int64")
+        raise _bad_json(f"json: cannot unmarshal {go_kind(v)} into Go struct field ConsumerConfig.config.{key} of type int64")
     return v
 
 
 def _want_str(key: str, v: Any) -> str:
     if not isinstance(v, str):
-        raise _bad_json(f"json: cannot unmarshal {_json_kind(v)} into Go struct field ConsumerConfig.config.{key} of type string")
+        raise _bad_json(f"json: cannot unmarshal {go_kind(v)} into Go struct field ConsumerConfig.config.{key} of type string")
     return v
 
 
 def _want_bool(key: str, v: Any) -> bool:
     if not isinstance(v, bool):
-        raise _bad_json(f"json: cannot unmarshal {_json_kind(v)} into Go struct field ConsumerConfig.config.{key} of type bool")
+        raise _bad_json(f"json: cannot unmarshal {go_kind(v)} into Go struct field ConsumerConfig.config.{key} of type bool")
     return v
-
-
-def _json_kind(v: Any) -> str:
-    if isinstance(v, bool):
-        return "bool"
-    if isinstance(v, (int, float)):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, list):
-        return "array"
-    if isinstance(v, dict):
-        return "object"
-    return "null"
 
 
 @dataclass(slots=True)
@@ -192,7 +149,7 @@ class ConsumerConfig:
         if obj is None:
             return cls()
         if not isinstance(obj, dict):
-            raise _bad_json(f"json: cannot unmarshal {_json_kind(obj)} into Go struct field CreateConsumerRequest.config of type server.ConsumerConfig")
+            raise _bad_json(f"json: cannot unmarshal {go_kind(obj)} into Go struct field CreateConsumerRequest.config of type server.ConsumerConfig")
         c = cls()
         for key, v in obj.items():
             if v is None:
@@ -215,20 +172,20 @@ class ConsumerConfig:
             elif key in ("opt_start_time", "pause_until"):
                 s = _want_str(key, v)
                 try:
-                    setattr(c, key, parse_time(s))
+                    setattr(c, key, parse_rfc3339(s))
                 except ValueError as e:
                     raise _bad_json(f"parsing time {_dumps(s)} as \"2006-01-02T15:04:05Z07:00\": {e}") from None
             elif key == "backoff":
                 if not isinstance(v, list):
-                    raise _bad_json(f"json: cannot unmarshal {_json_kind(v)} into Go struct field ConsumerConfig.config.backoff of type []time.Duration")
+                    raise _bad_json(f"json: cannot unmarshal {go_kind(v)} into Go struct field ConsumerConfig.config.backoff of type []time.Duration")
                 c.backoff = [_want_int(key, x) for x in v]
             elif key in ("filter_subjects", "priority_groups"):
                 if not isinstance(v, list):
-                    raise _bad_json(f"json: cannot unmarshal {_json_kind(v)} into Go struct field ConsumerConfig.config.{key} of type []string")
+                    raise _bad_json(f"json: cannot unmarshal {go_kind(v)} into Go struct field ConsumerConfig.config.{key} of type []string")
                 setattr(c, key, [_want_str(key, x) for x in v])
             elif key == "metadata":
                 if not isinstance(v, dict):
-                    raise _bad_json(f"json: cannot unmarshal {_json_kind(v)} into Go struct field ConsumerConfig.config.metadata of type map[string]string")
+                    raise _bad_json(f"json: cannot unmarshal {go_kind(v)} into Go struct field ConsumerConfig.config.metadata of type map[string]string")
                 c.metadata = {str(k): _want_str(key, x) for k, x in v.items()}
         return c
 
@@ -249,7 +206,7 @@ class ConsumerConfig:
         if self.opt_start_seq:
             out["opt_start_seq"] = self.opt_start_seq
         if self.opt_start_time is not None:
-            out["opt_start_time"] = format_time(self.opt_start_time)
+            out["opt_start_time"] = format_rfc3339(self.opt_start_time)
         out["ack_policy"] = self.ack_policy
         if self.ack_wait:
             out["ack_wait"] = self.ack_wait
@@ -279,7 +236,7 @@ class ConsumerConfig:
         if md:
             out["metadata"] = {k: md[k] for k in sorted(md)}  # Go marshals maps sorted by key
         if self.pause_until is not None:
-            out["pause_until"] = format_time(self.pause_until)
+            out["pause_until"] = format_rfc3339(self.pause_until)
         if self.priority_groups:
             out["priority_groups"] = list(self.priority_groups)
         if self.priority_policy != "none":
@@ -469,7 +426,7 @@ class ConsumerConfig:
             raise ApiErrors.CONSUMER_MAX_PENDING_ACK_EXCESS(limit=s_map)
         s_inact = int(limits.get("inactive_threshold", 0) or 0)
         if s_inact > 0 and self.inactive_threshold > s_inact:
-            raise ApiErrors.CONSUMER_INACTIVE_THRESHOLD_EXCESS(limit=_go_duration(s_inact))
+            raise ApiErrors.CONSUMER_INACTIVE_THRESHOLD_EXCESS(limit=format_duration(s_inact))
         if self.direct:
             if not self.deliver_subject:
                 raise ApiErrors.CONSUMER_DIRECT_REQUIRES_PUSH()
@@ -622,32 +579,6 @@ def _go_quote(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _go_duration(ns: int) -> str:
-    """Format nanoseconds as Go's time.Duration.String() (e.g. 5s, 1m30s, 1.5s, 100ms)."""
-    if ns == 0:
-        return "0s"
-    neg = ns < 0
-    ns = abs(ns)
-    if ns < SECOND:
-        for unit, size in (("ms", MS), ("µs", 1000), ("ns", 1)):
-            if ns >= size:
-                whole, frac = divmod(ns, size)
-                s = str(whole)
-                if frac:
-                    s += "." + f"{frac:0{len(str(size)) - 1}d}".rstrip("0")
-                return ("-" if neg else "") + s + unit
-    h, rem = divmod(ns, 3600 * SECOND)
-    m, rem = divmod(rem, 60 * SECOND)
-    sec, frac = divmod(rem, SECOND)
-    s = str(sec) + ("." + f"{frac:09d}".rstrip("0") if frac else "") + "s"
-    if h:
-        s = f"{h}h{m}m" + s
-    elif m:
-        s = f"{m}m" + s
-    return ("-" if neg else "") + s
-
-
-go_duration = _go_duration
 
 _STR_FIELDS = frozenset({"durable_name", "name", "description", "filter_subject", "sample_freq",
                          "deliver_subject", "deliver_group"})

@@ -107,14 +107,18 @@ DURATION = Scalar("time.Duration", "int")
 CUSTOM = Scalar("custom", "custom")
 
 
-def go_kind(val: Any) -> str:
-    """Go's word for a decoded JSON value's kind, as in ``cannot unmarshal <kind> into``."""
+def go_kind(val: Any, *, literal: bool = False) -> str:
+    """Go's word for a decoded JSON value's kind, as in ``cannot unmarshal <kind> into``.
+
+    ``literal``: the value is a number bound for a numeric field it does not fit (a fraction or
+    out of range), where Go names the literal too: ``number 1.5``. (Python's spelling of the
+    number; the decoder above keeps the request's own text where it has it.)"""
     if isinstance(val, bool):
         return "bool"
     if isinstance(val, str):
         return "string"
     if isinstance(val, (int, float)):
-        return "number"
+        return f"number {val!r}" if literal else "number"
     if isinstance(val, list):
         return "array"
     if isinstance(val, dict):

@@ -18,12 +18,13 @@ replies to INFO/CREATE/UPDATE add ``_nats.ver`` and ``_nats.level`` (:func:`with
 
 from __future__ import annotations
 
-import datetime as _dt
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from natsd import __version__
 from natsd.jetstream.errors import ApiError, ApiErrors
+from natsd.gotime import GO_ZERO_TIME, format_rfc3339_or_zero, parse_rfc3339_or_zero
+from natsd.jetstream.gojson import go_kind
 
 __all__ = [
     "StreamConfig", "STREAM_OMITEMPTY", "rfc3339", "parse_rfc3339", "ZERO_TIME",
@@ -52,7 +53,7 @@ DISCARD = ("old", "new")
 STORAGE = ("file", "memory")
 COMPRESSION = ("none", "s2")
 
-ZERO_TIME = "0001-01-01T00:00:00Z"
+ZERO_TIME = GO_ZERO_TIME
 
 REQ_LEVEL_KEY = "_nats.req.level"
 VERSION_KEY = "_nats.ver"
@@ -64,39 +65,10 @@ def server_version() -> str:
     return __version__
 
 
-def rfc3339(ns: int) -> str:
-    """Unix ns -> RFC 3339 UTC with the reference's formatting (Go's RFC3339Nano: trailing
-    zeros of the fraction trimmed, no fraction when zero). 0 -> ``0001-01-01T00:00:00Z``."""
-    if ns <= 0:
-        return ZERO_TIME
-    secs, frac = divmod(ns, 1_000_000_000)
-    base = _dt.datetime.fromtimestamp(secs, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
-    if frac:
-        return f"{base}.{frac:09d}".rstrip("0") + "Z"
-    return base + "Z"
-
-
-def parse_rfc3339(s: str) -> int:
-    """RFC 3339 (with optional fraction up to ns, ``Z`` or offset) -> Unix ns; the zero time -> 0.
-    Raises ValueError when malformed."""
-    if not s or s.startswith("0001-01-01T00:00:00"):
-        return 0
-    main, frac, tz = s, "", ""
-    if s.endswith("Z") or s.endswith("z"):
-        main, tz = s[:-1], "+00:00"
-    else:
-        # offset like +02:00 / -05:00 at the end
-        if len(s) > 6 and s[-6] in "+-" and s[-3] == ":":
-            main, tz = s[:-6], s[-6:]
-        else:
-            raise ValueError(f"bad time {s!r}")
-    if "." in main:
-        main, frac = main.split(".", 1)
-        if not frac.isdigit() or len(frac) > 9:
-            raise ValueError(f"bad time {s!r}")
-    d = _dt.datetime.fromisoformat(main + tz)
-    secs = int(d.timestamp())
-    return secs * 1_000_000_000 + (int(frac.ljust(9, "0")) if frac else 0)
+# RFC 3339 is natsd.gotime's; JetStream keeps "unset" as 0 ns, so its names are the *_or_zero
+# pair (0 <-> Go's zero time). Imported from here by the rest of the package.
+rfc3339 = format_rfc3339_or_zero
+parse_rfc3339 = parse_rfc3339_or_zero
 
 
 def is_valid_asset_name(name: str) -> bool:
@@ -138,23 +110,11 @@ _INT_RANGES = {
 }
 
 
-def _kind(v: Any) -> str:
-    if isinstance(v, bool):
-        return "bool"
-    if isinstance(v, (int, float)):
-        return "number " + repr(v)  # Go quotes the literal: "number 1.5"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, list):
-        return "array"
-    if isinstance(v, dict):
-        return "object"
-    return "null"
-
-
 def _type_error(v: Any, fname: str, gotype: str) -> ApiError:
+    # Go names a number's literal only when it does not fit a numeric field ("number 1.5" into
+    # int64); a number where a string or bool belongs is just "number".
     return ApiErrors.INVALID_JSON(
-        err=f"json: cannot unmarshal {_kind(v)} into Go struct field StreamConfigRequest.{fname} of type {gotype}")
+        err=f"json: cannot unmarshal {go_kind(v, literal=gotype in _INT_RANGES)} into Go struct field StreamConfigRequest.{fname} of type {gotype}")
 
 
 @dataclass(slots=True)

@@ -56,10 +56,12 @@ import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from natsd.gotime import format_duration, parse_duration
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.models import SECOND, StreamConfig, rfc3339, state_to_json, with_dynamic_metadata
 from natsd.jetstream.sourcing import SourceLink
 from natsd.jetstream.wire import dumps
+from natsd.protocol.headers import get_header_bytes, nats_headers
 from natsd.store.base import (
     MaxBytes, MaxMsgs, MaxMsgsPerSubject, MsgNotFound, StoreConfig, StoreEOF, StoreError, StoreFull,
     StoreMsg, StoreWriteError,
@@ -70,7 +72,7 @@ from natsd.subjects.transform import transform as _transform
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.manager import JsAccount
 
-__all__ = ["Stream", "store_config_for", "parse_ttl", "scan_nats_headers", "go_duration"]
+__all__ = ["Stream", "store_config_for", "parse_ttl", "scan_nats_headers"]
 
 log = logging.getLogger("natsd.jetstream.stream")
 
@@ -89,57 +91,8 @@ H_MARKER_REASON = b"Nats-Marker-Reason"
 MAX_HDR_SIZE = 65535  # math.MaxUint16 in the reference
 
 
-def scan_nats_headers(hdr: bytes) -> dict[bytes, bytes]:
-    """The ``Nats-*`` headers of a raw ``NATS/1.0`` block as {name: value} (first one wins).
-
-    Only lines starting with ``Nats-`` are split, so an application's own headers cost a prefix
-    test each; a block without ``Nats-`` costs one substring search."""
-    out: dict[bytes, bytes] = {}
-    if b"Nats-" not in hdr:
-        return out
-    for line in hdr.split(b"\r\n"):
-        if line.startswith(b"Nats-"):
-            k, sep, v = line.partition(b":")
-            if sep and k not in out:
-                out[k] = v.strip()
-    return out
-
-
-_GO_UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000, "s": SECOND,
-             "m": 60 * SECOND, "h": 3600 * SECOND}
-
-
-def parse_go_duration(s: str) -> int:
-    """Go's time.ParseDuration (``1h2m3.5s``, ``300ms``) -> ns; ValueError when malformed."""
-    if not s:
-        raise ValueError("empty duration")
-    neg = s[0] == "-"
-    if s[0] in "+-":
-        s = s[1:]
-    if s == "0":
-        return 0
-    if not s:
-        raise ValueError("bad duration")
-    total = 0.0
-    i = 0
-    n = len(s)
-    while i < n:
-        j = i
-        while j < n and (s[j].isdigit() or s[j] == "."):
-            j += 1
-        if j == i:
-            raise ValueError("bad duration")
-        num = float(s[i:j])
-        k = j
-        while k < n and not (s[k].isdigit() or s[k] == "."):
-            k += 1
-        unit = s[j:k]
-        if unit not in _GO_UNITS:
-            raise ValueError("bad unit")
-        total += num * _GO_UNITS[unit]
-        i = k
-    v = int(total)
-    return -v if neg else v
+# snapshot.py (lane store-reshape) imports the scan under this name; natsd.protocol.headers has it.
+scan_nats_headers = nats_headers
 
 
 def parse_ttl(value: str) -> int:
@@ -147,8 +100,12 @@ def parse_ttl(value: str) -> int:
     plain integer of seconds; anything else raises ApiError MESSAGE_TTL_INVALID (10165)."""
     if value.lower() == "never":
         return -1
+    if value.isdigit() and value != "0":
+        # All digits: Go's ParseDuration fails ("missing unit") and the integer is taken, so
+        # skip building that error per message; only "0" parses (0s, below the 1s minimum).
+        return int(value)
     try:
-        ns = parse_go_duration(value)
+        ns = parse_duration(value)
     except ValueError:
         ns = None
     if ns is not None:
@@ -158,23 +115,6 @@ def parse_ttl(value: str) -> int:
     if value.isdigit():
         return int(value)
     raise ApiErrors.MESSAGE_TTL_INVALID()
-
-
-def go_duration(ns: int) -> str:
-    """ns -> Go's Duration.String() for whole seconds and up (``1s``, ``1m0s``, ``1h0m0s``)."""
-    if ns % SECOND:
-        # sub-second precision: Go prints e.g. "1.5s"
-        secs = ns / SECOND
-        if ns < 60 * SECOND:
-            return f"{secs:.9f}".rstrip("0").rstrip(".") + "s"
-    total = ns // SECOND
-    h, rem = divmod(total, 3600)
-    m, s = divmod(rem, 60)
-    if h:
-        return f"{h}h{m}m{s}s"
-    if m:
-        return f"{m}m{s}s"
-    return f"{s}s"
 
 
 def store_config_for(cfg: StreamConfig, created_ns: int) -> StoreConfig:
@@ -492,7 +432,7 @@ class Stream:
         bad_ttl = False
         rollup = b""
         if hdr:
-            h = scan_nats_headers(hdr)
+            h = nats_headers(hdr)
             if h:
                 v = h.get(H_EXP_STREAM)
                 if v and v.decode() != self.name:
@@ -768,7 +708,7 @@ class Stream:
             return
         try:
             last = self.store.load_prev_msg(self.lseq)
-            v = scan_nats_headers(last.hdr).get(H_MSG_ID) if last.hdr else None
+            v = get_header_bytes(last.hdr, H_MSG_ID)
             self.lmsg_id = v.decode() if v else ""
         except StoreError:
             self.lmsg_id = ""
@@ -783,7 +723,7 @@ class Stream:
             if sm.ts <= cutoff:
                 break
             if sm.hdr:
-                v = scan_nats_headers(sm.hdr).get(H_MSG_ID)
+                v = get_header_bytes(sm.hdr, H_MSG_ID)
                 if v:
                     found.append((sm.ts, v.decode(), sm.seq))
             seq = sm.seq - 1
@@ -895,7 +835,7 @@ class Stream:
         with an empty body on that subject (it expires itself after subject_delete_marker_ttl)."""
         done: set[str] = set()
         ttl_s = self._sdm_ttl_s
-        hdr = (b"NATS/1.0\r\nNats-Marker-Reason: MaxAge\r\nNats-TTL: " + go_duration(ttl_s * SECOND).encode()
+        hdr = (b"NATS/1.0\r\nNats-Marker-Reason: MaxAge\r\nNats-TTL: " + format_duration(ttl_s * SECOND).encode()
                + b"\r\nNats-Rollup: sub\r\n\r\n")
         for seq, subj in removed:
             if seq in self._marker_seqs:

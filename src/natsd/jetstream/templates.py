@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from natsd.jetstream.advisories import stream_action
 from natsd.jetstream.errors import ApiError, ApiErrors
+from natsd.atomicfile import atomic_write
 from natsd.jetstream.models import StreamConfig
 from natsd.jetstream.policies import check_stream_config, check_subject_overlap, refuse_unsupported
 
@@ -69,15 +70,6 @@ def canonical_name(subject: str) -> str:
 
 def _checksum(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def _write_atomic(path: str, data: bytes) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 class StreamTemplate:
@@ -270,15 +262,15 @@ class TemplateManager:
         d = os.path.join(self.directory, t.name)
         os.makedirs(d, exist_ok=True)
         meta = json.dumps(t.config_json(), separators=(",", ":")).encode()
-        _write_atomic(os.path.join(d, META_FILE), meta)
-        _write_atomic(os.path.join(d, SUM_FILE), _checksum(meta).encode())
+        atomic_write(os.path.join(d, META_FILE), meta)
+        atomic_write(os.path.join(d, SUM_FILE), _checksum(meta).encode())
         self._store_streams(t)
 
     def _store_streams(self, t: StreamTemplate) -> None:
         d = os.path.join(self.directory, t.name)
         if not os.path.isdir(d):
             return
-        _write_atomic(os.path.join(d, STREAMS_FILE), json.dumps(t.streams).encode())
+        atomic_write(os.path.join(d, STREAMS_FILE), json.dumps(t.streams).encode())
 
     def recover(self) -> None:
         """Load every persisted template and subscribe its subjects (warnings for bad ones)."""

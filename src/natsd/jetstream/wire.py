@@ -20,7 +20,7 @@ from typing import Any
 
 from natsd.jetstream.errors import ApiError
 
-__all__ = ["TYPE_PREFIX", "SYSTEM_RESPONSE", "ERROR_EXTRAS", "dumps", "resp", "error_envelope", "find_header"]
+__all__ = ["TYPE_PREFIX", "SYSTEM_RESPONSE", "ERROR_EXTRAS", "dumps", "resp", "error_envelope"]
 
 TYPE_PREFIX = "io.nats.jetstream.api.v1."
 SYSTEM_RESPONSE = TYPE_PREFIX + "system_response"
@@ -73,16 +73,3 @@ def error_envelope(type_name: str, err: ApiError) -> dict:
         out.update(extras)
     return out
 
-
-def find_header(hdr: bytes, name: str) -> str | None:
-    """Value of header ``name`` in a raw ``NATS/1.0`` block, matched case-insensitively as Go's
-    ``http.Header`` does for requests, or None. (:func:`natsd.protocol.headers.get_header` is the
-    case-sensitive per-message scan; this one serves API requests and flow-control replies.)"""
-    lname = name.lower().encode()
-    for line in hdr.split(b"\r\n")[1:]:
-        if not line:
-            continue
-        k, sep, v = line.partition(b":")
-        if sep and k.strip().lower() == lname:
-            return v.strip().decode("utf-8", "replace")
-    return None

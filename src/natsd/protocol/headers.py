@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Iterable, Mapping
 
 __all__ = ["HDR_LINE", "build_header", "build_status_header", "parse_headers", "get_header",
-           "STATUS_NO_RESPONDERS"]
+           "get_header_bytes", "nats_headers", "STATUS_NO_RESPONDERS"]
 
 HDR_LINE = b"NATS/1.0"
 _CRLF = b"\r\n"
@@ -80,17 +80,46 @@ def parse_headers(block: bytes) -> tuple[int | None, str, dict[str, list[str]]]:
     return status, desc, out
 
 
-def get_header(block: bytes | None, key: str) -> str | None:
-    """The first value of ``key`` in ``block`` (case-sensitive), or ``None``.
+def get_header_bytes(block: bytes | None, key: bytes) -> bytes | None:
+    """The first value of ``key`` in ``block`` as bytes, or ``None`` when absent.
 
-    A fast scan for one key without parsing everything, for per-message checks such as
-    ``Nats-Msg-Id``.
+    nats-server's ``sliceHeader``, rule for rule: the name is case-sensitive and must start a
+    line (right after a CRLF, so never the ``NATS/1.0`` line) and be followed at once by ``:``;
+    spaces before the value are skipped, nothing after it is trimmed; the value runs to the
+    next CRLF (or the end of a block that lacks one). A present but empty value is ``b""``.
     """
     if not block:
         return None
-    needle = b"\r\n" + key.encode() + b":"
+    needle = b"\r\n" + key + b":"
     i = block.find(needle)
     if i < 0:
         return None
-    j = block.find(b"\r\n", i + len(needle))
-    return block[i + len(needle):j].decode("utf-8", "replace").strip()
+    i += len(needle)
+    j = block.find(b"\r\n", i)
+    return (block[i:] if j < 0 else block[i:j]).lstrip(b" ")
+
+
+def get_header(block: bytes | None, key: str) -> str | None:
+    """:func:`get_header_bytes` for a ``str`` name, the value decoded (UTF-8, errors replaced)."""
+    v = get_header_bytes(block, key.encode())
+    return None if v is None else v.decode("utf-8", "replace")
+
+
+def nats_headers(block: bytes) -> dict[bytes, bytes]:
+    """Every ``Nats-*`` header of ``block`` as ``{name: value}`` in one pass, with the rules of
+    :func:`get_header_bytes` (the first of a repeated name wins), for the publish path, which
+    looks at several of them per message.
+
+    Only lines starting with ``Nats-`` are split, so an application's own headers cost a prefix
+    test each; a block without ``Nats-`` costs one substring search.
+    """
+    out: dict[bytes, bytes] = {}
+    if b"Nats-" not in block:
+        return out
+    lines = block.split(b"\r\n")
+    for line in lines[1:]:
+        if line.startswith(b"Nats-"):
+            k, sep, v = line.partition(b":")
+            if sep and k not in out:
+                out[k] = v.lstrip(b" ")
+    return out

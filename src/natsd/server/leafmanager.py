@@ -10,8 +10,10 @@ import random
 from typing import TYPE_CHECKING
 
 from natsd import __version__
+from natsd.gotime import format_duration
+from natsd.nuid import nuid
 from natsd.server.leafauth import authenticate, read_creds, remote_ssl_context, sign_nonce
-from natsd.server.leafnode import LDS_PREFIX, SECOND, LeafConnection, _nuid
+from natsd.server.leafnode import LDS_PREFIX, SECOND, LeafConnection
 from natsd.server.log import logger
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -135,7 +137,7 @@ class LeafManager:
     def lds(self, acc) -> str:
         v = self._lds.get(acc.name)
         if v is None:
-            v = self._lds[acc.name] = LDS_PREFIX + _nuid()
+            v = self._lds[acc.name] = LDS_PREFIX + nuid()
         return v
 
     async def start(self) -> None:
@@ -416,12 +418,6 @@ def link_leafz(c: LeafConnection, subs: bool = False) -> dict:
 
 
 def _fmt_rtt(ns: int) -> str:
-    """Go's time.Duration string, as the reference prints ``rtt`` ("654µs", "1.234567ms")."""
-    if ns <= 0:
-        return "0s"
-    for unit, div in (("µs", 1_000), ("ms", 1_000_000), ("s", 1_000_000_000)):
-        if ns < div * 1000 or unit == "s":
-            if ns < 1000:
-                return f"{ns}ns"
-            return f"{ns / div:.9f}".rstrip("0").rstrip(".") + unit
-    return f"{ns}ns"
+    """Go's time.Duration string, as the reference prints ``rtt`` ("654µs", "1.234567ms", "1m5s");
+    "0s" before the first PONG."""
+    return format_duration(max(ns, 0))

@@ -86,8 +86,6 @@ FIRST_PING_NS = 1_000_000_000  # first PING soon after the link is up (RTT, live
 SECOND = 1_000_000_000
 
 
-def _nuid() -> str:
-    return base64.b32encode(os.urandom(15)).decode().rstrip("=")
 
 
 class _Result:

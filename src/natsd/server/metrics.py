@@ -29,12 +29,13 @@ from __future__ import annotations
 import asyncio
 import time
 import weakref
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterable
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.utils import floatToGoString
+
+from natsd.gotime import SECOND, parse_rfc3339
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.server.monitor import MonitorServer
@@ -59,11 +60,11 @@ SLICE_SECONDS = 0.002
 def _unix_seconds(text: str) -> float | None:
     """RFC 3339 (nanoseconds, ``Z``) to Unix seconds, or None when it is not a time."""
     try:
-        head, _, frac = text.rstrip("Z").partition(".")
-        base = datetime.fromisoformat(head + "+00:00").timestamp()
-        return base + (float("0." + frac) if frac else 0.0)
+        ns = parse_rfc3339(text)
     except ValueError:
         return None
+    secs, frac = divmod(ns, SECOND)
+    return secs + frac / SECOND
 
 
 def varz_families(varz: dict) -> list[GaugeMetricFamily]:

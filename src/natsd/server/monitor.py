@@ -23,41 +23,17 @@ from typing import TYPE_CHECKING, Callable
 from urllib.parse import parse_qs, urlsplit
 
 from natsd import __version__
+from natsd.gotime import format_rfc3339 as rfc3339, uptime
 from natsd.server.log import logger
 from natsd.server.tls import connz_fields
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.server.server import Server
 
-__all__ = ["MonitorServer", "rfc3339", "go_duration"]
+__all__ = ["MonitorServer"]
 
 _MAX_REQUEST = 16 * 1024
 _STATUS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
-
-
-def rfc3339(ns: int) -> str:
-    """``2026-11-21T09:56:02.473919503Z`` (UTC, nanoseconds, as Go's time.Time JSON)."""
-    secs, frac = divmod(ns, 1_000_000_000)
-    base = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs))
-    if frac:
-        return f"{base}.{frac:09d}".rstrip("0") + "Z"
-    return base + "Z"
-
-
-def go_duration(ns: int) -> str:
-    """nats-server's uptime/idle rendering: ``1d2h3m4s``, ``4m39s``, ``0s``."""
-    secs = max(ns, 0) // 1_000_000_000
-    d, rem = divmod(secs, 86400)
-    h, rem = divmod(rem, 3600)
-    m, s = divmod(rem, 60)
-    out = ""
-    if d:
-        out += f"{d}d"
-    if d or h:
-        out += f"{h}h"
-    if d or h or m:
-        out += f"{m}m"
-    return out + f"{s}s"
 
 
 def _rss_bytes() -> int:
@@ -279,7 +255,7 @@ class MonitorServer:
             "write_deadline": o.write_deadline_ns,
             "start": rfc3339(s.start_time_ns),
             "now": rfc3339(now),
-            "uptime": go_duration(now - s.start_time_ns),
+            "uptime": uptime(now - s.start_time_ns),
             "mem": _rss_bytes(),
             "cores": os.cpu_count() or 1,
             "gomaxprocs": 1,
@@ -375,8 +351,8 @@ class MonitorServer:
                 "port": c.port,
                 "start": rfc3339(c.start_ns),
                 "last_activity": rfc3339(c.last_activity_ns),
-                "uptime": go_duration(now - c.start_ns),
-                "idle": go_duration(now - c.last_activity_ns),
+                "uptime": uptime(now - c.start_ns),
+                "idle": uptime(now - c.last_activity_ns),
                 "pending_bytes": len(c.out) + _buffered(c),
                 "in_msgs": c.in_msgs,
                 "out_msgs": c.out_msgs,

@@ -41,9 +41,11 @@ import time
 from typing import TYPE_CHECKING, Callable
 
 from natsd import __version__
+from natsd.atomicfile import atomic_write
 from natsd.config.lexer import ConfigError
 from natsd.config.options import AccountJetStreamLimits, Permissions, ServerOptions, SubjectPermission
 from natsd.config import jwt as J
+from natsd.gotime import SECOND, format_rfc3339
 from natsd.server.auth import AuthResult, compile_permissions
 from natsd.server.log import logger
 
@@ -109,12 +111,7 @@ class DirResolver(MemoryResolver):
 
     def store(self, account: str, token: str) -> None:
         path = os.path.join(self.dir, account + ".jwt")
-        tmp = path + ".tmp"
-        with open(tmp, "w", encoding="ascii") as f:
-            f.write(token)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        atomic_write(path, token.encode("ascii"))
         super().store(account, token)
 
 
@@ -376,7 +373,7 @@ class Trust:
         payload = {"server": {"name": server.server_name, "host": server.options.host, "id": server.server_id,
                               "ver": __version__, "jetstream": server.jetstream is not None,
                               "flags": 0, "seq": 0,
-                              "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(self.now())) + "Z"}}
+                              "time": format_rfc3339(int(self.now()) * SECOND)}}
         payload.update(body)
         self._ports.publish(reply, "", None, json.dumps(payload, separators=(",", ":")).encode())
 

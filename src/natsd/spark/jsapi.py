@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from natsd import gotime
 from natsd.spark.wire import JSApiError
 
 __all__ = ["StreamState", "stream_state", "stream_names", "stream_for_subject", "JSApiError"]
@@ -65,28 +66,9 @@ def stream_state(conn, name: str, timeout: float = 10.0) -> StreamState:
 
 
 def rfc3339_to_ns(text: str) -> int:
-    """Parse nats-server's RFC 3339 times (``2026-11-21T10:15:33.247906123Z``, any fraction) to Unix ns."""
-    from datetime import datetime, timezone
-
+    """nats-server's RFC 3339 times (``2026-11-21T10:15:33.247906123Z``) to Unix ns; empty -> 0."""
     t = text.strip()
-    if not t:
-        return 0
-    frac_ns = 0
-    if t.endswith("Z"):
-        t = t[:-1] + "+00:00"
-    main, tz = t[:19], t[19:]
-    if tz.startswith("."):
-        digits = ""
-        i = 1
-        while i < len(tz) and tz[i].isdigit():
-            digits += tz[i]
-            i += 1
-        frac_ns = int((digits + "000000000")[:9])
-        tz = tz[i:]
-    dt = datetime.fromisoformat(main + (tz or "+00:00"))
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return int(dt.timestamp()) * 1_000_000_000 + frac_ns
+    return gotime.parse_rfc3339(t) if t else 0
 
 
 def stream_names(conn, subject: str | None = None, timeout: float = 10.0) -> list[str]:

@@ -25,7 +25,9 @@ import logging
 import math
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
+
+from natsd import gotime
 
 from natsd.spark.wire import ConnectOptions
 
@@ -277,24 +279,32 @@ def parse_offsets(value, name: str, default: OffsetValue, allow_latest: bool = T
     return OffsetSpec(_one_value(text, name, allow_latest, allow_earliest))
 
 
-def parse_timestamp(value, name: str) -> str | None:
-    """Normalise a timestamp option to RFC 3339 UTC (what ``opt_start_time`` takes).
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
-    Accepts epoch milliseconds (Kafka's convention) or an ISO 8601 / RFC 3339 string.
+
+def parse_timestamp(value, name: str) -> str | None:
+    """Normalise a timestamp option to RFC 3339 UTC as Go writes it (what ``opt_start_time`` takes).
+
+    Accepts epoch milliseconds (Kafka's convention), RFC 3339 (to the nanosecond) or, more
+    leniently, an ISO 8601 string (a naive one is UTC).
     """
     if value is None or str(value).strip() == "":
         return None
     text = str(value).strip()
     try:
         if re.fullmatch(r"-?\d+", text):
-            dt = datetime.fromtimestamp(int(text) / 1000.0, tz=timezone.utc)
+            ns = int(text) * 1_000_000
         else:
-            dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except (ValueError, OverflowError, OSError):
+            try:
+                ns = gotime.parse_rfc3339(text)
+            except ValueError:
+                dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+                if dt.tzinfo is None:
+                    dt = dt.replace(tzinfo=timezone.utc)
+                ns = (dt - _EPOCH) // timedelta(microseconds=1) * 1000
+        return gotime.format_rfc3339(ns)
+    except (ValueError, OverflowError):
         raise _bad(name, value) from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 _SUBJECT_BAD = re.compile(r"[\s*>]|^\.|\.$|\.\.")

@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import socket
 import ssl
 import time
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
+
+from natsd.nuid import nuid
 
 __all__ = [
     "ConnectOptions",
@@ -192,7 +193,7 @@ class SyncConnection:
         self.info: dict = {}
         self.buf = b""
         self.pos = 0  # parse position in buf; consumed bytes are dropped only when refilling
-        self.inbox_prefix = "_INBOX." + secrets.token_hex(11)
+        self.inbox_prefix = "_INBOX." + nuid()
         self._next_sid = 2
         self._req_counter = 0
         self._inbox_subscribed = False

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from natsd.cli.common import (
-    UsageError, comma, format_duration, human_bytes, parse_duration, parse_size, parse_time,
+    UsageError, comma, format_duration, human_bytes, parse_duration, parse_size, parse_time, rfc3339,
 )
 from natsd.cli.pubsub import render_template
 
@@ -18,12 +18,13 @@ S = 1_000_000_000
     ("1y", 365 * 86400 * S), ("2y", 2 * 365 * 86400 * S), ("1d", 86400 * S), ("1h", 3600 * S), ("1m", 60 * S),
     ("10s", 10 * S), ("1h30m", 5400 * S), ("500ms", S // 2), ("1.5s", 3 * S // 2), ("250us", 250_000),
     ("2w", 14 * 86400 * S), ("1M", 30 * 86400 * S), ("-1", 0), ("0", 0), ("unlimited", 0), ("30", 30 * S),
+    ("1.h", 3600 * S), ("1d12h", 36 * 3600 * S), ("1.5d", 36 * 3600 * S), ("9007199254740993ns", 9007199254740993),
 ])
 def test_parse_duration(text, ns):
     assert parse_duration(text) == ns
 
 
-@pytest.mark.parametrize("bad", ["1x", "h1", "1h-", "abc", "1.h"])
+@pytest.mark.parametrize("bad", ["1x", "h1", "1h-", "abc", "-5s", "300y", ".h"])
 def test_parse_duration_rejects(bad):
     with pytest.raises(UsageError, match="invalid"):
         parse_duration(bad, flag="--max-age")
@@ -62,12 +63,16 @@ def test_comma_and_time():
     t = parse_time("2026-11-21T09:54:49.787067136Z")
     assert t is not None and (t.year, t.microsecond) == (2026, 787067)
     assert parse_time("0001-01-01T00:00:00Z") is None
+    assert parse_time("2026-11-21T10:54:49.787067999+01:00") == t  # truncated to the microsecond
+    assert parse_time("not a time") is None
+    assert rfc3339(t) == "2026-11-21T09:54:49.787067Z"
 
 
 def test_templates():
     assert render_template("order {{Count}}", 7) == "order 7"
     assert render_template("{{.Count}}-{{ Count }}", 3) == "3-3"
-    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", render_template("{{TimeStamp}}", 1))
+    # natscli's time.RFC3339: whole seconds
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", render_template("{{TimeStamp}}", 1))
     assert render_template("{{Unix}}", 1).isdigit() and len(render_template("{{UnixNano}}", 1)) >= 19
     r = render_template("{{Random 3 5}}", 1)
     assert 3 <= len(r) <= 5 and r.isalpha()

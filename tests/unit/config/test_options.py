@@ -305,6 +305,9 @@ def test_incomplete_tls_block_is_an_error():
     ("server_name: \"has space\"", "t.conf:1:1", "server name cannot contain spaces"),
     ('ping_interval: "soon"', "t.conf:1:1", 'error parsing ping_interval: time: invalid duration "soon"'),
     ('lame_duck_duration: "10s"', "t.conf:1:1", "invalid lame_duck_duration of 10s, minimum is 30 seconds"),
+    # Go prints the duration with Duration.String(): sub-second in ms, not "0.5s" (checked with nats-server -t)
+    ('lame_duck_duration: "500ms"', "t.conf:1:1", "invalid lame_duck_duration of 500ms, minimum is 30 seconds"),
+    ('lame_duck_duration: "1x"', "t.conf:1:1", 'error parsing lame_duck_duration: time: unknown unit "x" in duration "1x"'),
     ("lame_duck_duration: 60", "t.conf:1:1", "lame_duck_duration: expected a duration string"),
     ('lame_duck_grace_period: "-1s"', "t.conf:1:1", "invalid lame_duck_grace_period, needs to be positive"),
     ('listen: "a:b:c"', "t.conf:1:1", 'could not parse address string "a:b:c"'),

@@ -149,3 +149,11 @@ def test_lenient_mode_reads_as_json_unmarshal(body: bytes, text: str) -> None:
 def test_lenient_mode_ignores_unknown_fields() -> None:
     assert decode(b'{"batch":2,"foo":1,"NO_WAIT":true}', R.CONSUMER_GET_NEXT_REQUEST, strict=False) == {
         "batch": 2, "no_wait": True}
+
+
+def test_go_kind_is_the_one_spelling_of_json_kinds():
+    from natsd.jetstream.gojson import go_kind
+    assert [go_kind(v) for v in (True, "s", 1, 1.5, [], {}, None)] == \
+        ["bool", "string", "number", "number", "array", "object", "null"]
+    assert go_kind(1.5, literal=True) == "number 1.5" and go_kind(-1, literal=True) == "number -1"
+    assert go_kind("x", literal=True) == "string" and go_kind(False, literal=True) == "bool"

@@ -10,7 +10,9 @@ from natsd.protocol import LocalProtocolError
 from natsd.protocol.encoder import (
     OK, PING, PONG, encode_err, encode_hmsg, encode_info, encode_msg, hmsg_head, msg_head,
 )
-from natsd.protocol.headers import build_header, build_status_header, get_header, parse_headers
+from natsd.protocol.headers import (
+    build_header, build_status_header, get_header, get_header_bytes, nats_headers, parse_headers,
+)
 
 
 def test_constants():
@@ -74,3 +76,36 @@ def test_build_and_parse_headers():
         parse_headers(b"HTTP/1.1 200\r\n\r\n")
     with pytest.raises(ValueError):
         build_header({"Bad\r\nKey": "v"})
+
+
+# -- the one header scan: nats-server's sliceHeader rules ---------------------------------------
+
+@pytest.mark.parametrize("block, key, value", [
+    (b"NATS/1.0\r\nNats-Msg-Id: m1\r\n\r\n", b"Nats-Msg-Id", b"m1"),
+    (b"NATS/1.0\r\nNats-Msg-Id:m1\r\n\r\n", b"Nats-Msg-Id", b"m1"),            # no space needed
+    (b"NATS/1.0\r\nNats-Msg-Id:   m1  \r\n\r\n", b"Nats-Msg-Id", b"m1  "),     # leading spaces only
+    (b"NATS/1.0\r\nNats-Msg-Id:\r\n\r\n", b"Nats-Msg-Id", b""),                # present, empty
+    (b"NATS/1.0\r\nA: 1\r\nA: 2\r\n\r\n", b"A", b"1"),                          # the first wins
+    (b"NATS/1.0\r\nX-Nats-Msg-Id: no\r\nNats-Msg-Id: yes\r\n\r\n", b"Nats-Msg-Id", b"yes"),  # starts a line
+    (b"NATS/1.0\r\nNats-Msg-Id2: no\r\nNats-Msg-Id: yes\r\n\r\n", b"Nats-Msg-Id", b"yes"),   # ':' at once
+    (b"NATS/1.0\r\nV: a: b\r\n\r\n", b"V", b"a: b"),
+    (b"NATS/1.0\r\nV: tail", b"V", b"tail"),                                     # no final CRLF
+    (b"NATS/1.0\r\nnats-msg-id: m1\r\n\r\n", b"Nats-Msg-Id", None),             # case-sensitive
+    (b"NATS/1.0\r\nNats-Msg-Id : m1\r\n\r\n", b"Nats-Msg-Id", None),            # no space before ':'
+    (b"Nats-Msg-Id: m1\r\n\r\n", b"Nats-Msg-Id", None),                          # not after a CRLF
+    (b"NATS/1.0\r\n\r\n", b"A", None),
+    (b"", b"A", None),
+    (None, b"A", None),
+])
+def test_get_header_follows_nats_server(block, key, value):
+    assert get_header_bytes(block, key) == value
+    assert get_header(block, key.decode()) == (None if value is None else value.decode())
+
+
+def test_nats_headers_scans_the_nats_ones_with_the_same_rules():
+    hdr = b"NATS/1.0\r\nNats-Msg-Id: a\r\nX: y\r\nNats-Msg-Id: b\r\nNats-TTL:  5s\r\nnats-rollup: all\r\n\r\n"
+    assert nats_headers(hdr) == {b"Nats-Msg-Id": b"a", b"Nats-TTL": b"5s"}
+    for name, value in nats_headers(hdr).items():
+        assert get_header_bytes(hdr, name) == value
+    assert nats_headers(b"NATS/1.0\r\nFoo: bar\r\n\r\n") == {}
+    assert nats_headers(b"NATS/1.0 100 Idle Heartbeat\r\nNats-Last-Consumer: 3\r\n\r\n") == {b"Nats-Last-Consumer": b"3"}

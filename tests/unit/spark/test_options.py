@@ -23,10 +23,13 @@ def test_offsets_errors(bad):
 
 
 def test_timestamps():
-    assert parse_timestamp("1700000000000", "t") == "2023-11-14T22:13:20.000000Z"
-    assert parse_timestamp("2026-11-01T00:00:00Z", "t") == "2026-11-01T00:00:00.000000Z"
-    assert parse_timestamp("2026-11-01T02:00:00+02:00", "t") == "2026-11-01T00:00:00.000000Z"
-    assert parse_timestamp("2026-11-01T00:00:00", "t") == "2026-11-01T00:00:00.000000Z"  # naive = UTC
+    # written as Go marshals a time.Time (natsd.gotime): fraction trimmed, nanoseconds kept
+    assert parse_timestamp("1700000000000", "t") == "2023-11-14T22:13:20Z"
+    assert parse_timestamp("1700000000123", "t") == "2023-11-14T22:13:20.123Z"
+    assert parse_timestamp("2026-11-01T00:00:00Z", "t") == "2026-11-01T00:00:00Z"
+    assert parse_timestamp("2026-11-01T00:00:00.123456789Z", "t") == "2026-11-01T00:00:00.123456789Z"
+    assert parse_timestamp("2026-11-01T02:00:00+02:00", "t") == "2026-11-01T00:00:00Z"
+    assert parse_timestamp("2026-11-01T00:00:00", "t") == "2026-11-01T00:00:00Z"  # naive = UTC
     assert parse_timestamp(None, "t") is None
     with pytest.raises(ValueError):
         parse_timestamp("yesterday", "startingTimestamp")
@@ -57,7 +60,7 @@ def test_read_options_parse_everything():
     assert ro.matches("ORDERS") and not ro.matches("XORDERS")
     assert (ro.max_messages_per_trigger, ro.min_partitions) == (100, 8)
     assert ro.include_headers and not ro.fail_on_data_loss
-    assert ro.starting_timestamp == "1970-01-01T00:00:00.000000Z"
+    assert ro.starting_timestamp == "1970-01-01T00:00:00Z"
 
 
 @pytest.mark.parametrize(

@@ -134,7 +134,7 @@ def direct_get_handlers(stream: "Stream") -> tuple[Callable, Callable]:
         seq = req.get("seq") or 0
         if req.get("start_time"):
             try:
-                seq = _seq_from_time(stream, parse_rfc3339(req["start_time"]))
+                seq = store.get_seq_from_time(parse_rfc3339(req["start_time"]))
             except ValueError:
                 send_status(reply, STATUS_MALFORMED)
                 return
@@ -196,7 +196,7 @@ def direct_get_handlers(stream: "Stream") -> tuple[Callable, Callable]:
         up_to = req.get("up_to_seq") or 0
         if req.get("up_to_time"):
             try:
-                up_to = _seq_from_time(stream, parse_rfc3339(req["up_to_time"]))
+                up_to = store.get_seq_from_time(parse_rfc3339(req["up_to_time"]))
             except ValueError:
                 send_status(reply, STATUS_MALFORMED)
                 return
@@ -239,25 +239,3 @@ def direct_get_handlers(stream: "Stream") -> tuple[Callable, Callable]:
                 + b"\r\nNats-UpTo-Sequence: " + str(up_to).encode() + b"\r\n\r\n", b"")
 
     return on_request, on_last
-
-
-def _seq_from_time(stream: "Stream", ts: int) -> int:
-    """First sequence stored at or after wall time ``ts`` (last_seq + 1 when none)."""
-    store = stream.store
-    st = store.state()
-    # Binary search over sequences using load_next_msg (messages are stored in time order).
-    lo, hi = st.first_seq, st.last_seq
-    result = st.last_seq + 1
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        try:
-            sm = store.load_next_msg(">", mid)
-        except (StoreEOF, MsgNotFound):
-            hi = mid - 1
-            continue
-        if sm.ts >= ts:
-            result = sm.seq
-            hi = mid - 1
-        else:
-            lo = sm.seq + 1
-    return result

@@ -33,8 +33,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from natsd.jetstream import gojson
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.models import JS_API_LEVEL
-from natsd.jetstream.wire import dumps, error_envelope, find_header
+from natsd.jetstream.wire import dumps, error_envelope
 from natsd.subjects.sublist import Sublist
+from natsd.protocol.headers import get_header as find_header
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.gojson import GoStruct
@@ -108,7 +109,7 @@ class ApiRequest:
         return isinstance(val, dict) and not val
 
     def header(self, name: str) -> str | None:
-        """Value of request header ``name`` (case-insensitive), or None."""
+        """Value of request header ``name`` (case-sensitive, as nats-server reads it), or None."""
         if not self.hdr:
             return None
         return find_header(self.hdr, name)

@@ -26,6 +26,7 @@ from natsd.jetstream.api.templates import is_empty_request
 from natsd.jetstream.errors import ApiErrors
 from natsd.jetstream.models import StreamConfig, rfc3339
 from natsd.jetstream.policies import check_stream_config
+from natsd.jetstream.gojson import go_kind
 from natsd.jetstream.snapshot import RestoreReceiver, SnapshotSender
 from natsd.jetstream.wire import resp
 
@@ -56,9 +57,8 @@ def _uint(body: dict, key: str, gotype: str) -> int:
     if v is None:
         return 0
     if isinstance(v, bool) or not isinstance(v, int):
-        kind = {str: "string", bool: "bool", float: "number", list: "array", dict: "object"}.get(type(v), "value")
         raise ApiErrors.INVALID_JSON(
-            err=f"json: cannot unmarshal {kind} into Go struct field "
+            err=f"json: cannot unmarshal {go_kind(v, literal=True)} into Go struct field "
                 f"JSApiStreamSnapshotRequest.{key} of type {gotype}")
     return v
 

@@ -15,7 +15,6 @@ from typing import Any
 from natsd.jetstream.advisories import stream_action
 from natsd.jetstream import requests as R
 from natsd.jetstream.errors import ApiErrors
-from natsd.jetstream.api.direct import _seq_from_time
 from natsd.jetstream.api.router import ApiRequest
 from natsd.jetstream.models import StreamConfig, parse_rfc3339, rfc3339
 from natsd.jetstream.policies import check_stream_config, check_subject_overlap, check_update, refuse_unsupported
@@ -232,7 +231,7 @@ def msg_get(req: ApiRequest) -> dict:
             ts = None
         if ts is None:
             raise ApiErrors.INVALID_JSON(err=f"parsing time {json.dumps(start_time)} as \"2006-01-02T15:04:05Z07:00\": cannot parse")
-        body = dict(body, seq=_seq_from_time(stream, ts))
+        body = dict(body, seq=stream.store.get_seq_from_time(ts))
     sm = stream.get_msg(body)
     msg: dict = {"subject": sm.subject, "seq": sm.seq}
     if sm.hdr and not body.get("no_hdr"):

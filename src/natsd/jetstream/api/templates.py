@@ -20,6 +20,7 @@ from natsd.jetstream.api.router import ApiRequest
 from natsd.jetstream.errors import ApiErrors
 from natsd.jetstream.templates import TemplateManager
 from natsd.jetstream.wire import resp
+from natsd.jetstream.gojson import go_kind
 
 __all__ = ["template_create", "template_info", "template_delete", "template_names", "is_empty_request"]
 
@@ -62,23 +63,12 @@ def template_create(req: ApiRequest) -> dict:
         ms = 0
     if isinstance(ms, bool) or not isinstance(ms, int) or not 0 <= ms <= 0xFFFFFFFF:
         raise ApiErrors.INVALID_JSON(
-            err=f"json: cannot unmarshal {_go_json_value(ms)} into Go struct field "
+            err=f"json: cannot unmarshal {go_kind(ms, literal=True)} into Go struct field "
                 "StreamTemplateConfig.max_streams of type uint32")
     if _name(req) != (name or ""):
         raise ApiErrors.TEMPLATE_NAME_NOT_MATCH_SUBJECT()
     t = _mgr(req).add(name, body.get("config"), ms)
     return resp(CREATE_T, t.info_json())
-
-
-def _go_json_value(v: object) -> str:
-    # Go's UnmarshalTypeError names the JSON kind, and the literal for numbers.
-    if isinstance(v, bool):
-        return "bool"
-    if isinstance(v, (int, float)):
-        return f"number {v}"
-    if isinstance(v, str):
-        return "string"
-    return "array" if isinstance(v, list) else "object"
 
 
 def template_info(req: ApiRequest) -> dict:

@@ -1,6 +1,6 @@
 """The consumer's own copies of helpers that exist elsewhere in natsd too: random names and
 nuids, Go duration parsing (the ``-NAK 2s`` form), lenient integers of ack tokens, header
-lookup (``find_header``, from :mod:`natsd.jetstream.wire`).
+lookup (``find_header``: :func:`natsd.protocol.headers.get_header`, case-sensitive as nats-server).
 
 They are kept together here, unchanged, so that replacing them by the shared helpers (issue 11,
 item 4) is an edit of this one module and its importers' import lines.
@@ -13,7 +13,7 @@ import re
 
 from natsd.jetstream.consumer_config import MS
 from natsd.jetstream.models import JS_API_LEVEL
-from natsd.jetstream.wire import find_header
+from natsd.protocol.headers import get_header as find_header
 
 __all__ = ["create_consumer_name", "rand4", "nuid", "parse_go_duration", "num", "find_header",
            "required_level_too_high"]

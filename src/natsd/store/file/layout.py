@@ -12,6 +12,8 @@ A stream's directory (``<store_dir>/jetstream/<account>/streams/<stream>/``, as 
 
 from __future__ import annotations
 
+from natsd.atomicfile import TMP_SUFFIX  # what natsd.atomicfile leaves behind on a crash
+
 __all__ = [
     "MSGS_DIR", "OBS_DIR", "META_FILE", "META_SUM_FILE", "INDEX_FILE", "CONSUMER_STATE_FILE",
     "BLOCK_SUFFIX", "block_file_name", "parse_block_file_name", "DEFAULT_BLOCK_SIZE",
@@ -25,7 +27,6 @@ META_SUM_FILE = "meta.sum"
 INDEX_FILE = "index.db"
 CONSUMER_STATE_FILE = "o.dat"
 BLOCK_SUFFIX = ".blk"
-TMP_SUFFIX = ".tmp"
 
 #: Blocks roll over at this size (the reference's defaultLargeBlockSize).
 DEFAULT_BLOCK_SIZE = 8 * 1024 * 1024

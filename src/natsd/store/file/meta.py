@@ -14,8 +14,10 @@ import hashlib
 import json
 import os
 
+# atomic_write/fsync_dir are natsd.atomicfile's; re-exported for the file store's modules
+from natsd.atomicfile import atomic_write, fsync_dir
 from natsd.store.base import CorruptState
-from natsd.store.file.layout import META_FILE, META_SUM_FILE, TMP_SUFFIX
+from natsd.store.file.layout import META_FILE, META_SUM_FILE
 
 __all__ = ["meta_checksum", "write_meta", "read_meta", "atomic_write", "fsync_dir"]
 
@@ -23,37 +25,6 @@ __all__ = ["meta_checksum", "write_meta", "read_meta", "atomic_write", "fsync_di
 def meta_checksum(data: bytes, key: str) -> str:
     """Hex of the keyed 64-bit BLAKE2b digest of ``data`` (``key`` is the stream name)."""
     return hashlib.blake2b(data, digest_size=8, key=key.encode()[:64]).hexdigest()
-
-
-def fsync_dir(path: str) -> None:
-    """fsync a directory so a rename or create inside it is durable (no-op where unsupported)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: str, data: bytes, fsync: bool = True) -> None:
-    """Replace ``path`` with ``data`` atomically: tmp file, (fsync,) rename. A crash leaves
-    either the old or the new content, never a mix."""
-    tmp = path + TMP_SUFFIX
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        if fsync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
 
 
 def write_meta(directory: str, meta: dict, key: str) -> None:

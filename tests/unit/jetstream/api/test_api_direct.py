@@ -72,3 +72,31 @@ def test_multi_last(env):
     msgs = env.request_msgs("$JS.API.DIRECT.GET.KV", {"multi_last": ["kv.*"]})
     assert [m.payload for m in msgs[:2]] == [b"two", b"three"]
     assert msgs[-1].status == "204" and msgs[-1].header("Nats-UpTo-Sequence") == "3"
+
+
+def test_start_time_and_up_to_time_go_through_the_stores_time_index(tmp_path):
+    # the time -> sequence step is StreamStore.get_seq_from_time (no search of its own here)
+    from natsd.gotime import format_rfc3339
+    e = JsEnv(str(tmp_path))
+    try:
+        e.create("T", storage="memory", subjects=["t.>"], allow_direct=True)
+        stamps = []
+        for i in range(5):
+            stamps.append(e.clock.time_ns())
+            e.pub(f"t.{i}", str(i).encode())
+            e.clock.advance(1_000_000_000)
+        [m] = e.request_msgs("$JS.API.DIRECT.GET.T", {"start_time": format_rfc3339(stamps[2])})
+        assert m.header("Nats-Sequence") == "3"
+        [m] = e.request_msgs("$JS.API.DIRECT.GET.T", {"start_time": format_rfc3339(stamps[2] - 1)})
+        assert m.header("Nats-Sequence") == "3"
+        [m] = e.request_msgs("$JS.API.DIRECT.GET.T", {"start_time": format_rfc3339(stamps[2] + 1)})
+        assert m.header("Nats-Sequence") == "4"
+        [m] = e.request_msgs("$JS.API.DIRECT.GET.T", {"start_time": format_rfc3339(stamps[4] + 1)})
+        assert m.status == "404"
+        msgs = e.request_msgs("$JS.API.DIRECT.GET.T", {"multi_last": ["t.*"], "up_to_time": format_rfc3339(stamps[3])})
+        assert [x.payload for x in msgs[:-1]] == [b"0", b"1", b"2"]
+        assert msgs[-1].status == "204" and msgs[-1].header("Nats-UpTo-Sequence") == "3"
+        [m] = e.request_msgs("$JS.API.DIRECT.GET.T", {"start_time": "yesterday"})
+        assert m.hdr == b"NATS/1.0 408 Malformed Request\r\n\r\n"
+    finally:
+        e.stop()

@@ -1,0 +1,57 @@
+"""Replacing a file so a crash leaves the old content or the new, never a mix.
+
+The one way natsd writes a small whole file (stream and consumer ``meta.inf``/``meta.sum``, the
+file store's index and compacted blocks, consumer state, stream-template files, account JWTs,
+natsctl contexts and backups): write ``<path>.tmp``, optionally fsync it, ``os.replace`` it over
+``path`` (atomic on POSIX and Windows). The rename is durable only once the directory is fsynced
+too: callers that promise durability call :func:`fsync_dir` after their last rename, once for
+several files. A leftover ``.tmp`` (a crash mid-write) is never read and is overwritten by the
+next write. A leaf module: any natsd package may import it (``tests/unit/test_layering.py``).
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["TMP_SUFFIX", "atomic_write", "fsync_dir"]
+
+TMP_SUFFIX = ".tmp"
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes, *, fsync: bool = True, mode: int = 0o644) -> None:
+    """Replace ``path`` with ``data``: ``<path>.tmp`` (created with ``mode``), (fsync,) rename.
+    On an error the temporary file is removed and the old ``path`` is left as it was."""
+    path = os.fspath(path)
+    tmp = path + TMP_SUFFIX
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def fsync_dir(path: str | os.PathLike[str]) -> None:
+    """fsync a directory so a rename or create inside it is durable (no-op where unsupported)."""
+    try:
+        fd = os.open(os.fspath(path), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
