@@ -23,7 +23,7 @@ from natsd.jetstream.models import JS_API_LEVEL, server_version
 from natsd.subjects.tokens import is_literal, is_valid_subject, subject_matches, subset
 
 __all__ = [
-    "ConsumerConfig", "check_update", "format_time", "parse_time", "MS", "SECOND",
+    "ConsumerConfig", "check_update", "MS", "SECOND",
     "ACK_WAIT_DEFAULT", "DELETE_WAIT_DEFAULT", "MAX_ACK_PENDING_DEFAULT", "MAX_WAITING_DEFAULT",
     "DELIVER_POLICIES", "ACK_POLICIES", "REPLAY_POLICIES", "PRIORITY_POLICIES", "ZERO_TIME",
     "API_LEVEL", "is_valid_asset_name",
@@ -48,12 +48,6 @@ DELIVER_POLICIES = ("all", "last", "new", "by_start_sequence", "by_start_time", 
 ACK_POLICIES = ("none", "all", "explicit", "flow_control")
 REPLAY_POLICIES = ("instant", "original")
 PRIORITY_POLICIES = ("none", "overflow", "pinned_client", "prioritized")
-
-# RFC 3339 and Go durations are natsd.gotime's; these names stay importable from here for
-# consumer.py (its lane replaces them with natsd.gotime's when it splits the module).
-parse_time = parse_rfc3339
-format_time = format_rfc3339
-go_duration = format_duration
 
 #: Go's zero time.Time as it marshals.
 ZERO_TIME = GO_ZERO_TIME

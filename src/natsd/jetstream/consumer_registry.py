@@ -20,9 +20,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from natsd.gotime import format_rfc3339, parse_rfc3339
 from natsd.jetstream.consumer import Consumer, create_consumer_name
 from natsd.jetstream.consumer_config import (
-    MAX_NAME_LEN, ConsumerConfig, check_update, format_time, is_valid_asset_name, parse_time,
+    MAX_NAME_LEN, ConsumerConfig, check_update, is_valid_asset_name,
 )
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.store.base import ConsumerState, StoreError
@@ -122,7 +123,7 @@ def recover(stream: "Stream", name: str) -> Consumer | None:
     if not meta or "config" not in meta:
         return None
     cfg = ConsumerConfig.from_json(meta["config"])
-    created = parse_time(meta["created"]) if meta.get("created") else stream.clock.time_ns()
+    created = parse_rfc3339(meta["created"]) if meta.get("created") else stream.clock.time_ns()
     state: ConsumerState = cs.state()
     # A durable that never delivered anything and starts "last per subject" picks its start
     # again; every other consumer resumes exactly where its persisted state says (creation
@@ -162,7 +163,7 @@ def restore(stream: "Stream", name: str, cfg: ConsumerConfig, state: ConsumerSta
     created = stream.clock.time_ns()
     store = None
     if cfg.durable_name and not cfg.mem_storage:
-        meta = {"stream_name": stream.name, "name": name, "created": format_time(created), "config": cfg.to_json()}
+        meta = {"stream_name": stream.name, "name": name, "created": format_rfc3339(created), "config": cfg.to_json()}
         store = stream.store.consumer_store(name, meta)
         store.update(state)
         store.flush()

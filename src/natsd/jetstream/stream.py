@@ -72,7 +72,7 @@ from natsd.subjects.transform import transform as _transform
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.manager import JsAccount
 
-__all__ = ["Stream", "store_config_for", "parse_ttl", "scan_nats_headers"]
+__all__ = ["Stream", "store_config_for", "parse_ttl"]
 
 log = logging.getLogger("natsd.jetstream.stream")
 
@@ -89,10 +89,6 @@ H_TTL = b"Nats-TTL"
 H_MARKER_REASON = b"Nats-Marker-Reason"
 
 MAX_HDR_SIZE = 65535  # math.MaxUint16 in the reference
-
-
-# snapshot.py (lane store-reshape) imports the scan under this name; natsd.protocol.headers has it.
-scan_nats_headers = nats_headers
 
 
 def parse_ttl(value: str) -> int:

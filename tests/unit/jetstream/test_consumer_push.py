@@ -140,7 +140,7 @@ def test_deliver_policies() -> None:
     assert got(deliver_policy="last") == [4]
     assert got(deliver_policy="new") == []
     assert got(deliver_policy="by_start_sequence", opt_start_seq=2) == [2, 3, 4]
-    from natsd.jetstream.consumer_config import format_time
+    from natsd.gotime import format_rfc3339 as format_time
     assert got(deliver_policy="by_start_time", opt_start_time=format_time(t_start)) == [3, 4]
     assert got(deliver_policy="last_per_subject", filter_subject="orders.*") == [3, 4]
     assert got(deliver_policy="last", filter_subject="orders.a") == [3]
@@ -163,7 +163,7 @@ def test_last_per_subject_pending_in_ack_tokens() -> None:
 
 
 def test_start_time_search_with_gaps() -> None:
-    from natsd.jetstream.consumer_config import format_time
+    from natsd.gotime import format_rfc3339 as format_time
     h = Harness()
     times = []
     for i in range(20):
@@ -177,10 +177,10 @@ def test_start_time_search_with_gaps() -> None:
                    opt_start_time=format_time(times[2]))
     assert ack_tokens(data(sub)[0])[5] == "5"  # 3 and 4 are gone
     first_live = lambda seq: h.store.load_next_msg("", seq).seq  # noqa: E731
-    assert first_live(c._seq_from_time(times[8] + 1)) == 11  # seq 10 (ts[9]) was removed
-    assert first_live(c._seq_from_time(times[14])) == 15
-    assert c._seq_from_time(times[19] + 1) == 21
-    assert c._seq_from_time(0) == 1
+    assert first_live(h.store.get_seq_from_time(times[8] + 1)) == 11  # seq 10 (ts[9]) was removed
+    assert first_live(h.store.get_seq_from_time(times[14])) == 15
+    assert h.store.get_seq_from_time(times[19] + 1) == 21
+    assert h.store.get_seq_from_time(0) == 1
 
 
 def _floor(c) -> tuple[tuple[int, int], tuple[int, int]]:

@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from natsd.gotime import GO_ZERO_NS, GO_ZERO_TIME, format_rfc3339, parse_rfc3339
 from natsd.jetstream import consumer_registry
 from natsd.jetstream import requests as R
 from natsd.jetstream.api.router import ApiRequest
 from natsd.jetstream.consumer import Consumer
-from natsd.jetstream.consumer_config import ConsumerConfig, format_time, parse_time
+from natsd.jetstream.consumer_config import ConsumerConfig
 from natsd.jetstream.errors import ApiErrors
 from natsd.jetstream.wire import resp
 
@@ -25,7 +26,6 @@ __all__ = ["create", "info", "delete", "names", "list_", "pause", "NAMES_LIMIT",
 
 NAMES_LIMIT = 1024  # JSApiNamesLimit
 LIST_LIMIT = 256    # JSApiListLimit
-_GO_ZERO_NS = parse_time("0001-01-01T00:00:00Z")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -143,16 +143,16 @@ def pause(req: ApiRequest) -> dict:
         if not isinstance(until, str):
             raise ApiErrors.INVALID_JSON(err="json: cannot unmarshal into Go struct field JSApiConsumerPauseRequest.pause_until of type time.Time")
         try:
-            until_ns = parse_time(until)
+            until_ns = parse_rfc3339(until)
         except ValueError as e:
             raise ApiErrors.INVALID_JSON(err=str(e)) from None
-        if until_ns == _GO_ZERO_NS:
+        if until_ns == GO_ZERO_NS:
             until_ns = None
     o = _lookup(req)
     o.set_pause(until_ns)
     now = o.clock.time_ns()
     out: dict[str, Any] = {"paused": until_ns is not None and now < until_ns,
-                           "pause_until": format_time(until_ns) if until_ns is not None else "0001-01-01T00:00:00Z"}
+                           "pause_until": format_rfc3339(until_ns) if until_ns is not None else GO_ZERO_TIME}
     if out["paused"]:
         out["pause_remaining"] = until_ns - now  # type: ignore[operator]
     return resp("consumer_pause_response", out)

@@ -35,7 +35,7 @@ from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.models import JS_API_LEVEL
 from natsd.jetstream.wire import dumps, error_envelope
 from natsd.subjects.sublist import Sublist
-from natsd.protocol.headers import get_header as find_header
+from natsd.protocol.headers import get_header
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.gojson import GoStruct
@@ -112,7 +112,7 @@ class ApiRequest:
         """Value of request header ``name`` (case-sensitive, as nats-server reads it), or None."""
         if not self.hdr:
             return None
-        return find_header(self.hdr, name)
+        return get_header(self.hdr, name)
 
 
 Handler = Callable[[ApiRequest], "dict | None"]

@@ -40,6 +40,7 @@ import json
 import random
 from typing import TYPE_CHECKING, Any
 
+from natsd.gotime import GO_ZERO_TIME, format_rfc3339
 from natsd.jetstream.consumer import status as D
 from natsd.jetstream.consumer.acks import UNACKED_LIMITS_REASON, Acks, ack_templates, hub
 from natsd.jetstream.consumer.delivery import Delivery
@@ -48,7 +49,7 @@ from natsd.jetstream.consumer.helpers import nuid, required_level_too_high
 from natsd.jetstream.consumer.pull import MSG_NEXT_PREFIX, Pull
 from natsd.jetstream.consumer.push import Push
 from natsd.jetstream.consumer.tracking import Tracking
-from natsd.jetstream.consumer_config import DELETE_WAIT_DEFAULT, MS, ConsumerConfig, format_time
+from natsd.jetstream.consumer_config import DELETE_WAIT_DEFAULT, MS, ConsumerConfig
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.wire import dumps, error_envelope, resp
 from natsd.store.base import ConsumerState, MsgNotFound, StoreEOF, StoreError
@@ -171,7 +172,7 @@ class Consumer:
                     else:
                         sseq = last
             elif dp == "by_start_time":
-                sseq = self._seq_from_time(cfg.opt_start_time or 0)
+                sseq = self.stream.store.get_seq_from_time(cfg.opt_start_time or 0)
             else:  # new
                 sseq = last + 1
         else:
@@ -197,7 +198,7 @@ class Consumer:
         cfg = self.cfg
         t = self.t
         if cfg.opt_start_seq == 0 and cfg.deliver_policy in ("new", "last", "last_per_subject"):
-            since = self._seq_from_time(self.created_ns)
+            since = self.stream.store.get_seq_from_time(self.created_ns)
             if since < t.sseq:
                 t.lss = None
                 t.sseq = since
@@ -208,27 +209,6 @@ class Consumer:
         """After recovery: messages below the stream's first sequence are gone (purged or
         expired while we were down), so start no lower than it."""
         self.t.clamp(self.stream.store.state().first_seq)
-
-    def _seq_from_time(self, ts: int) -> int:
-        """First sequence stored at or after wall time ``ts`` (binary search: store timestamps
-        only grow with the sequence). last_seq + 1 when none."""
-        store = self.stream.store
-        st = store.state()
-        if st.msgs == 0:
-            return st.last_seq + 1
-        lo, hi = st.first_seq, st.last_seq + 1
-        while lo < hi:
-            mid = (lo + hi) // 2
-            try:
-                sm = store.load_next_msg("", mid)
-            except StoreEOF:
-                hi = mid
-                continue
-            if sm.ts >= ts:
-                hi = mid
-            else:
-                lo = sm.seq + 1
-        return lo
 
     def start(self) -> None:
         """Subscribe, compute num pending, arm timers and start delivering."""
@@ -295,17 +275,17 @@ class Consumer:
         now = self.clock.time_ns()
         delivered: dict[str, Any] = {"consumer_seq": t.dseq - 1, "stream_seq": t.dlv_sseq}
         if self.ldt:
-            delivered["last_active"] = format_time(self.ldt)
+            delivered["last_active"] = format_rfc3339(self.ldt)
         fd, fs = t.reported_floor()
         ack_floor: dict[str, Any] = {"consumer_seq": fd, "stream_seq": fs}
         if self.lat:
-            ack_floor["last_active"] = format_time(self.lat)
+            ack_floor["last_active"] = format_rfc3339(self.lat)
         if self.pull is not None:
             self.pull.sweep(False)
         out: dict[str, Any] = {
             "stream_name": self.stream_name,
             "name": self.name,
-            "created": format_time(self.created_ns),
+            "created": format_rfc3339(self.created_ns),
             "config": self.cfg.to_json(dynamic_metadata=dynamic),
             "delivered": delivered,
             "ack_floor": ack_floor,
@@ -320,7 +300,7 @@ class Consumer:
         if pu is not None and now < pu:
             out["paused"] = True
             out["pause_remaining"] = pu - now
-        out["ts"] = format_time(now)
+        out["ts"] = format_rfc3339(now)
         return out
 
     def list_info(self) -> dict:
@@ -334,7 +314,7 @@ class Consumer:
     def meta(self) -> dict:
         """What the consumer store persists next to the state (like the reference's meta.inf)."""
         return {"stream_name": self.stream_name, "name": self.name,
-                "created": format_time(self.created_ns), "config": self.cfg.to_json()}
+                "created": format_rfc3339(self.created_ns), "config": self.cfg.to_json()}
 
     # ------------------------------------------------------------------------------------------
     # Num pending.
@@ -496,7 +476,7 @@ class Consumer:
             return
         now = self.clock.time_ns()
         obj = {"type": "io.nats.jetstream.metric.v1.consumer_ack", "id": nuid(),
-               "timestamp": format_time(now), "stream": self.stream_name, "consumer": self.name,
+               "timestamp": format_rfc3339(now), "stream": self.stream_name, "consumer": self.name,
                "consumer_seq": dseq, "stream_seq": sseq, "ack_time": now - ts, "deliveries": dc}
         self._send_event(METRIC_ACK_PREFIX + self.stream_name + "." + self.name, obj)
 
@@ -505,7 +485,7 @@ class Consumer:
             "stream": self.stream_name, "consumer": self.name, "stream_seq": sseq, "deliveries": dc})
 
     def _advisory(self, kind: str, type_suffix: str, body: dict) -> None:
-        obj = {"type": ADV_TYPE + type_suffix, "id": nuid(), "timestamp": format_time(self.clock.time_ns())}
+        obj = {"type": ADV_TYPE + type_suffix, "id": nuid(), "timestamp": format_rfc3339(self.clock.time_ns())}
         obj.update(body)
         self._send_event(ADVISORY_PREFIX + kind + "." + self.stream_name + "." + self.name, obj)
 
@@ -599,7 +579,7 @@ class Consumer:
             "stream": self.stream_name, "consumer": self.name,
             "paused": until_ns is not None and self.clock.time_ns() < until_ns,
             # time.Time ignores omitempty in Go: the zero time is written out
-            "pause_until": format_time(until_ns) if until_ns is not None else "0001-01-01T00:00:00Z"})
+            "pause_until": format_rfc3339(until_ns) if until_ns is not None else GO_ZERO_TIME})
         self.delivery.cancel_kick_timer()
         self.delivery.update_pause_timer()
         self.kick()
@@ -617,7 +597,7 @@ class Consumer:
             if seq < cfg.opt_start_seq:
                 raise ApiErrors.CONSUMER_INVALID_RESET(err="below start seq")
         elif cfg.deliver_policy == "by_start_time":
-            if seq < self._seq_from_time(cfg.opt_start_time or 0):
+            if seq < self.stream.store.get_seq_from_time(cfg.opt_start_time or 0):
                 raise ApiErrors.CONSUMER_INVALID_RESET(err="below start time")
         else:
             raise ApiErrors.CONSUMER_INVALID_RESET(err="not allowed")

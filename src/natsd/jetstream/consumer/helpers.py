@@ -1,18 +1,16 @@
-"""The consumer's own copies of helpers that exist elsewhere in natsd too: random names and
-nuids, Go duration parsing (the ``-NAK 2s`` form), lenient integers of ack tokens, header
-lookup (``find_header``: :func:`natsd.protocol.headers.get_header`, case-sensitive as nats-server).
-
-They are kept together here, unchanged, so that replacing them by the shared helpers (issue 11,
-item 4) is an edit of this one module and its importers' import lines.
+"""Small helpers of the consumer: random names for ephemerals, lenient integers of ack tokens,
+the API level check, and the consumer's view of the shared helpers (nuids from
+:mod:`natsd.nuid`, Go durations from :mod:`natsd.gotime`, header lookup from
+:mod:`natsd.protocol.headers`, case-sensitive as nats-server's ``sliceHeader``).
 """
 
 from __future__ import annotations
 
 import random
-import re
 
-from natsd.jetstream.consumer_config import MS
+from natsd.gotime import parse_duration
 from natsd.jetstream.models import JS_API_LEVEL
+from natsd.nuid import nuid
 from natsd.protocol.headers import get_header as find_header
 
 __all__ = ["create_consumer_name", "rand4", "nuid", "parse_go_duration", "num", "find_header",
@@ -30,35 +28,13 @@ def rand4() -> str:
     return "".join(random.choice(_NAME_ALPHABET) for _ in range(4))
 
 
-def nuid() -> str:
-    return "".join(random.choice(_NAME_ALPHABET) for _ in range(22))
-
-
-_UNITS = {"ns": 1, "us": 1000, "µs": 1000, "μs": 1000, "ms": MS, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-
-
 def parse_go_duration(s: str) -> int | None:
-    """Go's time.ParseDuration for the ``-NAK 2s`` form; None when invalid."""
-    s = s.strip()
-    if not s:
+    """Go's time.ParseDuration for the ``-NAK 2s`` form (:func:`natsd.gotime.parse_duration`);
+    None when invalid."""
+    try:
+        return parse_duration(s.strip())
+    except ValueError:
         return None
-    sign = 1
-    if s[0] in "+-":
-        sign = -1 if s[0] == "-" else 1
-        s = s[1:]
-    if s == "0":
-        return 0
-    total = 0.0
-    pos = 0
-    for m in _DURATION_PART.finditer(s):
-        if m.start() != pos:
-            return None
-        total += float(m.group(1)) * _UNITS[m.group(2)]
-        pos = m.end()
-    if pos != len(s) or pos == 0:
-        return None
-    return sign * int(total)
 
 
 def num(tok: str) -> int:

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from natsd.gotime import format_duration
 from natsd.jetstream import gojson
 from natsd.jetstream.consumer import status as D
 from natsd.jetstream.consumer.waitqueue import WaitQueue
-from natsd.jetstream.consumer_config import go_duration
 from natsd.jetstream.requests import CONSUMER_GET_NEXT_REQUEST
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -110,7 +110,7 @@ class Pull:
             publish(reply, "", D.status(409, f"Exceeded MaxRequestBatch of {cfg.max_batch}"), b"")
             return
         if expires and cfg.max_expires > 0 and expires > cfg.max_expires:
-            publish(reply, "", D.status(409, f"Exceeded MaxRequestExpires of {go_duration(cfg.max_expires)}"), b"")
+            publish(reply, "", D.status(409, f"Exceeded MaxRequestExpires of {format_duration(cfg.max_expires)}"), b"")
             return
         if max_bytes > 0 and cfg.max_bytes > 0 and max_bytes > cfg.max_bytes:
             publish(reply, "", D.status(409, f"Exceeded MaxRequestMaxBytes of {cfg.max_bytes}"), b"")

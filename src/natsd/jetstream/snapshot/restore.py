@@ -36,9 +36,10 @@ from natsd.jetstream.snapshot.archive import (
     MAGIC, ArchiveEntry, ArchiveError, ArchiveReader, consumer_state_from_json,
 )
 from natsd.jetstream.snapshot.s2 import S2_STREAM_ID, S2StreamDecoder
-from natsd.jetstream.snapshot.transfer import nuid
-from natsd.jetstream.stream import H_TTL, parse_ttl, scan_nats_headers, store_config_for
+from natsd.nuid import nuid
+from natsd.jetstream.stream import H_TTL, parse_ttl, store_config_for
 from natsd.jetstream.wire import dumps, error_envelope, resp
+from natsd.protocol.headers import get_header_bytes
 from natsd.store import open_stream_store
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -255,7 +256,7 @@ class RestoreReceiver:
         msg = e.payload[hsz:]
         ttl_ns = 0
         if hdr and b"Nats-TTL" in hdr:
-            v = scan_nats_headers(hdr).get(H_TTL)
+            v = get_header_bytes(hdr, H_TTL)
             if v is not None:
                 ttl_s = parse_ttl(v.decode())
                 if ttl_s > 0 and self.clock.time_ns() > e.ts + ttl_s * SECOND:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from natsd.jetstream.errors import ApiError
 from natsd.jetstream.models import SECOND
 from natsd.jetstream.snapshot.archive import iter_archive
+from natsd.nuid import nuid
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.stream import Stream
@@ -58,12 +59,6 @@ STATUS_NO_FLOW = b"NATS/1.0 408 No Flow Response\r\n\r\n"
 
 #: Replies of the snapshot chunks: ``<prefix><stream>.<id>.<len>.<index>``.
 SNAPSHOT_ACK_PREFIX = "$JS.SNAPSHOT.ACK."
-
-
-def nuid() -> str:
-    # 22 characters from the same alphabet as a NUID; unique enough for one inbox-like subject.
-    alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-    return "".join(alphabet[b % 62] for b in secrets.token_bytes(22))
 
 
 class SnapshotSender:
