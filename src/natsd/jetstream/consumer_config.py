@@ -12,13 +12,16 @@ rules for changing an existing consumer (``checkNewConsumerConfig``). Errors are
 
 from __future__ import annotations
 
+import enum
 import re
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
 from typing import Any
 
 from natsd.jetstream.api.errors import ApiError, ApiErrors
-from natsd.jetstream.models import JS_API_LEVEL, server_version
+from natsd.jetstream.models import (
+    JS_API_LEVEL, AckPolicy, DeliverPolicy, PriorityPolicy, ReplayPolicy, server_version,
+)
 from natsd.subjects.tokens import is_literal, is_valid_subject, subject_matches, subset
 
 __all__ = [
@@ -43,10 +46,11 @@ MAX_NAME_LEN = 255                      # JSMaxNameLen
 #: ``_nats.level`` in responses: the API level the streams side claims (shared with streams).
 API_LEVEL = JS_API_LEVEL
 
-DELIVER_POLICIES = ("all", "last", "new", "by_start_sequence", "by_start_time", "last_per_subject")
-ACK_POLICIES = ("none", "all", "explicit", "flow_control")
-REPLAY_POLICIES = ("instant", "original")
-PRIORITY_POLICIES = ("none", "overflow", "pinned_client", "prioritized")
+# The accepted spellings (the enums' members compare equal to these strings).
+DELIVER_POLICIES = tuple(DeliverPolicy)
+ACK_POLICIES = tuple(AckPolicy)
+REPLAY_POLICIES = tuple(ReplayPolicy)
+PRIORITY_POLICIES = tuple(PriorityPolicy)
 
 #: Go's zero time.Time as it marshals.
 ZERO_TIME = "0001-01-01T00:00:00Z"
@@ -151,16 +155,16 @@ class ConsumerConfig:
     durable_name: str = ""
     name: str = ""
     description: str = ""
-    deliver_policy: str = "all"
+    deliver_policy: DeliverPolicy = DeliverPolicy.ALL
     opt_start_seq: int = 0
     opt_start_time: int | None = None
-    ack_policy: str = "none"
+    ack_policy: AckPolicy = AckPolicy.NONE
     ack_wait: int = 0
     max_deliver: int = 0
     backoff: list[int] = field(default_factory=list)
     filter_subject: str = ""
     filter_subjects: list[str] = field(default_factory=list)
-    replay_policy: str = "instant"
+    replay_policy: ReplayPolicy = ReplayPolicy.INSTANT
     rate_limit_bps: int = 0
     sample_freq: str = ""
     max_waiting: int = 0
@@ -181,7 +185,7 @@ class ConsumerConfig:
     metadata: dict[str, str] | None = None
     pause_until: int | None = None
     priority_groups: list[str] = field(default_factory=list)
-    priority_policy: str = "none"
+    priority_policy: PriorityPolicy = PriorityPolicy.NONE
     priority_timeout: int = 0
 
     # -- JSON ------------------------------------------------------------------------------
@@ -204,14 +208,15 @@ class ConsumerConfig:
             elif key in _BOOL_FIELDS:
                 setattr(c, key, _want_bool(key, v))
             elif key in _ENUMS:
-                if not isinstance(v, str) or v not in _ENUMS[key]:
+                try:
+                    setattr(c, key, _ENUMS[key](v))  # a member from its wire spelling
+                except ValueError:
                     if key == "deliver_policy" and v == "undefined":
-                        c.deliver_policy = "all"
+                        c.deliver_policy = DeliverPolicy.ALL
                         continue
                     if key == "priority_policy":
-                        raise _bad_json(f"unknown priority policy: {_dumps(v)}")
-                    raise _bad_json(f"can not unmarshal {_go_quote(_dumps(v))}")
-                setattr(c, key, v)
+                        raise _bad_json(f"unknown priority policy: {_dumps(v)}") from None
+                    raise _bad_json(f"can not unmarshal {_go_quote(_dumps(v))}") from None
             elif key in ("opt_start_time", "pause_until"):
                 s = _want_str(key, v)
                 try:
@@ -655,8 +660,9 @@ _INT_FIELDS = frozenset({"opt_start_seq", "ack_wait", "max_deliver", "rate_limit
                          "max_ack_pending", "max_batch", "max_expires", "max_bytes", "idle_heartbeat",
                          "inactive_threshold", "num_replicas", "priority_timeout"})
 _BOOL_FIELDS = frozenset({"flow_control", "headers_only", "mem_storage", "direct", "sourcing"})
-_ENUMS = {"deliver_policy": DELIVER_POLICIES, "ack_policy": ACK_POLICIES,
-          "replay_policy": REPLAY_POLICIES, "priority_policy": PRIORITY_POLICIES}
+_ENUMS: dict[str, type[enum.StrEnum]] = {
+    "deliver_policy": DeliverPolicy, "ack_policy": AckPolicy, "replay_policy": ReplayPolicy,
+    "priority_policy": PriorityPolicy}
 
 assert {f.name for f in fields(ConsumerConfig)} == (
     _STR_FIELDS | _INT_FIELDS | _BOOL_FIELDS | set(_ENUMS)

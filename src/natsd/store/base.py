@@ -23,6 +23,7 @@ OS in as few write calls as possible (a PubAck is sent only after it). ``sync()`
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Protocol
 
@@ -87,12 +88,16 @@ class CorruptState(StoreError):
 # ---------------------------------------------------------------------------------------------
 # Value types.
 
-class StorageType:
+# The stream config's ``storage`` and ``discard`` with their wire spelling (the JSON values). A
+# StrEnum member is a str equal to that spelling, so ``natsd.jetstream`` uses these same types in
+# its StreamConfig and JSON stays byte for byte the same.
+
+class StorageType(enum.StrEnum):
     FILE = "file"
     MEMORY = "memory"
 
 
-class DiscardPolicy:
+class DiscardPolicy(enum.StrEnum):
     OLD = "old"
     NEW = "new"
 
@@ -108,13 +113,13 @@ class StoreConfig:
 
     name: str
     subjects: list[str] = field(default_factory=list)
-    storage: str = StorageType.FILE
+    storage: StorageType = StorageType.FILE
     max_msgs: int = -1
     max_bytes: int = -1
     max_age_ns: int = 0
     max_msgs_per_subject: int = -1
     max_msg_size: int = -1
-    discard: str = DiscardPolicy.OLD
+    discard: DiscardPolicy = DiscardPolicy.OLD
     discard_new_per_subject: bool = False
     first_seq: int = 0
     allow_msg_ttl: bool = False
