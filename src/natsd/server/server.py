@@ -56,6 +56,10 @@ def _server_id() -> str:
     return "N" + base64.b32encode(os.urandom(35)).decode()[:55]
 
 
+class JetStreamStartError(Exception):
+    """JetStream was asked for (``-js`` / ``jetstream {}``) and could not be started: fatal."""
+
+
 class Server:
     """A NATS server bound to ``options`` (see :class:`~natsd.config.options.ServerOptions`)."""
 
@@ -294,16 +298,20 @@ class Server:
                 logger.error("Error writing ports file %s: %s", path, e)
 
     async def _start_jetstream(self) -> None:
+        """Start the JetStream engine and enable it on its accounts.
+
+        JetStream was asked for, so a failure here is fatal: it raises :class:`JetStreamStartError`
+        (the process logs it and exits non-zero, an in-process server's ``start()`` raises) rather
+        than leaving a server that silently answers without JetStream.
+        """
         opts = self.options
         if not opts.jetstream.enabled:
             return
+        from natsd.jetstream.manager import JetStreamEngine  # the engine is imported only when asked for
+
+        engine = JetStreamEngine(opts, self.clock, server_id=self.server_id, server_name=self.server_name)
+        self.jetstream = engine  # set first: a failure below is cleaned up by start()'s shutdown()
         try:
-            from natsd.jetstream.manager import JetStreamEngine  # type: ignore[attr-defined]
-        except ImportError as e:
-            logger.warning("JetStream requested but the engine is not available: %s", e)
-            return
-        try:
-            engine = JetStreamEngine(opts, self.clock, server_id=self.server_id, server_name=self.server_name)
             js_accounts: list[tuple[str, AccountJetStreamLimits]] = [
                 (a.name, a.jetstream) for a in opts.accounts if a.jetstream is not None]
             if self.trust is not None:  # JWT accounts: the limits their claims carry
@@ -321,19 +329,15 @@ class Server:
                 acc.jetstream = engine.enable_account(name, acc.ports, limits)
             # Accounts without JetStream still get an answer on $JS.API (503, "JetStream not
             # enabled for account") instead of no-responders, as the reference does.
-            disable = getattr(engine, "disable_account_api", None)
-            if disable is not None:
-                for acc in list(self.accounts.values()):
-                    if acc.jetstream is None:
-                        acc.ports = ServerPorts(acc)
-                        acc.js_disabled_subs = disable(acc.ports) or []
-            r = engine.start()
-            if hasattr(r, "__await__"):
-                await r
-        except (AttributeError, NotImplementedError) as e:
-            logger.warning("JetStream could not be started: %s", e)
-            return
-        self.jetstream = engine
+            for acc in list(self.accounts.values()):
+                if acc.jetstream is None:
+                    acc.ports = ServerPorts(acc)
+                    acc.js_disabled_subs = engine.disable_account_api(acc.ports) or []
+            engine.start()
+        except OSError:
+            raise  # the store directory: reported as a start-up error like a bind failure
+        except Exception as e:
+            raise JetStreamStartError(f"{type(e).__name__}: {e}") from e
 
     async def shutdown(self) -> None:
         """Stop accepting, close every client (queued output is flushed), stop JetStream."""
@@ -355,9 +359,7 @@ class Server:
             c.close(REASON_SERVER_SHUTDOWN)
         if self.jetstream is not None:
             try:
-                r = self.jetstream.stop()
-                if hasattr(r, "__await__"):
-                    await r
+                self.jetstream.stop()
             except Exception:
                 logger.exception("JetStream shutdown failed")
             self.jetstream = None
@@ -672,6 +674,9 @@ class Server:
         except OSError as e:
             # Bind failures (the common case) and store-directory errors from JetStream.
             logger.critical("Error starting server: %s", e)
+            return 1
+        except JetStreamStartError as e:
+            logger.critical("Can't start JetStream: %s", e)
             return 1
         loop = asyncio.get_running_loop()
         tasks: set[asyncio.Task] = set()
