@@ -171,7 +171,9 @@ class Parser:
         batch_list = None
         batching = self.batch
         # The OP_PUB_RUN event being extended (see the reply-less path below) and its lists.
-        run_ev = run_subjects = run_payloads = None
+        run_ev = None
+        run_subjects: list[bytes] = []  # (meaningful only while run_ev is the newest event)
+        run_payloads: list[bytes] = []
         if aw is not None:
             size = aw[4]
             if n < size + 2:
@@ -252,19 +254,19 @@ class Parser:
                             raise RemoteProtocolError(ERR_MAX_CONTROL_LINE, f"control line of {eol - 1 - pos} bytes")
                         if rp_size > max_payload:
                             raise RemoteProtocolError(ERR_MAX_PAYLOAD, f"payload of {rp_size} bytes")
-                        args = (rp_op, rp_subject, reply, rp_hdr_len, rp_size)
+                        rp_args = (rp_op, rp_subject, reply, rp_hdr_len, rp_size)
                         start = eol + 1
                         stop = start + rp_size
                         if stop + 2 > n:
                             if stop < n and work[stop] != 13:
                                 raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, "payload not terminated by CRLF")
-                            self._await = args
+                            self._await = rp_args
                             pending += work[start:]
                             break
                         if work[stop] != 13 or work[stop + 1] != 10:
                             raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, "payload not terminated by CRLF")
                         last_event = (rp_op, rp_subject, reply, rp_hdr_len, work[start:stop])
-                        last_event_args = args
+                        last_event_args = rp_args
                         batch_list = None
                         events.append(last_event)
                         pos = stop + 2

@@ -27,7 +27,7 @@ import os
 import signal
 import socket
 import sys
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from natsd import __version__
 from natsd.clock import Clock, SystemClock
@@ -43,6 +43,11 @@ from natsd.server.log import logger, reopen_log_file, setup_logging
 from natsd.server.ports import ServerPorts
 from natsd.server.tls import HandshakeQueue, TlsContexts, TlsLayer
 from natsd.server.trust import Trust
+
+if TYPE_CHECKING:  # pragma: no cover
+    from natsd.jetstream.manager import JetStreamEngine
+    from natsd.server.leafmanager import LeafManager
+    from natsd.server.monitor import MonitorServer
 
 __all__ = ["Server", "GIT_COMMIT"]
 
@@ -93,8 +98,8 @@ class Server:
         self.start_time_ns = 0
         self.loop: asyncio.AbstractEventLoop | None = None
         self._listener: asyncio.base_events.Server | None = None
-        self._monitor = None
-        self._https_monitor = None
+        self._monitor: MonitorServer | None = None
+        self._https_monitor: MonitorServer | None = None
         self._ws_listener: asyncio.base_events.Server | None = None
         self._ws_port = 0
         self._https_port = 0
@@ -105,8 +110,8 @@ class Server:
         self.lame_duck_mode = False
         self.running = False
         self._stopped: asyncio.Event | None = None
-        self.jetstream = None  # the JetStreamEngine when enabled and available
-        self.leafnodes = None  # natsd.server.leafnode.LeafManager with a leafnodes {} block
+        self.jetstream: JetStreamEngine | None = None  # when JetStream is enabled (and started)
+        self.leafnodes: LeafManager | None = None  # with a leafnodes {} block
         self.config_loads = 0
         self._ports_file = ""
 
@@ -171,6 +176,7 @@ class Server:
                 acc.jetstream.stop()
                 engine.accounts.pop(acc.name, None)
                 acc.jetstream = None
+                assert acc.ports is not None  # enabled JetStream always has its ports
                 acc.js_disabled_subs = engine.disable_account_api(acc.ports) or []
             return
         if acc.jetstream is not None:
@@ -231,9 +237,9 @@ class Server:
         await self._start_secure_listeners()
         if opts.http_port:
             from natsd.server.monitor import MonitorServer
-            self._monitor = MonitorServer(self)
+            self._monitor = monitor = MonitorServer(self)
             try:
-                self._http_port = await self._monitor.start(opts.http_host or "0.0.0.0",
+                self._http_port = await monitor.start(opts.http_host or "0.0.0.0",
                                                             opts.http_port if opts.http_port > 0 else 0)
             except OSError:
                 self._monitor = None
@@ -251,6 +257,7 @@ class Server:
         """Operator mode: register the system and preloaded accounts (so JetStream recovers
         their streams) and the claim-update service."""
         trust = self.trust
+        assert trust is not None  # called in operator mode only
         logger.info("Trusted Operators")
         for op in trust.operators:
             logger.info("  System  : %r", op.system_account)
@@ -264,8 +271,8 @@ class Server:
         if self.options.leafnodes is None:
             return
         from natsd.server.leafmanager import LeafManager
-        self.leafnodes = LeafManager(self, self.options.leafnodes)
-        await self.leafnodes.start()
+        self.leafnodes = leafnodes = LeafManager(self, self.options.leafnodes)
+        await leafnodes.start()
 
     def _write_ports_file(self) -> None:
         """``pid_file`` (the pid as text) and ``ports_file_dir``/natsd_<pid>.ports, a JSON
@@ -567,7 +574,7 @@ class Server:
             if ws.tls is not None:
                 self.tls.add("websocket", ws.tls)
             host = ws.host or opts.host or "0.0.0.0"
-            self._ws_listener = await self.loop.create_server(
+            self._ws_listener = await asyncio.get_running_loop().create_server(
                 self._new_ws_protocol, host, ws.port if ws.port > 0 else 0, reuse_address=True, backlog=4096)
             self._ws_port = self._ws_listener.sockets[0].getsockname()[1]
             logger.info("Listening for websocket clients on %s://%s:%d", "wss" if ws.tls else "ws", host,
@@ -582,9 +589,9 @@ class Server:
 
             # asyncio's TLS for HTTPS; a reload loads new certificates into this same context.
             ctx = self.tls.add("https", opts.tls, in_place=True)
-            self._https_monitor = MonitorServer(self)
+            self._https_monitor = https_monitor = MonitorServer(self)
             host = opts.http_host or "0.0.0.0"
-            self._https_port = await self._https_monitor.start(host, opts.https_port if opts.https_port > 0 else 0,
+            self._https_port = await https_monitor.start(host, opts.https_port if opts.https_port > 0 else 0,
                                                                ssl=ctx)
             logger.info("Starting https monitor on %s:%d", host, self._https_port)
 
@@ -615,8 +622,13 @@ class Server:
     # -- lame duck ---------------------------------------------------------------------------------
 
     async def _sleep_ns(self, ns: int) -> None:
-        fut = self.loop.create_future()
-        self.clock.call_later(ns, lambda: fut.done() or fut.set_result(None))
+        fut = asyncio.get_running_loop().create_future()
+
+        def wake() -> None:
+            if not fut.done():
+                fut.set_result(None)
+
+        self.clock.call_later(ns, wake)
         await fut
 
     async def lame_duck(self) -> None:
@@ -661,7 +673,7 @@ class Server:
             setup_logging(debug=o.debug, trace=o.trace, logtime=o.logtime, log_file=o.log_file)
         loop_factory = None
         try:
-            import uvloop  # type: ignore[import-not-found]
+            import uvloop
             loop_factory = uvloop.new_event_loop
         except ImportError:  # pragma: no cover - uvloop is a dependency on POSIX
             pass

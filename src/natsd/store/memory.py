@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 from itertools import compress
-from typing import Callable
+from typing import Callable, Sequence
 
 from natsd.store._core import IndexedStreamStore
 from natsd.store.base import (
@@ -75,6 +75,7 @@ class MemoryStreamStore(IndexedStreamStore):
         if not seqs:
             return MsgRun([], [], [], None, [])
         idx = [s - base for s in seqs] if seqs[-1] - seqs[0] + 1 != len(seqs) else None
+        sids: Sequence[int]
         if idx is None:
             lo = seqs[0] - base
             tss = self._ts[lo: lo + len(seqs)].tolist()

@@ -19,7 +19,7 @@ import logging
 import zlib
 
 from natsd.store._core import IndexedStreamStore
-from natsd.store.base import MsgNotFound, StoreWriteError
+from natsd.store.base import MsgNotFound, StorageUpdateHandler, StoreConfig, StoreWriteError
 from natsd.store.file.block import MessageBlock
 from natsd.store.file.layout import MAX_RECORD_SIZE
 from natsd.store.file.record import FLAG_ERASED, FLAG_FIRST, FLAG_MASK, HEAD_STRUCT, RECORD_OVERHEAD, SEQ_MASK
@@ -60,6 +60,26 @@ class FaultHandling:
     """Failed writes and damaged bytes; see the module docstring. State it uses (set up by
     FileStreamStore): ``_durable_last``, ``_rollback``, ``_write_failing``, ``_gap_from``."""
 
+    # What the mixin uses of FileStreamStore (and its IndexedStreamStore base), declared for the
+    # type checker; the values are set up by FileStreamStore.__init__.
+    config: StoreConfig
+    _last: int
+    _cb: StorageUpdateHandler | None
+    _replaying: bool
+    _marker_first: int
+    _blive: dict[int, int] | None
+    _rcache: tuple[int, int, int, bytes] | None
+    _durable_last: int
+    _rollback: tuple[int, StoreWriteError] | None
+    _write_failing: bool
+    _lost_bytes: int
+    _lost_msgs: list[int]
+    _scan_pending_suspect: int
+    _scan_max_msg: int
+    _gap_from: int
+
+    def flush(self) -> None: ...
+
     def _write_failed(self, blk: MessageBlock, exc: StoreWriteError, marker_first: int) -> None:
         """A write of ``blk``'s pending records failed (the block cut the file back to its last
         good size). Nothing that is not on disk may stay visible, and no sequence may be used
@@ -96,7 +116,7 @@ class FaultHandling:
             cb, self._cb = self._cb, None
             self._replaying = True
             try:
-                IndexedStreamStore.truncate(self, durable)
+                IndexedStreamStore.truncate(self, durable)  # type: ignore[arg-type]  # self is a FileStreamStore
             finally:
                 self._replaying = False
                 self._cb = cb

@@ -44,6 +44,7 @@ import zlib
 from array import array
 from itertools import compress, count, repeat
 from operator import ne, or_, sub
+from typing import NoReturn
 
 from natsd.store._core import NEVER_EXPIRES, IndexedStreamStore
 from natsd.store.base import (
@@ -196,7 +197,9 @@ class FileStreamStore(FaultHandling, IndexedStreamStore):
         self.sync_interval_ns = sync_interval_ns
         self._index_interval_ns = index_interval_ns
         self._blocks: dict[int, MessageBlock] = {}
-        self._lmb: MessageBlock | None = None
+        # The block appended to. None only before recovery opens one and after close, when no
+        # write may come, so it is typed by what the write path sees.
+        self._lmb: MessageBlock = None  # type: ignore[assignment]
         self._replaying = True
         self._no_tombstones = False
         self._marker_first = 0
@@ -563,7 +566,7 @@ class FileStreamStore(FaultHandling, IndexedStreamStore):
                 seq += 1
         return MsgRun(seqs, tss, subjects, hdrs, msgs)
 
-    def _lose(self, seq: int, size: int, why: str):
+    def _lose(self, seq: int, size: int, why: str) -> NoReturn:
         """Report message ``seq`` lost (corrupt on disk), drop it from the index, raise MsgCorrupt."""
         log.error("stream %s: message %d is corrupt on disk (%s); reported lost", self.config.name, seq, why)
         self._rcache = None
@@ -600,7 +603,7 @@ class FileStreamStore(FaultHandling, IndexedStreamStore):
         old = list(self._blocks.values())
         for b in old:
             b.pending = bytearray()
-        self._lmb = None
+        self._lmb = None  # type: ignore[assignment]  # _roll() opens the next one
         blk = self._roll()
         blk.pending += encode_marker(FLAG_FIRST, first)
         blk.max_ref = first
@@ -854,8 +857,9 @@ class FileStreamStore(FaultHandling, IndexedStreamStore):
         self._first_ts, self._last_ts = snap.first_ts, snap.last_ts
         self._msgs, self._bytes, self._base = snap.msgs, snap.bytes, snap.base
         self._pos, self._sid, self._ts, self._sz, self._nxt = snap.pos, snap.sid, snap.ts, snap.sz, snap.nxt
-        self._snames = [None if s is None else s[0] for s in snap.subjects]
-        self._ss = [None if s is None else s[1] for s in snap.subjects]
+        # Freed slots stay None (see IndexedStreamStore._snames).
+        self._snames = [None if s is None else s[0] for s in snap.subjects]  # type: ignore[misc]
+        self._ss = [None if s is None else s[1] for s in snap.subjects]  # type: ignore[misc]
         self._sid_of = {s[0]: sid for sid, s in enumerate(snap.subjects) if s is not None}
         self._free_sids = [sid for sid, s in enumerate(snap.subjects) if s is None]
         self._sgen += 1
@@ -972,7 +976,8 @@ class FileStreamStore(FaultHandling, IndexedStreamStore):
                     sid_append, ts_append = self._sid.append, self._ts.append
                     get = sidcache.get
                     hsize = HEADER_SIZE
-                    psize = want = -1
+                    psize = -1
+                    want: int | None = -1
                     # A block no larger than MAX_RECORD_SIZE holds no record claiming more.
                     stop = lim if end <= max_size else -1
                     while off <= stop:
@@ -1026,13 +1031,13 @@ class FileStreamStore(FaultHandling, IndexedStreamStore):
                 try:
                     off = self._replay_one(blk, data, mv, off, end, subjects, sidcache, scanning)
                 except (RecordError, UnicodeDecodeError, ValueError) as exc:
-                    nxt = next_record(data, mv, off + 1, end)
-                    if nxt < 0:
+                    at = next_record(data, mv, off + 1, end)
+                    if at < 0:
                         # Nothing intact after it: a torn (or damaged) tail.
                         self._truncate_block(blk, off, end, mv, exc, last_block)
                         return True
-                    self._skip_damage(blk, off, nxt, mv, exc, scanning)
-                    off = nxt
+                    self._skip_damage(blk, off, at, mv, exc, scanning)
+                    off = at
         finally:
             mv.release()
         return False
