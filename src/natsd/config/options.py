@@ -214,6 +214,7 @@ def parse_duration(text: str) -> int:
     total = 0
     while s:
         m = _DURATION_PART.match(s)
+        assert m is not None  # every part of the pattern is optional: it always matches
         whole, frac, unit = m.group(1), m.group(2), m.group(3)
         if not whole and not frac:
             raise ValueError(f'time: invalid duration "{orig}"')

@@ -961,7 +961,7 @@ class Consumer:
         npc = self.npc
         ds = range(dseq, dseq + k)
         # The pending count each ack subject carries: npc - 1, npc - 2, ... never below 0.
-        npcs = range(npc - 1, npc - 1 - k, -1)
+        npcs: range | list[int] = range(npc - 1, npc - 1 - k, -1)
         if npc < k:
             npcs = [x if x > 0 else 0 for x in npcs]
         # v1 ack subject, bytes: $JS.ACK.<stream>.<consumer>.1.<sseq>.<dseq>.<ts>.<pending>
@@ -1993,6 +1993,7 @@ class ConsumerHub:
         except ValueError:  # a bad token counts as 0, as the reference
             dc, sseq, dseq = _num(t[i]), _num(t[i + 1]), _num(t[i + 2])
         o.process_ack(sseq, dseq, dc, reply, payload)
+        return None
 
     def _on_acks(self, subjects: list, payloads: list) -> None:
         """A run of reply-less acks (``Ports.subscribe(many=...)``): ``_on_ack`` for each, in

@@ -69,7 +69,7 @@ def disk_available(path: str) -> int:
 
 
 def _open_store(cfg: StreamConfig, created_ns: int, directory: str, engine: "JetStreamEngine") -> Any:
-    from natsd.store import open_stream_store  # type: ignore[attr-defined]
+    from natsd.store import open_stream_store
     return open_stream_store(store_config_for(cfg, created_ns), engine.clock, directory,
                              engine.sync_interval_ns, engine.sync_always)
 
@@ -91,7 +91,7 @@ def _load_stream_meta(directory: str) -> dict | None:
         try:
             from natsd.store.file import read_meta
         except ImportError:
-            read_meta = None
+            read_meta = None  # type: ignore[assignment]
         if read_meta is not None:
             # meta.inf + meta.sum, checksum keyed with the stream (= directory) name
             meta = read_meta(directory, os.path.basename(directory))
@@ -449,7 +449,7 @@ class JetStreamEngine:
         # Stream folds its store's bytes into it (Stream._fold_usage) and refuses a publish with
         # 10023 while its type's total exceeds max_memory / max_store.
         self.used = [0, 0]
-        self._exceeded_logged_at = None
+        self._exceeded_logged_at: int | None = None
         self.sync_interval_ns = js.sync_interval_ns
         self.sync_always = js.sync_always
         self.domain = js.domain

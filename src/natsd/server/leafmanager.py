@@ -17,6 +17,7 @@ from natsd.server.log import logger
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.config.leafnodes import LeafNodeOptions, RemoteLeafOptions
+    from natsd.clock import Timer
     from natsd.server.server import Server
 
 __all__ = ["LeafManager"]
@@ -35,7 +36,7 @@ class _Remote:
         self.failures = 0
         self.link: LeafConnection | None = None
         self.stopped = False
-        self._timer = None
+        self._timer: Timer | None = None
         self._task: asyncio.Task | None = None
         self._delay_next_ns = 0
         self.connected_url = ""
@@ -122,7 +123,7 @@ class LeafManager:
         self.links: dict[str, list[LeafConnection]] = {}  # account name -> ready links
         self.remotes = [_Remote(self, r) for r in options.remotes]
         self._lds: dict[str, str] = {}
-        self._listener = None
+        self._listener: asyncio.base_events.Server | None = None
         self.port = 0
         self.ping_interval_ns = 60 * SECOND  # links ping at least this often (liveness across NAT)
 

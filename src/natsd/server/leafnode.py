@@ -61,9 +61,12 @@ from natsd.protocol.leaf import (
 from natsd.server.log import logger
 from natsd.server.router import LEAF_LINK, route, route_batch
 from natsd.server.subscription import Subscription
+from natsd.subjects.sublist import SublistResult
 from natsd.subjects.tokens import subject_matches, subset
 
 if TYPE_CHECKING:  # pragma: no cover
+    from natsd.clock import Timer
+    from natsd.server.account import Account
     from natsd.server.leafmanager import LeafManager, _Remote
 
 __all__ = ["LeafConnection", "remote_ssl_context", "JS_DENY", "read_creds", "sign_nonce"]
@@ -88,7 +91,7 @@ def remote_ssl_context(tls_options):
     if not tls_options:
         return None
     try:
-        from natsd.config.tls import build_client_context  # type: ignore[import-not-found]
+        from natsd.config.tls import build_client_context
     except ImportError:
         raise NotImplementedError("TLS for leafnode remotes needs natsd.config.tls") from None
     if isinstance(tls_options, dict):
@@ -176,7 +179,7 @@ class LeafConnection(asyncio.Protocol):
         self.remote = remote
         self.solicited = remote is not None
         self.cid = self.server.next_cid()
-        self.transport = None
+        self.transport: asyncio.Transport | None = None
         self.parser = LeafParser(self.server.options.max_payload)
         self.out = bytearray()
         self.flush_pending = False
@@ -185,7 +188,7 @@ class LeafConnection(asyncio.Protocol):
         self.ready = False  # handshake complete: messages flow
         self.bound = False  # account bound, interest announced
         self.close_reason = ""
-        self.account = None
+        self.account: Account | None = None
         self.echo = False
         self.headers = True
         self.sub_deny = LEAF_LINK  # the router's marker for links (see natsd.server.router)
@@ -210,12 +213,14 @@ class LeafConnection(asyncio.Protocol):
         self.rtt_ns = 0
         self._ping_sent_ns = 0
         self.pings_out = 0
-        self._timer = None
-        self._auth_timer = None
+        self._timer: Timer | None = None
+        self._auth_timer: Timer | None = None
         self._awaiting_connect_info = False
         self._tls = None  # the TLS upgrade task of a remote with tls {}
         # Frame merging (see deliver): the last frame written and where its line sits in out.
         self._last_head = None
+        self._last_subj = b""
+        self._last_reply = b""
         self._last_queues: list = []
         self._last_hs = 0
         self._last_he = 0
@@ -676,7 +681,7 @@ class LeafConnection(asyncio.Protocol):
             if dsubj:
                 shown = dsubj
         acc = self.account
-        r = acc.sublist.match(subject)
+        r: SublistResult | _Result = acc.sublist.match(subject)
         qsubs = r.qsubs
         if qsubs:
             # Queue groups get it only when the frame names them.

@@ -214,7 +214,7 @@ class _Slicer:
 
 
 async def _table_text(names: list[str], metrics_: list[tuple[str, str]], prefix: str, rows: list[tuple],
-                      values: list[list[float | None]], cache: LabelCache, slicer: _Slicer) -> list[str]:
+                      values: list[list[float | None]], cache: LabelCache, slicer: _Slicer) -> list[bytes]:
     """One family per metric, a sample per row: HELP/TYPE lines from prometheus-client, then the samples
     with cached label text and prometheus-client's number formatting."""
     blocks = await cache.blocks(names, rows, slicer)

@@ -19,7 +19,7 @@ import asyncio
 import json
 import os
 import time
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
 from natsd import __version__
@@ -72,7 +72,7 @@ class _HttpProtocol(asyncio.Protocol):
     def __init__(self, monitor: "MonitorServer") -> None:
         self.monitor = monitor
         self.buf = bytearray()
-        self.transport = None
+        self.transport: asyncio.Transport | None = None
         self.busy = False
         self.writable = asyncio.Event()  # transport flow control, for large bodies written in chunks
         self.writable.set()
@@ -170,7 +170,7 @@ class MonitorServer:
         self._srv: asyncio.base_events.Server | None = None
         self.conns: set = set()
         self.req_stats: dict[str, int] = {}
-        self.routes: dict[str, Callable[[dict], dict | tuple[int, dict]]] = {
+        self.routes: dict[str, Callable[[dict], dict | bytes | tuple[int, dict]]] = {
             "/varz": self.varz, "/connz": self.connz, "/subsz": self.subsz, "/subscriptionsz": self.subsz,
             "/healthz": self.healthz, "/accountz": self.accountz, "/jsz": self.jsz, "/": self.root,
             "/leafz": self.leafz,
@@ -198,7 +198,7 @@ class MonitorServer:
         self.req_stats["/metrics"] = self.req_stats.get("/metrics", 0) + 1
         from natsd.server import metrics
 
-        async def run() -> tuple[int, bytes, str]:
+        async def run() -> tuple[int, list[bytes], str]:
             return 200, await metrics.render(self), metrics.CONTENT_TYPE
 
         return run()
@@ -495,7 +495,7 @@ class MonitorServer:
         """The reference's /leafz: ``leafnodes`` (count) and ``leafs`` (one object per link;
         ``?subs=1`` adds each link's ``subscriptions_list``, ``?acc=`` filters by account)."""
         s = self.server
-        d = {"server_id": s.server_id, "now": self._now()}
+        d: dict[str, Any] = {"server_id": s.server_id, "now": self._now()}
         d.update(s.leafnodes.leafz(q) if s.leafnodes is not None else {"leafnodes": 0, "leafs": []})
         return d
 

@@ -37,7 +37,7 @@ from natsd.server.layer import Layer
 from natsd.server.log import logger
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.clock import Clock
+    from natsd.clock import Clock, Timer
 
 __all__ = ["TlsLayer", "TlsContexts", "HandshakeQueue", "connz_fields", "REASON_TLS_HANDSHAKE", "spki_sha256",
            "cert_identities", "map_certificate_user"]
@@ -80,7 +80,7 @@ class TlsLayer(Layer):
                  "_state", "_sslobj", "_in", "_out", "_pending", "_timer", "_seen_first", "_handshakes",
                  "tls_first")
 
-    def __init__(self, context: Callable[[], ssl.SSLContext], make_upper: Callable[[], object], clock: "Clock",
+    def __init__(self, context: Callable[[], ssl.SSLContext], make_upper: Callable[[], asyncio.Protocol], clock: "Clock",
                  handshakes: "HandshakeQueue", *, timeout_ns: int, mode: str = "after_info", fallback_ns: int = 0,
                  pinned: set[str] | frozenset[str] = frozenset()) -> None:
         super().__init__()
@@ -98,7 +98,7 @@ class TlsLayer(Layer):
         self._in: ssl.MemoryBIO | None = None
         self._out: ssl.MemoryBIO | None = None
         self._pending: bytearray | None = None  # upper writes held until the handshake is done
-        self._timer = None
+        self._timer: Timer | None = None
         self._seen_first = False
 
     # -- setup ------------------------------------------------------------------------------------

@@ -307,7 +307,8 @@ class Trust:
                 return fail
         user_limits = uc.limits
         if scope is not None:  # a scoped signing key: its template decides the permissions
-            tmpl = scope.get("template") if isinstance(scope.get("template"), dict) else {}
+            t = scope.get("template")
+            tmpl = t if isinstance(t, dict) else {}
             perms = user_permissions(tmpl.get("pub"), tmpl.get("sub"), tmpl.get("resp"))
             user_limits = {k: J.limit_of(tmpl, k) for k in ("subs", "data", "payload")}
         elif uc.pub or uc.sub or uc.resp:
@@ -373,6 +374,7 @@ class Trust:
         if not reply:
             return
         server = self.server
+        assert server is not None  # bound before any request can arrive
         payload = {"server": {"name": server.server_name, "host": server.options.host, "id": server.server_id,
                               "ver": __version__, "jetstream": server.jetstream is not None,
                               "flags": 0, "seq": 0,

@@ -279,7 +279,7 @@ def _pause(req: ApiRequest) -> dict:
     out: dict[str, Any] = {"paused": until_ns is not None and now < until_ns,
                            "pause_until": format_time(until_ns) if until_ns is not None else "0001-01-01T00:00:00Z"}
     if out["paused"]:
-        out["pause_remaining"] = until_ns - now  # type: ignore[operator]
+        out["pause_remaining"] = until_ns - now
     return resp("consumer_pause_response", out)
 
 

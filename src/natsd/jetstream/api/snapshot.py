@@ -18,7 +18,7 @@ While a snapshot of a stream is being sent, ``$JS.API.STREAM.UPDATE.<stream>`` i
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from natsd.jetstream.api.errors import ApiErrors
 from natsd.jetstream.api.router import ApiRequest, ApiRouter, resp
@@ -42,7 +42,7 @@ def _transfers(acct: Any) -> set:
     return t
 
 
-def _valid_publish_subject(s: Any) -> bool:
+def _valid_publish_subject(s: Any) -> TypeGuard[str]:
     if not isinstance(s, str) or not s:
         return False
     for tok in s.split("."):
@@ -165,7 +165,7 @@ def _advisory(acct: Any, subject: str, kind: str, body: dict) -> None:
         return
 
     def build() -> dict:
-        from natsd.jetstream.advisories import _typed  # type: ignore[attr-defined]
+        from natsd.jetstream.advisories import _typed
         adv = _typed(acct, "io.nats.jetstream.advisory.v1." + kind)
         adv.update(body)
         if acct.engine.domain:
