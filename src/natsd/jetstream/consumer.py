@@ -49,6 +49,7 @@ from natsd.subjects.tokens import subject_matches, subset
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.manager import JsAccount
+    from natsd.store.base import ConsumerStore
 
 __all__ = [
     "Consumer", "setup_account", "recover_consumers", "create_consumer_name", "ConsumerHub",
@@ -148,7 +149,7 @@ class Consumer:
     deliver_runs = True
 
     def __init__(self, stream: Any, cfg: ConsumerConfig, name: str, created_ns: int,
-                 store: Any = None, state: ConsumerState | None = None) -> None:
+                 store: "ConsumerStore | None" = None, state: ConsumerState | None = None) -> None:
         self.stream = stream
         self.account: "JsAccount" = stream.account
         self.ports = self.account.ports
@@ -158,7 +159,7 @@ class Consumer:
         self.cfg = cfg
         self.config = cfg  # alias used by other modules
         self.created_ns = created_ns
-        self.store = store  # ConsumerStore or None (ephemeral / memory only)
+        self.store: ConsumerStore | None = store  # None: ephemeral / memory only
         self.closed = False
 
         # Sequences (nats-server names).

@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Clock
     from natsd.config.options import AccountJetStreamLimits, ServerOptions
     from natsd.jetstream.ports import Ports
+    from natsd.store.base import StreamStore
 
 __all__ = ["JetStreamEngine", "JsAccount", "default_store_dir", "system_memory", "disk_available"]
 
@@ -68,7 +69,7 @@ def disk_available(path: str) -> int:
         return MAX_STORE_DEFAULT
 
 
-def _open_store(cfg: StreamConfig, created_ns: int, directory: str, engine: "JetStreamEngine") -> Any:
+def _open_store(cfg: StreamConfig, created_ns: int, directory: str, engine: "JetStreamEngine") -> "StreamStore":
     from natsd.store import open_stream_store
     return open_stream_store(store_config_for(cfg, created_ns), engine.clock, directory,
                              engine.sync_interval_ns, engine.sync_always)
