@@ -20,7 +20,7 @@ from typing import Any
 
 from natsd.jetstream.api.errors import ApiError, ApiErrors
 from natsd.jetstream.models import (
-    JS_API_LEVEL, AckPolicy, DeliverPolicy, PriorityPolicy, ReplayPolicy, server_version,
+    JS_API_LEVEL, AckPolicy, DeliverPolicy, PriorityPolicy, ReplayPolicy, StreamConfig, server_version,
 )
 from natsd.subjects.tokens import is_literal, is_valid_subject, subject_matches, subset
 
@@ -396,15 +396,12 @@ class ConsumerConfig:
             self.flow_control = True
             self.idle_heartbeat = SOURCE_HEALTH_HB
 
-    def check(self, stream_cfg: Any, acc_max_ack_pending: int = -1) -> None:
-        """Validate as ``checkConsumerCfg`` (same order, same errors). ``stream_cfg`` needs
-        ``retention``, ``num_replicas``, ``subjects`` and ``consumer_limits``."""
-        retention = _sget(stream_cfg, "retention", "limits")
-        s_replicas = _sget(stream_cfg, "num_replicas", 1) or 1
-        limits = _sget(stream_cfg, "consumer_limits", None) or {}
-        if not isinstance(limits, dict):
-            limits = {"max_ack_pending": getattr(limits, "max_ack_pending", 0),
-                      "inactive_threshold": getattr(limits, "inactive_threshold", 0)}
+    def check(self, stream_cfg: StreamConfig, acc_max_ack_pending: int = -1) -> None:
+        """Validate as ``checkConsumerCfg`` (same order, same errors), for a consumer of a
+        stream with config ``stream_cfg``."""
+        retention = stream_cfg.retention
+        s_replicas = stream_cfg.num_replicas or 1
+        limits = stream_cfg.consumer_limits or {}
 
         if self.name and not is_valid_asset_name(self.name):
             raise ApiErrors.STREAM_INVALID_CONFIG(err="consumer name can not contain '.', '*', '>', '\\', '/'")
@@ -443,7 +440,7 @@ class ConsumerConfig:
                 raise ApiErrors.CONSUMER_DELIVER_TO_WILDCARDS()
             if not is_valid_subject(self.deliver_subject):
                 raise ApiErrors.CONSUMER_INVALID_DELIVER_SUBJECT()
-            for s in _sget(stream_cfg, "subjects", None) or []:
+            for s in stream_cfg.subjects:
                 if subject_matches(s, self.deliver_subject):
                     raise ApiErrors.CONSUMER_DELIVER_CYCLE()
             if self.max_waiting != 0:
@@ -608,13 +605,6 @@ def check_update(old: ConsumerConfig, new: ConsumerConfig, deliver_subject_has_i
     if new.backoff and new.max_deliver != -1 and len(new.backoff) > new.max_deliver:
         raise ApiErrors.CONSUMER_MAX_DELIVER_BACKOFF()
 
-
-def _sget(obj: Any, key: str, default: Any) -> Any:
-    if obj is None:
-        return default
-    if isinstance(obj, dict):
-        return obj.get(key, default)
-    return getattr(obj, key, default)
 
 
 def _dumps(v: Any) -> str:

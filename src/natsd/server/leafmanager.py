@@ -269,7 +269,7 @@ class LeafManager:
         links = self.links.setdefault(acc.name, [])
 
         def watch(subject: str, queue: str | None, item, delta: int) -> None:
-            owner = getattr(item, "client", None)
+            owner = item.client  # (every Sublist item is a Subscription)
             for link in links:
                 if link.bound and link.exports_interest_of(owner):
                     link.interest_changed(subject, queue, delta)

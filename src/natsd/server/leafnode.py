@@ -297,7 +297,7 @@ class LeafConnection(asyncio.Protocol):
             events = self.parser.feed(data)
             err = None
         except RemoteProtocolError as e:
-            events, err = getattr(e, "events", []) or [], e
+            events, err = e.events, e
         i = 0
         n = len(events)
         while i < n:
@@ -621,7 +621,7 @@ class LeafConnection(asyncio.Protocol):
         smap = self.smap
         deny = self.deny_interest_out
         for subject, queue, item in entries:
-            if not self.exports_interest_of(getattr(item, "client", None)):
+            if not self.exports_interest_of(item.client):
                 continue
             if _covered(deny, subject):
                 continue

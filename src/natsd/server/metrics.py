@@ -269,7 +269,7 @@ async def jetstream_chunks(monitor: "MonitorServer", cache: LabelCache) -> list[
         if acc is None:
             continue
         for stream in sorted(list(acc.streams.values()), key=lambda x: x.name):
-            if getattr(stream, "closed", False):
+            if stream.closed:
                 continue
             state, _, _, _ = stream.state_json()
             sl = (*acc_labels, stream.name, s.server_name, "true", "")
@@ -278,7 +278,7 @@ async def jetstream_chunks(monitor: "MonitorServer", cache: LabelCache) -> list[
                                   state.get("last_seq", 0), state.get("consumer_count", 0),
                                   state.get("num_subjects", 0), stream.config.max_bytes, stream.config.max_msgs])
             for consumer in list(stream.consumers.values()):
-                if getattr(consumer, "closed", False):
+                if consumer.closed:
                     continue
                 try:
                     ci = consumer.jsz_info()

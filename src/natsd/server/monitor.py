@@ -303,7 +303,7 @@ class MonitorServer:
             "subscriptions": s.num_subscriptions(),
             "http_req_stats": dict(self.req_stats),
             "config_load_time": rfc3339(s.start_time_ns),
-            "config_digest": getattr(o, "config_digest", "") or "",
+            "config_digest": o.config_digest,
             "system_account": o.system_account or "",
             "slow_consumer_stats": {"clients": s.slow_consumers, "routes": 0, "gateways": 0, "leafs": 0},
             "stale_connection_stats": {"clients": s.stale_connections, "routes": 0, "gateways": 0, "leafs": 0},
@@ -319,13 +319,10 @@ class MonitorServer:
             return {}
         out: dict = {}
         eng = s.jetstream
-        for name in ("config_json",):
-            fn = getattr(eng, name, None)
-            if fn is not None:
-                try:
-                    out["config"] = fn()
-                except Exception:  # pragma: no cover - engine bug must not break /varz
-                    logger.exception("jetstream config for /varz failed")
+        try:
+            out["config"] = eng.config_json()
+        except Exception:  # pragma: no cover - engine bug must not break /varz
+            logger.exception("jetstream config for /varz failed")
         try:
             stats = eng.jsz({})
             out["stats"] = {k: stats[k] for k in ("memory", "storage", "reserved_memory", "reserved_storage",

@@ -504,7 +504,7 @@ class Server:
                 continue
             if c.jwt_iat is not None:
                 continue  # JWT users answer to their account's claims, not to the config file
-            res = c._authenticate(getattr(c, "connect_opts", {}) or {})  # (certificate users too)
+            res = c._authenticate(c.connect_opts)  # (certificate users too)
             if res.ok and res.bcrypt is not None:
                 res.ok = False  # unverified new hash: the client must reconnect
             if not res.ok or (c.account is not None and res.account != c.account.name):

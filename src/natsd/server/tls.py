@@ -30,7 +30,7 @@ import asyncio
 import hashlib
 import ssl
 from collections import deque
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Protocol, cast
 
 from natsd.config.tls import CIPHER_SUITES, TLSConfigError, TLSOptions, build_server_context
 from natsd.server.layer import Layer
@@ -65,6 +65,12 @@ def spki_sha256(der_cert: bytes) -> str:
     spki = cert.public_key().public_bytes(serialization.Encoding.DER,
                                           serialization.PublicFormat.SubjectPublicKeyInfo)
     return hashlib.sha256(spki).hexdigest()
+
+
+class _Upper(Protocol):
+    """What the layer uses of the protocol above it (a ClientConnection) when the handshake fails."""
+
+    def tls_failed(self, message: str) -> None: ...
 
 
 class TlsLayer(Layer):
@@ -300,8 +306,8 @@ class TlsLayer(Layer):
         self._state = _CLOSED
         self._cancel_timer()
         peer = self.lower.get_extra_info("peername") if self.lower is not None else None
-        up = self.upper
-        if up is not None and hasattr(up, "tls_failed"):
+        up = cast("_Upper | None", self.upper)
+        if up is not None:
             up.tls_failed(message)  # logs with its prefix and records the close reason
         else:
             logger.debug("%s - %s", f"{peer[0]}:{peer[1]}" if peer else "?", message)

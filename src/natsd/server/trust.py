@@ -446,7 +446,7 @@ class Trust:
         from natsd.server.connection import REASON_AUTH
 
         for c in list(acc.clients):
-            iat = getattr(c, "jwt_iat", None)
+            iat = c.jwt_iat
             if iat is not None and claims.revoked(c.user, iat):
                 logger.error("%s%s", c.prefix, ERR_REVOKED)
                 c.close_with_err(ERR_REVOKED, REASON_AUTH)

@@ -138,6 +138,7 @@ class MemoryConsumerStore:
     def __init__(self, name: str, meta: dict, stream: MemoryStreamStore | None = None) -> None:
         self.name = name
         self.meta = meta
+        self.state_damaged = ""  # (nothing on disk to be damaged)
         self._stream = stream
         self._state = ConsumerState()
         self._source: Callable[[], tuple] | None = None
