@@ -61,6 +61,8 @@ _WS_BYTES = b" \t\n\r\x0b\x0c"
 
 # Distinct PUB/HPUB control lines remembered per connection (cleared when full).
 _LINE_CACHE_MAX = 128
+#: The run lists of feed() before any OP_PUB_RUN event exists: never appended to (see feed()).
+_NO_RUN: list[bytes] = []
 
 
 # Runs of reply-less PUBs are cut with regexes (see _run_patterns) only for payloads up to this
@@ -171,9 +173,10 @@ class Parser:
         batch_list = None
         batching = self.batch
         # The OP_PUB_RUN event being extended (see the reply-less path below) and its lists.
+        # The lists start as the shared _NO_RUN (no allocation per feed); they are only extended
+        # while run_ev is the newest event, and run_ev is set together with fresh lists.
         run_ev = None
-        run_subjects: list[bytes] = []  # (meaningful only while run_ev is the newest event)
-        run_payloads: list[bytes] = []
+        run_subjects = run_payloads = _NO_RUN
         if aw is not None:
             size = aw[4]
             if n < size + 2:
