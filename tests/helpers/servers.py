@@ -2,7 +2,7 @@
 
 Usage::
 
-    from tests.helpers.servers import start_server, natsd_jetstream_available
+    from tests.helpers.servers import start_server
 
     srv = start_server("reference", tmp_path)            # nats-server -js -sd <tmp>/store -p <free port>
     srv = start_server("natsd", tmp_path, "-m", "0")      # <venv python> -m natsd -p <port> -js -sd <dir> -m 0
@@ -23,9 +23,8 @@ verbatim after the defaults, so they can override them (both servers take the la
 The port is chosen by binding port 0 and releasing it; a start that loses the race for the port is
 retried on a new one, so parallel test runs never collide.
 
-``natsd_jetstream_available()`` tells whether ``python -m natsd`` can currently start with JetStream
-(it starts one throwaway server once per test session); tests parametrized over both kinds use it to
-skip the natsd case cleanly while that server is still being written.
+A natsd that cannot start (JetStream asked for and failing is fatal, see ``Server._start_jetstream``)
+raises ``ServerStartError`` with its log: the test fails, it is never skipped.
 """
 
 from __future__ import annotations
@@ -36,7 +35,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -212,57 +210,3 @@ def start_server(
         if not in_use:
             break
     raise ServerStartError(f"{kind} server did not start ({' '.join(argv)}):\n{last_log[-4000:]}")
-
-
-_NATSD_JS: bool | None = None
-_NATSD_JS_REASON = ""
-
-
-def natsd_jetstream_available() -> tuple[bool, str]:
-    """(True, "") when ``python -m natsd -js`` starts and answers ``$JS.API.INFO``; else (False, why).
-
-    Cached for the session; the probe costs one server start.
-    """
-    global _NATSD_JS, _NATSD_JS_REASON
-    if _NATSD_JS is None:
-        tmp = Path(tempfile.mkdtemp(prefix="natsd-probe-"))
-        try:
-            srv = start_server("natsd", tmp, timeout=10.0)
-        except Exception as exc:  # noqa: BLE001 - any failure means "not available yet"
-            _NATSD_JS, _NATSD_JS_REASON = False, f"natsd cannot start: {str(exc)[-300:]}"
-        else:
-            try:
-                ok, why = _probe_jetstream(srv.port)
-                _NATSD_JS, _NATSD_JS_REASON = ok, why
-            finally:
-                srv.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
-    return _NATSD_JS, _NATSD_JS_REASON
-
-
-def _probe_jetstream(port: int) -> tuple[bool, str]:
-    """Raw-socket `$JS.API.INFO` request (no asyncio, so it works from any fixture)."""
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=3) as s:
-            s.settimeout(3)
-            buf = b""
-            while b"\r\n" not in buf:
-                buf += s.recv(4096)
-            s.sendall(
-                b'CONNECT {"verbose":false,"pedantic":false,"headers":true,"no_responders":true,"protocol":1}\r\n'
-                b"SUB _PROBE.r 1\r\nPUB $JS.API.INFO _PROBE.r 0\r\n\r\nPING\r\n"
-            )
-            buf = b""
-            deadline = time.monotonic() + 3
-            while time.monotonic() < deadline:
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                buf += chunk
-                if b'"limits"' in buf or b"503" in buf or b"-ERR" in buf:
-                    break
-            if b'"limits"' in buf and b'"error"' not in buf:
-                return True, ""
-            return False, f"natsd does not answer $JS.API.INFO yet: {buf[:200]!r}"
-    except OSError as exc:
-        return False, f"natsd JetStream probe failed: {exc}"

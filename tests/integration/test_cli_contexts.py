@@ -81,10 +81,8 @@ def test_add_ls_select_info_rm_write_natscli_files(server, home):
 
 @pytest.mark.parametrize("kind", server_kinds())
 def test_context_credentials_and_api_prefix(kind, tmp_path, home):
-    from tests.helpers.servers import natsd_jetstream_available, start_server
+    from tests.helpers.servers import start_server
 
-    if kind == "natsd" and not natsd_jetstream_available()[0]:
-        pytest.skip("natsd cannot start yet")
     srv = start_server(kind, tmp_path, "--user", "ctxuser", "--pass", "ctxpass")
     try:
         r = run_cli(srv.url, "stream", "ls")

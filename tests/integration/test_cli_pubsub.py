@@ -126,10 +126,8 @@ def test_connection_failures_and_exit_codes(tmp_path):
 
 @pytest.mark.parametrize("kind", server_kinds())
 def test_user_password_and_no_jetstream(kind, tmp_path):
-    from tests.helpers.servers import natsd_jetstream_available, start_server
+    from tests.helpers.servers import start_server
 
-    if kind == "natsd" and not natsd_jetstream_available()[0]:
-        pytest.skip("natsd cannot start yet")
     srv = start_server(kind, tmp_path, "--user", "u", "--pass", "secret", jetstream=False)
     try:
         r = run_cli(srv.url, "--user", "u", "--password", "wrong", "stream", "ls")

@@ -375,7 +375,7 @@ async def cmd_pubsub(ctx: Ctx) -> int:
         waiter.cancel()
         for t in sub_tasks:
             if t.done() and t.exception():
-                raise t.exception()  # type: ignore[misc]
+                raise t.exception()
     per = [total // pubs + (1 if i < total % pubs else 0) for i in range(pubs)]
     pub_results = await asyncio.gather(*[_spawn({**base, "kind": "pub", "msgs": per[i]}, lambda n: None)
                                          for i in range(pubs)])
@@ -409,7 +409,7 @@ class _Bar:
     def __init__(self, ctx: Ctx, total: int, label: str):
         self.enabled = ctx.out.show_progress() and not ctx.json
         self.total, self.label = total, label
-        self._prog = None
+        self._prog: Any = None  # rich's Progress, imported only when shown
 
     def __enter__(self) -> "_Bar":
         if self.enabled:

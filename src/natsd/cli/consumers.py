@@ -325,7 +325,7 @@ async def cmd_next(ctx: Ctx) -> int:
             raise CliError(f"no message received: {type(exc).__name__}") from None
         status = (msg.headers or {}).get("Status") if msg.headers else None
         if status and not msg.data:
-            desc = msg.headers.get("Description", "")
+            desc = (msg.headers or {}).get("Description", "")
             if got:
                 break
             raise CliError(f"no message received: {status} {desc}".strip())

@@ -83,7 +83,7 @@ def shared_parent() -> argparse.ArgumentParser:
 class Parser(argparse.ArgumentParser):
     """argparse with ``natsctl: error: ...`` messages and exit code 2."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str):
         self.print_usage(sys.stderr)
         sys.stderr.write(f"natsctl: error: {message}\n")
         raise SystemExit(EXIT_USAGE)
@@ -202,9 +202,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - last resort: one clear line, not a traceback
         if os.environ.get("NATSCTL_DEBUG"):
             raise
-        if getattr(exc, "description", None) and getattr(exc, "code", None):
+        description, code = getattr(exc, "description", None), getattr(exc, "code", None)
+        if description and code:
             # nats-py's APIError (from KV and object store calls): the server's words.
-            sys.stderr.write(f"natsctl: error: {exc.description} (code {exc.code}, "
+            sys.stderr.write(f"natsctl: error: {description} (code {code}, "
                              f"err_code {getattr(exc, 'err_code', 0)})\n")
             return EXIT_ERROR
         sys.stderr.write(f"natsctl: error: {plain_error(exc)}\n")

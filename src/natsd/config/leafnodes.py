@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from natsd.config.parser import ConfigMap
+
 __all__ = ["LeafNodeOptions", "RemoteLeafOptions", "LeafUser", "parse_leafnodes", "validate_leafnodes"]
 
 SECOND_NS = 1_000_000_000
@@ -104,7 +106,7 @@ def _subjects(ctx, m, k) -> list[str]:
 
 
 def _remote(ctx, m, pos) -> RemoteLeafOptions | None:
-    if not isinstance(m, dict):
+    if not isinstance(m, ConfigMap):  # (the parser makes every map a ConfigMap)
         ctx.error(pos, "leafnodes remote: expected a map")
         return None
     r = RemoteLeafOptions()

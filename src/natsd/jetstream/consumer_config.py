@@ -12,14 +12,17 @@ rules for changing an existing consumer (``checkNewConsumerConfig``). Errors are
 
 from __future__ import annotations
 
+import enum
 import re
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.gotime import GO_ZERO_TIME, format_duration, format_rfc3339, parse_rfc3339
+from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.gojson import go_kind
-from natsd.jetstream.models import JS_API_LEVEL, server_version
+from natsd.jetstream.models import (
+    JS_API_LEVEL, AckPolicy, DeliverPolicy, PriorityPolicy, ReplayPolicy, StreamConfig, server_version,
+)
 from natsd.subjects.tokens import is_literal, is_valid_subject, subject_matches, subset
 
 __all__ = [
@@ -44,10 +47,11 @@ MAX_NAME_LEN = 255                      # JSMaxNameLen
 #: ``_nats.level`` in responses: the API level the streams side claims (shared with streams).
 API_LEVEL = JS_API_LEVEL
 
-DELIVER_POLICIES = ("all", "last", "new", "by_start_sequence", "by_start_time", "last_per_subject")
-ACK_POLICIES = ("none", "all", "explicit", "flow_control")
-REPLAY_POLICIES = ("instant", "original")
-PRIORITY_POLICIES = ("none", "overflow", "pinned_client", "prioritized")
+# The accepted spellings (the enums' members compare equal to these strings).
+DELIVER_POLICIES = tuple(DeliverPolicy)
+ACK_POLICIES = tuple(AckPolicy)
+REPLAY_POLICIES = tuple(ReplayPolicy)
+PRIORITY_POLICIES = tuple(PriorityPolicy)
 
 #: Go's zero time.Time as it marshals.
 ZERO_TIME = GO_ZERO_TIME
@@ -102,16 +106,16 @@ class ConsumerConfig:
     durable_name: str = ""
     name: str = ""
     description: str = ""
-    deliver_policy: str = "all"
+    deliver_policy: DeliverPolicy = DeliverPolicy.ALL
     opt_start_seq: int = 0
     opt_start_time: int | None = None
-    ack_policy: str = "none"
+    ack_policy: AckPolicy = AckPolicy.NONE
     ack_wait: int = 0
     max_deliver: int = 0
     backoff: list[int] = field(default_factory=list)
     filter_subject: str = ""
     filter_subjects: list[str] = field(default_factory=list)
-    replay_policy: str = "instant"
+    replay_policy: ReplayPolicy = ReplayPolicy.INSTANT
     rate_limit_bps: int = 0
     sample_freq: str = ""
     max_waiting: int = 0
@@ -132,7 +136,7 @@ class ConsumerConfig:
     metadata: dict[str, str] | None = None
     pause_until: int | None = None
     priority_groups: list[str] = field(default_factory=list)
-    priority_policy: str = "none"
+    priority_policy: PriorityPolicy = PriorityPolicy.NONE
     priority_timeout: int = 0
 
     # -- JSON ------------------------------------------------------------------------------
@@ -155,14 +159,15 @@ class ConsumerConfig:
             elif key in _BOOL_FIELDS:
                 setattr(c, key, _want_bool(key, v))
             elif key in _ENUMS:
-                if not isinstance(v, str) or v not in _ENUMS[key]:
+                try:
+                    setattr(c, key, _ENUMS[key](v))  # a member from its wire spelling
+                except ValueError:
                     if key == "deliver_policy" and v == "undefined":
-                        c.deliver_policy = "all"
+                        c.deliver_policy = DeliverPolicy.ALL
                         continue
                     if key == "priority_policy":
-                        raise _bad_json(f"unknown priority policy: {_dumps(v)}")
-                    raise _bad_json(f"can not unmarshal {_go_quote(_dumps(v))}")
-                setattr(c, key, v)
+                        raise _bad_json(f"unknown priority policy: {_dumps(v)}") from None
+                    raise _bad_json(f"can not unmarshal {_go_quote(_dumps(v))}") from None
             elif key in ("opt_start_time", "pause_until"):
                 s = _want_str(key, v)
                 try:
@@ -342,15 +347,12 @@ class ConsumerConfig:
             self.flow_control = True
             self.idle_heartbeat = SOURCE_HEALTH_HB
 
-    def check(self, stream_cfg: Any, acc_max_ack_pending: int = -1) -> None:
-        """Validate as ``checkConsumerCfg`` (same order, same errors). ``stream_cfg`` needs
-        ``retention``, ``num_replicas``, ``subjects`` and ``consumer_limits``."""
-        retention = _sget(stream_cfg, "retention", "limits")
-        s_replicas = _sget(stream_cfg, "num_replicas", 1) or 1
-        limits = _sget(stream_cfg, "consumer_limits", None) or {}
-        if not isinstance(limits, dict):
-            limits = {"max_ack_pending": getattr(limits, "max_ack_pending", 0),
-                      "inactive_threshold": getattr(limits, "inactive_threshold", 0)}
+    def check(self, stream_cfg: StreamConfig, acc_max_ack_pending: int = -1) -> None:
+        """Validate as ``checkConsumerCfg`` (same order, same errors), for a consumer of a
+        stream with config ``stream_cfg``."""
+        retention = stream_cfg.retention
+        s_replicas = stream_cfg.num_replicas or 1
+        limits = stream_cfg.consumer_limits or {}
 
         if self.name and not is_valid_asset_name(self.name):
             raise ApiErrors.STREAM_INVALID_CONFIG(err="consumer name can not contain '.', '*', '>', '\\', '/'")
@@ -389,7 +391,7 @@ class ConsumerConfig:
                 raise ApiErrors.CONSUMER_DELIVER_TO_WILDCARDS()
             if not is_valid_subject(self.deliver_subject):
                 raise ApiErrors.CONSUMER_INVALID_DELIVER_SUBJECT()
-            for s in _sget(stream_cfg, "subjects", None) or []:
+            for s in stream_cfg.subjects:
                 if subject_matches(s, self.deliver_subject):
                     raise ApiErrors.CONSUMER_DELIVER_CYCLE()
             if self.max_waiting != 0:
@@ -555,13 +557,6 @@ def check_update(old: ConsumerConfig, new: ConsumerConfig, deliver_subject_has_i
         raise ApiErrors.CONSUMER_MAX_DELIVER_BACKOFF()
 
 
-def _sget(obj: Any, key: str, default: Any) -> Any:
-    if obj is None:
-        return default
-    if isinstance(obj, dict):
-        return obj.get(key, default)
-    return getattr(obj, key, default)
-
 
 def _dumps(v: Any) -> str:
     import json
@@ -580,8 +575,9 @@ _INT_FIELDS = frozenset({"opt_start_seq", "ack_wait", "max_deliver", "rate_limit
                          "max_ack_pending", "max_batch", "max_expires", "max_bytes", "idle_heartbeat",
                          "inactive_threshold", "num_replicas", "priority_timeout"})
 _BOOL_FIELDS = frozenset({"flow_control", "headers_only", "mem_storage", "direct", "sourcing"})
-_ENUMS = {"deliver_policy": DELIVER_POLICIES, "ack_policy": ACK_POLICIES,
-          "replay_policy": REPLAY_POLICIES, "priority_policy": PRIORITY_POLICIES}
+_ENUMS: dict[str, type[enum.StrEnum]] = {
+    "deliver_policy": DeliverPolicy, "ack_policy": AckPolicy, "replay_policy": ReplayPolicy,
+    "priority_policy": PriorityPolicy}
 
 assert {f.name for f in fields(ConsumerConfig)} == (
     _STR_FIELDS | _INT_FIELDS | _BOOL_FIELDS | set(_ENUMS)

@@ -36,6 +36,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Clock
     from natsd.config.options import AccountJetStreamLimits, ServerOptions
     from natsd.jetstream.ports import MsgHandler, Ports, Subscription
+    from natsd.jetstream.ports import Ports
+    from natsd.store.base import StreamStore
 
 __all__ = ["JetStreamEngine", "JsAccount", "ApiStats", "ApiSurface", "default_store_dir", "system_memory",
            "disk_available"]
@@ -74,7 +76,7 @@ def disk_available(path: str) -> int:
         return MAX_STORE_DEFAULT
 
 
-def _open_store(cfg: StreamConfig, created_ns: int, directory: str, engine: "JetStreamEngine") -> Any:
+def _open_store(cfg: StreamConfig, created_ns: int, directory: str, engine: "JetStreamEngine") -> "StreamStore":
     return open_stream_store(store_config_for(cfg, created_ns), engine.clock, directory,
                              engine.sync_interval_ns, engine.sync_always)
 
@@ -409,7 +411,7 @@ class JetStreamEngine:
         # Stream folds its store's bytes into it (Stream._fold_usage) and refuses a publish with
         # 10023 while its type's total exceeds max_memory / max_store.
         self.used = [0, 0]
-        self._exceeded_logged_at = None
+        self._exceeded_logged_at: int | None = None
         self.sync_interval_ns = js.sync_interval_ns
         self.sync_always = js.sync_always
         self.domain = js.domain

@@ -25,11 +25,16 @@ from natsd import __version__
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.gotime import GO_ZERO_TIME, format_rfc3339_or_zero, parse_rfc3339_or_zero
 from natsd.jetstream.gojson import go_kind
+import datetime as _dt
+import enum
+from natsd.store.base import DiscardPolicy, StorageType  # the store's own enums: one definition
 
 __all__ = [
     "StreamConfig", "STREAM_OMITEMPTY", "rfc3339", "parse_rfc3339", "ZERO_TIME",
     "JS_API_LEVEL", "server_version", "with_dynamic_metadata", "set_static_metadata",
     "strip_dynamic_metadata", "RETENTION", "DISCARD", "STORAGE", "COMPRESSION",
+    "RetentionPolicy", "DiscardPolicy", "StorageType", "StoreCompression", "PersistMode",
+    "DeliverPolicy", "AckPolicy", "ReplayPolicy", "PriorityPolicy",
     "JS_MAX_NAME_LEN", "JS_MAX_DESCRIPTION_LEN", "JS_MAX_METADATA_LEN", "is_valid_asset_name",
     "DEFAULT_DUPLICATE_WINDOW_NS", "state_to_json", "MS", "SECOND",
 ]
@@ -48,10 +53,64 @@ JS_MAX_METADATA_LEN = 128 * 1024
 DEFAULT_DUPLICATE_WINDOW_NS = 120 * SECOND
 STREAM_MAX_REPLICAS = 5
 
-RETENTION = ("limits", "interest", "workqueue")
-DISCARD = ("old", "new")
-STORAGE = ("file", "memory")
-COMPRESSION = ("none", "s2")
+
+# The policies of stream and consumer configs, named as nats-server names them. Each member *is*
+# its wire spelling: a StrEnum is a str, compares and hashes equal to it, and ``json`` encoding,
+# ``str()``, f-strings and ``%s`` all give the bare value, so configs serialise byte for byte as
+# before (tests/unit/jetstream/test_policies_enum.py pins that). Only ``repr`` differs.
+# ``StorageType`` and ``DiscardPolicy`` are the store's (:mod:`natsd.store.base`), re-exported.
+
+class RetentionPolicy(enum.StrEnum):
+    LIMITS = "limits"
+    INTEREST = "interest"
+    WORKQUEUE = "workqueue"
+
+
+class StoreCompression(enum.StrEnum):
+    NONE = "none"
+    S2 = "s2"
+
+
+class PersistMode(enum.StrEnum):
+    """``persist_mode``; the default is kept as ``""`` (omitted from JSON, as the reference's
+    omitempty does), a request's ``"default"`` decodes to it."""
+    DEFAULT = ""
+    ASYNC = "async"
+
+
+class DeliverPolicy(enum.StrEnum):
+    ALL = "all"
+    LAST = "last"
+    NEW = "new"
+    BY_START_SEQUENCE = "by_start_sequence"
+    BY_START_TIME = "by_start_time"
+    LAST_PER_SUBJECT = "last_per_subject"
+
+
+class AckPolicy(enum.StrEnum):
+    NONE = "none"
+    ALL = "all"
+    EXPLICIT = "explicit"
+    FLOW_CONTROL = "flow_control"
+
+
+class ReplayPolicy(enum.StrEnum):
+    INSTANT = "instant"
+    ORIGINAL = "original"
+
+
+class PriorityPolicy(enum.StrEnum):
+    NONE = "none"
+    OVERFLOW = "overflow"
+    PINNED_CLIENT = "pinned_client"
+    PRIORITIZED = "prioritized"
+
+
+# The accepted spellings, for membership tests (members compare equal to plain strings).
+RETENTION = tuple(RetentionPolicy)
+DISCARD = tuple(DiscardPolicy)
+STORAGE = tuple(StorageType)
+COMPRESSION = tuple(StoreCompression)
 
 ZERO_TIME = GO_ZERO_TIME
 
@@ -102,7 +161,8 @@ _BOOL_FIELDS = (
     "allow_msg_schedules", "allow_batched",
 )
 _STR_FIELDS = ("name", "description")
-_ENUMS = {"retention": RETENTION, "discard": DISCARD, "storage": STORAGE}
+_ENUMS: dict[str, type[enum.StrEnum]] = {
+    "retention": RetentionPolicy, "discard": DiscardPolicy, "storage": StorageType}
 _INT_RANGES = {
     "int": (-(2**63), 2**63 - 1), "int64": (-(2**63), 2**63 - 1),
     "time.Duration": (-(2**63), 2**63 - 1), "int32": (-(2**31), 2**31 - 1),
@@ -124,22 +184,22 @@ class StreamConfig:
     name: str = ""
     description: str = ""
     subjects: list[str] = field(default_factory=list)
-    retention: str = "limits"
+    retention: RetentionPolicy = RetentionPolicy.LIMITS
     max_consumers: int = 0
     max_msgs: int = 0
     max_bytes: int = 0
     max_age: int = 0
     max_msgs_per_subject: int = 0
     max_msg_size: int = 0
-    discard: str = "old"
-    storage: str = "file"
+    discard: DiscardPolicy = DiscardPolicy.OLD
+    storage: StorageType = StorageType.FILE
     num_replicas: int = 0
     no_ack: bool = False
     duplicate_window: int = 0
     placement: dict | None = None
     mirror: dict | None = None
     sources: list[dict] | None = None
-    compression: str = "none"
+    compression: StoreCompression = StoreCompression.NONE
     first_seq: int = 0
     subject_transform: dict | None = None
     republish: dict | None = None
@@ -156,7 +216,7 @@ class StreamConfig:
     allow_msg_counter: bool = False
     allow_atomic: bool = False
     allow_msg_schedules: bool = False
-    persist_mode: str = ""  # "" = "default" (omitted), "async"
+    persist_mode: PersistMode = PersistMode.DEFAULT  # "" = "default" (omitted), "async"
     allow_batched: bool = False
     metadata: dict[str, str] | None = None
 
@@ -192,19 +252,20 @@ class StreamConfig:
             elif k in _ENUMS:
                 if k == "discard" and isinstance(v, str):
                     v = v.lower()
-                if not isinstance(v, str) or v not in _ENUMS[k]:
-                    raise ApiErrors.INVALID_JSON(err=f"can not unmarshal {_go_quote(v)}")
-                setattr(cfg, k, v)
+                try:
+                    setattr(cfg, k, _ENUMS[k](v))  # a member from its wire spelling
+                except ValueError:
+                    raise ApiErrors.INVALID_JSON(err=f"can not unmarshal {_go_quote(v)}") from None
             elif k == "compression":
                 if not isinstance(v, str):
                     raise _type_error(v, k, "string")
                 if v not in COMPRESSION:
                     raise ApiErrors.INVALID_JSON(err="unknown compression algorithm")
-                cfg.compression = v
+                cfg.compression = StoreCompression(v)
             elif k == "persist_mode":
                 if v not in ("default", "async", ""):
                     raise ApiErrors.INVALID_JSON(err=f"can not unmarshal {_go_quote(v)}")
-                cfg.persist_mode = "async" if v == "async" else ""
+                cfg.persist_mode = PersistMode.ASYNC if v == "async" else PersistMode.DEFAULT
             elif k == "subjects":
                 if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
                     raise _type_error(v, k, "[]string")

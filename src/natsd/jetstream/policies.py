@@ -24,6 +24,7 @@ from typing import Callable
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.models import (
     DEFAULT_DUPLICATE_WINDOW_NS, JS_MAX_DESCRIPTION_LEN, JS_MAX_METADATA_LEN, JS_MAX_NAME_LEN, MS, SECOND,
+    DiscardPolicy,
     StreamConfig, is_valid_asset_name, set_static_metadata,
 )
 from natsd.subjects.overlap import OverlapTrie, first_overlap
@@ -367,7 +368,7 @@ def check_update(old: StreamConfig, new: StreamConfig, pedantic: bool = False,
         raise _invalid("stream configuration update can not change persist mode")
     if cfg.sealed:
         cfg.max_age = 0
-        cfg.discard = "new"
+        cfg.discard = DiscardPolicy.NEW
         cfg.deny_delete = cfg.deny_purge = True
         cfg.allow_rollup_hdrs = False
     return cfg

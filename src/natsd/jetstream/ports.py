@@ -14,24 +14,29 @@ from __future__ import annotations
 
 from typing import Callable, Protocol
 
-__all__ = ["MsgHandler", "RunHandler", "InterestHandler", "Subscription", "Ports"]
+__all__ = ["MsgHandler", "RunHandler", "InterestHandler", "DeliverItem", "Subscription", "Ports"]
 
 # handler(subject, reply, hdr, payload); called synchronously on the loop, in publish order.
 # It must not block; heavy work is deferred with Clock.call_soon. A handler that returns False
-# declines the message: it had no receiver here (one wildcard subscription serving many
-# would-be subscriptions, like the $JS.ACK.> hub for consumers that do not exist), so a request
-# whose only taker declined gets "no responders", as if nothing were subscribed.
-MsgHandler = Callable[[str, str, "bytes | None", bytes], "bool | None"]
+# (exactly ``False``: other results, ``None`` included, accept) declines the message: it had no
+# receiver here (one wildcard subscription serving many would-be subscriptions, like the
+# $JS.ACK.> hub for consumers that do not exist), so a request whose only taker declined gets
+# "no responders", as if nothing were subscribed.
+MsgHandler = Callable[[str, str, "bytes | None", bytes], object]
 
 # run_handler(subjects, payloads): an optional companion of a MsgHandler for a run of
 # reply-less, header-less messages (lists of str and bytes, in publish order); implementations
 # without runs call the MsgHandler per message instead.
-RunHandler = Callable[[list, list], None]
+RunHandler = Callable[[list[str], list[bytes]], None]
 
 # interest_handler(subject, added): a client subscription (not an internal one) on ``subject``
 # was added (True) or removed (False) in this account. Push consumers use it to wait for
 # interest on their deliver subject without polling.
 InterestHandler = Callable[[str, bool], None]
+
+# One message of ``deliver_many``: (subject, reply, hdr, payload) with ``subject`` and ``reply``
+# as the wire bytes (``reply`` ``b""`` when none).
+DeliverItem = tuple[bytes, bytes, "bytes | None", bytes]
 
 
 class Subscription(Protocol):
@@ -39,38 +44,47 @@ class Subscription(Protocol):
 
 
 class Ports(Protocol):
+    """What the engine needs from whatever carries its messages; every member is required.
+
+    ``publish`` and ``deliver`` may return something (the server returns its receiver count);
+    the engine never looks at it, hence ``object``."""
+
     account: str
 
     def subscribe(self, subject: str, handler: MsgHandler, queue: str | None = None,
                   many: RunHandler | None = None) -> Subscription:
         """Internal subscription: messages matching ``subject`` in this account call ``handler``
         (or ``many`` for a run of reply-less messages, where the implementation batches)."""
+        ...
 
-    def publish(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+    def publish(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> object:
         """Publish from inside the server into this account (delivery is queued, never blocks)."""
+        ...
 
-    # Added by the consumers engineer (additive; see the report). Consumers deliver a stored
-    # message *routed* on the deliver subject / pull inbox but *showing* its original subject,
-    # as nats-server does: the client sees ``MSG orders.1 <sid> $JS.ACK...`` on a subscription to
-    # ``_INBOX.x`` (nats-py's KV watch reads the key from that subject). Implementations without it
-    # make consumers fall back to ``publish(route_subject, ...)`` (original subject lost).
-    def deliver(self, route_subject: str, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+    # Consumers deliver a stored message *routed* on the deliver subject / pull inbox but
+    # *showing* its original subject, as nats-server does: the client sees
+    # ``MSG orders.1 <sid> $JS.ACK...`` on a subscription to ``_INBOX.x`` (nats-py's KV watch
+    # reads the key from that subject).
+    def deliver(self, route_subject: str, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> object:
         """Deliver to subscribers of ``route_subject`` a message whose subject reads ``subject``."""
+        ...
 
-    # Added for batched PubAcks (additive): implementations without it get ``publish`` per item.
-    def publish_many(self, subjects: list, payloads: list) -> None:
-        """``publish(subjects[i], "", None, payloads[i])`` for each i, in order."""
+    def publish_many(self, subjects: list[str], payloads: list[bytes]) -> None:
+        """``publish(subjects[i], "", None, payloads[i])`` for each i, in order (a stream's
+        PubAcks of one loop turn)."""
+        ...
 
-    # Added for batched consumer delivery (additive): implementations without it make consumers
-    # call ``deliver`` per message.
-    def deliver_many(self, route_subject: str, items: list) -> None:
-        """``deliver(route_subject, subject, reply, hdr, payload)`` for each item of ``items``
-        (tuples of those four values), in order; one subscription match for the run. Unlike
-        ``deliver``, an item's ``subject`` and ``reply`` are the wire ``bytes`` (``reply``
-        ``b""`` when none), so a consumer's batch is framed without encoding per message."""
+    def deliver_many(self, route_subject: str, items: list[DeliverItem]) -> None:
+        """``deliver(route_subject, subject, reply, hdr, payload)`` for each item of ``items``,
+        in order; one subscription match for the run. Unlike ``deliver``, an item's ``subject``
+        and ``reply`` are the wire ``bytes`` (``reply`` ``b""`` when none), so a consumer's
+        batch is framed without encoding per message."""
+        ...
 
     def has_interest(self, subject: str) -> bool:
         """True when any subscription (client or internal) in this account matches ``subject``."""
+        ...
 
     def on_interest(self, handler: InterestHandler) -> Subscription:
         """Be told about client subscriptions coming and going in this account."""
+        ...

@@ -64,13 +64,17 @@ from natsd.jetstream.wire import dumps
 from natsd.protocol.headers import get_header_bytes, nats_headers
 from natsd.store.base import (
     MaxBytes, MaxMsgs, MaxMsgsPerSubject, MsgNotFound, StoreConfig, StoreEOF, StoreError, StoreFull,
-    StoreMsg, StoreWriteError,
+    StoreMsg, StoreWriteError, StreamStore,
 )
 from natsd.subjects.tokens import subject_matches, subjects_collide, subset
 from natsd.subjects.transform import transform as _transform
 
 if TYPE_CHECKING:  # pragma: no cover
+    from natsd.clock import Timer
+    from natsd.jetstream.consumer import Consumer
     from natsd.jetstream.manager import JsAccount
+    from natsd.jetstream.ports import Subscription
+    from natsd.jetstream.sourcing import SourceLink
 
 __all__ = ["Stream", "store_config_for", "parse_ttl"]
 
@@ -150,20 +154,20 @@ def _err_ack(stream: bytes, err: ApiError) -> bytes:
 class Stream:
     """One stream of one account. Created by the account (``JsAccount.add_stream``)."""
 
-    def __init__(self, account: "JsAccount", config: StreamConfig, store: Any, created_ns: int) -> None:
+    def __init__(self, account: "JsAccount", config: StreamConfig, store: StreamStore, created_ns: int) -> None:
         self.account = account
         self.name = config.name
         self.config = config
-        self.store = store
+        self.store: StreamStore = store
         self.created_ns = created_ns
         self.clock = account.clock
-        self.consumers: dict[str, Any] = {}
+        self.consumers: dict[str, Consumer] = {}
         self.closed = False
         # Snapshots being sent (natsd.jetstream.snapshot): while any runs, nothing expires (the
         # backup must be consistent) and STREAM.UPDATE is refused (see api/snapshot.py).
         self.snapshots_running = 0
-        self._subs: dict[str, Any] = {}  # subject -> its subscription
-        self._direct_subs: list[Any] = []
+        self._subs: dict[str, Subscription] = {}  # subject -> its subscription
+        self._direct_subs: list[Subscription] = []
         # Replies waiting for this turn's flush: reply subject, payload, parallel lists.
         self._ack_subjects: list[str] = []
         self._ack_payloads: list[bytes] = []
@@ -178,12 +182,12 @@ class Stream:
         # dedupe: msg id -> (seq, ts); insertion-ordered for expiry.
         self._ddmap: dict[str, tuple[int, int]] = {}
         self._ddq: deque[tuple[int, str]] = deque()
-        self._expiry_timer: Any = None
+        self._expiry_timer: Timer | None = None
         self._expiry_at = 0  # wall ns the timer is armed for
         self._marker_seqs: set[int] = set()
         self._dedupe_pending = False
         self._removed: list[tuple[int, str]] | None = None
-        self._links: list[Any] = []  # mirror / sources (natsd.jetstream.sourcing.SourceLink)
+        self._links: list[SourceLink] = []  # mirror / sources
         # Server-wide usage: the engine's [memory, file] totals, this stream's slot in them, the
         # limit, and the bytes of this store already counted there (see _fold_usage).
         engine = account.engine
@@ -203,7 +207,7 @@ class Stream:
         cfg = self.config
         self._name_json = dumps(cfg.name)
         # With a JetStream domain the reference's PubAck names it: {"stream":"S","domain":"D","seq":N}
-        dom = getattr(getattr(self.account, "engine", None), "domain", "")
+        dom = self.account.engine.domain
         self._ack_prefix = (b'{"stream":' + self._name_json + (b',"domain":' + dumps(dom) if dom else b"")
                             + b',"seq":')
         self._interest = cfg.retention == "interest"
@@ -322,7 +326,7 @@ class Stream:
             try:
                 c.stop()
             except Exception:  # a broken consumer must not keep the stream's files open
-                log.exception("stopping consumer %s > %s", self.name, getattr(c, "name", "?"))
+                log.exception("stopping consumer %s > %s", self.name, c.name)
         self.store.stop()
 
     def delete(self) -> None:
@@ -339,7 +343,7 @@ class Stream:
             try:
                 c.delete()
             except Exception:
-                log.exception("deleting consumer %s > %s", self.name, getattr(c, "name", "?"))
+                log.exception("deleting consumer %s > %s", self.name, c.name)
         self.consumers.clear()
         self.store.delete()
 
@@ -609,14 +613,7 @@ class Stream:
         subs, pays = self._ack_subjects, self._ack_payloads
         if subs:
             self._ack_subjects, self._ack_payloads = [], []
-            ports = self.account.ports
-            many = getattr(ports, "publish_many", None)
-            if many is not None:
-                many(subs, pays)  # one call for the turn's PubAcks, in order
-            else:
-                publish = ports.publish
-                for i in range(len(subs)):
-                    publish(subs[i], "", None, pays[i])
+            self.account.ports.publish_many(subs, pays)  # one call for the turn's PubAcks, in order
         if self._new_msgs:
             self._new_msgs = False
             if not self.closed:
@@ -665,7 +662,7 @@ class Stream:
             try:
                 c.on_new_messages(last_seq)
             except Exception:
-                log.exception("consumer %s > %s on_new_messages", self.name, getattr(c, "name", "?"))
+                log.exception("consumer %s > %s on_new_messages", self.name, c.name)
 
     # -- dedupe ---------------------------------------------------------------------------------
     def _check_msg_id(self, msg_id: str) -> int:
@@ -859,7 +856,7 @@ class Stream:
     # ---------------------------------------------------------------------------------------
     # consumers (contract with natsd.jetstream.consumer)
 
-    def add_consumer(self, consumer: Any) -> None:
+    def add_consumer(self, consumer: Consumer) -> None:
         """Register ``consumer`` (``.name``). Enforces the stream's max_consumers and the
         account's max_consumers (10026 "maximum consumers limit reached")."""
         name = consumer.name
@@ -882,7 +879,7 @@ class Stream:
         if self._interest and self.consumers is not None:
             self._check_interest_after_removal(c)
 
-    def _check_interest_after_removal(self, gone: Any) -> None:
+    def _check_interest_after_removal(self, gone: Consumer | None) -> None:
         # Remove messages no remaining consumer needs (of those ``gone`` matched; all when None).
         # Bounded walk over the stored range.
         st = self.store.state()
@@ -910,7 +907,7 @@ class Stream:
                 return False
         return True
 
-    def ack_processed(self, consumer: Any, sseq: int) -> None:
+    def ack_processed(self, consumer: Consumer, sseq: int) -> None:
         """A consumer acked ``sseq``: workqueue -> remove it; interest -> remove it once every
         interested consumer has acked it. limits retention: nothing."""
         if self._workqueue:
@@ -994,7 +991,7 @@ class Stream:
             try:
                 c.on_purge(start)
             except Exception:
-                log.exception("consumer %s > %s on_purge", self.name, getattr(c, "name", "?"))
+                log.exception("consumer %s > %s on_purge", self.name, c.name)
 
     def delete_msg(self, seq: int, no_erase: bool = False) -> None:
         """STREAM.MSG.DELETE. Errors as the reference (10057 with the store's reason)."""
@@ -1092,22 +1089,14 @@ class Stream:
         return out, total, off, limit
 
 
-def _is_direct(c: Any) -> bool:
-    """An internal consumer (mirror / source feed): ``config.direct`` set."""
-    cfg = getattr(c, "config", None)
-    return bool(getattr(cfg, "direct", False) or getattr(cfg, "sourcing", False))
+def _is_direct(c: "Consumer") -> bool:
+    """An internal consumer (mirror / source feed): ``config.direct`` (or ``sourcing``) set."""
+    cfg = c.config
+    return cfg.direct or cfg.sourcing
 
 
-def _consumer_filters(c: Any) -> list[str]:
-    fs = getattr(c, "filters", None)
-    if fs is None:
-        cfg = getattr(c, "config", None)
-        if cfg is not None:
-            fs = list(getattr(cfg, "filter_subjects", None) or [])
-            f = getattr(cfg, "filter_subject", "")
-            if f:
-                fs.append(f)
-    return [f for f in (fs or []) if f]
+def _consumer_filters(c: "Consumer") -> list[str]:
+    return [f for f in c.filters if f]
 
 
 def _parse_uint(v: bytes) -> int | None:

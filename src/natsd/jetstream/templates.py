@@ -135,7 +135,7 @@ class StreamTemplate:
             stream = self.manager.create_stream(self, cn, subject)
         except (ApiError, OSError, ValueError) as e:
             self._warn("JetStream could not create stream for account %r on subject %r: %s",
-                       acct.name, subject, getattr(e, "description", None) or e)
+                       acct.name, subject, e)  # (an ApiError's text is its description)
             return
         # Store this first message directly (the stream's subscription did not exist when it was
         # routed), as the reference does.
@@ -304,7 +304,7 @@ class TemplateManager:
                 cfg.pop("name", None)
                 t = self.add(tc["name"], cfg, int(tc.get("max_streams") or 0), persist=False)
             except (ApiError, ValueError, KeyError, TypeError) as e:
-                log.warning("  Error recreating StreamTemplate %r: %s", name, getattr(e, "description", e))
+                log.warning("  Error recreating StreamTemplate %r: %s", name, e)
                 continue
             try:
                 with open(os.path.join(d, STREAMS_FILE), "rb") as f:

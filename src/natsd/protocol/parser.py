@@ -61,6 +61,8 @@ _WS_BYTES = b" \t\n\r\x0b\x0c"
 
 # Distinct PUB/HPUB control lines remembered per connection (cleared when full).
 _LINE_CACHE_MAX = 128
+#: The run lists of feed() before any OP_PUB_RUN event exists: never appended to (see feed()).
+_NO_RUN: list[bytes] = []
 
 
 # Runs of reply-less PUBs are cut with regexes (see _run_patterns) only for payloads up to this
@@ -171,7 +173,10 @@ class Parser:
         batch_list = None
         batching = self.batch
         # The OP_PUB_RUN event being extended (see the reply-less path below) and its lists.
-        run_ev = run_subjects = run_payloads = None
+        # The lists start as the shared _NO_RUN (no allocation per feed); they are only extended
+        # while run_ev is the newest event, and run_ev is set together with fresh lists.
+        run_ev = None
+        run_subjects = run_payloads = _NO_RUN
         if aw is not None:
             size = aw[4]
             if n < size + 2:
@@ -252,19 +257,19 @@ class Parser:
                             raise RemoteProtocolError(ERR_MAX_CONTROL_LINE, f"control line of {eol - 1 - pos} bytes")
                         if rp_size > max_payload:
                             raise RemoteProtocolError(ERR_MAX_PAYLOAD, f"payload of {rp_size} bytes")
-                        args = (rp_op, rp_subject, reply, rp_hdr_len, rp_size)
+                        rp_args = (rp_op, rp_subject, reply, rp_hdr_len, rp_size)
                         start = eol + 1
                         stop = start + rp_size
                         if stop + 2 > n:
                             if stop < n and work[stop] != 13:
                                 raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, "payload not terminated by CRLF")
-                            self._await = args
+                            self._await = rp_args
                             pending += work[start:]
                             break
                         if work[stop] != 13 or work[stop + 1] != 10:
                             raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, "payload not terminated by CRLF")
                         last_event = (rp_op, rp_subject, reply, rp_hdr_len, work[start:stop])
-                        last_event_args = args
+                        last_event_args = rp_args
                         batch_list = None
                         events.append(last_event)
                         pos = stop + 2

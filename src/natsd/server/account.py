@@ -7,9 +7,15 @@ account that users without an explicit account belong to (as in nats-server).
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from natsd.subjects.sublist import Sublist
+
+if TYPE_CHECKING:  # pragma: no cover
+    from natsd.config.options import AccountJetStreamLimits
+    from natsd.jetstream.manager import JsAccount
+    from natsd.server.ports import ServerPorts
+    from natsd.server.subscription import Subscription
 
 __all__ = ["Account", "GLOBAL_ACCOUNT"]
 
@@ -28,10 +34,10 @@ class Account:
         # Callbacks (subject, added) for client SUB/UNSUB; see natsd.jetstream.ports.
         self.interest_handlers: list[Callable[[str, bool], None]] = []
         self.clients: set = set()
-        self.jetstream = None  # the engine's per-account object when JetStream is enabled
-        self.js_limits = None
-        self.ports = None  # natsd.server.ports.ServerPorts when JetStream is enabled here
-        self.js_disabled_subs: list = []  # the "JetStream not enabled" API answerers
+        self.jetstream: JsAccount | None = None  # the engine's per-account object when JetStream is enabled
+        self.js_limits: AccountJetStreamLimits | None = None
+        self.ports: ServerPorts | None = None  # when JetStream is enabled here
+        self.js_disabled_subs: list[Subscription] = []  # the "JetStream not enabled" API answerers
         self.links: list = []  # internal subscriptions this account's JWT imports installed
 
     def notify_interest(self, subject: str, added: bool) -> None:

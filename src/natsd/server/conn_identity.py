@@ -1,7 +1,7 @@
 """The identity side of a client connection (nkeys/JWT), kept apart from the transport code.
 
-:class:`IdentityMixin` is a base of :class:`natsd.server.connection.ClientConnection` (which owns
-the slots named here): the per-connection ``nonce`` sent in INFO, the expiry timer of a JWT user
+:class:`IdentityMixin` is a base of :class:`natsd.server.connection.ClientConnection`; it owns
+the slots of its own state: the per-connection ``nonce`` sent in INFO, the expiry timer of a JWT user
 (``-ERR 'User Authentication Expired'`` when its user or account JWT expires, on the injected
 clock), and the user/account JWT ``subs``/``payload`` limits.
 """
@@ -10,10 +10,16 @@ from __future__ import annotations
 
 import base64
 import os
+from typing import TYPE_CHECKING, Any
 
 from natsd.protocol.errors import ERR_MAX_PAYLOAD, RemoteProtocolError
 from natsd.protocol.events import OP_HPUB, OP_PUB, OP_PUB_BATCH, OP_PUB_RUN
 from natsd.server.log import logger
+
+if TYPE_CHECKING:  # pragma: no cover
+    from natsd.clock import Timer
+    from natsd.protocol.parser import Parser
+    from natsd.server.server import Server
 
 __all__ = ["IdentityMixin", "REASON_AUTH_EXPIRED", "ERR_USER_EXPIRED"]
 
@@ -22,7 +28,25 @@ ERR_USER_EXPIRED = "User Authentication Expired"
 
 
 class IdentityMixin:
-    __slots__ = ()
+    __slots__ = ("nonce", "jwt_iat", "_expire_timer", "jwt_max_subs", "jwt_max_payload")
+
+    nonce: str
+    jwt_iat: int | None
+    _expire_timer: Timer | None
+    jwt_max_subs: int
+    jwt_max_payload: int
+
+    if TYPE_CHECKING:  # what the mixin uses of ClientConnection
+        server: Server
+        parser: Parser
+        closed: bool
+        prefix: str
+
+        def process(self, events: list, start: int = 0, end: int | None = None) -> None: ...
+
+        def protocol_error(self, e: RemoteProtocolError) -> None: ...
+
+        def close_with_err(self, text: str, reason: str) -> None: ...
 
     def _init_identity(self) -> None:
         # nkeys/JWT: a fresh nonce per connection for the client to sign (11 random bytes,
@@ -65,6 +89,7 @@ class IdentityMixin:
         for j in range(start, len(events)):
             ev = events[j]
             op = ev[0]
+            sizes: Any
             if op == OP_PUB or op == OP_HPUB:
                 sizes = (len(ev[4]),)
             elif op == OP_PUB_BATCH:

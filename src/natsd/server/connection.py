@@ -53,6 +53,9 @@ from natsd.server.subscription import Subscription
 from natsd.subjects.tokens import is_valid_publish_subject, is_valid_subject
 
 if TYPE_CHECKING:  # pragma: no cover
+    from natsd.clock import Timer
+    from natsd.server.account import Account
+    from natsd.server.auth import CompiledPermissions
     from natsd.server.server import Server
 
 __all__ = ["ClientConnection"]
@@ -102,7 +105,7 @@ class ClientConnection(IdentityMixin, asyncio.Protocol):
         "sub_deny", "replies", "connect_opts", "_subjects", "in_msgs", "in_bytes", "out_msgs", "out_bytes",
         "pings_out", "start_ns", "last_activity_ns", "ip", "port", "prefix", "_ping_timer", "_auth_timer",
         "_wd_timer", "_stall_timer", "stalled", "congested", "stalled_producers", "_stash", "_backlog",
-        "_call_soon", "trace", "nonce", "jwt_iat", "_expire_timer", "jwt_max_subs", "jwt_max_payload",
+        "_call_soon", "trace",  # (IdentityMixin has the identity slots)
     )
 
     def __init__(self, server: "Server") -> None:
@@ -117,7 +120,7 @@ class ClientConnection(IdentityMixin, asyncio.Protocol):
         self.closed = False
         self.close_reason = ""
         self.subs: dict[bytes, Subscription] = {}
-        self.account = None
+        self.account: Account | None = None
         self.connected = False  # a CONNECT was accepted
         self.auth_required = server.auth.auth_required
         # Client options: the reference's defaults before CONNECT.
@@ -130,7 +133,7 @@ class ClientConnection(IdentityMixin, asyncio.Protocol):
         self.lang = ""
         self.version = ""
         self.user = ""
-        self.perms = None
+        self.perms: CompiledPermissions | None = None
         self.pub_filter = None
         self.sub_filter = None
         self.sub_deny = None  # SubjectFilter applied on delivery when it has deny entries
@@ -148,10 +151,10 @@ class ClientConnection(IdentityMixin, asyncio.Protocol):
         self.ip = ""
         self.port = 0
         self.prefix = f"cid:{self.cid} - "
-        self._ping_timer = None
-        self._auth_timer = None
-        self._wd_timer = None
-        self._stall_timer = None
+        self._ping_timer: Timer | None = None
+        self._auth_timer: Timer | None = None
+        self._wd_timer: Timer | None = None
+        self._stall_timer: Timer | None = None
         self.stalled = False  # our reading is paused because a receiver is congested
         self.congested = False  # our transport is above its high-water mark
         self.stalled_producers: set = set()
@@ -400,8 +403,8 @@ class ClientConnection(IdentityMixin, asyncio.Protocol):
             logger.log(TRACE, "%s<<- [%s %s %d] x%d", self.prefix, OP_NAMES[ev[1]], _decode(args), len(ev[5][0]),
                        len(ev[5]))
         else:
-            args = " ".join(_decode(a) if isinstance(a, bytes) else str(a) for a in ev[1:] if a is not None)
-            logger.log(TRACE, "%s<<- [%s]", self.prefix, f"{OP_NAMES[op]} {args}" if args else OP_NAMES[op])
+            text = " ".join(_decode(a) if isinstance(a, bytes) else str(a) for a in ev[1:] if a is not None)
+            logger.log(TRACE, "%s<<- [%s]", self.prefix, f"{OP_NAMES[op]} {text}" if text else OP_NAMES[op])
 
     def on_connect(self, opts: dict) -> bool:
         """Apply CONNECT; returns False when an async credential check was started."""

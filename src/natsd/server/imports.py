@@ -104,6 +104,7 @@ def apply_imports(server: "Server", acc: "Account", claims: "AccountClaims") -> 
         link.unsubscribe()
     acc.links = []
     trust = server.trust
+    assert trust is not None  # imports come from account JWTs: operator mode only
     for imp in claims.imports:
         if imp.account == acc.name:
             continue
@@ -113,7 +114,7 @@ def apply_imports(server: "Server", acc: "Account", claims: "AccountClaims") -> 
             logger.warning("Account %s: import of %s %r from %s is not exported", acc.name, imp.type,
                            imp.subject, imp.account)
             continue
-        if export.token_req and not _activation_ok(imp, exp_claims):
+        if export.token_req and not _activation_ok(imp, exp_claims):  # type: ignore[arg-type]  # export is None otherwise
             logger.warning("Account %s: import of %r from %s has no valid activation token",
                            acc.name, imp.subject, imp.account)
             continue

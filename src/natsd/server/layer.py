@@ -58,7 +58,7 @@ class Layer(asyncio.Protocol):
     def start_upper(self, upper: asyncio.Protocol) -> None:
         """Attach the protocol above and tell it the connection is made (with us as transport)."""
         self.upper = upper
-        upper.connection_made(self)
+        upper.connection_made(self)  # type: ignore[arg-type]  # a Layer is a transport by duck typing
 
     # -- as the transport of the upper protocol -------------------------------------------------
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import base64
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from natsd.config.jwt import decode_sig, verify
 from natsd.protocol.encoder import encode_err
@@ -260,7 +260,20 @@ class LeafIdentityMixin:
     """The identity side of :class:`natsd.server.leafnode.LeafConnection` (which owns the
     attributes used here): TLS failures, JWT expiry, the user's permissions."""
 
-    __slots__ = ()
+    if TYPE_CHECKING:  # what the mixin uses of LeafConnection, declared for the type checker
+        server: Any
+        prefix: str
+        closed: bool
+        perms: "LinkPerms | None"
+        deny_in: tuple[str, ...]
+        deny_out: tuple[str, ...]
+        smap: dict[tuple[str, str | None], Any]
+        _denied_in: "_DenyCache"
+        _denied_out: "_DenyCache"
+        _expire_timer: Any
+
+        def send(self, data: bytes) -> None: ...
+        def close(self, reason: str = ..., graceful: bool = ...) -> None: ...
 
     def _apply_perms(self) -> None:
         p = self.perms

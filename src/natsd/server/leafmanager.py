@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from natsd import __version__
 from natsd.gotime import format_duration
@@ -17,7 +17,9 @@ from natsd.server.leafnode import LDS_PREFIX, SECOND, LeafConnection
 from natsd.server.log import logger
 
 if TYPE_CHECKING:  # pragma: no cover
+    from natsd.server.ports import ServerPorts
     from natsd.config.leafnodes import LeafNodeOptions, RemoteLeafOptions
+    from natsd.clock import Timer
     from natsd.server.server import Server
 
 __all__ = ["LeafManager"]
@@ -36,7 +38,7 @@ class _Remote:
         self.failures = 0
         self.link: LeafConnection | None = None
         self.stopped = False
-        self._timer = None
+        self._timer: Timer | None = None
         self._task: asyncio.Task | None = None
         self._delay_next_ns = 0
         self.connected_url = ""
@@ -123,11 +125,11 @@ class LeafManager:
         self.links: dict[str, list[LeafConnection]] = {}  # account name -> ready links
         self.remotes = [_Remote(self, r) for r in options.remotes]
         self._lds: dict[str, str] = {}
-        self._listener = None
+        self._listener: asyncio.base_events.Server | None = None
         self.port = 0
         self.ping_interval_ns = 60 * SECOND  # links ping at least this often (liveness across NAT)
         self._sys_subs: list = []
-        self._sys_ports = None
+        self._sys_ports: ServerPorts | None = None
 
     @property
     def domain(self) -> str:
@@ -304,7 +306,7 @@ class LeafManager:
         links = self.links.setdefault(acc.name, [])
 
         def watch(subject: str, queue: str | None, item, delta: int) -> None:
-            owner = getattr(item, "client", None)
+            owner = item.client  # (every Sublist item is a Subscription)
             if queue is not None and isinstance(owner, LeafConnection):
                 delta *= owner.queue_weight(item)  # a link's queue member counts for its weight
             for link in links:
@@ -373,11 +375,12 @@ class LeafManager:
                 q["acc"] = subject.split(".")[3]
             body = {"data": {"server_id": s.server_id, "now": rfc3339(s.clock.time_ns()), **self.leafz(q)}}
         js = s.jetstream is not None
-        doc = {"server": {"name": s.server_name, "host": s.options.host, "id": s.server_id, "ver": __version__,
+        doc: dict[str, Any] = {"server": {"name": s.server_name, "host": s.options.host, "id": s.server_id, "ver": __version__,
                           "jetstream": js, "flags": 1 if js else 0, "seq": 0,
                           "time": rfc3339(s.clock.time_ns())}, **body}
         if self.domain:
             doc["server"]["domain"] = self.domain
+        assert self._sys_ports is not None  # subscribed through it
         self._sys_ports.publish(reply, "", None, json.dumps(doc, separators=(",", ":")).encode())
 
 

@@ -70,8 +70,12 @@ from natsd.server.leafauth import (  # noqa: F401 (read_creds, sign_nonce, remot
 from natsd.server.log import logger
 from natsd.server.router import LEAF_LINK, route, route_batch
 from natsd.server.subscription import Subscription
+from natsd.subjects.sublist import SublistResult
+from natsd.subjects.tokens import subject_matches, subset
 
 if TYPE_CHECKING:  # pragma: no cover
+    from natsd.clock import Timer
+    from natsd.server.account import Account
     from natsd.server.leafmanager import LeafManager, _Remote
 
 __all__ = ["LeafConnection", "remote_ssl_context", "JS_DENY", "read_creds", "sign_nonce"]
@@ -107,7 +111,7 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
         self.remote = remote
         self.solicited = remote is not None
         self.cid = self.server.next_cid()
-        self.transport = None
+        self.transport: asyncio.Transport | None = None
         self.parser = LeafParser(self.server.options.max_payload)
         self.out = bytearray()
         self.flush_pending = False
@@ -116,7 +120,7 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
         self.ready = False  # handshake complete: messages flow
         self.bound = False  # account bound, interest announced
         self.close_reason = ""
-        self.account = None
+        self.account: Account | None = None
         self.echo = False
         self.headers = True
         self.sub_deny = LEAF_LINK  # the router's marker for links (see natsd.server.router)
@@ -141,13 +145,15 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
         self.rtt_ns = 0
         self._ping_sent_ns = 0
         self.pings_out = 0
-        self._timer = None
-        self._auth_timer = None
-        self._expire_timer = None
+        self._timer: Timer | None = None
+        self._auth_timer: Timer | None = None
+        self._expire_timer: Timer | None = None
         self._awaiting_connect_info = False
         self._tls = None  # the TLS upgrade task of a remote with tls {}
         # Frame merging (see deliver): the last frame written and where its line sits in out.
         self._last_head = None
+        self._last_subj = b""
+        self._last_reply = b""
         self._last_queues: list = []
         self._last_hs = 0
         self._last_he = 0
@@ -226,7 +232,7 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
             events = self.parser.feed(data)
             err = None
         except RemoteProtocolError as e:
-            events, err = getattr(e, "events", []) or [], e
+            events, err = e.events, e
         i = 0
         n = len(events)
         while i < n:
@@ -577,7 +583,7 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
         smap = self.smap
         deny = self.deny_interest_out
         for subject, queue, item in entries:
-            if not self.exports_interest_of(getattr(item, "client", None)):
+            if not self.exports_interest_of(item.client):
                 continue
             if _covered(deny, subject) or (self.perms is not None and not self.perms.announces(subject)):
                 continue
@@ -646,7 +652,7 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
             if dsubj:
                 shown = dsubj
         acc = self.account
-        r = acc.sublist.match(subject)
+        r: SublistResult | _Result = acc.sublist.match(subject)
         qsubs = r.qsubs
         if qsubs:
             # Queue groups get it only when the frame names them.

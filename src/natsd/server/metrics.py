@@ -215,7 +215,7 @@ class _Slicer:
 
 
 async def _table_text(names: list[str], metrics_: list[tuple[str, str]], prefix: str, rows: list[tuple],
-                      values: list[list[float | None]], cache: LabelCache, slicer: _Slicer) -> list[str]:
+                      values: list[list[float | None]], cache: LabelCache, slicer: _Slicer) -> list[bytes]:
     """One family per metric, a sample per row: HELP/TYPE lines from prometheus-client, then the samples
     with cached label text and prometheus-client's number formatting."""
     blocks = await cache.blocks(names, rows, slicer)
@@ -270,7 +270,7 @@ async def jetstream_chunks(monitor: "MonitorServer", cache: LabelCache) -> list[
         if acc is None:
             continue
         for stream in sorted(list(acc.streams.values()), key=lambda x: x.name):
-            if getattr(stream, "closed", False):
+            if stream.closed:
                 continue
             state, _, _, _ = stream.state_json()
             sl = (*acc_labels, stream.name, s.server_name, "true", "")
@@ -279,7 +279,7 @@ async def jetstream_chunks(monitor: "MonitorServer", cache: LabelCache) -> list[
                                   state.get("last_seq", 0), state.get("consumer_count", 0),
                                   state.get("num_subjects", 0), stream.config.max_bytes, stream.config.max_msgs])
             for consumer in list(stream.consumers.values()):
-                if getattr(consumer, "closed", False):
+                if consumer.closed:
                     continue
                 try:
                     ci = consumer.jsz_info()

@@ -19,7 +19,7 @@ import asyncio
 import json
 import os
 import time
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
 from natsd import __version__
@@ -48,7 +48,7 @@ class _HttpProtocol(asyncio.Protocol):
     def __init__(self, monitor: "MonitorServer") -> None:
         self.monitor = monitor
         self.buf = bytearray()
-        self.transport = None
+        self.transport: asyncio.Transport | None = None
         self.busy = False
         self.writable = asyncio.Event()  # transport flow control, for large bodies written in chunks
         self.writable.set()
@@ -146,7 +146,7 @@ class MonitorServer:
         self._srv: asyncio.base_events.Server | None = None
         self.conns: set = set()
         self.req_stats: dict[str, int] = {}
-        self.routes: dict[str, Callable[[dict], dict | tuple[int, dict]]] = {
+        self.routes: dict[str, Callable[[dict], dict | bytes | tuple[int, dict]]] = {
             "/varz": self.varz, "/connz": self.connz, "/subsz": self.subsz, "/subscriptionsz": self.subsz,
             "/healthz": self.healthz, "/accountz": self.accountz, "/jsz": self.jsz, "/": self.root,
             "/leafz": self.leafz,
@@ -174,7 +174,7 @@ class MonitorServer:
         self.req_stats["/metrics"] = self.req_stats.get("/metrics", 0) + 1
         from natsd.server import metrics
 
-        async def run() -> tuple[int, bytes, str]:
+        async def run() -> tuple[int, list[bytes], str]:
             return 200, await metrics.render(self), metrics.CONTENT_TYPE
 
         return run()
@@ -279,7 +279,7 @@ class MonitorServer:
             "subscriptions": s.num_subscriptions(),
             "http_req_stats": dict(self.req_stats),
             "config_load_time": rfc3339(s.start_time_ns),
-            "config_digest": getattr(o, "config_digest", "") or "",
+            "config_digest": o.config_digest,
             "system_account": o.system_account or "",
             "slow_consumer_stats": {"clients": s.slow_consumers, "routes": 0, "gateways": 0, "leafs": 0},
             "stale_connection_stats": {"clients": s.stale_connections, "routes": 0, "gateways": 0, "leafs": 0},
@@ -295,13 +295,10 @@ class MonitorServer:
             return {}
         out: dict = {}
         eng = s.jetstream
-        for name in ("config_json",):
-            fn = getattr(eng, name, None)
-            if fn is not None:
-                try:
-                    out["config"] = fn()
-                except Exception:  # pragma: no cover - engine bug must not break /varz
-                    logger.exception("jetstream config for /varz failed")
+        try:
+            out["config"] = eng.config_json()
+        except Exception:  # pragma: no cover - engine bug must not break /varz
+            logger.exception("jetstream config for /varz failed")
         try:
             stats = eng.jsz({})
             out["stats"] = {k: stats[k] for k in ("memory", "storage", "reserved_memory", "reserved_storage",
@@ -471,7 +468,7 @@ class MonitorServer:
         """The reference's /leafz: ``leafnodes`` (count) and ``leafs`` (one object per link;
         ``?subs=1`` adds each link's ``subscriptions_list``, ``?acc=`` filters by account)."""
         s = self.server
-        d = {"server_id": s.server_id, "now": self._now()}
+        d: dict[str, Any] = {"server_id": s.server_id, "now": self._now()}
         d.update(s.leafnodes.leafz(q) if s.leafnodes is not None else {"leafnodes": 0, "leafs": []})
         return d
 

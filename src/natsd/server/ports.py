@@ -45,7 +45,7 @@ from natsd.server.router import deliver_many, publish_many, route
 from natsd.server.subscription import Subscription
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.ports import InterestHandler, MsgHandler, RunHandler
+    from natsd.jetstream.ports import DeliverItem, InterestHandler, MsgHandler, RunHandler
     from natsd.server.account import Account
 
 __all__ = ["ServerPorts"]
@@ -54,7 +54,7 @@ __all__ = ["ServerPorts"]
 class _InterestRegistration:
     __slots__ = ("_account", "_handler")
 
-    def __init__(self, account: "Account", handler) -> None:
+    def __init__(self, account: "Account", handler: "InterestHandler") -> None:
         self._account = account
         self._handler = handler
 
@@ -66,7 +66,10 @@ class _InterestRegistration:
 
 
 class ServerPorts:
-    """``Ports`` bound to one :class:`~natsd.server.account.Account` of a running server."""
+    """``Ports`` bound to one :class:`~natsd.server.account.Account` of a running server.
+
+    It implements the protocol structurally; ``tests/unit/server/test_ports.py`` and mypy (every
+    ``enable_account(name, ServerPorts(acc), ...)`` call) check that it does."""
 
     def __init__(self, account: "Account") -> None:
         self._account = account
@@ -101,12 +104,12 @@ class ServerPorts:
         return route(self._account, route_subject, subject.encode(), reply.encode() if reply else b"", hdr_len,
                      data, None, subject)
 
-    def publish_many(self, subjects: list, payloads: list) -> None:
+    def publish_many(self, subjects: list[str], payloads: list[bytes]) -> None:
         """``publish(subjects[i], "", None, payloads[i])`` for each i, in order (see
         :func:`router.publish_many`)."""
         publish_many(self._account, subjects, payloads)
 
-    def deliver_many(self, route_subject: str, items: list) -> None:
+    def deliver_many(self, route_subject: str, items: "list[DeliverItem]") -> None:
         """``deliver(route_subject, *item)`` for each ``(subject, reply, hdr, payload)`` of
         ``items``, in order, with one match for the run (see :func:`router.deliver_many`).
         ``subject`` and ``reply`` are ``bytes`` here (``b""``: no reply), the wire forms."""

@@ -27,7 +27,7 @@ import os
 import signal
 import socket
 import sys
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from natsd import __version__
 from natsd.clock import Clock, SystemClock
@@ -44,6 +44,11 @@ from natsd.server.ports import ServerPorts
 from natsd.server.tls import HandshakeQueue, TlsContexts, TlsLayer
 from natsd.server.trust import Trust
 
+if TYPE_CHECKING:  # pragma: no cover
+    from natsd.jetstream.manager import JetStreamEngine
+    from natsd.server.leafmanager import LeafManager
+    from natsd.server.monitor import MonitorServer
+
 __all__ = ["Server", "GIT_COMMIT"]
 
 GIT_COMMIT = "natsd"
@@ -54,6 +59,10 @@ API_LEVEL = 1
 def _server_id() -> str:
     # nats-server ids are nkey public keys: 'N' + 55 base32 characters.
     return "N" + base64.b32encode(os.urandom(35)).decode()[:55]
+
+
+class JetStreamStartError(Exception):
+    """JetStream was asked for (``-js`` / ``jetstream {}``) and could not be started: fatal."""
 
 
 class Server:
@@ -89,8 +98,8 @@ class Server:
         self.start_time_ns = 0
         self.loop: asyncio.AbstractEventLoop | None = None
         self._listener: asyncio.base_events.Server | None = None
-        self._monitor = None
-        self._https_monitor = None
+        self._monitor: MonitorServer | None = None
+        self._https_monitor: MonitorServer | None = None
         self._ws_listener: asyncio.base_events.Server | None = None
         self._ws_port = 0
         self._https_port = 0
@@ -101,8 +110,8 @@ class Server:
         self.lame_duck_mode = False
         self.running = False
         self._stopped: asyncio.Event | None = None
-        self.jetstream = None  # the JetStreamEngine when enabled and available
-        self.leafnodes = None  # natsd.server.leafnode.LeafManager with a leafnodes {} block
+        self.jetstream: JetStreamEngine | None = None  # when JetStream is enabled (and started)
+        self.leafnodes: LeafManager | None = None  # with a leafnodes {} block
         self.config_loads = 0
         self._ports_file = ""
 
@@ -167,6 +176,7 @@ class Server:
                 acc.jetstream.stop()
                 engine.accounts.pop(acc.name, None)
                 acc.jetstream = None
+                assert acc.ports is not None  # enabled JetStream always has its ports
                 acc.js_disabled_subs = engine.disable_account_api(acc.ports) or []
             return
         if acc.jetstream is not None:
@@ -227,9 +237,9 @@ class Server:
         await self._start_secure_listeners()
         if opts.http_port:
             from natsd.server.monitor import MonitorServer
-            self._monitor = MonitorServer(self)
+            self._monitor = monitor = MonitorServer(self)
             try:
-                self._http_port = await self._monitor.start(opts.http_host or "0.0.0.0",
+                self._http_port = await monitor.start(opts.http_host or "0.0.0.0",
                                                             opts.http_port if opts.http_port > 0 else 0)
             except OSError:
                 self._monitor = None
@@ -247,6 +257,7 @@ class Server:
         """Operator mode: register the system and preloaded accounts (so JetStream recovers
         their streams) and the claim-update service."""
         trust = self.trust
+        assert trust is not None  # called in operator mode only
         logger.info("Trusted Operators")
         for op in trust.operators:
             logger.info("  System  : %r", op.system_account)
@@ -260,8 +271,8 @@ class Server:
         if self.options.leafnodes is None:
             return
         from natsd.server.leafmanager import LeafManager
-        self.leafnodes = LeafManager(self, self.options.leafnodes)
-        await self.leafnodes.start()
+        self.leafnodes = leafnodes = LeafManager(self, self.options.leafnodes)
+        await leafnodes.start()
 
     def _write_ports_file(self) -> None:
         """``pid_file`` (the pid as text) and ``ports_file_dir``/natsd_<pid>.ports, a JSON
@@ -294,18 +305,23 @@ class Server:
                 logger.error("Error writing ports file %s: %s", path, e)
 
     async def _start_jetstream(self) -> None:
+        """Start the JetStream engine and enable it on its accounts.
+
+        JetStream was asked for, so a failure here is fatal: it raises :class:`JetStreamStartError`
+        (the process logs it and exits non-zero, an in-process server's ``start()`` raises) rather
+        than leaving a server that silently answers without JetStream.
+        """
         opts = self.options
         if not opts.jetstream.enabled:
             return
+        # the engine and its API are imported only when asked for
+        from natsd.jetstream.api import JetStreamApi
+        from natsd.jetstream.manager import JetStreamEngine
+
+        engine = JetStreamEngine(opts, self.clock, server_id=self.server_id, server_name=self.server_name,
+                                 api=JetStreamApi())
+        self.jetstream = engine  # set first: a failure below is cleaned up by start()'s shutdown()
         try:
-            from natsd.jetstream.api import JetStreamApi
-            from natsd.jetstream.manager import JetStreamEngine  # type: ignore[attr-defined]
-        except ImportError as e:
-            logger.warning("JetStream requested but the engine is not available: %s", e)
-            return
-        try:
-            engine = JetStreamEngine(opts, self.clock, server_id=self.server_id, server_name=self.server_name,
-                                     api=JetStreamApi())
             js_accounts: list[tuple[str, AccountJetStreamLimits]] = [
                 (a.name, a.jetstream) for a in opts.accounts if a.jetstream is not None]
             if self.trust is not None:  # JWT accounts: the limits their claims carry
@@ -323,19 +339,15 @@ class Server:
                 acc.jetstream = engine.enable_account(name, acc.ports, limits)
             # Accounts without JetStream still get an answer on $JS.API (503, "JetStream not
             # enabled for account") instead of no-responders, as the reference does.
-            disable = getattr(engine, "disable_account_api", None)
-            if disable is not None:
-                for acc in list(self.accounts.values()):
-                    if acc.jetstream is None:
-                        acc.ports = ServerPorts(acc)
-                        acc.js_disabled_subs = disable(acc.ports) or []
-            r = engine.start()
-            if hasattr(r, "__await__"):
-                await r
-        except (AttributeError, NotImplementedError) as e:
-            logger.warning("JetStream could not be started: %s", e)
-            return
-        self.jetstream = engine
+            for acc in list(self.accounts.values()):
+                if acc.jetstream is None:
+                    acc.ports = ServerPorts(acc)
+                    acc.js_disabled_subs = engine.disable_account_api(acc.ports) or []
+            engine.start()
+        except OSError:
+            raise  # the store directory: reported as a start-up error like a bind failure
+        except Exception as e:
+            raise JetStreamStartError(f"{type(e).__name__}: {e}") from e
 
     async def shutdown(self) -> None:
         """Stop accepting, close every client (queued output is flushed), stop JetStream."""
@@ -357,9 +369,7 @@ class Server:
             c.close(REASON_SERVER_SHUTDOWN)
         if self.jetstream is not None:
             try:
-                r = self.jetstream.stop()
-                if hasattr(r, "__await__"):
-                    await r
+                self.jetstream.stop()
             except Exception:
                 logger.exception("JetStream shutdown failed")
             self.jetstream = None
@@ -499,7 +509,7 @@ class Server:
                 continue
             if c.jwt_iat is not None:
                 continue  # JWT users answer to their account's claims, not to the config file
-            res = c._authenticate(getattr(c, "connect_opts", {}) or {})  # (certificate users too)
+            res = c._authenticate(c.connect_opts)  # (certificate users too)
             if res.ok and res.bcrypt is not None:
                 res.ok = False  # unverified new hash: the client must reconnect
             if not res.ok or (c.account is not None and res.account != c.account.name):
@@ -569,7 +579,7 @@ class Server:
             if ws.tls is not None:
                 self.tls.add("websocket", ws.tls)
             host = ws.host or opts.host or "0.0.0.0"
-            self._ws_listener = await self.loop.create_server(
+            self._ws_listener = await asyncio.get_running_loop().create_server(
                 self._new_ws_protocol, host, ws.port if ws.port > 0 else 0, reuse_address=True, backlog=4096)
             self._ws_port = self._ws_listener.sockets[0].getsockname()[1]
             logger.info("Listening for websocket clients on %s://%s:%d", "wss" if ws.tls else "ws", host,
@@ -584,9 +594,9 @@ class Server:
 
             # asyncio's TLS for HTTPS; a reload loads new certificates into this same context.
             ctx = self.tls.add("https", opts.tls, in_place=True)
-            self._https_monitor = MonitorServer(self)
+            self._https_monitor = https_monitor = MonitorServer(self)
             host = opts.http_host or "0.0.0.0"
-            self._https_port = await self._https_monitor.start(host, opts.https_port if opts.https_port > 0 else 0,
+            self._https_port = await https_monitor.start(host, opts.https_port if opts.https_port > 0 else 0,
                                                                ssl=ctx)
             logger.info("Starting https monitor on %s:%d", host, self._https_port)
 
@@ -617,8 +627,13 @@ class Server:
     # -- lame duck ---------------------------------------------------------------------------------
 
     async def _sleep_ns(self, ns: int) -> None:
-        fut = self.loop.create_future()
-        self.clock.call_later(ns, lambda: fut.done() or fut.set_result(None))
+        fut = asyncio.get_running_loop().create_future()
+
+        def wake() -> None:
+            if not fut.done():
+                fut.set_result(None)
+
+        self.clock.call_later(ns, wake)
         await fut
 
     async def lame_duck(self) -> None:
@@ -663,7 +678,7 @@ class Server:
             setup_logging(debug=o.debug, trace=o.trace, logtime=o.logtime, log_file=o.log_file)
         loop_factory = None
         try:
-            import uvloop  # type: ignore[import-not-found]
+            import uvloop
             loop_factory = uvloop.new_event_loop
         except ImportError:  # pragma: no cover - uvloop is a dependency on POSIX
             pass
@@ -676,6 +691,9 @@ class Server:
         except OSError as e:
             # Bind failures (the common case) and store-directory errors from JetStream.
             logger.critical("Error starting server: %s", e)
+            return 1
+        except JetStreamStartError as e:
+            logger.critical("Can't start JetStream: %s", e)
             return 1
         loop = asyncio.get_running_loop()
         tasks: set[asyncio.Task] = set()

@@ -30,14 +30,14 @@ import asyncio
 import hashlib
 import ssl
 from collections import deque
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Protocol, cast
 
 from natsd.config.tls import CIPHER_SUITES, TLSConfigError, TLSOptions, build_server_context
 from natsd.server.layer import Layer
 from natsd.server.log import logger
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.clock import Clock
+    from natsd.clock import Clock, Timer
 
 __all__ = ["TlsLayer", "TlsContexts", "HandshakeQueue", "connz_fields", "REASON_TLS_HANDSHAKE", "spki_sha256",
            "cert_identities", "map_certificate_user"]
@@ -67,6 +67,12 @@ def spki_sha256(der_cert: bytes) -> str:
     return hashlib.sha256(spki).hexdigest()
 
 
+class _Upper(Protocol):
+    """What the layer uses of the protocol above it (a ClientConnection) when the handshake fails."""
+
+    def tls_failed(self, message: str) -> None: ...
+
+
 class TlsLayer(Layer):
     """The server side of TLS on one connection (see the module docstring).
 
@@ -80,7 +86,7 @@ class TlsLayer(Layer):
                  "_state", "_sslobj", "_in", "_out", "_pending", "_timer", "_seen_first", "_handshakes",
                  "tls_first")
 
-    def __init__(self, context: Callable[[], ssl.SSLContext], make_upper: Callable[[], object], clock: "Clock",
+    def __init__(self, context: Callable[[], ssl.SSLContext], make_upper: Callable[[], asyncio.Protocol], clock: "Clock",
                  handshakes: "HandshakeQueue", *, timeout_ns: int, mode: str = "after_info", fallback_ns: int = 0,
                  pinned: set[str] | frozenset[str] = frozenset()) -> None:
         super().__init__()
@@ -98,7 +104,7 @@ class TlsLayer(Layer):
         self._in: ssl.MemoryBIO | None = None
         self._out: ssl.MemoryBIO | None = None
         self._pending: bytearray | None = None  # upper writes held until the handshake is done
-        self._timer = None
+        self._timer: Timer | None = None
         self._seen_first = False
 
     # -- setup ------------------------------------------------------------------------------------
@@ -300,8 +306,8 @@ class TlsLayer(Layer):
         self._state = _CLOSED
         self._cancel_timer()
         peer = self.lower.get_extra_info("peername") if self.lower is not None else None
-        up = self.upper
-        if up is not None and hasattr(up, "tls_failed"):
+        up = cast("_Upper | None", self.upper)
+        if up is not None:
             up.tls_failed(message)  # logs with its prefix and records the close reason
         else:
             logger.debug("%s - %s", f"{peer[0]}:{peer[1]}" if peer else "?", message)

@@ -304,7 +304,8 @@ class Trust:
                 return fail
         user_limits = uc.limits
         if scope is not None:  # a scoped signing key: its template decides the permissions
-            tmpl = scope.get("template") if isinstance(scope.get("template"), dict) else {}
+            t = scope.get("template")
+            tmpl = t if isinstance(t, dict) else {}
             perms = user_permissions(tmpl.get("pub"), tmpl.get("sub"), tmpl.get("resp"))
             user_limits = {k: J.limit_of(tmpl, k) for k in ("subs", "data", "payload")}
         elif uc.pub or uc.sub or uc.resp:
@@ -370,6 +371,7 @@ class Trust:
         if not reply:
             return
         server = self.server
+        assert server is not None  # bound before any request can arrive
         payload = {"server": {"name": server.server_name, "host": server.options.host, "id": server.server_id,
                               "ver": __version__, "jetstream": server.jetstream is not None,
                               "flags": 0, "seq": 0,
@@ -441,7 +443,7 @@ class Trust:
         from natsd.server.connection import REASON_AUTH
 
         for c in list(acc.clients):
-            iat = getattr(c, "jwt_iat", None)
+            iat = c.jwt_iat
             if iat is not None and claims.revoked(c.user, iat):
                 logger.error("%s%s", c.prefix, ERR_REVOKED)
                 c.close_with_err(ERR_REVOKED, REASON_AUTH)

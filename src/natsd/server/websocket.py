@@ -28,16 +28,17 @@ whole: each received piece goes straight to the parser, which enforces ``max_pay
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 from http.cookies import CookieError, SimpleCookie
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Protocol, cast
 from urllib.parse import urlsplit
 
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import (
     AcceptConnection, BytesMessage, CloseConnection, Message, Ping, Request, TextMessage,
 )
-from wsproto.extensions import PerMessageDeflate
+from wsproto.extensions import Extension, PerMessageDeflate
 from wsproto.utilities import RemoteProtocolError
 
 from natsd.config.tls import WebsocketOptions
@@ -45,7 +46,7 @@ from natsd.server.layer import Layer
 from natsd.server.log import logger
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.clock import Clock
+    from natsd.clock import Clock, Timer
 
 __all__ = ["WebSocketLayer", "close_status", "check_origin"]
 
@@ -109,20 +110,29 @@ def _http_error(status: int, text: str) -> bytes:
             f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
 
 
+class _Upper(Protocol):
+    """What the layer uses of the protocol above it (a ClientConnection) when it closes."""
+
+    closed: bool
+    close_reason: str
+
+    def close(self, reason: str) -> None: ...
+
+
 class WebSocketLayer(Layer):
     """Server side of one WebSocket connection (see the module docstring)."""
 
     __slots__ = ("_opts", "_make_upper", "_clock", "_ws", "_timer", "_secure", "_frame_bytes", "_max_frame",
                  "info_overrides", "_open", "_forwarded_for", "_jwt_cookie")
 
-    def __init__(self, opts: WebsocketOptions, make_upper: Callable[[], object], clock: "Clock", *,
+    def __init__(self, opts: WebsocketOptions, make_upper: Callable[[], asyncio.Protocol], clock: "Clock", *,
                  secure: bool, max_frame: int, info_overrides: dict) -> None:
         super().__init__()
         self._opts = opts
         self._make_upper = make_upper
         self._clock = clock
         self._ws = WSConnection(ConnectionType.SERVER)
-        self._timer = None
+        self._timer: Timer | None = None
         self._secure = secure
         self._frame_bytes = 0
         self._max_frame = max_frame
@@ -160,7 +170,7 @@ class WebSocketLayer(Layer):
         except RemoteProtocolError as e:
             self._reject_http(400 if "method" not in str(e).lower() else 405, str(e))
             return
-        pieces = []
+        pieces: list[bytes | bytearray] = []
         for ev in ws.events():
             if isinstance(ev, BytesMessage) or isinstance(ev, TextMessage):
                 d = ev.data if isinstance(ev, BytesMessage) else ev.data.encode()
@@ -213,8 +223,8 @@ class WebSocketLayer(Layer):
                 jar = SimpleCookie()
             if self._opts.jwt_cookie in jar:
                 self._jwt_cookie = jar[self._opts.jwt_cookie].value
-        extensions = []
-        if self._opts.compression and any(e.split(";")[0].strip().lower() == "permessage-deflate"
+        extensions: list[Extension] = []
+        if self._opts.compression and any(isinstance(e, str) and e.split(";")[0].strip().lower() == "permessage-deflate"
                                           for e in req.extensions):
             extensions.append(PerMessageDeflate(client_no_context_takeover=True, server_no_context_takeover=True))
         self.lower.write(self._ws.send(AcceptConnection(extensions=extensions)))
@@ -251,9 +261,9 @@ class WebSocketLayer(Layer):
         self._close_lower()
 
     def _shutdown_upper(self, reason: str) -> None:
-        up = self.upper
+        up = cast("_Upper | None", self.upper)
         self._closing = True
-        if up is not None and not getattr(up, "closed", True):
+        if up is not None and not up.closed:
             # The connection ends because of the frame layer: tell the protocol above with the
             # reason for /connz (it closes us back, a no-op now that _closing is set).
             up.close(reason)
@@ -290,7 +300,8 @@ class WebSocketLayer(Layer):
 
     def close(self) -> None:
         if not self._closing:
-            reason = getattr(self.upper, "close_reason", "") or "Client Closed"
+            up = cast("_Upper | None", self.upper)
+            reason = (up.close_reason if up is not None else "") or "Client Closed"
             self._send_close(close_status(reason), reason)
         self._close_lower()
 

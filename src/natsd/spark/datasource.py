@@ -218,7 +218,7 @@ class JetStreamBatchReader(DataSourceReader):
             return [JetStreamPartition(_spec(ro, name, 1, 0, ""))]
         return [JetStreamPartition(_spec(ro, s, lo, hi, created[s])) for s, lo, hi in plan]
 
-    def read(self, partition: JetStreamPartition):
+    def read(self, partition: JetStreamPartition):  # type: ignore[override]  # ours are JetStreamPartitions
         """Runs on executors: one connection, one ephemeral push consumer, Arrow batches out."""
         return read_range(self.ro.connect, partition.spec)
 
@@ -337,7 +337,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         # Loss was already judged on the driver (latestOffset); tasks only re-check creation.
         return [JetStreamPartition(_spec(ro, s, lo, hi, created[s], fail=False)) for s, lo, hi in plan]
 
-    def read(self, partition: JetStreamPartition):
+    def read(self, partition: JetStreamPartition):  # type: ignore[override]  # ours are JetStreamPartitions
         """Runs on executors; see :func:`natsd.spark.reader.read_range`."""
         return read_range(self.ro.connect, partition.spec)
 

@@ -429,7 +429,7 @@ class ReadOptions:
         """Whether a stream name is selected by ``stream`` / ``streamPattern`` (full match)."""
         if self.stream:
             return name == self.stream
-        return re.fullmatch(self.stream_pattern, name) is not None
+        return self.stream_pattern is not None and re.fullmatch(self.stream_pattern, name) is not None
 
 
 IDEMPOTENCE_NONE = "none"

@@ -109,7 +109,7 @@ def plan_ranges(ranges: dict[str, tuple[int, int]], min_partitions: int) -> list
         order = sorted(live, key=lambda s: ((want * sizes[s]) % total, sizes[s]), reverse=True)
         for s in order[:left]:
             shares[s] += 1
-    out = []
+    out: list = []
     for s, (lo, hi) in live.items():
         out.extend((s, a, b) for a, b in split_range(lo, hi, shares[s]))
     return out

@@ -114,7 +114,7 @@ class _Batcher:
     def __init__(self, schema: pa.Schema, stream: str, with_headers: bool):
         self.schema = schema
         self.stream_b = stream.encode()
-        self.hdrs = [] if with_headers else None
+        self.hdrs: list | None = [] if with_headers else None
         self.reset()
 
     def reset(self) -> None:

@@ -63,7 +63,7 @@ def _wrap(cls) -> None:
 
     for fn, orig in ((format, orig_format), (mode, orig_mode), (save, orig_save)):
         fn.__doc__ = orig.__doc__
-        fn.__wrapped__ = orig
+        fn.__wrapped__ = orig  # type: ignore[union-attr]  # (fn is one of the three functions above)
     cls.format, cls.mode, cls.save = format, mode, save
     cls._natsd_default_save_mode = True
 

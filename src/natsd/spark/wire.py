@@ -154,7 +154,7 @@ def _sign_nonce_with_creds(creds_path: str, nonce: str) -> tuple[str, str]:
     try:
         import base64
 
-        import nkeys  # type: ignore
+        import nkeys
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise NatsError("option 'creds' needs the 'nkeys' package (pip install nkeys)") from exc
     text = open(creds_path, encoding="utf-8").read()
@@ -370,20 +370,20 @@ class SyncConnection:
                 parts = line.split(b" ")
                 if head == b"HMSG":
                     if len(parts) == 6:
-                        _, subj, sid, reply, hlen, tlen = parts
+                        _, subj, sid, reply, hlen_b, tlen_b = parts
                     else:
-                        _, subj, sid, hlen, tlen = parts
+                        _, subj, sid, hlen_b, tlen_b = parts
                         reply = b""
-                    hlen = int(hlen)
-                    tlen = int(tlen)
+                    hlen = int(hlen_b)
+                    tlen = int(tlen_b)
                 else:
                     if len(parts) == 5:
-                        _, subj, sid, reply, tlen = parts
+                        _, subj, sid, reply, tlen_b = parts
                     else:
-                        _, subj, sid, tlen = parts
+                        _, subj, sid, tlen_b = parts
                         reply = b""
                     hlen = 0
-                    tlen = int(tlen)
+                    tlen = int(tlen_b)
                 end = i + 2 + tlen
                 if len(buf) < end + 2:
                     self._fill(None if deadline is None else max(0.001, deadline - time.monotonic()))

@@ -23,8 +23,9 @@ OS in as few write calls as possible (a PubAck is sent only after it). ``sync()`
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Protocol
+from typing import Any, Callable, Iterable, Protocol
 
 __all__ = [
     "StorageType", "DiscardPolicy", "StoreConfig", "StoreMsg", "MsgRun", "StreamState", "SimpleState",
@@ -87,12 +88,16 @@ class CorruptState(StoreError):
 # ---------------------------------------------------------------------------------------------
 # Value types.
 
-class StorageType:
+# The stream config's ``storage`` and ``discard`` with their wire spelling (the JSON values). A
+# StrEnum member is a str equal to that spelling, so ``natsd.jetstream`` uses these same types in
+# its StreamConfig and JSON stays byte for byte the same.
+
+class StorageType(enum.StrEnum):
     FILE = "file"
     MEMORY = "memory"
 
 
-class DiscardPolicy:
+class DiscardPolicy(enum.StrEnum):
     OLD = "old"
     NEW = "new"
 
@@ -108,17 +113,17 @@ class StoreConfig:
 
     name: str
     subjects: list[str] = field(default_factory=list)
-    storage: str = StorageType.FILE
+    storage: StorageType = StorageType.FILE
     max_msgs: int = -1
     max_bytes: int = -1
     max_age_ns: int = 0
     max_msgs_per_subject: int = -1
     max_msg_size: int = -1
-    discard: str = DiscardPolicy.OLD
+    discard: DiscardPolicy = DiscardPolicy.OLD
     discard_new_per_subject: bool = False
     first_seq: int = 0
     allow_msg_ttl: bool = False
-    meta: dict = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -224,7 +229,7 @@ class ConsumerDelta:
     delivered: SequencePair
     ack_floor: SequencePair
     pend_set: list[int] = field(default_factory=list)
-    pend_vals: list = field(default_factory=list)
+    pend_vals: list[tuple[int, int]] = field(default_factory=list)
     pend_del: list[int] = field(default_factory=list)
     rdc_set: list[int] = field(default_factory=list)
     rdc_vals: list[int] = field(default_factory=list)
@@ -358,8 +363,9 @@ class StreamStore(Protocol):
 
     def register_storage_updates(self, handler: StorageUpdateHandler) -> None: ...
 
-    def consumer_store(self, name: str, meta: dict) -> "ConsumerStore":
-        """Open (or create) the state store of consumer ``name``; ``meta`` is its JSON config."""
+    def consumer_store(self, name: str, meta: dict[str, Any] | None) -> "ConsumerStore":
+        """Open (or create) the state store of consumer ``name``; ``meta`` is its JSON config
+        (None: open what is stored, as recovery does)."""
 
     def consumer_names(self) -> list[str]:
         """Consumers persisted with this stream (for recovery)."""
@@ -374,12 +380,16 @@ class StreamStore(Protocol):
 class ConsumerStore(Protocol):
     """A consumer's persisted config and state."""
 
-    meta: dict
+    #: The consumer's JSON config as persisted.
+    meta: dict[str, Any]
+    #: Why the persisted state could not be used at open ("" when it could, or nothing was
+    #: persisted): the state starts empty then, which only causes redelivery.
+    state_damaged: str
 
     def update(self, state: ConsumerState) -> None:
         """Replace the stored state (file: atomic replace; may be batched per loop turn)."""
 
-    def append_delta(self, delta: ConsumerDelta, source: Callable[[], tuple]) -> None:
+    def append_delta(self, delta: ConsumerDelta, source: Callable[[], tuple[Any, ...]]) -> None:
         """Record only what changed since the last ``update``/``append_delta`` (large states:
         the cost follows the changes, not the state's size). ``source()`` returns the live
         ``(pending, redelivered, delivered, ack_floor)`` for when the store wants the whole
@@ -388,7 +398,7 @@ class ConsumerStore(Protocol):
 
     def state(self) -> ConsumerState: ...
 
-    def update_config(self, meta: dict) -> None: ...
+    def update_config(self, meta: dict[str, Any]) -> None: ...
 
     def flush(self) -> None:
         """Write any batched state now."""

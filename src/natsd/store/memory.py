@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 from itertools import compress
-from typing import Callable
+from typing import Callable, Sequence
 
 from natsd.store.seqindex import IndexedStreamStore
 from natsd.store.base import (
@@ -75,6 +75,7 @@ class MemoryStreamStore(IndexedStreamStore):
         if not seqs:
             return MsgRun([], [], [], None, [])
         idx = [s - base for s in seqs] if seqs[-1] - seqs[0] + 1 != len(seqs) else None
+        sids: Sequence[int]
         if idx is None:
             lo = seqs[0] - base
             tss = self._ts[lo: lo + len(seqs)].tolist()
@@ -108,13 +109,13 @@ class MemoryStreamStore(IndexedStreamStore):
         pass
 
     # -- consumers / lifecycle ------------------------------------------------------------------
-    def consumer_store(self, name: str, meta: dict) -> "MemoryConsumerStore":
+    def consumer_store(self, name: str, meta: dict | None) -> "MemoryConsumerStore":
         self._check_open()
         cs = self._consumers.get(name)
         if cs is None or cs._closed:
-            cs = MemoryConsumerStore(name, meta, self)
+            cs = MemoryConsumerStore(name, meta or {}, self)
             self._consumers[name] = cs
-        else:
+        elif meta is not None:
             cs.meta = meta
         return cs
 
@@ -137,6 +138,7 @@ class MemoryConsumerStore:
     def __init__(self, name: str, meta: dict, stream: MemoryStreamStore | None = None) -> None:
         self.name = name
         self.meta = meta
+        self.state_damaged = ""  # (nothing on disk to be damaged)
         self._stream = stream
         self._state = ConsumerState()
         self._source: Callable[[], tuple] | None = None

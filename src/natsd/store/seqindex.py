@@ -80,8 +80,11 @@ class IndexedStreamStore:
         self._closed = False
         self._cb: StorageUpdateHandler | None = None
         self._sid_of: dict[str, int] = {}
-        self._snames: list[str | None] = []
-        self._ss: list[list[int] | None] = []
+        # A freed subject slot holds None in both lists until it is reused. Slots are reached
+        # through ``_sid_of`` and the per-message sids, which never name a freed one, so the
+        # lists are typed by what readers get (the freeing stores in _free_subject are marked).
+        self._snames: list[str] = []
+        self._ss: list[list[int]] = []
         self._free_sids: list[int] = []
         # Wildcard filter -> [_sgen, number of subject slots examined, matching sids]. _sgen
         # moves only when a subject slot is freed or reused, so a stream that keeps gaining new
@@ -277,8 +280,8 @@ class IndexedStreamStore:
     def _free_subject(self, sid: int) -> None:
         name = self._snames[sid]
         del self._sid_of[name]
-        self._snames[sid] = None
-        self._ss[sid] = None
+        self._snames[sid] = None  # type: ignore[call-overload]
+        self._ss[sid] = None  # type: ignore[call-overload]
         self._free_sids.append(sid)
         self._sgen += 1
 
@@ -445,6 +448,7 @@ class IndexedStreamStore:
         if cfg.max_bytes > 0 and self._bytes + size > cfg.max_bytes:
             if not asl:
                 raise MaxBytes("maximum bytes exceeded")
+            assert sid is not None  # asl: the subject exists
             first = self._subject_first(sid)
             if self._sz[first - self._base] < size:
                 raise MaxBytes("maximum bytes exceeded")

@@ -97,12 +97,12 @@ class OverlapTrie:
                     if tok != FWC and child.lo < best:
                         stack.append((child, i + 1))
             else:
-                child = kids.get(t)
-                if child is not None and child.lo < best:
-                    stack.append((child, i + 1))
-                child = kids.get(PWC)
-                if child is not None and child.lo < best:
-                    stack.append((child, i + 1))
+                exact = kids.get(t)
+                if exact is not None and exact.lo < best:
+                    stack.append((exact, i + 1))
+                star = kids.get(PWC)
+                if star is not None and star.lo < best:
+                    stack.append((star, i + 1))
         self.visits += visits
         if self.budget and self.visits > self.budget:
             raise OverlapBudgetExceeded()

@@ -304,12 +304,13 @@ class Sublist(Generic[T]):
             level = node.next
         assert node is not None
         if queue:
-            members = node.qsubs.get(queue) if node.qsubs else None
-            if members is None or item not in members:
+            qsubs = node.qsubs
+            members = qsubs.get(queue) if qsubs else None
+            if qsubs is None or members is None or item not in members:
                 return False
             del members[item]
             if not members:
-                del node.qsubs[queue]
+                del qsubs[queue]
         else:
             if item not in node.psubs:
                 return False

@@ -4,8 +4,8 @@ Spark's fixed costs (JVM start ~10 s, first Python data source query ~10 s on 2 
 so the session is shared by every Spark test module (``local[2,3]``: two task slots and up to 3
 attempts per task, which the forced-failure tests need; UI off, 2 shuffle partitions, quiet logs).
 
-The ``js_server`` fixture is parametrized over the reference nats-server and natsd; the natsd
-case skips cleanly while ``python -m natsd -js`` cannot serve JetStream yet.
+The ``js_server`` fixture is parametrized over the reference nats-server and natsd (a natsd that
+cannot start with JetStream fails the test).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import tempfile
 
 import pytest
 
-from tests.helpers.servers import natsd_jetstream_available, reference_binary, start_server
+from tests.helpers.servers import reference_binary, start_server
 
 pytestmark = [pytest.mark.spark]
 
@@ -73,11 +73,6 @@ def js_server(request, tmp_path_factory):
     kind = request.param
     if kind == "reference" and reference_binary() is None:
         pytest.skip("reference nats-server binary not installed")
-    if kind == "natsd":
-        ok, why = natsd_jetstream_available()
-        if not ok:
-            lines = [ln for ln in why.strip().splitlines() if ln.strip()]
-            pytest.skip("natsd cannot serve JetStream yet: " + (lines[-1][:160] if lines else "unknown"))
     srv = start_server(kind, tmp_path_factory.mktemp(f"js-{kind}"))
     yield srv
     srv.stop()

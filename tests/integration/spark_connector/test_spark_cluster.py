@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.servers import free_port, natsd_jetstream_available, start_server
+from tests.helpers.servers import free_port, start_server
 
 from .conftest import make_stream, publish
 
@@ -43,8 +43,7 @@ def _env(**extra) -> dict:
 def server(tmp_path_factory):
     if not shutil.which("java") and not os.environ.get("JAVA_HOME"):
         pytest.skip("Java is not installed")
-    ok, _ = natsd_jetstream_available()
-    srv = start_server("natsd" if ok else "reference", tmp_path_factory.mktemp("cluster-js"))
+    srv = start_server("natsd", tmp_path_factory.mktemp("cluster-js"))
     yield srv
     srv.stop()
 

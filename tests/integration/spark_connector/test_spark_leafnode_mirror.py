@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.helpers.servers import free_port, natsd_jetstream_available, reference_binary, start_server
+from tests.helpers.servers import free_port, reference_binary, start_server
 
 from .conftest import js_call, publish, stream_info
 
@@ -18,9 +18,6 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]  # a timeout inside p
 def edge_mirror(tmp_path_factory):
     if reference_binary() is None:
         pytest.skip("reference nats-server binary not installed")
-    ok, why = natsd_jetstream_available()
-    if not ok:
-        pytest.skip("natsd cannot serve JetStream: " + why[-160:])
     d = tmp_path_factory.mktemp("leaf-spark")
     lp = free_port()
     (d / "hub.conf").write_text(f'jetstream {{ store_dir: "{d}/hub-js", domain: HUB }}\nleafnodes {{ port: {lp} }}\n')

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from tests.helpers.servers import natsd_jetstream_available, reference_binary, start_server
+from tests.helpers.servers import reference_binary, start_server
 
 pytestmark = [pytest.mark.spark]
 
@@ -20,8 +20,6 @@ def auth_server(request, tmp_path_factory):
     kind = request.param
     if kind == "reference" and reference_binary() is None:
         pytest.skip("reference nats-server binary not installed")
-    if kind == "natsd" and not natsd_jetstream_available()[0]:
-        pytest.skip("natsd cannot serve JetStream")
     srv = start_server(kind, tmp_path_factory.mktemp(f"plan-{kind}"), "--user", "sparky", "--pass", "s3cret")
     yield srv
     srv.stop()

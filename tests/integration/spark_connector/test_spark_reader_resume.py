@@ -7,7 +7,7 @@ import pytest
 from natsd.spark.reader import RangeSpec, read_range
 from natsd.spark.wire import ConnectOptions
 from natsd.spark.writer import Publisher
-from tests.helpers.servers import natsd_jetstream_available, reference_binary, start_server
+from tests.helpers.servers import reference_binary, start_server
 
 from .conftest import make_stream
 
@@ -19,8 +19,6 @@ PAD = b"." * 1000
 def test_reader_resumes_after_server_restart(kind, tmp_path, monkeypatch):
     if kind == "reference" and reference_binary() is None:
         pytest.skip("reference nats-server binary not installed")
-    if kind == "natsd" and not natsd_jetstream_available()[0]:
-        pytest.skip("natsd cannot serve JetStream yet")
     store = tmp_path / "store"
     srv = start_server(kind, tmp_path, store_dir=store)
     try:

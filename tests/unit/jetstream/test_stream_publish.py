@@ -234,7 +234,9 @@ def test_interest_stream_without_consumers_acks_but_does_not_store(env):
 
 class _FakeConsumer:
     def __init__(self, name: str, filt: str = "") -> None:
+        from natsd.jetstream.consumer_config import ConsumerConfig
         self.name = name
+        self.config = ConsumerConfig(filter_subject=filt)  # a plain (not internal) consumer
         self.filters = [filt] if filt else []
         self.acked: set[int] = set()
         self.new: list[int] = []

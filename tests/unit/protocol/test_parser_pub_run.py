@@ -135,3 +135,18 @@ def test_an_identical_line_batch_ends_when_a_run_starts():
     # then that line again must not append to the old batch.
     data = (b"PUB _ 4\r\n+ACK\r\n" + b"PUB _  0\r\n\r\n" * 2) * 2
     assert flat(Parser(batch=True).feed(data)) == Parser().feed(data)
+
+
+def test_the_shared_empty_run_lists_are_never_extended():
+    # feed() starts without a run on a shared empty list (no allocation per call); runs of every
+    # kind, split anywhere, must leave it empty.
+    from natsd.protocol import parser as parser_mod
+
+    data = acks(1, 40) + b"PING\r\n" + acks(41, 3) + b"PUB a 1\r\nx\r\n" + acks(44, 5)
+    for step in (1, 7, 64, len(data)):
+        p = Parser(batch=True)
+        evs = []
+        for i in range(0, len(data), step):
+            evs += p.feed(data[i:i + step])
+        assert sum(1 for e in flat(evs) if e[0] == OP_PUB) == 49
+        assert parser_mod._NO_RUN == []

@@ -154,7 +154,7 @@ def pause(req: ApiRequest) -> dict:
     out: dict[str, Any] = {"paused": until_ns is not None and now < until_ns,
                            "pause_until": format_rfc3339(until_ns) if until_ns is not None else GO_ZERO_TIME}
     if out["paused"]:
-        out["pause_remaining"] = until_ns - now  # type: ignore[operator]
+        out["pause_remaining"] = until_ns - now
     return resp("consumer_pause_response", out)
 
 

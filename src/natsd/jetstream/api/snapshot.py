@@ -18,7 +18,7 @@ While a snapshot of a stream is being sent, ``$JS.API.STREAM.UPDATE.<stream>`` i
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from natsd.jetstream.advisories import _typed
 from natsd.jetstream.api.router import ApiRequest
@@ -43,7 +43,7 @@ def _transfers(acct: "JsAccount") -> set:
     return acct.transfers
 
 
-def _valid_publish_subject(s: Any) -> bool:
+def _valid_publish_subject(s: Any) -> TypeGuard[str]:
     if not isinstance(s, str) or not s:
         return False
     for tok in s.split("."):

@@ -119,10 +119,10 @@ def stream_info(req: ApiRequest) -> dict:
     subjects = ""
     offset = 0
     if _is_json_object_or_array(req.payload):
-        body = req.json(R.STREAM_INFO_REQUEST)
-        details = body.get("deleted_details", False)
-        subjects = body.get("subjects_filter", "")
-        offset = max(body.get("offset", 0), 0)
+        opts = req.json(R.STREAM_INFO_REQUEST)
+        details = opts.get("deleted_details", False)
+        subjects = opts.get("subjects_filter", "")
+        offset = max(opts.get("offset", 0), 0)
     stream = acct.lookup_stream(name)
     info, total, off, limit = stream.info(subjects, details, offset)
     if not total:

@@ -67,7 +67,7 @@ def template_create(req: ApiRequest) -> dict:
                 "StreamTemplateConfig.max_streams of type uint32")
     if _name(req) != (name or ""):
         raise ApiErrors.TEMPLATE_NAME_NOT_MATCH_SUBJECT()
-    t = _mgr(req).add(name, body.get("config"), ms)
+    t = _mgr(req).add(name or "", body.get("config"), ms)
     return resp(CREATE_T, t.info_json())
 
 

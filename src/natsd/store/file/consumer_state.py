@@ -395,7 +395,7 @@ class FileConsumerStore:
     ``stop()``.
     """
 
-    def __init__(self, directory: str, name: str, meta: dict, key: str, fsync: bool,
+    def __init__(self, directory: str, name: str, meta: dict | None, key: str, fsync: bool,
                  on_close=None) -> None:
         self.name = name
         self._dir = directory

@@ -123,7 +123,7 @@ def decode_index(data: bytes) -> IndexSnapshot:
         p = _FIXED.size
         mv = memoryview(data)
         arrays = []
-        widths = (("q", 8), ("I", 4), ("q", 8), ("I", 4), ("I", 4))
+        widths: tuple[tuple[str, int], ...] = (("q", 8), ("I", 4), ("q", 8), ("I", 4), ("I", 4))
         if version & ~_BIG == 1:
             widths = widths[:4]
         for code, width in widths:

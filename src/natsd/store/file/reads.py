@@ -24,7 +24,7 @@ import struct
 import zlib
 from itertools import compress, count, repeat
 from operator import ne
-from typing import Callable
+from typing import Callable, NoReturn
 
 from natsd.store.base import CorruptState, MsgNotFound, MsgRun, StoreMsg
 from natsd.store.file.block import MessageBlock
@@ -428,7 +428,7 @@ class ReadPath(IndexedStreamStore):
                 seq += 1
         return MsgRun(seqs, tss, subjects, hdrs, msgs)
 
-    def _lose(self, seq: int, size: int, why: str):
+    def _lose(self, seq: int, size: int, why: str) -> NoReturn:
         """Report message ``seq`` lost (corrupt on disk), drop it from the index, raise MsgCorrupt."""
         log.error("stream %s: message %d is corrupt on disk (%s); reported lost", self.config.name, seq, why)
         self._rcache = None

@@ -145,8 +145,9 @@ class Recovery(IndexedStreamStore):
         self._first_ts, self._last_ts = snap.first_ts, snap.last_ts
         self._msgs, self._bytes, self._base = snap.msgs, snap.bytes, snap.base
         self._pos, self._sid, self._ts, self._sz, self._nxt = snap.pos, snap.sid, snap.ts, snap.sz, snap.nxt
-        self._snames = [None if s is None else s[0] for s in snap.subjects]
-        self._ss = [None if s is None else s[1] for s in snap.subjects]
+        # Freed slots stay None (see IndexedStreamStore._snames).
+        self._snames = [None if s is None else s[0] for s in snap.subjects]  # type: ignore[misc]
+        self._ss = [None if s is None else s[1] for s in snap.subjects]  # type: ignore[misc]
         self._sid_of = {s[0]: sid for sid, s in enumerate(snap.subjects) if s is not None}
         self._free_sids = [sid for sid, s in enumerate(snap.subjects) if s is None]
         self._sgen += 1
@@ -263,7 +264,8 @@ class Recovery(IndexedStreamStore):
                     sid_append, ts_append = self._sid.append, self._ts.append
                     get = sidcache.get
                     hsize = HEADER_SIZE
-                    psize = want = -1
+                    psize = -1
+                    want: int | None = -1
                     # A block no larger than MAX_RECORD_SIZE holds no record claiming more.
                     stop = lim if end <= max_size else -1
                     while off <= stop:
@@ -317,13 +319,13 @@ class Recovery(IndexedStreamStore):
                 try:
                     off = self._replay_one(blk, data, mv, off, end, subjects, sidcache, scanning)
                 except (RecordError, UnicodeDecodeError, ValueError) as exc:
-                    nxt = next_record(data, mv, off + 1, end)
-                    if nxt < 0:
+                    at = next_record(data, mv, off + 1, end)
+                    if at < 0:
                         # Nothing intact after it: a torn (or damaged) tail.
                         self._truncate_block(blk, off, end, mv, exc, last_block)
                         return True
-                    self._skip_damage(blk, off, nxt, mv, exc, scanning)
-                    off = nxt
+                    self._skip_damage(blk, off, at, mv, exc, scanning)
+                    off = at
         finally:
             mv.release()
         return False

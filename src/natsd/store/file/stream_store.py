@@ -85,7 +85,9 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
         self.sync_interval_ns = sync_interval_ns
         self._index_interval_ns = index_interval_ns
         self._blocks: dict[int, MessageBlock] = {}
-        self._lmb: MessageBlock | None = None
+        # The block appended to. None only before recovery opens one and after close, when no
+        # write may come, so it is typed by what the write path sees.
+        self._lmb: MessageBlock = None  # type: ignore[assignment]
         self._replaying = True
         self._no_tombstones = False
         self._marker_first = 0
@@ -205,7 +207,7 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
         old = list(self._blocks.values())
         for b in old:
             b.pending = bytearray()
-        self._lmb = None
+        self._lmb = None  # type: ignore[assignment]  # _roll() opens the next one
         blk = self._roll()
         blk.pending += encode_marker(FLAG_FIRST, first)
         blk.max_ref = first
@@ -407,7 +409,7 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
         write_meta(self._dir, self._meta_dict(), config.name)
         self.flush()
 
-    def consumer_store(self, name: str, meta: dict) -> FileConsumerStore:
+    def consumer_store(self, name: str, meta: dict | None) -> FileConsumerStore:
         self._check_open()
         cs = self._consumers.get(name)
         if cs is not None:
