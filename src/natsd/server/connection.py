@@ -35,7 +35,7 @@ import json
 import logging
 from typing import TYPE_CHECKING
 
-from natsd.protocol.encoder import OK, PING, PONG, encode_err
+from natsd.protocol.encoder import OK, PING, PONG, encode_err, encode_hmsg, encode_msg
 from natsd.protocol.errors import (
     ERR_AUTH_TIMEOUT, ERR_AUTH_VIOLATION, ERR_INVALID_CLIENT_PROTOCOL, ERR_INVALID_PUBLISH_SUBJECT,
     ERR_INVALID_SUBJECT, ERR_MAX_SUBSCRIPTIONS, ERR_NO_RESPONDERS_REQUIRES_HEADERS,
@@ -50,6 +50,9 @@ from natsd.server.conn_identity import IdentityMixin
 from natsd.server.log import TRACE, logger
 from natsd.server.router import route, route_batch, route_run
 from natsd.server.subscription import Subscription
+from natsd.server.writer import (  # noqa: F401  (re-exported: the close reasons live with the others)
+    REASON_SLOW_CONSUMER, REASON_SLOW_CONSUMER_WD, STALL_MAX_NS, WRITE_HIGH_WATER, Writer,
+)
 from natsd.subjects.tokens import is_valid_publish_subject, is_valid_subject
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -64,16 +67,10 @@ _STR_FIELDS = ("name", "lang", "version", "user", "pass", "auth_token")
 
 # Operations run per connection per loop turn before yielding (see ClientConnection._run).
 EVENTS_PER_TURN = 512
-# A congested receiver stalls its producers for at most this long per stall.
-STALL_MAX_NS = 50_000_000
-# Transport buffer size above which a receiver counts as congested.
-WRITE_HIGH_WATER = 1024 * 1024
 
 # Close reasons, spelled as nats-server's /connz "reason".
 REASON_CLIENT_CLOSED = "Client Closed"
 REASON_SERVER_SHUTDOWN = "Server Shutdown"
-REASON_SLOW_CONSUMER = "Slow Consumer (Pending Bytes)"
-REASON_SLOW_CONSUMER_WD = "Slow Consumer (Write Deadline)"
 REASON_AUTH = "Authentication Failure"
 REASON_AUTH_TIMEOUT = "Authentication Timeout"
 REASON_STALE = "Stale Connection"
@@ -91,7 +88,7 @@ def _decode(b: bytes) -> str:
         return b.decode("utf-8", "surrogateescape")
 
 
-class ClientConnection(IdentityMixin, asyncio.Protocol):
+class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
     """The server side of one client TCP connection."""
 
     # Slots: less memory per idle connection and faster attribute access on the hot path.
@@ -195,62 +192,6 @@ class ClientConnection(IdentityMixin, asyncio.Protocol):
         if not self.closed:
             self._close(REASON_CLIENT_CLOSED, None, graceful=False)
 
-    def pause_writing(self) -> None:
-        # Our transport holds more than the high-water mark: this client is not keeping up.
-        # Publishers that feed it are stalled (see stall()) and it must drain within
-        # write_deadline or be cut off as a slow consumer.
-        self.congested = True
-        wd = self.server.options.write_deadline_ns
-        if wd > 0 and self._wd_timer is None:
-            self._wd_timer = self.server.clock.call_later(wd, self._write_deadline)
-
-    def resume_writing(self) -> None:
-        self.congested = False
-        if self._wd_timer is not None:
-            self._wd_timer.cancel()
-            self._wd_timer = None
-        self._release_producers()
-
-    def _release_producers(self) -> None:
-        producers = self.stalled_producers
-        if producers:
-            self.stalled_producers = set()
-            for p in producers:
-                p.unstall()
-
-    # -- producer stalls (backpressure) ------------------------------------------------------------
-    #
-    # Like nats-server's "stalled producer": when a delivery lands on a congested connection, the
-    # publishing connection stops being read until that receiver drains below the low-water mark
-    # (resume_writing) or STALL_MAX_NS passes, whichever comes first. The cap keeps two clients
-    # that publish to each other from waiting on each other forever; a receiver that never drains
-    # is cut off by the write deadline or max_pending, and its producers are released then.
-
-    def stall(self, consumer: "ClientConnection") -> None:
-        if self.stalled or self.closed or consumer is self or self._stash is not None:
-            return
-        self.stalled = True
-        self.server.stalled_clients += 1
-        consumer.stalled_producers.add(self)
-        try:
-            self.transport.pause_reading()
-        except Exception:  # pragma: no cover - transport already closing
-            pass
-        self._stall_timer = self.server.clock.call_later(STALL_MAX_NS, self.unstall)
-
-    def unstall(self) -> None:
-        if not self.stalled:
-            return
-        self.stalled = False
-        if self._stall_timer is not None:
-            self._stall_timer.cancel()
-            self._stall_timer = None
-        if not self.closed and self._stash is None and self._backlog is None:
-            try:
-                self.transport.resume_reading()
-            except Exception:  # pragma: no cover - transport already closing
-                pass
-
     def data_received(self, data) -> None:
         if self.closed:
             return
@@ -324,18 +265,23 @@ class ClientConnection(IdentityMixin, asyncio.Protocol):
     def process(self, events: list, start: int = 0, end: int | None = None) -> None:
         """Run ``events[start:end]`` in order; stops early when the connection closes or an
         async credential check starts (then everything after it is stashed)."""
+        # Connection options read by the PUB hot path, loaded once: only CONNECT (handled
+        # below, which reloads them) changes them while events run; a config reload runs
+        # between reads, never inside this loop.
+        trace = self.trace
+        checked, verbose, acc, subjects = self._pub_options()
         for i in range(start, len(events) if end is None else end):
             if self.closed:
                 return
             ev = events[i]
             op = ev[0]
-            if self.trace:
+            if trace:
                 self._trace_in(ev)
             if not self.connected and op != OP_CONNECT and self.auth_required:
                 self.auth_violation()
                 return
             if op == OP_PUB:
-                if self.pedantic or self.pub_filter is not None:
+                if checked:
                     self.on_pub(op, ev[1], ev[2], 0, ev[4])
                     continue
                 # Hot path (plain PUB, no per-message checks), inlined from on_pub.
@@ -344,12 +290,12 @@ class ClientConnection(IdentityMixin, asyncio.Protocol):
                 data = ev[4]
                 self.in_msgs += 1
                 self.in_bytes += len(data)
-                subject = self._subjects.get(subj_b)
+                subject = subjects.get(subj_b)
                 if subject is None:
                     subject = self._subject(subj_b)
-                if self.verbose:
+                if verbose:
                     self.send_raw(OK)
-                if not route(self.account, subject, subj_b, reply, 0, data, self) and reply and self.no_responders:
+                if not route(acc, subject, subj_b, reply, 0, data, self) and reply and self.no_responders:
                     self.send_no_responders(subj_b, reply)
             elif op == OP_HPUB:
                 self.on_pub(op, ev[1], ev[2], ev[3], ev[4])
@@ -373,6 +319,12 @@ class ClientConnection(IdentityMixin, asyncio.Protocol):
                     return
                 if self.jwt_max_payload >= 0 and self._payload_limit_rest(events, i + 1):
                     return
+                checked, verbose, acc, subjects = self._pub_options()
+
+    def _pub_options(self) -> tuple:
+        """What :meth:`process` keeps in locals: (per-message PUB checks needed, verbose,
+        account, decoded-subject cache)."""
+        return self.pedantic or self.pub_filter is not None, self.verbose, self.account, self._subjects
 
     def _subject(self, subj_b: bytes) -> str:
         """Decode a subject, remembering it (publishers reuse a few subjects; the parser hands
@@ -613,10 +565,9 @@ class ClientConnection(IdentityMixin, asyncio.Protocol):
             else:
                 return
         hdr = b"NATS/1.0 503\r\nNats-Subject: " + subj_b + b"\r\n\r\n"
-        self.send_raw(b"HMSG %s %s %d %d\r\n%s\r\n" % (reply, sub.sid, len(hdr), len(hdr), hdr))
         # It counts as a delivery (old-style requests auto-unsubscribe after one message).
-        self.out_msgs += 1
         sub.delivered += 1
+        self.enqueue(encode_hmsg(reply, sub.sid, b"", hdr, b""), 1, 0)
         if sub.max and sub.delivered >= sub.max:
             self.remove_sub(sub)
 
@@ -674,74 +625,32 @@ class ClientConnection(IdentityMixin, asyncio.Protocol):
 
     # -- output --------------------------------------------------------------------------------
 
-    def send_raw(self, data: bytes) -> None:
-        """Queue bytes for this turn's write."""
-        if self.closed:
-            return
-        self.out += data
-        if not self.flush_pending:
-            self.flush_pending = True
-            self._call_soon(self.flush)
+    # -- output (natsd.server.writer owns the buffer) -------------------------------------------
 
     def send_err(self, text: str) -> None:
         self.send_raw(encode_err(text))
 
     def deliver(self, sub: Subscription, head: bytes, mid: bytes, data: bytes, subject: str,
                 hdr_len: int, reply: bytes, subj_b: bytes, src=None) -> bool:
-        """Slow-path delivery (permission filters, header stripping, auto-unsubscribe).
-
-        The hot path in :func:`natsd.server.router.route` inlines the common case.
-        """
+        """Delivery with per-receiver rules (permission filters, header stripping,
+        auto-unsubscribe, allow_responses); the router calls :meth:`enqueue_msg` directly for a
+        plain subscription."""
         if self.closed or sub.closed:
             return False
         if self.sub_deny is not None and self.sub_deny.denies(subject):
             return False
-        out = self.out
         if hdr_len and not self.headers:
-            # A client without header support gets the payload alone, as a MSG.
-            payload = data[hdr_len:]
-            if reply:
-                out += b"MSG %s %s %s %d\r\n" % (subj_b, sub.sid, reply, len(payload))
-            else:
-                out += b"MSG %s %s %d\r\n" % (subj_b, sub.sid, len(payload))
-            out += payload
-            out += b"\r\n"
+            # A client without header support gets the payload alone, as a MSG (counted with
+            # its headers, as the reference counts what was published).
+            sub.delivered += 1
+            self.enqueue(encode_msg(subj_b, sub.sid, reply, data[hdr_len:]), 1, len(data), src)
         else:
-            out += head
-            out += sub.sid
-            out += mid
-            out += data
-            out += b"\r\n"
-        self.out_msgs += 1
-        self.out_bytes += len(data)
+            self.enqueue_msg(sub, head, mid, data, len(data), src)
         if reply and self.replies is not None:
             self.track_reply(reply)
-        if not self.flush_pending:
-            self.flush_pending = True
-            self._call_soon(self.flush)
-        sub.delivered += 1
         if sub.max and sub.delivered >= sub.max:
             self.remove_sub(sub)
-        if len(out) > self.max_pending:
-            self.slow_consumer()
-        elif self.congested and src is not None:
-            src.stall(self)
         return True
-
-    def flush(self) -> None:
-        """Write everything queued this turn in one ``transport.write``."""
-        self.flush_pending = False
-        out = self.out
-        if self.closed or not out:
-            return
-        # Hand the buffer over instead of copying it: the transport may keep a reference.
-        self.out = bytearray()
-        t = self.transport
-        if t.is_closing():  # the peer went away; connection_lost will clean up
-            return
-        t.write(out)
-        if t.get_write_buffer_size() > self.max_pending:
-            self.slow_consumer()
 
     # -- closing -------------------------------------------------------------------------------
 
@@ -768,18 +677,6 @@ class ClientConnection(IdentityMixin, asyncio.Protocol):
     def close(self, reason: str = REASON_SERVER_SHUTDOWN) -> None:
         """Close gracefully: queued output is still written."""
         self._close(reason, None)
-
-    def slow_consumer(self, reason: str = REASON_SLOW_CONSUMER) -> None:
-        if self.closed:
-            return
-        if reason == REASON_SLOW_CONSUMER:
-            logger.info("%sSlow Consumer Detected: MaxPending of %d Exceeded", self.prefix, self.max_pending)
-        else:
-            logger.info("%sSlow Consumer Detected: WriteDeadline of %s Exceeded", self.prefix,
-                        _fmt_dur(self.server.options.write_deadline_ns))
-        self.server.slow_consumers += 1
-        self.out = bytearray()
-        self._close(reason, None, graceful=False)
 
     def _close(self, reason: str, err: str | None, graceful: bool = True, log: str = "") -> None:
         if self.closed:
@@ -834,10 +731,6 @@ class ClientConnection(IdentityMixin, asyncio.Protocol):
         self.send_raw(PING)
         self._ping_timer = self.server.clock.call_later(opts.ping_interval_ns, self._ping_tick)
 
-    def _write_deadline(self) -> None:
-        self._wd_timer = None
-        self.slow_consumer(REASON_SLOW_CONSUMER_WD)
-
     # -- secure transports (natsd.server.tls / websocket) ----------------------------------------
 
     def _authenticate(self, opts: dict):
@@ -863,11 +756,6 @@ class ClientConnection(IdentityMixin, asyncio.Protocol):
 
     def __repr__(self) -> str:
         return f"<ClientConnection cid={self.cid} {self.ip}:{self.port} name={self.name!r}>"
-
-
-def _fmt_dur(ns: int) -> str:
-    s = ns / 1e9
-    return f"{s:g}s"
 
 
 logging.getLogger("natsd.server")  # child logger used by modules that log outside a connection

@@ -1,14 +1,13 @@
 """The publish path: one Sublist match per message, fan-out to subscribers, queue groups.
 
-For each publish the MSG/HMSG line is built from pieces shared by every receiver::
-
-    head = b"MSG <subject> "          mid = b" [<reply> ]<size>\\r\\n"
-    HMSG: head = b"HMSG <subject> "   mid = b" [<reply> ]<hdr_size> <total_size>\\r\\n"
-
-and each receiver's output buffer gets ``head + sid + mid + data + CRLF`` by five in-place
-``bytearray`` appends: no per-receiver allocation. A plain subscription of a connection with no
-delivery filters is handled inline; everything else (permission deny lists, clients without
-header support, auto-unsubscribe, allow_responses) goes through ``ClientConnection.deliver``.
+For each publish the MSG/HMSG line is built once from pieces shared by every receiver
+(:func:`natsd.protocol.encoder.msg_parts`), and each receiver's writer queues
+``head + sid + mid + data + CRLF`` (:meth:`natsd.server.writer.Writer.enqueue_msg`): no
+per-receiver allocation. The router never touches an output buffer: appending, counting, flush
+scheduling and the slow-consumer/stall policy are the writer's. A plain subscription of a
+connection with no delivery filters goes straight to ``enqueue_msg``; everything else
+(permission deny lists, clients without header support, auto-unsubscribe, allow_responses) goes
+through ``ClientConnection.deliver``.
 
 Queue groups: one member per group per message, chosen round-robin (nats-server picks at
 random; any member is correct and rotating is cheaper and spreads evenly). A leafnode link
@@ -25,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 
+from natsd.protocol.encoder import encode_msg, msg_parts
 from natsd.server.log import logger
 
 __all__ = ["route", "route_run", "route_batch", "deliver_many", "publish_many"]
@@ -63,17 +63,6 @@ def _call_internal(sub, subject: str, reply: bytes, hdr_len: int, data: bytes) -
     return 1
 
 
-def _lines(subj_b: bytes, reply: bytes, hdr_len: int, size: int) -> tuple[bytes, bytes]:
-    """The shared ``head``/``mid`` pieces of a MSG/HMSG line (see the module docstring)."""
-    if hdr_len:
-        head = b"HMSG " + subj_b + b" "
-        mid = b" %s %d %d\r\n" % (reply, hdr_len, size) if reply else b" %d %d\r\n" % (hdr_len, size)
-    else:
-        head = b"MSG " + subj_b + b" "
-        mid = b" %s %d\r\n" % (reply, size) if reply else b" %d\r\n" % size
-    return head, mid
-
-
 def route(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, data: bytes, src,
           shown: str | None = None, r=None) -> int:
     """Deliver one message published in account ``acc``; returns how many receivers got it.
@@ -109,34 +98,18 @@ def route(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, data: by
         if c is src and not c.echo:
             continue
         if head is None:
-            head, mid = _lines(subj_b, reply, hdr_len, size)
+            head, mid = msg_parts(subj_b, reply, hdr_len, size)
         if sub.max or c.sub_deny is not None or c.replies is not None or (hdr_len and not c.headers):
             if c.deliver(sub, head, mid, data, subject, hdr_len, reply, subj_b, src):
                 n += 1
             continue
         if c.closed:
             continue
-        # Hot path, inlined: see the module docstring for the layout.
-        out = c.out
-        out += head
-        out += sub.sid
-        out += mid
-        out += data
-        out += b"\r\n"
-        c.out_msgs += 1
-        c.out_bytes += size
-        sub.delivered += 1
-        if not c.flush_pending:
-            c.flush_pending = True
-            c._call_soon(c.flush)
-        if len(out) > c.max_pending:
-            c.slow_consumer()
-        elif c.congested and src is not None:
-            src.stall(c)  # backpressure: see ClientConnection.stall
+        c.enqueue_msg(sub, head, mid, data, size, src)
         n += 1
     if qsubs:
         if head is None:
-            head, mid = _lines(subj_b, reply, hdr_len, size)
+            head, mid = msg_parts(subj_b, reply, hdr_len, size)
         remote = None
         for group in qsubs:
             k = len(group)
@@ -154,6 +127,10 @@ def route(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, data: by
                     if remote is None:
                         remote = sub
                     continue
+                if not (sub.max or c.sub_deny is not None or c.replies is not None or (hdr_len and not c.headers)):
+                    c.enqueue_msg(sub, head, mid, data, size, src)  # a plain member (closed: checked above)
+                    n += 1
+                    break
                 if c.deliver(sub, head, mid, data, subject, hdr_len, reply, subj_b, src):
                     n += 1
                     break
@@ -281,31 +258,14 @@ def route_batch(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, pa
         return
     k = len(payloads)
     size = len(payloads[0])
-    if hdr_len:
-        head = b"HMSG " + subj_b + b" "
-        mid = b" %s %d %d\r\n" % (reply, hdr_len, size) if reply else b" %d %d\r\n" % (hdr_len, size)
-    else:
-        head = b"MSG " + subj_b + b" "
-        mid = b" %s %d\r\n" % (reply, size) if reply else b" %d\r\n" % size
+    nbytes = k * size
+    head, mid = msg_parts(subj_b, reply, hdr_len, size)
     for sub in psubs:
         c = sub.client
         if c.closed or (c is src and not c.echo):
             continue
-        prefix = head + sub.sid + mid
-        out = c.out
-        out += prefix
-        out += (b"\r\n" + prefix).join(payloads)
-        out += b"\r\n"
-        c.out_msgs += k
-        c.out_bytes += k * size
+        c.enqueue_run(head + sub.sid + mid, payloads, nbytes, src)
         sub.delivered += k
-        if not c.flush_pending:
-            c.flush_pending = True
-            c._call_soon(c.flush)
-        if len(out) > c.max_pending:
-            c.slow_consumer()
-        elif c.congested:
-            src.stall(c)
 
 
 def deliver_many(acc, route_subject: str, items: list) -> None:
@@ -350,35 +310,8 @@ def deliver_many(acc, route_subject: str, items: list) -> None:
                 hdr_len = 0
             route(acc, route_subject, subject, reply, hdr_len, data, None, subject.decode())
         return
-    sid = sub.sid
-    out = c.out
-    nbytes = 0
-    # The sid sits between subject and reply in every frame: part of the format (escaped).
-    msg_fmt = b"MSG %s " + sid.replace(b"%", b"%%") + b" %s %d\r\n%s\r\n"
-    for subject, reply, hdr, payload in items:
-        if hdr:
-            hl = len(hdr)
-            size = hl + len(payload)
-            if reply:
-                out += b"HMSG %s %s %s %d %d\r\n%s%s\r\n" % (subject, sid, reply, hl, size, hdr, payload)
-            else:
-                out += b"HMSG %s %s %d %d\r\n%s%s\r\n" % (subject, sid, hl, size, hdr, payload)
-        else:
-            size = len(payload)
-            if reply:
-                out += msg_fmt % (subject, reply, size, payload)
-            else:
-                out += b"MSG %s %s %d\r\n%s\r\n" % (subject, sid, size, payload)
-        nbytes += size
-    k = len(items)
-    c.out_msgs += k
-    c.out_bytes += nbytes
-    sub.delivered += k
-    if not c.flush_pending:
-        c.flush_pending = True
-        c._call_soon(c.flush)
-    if len(out) > c.max_pending:
-        c.slow_consumer()
+    c.enqueue_msgs(sub.sid, items)
+    sub.delivered += len(items)
 
 
 def publish_many(acc, subjects: list, payloads: list) -> None:
@@ -403,17 +336,8 @@ def publish_many(acc, subjects: list, payloads: list) -> None:
             if c is not None and not sub.max and c.sub_deny is None and c.replies is None:
                 if c.closed:
                     continue
-                out = c.out
-                size = len(payload)
-                out += b"MSG %s %s %d\r\n%s\r\n" % (subject.encode(), sub.sid, size, payload)
-                c.out_msgs += 1
-                c.out_bytes += size
+                c.enqueue(encode_msg(subject.encode(), sub.sid, b"", payload), 1, len(payload))
                 sub.delivered += 1
-                if not c.flush_pending:
-                    c.flush_pending = True
-                    c._call_soon(c.flush)
-                if len(out) > c.max_pending:
-                    c.slow_consumer()
                 continue
         if psubs or r.qsubs:
             route(acc, subject, subject.encode(), b"", 0, payload, None)
