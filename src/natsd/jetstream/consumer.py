@@ -1994,15 +1994,17 @@ class ConsumerHub:
             dc, sseq, dseq = _num(t[i]), _num(t[i + 1]), _num(t[i + 2])
         o.process_ack(sseq, dseq, dc, reply, payload)
 
-    def _on_acks(self, subjects: list, payloads: list) -> None:
-        """A run of reply-less acks (``Ports.subscribe(many=...)``): ``_on_ack`` for each, in
-        order (a client acking one message at a time sends thousands of these per read).
+    def _on_acks(self, run) -> None:
+        """A run of reply-less acks (``Ports.subscribe(many=...)``, a ``natsd.protocol.events.Run``):
+        ``_on_ack`` for each, in order (a client acking one message at a time sends thousands of
+        these per read).
 
         The usual run is v1 acks to one consumer. Then the subjects are split all at once:
         joined with ``.``, the run splits into 9 tokens per ack, so the stream names are
         ``tokens[2::9]``, the delivery counts ``tokens[4::9]`` and so on; the consumer is
         looked up once and the numbers are converted with one ``map`` each. Anything else
         (v2 acks, several consumers, a bad number) takes the per-message path."""
+        subjects, payloads = run.names, run.payloads
         k = len(subjects)
         if k > 1 and list(map(str.count, subjects, repeat(".", k))).count(8) == k:
             t = ".".join(subjects).split(".")

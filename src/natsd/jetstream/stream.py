@@ -343,7 +343,7 @@ class Stream:
         ports = self.account.ports
         for s in self._subs:
             s.unsubscribe()
-        self._subs = [ports.subscribe(subj, self.process_msg) for subj in self.config.subjects]
+        self._subs = [ports.subscribe(subj, self.process_msg, many=self.process_run) for subj in self.config.subjects]
         for s in self._direct_subs:
             s.unsubscribe()
         self._direct_subs = []
@@ -435,6 +435,13 @@ class Stream:
     def _reject(self, reply: str, err: ApiError) -> None:
         if reply and self._do_ack:
             self._respond(reply, _err_ack(self._name_json, err))
+
+    def process_run(self, run) -> None:
+        """Ingest a run of reply-less, header-less publishes (``Ports.subscribe(many=...)``: a
+        ``natsd.protocol.events.Run`` read through ``names``/``payloads``), in order."""
+        process = self.process_msg
+        for subject, payload in zip(run.names, run.payloads):
+            process(subject, "", None, payload)
 
     def process_msg(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> int:
         """Ingest one message; returns its sequence (0 when rejected or a duplicate)."""

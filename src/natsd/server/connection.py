@@ -42,7 +42,7 @@ from natsd.protocol.errors import (
     ERR_STALE_CONNECTION, RemoteProtocolError, permissions_publish, permissions_subscribe,
 )
 from natsd.protocol.events import (
-    OP_CONNECT, OP_HPUB, OP_NAMES, OP_PING, OP_PONG, OP_PUB, OP_PUB_BATCH, OP_PUB_RUN, OP_SUB, OP_UNSUB,
+    OP_CONNECT, OP_HPUB, OP_NAMES, OP_PING, OP_PONG, OP_PUB, OP_PUB_BATCH, OP_PUB_RUN, OP_SUB, OP_UNSUB, Run,
 )
 from natsd.protocol.parser import Parser
 from natsd.server.auth import check_password
@@ -300,9 +300,9 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
             elif op == OP_HPUB:
                 self.on_pub(op, ev[1], ev[2], ev[3], ev[4])
             elif op == OP_PUB_RUN:
-                self.on_pub_run(ev[1], ev[2])
+                self.on_pub_run(ev[1])
             elif op == OP_PUB_BATCH:
-                self.on_pub_batch(ev[1], ev[2], ev[3], ev[4], ev[5])
+                self.on_pub_batch(ev[1])
             elif op == OP_PING:
                 self.send_raw(PONG)
             elif op == OP_PONG:
@@ -345,12 +345,13 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
             shown = {k: ("[REDACTED]" if k in ("pass", "auth_token") else v) for k, v in ev[1].items()}
             logger.log(TRACE, "%s<<- [CONNECT %s]", self.prefix, json.dumps(shown, separators=(",", ":")))
         elif op == OP_PUB_RUN:
-            for subj_b, data in zip(ev[1], ev[2]):
+            for subj_b, data in zip(ev[1].subjects, ev[1].payloads):
                 logger.log(TRACE, "%s<<- [PUB %s %d]", self.prefix, _decode(subj_b), len(data))
         elif op == OP_PUB_BATCH:
-            args = b" ".join(a for a in (ev[2], ev[3]) if a)
-            logger.log(TRACE, "%s<<- [%s %s %d] x%d", self.prefix, OP_NAMES[ev[1]], _decode(args), len(ev[5][0]),
-                       len(ev[5]))
+            run = ev[1]
+            args = b" ".join(a for a in (run.subject, run.reply) if a)
+            logger.log(TRACE, "%s<<- [%s %s %d] x%d", self.prefix, OP_NAMES[run.op], _decode(args),
+                       len(run.payloads[0]), len(run.payloads))
         else:
             args = " ".join(_decode(a) if isinstance(a, bytes) else str(a) for a in ev[1:] if a is not None)
             logger.log(TRACE, "%s<<- [%s]", self.prefix, f"{OP_NAMES[op]} {args}" if args else OP_NAMES[op])
@@ -488,8 +489,9 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
             if reply and self.no_responders:
                 self.send_no_responders(subj_b, reply)
 
-    def on_pub_batch(self, op: int, subj_b: bytes, reply: bytes, hdr_len: int, payloads: list) -> None:
+    def on_pub_batch(self, run: Run) -> None:
         """A run of messages with identical control lines (see ``Parser(batch=True)``)."""
+        op, subj_b, reply, hdr_len, payloads = run.op, run.subject, run.reply, run.hdr_len, run.payloads
         if (self.pedantic or self.verbose or self.pub_filter is not None or (reply and self.no_responders)
                 or op == OP_HPUB and (not self.headers or (hdr_len and not all(
                     p.startswith(_HDR_PREFIX) for p in payloads)))):
@@ -502,11 +504,11 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         k = len(payloads)
         self.in_msgs += k
         self.in_bytes += k * len(payloads[0])
-        route_batch(self.account, self._subjects.get(subj_b) or self._subject(subj_b), subj_b, reply, hdr_len,
-                    payloads, self)
+        route_batch(self.account, run, self._subjects.get(subj_b) or self._subject(subj_b), self)
 
-    def on_pub_run(self, subjects_b: list, payloads: list) -> None:
+    def on_pub_run(self, run: Run) -> None:
         """A run of reply-less PUBs to differing subjects (see ``OP_PUB_RUN``)."""
+        subjects_b, payloads = run.subjects, run.payloads
         if self.pedantic or self.verbose or self.pub_filter is not None:
             # Per-message checks and +OKs: the normal path, message by message.
             for i in range(len(subjects_b)):
@@ -517,10 +519,10 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         self.in_msgs += len(subjects_b)
         self.in_bytes += sum(map(len, payloads))
         try:
-            subjects = [s.decode() for s in subjects_b]
+            run.names = [s.decode() for s in subjects_b]
         except UnicodeDecodeError:
-            subjects = [_decode(s) for s in subjects_b]
-        route_run(self.account, subjects, subjects_b, payloads, self)
+            run.names = [_decode(s) for s in subjects_b]
+        route_run(self.account, run, self)
 
     def _response_allowed(self, subject: str) -> bool:
         replies = self.replies
@@ -684,7 +686,7 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         if log:
             logger.debug("%s%s", self.prefix, log)
         if err is not None:
-            self.out += encode_err(err)
+            self.send_raw(encode_err(err))
         self.closed = True
         self.close_reason = reason
         self._release_producers()
@@ -693,15 +695,7 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
             if t is not None:
                 t.cancel()
                 setattr(self, attr, None)
-        t = self.transport
-        if t is not None:
-            if graceful:
-                if self.out and not t.is_closing():
-                    t.write(self.out)
-                t.close()
-            else:
-                t.abort()
-        self.out = bytearray()
+        self._close_output(graceful)
         logger.debug("%sClient connection closed: %s", self.prefix, reason)
         self.server.client_closed(self)
         # Subscriptions go after the server has unregistered us, so interest listeners see a

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING
 
 from natsd.protocol.encoder import PING, PONG, encode_err, encode_info
 from natsd.protocol.errors import ERR_AUTH_VIOLATION, RemoteProtocolError
+from natsd.protocol.events import OP_HPUB, OP_PUB, Run
 from natsd.protocol.leaf import (
     L_CONNECT, L_ERR, L_INFO, L_MSG, L_PING, L_PONG, L_SUB, L_UNSUB, LeafParser, encode_connect,
     encode_ls_minus, encode_ls_plus, msg_line, split_js_ack_deliver,
@@ -650,7 +651,8 @@ class LeafConnection(asyncio.Protocol):
         self.in_msgs += k
         self.in_bytes += k * len(data)
         if r.psubs:
-            route_batch(acc, subject, subj_b, reply, hdr_len, [e[5] for e in events[start:end]], self)
+            run = Run(OP_HPUB if hdr_len else OP_PUB, subj_b, None, reply, hdr_len, [e[5] for e in events[start:end]])
+            route_batch(acc, run, subject, self)
         return True
 
     def _on_msg(self, ev: tuple) -> None:

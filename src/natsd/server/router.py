@@ -16,7 +16,8 @@ reference prefers local queue subscribers over remote ones.
 
 Internal subscriptions (``client is None``) call ``cb(subject, reply, hdr, payload)``
 synchronously (see :mod:`natsd.server.ports` for the contract), or, for a run of reply-less
-messages, ``many(subjects, payloads)`` when they have one (:func:`route_run`). A callback that
+messages, ``many(run)`` (a :class:`natsd.protocol.events.Run`, the parser's own value) when
+they have one (:func:`route_run`, :func:`route_batch`). A callback that
 raises is logged and does not affect the publisher or other receivers.
 """
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 import itertools
 
 from natsd.protocol.encoder import encode_msg, msg_parts
+from natsd.protocol.events import Run
 from natsd.server.log import logger
 
 __all__ = ["route", "route_run", "route_batch", "deliver_many", "publish_many"]
@@ -142,11 +144,12 @@ def route(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, data: by
     return n
 
 
-def _call_many(sub, subjects: list, payloads: list, start: int, stop: int) -> None:
-    """Hand ``subjects[start:stop]``/``payloads[start:stop]`` to an internal run handler."""
+def _call_many(sub, run: Run, start: int, stop: int) -> None:
+    """Hand messages ``start:stop`` of ``run`` to an internal run handler (the whole run
+    itself when that is all of it: the usual case, no copy)."""
     sub.delivered += stop - start
     try:
-        sub.many(subjects[start:stop], payloads[start:stop])
+        sub.many(run if start == 0 and stop == len(run.payloads) else run.slice(start, stop))
     except Exception:
         logger.exception("internal subscription handler for %r failed", sub.subject)
 
@@ -162,11 +165,12 @@ def _run_sub(r):
     return None
 
 
-def route_run(acc, subjects: list, subjects_b: list, payloads: list, src) -> None:
+def route_run(acc, run: Run, src) -> None:
     """Deliver a run of reply-less, header-less messages to differing subjects
     (``OP_PUB_RUN``: a client acking JetStream messages one by one), in order.
 
-    ``subjects`` are the ``str`` forms of ``subjects_b``. The run is matched with one
+    ``run.names`` are the ``str`` forms of ``run.subjects`` (the caller decodes them). The run is
+    matched with one
     :meth:`Sublist.match_many` call. Consecutive messages whose only receiver is one internal
     subscription with a run handler (``sub.many``, see :mod:`natsd.server.ports`) are handed
     to it as one run; everything else goes through :func:`route`, one message at a time, in
@@ -174,6 +178,9 @@ def route_run(acc, subjects: list, subjects_b: list, payloads: list, src) -> Non
     every message is routed as if it had been published alone.
     """
     sl = acc.sublist
+    subjects = run.names
+    subjects_b = run.subjects
+    payloads = run.payloads
     n = len(subjects)
     start = 0
     while start < n:
@@ -182,7 +189,7 @@ def route_run(acc, subjects: list, subjects_b: list, payloads: list, src) -> Non
         sub = _run_sub(results[0])
         if sub is not None and results.count(results[0]) == len(results):
             # The usual run: every message has the same lone receiver (one C-level count).
-            _call_many(sub, subjects, payloads, start, n)
+            _call_many(sub, run, start, n)
             return
         restart = -1
         gsub = None  # the run handler collecting messages g0..i-1
@@ -193,7 +200,7 @@ def route_run(acc, subjects: list, subjects_b: list, payloads: list, src) -> Non
             if sub is not None:
                 if sub is not gsub:
                     if gsub is not None:
-                        _call_many(gsub, subjects, payloads, g0, i)
+                        _call_many(gsub, run, g0, i)
                         if sl.generation != gen:
                             restart = i
                             break
@@ -202,7 +209,7 @@ def route_run(acc, subjects: list, subjects_b: list, payloads: list, src) -> Non
                 i += 1
                 continue
             if gsub is not None:
-                _call_many(gsub, subjects, payloads, g0, i)
+                _call_many(gsub, run, g0, i)
                 gsub = None
                 if sl.generation != gen:
                     restart = i
@@ -215,25 +222,27 @@ def route_run(acc, subjects: list, subjects_b: list, payloads: list, src) -> Non
             i += 1
         if restart < 0:
             if gsub is not None:
-                _call_many(gsub, subjects, payloads, g0, n)
+                _call_many(gsub, run, g0, n)
             return
         start = restart
 
 
-def route_batch(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, payloads: list, src) -> None:
-    """Deliver a run of messages that share subject, reply and sizes (``OP_PUB_BATCH``).
+def route_batch(acc, run: Run, subject: str, src) -> None:
+    """Deliver a run of messages that share subject, reply and sizes (``OP_PUB_BATCH``);
+    ``subject`` is the ``str`` form of ``run.subject``.
 
     When every receiver is a plain client subscription on its own connection, each receiver
-    gets the whole run with one ``join``::
-
-        prefix = head + sid + mid
-        out += prefix + (CRLF + prefix).join(payloads) + CRLF
-
-    which is byte-identical to routing the messages one by one. Anything else (queue groups,
-    internal subscriptions, per-receiver filters, auto-unsubscribe, two subscriptions of one
-    connection, whose relative interleaving must stay message by message) falls back to
-    :func:`route` per message.
+    gets the whole run with one join (:meth:`Writer.enqueue_run`), byte-identical to routing
+    the messages one by one. A lone internal receiver with a run handler (a stream) gets a
+    reply-less, header-less run at once, as :func:`route_run` hands it. Anything else (queue
+    groups, other internal subscriptions, per-receiver filters, auto-unsubscribe, two
+    subscriptions of one connection, whose relative interleaving must stay message by message)
+    falls back to :func:`route` per message.
     """
+    subj_b = run.subject
+    reply = run.reply
+    hdr_len = run.hdr_len
+    payloads = run.payloads
     r = acc.sublist.match(subject)
     psubs = r.psubs
     if not psubs and not r.qsubs:
@@ -249,10 +258,18 @@ def route_batch(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, pa
             simple = False
     if not simple:
         if not r.qsubs and len(psubs) == 1:
-            # A lone receiver that takes whole runs itself (a leafnode link: LMSG frames).
-            run = getattr(psubs[0].client, "deliver_run", None)
-            if run is not None and run(psubs[0], subject, subj_b, reply, hdr_len, payloads, src):
-                return
+            sub = psubs[0]
+            if sub.client is None:
+                if not reply and not hdr_len and _run_sub(r) is not None:
+                    if run.names is None:
+                        run.names = [subject] * len(payloads)
+                    _call_many(sub, run, 0, len(payloads))
+                    return
+            else:
+                # A lone receiver that takes whole runs itself (a leafnode link: LMSG frames).
+                deliver_run = getattr(sub.client, "deliver_run", None)
+                if deliver_run is not None and deliver_run(sub, subject, subj_b, reply, hdr_len, payloads, src):
+                    return
         for p in payloads:
             route(acc, subject, subj_b, reply, hdr_len, p, src)
         return

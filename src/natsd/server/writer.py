@@ -147,6 +147,19 @@ class Writer:
         if t.get_write_buffer_size() > self.max_pending:
             self.slow_consumer()
 
+    def _close_output(self, graceful: bool) -> None:
+        """The connection is closing: write what is queued and close the transport (graceful),
+        or drop it and abort. Nothing is queued after this (``closed`` is set)."""
+        t = self.transport
+        if t is not None:
+            if graceful:
+                if self.out and not t.is_closing():
+                    t.write(self.out)
+                t.close()
+            else:
+                t.abort()
+        self.out = bytearray()
+
     def slow_consumer(self, reason: str = REASON_SLOW_CONSUMER) -> None:
         """Cut the connection off: it does not read what it is sent (no ``-ERR``, as the reference)."""
         if self.closed:

@@ -1,5 +1,5 @@
 """Parser(batch=True): runs of canonical reply-less PUBs to differing subjects (a client acking
-JetStream messages one at a time) become one ``(OP_PUB_RUN, subjects, payloads)`` event."""
+JetStream messages one at a time) become one ``(OP_PUB_RUN, run)`` event (``run.subjects``)."""
 
 from __future__ import annotations
 
@@ -20,10 +20,13 @@ def flat(events: list) -> list:
     out = []
     for e in events:
         if e[0] == OP_PUB_RUN:
-            assert len(e[1]) == len(e[2]) > 0
-            out += [(OP_PUB, s, b"", 0, p) for s, p in zip(e[1], e[2])]
+            run = e[1]
+            assert len(run.subjects) == len(run.payloads) > 0 and run.subject == b"" and run.reply == b""
+            out += [run.message(i) for i in range(len(run))]
         elif e[0] == OP_PUB_BATCH:
-            out += [(e[1], e[2], e[3], e[4], p) for p in e[5]]
+            run = e[1]
+            assert run.subjects is None
+            out += [run.message(i) for i in range(len(run))]
         else:
             out.append(e)
     return out
@@ -34,8 +37,8 @@ def test_a_run_of_acks_is_one_event_after_the_first():
     # The first line teaches the parser the shape; the rest form the run.
     assert evs[0] == (OP_PUB, b"$JS.ACK.S.C.1.1.1.1700000000.0", b"", 0, b"+ACK")
     assert len(evs) == 2 and evs[1][0] == OP_PUB_RUN
-    assert evs[1][1] == [b"$JS.ACK.S.C.1.%d.%d.1700000000.0" % (i, i) for i in range(2, 6)]
-    assert evs[1][2] == [b"+ACK"] * 4
+    assert evs[1][1].subjects == [b"$JS.ACK.S.C.1.%d.%d.1700000000.0" % (i, i) for i in range(2, 6)]
+    assert evs[1][1].payloads == [b"+ACK"] * 4
 
 
 def test_without_batch_mode_every_ack_is_its_own_event():
