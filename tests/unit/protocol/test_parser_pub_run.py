@@ -7,7 +7,7 @@ import pytest
 
 from natsd.protocol import Parser, RemoteProtocolError
 from natsd.protocol.errors import ERR_MAX_PAYLOAD, ERR_UNKNOWN_PROTOCOL
-from natsd.protocol.events import OP_PING, OP_PUB, OP_PUB_BATCH, OP_PUB_RUN
+from natsd.protocol.events import OP_HPUB, OP_PING, OP_PUB, OP_PUB_BATCH, OP_PUB_RUN, Run
 
 pytestmark = pytest.mark.unit
 
@@ -138,3 +138,14 @@ def test_an_identical_line_batch_ends_when_a_run_starts():
     # then that line again must not append to the old batch.
     data = (b"PUB _ 4\r\n+ACK\r\n" + b"PUB _  0\r\n\r\n" * 2) * 2
     assert flat(Parser(batch=True).feed(data)) == Parser().feed(data)
+
+
+def test_the_run_value_slices_and_spells_its_messages():
+    run = Run(OP_PUB, b"", [b"a", b"b", b"c"], b"", 0, [b"1", b"2", b"3"], ["a", "b", "c"])
+    assert len(run) == 3 and run.message(1) == (OP_PUB, b"b", b"", 0, b"2")
+    part = run.slice(1, 3)
+    assert part == Run(OP_PUB, b"", [b"b", b"c"], b"", 0, [b"2", b"3"]) and part.names == ["b", "c"]
+    same = Run(OP_HPUB, b"h", None, b"r", 12, [b"NATS/1.0\r\n\r\nx", b"NATS/1.0\r\n\r\ny"])
+    assert same.message(0) == (OP_HPUB, b"h", b"r", 12, b"NATS/1.0\r\n\r\nx")
+    assert same.slice(1, 2).payloads == [b"NATS/1.0\r\n\r\ny"] and same.slice(1, 2).subject == b"h"
+    assert "subject=b'h'" in repr(same) and run != same
