@@ -4,12 +4,13 @@ Theory of operation
 -------------------
 ``data_received`` feeds the bytes to :class:`~natsd.protocol.parser.Parser` and processes the
 resulting events in order, synchronously. Everything a connection sends (MSG, +OK, PONG, -ERR)
-is appended to its output ``bytearray``; the first append in a loop turn schedules one
-``flush`` with ``loop.call_soon``, so a burst of deliveries costs one ``transport.write``.
+goes through its writer (:class:`~natsd.server.writer.Writer`, a base of this class): appended to
+the output ``bytearray``, counted, and written by one ``flush`` per loop turn, so a burst of
+deliveries costs one ``transport.write``.
 Because processing is synchronous and in order, a ``PONG`` is queued after every MSG/-ERR caused
 by the operations before its ``PING``: this is the flush guarantee clients rely on.
 
-Limits, as nats-server:
+Limits, as nats-server. Limits on output are the writer's (see :mod:`natsd.server.writer`):
 
 * pending output (our buffer + the transport's) above ``max_pending`` -> slow consumer: the
   connection is closed at once *without* an ``-ERR`` (the reference does not send one either:

@@ -181,6 +181,7 @@ def route_run(acc, run: Run, src) -> None:
     subjects = run.names
     subjects_b = run.subjects
     payloads = run.payloads
+    assert subjects is not None and subjects_b is not None  # a subject run, decoded by the caller
     n = len(subjects)
     start = 0
     while start < n:

@@ -37,8 +37,14 @@ it runs once per receiver per message, where a helper call costs more than the r
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Callable
+
 from natsd.protocol.encoder import CRLF, append_msgs, append_run
 from natsd.server.log import logger
+
+if TYPE_CHECKING:  # pragma: no cover
+    from natsd.clock import Timer
+    from natsd.server.server import Server
 
 __all__ = ["Writer", "STALL_MAX_NS", "WRITE_HIGH_WATER", "REASON_SLOW_CONSUMER", "REASON_SLOW_CONSUMER_WD"]
 
@@ -61,7 +67,30 @@ class Writer:
     ``server``, ``prefix`` and ``_close(reason, err, graceful)``.
     """
 
-    __slots__ = ()
+    if TYPE_CHECKING:  # what the writer uses of its connection (ClientConnection owns the slots)
+        server: Server
+        transport: Any  # an asyncio transport (or natsd.server.layer's), set from connection_made()
+        prefix: str
+        out: bytearray
+        flush_pending: bool
+        closed: bool
+        out_msgs: int
+        out_bytes: int
+        max_pending: int
+        congested: bool
+        stalled: bool
+        stalled_producers: set
+        _stall_timer: Timer | None
+        _wd_timer: Timer | None
+        _stash: list | None
+        _backlog: tuple | None
+        _call_soon: Callable[..., Any]
+
+        def _close(self, reason: str, err: str | None, graceful: bool = True, log: str = "") -> None: ...
+    else:
+        # No slots of its own (the connection's other bases have theirs: two bases with slots
+        # cannot be combined); declared empty so instances still have no __dict__.
+        __slots__ = ()
 
     # -- queueing ------------------------------------------------------------------------------------
 
