@@ -129,8 +129,9 @@ def route(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, data: by
                     if remote is None:
                         remote = sub
                     continue
-                if not (sub.max or c.sub_deny is not None or c.replies is not None or (hdr_len and not c.headers)):
-                    c.enqueue_msg(sub, head, mid, data, size, src)  # a plain member (closed: checked above)
+                if not (sub.max or sub.closed or c.sub_deny is not None or c.replies is not None
+                        or (hdr_len and not c.headers)):
+                    c.enqueue_msg(sub, head, mid, data, size, src)  # a plain member (c.closed: checked above)
                     n += 1
                     break
                 if c.deliver(sub, head, mid, data, subject, hdr_len, reply, subj_b, src):
@@ -169,9 +170,8 @@ def route_run(acc, run: Run, src) -> None:
     """Deliver a run of reply-less, header-less messages to differing subjects
     (``OP_PUB_RUN``: a client acking JetStream messages one by one), in order.
 
-    ``run.names`` are the ``str`` forms of ``run.subjects`` (the caller decodes them). The run is
-    matched with one
-    :meth:`Sublist.match_many` call. Consecutive messages whose only receiver is one internal
+    ``run.names`` are the ``str`` forms of ``run.subjects`` (the caller decodes them). The run
+    is matched with one :meth:`Sublist.match_many` call. Consecutive messages whose only receiver is one internal
     subscription with a run handler (``sub.many``, see :mod:`natsd.server.ports`) are handed
     to it as one run; everything else goes through :func:`route`, one message at a time, in
     order. When a handler changes the subscriptions, the rest of the run is matched again, so

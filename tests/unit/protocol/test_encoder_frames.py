@@ -118,3 +118,14 @@ def test_a_sid_with_a_percent_sign_is_not_a_format():
     out = bytearray()
     append_msgs(out, b"%s%d", [(b"a", b"r", None, b"x"), (b"a", b"", None, b"y")])
     assert bytes(out) == b"MSG a %s%d r 1\r\nx\r\nMSG a %s%d 1\r\ny\r\n"
+
+
+def test_the_precomputed_pieces_stay_right_past_their_bound():
+    for i in range(2500):  # more subjects and sizes than the caches hold: they are cleared, not wrong
+        subj, size = b"s.%d" % i, i
+        head, mid = msg_parts(subj, b"", 0, size)
+        assert head + b"1" + mid == msg_head(subj, b"1", b"", size)
+        head, mid = msg_parts(subj, b"r", 0, size)
+        assert head + b"1" + mid == msg_head(subj, b"1", b"r", size)
+        head, mid = msg_parts(subj, b"", 12, size + 12)
+        assert head + b"1" + mid == hmsg_head(subj, b"1", b"", 12, size + 12)
