@@ -82,12 +82,10 @@ def encode_hmsg(subject: bytes, sid: bytes, reply: bytes, hdr: bytes, payload: b
     return b"HMSG %s %s %d %d\r\n%s%s\r\n" % (subject, sid, hl, hl + len(payload), hdr, payload)
 
 
-# Precomputed pieces of msg_parts: ``MSG <subject> ``/``HMSG <subject> `` per subject and
-# `` <size>\r\n`` per size
-# (publishers repeat a few subjects and sizes; the parser hands back the same subject ``bytes``
-# for a repeated line, whose hash is cached). Bounded: cleared when full.
-_MSG_HEADS: dict[bytes, bytes] = {}
-_HMSG_HEADS: dict[bytes, bytes] = {}
+# Precomputed `` <size>\r\n`` suffixes of msg_parts, per size (publishers repeat a few sizes).
+# Bounded: cleared when full. The ``head`` is not cached on purpose: it is a new object per
+# message, and a leafnode link (natsd.server.leafnode) recognises one message routed to several
+# of its queue subscriptions by that identity.
 _SIZE_MIDS: dict[int, bytes] = {}
 _PIECES_MAX = 1024
 
@@ -95,19 +93,12 @@ _PIECES_MAX = 1024
 def msg_parts(subject: bytes, reply: bytes, hdr_len: int, size: int) -> tuple[bytes, bytes]:
     """``(head, mid)`` of a message's control line without the sid (see the module docstring):
     ``head + sid + mid`` is the line of each receiver. ``hdr_len`` > 0 makes it an HMSG whose
-    ``size`` counts header and payload; ``reply`` ``b""`` means none."""
+    ``size`` counts header and payload; ``reply`` ``b""`` means none. ``head`` is a new object
+    on every call (see above)."""
     if hdr_len:
-        head = _HMSG_HEADS.get(subject)
-        if head is None:
-            if len(_HMSG_HEADS) >= _PIECES_MAX:
-                _HMSG_HEADS.clear()
-            head = _HMSG_HEADS[subject] = b"HMSG " + subject + b" "
+        head = b"HMSG " + subject + b" "
         return head, b" %s %d %d\r\n" % (reply, hdr_len, size) if reply else b" %d %d\r\n" % (hdr_len, size)
-    head = _MSG_HEADS.get(subject)
-    if head is None:
-        if len(_MSG_HEADS) >= _PIECES_MAX:
-            _MSG_HEADS.clear()
-        head = _MSG_HEADS[subject] = b"MSG " + subject + b" "
+    head = b"MSG " + subject + b" "
     if reply:
         return head, b" %s %d\r\n" % (reply, size)
     mid = _SIZE_MIDS.get(size)

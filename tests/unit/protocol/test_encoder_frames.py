@@ -120,6 +120,12 @@ def test_a_sid_with_a_percent_sign_is_not_a_format():
     assert bytes(out) == b"MSG a %s%d r 1\r\nx\r\nMSG a %s%d 1\r\ny\r\n"
 
 
+def test_the_head_is_a_new_object_per_message():
+    # natsd.server.leafnode tells messages apart by the identity of their head.
+    assert msg_parts(b"a", b"", 0, 1)[0] is not msg_parts(b"a", b"", 0, 1)[0]
+    assert msg_parts(b"a", b"", 3, 4)[0] is not msg_parts(b"a", b"", 3, 4)[0]
+
+
 def test_the_precomputed_pieces_stay_right_past_their_bound():
     for i in range(2500):  # more subjects and sizes than the caches hold: they are cleared, not wrong
         subj, size = b"s.%d" % i, i
