@@ -40,6 +40,7 @@ from natsd.jetstream.models import StreamConfig  # noqa: E402
 from natsd.server.account import Account  # noqa: E402
 from natsd.server.ports import ServerPorts  # noqa: E402
 from natsd.server.subscription import Subscription  # noqa: E402
+from natsd.server.writer import Writer  # noqa: E402
 from natsd.store.base import StoreConfig  # noqa: E402
 from tests.unit.jetstream.test_consumer_harness import FakeAccount, FakeStream  # noqa: E402
 
@@ -49,8 +50,8 @@ SEC = 1_000_000_000
 ACK_RE = re.compile(rb" \$JS\.ACK\.[^. ]+\.[^. ]+\.(\d+)\.(\d+)\.(\d+)\.\d+\.\d+ ")
 
 
-class Conn:
-    """The attributes of ClientConnection that router.deliver_many reads and writes."""
+class Conn(Writer):
+    """The attributes of ClientConnection that router.deliver_many reads and writes; the real writer."""
 
     def __init__(self) -> None:
         self.out = bytearray()

@@ -12,7 +12,10 @@ Messages cross the seam as four plain values, exactly as they travel on the wire
 
 from __future__ import annotations
 
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
+
+if TYPE_CHECKING:  # pragma: no cover
+    from natsd.protocol.events import Run
 
 __all__ = ["MsgHandler", "RunHandler", "InterestHandler", "DeliverItem", "Subscription", "Ports"]
 
@@ -24,10 +27,11 @@ __all__ = ["MsgHandler", "RunHandler", "InterestHandler", "DeliverItem", "Subscr
 # "no responders", as if nothing were subscribed.
 MsgHandler = Callable[[str, str, "bytes | None", bytes], object]
 
-# run_handler(subjects, payloads): an optional companion of a MsgHandler for a run of
-# reply-less, header-less messages (lists of str and bytes, in publish order); implementations
-# without runs call the MsgHandler per message instead.
-RunHandler = Callable[[list[str], list[bytes]], None]
+# run_handler(run): an optional companion of a MsgHandler for a run of reply-less, header-less
+# messages, in publish order: a natsd.protocol.events.Run, read through ``run.names`` (str
+# subjects) and ``run.payloads`` (bytes); implementations without runs call the MsgHandler per
+# message instead.
+RunHandler = Callable[["Run"], None]
 
 # interest_handler(subject, added): a client subscription (not an internal one) on ``subject``
 # was added (True) or removed (False) in this account. Push consumers use it to wait for

@@ -288,7 +288,7 @@ class Stream:
         keep = {}
         for subj in self.config.subjects:
             sub = old.pop(subj, None)
-            keep[subj] = sub if sub is not None else ports.subscribe(subj, self.process_msg)
+            keep[subj] = sub if sub is not None else ports.subscribe(subj, self.process_msg, many=self.process_run)
         for sub in old.values():
             sub.unsubscribe()
         self._subs = keep
@@ -383,6 +383,13 @@ class Stream:
     def _reject(self, reply: str, err: ApiError) -> None:
         if reply and self._do_ack:
             self._respond(reply, _err_ack(self._name_json, err))
+
+    def process_run(self, run) -> None:
+        """Ingest a run of reply-less, header-less publishes (``Ports.subscribe(many=...)``: a
+        ``natsd.protocol.events.Run`` read through ``names``/``payloads``), in order."""
+        process = self.process_msg
+        for subject, payload in zip(run.names, run.payloads):
+            process(subject, "", None, payload)
 
     def process_msg(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> int:
         """Ingest one message; returns its sequence (0 when rejected or a duplicate)."""

@@ -19,25 +19,29 @@ allocates one small tuple per protocol operation and dispatches on an int. Shape
                         ``max`` is ``None`` (unsubscribe now) or an ``int`` (auto-unsubscribe
                         after that many messages; a non-numeric max parses as -1, which like
                         the reference means "now")
-``(OP_PUB_BATCH, op, subject, reply, hdr_len, payloads)``
-                        only from ``Parser(batch=True)``: consecutive ``op`` (OP_PUB or OP_HPUB)
-                        messages with byte-identical control lines; ``payloads`` is a list of
-                        ``data`` values (each as in OP_PUB/OP_HPUB), in order
-``(OP_PUB_RUN, subjects, payloads)``
-                        only from ``Parser(batch=True)``: consecutive reply-less, header-less
-                        PUBs to (usually) different subjects, each spelled canonically
-                        (``PUB <subject> <size>\r\n``, the spelling of JetStream acks); the
-                        i-th message is ``(OP_PUB, subjects[i], b"", 0, payloads[i])``
+``(OP_PUB_BATCH, run)``  only from ``Parser(batch=True)``: consecutive ``run.op`` (OP_PUB or
+                        OP_HPUB) messages with byte-identical control lines, as one :class:`Run`
+                        with ``run.subject`` set (``run.subjects`` is ``None``)
+``(OP_PUB_RUN, run)``   only from ``Parser(batch=True)``: consecutive reply-less, header-less PUBs
+                        to (usually) different subjects, each spelled canonically
+                        (``PUB <subject> <size>\r\n``, the spelling of JetStream acks), as one
+                        :class:`Run` with ``run.subjects`` set; the i-th message is
+                        ``(OP_PUB, run.subjects[i], b"", 0, run.payloads[i])``
 ``(OP_PING,)`` / ``(OP_PONG,)``
 ======================  =====================================================================
 
 ``INFO`` and ``+OK`` sent by a client are ignored by the reference; the parser drops them.
+
+A :class:`Run` is the one shape of "a run of messages" from the parser through the router
+(``natsd.server.router.route_batch``/``route_run``) to JetStream (an internal subscription's run
+handler, ``natsd.jetstream.ports.RunHandler``): one object per run, its lists built once by the
+parser and never copied on the way.
 """
 
 from __future__ import annotations
 
 __all__ = ["OP_CONNECT", "OP_PUB", "OP_HPUB", "OP_SUB", "OP_UNSUB", "OP_PING", "OP_PONG", "OP_PUB_BATCH", "OP_PUB_RUN",
-           "OP_NAMES",
+           "OP_NAMES", "Run",
            "PING_EVENT", "PONG_EVENT"]
 
 OP_CONNECT = 1
@@ -56,3 +60,58 @@ OP_NAMES = {OP_CONNECT: "CONNECT", OP_PUB: "PUB", OP_HPUB: "HPUB", OP_SUB: "SUB"
 # PING/PONG carry nothing: share one tuple each instead of allocating per event.
 PING_EVENT = (OP_PING,)
 PONG_EVENT = (OP_PONG,)
+
+
+class Run:
+    """A run of messages from one read, in order.
+
+    ``payloads``: each message's data (header block + payload when ``hdr_len`` > 0). The
+    messages share ``op`` (OP_PUB or OP_HPUB), ``reply`` (``b""``: none) and ``hdr_len``, and
+    either one ``subject`` (``bytes``; ``subjects`` is ``None``: an identical-line run) or
+    each its own, ``subjects[i]`` (``bytes``; ``subject`` is ``b""``). ``names`` are the
+    subjects as ``str``, one per message, filled in by the router before the run is matched
+    (``None`` until then). ``message(i)`` is the i-th message as an ``OP_PUB``/``OP_HPUB``
+    event. The parser may still append to ``subjects``/``payloads`` while it reads the same
+    chunk; after ``feed`` returns the run is complete.
+    """
+
+    __slots__ = ("op", "subject", "subjects", "reply", "hdr_len", "payloads", "names")
+
+    def __init__(self, op: int, subject: bytes, subjects: "list[bytes] | None", reply: bytes, hdr_len: int,
+                 payloads: "list[bytes]", names: "list[str] | None" = None) -> None:
+        self.op = op
+        self.subject = subject
+        self.subjects = subjects
+        self.reply = reply
+        self.hdr_len = hdr_len
+        self.payloads = payloads
+        self.names = names
+
+    def __len__(self) -> int:
+        return len(self.payloads)
+
+    def message(self, i: int) -> tuple:
+        """The i-th message as the event the parser emits without batching."""
+        subjects = self.subjects
+        return (self.op, self.subject if subjects is None else subjects[i], self.reply, self.hdr_len,
+                self.payloads[i])
+
+    def slice(self, start: int, stop: int) -> "Run":
+        """Messages ``start`` to ``stop`` as a run of their own (the lists are copied)."""
+        subjects = self.subjects
+        names = self.names
+        return Run(self.op, self.subject, None if subjects is None else subjects[start:stop], self.reply,
+                   self.hdr_len, self.payloads[start:stop], None if names is None else names[start:stop])
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Run):
+            return NotImplemented
+        return (self.op, self.subject, self.subjects, self.reply, self.hdr_len, self.payloads) == (
+            other.op, other.subject, other.subjects, other.reply, other.hdr_len, other.payloads)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable while the parser fills it
+
+    def __repr__(self) -> str:
+        what = f"subjects={self.subjects!r}" if self.subjects is not None else f"subject={self.subject!r}"
+        return (f"Run(op={OP_NAMES.get(self.op, self.op)}, {what}, reply={self.reply!r}, hdr_len={self.hdr_len}, "
+                f"payloads={self.payloads!r})")

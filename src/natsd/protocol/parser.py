@@ -41,7 +41,7 @@ from natsd.protocol.errors import (
     ERR_MAX_CONTROL_LINE, ERR_MAX_PAYLOAD, ERR_UNKNOWN_PROTOCOL, RemoteProtocolError,
 )
 from natsd.protocol.events import (
-    OP_CONNECT, OP_HPUB, OP_PUB, OP_PUB_BATCH, OP_PUB_RUN, OP_SUB, OP_UNSUB, PING_EVENT, PONG_EVENT,
+    OP_CONNECT, OP_HPUB, OP_PUB, OP_PUB_BATCH, OP_PUB_RUN, OP_SUB, OP_UNSUB, PING_EVENT, PONG_EVENT, Run,
 )
 
 __all__ = ["Parser", "DEFAULT_MAX_CONTROL_LINE", "DEFAULT_MAX_PAYLOAD"]
@@ -102,11 +102,11 @@ class Parser:
     Both may be changed between feeds (config reload).
 
     ``batch=True`` merges a run of consecutive PUBs (or HPUBs) with byte-identical control lines
-    within one feed into a single ``(OP_PUB_BATCH, op, subject, reply, hdr_len, [payloads])``
-    event, so the server can route the run with one lookup and one join per receiver. Without
-    it every message is its own event (the events are otherwise identical). Batch mode also
-    gathers consecutive canonical reply-less PUBs to differing subjects (a client acking
-    JetStream messages one by one) into ``(OP_PUB_RUN, subjects, payloads)`` events.
+    within one feed into a single ``(OP_PUB_BATCH, run)`` event (a :class:`~natsd.protocol.events.Run`
+    with one ``subject``), so the server can route the run with one lookup and one join per
+    receiver. Without it every message is its own event (the events are otherwise identical).
+    Batch mode also gathers consecutive canonical reply-less PUBs to differing subjects (a client
+    acking JetStream messages one by one) into ``(OP_PUB_RUN, run)`` events (``run.subjects``).
     """
 
     __slots__ = ("max_control_line", "max_payload", "batch", "_pending", "_await", "_failed", "_last_line",
@@ -231,7 +231,7 @@ class Parser:
                     # Merge only with the event parsed from these very arguments.
                     if last_event_args is last_args and events and events[-1] is last_event:
                         batch_list = [last_event[4], payload]
-                        events[-1] = (OP_PUB_BATCH, op, subject, reply, hdr_len, batch_list)
+                        events[-1] = (OP_PUB_BATCH, Run(op, subject, None, reply, hdr_len, batch_list))
                         continue
                 last_event = (op, subject, reply, hdr_len, payload)
                 last_event_args = last_args
@@ -300,7 +300,7 @@ class Parser:
                                 else:
                                     run_subjects = subjects
                                     run_payloads = payloads
-                                    run_ev = (OP_PUB_RUN, run_subjects, run_payloads)
+                                    run_ev = (OP_PUB_RUN, Run(OP_PUB, b"", run_subjects, b"", 0, run_payloads))
                                     events.append(run_ev)
                                 batch_list = None
                                 pos = end
@@ -334,7 +334,7 @@ class Parser:
                             else:
                                 run_subjects = [subject]
                                 run_payloads = [work[start:stop]]
-                                run_ev = (OP_PUB_RUN, run_subjects, run_payloads)
+                                run_ev = (OP_PUB_RUN, Run(OP_PUB, b"", run_subjects, b"", 0, run_payloads))
                                 events.append(run_ev)
                             pos = stop + 2
                             continue

@@ -92,10 +92,8 @@ class IdentityMixin:
             sizes: Any
             if op == OP_PUB or op == OP_HPUB:
                 sizes = (len(ev[4]),)
-            elif op == OP_PUB_BATCH:
-                sizes = map(len, ev[5])
-            elif op == OP_PUB_RUN:
-                sizes = map(len, ev[2])
+            elif op == OP_PUB_BATCH or op == OP_PUB_RUN:
+                sizes = map(len, ev[1].payloads)
             else:
                 continue
             if any(n > limit for n in sizes):

@@ -4,12 +4,13 @@ Theory of operation
 -------------------
 ``data_received`` feeds the bytes to :class:`~natsd.protocol.parser.Parser` and processes the
 resulting events in order, synchronously. Everything a connection sends (MSG, +OK, PONG, -ERR)
-is appended to its output ``bytearray``; the first append in a loop turn schedules one
-``flush`` with ``loop.call_soon``, so a burst of deliveries costs one ``transport.write``.
+goes through its writer (:class:`~natsd.server.writer.Writer`, a base of this class): appended to
+the output ``bytearray``, counted, and written by one ``flush`` per loop turn, so a burst of
+deliveries costs one ``transport.write``.
 Because processing is synchronous and in order, a ``PONG`` is queued after every MSG/-ERR caused
 by the operations before its ``PING``: this is the flush guarantee clients rely on.
 
-Limits, as nats-server:
+Limits, as nats-server. Limits on output are the writer's (see :mod:`natsd.server.writer`):
 
 * pending output (our buffer + the transport's) above ``max_pending`` -> slow consumer: the
   connection is closed at once *without* an ``-ERR`` (the reference does not send one either:
@@ -35,14 +36,14 @@ import json
 import logging
 from typing import TYPE_CHECKING
 
-from natsd.protocol.encoder import OK, PING, PONG, encode_err
+from natsd.protocol.encoder import OK, PING, PONG, encode_err, encode_hmsg, encode_msg
 from natsd.protocol.errors import (
     ERR_AUTH_TIMEOUT, ERR_AUTH_VIOLATION, ERR_INVALID_CLIENT_PROTOCOL, ERR_INVALID_PUBLISH_SUBJECT,
     ERR_INVALID_SUBJECT, ERR_MAX_SUBSCRIPTIONS, ERR_NO_RESPONDERS_REQUIRES_HEADERS,
     ERR_STALE_CONNECTION, RemoteProtocolError, permissions_publish, permissions_subscribe,
 )
 from natsd.protocol.events import (
-    OP_CONNECT, OP_HPUB, OP_NAMES, OP_PING, OP_PONG, OP_PUB, OP_PUB_BATCH, OP_PUB_RUN, OP_SUB, OP_UNSUB,
+    OP_CONNECT, OP_HPUB, OP_NAMES, OP_PING, OP_PONG, OP_PUB, OP_PUB_BATCH, OP_PUB_RUN, OP_SUB, OP_UNSUB, Run,
 )
 from natsd.protocol.parser import Parser
 from natsd.server.auth import check_password
@@ -50,6 +51,9 @@ from natsd.server.conn_identity import IdentityMixin
 from natsd.server.log import TRACE, logger
 from natsd.server.router import route, route_batch, route_run
 from natsd.server.subscription import Subscription
+from natsd.server.writer import (  # noqa: F401  (re-exported: the close reasons live with the others)
+    REASON_SLOW_CONSUMER, REASON_SLOW_CONSUMER_WD, STALL_MAX_NS, WRITE_HIGH_WATER, Writer,
+)
 from natsd.subjects.tokens import is_valid_publish_subject, is_valid_subject
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -67,16 +71,10 @@ _STR_FIELDS = ("name", "lang", "version", "user", "pass", "auth_token")
 
 # Operations run per connection per loop turn before yielding (see ClientConnection._run).
 EVENTS_PER_TURN = 512
-# A congested receiver stalls its producers for at most this long per stall.
-STALL_MAX_NS = 50_000_000
-# Transport buffer size above which a receiver counts as congested.
-WRITE_HIGH_WATER = 1024 * 1024
 
 # Close reasons, spelled as nats-server's /connz "reason".
 REASON_CLIENT_CLOSED = "Client Closed"
 REASON_SERVER_SHUTDOWN = "Server Shutdown"
-REASON_SLOW_CONSUMER = "Slow Consumer (Pending Bytes)"
-REASON_SLOW_CONSUMER_WD = "Slow Consumer (Write Deadline)"
 REASON_AUTH = "Authentication Failure"
 REASON_AUTH_TIMEOUT = "Authentication Timeout"
 REASON_STALE = "Stale Connection"
@@ -94,7 +92,7 @@ def _decode(b: bytes) -> str:
         return b.decode("utf-8", "surrogateescape")
 
 
-class ClientConnection(IdentityMixin, asyncio.Protocol):
+class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
     """The server side of one client TCP connection."""
 
     # Slots: less memory per idle connection and faster attribute access on the hot path.
@@ -198,62 +196,6 @@ class ClientConnection(IdentityMixin, asyncio.Protocol):
         if not self.closed:
             self._close(REASON_CLIENT_CLOSED, None, graceful=False)
 
-    def pause_writing(self) -> None:
-        # Our transport holds more than the high-water mark: this client is not keeping up.
-        # Publishers that feed it are stalled (see stall()) and it must drain within
-        # write_deadline or be cut off as a slow consumer.
-        self.congested = True
-        wd = self.server.options.write_deadline_ns
-        if wd > 0 and self._wd_timer is None:
-            self._wd_timer = self.server.clock.call_later(wd, self._write_deadline)
-
-    def resume_writing(self) -> None:
-        self.congested = False
-        if self._wd_timer is not None:
-            self._wd_timer.cancel()
-            self._wd_timer = None
-        self._release_producers()
-
-    def _release_producers(self) -> None:
-        producers = self.stalled_producers
-        if producers:
-            self.stalled_producers = set()
-            for p in producers:
-                p.unstall()
-
-    # -- producer stalls (backpressure) ------------------------------------------------------------
-    #
-    # Like nats-server's "stalled producer": when a delivery lands on a congested connection, the
-    # publishing connection stops being read until that receiver drains below the low-water mark
-    # (resume_writing) or STALL_MAX_NS passes, whichever comes first. The cap keeps two clients
-    # that publish to each other from waiting on each other forever; a receiver that never drains
-    # is cut off by the write deadline or max_pending, and its producers are released then.
-
-    def stall(self, consumer: "ClientConnection") -> None:
-        if self.stalled or self.closed or consumer is self or self._stash is not None:
-            return
-        self.stalled = True
-        self.server.stalled_clients += 1
-        consumer.stalled_producers.add(self)
-        try:
-            self.transport.pause_reading()
-        except Exception:  # pragma: no cover - transport already closing
-            pass
-        self._stall_timer = self.server.clock.call_later(STALL_MAX_NS, self.unstall)
-
-    def unstall(self) -> None:
-        if not self.stalled:
-            return
-        self.stalled = False
-        if self._stall_timer is not None:
-            self._stall_timer.cancel()
-            self._stall_timer = None
-        if not self.closed and self._stash is None and self._backlog is None:
-            try:
-                self.transport.resume_reading()
-            except Exception:  # pragma: no cover - transport already closing
-                pass
-
     def data_received(self, data) -> None:
         if self.closed:
             return
@@ -327,18 +269,23 @@ class ClientConnection(IdentityMixin, asyncio.Protocol):
     def process(self, events: list, start: int = 0, end: int | None = None) -> None:
         """Run ``events[start:end]`` in order; stops early when the connection closes or an
         async credential check starts (then everything after it is stashed)."""
+        # Connection options read by the PUB hot path, loaded once: only CONNECT (handled
+        # below, which reloads them) changes them while events run; a config reload runs
+        # between reads, never inside this loop.
+        trace = self.trace
+        checked, verbose, acc, subjects = self._pub_options()
         for i in range(start, len(events) if end is None else end):
             if self.closed:
                 return
             ev = events[i]
             op = ev[0]
-            if self.trace:
+            if trace:
                 self._trace_in(ev)
             if not self.connected and op != OP_CONNECT and self.auth_required:
                 self.auth_violation()
                 return
             if op == OP_PUB:
-                if self.pedantic or self.pub_filter is not None:
+                if checked:
                     self.on_pub(op, ev[1], ev[2], 0, ev[4])
                     continue
                 # Hot path (plain PUB, no per-message checks), inlined from on_pub.
@@ -347,19 +294,19 @@ class ClientConnection(IdentityMixin, asyncio.Protocol):
                 data = ev[4]
                 self.in_msgs += 1
                 self.in_bytes += len(data)
-                subject = self._subjects.get(subj_b)
+                subject = subjects.get(subj_b)
                 if subject is None:
                     subject = self._subject(subj_b)
-                if self.verbose:
+                if verbose:
                     self.send_raw(OK)
-                if not route(self.account, subject, subj_b, reply, 0, data, self) and reply and self.no_responders:
+                if not route(acc, subject, subj_b, reply, 0, data, self) and reply and self.no_responders:
                     self.send_no_responders(subj_b, reply)
             elif op == OP_HPUB:
                 self.on_pub(op, ev[1], ev[2], ev[3], ev[4])
             elif op == OP_PUB_RUN:
-                self.on_pub_run(ev[1], ev[2])
+                self.on_pub_run(ev[1])
             elif op == OP_PUB_BATCH:
-                self.on_pub_batch(ev[1], ev[2], ev[3], ev[4], ev[5])
+                self.on_pub_batch(ev[1])
             elif op == OP_PING:
                 self.send_raw(PONG)
             elif op == OP_PONG:
@@ -376,6 +323,12 @@ class ClientConnection(IdentityMixin, asyncio.Protocol):
                     return
                 if self.jwt_max_payload >= 0 and self._payload_limit_rest(events, i + 1):
                     return
+                checked, verbose, acc, subjects = self._pub_options()
+
+    def _pub_options(self) -> tuple:
+        """What :meth:`process` keeps in locals: (per-message PUB checks needed, verbose,
+        account, decoded-subject cache)."""
+        return self.pedantic or self.pub_filter is not None, self.verbose, self.account, self._subjects
 
     def _subject(self, subj_b: bytes) -> str:
         """Decode a subject, remembering it (publishers reuse a few subjects; the parser hands
@@ -396,12 +349,13 @@ class ClientConnection(IdentityMixin, asyncio.Protocol):
             shown = {k: ("[REDACTED]" if k in ("pass", "auth_token") else v) for k, v in ev[1].items()}
             logger.log(TRACE, "%s<<- [CONNECT %s]", self.prefix, json.dumps(shown, separators=(",", ":")))
         elif op == OP_PUB_RUN:
-            for subj_b, data in zip(ev[1], ev[2]):
+            for subj_b, data in zip(ev[1].subjects, ev[1].payloads):
                 logger.log(TRACE, "%s<<- [PUB %s %d]", self.prefix, _decode(subj_b), len(data))
         elif op == OP_PUB_BATCH:
-            args = b" ".join(a for a in (ev[2], ev[3]) if a)
-            logger.log(TRACE, "%s<<- [%s %s %d] x%d", self.prefix, OP_NAMES[ev[1]], _decode(args), len(ev[5][0]),
-                       len(ev[5]))
+            run = ev[1]
+            args = b" ".join(a for a in (run.subject, run.reply) if a)
+            logger.log(TRACE, "%s<<- [%s %s %d] x%d", self.prefix, OP_NAMES[run.op], _decode(args),
+                       len(run.payloads[0]), len(run.payloads))
         else:
             text = " ".join(_decode(a) if isinstance(a, bytes) else str(a) for a in ev[1:] if a is not None)
             logger.log(TRACE, "%s<<- [%s]", self.prefix, f"{OP_NAMES[op]} {text}" if text else OP_NAMES[op])
@@ -539,8 +493,9 @@ class ClientConnection(IdentityMixin, asyncio.Protocol):
             if reply and self.no_responders:
                 self.send_no_responders(subj_b, reply)
 
-    def on_pub_batch(self, op: int, subj_b: bytes, reply: bytes, hdr_len: int, payloads: list) -> None:
+    def on_pub_batch(self, run: Run) -> None:
         """A run of messages with identical control lines (see ``Parser(batch=True)``)."""
+        op, subj_b, reply, hdr_len, payloads = run.op, run.subject, run.reply, run.hdr_len, run.payloads
         if (self.pedantic or self.verbose or self.pub_filter is not None or (reply and self.no_responders)
                 or op == OP_HPUB and (not self.headers or (hdr_len and not all(
                     p.startswith(_HDR_PREFIX) for p in payloads)))):
@@ -553,11 +508,11 @@ class ClientConnection(IdentityMixin, asyncio.Protocol):
         k = len(payloads)
         self.in_msgs += k
         self.in_bytes += k * len(payloads[0])
-        route_batch(self.account, self._subjects.get(subj_b) or self._subject(subj_b), subj_b, reply, hdr_len,
-                    payloads, self)
+        route_batch(self.account, run, self._subjects.get(subj_b) or self._subject(subj_b), self)
 
-    def on_pub_run(self, subjects_b: list, payloads: list) -> None:
+    def on_pub_run(self, run: Run) -> None:
         """A run of reply-less PUBs to differing subjects (see ``OP_PUB_RUN``)."""
+        subjects_b, payloads = run.subjects, run.payloads
         if self.pedantic or self.verbose or self.pub_filter is not None:
             # Per-message checks and +OKs: the normal path, message by message.
             for i in range(len(subjects_b)):
@@ -568,10 +523,10 @@ class ClientConnection(IdentityMixin, asyncio.Protocol):
         self.in_msgs += len(subjects_b)
         self.in_bytes += sum(map(len, payloads))
         try:
-            subjects = [s.decode() for s in subjects_b]
+            run.names = [s.decode() for s in subjects_b]
         except UnicodeDecodeError:
-            subjects = [_decode(s) for s in subjects_b]
-        route_run(self.account, subjects, subjects_b, payloads, self)
+            run.names = [_decode(s) for s in subjects_b]
+        route_run(self.account, run, self)
 
     def _response_allowed(self, subject: str) -> bool:
         replies = self.replies
@@ -616,10 +571,9 @@ class ClientConnection(IdentityMixin, asyncio.Protocol):
             else:
                 return
         hdr = b"NATS/1.0 503\r\nNats-Subject: " + subj_b + b"\r\n\r\n"
-        self.send_raw(b"HMSG %s %s %d %d\r\n%s\r\n" % (reply, sub.sid, len(hdr), len(hdr), hdr))
         # It counts as a delivery (old-style requests auto-unsubscribe after one message).
-        self.out_msgs += 1
         sub.delivered += 1
+        self.enqueue(encode_hmsg(reply, sub.sid, b"", hdr, b""), 1, 0)
         if sub.max and sub.delivered >= sub.max:
             self.remove_sub(sub)
 
@@ -677,74 +631,32 @@ class ClientConnection(IdentityMixin, asyncio.Protocol):
 
     # -- output --------------------------------------------------------------------------------
 
-    def send_raw(self, data: bytes) -> None:
-        """Queue bytes for this turn's write."""
-        if self.closed:
-            return
-        self.out += data
-        if not self.flush_pending:
-            self.flush_pending = True
-            self._call_soon(self.flush)
+    # -- output (natsd.server.writer owns the buffer) -------------------------------------------
 
     def send_err(self, text: str) -> None:
         self.send_raw(encode_err(text))
 
     def deliver(self, sub: Subscription, head: bytes, mid: bytes, data: bytes, subject: str,
                 hdr_len: int, reply: bytes, subj_b: bytes, src=None) -> bool:
-        """Slow-path delivery (permission filters, header stripping, auto-unsubscribe).
-
-        The hot path in :func:`natsd.server.router.route` inlines the common case.
-        """
+        """Delivery with per-receiver rules (permission filters, header stripping,
+        auto-unsubscribe, allow_responses); the router calls :meth:`enqueue_msg` directly for a
+        plain subscription."""
         if self.closed or sub.closed:
             return False
         if self.sub_deny is not None and self.sub_deny.denies(subject):
             return False
-        out = self.out
         if hdr_len and not self.headers:
-            # A client without header support gets the payload alone, as a MSG.
-            payload = data[hdr_len:]
-            if reply:
-                out += b"MSG %s %s %s %d\r\n" % (subj_b, sub.sid, reply, len(payload))
-            else:
-                out += b"MSG %s %s %d\r\n" % (subj_b, sub.sid, len(payload))
-            out += payload
-            out += b"\r\n"
+            # A client without header support gets the payload alone, as a MSG (counted with
+            # its headers, as the reference counts what was published).
+            sub.delivered += 1
+            self.enqueue(encode_msg(subj_b, sub.sid, reply, data[hdr_len:]), 1, len(data), src)
         else:
-            out += head
-            out += sub.sid
-            out += mid
-            out += data
-            out += b"\r\n"
-        self.out_msgs += 1
-        self.out_bytes += len(data)
+            self.enqueue_msg(sub, head, mid, data, len(data), src)
         if reply and self.replies is not None:
             self.track_reply(reply)
-        if not self.flush_pending:
-            self.flush_pending = True
-            self._call_soon(self.flush)
-        sub.delivered += 1
         if sub.max and sub.delivered >= sub.max:
             self.remove_sub(sub)
-        if len(out) > self.max_pending:
-            self.slow_consumer()
-        elif self.congested and src is not None:
-            src.stall(self)
         return True
-
-    def flush(self) -> None:
-        """Write everything queued this turn in one ``transport.write``."""
-        self.flush_pending = False
-        out = self.out
-        if self.closed or not out:
-            return
-        # Hand the buffer over instead of copying it: the transport may keep a reference.
-        self.out = bytearray()
-        t = self.transport
-        if t.is_closing():  # the peer went away; connection_lost will clean up
-            return
-        t.write(out)
-        if t.get_write_buffer_size() > self.max_pending:
-            self.slow_consumer()
 
     # -- closing -------------------------------------------------------------------------------
 
@@ -772,25 +684,13 @@ class ClientConnection(IdentityMixin, asyncio.Protocol):
         """Close gracefully: queued output is still written."""
         self._close(reason, None)
 
-    def slow_consumer(self, reason: str = REASON_SLOW_CONSUMER) -> None:
-        if self.closed:
-            return
-        if reason == REASON_SLOW_CONSUMER:
-            logger.info("%sSlow Consumer Detected: MaxPending of %d Exceeded", self.prefix, self.max_pending)
-        else:
-            logger.info("%sSlow Consumer Detected: WriteDeadline of %s Exceeded", self.prefix,
-                        _fmt_dur(self.server.options.write_deadline_ns))
-        self.server.slow_consumers += 1
-        self.out = bytearray()
-        self._close(reason, None, graceful=False)
-
     def _close(self, reason: str, err: str | None, graceful: bool = True, log: str = "") -> None:
         if self.closed:
             return
         if log:
             logger.debug("%s%s", self.prefix, log)
         if err is not None:
-            self.out += encode_err(err)
+            self.send_raw(encode_err(err))
         self.closed = True
         self.close_reason = reason
         self._release_producers()
@@ -799,15 +699,7 @@ class ClientConnection(IdentityMixin, asyncio.Protocol):
             if t is not None:
                 t.cancel()
                 setattr(self, attr, None)
-        t = self.transport
-        if t is not None:
-            if graceful:
-                if self.out and not t.is_closing():
-                    t.write(self.out)
-                t.close()
-            else:
-                t.abort()
-        self.out = bytearray()
+        self._close_output(graceful)
         logger.debug("%sClient connection closed: %s", self.prefix, reason)
         self.server.client_closed(self)
         # Subscriptions go after the server has unregistered us, so interest listeners see a
@@ -837,10 +729,6 @@ class ClientConnection(IdentityMixin, asyncio.Protocol):
         self.send_raw(PING)
         self._ping_timer = self.server.clock.call_later(opts.ping_interval_ns, self._ping_tick)
 
-    def _write_deadline(self) -> None:
-        self._wd_timer = None
-        self.slow_consumer(REASON_SLOW_CONSUMER_WD)
-
     # -- secure transports (natsd.server.tls / websocket) ----------------------------------------
 
     def _authenticate(self, opts: dict):
@@ -866,11 +754,6 @@ class ClientConnection(IdentityMixin, asyncio.Protocol):
 
     def __repr__(self) -> str:
         return f"<ClientConnection cid={self.cid} {self.ip}:{self.port} name={self.name!r}>"
-
-
-def _fmt_dur(ns: int) -> str:
-    s = ns / 1e9
-    return f"{s:g}s"
 
 
 logging.getLogger("natsd.server")  # child logger used by modules that log outside a connection

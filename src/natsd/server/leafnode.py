@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING
 
 from natsd.protocol.encoder import PING, PONG, encode_err, encode_info
 from natsd.protocol.errors import ERR_AUTH_VIOLATION, RemoteProtocolError
+from natsd.protocol.events import OP_HPUB, OP_PUB, Run
 from natsd.protocol.leaf import (
     L_CONNECT, L_ERR, L_INFO, L_MSG, L_MSG_RUN, L_PING, L_PONG, L_SUB, L_UNSUB, LeafParser, encode_connect,
     encode_ls_minus, encode_ls_plus, msg_line, split_js_ack_deliver,
@@ -624,7 +625,8 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
         self.in_msgs += k
         self.in_bytes += k * len(payloads[0])
         if r.psubs:
-            route_batch(acc, subject, subj_b, reply, hdr_len, payloads, self)
+            run = Run(OP_HPUB if hdr_len else OP_PUB, subj_b, None, reply, hdr_len, payloads)
+            route_batch(acc, run, subject, self)
         return True
 
     def _on_msg(self, ev: tuple) -> None:

@@ -12,9 +12,11 @@ Callback contract (what an engine may rely on and must respect):
   ``NATS/1.0...\\r\\n\\r\\n`` block or ``None``, ``payload`` is ``bytes``. An exception raised by
   a handler is logged; it does not affect the publisher.
 * ``subscribe(..., many=run_handler)`` also accepts runs: when a client sends several
-  reply-less, header-less messages in a row that all go to this subscription alone (acks),
-  ``run_handler(subjects, payloads)`` (lists of ``str`` and ``bytes``) is called once for them
-  instead of ``handler`` per message, in the same order and at the same point of the stream.
+  reply-less, header-less messages in a row that all go to this subscription alone (acks,
+  fire-and-forget publishes to a stream), ``run_handler(run)`` is called once for them instead
+  of ``handler`` per message, in the same order and at the same point of the stream. ``run`` is
+  the parser's :class:`natsd.protocol.events.Run`: ``run.names`` (``str`` subjects) and
+  ``run.payloads`` (``bytes``), one per message; the handler must not keep or change it.
   The run was matched before it is handed over, as nats-server queues acks before it
   processes them.
 * ``publish(subject, reply, hdr, payload)`` routes exactly like a client publish in this

@@ -1,14 +1,13 @@
 """The publish path: one Sublist match per message, fan-out to subscribers, queue groups.
 
-For each publish the MSG/HMSG line is built from pieces shared by every receiver::
-
-    head = b"MSG <subject> "          mid = b" [<reply> ]<size>\\r\\n"
-    HMSG: head = b"HMSG <subject> "   mid = b" [<reply> ]<hdr_size> <total_size>\\r\\n"
-
-and each receiver's output buffer gets ``head + sid + mid + data + CRLF`` by five in-place
-``bytearray`` appends: no per-receiver allocation. A plain subscription of a connection with no
-delivery filters is handled inline; everything else (permission deny lists, clients without
-header support, auto-unsubscribe, allow_responses) goes through ``ClientConnection.deliver``.
+For each publish the MSG/HMSG line is built once from pieces shared by every receiver
+(:func:`natsd.protocol.encoder.msg_parts`), and each receiver's writer queues
+``head + sid + mid + data + CRLF`` (:meth:`natsd.server.writer.Writer.enqueue_msg`): no
+per-receiver allocation. The router never touches an output buffer: appending, counting, flush
+scheduling and the slow-consumer/stall policy are the writer's. A plain subscription of a
+connection with no delivery filters goes straight to ``enqueue_msg``; everything else
+(permission deny lists, clients without header support, auto-unsubscribe, allow_responses) goes
+through ``ClientConnection.deliver``.
 
 Queue groups: one member per group per message, chosen round-robin (nats-server picks at
 random; any member is correct and rotating is cheaper and spreads evenly). A leafnode link
@@ -18,7 +17,8 @@ random in proportion to its queue weight (the member count its ``LS+`` announced
 
 Internal subscriptions (``client is None``) call ``cb(subject, reply, hdr, payload)``
 synchronously (see :mod:`natsd.server.ports` for the contract), or, for a run of reply-less
-messages, ``many(subjects, payloads)`` when they have one (:func:`route_run`). A callback that
+messages, ``many(run)`` (a :class:`natsd.protocol.events.Run`, the parser's own value) when
+they have one (:func:`route_run`, :func:`route_batch`). A callback that
 raises is logged and does not affect the publisher or other receivers.
 """
 
@@ -27,6 +27,8 @@ from __future__ import annotations
 import itertools
 from random import random as _random
 
+from natsd.protocol.encoder import encode_msg, msg_parts
+from natsd.protocol.events import Run
 from natsd.server.log import logger
 
 __all__ = ["route", "route_run", "route_batch", "deliver_many", "publish_many"]
@@ -65,17 +67,6 @@ def _call_internal(sub, subject: str, reply: bytes, hdr_len: int, data: bytes) -
     return 1
 
 
-def _lines(subj_b: bytes, reply: bytes, hdr_len: int, size: int) -> tuple[bytes, bytes]:
-    """The shared ``head``/``mid`` pieces of a MSG/HMSG line (see the module docstring)."""
-    if hdr_len:
-        head = b"HMSG " + subj_b + b" "
-        mid = b" %s %d %d\r\n" % (reply, hdr_len, size) if reply else b" %d %d\r\n" % (hdr_len, size)
-    else:
-        head = b"MSG " + subj_b + b" "
-        mid = b" %s %d\r\n" % (reply, size) if reply else b" %d\r\n" % size
-    return head, mid
-
-
 def route(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, data: bytes, src,
           shown: str | None = None, r=None) -> int:
     """Deliver one message published in account ``acc``; returns how many receivers got it.
@@ -111,34 +102,18 @@ def route(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, data: by
         if c is src and not c.echo:
             continue
         if head is None:
-            head, mid = _lines(subj_b, reply, hdr_len, size)
+            head, mid = msg_parts(subj_b, reply, hdr_len, size)
         if sub.max or c.sub_deny is not None or c.replies is not None or (hdr_len and not c.headers):
             if c.deliver(sub, head, mid, data, subject, hdr_len, reply, subj_b, src):
                 n += 1
             continue
         if c.closed:
             continue
-        # Hot path, inlined: see the module docstring for the layout.
-        out = c.out
-        out += head
-        out += sub.sid
-        out += mid
-        out += data
-        out += b"\r\n"
-        c.out_msgs += 1
-        c.out_bytes += size
-        sub.delivered += 1
-        if not c.flush_pending:
-            c.flush_pending = True
-            c._call_soon(c.flush)
-        if len(out) > c.max_pending:
-            c.slow_consumer()
-        elif c.congested and src is not None:
-            src.stall(c)  # backpressure: see ClientConnection.stall
+        c.enqueue_msg(sub, head, mid, data, size, src)
         n += 1
     if qsubs:
         if head is None:
-            head, mid = _lines(subj_b, reply, hdr_len, size)
+            head, mid = msg_parts(subj_b, reply, hdr_len, size)
         remote = None
         wsum = 0
         for group in qsubs:
@@ -160,6 +135,11 @@ def route(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, data: by
                     if _random() * wsum < w:
                         remote = sub
                     continue
+                if not (sub.max or sub.closed or c.sub_deny is not None or c.replies is not None
+                        or (hdr_len and not c.headers)):
+                    c.enqueue_msg(sub, head, mid, data, size, src)  # a plain member (c.closed: checked above)
+                    n += 1
+                    break
                 if c.deliver(sub, head, mid, data, subject, hdr_len, reply, subj_b, src):
                     n += 1
                     break
@@ -172,11 +152,12 @@ def route(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, data: by
     return n
 
 
-def _call_many(sub, subjects: list, payloads: list, start: int, stop: int) -> None:
-    """Hand ``subjects[start:stop]``/``payloads[start:stop]`` to an internal run handler."""
+def _call_many(sub, run: Run, start: int, stop: int) -> None:
+    """Hand messages ``start:stop`` of ``run`` to an internal run handler (the whole run
+    itself when that is all of it: the usual case, no copy)."""
     sub.delivered += stop - start
     try:
-        sub.many(subjects[start:stop], payloads[start:stop])
+        sub.many(run if start == 0 and stop == len(run.payloads) else run.slice(start, stop))
     except Exception:
         logger.exception("internal subscription handler for %r failed", sub.subject)
 
@@ -192,18 +173,22 @@ def _run_sub(r):
     return None
 
 
-def route_run(acc, subjects: list, subjects_b: list, payloads: list, src) -> None:
+def route_run(acc, run: Run, src) -> None:
     """Deliver a run of reply-less, header-less messages to differing subjects
     (``OP_PUB_RUN``: a client acking JetStream messages one by one), in order.
 
-    ``subjects`` are the ``str`` forms of ``subjects_b``. The run is matched with one
-    :meth:`Sublist.match_many` call. Consecutive messages whose only receiver is one internal
+    ``run.names`` are the ``str`` forms of ``run.subjects`` (the caller decodes them). The run
+    is matched with one :meth:`Sublist.match_many` call. Consecutive messages whose only receiver is one internal
     subscription with a run handler (``sub.many``, see :mod:`natsd.server.ports`) are handed
     to it as one run; everything else goes through :func:`route`, one message at a time, in
     order. When a handler changes the subscriptions, the rest of the run is matched again, so
     every message is routed as if it had been published alone.
     """
     sl = acc.sublist
+    subjects = run.names
+    subjects_b = run.subjects
+    payloads = run.payloads
+    assert subjects is not None and subjects_b is not None  # a subject run, decoded by the caller
     n = len(subjects)
     start = 0
     while start < n:
@@ -212,7 +197,7 @@ def route_run(acc, subjects: list, subjects_b: list, payloads: list, src) -> Non
         sub = _run_sub(results[0])
         if sub is not None and results.count(results[0]) == len(results):
             # The usual run: every message has the same lone receiver (one C-level count).
-            _call_many(sub, subjects, payloads, start, n)
+            _call_many(sub, run, start, n)
             return
         restart = -1
         gsub = None  # the run handler collecting messages g0..i-1
@@ -223,7 +208,7 @@ def route_run(acc, subjects: list, subjects_b: list, payloads: list, src) -> Non
             if sub is not None:
                 if sub is not gsub:
                     if gsub is not None:
-                        _call_many(gsub, subjects, payloads, g0, i)
+                        _call_many(gsub, run, g0, i)
                         if sl.generation != gen:
                             restart = i
                             break
@@ -232,7 +217,7 @@ def route_run(acc, subjects: list, subjects_b: list, payloads: list, src) -> Non
                 i += 1
                 continue
             if gsub is not None:
-                _call_many(gsub, subjects, payloads, g0, i)
+                _call_many(gsub, run, g0, i)
                 gsub = None
                 if sl.generation != gen:
                     restart = i
@@ -245,25 +230,27 @@ def route_run(acc, subjects: list, subjects_b: list, payloads: list, src) -> Non
             i += 1
         if restart < 0:
             if gsub is not None:
-                _call_many(gsub, subjects, payloads, g0, n)
+                _call_many(gsub, run, g0, n)
             return
         start = restart
 
 
-def route_batch(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, payloads: list, src) -> None:
-    """Deliver a run of messages that share subject, reply and sizes (``OP_PUB_BATCH``).
+def route_batch(acc, run: Run, subject: str, src) -> None:
+    """Deliver a run of messages that share subject, reply and sizes (``OP_PUB_BATCH``);
+    ``subject`` is the ``str`` form of ``run.subject``.
 
     When every receiver is a plain client subscription on its own connection, each receiver
-    gets the whole run with one ``join``::
-
-        prefix = head + sid + mid
-        out += prefix + (CRLF + prefix).join(payloads) + CRLF
-
-    which is byte-identical to routing the messages one by one. Anything else (queue groups,
-    internal subscriptions, per-receiver filters, auto-unsubscribe, two subscriptions of one
-    connection, whose relative interleaving must stay message by message) falls back to
-    :func:`route` per message.
+    gets the whole run with one join (:meth:`Writer.enqueue_run`), byte-identical to routing
+    the messages one by one. A lone internal receiver with a run handler (a stream) gets a
+    reply-less, header-less run at once, as :func:`route_run` hands it. Anything else (queue
+    groups, other internal subscriptions, per-receiver filters, auto-unsubscribe, two
+    subscriptions of one connection, whose relative interleaving must stay message by message)
+    falls back to :func:`route` per message.
     """
+    subj_b = run.subject
+    reply = run.reply
+    hdr_len = run.hdr_len
+    payloads = run.payloads
     r = acc.sublist.match(subject)
     psubs = r.psubs
     if not psubs and not r.qsubs:
@@ -279,40 +266,31 @@ def route_batch(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, pa
             simple = False
     if not simple:
         if not r.qsubs and len(psubs) == 1:
-            # A lone receiver that takes whole runs itself (a leafnode link: LMSG frames).
-            run = getattr(psubs[0].client, "deliver_run", None)
-            if run is not None and run(psubs[0], subject, subj_b, reply, hdr_len, payloads, src):
-                return
+            sub = psubs[0]
+            if sub.client is None:
+                if not reply and not hdr_len and _run_sub(r) is not None:
+                    if run.names is None:
+                        run.names = [subject] * len(payloads)
+                    _call_many(sub, run, 0, len(payloads))
+                    return
+            else:
+                # A lone receiver that takes whole runs itself (a leafnode link: LMSG frames).
+                deliver_run = getattr(sub.client, "deliver_run", None)
+                if deliver_run is not None and deliver_run(sub, subject, subj_b, reply, hdr_len, payloads, src):
+                    return
         for p in payloads:
             route(acc, subject, subj_b, reply, hdr_len, p, src)
         return
     k = len(payloads)
     size = len(payloads[0])
-    if hdr_len:
-        head = b"HMSG " + subj_b + b" "
-        mid = b" %s %d %d\r\n" % (reply, hdr_len, size) if reply else b" %d %d\r\n" % (hdr_len, size)
-    else:
-        head = b"MSG " + subj_b + b" "
-        mid = b" %s %d\r\n" % (reply, size) if reply else b" %d\r\n" % size
+    nbytes = k * size
+    head, mid = msg_parts(subj_b, reply, hdr_len, size)
     for sub in psubs:
         c = sub.client
         if c.closed or (c is src and not c.echo):
             continue
-        prefix = head + sub.sid + mid
-        out = c.out
-        out += prefix
-        out += (b"\r\n" + prefix).join(payloads)
-        out += b"\r\n"
-        c.out_msgs += k
-        c.out_bytes += k * size
+        c.enqueue_run(head + sub.sid + mid, payloads, nbytes, src)
         sub.delivered += k
-        if not c.flush_pending:
-            c.flush_pending = True
-            c._call_soon(c.flush)
-        if len(out) > c.max_pending:
-            c.slow_consumer()
-        elif c.congested:
-            src.stall(c)
 
 
 def deliver_many(acc, route_subject: str, items: list) -> None:
@@ -357,35 +335,8 @@ def deliver_many(acc, route_subject: str, items: list) -> None:
                 hdr_len = 0
             route(acc, route_subject, subject, reply, hdr_len, data, None, subject.decode())
         return
-    sid = sub.sid
-    out = c.out
-    nbytes = 0
-    # The sid sits between subject and reply in every frame: part of the format (escaped).
-    msg_fmt = b"MSG %s " + sid.replace(b"%", b"%%") + b" %s %d\r\n%s\r\n"
-    for subject, reply, hdr, payload in items:
-        if hdr:
-            hl = len(hdr)
-            size = hl + len(payload)
-            if reply:
-                out += b"HMSG %s %s %s %d %d\r\n%s%s\r\n" % (subject, sid, reply, hl, size, hdr, payload)
-            else:
-                out += b"HMSG %s %s %d %d\r\n%s%s\r\n" % (subject, sid, hl, size, hdr, payload)
-        else:
-            size = len(payload)
-            if reply:
-                out += msg_fmt % (subject, reply, size, payload)
-            else:
-                out += b"MSG %s %s %d\r\n%s\r\n" % (subject, sid, size, payload)
-        nbytes += size
-    k = len(items)
-    c.out_msgs += k
-    c.out_bytes += nbytes
-    sub.delivered += k
-    if not c.flush_pending:
-        c.flush_pending = True
-        c._call_soon(c.flush)
-    if len(out) > c.max_pending:
-        c.slow_consumer()
+    c.enqueue_msgs(sub.sid, items)
+    sub.delivered += len(items)
 
 
 def publish_many(acc, subjects: list, payloads: list) -> None:
@@ -410,17 +361,8 @@ def publish_many(acc, subjects: list, payloads: list) -> None:
             if c is not None and not sub.max and c.sub_deny is None and c.replies is None:
                 if c.closed:
                     continue
-                out = c.out
-                size = len(payload)
-                out += b"MSG %s %s %d\r\n%s\r\n" % (subject.encode(), sub.sid, size, payload)
-                c.out_msgs += 1
-                c.out_bytes += size
+                c.enqueue(encode_msg(subject.encode(), sub.sid, b"", payload), 1, len(payload))
                 sub.delivered += 1
-                if not c.flush_pending:
-                    c.flush_pending = True
-                    c._call_soon(c.flush)
-                if len(out) > c.max_pending:
-                    c.slow_consumer()
                 continue
         if psubs or r.qsubs:
             route(acc, subject, subject.encode(), b"", 0, payload, None)

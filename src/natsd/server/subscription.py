@@ -6,8 +6,8 @@ One class serves both kinds so the routing loop stays a single flat loop:
   and ``sid`` (the client's id, ``bytes``, echoed verbatim in MSG lines);
 * an *internal* subscription (JetStream, via :mod:`natsd.server.ports`) has ``client=None`` and
   ``cb``, called synchronously on the event loop as ``cb(subject, reply, hdr, payload)``, and
-  optionally ``many``, called as ``many(subjects, payloads)`` for a run of reply-less,
-  header-less messages (see :func:`natsd.server.router.route_run`).
+  optionally ``many``, called as ``many(run)`` for a run of reply-less, header-less messages
+  (a :class:`natsd.protocol.events.Run`; see :func:`natsd.server.router.route_run`).
 
 ``max`` > 0 means auto-unsubscribe after that many deliveries (``UNSUB <sid> <max>``).
 Items are hashed by identity (the Sublist stores them as dict keys).

@@ -7,6 +7,8 @@ import random
 
 import pytest
 
+from natsd.protocol.events import OP_PUB, Run
+
 from tests.unit.jetstream.test_consumer_harness import SEC, Harness, data
 
 pytestmark = pytest.mark.unit
@@ -67,7 +69,8 @@ def _apply_both(h1: Harness, h2: Harness, acks: list[tuple[str, bytes]]) -> None
     for subject, body in acks:
         h1.ports.publish(subject, "", None, body)
         h1.clock.run_soon()
-    h2.account.consumer_hub._on_acks([s for s, _ in acks], [b for _, b in acks])
+    h2.account.consumer_hub._on_acks(Run(OP_PUB, b"", [s.encode() for s, _ in acks], b"", 0, [b for _, b in acks],
+                                         [s for s, _ in acks]))
     h2.clock.run_soon()
     assert _state(h1) == _state(h2)
 

@@ -167,23 +167,23 @@ def test_repeated_control_lines_use_the_cached_arguments():
 
 
 def test_batch_mode_merges_identical_runs():
-    from natsd.protocol.events import OP_PUB_BATCH
+    from natsd.protocol.events import OP_PUB_BATCH, Run
 
     data = (b"PUB a 1\r\nx\r\nPUB a 1\r\ny\r\nPUB a 1\r\nz\r\nPING\r\nPUB a 1\r\nq\r\n"
             b"HPUB h 12 13\r\nNATS/1.0\r\n\r\n1\r\nHPUB h 12 13\r\nNATS/1.0\r\n\r\n2\r\n")
     got = Parser(batch=True).feed(data)
     assert got == [
-        (OP_PUB_BATCH, OP_PUB, b"a", b"", 0, [b"x", b"y", b"z"]),
+        (OP_PUB_BATCH, Run(OP_PUB, b"a", None, b"", 0, [b"x", b"y", b"z"])),
         (OP_PING,),
         (OP_PUB, b"a", b"", 0, b"q"),
-        (OP_PUB_BATCH, OP_HPUB, b"h", b"", 12, [b"NATS/1.0\r\n\r\n1", b"NATS/1.0\r\n\r\n2"]),
+        (OP_PUB_BATCH, Run(OP_HPUB, b"h", None, b"", 12, [b"NATS/1.0\r\n\r\n1", b"NATS/1.0\r\n\r\n2"])),
     ]
     # Flattening a batched parse gives exactly the unbatched events, however the bytes are cut.
     def flat(evs):
         out = []
         for e in evs:
             if e[0] == OP_PUB_BATCH:
-                out += [(e[1], e[2], e[3], e[4], p) for p in e[5]]
+                out += [e[1].message(i) for i in range(len(e[1]))]
             else:
                 out.append(e)
         return out

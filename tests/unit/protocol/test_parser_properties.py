@@ -43,10 +43,8 @@ def op(draw):
 def flatten(events):
     out = []
     for e in events:
-        if e[0] == OP_PUB_BATCH:
-            out += [(e[1], e[2], e[3], e[4], p) for p in e[5]]
-        elif e[0] == OP_PUB_RUN:
-            out += [(OP_PUB, s, b"", 0, p) for s, p in zip(e[1], e[2])]
+        if e[0] == OP_PUB_BATCH or e[0] == OP_PUB_RUN:
+            out += [e[1].message(i) for i in range(len(e[1]))]
         else:
             out.append(e)
     return out

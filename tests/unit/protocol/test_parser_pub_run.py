@@ -1,5 +1,5 @@
 """Parser(batch=True): runs of canonical reply-less PUBs to differing subjects (a client acking
-JetStream messages one at a time) become one ``(OP_PUB_RUN, subjects, payloads)`` event."""
+JetStream messages one at a time) become one ``(OP_PUB_RUN, run)`` event (``run.subjects``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from natsd.protocol import Parser, RemoteProtocolError
 from natsd.protocol.errors import ERR_MAX_PAYLOAD, ERR_UNKNOWN_PROTOCOL
-from natsd.protocol.events import OP_PING, OP_PUB, OP_PUB_BATCH, OP_PUB_RUN
+from natsd.protocol.events import OP_HPUB, OP_PING, OP_PUB, OP_PUB_BATCH, OP_PUB_RUN, Run
 
 pytestmark = pytest.mark.unit
 
@@ -20,10 +20,13 @@ def flat(events: list) -> list:
     out = []
     for e in events:
         if e[0] == OP_PUB_RUN:
-            assert len(e[1]) == len(e[2]) > 0
-            out += [(OP_PUB, s, b"", 0, p) for s, p in zip(e[1], e[2])]
+            run = e[1]
+            assert len(run.subjects) == len(run.payloads) > 0 and run.subject == b"" and run.reply == b""
+            out += [run.message(i) for i in range(len(run))]
         elif e[0] == OP_PUB_BATCH:
-            out += [(e[1], e[2], e[3], e[4], p) for p in e[5]]
+            run = e[1]
+            assert run.subjects is None
+            out += [run.message(i) for i in range(len(run))]
         else:
             out.append(e)
     return out
@@ -34,8 +37,8 @@ def test_a_run_of_acks_is_one_event_after_the_first():
     # The first line teaches the parser the shape; the rest form the run.
     assert evs[0] == (OP_PUB, b"$JS.ACK.S.C.1.1.1.1700000000.0", b"", 0, b"+ACK")
     assert len(evs) == 2 and evs[1][0] == OP_PUB_RUN
-    assert evs[1][1] == [b"$JS.ACK.S.C.1.%d.%d.1700000000.0" % (i, i) for i in range(2, 6)]
-    assert evs[1][2] == [b"+ACK"] * 4
+    assert evs[1][1].subjects == [b"$JS.ACK.S.C.1.%d.%d.1700000000.0" % (i, i) for i in range(2, 6)]
+    assert evs[1][1].payloads == [b"+ACK"] * 4
 
 
 def test_without_batch_mode_every_ack_is_its_own_event():
@@ -150,3 +153,14 @@ def test_the_shared_empty_run_lists_are_never_extended():
             evs += p.feed(data[i:i + step])
         assert sum(1 for e in flat(evs) if e[0] == OP_PUB) == 49
         assert parser_mod._NO_RUN == []
+
+
+def test_the_run_value_slices_and_spells_its_messages():
+    run = Run(OP_PUB, b"", [b"a", b"b", b"c"], b"", 0, [b"1", b"2", b"3"], ["a", "b", "c"])
+    assert len(run) == 3 and run.message(1) == (OP_PUB, b"b", b"", 0, b"2")
+    part = run.slice(1, 3)
+    assert part == Run(OP_PUB, b"", [b"b", b"c"], b"", 0, [b"2", b"3"]) and part.names == ["b", "c"]
+    same = Run(OP_HPUB, b"h", None, b"r", 12, [b"NATS/1.0\r\n\r\nx", b"NATS/1.0\r\n\r\ny"])
+    assert same.message(0) == (OP_HPUB, b"h", b"r", 12, b"NATS/1.0\r\n\r\nx")
+    assert same.slice(1, 2).payloads == [b"NATS/1.0\r\n\r\ny"] and same.slice(1, 2).subject == b"h"
+    assert "subject=b'h'" in repr(same) and run != same

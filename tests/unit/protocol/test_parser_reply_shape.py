@@ -76,4 +76,4 @@ def test_replyless_lines_with_new_subjects_and_runs_still_batch():
     p = Parser(batch=True)
     evs = p.feed(b"PUB a 1\r\nx\r\n" + b"PUB b 1\r\ny\r\n" * 3)
     assert evs[0] == (OP_PUB, b"a", b"", 0, b"x")
-    assert evs[1][0] != OP_PUB and evs[1][-1] == [b"y", b"y", b"y"]  # one OP_PUB_BATCH run
+    assert evs[1][0] != OP_PUB and evs[1][1].payloads == [b"y", b"y", b"y"]  # one run

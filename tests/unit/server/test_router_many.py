@@ -5,10 +5,11 @@ from __future__ import annotations
 from natsd.server.account import Account
 from natsd.server.ports import ServerPorts
 from natsd.server.subscription import Subscription
+from natsd.server.writer import Writer
 
 
-class FakeClient:
-    """The attributes of ClientConnection the router reads or writes."""
+class FakeClient(Writer):
+    """The attributes of ClientConnection the router reads or writes; the real writer."""
 
     def __init__(self, headers: bool = True) -> None:
         self.out = bytearray()
@@ -36,9 +37,7 @@ class FakeClient:
     def deliver(self, sub, head, mid, data, subject, hdr_len, reply, subj_b, src) -> bool:
         if hdr_len and not self.headers:
             return False
-        self.out += head + sub.sid + mid + data + b"\r\n"
-        self.out_msgs += 1
-        self.out_bytes += len(data)
+        self.enqueue_msg(sub, head, mid, data, len(data), src)
         return True
 
 

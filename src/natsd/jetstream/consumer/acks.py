@@ -36,6 +36,7 @@ from natsd.jetstream.consumer_config import MS
 from natsd.subjects.tokens import subject_matches
 
 if TYPE_CHECKING:  # pragma: no cover
+    from natsd.protocol.events import Run
     from natsd.jetstream.consumer.core import Consumer
     from natsd.jetstream.consumer.durable import StateWriter
     from natsd.jetstream.consumer.tracking import Tracking
@@ -298,15 +299,17 @@ class ConsumerHub:
         o.acks.process(sseq, dseq, dc, reply, payload)
         return None
 
-    def _on_acks(self, subjects: list, payloads: list) -> None:
-        """A run of reply-less acks (``Ports.subscribe(many=...)``): ``_on_ack`` for each, in
-        order (a client acking one message at a time sends thousands of these per read).
+    def _on_acks(self, run: "Run") -> None:
+        """A run of reply-less acks (``Ports.subscribe(many=...)``, a ``natsd.protocol.events.Run``):
+        ``_on_ack`` for each, in order (a client acking one message at a time sends thousands of
+        these per read).
 
         The usual run is v1 acks to one consumer. Then the subjects are split all at once:
         joined with ``.``, the run splits into 9 tokens per ack, so the stream names are
         ``tokens[2::9]``, the delivery counts ``tokens[4::9]`` and so on; the consumer is
         looked up once and the numbers are converted with one ``map`` each. Anything else
         (v2 acks, several consumers, a bad number) takes the per-message path."""
+        subjects, payloads = run.names, run.payloads
         k = len(subjects)
         if k > 1 and list(map(str.count, subjects, repeat(".", k))).count(8) == k:
             t = ".".join(subjects).split(".")
