@@ -138,3 +138,19 @@ def test_waiting_requests_are_bounded(env, monkeypatch):
         pass
     assert _reply(env, create)["did_create"] is True
     assert [_reply(env, w) is not None for w in waiting] == [True, True, True, False, False]
+
+
+def test_no_automatic_collection_while_a_slow_request_runs(env):
+    import gc
+    assert gc.isenabled()
+    env.ports.defer_offload = True
+    body = json.dumps(_cfg("BIG", [f"ov.{i}" for i in range(N)])).encode()
+    create = env.ports.request("$JS.API.STREAM.CREATE.BIG", body)
+    try:
+        assert not gc.isenabled()  # the collector's full-heap scans were the long pauses
+        while env.ports.run_offloaded() + _one_turn(env):
+            pass
+        assert _reply(env, create)["did_create"] is True
+        assert gc.isenabled()
+    finally:
+        gc.enable()
