@@ -24,7 +24,7 @@ import itertools
 import json
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from natsd.subjects.sublist import Sublist
 
@@ -147,6 +147,8 @@ class FakePorts:
         self._queue: deque[tuple[str, str, str, bytes | None, bytes]] = deque()
         self._delivering = False
         self._inbox_ids = itertools.count(1)
+        self.defer_offload = False
+        self.offloaded: list[tuple[Callable[[], Any], Callable[[Any, BaseException | None], None]]] = []
 
     # -- Ports protocol ----------------------------------------------------------------------
     def subscribe(self, subject: str, handler: Callable, queue: str | None = None,
@@ -195,6 +197,27 @@ class FakePorts:
     def on_interest(self, handler: Callable[[str, bool], None]) -> _InterestSub:
         self._interest_handlers.append(handler)
         return _InterestSub(self, handler)
+
+    def offload(self, fn: Callable[[], Any], done: Callable[[Any, BaseException | None], None]) -> None:
+        """Run ``fn`` now (no threads in unit tests), or, with ``defer_offload`` set, keep it in
+        ``offloaded`` until :meth:`run_offloaded` (to see what happens meanwhile)."""
+        self.offloaded.append((fn, done))
+        if not self.defer_offload:
+            self.run_offloaded()
+
+    def run_offloaded(self) -> int:
+        """Run the offloaded calls waiting now (not those their completions offload next)."""
+        batch, self.offloaded = self.offloaded, []
+        n = 0
+        for fn, done in batch:
+            n += 1
+            try:
+                v = fn()
+            except Exception as e:  # noqa: BLE001 - handed to the caller, as the server does
+                done(None, e)
+            else:
+                done(v, None)
+        return n
 
     # -- test helpers --------------------------------------------------------------------------
     def _deliver(self, route: str, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:

@@ -185,16 +185,18 @@ class JsAccount:
     def stream_dir(self, name: str) -> str:
         return os.path.join(self.directory, name)
 
-    def add_stream(self, cfg: StreamConfig, created_ns: int | None = None) -> Stream:
-        """Create and start a stream from a validated config (limits checked by the caller)."""
+    def add_stream(self, cfg: StreamConfig, created_ns: int | None = None, subscribe: bool = True) -> Stream:
+        """Create and start a stream from a validated config (limits checked by the caller).
+        ``subscribe=False``: the caller subscribes its subjects (``Stream.subscribe_steps``)."""
         created = created_ns if created_ns is not None else self.clock.time_ns()
-        return self.adopt_stream(cfg, _open_store(cfg, created, self.stream_dir(cfg.name), self.engine), created)
+        return self.adopt_stream(cfg, _open_store(cfg, created, self.stream_dir(cfg.name), self.engine), created,
+                                 subscribe)
 
-    def adopt_stream(self, cfg: StreamConfig, store: Any, created_ns: int) -> Stream:
+    def adopt_stream(self, cfg: StreamConfig, store: Any, created_ns: int, subscribe: bool = True) -> Stream:
         """Register and start a stream over an already opened store (creation and restore)."""
         stream = Stream(self, cfg, store, created_ns)
         self.streams[cfg.name] = stream
-        stream.start()
+        stream.start(subscribe=subscribe)
         self._usage_dirty = True
         return stream
 

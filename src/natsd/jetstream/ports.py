@@ -12,7 +12,7 @@ Messages cross the seam as four plain values, exactly as they travel on the wire
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.protocol.events import Run
@@ -91,4 +91,11 @@ class Ports(Protocol):
 
     def on_interest(self, handler: InterestHandler) -> Subscription:
         """Be told about client subscriptions coming and going in this account."""
+        ...
+
+    def offload(self, fn: Callable[[], Any], done: Callable[[Any, BaseException | None], None]) -> None:
+        """Run ``fn()`` away from the event loop (the server: a worker thread, so the loop keeps
+        serving while a large request is validated), then call ``done(result, None)`` -- or
+        ``done(None, exc)`` if it raised -- back on the loop. ``fn`` must not touch the engine's
+        state: it computes on data it was given."""
         ...

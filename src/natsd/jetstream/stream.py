@@ -54,7 +54,7 @@ import errno
 import json
 import logging
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 from natsd.gotime import format_duration, parse_duration
 from natsd.jetstream.errors import ApiError, ApiErrors
@@ -225,7 +225,7 @@ class Stream:
                       and not cfg.republish and not self._transform and not self.closed
                       and not self.account.limits_enforced)
 
-    def start(self, links: bool = True) -> None:
+    def start(self, links: bool = True, subscribe: bool = True) -> None:
         """Subscribe the stream's subjects (and direct get), rebuild dedupe state, arm timers and
         (``links``) connect mirror / sources; recovery connects those once every stream is back."""
         # The dedupe map (and the last Nats-Msg-Id) of a recovered stream is rebuilt lazily, on
@@ -234,7 +234,8 @@ class Stream:
         self._dedupe_pending = self.lseq > 0
         if self._sdm_ttl_s and self.lseq:
             self._recover_marker_seqs()
-        self._subscribe()
+        if subscribe:  # else the caller runs subscribe_steps (a slow STREAM.CREATE)
+            self._subscribe()
         self._arm_expiry()
         if links:
             self._start_links()
@@ -281,19 +282,31 @@ class Stream:
             seq = sm.seq - 1
 
     def _subscribe(self) -> None:
+        for _ in self.subscribe_steps():
+            pass
+
+    def subscribe_steps(self, chunk: int = 0) -> Iterator[None]:
+        """Make the subscriptions match the config, yielding after every ``chunk`` new ones (0:
+        never), so that a slow STREAM.CREATE inserts tens of thousands of subjects across loop
+        turns. Subscriptions change by difference: a stream with 77k subjects that gains one
+        keeps its 77k (re-inserting all of them took seconds on the loop)."""
         ports = self.account.ports
-        # An update changes the subscriptions by difference: a stream with tens of thousands of
-        # subjects that gains one must not drop and re-insert all of them (seconds on the loop).
-        old = self._subs
-        keep = {}
-        for subj in self.config.subjects:
-            sub = old.pop(subj, None)
-            keep[subj] = sub if sub is not None else ports.subscribe(subj, self.process_msg, many=self.process_run)
-        for sub in old.values():
-            sub.unsubscribe()
-        self._subs = keep
-        for s in self._direct_subs:
-            s.unsubscribe()
+        want = self.config.subjects or []
+        wanted = set(want)
+        subs = self._subs
+        for subj in [x for x in subs if x not in wanted]:
+            subs.pop(subj).unsubscribe()
+        n = 0
+        for subj in want:
+            if subj not in subs:
+                subs[subj] = ports.subscribe(subj, self.process_msg, many=self.process_run)
+                n += 1
+                if chunk and n % chunk == 0:
+                    yield None
+                    if self.closed:  # stopped meanwhile (server shutdown): it unsubscribed all
+                        return
+        for d in self._direct_subs:
+            d.unsubscribe()
         self._direct_subs = []
         api = self.account.engine.api
         if self.config.allow_direct and api is not None:

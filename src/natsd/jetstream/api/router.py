@@ -14,6 +14,15 @@ overlap, so at most one route matches) and sends the reply:
   (:func:`~natsd.jetstream.wire.error_envelope`), so error replies match field by field;
 * the handler returns ``None`` -> nothing is sent (MSG.NEXT and DIRECT.GET answer on their own).
 
+* the handler returns a generator -> a *slow request* (a STREAM.CREATE with tens of thousands of
+  subjects): the dispatcher drives it across loop turns, so no single request holds the event
+  loop for long. The generator yields :class:`Offload` (run a pure computation off the event
+  loop; its result is sent back into the generator) or ``None`` (let the loop run other work,
+  continue on a later turn), and returns the response dict (or raises ``ApiError``). Requests of
+  the same account that arrive meanwhile wait in order (at most :data:`MAX_PENDING_REQUESTS`,
+  then they are dropped with a warning, as nats-server's bounded API queue), so a client that
+  pipelines CREATE then INFO still sees them answered in order.
+
 A subject no route matches gets no reply at all, as the reference (the client times out).
 ``$JS.API.DIRECT.GET.*`` and ``$JS.API.CONSUMER.MSG.NEXT.*.*`` are not dispatched here: the
 stream / consumer subscribes those subjects itself (so that a missing stream gives no
@@ -25,10 +34,13 @@ its ``api_stats``.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
+from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from types import GeneratorType
+from typing import TYPE_CHECKING, Any, Callable, Generator, Iterable
 
 from natsd.jetstream import gojson
 from natsd.jetstream.errors import ApiError, ApiErrors
@@ -41,7 +53,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.gojson import GoStruct
     from natsd.jetstream.manager import JsAccount
 
-__all__ = ["ApiRequest", "ApiDispatcher", "Route", "Handler", "JS_API_PREFIX", "API_SUBSCRIPTIONS"]
+__all__ = ["ApiRequest", "ApiDispatcher", "Route", "Handler", "Offload", "SlowRequest", "JS_API_PREFIX",
+           "API_SUBSCRIPTIONS", "MAX_PENDING_REQUESTS", "run_inline"]
 
 log = logging.getLogger("natsd.jetstream.api")
 
@@ -141,12 +154,48 @@ def _check_required_level(req: ApiRequest) -> None:
         raise ApiErrors.REQUIRED_API_LEVEL()
 
 
+class Offload:
+    """Yielded by a slow request: run ``fn()`` (pure: no store, no ports, no shared state it does
+    not own) off the event loop; its return value (or exception) goes back into the request."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn = fn
+
+
+#: A slow request: yields Offload or None, returns the response dict.
+SlowRequest = Generator["Offload | None", Any, "dict | None"]
+
+def run_inline(gen: SlowRequest) -> "dict | None":
+    """Drive a slow request's generator to its end right here (a request small enough not to
+    need the loop turns): Offload runs in place, a yielded None is ignored. One code path serves
+    both sizes of the same request."""
+    value: Any = None
+    exc: BaseException | None = None
+    while True:
+        try:
+            item = gen.throw(exc) if exc is not None else gen.send(value)
+        except StopIteration as stop:
+            return stop.value
+        value, exc = None, None
+        if isinstance(item, Offload):
+            try:
+                value = item.fn()
+            except Exception as e:  # noqa: BLE001 - thrown back into the request, as offload does
+                exc = e
+
+
+#: Requests of one account waiting behind a slow one (nats-server bounds its API queue too).
+MAX_PENDING_REQUESTS = 10_000
+
+
 class ApiDispatcher:
     """The routes of one account, matched through a :class:`~natsd.subjects.sublist.Sublist`.
 
     ``on_response(req, data)`` is called after every reply sent (the audit advisory)."""
 
-    __slots__ = ("_table", "on_response")
+    __slots__ = ("_table", "on_response", "_busy", "_waiting", "_gc_was_enabled")
 
     def __init__(self, routes: Iterable[Route],
                  on_response: Callable[[ApiRequest, bytes], None] | None = None) -> None:
@@ -155,6 +204,9 @@ class ApiDispatcher:
             if r.handler is not None:
                 self._table.insert(r.pattern, r)
         self.on_response = on_response
+        self._busy = False  # a slow request is in progress
+        self._gc_was_enabled = True
+        self._waiting: deque[tuple[Any, str, str, bytes | None, bytes]] = deque()
 
     def lookup(self, subject: str) -> Route | None:
         """The route whose pattern matches ``subject``, or None."""
@@ -163,32 +215,81 @@ class ApiDispatcher:
 
     def dispatch(self, account: "JsAccount", subject: str, reply: str, hdr: bytes | None,
                  payload: bytes) -> bytes | None:
-        """Handle one request; returns the reply bytes sent (None when nothing was sent)."""
+        """Handle one request; returns the reply bytes sent (None when nothing was sent yet)."""
         found = self._table.match(subject).psubs
         if not found:
             return None  # unknown API subject: no reply, as the reference
+        if self._busy:
+            if len(self._waiting) >= MAX_PENDING_REQUESTS:
+                log.warning("JetStream API queue limit reached, dropping %d requests", 1)
+                return None
+            self._waiting.append((account, subject, reply, hdr, payload))
+            return None
         route: Route = found[0]
         req = ApiRequest(subject, subject.split("."), reply, hdr, payload, account)
-        stats = account.api_stats
-        # Counted once handled, as the reference: $JS.API.INFO's "total" leaves itself out.
         try:
             if hdr and b"Nats-Required-Api-Level" in hdr:
                 _check_required_level(req)
             result = route.handler(req)  # type: ignore[misc]  # only routes with a handler are inserted
         except ApiError as err:
-            stats.errors += 1
+            account.api_stats.errors += 1
             result = error_envelope(route.response_type, err)
         except Exception as e:  # a bug must cost this request only, not the connection
             log.exception("JetStream API handler for %s failed", subject)
-            stats.errors += 1
+            account.api_stats.errors += 1
             result = error_envelope(route.response_type,
                                     ApiErrors.STREAM_GENERAL_ERROR(err=str(e) or type(e).__name__))
-        stats.total += 1
+        if isinstance(result, GeneratorType):
+            self._busy = True
+            # No automatic collection while it runs: building tens of thousands of long-lived
+            # objects (trie nodes, subscriptions) makes the collector scan the whole heap again
+            # each time the old generation grows by a quarter -- pauses of 40 to 170 ms that
+            # find nothing (measured with bench_dos.py overlap), longer than any loop turn the
+            # slices leave. The garbage made meanwhile is acyclic and freed as it goes.
+            self._gc_was_enabled = gc.isenabled()
+            gc.disable()
+            self._step(account, req, route, result, None, None)
+            return None
+        return self._finish(account, req, result)
+
+    def _finish(self, account: "JsAccount", req: ApiRequest, result: dict | None) -> bytes | None:
+        # Counted once handled, as the reference: $JS.API.INFO's "total" leaves itself out.
+        account.api_stats.total += 1
         if result is None:
             return None
         data = dumps(result)
-        if reply:
-            account.ports.publish(reply, "", None, data)
+        if req.reply:
+            account.ports.publish(req.reply, "", None, data)
         if self.on_response is not None:
             self.on_response(req, data)
         return data
+
+    def _step(self, account: "JsAccount", req: ApiRequest, route: Route, gen: SlowRequest,
+              value: Any, exc: BaseException | None) -> None:
+        """Run the slow request ``gen`` to its next yield (or its end)."""
+        try:
+            item = gen.throw(exc) if exc is not None else gen.send(value)
+        except StopIteration as stop:
+            result = stop.value
+        except ApiError as err:
+            account.api_stats.errors += 1
+            result = error_envelope(route.response_type, err)
+        except Exception as e:  # noqa: BLE001 - as dispatch: this request only
+            log.exception("JetStream API handler for %s failed", req.subject)
+            account.api_stats.errors += 1
+            result = error_envelope(route.response_type,
+                                    ApiErrors.STREAM_GENERAL_ERROR(err=str(e) or type(e).__name__))
+        else:
+            if isinstance(item, Offload):
+                account.ports.offload(item.fn, lambda v, e: self._step(account, req, route, gen, v, e))
+            else:
+                account.clock.call_soon(lambda: self._step(account, req, route, gen, None, None))
+            return
+        self._busy = False
+        if self._gc_was_enabled:
+            gc.enable()
+        self._finish(account, req, result)
+        # Then the requests that waited, in order, until one of them is slow in turn.
+        waiting = self._waiting
+        while waiting and not self._busy:
+            self.dispatch(*waiting.popleft())

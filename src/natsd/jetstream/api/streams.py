@@ -15,7 +15,7 @@ from typing import Any
 from natsd.jetstream.advisories import stream_action
 from natsd.jetstream import requests as R
 from natsd.jetstream.errors import ApiErrors
-from natsd.jetstream.api.router import ApiRequest
+from natsd.jetstream.api.router import ApiRequest, Offload, SlowRequest, run_inline
 from natsd.jetstream.models import StreamConfig, parse_rfc3339, rfc3339
 from natsd.jetstream.policies import check_stream_config, check_subject_overlap, check_update, refuse_unsupported
 from natsd.jetstream.wire import resp
@@ -36,15 +36,6 @@ def _stream_name(req: ApiRequest) -> str:
     return req.tokens[4] if len(req.tokens) > 4 else ""
 
 
-def _get_stream_cfg(req: ApiRequest):
-    acct = req.account
-
-    def get(name: str) -> StreamConfig | None:
-        s = acct.streams.get(name)
-        return s.config if s else None
-    return get
-
-
 def _config_request(req: ApiRequest) -> tuple[StreamConfig, bool]:
     body = req.json(R.STREAM_CONFIG_REQUEST)
     cfg = StreamConfig.from_json(body)
@@ -52,9 +43,32 @@ def _config_request(req: ApiRequest) -> tuple[StreamConfig, bool]:
     return cfg, pedantic
 
 
-def stream_create(req: ApiRequest) -> dict:
+#: A request body above this size is a *slow request* (see :mod:`natsd.jetstream.api.router`):
+#: decoding and validation run off the event loop and the subjects are subscribed across loop
+#: turns. A 1 MB STREAM.CREATE holds ~78,000 subjects; doing all of it in one turn held every
+#: other client for seconds.
+SLOW_REQUEST_BYTES = 32 * 1024
+#: Subscriptions made per loop turn by a slow STREAM.CREATE.
+SUBSCRIBE_CHUNK = 2000
+
+
+def _slow(req: ApiRequest, steps: SlowRequest) -> Any:
+    return steps if len(req.payload) > SLOW_REQUEST_BYTES else run_inline(steps)
+
+
+def _configs(acct: Any) -> dict[str, StreamConfig]:
+    """The account's stream configs as they are now (what a validation off the loop reads; the
+    account's other API requests wait meanwhile)."""
+    return {n: s.config for n, s in acct.streams.items()}
+
+
+def stream_create(req: ApiRequest) -> Any:
+    return _slow(req, _create_steps(req))
+
+
+def _create_steps(req: ApiRequest) -> SlowRequest:
     acct = req.account
-    cfg, pedantic = _config_request(req)
+    cfg, pedantic = yield Offload(lambda: _config_request(req))
     name = _stream_name(req)
     if name != cfg.name:
         raise ApiErrors.STREAM_MISMATCH()
@@ -64,7 +78,8 @@ def stream_create(req: ApiRequest) -> dict:
         raise ApiErrors.STREAM_INVALID_CONFIG(err="stream configuration for create can not be sealed")
     if cfg.mirror_direct and cfg.mirror is None:
         raise ApiErrors.STREAM_INVALID_CONFIG(err="stream has no mirror but does have mirror direct")
-    ccfg = check_stream_config(cfg, pedantic, _get_stream_cfg(req))
+    others = _configs(acct)
+    ccfg = yield Offload(lambda: check_stream_config(cfg, pedantic, others.get))
     if ccfg.num_replicas > 1:
         raise ApiErrors.STREAM_REPLICAS_NOT_SUPPORTED()
     existing = acct.streams.get(ccfg.name)
@@ -76,11 +91,12 @@ def stream_create(req: ApiRequest) -> dict:
         raise ApiErrors.STREAM_NAME_EXIST()
     acct.check_new_stream_limits(ccfg)
     refuse_unsupported(ccfg)
-    check_subject_overlap(ccfg, {n: s.config for n, s in acct.streams.items()})
+    yield Offload(lambda: check_subject_overlap(ccfg, others))
     try:
-        stream = acct.add_stream(ccfg)
+        stream = acct.add_stream(ccfg, subscribe=False)
     except OSError as e:
         raise ApiErrors.STREAM_CREATE(err=str(e)) from None
+    yield from stream.subscribe_steps(SUBSCRIBE_CHUNK)
     acct.send_advisory(f"$JS.EVENT.ADVISORY.STREAM.CREATED.{stream.name}",
                        lambda: stream_action(acct, stream.name, "create"))
     info, _, _, _ = stream.info()
@@ -88,11 +104,16 @@ def stream_create(req: ApiRequest) -> dict:
     return resp("stream_create_response", {**info, "did_create": True})
 
 
-def stream_update(req: ApiRequest) -> dict:
+def stream_update(req: ApiRequest) -> Any:
+    return _slow(req, _update_steps(req))
+
+
+def _update_steps(req: ApiRequest) -> SlowRequest:
     acct = req.account
-    cfg, pedantic = _config_request(req)
+    cfg, pedantic = yield Offload(lambda: _config_request(req))
     name = _stream_name(req)
-    ccfg = check_stream_config(cfg, pedantic, _get_stream_cfg(req))
+    others = _configs(acct)
+    ccfg = yield Offload(lambda: check_stream_config(cfg, pedantic, others.get))
     if name != ccfg.name:
         raise ApiErrors.STREAM_MISMATCH()
     stream = acct.streams.get(name)
@@ -100,10 +121,13 @@ def stream_update(req: ApiRequest) -> dict:
         raise ApiErrors.STREAM_NOT_FOUND()
     for check in acct.stream_update_checks:
         check(stream)
-    ncfg = check_update(stream.config, cfg, pedantic, _get_stream_cfg(req))
+    old = stream.config
+    ncfg = yield Offload(lambda: check_update(old, cfg, pedantic, others.get))
     acct.check_new_stream_limits(ncfg, existing=stream.config)
     refuse_unsupported(ncfg)
-    check_subject_overlap(ncfg, {n: s.config for n, s in acct.streams.items()})
+    yield Offload(lambda: check_subject_overlap(ncfg, others))
+    if stream.closed or acct.streams.get(name) is not stream:
+        raise ApiErrors.STREAM_NOT_FOUND()  # deleted meanwhile (not through the API: a template)
     stream.update_config(ncfg)
     acct.send_advisory(f"$JS.EVENT.ADVISORY.STREAM.UPDATED.{name}",
                        lambda: stream_action(acct, name, "modify"))
