@@ -1,13 +1,19 @@
 """NUIDs: the 22-character base-62 unique ids NATS uses for advisory ids, inboxes and internal
 reply subjects (nats-server's ``nuid.Next()``).
 
-nats-py's :class:`nats.nuid.NUID` is the generator (a crypto-random 12-character prefix and a
-10-character sequence stepped by a random increment, so an id costs an addition and ten digit
-lookups, not 22 calls into ``secrets``). This module is the one process-wide instance, a leaf
-any natsd package may import (``tests/unit/test_layering.py``):
+The scheme is the NUID one: a crypto-random 12-character prefix and a 10-character base-62
+sequence that advances by a random increment, so an id costs an addition and ten digit lookups,
+not 22 calls into ``secrets``; when the sequence runs out, a new prefix is drawn.
 
-* a lock, because the Spark data source and natsctl may ask from more than one thread and
-  ``NUID.next`` is a read-modify-write of its sequence;
+It is written here rather than taken from nats-py's ``nats.nuid``: importing that module runs
+``nats/__init__.py``, which loads the whole client and aiohttp -- 13 MB more resident memory
+for an idle server (``bench/run.py``'s idle RSS went from 34 to 47 MB) for a dozen lines.
+
+This module is the one process-wide generator, a leaf any natsd package may import
+(``tests/unit/test_layering.py``):
+
+* a lock, because the Spark data source and natsctl may ask from more than one thread and a
+  step is a read-modify-write of the sequence;
 * a fresh generator in a forked child (Spark forks its Python workers), which would otherwise
   continue the parent's prefix and sequence and hand out the same ids.
 """
@@ -15,26 +21,57 @@ any natsd package may import (``tests/unit/test_layering.py``):
 from __future__ import annotations
 
 import os
+import secrets
 import threading
-
-from nats.nuid import NUID
 
 __all__ = ["nuid"]
 
+_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_PREFIX_LEN = 12
+_SEQ_LEN = 10
+_MAX_SEQ = 62 ** _SEQ_LEN
+_MIN_INC, _MAX_INC = 33, 333
+
+
+class _Nuid:
+    __slots__ = ("prefix", "seq", "inc")
+
+    def __init__(self) -> None:
+        self._new_prefix()
+        self.seq = secrets.randbelow(_MAX_SEQ)
+        self.inc = _MIN_INC + secrets.randbelow(_MAX_INC - _MIN_INC)
+
+    def _new_prefix(self) -> None:
+        self.prefix = "".join(_DIGITS[secrets.randbelow(62)] for _ in range(_PREFIX_LEN))
+
+    def next(self) -> str:
+        self.seq += self.inc
+        if self.seq >= _MAX_SEQ:
+            self._new_prefix()
+            self.seq = secrets.randbelow(_MAX_SEQ)
+            self.inc = _MIN_INC + secrets.randbelow(_MAX_INC - _MIN_INC)
+        n = self.seq
+        out = []
+        for _ in range(_SEQ_LEN):
+            n, d = divmod(n, 62)
+            out.append(_DIGITS[d])
+        return self.prefix + "".join(reversed(out))
+
+
 _lock = threading.Lock()
-_gen = NUID()
+_gen = _Nuid()
 
 
 def nuid() -> str:
     """The next NUID, e.g. ``"mM6dUMb0ZVYFAbGzCs0G6j"``."""
     with _lock:
-        return _gen.next().decode()
+        return _gen.next()
 
 
 def _reseed_after_fork() -> None:
     global _gen, _lock
     _lock = threading.Lock()
-    _gen = NUID()
+    _gen = _Nuid()
 
 
 if hasattr(os, "register_at_fork"):
