@@ -166,13 +166,8 @@ class LeafManager:
         from natsd.server.tls import TlsLayer
 
         s = self.server
-        if not tls.handshake_first:
-            mode = "after_info"
-        else:
-            mode = "auto" if tls.handshake_first_fallback_ns > 0 else "first"
-        return TlsLayer(s.tls.getter("leafnode"), lambda: LeafConnection(self), s.clock, s._handshakes,
-                        timeout_ns=tls.timeout_ns, mode=mode, fallback_ns=tls.handshake_first_fallback_ns,
-                        pinned=tls.pinned_certs)
+        return TlsLayer.for_options(tls, s.tls.getter("leafnode"), lambda: LeafConnection(self), s.clock,
+                                    s._handshakes)
 
     async def stop(self) -> None:
         for sub in self._sys_subs:

@@ -545,13 +545,8 @@ class Server:
         tls = self.options.tls
         if tls is None:
             return ClientConnection(self)
-        if not tls.handshake_first:
-            mode = "after_info"
-        else:
-            mode = "auto" if tls.handshake_first_fallback_ns > 0 else "first"
-        return TlsLayer(self.tls.getter("client"), lambda: ClientConnection(self), self.clock, self._handshakes,
-                        timeout_ns=tls.timeout_ns, mode=mode, fallback_ns=tls.handshake_first_fallback_ns,
-                        pinned=tls.pinned_certs)
+        return TlsLayer.for_options(tls, self.tls.getter("client"), lambda: ClientConnection(self), self.clock,
+                                    self._handshakes)
 
     def _new_ws_protocol(self):
         from natsd.server.websocket import WebSocketLayer

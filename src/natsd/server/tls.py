@@ -107,6 +107,19 @@ class TlsLayer(Layer):
         self._timer: Timer | None = None
         self._seen_first = False
 
+    @classmethod
+    def for_options(cls, tls, context: Callable[[], ssl.SSLContext], make_upper: Callable[[], asyncio.Protocol],
+                    clock: "Clock", handshakes: "HandshakeQueue") -> "TlsLayer":
+        """A layer configured by a port's ``tls {}`` block (:class:`natsd.config.tls.TLSOptions`):
+        ``handshake_first`` picks the mode (TLS first; with a fallback delay, either), else the
+        upgrade follows the plaintext INFO."""
+        if not tls.handshake_first:
+            mode = "after_info"
+        else:
+            mode = "auto" if tls.handshake_first_fallback_ns > 0 else "first"
+        return cls(context, make_upper, clock, handshakes, timeout_ns=tls.timeout_ns, mode=mode,
+                   fallback_ns=tls.handshake_first_fallback_ns, pinned=tls.pinned_certs)
+
     # -- setup ------------------------------------------------------------------------------------
 
     def connection_made(self, transport) -> None:
