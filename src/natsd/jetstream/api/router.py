@@ -190,12 +190,30 @@ def run_inline(gen: SlowRequest) -> "dict | None":
 MAX_PENDING_REQUESTS = 10_000
 
 
+# Slow requests of all accounts running now, and whether the collector was on before the first
+# (accounts' slow requests may overlap; the collector comes back when the last one ends).
+_gc_pause = [0, False]
+
+
+def _pause_gc() -> None:
+    if _gc_pause[0] == 0:
+        _gc_pause[1] = gc.isenabled()
+        gc.disable()
+    _gc_pause[0] += 1
+
+
+def _resume_gc() -> None:
+    _gc_pause[0] -= 1
+    if _gc_pause[0] == 0 and _gc_pause[1]:
+        gc.enable()
+
+
 class ApiDispatcher:
     """The routes of one account, matched through a :class:`~natsd.subjects.sublist.Sublist`.
 
     ``on_response(req, data)`` is called after every reply sent (the audit advisory)."""
 
-    __slots__ = ("_table", "on_response", "_busy", "_waiting", "_gc_was_enabled")
+    __slots__ = ("_table", "on_response", "_busy", "_waiting")
 
     def __init__(self, routes: Iterable[Route],
                  on_response: Callable[[ApiRequest, bytes], None] | None = None) -> None:
@@ -205,7 +223,6 @@ class ApiDispatcher:
                 self._table.insert(r.pattern, r)
         self.on_response = on_response
         self._busy = False  # a slow request is in progress
-        self._gc_was_enabled = True
         self._waiting: deque[tuple[Any, str, str, bytes | None, bytes]] = deque()
 
     def lookup(self, subject: str) -> Route | None:
@@ -221,7 +238,7 @@ class ApiDispatcher:
             return None  # unknown API subject: no reply, as the reference
         if self._busy:
             if len(self._waiting) >= MAX_PENDING_REQUESTS:
-                log.warning("JetStream API queue limit reached, dropping %d requests", 1)
+                log.warning("JetStream API queue limit reached, dropping 1 requests")
                 return None
             self._waiting.append((account, subject, reply, hdr, payload))
             return None
@@ -246,8 +263,7 @@ class ApiDispatcher:
             # each time the old generation grows by a quarter -- pauses of 40 to 170 ms that
             # find nothing (measured with bench_dos.py overlap), longer than any loop turn the
             # slices leave. The garbage made meanwhile is acyclic and freed as it goes.
-            self._gc_was_enabled = gc.isenabled()
-            gc.disable()
+            _pause_gc()
             self._step(account, req, route, result, None, None)
             return None
         return self._finish(account, req, result)
@@ -286,8 +302,7 @@ class ApiDispatcher:
                 account.clock.call_soon(lambda: self._step(account, req, route, gen, None, None))
             return
         self._busy = False
-        if self._gc_was_enabled:
-            gc.enable()
+        _resume_gc()
         self._finish(account, req, result)
         # Then the requests that waited, in order, until one of them is slow in turn.
         waiting = self._waiting

@@ -154,3 +154,28 @@ def test_no_automatic_collection_while_a_slow_request_runs(env):
         assert gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_collection_resumes_when_the_last_of_overlapping_slow_requests_ends(tmp_path):
+    import gc
+    envs = [JsEnv(str(tmp_path / f"a{i}")) for i in range(2)]
+    body = json.dumps(_cfg("BIG", [f"ov.{i}" for i in range(N)])).encode()
+    try:
+        inboxes = []
+        for e in envs:
+            e.ports.defer_offload = True
+            inboxes.append(e.ports.request("$JS.API.STREAM.CREATE.BIG", body))
+        assert not gc.isenabled()
+        first, second = envs
+        while first.ports.run_offloaded() + _one_turn(first):
+            pass
+        assert _reply(first, inboxes[0])["did_create"] is True
+        assert not gc.isenabled()  # the other account's request still runs
+        while second.ports.run_offloaded() + _one_turn(second):
+            pass
+        assert _reply(second, inboxes[1])["did_create"] is True
+        assert gc.isenabled()
+    finally:
+        gc.enable()
+        for e in envs:
+            e.stop()
