@@ -163,3 +163,30 @@ async def _filtered_purges(url: str) -> list:
 async def test_filtered_purges_match_reference(tmp_path):
     expected, got = await side_by_side(tmp_path, _filtered_purges)
     assert got == expected
+
+
+async def test_required_api_level_values_read_as_nats_server_reads_them(tmp_path):
+    """Nats-Required-Api-Level: strconv.Atoi rules ("+1", "-1" are numbers; "1 " and "x" are not;
+    an empty value is no requirement), on an API request and on a request a consumer answers."""
+    values = ["+1", "-1", "", "1 ", "x", "99"]
+
+    async def observe(url):
+        nc = await nats.connect(url)
+        try:
+            await _req(nc, "$JS.API.STREAM.CREATE.L", {"name": "L", "subjects": ["l.>"], "storage": "memory"})
+            await _req(nc, "$JS.API.CONSUMER.DURABLE.CREATE.L.C",
+                       {"stream_name": "L", "config": {"durable_name": "C", "ack_policy": "explicit"}})
+            out = {}
+            for v in values:
+                info = await _req(nc, "$JS.API.INFO", headers={"Nats-Required-Api-Level": v})
+                out["info " + repr(v)] = info.get("error", {}).get("err_code")
+                nxt = await _req(nc, "$JS.API.CONSUMER.MSG.NEXT.L.C", {"batch": 1, "no_wait": True},
+                                 headers={"Nats-Required-Api-Level": v})
+                out["next " + repr(v)] = nxt.get("Status") if isinstance(nxt, dict) else nxt
+            return out
+        finally:
+            await nc.close()
+
+    expected, got = await side_by_side(tmp_path, observe)
+    assert got == expected
+    assert expected["info '+1'"] is None and expected["info 'x'"] == 10185

@@ -1,4 +1,4 @@
-"""JetStream JSON on the wire: Go's encoding, the reply envelope, and a request header lookup.
+"""JetStream JSON on the wire: Go's encoding, the reply envelope, and the API level a request requires.
 
 Both the ``$JS.API`` handlers (:mod:`natsd.jetstream.api`) and the domain write JSON replies
 themselves (a consumer answers ``CONSUMER.RESET`` on its own subscription, a restore answers when
@@ -10,17 +10,23 @@ lives here, below both:
 * :func:`error_envelope` -- the error reply ``{"type", "error": {"code", "err_code",
   "description"}}`` plus the zero-valued non-``omitempty`` fields the reference's Go response
   structs always carry (e.g. ``"total":0,"offset":0,"limit":0`` for STREAM.INFO, ``"purged":0``
-  for PURGE), so error replies match the reference field by field.
+  for PURGE), so error replies match the reference field by field;
+* :func:`required_level_too_high` -- a request's ``Nats-Required-Api-Level`` is above ours (the
+  API answers it 412/10185, and so do the requests a consumer answers itself).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from natsd.jetstream.errors import ApiError
+from natsd.jetstream.models import JS_API_LEVEL
+from natsd.protocol.headers import get_header
 
-__all__ = ["TYPE_PREFIX", "SYSTEM_RESPONSE", "ERROR_EXTRAS", "dumps", "resp", "error_envelope"]
+__all__ = ["TYPE_PREFIX", "SYSTEM_RESPONSE", "ERROR_EXTRAS", "dumps", "resp", "error_envelope",
+           "required_level_too_high"]
 
 TYPE_PREFIX = "io.nats.jetstream.api.v1."
 SYSTEM_RESPONSE = TYPE_PREFIX + "system_response"
@@ -73,3 +79,14 @@ def error_envelope(type_name: str, err: ApiError) -> dict:
         out.update(extras)
     return out
 
+
+_GO_ATOI = re.compile(r"[+-]?[0-9]+")  # what Go's strconv.Atoi accepts (no spaces, no "_")
+
+
+def required_level_too_high(hdr: bytes | None) -> bool:
+    """nats-server's ``errorOnRequiredApiLevel``: a non-empty ``Nats-Required-Api-Level`` (found
+    as its ``sliceHeader`` finds it) that is not an integer, or is above :data:`JS_API_LEVEL`."""
+    v = get_header(hdr, "Nats-Required-Api-Level")
+    if not v:
+        return False
+    return not _GO_ATOI.fullmatch(v) or int(v) > JS_API_LEVEL

@@ -44,8 +44,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generator, Iterable
 
 from natsd.jetstream import gojson
 from natsd.jetstream.errors import ApiError, ApiErrors
-from natsd.jetstream.models import JS_API_LEVEL
-from natsd.jetstream.wire import dumps, error_envelope
+from natsd.jetstream.wire import dumps, error_envelope, required_level_too_high
 from natsd.subjects.sublist import Sublist
 from natsd.protocol.headers import get_header
 
@@ -145,15 +144,6 @@ class Route:
     when_disabled: bool = True
 
 
-def _check_required_level(req: ApiRequest) -> None:
-    """``Nats-Required-Api-Level: N`` above our level -> 412/10185, as the reference."""
-    v = req.header("Nats-Required-Api-Level")
-    if v is None or not v:
-        return
-    if not v.isdigit() or int(v) > JS_API_LEVEL:
-        raise ApiErrors.REQUIRED_API_LEVEL()
-
-
 class Offload:
     """Yielded by a slow request: run ``fn()`` (pure: no store, no ports, no shared state it does
     not own) off the event loop; its return value (or exception) goes back into the request."""
@@ -245,8 +235,8 @@ class ApiDispatcher:
         route: Route = found[0]
         req = ApiRequest(subject, subject.split("."), reply, hdr, payload, account)
         try:
-            if hdr and b"Nats-Required-Api-Level" in hdr:
-                _check_required_level(req)
+            if hdr and required_level_too_high(hdr):
+                raise ApiErrors.REQUIRED_API_LEVEL()
             result = route.handler(req)  # type: ignore[misc]  # only routes with a handler are inserted
         except ApiError as err:
             account.api_stats.errors += 1

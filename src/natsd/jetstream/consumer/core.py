@@ -45,13 +45,13 @@ from natsd.jetstream.consumer import status as D
 from natsd.jetstream.consumer.acks import UNACKED_LIMITS_REASON, Acks, ack_templates, hub
 from natsd.jetstream.consumer.delivery import Delivery
 from natsd.jetstream.consumer.durable import StateWriter
-from natsd.jetstream.consumer.helpers import nuid, required_level_too_high
+from natsd.jetstream.consumer.helpers import nuid
 from natsd.jetstream.consumer.pull import MSG_NEXT_PREFIX, Pull
 from natsd.jetstream.consumer.push import Push
 from natsd.jetstream.consumer.tracking import Tracking
 from natsd.jetstream.consumer_config import DELETE_WAIT_DEFAULT, MS, ConsumerConfig
 from natsd.jetstream.errors import ApiError, ApiErrors
-from natsd.jetstream.wire import dumps, error_envelope, resp
+from natsd.jetstream.wire import dumps, error_envelope, required_level_too_high, resp
 from natsd.store.base import ConsumerState, MsgNotFound, StoreEOF, StoreError
 from natsd.subjects.tokens import subject_matches
 

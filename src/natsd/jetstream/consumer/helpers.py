@@ -9,12 +9,10 @@ from __future__ import annotations
 import random
 
 from natsd.gotime import parse_duration
-from natsd.jetstream.models import JS_API_LEVEL
 from natsd.nuid import nuid
 from natsd.protocol.headers import get_header as find_header
 
-__all__ = ["create_consumer_name", "rand4", "nuid", "parse_go_duration", "num", "find_header",
-           "required_level_too_high"]
+__all__ = ["create_consumer_name", "rand4", "nuid", "parse_go_duration", "num", "find_header"]
 
 _NAME_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
@@ -43,14 +41,3 @@ def num(tok: str) -> int:
         return int(tok)
     except ValueError:
         return 0
-
-
-def required_level_too_high(hdr: bytes) -> bool:
-    """``Nats-Required-Api-Level: N`` above the level we implement (the reference answers 412)."""
-    v = find_header(hdr, "Nats-Required-Api-Level")
-    if v is None:
-        return False
-    try:
-        return int(v) > JS_API_LEVEL
-    except ValueError:
-        return True

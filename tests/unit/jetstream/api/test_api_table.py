@@ -134,3 +134,20 @@ def test_not_enabled_answers_every_known_subject_but_templates():
     n = len(inbox.msgs)
     ports.request("$JS.API.STREAM.TEMPLATE.NAMES", b"")
     assert len(inbox.msgs) == n
+
+
+@pytest.mark.parametrize("value,too_high", [
+    (None, False), ("", False), ("0", False), ("1", False), ("+1", False), ("-1", False),
+    ("99", True), ("x", True), ("1 ", True), ("1_0", True), ("١", True),
+])
+def test_required_api_level_as_nats_server_reads_it(value, too_high):
+    # errorOnRequiredApiLevel: sliceHeader (case-sensitive, leading spaces skipped, trailing kept),
+    # then strconv.Atoi: an error or a level above ours is "too high"; an empty value is none.
+    from natsd.jetstream.models import JS_API_LEVEL
+    from natsd.jetstream.wire import required_level_too_high
+
+    assert JS_API_LEVEL < 99
+    hdr = None if value is None else f"NATS/1.0\r\nNats-Required-Api-Level: {value}\r\n\r\n".encode()
+    assert required_level_too_high(hdr) is too_high
+    lower = None if value is None else hdr.replace(b"Nats-Required-Api-Level", b"nats-required-api-level")
+    assert required_level_too_high(lower) is False  # another name to nats-server
