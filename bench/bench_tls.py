@@ -97,12 +97,17 @@ import socket, ssl, sys, time
 done = [0]  # handshakes attempted (kept outside flood() so an interrupt anywhere keeps the count)
 
 
-def flood(port, seconds):
+def flood(port, seconds, rate):
     ctx = ssl.create_default_context()
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
-    open_socks, n, end = [], 0, time.monotonic() + seconds
+    open_socks, n, t0 = [], 0, time.monotonic()
+    end = t0 + seconds
     while time.monotonic() < end:
+        if rate:  # an open-loop flood: the same attempts per second whatever the server's speed
+            ahead = t0 + n / rate - time.monotonic()
+            if ahead > 0:
+                time.sleep(ahead)
         try:
             s = socket.create_connection(("127.0.0.1", port), timeout=2)
             s.recv(4096)  # INFO
@@ -127,7 +132,7 @@ def flood(port, seconds):
 
 
 try:
-    flood(int(sys.argv[1]), float(sys.argv[2]))
+    flood(int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]))
 except KeyboardInterrupt:
     pass
 print(done[0], flush=True)
@@ -157,9 +162,10 @@ async def _rtt(port: int, pki, count: int) -> list[float]:
     return out
 
 
-def flood(srv: TlsServer, pki, count: int) -> dict:
+def flood(srv: TlsServer, pki, count: int, rate: float = 0) -> dict:
     quiet = asyncio.run(_rtt(srv.port, pki, count))
-    proc = subprocess.Popen([sys.executable, "-c", _FLOOD, str(srv.port), "60"], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", _FLOOD, str(srv.port), "60", str(rate)], stdout=subprocess.PIPE,
+                            text=True)
     try:
         time.sleep(1.0)
         t0 = time.monotonic()
@@ -184,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-jspub", type=int, default=100_000)
     ap.add_argument("--conns", type=int, default=1000)
     ap.add_argument("--rtts", type=int, default=2000)
+    ap.add_argument("--flood-rate", type=float, default=0,
+                    help="failing handshakes per second (0: as fast as the server lets the flooder go; a faster "
+                         "server then gets a heavier flood, so compare servers at a fixed rate)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     if not JSBENCH.exists():
@@ -205,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
                         res[kind] = {"idle_rss_mb": round(before, 1), "with_conns_rss_mb": round(after, 1),
                                      "added_mb": round(after - before, 1)}
                     elif part == "flood":
-                        res[kind] = flood(srv, pki, args.rtts)
+                        res[kind] = flood(srv, pki, args.rtts, args.flood_rate)
                 finally:
                     srv.stop()
             if part in ("core", "jspub"):

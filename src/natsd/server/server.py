@@ -367,6 +367,8 @@ class Server:
             self.leafnodes = None
         for c in list(self.clients.values()):
             c.close(REASON_SERVER_SHUTDOWN)
+        if self._handshakes is not None:
+            self._handshakes.close()
         if self.jetstream is not None:
             try:
                 self.jetstream.stop()

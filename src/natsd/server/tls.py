@@ -15,10 +15,13 @@ and decrypts what arrives, with two ``ssl.MemoryBIO`` buffers. Doing it ourselve
   handshake"); a handshake that does not finish within ``timeout`` is dropped;
 * ``pinned_certs``: the SHA-256 of the client certificate's SubjectPublicKeyInfo must be listed.
 
-A handshake step costs about a millisecond of CPU (an ECDHE key exchange and a signature); failures
-on the first record cost nothing of it. No task or thread is used per connection, and handshake
-steps wait in a :class:`HandshakeQueue` that runs a few per loop turn, so a flood of bad or
-half-done handshakes delays other handshakes rather than the traffic of established clients.
+A handshake step costs about half a millisecond of CPU (an ECDHE key exchange and a signature);
+failures on the first record cost nothing of it. No task or thread is used per connection: the
+steps run one after another on the :class:`HandshakeQueue`'s single worker thread (OpenSSL releases
+the GIL while it computes), so that CPU is spent on the second core and a flood of bad or half-done
+handshakes delays other handshakes rather than the traffic of established clients. While a step
+runs, the ``SSLObject`` and its input ``MemoryBIO`` belong to the worker: bytes that arrive in the
+meantime are held and written into the BIO when the step is back on the loop.
 
 :class:`TlsContexts` keeps the current ``SSLContext`` of each listener so a reload (SIGHUP) swaps
 certificates for new connections without touching established ones.
@@ -28,8 +31,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import socket
 import ssl
-from collections import deque
+import struct
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Callable, Protocol, cast
 
 from natsd.config.tls import CIPHER_SUITES, TLSConfigError, TLSOptions, build_server_context
@@ -46,6 +51,7 @@ __all__ = ["TlsLayer", "TlsContexts", "HandshakeQueue", "connz_fields", "REASON_
 REASON_TLS_HANDSHAKE = "TLS Handshake Failure"
 
 _HANDSHAKE_RECORD = 0x16
+_WANT_READ = object()  # a handshake step's outcome: OpenSSL needs the peer's next flight
 _READ_SIZE = 256 * 1024
 
 # States.
@@ -84,7 +90,7 @@ class TlsLayer(Layer):
 
     __slots__ = ("_context", "_make_upper", "_clock", "_timeout_ns", "_mode", "_fallback_ns", "_pinned",
                  "_state", "_sslobj", "_in", "_out", "_pending", "_timer", "_seen_first", "_handshakes",
-                 "tls_first")
+                 "tls_first", "_stepping", "_held")
 
     def __init__(self, context: Callable[[], ssl.SSLContext], make_upper: Callable[[], asyncio.Protocol], clock: "Clock",
                  handshakes: "HandshakeQueue", *, timeout_ns: int, mode: str = "after_info", fallback_ns: int = 0,
@@ -106,6 +112,8 @@ class TlsLayer(Layer):
         self._pending: bytearray | None = None  # upper writes held until the handshake is done
         self._timer: Timer | None = None
         self._seen_first = False
+        self._stepping = False  # a handshake step is on the worker thread (it owns _sslobj and _in)
+        self._held: list[bytes] | None = None  # bytes that arrived during that step
 
     @classmethod
     def for_options(cls, tls, context: Callable[[], ssl.SSLContext], make_upper: Callable[[], asyncio.Protocol],
@@ -175,21 +183,41 @@ class TlsLayer(Layer):
                 self._state = state = _HANDSHAKE
                 self._cancel_timer()
                 self._timer = self._clock.call_later(self._timeout_ns, self._handshake_timeout)
+        if self._stepping:  # the worker thread is reading _in: hold the bytes until it is done
+            if self._held is None:
+                self._held = []
+            self._held.append(data)
+            return
         self._in.write(data)
         if state == _HANDSHAKE:  # (in _PLAIN_INFO the handshake starts once INFO is out)
             self._handshakes.submit(self)
 
-    def _do_handshake(self) -> None:
-        if self._state != _HANDSHAKE:
-            return  # closed (or failed) while it waited its turn
+    def _handshake_step(self) -> object:
+        """On the worker thread: one ``do_handshake``; the outcome goes back to the loop."""
         try:
             self._sslobj.do_handshake()
         except ssl.SSLWantReadError:
-            self._flush_out()
-            return
+            return _WANT_READ
         except (ssl.SSLError, ValueError) as e:
+            return e
+        return None
+
+    def _step_done(self, outcome: object) -> None:
+        """On the loop: the worker's step is back (``None`` done, ``_WANT_READ``, or the error)."""
+        self._stepping = False
+        held, self._held = self._held, None
+        if held:
+            self._in.write(b"".join(held))
+        if self._state != _HANDSHAKE:
+            return  # closed (or failed, or timed out) while the step ran
+        if outcome is _WANT_READ:
+            self._flush_out()
+            if held:
+                self._handshakes.submit(self)
+            return
+        if outcome is not None:
             self._flush_out()  # the alert, if OpenSSL produced one
-            self._fail(f"TLS handshake error: {getattr(e, 'reason', None) or e}")
+            self._fail(f"TLS handshake error: {getattr(outcome, 'reason', None) or outcome}")
             return
         if self._pinned and not self._pin_ok():
             return
@@ -208,6 +236,8 @@ class TlsLayer(Layer):
     def _pin_ok(self) -> bool:
         der = self._sslobj.getpeercert(binary_form=True)
         if der is None or spki_sha256(der) not in self._pinned:
+            if self.lower is not None:
+                _reset(self.lower)  # the client's handshake is done: fail it loudly (see _reset)
             self._fail("TLS handshake error: certificate not pinned")
             return False
         return True
@@ -329,36 +359,63 @@ class TlsLayer(Layer):
             self.lower.abort()
 
 
-class HandshakeQueue:
-    """Handshake steps wait their turn: at most ``PER_TURN`` run per event-loop turn.
+def _reset(transport) -> None:
+    """Make the coming close a TCP reset (SO_LINGER 0), whatever is still unread.
 
-    A handshake step costs about a millisecond of CPU (an ECDHE key exchange and a signature).
-    Run as they arrive, a burst of new connections (or a flood of half-finished handshakes) would
-    hold the loop for tens of milliseconds; queued, every turn still serves the established
-    connections first and then a few handshakes, so a flood delays new handshakes, not traffic.
+    A pinning failure is found after OpenSSL finished the handshake (Python's ``ssl`` has no verify
+    callback, so no alert can be sent as nats-server's does), and a plain close is a FIN or a reset depending on whether the client's next bytes (its CONNECT
+    right after its Finished) had arrived yet. A client reading a FIN in the middle of its connect
+    (nats-py) may treat it as a quiet end rather than a failure; a reset fails it every time, as
+    nats-server's alert does."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_0)
+        except OSError:
+            pass
+
+
+_LINGER_0 = struct.pack("ii", 1, 0)
+
+
+class HandshakeQueue:
+    """Runs handshake steps on one worker thread, one at a time, in arrival order.
+
+    A step (``SSLObject.do_handshake``) is mostly OpenSSL computing an ECDHE key exchange and a
+    signature, about half a millisecond, with the GIL released. On the event loop a flood of new
+    connections would hold the loop that long per step and delay every established client; on
+    the worker the loop only moves bytes and the crypto runs on the other core. One worker is
+    enough (the machine this targets has two cores) and keeps the order. Each layer has at most
+    one step queued or running, so the queue is bounded by the number of connections, and a
+    handshake that times out while waiting finds its layer closed and costs nothing.
     """
 
-    PER_TURN = 2
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, pool: "Executor | None" = None) -> None:
         self._loop = loop
-        self._queue: deque[TlsLayer] = deque()
-        self._scheduled = False
+        # the worker (started with the first TLS handshake); tests pass one that runs on their fake loop
+        self._pool: Executor | None = pool
 
     def submit(self, layer: TlsLayer) -> None:
-        self._queue.append(layer)
-        if not self._scheduled:
-            self._scheduled = True
-            self._loop.call_soon(self._run)
+        if layer._stepping:
+            return  # its step is running; what arrived meanwhile is fed when it is back
+        layer._stepping = True
+        pool = self._pool
+        if pool is None:
+            pool = self._pool = ThreadPoolExecutor(1, thread_name_prefix="natsd-tls")
+        pool.submit(self._run, layer)
 
-    def _run(self) -> None:
-        q = self._queue
-        for _ in range(min(self.PER_TURN, len(q))):
-            q.popleft()._do_handshake()
-        if q:
-            self._loop.call_soon(self._run)
-        else:
-            self._scheduled = False
+    def _run(self, layer: TlsLayer) -> None:  # worker thread
+        outcome = layer._handshake_step() if layer._state == _HANDSHAKE else _WANT_READ
+        try:
+            self._loop.call_soon_threadsafe(layer._step_done, outcome)
+        except RuntimeError:
+            pass  # the loop is closed: the server is gone
+
+    def close(self) -> None:
+        """Stop the worker (server shutdown); steps not started are dropped."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 # -- contexts per listener, reloadable ------------------------------------------------------------

@@ -22,6 +22,8 @@ class FakeLoop:
     def call_soon(self, fn, *args):
         self.soon.append((fn, args))
 
+    call_soon_threadsafe = call_soon
+
     def run_turn(self) -> None:
         todo, self.soon = self.soon, []
         for fn, args in todo:
@@ -30,6 +32,21 @@ class FakeLoop:
     def run_all(self) -> None:
         while self.soon:
             self.run_turn()
+
+
+class FakePool:
+    """The handshake worker, run as the next turn of the fake loop (so a test sees the step in flight)."""
+
+    def __init__(self, loop: FakeLoop) -> None:
+        self.loop = loop
+        self.submitted = 0
+
+    def submit(self, fn, *args):
+        self.submitted += 1
+        self.loop.call_soon(fn, *args)
+
+    def shutdown(self, wait=True, cancel_futures=False):
+        pass
 
 
 class FakeTransport:
@@ -94,7 +111,7 @@ def pki(tmp_path_factory):
 def _layer(pki, mode="after_info", **kw):
     ctx = build_server_context(TLSOptions(cert_file=pki.server_cert, key_file=pki.server_key))
     loop, clock, upper = FakeLoop(), ManualClock(), Upper()
-    layer = TlsLayer(lambda: ctx, lambda: upper, clock, HandshakeQueue(loop), timeout_ns=1_000_000_000,
+    layer = TlsLayer(lambda: ctx, lambda: upper, clock, HandshakeQueue(loop, FakePool(loop)), timeout_ns=1_000_000_000,
                      mode=mode, **kw)
     lower = FakeTransport()
     layer.connection_made(lower)
@@ -170,24 +187,77 @@ def test_auto_mode_falls_back_to_info_first(pki):
     assert layer.established
 
 
-def test_handshakes_are_paced_per_loop_turn(pki):
-    loop = FakeLoop()
-    queue = HandshakeQueue(loop)
-    ran = []
-
-    class Step:
-        def __init__(self, i):
-            self.i = i
-
-        def _do_handshake(self):
-            ran.append(self.i)
-
-    for i in range(10):
-        queue.submit(Step(i))
-    loop.run_turn()
-    assert ran == list(range(HandshakeQueue.PER_TURN))
+def test_bytes_arriving_during_a_step_are_held_and_fed_after_it(pki):
+    """While the worker runs a step it owns the input BIO: what arrives meanwhile waits, then a new
+    step is queued for it (and only one step per layer is ever in flight)."""
+    layer, lower, upper, loop, _ = _layer(pki)
+    pool = layer._handshakes._pool
+    lower.take()
+    client, cin, cout = _client(pki)
+    with pytest.raises(ssl.SSLWantReadError):
+        client.do_handshake()
+    hello = cout.read()
+    layer.data_received(hello[:10])
+    layer.data_received(hello[10:])  # the first step has not run: held, no second submit
+    assert pool.submitted == 1 and layer._held == [hello[10:]]
+    loop.run_all()  # step 1 saw 10 bytes (wants more), then the held rest, step 2 answers
+    assert pool.submitted == 2 and layer._held is None
+    cin.write(lower.take())
+    client.do_handshake()  # the server's flight was complete
+    layer.data_received(cout.read())
     loop.run_all()
-    assert ran == list(range(10))
+    assert layer.established
+
+
+def test_a_step_that_returns_after_a_close_does_nothing(pki):
+    layer, lower, upper, loop, _ = _layer(pki)
+    lower.take()
+    client, cin, cout = _client(pki)
+    with pytest.raises(ssl.SSLWantReadError):
+        client.do_handshake()
+    layer.data_received(cout.read())
+    layer.abort()
+    loop.run_all()
+    assert lower.take() == b"" and not layer.established
+
+
+def test_the_worker_is_a_real_thread_and_stops_with_close(pki):
+    import asyncio
+    import threading
+
+    async def main():
+        ctx = build_server_context(TLSOptions(cert_file=pki.server_cert, key_file=pki.server_key))
+        upper = Upper()
+        queue = HandshakeQueue(asyncio.get_running_loop())
+        layer = TlsLayer(lambda: ctx, lambda: upper, ManualClock(), queue, timeout_ns=10**9)
+        lower = FakeTransport()
+        layer.connection_made(lower)
+        lower.take()
+        client, cin, cout = _client(pki)
+        seen = set()
+        for _ in range(200):
+            try:
+                client.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                pass
+            if cout.pending:
+                layer.data_received(cout.read())
+            await asyncio.sleep(0.005)
+            seen |= {t.name for t in threading.enumerate()}
+            data = lower.take()
+            if data:
+                cin.write(data)
+        layer.data_received(cout.read())
+        for _ in range(200):
+            if layer.established:
+                break
+            await asyncio.sleep(0.005)
+        assert layer.established
+        assert any(n.startswith("natsd-tls") for n in seen)
+        queue.close()
+
+    asyncio.run(main())
 
 
 def test_cert_identities_order():
