@@ -253,19 +253,23 @@ def route_batch(acc, run: Run, subject: str, src) -> None:
     payloads = run.payloads
     r = acc.sublist.match(subject)
     psubs = r.psubs
-    if not psubs and not r.qsubs:
+    qsubs = r.qsubs
+    if not psubs and not qsubs:
         return
-    simple = not r.qsubs
-    if simple:
-        for sub in psubs:
-            c = sub.client
-            if c is None or sub.max or c.sub_deny is not None or c.replies is not None or (hdr_len and not c.headers):
-                simple = False
-                break
-        if simple and len(psubs) > 1 and len({id(sub.client) for sub in psubs}) != len(psubs):
+    simple = True
+    for sub in psubs:
+        c = sub.client
+        if c is None or sub.max or c.sub_deny is not None or c.replies is not None or (hdr_len and not c.headers):
             simple = False
+            break
+    if simple and len(psubs) > 1 and len({id(sub.client) for sub in psubs}) != len(psubs):
+        simple = False
+    shares = None
+    if simple and qsubs:
+        shares = _queue_shares(qsubs, len(payloads), hdr_len, src, {id(sub.client) for sub in psubs})
+        simple = shares is not None
     if not simple:
-        if not r.qsubs and len(psubs) == 1:
+        if not qsubs and len(psubs) == 1:
             sub = psubs[0]
             if sub.client is None:
                 if not reply and not hdr_len and _run_sub(r) is not None:
@@ -291,6 +295,54 @@ def route_batch(acc, run: Run, subject: str, src) -> None:
             continue
         c.enqueue_run(head + sub.sid + mid, payloads, nbytes, src)
         sub.delivered += k
+    if shares:
+        # A queue group's members each take a contiguous share of the run (one join each) instead
+        # of one message in turn: any member is a correct receiver of any message, the shares are
+        # as even as the per-message rotation's, and each connection still sees its messages in order.
+        for sub, lo, hi in shares:
+            sub.client.enqueue_run(head + sub.sid + mid, payloads[lo:hi], (hi - lo) * size, src)
+            sub.delivered += hi - lo
+
+
+def _queue_shares(qsubs, k: int, hdr_len: int, src, taken: set) -> list | None:
+    """How a run of ``k`` messages splits over queue groups whose members are all plain client
+    subscriptions: ``(sub, lo, hi)`` per receiving member (each group's members from a rotating
+    start, so short runs spread too), or None when a member needs the per-message path (internal,
+    leafnode link, filters, auto-unsubscribe), in which case :func:`route` decides each message.
+
+    ``taken``: the connections that already get the run (plain subscriptions). A connection that
+    would get messages of the run for two of its subscriptions in two places (a plain one and a
+    member, or members of two groups) also takes the per-message path, which keeps their relative
+    interleaving; members of one group on one connection are fine: the shares follow each other in
+    the run's order."""
+    shares = []
+    for group in qsubs:
+        members = []
+        conns = set()
+        for sub in group:
+            c = sub.client
+            if c is None or sub.max or sub.closed or c.sub_deny is not None or c.replies is not None \
+                    or (hdr_len and not c.headers):
+                return None
+            if c.closed or (c is src and not c.echo):
+                continue
+            if id(c) in taken:
+                return None
+            conns.add(id(c))
+            members.append(sub)
+        taken |= conns
+        m = len(members)
+        if not m:
+            continue
+        start = next(_rr) % m if m > 1 else 0
+        per, extra = divmod(k, m)
+        lo = 0
+        for j in range(m):
+            hi = lo + per + (1 if j < extra else 0)
+            if hi > lo:
+                shares.append((members[(start + j) % m], lo, hi))
+            lo = hi
+    return shares
 
 
 def deliver_many(acc, route_subject: str, items: list) -> None:

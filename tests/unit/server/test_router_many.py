@@ -131,3 +131,89 @@ def test_publish_many_reaches_internal_subscribers():
     ports.subscribe("r.*", lambda s, r, h, p: got.append((s, r, h, p)))
     ports.publish_many(["r.1", "r.2"], [b"a", b"b"])
     assert got == [("r.1", "", None, b"a"), ("r.2", "", None, b"b")]
+
+
+# -- route_batch with queue groups: members take contiguous shares of a run --------------------------
+
+def _queue_setup(n_members, same_conn=False, plain=False):
+    from natsd.protocol.events import OP_PUB
+    acc = Account("A")
+    clients = [FakeClient() for _ in range(1 if same_conn else n_members)]
+    members = []
+    for i in range(n_members):
+        s = Subscription(clients[0 if same_conn else i], b"%d" % (i + 1), "q.x", "workers")
+        acc.sublist.insert("q.x", s, "workers")
+        members.append(s)
+    listener = None
+    if plain:
+        listener = FakeClient()
+        s = Subscription(listener, b"99", "q.x", None)
+        acc.sublist.insert("q.x", s)
+    return acc, clients, members, listener, OP_PUB
+
+
+def _frames(c):
+    """The MSG frames a client got, as (sid, payload)."""
+    out, raw = [], bytes(c.out)
+    while raw:
+        line, raw = raw.split(b"\r\n", 1)
+        parts = line.split(b" ")
+        size = int(parts[-1])
+        out.append((parts[2], raw[:size]))
+        raw = raw[size + 2:]
+    return out
+
+
+def test_route_batch_splits_a_run_over_queue_members_in_order():
+    from natsd.protocol.events import Run
+    from natsd.server.router import route_batch
+    acc, clients, members, _, op = _queue_setup(3)
+    payloads = [b"m%d" % i for i in range(10)]
+    route_batch(acc, Run(op, b"q.x", None, b"", 0, payloads), "q.x", None)
+    got = [_frames(c) for c in clients]
+    # every message exactly once, each member a contiguous, ordered share, the shares as even as can be
+    assert sorted(p for frames in got for _, p in frames) == sorted(payloads)
+    for frames in got:
+        ps = [p for _, p in frames]
+        idx = [payloads.index(p) for p in ps]
+        assert idx == list(range(idx[0], idx[0] + len(idx)))
+    assert sorted(len(f) for f in got) == [3, 3, 4]
+    assert sorted(m.delivered for m in members) == [3, 3, 4]
+    assert sum(c.out_msgs for c in clients) == 10
+
+
+def test_route_batch_queue_shares_rotate_so_single_messages_spread():
+    from natsd.protocol.events import Run
+    from natsd.server.router import route_batch
+    acc, clients, members, _, op = _queue_setup(4)
+    for i in range(40):
+        route_batch(acc, Run(op, b"q.x", None, b"", 0, [b"x%d" % i]), "q.x", None)
+    assert [m.delivered for m in members] == [10, 10, 10, 10]
+
+
+def test_route_batch_members_on_one_connection_see_the_run_in_order():
+    from natsd.protocol.events import Run
+    from natsd.server.router import route_batch
+    acc, clients, members, _, op = _queue_setup(3, same_conn=True)
+    payloads = [b"m%d" % i for i in range(7)]
+    route_batch(acc, Run(op, b"q.x", None, b"", 0, payloads), "q.x", None)
+    assert [p for _, p in _frames(clients[0])] == payloads
+
+
+def test_route_batch_plain_subscriber_and_queue_members():
+    """A plain subscription gets the whole run; the group's members share it; a connection holding
+    both a plain subscription and a member falls back to message-by-message routing."""
+    from natsd.protocol.events import Run
+    from natsd.server.router import route_batch
+    acc, clients, members, listener, op = _queue_setup(2, plain=True)
+    payloads = [b"m%d" % i for i in range(6)]
+    route_batch(acc, Run(op, b"q.x", None, b"", 0, payloads), "q.x", None)
+    assert [p for _, p in _frames(listener)] == payloads
+    assert sorted(p for c in clients for _, p in _frames(c)) == sorted(payloads)
+    # the listener's connection also holds a member: per message, interleaved as route() does it
+    acc2, clients2, members2, _, _ = _queue_setup(1)
+    both = Subscription(clients2[0], b"50", "q.x", None)
+    acc2.sublist.insert("q.x", both)
+    route_batch(acc2, Run(op, b"q.x", None, b"", 0, payloads[:2]), "q.x", None)
+    assert [(sid, p) for sid, p in _frames(clients2[0])] == [
+        (b"50", b"m0"), (b"1", b"m0"), (b"50", b"m1"), (b"1", b"m1")]
