@@ -222,7 +222,19 @@ def route_run(acc, run: Run, src) -> None:
                 if sl.generation != gen:
                     restart = i
                     break
-            if r.psubs or r.qsubs:
+            psubs = r.psubs
+            if len(psubs) == 1 and not r.qsubs:
+                # The usual case of a run over many subjects: one plain client subscription. What
+                # route() would do for it, without its general checks (a slow consumer closed by
+                # this enqueue changes no other receiver, so no re-match is needed after it).
+                sub = psubs[0]
+                c = sub.client
+                if c is not None and not sub.max and c.sub_deny is None and c.replies is None:
+                    if not c.closed and (c is not src or c.echo):
+                        c.enqueue_pub(sub, subjects_b[i], payloads[i], src)
+                    i += 1
+                    continue
+            if psubs or r.qsubs:
                 route(acc, subjects[i], subjects_b[i], b"", 0, payloads[i], src, None, r)
                 if sl.generation != gen:
                     restart = i + 1

@@ -141,6 +141,31 @@ class Writer:
         elif self.congested and src is not None:
             src.stall(self)
 
+    def enqueue_pub(self, sub, subject: bytes, data: bytes, src=None) -> None:
+        """Queue one reply-less, header-less message to ``sub`` (``MSG <subject> <sid> <size>``):
+        :meth:`enqueue_msg` without building the control line's pieces first, for the router's
+        run of differing subjects (:func:`natsd.server.router.route_run`). The caller checked
+        ``closed``."""
+        out = self.out
+        size = len(data)
+        out += b"MSG "
+        out += subject
+        out += b" "
+        out += sub.sid
+        out += b" %d\r\n" % size
+        out += data
+        out += b"\r\n"
+        sub.delivered += 1
+        self.out_msgs += 1
+        self.out_bytes += size
+        if not self.flush_pending:
+            self.flush_pending = True
+            self._call_soon(self.flush)
+        if len(out) > self.max_pending:
+            self.slow_consumer()
+        elif self.congested and src is not None:
+            src.stall(self)
+
     def enqueue_run(self, prefix: bytes, payloads: list, nbytes: int, src=None) -> None:
         """Queue ``len(payloads)`` messages that share one control line ``prefix``
         (:func:`natsd.protocol.encoder.append_run`)."""

@@ -217,3 +217,30 @@ def test_route_batch_plain_subscriber_and_queue_members():
     route_batch(acc2, Run(op, b"q.x", None, b"", 0, payloads[:2]), "q.x", None)
     assert [(sid, p) for sid, p in _frames(clients2[0])] == [
         (b"50", b"m0"), (b"1", b"m0"), (b"50", b"m1"), (b"1", b"m1")]
+
+
+def test_route_run_over_many_subjects_is_byte_identical_to_route():
+    """A run of differing subjects to plain client subscriptions (the run's fast path) writes what
+    route() writes message by message; a subscription with a delivery limit takes route()'s path."""
+    from natsd.protocol.events import OP_PUB, Run
+    from natsd.server.router import route, route_run
+
+    def build():
+        acc = Account("A")
+        cs = [FakeClient() for _ in range(3)]
+        subs = [Subscription(cs[k], b"%d" % k, f"w.{k}.*", None) for k in range(3)]
+        subs[2].max = 2  # auto-unsubscribe after 2: the general path
+        for s in subs:
+            acc.sublist.insert(s.subject, s)
+        return acc, cs, subs
+
+    names = [f"w.{i % 3}.{i}" for i in range(12)] + ["nobody.here"]
+    payloads = [b"p%d" % i for i in range(len(names))]
+    acc, cs, subs = build()
+    route_run(acc, Run(OP_PUB, b"", [n.encode() for n in names], b"", 0, payloads, list(names)), None)
+    acc2, cs2, subs2 = build()
+    for n, p in zip(names, payloads):
+        route(acc2, n, n.encode(), b"", 0, p, None)
+    assert [bytes(c.out) for c in cs] == [bytes(c.out) for c in cs2]
+    assert [(c.out_msgs, c.out_bytes) for c in cs] == [(c.out_msgs, c.out_bytes) for c in cs2]
+    assert [s.delivered for s in subs] == [s.delivered for s in subs2]  # (FakeClient.deliver ignores max)
