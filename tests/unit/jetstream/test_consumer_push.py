@@ -215,3 +215,19 @@ def test_filtered_push_ack_floor_stops_at_last_delivered() -> None:
     h.ack(m)
     assert _floor(c) == ((11, 22), (11, 22))
 
+
+
+def test_flow_control_request_follows_the_messages_it_covers() -> None:
+    """Deliveries are handed over in batches; the flow-control request goes out right after the
+    message that took the outstanding bytes past half the window, never before messages it covers."""
+    h = Harness()
+    sub = h.listen("push.fco")
+    h.consumer(deliver_subject="push.fco", ack_policy="none", flow_control=True, idle_heartbeat=5 * SEC)
+    big = b"x" * 60_000
+    for _ in range(40):
+        h.stream.publish("orders.big", big)
+    h.clock.run_soon()
+    kinds = ["fc" if m.status == "100" and m.reply else "msg" for m in sub.msgs]
+    at = kinds.index("fc")
+    # 2 MiB window at first: half is 1 MiB, crossed by the 18th message of ~60 KB
+    assert at == 18 and kinds[:at] == ["msg"] * 18 and kinds.count("fc") == 1

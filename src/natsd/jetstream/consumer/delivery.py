@@ -164,7 +164,7 @@ class Delivery:
         # Deliveries to one subject are collected and handed over in one deliver_many call (one
         # subscription match, one buffer append per frame). The batch is sent before anything
         # else can publish (statuses, flow control, advisories), so wire order is unchanged.
-        many: Any = o._deliver_many if not fc and not retention_acks else None
+        many: Any = o._deliver_many if not retention_acks else None
         # Pull fast path (deliver_run): whole runs of new messages to the head request.
         runs = fast and many is not None and push is None and not pace and not headers_only
         batch: list = []
@@ -306,6 +306,9 @@ class Delivery:
                     push.pbytes += sz  # type: ignore[union-attr]
                     if not push.fcid and (push.pbytes > push.maxpb // 2 or (  # type: ignore[union-attr]
                             maxp > 0 and len(pending) >= maxp and cfg.ack_policy == "flow_control")):
+                        if batch:  # the request follows the messages it covers
+                            many(bsubj, batch)
+                            batch = []
                         push.send_flow_control()  # type: ignore[union-attr]
                     elif push.fcid and push.pbytes - push.fcsz >= push.maxpb:  # type: ignore[union-attr]
                         push.fcsz += sz  # type: ignore[union-attr]
