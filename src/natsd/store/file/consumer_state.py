@@ -417,13 +417,13 @@ class FileConsumerStore:
         os.makedirs(directory, exist_ok=True)
         if meta:
             self.meta = meta
-            write_meta(directory, meta, key)
+            write_meta(directory, meta, key, fsync=fsync)
         elif existed:
             # Recovery: meta None/{} means "use what is on disk".
             self.meta = read_meta(directory, key)
         else:
             self.meta = {}
-            write_meta(directory, self.meta, key)
+            write_meta(directory, self.meta, key, fsync=fsync)
         #: Why the state on disk could not be used ("" when it could): the consumer is kept
         #: with its state reset (its config is in meta.inf, apart), which only causes
         #: redelivery; the owner picks a safe start (see recover_consumer).
@@ -528,7 +528,7 @@ class FileConsumerStore:
     def update_config(self, meta: dict) -> None:
         self._check_open()
         self.meta = meta
-        write_meta(self._dir, meta, self._key)
+        write_meta(self._dir, meta, self._key, fsync=self._fsync)
 
     def flush(self, fsync: bool = False) -> None:
         """Write what changed since the last flush: a whole state replaces ``o.dat`` (tmp +

@@ -27,13 +27,19 @@ def meta_checksum(data: bytes, key: str) -> str:
     return hashlib.blake2b(data, digest_size=8, key=key.encode()[:64]).hexdigest()
 
 
-def write_meta(directory: str, meta: dict, key: str) -> None:
-    """Write ``meta.inf`` (JSON) and ``meta.sum`` into ``directory`` atomically."""
+def write_meta(directory: str, meta: dict, key: str, *, fsync: bool = True) -> None:
+    """Write ``meta.inf`` (JSON) and ``meta.sum`` into ``directory`` atomically.
+
+    ``fsync=False`` (consumers of a stream that does not sync always, as nats-server's
+    ``writeFileWithOptionalSync``): the files reach the OS (write and rename, which is what a
+    kill -9 cannot undo) but are not forced to the disk: three fsyncs cost more than the rest
+    of a consumer create together."""
     os.makedirs(directory, exist_ok=True)
     data = json.dumps(meta, separators=(",", ":"), sort_keys=False).encode()
-    atomic_write(os.path.join(directory, META_FILE), data)
-    atomic_write(os.path.join(directory, META_SUM_FILE), meta_checksum(data, key).encode())
-    fsync_dir(directory)
+    atomic_write(os.path.join(directory, META_FILE), data, fsync=fsync)
+    atomic_write(os.path.join(directory, META_SUM_FILE), meta_checksum(data, key).encode(), fsync=fsync)
+    if fsync:
+        fsync_dir(directory)
 
 
 def read_meta(directory: str, key: str) -> dict:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -78,6 +79,27 @@ def test_file_consumer_store_batches_until_flush(tmp_path):
     assert cs.meta == {"config": {"durable_name": "C"}}
     cs.delete()
     assert s.consumer_names() == [] and not os.path.exists(os.path.join(d, "obs", "C"))
+    s.stop()
+
+
+@pytest.mark.parametrize("sync_always", [False, True])
+def test_consumer_meta_is_fsynced_only_when_the_stream_syncs_always(tmp_path, monkeypatch, sync_always):
+    """As nats-server's writeFileWithOptionalSync: a consumer's meta files reach the OS (written and
+    renamed) on create and update, and are forced to the disk only under sync_always."""
+    import natsd.atomicfile as af
+    calls = []
+    real = os.fsync
+    monkeypatch.setattr(af.os, "fsync", lambda fd: (calls.append(fd), real(fd))[1])
+    d = str(tmp_path / "S")
+    s = open_stream_store(StoreConfig(name="S", storage="file"), ManualClock(), d, sync_always=sync_always)
+    calls.clear()
+    cs = s.consumer_store("C", {"config": {"durable_name": "C"}})
+    cs.update_config({"config": {"durable_name": "C", "description": "x"}})
+    assert (len(calls) > 0) is sync_always
+    assert json.loads(Path(d, "obs", "C", "meta.inf").read_bytes())["config"]["description"] == "x"
+    s.stop()
+    s = open_stream_store(StoreConfig(name="S", storage="file"), ManualClock(), d)
+    assert s.consumer_store("C", None).meta == {"config": {"durable_name": "C", "description": "x"}}
     s.stop()
 
 
