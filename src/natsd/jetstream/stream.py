@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from natsd.gotime import format_duration, parse_duration
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.models import SECOND, StreamConfig, rfc3339, state_to_json, with_dynamic_metadata
+from natsd.jetstream.schedules import SCHEDULE_MARK, Schedules, check_publish as check_schedule
 from natsd.jetstream.sourcing import SourceLink
 from natsd.jetstream.wire import dumps
 from natsd.protocol.headers import get_header_bytes, nats_headers
@@ -91,6 +92,7 @@ H_EXP_LAST_MSG_ID = b"Nats-Expected-Last-Msg-Id"
 H_ROLLUP = b"Nats-Rollup"
 H_TTL = b"Nats-TTL"
 H_MARKER_REASON = b"Nats-Marker-Reason"
+H_STREAM_SOURCE = b"Nats-Stream-Source"
 
 MAX_HDR_SIZE = 65535  # math.MaxUint16 in the reference
 
@@ -188,6 +190,7 @@ class Stream:
         self._dedupe_pending = False
         self._removed: list[tuple[int, str]] | None = None
         self._links: list[SourceLink] = []  # mirror / sources
+        self._sched: Schedules | None = None  # allow_msg_schedules (natsd.jetstream.schedules)
         # Server-wide usage: the engine's [memory, file] totals, this stream's slot in them, the
         # limit, and the bytes of this store already counted there (see _fold_usage).
         engine = account.engine
@@ -223,7 +226,9 @@ class Stream:
         self._transform = ((tr.get("src") or ">"), tr["dest"]) if tr and tr.get("dest") else None
         self._fast = (not cfg.sealed and cfg.max_msg_size < 0 and cfg.retention == "limits"
                       and not cfg.republish and not self._transform and not self.closed
-                      and not self.account.limits_enforced)
+                      and not self.account.limits_enforced and not cfg.allow_msg_schedules)
+        if cfg.allow_msg_schedules and self._sched is None:
+            self._sched = Schedules(self.clock, self.store, self._produce_scheduled)
 
     def start(self, links: bool = True, subscribe: bool = True) -> None:
         """Subscribe the stream's subjects (and direct get), rebuild dedupe state, arm timers and
@@ -237,6 +242,8 @@ class Stream:
         if subscribe:  # else the caller runs subscribe_steps (a slow STREAM.CREATE)
             self._subscribe()
         self._arm_expiry()
+        if self._sched is not None:
+            self._sched.recover()
         if links:
             self._start_links()
 
@@ -335,6 +342,8 @@ class Stream:
         self._uncount()
         if self._expiry_timer is not None:
             self._expiry_timer.cancel()
+        if self._sched is not None:
+            self._sched.stop()
         for c in list(self.consumers.values()):
             try:
                 c.stop()
@@ -352,6 +361,8 @@ class Stream:
         self._uncount()
         if self._expiry_timer is not None:
             self._expiry_timer.cancel()
+        if self._sched is not None:
+            self._sched.stop()
         for c in list(self.consumers.values()):
             try:
                 c.delete()
@@ -491,6 +502,16 @@ class Stream:
                     if want is None or want != self.lseq:
                         self._reject(reply, ApiErrors.STREAM_WRONG_LAST_SEQUENCE(seq=self.lseq))
                         return 0
+                if SCHEDULE_MARK in hdr and not self._sched_exempt(h):
+                    try:
+                        nh = check_schedule(subject, hdr, h, cfg.allow_msg_schedules, cfg.allow_msg_ttl,
+                                            cfg.subjects, self._last_or_none, parse_ttl)
+                    except ApiError as e:
+                        self._reject(reply, e)
+                        return 0
+                    if nh is not hdr:  # a schedule: Nats-Rollup: sub was added
+                        hdr, h = nh, nats_headers(nh)
+                        hlen = len(hdr)
                 if self._dedupe_pending and (H_MSG_ID in h or H_EXP_LAST_MSG_ID in h):
                     self._rebuild_dedupe()
                 v = h.get(H_MSG_ID)
@@ -564,6 +585,10 @@ class Stream:
         acct.note_stored(self.config.storage, len(subject) + hlen + len(payload))
         if rollup:
             self._rollup(subject, rollup, 1)
+        if self._sched is not None:
+            done = self._sched.on_stored(seq, subject, hdr, ts)
+            if done:  # a one-shot schedule fired: its subject goes (the reference purges it)
+                self._rollup(done, b"sub", 0)
         if cfg.republish:
             self._republish(subject, hdr, payload, seq, ts, tlseq)
         self._new_msgs = True
@@ -573,6 +598,24 @@ class Stream:
             self._flush_scheduled = True
             self.clock.call_soon(self._flush)
         return seq
+
+    # -- message schedules (natsd.jetstream.schedules) --------------------------------------------
+    def _sched_exempt(self, h: dict[bytes, bytes]) -> bool:
+        """Messages the server itself writes skip the schedule header checks, as the reference
+        skips them for sourced messages: produced messages, and sourced copies."""
+        if self._sched is not None and self._sched.producing:
+            return True
+        return bool(self.config.sources) and H_STREAM_SOURCE in h
+
+    def _last_or_none(self, subject: str) -> StoreMsg | None:
+        try:
+            return self.store.load_last_msg(subject)
+        except (MsgNotFound, StoreEOF):
+            return None
+
+    def _produce_scheduled(self, target: str, hdr: bytes | None, payload: bytes) -> int:
+        """A schedule is due: its produced message goes through the publish path."""
+        return self.process_msg(target, "", hdr, payload)
 
     def _server_full(self, reply: str) -> None:
         """The server-wide limit of this storage type is exceeded: 10023, as the reference."""
