@@ -19,6 +19,14 @@ straight to ``store_msg``; otherwise the steps are:
    ``store.sync()`` with ``sync_always``), then sends every queued PubAck, then tells each
    consumer ``on_new_messages(last_seq)``. So a PubAck always follows the write of its record.
 
+   Except with ``persist_mode: async`` (file storage only, as the reference): there the PubAck
+   is sent at the end of the turn *without* writing first; the records stay in the store's
+   buffer (reads are served from it) and ``_persist`` writes them ``ASYNC_PERSIST_DELAY_NS``
+   (10 ms) later in one ``pwrite``, never fsynced per write even with ``sync_always`` (the
+   server's ``sync_interval`` still fsyncs). So for such a stream a PubAck does **not** mean the
+   record reached the OS: a crash (kill -9) within those 10 ms, or a failed write (then logged,
+   and the stream's state cut back to what is on disk), loses acknowledged messages.
+
 PubAck bytes (the reference builds them by hand, note the space in ``"duplicate": true``)::
 
     {"stream":"ORDERS","seq":5}
@@ -95,6 +103,9 @@ H_MARKER_REASON = b"Nats-Marker-Reason"
 H_STREAM_SOURCE = b"Nats-Stream-Source"
 
 MAX_HDR_SIZE = 65535  # math.MaxUint16 in the reference
+# persist_mode: async: how long acknowledged records may wait in the store's buffer before
+# they are written (coalescing the writes of many loop turns into one).
+ASYNC_PERSIST_DELAY_NS = 10 * 10**6
 
 
 def parse_ttl(value: str) -> int:
@@ -135,6 +146,7 @@ def store_config_for(cfg: StreamConfig, created_ns: int) -> StoreConfig:
         discard_new_per_subject=cfg.discard_new_per_subject,
         first_seq=cfg.first_seq,
         allow_msg_ttl=cfg.allow_msg_ttl,
+        async_persist=cfg.persist_mode == "async",
         meta={"config": cfg.to_json(), "created": rfc3339(created_ns), "created_ns": created_ns},
     )
 
@@ -191,6 +203,7 @@ class Stream:
         self._removed: list[tuple[int, str]] | None = None
         self._links: list[SourceLink] = []  # mirror / sources
         self._sched: Schedules | None = None  # allow_msg_schedules (natsd.jetstream.schedules)
+        self._persist_timer: Timer | None = None  # persist_mode: async (see _flush)
         # Server-wide usage: the engine's [memory, file] totals, this stream's slot in them, the
         # limit, and the bytes of this store already counted there (see _fold_usage).
         engine = account.engine
@@ -220,6 +233,7 @@ class Stream:
         self._dup_window = cfg.duplicate_window
         self._sdm_ttl_s = cfg.subject_delete_marker_ttl // SECOND if cfg.subject_delete_marker_ttl > 0 else 0
         self._do_ack = not cfg.no_ack
+        self._async_persist = cfg.persist_mode == "async"
         self._store_msg = self.store.store_msg
         self._call_soon = self.clock.call_soon
         tr = cfg.subject_transform
@@ -344,6 +358,8 @@ class Stream:
             self._expiry_timer.cancel()
         if self._sched is not None:
             self._sched.stop()
+        if self._persist_timer is not None:  # (store.stop() below writes what is pending)
+            self._persist_timer.cancel()
         for c in list(self.consumers.values()):
             try:
                 c.stop()
@@ -659,7 +675,12 @@ class Stream:
     def _flush(self) -> None:
         """Once per loop turn: write, (fsync), then PubAcks, then wake consumers."""
         self._flush_scheduled = False
-        if not self.closed:
+        if self._async_persist and not self.closed:
+            # persist_mode: async: PubAcks go out now; the write follows within
+            # ASYNC_PERSIST_DELAY_NS (see the module docstring).
+            if self._persist_timer is None:
+                self._persist_timer = self.clock.call_later(ASYNC_PERSIST_DELAY_NS, self._persist)
+        elif not self.closed:
             failed: StoreError | None = None
             try:
                 if self.account.engine.sync_always:
@@ -682,6 +703,26 @@ class Stream:
             if not self.closed:
                 self._arm_expiry()
                 self._notify_new(self.lseq)
+
+    def _persist(self) -> None:
+        """persist_mode: async: hand what was acknowledged to the OS (no fsync, as the reference)."""
+        self._persist_timer = None
+        if self.closed:
+            return
+        failed: StoreError | None = None
+        try:
+            self.store.flush()
+        except StoreError as e:
+            failed = e
+        rb = self.store.take_rollback()
+        if rb is not None or failed is not None:
+            # Acknowledged messages are lost: that is what async persistence allows. Say so
+            # and bring our state back to the store's.
+            log.error("stream '%s > %s' (persist_mode async) lost acknowledged messages after %d: %s",
+                      self.account.name, self.name, rb[0] if rb else -1, rb[1] if rb else failed)
+            self._write_failed(rb, failed)
+        if self._counted != self.store.bytes_used:
+            self._fold_usage()
 
     def _write_failed(self, rb: tuple[int, StoreWriteError] | None, failed: StoreError | None) -> None:
         """The store's write failed. Every queued PubAck for a sequence the store took back
