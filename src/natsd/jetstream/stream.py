@@ -21,7 +21,8 @@ straight to ``store_msg``; otherwise the steps are:
 
    Except with ``persist_mode: async`` (file storage only, as the reference): there the PubAck
    is sent at the end of the turn *without* writing first; the records stay in the store's
-   buffer (reads are served from it) and ``_persist`` writes them ``ASYNC_PERSIST_DELAY_NS``
+   buffer (a read of one of them, e.g. a delivery, writes them first: the file store never
+   serves bytes it has not written) and ``_persist`` writes them ``ASYNC_PERSIST_DELAY_NS``
    (10 ms) later in one ``pwrite``, never fsynced per write even with ``sync_always`` (the
    server's ``sync_interval`` still fsyncs). So for such a stream a PubAck does **not** mean the
    record reached the OS: a crash (kill -9) within those 10 ms, or a failed write (then logged,
