@@ -63,7 +63,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Clock, Timer
     from natsd.store.base import StoreMsg, StreamStore
 
-__all__ = ["Schedules", "parse_schedule", "check_publish", "SCHEDULE_MARK", "format_rfc3339nano"]
+__all__ = ["Schedules", "parse_schedule", "check_publish", "schedule_to_purge", "SCHEDULE_MARK", "format_rfc3339nano"]
 
 log = logging.getLogger("natsd.jetstream.schedules")
 
@@ -334,6 +334,15 @@ def check_publish(subject: str, hdr: bytes, h: dict[bytes, bytes], allowed: bool
     return hdr
 
 
+def schedule_to_purge(hdr: bytes) -> str:
+    """The subject a stored message with ``Nats-Schedule-Next: purge`` and ``Nats-Scheduler``
+    purges ("" when none)."""
+    h = nats_headers(hdr)
+    if h.get(H_NEXT) == NEXT_PURGE:
+        return (h.get(H_SCHEDULER) or b"").decode(errors="replace")
+    return ""
+
+
 class Schedules:
     """The pending schedules of one stream (see the module docstring).
 
@@ -428,13 +437,13 @@ class Schedules:
                     self._set(sm.subject, sm.seq, when)
         self._arm()
 
-    def on_stored(self, seq: int, subject: str, hdr: bytes | None, ts: int) -> str:
-        """A message was stored on ``subject``. Returns a subject to purge (a finished one-shot
-        schedule, ``Nats-Schedule-Next: purge``) or ""."""
+    def on_stored(self, seq: int, subject: str, hdr: bytes | None, ts: int) -> None:
+        """A message was stored on ``subject`` (the stream purges what :func:`schedule_to_purge`
+        names itself)."""
         if not hdr or SCHEDULE_MARK not in hdr:
             if self._entries:
                 self._entries.pop(subject, None)  # a plain message replaces the schedule
-            return ""
+            return
         h = nats_headers(hdr)
         try:
             when = _schedule_of(h, ts, self._clock.time_ns())[0]
@@ -445,12 +454,10 @@ class Schedules:
             self._set(subject, seq, when)
         elif not scheduler:
             self._entries.pop(subject, None)
-        purge = ""
         nxt = h.get(H_NEXT)
         if nxt and scheduler:
             if nxt == NEXT_PURGE:
                 self._entries.pop(scheduler, None)
-                purge = scheduler
             else:
                 e = self._entries.get(scheduler)
                 if e is not None:
@@ -459,7 +466,6 @@ class Schedules:
                     except ValueError:
                         pass
         self._arm()
-        return purge
 
     # -- firing ------------------------------------------------------------------------------------
     def _fire(self) -> None:

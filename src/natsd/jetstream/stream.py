@@ -68,7 +68,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from natsd.gotime import format_duration, parse_duration
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.models import SECOND, StreamConfig, rfc3339, state_to_json, with_dynamic_metadata
-from natsd.jetstream.schedules import SCHEDULE_MARK, Schedules, check_publish as check_schedule
+from natsd.jetstream.schedules import SCHEDULE_MARK, Schedules, check_publish as check_schedule, schedule_to_purge
 from natsd.jetstream.sourcing import SourceLink
 from natsd.jetstream.wire import dumps
 from natsd.protocol.headers import get_header_bytes, nats_headers
@@ -603,8 +603,12 @@ class Stream:
         if rollup:
             self._rollup(subject, rollup, 1)
         if self._sched is not None:
-            done = self._sched.on_stored(seq, subject, hdr, ts)
-            if done:  # a one-shot schedule fired: its subject goes (the reference purges it)
+            self._sched.on_stored(seq, subject, hdr, ts)
+        if hdr and self._allow_rollup and SCHEDULE_MARK in hdr:
+            # Nats-Schedule-Next: purge (a one-shot schedule fired, or a cancel) purges the
+            # schedule's subject, on any stream that allows roll-ups (a sourced copy too).
+            done = schedule_to_purge(hdr)
+            if done:
                 self._rollup(done, b"sub", 0)
         if cfg.republish:
             self._republish(subject, hdr, payload, seq, ts, tlseq)
