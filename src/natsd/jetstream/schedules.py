@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import heapq
 import logging
+import os
 import re
 from datetime import datetime, timedelta, timezone, tzinfo
 from typing import TYPE_CHECKING, Callable
@@ -176,6 +177,18 @@ def _round_second(ns: int) -> int:
     return (ns + SECOND // 2) // SECOND * SECOND
 
 
+def _local_zone() -> tzinfo:
+    """Go's ``time.Local``: the zone named by ``$TZ``, else /etc/localtime, else UTC."""
+    tzname = os.environ.get("TZ")
+    try:
+        if tzname:
+            return ZoneInfo(tzname.lstrip(":"))
+        with open("/etc/localtime", "rb") as f:
+            return ZoneInfo.from_file(f)
+    except (ValueError, OSError, KeyError):
+        return timezone.utc
+
+
 def load_zone(tz: bytes | None) -> tzinfo | None:
     """``Nats-Schedule-Time-Zone`` -> zone (None when absent); ApiError 10223 when present but
     empty or unknown (as Go's time.LoadLocation: "UTC" and "Local" are names too)."""
@@ -187,7 +200,7 @@ def load_zone(tz: bytes | None) -> tzinfo | None:
     if name == "UTC":
         return timezone.utc
     if name == "Local":
-        return datetime.now().astimezone().tzinfo
+        return _local_zone()
     try:
         return ZoneInfo(name)
     except (ValueError, OSError, KeyError):  # unknown zone, bad name (ZoneInfoNotFoundError is a KeyError)
@@ -233,7 +246,7 @@ def format_rfc3339nano(ns: int, zone: tzinfo | None = None) -> str:
     if frac:
         base += f".{frac:09d}".rstrip("0")
     off = dt.utcoffset() or timedelta(0)
-    if zone is None or (not off and dt.tzname() == "UTC"):
+    if not off:  # Go's "Z07:00": a zero offset is written Z whatever the zone
         return base + "Z"
     total = int(off.total_seconds())
     sign = "+" if total >= 0 else "-"

@@ -297,3 +297,14 @@ def test_wall_time_is_used(env):
     env.pub("s.sched", b"x", {"Nats-Schedule": at(env, 1), "Nats-Schedule-Target": "s.t"})
     env.clock.advance(SECOND + SECOND // 2)
     assert subjects(env).get("s.t") == 1
+
+
+def test_next_format_zero_offset_is_z_and_local_zone(monkeypatch):
+    from natsd.jetstream.schedules import load_zone
+    london = ZoneInfo("Europe/London")
+    winter = ns("2026-01-10T12:00:00Z")
+    assert format_rfc3339nano(winter, london) == "2026-01-10T12:00:00Z"
+    assert format_rfc3339nano(ns("2026-07-10T12:00:00Z"), london) == "2026-07-10T13:00:00+01:00"
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    assert format_rfc3339nano(winter, load_zone(b"Local")) == "2026-01-10T21:00:00+09:00"
+    assert load_zone(b"UTC") is timezone.utc and load_zone(None) is None
