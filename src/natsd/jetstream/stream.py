@@ -576,6 +576,8 @@ class Stream:
                 self._store_msg_id(msg_id, seq, self.clock.time_ns())
             if rollup:
                 self._rollup(subject, rollup, 0)
+            if self._sched is not None or (hdr and self._allow_rollup and SCHEDULE_MARK in hdr):
+                self._schedule_stored(seq, subject, hdr, self.clock.time_ns())
             if reply and self._do_ack:
                 self._respond(reply, self._ack_prefix + str(seq).encode() + b"}")
             return seq
@@ -602,14 +604,8 @@ class Stream:
         acct.note_stored(self.config.storage, len(subject) + hlen + len(payload))
         if rollup:
             self._rollup(subject, rollup, 1)
-        if self._sched is not None:
-            self._sched.on_stored(seq, subject, hdr, ts)
-        if hdr and self._allow_rollup and SCHEDULE_MARK in hdr:
-            # Nats-Schedule-Next: purge (a one-shot schedule fired, or a cancel) purges the
-            # schedule's subject, on any stream that allows roll-ups (a sourced copy too).
-            done = schedule_to_purge(hdr)
-            if done:
-                self._rollup(done, b"sub", 0)
+        if self._sched is not None or (hdr and self._allow_rollup and SCHEDULE_MARK in hdr):
+            self._schedule_stored(seq, subject, hdr, ts)
         if cfg.republish:
             self._republish(subject, hdr, payload, seq, ts, tlseq)
         self._new_msgs = True
@@ -627,6 +623,18 @@ class Stream:
         if self._sched is not None and self._sched.producing:
             return True
         return bool(self.config.sources) and H_STREAM_SOURCE in h
+
+    def _schedule_stored(self, seq: int, subject: str, hdr: bytes | None, ts: int) -> None:
+        """After storing (or interest-skipping) a message: schedule bookkeeping, and
+        ``Nats-Schedule-Next: purge`` (a one-shot schedule fired, or a cancel) purges the
+        schedule's subject on any stream that allows roll-ups (a sourced copy too), as the
+        reference."""
+        if self._sched is not None:
+            self._sched.on_stored(seq, subject, hdr, ts)
+        if hdr and self._allow_rollup and SCHEDULE_MARK in hdr:
+            done = schedule_to_purge(hdr)
+            if done:
+                self._rollup(done, b"sub", 0)
 
     def _last_or_none(self, subject: str) -> StoreMsg | None:
         try:

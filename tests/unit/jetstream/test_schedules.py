@@ -308,3 +308,15 @@ def test_next_format_zero_offset_is_z_and_local_zone(monkeypatch):
     monkeypatch.setenv("TZ", "Asia/Tokyo")
     assert format_rfc3339nano(winter, load_zone(b"Local")) == "2026-01-10T21:00:00+09:00"
     assert load_zone(b"UTC") is timezone.utc and load_zone(None) is None
+
+
+def test_interest_stream_without_interest_keeps_repeating(env):
+    # the produced messages are skipped (nobody is interested) but the schedule goes on
+    env.create("S", subjects=["s.>"], storage="memory", allow_msg_schedules=True, retention="interest")
+    env.api("$JS.API.CONSUMER.CREATE.S.C", {"stream_name": "S", "config": {
+        "durable_name": "C", "filter_subject": "s.every", "ack_policy": "explicit"}})
+    env.pub("s.every", b"tick", {"Nats-Schedule": "@every 10s", "Nats-Schedule-Target": "s.t"})
+    first = env.api("$JS.API.STREAM.INFO.S")["state"]["last_seq"]
+    env.clock.advance(10 * SECOND)
+    env.clock.advance(10 * SECOND)
+    assert env.api("$JS.API.STREAM.INFO.S")["state"]["last_seq"] == first + 2
