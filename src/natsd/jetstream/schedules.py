@@ -32,12 +32,13 @@ without ``Nats-Scheduler`` on a schedule's subject replaces (ends) the schedule.
 Timers: one :class:`Schedules` per stream keeps ``subject -> entry`` and a heap of entries
 ``(when_ns, seq, subject)`` ordered by wall time, with lazy deletion (an entry in the heap that is
 no longer the subject's current entry is skipped when popped). One clock timer is armed for the
-earliest entry (``Clock.call_later``), so pending schedules cost memory only (about 300 bytes
-each) and no CPU until one is due. When due, entries are produced in sequence order; a schedule
+earliest entry (``Clock.call_later``; never sooner than 250 ms after arming, as the reference),
+so pending schedules cost memory only (about 300 bytes each) and no CPU until one is due. When due, entries are produced in sequence order; a schedule
 whose message is gone (deleted, purged, expired) is dropped then.
 
 Recovery rebuilds the schedules by reading every stored message with a ``Nats-Schedule`` header
-(the reference does the same when it has no snapshot of them). A repeating schedule that missed
+(the reference does the same when it has no snapshot of them; natsd keeps no snapshot: about
+1 s per 100,000 schedules at start). A repeating schedule that missed
 firings while the server was down fires once, at its next time from now, as the reference; a
 one shot in the past fires at once.
 """
