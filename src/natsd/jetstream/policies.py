@@ -7,7 +7,7 @@ them (``checkStreamCfg`` / ``configUpdateCheck``), with the reference's error co
 
 Not implemented (validated, then refused with the reference's error type rather than silently
 ignored -- see :func:`refuse_unsupported`): counters (``allow_msg_counter``), ``allow_atomic``,
-``allow_batched``, ``allow_msg_schedules``, ``persist_mode: async``, and mirrors / sources with
+``allow_batched``, and mirrors / sources with
 ``external`` (other account or domain) or a durable ``consumer``. Same-account ``mirror`` and
 ``sources`` are implemented in :mod:`natsd.jetstream.sourcing`. ``subject_transform`` is applied for literal tokens,
 ``{{wildcard(n)}}``/``$n`` and ``>``; other mapping functions are refused (10156).
@@ -332,10 +332,6 @@ def refuse_unsupported(cfg: StreamConfig) -> None:
         raise _invalid("atomic batch publish is not supported by this server")
     if cfg.allow_batched:
         raise _invalid("batch publish is not supported by this server")
-    if cfg.allow_msg_schedules:
-        raise _invalid("message schedules are not supported by this server")
-    if cfg.persist_mode == "async":
-        raise _invalid("async persist mode is not supported by this server")
 
 
 def check_update(old: StreamConfig, new: StreamConfig, pedantic: bool = False,

@@ -19,6 +19,15 @@ straight to ``store_msg``; otherwise the steps are:
    ``store.sync()`` with ``sync_always``), then sends every queued PubAck, then tells each
    consumer ``on_new_messages(last_seq)``. So a PubAck always follows the write of its record.
 
+   Except with ``persist_mode: async`` (file storage only, as the reference): there the PubAck
+   is sent at the end of the turn *without* writing first; the records stay in the store's
+   buffer (a read of one of them, e.g. a delivery, writes them first: the file store never
+   serves bytes it has not written) and ``_persist`` writes them ``ASYNC_PERSIST_DELAY_NS``
+   (10 ms) later in one ``pwrite``, never fsynced per write even with ``sync_always`` (the
+   server's ``sync_interval`` still fsyncs). So for such a stream a PubAck does **not** mean the
+   record reached the OS: a crash (kill -9) within those 10 ms, or a failed write (then logged,
+   and the stream's state cut back to what is on disk), loses acknowledged messages.
+
 PubAck bytes (the reference builds them by hand, note the space in ``"duplicate": true``)::
 
     {"stream":"ORDERS","seq":5}
@@ -59,6 +68,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from natsd.gotime import format_duration, parse_duration
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.models import SECOND, StreamConfig, rfc3339, state_to_json, with_dynamic_metadata
+from natsd.jetstream.schedules import SCHEDULE_MARK, Schedules, check_publish as check_schedule, schedule_to_purge
 from natsd.jetstream.sourcing import SourceLink
 from natsd.jetstream.wire import dumps
 from natsd.protocol.headers import get_header_bytes, nats_headers
@@ -91,8 +101,12 @@ H_EXP_LAST_MSG_ID = b"Nats-Expected-Last-Msg-Id"
 H_ROLLUP = b"Nats-Rollup"
 H_TTL = b"Nats-TTL"
 H_MARKER_REASON = b"Nats-Marker-Reason"
+H_STREAM_SOURCE = b"Nats-Stream-Source"
 
 MAX_HDR_SIZE = 65535  # math.MaxUint16 in the reference
+# persist_mode: async: how long acknowledged records may wait in the store's buffer before
+# they are written (coalescing the writes of many loop turns into one).
+ASYNC_PERSIST_DELAY_NS = 10 * 10**6
 
 
 def parse_ttl(value: str) -> int:
@@ -133,6 +147,7 @@ def store_config_for(cfg: StreamConfig, created_ns: int) -> StoreConfig:
         discard_new_per_subject=cfg.discard_new_per_subject,
         first_seq=cfg.first_seq,
         allow_msg_ttl=cfg.allow_msg_ttl,
+        async_persist=cfg.persist_mode == "async",
         meta={"config": cfg.to_json(), "created": rfc3339(created_ns), "created_ns": created_ns},
     )
 
@@ -188,6 +203,8 @@ class Stream:
         self._dedupe_pending = False
         self._removed: list[tuple[int, str]] | None = None
         self._links: list[SourceLink] = []  # mirror / sources
+        self._sched: Schedules | None = None  # allow_msg_schedules (natsd.jetstream.schedules)
+        self._persist_timer: Timer | None = None  # persist_mode: async (see _flush)
         # Server-wide usage: the engine's [memory, file] totals, this stream's slot in them, the
         # limit, and the bytes of this store already counted there (see _fold_usage).
         engine = account.engine
@@ -217,13 +234,16 @@ class Stream:
         self._dup_window = cfg.duplicate_window
         self._sdm_ttl_s = cfg.subject_delete_marker_ttl // SECOND if cfg.subject_delete_marker_ttl > 0 else 0
         self._do_ack = not cfg.no_ack
+        self._async_persist = cfg.persist_mode == "async"
         self._store_msg = self.store.store_msg
         self._call_soon = self.clock.call_soon
         tr = cfg.subject_transform
         self._transform = ((tr.get("src") or ">"), tr["dest"]) if tr and tr.get("dest") else None
         self._fast = (not cfg.sealed and cfg.max_msg_size < 0 and cfg.retention == "limits"
                       and not cfg.republish and not self._transform and not self.closed
-                      and not self.account.limits_enforced)
+                      and not self.account.limits_enforced and not cfg.allow_msg_schedules)
+        if cfg.allow_msg_schedules and self._sched is None:
+            self._sched = Schedules(self.clock, self.store, self._produce_scheduled)
 
     def start(self, links: bool = True, subscribe: bool = True) -> None:
         """Subscribe the stream's subjects (and direct get), rebuild dedupe state, arm timers and
@@ -237,6 +257,8 @@ class Stream:
         if subscribe:  # else the caller runs subscribe_steps (a slow STREAM.CREATE)
             self._subscribe()
         self._arm_expiry()
+        if self._sched is not None:
+            self._sched.recover()
         if links:
             self._start_links()
 
@@ -335,6 +357,10 @@ class Stream:
         self._uncount()
         if self._expiry_timer is not None:
             self._expiry_timer.cancel()
+        if self._sched is not None:
+            self._sched.stop()
+        if self._persist_timer is not None:  # (store.stop() below writes what is pending)
+            self._persist_timer.cancel()
         for c in list(self.consumers.values()):
             try:
                 c.stop()
@@ -352,6 +378,8 @@ class Stream:
         self._uncount()
         if self._expiry_timer is not None:
             self._expiry_timer.cancel()
+        if self._sched is not None:
+            self._sched.stop()
         for c in list(self.consumers.values()):
             try:
                 c.delete()
@@ -491,6 +519,16 @@ class Stream:
                     if want is None or want != self.lseq:
                         self._reject(reply, ApiErrors.STREAM_WRONG_LAST_SEQUENCE(seq=self.lseq))
                         return 0
+                if SCHEDULE_MARK in hdr and not self._sched_exempt(h):
+                    try:
+                        nh = check_schedule(subject, hdr, h, cfg.allow_msg_schedules, cfg.allow_msg_ttl,
+                                            cfg.subjects, self._last_or_none, parse_ttl)
+                    except ApiError as e:
+                        self._reject(reply, e)
+                        return 0
+                    if nh is not hdr:  # a schedule: Nats-Rollup: sub was added
+                        hdr, h = nh, nats_headers(nh)
+                        hlen = len(hdr)
                 if self._dedupe_pending and (H_MSG_ID in h or H_EXP_LAST_MSG_ID in h):
                     self._rebuild_dedupe()
                 v = h.get(H_MSG_ID)
@@ -538,6 +576,8 @@ class Stream:
                 self._store_msg_id(msg_id, seq, self.clock.time_ns())
             if rollup:
                 self._rollup(subject, rollup, 0)
+            if self._sched is not None or (hdr and self._allow_rollup and SCHEDULE_MARK in hdr):
+                self._schedule_stored(seq, subject, hdr, self.clock.time_ns())
             if reply and self._do_ack:
                 self._respond(reply, self._ack_prefix + str(seq).encode() + b"}")
             return seq
@@ -564,6 +604,8 @@ class Stream:
         acct.note_stored(self.config.storage, len(subject) + hlen + len(payload))
         if rollup:
             self._rollup(subject, rollup, 1)
+        if self._sched is not None or (hdr and self._allow_rollup and SCHEDULE_MARK in hdr):
+            self._schedule_stored(seq, subject, hdr, ts)
         if cfg.republish:
             self._republish(subject, hdr, payload, seq, ts, tlseq)
         self._new_msgs = True
@@ -573,6 +615,36 @@ class Stream:
             self._flush_scheduled = True
             self.clock.call_soon(self._flush)
         return seq
+
+    # -- message schedules (natsd.jetstream.schedules) --------------------------------------------
+    def _sched_exempt(self, h: dict[bytes, bytes]) -> bool:
+        """Messages the server itself writes skip the schedule header checks, as the reference
+        skips them for sourced messages: produced messages, and sourced copies."""
+        if self._sched is not None and self._sched.producing:
+            return True
+        return bool(self.config.sources) and H_STREAM_SOURCE in h
+
+    def _schedule_stored(self, seq: int, subject: str, hdr: bytes | None, ts: int) -> None:
+        """After storing (or interest-skipping) a message: schedule bookkeeping, and
+        ``Nats-Schedule-Next: purge`` (a one-shot schedule fired, or a cancel) purges the
+        schedule's subject on any stream that allows roll-ups (a sourced copy too), as the
+        reference."""
+        if self._sched is not None:
+            self._sched.on_stored(seq, subject, hdr, ts)
+        if hdr and self._allow_rollup and SCHEDULE_MARK in hdr:
+            done = schedule_to_purge(hdr)
+            if done:
+                self._rollup(done, b"sub", 0)
+
+    def _last_or_none(self, subject: str) -> StoreMsg | None:
+        try:
+            return self.store.load_last_msg(subject)
+        except (MsgNotFound, StoreEOF):
+            return None
+
+    def _produce_scheduled(self, target: str, hdr: bytes | None, payload: bytes) -> int:
+        """A schedule is due: its produced message goes through the publish path."""
+        return self.process_msg(target, "", hdr, payload)
 
     def _server_full(self, reply: str) -> None:
         """The server-wide limit of this storage type is exceeded: 10023, as the reference."""
@@ -616,7 +688,12 @@ class Stream:
     def _flush(self) -> None:
         """Once per loop turn: write, (fsync), then PubAcks, then wake consumers."""
         self._flush_scheduled = False
-        if not self.closed:
+        if self._async_persist and not self.closed:
+            # persist_mode: async: PubAcks go out now; the write follows within
+            # ASYNC_PERSIST_DELAY_NS (see the module docstring).
+            if self._persist_timer is None:
+                self._persist_timer = self.clock.call_later(ASYNC_PERSIST_DELAY_NS, self._persist)
+        elif not self.closed:
             failed: StoreError | None = None
             try:
                 if self.account.engine.sync_always:
@@ -639,6 +716,26 @@ class Stream:
             if not self.closed:
                 self._arm_expiry()
                 self._notify_new(self.lseq)
+
+    def _persist(self) -> None:
+        """persist_mode: async: hand what was acknowledged to the OS (no fsync, as the reference)."""
+        self._persist_timer = None
+        if self.closed:
+            return
+        failed: StoreError | None = None
+        try:
+            self.store.flush()
+        except StoreError as e:
+            failed = e
+        rb = self.store.take_rollback()
+        if rb is not None or failed is not None:
+            # Acknowledged messages are lost: that is what async persistence allows. Say so
+            # and bring our state back to the store's.
+            log.error("stream '%s > %s' (persist_mode async) lost acknowledged messages after %d: %s",
+                      self.account.name, self.name, rb[0] if rb else -1, rb[1] if rb else failed)
+            self._write_failed(rb, failed)
+        if self._counted != self.store.bytes_used:
+            self._fold_usage()
 
     def _write_failed(self, rb: tuple[int, StoreWriteError] | None, failed: StoreError | None) -> None:
         """The store's write failed. Every queued PubAck for a sequence the store took back

@@ -124,6 +124,9 @@ class StoreConfig:
     first_seq: int = 0
     allow_msg_ttl: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
+    #: ``persist_mode: async``: the owner writes on its own schedule (not before each PubAck) and
+    #: the file store never fsyncs per write, even with ``sync_always`` (as the reference).
+    async_persist: bool = False
 
 
 @dataclass(slots=True)

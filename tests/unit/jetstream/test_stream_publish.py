@@ -375,3 +375,33 @@ def test_update_changes_subscriptions_by_difference(env):
     assert env.pub("new.x", b"a") == {"stream": "ORDERS", "seq": 1}
     assert env.pub("ov.1999.x", b"a") == {"stream": "ORDERS", "seq": 2}
     assert env.pub("ov.0.x", b"a") is None  # no longer captured: no PubAck (no responders)
+
+
+# -- persist_mode: async ------------------------------------------------------------------------------
+
+def test_async_persist_acks_before_the_write_and_writes_soon_after(tmp_path):
+    from natsd.jetstream.stream import ASYNC_PERSIST_DELAY_NS
+
+    env = JsEnv(str(tmp_path), sync_always=True)
+    try:
+        env.create("A", subjects=["a.>"], storage="file", persist_mode="async")
+        env.create("D", subjects=["d.>"], storage="file")
+        a, d = env.account.streams["A"], env.account.streams["D"]
+        assert a.store._sync_always is False and d.store._sync_always is True  # async: no fsync per write
+        writes: list[str] = []
+        for s in (a, d):
+            orig = s.store.flush
+            s.store.flush = (lambda o, n: lambda: (writes.append(n), o())[1])(orig, s.name)
+        acks = [env.pub("a.x", b"m%d" % i) for i in range(3)]
+        assert [x["seq"] for x in acks] == [1, 2, 3]
+        assert writes == []  # acknowledged, not written yet
+        assert a.store._lmb.pending  # the records wait in the store's buffer
+        env.clock.advance(ASYNC_PERSIST_DELAY_NS)
+        assert writes == ["A"] and not a.store._lmb.pending  # one write for the three
+        assert env.api("$JS.API.STREAM.MSG.GET.A", {"seq": 3})["message"]["seq"] == 3
+        assert env.pub("d.x")["seq"] == 1 and writes == ["A", "D"]  # default mode: written before the PubAck
+        env.pub("a.x")
+        env.restart()  # a clean stop writes what is pending
+        assert env.api("$JS.API.STREAM.INFO.A")["state"]["messages"] == 4
+    finally:
+        env.stop()

@@ -7,7 +7,10 @@ per message); this class adds the files:
   pending buffer; ``flush()`` writes it with one ``pwrite`` (plus, when the first sequence moved
   since the last flush, one FIRST marker record in the same write). After ``flush()`` returns
   the bytes are in the OS: a ``kill -9`` loses nothing flushed. With ``sync_always`` flush()
-  also fsyncs; otherwise the owner calls ``sync()`` every ``sync_interval``. Blocks roll over
+  also fsyncs; otherwise the owner calls ``sync()`` every ``sync_interval``. A stream with
+  ``persist_mode: async`` (``StoreConfig.async_persist``) never fsyncs on flush, and its owner
+  calls ``flush()`` on a short timer *after* acknowledging (natsd.jetstream.stream): there a
+  PubAck does not mean the record reached the OS. Blocks roll over
   at ``block_size`` (8 MiB default, as the reference).
 - **Removals** of interior messages append a tombstone record; removals from the front are
   covered by the FIRST marker written at the next flush (so a max_msgs stream does not write a
@@ -81,7 +84,8 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
         self._obs_dir = os.path.join(directory, OBS_DIR)
         self._index_path = os.path.join(self._msgs_dir, INDEX_FILE)
         self._block_size = block_size
-        self._sync_always = sync_always
+        # persist_mode: async turns sync_always off for this stream, as the reference does.
+        self._sync_always = sync_always and not config.async_persist
         self.sync_interval_ns = sync_interval_ns
         self._index_interval_ns = index_interval_ns
         self._blocks: dict[int, MessageBlock] = {}
