@@ -56,11 +56,13 @@ import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any, Iterator
 
-from natsd.gotime import format_duration, parse_duration
+from natsd.gotime import format_duration
+from natsd.jetstream import counters
+from natsd.jetstream.batch import AtomicBatches, on_batch_msg, repair_torn_batch
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.models import SECOND, StreamConfig, rfc3339, state_to_json, with_dynamic_metadata
 from natsd.jetstream.sourcing import SourceLink
-from natsd.jetstream.wire import dumps
+from natsd.jetstream.wire import dumps, parse_ttl
 from natsd.protocol.headers import get_header_bytes, nats_headers
 from natsd.store.base import (
     MaxBytes, MaxMsgs, MaxMsgsPerSubject, MsgNotFound, StoreConfig, StoreEOF, StoreError, StoreFull,
@@ -91,30 +93,9 @@ H_EXP_LAST_MSG_ID = b"Nats-Expected-Last-Msg-Id"
 H_ROLLUP = b"Nats-Rollup"
 H_TTL = b"Nats-TTL"
 H_MARKER_REASON = b"Nats-Marker-Reason"
+H_BATCH_ID = b"Nats-Batch-Id"
 
 MAX_HDR_SIZE = 65535  # math.MaxUint16 in the reference
-
-
-def parse_ttl(value: str) -> int:
-    """Nats-TTL header -> seconds, as the reference: ``never`` -> -1; a Go duration >= 1s or a
-    plain integer of seconds; anything else raises ApiError MESSAGE_TTL_INVALID (10165)."""
-    if value.lower() == "never":
-        return -1
-    if value.isdigit() and value != "0":
-        # All digits: Go's ParseDuration fails ("missing unit") and the integer is taken, so
-        # skip building that error per message; only "0" parses (0s, below the 1s minimum).
-        return int(value)
-    try:
-        ns = parse_duration(value)
-    except ValueError:
-        ns = None
-    if ns is not None:
-        if ns < SECOND:
-            raise ApiErrors.MESSAGE_TTL_INVALID()
-        return ns // SECOND
-    if value.isdigit():
-        return int(value)
-    raise ApiErrors.MESSAGE_TTL_INVALID()
 
 
 def store_config_for(cfg: StreamConfig, created_ns: int) -> StoreConfig:
@@ -188,6 +169,7 @@ class Stream:
         self._dedupe_pending = False
         self._removed: list[tuple[int, str]] | None = None
         self._links: list[SourceLink] = []  # mirror / sources
+        self.batches: AtomicBatches | None = None  # open atomic batches (natsd.jetstream.batch)
         # Server-wide usage: the engine's [memory, file] totals, this stream's slot in them, the
         # limit, and the bytes of this store already counted there (see _fold_usage).
         engine = account.engine
@@ -221,9 +203,10 @@ class Stream:
         self._call_soon = self.clock.call_soon
         tr = cfg.subject_transform
         self._transform = ((tr.get("src") or ">"), tr["dest"]) if tr and tr.get("dest") else None
+        self._counter = cfg.allow_msg_counter
         self._fast = (not cfg.sealed and cfg.max_msg_size < 0 and cfg.retention == "limits"
                       and not cfg.republish and not self._transform and not self.closed
-                      and not self.account.limits_enforced)
+                      and not self.account.limits_enforced and not self._counter)
 
     def start(self, links: bool = True, subscribe: bool = True) -> None:
         """Subscribe the stream's subjects (and direct get), rebuild dedupe state, arm timers and
@@ -231,6 +214,8 @@ class Stream:
         # The dedupe map (and the last Nats-Msg-Id) of a recovered stream is rebuilt lazily, on
         # the first publish that needs it: restarting a big stream that never uses msg ids must
         # not read back a whole duplicate window of messages.
+        if self.config.allow_atomic and repair_torn_batch(self):
+            self.lseq = self.store.state().last_seq
         self._dedupe_pending = self.lseq > 0
         if self._sdm_ttl_s and self.lseq:
             self._recover_marker_seqs()
@@ -333,6 +318,8 @@ class Stream:
         self.closed = True
         self._fast = False
         self._uncount()
+        if self.batches is not None:
+            self.batches.clear()
         if self._expiry_timer is not None:
             self._expiry_timer.cancel()
         for c in list(self.consumers.values()):
@@ -350,6 +337,8 @@ class Stream:
         self.closed = True
         self._fast = False
         self._uncount()
+        if self.batches is not None:
+            self.batches.clear()
         if self._expiry_timer is not None:
             self._expiry_timer.cancel()
         for c in list(self.consumers.values()):
@@ -365,6 +354,8 @@ class Stream:
         old = self.config
         self.config = new
         self._set_derived()
+        if self.batches is not None and not new.allow_atomic:
+            self.batches.clear()
         self.store.update_config(store_config_for(new, self.created_ns))
         if old.subjects != new.subjects or old.allow_direct != new.allow_direct:
             self._subscribe()
@@ -404,8 +395,9 @@ class Stream:
         for subject, payload in zip(run.names, run.payloads):
             process(subject, "", None, payload)
 
-    def process_msg(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> int:
-        """Ingest one message; returns its sequence (0 when rejected or a duplicate)."""
+    def process_msg(self, subject: str, reply: str, hdr: bytes | None, payload: bytes, sourced: bool = False) -> int:
+        """Ingest one message; returns its sequence (0 when rejected or a duplicate). ``sourced``:
+        stored by a source link (``Nats-Stream-Source`` is its own, counters aggregate)."""
         if not hdr and self._fast:
             # Fast path: no headers and a stream with nothing to check before storing (not
             # sealed, no max_msg_size, limits retention, no account byte limits, no republish).
@@ -451,9 +443,18 @@ class Stream:
         ttl = 0
         bad_ttl = False
         rollup = b""
+        incr: int | None = None
         if hdr:
             h = nats_headers(hdr)
             if h:
+                if h.get(H_BATCH_ID):
+                    return on_batch_msg(self, subject, reply, hdr, payload, h)
+                if counters.H_INCR in h or self._counter:
+                    try:
+                        incr = counters.check_incr(h, payload, self._counter, sourced)
+                    except ApiError as e:
+                        self._reject(reply, e)
+                        return 0
                 v = h.get(H_EXP_STREAM)
                 if v and v.decode() != self.name:
                     self._reject(reply, ApiErrors.STREAM_NOT_MATCH())
@@ -491,6 +492,9 @@ class Stream:
                     if want is None or want != self.lseq:
                         self._reject(reply, ApiErrors.STREAM_WRONG_LAST_SEQUENCE(seq=self.lseq))
                         return 0
+                if not sourced and counters.H_STREAM_SOURCE in h:
+                    self._reject(reply, ApiErrors.MESSAGE_SOURCE_HDR_NOT_ALLOWED())
+                    return 0
                 if self._dedupe_pending and (H_MSG_ID in h or H_EXP_LAST_MSG_ID in h):
                     self._rebuild_dedupe()
                 v = h.get(H_MSG_ID)
@@ -517,6 +521,21 @@ class Stream:
                         return 0
                     rollup = v
 
+        ack_tail = b"}"
+        if self._counter:
+            if incr is None:
+                self._reject(reply, ApiErrors.MESSAGE_INCR_MISSING())
+                return 0
+            try:
+                hdr, payload, val = counters.apply_incr(self, subject, hdr, payload, incr)
+            except ApiError as e:
+                self._reject(reply, e)
+                return 0
+            hlen = len(hdr) if hdr else 0
+            if mms >= 0 and (hlen > mms or len(payload) > mms - hlen):
+                self._reject(reply, ApiErrors.STREAM_MESSAGE_EXCEEDS_MAXIMUM())
+                return 0
+            ack_tail = b',"val":"' + val.encode() + b'"}'
         if bad_ttl:
             self._reject(reply, ApiErrors.MESSAGE_TTL_INVALID())
             return 0
@@ -568,7 +587,7 @@ class Stream:
             self._republish(subject, hdr, payload, seq, ts, tlseq)
         self._new_msgs = True
         if reply and self._do_ack:
-            self._respond(reply, self._ack_prefix + str(seq).encode() + b"}")
+            self._respond(reply, self._ack_prefix + str(seq).encode() + ack_tail)
         elif not self._flush_scheduled:
             self._flush_scheduled = True
             self.clock.call_soon(self._flush)
