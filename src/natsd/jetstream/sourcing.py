@@ -18,7 +18,8 @@ subject ``$JS.ACK.<origin>.<consumer>.<dc>.<sseq>.<dseq>.<ts>.<pending>``.
   header ``Nats-Stream-Source: <origin> <origin seq> <filter> <dest> <original subject>``
   (``>`` for no filter / transform), as the reference writes it. A counter stream
   (``allow_msg_counter``) sourcing counters aggregates them (natsd.jetstream.counters).
-* ``Nats-Batch-*`` headers are dropped on both: an atomic batch is not one on the target.
+* ``Nats-Batch-*`` and ``Nats-Expected-*`` headers are dropped on both: an atomic batch is not
+  one on the target, and the origin checked the expectations.
 
 Flow-control requests (``NATS/1.0 100 FlowControl Request``) are answered with an empty
 message; a heartbeat carrying ``Nats-Consumer-Stalled`` is answered on that subject. Every 10s
@@ -76,9 +77,9 @@ def _rand(n: int = 10) -> str:
     return "".join(secrets.choice(alphabet) for _ in range(n))
 
 
-def _drop_batch_headers(hdr: bytes) -> bytes | None:
+def _drop_mirror_headers(hdr: bytes) -> bytes | None:
     lines = hdr.split(b"\r\n")
-    kept = [ln for ln in lines[1:] if ln and not ln.startswith(b"Nats-Batch-")]
+    kept = [ln for ln in lines[1:] if ln and not ln.startswith((b"Nats-Batch-", b"Nats-Expected-"))]
     if not kept and lines[0] == b"NATS/1.0":
         return None
     return lines[0] + b"\r\n" + b"".join(ln + b"\r\n" for ln in kept) + b"\r\n"
@@ -241,8 +242,10 @@ class SourceLink:
         last = store.state().last_seq
         if sseq <= last:
             return
-        if hdr and b"\r\nNats-Batch-" in hdr:
-            hdr = _drop_batch_headers(hdr)  # batches are not mirrored, as the reference
+        if hdr and (b"\r\nNats-Batch-" in hdr or b"\r\nNats-Expected-" in hdr):
+            # as the reference: expectations were checked by the origin, and a batch is no
+            # batch on the mirror
+            hdr = _drop_mirror_headers(hdr)
         try:
             if sseq > last + 1:
                 store.skip_msgs(last + 1, sseq - last - 1)
