@@ -196,8 +196,71 @@ async def _sources(url: str) -> list:
     return out
 
 
+async def _fast(url: str) -> list:
+    """Fast batch publish (allow_batched): the flow-control, gap, error and commit replies to
+    ``<prefix>.<id>.<flow>.<gap>.<seq>.<op>.$FI`` reply subjects."""
+    nc = await nats.connect(url)
+    got: list = []
+    out: list = []
+
+    async def cb(m):
+        got.append(m.data.decode())
+    try:
+        await nc.subscribe("fb.>", cb=cb)
+        for cfg in ({"name": "F", "subjects": ["f.>"], "allow_batched": True},
+                    {"name": "N", "subjects": ["n.>"]},
+                    {"name": "M", "mirror": {"name": "F"}, "allow_batched": True}):
+            r = await _api(nc, f"$JS.API.STREAM.CREATE.{cfg['name']}", cfg)
+            out.append(("create", cfg["name"], r.get("error")))
+
+        async def pub(subject: str, reply: str, headers: dict | None = None, data: bytes = b"x") -> None:
+            got.clear()
+            await nc.publish(subject, data, reply=reply, headers=headers)
+            # a request on the same connection after it: its reply comes after the server's answers
+            await _api(nc, "$JS.API.INFO", {})
+            await nc.flush()
+            out.append((reply, headers, list(got)))
+
+        await pub("n.1", "fb.a.10.fail.1.0.$FI")
+        for reply in ("fb.a.10.fail.2.0.$FI", "fb.a.10.fail.1.1.$FI", "fb.a.10.bad.1.0.$FI", "fb.a.10.fail.1.3.$FI",
+                      "fb.a.10.fail.1.5.$FI", "fb.b.10.fail.2.1.$FI", "fb." + "x" * 65 + ".10.fail.1.0.$FI"):
+            await pub("f.1", reply)
+        for i in range(1, 6):
+            await pub("f.1", f"fb.c.2.fail.{i}.{0 if i == 1 else 1}.$FI")
+        await pub("f.1", "fb.c.2.fail.6.2.$FI")
+        for reply in ("fb.d.10.fail.1.0.$FI", "fb.d.10.fail.2.3.$FI", "fb.e.10.fail.1.2.$FI",
+                      "fb.g.10.fail.1.0.$FI", "fb.g.10.fail.3.1.$FI", "fb.g.10.fail.4.1.$FI",
+                      "fb.h.10.ok.1.0.$FI", "fb.h.10.ok.3.1.$FI", "fb.h.10.ok.4.4.$FI", "fb.h.10.ok.9.4.$FI",
+                      "fb.h.10.ok.10.2.$FI"):
+            await pub("f.1", reply)
+        await pub("f.1", "fb.i.10.fail.1.0.$FI", {"Nats-Msg-Id": "m1"})
+        await pub("f.1", "fb.i.10.fail.2.1.$FI", {"Nats-Msg-Id": "m1"})
+        await pub("f.1", "fb.i.10.fail.3.1.$FI", {"Nats-Expected-Last-Sequence": "1"})
+        await pub("f.1", "fb.i.10.fail.4.2.$FI")
+        await pub("f.1", "fb.j.10.fail.1.0.$FI", {"Nats-Msg-Id": "m1"})
+        await pub("f.1", "fb.k.10.fail.1.0.$FI", {"Nats-Expected-Last-Sequence": "1"})
+        await pub("f.1", "fb.l.10.ok.1.0.$FI")
+        await pub("f.1", "fb.l.10.ok.2.1.$FI", {"Nats-Expected-Last-Sequence": "1"})
+        await pub("f.1", "fb.l.10.ok.3.2.$FI")
+        await pub("f.1", "fb.m.10.fail.1.0.$FI")
+        await pub("f.1", "fb.m.10.fail.2.1.$FI", {"Nats-Msg-Id": "m1"})
+        await pub("f.1", "fb.m.10.fail.3.2.$FI", {"Nats-Msg-Id": "m1"})
+        await pub("f.1", "fb.o.0.fail.1.0.$FI")
+        await pub("f.1", "fb.o.0.fail.2.2.$FI")
+        await pub("f.1", "fb.p.x.fail.1.0.$FI")
+        await pub("f.1", "fb.p.x.fail.1.2.$FI")
+        # a longer batch once the others are gone: the pace ramps up to the client's flow
+        for i in range(1, 80):
+            await pub("f.2", f"fb.q.64.fail.{i}.{0 if i == 1 else 1}.$FI")
+        await pub("f.2", "fb.q.64.fail.80.2.$FI")
+        out.append(("stored F", await _stored(nc, "F")))
+    finally:
+        await nc.close()
+    return out
+
+
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("script", [_batches, _counters, _sources], ids=["batches", "counters", "sources"])
+@pytest.mark.parametrize("script", [_batches, _counters, _sources, _fast], ids=["batches", "counters", "sources", "fast"])
 async def test_batches_and_counters_match_reference(tmp_path, script):
     expected, got = await side_by_side(tmp_path, script)
     assert got == expected

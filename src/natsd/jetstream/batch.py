@@ -64,9 +64,11 @@ from natsd.store.memory import mem_store_msg_size
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Timer
+    from natsd.jetstream.fastbatch import FastBatches
     from natsd.jetstream.stream import Stream
 
-__all__ = ["BatchLimits", "DEFAULT_LIMITS", "AtomicBatches", "on_batch_msg", "repair_torn_batch",
+__all__ = ["BatchLimits", "DEFAULT_LIMITS", "AtomicBatches", "on_batch_msg", "repair_torn_batch", "Checks",
+           "Duplicate", "store_one", "remove_header", "kick_flush",
            "H_BATCH_ID", "H_BATCH_SEQ", "H_BATCH_COMMIT", "inflight_total"]
 
 log = logging.getLogger("natsd.jetstream.batch")
@@ -115,12 +117,14 @@ def _parse_seq(v: bytes | None) -> int | None:
 
 
 class AtomicBatches:
-    """The open batches of one stream."""
+    """The open batches of one stream (``stream.batches``): atomic ones here, fast ones in
+    ``fast`` (natsd.jetstream.fastbatch)."""
 
     def __init__(self, stream: "Stream", limits: BatchLimits = DEFAULT_LIMITS) -> None:
         self.stream = stream
         self.limits = limits
         self.open: dict[str, _Batch] = {}
+        self.fast: FastBatches | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def _forget(self, b: _Batch) -> None:
@@ -131,9 +135,20 @@ class AtomicBatches:
             b.timer = None
 
     def clear(self) -> None:
-        """Drop every open batch (stream stopped or deleted, or atomic publish turned off)."""
+        """Drop every open batch (stream stopped or deleted)."""
         for b in list(self.open.values()):
             self._forget(b)
+        if self.fast is not None:
+            self.fast.clear()
+
+    def config_changed(self) -> None:
+        """The stream's config changed: batches of a kind turned off are dropped."""
+        cfg = self.stream.config
+        if not cfg.allow_atomic:
+            for b in list(self.open.values()):
+                self._forget(b)
+        if self.fast is not None and not cfg.allow_batched:
+            self.fast.clear()
 
     def _arm(self, b: _Batch) -> None:
         clock = self.stream.clock
@@ -221,7 +236,7 @@ class AtomicBatches:
                 self._forget(b)
                 self._advise(batch_id, "unsupported")
                 raise ApiErrors.REQUIRED_API_LEVEL()
-            hdr = _remove_header(hdr, H_REQUIRED_API_LEVEL)
+            hdr = remove_header(hdr, H_REQUIRED_API_LEVEL)
         b.deadline = now + lim.timeout_ns
         if len(b.msgs) + 1 != seq or (seq == 1 and eob):
             self._forget(b)
@@ -249,34 +264,45 @@ class AtomicBatches:
             # The last stored message is the commit (as the reference rewrites it).
             subj, hdr, body = msgs[-1]
             msgs[-1] = (subj, counters.set_header(hdr, H_BATCH_COMMIT, b"1"), body)
-        checked = _Checks(stream).run(msgs)
+        checked = Checks(stream).run(msgs)
         return _store_all(stream, b.id, checked, reply)
 
 
-class _Checks:
-    """The consistency checks of a whole batch before anything is stored (the reference's
-    ``checkMsgHeadersPreClusteredProposal`` seen from a single server)."""
+class Duplicate(Exception):
+    """A fast-batch message whose ``Nats-Msg-Id`` is already stored (at ``seq``)."""
 
-    def __init__(self, stream: "Stream") -> None:
+    def __init__(self, seq: int) -> None:
+        super().__init__(seq)
+        self.seq = seq
+
+
+class Checks:
+    """The consistency checks of a whole batch before anything is stored (the reference's
+    ``checkMsgHeadersPreClusteredProposal`` seen from a single server). ``atomic`` False: one
+    fast-batch message (no 10177 rule; a stored msg id raises :class:`Duplicate`)."""
+
+    def __init__(self, stream: "Stream", atomic: bool = True) -> None:
         self.stream = stream
+        self.atomic = atomic
         self.msg_ids: set[str] = set()
         self.running: counters.Running = {}
         self.inflight: dict[str, list[int]] = {}  # subject -> [count, bytes]
         self.expected: dict[str, int] = {}  # subject -> checked last sequence
+        self.last_val = ""  # the counter value of the last message checked
 
     def run(self, msgs: list[tuple[str, bytes, bytes]]) -> list[tuple[str, bytes | None, bytes, int, str, bytes]]:
         """[(subject, headers, body, ttl seconds, msg id, rollup)] to store, or raises the
         first message's error."""
         out = []
         for subject, hdr, body in msgs:
-            out.append(self._one(subject, hdr, body))
+            out.append(self.one(subject, hdr, body))
         return out
 
-    def _one(self, subject: str, hdr: bytes, body: bytes) -> tuple[str, bytes | None, bytes, int, str, bytes]:
+    def one(self, subject: str, hdr: bytes | None, body: bytes) -> tuple[str, bytes | None, bytes, int, str, bytes]:
         stream = self.stream
         cfg = stream.config
-        h = nats_headers(hdr)
-        if h.get(b"Nats-Expected-Last-Msg-Id"):
+        h = nats_headers(hdr) if hdr else {}
+        if self.atomic and h.get(b"Nats-Expected-Last-Msg-Id"):
             raise ApiErrors.ATOMIC_PUBLISH_UNSUPPORTED_HEADER_BATCH(header="Nats-Expected-Last-Msg-Id")
         incr = counters.check_incr(h, body, cfg.allow_msg_counter, False)
         v = h.get(b"Nats-Expected-Stream")
@@ -302,7 +328,10 @@ class _Checks:
                 raise ApiErrors.ATOMIC_PUBLISH_CONTAINS_DUPLICATE_MESSAGE()
             if stream._dedupe_pending:
                 stream._rebuild_dedupe()
-            if stream._check_msg_id(msg_id):
+            dup = stream._check_msg_id(msg_id)
+            if dup:
+                if not self.atomic:
+                    raise Duplicate(dup)
                 raise ApiErrors.ATOMIC_PUBLISH_CONTAINS_DUPLICATE_MESSAGE()
             self.msg_ids.add(msg_id)
         if counters.H_STREAM_SOURCE in h:
@@ -311,7 +340,7 @@ class _Checks:
         if cfg.allow_msg_counter:
             if incr is None:
                 raise ApiErrors.MESSAGE_INCR_MISSING()
-            new_hdr, body, _ = counters.apply_incr(stream, subject, hdr, b"", incr, self.running)
+            new_hdr, body, self.last_val = counters.apply_incr(stream, subject, hdr, b"", incr, self.running)
             mms = cfg.max_msg_size
             if mms >= 0 and (len(new_hdr or b"") > mms or len(body) > mms - len(new_hdr or b"")):
                 raise ApiErrors.STREAM_MESSAGE_EXCEEDS_MAXIMUM()
@@ -392,7 +421,7 @@ def _store_all(stream: "Stream", batch_id: str, checked: list, reply: str) -> in
     last = 0
     try:
         for subject, hdr, body, ttl, msg_id, rollup in checked:
-            last = _store_one(stream, subject, hdr, body, ttl, msg_id, rollup)
+            last = store_one(stream, subject, hdr, body, ttl, msg_id, rollup)
     except StoreError as e:
         if stream.lseq > before or store.state().last_seq > before:
             try:
@@ -402,13 +431,21 @@ def _store_all(stream: "Stream", batch_id: str, checked: list, reply: str) -> in
             stream.lseq = store.state().last_seq
         stream._store_failed(reply, e)
         return 0
+    kick_flush(stream)
     if reply and stream._do_ack:
         stream._respond(reply, stream._ack_prefix + str(last).encode() + b',"batch":'
                         + dumps(batch_id) + b',"count":' + str(len(checked)).encode() + b"}")
     return last
 
 
-def _store_one(stream: "Stream", subject: str, hdr: bytes | None, body: bytes, ttl: int, msg_id: str,
+def kick_flush(stream: "Stream") -> None:
+    """Make sure the stream's end-of-turn flush runs (it writes what was stored, then acks)."""
+    if not stream._flush_scheduled:
+        stream._flush_scheduled = True
+        stream._call_soon(stream._flush)
+
+
+def store_one(stream: "Stream", subject: str, hdr: bytes | None, body: bytes, ttl: int, msg_id: str,
                rollup: bytes) -> int:
     """Store one checked message of a batch as the stream's publish path stores a message
     (interest skip, delete-marker TTL floor, msg id, rollup, republish)."""
@@ -424,7 +461,7 @@ def _store_one(stream: "Stream", subject: str, hdr: bytes | None, body: bytes, t
         return seq
     if ttl > 0 and stream._sdm_ttl_s and cfg.max_msgs_per_subject != 1 and ttl < stream._sdm_ttl_s:
         ttl = stream._sdm_ttl_s
-        hdr = _remove_header(hdr or b"NATS/1.0\r\n\r\n", b"Nats-TTL")
+        hdr = remove_header(hdr or b"NATS/1.0\r\n\r\n", b"Nats-TTL")
         hdr = hdr[:-2] + b"Nats-TTL: " + str(ttl).encode() + b"\r\n\r\n"
     tlseq = 0
     if cfg.republish:
@@ -446,7 +483,7 @@ def _store_one(stream: "Stream", subject: str, hdr: bytes | None, body: bytes, t
     return seq
 
 
-def _remove_header(hdr: bytes, name: bytes) -> bytes:
+def remove_header(hdr: bytes, name: bytes) -> bytes:
     lines = hdr.split(b"\r\n")
     kept = [ln for ln in lines[1:] if ln and not ln.startswith(name + b":")]
     return lines[0] + b"\r\n" + b"".join(ln + b"\r\n" for ln in kept) + b"\r\n"

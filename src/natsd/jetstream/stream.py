@@ -60,6 +60,7 @@ from natsd.gotime import format_duration
 from natsd.jetstream import counters
 from natsd.jetstream.batch import AtomicBatches, on_batch_msg, repair_torn_batch
 from natsd.jetstream.errors import ApiError, ApiErrors
+from natsd.jetstream.fastbatch import SUFFIX as FAST_BATCH_SUFFIX, on_fast_batch_msg
 from natsd.jetstream.models import SECOND, StreamConfig, rfc3339, state_to_json, with_dynamic_metadata
 from natsd.jetstream.sourcing import SourceLink
 from natsd.jetstream.wire import dumps, parse_ttl
@@ -72,7 +73,7 @@ from natsd.subjects.tokens import subject_matches, subjects_collide, subset
 from natsd.subjects.transform import transform as _transform
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.clock import Timer
+    from natsd.clock import Clock, Timer
     from natsd.jetstream.consumer import Consumer
     from natsd.jetstream.manager import JsAccount
     from natsd.jetstream.ports import Subscription
@@ -141,7 +142,7 @@ class Stream:
         self.config = config
         self.store: StreamStore = store
         self.created_ns = created_ns
-        self.clock = account.clock
+        self.clock: Clock = account.clock
         self.consumers: dict[str, Consumer] = {}
         self.closed = False
         # Snapshots being sent (natsd.jetstream.snapshot): while any runs, nothing expires (the
@@ -354,8 +355,8 @@ class Stream:
         old = self.config
         self.config = new
         self._set_derived()
-        if self.batches is not None and not new.allow_atomic:
-            self.batches.clear()
+        if self.batches is not None:
+            self.batches.config_changed()
         self.store.update_config(store_config_for(new, self.created_ns))
         if old.subjects != new.subjects or old.allow_direct != new.allow_direct:
             self._subscribe()
@@ -398,9 +399,10 @@ class Stream:
     def process_msg(self, subject: str, reply: str, hdr: bytes | None, payload: bytes, sourced: bool = False) -> int:
         """Ingest one message; returns its sequence (0 when rejected or a duplicate). ``sourced``:
         stored by a source link (``Nats-Stream-Source`` is its own, counters aggregate)."""
-        if not hdr and self._fast:
+        if not hdr and self._fast and not reply.endswith(FAST_BATCH_SUFFIX):
             # Fast path: no headers and a stream with nothing to check before storing (not
-            # sealed, no max_msg_size, limits retention, no account byte limits, no republish).
+            # sealed, no max_msg_size, limits retention, no account byte limits, no republish),
+            # and no fast batch publish (natsd.jetstream.fastbatch: a reply ending in ".$FI").
             if self._used[self._ut] + self.store.bytes_used - self._counted > self._max_used:
                 self._server_full(reply)
                 return 0
@@ -439,6 +441,8 @@ class Stream:
             self._reject(reply, ApiErrors.STREAM_HEADER_EXCEEDS_MAXIMUM())
             return 0
 
+        if reply.endswith(FAST_BATCH_SUFFIX):
+            return on_fast_batch_msg(self, subject, reply, hdr, payload)
         msg_id = ""
         ttl = 0
         bad_ttl = False
