@@ -79,6 +79,7 @@ H_BATCH_COMMIT = b"Nats-Batch-Commit"
 H_REQUIRED_API_LEVEL = b"Nats-Required-Api-Level"
 ADVISORY_ABANDONED = ADVISORY_PREFIX + "STREAM.BATCH_ABANDONED."
 MAX_ID_LEN = 64
+_BATCH_HEADERS = frozenset((H_BATCH_ID, H_BATCH_SEQ, H_BATCH_COMMIT))
 
 
 @dataclass
@@ -106,7 +107,8 @@ class _Batch:
 
     def __init__(self, batch_id: str, deadline: int) -> None:
         self.id = batch_id
-        self.msgs: list[tuple[str, bytes, bytes]] = []  # (subject, headers, body) as published
+        # (subject, headers, body, its Nats-* headers) as published
+        self.msgs: list[tuple[str, bytes, bytes, dict[bytes, bytes]]] = []
         self.deadline = deadline  # monotonic ns; a message moves it on
         self.timer: Timer | None = None
 
@@ -247,7 +249,7 @@ class AtomicBatches:
             self._advise(batch_id, "large")
             raise ApiErrors.ATOMIC_PUBLISH_TOO_LARGE_BATCH(size=lim.max_msgs)
         if not eob:
-            b.msgs.append((subject, hdr, payload))
+            b.msgs.append((subject, hdr, payload, h))
         if not commit:
             if reply and stream._do_ack:
                 stream._respond(reply, b"")  # staged: the reference answers with an empty message
@@ -262,8 +264,8 @@ class AtomicBatches:
         msgs = b.msgs
         if eob:
             # The last stored message is the commit (as the reference rewrites it).
-            subj, hdr, body = msgs[-1]
-            msgs[-1] = (subj, counters.set_header(hdr, H_BATCH_COMMIT, b"1"), body)
+            subj, hdr, body, h = msgs[-1]
+            msgs[-1] = (subj, counters.set_header(hdr, H_BATCH_COMMIT, b"1"), body, h)
         checked = Checks(stream).run(msgs)
         return _store_all(stream, b.id, checked, reply)
 
@@ -289,19 +291,36 @@ class Checks:
         self.inflight: dict[str, list[int]] = {}  # subject -> [count, bytes]
         self.expected: dict[str, int] = {}  # subject -> checked last sequence
         self.last_val = ""  # the counter value of the last message checked
+        self.count = 0  # messages checked
+        self.nbytes = 0  # their stored size (discard new only)
 
-    def run(self, msgs: list[tuple[str, bytes, bytes]]) -> list[tuple[str, bytes | None, bytes, int, str, bytes]]:
+    def run(self, msgs: list[tuple[str, bytes, bytes, dict[bytes, bytes]]]
+            ) -> list[tuple[str, bytes | None, bytes, int, str, bytes]]:
         """[(subject, headers, body, ttl seconds, msg id, rollup)] to store, or raises the
         first message's error."""
         out = []
-        for subject, hdr, body in msgs:
-            out.append(self.one(subject, hdr, body))
+        one = self.one
+        plain = not self.stream.config.allow_msg_counter and self.stream.config.discard != "new"
+        for subject, hdr, body, h in msgs:
+            if plain and all(k in _BATCH_HEADERS for k in h):
+                # nothing but the batch's own headers: no rule applies but the subject's count
+                cur = self.inflight.get(subject)
+                if cur is None:
+                    self.inflight[subject] = [1, 0]
+                else:
+                    cur[0] += 1
+                self.count += 1
+                out.append((subject, hdr, body, 0, "", b""))
+            else:
+                out.append(one(subject, hdr, body, h))
         return out
 
-    def one(self, subject: str, hdr: bytes | None, body: bytes) -> tuple[str, bytes | None, bytes, int, str, bytes]:
+    def one(self, subject: str, hdr: bytes | None, body: bytes, h: dict[bytes, bytes] | None = None
+            ) -> tuple[str, bytes | None, bytes, int, str, bytes]:
         stream = self.stream
         cfg = stream.config
-        h = nats_headers(hdr) if hdr else {}
+        if h is None:
+            h = nats_headers(hdr) if hdr else {}
         if self.atomic and h.get(b"Nats-Expected-Last-Msg-Id"):
             raise ApiErrors.ATOMIC_PUBLISH_UNSUPPORTED_HEADER_BATCH(header="Nats-Expected-Last-Msg-Id")
         incr = counters.check_incr(h, body, cfg.allow_msg_counter, False)
@@ -344,7 +363,7 @@ class Checks:
             mms = cfg.max_msg_size
             if mms >= 0 and (len(new_hdr or b"") > mms or len(body) > mms - len(new_hdr or b"")):
                 raise ApiErrors.STREAM_MESSAGE_EXCEEDS_MAXIMUM()
-        staged = sum(n for n, _ in self.inflight.values())
+        staged = self.count
         v = h.get(b"Nats-Expected-Last-Sequence")
         if v:
             want = int(v) if v.isdigit() else -1
@@ -386,13 +405,15 @@ class Checks:
             else:
                 raise ApiErrors.STREAM_ROLLUP_FAILED(
                     err="rollup value invalid: " + dumps(rollup.decode("utf-8", "replace")).decode())
-        size = (mem_store_msg_size if cfg.storage == "memory" else file_store_msg_size)(subject, new_hdr, body)
         cur = self.inflight.get(subject)
         if cur is None:
             cur = self.inflight[subject] = [0, 0]
         cur[0] += 1
-        cur[1] += size
+        self.count += 1
         if cfg.discard == "new":
+            size = (mem_store_msg_size if cfg.storage == "memory" else file_store_msg_size)(subject, new_hdr, body)
+            cur[1] += size
+            self.nbytes += size
             self._discard_new(subject, rollup, cur[0])
         return subject, new_hdr, body, ttl, msg_id, rollup
 
@@ -400,8 +421,8 @@ class Checks:
         cfg = self.stream.config
         if cfg.max_msgs > 0 or cfg.max_bytes > 0:
             st = self.stream.store.state()
-            msgs = st.msgs + sum(n for n, _ in self.inflight.values())
-            nbytes = st.bytes + sum(b for _, b in self.inflight.values())
+            msgs = st.msgs + self.count
+            nbytes = st.bytes + self.nbytes
             if cfg.max_msgs > 0 and msgs > cfg.max_msgs:
                 raise ApiErrors.STREAM_STORE_FAILED(err="maximum messages exceeded")
             if cfg.max_bytes > 0 and nbytes > cfg.max_bytes:
