@@ -11,7 +11,10 @@ straight to ``store_msg``; otherwise the steps are:
 2. only if the message has a header block, scans it once for the ``Nats-*`` headers we honour
    (``Nats-Expected-Stream``, ``Nats-TTL``, ``Nats-Expected-Last-Subject-Sequence`` (+``-Subject``),
    ``Nats-Expected-Last-Sequence``, ``Nats-Msg-Id``, ``Nats-Expected-Last-Msg-Id``,
-   ``Nats-Rollup``), checked in the reference's order;
+   ``Nats-Rollup``), checked in the reference's order; a reply ending in ``.$FI`` (fast batch,
+   natsd.jetstream.fastbatch) or a ``Nats-Batch-Id`` (atomic batch, natsd.jetstream.batch) hands
+   the message to those modules; ``Nats-Incr`` and counter streams go through
+   natsd.jetstream.counters (the PubAck then carries ``"val"``);
 3. appends it to the store (``store_msg``; the store applies discard-old limits and raises on
    discard-new) or, on an interest stream nobody is interested in, skips the sequence;
 4. queues the reply (a PubAck built from bytes, never ``json.dumps``) and, once per loop turn
