@@ -298,7 +298,7 @@ class Checks:
             ) -> list[tuple[str, bytes | None, bytes, int, str, bytes]]:
         """[(subject, headers, body, ttl seconds, msg id, rollup)] to store, or raises the
         first message's error."""
-        out = []
+        out: list[tuple[str, bytes | None, bytes, int, str, bytes]] = []
         one = self.one
         plain = not self.stream.config.allow_msg_counter and self.stream.config.discard != "new"
         for subject, hdr, body, h in msgs:
