@@ -3,6 +3,8 @@
 * ``atomic``: batches of 1,000 × 128 B messages (``Nats-Batch-Id`` / ``-Sequence``, the last with
   ``Nats-Batch-Commit: 1``) into a file stream with ``allow_atomic``; each batch is written in one
   go and its commit PubAck awaited before the next. Figure: messages committed per second.
+* ``sync``: the same loop without counters (plain synchronous publishes), to tell the counter's
+  own cost from the round trip's.
 * ``incr``: synchronous ``Nats-Incr: 1`` publishes (request, wait for the PubAck with ``val``)
   into a file stream with ``allow_msg_counter``, cycling over 100 subjects. Figure: publishes/s.
 
@@ -102,12 +104,15 @@ def bench_atomic(port: int, batches: int, size: int = 1000, msg: int = 128) -> f
     return batches * size / dt
 
 
-def bench_incr(port: int, n: int) -> float:
+def bench_incr(port: int, n: int, counter: bool = True) -> float:
     c = Raw(port)
-    r = c.api("$JS.API.STREAM.CREATE.C", {"name": "C", "subjects": ["c.>"], "allow_msg_counter": True})
+    r = c.api("$JS.API.STREAM.CREATE.C", {"name": "C", "subjects": ["c.>"], "allow_msg_counter": counter})
     assert "error" not in r, r
-    hdr = b"NATS/1.0\r\nNats-Incr: 1\r\n\r\n"
-    frames = [hpub(f"c.{i % 100}", "_R.i", hdr, b"") for i in range(n)]
+    if counter:
+        hdr = b"NATS/1.0\r\nNats-Incr: 1\r\n\r\n"
+        frames = [hpub(f"c.{i % 100}", "_R.i", hdr, b"") for i in range(n)]
+    else:  # the same synchronous publishes without counters, for comparison
+        frames = [b"PUB c.%d _R.i 1\r\n1\r\n" % (i % 100) for i in range(n)]
     for f in frames[:200]:  # warm up (first messages of each subject)
         c.s.sendall(f)
         c.reply()
@@ -115,7 +120,7 @@ def bench_incr(port: int, n: int) -> float:
     for f in frames[200:]:
         c.s.sendall(f)
         _, data = c.reply()
-        assert b'"val"' in data, data
+        assert (b'"val"' in data) == counter, data
     return (n - 200) / (time.perf_counter() - t0)
 
 
@@ -130,7 +135,10 @@ def main(argv: list[str] | None = None) -> int:
         for kind in ("nats-server", "natsd"):
             srv = ServerProc(kind)
             try:
-                rates[kind] = bench_atomic(srv.port, args.batches) if wl == "atomic" else bench_incr(srv.port, args.n)
+                if wl == "atomic":
+                    rates[kind] = bench_atomic(srv.port, args.batches)
+                else:
+                    rates[kind] = bench_incr(srv.port, args.n, counter=wl == "incr")
             finally:
                 srv.stop()
         ratio = rates["natsd"] / rates["nats-server"]
