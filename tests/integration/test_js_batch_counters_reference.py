@@ -264,3 +264,54 @@ async def _fast(url: str) -> list:
 async def test_batches_and_counters_match_reference(tmp_path, script):
     expected, got = await side_by_side(tmp_path, script)
     assert got == expected
+
+
+async def _limits(url: str) -> list:
+    """``jetstream { limits { batch { max_msgs: 3, max_inflight_per_stream: 2, timeout: "1s" } } }``:
+    too many open batches, a batch over the size, a batch abandoned by the timeout (advisory)."""
+    nc = await nats.connect(url)
+    out: list = []
+    try:
+        adv = await nc.subscribe("$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED.>")
+        r = await _api(nc, "$JS.API.STREAM.CREATE.A", {"name": "A", "subjects": ["a.>"], "allow_atomic": True})
+        out.append(("create", r.get("error")))
+        for bid, seq, commit in (("b1", 1, None), ("b2", 1, None), ("b3", 1, None), ("b1", 2, None), ("b1", 3, None),
+                                 ("b1", 4, "1")):
+            h = {B: bid, S: str(seq)}
+            if commit:
+                h[C] = commit
+            out.append((bid, seq, await _req(nc, "a.1", b"x", h)))
+        await asyncio.sleep(1.6)  # b2 idles past the timeout
+        out.append(("after timeout", await _req(nc, "a.1", b"x", {B: "b2", S: "2", C: "1"})))
+        out.append(("new", await _req(nc, "a.1", b"x", {B: "b4", S: "1"})))
+        out.append(("new commit", await _req(nc, "a.1", b"x", {B: "b4", S: "2", C: "1"})))
+        events = []
+        while True:
+            try:
+                m = await adv.next_msg(timeout=0.5)
+            except nats.errors.TimeoutError:
+                break
+            e = json.loads(m.data)
+            events.append((m.subject, e["type"], e["stream"], e["batch"], e["reason"]))
+        out.append(("advisories", sorted(events)))
+    finally:
+        await nc.close()
+    return out
+
+
+@pytest.mark.timeout(120)
+def test_batch_limits_from_config_match_reference(tmp_path):
+    from tests.helpers.servers import start_server
+    conf = tmp_path / "js.conf"
+    conf.write_text('jetstream { limits { batch { max_msgs: 3, max_inflight_per_stream: 2, timeout: "1s" } } }\n')
+    results = {}
+    for kind in ("reference", "natsd"):
+        srv = start_server(kind, tmp_path / kind, config=conf)
+        try:
+            results[kind] = asyncio.run(_limits(srv.url))
+        finally:
+            srv.stop()
+    # the limits did apply: too many inflight, and the idle batch was abandoned by the timeout
+    assert any("10210" in str(step) for step in results["reference"])
+    assert "'timeout')" in str(results["reference"][-1])
+    assert results["natsd"] == results["reference"]

@@ -26,7 +26,9 @@ first failing rule answers; a refused batch is forgotten, and later messages of 
   on the batch's first --, and discard-new limits counted with the staged messages).
 
 Limits (``BatchLimits``, the reference's defaults): 1,000 messages per batch, 50 open batches
-per stream, 1,000 per server (process), 10 s without a message abandons a batch. Abandoned
+per stream, 1,000 per server (process), 10 s without a message abandons a batch; set with
+``jetstream { limits { batch { max_msgs, max_inflight_per_stream, max_inflight_total,
+timeout } } }`` as in nats-server (the inflight limits and timeout also apply to fast batches). Abandoned
 batches are announced on ``$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED.<stream>``
 (``io.nats.jetstream.advisory.v1.stream_batch_abandoned``, ``reason`` ``timeout`` /
 ``incomplete`` / ``large`` / ``unsupported``).
@@ -64,10 +66,11 @@ from natsd.store.memory import mem_store_msg_size
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Timer
+    from natsd.config.options import JetStreamOptions
     from natsd.jetstream.fastbatch import FastBatches
     from natsd.jetstream.stream import Stream
 
-__all__ = ["BatchLimits", "DEFAULT_LIMITS", "AtomicBatches", "on_batch_msg", "repair_torn_batch", "Checks",
+__all__ = ["BatchLimits", "DEFAULT_LIMITS", "batch_limits_for", "AtomicBatches", "on_batch_msg", "repair_torn_batch", "Checks",
            "Duplicate", "store_one", "remove_header", "kick_flush",
            "H_BATCH_ID", "H_BATCH_SEQ", "H_BATCH_COMMIT", "inflight_total"]
 
@@ -90,9 +93,29 @@ class BatchLimits:
     max_inflight_per_stream: int = 50
     max_inflight_total: int = 1000
     timeout_ns: int = 10 * SECOND
+    # fast batches (natsd.jetstream.fastbatch) have their own defaults; a configured inflight
+    # limit applies to both kinds
+    fast_max_inflight_per_stream: int = 1000
+    fast_max_inflight_total: int = 50_000
 
 
 DEFAULT_LIMITS = BatchLimits()
+
+
+def batch_limits_for(js: "JetStreamOptions") -> BatchLimits:
+    """The server's batch limits: ``jetstream { limits { batch { ... } } }``, a value <= 0
+    meaning the default (as the reference)."""
+    d = DEFAULT_LIMITS
+    per_stream, total = js.batch_max_inflight_per_stream, js.batch_max_inflight_total
+    return BatchLimits(
+        fast_max_inflight_per_stream=per_stream if per_stream > 0 else d.fast_max_inflight_per_stream,
+        fast_max_inflight_total=total if total > 0 else d.fast_max_inflight_total,
+        max_msgs=js.batch_max_msgs if js.batch_max_msgs > 0 else d.max_msgs,
+        max_inflight_per_stream=(js.batch_max_inflight_per_stream if js.batch_max_inflight_per_stream > 0
+                                 else d.max_inflight_per_stream),
+        max_inflight_total=js.batch_max_inflight_total if js.batch_max_inflight_total > 0 else d.max_inflight_total,
+        timeout_ns=js.batch_timeout_ns if js.batch_timeout_ns > 0 else d.timeout_ns)
+
 
 # Open batches of the whole process (the reference counts them per process, across accounts).
 _inflight = [0]
@@ -515,7 +538,7 @@ def on_batch_msg(stream: "Stream", subject: str, reply: str, hdr: bytes, payload
     """The stream's hook for a publish with ``Nats-Batch-Id``."""
     batches = stream.batches
     if batches is None:
-        batches = stream.batches = AtomicBatches(stream)
+        batches = stream.batches = AtomicBatches(stream, stream.account.engine.batch_limits)
     return batches.on_msg(subject, reply, hdr, payload, h)
 
 

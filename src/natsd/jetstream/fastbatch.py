@@ -38,7 +38,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from natsd.jetstream.batch import (
-    DEFAULT_LIMITS, MAX_ID_LEN, AtomicBatches, Checks, Duplicate, kick_flush, remove_header, store_one,
+    MAX_ID_LEN, AtomicBatches, Checks, Duplicate, kick_flush, remove_header, store_one,
 )
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.wire import dumps, required_level_too_high
@@ -49,13 +49,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Timer
     from natsd.jetstream.stream import Stream
 
-__all__ = ["FastBatches", "FastBatchReply", "parse_reply", "on_fast_batch_msg", "SUFFIX",
-           "MAX_INFLIGHT_PER_STREAM", "MAX_INFLIGHT_TOTAL"]
+__all__ = ["FastBatches", "FastBatchReply", "parse_reply", "on_fast_batch_msg", "SUFFIX"]
 
 SUFFIX = ".$FI"
 OP_START, OP_APPEND, OP_COMMIT, OP_COMMIT_EOB, OP_PING = range(5)
-MAX_INFLIGHT_PER_STREAM = 1000
-MAX_INFLIGHT_TOTAL = 50_000
 _MAX_UINT64 = 2**64 - 1
 
 # Open fast batches of the whole process (the reference counts them per process).
@@ -134,9 +131,11 @@ class FastBatches:
     def __init__(self, stream: "Stream") -> None:
         self.stream = stream
         self.open: dict[str, _Fast] = {}
-        self.timeout_ns = DEFAULT_LIMITS.timeout_ns
-        self.max_per_stream = MAX_INFLIGHT_PER_STREAM
-        self.max_total = MAX_INFLIGHT_TOTAL
+        # the server's batch limits replace these defaults when set (as the reference)
+        lim = stream.account.engine.batch_limits
+        self.timeout_ns = lim.timeout_ns
+        self.max_per_stream = lim.fast_max_inflight_per_stream
+        self.max_total = lim.fast_max_inflight_total
 
     # -- lifecycle -------------------------------------------------------------------------------
     def _forget(self, b: _Fast) -> None:

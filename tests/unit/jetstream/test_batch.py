@@ -235,3 +235,15 @@ def test_torn_batch_is_removed_at_start(tmp_path):
         assert repair_torn_batch(env.account.streams["A"]) == 0
     finally:
         env.stop()
+
+
+def test_batch_limits_from_config():
+    from natsd.config.options import options_from_tree
+    from natsd.jetstream.batch import batch_limits_for
+    o = options_from_tree({"jetstream": {"limits": {"batch": {
+        "max_msgs": 3, "max_inflight_per_stream": 2, "max_inflight_total": 7, "timeout": "1500ms"}}}})
+    lim = batch_limits_for(o.jetstream)
+    assert (lim.max_msgs, lim.max_inflight_per_stream, lim.max_inflight_total, lim.timeout_ns) == (3, 2, 7, 1_500_000_000)
+    assert (lim.fast_max_inflight_per_stream, lim.fast_max_inflight_total) == (2, 7)
+    default = batch_limits_for(options_from_tree({"jetstream": {"limits": {"max_ack_pending": 5}}}).jetstream)
+    assert default == BatchLimits()
