@@ -86,6 +86,8 @@ def check_incr(h: dict[bytes, bytes], payload: bytes, allow_counter: bool, sourc
         raise ApiErrors.MESSAGE_INCR_DISABLED()
     if payload:
         raise ApiErrors.MESSAGE_INCR_PAYLOAD()
+    if len(h) == 1:
+        return incr  # Nats-Incr alone: nothing to be incompatible with
     for name in _INCOMPATIBLE:
         if h.get(name):
             raise ApiErrors.MESSAGE_INCR_INVALID()
@@ -97,8 +99,8 @@ def _value_of(body: bytes) -> int:
     object (Go's Unmarshal into the CounterValue struct fails). A missing or non-integer ``val``
     counts as 0, as the reference's SetString leaves it."""
     if body.startswith(_VAL_PREFIX) and body.endswith(_VAL_SUFFIX):
-        digits = body[len(_VAL_PREFIX):-len(_VAL_SUFFIX)]
-        if _BIG_INT.match(digits):
+        digits = body[8:-2]  # between _VAL_PREFIX and _VAL_SUFFIX
+        if (digits[1:] if digits[:1] == b"-" else digits).isdigit():
             return int(digits)  # the shape this module writes: no JSON parse needed
     try:
         obj = json.loads(body)
