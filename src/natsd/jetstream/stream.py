@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from natsd.gotime import format_duration
 from natsd.jetstream import counters
-from natsd.jetstream.batch import AtomicBatches, on_batch_msg, repair_torn_batch
+from natsd.jetstream.batch import H_BATCH_ID, AtomicBatches, on_batch_msg, repair_torn_batch
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.fastbatch import SUFFIX as FAST_BATCH_SUFFIX, on_fast_batch_msg
 from natsd.jetstream.models import SECOND, StreamConfig, rfc3339, state_to_json, with_dynamic_metadata
@@ -97,7 +97,6 @@ H_EXP_LAST_MSG_ID = b"Nats-Expected-Last-Msg-Id"
 H_ROLLUP = b"Nats-Rollup"
 H_TTL = b"Nats-TTL"
 H_MARKER_REASON = b"Nats-Marker-Reason"
-H_BATCH_ID = b"Nats-Batch-Id"
 
 MAX_HDR_SIZE = 65535  # math.MaxUint16 in the reference
 
