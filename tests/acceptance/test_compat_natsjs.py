@@ -566,16 +566,12 @@ def test_stream_sources(natsjs, kind):
     assert _newer(natsjs, kind, "sources") == 2
 
 
-@pytest.mark.parametrize("kind", kinds(natsd_xfail=(
-    "STREAM.CREATE with allow_atomic:true: natsd answers 500/10052 'atomic batch publish is not supported by "
-    "this server'; nats-server accepts it and commits startBatch/add/commit as one batch (count 3, seq 3)")))
+@pytest.mark.parametrize("kind", kinds())
 def test_atomic_batch_publish(natsjs, kind):
     assert _newer(natsjs, kind, "atomicBatch") == {"count": 3, "seq": 3, "messages": 3}
 
 
-@pytest.mark.parametrize("kind", kinds(natsd_xfail=(
-    "STREAM.CREATE with allow_msg_counter:true: natsd answers 500/10052 'message counters are not supported by "
-    "this server'; nats-server accepts it and Nats-Incr 5 then 2 gives PubAck val '5' then '7'")))
+@pytest.mark.parametrize("kind", kinds())
 def test_message_counters(natsjs, kind):
     assert _newer(natsjs, kind, "counter") == {"first": "5", "second": "7", "stored": "7"}
 

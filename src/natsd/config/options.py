@@ -94,6 +94,12 @@ class JetStreamOptions:
     sync_interval_ns: int = 120 * SECOND_NS
     sync_always: bool = False
     unique_tag: str = ""
+    # limits { batch { max_msgs, max_inflight_per_stream, max_inflight_total, timeout } }; 0 = the
+    # reference's default (natsd.jetstream.batch.BatchLimits)
+    batch_max_msgs: int = 0
+    batch_max_inflight_per_stream: int = 0
+    batch_max_inflight_total: int = 0
+    batch_timeout_ns: int = 0
 
 
 @dataclass(slots=True)
@@ -308,7 +314,7 @@ no_fast_producer_stall max_closed_clients proxies
 """.split())
 
 _UNSUPPORTED_JS = frozenset("""
-strict key ek encryption_key prev_key prev_ek prev_encryption_key cipher extension_hint limits tpm
+strict key ek encryption_key prev_key prev_ek prev_encryption_key cipher extension_hint tpm
 max_outstanding_catchup max_buffered_size max_buffered_msgs request_queue_limit info_queue_limit
 meta_compact meta_compact_size meta_compact_sync max_concurrent_io
 """.split())
@@ -727,11 +733,46 @@ def _jetstream(ctx: _Ctx, o: ServerOptions, m: ConfigMap, key: str, top_store_di
                 enable = b
         elif kl == "unique_tag":
             js.unique_tag = (ctx.str_(v, k) or "").lower()
+        elif kl == "limits":
+            _jetstream_limits(ctx, js, v, k)
         elif kl in _UNSUPPORTED_JS:
             ctx.unsupported(v, k)
         else:
             ctx.unknown(v, k)
     js.enabled = enable
+
+
+_BATCH_LIMITS = {"max_msgs": "batch_max_msgs", "max_inflight_per_stream": "batch_max_inflight_per_stream",
+                 "max_inflight_total": "batch_max_inflight_total"}
+
+
+def _jetstream_limits(ctx: _Ctx, js: JetStreamOptions, m: ConfigMap, key: str) -> None:
+    """``jetstream { limits { ... } }``: the ``batch`` block is honoured (atomic and fast batch
+    publish); the reference's other limits are not implemented (a notice each)."""
+    lim = ctx.map_(m, key)
+    if lim is None:
+        return
+    for k in lim:
+        kl = k.lower()
+        if kl == "batch":
+            b = ctx.map_(lim, k)
+            for bk in b or ():
+                bkl = bk.lower()
+                assert b is not None
+                if bkl in _BATCH_LIMITS:
+                    n = ctx.int_(b, bk)
+                    if n is not None:
+                        setattr(js, _BATCH_LIMITS[bkl], n)
+                elif bkl == "timeout":
+                    d = ctx.duration(b, bk, seconds_ok=False)
+                    if d is not None:
+                        js.batch_timeout_ns = d
+                else:
+                    ctx.unknown(b, bk)
+        elif kl in ("max_ack_pending", "max_ha_assets", "max_request_batch", "duplicate_window"):
+            ctx.unsupported(lim, k)
+        else:
+            ctx.unknown(lim, k)
 
 
 def _host_port(ctx: _Ctx, m: ConfigMap, key: str) -> tuple[str, int] | None:

@@ -30,6 +30,7 @@ from natsd.jetstream.snapshot import RestoreReceiver, SnapshotSender, remove_sta
 from natsd.jetstream.stream import Stream, _is_direct, store_config_for
 from natsd.jetstream.templates import TemplateManager
 from natsd.jetstream.wire import dumps
+from natsd.jetstream.batch import batch_limits_for
 from natsd.store import list_stream_dirs, load_stream_meta, open_stream_store
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -416,6 +417,7 @@ class JetStreamEngine:
         self._exceeded_logged_at: int | None = None
         self.sync_interval_ns = js.sync_interval_ns
         self.sync_always = js.sync_always
+        self.batch_limits = batch_limits_for(js)
         self.domain = js.domain
         self.server_id = server_id
         self.server_name = server_name or server_id

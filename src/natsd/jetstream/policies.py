@@ -6,8 +6,7 @@ them (``checkStreamCfg`` / ``configUpdateCheck``), with the reference's error co
 ``[name]``...) or raises :class:`ApiError`. :func:`check_update` adds the update rules.
 
 Not implemented (validated, then refused with the reference's error type rather than silently
-ignored -- see :func:`refuse_unsupported`): counters (``allow_msg_counter``), ``allow_atomic``,
-``allow_batched``, and mirrors / sources with
+ignored -- see :func:`refuse_unsupported`): mirrors / sources with
 ``external`` (other account or domain) or a durable ``consumer``. Same-account ``mirror`` and
 ``sources`` are implemented in :mod:`natsd.jetstream.sourcing`. ``subject_transform`` is applied for literal tokens,
 ``{{wildcard(n)}}``/``$n`` and ``>``; other mapping functions are refused (10156).
@@ -326,12 +325,6 @@ def refuse_unsupported(cfg: StreamConfig) -> None:
         if src.get("consumer"):
             raise ApiErrors.SOURCE_CONSUMER_SETUP_FAILED(err="durable source consumers are not supported by this server")
         _check_transforms(src, ApiErrors.SOURCE_INVALID_TRANSFORM_DESTINATION)
-    if cfg.allow_msg_counter:
-        raise _invalid("message counters are not supported by this server")
-    if cfg.allow_atomic:
-        raise _invalid("atomic batch publish is not supported by this server")
-    if cfg.allow_batched:
-        raise _invalid("batch publish is not supported by this server")
 
 
 def check_update(old: StreamConfig, new: StreamConfig, pedantic: bool = False,

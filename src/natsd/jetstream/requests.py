@@ -41,7 +41,7 @@ _STREAM_CONFIG_FIELDS = {
     "mirror_direct": BOOL, "discard_new_per_subject": BOOL, "sealed": BOOL, "deny_delete": BOOL,
     "deny_purge": BOOL, "allow_rollup_hdrs": BOOL, "consumer_limits": _CONSUMER_LIMITS,
     "allow_msg_ttl": BOOL, "subject_delete_marker_ttl": DURATION, "allow_msg_counter": BOOL,
-    "allow_atomic": BOOL, "allow_msg_schedules": BOOL, "persist_mode": CUSTOM,
+    "allow_atomic": BOOL, "allow_msg_schedules": BOOL, "persist_mode": CUSTOM, "allow_batched": BOOL,
     "metadata": Map(STRING),
 }
 _STREAM_CONFIG = GoStruct("StreamConfig", _STREAM_CONFIG_FIELDS)

@@ -16,7 +16,10 @@ subject ``$JS.ACK.<origin>.<consumer>.<dc>.<sseq>.<dseq>.<ts>.<pending>``.
   (origin deletes, filtered-out subjects) are skipped with ``skip_msgs`` so sequences line up.
 * source: the message goes through the target's normal ingest with a fresh sequence and the
   header ``Nats-Stream-Source: <origin> <origin seq> <filter> <dest> <original subject>``
-  (``>`` for no filter / transform), as the reference writes it.
+  (``>`` for no filter / transform), as the reference writes it. A counter stream
+  (``allow_msg_counter``) sourcing counters aggregates them (natsd.jetstream.counters).
+* ``Nats-Batch-*`` and ``Nats-Expected-*`` headers are dropped on both: an atomic batch is not
+  one on the target, and the origin checked the expectations.
 
 Flow-control requests (``NATS/1.0 100 FlowControl Request``) are answered with an empty
 message; a heartbeat carrying ``Nats-Consumer-Stalled`` is answered on that subject. Every 10s
@@ -72,6 +75,14 @@ def api_hash(name: str, size: int = 8) -> str:
 def _rand(n: int = 10) -> str:
     alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
     return "".join(secrets.choice(alphabet) for _ in range(n))
+
+
+def _drop_mirror_headers(hdr: bytes) -> bytes | None:
+    lines = hdr.split(b"\r\n")
+    kept = [ln for ln in lines[1:] if ln and not ln.startswith((b"Nats-Batch-", b"Nats-Expected-"))]
+    if not kept and lines[0] == b"NATS/1.0":
+        return None
+    return lines[0] + b"\r\n" + b"".join(ln + b"\r\n" for ln in kept) + b"\r\n"
 
 
 class SourceLink:
@@ -231,6 +242,10 @@ class SourceLink:
         last = store.state().last_seq
         if sseq <= last:
             return
+        if hdr and (b"\r\nNats-Batch-" in hdr or b"\r\nNats-Expected-" in hdr):
+            # as the reference: expectations were checked by the origin, and a batch is no
+            # batch on the mirror
+            hdr = _drop_mirror_headers(hdr)
         try:
             if sseq > last + 1:
                 store.skip_msgs(last + 1, sseq - last - 1)
@@ -255,7 +270,7 @@ class SourceLink:
         if hdr:
             hdr = self._strip_headers(hdr)
         nh = (hdr[: len(hdr) - 2] + line + b"\r\n") if hdr else (b"NATS/1.0\r\n" + line + b"\r\n")
-        self.stream.process_msg(new_subject, "", nh, payload)
+        self.stream.process_msg(new_subject, "", nh, payload, sourced=True)
 
     def _strip_headers(self, hdr: bytes) -> bytes | None:
         """Headers that must not act again on the target (as the reference): expected-*

@@ -11,7 +11,10 @@ straight to ``store_msg``; otherwise the steps are:
 2. only if the message has a header block, scans it once for the ``Nats-*`` headers we honour
    (``Nats-Expected-Stream``, ``Nats-TTL``, ``Nats-Expected-Last-Subject-Sequence`` (+``-Subject``),
    ``Nats-Expected-Last-Sequence``, ``Nats-Msg-Id``, ``Nats-Expected-Last-Msg-Id``,
-   ``Nats-Rollup``), checked in the reference's order;
+   ``Nats-Rollup``), checked in the reference's order; a reply ending in ``.$FI`` (fast batch,
+   natsd.jetstream.fastbatch) or a ``Nats-Batch-Id`` (atomic batch, natsd.jetstream.batch) hands
+   the message to those modules; ``Nats-Incr`` and counter streams go through
+   natsd.jetstream.counters (the PubAck then carries ``"val"``);
 3. appends it to the store (``store_msg``; the store applies discard-old limits and raises on
    discard-new) or, on an interest stream nobody is interested in, skips the sequence;
 4. queues the reply (a PubAck built from bytes, never ``json.dumps``) and, once per loop turn
@@ -65,12 +68,15 @@ import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any, Iterator
 
-from natsd.gotime import format_duration, parse_duration
+from natsd.gotime import format_duration
+from natsd.jetstream import counters
+from natsd.jetstream.batch import H_BATCH_ID, AtomicBatches, on_batch_msg, repair_torn_batch
 from natsd.jetstream.errors import ApiError, ApiErrors
+from natsd.jetstream.fastbatch import SUFFIX as FAST_BATCH_SUFFIX, on_fast_batch_msg
 from natsd.jetstream.models import SECOND, StreamConfig, rfc3339, state_to_json, with_dynamic_metadata
 from natsd.jetstream.schedules import SCHEDULE_MARK, Schedules, check_publish as check_schedule, schedule_to_purge
 from natsd.jetstream.sourcing import SourceLink
-from natsd.jetstream.wire import dumps
+from natsd.jetstream.wire import dumps, parse_ttl
 from natsd.protocol.headers import get_header_bytes, nats_headers
 from natsd.store.base import (
     MaxBytes, MaxMsgs, MaxMsgsPerSubject, MsgNotFound, StoreConfig, StoreEOF, StoreError, StoreFull,
@@ -80,7 +86,7 @@ from natsd.subjects.tokens import subject_matches, subjects_collide, subset
 from natsd.subjects.transform import transform as _transform
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.clock import Timer
+    from natsd.clock import Clock, Timer
     from natsd.jetstream.consumer import Consumer
     from natsd.jetstream.manager import JsAccount
     from natsd.jetstream.ports import Subscription
@@ -107,28 +113,6 @@ MAX_HDR_SIZE = 65535  # math.MaxUint16 in the reference
 # persist_mode: async: how long acknowledged records may wait in the store's buffer before
 # they are written (coalescing the writes of many loop turns into one).
 ASYNC_PERSIST_DELAY_NS = 10 * 10**6
-
-
-def parse_ttl(value: str) -> int:
-    """Nats-TTL header -> seconds, as the reference: ``never`` -> -1; a Go duration >= 1s or a
-    plain integer of seconds; anything else raises ApiError MESSAGE_TTL_INVALID (10165)."""
-    if value.lower() == "never":
-        return -1
-    if value.isdigit() and value != "0":
-        # All digits: Go's ParseDuration fails ("missing unit") and the integer is taken, so
-        # skip building that error per message; only "0" parses (0s, below the 1s minimum).
-        return int(value)
-    try:
-        ns = parse_duration(value)
-    except ValueError:
-        ns = None
-    if ns is not None:
-        if ns < SECOND:
-            raise ApiErrors.MESSAGE_TTL_INVALID()
-        return ns // SECOND
-    if value.isdigit():
-        return int(value)
-    raise ApiErrors.MESSAGE_TTL_INVALID()
 
 
 def store_config_for(cfg: StreamConfig, created_ns: int) -> StoreConfig:
@@ -175,7 +159,7 @@ class Stream:
         self.config = config
         self.store: StreamStore = store
         self.created_ns = created_ns
-        self.clock = account.clock
+        self.clock: Clock = account.clock
         self.consumers: dict[str, Consumer] = {}
         self.closed = False
         # Snapshots being sent (natsd.jetstream.snapshot): while any runs, nothing expires (the
@@ -205,6 +189,7 @@ class Stream:
         self._links: list[SourceLink] = []  # mirror / sources
         self._sched: Schedules | None = None  # allow_msg_schedules (natsd.jetstream.schedules)
         self._persist_timer: Timer | None = None  # persist_mode: async (see _flush)
+        self.batches: AtomicBatches | None = None  # open atomic batches (natsd.jetstream.batch)
         # Server-wide usage: the engine's [memory, file] totals, this stream's slot in them, the
         # limit, and the bytes of this store already counted there (see _fold_usage).
         engine = account.engine
@@ -239,9 +224,11 @@ class Stream:
         self._call_soon = self.clock.call_soon
         tr = cfg.subject_transform
         self._transform = ((tr.get("src") or ">"), tr["dest"]) if tr and tr.get("dest") else None
+        self._counter = cfg.allow_msg_counter
         self._fast = (not cfg.sealed and cfg.max_msg_size < 0 and cfg.retention == "limits"
                       and not cfg.republish and not self._transform and not self.closed
-                      and not self.account.limits_enforced and not cfg.allow_msg_schedules)
+                      and not self.account.limits_enforced and not cfg.allow_msg_schedules
+                      and not self._counter)
         if cfg.allow_msg_schedules and self._sched is None:
             self._sched = Schedules(self.clock, self.store, self._produce_scheduled)
 
@@ -251,6 +238,8 @@ class Stream:
         # The dedupe map (and the last Nats-Msg-Id) of a recovered stream is rebuilt lazily, on
         # the first publish that needs it: restarting a big stream that never uses msg ids must
         # not read back a whole duplicate window of messages.
+        if self.config.allow_atomic and repair_torn_batch(self):
+            self.lseq = self.store.state().last_seq
         self._dedupe_pending = self.lseq > 0
         if self._sdm_ttl_s and self.lseq:
             self._recover_marker_seqs()
@@ -355,6 +344,8 @@ class Stream:
         self.closed = True
         self._fast = False
         self._uncount()
+        if self.batches is not None:
+            self.batches.clear()
         if self._expiry_timer is not None:
             self._expiry_timer.cancel()
         if self._sched is not None:
@@ -376,6 +367,8 @@ class Stream:
         self.closed = True
         self._fast = False
         self._uncount()
+        if self.batches is not None:
+            self.batches.clear()
         if self._expiry_timer is not None:
             self._expiry_timer.cancel()
         if self._sched is not None:
@@ -393,6 +386,8 @@ class Stream:
         old = self.config
         self.config = new
         self._set_derived()
+        if self.batches is not None:
+            self.batches.config_changed()
         self.store.update_config(store_config_for(new, self.created_ns))
         if old.subjects != new.subjects or old.allow_direct != new.allow_direct:
             self._subscribe()
@@ -432,11 +427,13 @@ class Stream:
         for subject, payload in zip(run.names, run.payloads):
             process(subject, "", None, payload)
 
-    def process_msg(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> int:
-        """Ingest one message; returns its sequence (0 when rejected or a duplicate)."""
-        if not hdr and self._fast:
+    def process_msg(self, subject: str, reply: str, hdr: bytes | None, payload: bytes, sourced: bool = False) -> int:
+        """Ingest one message; returns its sequence (0 when rejected or a duplicate). ``sourced``:
+        stored by a source link (``Nats-Stream-Source`` is its own, counters aggregate)."""
+        if not hdr and self._fast and not reply.endswith(FAST_BATCH_SUFFIX):
             # Fast path: no headers and a stream with nothing to check before storing (not
-            # sealed, no max_msg_size, limits retention, no account byte limits, no republish).
+            # sealed, no max_msg_size, limits retention, no account byte limits, no republish),
+            # and no fast batch publish (natsd.jetstream.fastbatch: a reply ending in ".$FI").
             if self._used[self._ut] + self.store.bytes_used - self._counted > self._max_used:
                 self._server_full(reply)
                 return 0
@@ -475,13 +472,24 @@ class Stream:
             self._reject(reply, ApiErrors.STREAM_HEADER_EXCEEDS_MAXIMUM())
             return 0
 
+        if reply.endswith(FAST_BATCH_SUFFIX):
+            return on_fast_batch_msg(self, subject, reply, hdr, payload)
         msg_id = ""
         ttl = 0
         bad_ttl = False
         rollup = b""
+        incr: int | None = None
         if hdr:
             h = nats_headers(hdr)
             if h:
+                if h.get(H_BATCH_ID):
+                    return on_batch_msg(self, subject, reply, hdr, payload, h)
+                if counters.H_INCR in h or self._counter:
+                    try:
+                        incr = counters.check_incr(h, payload, self._counter, sourced)
+                    except ApiError as e:
+                        self._reject(reply, e)
+                        return 0
                 v = h.get(H_EXP_STREAM)
                 if v and v.decode() != self.name:
                     self._reject(reply, ApiErrors.STREAM_NOT_MATCH())
@@ -519,6 +527,9 @@ class Stream:
                     if want is None or want != self.lseq:
                         self._reject(reply, ApiErrors.STREAM_WRONG_LAST_SEQUENCE(seq=self.lseq))
                         return 0
+                if not sourced and counters.H_STREAM_SOURCE in h:
+                    self._reject(reply, ApiErrors.MESSAGE_SOURCE_HDR_NOT_ALLOWED())
+                    return 0
                 if SCHEDULE_MARK in hdr and not self._sched_exempt(h):
                     try:
                         nh = check_schedule(subject, hdr, h, cfg.allow_msg_schedules, cfg.allow_msg_ttl,
@@ -555,6 +566,21 @@ class Stream:
                         return 0
                     rollup = v
 
+        ack_tail = b"}"
+        if self._counter:
+            if incr is None:
+                self._reject(reply, ApiErrors.MESSAGE_INCR_MISSING())
+                return 0
+            try:
+                hdr, payload, val = counters.apply_incr(self, subject, hdr, payload, incr)
+            except ApiError as e:
+                self._reject(reply, e)
+                return 0
+            hlen = len(hdr) if hdr else 0
+            if mms >= 0 and (hlen > mms or len(payload) > mms - hlen):
+                self._reject(reply, ApiErrors.STREAM_MESSAGE_EXCEEDS_MAXIMUM())
+                return 0
+            ack_tail = b',"val":"' + val.encode() + b'"}'
         if bad_ttl:
             self._reject(reply, ApiErrors.MESSAGE_TTL_INVALID())
             return 0
@@ -610,7 +636,7 @@ class Stream:
             self._republish(subject, hdr, payload, seq, ts, tlseq)
         self._new_msgs = True
         if reply and self._do_ack:
-            self._respond(reply, self._ack_prefix + str(seq).encode() + b"}")
+            self._respond(reply, self._ack_prefix + str(seq).encode() + ack_tail)
         elif not self._flush_scheduled:
             self._flush_scheduled = True
             self.clock.call_soon(self._flush)

@@ -11,6 +11,7 @@ lives here, below both:
   "description"}}`` plus the zero-valued non-``omitempty`` fields the reference's Go response
   structs always carry (e.g. ``"total":0,"offset":0,"limit":0`` for STREAM.INFO, ``"purged":0``
   for PURGE), so error replies match the reference field by field;
+* :func:`parse_ttl` -- a ``Nats-TTL`` header value (the publish path and batches, restores);
 * :func:`required_level_too_high` -- a request's ``Nats-Required-Api-Level`` is above ours (the
   API answers it 412/10185, and so do the requests a consumer answers itself).
 """
@@ -21,12 +22,13 @@ import json
 import re
 from typing import Any
 
-from natsd.jetstream.errors import ApiError
-from natsd.jetstream.models import JS_API_LEVEL
+from natsd.gotime import parse_duration
+from natsd.jetstream.errors import ApiError, ApiErrors
+from natsd.jetstream.models import JS_API_LEVEL, SECOND
 from natsd.protocol.headers import get_header
 
 __all__ = ["TYPE_PREFIX", "SYSTEM_RESPONSE", "ERROR_EXTRAS", "dumps", "resp", "error_envelope",
-           "required_level_too_high"]
+           "required_level_too_high", "parse_ttl"]
 
 TYPE_PREFIX = "io.nats.jetstream.api.v1."
 SYSTEM_RESPONSE = TYPE_PREFIX + "system_response"
@@ -90,3 +92,25 @@ def required_level_too_high(hdr: bytes | None) -> bool:
     if not v:
         return False
     return not _GO_ATOI.fullmatch(v) or int(v) > JS_API_LEVEL
+
+
+def parse_ttl(value: str) -> int:
+    """Nats-TTL header -> seconds, as the reference: ``never`` -> -1; a Go duration >= 1s or a
+    plain integer of seconds; anything else raises ApiError MESSAGE_TTL_INVALID (10165)."""
+    if value.lower() == "never":
+        return -1
+    if value.isdigit() and value != "0":
+        # All digits: Go's ParseDuration fails ("missing unit") and the integer is taken, so
+        # skip building that error per message; only "0" parses (0s, below the 1s minimum).
+        return int(value)
+    try:
+        ns = parse_duration(value)
+    except ValueError:
+        ns = None
+    if ns is not None:
+        if ns < SECOND:
+            raise ApiErrors.MESSAGE_TTL_INVALID()
+        return ns // SECOND
+    if value.isdigit():
+        return int(value)
+    raise ApiErrors.MESSAGE_TTL_INVALID()

@@ -136,7 +136,7 @@ def test_placement_accepted_and_echoed(env):
 def test_unsupported_features_are_refused_not_ignored(env):
     create(env, "O1")
     # (external mirrors/sources are supported: tests/integration/test_leafnodes.py)
-    for body in ({"name": "M7", "allow_msg_counter": True},):
+    for body in ({"name": "M7", "num_replicas": 3},):
         out = env.api(f"$JS.API.STREAM.CREATE.{body['name']}", {**body, "storage": "file"})
         assert "error" in out, body
     assert sorted(env.account.streams) == ["O1"]
