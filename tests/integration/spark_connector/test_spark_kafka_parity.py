@@ -114,3 +114,30 @@ def test_the_readme_example_runs_as_written(spark, js_server):
         "subjects", "ORDERS.archived"
     ).load()
     assert sorted(bytes(r.data) for r in got.collect()) == sorted(b"order %d" % i for i in range(20))
+
+
+def test_ending_offsets_and_ending_timestamp_are_both_exclusive(spark, js_server):
+    """Issue 17 item 4: a message's own sequence / stored time as the end leaves it out; as the
+    start, takes it in (Kafka's rule for endingOffsets and endingTimestamp)."""
+    import time
+    from datetime import datetime, timedelta, timezone
+
+    url = js_server.url
+    make_stream(url, "ENDS", ["ends.>"])
+    for i in range(5):
+        publish(url, [("ends.x", b"m%d" % i)])
+        time.sleep(0.01)  # distinct stored times (Spark keeps microseconds)
+    def r():  # a DataFrameReader keeps its options: a fresh one per read
+        return spark.read.format("jetstream").option("servers", url).option("stream", "ENDS")
+
+    micros = dict(r().load().selectExpr("seq", "unix_micros(timestamp) AS us").collect())
+
+    def iso(seq):  # the message's stored time, truncated to microseconds as Spark shows it
+        return (datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=micros[seq])).isoformat()
+
+    def seqs(**opts):
+        return sorted(row.seq for row in r().options(**opts).load().select("seq").collect())
+
+    assert seqs(startingOffsets=2, endingOffsets=4) == [2, 3]
+    assert seqs(startingTimestamp=iso(2), endingTimestamp=iso(4)) == [2, 3]
+    assert seqs(startingOffsets=2, endingTimestamp=iso(4)) == seqs(startingTimestamp=iso(2), endingOffsets=4) == [2, 3]
