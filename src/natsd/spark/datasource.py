@@ -143,8 +143,16 @@ class JetStreamDataSource(DataSource):
     def reader(self, schema: StructType) -> "JetStreamBatchReader":
         return JetStreamBatchReader(ReadOptions.parse(self.options, streaming=False))
 
-    def streamReader(self, schema: StructType) -> "JetStreamStreamReader":
-        return JetStreamStreamReader(ReadOptions.parse(self.options, streaming=True))
+    def streamReader(self, schema: StructType) -> "DataSourceStreamReader":
+        try:
+            ro = ReadOptions.parse(self.options, streaming=True)
+        except OptionError as exc:
+            # PySpark's streaming source runner calls reader.stop() in a `finally` even when this
+            # method raised, so an error raised here reaches the user as "UnboundLocalError: cannot
+            # access local variable 'reader'" with ours only in the chained traceback (observed with
+            # PySpark 4.3). A reader that fails on its first call reports our message as the error.
+            return _FailedStreamReader(exc)
+        return JetStreamStreamReader(ro)
 
     def writer(self, schema: StructType, overwrite: bool) -> "JetStreamBatchWriter":
         if overwrite:
@@ -348,6 +356,24 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+class _FailedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """A streaming query whose options are unusable (e.g. ``endingOffsets``, which ``schema()``
+    cannot refuse: it is not told whether the DataFrame is read in batch or streaming): every
+    planning call raises the option's error, so the query fails with it (see ``streamReader``)."""
+
+    def __init__(self, error: OptionError):
+        self.error = error
+
+    def _fail(self, *args, **kwargs):
+        raise OptionError(str(self.error))
+
+    initialOffset = latestOffset = partitions = getDefaultReadLimit = _fail
+    prepareForTriggerAvailableNow = reportLatestOffset = read = commit = _fail
+
+    def stop(self) -> None:
+        """Nothing was opened."""
 
 
 # ------------------------------------------------------------------------------------- writes

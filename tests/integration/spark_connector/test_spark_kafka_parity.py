@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import make_stream, stream_info
+from .conftest import make_stream, publish, stream_info
 
 # Several Spark queries per test; a timeout inside a py4j call breaks the shared session for every
 # later test, so the limit allows for a loaded machine.
@@ -70,3 +70,74 @@ def test_bad_options_fail_when_the_dataframe_is_defined_naming_option_value_and_
     # A missing stream is named.
     with pytest.raises(Exception, match=r"stream 'NOSUCH' not found"):
         spark.read.format("jetstream").option("servers", url).option("stream", "NOSUCH").load().collect()
+
+
+def test_a_streaming_query_with_a_batch_only_option_fails_with_that_options_name(spark, js_server, tmp_path):
+    """schema() cannot tell batch from streaming, so endingOffsets is refused when the query starts:
+    with the option's message as the query's error, not PySpark's follow-on UnboundLocalError."""
+    url = js_server.url
+    make_stream(url, "SBATCH", ["sbatch.>"])
+    for i, (opts, pattern) in enumerate((
+        ({"stream": "SBATCH", "endingOffsets": "5"}, r"option 'endingOffsets' is for batch reads only"),
+        ({"stream": "SBATCH", "endingTimestamp": "0"}, r"option 'endingTimestamp' is for batch reads only"),
+        ({}, r"exactly one of the options 'stream' or 'streamPattern' is required"),
+    )):
+        df = spark.readStream.format("jetstream").option("servers", url).options(**opts).load()
+        q = df.writeStream.format("noop").option("checkpointLocation", str(tmp_path / f"ckpt{i}")).start()
+        with pytest.raises(Exception, match=pattern) as err:
+            q.awaitTermination(120)
+        assert "UnboundLocalError" not in str(err.value)
+
+
+def _readme_spark_example() -> str:
+    """The README's Spark code block, as a user copies it."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    intro = text.index("Reading and writing a stream from Spark")
+    start = text.index("```python\n", intro) + len("```python\n")
+    return text[start : text.index("```", start)]
+
+
+def test_the_readme_example_runs_as_written(spark, js_server):
+    """Issue 17 item 1: the README's read + write example, verbatim but for the server URL, against
+    the README's ORDERS stream; run twice, the second run stores nothing (column:id idempotence)."""
+    url = js_server.url
+    code = _readme_spark_example()
+    assert ".save()" in code and ".mode(" not in code  # the default save mode, as written
+    make_stream(url, "ORDERS", ["ORDERS.*"])
+    publish(url, [("ORDERS.received", b"order %d" % i) for i in range(20)])
+    for _ in range(2):
+        exec(code.replace("nats://127.0.0.1:4222", url), {"spark": spark})  # noqa: S102 - the README's code
+        assert _rows(url, "ORDERS") == 40
+    got = spark.read.format("jetstream").option("servers", url).option("stream", "ORDERS").option(
+        "subjects", "ORDERS.archived"
+    ).load()
+    assert sorted(bytes(r.data) for r in got.collect()) == sorted(b"order %d" % i for i in range(20))
+
+
+def test_ending_offsets_and_ending_timestamp_are_both_exclusive(spark, js_server):
+    """Issue 17 item 4: a message's own sequence / stored time as the end leaves it out; as the
+    start, takes it in (Kafka's rule for endingOffsets and endingTimestamp)."""
+    import time
+    from datetime import datetime, timedelta, timezone
+
+    url = js_server.url
+    make_stream(url, "ENDS", ["ends.>"])
+    for i in range(5):
+        publish(url, [("ends.x", b"m%d" % i)])
+        time.sleep(0.01)  # distinct stored times (Spark keeps microseconds)
+    def r():  # a DataFrameReader keeps its options: a fresh one per read
+        return spark.read.format("jetstream").option("servers", url).option("stream", "ENDS")
+
+    micros = dict(r().load().selectExpr("seq", "unix_micros(timestamp) AS us").collect())
+
+    def iso(seq):  # the message's stored time, truncated to microseconds as Spark shows it
+        return (datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=micros[seq])).isoformat()
+
+    def seqs(**opts):
+        return sorted(row.seq for row in r().options(**opts).load().select("seq").collect())
+
+    assert seqs(startingOffsets=2, endingOffsets=4) == [2, 3]
+    assert seqs(startingTimestamp=iso(2), endingTimestamp=iso(4)) == [2, 3]
+    assert seqs(startingOffsets=2, endingTimestamp=iso(4)) == seqs(startingTimestamp=iso(2), endingOffsets=4) == [2, 3]

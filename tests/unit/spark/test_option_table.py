@@ -95,3 +95,9 @@ def test_schema_validation_checks_values_for_writes_without_requiring_a_stream()
         validate_definition({"subject": "x.y", "minduplicatewindow": "soon"})
     with pytest.raises(OptionError, match="exactly one of"):
         validate_definition({"stream": "S", "streampattern": "T"})
+
+
+def test_the_readme_links_the_reference():
+    readme = (ROOT / "README.md").read_text()
+    assert "](docs/spark.md)" in readme and "](docs/spark.md#running-on-a-cluster)" in readme
+    assert "## Running on a cluster" in (ROOT / "docs" / "spark.md").read_text()

@@ -153,3 +153,31 @@ def test_large_batches_are_encoded_in_bounded_slices(monkeypatch):
     sent = b"".join(p.conn.sent) + b"".join(p._pending)
     assert sent.count(b"HPUB s.a ") == 40 and b"Nats-Msg-Id: j-39\r\n" in sent
     assert p.finish().published == 40
+
+
+@pytest.mark.parametrize(
+    "opts,streaming,warned",
+    [
+        ({"idempotence": "positional", "msgidprefix": "job-1"}, False, "spark.sql.shuffle.partitions"),
+        ({"idempotence": "positional"}, True, "not after a shuffle"),
+        ({"idempotence": "column:order_id"}, False, None),
+        ({"idempotence": "none"}, False, None),
+    ],
+)
+def test_the_sink_warns_that_positional_ids_change_with_partitioning(caplog, opts, streaming, warned):
+    """Positional ids follow partitions and row order: a re-run partitioned differently is stored
+    twice, so the sink says so (and recommends column:<name>) whenever they are used."""
+    pytest.importorskip("pyspark")
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from natsd.spark.datasource import JetStreamBatchWriter, JetStreamStreamWriter
+    from natsd.spark.options import WriteOptions
+
+    caplog.set_level("WARNING", logger="natsd.spark")
+    schema = StructType([StructField(n, StringType()) for n in ("subject", "data", "order_id")])
+    cls = JetStreamStreamWriter if streaming else JetStreamBatchWriter
+    cls(WriteOptions.parse(opts, streaming=streaming), schema)  # no 'subject' option: no server asked
+    if warned is None:
+        assert "positional" not in caplog.text
+    else:
+        assert warned in caplog.text and "Prefer idempotence=column:<name>" in caplog.text
