@@ -133,6 +133,7 @@ def store_config_for(cfg: StreamConfig, created_ns: int) -> StoreConfig:
         discard_new_per_subject=cfg.discard_new_per_subject,
         first_seq=cfg.first_seq,
         allow_msg_ttl=cfg.allow_msg_ttl,
+        compression=str(cfg.compression),
         meta={"config": cfg.to_json(), "created": rfc3339(created_ns), "created_ns": created_ns},
     )
 
