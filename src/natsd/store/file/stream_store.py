@@ -212,8 +212,9 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
             self._unlink_quietly(tmp)
             return
         try:
+            # No directory fsync: after a crash either file is the block (same records; the
+            # compressed one was fsynced before the rename), so the rename need not be durable.
             os.replace(tmp, blk.path)
-            fsync_dir(self._msgs_dir)
             blk.reopen()
         except OSError as exc:
             self._unlink_quietly(tmp)
