@@ -10,6 +10,7 @@ message (sequence, subject, headers, body, time), the deleted sequence and the c
 from __future__ import annotations
 
 import json
+import time
 
 import cramjam
 import pytest
@@ -96,3 +97,74 @@ def test_old_unframed_natsd_backup_restores_into_both(both, tmp_path):
             _compare(src, dst)
     # natsd restored its own old archive (src == dst): compare with the copy on nats-server
     _compare(both["reference"], src)
+
+
+def _block_files(store_dir, stream: str) -> list:
+    return sorted(p for p in store_dir.rglob("*.blk") if f"/streams/{stream}/msgs/" in str(p))
+
+
+def test_s2_stream_stores_compressed_blocks_and_its_backup_restores_into_nats_server(both, tmp_path_factory):
+    """``compression: s2`` through the server: natsd's sealed blocks are compressed on disk (the
+    documented header, far fewer bytes than ``state.bytes``), the stream reads back whole, and its
+    backup restores into nats-server with every message."""
+    import asyncio
+
+    import nats
+
+    from natsd.store.file.compress import MAGIC
+
+    base = tmp_path_factory.mktemp("s2-stream")
+    srv = start_kind("natsd", base / "natsd")
+    n = 24_000
+    body = b'{"order":%d,"status":"pending","region":"eu-west","note":"the quick brown fox"}' + b" pad" * 100
+
+    async def fill_and_read() -> dict:
+        nc = await nats.connect(srv.url)
+        try:
+            cfg = {"name": "ZORDERS", "subjects": ["zorders.>"], "storage": "file", "compression": "s2"}
+            msg = await nc.request("$JS.API.STREAM.CREATE.ZORDERS", json.dumps(cfg).encode(), timeout=10)
+            assert json.loads(msg.data)["config"]["compression"] == "s2"
+            for i in range(n):
+                await nc.publish(f"zorders.{i % 5}", body % i)
+                if i % 2000 == 1999:
+                    await nc.flush()
+            await nc.flush()
+            js = nc.jetstream()
+            for _ in range(100):
+                info = await js.stream_info("ZORDERS")
+                if info.state.messages == n:
+                    break
+                await asyncio.sleep(0.1)
+            assert info.state.messages == n
+            for seq in (1, 9_000, n):  # in compressed blocks and in the last, plain one
+                m = await js.get_msg("ZORDERS", seq)
+                assert m.data == body % (seq - 1)
+            return {"bytes": info.state.bytes}
+        finally:
+            await nc.close()
+
+    try:
+        state = asyncio.run(fill_and_read())
+        blocks = _block_files(srv.store_dir, "ZORDERS")
+        assert len(blocks) >= 2
+        for _ in range(50):  # compression runs in the background once a block is sealed
+            if all(p.read_bytes()[:8] == MAGIC for p in blocks[:-1]):
+                break
+            time.sleep(0.1)
+        assert all(p.read_bytes()[:8] == MAGIC for p in blocks[:-1])
+        assert sum(p.stat().st_size for p in blocks[:-1]) * 4 < state["bytes"]
+
+        d = base / "bk"
+        ok(srv.url, "stream", "backup", "ZORDERS", str(d), "--no-progress")
+        ref = both["reference"]
+        run_cli(ref, "stream", "rm", "ZORDERS", "-f")
+        ok(ref, "stream", "restore", str(d), "--no-progress")
+        after = ok(ref, "stream", "info", "ZORDERS", "-j").json()
+        assert after["state"]["messages"] == n and after["state"]["bytes"] == state["bytes"]
+        assert after["config"]["compression"] == "s2"
+        for seq in (1, 12_345, n):
+            ma = ok(srv.url, "stream", "get", "ZORDERS", str(seq), "-j").json()
+            mb = ok(ref, "stream", "get", "ZORDERS", str(seq), "-j").json()
+            assert (mb["subject"], mb.get("data"), mb["time"]) == (ma["subject"], ma.get("data"), ma["time"])
+    finally:
+        srv.stop()
