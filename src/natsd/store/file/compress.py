@@ -50,7 +50,7 @@ import cramjam
 from natsd.store.file.layout import TMP_SUFFIX
 
 __all__ = ["MAGIC", "HEADER", "CHUNK", "is_compressed", "compress_block", "CompressedView", "CorruptBlock",
-           "ChunkCache", "submit", "write_compressed", "compress_file", "COMPRESS_TMP"]
+           "ChunkCache", "SHARED_CHUNKS", "submit", "write_compressed", "compress_file", "COMPRESS_TMP"]
 
 MAGIC = b"\0\0\0\0NZs2"
 _HEAD = struct.Struct("<8sIII")
@@ -239,6 +239,10 @@ class CompressedView:
     def read_all(self) -> bytes:
         return self.read(0, self.raw_len)
 
+
+#: The decoded chunks of every store's compressed blocks, process-wide (8 MiB at most, however
+#: many streams there are); keys never collide (view ids are unique).
+SHARED_CHUNKS = ChunkCache(max_chunks=128)
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()

@@ -49,7 +49,7 @@ import zlib
 
 from natsd.store.base import StoreClosed, StoreConfig, StoreError, StoreWriteError
 from natsd.store.file.block import MessageBlock
-from natsd.store.file.compress import ChunkCache, compress_file, submit
+from natsd.store.file.compress import SHARED_CHUNKS, compress_file, submit
 from natsd.store.file.consumer_state import FileConsumerStore
 from natsd.store.file.faults import FaultHandling
 from natsd.store.file.index import BlockInfo, IndexSnapshot, encode_index
@@ -113,7 +113,7 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
         self._gap_from = 0
         # Compression: decoded chunks of compressed blocks, and the blocks being compressed
         # (block id -> (block, its gen when queued, the job)); inline: compress at once (tests).
-        self._chunk_cache = ChunkCache()
+        self._chunk_cache = SHARED_CHUNKS
         self._compressing: dict = {}
         self._compress_inline = compress_inline
         super().__init__(config, clock)
@@ -200,13 +200,14 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
                 self._install_one(bid, blk, gen, fut.result, ())
 
     def _install_one(self, bid: int, blk: MessageBlock, gen: int, result, args) -> None:
+        current = not self._closed and self._blocks.get(bid) is blk
         try:
             tmp, raw_len, disk_len = result(*args)
         except Exception as exc:  # noqa: BLE001 - the block stays plain; reads are unaffected
-            log.warning("stream %s: compressing block %d failed: %s", self.config.name, bid, exc)
+            if current:  # (a block unlinked meanwhile, by a purge say, is no news)
+                log.warning("stream %s: compressing block %d failed: %s", self.config.name, bid, exc)
             return
-        if (self._closed or self._blocks.get(bid) is not blk or blk.gen != gen or blk is self._lmb
-                or blk.pending or raw_len != blk.flushed):
+        if (not current or blk.gen != gen or blk is self._lmb or blk.pending or raw_len != blk.flushed):
             # Changed, unlinked or reopened meanwhile: this copy is stale (the block is queued
             # again when it is rewritten).
             self._unlink_quietly(tmp)
