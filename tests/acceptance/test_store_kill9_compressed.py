@@ -58,7 +58,9 @@ def test_sigkill_on_a_compressed_stream_loses_nothing_flushed(tmp_path, index_ev
     for n in blocks:
         with open(os.path.join(msgs_dir, n), "rb") as f:
             compressed += f.read(8) == MAGIC
-    assert compressed >= len(blocks) // 2, (compressed, len(blocks))
+    # Some blocks were compressed before the kill (how many depends on the machine's load: the
+    # compression thread trails the writer).
+    assert compressed >= 1, (compressed, len(blocks))
 
     cfg = StoreConfig(name="K", storage="file", compression="s2")
     store = open_stream_store(cfg, ManualClock(), d, block_size=16384, compress_inline=True)
@@ -73,6 +75,9 @@ def test_sigkill_on_a_compressed_stream_loses_nothing_flushed(tmp_path, index_ev
             continue
         m = store.load_msg(seq)
         assert (m.subject, m.hdr, m.msg) == expected(seq), f"message {seq} differs"
+    # The sealed blocks the kill left plain were compressed at start (inline here).
+    sealed = [b for b in store._blocks.values() if b is not store._lmb and b.flushed]
+    assert sealed and all(b.compressed for b in sealed)
     nxt, _ = store.store_msg("after", None, b"restart")
     assert nxt == st.last_seq + 1
     store.stop()
