@@ -74,13 +74,14 @@ def run_one(kind: str, compression: str, n: int, size: int) -> tuple[float, int,
         info = asyncio.run(_api(srv.url, "$JS.API.STREAM.INFO.BENCH", {}))
         # Let background compression of the sealed blocks finish (both servers do it off the
         # publish path), then read what the blocks take.
-        disk = -1
-        for _ in range(50):
+        disk, same = -1, 0
+        for _ in range(100):  # settled: unchanged for 1 s (or 20 s passed)
             time.sleep(0.2)
             now = blocks_on_disk(srv.store)
-            if now == disk:
-                break
+            same = same + 1 if now == disk else 0
             disk = now
+            if same >= 5:
+                break
         return rate, disk, int(info["state"]["bytes"])
     finally:
         srv.stop()

@@ -18,7 +18,9 @@ int main(int argc, char **argv) {
     char *data = malloc(size + 1);
     natsConnection *nc = NULL; jsCtx *js = NULL; jsOptions jo; jsPubOptions po;
     CHK(natsConnection_ConnectTo(&nc, url));
-    jsOptions_Init(&jo); jo.PublishAsync.MaxPending = 4096; jo.Wait = 10000;
+    // StallWait: how long a publish waits for room among the 4,096 in flight (libnats default
+    // 200 ms, after which it fails with Timeout); a loaded machine pauses longer than that.
+    jsOptions_Init(&jo); jo.PublishAsync.MaxPending = 4096; jo.PublishAsync.StallWait = 30000; jo.Wait = 10000;
     CHK(natsConnection_JetStream(&js, nc, &jo));
     int64_t t0 = nats_NowInNanoSeconds();
     for (int i = 0; i < n; i++) {

@@ -47,6 +47,7 @@ import os
 import shutil
 import zlib
 
+from natsd.clock import Timer
 from natsd.store.base import StoreClosed, StoreConfig, StoreError, StoreWriteError
 from natsd.store.file.block import MessageBlock
 from natsd.store.file.compress import SHARED_CHUNKS, compress_file, submit
@@ -71,6 +72,8 @@ log = logging.getLogger("natsd.store")
 
 _OFF_MASK = 0xFFFFFFFF
 _crc32 = zlib.crc32
+#: While blocks are being compressed, how often the store looks whether one is done.
+COMPRESS_POLL_NS = 50 * 10**6
 
 
 class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
@@ -116,6 +119,7 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
         self._chunk_cache = SHARED_CHUNKS
         self._compressing: dict = {}
         self._compress_inline = compress_inline
+        self._compress_timer: Timer | None = None
         super().__init__(config, clock)
         os.makedirs(self._msgs_dir, exist_ok=True)
         write_meta(directory, self._meta_dict(), config.name)
@@ -191,6 +195,30 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
             self._install_one(blk.id, blk, blk.gen, compress_file, (blk.path,))
             return
         self._compressing[blk.id] = (blk, blk.gen, submit(compress_file, blk.path))
+        self._arm_compress_poll()
+
+    def _arm_compress_poll(self) -> None:
+        # While a compression runs, look every COMPRESS_POLL_NS whether it is done (through the
+        # injected clock, on the store's thread), so a block is put in place even if the stream
+        # goes idle; nothing is armed when nothing is being compressed.
+        if self._compress_timer is None:
+            try:
+                self._compress_timer = self._clock.call_later(COMPRESS_POLL_NS, self._compress_poll)
+            except RuntimeError:
+                pass  # a SystemClock without a running loop (a script using the store): flush()/sync() do it
+
+    def _compress_poll(self) -> None:
+        self._compress_timer = None
+        if self._closed:
+            return
+        self._install_compressed()
+        if self._compressing:
+            self._arm_compress_poll()
+
+    def _cancel_compress_poll(self) -> None:
+        if self._compress_timer is not None:
+            self._compress_timer.cancel()
+            self._compress_timer = None
 
     def _install_compressed(self, wait: bool = False) -> None:
         """Put finished compressions in place (all of them, waiting, when ``wait``)."""
@@ -511,6 +539,7 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
             return
         try:
             try:
+                self._cancel_compress_poll()
                 self._install_compressed(wait=True)
                 self.flush()
             finally:
@@ -538,6 +567,7 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
         """Close the files without flushing or writing anything: what a ``kill -9`` leaves
         behind (for tests of recovery). A compression already running finishes its ``*.tmp``
         file (recovery removes it) but is not put in place."""
+        self._cancel_compress_poll()
         for _blk, _gen, fut in self._compressing.values():
             try:
                 fut.result()
@@ -550,6 +580,7 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
 
     def delete(self) -> None:
         """Stop and remove the stream's directory."""
+        self._cancel_compress_poll()
         for _blk, _gen, fut in self._compressing.values():
             fut.cancel()
             try:

@@ -129,6 +129,23 @@ def test_compression_runs_off_the_store_thread_and_stale_results_are_dropped(tmp
     st.stop()
 
 
+def test_an_idle_stream_gets_its_compressed_blocks_through_the_clock(tmp_path):
+    """No further write needed: while a compression runs the store looks every 50 ms (injected
+    clock) and puts the finished block in place; nothing stays armed afterwards."""
+    clock = ManualClock()
+    st = FileStreamStore(_cfg(), clock, str(tmp_path), block_size=BLOCK)
+    _fill(st, 300)
+    jobs = [fut for _b, _g, fut in st._compressing.values()]
+    assert jobs and clock.pending_timers() == 1
+    for fut in jobs:
+        fut.result()
+    assert not any(b.compressed for b in _blocks(st))  # done, not yet in place
+    clock.advance(50 * 10**6)
+    assert all(b.compressed for b in _blocks(st)[:-1]) and not st._compressing
+    assert clock.pending_timers() == 0
+    st.stop()
+
+
 def test_leftover_compression_tmp_is_removed_and_plain_blocks_compressed_at_start(tmp_path):
     st = _open(tmp_path, "none")
     _fill(st, 400)
