@@ -30,8 +30,9 @@ per message); this class adds the files:
   record); a missing block's messages are reported lost and the rest served.
 - **Compression** (``compression: s2``, natsd.store.file.compress): a block is compressed when
   it is sealed, on the compression thread (``_queue_compress``); the compressed file replaces
-  the plain one on the store's own thread at the next flush (``_install_compressed``) unless the
-  block changed meanwhile (``MessageBlock.gen``). Reads and recovery see plain offsets either
+  the plain one on the store's own thread at the next flush or within COMPRESS_POLL_NS (a timer
+  on the injected clock, armed only while a compression runs; ``_install_compressed``) unless
+  the block changed meanwhile (``MessageBlock.gen``: then it is compressed again). Reads and recovery see plain offsets either
   way, so blocks of both kinds mix (a config changed from none to s2 and back).
 - **Failed writes** (disk full, I/O error): every message not on disk is rolled back and the
   owner told (``take_rollback``); nothing unwritten is ever served; the next flush retries.
@@ -236,9 +237,11 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
                 log.warning("stream %s: compressing block %d failed: %s", self.config.name, bid, exc)
             return
         if (not current or blk.gen != gen or blk is self._lmb or blk.pending or raw_len != blk.flushed):
-            # Changed, unlinked or reopened meanwhile: this copy is stale (the block is queued
-            # again when it is rewritten).
+            # Changed (erased in, compacted), unlinked or closed meanwhile: this copy is stale.
+            # A block still there is compressed again from what it holds now.
             self._unlink_quietly(tmp)
+            if current:
+                self._queue_compress(blk)
             return
         try:
             # No directory fsync: after a crash either file is the block (same records; the

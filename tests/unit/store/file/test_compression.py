@@ -110,36 +110,63 @@ def test_update_none_to_s2_and_back_mixes_block_kinds(tmp_path):
         again.stop()
 
 
-def test_compression_runs_off_the_store_thread_and_stale_results_are_dropped(tmp_path):
+def test_compression_runs_off_the_store_thread_and_stale_results_are_dropped(tmp_path, monkeypatch):
     st = _open(tmp_path, compress_inline=False)
     _fill(st, 300)
-    st._install_compressed(wait=True)
+    st._install_compressed(wait=True)  # the real compression thread
     assert all(b.compressed for b in _blocks(st)[:-1])
-    # a block changed while its compression ran: the stale copy is dropped, the change kept
+    # a block changed while its compression ran: the stale copy is dropped, the change kept,
+    # and the block compressed again from what it holds now
+    from concurrent.futures import Future
+
+    import natsd.store.file.stream_store as ss
+
+    def at_once(fn, *args):
+        fut: Future = Future()
+        fut.set_result(fn(*args))
+        return fut
+
+    monkeypatch.setattr(ss, "submit", at_once)
+    st._install_compressed()
     _fill(st, 200, 300)
-    pending = dict(st._compressing)
-    assert pending
-    bid, (blk, _gen, fut) = next(iter(pending.items()))
-    fut.result()
+    # (flush put the finished ones in place; queue one by hand to have one in flight)
+    blk = _blocks(st)[-2]
+    assert blk.compressed
+    blk._decompress_file()
+    st._queue_compress(blk)
+    assert blk.id in st._compressing
     blk.gen += 1  # as an erase or a compaction would
-    st._install_compressed(wait=True)
-    assert not blk.compressed
+    st._install_compressed()
+    assert not blk.compressed and blk.id in st._compressing  # dropped, and queued again
+    st._install_compressed()
+    assert blk.compressed
     assert not [n for n in os.listdir(tmp_path / "msgs") if n.endswith(COMPRESS_TMP)]
     assert [m.msg for m in st.iter_msgs(1, 500)] == [_expect(i) for i in range(500)]
     st.stop()
 
 
-def test_an_idle_stream_gets_its_compressed_blocks_through_the_clock(tmp_path):
+def test_an_idle_stream_gets_its_compressed_blocks_through_the_clock(tmp_path, monkeypatch):
     """No further write needed: while a compression runs the store looks every 50 ms (injected
     clock) and puts the finished block in place; nothing stays armed afterwards."""
+    from concurrent.futures import Future
+
+    import natsd.store.file.stream_store as ss
+    jobs: list = []
+
+    def held(fn, *args):  # the compression thread, run when the test says so
+        fut: Future = Future()
+        jobs.append((fut, fn, args))
+        return fut
+
+    monkeypatch.setattr(ss, "submit", held)
     clock = ManualClock()
     st = FileStreamStore(_cfg(), clock, str(tmp_path), block_size=BLOCK)
     _fill(st, 300)
-    jobs = [fut for _b, _g, fut in st._compressing.values()]
     assert jobs and clock.pending_timers() == 1
-    for fut in jobs:
-        fut.result()
-    assert not any(b.compressed for b in _blocks(st))  # done, not yet in place
+    clock.advance(50 * 10**6)  # nothing done yet: looks again later
+    assert clock.pending_timers() == 1 and not any(b.compressed for b in _blocks(st))
+    for fut, fn, args in jobs:
+        fut.set_result(fn(*args))
     clock.advance(50 * 10**6)
     assert all(b.compressed for b in _blocks(st)[:-1]) and not st._compressing
     assert clock.pending_timers() == 0
