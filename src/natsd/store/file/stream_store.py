@@ -134,7 +134,9 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
         self._replaying = False
         self._marker_first = self._first
         self._index_written_at = clock.monotonic_ns()
-        if self._lmb is None:
+        if self._lmb is None or self._lmb.compressed:
+            # A compressed block is never appended to (the last one may be, when the block
+            # after it is gone): writes go to a new one.
             self._roll()
         keep = self._keep_last
         if keep is not None and keep[0] > self._last:

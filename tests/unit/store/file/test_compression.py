@@ -186,6 +186,23 @@ def test_leftover_compression_tmp_is_removed_and_plain_blocks_compressed_at_star
     again.stop()
 
 
+def test_a_compressed_last_block_is_never_appended_to(tmp_path):
+    st = _open(tmp_path)
+    _fill(st, 600)
+    st.stop()
+    last = _blocks(st)[-1]
+    os.unlink(last.path)  # the plain last block lost: the last one left is compressed
+    os.unlink(tmp_path / "msgs" / "index.db")
+    again = _open(tmp_path)
+    assert not again._lmb.compressed and again._blocks[again._lmb.id - 1].compressed
+    top = again.state().last_seq
+    _fill(again, 50, top)
+    again.stop()
+    third = _open(tmp_path)
+    assert third.load_msg(top + 50).msg == _expect(top + 49) and third.load_msg(1).msg == _expect(0)
+    third.stop()
+
+
 def _damage(path, at: int) -> None:
     with open(path, "r+b") as f:
         f.seek(at)
