@@ -16,7 +16,10 @@ non-empty answer is an error JSON). An empty request ends the upload and its rep
 ``stream_create_response`` of the restored stream.
 
 The archive is opaque to this tool (nats-server 2.15 sends an S2-framed ``NATSARC1`` archive, older ones an S2
-tar; natsd sends its own format): whatever one server wrote is handed back to a server unchanged.
+tar; natsd sends the same ``NATSARC1`` archive Snappy-framed, which nats-server reads too): whatever one server wrote
+is handed back to a server unchanged. One exception: a backup written by natsd before it framed its archives (the
+file starts with the bare ``NATSARC1`` magic) is Snappy-framed on the way up (``cramjam``), so that nats-server
+restores it as well as natsd does.
 
 Backup directory of ``stream backup STREAM DIR`` (file names as the ``nats`` tool uses them):
 
@@ -215,17 +218,14 @@ async def restore_stream(ctx: Ctx, directory: Path, *, stream: str | None = None
         ctx.out.print(f"Starting restore of Stream \"{name}\" from file \"{data_path}\" ({human_bytes(size)})")
     t0 = time.perf_counter()
     with _progress(ctx, f"restore {name}", size) as bar, open(data_path, "rb") as f:
-        while True:
-            chunk = f.read(RESTORE_CHUNK)
-            if not chunk:
-                break
+        for raw_len, chunk in _upload_chunks(f):
             try:
                 ack = await nc.request(deliver, chunk, timeout=ctx.timeout)
             except Exception as exc:  # noqa: BLE001 - timeout or no responders
                 raise CliError(f"restore of {name} failed while sending data: {type(exc).__name__}") from None
             if ack.data:
                 _raise_if_error(ack.data, name)
-            bar.advance(len(chunk))
+            bar.advance(raw_len)
         try:
             final = await nc.request(deliver, b"", timeout=RESTORE_FINISH_TIMEOUT)
         except Exception as exc:  # noqa: BLE001
@@ -234,6 +234,33 @@ async def restore_stream(ctx: Ctx, directory: Path, *, stream: str | None = None
     if not quiet and not ctx.json:
         ctx.out.print(f"Restored stream \"{name}\" in {time.perf_counter() - t0:.3f}s\n")
     return info
+
+
+#: The first bytes of an unframed natsd archive (natsd before issue 12).
+_BARE_ARCHIVE = b"NATSARC1"
+
+
+def _upload_chunks(f) -> Iterator[tuple[int, bytes]]:
+    """(file bytes consumed, chunk to send) for the backup file ``f``: the file as it is, or, for
+    an old unframed natsd archive, Snappy-framed on the fly (chunks then vary in size)."""
+    head = f.read(len(_BARE_ARCHIVE))
+    if head != _BARE_ARCHIVE:
+        f.seek(0)
+        while chunk := f.read(RESTORE_CHUNK):
+            yield len(chunk), chunk
+        return
+    import cramjam  # only for old backups
+
+    comp = cramjam.snappy.Compressor()
+    comp.compress(head)
+    while raw := f.read(RESTORE_CHUNK):
+        comp.compress(raw)
+        out = bytes(comp.flush())
+        if out:
+            yield len(raw), out
+    out = bytes(comp.finish())
+    if out:
+        yield len(head), out
 
 
 def _raise_if_error(data: bytes, name: str) -> dict:

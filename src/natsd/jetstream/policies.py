@@ -11,8 +11,8 @@ ignored -- see :func:`refuse_unsupported`): mirrors / sources with
 ``sources`` are implemented in :mod:`natsd.jetstream.sourcing`. ``subject_transform`` is applied for literal tokens,
 ``{{wildcard(n)}}``/``$n`` and ``>``; other mapping functions are refused (10156).
 ``placement`` is accepted and echoed (a standalone reference server does the same).
-``compression: s2`` is accepted and echoed; whether blocks are compressed is the store's
-business.
+``compression: s2`` compresses a file stream's sealed blocks (natsd.store.file.compress) and may be
+changed by an update either way; a memory stream accepts and ignores it, as the reference does.
 """
 
 from __future__ import annotations

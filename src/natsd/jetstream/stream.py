@@ -132,6 +132,7 @@ def store_config_for(cfg: StreamConfig, created_ns: int) -> StoreConfig:
         first_seq=cfg.first_seq,
         allow_msg_ttl=cfg.allow_msg_ttl,
         async_persist=cfg.persist_mode == "async",
+        compression=str(cfg.compression),
         meta={"config": cfg.to_json(), "created": rfc3339(created_ns), "created_ns": created_ns},
     )
 

@@ -123,6 +123,9 @@ class StoreConfig:
     discard_new_per_subject: bool = False
     first_seq: int = 0
     allow_msg_ttl: bool = False
+    #: ``"s2"``: the file store compresses sealed blocks (natsd.store.file.compress); ``"none"``
+    #: and the memory store: stored as is (as the reference's memory store ignores it).
+    compression: str = "none"
     meta: dict[str, Any] = field(default_factory=dict)
     #: ``persist_mode: async``: the owner writes on its own schedule (not before each PubAck) and
     #: the file store never fsyncs per write, even with ``sync_always`` (as the reference).

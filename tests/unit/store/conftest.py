@@ -29,17 +29,25 @@ class FileFactory:
     - ``"crash"``: flush() then abandoning the files as kill -9 would (old or no index.db, the
       tail is replayed);
     - ``"noindex"``: a clean stop, then index.db deleted (full scan).
+
+    ``compression="s2"``: the streams ask for compressed blocks, compressed as soon as they are
+    sealed (``compress_inline``), so every check also reads, removes from, erases in, compacts
+    and recovers compressed blocks.
     """
 
-    def __init__(self, root: str, mode: str = "stop", **options) -> None:
+    def __init__(self, root: str, mode: str = "stop", compression: str = "none", **options) -> None:
         self.root = root
         self.mode = mode
+        self.compression = compression
+        if compression != "none":
+            options["compress_inline"] = True
         self.options = options
         self.n = 0
 
     def make(self, config: StoreConfig, clock):
         self.n += 1
         config.storage = StorageType.FILE
+        config.compression = self.compression
         d = os.path.join(self.root, f"s{self.n}")
         store = open_stream_store(config, clock, d, **self.options)
         store._conformance_dir = d
@@ -91,17 +99,24 @@ def make_factory(kind: str, root: str):
         return FileFactory(root, mode="crash", block_size=512)
     if kind == "file-noindex":
         return FileFactory(root, mode="noindex", block_size=512)
+    if kind == "file-s2":
+        return FileFactory(root, block_size=512, compression="s2")
+    if kind == "file-s2-crash":
+        return FileFactory(root, mode="crash", block_size=512, compression="s2")
+    if kind == "file-s2-noindex":
+        return FileFactory(root, mode="noindex", block_size=512, compression="s2")
     raise ValueError(kind)
 
 
-@pytest.fixture(params=["memory", "file", "file-small-blocks", "file-crash", "file-noindex"])
+@pytest.fixture(params=["memory", "file", "file-small-blocks", "file-crash", "file-noindex", "file-s2", "file-s2-crash",
+                        "file-s2-noindex"])
 def store_factory(request, tmp_path):
     """A StoreFactory for each implementation; the file store with default and tiny blocks (to
     cross block boundaries everywhere) and restarted cleanly, after a crash, or without index."""
     return make_factory(request.param, str(tmp_path))
 
 
-@pytest.fixture(params=["memory", "file-small-blocks", "file-crash", "file-noindex"])
+@pytest.fixture(params=["memory", "file-small-blocks", "file-crash", "file-noindex", "file-s2-crash"])
 def random_factory(request, tmp_path):
     """Factories for the random-operation model tests (fewer kinds: these are the slow ones)."""
     return make_factory(request.param, str(tmp_path))

@@ -6,8 +6,8 @@ in four modules:
 - :mod:`~natsd.jetstream.snapshot.archive`: the backup's byte format (``NATSARC1`` entries: the
   stream state, consumers, messages, an end entry), documented there; encoder and incremental
   decoder, no I/O.
-- :mod:`~natsd.jetstream.snapshot.s2`: compression, decoding only: the S2/Snappy framing a
-  nats-server 2.15 backup wraps the archive in.
+- :mod:`~natsd.jetstream.snapshot.s2`: compression: the S2/Snappy framing around the archive
+  (natsd sends it Snappy-framed, reads S2 and Snappy framing and its old unframed archives).
 - :mod:`~natsd.jetstream.snapshot.transfer`: :class:`SnapshotSender`, the snapshot's chunk flow
   (chunks, ack replies, window, timeouts, final status).
 - :mod:`~natsd.jetstream.snapshot.restore`: :class:`RestoreReceiver`, the restore upload (chunk
@@ -23,7 +23,7 @@ from natsd.jetstream.snapshot.archive import (
     encode_entry, encode_uvarint, encode_varint, iter_archive,
 )
 from natsd.jetstream.snapshot.restore import RESTORE_DIR_PREFIX, RestoreReceiver, remove_stale_restores
-from natsd.jetstream.snapshot.s2 import S2StreamDecoder, s2_decode_block
+from natsd.jetstream.snapshot.s2 import S2StreamDecoder, frame_archive, is_framed, s2_decode_block
 from natsd.jetstream.snapshot.transfer import (
     ACK_TIMEOUT_NS, DEFAULT_CHUNK_SIZE, DEFAULT_WINDOW_SIZE, STATUS_DONE, STATUS_NO_FLOW, STATUS_NO_INTEREST,
     SnapshotSender,
@@ -34,5 +34,5 @@ __all__ = [
     "ArchiveError", "iter_archive", "SnapshotSender", "RestoreReceiver", "consumer_state_to_json",
     "consumer_state_from_json", "DEFAULT_CHUNK_SIZE", "DEFAULT_WINDOW_SIZE", "ACK_TIMEOUT_NS",
     "STATUS_DONE", "STATUS_NO_INTEREST", "STATUS_NO_FLOW", "remove_stale_restores",
-    "S2StreamDecoder", "s2_decode_block", "RESTORE_DIR_PREFIX",
+    "S2StreamDecoder", "s2_decode_block", "frame_archive", "is_framed", "RESTORE_DIR_PREFIX",
 ]

@@ -8,8 +8,9 @@ Archive byte format
 -------------------
 
 natsd writes the reference's ``NATSARC1`` entry format (``server/archive/archive.go``, the
-decompressed body of a nats-server 2.15 snapshot), *without* the S2 framing around it, so the
-bytes on the wire start with the 8 magic bytes ``NATSARC1``::
+decompressed body of a nats-server 2.15 snapshot); on the wire it is Snappy-framed
+(:mod:`natsd.jetstream.snapshot.s2`), as nats-server S2-frames it, and decompressed it starts
+with the 8 magic bytes ``NATSARC1``::
 
     archive := "NATSARC1" entry* end
     entry   := uvarint(len(name)) varint(ts) uvarint(seq) uvarint(hdr_size) uvarint(payload_size)
@@ -37,8 +38,9 @@ The stream config is not in the archive: it travels in the snapshot reply and th
 request (``{"config", "state"}``), as with the reference.
 
 
-natsd's archive is never compressed. A nats-server 2.15 backup is this archive wrapped in S2
-framing; the restore unwraps it first (:mod:`natsd.jetstream.snapshot.s2`).
+The framing (Snappy from natsd, S2 from nats-server 2.15) is added by the sender and removed by
+the restore (:mod:`natsd.jetstream.snapshot.s2`); natsd before issue 12 sent this archive
+unframed, and the restore still takes such an upload (it starts with ``NATSARC1``).
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@
                     parsed and applied to the new store
     end of upload   empty payload; its reply is the ``stream_create_response`` (or an error)
 
-The first 8 bytes tell the format: natsd's bare archive (``NATSARC1``,
-:mod:`natsd.jetstream.snapshot.archive`) or an S2-framed one (nats-server 2.15,
-:mod:`natsd.jetstream.snapshot.s2`). Entries are applied as they arrive: ``state.json`` checks
+The first 8 bytes tell the format: a framed archive (S2 from nats-server 2.15, Snappy from
+natsd, :mod:`natsd.jetstream.snapshot.s2`) or natsd's older bare archive (``NATSARC1``,
+:mod:`natsd.jetstream.snapshot.archive`). Entries are applied as they arrive: ``state.json`` checks
 that the stream could be added and that the backup's bytes fit the account's and the server's
 limits, then opens the store (file storage: in a hidden ``.restore.*`` directory, renamed into
 place only when complete, so a crash never leaves a half-restored stream); messages are stored
@@ -35,7 +35,7 @@ from natsd.jetstream.policies import check_subject_overlap, refuse_unsupported
 from natsd.jetstream.snapshot.archive import (
     MAGIC, ArchiveEntry, ArchiveError, ArchiveReader, consumer_state_from_json,
 )
-from natsd.jetstream.snapshot.s2 import S2_STREAM_ID, S2StreamDecoder
+from natsd.jetstream.snapshot.s2 import S2StreamDecoder, is_framed
 from natsd.nuid import nuid
 from natsd.jetstream.stream import H_TTL, parse_ttl, store_config_for
 from natsd.jetstream.wire import dumps, error_envelope, resp
@@ -138,14 +138,14 @@ class RestoreReceiver:
 
     def _feed(self, data: bytes) -> None:
         if not self._sniffed:
-            # The first bytes tell the format: our NATSARC1 archive, or a (S2/Snappy) framed
-            # stream as nats-server 2.15 sends it. 8 bytes decide either.
+            # The first bytes tell the format: a (S2/Snappy) framed stream, as nats-server 2.15
+            # and natsd send it, or natsd's older bare NATSARC1 archive. 8 bytes decide either.
             self._head += data
             if len(self._head) < len(MAGIC):
                 return
             self._sniffed = True
             data, self._head = self._head, b""
-            if data.startswith(S2_STREAM_ID[:4]):
+            if is_framed(data):
                 self._s2 = S2StreamDecoder()
             elif not data.startswith(MAGIC):
                 raise ArchiveError("unsupported snapshot format")
@@ -279,7 +279,10 @@ class RestoreReceiver:
     # -- completion ----------------------------------------------------------------------------
     def _complete(self, reply: str) -> None:
         if self._state is None or not self._ended:
-            self._fail(reply, "backup was truncated" if self._state is not None else "no snapshot data received")
+            # Bytes were received (a framed upload cut inside its first frame decodes to
+            # nothing yet): that is a truncated backup too, not an empty one.
+            received = self._state is not None or self._sniffed or bool(self._head)
+            self._fail(reply, "backup was truncated" if received else "no snapshot data received")
             return
         acct = self.account
         try:

@@ -1,7 +1,8 @@
 """Snapshot transfer: the chunk flow of ``$JS.API.STREAM.SNAPSHOT`` (reference ``streamSnapshot``).
 
 After the snapshot reply, :class:`SnapshotSender` cuts the stream's archive
-(:func:`natsd.jetstream.snapshot.archive.iter_archive`) into chunks and publishes them to the
+(:func:`natsd.jetstream.snapshot.archive.iter_archive`, Snappy-framed by
+:func:`natsd.jetstream.snapshot.s2.frame_archive`) into chunks and publishes them to the
 request's ``deliver_subject``::
 
     chunk 1..k      full chunks (``chunk_size`` bytes), reply ``$JS.SNAPSHOT.ACK.<stream>.<id>.<len>.<index>``
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from natsd.jetstream.errors import ApiError
 from natsd.jetstream.models import SECOND
 from natsd.jetstream.snapshot.archive import iter_archive
+from natsd.jetstream.snapshot.s2 import frame_archive
 from natsd.nuid import nuid
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -91,7 +93,8 @@ class SnapshotSender:
         self.done = False
         self.error = ""
         self._on_done = on_done
-        self._pieces = iter_archive(stream, include_consumers, state_json)
+        # Snappy-framed, as nats-server's (S2-framed) snapshots, so nats-server restores it.
+        self._pieces = frame_archive(iter_archive(stream, include_consumers, state_json))
         self._buf = bytearray()
         self._eof = False
         self._ack_subject = f"{SNAPSHOT_ACK_PREFIX}{stream.name}.{nuid()}"

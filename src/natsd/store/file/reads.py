@@ -2,6 +2,9 @@
 :class:`~natsd.store.file.stream_store.FileStreamStore` (it uses that class's index and blocks),
 kept apart so the store's main module stays about writes, removals and durability.
 
+Blocks are read through ``MessageBlock.pread`` (the file, or the decoded chunks of a compressed
+block: natsd.store.file.compress), by the records' plain offsets either way.
+
 - ``_read``: one message, from the file (``pread``, with a read-ahead chunk for forward
   readers) or, for bytes not yet flushed, from the pending buffer (flushed first). Every read
   verifies the record's length, checksum and sequence.
@@ -19,7 +22,6 @@ logged, removed from the index) and never served. The byte layout read here is d
 from __future__ import annotations
 
 import logging
-import os
 import struct
 import zlib
 from itertools import compress, count, repeat
@@ -176,11 +178,11 @@ class ReadPath(IndexedStreamStore):
             elif c is not None and c[0] == bid and c[1] <= off < c[2] + READ_AHEAD:
                 # Forward, close to the previous read (sequential, or a filtered consumer
                 # skipping a few records): read ahead.
-                chunk = os.pread(blk.fd, max(size, READ_AHEAD), off)
+                chunk = blk.pread(max(size, READ_AHEAD), off)
                 self._rcache = (bid, off, off + len(chunk), chunk)
                 data = chunk[:size]
             else:
-                data = os.pread(blk.fd, size, off)
+                data = blk.pread(size, off)
                 self._rcache = (bid, off, off + size, data)
         try:
             rsize, has_hdr, raw, ts, slen = parse_header(data, 0)
@@ -244,7 +246,7 @@ class ReadPath(IndexedStreamStore):
                 data = c[3]
                 o = off - c[1]
             else:
-                data = os.pread(blk.fd, max(min(blk.flushed, off + RUN_BYTES), end) - off, off)
+                data = blk.pread(max(min(blk.flushed, off + RUN_BYTES), end) - off, off)
                 if len(data) < end - off:  # file shorter than recorded: per-message path
                     try:
                         yield self._read(seq, p0)
@@ -342,7 +344,7 @@ class ReadPath(IndexedStreamStore):
                     data = c[3]
                     o = off - c[1]
                 else:
-                    chunk = os.pread(blk.fd, max(min(blk.flushed, off + RUN_BYTES), end) - off, off)
+                    chunk = blk.pread(max(min(blk.flushed, off + RUN_BYTES), end) - off, off)
                     if len(chunk) >= end - off:
                         self._rcache = (bid, off, off + len(chunk), chunk)
                         data = chunk

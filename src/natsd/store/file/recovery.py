@@ -37,6 +37,7 @@ from operator import or_, sub
 
 from natsd.store.base import CorruptState
 from natsd.store.file.block import MessageBlock
+from natsd.store.file.compress import ChunkCache
 from natsd.store.file.index import IndexSnapshot, decode_index
 from natsd.store.file.layout import MAX_RECORD_SIZE, TMP_SUFFIX, block_file_name, parse_block_file_name
 from natsd.store.file.record import (
@@ -85,6 +86,7 @@ class Recovery(IndexedStreamStore):
     _keep_last: tuple[int, int] | None
     #: After damaged bytes: the first sequence that may have been in them (0: none pending).
     _gap_from: int
+    _chunk_cache: ChunkCache
 
     def _recover(self) -> None:
         """Rebuild the index: from index.db when it is current, else by a full scan. Leftover
@@ -110,7 +112,7 @@ class Recovery(IndexedStreamStore):
         self._full_scan(ids, snap)
 
     def _open_block(self, bid: int) -> MessageBlock:
-        blk = MessageBlock(bid, os.path.join(self._msgs_dir, block_file_name(bid)))
+        blk = MessageBlock(bid, os.path.join(self._msgs_dir, block_file_name(bid)), cache=self._chunk_cache)
         self._blocks[bid] = blk
         return blk
 
@@ -231,7 +233,14 @@ class Recovery(IndexedStreamStore):
         with the next sequence and a subject already seen. It keeps its counters in locals,
         appends the sid, timestamp and chain link per record and fills the position and size
         arrays in bulk when the run ends. Anything else (markers, new subjects, gaps, damage)
-        goes through :meth:`_replay_one`, one record at a time."""
+        goes through :meth:`_replay_one`, one record at a time.
+
+        A compressed block reads as its plain records (a chunk that fails its check reads as
+        zeros, which the record checks below then treat as damaged bytes); one whose header is
+        damaged holds nothing readable: it is reported lost whole and emptied."""
+        if blk.damaged:
+            self._lose_damaged_block(blk)
+            return True
         data = blk.read_all()
         mv = memoryview(data)
         end = len(data)
@@ -329,6 +338,13 @@ class Recovery(IndexedStreamStore):
         finally:
             mv.release()
         return False
+
+    def _lose_damaged_block(self, blk: MessageBlock) -> None:
+        size = os.fstat(blk.fd).st_size
+        self._lost_bytes += size
+        log.error("stream %s: compressed block %d is damaged (%s); its %d byte(s) are lost and the messages "
+                  "in it reported lost", self.config.name, blk.id, blk.damaged, size)
+        blk.truncate(0)
 
     def _replay_one(self, blk: MessageBlock, data: bytes, mv, off: int, end: int, subjects: dict,
                     sidcache: dict, scanning: bool) -> int:

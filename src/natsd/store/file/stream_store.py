@@ -31,6 +31,12 @@ per message); this class adds the files:
   corrupt record truncates its block at that offset (fsynced) and is reported lost; a damaged
   record followed by intact ones costs only itself (recovery resynchronises at the next intact
   record); a missing block's messages are reported lost and the rest served.
+- **Compression** (``compression: s2``, natsd.store.file.compress): a block is compressed when
+  it is sealed, on the compression thread (``_queue_compress``); the compressed file replaces
+  the plain one on the store's own thread at the next flush or within COMPRESS_POLL_NS (a timer
+  on the injected clock, armed only while a compression runs; ``_install_compressed``) unless
+  the block changed meanwhile (``MessageBlock.gen``: then it is compressed again). Reads and recovery see plain offsets either
+  way, so blocks of both kinds mix (a config changed from none to s2 and back).
 - **Failed writes** (disk full, I/O error): every message not on disk is rolled back and the
   owner told (``take_rollback``); nothing unwritten is ever served; the next flush retries.
   See natsd.store.file.faults.
@@ -45,8 +51,10 @@ import os
 import shutil
 import zlib
 
+from natsd.clock import Timer
 from natsd.store.base import StoreClosed, StoreConfig, StoreError, StoreWriteError
 from natsd.store.file.block import MessageBlock
+from natsd.store.file.compress import SHARED_CHUNKS, compress_file, submit
 from natsd.store.file.consumer_state import FileConsumerStore
 from natsd.store.file.faults import FaultHandling
 from natsd.store.file.index import BlockInfo, IndexSnapshot, encode_index
@@ -68,6 +76,8 @@ log = logging.getLogger("natsd.store")
 
 _OFF_MASK = 0xFFFFFFFF
 _crc32 = zlib.crc32
+#: While blocks are being compressed, how often the store looks whether one is done.
+COMPRESS_POLL_NS = 50 * 10**6
 
 
 class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
@@ -78,7 +88,7 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
 
     def __init__(self, config: StoreConfig, clock, directory: str, *, sync_interval_ns: int = 120 * 10**9,
                  sync_always: bool = False, block_size: int = DEFAULT_BLOCK_SIZE,
-                 index_interval_ns: int = DEFAULT_INDEX_INTERVAL_NS) -> None:
+                 index_interval_ns: int = DEFAULT_INDEX_INTERVAL_NS, compress_inline: bool = False) -> None:
         self._dir = directory
         self._msgs_dir = os.path.join(directory, MSGS_DIR)
         self._obs_dir = os.path.join(directory, OBS_DIR)
@@ -109,6 +119,12 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
         # Recovery resynchronised after damaged bytes (not in a full scan): the first sequence
         # that may have been in them; the next message record closes the gap (_replay_one).
         self._gap_from = 0
+        # Compression: decoded chunks of compressed blocks, and the blocks being compressed
+        # (block id -> (block, its gen when queued, the job)); inline: compress at once (tests).
+        self._chunk_cache = SHARED_CHUNKS
+        self._compressing: dict = {}
+        self._compress_inline = compress_inline
+        self._compress_timer: Timer | None = None
         super().__init__(config, clock)
         os.makedirs(self._msgs_dir, exist_ok=True)
         write_meta(directory, self._meta_dict(), config.name)
@@ -122,7 +138,9 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
         self._replaying = False
         self._marker_first = self._first
         self._index_written_at = clock.monotonic_ns()
-        if self._lmb is None:
+        if self._lmb is None or self._lmb.compressed:
+            # A compressed block is never appended to (the last one may be, when the block
+            # after it is gone): writes go to a new one.
             self._roll()
         keep = self._keep_last
         if keep is not None and keep[0] > self._last:
@@ -137,6 +155,9 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
         except StoreWriteError as exc:
             log.error("stream %s: writing recovery records failed (%s); will retry", config.name, exc)
             self._rollback = None
+        # Sealed blocks a crash left plain (or written before the stream asked for s2).
+        for blk in list(self._blocks.values()):
+            self._queue_compress(blk)
 
     # ------------------------------------------------------------------ config
     def _meta_dict(self) -> dict:
@@ -160,13 +181,95 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
             self._durable_last = self._last
         bid = (max(self._blocks) + 1) if self._blocks else 1
         try:
-            blk = MessageBlock(bid, os.path.join(self._msgs_dir, block_file_name(bid)), create=True)
+            blk = MessageBlock(bid, os.path.join(self._msgs_dir, block_file_name(bid)), create=True,
+                               cache=self._chunk_cache)
         except OSError as exc:  # no inode left, too many open files...: the store refuses the write
             raise StoreWriteError(f"creating block {bid} of stream {self.config.name} failed: {exc}",
                                   exc.errno) from exc
         self._blocks[bid] = blk
         self._lmb = blk
+        if old is not None and old.id in self._blocks:
+            self._queue_compress(old)
         return blk
+
+    # ------------------------------------------------------------------ compression
+    def _queue_compress(self, blk: MessageBlock) -> None:
+        """Compress sealed block ``blk`` when the stream asks for it (see the module docstring)."""
+        if (self.config.compression != "s2" or blk.compressed or blk is self._lmb or blk.pending
+                or blk.id in self._compressing or not blk.flushed):
+            return
+        if self._compress_inline:
+            self._install_one(blk.id, blk, blk.gen, compress_file, (blk.path,))
+            return
+        self._compressing[blk.id] = (blk, blk.gen, submit(compress_file, blk.path))
+        self._arm_compress_poll()
+
+    def _arm_compress_poll(self) -> None:
+        # While a compression runs, look every COMPRESS_POLL_NS whether it is done (through the
+        # injected clock, on the store's thread), so a block is put in place even if the stream
+        # goes idle; nothing is armed when nothing is being compressed.
+        if self._compress_timer is None:
+            try:
+                self._compress_timer = self._clock.call_later(COMPRESS_POLL_NS, self._compress_poll)
+            except RuntimeError:
+                pass  # a SystemClock without a running loop (a script using the store): flush()/sync() do it
+
+    def _compress_poll(self) -> None:
+        self._compress_timer = None
+        if self._closed:
+            return
+        self._install_compressed()
+        if self._compressing:
+            self._arm_compress_poll()
+
+    def _cancel_compress_poll(self) -> None:
+        if self._compress_timer is not None:
+            self._compress_timer.cancel()
+            self._compress_timer = None
+
+    def _install_compressed(self, wait: bool = False) -> None:
+        """Put finished compressions in place (all of them, waiting, when ``wait``)."""
+        for bid, (blk, gen, fut) in list(self._compressing.items()):
+            if wait or fut.done():
+                del self._compressing[bid]
+                self._install_one(bid, blk, gen, fut.result, ())
+
+    def _install_one(self, bid: int, blk: MessageBlock, gen: int, result, args) -> None:
+        current = not self._closed and self._blocks.get(bid) is blk
+        try:
+            tmp, raw_len, disk_len = result(*args)
+        except Exception as exc:  # noqa: BLE001 - the block stays plain; reads are unaffected
+            if current:  # (a block unlinked meanwhile, by a purge say, is no news)
+                log.warning("stream %s: compressing block %d failed: %s", self.config.name, bid, exc)
+            return
+        if (not current or blk.gen != gen or blk is self._lmb or blk.pending or raw_len != blk.flushed):
+            # Changed (erased in, compacted), unlinked or closed meanwhile: this copy is stale.
+            # A block still there is compressed again from what it holds now.
+            self._unlink_quietly(tmp)
+            if current:
+                self._queue_compress(blk)
+            return
+        try:
+            # No directory fsync: after a crash either file is the block (same records; the
+            # compressed one was fsynced before the rename), so the rename need not be durable.
+            os.replace(tmp, blk.path)
+            blk.reopen()
+        except OSError as exc:
+            self._unlink_quietly(tmp)
+            log.warning("stream %s: installing compressed block %d failed: %s", self.config.name, bid, exc)
+            return
+        log.debug("stream %s: block %d compressed from %d to %d bytes", self.config.name, bid, raw_len, disk_len)
+
+    @staticmethod
+    def _unlink_quietly(path: str) -> None:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+    def disk_bytes(self) -> int:
+        """Bytes the message blocks take on disk (compressed blocks count compressed)."""
+        return sum(b.disk_size + len(b.pending) for b in self._blocks.values())
 
     def _write(self, seq: int, ts: int, subject: str, hdr: bytes | None, msg: bytes, ttl_ns: int) -> int:
         lmb = self._lmb
@@ -192,6 +295,7 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
             if blk is not None:
                 off = pos & _OFF_MASK
                 blk.overwrite(off, erase_record(blk.read(off, size), os.urandom))
+                self._queue_compress(blk)  # a compressed block was made plain to be erased
         blive = self._blive
         if blive is not None and (pos >> 32) in blive:
             blive[pos >> 32] -= size
@@ -282,6 +386,8 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
         if self._unlink_dead:
             self._unlink_dead = False
             self._unlink_dead_blocks()
+        if self._compressing:
+            self._install_compressed()
 
     def _unlink_dead_blocks(self) -> None:
         """Unlink the prefix of blocks whose every record refers to sequences below first."""
@@ -379,10 +485,7 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
             off += size
         atomic_write(blk.path, bytes(out))
         fsync_dir(self._msgs_dir)
-        blk.close()
-        blk.fd = os.open(blk.path, os.O_RDWR)
-        blk.flushed = len(out)
-        blk.dirty_sync = False
+        blk.reopen()
         shift = blk.id << 32
         for seq, new_off in moves:
             pos_arr[seq - base] = shift | new_off
@@ -390,6 +493,7 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
             pos_arr[seq - base] = -1
         self._rcache = None
         log.debug("stream %s: compacted block %d from %d to %d bytes", self.config.name, blk.id, end, len(out))
+        self._queue_compress(blk)
         return True
 
     def write_index(self) -> None:
@@ -444,6 +548,8 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
             return
         try:
             try:
+                self._cancel_compress_poll()
+                self._install_compressed(wait=True)
                 self.flush()
             finally:
                 for cs in list(self._consumers.values()):
@@ -468,13 +574,29 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
 
     def _abandon(self) -> None:
         """Close the files without flushing or writing anything: what a ``kill -9`` leaves
-        behind (for tests of recovery)."""
+        behind (for tests of recovery). A compression already running finishes its ``*.tmp``
+        file (recovery removes it) but is not put in place."""
+        self._cancel_compress_poll()
+        for _blk, _gen, fut in self._compressing.values():
+            try:
+                fut.result()
+            except BaseException:  # noqa: BLE001
+                pass
+        self._compressing.clear()
         for blk in self._blocks.values():
             blk.close()
         self._closed = True
 
     def delete(self) -> None:
         """Stop and remove the stream's directory."""
+        self._cancel_compress_poll()
+        for _blk, _gen, fut in self._compressing.values():
+            fut.cancel()
+            try:
+                fut.result()  # a running one: let it finish before its directory goes
+            except BaseException:  # noqa: BLE001 - cancelled or failed: nothing to keep
+                pass
+        self._compressing.clear()
         if not self._closed:
             for blk in self._blocks.values():
                 blk.close()

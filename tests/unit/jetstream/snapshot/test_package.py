@@ -17,7 +17,7 @@ EXPORTED = [
     "ArchiveError", "iter_archive", "SnapshotSender", "RestoreReceiver", "consumer_state_to_json",
     "consumer_state_from_json", "DEFAULT_CHUNK_SIZE", "DEFAULT_WINDOW_SIZE", "ACK_TIMEOUT_NS",
     "STATUS_DONE", "STATUS_NO_INTEREST", "STATUS_NO_FLOW", "remove_stale_restores",
-    "S2StreamDecoder", "s2_decode_block", "RESTORE_DIR_PREFIX",
+    "S2StreamDecoder", "s2_decode_block", "RESTORE_DIR_PREFIX", "frame_archive", "is_framed",
 ]
 PARTS = ["archive", "s2", "transfer", "restore"]
 

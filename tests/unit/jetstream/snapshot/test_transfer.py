@@ -5,6 +5,9 @@ and the stream held still while a snapshot runs."""
 from __future__ import annotations
 
 import json
+import random
+
+import cramjam
 
 import pytest
 
@@ -22,6 +25,9 @@ def test_snapshot_reply_chunks_acks_and_final_204(env):
     assert reply["config"]["name"] == "ORDERS"
     assert reply["state"]["messages"] == 48 and reply["state"]["last_seq"] == 50
     assert reply["state"]["consumer_count"] == 1
+    # Snappy-framed as nats-server's archives are S2-framed; inside, the NATSARC1 archive
+    assert data.startswith(b"\xff\x06\x00\x00sNaPpY")
+    data = bytes(cramjam.snappy.decompress(data))
     assert data.startswith(MAGIC)
     chunks = [m for m in msgs if m.payload]
     full = chunks[:-1]
@@ -65,8 +71,9 @@ def test_snapshot_errors(env):
 
 def test_config_frozen_and_no_expiry_during_snapshot(env):
     env.create("ORDERS", subjects=["orders.>"], storage="memory", max_age=2 * SECOND)
+    noise = random.Random(1).randbytes  # incompressible: the archive spans several chunks
     for _ in range(100):
-        env.pub("orders.x", b"y" * 100)
+        env.pub("orders.x", noise(100))
     inbox = env.ports.client_subscribe("backup.inbox")
     env.api("$JS.API.STREAM.SNAPSHOT.ORDERS", {"deliver_subject": "backup.inbox", "chunk_size": 1024,
                                                 "window_size": 1024})
@@ -91,6 +98,9 @@ def test_config_frozen_and_no_expiry_during_snapshot(env):
 
 def test_snapshot_waits_for_interest_then_stops_when_receiver_leaves(env):
     setup_orders(env, n=200)
+    noise = random.Random(2).randbytes  # incompressible: the framed archive is more than 4 chunks
+    for _ in range(100):
+        env.pub("orders.x", noise(100))
     env.api("$JS.API.STREAM.SNAPSHOT.ORDERS", {"deliver_subject": "late.inbox", "chunk_size": 1024,
                                                 "window_size": 4096})
     env.clock.run_soon()
