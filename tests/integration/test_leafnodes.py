@@ -851,7 +851,7 @@ async def test_natsd_hub_sources_natsd_edge_work_queue(tmp_path):
                     await edge_nc.publish("wq.x", str(i).encode())
                     if i == n // 2:
                         for c in list(edge.leafnodes.connections.values()):
-                            c.close("Client Closed", graceful=graceful)
+                            c.close("Client Closed")
                 await edge_js.publish("wq.x", b"-1")
 
                 async def moved():

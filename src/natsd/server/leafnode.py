@@ -408,6 +408,12 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
         if self.perms is not None:
             info.update(self.perms.info_fields())  # the leaf enforces them on its side too
         self.send(encode_info(info))
+        if self.manager.account_leafs_full(acc_name):
+            # As the reference, after the INFO: its account registration refuses the link.
+            logger.error("%smaximum account active connections exceeded", self.prefix)
+            self.send(encode_err("maximum account active connections exceeded"))
+            self.close("Maximum Account Connections Exceeded")
+            return
         self._finish()
 
     def _bind(self) -> None:
