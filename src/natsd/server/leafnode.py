@@ -651,9 +651,13 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
                 self._subjects.clear()
             self._subjects[subj_b] = subject
         if self._denied_in[subject]:
-            if self.perms is not None and not self.solicited and self.perms.refuses_pub(subject):
+            p = self.perms
+            if p is None or self.solicited or not p.refuses_pub(subject):
+                return
+            if p.replies is None or _covered(self.deny_in, subject) or not p.response_allowed(
+                    subject, self.server.clock.monotonic_ns()):
                 self._perm_violation("Publish", subject)
-            return
+                return
         shown = None
         if reply and reply.startswith(b"$JS.ACK."):
             reply, dsubj = split_js_ack_deliver(reply)
@@ -688,6 +692,8 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
             return True  # hub to hub: never (as deliver)
         if self._denied_out[subject]:
             return True
+        if reply and self.perms is not None and self.perms.replies is not None:
+            self.perms.track_reply(reply.decode("utf-8", "replace"), self.server.clock.monotonic_ns())
         size = len(payloads[0])
         line = msg_line(subj_b, reply, (), hdr_len, size)
         out = self.out
@@ -732,6 +738,8 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
             return True
         if self._denied_out[subject]:
             return False
+        if reply and self.perms is not None and self.perms.replies is not None:
+            self.perms.track_reply(reply.decode("utf-8", "replace"), self.server.clock.monotonic_ns())
         wire_subj = subject.encode()
         if reply and wire_subj != subj_b and reply.startswith(b"$JS.ACK.") and b"@" not in reply:
             # A JetStream delivery: the stored message's subject rides after '@' in the reply.
