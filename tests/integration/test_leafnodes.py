@@ -561,7 +561,7 @@ class _Partitioned:
         return getattr(self._t, name)
 
 
-async def cut_links(server, graceful: bool, partition_s: float = 0.3) -> int:
+async def cut_links(server, graceful: bool, partition_s: float = 1.0) -> int:
     """Cut every leaf link of ``server``. ``graceful``: the connection is closed (what was
     written still reaches the other side), then stays down ``partition_s``. Otherwise as a
     network failure: for ``partition_s`` everything written to the link vanishes (and nothing
@@ -639,6 +639,7 @@ async def _move_across_cuts(tmp_path, n: int, graceful: bool, check_durable: boo
                         await wait_for(lambda: linked(edge), what="leaf link back")
                         cutting.append(asyncio.create_task(cut_links(edge, graceful)))
                 lost = sum(await asyncio.gather(*cutting))
+                print(f"bytes lost in the partitions: {lost}")
                 if not graceful:
                     assert lost > 0, "no cut fell while messages were flowing: the test proves nothing"
                 await edge_js.publish("eq.0", b"-1")  # everything before it is stored
