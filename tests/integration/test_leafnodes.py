@@ -866,3 +866,44 @@ async def test_natsd_hub_sources_natsd_edge_work_queue(tmp_path):
             finally:
                 await edge_nc.close()
                 await hub_nc.close()
+
+
+@pytest.mark.timeout(120)
+async def test_hub_mirrors_and_sources_edge_limits_stream_at_level_4(tmp_path, monkeypatch):
+    """With natsd at API level 4 (patched), a 2.15.1 hub's mirror and source of an edge *limits*
+    stream get ephemeral consumers with a random suffix on their stable names (no upgrade), and
+    both copies fill."""
+    from nats.js.api import ExternalStream, StreamConfig, StreamSource
+
+    patch_js_api_level(monkeypatch, 4)
+    lp = free_port()
+    hub = start_server("reference", tmp_path, config=hub_config(tmp_path, lp, domain="HUB"), jetstream=False)
+    try:
+        async with running_server(options=leaf_options(lp, tmp_path)) as edge:
+            await wait_for(lambda: linked(edge), what="leaf link")
+            edge_nc = await nats.connect(edge.client_url)
+            hub_nc = await nats.connect(hub.url)
+            try:
+                edge_js = edge_nc.jetstream()
+                hub_js = hub_nc.jetstream()
+                await edge_js.add_stream(name="EL", subjects=["el.>"])
+                for i in range(50):
+                    await edge_js.publish(f"el.{i % 2}", str(i).encode())
+                await propagated(hub_nc, "$JS.EDGE.API.INFO")
+                ext = ExternalStream(api="$JS.EDGE.API")
+                await hub_js.add_stream(StreamConfig(name="HM", mirror=StreamSource(name="EL", external=ext)))
+                await hub_js.add_stream(StreamConfig(name="HS", sources=[StreamSource(name="EL", external=ext)]))
+                for i in range(50, 100):
+                    await edge_js.publish(f"el.{i % 2}", str(i).encode())
+                await wait_for(lambda: _count(hub_js, "HM", 100), timeout=30, what="mirror filled")
+                await wait_for(lambda: _count(hub_js, "HS", 100), timeout=30, what="source filled")
+                r = await edge_nc.request("$JS.API.CONSUMER.NAMES.EL", b"", timeout=5)
+                names = sorted(json.loads(r.data)["consumers"])
+                assert len(names) == 2, names
+                assert names[0].startswith("JS_MIRROR_") and names[1].startswith("JS_SRC_")
+                assert all(len(n.rsplit("-", 1)[1]) == 8 for n in names), names
+            finally:
+                await edge_nc.close()
+                await hub_nc.close()
+    finally:
+        hub.stop()
