@@ -35,15 +35,21 @@ def encode_jwt(issuer, subject: str, name: str, nats: dict) -> str:
     return signing_input + "." + _b64(issuer.sign(signing_input.encode()))
 
 
-def operator_setup(dir_path) -> dict:
+def operator_setup(dir_path, account_limits: dict | None = None) -> dict:
     """Operator, account and user; returns paths and JWTs: ``operator_jwt_path``, ``account_pub``,
-    ``account_jwt``, ``creds_path``."""
+    ``account_jwt``, ``creds_path``. ``account_limits`` replaces entries of the account's
+    ``limits`` (a value None removes the key)."""
     op, _ = new_key(nkeys.PREFIX_BYTE_OPERATOR)
     acc, _ = new_key(nkeys.PREFIX_BYTE_ACCOUNT)
     user, user_seed = new_key(nkeys.PREFIX_BYTE_USER)
     op_jwt = encode_jwt(op, op.public_key.decode(), "OP", {"type": "operator"})
     limits = {"subs": -1, "conn": -1, "leaf": -1, "imports": -1, "exports": -1, "data": -1, "payload": -1,
               "wildcards": True}
+    for k, v in (account_limits or {}).items():
+        if v is None:
+            limits.pop(k, None)
+        else:
+            limits[k] = v
     acc_jwt = encode_jwt(op, acc.public_key.decode(), "ACC", {"type": "account", "limits": limits})
     user_jwt = encode_jwt(acc, user.public_key.decode(), "leaf-user",
                           {"type": "user", "pub": {}, "sub": {}, "subs": -1, "data": -1, "payload": -1})

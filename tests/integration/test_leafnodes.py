@@ -511,17 +511,98 @@ async def _count(js, stream: str, n: int) -> bool:
 MOVE_N = int(os.environ.get("NATSD_MOVE_N", "100000"))
 
 
+def _durable_sourcing_level() -> int:
+    from natsd.jetstream import models
+    return models.JS_API_LEVEL
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(400)
-async def test_hub_sources_edge_work_queue_across_link_cuts(tmp_path):
+@pytest.mark.parametrize("graceful", [
+    pytest.param(True, id="closed"),
+    pytest.param(False, id="aborted", marks=pytest.mark.skipif(
+        _durable_sourcing_level() < 4,
+        reason="natsd advertises JetStream API level < 4: a 2.15 hub then falls back to an ack-none "
+               "sourcing consumer, which loses what is in flight when the link is aborted "
+               "(docs/edge-to-hub-move.md); runs once JS_API_LEVEL is 4")),
+])
+async def test_hub_sources_edge_work_queue_across_link_cuts(tmp_path, graceful):
     """The edge->hub "move": a work-queue stream at the edge, sourced by a hub stream; the edge
-    closes the link three times while it publishes. Every message arrives once at the hub and
+    cuts the link three times while it publishes. Every message arrives once at the hub and
     the edge stream empties.
 
-    The cuts are closes (what was written still reaches the hub): a 2.15 hub falls back to an
-    ack-none sourcing consumer on natsd (natsd answers its API-level-4 request with 412), so a
-    message in flight when the network drops abruptly is lost, as it would be with any origin
-    that does not do durable (flow-control acked) sourcing."""
+    ``closed``: the link is closed (what was written still reaches the hub), which any origin
+    survives. ``aborted``: the socket is aborted, as a network failure does; the messages in the
+    link's buffers are gone. That needs durable sourcing: the hub's level-4 request makes natsd
+    upgrade the sourcing consumer to a durable acked by flow control, which delivers the
+    unconfirmed messages again to the consumer the hub sets up after the cut."""
+    await _move_across_cuts(tmp_path, MOVE_N, graceful)
+
+
+class _Partitioned:
+    """A transport whose writes vanish (and which reads nothing): a network partition, before
+    either side's TCP notices it."""
+
+    def __init__(self, t) -> None:
+        self._t = t
+        self.lost = 0  # bytes written into the partition
+        t.pause_reading()
+
+    def write(self, data) -> None:
+        self.lost += len(data)
+
+    def writelines(self, data) -> None:
+        self.lost += sum(len(d) for d in data)
+
+    def resume_reading(self) -> None:
+        pass
+
+    def __getattr__(self, name):
+        return getattr(self._t, name)
+
+
+async def cut_links(server, graceful: bool, partition_s: float = 1.0) -> int:
+    """Cut every leaf link of ``server``. ``graceful``: the connection is closed (what was
+    written still reaches the other side), then stays down ``partition_s``. Otherwise as a
+    network failure: for ``partition_s`` everything written to the link vanishes (and nothing
+    is read), then the socket is aborted. Returns the bytes lost that way."""
+    conns = list(server.leafnodes.connections.values())
+    parts: list[_Partitioned] = []
+    if graceful:
+        for c in conns:
+            c.close("Client Closed")
+    else:
+        for c in conns:
+            if c.transport is not None:
+                c.transport = _Partitioned(c.transport)
+                parts.append(c.transport)
+    await asyncio.sleep(partition_s)
+    if not graceful:
+        for c in conns:
+            c.close("Stale Connection", graceful=False)
+    return sum(p.lost for p in parts)
+
+
+def patch_js_api_level(monkeypatch, level: int) -> None:
+    """Advertise and accept JetStream API level ``level`` in this (in-process) server: every
+    module that bound the constant at import."""
+    from natsd.jetstream import consumer_config, manager, models, wire
+    from natsd.jetstream.api import direct
+    for mod in (models, wire, direct, manager):
+        monkeypatch.setattr(mod, "JS_API_LEVEL", level)
+    monkeypatch.setattr(consumer_config, "API_LEVEL", level)
+
+
+@pytest.mark.timeout(300)
+async def test_hub_durable_sourcing_survives_aborted_link_cuts(tmp_path, monkeypatch):
+    """With natsd at API level 4 (patched here until natsd advertises it), a 2.15.1 hub's
+    sourcing consumer on the edge's work-queue stream is a durable acked by flow control, and
+    three aborted links while publishing lose and duplicate nothing."""
+    patch_js_api_level(monkeypatch, 4)
+    await _move_across_cuts(tmp_path, 20_000, graceful=False, check_durable=True)
+
+
+async def _move_across_cuts(tmp_path, n: int, graceful: bool, check_durable: bool = False) -> None:
     from nats.js.api import ExternalStream, RetentionPolicy, StreamConfig, StreamSource
 
     lp = free_port()
@@ -539,16 +620,28 @@ async def test_hub_sources_edge_work_queue_across_link_cuts(tmp_path):
                 await propagated(hub_nc, "$JS.EDGE.API.INFO")
                 await hub_js.add_stream(StreamConfig(name="HQ", sources=[
                     StreamSource(name="EQ", external=ExternalStream(api="$JS.EDGE.API"))]))
-                cuts = {MOVE_N // 4, MOVE_N // 2, 3 * MOVE_N // 4}
-                for i in range(MOVE_N):
+
+                async def sourcing():
+                    r = await edge_nc.request("$JS.API.CONSUMER.NAMES.EQ", b"", timeout=5)
+                    return bool(json.loads(r.data).get("consumers"))
+                await wait_for(sourcing, what="the hub's sourcing consumer")
+                cuts = {n // 4, n // 2, 3 * n // 4}
+                cutting: list[asyncio.Task] = []
+                for i in range(n):
                     if i % 500 == 499:
-                        await edge_js.publish(f"eq.{i % 3}", str(i).encode())  # stored (PubAck) pacing
+                        # Paced (a PubAck and a pause every 500) so the cuts fall while messages
+                        # are flowing to the hub.
+                        await edge_js.publish(f"eq.{i % 3}", str(i).encode())
+                        await asyncio.sleep(0.02)
                     else:
                         await edge_nc.publish(f"eq.{i % 3}", str(i).encode())
-                    if i in cuts:
-                        for c in list(edge.leafnodes.connections.values()):
-                            c.close("Client Closed")
-                        await asyncio.sleep(0.3)  # the edge goes on storing while the link is down
+                    if i in cuts:  # publishing goes on while the link is down
+                        await wait_for(lambda: linked(edge), what="leaf link back")
+                        cutting.append(asyncio.create_task(cut_links(edge, graceful)))
+                lost = sum(await asyncio.gather(*cutting))
+                print(f"bytes lost in the partitions: {lost}")
+                if not graceful:
+                    assert lost > 0, "no cut fell while messages were flowing: the test proves nothing"
                 await edge_js.publish("eq.0", b"-1")  # everything before it is stored
 
                 async def drained():
@@ -557,15 +650,23 @@ async def test_hub_sources_edge_work_queue_across_link_cuts(tmp_path):
                     except Exception:
                         return False
                     e = await edge_js.stream_info("EQ")
-                    return e.state.messages == 0 and h.state.messages == MOVE_N + 1
-                await wait_for(drained, timeout=300, what="edge stream moved to the hub")
+                    return e.state.messages == 0 and h.state.messages == n + 1
+                await wait_for(drained, timeout=60 + n / 500, what="edge stream moved to the hub")
+                if check_durable:
+                    # (raw API: nats-py has no ack policy "flow_control")
+                    r = await edge_nc.request("$JS.API.CONSUMER.NAMES.EQ", b"", timeout=5)
+                    names = json.loads(r.data)["consumers"]
+                    assert len(names) == 1 and names[0].startswith("JS_SRC_"), names
+                    r = await edge_nc.request(f"$JS.API.CONSUMER.INFO.EQ.{names[0]}", b"", timeout=5)
+                    ccfg = json.loads(r.data)["config"]
+                    assert ccfg["durable_name"] == names[0] and ccfg["ack_policy"] == "flow_control"
                 sub = await hub_js.subscribe("eq.>", ordered_consumer=True, stream="HQ")
                 counts: dict[int, int] = {}
-                for _ in range(MOVE_N + 1):
+                for _ in range(n + 1):
                     m = await sub.next_msg(timeout=10)
                     k = int(m.data)
                     counts[k] = counts.get(k, 0) + 1
-                assert sorted(counts) == [-1, *range(MOVE_N)]
+                assert sorted(counts) == [-1, *range(n)]
                 assert max(counts.values()) == 1
             finally:
                 await edge_nc.close()
@@ -765,3 +866,44 @@ async def test_natsd_hub_sources_natsd_edge_work_queue(tmp_path):
             finally:
                 await edge_nc.close()
                 await hub_nc.close()
+
+
+@pytest.mark.timeout(120)
+async def test_hub_mirrors_and_sources_edge_limits_stream_at_level_4(tmp_path, monkeypatch):
+    """With natsd at API level 4 (patched), a 2.15.1 hub's mirror and source of an edge *limits*
+    stream get ephemeral consumers with a random suffix on their stable names (no upgrade), and
+    both copies fill."""
+    from nats.js.api import ExternalStream, StreamConfig, StreamSource
+
+    patch_js_api_level(monkeypatch, 4)
+    lp = free_port()
+    hub = start_server("reference", tmp_path, config=hub_config(tmp_path, lp, domain="HUB"), jetstream=False)
+    try:
+        async with running_server(options=leaf_options(lp, tmp_path)) as edge:
+            await wait_for(lambda: linked(edge), what="leaf link")
+            edge_nc = await nats.connect(edge.client_url)
+            hub_nc = await nats.connect(hub.url)
+            try:
+                edge_js = edge_nc.jetstream()
+                hub_js = hub_nc.jetstream()
+                await edge_js.add_stream(name="EL", subjects=["el.>"])
+                for i in range(50):
+                    await edge_js.publish(f"el.{i % 2}", str(i).encode())
+                await propagated(hub_nc, "$JS.EDGE.API.INFO")
+                ext = ExternalStream(api="$JS.EDGE.API")
+                await hub_js.add_stream(StreamConfig(name="HM", mirror=StreamSource(name="EL", external=ext)))
+                await hub_js.add_stream(StreamConfig(name="HS", sources=[StreamSource(name="EL", external=ext)]))
+                for i in range(50, 100):
+                    await edge_js.publish(f"el.{i % 2}", str(i).encode())
+                await wait_for(lambda: _count(hub_js, "HM", 100), timeout=30, what="mirror filled")
+                await wait_for(lambda: _count(hub_js, "HS", 100), timeout=30, what="source filled")
+                r = await edge_nc.request("$JS.API.CONSUMER.NAMES.EL", b"", timeout=5)
+                names = sorted(json.loads(r.data)["consumers"])
+                assert len(names) == 2, names
+                assert names[0].startswith("JS_MIRROR_") and names[1].startswith("JS_SRC_")
+                assert all(len(n.rsplit("-", 1)[1]) == 8 for n in names), names
+            finally:
+                await edge_nc.close()
+                await hub_nc.close()
+    finally:
+        hub.stop()

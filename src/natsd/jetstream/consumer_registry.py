@@ -26,12 +26,43 @@ from natsd.jetstream.consumer_config import (
     MAX_NAME_LEN, ConsumerConfig, check_update, is_valid_asset_name,
 )
 from natsd.jetstream.errors import ApiError, ApiErrors
+from natsd.jetstream.models import AckPolicy
 from natsd.store.base import ConsumerState, StoreError
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.stream import Stream
 
-__all__ = ["create", "recover", "recover_all", "restore", "lookup", "delete"]
+__all__ = ["create", "upgrade_sourcing", "recover", "recover_all", "restore", "lookup", "delete"]
+
+
+def upgrade_sourcing(stream: "Stream", cfg: ConsumerConfig) -> None:
+    """A stream sourcing this one from another server asks for a ``direct`` + ``sourcing``
+    consumer under a stable name (``JS_SRC_<hash>``; nats-server 2.14+ ``trySetupSourceConsumer``).
+    As the reference's consumer create does for a single server, before the config's defaults
+    and checks:
+
+    * interest or work-queue retention: the consumer becomes a durable of that name acked by
+      flow control (``ack_policy: flow_control``, no ack wait, unlimited deliveries, never
+      inactive). What the sourcing side has not confirmed in a flow-control reply stays in the
+      stream and is delivered again to the re-created consumer after a link drop, so a message
+      in flight when the network fails is not lost (an ack-none consumer would have removed it);
+    * limits retention: stays an ephemeral ack-none consumer, and a random suffix is appended
+      to the stable name so every setup gets a consumer of its own.
+
+    The upgrade does not depend on the API level the request requires: a hub only sends
+    ``sourcing: true`` with its level-4/5 requests, which a server advertising a lower level
+    refuses (412/10185) before this runs, and the hub then falls back to a plain ephemeral."""
+    if not (cfg.direct and cfg.sourcing and cfg.name):
+        return
+    if stream.config.retention in ("interest", "workqueue"):
+        cfg.direct = False
+        cfg.durable_name = cfg.name
+        cfg.ack_policy = AckPolicy.FLOW_CONTROL
+        cfg.ack_wait = 0
+        cfg.max_deliver = 0
+        cfg.inactive_threshold = 0
+    else:
+        cfg.name = f"{cfg.name}-{create_consumer_name()}"
 
 
 def create(stream: "Stream", cfg: ConsumerConfig, action: str = "", pedantic: bool = False) -> Consumer:
@@ -41,6 +72,12 @@ def create(stream: "Stream", cfg: ConsumerConfig, action: str = "", pedantic: bo
     existing = stream.consumers.get(existing_name) if existing_name else None
     if existing is not None:
         cfg.pause_until = existing.cfg.pause_until
+        if cfg.sourcing and cfg.durable_name:
+            # A durable sourcing consumer set up again (the link dropped, the sourcing stream
+            # restarted): it resumes from its own ack floor, not from where the request says.
+            ec = existing.cfg
+            cfg.deliver_policy, cfg.opt_start_seq, cfg.opt_start_time = (
+                ec.deliver_policy, ec.opt_start_seq, ec.opt_start_time)
     cfg.set_default_metadata()
     acc_map = _acc_max_ack_pending(stream.account)
     cfg.set_defaults(getattr(stream.config, "consumer_limits", None), acc_map, pedantic)
@@ -58,6 +95,8 @@ def create(stream: "Stream", cfg: ConsumerConfig, action: str = "", pedantic: bo
                        and stream.account.ports.has_interest(existing.cfg.deliver_subject))
         check_update(existing.cfg, cfg, has_int)
         existing.update_config(cfg)
+        if cfg.sourcing:
+            _restart_sourcing(existing)
         return existing
     if action == "update":
         raise ApiErrors.CONSUMER_DOES_NOT_EXIST()
@@ -96,8 +135,21 @@ def create(stream: "Stream", cfg: ConsumerConfig, action: str = "", pedantic: bo
         stream.consumers.pop(name, None)
         o.closed = True
         raise
+    if cfg.sourcing:
+        _restart_sourcing(o)
     o._advisory("CREATED", "consumer_action", {"stream": stream.name, "consumer": name, "action": "create"})
     return o
+
+
+def _restart_sourcing(o: Consumer) -> None:
+    """A sourcing consumer (re)created or updated starts over from its ack floor, as the
+    reference's single server does: what was delivered and not confirmed is delivered again,
+    under consumer sequences from 1, to the sourcing side's new subscription (which drops
+    what it already stored by stream sequence). A flow-control request the old subscription
+    never answered is forgotten, or delivery would wait for the stalled-heartbeat round trip."""
+    o.reset(0)
+    if o.push is not None:
+        o.push.reset_flow_control()
 
 
 def _acc_max_ack_pending(account: Any) -> int:

@@ -29,7 +29,16 @@ Publish|Subscription to "<subject>"'`` and the link closed; what the user may no
 only interest in subjects the user may publish to is announced) and tells the leaf in its INFO
 (``import``: the user's subscribe permission, ``export``: its publish permission), which a
 soliciting natsd then applies on its side (no violations: it simply does not send). As in the
-reference, ``$JS.ACK.`` and ``_R_.`` replies are not checked; ``allow_responses`` is not applied to links.
+reference, ``$JS.ACK.`` and ``_R_.`` replies are not checked.
+
+``allow_responses`` of a leaf's user (accepting side, as nats-server applies it to leaf links): a
+message we send the leaf with a reply subject its user's subscribe permission does not cover (the
+reference checks the reply against the link's swapped publish filter, which is the user's
+subscribe permission) makes that reply subject publishable by the leaf ``max`` times (default 1)
+within ``expires`` (0: no limit), although its publish permission refuses it. The INFO does not
+mention it, and interest in the reply subject is not announced: a nats-server or natsd leaf
+filters its side by the ``export`` it was told, so only a leaf that sends the reply anyway
+benefits (as with nats-server as the hub).
 """
 
 from __future__ import annotations
@@ -134,6 +143,7 @@ def authenticate(ln: "LeafNodeOptions", auth: "Authenticator", d: dict, c) -> Au
 
 _UNCHECKED = ("$JS.ACK.", "_R_.")  # replies the reference lets through its leaf permission checks
 _INTERNAL_INTEREST = ("$LDS.", "$GR.", "_GR_.")
+_REPLIES_MAX = 10_000  # allow_responses: tracked reply subjects per link
 
 
 class _Checked:
@@ -174,7 +184,7 @@ class LinkPerms:
     the messages each way (None: everything), ``interest`` what interest we announce, ``sub``
     (accepting side) the literal ``LS+`` subjects the leaf may ask for."""
 
-    __slots__ = ("recv", "send", "interest", "sub", "imp", "exp")
+    __slots__ = ("recv", "send", "interest", "sub", "imp", "exp", "replies", "resp_max", "resp_ttl")
 
     def __init__(self, recv: SubjectFilter | None, send: SubjectFilter | None, interest: SubjectFilter | None,
                  sub: SubjectFilter | None) -> None:
@@ -184,11 +194,54 @@ class LinkPerms:
         self.sub = sub
         self.imp = _perm_json(send)  # what the leaf may import (receive), from its point of view
         self.exp = _perm_json(recv)
+        #: allow_responses (accepting side): reply subject -> [responses left, sent at (ns)]
+        self.replies: dict[str, list[int]] | None = None
+        self.resp_max = 1
+        self.resp_ttl = 0
 
     @classmethod
     def for_hub(cls, perms) -> "LinkPerms":
         """The accepting side, from the leaf user's ``CompiledPermissions``."""
-        return cls(recv=perms.publish, send=perms.subscribe, interest=perms.publish, sub=perms.subscribe)
+        p = cls(recv=perms.publish, send=perms.subscribe, interest=perms.publish, sub=perms.subscribe)
+        if perms.allow_responses:
+            p.replies = {}
+            p.resp_max = perms.responses_max
+            p.resp_ttl = perms.responses_expires_ns
+        return p
+
+    def track_reply(self, reply: str, now: int) -> None:
+        """allow_responses: we sent the leaf a message with reply subject ``reply``."""
+        replies = self.replies
+        if replies is None or self.send is None or self.send.allows(reply):
+            return  # (no subscribe permission: the reference counts the reply as allowed already)
+        if len(replies) >= _REPLIES_MAX:
+            self._prune(now)
+            if len(replies) >= _REPLIES_MAX:
+                replies.clear()  # bounded: unanswered requests must not grow memory forever
+        replies[reply] = [self.resp_max, now]
+
+    def response_allowed(self, subject: str, now: int) -> bool:
+        """allow_responses: may the leaf publish to ``subject`` (a reply it was sent)? Uses up
+        one of its responses."""
+        replies = self.replies
+        if replies is None:
+            return False
+        e = replies.get(subject)
+        if e is None:
+            return False
+        if self.resp_ttl > 0 and now - e[1] > self.resp_ttl:
+            del replies[subject]
+            return False
+        e[0] -= 1
+        if e[0] <= 0:
+            del replies[subject]
+        return True
+
+    def _prune(self, now: int) -> None:
+        ttl = self.resp_ttl
+        if ttl > 0 and self.replies:
+            for k in [k for k, e in self.replies.items() if now - e[1] > ttl]:
+                del self.replies[k]
 
     @classmethod
     def for_spoke(cls, imp, exp) -> "LinkPerms":

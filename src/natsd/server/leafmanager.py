@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from natsd import __version__
 from natsd.gotime import format_duration
+from natsd.config.jwt import limit_of
 from natsd.nuid import nuid
 from natsd.server.leafauth import authenticate, read_creds, remote_ssl_context, sign_nonce
 from natsd.server.leafnode import LDS_PREFIX, SECOND, LeafConnection
@@ -77,7 +78,7 @@ class _Remote:
             # Plaintext first: with tls {} the link is upgraded after the hub's INFO.
             self.ssl_ctx = remote_ssl_context(self.opts.tls)
             self.connected_url = url
-            await asyncio.wait_for(
+            _t, link = await asyncio.wait_for(
                 loop.create_connection(lambda: LeafConnection(self.manager, self), host, port), timeout=5)
         except (OSError, asyncio.TimeoutError, ValueError) as e:  # (ValueError: TLS files)
             self.failures += 1
@@ -88,6 +89,11 @@ class _Remote:
             self._schedule()
             return
         self._task = None
+        if link.closed:
+            # The hub refused the link before this task resumed (INFO, CONNECT and its -ERR can
+            # all be handled within wait_for's extra loop turn); link_down found the attempt
+            # still running and left the next one to us.
+            self._schedule()
 
     def link_up(self, link: LeafConnection) -> None:
         self.link = link
@@ -278,6 +284,19 @@ class LeafManager:
         """The :class:`~natsd.server.auth.AuthResult` of a leaf CONNECT (see
         :func:`natsd.server.leafauth.authenticate`)."""
         return authenticate(self.options, self.server.auth, d, c)
+
+    def account_leafs_full(self, account: str) -> bool:
+        """The account's JWT limits its leafnode connections (``limits.leaf``, -1: none) and it
+        has that many links already (nats-server ``maxTotalLeafNodesReached``; counted on this
+        server only: natsd has no cluster to add remote leafs from)."""
+        trust = self.server.trust
+        if trust is None:
+            return False
+        claims = trust.lookup(account)
+        if claims is None:
+            return False
+        limit = limit_of(claims.limits, "leaf")
+        return limit >= 0 and len(self.links.get(account, ())) >= limit
 
     # -- interest fan-out ------------------------------------------------------------------------------
 

@@ -408,6 +408,12 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
         if self.perms is not None:
             info.update(self.perms.info_fields())  # the leaf enforces them on its side too
         self.send(encode_info(info))
+        if self.manager.account_leafs_full(acc_name):
+            # As the reference, after the INFO: its account registration refuses the link.
+            logger.error("%smaximum account active connections exceeded", self.prefix)
+            self.send(encode_err("maximum account active connections exceeded"))
+            self.close("Maximum Account Connections Exceeded")
+            return
         self._finish()
 
     def _bind(self) -> None:
@@ -645,9 +651,13 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
                 self._subjects.clear()
             self._subjects[subj_b] = subject
         if self._denied_in[subject]:
-            if self.perms is not None and not self.solicited and self.perms.refuses_pub(subject):
+            p = self.perms
+            if p is None or self.solicited or not p.refuses_pub(subject):
+                return
+            if p.replies is None or _covered(self.deny_in, subject) or not p.response_allowed(
+                    subject, self.server.clock.monotonic_ns()):
                 self._perm_violation("Publish", subject)
-            return
+                return
         shown = None
         if reply and reply.startswith(b"$JS.ACK."):
             reply, dsubj = split_js_ack_deliver(reply)
@@ -682,6 +692,8 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
             return True  # hub to hub: never (as deliver)
         if self._denied_out[subject]:
             return True
+        if reply and self.perms is not None and self.perms.replies is not None:
+            self.perms.track_reply(reply.decode("utf-8", "replace"), self.server.clock.monotonic_ns())
         size = len(payloads[0])
         line = msg_line(subj_b, reply, (), hdr_len, size)
         out = self.out
@@ -726,6 +738,8 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
             return True
         if self._denied_out[subject]:
             return False
+        if reply and self.perms is not None and self.perms.replies is not None:
+            self.perms.track_reply(reply.decode("utf-8", "replace"), self.server.clock.monotonic_ns())
         wire_subj = subject.encode()
         if reply and wire_subj != subj_b and reply.startswith(b"$JS.ACK.") and b"@" not in reply:
             # A JetStream delivery: the stored message's subject rides after '@' in the reply.

@@ -83,6 +83,7 @@ def create(req: ApiRequest) -> dict:
         raise ApiErrors.STREAM_REPLICAS_NOT_SUPPORTED()
 
     stream = req.account.lookup_stream(stream_name)
+    consumer_registry.upgrade_sourcing(stream, cfg)
     o = consumer_registry.create(stream, cfg, action, pedantic)
     return resp("consumer_create_response", o.info())
 

@@ -91,6 +91,12 @@ class Push:
         self.fcsz, self.fcid = self.pbytes, rply
         o.ports.publish(o.cfg.deliver_subject, rply, D.FC_REQUEST, b"")
 
+    def reset_flow_control(self) -> None:
+        """Forget the bytes in flight and any unanswered request (a sourcing consumer set up
+        again: its deliveries start over, and the old request's reply will never come). The
+        window keeps the size it grew to."""
+        self.pbytes, self.fcid, self.fcsz = 0, "", 0
+
     def process_flow_control(self, subject: str, hdr: bytes | None = None) -> None:
         """A reply to our flow-control request arrived on ``subject``."""
         if subject != self.fcid:
