@@ -1,5 +1,5 @@
 """``$JS.API.CONSUMER.*`` handlers: create (four subject forms, create/update actions), info,
-delete, names, list, pause. (MSG.NEXT and RESET are answered by each consumer's own
+delete, names, list, pause, unpin. (MSG.NEXT and RESET are answered by each consumer's own
 subscription, so a missing consumer gives no responders, as nats-server.)
 
 Each handler parses the request, calls :mod:`natsd.jetstream.consumer_registry` (or the
@@ -18,11 +18,12 @@ from natsd.jetstream import consumer_registry
 from natsd.jetstream import requests as R
 from natsd.jetstream.api.router import ApiRequest
 from natsd.jetstream.consumer import Consumer
-from natsd.jetstream.consumer_config import ConsumerConfig
+from natsd.jetstream.consumer import priority
+from natsd.jetstream.consumer_config import GROUP_NAME_RE, ConsumerConfig
 from natsd.jetstream.errors import ApiErrors
 from natsd.jetstream.wire import resp
 
-__all__ = ["create", "info", "delete", "names", "list_", "pause", "NAMES_LIMIT", "LIST_LIMIT"]
+__all__ = ["create", "info", "delete", "names", "list_", "pause", "unpin", "NAMES_LIMIT", "LIST_LIMIT"]
 
 NAMES_LIMIT = 1024  # JSApiNamesLimit
 LIST_LIMIT = 256    # JSApiListLimit
@@ -156,6 +157,21 @@ def pause(req: ApiRequest) -> dict:
     if out["paused"]:
         out["pause_remaining"] = until_ns - now
     return resp("consumer_pause_response", out)
+
+
+def unpin(req: ApiRequest) -> dict:
+    """``$JS.API.CONSUMER.UNPIN.<stream>.<consumer>`` ``{"group": ...}``: checks in the
+    reference's order (body, group given, group name, stream, consumer, the consumer's group),
+    then :func:`natsd.jetstream.consumer.priority.unpin`."""
+    if not req.payload.strip():
+        raise ApiErrors.INVALID_JSON(err="unexpected end of JSON input")  # Go's json.Unmarshal of nothing
+    group = req.json(R.CONSUMER_UNPIN_REQUEST).get("group", "")
+    if not group:
+        raise ApiErrors.INVALID_JSON(err="consumer group not specified")
+    if not GROUP_NAME_RE.match(group):
+        raise ApiErrors.CONSUMER_INVALID_GROUP_NAME()
+    priority.unpin(_lookup(req), group)
+    return resp("consumer_unpin_response")
 
 
 def _json(v: Any) -> str:
