@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from natsd.gotime import GO_ZERO_NS, GO_ZERO_TIME, format_rfc3339, parse_rfc3339
-from natsd.jetstream import consumer_registry
+from natsd.jetstream import consumer_registry, gojson
 from natsd.jetstream import requests as R
 from natsd.jetstream.api.router import ApiRequest
 from natsd.jetstream.consumer import Consumer
@@ -163,9 +163,11 @@ def unpin(req: ApiRequest) -> dict:
     """``$JS.API.CONSUMER.UNPIN.<stream>.<consumer>`` ``{"group": ...}``: checks in the
     reference's order (body, group given, group name, stream, consumer, the consumer's group),
     then :func:`natsd.jetstream.consumer.priority.unpin`."""
-    if not req.payload.strip():
-        raise ApiErrors.INVALID_JSON(err="unexpected end of JSON input")  # Go's json.Unmarshal of nothing
-    group = req.json(R.CONSUMER_UNPIN_REQUEST).get("group", "")
+    try:  # a plain json.Unmarshal in the reference (unknown fields ignored, its own texts)
+        body = gojson.decode(req.payload, R.CONSUMER_UNPIN_REQUEST, strict=False)
+    except gojson.GoError as e:
+        raise ApiErrors.INVALID_JSON(err=str(e)) from None
+    group = body.get("group", "")
     if not group:
         raise ApiErrors.INVALID_JSON(err="consumer group not specified")
     if not GROUP_NAME_RE.match(group):
