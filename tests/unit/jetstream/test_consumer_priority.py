@@ -284,3 +284,19 @@ def test_pinned_fast_path_gives_what_the_general_loop_gives(tmp_path, monkeypatc
         h.advance(11 * SEC)  # the pin lapses: b is pinned
         assert pins(a) == ["PIN1"] * 45 and pins(b) == ["PIN2"] * 5
     both(tmp_path, monkeypatch, scenario, store)
+
+
+def test_pinned_client_with_several_requests_outstanding_shares_nothing_with_others() -> None:
+    """The delivery loop's inline path (the pinned client's own requests, interest known) and
+    next_waiting (everyone else) together: only the pinned client's requests are served."""
+    h = _h()
+    h.pub("orders.1", "a")
+    c = pinned(h)
+    a = h.pull("P", {"batch": 1, "group": "A"})
+    pin = c.pull.pin.pin_id
+    b = h.pull("P", {"batch": 50, "group": "A", "expires": 60 * SEC})
+    for _ in range(3):
+        h.pull("P", {"batch": 20, "group": "A", "id": pin, "expires": 60 * SEC}, inbox=a)
+    h.pub("orders.2", "b", n=70)
+    assert b.msgs == [] and len(data(a)) == 61 and set(pins(a)) == {pin}
+    assert c.info()["num_waiting"] == 1

@@ -167,10 +167,11 @@ class Delivery:
         many: Any = o._deliver_many if not fc and not retention_acks else None
         # Pull fast path (deliver_run): whole runs of new messages to the head request.
         runs = fast and many is not None and push is None and not pace and not headers_only
-        # Priority groups: every request goes through pull.next_waiting (or run_ok), and a
-        # pinned-client consumer's deliveries carry Nats-Pin-Id (priority.py).
+        # Priority groups: requests go through pull.next_waiting (or run_ok), except the pinned
+        # client's own, and a pinned-client consumer's deliveries carry Nats-Pin-Id (priority.py).
         prio = pull is not None and cfg.priority_policy != "none"
-        pin_hdr = pull.pin.pin_header if prio and cfg.priority_policy == "pinned_client" else None  # type: ignore[union-attr]
+        pin = pull.pin if pull is not None else None
+        pin_hdr = pin.pin_header if prio and cfg.priority_policy == "pinned_client" else None  # type: ignore[union-attr]
         batch: list = []
         bsubj = ""
         wr: PullRequest | None
@@ -247,7 +248,9 @@ class Delivery:
                     # Common case inline: the head request has no byte budget, has not expired
                     # and its inbox was seen with interest earlier in this pass.
                     wr = waiting.head()  # type: ignore[union-attr]
-                    if not prio and wr.b == 0 and (not wr.expires or now_m < wr.expires) and wr.reply in checked:
+                    if (wr.b == 0 and (not wr.expires or now_m < wr.expires) and wr.reply in checked
+                            and (not prio or (pin_hdr is not None and wr.pg is not None  # the pinned client
+                                              and pin.pin_id and wr.pg.id == pin.pin_id))):  # type: ignore[union-attr]
                         waiting.pop()  # type: ignore[union-attr]
                     else:
                         if not sz:

@@ -157,8 +157,7 @@ class Pull:
 
     def next_waiting(self, sz: int, checked: set[str] | None = None, npc1: int = -1) -> PullRequest | None:
         """The request that gets the next message of size ``sz`` (``nextWaiting``), popped.
-        ``checked`` caches inboxes already known to have interest during this pass (not filled
-        for a consumer with priority groups, whose requests always come through here).
+        ``checked`` caches inboxes already known to have interest during this pass.
         ``npc1``: num pending counting this message (the overflow policy's ``min_pending``)."""
         wq = self.wq
         o = self.o
@@ -166,10 +165,8 @@ class Pull:
         publish = o.ports.publish
         policy = o.cfg.priority_policy
         prio = policy != NONE
-        if prio:
-            checked = None
-            if npc1 < 0:
-                npc1 = o.npc
+        if prio and npc1 < 0:
+            npc1 = o.npc
         cycled = 0
         while True:
             wr = wq.head()
@@ -204,7 +201,7 @@ class Pull:
                     wq.remove_head()
                     continue
             if checked is not None and wr.reply in checked:
-                return wq.pop()
+                return wq.pop_requeue() if policy == PRIORITIZED else wq.pop()
             if o.ports.has_interest(wr.reply):
                 if checked is not None:
                     checked.add(wr.reply)
