@@ -52,7 +52,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.consumer.core import Consumer
 
 __all__ = ["PullPriority", "PinState", "check_request", "unpin", "SERVE", "PINNED", "SKIP", "DROP",
-           "PIN_ID_HEADER"]
+           "PIN_ID_HEADER", "PIN_MISMATCH"]
 
 PIN_ID_HEADER = "Nats-Pin-Id"
 _PIN_PREFIX = b"Nats-Pin-Id: "
@@ -88,6 +88,10 @@ class PullPriority:
                    cr.get("id", ""), cr.get("priority", 0))
 
 
+#: A request naming another id than the current pin's (refused at once).
+PIN_MISMATCH = D.status(423, "Nats-Pin-Id mismatch")
+
+
 def _bad(text: str) -> bytes:
     return D.status(400, "Bad Request - " + text)
 
@@ -120,9 +124,6 @@ def check_request(o: "Consumer", pg: PullPriority | None) -> bytes | None:
     return None
 
 
-PIN_MISMATCH = D.status(423, "Nats-Pin-Id mismatch")
-
-
 class PinState:
     """The pin of a ``pinned_client`` consumer (and the serving rules of the other policies
     that need the consumer's state): one per pull consumer, whatever its policy, so that a
@@ -134,7 +135,7 @@ class PinState:
         self.o = o
         self.pin_id = ""
         self.pinned_ns = 0          # wall time of the pin (0 = not pinned)
-        self.timer: Any = None
+        self.timer: Any = None      # (clock timer, group it was started for) while pinned
         self._line = _PIN_PREFIX + b"\r\n\r\n"
         self._only = D.HDR_LINE + self._line
 
