@@ -29,7 +29,7 @@ __all__ = [
     "ConsumerConfig", "check_update", "MS", "SECOND",
     "ACK_WAIT_DEFAULT", "DELETE_WAIT_DEFAULT", "MAX_ACK_PENDING_DEFAULT", "MAX_WAITING_DEFAULT",
     "DELIVER_POLICIES", "ACK_POLICIES", "REPLAY_POLICIES", "PRIORITY_POLICIES", "ZERO_TIME",
-    "API_LEVEL", "is_valid_asset_name",
+    "API_LEVEL", "is_valid_asset_name", "GROUP_NAME_RE",
 ]
 
 MS = 1_000_000
@@ -56,7 +56,8 @@ PRIORITY_POLICIES = tuple(PriorityPolicy)
 #: Go's zero time.Time as it marshals.
 ZERO_TIME = GO_ZERO_TIME
 
-_GROUP_RE = re.compile(r"^[a-zA-Z0-9/_=-]{1,16}$")
+#: A priority group name (nats-server's validGroupName), for the config and CONSUMER.UNPIN.
+GROUP_NAME_RE = re.compile(r"^[a-zA-Z0-9/_=-]{1,16}$")
 
 
 def is_valid_asset_name(name: str) -> bool:
@@ -495,7 +496,7 @@ class ConsumerConfig:
             for g in self.priority_groups:
                 if g == "":
                     raise ApiErrors.CONSUMER_EMPTY_GROUP_NAME()
-                if not _GROUP_RE.match(g):
+                if not GROUP_NAME_RE.match(g):
                     raise ApiErrors.CONSUMER_INVALID_GROUP_NAME()
         else:
             if self.priority_groups:

@@ -49,8 +49,7 @@ ROUTES: tuple[Route, ...] = (
     Route("$JS.API.CONSUMER.INFO.*.*", "consumer_info_response", consumers.info),
     Route("$JS.API.CONSUMER.DELETE.*.*", "consumer_delete_response", consumers.delete),
     Route("$JS.API.CONSUMER.PAUSE.*.*", "consumer_pause_response", consumers.pause),
-    # Not implemented: no reply (the client times out), as before.
-    Route("$JS.API.CONSUMER.UNPIN.*.*", "consumer_unpin_response", None),
+    Route("$JS.API.CONSUMER.UNPIN.*.*", "consumer_unpin_response", consumers.unpin),
     # Answered by each consumer's own subscription (no responders for a missing consumer).
     Route("$JS.API.CONSUMER.RESET.*.*", "consumer_reset_response", None),
     Route("$JS.API.CONSUMER.LEADER.STEPDOWN.*.*", "consumer_leader_stepdown_response", None),

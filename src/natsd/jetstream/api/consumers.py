@@ -1,5 +1,5 @@
 """``$JS.API.CONSUMER.*`` handlers: create (four subject forms, create/update actions), info,
-delete, names, list, pause. (MSG.NEXT and RESET are answered by each consumer's own
+delete, names, list, pause, unpin. (MSG.NEXT and RESET are answered by each consumer's own
 subscription, so a missing consumer gives no responders, as nats-server.)
 
 Each handler parses the request, calls :mod:`natsd.jetstream.consumer_registry` (or the
@@ -14,15 +14,16 @@ import json
 from typing import Any
 
 from natsd.gotime import GO_ZERO_NS, GO_ZERO_TIME, format_rfc3339, parse_rfc3339
-from natsd.jetstream import consumer_registry
+from natsd.jetstream import consumer_registry, gojson
 from natsd.jetstream import requests as R
 from natsd.jetstream.api.router import ApiRequest
 from natsd.jetstream.consumer import Consumer
-from natsd.jetstream.consumer_config import ConsumerConfig
+from natsd.jetstream.consumer import priority
+from natsd.jetstream.consumer_config import GROUP_NAME_RE, ConsumerConfig
 from natsd.jetstream.errors import ApiErrors
 from natsd.jetstream.wire import resp
 
-__all__ = ["create", "info", "delete", "names", "list_", "pause", "NAMES_LIMIT", "LIST_LIMIT"]
+__all__ = ["create", "info", "delete", "names", "list_", "pause", "unpin", "NAMES_LIMIT", "LIST_LIMIT"]
 
 NAMES_LIMIT = 1024  # JSApiNamesLimit
 LIST_LIMIT = 256    # JSApiListLimit
@@ -157,6 +158,23 @@ def pause(req: ApiRequest) -> dict:
     if out["paused"]:
         out["pause_remaining"] = until_ns - now
     return resp("consumer_pause_response", out)
+
+
+def unpin(req: ApiRequest) -> dict:
+    """``$JS.API.CONSUMER.UNPIN.<stream>.<consumer>`` ``{"group": ...}``: checks in the
+    reference's order (body, group given, group name, stream, consumer, the consumer's group),
+    then :func:`natsd.jetstream.consumer.priority.unpin`."""
+    try:  # a plain json.Unmarshal in the reference (unknown fields ignored, its own texts)
+        body = gojson.decode(req.payload, R.CONSUMER_UNPIN_REQUEST, strict=False)
+    except gojson.GoError as e:
+        raise ApiErrors.INVALID_JSON(err=str(e)) from None
+    group = body.get("group", "")
+    if not group:
+        raise ApiErrors.INVALID_JSON(err="consumer group not specified")
+    if not GROUP_NAME_RE.match(group):
+        raise ApiErrors.CONSUMER_INVALID_GROUP_NAME()
+    priority.unpin(_lookup(req), group)
+    return resp("consumer_unpin_response")
 
 
 def _json(v: Any) -> str:

@@ -19,6 +19,7 @@ the stream's hooks, and composes the rest):
                     ``+NXT``/``+TERM``, the ack (redelivery) timer
 ``delivery.py``     the delivery pass and its pull fast path, pacing, pause
 ``pull.py``         pull requests and the waiting queue's serving, expiry and heartbeats
+``priority.py``     priority groups: request checks, overflow/pinned/prioritized serving, the pin
 ``push.py``         interest, flow control, idle heartbeats
 ``durable.py``      when the state goes to the ConsumerStore (whole or as a delta)
 ``status.py``       the status messages' wire bytes
@@ -28,9 +29,11 @@ the stream's hooks, and composes the rest):
 Deliveries keep the stored subject and headers and carry the v1 ack subject
 ``$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending>`` as reply.
 
-Not implemented (accepted and echoed in the config, no effect on delivery): priority groups
-(``priority_groups``/``priority_policy``/``priority_timeout``; pull requests' ``group``,
-``min_pending``, ``min_ack_pending``, ``priority`` are ignored), ``direct``/``sourcing``
+Priority groups of pull consumers (``priority_groups``/``priority_policy``/``priority_timeout``,
+the pull requests' ``group``, ``min_pending``, ``min_ack_pending``, ``id``, ``priority``, the pin)
+are ``priority.py``, applied by ``pull.py``.
+
+Not implemented (accepted and echoed in the config, no effect on delivery): ``direct``/``sourcing``
 consumers, the v2 ack subject (accepted on ``$JS.ACK``, never sent).
 """
 
@@ -301,6 +304,10 @@ class Consumer:
             out["paused"] = True
             out["pause_remaining"] = pu - now
         out["ts"] = format_rfc3339(now)
+        if self.pull is not None:
+            pgs = self.pull.priority_info()
+            if pgs:
+                out["priority_groups"] = pgs
         return out
 
     def list_info(self) -> dict:

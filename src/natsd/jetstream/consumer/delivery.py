@@ -167,6 +167,11 @@ class Delivery:
         many: Any = o._deliver_many if not retention_acks else None
         # Pull fast path (deliver_run): whole runs of new messages to the head request.
         runs = fast and many is not None and push is None and not pace and not headers_only
+        # Priority groups: requests go through pull.next_waiting (or run_ok), except the pinned
+        # client's own, and a pinned-client consumer's deliveries carry Nats-Pin-Id (priority.py).
+        prio = pull is not None and cfg.priority_policy != "none"
+        pin = pull.pin if pull is not None else None
+        pin_hdr = pin.pin_header if prio and cfg.priority_policy == "pinned_client" else None  # type: ignore[union-attr]
         batch: list = []
         bsubj = ""
         wr: PullRequest | None
@@ -185,7 +190,8 @@ class Delivery:
                     if maxp > 0 and maxp - len(pending) < n:
                         n = maxp - len(pending)
                     if (n > 0 and wr.b == 0 and (not wr.expires or now_m < wr.expires)
-                            and (wr.reply in checked or pull.has_interest(wr.reply, checked))):  # type: ignore[union-attr]
+                            and (wr.reply in checked or pull.has_interest(wr.reply, checked))  # type: ignore[union-attr]
+                            and (not prio or pull.pin.run_ok(wr))):  # type: ignore[union-attr]
                         if batch and bsubj != wr.reply:
                             many(bsubj, batch)
                             batch = []
@@ -242,7 +248,9 @@ class Delivery:
                     # Common case inline: the head request has no byte budget, has not expired
                     # and its inbox was seen with interest earlier in this pass.
                     wr = waiting.head()  # type: ignore[union-attr]
-                    if wr.b == 0 and (not wr.expires or now_m < wr.expires) and wr.reply in checked:
+                    if (wr.b == 0 and (not wr.expires or now_m < wr.expires) and wr.reply in checked
+                            and (not prio or (pin_hdr is not None and wr.pg is not None  # the pinned client
+                                              and pin.pin_id and wr.pg.id == pin.pin_id))):  # type: ignore[union-attr]
                         waiting.pop()  # type: ignore[union-attr]
                     else:
                         if not sz:
@@ -250,10 +258,12 @@ class Delivery:
                         if batch:
                             many(bsubj, batch)
                             batch = []
-                        wr = pull.next_waiting(sz, checked)  # type: ignore[union-attr]
+                        wr = pull.next_waiting(sz, checked, npc + 1)  # type: ignore[union-attr]
                         if wr is None:
                             break
                     dsubj = wr.reply
+                    if pin_hdr is not None:
+                        hdr = pin_hdr(hdr)
                 if pace:
                     # Replay original: space messages as they were stored.
                     if self.replay:
@@ -377,7 +387,10 @@ class Delivery:
             npcs = [x if x > 0 else 0 for x in npcs]
         # v1 ack subject, bytes: $JS.ACK.<stream>.<consumer>.1.<sseq>.<dseq>.<ts>.<pending>
         replies = map(o._ack_fmt1.__mod__, zip(seqs, ds, run.tss, npcs))
-        hdrs = run.hdrs
+        hdrs: Any = run.hdrs
+        if o.cfg.priority_policy == "pinned_client":
+            pin_hdr = o.pull.pin.pin_header  # type: ignore[union-attr]
+            hdrs = map(pin_hdr, hdrs) if hdrs is not None else repeat(pin_hdr(None), k)
         batch += zip(run.subjects, replies, hdrs if hdrs is not None else repeat(None, k), run.msgs)
         last = seqs[-1]
         if o.acks.ack_none:

@@ -10,7 +10,9 @@ hands messages out round-robin one at a time, as nats-server's ``waitQueue.pop``
 :class:`Pull` is a pull consumer's side of it: admitting a request (or answering it at once with
 a status), choosing the request that gets the next message, expiring requests and sending their
 idle heartbeats on one timer (the queue's next deadline), answering no_wait requests when the
-stream runs dry. The status lines are nats-server's (``status.py``).
+stream runs dry. The status lines are nats-server's (``status.py``). Priority groups (the
+request's ``group``, ``min_pending``, ``min_ack_pending``, ``id``, ``priority``) are checked and
+applied through :mod:`~natsd.jetstream.consumer.priority`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from natsd.gotime import format_duration
 from natsd.jetstream import gojson
 from natsd.jetstream.consumer import status as D
+from natsd.jetstream.consumer.priority import DROP, NONE, PINNED, PRIORITIZED, SKIP, PinState, PullPriority, check_request
 from natsd.jetstream.consumer.waitqueue import WaitQueue
 from natsd.jetstream.requests import CONSUMER_GET_NEXT_REQUEST
 
@@ -38,10 +41,10 @@ class BadRequest(ValueError):
 class PullRequest:
     """One waiting pull request. Times are monotonic ns (0 = none)."""
 
-    __slots__ = ("reply", "n", "d", "b", "expires", "hb", "hbt", "no_wait", "received", "gone")
+    __slots__ = ("reply", "n", "d", "b", "expires", "hb", "hbt", "no_wait", "received", "gone", "pg")
 
     def __init__(self, reply: str, batch: int, max_bytes: int, expires: int, hb: int,
-                 no_wait: bool, now: int) -> None:
+                 no_wait: bool, now: int, pg: PullPriority | None = None) -> None:
         self.reply = reply
         self.n = batch          # messages still wanted
         self.d = 0              # messages delivered so far
@@ -52,20 +55,23 @@ class PullRequest:
         self.no_wait = no_wait
         self.received = now
         self.gone = True        # not (or no longer) in a WaitQueue
+        self.pg = pg            # priority part of a JSON request (None for an empty/integer body)
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"PullRequest({self.reply!r}, n={self.n}, d={self.d}, b={self.b}, exp={self.expires})"
 
 
-def parse_next_request(body: bytes) -> tuple[int, int, int, bool, int]:
-    """``(batch, expires_ns, max_bytes, no_wait, idle_heartbeat_ns)`` of a MSG.NEXT body.
+def parse_next_request(body: bytes) -> tuple[int, int, int, bool, int, PullPriority | None]:
+    """``(batch, expires_ns, max_bytes, no_wait, idle_heartbeat_ns, priority)`` of a MSG.NEXT
+    body; ``priority`` is the request's priority-group part, present for every JSON body and
+    None for an empty or integer one (as the reference's ``nextReqFromMsg``).
 
     Raises :class:`BadRequest` for invalid JSON or a heartbeat larger than half the expiry
     (the reference's "heartbeat value too large"). Anything that is neither JSON nor an integer
     counts as batch 1, as the reference."""
     req = body.strip()
     if not req:
-        return 1, 0, 0, False, 0
+        return 1, 0, 0, False, 0, None
     if req[:1] == b"{":
         try:
             cr = gojson.decode(req, CONSUMER_GET_NEXT_REQUEST, strict=False)
@@ -78,30 +84,31 @@ def parse_next_request(body: bytes) -> tuple[int, int, int, bool, int]:
         no_wait = cr.get("no_wait", False)
         if hb > 0 and hb * 2 > expires:
             raise BadRequest("heartbeat value too large")
-        return batch, expires, max_bytes, no_wait, hb
+        return batch, expires, max_bytes, no_wait, hb, PullPriority.from_request(cr)
     try:
-        return int(req), 0, 0, False, 0
+        return int(req), 0, 0, False, 0, None
     except ValueError:
-        return 1, 0, 0, False, 0
+        return 1, 0, 0, False, 0, None
 
 
 class Pull:
     """A pull consumer's waiting requests: admission, serving order, expiry and heartbeats."""
 
-    __slots__ = ("o", "wq", "timer", "timer_at")
+    __slots__ = ("o", "wq", "timer", "timer_at", "pin")
 
     def __init__(self, o: "Consumer", max_waiting: int) -> None:
         self.o = o
         self.wq = WaitQueue(max_waiting)
         self.timer: Any = None
         self.timer_at = 0
+        self.pin = PinState(o)  # priority groups: the pin and the serving rules
 
     def request(self, reply: str, body: bytes) -> None:
         """Handle a MSG.NEXT request (or the tail of ``+NXT``) whose inbox is ``reply``."""
         o = self.o
         publish = o.ports.publish
         try:
-            batch, expires, max_bytes, no_wait, hb = parse_next_request(body)
+            batch, expires, max_bytes, no_wait, hb, pg = parse_next_request(body)
         except BadRequest as e:
             publish(reply, "", D.status(400, "Bad Request - " + str(e)), b"")
             return
@@ -115,6 +122,11 @@ class Pull:
         if max_bytes > 0 and cfg.max_bytes > 0 and max_bytes > cfg.max_bytes:
             publish(reply, "", D.status(409, f"Exceeded MaxRequestMaxBytes of {cfg.max_bytes}"), b"")
             return
+        if pg is not None:
+            refused = check_request(o, pg)
+            if refused is not None:
+                publish(reply, "", refused, b"")
+                return
         now = o.clock.monotonic_ns()
         wq = self.wq
         if wq.is_full():
@@ -135,21 +147,27 @@ class Pull:
                     wq.last = now
                     publish(reply, "", D.REQUESTS_PENDING, b"")
                     return
-        wr = PullRequest(reply, batch, max_bytes, now + expires if expires else 0, hb, no_wait, now)
-        if not wq.add(wr):
+        wr = PullRequest(reply, batch, max_bytes, now + expires if expires else 0, hb, no_wait, now, pg)
+        if not (wq.add_sorted(wr) if cfg.priority_policy == PRIORITIZED else wq.add(wr)):
             if not hb:
                 publish(reply, "", D.EXCEEDED_MAX_WAITING, b"")
             return
         self.arm()
         o.kick()
 
-    def next_waiting(self, sz: int, checked: set[str] | None = None) -> PullRequest | None:
+    def next_waiting(self, sz: int, checked: set[str] | None = None, npc1: int = -1) -> PullRequest | None:
         """The request that gets the next message of size ``sz`` (``nextWaiting``), popped.
-        ``checked`` caches inboxes already known to have interest during this pass."""
+        ``checked`` caches inboxes already known to have interest during this pass.
+        ``npc1``: num pending counting this message (the overflow policy's ``min_pending``)."""
         wq = self.wq
         o = self.o
         now = o.clock.monotonic_ns()
         publish = o.ports.publish
+        policy = o.cfg.priority_policy
+        prio = policy != NONE
+        if prio and npc1 < 0:
+            npc1 = o.npc
+        cycled = 0
         while True:
             wr = wq.head()
             if wr is None:
@@ -158,6 +176,19 @@ class Pull:
                 publish(wr.reply, "", D.pending_status(408, "Request Timeout", wr.n, wr.b), b"")
                 wq.remove_head()
                 continue
+            pinned = False
+            if prio:
+                verdict = self.pin.select(wr, npc1)
+                if verdict == SKIP:
+                    wq.cycle()
+                    cycled += 1
+                    if cycled >= wq.live:
+                        return None
+                    continue
+                if verdict == DROP:
+                    wq.remove_head()
+                    continue
+                pinned = verdict == PINNED
             if wr.b > 0:
                 if sz <= wr.b:
                     wr.b -= sz
@@ -165,14 +196,16 @@ class Pull:
                         wq.set_want(wr, 1)
                 else:
                     publish(wr.reply, "", D.pending_status(409, "Message Size Exceeds MaxBytes", wr.n, wr.b), b"")
+                    if pinned:
+                        self.pin.clear()  # it took the pin but cannot take the message
                     wq.remove_head()
                     continue
             if checked is not None and wr.reply in checked:
-                return wq.pop()
+                return wq.pop_requeue() if policy == PRIORITIZED else wq.pop()
             if o.ports.has_interest(wr.reply):
                 if checked is not None:
                     checked.add(wr.reply)
-                return wq.pop()
+                return wq.pop_requeue() if policy == PRIORITIZED else wq.pop()
             wq.remove_head()  # requester went away
         return None
 
@@ -287,6 +320,11 @@ class Pull:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
+        self.pin.clear()  # the pin is not kept (nor persisted) when the consumer stops
+
+    def priority_info(self) -> list[dict] | None:
+        """CONSUMER.INFO's ``priority_groups`` (None: the consumer has none)."""
+        return self.pin.info()
 
     def answer_deleted(self) -> None:
         """The consumer is deleted: every waiting request gets ``409 Consumer Deleted``."""

@@ -21,6 +21,13 @@ reference needs 1.3 s). Here:
 
 The full scan (:meth:`live_requests` / :meth:`replace`) remains for what the reference does
 rarely: consumer info, a full queue, inactivity, deletion.
+
+Priority groups add three operations (``priority.py`` decides when): :meth:`cycle` moves the
+head to the tail without serving it (a request passed over: not pinned, below its overflow
+threshold); for the ``prioritized`` policy :meth:`add_sorted` inserts by ``priority`` (lower
+first, FIFO among equals) and :meth:`pop_requeue` puts a request that still wants more back
+behind its equals instead of at the tail. Those two scan the deque (O(n)), as the reference's
+sorted list does.
 """
 
 from __future__ import annotations
@@ -30,6 +37,13 @@ from collections import deque
 from typing import Iterator
 
 __all__ = ["WaitQueue"]
+
+_NO_PRIORITY = 2147483647  # a request without a priority part sorts last (math.MaxInt32)
+
+
+def _priority(wr) -> int:
+    pg = wr.pg
+    return pg.priority if pg is not None else _NO_PRIORITY
 
 
 class WaitQueue:
@@ -61,8 +75,21 @@ class WaitQueue:
         """Append; False when full (the caller answers ``409 Exceeded MaxWaiting``)."""
         if self.live >= self.max:
             return False
-        wr.gone = False
         self.q.append(wr)
+        self._added(wr)
+        return True
+
+    def add_sorted(self, wr) -> bool:
+        """Insert by priority (``prioritized`` policy): before the first live request of a
+        higher number, so equals stay in arrival order. False when full."""
+        if self.live >= self.max:
+            return False
+        self.q.insert(self._sorted_index(wr), wr)
+        self._added(wr)
+        return True
+
+    def _added(self, wr) -> None:
+        wr.gone = False
         self.live += 1
         if wr.n > 0:
             self.want += wr.n
@@ -75,7 +102,13 @@ class WaitQueue:
             self._eos.append(wr)
         if len(self._heap) > 4 * self.live + 64:
             self._rebuild_heap()
-        return True
+
+    def _sorted_index(self, wr) -> int:
+        p = _priority(wr)
+        for i, cur in enumerate(self.q):
+            if not cur.gone and cur is not wr and _priority(cur) > p:
+                return i
+        return len(self.q)
 
     def _push(self, t: int, wr) -> None:
         self._tick += 1
@@ -122,6 +155,31 @@ class WaitQueue:
         if wr.no_wait and wr.expires and wr.d == 1:
             self._eos.append(wr)  # it got something: answered when the stream runs dry
         return wr
+
+    def pop_requeue(self):
+        """:meth:`pop` for the ``prioritized`` policy: a head request that still wants more
+        goes back behind the last live request of its priority (not to the tail)."""
+        q = self.q
+        wr = q[0]
+        wr.d += 1
+        if wr.n > 0:
+            self.want -= 1
+        wr.n -= 1
+        if wr.n <= 0:
+            q.popleft()
+            self._finish(wr)
+        elif self.live > 1:
+            q.popleft()
+            q.insert(self._sorted_index(wr), wr)
+        if wr.no_wait and wr.expires and wr.d == 1:
+            self._eos.append(wr)
+        return wr
+
+    def cycle(self) -> None:
+        """Move the head (live, from :meth:`head`) to the tail without serving it."""
+        q = self.q
+        if len(q) > 1:
+            q.append(q.popleft())
 
     def take_run(self, wr, k: int) -> None:
         """``k`` messages went to the head request ``wr`` at once (no rotation: it is alone)."""
