@@ -576,10 +576,7 @@ def test_message_counters(natsjs, kind):
     assert _newer(natsjs, kind, "counter") == {"first": "5", "second": "7", "stored": "7"}
 
 
-@pytest.mark.parametrize("kind", kinds(natsd_xfail=(
-    "jsm.consumers.reset(): nats.js refuses it client-side with 'consumer reset requires server 2.14.0' "
-    "because natsd's INFO advertises version 2.11.0 (nats-server: 2.15.1); natsd never sees "
-    "$JS.API.CONSUMER.RESET (which it answers correctly, see test_consumer_reset_raw_request)")))
+@pytest.mark.parametrize("kind", kinds())
 def test_consumer_reset(natsjs, kind):
     assert _newer(natsjs, kind, "consumerReset") == {"nextSeq": 2, "data": "r2"}
 

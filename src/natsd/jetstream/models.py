@@ -42,10 +42,11 @@ __all__ = [
 MS = 1_000_000
 SECOND = 1_000_000_000
 
-#: The $JS.API level we implement. nats-server 2.11 (the version natsd advertises) is level 1:
-#: per-message TTL, delete markers. Level 2+ (counters, atomic batch, schedules, async persist)
-#: and 4 (fast batch) are not implemented, so we do not claim them (the 2.15.1 reference says 5).
-JS_API_LEVEL = 1
+#: The $JS.API level we implement, that of nats-server 2.14 (the version natsd advertises): 1 per-message
+#: TTL and delete markers, 2 counters, atomic batch, schedules and async persist, 3 snapshot
+#: ``window_size``, 4 fast batch publish and ``ack_policy: flow_control`` consumers. Level 5 (2.15:
+#: source stream identity) is not claimed (the 2.15.1 reference says 5).
+JS_API_LEVEL = 4
 
 JS_MAX_NAME_LEN = 255
 JS_MAX_DESCRIPTION_LEN = 4 * 1024
