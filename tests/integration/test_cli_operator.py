@@ -130,6 +130,45 @@ def test_ctrl_c_stops_with_a_summary_and_exit_130(url, argv, ready, summary):
         assert "stats:" in out  # the partial result is still reported
 
 
+@pytest.mark.parametrize("setup, argv, ready, summary", [
+    ([], ["reply", "cc.r", "--echo"], ("stdout", "Listening on [cc.r]"), "answered 0 requests on cc.r"),
+    ([["kv", "add", "CCKV"], ["kv", "put", "CCKV", "k", "v1"]], ["kv", "watch", "CCKV"],
+     ("stdout", "PUT CCKV > k: v1"), "1 updates of CCKV"),
+    ([["object", "add", "CCOBJ"], ["object", "put", "CCOBJ", "-", "--name", "o1"]], ["object", "watch", "CCOBJ"],
+     ("stdout", "PUT CCOBJ > o1"), "1 changes in CCOBJ"),
+    ([], ["events"], ("stderr", "Listening for events"), "0 events"),
+    ([], ["bench", "pubsub", "cc.ps", "--msgs", "100000000", "--no-progress"], ("stdout", "Starting"),
+     "pub/sub benchmark stopped after"),
+])
+def test_ctrl_c_every_watching_command(url, setup, argv, ready, summary):
+    for step in setup:
+        ok(url, *step, stdin="data")
+    proc = spawn_cli(url, *argv)
+    try:
+        t0 = time.monotonic()
+        out, err = _interrupt(proc, ready[1], stream=ready[0], pause=0.3)
+        assert time.monotonic() - t0 < 20
+    finally:
+        close_proc(proc)
+    assert proc.returncode == 130, (out, err)
+    assert f"natsctl: interrupted: {summary}" in err, err
+    assert "Traceback" not in err
+
+
+def test_ctrl_c_stops_js_fetch_bench_while_messages_flow(url):
+    # nats-py's fetch can lose the cancellation that arrives with a message; before the fix the benchmark kept
+    # fetching every stored message and only then stopped
+    ok(url, "bench", "js", "pub", "ccf.x", "--msgs", "20000", "--no-progress")
+    proc = spawn_cli(url, "bench", "js", "fetch", "ccf.x", "--msgs", "100000000", "--no-progress")
+    try:
+        out, err = _interrupt(proc, "Starting", stream="stdout", pause=0.5)
+    finally:
+        close_proc(proc)
+    assert proc.returncode == 130, (out, err)
+    done = int(err.split("stopped after ")[1].split(" of ")[0].replace(",", ""))
+    assert done < 20000, err  # stopped part way, not after fetching everything stored
+
+
 def test_json_everywhere(url):
     r = ok(url, "pub", "j.one", "hello", "-j")
     assert r.json() == {"subject": "j.one", "messages": 1, "bytes": 5}
