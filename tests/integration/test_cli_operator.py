@@ -238,6 +238,30 @@ def test_error_texts_have_no_python_internals(url, tmp_path):
     assert r.rc == 2 and "JSON does not allow comments" in r.err
 
 
+def test_connection_and_file_errors_in_words(url, tmp_path):
+    # what the OS said, without Python's [Errno N] or tuples, naming the file
+    r = run_cli("nats://127.0.0.1:1", "stream", "ls")
+    assert r.rc == 1 and r.err.strip() == "natsctl: error: could not connect to nats://127.0.0.1:1: connection refused"
+    missing = tmp_path / "missing"
+    for flag, words in (("--creds", "cannot read the credentials file"), ("--nkey", "cannot read the nkey file"),
+                        ("--tlsca", "cannot load the TLS files")):
+        r = run_cli(url, flag, str(missing), "stream", "ls")  # even when the server asks for no credentials
+        assert r.rc == 2 and f"{words}: {missing}: no such file or directory" in r.err, r
+        assert "Errno" not in r.err
+    not_pem = tmp_path / "ca.pem"
+    not_pem.write_text("hello")
+    r = run_cli(url, "--tlsca", str(not_pem), "stream", "ls")
+    assert r.rc == 2 and "cannot load the TLS files: no certificate or crl found" in r.err, r
+    # nats-py's errors that only name their class
+    ok(url, "kv", "add", "WORDS")
+    r = run_cli(url, "kv", "put", "bad bucket", "k", "v")
+    assert r.rc == 2 and r.err.strip() == "natsctl: error: invalid bucket name 'bad bucket'", r
+    r = run_cli(url, "kv", "put", "WORDS", "bad key", "v")
+    assert r.rc == 2 and r.err.strip() == "natsctl: error: invalid key 'bad key'", r
+    r = run_cli(url, "object", "get", "bad bucket", "x")
+    assert r.rc == 2 and "invalid bucket name 'bad bucket'" in r.err and "JetStream." not in r.err, r
+
+
 def test_plain_error_words():
     from nats.errors import BadSubjectError, ConnectionClosedError
 
@@ -246,3 +270,7 @@ def test_plain_error_words():
     assert plain_error(BadSubjectError()) == "invalid subject"
     assert plain_error(ConnectionClosedError()) == "connection closed"
     assert plain_error(KeyError()) == "key"
+    from nats.js.errors import InvalidObjectNameError
+
+    assert plain_error(InvalidObjectNameError()) == "invalid object name"  # its text is only "JetStream.<class>"
+    assert plain_error(FileNotFoundError(2, "No such file or directory", "/x")) == "/x: no such file or directory"

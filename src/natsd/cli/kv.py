@@ -7,7 +7,7 @@ import sys
 from datetime import datetime, timezone
 
 from nats.js.api import KeyValueConfig
-from nats.js.errors import KeyDeletedError, KeyNotFoundError, NotFoundError
+from nats.js.errors import InvalidKeyError, KeyDeletedError, KeyNotFoundError, NotFoundError
 
 from natsd.cli import render
 from natsd.cli.common import (
@@ -167,6 +167,8 @@ async def cmd_put(ctx: Ctx) -> None:
             rev = await kv.create(a.key, value)
         else:
             rev = await kv.update(a.key, value, last=last)
+    except InvalidKeyError:
+        raise UsageError(f"invalid key '{a.key}'") from None
     except Exception as exc:  # noqa: BLE001
         verb = {"put": "put", 0: "create"}.get(last, "update")
         raise CliError(f"could not {verb} {a.key}: {error_text(exc)}") from None

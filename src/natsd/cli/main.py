@@ -16,7 +16,9 @@ import signal
 import sys
 from typing import Sequence
 
-from natsd.cli.common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CliError, ConnOptions, Out, env_url, parse_duration
+from natsd.cli.common import (
+    EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CliError, ConnOptions, Out, env_url, os_error_words, parse_duration,
+)
 from natsd.cli.context import Ctx
 
 EPILOG = """\
@@ -235,6 +237,10 @@ def plain_error(exc: BaseException) -> str:
     text = str(exc).strip()
     if text.startswith("nats: "):
         text = text[len("nats: "):]
+    if re.fullmatch(r"(\w+\.)*\w+Error", text):  # nats-py's JetStream errors say only their class name
+        text = ""
+    if isinstance(exc, OSError):
+        text = os_error_words(exc)
     if not text:
         name = type(exc).__name__
         name = name[:-len("Error")] if name.endswith("Error") and name != "Error" else name
