@@ -374,7 +374,7 @@ async def cmd_pubsub(ctx: Ctx) -> int:
     sub_tasks = [asyncio.ensure_future(_spawn({**base, "kind": "sub", "msgs": total}, sub_report(i)))
                  for i in range(subs)]
     waiter = asyncio.ensure_future(ready.wait())
-    pub_tasks: list[asyncio.Future] = []
+    pub_tasks: list[asyncio.Task[dict]] = []
     try:
         # A subscriber that dies before it is ready must not leave us waiting forever.
         await asyncio.wait([waiter, *sub_tasks], return_when=asyncio.FIRST_COMPLETED)
@@ -384,7 +384,7 @@ async def cmd_pubsub(ctx: Ctx) -> int:
                 if t.done() and t.exception():
                     raise t.exception()
         per = [total // pubs + (1 if i < total % pubs else 0) for i in range(pubs)]
-        pub_tasks = [asyncio.ensure_future(_spawn({**base, "kind": "pub", "msgs": per[i]}, lambda n: None))
+        pub_tasks = [asyncio.create_task(_spawn({**base, "kind": "pub", "msgs": per[i]}, lambda n: None))
                      for i in range(pubs)]
         await asyncio.wait(pub_tasks)
         if sub_tasks:
