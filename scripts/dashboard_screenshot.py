@@ -82,11 +82,17 @@ async def main() -> int:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         raise SystemExit("chromium not found: run scripts/ensure-system-deps.sh")
-    port, http = free_port(), free_port()
+    port, http, leaf_port = free_port(), free_port(), free_port()
     store = tempfile.mkdtemp(prefix="natsd-screenshot-")
-    server = subprocess.Popen([sys.executable, "-m", "natsd", "-a", "127.0.0.1", "-p", str(port), "-m", str(http),
-                               "-js", "-sd", store, "-n", "demo"],
+    hub_conf, edge_conf = Path(store) / "hub.conf", Path(store) / "edge.conf"
+    hub_conf.write_text(f"leafnodes {{ host: 127.0.0.1, port: {leaf_port} }}\n")
+    # a second natsd linked as a leaf node, so the page's leaf node table has a row
+    edge_conf.write_text(f'server_name: edge-1\nleafnodes {{ remotes: [ {{ url: "nats-leaf://127.0.0.1:{leaf_port}" }} ] }}\n')
+    server = subprocess.Popen([sys.executable, "-m", "natsd", "-c", str(hub_conf), "-a", "127.0.0.1", "-p", str(port),
+                               "-m", str(http), "-js", "-sd", store, "-n", "demo"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    edge = subprocess.Popen([sys.executable, "-m", "natsd", "-c", str(edge_conf), "-a", "127.0.0.1", "-p",
+                             str(free_port())], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_port(port)
         wait_port(http)
@@ -104,8 +110,9 @@ async def main() -> int:
         print(a.out)
         return 0
     finally:
-        server.terminate()
-        server.wait(timeout=15)
+        for proc in (edge, server):
+            proc.terminate()
+            proc.wait(timeout=15)
         shutil.rmtree(store, ignore_errors=True)
 
 

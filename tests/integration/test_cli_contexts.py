@@ -80,7 +80,7 @@ def test_add_ls_select_info_rm_write_natscli_files(server, home):
 
 
 @pytest.mark.parametrize("kind", server_kinds())
-def test_context_credentials_and_api_prefix(kind, tmp_path, home):
+def test_context_credentials_and_api_prefix(kind, tmp_path, home, monkeypatch):
     from tests.helpers.servers import start_server
 
     srv = start_server(kind, tmp_path, "--user", "ctxuser", "--pass", "ctxpass")
@@ -96,6 +96,20 @@ def test_context_credentials_and_api_prefix(kind, tmp_path, home):
         assert r.rc == 1 and "$JS.nowhere.API" in r.err
         # and --js-api-prefix on the command line beats the context
         assert ok(None, "--js-api-prefix", "$JS.API", "stream", "ls", "-j").json() == ["AUTHED"]
+        # the nats CLI's environment variables: NATS_CONTEXT names the context, NATS_USER/NATS_PASSWORD
+        # replace its credentials, a flag beats both
+        ok(srv.url, "context", "add", "noauth")
+        monkeypatch.setenv("NATS_CONTEXT", "noauth")
+        r = run_cli(None, "stream", "ls")
+        assert r.rc == 1 and "could not connect" in r.err and "(context noauth)" in r.err
+        monkeypatch.setenv("NATS_USER", "ctxuser")
+        monkeypatch.setenv("NATS_PASSWORD", "ctxpass")
+        assert ok(None, "stream", "ls", "-j").json() == ["AUTHED"]
+        r = run_cli(None, "--password", "wrong", "stream", "ls")
+        assert r.rc == 1 and "could not connect" in r.err
+        monkeypatch.setenv("NATS_TIMEOUT", "soon")
+        r = run_cli(None, "stream", "ls")
+        assert r.rc == 2 and "--timeout" in r.err
     finally:
         srv.stop()
 

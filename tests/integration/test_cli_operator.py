@@ -130,6 +130,45 @@ def test_ctrl_c_stops_with_a_summary_and_exit_130(url, argv, ready, summary):
         assert "stats:" in out  # the partial result is still reported
 
 
+@pytest.mark.parametrize("setup, argv, ready, summary", [
+    ([], ["reply", "cc.r", "--echo"], ("stdout", "Listening on [cc.r]"), "answered 0 requests on cc.r"),
+    ([["kv", "add", "CCKV"], ["kv", "put", "CCKV", "k", "v1"]], ["kv", "watch", "CCKV"],
+     ("stdout", "PUT CCKV > k: v1"), "1 updates of CCKV"),
+    ([["object", "add", "CCOBJ"], ["object", "put", "CCOBJ", "-", "--name", "o1"]], ["object", "watch", "CCOBJ"],
+     ("stdout", "PUT CCOBJ > o1"), "1 changes in CCOBJ"),
+    ([], ["events"], ("stderr", "Listening for events"), "0 events"),
+    ([], ["bench", "pubsub", "cc.ps", "--msgs", "100000000", "--no-progress"], ("stdout", "Starting"),
+     "pub/sub benchmark stopped after"),
+])
+def test_ctrl_c_every_watching_command(url, setup, argv, ready, summary):
+    for step in setup:
+        ok(url, *step, stdin="data")
+    proc = spawn_cli(url, *argv)
+    try:
+        t0 = time.monotonic()
+        out, err = _interrupt(proc, ready[1], stream=ready[0], pause=0.3)
+        assert time.monotonic() - t0 < 20
+    finally:
+        close_proc(proc)
+    assert proc.returncode == 130, (out, err)
+    assert f"natsctl: interrupted: {summary}" in err, err
+    assert "Traceback" not in err
+
+
+def test_ctrl_c_stops_js_fetch_bench_while_messages_flow(url):
+    # nats-py's fetch can lose the cancellation that arrives with a message; before the fix the benchmark kept
+    # fetching every stored message and only then stopped
+    ok(url, "bench", "js", "pub", "ccf.x", "--msgs", "20000", "--no-progress")
+    proc = spawn_cli(url, "bench", "js", "fetch", "ccf.x", "--msgs", "100000000", "--no-progress")
+    try:
+        out, err = _interrupt(proc, "Starting", stream="stdout", pause=0.5)
+    finally:
+        close_proc(proc)
+    assert proc.returncode == 130, (out, err)
+    done = int(err.split("stopped after ")[1].split(" of ")[0].replace(",", ""))
+    assert done < 20000, err  # stopped part way, not after fetching everything stored
+
+
 def test_json_everywhere(url):
     r = ok(url, "pub", "j.one", "hello", "-j")
     assert r.json() == {"subject": "j.one", "messages": 1, "bytes": 5}
@@ -199,6 +238,30 @@ def test_error_texts_have_no_python_internals(url, tmp_path):
     assert r.rc == 2 and "JSON does not allow comments" in r.err
 
 
+def test_connection_and_file_errors_in_words(url, tmp_path):
+    # what the OS said, without Python's [Errno N] or tuples, naming the file
+    r = run_cli("nats://127.0.0.1:1", "stream", "ls")
+    assert r.rc == 1 and r.err.strip() == "natsctl: error: could not connect to nats://127.0.0.1:1: connection refused"
+    missing = tmp_path / "missing"
+    for flag, words in (("--creds", "cannot read the credentials file"), ("--nkey", "cannot read the nkey file"),
+                        ("--tlsca", "cannot load the TLS files")):
+        r = run_cli(url, flag, str(missing), "stream", "ls")  # even when the server asks for no credentials
+        assert r.rc == 2 and f"{words}: {missing}: no such file or directory" in r.err, r
+        assert "Errno" not in r.err
+    not_pem = tmp_path / "ca.pem"
+    not_pem.write_text("hello")
+    r = run_cli(url, "--tlsca", str(not_pem), "stream", "ls")
+    assert r.rc == 2 and "cannot load the TLS files: no certificate or crl found" in r.err, r
+    # nats-py's errors that only name their class
+    ok(url, "kv", "add", "WORDS")
+    r = run_cli(url, "kv", "put", "bad bucket", "k", "v")
+    assert r.rc == 2 and r.err.strip() == "natsctl: error: invalid bucket name 'bad bucket'", r
+    r = run_cli(url, "kv", "put", "WORDS", "bad key", "v")
+    assert r.rc == 2 and r.err.strip() == "natsctl: error: invalid key 'bad key'", r
+    r = run_cli(url, "object", "get", "bad bucket", "x")
+    assert r.rc == 2 and "invalid bucket name 'bad bucket'" in r.err and "JetStream." not in r.err, r
+
+
 def test_plain_error_words():
     from nats.errors import BadSubjectError, ConnectionClosedError
 
@@ -207,3 +270,7 @@ def test_plain_error_words():
     assert plain_error(BadSubjectError()) == "invalid subject"
     assert plain_error(ConnectionClosedError()) == "connection closed"
     assert plain_error(KeyError()) == "key"
+    from nats.js.errors import InvalidObjectNameError
+
+    assert plain_error(InvalidObjectNameError()) == "invalid object name"  # its text is only "JetStream.<class>"
+    assert plain_error(FileNotFoundError(2, "No such file or directory", "/x")) == "/x: no such file or directory"

@@ -113,3 +113,19 @@ def test_kv_history_and_watch_delete_their_consumers(url):
     assert consumers_of(url, "KV_HIST") == []
     # kv ls BUCKET lists its keys, as the nats CLI does
     assert ok(url, "kv", "ls", "HIST", "-j").json() == ["k"]
+
+
+def test_kv_create_and_update_as_the_nats_cli_has_them(url):
+    # `kv create BUCKET KEY VALUE` stores a new key (the bucket is `kv add`); `kv update ... REVISION` is a
+    # compare-and-set; both refuse with the server's words
+    ok(url, "kv", "add", "CAS")
+    assert ok(url, "kv", "create", "CAS", "k", "v1", "-j").json() == {"bucket": "CAS", "key": "k", "revision": 1}
+    r = run_cli(url, "kv", "create", "CAS", "k", "v2")
+    assert r.rc == 1 and "could not create k: wrong last sequence: 1" in r.err, r
+    r = run_cli(url, "kv", "update", "CAS", "k", "v2", "7")
+    assert r.rc == 1 and "could not update k: wrong last sequence" in r.err, r
+    assert ok(url, "kv", "update", "CAS", "k", "v2", "1").out.strip() == "v2"
+    assert ok(url, "kv", "get", "CAS", "k", "--raw").out == "v2"
+    ok(url, "kv", "del", "CAS", "k", "-f")
+    assert ok(url, "kv", "create", "CAS", "k", stdin="from stdin").out.strip() == "from stdin"  # a deleted key
+    assert ok(url, "kv", "ls", "CAS", "-j").json() == ["k"]

@@ -7,11 +7,14 @@ Both come from the project's own set-up (``scripts/ensure-system-deps.sh`` insta
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 
 import nats
 import pytest
 
+from natsd.config.leafnodes import LeafNodeOptions, RemoteLeafOptions
+from natsd.config.options import ServerOptions
 from tests.helpers.inproc import running_server
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -26,7 +29,14 @@ async def wait_until(page, js: str, timeout: float = 15.0) -> None:
 
 @pytest.mark.timeout(120)
 async def test_dashboard_live_in_a_browser(tmp_path):
-    async with running_server(http_port=-1, jetstream=True, server_name="dash") as server:
+    async with contextlib.AsyncExitStack() as stack:
+        server = await stack.enter_async_context(running_server(
+            http_port=-1, jetstream=True, server_name="dash", leafnodes=LeafNodeOptions(host="127.0.0.1", port=-1)))
+        # a second natsd linked to it as a leaf node: the page lists the link
+        edge = ServerOptions(host="127.0.0.1", port=0, server_name="EDGE")
+        edge.leafnodes = LeafNodeOptions(reconnect_ns=100_000_000, remotes=[
+            RemoteLeafOptions(urls=[f"nats-leaf://127.0.0.1:{server.leafnodes.port}"])])
+        await stack.enter_async_context(running_server(options=edge))
         nc = await nats.connect(server.client_url)
         async with playwright_api.async_playwright() as pw:
             browser = await pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
@@ -41,6 +51,9 @@ async def test_dashboard_live_in_a_browser(tmp_path):
                 assert resp is not None and resp.ok
                 await wait_until(page, "document.getElementById('status').textContent === 'live'")
                 assert await page.text_content("#server-name") == "dash"
+                await wait_until(page, "document.querySelector('#leafs-table tr[data-leaf=\"EDGE\"]') !== null")
+                leaf_row = await page.text_content('#leafs-table tr[data-leaf="EDGE"]')
+                assert "$G" in leaf_row and "from leaf" in leaf_row and "127.0.0.1:" in leaf_row
 
                 # a stream created now appears without a reload
                 js = nc.jetstream()

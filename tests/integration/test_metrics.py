@@ -113,3 +113,55 @@ async def test_metrics_without_jetstream_and_scrape_keeps_serving_clients():
         finally:
             await nc.close()
     assert status == 200
+
+
+#: The series the community Grafana dashboards query, with the labels their queries, variables and legends use
+#: (read from prometheus-nats-exporter's walkthrough/grafana-nats-dash.json and grafana-jetstream-dash.json:
+#: ``sum(jetstream_consumer_num_pending{server_id=~"$server",stream_name=~"$stream",consumer_name=~"$consumer"})
+#: by (consumer_name)``, ``label_values(jetstream_server_total_streams, server_id)``, ``{{server_id}}`` ...).
+GRAFANA_NATS = {f"gnatsd_varz_{n}": ("server_id",) for n in (
+    "connections", "cpu", "mem", "in_msgs", "out_msgs", "in_bytes", "out_bytes", "slow_consumers", "subscriptions")}
+GRAFANA_JETSTREAM = {
+    **{f"gnatsd_varz_{n}": ("server_id",) for n in (
+        "connections", "jetstream_config_max_memory", "jetstream_config_max_storage", "jetstream_stats_memory",
+        "jetstream_stats_storage")},
+    "jetstream_server_total_streams": ("server_id",),
+    "jetstream_server_total_consumers": ("server_id",),
+    **{f"jetstream_stream_{n}": ("server_id", "stream_name") for n in ("last_seq", "total_bytes", "total_messages")},
+    **{f"jetstream_consumer_{n}": ("server_id", "stream_name", "consumer_name") for n in (
+        "delivered_consumer_seq", "num_ack_pending", "num_pending")},
+}
+
+
+async def test_the_names_the_community_grafana_dashboards_query():
+    async with running_server(http_port=-1, jetstream=True, server_name="g1") as server:
+        nc = await nats.connect(server.client_url)
+        try:
+            js = nc.jetstream()
+            await js.add_stream(name="G", subjects=["g.>"])
+            for _ in range(3):
+                await js.publish("g.x", b"payload")
+            await js.add_consumer("G", durable_name="GC", ack_policy="explicit")
+            psub = await js.pull_subscribe_bind("GC", stream="G")
+            await psub.fetch(1, timeout=2)
+            (status, _, body), = await fetch(server.http_port, "/metrics")
+        finally:
+            await nc.close()
+    assert status == 200
+    m = samples(body.decode())
+    wanted = {"stream_name": "G", "consumer_name": "GC", "server_id": server.server_id}
+    missing = []
+    for name, labels in {**GRAFANA_NATS, **GRAFANA_JETSTREAM}.items():
+        if not any(all(s.labels.get(k) == wanted[k] for k in labels) for s in m.get(name, [])):
+            missing.append(name)
+    assert missing == []
+    # the values the JetStream dashboard plots for this stream and consumer
+    by = {name: next(s.value for s in m[name] if s.labels.get("stream_name") == "G")
+          for name in ("jetstream_stream_total_messages", "jetstream_stream_last_seq",
+                       "jetstream_consumer_num_pending", "jetstream_consumer_num_ack_pending",
+                       "jetstream_consumer_delivered_consumer_seq")}
+    assert by == {"jetstream_stream_total_messages": 3, "jetstream_stream_last_seq": 3,
+                  "jetstream_consumer_num_pending": 2, "jetstream_consumer_num_ack_pending": 1,
+                  "jetstream_consumer_delivered_consumer_seq": 1}
+    assert m["gnatsd_varz_jetstream_config_max_storage"][0].value > 0
+    assert m["gnatsd_varz_mem"][0].value > 0

@@ -162,7 +162,12 @@ async def run_client(params: dict, report=None) -> dict:
             batch = max(params.get("batch", 100), 1)
             ack = params.get("ack", "explicit") != "none"
             t0 = time.perf_counter()
+            me = asyncio.current_task()
             while count < n:
+                # nats-py's fetch loses a cancellation that arrives as a message does (its inner next_msg task
+                # completes instead of raising), so Ctrl-C is checked here, once per batch.
+                if me is not None and me.cancelling():
+                    raise asyncio.CancelledError
                 try:
                     msgs = await psub.fetch(min(batch, n - count), timeout=max(conn.timeout, 1.0))
                 except Exception:  # noqa: BLE001 - nothing more to fetch within the timeout
@@ -369,21 +374,37 @@ async def cmd_pubsub(ctx: Ctx) -> int:
     sub_tasks = [asyncio.ensure_future(_spawn({**base, "kind": "sub", "msgs": total}, sub_report(i)))
                  for i in range(subs)]
     waiter = asyncio.ensure_future(ready.wait())
-    # A subscriber that dies before it is ready must not leave us waiting forever.
-    await asyncio.wait([waiter, *sub_tasks], return_when=asyncio.FIRST_COMPLETED)
-    if not ready.is_set():
+    pub_tasks: list[asyncio.Task[dict]] = []
+    try:
+        # A subscriber that dies before it is ready must not leave us waiting forever.
+        await asyncio.wait([waiter, *sub_tasks], return_when=asyncio.FIRST_COMPLETED)
+        if not ready.is_set():
+            waiter.cancel()
+            for t in sub_tasks:
+                if t.done() and t.exception():
+                    raise t.exception()
+        per = [total // pubs + (1 if i < total % pubs else 0) for i in range(pubs)]
+        pub_tasks = [asyncio.create_task(_spawn({**base, "kind": "pub", "msgs": per[i]}, lambda n: None))
+                     for i in range(pubs)]
+        await asyncio.wait(pub_tasks)
+        if sub_tasks:
+            await asyncio.wait(sub_tasks)
+    except asyncio.CancelledError:
+        if not ctx.interrupted:
+            raise
+        # Ctrl-C: every client is told to stop (see _spawn) and reports what it did so far.
         waiter.cancel()
-        for t in sub_tasks:
-            if t.done() and t.exception():
-                raise t.exception()
-    per = [total // pubs + (1 if i < total % pubs else 0) for i in range(pubs)]
-    pub_results = await asyncio.gather(*[_spawn({**base, "kind": "pub", "msgs": per[i]}, lambda n: None)
-                                         for i in range(pubs)])
-    sub_results = await asyncio.gather(*sub_tasks)
+        for t in (*pub_tasks, *sub_tasks):
+            t.cancel()
+        if pub_tasks or sub_tasks:
+            await asyncio.wait([*pub_tasks, *sub_tasks])
+    pub_results = [t.result() for t in pub_tasks]
+    sub_results = [t.result() for t in sub_tasks]
     pub_s, sub_s = _stats(pub_results, size), _stats(sub_results, size)
     both = _stats(list(pub_results) + list(sub_results), size)
     summary = {"benchmark": "pubsub", "subject": a.subject, "size": size, "pub": pub_s, "sub": sub_s,
-               "msgs_per_sec": both["msgs_per_sec"], "mb_per_sec": both["mb_per_sec"]}
+               "msgs_per_sec": both["msgs_per_sec"], "mb_per_sec": both["mb_per_sec"],
+               "interrupted": ctx.interrupted}
     if ctx.json:
         ctx.out.json_out(summary)
     else:
@@ -396,6 +417,10 @@ async def cmd_pubsub(ctx: Ctx) -> int:
                 for i, c in enumerate(st["per_client"], 1):
                     ctx.out.print(f"  [{i}] {comma(int(c['msgs_per_sec']))} msgs/sec ~ "
                                   f"{c['msgs_per_sec'] * size / 1e6:.2f} MB/sec ({comma(c['msgs'])} msgs)")
+    if ctx.interrupted:
+        sys.stderr.write(f"natsctl: interrupted: pub/sub benchmark stopped after {comma(pub_s['msgs'])} of "
+                         f"{comma(total)} messages published ({comma(sub_s['msgs'])} received)\n")
+        return 130
     missing = sum(total - r["msgs"] for r in sub_results)
     if missing:
         sys.stderr.write(f"natsctl: warning: subscribers missed {missing} messages (core NATS drops when "

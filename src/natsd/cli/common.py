@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Seque
 
 import nats
 from nats.errors import NoRespondersError
-from nats.js.errors import BucketNotFoundError, NotFoundError
+from nats.js.errors import BucketNotFoundError, InvalidBucketNameError, NotFoundError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import StorageType
 
@@ -325,14 +325,48 @@ class ConnOptions:
             return None
         import ssl
 
+        for path in (self.tls_ca, self.tls_cert, self.tls_key):
+            try:
+                if path:
+                    with open(os.path.expanduser(path), "rb"):
+                        pass
+            except OSError as exc:  # ssl's own error does not say which file
+                raise UsageError(f"cannot load the TLS files: {os_error_words(exc)}") from None
         try:
             tls = ssl.create_default_context(cafile=os.path.expanduser(self.tls_ca) if self.tls_ca else None)
             if self.tls_cert:
                 tls.load_cert_chain(os.path.expanduser(self.tls_cert),
                                     os.path.expanduser(self.tls_key) if self.tls_key else None)
-        except (OSError, ssl.SSLError) as exc:
-            raise UsageError(f"cannot load the TLS files: {exc}") from None
+        except ssl.SSLError as exc:  # a file that is there but is no PEM certificate/key, or they do not match
+            words = str(exc.reason or exc.strerror or "not PEM").lower().replace("_", " ")
+            raise UsageError(f"cannot load the TLS files: {words}") from None
+        except OSError as exc:
+            raise UsageError(f"cannot load the TLS files: {os_error_words(exc)}") from None
         return tls
+
+    def check_files(self) -> None:
+        """The credentials and nkey files must be readable before connecting (nats-py only opens them when the
+        server asks, so a mistyped path would pass unnoticed against a server without authentication)."""
+        for what, path in (("credentials", self.creds), ("nkey", self.nkey)):
+            if path:
+                try:
+                    with open(os.path.expanduser(path), "rb"):
+                        pass
+                except OSError as exc:
+                    raise UsageError(f"cannot read the {what} file: {os_error_words(exc)}") from None
+
+
+def os_error_words(exc: OSError) -> str:
+    """An OS error as words, without Python's ``[Errno N]`` (``/x.pem: no such file or directory``,
+    ``connection refused``)."""
+    words = (exc.strerror or str(exc) or type(exc).__name__).strip()
+    if words.endswith("."):
+        words = words[:-1]
+    words = words[:1].lower() + words[1:]
+    if words.startswith("connect call failed"):  # asyncio's words for a refused TCP connect
+        words = "connection refused"
+    name = exc.filename if isinstance(exc.filename, str) else None
+    return f"{name}: {words}" if name else words
 
 
 async def connect(opts: ConnOptions, **extra: Any) -> nats.NATS:
@@ -345,6 +379,7 @@ async def connect(opts: ConnOptions, **extra: Any) -> nats.NATS:
         # per server with a short wait, so an unreachable server fails in about connect_timeout.
         allow_reconnect=False, max_reconnect_attempts=1, reconnect_time_wait=0.1,
     )
+    opts.check_files()
     if opts.user:
         kw["user"] = opts.user
         kw["password"] = opts.password or ""
@@ -380,7 +415,12 @@ async def connect(opts: ConnOptions, **extra: Any) -> nats.NATS:
         except Exception:  # noqa: BLE001
             pass
         via = f" (context {opts.context})" if opts.context else ""
-        raise CliError(f"could not connect to {opts.server}{via}: {cause or type(cause).__name__}") from None
+        if isinstance(cause, OSError):
+            words = os_error_words(cause)
+        else:
+            words = str(cause).strip() or type(cause).__name__
+            words = words[len("nats: "):] if words.startswith("nats: ") else words
+        raise CliError(f"could not connect to {opts.server}{via}: {words}") from None
     return nc
 
 
@@ -705,6 +745,8 @@ async def open_bucket(opened: Awaitable[Any], bucket: str) -> Any:
         return await opened
     except (BucketNotFoundError, NotFoundError):
         raise CliError(f"bucket {bucket} not found") from None
+    except InvalidBucketNameError:
+        raise UsageError(f"invalid bucket name '{bucket}'") from None
 
 
 async def create_bucket(created: Awaitable[Any], bucket: str) -> None:

@@ -7,7 +7,7 @@ import sys
 from datetime import datetime, timezone
 
 from nats.js.api import KeyValueConfig
-from nats.js.errors import KeyDeletedError, KeyNotFoundError, NotFoundError
+from nats.js.errors import InvalidKeyError, KeyDeletedError, KeyNotFoundError, NotFoundError
 
 from natsd.cli import render
 from natsd.cli.common import (
@@ -23,7 +23,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     s = p.add_subparsers(dest="kv_cmd", metavar="VERB", parser_class=type(p))
     s.required = True
 
-    a = s.add_parser("add", aliases=["create", "new"], parents=[common], help="create a bucket")
+    # (not "create": in the nats CLI `kv create BUCKET KEY VALUE` stores a new key, as below)
+    a = s.add_parser("add", aliases=["new"], parents=[common], help="create a bucket")
     bucket_flags(a, ttl="expire values after this long", max_bucket_size="bucket size limit")
     a.add_argument("--history", default="1", help="values kept per key (1-64)")
     a.add_argument("--max-value-size", dest="max_value_size", default=None, help="largest value")
@@ -34,6 +35,19 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     put.add_argument("key")
     put.add_argument("value", nargs="?", help="the value; read from stdin when omitted")
     put.set_defaults(func=cmd_put)
+
+    c = s.add_parser("create", parents=[common], help="store a value only if the key is new (or deleted)")
+    c.add_argument("bucket")
+    c.add_argument("key")
+    c.add_argument("value", nargs="?", help="the value; read from stdin when omitted")
+    c.set_defaults(func=cmd_put, only_revision=0)
+
+    u = s.add_parser("update", parents=[common], help="store a value only if the key is at REVISION")
+    u.add_argument("bucket")
+    u.add_argument("key")
+    u.add_argument("value", nargs="?", help="the value; read from stdin when omitted")
+    u.add_argument("revision", nargs="?", default="0", help="the key's current revision (0: a new key)")
+    u.set_defaults(func=cmd_put, only_revision=None)
 
     g = s.add_parser("get", parents=[common], help="read a value")
     g.add_argument("bucket")
@@ -141,11 +155,23 @@ async def cmd_put(ctx: Ctx) -> None:
         value = read_stdin_bytes()
     else:
         value = a.value.encode()
+    # put: unconditional; create: only a new (or deleted) key; update: only at the given revision
+    last = getattr(a, "only_revision", "put")
+    if last is None:
+        last = parse_int(a.revision, flag="REVISION")
     kv = await _kv(ctx, a.bucket)
     try:
-        rev = await kv.put(a.key, value)
+        if last == "put":
+            rev = await kv.put(a.key, value)
+        elif last == 0:
+            rev = await kv.create(a.key, value)
+        else:
+            rev = await kv.update(a.key, value, last=last)
+    except InvalidKeyError:
+        raise UsageError(f"invalid key '{a.key}'") from None
     except Exception as exc:  # noqa: BLE001
-        raise CliError(f"could not put {a.key}: {error_text(exc)}") from None
+        verb = {"put": "put", 0: "create"}.get(last, "update")
+        raise CliError(f"could not {verb} {a.key}: {error_text(exc)}") from None
     if ctx.json:
         ctx.out.json_out({"bucket": a.bucket, "key": a.key, "revision": rev})
     else:

@@ -16,7 +16,9 @@ import signal
 import sys
 from typing import Sequence
 
-from natsd.cli.common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CliError, ConnOptions, Out, env_url, parse_duration
+from natsd.cli.common import (
+    EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CliError, ConnOptions, Out, env_url, os_error_words, parse_duration,
+)
 from natsd.cli.context import Ctx
 
 EPILOG = """\
@@ -28,6 +30,8 @@ exit codes:
 
 environment:
   NATS_URL  server URL when -s/--server is not given (default: the context's, else nats://127.0.0.1:4222)
+  NATS_CONTEXT, NATS_USER, NATS_PASSWORD, NATS_CREDS, NATS_NKEY, NATS_CERT, NATS_KEY, NATS_CA, NATS_TIMEOUT
+            stand for --context, --user, ... as in the nats CLI (a flag given wins; they win over the context)
 
 contexts:
   `natsctl context add NAME -s URL --creds FILE ...` saves connection settings as the nats CLI does (under
@@ -40,7 +44,7 @@ _SHARED_DEFAULTS = {
     "password": None,
     "creds": None,
     "token": None,
-    "timeout": "5s",
+    "timeout": None,  # 5s unless NATS_TIMEOUT says otherwise
     "json": False,
     "no_progress": False,
     "force": False,
@@ -107,14 +111,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Context field -> the nats CLI's environment variable for the same flag.
+_ENV_OF = {"user": "NATS_USER", "password": "NATS_PASSWORD", "creds": "NATS_CREDS", "nkey": "NATS_NKEY",
+           "cert": "NATS_CERT", "key": "NATS_KEY", "ca": "NATS_CA"}
+
+
+def _flag_or_env(flag_value: str | None, env: str) -> str | None:
+    if flag_value is not None or not env:
+        return flag_value
+    return os.environ.get(env) or None
+
+
 def _conn_options(args: argparse.Namespace) -> ConnOptions:
     """Flags over ``NATS_URL`` over the context (``--context`` or the selected one) over the defaults."""
     from natsd.cli import contexts
 
-    timeout_ns = parse_duration(args.timeout, flag="--timeout") or 5_000_000_000
-    name, c = contexts.active(args.context)
+    # the nats CLI's environment variables stand for their flags (a flag given wins), as there
+    timeout = _flag_or_env(args.timeout, "NATS_TIMEOUT")
+    timeout_ns = (parse_duration(timeout, flag="--timeout") if timeout is not None else 0) or 5_000_000_000
+    name, c = contexts.active(_flag_or_env(args.context, "NATS_CONTEXT"))
 
     def pick(flag_value: str | None, field: str) -> str | None:
+        flag_value = _flag_or_env(flag_value, _ENV_OF.get(field, ""))
         return flag_value if flag_value is not None else (c.get(field) or None)
 
     server = args.server or os.environ.get("NATS_URL") or c.get("url") or env_url()
@@ -219,6 +237,10 @@ def plain_error(exc: BaseException) -> str:
     text = str(exc).strip()
     if text.startswith("nats: "):
         text = text[len("nats: "):]
+    if re.fullmatch(r"(\w+\.)*\w+Error", text):  # nats-py's JetStream errors say only their class name
+        text = ""
+    if isinstance(exc, OSError):
+        text = os_error_words(exc)
     if not text:
         name = type(exc).__name__
         name = name[:-len("Error")] if name.endswith("Error") and name != "Error" else name

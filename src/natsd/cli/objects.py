@@ -219,9 +219,12 @@ async def cmd_watch(ctx: Ctx) -> None:
     limit_n, wait_s = optional_count(a.count), optional_seconds(a.wait)
     obs = await _obs(ctx, a.bucket)
     w = await obs.watch(include_history=False)
+    seen = 0
+    ctx.summary = lambda: f"{seen} changes in {a.bucket}"
     try:
         # nats-py raises its own TimeoutError when nothing arrives (see kv watch).
         async for o in arrivals(lambda t: w.updates(timeout=t), limit_n, wait_s, idle=3600.0, stop_on=(Exception,)):
+            seen += 1
             if ctx.json:
                 ctx.out.json_line(_info_dict(o))
             else:

@@ -108,8 +108,6 @@
     chart($("chart-msgs"), [s.inMsgs, s.outMsgs], io, num);
     chart($("chart-bytes"), [s.inBytes, s.outBytes], io, bytes);
     chart($("chart-conns"), [s.conns], io, num);
-    const leafs = varz.leafnodes || 0;
-    text($("leafs"), leafs ? leafs + " leaf node connection(s)" : "none");
   }
 
   function jetstream(jsz) {
@@ -196,6 +194,36 @@
     }));
   }
 
+  // One row per leaf node link of /leafz; rates from the previous poll's counters of the same link id.
+  function leafnodes(leafz, nowIso) {
+    const now = Date.parse(nowIso) / 1000;
+    const links = leafz.leafs || [];
+    text($("leafs"), links.length ? "(" + num(links.length) + ")" : "");
+    const prev = state.leafPrev || new Map();
+    const next = new Map();
+    const rows = links.map((l) => {
+      const key = l.id + "/" + l.name;
+      const p = prev.get(key);
+      const dt = p ? Math.max(now - p.t, 0.001) : 0;
+      const inRate = p ? Math.max((l.in_msgs || 0) - p.in, 0) / dt : 0;
+      const outRate = p ? Math.max((l.out_msgs || 0) - p.out, 0) / dt : 0;
+      next.set(key, { t: now, in: l.in_msgs || 0, out: l.out_msgs || 0 });
+      const tr = document.createElement("tr");
+      tr.dataset.leaf = l.name || String(l.id);
+      cell(tr, l.name || "–"); cell(tr, l.account || "–");
+      cell(tr, l.is_spoke ? "to hub" : "from leaf");
+      cell(tr, (l.ip || "") + ":" + (l.port || 0)); cell(tr, l.rtt || "–", "num");
+      cell(tr, num(inRate), "num"); cell(tr, num(outRate), "num"); cell(tr, num(l.subscriptions), "num");
+      return tr;
+    });
+    state.leafPrev = next;
+    if (!rows.length) {
+      const tr = document.createElement("tr");
+      cell(tr, "no leaf node links", "empty"); tr.firstChild.colSpan = 8; rows.push(tr);
+    }
+    $("leafs-table").tBodies[0].replaceChildren(...rows);
+  }
+
   // Consumer details cost the server time per consumer: with many of them, fetch them less often than every
   // second (every ceil(consumers / 500) polls) and reuse the last ones in between.
   let lastConsumers = new Map();
@@ -216,13 +244,14 @@
 
   async function poll() {
     try {
-      const [varz, jsz, connz, accountz] = await Promise.all([
-        getJSON("/varz"), fetchJsz(), getJSON("/connz?auth=true"), getJSON("/accountz"),
+      const [varz, jsz, connz, accountz, leafz] = await Promise.all([
+        getJSON("/varz"), fetchJsz(), getJSON("/connz?auth=true"), getJSON("/accountz"), getJSON("/leafz"),
       ]);
       state.jsAccounts = new Set((jsz.account_details || []).map((a) => a.name));
       overview(varz);
       jetstream(jsz);
       accounts(accountz, connz);
+      leafnodes(leafz, varz.now);
       state.polls++;
       const st = $("status");
       st.className = "status ok";
