@@ -459,7 +459,7 @@ class Stream:
                     self._reject(reply, ApiErrors.STREAM_NOT_MATCH())
                     return 0
                 v = h.get(H_TTL)
-                if v is not None:
+                if v:  # an empty value is no TTL (the reference ignores it)
                     # An unparsable TTL is reported later (after the other checks), as the
                     # reference does; a valid one on a stream without TTLs fails right here.
                     try:

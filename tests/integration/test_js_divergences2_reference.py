@@ -1,0 +1,150 @@
+"""Differential regressions (natsd against nats-server 2.15.1, same script on fresh servers): the
+pending count in delivered ack subjects after subject and stream rollups; last-per-subject
+consumers on streams whose subjects hold fewer messages than were published; Nats-TTL values on
+streams with and without per-message TTLs (an empty value is no TTL, "-1" is refused by both);
+unknown consumer API subjects; the resets, snapshots and direct gets whose bodies have the wrong
+shape (natsd used Python's json there)."""
+
+from __future__ import annotations
+
+import json
+
+import nats
+import pytest
+
+from tests.helpers.inproc import side_by_side
+from tests.helpers.servers import reference_binary
+
+pytestmark = [pytest.mark.integration, pytest.mark.reference,
+              pytest.mark.skipif(reference_binary() is None, reason="reference nats-server not installed")]
+
+
+async def _req(nc, subject: str, body=b"", headers=None, timeout: float = 2):
+    data = json.dumps(body).encode() if isinstance(body, (dict, list)) else body
+    try:
+        m = await nc.request(subject, data, timeout=timeout, headers=headers)
+    except nats.errors.NoRespondersError:
+        return "no responders"
+    except nats.errors.TimeoutError:
+        return "timeout"
+    if m.headers and "Status" in m.headers:
+        return {"status": m.headers["Status"], "description": m.headers.get("Description")}
+    out = json.loads(m.data) if m.data else {}
+    if isinstance(out, dict):
+        for k in ("created", "ts", "cluster", "config", "delivered", "ack_floor", "last_active"):
+            out.pop(k, None)
+    return out
+
+
+async def _pull(nc, stream: str, consumer: str, body: dict) -> list:
+    """Per message: (stream seq, pending token of its ack subject); statuses as they are."""
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox)
+    await nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}", json.dumps(body).encode(), reply=inbox)
+    out: list = []
+    try:
+        while len(out) < 10:
+            m = await sub.next_msg(timeout=1)
+            status = (m.headers or {}).get("Status")
+            if status:
+                out.append(status)
+                break
+            t = m.reply.split(".")
+            out.append((t[5], t[8]))
+    except nats.errors.TimeoutError:
+        out.append("timeout")
+    finally:
+        await sub.unsubscribe()
+    return out
+
+
+async def _rollups_and_last_per_subject(url: str) -> list:
+    nc = await nats.connect(url)
+    obs: list = []
+    try:
+        await _req(nc, "$JS.API.STREAM.CREATE.R", {"name": "R", "subjects": ["r.>"], "allow_rollup_hdrs": True})
+        for subject in ("r.x", "r.y", "r.x", "r.y"):
+            await _req(nc, subject, b"1")
+        await _req(nc, "$JS.API.CONSUMER.CREATE.R.C",
+                   {"stream_name": "R", "config": {"durable_name": "C", "ack_policy": "explicit"}})
+        obs.append(await _pull(nc, "R", "C", {"batch": 1, "no_wait": True}))
+        obs.append(await _req(nc, "r.x", b"2", headers={"Nats-Rollup": "sub"}))
+        obs.append(await _pull(nc, "R", "C", {"batch": 5, "no_wait": True}))
+        obs.append(await _req(nc, "r.z", b"3", headers={"Nats-Rollup": "all"}))
+        await _req(nc, "r.y", b"4")
+        obs.append(await _pull(nc, "R", "C", {"batch": 5, "no_wait": True}))
+        obs.append(await _req(nc, "$JS.API.CONSUMER.INFO.R.C"))
+        # last per subject: two subjects, each holding one message of the several published
+        await _req(nc, "$JS.API.STREAM.CREATE.L", {"name": "L", "subjects": ["l.*"], "max_msgs_per_subject": 1})
+        for subject in ("l.a", "l.b", "l.a", "l.b"):
+            await _req(nc, subject, b"1")
+        obs.append(await _req(nc, "$JS.API.CONSUMER.CREATE.L.C", {"stream_name": "L", "config": {
+            "durable_name": "C", "ack_policy": "explicit", "deliver_policy": "last_per_subject", "filter_subject": "l.*"}}))
+        obs.append(await _pull(nc, "L", "C", {"batch": 5, "no_wait": True}))
+        obs.append(await _pull(nc, "L", "C", {"batch": 5, "no_wait": True}))
+        await _req(nc, "$JS.API.STREAM.CREATE.M", {"name": "M", "subjects": ["m.*"]})
+        for subject in ("m.a", "m.a", "m.a", "m.b"):
+            await _req(nc, subject, b"1")
+        await _req(nc, "$JS.API.STREAM.PURGE.M", {"seq": 3})
+        obs.append(await _req(nc, "$JS.API.CONSUMER.CREATE.M.C", {"stream_name": "M", "config": {
+            "durable_name": "C", "ack_policy": "explicit", "deliver_policy": "last_per_subject", "filter_subject": "m.*"}}))
+        obs.append(await _pull(nc, "M", "C", {"batch": 5, "no_wait": True}))
+    finally:
+        await nc.close()
+    return obs
+
+
+async def test_rollups_and_last_per_subject_match_reference(tmp_path) -> None:
+    expected, got = await side_by_side(tmp_path, _rollups_and_last_per_subject)
+    assert got == expected
+    assert expected[2][-1] == "404" and expected[7][-1] == "404"  # the script exercised what it means to
+
+
+async def _ttls(url: str) -> list:
+    nc = await nats.connect(url)
+    obs: list = []
+    try:
+        for allow in (False, True):
+            name = "TA" if allow else "TN"
+            await _req(nc, f"$JS.API.STREAM.CREATE.{name}",
+                       {"name": name, "subjects": [name.lower() + ".>"], "allow_msg_ttl": allow})
+            for ttl in ("", "-1", "never", "0", "1", "1s", "500ms", "x"):
+                obs.append((allow, ttl, await _req(nc, name.lower() + ".a", b"x", headers={"Nats-TTL": ttl})))
+    finally:
+        await nc.close()
+    return obs
+
+
+async def test_message_ttl_header_values_match_reference(tmp_path) -> None:
+    expected, got = await side_by_side(tmp_path, _ttls)
+    assert got == expected
+    assert expected[0] == (False, "", {"stream": "TN", "seq": 1})  # an empty Nats-TTL is no TTL
+
+
+async def _bodies(url: str) -> list:
+    nc = await nats.connect(url)
+    obs: list = []
+    try:
+        await _req(nc, "$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s.>"], "allow_direct": True})
+        await _req(nc, "s.a", b"1")
+        await _req(nc, "$JS.API.CONSUMER.CREATE.S.D",
+                   {"stream_name": "S", "config": {"durable_name": "D", "ack_policy": "explicit"}})
+        for body in (b"{", b" ", b"[1]", b'{"seq":"x"}', b'{"seq":1,"foo":1}'):
+            r = await _req(nc, "$JS.API.CONSUMER.RESET.S.D", body)
+            obs.append(("reset", body, r.get("error", r.get("reset_seq"))))
+        for body in (b'{"seq":true}', b'{"last_by_subj":5}', b'{"multi_last":"s.a"}', b'{"start_time":"x"}',
+                     b'{"seq":1,"foo":1}'):
+            r = await _req(nc, "$JS.API.DIRECT.GET.S", body)
+            obs.append(("direct", body, r.get("status") if isinstance(r, dict) else r))
+        for body in (b" ", b'{"deliver_subject":5}', b'{"foo":1}', b"true"):
+            obs.append(("snapshot", body, (await _req(nc, "$JS.API.STREAM.SNAPSHOT.S", body)).get("error")))
+        for subject in ("$JS.API.CONSUMER.FOO.S1", "$JS.API.META.LEADER.STEPDOWN", "$JS.API.ACCOUNT.PURGE.A"):
+            obs.append((subject, await _req(nc, subject, b"", timeout=0.5)))
+    finally:
+        await nc.close()
+    return obs
+
+
+async def test_reset_direct_get_and_snapshot_bodies_match_reference(tmp_path) -> None:
+    expected, got = await side_by_side(tmp_path, _bodies)
+    assert got == expected
