@@ -299,7 +299,12 @@ class _Names:
         if isinstance(obj, str):
             return self.alias.get(obj, obj)
         if isinstance(obj, dict):
-            return {self.alias.get(k, k): self.rename(v) for k, v in obj.items()}
+            out = {self.alias.get(k, k): self.rename(v) for k, v in obj.items()}
+            names = out.get("consumers")
+            if isinstance(names, list) and names != obj.get("consumers"):
+                # both servers sort by the real names, which are random: compare as sets
+                out["consumers"] = sorted(names, key=lambda c: json.dumps(c, sort_keys=True))
+            return out
         if isinstance(obj, list):
             return [self.rename(v) for v in obj]
         return obj

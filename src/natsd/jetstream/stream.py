@@ -187,6 +187,10 @@ class Stream:
         self._marker_seqs: set[int] = set()
         self._dedupe_pending = False
         self._removed: list[tuple[int, str]] | None = None
+        # True while a purge or rollup removes messages: consumers learn of it once, through
+        # _after_purge, as the reference's purge (a pending message it removes is dropped with the
+        # ack floor raised past it, not terminated one by one).
+        self._purging = False
         self._links: list[SourceLink] = []  # mirror / sources
         # Server-wide usage: the engine's [memory, file] totals, this stream's slot in them, the
         # limit, and the bytes of this store already counted there (see _fold_usage).
@@ -746,13 +750,17 @@ class Stream:
 
     # -- rollup / republish ------------------------------------------------------------------------
     def _rollup(self, subject: str, kind: bytes, keep: int) -> None:
-        if kind == b"sub":
-            self.store.purge_ex(subject, 0, keep)
-        elif keep:
-            # The store keeps the newest ``keep`` messages (not sequences).
-            self.store.purge_ex("", 0, keep)
-        else:
-            self.store.purge()
+        self._purging = True
+        try:
+            if kind == b"sub":
+                self.store.purge_ex(subject, 0, keep)
+            elif keep:
+                # The store keeps the newest ``keep`` messages (not sequences).
+                self.store.purge_ex("", 0, keep)
+            else:
+                self.store.purge()
+        finally:
+            self._purging = False
         self._after_purge(subject if kind == b"sub" else "")  # the reference purges like this too
 
     def _republish(self, subject: str, hdr: bytes | None, payload: bytes, seq: int, ts: int,
@@ -790,7 +798,7 @@ class Stream:
         if msgs_delta < 0 and seq:
             if self._removed is not None:
                 self._removed.append((seq, subject))
-            if self.consumers:
+            if self.consumers and not self._purging:
                 for c in list(self.consumers.values()):
                     c.on_msg_removed(seq, subject)
 
@@ -974,10 +982,14 @@ class Stream:
             raise ApiErrors.STREAM_SEALED()
         if self.config.deny_purge:
             raise ApiErrors.STREAM_PURGE_FAILED(err="stream purge not permitted")
-        if not subject and not seq and not keep:
-            n = self.store.purge()
-        else:
-            n = self.store.purge_ex(subject, seq, keep)
+        self._purging = True
+        try:
+            if not subject and not seq and not keep:
+                n = self.store.purge()
+            else:
+                n = self.store.purge_ex(subject, seq, keep)
+        finally:
+            self._purging = False
         self.store.flush()
         if n or (not subject and not keep and seq != 1):
             self._pristine = False  # (a purge that removes nothing from an empty stream changes nothing)
