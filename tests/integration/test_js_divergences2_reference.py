@@ -172,3 +172,21 @@ async def test_purge_of_a_pending_message_in_the_middle_matches_reference(tmp_pa
     assert got == expected
     if retention != "interest":  # (an interest stream also drops what no consumer needs)
         assert expected[7]["ack_floor"] == {"consumer_seq": 2, "stream_seq": 0}
+
+
+async def test_nak_then_purge_below_the_next_delivery_matches_reference(tmp_path) -> None:
+    """The issue's "no_wait pull returning a message where the reference answers 404", minimised
+    from differential seed 305: a NAKed message the purge keeps leaves the redelivery queue (it
+    stays pending until its ack wait), so the next no-wait pull finds nothing."""
+    from tests.helpers.differential import run_script
+
+    ops = [["api", "$JS.API.STREAM.CREATE.S1", {"name": "S1", "subjects": ["s1.>"]}],
+           ["pub", "s1.a", {}, "m1"], ["pub", "s1.b", {}, "m2"], ["pub", "s1.c", {}, "m3"],
+           ["api", "$JS.API.CONSUMER.CREATE.S1.C", {"stream_name": "S1", "config": {
+               "ack_policy": "explicit", "durable_name": "C"}}],
+           ["pull", "S1", "C", 3], ["ack", 1, "-NAK"],
+           ["api", "$JS.API.STREAM.PURGE.S1", {"seq": 2}],
+           ["pull", "S1", "C", 2], ["api", "$JS.API.CONSUMER.INFO.S1.C", ""]]
+    expected, got = await side_by_side(tmp_path, lambda url: run_script(url, ops))
+    assert got == expected
+    assert expected[8] == [{"status": "404"}]

@@ -186,7 +186,9 @@ class Tracking:
             self.adflr, self.asflr = self.dseq - 1, self.sseq - 1
         self.rep_floor = None
         if self.rdq:
-            self.rdq = [s for s in self.rdq if s in self.pending]
+            # As the reference, the redelivery queue keeps only sequences at or past the next one
+            # to deliver: a NAKed message below it stays pending and comes back at its ack wait.
+            self.rdq = [s for s in self.rdq if s in self.pending and s >= self.sseq]
             self.rdq_set = set(self.rdq)
         return dropped
 
