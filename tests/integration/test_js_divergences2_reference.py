@@ -190,3 +190,22 @@ async def test_nak_then_purge_below_the_next_delivery_matches_reference(tmp_path
     expected, got = await side_by_side(tmp_path, lambda url: run_script(url, ops))
     assert got == expected
     assert expected[8] == [{"status": "404"}]
+
+
+async def test_purge_reports_the_search_position_as_delivered(tmp_path) -> None:
+    """Minimised from differential seed 349: a filtered consumer whose last pull searched past a
+    message it does not take; a purge then reports that position as delivered, as nats-server
+    writes its next-to-look-at sequence on a purge (natsd kept the last delivered one)."""
+    from tests.helpers.differential import run_script
+
+    ops = [["api", "$JS.API.STREAM.CREATE.S2", {"name": "S2", "subjects": ["s2.>"]}],
+           ["pub", "s2.x", {}, "a"], ["pub", "s2.x", {}, "b"], ["pub", "s2.y", {}, "c"],
+           ["api", "$JS.API.CONSUMER.CREATE.S2.C", {"stream_name": "S2", "config": {
+               "ack_policy": "all", "durable_name": "C", "filter_subject": "s2.x"}}],
+           ["pull", "S2", "C", 5], ["pub", "s2.y", {}, "d"],
+           ["api", "$JS.API.CONSUMER.INFO.S2.C", ""],
+           ["api", "$JS.API.STREAM.PURGE.S2", {"seq": 3}],
+           ["api", "$JS.API.CONSUMER.INFO.S2.C", ""]]
+    expected, got = await side_by_side(tmp_path, lambda url: run_script(url, ops))
+    assert got == expected
+    assert expected[9]["delivered"] == {"consumer_seq": 2, "stream_seq": 3}

@@ -166,10 +166,10 @@ class Tracking:
         False too: they count as acknowledged. True when a pending entry was dropped."""
         if self.sseq < first_seq:
             self.sseq = first_seq
-        if self.dlv_sseq < first_seq - 1:
-            # The reference reports the purge floor as delivered too (its delivered position is
-            # the next sequence to deliver, which a purge moves).
-            self.dlv_sseq = first_seq - 1
+        if self.dlv_sseq < self.sseq - 1:
+            # The reference writes its position as delivered on a purge (the next sequence it
+            # would look at, which the purge may move and a search that found nothing has moved).
+            self.dlv_sseq = self.sseq - 1
         if self.lss is not None:
             self.lss = [s for s in self.lss if s >= first_seq] or None
         if self.asflr < first_seq - 1:
