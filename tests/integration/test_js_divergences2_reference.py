@@ -209,3 +209,21 @@ async def test_purge_reports_the_search_position_as_delivered(tmp_path) -> None:
     expected, got = await side_by_side(tmp_path, lambda url: run_script(url, ops))
     assert got == expected
     assert expected[9]["delivered"] == {"consumer_seq": 2, "stream_seq": 3}
+
+
+async def test_ack_all_floor_after_a_purge_drops_a_pending_message_matches_reference(tmp_path) -> None:
+    """Minimised from differential seed 454: under AckAll, a purge that removes a pending message
+    between two others shows that message's sequences as the ack floor (nats-server's store floor)."""
+    from tests.helpers.differential import run_script
+
+    ops = [["api", "$JS.API.STREAM.CREATE.S2", {"name": "S2", "subjects": ["s2.>"]}],
+           ["pub", "s2.y", {}, "a"], ["pub", "s2.x", {}, "b"], ["pub", "s2.z", {}, "c"],
+           ["api", "$JS.API.CONSUMER.CREATE.S2.C1", {"stream_name": "S2", "config": {
+               "ack_policy": "all", "durable_name": "C1"}}],
+           ["pull", "S2", "C1", 3], ["api", "$JS.API.STREAM.PURGE.S2", {"filter": "s2.x"}],
+           ["api", "$JS.API.CONSUMER.INFO.S2.C1", ""], ["pub", "s2.x", {}, "d"], ["pull", "S2", "C1", 3],
+           ["ack", 0, "+ACK"], ["api", "$JS.API.CONSUMER.INFO.S2.C1", ""],
+           ["ack", 3, "+ACK"], ["api", "$JS.API.CONSUMER.INFO.S2.C1", ""]]
+    expected, got = await side_by_side(tmp_path, lambda url: run_script(url, ops))
+    assert got == expected
+    assert expected[7]["ack_floor"] == {"consumer_seq": 2, "stream_seq": 2}

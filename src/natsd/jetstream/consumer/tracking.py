@@ -175,16 +175,25 @@ class Tracking:
         if self.asflr < first_seq - 1:
             self.asflr = first_seq - 1
         dropped = False
+        floor_c = self.reported_floor()[0]
+        top: tuple[int, int] | None = None  # the dropped entry with the highest delivery sequence
         for seq in list(self.pending):
             if seq <= self.asflr or not exists(seq):
                 p = self.pending.pop(seq)
                 if p[0] > self.adflr:
                     self.adflr = p[0]
+                if p[0] > floor_c and (top is None or p[0] > top[0]):
+                    top = (p[0], seq)
                 self.rdc.pop(seq, None)
                 dropped = True
         if not self.pending:
             self.adflr, self.asflr = self.dseq - 1, self.sseq - 1
         self.rep_floor = None
+        if top is not None and not self.explicit and top[1] > self.asflr:
+            # The reference's store takes each dropped entry as an ack; under AckAll that moves
+            # its floor to the entry's sequences, and the purge's own write of the lower
+            # in-memory floor is then refused as outdated: the store's floor is what INFO shows.
+            self.rep_floor = top
         if self.rdq:
             # As the reference, the redelivery queue keeps only sequences at or past the next one
             # to deliver: a NAKed message below it stays pending and comes back at its ack wait.
