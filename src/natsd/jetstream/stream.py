@@ -187,10 +187,10 @@ class Stream:
         self._marker_seqs: set[int] = set()
         self._dedupe_pending = False
         self._removed: list[tuple[int, str]] | None = None
-        # True while a purge or rollup removes messages: consumers learn of it once, through
-        # _after_purge, as the reference's purge (a pending message it removes is dropped with the
-        # ack floor raised past it, not terminated one by one).
-        self._purging = False
+        # Set (to the messages removed) while a purge or rollup runs: consumers learn of it once,
+        # through _after_purge, as the reference's purge (a pending message it removes is dropped
+        # with the ack floor raised past it, not terminated one by one).
+        self._purging: list[tuple[int, str]] | None = None
         self._links: list[SourceLink] = []  # mirror / sources
         # Server-wide usage: the engine's [memory, file] totals, this stream's slot in them, the
         # limit, and the bytes of this store already counted there (see _fold_usage).
@@ -750,7 +750,7 @@ class Stream:
 
     # -- rollup / republish ------------------------------------------------------------------------
     def _rollup(self, subject: str, kind: bytes, keep: int) -> None:
-        self._purging = True
+        self._purging = []
         try:
             if kind == b"sub":
                 self.store.purge_ex(subject, 0, keep)
@@ -760,8 +760,8 @@ class Stream:
             else:
                 self.store.purge()
         finally:
-            self._purging = False
-        self._after_purge(subject if kind == b"sub" else "")  # the reference purges like this too
+            removed, self._purging = self._purging, None
+        self._after_purge(subject if kind == b"sub" else "", removed)  # the reference purges like this too
 
     def _republish(self, subject: str, hdr: bytes | None, payload: bytes, seq: int, ts: int,
                    tlseq: int) -> None:
@@ -798,7 +798,9 @@ class Stream:
         if msgs_delta < 0 and seq:
             if self._removed is not None:
                 self._removed.append((seq, subject))
-            if self.consumers and not self._purging:
+            if self._purging is not None:
+                self._purging.append((seq, subject))
+            elif self.consumers:
                 for c in list(self.consumers.values()):
                     c.on_msg_removed(seq, subject)
 
@@ -982,21 +984,21 @@ class Stream:
             raise ApiErrors.STREAM_SEALED()
         if self.config.deny_purge:
             raise ApiErrors.STREAM_PURGE_FAILED(err="stream purge not permitted")
-        self._purging = True
+        self._purging = []
         try:
             if not subject and not seq and not keep:
                 n = self.store.purge()
             else:
                 n = self.store.purge_ex(subject, seq, keep)
         finally:
-            self._purging = False
+            removed, self._purging = self._purging, None
         self.store.flush()
         if n or (not subject and not keep and seq != 1):
             self._pristine = False  # (a purge that removes nothing from an empty stream changes nothing)
-        self._after_purge(subject)
+        self._after_purge(subject, removed)
         return n
 
-    def _after_purge(self, subject: str = "") -> None:
+    def _after_purge(self, subject: str = "", removed: list[tuple[int, str]] | None = None) -> None:
         """Tell the consumers where the stream now starts. A purge of one subject moves only the
         consumers it concerns, as the reference: those whose filters all lie inside the subject
         move to its first remaining message (past the end when none is left); those whose
@@ -1024,6 +1026,13 @@ class Stream:
                 c.on_purge(start)
             except Exception:
                 log.exception("consumer %s > %s on_purge", self.name, c.name)
+        if subject and removed and len(removed) == 1:
+            # The reference's stores report a purge of one subject that removed exactly one
+            # message as a single removal, which its consumers then handle as a delete (after
+            # the purge): a pending copy is terminated like an ack (AckAll moves its floor).
+            seq, subj = removed[0]
+            for c in list(self.consumers.values()):
+                c.on_msg_removed(seq, subj)
 
     def delete_msg(self, seq: int, no_erase: bool = False) -> None:
         """STREAM.MSG.DELETE. Errors as the reference (10057 with the store's reason)."""

@@ -172,20 +172,21 @@ class Tracking:
             self.dlv_sseq = self.sseq - 1
         if self.lss is not None:
             self.lss = [s for s in self.lss if s >= first_seq] or None
-        if self.asflr < first_seq - 1:
-            self.asflr = first_seq - 1
         dropped = False
         floor_c = self.reported_floor()[0]
         top: tuple[int, int] | None = None  # the dropped entry with the highest delivery sequence
-        for seq in list(self.pending):
-            if seq <= self.asflr or not exists(seq):
-                p = self.pending.pop(seq)
-                if p[0] > self.adflr:
-                    self.adflr = p[0]
-                if p[0] > floor_c and (top is None or p[0] > top[0]):
-                    top = (p[0], seq)
-                self.rdc.pop(seq, None)
-                dropped = True
+        # As the reference, pending entries are looked at only when the purge reaches the floor.
+        if self.asflr < first_seq:
+            self.asflr = first_seq - 1
+            for seq in list(self.pending):
+                if seq <= self.asflr or not exists(seq):
+                    p = self.pending.pop(seq)
+                    if p[0] > self.adflr:
+                        self.adflr = p[0]
+                    if p[0] > floor_c and (top is None or p[0] > top[0]):
+                        top = (p[0], seq)
+                    self.rdc.pop(seq, None)
+                    dropped = True
         if not self.pending:
             self.adflr, self.asflr = self.dseq - 1, self.sseq - 1
         self.rep_floor = None
