@@ -155,7 +155,8 @@ async def test_purge_of_a_pending_message_in_the_middle_matches_reference(tmp_pa
     """Minimised from differential seed 259: a consumer wider than the purged subject, with the
     purged message pending between two others. nats-server drops it from pending and raises the
     ack floor's consumer sequence past it (its stream sequence stays); natsd used to terminate it
-    as a single delete, leaving the floor."""
+    as a single delete, leaving the floor. Then rollups remove pending messages, where INFO shows
+    the reference's store floor."""
     from tests.helpers.differential import run_script
 
     ops = [["api", "$JS.API.STREAM.CREATE.S1", {"name": "S1", "subjects": ["s1.>"], "retention": retention,
@@ -167,7 +168,11 @@ async def test_purge_of_a_pending_message_in_the_middle_matches_reference(tmp_pa
            ["api", "$JS.API.STREAM.PURGE.S1", {"filter": "s1.c.d"}],
            ["api", "$JS.API.CONSUMER.INFO.S1.C", ""],
            ["ack", 0, "+ACK"],
-           ["api", "$JS.API.CONSUMER.INFO.S1.C", ""], ["api", "$JS.API.STREAM.INFO.S1", ""]]
+           ["api", "$JS.API.CONSUMER.INFO.S1.C", ""], ["api", "$JS.API.STREAM.INFO.S1", ""],
+           # a subject rollup that removes the last pending message: the store's floor shows
+           ["pub", "s1.f", {}, "m5"], ["pull", "S1", "C", 1],
+           ["pub", "s1.f", {"Nats-Rollup": "sub"}, "m6"],
+           ["api", "$JS.API.CONSUMER.INFO.S1.C", ""]]
     expected, got = await side_by_side(tmp_path, lambda url: run_script(url, ops))
     assert got == expected
     if retention != "interest":  # (an interest stream also drops what no consumer needs)
