@@ -232,3 +232,35 @@ async def test_ack_all_floor_after_a_purge_drops_a_pending_message_matches_refer
     expected, got = await side_by_side(tmp_path, lambda url: run_script(url, ops))
     assert got == expected
     assert expected[7]["ack_floor"] == {"consumer_seq": 2, "stream_seq": 2}
+
+
+async def test_interest_streams_last_consumer_and_single_message_rollups_match_reference(tmp_path) -> None:
+    """Minimised from differential seeds 514 and 537: the last consumer of an interest stream
+    leaving purges it (first_seq moves past the last, even empty; a workqueue stream keeps its
+    messages); a subject rollup that removes one message leaves num_pending counted once."""
+    from tests.helpers.differential import run_script
+
+    ops = [["api", "$JS.API.STREAM.CREATE.S2", {"name": "S2", "subjects": ["s2.>"], "retention": "interest"}],
+           ["api", "$JS.API.CONSUMER.CREATE.S2.C", {"stream_name": "S2", "config": {
+               "ack_policy": "explicit", "durable_name": "C", "filter_subject": "s2.a"}}],
+           ["pub", "s2.a", {}, "1"], ["pub", "s2.b", {}, "2"],
+           ["api", "$JS.API.CONSUMER.DELETE.S2.C", ""], ["api", "$JS.API.STREAM.INFO.S2", ""],
+           ["api", "$JS.API.STREAM.CREATE.S1", {"name": "S1", "subjects": ["s1.>"], "retention": "interest",
+                                                "storage": "memory"}],
+           ["push", "S1", {"ack_policy": "explicit", "inactive_threshold": 120000000000}],
+           ["api", "$JS.API.STREAM.INFO.S1", ""],
+           ["api", "$JS.API.STREAM.CREATE.S3", {"name": "S3", "subjects": ["s3.>"], "retention": "workqueue"}],
+           ["api", "$JS.API.CONSUMER.CREATE.S3.C", {"stream_name": "S3", "config": {"ack_policy": "explicit",
+                                                                                   "durable_name": "C"}}],
+           ["pub", "s3.a", {}, "1"], ["api", "$JS.API.CONSUMER.DELETE.S3.C", ""],
+           ["api", "$JS.API.STREAM.INFO.S3", ""],
+           ["api", "$JS.API.STREAM.CREATE.S4", {"name": "S4", "subjects": ["s4.>"], "retention": "interest",
+                                                "max_msgs": 3, "allow_rollup_hdrs": True}],
+           ["api", "$JS.API.CONSUMER.CREATE.S4.C", {"stream_name": "S4", "config": {"ack_policy": "explicit",
+                                                                                   "durable_name": "C"}}],
+           ["pub", "s4.x", {}, "a"], ["pub", "s4.y", {}, "b"], ["pub", "s4.y", {"Nats-Rollup": "sub"}, "c"],
+           ["api", "$JS.API.CONSUMER.INFO.S4.C", ""]]
+    expected, got = await side_by_side(tmp_path, lambda url: run_script(url, ops))
+    assert got == expected
+    assert expected[5]["state"]["first_seq"] == 3 and expected[8]["state"]["first_seq"] == 1
+    assert expected[-1]["num_pending"] == 2

@@ -907,6 +907,13 @@ class Stream:
         if c is None:
             return
         if self._interest and self.consumers is not None:
+            if not self.consumers and self.config.retention == "interest":
+                # The last consumer of an interest stream leaves: nats-server purges the stream
+                # (its first sequence moves past the last, even when it was empty).
+                self.store.purge()
+                self.store.flush()
+                self._pristine = False
+                return
             self._check_interest_after_removal(c)
 
     def _check_interest_after_removal(self, gone: Consumer | None) -> None:
@@ -1032,7 +1039,7 @@ class Stream:
             # the purge): a pending copy is terminated like an ack (AckAll moves its floor).
             seq, subj = removed[0]
             for c in list(self.consumers.values()):
-                c.on_msg_removed(seq, subj)
+                c.on_msg_removed(seq, subj, purged=True)
 
     def delete_msg(self, seq: int, no_erase: bool = False) -> None:
         """STREAM.MSG.DELETE. Errors as the reference (10057 with the store's reason)."""

@@ -415,13 +415,16 @@ class Consumer:
         self.writer.mark_dirty()
         self.kick()
 
-    def on_msg_removed(self, seq: int, subject: str | None = None) -> None:
+    def on_msg_removed(self, seq: int, subject: str | None = None, purged: bool = False) -> None:
         """One message was deleted, expired or dropped by a limit; a pending one is terminated
-        (as the reference, whatever the retention)."""
+        (as the reference, whatever the retention). ``purged``: a purge removed it and has
+        already recounted num_pending (only a pending copy is left to terminate)."""
         if self.closed:
             return
         t = self.t
-        if seq >= t.sseq:
+        if purged:
+            pass
+        elif seq >= t.sseq:
             if subject is None:
                 self._npc_dirty = True
             elif seq <= self._npc_last and t.lss is None and self.filter_matches(subject):
