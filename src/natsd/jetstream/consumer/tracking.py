@@ -171,7 +171,7 @@ class Tracking:
             # would look at, which the purge may move and a search that found nothing has moved).
             self.dlv_sseq = self.sseq - 1
         if self.lss is not None:
-            self.lss = [s for s in self.lss if s >= first_seq] or None
+            self.lss = [s for s in self.lss if s >= first_seq and exists(s)] or None
         dropped: list[tuple[int, int]] = []  # (delivery seq, stream seq) of the entries dropped
         before, floor = set(self.pending), self.reported_floor()
         # As the reference, pending entries are looked at only when the purge reaches the floor.
