@@ -122,6 +122,10 @@ async def _ttls(url: str) -> list:
                        {"name": name, "subjects": [name.lower() + ".>"], "allow_msg_ttl": allow})
             for ttl in ("", "-1", "never", "0", "1", "1s", "500ms", "x"):
                 obs.append((allow, ttl, await _req(nc, name.lower() + ".a", b"x", headers={"Nats-TTL": ttl})))
+        # an interest stream without consumers skips the message before reading its TTL (seed 735)
+        await _req(nc, "$JS.API.STREAM.CREATE.I", {"name": "I", "subjects": ["i.>"], "retention": "interest"})
+        for ttl in ("x", "-1", "1s"):
+            obs.append(("interest", ttl, await _req(nc, "i.a", b"x", headers={"Nats-TTL": ttl})))
     finally:
         await nc.close()
     return obs
