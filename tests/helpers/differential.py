@@ -1,20 +1,26 @@
 """Randomised differential testing of natsd against the reference nats-server.
 
-A seeded generator writes a script of JetStream operations (API requests with valid and invalid
-bodies, publishes with JetStream headers, no-wait pulls, acks sent as requests, message gets); the
-same script runs against a fresh nats-server and a fresh natsd; every observation (reply JSON,
-status headers, delivered messages) is normalised (timestamps, server identity and version, store byte
-counts) and compared. On a divergence the script is minimised (chunks of
-operations, then single operations, are dropped while the first divergence stays) and reported as a
-short, replayable list.
+A seeded generator writes a script of JetStream operations: API requests with valid bodies and
+with malformed ones (syntax errors, wrong JSON kinds, unknown fields, truncations) on every kind of
+subject, publishes with JetStream headers (dedup ids, expectations, rollups, TTLs, user headers),
+pulls (no-wait, and with a short expiry), push consumers (created on an inbox, delivered to, then
+deleted), ephemeral consumers, acks of every kind sent as requests (also to consumers since deleted
+or taking no acks), purges, message and stream deletes, message gets and direct gets (batches, multi
+last). The same script runs against a fresh nats-server and a fresh natsd; every observation (reply
+JSON, status headers, delivered messages) is normalised (timestamps, server identity and version,
+store byte counts, generated names and inboxes) and compared. On a divergence the script is
+minimised (chunks of operations, then single operations, are dropped while the first divergence
+stays) and reported as a short, replayable list.
 
 Every operation waits for its answer before the next starts (acks are sent as requests, pulls use
-``no_wait``), so both servers see the same order of events and the comparison needs no timing
-assumptions.
+``no_wait`` or an expiry they wait out, a push consumer is read to its announced pending count), so
+both servers see the same order of events and the comparison needs no timing assumptions.
 
-Run more seeds by hand::
+Run more seeds by hand (the suite runs a fixed set; ``NATSD_DIFF_SEEDS`` / ``NATSD_DIFF_OPS`` make
+it run more)::
 
     .venv/bin/python -m tests.helpers.differential --seeds 200 --ops 60
+    .venv/bin/python -m tests.helpers.differential --replay '[["api", "$JS.API.STREAM.CREATE.S1", ...]]'
 """
 
 from __future__ import annotations
@@ -77,6 +83,8 @@ def _consumer_config(rng: random.Random, stream: str, name: str | None) -> dict:
     cfg: dict[str, Any] = {"ack_policy": rng.choice(["explicit", "explicit", "none", "all"])}
     if name:
         cfg["durable_name"] = name
+    else:  # an ephemeral must outlive the script on a loaded machine (default: 5 s idle)
+        cfg["inactive_threshold"] = 120_000_000_000
     if rng.random() < 0.3:
         cfg["deliver_policy"] = rng.choice(["all", "last", "new", "last_per_subject"])
     if rng.random() < 0.3:
@@ -86,6 +94,45 @@ def _consumer_config(rng: random.Random, stream: str, name: str | None) -> dict:
     if rng.random() < 0.1:
         cfg["max_deliver"] = rng.choice([1, 2])
     return cfg
+
+
+_WRONG = [5, "x", True, [1], {"a": 1}, None, -1, 1.5, "", 2**64]
+
+
+def _malformed(rng: random.Random, s: str, c: str) -> list:
+    """An API request with a body of the wrong shape, on a subject of any kind."""
+    subject, body = rng.choice([
+        (f"$JS.API.STREAM.CREATE.{s}", {"name": s, "subjects": [s.lower() + ".>"]}),
+        (f"$JS.API.STREAM.UPDATE.{s}", {"name": s, "subjects": [s.lower() + ".>"]}),
+        (f"$JS.API.STREAM.INFO.{s}", {"subjects_filter": ">", "deleted_details": True, "offset": 0}),
+        (f"$JS.API.STREAM.PURGE.{s}", {"filter": s.lower() + ".a", "keep": 1}),
+        (f"$JS.API.STREAM.MSG.GET.{s}", {"seq": 1}),
+        (f"$JS.API.STREAM.MSG.DELETE.{s}", {"seq": 1, "no_erase": True}),
+        (f"$JS.API.STREAM.NAMES", {"subject": s.lower() + ".a", "offset": 0}),
+        (f"$JS.API.STREAM.LIST", {"offset": 0}),
+        (f"$JS.API.CONSUMER.CREATE.{s}.{c}", {"stream_name": s, "config": {"durable_name": c, "ack_policy": "explicit"}}),
+        (f"$JS.API.CONSUMER.INFO.{s}.{c}", {}),
+        (f"$JS.API.CONSUMER.NAMES.{s}", {"offset": 0}),
+        (f"$JS.API.CONSUMER.LIST.{s}", {"offset": 0}),
+        (f"$JS.API.CONSUMER.PAUSE.{s}.{c}", {"pause_until": "2020-01-01T00:00:00Z"}),
+    ])
+    how = rng.random()
+    if how < 0.4 and body:  # a field of the wrong kind (or a nested one)
+        key = rng.choice(list(body))
+        if key == "config" and rng.random() < 0.7:
+            body["config"][rng.choice(["ack_policy", "durable_name", "max_deliver", "ack_wait", "deliver_policy",
+                                       "filter_subject", "opt_start_time", "backoff"])] = rng.choice(_WRONG)
+        else:
+            body[key] = rng.choice(_WRONG)
+        return ["api", subject, body]
+    if how < 0.6:  # an unknown field (a typo of a known one)
+        body[rng.choice(["max_msg", "Durable", "foo", "SEQ", "subject"])] = 1
+        return ["api", subject, body]
+    text = json.dumps(body)
+    if how < 0.8:  # truncated
+        return ["api", subject, text[: rng.randint(0, max(0, len(text) - 1))]]
+    return ["api", subject, rng.choice(["[1]", "5", '"s"', "null", "{}x", "{} {}", "{,}", " ", "{'a':1}",
+                                        text.replace('"', "", 2)])]
 
 
 def generate(seed: int, n: int) -> list[list]:
@@ -103,6 +150,9 @@ def generate(seed: int, n: int) -> list[list]:
     while len(ops) < n:
         s = rng.choice(STREAMS)
         c = rng.choice(CONSUMERS)
+        if rng.random() < 0.05:
+            ops.append(_malformed(rng, s, c))
+            continue
         r = rng.random()
         if r < 0.30:
             hdrs: dict[str, str] = {}
@@ -117,14 +167,29 @@ def generate(seed: int, n: int) -> list[list]:
                 hdrs["Nats-Rollup"] = rng.choice(["sub", "all", "bad"])
             elif x < 0.28:
                 hdrs["Nats-Expected-Stream"] = rng.choice(STREAMS)
+            elif x < 0.31:
+                hdrs["Nats-TTL"] = rng.choice(["-1", "1h", "x", ""])
+            elif x < 0.34:
+                hdrs["Nats-Expected-Last-Msg-Id"] = rng.choice(["m1", "m2", ""])
+            elif x < 0.40:
+                hdrs["X-User"] = rng.choice(["a", "b c", ""])
             ops.append(["pub", rng.choice(SUBJECTS[s]), hdrs, f"m{len(ops)}"])
         elif r < 0.40:
             cfg = consumer_cfgs.get((s, c)) or consumer_cfgs.setdefault((s, c), _consumer_config(rng, s, c))
             ops.append(["api", f"$JS.API.CONSUMER.CREATE.{s}.{c}", {"stream_name": s, "config": cfg}])
-        elif r < 0.55:
+        elif r < 0.52:
             ops.append(["pull", s, c, rng.choice([1, 2, 5])])
+        elif r < 0.54:
+            ops.append(["pull", s, c, rng.choice([1, 3]), 300_000_000])  # waits out a short expiry
+        elif r < 0.555:
+            if rng.random() < 0.5:
+                ops.append(["api", f"$JS.API.CONSUMER.CREATE.{s}",
+                            {"stream_name": s, "config": _consumer_config(rng, s, None)}])
+            else:  # ephemeral consumers are named E1, E2... in creation order (see run_script)
+                ops.append(["pull", s, "E1", rng.choice([1, 3])])
         elif r < 0.68:
-            ops.append(["ack", rng.randint(0, 50), rng.choice(["+ACK", "+ACK", "-NAK", "+TERM", "+WPI"])])
+            ops.append(["ack", rng.randint(0, 50), rng.choice(["+ACK", "+ACK", "-NAK", "+TERM", "+WPI", "+NXT",
+                                                                 "+TERM bye", "+ACK {}", "bogus"])])
         elif r < 0.76:
             ops.append(["api", f"$JS.API.CONSUMER.INFO.{s}.{c}", ""])
         elif r < 0.82:
@@ -141,12 +206,26 @@ def generate(seed: int, n: int) -> list[list]:
                         rng.choice([{"seq": rng.randint(0, 8)}, {"last_by_subj": rng.choice(SUBJECTS[s])},
                                     {"next_by_subj": rng.choice(SUBJECTS[s]), "seq": rng.randint(0, 4)}])])
         elif r < 0.95:
-            ops.append(["direct", s, rng.choice([{"seq": rng.randint(1, 6)}, {"last_by_subj": rng.choice(SUBJECTS[s])},
-                                                 {"seq": 1, "batch": rng.choice([-1, 2, 3])}])])
-        elif r < 0.97:
+            ops.append(["direct", s, rng.choice([
+                {"seq": rng.randint(1, 6)}, {"last_by_subj": rng.choice(SUBJECTS[s])},
+                {"seq": 1, "batch": rng.choice([-1, 2, 3])},
+                {"next_by_subj": rng.choice(SUBJECTS[s]), "seq": rng.randint(0, 3), "batch": 2},
+                {"multi_last": [rng.choice(SUBJECTS[s]), s.lower() + ".>"]},
+                {"seq": 1, "batch": 5, "max_bytes": rng.choice([1, 100])},
+                {"seq": 1, "batch": 5, "up_to_seq": 2}, {"seq": "1"}, {"last_by_subj": 5}])])
+        elif r < 0.96:
             ops.append(["api", f"$JS.API.CONSUMER.DELETE.{s}.{c}", ""])
-        elif r < 0.985:
+        elif r < 0.965:
+            ops.append(["api", f"$JS.API.CONSUMER.NAMES.{s}", ""])
+        elif r < 0.97:
             ops.append(["api", f"$JS.API.CONSUMER.LIST.{s}", ""])
+        elif r < 0.975:
+            if rng.random() < 0.3:
+                ops.append(["api", f"$JS.API.STREAM.DELETE.{s}", ""])
+            else:  # (re)create, or the same config again (idempotent)
+                ops.append(["api", f"$JS.API.STREAM.CREATE.{s}", _stream_config(rng, s)])
+        elif r < 0.99:
+            ops.append(["push", s, _consumer_config(rng, s, None)])
         else:
             # An update keeps the stream's retention: after an update from limits to interest,
             # nats-server 2.15.1 keeps messages an ack-none consumer was given (interest streams
@@ -194,14 +273,52 @@ def _ack_tokens(reply: str) -> list[str]:
     return reply.split(".")[2:7]
 
 
+class _Names:
+    """Names the servers choose (ephemeral consumers, inboxes) and the stable aliases a script
+    uses for them: ephemerals are E1, E2... in creation order, inboxes <inbox>."""
+
+    def __init__(self) -> None:
+        self.alias: dict[str, str] = {}   # real -> alias
+        self.real: dict[str, str] = {}    # alias -> real
+
+    def add(self, real: str, alias: str) -> None:
+        self.alias[real] = alias
+        self.real[alias] = real
+
+    def ephemeral(self, reply: Any) -> None:
+        if isinstance(reply, dict) and isinstance(reply.get("name"), str) and "error" not in reply:
+            if reply["name"] not in self.alias:
+                self.add(reply["name"], f"E{sum(a.startswith('E') for a in self.real) + 1}")
+
+    def subject(self, subject: str) -> str:
+        return ".".join(self.real.get(t, t) for t in subject.split("."))
+
+    def rename(self, obj: Any) -> Any:
+        if not self.alias:
+            return obj
+        if isinstance(obj, str):
+            return self.alias.get(obj, obj)
+        if isinstance(obj, dict):
+            out = {self.alias.get(k, k): self.rename(v) for k, v in obj.items()}
+            names = out.get("consumers")
+            if isinstance(names, list) and names != obj.get("consumers"):
+                # both servers sort by the real names, which are random: compare as sets
+                out["consumers"] = sorted(names, key=lambda c: json.dumps(c, sort_keys=True))
+            return out
+        if isinstance(obj, list):
+            return [self.rename(v) for v in obj]
+        return obj
+
+
 async def run_script(url: str, ops: list[list]) -> list:
     """Observations of ``ops`` against the server at ``url``."""
     nc = await nats.connect(url, allow_reconnect=False)
     delivered: list[str] = []
+    names = _Names()
     out: list = []
     try:
         for op in ops:
-            out.append(await _one(nc, op, delivered))
+            out.append(names.rename(await _one(nc, op, delivered, names)))
     finally:
         await nc.close()
     return out
@@ -233,12 +350,15 @@ def _reply(m) -> Any:
         return {"raw": m.data.decode(errors="replace")}
 
 
-async def _one(nc, op: list, delivered: list[str]) -> Any:
+async def _one(nc, op: list, delivered: list[str], names: _Names) -> Any:
     kind = op[0]
     if kind == "api":
         body = op[2]
         data = json.dumps(body).encode() if isinstance(body, dict) else body.encode()
-        return _norm(await _request(nc, op[1], data))
+        reply = await _request(nc, names.subject(op[1]), data)
+        if op[1].startswith("$JS.API.CONSUMER.CREATE.") and op[1].count(".") == 4:
+            names.ephemeral(reply)
+        return _norm(reply)
     if kind == "pub":
         return _norm(await _request(nc, op[1], op[3].encode(), headers=op[2]))
     if kind == "ack":
@@ -264,16 +384,21 @@ async def _one(nc, op: list, delivered: list[str]) -> Any:
             return _norm(got)
         finally:
             await sub.unsubscribe()
+    if kind == "push":
+        return await _push(nc, op, delivered, names)
     if kind == "pull":
         inbox = nc.new_inbox()
         sub = await nc.subscribe(inbox)
+        # ["pull", stream, consumer, batch] is a no-wait pull; a fifth item is an expiry (ns) to wait out
+        expires = op[4] if len(op) > 4 else 0
+        req = {"batch": op[3], "expires": expires} if expires else {"batch": op[3], "no_wait": True}
         try:
-            await nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.{op[1]}.{op[2]}",
-                             json.dumps({"batch": op[3], "no_wait": True}).encode(), reply=inbox)
+            await nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.{op[1]}.{names.real.get(op[2], op[2])}",
+                             json.dumps(req).encode(), reply=inbox)
             got = []
             while len(got) <= op[3]:
                 try:
-                    m = await sub.next_msg(timeout=ACK_WAIT)
+                    m = await sub.next_msg(timeout=ACK_WAIT + expires / 1e9)
                 except nats.errors.TimeoutError:
                     got.append("timeout")
                     break
@@ -291,6 +416,43 @@ async def _one(nc, op: list, delivered: list[str]) -> Any:
         finally:
             await sub.unsubscribe()
     raise ValueError(f"unknown op {op!r}")
+
+
+async def _push(nc, op: list, delivered: list[str], names: _Names) -> Any:
+    """Create an ephemeral push consumer on a fresh inbox, read what it delivers until it goes quiet,
+    delete it. Observed: the create reply, the messages, the delete reply."""
+    inbox = nc.new_inbox()
+    names.add(inbox, "<inbox>")
+    sub = await nc.subscribe(inbox)
+    stream = op[1]
+    try:
+        cfg = dict(op[2], deliver_subject=inbox)
+        reply = await _request(nc, f"$JS.API.CONSUMER.CREATE.{stream}",
+                               json.dumps({"stream_name": stream, "config": cfg}).encode())
+        names.ephemeral(reply)
+        if isinstance(reply, dict):  # its counters race the first deliveries on either server
+            reply = {k: v for k, v in reply.items() if k not in ("delivered", "ack_floor", "num_pending",
+                                                                 "num_ack_pending", "num_waiting", "push_bound")}
+        got: list = [_norm(reply)]
+        if not (isinstance(reply, dict) and "name" in reply and "error" not in reply):
+            return got
+        while True:
+            try:
+                m = await sub.next_msg(timeout=0.3)
+            except nats.errors.TimeoutError:
+                break
+            hdrs = dict(m.headers or {})
+            if "Status" in hdrs:
+                got.append({"status": hdrs["Status"]})
+                continue
+            if m.reply:
+                delivered.append(m.reply)
+            got.append({"subject": m.subject, "data": m.data.decode(errors="replace"),
+                        "ack": _ack_tokens(m.reply)[2:] if m.reply else None})
+        got.append(_norm(await _request(nc, f"$JS.API.CONSUMER.DELETE.{stream}.{reply['name']}", b"")))
+        return got
+    finally:
+        await sub.unsubscribe()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -374,10 +536,18 @@ def main() -> None:  # pragma: no cover - a tool for developers
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--first", type=int, default=0)
     ap.add_argument("--ops", type=int, default=60)
+    ap.add_argument("--replay", help="a script (JSON list of operations) to run on both servers and show")
     args = ap.parse_args()
 
     async def go() -> None:
         with tempfile.TemporaryDirectory() as d:
+            if args.replay:
+                ops = json.loads(args.replay)
+                expected, got = await _observe(ops, Path(d))
+                for op, e, g in zip(ops, expected, got):
+                    print(("   " if e == g else "!! ") + json.dumps(op))
+                    print(f"     reference: {json.dumps(e)}" + ("" if e == g else f"\n     natsd:     {json.dumps(g)}"))
+                return
             bad = 0
             for seed in range(args.first, args.first + args.seeds):
                 verdict = await check_seed(seed, args.ops, Path(d))

@@ -33,7 +33,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["GoStruct", "GoError", "decode", "go_kind", "Wrapped", "Slice", "Map", "Ptr", "CUSTOM"]
+__all__ = ["GoStruct", "GoError", "decode", "go_kind", "Wrapped", "Slice", "Map", "Ptr", "CUSTOM", "Custom", "TIME",
+           "COMPRESSION", "enum", "time_error"]
 
 
 class GoError(ValueError):
@@ -103,8 +104,34 @@ INT32 = Scalar("int32", "int", 32)
 INT64 = Scalar("int64", "int")
 UINT64 = Scalar("uint64", "uint")
 DURATION = Scalar("time.Duration", "int")
-#: A type with its own UnmarshalJSON (enums, times): accepted as is, checked by its handler.
+#: A type with its own UnmarshalJSON whose handler checks it (a restore's stream state): accepted as is.
 CUSTOM = Scalar("custom", "custom")
+
+
+@dataclass(frozen=True, slots=True)
+class Custom:
+    """A Go type with its own ``UnmarshalJSON``, decoded here so its refusals read as Go's:
+
+    * ``"enum"``: nats-server's policy enums compare the raw JSON bytes with their quoted names. A
+      string passes on (its handler words an unknown name); any other value, ``null`` included,
+      is refused with ``message`` holding the raw bytes (``can not unmarshal "5"``);
+    * ``"time"``: ``time.Time``; ``null`` is the zero time, another non-string a type error, a
+      string must be RFC 3339 as Go's strict parser takes it (:func:`time_error`);
+    * ``"compression"``: ``StoreCompression`` reads a Go string first (its own error texts, without
+      the struct field), ``null`` being the empty, unknown, algorithm.
+    """
+    go_name: str
+    kind: str
+    message: str = ""
+
+
+def enum(go_name: str, message: str = "can not unmarshal {q}") -> Custom:
+    """A policy enum; ``message`` gets ``{q}`` (Go's %q of the raw value) or ``{v}`` (as is)."""
+    return Custom(go_name, "enum", message)
+
+
+TIME = Custom("time.Time", "time")
+COMPRESSION = Custom("server.StoreCompression", "compression")
 
 
 def go_kind(val: Any, *, literal: bool = False) -> str:
@@ -214,9 +241,12 @@ class _Checker:
                 if not self.strict:
                     continue  # json.Unmarshal ignores fields it does not know
                 raise GoError(f"json: unknown field {_go_quote(key)}")
+            t = st.fields[name]
             if v is None:
+                if isinstance(t, Custom) and t.kind != "time":
+                    self._custom(v, t, path + (name,), where + (key,))
                 continue
-            out[name] = self._check(v, st.fields[name], path + (name,), where + (key,))
+            out[name] = self._check(v, t, path + (name,), where + (key,))
         return out
 
     def _check(self, v: Any, t: Any, path: tuple, where: tuple) -> Any:
@@ -228,33 +258,85 @@ class _Checker:
                 return v
             if kind == "string":
                 if not isinstance(v, str):
-                    self._type_error(go_kind(v), t, path)
+                    self._type_error(go_kind(v), t, path, where)
             elif kind == "bool":
                 if not isinstance(v, bool):
-                    self._type_error(go_kind(v), t, path)
+                    self._type_error(go_kind(v), t, path, where)
             else:
                 if isinstance(v, bool) or not isinstance(v, (int, float)):
-                    self._type_error(go_kind(v), t, path)
+                    self._type_error(go_kind(v), t, path, where)
                 if not isinstance(v, int) or not _fits(v, kind, t.bits):
-                    self._type_error("number " + self._literal(where), t, path)
+                    self._type_error("number " + self._literal(where), t, path, where)
             return v
+        if isinstance(t, Custom):
+            return self._custom(v, t, path, where)
         if isinstance(t, GoStruct):
             if not isinstance(v, dict):
-                self._type_error(go_kind(v), t, path)
+                self._type_error(go_kind(v), t, path, where)
             return self._struct(v, t, path, where)
         if isinstance(t, Wrapped):
             if t.prefix == "[]":
                 if not isinstance(v, list):
-                    self._type_error(go_kind(v), t, path)
+                    self._type_error(go_kind(v), t, path, where)
                 return [None if x is None else self._check(x, t.elem, path + (str(i),), where + (i,))
                         for i, x in enumerate(v)]
             if not isinstance(v, dict):
-                self._type_error(go_kind(v), t, path)
+                self._type_error(go_kind(v), t, path, where)
             return {k: (None if x is None else self._check(x, t.elem, path + (k,), where + (k,))) for k, x in v.items()}
         raise TypeError(f"not a Go type: {t!r}")
 
-    def _type_error(self, what: str, t: Any, path: tuple) -> None:
-        raise GoError(f"json: cannot unmarshal {what} into Go struct field "
+    def _custom(self, v: Any, t: Custom, path: tuple, where: tuple) -> Any:
+        if t.kind == "time":
+            if not isinstance(v, str):
+                self._type_error(go_kind(v), t, path, where)
+            err = time_error(v)
+            if err:
+                raise GoError(err)
+            return v
+        if t.kind == "compression":
+            if v is None:
+                raise GoError("unknown compression algorithm")
+            if not isinstance(v, str):
+                raise GoError(f"json: cannot unmarshal {go_kind(v)} into Go value of type string")
+            return v
+        if isinstance(v, str):
+            return v
+        raw = self._raw(where)
+        raise GoError(t.message.format(q=_go_quote(raw), v=raw))
+
+    def _raw(self, where: tuple) -> str:
+        """The bytes of the value at ``where`` as the request wrote them (Go's UnmarshalJSON sees
+        those: ``[1,  2]`` keeps its spaces, ``1e3`` its exponent)."""
+        data = self.raw
+        i = _skip_space(data, 0)
+        for step in where:
+            if isinstance(step, int):
+                i = _skip_space(data, i + 1)  # after "["
+                for _ in range(step):
+                    i = _skip_space(data, _scan_value(data, i))
+                    i = _skip_space(data, i + 1)  # after ","
+                continue
+            found = None
+            i = _skip_space(data, i + 1)  # after "{"
+            while i < len(data) and data[i] == 0x22:
+                kend = _scan_value(data, i)
+                key = json.loads(data[i:kend].decode("utf-8", "replace"))
+                vstart = _skip_space(data, _skip_space(data, kend) + 1)  # after ":"
+                if key == step:
+                    found = vstart  # the last of duplicate keys wins, as in the decoded dict
+                i = _skip_space(data, _scan_value(data, vstart))
+                if i < len(data) and data[i] == 0x2C:
+                    i = _skip_space(data, i + 1)
+            if found is None:  # pragma: no cover - where comes from decoding this very text
+                return "null"
+            i = found
+        return data[i:_scan_value(data, i)].decode("utf-8", "replace")
+
+    def _type_error(self, what: str, t: Any, path: tuple, where: tuple = ()) -> None:
+        # Go names "Go struct field" when the value sits in a struct field or a map; an element
+        # of a slice is named by its path alone ("StreamConfigRequest.subjects.0").
+        field = "" if where and isinstance(where[-1], int) else "Go struct field "
+        raise GoError(f"json: cannot unmarshal {what} into {field}"
                       f"{self.root.name}.{'.'.join(path)} of type {t.go_name}")
 
     def _literal(self, where: tuple) -> str:
@@ -263,6 +345,102 @@ class _Checker:
         for step in where:
             node = node[step]
         return str(node)
+
+
+# ---------------------------------------------------------------------------------------------
+# time.Time: Go's strict RFC 3339 and the texts of its parse errors
+
+_LAYOUT = "2006-01-02T15:04:05Z07:00"
+
+
+def _time_quote(s: str) -> str:
+    """The time package's quote: double quotes, backslash escapes, non-ASCII bytes as \\xNN."""
+    out = ['"']
+    for ch in s:
+        if ord(ch) < 0x20 or ord(ch) >= 0x80:
+            out.extend(f"\\x{b:02x}" for b in ch.encode("utf-8", "surrogateescape"))
+        else:
+            out.append("\\" + ch if ch in '"\\' else ch)
+    out.append('"')
+    return "".join(out)
+
+
+def time_error(s: str) -> str | None:
+    """What Go's ``time.Time.UnmarshalJSON`` answers for the JSON string ``s`` (None: accepted).
+
+    Go parses with the RFC 3339 layout element by element: a literal that does not match names
+    what is left of the value and the literal; a number that does not read names what is left from
+    that element on; a value out of range, text left over or a day the month does not have say so
+    without the layout; then its strict pass refuses a one-digit hour, a decimal comma and a zone
+    offset of 24 hours or more, which the layout lets through."""
+    def bad(rest: str, elem: str) -> str:
+        return f"parsing time {_time_quote(s)} as {_time_quote(_LAYOUT)}: cannot parse {_time_quote(rest)} as {_time_quote(elem)}"
+
+    def out_of_range(what: str) -> str:
+        return f"parsing time {_time_quote(s)}: {what} out of range"
+
+    def num(v: str, fixed: bool) -> tuple[int, str] | None:
+        if not v[:1].isdigit() or not v[:1].isascii():
+            return None
+        if not v[1:2].isdigit() or not v[1:2].isascii():
+            return None if fixed else (int(v[0]), v[1:])
+        return int(v[:2]), v[2:]
+
+    v = s
+    if len(v) < 4 or not all("0" <= c <= "9" for c in v[:4]):
+        return bad(v, "2006")
+    year, v = int(v[:4]), v[4:]
+    fields: dict[str, int] = {}
+    for lit, elem, fixed, limit in (("-", "01", True, 12), ("-", "02", True, 31), ("T", "15", False, 23),
+                                    (":", "04", True, 59), (":", "05", True, 59)):
+        if not v.startswith(lit):
+            return bad(v, lit)
+        v = v[1:]
+        got = num(v, fixed)
+        if got is None:
+            return bad(v, elem)
+        n, v = got
+        if elem == "01" and not 1 <= n <= 12:
+            return out_of_range("month")
+        if elem != "02" and n > limit:
+            return out_of_range({"15": "hour", "04": "minute", "05": "second"}.get(elem, "month"))
+        fields[elem] = n
+    if len(v) >= 2 and v[0] in ".," and v[1].isdigit():
+        k = 2
+        while k < len(v) and "0" <= v[k] <= "9":
+            k += 1
+        v = v[k:]
+    if v[:1] == "Z":
+        v = v[1:]
+    else:
+        if len(v) < 6 or v[3] != ":":
+            return bad(v, "Z07:00")
+        sign, hh, mm = v[0], num(v[1:3], True), num(v[4:6], True)
+        if sign not in "+-" or hh is None or mm is None:
+            return bad(v, "Z07:00")
+        if hh[0] > 24:
+            return out_of_range("time zone offset hour")
+        if mm[0] > 60:
+            return out_of_range("time zone offset minute")
+        v = v[6:]
+    if v:
+        return f"parsing time {_time_quote(s)}: extra text: {_time_quote(v)}"
+    month, day = fields["01"], fields["02"]
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    days = (31, 29 if leap else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)[month - 1]
+    if not 1 <= day <= days:
+        return f"parsing time {_time_quote(s)}: day out of range"
+    # the strict pass
+    if s[12:13] == ":":
+        return bad(s[11:12], "15")
+    if s[19:20] == ",":
+        return bad(",", ".")
+    if not s.endswith("Z"):
+        if int(s[-5:-3]) >= 24:
+            return f"parsing time {_time_quote(s)}: timezone hour out of range"
+        if int(s[-2:]) >= 60:
+            return f"parsing time {_time_quote(s)}: timezone minute out of range"
+    return None
 
 
 class _Lit(str):
@@ -322,7 +500,8 @@ def _syntax(data: bytes, context: str, i: int) -> GoError:
             except UnicodeDecodeError:
                 continue
             return GoError(f"invalid character {_quote_rune(ch)} {context} at offset {i + k}")
-        return GoError(f"invalid character {_quote_rune(chr(0xFFFD))} {context} at offset {end}")
+        # a byte that starts no UTF-8 character is named by its value, as Go's strconv.Quote does
+        return GoError(f"invalid character '\\x{c:02x}' {context} at offset {end}")
     return GoError(f"invalid character {_quote_char(c)} {context} at offset {end}")
 
 

@@ -187,6 +187,10 @@ class Stream:
         self._marker_seqs: set[int] = set()
         self._dedupe_pending = False
         self._removed: list[tuple[int, str]] | None = None
+        # Set (to the messages removed) while a purge or rollup runs: consumers learn of it once,
+        # through _after_purge, as the reference's purge (a pending message it removes is dropped
+        # with the ack floor raised past it, not terminated one by one).
+        self._purging: list[tuple[int, str]] | None = None
         self._links: list[SourceLink] = []  # mirror / sources
         self._sched: Schedules | None = None  # allow_msg_schedules (natsd.jetstream.schedules)
         self._persist_timer: Timer | None = None  # persist_mode: async (see _flush)
@@ -496,7 +500,7 @@ class Stream:
                     self._reject(reply, ApiErrors.STREAM_NOT_MATCH())
                     return 0
                 v = h.get(H_TTL)
-                if v is not None:
+                if v:  # an empty value is no TTL (the reference ignores it)
                     # An unparsable TTL is reported later (after the other checks), as the
                     # reference does; a valid one on a stream without TTLs fails right here.
                     try:
@@ -582,7 +586,8 @@ class Stream:
                 self._reject(reply, ApiErrors.STREAM_MESSAGE_EXCEEDS_MAXIMUM())
                 return 0
             ack_tail = b',"val":"' + val.encode() + b'"}'
-        if bad_ttl:
+        if bad_ttl and not (self._interest and not self._has_interest(subject)):
+            # (the reference reads the TTL after skipping a message nobody is interested in)
             self._reject(reply, ApiErrors.MESSAGE_TTL_INVALID())
             return 0
         if self._used[self._ut] + self.store.bytes_used - self._counted > self._max_used:
@@ -870,14 +875,18 @@ class Stream:
 
     # -- rollup / republish ------------------------------------------------------------------------
     def _rollup(self, subject: str, kind: bytes, keep: int) -> None:
-        if kind == b"sub":
-            self.store.purge_ex(subject, 0, keep)
-        elif keep:
-            # The store keeps the newest ``keep`` messages (not sequences).
-            self.store.purge_ex("", 0, keep)
-        else:
-            self.store.purge()
-        self._after_purge(subject if kind == b"sub" else "")  # the reference purges like this too
+        self._purging = []
+        try:
+            if kind == b"sub":
+                self.store.purge_ex(subject, 0, keep)
+            elif keep:
+                # The store keeps the newest ``keep`` messages (not sequences).
+                self.store.purge_ex("", 0, keep)
+            else:
+                self.store.purge()
+        finally:
+            removed, self._purging = self._purging, None
+        self._after_purge(subject if kind == b"sub" else "", removed)  # the reference purges like this too
 
     def _republish(self, subject: str, hdr: bytes | None, payload: bytes, seq: int, ts: int,
                    tlseq: int) -> None:
@@ -914,7 +923,9 @@ class Stream:
         if msgs_delta < 0 and seq:
             if self._removed is not None:
                 self._removed.append((seq, subject))
-            if self.consumers:
+            if self._purging is not None:
+                self._purging.append((seq, subject))
+            elif self.consumers:
                 for c in list(self.consumers.values()):
                     c.on_msg_removed(seq, subject)
 
@@ -1021,6 +1032,13 @@ class Stream:
         if c is None:
             return
         if self._interest and self.consumers is not None:
+            if not self.consumers and self.config.retention == "interest":
+                # The last consumer of an interest stream leaves: nats-server purges the stream
+                # (its first sequence moves past the last, even when it was empty).
+                self.store.purge()
+                self.store.flush()
+                self._pristine = False
+                return
             self._check_interest_after_removal(c)
 
     def _check_interest_after_removal(self, gone: Consumer | None) -> None:
@@ -1098,17 +1116,21 @@ class Stream:
             raise ApiErrors.STREAM_SEALED()
         if self.config.deny_purge:
             raise ApiErrors.STREAM_PURGE_FAILED(err="stream purge not permitted")
-        if not subject and not seq and not keep:
-            n = self.store.purge()
-        else:
-            n = self.store.purge_ex(subject, seq, keep)
+        self._purging = []
+        try:
+            if not subject and not seq and not keep:
+                n = self.store.purge()
+            else:
+                n = self.store.purge_ex(subject, seq, keep)
+        finally:
+            removed, self._purging = self._purging, None
         self.store.flush()
         if n or (not subject and not keep and seq != 1):
             self._pristine = False  # (a purge that removes nothing from an empty stream changes nothing)
-        self._after_purge(subject)
+        self._after_purge(subject, removed)
         return n
 
-    def _after_purge(self, subject: str = "") -> None:
+    def _after_purge(self, subject: str = "", removed: list[tuple[int, str]] | None = None) -> None:
         """Tell the consumers where the stream now starts. A purge of one subject moves only the
         consumers it concerns, as the reference: those whose filters all lie inside the subject
         move to its first remaining message (past the end when none is left); those whose
@@ -1136,6 +1158,13 @@ class Stream:
                 c.on_purge(start)
             except Exception:
                 log.exception("consumer %s > %s on_purge", self.name, c.name)
+        if subject and removed and len(removed) == 1:
+            # The reference's stores report a purge of one subject that removed exactly one
+            # message as a single removal, which its consumers then handle as a delete (after
+            # the purge): a pending copy is terminated like an ack (AckAll moves its floor).
+            seq, subj = removed[0]
+            for c in list(self.consumers.values()):
+                c.on_msg_removed(seq, subj, purged=True)
 
     def delete_msg(self, seq: int, no_erase: bool = False) -> None:
         """STREAM.MSG.DELETE. Errors as the reference (10057 with the store's reason)."""

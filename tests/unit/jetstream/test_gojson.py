@@ -157,3 +157,58 @@ def test_go_kind_is_the_one_spelling_of_json_kinds():
         ["bool", "string", "number", "number", "array", "object", "null"]
     assert go_kind(1.5, literal=True) == "number 1.5" and go_kind(-1, literal=True) == "number -1"
     assert go_kind("x", literal=True) == "string" and go_kind(False, literal=True) == "bool"
+
+
+# Texts below were observed from nats-server 2.15.1 (tests/integration/test_js_api_guard_reference.py
+# compares them side by side).
+@pytest.mark.parametrize("body,text", [
+    (b'{"subjects":["a",5]}', "json: cannot unmarshal number into StreamConfigRequest.subjects.1 of type string"),
+    (b'{"sources":[{"name":5}]}',
+     "json: cannot unmarshal number into Go struct field StreamConfigRequest.sources.0.name of type string"),
+    (b'{"metadata":{"0":5}}', "json: cannot unmarshal number into Go struct field StreamConfigRequest.metadata.0 of type string"),
+    (b'{"retention": [1,  2]}', 'can not unmarshal "[1,  2]"'),
+    (b'{"retention": 1e3}', 'can not unmarshal "1e3"'),
+    (b'{"storage":null}', 'can not unmarshal "null"'),
+    (b'{"discard":{"a": 1}}', 'can not unmarshal "{\\"a\\": 1}"'),
+    (b'{"compression":5}', "json: cannot unmarshal number into Go value of type string"),
+    (b'{"compression":null}', "unknown compression algorithm"),
+    (b'{"mirror":{"opt_start_time":true}}',
+     "json: cannot unmarshal bool into Go struct field StreamConfigRequest.mirror.opt_start_time of type time.Time"),
+    (b'\xff', "invalid character '\\xff' looking for beginning of value at offset 1"),
+])
+def test_stream_config_texts_as_go(body: bytes, text: str) -> None:
+    with pytest.raises(GoError) as ei:
+        decode(body, R.STREAM_CONFIG_REQUEST)
+    assert str(ei.value) == text
+
+
+def test_consumer_enums_name_the_raw_value() -> None:
+    for body, text in ((b'{"action":null}', "unknown consumer action: null"),
+                       (b'{"config":{"priority_policy":5}}', "unknown priority policy: 5"),
+                       (b'{"config":{"ack_policy":[1, 2]}}', 'can not unmarshal "[1, 2]"')):
+        with pytest.raises(GoError) as ei:
+            decode(body, R.CREATE_CONSUMER_REQUEST)
+        assert str(ei.value) == text
+    # strings go on to their handler, null times are the zero time
+    assert decode(b'{"config":{"ack_policy":"bogus","pause_until":null}}', R.CREATE_CONSUMER_REQUEST) == {
+        "config": {"ack_policy": "bogus"}}
+
+
+@pytest.mark.parametrize("value,text", [
+    ("2020-13-01T00:00:00Z", 'parsing time "2020-13-01T00:00:00Z": month out of range'),
+    ("2020-01-01", 'parsing time "2020-01-01" as "2006-01-02T15:04:05Z07:00": cannot parse "" as "T"'),
+    ("2020-01-01T00:00:00", 'parsing time "2020-01-01T00:00:00" as "2006-01-02T15:04:05Z07:00": cannot parse "" as "Z07:00"'),
+    ("2020-01-01T25:00:00Z", 'parsing time "2020-01-01T25:00:00Z": hour out of range'),
+    ("2020-01-01T00:00:00Zx", 'parsing time "2020-01-01T00:00:00Zx": extra text: "x"'),
+    ("2020-02-30T00:00:00Z", 'parsing time "2020-02-30T00:00:00Z": day out of range'),
+    ("2020-01-01T00:00:60Z", 'parsing time "2020-01-01T00:00:60Z": second out of range'),
+    ("2020-01-01t00:00:00z", 'parsing time "2020-01-01t00:00:00z" as "2006-01-02T15:04:05Z07:00": cannot parse "t00:00:00z" as "T"'),
+    ("2020-01-01T00:00:00+25:00", 'parsing time "2020-01-01T00:00:00+25:00": time zone offset hour out of range'),
+    ("2020-1-01T00:00:00Z", 'parsing time "2020-1-01T00:00:00Z" as "2006-01-02T15:04:05Z07:00": cannot parse "1-01T00:00:00Z" as "01"'),
+    ("x", 'parsing time "x" as "2006-01-02T15:04:05Z07:00": cannot parse "x" as "2006"'),
+    ("2020-01-01T00:00:00.5+01:00", None),
+    ("2024-02-29T23:59:59.123456789Z", None),
+])
+def test_time_errors_as_go(value: str, text: str | None) -> None:
+    from natsd.jetstream.gojson import time_error
+    assert time_error(value) == text

@@ -39,8 +39,8 @@ ROUTES: tuple[Route, ...] = (
     Route("$JS.API.STREAM.RESTORE.*", "stream_restore_response", snapshot.restore_request),
     Route("$JS.API.STREAM.LEADER.STEPDOWN.*", "stream_leader_stepdown_response", streams.cluster_only),
     Route("$JS.API.STREAM.PEER.REMOVE.*", "stream_remove_peer_response", streams.cluster_only),
-    Route("$JS.API.STREAM.PEER.EVACUATE.*", "stream_remove_peer_response", streams.cluster_only),
-    Route("$JS.API.STREAM.CANCEL_MOVE.*", "stream_update_response", streams.cluster_only),
+    Route("$JS.API.STREAM.PEER.EVACUATE.*", "stream_evacuate_peer_response", streams.cluster_only),
+    Route("$JS.API.STREAM.CANCEL_MOVE.*", "stream_cancel_move_response", streams.cluster_only),
     Route("$JS.API.CONSUMER.CREATE.*", "consumer_create_response", consumers.create),
     Route("$JS.API.CONSUMER.CREATE.*.>", "consumer_create_response", consumers.create),
     Route("$JS.API.CONSUMER.DURABLE.CREATE.*.*", "consumer_create_response", consumers.create),
@@ -53,13 +53,16 @@ ROUTES: tuple[Route, ...] = (
     # Answered by each consumer's own subscription (no responders for a missing consumer).
     Route("$JS.API.CONSUMER.RESET.*.*", "consumer_reset_response", None),
     Route("$JS.API.CONSUMER.LEADER.STEPDOWN.*.*", "consumer_leader_stepdown_response", None),
-    Route("$JS.API.META.LEADER.STEPDOWN", "meta_leader_stepdown_response", streams.cluster_only),
+    # The meta leader's requests are answered only in the system account of a cluster (an
+    # account purge in a standalone server's system account too): silence here, as nats-server
+    # gives a standalone server's accounts.
+    Route("$JS.API.META.LEADER.STEPDOWN", "meta_leader_stepdown_response", None),
     Route("$JS.API.META.RESCUE", "meta_rescue_response", None),
-    Route("$JS.API.SERVER.REMOVE", "meta_server_remove_response", streams.cluster_only),
-    Route("$JS.API.SERVER.EVACUATE", "meta_server_remove_response", streams.cluster_only),
-    Route("$JS.API.ACCOUNT.PURGE.*", "account_purge_response", streams.cluster_only),
-    Route("$JS.API.ACCOUNT.STREAM.MOVE.*.*", "stream_update_response", streams.cluster_only),
-    Route("$JS.API.ACCOUNT.STREAM.CANCEL_MOVE.*.*", "stream_update_response", streams.cluster_only),
+    Route("$JS.API.SERVER.REMOVE", "meta_server_remove_response", None),
+    Route("$JS.API.SERVER.EVACUATE", "meta_server_remove_response", None),
+    Route("$JS.API.ACCOUNT.PURGE.*", "account_purge_response", None),
+    Route("$JS.API.ACCOUNT.STREAM.MOVE.*.*", "stream_update_response", None),
+    Route("$JS.API.ACCOUNT.STREAM.CANCEL_MOVE.*.*", "stream_update_response", None),
     # Stream templates (removed from nats-server 2.12; answered as 2.11 did). An account without
     # JetStream gives them no reply.
     Route("$JS.API.STREAM.TEMPLATE.CREATE.*", templates.CREATE_T, templates.template_create, False),

@@ -14,10 +14,11 @@ for multi_last). Failures are status-only replies: ``404 Message Not Found``, ``
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Callable
 
+from natsd.jetstream import gojson
 from natsd.jetstream.models import JS_API_LEVEL, parse_rfc3339, rfc3339
+from natsd.jetstream.requests import MSG_GET_REQUEST
 from natsd.store.base import MsgNotFound, StoreEOF, StoreError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -69,11 +70,9 @@ def direct_get_handlers(stream: "Stream") -> tuple[Callable, Callable]:
         if not payload:
             send_status(reply, STATUS_EMPTY)
             return
-        try:
-            req = json.loads(payload)
-            if not isinstance(req, dict):
-                raise ValueError
-        except (ValueError, UnicodeDecodeError):
+        try:  # a plain json.Unmarshal, as nats-server: unknown fields pass, wrong kinds do not
+            req = gojson.decode(payload, MSG_GET_REQUEST, strict=False)
+        except gojson.GoError:
             send_status(reply, STATUS_MALFORMED)
             return
         seq = req.get("seq") or 0
@@ -104,10 +103,8 @@ def direct_get_handlers(stream: "Stream") -> tuple[Callable, Callable]:
         req: dict = {}
         if payload:
             try:
-                req = json.loads(payload)
-                if not isinstance(req, dict):
-                    raise ValueError
-            except (ValueError, UnicodeDecodeError):
+                req = gojson.decode(payload, MSG_GET_REQUEST, strict=False)
+            except gojson.GoError:
                 send_status(reply, STATUS_MALFORMED)
                 return
         # the key is everything after the stream token: $JS[.<domain>].API.DIRECT.GET.<stream>.<key...>

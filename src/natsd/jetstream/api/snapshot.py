@@ -26,6 +26,7 @@ from natsd.jetstream.api.templates import is_empty_request
 from natsd.jetstream.errors import ApiErrors
 from natsd.jetstream.models import StreamConfig, rfc3339
 from natsd.jetstream.policies import check_stream_config
+from natsd.jetstream.requests import STREAM_SNAPSHOT_REQUEST
 from natsd.jetstream.gojson import go_kind
 from natsd.jetstream.snapshot import RestoreReceiver, SnapshotSender
 from natsd.jetstream.wire import resp
@@ -65,11 +66,11 @@ def _uint(body: dict, key: str, gotype: str) -> int:
 
 def snapshot_request(req: ApiRequest) -> dict | None:
     acct = req.account
-    if is_empty_request(req.payload):
+    if req.is_empty:  # white space is not empty: it decodes to no deliver subject
         raise ApiErrors.BAD_REQUEST()
     name = req.tokens[4] if len(req.tokens) > 4 else ""
     stream = acct.lookup_stream(name)
-    body = req.json()
+    body = req.json(STREAM_SNAPSHOT_REQUEST)
     deliver = body.get("deliver_subject")
     if not _valid_publish_subject(deliver):
         raise ApiErrors.SNAPSHOT_DELIVER_SUBJECT_INVALID()

@@ -39,11 +39,11 @@ consumers, the v2 ack subject (accepted on ``$JS.ACK``, never sent).
 
 from __future__ import annotations
 
-import json
 import random
 from typing import TYPE_CHECKING, Any
 
 from natsd.gotime import GO_ZERO_TIME, format_rfc3339
+from natsd.jetstream import gojson
 from natsd.jetstream.consumer import status as D
 from natsd.jetstream.consumer.acks import UNACKED_LIMITS_REASON, Acks, ack_templates, hub
 from natsd.jetstream.consumer.delivery import Delivery
@@ -54,6 +54,7 @@ from natsd.jetstream.consumer.push import Push
 from natsd.jetstream.consumer.tracking import Tracking
 from natsd.jetstream.consumer_config import DELETE_WAIT_DEFAULT, MS, ConsumerConfig
 from natsd.jetstream.errors import ApiError, ApiErrors
+from natsd.jetstream.requests import CONSUMER_RESET_REQUEST
 from natsd.jetstream.wire import dumps, error_envelope, required_level_too_high, resp
 from natsd.store.base import ConsumerState, MsgNotFound, StoreEOF, StoreError
 from natsd.subjects.tokens import subject_matches
@@ -421,13 +422,16 @@ class Consumer:
         self.writer.mark_dirty()
         self.kick()
 
-    def on_msg_removed(self, seq: int, subject: str | None = None) -> None:
+    def on_msg_removed(self, seq: int, subject: str | None = None, purged: bool = False) -> None:
         """One message was deleted, expired or dropped by a limit; a pending one is terminated
-        (as the reference, whatever the retention)."""
+        (as the reference, whatever the retention). ``purged``: a purge removed it and has
+        already recounted num_pending (only a pending copy is left to terminate)."""
         if self.closed:
             return
         t = self.t
-        if seq >= t.sseq:
+        if purged:
+            pass
+        elif seq >= t.sseq:
             if subject is None:
                 self._npc_dirty = True
             elif seq <= self._npc_last and t.lss is None and self.filter_matches(subject):
@@ -629,14 +633,11 @@ class Consumer:
             if hdr and required_level_too_high(hdr):
                 raise ApiErrors.REQUIRED_API_LEVEL()
             seq = 0
-            if payload.strip():
+            if payload:  # read with a plain json.Unmarshal, as nats-server (unknown fields ignored)
                 try:
-                    req = json.loads(payload)
-                except ValueError as e:
+                    seq = gojson.decode(payload, CONSUMER_RESET_REQUEST, strict=False).get("seq", 0)
+                except gojson.GoError as e:
                     raise ApiErrors.INVALID_JSON(err=str(e)) from None
-                if isinstance(req, dict):
-                    v = req.get("seq", 0)
-                    seq = int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
             rs = self.reset(seq)
             body = resp("consumer_reset_response", self.info())
             body["reset_seq"] = rs

@@ -166,29 +166,62 @@ class Tracking:
         False too: they count as acknowledged. True when a pending entry was dropped."""
         if self.sseq < first_seq:
             self.sseq = first_seq
-        if self.dlv_sseq < first_seq - 1:
-            # The reference reports the purge floor as delivered too (its delivered position is
-            # the next sequence to deliver, which a purge moves).
-            self.dlv_sseq = first_seq - 1
+        if self.dlv_sseq < self.sseq - 1:
+            # The reference writes its position as delivered on a purge (the next sequence it
+            # would look at, which the purge may move and a search that found nothing has moved).
+            self.dlv_sseq = self.sseq - 1
         if self.lss is not None:
-            self.lss = [s for s in self.lss if s >= first_seq] or None
-        if self.asflr < first_seq - 1:
+            self.lss = [s for s in self.lss if s >= first_seq and exists(s)] or None
+        dropped: list[tuple[int, int]] = []  # (delivery seq, stream seq) of the entries dropped
+        before, floor = set(self.pending), self.reported_floor()
+        # As the reference, pending entries are looked at only when the purge reaches the floor.
+        if self.asflr < first_seq:
             self.asflr = first_seq - 1
-        dropped = False
-        for seq in list(self.pending):
-            if seq <= self.asflr or not exists(seq):
-                p = self.pending.pop(seq)
-                if p[0] > self.adflr:
-                    self.adflr = p[0]
-                self.rdc.pop(seq, None)
-                dropped = True
+            for seq in list(self.pending):
+                if seq <= self.asflr or not exists(seq):
+                    p = self.pending.pop(seq)
+                    if p[0] > self.adflr:
+                        self.adflr = p[0]
+                    self.rdc.pop(seq, None)
+                    dropped.append((p[0], seq))
+        store_floor = self._store_floor_after(floor, dropped, before) if dropped else None
         if not self.pending:
             self.adflr, self.asflr = self.dseq - 1, self.sseq - 1
         self.rep_floor = None
+        if store_floor is not None and store_floor[1] > self.asflr:
+            # The purge's own write of its in-memory floor is refused by the reference's store as
+            # outdated (a lower stream floor): the store's floor is what INFO shows.
+            self.rep_floor = store_floor
         if self.rdq:
-            self.rdq = [s for s in self.rdq if s in self.pending]
+            # As the reference, the redelivery queue keeps only sequences at or past the next one
+            # to deliver: a NAKed message below it stays pending and comes back at its ack wait.
+            self.rdq = [s for s in self.rdq if s in self.pending and s >= self.sseq]
             self.rdq_set = set(self.rdq)
-        return dropped
+        return bool(dropped)
+
+    def _store_floor_after(self, floor: tuple[int, int], dropped: list[tuple[int, int]],
+                           pending: set[int]) -> tuple[int, int]:
+        """The floor nats-server's consumer store reaches when a purge hands it each dropped
+        entry as an ack (its UpdateAcks): AckAll moves the floor to the entry; AckExplicit only
+        when the entry is the next one above the floor (then up to the next pending one), or to
+        the delivered position once nothing is pending."""
+        fc, fs = floor
+        for dseq, sseq in sorted(dropped):
+            pending.discard(sseq)
+            if dseq <= fc:
+                continue
+            if not self.explicit:
+                fc, fs = dseq, sseq
+            elif not pending:
+                fc, fs = self.dseq - 1, self.dlv_sseq
+            elif dseq == fc + 1:
+                fc, fs = dseq, sseq
+                nxt = min((s for s in pending if s > sseq), default=None)
+                if nxt is not None and self.dseq - 1 > dseq:
+                    p = self.pending.get(nxt)
+                    if p is not None and p[0] > 0:
+                        fc, fs = p[0] - 1, nxt - 1
+        return fc, fs
 
     def forget_redelivered_below(self, first: int) -> None:
         """Redelivery counts of messages no longer in the stream (at start-up)."""

@@ -55,7 +55,7 @@ def test_direct_get_and_msg_next_are_left_to_streams_and_consumers():
     ("$JS.API.CONSUMER.DURABLE.CREATE.S.C", consumers.create, "consumer_create_response"),
     ("$JS.API.CONSUMER.INFO.S.C", consumers.info, "consumer_info_response"),
     ("$JS.API.CONSUMER.UNPIN.S.C", consumers.unpin, "consumer_unpin_response"),
-    ("$JS.API.ACCOUNT.STREAM.MOVE.S.x", streams.cluster_only, "stream_update_response"),
+    ("$JS.API.STREAM.PEER.REMOVE.S", streams.cluster_only, "stream_remove_peer_response"),
 ])
 def test_dispatcher_finds_the_route(subject, handler, rtype):
     route = ApiDispatcher(ROUTES).lookup(subject)
@@ -66,7 +66,8 @@ def test_dispatcher_finds_the_route(subject, handler, rtype):
 
 @pytest.mark.parametrize("subject", [
     "$JS.API.STREAM.INFO", "$JS.API.STREAM.INFO.A.B", "$JS.API.NOPE", "$JS.API.CONSUMER.RESET.S.C",
-    "$JS.API.META.RESCUE",
+    "$JS.API.META.RESCUE", "$JS.API.META.LEADER.STEPDOWN", "$JS.API.SERVER.REMOVE",
+    "$JS.API.ACCOUNT.PURGE.A", "$JS.API.ACCOUNT.STREAM.MOVE.S.x",
 ])
 def test_unknown_or_unanswered_subjects_have_no_route(subject):
     assert ApiDispatcher(ROUTES).lookup(subject) is None
