@@ -495,14 +495,7 @@ def store_one(stream: "Stream", subject: str, hdr: bytes | None, body: bytes, tt
     (interest skip, delete-marker TTL floor, msg id, rollup, republish)."""
     cfg = stream.config
     if stream._interest and not stream._has_interest(subject):
-        seq = stream.store.skip_msg()
-        stream.lseq = seq
-        stream.lmsg_id = msg_id
-        if msg_id:
-            stream._store_msg_id(msg_id, seq, stream.clock.time_ns())
-        if rollup:
-            stream._rollup(subject, rollup, 0)
-        return seq
+        return stream.skip_uninterested(subject, msg_id, rollup)
     if ttl > 0 and stream._sdm_ttl_s and cfg.max_msgs_per_subject != 1 and ttl < stream._sdm_ttl_s:
         ttl = stream._sdm_ttl_s
         hdr = remove_header(hdr or b"NATS/1.0\r\n\r\n", b"Nats-TTL")

@@ -601,13 +601,7 @@ class Stream:
                 return 0
 
         if self._interest and not self._has_interest(subject):
-            seq = self.store.skip_msg()
-            self.lseq = seq
-            self.lmsg_id = msg_id
-            if msg_id:
-                self._store_msg_id(msg_id, seq, self.clock.time_ns())
-            if rollup:
-                self._rollup(subject, rollup, 0)
+            seq = self.skip_uninterested(subject, msg_id, rollup)
             if self._sched is not None or (hdr and self._allow_rollup and SCHEDULE_MARK in hdr):
                 self._schedule_stored(seq, subject, hdr, self.clock.time_ns())
             if reply and self._do_ack:
@@ -710,6 +704,18 @@ class Stream:
             log.error("JetStream failed to store a msg on stream '%s > %s': %s", self.account.name, self.name, e)
             err = ApiErrors.STREAM_STORE_FAILED(err=str(e) or type(e).__name__)
         self._reject(reply, err)
+
+    def skip_uninterested(self, subject: str, msg_id: str, rollup: bytes) -> int:
+        """An interest stream's message no consumer wants: its sequence is used, nothing stored
+        (the msg id still counts for dedupe, a rollup still applies). Returns the sequence."""
+        seq = self.store.skip_msg()
+        self.lseq = seq
+        self.lmsg_id = msg_id
+        if msg_id:
+            self._store_msg_id(msg_id, seq, self.clock.time_ns())
+        if rollup:
+            self._rollup(subject, rollup, 0)
+        return seq
 
     def _has_interest(self, subject: str) -> bool:
         for c in self.consumers.values():
