@@ -156,6 +156,15 @@ def apply_incr(stream: "Stream", subject: str, hdr: bytes | None, payload: bytes
     ``Nats-Stream-Source``) is aggregated as described in the module docstring. ``running``
     holds the totals a batch has staged but not stored yet; it is updated."""
     state = running.get(subject) if running else None
+    if state is None:
+        # The total of the subject's last message, kept by the stream after each counter message
+        # it stored (Stream.counter_stored): valid while that message is still the subject's last
+        # one, which the index tells without reading it; else (removed, truncated, stored by a
+        # batch) it is read back.
+        last_seq = stream.store.last_seq_of(subject)
+        hit = stream.counter_cache.get(subject) if last_seq else None
+        if hit is not None and hit[0] == last_seq:
+            state = hit[1:]
     if state is not None:
         total, sources = state[0], {k: dict(m) for k, m in state[1].items()}
     else:
@@ -182,6 +191,7 @@ def apply_incr(stream: "Stream", subject: str, hdr: bytes | None, payload: bytes
         hdr = set_header(hdr, H_COUNTER_SOURCES, dumps({k: dict(sorted(m.items())) for k, m in sorted(sources.items())}))
     if running is not None:
         running[subject] = (total, sources)
+    stream.counter_next = (subject, total, sources)
     val = str(total)
     return hdr, b'{"val":"' + val.encode() + b'"}', val
 

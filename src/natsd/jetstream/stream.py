@@ -110,6 +110,7 @@ H_MARKER_REASON = b"Nats-Marker-Reason"
 H_STREAM_SOURCE = b"Nats-Stream-Source"
 
 MAX_HDR_SIZE = 65535  # math.MaxUint16 in the reference
+COUNTER_CACHE_MAX = 100_000  # counter totals kept in memory per stream (see Stream.counter_stored)
 # persist_mode: async: how long acknowledged records may wait in the store's buffer before
 # they are written (coalescing the writes of many loop turns into one).
 ASYNC_PERSIST_DELAY_NS = 10 * 10**6
@@ -195,6 +196,10 @@ class Stream:
         self._sched: Schedules | None = None  # allow_msg_schedules (natsd.jetstream.schedules)
         self._persist_timer: Timer | None = None  # persist_mode: async (see _flush)
         self.batches: AtomicBatches | None = None  # open atomic batches (natsd.jetstream.batch)
+        # Counter streams: subject -> (seq, total, sources) of the last counter message stored
+        # here, and the one apply_incr just computed (natsd.jetstream.counters). Bounded.
+        self.counter_cache: dict[str, tuple[int, int, dict]] = {}
+        self.counter_next: tuple[str, int, dict] | None = None
         # Server-wide usage: the engine's [memory, file] totals, this stream's slot in them, the
         # limit, and the bytes of this store already counted there (see _fold_usage).
         engine = account.engine
@@ -625,6 +630,8 @@ class Stream:
             return 0
         self.lseq = seq
         self.lmsg_id = msg_id
+        if self._counter:
+            self.counter_stored(seq)
         if msg_id:
             self._store_msg_id(msg_id, seq, ts)
         acct.note_stored(self.config.storage, len(subject) + hlen + len(payload))
@@ -704,6 +711,15 @@ class Stream:
             log.error("JetStream failed to store a msg on stream '%s > %s': %s", self.account.name, self.name, e)
             err = ApiErrors.STREAM_STORE_FAILED(err=str(e) or type(e).__name__)
         self._reject(reply, err)
+
+    def counter_stored(self, seq: int) -> None:
+        """The counter message apply_incr computed was stored as ``seq``: remember its total."""
+        nxt, self.counter_next = self.counter_next, None
+        if nxt is not None:
+            cache = self.counter_cache
+            if len(cache) >= COUNTER_CACHE_MAX and nxt[0] not in cache:
+                cache.clear()
+            cache[nxt[0]] = (seq, nxt[1], nxt[2])
 
     def skip_uninterested(self, subject: str, msg_id: str, rollup: bytes) -> int:
         """An interest stream's message no consumer wants: its sequence is used, nothing stored

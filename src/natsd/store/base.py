@@ -300,6 +300,9 @@ class StreamStore(Protocol):
     def load_last_msg(self, subject: str) -> StoreMsg:
         """Last message whose subject matches ``subject`` (wildcards allowed). MsgNotFound if none."""
 
+    def last_seq_of(self, subject: str) -> int:
+        """Sequence of the last message of the literal ``subject`` (0: none), from the index alone."""
+
     def load_prev_msg(self, start_seq: int) -> StoreMsg:
         """Last message with seq <= ``start_seq``. MsgNotFound if none."""
 

@@ -623,6 +623,13 @@ class IndexedStreamStore:
             raise MsgNotFound("no message found")
         return self._read(seq, self._pos[seq - self._base])
 
+    def last_seq_of(self, subject: str) -> int:
+        """Sequence of the last message of the literal ``subject`` (0: none), without reading it."""
+        if self._msgs == 0:
+            return 0
+        sid = self._sid_of.get(subject)
+        return self._subject_last(sid) if sid is not None else 0
+
     def load_prev_msg(self, start_seq: int) -> StoreMsg:
         """Last message with seq <= start_seq; MsgNotFound if none."""
         self._check_open()

@@ -93,3 +93,24 @@ def test_sourced_counters_aggregate_per_origin(env):
         '{"C":{"c.a":"4"},"E":{"e.a":"7"}}'
     # a client may not pretend to be a source
     assert env.pub("t.a", b"", {"Nats-Incr": "1", "Nats-Stream-Source": "C 3 > > c.a"})["error"]["err_code"] == 10227
+
+
+@pytest.mark.parametrize("storage", ["memory", "file"])
+def test_counter_totals_are_kept_in_memory_while_the_last_message_stands(env, storage, monkeypatch):
+    """An increment reads nothing back while the subject's last message is the one the stream stored
+    (the total is kept); after that message goes (a delete, a purge) or another path stored a later
+    one, the total is read from the store again, so the answers are those of a store read."""
+    env.create("C", storage=storage, allow_msg_counter=True)
+    st = env.account.streams["C"]
+    reads = []
+    real = st.store.load_last_msg
+    monkeypatch.setattr(st.store, "load_last_msg", lambda s: (reads.append(s), real(s))[1])
+    assert [env.pub("c.a", b"", {"Nats-Incr": "5"})["val"] for _ in range(3)] == ["5", "10", "15"]
+    assert reads == ["c.a"]  # only the first, when nothing was known
+    st.store.remove_msg(3)  # the last c.a goes: its total is no longer the subject's
+    assert env.pub("c.a", b"", {"Nats-Incr": "1"})["val"] == "11"
+    st.store.store_msg("c.a", None, b'{"val":"100"}')  # stored by another path
+    assert env.pub("c.a", b"", {"Nats-Incr": "1"})["val"] == "101"
+    env.api("$JS.API.STREAM.PURGE.C", {})
+    assert env.pub("c.a", b"", {"Nats-Incr": "2"})["val"] == "2"
+    assert reads.count("c.a") == 4
