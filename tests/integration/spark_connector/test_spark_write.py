@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -27,7 +28,7 @@ def small_arrow_batches(spark):
     spark.conf.set(key, old)
 
 
-def _flaky_rows(spark, n, fail_after, url=None, stream="SINK"):
+def _flaky_rows(spark, n, fail_after, url=None, stream="SINK", subject="sink.rows"):
     """``n`` rows (id, subject, data) in 2 partitions; the first attempt of partition 0 raises
     after yielding ``fail_after`` rows, once the sink stream shows that the writer has stored
     some of them (so the failure provably strikes mid-write, as a real crash would)."""
@@ -62,7 +63,7 @@ def _flaky_rows(spark, n, fail_after, url=None, stream="SINK"):
                 yield pa.RecordBatch.from_arrays(
                     [
                         pa.array([f"row-{x}" for x in chunk]),
-                        pa.array(["sink.rows"] * len(chunk)),
+                        pa.array([subject] * len(chunk)),
                         # ~1 KB rows: Spark's 64 KB stream buffers between Python workers then flush per
                         # batch, so the writer really receives rows before the failure.
                         pa.array([b"payload-%d-" % x + PAD for x in chunk], pa.binary()),
@@ -81,21 +82,29 @@ def _count(url, name):
 @pytest.mark.parametrize("idem", ["none", "positional"])
 def test_batch_write_under_forced_task_failure(spark, js_server, idem):
     url = js_server.url
-    make_stream(url, "SINK", ["sink.>"], duplicate_window=600)
-    w = _flaky_rows(spark, N, fail_after=1500, url=url).write.format("jetstream").option("servers", url)
-    w = w.option("idempotence", idem).option("msgIdPrefix", "job-42").option("maxInFlight", 64)
+    # A stream (and subject) of its own per case: rows a failed attempt of one case published late must
+    # not land in the other case's stream.
+    stream, subject = f"SINK_{idem.upper()}", f"sink{idem}.rows"
+    make_stream(url, stream, [f"sink{idem}.>"], duplicate_window=600)
+    w = _flaky_rows(spark, N, fail_after=1500, url=url, stream=stream, subject=subject).write.format("jetstream")
+    w = w.option("servers", url).option("idempotence", idem).option("msgIdPrefix", "job-42").option("maxInFlight", 64)
     w.mode("append").save()
-    stored = _count(url, "SINK")
+    stored = _count(url, stream)
     if idem == "none":
-        # At-least-once: the failed attempt's published rows are stored again by the retry.
+        # At-least-once: the failed attempt's published rows are stored again by the retry. They may
+        # be stored after the retried job has finished (the failed attempt's connection is closed
+        # without waiting for its acks): wait for them.
+        deadline = time.monotonic() + 60
+        while stored <= N and time.monotonic() < deadline:
+            time.sleep(0.2)
+            stored = _count(url, stream)
         assert stored > N
     else:
         assert stored == N  # exactly-once: the retry's repeats were server-side duplicates
         # Running the same job again stores nothing new.
-        _flaky_rows(spark, N, fail_after=10**9).write.format("jetstream").option("servers", url).option(
-            "idempotence", idem
-        ).option("msgIdPrefix", "job-42").mode("append").save()
-        assert _count(url, "SINK") == N
+        _flaky_rows(spark, N, fail_after=10**9, subject=subject).write.format("jetstream").option(
+            "servers", url).option("idempotence", idem).option("msgIdPrefix", "job-42").mode("append").save()
+        assert _count(url, stream) == N
 
 
 def test_write_with_subject_option_and_string_data(spark, js_server):
