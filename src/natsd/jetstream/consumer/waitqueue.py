@@ -136,10 +136,11 @@ class WaitQueue:
             q.popleft()
         return None
 
-    def pop(self):
+    def pop(self, prioritized: bool = False):
         """Take one message's worth from the head (which the caller got from :meth:`head`): its
         batch goes down by one and it moves to the tail when it still wants more, so requests
-        share messages round-robin. Returns the request."""
+        share messages round-robin. ``prioritized`` (the ``prioritized`` policy): it goes back
+        behind the last live request of its priority instead. Returns the request."""
         q = self.q
         wr = q[0]
         wr.d += 1
@@ -149,6 +150,10 @@ class WaitQueue:
         if wr.n <= 0:
             q.popleft()
             self._finish(wr)
+        elif prioritized:
+            if self.live > 1:
+                q.popleft()
+                q.insert(self._sorted_index(wr), wr)
         elif len(q) > 1:
             q.popleft()
             q.append(wr)
@@ -157,23 +162,8 @@ class WaitQueue:
         return wr
 
     def pop_requeue(self):
-        """:meth:`pop` for the ``prioritized`` policy: a head request that still wants more
-        goes back behind the last live request of its priority (not to the tail)."""
-        q = self.q
-        wr = q[0]
-        wr.d += 1
-        if wr.n > 0:
-            self.want -= 1
-        wr.n -= 1
-        if wr.n <= 0:
-            q.popleft()
-            self._finish(wr)
-        elif self.live > 1:
-            q.popleft()
-            q.insert(self._sorted_index(wr), wr)
-        if wr.no_wait and wr.expires and wr.d == 1:
-            self._eos.append(wr)
-        return wr
+        """:meth:`pop` for the ``prioritized`` policy."""
+        return self.pop(True)
 
     def cycle(self) -> None:
         """Move the head (live, from :meth:`head`) to the tail without serving it."""
