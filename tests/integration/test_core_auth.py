@@ -164,6 +164,46 @@ async def test_allow_responses():
             await cli.close()
 
 
+async def test_allow_responses_expires_on_the_injected_clock():
+    """``allow_responses: {max: 3, expires: 5s}``: a responder may answer a request up to 3 times,
+    but not once 5 s have passed since the request reached it (as nats-server's client permissions)."""
+    from natsd.clock import ManualClock
+
+    clock = ManualClock(soon_on_loop=True)
+    perms = Permissions(subscribe=SubjectPermission(allow=["req"]), allow_responses=True,
+                        responses_max=3, responses_expires_ns=5_000_000_000)
+    users = [UserOptions(user="svc", password="p", permissions=perms), UserOptions(user="cli", password="p")]
+    async with running_server(users=users, clock=clock) as s:
+        svc = await nats.connect(url(s, "svc:p@"))
+        cli = await nats.connect(url(s, "cli:p@"))
+        try:
+            sreq = await svc.subscribe("req")
+            await svc.flush()
+            inbox = cli.new_inbox()
+            sub = await cli.subscribe(inbox)
+            await cli.publish("req", b"q1", reply=inbox)
+            await cli.flush()
+            m1 = await sreq.next_msg(timeout=2)
+            sub2 = await cli.subscribe(inbox + ".2")
+            await cli.publish("req", b"q2", reply=inbox + ".2")
+            await cli.flush()
+            m2 = await sreq.next_msg(timeout=2)
+            await m1.respond(b"a1")
+            await m1.respond(b"a2")
+            assert [(await sub.next_msg(timeout=2)).data for _ in range(2)] == [b"a1", b"a2"]
+            clock.advance(6_000_000_000)  # past expires: neither request may be answered now
+            await m1.respond(b"late")
+            await m2.respond(b"late2")
+            await svc.flush()
+            with pytest.raises(nats.errors.TimeoutError):
+                await sub.next_msg(timeout=0.3)
+            with pytest.raises(nats.errors.TimeoutError):
+                await sub2.next_msg(timeout=0.1)
+        finally:
+            await svc.close()
+            await cli.close()
+
+
 async def test_accounts_are_isolated():
     accounts = [AccountOptions(name="A", users=[UserOptions(user="a", password="p")]),
                 AccountOptions(name="B", users=[UserOptions(user="b", password="p")])]

@@ -135,7 +135,7 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         self.pub_filter = None
         self.sub_filter = None
         self.sub_deny = None  # SubjectFilter applied on delivery when it has deny entries
-        self.replies: dict[str, int] | None = None  # allow_responses: reply subject -> remaining
+        self.replies: dict[str, list[int]] | None = None  # allow_responses: reply -> [left, sent ns]
         self.connect_opts: dict = {}
         self._subjects: dict[bytes, str] = {}  # decoded subjects of recent publishes
         # Counters for /connz and /varz.
@@ -529,25 +529,32 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         route_run(self.account, run, self)
 
     def _response_allowed(self, subject: str) -> bool:
+        """allow_responses: may this client publish to ``subject`` (a reply it was sent)? Uses up one
+        of its ``max`` responses; refused once ``expires`` has passed since the request arrived."""
         replies = self.replies
         if replies is None:
             return False
-        left = replies.get(subject)
-        if left is None:
+        e = replies.get(subject)
+        if e is None:
             return False
-        if left <= 1:
+        ttl = self.perms.responses_expires_ns
+        if ttl > 0 and self.server.clock.monotonic_ns() - e[1] > ttl:
+            del replies[subject]
+            return False
+        if e[0] <= 1:
             del replies[subject]
         else:
-            replies[subject] = left - 1
+            e[0] -= 1
         return True
 
     def track_reply(self, reply: bytes) -> None:
-        """allow_responses: remember a reply subject this client may now publish to."""
+        """allow_responses: remember a reply subject this client may now publish to, with the time
+        it was sent (``expires`` counts from there)."""
         replies = self.replies
         if replies is not None:
             if len(replies) > 10_000:
                 replies.clear()  # bound it; unanswered requests must not grow memory forever
-            replies[_decode(reply)] = self.perms.responses_max
+            replies[_decode(reply)] = [self.perms.responses_max, self.server.clock.monotonic_ns()]
 
     def send_no_responders(self, subj_b: bytes, reply: bytes) -> None:
         """HMSG <reply> <sid> <n> <n> with ``NATS/1.0 503`` and ``Nats-Subject: <subject>``.
