@@ -35,6 +35,7 @@ Layout (little-endian; the arrays are dumped with ``array.tobytes()``, swapped o
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 import sys
@@ -44,6 +45,8 @@ from array import array
 from natsd.atomicfile import atomic_write, fsync_dir
 
 __all__ = ["STATE_FILE", "encode_state", "decode_state", "write_state", "take_state"]
+
+log = logging.getLogger("natsd.jetstream.schedules")
 
 STATE_FILE = "schedules.db"
 MAGIC = b"NSCH"
@@ -138,6 +141,15 @@ def take_state(directory: str) -> bytes | None:
             data = f.read()
     except FileNotFoundError:
         return None
-    os.unlink(path)
+    except OSError as e:  # unreadable: the caller rebuilds from the messages
+        log.warning("%s: %s; rebuilding the schedules from the messages", path, e)
+        return None
+    try:
+        os.unlink(path)
+    except OSError as e:
+        # Left in place it could be found again after a later kill -9 and describe messages
+        # that changed since: use it only if it can be removed.
+        log.warning("%s could not be removed (%s); rebuilding the schedules from the messages", path, e)
+        return None
     fsync_dir(directory)
     return data

@@ -269,3 +269,25 @@ def test_rebuild_fast_path_equals_the_full_parse(hdr):
     cache: dict[bytes, int] = {}
     assert _rebuilt_when(hdr, ts, now, cache) == want
     assert _rebuilt_when(hdr, ts, now, cache) == want  # from the cache
+
+
+def test_state_file_that_cannot_be_removed_is_not_used(env, monkeypatch, caplog):
+    """Left in place it could outlive a later change of the stream: rebuild instead."""
+    import natsd.jetstream.schedule_state as st
+
+    mk(env)
+    fill(env, 3)
+    env.engine.stop()
+    calls = []
+
+    def no_unlink(path):
+        calls.append(path)
+        raise PermissionError(13, "read-only")
+
+    monkeypatch.setattr(st.os, "unlink", no_unlink)
+    with caplog.at_level(logging.WARNING, logger="natsd.jetstream.schedules"):
+        restart_keep(env)
+    assert calls and "could not be removed" in caplog.text
+    assert pending(env) == 3
+    env.clock.advance(200 * SECOND)
+    assert subjects(env).get("s.t") == 3
