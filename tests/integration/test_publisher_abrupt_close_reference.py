@@ -11,9 +11,11 @@ attempt's Python writer its remaining input after the failure; see docs/spark.md
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import socket
 import struct
+import termios
 
 import nats
 import pytest
@@ -54,7 +56,12 @@ def _observe(close: str):
                                    b'"no_responders":true,"protocol":1}\r\nSUB _INBOX.w.* 1\r\n')
         frames = b"".join(b"PUB sink.rows _INBOX.w.%d %d\r\n%s\r\n" % (i, len(PAYLOAD), PAYLOAD) for i in range(N))
         await loop.sock_sendall(s, frames)
-        await asyncio.sleep(0.2)
+        # Until every byte left our socket (TIOCOUTQ: bytes not yet acknowledged by the server's
+        # kernel): what an RST then discards is only the acks towards us, never a publish.
+        for _ in range(200):
+            if struct.unpack("i", fcntl.ioctl(s.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0] == 0:
+                break
+            await asyncio.sleep(0.05)
         if close == "rst":  # unread acks and SO_LINGER 0: the kernel sends RST
             s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         s.close()
@@ -65,6 +72,7 @@ def _observe(close: str):
                 break
             await asyncio.sleep(0.1)
         await asyncio.sleep(1.0)
+        # (count once stored, count a second later): a late copy would show in the second
         return seen[-1], await _count(url)
     return observe
 
