@@ -66,7 +66,7 @@ def _observe(close: str):
             s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         s.close()
         seen = []
-        for _ in range(50):  # stored promptly: within a few seconds at most, then stable
+        for _ in range(300):  # stored promptly (a loaded machine may take seconds), then stable
             seen.append(await _count(url))
             if seen[-1] == N:
                 break
