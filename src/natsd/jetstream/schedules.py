@@ -526,12 +526,10 @@ class Schedules:
         self._load(list(found.values()))
 
     def _load(self, entries: list[tuple[int, int, str]]) -> None:
-        """Start from these entries (recovery: the instance holds none yet); one heapify."""
-        for e in entries:
-            old = self._entries.get(e[2])
-            if old is None or old[1] < e[1]:
-                self._entries[e[2]] = e
-        self._heap = list(self._entries.values())
+        """Start from these entries, one per subject (recovery: the instance holds none yet);
+        one heapify instead of a push each."""
+        self._entries = {e[2]: e for e in entries}
+        self._heap = entries  # (the caller's own list: not used after)
         heapq.heapify(self._heap)
         self._arm()
 
