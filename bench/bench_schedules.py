@@ -8,8 +8,10 @@ A stream with ``allow_msg_schedules`` gets N schedule messages, each on its own 
 flight). Figures, per server: RSS before the publishing and after it (and the growth), the time
 to store them, and the server's CPU time (user+sys from /proc/PID/stat) over an idle period of
 ``--idle`` seconds (default 10) afterwards -- the schedules sit in one timer heap, so idle should
-cost nothing. Then the server restarts and the same figures are taken once the N schedules are
-recovered (RSS after recovery, recovery time until the stream answers).
+cost nothing. Then the server restarts (SIGTERM, a clean stop) and the same figures are taken once the N
+schedules are recovered (RSS after recovery, recovery time until the stream answers); last, it is
+killed with SIGKILL and the time until served is taken again (natsd rebuilds the schedules from
+the messages then, see natsd.jetstream.schedule_state).
 
 Nothing is asserted: the machine is shared, figures are noisy; ratios natsd / nats-server are
 printed (below 1 is better for natsd on RSS and CPU).
@@ -98,6 +100,14 @@ def measure(kind: str, n: int, idle: float) -> dict:
         c0 = cpu_s(p.pid)
         time.sleep(idle)
         out["idle_cpu_recovered_s"] = cpu_s(p.pid) - c0
+        # kill -9: natsd has no schedules.db then (it is written at a clean stop and read once),
+        # so this restart rebuilds the schedules from the stored messages.
+        p.kill()
+        p.wait(60)
+        t0 = time.perf_counter()
+        p = start(kind, port, store)
+        assert asyncio.run(count(url)) == n
+        out["recover_kill9_s"] = time.perf_counter() - t0
     finally:
         p.terminate()
         try:
@@ -122,7 +132,8 @@ def main() -> None:
     for key, label in (("rss_start", "RSS at start (MB)"), ("rss_pending", "RSS with N pending (MB)"),
                        ("store_s", "storing them (s)"), ("idle_cpu_s", "CPU while idle (s)"),
                        ("recover_s", "restart until served (s)"), ("rss_recovered", "RSS after recovery (MB)"),
-                       ("idle_cpu_recovered_s", "CPU idle after restart (s)")):
+                       ("idle_cpu_recovered_s", "CPU idle after restart (s)"),
+                       ("recover_kill9_s", "kill -9, until served (s)")):
         a, b = res["natsd"][key], res["nats-server"][key]
         ratio = f"{a / b:.2f}" if b else "-"
         print(f"{label:28}{a:12.2f}{b:14.2f}{ratio:>8}")

@@ -36,11 +36,14 @@ earliest entry (``Clock.call_later``; never sooner than 250 ms after arming, as 
 so pending schedules cost memory only (about 300 bytes each) and no CPU until one is due. When due, entries are produced in sequence order; a schedule
 whose message is gone (deleted, purged, expired) is dropped then.
 
-Recovery rebuilds the schedules by reading every stored message with a ``Nats-Schedule`` header
-(the reference does the same when it has no snapshot of them; natsd keeps no snapshot: about
-1 s per 100,000 schedules at start). A repeating schedule that missed
-firings while the server was down fires once, at its next time from now, as the reference; a
-one shot in the past fires at once.
+Recovery: a file stream that stopped cleanly left its pending schedules in ``schedules.db``
+(:mod:`natsd.jetstream.schedule_state`: checked against the store's state, read once), which is
+loaded as it is (a repeating schedule keeps its next time, as the reference's snapshot). Without
+it (kill -9, a stale or damaged file) the schedules are rebuilt by reading every stored message
+with a ``Nats-Schedule`` header, as the reference does without its snapshot; that scan reads only
+the two headers it needs and parses each distinct ``@at`` time once. A rebuilt repeating schedule
+that missed firings while the server was down fires once, at its next time from now, as the
+reference; a one shot in the past fires at once (from either path).
 """
 
 from __future__ import annotations
@@ -53,10 +56,9 @@ from datetime import datetime, timedelta, timezone, tzinfo
 from typing import TYPE_CHECKING, Callable
 from zoneinfo import ZoneInfo
 
-from croniter import croniter  # type: ignore[import-untyped]  # (no stubs; one call below)
-
 from natsd.gotime import parse_duration, parse_rfc3339
 from natsd.jetstream.errors import ApiError, ApiErrors
+from natsd.jetstream.schedule_state import decode_state, take_state, write_state
 from natsd.protocol.headers import nats_headers
 from natsd.store.base import MsgNotFound, StoreEOF, StoreError
 from natsd.subjects.tokens import is_valid_publish_subject, subjects_collide
@@ -163,6 +165,10 @@ def _cron_next(pattern: str, tz: tzinfo, ts_ns: int) -> int:
         raise ValueError("pattern requires 6 fields")
     expr = " ".join(_cron_field(f, *b) for f, b in zip(fields, _BOUNDS))
     start = datetime.fromtimestamp(ts_ns // SECOND, tz)
+    # Imported here: croniter (and its dateutil) cost ~2 MB of RSS in every server, while only
+    # streams with cron schedules need it.
+    from croniter import croniter  # type: ignore[import-untyped]  # (no stubs; one call below)
+
     try:
         it = croniter(expr, start, second_at_beginning=True, max_years_between_matches=_CRON_YEARS)
         nxt = it.get_next(datetime)
@@ -357,21 +363,67 @@ def schedule_to_purge(hdr: bytes) -> str:
     return ""
 
 
+# The rebuild's fast path: the first ``Nats-Schedule`` line (as nats_headers: first wins, the
+# value's leading spaces stripped) and whether a time zone line is present at all.
+_LINE_SCHEDULE = b"\r\n" + H_SCHEDULE + b":"
+_LINE_TZ = b"\r\n" + H_TZ + b":"
+_AT_UTC = re.compile(rb"@at (\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)Z\Z")
+_EPOCH_NAIVE = datetime(1970, 1, 1)
+_ONE_SECOND = timedelta(seconds=1)
+_AT_CACHE_MAX = 1 << 16
+
+
+def _rebuilt_when(hdr: bytes, ts: int, now: int, at_cache: dict[bytes, int]) -> int:
+    """The firing time of a stored message's schedule for the rebuild (0: none or invalid): what
+    ``_schedule_of(nats_headers(hdr), ts, now)`` gives, with the common ``@at <UTC time>`` without
+    a time zone parsed from the one header it needs, each distinct value once."""
+    i = hdr.find(_LINE_SCHEDULE)
+    if i < 0:
+        return 0
+    if _LINE_TZ not in hdr:
+        j = hdr.find(b"\r\n", i + 2)
+        pattern = hdr[i + len(_LINE_SCHEDULE):j if j >= 0 else len(hdr)].lstrip(b" ")
+        when = at_cache.get(pattern)
+        if when is not None:
+            return when
+        m = _AT_UTC.match(pattern)
+        if m is not None:
+            y, mo, d, h, mi, sec = map(int, m.groups())
+            try:  # datetime refuses what Go's parser refuses here (hour 24, second 60, Feb 30)
+                when = (datetime(y, mo, d, h, mi, sec) - _EPOCH_NAIVE) // _ONE_SECOND * SECOND
+            except ValueError:
+                when = 0
+            if len(at_cache) >= _AT_CACHE_MAX:
+                at_cache.clear()
+            at_cache[pattern] = when
+            return when
+    try:
+        return _schedule_of(nats_headers(hdr), ts, now)[0]
+    except ApiError:
+        return 0
+
+
 class Schedules:
     """The pending schedules of one stream (see the module docstring).
 
     ``produce(target, hdr, msg)`` publishes a produced message through the stream's publish path
     and returns its sequence (0 when refused); the stream sets :attr:`producing` around it so that
-    its own checks treat the message as the server's, not a client's."""
+    its own checks treat the message as the server's, not a client's. ``state_dir`` (file streams):
+    the directory of ``schedules.db`` (:meth:`save` at a clean stop, read by :meth:`recover`)."""
 
-    __slots__ = ("_clock", "_store", "_produce", "_entries", "_heap", "_timer", "_timer_at", "producing",
-                 "stopped")
+    __slots__ = ("_clock", "_store", "_produce", "_state_dir", "_complete", "_entries", "_heap", "_timer",
+                 "_timer_at", "producing", "stopped")
 
     def __init__(self, clock: "Clock", store: "StreamStore",
-                 produce: Callable[[str, bytes | None, bytes], int]) -> None:
+                 produce: Callable[[str, bytes | None, bytes], int], state_dir: str | None = None) -> None:
         self._clock = clock
         self._store = store
         self._produce = produce
+        self._state_dir = state_dir
+        # False once a schedule whose message is still stored was dropped from memory (a refused
+        # or failed firing): the reference brings those back at its next start, so :meth:`save`
+        # then writes nothing and the next start rebuilds from the messages.
+        self._complete = True
         # subject -> its current heap entry (when_ns, seq, subject); the heap may hold stale ones.
         self._entries: dict[str, tuple[int, int, str]] = {}
         self._heap: list[tuple[int, int, str]] = []
@@ -435,21 +487,62 @@ class Schedules:
 
     # -- the stream's hooks --------------------------------------------------------------------------
     def recover(self) -> None:
-        """Rebuild from the stored schedule messages (after a restart)."""
+        """Load ``schedules.db`` when it matches the store, else rebuild from the stored schedule
+        messages (after a restart)."""
         st = self._store.state()
+        stamp = (st.first_seq, st.last_seq, st.msgs)
+        data = take_state(self._state_dir) if self._state_dir is not None else None
+        if data is not None:
+            try:
+                # The store's own subject strings, so that the entries do not hold copies.
+                totals = self._store.subjects_totals(">")
+                saved, entries = decode_state(data, dict(zip(totals, totals)))
+                del totals
+            except ValueError as e:
+                log.warning("stream schedules state unusable (%s); rebuilding from the messages", e)
+            else:
+                if saved == stamp:
+                    self._load(entries)
+                    return
+                log.warning("stream schedules state is stale (store %s, file %s); rebuilding from the messages",
+                            stamp, saved)
         if not st.msgs:
             return
         now = self._clock.time_ns()
+        found: dict[str, tuple[int, int, str]] = {}
+        at_cache: dict[bytes, int] = {}
         for sm in self._store.iter_msgs(st.first_seq, st.last_seq):
-            if sm.hdr and SCHEDULE_MARK in sm.hdr:
-                h = nats_headers(sm.hdr)
-                try:
-                    when = _schedule_of(h, sm.ts, now)[0]
-                except ApiError:
-                    continue
+            hdr = sm.hdr
+            if hdr and SCHEDULE_MARK in hdr:
+                when = _rebuilt_when(hdr, sm.ts, now, at_cache)
                 if when:
-                    self._set(sm.subject, sm.seq, when)
+                    found[sm.subject] = (when, sm.seq, sm.subject)  # the later one of a subject wins
+                elif H_SCHEDULER not in hdr and found:
+                    found.pop(sm.subject, None)
+            elif found:
+                # A later message without Nats-Scheduler on a schedule's subject ended it (as
+                # on_stored does live), so the rebuild does not bring it back.
+                found.pop(sm.subject, None)
+        self._load(list(found.values()))
+
+    def _load(self, entries: list[tuple[int, int, str]]) -> None:
+        """Start from these entries, one per subject (recovery: the instance holds none yet);
+        one heapify instead of a push each."""
+        self._entries = {e[2]: e for e in entries}
+        self._heap = entries  # (the caller's own list: not used after)
+        heapq.heapify(self._heap)
         self._arm()
+
+    def save(self) -> None:
+        """At a clean stop, after the stream's last flush: write ``schedules.db`` (nothing for a
+        memory stream, or when memory no longer matches what a rebuild would find)."""
+        if self._state_dir is None or not self._complete:
+            return
+        st = self._store.state()
+        try:
+            write_state(self._state_dir, (st.first_seq, st.last_seq, st.msgs), list(self._entries.values()))
+        except OSError as e:  # the next start rebuilds from the messages
+            log.warning("could not write the stream's schedules state: %s", e)
 
     def on_stored(self, seq: int, subject: str, hdr: bytes | None, ts: int) -> None:
         """A message was stored on ``subject`` (the stream purges what :func:`schedule_to_purge`
@@ -505,6 +598,7 @@ class Schedules:
                 log.exception("message schedule %s (seq %d) failed", e[2], e[1])
                 if entries.get(e[2]) is e:
                     del entries[e[2]]
+                    self._complete = False
         self._arm()
 
     def _fire_one(self, e: tuple[int, int, str], now: int) -> None:
@@ -551,3 +645,4 @@ class Schedules:
             # Refused (the target left the stream's subjects, a limit...): the reference keeps
             # it in flight until a restart; we drop it from memory alike (the message stays).
             del entries[subject]
+            self._complete = False

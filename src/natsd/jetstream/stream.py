@@ -240,7 +240,8 @@ class Stream:
                       and not self.account.limits_enforced and not cfg.allow_msg_schedules
                       and not self._counter)
         if cfg.allow_msg_schedules and self._sched is None:
-            self._sched = Schedules(self.clock, self.store, self._produce_scheduled)
+            self._sched = Schedules(self.clock, self.store, self._produce_scheduled,
+                                    self.account.stream_dir(self.name) if cfg.storage == "file" else None)
 
     def start(self, links: bool = True, subscribe: bool = True) -> None:
         """Subscribe the stream's subjects (and direct get), rebuild dedupe state, arm timers and
@@ -360,6 +361,7 @@ class Stream:
             self._expiry_timer.cancel()
         if self._sched is not None:
             self._sched.stop()
+            self._sched.save()  # after the last flush: schedules.db for a fast restart
         if self._persist_timer is not None:  # (store.stop() below writes what is pending)
             self._persist_timer.cancel()
         for c in list(self.consumers.values()):

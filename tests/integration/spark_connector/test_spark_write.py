@@ -92,8 +92,11 @@ def test_batch_write_under_forced_task_failure(spark, js_server, idem):
     stored = _count(url, stream)
     if idem == "none":
         # At-least-once: the failed attempt's published rows are stored again by the retry. They may
-        # be stored after the retried job has finished (the failed attempt's connection is closed
-        # without waiting for its acks): wait for them.
+        # be stored after the retried job has finished: Spark hands the failed attempt's writer (its
+        # own Python worker) the rows the flaky generator had already yielded after the failure, as a
+        # partition that ended normally, and that writer publishes them then (traced: its batches
+        # arrive after the retry has started; the server stores them as they come, see
+        # tests/integration/test_publisher_abrupt_close_reference.py). Wait for them.
         deadline = time.monotonic() + 60
         while stored <= N and time.monotonic() < deadline:
             time.sleep(0.2)
