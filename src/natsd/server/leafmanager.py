@@ -252,7 +252,7 @@ class LeafManager:
             "version": __version__,
             "server_id": s.server_id,
             "name": s.server_name,
-            "hub": bool(ro.hub),
+            "is_hub": bool(ro.hub),
             "headers": True,
             "jetstream": s.jetstream is not None,
             "remote_account": r.account_name,
@@ -262,6 +262,8 @@ class LeafManager:
             d["domain"] = self.domain
         if ro.deny_imports:
             d["deny_pub"] = list(ro.deny_imports)
+        if c.compression:
+            d["compress_mode"] = c.compression
         if ro.credentials:
             jwt, seed = read_creds(ro.credentials)
             sig, _pub = sign_nonce(seed, c.nonce)
@@ -417,7 +419,7 @@ def link_leafz(c: LeafConnection, subs: bool = False) -> dict:
     d = {
         "id": c.cid,
         "name": c.remote_name,
-        "is_spoke": c.solicited,
+        "is_spoke": c.spoke,
         "account": c.account.name if c.account else "",
         "ip": c.ip,
         "port": c.port,
@@ -430,7 +432,8 @@ def link_leafz(c: LeafConnection, subs: bool = False) -> dict:
     }
     if subs:
         d["subscriptions_list"] = sorted(s for s, _q in c.rsubs)
-    d["compression"] = "off"  # natsd links are never compressed
+    if c.compression:
+        d["compression"] = c.compression  # the negotiated mode (natsd.server.leafcompress)
     return d
 
 
