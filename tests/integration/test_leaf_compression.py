@@ -136,7 +136,7 @@ async def test_natsd_leaf_of_nats_server_hub(tmp_path, hub_mode, leaf_mode, hub_
                 await a.close()
                 await b.close()
             link = next(iter(edge.leafnodes.connections.values()))
-            assert (link._deflate is not None) == (leaf_sees != "off")
+            assert link.s2 == (leaf_sees != "off")
     finally:
         hub.stop()
 

@@ -76,6 +76,7 @@ class LeafHandshakeMixin:
         compression: str
         negotiating: bool
         _deflate: Any
+        s2: bool
         _inflate: Any
         _await_compressed_info: bool
         _ping_sent_ns: int
@@ -148,8 +149,7 @@ class LeafHandshakeMixin:
 
     def _negotiated(self, configured: str, announced: str, rtts: list[int]) -> str:
         """Our writer's mode; raises CompressionError for a mode we do not know."""
-        if self.websocket and self.remote is not None and self.remote.opts.ws_compression \
-                and getattr(self.transport, "ws_compressed", False):
+        if self.websocket and getattr(self.transport, "ws_compressed", False):
             return COMPRESSION_OFF  # permessage-deflate already: no S2 on top (as the reference)
         cm = select_mode(configured, announced)
         if cm == COMPRESSION_S2_AUTO:
@@ -178,8 +178,7 @@ class LeafHandshakeMixin:
         # Our INFO goes out plain; everything after it both ways is the S2 stream.
         self.send(encode_info(self.manager.info(self, compression=info_mode(configured, cm))))
         self.flush()
-        self._deflate = S2Writer()
-        self._inflate = S2Reader()
+        self._start_s2()
         self._await_compressed_info = True
         logger.debug("%sLeafnode compression: %s", self.prefix, cm)
         return True
@@ -204,10 +203,19 @@ class LeafHandshakeMixin:
             return
         # Switch first: our answering INFO is the first thing of the compressed stream.
         self.flush()
-        self._deflate = S2Writer()
-        self._inflate = S2Reader()
+        self._start_s2()
         self.send(encode_info(self.manager.info(self, nonce=self.nonce, compression=info_mode(configured, cm))))
         logger.debug("%sLeafnode compression: %s", self.prefix, cm)
+
+    def _start_s2(self) -> None:
+        """Both directions become the S2 stream: here, or under the WebSocket frames (where
+        nats-server puts it: the frames are compressed, not the payloads)."""
+        self.s2 = True
+        if self.websocket:
+            self.transport.compress(S2Writer(), S2Reader())
+        else:
+            self._deflate = S2Writer()
+            self._inflate = S2Reader()
 
     def _auto_level(self) -> None:
         """s2_auto: every PONG re-picks the level from the RTT (what /leafz shows; natsd's

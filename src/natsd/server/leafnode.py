@@ -158,6 +158,7 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
         self.compression = ""
         configured = (remote.opts if remote is not None else manager.options).compression
         self.negotiating = needs_compression(configured)
+        self.s2 = False  # the link is S2-compressed (here, or under the WebSocket frames)
         self._deflate = None
         self._inflate = None
         self._await_compressed_info = False
@@ -311,7 +312,7 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
                 if self._ping_sent_ns:
                     self.rtt_ns = self.server.clock.time_ns() - self._ping_sent_ns
                     self._ping_sent_ns = 0
-                    if self._deflate is not None:
+                    if self.s2:
                         self._auto_level()
             elif op == L_INFO:
                 self._on_info(ev[1])
