@@ -32,7 +32,6 @@ from natsd.server.log import logger
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.server.account import Account
-    from natsd.server.leafmanager import LeafManager, _Remote
 
 __all__ = ["LeafHandshakeMixin", "JS_DENY", "LOOP_DELAY_NS", "FIRST_PING_NS", "SECOND"]
 
@@ -47,9 +46,9 @@ class LeafHandshakeMixin:
     """The handshake of :class:`natsd.server.leafnode.LeafConnection` (which owns the attributes)."""
 
     if TYPE_CHECKING:  # what the mixin uses of LeafConnection, declared for the type checker
-        manager: LeafManager
+        manager: Any  # LeafManager (its methods take the LeafConnection this mixin is part of)
         server: Any
-        remote: _Remote | None
+        remote: Any  # _Remote | None
         solicited: bool
         spoke: bool
         websocket: bool

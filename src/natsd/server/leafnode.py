@@ -21,8 +21,8 @@ of the server like a client that subscribes on behalf of the other side:
   (subject, queue) and sends ``LS+``/``LS-`` when a count leaves/reaches zero (and ``LS+`` with
   the new weight when a queue group's size changes; another link's member counts for its weight,
   so a hub tells each leaf how many members the other leafs stand for). Subscriptions a link made itself are not
-  echoed back to it, and a soliciting link never gets the interest of another soliciting link
-  (hub interest does not flow hub to hub).
+  echoed back to it, and a spoke link never gets the interest of another spoke link (hub interest
+  does not flow hub to hub; the roles: natsd.server.leafhandshake, ``hub: true``).
 * **messages in**: ``LMSG`` is routed like a client publish from the link (``echo`` off, so it
   never goes back), except that queue groups only get it when the frame names them.
 * **JetStream isolation** (as the reference, for every non-system account): ``$JS.API.>``,
@@ -34,12 +34,17 @@ of the server like a client that subscribes on behalf of the other side:
   subject back means the links form a cycle: ``-ERR 'Loop detected ...'``, close, and the
   soliciting side waits 30 s before trying again.
 
-Handshake: the accepting side sends INFO (with ``nonce``, ``leafnode_urls``, ``info_on_connect``);
+Handshake (:mod:`natsd.server.leafhandshake`): the accepting side sends INFO (with ``nonce``, ``leafnode_urls``, ``info_on_connect``);
 the soliciting side answers CONNECT (credentials: user/password from the URL, or a ``.creds``
 JWT with the nonce signed by its seed); the accepting side authenticates, replies with an INFO
 carrying ``connect_info`` and its interest; the soliciting side then sends its interest. A
 soliciting link that fails or drops is retried after ``reconnect`` (doubled per failed attempt
 up to 8x, with jitter), for ever; the local server keeps serving its clients meanwhile.
+
+Compression (:mod:`natsd.server.leafcompress`): negotiated in the INFO exchange as nats-server
+does; once on, :meth:`LeafConnection.flush` writes and :meth:`LeafConnection.data_received` reads
+the S2 stream (over WebSocket it sits under the frames instead, :mod:`natsd.server.wsclient`).
+``ws://``/``wss://`` remotes run the link inside WebSocket frames (:mod:`natsd.server.wsclient`).
 
 TLS: a remote's ``tls {}`` becomes a client ``SSLContext`` (:func:`remote_ssl_context`) and the
 link is upgraded with ``loop.start_tls`` after the hub's INFO. The accepting port's ``tls {}`` puts

@@ -58,7 +58,7 @@ class WebSocketClientLayer(Layer):
         self._host = host
         self._target = target
         self._make_upper = make_upper
-        self._on_failure = on_failure
+        self._on_failure: Callable[[str], None] | None = on_failure
         self._compress = compression
         self._ws = WSConnection(ConnectionType.CLIENT)
         self._open = False
@@ -72,7 +72,8 @@ class WebSocketClientLayer(Layer):
         self._inflate = inflate
 
     def _send(self, frame: bytes) -> None:
-        self.lower.write(frame if self._deflate is None else self._deflate(frame))
+        if self.lower is not None:
+            self.lower.write(frame if self._deflate is None else self._deflate(frame))
 
     def connection_made(self, transport) -> None:
         self.lower = transport
@@ -101,7 +102,7 @@ class WebSocketClientLayer(Layer):
             if self._inflate is not None:
                 data = self._inflate(data)
             ws.receive_data(data)
-            pieces: list[bytes] = []
+            pieces: list[bytes | bytearray] = []
             for ev in ws.events():
                 if isinstance(ev, (BytesMessage, TextMessage)):
                     pieces.append(ev.data if isinstance(ev, BytesMessage) else ev.data.encode())
@@ -114,7 +115,7 @@ class WebSocketClientLayer(Layer):
                     self._closing = True
                     self._fail(f"invalid websocket connection (status {status})" if status
                                else "invalid websocket connection")
-                    self.lower.close()
+                    super().close()
                     return
                 elif isinstance(ev, Ping):
                     self._deliver(pieces)
@@ -126,15 +127,14 @@ class WebSocketClientLayer(Layer):
                         self._send(ws.send(ev.response()))
                     except LocalProtocolError:
                         pass
-                    self._closing = True
-                    self.lower.close()
+                    super().close()
                     return
             self._deliver(pieces)
         except (RemoteProtocolError, ValueError) as e:  # (ValueError: a CompressionError)
             self._closing = True
             if not self._open:
                 self._fail(f"invalid websocket connection: {e}")
-            self.lower.abort()
+            super().abort()
 
     def _deliver(self, pieces: list) -> None:
         if pieces and self.upper is not None and not self._closing:
