@@ -40,7 +40,6 @@ __all__ = ["LeafNodeOptions", "RemoteLeafOptions", "LeafUser", "parse_leafnodes"
 SECOND_NS = 1_000_000_000
 DEFAULT_RECONNECT_NS = 1 * SECOND_NS  # nats-server DEFAULT_LEAF_NODE_RECONNECT
 DEFAULT_LEAF_PORT = 7422
-DEFAULT_WS_PORTS = {"ws": 80, "wss": 443}
 
 # Compression of a link (nats-server's CompressionOpts; the default of both the accepting block
 # and every remote is "s2_auto", as nats-server's setBaselineOptions sets it).
@@ -342,9 +341,10 @@ def validate_leafnodes(ctx, o, tree) -> None:
 
 
 def remote_url_parts(url: str) -> tuple[str, int, str, str]:
-    """``(host, port, user, password)`` of a remote URL (default port 7422; 80/443 for ws/wss)."""
+    """``(host, port, user, password)`` of a remote URL (default port 7422, ws:// and wss:// too:
+    nats-server's setBaselineOptions gives every remote URL without a port 7422)."""
     sp = urlsplit(url if "://" in url else "nats-leaf://" + url)
-    return (sp.hostname or "127.0.0.1", sp.port or DEFAULT_WS_PORTS.get(sp.scheme.lower(), DEFAULT_LEAF_PORT),
+    return (sp.hostname or "127.0.0.1", sp.port or DEFAULT_LEAF_PORT,
             unquote(sp.username or ""), unquote(sp.password or ""))
 
 

@@ -79,8 +79,10 @@ class _Remote:
             self.ssl_ctx = remote_ssl_context(self.opts.tls)
             self.connected_url = url
             if is_ws_url(url):
-                await self._connect_ws(url, host, port)
+                layer = await self._connect_ws(url, host, port)
                 self._task = None
+                if layer.failed:
+                    self._schedule()  # refused within this await: _failed found the attempt running
                 return
             _t, link = await asyncio.wait_for(
                 loop.create_connection(lambda: LeafConnection(self.manager, self), host, port), timeout=5)
@@ -95,7 +97,7 @@ class _Remote:
             # still running and left the next one to us.
             self._schedule()
 
-    async def _connect_ws(self, url: str, host: str, port: int) -> None:
+    async def _connect_ws(self, url: str, host: str, port: int):
         """A ``ws://``/``wss://`` remote: TCP (TLS first for wss), the HTTP upgrade, then the
         leaf protocol inside WebSocket frames (natsd.server.wsclient); the upgrade finishes after
         this returns, a refused one reports through ``_failed``."""
@@ -121,10 +123,13 @@ class _Remote:
                 self._failed(host, port, why)
 
         netloc = sp.netloc.rpartition("@")[2]
+        if sp.port is None:
+            netloc = f"{netloc}:{port}"  # (the Host header names the port the reference dials)
         layer = WebSocketClientLayer(netloc, leaf_ws_target(sp.path), upper, failed,
                                      compression=self.opts.ws_compression)
         await asyncio.wait_for(self.manager.server.loop.create_connection(
             lambda: layer, host, port, ssl=ssl_ctx, server_hostname=host if ssl_ctx is not None else None), timeout=5)
+        return layer
 
     def _failed(self, host: str, port: int, why: str) -> None:
         self.failures += 1

@@ -89,6 +89,11 @@ class WebSocketClientLayer(Layer):
             return
         super().connection_lost(exc)
 
+    @property
+    def failed(self) -> bool:
+        """The upgrade failed (``on_failure`` was called)."""
+        return self._on_failure is None and not self._open
+
     def _fail(self, why: str) -> None:
         cb, self._on_failure = self._on_failure, None
         if cb is not None:

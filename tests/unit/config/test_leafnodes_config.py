@@ -162,7 +162,8 @@ def test_websocket_remotes():
     r = opts('leafnodes { remotes: [ { url: "ws://hub:8080", ws_compression: true, ws_no_masking: true } ] }'
              ).leafnodes.remotes[0]
     assert is_ws_url(r.urls[0]) and r.ws_compression
-    assert remote_url_parts("ws://hub") == ("hub", 80, "", "")
-    assert remote_url_parts("wss://u:p@hub") == ("hub", 443, "u", "p")
+    # nats-server gives every remote URL without a port 7422, ws:// and wss:// included
+    assert remote_url_parts("ws://hub") == ("hub", 7422, "", "")
+    assert remote_url_parts("wss://u:p@hub") == ("hub", 7422, "u", "p")
     with pytest.raises(ConfigError, match="cannot have a mix of websocket and non-websocket urls"):
         opts('leafnodes { remotes: [ { urls: ["ws://a:1", "nats-leaf://b:2"] } ] }')
