@@ -128,7 +128,7 @@ class S2Reader:
 
     def __call__(self, data: bytes) -> bytes:
         buf = self._buf + data if self._buf else bytes(data)
-        out = []
+        out: list[bytes | bytearray] = []
         pos = 0
         n = len(buf)
         while n - pos >= 4:
