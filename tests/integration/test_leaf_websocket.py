@@ -142,3 +142,70 @@ async def test_ws_link_comes_back_after_hub_restart(tmp_path):
                 await b.close()
     finally:
         hub.stop()
+
+
+def _ws_hub_options(**ws) -> ServerOptions:
+    from natsd.config.tls import WebsocketOptions
+
+    o = ServerOptions(host="127.0.0.1", port=0, server_name="HUBD")
+    o.websocket = WebsocketOptions(host="127.0.0.1", port=-1, no_tls=True, **ws)
+    o.leafnodes = LeafNodeOptions(host="127.0.0.1", port=-1)
+    return o
+
+
+@pytest.mark.parametrize("remote", [{}, {"compression": "s2_best"}, {"ws_compression": True}, {"compression": "off"}])
+async def test_natsd_on_both_ends_over_websocket(remote):
+    async with running_server(options=_ws_hub_options(compression=True)) as hubd:
+        url = f"ws://127.0.0.1:{hubd.websocket_port}"
+        async with running_server(options=_edge(url, **remote)) as edge:
+            await _wait(lambda: _linked(edge) and _linked(hubd), "natsd link over websocket")
+            theirs = hubd.leafnodes.leafz()["leafs"][0]
+            mine = edge.leafnodes.leafz()["leafs"][0]
+            assert theirs["websocket"] and mine["websocket"] and theirs["is_spoke"] is False
+            want_s2 = not remote.get("ws_compression") and remote.get("compression") != "off"
+            assert mine["compression"].startswith("s2_") is want_s2
+            assert theirs["compression"].startswith("s2_") is want_s2
+            a = await nats.connect(hubd.client_url)
+            b = await nats.connect(edge.client_url)
+            try:
+                await _exchange(a, b)
+                await _exchange(b, a)
+            finally:
+                await a.close()
+                await b.close()
+
+
+async def test_nats_server_leaf_over_websocket_to_natsd(tmp_path):
+    async with running_server(options=_ws_hub_options()) as hubd:
+        hp = free_port()
+        conf = tmp_path / "leaf.conf"
+        conf.write_text(f'server_name: LEAF\nhttp_port: {hp}\nleafnodes {{ remotes: [ {{ url: '
+                        f'"ws://127.0.0.1:{hubd.websocket_port}", compression: s2_fast }} ] }}\n')
+        leaf = start_server("reference", tmp_path, config=str(conf), jetstream=False)
+        try:
+            await _wait(lambda: _linked(hubd), "nats-server leaf over websocket")
+            await _wait(lambda: len(_leafz(hp)) == 1, "leaf /leafz")
+            assert _leafz(hp)[0]["compression"] == "s2_fast" and _leafz(hp)[0]["websocket"] is True
+            assert hubd.leafnodes.leafz()["leafs"][0]["compression"].startswith("s2_")
+            a = await nats.connect(leaf.url)
+            b = await nats.connect(hubd.client_url)
+            try:
+                await _exchange(a, b)
+                await _exchange(b, a)
+            finally:
+                await a.close()
+                await b.close()
+        finally:
+            leaf.stop()
+
+
+async def test_websocket_leaf_refused_without_leafnodes_port(caplog):
+    from natsd.config.tls import WebsocketOptions
+
+    o = ServerOptions(host="127.0.0.1", port=0, server_name="HUBD")
+    o.websocket = WebsocketOptions(host="127.0.0.1", port=-1, no_tls=True)
+    o.leafnodes = LeafNodeOptions(host="127.0.0.1", port=0)  # remotes only: no accepting port
+    async with running_server(options=o) as hubd:
+        async with running_server(options=_edge(f"ws://127.0.0.1:{hubd.websocket_port}")) as edge:
+            await _wait(lambda: caplog.text.count("Not configured to accept leaf node connections") >= 2, "refusals")
+            assert not _linked(edge) and not _linked(hubd)

@@ -218,6 +218,17 @@ class LeafManager:
         return TlsLayer.for_options(tls, s.tls.getter("leafnode"), lambda: LeafConnection(self), s.clock,
                                     s._handshakes)
 
+    def ws_link(self) -> LeafConnection | None:
+        """A leaf connecting on the websocket port (``GET .../leafnode``, natsd.server.websocket):
+        a link like one of the leafnodes port, None when that port is not configured (the
+        reference refuses the connection then)."""
+        if not self.options.port:
+            logger.error("Not configured to accept leaf node connections")
+            return None
+        link = LeafConnection(self)
+        link.websocket = True
+        return link
+
     async def stop(self) -> None:
         for sub in self._sys_subs:
             sub.unsubscribe()

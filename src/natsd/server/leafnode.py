@@ -197,7 +197,9 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
         if not self.solicited:
             ln = self.manager.options
             self.nonce = base64.urlsafe_b64encode(os.urandom(11)).decode().rstrip("=")
-            extra = {} if ln.compression == COMPRESSION_NOT_SUPPORTED else {"compression": ln.compression}
+            # (no mode announced over a permessage-deflate WebSocket: no S2 on top, as the reference)
+            no_s2 = ln.compression == COMPRESSION_NOT_SUPPORTED or getattr(transport, "ws_compressed", False)
+            extra = {} if no_s2 else {"compression": ln.compression}
             self.send(encode_info(self.manager.info(self, nonce=self.nonce, **extra)))
             self._auth_timer = self.server.clock.call_later(ln.auth_timeout_ns, self._auth_timeout)
         logger.info("%sLeafnode connection created%s", self.prefix,
