@@ -15,6 +15,11 @@ With ``jwt_cookie: <name>`` the cookie of that name is read from the upgrade req
 authentication as CONNECT's ``jwt`` when the client sends none (it takes effect once natsd has JWT
 authentication).
 The upgrade must complete within ``handshake_timeout``.
+A request for ``.../leafnode`` is a leafnode connecting (what nats-server's leaf asks for, see
+:mod:`natsd.server.wsclient`): with a ``leafnodes { port }`` it becomes a leaf link
+(:meth:`natsd.server.leafmanager.LeafManager.ws_link`), else it is closed after the upgrade, as
+nats-server does. A leaf link that negotiates S2 compresses the bytes under the frames
+(:meth:`WebSocketLayer.compress`), as nats-server does.
 
 Frames: text and binary frames both carry protocol bytes; pings are answered with pongs; a close
 frame is echoed and the connection closed. When the server closes a connection it first sends a
