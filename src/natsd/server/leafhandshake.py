@@ -6,9 +6,10 @@ Roles (nats-server's ``isSpoke``): a soliciting link is the *spoke* of the link 
 says ``hub: true`` (then it takes the hub role and the other side, told by CONNECT's ``is_hub``,
 takes the spoke role). The role, not who dialled, decides how interest and messages flow: a
 spoke passes on to its hub only the interest of local clients and of links where it is the hub,
-and a message from one spoke link never goes out on another (:meth:`LeafConnection.spoke
-<natsd.server.leafnode.LeafConnection>` users in :mod:`natsd.server.leafnode`); ``/leafz``'s
-``is_spoke`` shows it.
+and a message from one spoke link never goes out on another (``LeafConnection.spoke``, read by
+``exports_interest_of``/``deliver`` in :mod:`natsd.server.leafnode`); ``/leafz``'s ``is_spoke``
+shows it. (nats-server also sends a system connect event for a ``hub: true`` remote; natsd does
+not.)
 
 Compression (see :mod:`natsd.server.leafcompress` for the exchange): while a negotiation may still
 switch the stream, :meth:`LeafConnection.data_received` hands the parser one line at a time, so
