@@ -11,6 +11,9 @@ port, and as its leaf either nats-server (reference) or natsd. Figures:
 * ``sourcing leaf->hub``: the leaf (JetStream domain EDGE) holds M 128-byte messages in a stream;
   a hub stream sources it (``external: $JS.EDGE.API``); msgs/s until the hub stream holds M.
 
+``--compression MODE`` sets the link's compression on both ends (default: theirs, ``s2_auto``,
+which on 127.0.0.1 means nats-server writes uncompressed S2 chunks and natsd Snappy blocks).
+
 With ``--hub-tls`` the roles swap: a nats-server leaf connects over TLS (``leafnodes { tls {...} }``,
 test certificates made on the fly) to a hub that is either nats-server or natsd (the accepting side),
 and the two ``core`` figures are measured across that TLS link.
@@ -38,19 +41,24 @@ from tests.helpers.servers import free_port, start_server  # noqa: E402
 
 SIZE = 128
 SUBJ = b"bench.leaf"
+COMPRESSION = ""  # --compression: the mode of both ends of the link ("" = their default, s2_auto)
+
+
+def _comp() -> str:
+    return f", compression: {COMPRESSION}" if COMPRESSION else ""
 
 
 def hub_conf(d: Path, lp: int) -> str:
     p = d / "hub.conf"
     p.write_text(f'server_name: HUB\njetstream {{ store_dir: "{d}/hub-js", domain: HUB }}\n'
-                 f"leafnodes {{ port: {lp} }}\n")
+                 f"leafnodes {{ port: {lp}{_comp()} }}\n")
     return str(p)
 
 
 def leaf_conf(d: Path, lp: int, kind: str) -> str:
     p = d / f"leaf-{kind}.conf"
     p.write_text(f'server_name: EDGE-{kind}\njetstream {{ store_dir: "{d}/leaf-{kind}-js", domain: EDGE }}\n'
-                 f'leafnodes {{ remotes: [ {{ url: "nats-leaf://127.0.0.1:{lp}" }} ] }}\n')
+                 f'leafnodes {{ remotes: [ {{ url: "nats-leaf://127.0.0.1:{lp}"{_comp()} }} ] }}\n')
     return str(p)
 
 
@@ -224,7 +232,10 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=200_000)
     ap.add_argument("--source-n", type=int, default=50_000)
     ap.add_argument("--hub-tls", action="store_true", help="natsd as the TLS hub of a nats-server leaf instead")
+    ap.add_argument("--compression", default="", help="leaf link compression of both ends (off, s2_fast, ...)")
     a = ap.parse_args()
+    global COMPRESSION
+    COMPRESSION = a.compression
     if a.hub_tls:
         ref = run_tls_hub("reference", a.n)
         ours = run_tls_hub("natsd", a.n)

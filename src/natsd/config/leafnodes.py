@@ -7,11 +7,14 @@
         timeout: 2
       }
       tls { cert_file, key_file, ca_file, verify, verify_and_map, timeout, handshake_first, ... }
+      compression: s2_auto             # off | accept | s2_fast | s2_better | s2_best | s2_auto (default)
+                                       # or {mode: s2_auto, rtt_thresholds: ["10ms", "50ms", "100ms"]}
       reconnect: "1s"                  # delay between attempts of a remote (doubled per failure, capped)
       remotes: [                       # soliciting side (we connect to a hub)
         { url: "nats-leaf://user:pass@hub:7422", account: "$G",
           credentials: "/path/user.creds", deny_imports: ["secret.>"], deny_exports: [...],
-          tls { ... } }
+          tls { ... }, compression: ..., hub: false }
+        { url: "ws://hub:8080" }       # over WebSocket (ws_compression: permessage-deflate)
       ]
     }
 
@@ -38,6 +41,30 @@ SECOND_NS = 1_000_000_000
 DEFAULT_RECONNECT_NS = 1 * SECOND_NS  # nats-server DEFAULT_LEAF_NODE_RECONNECT
 DEFAULT_LEAF_PORT = 7422
 
+# Compression of a link (nats-server's CompressionOpts; the default of both the accepting block
+# and every remote is "s2_auto", as nats-server's setBaselineOptions sets it).
+COMPRESSION_NOT_SUPPORTED = "not supported"
+COMPRESSION_OFF = "off"
+COMPRESSION_ACCEPT = "accept"
+COMPRESSION_S2_AUTO = "s2_auto"
+COMPRESSION_S2_UNCOMPRESSED = "s2_uncompressed"
+COMPRESSION_S2_FAST = "s2_fast"
+COMPRESSION_S2_BETTER = "s2_better"
+COMPRESSION_S2_BEST = "s2_best"
+DEFAULT_COMPRESSION = COMPRESSION_S2_AUTO
+# s2_auto: an RTT up to 10ms -> s2_uncompressed, up to 50ms -> s2_fast, up to 100ms -> s2_better,
+# above -> s2_best (nats-server defaultCompressionS2AutoRTTThresholds).
+DEFAULT_RTT_THRESHOLDS_NS = (10_000_000, 50_000_000, 100_000_000)
+_MODE_SPELLINGS = {
+    "not supported": COMPRESSION_NOT_SUPPORTED, "not_supported": COMPRESSION_NOT_SUPPORTED,
+    "disabled": COMPRESSION_OFF, "off": COMPRESSION_OFF, "false": COMPRESSION_OFF,
+    "accept": COMPRESSION_ACCEPT,
+    "auto": COMPRESSION_S2_AUTO, "s2_auto": COMPRESSION_S2_AUTO,
+    "fast": COMPRESSION_S2_FAST, "s2_fast": COMPRESSION_S2_FAST,
+    "better": COMPRESSION_S2_BETTER, "s2_better": COMPRESSION_S2_BETTER,
+    "best": COMPRESSION_S2_BEST, "s2_best": COMPRESSION_S2_BEST,
+}
+
 
 @dataclass(slots=True)
 class LeafUser:
@@ -57,6 +84,9 @@ class RemoteLeafOptions:
     deny_exports: list[str] = field(default_factory=list)
     hub: bool = False
     name: str = ""
+    compression: str = DEFAULT_COMPRESSION  # see compression_option
+    compression_rtts_ns: list[int] = field(default_factory=lambda: list(DEFAULT_RTT_THRESHOLDS_NS))
+    ws_compression: bool = False  # ws:// remotes: offer permessage-deflate (then no S2 on the link)
 
 
 @dataclass(slots=True)
@@ -73,6 +103,8 @@ class LeafNodeOptions:
     advertise: str = ""
     nkey: str = ""  # authorization { nkey: U... }: the one leaf identity (public user key)
     tls: Any = None  # tls {} of the accepting port: natsd.config.tls.TLSOptions
+    compression: str = DEFAULT_COMPRESSION  # see compression_option
+    compression_rtts_ns: list[int] = field(default_factory=lambda: list(DEFAULT_RTT_THRESHOLDS_NS))
 
     @property
     def auth_required(self) -> bool:
@@ -140,13 +172,27 @@ def _remote(ctx, m, pos) -> RemoteLeafOptions | None:
             r.hub = bool(ctx.bool_(m, k))
         elif kl == "name":
             r.name = ctx.str_(m, k) or ""
-        elif kl in ("compression", "ws_compression", "ws_no_masking", "first_info_timeout", "dont_randomize",
+        elif kl == "compression":
+            c = compression_option(ctx, m, k)
+            if c is not None:
+                r.compression, r.compression_rtts_ns = c
+        elif kl == "ws_compression":
+            r.ws_compression = bool(ctx.bool_(m, k))
+        elif kl == "ws_no_masking":
+            # Asking the hub not to need masked frames is an optimisation it may refuse; natsd
+            # always masks (what nats-server's leaf falls back to), which every hub accepts.
+            ctx.bool_(m, k)
+        elif kl in ("first_info_timeout", "dont_randomize",
                     "no_randomize", "disable", "proxy", "request_isolation", "local_isolation"):
             ctx.unsupported(m, k)
         else:
             ctx.unknown(m, k)
     if not r.urls:
         ctx.error(pos, "leafnodes remote: no url")
+        return None
+    if len({is_ws_url(u) for u in r.urls}) > 1:
+        ctx.error(pos, "remote leaf node configuration cannot have a mix of websocket and non-websocket urls: "
+                       f"{r.urls}")
         return None
     return r
 
@@ -238,6 +284,10 @@ def parse_leafnodes(ctx, o, m, key: str) -> None:
             from natsd.config.tls import parse_tls_block  # the client port's TLS options
 
             ln.tls = parse_tls_block(ctx, b, k)
+        elif kl == "compression":
+            c = compression_option(ctx, b, k)
+            if c is not None:
+                ln.compression, ln.compression_rtts_ns = c
         else:
             ctx.unsupported(b, k)
     o.leafnodes = ln
@@ -291,7 +341,71 @@ def validate_leafnodes(ctx, o, tree) -> None:
 
 
 def remote_url_parts(url: str) -> tuple[str, int, str, str]:
-    """``(host, port, user, password)`` of a remote URL (default port 7422)."""
+    """``(host, port, user, password)`` of a remote URL (default port 7422, ws:// and wss:// too:
+    nats-server's setBaselineOptions gives every remote URL without a port 7422)."""
     sp = urlsplit(url if "://" in url else "nats-leaf://" + url)
     return (sp.hostname or "127.0.0.1", sp.port or DEFAULT_LEAF_PORT,
             unquote(sp.username or ""), unquote(sp.password or ""))
+
+
+def is_ws_url(url: str) -> bool:
+    """A ``ws://`` or ``wss://`` remote: the link runs over WebSocket (nats-server's isWSURL)."""
+    return url.lower().startswith(("ws://", "wss://"))
+
+
+def compression_option(ctx, m, k) -> tuple[str, list[int]] | None:
+    """``compression`` of the leafnodes block or of a remote, as nats-server reads it: a mode
+    string, a boolean (true: s2_auto, false: off) or ``{mode: ..., rtt_thresholds: [...]}``; the
+    mode normalised (``fast`` -> ``s2_fast``, ``disabled`` -> ``off``, ...) and, for s2_auto,
+    its RTT thresholds (ascending; a 0 disables that level; at most 4)."""
+    v = m[k]
+    rtts: list[int] = []
+    if isinstance(v, bool):
+        mode = COMPRESSION_S2_AUTO if v else COMPRESSION_OFF
+    elif isinstance(v, str):
+        mode = v
+    elif isinstance(v, dict):
+        mode = ""
+        for mk, mv in v.items():
+            mkl = mk.lower()
+            if mkl == "mode" and isinstance(mv, str):
+                mode = mv
+            elif mkl in ("rtt_thresholds", "thresholds", "rtts", "rtt") and isinstance(mv, list):
+                from natsd.gotime import parse_duration
+
+                for d in mv:
+                    try:
+                        rtts.append(max(parse_duration(str(d)), 0))
+                    except ValueError as e:
+                        ctx.error(m.pos(k), str(e))
+                        return None
+            else:
+                ctx.error(m.pos(k), f'unknown field "{mk}"')
+                return None
+    else:
+        ctx.error(m.pos(k), f'field "{k}" should be a boolean or a structure, got {type(v).__name__}')
+        return None
+    ml = mode.lower()
+    if ml in ("on", "enabled", "true"):
+        ml = COMPRESSION_S2_AUTO
+    norm = _MODE_SPELLINGS.get(ml)
+    if norm is None:
+        ctx.error(m.pos(k), f'unsupported compression mode "{mode}"')
+        return None
+    if norm != COMPRESSION_S2_AUTO:
+        return norm, list(DEFAULT_RTT_THRESHOLDS_NS)
+    if not rtts:
+        return norm, list(DEFAULT_RTT_THRESHOLDS_NS)
+    for i, n in enumerate(rtts):
+        if n and any(n < p for p in rtts[:i]):
+            ctx.error(m.pos(k), f"RTT threshold values {v.get('rtt_thresholds', rtts)} should be in ascending order")
+            return None
+    while rtts and rtts[-1] == 0:
+        rtts.pop()
+    if len(rtts) > 4:
+        ctx.error(m.pos(k), f'compression mode "{mode}" should have no more than 4 RTT thresholds')
+        return None
+    if not rtts:
+        ctx.error(m.pos(k), f'compression mode "{mode}" requires at least one RTT threshold')
+        return None
+    return norm, rtts

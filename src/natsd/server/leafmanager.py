@@ -69,7 +69,7 @@ class _Remote:
         self._task = self.manager.server.loop.create_task(self._connect())
 
     async def _connect(self) -> None:
-        from natsd.config.leafnodes import remote_url_parts
+        from natsd.config.leafnodes import is_ws_url, remote_url_parts
 
         url = self.opts.urls[self.url_index % len(self.opts.urls)]
         host, port, _user, _pw = remote_url_parts(url)
@@ -78,15 +78,17 @@ class _Remote:
             # Plaintext first: with tls {} the link is upgraded after the hub's INFO.
             self.ssl_ctx = remote_ssl_context(self.opts.tls)
             self.connected_url = url
+            if is_ws_url(url):
+                layer = await self._connect_ws(url, host, port)
+                self._task = None
+                if layer.failed:
+                    self._schedule()  # refused within this await: _failed found the attempt running
+                return
             _t, link = await asyncio.wait_for(
                 loop.create_connection(lambda: LeafConnection(self.manager, self), host, port), timeout=5)
         except (OSError, asyncio.TimeoutError, ValueError) as e:  # (ValueError: TLS files)
-            self.failures += 1
-            logger.error('Error trying to connect as leafnode to remote server "%s:%d" (attempt %d): %s',
-                         host, port, self.failures, e or type(e).__name__)
-            self.url_index += 1
             self._task = None
-            self._schedule()
+            self._failed(host, port, str(e) or type(e).__name__)
             return
         self._task = None
         if link.closed:
@@ -94,6 +96,47 @@ class _Remote:
             # all be handled within wait_for's extra loop turn); link_down found the attempt
             # still running and left the next one to us.
             self._schedule()
+
+    async def _connect_ws(self, url: str, host: str, port: int):
+        """A ``ws://``/``wss://`` remote: TCP (TLS first for wss), the HTTP upgrade, then the
+        leaf protocol inside WebSocket frames (natsd.server.wsclient); the upgrade finishes after
+        this returns, a refused one reports through ``_failed``."""
+        import ssl
+        from urllib.parse import urlsplit
+
+        from natsd.server.wsclient import WebSocketClientLayer, leaf_ws_target
+
+        sp = urlsplit(url)
+        ssl_ctx = self.ssl_ctx
+        if sp.scheme.lower() == "wss" and ssl_ctx is None:
+            ssl_ctx = ssl.create_default_context()  # wss:// without tls {}: the system's CAs
+        elif sp.scheme.lower() == "ws":
+            ssl_ctx = None
+
+        def upper() -> LeafConnection:
+            link = LeafConnection(self.manager, self)
+            link.websocket = True
+            return link
+
+        def failed(why: str) -> None:
+            if not self.stopped:
+                self._failed(host, port, why)
+
+        netloc = sp.netloc.rpartition("@")[2]
+        if sp.port is None:
+            netloc = f"{netloc}:{port}"  # (the Host header names the port the reference dials)
+        layer = WebSocketClientLayer(netloc, leaf_ws_target(sp.path), upper, failed,
+                                     compression=self.opts.ws_compression)
+        await asyncio.wait_for(self.manager.server.loop.create_connection(
+            lambda: layer, host, port, ssl=ssl_ctx, server_hostname=host if ssl_ctx is not None else None), timeout=5)
+        return layer
+
+    def _failed(self, host: str, port: int, why: str) -> None:
+        self.failures += 1
+        logger.error('Error trying to connect as leafnode to remote server "%s:%d" (attempt %d): %s',
+                     host, port, self.failures, why)
+        self.url_index += 1
+        self._schedule()
 
     def link_up(self, link: LeafConnection) -> None:
         self.link = link
@@ -175,6 +218,17 @@ class LeafManager:
         return TlsLayer.for_options(tls, s.tls.getter("leafnode"), lambda: LeafConnection(self), s.clock,
                                     s._handshakes)
 
+    def ws_link(self) -> LeafConnection | None:
+        """A leaf connecting on the websocket port (``GET .../leafnode``, natsd.server.websocket):
+        a link like one of the leafnodes port, None when that port is not configured (the
+        reference refuses the connection then)."""
+        if not self.options.port:
+            logger.error("Not configured to accept leaf node connections")
+            return None
+        link = LeafConnection(self)
+        link.websocket = True
+        return link
+
     async def stop(self) -> None:
         for sub in self._sys_subs:
             sub.unsubscribe()
@@ -252,7 +306,7 @@ class LeafManager:
             "version": __version__,
             "server_id": s.server_id,
             "name": s.server_name,
-            "hub": bool(ro.hub),
+            "is_hub": bool(ro.hub),
             "headers": True,
             "jetstream": s.jetstream is not None,
             "remote_account": r.account_name,
@@ -262,6 +316,8 @@ class LeafManager:
             d["domain"] = self.domain
         if ro.deny_imports:
             d["deny_pub"] = list(ro.deny_imports)
+        if c.compression:
+            d["compress_mode"] = c.compression
         if ro.credentials:
             jwt, seed = read_creds(ro.credentials)
             sig, _pub = sign_nonce(seed, c.nonce)
@@ -417,7 +473,7 @@ def link_leafz(c: LeafConnection, subs: bool = False) -> dict:
     d = {
         "id": c.cid,
         "name": c.remote_name,
-        "is_spoke": c.solicited,
+        "is_spoke": c.spoke,
         "account": c.account.name if c.account else "",
         "ip": c.ip,
         "port": c.port,
@@ -430,7 +486,10 @@ def link_leafz(c: LeafConnection, subs: bool = False) -> dict:
     }
     if subs:
         d["subscriptions_list"] = sorted(s for s, _q in c.rsubs)
-    d["compression"] = "off"  # natsd links are never compressed
+    if c.compression:
+        d["compression"] = c.compression  # the negotiated mode (natsd.server.leafcompress)
+    if c.websocket:
+        d["websocket"] = True  # (nats-server 2.15.1 adds it for links over WebSocket)
     return d
 
 

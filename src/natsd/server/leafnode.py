@@ -21,8 +21,8 @@ of the server like a client that subscribes on behalf of the other side:
   (subject, queue) and sends ``LS+``/``LS-`` when a count leaves/reaches zero (and ``LS+`` with
   the new weight when a queue group's size changes; another link's member counts for its weight,
   so a hub tells each leaf how many members the other leafs stand for). Subscriptions a link made itself are not
-  echoed back to it, and a soliciting link never gets the interest of another soliciting link
-  (hub interest does not flow hub to hub).
+  echoed back to it, and a spoke link never gets the interest of another spoke link (hub interest
+  does not flow hub to hub; the roles: natsd.server.leafhandshake, ``hub: true``).
 * **messages in**: ``LMSG`` is routed like a client publish from the link (``echo`` off, so it
   never goes back), except that queue groups only get it when the frame names them.
 * **JetStream isolation** (as the reference, for every non-system account): ``$JS.API.>``,
@@ -34,12 +34,17 @@ of the server like a client that subscribes on behalf of the other side:
   subject back means the links form a cycle: ``-ERR 'Loop detected ...'``, close, and the
   soliciting side waits 30 s before trying again.
 
-Handshake: the accepting side sends INFO (with ``nonce``, ``leafnode_urls``, ``info_on_connect``);
+Handshake (:mod:`natsd.server.leafhandshake`): the accepting side sends INFO (with ``nonce``, ``leafnode_urls``, ``info_on_connect``);
 the soliciting side answers CONNECT (credentials: user/password from the URL, or a ``.creds``
 JWT with the nonce signed by its seed); the accepting side authenticates, replies with an INFO
 carrying ``connect_info`` and its interest; the soliciting side then sends its interest. A
 soliciting link that fails or drops is retried after ``reconnect`` (doubled per failed attempt
 up to 8x, with jitter), for ever; the local server keeps serving its clients meanwhile.
+
+Compression (:mod:`natsd.server.leafcompress`): negotiated in the INFO exchange as nats-server
+does; once on, :meth:`LeafConnection.flush` writes and :meth:`LeafConnection.data_received` reads
+the S2 stream (over WebSocket it sits under the frames instead, :mod:`natsd.server.wsclient`).
+``ws://``/``wss://`` remotes run the link inside WebSocket frames (:mod:`natsd.server.wsclient`).
 
 TLS: a remote's ``tls {}`` becomes a client ``SSLContext`` (:func:`remote_ssl_context`) and the
 link is upgraded with ``loop.start_tls`` after the hub's INFO. The accepting port's ``tls {}`` puts
@@ -58,15 +63,20 @@ import base64
 import os
 from typing import TYPE_CHECKING
 
-from natsd.protocol.encoder import PING, PONG, encode_err, encode_info
-from natsd.protocol.errors import ERR_AUTH_VIOLATION, RemoteProtocolError
+from natsd.config.leafnodes import COMPRESSION_NOT_SUPPORTED
+from natsd.protocol.encoder import PONG, encode_err, encode_info
+from natsd.protocol.errors import RemoteProtocolError
 from natsd.protocol.events import OP_HPUB, OP_PUB, Run
 from natsd.protocol.leaf import (
-    L_CONNECT, L_ERR, L_INFO, L_MSG, L_MSG_RUN, L_PING, L_PONG, L_SUB, L_UNSUB, LeafParser, encode_connect,
-    encode_ls_minus, encode_ls_plus, msg_line, split_js_ack_deliver,
+    L_CONNECT, L_ERR, L_INFO, L_MSG, L_MSG_RUN, L_PING, L_PONG, L_SUB, L_UNSUB, LeafParser, encode_ls_minus,
+    encode_ls_plus, msg_line, split_js_ack_deliver,
 )
 from natsd.server.leafauth import (  # noqa: F401 (read_creds, sign_nonce, remote_ssl_context: re-exported)
-    _CACHE_MAX, LeafIdentityMixin, LinkPerms, _covered, _DenyCache, read_creds, remote_ssl_context, sign_nonce,
+    _CACHE_MAX, LeafIdentityMixin, _covered, _DenyCache, read_creds, remote_ssl_context, sign_nonce,
+)
+from natsd.server.leafcompress import CompressionError, needs_compression
+from natsd.server.leafhandshake import (  # noqa: F401 (constants re-exported for their users)
+    FIRST_PING_NS, JS_DENY, LOOP_DELAY_NS, SECOND, LeafHandshakeMixin,
 )
 from natsd.server.log import logger
 from natsd.server.router import LEAF_LINK, route, route_batch
@@ -81,16 +91,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["LeafConnection", "remote_ssl_context", "JS_DENY", "read_creds", "sign_nonce"]
 
-# (the identity helpers live in natsd.server.leafauth; re-exported here for their users)
+# (the identity helpers live in natsd.server.leafauth, the handshake in natsd.server.leafhandshake)
 
-# Subjects that never cross a link (nats-server's denyAllClientJs).
-JS_DENY = ("$JS.API.>", "$KV.>", "$OBJ.>")
 LDS_PREFIX = "$LDS."
-LOOP_DELAY_NS = 30_000_000_000  # nats-server leafNodeReconnectDelayAfterLoopDetected
-FIRST_PING_NS = 1_000_000_000  # first PING soon after the link is up (RTT, liveness)
-SECOND = 1_000_000_000
-
-
 
 
 class _Result:
@@ -103,7 +106,7 @@ class _Result:
         self.qsubs = qsubs
 
 
-class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
+class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
     """One leafnode link (either side). See the module docstring."""
 
     def __init__(self, manager: "LeafManager", remote: "_Remote | None" = None) -> None:
@@ -111,6 +114,10 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
         self.server = manager.server
         self.remote = remote
         self.solicited = remote is not None
+        # The role (see natsd.server.leafhandshake): a remote is the spoke unless `hub: true`;
+        # an accepted link becomes the spoke when the other side's CONNECT says is_hub.
+        self.spoke = remote is not None and not remote.opts.hub
+        self.websocket = False  # set by the WebSocket layer below (natsd.server.wsclient)
         self.cid = self.server.next_cid()
         self.transport: asyncio.Transport | None = None
         self.parser = LeafParser(self.server.options.max_payload)
@@ -151,6 +158,15 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
         self._expire_timer: Timer | None = None
         self._awaiting_connect_info = False
         self._tls = None  # the TLS upgrade task of a remote with tls {}
+        # Compression (natsd.server.leafhandshake): the mode in force, the stream's coders, and
+        # whether a negotiation may still switch the stream (then input is parsed line by line).
+        self.compression = ""
+        configured = (remote.opts if remote is not None else manager.options).compression
+        self.negotiating = needs_compression(configured)
+        self.s2 = False  # the link is S2-compressed (here, or under the WebSocket frames)
+        self._deflate = None
+        self._inflate = None
+        self._await_compressed_info = False
         # Frame merging (see deliver): the last frame written and where its line sits in out.
         self._last_head = None
         self._last_subj = b""
@@ -181,7 +197,10 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
         if not self.solicited:
             ln = self.manager.options
             self.nonce = base64.urlsafe_b64encode(os.urandom(11)).decode().rstrip("=")
-            self.send(encode_info(self.manager.info(self, nonce=self.nonce)))
+            # (no mode announced over a permessage-deflate WebSocket: no S2 on top, as the reference)
+            no_s2 = ln.compression == COMPRESSION_NOT_SUPPORTED or getattr(transport, "ws_compressed", False)
+            extra = {} if no_s2 else {"compression": ln.compression}
+            self.send(encode_info(self.manager.info(self, nonce=self.nonce, **extra)))
             self._auth_timer = self.server.clock.call_later(ln.auth_timeout_ns, self._auth_timeout)
         logger.info("%sLeafnode connection created%s", self.prefix,
                     f" for account: {self.remote.account_name}" if self.remote else "")
@@ -229,6 +248,31 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
+        if self._inflate is not None:
+            try:
+                data = self._inflate(data)
+            except CompressionError as e:
+                logger.error("%sLeafnode decompression error: %s", self.prefix, e)
+                self.close("Protocol Violation")
+                return
+            if not data:
+                return
+        elif self.negotiating:
+            # The INFO that switches to S2 may be followed by compressed bytes: one line at a time.
+            while self.negotiating and not self.closed:
+                nl = data.find(b"\n")
+                if nl < 0 or nl == len(data) - 1:
+                    break
+                self._parse(data[:nl + 1])
+                data = data[nl + 1:]
+            if self.closed:
+                return
+            if self._inflate is not None:
+                self.data_received(data)
+                return
+        self._parse(data)
+
+    def _parse(self, data: bytes) -> None:
         try:
             events = self.parser.feed(data)
             err = None
@@ -275,6 +319,8 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
                 if self._ping_sent_ns:
                     self.rtt_ns = self.server.clock.time_ns() - self._ping_sent_ns
                     self._ping_sent_ns = 0
+                    if self.s2:
+                        self._auto_level()
             elif op == L_INFO:
                 self._on_info(ev[1])
             elif op == L_CONNECT:
@@ -286,207 +332,6 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
             if err.err:
                 self.send(encode_err(err.err))
             self.close("Protocol Violation")
-
-    # -- handshake ------------------------------------------------------------------------------
-
-    def _on_info(self, info: dict) -> None:
-        if not self.solicited:
-            return  # the accepting side ignores INFO (compression negotiation is not supported)
-        first = not self.remote_info
-        self.remote_info = info if first else {**self.remote_info, **info}
-        if first:
-            if "leafnode_urls" not in info and "nonce" not in info:
-                logger.error("%sAttempted to connect to a non-leafnode port", self.prefix)
-                self.close("Wrong Port")
-                return
-            self.remote_name = info.get("server_name") or info.get("server_id", "")
-            self.remote_id = info.get("server_id", "")
-            self.remote_domain = info.get("domain", "") or ""
-            self.headers = bool(info.get("headers"))
-            self.nonce = info.get("nonce", "") or ""
-            ssl_ctx = self.remote.ssl_ctx
-            if info.get("tls_required") and ssl_ctx is None:
-                logger.error("%sTLS configuration mismatch: Hub requires TLS but leafnode remote is not "
-                             "configured for TLS", self.prefix)
-                self.close("TLS Handshake Failure")
-                return
-            if ssl_ctx is not None and not self._tls:
-                self.transport.pause_reading()
-                self._tls = self.server.loop.create_task(self._start_tls(ssl_ctx))
-                return
-            self._send_connect()
-        else:
-            self._on_info_update(info)
-
-    def _send_connect(self) -> None:
-        info = self.remote_info
-        try:
-            self.send(encode_connect(self.manager.connect_dict(self)))
-        except Exception as e:  # credentials unreadable: log, retry later
-            logger.error("%sError sending leafnode CONNECT: %s", self.prefix, e)
-            self.close("Authentication Failure")
-            return
-        if info.get("info_on_connect"):
-            # Our interest follows the hub's answer (as nats-server's leaf does): that INFO may
-            # carry our user's permissions, and a hub closes a link whose LS+ breaks them.
-            self._awaiting_connect_info = True
-            # The hub answers within seconds or the link is stale.
-            self._timer = self.server.clock.call_later(2 * SECOND, self._connect_info_timeout)
-            return
-        self._finish()
-
-    async def _start_tls(self, ssl_ctx) -> None:
-        """Upgrade the plaintext link after the hub's INFO (nats-server's leafnode TLS order)."""
-        from natsd.config.leafnodes import remote_url_parts
-
-        host = remote_url_parts(self.remote.connected_url)[0]
-        try:
-            t = await self.server.loop.start_tls(self.transport, self, ssl_ctx, server_hostname=host)
-        except (OSError, ValueError) as e:  # ssl.SSLError is an OSError
-            logger.error("%sTLS handshake error: %s", self.prefix, e)
-            self.close("TLS Handshake Failure", graceful=False)
-            return
-        if self.closed or t is None:
-            return
-        self.transport = t
-        self._send_connect()
-        try:
-            t.resume_reading()
-        except Exception:  # pragma: no cover - already reading
-            pass
-
-    def _on_info_update(self, info: dict) -> None:
-        if info.get("connect_info") and self._awaiting_connect_info:
-            self._awaiting_connect_info = False
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            self.remote_account = info.get("remote_account", "") or ""
-            if info.get("import") is not None or info.get("export") is not None:
-                self._perms_from_hub(info.get("import"), info.get("export"))
-            self._finish()
-
-    def _connect_info_timeout(self) -> None:
-        self._timer = None
-        if self._awaiting_connect_info and not self.closed:
-            logger.error("%sStale Leaf Node Connection - Closing", self.prefix)
-            self.close("Stale Connection")
-
-    def _on_connect(self, d: dict) -> None:
-        if self.solicited or self.ready:
-            return
-        if d.get("lang"):
-            # A client connected to the leafnode port (the reference refuses it the same way).
-            self.send(encode_err("Attempted To Connect To Leafnode Port"))
-            self.close("Wrong Port")
-            return
-        res = self.manager.authenticate(d, self)
-        if not res.ok:
-            logger.error("%sauthentication error", self.prefix)
-            self.send(encode_err(res.error or ERR_AUTH_VIOLATION))
-            self.close("Authentication Failure")
-            return
-        acc_name = res.account
-        if res.expires:
-            self._arm_expiry(res.expires)
-        if res.permissions is not None:
-            self.perms = LinkPerms.for_hub(res.permissions)
-        if self._auth_timer is not None:
-            self._auth_timer.cancel()
-            self._auth_timer = None
-        self.remote_name = d.get("name", "") or d.get("server_id", "")
-        self.remote_id = d.get("server_id", "")
-        self.remote_domain = d.get("domain", "") or ""
-        self.remote_account = d.get("remote_account", "") or ""
-        self.headers = bool(d.get("headers"))
-        deny_pub = d.get("deny_pub") or []
-        if isinstance(deny_pub, list):
-            # The other side does not want these (its deny_imports): do not send them.
-            self.deny_out = self.deny_out + tuple(s for s in deny_pub if isinstance(s, str))
-        self.account = self.server.get_account(acc_name)
-        info = self.manager.info(self, connect_info=True, remote_account=acc_name)
-        if self.perms is not None:
-            info.update(self.perms.info_fields())  # the leaf enforces them on its side too
-        self.send(encode_info(info))
-        if self.manager.account_leafs_full(acc_name):
-            # As the reference, after the INFO: its account registration refuses the link.
-            logger.error("%smaximum account active connections exceeded", self.prefix)
-            self.send(encode_err("maximum account active connections exceeded"))
-            self.close("Maximum Account Connections Exceeded")
-            return
-        self._finish()
-
-    def _bind(self) -> None:
-        """Bind the link to its account and announce our interest (LS+)."""
-        if self.bound:
-            return
-        if self.account is None:
-            name = self.remote.account_name if self.remote else "$G"
-            self.account = self.server.get_account(name)
-        self._setup_filters()
-        self.bound = True
-        self.manager.link_up(self)
-
-    def _finish(self) -> None:
-        """Both sides: the link is up; messages flow and pings start."""
-        self._bind()
-        self.ready = True
-        if self.remote is not None:
-            self.remote.link_up(self)
-            logger.info("%sConnected leafnode to %r", self.prefix, self.remote_name)
-        dom_local = self.manager.domain
-        if dom_local != self.remote_domain:
-            logger.info('%sJetStream using domains: local "%s", remote "%s"', self.prefix, dom_local,
-                        self.remote_domain)
-        self._timer = self.server.clock.call_later(FIRST_PING_NS, self._ping_tick)
-
-    def _setup_filters(self) -> None:
-        deny_in = list(JS_DENY)
-        deny_out = list(self.deny_out)
-        deny_int = list(JS_DENY)
-        r = self.remote.opts if self.remote else None
-        if r is not None:
-            deny_in += r.deny_imports
-            deny_int += r.deny_imports
-            deny_out += r.deny_exports
-        dom = self.manager.domain
-        if dom and dom != self.remote_domain:
-            # Requests for our own domain never leave (nats-server blockMappingOutgoing).
-            deny_out.append(f"$JS.{dom}.API.>")
-        self.deny_in = tuple(dict.fromkeys(deny_in))
-        self.deny_out = tuple(dict.fromkeys(deny_out))
-        self.deny_interest_out = tuple(dict.fromkeys(deny_int))
-        self._apply_perms()
-
-    def _on_err(self, text: str) -> None:
-        logger.error("%sLeafnode Error '%s'", self.prefix, text)
-        if "Loop detected" in text and self.remote is not None:
-            self.remote.delay_next(LOOP_DELAY_NS)
-        if not self.ready or "Authorization" in text or "Loop" in text:
-            self.close("Authentication Failure" if "Authorization" in text else "Protocol Violation")
-
-    def _auth_timeout(self) -> None:
-        self._auth_timer = None
-        if not self.ready and not self.closed:
-            logger.error("%sAuthentication Timeout", self.prefix)
-            self.send(encode_err("Authentication Timeout"))
-            self.close("Authentication Timeout")
-
-    def _ping_tick(self) -> None:
-        self._timer = None
-        if self.closed:
-            return
-        opts = self.server.options
-        if self.pings_out + 1 > opts.ping_max:
-            logger.error("%sStale Leaf Node Connection - Closing", self.prefix)
-            self.send(encode_err("Stale Connection"))
-            self.close("Stale Connection")
-            return
-        self.pings_out += 1
-        self._ping_sent_ns = self.server.clock.time_ns()
-        self.send(PING)
-        interval = min(opts.ping_interval_ns, self.manager.ping_interval_ns)
-        self._timer = self.server.clock.call_later(interval, self._ping_tick)
 
     # -- interest ------------------------------------------------------------------------------------
 
@@ -562,7 +407,7 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
         """Whether a subscription owned by ``owner`` is announced over this link."""
         if owner is self:
             return False
-        if self.solicited and isinstance(owner, LeafConnection) and owner.solicited:
+        if self.spoke and isinstance(owner, LeafConnection) and owner.spoke:
             return False  # a hub's interest is not passed on to another hub
         return True
 
@@ -688,7 +533,7 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
         if (self.closed or not self.ready or sub.closed or src is self or sub.queue is not None
                 or (hdr_len and not self.headers) or subj_b != subject.encode()):
             return False
-        if isinstance(src, LeafConnection) and src.solicited and self.solicited:
+        if isinstance(src, LeafConnection) and src.spoke and self.spoke:
             return True  # hub to hub: never (as deliver)
         if self._denied_out[subject]:
             return True
@@ -719,7 +564,7 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
         """Write one message for the other side (called by the router; see the module docstring)."""
         if self.closed or not self.ready or sub.closed or src is self:
             return False
-        if isinstance(src, LeafConnection) and src.solicited and self.solicited:
+        if isinstance(src, LeafConnection) and src.spoke and self.spoke:
             return False  # hub to hub: never (the hubs have their own routes)
         out = self.out
         queue = sub.queue
@@ -793,7 +638,7 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
         t = self.transport
         if t is None or t.is_closing():
             return
-        t.write(out)
+        t.write(out if self._deflate is None else self._deflate(out))
 
     def close(self, reason: str = "Server Shutdown", graceful: bool = True) -> None:
         if self.closed:
@@ -802,7 +647,7 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
         t = self.transport
         if t is not None:
             if graceful and self.out and not t.is_closing():
-                t.write(self.out)
+                t.write(self.out if self._deflate is None else self._deflate(self.out))
             if graceful:
                 t.close()
             else:

@@ -560,7 +560,8 @@ class Server:
                      "tls_required": True if secure else None,
                      "tls_verify": True if secure and tls.verify_clients else None, "tls_available": None}
         layer = WebSocketLayer(ws, lambda: ClientConnection(self), self.clock, secure=secure,
-                               max_frame=self.options.max_pending, info_overrides=overrides)
+                               max_frame=self.options.max_pending, info_overrides=overrides,
+                               make_leaf=self.leafnodes.ws_link if self.leafnodes is not None else None)
         if not secure:
             return layer
         return TlsLayer(self.tls.getter("websocket"), lambda: layer, self.clock, self._handshakes,

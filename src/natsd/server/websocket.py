@@ -15,6 +15,11 @@ With ``jwt_cookie: <name>`` the cookie of that name is read from the upgrade req
 authentication as CONNECT's ``jwt`` when the client sends none (it takes effect once natsd has JWT
 authentication).
 The upgrade must complete within ``handshake_timeout``.
+A request for ``.../leafnode`` is a leafnode connecting (what nats-server's leaf asks for, see
+:mod:`natsd.server.wsclient`): with a ``leafnodes { port }`` it becomes a leaf link
+(:meth:`natsd.server.leafmanager.LeafManager.ws_link`), else it is closed after the upgrade, as
+nats-server does. A leaf link that negotiates S2 compresses the bytes under the frames
+(:meth:`WebSocketLayer.compress`), as nats-server does.
 
 Frames: text and binary frames both carry protocol bytes; pings are answered with pongs; a close
 frame is echoed and the connection closed. When the server closes a connection it first sends a
@@ -123,10 +128,12 @@ class WebSocketLayer(Layer):
     """Server side of one WebSocket connection (see the module docstring)."""
 
     __slots__ = ("_opts", "_make_upper", "_clock", "_ws", "_timer", "_secure", "_frame_bytes", "_max_frame",
-                 "info_overrides", "_open", "_forwarded_for", "_jwt_cookie")
+                 "info_overrides", "_open", "_forwarded_for", "_jwt_cookie", "_make_leaf", "_deflate", "_inflate",
+                 "ws_compressed")
 
     def __init__(self, opts: WebsocketOptions, make_upper: Callable[[], asyncio.Protocol], clock: "Clock", *,
-                 secure: bool, max_frame: int, info_overrides: dict) -> None:
+                 secure: bool, max_frame: int, info_overrides: dict,
+                 make_leaf: "Callable[[], asyncio.Protocol | None] | None" = None) -> None:
         super().__init__()
         self._opts = opts
         self._make_upper = make_upper
@@ -141,6 +148,12 @@ class WebSocketLayer(Layer):
         self._open = False
         self._forwarded_for = ""  # X-Forwarded-For of the upgrade request, when it is an IP address
         self._jwt_cookie = ""  # the `jwt_cookie` cookie's value, offered as CONNECT's jwt
+        # A leafnode asks for ".../leafnode" (natsd.server.wsclient); its link may compress the
+        # bytes under the frames (compress()), as nats-server does.
+        self._make_leaf = make_leaf
+        self._deflate: Callable[[bytes], bytes] | None = None
+        self._inflate: Callable[[bytes], bytes] | None = None
+        self.ws_compressed = False
 
     def connection_made(self, transport) -> None:
         self.lower = transport
@@ -166,7 +179,14 @@ class WebSocketLayer(Layer):
             return
         ws = self._ws
         try:
+            if self._inflate is not None:
+                data = self._inflate(data)
             ws.receive_data(data)
+        except ValueError as e:  # a CompressionError of a leaf link's S2 stream
+            logger.debug("websocket leafnode decompression error: %s", e)
+            self._shutdown_upper("Protocol Violation")
+            self._close_lower()
+            return
         except RemoteProtocolError as e:
             self._reject_http(400 if "method" not in str(e).lower() else 405, str(e))
             return
@@ -188,7 +208,7 @@ class WebSocketLayer(Layer):
             elif isinstance(ev, Ping):
                 self._deliver(pieces)
                 pieces = []
-                self.lower.write(ws.send(ev.response()))
+                self._send(ws.send(ev.response()))
             elif isinstance(ev, CloseConnection):
                 self._deliver(pieces)
                 self._remote_close(ev)
@@ -227,12 +247,26 @@ class WebSocketLayer(Layer):
         if self._opts.compression and any(isinstance(e, str) and e.split(";")[0].strip().lower() == "permessage-deflate"
                                           for e in req.extensions):
             extensions.append(PerMessageDeflate(client_no_context_takeover=True, server_no_context_takeover=True))
+        upper: asyncio.Protocol | None
+        if req.target.split("?")[0].rstrip("/").endswith("/leafnode") and self._make_leaf is not None:
+            # A leafnode connection (nats-server's leafNodeWSPath), made after the upgrade as
+            # there: a server without a leafnodes port refuses it once the upgrade is done.
+            upper = None
+        else:
+            upper = self._make_upper()
         self.lower.write(self._ws.send(AcceptConnection(extensions=extensions)))
+        self.ws_compressed = bool(extensions)
         self._open = True
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        self.start_upper(self._make_upper())
+        if upper is None and self._make_leaf is not None:
+            upper = self._make_leaf()
+            if upper is None:
+                self._close_lower()
+                return
+        assert upper is not None
+        self.start_upper(upper)
 
     def _reject_http(self, status: int, why: str) -> None:
         logger.debug("websocket handshake error: %s", why)
@@ -248,7 +282,7 @@ class WebSocketLayer(Layer):
             self._protocol_close(code, ev.reason or "protocol error")
             return
         try:
-            self.lower.write(self._ws.send(ev.response()))
+            self._send(self._ws.send(ev.response()))
         except Exception:  # noqa: BLE001 - already closing on our side
             pass
         self._shutdown_upper("Client Closed")
@@ -281,12 +315,20 @@ class WebSocketLayer(Layer):
     def write(self, data) -> None:
         if self._closing or not self._open:
             return
-        self.lower.write(self._ws.send(Message(data=bytes(data))))
+        self._send(self._ws.send(Message(data=bytes(data))))
+
+    def _send(self, frame: bytes) -> None:
+        self.lower.write(frame if self._deflate is None else self._deflate(frame))
+
+    def compress(self, deflate: Callable[[bytes], bytes], inflate: Callable[[bytes], bytes]) -> None:
+        """A leaf link negotiated S2: from now on the bytes under the frames are the S2 stream."""
+        self._deflate = deflate
+        self._inflate = inflate
 
     def _send_close(self, code: int, reason: str) -> None:
         if self._open and self._ws.state.name in ("OPEN", "REMOTE_CLOSING"):
             try:
-                self.lower.write(self._ws.send(CloseConnection(code=code, reason=reason[:_MAX_CLOSE_REASON])))
+                self._send(self._ws.send(CloseConnection(code=code, reason=reason[:_MAX_CLOSE_REASON])))
             except Exception:  # noqa: BLE001
                 pass
 
