@@ -218,6 +218,17 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
             return
         if events or err is not None:
             self._run(events, 0, err)
+            if not self.flush_pending and events:
+                ev = events[-1]
+                if ev[0] <= OP_HPUB and ev[0] >= OP_PUB and ev[2]:
+                    # The read ended with a request (PUB/HPUB with a reply): its answer (a
+                    # JetStream PubAck, an API reply) is usually produced by a callback this
+                    # read scheduled (e.g. the stream's per-turn flush). Scheduling our write
+                    # now puts it after that callback in the same loop pass, so the reply
+                    # leaves one loop iteration (one epoll) earlier; if nothing was queued,
+                    # flush() returns at once.
+                    self.flush_pending = True
+                    self._call_soon(self.flush)
 
     # Fairness: one read can hold thousands of operations. At most EVENTS_PER_TURN are run per
     # loop turn; the rest wait in _backlog (with reading paused) so other connections, timers
