@@ -15,6 +15,10 @@ Workloads (subjects cycle over 100, one file stream ``C`` on ``c.>``):
 * ``incr``: ``Nats-Incr: 1`` on an ``allow_msg_counter`` stream (issue 12's counters measure);
 * ``msgid``: a unique ``Nats-Msg-Id`` per publish (the Spark sink's idempotent write).
 
+``--pipeline K`` sends K publishes per read instead (each with its own reply ``_R.<n>``, to one
+subject, as the Spark sink's task does) and waits for their K PubAcks: the asynchronous
+publisher's cost per message.
+
     PYTHONPATH=src .venv/bin/python bench/bench_jspub.py [workload ...] [--n 5000] [--rounds 5]
     PYTHONPATH=src .venv/bin/python bench/bench_jspub.py incr --profile   # cProfile of one round
 """
@@ -72,26 +76,30 @@ class _Transport:
         pass
 
 
-def _hpub(subject: bytes, hdr: bytes, payload: bytes) -> bytes:
-    return b"HPUB %s _R.i %d %d\r\n%s%s\r\n" % (subject, len(hdr), len(hdr) + len(payload), hdr, payload)
+def _hpub(subject: bytes, reply: bytes, hdr: bytes, payload: bytes) -> bytes:
+    return b"HPUB %s %s %d %d\r\n%s%s\r\n" % (subject, reply, len(hdr), len(hdr) + len(payload), hdr, payload)
 
 
-def frames(wl: str, n: int, base: int) -> list[bytes]:
+def frames(wl: str, n: int, base: int, pipeline: int = 0) -> list[bytes]:
     out = []
+    body = b"x" * 128 if pipeline else b"1"
     for i in range(base, base + n):
-        subj = b"c.%d" % (i % 100)
+        subj = b"c.1" if pipeline else b"c.%d" % (i % 100)
+        reply = b"_R.%d" % i if pipeline else b"_R.i"
         if wl == "pub":
-            out.append(b"PUB %s _R.i 1\r\n1\r\n" % subj)
+            out.append(b"PUB %s %s %d\r\n%s\r\n" % (subj, reply, len(body), body))
         elif wl == "hpub":
-            out.append(_hpub(subj, b"NATS/1.0\r\nX-Trace: abc\r\n\r\n", b"1"))
+            out.append(_hpub(subj, reply, b"NATS/1.0\r\nX-Trace: abc\r\n\r\n", body))
         elif wl == "incr":
-            out.append(_hpub(subj, b"NATS/1.0\r\nNats-Incr: 1\r\n\r\n", b""))
+            out.append(_hpub(subj, reply, b"NATS/1.0\r\nNats-Incr: 1\r\n\r\n", b""))
         else:
-            out.append(_hpub(subj, b"NATS/1.0\r\nNats-Msg-Id: %d-%032d\r\n\r\n" % (i, i), b"1"))
+            out.append(_hpub(subj, reply, b"NATS/1.0\r\nNats-Msg-Id: %d-%032d\r\n\r\n" % (i, i), body))
+    if pipeline:
+        out = [b"".join(out[i:i + pipeline]) for i in range(0, n, pipeline)]
     return out
 
 
-async def run(wl: str, n: int, rounds: int, profile: bool) -> float:
+async def run(wl: str, n: int, rounds: int, profile: bool, pipeline: int = 0) -> float:
     with tempfile.TemporaryDirectory(prefix="bench-jspub-") as d:
         opts = ServerOptions(host="127.0.0.1", port=0, http_port=0)
         opts.jetstream = JetStreamOptions(enabled=True, store_dir=d)
@@ -112,7 +120,7 @@ async def run(wl: str, n: int, rounds: int, profile: bool) -> float:
             best = float("inf")
             prof = None
             for r in range(rounds):
-                fs = frames(wl, n, r * n)
+                fs = frames(wl, n, r * n, pipeline)
                 if profile and r == rounds - 1:
                     import cProfile
                     prof = cProfile.Profile(time.process_time)
@@ -120,7 +128,8 @@ async def run(wl: str, n: int, rounds: int, profile: bool) -> float:
                 c0 = time.process_time()
                 for f in fs:
                     c.data_received(f)
-                    while not t.buf:
+                    want = pipeline or 1
+                    while t.buf.count(b"MSG _R.") < want:
                         await asyncio.sleep(0)
                     t.buf.clear()
                 dt = time.process_time() - c0
@@ -143,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=5000)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--pipeline", type=int, default=0, metavar="K", help="K publishes per read (async publisher)")
     args = ap.parse_args(argv)
     try:
         import uvloop
@@ -150,8 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:  # pragma: no cover
         pass
     for wl in args.workloads:
-        us = asyncio.run(run(wl, args.n, args.rounds + (1 if args.profile else 0), args.profile))
-        print(f"{wl:6s} {us:7.2f} us/publish (server CPU, sync PubAck, best of {args.rounds})")
+        us = asyncio.run(run(wl, args.n, args.rounds + (1 if args.profile else 0), args.profile, args.pipeline))
+        mode = f"{args.pipeline} per read" if args.pipeline else "sync PubAck"
+        print(f"{wl:6s} {us:7.2f} us/publish (server CPU, {mode}, best of {args.rounds})")
     return 0
 
 

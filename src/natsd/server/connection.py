@@ -313,7 +313,24 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
                 if not route(acc, subject, subj_b, reply, 0, data, self) and reply and self.no_responders:
                     self.send_no_responders(subj_b, reply)
             elif op == OP_HPUB:
-                self.on_pub(op, ev[1], ev[2], ev[3], ev[4])
+                data = ev[4]
+                if checked or not self.headers or not data.startswith(_HDR_PREFIX):
+                    # (per-message checks, a client without headers, or a block that is not
+                    # NATS/1.0 -- which includes an empty one, that on_pub lets through)
+                    self.on_pub(op, ev[1], ev[2], ev[3], data)
+                    continue
+                # Hot path (HPUB, e.g. a JetStream publish with Nats-Msg-Id), inlined from on_pub.
+                subj_b = ev[1]
+                reply = ev[2]
+                self.in_msgs += 1
+                self.in_bytes += len(data)
+                subject = subjects.get(subj_b)
+                if subject is None:
+                    subject = self._subject(subj_b)
+                if verbose:
+                    self.send_raw(OK)
+                if not route(acc, subject, subj_b, reply, ev[3], data, self) and reply and self.no_responders:
+                    self.send_no_responders(subj_b, reply)
             elif op == OP_PUB_RUN:
                 self.on_pub_run(ev[1])
             elif op == OP_PUB_BATCH:
