@@ -236,6 +236,7 @@ class Stream:
         tr = cfg.subject_transform
         self._transform = ((tr.get("src") or ">"), tr["dest"]) if tr and tr.get("dest") else None
         self._counter = cfg.allow_msg_counter
+        self._engine_options = self.account.engine.options  # (max_payload: see _counter_max_size)
         plain = (not cfg.sealed and cfg.max_msg_size < 0 and cfg.retention == "limits"
                  and not cfg.republish and not self._transform and not self.closed
                  and not self.account.limits_enforced and not cfg.allow_msg_schedules)
@@ -522,9 +523,12 @@ class Stream:
         is stored with the publisher's headers as they are. Returns the sequence (0: refused by
         the store), or -1 when the case needs :meth:`_process` (a bad value, an unknown last
         total, a stored message over the size limit: it checks and answers)."""
-        incr = counters.parse_incr(v)
-        if incr is None:
-            return -1
+        if v.isdigit():  # (ASCII digits only, as bytes.isdigit is: the usual "1")
+            incr = int(v)
+        else:
+            incr = counters.parse_incr(v)
+            if incr is None:
+                return -1
         last = self.store.last_seq_of(subject)
         if last:
             hit = self.counter_cache.get(subject)
@@ -535,7 +539,7 @@ class Stream:
             total = incr
         val = str(total).encode()
         body = b'{"val":"' + val + b'"}'
-        if len(hdr) + len(body) > self._counter_max_size():
+        if len(hdr) + len(body) > self._engine_options.max_payload:  # (no max_msg_size here)
             return -1
         if self._used[self._ut] + self.store.bytes_used - self._counted > self._max_used:
             self._server_full(reply)
@@ -565,7 +569,7 @@ class Stream:
         stream's ``max_msg_size``, or without one the server's ``max_payload``, as the reference
         refuses (10054) a total whose message outgrows it although the increment itself fit."""
         mms = self._max_msg_size
-        return mms if mms >= 0 else self.account.engine.options.max_payload
+        return mms if mms >= 0 else self._engine_options.max_payload
 
     def _process(self, subject: str, reply: str, hdr: bytes | None, payload: bytes, sourced: bool,
                  h: dict[bytes, bytes] | None) -> int:
@@ -859,18 +863,21 @@ class Stream:
                 self._persist_timer = self.clock.call_later(ASYNC_PERSIST_DELAY_NS, self._persist)
         elif not self.closed:
             failed: StoreError | None = None
+            store = self.store
             try:
                 if self.account.engine.sync_always:
-                    self.store.sync()
+                    store.sync()
                 else:
-                    self.store.flush()
+                    store.flush()
             except StoreError as e:
                 failed = e
-            rb = self.store.take_rollback()
+            rb = store.take_rollback()
             if rb is not None or failed is not None:
                 self._write_failed(rb, failed)
-            if self._counted != self.store.bytes_used:
-                self._fold_usage()
+            b = store.bytes_used
+            if b != self._counted:  # (_fold_usage, inlined: once per turn of every stream)
+                self._used[self._ut] += b - self._counted
+                self._counted = b
         subs, pays = self._ack_subjects, self._ack_payloads
         if subs:
             self._ack_subjects, self._ack_payloads = [], []
@@ -878,8 +885,11 @@ class Stream:
         if self._new_msgs:
             self._new_msgs = False
             if not self.closed:
-                self._arm_expiry()
-                self._notify_new(self.lseq)
+                cfg = self.config
+                if cfg.max_age or cfg.allow_msg_ttl:
+                    self._arm_expiry()
+                if self.consumers:
+                    self._notify_new(self.lseq)
 
     def _persist(self) -> None:
         """persist_mode: async: hand what was acknowledged to the OS (no fsync, as the reference)."""
