@@ -508,9 +508,9 @@ class Stream:
         if self._counter_fast and hdr and not payload and not sourced and not reply.endswith(FAST_BATCH_SUFFIX):
             h = nats_headers(hdr)
             if len(h) == 1 and len(hdr) <= MAX_HDR_SIZE:
-                v = h.get(counters.H_INCR)
-                if v:
-                    seq = self._incr_light(subject, reply, hdr, v)
+                iv = h.get(counters.H_INCR)
+                if iv:
+                    seq = self._incr_light(subject, reply, hdr, iv)
                     if seq >= 0:
                         return seq
             return self._process(subject, reply, hdr, payload, sourced, h)
@@ -523,6 +523,7 @@ class Stream:
         is stored with the publisher's headers as they are. Returns the sequence (0: refused by
         the store), or -1 when the case needs :meth:`_process` (a bad value, an unknown last
         total, a stored message over the size limit: it checks and answers)."""
+        incr: int | None
         if v.isdigit():  # (ASCII digits only, as bytes.isdigit is: the usual "1")
             incr = int(v)
         else:
