@@ -9,7 +9,9 @@
   into a file stream with ``allow_msg_counter``, cycling over 100 subjects. Figure: publishes/s.
 
 The client speaks the protocol over a raw socket (frames built once up front), so it costs the
-same against both servers and is not what is measured.
+same against both servers and is not what is measured. ``incr`` and ``sync`` also print the
+server process's CPU time per publish (user + system from ``/proc/<pid>/stat``, all threads):
+on a shared machine it moves much less than the rate of this latency-bound loop.
 
     .venv/bin/python bench/bench_batch.py                 # both workloads
     .venv/bin/python bench/bench_batch.py atomic --batches 50
@@ -104,7 +106,18 @@ def bench_atomic(port: int, batches: int, size: int = 1000, msg: int = 128) -> f
     return batches * size / dt
 
 
-def bench_incr(port: int, n: int, counter: bool = True) -> float:
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux ``/proc``; 0 elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def bench_incr(port: int, n: int, counter: bool = True, pid: int = 0) -> tuple[float, float]:
+    """(publishes/s, server CPU µs per publish)."""
     c = Raw(port)
     r = c.api("$JS.API.STREAM.CREATE.C", {"name": "C", "subjects": ["c.>"], "allow_msg_counter": counter})
     assert "error" not in r, r
@@ -116,12 +129,15 @@ def bench_incr(port: int, n: int, counter: bool = True) -> float:
     for f in frames[:200]:  # warm up (first messages of each subject)
         c.s.sendall(f)
         c.reply()
+    cpu0 = _cpu_s(pid) if pid else 0.0
     t0 = time.perf_counter()
     for f in frames[200:]:
         c.s.sendall(f)
         _, data = c.reply()
         assert (b'"val"' in data) == counter, data
-    return (n - 200) / (time.perf_counter() - t0)
+    dt = time.perf_counter() - t0
+    cpu = (_cpu_s(pid) - cpu0) if pid else 0.0
+    return (n - 200) / dt, cpu / (n - 200) * 1e6
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,19 +148,22 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     for wl in args.workloads:
         rates = {}
+        cpus = {}
         for kind in ("nats-server", "natsd"):
             srv = ServerProc(kind)
             try:
                 if wl == "atomic":
                     rates[kind] = bench_atomic(srv.port, args.batches)
                 else:
-                    rates[kind] = bench_incr(srv.port, args.n, counter=wl == "incr")
+                    rates[kind], cpus[kind] = bench_incr(srv.port, args.n, counter=wl == "incr", pid=srv.proc.pid)
             finally:
                 srv.stop()
         ratio = rates["natsd"] / rates["nats-server"]
         unit = "msgs/s committed" if wl == "atomic" else "publishes/s"
+        cpu = (f"  server CPU us/publish nats-server {cpus['nats-server']:.1f} natsd {cpus['natsd']:.1f}"
+               if cpus else "")
         print(f"{wl:8s} nats-server {rates['nats-server']:>10,.0f}  natsd {rates['natsd']:>10,.0f}  {unit}  "
-              f"ratio {ratio:.2f}")
+              f"ratio {ratio:.2f}{cpu}")
     return 0
 
 

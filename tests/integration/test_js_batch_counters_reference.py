@@ -318,3 +318,44 @@ def test_batch_limits_from_config_match_reference(tmp_path):
     assert any("10210" in str(step) for step in results["reference"])
     assert "'timeout')" in str(results["reference"][-1])
     assert results["natsd"] == results["reference"]
+
+
+async def _counter_sizes(url: str) -> list:
+    """The stored counter message (the publisher's headers + ``{"val":"<total>"}``) must fit the
+    stream's ``max_msg_size`` or, without one, the server's ``max_payload`` (300 here), although
+    the increment itself fits: the reference answers 10054 and stores nothing."""
+    out: list = []
+    nc = await nats.connect(url)
+    try:
+        for cfg in ({"name": "C", "subjects": ["c.>"], "allow_msg_counter": True},
+                    {"name": "M", "subjects": ["m.>"], "allow_msg_counter": True, "max_msg_size": 40}):
+            out.append(("create", cfg["name"], (await _api(nc, f"$JS.API.STREAM.CREATE.{cfg['name']}", cfg)).get("error")))
+        # header block "NATS/1.0\r\nNats-Incr: 1\r\nApp: <n x>\r\n\r\n" = 33 + n bytes: the
+        # stored message crosses 300 bytes between n = 254 and n = 257 (the total grows too)
+        for n in (200, 254, 255, 256, 257, 260, 266):
+            out.append(("c.a", n, await _req(nc, "c.a", b"", {I: "1", "App": "x" * n})))
+        out.append(("c.b big total", await _req(nc, "c.b", b"", {I: "9" * 250})))
+        for incr in ("1", "5", "1000000", "-1000000"):
+            out.append(("m.a", incr, await _req(nc, "m.a", b"", {I: incr})))
+        out.append(("stored C", await _stored(nc, "C")))
+        out.append(("stored M", await _stored(nc, "M")))
+    finally:
+        await nc.close()
+    return out
+
+
+@pytest.mark.timeout(120)
+def test_counter_message_size_limits_match_reference(tmp_path):
+    from tests.helpers.servers import start_server
+    conf = tmp_path / "mp.conf"
+    conf.write_text("max_payload: 300\n")
+    results = {}
+    for kind in ("reference", "natsd"):
+        srv = start_server(kind, tmp_path / kind, config=conf)
+        try:
+            results[kind] = asyncio.run(_counter_sizes(srv.url))
+        finally:
+            srv.stop()
+    ref = results["reference"]
+    assert "10054" in str(ref) and '"val":"' in str(ref)  # both outcomes occur
+    assert results["natsd"] == ref

@@ -88,3 +88,68 @@ async def test_pipelined_async_publish_keeps_order_and_acks_everything(tmp_path)
         assert [a.seq for a in acks] == list(range(1, 2001))
         si = await js.stream_info("FAST")
         assert si.state.messages == 2000 and si.state.last_seq == 2000
+
+
+class _Transport:
+    """What ClientConnection uses of an asyncio transport; writes are kept in ``buf``."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+
+    def write(self, data) -> None:
+        self.buf += data
+
+    def is_closing(self) -> bool:
+        return False
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def set_write_buffer_limits(self, high=None, low=None) -> None:
+        pass
+
+    def get_extra_info(self, key, default=None):
+        return ("127.0.0.1", 1) if key == "peername" else default
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("hdr", [b"", b"NATS/1.0\r\nNats-Msg-Id: a\r\n\r\n"])
+async def test_puback_is_written_in_the_loop_pass_of_the_stream_flush(tmp_path, hdr):
+    """A read that ends with a request schedules the connection's write after the callbacks it
+    queued (the stream's per-turn flush): one loop pass after the read writes the record and then
+    the PubAck, instead of leaving the PubAck for the next pass (one more epoll per publish)."""
+    from natsd.server.connection import ClientConnection
+    from tests.helpers.inproc import running_server
+
+    async with running_server(jetstream=True, store_dir=str(tmp_path)) as server:
+        t = _Transport()
+        c = ClientConnection(server)
+        c.connection_made(t)
+        c.data_received(b'CONNECT {"verbose":false,"pedantic":false,"headers":true,"protocol":1}\r\nSUB _R.> 1\r\n')
+        cfg = b'{"name":"S","subjects":["s.>"]}'
+        c.data_received(b"PUB $JS.API.STREAM.CREATE.S _R.api %d\r\n%s\r\n" % (len(cfg), cfg))
+        for _ in range(100):
+            if b"MSG _R.api 1" in t.buf:
+                break
+            await asyncio.sleep(0.01)
+        assert b"MSG _R.api 1" in t.buf and b'"error"' not in t.buf
+        t.buf.clear()
+        if hdr:
+            c.data_received(b"HPUB s.1 _R.1 %d %d\r\n%s\r\n" % (len(hdr), len(hdr), hdr))
+        else:
+            c.data_received(b"PUB s.1 _R.1 0\r\n\r\n")
+        # One loop pass: the callbacks the read queued run, then this task (queued after them).
+        await asyncio.sleep(0)
+        assert bytes(t.buf) == b'MSG _R.1 1 22\r\n{"stream":"S","seq":1}\r\n'
+        c.close()

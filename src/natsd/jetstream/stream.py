@@ -110,6 +110,7 @@ H_MARKER_REASON = b"Nats-Marker-Reason"
 H_STREAM_SOURCE = b"Nats-Stream-Source"
 
 MAX_HDR_SIZE = 65535  # math.MaxUint16 in the reference
+_NO_SOURCES: dict = {}  # (the counter sources of a counter message stored without any; never changed)
 COUNTER_CACHE_MAX = 100_000  # counter totals kept in memory per stream (see Stream.counter_stored)
 # persist_mode: async: how long acknowledged records may wait in the store's buffer before
 # they are written (coalescing the writes of many loop turns into one).
@@ -235,10 +236,12 @@ class Stream:
         tr = cfg.subject_transform
         self._transform = ((tr.get("src") or ">"), tr["dest"]) if tr and tr.get("dest") else None
         self._counter = cfg.allow_msg_counter
-        self._fast = (not cfg.sealed and cfg.max_msg_size < 0 and cfg.retention == "limits"
-                      and not cfg.republish and not self._transform and not self.closed
-                      and not self.account.limits_enforced and not cfg.allow_msg_schedules
-                      and not self._counter)
+        self._engine_options = self.account.engine.options  # (max_payload: see _counter_max_size)
+        plain = (not cfg.sealed and cfg.max_msg_size < 0 and cfg.retention == "limits"
+                 and not cfg.republish and not self._transform and not self.closed
+                 and not self.account.limits_enforced and not cfg.allow_msg_schedules)
+        self._fast = plain and not self._counter
+        self._counter_fast = plain and self._counter
         if cfg.allow_msg_schedules and self._sched is None:
             self._sched = Schedules(self.clock, self.store, self._produce_scheduled,
                                     self.account.stream_dir(self.name) if cfg.storage == "file" else None)
@@ -353,7 +356,7 @@ class Stream:
         self._unsubscribe()
         self._flush()
         self.closed = True
-        self._fast = False
+        self._fast = self._counter_fast = False
         self._uncount()
         if self.batches is not None:
             self.batches.clear()
@@ -377,7 +380,7 @@ class Stream:
         self._unsubscribe()
         self._flush()
         self.closed = True
-        self._fast = False
+        self._fast = self._counter_fast = False
         self._uncount()
         if self.batches is not None:
             self.batches.clear()
@@ -441,21 +444,61 @@ class Stream:
 
     def process_msg(self, subject: str, reply: str, hdr: bytes | None, payload: bytes, sourced: bool = False) -> int:
         """Ingest one message; returns its sequence (0 when rejected or a duplicate). ``sourced``:
-        stored by a source link (``Nats-Stream-Source`` is its own, counters aggregate)."""
-        if not hdr and self._fast and not reply.endswith(FAST_BATCH_SUFFIX):
-            # Fast path: no headers and a stream with nothing to check before storing (not
-            # sealed, no max_msg_size, limits retention, no account byte limits, no republish),
-            # and no fast batch publish (natsd.jetstream.fastbatch: a reply ending in ".$FI").
+        stored by a source link (``Nats-Stream-Source`` is its own, counters aggregate).
+
+        Three light paths come first, for a stream with nothing to check before storing (not
+        sealed, no ``max_msg_size``, limits retention, no account byte limits, no republish, no
+        subject transform, no schedules; ``_fast``) and no fast batch publish (a reply ending
+        in ``.$FI``, natsd.jetstream.fastbatch): a message without headers; one whose headers
+        hold no ``Nats-*`` name but at most ``Nats-Msg-Id`` (one scan of the block finds that
+        out, :func:`nats_headers`); and, on such a counter stream (``_counter_fast``), a lone
+        ``Nats-Incr`` whose subject's last total is known (:meth:`_incr_light`). Everything
+        else, and every refusal, takes :meth:`_process`, which checks in the reference's order.
+        """
+        if self._fast and not reply.endswith(FAST_BATCH_SUFFIX):
+            msg_id = ""
+            if hdr:
+                # One scan instead of nats_headers(): the first Nats-* line must be Nats-Msg-Id
+                # and no other may follow (the rules of get_header_bytes: the name starts a line,
+                # the value runs to the CRLF, leading spaces skipped).
+                i = hdr.find(b"\r\nNats-")
+                if len(hdr) > MAX_HDR_SIZE:
+                    return self._process(subject, reply, hdr, payload, sourced, None)
+                if i >= 0:
+                    if not hdr.startswith(b"Msg-Id:", i + 7):
+                        return self._process(subject, reply, hdr, payload, sourced, None)
+                    j = hdr.find(b"\r\n", i + 14)
+                    if j < 0:
+                        j = len(hdr)
+                    if hdr.find(b"\r\nNats-", j) >= 0:
+                        return self._process(subject, reply, hdr, payload, sourced, None)
+                    v = hdr[i + 14:j].lstrip(b" ")  # Nats-Msg-Id alone
+                    if self._dedupe_pending:
+                        self._rebuild_dedupe()
+                    if v:
+                        msg_id = v.decode()
+                        dup = self._ddmap.get(msg_id)
+                        if dup is not None and dup[1] > self.clock.time_ns() - self._dup_window:
+                            if reply and self._do_ack:
+                                self._respond(reply, self._ack_prefix + str(dup[0]).encode() + b',"duplicate": true}')
+                            return 0
+            # (a message without Nats-* headers, or with a new msg id)
             if self._used[self._ut] + self.store.bytes_used - self._counted > self._max_used:
                 self._server_full(reply)
                 return 0
             try:
-                seq = self._store_msg(subject, None, payload, 0)[0]
+                seq, ts = self._store_msg(subject, hdr or None, payload, 0)
             except StoreError as e:
                 self._store_failed(reply, e)
                 return 0
             self.lseq = seq
-            self.lmsg_id = ""
+            self.lmsg_id = msg_id
+            if msg_id and self._dup_window > 0:
+                self._ddmap[msg_id] = (seq, ts)
+                q = self._ddq
+                q.append((ts, msg_id))
+                if len(q) & 1023 == 0:
+                    self._expire_msg_ids()
             self._new_msgs = True
             if reply and self._do_ack:
                 self._ack_subjects.append(reply)
@@ -464,6 +507,77 @@ class Stream:
                 self._flush_scheduled = True
                 self._call_soon(self._flush)
             return seq
+        if self._counter_fast and hdr and not payload and not sourced and not reply.endswith(FAST_BATCH_SUFFIX):
+            h = nats_headers(hdr)
+            if len(h) == 1 and len(hdr) <= MAX_HDR_SIZE:
+                iv = h.get(counters.H_INCR)
+                if iv:
+                    seq = self._incr_light(subject, reply, hdr, iv)
+                    if seq >= 0:
+                        return seq
+            return self._process(subject, reply, hdr, payload, sourced, h)
+        return self._process(subject, reply, hdr, payload, sourced, None)
+
+    def _incr_light(self, subject: str, reply: str, hdr: bytes, v: bytes) -> int:
+        """A lone ``Nats-Incr: <v>`` on a ``_counter_fast`` stream, when the subject has no
+        message yet or its last total is the one this stream stored (``counter_cache``, valid
+        while the index still names that sequence last) without counter sources: the new total
+        is stored with the publisher's headers as they are. Returns the sequence (0: refused by
+        the store), or -1 when the case needs :meth:`_process` (a bad value, an unknown last
+        total, a stored message over the size limit: it checks and answers)."""
+        incr: int | None
+        if v.isdigit():  # (ASCII digits only, as bytes.isdigit is: the usual "1")
+            incr = int(v)
+        else:
+            incr = counters.parse_incr(v)
+            if incr is None:
+                return -1
+        last = self.store.last_seq_of(subject)
+        if last:
+            hit = self.counter_cache.get(subject)
+            if hit is None or hit[0] != last or hit[2]:
+                return -1
+            total = hit[1] + incr
+        else:
+            total = incr
+        val = str(total).encode()
+        body = b'{"val":"' + val + b'"}'
+        if len(hdr) + len(body) > self._engine_options.max_payload:  # (no max_msg_size here)
+            return -1
+        if self._used[self._ut] + self.store.bytes_used - self._counted > self._max_used:
+            self._server_full(reply)
+            return 0
+        try:
+            seq = self._store_msg(subject, hdr, body, 0)[0]
+        except StoreError as e:
+            self._store_failed(reply, e)
+            return 0
+        self.lseq = seq
+        self.lmsg_id = ""
+        self._new_msgs = True
+        cache = self.counter_cache
+        if len(cache) >= COUNTER_CACHE_MAX and subject not in cache:
+            cache.clear()
+        cache[subject] = (seq, total, _NO_SOURCES)
+        if reply and self._do_ack:
+            self._ack_subjects.append(reply)
+            self._ack_payloads.append(self._ack_prefix + str(seq).encode() + b',"val":"' + val + b'"}')
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._call_soon(self._flush)
+        return seq
+
+    def _counter_max_size(self) -> int:
+        """The size limit of a stored counter message (headers + ``{"val":"N"}`` body): the
+        stream's ``max_msg_size``, or without one the server's ``max_payload``, as the reference
+        refuses (10054) a total whose message outgrows it although the increment itself fit."""
+        mms = self._max_msg_size
+        return mms if mms >= 0 else self._engine_options.max_payload
+
+    def _process(self, subject: str, reply: str, hdr: bytes | None, payload: bytes, sourced: bool,
+                 h: dict[bytes, bytes] | None) -> int:
+        """:meth:`process_msg` for everything the light paths do not take; ``h``: the block's
+        ``Nats-*`` headers when the caller already scanned it."""
         if self.closed:
             return 0
         if self._transform is not None:
@@ -492,7 +606,8 @@ class Stream:
         rollup = b""
         incr: int | None = None
         if hdr:
-            h = nats_headers(hdr)
+            if h is None:
+                h = nats_headers(hdr)
             if h:
                 if h.get(H_BATCH_ID):
                     return on_batch_msg(self, subject, reply, hdr, payload, h)
@@ -589,7 +704,7 @@ class Stream:
                 self._reject(reply, e)
                 return 0
             hlen = len(hdr) if hdr else 0
-            if mms >= 0 and (hlen > mms or len(payload) > mms - hlen):
+            if hlen + len(payload) > self._counter_max_size():
                 self._reject(reply, ApiErrors.STREAM_MESSAGE_EXCEEDS_MAXIMUM())
                 return 0
             ack_tail = b',"val":"' + val.encode() + b'"}'
@@ -751,18 +866,21 @@ class Stream:
                 self._persist_timer = self.clock.call_later(ASYNC_PERSIST_DELAY_NS, self._persist)
         elif not self.closed:
             failed: StoreError | None = None
+            store = self.store
             try:
                 if self.account.engine.sync_always:
-                    self.store.sync()
+                    store.sync()
                 else:
-                    self.store.flush()
+                    store.flush()
             except StoreError as e:
                 failed = e
-            rb = self.store.take_rollback()
+            rb = store.take_rollback()
             if rb is not None or failed is not None:
                 self._write_failed(rb, failed)
-            if self._counted != self.store.bytes_used:
-                self._fold_usage()
+            b = store.bytes_used
+            if b != self._counted:  # (_fold_usage, inlined: once per turn of every stream)
+                self._used[self._ut] += b - self._counted
+                self._counted = b
         subs, pays = self._ack_subjects, self._ack_payloads
         if subs:
             self._ack_subjects, self._ack_payloads = [], []
@@ -770,8 +888,11 @@ class Stream:
         if self._new_msgs:
             self._new_msgs = False
             if not self.closed:
-                self._arm_expiry()
-                self._notify_new(self.lseq)
+                cfg = self.config
+                if cfg.max_age or cfg.allow_msg_ttl:
+                    self._arm_expiry()
+                if self.consumers:
+                    self._notify_new(self.lseq)
 
     def _persist(self) -> None:
         """persist_mode: async: hand what was acknowledged to the OS (no fsync, as the reference)."""
@@ -839,12 +960,13 @@ class Stream:
 
     # -- dedupe ---------------------------------------------------------------------------------
     def _check_msg_id(self, msg_id: str) -> int:
-        """Sequence of a live duplicate of ``msg_id`` or 0."""
-        if not self._ddmap:
-            return 0
-        self._expire_msg_ids()
+        """Sequence of a live duplicate of ``msg_id`` or 0. One lookup: an entry older than the
+        window is no duplicate even before :meth:`_expire_msg_ids` (every 1,024 inserts, see
+        :meth:`_store_msg_id`) removes it."""
         e = self._ddmap.get(msg_id)
-        return e[0] if e else 0
+        if e is None or e[1] <= self.clock.time_ns() - self._dup_window:
+            return 0
+        return e[0]
 
     def _store_msg_id(self, msg_id: str, seq: int, ts: int) -> None:
         if self._dup_window <= 0:

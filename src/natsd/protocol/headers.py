@@ -111,10 +111,20 @@ def nats_headers(block: bytes) -> dict[bytes, bytes]:
     looks at several of them per message.
 
     Only lines starting with ``Nats-`` are split, so an application's own headers cost a prefix
-    test each; a block without ``Nats-`` costs one substring search.
+    test each; a block without ``Nats-`` costs one substring search, and a block with a single
+    ``Nats-*`` line (the usual ``Nats-Msg-Id`` or ``Nats-Incr``) three, without a split.
     """
     out: dict[bytes, bytes] = {}
-    if b"Nats-" not in block:
+    i = block.find(b"\r\nNats-")
+    if i < 0:
+        return out
+    j = block.find(b"\r\n", i + 2)
+    if j < 0:
+        j = len(block)
+    if block.find(b"\r\nNats-", j) < 0:  # the only Nats-* line
+        k, sep, v = block[i + 2:j].partition(b":")
+        if sep:
+            out[k] = v.lstrip(b" ")
         return out
     lines = block.split(b"\r\n")
     for line in lines[1:]:

@@ -218,6 +218,17 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
             return
         if events or err is not None:
             self._run(events, 0, err)
+            if not self.flush_pending and events:
+                ev = events[-1]
+                if ev[0] <= OP_HPUB and ev[0] >= OP_PUB and ev[2]:
+                    # The read ended with a request (PUB/HPUB with a reply): its answer (a
+                    # JetStream PubAck, an API reply) is usually produced by a callback this
+                    # read scheduled (e.g. the stream's per-turn flush). Scheduling our write
+                    # now puts it after that callback in the same loop pass, so the reply
+                    # leaves one loop iteration (one epoll) earlier; if nothing was queued,
+                    # flush() returns at once.
+                    self.flush_pending = True
+                    self._call_soon(self.flush)
 
     # Fairness: one read can hold thousands of operations. At most EVENTS_PER_TURN are run per
     # loop turn; the rest wait in _backlog (with reading paused) so other connections, timers
@@ -302,7 +313,24 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
                 if not route(acc, subject, subj_b, reply, 0, data, self) and reply and self.no_responders:
                     self.send_no_responders(subj_b, reply)
             elif op == OP_HPUB:
-                self.on_pub(op, ev[1], ev[2], ev[3], ev[4])
+                data = ev[4]
+                if checked or not self.headers or not data.startswith(_HDR_PREFIX):
+                    # (per-message checks, a client without headers, or a block that is not
+                    # NATS/1.0 -- which includes an empty one, that on_pub lets through)
+                    self.on_pub(op, ev[1], ev[2], ev[3], data)
+                    continue
+                # Hot path (HPUB, e.g. a JetStream publish with Nats-Msg-Id), inlined from on_pub.
+                subj_b = ev[1]
+                reply = ev[2]
+                self.in_msgs += 1
+                self.in_bytes += len(data)
+                subject = subjects.get(subj_b)
+                if subject is None:
+                    subject = self._subject(subj_b)
+                if verbose:
+                    self.send_raw(OK)
+                if not route(acc, subject, subj_b, reply, ev[3], data, self) and reply and self.no_responders:
+                    self.send_no_responders(subj_b, reply)
             elif op == OP_PUB_RUN:
                 self.on_pub_run(ev[1])
             elif op == OP_PUB_BATCH:

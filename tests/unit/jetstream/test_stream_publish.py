@@ -405,3 +405,59 @@ def test_async_persist_acks_before_the_write_and_writes_soon_after(tmp_path):
         assert env.api("$JS.API.STREAM.INFO.A")["state"]["messages"] == 4
     finally:
         env.stop()
+
+
+def test_light_header_paths_answer_and_store_as_the_full_path(env):
+    """A stream with nothing to check takes the light paths for headers without ``Nats-*`` names
+    and for a lone ``Nats-Msg-Id`` (Stream.process_msg); a stream with a ``max_msg_size`` takes
+    the full path for the same publishes. Answers and stored messages must not differ."""
+    mk(env, "L", subjects=["l.>"], duplicate_window=2 * SECOND)
+    mk(env, "F", subjects=["f.>"], duplicate_window=2 * SECOND, max_msg_size=1 << 20)
+    light, full = env.account.streams["L"], env.account.streams["F"]
+    assert light._fast and not full._fast
+    blocks = [b"NATS/1.0\r\nX-Trace: 1\r\n\r\n", b"NATS/1.0\r\nNats-Msg-Id: a\r\n\r\n",
+              b"NATS/1.0\r\nNats-Msg-Id: a\r\n\r\n",  # a duplicate
+              b"NATS/1.0\r\nNats-Msg-Id:\r\n\r\n",  # an empty id is no id
+              b"NATS/1.0\r\nX-Nats-Msg-Id: a\r\nApp: v\r\n\r\n",
+              b"NATS/1.0\r\nApp: v\r\nNats-Msg-Id: b\r\n\r\n", b"NATS/1.0\r\nNats-Msg-Id: b\r\n\r\n",
+              b"NATS/1.0\r\nNats-Msg-Id: c\r\nNats-Expected-Last-Msg-Id: b\r\n\r\n",  # not light: full path
+              b"NATS/1.0\r\nNats-Msg-Id: d\r\nNats-Expected-Last-Msg-Id: zzz\r\n\r\n"]
+    answers = {}
+    for name, stream in (("l", light), ("f", full)):
+        answers[name] = [env.raw_pub_reply(f"{name}.1", b"x", b) for b in blocks]
+        env.clock.advance(3 * SECOND)  # past the window: "a" is new again
+        answers[name].append(env.raw_pub_reply(f"{name}.1", b"x", blocks[1]))
+        assert stream.lmsg_id == "a"
+    assert answers["l"] == [a.replace(b'"F"', b'"L"') for a in answers["f"]]
+    assert b'"duplicate": true' in answers["l"][2] and b"10070" in answers["l"][-2]
+    stored = {n: [(m.subject[2:], m.hdr, m.msg) for m in (s.store.load_msg(q) for q in range(1, s.lseq + 1))]
+              for n, s in (("l", light), ("f", full))}
+    assert stored["l"] == stored["f"] and len(stored["l"]) == 7
+
+
+def test_light_msg_id_path_rebuilds_dedupe_after_restart(tmp_path):
+    env = JsEnv(str(tmp_path))
+    try:
+        env.create("ORDERS", storage="file", duplicate_window=60 * SECOND)
+        assert env.account.streams["ORDERS"]._fast
+        env.pub("orders.1", b"a", {"Nats-Msg-Id": "abc"})
+    finally:
+        env.stop()
+    env = JsEnv(str(tmp_path))
+    try:
+        assert env.raw_pub_reply("orders.1", b"a", b"NATS/1.0\r\nNats-Msg-Id: abc\r\n\r\n") == \
+            b'{"stream":"ORDERS","seq":1,"duplicate": true}'
+        assert env.account.streams["ORDERS"].lmsg_id == "abc"
+    finally:
+        env.stop()
+
+
+def test_msg_ids_older_than_the_window_are_no_duplicates_before_their_expiry_sweep(env):
+    """A lookup checks the entry's age itself: the sweep runs only every 1,024 inserts."""
+    mk(env, duplicate_window=SECOND)
+    stream = env.account.streams["ORDERS"]
+    env.pub("orders.1", b"a", {"Nats-Msg-Id": "old"})
+    env.clock.advance(SECOND)  # exactly the window: expired, as the reference (ts <= now - window)
+    assert "old" in stream._ddmap  # not swept yet
+    assert env.pub("orders.1", b"a", {"Nats-Msg-Id": "old"}) == {"stream": "ORDERS", "seq": 2}
+    assert env.pub("orders.1", b"a", {"Nats-Msg-Id": "old"})["duplicate"] is True

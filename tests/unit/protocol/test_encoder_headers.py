@@ -109,3 +109,27 @@ def test_nats_headers_scans_the_nats_ones_with_the_same_rules():
         assert get_header_bytes(hdr, name) == value
     assert nats_headers(b"NATS/1.0\r\nFoo: bar\r\n\r\n") == {}
     assert nats_headers(b"NATS/1.0 100 Idle Heartbeat\r\nNats-Last-Consumer: 3\r\n\r\n") == {b"Nats-Last-Consumer": b"3"}
+
+
+def test_nats_headers_single_line_shortcut_matches_the_line_by_line_rules():
+    """A block with one Nats-* line is read with three finds instead of a split: the answers must
+    be those of the line-by-line rules (first of a name wins, name at a line start, ':' needed)."""
+    import random
+
+    def by_lines(block: bytes) -> dict:
+        out: dict = {}
+        for line in block.split(b"\r\n")[1:]:
+            if line.startswith(b"Nats-"):
+                k, sep, v = line.partition(b":")
+                if sep and k not in out:
+                    out[k] = v.lstrip(b" ")
+        return out
+
+    parts = [b"Nats-Msg-Id: a", b"Nats-Msg-Id:b", b"Nats-Incr: 1", b"X-Nats-A: 1", b"App: Nats-x", b"Nats-",
+             b"Nats-X", b"Nats-Y:", b"", b" Nats-Z: 1", b"NATS/1.0", b"Nats-Msg-Id: c", b"\r", b"\n", b"Nats-Msg-Idx: 1"]
+    rnd = random.Random(7)
+    for _ in range(20_000):
+        lines = [rnd.choice([b"NATS/1.0", b"NATS/1.0 503", b"Nats-A: 1"])]
+        lines += [rnd.choice(parts) for _ in range(rnd.randint(0, 4))]
+        block = b"\r\n".join(lines) + rnd.choice([b"\r\n\r\n", b"\r\n", b"", b"\r"])
+        assert nats_headers(block) == by_lines(block), block

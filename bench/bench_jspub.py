@@ -1,0 +1,170 @@
+"""Server CPU per synchronous JetStream publish (HPUB/PUB with a reply -> PubAck), in process.
+
+A real natsd ``Server`` (JetStream on a file store) runs in this process; one client is a
+``ClientConnection`` over a fake transport, so every byte still goes through the parser, the
+connection, the router, the stream, the file store (its ``pwrite`` included) and the PubAck's
+way back through the writer. Each publish is fed alone and the loop turns until its PubAck is in
+the output buffer, as a synchronous publisher (``js.publish``) waits for it. Figures are
+``time.process_time`` per publish, best of ``--rounds`` rounds (load moves them little, unlike
+the socket benches: compare two trees back to back with this).
+
+Workloads (subjects cycle over 100, one file stream ``C`` on ``c.>``):
+
+* ``pub``: ``PUB c.N _R.i 1`` (no headers);
+* ``hpub``: HPUB with an application header (``X-Trace: abc``);
+* ``incr``: ``Nats-Incr: 1`` on an ``allow_msg_counter`` stream (issue 12's counters measure);
+* ``msgid``: a unique ``Nats-Msg-Id`` per publish (the Spark sink's idempotent write).
+
+``--pipeline K`` sends K publishes per read instead (each with its own reply ``_R.<n>``, to one
+subject, as the Spark sink's task does) and waits for their K PubAcks: the asynchronous
+publisher's cost per message.
+
+    PYTHONPATH=src .venv/bin/python bench/bench_jspub.py [workload ...] [--n 5000] [--rounds 5]
+    PYTHONPATH=src .venv/bin/python bench/bench_jspub.py incr --profile   # cProfile of one round
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+
+from natsd.config.options import JetStreamOptions, ServerOptions
+from natsd.server import Server
+from natsd.server.connection import ClientConnection
+
+WORKLOADS = ("pub", "hpub", "incr", "msgid")
+
+
+class _Transport:
+    """What ClientConnection uses of an asyncio transport; writes are kept in ``buf``."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+
+    def write(self, data) -> None:
+        self.buf += data
+
+    def writelines(self, data) -> None:
+        for d in data:
+            self.buf += d
+
+    def is_closing(self) -> bool:
+        return False
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def set_write_buffer_limits(self, high=None, low=None) -> None:
+        pass
+
+    def get_extra_info(self, key, default=None):
+        return ("127.0.0.1", 1) if key == "peername" else default
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+
+def _hpub(subject: bytes, reply: bytes, hdr: bytes, payload: bytes) -> bytes:
+    return b"HPUB %s %s %d %d\r\n%s%s\r\n" % (subject, reply, len(hdr), len(hdr) + len(payload), hdr, payload)
+
+
+def frames(wl: str, n: int, base: int, pipeline: int = 0) -> list[bytes]:
+    out = []
+    body = b"x" * 128 if pipeline else b"1"
+    for i in range(base, base + n):
+        subj = b"c.1" if pipeline else b"c.%d" % (i % 100)
+        reply = b"_R.%d" % i if pipeline else b"_R.i"
+        if wl == "pub":
+            out.append(b"PUB %s %s %d\r\n%s\r\n" % (subj, reply, len(body), body))
+        elif wl == "hpub":
+            out.append(_hpub(subj, reply, b"NATS/1.0\r\nX-Trace: abc\r\n\r\n", body))
+        elif wl == "incr":
+            out.append(_hpub(subj, reply, b"NATS/1.0\r\nNats-Incr: 1\r\n\r\n", b""))
+        else:
+            out.append(_hpub(subj, reply, b"NATS/1.0\r\nNats-Msg-Id: %d-%032d\r\n\r\n" % (i, i), body))
+    if pipeline:
+        out = [b"".join(out[i:i + pipeline]) for i in range(0, n, pipeline)]
+    return out
+
+
+async def run(wl: str, n: int, rounds: int, profile: bool, pipeline: int = 0) -> float:
+    with tempfile.TemporaryDirectory(prefix="bench-jspub-") as d:
+        opts = ServerOptions(host="127.0.0.1", port=0, http_port=0)
+        opts.jetstream = JetStreamOptions(enabled=True, store_dir=d)
+        server = Server(opts)
+        await server.start()
+        try:
+            t = _Transport()
+            c = ClientConnection(server)
+            c.connection_made(t)
+            c.data_received(b'CONNECT {"verbose":false,"pedantic":false,"headers":true,"protocol":1}\r\n'
+                            b"SUB _R.> 1\r\n")
+            cfg = b'{"name":"C","subjects":["c.>"]%s}' % (b',"allow_msg_counter":true' if wl == "incr" else b"")
+            c.data_received(b"PUB $JS.API.STREAM.CREATE.C _R.api %d\r\n%s\r\n" % (len(cfg), cfg))
+            while b"MSG _R.api" not in t.buf:
+                await asyncio.sleep(0)
+            assert b'"error"' not in t.buf, bytes(t.buf)
+            t.buf.clear()
+            best = float("inf")
+            prof = None
+            for r in range(rounds):
+                fs = frames(wl, n, r * n, pipeline)
+                if profile and r == rounds - 1:
+                    import cProfile
+                    prof = cProfile.Profile(time.process_time)
+                    prof.enable()
+                c0 = time.process_time()
+                for f in fs:
+                    c.data_received(f)
+                    want = pipeline or 1
+                    while t.buf.count(b"MSG _R.") < want:
+                        await asyncio.sleep(0)
+                    t.buf.clear()
+                dt = time.process_time() - c0
+                if prof is not None:
+                    prof.disable()
+                else:
+                    best = min(best, dt)
+            if prof is not None:
+                import pstats
+                pstats.Stats(prof).sort_stats("tottime").print_stats(35)
+            c.close()
+        finally:
+            await server.shutdown()
+    return best / n * 1e6
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("workloads", nargs="*", default=list(WORKLOADS))
+    ap.add_argument("--n", type=int, default=5000)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--pipeline", type=int, default=0, metavar="K", help="K publishes per read (async publisher)")
+    args = ap.parse_args(argv)
+    try:
+        import uvloop
+        uvloop.install()
+    except ImportError:  # pragma: no cover
+        pass
+    for wl in args.workloads:
+        us = asyncio.run(run(wl, args.n, args.rounds + (1 if args.profile else 0), args.profile, args.pipeline))
+        mode = f"{args.pipeline} per read" if args.pipeline else "sync PubAck"
+        print(f"{wl:6s} {us:7.2f} us/publish (server CPU, {mode}, best of {args.rounds})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
