@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from natsd.protocol.errors import (
     ERR_MAX_CONTROL_LINE, ERR_MAX_PAYLOAD, ERR_UNKNOWN_PROTOCOL, RemoteProtocolError,
@@ -165,17 +166,28 @@ class Parser:
         else:
             work = data if type(data) is bytes else bytes(data)
         n = len(work)
-        pos = 0
+        # Declared types of the per-message values: no cost interpreted, and the compiled build
+        # (natsd._compiled) keeps them as machine ints instead of boxed objects.
+        pos: int = 0
+        size: int
+        hdr_len: int
+        op: int
+        subject: bytes
+        reply: bytes
         # Run-length state for batching (see the class docstring): the previous PUB/HPUB event
         # and, once a second identical control line follows it, the payload list it became.
-        last_event = None
-        last_event_args = None
-        batch_list = None
+        # Declared Any (so mypy does not narrow them to a fixed-shape tuple at each assignment):
+        # the run detection below compares them by identity, which mypyc-compiled code keeps only
+        # for boxed values; a variable narrowed to tuple[int, bytes, ...] is unboxed and re-boxed
+        # into a new object at every use (see natsd/_compiled.py).
+        last_event: Any = None
+        last_event_args: Any = None
+        batch_list: list | None = None
         batching = self.batch
         # The OP_PUB_RUN event being extended (see the reply-less path below) and its lists.
         # The lists start as the shared _NO_RUN (no allocation per feed); they are only extended
         # while run_ev is the newest event, and run_ev is set together with fresh lists.
-        run_ev = None
+        run_ev: Any = None
         run_subjects = run_payloads = _NO_RUN
         if aw is not None:
             size = aw[4]
@@ -194,7 +206,7 @@ class Parser:
         mcl = self.max_control_line
         max_payload = self.max_payload
         last_line = self._last_line
-        last_args = self._last_args
+        last_args: Any = self._last_args
         line_cache = self._line_cache
         rp = self._rp
         nr = self._nr
@@ -208,7 +220,8 @@ class Parser:
         while pos < n:
             # Fastest path: the same PUB/HPUB control line as the previous message (a publisher
             # streaming to one subject). One C-level prefix compare replaces find/split/int.
-            if last_line and startswith(last_line, pos):
+            # (work.startswith, not the bound alias: the compiled build calls it directly)
+            if last_line and work.startswith(last_line, pos):
                 op, subject, reply, hdr_len, size = last_args
                 if size > max_payload:  # max_payload may have been lowered by a reload
                     raise RemoteProtocolError(ERR_MAX_PAYLOAD, f"payload of {size} bytes")
