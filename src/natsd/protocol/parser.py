@@ -201,15 +201,26 @@ class Parser:
             events.append(last_event)
             self._await = None
             pos = size + 2
-        find = work.find
-        startswith = work.startswith
-        mcl = self.max_control_line
-        max_payload = self.max_payload
         last_line = self._last_line
         last_args: Any = self._last_args
         line_cache = self._line_cache
         rp = self._rp
         nr = self._nr
+        mcl = self.max_control_line
+        max_payload = self.max_payload
+        # The cached shapes' parts, typed as above. (work.find / work.startswith are called as
+        # methods, not through bound-method locals: the compiled build calls them directly.)
+        nr_suffix: bytes
+        nr_size: int
+        nr_slen: int
+        rp_prefix: bytes
+        rp_suffix: bytes
+        rp_op: int
+        rp_subject: bytes
+        rp_hdr_len: int
+        rp_size: int
+        rp_plen: int
+        rp_slen: int
         if nr is not None:
             nr_suffix, nr_size, nr_run, nr_one = nr
             nr_slen = len(nr_suffix)
@@ -220,7 +231,6 @@ class Parser:
         while pos < n:
             # Fastest path: the same PUB/HPUB control line as the previous message (a publisher
             # streaming to one subject). One C-level prefix compare replaces find/split/int.
-            # (work.startswith, not the bound alias: the compiled build calls it directly)
             if last_line and work.startswith(last_line, pos):
                 op, subject, reply, hdr_len, size = last_args
                 if size > max_payload:  # max_payload may have been lowered by a reload
@@ -250,7 +260,7 @@ class Parser:
                 last_event_args = last_args
                 events.append(last_event)
                 continue
-            eol = find(b"\n", pos)
+            eol = work.find(b"\n", pos)
             if eol < 0:
                 self._check_partial(work, pos, n)
                 pending += work[pos:]
@@ -259,9 +269,9 @@ class Parser:
             # instead of splitting the line (the arguments are otherwise those of that line).
             # The payload handling below repeats the general path's on purpose: this loop runs
             # once per message, and a helper call here costs more than the duplication.
-            if rp is not None and startswith(rp_prefix, pos):
+            if rp is not None and work.startswith(rp_prefix, pos):
                 rs = eol + 1 - rp_slen
-                if rs > pos + rp_plen and startswith(rp_suffix, rs):
+                if rs > pos + rp_plen and work.startswith(rp_suffix, rs):
                     reply = work[pos + rp_plen:rs]
                     # exactly one argument, as the slow path's split() would see it: no
                     # whitespace at all (reply is not empty)
@@ -291,9 +301,9 @@ class Parser:
             # instead of splitting (and do not cache a line that is likely never seen again).
             # In batch mode consecutive ones become one OP_PUB_RUN event (JetStream acks: one
             # list append per message instead of an event tuple, and one dispatch per run).
-            if nr is not None and startswith(b"PUB ", pos):
+            if nr is not None and work.startswith(b"PUB ", pos):
                 se = eol + 1 - nr_slen
-                if se > pos + 4 and startswith(nr_suffix, se):
+                if se > pos + 4 and work.startswith(nr_suffix, se):
                     if batching and nr_run is not None:
                         # The whole run of such messages at once: one regex match finds where it
                         # ends, one findall cuts it (both in C). Every message of the run is
@@ -371,10 +381,10 @@ class Parser:
             if end - pos > mcl:
                 raise RemoteProtocolError(ERR_MAX_CONTROL_LINE, f"control line of {end - pos} bytes")
             # Fast path: the exact spelling every client uses for the hottest op.
-            if startswith(b"PUB ", pos):
+            if work.startswith(b"PUB ", pos):
                 op = OP_PUB
                 args = work[pos + 4:end].split()
-            elif startswith(b"HPUB ", pos):
+            elif work.startswith(b"HPUB ", pos):
                 op = OP_HPUB
                 args = work[pos + 5:end].split()
             else:
