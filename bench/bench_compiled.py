@@ -16,8 +16,11 @@ the build not in use (stale, missing) stops with the reason instead of comparing
     .venv/bin/python bench/bench_compiled.py [--build build/compiled] [--rounds 3]
     make bench-compiled                           # builds first
 
-For end-to-end figures against nats-server run bench/run.py and bench/run_wide.py with and without
-NATSD_COMPILED set in their environment (the server subprocess inherits it), alternating.
+``--core N`` adds the end-to-end core pub->sub workload (``bench/bin/jsbench core``, N messages of
+128 B) against a natsd subprocess, reporting the server's CPU µs per message (user+sys from
+/proc/<pid>/stat around the run) and msgs/s. For ratios against nats-server run bench/run.py and
+bench/run_wide.py with and without NATSD_COMPILED in their environment (the server subprocess
+inherits it), alternating.
 """
 
 from __future__ import annotations
@@ -59,6 +62,45 @@ def run(bench: str, env: dict) -> dict[str, float]:
     return res
 
 
+def run_core(env: dict, n: int) -> dict[str, float]:
+    """natsd as a subprocess driven by jsbench's core workload; server CPU per message and rate."""
+    import socket
+    import time
+
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        port = so.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "natsd", "-a", "127.0.0.1", "-p", str(port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise SystemExit("natsd did not start")
+                time.sleep(0.05)
+
+        def cpu() -> float:
+            f = open(f"/proc/{proc.pid}/stat").read().rsplit(")", 1)[1].split()
+            return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+        c0 = cpu()
+        out = subprocess.run([str(ROOT / "bench" / "bin" / "jsbench"), f"nats://127.0.0.1:{port}", "core", str(n), "128"],
+                             capture_output=True, text=True, timeout=600)
+        c1 = cpu()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    rate = float("nan")
+    for tok in out.stdout.split():
+        if tok.startswith("rate="):
+            rate = float(tok[5:])
+    return {"core_e2e:server_cpu_us_per_msg": (c1 - c0) / n * 1e6, "core_e2e:msgs_per_s(higher=better)": rate}
+
+
 def check_active(env: dict, want: bool) -> None:
     code = "import natsd._compiled as c; print(c.STATUS['active'], c.STATUS['reason'])"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
@@ -72,6 +114,7 @@ def main() -> int:
     ap.add_argument("--build", type=Path, default=ROOT / "build" / "compiled")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", choices=sorted(BENCHES), action="append", help="run only these benches")
+    ap.add_argument("--core", type=int, default=0, metavar="N", help="also the end-to-end core workload, N messages")
     a = ap.parse_args()
     base = {k: v for k, v in os.environ.items() if k != "NATSD_COMPILED"}
     base["PYTHONPATH"] = str(ROOT / "src") + (os.pathsep + base["PYTHONPATH"] if base.get("PYTHONPATH") else "")
@@ -85,13 +128,18 @@ def main() -> int:
             for kind in order:
                 for k, v in run(bench, envs[kind]).items():
                     figures[kind].setdefault(k, []).append(v)
+        if a.core:
+            for kind in order:
+                for k, v in run_core(envs[kind], a.core).items():
+                    figures[kind].setdefault(k, []).append(v)
         print(f"round {r + 1}/{a.rounds} done", file=sys.stderr)
     print(f"{'figure (µs per message/op, median of ' + str(a.rounds) + ')':<44} {'pure':>8} {'compiled':>9} "
           f"{'comp/pure':>9} {'CPU saved':>9}")
     for k in figures["pure"]:
         p = statistics.median(figures["pure"][k])
         c = statistics.median(figures["compiled"].get(k, [float("nan")]))
-        print(f"{k:<44} {p:8.3f} {c:9.3f} {c / p:9.2f} {(1 - c / p) * 100:8.0f}%")
+        saved = "" if "msgs_per_s" in k else f"{(1 - c / p) * 100:8.0f}%"  # a rate: higher is better
+        print(f"{k:<44} {p:8.3f} {c:9.3f} {c / p:9.2f} {saved:>9}")
     return 0
 
 
