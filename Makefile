@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 EXTRAS ?= server,test,bench,spark
 
-.PHONY: install run test test-unit test-integration test-acceptance bench bench-wide jsbench widebench screenshot clean
+.PHONY: install run test test-unit test-integration test-acceptance compiled test-compiled bench-compiled bench bench-wide jsbench widebench screenshot clean
 
 install: $(STAMP)
 
@@ -23,6 +23,23 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+	$(MAKE) test-compiled
+
+# The opt-in compiled build of the hot modules (natsd/_compiled.py): mypyc, into build/compiled, never
+# into src/. Use it with NATSD_COMPILED=build/compiled (e.g. `NATSD_COMPILED=build/compiled make run`);
+# natsd falls back to pure Python, with a warning at startup, when it no longer matches the sources.
+COMPILED_DIR ?= build/compiled
+compiled: $(STAMP)
+	$(BIN)/python scripts/build_compiled.py --out $(COMPILED_DIR)
+
+# The tests of the compiled modules and of the core paths through them, against a fresh build (the
+# whole suite runs against pure Python above); tests/conftest.py fails the run if the build is not used.
+COMPILED_TESTS ?= tests/unit/protocol tests/unit/subjects tests/unit/server tests/unit/test_compiled.py \
+	tests/integration/test_core_pubsub.py tests/integration/test_raw_protocol.py \
+	tests/integration/test_core_monitor.py tests/integration/test_js_publish_runs.py \
+	tests/integration/test_js_ack_runs.py tests/integration/test_leaf_queue_weights.py
+test-compiled: compiled
+	NATSD_COMPILED=$(COMPILED_DIR) $(BIN)/python -m pytest -q -p no:cacheprovider $(COMPILED_TESTS)
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit
@@ -32,6 +49,10 @@ test-integration: $(STAMP)
 
 test-acceptance: $(STAMP)
 	$(BIN)/python -m pytest -q tests/acceptance
+
+# What the compiled build pays, pure vs compiled in-process (CPU per message): see bench/bench_compiled.py.
+bench-compiled: $(STAMP) compiled
+	$(BIN)/python bench/bench_compiled.py --build $(COMPILED_DIR)
 
 # Benchmarks compare natsd with nats-server in one run; see bench/README.md.
 jsbench: $(STAMP)

@@ -44,3 +44,13 @@ if ! { command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/
     echo "warning: chromium missing; the dashboard browser test will be skipped" >&2
   fi
 fi
+# The Python headers: `make compiled` (run by `make test`) compiles natsd's hot modules with mypyc.
+# python.org/pyenv builds ship them; a distribution's python3 needs its -dev package.
+if ! python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' 2>/dev/null; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "installing python3-dev for the compiled build (make compiled)" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-dev >/dev/null
+  else
+    echo "warning: Python.h missing; make compiled (and make test's compiled pass) will fail" >&2
+  fi
+fi

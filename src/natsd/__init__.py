@@ -9,3 +9,9 @@ level we implement: nats-server 2.14's JetStream (API level 4, ``natsd.jetstream
 __version__ = "2.14.0"
 
 __all__ = ["__version__"]
+
+# An opt-in compiled build of the hot modules (NATSD_COMPILED=<dir>), used only when it matches
+# these sources: installed before any of them is imported (see natsd/_compiled.py).
+from natsd import _compiled  # noqa: E402
+
+_compiled.install()

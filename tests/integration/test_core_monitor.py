@@ -43,6 +43,12 @@ async def test_varz_counts_traffic(server, nc):
     assert v["out_msgs"] == 5 and v["out_bytes"] == 25
     assert v["connections"] == 1 and v["subscriptions"] >= 1
     assert v["port"] == server.port and v["max_payload"] == 1048576
+    # natsd's own field: whether the compiled build is in use (true in `make test-compiled`)
+    from natsd import _compiled
+
+    assert v["natsd_compiled"]["active"] is _compiled.STATUS["active"]
+    assert v["natsd_compiled"]["modules"] == list(_compiled.STATUS["modules"])
+    assert bool(v["natsd_compiled"]["modules"]) is _compiled.STATUS["active"]
     assert v["now"].endswith("Z")
 
 

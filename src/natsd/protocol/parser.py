@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from natsd.protocol.errors import (
     ERR_MAX_CONTROL_LINE, ERR_MAX_PAYLOAD, ERR_UNKNOWN_PROTOCOL, RemoteProtocolError,
@@ -165,17 +166,28 @@ class Parser:
         else:
             work = data if type(data) is bytes else bytes(data)
         n = len(work)
-        pos = 0
+        # Declared types of the per-message values: no cost interpreted, and the compiled build
+        # (natsd._compiled) keeps them as machine ints instead of boxed objects.
+        pos: int = 0
+        size: int
+        hdr_len: int
+        op: int
+        subject: bytes
+        reply: bytes
         # Run-length state for batching (see the class docstring): the previous PUB/HPUB event
         # and, once a second identical control line follows it, the payload list it became.
-        last_event = None
-        last_event_args = None
-        batch_list = None
+        # Declared Any (so mypy does not narrow them to a fixed-shape tuple at each assignment):
+        # the run detection below compares them by identity, which mypyc-compiled code keeps only
+        # for boxed values; a variable narrowed to tuple[int, bytes, ...] is unboxed and re-boxed
+        # into a new object at every use (see natsd/_compiled.py).
+        last_event: Any = None
+        last_event_args: Any = None
+        batch_list: list | None = None
         batching = self.batch
         # The OP_PUB_RUN event being extended (see the reply-less path below) and its lists.
         # The lists start as the shared _NO_RUN (no allocation per feed); they are only extended
         # while run_ev is the newest event, and run_ev is set together with fresh lists.
-        run_ev = None
+        run_ev: Any = None
         run_subjects = run_payloads = _NO_RUN
         if aw is not None:
             size = aw[4]
@@ -189,15 +201,26 @@ class Parser:
             events.append(last_event)
             self._await = None
             pos = size + 2
-        find = work.find
-        startswith = work.startswith
-        mcl = self.max_control_line
-        max_payload = self.max_payload
         last_line = self._last_line
-        last_args = self._last_args
+        last_args: Any = self._last_args
         line_cache = self._line_cache
         rp = self._rp
         nr = self._nr
+        mcl = self.max_control_line
+        max_payload = self.max_payload
+        # The cached shapes' parts, typed as above. (work.find / work.startswith are called as
+        # methods, not through bound-method locals: the compiled build calls them directly.)
+        nr_suffix: bytes
+        nr_size: int
+        nr_slen: int
+        rp_prefix: bytes
+        rp_suffix: bytes
+        rp_op: int
+        rp_subject: bytes
+        rp_hdr_len: int
+        rp_size: int
+        rp_plen: int
+        rp_slen: int
         if nr is not None:
             nr_suffix, nr_size, nr_run, nr_one = nr
             nr_slen = len(nr_suffix)
@@ -208,7 +231,7 @@ class Parser:
         while pos < n:
             # Fastest path: the same PUB/HPUB control line as the previous message (a publisher
             # streaming to one subject). One C-level prefix compare replaces find/split/int.
-            if last_line and startswith(last_line, pos):
+            if last_line and work.startswith(last_line, pos):
                 op, subject, reply, hdr_len, size = last_args
                 if size > max_payload:  # max_payload may have been lowered by a reload
                     raise RemoteProtocolError(ERR_MAX_PAYLOAD, f"payload of {size} bytes")
@@ -237,7 +260,7 @@ class Parser:
                 last_event_args = last_args
                 events.append(last_event)
                 continue
-            eol = find(b"\n", pos)
+            eol = work.find(b"\n", pos)
             if eol < 0:
                 self._check_partial(work, pos, n)
                 pending += work[pos:]
@@ -246,9 +269,9 @@ class Parser:
             # instead of splitting the line (the arguments are otherwise those of that line).
             # The payload handling below repeats the general path's on purpose: this loop runs
             # once per message, and a helper call here costs more than the duplication.
-            if rp is not None and startswith(rp_prefix, pos):
+            if rp is not None and work.startswith(rp_prefix, pos):
                 rs = eol + 1 - rp_slen
-                if rs > pos + rp_plen and startswith(rp_suffix, rs):
+                if rs > pos + rp_plen and work.startswith(rp_suffix, rs):
                     reply = work[pos + rp_plen:rs]
                     # exactly one argument, as the slow path's split() would see it: no
                     # whitespace at all (reply is not empty)
@@ -278,9 +301,9 @@ class Parser:
             # instead of splitting (and do not cache a line that is likely never seen again).
             # In batch mode consecutive ones become one OP_PUB_RUN event (JetStream acks: one
             # list append per message instead of an event tuple, and one dispatch per run).
-            if nr is not None and startswith(b"PUB ", pos):
+            if nr is not None and work.startswith(b"PUB ", pos):
                 se = eol + 1 - nr_slen
-                if se > pos + 4 and startswith(nr_suffix, se):
+                if se > pos + 4 and work.startswith(nr_suffix, se):
                     if batching and nr_run is not None:
                         # The whole run of such messages at once: one regex match finds where it
                         # ends, one findall cuts it (both in C). Every message of the run is
@@ -358,10 +381,10 @@ class Parser:
             if end - pos > mcl:
                 raise RemoteProtocolError(ERR_MAX_CONTROL_LINE, f"control line of {end - pos} bytes")
             # Fast path: the exact spelling every client uses for the hottest op.
-            if startswith(b"PUB ", pos):
+            if work.startswith(b"PUB ", pos):
                 op = OP_PUB
                 args = work[pos + 4:end].split()
-            elif startswith(b"HPUB ", pos):
+            elif work.startswith(b"HPUB ", pos):
                 op = OP_HPUB
                 args = work[pos + 5:end].split()
             else:

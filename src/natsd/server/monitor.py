@@ -22,7 +22,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
-from natsd import __version__
+from natsd import __version__, _compiled
 from natsd.gotime import format_rfc3339 as rfc3339, uptime
 from natsd.server.log import logger
 from natsd.server.tls import connz_fields
@@ -283,6 +283,9 @@ class MonitorServer:
             "system_account": o.system_account or "",
             "slow_consumer_stats": {"clients": s.slow_consumers, "routes": 0, "gateways": 0, "leafs": 0},
             "stale_connection_stats": {"clients": s.stale_connections, "routes": 0, "gateways": 0, "leafs": 0},
+            # natsd's own: whether the opt-in compiled build of the hot modules is in use (natsd._compiled)
+            "natsd_compiled": {"active": _compiled.STATUS["active"], "modules": list(_compiled.STATUS["modules"]),
+                               "reason": _compiled.STATUS["reason"]},
         }
         for k in ("auth_required", "tls_required", "tls_verify"):
             if d[k] is None:

@@ -29,7 +29,7 @@ import socket
 import sys
 from typing import TYPE_CHECKING, Callable
 
-from natsd import __version__
+from natsd import __version__, _compiled
 from natsd.clock import Clock, SystemClock
 from natsd.config.options import AccountJetStreamLimits, ServerOptions
 from natsd.protocol.encoder import encode_err, encode_info
@@ -218,6 +218,7 @@ class Server:
         if opts.jetstream.enabled:
             logger.info("  Node:     %s", self.server_id[:8])
         logger.info("  ID:       %s", self.server_id)
+        logger.log(*_compiled.status_line())
         if opts.config_file:
             logger.info("Using configuration file: %s", opts.config_file)
         if any(u.password and not u.password.startswith("$2") for u in self.auth.users.values()) or (

@@ -21,7 +21,7 @@ once per (subject, queue). The Sublist is not thread-safe: natsd uses it from on
 from __future__ import annotations
 
 from itertools import islice
-from typing import Any, Generic, Hashable, Iterator, TypeVar
+from typing import Any, Callable, Generic, Hashable, Iterator, TypeVar
 
 from natsd.subjects.tokens import FWC, PWC, TSEP, is_valid_subject, subject_matches
 
@@ -230,8 +230,9 @@ class Sublist(Generic[T]):
         self._matches = 0
         self._hits = 0
         # Optional observer ``watch(subject, queue, item, delta)`` of every effective insert (+1)
-        # and remove (-1): leafnode links announce the account's interest from it.
-        self.watch = None
+        # and remove (-1): leafnode links announce the account's interest from it. (Declared: the
+        # compiled build checks attribute types, and a bare None would admit only None.)
+        self.watch: Callable[[str, str | None, Any, int], None] | None = None
 
     # -- mutation ---------------------------------------------------------------------------
 

@@ -192,3 +192,16 @@ def test_batch_mode_merges_identical_runs():
     for cut in range(1, len(data)):
         p = Parser(batch=True)
         assert flat(p.feed(data[:cut]) + p.feed(data[cut:])) == plain
+
+
+def test_batch_mode_merges_a_canonical_stream_from_its_first_message():
+    # A publisher streaming canonical "PUB <subject> <size>" lines (the core benchmark's shape):
+    # one OP_PUB_BATCH per feed. The compiled build once emitted five OP_PUB events here (the run
+    # detection compares tuples by identity; see natsd/_compiled.py), which the test above missed.
+    from natsd.protocol.events import OP_PUB_BATCH, Run
+
+    body = b"x" * 128
+    data = b"PUB fa 128\r\n" + body + b"\r\n"
+    p = Parser(batch=True)
+    for _ in range(3):
+        assert p.feed(data * 5) == [(OP_PUB_BATCH, Run(OP_PUB, b"fa", None, b"", 0, [body] * 5))]
