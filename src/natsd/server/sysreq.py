@@ -3,13 +3,15 @@
 What ``nats server ping``, ``nats server report jetstream|connections`` and ``natsctl server ...`` ask. With a
 system account (``system_account`` or the operator's), every server answers requests published in that account:
 
-* ``$SYS.REQ.SERVER.PING`` and ``$SYS.REQ.SERVER.<id>.STATZ``: ``{"server": {...}, "statsz": {...}}`` (the
-  server's counters; ``active_servers`` tells a pinging client how many answers to expect). nats-server does not
-  answer ``$SYS.REQ.SERVER.PING.STATZ`` and neither does natsd.
+* ``$SYS.REQ.SERVER.PING``, ``$SYS.REQ.SERVER.PING.STATSZ`` and ``$SYS.REQ.SERVER.<id>.STATSZ``: ``{"server":
+  {...}, "statsz": {...}}`` (the server's counters; ``active_servers`` tells a pinging client how many answers to
+  expect). Note the spelling: nats-server answers no ``STATZ`` and neither does natsd.
 * ``$SYS.REQ.SERVER.PING.<KIND>`` and ``$SYS.REQ.SERVER.<id>.<KIND>`` for ``VARZ``, ``CONNZ``, ``SUBSZ``, ``JSZ``,
   ``HEALTHZ``, ``ACCOUNTZ`` (and ``LEAFZ`` when no leafnode manager answers it): ``{"server": {...}, "data": <the
   monitoring endpoint's document>}``, the request body being the endpoint's options as JSON (``{"account": "A",
-  "streams": true}``, ``{"subscriptions": true, "limit": 1024}``, ...).
+  "streams": true}``, ``{"subscriptions": true, "limit": 1024}``, ...); ``ROUTEZ`` and ``GATEWAYZ`` answer the
+  empty documents of a server without routes or gateways. Not answered: ``PROFILEZ``, ``EXPVARZ``,
+  ``IPQUEUESZ``, ``RAFTZ``.
 * ``IDZ``: ``{"name", "host", "id"}`` alone.
 
 A body that is not JSON gets ``{"server": {...}, "error": {"code": 400, "description": <Go's text>}}``. The event
@@ -51,6 +53,8 @@ _KINDS: dict[str, dict[str, tuple[str, str]]] = {
     "HEALTHZ": {"js-enabled-only": ("js-enabled-only", _BOOL), "js-enabled": ("js-enabled-only", _BOOL)},
     "ACCOUNTZ": {"account": ("acc", "str")},
     "LEAFZ": {"account": ("acc", "str"), "subscriptions": ("subs", _BOOL)},
+    "ROUTEZ": {},
+    "GATEWAYZ": {},
 }
 
 
@@ -61,7 +65,9 @@ def _query(kind: str, body: dict) -> dict[str, str]:
         v = body.get(field)
         if v in (None, "", False, 0):
             continue
-        if typ == _BOOL:
+        if key == "state":  # Go's ConnState: 0 open, 1 closed, 2 all
+            q[key] = {1: "closed", 2: "all"}.get(v, "open") if isinstance(v, int) else str(v)
+        elif typ == _BOOL:
             q[key] = "true"
         elif typ == "detail":
             q[key] = "detail"
@@ -98,8 +104,7 @@ class SystemRequests:
         sid = s.server_id
         answer = self._on_request
         self._subs.append(self.ports.subscribe("$SYS.REQ.SERVER.PING", answer))
-        self._subs.append(self.ports.subscribe(f"$SYS.REQ.SERVER.{sid}.STATZ", answer))
-        kinds = [k for k in (*_KINDS, "IDZ") if k != "LEAFZ" or s.leafnodes is None]  # the leaf manager's own
+        kinds = [k for k in (*_KINDS, "IDZ", "STATSZ") if k != "LEAFZ" or s.leafnodes is None]  # the leaf manager's
         for kind in kinds:
             self._subs.append(self.ports.subscribe(f"$SYS.REQ.SERVER.PING.{kind}", answer))
             self._subs.append(self.ports.subscribe(f"$SYS.REQ.SERVER.{sid}.{kind}", answer))
@@ -117,7 +122,7 @@ class SystemRequests:
         self.server.loop.call_soon(self._answer, subject, reply, bytes(payload))
 
     def _answer(self, subject: str, reply: str, payload: bytes) -> None:
-        kind = "STATZ" if subject == "$SYS.REQ.SERVER.PING" else subject.rsplit(".", 1)[1]
+        kind = "STATSZ" if subject == "$SYS.REQ.SERVER.PING" else subject.rsplit(".", 1)[1]
         try:
             doc = self._document(kind, payload)
         except Exception as e:  # noqa: BLE001 - a monitoring bug must not take the server down
@@ -128,6 +133,7 @@ class SystemRequests:
 
     def _document(self, kind: str, payload: bytes) -> dict | None:
         from natsd.jetstream.gojson import GoError, GoStruct, decode
+        from natsd.server.monitor import rfc3339
 
         s = self.server
         if kind == "IDZ":
@@ -140,8 +146,15 @@ class SystemRequests:
                 return {"server": self._server_info(), "error": {"code": 400, "description": str(e)}}
         if not filter_match(body, s, self._domain()):
             return None
-        if kind == "STATZ":
+        if kind == "STATSZ":
             return {"server": self._server_info(), "statsz": self._statsz()}
+        now = rfc3339(s.clock.time_ns())
+        if kind == "ROUTEZ":
+            return {"server": self._server_info(), "data": {"server_id": s.server_id, "server_name": s.server_name,
+                                                            "now": now, "num_routes": 0, "routes": []}}
+        if kind == "GATEWAYZ":
+            return {"server": self._server_info(), "data": {"server_id": s.server_id, "now": now,
+                                                            "outbound_gateways": {}, "inbound_gateways": {}}}
         endpoint: dict[str, Callable[[dict], Any]] = {
             "VARZ": self.monitor.varz, "CONNZ": self.monitor.connz, "SUBSZ": self.monitor.subsz,
             "JSZ": self.monitor.jsz, "HEALTHZ": self.monitor.healthz, "ACCOUNTZ": self.monitor.accountz,
@@ -188,7 +201,10 @@ class SystemRequests:
             "received_from_clients": {"msgs": v["in_client_msgs"], "bytes": v["in_client_bytes"]},
             "slow_consumers": v["slow_consumers"], "active_servers": 1,
         }
-        if v.get("jetstream"):
-            d["jetstream"] = v["jetstream"]
+        if v.get("jetstream"):  # as /varz has it, without the store directory (nats-server leaves it out here)
+            js = dict(v["jetstream"])
+            if isinstance(js.get("config"), dict):
+                js["config"] = {k: x for k, x in js["config"].items() if k != "store_dir"}
+            d["jetstream"] = js
         d["gomaxprocs"] = v["gomaxprocs"]
         return d
