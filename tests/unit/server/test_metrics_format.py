@@ -36,7 +36,7 @@ def test_label_cache_renders_like_prometheus_client_and_forgets_deleted_rows():
         return "".join(p.decode() for p in await _table_text(names, [("num_pending", "help")], "jetstream_consumer",
                                                              rs, vals, cache, _Slicer()))
 
-    text = asyncio.run(once(rows, [[3], [None]]))
+    text = asyncio.run(once(rows, [[3, None]]))  # one column per metric
     fams = list(text_string_to_metric_families(text))
     assert [f.name for f in fams] == ["jetstream_consumer_num_pending"]
     (sample,) = fams[0].samples  # None: not reported
