@@ -20,6 +20,7 @@ of one pair of runs can be several percent in either direction, so look at the m
 
     .venv/bin/python bench/bench_metrics.py                      # core pub/sub, 30 s runs, 3 rounds
     .venv/bin/python bench/bench_metrics.py --workload jspub --rounds 5
+    .venv/bin/python bench/bench_metrics.py --turns           # natsd in-process: the longest loop turn a scrape takes
 """
 
 from __future__ import annotations
@@ -245,6 +246,46 @@ def measure(kind: str, a: argparse.Namespace) -> dict:
         srv.stop()
 
 
+async def _loop_turns(a: argparse.Namespace) -> dict:
+    """natsd in this process: the most CPU one event-loop turn takes while ``/metrics`` is scraped (by a thread,
+    so the scraper's own work is not on the loop). A task that only yields measures the loop thread's CPU time
+    between two of its wakeups: that is how long every client waited at most, whatever the machine's load
+    (wall-clock stalls on a shared machine are this times however many processes share the core)."""
+    sys.path.insert(0, str(ROOT))
+    from tests.helpers.inproc import running_server
+
+    async with running_server(http_port=-1, jetstream=True) as server:
+        await populate(server.client_url, a.streams, a.consumers, a.storage)
+        base = f"http://127.0.0.1:{server.http_port}"
+        await asyncio.to_thread(scrape_once, base, NATSD_SCRAPE)  # the first one builds the label cache
+        turns: list[float] = []
+        idle_turns: list[float] = []
+        done = asyncio.Event()
+
+        async def watch(out: list[float]) -> None:
+            while not done.is_set():
+                t = time.thread_time()
+                await asyncio.sleep(0)
+                out.append(time.thread_time() - t)
+
+        for _ in range(a.idle_scrapes):
+            done.clear()
+            w = asyncio.ensure_future(watch(idle_turns))
+            await asyncio.sleep(0.5)
+            done.set()
+            await w
+            done.clear()
+            w = asyncio.ensure_future(watch(turns))
+            await asyncio.to_thread(scrape_once, base, NATSD_SCRAPE)
+            done.set()
+            await w
+        turns.sort()
+        idle_turns.sort()
+        return {"max_turn_cpu_ms": round(turns[-1] * 1000, 1),
+                "p999_turn_cpu_ms": round(turns[int(len(turns) * 0.999)] * 1000, 2),
+                "idle_max_turn_cpu_ms": round(idle_turns[-1] * 1000, 2), "turns": len(turns)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workload", default="core", choices=["core", "jspub", "jspubmem"])
@@ -259,10 +300,19 @@ def main() -> int:
                     help="storage of the 1,000 streams (default memory: a scrape reads the same either way)")
     ap.add_argument("--idle-scrapes", type=int, default=3, help="scrapes of the idle server timed (medians)")
     ap.add_argument("--only", choices=["natsd", "reference"])
+    ap.add_argument("--turns", action="store_true",
+                    help="only natsd in this process: the longest event-loop turn (CPU) while /metrics is scraped")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if not JSBENCH.exists():
         subprocess.run(["bash", str(ROOT / "scripts" / "build-jsbench.sh")], check=True, cwd=ROOT)
+    if a.turns:
+        r = asyncio.run(_loop_turns(a))
+        print(json.dumps(r, indent=2) if a.json else
+              f"{a.streams} {a.storage} streams x {a.consumers} consumers, {a.idle_scrapes} scrapes of /metrics: "
+              f"longest loop turn {r['max_turn_cpu_ms']} ms CPU (99.9th percentile {r['p999_turn_cpu_ms']} ms, "
+              f"{r['turns']} turns; without a scrape: {r['idle_max_turn_cpu_ms']} ms)")
+        return 0
     kinds = [k for k in ("natsd", "reference") if a.only in (None, k)]
     results = [measure(k, a) for k in kinds]
     if a.json:
