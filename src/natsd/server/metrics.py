@@ -66,9 +66,9 @@ def _unix_seconds(text: str) -> float | None:
     """RFC 3339 (nanoseconds, ``Z``) to Unix seconds, or None when it is not a time."""
     if len(text) >= 20 and text[10] == "T" and text[-1] == "Z":  # the form /jsz writes: UTC, fraction optional
         base = _SECOND_PREFIXES.get(text[:19])
-        frac = text[19:-1]
-        if base is not None and (not frac or (frac[0] == "." and frac[1:].isdigit())):
-            return base + (int(frac[1:]) / 10 ** (len(frac) - 1) if frac else 0.0)
+        tail = text[19:-1]
+        if base is not None and (not tail or (tail[0] == "." and tail[1:].isdigit())):
+            return base + (int(tail[1:]) / 10 ** (len(tail) - 1) if tail else 0.0)
     try:
         ns = parse_rfc3339(text)
     except ValueError:

@@ -117,9 +117,10 @@ class SystemRequests:
     # -- answering ------------------------------------------------------------------------------------
 
     def _on_request(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
-        if not reply:
+        loop = self.server.loop
+        if not reply or loop is None:
             return
-        self.server.loop.call_soon(self._answer, subject, reply, bytes(payload))
+        loop.call_soon(self._answer, subject, reply, bytes(payload))
 
     def _answer(self, subject: str, reply: str, payload: bytes) -> None:
         kind = "STATSZ" if subject == "$SYS.REQ.SERVER.PING" else subject.rsplit(".", 1)[1]
