@@ -12,7 +12,9 @@ same, but 11,000 directories are slow to create and remove); they are created wi
 the server is killed and its store removed afterwards.
 
 Reported per server: the median rate quiet and scraped, the cost (1 - scraped / quiet, and the median of the
-per-round costs), the scrapes done and their mean duration; for scrapes of the idle server (``--idle-scrapes``,
+per-round costs), the CPU cost (median over rounds of 1 - the server's CPU seconds for the quiet run / for the
+scraped run of the same messages: what a CPU-bound single-threaded server gives up, and steady on a loaded
+machine where the rates are not), the scrapes done and their mean duration; for scrapes of the idle server (``--idle-scrapes``,
 medians): their wall time, the server's CPU seconds (divided by the scrape interval, that is the share of one core
 scraping takes whatever the load) and the longest PING/PONG round trip while one runs ("stall": how long the
 server's loop was held) next to the longest over as long a quiet stretch. The machine is shared and noisy: the cost
@@ -217,14 +219,20 @@ def measure(kind: str, a: argparse.Namespace) -> dict:
             rate = jsbench(srv.url, a.workload, 100_000, a.size) or 10_000.0
             n = int(rate * a.seconds)
         quiet, scraped, durations = [], [], []
+        cpu_quiet, cpu_scraped = [], []  # the server's CPU seconds for each run of n messages
         scrapes = 0
         for _ in range(a.rounds):
+            c0 = cpu_seconds(srv.proc.pid)
             quiet.append(jsbench(srv.url, a.workload, n, a.size))
+            c1 = cpu_seconds(srv.proc.pid)
             sc = Scraper(base, paths, a.interval)
             sc.start()
             scraped.append(jsbench(srv.url, a.workload, n, a.size))
             sc.stop.set()
             sc.join()
+            c2 = cpu_seconds(srv.proc.pid)
+            cpu_quiet.append(c1 - c0)
+            cpu_scraped.append(c2 - c1)
             scrapes += len(sc.durations)
             durations += sc.durations
         ok_q, ok_s = [x for x in quiet if x], [x for x in scraped if x]
@@ -233,6 +241,11 @@ def measure(kind: str, a: argparse.Namespace) -> dict:
         # the cost per round (quiet and scraped back to back) and its median: less exposed to the machine's
         # load drifting over the whole run than the ratio of the two medians
         pairs = [(1 - y / x) * 100 for x, y in zip(quiet, scraped) if x and y]
+        # The same n messages cost the server this much more CPU with the scrapes: for natsd, whose message path
+        # and scrape share one thread, that is the throughput a CPU-bound server gives up, and unlike the rates it
+        # does not move with how much CPU the shared machine leaves the server.
+        cpu_pairs = [(1 - q / sc_) * 100 for q, sc_, x, y in zip(cpu_quiet, cpu_scraped, quiet, scraped)
+                     if x and y and sc_ > 0]
         return {"kind": kind, "setup_s": round(setup, 1), "scrape_bytes": first_size,
                 "idle_scrape_s": round(statistics.median(walls), 3),
                 "scrape_server_cpu_s": round(statistics.median(cpus), 3),
@@ -241,6 +254,8 @@ def measure(kind: str, a: argparse.Namespace) -> dict:
                 "n": n, "quiet": quiet, "scraped": scraped, "quiet_median": q, "scraped_median": sm,
                 "cost_pct": round((1 - sm / q) * 100, 2), "pair_costs_pct": [round(x, 2) for x in pairs],
                 "pair_cost_median_pct": round(statistics.median(pairs), 2) if pairs else None,
+                "cpu_quiet_s": [round(x, 2) for x in cpu_quiet], "cpu_scraped_s": [round(x, 2) for x in cpu_scraped],
+                "cpu_cost_median_pct": round(statistics.median(cpu_pairs), 2) if cpu_pairs else None,
                 "scrapes": scrapes, "scrape_mean_s": round(statistics.mean(durations), 3) if durations else None}
     finally:
         srv.stop()
@@ -320,12 +335,12 @@ def main() -> int:
         return 0
     print(f"{a.workload}, {a.streams} {a.storage} streams x {a.consumers} consumers, scrape every {a.interval}s, "
           f"{a.rounds} rounds (medians)")
-    print(f"{'server':<10} {'setup s':>8} {'quiet/s':>10} {'scraped/s':>10} {'cost':>7} {'pair cost':>9} "
+    print(f"{'server':<10} {'setup s':>8} {'quiet/s':>10} {'scraped/s':>10} {'cost':>7} {'pair cost':>9} {'CPU cost':>8} "
           f"{'scrapes':>8} {'scrape s':>9} {'idle scrape s':>13} {'server CPU s':>12} {'stall ms':>9} "
           f"{'quiet stall':>11} {'bytes':>10}")
     for r in results:
         print(f"{r['kind']:<10} {r['setup_s']:>8.1f} {r['quiet_median']:>10.0f} {r['scraped_median']:>10.0f} "
-              f"{r['cost_pct']:>6.1f}% {r['pair_cost_median_pct'] or 0:>8.1f}% "
+              f"{r['cost_pct']:>6.1f}% {r['pair_cost_median_pct'] or 0:>8.1f}% {r['cpu_cost_median_pct'] or 0:>7.1f}% "
               f"{r['scrapes']:>8} {r['scrape_mean_s'] or 0:>9.3f} {r['idle_scrape_s']:>13.3f} "
               f"{r['scrape_server_cpu_s']:>12.3f} {r['max_stall_scrape_ms']:>9.1f} {r['max_stall_quiet_ms']:>11.1f} "
               f"{r['scrape_bytes']:>10}")
