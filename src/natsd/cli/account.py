@@ -36,6 +36,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     rq = req.add_subparsers(dest="request_cmd", metavar="REQUEST", parser_class=type(p))
     rq.required = True
     leafnodes.register(rs, rq, common)  # leafnodes
+    from natsd.cli import server_reports
+
+    server_reports.register(ss, rs, common)  # ping; report jetstream, connections
     views.register_top(sub, common)  # events
 
 

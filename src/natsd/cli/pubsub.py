@@ -22,6 +22,7 @@ from typing import Any, Callable
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 
+from natsd.cli import jssub
 from natsd.cli.common import (
     CliError, UsageError, arrivals, check_subject, next_from, optional_count, optional_seconds, parse_duration,
     parse_int, payload_json, queue_subscriber, read_stdin_bytes, rfc3339, stdin_is_tty, text_of,
@@ -82,12 +83,13 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.set_defaults(func=cmd_pub)
 
     s = sub.add_parser("sub", aliases=["subscribe"], parents=[common], help="subscribe and print messages")
-    s.add_argument("subject")
+    s.add_argument("subject", nargs="?", default=None, help="subject (optional with --stream: its filter)")
     s.add_argument("--queue", help="queue group")
     s.add_argument("--count", default=None, help="exit after this many messages")
     s.add_argument("--wait", default=None, help="exit after this long without reaching --count, e.g. 5s")
     s.add_argument("--raw", action="store_true", help="only message bodies")
     s.add_argument("--ack", action="store_true", help="acknowledge JetStream messages as they arrive")
+    jssub.add_flags(s)
     s.set_defaults(func=cmd_sub)
 
     r = sub.add_parser("req", aliases=["request"], parents=[common], help="send a request, print the reply")
@@ -224,6 +226,11 @@ def _fmt_msg(n: int, msg: Any) -> str:
 
 async def cmd_sub(ctx: Ctx) -> None:
     a = ctx.args
+    if jssub.wanted(a):
+        await jssub.run(ctx, msg_json)
+        return
+    if not a.subject:
+        raise UsageError("a subject is required (or --stream)")
     check_subject(a.subject, wildcards=True)
     limit_n, wait_s = optional_count(a.count), optional_seconds(a.wait)
     nc = await ctx.nc()

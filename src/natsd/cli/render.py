@@ -40,11 +40,12 @@ def sections(title: str, parts: Sequence[tuple[str, Rows]]) -> str:
     return "\n".join(out)
 
 
-def table(title: str | None, headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """A rich table rendered to text (plain when stdout is not a terminal)."""
-    t = Table(title=title, show_lines=False, header_style="bold", title_justify="left")
-    for h in headers:
-        t.add_column(h, overflow="fold")
+def table(title: str | None, headers: Sequence[str], rows: Iterable[Sequence[Any]],
+          footer: Sequence[Any] | None = None) -> str:
+    """A rich table rendered to text (plain when stdout is not a terminal); ``footer``: a totals row under a rule."""
+    t = Table(title=title, show_lines=False, header_style="bold", title_justify="left", show_footer=footer is not None)
+    for i, h in enumerate(headers):
+        t.add_column(h, overflow="fold", footer=str(footer[i]) if footer is not None else "")
     for r in rows:
         t.add_row(*[str(c) for c in r])
     return render(t)

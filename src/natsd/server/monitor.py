@@ -328,6 +328,13 @@ class MonitorServer:
             conns = [c for c in conns if c.cid == cid]
         if q.get("acc"):
             conns = [c for c in conns if c.account is not None and c.account.name == q["acc"]]
+        if q.get("filter_subject"):  # connections whose subscriptions would receive it (the reference's rule)
+            if not q.get("acc"):
+                raise ValueError("filter by subject only valid with account filtering")
+            from natsd.subjects import subjects_collide
+
+            fs = q["filter_subject"]
+            conns = [c for c in conns if any(subjects_collide(sub.subject, fs) for sub in c.subs.values())]
         keys: dict[str, Callable] = {
             "cid": lambda c: c.cid, "start": lambda c: c.start_ns, "subs": lambda c: -len(c.subs),
             "pending": lambda c: -(len(c.out) + _buffered(c)), "msgs_to": lambda c: -c.out_msgs,

@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.manager import JetStreamEngine
     from natsd.server.leafmanager import LeafManager
     from natsd.server.monitor import MonitorServer
+    from natsd.server.sysreq import SystemRequests
 
 __all__ = ["Server", "GIT_COMMIT"]
 
@@ -100,6 +101,7 @@ class Server:
         self._listener: asyncio.base_events.Server | None = None
         self._monitor: MonitorServer | None = None
         self._https_monitor: MonitorServer | None = None
+        self._sysreq: SystemRequests | None = None  # $SYS.REQ.SERVER.* answers (natsd.server.sysreq)
         self._ws_listener: asyncio.base_events.Server | None = None
         self._ws_port = 0
         self._https_port = 0
@@ -250,6 +252,7 @@ class Server:
         if opts.tls is not None:
             logger.info("TLS required for client connections")
         await self._start_leafnodes()
+        self._start_system_requests()
         self._write_ports_file()
         logger.info("Server is ready")
         self.running = True
@@ -268,6 +271,17 @@ class Server:
         for name in trust.preloaded():
             self.get_account(name)
         trust.start_system_services()
+    def _start_system_requests(self) -> None:
+        """With a system account, answer ``$SYS.REQ.SERVER.PING[.*]`` (see :mod:`natsd.server.sysreq`)."""
+        name = self.options.system_account or (self.trust.system_account if self.trust is not None else "")
+        if not name:
+            return
+        from natsd.server.monitor import MonitorServer
+        from natsd.server.sysreq import SystemRequests
+
+        self._sysreq = SystemRequests(self, self._monitor or MonitorServer(self), name)
+        self._sysreq.start()
+
     async def _start_leafnodes(self) -> None:
         if self.options.leafnodes is None:
             return
@@ -359,6 +373,9 @@ class Server:
         logger.info("Initiating Shutdown...")
         if self._listener is not None:
             self._listener.close()
+        if self._sysreq is not None:
+            self._sysreq.stop()
+            self._sysreq = None
         if self._monitor is not None:
             await self._monitor.stop()
             self._monitor = None

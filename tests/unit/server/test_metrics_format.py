@@ -36,7 +36,7 @@ def test_label_cache_renders_like_prometheus_client_and_forgets_deleted_rows():
         return "".join(p.decode() for p in await _table_text(names, [("num_pending", "help")], "jetstream_consumer",
                                                              rs, vals, cache, _Slicer()))
 
-    text = asyncio.run(once(rows, [[3], [None]]))
+    text = asyncio.run(once(rows, [[3, None]]))  # one column per metric
     fams = list(text_string_to_metric_families(text))
     assert [f.name for f in fams] == ["jetstream_consumer_num_pending"]
     (sample,) = fams[0].samples  # None: not reported
@@ -46,3 +46,19 @@ def test_label_cache_renders_like_prometheus_client_and_forgets_deleted_rows():
     asyncio.run(once(rows[1:], [[1]]))
     cache.end_scrape()
     assert list(cache._text) == [rows[1]]  # S1 is gone from the scrape, so from the cache
+
+
+def test_fast_number_and_time_paths_agree_with_the_general_ones():
+    from prometheus_client.utils import floatToGoString
+
+    from natsd.gotime import parse_rfc3339
+    from natsd.server.metrics import _go_float, _unix_seconds
+
+    for v in (0, 1, -1, 7, 999_999, 1_000_000, 12_345_678, -5_000_000, 10**15 - 1, -(10**15) + 1, 10**15, 10**16, 2**63, 1.5, -0.25, 1e20, float("inf")):
+        assert _go_float(v) == floatToGoString(v), v
+    for t in ("2026-11-24T15:40:08.399566464Z", "2026-11-24T15:40:08Z", "2026-11-24T15:40:08.5Z",
+              "2026-11-24T15:40:09.000000001Z", "1970-01-01T00:00:00Z"):
+        want = parse_rfc3339(t) / 1e9
+        assert abs(_unix_seconds(t) - want) < 1e-6, t  # first: the general parser
+        assert abs(_unix_seconds(t) - want) < 1e-6, t  # then: the cached second and the fraction
+    assert _unix_seconds("2026-11-24T15:40:08.x9Z") is None and _unix_seconds("not a time") is None
