@@ -711,6 +711,7 @@ class Server:
         except JetStreamStartError as e:
             logger.critical("Can't start JetStream: %s", e)
             return 1
+        logger.debug("%d objects alive at start moved out of the collector's generations", freeze_startup_heap())
         loop = asyncio.get_running_loop()
         tasks: set[asyncio.Task] = set()
 
@@ -740,3 +741,21 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def freeze_startup_heap() -> int:
+    """Move every object alive once the server is up (the recovered streams, consumers and their
+    indexes, the imported modules) out of the cyclic collector's generations; returns how many.
+
+    They live as long as the process, yet each full collection walked all of them: with 300
+    streams x 10 consumers a full pass took ~90 ms of CPU, with 1,000 x 10 ~0.5 s, a stall for
+    every client. Frozen objects are still freed by reference counting; only cycles among them
+    would stay, and recovered state has none that outlive it. Called by :meth:`Server.run` (the
+    process entry point), not by :meth:`Server.start`: in-process servers in tests share one heap.
+    """
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()
+
