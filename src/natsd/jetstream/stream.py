@@ -174,6 +174,10 @@ class Stream:
         self._ack_payloads: list[bytes] = []
         self._flush_scheduled = False
         self._new_msgs = False
+        # A write on the store's writer thread (store.flush_async): the replies, "new messages"
+        # flag and last sequence of the turns it carries wait for it (_written).
+        self._writing = False
+        self._wait: tuple[list[str], list[bytes], bool, int] | None = None
         # last sequence (includes interest-skipped sequences), and last Nats-Msg-Id stored.
         st = store.state()
         self.lseq: int = st.last_seq
@@ -350,6 +354,7 @@ class Stream:
             return
         self._stop_links()
         self._unsubscribe()
+        self._finish_write()
         self._flush()
         self.closed = True
         self._fast = False
@@ -373,6 +378,7 @@ class Stream:
         """Delete the stream, its consumers and its data."""
         self._stop_links()
         self._unsubscribe()
+        self._finish_write()
         self._flush()
         self.closed = True
         self._fast = False
@@ -748,12 +754,19 @@ class Stream:
             if self._persist_timer is None:
                 self._persist_timer = self.clock.call_later(ASYNC_PERSIST_DELAY_NS, self._persist)
         elif not self.closed:
+            if self._writing:
+                return  # this turn's replies wait for the write in flight (_written flushes again)
             failed: StoreError | None = None
             try:
                 if self.account.engine.sync_always:
                     self.store.sync()
-                else:
-                    self.store.flush()
+                elif self.store.flush_async(self._written):
+                    # Written on the writer thread: replies and consumers wait for it (_written).
+                    self._writing = True
+                    self._wait = (self._ack_subjects, self._ack_payloads, self._new_msgs, self.lseq)
+                    self._ack_subjects, self._ack_payloads = [], []
+                    self._new_msgs = False
+                    return
             except StoreError as e:
                 failed = e
             rb = self.store.take_rollback()
@@ -770,6 +783,46 @@ class Stream:
             if not self.closed:
                 self._arm_expiry()
                 self._notify_new(self.lseq)
+
+    def _written(self) -> None:
+        """The store's write of earlier turns is done (records in the OS, or rolled back): send
+        their replies and wake consumers, as ``_flush`` does after an inline write; then flush
+        what later turns buffered meanwhile."""
+        wait = self._wait
+        if not self._writing or wait is None:
+            return
+        self._writing = False
+        self._wait = None
+        subs, pays, new, lseq = wait
+        rb = self.store.take_rollback()
+        if rb is not None:
+            # Its messages and every later one were taken back: their replies become errors.
+            self._ack_subjects[:0] = subs
+            self._ack_payloads[:0] = pays
+            self._write_failed(rb, None)
+            subs, pays = self._ack_subjects, self._ack_payloads
+            self._ack_subjects, self._ack_payloads = [], []
+            new = False
+            self._new_msgs = False
+        if not self.closed and self._counted != self.store.bytes_used:
+            self._fold_usage()
+        if subs:
+            self.account.ports.publish_many(subs, pays)
+        if new and not self.closed:
+            self._arm_expiry()
+            self._notify_new(lseq)
+        if (self._ack_subjects or self._new_msgs) and not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._call_soon(self._flush)
+
+    def _finish_write(self) -> None:
+        """Stopping: wait for the write in flight and send what it acknowledges now."""
+        if self._writing:
+            try:
+                self.store.flush()
+            except StoreError:
+                pass  # rolled back: _written answers with errors
+            self._written()
 
     def _persist(self) -> None:
         """persist_mode: async: hand what was acknowledged to the OS (no fsync, as the reference)."""

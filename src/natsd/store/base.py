@@ -275,6 +275,12 @@ class StreamStore(Protocol):
     def flush(self) -> None:
         """Hand every buffered write to the OS (one write per file where possible)."""
 
+    def flush_async(self, on_written: Callable[[], None]) -> bool:
+        """``flush()``, possibly off the event loop: True when the write is in flight, and then
+        ``on_written`` is called on the loop (never before this returns) once the records are
+        in the OS or rolled back (``take_rollback``); the owner acknowledges only then. False
+        when done inline (errors raised as by ``flush()``)."""
+
     def sync(self) -> None:
         """flush() and fsync."""
 

@@ -566,6 +566,11 @@ class IndexedStreamStore:
     def flush(self) -> None:
         """Nothing is buffered by default."""
 
+    def flush_async(self, on_written) -> bool:
+        """``flush()`` inline (False): nothing to hand to a writer thread by default."""
+        self.flush()
+        return False
+
     def take_rollback(self):
         """What a failed write took back since the last call: ``(last durable sequence,
         StoreWriteError)`` or None (see the file store). A store that never fails returns None."""

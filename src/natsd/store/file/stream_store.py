@@ -12,6 +12,13 @@ per message); this class adds the files:
   calls ``flush()`` on a short timer *after* acknowledging (natsd.jetstream.stream): there a
   PubAck does not mean the record reached the OS. Blocks roll over
   at ``block_size`` (8 MiB default, as the reference).
+- **Writes off the loop** (``flush_async``, natsd.store.file.writer): given a writer, a turn's
+  buffer of at least ``writer.threshold`` bytes is written by the writer thread; the owner's
+  callback runs on the loop once the bytes are in the OS (or rolled back, as a failed
+  ``flush()``), and only then does the owner acknowledge. At most one write is in flight per
+  store, so writes keep their order; every other operation that needs the bytes or the files
+  (``flush``, ``sync``, reads of them, a block roll, purge, erase, truncate, stop) first waits
+  for it and applies it (``_settle``).
 - **Removals** of interior messages append a tombstone record; removals from the front are
   covered by the FIRST marker written at the next flush (so a max_msgs stream does not write a
   tombstone per publish); a front block whose records all refer to sequences below the first
@@ -50,10 +57,11 @@ import logging
 import os
 import shutil
 import zlib
+from typing import Callable
 
 from natsd.clock import Timer
 from natsd.store.base import StoreClosed, StoreConfig, StoreError, StoreWriteError
-from natsd.store.file.block import MessageBlock
+from natsd.store.file.block import MessageBlock, WriteJob
 from natsd.store.file.compress import SHARED_CHUNKS, compress_file, submit
 from natsd.store.file.consumer_state import FileConsumerStore
 from natsd.store.file.faults import FaultHandling
@@ -68,6 +76,7 @@ from natsd.store.file.record import (
     RecordError, encode_marker, encode_msg_into, erase_record, file_store_msg_size, parse_header,
 )
 from natsd.store.file.recovery import Recovery
+from natsd.store.file.writer import BlockWriter
 from natsd.store.seqindex import NEVER_EXPIRES, IndexedStreamStore
 
 __all__ = ["FileStreamStore", "MsgCorrupt"]
@@ -88,7 +97,8 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
 
     def __init__(self, config: StoreConfig, clock, directory: str, *, sync_interval_ns: int = 120 * 10**9,
                  sync_always: bool = False, block_size: int = DEFAULT_BLOCK_SIZE,
-                 index_interval_ns: int = DEFAULT_INDEX_INTERVAL_NS, compress_inline: bool = False) -> None:
+                 index_interval_ns: int = DEFAULT_INDEX_INTERVAL_NS, compress_inline: bool = False,
+                 writer: BlockWriter | None = None) -> None:
         self._dir = directory
         self._msgs_dir = os.path.join(directory, MSGS_DIR)
         self._obs_dir = os.path.join(directory, OBS_DIR)
@@ -125,6 +135,14 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
         self._compressing: dict = {}
         self._compress_inline = compress_inline
         self._compress_timer: Timer | None = None
+        # The writer thread (None: always inline) and the write in flight on it, with what to
+        # restore if it fails (_settle) and whom to call back when it is done (flush_async).
+        self._writer = writer
+        self._job: WriteJob | None = None
+        self._job_blk: MessageBlock | None = None
+        self._job_last = 0
+        self._job_marker_first = 0
+        self._on_written: Callable[[], None] | None = None
         super().__init__(config, clock)
         os.makedirs(self._msgs_dir, exist_ok=True)
         write_meta(directory, self._meta_dict(), config.name)
@@ -171,6 +189,10 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
     def _roll(self) -> MessageBlock:
         """Start a new last block (flushing the old one's pending bytes first)."""
         old = self._lmb
+        if self._job is not None:
+            failed = self._settle()
+            if failed is not None:
+                raise failed
         if old is not None:
             marker_first = self._marker_first
             try:
@@ -269,12 +291,12 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
 
     def disk_bytes(self) -> int:
         """Bytes the message blocks take on disk (compressed blocks count compressed)."""
-        return sum(b.disk_size + len(b.pending) for b in self._blocks.values())
+        return sum(b.disk_size + b.pend_off - b.flushed + len(b.pending) for b in self._blocks.values())
 
     def _write(self, seq: int, ts: int, subject: str, hdr: bytes | None, msg: bytes, ttl_ns: int) -> int:
         lmb = self._lmb
         sb = subject.encode()
-        off = lmb.flushed + len(lmb.pending)
+        off = lmb.pend_off + len(lmb.pending)
         if off and off + 30 + len(sb) + len(msg) + (4 + len(hdr) if hdr else 0) > self._block_size:
             lmb = self._roll()
             off = lmb.flushed
@@ -348,11 +370,30 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
 
     def truncate(self, seq: int) -> None:
         """Remove every message above ``seq`` (one TRUNC record, no tombstones)."""
+        self._settle()
         self._no_tombstones = True
         try:
             super().truncate(seq)
         finally:
             self._no_tombstones = False
+
+    # Operations that rewrite or drop block bytes first let the write in flight finish (a failed
+    # one rolls its messages back before they look at the index).
+    def purge(self) -> int:
+        self._settle()
+        return super().purge()
+
+    def purge_ex(self, subject: str, seq: int, keep: int) -> int:
+        self._settle()
+        return super().purge_ex(subject, seq, keep)
+
+    def compact(self, seq: int) -> int:
+        self._settle()
+        return super().compact(seq)
+
+    def erase_msg(self, seq: int) -> bool:
+        self._settle()
+        return super().erase_msg(seq)
 
     def _remove_index_file(self) -> None:
         try:
@@ -362,17 +403,16 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
 
     # ------------------------------------------------------------------ durability
     def flush(self) -> None:
-        """Hand every buffered record to the OS: one pwrite on the last block."""
+        """Hand every buffered record to the OS: one pwrite on the last block (after the write
+        in flight on the writer thread, if any)."""
+        if self._job is not None:
+            failed = self._settle()
+            if failed is not None:
+                raise failed
         lmb = self._lmb
         if lmb is None:
             return
-        marker_first = self._marker_first
-        if self._first != marker_first:
-            lmb.pending += encode_marker(FLAG_FIRST, self._first)
-            if self._first > lmb.max_ref:
-                lmb.max_ref = self._first
-            self._marker_first = self._first
-            self._unlink_dead = True
+        marker_first = self._add_first_marker(lmb)
         if lmb.pending:
             try:
                 lmb.flush(self._sync_always)
@@ -380,6 +420,71 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
                 self._write_failed(lmb, exc, marker_first)
                 raise
         self._durable_last = self._last
+        self._after_write()
+
+    def flush_async(self, on_written: Callable[[], None]) -> bool:
+        """``flush()``, on the writer thread when there is one and the buffer is big enough:
+        then True, and ``on_written`` runs on the loop once the records are in the OS or rolled
+        back (``take_rollback``), never before this call returns. False: done inline (errors
+        raised as by ``flush()``). True as well while an earlier write is still in flight: the
+        records of this turn stay buffered and the owner flushes again when called back."""
+        if self._job is not None:
+            self._on_written = on_written
+            return True
+        writer = self._writer
+        lmb = self._lmb
+        if (writer is None or lmb is None or self._closed or lmb.werr is not None
+                or len(lmb.pending) < writer.threshold or not writer.available()):
+            self.flush()
+            return False
+        marker_first = self._add_first_marker(lmb)
+        job = lmb.write_begin(self._sync_always)
+        job.on_done = self._job_done
+        writer.submit(job)
+        self._job, self._job_blk, self._job_last, self._job_marker_first = job, lmb, self._last, marker_first
+        self._on_written = on_written
+        return True
+
+    def _job_done(self, job: WriteJob) -> None:
+        """On the loop, from the writer thread: apply the write (unless something waited for
+        it already) and call the owner back."""
+        if self._job is job:
+            self._settle()
+        cb, self._on_written = self._on_written, None
+        if cb is not None:
+            cb()
+
+    def _settle(self) -> StoreWriteError | None:
+        """Wait for the write in flight and apply it: the bytes are durable, or every message
+        not on disk is rolled back (``_write_failed``, reported by ``take_rollback``) and the
+        error returned."""
+        job, blk = self._job, self._job_blk
+        if job is None or blk is None:
+            return None
+        self._job = self._job_blk = None
+        try:
+            blk.write_end()
+        except StoreWriteError as exc:
+            self._write_failed(blk, exc, self._job_marker_first)
+            return exc
+        if self._job_last > self._durable_last:
+            self._durable_last = self._job_last
+        self._after_write()
+        return None
+
+    def _add_first_marker(self, lmb: MessageBlock) -> int:
+        """Before a write: a FIRST marker when the first sequence moved since the last one.
+        Returns the marker state to restore if the write fails."""
+        marker_first = self._marker_first
+        if self._first != marker_first:
+            lmb.pending += encode_marker(FLAG_FIRST, self._first)
+            if self._first > lmb.max_ref:
+                lmb.max_ref = self._first
+            self._marker_first = self._first
+            self._unlink_dead = True
+        return marker_first
+
+    def _after_write(self) -> None:
         if self._write_failing:
             self._write_failing = False
             log.warning("stream %s: writes work again", self.config.name)
@@ -548,6 +653,7 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
             return
         try:
             try:
+                self._settle()
                 self._cancel_compress_poll()
                 self._install_compressed(wait=True)
                 self.flush()
@@ -576,6 +682,9 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
         """Close the files without flushing or writing anything: what a ``kill -9`` leaves
         behind (for tests of recovery). A compression already running finishes its ``*.tmp``
         file (recovery removes it) but is not put in place."""
+        if self._job is not None:  # a kill -9 leaves a write that reached the OS behind
+            self._job.wait()
+            self._job = self._job_blk = None
         self._cancel_compress_poll()
         for _blk, _gen, fut in self._compressing.values():
             try:
@@ -589,6 +698,9 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
 
     def delete(self) -> None:
         """Stop and remove the stream's directory."""
+        if self._job is not None:
+            self._job.wait()
+            self._job = self._job_blk = None
         self._cancel_compress_poll()
         for _blk, _gen, fut in self._compressing.values():
             fut.cancel()

@@ -1,0 +1,107 @@
+"""The block writer thread: a loop turn's coalesced block bytes are written (``pwrite``, and
+``fsync`` when asked) off the event loop, so the loop parses the next publishes meanwhile (issue
+15, "use the second core": the GIL is released inside ``os.pwrite``/``os.fsync``, and for 16 KB
+messages the write was ~40% of the loop's time).
+
+Protocol (natsd.store.file.stream_store ``flush_async``, natsd.jetstream.stream ``_flush``):
+
+1. At the end of a loop turn the store swaps its last block's ``pending`` buffer out into a
+   :class:`WriteJob` (``MessageBlock.write_begin``) and submits it here. The buffer is never
+   touched by the loop again until the job is done, so no lock guards it.
+2. This thread writes every queued job in submission order (a store has at most one job in
+   flight, so a store's writes never overtake each other), cuts a failed write back to the
+   block's last good size (``ftruncate``, as ``MessageBlock.flush`` does inline), and wakes the
+   loop **once** for everything it finished (``call_soon_threadsafe``), so publishes to many
+   streams in one turn cost one wake-up.
+3. On the loop the store applies the result (``MessageBlock.write_end``: ``flushed`` advances,
+   or the bytes go back to ``pending`` and the store rolls back what is not on disk) and only
+   then calls the owner back, which sends the PubAcks: a PubAck still means the record reached
+   the OS.
+
+Whatever needs the bytes before that (a read of them, a block roll, purge, stop...) waits for the
+job on the spot (``WriteJob.wait``) and applies it there.
+
+Small turns stay inline: handing a buffer over and being woken costs more than a small
+``pwrite`` (measured, see ``THRESHOLD``). Without a running asyncio loop (a script using the
+store directly) everything is inline too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+
+from natsd.store.file.block import WriteJob
+
+__all__ = ["WriteJob", "BlockWriter", "THRESHOLD", "shared_writer"]
+
+#: Turns whose buffer is smaller than this are written inline. Measured with
+#: ``bench/run.py jspub`` (128 B: turns of ~100 KB) and ``bench/run_wide.py jspub16k``.
+THRESHOLD = 256 * 1024
+
+
+class BlockWriter:
+    """One writer thread (started on first use) with a FIFO of jobs; see the module docstring."""
+
+    def __init__(self, threshold: int = THRESHOLD) -> None:
+        self.threshold = threshold
+        self._queue: deque[tuple[WriteJob, asyncio.AbstractEventLoop]] = deque()
+        self._cv = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    @staticmethod
+    def available() -> bool:
+        """Is there a running loop to call back? (Else the caller writes inline.)"""
+        return asyncio._get_running_loop() is not None
+
+    def submit(self, job: WriteJob) -> None:
+        """Queue ``job``; its ``on_done`` runs on the running loop once it is written."""
+        loop = asyncio.get_running_loop()
+        with self._cv:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="natsd-block-writer", daemon=True)
+                self._thread.start()
+            self._queue.append((job, loop))
+            self._cv.notify()
+
+    def _run(self) -> None:
+        queue = self._queue
+        while True:
+            with self._cv:
+                while not queue:
+                    self._cv.wait()
+                batch = list(queue)
+                queue.clear()
+            by_loop: dict[asyncio.AbstractEventLoop, list[WriteJob]] = {}
+            for job, loop in batch:
+                job.run()
+                by_loop.setdefault(loop, []).append(job)
+            for loop, jobs in by_loop.items():
+                try:
+                    loop.call_soon_threadsafe(_deliver, jobs)
+                except RuntimeError:
+                    pass  # the loop is closed: whoever waits uses WriteJob.wait
+
+
+def _deliver(jobs: list[WriteJob]) -> None:
+    """On the loop: the owners apply their jobs' results, in submission order."""
+    for job in jobs:
+        cb = job.on_done
+        if cb is not None:
+            cb(job)
+
+
+_shared: BlockWriter | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_writer() -> BlockWriter:
+    """The process's writer (one thread: writes of a disk are not faster in parallel, and one
+    wake-up per batch serves every stream)."""
+    global _shared
+    if _shared is None:
+        with _shared_lock:
+            if _shared is None:
+                _shared = BlockWriter()
+    return _shared
