@@ -174,10 +174,9 @@ class Stream:
         self._ack_payloads: list[bytes] = []
         self._flush_scheduled = False
         self._new_msgs = False
-        # A write on the store's writer thread (store.flush_async): the replies, "new messages"
-        # flag and last sequence of the turns it carries wait for it (_written).
-        self._writing = False
-        self._wait: tuple[list[str], list[bytes], bool, int] | None = None
+        # Writes on the store's writer thread (store.flush_async): per turn written there, its
+        # token, replies, "new messages" flag and last sequence wait for it (_written).
+        self._waits: deque[tuple[int, list[str], list[bytes], bool, int]] = deque()
         # last sequence (includes interest-skipped sequences), and last Nats-Msg-Id stored.
         st = store.state()
         self.lseq: int = st.last_seq
@@ -754,24 +753,28 @@ class Stream:
             if self._persist_timer is None:
                 self._persist_timer = self.clock.call_later(ASYNC_PERSIST_DELAY_NS, self._persist)
         elif not self.closed:
-            if self._writing:
-                return  # this turn's replies wait for the write in flight (_written flushes again)
             failed: StoreError | None = None
+            token = 0
             try:
                 if self.account.engine.sync_always:
                     self.store.sync()
-                elif self.store.flush_async(self._written):
-                    # Written on the writer thread: replies and consumers wait for it (_written).
-                    self._writing = True
-                    self._wait = (self._ack_subjects, self._ack_payloads, self._new_msgs, self.lseq)
-                    self._ack_subjects, self._ack_payloads = [], []
-                    self._new_msgs = False
-                    return
+                else:
+                    token = self.store.flush_async(self._written)
             except StoreError as e:
                 failed = e
             rb = self.store.take_rollback()
             if rb is not None or failed is not None:
+                self._unwait()
                 self._write_failed(rb, failed)
+            elif token or self._waits:
+                # Written on the writer thread (or after writes still waited for): this turn's
+                # replies and consumers wait for it, in order (_written).
+                self._waits.append((token or self._waits[-1][0], self._ack_subjects, self._ack_payloads,
+                                    self._new_msgs, self.lseq))
+                self._ack_subjects, self._ack_payloads = [], []
+                self._new_msgs = False
+                self._written()
+                return
             if self._counted != self.store.bytes_used:
                 self._fold_usage()
         subs, pays = self._ack_subjects, self._ack_payloads
@@ -785,39 +788,54 @@ class Stream:
                 self._notify_new(self.lseq)
 
     def _written(self) -> None:
-        """The store's write of earlier turns is done (records in the OS, or rolled back): send
-        their replies and wake consumers, as ``_flush`` does after an inline write; then flush
-        what later turns buffered meanwhile."""
-        wait = self._wait
-        if not self._writing or wait is None:
+        """Writes on the store's writer thread finished (records in the OS, or rolled back):
+        send the replies of the turns they carried and wake consumers, as ``_flush`` does after
+        an inline write."""
+        waits = self._waits
+        if not waits:
             return
-        self._writing = False
-        self._wait = None
-        subs, pays, new, lseq = wait
         rb = self.store.take_rollback()
         if rb is not None:
-            # Its messages and every later one were taken back: their replies become errors.
-            self._ack_subjects[:0] = subs
-            self._ack_payloads[:0] = pays
+            # Taken back, with every later message: their replies become errors.
+            self._unwait()
+            self._new_msgs = False
             self._write_failed(rb, None)
             subs, pays = self._ack_subjects, self._ack_payloads
-            self._ack_subjects, self._ack_payloads = [], []
-            new = False
-            self._new_msgs = False
-        if not self.closed and self._counted != self.store.bytes_used:
-            self._fold_usage()
+            if subs:
+                self._ack_subjects, self._ack_payloads = [], []
+                self.account.ports.publish_many(subs, pays)
+            return
+        done = self.store.written_token
+        new = 0
+        publish = self.account.ports.publish_many
+        while waits and waits[0][0] <= done:
+            _tok, subs, pays, anew, lseq = waits.popleft()
+            if subs:
+                publish(subs, pays)
+            if anew:
+                new = lseq
+        if not self.closed:
+            if self._counted != self.store.bytes_used:
+                self._fold_usage()
+            if new:
+                self._arm_expiry()
+                self._notify_new(new)
+
+    def _unwait(self) -> None:
+        """Replies waiting for writes go back in front of this turn's (a write failed)."""
+        subs: list[str] = []
+        pays: list[bytes] = []
+        for _tok, s, p, _new, _lseq in self._waits:
+            subs += s
+            pays += p
+        self._waits.clear()
         if subs:
-            self.account.ports.publish_many(subs, pays)
-        if new and not self.closed:
-            self._arm_expiry()
-            self._notify_new(lseq)
-        if (self._ack_subjects or self._new_msgs) and not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._call_soon(self._flush)
+            self._ack_subjects[:0] = subs
+            self._ack_payloads[:0] = pays
 
     def _finish_write(self) -> None:
-        """Stopping: wait for the write in flight and send what it acknowledges now."""
-        if self._writing:
+        """Stopping: wait for the writes in flight and send what they acknowledge now."""
+        if self._waits:
             try:
                 self.store.flush()
             except StoreError:

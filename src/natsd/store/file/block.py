@@ -50,9 +50,9 @@ class WriteJob:
     OSError of a failed write, ``cut_err`` the one of a failed cut-back (the file's tail is then
     unknown: the block keeps ``werr``)."""
 
-    __slots__ = ("fd", "data", "off", "sync", "err", "cut_err", "done", "on_done", "owner")
+    __slots__ = ("fd", "data", "off", "sync", "err", "cut_err", "done", "on_done", "chain")
 
-    def __init__(self, fd: int, data: bytearray, off: int, sync: bool) -> None:
+    def __init__(self, fd: int, data: bytearray, off: int, sync: bool, chain: list) -> None:
         self.fd = fd
         self.data = data
         self.off = off
@@ -62,11 +62,17 @@ class WriteJob:
         self.done = threading.Event()
         #: Called on the loop once the write is done (set by the submitter).
         self.on_done: Callable[[WriteJob], None] | None = None
-        self.owner: object = None
+        #: Shared by the jobs of one store: ``[the first error]``. A job queued after a failed
+        #: one is not written (its bytes would follow bytes that are not there).
+        self.chain = chain
 
     def run(self) -> None:
         """Write (on the writer thread). The module-level system calls are looked up per call,
         so fault injection reaches this path too."""
+        if self.chain[0] is not None:
+            self.err = self.chain[0]
+            self.done.set()
+            return
         view = memoryview(self.data)
         off = self.off
         try:
@@ -80,7 +86,7 @@ class WriteJob:
             if self.sync:
                 _fsync(self.fd)
         except OSError as exc:
-            self.err = exc
+            self.err = self.chain[0] = exc
             try:
                 _ftruncate(self.fd, self.off)
             except OSError as exc2:
@@ -97,7 +103,7 @@ class MessageBlock:
     """One block file. ``size`` is the logical size (flushed + pending bytes)."""
 
     __slots__ = ("id", "path", "fd", "flushed", "pending", "max_ref", "dirty_sync", "werr", "comp", "cache",
-                 "damaged", "gen", "pend_off", "job")
+                 "damaged", "gen", "pend_off", "jobs")
 
     def __init__(self, block_id: int, path: str, create: bool = False, cache: ChunkCache | None = None) -> None:
         self.id = block_id
@@ -108,7 +114,7 @@ class MessageBlock:
         #: Bumped by every change of the file's bytes (erase, truncate, rewrite): a compression
         #: started before it is stale (see natsd.store.file.stream_store).
         self.gen = 0
-        self.job: WriteJob | None = None
+        self.jobs: list[WriteJob] = []
         self._detect()
         self.pending = bytearray()
         # Highest sequence any record in this block refers to: the block may be unlinked once
@@ -150,7 +156,7 @@ class MessageBlock:
 
     def reopen(self) -> None:
         """The file was replaced (compressed, compacted, decompressed): open it again."""
-        assert self.job is None
+        assert not self.jobs
         os.close(self.fd)
         self.fd = os.open(self.path, os.O_RDWR)
         self.gen += 1
@@ -174,43 +180,51 @@ class MessageBlock:
         self.pending += data
         return off
 
-    def write_begin(self, sync: bool) -> WriteJob:
+    def write_begin(self, sync: bool, chain: list) -> WriteJob:
         """Hand every pending byte to a WriteJob for the writer thread (see the module
         docstring); the caller submits it and later calls ``write_end``."""
-        assert self.job is None and self.pending and self.werr is None
-        job = self.job = WriteJob(self.fd, self.pending, self.flushed, sync)
-        self.pend_off = self.flushed + len(self.pending)
+        assert self.pending and self.werr is None
+        job = WriteJob(self.fd, self.pending, self.pend_off, sync, chain)
+        self.jobs.append(job)
+        self.pend_off += len(self.pending)
         self.pending = bytearray()
         return job
 
     def write_end(self) -> None:
-        """Wait for the job in flight (if any) and apply it: the bytes are in the OS, or
-        StoreWriteError (the bytes back in ``pending``, the file cut back) as a failed flush."""
-        job = self.job
-        if job is None:
+        """Wait for the oldest job in flight (if any) and apply it: its bytes are in the OS, or
+        StoreWriteError as a failed flush: the file was cut back, and its bytes and those of
+        every later job of this block (not written: see WriteJob.chain) are back in ``pending``."""
+        if not self.jobs:
             return
+        job = self.jobs.pop(0)
         job.wait()
-        self.job = None
         if job.err is None:
             self.flushed += len(job.data)
-            if job.sync:
-                self.dirty_sync = False
-            else:
-                self.dirty_sync = True
+            self.dirty_sync = not job.sync
             return
-        self.pending = job.data + self.pending
+        back = job.data
+        for later in self.jobs:
+            later.wait()
+            back += later.data
+        self.jobs.clear()
+        self.pending = back + self.pending
         self.pend_off = self.flushed
         if job.cut_err is not None:
             self.werr = job.err
         exc = job.err
         raise StoreWriteError(f"block {self.path}: write failed: {exc}", exc.errno) from exc
 
+    def write_end_all(self) -> None:
+        """Apply every job in flight (StoreWriteError as ``write_end``)."""
+        while self.jobs:
+            self.write_end()
+
     def flush(self, sync: bool = False) -> bool:
         """Write every pending byte (one pwrite), and fsync when ``sync``; True if anything was
         written. On failure the file is cut back to the bytes written before this call (see the
         module docstring), ``pending`` is kept and StoreWriteError raised."""
-        if self.job is not None:
-            self.write_end()
+        if self.jobs:
+            self.write_end_all()
         if not self.pending:
             if sync:
                 self.sync()
@@ -254,8 +268,8 @@ class MessageBlock:
         self.werr = None
 
     def sync(self) -> None:
-        if self.job is not None:
-            self.write_end()
+        if self.jobs:
+            self.write_end_all()
         if self.dirty_sync:
             try:
                 _fsync(self.fd)
@@ -265,8 +279,8 @@ class MessageBlock:
 
     def read(self, offset: int, size: int) -> bytes:
         """``size`` bytes at ``offset`` (from the pending buffer when not yet flushed)."""
-        if offset + size > self.flushed and self.job is not None:
-            self.write_end()
+        if offset + size > self.flushed and self.jobs:
+            self.write_end_all()
         if offset >= self.flushed:
             start = offset - self.pend_off
             return bytes(self.pending[start: start + size])
@@ -276,8 +290,8 @@ class MessageBlock:
 
     def overwrite(self, offset: int, data: bytes) -> None:
         """Replace bytes in place (secure erase). Pending bytes are patched in the buffer."""
-        if self.job is not None:
-            self.write_end()
+        if self.jobs:
+            self.write_end_all()
         if offset >= self.flushed:
             start = offset - self.pend_off
             self.pending[start: start + len(data)] = data
@@ -296,7 +310,7 @@ class MessageBlock:
 
     def truncate(self, size: int) -> None:
         """Cut the file at ``size`` (recovery of a torn or corrupt tail); fsynced."""
-        assert not self.pending and self.job is None
+        assert not self.pending and not self.jobs
         if self.comp is not None or self.damaged:
             # Compressed: the kept part becomes a plain file (a damaged one: an empty file).
             atomic_write(self.path, self.comp.read(0, size) if self.comp is not None else b"")
@@ -309,9 +323,9 @@ class MessageBlock:
         self.gen += 1
 
     def close(self) -> None:
-        if self.job is not None:  # never close the fd under the writer thread
-            self.job.wait()
-            self.job = None
+        for job in self.jobs:  # never close the fd under the writer thread
+            job.wait()
+        self.jobs.clear()
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1

@@ -57,6 +57,7 @@ import logging
 import os
 import shutil
 import zlib
+from collections import deque
 from typing import Callable
 
 from natsd.clock import Timer
@@ -87,6 +88,12 @@ _OFF_MASK = 0xFFFFFFFF
 _crc32 = zlib.crc32
 #: While blocks are being compressed, how often the store looks whether one is done.
 COMPRESS_POLL_NS = 50 * 10**6
+#: Bytes in flight on the writer thread beyond which flush_async waits for the oldest write.
+MAX_IN_FLIGHT = 16 * 1024 * 1024
+
+
+def _no_post(*_args) -> None:
+    raise RuntimeError("no loop to call back")
 
 
 class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
@@ -138,11 +145,13 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
         # The writer thread (None: always inline) and the write in flight on it, with what to
         # restore if it fails (_settle) and whom to call back when it is done (flush_async).
         self._writer = writer
-        self._job: WriteJob | None = None
-        self._job_blk: MessageBlock | None = None
-        self._job_last = 0
-        self._job_marker_first = 0
+        #: (job, block, last sequence it covers, marker state before it, token), oldest first.
+        self._jobs: deque[tuple[WriteJob, MessageBlock, int, int, int]] = deque()
+        self._chain: list = [None]  # see WriteJob.chain
+        self._inflight = 0  # bytes in flight
+        self._token = self._done_token = 0
         self._on_written: Callable[[], None] | None = None
+        self._posting: Callable[..., object] = _no_post
         super().__init__(config, clock)
         os.makedirs(self._msgs_dir, exist_ok=True)
         write_meta(directory, self._meta_dict(), config.name)
@@ -189,11 +198,16 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
     def _roll(self) -> MessageBlock:
         """Start a new last block (flushing the old one's pending bytes first)."""
         old = self._lmb
-        if self._job is not None:
-            failed = self._settle()
-            if failed is not None:
-                raise failed
-        if old is not None:
+        writer = self._writer
+        if (old is not None and old.pending and writer is not None and old.werr is None
+                and (self._jobs or len(old.pending) >= writer.threshold) and self._post()):
+            # The old block's tail goes to the writer thread (after the writes in flight).
+            self._submit(old)
+        elif old is not None:
+            if self._jobs:
+                failed = self._settle()
+                if failed is not None:
+                    raise failed
             marker_first = self._marker_first
             try:
                 old.flush(self._sync_always)
@@ -218,7 +232,7 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
     def _queue_compress(self, blk: MessageBlock) -> None:
         """Compress sealed block ``blk`` when the stream asks for it (see the module docstring)."""
         if (self.config.compression != "s2" or blk.compressed or blk is self._lmb or blk.pending
-                or blk.id in self._compressing or not blk.flushed):
+                or blk.jobs or blk.id in self._compressing or not blk.flushed):
             return
         if self._compress_inline:
             self._install_one(blk.id, blk, blk.gen, compress_file, (blk.path,))
@@ -264,7 +278,8 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
             if current:  # (a block unlinked meanwhile, by a purge say, is no news)
                 log.warning("stream %s: compressing block %d failed: %s", self.config.name, bid, exc)
             return
-        if (not current or blk.gen != gen or blk is self._lmb or blk.pending or raw_len != blk.flushed):
+        if (not current or blk.gen != gen or blk is self._lmb or blk.pending or blk.jobs
+                or raw_len != blk.flushed):
             # Changed (erased in, compacted), unlinked or closed meanwhile: this copy is stale.
             # A block still there is compressed again from what it holds now.
             self._unlink_quietly(tmp)
@@ -403,9 +418,9 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
 
     # ------------------------------------------------------------------ durability
     def flush(self) -> None:
-        """Hand every buffered record to the OS: one pwrite on the last block (after the write
+        """Hand every buffered record to the OS: one pwrite on the last block (after the writes
         in flight on the writer thread, if any)."""
-        if self._job is not None:
+        if self._jobs:
             failed = self._settle()
             if failed is not None:
                 raise failed
@@ -422,55 +437,118 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
         self._durable_last = self._last
         self._after_write()
 
-    def flush_async(self, on_written: Callable[[], None]) -> bool:
-        """``flush()``, on the writer thread when there is one and the buffer is big enough:
-        then True, and ``on_written`` runs on the loop once the records are in the OS or rolled
-        back (``take_rollback``), never before this call returns. False: done inline (errors
-        raised as by ``flush()``). True as well while an earlier write is still in flight: the
-        records of this turn stay buffered and the owner flushes again when called back."""
-        if self._job is not None:
-            self._on_written = on_written
-            return True
+    def flush_async(self, on_written: Callable[[], None]) -> int:
+        """``flush()``, on the writer thread when there is one and the buffer is big enough (or
+        writes are in flight already: they keep their order). Returns 0 when everything is
+        written (inline; errors raised as by ``flush()``), else a token: ``on_written`` runs on
+        the loop (never before this returns) as writes finish, and once ``written_token`` has
+        reached the token the records are in the OS, or were rolled back (``take_rollback``)."""
         writer = self._writer
         lmb = self._lmb
+        jobs = self._jobs
         if (writer is None or lmb is None or self._closed or lmb.werr is not None
-                or len(lmb.pending) < writer.threshold or not writer.available()):
+                or (not jobs and len(lmb.pending) < writer.threshold) or not self._post()):
             self.flush()
-            return False
-        marker_first = self._add_first_marker(lmb)
-        job = lmb.write_begin(self._sync_always)
-        job.on_done = self._job_done
-        writer.submit(job)
-        self._job, self._job_blk, self._job_last, self._job_marker_first = job, lmb, self._last, marker_first
+            return 0
         self._on_written = on_written
+        if lmb.pending or self._first != self._marker_first:
+            while self._inflight > MAX_IN_FLIGHT and jobs:
+                failed = self._settle(1)  # back-pressure: the disk sets the pace
+                if failed is not None:
+                    raise failed
+            if self._jobs or len(lmb.pending) >= writer.threshold:
+                self._submit(lmb)
+            else:
+                self.flush()
+                return 0
+        return self._token
+
+    def _submit(self, blk: MessageBlock) -> None:
+        """Hand ``blk``'s pending bytes (plus a FIRST marker when due, on the last block) to the
+        writer thread."""
+        marker_first = self._add_first_marker(blk) if blk is self._lmb else self._marker_first
+        writer = self._writer
+        assert writer is not None
+        job = blk.write_begin(self._sync_always, self._chain)
+        job.on_done = self._job_done
+        self._token += 1
+        self._inflight += len(job.data)
+        self._jobs.append((job, blk, self._last, marker_first, self._token))
+        writer.submit(job, self._posting)
+
+    def _post(self) -> bool:
+        """Can the writer thread call back (a running loop)? Remembers how (``_posting``)."""
+        post = self._clock.threadsafe_soon()
+        if post is None:
+            return False
+        self._posting = post
         return True
 
+    @property
+    def written_token(self) -> int:
+        """The token of the last write applied (see ``flush_async``)."""
+        return self._done_token
+
     def _job_done(self, job: WriteJob) -> None:
-        """On the loop, from the writer thread: apply the write (unless something waited for
-        it already) and call the owner back."""
-        if self._job is job:
-            self._settle()
-        cb, self._on_written = self._on_written, None
+        """On the loop, from the writer thread: apply the writes done (unless something waited
+        for them already) and call the owner back."""
+        if self._jobs:
+            self._settle(done_only=True)
+        cb = self._on_written
         if cb is not None:
             cb()
 
-    def _settle(self) -> StoreWriteError | None:
-        """Wait for the write in flight and apply it: the bytes are durable, or every message
-        not on disk is rolled back (``_write_failed``, reported by ``take_rollback``) and the
-        error returned."""
-        job, blk = self._job, self._job_blk
-        if job is None or blk is None:
-            return None
-        self._job = self._job_blk = None
-        try:
-            blk.write_end()
-        except StoreWriteError as exc:
-            self._write_failed(blk, exc, self._job_marker_first)
-            return exc
-        if self._job_last > self._durable_last:
-            self._durable_last = self._job_last
+    def _settle(self, count: int = -1, done_only: bool = False) -> StoreWriteError | None:
+        """Apply the writes in flight, oldest first (``count`` of them, or those already done,
+        or all, waiting for them): their records are durable; or, at the first failed one,
+        every message not on disk is rolled back (``_fail_jobs``) and the error returned."""
+        jobs = self._jobs
+        while jobs and count:
+            job, blk, last, marker_first, token = jobs[0]
+            if done_only and not job.done.is_set():
+                break
+            jobs.popleft()
+            count -= 1
+            self._inflight -= len(job.data)
+            try:
+                blk.write_end()
+            except StoreWriteError as exc:
+                self._fail_jobs(blk, exc, marker_first)
+                return exc
+            if last > self._durable_last:
+                self._durable_last = last
+            self._done_token = token
+            if blk is not self._lmb and not blk.jobs:
+                self._queue_compress(blk)
         self._after_write()
         return None
+
+    def _fail_jobs(self, blk: MessageBlock, exc: StoreWriteError, marker_first: int) -> None:
+        """A write on the writer thread failed: the writes queued after it were not done
+        (WriteJob.chain). Their bytes go back to their blocks (``write_end``) and everything
+        not on disk is rolled back as after a failed ``flush()``."""
+        blocks = [blk]
+        for _job, b, *_ in self._jobs:
+            if b not in blocks:
+                blocks.append(b)
+                try:
+                    b.write_end_all()
+                except StoreWriteError:
+                    pass  # expected: not written, bytes back in pending
+        self._jobs.clear()
+        self._inflight = 0
+        self._done_token = self._token
+        self._chain = [None]
+        lmb = self._lmb
+        for b in blocks:
+            self._write_failed(b, exc, marker_first)
+        for b in blocks:
+            if b is not lmb and b.pending:
+                # A sealed block is not written again: what it still has to say (records
+                # about durable sequences) goes to the last block.
+                lmb.pending[:0] = b.pending
+                b.pending = bytearray()
+                b.pend_off = b.flushed
 
     def _add_first_marker(self, lmb: MessageBlock) -> int:
         """Before a write: a FIRST marker when the first sequence moved since the last one.
@@ -499,7 +577,7 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
         first = self._first
         for bid in list(self._blocks):
             blk = self._blocks[bid]
-            if blk is self._lmb or blk.max_ref >= first:
+            if blk is self._lmb or blk.max_ref >= first or blk.jobs:
                 break
             blk.unlink()
             del self._blocks[bid]
@@ -531,7 +609,7 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
         done = 0
         min_dead = min(self._block_size // 4, 1 << 16)
         for blk in list(self._blocks.values()):
-            if blk is self._lmb:
+            if blk is self._lmb or blk.jobs:
                 continue
             dead = blk.flushed - self._blive.get(blk.id, 0)
             if dead >= min_dead and dead * 2 >= blk.flushed:
@@ -682,9 +760,9 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
         """Close the files without flushing or writing anything: what a ``kill -9`` leaves
         behind (for tests of recovery). A compression already running finishes its ``*.tmp``
         file (recovery removes it) but is not put in place."""
-        if self._job is not None:  # a kill -9 leaves a write that reached the OS behind
-            self._job.wait()
-            self._job = self._job_blk = None
+        for job, *_ in self._jobs:  # a kill -9 leaves the writes that reached the OS behind
+            job.wait()
+        self._jobs.clear()
         self._cancel_compress_poll()
         for _blk, _gen, fut in self._compressing.values():
             try:
@@ -698,9 +776,9 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
 
     def delete(self) -> None:
         """Stop and remove the stream's directory."""
-        if self._job is not None:
-            self._job.wait()
-            self._job = self._job_blk = None
+        for job, *_ in self._jobs:
+            job.wait()
+        self._jobs.clear()
         self._cancel_compress_poll()
         for _blk, _gen, fut in self._compressing.values():
             fut.cancel()

@@ -22,15 +22,15 @@ Whatever needs the bytes before that (a read of them, a block roll, purge, stop.
 job on the spot (``WriteJob.wait``) and applies it there.
 
 Small turns stay inline: handing a buffer over and being woken costs more than a small
-``pwrite`` (measured, see ``THRESHOLD``). Without a running asyncio loop (a script using the
-store directly) everything is inline too.
+``pwrite`` (measured, see ``THRESHOLD``). Without a loop to call back (``Clock.threadsafe_soon``
+is None: a script using the store directly, a test on manual time) everything is inline too.
 """
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections import deque
+from typing import Callable
 
 from natsd.store.file.block import WriteJob
 
@@ -46,23 +46,18 @@ class BlockWriter:
 
     def __init__(self, threshold: int = THRESHOLD) -> None:
         self.threshold = threshold
-        self._queue: deque[tuple[WriteJob, asyncio.AbstractEventLoop]] = deque()
+        self._queue: deque[tuple[WriteJob, Callable[..., object]]] = deque()
         self._cv = threading.Condition()
         self._thread: threading.Thread | None = None
 
-    @staticmethod
-    def available() -> bool:
-        """Is there a running loop to call back? (Else the caller writes inline.)"""
-        return asyncio._get_running_loop() is not None
-
-    def submit(self, job: WriteJob) -> None:
-        """Queue ``job``; its ``on_done`` runs on the running loop once it is written."""
-        loop = asyncio.get_running_loop()
+    def submit(self, job: WriteJob, post: Callable[..., object]) -> None:
+        """Queue ``job``; once it is written, ``post(_deliver, jobs)`` (thread-safe, from
+        ``Clock.threadsafe_soon``) runs its ``on_done`` on the owner's loop."""
         with self._cv:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="natsd-block-writer", daemon=True)
                 self._thread.start()
-            self._queue.append((job, loop))
+            self._queue.append((job, post))
             self._cv.notify()
 
     def _run(self) -> None:
@@ -73,13 +68,13 @@ class BlockWriter:
                     self._cv.wait()
                 batch = list(queue)
                 queue.clear()
-            by_loop: dict[asyncio.AbstractEventLoop, list[WriteJob]] = {}
-            for job, loop in batch:
+            by_loop: dict[Callable[..., object], list[WriteJob]] = {}
+            for job, post in batch:
                 job.run()
-                by_loop.setdefault(loop, []).append(job)
-            for loop, jobs in by_loop.items():
+                by_loop.setdefault(post, []).append(job)
+            for post, jobs in by_loop.items():
                 try:
-                    loop.call_soon_threadsafe(_deliver, jobs)
+                    post(_deliver, jobs)
                 except RuntimeError:
                     pass  # the loop is closed: whoever waits uses WriteJob.wait
 
