@@ -199,11 +199,13 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
         """Start a new last block (flushing the old one's pending bytes first)."""
         old = self._lmb
         writer = self._writer
-        if (old is not None and old.pending and writer is not None and old.werr is None
-                and (self._jobs or len(old.pending) >= writer.threshold) and self._post()):
+        if old is None or (self._jobs and not old.pending):
+            pass  # nothing of the old block left to write here (the writer thread has the rest)
+        elif (writer is not None and old.werr is None and (self._jobs or len(old.pending) >= writer.threshold)
+              and self._post()):
             # The old block's tail goes to the writer thread (after the writes in flight).
             self._submit(old)
-        elif old is not None:
+        else:
             if self._jobs:
                 failed = self._settle()
                 if failed is not None:

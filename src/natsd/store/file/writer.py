@@ -44,11 +44,16 @@ THRESHOLD = 256 * 1024
 class BlockWriter:
     """One writer thread (started on first use) with a FIFO of jobs; see the module docstring."""
 
-    def __init__(self, threshold: int = THRESHOLD) -> None:
-        self.threshold = threshold
+    def __init__(self, threshold: int | None = None) -> None:
+        self._threshold = threshold
         self._queue: deque[tuple[WriteJob, Callable[..., object]]] = deque()
         self._cv = threading.Condition()
         self._thread: threading.Thread | None = None
+
+    @property
+    def threshold(self) -> int:
+        """Smallest buffer worth the thread (the module's THRESHOLD unless given)."""
+        return THRESHOLD if self._threshold is None else self._threshold
 
     def submit(self, job: WriteJob, post: Callable[..., object]) -> None:
         """Queue ``job``; once it is written, ``post(_deliver, jobs)`` (thread-safe, from
