@@ -88,7 +88,8 @@ _OFF_MASK = 0xFFFFFFFF
 _crc32 = zlib.crc32
 #: While blocks are being compressed, how often the store looks whether one is done.
 COMPRESS_POLL_NS = 50 * 10**6
-#: Bytes in flight on the writer thread beyond which flush_async waits for the oldest write.
+#: Bytes in flight on the writer thread (plus those waiting for the next write) beyond which
+#: flush_async waits for the writes: the disk sets the pace.
 MAX_IN_FLIGHT = 16 * 1024 * 1024
 
 
@@ -437,32 +438,37 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
                 self._write_failed(lmb, exc, marker_first)
                 raise
         self._durable_last = self._last
+        # Everything is written: any token handed out is reached (and the next one is new).
+        self._token += 1
+        self._done_token = self._token
         self._after_write()
 
     def flush_async(self, on_written: Callable[[], None]) -> int:
-        """``flush()``, on the writer thread when there is one and the buffer is big enough (or
-        writes are in flight already: they keep their order). Returns 0 when everything is
-        written (inline; errors raised as by ``flush()``), else a token: ``on_written`` runs on
-        the loop (never before this returns) as writes finish, and once ``written_token`` has
-        reached the token the records are in the OS, or were rolled back (``take_rollback``)."""
+        """``flush()``, on the writer thread when there is one and the buffer is big enough.
+        Returns 0 when everything is written (inline; errors raised as by ``flush()``), else a
+        token: ``on_written`` runs on the loop (never before this returns) as writes finish,
+        and once ``written_token`` has reached the token the records are in the OS, or were
+        rolled back (``take_rollback``).
+
+        While a write is in flight the records wait and go together in the next one, started
+        when it finishes (``_job_done``): one write per write time, not one per turn, since
+        every handover costs two trips of the GIL between the threads."""
+        jobs = self._jobs
+        if jobs:
+            self._on_written = on_written
+            if self._inflight + len(self._lmb.pending) <= MAX_IN_FLIGHT:
+                return self._token + 1  # the next write (_job_done) takes this turn's records
+            failed = self._settle()  # back-pressure: the disk sets the pace
+            if failed is not None:
+                raise failed
         writer = self._writer
         lmb = self._lmb
-        jobs = self._jobs
         if (writer is None or lmb is None or self._closed or lmb.werr is not None
-                or (not jobs and len(lmb.pending) < writer.threshold) or not self._post()):
+                or len(lmb.pending) < writer.threshold or not self._post()):
             self.flush()
             return 0
         self._on_written = on_written
-        if lmb.pending or self._first != self._marker_first:
-            while self._inflight > MAX_IN_FLIGHT and jobs:
-                failed = self._settle(1)  # back-pressure: the disk sets the pace
-                if failed is not None:
-                    raise failed
-            if self._jobs or len(lmb.pending) >= writer.threshold:
-                self._submit(lmb)
-            else:
-                self.flush()
-                return 0
+        self._submit(lmb)
         return self._token
 
     def _submit(self, blk: MessageBlock) -> None:
@@ -493,9 +499,23 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
 
     def _job_done(self, job: WriteJob) -> None:
         """On the loop, from the writer thread: apply the writes done (unless something waited
-        for them already) and call the owner back."""
+        for them already), start the next one with what turns buffered meanwhile, and call the
+        owner back. After a failed write nothing is retried here (a full disk would make that a
+        busy loop): the owner's next flush tries again."""
         if self._jobs:
             self._settle(done_only=True)
+        lmb = self._lmb
+        if (not self._jobs and not self._closed and not self._write_failing and lmb is not None
+                and (lmb.pending or self._first != self._marker_first)):
+            writer = self._writer
+            if (writer is not None and lmb.werr is None and len(lmb.pending) >= writer.threshold
+                    and self._post()):
+                self._submit(lmb)
+            else:
+                try:
+                    self.flush()
+                except StoreWriteError:
+                    pass  # rolled back: the owner learns it from take_rollback
         cb = self._on_written
         if cb is not None:
             cb()
