@@ -456,7 +456,10 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
         jobs = self._jobs
         if jobs:
             self._on_written = on_written
-            if self._inflight + len(self._lmb.pending) <= MAX_IN_FLIGHT:
+            lmb = self._lmb
+            if not lmb.pending and self._first == self._marker_first:
+                return self._token  # (a block roll handed this turn's records over already)
+            if self._inflight + len(lmb.pending) <= MAX_IN_FLIGHT:
                 return self._token + 1  # the next write (_job_done) takes this turn's records
             failed = self._settle()  # back-pressure: the disk sets the pace
             if failed is not None:

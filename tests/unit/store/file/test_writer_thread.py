@@ -213,3 +213,19 @@ def test_without_a_loop_everything_is_inline(tmp_path, disk):
     assert s.flush_async(lambda: None) == 0
     assert s._lmb.flushed == s._lmb.size
     s.stop()
+
+
+def test_a_turn_with_nothing_new_to_write_waits_only_for_the_write_in_flight(tmp_path, disk):
+    async def main():
+        s = open_store(tmp_path)
+        disk.hold()
+        s.store_msg("a", None, b"x")
+        t1 = s.flush_async(lambda: None)
+        assert t1 > 0
+        # A turn with replies but no record (a duplicate, an error): nothing more to write.
+        assert s.flush_async(lambda: None) == t1
+        disk.gate.set()
+        await until(lambda: s.written_token >= t1)
+        s.stop()
+
+    asyncio.run(main())
