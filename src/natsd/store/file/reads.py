@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import logging
 import struct
-import zlib
 from itertools import compress, count, repeat
 from operator import ne
 from typing import Callable, NoReturn
 
+from natsd.store.file.crc import crc32
 from natsd.store.base import CorruptState, MsgNotFound, MsgRun, StoreMsg
 from natsd.store.file.block import MessageBlock
 from natsd.store.file.record import (
@@ -45,7 +45,7 @@ _OFF_MASK = 0xFFFFFFFF
 READ_AHEAD = 64 * 1024
 #: Most bytes iter_msgs and load_run read with one pread (a run of back-to-back records).
 RUN_BYTES = 64 * 1024
-_crc32 = zlib.crc32
+_crc32 = crc32  # natsd.store.file.crc: ISA-L when installed
 _HEAD_UNPACK = HEAD_STRUCT.unpack_from
 _TRAILER_LEN = TRAILER_SIZE
 #: record size -> the crc32 a whole intact record of that size has (record.intact_crc).

@@ -56,10 +56,10 @@ import heapq
 import logging
 import os
 import shutil
-import zlib
 from collections import deque
 from typing import Callable
 
+from natsd.store.file.crc import crc32
 from natsd.clock import Timer
 from natsd.store.base import StoreClosed, StoreConfig, StoreError, StoreWriteError
 from natsd.store.file.block import MessageBlock, WriteJob
@@ -85,7 +85,7 @@ __all__ = ["FileStreamStore", "MsgCorrupt"]
 log = logging.getLogger("natsd.store")
 
 _OFF_MASK = 0xFFFFFFFF
-_crc32 = zlib.crc32
+_crc32 = crc32  # natsd.store.file.crc: ISA-L when installed
 #: While blocks are being compressed, how often the store looks whether one is done.
 COMPRESS_POLL_NS = 50 * 10**6
 #: Bytes in flight on the writer thread (plus those waiting for the next write) beyond which
