@@ -21,6 +21,9 @@ straight to ``store_msg``; otherwise the steps are:
    (``Clock.call_soon``), :meth:`_flush` hands the batch to the OS (``store.flush()``, plus
    ``store.sync()`` with ``sync_always``), then sends every queued PubAck, then tells each
    consumer ``on_new_messages(last_seq)``. So a PubAck always follows the write of its record.
+   A big turn's write may go to the store's writer thread (``store.flush_async``, see
+   natsd.store.file.writer): then the turn's replies and the consumers' wake-up wait, in turn
+   order, until the store reports it written (:meth:`_written`).
 
    Except with ``persist_mode: async`` (file storage only, as the reference): there the PubAck
    is sent at the end of the turn *without* writing first; the records stay in the store's
@@ -798,12 +801,15 @@ class Stream:
         if rb is not None:
             # Taken back, with every later message: their replies become errors.
             self._unwait()
-            self._new_msgs = False
             self._write_failed(rb, None)
             subs, pays = self._ack_subjects, self._ack_payloads
             if subs:
                 self._ack_subjects, self._ack_payloads = [], []
                 self.account.ports.publish_many(subs, pays)
+            if self._new_msgs and not self.closed:  # (what was written before the failure)
+                self._new_msgs = False
+                self._arm_expiry()
+                self._notify_new(self.lseq)
             return
         done = self.store.written_token
         new = 0
@@ -825,9 +831,11 @@ class Stream:
         """Replies waiting for writes go back in front of this turn's (a write failed)."""
         subs: list[str] = []
         pays: list[bytes] = []
-        for _tok, s, p, _new, _lseq in self._waits:
+        for _tok, s, p, new, _lseq in self._waits:
             subs += s
             pays += p
+            if new:
+                self._new_msgs = True
         self._waits.clear()
         if subs:
             self._ack_subjects[:0] = subs

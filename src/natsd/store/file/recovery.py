@@ -50,7 +50,7 @@ __all__ = ["Recovery", "next_record"]
 
 log = logging.getLogger("natsd.store")
 
-_crc32 = crc32  # natsd.store.file.crc: ISA-L when installed
+_crc32 = crc32
 _HEAD_UNPACK = HEAD_STRUCT.unpack_from
 _TRAILER_UNPACK = TRAILER_STRUCT.unpack_from
 

@@ -85,7 +85,7 @@ __all__ = ["FileStreamStore", "MsgCorrupt"]
 log = logging.getLogger("natsd.store")
 
 _OFF_MASK = 0xFFFFFFFF
-_crc32 = crc32  # natsd.store.file.crc: ISA-L when installed
+_crc32 = crc32
 #: While blocks are being compressed, how often the store looks whether one is done.
 COMPRESS_POLL_NS = 50 * 10**6
 #: Bytes in flight on the writer thread (plus those waiting for the next write) beyond which
