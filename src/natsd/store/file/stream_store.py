@@ -528,6 +528,7 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
         or all, waiting for them): their records are durable; or, at the first failed one,
         every message not on disk is rolled back (``_fail_jobs``) and the error returned."""
         jobs = self._jobs
+        applied = False
         while jobs and count:
             job, blk, last, marker_first, token = jobs[0]
             if done_only and not job.done.is_set():
@@ -543,9 +544,11 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
             if last > self._durable_last:
                 self._durable_last = last
             self._done_token = token
+            applied = True
             if blk is not self._lmb and not blk.jobs:
                 self._queue_compress(blk)
-        self._after_write()
+        if applied:
+            self._after_write()
         return None
 
     def _fail_jobs(self, blk: MessageBlock, exc: StoreWriteError, marker_first: int) -> None:
@@ -565,6 +568,8 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
         self._done_token = self._token
         self._chain = [None]
         lmb = self._lmb
+        if lmb not in blocks:  # records stored after the failed write, not yet handed over
+            blocks.append(lmb)
         for b in blocks:
             self._write_failed(b, exc, marker_first)
         for b in blocks:

@@ -229,3 +229,34 @@ def test_a_turn_with_nothing_new_to_write_waits_only_for_the_write_in_flight(tmp
         s.stop()
 
     asyncio.run(main())
+
+
+def test_a_failed_write_of_a_sealed_block_takes_back_what_the_new_block_holds(tmp_path, disk):
+    async def main():
+        s = open_store(tmp_path, block_size=4096)
+        s.store_msg("a", None, b"one")
+        s.flush()
+        disk.hold()
+        s.store_msg("a", None, b"2" * 1000)
+        assert s.flush_async(lambda: None) > 0
+        assert disk.entered.wait(5)
+        for i in range(3, 7):  # fills block 1 (its tail goes to the thread) and starts block 2
+            s.store_msg("a", None, b"%d" % i * 1000)
+        assert len(s._blocks) == 2 and s._lmb.pending
+        disk.full = True
+        disk.gate.set()
+        await until(lambda: not s._jobs)
+        durable, _err = s.take_rollback()
+        assert durable == 1 and s.state().last_seq == 1
+        assert not s._lmb.pending  # the new block's records were taken back too
+        disk.full = False
+        assert s.store_msg("a", None, b"new")[0] == 2
+        s.flush()
+        s._abandon()
+
+    asyncio.run(main())
+    r = reopen(tmp_path)
+    st = r.state()
+    assert (st.msgs, st.first_seq, st.last_seq) == (2, 1, 2)
+    assert [r.load_msg(q).msg for q in (1, 2)] == [b"one", b"new"]
+    r.stop()
