@@ -21,13 +21,14 @@ Protocol (natsd.store.file.stream_store ``flush_async``, natsd.jetstream.stream 
 Whatever needs the bytes before that (a read of them, a block roll, purge, stop...) waits for the
 job on the spot (``WriteJob.wait``) and applies it there.
 
-Small turns stay inline: handing a buffer over and being woken costs more than a small
+Off by default (``THRESHOLD``: measured not to pay on the shared machine). Small turns stay inline: handing a buffer over and being woken costs more than a small
 ``pwrite`` (measured, see ``THRESHOLD``). Without a loop to call back (``Clock.threadsafe_soon``
 is None: a script using the store directly, a test on manual time) everything is inline too.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import deque
 from typing import Callable
@@ -36,9 +37,14 @@ from natsd.store.file.block import WriteJob
 
 __all__ = ["WriteJob", "BlockWriter", "THRESHOLD", "shared_writer"]
 
-#: Turns whose buffer is smaller than this are written inline. Measured with
-#: ``bench/run.py jspub`` (128 B: turns of ~100 KB) and ``bench/run_wide.py jspub16k``.
-THRESHOLD = 256 * 1024
+#: Turns whose buffer is smaller than this are written inline; 0 (the default): the server does
+#: not use the writer thread at all. Measured (issue 15) on the shared 2-core machine with
+#: ``bench/run_wide.py jspub16k``: the loop's CPU per 16 KB message fell by up to ~35% with 256 KB,
+#: but the server's total CPU did not, and the publish rate was lower in most alternating runs
+#: against main (the hand-over and wake-up cost two GIL trips and a scheduling delay per write,
+#: and delay the PubAcks by about a loop turn). So it is off until it pays on a quiet machine:
+#: ``NATSD_WRITER_THRESHOLD=262144`` in the server's environment turns it on for such a test.
+THRESHOLD = int(os.environ.get("NATSD_WRITER_THRESHOLD", "0") or 0)
 
 
 class BlockWriter:
