@@ -106,7 +106,9 @@ def test_sigkill_with_writes_in_flight_loses_nothing_acknowledged(tmp_path):
     store = open_stream_store(StoreConfig(name="K", storage="file"), ManualClock(), d, block_size=65536)
     st = store.state()
     assert st.last_seq >= max(acked)
-    assert not st.lost_msgs
+    # A write killed halfway (a pwrite of many pages can be cut short by SIGKILL) leaves a torn
+    # tail, which recovery cuts off and reports: only ever records nobody was told about.
+    assert all(seq > max(acked) for seq in st.lost_msgs or ()), st.lost_msgs
     for seq in sorted(acked):
         if seq in deleted:
             with pytest.raises(MsgNotFound):
