@@ -43,6 +43,11 @@ class Clock(Protocol):
     def call_soon(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` at the end of this loop turn (used to batch work per turn)."""
 
+    def threadsafe_soon(self) -> Callable[..., object] | None:
+        """A function another thread may call as ``f(callback, *args)`` to run ``callback`` on
+        this clock's loop soon (the store's writer thread reports back with it), or None when
+        there is no running loop to call back (then work stays on the caller's thread)."""
+
 
 class SystemClock:
     """The real clock, scheduling on the running asyncio loop."""
@@ -70,6 +75,10 @@ class SystemClock:
 
     def call_soon(self, callback: Callable[[], None]) -> None:
         self.loop.call_soon(callback)
+
+    def threadsafe_soon(self) -> Callable[..., object] | None:
+        loop = asyncio._get_running_loop()
+        return loop.call_soon_threadsafe if loop is not None else None
 
 
 class _ManualTimer:
@@ -123,6 +132,12 @@ class ManualClock:
             asyncio.get_running_loop().call_soon(callback)
         else:
             self._soon.append(callback)
+
+    def threadsafe_soon(self) -> Callable[..., object] | None:
+        # Only with soon_on_loop: a manual clock's own queue runs when a test says so, which a
+        # thread could not wait for.
+        loop = asyncio._get_running_loop() if self._soon_on_loop else None
+        return loop.call_soon_threadsafe if loop is not None else None
 
     def run_soon(self) -> None:
         """Run queued ``call_soon`` callbacks (and any they queue) until none remain."""

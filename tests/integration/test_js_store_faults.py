@@ -18,6 +18,7 @@ from nats.js.errors import APIError
 
 from natsd.config.options import JetStreamOptions, ServerOptions
 from natsd.store.file import block as block_mod
+from natsd.store.file import writer as writer_mod
 from tests.helpers.inproc import server_and_client
 
 pytestmark = pytest.mark.integration
@@ -39,8 +40,12 @@ class Disk:
         monkeypatch.setattr(block_mod, "_pwrite", pwrite)
 
 
-@pytest.fixture
-def disk(monkeypatch):
+@pytest.fixture(params=["inline", "writer-thread"])
+def disk(request, monkeypatch):
+    """Both write paths: inline on the loop, and the writer thread (natsd.store.file.writer;
+    threshold 1 so that every turn goes there)."""
+    if request.param == "writer-thread":
+        monkeypatch.setattr(writer_mod, "THRESHOLD", 1)
     return Disk(monkeypatch)
 
 

@@ -79,7 +79,7 @@ def disk_available(path: str) -> int:
 
 def _open_store(cfg: StreamConfig, created_ns: int, directory: str, engine: "JetStreamEngine") -> "StreamStore":
     return open_stream_store(store_config_for(cfg, created_ns), engine.clock, directory,
-                             engine.sync_interval_ns, engine.sync_always)
+                             engine.sync_interval_ns, engine.sync_always, threaded_writes=True)
 
 
 def _load_stream_meta(directory: str) -> dict | None:

@@ -21,6 +21,9 @@ straight to ``store_msg``; otherwise the steps are:
    (``Clock.call_soon``), :meth:`_flush` hands the batch to the OS (``store.flush()``, plus
    ``store.sync()`` with ``sync_always``), then sends every queued PubAck, then tells each
    consumer ``on_new_messages(last_seq)``. So a PubAck always follows the write of its record.
+   A big turn's write may go to the store's writer thread (``store.flush_async``, see
+   natsd.store.file.writer): then the turn's replies and the consumers' wake-up wait, in turn
+   order, until the store reports it written (:meth:`_written`).
 
    Except with ``persist_mode: async`` (file storage only, as the reference): there the PubAck
    is sent at the end of the turn *without* writing first; the records stay in the store's
@@ -175,6 +178,9 @@ class Stream:
         self._ack_payloads: list[bytes] = []
         self._flush_scheduled = False
         self._new_msgs = False
+        # Writes on the store's writer thread (store.flush_async): per turn written there, its
+        # token, replies, "new messages" flag and last sequence wait for it (_written).
+        self._waits: deque[tuple[int, list[str], list[bytes], bool, int]] = deque()
         # last sequence (includes interest-skipped sequences), and last Nats-Msg-Id stored.
         st = store.state()
         self.lseq: int = st.last_seq
@@ -354,6 +360,7 @@ class Stream:
             return
         self._stop_links()
         self._unsubscribe()
+        self._finish_write()
         self._flush()
         self.closed = True
         self._fast = self._counter_fast = False
@@ -378,6 +385,7 @@ class Stream:
         """Delete the stream, its consumers and its data."""
         self._stop_links()
         self._unsubscribe()
+        self._finish_write()
         self._flush()
         self.closed = True
         self._fast = self._counter_fast = False
@@ -867,16 +875,27 @@ class Stream:
         elif not self.closed:
             failed: StoreError | None = None
             store = self.store
+            token = 0
             try:
                 if self.account.engine.sync_always:
                     store.sync()
                 else:
-                    store.flush()
+                    token = store.flush_async(self._written)
             except StoreError as e:
                 failed = e
             rb = store.take_rollback()
             if rb is not None or failed is not None:
+                self._unwait()
                 self._write_failed(rb, failed)
+            elif token or self._waits:
+                # Written on the writer thread (or after writes still waited for): this turn's
+                # replies and consumers wait for it, in order (_written).
+                self._waits.append((token or self._waits[-1][0], self._ack_subjects, self._ack_payloads,
+                                    self._new_msgs, self.lseq))
+                self._ack_subjects, self._ack_payloads = [], []
+                self._new_msgs = False
+                self._written()
+                return
             b = store.bytes_used
             if b != self._counted:  # (_fold_usage, inlined: once per turn of every stream)
                 self._used[self._ut] += b - self._counted
@@ -893,6 +912,66 @@ class Stream:
                     self._arm_expiry()
                 if self.consumers:
                     self._notify_new(self.lseq)
+
+    def _written(self) -> None:
+        """Writes on the store's writer thread finished (records in the OS, or rolled back):
+        send the replies of the turns they carried and wake consumers, as ``_flush`` does after
+        an inline write."""
+        waits = self._waits
+        if not waits:
+            return
+        rb = self.store.take_rollback()
+        if rb is not None:
+            # Taken back, with every later message: their replies become errors.
+            self._unwait()
+            self._write_failed(rb, None)
+            subs, pays = self._ack_subjects, self._ack_payloads
+            if subs:
+                self._ack_subjects, self._ack_payloads = [], []
+                self.account.ports.publish_many(subs, pays)
+            if self._new_msgs and not self.closed:  # (what was written before the failure)
+                self._new_msgs = False
+                self._arm_expiry()
+                self._notify_new(self.lseq)
+            return
+        done = self.store.written_token
+        new = 0
+        publish = self.account.ports.publish_many
+        while waits and waits[0][0] <= done:
+            _tok, subs, pays, anew, lseq = waits.popleft()
+            if subs:
+                publish(subs, pays)
+            if anew:
+                new = lseq
+        if not self.closed:
+            if self._counted != self.store.bytes_used:
+                self._fold_usage()
+            if new:
+                self._arm_expiry()
+                self._notify_new(new)
+
+    def _unwait(self) -> None:
+        """Replies waiting for writes go back in front of this turn's (a write failed)."""
+        subs: list[str] = []
+        pays: list[bytes] = []
+        for _tok, s, p, new, _lseq in self._waits:
+            subs += s
+            pays += p
+            if new:
+                self._new_msgs = True
+        self._waits.clear()
+        if subs:
+            self._ack_subjects[:0] = subs
+            self._ack_payloads[:0] = pays
+
+    def _finish_write(self) -> None:
+        """Stopping: wait for the writes in flight and send what they acknowledge now."""
+        if self._waits:
+            try:
+                self.store.flush()
+            except StoreError:
+                pass  # rolled back: _written answers with errors
+            self._written()
 
     def _persist(self) -> None:
         """persist_mode: async: hand what was acknowledged to the OS (no fsync, as the reference)."""

@@ -40,7 +40,8 @@ def open_stream_store(config: StoreConfig, clock, directory: str | None = None,
     stream's own directory, e.g. ``<store_dir>/jetstream/<account>/streams/<stream>``), recovering
     whatever is there. ``sync_always`` makes ``flush()`` also fsync (``sync_interval: always``);
     otherwise the owner calls ``sync()`` every ``sync_interval_ns``. ``file_options`` are passed to
-    the file store (``block_size``, ...).
+    the file store (``block_size``, ...); ``threaded_writes=True`` lets it write big batches on
+    the process's writer thread when that is enabled (``flush_async``, natsd.store.file.writer).
     """
     if config.storage == StorageType.MEMORY:
         return MemoryStreamStore(config, clock)
@@ -48,6 +49,11 @@ def open_stream_store(config: StoreConfig, clock, directory: str | None = None,
         raise ValueError("a file store needs a directory")
     from natsd.store.file import FileStreamStore
 
+    if file_options.pop("threaded_writes", False):
+        from natsd.store.file import writer
+
+        if writer.THRESHOLD > 0:  # (off by default: see natsd.store.file.writer.THRESHOLD)
+            file_options["writer"] = writer.shared_writer()
     return FileStreamStore(config, clock, directory, sync_interval_ns=sync_interval_ns,
                            sync_always=sync_always, **file_options)
 

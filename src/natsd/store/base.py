@@ -275,6 +275,16 @@ class StreamStore(Protocol):
     def flush(self) -> None:
         """Hand every buffered write to the OS (one write per file where possible)."""
 
+    def flush_async(self, on_written: Callable[[], None]) -> int:
+        """``flush()``, possibly off the event loop. 0: done inline (errors raised as by
+        ``flush()``). Else a token: ``on_written`` is called on the loop (never before this
+        returns) as writes finish; once ``written_token`` reaches the token the records are in
+        the OS, or were rolled back (``take_rollback``). The owner acknowledges only then."""
+
+    @property
+    def written_token(self) -> int:
+        """The token of the last write done (see ``flush_async``)."""
+
     def sync(self) -> None:
         """flush() and fsync."""
 

@@ -566,6 +566,15 @@ class IndexedStreamStore:
     def flush(self) -> None:
         """Nothing is buffered by default."""
 
+    def flush_async(self, on_written) -> int:
+        """``flush()`` inline (0): nothing to hand to a writer thread by default."""
+        self.flush()
+        return 0
+
+    @property
+    def written_token(self) -> int:
+        return 0
+
     def take_rollback(self):
         """What a failed write took back since the last call: ``(last durable sequence,
         StoreWriteError)`` or None (see the file store). A store that never fails returns None."""

@@ -12,6 +12,13 @@ that cut fails too is the tail unknown: ``werr`` is kept and every later flush f
 cut, so the block recovers by itself once the disk answers again (the reference keeps
 ``mb.werr`` until a restart).
 
+A flush may also go to the writer thread (natsd.store.file.writer): ``write_begin`` swaps
+``pending`` out into a WriteJob (its bytes lie between ``flushed`` and ``pend_off``, the offset of
+``pending``'s first byte) and ``write_end`` applies the result on the loop: ``flushed`` advances,
+or, the file already cut back by the thread, the bytes go back in front of ``pending`` and
+StoreWriteError is raised exactly as by a failed ``flush``. Anything that needs those bytes
+(``flush``, ``sync``, reads and changes at or above ``flushed``) first waits for the job.
+
 A sealed block may be compressed (``compression: s2``, natsd.store.file.compress): the file is
 then replaced by its compressed form and ``comp`` reads it by plain offsets, so offsets,
 ``flushed`` (the plain size) and every read method mean the same for both kinds. A compressed
@@ -22,12 +29,14 @@ into a plain file (``_decompress_file``), and the store compresses it again late
 from __future__ import annotations
 
 import os
+import threading
+from typing import Callable
 
 from natsd.atomicfile import atomic_write, fsync_dir
 from natsd.store.base import StoreWriteError
 from natsd.store.file.compress import ChunkCache, CompressedView, CorruptBlock, is_compressed
 
-__all__ = ["MessageBlock"]
+__all__ = ["MessageBlock", "WriteJob"]
 
 # The system calls that write, behind module names so tests can inject faults (ENOSPC, EIO,
 # short writes) without a full disk.
@@ -36,11 +45,65 @@ _fsync = os.fsync
 _ftruncate = os.ftruncate
 
 
+class WriteJob:
+    """One buffer to write at ``off`` of file ``fd`` (then fsync when ``sync``). ``err`` is the
+    OSError of a failed write, ``cut_err`` the one of a failed cut-back (the file's tail is then
+    unknown: the block keeps ``werr``)."""
+
+    __slots__ = ("fd", "data", "off", "sync", "err", "cut_err", "done", "on_done", "chain")
+
+    def __init__(self, fd: int, data: bytearray, off: int, sync: bool, chain: list) -> None:
+        self.fd = fd
+        self.data = data
+        self.off = off
+        self.sync = sync
+        self.err: OSError | None = None
+        self.cut_err: OSError | None = None
+        self.done = threading.Event()
+        #: Called on the loop once the write is done (set by the submitter).
+        self.on_done: Callable[[WriteJob], None] | None = None
+        #: Shared by the jobs of one store: ``[the first error]``. A job queued after a failed
+        #: one is not written (its bytes would follow bytes that are not there).
+        self.chain = chain
+
+    def run(self) -> None:
+        """Write (on the writer thread). The module-level system calls are looked up per call,
+        so fault injection reaches this path too."""
+        if self.chain[0] is not None:
+            self.err = self.chain[0]
+            self.done.set()
+            return
+        view = memoryview(self.data)
+        off = self.off
+        try:
+            try:
+                while view:
+                    n = _pwrite(self.fd, view, off)
+                    view = view[n:]
+                    off += n
+            finally:
+                view.release()
+            if self.sync:
+                _fsync(self.fd)
+        except OSError as exc:
+            self.err = self.chain[0] = exc
+            try:
+                _ftruncate(self.fd, self.off)
+            except OSError as exc2:
+                self.cut_err = exc2
+        finally:
+            self.done.set()
+
+    def wait(self) -> None:
+        self.done.wait()
+
+
+
 class MessageBlock:
     """One block file. ``size`` is the logical size (flushed + pending bytes)."""
 
     __slots__ = ("id", "path", "fd", "flushed", "pending", "max_ref", "dirty_sync", "werr", "comp", "cache",
-                 "damaged", "gen")
+                 "damaged", "gen", "pend_off", "jobs")
 
     def __init__(self, block_id: int, path: str, create: bool = False, cache: ChunkCache | None = None) -> None:
         self.id = block_id
@@ -51,6 +114,7 @@ class MessageBlock:
         #: Bumped by every change of the file's bytes (erase, truncate, rewrite): a compression
         #: started before it is stale (see natsd.store.file.stream_store).
         self.gen = 0
+        self.jobs: list[WriteJob] = []
         self._detect()
         self.pending = bytearray()
         # Highest sequence any record in this block refers to: the block may be unlinked once
@@ -65,15 +129,15 @@ class MessageBlock:
         self.comp: CompressedView | None = None
         self.damaged: str | None = None
         size = os.fstat(self.fd).st_size
-        self.flushed = size
+        self.flushed = self.pend_off = size
         if size >= 8 and is_compressed(os.pread(self.fd, 8, 0)):
             try:
                 self.comp = CompressedView(self.fd, self.cache if self.cache is not None else ChunkCache())
             except CorruptBlock as exc:
                 self.damaged = str(exc)
-                self.flushed = 0
+                self.flushed = self.pend_off = 0
                 return
-            self.flushed = self.comp.raw_len
+            self.flushed = self.pend_off = self.comp.raw_len
 
     @property
     def compressed(self) -> bool:
@@ -92,6 +156,7 @@ class MessageBlock:
 
     def reopen(self) -> None:
         """The file was replaced (compressed, compacted, decompressed): open it again."""
+        assert not self.jobs
         os.close(self.fd)
         self.fd = os.open(self.path, os.O_RDWR)
         self.gen += 1
@@ -107,18 +172,59 @@ class MessageBlock:
 
     @property
     def size(self) -> int:
-        return self.flushed + len(self.pending)
+        return self.pend_off + len(self.pending)
 
     def append(self, data) -> int:
         """Buffer ``data``; returns the offset it will have in the file."""
-        off = self.flushed + len(self.pending)
+        off = self.pend_off + len(self.pending)
         self.pending += data
         return off
+
+    def write_begin(self, sync: bool, chain: list) -> WriteJob:
+        """Hand every pending byte to a WriteJob for the writer thread (see the module
+        docstring); the caller submits it and later calls ``write_end``."""
+        assert self.pending and self.werr is None
+        job = WriteJob(self.fd, self.pending, self.pend_off, sync, chain)
+        self.jobs.append(job)
+        self.pend_off += len(self.pending)
+        self.pending = bytearray()
+        return job
+
+    def write_end(self) -> None:
+        """Wait for the oldest job in flight (if any) and apply it: its bytes are in the OS, or
+        StoreWriteError as a failed flush: the file was cut back, and its bytes and those of
+        every later job of this block (not written: see WriteJob.chain) are back in ``pending``."""
+        if not self.jobs:
+            return
+        job = self.jobs.pop(0)
+        job.wait()
+        if job.err is None:
+            self.flushed += len(job.data)
+            self.dirty_sync = not job.sync
+            return
+        back = job.data
+        for later in self.jobs:
+            later.wait()
+            back += later.data
+        self.jobs.clear()
+        self.pending = back + self.pending
+        self.pend_off = self.flushed
+        if job.cut_err is not None:
+            self.werr = job.err
+        exc = job.err
+        raise StoreWriteError(f"block {self.path}: write failed: {exc}", exc.errno) from exc
+
+    def write_end_all(self) -> None:
+        """Apply every job in flight (StoreWriteError as ``write_end``)."""
+        while self.jobs:
+            self.write_end()
 
     def flush(self, sync: bool = False) -> bool:
         """Write every pending byte (one pwrite), and fsync when ``sync``; True if anything was
         written. On failure the file is cut back to the bytes written before this call (see the
         module docstring), ``pending`` is kept and StoreWriteError raised."""
+        if self.jobs:
+            self.write_end_all()
         if not self.pending:
             if sync:
                 self.sync()
@@ -146,6 +252,7 @@ class MessageBlock:
                 pass
             raise StoreWriteError(f"block {self.path}: write failed: {exc}", exc.errno) from exc
         self.flushed += len(data)
+        self.pend_off = self.flushed
         self.pending = bytearray()
         self.dirty_sync = not sync
         return True
@@ -161,6 +268,8 @@ class MessageBlock:
         self.werr = None
 
     def sync(self) -> None:
+        if self.jobs:
+            self.write_end_all()
         if self.dirty_sync:
             try:
                 _fsync(self.fd)
@@ -170,8 +279,10 @@ class MessageBlock:
 
     def read(self, offset: int, size: int) -> bytes:
         """``size`` bytes at ``offset`` (from the pending buffer when not yet flushed)."""
+        if offset + size > self.flushed and self.jobs:
+            self.write_end_all()
         if offset >= self.flushed:
-            start = offset - self.flushed
+            start = offset - self.pend_off
             return bytes(self.pending[start: start + size])
         if self.comp is not None:
             return self.comp.read(offset, size)
@@ -179,8 +290,10 @@ class MessageBlock:
 
     def overwrite(self, offset: int, data: bytes) -> None:
         """Replace bytes in place (secure erase). Pending bytes are patched in the buffer."""
+        if self.jobs:
+            self.write_end_all()
         if offset >= self.flushed:
-            start = offset - self.flushed
+            start = offset - self.pend_off
             self.pending[start: start + len(data)] = data
             return
         assert offset + len(data) <= self.flushed, "an overwrite never straddles the flush point"
@@ -197,7 +310,7 @@ class MessageBlock:
 
     def truncate(self, size: int) -> None:
         """Cut the file at ``size`` (recovery of a torn or corrupt tail); fsynced."""
-        assert not self.pending
+        assert not self.pending and not self.jobs
         if self.comp is not None or self.damaged:
             # Compressed: the kept part becomes a plain file (a damaged one: an empty file).
             atomic_write(self.path, self.comp.read(0, size) if self.comp is not None else b"")
@@ -206,10 +319,13 @@ class MessageBlock:
             return
         os.ftruncate(self.fd, size)
         os.fsync(self.fd)
-        self.flushed = size
+        self.flushed = self.pend_off = size
         self.gen += 1
 
     def close(self) -> None:
+        for job in self.jobs:  # never close the fd under the writer thread
+            job.wait()
+        self.jobs.clear()
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1

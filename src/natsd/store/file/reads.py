@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import logging
 import struct
-import zlib
 from itertools import compress, count, repeat
 from operator import ne
 from typing import Callable, NoReturn
 
+from natsd.store.file.crc import BIG, crc32, crc32_big
 from natsd.store.base import CorruptState, MsgNotFound, MsgRun, StoreMsg
 from natsd.store.file.block import MessageBlock
 from natsd.store.file.record import (
@@ -45,7 +45,8 @@ _OFF_MASK = 0xFFFFFFFF
 READ_AHEAD = 64 * 1024
 #: Most bytes iter_msgs and load_run read with one pread (a run of back-to-back records).
 RUN_BYTES = 64 * 1024
-_crc32 = zlib.crc32
+_crc32 = crc32
+_crc_big = crc32_big  # ISA-L for big buffers (natsd.store.file.crc)
 _HEAD_UNPACK = HEAD_STRUCT.unpack_from
 _TRAILER_LEN = TRAILER_SIZE
 #: record size -> the crc32 a whole intact record of that size has (record.intact_crc).
@@ -135,7 +136,7 @@ def _uniform(data: bytes, o: int, size: int, m: int, seq: int):
         if hlens.count(hlen) != m:
             return None
     if (totals.count(total) != m or slens.count(slen) != m or raws != tuple(range(seq, seq + m))
-            or _crc32(seg) != _run_crc(size, m)):
+            or _crc_big(seg) != _run_crc(size, m)):
         return None
     return raws, tss, subjects, hdrs, msgs
 
@@ -189,7 +190,7 @@ class ReadPath(IndexedStreamStore):
             if rsize != size or len(data) != size:
                 raise RecordError(0, "length differs from the index")
             crc = int.from_bytes(data[size - 8: size - 4], "little")
-            if _crc32(memoryview(data)[: size - 8]) != crc:
+            if (_crc_big if size >= BIG else _crc32)(memoryview(data)[: size - 8]) != crc:
                 raise RecordError(0, "checksum mismatch")
             if raw != seq:
                 raise RecordError(0, f"sequence {raw & SEQ_MASK} (flags {raw & FLAG_MASK:#x}) where {seq} was expected")
@@ -396,7 +397,7 @@ class ReadPath(IndexedStreamStore):
                     break
                 want = residues.get(size) or _residue(size)
                 total, raw, ts, slen = unpack(data, o)
-                if _crc32(mv[o: rec_end]) != want or raw != base + i or (total & ~HDR_BIT) != size:
+                if (_crc_big if size >= BIG else _crc32)(mv[o: rec_end]) != want or raw != base + i or (total & ~HDR_BIT) != size:
                     bad = True
                     break
                 p = o + HEADER_SIZE + slen

@@ -12,14 +12,14 @@ A block file is a plain concatenation of records. Every record, little-endian::
     [       4     hdr_len     u32 ] only when bit 31 of total_len is set
     [       m     hdr         raw "NATS/1.0\\r\\n..." block ]
     ..      k     msg         payload
-    -8      4     checksum    u32: zlib.crc32 (IEEE) of every preceding byte of the record
+    -8      4     checksum    u32: CRC-32 (IEEE, as zlib.crc32) of every preceding byte of the record
     -4      4     total_len   u32: total_len again (without the header bit)
 
 So a message costs ``22 + subject + [4 + hdr] + msg + 8`` bytes: exactly the reference's
 ``fileStoreMsgSize``, which is why ``state.bytes`` matches nats-server's STREAM.INFO. The
-checksum is CRC-32 rather than the reference's keyed HighwayHash-64 because ``zlib.crc32`` runs in
-C from the standard library and detects every torn write and every burst error shorter than 32
-bits; the repeated length makes a record checkable from its end too, and a torn tail (a record
+checksum is CRC-32 rather than the reference's keyed HighwayHash-64 because it runs in C (ISA-L's
+when the ``isal`` package is there, else the standard library's ``zlib.crc32``: same values, see
+natsd.store.file.crc) and detects every torn write and every burst error shorter than 32 bits; the repeated length makes a record checkable from its end too, and a torn tail (a record
 cut anywhere) never passes both checks.
 
 Flags in the top bits of ``seq`` (the reference uses bit 63 "erased" and bit 62 "tombstone"
@@ -45,9 +45,9 @@ next intact record by trying each following offset and goes on from there
 from __future__ import annotations
 
 import struct
-import zlib
 from dataclasses import dataclass
 
+from natsd.store.file.crc import BIG, crc32, crc32_big
 from natsd.store.file.layout import MAX_RECORD_SIZE
 
 __all__ = [
@@ -84,7 +84,8 @@ RECORD_OVERHEAD = HEADER_SIZE + TRAILER_SIZE  # 30, as the reference
 #: scan, the resync after damage and the forward reads all check records this way).
 CRC_RESIDUE = 0x2144DF1C
 
-_crc32 = zlib.crc32
+_crc32 = crc32
+_crc_big = crc32_big  # ISA-L for big buffers (natsd.store.file.crc)
 _pack_head = _HEAD.pack
 _pack_u32 = _U32.pack
 _pack_trailer = _TRAILER.pack
@@ -123,7 +124,7 @@ def encode_msg_into(buf: bytearray, seq: int, ts: int, subject: bytes, hdr: byte
         total = 34 + slen + len(hdr) + len(msg)
         head = _pack_head(total | HDR_BIT, seq, ts, slen)
         hlen = _pack_u32(len(hdr))
-        crc = _crc32(msg, _crc32(hdr, _crc32(hlen, _crc32(subject, _crc32(head)))))
+        crc = (_crc_big if len(msg) >= BIG else _crc32)(msg, _crc32(hdr, _crc32(hlen, _crc32(subject, _crc32(head)))))
         buf += head
         buf += subject
         buf += hlen
@@ -131,7 +132,7 @@ def encode_msg_into(buf: bytearray, seq: int, ts: int, subject: bytes, hdr: byte
     else:
         total = 30 + slen + len(msg)
         head = _pack_head(total, seq, ts, slen)
-        crc = _crc32(msg, _crc32(subject, _crc32(head)))
+        crc = (_crc_big if len(msg) >= BIG else _crc32)(msg, _crc32(subject, _crc32(head)))
         buf += head
         buf += subject
     buf += msg
@@ -204,7 +205,7 @@ def decode_record(buf, offset: int = 0) -> Record:
     crc, total2 = _TRAILER.unpack_from(buf, end - TRAILER_SIZE)
     if total2 != size:
         raise RecordError(offset, "trailing length mismatch")
-    if _crc32(buf[offset: end - TRAILER_SIZE]) != crc:
+    if (_crc_big if size >= BIG else _crc32)(buf[offset: end - TRAILER_SIZE]) != crc:
         raise RecordError(offset, "checksum mismatch")
     p = offset + HEADER_SIZE
     subject = bytes(buf[p: p + slen])

@@ -30,11 +30,11 @@ from __future__ import annotations
 
 import logging
 import os
-import zlib
 from array import array
 from itertools import repeat
 from operator import or_, sub
 
+from natsd.store.file.crc import crc32
 from natsd.store.base import CorruptState
 from natsd.store.file.block import MessageBlock
 from natsd.store.file.compress import ChunkCache
@@ -50,7 +50,7 @@ __all__ = ["Recovery", "next_record"]
 
 log = logging.getLogger("natsd.store")
 
-_crc32 = zlib.crc32
+_crc32 = crc32
 _HEAD_UNPACK = HEAD_STRUCT.unpack_from
 _TRAILER_UNPACK = TRAILER_STRUCT.unpack_from
 

@@ -12,6 +12,13 @@ per message); this class adds the files:
   calls ``flush()`` on a short timer *after* acknowledging (natsd.jetstream.stream): there a
   PubAck does not mean the record reached the OS. Blocks roll over
   at ``block_size`` (8 MiB default, as the reference).
+- **Writes off the loop** (``flush_async``, natsd.store.file.writer): given a writer, a turn's
+  buffer of at least ``writer.threshold`` bytes is written by the writer thread; the owner's
+  callback runs on the loop once the bytes are in the OS (or rolled back, as a failed
+  ``flush()``), and only then does the owner acknowledge. At most one write is in flight per
+  store, so writes keep their order; every other operation that needs the bytes or the files
+  (``flush``, ``sync``, reads of them, a block roll, purge, erase, truncate, stop) first waits
+  for it and applies it (``_settle``).
 - **Removals** of interior messages append a tombstone record; removals from the front are
   covered by the FIRST marker written at the next flush (so a max_msgs stream does not write a
   tombstone per publish); a front block whose records all refer to sequences below the first
@@ -49,8 +56,10 @@ import heapq
 import logging
 import os
 import shutil
-import zlib
+from collections import deque
+from typing import Callable
 
+from natsd.store.file.crc import crc32
 from natsd.clock import Timer
 from natsd.store.base import StoreClosed, StoreConfig, StoreError, StoreWriteError
 from natsd.store.file.block import MessageBlock
@@ -68,6 +77,8 @@ from natsd.store.file.record import (
     RecordError, encode_marker, encode_msg_into, erase_record, file_store_msg_size, parse_header,
 )
 from natsd.store.file.recovery import Recovery
+from natsd.store.file.threaded import ThreadedWrites, no_post
+from natsd.store.file.writer import BlockWriter
 from natsd.store.seqindex import NEVER_EXPIRES, IndexedStreamStore
 
 __all__ = ["FileStreamStore", "MsgCorrupt"]
@@ -75,12 +86,10 @@ __all__ = ["FileStreamStore", "MsgCorrupt"]
 log = logging.getLogger("natsd.store")
 
 _OFF_MASK = 0xFFFFFFFF
-_crc32 = zlib.crc32
+_crc32 = crc32
 #: While blocks are being compressed, how often the store looks whether one is done.
 COMPRESS_POLL_NS = 50 * 10**6
-
-
-class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
+class FileStreamStore(Recovery, ReadPath, ThreadedWrites, FaultHandling, IndexedStreamStore):
     """A StreamStore in a directory; see the module docstring for the design (recovery, reads and
     failed writes are mixins in their own modules)."""
 
@@ -88,7 +97,8 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
 
     def __init__(self, config: StoreConfig, clock, directory: str, *, sync_interval_ns: int = 120 * 10**9,
                  sync_always: bool = False, block_size: int = DEFAULT_BLOCK_SIZE,
-                 index_interval_ns: int = DEFAULT_INDEX_INTERVAL_NS, compress_inline: bool = False) -> None:
+                 index_interval_ns: int = DEFAULT_INDEX_INTERVAL_NS, compress_inline: bool = False,
+                 writer: BlockWriter | None = None) -> None:
         self._dir = directory
         self._msgs_dir = os.path.join(directory, MSGS_DIR)
         self._obs_dir = os.path.join(directory, OBS_DIR)
@@ -125,6 +135,16 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
         self._compressing: dict = {}
         self._compress_inline = compress_inline
         self._compress_timer: Timer | None = None
+        # The writer thread (None: always inline) and the write in flight on it, with what to
+        # restore if it fails (_settle) and whom to call back when it is done (flush_async).
+        self._writer = writer
+        #: (job, block, last sequence it covers, marker state before it, token), oldest first.
+        self._jobs: deque = deque()
+        self._chain: list = [None]  # see WriteJob.chain
+        self._inflight = 0  # bytes in flight
+        self._token = self._done_token = 0
+        self._on_written: Callable[[], None] | None = None
+        self._posting: Callable[..., object] = no_post
         super().__init__(config, clock)
         os.makedirs(self._msgs_dir, exist_ok=True)
         write_meta(directory, self._meta_dict(), config.name)
@@ -171,7 +191,18 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
     def _roll(self) -> MessageBlock:
         """Start a new last block (flushing the old one's pending bytes first)."""
         old = self._lmb
-        if old is not None:
+        writer = self._writer
+        if old is None or (self._jobs and not old.pending):
+            pass  # nothing of the old block left to write here (the writer thread has the rest)
+        elif (writer is not None and old.werr is None and (self._jobs or len(old.pending) >= writer.threshold)
+              and self._post()):
+            # The old block's tail goes to the writer thread (after the writes in flight).
+            self._submit(old)
+        else:
+            if self._jobs:
+                failed = self._settle()
+                if failed is not None:
+                    raise failed
             marker_first = self._marker_first
             try:
                 old.flush(self._sync_always)
@@ -196,7 +227,7 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
     def _queue_compress(self, blk: MessageBlock) -> None:
         """Compress sealed block ``blk`` when the stream asks for it (see the module docstring)."""
         if (self.config.compression != "s2" or blk.compressed or blk is self._lmb or blk.pending
-                or blk.id in self._compressing or not blk.flushed):
+                or blk.jobs or blk.id in self._compressing or not blk.flushed):
             return
         if self._compress_inline:
             self._install_one(blk.id, blk, blk.gen, compress_file, (blk.path,))
@@ -242,7 +273,8 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
             if current:  # (a block unlinked meanwhile, by a purge say, is no news)
                 log.warning("stream %s: compressing block %d failed: %s", self.config.name, bid, exc)
             return
-        if (not current or blk.gen != gen or blk is self._lmb or blk.pending or raw_len != blk.flushed):
+        if (not current or blk.gen != gen or blk is self._lmb or blk.pending or blk.jobs
+                or raw_len != blk.flushed):
             # Changed (erased in, compacted), unlinked or closed meanwhile: this copy is stale.
             # A block still there is compressed again from what it holds now.
             self._unlink_quietly(tmp)
@@ -269,12 +301,12 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
 
     def disk_bytes(self) -> int:
         """Bytes the message blocks take on disk (compressed blocks count compressed)."""
-        return sum(b.disk_size + len(b.pending) for b in self._blocks.values())
+        return sum(b.disk_size + b.pend_off - b.flushed + len(b.pending) for b in self._blocks.values())
 
     def _write(self, seq: int, ts: int, subject: str, hdr: bytes | None, msg: bytes, ttl_ns: int) -> int:
         lmb = self._lmb
         sb = subject.encode()
-        off = lmb.flushed + len(lmb.pending)
+        off = lmb.pend_off + len(lmb.pending)
         if off and off + 30 + len(sb) + len(msg) + (4 + len(hdr) if hdr else 0) > self._block_size:
             lmb = self._roll()
             off = lmb.flushed
@@ -348,11 +380,30 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
 
     def truncate(self, seq: int) -> None:
         """Remove every message above ``seq`` (one TRUNC record, no tombstones)."""
+        self._settle()
         self._no_tombstones = True
         try:
             super().truncate(seq)
         finally:
             self._no_tombstones = False
+
+    # Operations that rewrite or drop block bytes first let the write in flight finish (a failed
+    # one rolls its messages back before they look at the index).
+    def purge(self) -> int:
+        self._settle()
+        return super().purge()
+
+    def purge_ex(self, subject: str, seq: int, keep: int) -> int:
+        self._settle()
+        return super().purge_ex(subject, seq, keep)
+
+    def compact(self, seq: int) -> int:
+        self._settle()
+        return super().compact(seq)
+
+    def erase_msg(self, seq: int) -> bool:
+        self._settle()
+        return super().erase_msg(seq)
 
     def _remove_index_file(self) -> None:
         try:
@@ -362,17 +413,16 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
 
     # ------------------------------------------------------------------ durability
     def flush(self) -> None:
-        """Hand every buffered record to the OS: one pwrite on the last block."""
+        """Hand every buffered record to the OS: one pwrite on the last block (after the writes
+        in flight on the writer thread, if any)."""
+        if self._jobs:
+            failed = self._settle()
+            if failed is not None:
+                raise failed
         lmb = self._lmb
         if lmb is None:
             return
-        marker_first = self._marker_first
-        if self._first != marker_first:
-            lmb.pending += encode_marker(FLAG_FIRST, self._first)
-            if self._first > lmb.max_ref:
-                lmb.max_ref = self._first
-            self._marker_first = self._first
-            self._unlink_dead = True
+        marker_first = self._add_first_marker(lmb)
         if lmb.pending:
             try:
                 lmb.flush(self._sync_always)
@@ -380,6 +430,24 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
                 self._write_failed(lmb, exc, marker_first)
                 raise
         self._durable_last = self._last
+        # Everything is written: any token handed out is reached (and the next one is new).
+        self._token += 1
+        self._done_token = self._token
+        self._after_write()
+
+    def _add_first_marker(self, lmb: MessageBlock) -> int:
+        """Before a write: a FIRST marker when the first sequence moved since the last one.
+        Returns the marker state to restore if the write fails."""
+        marker_first = self._marker_first
+        if self._first != marker_first:
+            lmb.pending += encode_marker(FLAG_FIRST, self._first)
+            if self._first > lmb.max_ref:
+                lmb.max_ref = self._first
+            self._marker_first = self._first
+            self._unlink_dead = True
+        return marker_first
+
+    def _after_write(self) -> None:
         if self._write_failing:
             self._write_failing = False
             log.warning("stream %s: writes work again", self.config.name)
@@ -394,7 +462,7 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
         first = self._first
         for bid in list(self._blocks):
             blk = self._blocks[bid]
-            if blk is self._lmb or blk.max_ref >= first:
+            if blk is self._lmb or blk.max_ref >= first or blk.jobs:
                 break
             blk.unlink()
             del self._blocks[bid]
@@ -426,7 +494,7 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
         done = 0
         min_dead = min(self._block_size // 4, 1 << 16)
         for blk in list(self._blocks.values()):
-            if blk is self._lmb:
+            if blk is self._lmb or blk.jobs:
                 continue
             dead = blk.flushed - self._blive.get(blk.id, 0)
             if dead >= min_dead and dead * 2 >= blk.flushed:
@@ -548,6 +616,7 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
             return
         try:
             try:
+                self._settle()
                 self._cancel_compress_poll()
                 self._install_compressed(wait=True)
                 self.flush()
@@ -576,6 +645,9 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
         """Close the files without flushing or writing anything: what a ``kill -9`` leaves
         behind (for tests of recovery). A compression already running finishes its ``*.tmp``
         file (recovery removes it) but is not put in place."""
+        for job, *_ in self._jobs:  # a kill -9 leaves the writes that reached the OS behind
+            job.wait()
+        self._jobs.clear()
         self._cancel_compress_poll()
         for _blk, _gen, fut in self._compressing.values():
             try:
@@ -589,6 +661,9 @@ class FileStreamStore(Recovery, ReadPath, FaultHandling, IndexedStreamStore):
 
     def delete(self) -> None:
         """Stop and remove the stream's directory."""
+        for job, *_ in self._jobs:
+            job.wait()
+        self._jobs.clear()
         self._cancel_compress_poll()
         for _blk, _gen, fut in self._compressing.values():
             fut.cancel()
