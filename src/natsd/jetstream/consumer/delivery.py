@@ -31,7 +31,9 @@ Two ways through the same rules:
 
 from __future__ import annotations
 
-from itertools import repeat
+from bisect import bisect_left, bisect_right
+from itertools import accumulate, repeat
+from operator import add
 from typing import TYPE_CHECKING, Any
 
 from natsd.jetstream.consumer import status as D
@@ -167,6 +169,10 @@ class Delivery:
         many: Any = o._deliver_many if not retention_acks else None
         # Pull fast path (deliver_run): whole runs of new messages to the head request.
         runs = fast and many is not None and push is None and not pace and not headers_only
+        # Push fast path (push_run): the same, to the deliver subject; flow control cuts the
+        # runs (not under ack policy flow_control, whose requests also depend on max_ack_pending).
+        pruns = (fast and many is not None and push is not None and not pace and not headers_only
+                 and cfg.ack_policy != "flow_control")
         # Priority groups: requests go through pull.next_waiting (or run_ok), except the pinned
         # client's own, and a pinned-client consumer's deliveries carry Nats-Pin-Id (priority.py).
         prio = pull is not None and cfg.priority_policy != "none"
@@ -180,6 +186,30 @@ class Delivery:
                 if push is not None:
                     if not push.active or (fc and push.pbytes > push.maxpb):
                         break
+                    if pruns and not t.rdq:
+                        # The common push case (a replay, a KV watch): whole runs of new
+                        # messages to the deliver subject, cut where flow control acts.
+                        n = budget
+                        if maxp > 0 and maxp - len(pending) < n:
+                            n = maxp - len(pending)
+                            if n <= 0:
+                                eos = False
+                                break
+                        bsubj = deliver_subject
+                        k, first, eof = self.push_run(n, batch, now_w, fc)
+                        fast_it = None
+                        if k:
+                            budget -= k
+                            if not first_pending_seq and not ack_none:
+                                first_pending_seq = first
+                        if fc and not push.fcid and push.pbytes > push.maxpb // 2:
+                            many(bsubj, batch)  # the request follows the messages it covers
+                            batch = []
+                            push.send_flow_control()
+                        if eof:
+                            self._at_eof()
+                            break
+                        continue
                 elif not waiting.live:  # type: ignore[union-attr]  # (the count: no __bool__ call)
                     break
                 if runs and waiting.live == 1 and not t.rdq:  # type: ignore[union-attr]
@@ -356,6 +386,81 @@ class Delivery:
                 if pull is not None:
                     pull.end_of_pass(eos)
 
+    def push_run(self, n: int, batch: list, now_w: int, fc: bool) -> tuple[int, int, bool]:
+        """Deliver up to ``n`` new messages to the push consumer's deliver subject in one go;
+        returns ``(delivered, first stream seq, at the stream's end)``.
+
+        The push twin of :meth:`deliver_run`, under the same conditions (a push consumer with
+        interest, nothing to redeliver, no last-per-subject list, no narrowing filter, no
+        pacing, no headers_only, ``n`` within the turn budget and max_ack_pending), and giving
+        what the general loop of :meth:`run` gives message for message. With flow control the
+        run is cut where that loop would act: at the message that takes the bytes in flight past
+        half the window when no request is out (the caller then sends it), or past the whole
+        window when one is (the loop then stops). Sizes are counted as that loop counts them
+        (subject, ack reply, headers, payload) and summed with ``accumulate``, so the cut is
+        found by bisection rather than a Python step per message."""
+        o = self.o
+        t = o.t
+        run = o.stream.store.load_run(t.sseq, n)
+        seqs = run.seqs
+        got = len(seqs)
+        if not got:
+            return 0, 0, True
+        dseq = t.dseq
+        npc = o.npc
+        npcs: Any = range(npc - 1, npc - 1 - got, -1)
+        if npc < got:
+            npcs = [x if x > 0 else 0 for x in npcs]
+        # v1 ack subject, bytes: $JS.ACK.<stream>.<consumer>.1.<sseq>.<dseq>.<ts>.<pending>
+        replies: Any = list(map(o._ack_fmt1.__mod__, zip(seqs, range(dseq, dseq + got), run.tss, npcs)))
+        subjects, hdrs, msgs = run.subjects, run.hdrs, run.msgs
+        k = got
+        if fc:
+            push = o.push
+            assert push is not None
+            sizes = list(map(add, map(len, subjects), map(len, replies)))
+            sizes = list(map(add, sizes, map(len, msgs)))
+            if hdrs is not None:
+                sizes = list(map(add, sizes, [len(h) if h else 0 for h in hdrs]))
+            # cum[i]: the bytes in flight once message i - 1 went out (cum[0]: before the run).
+            cum = list(accumulate(sizes, initial=push.pbytes))
+            maxpb = push.maxpb
+            # The first cum[j] past the line: message j - 1 crosses it and ends the run.
+            k = min(bisect_right(cum, maxpb if push.fcid else maxpb // 2, 1), got)
+            push.pbytes = cum[k]
+            if push.fcid:
+                # As the loop: with a request out, past a whole window since it went out,
+                # each message's size extends what its answer will cover.
+                for i in range(bisect_left(cum, push.fcsz + maxpb, 1, k + 1), k + 1):
+                    if cum[i] - push.fcsz >= maxpb:
+                        push.fcsz += sizes[i - 1]
+            if k < got:
+                seqs, subjects, msgs, replies = seqs[:k], subjects[:k], msgs[:k], replies[:k]
+                if hdrs is not None:
+                    hdrs = hdrs[:k]
+        batch += zip(subjects, replies, hdrs if hdrs is not None else repeat(None, k), msgs)
+        self._commit_run(seqs, k, now_w)
+        return k, seqs[0], k == got < n
+
+    def _commit_run(self, seqs: Any, k: int, now_w: int) -> None:
+        """The consumer's state after delivering the ``k`` new messages ``seqs`` (delivery count
+        1) from its cursor: as the general loop leaves it after them, in one update."""
+        o = self.o
+        t = o.t
+        dseq = t.dseq
+        last = seqs[-1]
+        if o.acks.ack_none:
+            t.adflr = dseq + k - 1
+            t.asflr = last
+        else:
+            # New messages are above every pending one (sseq only moves forward; a reset
+            # clears pending), so these are all new entries.
+            t.pending.update(dict(zip(seqs, zip(range(dseq, dseq + k), repeat(now_w, k)))))
+        t.sseq = last + 1
+        o.npc -= k
+        t.dseq = dseq + k
+        t.dlv_sseq = last
+
     def deliver_run(self, wr: PullRequest, n: int, batch: list, now_w: int) -> tuple[int, int]:
         """Deliver up to ``n`` new messages to pull request ``wr`` (the only waiting one) in one
         go; returns ``(delivered, first stream seq)``, fewer than ``n`` only at the stream's end.
@@ -392,18 +497,7 @@ class Delivery:
             pin_hdr = o.pull.pin.pin_header  # type: ignore[union-attr]
             hdrs = map(pin_hdr, hdrs) if hdrs is not None else repeat(pin_hdr(None), k)
         batch += zip(run.subjects, replies, hdrs if hdrs is not None else repeat(None, k), run.msgs)
-        last = seqs[-1]
-        if o.acks.ack_none:
-            t.adflr = dseq + k - 1
-            t.asflr = last
-        else:
-            # New messages are above every pending one (sseq only moves forward; a reset
-            # clears pending), so these are all new entries.
-            t.pending.update(dict(zip(seqs, zip(ds, repeat(now_w, k)))))
-        t.sseq = last + 1
-        o.npc = npc - k
-        t.dseq = dseq + k
-        t.dlv_sseq = last
+        self._commit_run(seqs, k, now_w)
         o.pull.wq.take_run(wr, k)  # type: ignore[union-attr]
         if wr.n > 0 and wr.hb:
             wr.hbt = o.clock.monotonic_ns() + wr.hb
