@@ -40,6 +40,7 @@ from natsd.jetstream.consumer import status as D
 from natsd.jetstream.consumer.acks import UNACKED_LIMITS_REASON
 from natsd.jetstream.consumer.pull import PullRequest
 from natsd.jetstream.consumer_config import MS
+from natsd.jetstream.ports import TemplatedRun
 from natsd.store.base import MsgNotFound, StoreClosed, StoreEOF
 from natsd.subjects.tokens import subset
 
@@ -411,9 +412,14 @@ class Delivery:
         npcs: Any = range(npc - 1, npc - 1 - got, -1)
         if npc < got:
             npcs = [x if x > 0 else 0 for x in npcs]
-        # v1 ack subject, bytes: $JS.ACK.<stream>.<consumer>.1.<sseq>.<dseq>.<ts>.<pending>
-        replies: Any = list(map(o._ack_fmt1.__mod__, zip(seqs, range(dseq, dseq + got), run.tss, npcs)))
         subjects, hdrs, msgs = run.subjects, run.hdrs, run.msgs
+        # v1 ack subject, bytes: $JS.ACK.<stream>.<consumer>.1.<sseq>.<dseq>.<ts>.<pending>
+        cols = (seqs, range(dseq, dseq + got), run.tss, npcs)
+        if not fc and hdrs is None:
+            self._send_templated(o.cfg.deliver_subject, batch, subjects, cols, msgs)
+            self._commit_run(seqs, got, now_w)
+            return got, seqs[0], got < n
+        replies: Any = list(map(o._ack_fmt1.__mod__, zip(*cols)))
         k = got
         if fc:
             push = o.push
@@ -441,6 +447,16 @@ class Delivery:
         batch += zip(subjects, replies, hdrs if hdrs is not None else repeat(None, k), msgs)
         self._commit_run(seqs, k, now_w)
         return k, seqs[0], k == got < n
+
+    def _send_templated(self, subject: str, batch: list, subjects: Any, cols: tuple, msgs: Any) -> None:
+        """Send a run of header-less new messages to ``subject`` now, its ack replies made by
+        the frames' own format (``Ports.deliver_templated``), after what ``batch`` holds for
+        the same subject (sent first, and emptied: the wire order stays the loop's)."""
+        o = self.o
+        if batch:
+            o._deliver_many(subject, batch)
+            batch.clear()
+        o.ports.deliver_templated(subject, TemplatedRun(subjects, o._ack_fmt1, cols, msgs))
 
     def _commit_run(self, seqs: Any, k: int, now_w: int) -> None:
         """The consumer's state after delivering the ``k`` new messages ``seqs`` (delivery count
@@ -491,12 +507,16 @@ class Delivery:
         if npc < k:
             npcs = [x if x > 0 else 0 for x in npcs]
         # v1 ack subject, bytes: $JS.ACK.<stream>.<consumer>.1.<sseq>.<dseq>.<ts>.<pending>
-        replies = map(o._ack_fmt1.__mod__, zip(seqs, ds, run.tss, npcs))
+        cols = (seqs, ds, run.tss, npcs)
         hdrs: Any = run.hdrs
         if o.cfg.priority_policy == "pinned_client":
             pin_hdr = o.pull.pin.pin_header  # type: ignore[union-attr]
             hdrs = map(pin_hdr, hdrs) if hdrs is not None else repeat(pin_hdr(None), k)
-        batch += zip(run.subjects, replies, hdrs if hdrs is not None else repeat(None, k), run.msgs)
+        if hdrs is None:
+            self._send_templated(wr.reply, batch, run.subjects, cols, run.msgs)
+        else:
+            replies = map(o._ack_fmt1.__mod__, zip(*cols))
+            batch += zip(run.subjects, replies, hdrs, run.msgs)
         self._commit_run(seqs, k, now_w)
         o.pull.wq.take_run(wr, k)  # type: ignore[union-attr]
         if wr.n > 0 and wr.hb:
