@@ -54,6 +54,19 @@ __all__ = ["Delivery", "TURN_BUDGET"]
 TURN_BUDGET = 512
 
 
+def _reply_len(fmt: bytes, bounds: tuple) -> int:
+    """``len(fmt % row)`` for every row of columns of non-negative ints whose smallest and
+    largest values are ``bounds`` (``(lo, hi)`` per column), when each column's numbers have
+    one number of digits (its smallest and largest do); else -1."""
+    n = len(fmt % ((0,) * len(bounds))) - len(bounds)
+    for lo, hi in bounds:
+        d = len(str(hi))
+        if lo < 0 or len(str(lo)) != d:
+            return -1
+        n += d
+    return n
+
+
 class Delivery:
     """One consumer's delivery passes, their scheduling and their pacing."""
 
@@ -415,17 +428,25 @@ class Delivery:
         subjects, hdrs, msgs = run.subjects, run.hdrs, run.msgs
         # v1 ack subject, bytes: $JS.ACK.<stream>.<consumer>.1.<sseq>.<dseq>.<ts>.<pending>
         cols = (seqs, range(dseq, dseq + got), run.tss, npcs)
-        if not fc and hdrs is None:
-            self._send_templated(o.cfg.deliver_subject, batch, subjects, cols, msgs)
-            self._commit_run(seqs, got, now_w)
-            return got, seqs[0], got < n
-        replies: Any = list(map(o._ack_fmt1.__mod__, zip(*cols)))
+        # Without headers the run goes out templated (the replies made inside the frames):
+        # flow control then counts each reply by its length, the same for the whole run when
+        # every column keeps one number of digits (else the replies are made here after all).
+        rlen = -1
+        if hdrs is None:
+            # sequences ascend, pending counts descend: their ends are their bounds
+            tss = run.tss
+            rlen = _reply_len(o._ack_fmt1, ((seqs[0], seqs[-1]), (dseq, dseq + got - 1), (min(tss), max(tss)),
+                                            (npcs[-1], npcs[0])))
+        replies: Any = None if rlen >= 0 else list(map(o._ack_fmt1.__mod__, zip(*cols)))
         k = got
         if fc:
             push = o.push
             assert push is not None
-            sizes = list(map(add, map(len, subjects), map(len, replies)))
-            sizes = list(map(add, sizes, map(len, msgs)))
+            sizes = list(map(add, map(len, subjects), map(len, msgs)))
+            if replies is None:
+                sizes = list(map(rlen.__add__, sizes))
+            else:
+                sizes = list(map(add, sizes, map(len, replies)))
             if hdrs is not None:
                 sizes = list(map(add, sizes, [len(h) if h else 0 for h in hdrs]))
             # cum[i]: the bytes in flight once message i - 1 went out (cum[0]: before the run).
@@ -441,10 +462,16 @@ class Delivery:
                     if cum[i] - push.fcsz >= maxpb:
                         push.fcsz += sizes[i - 1]
             if k < got:
-                seqs, subjects, msgs, replies = seqs[:k], subjects[:k], msgs[:k], replies[:k]
+                seqs, subjects, msgs = seqs[:k], subjects[:k], msgs[:k]
+                cols = (seqs, cols[1][:k], cols[2][:k], cols[3][:k])
+                if replies is not None:
+                    replies = replies[:k]
                 if hdrs is not None:
                     hdrs = hdrs[:k]
-        batch += zip(subjects, replies, hdrs if hdrs is not None else repeat(None, k), msgs)
+        if replies is None:
+            self._send_templated(o.cfg.deliver_subject, batch, subjects, cols, msgs)
+        else:
+            batch += zip(subjects, replies, hdrs if hdrs is not None else repeat(None, k), msgs)
         self._commit_run(seqs, k, now_w)
         return k, seqs[0], k == got < n
 
