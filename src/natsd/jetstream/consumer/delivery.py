@@ -19,14 +19,19 @@ handed to ``Ports.deliver_many`` in one call; the batch is sent before anything 
 Two ways through the same rules:
 
 * the **general loop** of :meth:`Delivery.run`, message by message, for every case;
-* the **pull fast path** :meth:`Delivery.deliver_run`: when one pull request is waiting and
-  nothing makes messages differ (no redeliveries, no start list, no narrowing filter, no pacing,
-  no headers_only, no byte budget, not expired, inbox with interest), its whole run is read
-  with one store ``load_run`` and formatted with C-level ``map``/``zip``. It is taken only when
-  the port can take a batch (``deliver_many``); with a port that delivers one message at a time
-  the general loop serves the same requests, which is how
-  ``tests/unit/jetstream/test_delivery_fastpath.py`` checks that both give the same messages
-  and the same state, pass for pass.
+* the **fast paths** for runs of new messages, when nothing makes messages differ (no
+  redeliveries, no start list, no narrowing filter, no pacing, no headers_only):
+  :meth:`Delivery.deliver_run` for one waiting pull request (no byte budget, not expired, inbox
+  with interest) and :meth:`Delivery.push_run` for a push consumer (a replay, a KV watch; with
+  flow control the run is cut where the loop would send a request or stop, found by bisection
+  over the summed sizes). A run is read with one store ``load_run``, the consumer's state is
+  updated once (:meth:`Delivery._commit_run`), and everything per message is C-level
+  ``map``/``zip``: without headers the run goes out as a ``TemplatedRun``
+  (``Ports.deliver_templated``: each ack reply is made inside its frame's single format), else
+  as ``deliver_many`` items. The fast paths are taken only when the port can take a batch
+  (``deliver_many``); with a port that delivers one message at a time the general loop serves
+  the same consumers, which is how ``tests/unit/jetstream/test_delivery_fastpath.py`` checks
+  that both give the same messages and the same state, pass for pass.
 """
 
 from __future__ import annotations
@@ -217,8 +222,9 @@ class Delivery:
                             if not first_pending_seq and not ack_none:
                                 first_pending_seq = first
                         if fc and not push.fcid and push.pbytes > push.maxpb // 2:
-                            many(bsubj, batch)  # the request follows the messages it covers
-                            batch = []
+                            if batch:  # the request follows the messages it covers
+                                many(bsubj, batch)
+                                batch = []
                             push.send_flow_control()
                         if eof:
                             self._at_eof()
