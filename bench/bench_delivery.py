@@ -1,6 +1,6 @@
 """CPU cost per message of JetStream pull delivery and of acks, in process (no sockets).
 
-    .venv/bin/python bench/bench_delivery.py [N] [--memory] [--passes P] [--profile]
+    .venv/bin/python bench/bench_delivery.py [N] [--memory] [--push] [--passes P] [--profile]
 
 A file stream (FileStreamStore in a temp dir) holds N (default 100,000) 128-byte messages. A
 durable pull consumer (ack explicit, max_ack_pending 100,000) is served pull requests of batch
@@ -16,6 +16,14 @@ request handling, the consumer's delivery pass, frame building) and of the ack p
 each pass a fresh durable consumer over the same stream (so the store's read path is exercised
 from the file each time, the OS page cache being warm). ``--memory`` uses a memory store instead;
 ``--profile`` runs one pass under cProfile and prints the top functions.
+
+``--push`` measures push replay instead (the ``replay`` workload of ``bench/run_wide.py``): an
+ordered push consumer as the clients create it (ephemeral, ack none, max_deliver 1, flow control,
+idle heartbeat 5 s, memory state) replays the whole stream into the same stand-in connection; each
+``100 FlowControl Request`` found in the output is answered (``process_flow_control``) after the
+frames before it, as a client does once it has read them. Reported: CPU microseconds per message
+of the whole replay (delivery passes and flow-control handling; scanning the stand-in's output
+for the requests is not counted).
 
 Nothing is asserted; this isolates what the engine costs per message from parser and socket work
 (bench/run.py's ``jsfetch`` measures the whole server against nats-server).
@@ -134,9 +142,47 @@ def one_pass(clock, stream, conn, name: str, n: int) -> tuple[float, float]:
     return t_dlv, t_ack
 
 
+FC_RE = re.compile(rb"HMSG _INBOX\.p 1 (\$JS\.FC\.[^ ]+) ")
+PUSH_CFG = {"deliver_policy": "all", "ack_policy": "none", "max_deliver": 1, "replay_policy": "instant",
+            "flow_control": True, "idle_heartbeat": 5 * SEC, "deliver_subject": "_INBOX.p",
+            "mem_storage": True, "num_replicas": 1, "inactive_threshold": 300 * SEC}
+
+
+def push_pass(clock, stream, conn, name: str, n: int) -> float:
+    """One ordered push replay of the whole stream; CPU seconds spent in the server's code."""
+    cfg = ConsumerConfig.from_json(dict(PUSH_CFG, name=name))
+    pt = time.process_time
+    t = 0.0
+    got = 0
+    t0 = pt()
+    c = consumer_registry.create(stream, cfg, "")
+    clock.run_soon()
+    t += pt() - t0
+    while got < n:
+        out = bytes(conn.out)
+        conn.out.clear()
+        conn.flush_pending = False
+        got += out.count(b" 1 $JS.ACK.")
+        fcs = FC_RE.findall(out)
+        if not fcs and got < n:
+            raise RuntimeError(f"stalled at {got} of {n} with no flow-control request")
+        t0 = pt()
+        for fc in fcs:
+            c.process_flow_control(fc.decode())
+        clock.run_soon()
+        t += pt() - t0
+    if got != n:
+        raise RuntimeError(f"delivered {got} of {n}")
+    c.delete(advisory=False)
+    clock.run_soon()
+    conn.out.clear()
+    return t
+
+
 def main() -> None:
     args = sys.argv[1:]
     memory = "--memory" in args
+    push = "--push" in args
     profile = "--profile" in args
     passes = 3
     if "--passes" in args:
@@ -150,11 +196,17 @@ def main() -> None:
             import pstats
             pr = cProfile.Profile()
             pr.enable()
-            one_pass(clock, stream, conn, "P", n)
+            push_pass(clock, stream, conn, "P", n) if push else one_pass(clock, stream, conn, "P", n)
             pr.disable()
             pstats.Stats(pr).sort_stats("tottime").print_stats(20)
             return
         best_d = best_a = float("inf")
+        if push:
+            best = min(push_pass(clock, stream, conn, f"P{i}", n) for i in range(passes))
+            stream.store.stop()
+            print(f"{'memory' if memory else 'file'} store, n={n}: ordered push replay {best / n * 1e6:.2f} us/msg "
+                  f"(CPU, best of {passes})")
+            return
         for i in range(passes):
             t_d, t_a = one_pass(clock, stream, conn, f"P{i}", n)
             best_d, best_a = min(best_d, t_d), min(best_a, t_a)

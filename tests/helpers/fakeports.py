@@ -180,6 +180,10 @@ class FakePorts:
         for subject, reply, hdr, payload in items:
             self.deliver(route_subject, subject.decode(), reply.decode(), hdr, payload)
 
+    def deliver_templated(self, route_subject: str, run) -> None:
+        """``deliver_many`` of the run's items (a ``natsd.jetstream.ports.TemplatedRun``)."""
+        self.deliver_many(route_subject, run.items())
+
     def _enqueue(self, route: str, shown: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
         self._queue.append((route, shown, reply, hdr, payload))
         if self._delivering:

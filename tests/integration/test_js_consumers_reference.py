@@ -213,6 +213,57 @@ async def flow_control_script(url: str) -> list:
     return [stalled, first[:3], total]
 
 
+async def push_replay_script(url: str) -> list:
+    """A push consumer with flow control replaying 20,000 small stored messages (natsd sends
+    them in runs cut where flow control acts): where the first requests go and where delivery
+    stalls while they are held, then, answered, every message in order with its ack subject
+    (sequences across 9,999 -> 10,000 and the pending count down to 0)."""
+    n = 20_000
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    await js.add_stream(name="R", subjects=["r.>"], storage="file")
+    for i in range(n):
+        await nc.publish(f"r.{i % 7}", b"%06d" % i + b"y" * 100)
+    await nc.flush()
+    for _ in range(200):
+        if (await js.stream_info("R")).state.messages == n:
+            break
+        await asyncio.sleep(0.05)
+    events: list = []
+    held: list = []
+    data: list = []
+
+    async def cb(m) -> None:
+        if m.headers and m.headers.get("Status") == "100":
+            if m.reply:
+                events.append(("FC", len(data)))
+                held.append(m.reply)
+            else:
+                events.append(("HB", len(data)))
+        else:
+            data.append(norm(m))
+    await nc.subscribe("dlv", cb=cb)
+    await nc.request("$JS.API.CONSUMER.CREATE.R.C", json.dumps({"stream_name": "R", "config": {
+        "name": "C", "deliver_subject": "dlv", "ack_policy": "none", "flow_control": True,
+        "idle_heartbeat": 30_000_000_000}}).encode())
+    for _ in range(100):  # until it stalls: nothing more for 0.3 s
+        before = len(data)
+        await asyncio.sleep(0.3)
+        if len(data) == before:
+            break
+    stalled = (len(data), list(events))
+    for _ in range(200):
+        if len(data) == n:
+            break
+        for r in held:
+            await nc.publish(r, b"")
+        held.clear()
+        await asyncio.sleep(0.05)
+    info = scrub(json.loads((await nc.request("$JS.API.CONSUMER.INFO.R.C", b"")).data))
+    await nc.close()
+    return [stalled, len(data), data, info]
+
+
 async def pending_and_ack_runs_script(url: str) -> list:
     """no_wait on a consumer created before its messages; an interest stream's message acked
     after a redelivery; 200 acks flushed in one write (natsd takes them as one run)."""
@@ -299,3 +350,7 @@ async def test_retention_interplay_matches_reference(tmp_path) -> None:
 
 async def test_flow_control_window_matches_reference(tmp_path) -> None:
     await both(tmp_path, flow_control_script)
+
+
+async def test_push_replay_in_runs_matches_reference(tmp_path) -> None:
+    await both(tmp_path, push_replay_script)

@@ -12,12 +12,13 @@ Messages cross the seam as four plain values, exactly as they travel on the wire
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from itertools import repeat
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.protocol.events import Run
 
-__all__ = ["MsgHandler", "RunHandler", "InterestHandler", "DeliverItem", "Subscription", "Ports"]
+__all__ = ["MsgHandler", "RunHandler", "InterestHandler", "DeliverItem", "TemplatedRun", "Subscription", "Ports"]
 
 # handler(subject, reply, hdr, payload); called synchronously on the loop, in publish order.
 # It must not block; heavy work is deferred with Clock.call_soon. A handler that returns False
@@ -41,6 +42,27 @@ InterestHandler = Callable[[str, bool], None]
 # One message of ``deliver_many``: (subject, reply, hdr, payload) with ``subject`` and ``reply``
 # as the wire bytes (``reply`` ``b""`` when none).
 DeliverItem = tuple[bytes, bytes, "bytes | None", bytes]
+
+
+class TemplatedRun:
+    """A run of ``deliver_many`` items without headers whose replies are one ``%``-template
+    over columns: item ``i`` is ``(subjects[i], reply_fmt % (cols[0][i], cols[1][i], ...),
+    None, payloads[i])``. A consumer's run of new messages is one (the v1 ack subject from
+    stream sequence, consumer sequence, time and pending count): the server frames it without
+    making a reply per message first (``Ports.deliver_templated``)."""
+
+    __slots__ = ("subjects", "reply_fmt", "cols", "payloads")
+
+    def __init__(self, subjects: Sequence[bytes], reply_fmt: bytes, cols: tuple[Sequence[int], ...],
+                 payloads: Sequence[bytes]) -> None:
+        self.subjects = subjects
+        self.reply_fmt = reply_fmt
+        self.cols = cols
+        self.payloads = payloads
+
+    def items(self) -> list[DeliverItem]:
+        return list(zip(self.subjects, map(self.reply_fmt.__mod__, zip(*self.cols)), repeat(None),
+                        self.payloads))
 
 
 class Subscription(Protocol):
@@ -83,6 +105,11 @@ class Ports(Protocol):
         in order; one subscription match for the run. Unlike ``deliver``, an item's ``subject``
         and ``reply`` are the wire ``bytes`` (``reply`` ``b""`` when none), so a consumer's
         batch is framed without encoding per message."""
+        ...
+
+    def deliver_templated(self, route_subject: str, run: TemplatedRun) -> None:
+        """``deliver_many(route_subject, run.items())``; an implementation may frame the run
+        without making the items (the server does, for one plain client subscription)."""
         ...
 
     def has_interest(self, subject: str) -> bool:

@@ -124,6 +124,22 @@ def append_run(out: bytearray, prefix: bytes, payloads: list) -> None:
     out += CRLF
 
 
+def append_templated(out: bytearray, sid: bytes, subjects, reply_fmt: bytes, cols, payloads) -> int:
+    """Append one ``MSG <subject> <sid> <reply> <size>`` frame per payload, all to subscription
+    ``sid``, where message ``i``'s reply is ``reply_fmt % (cols[0][i], cols[1][i], ...)``
+    (``reply_fmt``: a ``%``-template whose literal ``%`` are escaped; every message has a reply
+    and no headers); returns the payload bytes appended.
+
+    Byte-identical to :func:`append_msgs` of ``(subject, reply, None, payload)`` items, but the
+    reply is formatted inside each frame's single format (a JetStream consumer's run: the v1
+    ack subject from its stream sequence, consumer sequence, time and pending count), and the
+    run is built by C-level ``map``/``zip`` and appended with one join."""
+    fmt = b"MSG %s " + sid.replace(b"%", b"%%") + b" " + reply_fmt + b" %d\r\n%s\r\n"
+    sizes = list(map(len, payloads))
+    out += b"".join(map(fmt.__mod__, zip(subjects, *cols, sizes, payloads)))
+    return sum(sizes)
+
+
 def append_msgs(out: bytearray, sid: bytes, items) -> int:
     """Append a MSG/HMSG per ``(subject, reply, hdr, payload)`` item (wire ``bytes``; ``reply``
     ``b""`` and ``hdr`` ``None``/``b""`` when absent), all to subscription ``sid``, in order;

@@ -31,6 +31,9 @@ Callback contract (what an engine may rely on and must respect):
 * ``deliver_many(route_subject, items)``: ``deliver(route_subject, *item)`` for each
   ``(subject, reply, hdr, payload)`` item, in order, with one match for the whole run; the
   item's ``subject`` and ``reply`` are the wire ``bytes`` (``reply`` ``b""`` when none).
+* ``deliver_templated(route_subject, run)``: ``deliver_many(route_subject, run.items())``
+  for a consumer's run of header-less messages whose replies are one template over columns,
+  framed in one go when the receiver is one plain client subscription.
 * ``has_interest(subject)``: any client or internal subscription matches.
 * ``on_interest(handler)``: ``handler(subject, added)`` is called synchronously whenever a
   *client* subscription is added (True) or removed (False) in this account (SUB, UNSUB,
@@ -44,11 +47,11 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Callable
 
-from natsd.server.router import deliver_many, publish_many, route
+from natsd.server.router import deliver_many, deliver_templated, publish_many, route
 from natsd.server.subscription import Subscription
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.ports import DeliverItem, InterestHandler, MsgHandler, RunHandler
+    from natsd.jetstream.ports import DeliverItem, InterestHandler, MsgHandler, RunHandler, TemplatedRun
     from natsd.server.account import Account
 
 __all__ = ["ServerPorts"]
@@ -117,6 +120,11 @@ class ServerPorts:
         ``items``, in order, with one match for the run (see :func:`router.deliver_many`).
         ``subject`` and ``reply`` are ``bytes`` here (``b""``: no reply), the wire forms."""
         deliver_many(self._account, route_subject, items)
+
+    def deliver_templated(self, route_subject: str, run: "TemplatedRun") -> None:
+        """``deliver_many(route_subject, run.items())``, framed in one go for one plain client
+        subscription (see :func:`router.deliver_templated`)."""
+        deliver_templated(self._account, route_subject, run)
 
     def has_interest(self, subject: str) -> bool:
         return self._account.sublist.has_interest(subject)

@@ -31,7 +31,7 @@ from natsd.protocol.encoder import encode_msg, msg_parts
 from natsd.protocol.events import Run
 from natsd.server.log import logger
 
-__all__ = ["route", "route_run", "route_batch", "deliver_many", "publish_many"]
+__all__ = ["route", "route_run", "route_batch", "deliver_many", "deliver_templated", "publish_many"]
 
 _rr = itertools.count()
 
@@ -401,6 +401,26 @@ def deliver_many(acc, route_subject: str, items: list) -> None:
         return
     c.enqueue_msgs(sub.sid, items)
     sub.delivered += len(items)
+
+
+def deliver_templated(acc, route_subject: str, run) -> None:
+    """Deliver a consumer's ``TemplatedRun`` (``natsd.jetstream.ports``: header-less messages
+    whose replies are one template over columns) to the subscribers of ``route_subject``: to
+    one plain client subscription, framed in one go (``Writer.enqueue_templated``); to anything
+    else, as :func:`deliver_many` of its items. Byte-identical to :func:`deliver_many` of
+    ``run.items()`` either way."""
+    r = acc.sublist.match(route_subject)
+    psubs = r.psubs
+    if not psubs and not r.qsubs:
+        return
+    if not r.qsubs and len(psubs) == 1:
+        sub = psubs[0]
+        c = sub.client
+        if c is not None and not (sub.max or c.sub_deny is not None or c.replies is not None or c.closed):
+            c.enqueue_templated(sub.sid, run)
+            sub.delivered += len(run.payloads)
+            return
+    deliver_many(acc, route_subject, run.items())
 
 
 def publish_many(acc, subjects: list, payloads: list) -> None:

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from natsd.protocol.encoder import CRLF, append_msgs, append_run
+from natsd.protocol.encoder import CRLF, append_msgs, append_run, append_templated
 from natsd.server.log import logger
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -181,6 +181,15 @@ class Writer:
             return
         nbytes = append_msgs(self.out, sid, items)
         self._queued(len(items), nbytes, src)
+
+    def enqueue_templated(self, sid: bytes, run) -> None:
+        """Queue a consumer's run of header-less messages with templated replies to
+        subscription ``sid`` (a ``natsd.jetstream.ports.TemplatedRun``:
+        :func:`natsd.protocol.encoder.append_templated`)."""
+        if self.closed:
+            return
+        nbytes = append_templated(self.out, sid, run.subjects, run.reply_fmt, run.cols, run.payloads)
+        self._queued(len(run.payloads), nbytes, None)
 
     def send_raw(self, data: bytes) -> None:
         """Queue a control line (``+OK``, ``PONG``, ``-ERR``, ``INFO``): not a message."""

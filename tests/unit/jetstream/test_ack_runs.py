@@ -143,3 +143,72 @@ def test_ack_sampling_and_max_ack_pending_resume():
     _apply_both(h1, h2, [(m.reply, b"+ACK") for m in msgs])
     # the acks reopened delivery: the waiting request got the next messages, the same on both
     assert _state(h1) == _state(h2)
+
+
+# -- the plain-ack run (Acks.ack_run / Tracking.ack_run): explicit, no sampling, limits -----------
+
+PLAIN = {"durable_name": "C", "ack_policy": "explicit"}
+
+
+def _apply_plain(h1: Harness, h2: Harness, acks: list[tuple[str, bytes]]) -> None:
+    """_apply_both, and the keys noted for the next state delta are the same too."""
+    _apply_both(h1, h2, acks)
+    assert h1.stream.consumers["C"].t.pending.touched == h2.stream.consumers["C"].t.pending.touched
+
+
+def _counting_runs(monkeypatch) -> list:
+    from natsd.jetstream.consumer.acks import Acks
+    calls: list = []
+    orig = Acks.ack_run
+
+    def counting(self, sseqs):
+        calls.append(len(sseqs))
+        return orig(self, sseqs)
+    monkeypatch.setattr(Acks, "ack_run", counting)
+    return calls
+
+
+@pytest.mark.parametrize("cfg,nak", [(PLAIN, False), (PLAIN, True), (dict(PLAIN, filter_subject="orders.1"), False),
+                                     (dict(PLAIN, filter_subject="orders.1"), True),
+                                     (dict(PLAIN, max_ack_pending=7), False)])
+def test_plain_acks_in_order_in_two_runs(monkeypatch, cfg, nak):
+    # in order: each ack the lowest pending entry (consecutive sequences, or with the NAKed
+    # redeliveries' consumer sequences out of line), in two runs, the last emptying pending
+    calls = _counting_runs(monkeypatch)
+    maxp = "max_ack_pending" in cfg
+    h1, h2, msgs = _pair([cfg], n=30, nak=nak)
+    acks = sorted(((m.reply, b"+ACK") for m in msgs), key=lambda a: int(a[0].split(".")[5]))
+    half = len(acks) // 2
+    _apply_plain(h1, h2, acks[:half])
+    _apply_plain(h1, h2, acks[half:])
+    # (at max_ack_pending, the acks let the no-wait request's remainder out: 7 more pending)
+    assert calls and h2.stream.consumers["C"].info()["num_ack_pending"] == (7 if maxp else 0)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_plain_acks_shuffled_with_duplicates_and_never_delivered(monkeypatch, seed):
+    calls = _counting_runs(monkeypatch)
+    rng = random.Random(seed)
+    h1, h2, msgs = _pair([dict(PLAIN, max_ack_pending=12 if seed % 2 else 0)], n=40, nak=seed in (0, 2))
+    acks = [(m.reply, b"+ACK") for m in msgs]
+    acks += rng.sample(acks, 5)
+    t = msgs[0].reply.split(".")
+    if seed % 2:
+        acks.append((".".join(t[:5] + ["999"] + t[6:]), b"+ACK"))  # not delivered: per message
+    rng.shuffle(acks)
+    cut = rng.randrange(1, len(acks))
+    _apply_plain(h1, h2, acks[:cut])
+    _apply_plain(h1, h2, acks[cut:])
+    assert calls or seed % 2
+
+
+def test_plain_acks_of_a_partly_acked_batch(monkeypatch):
+    # the lowest pending entry acked one by one first, then a run starting above the floor
+    calls = _counting_runs(monkeypatch)
+    h1, h2, msgs = _pair([PLAIN], n=20, nak=False)
+    acks = [(m.reply, b"+ACK") for m in msgs]
+    _apply_plain(h1, h2, [acks[3]])
+    _apply_plain(h1, h2, acks[5:12])   # above the floor: the floor stays
+    _apply_plain(h1, h2, acks[:3])     # now up to 3, then the scan finds 4 pending
+    _apply_plain(h1, h2, [acks[4]] + acks[12:])
+    assert len(calls) == 3 and h2.stream.consumers["C"].info()["ack_floor"]["stream_seq"] == 20

@@ -3,6 +3,11 @@ stream, no ports and no clock (times are plain numbers passed in)."""
 
 from __future__ import annotations
 
+import copy
+import random
+
+import pytest
+
 from natsd.jetstream.consumer.tracking import Tracking
 from natsd.store.base import ConsumerState, Pending, SequencePair
 
@@ -206,3 +211,75 @@ def test_clamp_to_the_first_stream_sequence():
     t.start_at(1)
     t.clamp(5)
     assert (t.sseq, t.asflr) == (5, 4)
+
+
+def _snapshot(t: Tracking) -> tuple:
+    return (t.sseq, t.dseq, t.adflr, t.asflr, t.dlv_sseq, list(t.pending.items()), sorted(t.pending.touched),
+            dict(t.rdc), sorted(t.rdc.touched), list(t.rdq), t.rep_floor)
+
+
+def _random_tracking(rng, n: int, gaps: bool) -> Tracking:
+    """Delivered ``n`` messages; with ``gaps``, some sequences skipped (as a filtered consumer),
+    some redelivered (a new consumer sequence, the first one kept in pending) and some acked,
+    else only the first few acked; some queued again."""
+    t = Tracking(True, -1, 100_000)
+    t.start_at(1)
+    seq = 1
+    for _ in range(n):
+        seq += 1 if not gaps or rng.random() < 0.8 else rng.randrange(2, 5)
+        _deliver(t, seq, 0)
+    if gaps:
+        for s in rng.sample(sorted(t.pending), n // 10):
+            t.rdc[s] = 1
+            t.dseq += 1  # a redelivery: consumer sequence used, pending keeps the first one
+        for s in rng.sample(sorted(t.pending), n // 10):
+            t.ack(s)
+    else:
+        for s in sorted(t.pending)[: rng.randrange(0, 5)]:
+            t.ack(s)
+        for s in rng.sample(sorted(t.pending), 5):
+            t.rdc[s] = 1
+    t.add_rdq(rng.sample(sorted(t.pending), 3))
+    if rng.random() < 0.5:
+        t.sseq += 3  # a filtered consumer looked ahead past its last delivery
+        t.rep_floor = (1, 1)  # left from an earlier empty pending list
+    t.pending.take_touched()
+    t.rdc.take_touched()
+    return t
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_ack_run_does_what_acks_one_by_one_do(seed):
+    """Tracking.ack_run (the hub's run of plain +ACKs) against Tracking.ack in a loop: the same
+    state after (cursor, floor, pending in order, the keys noted for the next delta write,
+    redelivery counts and queue, the reported floor), for runs in order from the floor (its
+    one-step path), shuffled, with duplicates and never-pending sequences, up to empty."""
+    rng = random.Random(seed)
+    base = _random_tracking(rng, 60, gaps=seed % 10 >= 5)
+    keys = sorted(base.pending)
+    shape = seed % 5
+    if shape == 0:      # in order from the floor, all of them
+        sseqs = keys
+    elif shape == 1:    # in order from the floor, a prefix
+        sseqs = keys[: rng.randrange(1, len(keys))]
+    elif shape == 2:    # consecutive stream sequences from the lowest pending one
+        sseqs = list(range(keys[0], keys[0] + rng.randrange(2, 12)))
+    elif shape == 3:    # in order, starting above the floor
+        sseqs = keys[rng.randrange(1, 10):]
+    else:               # shuffled, duplicates, not pending
+        sseqs = keys + rng.sample(keys, 5) + [keys[-1] + 7, 0]
+        rng.shuffle(sseqs)
+    one, run = copy.deepcopy(base), copy.deepcopy(base)
+    acked = [s for s in sseqs if one.ack(s) is not None]
+    assert run.ack_run(list(sseqs)) == acked
+    assert _snapshot(run) == _snapshot(one)
+
+
+def test_ack_run_in_order_from_the_floor_takes_one_step(monkeypatch):
+    t = _tracking(50)
+    t.pending.take_touched()
+    seen = []
+    orig = Tracking._move_floor
+    monkeypatch.setattr(Tracking, "_move_floor", lambda self, s, d: (seen.append((s, d)), orig(self, s, d)))
+    assert t.ack_run(list(range(1, 21))) == list(range(1, 21))
+    assert seen == [(20, 20)] and (t.adflr, t.asflr) == (20, 20) and sorted(t.pending.touched) == list(range(1, 21))

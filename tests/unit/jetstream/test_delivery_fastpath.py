@@ -1,5 +1,5 @@
-"""The pull fast path (Delivery.deliver_run, store load_run) gives exactly what the general
-delivery loop gives, message for message and pass for pass.
+"""The fast paths (Delivery.deliver_run for pull, Delivery.push_run for push, store load_run)
+give exactly what the general delivery loop gives, message for message and pass for pass.
 
 Every scenario runs twice, over a memory and a file store: once with ports that take a batch
 (``deliver_many``: the fast path is taken where it applies) and once with ports that deliver one
@@ -9,7 +9,11 @@ payload) and the consumer's state after every delivery pass; the two records mus
 the fast run must really have taken the fast path. The boundaries: a request's batch ending inside a run, the end
 of the stream inside a request, max_ack_pending reached inside a run, deleted and skipped
 sequences inside a run, a corrupt record inside a run (file store), the turn budget, headers,
-several waiting requests, max_bytes, expiry and heartbeats, ack none.
+several waiting requests, max_bytes, expiry and heartbeats, ack none; for push: flow-control
+windows cutting runs (the request after the message that crossed half the window, the stop past
+the whole window, a message bigger than half the window extending what the answer covers),
+answers arriving late or stale, headers, removed sequences, max_ack_pending, interest coming and
+going, the turn budget.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import os
 import pytest
 
 from natsd.jetstream.consumer import TURN_BUDGET, Consumer
+from natsd.jetstream.consumer import push as push_mod
 from natsd.jetstream.consumer.delivery import Delivery
 from natsd.store.file.layout import MSGS_DIR
 
@@ -29,12 +34,17 @@ HDR = b"NATS/1.0\r\nK: v\r\n\r\n"
 
 def _state(c: Consumer) -> dict:
     t = c.t
-    return {
+    out = {
         "sseq": t.sseq, "dseq": t.dseq, "npc": c.npc, "dlv": t.dlv_sseq, "floor": (t.adflr, t.asflr),
         "pending": {s: list(p) for s, p in t.pending.items()},
-        "waiting": [(w.reply, w.n, w.d, w.b, w.expires, w.hbt) for w in c.pull.wq.live_requests()],
         "info": c.info(),
     }
+    if c.pull is not None:
+        out["waiting"] = [(w.reply, w.n, w.d, w.b, w.expires, w.hbt) for w in c.pull.wq.live_requests()]
+    if c.push is not None:
+        p = c.push
+        out["push"] = (p.active, p.pbytes, p.maxpb, bool(p.fcid), p.fcsz, p.last_sent)
+    return out
 
 
 class Run:
@@ -42,18 +52,16 @@ class Run:
 
     def __init__(self, fast: bool, store_dir: str | None, monkeypatch, **stream_cfg) -> None:
         self.fast_runs = 0
-        orig = Delivery.deliver_run
-
-        def counting(d, *a):
-            out = orig(d, *a)
-            self.fast_runs += 1
-            return out
-        monkeypatch.setattr(Delivery, "deliver_run", counting)
+        # Flow-control request subjects end with 4 random characters: a counter in both runs.
+        fcids = iter(range(1000, 10000))
+        monkeypatch.setattr(push_mod, "rand4", lambda: str(next(fcids)))
+        for name in ("deliver_run", "push_run"):
+            monkeypatch.setattr(Delivery, name, self._counting(getattr(Delivery, name)))
         orig_run = Delivery.run
 
         def recorded(d) -> None:  # kick() schedules Delivery.run: every pass is recorded
             orig_run(d)
-            if d.o is self.c:
+            if self.c is None or d.o is self.c:
                 self.passes.append(_state(d.o))
         monkeypatch.setattr(Delivery, "run", recorded)
         self.h = Harness(store_dir=store_dir, **stream_cfg)
@@ -62,6 +70,13 @@ class Run:
             self.h.ports.deliver_many = None
         self.passes: list[dict] = []
         self.c: Consumer | None = None
+
+    def _counting(self, orig):
+        def counting(d, *a):
+            out = orig(d, *a)
+            self.fast_runs += 1
+            return out
+        return counting
 
     def consumer(self, **cfg) -> Consumer:
         c = self.h.consumer(**cfg)
@@ -336,3 +351,120 @@ def test_store_iterator_gives_what_lookups_give(tmp_path, monkeypatch, store):
     (a_msgs, a_passes), (b_msgs, b_passes) = runs
     assert len(a_msgs) > 1300 and a_msgs == b_msgs
     assert len(a_passes) > 3 and a_passes == b_passes
+
+
+# -- push ------------------------------------------------------------------------------------------
+
+def _answer_fc(h: Harness, sub, answered: set) -> int:
+    """Answer every flow-control request of ``sub`` not answered yet, oldest first (as a
+    client does once it has read the messages before it); returns how many."""
+    n = 0
+    for m in sub.msgs:
+        if m.status == "100" and m.reply and m.reply not in answered:
+            answered.add(m.reply)
+            h.ports.publish(m.reply, "", None, b"")
+            h.clock.run_soon()
+            n += 1
+    return n
+
+
+def _small_window(c: Consumer, maxpb: int) -> None:
+    """Shrink the flow-control window (it starts at 2 MiB) so that small messages cross it."""
+    c.push.maxpb = maxpb
+    c.push.pblimit = 4 * maxpb
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_push_flow_control_cuts_runs(tmp_path, monkeypatch, store):
+    def scenario(r: Run) -> None:
+        h = r.h
+        sub = h.listen("push.d")
+        c = r.consumer(name="OC", deliver_subject="push.d", ack_policy="none", max_deliver=1,
+                       flow_control=True, idle_heartbeat=5 * SEC, mem_storage=True)
+        _small_window(c, 3000)
+        _pub(h, 400, hdr_every=9)
+        answered: set = set()
+        assert len(data(sub)) < 400  # stopped at the window
+        # answer only some requests late; a stale answer is ignored
+        h.ports.publish("$JS.FC.ORDERS.OC.zzzz", "", None, b"")
+        h.clock.run_soon()
+        for _ in range(200):
+            if not _answer_fc(h, sub, answered):
+                break
+        assert len(data(sub)) == 400
+        assert c.push.maxpb == 12000  # doubled up to the (shrunk) limit
+        _pub(h, 100, start=400)
+        h.advance(6 * SEC)  # heartbeat, possibly stalled
+        while _answer_fc(h, sub, answered):
+            pass
+        assert len(data(sub)) == 500
+    slow, fast = both(tmp_path, monkeypatch, scenario, store)
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_push_message_bigger_than_half_the_window(tmp_path, monkeypatch, store):
+    def scenario(r: Run) -> None:
+        h = r.h
+        sub = h.listen("push.d")
+        c = r.consumer(durable_name="D", deliver_subject="push.d", ack_policy="none",
+                       flow_control=True, idle_heartbeat=5 * SEC)
+        _small_window(c, 2000)
+        for i in range(60):
+            # mostly small, some larger than half or than the whole window
+            size = 1500 if i % 7 == 3 else 2600 if i % 11 == 5 else 20
+            h.stream.publish(f"orders.{i % 3}", b"%05d" % i + b"x" * size)
+        h.store.flush()
+        h.clock.run_soon()
+        answered: set = set()
+        for _ in range(500):
+            if not _answer_fc(h, sub, answered):
+                break
+        assert len(data(sub)) == 60
+    both(tmp_path, monkeypatch, scenario, store)
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_push_explicit_acks_max_ack_pending_and_removed_sequences(tmp_path, monkeypatch, store):
+    def scenario(r: Run) -> None:
+        h = r.h
+        _pub(h, 80, hdr_every=5)
+        for seq in (3, 4, 30, 79):
+            h.store.remove_msg(seq)
+        h.store.skip_msg()
+        sub = h.listen("push.d")
+        r.consumer(durable_name="D", deliver_subject="push.d", ack_policy="explicit", max_ack_pending=20,
+                   ack_wait=10 * SEC)
+        assert len(data(sub)) == 20
+        for m in data(sub)[:15]:
+            h.ack(m)
+        assert len(data(sub)) == 35
+        _pub(h, 10, start=80)
+        acked = 15
+        while acked < len(data(sub)):  # each ack lets one more out
+            h.ack(data(sub)[acked])
+            acked += 1
+        assert len(data(sub)) == 86
+    both(tmp_path, monkeypatch, scenario, store)
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_push_turn_budget_and_interest(tmp_path, monkeypatch, store):
+    n = 2 * TURN_BUDGET + 300
+
+    def scenario(r: Run) -> None:
+        h = r.h
+        _pub(h, n)
+        sub = h.listen("push.d")
+        r.consumer(durable_name="D", deliver_subject="push.d", ack_policy="none", flow_control=True,
+                   idle_heartbeat=SEC)
+        assert len(data(sub)) == n
+        sub.unsubscribe()
+        h.clock.run_soon()
+        _pub(h, 50, start=n)  # no interest: nothing goes out
+        sub2 = h.listen("push.d")
+        h.clock.run_soon()
+        assert len(data(sub2)) == 50
+        h.advance(2 * SEC)
+    slow, fast = both(tmp_path, monkeypatch, scenario, store)
+    dlv = [p["dseq"] - 1 for p in fast.passes]
+    assert TURN_BUDGET in dlv and 2 * TURN_BUDGET in dlv

@@ -1,4 +1,5 @@
-"""The server's MSG/HMSG framing (``msg_parts``, ``msg_prefix``, ``append_run``, ``append_msgs``)
+"""The server's MSG/HMSG framing (``msg_parts``, ``msg_prefix``, ``append_run``, ``append_msgs``,
+``append_templated``)
 is byte-identical to the per-message reference encodings (``encode_msg``/``encode_hmsg``, pinned
 to nats-server captures in test_encoder_headers.py), and the frames read back whole, byte by byte
 and with a partial frame trailing (a small client-side reader below)."""
@@ -10,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from natsd.protocol.encoder import (
-    CRLF, append_msgs, append_run, encode_hmsg, encode_msg, hmsg_head, msg_head, msg_parts, msg_prefix,
+    CRLF, append_msgs, append_run, append_templated, encode_hmsg, encode_msg, hmsg_head, msg_head, msg_parts, msg_prefix,
 )
 
 pytestmark = pytest.mark.unit
@@ -135,3 +136,21 @@ def test_the_precomputed_pieces_stay_right_past_their_bound():
         assert head + b"1" + mid == msg_head(subj, b"1", b"r", size)
         head, mid = msg_parts(subj, b"", 12, size + 12)
         assert head + b"1" + mid == hmsg_head(subj, b"1", b"", 12, size + 12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(sid, st.lists(st.tuples(subject, st.integers(0, 1 << 64), st.integers(0, 10**19), st.binary(max_size=20)),
+                     max_size=8),
+       st.text(alphabet="ABC%_", min_size=1, max_size=4).map(str.encode))
+def test_a_templated_run_is_the_messages_one_by_one(sid_, rows, name):
+    # a consumer's run: the reply made by the frame's own format from columns; the stream and
+    # consumer names in the template may hold '%' (escaped in the template, literal on the wire)
+    tmpl = b"$JS.ACK." + name.replace(b"%", b"%%") + b".C.1.%d.%d.0"
+    subjects = [r[0] for r in rows]
+    cols = ([r[1] for r in rows], [r[2] for r in rows])
+    payloads = [r[3] for r in rows]
+    out = bytearray(b"x")
+    nbytes = append_templated(out, sid_, subjects, tmpl, cols, payloads)
+    want = [(s, b"$JS.ACK." + name + b".C.1.%d.%d.0" % (a, b), None, p) for s, a, b, p in rows]
+    assert bytes(out) == b"x" + b"".join(reference(s, sid_, r, h, p) for s, r, h, p in want)
+    assert nbytes == sum(map(len, payloads))

@@ -1,7 +1,9 @@
-"""router.deliver_many / publish_many write exactly the bytes route() would, message by message."""
+"""router.deliver_many / deliver_templated / publish_many write exactly the bytes route() would,
+message by message."""
 
 from __future__ import annotations
 
+from natsd.jetstream.ports import TemplatedRun
 from natsd.server.account import Account
 from natsd.server.ports import ServerPorts
 from natsd.server.subscription import Subscription
@@ -97,6 +99,39 @@ def test_deliver_many_falls_back_for_two_subscriptions_and_no_header_clients():
     assert _many(ITEMS, ss) == _one_by_one(ITEMS, ss)
     ss = [("_INBOX.x", b"1")]
     assert _many(ITEMS, ss, headers=False) == _one_by_one(ITEMS, ss, headers=False)
+
+
+# A consumer's run with templated replies: what deliver_many of its items gives.
+RUN = TemplatedRun([b"orders.1", b"orders.2", b"orders.1"], b"$JS.ACK.S%%.C.1.%d.%d.%d.%d",
+                   ([5, 6, 9], range(1, 4), [17, 18, 19], [2, 1, 0]), [b"one", b"", b"three"])
+
+
+def _templated(subjects_sids, headers=True):
+    _, ports, c, subs = setup(subjects_sids, headers)
+    ports.deliver_templated("_INBOX.x", RUN)
+    assert c.flush_pending
+    return bytes(c.out), c.out_msgs, c.out_bytes, [s.delivered for s in subs]
+
+
+def test_deliver_templated_is_deliver_many_of_its_items():
+    assert RUN.items()[2] == (b"orders.1", b"$JS.ACK.S%.C.1.9.3.19.0", None, b"three")
+    for ss in ([("_INBOX.x", b"7")], [("_INBOX.x", b"7%d")], [("_INBOX.x", b"1"), ("_INBOX.*", b"2")]):
+        want = _one_by_one(RUN.items(), ss)
+        assert _templated(ss) == want
+    assert want[0].startswith(b"MSG orders.1 1 $JS.ACK.S%.C.1.5.1.17.2 3\r\none\r\n")
+    ss = [("_INBOX.x", b"1")]
+    assert _templated(ss, headers=False) == _one_by_one(RUN.items(), ss, headers=False)
+
+
+def test_deliver_templated_to_internal_subscription_and_no_interest():
+    acc = Account("A")
+    ports = ServerPorts(acc)
+    got: list = []
+    ports.subscribe("_INBOX.>", lambda s, r, h, p: got.append((s, r, h, p)))
+    ports.deliver_templated("_INBOX.x", RUN)
+    assert got == [(s.decode(), r.decode(), h, p) for s, r, h, p in RUN.items()]
+    ports.deliver_templated("nobody", RUN)
+    assert len(got) == 3
 
 
 def test_deliver_many_to_internal_subscription_in_order():

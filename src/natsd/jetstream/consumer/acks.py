@@ -174,6 +174,32 @@ class Acks:
             w.end_turn_soon()
         return True
 
+    def ack_run(self, sseqs: list[int]) -> None:
+        """Reply-less ``+ACK`` s of ``sseqs``, in order, when each would take the common path of
+        :meth:`ack` (the caller checked: ack policy explicit, no sampling, no retention hook,
+        every sequence below the delivery cursor): the same effects, with the tracking done in
+        one loop (:meth:`Tracking.ack_run`) and the once-per-run parts done once."""
+        t = self.t
+        maxp = t.maxp
+        was_full = maxp > 0 and len(t.pending) >= maxp
+        if not t.ack_run(sseqs):
+            return
+        if was_full:
+            self.o.kick()  # it was at max_ack_pending: delivery can resume
+        if not t.pending and self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        w = self.w
+        if not w.turn_acks:
+            w.turn_acks = True
+            w.end_turn_soon()
+
+    def run_ok(self, sseqs: list[int]) -> bool:
+        """True when :meth:`ack_run` may take these plain acks (see there)."""
+        t = self.t
+        return (self.explicit and self.sfreq <= 0 and not self.retention and not self.o.closed
+                and max(sseqs) < t.sseq)
+
     def nak(self, sseq: int, dseq: int, dc: int, body: bytes) -> None:
         t = self.t
         if dseq <= t.adflr or dseq > t.dseq or sseq not in t.pending:
@@ -327,6 +353,9 @@ class ConsumerHub:
                     pass
                 else:
                     acks = o.acks
+                    if payloads.count(b"+ACK") == k and acks.run_ok(sseqs):
+                        acks.ack_run(sseqs)
+                        return
                     ack, process = acks.ack, acks.process
                     for sseq, dseq, dc, body in zip(sseqs, dseqs, dcs, payloads):
                         if o.closed:

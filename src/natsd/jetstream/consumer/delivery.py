@@ -19,25 +19,33 @@ handed to ``Ports.deliver_many`` in one call; the batch is sent before anything 
 Two ways through the same rules:
 
 * the **general loop** of :meth:`Delivery.run`, message by message, for every case;
-* the **pull fast path** :meth:`Delivery.deliver_run`: when one pull request is waiting and
-  nothing makes messages differ (no redeliveries, no start list, no narrowing filter, no pacing,
-  no headers_only, no byte budget, not expired, inbox with interest), its whole run is read
-  with one store ``load_run`` and formatted with C-level ``map``/``zip``. It is taken only when
-  the port can take a batch (``deliver_many``); with a port that delivers one message at a time
-  the general loop serves the same requests, which is how
-  ``tests/unit/jetstream/test_delivery_fastpath.py`` checks that both give the same messages
-  and the same state, pass for pass.
+* the **fast paths** for runs of new messages, when nothing makes messages differ (no
+  redeliveries, no start list, no narrowing filter, no pacing, no headers_only):
+  :meth:`Delivery.deliver_run` for one waiting pull request (no byte budget, not expired, inbox
+  with interest) and :meth:`Delivery.push_run` for a push consumer (a replay, a KV watch; with
+  flow control the run is cut where the loop would send a request or stop, found by bisection
+  over the summed sizes). A run is read with one store ``load_run``, the consumer's state is
+  updated once (:meth:`Delivery._commit_run`), and everything per message is C-level
+  ``map``/``zip``: without headers the run goes out as a ``TemplatedRun``
+  (``Ports.deliver_templated``: each ack reply is made inside its frame's single format), else
+  as ``deliver_many`` items. The fast paths are taken only when the port can take a batch
+  (``deliver_many``); with a port that delivers one message at a time the general loop serves
+  the same consumers, which is how ``tests/unit/jetstream/test_delivery_fastpath.py`` checks
+  that both give the same messages and the same state, pass for pass.
 """
 
 from __future__ import annotations
 
-from itertools import repeat
+from bisect import bisect_left, bisect_right
+from itertools import accumulate, repeat
+from operator import add
 from typing import TYPE_CHECKING, Any
 
 from natsd.jetstream.consumer import status as D
 from natsd.jetstream.consumer.acks import UNACKED_LIMITS_REASON
 from natsd.jetstream.consumer.pull import PullRequest
 from natsd.jetstream.consumer_config import MS
+from natsd.jetstream.ports import TemplatedRun
 from natsd.store.base import MsgNotFound, StoreClosed, StoreEOF
 from natsd.subjects.tokens import subset
 
@@ -49,6 +57,19 @@ __all__ = ["Delivery", "TURN_BUDGET"]
 #: Deliveries per loop turn before yielding to the loop (keeps other clients responsive: a
 #: pass of 512 is a few ms; 2048 held request/reply p99 at ~180 ms while delivering 1M).
 TURN_BUDGET = 512
+
+
+def _reply_len(fmt: bytes, bounds: tuple) -> int:
+    """``len(fmt % row)`` for every row of columns of non-negative ints whose smallest and
+    largest values are ``bounds`` (``(lo, hi)`` per column), when each column's numbers have
+    one number of digits (its smallest and largest do); else -1."""
+    n = len(fmt % ((0,) * len(bounds))) - len(bounds)
+    for lo, hi in bounds:
+        d = len(str(hi))
+        if lo < 0 or len(str(lo)) != d:
+            return -1
+        n += d
+    return n
 
 
 class Delivery:
@@ -167,6 +188,10 @@ class Delivery:
         many: Any = o._deliver_many if not retention_acks else None
         # Pull fast path (deliver_run): whole runs of new messages to the head request.
         runs = fast and many is not None and push is None and not pace and not headers_only
+        # Push fast path (push_run): the same, to the deliver subject; flow control cuts the
+        # runs (not under ack policy flow_control, whose requests also depend on max_ack_pending).
+        pruns = (fast and many is not None and push is not None and not pace and not headers_only
+                 and cfg.ack_policy != "flow_control")
         # Priority groups: requests go through pull.next_waiting (or run_ok), except the pinned
         # client's own, and a pinned-client consumer's deliveries carry Nats-Pin-Id (priority.py).
         prio = pull is not None and cfg.priority_policy != "none"
@@ -180,6 +205,31 @@ class Delivery:
                 if push is not None:
                     if not push.active or (fc and push.pbytes > push.maxpb):
                         break
+                    if pruns and not t.rdq:
+                        # The common push case (a replay, a KV watch): whole runs of new
+                        # messages to the deliver subject, cut where flow control acts.
+                        n = budget
+                        if maxp > 0 and maxp - len(pending) < n:
+                            n = maxp - len(pending)
+                            if n <= 0:
+                                eos = False
+                                break
+                        bsubj = deliver_subject
+                        k, first, eof = self.push_run(n, batch, now_w, fc)
+                        fast_it = None
+                        if k:
+                            budget -= k
+                            if not first_pending_seq and not ack_none:
+                                first_pending_seq = first
+                        if fc and not push.fcid and push.pbytes > push.maxpb // 2:
+                            if batch:  # the request follows the messages it covers
+                                many(bsubj, batch)
+                                batch = []
+                            push.send_flow_control()
+                        if eof:
+                            self._at_eof()
+                            break
+                        continue
                 elif not waiting.live:  # type: ignore[union-attr]  # (the count: no __bool__ call)
                     break
                 if runs and waiting.live == 1 and not t.rdq:  # type: ignore[union-attr]
@@ -356,6 +406,110 @@ class Delivery:
                 if pull is not None:
                     pull.end_of_pass(eos)
 
+    def push_run(self, n: int, batch: list, now_w: int, fc: bool) -> tuple[int, int, bool]:
+        """Deliver up to ``n`` new messages to the push consumer's deliver subject in one go;
+        returns ``(delivered, first stream seq, at the stream's end)``.
+
+        The push twin of :meth:`deliver_run`, under the same conditions (a push consumer with
+        interest, nothing to redeliver, no last-per-subject list, no narrowing filter, no
+        pacing, no headers_only, ``n`` within the turn budget and max_ack_pending), and giving
+        what the general loop of :meth:`run` gives message for message. With flow control the
+        run is cut where that loop would act: at the message that takes the bytes in flight past
+        half the window when no request is out (the caller then sends it), or past the whole
+        window when one is (the loop then stops). Sizes are counted as that loop counts them
+        (subject, ack reply, headers, payload) and summed with ``accumulate``, so the cut is
+        found by bisection rather than a Python step per message."""
+        o = self.o
+        t = o.t
+        run = o.stream.store.load_run(t.sseq, n)
+        seqs = run.seqs
+        got = len(seqs)
+        if not got:
+            return 0, 0, True
+        dseq = t.dseq
+        npc = o.npc
+        npcs: Any = range(npc - 1, npc - 1 - got, -1)
+        if npc < got:
+            npcs = [x if x > 0 else 0 for x in npcs]
+        subjects, hdrs, msgs = run.subjects, run.hdrs, run.msgs
+        # v1 ack subject, bytes: $JS.ACK.<stream>.<consumer>.1.<sseq>.<dseq>.<ts>.<pending>
+        cols = (seqs, range(dseq, dseq + got), run.tss, npcs)
+        # Without headers the run goes out templated (the replies made inside the frames):
+        # flow control then counts each reply by its length, the same for the whole run when
+        # every column keeps one number of digits (else the replies are made here after all).
+        rlen = -1
+        if hdrs is None:
+            # sequences ascend, pending counts descend: their ends are their bounds
+            tss = run.tss
+            rlen = _reply_len(o._ack_fmt1, ((seqs[0], seqs[-1]), (dseq, dseq + got - 1), (min(tss), max(tss)),
+                                            (npcs[-1], npcs[0])))
+        replies: Any = None if rlen >= 0 else list(map(o._ack_fmt1.__mod__, zip(*cols)))
+        k = got
+        if fc:
+            push = o.push
+            assert push is not None
+            sizes = list(map(add, map(len, subjects), map(len, msgs)))
+            if replies is None:
+                sizes = list(map(rlen.__add__, sizes))
+            else:
+                sizes = list(map(add, sizes, map(len, replies)))
+            if hdrs is not None:
+                sizes = list(map(add, sizes, [len(h) if h else 0 for h in hdrs]))
+            # cum[i]: the bytes in flight once message i - 1 went out (cum[0]: before the run).
+            cum = list(accumulate(sizes, initial=push.pbytes))
+            maxpb = push.maxpb
+            # The first cum[j] past the line: message j - 1 crosses it and ends the run.
+            k = min(bisect_right(cum, maxpb if push.fcid else maxpb // 2, 1), got)
+            push.pbytes = cum[k]
+            if push.fcid:
+                # As the loop: with a request out, past a whole window since it went out,
+                # each message's size extends what its answer will cover.
+                for i in range(bisect_left(cum, push.fcsz + maxpb, 1, k + 1), k + 1):
+                    if cum[i] - push.fcsz >= maxpb:
+                        push.fcsz += sizes[i - 1]
+            if k < got:
+                seqs, subjects, msgs = seqs[:k], subjects[:k], msgs[:k]
+                cols = (seqs, cols[1][:k], cols[2][:k], cols[3][:k])
+                if replies is not None:
+                    replies = replies[:k]
+                if hdrs is not None:
+                    hdrs = hdrs[:k]
+        if replies is None:
+            self._send_templated(o.cfg.deliver_subject, batch, subjects, cols, msgs)
+        else:
+            batch += zip(subjects, replies, hdrs if hdrs is not None else repeat(None, k), msgs)
+        self._commit_run(seqs, k, now_w)
+        return k, seqs[0], k == got < n
+
+    def _send_templated(self, subject: str, batch: list, subjects: Any, cols: tuple, msgs: Any) -> None:
+        """Send a run of header-less new messages to ``subject`` now, its ack replies made by
+        the frames' own format (``Ports.deliver_templated``), after what ``batch`` holds for
+        the same subject (sent first, and emptied: the wire order stays the loop's)."""
+        o = self.o
+        if batch:
+            o._deliver_many(subject, batch)
+            batch.clear()
+        o.ports.deliver_templated(subject, TemplatedRun(subjects, o._ack_fmt1, cols, msgs))
+
+    def _commit_run(self, seqs: Any, k: int, now_w: int) -> None:
+        """The consumer's state after delivering the ``k`` new messages ``seqs`` (delivery count
+        1) from its cursor: as the general loop leaves it after them, in one update."""
+        o = self.o
+        t = o.t
+        dseq = t.dseq
+        last = seqs[-1]
+        if o.acks.ack_none:
+            t.adflr = dseq + k - 1
+            t.asflr = last
+        else:
+            # New messages are above every pending one (sseq only moves forward; a reset
+            # clears pending), so these are all new entries.
+            t.pending.update(dict(zip(seqs, zip(range(dseq, dseq + k), repeat(now_w, k)))))
+        t.sseq = last + 1
+        o.npc -= k
+        t.dseq = dseq + k
+        t.dlv_sseq = last
+
     def deliver_run(self, wr: PullRequest, n: int, batch: list, now_w: int) -> tuple[int, int]:
         """Deliver up to ``n`` new messages to pull request ``wr`` (the only waiting one) in one
         go; returns ``(delivered, first stream seq)``, fewer than ``n`` only at the stream's end.
@@ -386,24 +540,17 @@ class Delivery:
         if npc < k:
             npcs = [x if x > 0 else 0 for x in npcs]
         # v1 ack subject, bytes: $JS.ACK.<stream>.<consumer>.1.<sseq>.<dseq>.<ts>.<pending>
-        replies = map(o._ack_fmt1.__mod__, zip(seqs, ds, run.tss, npcs))
+        cols = (seqs, ds, run.tss, npcs)
         hdrs: Any = run.hdrs
         if o.cfg.priority_policy == "pinned_client":
             pin_hdr = o.pull.pin.pin_header  # type: ignore[union-attr]
             hdrs = map(pin_hdr, hdrs) if hdrs is not None else repeat(pin_hdr(None), k)
-        batch += zip(run.subjects, replies, hdrs if hdrs is not None else repeat(None, k), run.msgs)
-        last = seqs[-1]
-        if o.acks.ack_none:
-            t.adflr = dseq + k - 1
-            t.asflr = last
+        if hdrs is None:
+            self._send_templated(wr.reply, batch, run.subjects, cols, run.msgs)
         else:
-            # New messages are above every pending one (sseq only moves forward; a reset
-            # clears pending), so these are all new entries.
-            t.pending.update(dict(zip(seqs, zip(ds, repeat(now_w, k)))))
-        t.sseq = last + 1
-        o.npc = npc - k
-        t.dseq = dseq + k
-        t.dlv_sseq = last
+            replies = map(o._ack_fmt1.__mod__, zip(*cols))
+            batch += zip(run.subjects, replies, hdrs, run.msgs)
+        self._commit_run(seqs, k, now_w)
         o.pull.wq.take_run(wr, k)  # type: ignore[union-attr]
         if wr.n > 0 and wr.hb:
             wr.hbt = o.clock.monotonic_ns() + wr.hb

@@ -23,6 +23,9 @@ per field and message, no call).
 
 from __future__ import annotations
 
+from collections import deque
+from itertools import repeat
+from operator import itemgetter
 from typing import Any, Callable
 
 from natsd.store.base import ConsumerState, Pending, SequencePair
@@ -291,34 +294,88 @@ class Tracking:
         p = pending.pop(sseq, None)
         if p is not None:
             self.rep_floor = None
-            # Ack floor (moveAckFloor): only moves when the lowest pending entry is acked.
-            pdseq = p[0]
-            if not pending:
-                self.adflr = self.dseq - 1
-                if self.lss is None:
-                    self.asflr = self.sseq - 1
-                    if self.dlv_sseq != self.asflr:
-                        # sseq ran past the last delivered message (a filtered consumer looked
-                        # ahead and found nothing). The reference keeps that in memory (ack
-                        # floor, reset, needAck) but reports and persists its consumer store's
-                        # floor, which on an empty pending list is the store's delivered pair:
-                        # the last message actually delivered.
-                        self.rep_floor = (self.adflr, self.dlv_sseq)
-                else:
-                    self.asflr = max(self.asflr, sseq)
-            elif pdseq == self.adflr + 1:
-                self.adflr, self.asflr = pdseq, sseq
-                for ss in range(sseq + 1, self.sseq):
-                    q = pending.get(ss)
-                    if q is not None:
-                        if q[0] > 0:
-                            self.adflr, self.asflr = q[0] - 1, ss - 1
-                        break
+            if not pending or p[0] == self.adflr + 1:
+                self._move_floor(sseq, p[0])
         if self.rdc:
             self.rdc.pop(sseq, None)
         if self.rdq_set:
             self.remove_rdq(sseq)
         return p
+
+    def ack_run(self, sseqs: list[int]) -> list[int]:
+        """Explicit acks of ``sseqs``, in order: what :meth:`ack` does for each, in one loop
+        (a client acking a fetched batch sends them one by one, thousands per read). Returns
+        the sequences that were pending (acked)."""
+        pending = self.pending
+        pop = dict.pop  # TrackedMap.pop notes the key: done once for the run below
+        k = len(sseqs)
+        s0 = sseqs[0]
+        if k > 1 and sseqs[-1] - s0 == k - 1 and s0 in pending:
+            # The usual run: a fetched batch acked in order, each ack the lowest pending
+            # entry (consecutive stream and consumer sequences from the floor up). One by one,
+            # each would move the floor onto the next; only the last move is left standing.
+            a = self.adflr
+            if sseqs == list(range(s0, s0 + k)) and pending[s0][0] == a + 1:
+                try:
+                    ds = list(map(itemgetter(0), map(pending.__getitem__, sseqs)))
+                except KeyError:
+                    ds = None
+                if ds is not None and ds == list(range(a + 1, a + 1 + k)):
+                    deque(map(pop, repeat(pending, k), sseqs), 0)
+                    pending.touched.update(sseqs)
+                    self.rep_floor = None
+                    self._move_floor(sseqs[-1], a + k)
+                    self._forget_redeliveries(sseqs)
+                    return sseqs
+        move = self._move_floor
+        acked: list[int] = []
+        for sseq in sseqs:
+            p = pop(pending, sseq, None)
+            if p is not None:
+                acked.append(sseq)
+                self.rep_floor = None
+                if not pending or p[0] == self.adflr + 1:
+                    move(sseq, p[0])
+        pending.touched.update(sseqs)  # as TrackedMap.pop: every key asked for, pending or not
+        self._forget_redeliveries(sseqs)
+        return acked
+
+    def _forget_redeliveries(self, sseqs: list[int]) -> None:
+        rdc = self.rdc
+        if rdc:
+            for sseq in sseqs:
+                if not rdc:
+                    break
+                rdc.pop(sseq, None)
+        if self.rdq_set:
+            for sseq in sseqs:
+                self.remove_rdq(sseq)
+
+    def _move_floor(self, sseq: int, pdseq: int) -> None:
+        """The ack floor after acking ``sseq`` (consumer seq ``pdseq``), when that was the
+        lowest pending entry or the last one (moveAckFloor: it moves only then)."""
+        pending = self.pending
+        if not pending:
+            self.adflr = self.dseq - 1
+            if self.lss is None:
+                self.asflr = self.sseq - 1
+                if self.dlv_sseq != self.asflr:
+                    # sseq ran past the last delivered message (a filtered consumer looked
+                    # ahead and found nothing). The reference keeps that in memory (ack
+                    # floor, reset, needAck) but reports and persists its consumer store's
+                    # floor, which on an empty pending list is the store's delivered pair:
+                    # the last message actually delivered.
+                    self.rep_floor = (self.adflr, self.dlv_sseq)
+            else:
+                self.asflr = max(self.asflr, sseq)
+        else:
+            self.adflr, self.asflr = pdseq, sseq
+            for ss in range(sseq + 1, self.sseq):
+                q = pending.get(ss)
+                if q is not None:
+                    if q[0] > 0:
+                        self.adflr, self.asflr = q[0] - 1, ss - 1
+                    break
 
     def ack_upto(self, dseq: int, sseq: int) -> list[int] | None:
         """Ack policy all / flow_control: everything up to ``sseq`` is acknowledged. Returns the
