@@ -72,6 +72,36 @@ def _size(b: bytes) -> int:
     return int(b) if b.isdigit() else -1
 
 
+def _frames_ok(buf: bytes, pos: int, head: bytes, step: int, k: int) -> bool:
+    """Whether the ``k`` frames of ``step`` bytes at ``pos`` all start with ``head`` and end with
+    CRLF. One strided slice per byte of ``head`` (and two for the CRLF) compares that byte of
+    every frame at once, in C: a burst costs ``len(head) + 2`` slices instead of a Python
+    iteration per frame."""
+    region = buf[pos:pos + k * step]
+    for j in range(len(head)):
+        if region[j::step] != head[j:j + 1] * k:
+            return False
+    return region[step - 2::step] == b"\r" * k and region[step - 1::step] == b"\n" * k
+
+
+def _run_length(buf: bytes, pos: int, head: bytes, step: int, n: int) -> int:
+    """How many complete frames at ``pos`` repeat ``head`` (a publisher's burst): all of them
+    when the buffer is one burst (the usual case, one check), else found by bisection."""
+    hi = (n - pos) // step
+    if hi <= 0:
+        return 0
+    if _frames_ok(buf, pos, head, step, hi):
+        return hi
+    lo = 0  # invariant: the first lo frames are good, the first hi are not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _frames_ok(buf, pos, head, step, mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
 class LeafParser:
     """Turns the bytes of a leafnode link into events (see the module docstring)."""
 
@@ -121,12 +151,12 @@ class LeafParser:
                     hl = start - pos
                     step = hl + size + 2
                     pos = end + 2
-                    if pos + step <= n and buf.startswith(head, pos) and buf[pos + step - 2:pos + step] == b"\r\n":
+                    k = _run_length(buf, pos, head, step, n) if pos + step <= n else 0
+                    if k:
                         payloads = [buf[start:end]]
-                        while pos + step <= n and buf.startswith(head, pos) and \
-                                buf[pos + step - 2:pos + step] == b"\r\n":
-                            payloads.append(buf[pos + hl:pos + step - 2])
-                            pos += step
+                        first = pos + hl
+                        pos += k * step
+                        payloads += [buf[i:i + size] for i in range(first, pos, step)]
                         events.append((L_MSG_RUN,) + ev[1:] + (payloads,))
                     else:
                         events.append(ev + (buf[start:end],))
