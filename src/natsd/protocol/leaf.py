@@ -46,6 +46,7 @@ from __future__ import annotations
 import json
 
 from natsd.protocol.errors import ERR_MAX_CONTROL_LINE, ERR_MAX_PAYLOAD, ERR_UNKNOWN_PROTOCOL, RemoteProtocolError
+from natsd.protocol.runs import run_length
 
 __all__ = [
     "LeafParser", "L_INFO", "L_CONNECT", "L_PING", "L_PONG", "L_OK", "L_ERR", "L_SUB", "L_UNSUB", "L_MSG", "L_MSG_RUN",
@@ -70,36 +71,6 @@ def _error(err: str | None, detail: str, events: list) -> RemoteProtocolError:
 def _size(b: bytes) -> int:
     # Digits only (int() would accept "+5", " 5", "5_0").
     return int(b) if b.isdigit() else -1
-
-
-def _frames_ok(buf: bytes, pos: int, head: bytes, step: int, k: int) -> bool:
-    """Whether the ``k`` frames of ``step`` bytes at ``pos`` all start with ``head`` and end with
-    CRLF. One strided slice per byte of ``head`` (and two for the CRLF) compares that byte of
-    every frame at once, in C: a burst costs ``len(head) + 2`` slices instead of a Python
-    iteration per frame."""
-    region = buf[pos:pos + k * step]
-    for j in range(len(head)):
-        if region[j::step] != head[j:j + 1] * k:
-            return False
-    return region[step - 2::step] == b"\r" * k and region[step - 1::step] == b"\n" * k
-
-
-def _run_length(buf: bytes, pos: int, head: bytes, step: int, n: int) -> int:
-    """How many complete frames at ``pos`` repeat ``head`` (a publisher's burst): all of them
-    when the buffer is one burst (the usual case, one check), else found by bisection."""
-    hi = (n - pos) // step
-    if hi <= 0:
-        return 0
-    if _frames_ok(buf, pos, head, step, hi):
-        return hi
-    lo = 0  # invariant: the first lo frames are good, the first hi are not
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if _frames_ok(buf, pos, head, step, mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
 
 
 class LeafParser:
@@ -146,12 +117,12 @@ class LeafParser:
                         raise _error(ERR_UNKNOWN_PROTOCOL, "message payload not followed by CRLF", events)
                     # A publisher's burst repeats this very line (subject, reply, queues, sizes):
                     # frames that start with the same bytes need no parsing, only their payload,
-                    # and the burst is one L_MSG_RUN event.
+                    # and the burst is one L_MSG_RUN event (its length: natsd.protocol.runs).
                     head = buf[pos:start]
                     hl = start - pos
                     step = hl + size + 2
                     pos = end + 2
-                    k = _run_length(buf, pos, head, step, n) if pos + step <= n else 0
+                    k = run_length(buf, pos, head, step, n) if pos + step <= n else 0
                     if k:
                         payloads = [buf[start:end]]
                         first = pos + hl
