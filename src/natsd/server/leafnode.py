@@ -71,6 +71,7 @@ from natsd.server.leafauth import (  # noqa: F401 (read_creds, sign_nonce, remot
 from natsd.server.log import logger
 from natsd.server.router import LEAF_LINK, route, route_batch
 from natsd.server.subscription import Subscription
+from natsd.server.writer import WRITE_HIGH_WATER
 from natsd.subjects.sublist import SublistResult
 from natsd.subjects.tokens import subject_matches, subset
 
@@ -173,6 +174,7 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
 
     def connection_made(self, transport) -> None:
         self.transport = transport
+        self._write_limits(transport)
         peer = transport.get_extra_info("peername")
         if peer:
             self.ip, self.port = peer[0], peer[1]
@@ -189,6 +191,16 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
     def connection_lost(self, exc) -> None:
         if not self.closed:
             self.close("Client Closed" if exc is None else "Read Error", graceful=False)
+
+    def _write_limits(self, transport) -> None:
+        """The client connections' high-water mark (``natsd.server.writer``), not asyncio's 64 KiB:
+        a loop turn's flush of a burst is megabytes, and with 64 KiB every flush paused the
+        publishers until the link had drained to 16 KiB, leaving it idle between bursts."""
+        high = max(64 * 1024, min(self.max_pending // 2, WRITE_HIGH_WATER))
+        try:
+            transport.set_write_buffer_limits(high=high, low=high // 4)
+        except (AttributeError, NotImplementedError):  # pragma: no cover - exotic transports
+            pass
 
     def pause_writing(self) -> None:
         self.congested = True
@@ -349,6 +361,7 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
         if self.closed or t is None:
             return
         self.transport = t
+        self._write_limits(t)
         self._send_connect()
         try:
             t.resume_reading()
