@@ -18,7 +18,9 @@ test (natsd or nats-server) links to a nats-server hub over TLS (a remote with `
 
 The raw clients pre-build their frames, so the client is not the bottleneck. The machine is
 shared (2 cores): the figures are noisy; ``--repeat R`` runs R rounds, alternating which server
-goes first, and prints the medians (and each round's ratios).
+goes first, and prints the medians (and each round's ratios). The CPU time the server under test
+spent per message (user + system, from /proc) is printed as well: the machine's load distorts it
+far less than the rates.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import socket
 import sys
 import tempfile
@@ -176,6 +179,23 @@ def _wait_linked(hub_http: int, timeout: float = 20) -> None:
     raise RuntimeError("leaf never connected")
 
 
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _measured(out: dict, name: str, server, n: int, run) -> None:
+    """Run one figure; record its msgs/s and the CPU µs per message of ``server`` (the one under
+    test), which the machine's load distorts far less than the rate."""
+    c0 = _cpu_s(server.pid)
+    out[name] = run()
+    out[name + " [cpu us/msg]"] = (_cpu_s(server.pid) - c0) / n * 1e6
+
+
 def run_pair(kind: str, n: int, m: int) -> dict:
     d = Path(tempfile.mkdtemp(prefix=f"leafbench-{kind}-"))
     lp = free_port()
@@ -184,11 +204,10 @@ def run_pair(kind: str, n: int, m: int) -> dict:
     leaf = start_server(kind, d / "leaf", config=leaf_conf(d, lp, kind), jetstream=False)
     try:
         _wait_linked(hub_http)
-        out = {
-            "core leaf->hub": asyncio.run(core(leaf.port, hub.port, n)),
-            "core hub->leaf": asyncio.run(core(hub.port, leaf.port, n)),
-            "sourcing leaf->hub": asyncio.run(sourcing(leaf.url, hub.url, m)),
-        }
+        out: dict = {}
+        _measured(out, "core leaf->hub", leaf, n, lambda: asyncio.run(core(leaf.port, hub.port, n)))
+        _measured(out, "core hub->leaf", leaf, n, lambda: asyncio.run(core(hub.port, leaf.port, n)))
+        _measured(out, "sourcing leaf->hub", leaf, m, lambda: asyncio.run(sourcing(leaf.url, hub.url, m)))
         return out
     finally:
         leaf.stop()
@@ -221,8 +240,11 @@ def run_tls(kind: str, n: int, side: str) -> dict:
     leaf = start_server(leaf_kind, d / "leaf", config=str(lc), jetstream=False)
     try:
         _wait_linked(hub_http)
-        return {f"tls core leaf->hub ({side})": asyncio.run(core(leaf.port, hub.port, n)),
-                f"tls core hub->leaf ({side})": asyncio.run(core(hub.port, leaf.port, n))}
+        out: dict = {}
+        tested = hub if side == "hub" else leaf
+        _measured(out, f"tls core leaf->hub ({side})", tested, n, lambda: asyncio.run(core(leaf.port, hub.port, n)))
+        _measured(out, f"tls core hub->leaf ({side})", tested, n, lambda: asyncio.run(core(hub.port, leaf.port, n)))
+        return out
     finally:
         leaf.stop()
         hub.stop()
@@ -260,14 +282,20 @@ def main() -> None:
             runs[kind].append(one(kind))
         if a.repeat > 1:
             print(f"round {i + 1}: " + ", ".join(
-                f"{k} {runs['natsd'][-1][k] / runs['reference'][-1][k]:.2f}" for k in runs["reference"][-1]),
-                flush=True)
+                f"{k} {runs['natsd'][-1][k] / runs['reference'][-1][k]:.2f}" for k in runs["reference"][-1]
+                if "[cpu" not in k), flush=True)
     ref = {k: statistics.median(r[k] for r in runs["reference"]) for k in runs["reference"][0]}
     ours = {k: statistics.median(r[k] for r in runs["natsd"]) for k in runs["reference"][0]}
     print(f"{'figure':28} {'natsd':>12} {'nats-server':>12} {'ratio':>7}" + ("  (medians of %d)" % a.repeat
                                                                             if a.repeat > 1 else ""))
     for k in ref:
-        print(f"{k:28} {ours[k]:12,.0f} {ref[k]:12,.0f} {ours[k] / ref[k]:7.2f}")
+        if "[cpu" not in k:
+            print(f"{k:28} {ours[k]:12,.0f} {ref[k]:12,.0f} {ours[k] / ref[k]:7.2f}")
+    print("CPU of the server under test, µs per message (nats-server: all its threads; ratio: "
+          "nats-server / natsd, so above 1 means natsd spends less)")
+    for k in ref:
+        if "[cpu" in k:
+            print(f"{k:40} {ours[k]:8.2f} {ref[k]:8.2f} {ref[k] / ours[k] if ours[k] else 0:7.2f}")
 
 
 if __name__ == "__main__":
