@@ -262,7 +262,7 @@ class Stream:
             self._start_links()
 
     def _start_links(self) -> None:
-        """Connect the mirror / sources (ephemeral consumers on the origins)."""
+        """Connect the mirror / sources (consumers on the origins, see natsd.jetstream.sourcing)."""
         cfg = self.config
         keep = [cfg.mirror] if cfg.mirror is not None else list(cfg.sources or [])
         for link in self._links:
