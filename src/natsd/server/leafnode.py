@@ -733,6 +733,48 @@ class LeafConnection(LeafIdentityMixin, asyncio.Protocol):
             src.stall(self)
         return True
 
+    def deliver_items(self, sub, route_subject: str, items: list) -> bool:
+        """A consumer's batch to a deliver subject whose only receiver is ``sub`` of this link
+        (``router.deliver_many``; the sourcing feed of a stream on the other side): ``(subject,
+        reply, hdr, payload)`` items become the frames :meth:`deliver` writes one by one, without
+        a routing pass each. False: take the per-message path."""
+        if (self.closed or not self.ready or sub.closed or sub.queue is not None or self.perms is not None
+                or self._denied_out[route_subject]):
+            return False
+        wire = route_subject.encode()
+        headers = self.headers
+        out = self.out
+        nbytes = 0
+        for subject, reply, hdr, payload in items:
+            if reply and subject != wire and reply.startswith(b"$JS.ACK.") and b"@" not in reply:
+                reply = reply + b"@" + subject  # (as deliver: the stored subject rides in the reply)
+            size = len(payload)
+            if hdr:
+                hl = len(hdr)
+                nbytes += hl + size
+                if headers:
+                    out += msg_line(wire, reply, (), hl, hl + size)
+                    out += hdr
+                else:
+                    out += msg_line(wire, reply, (), 0, size)
+            else:
+                nbytes += size
+                out += msg_line(wire, reply, (), 0, size)
+            out += payload
+            out += b"\r\n"
+        self._last_end = -1
+        self.out_msgs += len(items)
+        self.out_bytes += nbytes
+        if len(out) > self.max_pending:
+            logger.error("%sSlow Consumer Detected: MaxPending of %d Exceeded", self.prefix, self.max_pending)
+            self.close("Slow Consumer (Pending Bytes)", graceful=False)
+        elif len(out) >= _FLUSH_EARLY:
+            self.flush()
+        elif not self.flush_pending:
+            self.flush_pending = True
+            self._call_soon(self.flush)
+        return True
+
     def deliver(self, sub, head, mid, data, subject: str, hdr_len: int, reply: bytes, subj_b: bytes,
                 src=None) -> bool:
         """Write one message for the other side (called by the router; see the module docstring)."""
