@@ -1,6 +1,6 @@
 """Messages across a leafnode link, natsd vs nats-server playing the same role, same run.
 
-    .venv/bin/python bench/bench_leafnodes.py [--n N] [--source-n M] [--hub-tls]
+    .venv/bin/python bench/bench_leafnodes.py [--n N] [--source-n M] [--hub-tls | --leaf-tls] [--repeat R]
 
 Topologies (all on 127.0.0.1, each server a subprocess): a nats-server hub with a ``leafnodes``
 port, and as its leaf either nats-server (reference) or natsd. Figures:
@@ -16,10 +16,14 @@ which on 127.0.0.1 means nats-server writes uncompressed S2 chunks and natsd Sna
 
 With ``--hub-tls`` the roles swap: a nats-server leaf connects over TLS (``leafnodes { tls {...} }``,
 test certificates made on the fly) to a hub that is either nats-server or natsd (the accepting side),
-and the two ``core`` figures are measured across that TLS link.
+and the two ``core`` figures are measured across that TLS link. With ``--leaf-tls`` the leaf under
+test (natsd or nats-server) links to a nats-server hub over TLS (a remote with ``tls {...}``).
 
 The raw clients pre-build their frames, so the client is not the bottleneck. The machine is
-shared (2 cores): the figures are noisy, compare the ratios of one run.
+shared (2 cores): the figures are noisy; ``--repeat R`` runs R rounds, alternating which server
+goes first, and prints the medians (and each round's ratios). The CPU time the server under test
+spent per message (user + system, from /proc) is printed as well: the machine's load distorts it
+far less than the rates.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import socket
 import sys
 import tempfile
@@ -182,6 +187,23 @@ def _wait_linked(hub_http: int, timeout: float = 20) -> None:
     raise RuntimeError("leaf never connected")
 
 
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _measured(out: dict, name: str, server, n: int, run) -> None:
+    """Run one figure; record its msgs/s and the CPU µs per message of ``server`` (the one under
+    test), which the machine's load distorts far less than the rate."""
+    c0 = _cpu_s(server.pid)
+    out[name] = run()
+    out[name + " [cpu us/msg]"] = (_cpu_s(server.pid) - c0) / n * 1e6
+
+
 def run_pair(kind: str, n: int, m: int) -> dict:
     d = Path(tempfile.mkdtemp(prefix=f"leafbench-{kind}-"))
     lp = free_port()
@@ -190,11 +212,46 @@ def run_pair(kind: str, n: int, m: int) -> dict:
     leaf = start_server(kind, d / "leaf", config=leaf_conf(d, lp, kind), jetstream=False)
     try:
         _wait_linked(hub_http)
-        out = {
-            "core leaf->hub": asyncio.run(core(leaf.port, hub.port, n)),
-            "core hub->leaf": asyncio.run(core(hub.port, leaf.port, n)),
-            "sourcing leaf->hub": asyncio.run(sourcing(leaf.url, hub.url, m)),
-        }
+        out: dict = {}
+        _measured(out, "core leaf->hub", leaf, n, lambda: asyncio.run(core(leaf.port, hub.port, n)))
+        _measured(out, "core hub->leaf", leaf, n, lambda: asyncio.run(core(hub.port, leaf.port, n)))
+        _measured(out, "sourcing leaf->hub", leaf, m, lambda: asyncio.run(sourcing(leaf.url, hub.url, m)))
+        return out
+    finally:
+        leaf.stop()
+        hub.stop()
+
+
+def _tls_confs(d: Path, lp: int, hub_http: int) -> tuple[Path, Path]:
+    from tests.helpers.certs import make_pki
+
+    pki = make_pki(d / "pki")
+    hc = d / "hub.conf"
+    hc.write_text(f"server_name: HUB\nhttp_port: {hub_http}\nleafnodes {{ port: {lp}, tls {{ "
+                  f'cert_file: "{pki.server_cert}", key_file: "{pki.server_key}", ca_file: "{pki.ca_file}", '
+                  f"verify: true }} }}\n")
+    lc = d / "leaf.conf"
+    lc.write_text(f'server_name: LEAF\nleafnodes {{ remotes: [ {{ url: "tls://localhost:{lp}", tls {{ '
+                  f'cert_file: "{pki.client_cert}", key_file: "{pki.client_key}", ca_file: "{pki.ca_file}" }} }} ] }}\n')
+    return hc, lc
+
+
+def run_tls(kind: str, n: int, side: str) -> dict:
+    """A TLS leaf link; ``side="hub"``: a nats-server leaf and a ``kind`` hub (the accepting side
+    under test); ``side="leaf"``: a ``kind`` leaf (a TLS remote) of a nats-server hub."""
+    d = Path(tempfile.mkdtemp(prefix=f"leafbench-tls-{side}-{kind}-"))
+    lp = free_port()
+    hub_http = free_port()
+    hc, lc = _tls_confs(d, lp, hub_http)
+    hub_kind, leaf_kind = (kind, "reference") if side == "hub" else ("reference", kind)
+    hub = start_server(hub_kind, d / "hub", config=str(hc), jetstream=False)
+    leaf = start_server(leaf_kind, d / "leaf", config=str(lc), jetstream=False)
+    try:
+        _wait_linked(hub_http)
+        out: dict = {}
+        tested = hub if side == "hub" else leaf
+        _measured(out, f"tls core leaf->hub ({side})", tested, n, lambda: asyncio.run(core(leaf.port, hub.port, n)))
+        _measured(out, f"tls core hub->leaf ({side})", tested, n, lambda: asyncio.run(core(hub.port, leaf.port, n)))
         return out
     finally:
         leaf.stop()
@@ -203,48 +260,53 @@ def run_pair(kind: str, n: int, m: int) -> dict:
 
 def run_tls_hub(kind: str, n: int) -> dict:
     """A nats-server leaf linked over TLS to a ``kind`` hub (the accepting side under test)."""
-    from tests.helpers.certs import make_pki
-
-    d = Path(tempfile.mkdtemp(prefix=f"leafbench-tls-{kind}-"))
-    pki = make_pki(d / "pki")
-    lp = free_port()
-    hub_http = free_port()
-    hc = d / "hub.conf"
-    hc.write_text(f"server_name: HUB\nhttp_port: {hub_http}\nleafnodes {{ port: {lp}, tls {{ "
-                  f'cert_file: "{pki.server_cert}", key_file: "{pki.server_key}", ca_file: "{pki.ca_file}", '
-                  f"verify: true }} }}\n")
-    lc = d / "leaf.conf"
-    lc.write_text(f'server_name: LEAF\nleafnodes {{ remotes: [ {{ url: "tls://localhost:{lp}", tls {{ '
-                  f'cert_file: "{pki.client_cert}", key_file: "{pki.client_key}", ca_file: "{pki.ca_file}" }} }} ] }}\n')
-    hub = start_server(kind, d / "hub", config=str(hc), jetstream=False)
-    leaf = start_server("reference", d / "leaf", config=str(lc), jetstream=False)
-    try:
-        _wait_linked(hub_http)
-        return {"tls core leaf->hub": asyncio.run(core(leaf.port, hub.port, n)),
-                "tls core hub->leaf": asyncio.run(core(hub.port, leaf.port, n))}
-    finally:
-        leaf.stop()
-        hub.stop()
+    return run_tls(kind, n, "hub")
 
 
 def main() -> None:
+    import statistics
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=200_000)
     ap.add_argument("--source-n", type=int, default=50_000)
     ap.add_argument("--hub-tls", action="store_true", help="natsd as the TLS hub of a nats-server leaf instead")
+    ap.add_argument("--leaf-tls", action="store_true",
+                    help="natsd as a TLS leaf (a tls remote) of a nats-server TLS hub instead")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds, alternating which server goes first; medians are printed")
     ap.add_argument("--compression", default="", help="leaf link compression of both ends (off, s2_fast, ...)")
     a = ap.parse_args()
     global COMPRESSION
     COMPRESSION = a.compression
-    if a.hub_tls:
-        ref = run_tls_hub("reference", a.n)
-        ours = run_tls_hub("natsd", a.n)
-    else:
-        ref = run_pair("reference", a.n, a.source_n)
-        ours = run_pair("natsd", a.n, a.source_n)
-    print(f"{'figure':22} {'natsd':>12} {'nats-server':>12} {'ratio':>7}")
+
+    def one(kind: str) -> dict:
+        if a.hub_tls:
+            return run_tls(kind, a.n, "hub")
+        if a.leaf_tls:
+            return run_tls(kind, a.n, "leaf")
+        return run_pair(kind, a.n, a.source_n)
+
+    runs: dict[str, list[dict]] = {"reference": [], "natsd": []}
+    for i in range(a.repeat):
+        order = ("reference", "natsd") if i % 2 == 0 else ("natsd", "reference")
+        for kind in order:
+            runs[kind].append(one(kind))
+        if a.repeat > 1:
+            print(f"round {i + 1}: " + ", ".join(
+                f"{k} {runs['natsd'][-1][k] / runs['reference'][-1][k]:.2f}" for k in runs["reference"][-1]
+                if "[cpu" not in k), flush=True)
+    ref = {k: statistics.median(r[k] for r in runs["reference"]) for k in runs["reference"][0]}
+    ours = {k: statistics.median(r[k] for r in runs["natsd"]) for k in runs["reference"][0]}
+    print(f"{'figure':28} {'natsd':>12} {'nats-server':>12} {'ratio':>7}" + ("  (medians of %d)" % a.repeat
+                                                                            if a.repeat > 1 else ""))
     for k in ref:
-        print(f"{k:22} {ours[k]:12,.0f} {ref[k]:12,.0f} {ours[k] / ref[k]:7.2f}")
+        if "[cpu" not in k:
+            print(f"{k:28} {ours[k]:12,.0f} {ref[k]:12,.0f} {ours[k] / ref[k]:7.2f}")
+    print("CPU of the server under test, µs per message (nats-server: all its threads; ratio: "
+          "nats-server / natsd, so above 1 means natsd spends less)")
+    for k in ref:
+        if "[cpu" in k:
+            print(f"{k:40} {ours[k]:8.2f} {ref[k]:8.2f} {ref[k] / ours[k] if ours[k] else 0:7.2f}")
 
 
 if __name__ == "__main__":

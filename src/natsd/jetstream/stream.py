@@ -272,10 +272,11 @@ class Stream:
             self._start_links()
 
     def _start_links(self) -> None:
-        """Connect the mirror / sources (ephemeral consumers on the origins)."""
-        for link in self._links:
-            link.stop()
+        """Connect the mirror / sources (consumers on the origins, see natsd.jetstream.sourcing)."""
         cfg = self.config
+        keep = [cfg.mirror] if cfg.mirror is not None else list(cfg.sources or [])
+        for link in self._links:
+            link.stop(forget=link.cfg not in keep)  # (a removed source's durable consumer goes)
         if cfg.mirror is not None:
             self._links = [SourceLink(self, cfg.mirror, True)]
         else:
@@ -283,9 +284,9 @@ class Stream:
         for link in self._links:
             link.start()
 
-    def _stop_links(self) -> None:
+    def _stop_links(self, forget: bool = False) -> None:
         for link in self._links:
-            link.stop()
+            link.stop(forget=forget)
         self._links = []
 
     def note_mirrored(self, seq: int) -> None:
@@ -383,7 +384,7 @@ class Stream:
 
     def delete(self) -> None:
         """Delete the stream, its consumers and its data."""
-        self._stop_links()
+        self._stop_links(forget=True)
         self._unsubscribe()
         self._finish_write()
         self._flush()

@@ -46,6 +46,7 @@ from __future__ import annotations
 import json
 
 from natsd.protocol.errors import ERR_MAX_CONTROL_LINE, ERR_MAX_PAYLOAD, ERR_UNKNOWN_PROTOCOL, RemoteProtocolError
+from natsd.protocol.runs import run_length
 
 __all__ = [
     "LeafParser", "L_INFO", "L_CONNECT", "L_PING", "L_PONG", "L_OK", "L_ERR", "L_SUB", "L_UNSUB", "L_MSG", "L_MSG_RUN",
@@ -116,17 +117,17 @@ class LeafParser:
                         raise _error(ERR_UNKNOWN_PROTOCOL, "message payload not followed by CRLF", events)
                     # A publisher's burst repeats this very line (subject, reply, queues, sizes):
                     # frames that start with the same bytes need no parsing, only their payload,
-                    # and the burst is one L_MSG_RUN event.
+                    # and the burst is one L_MSG_RUN event (its length: natsd.protocol.runs).
                     head = buf[pos:start]
                     hl = start - pos
                     step = hl + size + 2
                     pos = end + 2
-                    if pos + step <= n and buf.startswith(head, pos) and buf[pos + step - 2:pos + step] == b"\r\n":
+                    k = run_length(buf, pos, head, step, n) if pos + step <= n else 0
+                    if k:
                         payloads = [buf[start:end]]
-                        while pos + step <= n and buf.startswith(head, pos) and \
-                                buf[pos + step - 2:pos + step] == b"\r\n":
-                            payloads.append(buf[pos + hl:pos + step - 2])
-                            pos += step
+                        first = pos + hl
+                        pos += k * step
+                        payloads += [buf[i:i + size] for i in range(first, pos, step)]
                         events.append((L_MSG_RUN,) + ev[1:] + (payloads,))
                     else:
                         events.append(ev + (buf[start:end],))

@@ -44,6 +44,7 @@ from natsd.protocol.errors import (
 from natsd.protocol.events import (
     OP_CONNECT, OP_HPUB, OP_PUB, OP_PUB_BATCH, OP_PUB_RUN, OP_SUB, OP_UNSUB, PING_EVENT, PONG_EVENT, Run,
 )
+from natsd.protocol.runs import run_length
 
 __all__ = ["Parser", "DEFAULT_MAX_CONTROL_LINE", "DEFAULT_MAX_PAYLOAD"]
 
@@ -248,13 +249,19 @@ class Parser:
                 payload = work[start:stop]
                 pos = stop + 2
                 if batching:
+                    if batch_list is None and last_event_args is last_args and events and events[-1] is last_event:
+                        # Merge only with the event parsed from these very arguments.
+                        batch_list = [last_event[4]]
+                        events[-1] = (OP_PUB_BATCH, Run(op, subject, None, reply, hdr_len, batch_list))
                     if batch_list is not None:
                         batch_list.append(payload)
-                        continue
-                    # Merge only with the event parsed from these very arguments.
-                    if last_event_args is last_args and events and events[-1] is last_event:
-                        batch_list = [last_event[4], payload]
-                        events[-1] = (OP_PUB_BATCH, Run(op, subject, None, reply, hdr_len, batch_list))
+                        # The rest of the burst at once (natsd.protocol.runs): same line, same size.
+                        step = stop + 2 - (start - len(last_line))
+                        k = run_length(work, pos, last_line, step, n) if pos + step <= n else 0
+                        if k:
+                            first = pos + len(last_line)
+                            pos += k * step
+                            batch_list += [work[i:i + size] for i in range(first, pos, step)]
                         continue
                 last_event = (op, subject, reply, hdr_len, payload)
                 last_event_args = last_args

@@ -81,6 +81,7 @@ from natsd.server.leafhandshake import (  # noqa: F401 (constants re-exported fo
 from natsd.server.log import logger
 from natsd.server.router import LEAF_LINK, route, route_batch
 from natsd.server.subscription import Subscription
+from natsd.server.writer import WRITE_HIGH_WATER
 from natsd.subjects.sublist import SublistResult
 from natsd.subjects.tokens import subject_matches, subset
 
@@ -94,6 +95,10 @@ __all__ = ["LeafConnection", "remote_ssl_context", "JS_DENY", "read_creds", "sig
 # (the identity helpers live in natsd.server.leafauth, the handshake in natsd.server.leafhandshake)
 
 LDS_PREFIX = "$LDS."
+# A loop turn that reads a publisher's whole burst (up to 32 reads) builds megabytes of frames for
+# the link; written only at the end of the turn, the other side idles while we parse and then gets
+# it all at once. Past this size the frames go out at once (still one write per ~1,700 messages).
+_FLUSH_EARLY = 256 * 1024
 
 
 class _Result:
@@ -189,6 +194,7 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
 
     def connection_made(self, transport) -> None:
         self.transport = transport
+        self._write_limits(transport)
         peer = transport.get_extra_info("peername")
         if peer:
             self.ip, self.port = peer[0], peer[1]
@@ -208,6 +214,16 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
     def connection_lost(self, exc) -> None:
         if not self.closed:
             self.close("Client Closed" if exc is None else "Read Error", graceful=False)
+
+    def _write_limits(self, transport) -> None:
+        """The client connections' high-water mark (``natsd.server.writer``), not asyncio's 64 KiB:
+        a loop turn's flush of a burst is megabytes, and with 64 KiB every flush paused the
+        publishers until the link had drained to 16 KiB, leaving it idle between bursts."""
+        high = max(64 * 1024, min(self.max_pending // 2, WRITE_HIGH_WATER))
+        try:
+            transport.set_write_buffer_limits(high=high, low=high // 4)
+        except (AttributeError, NotImplementedError):  # pragma: no cover - exotic transports
+            pass
 
     def pause_writing(self) -> None:
         self.congested = True
@@ -549,7 +565,9 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
         k = len(payloads)
         self.out_msgs += k
         self.out_bytes += k * size
-        if not self.flush_pending:
+        if len(out) >= _FLUSH_EARLY:
+            self.flush()  # (see _FLUSH_EARLY)
+        elif not self.flush_pending:
             self.flush_pending = True
             self._call_soon(self.flush)
         if len(out) > self.max_pending:
@@ -557,6 +575,48 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
             self.close("Slow Consumer (Pending Bytes)", graceful=False)
         elif self.congested and src is not None:
             src.stall(self)
+        return True
+
+    def deliver_items(self, sub, route_subject: str, items: list) -> bool:
+        """A consumer's batch to a deliver subject whose only receiver is ``sub`` of this link
+        (``router.deliver_many``; the sourcing feed of a stream on the other side): ``(subject,
+        reply, hdr, payload)`` items become the frames :meth:`deliver` writes one by one, without
+        a routing pass each. False: take the per-message path."""
+        if (self.closed or not self.ready or sub.closed or sub.queue is not None or self.perms is not None
+                or self._denied_out[route_subject]):
+            return False
+        wire = route_subject.encode()
+        headers = self.headers
+        out = self.out
+        nbytes = 0
+        for subject, reply, hdr, payload in items:
+            if reply and subject != wire and reply.startswith(b"$JS.ACK.") and b"@" not in reply:
+                reply = reply + b"@" + subject  # (as deliver: the stored subject rides in the reply)
+            size = len(payload)
+            if hdr:
+                hl = len(hdr)
+                nbytes += hl + size
+                if headers:
+                    out += msg_line(wire, reply, (), hl, hl + size)
+                    out += hdr
+                else:
+                    out += msg_line(wire, reply, (), 0, size)
+            else:
+                nbytes += size
+                out += msg_line(wire, reply, (), 0, size)
+            out += payload
+            out += b"\r\n"
+        self._last_end = -1
+        self.out_msgs += len(items)
+        self.out_bytes += nbytes
+        if len(out) > self.max_pending:
+            logger.error("%sSlow Consumer Detected: MaxPending of %d Exceeded", self.prefix, self.max_pending)
+            self.close("Slow Consumer (Pending Bytes)", graceful=False)
+        elif len(out) >= _FLUSH_EARLY:
+            self.flush()
+        elif not self.flush_pending:
+            self.flush_pending = True
+            self._call_soon(self.flush)
         return True
 
     def deliver(self, sub, head, mid, data, subject: str, hdr_len: int, reply: bytes, subj_b: bytes,

@@ -382,6 +382,9 @@ def deliver_many(acc, route_subject: str, items: list) -> None:
     if not r.qsubs and len(psubs) == 1:
         sub = psubs[0]
         c = sub.client
+        if c is not None and c.sub_deny is LEAF_LINK and not sub.max and c.deliver_items(sub, route_subject, items):
+            sub.delivered += len(items)  # (a leaf link: LeafConnection.deliver_items)
+            return
         if c is not None and (sub.max or c.sub_deny is not None or c.replies is not None or c.closed):
             c = None
         if c is not None and not c.headers:

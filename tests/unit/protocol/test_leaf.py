@@ -99,6 +99,35 @@ def test_runs_of_identical_lines_parse_like_single_frames():
         LeafParser().feed(bad + b"\r\n")
 
 
+def test_run_ends_exactly_where_the_line_changes():
+    """The run's length is found with one strided compare per byte of the line (bisection when
+    the burst ends inside the buffer): a frame differing in any one byte of its line, or whose
+    payload contains the line itself, must cut the run exactly there."""
+    import random
+
+    rnd = random.Random(7)
+    line = b"LMSG bench.leaf 8\r\n"
+    for trial in range(60):
+        frames = [line + (line[:8] if i % 5 == 0 else b"%08d" % i) + b"\r\n" for i in range(rnd.randint(2, 300))]
+        k = rnd.randrange(len(frames))
+        j = rnd.randrange(len(line) - 2)  # one byte of the line (never its CRLF) changes
+        odd = bytearray(frames[k][:len(line)])
+        odd[j] = ord("x") if odd[j] != ord("x") else ord("y")
+        if odd[:5].upper() in (b"LMSG ", b"HMSG ") and bytes(odd).split()[-1].isdigit() \
+                and int(bytes(odd).split()[-1]) == 8:
+            frames[k] = bytes(odd) + frames[k][len(line):]  # still a valid 8-byte frame
+        else:
+            frames[k] = b"LMSG other 8\r\n" + frames[k][len(line):]
+        data = b"".join(frames) + TRAILING + frames[0][:rnd.randrange(len(frames[0]))]
+        p = LeafParser()
+        events = p.feed(data)
+        assert _expand(events) == _one_by_one(data[:len(data) - len(p._buf)]), trial
+        runs = [len(e[5]) if e[0] == L_MSG_RUN else 1 for e in events if e[0] in (L_MSG, L_MSG_RUN)]
+        assert sum(runs) == len(frames), (trial, runs)
+        if k:
+            assert runs[0] == k, (trial, k, runs)  # the first burst stops right before the odd frame
+
+
 @pytest.mark.parametrize("subject,reply,queues,hdr_len,payload", [
     (b"foo", b"", (), 0, b"x"),
     (b"foo", b"bar", (), 0, b""),

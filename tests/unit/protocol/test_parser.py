@@ -205,3 +205,36 @@ def test_batch_mode_merges_a_canonical_stream_from_its_first_message():
     p = Parser(batch=True)
     for _ in range(3):
         assert p.feed(data * 5) == [(OP_PUB_BATCH, Run(OP_PUB, b"fa", None, b"", 0, [body] * 5))]
+
+
+def test_batch_mode_burst_ends_exactly_where_the_line_changes():
+    """A long burst is measured with strided compares (natsd.protocol.runs), not frame by frame:
+    a frame whose line differs in one byte, or whose payload contains the line itself, must end
+    the batch exactly there, and flattening still gives the unbatched events."""
+    import random
+
+    from natsd.protocol.events import OP_PUB_BATCH, OP_PUB_RUN
+
+    rnd = random.Random(11)
+    line = b"PUB bench.leaf 8\r\n"
+    for trial in range(80):
+        frames = [line + (line[:8] if i % 4 == 0 else b"%08d" % i) + b"\r\n" for i in range(rnd.randint(3, 400))]
+        k = rnd.randrange(1, len(frames))
+        j = rnd.randrange(4, len(line) - 4)  # a byte of the subject or the size
+        odd = bytearray(line)
+        odd[j] = ord("7") if j >= len(line) - 3 else ord("q")
+        frames[k] = (bytes(odd) + frames[k][len(line):]) if bytes(odd) != line else frames[k]
+        if bytes(odd).endswith(b" 7\r\n"):
+            frames[k] = b"PUB bench.leaf 8\r\n" + frames[k][len(line):]  # keep it a valid frame
+        data = b"".join(frames) + b"PING\r\n" + frames[0][:rnd.randrange(len(frames[0]))]
+        p = Parser(batch=True)
+        got = p.feed(data)
+        flat = []
+        for e in got:
+            flat += [e[1].message(i) for i in range(len(e[1]))] if e[0] in (OP_PUB_BATCH, OP_PUB_RUN) else [e]
+        complete = data[:len(data) - len(bytes(p._pending))] if p._pending else data
+        assert flat == Parser().feed(complete), trial
+        if frames[k].startswith(line):
+            continue
+        n_first = len(got[0][1]) if got[0][0] == OP_PUB_BATCH else 1
+        assert n_first == k, (trial, k)  # the first burst stops right before the odd frame
