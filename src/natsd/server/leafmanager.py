@@ -18,7 +18,6 @@ from natsd.server.leafnode import LDS_PREFIX, SECOND, LeafConnection
 from natsd.server.log import logger
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.server.ports import ServerPorts
     from natsd.config.leafnodes import LeafNodeOptions, RemoteLeafOptions
     from natsd.clock import Timer
     from natsd.server.server import Server
@@ -177,8 +176,6 @@ class LeafManager:
         self._listener: asyncio.base_events.Server | None = None
         self.port = 0
         self.ping_interval_ns = 60 * SECOND  # links ping at least this often (liveness across NAT)
-        self._sys_subs: list = []
-        self._sys_ports: ServerPorts | None = None
 
     @property
     def domain(self) -> str:
@@ -203,7 +200,6 @@ class LeafManager:
             logger.info("Listening for leafnode connections on %s:%d", host, self.port)
         for r in self.remotes:
             r.start()
-        self._start_system_services()
 
     def _new_protocol(self):
         """An accepted link: plain, or under the client port's TLS layer. nats-server's leafnode
@@ -230,9 +226,6 @@ class LeafManager:
         return link
 
     async def stop(self) -> None:
-        for sub in self._sys_subs:
-            sub.unsubscribe()
-        self._sys_subs = []
         for r in self.remotes:
             r.stop()
         if self._listener is not None:
@@ -401,67 +394,6 @@ class LeafManager:
         leafs = [link_leafz(c, subs) for c in self.connections.values()
                  if c.ready and (not acc or (c.account and c.account.name == acc))]
         return {"leafnodes": len(leafs), "leafs": leafs}
-
-
-    # -- $SYS.REQ ... LEAFZ ---------------------------------------------------------------------------------
-
-    def _start_system_services(self) -> None:
-        """With a system account, answer ``$SYS.REQ.SERVER.PING.LEAFZ``, ``$SYS.REQ.SERVER.<id>.LEAFZ``
-        and ``$SYS.REQ.ACCOUNT.<account>.LEAFZ`` as nats-server does (what ``nats server report
-        leafnodes`` and ``natsctl server report leafnodes`` ask): ``{"server": {...}, "data":
-        <the /leafz document>}``. The request body may carry ``{"account", "subscriptions"}`` and
-        the event filters ``server_name``/``host``/``cluster`` (substring unless ``exact_match``);
-        a server the filters exclude stays silent."""
-        s = self.server
-        name = s.options.system_account or (s.trust.system_account if s.trust is not None else "")
-        if not name:
-            return
-        from natsd.server.ports import ServerPorts
-
-        ports = self._sys_ports = ServerPorts(s.get_account(name))
-        for subject in ("$SYS.REQ.SERVER.PING.LEAFZ", f"$SYS.REQ.SERVER.{s.server_id}.LEAFZ",
-                        "$SYS.REQ.ACCOUNT.*.LEAFZ"):
-            self._sys_subs.append(ports.subscribe(subject, self._on_leafz_request))
-
-    def _on_leafz_request(self, subject: str, reply: str, hdr, payload: bytes) -> None:
-        import json
-
-        from natsd.server.monitor import rfc3339
-
-        if not reply:
-            return
-        s = self.server
-        try:
-            req = json.loads(payload) if payload else {}
-            if not isinstance(req, dict):
-                raise ValueError("not an object")
-        except ValueError as e:
-            body = {"error": {"code": 400, "description": str(e)}}
-        else:
-            if not _filter_match(req, s):
-                return
-            q = {"acc": req.get("account") or "", "subs": "1" if req.get("subscriptions") else ""}
-            if subject.startswith("$SYS.REQ.ACCOUNT."):
-                q["acc"] = subject.split(".")[3]
-            body = {"data": {"server_id": s.server_id, "now": rfc3339(s.clock.time_ns()), **self.leafz(q)}}
-        js = s.jetstream is not None
-        doc: dict[str, Any] = {"server": {"name": s.server_name, "host": s.options.host, "id": s.server_id, "ver": __version__,
-                          "jetstream": js, "flags": 1 if js else 0, "seq": 0,
-                          "time": rfc3339(s.clock.time_ns())}, **body}
-        if self.domain:
-            doc["server"]["domain"] = self.domain
-        assert self._sys_ports is not None  # subscribed through it
-        self._sys_ports.publish(reply, "", None, json.dumps(doc, separators=(",", ":")).encode())
-
-
-def _filter_match(req: dict, s) -> bool:
-    """nats-server's event filters: every given one must match (substring, or exact)."""
-    exact = bool(req.get("exact_match"))
-    for key, have in (("server_name", s.server_name), ("host", s.options.host), ("cluster", "")):
-        want = req.get(key)
-        if want and not (want == have if exact else str(want) in have):
-            return False
-    return True
 
 
 def _public_host(host: str) -> str:

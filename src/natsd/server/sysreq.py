@@ -7,7 +7,7 @@ system account (``system_account`` or the operator's), every server answers requ
   {...}, "statsz": {...}}`` (the server's counters; ``active_servers`` tells a pinging client how many answers to
   expect). Note the spelling: nats-server answers no ``STATZ`` and neither does natsd.
 * ``$SYS.REQ.SERVER.PING.<KIND>`` and ``$SYS.REQ.SERVER.<id>.<KIND>`` for ``VARZ``, ``CONNZ``, ``SUBSZ``, ``JSZ``,
-  ``HEALTHZ``, ``ACCOUNTZ`` (and ``LEAFZ`` when no leafnode manager answers it): ``{"server": {...}, "data": <the
+  ``HEALTHZ``, ``ACCOUNTZ``, ``LEAFZ`` (also as ``$SYS.REQ.ACCOUNT.<account>.LEAFZ``): ``{"server": {...}, "data": <the
   monitoring endpoint's document>}``, the request body being the endpoint's options as JSON (``{"account": "A",
   "streams": true}``, ``{"subscriptions": true, "limit": 1024}``, ...); ``ROUTEZ`` and ``GATEWAYZ`` answer the
   empty documents of a server without routes or gateways. Not answered: ``PROFILEZ``, ``EXPVARZ``,
@@ -104,10 +104,11 @@ class SystemRequests:
         sid = s.server_id
         answer = self._on_request
         self._subs.append(self.ports.subscribe("$SYS.REQ.SERVER.PING", answer))
-        kinds = [k for k in (*_KINDS, "IDZ", "STATSZ") if k != "LEAFZ" or s.leafnodes is None]  # the leaf manager's
-        for kind in kinds:
+        for kind in (*_KINDS, "IDZ", "STATSZ"):
             self._subs.append(self.ports.subscribe(f"$SYS.REQ.SERVER.PING.{kind}", answer))
             self._subs.append(self.ports.subscribe(f"$SYS.REQ.SERVER.{sid}.{kind}", answer))
+        # an account's leaf links (what natsctl/nats `server report leafnodes --account` ask)
+        self._subs.append(self.ports.subscribe("$SYS.REQ.ACCOUNT.*.LEAFZ", answer))
 
     def stop(self) -> None:
         for sub in self._subs:
@@ -125,14 +126,14 @@ class SystemRequests:
     def _answer(self, subject: str, reply: str, payload: bytes) -> None:
         kind = "STATSZ" if subject == "$SYS.REQ.SERVER.PING" else subject.rsplit(".", 1)[1]
         try:
-            doc = self._document(kind, payload)
+            doc = self._document(kind, payload, subject)
         except Exception as e:  # noqa: BLE001 - a monitoring bug must not take the server down
             logger.exception("%s request failed", subject)
             doc = {"server": self._server_info(), "error": {"code": 500, "description": str(e)}}
         if doc is not None:
             self.ports.publish(reply, "", None, json.dumps(doc, separators=(",", ":")).encode())
 
-    def _document(self, kind: str, payload: bytes) -> dict | None:
+    def _document(self, kind: str, payload: bytes, subject: str = "") -> dict | None:
         from natsd.jetstream.gojson import GoError, GoStruct, decode
         from natsd.server.monitor import rfc3339
 
@@ -160,8 +161,11 @@ class SystemRequests:
             "VARZ": self.monitor.varz, "CONNZ": self.monitor.connz, "SUBSZ": self.monitor.subsz,
             "JSZ": self.monitor.jsz, "HEALTHZ": self.monitor.healthz, "ACCOUNTZ": self.monitor.accountz,
             "LEAFZ": self.monitor.leafz}
+        q = _query(kind, body)
+        if subject.startswith("$SYS.REQ.ACCOUNT."):
+            q["acc"] = subject.split(".")[3]
         try:
-            data = endpoint[kind](_query(kind, body))
+            data = endpoint[kind](q)
         except ValueError as e:
             return {"server": self._server_info(), "error": {"code": 400, "description": str(e)}}
         if isinstance(data, tuple):  # (status, document): /healthz unavailable
