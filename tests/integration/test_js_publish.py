@@ -10,6 +10,7 @@ import nats
 import pytest
 from nats.js.errors import APIError
 
+from tests.helpers.faketransport import BufferTransport as _Transport
 from tests.helpers.inproc import server_and_client
 
 pytestmark = pytest.mark.integration
@@ -88,40 +89,6 @@ async def test_pipelined_async_publish_keeps_order_and_acks_everything(tmp_path)
         assert [a.seq for a in acks] == list(range(1, 2001))
         si = await js.stream_info("FAST")
         assert si.state.messages == 2000 and si.state.last_seq == 2000
-
-
-class _Transport:
-    """What ClientConnection uses of an asyncio transport; writes are kept in ``buf``."""
-
-    def __init__(self) -> None:
-        self.buf = bytearray()
-
-    def write(self, data) -> None:
-        self.buf += data
-
-    def is_closing(self) -> bool:
-        return False
-
-    def get_write_buffer_size(self) -> int:
-        return 0
-
-    def set_write_buffer_limits(self, high=None, low=None) -> None:
-        pass
-
-    def get_extra_info(self, key, default=None):
-        return ("127.0.0.1", 1) if key == "peername" else default
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-    def abort(self) -> None:
-        pass
 
 
 @pytest.mark.parametrize("hdr", [b"", b"NATS/1.0\r\nNats-Msg-Id: a\r\n\r\n"])
