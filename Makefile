@@ -37,7 +37,8 @@ compiled: $(STAMP)
 COMPILED_TESTS ?= tests/unit/protocol tests/unit/subjects tests/unit/server tests/unit/test_compiled.py \
 	tests/integration/test_core_pubsub.py tests/integration/test_raw_protocol.py \
 	tests/integration/test_core_monitor.py tests/integration/test_js_publish_runs.py \
-	tests/integration/test_js_ack_runs.py tests/integration/test_leaf_queue_weights.py
+	tests/integration/test_js_ack_runs.py tests/integration/test_leaf_queue_weights.py \
+	tests/integration/test_js_publish_reply_runs_reference.py
 test-compiled: compiled
 	NATSD_COMPILED=$(COMPILED_DIR) $(BIN)/python -m pytest -q -p no:cacheprovider $(COMPILED_TESTS)
 

@@ -152,9 +152,9 @@ class FakePorts:
 
     # -- Ports protocol ----------------------------------------------------------------------
     def subscribe(self, subject: str, handler: Callable, queue: str | None = None,
-                  many: Callable | None = None) -> _Sub:
-        # ``many`` (run handler) is optional in the Ports contract: here every message goes
-        # through ``handler``, one at a time.
+                  many: Callable | None = None, rrun: Callable | None = None) -> _Sub:
+        # ``many``/``rrun`` (run handlers) are optional in the Ports contract: here every
+        # message goes through ``handler``, one at a time.
         sub = _Sub(self, subject, handler, queue)
         self._sl.insert(subject, sub, queue)
         return sub

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.protocol.events import Run
 
-__all__ = ["MsgHandler", "RunHandler", "InterestHandler", "DeliverItem", "TemplatedRun", "Subscription", "Ports"]
+__all__ = ["MsgHandler", "RunHandler", "ReplyRunHandler", "InterestHandler", "DeliverItem", "TemplatedRun", "Subscription", "Ports"]
 
 # handler(subject, reply, hdr, payload); called synchronously on the loop, in publish order.
 # It must not block; heavy work is deferred with Clock.call_soon. A handler that returns False
@@ -33,6 +33,12 @@ MsgHandler = Callable[[str, str, "bytes | None", bytes], object]
 # subjects) and ``run.payloads`` (bytes); implementations without runs call the MsgHandler per
 # message instead.
 RunHandler = Callable[["Run"], None]
+
+# reply_run_handler(subject, run): an optional companion of a MsgHandler for a run of messages
+# to one subject (``str``) with a reply each (``run.replies``, bytes), in publish order; the
+# message i is (subject, run.replies[i], run.payloads[i][:run.hdr_len] or None,
+# run.payloads[i][run.hdr_len:]). Implementations without runs call the MsgHandler per message.
+ReplyRunHandler = Callable[[str, "Run"], None]
 
 # interest_handler(subject, added): a client subscription (not an internal one) on ``subject``
 # was added (True) or removed (False) in this account. Push consumers use it to wait for
@@ -78,9 +84,10 @@ class Ports(Protocol):
     account: str
 
     def subscribe(self, subject: str, handler: MsgHandler, queue: str | None = None,
-                  many: RunHandler | None = None) -> Subscription:
+                  many: RunHandler | None = None, rrun: ReplyRunHandler | None = None) -> Subscription:
         """Internal subscription: messages matching ``subject`` in this account call ``handler``
-        (or ``many`` for a run of reply-less messages, where the implementation batches)."""
+        (or ``many`` for a run of reply-less messages, ``rrun`` for a run to one subject with a
+        reply each, where the implementation batches)."""
         ...
 
     def publish(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> object:

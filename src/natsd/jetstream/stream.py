@@ -331,7 +331,7 @@ class Stream:
         n = 0
         for subj in want:
             if subj not in subs:
-                subs[subj] = ports.subscribe(subj, self.process_msg, many=self.process_run)
+                subs[subj] = ports.subscribe(subj, self.process_msg, many=self.process_run, rrun=self.process_rrun)
                 n += 1
                 if chunk and n % chunk == 0:
                     yield None
@@ -450,6 +450,48 @@ class Stream:
         process = self.process_msg
         for subject, payload in zip(run.names, run.payloads):
             process(subject, "", None, payload)
+
+    def process_rrun(self, subject: str, run) -> None:
+        """Ingest a run of publishes to ``subject`` with a reply each (``Ports.subscribe(rrun=...)``:
+        an asynchronous publisher's burst, ``run.replies``/``run.payloads``), in order.
+
+        Header-less runs on a ``_fast`` stream (see :meth:`process_msg`) that leave the server's
+        storage limit alone and hold no fast-batch reply are stored with one ``store_run`` and
+        answered with the turn's PubAcks, as :meth:`process_msg` would answer each; anything
+        else (headers, a refusal on the way) goes through :meth:`process_msg` message by
+        message, from the first message the run path did not store."""
+        replies = run.replies
+        payloads = run.payloads
+        n = len(payloads)
+        done = 0
+        if (self._fast and not run.hdr_len and b".$FI\n" not in b"\n".join(replies) + b"\n"
+                and self._used[self._ut] + self.store.bytes_used - self._counted
+                + n * (len(payloads[0]) + len(subject) + 64) <= self._max_used):
+            try:
+                first, ts, done, err = self.store.store_run(subject, payloads)
+            except StoreError:
+                done, err = 0, None  # (closed: each message is refused below, as alone)
+            if done:
+                last = first + done
+                self.lseq = last - 1
+                self.lmsg_id = ""
+                self._new_msgs = True
+                if self._do_ack:
+                    self._ack_subjects += [r.decode() for r in replies[:done]]
+                    prefix = self._ack_prefix
+                    self._ack_payloads += [b"%s%d}" % (prefix, s) for s in range(first, last)]
+                if not self._flush_scheduled:
+                    self._flush_scheduled = True
+                    self._call_soon(self._flush)
+            if err is not None:
+                self._store_failed(replies[done].decode(), err)
+                done += 1
+        if done < n:
+            hl = run.hdr_len
+            process = self.process_msg
+            for i in range(done, n):
+                data = payloads[i]
+                process(subject, replies[i].decode(), data[:hl] if hl else None, data[hl:] if hl else data)
 
     def process_msg(self, subject: str, reply: str, hdr: bytes | None, payload: bytes, sourced: bool = False) -> int:
         """Ingest one message; returns its sequence (0 when rejected or a duplicate). ``sourced``:

@@ -27,6 +27,12 @@ allocates one small tuple per protocol operation and dispatches on an int. Shape
                         (``PUB <subject> <size>\r\n``, the spelling of JetStream acks), as one
                         :class:`Run` with ``run.subjects`` set; the i-th message is
                         ``(OP_PUB, run.subjects[i], b"", 0, run.payloads[i])``
+``(OP_PUB_RRUN, run)``  only from ``Parser(batch=True)``: consecutive ``run.op`` messages to one
+                        subject that differ only in their reply (asynchronous JetStream
+                        publishes: ``PUB <subject> <inbox>.<token> <size>\r\n``, every line
+                        the same length), as one :class:`Run` with ``run.subject`` and
+                        ``run.replies`` set; the i-th message is
+                        ``(run.op, run.subject, run.replies[i], run.hdr_len, run.payloads[i])``
 ``(OP_PING,)`` / ``(OP_PONG,)``
 ======================  =====================================================================
 
@@ -41,6 +47,7 @@ parser and never copied on the way.
 from __future__ import annotations
 
 __all__ = ["OP_CONNECT", "OP_PUB", "OP_HPUB", "OP_SUB", "OP_UNSUB", "OP_PING", "OP_PONG", "OP_PUB_BATCH", "OP_PUB_RUN",
+           "OP_PUB_RRUN",
            "OP_NAMES", "Run",
            "PING_EVENT", "PONG_EVENT"]
 
@@ -53,9 +60,11 @@ OP_PING = 6
 OP_PONG = 7
 OP_PUB_BATCH = 8
 OP_PUB_RUN = 9
+OP_PUB_RRUN = 10
 
 OP_NAMES = {OP_CONNECT: "CONNECT", OP_PUB: "PUB", OP_HPUB: "HPUB", OP_SUB: "SUB", OP_UNSUB: "UNSUB",
-            OP_PING: "PING", OP_PONG: "PONG", OP_PUB_BATCH: "PUB", OP_PUB_RUN: "PUB"}
+            OP_PING: "PING", OP_PONG: "PONG", OP_PUB_BATCH: "PUB", OP_PUB_RUN: "PUB",
+            OP_PUB_RRUN: "PUB"}
 
 # PING/PONG carry nothing: share one tuple each instead of allocating per event.
 PING_EVENT = (OP_PING,)
@@ -68,17 +77,20 @@ class Run:
     ``payloads``: each message's data (header block + payload when ``hdr_len`` > 0). The
     messages share ``op`` (OP_PUB or OP_HPUB), ``reply`` (``b""``: none) and ``hdr_len``, and
     either one ``subject`` (``bytes``; ``subjects`` is ``None``: an identical-line run) or
-    each its own, ``subjects[i]`` (``bytes``; ``subject`` is ``b""``). ``names`` are the
+    each its own, ``subjects[i]`` (``bytes``; ``subject`` is ``b""``). ``replies``: ``None``,
+    or (``OP_PUB_RRUN``) each message's own reply, ``replies[i]`` (``bytes``, never empty;
+    ``reply`` is then ``b""``). ``names`` are the
     subjects as ``str``, one per message, filled in by the router before the run is matched
     (``None`` until then). ``message(i)`` is the i-th message as an ``OP_PUB``/``OP_HPUB``
     event. The parser may still append to ``subjects``/``payloads`` while it reads the same
     chunk; after ``feed`` returns the run is complete.
     """
 
-    __slots__ = ("op", "subject", "subjects", "reply", "hdr_len", "payloads", "names")
+    __slots__ = ("op", "subject", "subjects", "reply", "hdr_len", "payloads", "names", "replies")
 
     def __init__(self, op: int, subject: bytes, subjects: "list[bytes] | None", reply: bytes, hdr_len: int,
-                 payloads: "list[bytes]", names: "list[str] | None" = None) -> None:
+                 payloads: "list[bytes]", names: "list[str] | None" = None,
+                 replies: "list[bytes] | None" = None) -> None:
         self.op = op
         self.subject = subject
         self.subjects = subjects
@@ -86,6 +98,7 @@ class Run:
         self.hdr_len = hdr_len
         self.payloads = payloads
         self.names = names
+        self.replies = replies
 
     def __len__(self) -> int:
         return len(self.payloads)
@@ -93,25 +106,30 @@ class Run:
     def message(self, i: int) -> tuple:
         """The i-th message as the event the parser emits without batching."""
         subjects = self.subjects
-        return (self.op, self.subject if subjects is None else subjects[i], self.reply, self.hdr_len,
-                self.payloads[i])
+        replies = self.replies
+        return (self.op, self.subject if subjects is None else subjects[i],
+                self.reply if replies is None else replies[i], self.hdr_len, self.payloads[i])
 
     def slice(self, start: int, stop: int) -> "Run":
         """Messages ``start`` to ``stop`` as a run of their own (the lists are copied)."""
         subjects = self.subjects
         names = self.names
+        replies = self.replies
         return Run(self.op, self.subject, None if subjects is None else subjects[start:stop], self.reply,
-                   self.hdr_len, self.payloads[start:stop], None if names is None else names[start:stop])
+                   self.hdr_len, self.payloads[start:stop], None if names is None else names[start:stop],
+                   None if replies is None else replies[start:stop])
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Run):
             return NotImplemented
-        return (self.op, self.subject, self.subjects, self.reply, self.hdr_len, self.payloads) == (
-            other.op, other.subject, other.subjects, other.reply, other.hdr_len, other.payloads)
+        return (self.op, self.subject, self.subjects, self.reply, self.hdr_len, self.payloads, self.replies) == (
+            other.op, other.subject, other.subjects, other.reply, other.hdr_len, other.payloads, other.replies)
 
     __hash__ = None  # type: ignore[assignment]  # mutable while the parser fills it
 
     def __repr__(self) -> str:
         what = f"subjects={self.subjects!r}" if self.subjects is not None else f"subject={self.subject!r}"
+        if self.replies is not None:
+            what += f", replies={self.replies!r}"
         return (f"Run(op={OP_NAMES.get(self.op, self.op)}, {what}, reply={self.reply!r}, hdr_len={self.hdr_len}, "
                 f"payloads={self.payloads!r})")

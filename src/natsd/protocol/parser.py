@@ -42,9 +42,9 @@ from natsd.protocol.errors import (
     ERR_MAX_CONTROL_LINE, ERR_MAX_PAYLOAD, ERR_UNKNOWN_PROTOCOL, RemoteProtocolError,
 )
 from natsd.protocol.events import (
-    OP_CONNECT, OP_HPUB, OP_PUB, OP_PUB_BATCH, OP_PUB_RUN, OP_SUB, OP_UNSUB, PING_EVENT, PONG_EVENT, Run,
+    OP_CONNECT, OP_HPUB, OP_PUB, OP_PUB_BATCH, OP_PUB_RRUN, OP_PUB_RUN, OP_SUB, OP_UNSUB, PING_EVENT, PONG_EVENT, Run,
 )
-from natsd.protocol.runs import run_length
+from natsd.protocol.runs import reply_run_length, run_length
 
 __all__ = ["Parser", "DEFAULT_MAX_CONTROL_LINE", "DEFAULT_MAX_PAYLOAD"]
 
@@ -108,7 +108,10 @@ class Parser:
     with one ``subject``), so the server can route the run with one lookup and one join per
     receiver. Without it every message is its own event (the events are otherwise identical).
     Batch mode also gathers consecutive canonical reply-less PUBs to differing subjects (a client
-    acking JetStream messages one by one) into ``(OP_PUB_RUN, run)`` events (``run.subjects``).
+    acking JetStream messages one by one) into ``(OP_PUB_RUN, run)`` events (``run.subjects``),
+    and consecutive canonical PUBs/HPUBs to one subject whose replies differ only in a fixed-width
+    last token (an asynchronous JetStream publisher) into ``(OP_PUB_RRUN, run)`` events
+    (``run.replies``).
     """
 
     __slots__ = ("max_control_line", "max_payload", "batch", "_pending", "_await", "_failed", "_last_line",
@@ -190,6 +193,8 @@ class Parser:
         # while run_ev is the newest event, and run_ev is set together with fresh lists.
         run_ev: Any = None
         run_subjects = run_payloads = _NO_RUN
+        # The OP_PUB_RRUN event being extended (runs of publishes with a reply each).
+        rr_ev: Any = None
         if aw is not None:
             size = aw[4]
             if n < size + 2:
@@ -298,6 +303,32 @@ class Parser:
                             break
                         if work[stop] != 13 or work[stop + 1] != 10:
                             raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, "payload not terminated by CRLF")
+                        if batching:
+                            # Asynchronous publishers' replies are one inbox and a fixed-width
+                            # token: the frames that follow, if alike, sit at this frame's
+                            # stride (natsd.protocol.runs.reply_run_length), and the burst
+                            # becomes one OP_PUB_RRUN event, sliced column-wise. Every frame
+                            # of it is what this path accepts (the same line length, so
+                            # max_control_line holds; one argument per token column).
+                            step = stop + 2 - pos
+                            dot = reply.rfind(b".") + 1
+                            k = reply_run_length(work, pos, work[pos:pos + rp_plen + dot], len(reply) - dot,
+                                                 rp_suffix, step, n) if pos + 2 * step <= n else 0
+                            if k > 1:
+                                end = pos + k * step
+                                rlen = len(reply)
+                                replies = [work[i:i + rlen] for i in range(pos + rp_plen, end, step)]
+                                payloads = [work[i:i + rp_size] for i in range(start, end, step)]
+                                if rr_ev is not None and events[-1] is rr_ev and rr_ev[1].subject is rp_subject:
+                                    rr_ev[1].replies += replies
+                                    rr_ev[1].payloads += payloads
+                                else:
+                                    rr_ev = (OP_PUB_RRUN, Run(rp_op, rp_subject, None, b"", rp_hdr_len, payloads,
+                                                              None, replies))
+                                    events.append(rr_ev)
+                                batch_list = None
+                                pos = end
+                                continue
                         last_event = (rp_op, rp_subject, reply, rp_hdr_len, work[start:stop])
                         last_event_args = rp_args
                         batch_list = None

@@ -13,7 +13,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from natsd.protocol.errors import ERR_MAX_PAYLOAD, RemoteProtocolError
-from natsd.protocol.events import OP_HPUB, OP_PUB, OP_PUB_BATCH, OP_PUB_RUN
+from natsd.protocol.events import OP_HPUB, OP_PUB, OP_PUB_BATCH, OP_PUB_RRUN, OP_PUB_RUN
 from natsd.server.log import logger
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -92,7 +92,7 @@ class IdentityMixin:
             sizes: Any
             if op == OP_PUB or op == OP_HPUB:
                 sizes = (len(ev[4]),)
-            elif op == OP_PUB_BATCH or op == OP_PUB_RUN:
+            elif op == OP_PUB_BATCH or op == OP_PUB_RUN or op == OP_PUB_RRUN:
                 sizes = map(len, ev[1].payloads)
             else:
                 continue

@@ -43,13 +43,14 @@ from natsd.protocol.errors import (
     ERR_STALE_CONNECTION, RemoteProtocolError, permissions_publish, permissions_subscribe,
 )
 from natsd.protocol.events import (
-    OP_CONNECT, OP_HPUB, OP_NAMES, OP_PING, OP_PONG, OP_PUB, OP_PUB_BATCH, OP_PUB_RUN, OP_SUB, OP_UNSUB, Run,
+    OP_CONNECT, OP_HPUB, OP_NAMES, OP_PING, OP_PONG, OP_PUB, OP_PUB_BATCH, OP_PUB_RRUN, OP_PUB_RUN, OP_SUB, OP_UNSUB,
+    Run,
 )
 from natsd.protocol.parser import Parser
 from natsd.server.auth import check_password
 from natsd.server.conn_identity import IdentityMixin
 from natsd.server.log import TRACE, logger
-from natsd.server.router import route, route_batch, route_run
+from natsd.server.router import route, route_batch, route_rrun, route_run
 from natsd.server.subscription import Subscription
 from natsd.server.writer import (  # noqa: F401  (re-exported: the close reasons live with the others)
     REASON_SLOW_CONSUMER, REASON_SLOW_CONSUMER_WD, STALL_MAX_NS, WRITE_HIGH_WATER, Writer,
@@ -335,6 +336,17 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
                 self.on_pub_run(ev[1])
             elif op == OP_PUB_BATCH:
                 self.on_pub_batch(ev[1])
+            elif op == OP_PUB_RRUN:
+                run = ev[1]
+                if checked or verbose or trace or (run.op == OP_HPUB and not self._hpub_run_ok(run)) or not route_rrun(
+                        acc, subjects.get(run.subject) or self._subject(run.subject), run):
+                    # Per-message checks, +OKs, tracing, or receivers other than one stream:
+                    # message by message, exactly as if the parser had not gathered them.
+                    self.process([run.message(j) for j in range(len(run.payloads))])
+                    checked, verbose, acc, subjects = self._pub_options()
+                    continue
+                self.in_msgs += len(run.payloads)
+                self.in_bytes += len(run.payloads) * len(run.payloads[0])
             elif op == OP_PING:
                 self.send_raw(PONG)
             elif op == OP_PONG:
@@ -376,6 +388,8 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         elif op == OP_CONNECT:
             shown = {k: ("[REDACTED]" if k in ("pass", "auth_token") else v) for k, v in ev[1].items()}
             logger.log(TRACE, "%s<<- [CONNECT %s]", self.prefix, json.dumps(shown, separators=(",", ":")))
+        elif op == OP_PUB_RRUN:
+            return  # traced message by message where it is processed (see process)
         elif op == OP_PUB_RUN:
             for subj_b, data in zip(ev[1].subjects, ev[1].payloads):
                 logger.log(TRACE, "%s<<- [PUB %s %d]", self.prefix, _decode(subj_b), len(data))
@@ -537,6 +551,16 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         self.in_msgs += k
         self.in_bytes += k * len(payloads[0])
         route_batch(self.account, run, self._subjects.get(subj_b) or self._subject(subj_b), self)
+
+    def _hpub_run_ok(self, run: Run) -> bool:
+        """Whether the HPUBs of an ``OP_PUB_RRUN`` take the hot path as a whole: this client
+        announced headers and every block is a ``NATS/1.0`` one (else on_pub answers each)."""
+        if not self.headers:
+            return False
+        for p in run.payloads:
+            if not p.startswith(_HDR_PREFIX):
+                return False
+        return True
 
     def on_pub_run(self, run: Run) -> None:
         """A run of reply-less PUBs to differing subjects (see ``OP_PUB_RUN``)."""

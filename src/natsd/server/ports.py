@@ -19,6 +19,11 @@ Callback contract (what an engine may rely on and must respect):
   ``run.payloads`` (``bytes``), one per message; the handler must not keep or change it.
   The run was matched before it is handed over, as nats-server queues acks before it
   processes them.
+* ``subscribe(..., rrun=reply_run_handler)``: likewise for a run of messages to one subject
+  with a reply each (an asynchronous JetStream publisher's burst) that all go to this
+  subscription alone: ``reply_run_handler(subject, run)`` with ``subject`` the ``str`` subject
+  and ``run`` the parser's :class:`~natsd.protocol.events.Run` (``run.replies``: ``bytes``,
+  ``run.hdr_len``, ``run.payloads``: header block + payload). Same rules as ``many``.
 * ``publish(subject, reply, hdr, payload)`` routes exactly like a client publish in this
   account (client subscriptions, queue groups, other internal subscriptions), synchronously:
   bytes land in each receiver's output buffer and are written at the end of the loop turn, so
@@ -51,7 +56,9 @@ from natsd.server.router import deliver_many, deliver_templated, publish_many, r
 from natsd.server.subscription import Subscription
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.ports import DeliverItem, InterestHandler, MsgHandler, RunHandler, TemplatedRun
+    from natsd.jetstream.ports import (
+        DeliverItem, InterestHandler, MsgHandler, ReplyRunHandler, RunHandler, TemplatedRun,
+    )
     from natsd.server.account import Account
 
 __all__ = ["ServerPorts"]
@@ -82,9 +89,9 @@ class ServerPorts:
         self.account = account.name
 
     def subscribe(self, subject: str, handler: "MsgHandler", queue: str | None = None,
-                  many: "RunHandler | None" = None) -> Subscription:
+                  many: "RunHandler | None" = None, rrun: "ReplyRunHandler | None" = None) -> Subscription:
         acc = self._account
-        sub = Subscription(None, b"", subject, queue or None, cb=handler, account=acc, many=many)
+        sub = Subscription(None, b"", subject, queue or None, cb=handler, account=acc, many=many, rrun=rrun)
         acc.sublist.insert(subject, sub, queue or None)
         return sub
 

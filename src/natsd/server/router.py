@@ -18,7 +18,8 @@ random in proportion to its queue weight (the member count its ``LS+`` announced
 Internal subscriptions (``client is None``) call ``cb(subject, reply, hdr, payload)``
 synchronously (see :mod:`natsd.server.ports` for the contract), or, for a run of reply-less
 messages, ``many(run)`` (a :class:`natsd.protocol.events.Run`, the parser's own value) when
-they have one (:func:`route_run`, :func:`route_batch`). A callback that
+they have one (:func:`route_run`, :func:`route_batch`), and for a run to one subject with a
+reply each, ``rrun(subject, run)`` (:func:`route_rrun`). A callback that
 raises is logged and does not affect the publisher or other receivers.
 """
 
@@ -31,7 +32,7 @@ from natsd.protocol.encoder import encode_msg, msg_parts
 from natsd.protocol.events import Run
 from natsd.server.log import logger
 
-__all__ = ["route", "route_run", "route_batch", "deliver_many", "deliver_templated", "publish_many"]
+__all__ = ["route", "route_run", "route_rrun", "route_batch", "deliver_many", "deliver_templated", "publish_many"]
 
 _rr = itertools.count()
 
@@ -247,6 +248,31 @@ def route_run(acc, run: Run, src) -> None:
         start = restart
 
 
+def route_rrun(acc, subject: str, run: Run) -> bool:
+    """Hand a run of messages to one subject with a reply each (``OP_PUB_RRUN``: an
+    asynchronous JetStream publisher) to its receiver at once, when that is one internal
+    subscription with a reply-run handler (``sub.rrun``, a stream: see
+    :mod:`natsd.server.ports`); True when it took the run. False (nothing delivered) for any
+    other set of receivers: the caller then publishes the messages one at a time, which routes
+    each as :func:`route` does (client subscriptions, queue groups, no-responders)."""
+    r = acc.sublist.match(subject)
+    if r.qsubs:
+        return False
+    psubs = r.psubs
+    if len(psubs) != 1:
+        return False
+    sub = psubs[0]
+    handler = sub.rrun
+    if handler is None or sub.client is not None or sub.max:
+        return False
+    sub.delivered += len(run.payloads)
+    try:
+        handler(subject, run)
+    except Exception:
+        logger.exception("internal subscription handler for %r failed", sub.subject)
+    return True
+
+
 def route_batch(acc, run: Run, subject: str, src) -> None:
     """Deliver a run of messages that share subject, reply and sizes (``OP_PUB_BATCH``);
     ``subject`` is the ``str`` form of ``run.subject``.
@@ -436,20 +462,71 @@ def publish_many(acc, subjects: list, payloads: list) -> None:
     format and one append, byte-identical to :func:`route`; anything else goes through
     :func:`route`.
     """
-    match = acc.sublist.match
+    sl = acc.sublist
+    match = sl.match
+    # The result shared by every reply to one inbox (Sublist.sibling_result): "<parent>." and
+    # it; forgotten whenever a delivery may have changed the subscriptions (a slow consumer
+    # closed, a handler), as matching again would then be needed.
+    parent = ""
+    lp = 0
+    pr = None
+    # Frames for one plain client subscription, queued with one enqueue when the receiver changes.
+    gsub = None
+    frames: list[bytes] = []
+    nbytes = 0
     for i in range(len(subjects)):
         subject = subjects[i]
         payload = payloads[i]
-        r = match(subject)
+        if pr is not None and subject.startswith(parent) and len(subject) > lp and subject.find(".", lp) < 0:
+            r = pr
+        else:
+            r = match(subject)
+            pr = sl.sibling_result(subject)
+            if pr is r:
+                parent = subject[:subject.rfind(".") + 1]
+                lp = len(parent)
+            else:
+                pr = None
         psubs = r.psubs
         if len(psubs) == 1 and not r.qsubs:
             sub = psubs[0]
             c = sub.client
             if c is not None and not sub.max and c.sub_deny is None and c.replies is None:
-                if c.closed:
-                    continue
-                c.enqueue(encode_msg(subject.encode(), sub.sid, b"", payload), 1, len(payload))
-                sub.delivered += 1
+                if sub is not gsub:
+                    if gsub is not None:
+                        gen = sl.generation
+                        _enqueue_frames(gsub, frames, nbytes)
+                        frames = []
+                        nbytes = 0
+                        if sl.generation != gen:
+                            pr = None
+                            if sub.closed or c.closed:
+                                gsub = None
+                                route(acc, subject, subject.encode(), b"", 0, payload, None)
+                                continue
+                    gsub = sub
+                frames.append(b"MSG %s %s %d\r\n%s\r\n" % (subject.encode(), sub.sid, len(payload), payload))
+                nbytes += len(payload)
                 continue
+        gen = sl.generation
+        if gsub is not None:
+            _enqueue_frames(gsub, frames, nbytes)
+            frames = []
+            nbytes = 0
+            gsub = None
         if psubs or r.qsubs:
             route(acc, subject, subject.encode(), b"", 0, payload, None)
+        if sl.generation != gen:
+            pr = None
+    if gsub is not None:
+        _enqueue_frames(gsub, frames, nbytes)
+
+
+def _enqueue_frames(sub, frames: list[bytes], nbytes: int) -> None:
+    """Queue complete MSG frames for one plain client subscription at once (one append, one
+    slow-consumer check), counting them as delivered."""
+    c = sub.client
+    if c.closed:
+        return
+    c.enqueue(frames[0] if len(frames) == 1 else b"".join(frames), len(frames), nbytes)
+    sub.delivered += len(frames)

@@ -7,7 +7,9 @@ One class serves both kinds so the routing loop stays a single flat loop:
 * an *internal* subscription (JetStream, via :mod:`natsd.server.ports`) has ``client=None`` and
   ``cb``, called synchronously on the event loop as ``cb(subject, reply, hdr, payload)``, and
   optionally ``many``, called as ``many(run)`` for a run of reply-less, header-less messages
-  (a :class:`natsd.protocol.events.Run`; see :func:`natsd.server.router.route_run`).
+  (a :class:`natsd.protocol.events.Run`; see :func:`natsd.server.router.route_run`), and
+  ``rrun``, called as ``rrun(subject, run)`` for a run of messages to one subject with a reply
+  each (``run.replies``; see :func:`natsd.server.router.route_rrun`).
 
 ``max`` > 0 means auto-unsubscribe after that many deliveries (``UNSUB <sid> <max>``).
 Items are hashed by identity (the Sublist stores them as dict keys).
@@ -21,11 +23,12 @@ __all__ = ["Subscription"]
 
 
 class Subscription:
-    __slots__ = ("client", "sid", "subject", "queue", "max", "delivered", "cb", "many", "account", "closed",
-                 "created_ns")
+    __slots__ = ("client", "sid", "subject", "queue", "max", "delivered", "cb", "many", "rrun", "account",
+                 "closed", "created_ns")
 
     def __init__(self, client, sid: bytes, subject: str, queue: str | None,
-                 cb: Callable | None = None, account=None, many: Callable | None = None) -> None:
+                 cb: Callable | None = None, account=None, many: Callable | None = None,
+                 rrun: Callable | None = None) -> None:
         self.client = client
         self.sid = sid
         self.subject = subject
@@ -34,6 +37,7 @@ class Subscription:
         self.delivered = 0
         self.cb = cb
         self.many = many
+        self.rrun = rrun
         self.account = account
         self.closed = False
         self.created_ns = 0

@@ -262,6 +262,15 @@ class StreamStore(Protocol):
         MaxMsgs/MaxBytes/MaxMsgsPerSubject when discard is "new" and a limit would be exceeded.
         ``ttl_ns`` > 0 gives the message its own expiry (Nats-TTL)."""
 
+    def store_run(self, subject: str, msgs: list[bytes]) -> tuple[int, int, int, "StoreError | None"]:
+        """Append header-less messages to one subject, in order, all with one timestamp (a
+        burst of asynchronous publishes read at once): the same as ``store_msg`` for each, but
+        discard-"old" limits are applied once, after the run. Returns ``(first_seq, ts_ns,
+        stored, error)``: the first ``stored`` messages got ``first_seq``, ``first_seq + 1``...;
+        when ``stored < len(msgs)``, ``error`` is what refused ``msgs[stored]`` (as
+        ``store_msg`` would have raised it) and nothing after it was stored. Raises
+        StoreClosed when nothing can be stored."""
+
     def store_raw_msg(self, subject: str, hdr: bytes | None, msg: bytes, seq: int, ts: int, ttl_ns: int = 0) -> None:
         """Store with a given sequence and timestamp (restore, mirrors). ``seq`` > last_seq."""
 

@@ -149,6 +149,49 @@ def check_max_msgs(factory: StoreFactory) -> None:
     s.stop()
 
 
+def check_store_run(factory: StoreFactory) -> None:
+    """store_run: consecutive sequences, one timestamp, the same state and loads as store_msg
+    of each; discard-old limits once after the run; discard new stops at the first refusal and
+    reports it; a closed store raises."""
+    clock = ManualClock(start_time_ns=7 * SEC)
+    s = factory.make(_cfg(), clock)
+    s.store_msg("a", None, b"0")
+    bodies = [b"%03d" % i for i in range(300)] + [b"", b"longer one"]
+    first, ts, stored, err = s.store_run("s.x", bodies)
+    assert (first, ts, stored, err) == (2, 7 * SEC, len(bodies), None)
+    st = s.state()
+    want_bytes = _size(s, "a", None, b"0") + sum(_size(s, "s.x", None, b) for b in bodies)
+    assert (st.msgs, st.bytes, st.first_seq, st.last_seq, st.num_subjects) == (303, want_bytes, 1, 303, 2)
+    assert s.subjects_totals(">") == {"a": 1, "s.x": 302}
+    for i in (0, 1, 150, 299, 300, 301):
+        m = s.load_msg(first + i)
+        assert (m.subject, m.hdr, m.msg, m.seq, m.ts) == ("s.x", None, bodies[i], first + i, ts)
+    assert s.load_last_msg("s.x").seq == 303 and s.load_next_msg("s.x", 1).seq == 2
+    assert s.filtered_state(0, "s.x").msgs == 302
+    seq, _ = s.store_msg("s.x", None, b"after")
+    assert seq == 304 and s.load_last_msg("s.x").seq == 304
+    s.flush()
+    s = _restart(factory, s, clock)
+    assert s.state().msgs == 304 and s.load_msg(first + 150).msg == bodies[150]
+    s.stop()
+
+    removed = []
+    s = factory.make(_cfg(max_msgs=4), clock)
+    s.register_storage_updates(lambda m, b, seq, subj: removed.append(seq))
+    s.store_msg("a", None, b"x")
+    assert s.store_run("b", [b"1", b"2", b"3", b"4", b"5"])[1:] == (7 * SEC, 5, None)
+    st = s.state()
+    assert (st.msgs, st.first_seq, st.last_seq) == (4, 3, 6) and removed == [1, 2]
+    s.stop()
+
+    s = factory.make(_cfg(max_msgs=3, discard=DiscardPolicy.NEW), clock)
+    first, _, stored, err = s.store_run("b", [b"1", b"2", b"3", b"4", b"5"])
+    assert (first, stored) == (1, 3) and isinstance(err, MaxMsgs)
+    assert s.state().last_seq == 3
+    s.stop()
+    _raises(StoreClosed, s.store_run, "b", [b"1", b"2"])
+
+
 def check_max_bytes(factory: StoreFactory) -> None:
     """max_bytes counts the store's accounted size; discard new raises MaxBytes."""
     clock = ManualClock()
@@ -696,8 +739,10 @@ def random_ops(rng: random.Random, n: int) -> list[tuple]:
     ops: list[tuple] = []
     for _ in range(n):
         r = rng.random()
-        if r < 0.55:
+        if r < 0.47:
             ops.append(("pub", rng.randrange(6), rng.randrange(40), rng.random() < 0.2))
+        elif r < 0.55:
+            ops.append(("run", rng.randrange(6), rng.randrange(1, 9), rng.randrange(40), rng.random() < 0.7))
         elif r < 0.68:
             ops.append(("rm", rng.randrange(60), rng.random() < 0.3))
         elif r < 0.73:
@@ -723,6 +768,7 @@ def model_ops():
 
     op = st.one_of(
         st.tuples(st.just("pub"), st.integers(0, 5), st.integers(0, 40), st.booleans()),
+        st.tuples(st.just("run"), st.integers(0, 5), st.integers(1, 8), st.integers(0, 40), st.booleans()),
         st.tuples(st.just("rm"), st.integers(0, 60), st.booleans()),
         st.tuples(st.just("skip")),
         st.tuples(st.just("purge_subj"), st.integers(0, len(_PURGE_FILTERS) - 1), st.integers(0, 2)),
@@ -816,6 +862,15 @@ def run_model_ops(factory: StoreFactory, ops: list[tuple], config: StoreConfig |
                 body = bytes(rng.randrange(256) for _ in range(op[2]))
                 seq, ts = store.store_msg(subj, hdr, body)
                 assert seq == model.store(subj, hdr, body, ts)
+            elif kind == "run":
+                # store_run: header-less messages to one subject, of one length (an async
+                # publisher's burst) or of mixed lengths; the model stores them one by one.
+                subj = _SUBJECTS[op[1]]
+                sizes = [op[3]] * op[2] if op[4] else [rng.randrange(40) for _ in range(op[2])]
+                bodies = [bytes(rng.randrange(256) for _ in range(n)) for n in sizes]
+                first, ts, stored, err = store.store_run(subj, bodies)
+                assert (stored, err) == (len(bodies), None)
+                assert [model.store(subj, None, b, ts) for b in bodies] == list(range(first, first + stored))
             elif kind == "rm":
                 seq = op[1] + max(model.first - 5, 0)
                 fn = store.erase_msg if op[2] else store.remove_msg
@@ -866,7 +921,7 @@ def check_random_ops(factory: StoreFactory, seed: int, n: int = 150, limits: str
 
 STREAM_STORE_CHECKS = [
     check_store_and_load, check_first_seq, check_max_msgs, check_max_bytes, check_max_msgs_per_subject,
-    check_max_age, check_msg_ttl, check_remove_and_deleted, check_purge, check_purge_keep_counts_messages,
+    check_store_run, check_max_age, check_msg_ttl, check_remove_and_deleted, check_purge, check_purge_keep_counts_messages,
     check_compact_truncate,
     check_skip, check_reads, check_load_run, check_subject_state, check_update_config, check_storage_updates,
     check_seq_from_time, check_delete,

@@ -11,8 +11,8 @@ restart, as in the reference.
 from __future__ import annotations
 
 import copy
-from itertools import compress
-from typing import Callable, Sequence
+from itertools import compress, repeat
+from typing import Callable, Iterable, Sequence
 
 from natsd.store.seqindex import IndexedStreamStore
 from natsd.store.base import (
@@ -48,6 +48,12 @@ class MemoryStreamStore(IndexedStreamStore):
         if hdr:
             self._hdrs[seq] = bytes(hdr)
         return 0
+
+    def _write_run(self, seq: int, ts: int, subject: str, msgs: list[bytes], start: int) -> tuple[int, Iterable[int]]:
+        # All at once (bytes() of a bytes object is that object; other buffers are copied).
+        k = len(msgs) - start
+        self._payloads.update(zip(range(seq, seq + k), map(bytes, msgs[start:])))
+        return k, repeat(0, k)
 
     def _read(self, seq: int, pos: int) -> StoreMsg:
         i = seq - self._base

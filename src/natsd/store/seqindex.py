@@ -39,7 +39,7 @@ from typing import Iterable, Iterator
 from natsd.subjects.tokens import is_literal, matcher
 from natsd.store.base import (
     DiscardPolicy, MaxBytes, MaxMsgs, MaxMsgsPerSubject, MsgNotFound, SimpleState, StorageUpdateHandler,
-    StoreClosed, StoreConfig, StoreEOF, StoreMsg, StreamState,
+    StoreClosed, StoreConfig, StoreEOF, StoreError, StoreMsg, StreamState,
 )
 
 __all__ = ["IndexedStreamStore", "DEAD_SID", "NEVER_EXPIRES"]
@@ -119,6 +119,12 @@ class IndexedStreamStore:
     def _write(self, seq: int, ts: int, subject: str, hdr: bytes | None, msg: bytes, ttl_ns: int) -> int:
         """Persist one message; return its position (>= 0)."""
         raise NotImplementedError
+
+    def _write_run(self, seq: int, ts: int, subject: str, msgs: list[bytes], start: int) -> tuple[int, Iterable[int]]:
+        """Persist header-less ``msgs[start:]`` (as many as this store takes in one go, at least
+        one) as sequences ``seq``, ``seq + 1``...; returns (how many, their positions). A
+        StoreError means none of them was written. By default one message through ``_write``."""
+        return 1, (self._write(seq, ts, subject, None, msgs[start], 0),)
 
     def _read(self, seq: int, pos: int) -> StoreMsg:
         raise NotImplementedError
@@ -494,6 +500,81 @@ class IndexedStreamStore:
         if self._any_limit:
             self._enforce_limits(sid)
         return seq, ts
+
+    def store_run(self, subject: str, msgs: list[bytes]) -> tuple[int, int, int, StoreError | None]:
+        """Append header-less messages to one subject, in order, with one timestamp; see
+        :meth:`natsd.store.base.StreamStore.store_run`. Written and indexed a piece at a time
+        (``_write_run``: a file store's piece is what fits in its last block), so the index
+        names every written message before the next piece can roll (and flush) a block."""
+        if self._closed:
+            raise StoreClosed("store is closed")
+        n = len(msgs)
+        first = self._last + 1
+        if self._discard_new or n == 1:
+            # Every message is checked against the limits before it is stored: one at a time.
+            ts = 0
+            for i in range(n):
+                try:
+                    seq, ts = self.store_msg(subject, None, msgs[i])
+                except StoreError as e:
+                    return first, ts, i, e
+            return first, ts, n, None
+        ts = self._time_ns()
+        done = 0
+        sid = 0
+        while done < n:
+            seq = self._last + 1
+            try:
+                k, positions = self._write_run(seq, ts, subject, msgs, done)
+            except StoreError as e:
+                if self._any_limit and done:
+                    self._enforce_limits(sid)
+                return first, ts, done, e
+            sid = self._index_run(seq, ts, subject, msgs, done, k, positions)
+            done += k
+        if self._any_limit:
+            # Discard-old limits once for the run: the same messages go, oldest first, as after
+            # each store_msg (those of the run itself included when it outgrows max_msgs).
+            self._enforce_limits(sid)
+        return first, ts, n, None
+
+    def _index_run(self, seq: int, ts: int, subject: str, msgs: list[bytes], start: int, k: int,
+                   positions: Iterable[int]) -> int:
+        """Index ``msgs[start:start + k]``, written at ``positions`` as sequences ``seq``...;
+        returns the subject id. The first goes through :meth:`_index_add` (new subject, empty
+        stream, gap); the rest extend the arrays at once: same subject, so each one's next
+        same-subject message is the following sequence."""
+        it = iter(positions)
+        m0 = msgs[start]
+        size = self.msg_size(subject, None, m0)
+        sid = self._index_add(seq, ts, subject, size, next(it))
+        if k == 1:
+            return sid
+        rest = k - 1
+        # A header-less message's accounted size is a per-subject constant plus its length.
+        lens = list(map(len, msgs[start + 1:start + k]))
+        if lens.count(len(m0)) == rest:
+            sizes = array("I", [size]) * rest
+            total = size * rest
+        else:
+            d = size - len(m0)
+            sizes = array("I", [d + n for n in lens])
+            total = sum(sizes)
+        ss = self._ss[sid]
+        ss[0] += rest
+        ss[2] = seq + rest
+        nxt = self._nxt
+        nxt[seq - self._base] = 1
+        nxt.extend(array("I", [1]) * (rest - 1))
+        nxt.append(0)
+        self._pos.extend(it)
+        self._sid.extend(array("I", [sid]) * rest)
+        self._ts.extend(array("q", [ts]) * rest)
+        self._sz.extend(sizes)
+        self._msgs += rest
+        self._bytes += total
+        self._last = seq + rest
+        return sid
 
     def store_raw_msg(self, subject: str, hdr: bytes | None, msg: bytes, seq: int, ts: int, ttl_ns: int = 0) -> None:
         """Store with a given sequence (> last_seq) and timestamp; the gap counts as deleted."""

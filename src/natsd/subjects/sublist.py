@@ -487,6 +487,17 @@ class Sublist(Generic[T]):
             self._hits += fast
         return out
 
+    def sibling_result(self, subject: str) -> SublistResult | None:
+        """What every subject made of ``subject``'s tokens but another (non-empty) last one
+        matches, when the shape cache knows it (``_lcache``, see :meth:`match`: filled when
+        ``subject`` itself was matched), else None. A run of replies to one inbox
+        (``_INBOX.<id>.<token>``, PubAcks) then needs one match, not one per reply. Valid until
+        the subscriptions change (:attr:`generation`)."""
+        j = subject.rfind(TSEP)
+        if j <= 0 or not self._lcache:
+            return None
+        return self._lcache.get(subject[:j])
+
     @property
     def generation(self) -> int:
         """Changes whenever a subscription is added or removed (results may then differ)."""

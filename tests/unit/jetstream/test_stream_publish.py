@@ -461,3 +461,63 @@ def test_msg_ids_older_than_the_window_are_no_duplicates_before_their_expiry_swe
     assert "old" in stream._ddmap  # not swept yet
     assert env.pub("orders.1", b"a", {"Nats-Msg-Id": "old"}) == {"stream": "ORDERS", "seq": 2}
     assert env.pub("orders.1", b"a", {"Nats-Msg-Id": "old"})["duplicate"] is True
+
+
+def _rrun_twins(tmp_path, n: int, replies=None, storage: str = "file", tweak=None, **cfg):
+    """The same messages through Stream.process_rrun (one run) and through process_msg one by one,
+    on two fresh engines: (PubAcks of the run, PubAcks one by one, state of each)."""
+    from natsd.protocol.events import OP_PUB, Run
+
+    replies = replies or [b"_INBOX.t.%04d" % i for i in range(n)]
+    payloads = [b"m%03d" % i for i in range(n)]
+    out = []
+    for mode in ("run", "one"):
+        env = JsEnv(str(tmp_path / mode))
+        try:
+            mk(env, storage=storage, **cfg)
+            stream = env.account.streams["ORDERS"]
+            if tweak:
+                tweak(stream)
+            if mode == "run":
+                stream.process_rrun("orders.1", Run(OP_PUB, b"orders.1", None, b"", 0, payloads, None, replies))
+            else:
+                for r, p in zip(replies, payloads):
+                    stream.process_msg("orders.1", r.decode(), None, p)
+            env.clock.run_soon()
+            acks = [(m.subject, m.payload) for m in env.inbox.msgs if m.subject.startswith("_INBOX.t.")]
+            st = stream.store.state()
+            out.append((acks, (st.msgs, st.bytes, st.first_seq, st.last_seq), stream.lseq))
+        finally:
+            env.stop()
+    return out
+
+
+@pytest.mark.parametrize("storage", ["file", "memory"])
+def test_a_reply_run_is_stored_and_acknowledged_as_one_by_one(tmp_path, storage):
+    (acks, state, lseq), one = _rrun_twins(tmp_path, 50, storage=storage)
+    assert (acks, state, lseq) == one
+    assert acks[0] == ("_INBOX.t.0000", b'{"stream":"ORDERS","seq":1}') and len(acks) == 50 and lseq == 50
+
+
+@pytest.mark.parametrize("case", ["discard_new", "server_full", "fast_batch_reply", "no_ack", "discard_old"])
+def test_a_reply_run_that_cannot_be_taken_whole_answers_each_message_as_alone(tmp_path, case):
+    replies = None
+    tweak = None
+    cfg: dict = {}
+    if case == "discard_new":
+        cfg = {"max_msgs": 7, "discard": "new"}
+    elif case == "discard_old":
+        cfg = {"max_msgs": 7}
+    elif case == "no_ack":
+        cfg = {"no_ack": True}
+    elif case == "fast_batch_reply":
+        replies = [b"_INBOX.t.%04d" % i for i in range(20)]
+        replies[5] = b"_INBOX.t.x.1.0.$FI"
+    else:
+        def tweak(stream):
+            stream._max_used = stream._used[stream._ut] + 200  # room for a few messages only
+    run, one = _rrun_twins(tmp_path, 20, replies=replies, tweak=tweak, **cfg)
+    assert run == one
+    errors = [a for a in run[0] if b'"error"' in a[1]]
+    assert bool(errors) == (case in ("discard_new", "server_full", "fast_batch_reply"))
+    assert bool(run[0]) == (case != "no_ack")

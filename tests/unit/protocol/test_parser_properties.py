@@ -7,7 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from natsd.protocol import Parser, RemoteProtocolError
-from natsd.protocol.events import OP_HPUB, OP_PING, OP_PONG, OP_PUB, OP_PUB_BATCH, OP_PUB_RUN, OP_SUB, OP_UNSUB
+from natsd.protocol.events import (
+    OP_HPUB, OP_PING, OP_PONG, OP_PUB, OP_PUB_BATCH, OP_PUB_RRUN, OP_PUB_RUN, OP_SUB, OP_UNSUB,
+)
 
 token = st.text(alphabet="abcxyz_-$", min_size=1, max_size=6)
 subject = st.lists(token, min_size=1, max_size=4).map(".".join)
@@ -16,7 +18,14 @@ payload = st.binary(max_size=40)
 
 @st.composite
 def op(draw):
-    kind = draw(st.sampled_from(["pub", "ack", "hpub", "sub", "unsub", "ping", "pong"]))
+    kind = draw(st.sampled_from(["pub", "ack", "apub", "apub", "hpub", "sub", "unsub", "ping", "pong"]))
+    if kind == "apub":
+        # an asynchronous JetStream publisher: one subject, a fixed-width reply token each, one of
+        # two sizes: the parser's OP_PUB_RRUN path
+        t = draw(st.text(alphabet="abcXYZ09", min_size=4, max_size=4)).encode()
+        p = draw(st.sampled_from([b"x" * 7, b"hello world"]))
+        return (b"PUB js.s _INBOX.ab.%s %d\r\n%s\r\n" % (t, len(p), p),
+                (OP_PUB, b"js.s", b"_INBOX.ab." + t, 0, p))
     if kind == "ack":
         # canonical reply-less PUBs of one of two sizes to varying subjects (JetStream acks):
         # the parser's OP_PUB_RUN path
@@ -43,7 +52,7 @@ def op(draw):
 def flatten(events):
     out = []
     for e in events:
-        if e[0] == OP_PUB_BATCH or e[0] == OP_PUB_RUN:
+        if e[0] == OP_PUB_BATCH or e[0] == OP_PUB_RUN or e[0] == OP_PUB_RRUN:
             out += [e[1].message(i) for i in range(len(e[1]))]
         else:
             out.append(e)
@@ -54,7 +63,7 @@ def flatten(events):
 @given(st.lists(op(), max_size=12), st.lists(st.integers(0, 400), max_size=8), st.booleans())
 def test_any_split_gives_the_same_events(ops, cuts, batch):
     # Repeat some ops so the repeated-line and batching paths are exercised too.
-    ops = ops + ops[:3]
+    ops = ops + ops[:3] + [o for o in ops if o[1][:2] == (OP_PUB, b"js.s")] * 3
     data = b"".join(o[0] for o in ops)
     expected = [o[1] for o in ops]
     p = Parser(batch=batch)

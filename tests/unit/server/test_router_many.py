@@ -279,3 +279,34 @@ def test_route_run_over_many_subjects_is_byte_identical_to_route():
     assert [bytes(c.out) for c in cs] == [bytes(c.out) for c in cs2]
     assert [(c.out_msgs, c.out_bytes) for c in cs] == [(c.out_msgs, c.out_bytes) for c in cs2]
     assert [s.delivered for s in subs] == [s.delivered for s in subs2]  # (FakeClient.deliver ignores max)
+
+
+def test_publish_many_of_a_runs_replies_is_byte_identical_to_publish():
+    # A turn's PubAcks: replies to one inbox (one match for them all, Sublist.sibling_result),
+    # interleaved with another inbox, a reply that a literal subscription also wants, and
+    # subjects nobody wants.
+    subjects = ["_INBOX.a.%04d" % i for i in range(40)]
+    subjects[10:10] = ["_INBOX.b.1", "_INBOX.a.special", "none.1"]
+    subjects += ["_INBOX.a.x.y", "_INBOX.a.0041"]
+    payloads = [b'{"stream":"S","seq":%d}' % i for i in range(len(subjects))]
+    ss = [("_INBOX.a.*", b"1"), ("_INBOX.b.*", b"2"), ("_INBOX.a.special", b"3")]
+    _, ports, c1, subs1 = setup(ss)
+    for s, p in zip(subjects, payloads):
+        ports.publish(s, "", None, p)
+    acc2, ports2, c2, subs2 = setup(ss)
+    ports2.publish_many(subjects, payloads)
+    assert bytes(c2.out) == bytes(c1.out)
+    assert (c2.out_msgs, c2.out_bytes) == (c1.out_msgs, c1.out_bytes)
+    assert [s.delivered for s in subs2] == [s.delivered for s in subs1] == [42, 1, 1]
+    assert b"MSG _INBOX.a.special 1 " in c1.out and b"MSG _INBOX.a.special 3 " in c1.out
+
+
+def test_sibling_result_is_the_inbox_shape_only_when_no_literal_sibling_holds_items():
+    acc, _, c, subs = setup([("_INBOX.a.*", b"1")])
+    sl = acc.sublist
+    r = sl.match("_INBOX.a.1")
+    assert sl.sibling_result("_INBOX.a.1") is r and list(r.psubs) == [subs[0]]
+    sl.insert("_INBOX.a.7", Subscription(c, b"2", "_INBOX.a.7", None))
+    assert sl.sibling_result("_INBOX.a.1") is None  # the subscriptions changed: forgotten
+    sl.match("_INBOX.a.1")
+    assert sl.sibling_result("_INBOX.a.1") is None  # a literal sibling holds items: no shape

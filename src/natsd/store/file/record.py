@@ -53,7 +53,7 @@ from natsd.store.file.layout import MAX_RECORD_SIZE
 __all__ = [
     "HDR_BIT", "FLAG_ERASED", "FLAG_TOMB", "FLAG_TTL", "FLAG_FIRST", "FLAG_TRUNC", "FLAG_SKIP",
     "FLAG_MASK", "SEQ_MASK", "HEADER_SIZE", "TRAILER_SIZE", "RECORD_OVERHEAD",
-    "file_store_msg_size", "encode_msg_into", "encode_marker", "erase_record", "Record", "decode_record",
+    "file_store_msg_size", "encode_msg_into", "encode_msgs", "encode_marker", "erase_record", "Record", "decode_record",
     "RecordError", "parse_header", "HEAD_STRUCT", "TRAILER_STRUCT", "CRC_RESIDUE", "intact_crc",
 ]
 
@@ -138,6 +138,22 @@ def encode_msg_into(buf: bytearray, seq: int, ts: int, subject: bytes, hdr: byte
     buf += msg
     buf += _pack_trailer(crc, total)
     return total
+
+
+def encode_msgs(seq: int, ts: int, subject: bytes, msgs: list[bytes]) -> bytes:
+    """Records of the header-less ``msgs`` (all of one length) as sequences ``seq``,
+    ``seq + 1``..., all with timestamp ``ts``, back to back: byte for byte what
+    :func:`encode_msg_into` appends for each (the layout of the module docstring: head,
+    subject, payload, CRC-32 of those, length). Two list comprehensions instead of a call per
+    record: a burst of asynchronous publishes is encoded at C speed but for the checksums."""
+    slen = len(subject)
+    total = 30 + slen + len(msgs[0])
+    assert 0 < seq and seq + len(msgs) - 1 <= SEQ_MASK and slen < 0x10000
+    crc = _crc_big if total >= BIG else _crc32
+    pack_head = _pack_head
+    pack_trailer = _pack_trailer
+    recs = [pack_head(total, s, ts, slen) + subject + m for s, m in zip(range(seq, seq + len(msgs)), msgs)]
+    return b"".join([r + pack_trailer(crc(r), total) for r in recs])
 
 
 def encode_marker(flag: int, seq: int, ts: int = 0, count: int | None = None) -> bytes:

@@ -57,7 +57,7 @@ import logging
 import os
 import shutil
 from collections import deque
-from typing import Callable
+from typing import Callable, Iterable
 
 from natsd.store.file.crc import crc32
 from natsd.clock import Timer
@@ -74,7 +74,7 @@ from natsd.store.file.meta import atomic_write, fsync_dir, write_meta
 from natsd.store.file.reads import MsgCorrupt, ReadPath
 from natsd.store.file.record import (
     FLAG_ERASED, FLAG_FIRST, FLAG_MASK, FLAG_SKIP, FLAG_TOMB, FLAG_TRUNC, FLAG_TTL, HEADER_SIZE, SEQ_MASK,
-    RecordError, encode_marker, encode_msg_into, erase_record, file_store_msg_size, parse_header,
+    RecordError, encode_marker, encode_msg_into, encode_msgs, erase_record, file_store_msg_size, parse_header,
 )
 from natsd.store.file.recovery import Recovery
 from natsd.store.file.threaded import ThreadedWrites, no_post
@@ -317,6 +317,28 @@ class FileStreamStore(Recovery, ReadPath, ThreadedWrites, FaultHandling, Indexed
         if ttl_ns:
             lmb.pending += encode_marker(FLAG_TTL, seq, ts + ttl_ns if ttl_ns > 0 else NEVER_EXPIRES)
         return (lmb.id << 32) | off
+
+    def _write_run(self, seq: int, ts: int, subject: str, msgs: list[bytes], start: int) -> tuple[int, Iterable[int]]:
+        # What fits in the last block (rolled first when not even one does, as _write), when
+        # those messages have one length: one encode_msgs, one append, positions at a stride.
+        m0 = msgs[start]
+        sb = subject.encode()
+        rec = 30 + len(sb) + len(m0)
+        lmb = self._lmb
+        off = lmb.pend_off + len(lmb.pending)
+        if off and off + rec > self._block_size:
+            lmb = self._roll()
+            off = lmb.flushed
+        k = min(len(msgs) - start, max(1, (self._block_size - off) // rec))
+        chunk = msgs[start:start + k]
+        if k > 1 and list(map(len, chunk)).count(len(m0)) != k:
+            return 1, (self._write(seq, ts, subject, None, m0, 0),)
+        lmb.pending += encode_msgs(seq, ts, sb, chunk)
+        lmb.max_ref = seq + k - 1
+        if self._blive is not None:
+            self._blive[lmb.id] = self._blive.get(lmb.id, 0) + rec * k
+        p0 = (lmb.id << 32) | off
+        return k, range(p0, p0 + rec * k, rec)
 
     def _drop(self, seq: int, pos: int, size: int, erase: bool, front: bool) -> None:
         if self._replaying:
