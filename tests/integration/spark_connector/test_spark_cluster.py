@@ -127,7 +127,10 @@ def test_spark_declarative_pipeline_example(server, spark, tmp_path):
     spec.write_text(spec.read_text().replace("file:///tmp/jetstream-orders-pipeline", f"file://{tmp_path}/storage"))
     out = subprocess.run(
         [str(BIN / "spark-pipelines"), "run"], cwd=work, capture_output=True, text=True, timeout=400,
-        env=_env(NATS_URL=server.url, ORDERS_STREAM="SDPORDERS"),
+        # SPARK_TESTING: pyspark binds the local Spark Connect server that spark-pipelines starts
+        # to an ephemeral port (and connects to it) instead of the fixed 15002 (SPARK-42272), so
+        # this test never collides with another Spark Connect server on the machine.
+        env=_env(NATS_URL=server.url, ORDERS_STREAM="SDPORDERS", SPARK_TESTING="1"),
     )
     log = out.stdout + out.stderr
     # pyspark 4.3's CLI exits 1 with UNKNOWN_RESPONSE after a successful run whenever a Python data
