@@ -19,7 +19,7 @@ and the link stays plain. Each side picks its own writer's mode with :func:`sele
 that level is what ``/leafz`` shows as ``compression``.
 
 The stream (Go's ``s2.NewWriter``/``s2.NewReader``; the Snappy framing format that S2 extends,
-documented in :mod:`natsd.jetstream.snapshot.s2`): ``0xff`` stream identifier, then chunks of
+documented in :mod:`natsd.s2`): ``0xff`` stream identifier, then chunks of
 ``type:u8 length:u24le masked-CRC32C:u32le data`` (``0x00`` a compressed block, ``0x01`` stored
 data). natsd writes every flush of a link through ``cramjam.snappy``'s frame encoder (stream
 identifier once, then compressed or stored chunks of at most 64 KiB, CRCs included); Go's
@@ -37,16 +37,12 @@ from natsd.config.leafnodes import (
     COMPRESSION_ACCEPT, COMPRESSION_NOT_SUPPORTED, COMPRESSION_OFF, COMPRESSION_S2_AUTO, COMPRESSION_S2_BEST,
     COMPRESSION_S2_BETTER, COMPRESSION_S2_FAST, COMPRESSION_S2_UNCOMPRESSED,
 )
-from natsd.jetstream.snapshot.archive import ArchiveError
-from natsd.jetstream.snapshot.s2 import s2_decode_block
+from natsd.s2 import FrameDecoder, S2Error
 
 __all__ = ["needs_compression", "select_mode", "auto_mode", "info_mode", "S2Writer", "S2Reader",
            "CompressionError"]
 
 _LEVELS = (COMPRESSION_S2_UNCOMPRESSED, COMPRESSION_S2_FAST, COMPRESSION_S2_BETTER, COMPRESSION_S2_BEST)
-_decompress_raw_len = cramjam.snappy.decompress_raw_len
-_decompress_raw_into = cramjam.snappy.decompress_raw_into
-_DecompressionError = cramjam.DecompressionError
 
 
 class CompressionError(ValueError):
@@ -111,59 +107,17 @@ class S2Writer:
 
 
 class S2Reader:
-    """Decodes the other side's framed stream (S2 or Snappy identifier), in any chunking.
+    """Decodes the other side's framed stream (S2 or Snappy identifier), in any chunking: the
+    shared decoder of :mod:`natsd.s2` (CRCs not checked: the link is TCP, or TLS which
+    authenticates); a bad stream raises CompressionError."""
 
-    The frame walk is here and each block goes to cramjam's raw Snappy decoder (C); a block it
-    refuses -- an S2 block with repeat copies, what Go's writer emits at s2_fast and above -- to
-    the pure-Python S2 decoder of :mod:`natsd.jetstream.snapshot.s2`. Stored chunks are sliced.
-    CRCs are not checked (no CRC-32C in C at hand; the link is TCP, or TLS which authenticates)."""
-
-    __slots__ = ("_buf", "_started")
-
-    MAX_CHUNK = 4 * 1024 * 1024 + 64  # S2's largest block plus its CRC and length
+    __slots__ = ("_feed",)
 
     def __init__(self) -> None:
-        self._buf = b""
-        self._started = False
+        self._feed = FrameDecoder().feed
 
     def __call__(self, data: bytes) -> bytes:
-        buf = self._buf + data if self._buf else bytes(data)
-        out: list[bytes | bytearray] = []
-        pos = 0
-        n = len(buf)
-        while n - pos >= 4:
-            typ = buf[pos]
-            ln = buf[pos + 1] | (buf[pos + 2] << 8) | (buf[pos + 3] << 16)
-            if ln > self.MAX_CHUNK:
-                raise CompressionError("S2 chunk too large")
-            end = pos + 4 + ln
-            if end > n:
-                break
-            if typ == 0x00 or typ == 0x01:
-                if not self._started or ln < 4:
-                    raise CompressionError("corrupt S2 stream")
-                body = buf[pos + 8:end]
-                if typ == 0x01:
-                    out.append(body)
-                else:
-                    try:
-                        # (into a bytearray: converting cramjam's Buffer to bytes costs more
-                        # than the decoding)
-                        dst = bytearray(_decompress_raw_len(body))
-                        _decompress_raw_into(body, dst)
-                        out.append(dst)
-                    except _DecompressionError:
-                        try:
-                            out.append(s2_decode_block(body))
-                        except ArchiveError as e:
-                            raise CompressionError(str(e)) from None
-            elif typ == 0xFF:
-                if buf[pos + 4:end] not in (b"S2sTwO", b"sNaPpY"):
-                    raise CompressionError("invalid S2 stream identifier")
-                self._started = True
-            elif typ < 0x80:
-                raise CompressionError("unsupported S2 chunk type")
-            # 0x80-0xfe: skippable (padding, S2's index)
-            pos = end
-        self._buf = buf[pos:] if pos < n else b""
-        return bytes(out[0]) if len(out) == 1 else b"".join(out)
+        try:
+            return self._feed(data)
+        except S2Error as e:
+            raise CompressionError(str(e)) from None
