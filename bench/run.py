@@ -3,7 +3,9 @@
 Both servers are started here as subprocesses on free loopback ports, each with a fresh
 JetStream store directory; the same C load generator (jsbench, libnats) drives both, so the
 client is never the bottleneck and the two figures are comparable. Output: one line per
-workload with both rates and the ratio natsd / nats-server, plus memory figures.
+workload with both rates and the ratio natsd / nats-server, each server's CPU per message
+(user+sys seconds of the server process over the generator's whole run, stream set-up included,
+divided by the messages), plus memory figures.
 
     make bench                                   # everything, default sizes
     .venv/bin/python bench/run.py core jspub     # a subset
@@ -76,6 +78,12 @@ class ServerProc:
     def url(self) -> str:
         return f"nats://127.0.0.1:{self.port}"
 
+    def cpu_seconds(self) -> float:
+        """user+sys CPU seconds of the server process so far (/proc/PID/stat fields 14 and 15)."""
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def rss_mb(self) -> float:
         with open(f"/proc/{self.proc.pid}/status") as f:
             for line in f:
@@ -139,28 +147,37 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(["bash", str(ROOT / "scripts" / "build-jsbench.sh")], check=True, cwd=ROOT)
 
     results: dict = {"workloads": {}, "memory": {}}
-    print(f"{'workload':<10} {'n':>9} {'size':>5} {'natsd/s':>12} {'nats-server/s':>14} {'ratio':>7}")
+    print(f"{'workload':<10} {'n':>9} {'size':>5} {'natsd/s':>12} {'nats-server/s':>14} {'ratio':>7}"
+          f" {'natsd µs/msg':>13} {'nats-server µs/msg':>19}")
     for w in args.workloads:
         n, size = WORKLOADS[w]
         n, size = args.n or n, args.size or size
         rates = {}
+        cpus: dict[str, float | None] = {}
         for kind in ("natsd", "nats-server"):
             best = None
+            best_cpu = None
             for _ in range(args.repeat):
                 srv = ServerProc(kind)
                 try:
+                    c0 = srv.cpu_seconds()
                     r = run_jsbench(srv.url, w, n, size)
+                    cpu = (srv.cpu_seconds() - c0) / n * 1e6
                 finally:
                     srv.stop()
                 if r is not None and (best is None or r > best):
-                    best = r
+                    best, best_cpu = r, cpu
             rates[kind] = best
+            cpus[kind] = best_cpu
         ours, ref = rates["natsd"], rates["nats-server"]
         ratio = (ours / ref) if ours and ref else None
-        results["workloads"][w] = {"n": n, "size": size, "natsd": ours, "nats-server": ref, "ratio": ratio}
+        results["workloads"][w] = {"n": n, "size": size, "natsd": ours, "nats-server": ref, "ratio": ratio,
+                                   "natsd_cpu_us_per_msg": cpus["natsd"],
+                                   "nats-server_cpu_us_per_msg": cpus["nats-server"]}
         fmt = lambda v: f"{v:,.0f}" if v else "fail"  # noqa: E731
-        print(f"{w:<10} {n:>9} {size:>5} {fmt(ours):>12} {fmt(ref):>14} {ratio and f'{ratio:.2f}' or '-':>7}",
-              flush=True)
+        fcpu = lambda v: f"{v:.2f}" if v is not None else "-"  # noqa: E731
+        print(f"{w:<10} {n:>9} {size:>5} {fmt(ours):>12} {fmt(ref):>14} {ratio and f'{ratio:.2f}' or '-':>7}"
+              f" {fcpu(cpus['natsd']):>13} {fcpu(cpus['nats-server']):>19}", flush=True)
 
     if args.conns:
         for kind in ("natsd", "nats-server"):
