@@ -23,10 +23,13 @@ case-insensitive. Anything after ``PING``/``PONG`` up to the newline is ignored 
 does the same).
 
 Buffering: when no partial data is pending the chunk is parsed in place (payloads are slices of
-the received ``bytes``, one copy each); otherwise the chunk is appended to one ``bytearray`` and,
-when the awaited payload is complete, parsed from a single ``bytes`` copy. A payload split over
-many reads therefore costs linear time, and a control line is re-scanned at most
-``max_control_line`` bytes per read.
+the received ``bytes``, one copy each). A payload that a read leaves incomplete waits in one
+``bytearray`` (payload bytes only); the read that completes it gives only the missing bytes (one
+join makes the payload) and the rest of that read is parsed in place, so a big message spanning
+reads costs one copy more than the others, not a copy of every following read. An incomplete
+control line is kept the same way and the next chunk appended to it, parsed from a single ``bytes``
+copy. A payload split over many reads therefore costs linear time, and a control line is
+re-scanned at most ``max_control_line`` bytes per read.
 
 Errors raise :class:`RemoteProtocolError` whose ``err`` is the reference's ``-ERR`` text, or
 ``None`` where the reference closes silently. After an error the parser stays failed.
@@ -161,18 +164,37 @@ class Parser:
     def _feed(self, data, events: list) -> list:
         pending = self._pending
         aw = self._await
+        # The awaited payload when this read completes one that an earlier read began (see below).
+        joined: Any = None
+        pos: int = 0
         if pending:
-            pending += data
-            if aw is not None and len(pending) < aw[4] + 2:
-                return []
-            work = bytes(pending)
-            pending.clear()
+            if aw is not None and len(pending) < aw[4]:
+                # A payload spanning reads (big messages: a 16 KB payload rarely ends where a
+                # read does): _pending holds its first bytes. Only the missing part is taken
+                # from this read, in one copy (join of the two buffers), and the rest of the read
+                # is parsed in place, instead of appending the whole read to _pending and
+                # copying all of it out again.
+                need = aw[4] - len(pending)
+                if len(data) < need + 2:
+                    pending += data
+                    return []
+                if data[need] != 13 or data[need + 1] != 10:
+                    raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, "payload not terminated by CRLF")
+                joined = b"".join((pending, memoryview(data)[:need]))
+                pending.clear()
+                pos = need + 2
+                work = data if type(data) is bytes else bytes(data)
+            else:
+                pending += data
+                if aw is not None and len(pending) < aw[4] + 2:
+                    return []
+                work = bytes(pending)
+                pending.clear()
         else:
             work = data if type(data) is bytes else bytes(data)
         n = len(work)
         # Declared types of the per-message values: no cost interpreted, and the compiled build
         # (natsd._compiled) keeps them as machine ints instead of boxed objects.
-        pos: int = 0
         size: int
         hdr_len: int
         op: int
@@ -196,17 +218,19 @@ class Parser:
         # The OP_PUB_RRUN event being extended (runs of publishes with a reply each).
         rr_ev: Any = None
         if aw is not None:
-            size = aw[4]
-            if n < size + 2:
-                pending += work
-                return events
-            if work[size] != 13 or work[size + 1] != 10:
-                raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, "payload not terminated by CRLF")
-            last_event = (aw[0], aw[1], aw[2], aw[3], work[:size])
+            if joined is None:
+                size = aw[4]
+                if n < size + 2:
+                    pending += work
+                    return events
+                if work[size] != 13 or work[size + 1] != 10:
+                    raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, "payload not terminated by CRLF")
+                joined = work[:size]
+                pos = size + 2
+            last_event = (aw[0], aw[1], aw[2], aw[3], joined)
             last_event_args = aw
             events.append(last_event)
             self._await = None
-            pos = size + 2
         last_line = self._last_line
         last_args: Any = self._last_args
         line_cache = self._line_cache
@@ -247,7 +271,7 @@ class Parser:
                     if stop < n and work[stop] != 13:
                         raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, "payload not terminated by CRLF")
                     self._await = last_args
-                    pending += work[start:]
+                    pending += memoryview(work)[start:]
                     break
                 if work[stop] != 13 or work[stop + 1] != 10:
                     raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, "payload not terminated by CRLF")
@@ -299,7 +323,7 @@ class Parser:
                             if stop < n and work[stop] != 13:
                                 raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, "payload not terminated by CRLF")
                             self._await = rp_args
-                            pending += work[start:]
+                            pending += memoryview(work)[start:]
                             break
                         if work[stop] != 13 or work[stop + 1] != 10:
                             raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, "payload not terminated by CRLF")
@@ -380,7 +404,7 @@ class Parser:
                             if stop < n and work[stop] != 13:
                                 raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, "payload not terminated by CRLF")
                             self._await = (OP_PUB, subject, b"", 0, nr_size)
-                            pending += work[start:]
+                            pending += memoryview(work)[start:]
                             break
                         if work[stop] != 13 or work[stop + 1] != 10:
                             raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, "payload not terminated by CRLF")
@@ -501,7 +525,7 @@ class Parser:
                 if stop < n and work[stop] != 13:
                     raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, "payload not terminated by CRLF")
                 self._await = last_args
-                pending += work[start:]
+                pending += memoryview(work)[start:]
                 break
             if work[stop] != 13 or work[stop + 1] != 10:
                 raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, "payload not terminated by CRLF")
