@@ -9,7 +9,7 @@ import pytest
 
 from natsd.protocol import Parser, RemoteProtocolError
 from natsd.protocol.errors import ERR_UNKNOWN_PROTOCOL
-from natsd.protocol.events import OP_PING, OP_PUB, OP_PUB_BATCH, OP_PUB_RUN
+from natsd.protocol.events import OP_PING, OP_PUB, OP_PUB_BATCH, OP_PUB_RRUN, OP_PUB_RUN
 
 SIZE = 16384
 
@@ -27,7 +27,7 @@ def _pubs(n: int, reply: bool = True) -> tuple[bytes, list[tuple]]:
 def _flatten(events: list) -> list:
     out = []
     for e in events:
-        if e[0] == OP_PUB_BATCH or e[0] == OP_PUB_RUN:
+        if e[0] == OP_PUB_BATCH or e[0] == OP_PUB_RUN or e[0] == OP_PUB_RRUN:
             out += [e[1].message(i) for i in range(len(e[1]))]
         else:
             out.append(e)
