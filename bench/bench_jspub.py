@@ -14,15 +14,17 @@ Workloads (subjects cycle over 100, one file stream ``C`` on ``c.>``):
 * ``hpub``: HPUB with an application header (``X-Trace: abc``);
 * ``incr``: ``Nats-Incr: 1`` on an ``allow_msg_counter`` stream (issue 12's counters measure);
 * ``msgid``: a unique ``Nats-Msg-Id`` per publish (the Spark sink's idempotent write);
-* ``sync``: ``PUB c.1 _R.i 128`` (128 B, one subject: ``run.py jssync``'s shape);
+* ``sync``: ``PUB c.1 _R.<n> 128`` (128 B, one subject: ``run.py jssync``'s shape);
 * ``kv``: 128 B puts to ``$KV.B.k0`` .. ``k999`` cycling, on a stream configured as a KV bucket
   with history 1 (``max_msgs_per_subject`` 1, rollup, deny delete, direct, discard new,
   2 min duplicate window: ``run.py kvput``'s shape): from the second lap on, each put removes
   the key's previous message, which is the stream's oldest here (index removal, and a FIRST
   marker instead of a tombstone in the file store).
 
-(Replies are one ``_R.i`` here; a real client's differ per request, ``_INBOX.<id>.<n>``, which
-the Sublist's shape cache answers.)
+``sync`` and ``kv`` reply to a new subject each time (``_R.<n>``), as a real client's requests
+do (``_INBOX.<id>.<n>``): each is a miss of the Sublist's main cache that its shape cache answers
+and that pushes older entries (the stream's subjects) out at each sweep. The others reply to
+``_R.i``.
 
 ``--pipeline K`` sends K publishes per read instead (each with its own reply ``_R.<n>``, to one
 subject, as the Spark sink's task does) and waits for their K PubAcks: the asynchronous
@@ -69,7 +71,7 @@ def frames(wl: str, n: int, base: int, pipeline: int = 0) -> list[bytes]:
         subj = b"c.1" if pipeline or wl == "sync" else b"c.%d" % (i % 100)
         if wl == "kv":
             subj = b"$KV.B.k%d" % (i % 1000)
-        reply = b"_R.%d" % i if pipeline else b"_R.i"
+        reply = b"_R.%d" % i if pipeline or wl in ("sync", "kv") else b"_R.i"
         if wl in ("pub", "sync", "kv"):
             out.append(b"PUB %s %s %d\r\n%s\r\n" % (subj, reply, len(body), body))
         elif wl == "hpub":
