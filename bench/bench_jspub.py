@@ -13,7 +13,18 @@ Workloads (subjects cycle over 100, one file stream ``C`` on ``c.>``):
 * ``pub``: ``PUB c.N _R.i 1`` (no headers);
 * ``hpub``: HPUB with an application header (``X-Trace: abc``);
 * ``incr``: ``Nats-Incr: 1`` on an ``allow_msg_counter`` stream (issue 12's counters measure);
-* ``msgid``: a unique ``Nats-Msg-Id`` per publish (the Spark sink's idempotent write).
+* ``msgid``: a unique ``Nats-Msg-Id`` per publish (the Spark sink's idempotent write);
+* ``sync``: ``PUB c.1 _R.<n> 128`` (128 B, one subject: ``run.py jssync``'s shape);
+* ``kv``: 128 B puts to ``$KV.B.k0`` .. ``k999`` cycling, on a stream configured as a KV bucket
+  with history 1 (``max_msgs_per_subject`` 1, rollup, deny delete, direct, discard new,
+  2 min duplicate window: ``run.py kvput``'s shape): from the second lap on, each put removes
+  the key's previous message, which is the stream's oldest here (index removal, and a FIRST
+  marker instead of a tombstone in the file store).
+
+``sync`` and ``kv`` reply to a new subject each time (``_R.<n>``), as a real client's requests
+do (``_INBOX.<id>.<n>``): each is a miss of the Sublist's main cache that its shape cache answers
+and that pushes older entries (the stream's subjects) out at each sweep. The others reply to
+``_R.i``.
 
 ``--pipeline K`` sends K publishes per read instead (each with its own reply ``_R.<n>``, to one
 subject, as the Spark sink's task does) and waits for their K PubAcks: the asynchronous
@@ -48,7 +59,13 @@ from natsd.server.connection import ClientConnection
 sys.path.append(str(pathlib.Path(__file__).resolve().parents[1]))
 from tests.helpers.faketransport import BufferTransport as _Transport  # noqa: E402
 
-WORKLOADS = ("pub", "hpub", "incr", "msgid")
+WORKLOADS = ("pub", "hpub", "incr", "msgid", "sync", "kv")
+
+
+# The stream nats.c's js_CreateKeyValue asks for (History 1), as natsd records it.
+KV_CONFIG = (b'{"name":"KV_B","subjects":["$KV.B.>"],"max_msgs_per_subject":1,"discard":"new",'
+             b'"duplicate_window":120000000000,"allow_direct":true,"deny_delete":true,'
+             b'"allow_rollup_hdrs":true,"max_msg_size":-1,"max_bytes":-1,"max_msgs":-1,"max_age":0}')
 
 
 def _hpub(subject: bytes, reply: bytes, hdr: bytes, payload: bytes) -> bytes:
@@ -57,11 +74,13 @@ def _hpub(subject: bytes, reply: bytes, hdr: bytes, payload: bytes) -> bytes:
 
 def frames(wl: str, n: int, base: int, pipeline: int = 0, size: int | None = None) -> list[bytes]:
     out = []
-    body = b"x" * (size if size is not None else 128 if pipeline else 1)
+    body = b"x" * (size if size is not None else 128 if pipeline or wl in ("sync", "kv") else 1)
     for i in range(base, base + n):
-        subj = b"c.1" if pipeline else b"c.%d" % (i % 100)
-        reply = b"_R.%d" % i if pipeline else b"_R.i"
-        if wl == "pub":
+        subj = b"c.1" if pipeline or wl == "sync" else b"c.%d" % (i % 100)
+        if wl == "kv":
+            subj = b"$KV.B.k%d" % (i % 1000)
+        reply = b"_R.%d" % i if pipeline or wl in ("sync", "kv") else b"_R.i"
+        if wl in ("pub", "sync", "kv"):
             out.append(b"PUB %s %s %d\r\n%s\r\n" % (subj, reply, len(body), body))
         elif wl == "hpub":
             out.append(_hpub(subj, reply, b"NATS/1.0\r\nX-Trace: abc\r\n\r\n", body))
@@ -97,8 +116,12 @@ async def run(wl: str, n: int, rounds: int, profile: bool, pipeline: int = 0, si
             c.connection_made(t)
             c.data_received(b'CONNECT {"verbose":false,"pedantic":false,"headers":true,"protocol":1}\r\n'
                             b"SUB _R.> 1\r\n")
-            cfg = b'{"name":"C","subjects":["c.>"]%s}' % (b',"allow_msg_counter":true' if wl == "incr" else b"")
-            c.data_received(b"PUB $JS.API.STREAM.CREATE.C _R.api %d\r\n%s\r\n" % (len(cfg), cfg))
+            if wl == "kv":
+                cfg = KV_CONFIG
+            else:
+                cfg = b'{"name":"C","subjects":["c.>"]%s}' % (b',"allow_msg_counter":true' if wl == "incr" else b"")
+            name = b"KV_B" if wl == "kv" else b"C"
+            c.data_received(b"PUB $JS.API.STREAM.CREATE.%s _R.api %d\r\n%s\r\n" % (name, len(cfg), cfg))
             while b"MSG _R.api" not in t.buf:
                 await asyncio.sleep(0)
             assert b'"error"' not in t.buf, bytes(t.buf)

@@ -1186,8 +1186,14 @@ class Stream:
 
     # -- storage updates (removals) ------------------------------------------------------------------
     def _on_storage_update(self, msgs_delta: int, bytes_delta: int, seq: int, subject: str) -> None:
-        self.account.note_removed(self.config.storage, bytes_delta)
-        self._fold_usage()
+        # (once per message a limit removes: every KV put of an existing key, history 1)
+        acct = self.account
+        if acct.limits_enforced:
+            acct.note_removed(self.config.storage, bytes_delta)
+        b = self.store.bytes_used
+        if b != self._counted:  # (_fold_usage, inlined)
+            self._used[self._ut] += b - self._counted
+            self._counted = b
         if msgs_delta < 0 and seq:
             if self._removed is not None:
                 self._removed.append((seq, subject))

@@ -114,6 +114,11 @@ class IndexedStreamStore:
         self._old_max_msgs = config.max_msgs if old and config.max_msgs > 0 else 0
         self._old_max_bytes = config.max_bytes if old and config.max_bytes > 0 else 0
         self._any_limit = bool(self._max_per_subj or self._old_max_msgs or self._old_max_bytes)
+        # discard "new" refuses only through max_msgs, max_bytes or discard_new_per_subject: a
+        # KV bucket (discard new, a per-subject limit alone) skips the check per message.
+        self._check_new = self._discard_new and (
+            config.max_msgs > 0 or config.max_bytes > 0
+            or (config.discard_new_per_subject and self._max_per_subj > 0))
 
     # ------------------------------------------------------------------ payload hooks
     def _write(self, seq: int, ts: int, subject: str, hdr: bytes | None, msg: bytes, ttl_ns: int) -> int:
@@ -467,7 +472,7 @@ class IndexedStreamStore:
         if self._closed:
             raise StoreClosed("store is closed")
         size = self.msg_size(subject, hdr, msg)
-        if self._discard_new:
+        if self._check_new:
             self._check_discard_new(subject, hdr, size)
         seq = self._last + 1
         ts = self._time_ns()

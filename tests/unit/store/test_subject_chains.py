@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import itertools
 import random
+from dataclasses import replace
 
 import pytest
 
 from natsd.clock import ManualClock
-from natsd.store.base import DiscardPolicy, StoreConfig
+from natsd.store.base import DiscardPolicy, MaxBytes, MaxMsgs, MaxMsgsPerSubject, StoreConfig
 from natsd.subjects.tokens import matcher, subject_matches
 
 _SUBJECTS = ["c.a", "c.b", "c.c", "c.d.x"]
@@ -68,6 +69,33 @@ def test_kv_history_one_replaces_in_place(store_factory):
     assert (st.msgs, st.first_seq, st.last_seq, st.num_subjects) == (50, 101, 150, 50)
     _check(s)
     assert s.load_last_msg("$KV.b.k7").msg == b"2"
+    s.stop()
+
+
+def test_kv_discard_new_refuses_once_a_limit_applies(store_factory):
+    """A KV bucket (discard new, a per-subject limit alone) never refuses, so the store skips
+    the discard-new check per put; a config update that adds max_msgs, max_bytes or
+    discard_new_per_subject brings the refusals back at once."""
+    clock = ManualClock()
+    s = store_factory.make(StoreConfig(name="KV", max_msgs_per_subject=1, discard=DiscardPolicy.NEW), clock)
+    for k in range(4):
+        s.store_msg(f"$KV.b.k{k}", None, b"v")
+    s.store_msg("$KV.b.k0", None, b"w")  # replaces: no refusal
+    s.update_config(replace(s.config, max_msgs=4))
+    with pytest.raises(MaxMsgs):
+        s.store_msg("$KV.b.k9", None, b"v")
+    s.store_msg("$KV.b.k1", None, b"w")  # a subject at its limit: replacing counts as room
+    s.update_config(replace(s.config, max_msgs=-1, max_bytes=s.state().bytes))
+    with pytest.raises(MaxBytes):
+        s.store_msg("$KV.b.k9", None, b"v")
+    s.update_config(replace(s.config, max_bytes=-1, discard_new_per_subject=True))
+    with pytest.raises(MaxMsgsPerSubject):
+        s.store_msg("$KV.b.k2", None, b"w")
+    s.update_config(replace(s.config, discard_new_per_subject=False))
+    s.store_msg("$KV.b.k2", None, b"w")
+    st = s.state()
+    assert (st.msgs, st.last_seq) == (4, 7)
+    _check(s)
     s.stop()
 
 

@@ -234,14 +234,20 @@ class MessageBlock:
         data = self.pending
         off = self.flushed
         try:
-            view = memoryview(data)
-            try:
-                while view:
-                    n = _pwrite(self.fd, view, off)
+            # One pwrite of the whole buffer is the rule; only a short write takes the loop
+            # over a view (no view made per flush: a synchronous publisher waits for each).
+            n = _pwrite(self.fd, data, off)
+            if n < len(data):
+                view = memoryview(data)
+                try:
                     view = view[n:]
                     off += n
-            finally:
-                view.release()
+                    while view:
+                        n = _pwrite(self.fd, view, off)
+                        view = view[n:]
+                        off += n
+                finally:
+                    view.release()
             if sync:
                 _fsync(self.fd)
         except OSError as exc:

@@ -444,7 +444,11 @@ class FileStreamStore(Recovery, ReadPath, ThreadedWrites, FaultHandling, Indexed
         lmb = self._lmb
         if lmb is None:
             return
-        marker_first = self._add_first_marker(lmb)
+        # (the checks of _add_first_marker and _after_write inline: this runs once per turn and
+        # a synchronous publisher waits for it)
+        marker_first = self._marker_first
+        if self._first != marker_first:
+            self._add_first_marker(lmb)
         if lmb.pending:
             try:
                 lmb.flush(self._sync_always)
@@ -455,7 +459,8 @@ class FileStreamStore(Recovery, ReadPath, ThreadedWrites, FaultHandling, Indexed
         # Everything is written: any token handed out is reached (and the next one is new).
         self._token += 1
         self._done_token = self._token
-        self._after_write()
+        if self._write_failing or self._unlink_dead or self._compressing:
+            self._after_write()
 
     def _add_first_marker(self, lmb: MessageBlock) -> int:
         """Before a write: a FIRST marker when the first sequence moved since the last one.
@@ -482,12 +487,16 @@ class FileStreamStore(Recovery, ReadPath, ThreadedWrites, FaultHandling, Indexed
     def _unlink_dead_blocks(self) -> None:
         """Unlink the prefix of blocks whose every record refers to sequences below first."""
         first = self._first
-        for bid in list(self._blocks):
-            blk = self._blocks[bid]
+        blocks = self._blocks
+        # (oldest first; called after every write that moved first: a KV bucket's every put,
+        # so no list of the blocks is built while the oldest is still live)
+        while blocks:
+            bid = next(iter(blocks))
+            blk = blocks[bid]
             if blk is self._lmb or blk.max_ref >= first or blk.jobs:
                 break
             blk.unlink()
-            del self._blocks[bid]
+            del blocks[bid]
 
     def sync(self) -> None:
         """flush(), fsync every block written since the last sync, write consumer states, and

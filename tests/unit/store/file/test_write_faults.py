@@ -300,3 +300,27 @@ def test_stop_on_a_full_disk_closes_and_recovers(tmp_path, clock, disk):
     # The delete was not written (a resurrected message, never a lost one).
     assert (st.msgs, st.last_seq, st.lost_msgs) == (3, 3, None)
     s2.stop()
+
+
+def test_short_writes_are_completed(tmp_path, clock, monkeypatch):
+    """pwrite may write less than asked without an error: the flush writes the rest, and a
+    restart reads back every record whole."""
+    real_pwrite = os.pwrite
+    calls = []
+
+    def pwrite(fd, data, off):
+        calls.append(len(data))
+        return real_pwrite(fd, bytes(data[: max(1, len(data) // 3)]), off)  # a third at a time
+
+    d = str(tmp_path / "S")
+    s = open_stream_store(cfg(), clock, d)
+    monkeypatch.setattr(block_mod, "_pwrite", pwrite)
+    for i in range(4):
+        s.store_msg("a", None, b"payload-%d" % i)
+    s.flush()
+    assert len(calls) > 1  # it took several writes
+    monkeypatch.setattr(block_mod, "_pwrite", real_pwrite)
+    s.stop()
+    s = open_stream_store(cfg(), clock, d)
+    assert [s.load_msg(q).msg for q in range(1, 5)] == [b"payload-%d" % i for i in range(4)]
+    s.stop()
