@@ -1,58 +1,14 @@
-"""A JetStream stream: ingest (the publish path), retention, and the stream-side of the API.
+"""A JetStream stream: its lifecycle, retention, consumers and the stream side of the API.
 
-The publish path is the hot path. A message on one of the stream's subjects arrives through an
-internal subscription (``Ports.subscribe``) and :meth:`Stream.process_msg`. A message without
-headers on a stream with nothing to check first (limits retention, not sealed, no
-``max_msg_size``, no republish / subject transform, no account byte limits) takes a fast path
-straight to ``store_msg``; otherwise the steps are:
+The hot path lives in two modules whose functions the :class:`Stream` class takes as its methods
+(so ``stream.process_msg`` is an ordinary bound method, no extra call on the way):
 
-0. ``subject_transform`` rewrites the subject;
-1. rejects it when sealed / too big (``max_msg_size``, 64 KiB of headers);
-2. only if the message has a header block, scans it once for the ``Nats-*`` headers we honour
-   (``Nats-Expected-Stream``, ``Nats-TTL``, ``Nats-Expected-Last-Subject-Sequence`` (+``-Subject``),
-   ``Nats-Expected-Last-Sequence``, ``Nats-Msg-Id``, ``Nats-Expected-Last-Msg-Id``,
-   ``Nats-Rollup``), checked in the reference's order; a reply ending in ``.$FI`` (fast batch,
-   natsd.jetstream.fastbatch) or a ``Nats-Batch-Id`` (atomic batch, natsd.jetstream.batch) hands
-   the message to those modules; ``Nats-Incr`` and counter streams go through
-   natsd.jetstream.counters (the PubAck then carries ``"val"``);
-3. appends it to the store (``store_msg``; the store applies discard-old limits and raises on
-   discard-new) or, on an interest stream nobody is interested in, skips the sequence;
-4. queues the reply (a PubAck built from bytes, never ``json.dumps``) and, once per loop turn
-   (``Clock.call_soon``), :meth:`_flush` hands the batch to the OS (``store.flush()``, plus
-   ``store.sync()`` with ``sync_always``), then sends every queued PubAck, then tells each
-   consumer ``on_new_messages(last_seq)``. So a PubAck always follows the write of its record.
-   A big turn's write may go to the store's writer thread (``store.flush_async``, see
-   natsd.store.file.writer): then the turn's replies and the consumers' wake-up wait, in turn
-   order, until the store reports it written (:meth:`_written`).
-
-   Except with ``persist_mode: async`` (file storage only, as the reference): there the PubAck
-   is sent at the end of the turn *without* writing first; the records stay in the store's
-   buffer (a read of one of them, e.g. a delivery, writes them first: the file store never
-   serves bytes it has not written) and ``_persist`` writes them ``ASYNC_PERSIST_DELAY_NS``
-   (10 ms) later in one ``pwrite``, never fsynced per write even with ``sync_always`` (the
-   server's ``sync_interval`` still fsyncs). So for such a stream a PubAck does **not** mean the
-   record reached the OS: a crash (kill -9) within those 10 ms, or a failed write (then logged,
-   and the stream's state cut back to what is on disk), loses acknowledged messages.
-
-PubAck bytes (the reference builds them by hand, note the space in ``"duplicate": true``)::
-
-    {"stream":"ORDERS","seq":5}
-    {"stream":"ORDERS","seq":2,"duplicate": true}
-    {"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 2"},"stream":"ORDERS","seq":0}
-
-``no_ack`` streams never reply, not even errors.
-
-When the store's write fails (disk full, I/O error) the store rolls back every message not on
-disk (``store.take_rollback()``): :meth:`_flush` then answers each publish whose sequence was
-taken back with an error instead of its PubAck (10023 "insufficient resources" for ENOSPC /
-EDQUOT, 10077 with the OS error otherwise; nats-server 2.15.1 answers nothing at all there),
-forgets their msg ids and never tells consumers about them. Nothing is left unanswered.
-
-Server-wide limits (``jetstream { max_file_store, max_memory_store }``, defaults computed by the
-engine as the reference): before storing, a publish is refused with 10023 when the bytes stored
-by every stream of that storage type already exceed the limit (the reference's
-``limitsExceeded``). The engine's running total (``engine.used``) is kept by folding each
-stream's ``store.bytes_used`` into it (``_fold_usage``): at each flush and each removal.
+* :mod:`natsd.jetstream.ingest`: the publish path: a message (or a run of them) in, the
+  ``Nats-*`` header checks in the reference's order, the store, the PubAck queued; dedupe
+  (``Nats-Msg-Id``), rollups, republish, counters' light path;
+* :mod:`natsd.jetstream.turnflush`: once per loop turn, write the turn's records, then send its
+  PubAcks, then wake the consumers (``persist_mode: async``, writer-thread writes and failed
+  writes included). So a PubAck always follows the write of its record.
 
 Timers (all on the injected clock): max_age / Nats-TTL expiry (armed from ``store.next_expiry()``),
 the dedupe window, and ``sync_interval`` (owned by the engine).
@@ -65,28 +21,22 @@ Consumers (``natsd.jetstream.consumer``) see the stream through: ``consumers`` (
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 from collections import deque
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from natsd.gotime import format_duration
-from natsd.jetstream import counters
-from natsd.jetstream.batch import H_BATCH_ID, AtomicBatches, on_batch_msg, repair_torn_batch
-from natsd.jetstream.errors import ApiError, ApiErrors
-from natsd.jetstream.fastbatch import SUFFIX as FAST_BATCH_SUFFIX, on_fast_batch_msg
+from natsd.jetstream import ingest, turnflush
+from natsd.jetstream.batch import AtomicBatches, repair_torn_batch
+from natsd.jetstream.errors import ApiErrors
+from natsd.jetstream.ingest import H_MARKER_REASON
 from natsd.jetstream.models import SECOND, StreamConfig, rfc3339, state_to_json, with_dynamic_metadata
-from natsd.jetstream.schedules import SCHEDULE_MARK, Schedules, check_publish as check_schedule, schedule_to_purge
+from natsd.jetstream.schedules import Schedules
 from natsd.jetstream.sourcing import SourceLink
 from natsd.jetstream.wire import dumps, parse_ttl
-from natsd.protocol.headers import get_header_bytes, nats_headers
-from natsd.store.base import (
-    MaxBytes, MaxMsgs, MaxMsgsPerSubject, MsgNotFound, StoreConfig, StoreEOF, StoreError, StoreFull,
-    StoreMsg, StoreWriteError, StreamStore,
-)
-from natsd.subjects.tokens import subject_matches, subjects_collide, subset
-from natsd.subjects.transform import transform as _transform
+from natsd.store.base import MsgNotFound, StoreConfig, StoreEOF, StoreError, StoreMsg, StreamStore
+from natsd.subjects.tokens import subjects_collide, subset
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Clock, Timer
@@ -99,25 +49,6 @@ __all__ = ["Stream", "store_config_for", "parse_ttl"]
 
 log = logging.getLogger("natsd.jetstream.stream")
 
-# Header names we look at on ingest (exact spelling as the reference; compared case-sensitively
-# like nats-server's getHeader).
-H_MSG_ID = b"Nats-Msg-Id"
-H_EXP_STREAM = b"Nats-Expected-Stream"
-H_EXP_LAST_SEQ = b"Nats-Expected-Last-Sequence"
-H_EXP_LAST_SUBJ_SEQ = b"Nats-Expected-Last-Subject-Sequence"
-H_EXP_LAST_SUBJ_SEQ_SUBJ = b"Nats-Expected-Last-Subject-Sequence-Subject"
-H_EXP_LAST_MSG_ID = b"Nats-Expected-Last-Msg-Id"
-H_ROLLUP = b"Nats-Rollup"
-H_TTL = b"Nats-TTL"
-H_MARKER_REASON = b"Nats-Marker-Reason"
-H_STREAM_SOURCE = b"Nats-Stream-Source"
-
-MAX_HDR_SIZE = 65535  # math.MaxUint16 in the reference
-_NO_SOURCES: dict = {}  # (the counter sources of a counter message stored without any; never changed)
-COUNTER_CACHE_MAX = 100_000  # counter totals kept in memory per stream (see Stream.counter_stored)
-# persist_mode: async: how long acknowledged records may wait in the store's buffer before
-# they are written (coalescing the writes of many loop turns into one).
-ASYNC_PERSIST_DELAY_NS = 10 * 10**6
 
 
 def store_config_for(cfg: StreamConfig, created_ns: int) -> StoreConfig:
@@ -140,20 +71,6 @@ def store_config_for(cfg: StreamConfig, created_ns: int) -> StoreConfig:
         compression=str(cfg.compression),
         meta={"config": cfg.to_json(), "created": rfc3339(created_ns), "created_ns": created_ns},
     )
-
-
-def _write_error(e: StoreWriteError) -> ApiError:
-    """The PubAck error for a failed store write: a full disk (or quota) is "insufficient
-    resources", as the reference answers when its storage limit is reached; any other I/O error
-    is "stream store failed" with the OS error."""
-    if e.errno in (errno.ENOSPC, errno.EDQUOT):
-        return ApiErrors.INSUFFICIENT_RESOURCES()
-    return ApiErrors.STREAM_STORE_FAILED(err=str(e))
-
-
-def _err_ack(stream: bytes, err: ApiError) -> bytes:
-    # {"error":{...},"stream":"S","seq":0} -- field order of the reference's JSPubAckResponse.
-    return b'{"error":' + dumps(err.to_dict()) + b',"stream":' + stream + b',"seq":0}'
 
 
 class Stream:
@@ -431,426 +348,30 @@ class Stream:
             self._notify_new(self.lseq)
 
     # ---------------------------------------------------------------------------------------
-    # the publish path
-
-    def _respond(self, reply: str, data: bytes) -> None:
-        self._ack_subjects.append(reply)
-        self._ack_payloads.append(data)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self.clock.call_soon(self._flush)
-
-    def _reject(self, reply: str, err: ApiError) -> None:
-        if reply and self._do_ack:
-            self._respond(reply, _err_ack(self._name_json, err))
-
-    def process_run(self, run) -> None:
-        """Ingest a run of reply-less, header-less publishes (``Ports.subscribe(many=...)``: a
-        ``natsd.protocol.events.Run`` read through ``names``/``payloads``), in order."""
-        process = self.process_msg
-        for subject, payload in zip(run.names, run.payloads):
-            process(subject, "", None, payload)
-
-    def process_rrun(self, subject: str, run) -> None:
-        """Ingest a run of publishes to ``subject`` with a reply each (``Ports.subscribe(rrun=...)``:
-        an asynchronous publisher's burst, ``run.replies``/``run.payloads``), in order.
-
-        Header-less runs on a ``_fast`` stream (see :meth:`process_msg`) that leave the server's
-        storage limit alone and hold no fast-batch reply are stored with one ``store_run`` and
-        answered with the turn's PubAcks, as :meth:`process_msg` would answer each; anything
-        else (headers, a refusal on the way) goes through :meth:`process_msg` message by
-        message, from the first message the run path did not store."""
-        replies = run.replies
-        payloads = run.payloads
-        n = len(payloads)
-        done = 0
-        if (self._fast and not run.hdr_len and b".$FI\n" not in b"\n".join(replies) + b"\n"
-                and self._used[self._ut] + self.store.bytes_used - self._counted
-                + n * (len(payloads[0]) + len(subject) + 64) <= self._max_used):
-            try:
-                first, ts, done, err = self.store.store_run(subject, payloads)
-            except StoreError:
-                done, err = 0, None  # (closed: each message is refused below, as alone)
-            if done:
-                last = first + done
-                self.lseq = last - 1
-                self.lmsg_id = ""
-                self._new_msgs = True
-                if self._do_ack:
-                    self._ack_subjects += [r.decode() for r in replies[:done]]
-                    prefix = self._ack_prefix
-                    self._ack_payloads += [b"%s%d}" % (prefix, s) for s in range(first, last)]
-                if not self._flush_scheduled:
-                    self._flush_scheduled = True
-                    self._call_soon(self._flush)
-            if err is not None:
-                self._store_failed(replies[done].decode(), err)
-                done += 1
-        if done < n:
-            hl = run.hdr_len
-            process = self.process_msg
-            for i in range(done, n):
-                data = payloads[i]
-                process(subject, replies[i].decode(), data[:hl] if hl else None, data[hl:] if hl else data)
-
-    def process_msg(self, subject: str, reply: str, hdr: bytes | None, payload: bytes, sourced: bool = False) -> int:
-        """Ingest one message; returns its sequence (0 when rejected or a duplicate). ``sourced``:
-        stored by a source link (``Nats-Stream-Source`` is its own, counters aggregate).
-
-        Three light paths come first, for a stream with nothing to check before storing (not
-        sealed, no ``max_msg_size``, limits retention, no account byte limits, no republish, no
-        subject transform, no schedules; ``_fast``) and no fast batch publish (a reply ending
-        in ``.$FI``, natsd.jetstream.fastbatch): a message without headers; one whose headers
-        hold no ``Nats-*`` name but at most ``Nats-Msg-Id`` (one scan of the block finds that
-        out, :func:`nats_headers`); and, on such a counter stream (``_counter_fast``), a lone
-        ``Nats-Incr`` whose subject's last total is known (:meth:`_incr_light`). Everything
-        else, and every refusal, takes :meth:`_process`, which checks in the reference's order.
-        """
-        if self._fast and not reply.endswith(FAST_BATCH_SUFFIX):
-            msg_id = ""
-            if hdr:
-                # One scan instead of nats_headers(): the first Nats-* line must be Nats-Msg-Id
-                # and no other may follow (the rules of get_header_bytes: the name starts a line,
-                # the value runs to the CRLF, leading spaces skipped).
-                i = hdr.find(b"\r\nNats-")
-                if len(hdr) > MAX_HDR_SIZE:
-                    return self._process(subject, reply, hdr, payload, sourced, None)
-                if i >= 0:
-                    if not hdr.startswith(b"Msg-Id:", i + 7):
-                        return self._process(subject, reply, hdr, payload, sourced, None)
-                    j = hdr.find(b"\r\n", i + 14)
-                    if j < 0:
-                        j = len(hdr)
-                    if hdr.find(b"\r\nNats-", j) >= 0:
-                        return self._process(subject, reply, hdr, payload, sourced, None)
-                    v = hdr[i + 14:j].lstrip(b" ")  # Nats-Msg-Id alone
-                    if self._dedupe_pending:
-                        self._rebuild_dedupe()
-                    if v:
-                        msg_id = v.decode()
-                        dup = self._ddmap.get(msg_id)
-                        if dup is not None and dup[1] > self.clock.time_ns() - self._dup_window:
-                            if reply and self._do_ack:
-                                self._respond(reply, self._ack_prefix + str(dup[0]).encode() + b',"duplicate": true}')
-                            return 0
-            # (a message without Nats-* headers, or with a new msg id)
-            if self._used[self._ut] + self.store.bytes_used - self._counted > self._max_used:
-                self._server_full(reply)
-                return 0
-            try:
-                seq, ts = self._store_msg(subject, hdr or None, payload, 0)
-            except StoreError as e:
-                self._store_failed(reply, e)
-                return 0
-            self.lseq = seq
-            self.lmsg_id = msg_id
-            if msg_id and self._dup_window > 0:
-                self._ddmap[msg_id] = (seq, ts)
-                q = self._ddq
-                q.append((ts, msg_id))
-                if len(q) & 1023 == 0:
-                    self._expire_msg_ids()
-            self._new_msgs = True
-            if reply and self._do_ack:
-                self._ack_subjects.append(reply)
-                self._ack_payloads.append(self._ack_prefix + str(seq).encode() + b"}")
-            if not self._flush_scheduled:
-                self._flush_scheduled = True
-                self._call_soon(self._flush)
-            return seq
-        if self._counter_fast and hdr and not payload and not sourced and not reply.endswith(FAST_BATCH_SUFFIX):
-            h = nats_headers(hdr)
-            if len(h) == 1 and len(hdr) <= MAX_HDR_SIZE:
-                iv = h.get(counters.H_INCR)
-                if iv:
-                    seq = self._incr_light(subject, reply, hdr, iv)
-                    if seq >= 0:
-                        return seq
-            return self._process(subject, reply, hdr, payload, sourced, h)
-        return self._process(subject, reply, hdr, payload, sourced, None)
-
-    def _incr_light(self, subject: str, reply: str, hdr: bytes, v: bytes) -> int:
-        """A lone ``Nats-Incr: <v>`` on a ``_counter_fast`` stream, when the subject has no
-        message yet or its last total is the one this stream stored (``counter_cache``, valid
-        while the index still names that sequence last) without counter sources: the new total
-        is stored with the publisher's headers as they are. Returns the sequence (0: refused by
-        the store), or -1 when the case needs :meth:`_process` (a bad value, an unknown last
-        total, a stored message over the size limit: it checks and answers)."""
-        incr: int | None
-        if v.isdigit():  # (ASCII digits only, as bytes.isdigit is: the usual "1")
-            incr = int(v)
-        else:
-            incr = counters.parse_incr(v)
-            if incr is None:
-                return -1
-        last = self.store.last_seq_of(subject)
-        if last:
-            hit = self.counter_cache.get(subject)
-            if hit is None or hit[0] != last or hit[2]:
-                return -1
-            total = hit[1] + incr
-        else:
-            total = incr
-        val = str(total).encode()
-        body = b'{"val":"' + val + b'"}'
-        if len(hdr) + len(body) > self._engine_options.max_payload:  # (no max_msg_size here)
-            return -1
-        if self._used[self._ut] + self.store.bytes_used - self._counted > self._max_used:
-            self._server_full(reply)
-            return 0
-        try:
-            seq = self._store_msg(subject, hdr, body, 0)[0]
-        except StoreError as e:
-            self._store_failed(reply, e)
-            return 0
-        self.lseq = seq
-        self.lmsg_id = ""
-        self._new_msgs = True
-        cache = self.counter_cache
-        if len(cache) >= COUNTER_CACHE_MAX and subject not in cache:
-            cache.clear()
-        cache[subject] = (seq, total, _NO_SOURCES)
-        if reply and self._do_ack:
-            self._ack_subjects.append(reply)
-            self._ack_payloads.append(self._ack_prefix + str(seq).encode() + b',"val":"' + val + b'"}')
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._call_soon(self._flush)
-        return seq
-
-    def _counter_max_size(self) -> int:
-        """The size limit of a stored counter message (headers + ``{"val":"N"}`` body): the
-        stream's ``max_msg_size``, or without one the server's ``max_payload``, as the reference
-        refuses (10054) a total whose message outgrows it although the increment itself fit."""
-        mms = self._max_msg_size
-        return mms if mms >= 0 else self._engine_options.max_payload
-
-    def _process(self, subject: str, reply: str, hdr: bytes | None, payload: bytes, sourced: bool,
-                 h: dict[bytes, bytes] | None) -> int:
-        """:meth:`process_msg` for everything the light paths do not take; ``h``: the block's
-        ``Nats-*`` headers when the caller already scanned it."""
-        if self.closed:
-            return 0
-        if self._transform is not None:
-            # subject_transform is applied before anything else, as the reference
-            tsrc, tdest = self._transform
-            if subject_matches(tsrc, subject):
-                subject = _transform(tsrc, tdest, subject) or subject
-        cfg = self.config
-        if cfg.sealed:
-            self._reject(reply, ApiErrors.STREAM_SEALED())
-            return 0
-        hlen = len(hdr) if hdr else 0
-        mms = self._max_msg_size
-        if mms >= 0 and (hlen > mms or len(payload) > mms - hlen):
-            self._reject(reply, ApiErrors.STREAM_MESSAGE_EXCEEDS_MAXIMUM())
-            return 0
-        if hlen > MAX_HDR_SIZE:
-            self._reject(reply, ApiErrors.STREAM_HEADER_EXCEEDS_MAXIMUM())
-            return 0
-
-        if reply.endswith(FAST_BATCH_SUFFIX):
-            return on_fast_batch_msg(self, subject, reply, hdr, payload)
-        msg_id = ""
-        ttl = 0
-        bad_ttl = False
-        rollup = b""
-        incr: int | None = None
-        if hdr:
-            if h is None:
-                h = nats_headers(hdr)
-            if h:
-                if h.get(H_BATCH_ID):
-                    return on_batch_msg(self, subject, reply, hdr, payload, h)
-                if counters.H_INCR in h or self._counter:
-                    try:
-                        incr = counters.check_incr(h, payload, self._counter, sourced)
-                    except ApiError as e:
-                        self._reject(reply, e)
-                        return 0
-                v = h.get(H_EXP_STREAM)
-                if v and v.decode() != self.name:
-                    self._reject(reply, ApiErrors.STREAM_NOT_MATCH())
-                    return 0
-                v = h.get(H_TTL)
-                if v:  # an empty value is no TTL (the reference ignores it)
-                    # An unparsable TTL is reported later (after the other checks), as the
-                    # reference does; a valid one on a stream without TTLs fails right here.
-                    try:
-                        ttl = parse_ttl(v.decode())
-                    except ApiError:
-                        ttl = 0
-                        bad_ttl = True
-                    if ttl != 0 and not cfg.allow_msg_ttl:
-                        self._reject(reply, ApiErrors.MESSAGE_TTL_DISABLED())
-                        return 0
-                v = h.get(H_EXP_LAST_SUBJ_SEQ)
-                if v:  # an empty value is no expectation (the reference ignores it)
-                    want = _parse_uint(v)
-                    ssubj = h.get(H_EXP_LAST_SUBJ_SEQ_SUBJ)
-                    check_subj = ssubj.decode() if ssubj else subject
-                    try:
-                        fseq = self.store.load_last_msg(check_subj).seq
-                    except (MsgNotFound, StoreEOF):
-                        fseq = 0
-                    if want is None or fseq != want:
-                        self._reject(reply, ApiErrors.STREAM_WRONG_LAST_SEQUENCE(seq=fseq))
-                        return 0
-                elif h.get(H_EXP_LAST_SUBJ_SEQ_SUBJ):
-                    self._reject(reply, ApiErrors.STREAM_EXPECTED_LAST_SEQ_PER_SUBJECT_INVALID())
-                    return 0
-                v = h.get(H_EXP_LAST_SEQ)
-                if v is not None:
-                    want = _parse_uint(v)
-                    if want is None or want != self.lseq:
-                        self._reject(reply, ApiErrors.STREAM_WRONG_LAST_SEQUENCE(seq=self.lseq))
-                        return 0
-                if not sourced and counters.H_STREAM_SOURCE in h:
-                    self._reject(reply, ApiErrors.MESSAGE_SOURCE_HDR_NOT_ALLOWED())
-                    return 0
-                if SCHEDULE_MARK in hdr and not self._sched_exempt(h):
-                    try:
-                        nh = check_schedule(subject, hdr, h, cfg.allow_msg_schedules, cfg.allow_msg_ttl,
-                                            cfg.subjects, self._last_or_none, parse_ttl)
-                    except ApiError as e:
-                        self._reject(reply, e)
-                        return 0
-                    if nh is not hdr:  # a schedule: Nats-Rollup: sub was added
-                        hdr, h = nh, nats_headers(nh)
-                        hlen = len(hdr)
-                if self._dedupe_pending and (H_MSG_ID in h or H_EXP_LAST_MSG_ID in h):
-                    self._rebuild_dedupe()
-                v = h.get(H_MSG_ID)
-                if v:
-                    msg_id = v.decode()
-                    dup = self._check_msg_id(msg_id)
-                    if dup:
-                        if reply and self._do_ack:
-                            self._respond(reply, self._ack_prefix + str(dup).encode() + b',"duplicate": true}')
-                        return 0
-                v = h.get(H_EXP_LAST_MSG_ID)
-                if v:
-                    if v.decode() != self.lmsg_id:
-                        self._reject(reply, ApiErrors.STREAM_WRONG_LAST_MSG_ID(id=self.lmsg_id))
-                        return 0
-                v = h.get(H_ROLLUP)
-                if v:
-                    if not self._allow_rollup:
-                        self._reject(reply, ApiErrors.STREAM_ROLLUP_FAILED(err="rollup not permitted"))
-                        return 0
-                    if v not in (b"sub", b"all"):
-                        self._reject(reply, ApiErrors.STREAM_ROLLUP_FAILED(
-                            err="rollup value invalid: " + json.dumps(v.decode(errors="replace"))))
-                        return 0
-                    rollup = v
-
-        ack_tail = b"}"
-        if self._counter:
-            if incr is None:
-                self._reject(reply, ApiErrors.MESSAGE_INCR_MISSING())
-                return 0
-            try:
-                hdr, payload, val = counters.apply_incr(self, subject, hdr, payload, incr)
-            except ApiError as e:
-                self._reject(reply, e)
-                return 0
-            hlen = len(hdr) if hdr else 0
-            if hlen + len(payload) > self._counter_max_size():
-                self._reject(reply, ApiErrors.STREAM_MESSAGE_EXCEEDS_MAXIMUM())
-                return 0
-            ack_tail = b',"val":"' + val.encode() + b'"}'
-        if bad_ttl and not (self._interest and not self._has_interest(subject)):
-            # (the reference reads the TTL after skipping a message nobody is interested in)
-            self._reject(reply, ApiErrors.MESSAGE_TTL_INVALID())
-            return 0
-        if self._used[self._ut] + self.store.bytes_used - self._counted > self._max_used:
-            self._server_full(reply)
-            return 0
-        acct = self.account
-        if acct.limits_enforced:
-            err = acct.check_store_limits(self.config.storage, len(subject) + hlen + len(payload))
-            if err is not None:
-                self._reject(reply, err)
-                return 0
-
-        if self._interest and not self._has_interest(subject):
-            seq = self.skip_uninterested(subject, msg_id, rollup)
-            if self._sched is not None or (hdr and self._allow_rollup and SCHEDULE_MARK in hdr):
-                self._schedule_stored(seq, subject, hdr, self.clock.time_ns())
-            if reply and self._do_ack:
-                self._respond(reply, self._ack_prefix + str(seq).encode() + b"}")
-            return seq
-
-        # TTLs shorter than the delete-marker TTL are raised to it (reference behaviour).
-        if ttl > 0 and self._sdm_ttl_s and cfg.max_msgs_per_subject != 1 and ttl < self._sdm_ttl_s:
-            ttl = self._sdm_ttl_s
-            hdr = _set_header(hdr or b"", b"Nats-TTL", str(ttl).encode())
-        tlseq = 0
-        if cfg.republish:
-            try:
-                tlseq = self.store.load_last_msg(subject).seq
-            except (MsgNotFound, StoreEOF):
-                tlseq = 0
-        try:
-            seq, ts = self.store.store_msg(subject, hdr, payload, ttl * SECOND if ttl > 0 else ttl)
-        except StoreError as e:
-            self._store_failed(reply, e)
-            return 0
-        self.lseq = seq
-        self.lmsg_id = msg_id
-        if self._counter:
-            self.counter_stored(seq)
-        if msg_id:
-            self._store_msg_id(msg_id, seq, ts)
-        acct.note_stored(self.config.storage, len(subject) + hlen + len(payload))
-        if rollup:
-            self._rollup(subject, rollup, 1)
-        if self._sched is not None or (hdr and self._allow_rollup and SCHEDULE_MARK in hdr):
-            self._schedule_stored(seq, subject, hdr, ts)
-        if cfg.republish:
-            self._republish(subject, hdr, payload, seq, ts, tlseq)
-        self._new_msgs = True
-        if reply and self._do_ack:
-            self._respond(reply, self._ack_prefix + str(seq).encode() + ack_tail)
-        elif not self._flush_scheduled:
-            self._flush_scheduled = True
-            self.clock.call_soon(self._flush)
-        return seq
-
-    # -- message schedules (natsd.jetstream.schedules) --------------------------------------------
-    def _sched_exempt(self, h: dict[bytes, bytes]) -> bool:
-        """Messages the server itself writes skip the schedule header checks, as the reference
-        skips them for sourced messages: produced messages, and sourced copies."""
-        if self._sched is not None and self._sched.producing:
-            return True
-        return bool(self.config.sources) and H_STREAM_SOURCE in h
-
-    def _schedule_stored(self, seq: int, subject: str, hdr: bytes | None, ts: int) -> None:
-        """After storing (or interest-skipping) a message: schedule bookkeeping, and
-        ``Nats-Schedule-Next: purge`` (a one-shot schedule fired, or a cancel) purges the
-        schedule's subject on any stream that allows roll-ups (a sourced copy too), as the
-        reference."""
-        if self._sched is not None:
-            self._sched.on_stored(seq, subject, hdr, ts)
-        if hdr and self._allow_rollup and SCHEDULE_MARK in hdr:
-            done = schedule_to_purge(hdr)
-            if done:
-                self._rollup(done, b"sub", 0)
-
-    def _last_or_none(self, subject: str) -> StoreMsg | None:
-        try:
-            return self.store.load_last_msg(subject)
-        except (MsgNotFound, StoreEOF):
-            return None
-
-    def _produce_scheduled(self, target: str, hdr: bytes | None, payload: bytes) -> int:
-        """A schedule is due: its produced message goes through the publish path."""
-        return self.process_msg(target, "", hdr, payload)
-
-    def _server_full(self, reply: str) -> None:
-        """The server-wide limit of this storage type is exceeded: 10023, as the reference."""
-        self.account.engine.resources_exceeded(self.config.storage)
-        self._reject(reply, ApiErrors.INSUFFICIENT_RESOURCES())
+    # the publish path (natsd.jetstream.ingest)
+    _respond = ingest._respond
+    _reject = ingest._reject
+    process_run = ingest.process_run
+    process_rrun = ingest.process_rrun
+    process_msg = ingest.process_msg
+    _incr_light = ingest._incr_light
+    _counter_max_size = ingest._counter_max_size
+    _process = ingest._process
+    _sched_exempt = ingest._sched_exempt
+    _schedule_stored = ingest._schedule_stored
+    _last_or_none = ingest._last_or_none
+    _produce_scheduled = ingest._produce_scheduled
+    _server_full = ingest._server_full
+    _store_failed = ingest._store_failed
+    counter_stored = ingest.counter_stored
+    skip_uninterested = ingest.skip_uninterested
+    _has_interest = ingest._has_interest
+    _check_msg_id = ingest._check_msg_id
+    _store_msg_id = ingest._store_msg_id
+    _expire_msg_ids = ingest._expire_msg_ids
+    _rebuild_dedupe = ingest._rebuild_dedupe
+    _rollup = ingest._rollup
+    _republish = ingest._republish
 
     def _fold_usage(self) -> None:
         """Bring the engine's total for this storage type up to date with this store."""
@@ -863,326 +384,14 @@ class Stream:
         self._used[self._ut] -= self._counted
         self._counted = 0
 
-    def _store_failed(self, reply: str, e: StoreError) -> None:
-        """Map a store refusal to the reference's PubAck error."""
-        if isinstance(e, StoreWriteError):
-            err = _write_error(e)
-        elif isinstance(e, MaxMsgs):
-            err = ApiErrors.STREAM_STORE_FAILED(err="maximum messages exceeded")
-        elif isinstance(e, MaxBytes):
-            err = ApiErrors.STREAM_STORE_FAILED(err="maximum bytes exceeded")
-        elif isinstance(e, MaxMsgsPerSubject):
-            err = ApiErrors.STREAM_STORE_FAILED(err="maximum messages per subject exceeded")
-        elif isinstance(e, StoreFull):
-            err = ApiErrors.INSUFFICIENT_RESOURCES()
-        else:
-            log.error("JetStream failed to store a msg on stream '%s > %s': %s", self.account.name, self.name, e)
-            err = ApiErrors.STREAM_STORE_FAILED(err=str(e) or type(e).__name__)
-        self._reject(reply, err)
-
-    def counter_stored(self, seq: int) -> None:
-        """The counter message apply_incr computed was stored as ``seq``: remember its total."""
-        nxt, self.counter_next = self.counter_next, None
-        if nxt is not None:
-            cache = self.counter_cache
-            if len(cache) >= COUNTER_CACHE_MAX and nxt[0] not in cache:
-                cache.clear()
-            cache[nxt[0]] = (seq, nxt[1], nxt[2])
-
-    def skip_uninterested(self, subject: str, msg_id: str, rollup: bytes) -> int:
-        """An interest stream's message no consumer wants: its sequence is used, nothing stored
-        (the msg id still counts for dedupe, a rollup still applies). Returns the sequence."""
-        seq = self.store.skip_msg()
-        self.lseq = seq
-        self.lmsg_id = msg_id
-        if msg_id:
-            self._store_msg_id(msg_id, seq, self.clock.time_ns())
-        if rollup:
-            self._rollup(subject, rollup, 0)
-        return seq
-
-    def _has_interest(self, subject: str) -> bool:
-        for c in self.consumers.values():
-            if c.filter_matches(subject):
-                return True
-        return False
-
-    def _flush(self) -> None:
-        """Once per loop turn: write, (fsync), then PubAcks, then wake consumers."""
-        self._flush_scheduled = False
-        if self._async_persist and not self.closed:
-            # persist_mode: async: PubAcks go out now; the write follows within
-            # ASYNC_PERSIST_DELAY_NS (see the module docstring).
-            if self._persist_timer is None:
-                self._persist_timer = self.clock.call_later(ASYNC_PERSIST_DELAY_NS, self._persist)
-        elif not self.closed:
-            failed: StoreError | None = None
-            store = self.store
-            token = 0
-            try:
-                if self.account.engine.sync_always:
-                    store.sync()
-                else:
-                    token = store.flush_async(self._written)
-            except StoreError as e:
-                failed = e
-            rb = store.take_rollback()
-            if rb is not None or failed is not None:
-                self._unwait()
-                self._write_failed(rb, failed)
-            elif token or self._waits:
-                # Written on the writer thread (or after writes still waited for): this turn's
-                # replies and consumers wait for it, in order (_written).
-                self._waits.append((token or self._waits[-1][0], self._ack_subjects, self._ack_payloads,
-                                    self._new_msgs, self.lseq))
-                self._ack_subjects, self._ack_payloads = [], []
-                self._new_msgs = False
-                self._written()
-                return
-            b = store.bytes_used
-            if b != self._counted:  # (_fold_usage, inlined: once per turn of every stream)
-                self._used[self._ut] += b - self._counted
-                self._counted = b
-        subs, pays = self._ack_subjects, self._ack_payloads
-        if subs:
-            self._ack_subjects, self._ack_payloads = [], []
-            self.account.ports.publish_many(subs, pays)  # one call for the turn's PubAcks, in order
-        if self._new_msgs:
-            self._new_msgs = False
-            if not self.closed:
-                cfg = self.config
-                if cfg.max_age or cfg.allow_msg_ttl:
-                    self._arm_expiry()
-                if self.consumers:
-                    self._notify_new(self.lseq)
-
-    def _written(self) -> None:
-        """Writes on the store's writer thread finished (records in the OS, or rolled back):
-        send the replies of the turns they carried and wake consumers, as ``_flush`` does after
-        an inline write."""
-        waits = self._waits
-        if not waits:
-            return
-        rb = self.store.take_rollback()
-        if rb is not None:
-            # Taken back, with every later message: their replies become errors.
-            self._unwait()
-            self._write_failed(rb, None)
-            subs, pays = self._ack_subjects, self._ack_payloads
-            if subs:
-                self._ack_subjects, self._ack_payloads = [], []
-                self.account.ports.publish_many(subs, pays)
-            if self._new_msgs and not self.closed:  # (what was written before the failure)
-                self._new_msgs = False
-                self._arm_expiry()
-                self._notify_new(self.lseq)
-            return
-        done = self.store.written_token
-        new = 0
-        publish = self.account.ports.publish_many
-        while waits and waits[0][0] <= done:
-            _tok, subs, pays, anew, lseq = waits.popleft()
-            if subs:
-                publish(subs, pays)
-            if anew:
-                new = lseq
-        if not self.closed:
-            if self._counted != self.store.bytes_used:
-                self._fold_usage()
-            if new:
-                self._arm_expiry()
-                self._notify_new(new)
-
-    def _unwait(self) -> None:
-        """Replies waiting for writes go back in front of this turn's (a write failed)."""
-        subs: list[str] = []
-        pays: list[bytes] = []
-        for _tok, s, p, new, _lseq in self._waits:
-            subs += s
-            pays += p
-            if new:
-                self._new_msgs = True
-        self._waits.clear()
-        if subs:
-            self._ack_subjects[:0] = subs
-            self._ack_payloads[:0] = pays
-
-    def _finish_write(self) -> None:
-        """Stopping: wait for the writes in flight and send what they acknowledge now."""
-        if self._waits:
-            try:
-                self.store.flush()
-            except StoreError:
-                pass  # rolled back: _written answers with errors
-            self._written()
-
-    def _persist(self) -> None:
-        """persist_mode: async: hand what was acknowledged to the OS (no fsync, as the reference)."""
-        self._persist_timer = None
-        if self.closed:
-            return
-        failed: StoreError | None = None
-        try:
-            self.store.flush()
-        except StoreError as e:
-            failed = e
-        rb = self.store.take_rollback()
-        if rb is not None or failed is not None:
-            # Acknowledged messages are lost: that is what async persistence allows. Say so
-            # and bring our state back to the store's.
-            log.error("stream '%s > %s' (persist_mode async) lost acknowledged messages after %d: %s",
-                      self.account.name, self.name, rb[0] if rb else -1, rb[1] if rb else failed)
-            self._write_failed(rb, failed)
-        if self._counted != self.store.bytes_used:
-            self._fold_usage()
-
-    def _write_failed(self, rb: tuple[int, StoreWriteError] | None, failed: StoreError | None) -> None:
-        """The store's write failed. Every queued PubAck for a sequence the store took back
-        becomes an error (see the module docstring); replies about durable sequences (and
-        errors) go out unchanged. Without a rollback (a store error of another kind) nothing of
-        this turn is known to be on disk: every PubAck becomes an error."""
-        exc = rb[1] if rb is not None else failed
-        durable = rb[0] if rb is not None else -1
-        if not isinstance(exc, StoreWriteError):
-            log.error("flush of stream %s failed: %s", self.name, exc)
-            err = ApiErrors.STREAM_STORE_FAILED(err=str(exc) or type(exc).__name__)
-        else:
-            err = _write_error(exc)
-        prefix = self._ack_prefix
-        n = len(prefix)
-        pays = self._ack_payloads
-        refused = 0
-        for i, p in enumerate(pays):
-            if p.startswith(prefix):
-                seq = int(p[n:].split(b"}", 1)[0].split(b",", 1)[0])
-                if seq > durable:
-                    pays[i] = _err_ack(self._name_json, err)
-                    refused += 1
-        if rb is not None:
-            self.lseq = self.store.state().last_seq
-            # Msg ids of taken back messages must not count as duplicates: rebuild the dedupe
-            # state from the store when next needed.
-            self.lmsg_id = ""
-            self._ddmap.clear()
-            self._ddq.clear()
-            self._dedupe_pending = self.lseq > 0
-            self.account.note_removed(self.config.storage, 0)
-        now = self.clock.monotonic_ns()
-        if now - self._write_err_logged_at >= 10 * 10**9:  # rate limited, as the reference
-            self._write_err_logged_at = now
-            log.error("JetStream failed to store %d msg(s) on stream '%s > %s': %s", refused, self.account.name,
-                      self.name, exc)
-
-    def _notify_new(self, last_seq: int) -> None:
-        for c in list(self.consumers.values()):
-            try:
-                c.on_new_messages(last_seq)
-            except Exception:
-                log.exception("consumer %s > %s on_new_messages", self.name, c.name)
-
-    # -- dedupe ---------------------------------------------------------------------------------
-    def _check_msg_id(self, msg_id: str) -> int:
-        """Sequence of a live duplicate of ``msg_id`` or 0. One lookup: an entry older than the
-        window is no duplicate even before :meth:`_expire_msg_ids` (every 1,024 inserts, see
-        :meth:`_store_msg_id`) removes it."""
-        e = self._ddmap.get(msg_id)
-        if e is None or e[1] <= self.clock.time_ns() - self._dup_window:
-            return 0
-        return e[0]
-
-    def _store_msg_id(self, msg_id: str, seq: int, ts: int) -> None:
-        if self._dup_window <= 0:
-            return
-        self._ddmap[msg_id] = (seq, ts)
-        self._ddq.append((ts, msg_id))
-        if len(self._ddq) & 1023 == 0:
-            self._expire_msg_ids()
-
-    def _expire_msg_ids(self) -> None:
-        cutoff = self.clock.time_ns() - self._dup_window
-        q = self._ddq
-        m = self._ddmap
-        while q and q[0][0] <= cutoff:
-            ts, mid = q.popleft()
-            e = m.get(mid)
-            if e is not None and e[1] == ts:
-                del m[mid]
-
-    def _rebuild_dedupe(self) -> None:
-        """After recovery: msg ids stored within the duplicate window (read back from the end)
-        and the msg id of the last message."""
-        self._dedupe_pending = False
-        self._ddmap.clear()
-        self._ddq.clear()
-        if self.lseq == 0:
-            return
-        try:
-            last = self.store.load_prev_msg(self.lseq)
-            v = get_header_bytes(last.hdr, H_MSG_ID)
-            self.lmsg_id = v.decode() if v else ""
-        except StoreError:
-            self.lmsg_id = ""
-        cutoff = self.clock.time_ns() - self._dup_window
-        found: list[tuple[int, str, int]] = []
-        seq = self.lseq
-        while seq > 0 and self._dup_window > 0:
-            try:
-                sm = self.store.load_prev_msg(seq)
-            except StoreError:
-                break
-            if sm.ts <= cutoff:
-                break
-            if sm.hdr:
-                v = get_header_bytes(sm.hdr, H_MSG_ID)
-                if v:
-                    found.append((sm.ts, v.decode(), sm.seq))
-            seq = sm.seq - 1
-        for ts, mid, sq in reversed(found):  # oldest first: the expiry queue stays in time order
-            self._ddmap[mid] = (sq, ts)
-            self._ddq.append((ts, mid))
-
-    # -- rollup / republish ------------------------------------------------------------------------
-    def _rollup(self, subject: str, kind: bytes, keep: int) -> None:
-        self._purging = []
-        try:
-            if kind == b"sub":
-                self.store.purge_ex(subject, 0, keep)
-            elif keep:
-                # The store keeps the newest ``keep`` messages (not sequences).
-                self.store.purge_ex("", 0, keep)
-            else:
-                self.store.purge()
-        finally:
-            removed, self._purging = self._purging, None
-        self._after_purge(subject if kind == b"sub" else "", removed)  # the reference purges like this too
-
-    def _republish(self, subject: str, hdr: bytes | None, payload: bytes, seq: int, ts: int,
-                   tlseq: int) -> None:
-        """republish: a copy of the stored message to the mapped subject, with the headers
-        ``Nats-Stream``, ``Nats-Subject``, ``Nats-Sequence``, ``Nats-Time-Stamp``,
-        ``Nats-Last-Sequence`` (previous seq on the subject) and, headers-only, ``Nats-Msg-Size``
-        appended after the message's own headers."""
-        rp = self.config.republish or {}
-        src = rp.get("src") or ">"
-        if not subject_matches(src, subject):
-            return
-        dest = _transform(src, rp.get("dest", ""), subject)
-        if not dest:
-            return
-        base = (b"NATS/1.0\r\nNats-Stream: " + self.name.encode() + b"\r\nNats-Subject: " + subject.encode()
-                + b"\r\nNats-Sequence: " + str(seq).encode() + b"\r\nNats-Time-Stamp: " + rfc3339(ts).encode()
-                + b"\r\nNats-Last-Sequence: " + str(tlseq).encode() + b"\r\n")
-        if rp.get("headers_only"):
-            base += b"Nats-Msg-Size: " + str(len(payload)).encode() + b"\r\n"
-            body = b""
-        else:
-            body = payload
-        if hdr:
-            # original headers first (without the trailing CRLF), then ours
-            nh = hdr[: len(hdr) - 2] + base[len(b"NATS/1.0\r\n"):] + b"\r\n"
-        else:
-            nh = base + b"\r\n"
-        self.account.ports.publish(dest, "", nh, body)
+    # the turn's write, PubAcks and consumer wake-up (natsd.jetstream.turnflush)
+    _flush = turnflush._flush
+    _written = turnflush._written
+    _unwait = turnflush._unwait
+    _finish_write = turnflush._finish_write
+    _persist = turnflush._persist
+    _write_failed = turnflush._write_failed
+    _notify_new = turnflush._notify_new
 
     # -- storage updates (removals) ------------------------------------------------------------------
     def _on_storage_update(self, msgs_delta: int, bytes_delta: int, seq: int, subject: str) -> None:
@@ -1544,18 +753,3 @@ def _is_direct(c: "Consumer") -> bool:
 
 def _consumer_filters(c: "Consumer") -> list[str]:
     return [f for f in c.filters if f]
-
-
-def _parse_uint(v: bytes) -> int | None:
-    v = v.strip()
-    return int(v) if v.isdigit() else None
-
-
-def _set_header(hdr: bytes, name: bytes, value: bytes) -> bytes:
-    """Replace (or add) header ``name`` in a raw block."""
-    if not hdr:
-        return b"NATS/1.0\r\n" + name + b": " + value + b"\r\n\r\n"
-    lines = hdr[: len(hdr) - 4].split(b"\r\n") if hdr.endswith(b"\r\n\r\n") else hdr.split(b"\r\n")
-    out = [ln for ln in lines if not ln.startswith(name + b":")]
-    out.append(name + b": " + value)
-    return b"\r\n".join(out) + b"\r\n\r\n"

@@ -37,7 +37,8 @@ from natsd.jetstream.snapshot.archive import (
 )
 from natsd.jetstream.snapshot.s2 import S2StreamDecoder, is_framed
 from natsd.nuid import nuid
-from natsd.jetstream.stream import H_TTL, parse_ttl, store_config_for
+from natsd.jetstream.ingest import H_TTL
+from natsd.jetstream.stream import parse_ttl, store_config_for
 from natsd.jetstream.wire import dumps, error_envelope, resp
 from natsd.protocol.headers import get_header_bytes
 from natsd.store import open_stream_store
