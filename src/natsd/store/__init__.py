@@ -52,7 +52,7 @@ def open_stream_store(config: StoreConfig, clock, directory: str | None = None,
     if file_options.pop("threaded_writes", False):
         from natsd.store.file import writer
 
-        if writer.THRESHOLD > 0:  # (NATSD_WRITER_THRESHOLD=0 turns it off: see natsd.store.file.writer)
+        if writer.THRESHOLD > 0:  # (off by default: see natsd.store.file.writer.THRESHOLD)
             file_options["writer"] = writer.shared_writer()
     return FileStreamStore(config, clock, directory, sync_interval_ns=sync_interval_ns,
                            sync_always=sync_always, **file_options)

@@ -21,9 +21,8 @@ Protocol (natsd.store.file.stream_store ``flush_async``, natsd.jetstream.stream 
 Whatever needs the bytes before that (a read of them, a block roll, purge, stop...) waits for the
 job on the spot (``WriteJob.wait``) and applies it there.
 
-Used for turns of at least ``THRESHOLD`` bytes (64 KiB by default). Small turns stay inline:
-handing a buffer over and being woken costs more than a small ``pwrite`` (measured, see
-``THRESHOLD``). Without a loop to call back (``Clock.threadsafe_soon``
+Off by default (``THRESHOLD``: measured not to pay on the shared machine). Small turns stay inline: handing a buffer over and being woken costs more than a small
+``pwrite`` (measured, see ``THRESHOLD``). Without a loop to call back (``Clock.threadsafe_soon``
 is None: a script using the store directly, a test on manual time) everything is inline too.
 """
 
@@ -38,16 +37,14 @@ from natsd.store.file.block import WriteJob
 
 __all__ = ["WriteJob", "BlockWriter", "THRESHOLD", "shared_writer"]
 
-#: Turns whose buffer is smaller than this are written inline; ``NATSD_WRITER_THRESHOLD`` in the
-#: server's environment overrides it, 0 turns the thread off. Measured (issue 15) on the quiet
-#: 2-core machine, ``bench/run_wide.py jspub16k`` (async publish of 16 KB messages, natsd /
-#: nats-server, three alternating pairs): 0.58, 0.54, 0.68 inline against 0.89, 1.03, 0.89 with
-#: 64 KiB: the page-cache copy of ``pwrite`` (about a third of the server's CPU per 16 KB
-#: message) runs on the second core while the loop parses the next read. For 128 B messages
-#: (``bench/run.py jspub``, turns of ~64 KB) it was neutral (1.47 against 1.42-1.52); a
-#: synchronous publisher's turns are far smaller and never use it. On a machine loaded by other
-#: work it measured slower earlier (two GIL trips and a scheduling delay per write).
-THRESHOLD = int(os.environ.get("NATSD_WRITER_THRESHOLD", "65536") or 0)
+#: Turns whose buffer is smaller than this are written inline; 0 (the default): the server does
+#: not use the writer thread at all. Measured (issue 15) on the shared 2-core machine with
+#: ``bench/run_wide.py jspub16k``: the loop's CPU per 16 KB message fell by up to ~35% with 256 KB,
+#: but the server's total CPU did not, and the publish rate was lower in most alternating runs
+#: against main (the hand-over and wake-up cost two GIL trips and a scheduling delay per write,
+#: and delay the PubAcks by about a loop turn). So it is off until it pays on a quiet machine:
+#: ``NATSD_WRITER_THRESHOLD=262144`` in the server's environment turns it on for such a test.
+THRESHOLD = int(os.environ.get("NATSD_WRITER_THRESHOLD", "0") or 0)
 
 
 class BlockWriter:
