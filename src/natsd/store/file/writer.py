@@ -44,6 +44,9 @@ __all__ = ["WriteJob", "BlockWriter", "THRESHOLD", "shared_writer"]
 #: against main (the hand-over and wake-up cost two GIL trips and a scheduling delay per write,
 #: and delay the PubAcks by about a loop turn). So it is off until it pays on a quiet machine:
 #: ``NATSD_WRITER_THRESHOLD=262144`` in the server's environment turns it on for such a test.
+#: Re-measured on the quiet machine (``run_wide.py --runs 7 jspub16k``, 64 KiB threshold): median
+#: 0.73 x nats-server on (runs 0.58-0.97) against 0.92 off (0.65-1.01): run-to-run spread (page
+#: cache) swamps any gain, so it stays off.
 THRESHOLD = int(os.environ.get("NATSD_WRITER_THRESHOLD", "0") or 0)
 
 
