@@ -59,7 +59,7 @@ from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.models import SECOND, rfc3339
 from natsd.jetstream.wire import dumps, parse_ttl, required_level_too_high
 from natsd.nuid import nuid
-from natsd.protocol.headers import get_header_bytes, nats_headers
+from natsd.protocol.headers import get_header_bytes, nats_headers, remove_header, replace_header
 from natsd.store.base import MsgNotFound, StoreEOF, StoreError
 from natsd.store.file.record import file_store_msg_size
 from natsd.store.memory import mem_store_msg_size
@@ -71,7 +71,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.stream import Stream
 
 __all__ = ["BatchLimits", "DEFAULT_LIMITS", "batch_limits_for", "AtomicBatches", "on_batch_msg", "repair_torn_batch", "Checks",
-           "Duplicate", "store_one", "remove_header", "kick_flush",
+           "Duplicate", "store_one", "kick_flush",
            "H_BATCH_ID", "H_BATCH_SEQ", "H_BATCH_COMMIT", "inflight_total"]
 
 log = logging.getLogger("natsd.jetstream.batch")
@@ -498,8 +498,7 @@ def store_one(stream: "Stream", subject: str, hdr: bytes | None, body: bytes, tt
         return stream.skip_uninterested(subject, msg_id, rollup)
     if ttl > 0 and stream._sdm_ttl_s and cfg.max_msgs_per_subject != 1 and ttl < stream._sdm_ttl_s:
         ttl = stream._sdm_ttl_s
-        hdr = remove_header(hdr or b"NATS/1.0\r\n\r\n", b"Nats-TTL")
-        hdr = hdr[:-2] + b"Nats-TTL: " + str(ttl).encode() + b"\r\n\r\n"
+        hdr = replace_header(hdr, b"Nats-TTL", str(ttl).encode())
     tlseq = 0
     if cfg.republish:
         try:
@@ -518,12 +517,6 @@ def store_one(stream: "Stream", subject: str, hdr: bytes | None, body: bytes, tt
         stream._republish(subject, hdr, body, seq, ts, tlseq)
     stream._new_msgs = True
     return seq
-
-
-def remove_header(hdr: bytes, name: bytes) -> bytes:
-    lines = hdr.split(b"\r\n")
-    kept = [ln for ln in lines[1:] if ln and not ln.startswith(name + b":")]
-    return lines[0] + b"\r\n" + b"".join(ln + b"\r\n" for ln in kept) + b"\r\n"
 
 
 def on_batch_msg(stream: "Stream", subject: str, reply: str, hdr: bytes, payload: bytes,

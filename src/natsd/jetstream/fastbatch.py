@@ -38,11 +38,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from natsd.jetstream.batch import (
-    MAX_ID_LEN, AtomicBatches, Checks, Duplicate, kick_flush, remove_header, store_one,
+    MAX_ID_LEN, AtomicBatches, Checks, Duplicate, kick_flush, store_one,
 )
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.wire import dumps, required_level_too_high
-from natsd.protocol.headers import get_header_bytes
+from natsd.protocol.headers import get_header_bytes, remove_header
 from natsd.store.base import StoreError
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -50,7 +50,7 @@ from natsd.jetstream.fastbatch import SUFFIX as FAST_BATCH_SUFFIX, on_fast_batch
 from natsd.jetstream.models import SECOND, rfc3339
 from natsd.jetstream.schedules import SCHEDULE_MARK, check_publish as check_schedule, schedule_to_purge
 from natsd.jetstream.wire import dumps, parse_ttl
-from natsd.protocol.headers import get_header_bytes, nats_headers
+from natsd.protocol.headers import get_header_bytes, nats_headers, replace_header
 from natsd.store.base import (
     MaxBytes, MaxMsgs, MaxMsgsPerSubject, MsgNotFound, StoreEOF, StoreError, StoreFull, StoreMsg, StoreWriteError,
 )
@@ -100,15 +100,6 @@ def _parse_uint(v: bytes) -> int | None:
     v = v.strip()
     return int(v) if v.isdigit() else None
 
-
-def _set_header(hdr: bytes, name: bytes, value: bytes) -> bytes:
-    """Replace (or add) header ``name`` in a raw block."""
-    if not hdr:
-        return b"NATS/1.0\r\n" + name + b": " + value + b"\r\n\r\n"
-    lines = hdr[: len(hdr) - 4].split(b"\r\n") if hdr.endswith(b"\r\n\r\n") else hdr.split(b"\r\n")
-    out = [ln for ln in lines if not ln.startswith(name + b":")]
-    out.append(name + b": " + value)
-    return b"\r\n".join(out) + b"\r\n\r\n"
 
 def _respond(self: Stream, reply: str, data: bytes) -> None:
     self._ack_subjects.append(reply)
@@ -468,7 +459,7 @@ def _process(self: Stream, subject: str, reply: str, hdr: bytes | None, payload:
     # TTLs shorter than the delete-marker TTL are raised to it (reference behaviour).
     if ttl > 0 and self._sdm_ttl_s and cfg.max_msgs_per_subject != 1 and ttl < self._sdm_ttl_s:
         ttl = self._sdm_ttl_s
-        hdr = _set_header(hdr or b"", b"Nats-TTL", str(ttl).encode())
+        hdr = replace_header(hdr, b"Nats-TTL", str(ttl).encode())
     tlseq = 0
     if cfg.republish:
         try:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Iterable, Mapping
 
 __all__ = ["HDR_LINE", "build_header", "build_status_header", "parse_headers", "get_header",
-           "get_header_bytes", "nats_headers", "STATUS_NO_RESPONDERS"]
+           "get_header_bytes", "nats_headers", "remove_header", "replace_header", "STATUS_NO_RESPONDERS"]
 
 HDR_LINE = b"NATS/1.0"
 _CRLF = b"\r\n"
@@ -97,6 +97,21 @@ def get_header_bytes(block: bytes | None, key: bytes) -> bytes | None:
     i += len(needle)
     j = block.find(b"\r\n", i)
     return (block[i:] if j < 0 else block[i:j]).lstrip(b" ")
+
+
+def remove_header(hdr: bytes, name: bytes) -> bytes:
+    """``hdr`` (a ``NATS/1.0`` block) without any ``name:`` line (nor empty lines)."""
+    lines = hdr.split(_CRLF)
+    kept = [ln for ln in lines[1:] if ln and not ln.startswith(name + b":")]
+    return lines[0] + _CRLF + b"".join(ln + _CRLF for ln in kept) + _CRLF
+
+
+def replace_header(hdr: bytes | None, name: bytes, value: bytes) -> bytes:
+    """``name: value`` as the last header of ``hdr`` (a new block when there is none), every
+    earlier ``name:`` line dropped: the reference's removeHeaderIfPresent then genHeader (e.g.
+    a ``Nats-TTL`` raised to the stream's delete-marker TTL). natsd.jetstream.counters'
+    ``set_header`` is the other rule, Go's setHeader: the value replaced where it stands."""
+    return remove_header(hdr or HDR_LINE + _CRLF + _CRLF, name)[:-2] + name + b": " + value + _CRLF + _CRLF
 
 
 def get_header(block: bytes | None, key: str) -> str | None:

@@ -11,7 +11,8 @@ from natsd.protocol.encoder import (
     OK, PING, PONG, encode_err, encode_hmsg, encode_info, encode_msg, hmsg_head, msg_head,
 )
 from natsd.protocol.headers import (
-    build_header, build_status_header, get_header, get_header_bytes, nats_headers, parse_headers,
+    build_header, build_status_header, get_header, get_header_bytes, nats_headers, parse_headers, remove_header,
+    replace_header,
 )
 
 
@@ -133,3 +134,11 @@ def test_nats_headers_single_line_shortcut_matches_the_line_by_line_rules():
         lines += [rnd.choice(parts) for _ in range(rnd.randint(0, 4))]
         block = b"\r\n".join(lines) + rnd.choice([b"\r\n\r\n", b"\r\n", b"", b"\r"])
         assert nats_headers(block) == by_lines(block), block
+
+
+def test_remove_and_replace_header_as_the_references_remove_then_gen():
+    h = b"NATS/1.0\r\nNats-TTL: 1s\r\nA: b\r\nNats-TTL: 2\r\n\r\n"
+    assert remove_header(h, b"Nats-TTL") == b"NATS/1.0\r\nA: b\r\n\r\n"
+    assert replace_header(h, b"Nats-TTL", b"60") == b"NATS/1.0\r\nA: b\r\nNats-TTL: 60\r\n\r\n"
+    assert replace_header(None, b"Nats-TTL", b"60") == b"NATS/1.0\r\nNats-TTL: 60\r\n\r\n"
+    assert replace_header(b"NATS/1.0\r\n\r\n", b"X", b"1") == b"NATS/1.0\r\nX: 1\r\n\r\n"
