@@ -45,6 +45,21 @@ _fsync = os.fsync
 _ftruncate = os.ftruncate
 
 
+def _write_rest(fd: int, data: bytes | bytearray, off: int, done: int) -> None:
+    """Finish writing ``data`` at file offset ``off`` of which the first ``done`` bytes are
+    written: ``pwrite`` the rest through a view until none is left (a short write is retried
+    from where it stopped). ``_pwrite`` is looked up per call, so fault injection reaches it."""
+    view = memoryview(data)[done:]
+    off += done
+    try:
+        while view:
+            n = _pwrite(fd, view, off)
+            view = view[n:]
+            off += n
+    finally:
+        view.release()
+
+
 class WriteJob:
     """One buffer to write at ``off`` of file ``fd`` (then fsync when ``sync``). ``err`` is the
     OSError of a failed write, ``cut_err`` the one of a failed cut-back (the file's tail is then
@@ -73,16 +88,8 @@ class WriteJob:
             self.err = self.chain[0]
             self.done.set()
             return
-        view = memoryview(self.data)
-        off = self.off
         try:
-            try:
-                while view:
-                    n = _pwrite(self.fd, view, off)
-                    view = view[n:]
-                    off += n
-            finally:
-                view.release()
+            _write_rest(self.fd, self.data, self.off, 0)
             if self.sync:
                 _fsync(self.fd)
         except OSError as exc:
@@ -238,16 +245,7 @@ class MessageBlock:
             # over a view (no view made per flush: a synchronous publisher waits for each).
             n = _pwrite(self.fd, data, off)
             if n < len(data):
-                view = memoryview(data)
-                try:
-                    view = view[n:]
-                    off += n
-                    while view:
-                        n = _pwrite(self.fd, view, off)
-                        view = view[n:]
-                        off += n
-                finally:
-                    view.release()
+                _write_rest(self.fd, data, off, n)
             if sync:
                 _fsync(self.fd)
         except OSError as exc:
