@@ -505,7 +505,7 @@ def publish_many(acc, subjects: list, payloads: list) -> None:
                                 route(acc, subject, subject.encode(), b"", 0, payload, None)
                                 continue
                     gsub = sub
-                frames.append(b"MSG %s %s %d\r\n%s\r\n" % (subject.encode(), sub.sid, len(payload), payload))
+                frames.append(encode_msg(subject.encode(), sub.sid, b"", payload))
                 nbytes += len(payload)
                 continue
         gen = sl.generation

@@ -7,16 +7,8 @@ import pytest
 
 from natsd.jetstream.counters import parse_incr, set_header
 from natsd.protocol.headers import get_header
-from tests.helpers.fakeports import JsEnv
 
 pytestmark = pytest.mark.unit
-
-
-@pytest.fixture
-def env(tmp_path):
-    e = JsEnv(str(tmp_path))
-    yield e
-    e.stop()
 
 
 def test_incr_grammar_is_go_big_int_base_10():

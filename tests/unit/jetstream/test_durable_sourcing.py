@@ -11,16 +11,8 @@ import pytest
 
 from natsd.jetstream import wire
 from natsd.jetstream.models import SECOND
-from tests.helpers.fakeports import JsEnv
 
 pytestmark = pytest.mark.unit
-
-
-@pytest.fixture
-def env(tmp_path):
-    e = JsEnv(str(tmp_path))
-    yield e
-    e.stop()
 
 
 def consumers(env, stream):

@@ -8,16 +8,8 @@ from __future__ import annotations
 import pytest
 
 from natsd.jetstream.models import SECOND
-from tests.helpers.fakeports import JsEnv
 
 pytestmark = pytest.mark.unit
-
-
-@pytest.fixture
-def env(tmp_path):
-    e = JsEnv(str(tmp_path))
-    yield e
-    e.stop()
 
 
 def state(env, name):

@@ -21,13 +21,6 @@ from tests.helpers.fakeports import JsEnv
 pytestmark = pytest.mark.unit
 
 
-@pytest.fixture
-def env(tmp_path):
-    e = JsEnv(str(tmp_path))
-    yield e
-    e.stop()
-
-
 def state_path(env: JsEnv) -> Path:
     return Path(env.account.stream_dir("S")) / STATE_FILE
 

@@ -89,13 +89,6 @@ def test_cron_missed_firings_skip_to_now():
 
 # -- on a stream ----------------------------------------------------------------------------------------
 
-@pytest.fixture
-def env(tmp_path):
-    e = JsEnv(str(tmp_path))
-    yield e
-    e.stop()
-
-
 def mk(env: JsEnv, storage: str = "file", **cfg) -> None:
     env.create("S", subjects=["s.>"], storage=storage, allow_msg_schedules=True, allow_msg_ttl=True, **cfg)
 

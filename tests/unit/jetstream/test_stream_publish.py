@@ -13,13 +13,6 @@ from tests.helpers.fakeports import JsEnv
 pytestmark = pytest.mark.unit
 
 
-@pytest.fixture
-def env(tmp_path):
-    e = JsEnv(str(tmp_path))
-    yield e
-    e.stop()
-
-
 def mk(env: JsEnv, name: str = "ORDERS", **cfg) -> None:
     cfg.setdefault("storage", "memory")
     env.create(name, **cfg)

@@ -9,16 +9,8 @@ import base64
 import pytest
 
 from natsd.jetstream.models import SECOND
-from tests.helpers.fakeports import JsEnv
 
 pytestmark = pytest.mark.unit
-
-
-@pytest.fixture
-def env(tmp_path):
-    e = JsEnv(str(tmp_path))
-    yield e
-    e.stop()
 
 
 def info(env, name):

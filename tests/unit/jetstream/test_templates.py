@@ -17,13 +17,6 @@ pytestmark = pytest.mark.unit
 TPL = {"subjects": ["CLIENT.*"], "storage": "file", "max_msg_size": 2048, "max_age": 365 * 86400 * 10**9}
 
 
-@pytest.fixture
-def env(tmp_path):
-    e = JsEnv(str(tmp_path))
-    yield e
-    e.stop()
-
-
 def _create(env: JsEnv, name: str = "CLIENTS", max_streams: int = 1024, config: dict | None = None) -> dict:
     return env.api(f"$JS.API.STREAM.TEMPLATE.CREATE.{name}",
                    {"name": name, "config": config if config is not None else TPL, "max_streams": max_streams})
