@@ -184,6 +184,13 @@ def check_store_run(factory: StoreFactory) -> None:
     assert (st.msgs, st.first_seq, st.last_seq) == (4, 3, 6) and removed == [1, 2]
     s.stop()
 
+    # a KV bucket: discard new with a per-subject limit alone refuses nothing, the old goes
+    s = factory.make(_cfg(max_msgs_per_subject=1, discard=DiscardPolicy.NEW), clock)
+    assert s.store_run("k", [b"1", b"2", b"3"])[2:] == (3, None)
+    st = s.state()
+    assert (st.msgs, st.first_seq, st.last_seq) == (1, 3, 3) and s.load_last_msg("k").msg == b"3"
+    s.stop()
+
     s = factory.make(_cfg(max_msgs=3, discard=DiscardPolicy.NEW), clock)
     first, _, stored, err = s.store_run("b", [b"1", b"2", b"3", b"4", b"5"])
     assert (first, stored) == (1, 3) and isinstance(err, MaxMsgs)

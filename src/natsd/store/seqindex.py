@@ -515,8 +515,9 @@ class IndexedStreamStore:
             raise StoreClosed("store is closed")
         n = len(msgs)
         first = self._last + 1
-        if self._discard_new or n == 1:
-            # Every message is checked against the limits before it is stored: one at a time.
+        if self._check_new or n == 1:
+            # Discard new with a limit that can refuse: each message is checked before it is
+            # stored, one at a time (a KV bucket's per-subject limit alone refuses nothing).
             ts = 0
             for i in range(n):
                 try:
