@@ -48,7 +48,7 @@ from __future__ import annotations
 
 __all__ = ["OP_CONNECT", "OP_PUB", "OP_HPUB", "OP_SUB", "OP_UNSUB", "OP_PING", "OP_PONG", "OP_PUB_BATCH", "OP_PUB_RUN",
            "OP_PUB_RRUN",
-           "OP_NAMES", "Run",
+           "OP_NAMES", "Run", "unbatched",
            "PING_EVENT", "PONG_EVENT"]
 
 OP_CONNECT = 1
@@ -110,6 +110,10 @@ class Run:
         return (self.op, self.subject if subjects is None else subjects[i],
                 self.reply if replies is None else replies[i], self.hdr_len, self.payloads[i])
 
+    def messages(self) -> list:
+        """Every message as the event the parser emits without batching, in order."""
+        return [self.message(i) for i in range(len(self.payloads))]
+
     def slice(self, start: int, stop: int) -> "Run":
         """Messages ``start`` to ``stop`` as a run of their own (the lists are copied)."""
         subjects = self.subjects
@@ -133,3 +137,15 @@ class Run:
             what += f", replies={self.replies!r}"
         return (f"Run(op={OP_NAMES.get(self.op, self.op)}, {what}, reply={self.reply!r}, hdr_len={self.hdr_len}, "
                 f"payloads={self.payloads!r})")
+
+
+def unbatched(events: list) -> list:
+    """``events`` with every run event (``OP_PUB_BATCH``, ``OP_PUB_RUN``, ``OP_PUB_RRUN``)
+    replaced by its messages: what ``Parser(batch=False)`` gives for the same bytes."""
+    out: list = []
+    for e in events:
+        if e[0] == OP_PUB_BATCH or e[0] == OP_PUB_RUN or e[0] == OP_PUB_RRUN:
+            out += e[1].messages()
+        else:
+            out.append(e)
+    return out

@@ -342,7 +342,7 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
                         acc, subjects.get(run.subject) or self._subject(run.subject), run):
                     # Per-message checks, +OKs, tracing, or receivers other than one stream:
                     # message by message, exactly as if the parser had not gathered them.
-                    self.process([run.message(j) for j in range(len(run.payloads))])
+                    self.process(run.messages())
                     checked, verbose, acc, subjects = self._pub_options()
                     continue
                 self.in_msgs += len(run.payloads)

@@ -7,7 +7,7 @@ import pytest
 
 from natsd.protocol import Parser, RemoteProtocolError
 from natsd.protocol.errors import ERR_MAX_CONTROL_LINE, ERR_MAX_PAYLOAD, ERR_UNKNOWN_PROTOCOL
-from natsd.protocol.events import OP_CONNECT, OP_HPUB, OP_PING, OP_PONG, OP_PUB, OP_SUB, OP_UNSUB
+from natsd.protocol.events import OP_CONNECT, OP_HPUB, OP_PING, OP_PONG, OP_PUB, OP_SUB, OP_UNSUB, unbatched
 
 TRAILING = b"PING\r\n"  # a complete op: must come out after the case's events, untouched
 
@@ -179,19 +179,10 @@ def test_batch_mode_merges_identical_runs():
         (OP_PUB_BATCH, Run(OP_HPUB, b"h", None, b"", 12, [b"NATS/1.0\r\n\r\n1", b"NATS/1.0\r\n\r\n2"])),
     ]
     # Flattening a batched parse gives exactly the unbatched events, however the bytes are cut.
-    def flat(evs):
-        out = []
-        for e in evs:
-            if e[0] == OP_PUB_BATCH:
-                out += [e[1].message(i) for i in range(len(e[1]))]
-            else:
-                out.append(e)
-        return out
-
     plain = Parser().feed(data)
     for cut in range(1, len(data)):
         p = Parser(batch=True)
-        assert flat(p.feed(data[:cut]) + p.feed(data[cut:])) == plain
+        assert unbatched(p.feed(data[:cut]) + p.feed(data[cut:])) == plain
 
 
 def test_batch_mode_merges_a_canonical_stream_from_its_first_message():
@@ -213,7 +204,7 @@ def test_batch_mode_burst_ends_exactly_where_the_line_changes():
     the batch exactly there, and flattening still gives the unbatched events."""
     import random
 
-    from natsd.protocol.events import OP_PUB_BATCH, OP_PUB_RUN
+    from natsd.protocol.events import OP_PUB_BATCH
 
     rnd = random.Random(11)
     line = b"PUB bench.leaf 8\r\n"
@@ -229,9 +220,7 @@ def test_batch_mode_burst_ends_exactly_where_the_line_changes():
         data = b"".join(frames) + b"PING\r\n" + frames[0][:rnd.randrange(len(frames[0]))]
         p = Parser(batch=True)
         got = p.feed(data)
-        flat = []
-        for e in got:
-            flat += [e[1].message(i) for i in range(len(e[1]))] if e[0] in (OP_PUB_BATCH, OP_PUB_RUN) else [e]
+        flat = unbatched(got)
         complete = data[:len(data) - len(bytes(p._pending))] if p._pending else data
         assert flat == Parser().feed(complete), trial
         if frames[k].startswith(line):

@@ -9,7 +9,7 @@ import pytest
 
 from natsd.protocol import Parser, RemoteProtocolError
 from natsd.protocol.errors import ERR_UNKNOWN_PROTOCOL
-from natsd.protocol.events import OP_PING, OP_PUB, OP_PUB_BATCH, OP_PUB_RRUN, OP_PUB_RUN
+from natsd.protocol.events import OP_PING, OP_PUB, OP_PUB_BATCH, unbatched
 
 SIZE = 16384
 
@@ -24,23 +24,13 @@ def _pubs(n: int, reply: bool = True) -> tuple[bytes, list[tuple]]:
     return b"".join(data), expected
 
 
-def _flatten(events: list) -> list:
-    out = []
-    for e in events:
-        if e[0] == OP_PUB_BATCH or e[0] == OP_PUB_RUN or e[0] == OP_PUB_RRUN:
-            out += [e[1].message(i) for i in range(len(e[1]))]
-        else:
-            out.append(e)
-    return out
-
-
 def _feed_cut(p: Parser, data: bytes, cuts: list[int], kind=bytes) -> list:
     out, prev = [], 0
     for c in sorted(set(cuts)) + [len(data)]:
         if c > prev:
             out += p.feed(kind(data[prev:c]))
             prev = c
-    return _flatten(out)
+    return unbatched(out)
 
 
 @pytest.mark.parametrize("reply", [True, False])
@@ -89,7 +79,7 @@ def test_a_spanning_payload_then_identical_lines_still_batch():
     p = Parser(batch=True)
     first = p.feed(data[:SIZE // 2]) + p.feed(data[SIZE // 2:SIZE + 10])
     rest = p.feed(data[SIZE + 10:])
-    assert _flatten(first + rest) == expected
+    assert unbatched(first + rest) == expected
     assert len(rest) == 1 and rest[0][0] == OP_PUB_BATCH and len(rest[0][1]) == 4
 
 
@@ -108,6 +98,6 @@ def test_the_completing_read_is_not_copied_whole():
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert _flatten(head + rest) == expected
+    assert unbatched(head + rest) == expected
     # the payloads themselves take ~len(read); before, the read was also copied twice
     assert peak < 1.3 * len(read), peak

@@ -7,9 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from natsd.protocol import Parser, RemoteProtocolError
-from natsd.protocol.events import (
-    OP_HPUB, OP_PING, OP_PONG, OP_PUB, OP_PUB_BATCH, OP_PUB_RRUN, OP_PUB_RUN, OP_SUB, OP_UNSUB,
-)
+from natsd.protocol.events import OP_HPUB, OP_PING, OP_PONG, OP_PUB, OP_SUB, OP_UNSUB, unbatched
 
 token = st.text(alphabet="abcxyz_-$", min_size=1, max_size=6)
 subject = st.lists(token, min_size=1, max_size=4).map(".".join)
@@ -49,16 +47,6 @@ def op(draw):
     return (b"PING\r\n", (OP_PING,)) if kind == "ping" else (b"PONG\r\n", (OP_PONG,))
 
 
-def flatten(events):
-    out = []
-    for e in events:
-        if e[0] == OP_PUB_BATCH or e[0] == OP_PUB_RUN or e[0] == OP_PUB_RRUN:
-            out += [e[1].message(i) for i in range(len(e[1]))]
-        else:
-            out.append(e)
-    return out
-
-
 @settings(max_examples=150, deadline=None)
 @given(st.lists(op(), max_size=12), st.lists(st.integers(0, 400), max_size=8), st.booleans())
 def test_any_split_gives_the_same_events(ops, cuts, batch):
@@ -73,7 +61,7 @@ def test_any_split_gives_the_same_events(ops, cuts, batch):
         got += p.feed(data[last:c])
         last = c
     got += p.feed(data[last:])
-    assert flatten(got) == expected
+    assert unbatched(got) == expected
     assert p.buffered == 0
 
 
