@@ -114,6 +114,9 @@ class ServerOptions:
     https_port: int = 0  # 0 = no HTTPS monitoring; needs `tls`
     websocket: WebsocketOptions = field(default_factory=WebsocketOptions)
     http_dashboard: bool = True  # natsd only: the live dashboard page on the monitoring port (`http_dashboard: false`)
+    # natsd only: the busy-polling window after each request (natsd.server.busypoll); -1 = the
+    # default (200 µs with two CPUs or more, else off). `busy_poll: false` or "0s" turns it off.
+    busy_poll_ns: int = -1
     max_payload: int = 1024 * 1024
     max_connections: int = 64 * 1024
     max_control_line: int = 4096
@@ -975,6 +978,20 @@ def _duration_setter(attr: str, *, min_ns: int | None = None, strict: bool = Fal
     return handle
 
 
+def _h_busy_poll(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
+    # natsd only: a duration ("200us", "0s" = off), or a bool (true = the default window).
+    v = m[k]
+    if isinstance(v, bool):
+        o.busy_poll_ns = -1 if v else 0
+        return
+    d = ctx.duration(m, k, seconds_ok=False)
+    if d is not None:
+        if d < 0:
+            ctx.error(m.pos(k), f"invalid {k}, needs to be positive")
+            return
+        o.busy_poll_ns = d
+
+
 def _h_accounts(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
     _accounts(ctx, o, m, k)
 
@@ -1011,6 +1028,7 @@ _TOP_LEVEL: dict[str, _Callable[[_Ctx, ServerOptions, ConfigMap, str], None]] = 
     "https_port": _setter("https_port", "int_"),
     "monitor_port": _setter("http_port", "int_"),
     "http_dashboard": _setter("http_dashboard", "bool_"),
+    "busy_poll": _h_busy_poll,
     "logfile": _setter("log_file", "str_"),
     "log_file": _setter("log_file", "str_"),
     "pidfile": _setter("pid_file", "str_"),

@@ -104,7 +104,7 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         "sub_deny", "replies", "connect_opts", "_subjects", "in_msgs", "in_bytes", "out_msgs", "out_bytes",
         "pings_out", "start_ns", "last_activity_ns", "ip", "port", "prefix", "_ping_timer", "_auth_timer",
         "_wd_timer", "_stall_timer", "stalled", "congested", "stalled_producers", "_stash", "_backlog",
-        "_call_soon", "trace",  # (IdentityMixin has the identity slots)
+        "_call_soon", "_busy_arm", "trace",  # (IdentityMixin has the identity slots)
     )
 
     def __init__(self, server: "Server") -> None:
@@ -160,6 +160,7 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         self._stash: list | None = None  # events/data held while a bcrypt check runs
         self._backlog: tuple | None = None  # (events, next index, error) not yet run
         self._call_soon = server.loop.call_soon
+        self._busy_arm = server.busy_poll.arm
         self.trace = logger.isEnabledFor(TRACE)
         self._init_identity()
 
@@ -219,7 +220,7 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
             return
         if events or err is not None:
             self._run(events, 0, err)
-            if not self.flush_pending and events:
+            if events:
                 ev = events[-1]
                 if ev[0] <= OP_HPUB and ev[0] >= OP_PUB and ev[2]:
                     # The read ended with a request (PUB/HPUB with a reply): its answer (a
@@ -228,8 +229,12 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
                     # now puts it after that callback in the same loop pass, so the reply
                     # leaves one loop iteration (one epoll) earlier; if nothing was queued,
                     # flush() returns at once.
-                    self.flush_pending = True
-                    self._call_soon(self.flush)
+                    if not self.flush_pending:
+                        self.flush_pending = True
+                        self._call_soon(self.flush)
+                    # A synchronous client's next request follows its answer closely: keep
+                    # the loop polling for it (natsd.server.busypoll).
+                    self._busy_arm()
 
     # Fairness: one read can hold thousands of operations. At most EVENTS_PER_TURN are run per
     # loop turn; the rest wait in _backlog (with reading paused) so other connections, timers

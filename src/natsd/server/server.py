@@ -36,6 +36,7 @@ from natsd.protocol.encoder import encode_err, encode_info
 from natsd.protocol.errors import ERR_AUTH_VIOLATION, ERR_MAX_CONNECTIONS
 from natsd.server.account import GLOBAL_ACCOUNT, Account
 from natsd.server.auth import Authenticator
+from natsd.server.busypoll import BusyPoll, default_window_ns
 from natsd.server.connection import (
     REASON_AUTH, REASON_LAME_DUCK, REASON_MAX_CONN, REASON_SERVER_SHUTDOWN, ClientConnection,
 )
@@ -106,6 +107,8 @@ class Server:
         self._ws_port = 0
         self._https_port = 0
         self._handshakes: HandshakeQueue | None = None  # created with the loop in start()
+        # Busy polling after requests (natsd.server.busypoll); its window is set in start().
+        self.busy_poll = BusyPoll(0, lambda cb: None)
         self.tls = TlsContexts()  # SSLContexts of the TLS listeners ("client", "websocket", "https")
         self._port = 0
         self._http_port = 0
@@ -234,6 +237,8 @@ class Server:
         if opts.tls is not None:
             self.tls.add("client", opts.tls)
         self._handshakes = HandshakeQueue(self.loop)
+        self.busy_poll = BusyPoll(default_window_ns() if opts.busy_poll_ns < 0 else opts.busy_poll_ns,
+                                  self.loop.call_soon)
         self._listener = await self.loop.create_server(
             self._new_client_protocol, host, port, reuse_address=True, backlog=4096)
         self._port = self._listener.sockets[0].getsockname()[1]
@@ -370,6 +375,7 @@ class Server:
                 and self.leafnodes is None:
             return  # never started, or already shut down
         self.running = False
+        self.busy_poll.stop()
         logger.info("Initiating Shutdown...")
         if self._listener is not None:
             self._listener.close()

@@ -152,11 +152,24 @@ def test_includes():
     ("system_account: SYS\naccounts { SYS {} }", "system_account", "SYS"),
     ("system: SYS\naccounts { SYS {} }", "system_account", "SYS"),
     ("disable_sublist_cache: true", "no_sublist_cache", True),
+    ('busy_poll: "50us"', "busy_poll_ns", 50_000),  # natsd only (natsd.server.busypoll)
+    ('busy_poll: "0s"', "busy_poll_ns", 0),
+    ("busy_poll: false", "busy_poll_ns", 0),
+    ("busy_poll: true", "busy_poll_ns", -1),
+    ("port: 1", "busy_poll_ns", -1),  # the default: decided at start from the CPUs available
     ("PORT: 1234\nport: $PORT", "port", 1234),
     ("Port: 5", "port", 5),  # keys are case-insensitive
 ])
 def test_scalar_keys(text, attr, value):
     assert getattr(opts(text), attr) == value
+
+
+@pytest.mark.parametrize("text,msg", [
+    ('busy_poll: "-1ms"', "t.conf:1:1: invalid busy_poll, needs to be positive"),
+    ("busy_poll: 5", "t.conf:1:1: busy_poll: expected a duration string, got int 5"),
+])
+def test_busy_poll_errors(text, msg):
+    assert [str(e) for e in errors_of(text)] == [msg]
 
 
 def test_ping_interval_as_integer_warns():
