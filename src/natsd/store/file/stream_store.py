@@ -87,6 +87,15 @@ log = logging.getLogger("natsd.store")
 
 _OFF_MASK = 0xFFFFFFFF
 _crc32 = crc32
+#: A turn's records wait in the last block's buffer for the turn's ``flush()``, but one loop turn
+#: can read much more than one socket read: libuv reads a readable socket up to 32 times (uvloop:
+#: 256,000 bytes each) before the loop moves on, so an asynchronous publisher of 16 KB messages
+#: left ~8 MB per turn, written in one pwrite; the kernel's copy of such a write into the page
+#: cache cost several times that of the same bytes in ~1 MB writes (source and destination no
+#: longer in the CPU's caches: ``bench/run_wide.py jspub16k``). So once the buffer holds this much,
+#: the next record first writes it out (same as a block roll: the PubAcks still wait for the
+#: turn's flush; ``_durable_last`` follows). Not with the writer thread, which takes big turns whole.
+EAGER_WRITE_BYTES = int(os.environ.get("NATSD_EAGER_WRITE", 1 << 20))
 #: While blocks are being compressed, how often the store looks whether one is done.
 COMPRESS_POLL_NS = 50 * 10**6
 class FileStreamStore(Recovery, ReadPath, ThreadedWrites, FaultHandling, IndexedStreamStore):
@@ -199,17 +208,7 @@ class FileStreamStore(Recovery, ReadPath, ThreadedWrites, FaultHandling, Indexed
             # The old block's tail goes to the writer thread (after the writes in flight).
             self._submit(old)
         else:
-            if self._jobs:
-                failed = self._settle()
-                if failed is not None:
-                    raise failed
-            marker_first = self._marker_first
-            try:
-                old.flush(self._sync_always)
-            except StoreWriteError as exc:
-                self._write_failed(old, exc, marker_first)
-                raise
-            self._durable_last = self._last
+            self._write_now(old)
         bid = (max(self._blocks) + 1) if self._blocks else 1
         try:
             blk = MessageBlock(bid, os.path.join(self._msgs_dir, block_file_name(bid)), create=True,
@@ -222,6 +221,21 @@ class FileStreamStore(Recovery, ReadPath, ThreadedWrites, FaultHandling, Indexed
         if old is not None and old.id in self._blocks:
             self._queue_compress(old)
         return blk
+
+    def _write_now(self, blk: MessageBlock) -> None:
+        """Write ``blk``'s pending bytes on this thread, after the writes in flight (a block roll,
+        or a turn's buffer past ``EAGER_WRITE_BYTES``); StoreWriteError as ``flush()``."""
+        if self._jobs:
+            failed = self._settle()
+            if failed is not None:
+                raise failed
+        marker_first = self._marker_first
+        try:
+            blk.flush(self._sync_always)
+        except StoreWriteError as exc:
+            self._write_failed(blk, exc, marker_first)
+            raise
+        self._durable_last = self._last
 
     # ------------------------------------------------------------------ compression
     def _queue_compress(self, blk: MessageBlock) -> None:
@@ -310,6 +324,8 @@ class FileStreamStore(Recovery, ReadPath, ThreadedWrites, FaultHandling, Indexed
         if off and off + 30 + len(sb) + len(msg) + (4 + len(hdr) if hdr else 0) > self._block_size:
             lmb = self._roll()
             off = lmb.flushed
+        elif len(lmb.pending) >= EAGER_WRITE_BYTES and self._writer is None:
+            self._write_now(lmb)
         size = encode_msg_into(lmb.pending, seq, ts, sb, hdr, msg)
         lmb.max_ref = seq
         if self._blive is not None:
@@ -329,6 +345,8 @@ class FileStreamStore(Recovery, ReadPath, ThreadedWrites, FaultHandling, Indexed
         if off and off + rec > self._block_size:
             lmb = self._roll()
             off = lmb.flushed
+        elif len(lmb.pending) >= EAGER_WRITE_BYTES and self._writer is None:
+            self._write_now(lmb)
         k = min(len(msgs) - start, max(1, (self._block_size - off) // rec))
         chunk = msgs[start:start + k]
         if k > 1 and list(map(len, chunk)).count(len(m0)) != k:

@@ -324,3 +324,65 @@ def test_short_writes_are_completed(tmp_path, clock, monkeypatch):
     s = open_stream_store(cfg(), clock, d)
     assert [s.load_msg(q).msg for q in range(1, 5)] == [b"payload-%d" % i for i in range(4)]
     s.stop()
+
+
+# -- a big turn is written as it fills (EAGER_WRITE_BYTES) -------------------------------------
+
+def test_a_big_turn_is_written_as_its_buffer_fills(tmp_path, clock, monkeypatch):
+    """One loop turn can carry megabytes (libuv reads a socket up to 32 times per turn): past
+    EAGER_WRITE_BYTES the buffer is written before the next record, so no pwrite is bigger than
+    that plus one record, and flush() writes only the rest."""
+    from natsd.store.file import stream_store as ss_mod
+
+    monkeypatch.setattr(ss_mod, "EAGER_WRITE_BYTES", 4096)
+    sizes = []
+    real = block_mod._pwrite
+
+    def pwrite(fd, data, off):
+        sizes.append(len(data))
+        return real(fd, data, off)
+
+    monkeypatch.setattr(block_mod, "_pwrite", pwrite)
+    d = str(tmp_path / "S")
+    s = open_stream_store(cfg(), clock, d)
+    for i in range(40):  # 40 records of ~1 KB: ten writes' worth, no flush() yet
+        s.store_msg("a", None, b"x" * 1000)
+    assert len(sizes) >= 9 and max(sizes) < 4096 + 1100
+    on_disk = sum(blk_sizes(d).values())
+    assert on_disk == sum(sizes) and on_disk >= 36 * 1000
+    # A run too: each piece starts with the write of what is buffered.
+    s.store_run("b", [b"y" * 1000] * 20)
+    assert max(sizes) < 4096 + 1100
+    s.flush()
+    assert sum(blk_sizes(d).values()) == sum(sizes)
+    s.stop()
+    s2 = open_stream_store(cfg(), clock, d)
+    got = list(s2.iter_msgs(1, 100))
+    assert [m.seq for m in got] == list(range(1, 61))
+    assert got[0].msg == b"x" * 1000 and got[-1].msg == b"y" * 1000
+    s2.stop()
+
+
+def test_a_failed_early_write_refuses_that_message_and_rolls_back_the_turn(tmp_path, clock, disk, monkeypatch):
+    """The early write fails like a block roll's: store_msg raises, every message not on disk is
+    rolled back (take_rollback), no sequence is used, and the store goes on once writes work."""
+    from natsd.store.file import stream_store as ss_mod
+
+    monkeypatch.setattr(ss_mod, "EAGER_WRITE_BYTES", 4096)
+    d = str(tmp_path / "S")
+    s = open_stream_store(cfg(), clock, d)
+    s.store_msg("a", None, b"x" * 1000)
+    s.flush()
+    disk.full = True
+    with pytest.raises(StoreWriteError):
+        for _ in range(10):
+            s.store_msg("a", None, b"y" * 1000)
+    assert s.take_rollback()[0] == 1
+    assert s.state().last_seq == 1
+    disk.full = False
+    assert s.store_msg("a", None, b"w" * 1000)[0] == 2
+    s.flush()
+    s.stop()
+    s2 = open_stream_store(cfg(), clock, d)
+    assert [(m.seq, m.msg[:1]) for m in s2.iter_msgs(1, 10)] == [(1, b"x"), (2, b"w")]
+    s2.stop()
