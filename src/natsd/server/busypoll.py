@@ -23,8 +23,9 @@ the sockets with a zero timeout instead of blocking; incoming data is handled wi
 pass. Timers and every other callback run as usual in between. When the window ends without a new
 ``arm`` the callback stops and the loop blocks again: an idle server costs nothing.
 
-Off (``window_ns`` 0) with ``busy_poll: 0`` in the configuration file, and by default when the
-process may use only one CPU (there the spin would take the core the client needs to answer).
+Off (``window_ns`` 0) with ``busy_poll: false`` in the configuration file, and by default when the
+process may use less than two CPUs (its CPU affinity, or a container's CPU quota): there the spin
+would take the CPU time the clients need to answer.
 ``now_ns`` is injected (a monotonic clock in the server; a fake in tests): the window is about real
 CPU wake-ups, so it never follows a test's manual protocol clock.
 """
@@ -36,7 +37,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["BusyPoll", "DEFAULT_WINDOW_NS", "default_window_ns"]
+__all__ = ["BusyPoll", "DEFAULT_WINDOW_NS", "cpu_quota", "default_window_ns"]
 
 #: The window after each request. A synchronous client turns around in ~50-100 µs on the
 #: reference machine; 200 µs covers it with margin (100 µs caught fewer: bench/README.md).
@@ -49,12 +50,41 @@ CREDIT_MAX = 8
 MISS_COST = 3
 
 
-def default_window_ns() -> int:
-    """``DEFAULT_WINDOW_NS`` when this process may run on two CPUs or more, else 0 (off)."""
+def _read(path: str) -> str:
     try:
-        ncpu = len(os.sched_getaffinity(0))
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def cpu_quota(cgroup_root: str = "/sys/fs/cgroup") -> float | None:
+    """The CPUs' worth of time this container may use (a cgroup CPU quota: ``docker --cpus``,
+    a Kubernetes limit), or None without one. cgroup v2 ``cpu.max`` ("50000 100000"), else v1
+    ``cpu/cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` (-1: none)."""
+    v2 = _read(os.path.join(cgroup_root, "cpu.max")).split()
+    if len(v2) == 2:
+        quota, period = v2
+    else:
+        quota = _read(os.path.join(cgroup_root, "cpu", "cpu.cfs_quota_us"))
+        period = _read(os.path.join(cgroup_root, "cpu", "cpu.cfs_period_us"))
+    try:
+        q, p = int(quota), int(period)
+    except ValueError:  # "max", or no such files
+        return None
+    return q / p if q > 0 and p > 0 else None
+
+
+def default_window_ns(cgroup_root: str = "/sys/fs/cgroup") -> int:
+    """``DEFAULT_WINDOW_NS`` when this process may run on two CPUs or more (its affinity, and a
+    container's CPU quota), else 0: off, as the spin would take the CPU its clients need."""
+    try:
+        ncpu: float = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # pragma: no cover - not Linux
         ncpu = os.cpu_count() or 1
+    quota = cpu_quota(cgroup_root)
+    if quota is not None:
+        ncpu = min(ncpu, quota)
     return DEFAULT_WINDOW_NS if ncpu >= 2 else 0
 
 
