@@ -15,12 +15,16 @@ from tests.helpers.servers import start_server
 pytestmark = [pytest.mark.acceptance, pytest.mark.timeout(180)]
 
 
-def _payload(i: int) -> bytes:
+def _payload(i: int, big: bool = False) -> bytes:
     # distinct, checkable bytes of varying size (includes non-ASCII and CRLF)
-    return (f"msg-{i}-".encode() + bytes((i * 7 + k) % 256 for k in range(i % 97)) + b"\r\n")
+    p = f"msg-{i}-".encode() + bytes((i * 7 + k) % 256 for k in range(i % 97)) + b"\r\n"
+    # big: ~16 KB, so one loop turn of three publishers holds megabytes and the file store
+    # writes it in pieces before the turn's flush (EAGER_WRITE_BYTES)
+    return p + bytes(range(256)) * 64 if big else p
 
 
-async def _publisher(url: str, name: str, acked: dict[int, tuple[str, bytes]], stop: asyncio.Event) -> None:
+async def _publisher(url: str, name: str, acked: dict[int, tuple[str, bytes]], stop: asyncio.Event,
+                     big: bool) -> None:
     nc = await nats.connect(url, max_reconnect_attempts=0, allow_reconnect=False)
     js = nc.jetstream()
     i = 0
@@ -29,7 +33,7 @@ async def _publisher(url: str, name: str, acked: dict[int, tuple[str, bytes]], s
             batch = []
             for _ in range(50):
                 subj = f"dur.{name}.{i % 5}"
-                data = _payload(i)
+                data = _payload(i, big)
                 batch.append((subj, data, await js.publish_async(subj, data)))
                 i += 1
             for subj, data, fut in batch:
@@ -47,7 +51,7 @@ async def _publisher(url: str, name: str, acked: dict[int, tuple[str, bytes]], s
             pass
 
 
-async def _run(tmp_path) -> None:
+async def _run(tmp_path, big: bool) -> None:
     store = tmp_path / "store"
     srv = start_server("natsd", tmp_path, store_dir=store)
     acked: dict[int, tuple[str, bytes]] = {}
@@ -58,11 +62,11 @@ async def _run(tmp_path) -> None:
         assert "error" not in json.loads(msg.data)
         await nc.close()
         stop = asyncio.Event()
-        pubs = [asyncio.create_task(_publisher(srv.url, f"p{k}", acked, stop)) for k in range(3)]
+        pubs = [asyncio.create_task(_publisher(srv.url, f"p{k}", acked, stop, big)) for k in range(3)]
         # let a few thousand messages through, then kill -9 while they are still publishing
         for _ in range(200):
             await asyncio.sleep(0.05)
-            if len(acked) >= 3000:
+            if len(acked) >= (1500 if big else 3000):
                 break
         srv.kill()
         stop.set()
@@ -86,5 +90,6 @@ async def _run(tmp_path) -> None:
         srv2.stop()
 
 
-def test_acked_messages_survive_kill_9(tmp_path):
-    asyncio.run(_run(tmp_path))
+@pytest.mark.parametrize("big", [False, True], ids=["small", "16k"])
+def test_acked_messages_survive_kill_9(tmp_path, big):
+    asyncio.run(_run(tmp_path, big))
