@@ -74,7 +74,7 @@ from natsd.store.file.meta import atomic_write, fsync_dir, write_meta
 from natsd.store.file.reads import MsgCorrupt, ReadPath
 from natsd.store.file.record import (
     FLAG_ERASED, FLAG_FIRST, FLAG_MASK, FLAG_SKIP, FLAG_TOMB, FLAG_TRUNC, FLAG_TTL, HEADER_SIZE, SEQ_MASK,
-    RecordError, encode_marker, encode_msg_into, encode_msgs, erase_record, file_store_msg_size, parse_header,
+    RecordError, encode_marker, encode_msg_into, encode_msgs_into, erase_record, file_store_msg_size, parse_header,
 )
 from natsd.store.file.recovery import Recovery
 from natsd.store.file.threaded import ThreadedWrites, no_post
@@ -351,7 +351,7 @@ class FileStreamStore(Recovery, ReadPath, ThreadedWrites, FaultHandling, Indexed
         chunk = msgs[start:start + k]
         if k > 1 and list(map(len, chunk)).count(len(m0)) != k:
             return 1, (self._write(seq, ts, subject, None, m0, 0),)
-        lmb.pending += encode_msgs(seq, ts, sb, chunk)
+        encode_msgs_into(lmb.pending, seq, ts, sb, chunk)
         lmb.max_ref = seq + k - 1
         if self._blive is not None:
             self._blive[lmb.id] = self._blive.get(lmb.id, 0) + rec * k

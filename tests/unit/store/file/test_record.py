@@ -10,7 +10,7 @@ import pytest
 
 from natsd.store.file.record import (
     FLAG_ERASED, FLAG_FIRST, FLAG_SKIP, FLAG_TOMB, FLAG_TTL, RECORD_OVERHEAD, RecordError, decode_record,
-    encode_marker, encode_msg_into, erase_record, file_store_msg_size, intact_crc, marker_count,
+    BIG_RECORD, encode_marker, encode_msg_into, encode_msgs, encode_msgs_into, erase_record, file_store_msg_size, intact_crc, marker_count,
 )
 
 HDR = b"NATS/1.0\r\nNats-Msg-Id: 1\r\n\r\n"
@@ -109,3 +109,21 @@ def test_intact_crc_is_the_crc_of_any_whole_intact_record(hdr):
             bad = bytearray(rec)
             bad[i] ^= 0x10
             assert zlib.crc32(bad) != intact_crc(len(rec))
+
+
+@pytest.mark.parametrize("size", [0, 1, 128, BIG_RECORD - 1, BIG_RECORD, 16384])
+def test_a_run_encodes_as_its_records_one_by_one(size):
+    """encode_msgs and encode_msgs_into (both sides of BIG_RECORD) give exactly the bytes of
+    encode_msg_into per message, and the records decode back."""
+    msgs = [bytes([65 + i]) * size for i in range(5)]
+    one_by_one = b"".join(encode(seq=40 + i, ts=99, subject=b"s.run", msg=m) for i, m in enumerate(msgs))
+    assert encode_msgs(40, 99, b"s.run", msgs) == one_by_one
+    buf = bytearray(b"prefix")
+    encode_msgs_into(buf, 40, 99, b"s.run", msgs)
+    assert bytes(buf) == b"prefix" + one_by_one
+    off = 6
+    for i, m in enumerate(msgs):
+        r = decode_record(bytes(buf), off)
+        assert (r.seq, r.ts, r.subject, r.msg) == (40 + i, 99, b"s.run", m)
+        off += r.size
+    assert off == len(buf)

@@ -386,3 +386,21 @@ def test_a_failed_early_write_refuses_that_message_and_rolls_back_the_turn(tmp_p
     s2 = open_stream_store(cfg(), clock, d)
     assert [(m.seq, m.msg[:1]) for m in s2.iter_msgs(1, 10)] == [(1, b"x"), (2, b"w")]
     s2.stop()
+
+
+def test_a_run_of_big_payloads_across_blocks_reads_back_after_a_restart(tmp_path, clock):
+    """A run of payloads past BIG_RECORD is encoded record by record into the block's buffer
+    (encode_msgs_into); with small blocks it spans several, and reads back whole after a restart."""
+    from natsd.store.file.record import BIG_RECORD
+
+    d = str(tmp_path / "S")
+    s = open_stream_store(cfg(), clock, d, block_size=16 * 1024)
+    msgs = [bytes([i]) * (BIG_RECORD + 100) for i in range(20)]
+    first, _ts, done, err = s.store_run("big", msgs)
+    assert (first, done, err) == (1, 20, None)
+    s.flush()
+    assert len(blk_sizes(d)) == 3  # (7 records of ~2.2 KB per 16 KB block)
+    s.stop()
+    s2 = open_stream_store(cfg(), clock, d)
+    assert [(m.seq, m.msg) for m in s2.iter_msgs(1, 100)] == list(zip(range(1, 21), msgs))
+    s2.stop()
