@@ -61,3 +61,21 @@ def test_small_state_still_written_whole(tmp_path) -> None:
     h.advance(200 * MS)
     obs = Path(tmp_path, "obs", "dur")
     assert (obs / "o.dat").exists() and not (obs / "o.log").exists()
+
+
+def test_a_durable_starting_at_1_creates_no_state_file_and_recovers_the_same(tmp_path) -> None:
+    """A start at sequence 1 is the zero state, which a durable without o.dat recovers as (and
+    treats as fresh either way), so creating one writes meta.inf only; any other start is
+    written, so a restart resumes there."""
+    h = Harness(store_dir=str(tmp_path))
+    h.consumer(durable_name="all", ack_policy="explicit")  # empty stream: starts at 1
+    h.pub("orders.1", "a", n=3)
+    h.consumer(durable_name="new", ack_policy="explicit", deliver_policy="new")  # starts at 4
+    h.advance(STATE_WRITE_GAP)
+    obs = Path(tmp_path, "obs")
+    assert (obs / "all" / "meta.inf").exists() and not (obs / "all" / "o.dat").exists()
+    assert (obs / "new" / "o.dat").exists()
+    h.restart()
+    h.pub("orders.1", "b", n=2)
+    assert [m.payload for m in data(h.pull("all", {"batch": 10, "expires": SEC}))] == [b"a"] * 3 + [b"b"] * 2
+    assert [m.payload for m in data(h.pull("new", {"batch": 10, "expires": SEC}))] == [b"b"] * 2

@@ -191,7 +191,11 @@ class Consumer:
             sseq = 1
         t.start_at(sseq)
         self._recalc_pending()
-        self.writer.mark_dirty()
+        if sseq > 1:
+            # (A start at 1 is the zero state, which is what a durable without a state file
+            # recovers as, and recovers as fresh either way: no file to create for it, which
+            # was a tenth of a durable's creation time.)
+            self.writer.mark_dirty()
 
     def restart_after_damage(self) -> None:
         """Recovery found the durable state damaged (the store logged what): start again from
