@@ -59,6 +59,12 @@ def _burst(subject: bytes, first: int, n: int, payload: bytes = b"p" * 16, hdr: 
                     for i in range(first, first + n))
 
 
+def _id_burst(subject: bytes, first: int, n: int) -> bytes:
+    """HPUBs each with its own Nats-Msg-Id (fixed width: one header length, so a run)."""
+    return b"".join(_burst(subject, i, 1, b"v%05d" % i, b"NATS/1.0\r\nNats-Msg-Id: id-%08d\r\n\r\n" % i)
+                    for i in range(first, first + n))
+
+
 async def _api(c: _Conn, subject: str, body: dict) -> dict:
     data = json.dumps(body).encode()
     c.w.write(b"PUB %s _INBOX.t.api %d\r\n%s\r\n" % (subject.encode(), len(data), data))
@@ -90,6 +96,11 @@ async def _observe(url: str) -> dict:
     out["max_msgs_old"] = await c.frames(20)
     writer.write(_burst(b"a.z", 0, 6, hdr=b"NATS/1.0\r\nNats-Msg-Id: same\r\n\r\n"))
     out["dups"] = await c.frames(6)
+    # Distinct msg ids (the Spark sink's idempotent writes), then the same ids again: duplicates.
+    writer.write(_id_burst(b"a.ids", 0, 400))
+    out["ids"] = await c.frames(400)
+    writer.write(_id_burst(b"a.ids", 390, 20))
+    out["ids_again"] = await c.frames(20)
     writer.write(_burst(b"nobody.x", 0, 5))
     out["no_responders"] = await c.frames(5)
     for name in ("A", "B", "C"):
@@ -115,5 +126,6 @@ async def test_bursts_of_async_publishes_are_answered_as_nats_server_does(tmp_pa
         assert got[k] == ref[k], k
     assert ref["discard_new"][5][2]["error"]["err_code"] == 10077  # (the case is exercised)
     assert ref["dups"][1][2]["duplicate"] is True
+    assert ref["ids_again"][9][2]["duplicate"] is True and "duplicate" not in ref["ids_again"][10][2]
     # natsd took the bursts as runs (the first message of each teaches the parser the shape)
     assert sum(runs) > 3000 and max(runs) > 100

@@ -126,26 +126,45 @@ def process_rrun(self: Stream, subject: str, run) -> None:
     """Ingest a run of publishes to ``subject`` with a reply each (``Ports.subscribe(rrun=...)``:
     an asynchronous publisher's burst, ``run.replies``/``run.payloads``), in order.
 
-    Header-less runs on a ``_fast`` stream (see :meth:`process_msg`) that leave the server's
-    storage limit alone and hold no fast-batch reply are stored with one ``store_run`` and
-    answered with the turn's PubAcks, as :meth:`process_msg` would answer each; anything
-    else (headers, a refusal on the way) goes through :meth:`process_msg` message by
-    message, from the first message the run path did not store."""
+    Runs on a ``_fast`` stream (see :meth:`process_msg`) that leave the server's storage limit
+    alone and hold no fast-batch reply are stored with one ``store_run`` and answered with the
+    turn's PubAcks, as :meth:`process_msg` would answer each: header-less runs, and HPUB runs
+    whose headers hold no ``Nats-*`` name but ``Nats-Msg-Id`` with ids that are all new
+    (:func:`_run_msg_ids`: the Spark sink's idempotent writes, a deduplicating publisher).
+    Anything else (other headers, a duplicate, a refusal on the way) goes through
+    :meth:`process_msg` message by message, from the first message the run path did not
+    store, which answers each as alone."""
     replies = run.replies
     payloads = run.payloads
     n = len(payloads)
     done = 0
-    if (self._fast and not run.hdr_len and b".$FI\n" not in b"\n".join(replies) + b"\n"
+    hl = run.hdr_len
+    if (self._fast and b".$FI\n" not in b"\n".join(replies) + b"\n"
             and self._used[self._ut] + self.store.bytes_used - self._counted
             + n * (len(payloads[0]) + len(subject) + 64) <= self._max_used):
-        try:
-            first, ts, done, err = self.store.store_run(subject, payloads)
-        except StoreError:
-            done, err = 0, None  # (closed: each message is refused below, as alone)
+        ids = self._run_msg_ids(payloads, hl) if hl else None
+        if hl and ids is None:
+            first, ts, done, err = 0, 0, 0, None
+        else:
+            try:
+                first, ts, done, err = self.store.store_run(subject, payloads, hl)
+            except StoreError:
+                done, err = 0, None  # (closed: each message is refused below, as alone)
         if done:
             last = first + done
             self.lseq = last - 1
             self.lmsg_id = ""
+            if ids is not None:
+                self.lmsg_id = ids[done - 1]
+                if self._dup_window > 0:
+                    ddmap = self._ddmap
+                    q = self._ddq
+                    for seq, mid in zip(range(first, last), ids):
+                        if mid:
+                            ddmap[mid] = (seq, ts)
+                            q.append((ts, mid))
+                            if len(q) & 1023 == 0:
+                                self._expire_msg_ids()
             self._new_msgs = True
             if self._do_ack:
                 self._ack_subjects += [r.decode() for r in replies[:done]]
@@ -158,11 +177,52 @@ def process_rrun(self: Stream, subject: str, run) -> None:
             self._store_failed(replies[done].decode(), err)
             done += 1
     if done < n:
-        hl = run.hdr_len
         process = self.process_msg
         for i in range(done, n):
             data = payloads[i]
             process(subject, replies[i].decode(), data[:hl] if hl else None, data[hl:] if hl else data)
+
+
+def _run_msg_ids(self: Stream, payloads: list[bytes], hl: int) -> list[str] | None:
+    """The ``Nats-Msg-Id`` of each message of an HPUB run (header blocks of ``hl`` bytes in
+    front of the payloads; "" for none), when every header block passes :meth:`process_msg`'s
+    light-path test (no ``Nats-*`` name but at most ``Nats-Msg-Id``, not over MAX_HDR_SIZE)
+    and no id is a duplicate, of a stored message within the window or of one earlier in the
+    run; else None (the run then goes message by message, which answers duplicates)."""
+    if hl > MAX_HDR_SIZE:
+        return None
+    if self._dedupe_pending:
+        self._rebuild_dedupe()
+    ddmap = self._ddmap
+    since = self.clock.time_ns() - self._dup_window
+    seen: set[str] = set()
+    ids = []
+    for data in payloads:
+        i = data.find(b"\r\nNats-", 0, hl)
+        if i < 0:
+            ids.append("")
+            continue
+        if not data.startswith(b"Msg-Id:", i + 7):
+            return None
+        j = data.find(b"\r\n", i + 14, hl)
+        if j < 0:
+            j = hl
+        if data.find(b"\r\nNats-", j, hl) >= 0:
+            return None
+        v = data[i + 14:j].lstrip(b" ")
+        if not v:
+            ids.append("")
+            continue
+        try:
+            mid = v.decode()
+        except UnicodeDecodeError:
+            return None
+        dup = ddmap.get(mid)
+        if (dup is not None and dup[1] > since) or mid in seen:
+            return None
+        seen.add(mid)
+        ids.append(mid)
+    return ids
 
 
 def process_msg(self: Stream, subject: str, reply: str, hdr: bytes | None, payload: bytes, sourced: bool = False) -> int:

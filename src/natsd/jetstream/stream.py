@@ -353,6 +353,7 @@ class Stream:
     _reject = ingest._reject
     process_run = ingest.process_run
     process_rrun = ingest.process_rrun
+    _run_msg_ids = ingest._run_msg_ids
     process_msg = ingest.process_msg
     _incr_light = ingest._incr_light
     _counter_max_size = ingest._counter_max_size

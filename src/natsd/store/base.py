@@ -262,10 +262,12 @@ class StreamStore(Protocol):
         MaxMsgs/MaxBytes/MaxMsgsPerSubject when discard is "new" and a limit would be exceeded.
         ``ttl_ns`` > 0 gives the message its own expiry (Nats-TTL)."""
 
-    def store_run(self, subject: str, msgs: list[bytes]) -> tuple[int, int, int, "StoreError | None"]:
-        """Append header-less messages to one subject, in order, all with one timestamp (a
-        burst of asynchronous publishes read at once): the same as ``store_msg`` for each, but
-        discard-"old" limits are applied once, after the run. Returns ``(first_seq, ts_ns,
+    def store_run(self, subject: str, msgs: list[bytes], hdr_len: int = 0) -> tuple[int, int, int, "StoreError | None"]:
+        """Append messages to one subject, in order, all with one timestamp (a burst of
+        asynchronous publishes read at once): the same as ``store_msg`` for each, but
+        discard-"old" limits are applied once, after the run. With ``hdr_len`` > 0 each item of
+        ``msgs`` is a header block of that many bytes followed by the payload (an HPUB's bytes
+        as read): ``store_msg(subject, m[:hdr_len], m[hdr_len:])``; else header-less payloads. Returns ``(first_seq, ts_ns,
         stored, error)``: the first ``stored`` messages got ``first_seq``, ``first_seq + 1``...;
         when ``stored < len(msgs)``, ``error`` is what refused ``msgs[stored]`` (as
         ``store_msg`` would have raised it) and nothing after it was stored. Raises

@@ -198,6 +198,32 @@ def check_store_run(factory: StoreFactory) -> None:
     s.stop()
     _raises(StoreClosed, s.store_run, "b", [b"1", b"2"])
 
+    # hdr_len: each item is a header block of that length and the payload (an HPUB burst):
+    # stored as store_msg(subject, item[:hdr_len], item[hdr_len:]) of each
+    hdrs = [b"NATS/1.0\r\nNats-Msg-Id: %04d\r\n\r\n" % i for i in range(200)]
+    hl = len(hdrs[0])
+    bodies = [b"%05d" % i for i in range(199)] + [b"a different length"]
+    s = factory.make(_cfg(), clock)
+    s.store_msg("a", None, b"0")
+    first, ts, stored, err = s.store_run("h.x", [h + b for h, b in zip(hdrs, bodies)], hl)
+    assert (first, stored, err) == (2, 200, None)
+    want_bytes = _size(s, "a", None, b"0") + sum(_size(s, "h.x", h, b) for h, b in zip(hdrs, bodies))
+    assert (s.state().msgs, s.state().bytes) == (201, want_bytes)
+    for i in (0, 1, 100, 198, 199):
+        m = s.load_msg(first + i)
+        assert (m.subject, m.hdr, m.msg, m.seq, m.ts) == ("h.x", hdrs[i], bodies[i], first + i, ts)
+    s.flush()
+    s = _restart(factory, s, clock)
+    assert (s.state().msgs, s.state().bytes) == (201, want_bytes)
+    assert (s.load_msg(first + 150).hdr, s.load_msg(first + 150).msg) == (hdrs[150], bodies[150])
+    s.stop()
+    # ... and one at a time under discard new with a limit that can refuse
+    s = factory.make(_cfg(max_msgs=2, discard=DiscardPolicy.NEW), clock)
+    first, _, stored, err = s.store_run("h.x", [h + b for h, b in zip(hdrs[:4], bodies)], hl)
+    assert (first, stored) == (1, 2) and isinstance(err, MaxMsgs)
+    assert (s.load_msg(2).hdr, s.load_msg(2).msg) == (hdrs[1], bodies[1])
+    s.stop()
+
 
 def check_max_bytes(factory: StoreFactory) -> None:
     """max_bytes counts the store's accounted size; discard new raises MaxBytes."""
@@ -870,14 +896,19 @@ def run_model_ops(factory: StoreFactory, ops: list[tuple], config: StoreConfig |
                 seq, ts = store.store_msg(subj, hdr, body)
                 assert seq == model.store(subj, hdr, body, ts)
             elif kind == "run":
-                # store_run: header-less messages to one subject, of one length (an async
-                # publisher's burst) or of mixed lengths; the model stores them one by one.
+                # store_run: messages to one subject, of one length (an async publisher's
+                # burst) or of mixed lengths, header-less or each behind a header block (an
+                # HPUB burst, hdr_len); the model stores them one by one.
                 subj = _SUBJECTS[op[1]]
                 sizes = [op[3]] * op[2] if op[4] else [rng.randrange(40) for _ in range(op[2])]
                 bodies = [bytes(rng.randrange(256) for _ in range(n)) for n in sizes]
-                first, ts, stored, err = store.store_run(subj, bodies)
+                hdr = _HDR if rng.random() < 0.4 else None
+                if hdr:
+                    first, ts, stored, err = store.store_run(subj, [hdr + b for b in bodies], len(hdr))
+                else:
+                    first, ts, stored, err = store.store_run(subj, bodies)
                 assert (stored, err) == (len(bodies), None)
-                assert [model.store(subj, None, b, ts) for b in bodies] == list(range(first, first + stored))
+                assert [model.store(subj, hdr, b, ts) for b in bodies] == list(range(first, first + stored))
             elif kind == "rm":
                 seq = op[1] + max(model.first - 5, 0)
                 fn = store.erase_msg if op[2] else store.remove_msg

@@ -49,10 +49,18 @@ class MemoryStreamStore(IndexedStreamStore):
             self._hdrs[seq] = bytes(hdr)
         return 0
 
-    def _write_run(self, seq: int, ts: int, subject: str, msgs: list[bytes], start: int) -> tuple[int, Iterable[int]]:
-        # All at once (bytes() of a bytes object is that object; other buffers are copied).
+    def _write_run(self, seq: int, ts: int, subject: str, msgs: list[bytes], start: int,
+                   hdr_len: int = 0) -> tuple[int, Iterable[int]]:
+        # All at once (bytes() of a bytes object is that object; other buffers are copied;
+        # slices are new bytes).
         k = len(msgs) - start
-        self._payloads.update(zip(range(seq, seq + k), map(bytes, msgs[start:])))
+        seqs = range(seq, seq + k)
+        if hdr_len:
+            rest = msgs[start:]
+            self._hdrs.update(zip(seqs, [bytes(m[:hdr_len]) for m in rest]))
+            self._payloads.update(zip(seqs, [bytes(m[hdr_len:]) for m in rest]))
+        else:
+            self._payloads.update(zip(seqs, map(bytes, msgs[start:])))
         return k, repeat(0, k)
 
     def _read(self, seq: int, pos: int) -> StoreMsg:

@@ -125,11 +125,16 @@ class IndexedStreamStore:
         """Persist one message; return its position (>= 0)."""
         raise NotImplementedError
 
-    def _write_run(self, seq: int, ts: int, subject: str, msgs: list[bytes], start: int) -> tuple[int, Iterable[int]]:
-        """Persist header-less ``msgs[start:]`` (as many as this store takes in one go, at least
-        one) as sequences ``seq``, ``seq + 1``...; returns (how many, their positions). A
-        StoreError means none of them was written. By default one message through ``_write``."""
-        return 1, (self._write(seq, ts, subject, None, msgs[start], 0),)
+    def _write_run(self, seq: int, ts: int, subject: str, msgs: list[bytes], start: int,
+                   hdr_len: int = 0) -> tuple[int, Iterable[int]]:
+        """Persist ``msgs[start:]`` (header blocks of ``hdr_len`` bytes in front, see
+        ``store_run``; as many as this store takes in one go, at least one) as sequences
+        ``seq``, ``seq + 1``...; returns (how many, their positions). A StoreError means none of
+        them was written. By default one message through ``_write``."""
+        m = msgs[start]
+        if hdr_len:
+            return 1, (self._write(seq, ts, subject, m[:hdr_len], m[hdr_len:], 0),)
+        return 1, (self._write(seq, ts, subject, None, m, 0),)
 
     def _read(self, seq: int, pos: int) -> StoreMsg:
         raise NotImplementedError
@@ -506,8 +511,8 @@ class IndexedStreamStore:
             self._enforce_limits(sid)
         return seq, ts
 
-    def store_run(self, subject: str, msgs: list[bytes]) -> tuple[int, int, int, StoreError | None]:
-        """Append header-less messages to one subject, in order, with one timestamp; see
+    def store_run(self, subject: str, msgs: list[bytes], hdr_len: int = 0) -> tuple[int, int, int, StoreError | None]:
+        """Append messages to one subject, in order, with one timestamp; see
         :meth:`natsd.store.base.StreamStore.store_run`. Written and indexed a piece at a time
         (``_write_run``: a file store's piece is what fits in its last block), so the index
         names every written message before the next piece can roll (and flush) a block."""
@@ -520,8 +525,12 @@ class IndexedStreamStore:
             # stored, one at a time (a KV bucket's per-subject limit alone refuses nothing).
             ts = 0
             for i in range(n):
+                m = msgs[i]
                 try:
-                    seq, ts = self.store_msg(subject, None, msgs[i])
+                    if hdr_len:
+                        seq, ts = self.store_msg(subject, m[:hdr_len], m[hdr_len:])
+                    else:
+                        seq, ts = self.store_msg(subject, None, m)
                 except StoreError as e:
                     return first, ts, i, e
             return first, ts, n, None
@@ -531,12 +540,12 @@ class IndexedStreamStore:
         while done < n:
             seq = self._last + 1
             try:
-                k, positions = self._write_run(seq, ts, subject, msgs, done)
+                k, positions = self._write_run(seq, ts, subject, msgs, done, hdr_len)
             except StoreError as e:
                 if self._any_limit and done:
                     self._enforce_limits(sid)
                 return first, ts, done, e
-            sid = self._index_run(seq, ts, subject, msgs, done, k, positions)
+            sid = self._index_run(seq, ts, subject, msgs, done, k, positions, hdr_len)
             done += k
         if self._any_limit:
             # Discard-old limits once for the run: the same messages go, oldest first, as after
@@ -545,19 +554,20 @@ class IndexedStreamStore:
         return first, ts, n, None
 
     def _index_run(self, seq: int, ts: int, subject: str, msgs: list[bytes], start: int, k: int,
-                   positions: Iterable[int]) -> int:
+                   positions: Iterable[int], hdr_len: int = 0) -> int:
         """Index ``msgs[start:start + k]``, written at ``positions`` as sequences ``seq``...;
         returns the subject id. The first goes through :meth:`_index_add` (new subject, empty
         stream, gap); the rest extend the arrays at once: same subject, so each one's next
         same-subject message is the following sequence."""
         it = iter(positions)
         m0 = msgs[start]
-        size = self.msg_size(subject, None, m0)
+        size = self.msg_size(subject, m0[:hdr_len], m0[hdr_len:]) if hdr_len else self.msg_size(subject, None, m0)
         sid = self._index_add(seq, ts, subject, size, next(it))
         if k == 1:
             return sid
         rest = k - 1
-        # A header-less message's accounted size is a per-subject constant plus its length.
+        # A message's accounted size is a per-subject constant plus its length (header block
+        # included: with headers the constant is larger, but still one per run).
         lens = list(map(len, msgs[start + 1:start + k]))
         if lens.count(len(m0)) == rest:
             sizes = array("I", [size]) * rest

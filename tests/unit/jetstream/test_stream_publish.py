@@ -456,13 +456,18 @@ def test_msg_ids_older_than_the_window_are_no_duplicates_before_their_expiry_swe
     assert env.pub("orders.1", b"a", {"Nats-Msg-Id": "old"})["duplicate"] is True
 
 
-def _rrun_twins(tmp_path, n: int, replies=None, storage: str = "file", tweak=None, **cfg):
+def _rrun_twins(tmp_path, n: int, replies=None, storage: str = "file", tweak=None, hdrs=None, runs=None,
+                after=None, **cfg):
     """The same messages through Stream.process_rrun (one run) and through process_msg one by one,
-    on two fresh engines: (PubAcks of the run, PubAcks one by one, state of each)."""
-    from natsd.protocol.events import OP_PUB, Run
+    on two fresh engines: (PubAcks of the run, PubAcks one by one, state of each). ``hdrs``: a
+    header block of one length per message (an HPUB run). ``runs``: a list that gets the
+    ``hdr_len`` of each store_run the run side made. ``after``: more messages (hdr, payload),
+    published one by one on both sides after the run (their PubAcks are compared too)."""
+    from natsd.protocol.events import OP_HPUB, OP_PUB, Run
 
     replies = replies or [b"_INBOX.t.%04d" % i for i in range(n)]
     payloads = [b"m%03d" % i for i in range(n)]
+    hl = len(hdrs[0]) if hdrs else 0
     out = []
     for mode in ("run", "one"):
         env = JsEnv(str(tmp_path / mode))
@@ -472,14 +477,29 @@ def _rrun_twins(tmp_path, n: int, replies=None, storage: str = "file", tweak=Non
             if tweak:
                 tweak(stream)
             if mode == "run":
-                stream.process_rrun("orders.1", Run(OP_PUB, b"orders.1", None, b"", 0, payloads, None, replies))
+                if runs is not None:
+                    real = stream.store.store_run
+
+                    def spy(subject, msgs, hdr_len=0, real=real):
+                        runs.append(hdr_len)
+                        return real(subject, msgs, hdr_len)
+                    stream.store.store_run = spy
+                if hdrs:
+                    run = Run(OP_HPUB, b"orders.1", None, b"", hl, [h + p for h, p in zip(hdrs, payloads)], None,
+                              replies)
+                else:
+                    run = Run(OP_PUB, b"orders.1", None, b"", 0, payloads, None, replies)
+                stream.process_rrun("orders.1", run)
             else:
-                for r, p in zip(replies, payloads):
-                    stream.process_msg("orders.1", r.decode(), None, p)
+                for i, (r, p) in enumerate(zip(replies, payloads)):
+                    stream.process_msg("orders.1", r.decode(), hdrs[i] if hdrs else None, p)
+            for i, (h, p) in enumerate(after or ()):
+                stream.process_msg("orders.1", "_INBOX.t.after%d" % i, h, p)
             env.clock.run_soon()
             acks = [(m.subject, m.payload) for m in env.inbox.msgs if m.subject.startswith("_INBOX.t.")]
             st = stream.store.state()
-            out.append((acks, (st.msgs, st.bytes, st.first_seq, st.last_seq), stream.lseq))
+            stored = [(m.hdr, m.msg) for m in stream.store.iter_msgs(1, 10**6)] if hdrs else None
+            out.append((acks, (st.msgs, st.bytes, st.first_seq, st.last_seq), stream.lseq, stream.lmsg_id, stored))
         finally:
             env.stop()
     return out
@@ -487,8 +507,8 @@ def _rrun_twins(tmp_path, n: int, replies=None, storage: str = "file", tweak=Non
 
 @pytest.mark.parametrize("storage", ["file", "memory"])
 def test_a_reply_run_is_stored_and_acknowledged_as_one_by_one(tmp_path, storage):
-    (acks, state, lseq), one = _rrun_twins(tmp_path, 50, storage=storage)
-    assert (acks, state, lseq) == one
+    (acks, state, lseq, _, _), one = _rrun_twins(tmp_path, 50, storage=storage)
+    assert (acks, state, lseq, "", None) == one
     assert acks[0] == ("_INBOX.t.0000", b'{"stream":"ORDERS","seq":1}') and len(acks) == 50 and lseq == 50
 
 
@@ -514,3 +534,48 @@ def test_a_reply_run_that_cannot_be_taken_whole_answers_each_message_as_alone(tm
     errors = [a for a in run[0] if b'"error"' in a[1]]
     assert bool(errors) == (case in ("discard_new", "server_full", "fast_batch_reply"))
     assert bool(run[0]) == (case != "no_ack")
+
+
+def _id_hdr(i) -> bytes:
+    return b"NATS/1.0\r\nNats-Msg-Id: id-%04d\r\n\r\n" % i
+
+
+@pytest.mark.parametrize("storage", ["file", "memory"])
+def test_an_hpub_run_of_new_msg_ids_is_stored_as_a_run_and_deduplicates_as_one_by_one(tmp_path, storage):
+    """An HPUB run whose headers hold only new Nats-Msg-Ids (the Spark sink's idempotent writes)
+    takes one store_run: same PubAcks, state, stored headers and lmsg_id as one by one, and its
+    ids are remembered (a later publish of one is a duplicate on both sides)."""
+    runs: list = []
+    hdrs = [_id_hdr(i) for i in range(30)]
+    after = [(_id_hdr(7), b"again"), (_id_hdr(99), b"new"), (None, b"plain")]
+    run, one = _rrun_twins(tmp_path, 30, storage=storage, hdrs=hdrs, runs=runs, after=after)
+    assert run == one
+    assert runs == [len(hdrs[0])]  # the run path, not 30 process_msg calls
+    acks = dict(run[0])
+    assert acks["_INBOX.t.0029"] == b'{"stream":"ORDERS","seq":30}'
+    assert acks["_INBOX.t.after0"] == b'{"stream":"ORDERS","seq":8,"duplicate": true}'
+    assert acks["_INBOX.t.after1"] == b'{"stream":"ORDERS","seq":31}'
+    assert run[4][7] == (_id_hdr(7), b"m007")
+
+
+@pytest.mark.parametrize("case", ["dup_in_run", "dup_of_stored", "other_nats_header", "app_header", "empty_id"])
+def test_an_hpub_run_the_light_path_cannot_take_answers_as_one_by_one(tmp_path, case):
+    runs: list = []
+    hdrs = [_id_hdr(i) for i in range(12)]
+    tweak = None
+    if case == "dup_in_run":
+        hdrs[9] = _id_hdr(3)
+    elif case == "dup_of_stored":
+        def tweak(stream):
+            stream.process_msg("orders.1", "", _id_hdr(5), b"first")
+    elif case == "other_nats_header":
+        hdrs = [b"NATS/1.0\r\nNats-Expected-Stream: ORDERS\r\n\r\n"] * 12
+    elif case == "app_header":  # no Nats-* name at all: the run path, ids ""
+        hdrs = [b"NATS/1.0\r\nX-Trace: %04d\r\n\r\n" % i for i in range(12)]
+    else:
+        hdrs = [b"NATS/1.0\r\nNats-Msg-Id:      \r\n\r\n"] * 12
+    run, one = _rrun_twins(tmp_path, 12, hdrs=hdrs, runs=runs, tweak=tweak)
+    assert run == one
+    assert runs == ([len(hdrs[0])] if case in ("app_header", "empty_id") else [])
+    if case == "dup_in_run":
+        assert dict(run[0])["_INBOX.t.0009"] == b'{"stream":"ORDERS","seq":4,"duplicate": true}'

@@ -140,20 +140,27 @@ def encode_msg_into(buf: bytearray, seq: int, ts: int, subject: bytes, hdr: byte
     return total
 
 
-def encode_msgs(seq: int, ts: int, subject: bytes, msgs: list[bytes]) -> bytes:
-    """Records of the header-less ``msgs`` (all of one length) as sequences ``seq``,
-    ``seq + 1``..., all with timestamp ``ts``, back to back: byte for byte what
-    :func:`encode_msg_into` appends for each (the layout of the module docstring: head,
-    subject, payload, CRC-32 of those, length). Two list comprehensions instead of a call per
-    record: a burst of asynchronous publishes is encoded at C speed but for the checksums."""
+def encode_msgs(seq: int, ts: int, subject: bytes, msgs: list[bytes], hdr_len: int = 0) -> bytes:
+    """Records of ``msgs`` (all of one length) as sequences ``seq``, ``seq + 1``..., all with
+    timestamp ``ts``, back to back: byte for byte what :func:`encode_msg_into` appends for each
+    (the layout of the module docstring: head, subject, payload, CRC-32 of those, length).
+    With ``hdr_len`` > 0 each item is a header block of that many bytes and the payload, as an
+    HPUB carries them: the record's ``hdr_len`` field goes between subject and header block,
+    which are then already in place. Two list comprehensions instead of a call per record: a
+    burst of asynchronous publishes is encoded at C speed but for the checksums."""
     slen = len(subject)
-    total = 30 + slen + len(msgs[0])
     assert 0 < seq and seq + len(msgs) - 1 <= SEQ_MASK and slen < 0x10000
-    crc = _crc_big if total >= BIG else _crc32
+    if hdr_len:
+        size = 34 + slen + len(msgs[0])
+        total = size | HDR_BIT
+        subject += _pack_u32(hdr_len)
+    else:
+        size = total = 30 + slen + len(msgs[0])
+    crc = _crc_big if size >= BIG else _crc32
     pack_head = _pack_head
     pack_trailer = _pack_trailer
     recs = [pack_head(total, s, ts, slen) + subject + m for s, m in zip(range(seq, seq + len(msgs)), msgs)]
-    return b"".join([r + pack_trailer(crc(r), total) for r in recs])
+    return b"".join([r + pack_trailer(crc(r), size) for r in recs])
 
 
 #: From this payload size on, :func:`encode_msgs_into` appends each record's pieces straight to
@@ -164,16 +171,23 @@ def encode_msgs(seq: int, ts: int, subject: bytes, msgs: list[bytes]) -> bytes:
 BIG_RECORD = 2048
 
 
-def encode_msgs_into(buf: bytearray, seq: int, ts: int, subject: bytes, msgs: list[bytes]) -> None:
+def encode_msgs_into(buf: bytearray, seq: int, ts: int, subject: bytes, msgs: list[bytes],
+                     hdr_len: int = 0) -> None:
     """Append :func:`encode_msgs` of the arguments to ``buf`` (same bytes), copying big payloads
     once (``BIG_RECORD``)."""
     m0 = len(msgs[0])
     if m0 < BIG_RECORD:
-        buf += encode_msgs(seq, ts, subject, msgs)
+        buf += encode_msgs(seq, ts, subject, msgs, hdr_len)
         return
     slen = len(subject)
-    total = 30 + slen + m0
     assert 0 < seq and seq + len(msgs) - 1 <= SEQ_MASK and slen < 0x10000
+    if hdr_len:
+        # (subject and header length together: the record's bytes between head and header)
+        total = (34 + slen + m0) | HDR_BIT
+        subject += _pack_u32(hdr_len)
+    else:
+        total = 30 + slen + m0
+    size = total & ~HDR_BIT
     crc = _crc_big
     pack_head = _pack_head
     pack_trailer = _pack_trailer
@@ -182,7 +196,7 @@ def encode_msgs_into(buf: bytearray, seq: int, ts: int, subject: bytes, msgs: li
         buf += head
         buf += subject
         buf += m
-        buf += pack_trailer(crc(m, _crc32(subject, _crc32(head))), total)
+        buf += pack_trailer(crc(m, _crc32(subject, _crc32(head))), size)
 
 
 def encode_marker(flag: int, seq: int, ts: int = 0, count: int | None = None) -> bytes:

@@ -334,12 +334,13 @@ class FileStreamStore(Recovery, ReadPath, ThreadedWrites, FaultHandling, Indexed
             lmb.pending += encode_marker(FLAG_TTL, seq, ts + ttl_ns if ttl_ns > 0 else NEVER_EXPIRES)
         return (lmb.id << 32) | off
 
-    def _write_run(self, seq: int, ts: int, subject: str, msgs: list[bytes], start: int) -> tuple[int, Iterable[int]]:
+    def _write_run(self, seq: int, ts: int, subject: str, msgs: list[bytes], start: int,
+                   hdr_len: int = 0) -> tuple[int, Iterable[int]]:
         # What fits in the last block (rolled first when not even one does, as _write), when
         # those messages have one length: one encode_msgs, one append, positions at a stride.
         m0 = msgs[start]
         sb = subject.encode()
-        rec = 30 + len(sb) + len(m0)
+        rec = (34 if hdr_len else 30) + len(sb) + len(m0)
         lmb = self._lmb
         off = lmb.pend_off + len(lmb.pending)
         if off and off + rec > self._block_size:
@@ -350,8 +351,10 @@ class FileStreamStore(Recovery, ReadPath, ThreadedWrites, FaultHandling, Indexed
         k = min(len(msgs) - start, max(1, (self._block_size - off) // rec))
         chunk = msgs[start:start + k]
         if k > 1 and list(map(len, chunk)).count(len(m0)) != k:
+            if hdr_len:
+                return 1, (self._write(seq, ts, subject, m0[:hdr_len], m0[hdr_len:], 0),)
             return 1, (self._write(seq, ts, subject, None, m0, 0),)
-        encode_msgs_into(lmb.pending, seq, ts, sb, chunk)
+        encode_msgs_into(lmb.pending, seq, ts, sb, chunk, hdr_len)
         lmb.max_ref = seq + k - 1
         if self._blive is not None:
             self._blive[lmb.id] = self._blive.get(lmb.id, 0) + rec * k
