@@ -202,7 +202,7 @@ def _run_msg_ids(self: Stream, payloads: list[bytes], hl: int) -> list[str] | No
         if i < 0:
             ids.append("")
             continue
-        if not data.startswith(b"Msg-Id:", i + 7):
+        if not data.startswith(b"Msg-Id:", i + 7, hl):
             return None
         j = data.find(b"\r\n", i + 14, hl)
         if j < 0:
