@@ -183,6 +183,25 @@ def process_rrun(self: Stream, subject: str, run) -> None:
             process(subject, replies[i].decode(), data[:hl] if hl else None, data[hl:] if hl else data)
 
 
+def _light_msg_id(data: bytes, hl: int) -> bytes | None:
+    """The light path's test of a header block (``data[:hl]``): one scan instead of
+    nats_headers(). The first ``Nats-*`` line must be ``Nats-Msg-Id`` and no other may follow
+    (the rules of get_header_bytes: the name starts a line, the value runs to the CRLF, leading
+    spaces skipped). Returns the id's raw value (b"" when there is none or it is empty), or
+    None when the block names another ``Nats-*`` header (then the full checks apply)."""
+    i = data.find(b"\r\nNats-", 0, hl)
+    if i < 0:
+        return b""
+    if not data.startswith(b"Msg-Id:", i + 7, hl):
+        return None
+    j = data.find(b"\r\n", i + 14, hl)
+    if j < 0:
+        j = hl
+    if data.find(b"\r\nNats-", j, hl) >= 0:
+        return None
+    return data[i + 14:j].lstrip(b" ")
+
+
 def _run_msg_ids(self: Stream, payloads: list[bytes], hl: int) -> list[str] | None:
     """The ``Nats-Msg-Id`` of each message of an HPUB run (header blocks of ``hl`` bytes in
     front of the payloads; "" for none), when every header block passes :meth:`process_msg`'s
@@ -198,18 +217,9 @@ def _run_msg_ids(self: Stream, payloads: list[bytes], hl: int) -> list[str] | No
     seen: set[str] = set()
     ids = []
     for data in payloads:
-        i = data.find(b"\r\nNats-", 0, hl)
-        if i < 0:
-            ids.append("")
-            continue
-        if not data.startswith(b"Msg-Id:", i + 7, hl):
+        v = _light_msg_id(data, hl)
+        if v is None:
             return None
-        j = data.find(b"\r\n", i + 14, hl)
-        if j < 0:
-            j = hl
-        if data.find(b"\r\nNats-", j, hl) >= 0:
-            return None
-        v = data[i + 14:j].lstrip(b" ")
         if not v:
             ids.append("")
             continue
@@ -241,30 +251,19 @@ def process_msg(self: Stream, subject: str, reply: str, hdr: bytes | None, paylo
     if self._fast and not reply.endswith(FAST_BATCH_SUFFIX):
         msg_id = ""
         if hdr:
-            # One scan instead of nats_headers(): the first Nats-* line must be Nats-Msg-Id
-            # and no other may follow (the rules of get_header_bytes: the name starts a line,
-            # the value runs to the CRLF, leading spaces skipped).
-            i = hdr.find(b"\r\nNats-")
-            if len(hdr) > MAX_HDR_SIZE:
+            hl = len(hdr)
+            v = _light_msg_id(hdr, hl) if hl <= MAX_HDR_SIZE else None
+            if v is None:
                 return self._process(subject, reply, hdr, payload, sourced, None)
-            if i >= 0:
-                if not hdr.startswith(b"Msg-Id:", i + 7):
-                    return self._process(subject, reply, hdr, payload, sourced, None)
-                j = hdr.find(b"\r\n", i + 14)
-                if j < 0:
-                    j = len(hdr)
-                if hdr.find(b"\r\nNats-", j) >= 0:
-                    return self._process(subject, reply, hdr, payload, sourced, None)
-                v = hdr[i + 14:j].lstrip(b" ")  # Nats-Msg-Id alone
+            if v:  # Nats-Msg-Id alone
                 if self._dedupe_pending:
                     self._rebuild_dedupe()
-                if v:
-                    msg_id = v.decode()
-                    dup = self._ddmap.get(msg_id)
-                    if dup is not None and dup[1] > self.clock.time_ns() - self._dup_window:
-                        if reply and self._do_ack:
-                            self._respond(reply, self._ack_prefix + str(dup[0]).encode() + b',"duplicate": true}')
-                        return 0
+                msg_id = v.decode()
+                dup = self._ddmap.get(msg_id)
+                if dup is not None and dup[1] > self.clock.time_ns() - self._dup_window:
+                    if reply and self._do_ack:
+                        self._respond(reply, self._ack_prefix + str(dup[0]).encode() + b',"duplicate": true}')
+                    return 0
         # (a message without Nats-* headers, or with a new msg id)
         if self._used[self._ut] + self.store.bytes_used - self._counted > self._max_used:
             self._server_full(reply)
