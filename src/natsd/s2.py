@@ -36,6 +36,8 @@ TCP (or TLS, which authenticates), an archive has its own structure checks.
 
 from __future__ import annotations
 
+from natsd.varint import read_uvarint
+
 __all__ = ["S2Error", "FrameDecoder", "decode_block", "S2_STREAM_ID", "SNAPPY_STREAM_ID", "MAX_BLOCK"]
 
 #: The stream identifier frame an S2 (resp. Snappy) framed stream starts with.
@@ -125,20 +127,12 @@ def decode_block(src: bytes) -> bytes:
     """Decode one S2 (or Snappy) block, S2's repeat copy included (pure Python: the fallback
     for blocks cramjam's Snappy decoder refuses, see the module docstring)."""
     n = len(src)
-    s = 0
-    dlen = 0
-    shift = 0
-    while True:
-        if s >= n:
-            raise S2Error("corrupt S2 block")
-        b = src[s]
-        s += 1
-        dlen |= (b & 0x7F) << shift
-        if b < 0x80:
-            break
-        shift += 7
-        if shift > 35:
-            raise S2Error("corrupt S2 block")
+    try:
+        dlen, s = read_uvarint(src, 0, n)
+    except ValueError:
+        s = -1
+    if s < 0:
+        raise S2Error("corrupt S2 block")
     if dlen > MAX_BLOCK:
         raise S2Error("S2 block too large")
     dst = bytearray()

@@ -49,6 +49,7 @@ import json
 from typing import TYPE_CHECKING, Any, Iterator
 
 from natsd.store.base import ConsumerState, Pending, SequencePair
+from natsd.varint import encode_uvarint, read_uvarint
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.stream import Stream
@@ -62,23 +63,6 @@ MAGIC = b"NATSARC1"
 
 # ---------------------------------------------------------------------------------------------
 # Encoding
-
-_SMALL = [bytes([i]) for i in range(128)]
-
-
-def encode_uvarint(n: int) -> bytes:
-    """Unsigned LEB128 (Go ``binary.PutUvarint``)."""
-    if n < 128:
-        if n < 0:
-            raise ValueError("uvarint must be >= 0")
-        return _SMALL[n]
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
 
 def encode_varint(n: int) -> bytes:
     """Zig-zag signed varint (Go ``binary.PutVarint``)."""
@@ -233,19 +217,12 @@ class ArchiveReader:
             p = self._pos
             fields = []
             for i in range(5):
-                v = 0
-                shift = 0
-                while True:
-                    if p >= n:
-                        return out
-                    b = buf[p]
-                    p += 1
-                    v |= (b & 0x7F) << shift
-                    if b < 0x80:
-                        break
-                    shift += 7
-                    if shift > 63:
-                        raise ArchiveError("varint overflow")
+                try:
+                    v, p = read_uvarint(buf, p, n)
+                except ValueError:
+                    raise ArchiveError("varint overflow") from None
+                if p < 0:
+                    return out
                 fields.append(v)
             name_len, zts, seq, hsz, psz = fields
             ts = (zts >> 1) ^ -(zts & 1)

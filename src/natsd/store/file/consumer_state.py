@@ -70,6 +70,7 @@ from typing import Callable
 from natsd.store.base import ConsumerDelta, ConsumerState, CorruptState, Pending, SequencePair, StoreClosed
 from natsd.store.file.layout import CONSUMER_STATE_FILE
 from natsd.store.file.meta import atomic_write, fsync_dir, read_meta, write_meta
+from natsd.varint import append_uvarint, read_uvarint
 
 __all__ = [
     "encode_consumer_state", "encode_consumer_state_v1", "decode_consumer_state", "decode_snapshot",
@@ -100,13 +101,7 @@ log = logging.getLogger("natsd.store")
 
 # -- helpers --------------------------------------------------------------------------------------
 
-def _uvarint(out: bytearray, v: int) -> None:
-    if v < 0:
-        raise ValueError("negative varint")
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
+_uvarint = append_uvarint
 
 
 def _zigzag(v: int) -> int:
@@ -133,20 +128,14 @@ class _Reader:
         self.data, self.pos, self.end = data, pos, end
 
     def uv(self) -> int:
-        data, pos, end = self.data, self.pos, self.end
-        shift = v = 0
-        while True:
-            if pos >= end:
-                raise CorruptState("consumer state: truncated")
-            b = data[pos]
-            pos += 1
-            v |= (b & 0x7F) << shift
-            if b < 0x80:
-                self.pos = pos
-                return v
-            shift += 7
-            if shift > 70:
-                raise CorruptState("consumer state: bad varint")
+        try:
+            v, pos = read_uvarint(self.data, self.pos, self.end)
+        except ValueError:
+            raise CorruptState("consumer state: bad varint") from None
+        if pos < 0:
+            raise CorruptState("consumer state: truncated")
+        self.pos = pos
+        return v
 
     def i64(self, k: int) -> array:
         n = 8 * k
