@@ -1,44 +1,51 @@
-"""What the file store does when a write fails (disk full, I/O error; issue 14, item 1). A mixin
-of :class:`~natsd.store.file.stream_store.FileStreamStore` (it uses that class's index and
-blocks), kept apart so the store's main module stays readable. Damaged bytes met at start
-(issue 14, item 4) are recovery's business: :mod:`natsd.store.file.recovery`.
+"""What the file store does when a write fails (disk full, I/O error): the part of
+:class:`~natsd.store.file.stream_store.FileStreamStore` that owns what is durable (the last
+sequence on disk) and what a failed write took back. Damaged bytes met at start are recovery's
+business: :mod:`natsd.store.file.recovery`.
 
-- **Failed write** (``_write_failed``): the block has cut its file back to the last good size;
+- **Failed write** (``write_failed``): the block has cut its file back to the last good size;
   every message not on disk is rolled back (the sequences are free again, nobody was told of
   them), records about durable messages stay pending for the next flush, and the owner learns
   what was taken back through ``take_rollback()``. Readers never see unwritten records
-  (``_flush_for_read``). Nothing is sticky: the next flush simply tries again.
+  (``flush_for_read``). Nothing is sticky: the next flush simply tries again.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from natsd.store.base import MsgNotFound, StoreWriteError
 from natsd.store.file.block import MessageBlock
 from natsd.store.file.record import FLAG_ERASED, FLAG_FIRST, FLAG_MASK, HEAD_STRUCT, SEQ_MASK
 from natsd.store.seqindex import IndexedStreamStore
 
-__all__ = ["FaultHandling"]
+if TYPE_CHECKING:
+    from natsd.store.file.stream_store import FileStreamStore
+
+__all__ = ["WriteFaults"]
 
 log = logging.getLogger("natsd.store")
 
 _HEAD_UNPACK = HEAD_STRUCT.unpack_from
 
 
-class FaultHandling(IndexedStreamStore):
-    """Failed writes; see the module docstring. A part of FileStreamStore: it subclasses the index
-    for the type checker and declares the FileStreamStore state it uses."""
+class WriteFaults:
+    """Failed writes; see the module docstring. Owns the durability state; reaches the store's
+    index and write state through ``store``."""
 
-    _durable_last: int
-    _rollback: tuple[int, StoreWriteError] | None
-    _write_failing: bool
-    _marker_first: int
-    _blive: dict[int, int] | None
-    _rcache: tuple[int, int, int, bytes] | None
-    _replaying: bool
+    __slots__ = ("_s", "durable_last", "rollback", "failing")
 
-    def _write_failed(self, blk: MessageBlock, exc: StoreWriteError, marker_first: int) -> None:
+    def __init__(self, store: FileStreamStore) -> None:
+        self._s = store
+        #: The last sequence whose record (message or marker) is on disk.
+        self.durable_last = 0
+        #: What failed writes rolled back since the owner last asked (``take_rollback``).
+        self.rollback: tuple[int, StoreWriteError] | None = None
+        #: A write failed and none worked since (logged once per outage).
+        self.failing = False
+
+    def write_failed(self, blk: MessageBlock, exc: StoreWriteError, marker_first: int) -> None:
         """A write of ``blk``'s pending records failed (the block cut the file back to its last
         good size). Nothing that is not on disk may stay visible, and no sequence may be used
         twice on disk, so:
@@ -53,7 +60,8 @@ class FaultHandling(IndexedStreamStore):
         Removals that the rolled back messages caused (discard "old" limits) stay done: they
         only move the stream ahead of what it would hold, they lose nothing that was not going
         to be removed by the next store anyway."""
-        durable = self._durable_last
+        s = self._s
+        durable = self.durable_last
         data = blk.pending
         keep = bytearray()
         off = 0
@@ -66,40 +74,40 @@ class FaultHandling(IndexedStreamStore):
                 keep += data[off: off + size]
             off += size
         blk.pending = keep
-        self._marker_first = marker_first
-        self._blive = None
-        self._rcache = None
-        rolled = self._last - durable
+        s._marker_first = marker_first
+        s._blive = None
+        s._reads.rcache = None
+        rolled = s._last - durable
         if rolled > 0:
-            cb, self._cb = self._cb, None
-            self._replaying = True
+            cb, s._cb = s._cb, None
+            s._replaying = True
             try:
-                IndexedStreamStore.truncate(self, durable)
+                IndexedStreamStore.truncate(s, durable)
             finally:
-                self._replaying = False
-                self._cb = cb
+                s._replaying = False
+                s._cb = cb
         # Logged once per outage (a full disk fails every flush until space returns).
-        (log.debug if self._write_failing else log.error)(
-            "stream %s: write failed (%s); rolled back %d sequence(s) after %d", self.config.name, exc,
+        (log.debug if self.failing else log.error)(
+            "stream %s: write failed (%s); rolled back %d sequence(s) after %d", s.config.name, exc,
             max(rolled, 0), durable)
-        self._write_failing = True
-        prev = self._rollback
-        self._rollback = (durable if prev is None else min(prev[0], durable), exc)
+        self.failing = True
+        prev = self.rollback
+        self.rollback = (durable if prev is None else min(prev[0], durable), exc)
 
     def take_rollback(self) -> tuple[int, StoreWriteError] | None:
         """``(last durable sequence, error)`` if a failed write rolled messages back since the
         last call (every sequence above it was taken back), else None. The stream answers the
         publishes of those sequences with an error instead of a PubAck."""
-        rb = self._rollback
-        self._rollback = None
+        rb = self.rollback
+        self.rollback = None
         return rb
 
-    def _flush_for_read(self, seq: int) -> None:
+    def flush_for_read(self, seq: int) -> None:
         """Before serving ``seq`` from the pending buffer: flush. If that fails, the write was
         rolled back and ``seq`` no longer exists (MsgNotFound)."""
         try:
-            self.flush()
+            self._s.flush()
         except StoreWriteError:
             pass
-        if seq > self._durable_last:
+        if seq > self.durable_last:
             raise MsgNotFound(f"message {seq} was not stored (write failed)")

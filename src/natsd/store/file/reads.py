@@ -1,11 +1,12 @@
-"""Reading records back from the block files: a mixin of
-:class:`~natsd.store.file.stream_store.FileStreamStore` (it uses that class's index and blocks),
-kept apart so the store's main module stays about writes, removals and durability.
+"""Reading records back from the block files: the part of
+:class:`~natsd.store.file.stream_store.FileStreamStore` that owns the read-ahead chunk (it reads
+the store's index and blocks), kept apart so the store's main module stays about writes,
+removals and durability.
 
 Blocks are read through ``MessageBlock.pread`` (the file, or the decoded chunks of a compressed
 block: natsd.store.file.compress), by the records' plain offsets either way.
 
-- ``_read``: one message, from the file (``pread``, with a read-ahead chunk for forward
+- ``read``: one message, from the file (``pread``, with a read-ahead chunk for forward
   readers) or, for bytes not yet flushed, from the pending buffer (flushed first). Every read
   verifies the record's length, checksum and sequence.
 - ``iter_msgs``: a forward read taking runs of back-to-back records from one read-ahead chunk,
@@ -14,7 +15,7 @@ block: natsd.store.file.compress), by the records' plain offsets either way.
   length and header length) is decoded column-wise (``_uniform``) and checked with one CRC over
   the stretch (``_run_crc``).
 
-A record that fails any check is reported lost (``_lose``: ``state().lost_msgs``/``lost_bytes``,
+A record that fails any check is reported lost (``lose``: ``state().lost_msgs``/``lost_bytes``,
 logged, removed from the index) and never served. The byte layout read here is documented in
 :mod:`natsd.store.file.record`.
 """
@@ -25,7 +26,7 @@ import logging
 import struct
 from itertools import compress, count, repeat
 from operator import ne
-from typing import Callable, NoReturn
+from typing import TYPE_CHECKING, Iterator, NoReturn
 
 from natsd.store.file.crc import BIG, crc32, crc32_big
 from natsd.store.base import CorruptState, MsgNotFound, MsgRun, StoreMsg
@@ -34,9 +35,11 @@ from natsd.store.file.record import (
     FLAG_MASK, HDR_BIT, HEAD_STRUCT, HEADER_SIZE, RECORD_OVERHEAD, SEQ_MASK, TRAILER_SIZE, TRAILER_STRUCT, RecordError,
     intact_crc, parse_header,
 )
-from natsd.store.seqindex import IndexedStreamStore
 
-__all__ = ["ReadPath", "MsgCorrupt", "READ_AHEAD", "RUN_BYTES"]
+if TYPE_CHECKING:
+    from natsd.store.file.stream_store import FileStreamStore
+
+__all__ = ["BlockReads", "MsgCorrupt", "READ_AHEAD", "RUN_BYTES"]
 
 log = logging.getLogger("natsd.store")
 
@@ -146,45 +149,49 @@ class MsgCorrupt(CorruptState, MsgNotFound):
     A MsgNotFound too, so readers treat it as deleted."""
 
 
-class ReadPath(IndexedStreamStore):
-    """Checked reads of stored messages; see the module docstring. A part of FileStreamStore: it
-    subclasses the index for the type checker and declares the FileStreamStore state it uses."""
+class BlockReads:
+    """Checked reads of stored messages; see the module docstring. Owns the read-ahead chunk;
+    reaches the store's index and blocks through ``store``. The store binds ``read`` as its
+    ``_read`` hook once (called per message: no extra attribute hop on that path)."""
 
-    _blocks: dict[int, MessageBlock]
-    #: The read-ahead chunk: block id, start offset, end offset, bytes.
-    _rcache: tuple[int, int, int, bytes] | None
-    #: FaultHandling's: flush before serving unflushed bytes (MsgNotFound if that write failed).
-    _flush_for_read: Callable[[int], None]
+    __slots__ = ("_s", "rcache")
 
-    def _read(self, seq: int, pos: int) -> StoreMsg:
-        i = seq - self._base
-        size = self._sz[i]
+    def __init__(self, store: FileStreamStore) -> None:
+        self._s = store
+        #: The read-ahead chunk: block id, start offset, end offset, bytes. Only flushed bytes
+        #: are cached; whoever rewrites or drops block bytes sets it to None.
+        self.rcache: tuple[int, int, int, bytes] | None = None
+
+    def read(self, seq: int, pos: int) -> StoreMsg:
+        s = self._s
+        i = seq - s._base
+        size = s._sz[i]
         bid = pos >> 32
         off = pos & _OFF_MASK
         # Read-ahead: consumers mostly read forward, so one pread of READ_AHEAD bytes serves the
         # next records too. Only flushed bytes are cached; erase/truncate invalidate.
-        c = self._rcache
+        c = self.rcache
         if c is not None and c[0] == bid and c[1] <= off and off + size <= c[2]:
             start = off - c[1]
             data = c[3][start: start + size]
         else:
-            blk = self._blocks.get(bid)
+            blk = s._blocks.get(bid)
             if blk is None:
-                self._lose(seq, size, "its block is missing")
+                self.lose(seq, size, "its block is missing")
             if off + size > blk.flushed:
                 # Not written yet: write it first, so that nobody (a consumer, a direct get)
                 # ever sees a message that a failed write would then take back.
-                self._flush_for_read(seq)
+                s._faults.flush_for_read(seq)
                 data = blk.read(off, size)
             elif c is not None and c[0] == bid and c[1] <= off < c[2] + READ_AHEAD:
                 # Forward, close to the previous read (sequential, or a filtered consumer
                 # skipping a few records): read ahead.
                 chunk = blk.pread(max(size, READ_AHEAD), off)
-                self._rcache = (bid, off, off + len(chunk), chunk)
+                self.rcache = (bid, off, off + len(chunk), chunk)
                 data = chunk[:size]
             else:
                 data = blk.pread(size, off)
-                self._rcache = (bid, off, off + size, data)
+                self.rcache = (bid, off, off + size, data)
         try:
             rsize, has_hdr, raw, ts, slen = parse_header(data, 0)
             if rsize != size or len(data) != size:
@@ -195,14 +202,14 @@ class ReadPath(IndexedStreamStore):
             if raw != seq:
                 raise RecordError(0, f"sequence {raw & SEQ_MASK} (flags {raw & FLAG_MASK:#x}) where {seq} was expected")
         except RecordError as exc:
-            self._lose(seq, size, str(exc))
+            self.lose(seq, size, str(exc))
         p = HEADER_SIZE + slen
         hdr = None
         if has_hdr:
             hlen = int.from_bytes(data[p: p + 4], "little")
             hdr = data[p + 4: p + 4 + hlen]
             p += 4 + hlen
-        return StoreMsg(self._snames[self._sid[i]], hdr, data[p: size - _TRAILER_LEN], seq, ts)
+        return StoreMsg(s._snames[s._sid[i]], hdr, data[p: size - _TRAILER_LEN], seq, ts)
 
     def iter_msgs(self, start_seq: int, end_seq: int):
         """Live messages with start_seq <= seq <= end_seq, in order (a consumer's forward read).
@@ -214,27 +221,28 @@ class ReadPath(IndexedStreamStore):
         per-message path, which reports corrupt records lost. Between two yields the store may
         change (acks removing messages, a purge): every record is re-checked against the index
         before it is handed out."""
-        self._check_open()
-        seq = max(start_seq, self._first)
+        s = self._s
+        s._check_open()
+        seq = max(start_seq, s._first)
         residues = _RESIDUES
         unpack = _HEAD_UNPACK
         crc32 = _crc32
-        snames = self._snames
+        snames = s._snames
         while True:
-            seq = self._next_live(seq)
+            seq = s._next_live(seq)
             if not seq or seq > end_seq:
                 return
-            base = self._base
-            posa, sza, sida = self._pos, self._sz, self._sid
+            base = s._base
+            posa, sza, sida = s._pos, s._sz, s._sid
             i = seq - base
             p0 = posa[i]
             bid = p0 >> 32
             off = p0 & _OFF_MASK
-            blk = self._blocks.get(bid)
+            blk = s._blocks.get(bid)
             end = off + sza[i]
             if blk is None or end > blk.flushed:
                 try:
-                    yield self._read(seq, p0)
+                    yield self.read(seq, p0)
                 except MsgNotFound:
                     pass
                 seq += 1
@@ -242,7 +250,7 @@ class ReadPath(IndexedStreamStore):
             # The read-ahead chunk, when it holds this record (a previous pass read it), else
             # one pread of up to RUN_BYTES that becomes the chunk. Records are then taken while
             # the next sequence's record starts where this one ended, inside the chunk.
-            c = self._rcache
+            c = self.rcache
             if c is not None and c[0] == bid and c[1] <= off and end <= c[2]:
                 data = c[3]
                 o = off - c[1]
@@ -250,12 +258,12 @@ class ReadPath(IndexedStreamStore):
                 data = blk.pread(max(min(blk.flushed, off + RUN_BYTES), end) - off, off)
                 if len(data) < end - off:  # file shorter than recorded: per-message path
                     try:
-                        yield self._read(seq, p0)
+                        yield self.read(seq, p0)
                     except MsgNotFound:
                         pass
                     seq += 1
                     continue
-                self._rcache = (bid, off, off + len(data), data)
+                self.rcache = (bid, off, off + len(data), data)
                 o = 0
             dlen = len(data)
             mv = memoryview(data)
@@ -285,13 +293,13 @@ class ReadPath(IndexedStreamStore):
                 o = rec_end
                 # Resumed: the consumer may have changed the store meanwhile; anything but the
                 # next record back to back (a gap, a removal, a purge) goes back to the index.
-                if (k > hi or self._base != base or self._pos is not posa or k >= len(posa)
+                if (k > hi or s._base != base or s._pos is not posa or k >= len(posa)
                         or posa[k] != p0 + o):
                     break
             seq = base + k
             if bad:
                 try:
-                    yield self._read(seq, posa[k])
+                    yield self.read(seq, posa[k])
                 except MsgNotFound:
                     pass
                 seq += 1
@@ -317,43 +325,44 @@ class ReadPath(IndexedStreamStore):
         loop), which serves the good ones and reports the bad one lost through ``_read``, as
         every other read does. Other layouts (sizes that vary, unflushed bytes) take that loop
         directly."""
-        self._check_open()
+        s = self._s
+        s._check_open()
         seqs: list = []
         tss: list = []
         subjects: list = []
         hdrs: list | None = None
         msgs: list = []
         need = max_msgs
-        seq = max(start_seq, self._first)
+        seq = max(start_seq, s._first)
         while need > 0:
-            seq = self._next_live(seq)
+            seq = s._next_live(seq)
             if not seq:
                 break
-            base = self._base
-            posa, sza = self._pos, self._sz
+            base = s._base
+            posa, sza = s._pos, s._sz
             i = seq - base
             p0 = posa[i]
             bid = p0 >> 32
             off = p0 & _OFF_MASK
             size = sza[i]
             end = off + size
-            blk = self._blocks.get(bid)
+            blk = s._blocks.get(bid)
             data = None
             if blk is not None and end <= blk.flushed:
-                c = self._rcache
+                c = self.rcache
                 if c is not None and c[0] == bid and c[1] <= off and end <= c[2]:
                     data = c[3]
                     o = off - c[1]
                 else:
                     chunk = blk.pread(max(min(blk.flushed, off + RUN_BYTES), end) - off, off)
                     if len(chunk) >= end - off:
-                        self._rcache = (bid, off, off + len(chunk), chunk)
+                        self.rcache = (bid, off, off + len(chunk), chunk)
                         data = chunk
                         o = 0
             if data is None:
                 # Not flushed yet, block missing, file shorter than recorded: per message.
                 try:
-                    sm = self._read(seq, p0)
+                    sm = self.read(seq, p0)
                 except MsgNotFound:
                     seq += 1
                     continue
@@ -422,7 +431,7 @@ class ReadPath(IndexedStreamStore):
             seq = base + i
             if bad:
                 try:
-                    sm = self._read(seq, posa[i])
+                    sm = self.read(seq, posa[i])
                 except MsgNotFound:
                     pass
                 else:  # pragma: no cover - a record that failed the run check but reads fine
@@ -431,11 +440,12 @@ class ReadPath(IndexedStreamStore):
                 seq += 1
         return MsgRun(seqs, tss, subjects, hdrs, msgs)
 
-    def _lose(self, seq: int, size: int, why: str) -> NoReturn:
+    def lose(self, seq: int, size: int, why: str) -> NoReturn:
         """Report message ``seq`` lost (corrupt on disk), drop it from the index, raise MsgCorrupt."""
-        log.error("stream %s: message %d is corrupt on disk (%s); reported lost", self.config.name, seq, why)
-        self._rcache = None
-        self._lost_msgs.append(seq)
-        self._lost_bytes += size
-        self._remove(seq)
+        s = self._s
+        log.error("stream %s: message %d is corrupt on disk (%s); reported lost", s.config.name, seq, why)
+        self.rcache = None
+        s._lost_msgs.append(seq)
+        s._lost_bytes += size
+        s._remove(seq)
         raise MsgCorrupt(f"message {seq} is corrupt on disk: {why}")

@@ -1,7 +1,7 @@
 """Recovery of a file stream at start: rebuilding the index from ``msgs/index.db`` and the blocks.
 
-A mixin of :class:`~natsd.store.file.stream_store.FileStreamStore` (it uses that class's index
-and blocks), kept apart so the store's main module stays about the running store. The bytes it
+A part of :class:`~natsd.store.file.stream_store.FileStreamStore` (it rebuilds that class's index
+and opens its blocks), kept apart so the store's main module stays about the running store. The bytes it
 reads are documented in :mod:`natsd.store.file.record` (block records) and
 :mod:`natsd.store.file.index` (index.db).
 
@@ -13,7 +13,7 @@ reads are documented in :mod:`natsd.store.file.record` (block records) and
   (``_replay_block``). A hole in the block numbering is a lost block: the sequences between the
   last message before it and the first after it are reported lost (the "suspect ranges", minus
   sequences that tombstones or skips show were removed on purpose). Sequences the stale index
-  knew beyond the blocks' last are reported lost and never handed out again (``_keep_last``).
+  knew beyond the blocks' last are reported lost and never handed out again (``keep_last``).
 - **Checksums**: every record is verified (length at both ends and CRC-32, in one C call
   through the residue, ``record.CRC_RESIDUE``) before it is applied.
 - **Damaged bytes**: a damaged record followed by intact ones costs only itself: recovery finds
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import TYPE_CHECKING
 from array import array
 from itertools import repeat
 from operator import or_, sub
@@ -45,6 +46,9 @@ from natsd.store.file.record import (
     HEADER_SIZE, RECORD_OVERHEAD, SEQ_MASK, TRAILER_STRUCT, RecordError, intact_crc,
 )
 from natsd.store.seqindex import NEVER_EXPIRES, IndexedStreamStore
+
+if TYPE_CHECKING:
+    from natsd.store.file.stream_store import FileStreamStore
 
 __all__ = ["Recovery", "next_record"]
 
@@ -72,58 +76,66 @@ def next_record(data: bytes, mv, start: int, end: int) -> int:
     return -1
 
 
-class Recovery(IndexedStreamStore):
-    """Start-up recovery; see the module docstring. Called once from FileStreamStore.__init__
-    (``_recover``) while ``_replaying`` is set, so the payload hooks write nothing. A part of
-    FileStreamStore: it subclasses the index for the type checker and declares the
-    FileStreamStore state it uses; a full scan adds ``_scan_*`` attributes while it runs."""
+class Recovery:
+    """Start-up recovery; see the module docstring. Run once from FileStreamStore.__init__
+    (``run``) while the store's ``_replaying`` is set, so its payload hooks write nothing. Owns
+    what only recovery needs (a pending gap, the full scan's bookkeeping); rebuilds the store's
+    index and opens its blocks through ``store``."""
 
-    _msgs_dir: str
-    _index_path: str
-    _blocks: dict[int, MessageBlock]
-    _lmb: MessageBlock | None
-    #: (last sequence, its time) the stale index knew beyond the blocks: never handed out again.
-    _keep_last: tuple[int, int] | None
-    #: After damaged bytes: the first sequence that may have been in them (0: none pending).
-    _gap_from: int
-    _chunk_cache: ChunkCache
+    __slots__ = ("_s", "gap_from", "keep_last", "scanning", "scan_removed", "scan_suspect", "pending_suspect",
+                 "max_msg")
 
-    def _recover(self) -> None:
+    def __init__(self, store: FileStreamStore) -> None:
+        self._s = store
+        #: After damaged bytes: the first sequence that may have been in them (0: none pending);
+        #: the next message record closes the gap (``_report_gap``).
+        self.gap_from = 0
+        #: (last sequence, its time) the stale index knew beyond the blocks: never handed out again.
+        self.keep_last: tuple[int, int] | None = None
+        # The full scan (``_full_scan``): sequences removed on purpose, start/end pairs of
+        # ranges that may have been lost, the start of the open one, the highest message seen.
+        self.scanning = False
+        self.scan_removed = array("q")
+        self.scan_suspect: list[int] = []
+        self.pending_suspect = 0
+        self.max_msg = 0
+
+    def run(self) -> None:
         """Rebuild the index: from index.db when it is current, else by a full scan. Leftover
         ``*.tmp`` files (a rewrite cut by a crash) are removed first."""
+        s = self._s
         ids = []
-        for name in os.listdir(self._msgs_dir):
+        for name in os.listdir(s._msgs_dir):
             bid = parse_block_file_name(name)
             if bid is not None:
                 ids.append(bid)
             elif name.endswith(TMP_SUFFIX):
-                os.unlink(os.path.join(self._msgs_dir, name))
+                os.unlink(os.path.join(s._msgs_dir, name))
         ids.sort()
         snap = None
         try:
-            with open(self._index_path, "rb") as f:
-                snap = decode_index(f.read())
-        except FileNotFoundError:
-            pass
+            snap = s._index_file.read()
         except CorruptState as exc:
-            log.warning("stream %s: %s; rebuilding from the blocks", self.config.name, exc)
+            log.warning("stream %s: %s; rebuilding from the blocks", s.config.name, exc)
         if snap is not None and self._load_index(snap, ids):
             return
         self._full_scan(ids, snap)
 
     def _open_block(self, bid: int) -> MessageBlock:
-        blk = MessageBlock(bid, os.path.join(self._msgs_dir, block_file_name(bid)), cache=self._chunk_cache)
-        self._blocks[bid] = blk
+        s = self._s
+        blk = MessageBlock(bid, os.path.join(s._msgs_dir, block_file_name(bid)), cache=s._compression.chunks)
+        s._blocks[bid] = blk
         return blk
 
     def _load_index(self, snap: IndexSnapshot, ids: list[int]) -> bool:
         """Use index.db if the blocks still hold what it recorded; replay what was appended
         after it. False (nothing changed) when it is stale."""
+        s = self._s
         present = set(ids)
         listed = {b.id for b in snap.blocks}
         top = max(listed) if listed else 0
         if any(bid not in listed and bid < top for bid in ids):
-            log.warning("stream %s: index.db does not list every block; rebuilding", self.config.name)
+            log.warning("stream %s: index.db does not list every block; rebuilding", s.config.name)
             return False
         opened: list[tuple[MessageBlock, int]] = []
         ok = True
@@ -137,29 +149,29 @@ class Recovery(IndexedStreamStore):
                 ok = False
                 break
         if not ok:
-            log.warning("stream %s: index.db is stale; rebuilding from the blocks", self.config.name)
-            for blk in self._blocks.values():
+            log.warning("stream %s: index.db is stale; rebuilding from the blocks", s.config.name)
+            for blk in s._blocks.values():
                 blk.close()
-            self._blocks.clear()
+            s._blocks.clear()
             return False
         # Adopt the snapshot.
-        self._first, self._last = snap.first, snap.last
-        self._first_ts, self._last_ts = snap.first_ts, snap.last_ts
-        self._msgs, self._bytes, self._base = snap.msgs, snap.bytes, snap.base
-        self._pos, self._sid, self._ts, self._sz, self._nxt = snap.pos, snap.sid, snap.ts, snap.sz, snap.nxt
+        s._first, s._last = snap.first, snap.last
+        s._first_ts, s._last_ts = snap.first_ts, snap.last_ts
+        s._msgs, s._bytes, s._base = snap.msgs, snap.bytes, snap.base
+        s._pos, s._sid, s._ts, s._sz, s._nxt = snap.pos, snap.sid, snap.ts, snap.sz, snap.nxt
         # Freed slots stay None (see IndexedStreamStore._snames).
-        self._snames = [None if s is None else s[0] for s in snap.subjects]  # type: ignore[misc]
-        self._ss = [None if s is None else s[1] for s in snap.subjects]  # type: ignore[misc]
-        self._sid_of = {s[0]: sid for sid, s in enumerate(snap.subjects) if s is not None}
-        self._free_sids = [sid for sid, s in enumerate(snap.subjects) if s is None]
-        self._sgen += 1
+        s._snames = [None if e is None else e[0] for e in snap.subjects]  # type: ignore[misc]
+        s._ss = [None if e is None else e[1] for e in snap.subjects]  # type: ignore[misc]
+        s._sid_of = {e[0]: sid for sid, e in enumerate(snap.subjects) if e is not None}
+        s._free_sids = [sid for sid, e in enumerate(snap.subjects) if e is None]
+        s._sgen += 1
         for seq, exp in snap.ttl:
-            self._ttl[seq] = exp
+            s._ttl[seq] = exp
             if exp != NEVER_EXPIRES:
-                self._ttl_heap.append((exp, seq))
-        self._ttl_heap.sort()
-        self._lost_msgs = list(snap.lost)
-        self._lost_bytes = snap.lost_bytes
+                s._ttl_heap.append((exp, seq))
+        s._ttl_heap.sort()
+        s._lost_msgs = list(snap.lost)
+        s._lost_bytes = snap.lost_bytes
         # Replay what was appended after the snapshot, then blocks created after it.
         for blk, size in opened:
             if blk.flushed > size:
@@ -170,58 +182,59 @@ class Recovery(IndexedStreamStore):
         missing = listed - present
         if missing:
             self._report_missing_blocks(missing)
-        if self._blocks:
-            self._lmb = self._blocks[max(self._blocks)]
+        if s._blocks:
+            s._lmb = s._blocks[max(s._blocks)]
         return True
 
     def _report_missing_blocks(self, missing: set[int]) -> None:
         """Messages the index placed in blocks that are gone are lost (a block unlinked because
         all of it was below first holds no live message any more, so it reports nothing)."""
-        lost = [seq for seq, pos in self._iter_index() if (pos >> 32) in missing]
+        s = self._s
+        lost = [seq for seq, pos in s._iter_index() if (pos >> 32) in missing]
         for seq in lost:
-            self._lost_msgs.append(seq)
-            self._lost_bytes += self._sz[seq - self._base]
-            self._remove(seq, notify=False)
+            s._lost_msgs.append(seq)
+            s._lost_bytes += s._sz[seq - s._base]
+            s._remove(seq, notify=False)
         if lost:
-            log.error("stream %s: block file(s) %s missing; %d message(s) lost", self.config.name,
+            log.error("stream %s: block file(s) %s missing; %d message(s) lost", s.config.name,
                       sorted(missing), len(lost))
 
     def _full_scan(self, ids: list[int], snap: IndexSnapshot | None) -> None:
         """Rebuild the index from every block, in order."""
-        self._scan_removed = array("q")
-        self._scan_suspect: list[int] = []  # start sequences of ranges that may have been lost
-        self._scan_pending_suspect = 0
-        self._scan_max_msg = 0
+        s = self._s
+        self.scanning = True
         prev = 0
         for n, bid in enumerate(ids):
             if prev and bid != prev + 1:
-                log.error("stream %s: block file(s) %d..%d missing", self.config.name, prev + 1, bid - 1)
-                self._scan_pending_suspect = self._scan_max_msg + 1
+                log.error("stream %s: block file(s) %d..%d missing", s.config.name, prev + 1, bid - 1)
+                self.pending_suspect = self.max_msg + 1
             prev = bid
             blk = self._open_block(bid)
             truncated = self._replay_block(blk, 0, last_block=n == len(ids) - 1)
             if truncated and n != len(ids) - 1:
-                self._scan_pending_suspect = self._scan_max_msg + 1
-        if self._blocks:
-            self._lmb = self._blocks[max(self._blocks)]
-        removed = set(self._scan_removed)
+                self.pending_suspect = self.max_msg + 1
+        if s._blocks:
+            s._lmb = s._blocks[max(s._blocks)]
+        removed = set(self.scan_removed)
         lost: list[int] = []
         for lo, hi in self._scan_suspect_ranges():
-            lost.extend(s for s in range(max(lo, self._first), hi + 1) if s not in removed)
-        if snap is not None and snap.last > self._last:
+            lost.extend(q for q in range(max(lo, s._first), hi + 1) if q not in removed)
+        if snap is not None and snap.last > s._last:
             # The index knew of later sequences than the blocks hold: those messages are lost,
             # and their sequences must never be reused.
             base = snap.base
-            lost.extend(base + i for i in range(max(self._last + 1 - base, 0), len(snap.pos)) if snap.pos[i] >= 0)
-            self._keep_last = (snap.last, snap.last_ts)
-        lost = sorted(set(lost) - set(self._lost_msgs))
+            lost.extend(base + i for i in range(max(s._last + 1 - base, 0), len(snap.pos)) if snap.pos[i] >= 0)
+            self.keep_last = (snap.last, snap.last_ts)
+        lost = sorted(set(lost) - set(s._lost_msgs))
         if lost:
-            log.error("stream %s: %d message(s) lost: %s", self.config.name, len(lost), lost[:20])
-            self._lost_msgs = sorted(set(self._lost_msgs).union(lost))
-        del self._scan_removed, self._scan_suspect
+            log.error("stream %s: %d message(s) lost: %s", s.config.name, len(lost), lost[:20])
+            s._lost_msgs = sorted(set(s._lost_msgs).union(lost))
+        self.scanning = False
+        self.scan_removed = array("q")
+        self.scan_suspect = []
 
     def _scan_suspect_ranges(self) -> list[tuple[int, int]]:
-        pairs = self._scan_suspect
+        pairs = self.scan_suspect
         return [(pairs[i], pairs[i + 1]) for i in range(0, len(pairs) - 1, 2)]
 
     def _replay_block(self, blk: MessageBlock, start: int, last_block: bool) -> bool:
@@ -238,6 +251,7 @@ class Recovery(IndexedStreamStore):
         A compressed block reads as its plain records (a chunk that fails its check reads as
         zeros, which the record checks below then treat as damaged bytes); one whose header is
         damaged holds nothing readable: it is reported lost whole and emptied."""
+        s = self._s
         if blk.damaged:
             self._lose_damaged_block(blk)
             return True
@@ -245,7 +259,7 @@ class Recovery(IndexedStreamStore):
         mv = memoryview(data)
         end = len(data)
         off = start
-        scanning = hasattr(self, "_scan_removed")
+        scanning = self.scanning
         head_unpack = _HEAD_UNPACK
         crc32 = _crc32
         max_size = MAX_RECORD_SIZE
@@ -255,22 +269,22 @@ class Recovery(IndexedStreamStore):
         # the latter is dropped whenever a subject slot is freed or reused (_sgen moves).
         subjects: dict[bytes, str] = {}
         sidcache: dict[bytes, int] = {}
-        sgen = self._sgen
+        sgen = s._sgen
         try:
             while off < end:
-                if (self._msgs and not self._gap_from and not (scanning and self._scan_pending_suspect)
-                        and self._base + len(self._pos) == self._last + 1):
-                    if self._sgen != sgen:
+                if (s._msgs and not self.gap_from and not (scanning and self.pending_suspect)
+                        and s._base + len(s._pos) == s._last + 1):
+                    if s._sgen != sgen:
                         sidcache.clear()
-                        sgen = self._sgen
-                    base = self._base
-                    first = seq = self._last + 1
-                    nxt = self._nxt
+                        sgen = s._sgen
+                    base = s._base
+                    first = seq = s._last + 1
+                    nxt = s._nxt
                     nxt_append = nxt.append
-                    ss_list = self._ss
+                    ss_list = s._ss
                     offs: list[int] = []
                     offs_append = offs.append
-                    sid_append, ts_append = self._sid.append, self._ts.append
+                    sid_append, ts_append = s._sid.append, s._ts.append
                     get = sidcache.get
                     hsize = HEADER_SIZE
                     psize = -1
@@ -311,18 +325,18 @@ class Recovery(IndexedStreamStore):
                         off = rec_end
                     k = seq - first
                     if k:
-                        self._pos.extend(map(or_, repeat(blk.id << 32), offs))
+                        s._pos.extend(map(or_, repeat(blk.id << 32), offs))
                         ends = offs[1:]
                         ends.append(off)
-                        self._sz.extend(map(sub, ends, offs))
-                        self._msgs += k
-                        self._bytes += off - offs[0]
-                        self._last = seq - 1
-                        self._last_ts = self._ts[-1]
+                        s._sz.extend(map(sub, ends, offs))
+                        s._msgs += k
+                        s._bytes += off - offs[0]
+                        s._last = seq - 1
+                        s._last_ts = s._ts[-1]
                         if seq - 1 > blk.max_ref:
                             blk.max_ref = seq - 1
                         if scanning:
-                            self._scan_max_msg = seq - 1
+                            self.max_msg = seq - 1
                     if off >= end:
                         break
                 try:
@@ -340,16 +354,18 @@ class Recovery(IndexedStreamStore):
         return False
 
     def _lose_damaged_block(self, blk: MessageBlock) -> None:
+        s = self._s
         size = os.fstat(blk.fd).st_size
-        self._lost_bytes += size
+        s._lost_bytes += size
         log.error("stream %s: compressed block %d is damaged (%s); its %d byte(s) are lost and the messages "
-                  "in it reported lost", self.config.name, blk.id, blk.damaged, size)
+                  "in it reported lost", s.config.name, blk.id, blk.damaged, size)
         blk.truncate(0)
 
     def _replay_one(self, blk: MessageBlock, data: bytes, mv, off: int, end: int, subjects: dict,
                     sidcache: dict, scanning: bool) -> int:
         """Verify and apply the one record at ``off``; returns where the next one starts.
         RecordError (or a decoding error) when it is damaged."""
+        s = self._s
         if end - off < HEADER_SIZE:
             raise RecordError(off, "short header")
         total, raw, ts, slen = _HEAD_UNPACK(data, off)
@@ -370,58 +386,58 @@ class Recovery(IndexedStreamStore):
             subject = subjects.get(sb)
             if subject is None:
                 subject = subjects[sb] = sb.decode()
-            if seq > self._last:
-                if self._gap_from:
+            if seq > s._last:
+                if self.gap_from:
                     self._report_gap(seq)
                 if scanning:
-                    if self._scan_pending_suspect:
-                        self._scan_suspect += (self._scan_pending_suspect, seq - 1)
-                        self._scan_pending_suspect = 0
-                    self._scan_max_msg = seq
-                sidcache[sb] = self._index_add(seq, ts, subject, size, (blk.id << 32) | off)
+                    if self.pending_suspect:
+                        self.scan_suspect += (self.pending_suspect, seq - 1)
+                        self.pending_suspect = 0
+                    self.max_msg = seq
+                sidcache[sb] = s._index_add(seq, ts, subject, size, (blk.id << 32) | off)
             else:
                 log.warning("stream %s: block %d offset %d repeats sequence %d; ignored",
-                            self.config.name, blk.id, off, seq)
+                            s.config.name, blk.id, off, seq)
             if seq > blk.max_ref:
                 blk.max_ref = seq
             return rec_end
         flags = raw & FLAG_MASK
         seq = raw & SEQ_MASK
         if flags & FLAG_ERASED:
-            if seq > self._last:
-                self._skip_range(self._last + 1, seq - self._last, ts)
+            if seq > s._last:
+                s._skip_range(s._last + 1, seq - s._last, ts)
             else:
-                self._remove(seq, notify=False)
+                s._remove(seq, notify=False)
             if scanning:
-                self._scan_removed.append(seq)
-                self._scan_max_msg = max(self._scan_max_msg, seq)
+                self.scan_removed.append(seq)
+                self.max_msg = max(self.max_msg, seq)
             blk.max_ref = max(blk.max_ref, seq)
         elif flags == FLAG_TOMB:
-            if seq > self._last:
+            if seq > s._last:
                 # Its message record is gone (block compacted): the sequence was used.
-                self._skip_range(self._last + 1, seq - self._last, ts)
+                s._skip_range(s._last + 1, seq - s._last, ts)
             else:
-                self._remove(seq, notify=False)
+                s._remove(seq, notify=False)
             if scanning:
-                self._scan_removed.append(seq)
+                self.scan_removed.append(seq)
             blk.max_ref = max(blk.max_ref, seq)
         elif flags == FLAG_TTL:
-            i = seq - self._base
-            if seq >= self._first and 0 <= i < len(self._pos) and self._pos[i] >= 0:
-                self._ttl[seq] = ts
+            i = seq - s._base
+            if seq >= s._first and 0 <= i < len(s._pos) and s._pos[i] >= 0:
+                s._ttl[seq] = ts
                 if ts != NEVER_EXPIRES:
-                    self._ttl_heap.append((ts, seq))
+                    s._ttl_heap.append((ts, seq))
         elif flags == FLAG_FIRST:
-            self.compact(seq)
+            s.compact(seq)
             blk.max_ref = max(blk.max_ref, seq)
         elif flags == FLAG_TRUNC:
-            IndexedStreamStore.truncate(self, seq)
+            IndexedStreamStore.truncate(self._s, seq)
             blk.max_ref = max(blk.max_ref, seq)
         elif flags == FLAG_SKIP:
             count = int.from_bytes(mv[off + HEADER_SIZE + slen: rec_end - 8], "little")
             top = seq + count - 1
-            if top > self._last:
-                self._skip_range(self._last + 1, top - self._last, ts)
+            if top > s._last:
+                s._skip_range(s._last + 1, top - s._last, ts)
             if scanning:
                 self._scan_suspect_skip(seq, top)
             blk.max_ref = max(blk.max_ref, top)
@@ -432,21 +448,22 @@ class Recovery(IndexedStreamStore):
     def _scan_suspect_skip(self, lo: int, hi: int) -> None:
         # Sequences skipped on purpose are not lost; too large a range is not worth listing.
         if hi - lo < 1_000_000:
-            self._scan_removed.extend(range(lo, hi + 1))
-        self._scan_max_msg = max(self._scan_max_msg, hi)
+            self.scan_removed.extend(range(lo, hi + 1))
+        self.max_msg = max(self.max_msg, hi)
 
     def _truncate_block(self, blk: MessageBlock, off: int, end: int, mv, exc, last_block: bool) -> None:
+        s = self._s
         lost_bytes = end - off
         what = "torn tail" if last_block else "corrupt record"
         # The sequence in a damaged header is only a hint; report it when it is plausible.
         if end - off >= 12:
             raw = int.from_bytes(mv[off + 4: off + 12], "little")
             seq = raw & SEQ_MASK
-            if not raw & FLAG_MASK and self._last < seq <= self._last + 1_000_000:
-                self._lost_msgs.append(seq)
-        self._lost_bytes += lost_bytes
+            if not raw & FLAG_MASK and s._last < seq <= s._last + 1_000_000:
+                s._lost_msgs.append(seq)
+        s._lost_bytes += lost_bytes
         log.error("stream %s: %s in block %d at offset %d (%s); truncated %d byte(s) and reported them lost",
-                  self.config.name, what, blk.id, off, exc, lost_bytes)
+                  s.config.name, what, blk.id, off, exc, lost_bytes)
         mv.release()
         blk.truncate(off)
 
@@ -456,21 +473,23 @@ class Recovery(IndexedStreamStore):
         carries its own length and checksum, so the next one is found by trying each offset).
         The bytes stay in the file (intact records after them keep their offsets); what was
         lost is reported: the bytes now, the sequences when the next message shows how far the
-        gap goes (the full scan's suspect ranges, or _gap_from / _report_gap)."""
-        self._lost_bytes += nxt - off
+        gap goes (the full scan's suspect ranges, or gap_from / _report_gap)."""
+        s = self._s
+        s._lost_bytes += nxt - off
         if scanning:
-            if not self._scan_pending_suspect:
-                self._scan_pending_suspect = self._scan_max_msg + 1
+            if not self.pending_suspect:
+                self.pending_suspect = self.max_msg + 1
         else:
-            self._gap_from = self._last + 1
+            self.gap_from = s._last + 1
         log.error("stream %s: damaged record in block %d at offset %d (%s); skipped %d byte(s) up to the next "
-                  "intact record at offset %d", self.config.name, blk.id, off, exc, nxt - off, nxt)
+                  "intact record at offset %d", s.config.name, blk.id, off, exc, nxt - off, nxt)
 
     def _report_gap(self, seq: int) -> None:
         """The first message after damaged bytes has sequence ``seq``: the sequences from
         _gap_from up to it were in the damaged bytes (or were skipped: a skip record lost with
         them reads the same), so they are reported lost."""
-        lo, self._gap_from = self._gap_from, 0
+        s = self._s
+        lo, self.gap_from = self.gap_from, 0
         if 0 < seq - lo <= 1_000_000:
-            self._lost_msgs.extend(range(lo, seq))
-            log.error("stream %s: message(s) %d..%d lost in damaged bytes", self.config.name, lo, seq - 1)
+            s._lost_msgs.extend(range(lo, seq))
+            log.error("stream %s: message(s) %d..%d lost in damaged bytes", s.config.name, lo, seq - 1)

@@ -18,7 +18,7 @@ per message); this class adds the files:
   ``flush()``), and only then does the owner acknowledge. At most one write is in flight per
   store, so writes keep their order; every other operation that needs the bytes or the files
   (``flush``, ``sync``, reads of them, a block roll, purge, erase, truncate, stop) first waits
-  for it and applies it (``_settle``).
+  for it and applies it (``InFlightWrites.settle``).
 - **Removals** of interior messages append a tombstone record; removals from the front are
   covered by the FIRST marker written at the next flush (so a max_msgs stream does not write a
   tombstone per publish); a front block whose records all refer to sequences below the first
@@ -38,10 +38,10 @@ per message); this class adds the files:
   corrupt record truncates its block at that offset (fsynced) and is reported lost; a damaged
   record followed by intact ones costs only itself (recovery resynchronises at the next intact
   record); a missing block's messages are reported lost and the rest served.
-- **Compression** (``compression: s2``, natsd.store.file.compress): a block is compressed when
-  it is sealed, on the compression thread (``_queue_compress``); the compressed file replaces
+- **Compression** (``compression: s2``, natsd.store.file.compressing): a block is compressed when
+  it is sealed, on the compression thread (``Compression.queue``); the compressed file replaces
   the plain one on the store's own thread at the next flush or within COMPRESS_POLL_NS (a timer
-  on the injected clock, armed only while a compression runs; ``_install_compressed``) unless
+  on the injected clock, armed only while a compression runs; ``Compression.install``) unless
   the block changed meanwhile (``MessageBlock.gen``: then it is compressed again). Reads and recovery see plain offsets either
   way, so blocks of both kinds mix (a config changed from none to s2 and back).
 - **Failed writes** (disk full, I/O error): every message not on disk is rolled back and the
@@ -56,28 +56,26 @@ import heapq
 import logging
 import os
 import shutil
-from collections import deque
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
-from natsd.store.file.crc import crc32
-from natsd.clock import Timer
-from natsd.store.base import StoreClosed, StoreConfig, StoreError, StoreWriteError
+from natsd.store.base import MsgRun, StoreClosed, StoreConfig, StoreError, StoreMsg, StoreWriteError
 from natsd.store.file.block import MessageBlock
-from natsd.store.file.compress import SHARED_CHUNKS, compress_file, submit
+from natsd.store.file.compressing import Compression
 from natsd.store.file.consumer_state import FileConsumerStore
-from natsd.store.file.faults import FaultHandling
-from natsd.store.file.index import BlockInfo, IndexSnapshot, encode_index
+from natsd.store.file.crc import crc32
+from natsd.store.file.faults import WriteFaults
+from natsd.store.file.index_file import IndexFile
 from natsd.store.file.layout import (
-    DEFAULT_BLOCK_SIZE, DEFAULT_INDEX_INTERVAL_NS, INDEX_FILE, META_FILE, MSGS_DIR, OBS_DIR, block_file_name,
+    DEFAULT_BLOCK_SIZE, DEFAULT_INDEX_INTERVAL_NS, META_FILE, MSGS_DIR, OBS_DIR, block_file_name,
 )
 from natsd.store.file.meta import atomic_write, fsync_dir, write_meta
-from natsd.store.file.reads import MsgCorrupt, ReadPath
+from natsd.store.file.reads import BlockReads, MsgCorrupt
 from natsd.store.file.record import (
     FLAG_ERASED, FLAG_FIRST, FLAG_MASK, FLAG_SKIP, FLAG_TOMB, FLAG_TRUNC, FLAG_TTL, HEADER_SIZE, SEQ_MASK,
     RecordError, encode_marker, encode_msg_into, encode_msgs_into, erase_record, file_store_msg_size, parse_header,
 )
 from natsd.store.file.recovery import Recovery
-from natsd.store.file.threaded import ThreadedWrites, no_post
+from natsd.store.file.threaded import InFlightWrites
 from natsd.store.file.writer import BlockWriter
 from natsd.store.seqindex import NEVER_EXPIRES, IndexedStreamStore
 
@@ -94,13 +92,24 @@ _crc32 = crc32
 #: cache cost several times that of the same bytes in ~1 MB writes (source and destination no
 #: longer in the CPU's caches: ``bench/run_wide.py jspub16k``). So once the buffer holds this much,
 #: the next record first writes it out (same as a block roll: the PubAcks still wait for the
-#: turn's flush; ``_durable_last`` follows). Not with the writer thread, which takes big turns whole.
+#: turn's flush; ``WriteFaults.durable_last`` follows). Not with the writer thread, which takes big turns whole.
 EAGER_WRITE_BYTES = int(os.environ.get("NATSD_EAGER_WRITE", 1 << 20))
-#: While blocks are being compressed, how often the store looks whether one is done.
-COMPRESS_POLL_NS = 50 * 10**6
-class FileStreamStore(Recovery, ReadPath, ThreadedWrites, FaultHandling, IndexedStreamStore):
-    """A StreamStore in a directory; see the module docstring for the design (recovery, reads and
-    failed writes are mixins in their own modules)."""
+
+
+class FileStreamStore(IndexedStreamStore):
+    """A StreamStore in a directory; see the module docstring for the design.
+
+    The sequence index is the base class (shared with the memory store). This class owns the
+    blocks and the write path (the last block's buffer, markers, removals, block compaction,
+    consumers, lifecycle); the rest are parts with their own state, each in its own module:
+
+    - ``_reads`` (:class:`BlockReads`): checked reads and the read-ahead chunk;
+    - ``_writes`` (:class:`InFlightWrites`): the writer thread and the writes in flight;
+    - ``_faults`` (:class:`WriteFaults`): what is durable, and what a failed write took back;
+    - ``_index_file`` (:class:`IndexFile`): ``msgs/index.db``;
+    - ``_compression`` (:class:`Compression`): the block compressions under way;
+    - recovery (:class:`Recovery`): run once at start, kept only for what it found.
+    """
 
     msg_size = staticmethod(file_store_msg_size)
 
@@ -111,54 +120,39 @@ class FileStreamStore(Recovery, ReadPath, ThreadedWrites, FaultHandling, Indexed
         self._dir = directory
         self._msgs_dir = os.path.join(directory, MSGS_DIR)
         self._obs_dir = os.path.join(directory, OBS_DIR)
-        self._index_path = os.path.join(self._msgs_dir, INDEX_FILE)
         self._block_size = block_size
         # persist_mode: async turns sync_always off for this stream, as the reference does.
         self._sync_always = sync_always and not config.async_persist
         self.sync_interval_ns = sync_interval_ns
-        self._index_interval_ns = index_interval_ns
         self._blocks: dict[int, MessageBlock] = {}
         # The block appended to. None only before recovery opens one and after close, when no
         # write may come, so it is typed by what the write path sees.
         self._lmb: MessageBlock = None  # type: ignore[assignment]
+        # Recovery runs with this set: the payload hooks write nothing.
         self._replaying = True
+        # Truncation writes one TRUNC record instead of a tombstone per removed message.
         self._no_tombstones = False
+        # The first sequence the last FIRST marker on disk (or pending) records.
         self._marker_first = 0
         self._consumers: dict[str, FileConsumerStore] = {}
-        self._keep_last: tuple[int, int] | None = None
-        self._rcache: tuple[int, int, int, bytes] | None = None
         # block id -> bytes of live message records in it (compaction); built lazily.
         self._blive: dict[int, int] | None = None
+        # A write moved first: blocks wholly below it may be unlinked after the next write.
         self._unlink_dead = False
-        # The last sequence whose record (message or marker) is on disk, and what the last
-        # failed write rolled back (take_rollback); see _write_failed.
-        self._durable_last = 0
-        self._rollback: tuple[int, StoreWriteError] | None = None
-        self._write_failing = False
-        # Recovery resynchronised after damaged bytes (not in a full scan): the first sequence
-        # that may have been in them; the next message record closes the gap (_replay_one).
-        self._gap_from = 0
-        # Compression: decoded chunks of compressed blocks, and the blocks being compressed
-        # (block id -> (block, its gen when queued, the job)); inline: compress at once (tests).
-        self._chunk_cache = SHARED_CHUNKS
-        self._compressing: dict = {}
-        self._compress_inline = compress_inline
-        self._compress_timer: Timer | None = None
-        # The writer thread (None: always inline) and the write in flight on it, with what to
-        # restore if it fails (_settle) and whom to call back when it is done (flush_async).
-        self._writer = writer
-        #: (job, block, last sequence it covers, marker state before it, token), oldest first.
-        self._jobs: deque = deque()
-        self._chain: list = [None]  # see WriteJob.chain
-        self._inflight = 0  # bytes in flight
-        self._token = self._done_token = 0
-        self._on_written: Callable[[], None] | None = None
-        self._posting: Callable[..., object] = no_post
+        self._reads = BlockReads(self)
+        # _read is called per message by the index's loaders: bound once to the part's method,
+        # so a read costs no more attribute hops than when it was a method of this class.
+        self._read = self._reads.read  # type: ignore[method-assign]
+        self._writes = InFlightWrites(self, writer)
+        self._faults = WriteFaults(self)
+        self._index_file = IndexFile(self, self._msgs_dir, index_interval_ns)
+        self._compression = Compression(self, compress_inline)
         super().__init__(config, clock)
         os.makedirs(self._msgs_dir, exist_ok=True)
         write_meta(directory, self._meta_dict(), config.name)
+        recovery = Recovery(self)
         try:
-            self._recover()
+            recovery.run()
         except BaseException:
             for b in self._blocks.values():
                 b.close()
@@ -166,27 +160,27 @@ class FileStreamStore(Recovery, ReadPath, ThreadedWrites, FaultHandling, Indexed
         heapq.heapify(self._ttl_heap)
         self._replaying = False
         self._marker_first = self._first
-        self._index_written_at = clock.monotonic_ns()
+        self._index_file.written_at = clock.monotonic_ns()
         if self._lmb is None or self._lmb.compressed:
             # A compressed block is never appended to (the last one may be, when the block
             # after it is gone): writes go to a new one.
             self._roll()
-        keep = self._keep_last
+        keep = recovery.keep_last
         if keep is not None and keep[0] > self._last:
             # Sequences known lost must never be handed out again.
             self._skip_range(self._last + 1, keep[0] - self._last, keep[1])
         # Anything recovery itself decided goes to disk now. It counts as durable even if that
         # write fails (a full disk at start): the records stay pending and the next flush
         # writes them, so a sequence known lost is never handed out again.
-        self._durable_last = self._last
+        self._faults.durable_last = self._last
         try:
             self.flush()
         except StoreWriteError as exc:
             log.error("stream %s: writing recovery records failed (%s); will retry", config.name, exc)
-            self._rollback = None
+            self._faults.rollback = None
         # Sealed blocks a crash left plain (or written before the stream asked for s2).
         for blk in list(self._blocks.values()):
-            self._queue_compress(blk)
+            self._compression.queue(blk)
 
     # ------------------------------------------------------------------ config
     def _meta_dict(self) -> dict:
@@ -200,118 +194,43 @@ class FileStreamStore(Recovery, ReadPath, ThreadedWrites, FaultHandling, Indexed
     def _roll(self) -> MessageBlock:
         """Start a new last block (flushing the old one's pending bytes first)."""
         old = self._lmb
-        writer = self._writer
-        if old is None or (self._jobs and not old.pending):
+        writes = self._writes
+        writer = writes.writer
+        if old is None or (writes.jobs and not old.pending):
             pass  # nothing of the old block left to write here (the writer thread has the rest)
-        elif (writer is not None and old.werr is None and (self._jobs or len(old.pending) >= writer.threshold)
-              and self._post()):
+        elif (writer is not None and old.werr is None and (writes.jobs or len(old.pending) >= writer.threshold)
+              and writes.post()):
             # The old block's tail goes to the writer thread (after the writes in flight).
-            self._submit(old)
+            writes.submit(old)
         else:
             self._write_now(old)
         bid = (max(self._blocks) + 1) if self._blocks else 1
         try:
             blk = MessageBlock(bid, os.path.join(self._msgs_dir, block_file_name(bid)), create=True,
-                               cache=self._chunk_cache)
+                               cache=self._compression.chunks)
         except OSError as exc:  # no inode left, too many open files...: the store refuses the write
             raise StoreWriteError(f"creating block {bid} of stream {self.config.name} failed: {exc}",
                                   exc.errno) from exc
         self._blocks[bid] = blk
         self._lmb = blk
         if old is not None and old.id in self._blocks:
-            self._queue_compress(old)
+            self._compression.queue(old)
         return blk
 
     def _write_now(self, blk: MessageBlock) -> None:
         """Write ``blk``'s pending bytes on this thread, after the writes in flight (a block roll,
         or a turn's buffer past ``EAGER_WRITE_BYTES``); StoreWriteError as ``flush()``."""
-        if self._jobs:
-            failed = self._settle()
+        if self._writes.jobs:
+            failed = self._writes.settle()
             if failed is not None:
                 raise failed
         marker_first = self._marker_first
         try:
             blk.flush(self._sync_always)
         except StoreWriteError as exc:
-            self._write_failed(blk, exc, marker_first)
+            self._faults.write_failed(blk, exc, marker_first)
             raise
-        self._durable_last = self._last
-
-    # ------------------------------------------------------------------ compression
-    def _queue_compress(self, blk: MessageBlock) -> None:
-        """Compress sealed block ``blk`` when the stream asks for it (see the module docstring)."""
-        if (self.config.compression != "s2" or blk.compressed or blk is self._lmb or blk.pending
-                or blk.jobs or blk.id in self._compressing or not blk.flushed):
-            return
-        if self._compress_inline:
-            self._install_one(blk.id, blk, blk.gen, compress_file, (blk.path,))
-            return
-        self._compressing[blk.id] = (blk, blk.gen, submit(compress_file, blk.path))
-        self._arm_compress_poll()
-
-    def _arm_compress_poll(self) -> None:
-        # While a compression runs, look every COMPRESS_POLL_NS whether it is done (through the
-        # injected clock, on the store's thread), so a block is put in place even if the stream
-        # goes idle; nothing is armed when nothing is being compressed.
-        if self._compress_timer is None:
-            try:
-                self._compress_timer = self._clock.call_later(COMPRESS_POLL_NS, self._compress_poll)
-            except RuntimeError:
-                pass  # a SystemClock without a running loop (a script using the store): flush()/sync() do it
-
-    def _compress_poll(self) -> None:
-        self._compress_timer = None
-        if self._closed:
-            return
-        self._install_compressed()
-        if self._compressing:
-            self._arm_compress_poll()
-
-    def _cancel_compress_poll(self) -> None:
-        if self._compress_timer is not None:
-            self._compress_timer.cancel()
-            self._compress_timer = None
-
-    def _install_compressed(self, wait: bool = False) -> None:
-        """Put finished compressions in place (all of them, waiting, when ``wait``)."""
-        for bid, (blk, gen, fut) in list(self._compressing.items()):
-            if wait or fut.done():
-                del self._compressing[bid]
-                self._install_one(bid, blk, gen, fut.result, ())
-
-    def _install_one(self, bid: int, blk: MessageBlock, gen: int, result, args) -> None:
-        current = not self._closed and self._blocks.get(bid) is blk
-        try:
-            tmp, raw_len, disk_len = result(*args)
-        except Exception as exc:  # noqa: BLE001 - the block stays plain; reads are unaffected
-            if current:  # (a block unlinked meanwhile, by a purge say, is no news)
-                log.warning("stream %s: compressing block %d failed: %s", self.config.name, bid, exc)
-            return
-        if (not current or blk.gen != gen or blk is self._lmb or blk.pending or blk.jobs
-                or raw_len != blk.flushed):
-            # Changed (erased in, compacted), unlinked or closed meanwhile: this copy is stale.
-            # A block still there is compressed again from what it holds now.
-            self._unlink_quietly(tmp)
-            if current:
-                self._queue_compress(blk)
-            return
-        try:
-            # No directory fsync: after a crash either file is the block (same records; the
-            # compressed one was fsynced before the rename), so the rename need not be durable.
-            os.replace(tmp, blk.path)
-            blk.reopen()
-        except OSError as exc:
-            self._unlink_quietly(tmp)
-            log.warning("stream %s: installing compressed block %d failed: %s", self.config.name, bid, exc)
-            return
-        log.debug("stream %s: block %d compressed from %d to %d bytes", self.config.name, bid, raw_len, disk_len)
-
-    @staticmethod
-    def _unlink_quietly(path: str) -> None:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+        self._faults.durable_last = self._last
 
     def disk_bytes(self) -> int:
         """Bytes the message blocks take on disk (compressed blocks count compressed)."""
@@ -324,7 +243,7 @@ class FileStreamStore(Recovery, ReadPath, ThreadedWrites, FaultHandling, Indexed
         if off and off + 30 + len(sb) + len(msg) + (4 + len(hdr) if hdr else 0) > self._block_size:
             lmb = self._roll()
             off = lmb.flushed
-        elif len(lmb.pending) >= EAGER_WRITE_BYTES and self._writer is None:
+        elif len(lmb.pending) >= EAGER_WRITE_BYTES and self._writes.writer is None:
             self._write_now(lmb)
         size = encode_msg_into(lmb.pending, seq, ts, sb, hdr, msg)
         lmb.max_ref = seq
@@ -346,7 +265,7 @@ class FileStreamStore(Recovery, ReadPath, ThreadedWrites, FaultHandling, Indexed
         if off and off + rec > self._block_size:
             lmb = self._roll()
             off = lmb.flushed
-        elif len(lmb.pending) >= EAGER_WRITE_BYTES and self._writer is None:
+        elif len(lmb.pending) >= EAGER_WRITE_BYTES and self._writes.writer is None:
             self._write_now(lmb)
         k = min(len(msgs) - start, max(1, (self._block_size - off) // rec))
         chunk = msgs[start:start + k]
@@ -365,12 +284,12 @@ class FileStreamStore(Recovery, ReadPath, ThreadedWrites, FaultHandling, Indexed
         if self._replaying:
             return
         if erase:
-            self._rcache = None
+            self._reads.rcache = None
             blk = self._blocks.get(pos >> 32)
             if blk is not None:
                 off = pos & _OFF_MASK
                 blk.overwrite(off, erase_record(blk.read(off, size), os.urandom))
-                self._queue_compress(blk)  # a compressed block was made plain to be erased
+                self._compression.queue(blk)  # a compressed block was made plain to be erased
         blive = self._blive
         if blive is not None and (pos >> 32) in blive:
             blive[pos >> 32] -= size
@@ -385,7 +304,7 @@ class FileStreamStore(Recovery, ReadPath, ThreadedWrites, FaultHandling, Indexed
             return
         # Crash safety: the new block (with the FIRST marker that keeps the sequence) is on
         # disk before anything old disappears.
-        self._rcache = None
+        self._reads.rcache = None
         self._blive = None
         old = list(self._blocks.values())
         for b in old:
@@ -395,9 +314,9 @@ class FileStreamStore(Recovery, ReadPath, ThreadedWrites, FaultHandling, Indexed
         blk.pending += encode_marker(FLAG_FIRST, first)
         blk.max_ref = first
         blk.flush(sync=True)
-        self._durable_last = max(self._durable_last, first - 1)
+        self._faults.durable_last = max(self._faults.durable_last, first - 1)
         fsync_dir(self._msgs_dir)
-        self._remove_index_file()
+        self._index_file.remove()
         for b in old:
             b.unlink()
             del self._blocks[b.id]
@@ -418,12 +337,12 @@ class FileStreamStore(Recovery, ReadPath, ThreadedWrites, FaultHandling, Indexed
         lmb.pending += encode_marker(FLAG_TRUNC, seq)
         lmb.max_ref = max(lmb.max_ref, seq)
         # An older index would describe sequences that no longer exist.
-        self._remove_index_file()
+        self._index_file.remove()
         self.flush()
 
     def truncate(self, seq: int) -> None:
         """Remove every message above ``seq`` (one TRUNC record, no tombstones)."""
-        self._settle()
+        self._writes.settle()
         self._no_tombstones = True
         try:
             super().truncate(seq)
@@ -433,33 +352,28 @@ class FileStreamStore(Recovery, ReadPath, ThreadedWrites, FaultHandling, Indexed
     # Operations that rewrite or drop block bytes first let the write in flight finish (a failed
     # one rolls its messages back before they look at the index).
     def purge(self) -> int:
-        self._settle()
+        self._writes.settle()
         return super().purge()
 
     def purge_ex(self, subject: str, seq: int, keep: int) -> int:
-        self._settle()
+        self._writes.settle()
         return super().purge_ex(subject, seq, keep)
 
     def compact(self, seq: int) -> int:
-        self._settle()
+        self._writes.settle()
         return super().compact(seq)
 
     def erase_msg(self, seq: int) -> bool:
-        self._settle()
+        self._writes.settle()
         return super().erase_msg(seq)
-
-    def _remove_index_file(self) -> None:
-        try:
-            os.unlink(self._index_path)
-        except FileNotFoundError:
-            pass
 
     # ------------------------------------------------------------------ durability
     def flush(self) -> None:
         """Hand every buffered record to the OS: one pwrite on the last block (after the writes
         in flight on the writer thread, if any)."""
-        if self._jobs:
-            failed = self._settle()
+        writes = self._writes
+        if writes.jobs:
+            failed = writes.settle()
             if failed is not None:
                 raise failed
         lmb = self._lmb
@@ -474,13 +388,13 @@ class FileStreamStore(Recovery, ReadPath, ThreadedWrites, FaultHandling, Indexed
             try:
                 lmb.flush(self._sync_always)
             except StoreWriteError as exc:
-                self._write_failed(lmb, exc, marker_first)
+                self._faults.write_failed(lmb, exc, marker_first)
                 raise
-        self._durable_last = self._last
+        self._faults.durable_last = self._last
         # Everything is written: any token handed out is reached (and the next one is new).
-        self._token += 1
-        self._done_token = self._token
-        if self._write_failing or self._unlink_dead or self._compressing:
+        writes.token += 1
+        writes.done_token = writes.token
+        if self._faults.failing or self._unlink_dead or self._compression.running:
             self._after_write()
 
     def _add_first_marker(self, lmb: MessageBlock) -> int:
@@ -496,14 +410,14 @@ class FileStreamStore(Recovery, ReadPath, ThreadedWrites, FaultHandling, Indexed
         return marker_first
 
     def _after_write(self) -> None:
-        if self._write_failing:
-            self._write_failing = False
+        if self._faults.failing:
+            self._faults.failing = False
             log.warning("stream %s: writes work again", self.config.name)
         if self._unlink_dead:
             self._unlink_dead = False
             self._unlink_dead_blocks()
-        if self._compressing:
-            self._install_compressed()
+        if self._compression.running:
+            self._compression.install()
 
     def _unlink_dead_blocks(self) -> None:
         """Unlink the prefix of blocks whose every record refers to sequences below first."""
@@ -528,8 +442,8 @@ class FileStreamStore(Recovery, ReadPath, ThreadedWrites, FaultHandling, Indexed
             blk.sync()
         for cs in list(self._consumers.values()):
             cs.flush(fsync=True)
-        if self.compact_blocks() or self._clock.monotonic_ns() - self._index_written_at >= self._index_interval_ns:
-            self.write_index()
+        if self.compact_blocks() or self._index_file.due(self._clock.monotonic_ns()):
+            self._index_file.write()
 
     def compact_blocks(self) -> int:
         """Rewrite sealed blocks that are at least half dead (interior deletes, per-subject
@@ -611,25 +525,32 @@ class FileStreamStore(Recovery, ReadPath, ThreadedWrites, FaultHandling, Indexed
             pos_arr[seq - base] = shift | new_off
         for seq in gone:
             pos_arr[seq - base] = -1
-        self._rcache = None
+        self._reads.rcache = None
         log.debug("stream %s: compacted block %d from %d to %d bytes", self.config.name, blk.id, end, len(out))
-        self._queue_compress(blk)
+        self._compression.queue(blk)
         return True
 
     def write_index(self) -> None:
         """Snapshot the in-memory index to msgs/index.db (after a flush; atomic, fsynced)."""
-        self.flush()
-        for blk in self._blocks.values():
-            blk.sync()
-        blocks = [BlockInfo(b.id, b.flushed, b.max_ref, b.read(b.flushed - 8, 8) if b.flushed >= 8 else b"")
-                  for b in self._blocks.values()]
-        subjects = [None if name is None else (name, self._ss[sid]) for sid, name in enumerate(self._snames)]
-        snap = IndexSnapshot(
-            self._first, self._last, self._first_ts, self._last_ts, self._msgs, self._bytes, self._base,
-            self._marker_first, self._lost_bytes, self._pos, self._sid, self._ts, self._sz, self._nxt, subjects,
-            sorted(self._ttl.items()), list(self._lost_msgs), blocks)
-        atomic_write(self._index_path, encode_index(snap))
-        self._index_written_at = self._clock.monotonic_ns()
+        self._index_file.write()
+
+    # ------------------------------------------------------------------ the parts' public faces
+    def flush_async(self, on_written: Callable[[], None]) -> int:
+        return self._writes.flush_async(on_written)
+
+    @property
+    def written_token(self) -> int:
+        """The token of the last write applied (see ``InFlightWrites.flush_async``)."""
+        return self._writes.done_token
+
+    def take_rollback(self) -> tuple[int, StoreWriteError] | None:
+        return self._faults.take_rollback()
+
+    def iter_msgs(self, start_seq: int, end_seq: int) -> Iterator[StoreMsg]:
+        return self._reads.iter_msgs(start_seq, end_seq)
+
+    def load_run(self, start_seq: int, max_msgs: int) -> MsgRun:
+        return self._reads.load_run(start_seq, max_msgs)
 
     # ------------------------------------------------------------------ state / consumers / lifecycle
     def update_config(self, config: StoreConfig) -> None:
@@ -668,9 +589,9 @@ class FileStreamStore(Recovery, ReadPath, ThreadedWrites, FaultHandling, Indexed
             return
         try:
             try:
-                self._settle()
-                self._cancel_compress_poll()
-                self._install_compressed(wait=True)
+                self._writes.settle()
+                self._compression.cancel_poll()
+                self._compression.install(wait=True)
                 self.flush()
             finally:
                 for cs in list(self._consumers.values()):
@@ -679,51 +600,32 @@ class FileStreamStore(Recovery, ReadPath, ThreadedWrites, FaultHandling, Indexed
         except (StoreError, OSError) as exc:
             log.error("stream %s: stopping with a write error (%s); recovery will rebuild from the blocks",
                       self.config.name, exc)
-            self._remove_index_file_quietly()
+            self._index_file.remove_quietly()
         finally:
             for blk in self._blocks.values():
                 blk.close()
             self._closed = True
 
-    def _remove_index_file_quietly(self) -> None:
-        # An index.db older than the blocks is detected and ignored anyway; removing it only
-        # saves the check.
-        try:
-            self._remove_index_file()
-        except OSError:
-            pass
-
     def _abandon(self) -> None:
         """Close the files without flushing or writing anything: what a ``kill -9`` leaves
         behind (for tests of recovery). A compression already running finishes its ``*.tmp``
         file (recovery removes it) but is not put in place."""
-        for job, *_ in self._jobs:  # a kill -9 leaves the writes that reached the OS behind
+        jobs = self._writes.jobs
+        for job, *_ in jobs:  # a kill -9 leaves the writes that reached the OS behind
             job.wait()
-        self._jobs.clear()
-        self._cancel_compress_poll()
-        for _blk, _gen, fut in self._compressing.values():
-            try:
-                fut.result()
-            except BaseException:  # noqa: BLE001
-                pass
-        self._compressing.clear()
+        jobs.clear()
+        self._compression.drop(cancel=False)
         for blk in self._blocks.values():
             blk.close()
         self._closed = True
 
     def delete(self) -> None:
         """Stop and remove the stream's directory."""
-        for job, *_ in self._jobs:
+        jobs = self._writes.jobs
+        for job, *_ in jobs:
             job.wait()
-        self._jobs.clear()
-        self._cancel_compress_poll()
-        for _blk, _gen, fut in self._compressing.values():
-            fut.cancel()
-            try:
-                fut.result()  # a running one: let it finish before its directory goes
-            except BaseException:  # noqa: BLE001 - cancelled or failed: nothing to keep
-                pass
-        self._compressing.clear()
+        jobs.clear()
+        self._compression.drop(cancel=True)  # a running one finishes before its directory goes
         if not self._closed:
             for blk in self._blocks.values():
                 blk.close()

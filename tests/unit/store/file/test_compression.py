@@ -113,13 +113,13 @@ def test_update_none_to_s2_and_back_mixes_block_kinds(tmp_path):
 def test_compression_runs_off_the_store_thread_and_stale_results_are_dropped(tmp_path, monkeypatch):
     st = _open(tmp_path, compress_inline=False)
     _fill(st, 300)
-    st._install_compressed(wait=True)  # the real compression thread
+    st._compression.install(wait=True)  # the real compression thread
     assert all(b.compressed for b in _blocks(st)[:-1])
     # a block changed while its compression ran: the stale copy is dropped, the change kept,
     # and the block compressed again from what it holds now
     from concurrent.futures import Future
 
-    import natsd.store.file.stream_store as ss
+    import natsd.store.file.compressing as ss
 
     def at_once(fn, *args):
         fut: Future = Future()
@@ -127,18 +127,18 @@ def test_compression_runs_off_the_store_thread_and_stale_results_are_dropped(tmp
         return fut
 
     monkeypatch.setattr(ss, "submit", at_once)
-    st._install_compressed()
+    st._compression.install()
     _fill(st, 200, 300)
     # (flush put the finished ones in place; queue one by hand to have one in flight)
     blk = _blocks(st)[-2]
     assert blk.compressed
     blk._decompress_file()
-    st._queue_compress(blk)
-    assert blk.id in st._compressing
+    st._compression.queue(blk)
+    assert blk.id in st._compression.running
     blk.gen += 1  # as an erase or a compaction would
-    st._install_compressed()
-    assert not blk.compressed and blk.id in st._compressing  # dropped, and queued again
-    st._install_compressed()
+    st._compression.install()
+    assert not blk.compressed and blk.id in st._compression.running  # dropped, and queued again
+    st._compression.install()
     assert blk.compressed
     assert not [n for n in os.listdir(tmp_path / "msgs") if n.endswith(COMPRESS_TMP)]
     assert [m.msg for m in st.iter_msgs(1, 500)] == [_expect(i) for i in range(500)]
@@ -150,7 +150,7 @@ def test_an_idle_stream_gets_its_compressed_blocks_through_the_clock(tmp_path, m
     clock) and puts the finished block in place; nothing stays armed afterwards."""
     from concurrent.futures import Future
 
-    import natsd.store.file.stream_store as ss
+    import natsd.store.file.compressing as ss
     jobs: list = []
 
     def held(fn, *args):  # the compression thread, run when the test says so
@@ -168,7 +168,7 @@ def test_an_idle_stream_gets_its_compressed_blocks_through_the_clock(tmp_path, m
     for fut, fn, args in jobs:
         fut.set_result(fn(*args))
     clock.advance(50 * 10**6)
-    assert all(b.compressed for b in _blocks(st)[:-1]) and not st._compressing
+    assert all(b.compressed for b in _blocks(st)[:-1]) and not st._compression.running
     assert clock.pending_timers() == 0
     st.stop()
 

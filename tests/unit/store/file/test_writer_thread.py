@@ -245,7 +245,7 @@ def test_a_failed_write_of_a_sealed_block_takes_back_what_the_new_block_holds(tm
         assert len(s._blocks) == 2 and s._lmb.pending
         disk.full = True
         disk.gate.set()
-        await until(lambda: not s._jobs)
+        await until(lambda: not s._writes.jobs)
         durable, _err = s.take_rollback()
         assert durable == 1 and s.state().last_seq == 1
         assert not s._lmb.pending  # the new block's records were taken back too

@@ -1,0 +1,73 @@
+"""``msgs/index.db`` as a part of :class:`~natsd.store.file.stream_store.FileStreamStore`: the
+file's path, how often ``sync()`` rewrites it, and when it last did. The bytes are
+:mod:`natsd.store.file.index`'s; recovery reads the file through ``read``."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from natsd.store.file.index import BlockInfo, IndexSnapshot, decode_index, encode_index
+from natsd.store.file.layout import INDEX_FILE
+from natsd.store.file.meta import atomic_write
+
+if TYPE_CHECKING:
+    from natsd.store.file.stream_store import FileStreamStore
+
+__all__ = ["IndexFile"]
+
+
+class IndexFile:
+    """The index snapshot file of one stream; see the module docstring."""
+
+    __slots__ = ("_s", "path", "interval_ns", "written_at")
+
+    def __init__(self, store: FileStreamStore, msgs_dir: str, interval_ns: int) -> None:
+        self._s = store
+        self.path = os.path.join(msgs_dir, INDEX_FILE)
+        #: ``sync()`` rewrites the file once it is this old (and after a block compaction).
+        self.interval_ns = interval_ns
+        #: Monotonic time of the last write (or of the store's start).
+        self.written_at = 0
+
+    def read(self) -> IndexSnapshot | None:
+        """The snapshot on disk, None when there is none; CorruptState when it fails its checks."""
+        try:
+            with open(self.path, "rb") as f:
+                return decode_index(f.read())
+        except FileNotFoundError:
+            return None
+
+    def due(self, now_ns: int) -> bool:
+        return now_ns - self.written_at >= self.interval_ns
+
+    def write(self) -> None:
+        """Snapshot the store's in-memory index (after a flush; atomic, fsynced)."""
+        s = self._s
+        s.flush()
+        for blk in s._blocks.values():
+            blk.sync()
+        blocks = [BlockInfo(b.id, b.flushed, b.max_ref, b.read(b.flushed - 8, 8) if b.flushed >= 8 else b"")
+                  for b in s._blocks.values()]
+        subjects = [None if name is None else (name, s._ss[sid]) for sid, name in enumerate(s._snames)]
+        snap = IndexSnapshot(
+            s._first, s._last, s._first_ts, s._last_ts, s._msgs, s._bytes, s._base,
+            s._marker_first, s._lost_bytes, s._pos, s._sid, s._ts, s._sz, s._nxt, subjects,
+            sorted(s._ttl.items()), list(s._lost_msgs), blocks)
+        atomic_write(self.path, encode_index(snap))
+        self.written_at = s._clock.monotonic_ns()
+
+    def remove(self) -> None:
+        """An index older than a truncation or a purge would describe sequences that no longer exist."""
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    def remove_quietly(self) -> None:
+        # An index.db older than the blocks is detected and ignored anyway; removing it only
+        # saves the check.
+        try:
+            self.remove()
+        except OSError:
+            pass
