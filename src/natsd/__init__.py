@@ -12,6 +12,6 @@ __all__ = ["__version__"]
 
 # An opt-in compiled build of the hot modules (NATSD_COMPILED=<dir>), used only when it matches
 # these sources: installed before any of them is imported (see natsd/_compiled.py).
-from natsd import _compiled  # noqa: E402
+from natsd import _compiled
 
 _compiled.install()

@@ -18,7 +18,7 @@ import pytest
 from nats.aio.client import RawCredentials
 
 from tests.helpers.identities import (
-    Identity, account_claims, b64url, creds_text, operator_setup, user_claims,
+    Identity, account_claims, b64url, operator_setup, user_claims,
 )
 from tests.helpers.servers import reference_binary, start_server
 
@@ -251,7 +251,7 @@ async def test_jwt_users_memory_resolver(kind, tmp_path):
 async def test_revocations_in_account_jwt(kind, tmp_path):
     setup = operator_setup("A")
     A, _ = setup.accounts["A"]
-    gone, kept, everyone_before = Identity.new("user"), Identity.new("user"), Identity.new("user")
+    gone, kept = Identity.new("user"), Identity.new("user")
     now = int(time.time())
     setup.accounts["A"] = (A, setup.operator.sign(account_claims(
         A, "A", revocations={gone.public: now + 5})))
@@ -450,7 +450,7 @@ async def test_imports_exports_and_jetstream_limits(kind, tmp_path):
         try:
             await nb.request("svc.q", b"hello", timeout=1)
             obs["unmapped"] = "answered"
-        except Exception as e:  # noqa: BLE001 - the class is the observation
+        except Exception as e:  # the class is the observation
             obs["unmapped"] = type(e).__name__
         inbox = nb.new_inbox()
         responses = []
@@ -471,13 +471,13 @@ async def test_imports_exports_and_jetstream_limits(kind, tmp_path):
             try:
                 await js.add_stream(name=f"S{i}", subjects=[f"s{i}"])
                 results.append("ok")
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 results.append(getattr(e, "err_code", type(e).__name__))
         obs["streams"] = results
         try:
             await nb.jetstream().account_info()
             obs["b_js"] = "enabled"
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             obs["b_js"] = type(e).__name__
         # Service requests to an export nobody serves: no responders, as a local request.
         nc2 = await nats.connect(srv.url, user_credentials=RawCredentials(setup.creds("B")), allow_reconnect=False)
@@ -486,7 +486,7 @@ async def test_imports_exports_and_jetstream_limits(kind, tmp_path):
         try:
             await nc2.request("asvc.q", b"hello", timeout=1)
             obs["no_responders"] = "answered"
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             obs["no_responders"] = type(e).__name__
         await nc2.close()
         await nb.close()
@@ -519,7 +519,7 @@ async def test_pushed_jetstream_limits_take_effect(kind, tmp_path):
         try:
             await na.jetstream().account_info()
             obs["before"] = "enabled"
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             obs["before"] = type(e).__name__
         tier = {"mem_storage": 1 << 20, "disk_storage": 1 << 20, "streams": 1, "consumer": 1}
         a2 = setup.operator.sign(account_claims(A, "A", jetstream=tier, iat=int(time.time()) + 1))
@@ -533,7 +533,7 @@ async def test_pushed_jetstream_limits_take_effect(kind, tmp_path):
         try:
             await js.add_stream(name="TWO", subjects=["two"])
             obs["second"] = "ok"
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             obs["second"] = getattr(e, "err_code", type(e).__name__)
         tier2 = dict(tier, streams=5)
         a3 = setup.operator.sign(account_claims(A, "A", tiered={"R1": tier2}, iat=int(time.time()) + 2))
@@ -567,7 +567,7 @@ async def test_memory_resolver_updates_only_accounts_in_use(kind, tmp_path):
         try:
             await sysc.request("$SYS.REQ.CLAIMS.UPDATE", cjwt.encode(), timeout=1)
             obs["generic"] = "answered"
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             obs["generic"] = type(e).__name__
         r = await sysc.request(f"$SYS.REQ.ACCOUNT.{C.public}.CLAIMS.UPDATE", cjwt.encode(), timeout=2)
         obs["unknown"] = _strip_server(r.data)
@@ -751,7 +751,7 @@ async def test_pushed_claims_switch_jetstream_off_and_on(kind, tmp_path):
             try:
                 await call
                 obs[name] = "ok"
-            except Exception as e:  # noqa: BLE001 - the class is the observation
+            except Exception as e:  # the class is the observation
                 obs[name] = type(e).__name__
         back = setup.operator.sign(account_claims(A, "A", jetstream=on, iat=int(time.time()) + 2))
         await sysc.request("$SYS.REQ.CLAIMS.UPDATE", back.encode(), timeout=2)

@@ -8,9 +8,10 @@ something else happens (``sub``, ``reply``, ``consumer events``) and for checkin
 ``server_kinds()`` are the pytest params for a module-scoped server fixture: the reference nats-server
 (marked ``reference``) and natsd (which must start with JetStream: a failure fails the test, never skips it).
 
-The CLI test modules share their fixtures from here::
+The CLI test modules share their helpers from here (the ``url`` fixture, the module server's URL
+with every stream deleted, is in tests/integration/conftest.py)::
 
-    from tests.helpers.cli import module_server, ok, url  # noqa: F401 - url is a fixture
+    from tests.helpers.cli import module_server, ok
 
     server = module_server("cli-kv")  # one server per kind for the whole module
 
@@ -141,13 +142,6 @@ def module_server(prefix: str):
         srv.stop()
 
     return server
-
-
-@pytest.fixture
-def url(server):
-    """The module server's URL, with every stream deleted first (each test starts from an empty account)."""
-    clean_streams(server.url)
-    return server.url
 
 
 def ok(url: str | None, *argv: str, **kw: Any) -> CliResult:

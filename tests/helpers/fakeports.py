@@ -217,7 +217,7 @@ class FakePorts:
             n += 1
             try:
                 v = fn()
-            except Exception as e:  # noqa: BLE001 - handed to the caller, as the server does
+            except Exception as e:  # handed to the caller, as the server does
                 done(None, e)
             else:
                 done(v, None)

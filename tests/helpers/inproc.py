@@ -30,10 +30,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import tempfile
-from typing import AsyncIterator
+from typing import TYPE_CHECKING, AsyncIterator
 
 from natsd.config.options import JetStreamOptions, ServerOptions
 from natsd.server import Server
+
+if TYPE_CHECKING:
+    import nats
 
 __all__ = ["running_server", "server_and_client", "make_options", "side_by_side"]
 

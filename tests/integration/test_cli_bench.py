@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from tests.helpers.cli import (  # noqa: F401 - url is a fixture
-    close_proc, module_server, ok, spawn_cli, url, wait_for_line,
-)
+from tests.helpers.cli import close_proc, module_server, ok, spawn_cli, wait_for_line
 
 
 server = module_server("cli-bench")
@@ -19,7 +17,7 @@ def test_core_pub_and_sub(url):
             ok(url, "bench", "pub", "bench.core", "--msgs", "3000", "--size", "64")
             try:
                 out, err = sub.communicate(timeout=3)
-            except Exception:  # noqa: BLE001 - not finished yet
+            except Exception:  # not finished yet
                 continue
     finally:
         close_proc(sub)

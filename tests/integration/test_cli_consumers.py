@@ -6,9 +6,7 @@ import json
 
 import pytest
 
-from tests.helpers.cli import (  # noqa: F401 - url is a fixture
-    close_proc, module_server, ok, run_cli, spawn_cli, url, wait_for_line,
-)
+from tests.helpers.cli import close_proc, module_server, ok, run_cli, spawn_cli, wait_for_line
 
 
 server = module_server("cli-consumers")

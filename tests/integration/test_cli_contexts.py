@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from tests.helpers.cli import module_server, ok, run_cli, server_kinds, start_kind  # noqa: F401
+from tests.helpers.cli import module_server, ok, run_cli, server_kinds
 
 server = module_server("cli-contexts")
 

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.helpers.cli import (  # noqa: F401 - url is a fixture
-    close_proc, module_server, ok, run_cli, spawn_cli, url, wait_for_line,
-)
+from tests.helpers.cli import close_proc, module_server, ok, run_cli, spawn_cli, wait_for_line
 
 
 server = module_server("cli-kv")
@@ -104,7 +102,7 @@ def test_object_watch(url, tmp_path):
             ok(url, "obj", "put", "WB", str(tmp_path / "f.txt"))
             try:
                 got, _ = w.communicate(timeout=1.0)
-            except Exception:  # noqa: BLE001 - still waiting
+            except Exception:  # still waiting
                 continue
     finally:
         close_proc(w)

@@ -11,9 +11,7 @@ import time
 
 import pytest
 
-from tests.helpers.cli import (  # noqa: F401 - url is a fixture
-    cli_env, close_proc, module_server, natsctl_script, ok, run_cli, spawn_cli, url, wait_for_line,
-)
+from tests.helpers.cli import cli_env, close_proc, module_server, natsctl_script, ok, run_cli, spawn_cli, wait_for_line
 
 server = module_server("cli-operator")
 

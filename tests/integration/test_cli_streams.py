@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.helpers.cli import module_server, ok, run_cli, url  # noqa: F401 - url is a fixture
+from tests.helpers.cli import module_server, ok, run_cli
 
 YEAR_NS = 365 * 24 * 3600 * 10**9
 

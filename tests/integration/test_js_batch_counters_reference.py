@@ -17,7 +17,7 @@ from tests.helpers.servers import reference_binary
 pytestmark = [pytest.mark.integration, pytest.mark.reference,
               pytest.mark.skipif(reference_binary() is None, reason="reference nats-server not installed")]
 
-B, S, C, I = "Nats-Batch-Id", "Nats-Batch-Sequence", "Nats-Batch-Commit", "Nats-Incr"
+B, S, C, INCR = "Nats-Batch-Id", "Nats-Batch-Sequence", "Nats-Batch-Commit", "Nats-Incr"
 
 
 async def _req(nc, subject: str, data: bytes = b"", headers: dict | None = None) -> str:
@@ -126,28 +126,28 @@ async def _counters(url: str) -> list:
             r = await _api(nc, f"$JS.API.STREAM.CREATE.{cfg['name']}", cfg)
             out.append(("create", cfg, r.get("error")))
         steps = [
-            {I: "1"}, {I: "+5"}, {I: "-2"}, {I: "99999999999999999999999999"}, {I: "abc"}, {I: ""}, {I: "1.5"},
-            {I: "0"}, {I: " 3"}, {I: "-0"}, {I: "+-1"}, {I: "0x10"}, {I: "1_0"}, {I: "--1"},
-            {"Nats-Msg-Id": "q"}, {I: "1", "Nats-Msg-Id": "q"}, {I: "1", "Nats-Msg-Id": "q"},
-            {I: "1", "Nats-Expected-Last-Sequence": "1"}, {I: "1", "Nats-Rollup": "sub"},
-            {I: "1", "Nats-Expected-Stream": "C"}, {I: "1", "Nats-Expected-Last-Subject-Sequence": "1"},
-            {I: "1", "Nats-Expected-Last-Msg-Id": "q"}, {I: "1", "Nats-TTL": "5s"},
-            {I: "1", "Nats-Stream-Source": "C 1 c.a > c.a"}, {I: "1", "App": "kept"},
+            {INCR: "1"}, {INCR: "+5"}, {INCR: "-2"}, {INCR: "99999999999999999999999999"}, {INCR: "abc"}, {INCR: ""}, {INCR: "1.5"},
+            {INCR: "0"}, {INCR: " 3"}, {INCR: "-0"}, {INCR: "+-1"}, {INCR: "0x10"}, {INCR: "1_0"}, {INCR: "--1"},
+            {"Nats-Msg-Id": "q"}, {INCR: "1", "Nats-Msg-Id": "q"}, {INCR: "1", "Nats-Msg-Id": "q"},
+            {INCR: "1", "Nats-Expected-Last-Sequence": "1"}, {INCR: "1", "Nats-Rollup": "sub"},
+            {INCR: "1", "Nats-Expected-Stream": "C"}, {INCR: "1", "Nats-Expected-Last-Subject-Sequence": "1"},
+            {INCR: "1", "Nats-Expected-Last-Msg-Id": "q"}, {INCR: "1", "Nats-TTL": "5s"},
+            {INCR: "1", "Nats-Stream-Source": "C 1 c.a > c.a"}, {INCR: "1", "App": "kept"},
         ]
         for headers in steps:
             out.append(("pub", headers, await _req(nc, "c.a", b"", headers)))
-        out.append(("payload", await _req(nc, "c.a", b"x", {I: "1"})))
+        out.append(("payload", await _req(nc, "c.a", b"x", {INCR: "1"})))
         out.append(("no headers", await _req(nc, "c.a", b"x")))
         out.append(("no headers empty", await _req(nc, "c.a", b"")))
-        out.append(("other subject", await _req(nc, "c.b", b"", {I: "7"})))
-        out.append(("not a counter stream", await _req(nc, "p.a", b"", {I: "7"})))
-        out.append(("not a counter stream, bad", await _req(nc, "p.a", b"", {I: "x"})))
+        out.append(("other subject", await _req(nc, "c.b", b"", {INCR: "7"})))
+        out.append(("not a counter stream", await _req(nc, "p.a", b"", {INCR: "7"})))
+        out.append(("not a counter stream, bad", await _req(nc, "p.a", b"", {INCR: "x"})))
         # a counter in an atomic batch: each staged increment sees the one before
-        out.append(("batch", [await _req(nc, "c2.a", b"", {I: "2", B: "k", S: "1"}),
-                              await _req(nc, "c2.a", b"", {I: "3", B: "k", S: "2"}),
-                              await _req(nc, "c2.b", b"", {I: "3", B: "k", S: "3", C: "1"})]))
-        out.append(("after batch", await _req(nc, "c2.a", b"", {I: "10"})))
-        out.append(("batch without incr", [await _req(nc, "c2.a", b"", {I: "2", B: "k2", S: "1"}),
+        out.append(("batch", [await _req(nc, "c2.a", b"", {INCR: "2", B: "k", S: "1"}),
+                              await _req(nc, "c2.a", b"", {INCR: "3", B: "k", S: "2"}),
+                              await _req(nc, "c2.b", b"", {INCR: "3", B: "k", S: "3", C: "1"})]))
+        out.append(("after batch", await _req(nc, "c2.a", b"", {INCR: "10"})))
+        out.append(("batch without incr", [await _req(nc, "c2.a", b"", {INCR: "2", B: "k2", S: "1"}),
                                           await _req(nc, "c2.a", b"v", {B: "k2", S: "2", C: "1"})]))
         # a counter whose last message is not a counter body is broken
         for body in ({"name": "C"}, {"name": "C", "subjects": ["c.>"]}):
@@ -176,7 +176,7 @@ async def _sources(url: str) -> list:
             r = await _api(nc, f"$JS.API.STREAM.CREATE.{cfg['name']}", cfg)
             out.append(("create", cfg["name"], r.get("error")))
         for subject, incr in (("c.a", "5"), ("e.a", "7"), ("c.a", "-1"), ("e.b", "2"), ("c.a", "10")):
-            out.append(("pub", subject, await _req(nc, subject, b"", {I: incr})))
+            out.append(("pub", subject, await _req(nc, subject, b"", {INCR: incr})))
             await asyncio.sleep(0.3)  # each sourced message arrives before the next publish
         for _ in range(100):
             if (await _api(nc, "$JS.API.STREAM.INFO.S", {}))["state"]["messages"] == 5:
@@ -188,7 +188,7 @@ async def _sources(url: str) -> list:
             hdrs = base64.b64decode(m["hdrs"]).decode().split("\r\n")
             keep = [h for h in hdrs if h.startswith(("Nats-Incr", "Nats-Counter-Sources"))]
             out.append(("S", subj, base64.b64decode(m["data"]), keep))
-        out.append(("publish to the aggregate", await _req(nc, "t.a", b"", {I: "1"})))
+        out.append(("publish to the aggregate", await _req(nc, "t.a", b"", {INCR: "1"})))
         r = await _api(nc, "$JS.API.STREAM.MSG.GET.P", {"last_by_subj": "c.a"})
         out.append(("plain source keeps the body", base64.b64decode(r["message"]["data"])))
     finally:
@@ -333,10 +333,10 @@ async def _counter_sizes(url: str) -> list:
         # header block "NATS/1.0\r\nNats-Incr: 1\r\nApp: <n x>\r\n\r\n" = 33 + n bytes: the
         # stored message crosses 300 bytes between n = 254 and n = 257 (the total grows too)
         for n in (200, 254, 255, 256, 257, 260, 266):
-            out.append(("c.a", n, await _req(nc, "c.a", b"", {I: "1", "App": "x" * n})))
-        out.append(("c.b big total", await _req(nc, "c.b", b"", {I: "9" * 250})))
+            out.append(("c.a", n, await _req(nc, "c.a", b"", {INCR: "1", "App": "x" * n})))
+        out.append(("c.b big total", await _req(nc, "c.b", b"", {INCR: "9" * 250})))
         for incr in ("1", "5", "1000000", "-1000000"):
-            out.append(("m.a", incr, await _req(nc, "m.a", b"", {I: incr})))
+            out.append(("m.a", incr, await _req(nc, "m.a", b"", {INCR: incr})))
         out.append(("stored C", await _stored(nc, "C")))
         out.append(("stored M", await _stored(nc, "M")))
     finally:

@@ -34,7 +34,7 @@ class LoopManualClock(ManualClock):
     """Timers move only when advanced; per-turn batching (call_soon) runs on the real loop, so
     the server keeps serving clients between advances."""
 
-    def call_soon(self, callback) -> None:  # noqa: ANN001
+    def call_soon(self, callback) -> None:
         asyncio.get_running_loop().call_soon(callback)
 
 

@@ -4,7 +4,6 @@ nats-server puts under the frames) and with permessage-deflate (then no S2)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import urllib.request
 

@@ -50,9 +50,9 @@ async def cmd_account_info(ctx: Ctx) -> None:
         return
     nc = await ctx.nc()
     ctx.out.print(f"Connection Information:\n\n  Connected URL: {nc.connected_url.geturl() if nc.connected_url else ''}\n"
-                  f"      Server ID: {nc._server_info.get('server_id', '')}\n"  # noqa: SLF001 - nats-py has no accessor
-                  f"    Server Name: {nc._server_info.get('server_name', '')}\n"  # noqa: SLF001
-                  f"        Version: {nc._server_info.get('version', '')}\n")  # noqa: SLF001
+                  f"      Server ID: {nc._server_info.get('server_id', '')}\n"  # nats-py has no accessor
+                  f"    Server Name: {nc._server_info.get('server_name', '')}\n"
+                  f"        Version: {nc._server_info.get('version', '')}\n")
     ctx.out.print(render.account_info(info))
 
 
@@ -72,7 +72,7 @@ async def cmd_server_check(ctx: Ctx) -> int:
         url = nc.connected_url.geturl() if nc.connected_url else ctx.conn.server
         results.append({"check": "connection", "status": "OK",
                         "message": f"connected to {url} in {rtt:.2f}ms",
-                        "server_version": nc._server_info.get("version", ""),  # noqa: SLF001
+                        "server_version": nc._server_info.get("version", ""),
                         "connect_ms": round(rtt, 3)})
     if which in ("jetstream", "all") and nc is not None:
         try:

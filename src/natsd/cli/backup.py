@@ -121,7 +121,7 @@ async def snapshot_stream(ctx: Ctx, stream: str, directory: Path, *, consumers: 
     done: asyncio.Future = asyncio.get_running_loop().create_future()
     stats = {"bytes": 0, "chunks": 0}
     data_path = directory / DATA_FILE
-    f = open(data_path, "wb")  # noqa: SIM115 - closed in finally; written from the subscription callback
+    f = open(data_path, "wb")  # closed in finally; written from the subscription callback
     bar_holder: list[Any] = []
 
     async def on_chunk(msg) -> None:
@@ -180,7 +180,7 @@ async def snapshot_stream(ctx: Ctx, stream: str, directory: Path, *, consumers: 
                     pass
         try:
             await sub.unsubscribe()
-        except Exception:  # noqa: BLE001 - connection may already be gone after an error
+        except Exception:  # connection may already be gone after an error
             pass
     elapsed = time.perf_counter() - t0
     summary = {"stream": stream, "directory": str(directory), "bytes": stats["bytes"], "chunks": stats["chunks"],
@@ -221,14 +221,14 @@ async def restore_stream(ctx: Ctx, directory: Path, *, stream: str | None = None
         for raw_len, chunk in _upload_chunks(f):
             try:
                 ack = await nc.request(deliver, chunk, timeout=ctx.timeout)
-            except Exception as exc:  # noqa: BLE001 - timeout or no responders
+            except Exception as exc:  # timeout or no responders
                 raise CliError(f"restore of {name} failed while sending data: {type(exc).__name__}") from None
             if ack.data:
                 _raise_if_error(ack.data, name)
             bar.advance(raw_len)
         try:
             final = await nc.request(deliver, b"", timeout=RESTORE_FINISH_TIMEOUT)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise CliError(f"restore of {name} failed at the end: {type(exc).__name__}") from None
     info = _raise_if_error(final.data, name)
     if not quiet and not ctx.json:

@@ -170,7 +170,7 @@ async def run_client(params: dict, report=None) -> dict:
                     raise asyncio.CancelledError
                 try:
                     msgs = await psub.fetch(min(batch, n - count), timeout=max(conn.timeout, 1.0))
-                except Exception:  # noqa: BLE001 - nothing more to fetch within the timeout
+                except Exception:  # nothing more to fetch within the timeout
                     break
                 for m in msgs:
                     if ack:
@@ -188,7 +188,7 @@ async def run_client(params: dict, report=None) -> dict:
         elapsed = max(time.perf_counter() - t0, 1e-9)
         try:
             await nc.close()
-        except Exception:  # noqa: BLE001 - closing after an interrupt must not hide the result
+        except Exception:  # closing after an interrupt must not hide the result
             pass
     res: dict[str, Any] = {"msgs": count, "bytes": count * size, "seconds": elapsed}
     if interrupted:

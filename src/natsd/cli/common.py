@@ -207,7 +207,7 @@ def optional_seconds(text: str | None) -> float | None:
 def stdin_is_tty() -> bool:
     try:
         return bool(sys.stdin and sys.stdin.isatty())
-    except Exception:  # noqa: BLE001 - closed or replaced stdin (e.g. under pytest) is "no terminal"
+    except Exception:  # closed or replaced stdin (e.g. under pytest) is "no terminal"
         return False
 
 
@@ -408,11 +408,11 @@ async def connect(opts: ConnOptions, **extra: Any) -> nats.NATS:
     nc = nats.NATS()
     try:
         await asyncio.wait_for(nc.connect(**kw), timeout=2 * kw["connect_timeout"] * len(servers) + 1)
-    except Exception as exc:  # noqa: BLE001 - nats-py raises a variety here
+    except Exception as exc:  # nats-py raises a variety here
         cause = errors[-1] if errors else exc
         try:
             await nc.close()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
         via = f" (context {opts.context})" if opts.context else ""
         if isinstance(cause, OSError):
@@ -752,7 +752,7 @@ async def open_bucket(opened: Awaitable[Any], bucket: str) -> Any:
 async def create_bucket(created: Awaitable[Any], bucket: str) -> None:
     try:
         await created
-    except Exception as exc:  # noqa: BLE001 - nats-py APIError and friends
+    except Exception as exc:  # nats-py APIError and friends
         raise CliError(f"could not create bucket {bucket}: {error_text(exc)}") from None
 
 

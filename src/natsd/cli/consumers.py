@@ -319,7 +319,7 @@ async def cmd_next(ctx: Ctx) -> int:
             # stream subject, which nats-py's shared request inbox could not match to this request.
             msg = await nc.request(f"{api.prefix}.CONSUMER.MSG.NEXT.{stream}.{name}", body, timeout=ctx.timeout,
                                    old_style=True)
-        except Exception as exc:  # noqa: BLE001 - no responders / timeout
+        except Exception as exc:  # no responders / timeout
             if "no responders" in str(exc).lower() or type(exc).__name__ == "NoRespondersError":
                 raise CliError(f"consumer {stream} > {name} not found (no responders)") from None
             raise CliError(f"no message received: {type(exc).__name__}") from None
@@ -346,7 +346,7 @@ async def cmd_next(ctx: Ctx) -> int:
             try:
                 # A request makes the ack synchronous: the server confirms it before we report success.
                 await nc.request(msg.reply, token, timeout=min(ctx.timeout, 2.0))
-            except Exception:  # noqa: BLE001 - servers may not confirm acks; flushing still orders it
+            except Exception:  # servers may not confirm acks; flushing still orders it
                 await nc.flush()
             if not ctx.json and not a.raw:
                 ctx.out.print({b"+ACK": "Acknowledged message", b"-NAK": "Negatively acknowledged message",

@@ -53,7 +53,7 @@ class Ctx:
                 # for subscriptions' pending callbacks, which a CLI that is done does not need).
                 if self._nc.is_connected:
                     await self._nc.flush(timeout=max(int(self.conn.timeout), 1))
-            except Exception:  # noqa: BLE001 - closing after an error must not mask it
+            except Exception:  # closing after an error must not mask it
                 pass
             await self._nc.close()
         self._nc = None

@@ -169,7 +169,7 @@ async def cmd_put(ctx: Ctx) -> None:
             rev = await kv.update(a.key, value, last=last)
     except InvalidKeyError:
         raise UsageError(f"invalid key '{a.key}'") from None
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         verb = {"put": "put", 0: "create"}.get(last, "update")
         raise CliError(f"could not {verb} {a.key}: {error_text(exc)}") from None
     if ctx.json:
@@ -241,7 +241,7 @@ async def cmd_history(ctx: Ctx) -> None:
         while True:
             try:
                 e = await w.updates(timeout=ctx.timeout)
-            except Exception:  # noqa: BLE001 - nats-py's TimeoutError: nothing more arrived
+            except Exception:  # nats-py's TimeoutError: nothing more arrived
                 break
             if e is None or not hasattr(e, "key"):  # None: the watcher's "history done" marker
                 break
@@ -267,7 +267,7 @@ async def cmd_keys(ctx: Ctx) -> None:
         keys = sorted(await kv.keys())
     except NotFoundError:
         keys = []
-    except Exception as exc:  # noqa: BLE001 - nats-py raises NoKeysError when empty
+    except Exception as exc:  # nats-py raises NoKeysError when empty
         if type(exc).__name__ == "NoKeysError":
             keys = []
         else:

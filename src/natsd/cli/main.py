@@ -213,11 +213,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         # `natsctl sub x | head` closes our stdout early; that is not an error for us.
         try:
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the interpreter's flush at exit
+            sys.stdout = open(os.devnull, "w")  # silence the interpreter's flush at exit
         except OSError:
             pass
         return EXIT_OK
-    except Exception as exc:  # noqa: BLE001 - last resort: one clear line, not a traceback
+    except Exception as exc:  # last resort: one clear line, not a traceback
         if os.environ.get("NATSCTL_DEBUG"):
             raise
         description, code = getattr(exc, "description", None), getattr(exc, "code", None)

@@ -118,7 +118,7 @@ async def cmd_put(ctx: Ctx) -> None:
         data = path.read_bytes()
     try:
         info = await obs.put(name, data)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise CliError(f"could not put {name}: {error_text(exc)}") from None
     if ctx.json:
         ctx.out.json_out(_info_dict(info))

@@ -164,7 +164,7 @@ def _open_store(stream: "Stream", o: Consumer) -> Any:
         return None
     try:
         return stream.store.consumer_store(o.name, o.meta())
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         raise ApiErrors.CONSUMER_STORE_FAILED(err=str(e)) from None
 
 

@@ -64,15 +64,15 @@ class Wrapped:
         return self.prefix + self.elem.go_name
 
 
-def Slice(elem: Any) -> Wrapped:  # noqa: N802 - reads as the Go type it builds
+def Slice(elem: Any) -> Wrapped:  # reads as the Go type it builds
     return Wrapped("[]", elem)
 
 
-def Map(elem: Any) -> Wrapped:  # noqa: N802
+def Map(elem: Any) -> Wrapped:
     return Wrapped("map[string]", elem)
 
 
-def Ptr(elem: Any) -> Wrapped:  # noqa: N802
+def Ptr(elem: Any) -> Wrapped:
     return Wrapped("*", elem)
 
 

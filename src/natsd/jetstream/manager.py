@@ -37,7 +37,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Clock
     from natsd.config.options import AccountJetStreamLimits, ServerOptions
     from natsd.jetstream.ports import MsgHandler, Ports, Subscription
-    from natsd.jetstream.ports import Ports
     from natsd.store.base import StreamStore
 
 __all__ = ["JetStreamEngine", "JsAccount", "ApiStats", "ApiSurface", "default_store_dir", "system_memory",

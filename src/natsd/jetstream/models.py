@@ -25,7 +25,6 @@ from natsd import __version__
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.gotime import GO_ZERO_TIME, format_rfc3339_or_zero, parse_rfc3339_or_zero
 from natsd.jetstream.gojson import go_kind
-import datetime as _dt
 import enum
 from natsd.store.base import DiscardPolicy, StorageType  # the store's own enums: one definition
 

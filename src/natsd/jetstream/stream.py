@@ -21,7 +21,6 @@ Consumers (``natsd.jetstream.consumer``) see the stream through: ``consumers`` (
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import deque
 from typing import TYPE_CHECKING, Iterator

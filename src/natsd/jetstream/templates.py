@@ -110,7 +110,7 @@ class StreamTemplate:
         for s in self._subs:
             try:
                 s.unsubscribe()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
         self._subs = []
 
@@ -210,7 +210,7 @@ class TemplateManager:
         for sname in streams:
             try:
                 acct.delete_stream(sname)
-            except Exception as e:  # noqa: BLE001 - keep deleting the others
+            except Exception as e:  # keep deleting the others
                 last_err = e
                 continue
             acct.send_advisory(f"$JS.EVENT.ADVISORY.STREAM.DELETED.{sname}",

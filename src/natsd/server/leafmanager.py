@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from natsd import __version__
 from natsd.gotime import format_duration

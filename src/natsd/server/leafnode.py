@@ -71,7 +71,7 @@ from natsd.protocol.leaf import (
     L_CONNECT, L_ERR, L_INFO, L_MSG, L_MSG_RUN, L_PING, L_PONG, L_SUB, L_UNSUB, LeafParser, encode_ls_minus,
     encode_ls_plus, msg_line, split_js_ack_deliver,
 )
-from natsd.server.leafauth import (  # noqa: F401 (read_creds, sign_nonce, remote_ssl_context: re-exported)
+from natsd.server.leafauth import (  # read_creds, sign_nonce, remote_ssl_context: re-exported
     _CACHE_MAX, LeafIdentityMixin, _covered, _DenyCache, read_creds, remote_ssl_context, sign_nonce,
 )
 from natsd.server.leafcompress import CompressionError, needs_compression
@@ -83,7 +83,6 @@ from natsd.server.router import LEAF_LINK, route, route_batch
 from natsd.server.subscription import Subscription
 from natsd.server.writer import WRITE_HIGH_WATER
 from natsd.subjects.sublist import SublistResult
-from natsd.subjects.tokens import subject_matches, subset
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Timer

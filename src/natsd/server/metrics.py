@@ -324,7 +324,7 @@ async def jetstream_chunks(monitor: "MonitorServer", cache: LabelCache) -> list[
                     continue
                 try:
                     ci = consumer.jsz_info()
-                except Exception:  # noqa: BLE001 - a consumer going away mid-scrape is skipped
+                except Exception:  # a consumer going away mid-scrape is skipped
                     continue
                 desc = (ci.get("config") or {}).get("description", "") or ""
                 consumer_rows.append((*sl, ci.get("name", consumer.name), "", "true", desc))

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Callable
 from natsd import __version__, _compiled
 from natsd.clock import Clock, SystemClock
 from natsd.config.options import AccountJetStreamLimits, ServerOptions
-from natsd.protocol.encoder import encode_err, encode_info
+from natsd.protocol.encoder import encode_info
 from natsd.protocol.errors import ERR_AUTH_VIOLATION, ERR_MAX_CONNECTIONS
 from natsd.server.account import GLOBAL_ACCOUNT, Account
 from natsd.server.auth import Authenticator

@@ -283,7 +283,7 @@ class WebSocketLayer(Layer):
             return
         try:
             self._send(self._ws.send(ev.response()))
-        except Exception:  # noqa: BLE001 - already closing on our side
+        except Exception:  # already closing on our side
             pass
         self._shutdown_upper("Client Closed")
         self._close_lower()
@@ -329,7 +329,7 @@ class WebSocketLayer(Layer):
         if self._open and self._ws.state.name in ("OPEN", "REMOTE_CLOSING"):
             try:
                 self._send(self._ws.send(CloseConnection(code=code, reason=reason[:_MAX_CLOSE_REASON])))
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
 
     def _close_lower(self) -> None:

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from natsd.protocol.encoder import CRLF, append_msgs, append_run, append_templated
+from natsd.protocol.encoder import append_msgs, append_run, append_templated
 from natsd.server.log import logger
 
 if TYPE_CHECKING:  # pragma: no cover

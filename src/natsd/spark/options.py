@@ -338,7 +338,7 @@ def connect_options(opts) -> ConnectOptions:
     for u in urls:
         try:
             p = urlparse(u)
-            p.port  # noqa: B018 - raises on a bad port
+            p.port  # raises on a bad port
         except ValueError as exc:
             raise _bad("servers", servers, str(exc)) from None
         if p.scheme not in ("nats", "tls") or not p.hostname:

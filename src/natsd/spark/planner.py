@@ -81,7 +81,7 @@ class Planner:
 
         try:
             return await nats.connect(**nats_connect_kwargs(self.opts), error_cb=quiet)
-        except Exception as exc:  # noqa: BLE001 - nats-py raises several kinds
+        except Exception as exc:  # nats-py raises several kinds
             raise NatsError(f"could not connect to {self.opts.servers}: {exc!r}") from None
 
     def _run(self, coro, timeout: float):
@@ -144,7 +144,7 @@ class Planner:
         finally:
             try:
                 self._run(self._nc.publish(f"$JS.API.CONSUMER.DELETE.{stream}.{name}", b""), timeout)
-            except Exception:  # noqa: BLE001 - inactive_threshold reaps it anyway
+            except Exception:  # inactive_threshold reaps it anyway
                 pass
 
     async def _first_delivery(self, stream: str, consumer: str, timeout: float) -> int:
@@ -163,7 +163,7 @@ class Planner:
         finally:
             try:
                 await sub.unsubscribe()
-            except Exception:  # noqa: BLE001 - already auto-unsubscribed after one message
+            except Exception:  # already auto-unsubscribed after one message
                 pass
         t = (msg.reply or "").split(".")
         if t[0:2] != ["$JS", "ACK"]:
@@ -176,7 +176,7 @@ class Planner:
             nc, self._nc = self._nc, None
             try:
                 self._run(nc.close(), 5)
-            except Exception:  # noqa: BLE001 - closing a broken connection
+            except Exception:  # closing a broken connection
                 pass
         self._stop_loop()
 

@@ -40,16 +40,16 @@ def _wrap(cls) -> None:
         return
     orig_format, orig_mode, orig_save = cls.format, cls.mode, cls.save
 
-    def format(self, source):  # noqa: A001 - PySpark's name
+    def format(self, source):  # PySpark's name
         self._natsd_format = str(source).lower()
         return orig_format(self, source)
 
-    def mode(self, saveMode):  # noqa: N803 - PySpark's name
+    def mode(self, saveMode):  # PySpark's name
         if saveMode is not None:
             self._natsd_mode = str(saveMode).lower()
         return orig_mode(self, saveMode)
 
-    def save(self, path=None, format=None, mode=None, partitionBy=None, **options):  # noqa: A002
+    def save(self, path=None, format=None, mode=None, partitionBy=None, **options):
         if format is not None:
             self.format(format)
         if mode is not None:
@@ -83,7 +83,7 @@ def install_default_save_mode(connect: bool = False) -> None:
         return
     try:  # needs grpc etc.; absent in a plain pyspark[sql] install
         from pyspark.sql.connect.readwriter import DataFrameWriter as ConnectWriter
-    except Exception:  # noqa: BLE001 - any import-time failure means Connect is not usable here
+    except Exception:  # any import-time failure means Connect is not usable here
         return
     _wrap(ConnectWriter)
 

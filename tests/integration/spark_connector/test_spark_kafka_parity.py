@@ -108,7 +108,7 @@ def test_the_readme_example_runs_as_written(spark, js_server):
     make_stream(url, "ORDERS", ["ORDERS.*"])
     publish(url, [("ORDERS.received", b"order %d" % i) for i in range(20)])
     for _ in range(2):
-        exec(code.replace("nats://127.0.0.1:4222", url), {"spark": spark})  # noqa: S102 - the README's code
+        exec(code.replace("nats://127.0.0.1:4222", url), {"spark": spark})  # the README's code
         assert _rows(url, "ORDERS") == 40
     got = spark.read.format("jetstream").option("servers", url).option("stream", "ORDERS").option(
         "subjects", "ORDERS.archived"

@@ -229,7 +229,7 @@ def test_state_handed_to_store_once_per_write_gap() -> None:
     class Spy:
         meta: dict = {}
 
-        def update(self, st):  # noqa: ANN001
+        def update(self, st):
             calls.append(st)
 
         def flush(self) -> None: ...
@@ -238,7 +238,7 @@ def test_state_handed_to_store_once_per_write_gap() -> None:
 
         def delete(self) -> None: ...
 
-        def update_config(self, meta) -> None: ...  # noqa: ANN001
+        def update_config(self, meta) -> None: ...
 
     c.store = Spy()
     h.advance(STATE_WRITE_GAP)

@@ -131,7 +131,7 @@ def test_deliver_policies() -> None:
     h.pub("orders.b", "4")
     t_start = h.store.load_msg(3).ts
 
-    def got(**cfg) -> list[int]:  # noqa: ANN003
+    def got(**cfg) -> list[int]:
         sub = h.listen(f"push.dp.{len(h.stream.consumers)}")
         h.consumer(deliver_subject=sub.subject, ack_policy="none", **cfg)
         return [int(ack_tokens(m)[5]) for m in data(sub)]
@@ -173,8 +173,8 @@ def test_start_time_search_with_gaps() -> None:
     for seq in (3, 4, 10):
         h.store.remove_msg(seq)
     sub = h.listen("push.t")
-    c = h.consumer(deliver_subject="push.t", ack_policy="none", deliver_policy="by_start_time",
-                   opt_start_time=format_time(times[2]))
+    h.consumer(deliver_subject="push.t", ack_policy="none", deliver_policy="by_start_time",
+               opt_start_time=format_time(times[2]))
     assert ack_tokens(data(sub)[0])[5] == "5"  # 3 and 4 are gone
     first_live = lambda seq: h.store.load_next_msg("", seq).seq  # noqa: E731
     assert first_live(h.store.get_seq_from_time(times[8] + 1)) == 11  # seq 10 (ts[9]) was removed

@@ -270,7 +270,7 @@ def test_streams_recovered_on_start(tmp_path):
 def test_unused():
     # The error namespace raises AttributeError for names not in the table.
     with pytest.raises(AttributeError):
-        ApiErrors.NOT_A_REAL_ERROR  # noqa: B018
+        ApiErrors.NOT_A_REAL_ERROR
 
 
 def test_dedupe_rebuilt_lazily_after_restart(tmp_path):

@@ -8,7 +8,6 @@ import os
 
 import pytest
 
-from natsd.jetstream import templates
 from natsd.jetstream.templates import canonical_name
 from tests.helpers.fakeports import JsEnv
 

@@ -21,12 +21,12 @@ class FakeWriter:
         self.fmt = source
         return self
 
-    def mode(self, saveMode):  # noqa: N803
+    def mode(self, saveMode):
         if saveMode is not None:
             self.sent_mode = saveMode
         return self
 
-    def save(self, path=None, format=None, mode=None, partitionBy=None, **options):  # noqa: A002
+    def save(self, path=None, format=None, mode=None, partitionBy=None, **options):
         self.mode(mode)
         if format is not None:
             self.format(format)

@@ -110,7 +110,7 @@ def delete(req: ApiRequest) -> dict:
 
 
 def _offset(req: ApiRequest) -> int:
-    if not req.payload.lstrip()[:1] in (b"{", b"["):
+    if req.payload.lstrip()[:1] not in (b"{", b"["):
         return 0
     return max(req.json(R.CONSUMERS_REQUEST).get("offset", 0), 0)
 

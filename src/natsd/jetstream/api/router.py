@@ -172,7 +172,7 @@ def run_inline(gen: SlowRequest) -> "dict | None":
         if isinstance(item, Offload):
             try:
                 value = item.fn()
-            except Exception as e:  # noqa: BLE001 - thrown back into the request, as offload does
+            except Exception as e:  # thrown back into the request, as offload does
                 exc = e
 
 
@@ -280,7 +280,7 @@ class ApiDispatcher:
         except ApiError as err:
             account.api_stats.errors += 1
             result = error_envelope(route.response_type, err)
-        except Exception as e:  # noqa: BLE001 - as dispatch: this request only
+        except Exception as e:  # as dispatch: this request only
             log.exception("JetStream API handler for %s failed", req.subject)
             account.api_stats.errors += 1
             result = error_envelope(route.response_type,

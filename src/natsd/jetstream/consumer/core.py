@@ -553,7 +553,7 @@ class Consumer:
             return
         try:
             self.stream.remove_consumer(self.name)
-        except Exception:  # noqa: BLE001 - already gone from the stream is fine
+        except Exception:  # already gone from the stream is fine
             pass
         self.delete()
 
@@ -665,7 +665,7 @@ class Consumer:
         for sub in self._subs:
             try:
                 sub.unsubscribe()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
         self._subs.clear()
 

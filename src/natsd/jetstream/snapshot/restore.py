@@ -131,7 +131,7 @@ class RestoreReceiver:
         except (ArchiveError, ValueError, KeyError, TypeError, OSError) as e:
             self._fail(reply, str(e) or type(e).__name__)
             return
-        except Exception as e:  # noqa: BLE001 - a store failure fails this restore only
+        except Exception as e:  # a store failure fails this restore only
             log.exception("restore of %s failed", self.name)
             self._fail(reply, str(e) or type(e).__name__)
             return
@@ -301,7 +301,7 @@ class RestoreReceiver:
         except ApiError as e:
             self._fail(reply, e.description, e)
             return
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             log.exception("restore of %s failed at activation", self.name)
             self._fail(reply, str(e) or type(e).__name__)
             return
@@ -353,7 +353,7 @@ class RestoreReceiver:
         if self._store is not None:
             try:
                 self._store.delete()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.debug("deleting the partial restore store failed", exc_info=True)
             self._store = None
         if self._tmp_dir:
@@ -375,7 +375,7 @@ class RestoreReceiver:
         if self._sub is not None:
             try:
                 self._sub.unsubscribe()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
             self._sub = None
 

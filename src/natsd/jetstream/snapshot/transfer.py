@@ -24,7 +24,6 @@ runs nothing in the stream expires and STREAM.UPDATE is refused (``begin_snapsho
 from __future__ import annotations
 
 import logging
-import secrets
 from typing import TYPE_CHECKING, Any, Callable
 
 from natsd.jetstream.errors import ApiError
@@ -236,7 +235,7 @@ class SnapshotSender:
             if s is not None:
                 try:
                     s.unsubscribe()
-                except Exception:  # noqa: BLE001
+                except Exception:
                     pass
         self._ack_sub = self._interest_sub = None
         self._pieces.close()  # type: ignore[attr-defined]

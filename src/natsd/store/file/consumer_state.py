@@ -581,7 +581,7 @@ class FileConsumerStore:
         if f is not None:
             try:
                 f.result()
-            except Exception:  # noqa: BLE001 - logged by the worker
+            except Exception:  # logged by the worker
                 pass
             self._ckpt = None
 

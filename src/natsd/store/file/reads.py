@@ -26,11 +26,10 @@ import logging
 import struct
 from itertools import compress, count, repeat
 from operator import ne
-from typing import TYPE_CHECKING, Iterator, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from natsd.store.file.crc import BIG, crc32, crc32_big
 from natsd.store.base import CorruptState, MsgNotFound, MsgRun, StoreMsg
-from natsd.store.file.block import MessageBlock
 from natsd.store.file.record import (
     FLAG_MASK, HDR_BIT, HEAD_STRUCT, HEADER_SIZE, RECORD_OVERHEAD, SEQ_MASK, TRAILER_SIZE, TRAILER_STRUCT, RecordError,
     intact_crc, parse_header,

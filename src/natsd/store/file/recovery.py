@@ -38,8 +38,7 @@ from operator import or_, sub
 from natsd.store.file.crc import crc32
 from natsd.store.base import CorruptState
 from natsd.store.file.block import MessageBlock
-from natsd.store.file.compress import ChunkCache
-from natsd.store.file.index import IndexSnapshot, decode_index
+from natsd.store.file.index import IndexSnapshot
 from natsd.store.file.layout import MAX_RECORD_SIZE, TMP_SUFFIX, block_file_name, parse_block_file_name
 from natsd.store.file.record import (
     CRC_RESIDUE, FLAG_ERASED, FLAG_FIRST, FLAG_MASK, FLAG_SKIP, FLAG_TOMB, FLAG_TRUNC, FLAG_TTL, HEAD_STRUCT,

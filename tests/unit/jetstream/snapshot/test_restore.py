@@ -4,7 +4,6 @@ uploads leave nothing behind."""
 
 from __future__ import annotations
 
-import json
 
 import cramjam
 
