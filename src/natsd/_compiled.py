@@ -102,7 +102,10 @@ def check(directory: Path, root: Path | None = None) -> tuple[dict[str, str] | N
         return None, f"unreadable {directory / MANIFEST}: {e}"
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         return None, f"{directory / MANIFEST} is not a format {FORMAT} manifest (rebuild)"
-    if manifest.get("cache_tag") != sys.implementation.cache_tag or manifest.get("ext_suffix") not in EXTENSION_SUFFIXES:
+    if (
+        manifest.get("cache_tag") != sys.implementation.cache_tag
+        or manifest.get("ext_suffix") not in EXTENSION_SUFFIXES
+    ):
         return None, (f"built for {manifest.get('cache_tag')} {manifest.get('ext_suffix')}, this is "
                       f"{sys.implementation.cache_tag} (rebuild)")
     sources = manifest.get("sources") or {}

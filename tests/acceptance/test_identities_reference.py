@@ -90,8 +90,10 @@ async def roundtrip(nc) -> bytes:
 @pytest.mark.parametrize("kind", KINDS)
 async def test_nkeys_with_nats_py(kind, tmp_path):
     alice, bob = Identity.new("user"), Identity.new("user")
-    conf = (f"authorization {{ users: [ {{ nkey: {alice.public} }},\n"
-            f"  {{ nkey: {bob.public}, permissions: {{ publish: \"ok.>\", subscribe: [\"ok.>\", \"_INBOX.>\"] }} }} ] }}\n")
+    conf = (
+        f"authorization {{ users: [ {{ nkey: {alice.public} }},\n"
+        f'  {{ nkey: {bob.public}, permissions: {{ publish: "ok.>", subscribe: ["ok.>", "_INBOX.>"] }} }} ] }}\n'
+    )
     srv = _server(kind, tmp_path, conf)
     try:
         seed_file = tmp_path / "alice.nk"
@@ -285,8 +287,11 @@ async def test_signing_keys(kind, tmp_path):
     srv = _server(kind, tmp_path, setup.config())
     try:
         u1 = Identity.new("user")
-        _, plain = await raw_connect(srv.port, signed(u1, jwt=acc_sk.sign(user_claims(u1, "p", issuer_account=A.public))),
-                                     after=b"PUB any 1\r\nx\r\nPING\r\n")
+        _, plain = await raw_connect(
+            srv.port,
+            signed(u1, jwt=acc_sk.sign(user_claims(u1, "p", issuer_account=A.public))),
+            after=b"PUB any 1\r\nx\r\nPING\r\n",
+        )
         u2 = Identity.new("user")
         bare = user_claims(u2, "s", issuer_account=A.public)
         for k in ("pub", "sub", "subs", "data", "payload"):
@@ -385,8 +390,13 @@ async def test_full_resolver_claim_updates(kind, tmp_path):
     assert obs["list"] == sorted([setup.system.public, A.public, C.public])
     assert obs["garbage"] == {"error": {"account": "n/a", "code": 500,
                                         "description": "jwt update resulted in error - expected 3 chunks"}}
-    assert obs["mismatch"] == {"error": {"account": A.public, "code": 500,
-                                         "description": "jwt update resulted in error - subject does not match jwt content"}}
+    assert obs["mismatch"] == {
+        "error": {
+            "account": A.public,
+            "code": 500,
+            "description": "jwt update resulted in error - subject does not match jwt content",
+        }
+    }
     assert obs["victim_connected"] == b"PONG\r\n"
     assert obs["revoke"] == {"data": {"account": A.public, "code": 200, "message": "jwt updated"}}
     assert obs["victim_got"] == b"-ERR 'User Authentication Revoked'\r\n"
@@ -623,8 +633,14 @@ async def test_account_and_user_limits(kind, tmp_path):
         held.pop(0).close()
         await asyncio.sleep(0.3)
         u = Identity.new("user")
-        _, obs["account_limits"] = await raw_connect(srv.port, signed(u, jwt=A.sign(user_claims(u, "x"))), after=(
-            b"SUB a 1\r\nSUB b 2\r\nSUB c 3\r\nSUB d 4\r\nPUB a 10\r\n0123456789\r\nPING\r\nPUB a 11\r\n0123456789A\r\n"))
+        _, obs["account_limits"] = await raw_connect(
+            srv.port,
+            signed(u, jwt=A.sign(user_claims(u, "x"))),
+            after=(
+                b"SUB a 1\r\nSUB b 2\r\nSUB c 3\r\nSUB d 4\r\nPUB a 10\r\n0123456789\r\nPING\r\n"
+                b"PUB a 11\r\n0123456789A\r\n"
+            ),
+        )
         for w in held:
             w.close()
         await asyncio.sleep(0.3)

@@ -468,7 +468,9 @@ async def test_handshake_first_and_certificate_users_of_the_server(tmp_path, pki
         try:
             info, _rest = await asyncio.to_thread(_first_bytes, hub.leaf_port)
             assert info == b""  # TLS first: the hub waits for the ClientHello
-            leaf = run_leaf("reference", d / "leaf", leaf_conf(d, "LEAF", remote.replace("LEAF_PORT", str(hub.leaf_port))))
+            leaf = run_leaf(
+                "reference", d / "leaf", leaf_conf(d, "LEAF", remote.replace("LEAF_PORT", str(hub.leaf_port)))
+            )
             try:
                 links = await wait_until(hub.links, what=f"TLS-first leaf on {kind} hub")
                 assert links[0]["account"] == "EDGE"

@@ -101,21 +101,26 @@ _WRONG = [5, "x", True, [1], {"a": 1}, None, -1, 1.5, "", 2**64]
 
 def _malformed(rng: random.Random, s: str, c: str) -> list:
     """An API request with a body of the wrong shape, on a subject of any kind."""
-    subject, body = rng.choice([
-        (f"$JS.API.STREAM.CREATE.{s}", {"name": s, "subjects": [s.lower() + ".>"]}),
-        (f"$JS.API.STREAM.UPDATE.{s}", {"name": s, "subjects": [s.lower() + ".>"]}),
-        (f"$JS.API.STREAM.INFO.{s}", {"subjects_filter": ">", "deleted_details": True, "offset": 0}),
-        (f"$JS.API.STREAM.PURGE.{s}", {"filter": s.lower() + ".a", "keep": 1}),
-        (f"$JS.API.STREAM.MSG.GET.{s}", {"seq": 1}),
-        (f"$JS.API.STREAM.MSG.DELETE.{s}", {"seq": 1, "no_erase": True}),
-        ("$JS.API.STREAM.NAMES", {"subject": s.lower() + ".a", "offset": 0}),
-        ("$JS.API.STREAM.LIST", {"offset": 0}),
-        (f"$JS.API.CONSUMER.CREATE.{s}.{c}", {"stream_name": s, "config": {"durable_name": c, "ack_policy": "explicit"}}),
-        (f"$JS.API.CONSUMER.INFO.{s}.{c}", {}),
-        (f"$JS.API.CONSUMER.NAMES.{s}", {"offset": 0}),
-        (f"$JS.API.CONSUMER.LIST.{s}", {"offset": 0}),
-        (f"$JS.API.CONSUMER.PAUSE.{s}.{c}", {"pause_until": "2020-01-01T00:00:00Z"}),
-    ])
+    subject, body = rng.choice(
+        [
+            (f"$JS.API.STREAM.CREATE.{s}", {"name": s, "subjects": [s.lower() + ".>"]}),
+            (f"$JS.API.STREAM.UPDATE.{s}", {"name": s, "subjects": [s.lower() + ".>"]}),
+            (f"$JS.API.STREAM.INFO.{s}", {"subjects_filter": ">", "deleted_details": True, "offset": 0}),
+            (f"$JS.API.STREAM.PURGE.{s}", {"filter": s.lower() + ".a", "keep": 1}),
+            (f"$JS.API.STREAM.MSG.GET.{s}", {"seq": 1}),
+            (f"$JS.API.STREAM.MSG.DELETE.{s}", {"seq": 1, "no_erase": True}),
+            ("$JS.API.STREAM.NAMES", {"subject": s.lower() + ".a", "offset": 0}),
+            ("$JS.API.STREAM.LIST", {"offset": 0}),
+            (
+                f"$JS.API.CONSUMER.CREATE.{s}.{c}",
+                {"stream_name": s, "config": {"durable_name": c, "ack_policy": "explicit"}},
+            ),
+            (f"$JS.API.CONSUMER.INFO.{s}.{c}", {}),
+            (f"$JS.API.CONSUMER.NAMES.{s}", {"offset": 0}),
+            (f"$JS.API.CONSUMER.LIST.{s}", {"offset": 0}),
+            (f"$JS.API.CONSUMER.PAUSE.{s}.{c}", {"pause_until": "2020-01-01T00:00:00Z"}),
+        ]
+    )
     how = rng.random()
     if how < 0.4 and body:  # a field of the wrong kind (or a nested one)
         key = rng.choice(list(body))

@@ -61,7 +61,9 @@ def _observe(kind: str, tmp_path) -> dict:
     try:
         _wait(lambda: _port_open(lp), "leafnode port")
         leaf_cfg = d / "leaf.conf"
-        leaf_cfg.write_text(f'server_name: LEAF\nleafnodes {{ remotes: [ {{ url: "nats-leaf://leaf:leaf@127.0.0.1:{lp}" }} ] }}\n')
+        leaf_cfg.write_text(
+            f'server_name: LEAF\nleafnodes {{ remotes: [ {{ url: "nats-leaf://leaf:leaf@127.0.0.1:{lp}" }} ] }}\n'
+        )
         leaf = start_server("reference", d / "leaf", config=str(leaf_cfg), jetstream=False)
         try:
             _wait(lambda: _leafs(http), f"leaf linked to the {kind} hub")

@@ -60,8 +60,9 @@ async def test_dashboard_live_in_a_browser(tmp_path):
                 await js.add_stream(name="DASHTEST", subjects=["dash.>"])
                 await js.add_consumer("DASHTEST", durable_name="WORKER", ack_policy="explicit")
                 await wait_until(page, "document.querySelector('#streams-table tr[data-stream=\"DASHTEST\"]') !== null")
-                await wait_until(page, "document.querySelector('#consumers-table tr[data-consumer=\"DASHTEST > WORKER\"]')"
-                                       " !== null")
+                await wait_until(
+                    page, "document.querySelector('#consumers-table tr[data-consumer=\"DASHTEST > WORKER\"]') !== null"
+                )
 
                 # publishing moves the message-rate chart and the consumer's pending chart
                 before = float(await page.get_attribute("#chart-msgs", "data-max") or 0)

@@ -173,8 +173,12 @@ PYTHON_WORDS = ("Traceback", "Expecting", "NoneType", "has no attribute", "not i
 def _nested(rng: random.Random, depth: int = 0) -> object:
     pick = rng.random()
     if depth < 3 and pick < 0.25:
-        return {rng.choice(["seq", "config", "name", "subjects", "batch", "filter", "x", "Durable"]): _nested(rng, depth + 1)
-                for _ in range(rng.randint(0, 3))}
+        return {
+            rng.choice(["seq", "config", "name", "subjects", "batch", "filter", "x", "Durable"]): _nested(
+                rng, depth + 1
+            )
+            for _ in range(rng.randint(0, 3))
+        }
     if depth < 3 and pick < 0.4:
         return [_nested(rng, depth + 1) for _ in range(rng.randint(0, 3))]
     return rng.choice([0, -1, 1, 2**64, 1.5, 1e300, "", "x", "s.>", "*", True, False, None, "9" * 30])

@@ -43,8 +43,17 @@ async def _script(url: str) -> dict:
         out["api_level"] = acc["api"]["level"]
 
         # Level 1: per-message TTL, delete markers, consumer pause, priority groups.
-        r = await _req(nc, "$JS.API.STREAM.CREATE.TTL", {"name": "TTL", "subjects": ["ttl.>"], "allow_msg_ttl": True,
-                                                        "subject_delete_marker_ttl": 1_000_000_000, "allow_rollup_hdrs": True})
+        r = await _req(
+            nc,
+            "$JS.API.STREAM.CREATE.TTL",
+            {
+                "name": "TTL",
+                "subjects": ["ttl.>"],
+                "allow_msg_ttl": True,
+                "subject_delete_marker_ttl": 1_000_000_000,
+                "allow_rollup_hdrs": True,
+            },
+        )
         out["ttl_create"] = _err(r)
         a = await _req(nc, "ttl.a", b"x", headers={"Nats-TTL": "30s"})
         out["ttl_pub"] = (a.get("seq"), _err(a))
@@ -67,8 +76,11 @@ async def _script(url: str) -> dict:
         await sub.unsubscribe()
 
         # Level 2: counters, atomic batch publish, schedules, async persist.
-        r = await _req(nc, "$JS.API.STREAM.CREATE.CNT", {"name": "CNT", "subjects": ["cnt.>"], "allow_msg_counter": True,
-                                                        "allow_direct": True})
+        r = await _req(
+            nc,
+            "$JS.API.STREAM.CREATE.CNT",
+            {"name": "CNT", "subjects": ["cnt.>"], "allow_msg_counter": True, "allow_direct": True},
+        )
         out["counter_create"] = _err(r)
         a1 = await _req(nc, "cnt.a", b"", headers={"Nats-Incr": "5"})
         a2 = await _req(nc, "cnt.a", b"", headers={"Nats-Incr": "-2"})
@@ -80,7 +92,9 @@ async def _script(url: str) -> dict:
         a = await _req(nc, "atm.a", b"m3", headers={"Nats-Batch-Id": "b1", "Nats-Batch-Sequence": "3",
                                                      "Nats-Batch-Commit": "1"})
         out["atomic"] = (a.get("seq"), a.get("batch"), a.get("count"), _err(a))
-        r = await _req(nc, "$JS.API.STREAM.CREATE.SCH", {"name": "SCH", "subjects": ["sch.>"], "allow_msg_schedules": True})
+        r = await _req(
+            nc, "$JS.API.STREAM.CREATE.SCH", {"name": "SCH", "subjects": ["sch.>"], "allow_msg_schedules": True}
+        )
         out["schedule_create"] = _err(r)
         at = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
         a = await _req(nc, "sch.s1", b"later", headers={"Nats-Schedule": f"@at {at}", "Nats-Schedule-Target": "sch.t1"})

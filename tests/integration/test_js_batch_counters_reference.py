@@ -61,22 +61,34 @@ async def _batches(url: str) -> list:
             r = await _api(nc, f"$JS.API.STREAM.CREATE.{cfg['name']}", cfg)
             out.append(("create", cfg["name"], r.get("error")))
         steps = [
-            ("a.1", b"one", {B: "b1", S: "1"}), ("a.2", b"two", {B: "b1", S: "2"}),
+            ("a.1", b"one", {B: "b1", S: "1"}),
+            ("a.2", b"two", {B: "b1", S: "2"}),
             ("a.3", b"three", {B: "b1", S: "3", C: "1"}),
-            ("a.1", b"x", {B: "b2", S: "1"}), ("a.1", b"eob", {B: "b2", S: "2", C: "eob"}),
-            ("a.1", b"y", {B: "b3", S: "1", C: "eob"}), ("a.1", b"y", {B: "b4", S: "1", C: "1"}),
+            ("a.1", b"x", {B: "b2", S: "1"}),
+            ("a.1", b"eob", {B: "b2", S: "2", C: "eob"}),
+            ("a.1", b"y", {B: "b3", S: "1", C: "eob"}),
+            ("a.1", b"y", {B: "b4", S: "1", C: "1"}),
             ("a.1", b"y", {B: "b5", S: "2", C: "1"}),
-            ("a.1", b"y", {B: "b6", S: "1"}), ("a.1", b"y", {B: "b6", S: "3"}), ("a.1", b"y", {B: "b6", S: "2", C: "1"}),
-            ("a.1", b"y", {B: "b7"}), ("a.1", b"y", {B: "b7", S: "x"}), ("a.1", b"y", {B: "b7", S: "0"}),
-            ("a.1", b"y", {B: "b8", S: "1", C: "yes"}), ("a.1", b"y", {C: "1"}),
-            ("a.1", b"y", {B: "x" * 65, S: "1"}), ("a.1", b"y", {B: "b9", S: "1001", C: "1"}),
-            ("a.1", b"y", {B: "b9", S: "1001", C: "eob"}), ("n.1", b"y", {B: "b9", S: "1"}),
+            ("a.1", b"y", {B: "b6", S: "1"}),
+            ("a.1", b"y", {B: "b6", S: "3"}),
+            ("a.1", b"y", {B: "b6", S: "2", C: "1"}),
+            ("a.1", b"y", {B: "b7"}),
+            ("a.1", b"y", {B: "b7", S: "x"}),
+            ("a.1", b"y", {B: "b7", S: "0"}),
+            ("a.1", b"y", {B: "b8", S: "1", C: "yes"}),
+            ("a.1", b"y", {C: "1"}),
+            ("a.1", b"y", {B: "x" * 65, S: "1"}),
+            ("a.1", b"y", {B: "b9", S: "1001", C: "1"}),
+            ("a.1", b"y", {B: "b9", S: "1001", C: "eob"}),
+            ("n.1", b"y", {B: "b9", S: "1"}),
             ("a.1", b"y", {B: "c1", S: "1", "Nats-Msg-Id": "m1"}),
             ("a.1", b"y", {B: "c1", S: "2", "Nats-Msg-Id": "m1", C: "1"}),
             ("a.1", b"y", {B: "c2", S: "1", "Nats-Expected-Last-Msg-Id": "m1", C: "1"}),
             ("a.1", b"y", {B: "c3", S: "1", "Nats-Expected-Last-Sequence": "5", C: "1"}),
-            ("a.1", b"y", {B: "c4", S: "1"}), ("a.1", b"y", {B: "c4", S: "2", "Nats-Expected-Last-Sequence": "7", C: "1"}),
-            ("a.1", b"y", {B: "c5", S: "1"}), ("a.1", b"y", {B: "c5", S: "2", "Nats-Expected-Last-Sequence": "6", C: "1"}),
+            ("a.1", b"y", {B: "c4", S: "1"}),
+            ("a.1", b"y", {B: "c4", S: "2", "Nats-Expected-Last-Sequence": "7", C: "1"}),
+            ("a.1", b"y", {B: "c5", S: "1"}),
+            ("a.1", b"y", {B: "c5", S: "2", "Nats-Expected-Last-Sequence": "6", C: "1"}),
             ("a.s", b"y", {B: "c6", S: "1"}),
             ("a.s", b"y", {B: "c6", S: "2", "Nats-Expected-Last-Subject-Sequence": "0", C: "1"}),
             ("a.t", b"y", {B: "c7", S: "1", "Nats-Expected-Last-Subject-Sequence": "0"}),
@@ -85,13 +97,20 @@ async def _batches(url: str) -> list:
             ("a.1", b"y", {B: "c9", S: "1", "Nats-TTL": "5s", C: "1"}),
             ("a.1", b"y", {B: "ca", S: "1", "Nats-Incr": "1", C: "1"}),
             ("a.1", b"y", {B: "cb", S: "1", "Nats-Stream-Source": "X 1 > > a.1", C: "1"}),
-            ("a.x", b"1", {B: "r1", S: "1"}), ("a.y", b"2", {B: "r1", S: "2", "Nats-Rollup": "all", C: "1"}),
-            ("a.x", b"1", {B: "r2", S: "1"}), ("a.x", b"2", {B: "r2", S: "2", "Nats-Rollup": "sub", C: "1"}),
-            ("a.x", b"1", {B: "r3", S: "1"}), ("a.x", b"2", {B: "r3", S: "2", "Nats-Rollup": "bad", C: "1"}),
-            ("a.z", b"3", {B: "r4", S: "1", "Nats-Rollup": "sub"}), ("a.z", b"4", {B: "r4", S: "2", C: "1"}),
+            ("a.x", b"1", {B: "r1", S: "1"}),
+            ("a.y", b"2", {B: "r1", S: "2", "Nats-Rollup": "all", C: "1"}),
+            ("a.x", b"1", {B: "r2", S: "1"}),
+            ("a.x", b"2", {B: "r2", S: "2", "Nats-Rollup": "sub", C: "1"}),
+            ("a.x", b"1", {B: "r3", S: "1"}),
+            ("a.x", b"2", {B: "r3", S: "2", "Nats-Rollup": "bad", C: "1"}),
+            ("a.z", b"3", {B: "r4", S: "1", "Nats-Rollup": "sub"}),
+            ("a.z", b"4", {B: "r4", S: "2", C: "1"}),
             ("d.1", b"1", {}),
-            ("d.1", b"y", {B: "d1", S: "1"}), ("d.1", b"y", {B: "d1", S: "2"}), ("d.1", b"y", {B: "d1", S: "3", C: "1"}),
-            ("d.1", b"y", {B: "d2", S: "1"}), ("d.1", b"y", {B: "d2", S: "2", C: "1"}),
+            ("d.1", b"y", {B: "d1", S: "1"}),
+            ("d.1", b"y", {B: "d1", S: "2"}),
+            ("d.1", b"y", {B: "d1", S: "3", C: "1"}),
+            ("d.1", b"y", {B: "d2", S: "1"}),
+            ("d.1", b"y", {B: "d2", S: "2", C: "1"}),
         ]
         for subject, data, headers in steps:
             out.append(("pub", subject, headers, await _req(nc, subject, data, headers)))
@@ -126,13 +145,31 @@ async def _counters(url: str) -> list:
             r = await _api(nc, f"$JS.API.STREAM.CREATE.{cfg['name']}", cfg)
             out.append(("create", cfg, r.get("error")))
         steps = [
-            {INCR: "1"}, {INCR: "+5"}, {INCR: "-2"}, {INCR: "99999999999999999999999999"}, {INCR: "abc"}, {INCR: ""}, {INCR: "1.5"},
-            {INCR: "0"}, {INCR: " 3"}, {INCR: "-0"}, {INCR: "+-1"}, {INCR: "0x10"}, {INCR: "1_0"}, {INCR: "--1"},
-            {"Nats-Msg-Id": "q"}, {INCR: "1", "Nats-Msg-Id": "q"}, {INCR: "1", "Nats-Msg-Id": "q"},
-            {INCR: "1", "Nats-Expected-Last-Sequence": "1"}, {INCR: "1", "Nats-Rollup": "sub"},
-            {INCR: "1", "Nats-Expected-Stream": "C"}, {INCR: "1", "Nats-Expected-Last-Subject-Sequence": "1"},
-            {INCR: "1", "Nats-Expected-Last-Msg-Id": "q"}, {INCR: "1", "Nats-TTL": "5s"},
-            {INCR: "1", "Nats-Stream-Source": "C 1 c.a > c.a"}, {INCR: "1", "App": "kept"},
+            {INCR: "1"},
+            {INCR: "+5"},
+            {INCR: "-2"},
+            {INCR: "99999999999999999999999999"},
+            {INCR: "abc"},
+            {INCR: ""},
+            {INCR: "1.5"},
+            {INCR: "0"},
+            {INCR: " 3"},
+            {INCR: "-0"},
+            {INCR: "+-1"},
+            {INCR: "0x10"},
+            {INCR: "1_0"},
+            {INCR: "--1"},
+            {"Nats-Msg-Id": "q"},
+            {INCR: "1", "Nats-Msg-Id": "q"},
+            {INCR: "1", "Nats-Msg-Id": "q"},
+            {INCR: "1", "Nats-Expected-Last-Sequence": "1"},
+            {INCR: "1", "Nats-Rollup": "sub"},
+            {INCR: "1", "Nats-Expected-Stream": "C"},
+            {INCR: "1", "Nats-Expected-Last-Subject-Sequence": "1"},
+            {INCR: "1", "Nats-Expected-Last-Msg-Id": "q"},
+            {INCR: "1", "Nats-TTL": "5s"},
+            {INCR: "1", "Nats-Stream-Source": "C 1 c.a > c.a"},
+            {INCR: "1", "App": "kept"},
         ]
         for headers in steps:
             out.append(("pub", headers, await _req(nc, "c.a", b"", headers)))
@@ -263,7 +300,9 @@ async def _fast(url: str) -> list:
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("script", [_batches, _counters, _sources, _fast], ids=["batches", "counters", "sources", "fast"])
+@pytest.mark.parametrize(
+    "script", [_batches, _counters, _sources, _fast], ids=["batches", "counters", "sources", "fast"]
+)
 async def test_batches_and_counters_match_reference(tmp_path, script):
     expected, got = await side_by_side(tmp_path, script)
     assert got == expected
@@ -329,7 +368,9 @@ async def _counter_sizes(url: str) -> list:
     try:
         for cfg in ({"name": "C", "subjects": ["c.>"], "allow_msg_counter": True},
                     {"name": "M", "subjects": ["m.>"], "allow_msg_counter": True, "max_msg_size": 40}):
-            out.append(("create", cfg["name"], (await _api(nc, f"$JS.API.STREAM.CREATE.{cfg['name']}", cfg)).get("error")))
+            out.append(
+                ("create", cfg["name"], (await _api(nc, f"$JS.API.STREAM.CREATE.{cfg['name']}", cfg)).get("error"))
+            )
         # header block "NATS/1.0\r\nNats-Incr: 1\r\nApp: <n x>\r\n\r\n" = 33 + n bytes: the
         # stored message crosses 300 bytes between n = 254 and n = 257 (the total grows too)
         for n in (200, 254, 255, 256, 257, 260, 266):

@@ -69,8 +69,11 @@ async def pull_and_ack_script(url: str) -> list:
         return scrub(json.loads(r.data))
 
     async def nxt(name: str, body, wait: float = 0.15) -> None:
-        await nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.S.{name}", json.dumps(body).encode() if isinstance(body, dict) else body,
-                         reply="IN.x")
+        await nc.publish(
+            f"$JS.API.CONSUMER.MSG.NEXT.S.{name}",
+            json.dumps(body).encode() if isinstance(body, dict) else body,
+            reply="IN.x",
+        )
         await asyncio.sleep(wait)
         out.append(("next", name, [norm(m) for m in got]))
         got.clear()
@@ -81,20 +84,26 @@ async def pull_and_ack_script(url: str) -> list:
         out.append(("ack", body, [norm(x) for x in got]))
         got.clear()
 
-    await req("$JS.API.CONSUMER.CREATE.S.C", {"stream_name": "S", "config": {"durable_name": "C", "ack_policy": "explicit",
-                                                                          "ack_wait": 2_000_000_000}})
+    await req(
+        "$JS.API.CONSUMER.CREATE.S.C",
+        {"stream_name": "S", "config": {"durable_name": "C", "ack_policy": "explicit", "ack_wait": 2_000_000_000}},
+    )
     out.append(await req("$JS.API.CONSUMER.INFO.S.C"))
     await nxt("C", {"batch": 2, "expires": 300_000_000}, 0.5)
     out.append(await req("$JS.API.CONSUMER.INFO.S.C"))
     await nxt("C", {"batch": 10, "no_wait": True})
     await nxt("C", {"batch": 1, "max_bytes": 10, "expires": 300_000_000}, 0.5)
-    await req("$JS.API.CONSUMER.CREATE.S.D", {"stream_name": "S", "config": {"durable_name": "D", "ack_policy": "explicit",
-                                                                          "filter_subject": "s.1"}})
+    await req(
+        "$JS.API.CONSUMER.CREATE.S.D",
+        {"stream_name": "S", "config": {"durable_name": "D", "ack_policy": "explicit", "filter_subject": "s.1"}},
+    )
     await nxt("D", {"batch": 1, "max_bytes": 1000, "expires": 300_000_000}, 0.5)
     await nxt("D", b"5", 0.3)
     out.append(await req("$JS.API.CONSUMER.INFO.S.D"))
     await nxt("D", {"batch": 3, "expires": 400_000_000, "idle_heartbeat": 150_000_000}, 0.6)
-    await req("$JS.API.CONSUMER.CREATE.S.E", {"stream_name": "S", "config": {"durable_name": "E", "ack_policy": "explicit"}})
+    await req(
+        "$JS.API.CONSUMER.CREATE.S.E", {"stream_name": "S", "config": {"durable_name": "E", "ack_policy": "explicit"}}
+    )
     await nc.publish("$JS.API.CONSUMER.MSG.NEXT.S.E", b'{"batch":5,"expires":1000000000}', reply="IN.x")
     await asyncio.sleep(0.2)
     msgs = list(got)

@@ -90,16 +90,42 @@ async def _rollups_and_last_per_subject(url: str) -> list:
         await _req(nc, "$JS.API.STREAM.CREATE.L", {"name": "L", "subjects": ["l.*"], "max_msgs_per_subject": 1})
         for subject in ("l.a", "l.b", "l.a", "l.b"):
             await _req(nc, subject, b"1")
-        obs.append(await _req(nc, "$JS.API.CONSUMER.CREATE.L.C", {"stream_name": "L", "config": {
-            "durable_name": "C", "ack_policy": "explicit", "deliver_policy": "last_per_subject", "filter_subject": "l.*"}}))
+        obs.append(
+            await _req(
+                nc,
+                "$JS.API.CONSUMER.CREATE.L.C",
+                {
+                    "stream_name": "L",
+                    "config": {
+                        "durable_name": "C",
+                        "ack_policy": "explicit",
+                        "deliver_policy": "last_per_subject",
+                        "filter_subject": "l.*",
+                    },
+                },
+            )
+        )
         obs.append(await _pull(nc, "L", "C", {"batch": 5, "no_wait": True}))
         obs.append(await _pull(nc, "L", "C", {"batch": 5, "no_wait": True}))
         await _req(nc, "$JS.API.STREAM.CREATE.M", {"name": "M", "subjects": ["m.*"]})
         for subject in ("m.a", "m.a", "m.a", "m.b"):
             await _req(nc, subject, b"1")
         await _req(nc, "$JS.API.STREAM.PURGE.M", {"seq": 3})
-        obs.append(await _req(nc, "$JS.API.CONSUMER.CREATE.M.C", {"stream_name": "M", "config": {
-            "durable_name": "C", "ack_policy": "explicit", "deliver_policy": "last_per_subject", "filter_subject": "m.*"}}))
+        obs.append(
+            await _req(
+                nc,
+                "$JS.API.CONSUMER.CREATE.M.C",
+                {
+                    "stream_name": "M",
+                    "config": {
+                        "durable_name": "C",
+                        "ack_policy": "explicit",
+                        "deliver_policy": "last_per_subject",
+                        "filter_subject": "m.*",
+                    },
+                },
+            )
+        )
         obs.append(await _pull(nc, "M", "C", {"batch": 5, "no_wait": True}))
     finally:
         await nc.close()

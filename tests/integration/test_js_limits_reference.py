@@ -23,7 +23,9 @@ async def _script(url: str) -> list:
     try:
         for name, storage in (("F", "file"), ("M", "memory")):
             cfg = {"name": name, "subjects": [name.lower() + ".>"], "storage": storage}
-            r = json.loads((await nc.request(f"$JS.API.STREAM.CREATE.{name}", json.dumps(cfg).encode(), timeout=5)).data)
+            r = json.loads(
+                (await nc.request(f"$JS.API.STREAM.CREATE.{name}", json.dumps(cfg).encode(), timeout=5)).data
+            )
             out.append(("create", name, r.get("error")))
             answers = []
             for _ in range(300):

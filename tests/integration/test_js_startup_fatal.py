@@ -57,7 +57,9 @@ def test_run_logs_a_fatal_line_and_exits_non_zero(monkeypatch, tmp_path, capfd, 
     server = Server(opts)
     assert server.run() == 1  # run() sets up natsd's own log format on stderr
     fatal = [ln.split("] ", 2)[-1] for ln in capfd.readouterr().err.splitlines() if "[FTL]" in ln]
-    assert fatal == ["Can't start JetStream: AttributeError: 'JetStreamEngine' object has no attribute 'something_missing'"]
+    assert fatal == [
+        "Can't start JetStream: AttributeError: 'JetStreamEngine' object has no attribute 'something_missing'"
+    ]
     with socket.socket() as again:  # nothing left listening
         again.bind(("127.0.0.1", port))
 

@@ -49,7 +49,9 @@ async def _scenario(tmp_path, hub_url: str, leaf_port: int, http: int, on_linked
     leafs = []
     for name in ("L1", "L2", "L3"):
         cfg = tmp_path / f"{name}.conf"
-        cfg.write_text(f'server_name: {name}\nleafnodes {{ remotes: [ {{ url: "nats-leaf://127.0.0.1:{leaf_port}" }} ] }}\n')
+        cfg.write_text(
+            f'server_name: {name}\nleafnodes {{ remotes: [ {{ url: "nats-leaf://127.0.0.1:{leaf_port}" }} ] }}\n'
+        )
         leafs.append(start_server("reference", tmp_path / name, config=str(cfg), jetstream=False))
     ncs = []
     try:

@@ -117,7 +117,9 @@ async def test_invalid_subject_keeps_connection(srv, bystander):
         await c.send(QUIET + b"SUB foo..bar 1\r\nSUB foo.>.bar 2\r\nPING\r\n")
         await c.expect(rb"-ERR 'Invalid Subject'\r\n-ERR 'Invalid Subject'\r\nPONG\r\n")
     async with RawClient.connect(srv.port) as c:
-        await c.send(b'CONNECT {"verbose":false,"pedantic":true}\r\nPUB foo..bar 1\r\nx\r\nPUB foo.* 1\r\nx\r\nPING\r\n')
+        await c.send(
+            b'CONNECT {"verbose":false,"pedantic":true}\r\nPUB foo..bar 1\r\nx\r\nPUB foo.* 1\r\nx\r\nPING\r\n'
+        )
         await c.expect(rb"-ERR 'Invalid Publish Subject'\r\n-ERR 'Invalid Publish Subject'\r\nPONG\r\n")
     async with RawClient.connect(srv.port) as c:
         await c.send(QUIET + b"PUB foo..bar 1\r\nx\r\nPING\r\n")  # not pedantic: silently dropped
@@ -163,7 +165,10 @@ async def test_malformed_arguments_close_silently(srv, bystander, data):
 
 async def test_split_frames_byte_by_byte(srv):
     async with RawClient.connect(srv.port) as c:
-        data = b'CONNECT {"verbose":false,"headers":true}\r\n' + b"SUB foo 1\r\nHPUB foo r 12 14\r\nNATS/1.0\r\n\r\nhi\r\nPUB foo 5\r\nhello\r\nPING\r\n"
+        data = (
+            b'CONNECT {"verbose":false,"headers":true}\r\n'
+            + b"SUB foo 1\r\nHPUB foo r 12 14\r\nNATS/1.0\r\n\r\nhi\r\nPUB foo 5\r\nhello\r\nPING\r\n"
+        )
         for i in range(len(data)):
             await c.send(data[i:i + 1])
         await c.expect(rb"HMSG foo 1 r 12 14\r\nNATS/1\.0\r\n\r\nhi\r\nMSG foo 1 5\r\nhello\r\nPONG\r\n")

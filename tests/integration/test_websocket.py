@@ -356,7 +356,9 @@ async def test_jwt_cookie_is_read_from_the_upgrade_and_offered_as_connect_jwt(mo
     seen = []
     async with running_server(websocket=_ws(jwt_cookie="nats_jwt"), username="u", password="p") as s:
         real = s.auth.authenticate
-        monkeypatch.setattr(s.auth, "authenticate", lambda opts, nonce="": seen.append(opts.get("jwt")) or real(opts, nonce))
+        monkeypatch.setattr(
+            s.auth, "authenticate", lambda opts, nonce="": seen.append(opts.get("jwt")) or real(opts, nonce)
+        )
         r, w = await asyncio.open_connection("127.0.0.1", s.websocket_port)
         await _upgrade(s.websocket_port, "Cookie: theme=dark; nats_jwt=eyJ0eXAi.abc.def\r\n", reader_writer=(r, w))
         await _read_one(r)  # INFO

@@ -127,7 +127,9 @@ def test_hot_modules_come_from_where_the_status_says():
         if _compiled.STATUS["active"]:
             # (mypyc names __file__ after the package layout under the build directory)
             assert mod.__file__.endswith(EXT) and mod.__file__.startswith(_compiled.STATUS["directory"] + os.sep)
-            assert mod.__spec__.origin.endswith(EXT) and not mod.__spec__.origin.startswith(str(_compiled.source_root()))
+            assert mod.__spec__.origin.endswith(EXT) and not mod.__spec__.origin.startswith(
+                str(_compiled.source_root())
+            )
         else:
             assert mod.__file__.endswith(".py"), mod.__file__
 

@@ -285,7 +285,9 @@ def test_the_cycle_finder_finds_a_circle_hidden_in_a_function(tmp_path):
     (pkg / "__init__.py").write_text("")
     (pkg / "a.py").write_text("from natsd.jetstream import b\n")
     (pkg / "b.py").write_text("def f():\n    from natsd.jetstream.a import x\n    return x\n")
-    (pkg / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from natsd.jetstream import a\n")
+    (pkg / "c.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from natsd.jetstream import a\n"
+    )
     graph = module_graph(tmp_path / "natsd")
     assert graph["natsd.jetstream.b"] == {"natsd.jetstream.a": FUNCTION}
     assert graph["natsd.jetstream.c"] == {"natsd.jetstream.a": TYPE_ONLY}

@@ -49,10 +49,12 @@ async def cmd_account_info(ctx: Ctx) -> None:
         ctx.out.json_out(strip_type(info))
         return
     nc = await ctx.nc()
-    ctx.out.print(f"Connection Information:\n\n  Connected URL: {nc.connected_url.geturl() if nc.connected_url else ''}\n"
-                  f"      Server ID: {nc._server_info.get('server_id', '')}\n"  # nats-py has no accessor
-                  f"    Server Name: {nc._server_info.get('server_name', '')}\n"
-                  f"        Version: {nc._server_info.get('version', '')}\n")
+    ctx.out.print(
+        f"Connection Information:\n\n  Connected URL: {nc.connected_url.geturl() if nc.connected_url else ''}\n"
+        f"      Server ID: {nc._server_info.get('server_id', '')}\n"  # nats-py has no accessor
+        f"    Server Name: {nc._server_info.get('server_name', '')}\n"
+        f"        Version: {nc._server_info.get('version', '')}\n"
+    )
     ctx.out.print(render.account_info(info))
 
 

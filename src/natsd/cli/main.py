@@ -17,7 +17,16 @@ import sys
 from typing import Sequence
 
 from natsd.cli.common import (
-    EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CliError, ConnOptions, Out, env_url, os_error_words, parse_duration,
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    ConnOptions,
+    Out,
+    env_url,
+    os_error_words,
+    parse_duration,
 )
 from natsd.cli.context import Ctx
 

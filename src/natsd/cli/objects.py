@@ -12,9 +12,25 @@ from nats.js.errors import NotFoundError, ObjectNotFoundError
 
 from natsd.cli import render
 from natsd.cli.common import (
-    CliError, UsageError, arrivals, backing_store, bucket_flags, bucket_limits, bucket_streams, comma, confirm, create_bucket,
-    delete_bucket, error_text, format_duration, human_bytes, open_bucket, optional_count, optional_seconds,
-    read_stdin_bytes, strip_type,
+    CliError,
+    UsageError,
+    arrivals,
+    backing_store,
+    bucket_flags,
+    bucket_limits,
+    bucket_streams,
+    comma,
+    confirm,
+    create_bucket,
+    delete_bucket,
+    error_text,
+    format_duration,
+    human_bytes,
+    open_bucket,
+    optional_count,
+    optional_seconds,
+    read_stdin_bytes,
+    strip_type,
 )
 from natsd.cli.context import Ctx
 

@@ -37,7 +37,9 @@ def register(server_cmds: Any, report_cmds: Any, common: argparse.ArgumentParser
     p.add_argument("--id", dest="show_id", action="store_true", help="include the server ID in the output")
     p.set_defaults(func=cmd_ping)
 
-    j = report_cmds.add_parser("jetstream", aliases=["jsz", "js"], parents=[common], help="report on JetStream activity")
+    j = report_cmds.add_parser(
+        "jetstream", aliases=["jsz", "js"], parents=[common], help="report on JetStream activity"
+    )
     j.add_argument("limit", nargs="?", type=int, default=0, help="stop after this many servers answered")
     j.add_argument("--account", default=None, help="the report for one account")
     j.add_argument("--sort", default="cluster", choices=["name", "cluster", "streams", "consumers", "msgs", "mbytes",
@@ -188,11 +190,16 @@ def _jsz_row(doc: dict, account: str | None) -> dict:
     if account and len(details) == 1:  # the account's own numbers instead of the server's
         acc = details[0]
         streams = acc.get("stream_detail") or []
-        row.update(streams=len(streams), consumers=sum((s.get("state") or {}).get("consumer_count", 0) for s in streams),
-                   messages=sum((s.get("state") or {}).get("messages", 0) for s in streams),
-                   bytes=acc.get("memory", 0) + acc.get("storage", 0), memory=acc.get("memory", 0),
-                   file=acc.get("storage", 0), api_requests=(acc.get("api") or {}).get("total", 0),
-                   api_errors=(acc.get("api") or {}).get("errors", 0))
+        row.update(
+            streams=len(streams),
+            consumers=sum((s.get("state") or {}).get("consumer_count", 0) for s in streams),
+            messages=sum((s.get("state") or {}).get("messages", 0) for s in streams),
+            bytes=acc.get("memory", 0) + acc.get("storage", 0),
+            memory=acc.get("memory", 0),
+            file=acc.get("storage", 0),
+            api_requests=(acc.get("api") or {}).get("total", 0),
+            api_errors=(acc.get("api") or {}).get("errors", 0),
+        )
     return row
 
 

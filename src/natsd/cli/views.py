@@ -338,10 +338,17 @@ async def cmd_server_ls(ctx: Ctx) -> None:
     nc = await ctx.nc()
     answers = await _sys_request(ctx, "$SYS.REQ.SERVER.PING")
     if answers:
-        rows_j = [{"name": (r.get("server") or {}).get("name", ""), "id": (r.get("server") or {}).get("id", ""),
-                   "version": (r.get("server") or {}).get("ver", ""), "cluster": (r.get("server") or {}).get("cluster", ""),
-                   "connections": (r.get("statsz") or {}).get("connections", 0),
-                   "subscriptions": (r.get("statsz") or {}).get("subscriptions", 0)} for r in answers]
+        rows_j = [
+            {
+                "name": (r.get("server") or {}).get("name", ""),
+                "id": (r.get("server") or {}).get("id", ""),
+                "version": (r.get("server") or {}).get("ver", ""),
+                "cluster": (r.get("server") or {}).get("cluster", ""),
+                "connections": (r.get("statsz") or {}).get("connections", 0),
+                "subscriptions": (r.get("statsz") or {}).get("subscriptions", 0),
+            }
+            for r in answers
+        ]
     else:
         info = _connected_info(nc)
         rows_j = [{"name": info["server_name"], "id": info["server_id"], "version": info["version"],

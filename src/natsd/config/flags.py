@@ -323,7 +323,7 @@ Authorization Options:
 Common Options:
     -h, --help                       Show this message
     -v, --version                    Show version
-"""
+"""  # noqa: E501 - the usage text of nats-server, line for line
 
 
 def usage() -> str:

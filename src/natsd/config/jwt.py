@@ -35,8 +35,23 @@ import nkeys
 
 
 __all__ = [
-    "is_public_nkey", "public_nkey_bytes", "limit_of", "JWTError", "decode", "verify", "is_public_key", "OperatorClaims", "AccountClaims", "UserClaims",
-    "Export", "Import", "decode_sig", "decode_operator", "decode_account", "decode_user", "extract_jwt",
+    "is_public_nkey",
+    "public_nkey_bytes",
+    "limit_of",
+    "JWTError",
+    "decode",
+    "verify",
+    "is_public_key",
+    "OperatorClaims",
+    "AccountClaims",
+    "UserClaims",
+    "Export",
+    "Import",
+    "decode_sig",
+    "decode_operator",
+    "decode_account",
+    "decode_user",
+    "extract_jwt",
 ]
 
 # nkeys prefix bytes (first base32 character): operator O, account A, user U, server N, cluster C.

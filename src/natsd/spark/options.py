@@ -78,64 +78,172 @@ _BS = "batch, streaming"
 #: Every option of the ``jetstream`` source and sink. Parsers read options only through this
 #: table (:func:`_get` refuses a name that is not in it), and docs/spark.md embeds it.
 OPTIONS: tuple[Option, ...] = (
-    Option("servers", "nats://127.0.0.1:4222", _BS, _RW, "comma-separated nats:// or tls:// URLs",
-           "Servers to connect to, tried in order; must be reachable from every executor. "
-           "`nats://user:pass@host` and `nats://token@host` are honoured."),
+    Option(
+        "servers",
+        "nats://127.0.0.1:4222",
+        _BS,
+        _RW,
+        "comma-separated nats:// or tls:// URLs",
+        "Servers to connect to, tried in order; must be reachable from every executor. "
+        "`nats://user:pass@host` and `nats://token@host` are honoured.",
+    ),
     Option("user", "", _BS, _RW, "a user name", "User for user/password authentication."),
     Option("password", "", _BS, _RW, "a password", "Password for user/password authentication."),
     Option("token", "", _BS, _RW, "a token", "Token authentication."),
-    Option("creds", "", _BS, _RW, "a path readable on driver and executors",
-           "A `.creds` file (JWT + NKey seed, needs the `nkeys` package); ship it with `--files`."),
+    Option(
+        "creds",
+        "",
+        _BS,
+        _RW,
+        "a path readable on driver and executors",
+        "A `.creds` file (JWT + NKey seed, needs the `nkeys` package); ship it with `--files`.",
+    ),
     Option("tlsCa", "", _BS, _RW, "a path to a PEM file", "CA certificate(s) to verify the server's TLS certificate."),
     Option("name", "natsd-spark", _BS, _RW, "any text", "Client connection name the server reports."),
-    Option("stream", "", _BS, "read", "a stream name", "The stream to read. Exactly one of `stream` / `streamPattern`."),
-    Option("streamPattern", "", _BS, "read", "a regular expression",
-           "Read every stream whose whole name matches (Kafka's `subscribePattern`); streams created later "
-           "are picked up by streaming queries."),
-    Option("subjects", "", _BS, "read", "comma-separated subjects, NATS wildcards `*` `>`",
-           "Only messages on these subjects (the consumer's `filter_subjects`)."),
-    Option("startingOffsets", "earliest (batch), latest (streaming)", _BS, "read",
-           'earliest, latest, a sequence, or JSON {"STREAM": {"seq": N}} (-2 = earliest, -1 = latest)',
-           "Where a new query starts; a sequence is the first one read (inclusive). A streaming query "
-           "restarted from a checkpoint ignores it."),
-    Option("endingOffsets", "latest", "batch", "read",
-           'latest, a sequence, or JSON {"STREAM": {"seq": N}} (-1 = latest)',
-           "Where a batch read ends: a sequence is the first one **not** read (exclusive, as in Kafka); "
-           "`latest` = the last sequence when the query is planned."),
-    Option("startingTimestamp", "", _BS, "read", "epoch milliseconds or ISO 8601 / RFC 3339",
-           "Start at the first message stored at or after this time (inclusive); wins over `startingOffsets`."),
-    Option("endingTimestamp", "", "batch", "read", "epoch milliseconds or ISO 8601 / RFC 3339",
-           "End before the first message stored at or after this time (exclusive)."),
-    Option("maxMessagesPerTrigger", "", "streaming", "read", "an integer >= 1",
-           "At most this many sequences per micro-batch, split across streams by backlog. "
-           "Alias: `maxOffsetsPerTrigger` (Kafka's name). With `subjects` it counts sequences, not rows."),
+    Option(
+        "stream", "", _BS, "read", "a stream name", "The stream to read. Exactly one of `stream` / `streamPattern`."
+    ),
+    Option(
+        "streamPattern",
+        "",
+        _BS,
+        "read",
+        "a regular expression",
+        "Read every stream whose whole name matches (Kafka's `subscribePattern`); streams created later "
+        "are picked up by streaming queries.",
+    ),
+    Option(
+        "subjects",
+        "",
+        _BS,
+        "read",
+        "comma-separated subjects, NATS wildcards `*` `>`",
+        "Only messages on these subjects (the consumer's `filter_subjects`).",
+    ),
+    Option(
+        "startingOffsets",
+        "earliest (batch), latest (streaming)",
+        _BS,
+        "read",
+        'earliest, latest, a sequence, or JSON {"STREAM": {"seq": N}} (-2 = earliest, -1 = latest)',
+        "Where a new query starts; a sequence is the first one read (inclusive). A streaming query "
+        "restarted from a checkpoint ignores it.",
+    ),
+    Option(
+        "endingOffsets",
+        "latest",
+        "batch",
+        "read",
+        'latest, a sequence, or JSON {"STREAM": {"seq": N}} (-1 = latest)',
+        "Where a batch read ends: a sequence is the first one **not** read (exclusive, as in Kafka); "
+        "`latest` = the last sequence when the query is planned.",
+    ),
+    Option(
+        "startingTimestamp",
+        "",
+        _BS,
+        "read",
+        "epoch milliseconds or ISO 8601 / RFC 3339",
+        "Start at the first message stored at or after this time (inclusive); wins over `startingOffsets`.",
+    ),
+    Option(
+        "endingTimestamp",
+        "",
+        "batch",
+        "read",
+        "epoch milliseconds or ISO 8601 / RFC 3339",
+        "End before the first message stored at or after this time (exclusive).",
+    ),
+    Option(
+        "maxMessagesPerTrigger",
+        "",
+        "streaming",
+        "read",
+        "an integer >= 1",
+        "At most this many sequences per micro-batch, split across streams by backlog. "
+        "Alias: `maxOffsetsPerTrigger` (Kafka's name). With `subjects` it counts sequences, not rows.",
+    ),
     Option("maxOffsetsPerTrigger", "", "streaming", "read", "an integer >= 1", "Alias of `maxMessagesPerTrigger`."),
-    Option("minPartitions", "1", _BS, "read", "an integer >= 1",
-           "Split each micro-batch / batch read into at least this many contiguous sequence ranges (tasks)."),
-    Option("includeHeaders", "false", _BS, "read", "true or false",
-           "Add the `headers` column (`ARRAY<STRUCT<key STRING, value BINARY>>`, order and repeats kept)."),
-    Option("headerValueType", "binary", _BS, "read", "binary or string",
-           "`string` gives header values as STRING instead of BINARY (a string view of `headers`)."),
-    Option("failOnDataLoss", "true", _BS, "read", "true or false",
-           "Fail when sequences the query still needs are gone (limits, purge) or the stream was re-created; "
-           "`false` skips ahead to what is still stored."),
-    Option("fetchTimeout", "30", _BS, "read", "seconds, a number > 0",
-           "How long a read task waits for the next message before failing."),
+    Option(
+        "minPartitions",
+        "1",
+        _BS,
+        "read",
+        "an integer >= 1",
+        "Split each micro-batch / batch read into at least this many contiguous sequence ranges (tasks).",
+    ),
+    Option(
+        "includeHeaders",
+        "false",
+        _BS,
+        "read",
+        "true or false",
+        "Add the `headers` column (`ARRAY<STRUCT<key STRING, value BINARY>>`, order and repeats kept).",
+    ),
+    Option(
+        "headerValueType",
+        "binary",
+        _BS,
+        "read",
+        "binary or string",
+        "`string` gives header values as STRING instead of BINARY (a string view of `headers`).",
+    ),
+    Option(
+        "failOnDataLoss",
+        "true",
+        _BS,
+        "read",
+        "true or false",
+        "Fail when sequences the query still needs are gone (limits, purge) or the stream was re-created; "
+        "`false` skips ahead to what is still stored.",
+    ),
+    Option(
+        "fetchTimeout",
+        "30",
+        _BS,
+        "read",
+        "seconds, a number > 0",
+        "How long a read task waits for the next message before failing.",
+    ),
     Option("batchRows", "8192", _BS, "read", "an integer >= 1", "Rows per Arrow batch a read task hands to Spark."),
-    Option("subject", "", _BS, "write", "a subject without wildcards",
-           "Publish every row to this subject; otherwise each row's `subject` (or `topic`) column. Alias: `topic`."),
+    Option(
+        "subject",
+        "",
+        _BS,
+        "write",
+        "a subject without wildcards",
+        "Publish every row to this subject; otherwise each row's `subject` (or `topic`) column. Alias: `topic`.",
+    ),
     Option("topic", "", _BS, "write", "a subject without wildcards", "Alias of `subject` (Kafka's name)."),
-    Option("idempotence", "none", _BS, "write", "none, positional or column:<name>",
-           "How each row gets a `Nats-Msg-Id` for the stream's duplicate window. `column:<name>` (recommended): "
-           "the column's value. `positional`: `<prefix>-<partition>-<row>` (batch) or "
-           "`<prefix>-<batchId>-<partition>-<row>` (streaming), which changes if the partitioning changes. "
-           "`none`: at-least-once."),
-    Option("msgIdPrefix", "", _BS, "write", "any text without spaces",
-           "Prefix of positional ids; required for batch writes with `idempotence=positional` (a stable job id). "
-           "Streaming default: the query id."),
+    Option(
+        "idempotence",
+        "none",
+        _BS,
+        "write",
+        "none, positional or column:<name>",
+        "How each row gets a `Nats-Msg-Id` for the stream's duplicate window. `column:<name>` (recommended): "
+        "the column's value. `positional`: `<prefix>-<partition>-<row>` (batch) or "
+        "`<prefix>-<batchId>-<partition>-<row>` (streaming), which changes if the partitioning changes. "
+        "`none`: at-least-once.",
+    ),
+    Option(
+        "msgIdPrefix",
+        "",
+        _BS,
+        "write",
+        "any text without spaces",
+        "Prefix of positional ids; required for batch writes with `idempotence=positional` (a stable job id). "
+        "Streaming default: the query id.",
+    ),
     Option("maxInFlight", "2048", _BS, "write", "an integer >= 1", "PubAcks a write task may wait for at once."),
-    Option("minDuplicateWindow", "600", _BS, "write", "seconds, a number >= 0",
-           "With idempotence, warn when the target stream's `duplicate_window` is shorter than this."),
+    Option(
+        "minDuplicateWindow",
+        "600",
+        _BS,
+        "write",
+        "seconds, a number >= 0",
+        "With idempotence, warn when the target stream's `duplicate_window` is shorter than this.",
+    ),
 )
 
 _BY_KEY = {o.name.lower(): o for o in OPTIONS}
@@ -313,7 +421,9 @@ _SUBJECT_BAD = re.compile(r"[\s*>]|^\.|\.$|\.\.")
 def check_publish_subject(subject: str, where: str) -> str:
     """A subject a message can be published to (no wildcards, spaces or empty tokens)."""
     if not subject or _SUBJECT_BAD.search(subject):
-        raise OptionError(f"{where}: invalid subject {subject!r}; accepted: a subject without wildcards, spaces or empty tokens")
+        raise OptionError(
+            f"{where}: invalid subject {subject!r}; accepted: a subject without wildcards, spaces or empty tokens"
+        )
     return subject
 
 
@@ -496,5 +606,7 @@ class WriteOptions:
             id_column=id_column,
             msg_id_prefix=prefix,
             window=_parse_int(g("maxInFlight") or 2048, "maxInFlight", 1),
-            min_duplicate_window_s=_parse_seconds(g("minDuplicateWindow"), "minDuplicateWindow", 600.0, 0.0, exclusive=False),
+            min_duplicate_window_s=_parse_seconds(
+                g("minDuplicateWindow"), "minDuplicateWindow", 600.0, 0.0, exclusive=False
+            ),
         )

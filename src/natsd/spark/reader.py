@@ -76,7 +76,9 @@ def arrow_schema(include_headers: bool, headers_as_strings: bool = False) -> pa.
     """The Arrow schema PySpark expects for the connector's Spark schema (UTC, microseconds)."""
     fields = [pa.field("subject", pa.string()), pa.field("data", pa.binary())]
     if include_headers:
-        kv = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.string() if headers_as_strings else pa.binary())])
+        kv = pa.struct(
+            [pa.field("key", pa.string()), pa.field("value", pa.string() if headers_as_strings else pa.binary())]
+        )
         fields.append(pa.field("headers", pa.list_(kv)))
     fields += [
         pa.field("stream", pa.string()),
@@ -130,11 +132,21 @@ class _Batcher:
 
     def build(self) -> pa.RecordBatch:
         n = self.n
-        subj = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(self.sub_off), pa.py_buffer(bytes(self.sub_buf))])
-        data = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(self.data_off), pa.py_buffer(bytes(self.data_buf))])
+        subj = pa.Array.from_buffers(
+            pa.string(), n, [None, pa.py_buffer(self.sub_off), pa.py_buffer(bytes(self.sub_buf))]
+        )
+        data = pa.Array.from_buffers(
+            pa.binary(), n, [None, pa.py_buffer(self.data_off), pa.py_buffer(bytes(self.data_buf))]
+        )
         sl = len(self.stream_b)
         stream = pa.Array.from_buffers(
-            pa.string(), n, [None, pa.py_buffer(array("i", range(0, (n + 1) * sl, sl) if sl else [0] * (n + 1))), pa.py_buffer(self.stream_b * n)]
+            pa.string(),
+            n,
+            [
+                None,
+                pa.py_buffer(array("i", range(0, (n + 1) * sl, sl) if sl else [0] * (n + 1))),
+                pa.py_buffer(self.stream_b * n),
+            ],
         )
         seq = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(self.seqs)])
         # Timestamps arrive in ns; Spark wants microseconds (truncate, like nats-server's RFC3339 µs).
@@ -199,7 +211,9 @@ class _PushRange:
         """Subscribe a fresh deliver inbox and send the consumer create; returns the inbox."""
         inbox = self.conn.inbox_prefix + ".d" + str(start_seq)
         self.conn.subscribe(inbox, sid=self.sid)
-        cfg = _consumer_config(inbox, {"deliver_policy": "by_start_sequence", "opt_start_seq": start_seq}, self.spec.filters)
+        cfg = _consumer_config(
+            inbox, {"deliver_policy": "by_start_sequence", "opt_start_seq": start_seq}, self.spec.filters
+        )
         body = json.dumps({"stream_name": self.spec.stream, "config": cfg}).encode()
         self.create_reply = self.conn.new_reply().encode()
         self.conn.publish(f"$JS.API.CONSUMER.CREATE.{self.spec.stream}", body, self.create_reply.decode())
@@ -332,10 +346,16 @@ class _PushRange:
                             resp = json.loads(body)
                             if "error" in resp:
                                 e = resp["error"]
-                                raise NatsError(f"consumer create on {spec.stream} failed: {e.get('description')} ({e.get('err_code')})")
+                                raise NatsError(
+                                    f"consumer create on {spec.stream} failed: {e.get('description')} "
+                                    f"({e.get('err_code')})"
+                                )
                             self.consumer = resp.get("name", "")
                             created_ok = True
-                            self.pending0 = int(resp.get("num_pending", 1)) == 0 and int(resp.get("delivered", {}).get("consumer_seq", 0)) == 0
+                            self.pending0 = (
+                                int(resp.get("num_pending", 1)) == 0
+                                and int(resp.get("delivered", {}).get("consumer_seq", 0)) == 0
+                            )
                             if self.pending0 and expected_cseq == 1:
                                 done = True
                             continue

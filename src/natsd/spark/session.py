@@ -121,7 +121,9 @@ def check_worker_python(python: str, timeout: float = 60.0) -> None:
     try:
         r = subprocess.run([path, "-c", probe], capture_output=True, text=True, timeout=timeout, env=env)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise WorkerPythonError(f"Spark's Python workers run {path}, which could not be started ({exc}); {hint}") from None
+        raise WorkerPythonError(
+            f"Spark's Python workers run {path}, which could not be started ({exc}); {hint}"
+        ) from None
     if r.returncode != 0:
         last = (r.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise WorkerPythonError(f"Spark's Python workers run {path}, which cannot import the connector: {last}; {hint}")

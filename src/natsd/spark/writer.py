@@ -219,14 +219,17 @@ class Publisher:
                 if hlen and not body:
                     status, desc, _ = parse_headers(buf[start : start + hlen])
                     if status == 503:
-                        raise NoStreamError(str(self._failure(parts[1], "no stream stores this subject (503 no responders)")))
+                        raise NoStreamError(
+                            str(self._failure(parts[1], "no stream stores this subject (503 no responders)"))
+                        )
                     raise self._failure(parts[1], f"publish failed: {status} {desc}")
                 self.outstanding -= 1
                 if b'"error"' in body:
                     err = json.loads(body).get("error", {})
                     raise self._failure(
                         parts[1],
-                        f"publish rejected: {err.get('description')} (code={err.get('code')}, err_code={err.get('err_code')})",
+                        f"publish rejected: {err.get('description')} "
+                        f"(code={err.get('code')}, err_code={err.get('err_code')})",
                     )
                 self.stats.published += 1
                 if b'"duplicate"' in body and b"true" in body:
@@ -287,11 +290,14 @@ def plan_columns(names: list[str], subject_option: str | None, id_column: str | 
 
     data = one_of("data", "value")
     if data is None:
-        raise OptionError(f"writing to jetstream needs a 'data' (or Kafka-style 'value') column, binary or string; columns: {names}")
+        raise OptionError(
+            f"writing to jetstream needs a 'data' (or Kafka-style 'value') column, binary or string; columns: {names}"
+        )
     subject = one_of("subject", "topic")
     if subject_option is None and subject is None:
         raise OptionError(
-            f"writing to jetstream needs option 'subject' (or 'topic') or a 'subject' (or 'topic') column; columns: {names}"
+            "writing to jetstream needs option 'subject' (or 'topic') or a 'subject' (or 'topic') column; "
+            f"columns: {names}"
         )
     if "key" in names and id_column != "key":
         raise OptionError(
@@ -375,7 +381,9 @@ def write_batches(pub: Publisher, plan: RowPlan, batches, part: int, id_prefix: 
         subjects = None
         if fixed is None:
             subjects = batch.column(cols.index(plan.subject))
-            bad = pc.or_(pc.is_null(subjects), pc.match_substring_regex(pc.fill_null(subjects, ""), r"^$|[\s*>]|^\.|\.$|\.\."))
+            bad = pc.or_(
+                pc.is_null(subjects), pc.match_substring_regex(pc.fill_null(subjects, ""), r"^$|[\s*>]|^\.|\.$|\.\.")
+            )
             if pc.any(bad).as_py():
                 i = pc.index(bad, True).as_py()
                 raise ValueError(
@@ -402,7 +410,11 @@ def write_batches(pub: Publisher, plan: RowPlan, batches, part: int, id_prefix: 
         hdrs = None
         if plan.headers is not None:
             hcol = batch.column(cols.index(plan.headers))
-            if pc.any(pc.greater(pc.fill_null(pc.list_value_length(hcol), 0), 0)).as_py() if pa.types.is_list(hcol.type) or pa.types.is_large_list(hcol.type) else hcol.null_count < n:
+            if (
+                pc.any(pc.greater(pc.fill_null(pc.list_value_length(hcol), 0), 0)).as_py()
+                if pa.types.is_list(hcol.type) or pa.types.is_large_list(hcol.type)
+                else hcol.null_count < n
+            ):
                 hdrs = hcol.to_pylist()
         if hdrs is None:
             pub.publish_batch(fixed if fixed is not None else subjects, data, ids, prefix_b)

@@ -267,11 +267,11 @@ class StreamStore(Protocol):
         asynchronous publishes read at once): the same as ``store_msg`` for each, but
         discard-"old" limits are applied once, after the run. With ``hdr_len`` > 0 each item of
         ``msgs`` is a header block of that many bytes followed by the payload (an HPUB's bytes
-        as read): ``store_msg(subject, m[:hdr_len], m[hdr_len:])``; else header-less payloads. Returns ``(first_seq, ts_ns,
-        stored, error)``: the first ``stored`` messages got ``first_seq``, ``first_seq + 1``...;
-        when ``stored < len(msgs)``, ``error`` is what refused ``msgs[stored]`` (as
-        ``store_msg`` would have raised it) and nothing after it was stored. Raises
-        StoreClosed when nothing can be stored."""
+        as read): ``store_msg(subject, m[:hdr_len], m[hdr_len:])``; else header-less payloads.
+        Returns ``(first_seq, ts_ns, stored, error)``: the first ``stored`` messages got
+        ``first_seq``, ``first_seq + 1``...; when ``stored < len(msgs)``, ``error`` is what
+        refused ``msgs[stored]`` (as ``store_msg`` would have raised it) and nothing after it was
+        stored. Raises StoreClosed when nothing can be stored."""
 
     def store_raw_msg(self, subject: str, hdr: bytes | None, msg: bytes, seq: int, ts: int, ttl_ns: int = 0) -> None:
         """Store with a given sequence and timestamp (restore, mirrors). ``seq`` > last_seq."""

@@ -918,7 +918,9 @@ def run_model_ops(factory: StoreFactory, ops: list[tuple], config: StoreConfig |
                 model.skip()
             elif kind == "purge_subj":
                 flt = _PURGE_FILTERS[op[1]]
-                assert store.purge_ex(flt, 0, op[2]) == model.purge_subject(flt, op[2]), f"purge_ex({flt!r}, 0, {op[2]})"
+                assert store.purge_ex(flt, 0, op[2]) == model.purge_subject(flt, op[2]), (
+                    f"purge_ex({flt!r}, 0, {op[2]})"
+                )
             elif kind == "compact":
                 seq = op[1] + max(model.first - 10, 1)
                 if seq >= model.first:
@@ -958,10 +960,25 @@ def check_random_ops(factory: StoreFactory, seed: int, n: int = 150, limits: str
 
 
 STREAM_STORE_CHECKS = [
-    check_store_and_load, check_first_seq, check_max_msgs, check_max_bytes, check_max_msgs_per_subject,
-    check_store_run, check_max_age, check_msg_ttl, check_remove_and_deleted, check_purge, check_purge_keep_counts_messages,
+    check_store_and_load,
+    check_first_seq,
+    check_max_msgs,
+    check_max_bytes,
+    check_max_msgs_per_subject,
+    check_store_run,
+    check_max_age,
+    check_msg_ttl,
+    check_remove_and_deleted,
+    check_purge,
+    check_purge_keep_counts_messages,
     check_compact_truncate,
-    check_skip, check_reads, check_load_run, check_subject_state, check_update_config, check_storage_updates,
-    check_seq_from_time, check_delete,
+    check_skip,
+    check_reads,
+    check_load_run,
+    check_subject_state,
+    check_update_config,
+    check_storage_updates,
+    check_seq_from_time,
+    check_delete,
 ]
 CONSUMER_STORE_CHECKS = [check_consumer_store]

@@ -138,5 +138,7 @@ def test_spark_declarative_pipeline_example(server, spark, tmp_path):
     assert "Run is COMPLETED" in log, log[-4000:]
     raw = spark.read.parquet(str(work / "spark-warehouse" / "orders_raw"))
     assert raw.count() == 12 and raw.select("seq").distinct().count() == 12
-    by_state = {r["state"]: r["count"] for r in spark.read.parquet(str(work / "spark-warehouse" / "orders_by_state")).collect()}
+    by_state = {
+        r["state"]: r["count"] for r in spark.read.parquet(str(work / "spark-warehouse" / "orders_by_state")).collect()
+    }
     assert by_state == {"received": 12}

@@ -43,7 +43,10 @@ def test_orders_workflow(spark, js_server, tmp_path):
     op.run_step(spark, url, str(tmp_path), "dispatch")
 
     assert op.monitor(spark, url) == {"received": 55, "processed": 55, "completed": 55}
-    done = [json.loads(bytes(r.data)) for r in _read_stream(spark, url, "ORDERS").where("subject = 'ORDERS.completed'").collect()]
+    done = [
+        json.loads(bytes(r.data))
+        for r in _read_stream(spark, url, "ORDERS").where("subject = 'ORDERS.completed'").collect()
+    ]
     assert sorted(d["id"] for d in done) == [f"o-{i:05d}" for i in range(1, 56)]
     first = next(d for d in done if d["id"] == "o-00001")
     assert first == {"id": "o-00001", "customer": "c-1", "total": 5.0, "state": "completed"}
@@ -57,7 +60,9 @@ def test_registration_adapter(spark, js_server, tmp_path):
 
     async def send(nc, js):
         await js.publish("choria.discovery.web1.ldn.example.net", b'{"facts":{"os":"linux"}}')
-        await js.publish("choria.discovery.anything", b"raw bytes as received", headers={"Sender": "db2.nyc.example.net"})
+        await js.publish(
+            "choria.discovery.anything", b"raw bytes as received", headers={"Sender": "db2.nyc.example.net"}
+        )
         await js.publish("choria.discovery.web1.ldn.example.net", b'{"facts":{"os":"bsd"}}')
 
     js_call(url, send)

@@ -21,8 +21,10 @@ def edge_mirror(tmp_path_factory):
     d = tmp_path_factory.mktemp("leaf-spark")
     lp = free_port()
     (d / "hub.conf").write_text(f'jetstream {{ store_dir: "{d}/hub-js", domain: HUB }}\nleafnodes {{ port: {lp} }}\n')
-    (d / "edge.conf").write_text(f'jetstream {{ store_dir: "{d}/edge-js", domain: EDGE }}\n'
-                                 f'leafnodes {{ reconnect: "200ms", remotes: [ {{ url: "nats-leaf://127.0.0.1:{lp}" }} ] }}\n')
+    (d / "edge.conf").write_text(
+        f'jetstream {{ store_dir: "{d}/edge-js", domain: EDGE }}\n'
+        f'leafnodes {{ reconnect: "200ms", remotes: [ {{ url: "nats-leaf://127.0.0.1:{lp}" }} ] }}\n'
+    )
     hub = start_server("reference", d / "hub", config=str(d / "hub.conf"), jetstream=False)
     edge = start_server("natsd", d / "edge", config=str(d / "edge.conf"), jetstream=False)
     try:

@@ -34,7 +34,9 @@ def test_reader_resumes_after_server_restart(kind, tmp_path, monkeypatch):
 
         reconnects = []
         real = reader_mod._PushRange._reconnect
-        monkeypatch.setattr(reader_mod._PushRange, "_reconnect", lambda self, seq: (reconnects.append(seq), real(self, seq)))
+        monkeypatch.setattr(
+            reader_mod._PushRange, "_reconnect", lambda self, seq: (reconnects.append(seq), real(self, seq))
+        )
         seqs = []
         batches = read_range(opts, RangeSpec("RS", 1, N, batch_rows=2000, fetch_timeout=30))
         seqs.extend(next(batches).column("seq").to_pylist())

@@ -67,7 +67,10 @@ def test_decode_rejects_tampered_claims_and_foreign_signatures():
 def test_decode_rejects_unknown_algorithm_and_type():
     acc = Identity.new("account")
     body = b64url(json.dumps({"iss": acc.public, "sub": acc.public, "nats": {"type": "account"}}).encode())
-    for header, message in ((b'{"typ":"JWT","alg":"HS256"}', "algorithm"), (b'{"typ":"XYZ","alg":"ed25519-nkey"}', "type")):
+    for header, message in (
+        (b'{"typ":"JWT","alg":"HS256"}', "algorithm"),
+        (b'{"typ":"XYZ","alg":"ed25519-nkey"}', "type"),
+    ):
         h = b64url(header)
         token = f"{h}.{body}.{b64url(acc.sign_bytes(f'{h}.{body}'.encode()))}"
         with pytest.raises(J.JWTError, match=message):

@@ -33,7 +33,9 @@ leafnodes {
     assert (ln.username, ln.password, ln.account) == ("leaf", "s3cret", "EDGE")
     assert ln.auth_timeout_ns == 3 * SECOND_NS and ln.auth_required
     o = opts("accounts { X {} }\nleaf { port: 7000, authorization { users: [ {user: a, password: b, account: X} ] } }")
-    assert o.leafnodes.port == 7000 and [(u.user, u.password, u.account) for u in o.leafnodes.users] == [("a", "b", "X")]
+    assert o.leafnodes.port == 7000 and [(u.user, u.password, u.account) for u in o.leafnodes.users] == [
+        ("a", "b", "X")
+    ]
 
 
 def test_remotes():
@@ -96,7 +98,9 @@ def test_authorization_nkey_and_the_mixes_the_reference_refuses():
     import os
 
     pub = nkeys.from_seed(nkeys.encode_seed(os.urandom(32), nkeys.PREFIX_BYTE_USER)).public_key.decode()
-    ln = opts(f'accounts {{ EDGE {{}} }}\nleafnodes {{ port: 1, authorization {{ nkey: "{pub}", account: EDGE }} }}').leafnodes
+    ln = opts(
+        f'accounts {{ EDGE {{}} }}\nleafnodes {{ port: 1, authorization {{ nkey: "{pub}", account: EDGE }} }}'
+    ).leafnodes
     assert (ln.nkey, ln.account) == (pub, "EDGE") and ln.auth_required
     with pytest.raises(ConfigError, match="Not a valid public nkey for leafnode authorization"):
         opts('leafnodes { port: 1, authorization { nkey: "UNOTAKEY" } }')
@@ -123,7 +127,9 @@ def test_named_accounts_must_exist_and_operator_mode_rules():
     acc = nkeys.from_seed(nkeys.encode_seed(os.urandom(32), nkeys.PREFIX_BYTE_ACCOUNT)).public_key.decode()
     op = nkeys.from_seed(nkeys.encode_seed(os.urandom(32), nkeys.PREFIX_BYTE_OPERATOR)).public_key.decode()
     with pytest.raises(ConfigError, match="operator mode does not allow specifying users in leafnode config"):
-        opts(f'trusted_keys: ["{op}"]\nleafnodes {{ port: 1, authorization {{ users: [ {{user: a, password: b}} ] }} }}')
+        opts(
+            f'trusted_keys: ["{op}"]\nleafnodes {{ port: 1, authorization {{ users: [ {{user: a, password: b}} ] }} }}'
+        )
     with pytest.raises(ConfigError, match="operator mode requires account nkeys in remotes"):
         opts(f'trusted_keys: ["{op}"]\nleafnodes {{ remotes: [ {{ url: "h:1", account: EDGE }} ] }}')
     assert opts(f'trusted_keys: ["{op}"]\nleafnodes {{ remotes: [ {{ url: "h:1", account: "{acc}" }} ] }}').leafnodes

@@ -174,7 +174,9 @@ def test_busy_poll_errors(text, msg):
 
 def test_ping_interval_as_integer_warns():
     o = opts("ping_interval: 30")
-    assert o.config_warnings == ['t.conf:1:1: invalid use of field "ping_interval": ping_interval should be converted to a duration']
+    assert o.config_warnings == [
+        't.conf:1:1: invalid use of field "ping_interval": ping_interval should be converted to a duration'
+    ]
 
 
 @pytest.mark.parametrize("text,host,port", [
@@ -263,7 +265,10 @@ def test_jetstream_block_forms():
 
 
 def test_account_jetstream_forms():
-    o = opts("accounts { A { jetstream: true }, B { jetstream: disabled }, C { jetstream: { max_memory: 5, max_store: 6, max_bytes_required: true } } }")
+    o = opts(
+        "accounts { A { jetstream: true }, B { jetstream: disabled }, "
+        "C { jetstream: { max_memory: 5, max_store: 6, max_bytes_required: true } } }"
+    )
     accs = {a.name: a for a in o.accounts}
     assert accs["A"].jetstream is not None and accs["B"].jetstream is None
     c = accs["C"].jetstream
@@ -311,50 +316,101 @@ def test_incomplete_tls_block_is_an_error():
 
 # -- semantic errors name file:line:column ------------------------------------------------------
 
-@pytest.mark.parametrize("text,loc,fragment", [
-    ('port: "abc"', "t.conf:1:1", "port: expected an integer, got string"),
-    ("a: 1\nmax_payload: true", "t.conf:2:1", "max_payload: expected an integer, got bool"),
-    ("max_payload: 4GB", "t.conf:1:1", "max_payload value is too big"),
-    ("server_name: \"has space\"", "t.conf:1:1", "server name cannot contain spaces"),
-    ('ping_interval: "soon"', "t.conf:1:1", 'error parsing ping_interval: time: invalid duration "soon"'),
-    ('lame_duck_duration: "10s"', "t.conf:1:1", "invalid lame_duck_duration of 10s, minimum is 30 seconds"),
-    # Go prints the duration with Duration.String(): sub-second in ms, not "0.5s" (checked with nats-server -t)
-    ('lame_duck_duration: "500ms"', "t.conf:1:1", "invalid lame_duck_duration of 500ms, minimum is 30 seconds"),
-    ('lame_duck_duration: "1x"', "t.conf:1:1", 'error parsing lame_duck_duration: time: unknown unit "x" in duration "1x"'),
-    ("lame_duck_duration: 60", "t.conf:1:1", "lame_duck_duration: expected a duration string"),
-    ('lame_duck_grace_period: "-1s"', "t.conf:1:1", "invalid lame_duck_grace_period, needs to be positive"),
-    ('listen: "a:b:c"', "t.conf:1:1", 'could not parse address string "a:b:c"'),
-    ('listen: "host:port"', "t.conf:1:1", 'could not parse port "port"'),
-    ("debug: 1", "t.conf:1:1", "debug: expected a boolean"),
-    ("authorization: 5", "t.conf:1:1", "authorization: expected a map"),
-    ("authorization { user: a, token: b }", "t.conf:1:1", "Cannot have a user/pass and token"),
-    ("authorization { user: a, users: [{user: b}] }", "t.conf:1:1", "Can not have a single user/pass and a users array"),
-    ("authorization { token: t, users: [] }", "t.conf:1:1", "Can not have a token and a users array"),
-    ("authorization {\n users: [{user: b}, {user: b}] }", "t.conf:1:1", 'Duplicate user "b" detected'),
-    ("authorization {\n  users: [{password: x}] }", "t.conf:2:11", "User entry requires a user"),
-    ("authorization {\n  users: [5] }", "t.conf:2:11", "Expected user entry to be a map/struct"),
-    ("authorization {\n  users: 5 }", "t.conf:2:3", "Expected users field to be an array"),
-    ('authorization {\n  timeout: "x" }', "t.conf:2:3", "'timeout' time: invalid duration"),
-    ("authorization {\n users: [{user: a, permissions: {publish: \"a..b\"}}] }", "t.conf:2:34", 'subject "a..b" is not a valid subject'),
-    ("authorization {\n users: [{user: a, permissions: {subscribe: \"foo bar baz\"}}] }", "t.conf:2:34", 'subject "foo bar baz" is not a valid subject'),
-    ("authorization {\n users: [{user: a, permissions: {publish: {allow: [1]}}}] }", "t.conf:2:52", "cannot be cast to string"),
-    ("authorization {\n users: [{user: a, permissions: {publish: {permit: x}}}] }", "t.conf:2:44", 'Unknown field name "permit"'),
-    ("authorization {\n users: [{user: a, permissions: {bogus: x}}] }", "t.conf:2:34", 'Unknown field "bogus" parsing permissions'),
-    ("authorization {\n users: [{user: a, permissions: \"x\"}] }", "t.conf:2:20", "Expected permissions to be a map/struct"),
-    ("authorization {\n users: [{user: a, permissions: {allow_responses: 3}}] }", "t.conf:2:34", "expected a boolean or a map"),
-    ("jetstream: maybe", "t.conf:1:1", "Expected 'enabled' or 'disabled' for string value, got 'maybe'"),
-    ("jetstream: 5", "t.conf:1:1", "Expected map, bool or string to define JetStream"),
-    ('jetstream {\n  max_mem: "5X" }', "t.conf:2:3", "max_mem_store sizes defined as strings must end in K, M, G, T"),
-    ("store_dir: /a\njetstream {\n  store_dir: /b }", "t.conf:3:3", "Duplicate 'store_dir' configuration"),
-    ('jetstream {\n  sync_interval: "x" }', "t.conf:2:3", "error parsing sync_interval"),
-    ("accounts: { $G: {} }", "t.conf:1:13", '"$G" is a Reserved Account'),
-    ("accounts: [A, A]", "t.conf:1:15", "Duplicate Account Entry: A"),
-    ("accounts: { A: 1 }", "t.conf:1:13", "Expected map entries for accounts"),
-    ("accounts: {\n  A: { jetstream: {\n    max_streams: x } } }", "t.conf:3:5", 'Expected a parseable size for "max_streams"'),
-    ("accounts: {\n  A: { users: [{user: u}] }\n  B: { users: [{user: u}] } }", "t.conf:3:8", 'Duplicate user "u" detected'),
-    ("no_auth_user: ghost", "t.conf:1:1", 'no_auth_user: "ghost" not present as user'),
-    ("system_account: NOPE\naccounts { A {} }", "t.conf:1:1", 'system account "NOPE" not found'),
-])
+@pytest.mark.parametrize(
+    "text,loc,fragment",
+    [
+        ('port: "abc"', "t.conf:1:1", "port: expected an integer, got string"),
+        ("a: 1\nmax_payload: true", "t.conf:2:1", "max_payload: expected an integer, got bool"),
+        ("max_payload: 4GB", "t.conf:1:1", "max_payload value is too big"),
+        ('server_name: "has space"', "t.conf:1:1", "server name cannot contain spaces"),
+        ('ping_interval: "soon"', "t.conf:1:1", 'error parsing ping_interval: time: invalid duration "soon"'),
+        ('lame_duck_duration: "10s"', "t.conf:1:1", "invalid lame_duck_duration of 10s, minimum is 30 seconds"),
+        # Go prints the duration with Duration.String(): sub-second in ms, not "0.5s" (checked with nats-server -t)
+        ('lame_duck_duration: "500ms"', "t.conf:1:1", "invalid lame_duck_duration of 500ms, minimum is 30 seconds"),
+        (
+            'lame_duck_duration: "1x"',
+            "t.conf:1:1",
+            'error parsing lame_duck_duration: time: unknown unit "x" in duration "1x"',
+        ),
+        ("lame_duck_duration: 60", "t.conf:1:1", "lame_duck_duration: expected a duration string"),
+        ('lame_duck_grace_period: "-1s"', "t.conf:1:1", "invalid lame_duck_grace_period, needs to be positive"),
+        ('listen: "a:b:c"', "t.conf:1:1", 'could not parse address string "a:b:c"'),
+        ('listen: "host:port"', "t.conf:1:1", 'could not parse port "port"'),
+        ("debug: 1", "t.conf:1:1", "debug: expected a boolean"),
+        ("authorization: 5", "t.conf:1:1", "authorization: expected a map"),
+        ("authorization { user: a, token: b }", "t.conf:1:1", "Cannot have a user/pass and token"),
+        (
+            "authorization { user: a, users: [{user: b}] }",
+            "t.conf:1:1",
+            "Can not have a single user/pass and a users array",
+        ),
+        ("authorization { token: t, users: [] }", "t.conf:1:1", "Can not have a token and a users array"),
+        ("authorization {\n users: [{user: b}, {user: b}] }", "t.conf:1:1", 'Duplicate user "b" detected'),
+        ("authorization {\n  users: [{password: x}] }", "t.conf:2:11", "User entry requires a user"),
+        ("authorization {\n  users: [5] }", "t.conf:2:11", "Expected user entry to be a map/struct"),
+        ("authorization {\n  users: 5 }", "t.conf:2:3", "Expected users field to be an array"),
+        ('authorization {\n  timeout: "x" }', "t.conf:2:3", "'timeout' time: invalid duration"),
+        (
+            'authorization {\n users: [{user: a, permissions: {publish: "a..b"}}] }',
+            "t.conf:2:34",
+            'subject "a..b" is not a valid subject',
+        ),
+        (
+            'authorization {\n users: [{user: a, permissions: {subscribe: "foo bar baz"}}] }',
+            "t.conf:2:34",
+            'subject "foo bar baz" is not a valid subject',
+        ),
+        (
+            "authorization {\n users: [{user: a, permissions: {publish: {allow: [1]}}}] }",
+            "t.conf:2:52",
+            "cannot be cast to string",
+        ),
+        (
+            "authorization {\n users: [{user: a, permissions: {publish: {permit: x}}}] }",
+            "t.conf:2:44",
+            'Unknown field name "permit"',
+        ),
+        (
+            "authorization {\n users: [{user: a, permissions: {bogus: x}}] }",
+            "t.conf:2:34",
+            'Unknown field "bogus" parsing permissions',
+        ),
+        (
+            'authorization {\n users: [{user: a, permissions: "x"}] }',
+            "t.conf:2:20",
+            "Expected permissions to be a map/struct",
+        ),
+        (
+            "authorization {\n users: [{user: a, permissions: {allow_responses: 3}}] }",
+            "t.conf:2:34",
+            "expected a boolean or a map",
+        ),
+        ("jetstream: maybe", "t.conf:1:1", "Expected 'enabled' or 'disabled' for string value, got 'maybe'"),
+        ("jetstream: 5", "t.conf:1:1", "Expected map, bool or string to define JetStream"),
+        (
+            'jetstream {\n  max_mem: "5X" }',
+            "t.conf:2:3",
+            "max_mem_store sizes defined as strings must end in K, M, G, T",
+        ),
+        ("store_dir: /a\njetstream {\n  store_dir: /b }", "t.conf:3:3", "Duplicate 'store_dir' configuration"),
+        ('jetstream {\n  sync_interval: "x" }', "t.conf:2:3", "error parsing sync_interval"),
+        ("accounts: { $G: {} }", "t.conf:1:13", '"$G" is a Reserved Account'),
+        ("accounts: [A, A]", "t.conf:1:15", "Duplicate Account Entry: A"),
+        ("accounts: { A: 1 }", "t.conf:1:13", "Expected map entries for accounts"),
+        (
+            "accounts: {\n  A: { jetstream: {\n    max_streams: x } } }",
+            "t.conf:3:5",
+            'Expected a parseable size for "max_streams"',
+        ),
+        (
+            "accounts: {\n  A: { users: [{user: u}] }\n  B: { users: [{user: u}] } }",
+            "t.conf:3:8",
+            'Duplicate user "u" detected',
+        ),
+        ("no_auth_user: ghost", "t.conf:1:1", 'no_auth_user: "ghost" not present as user'),
+        ("system_account: NOPE\naccounts { A {} }", "t.conf:1:1", 'system account "NOPE" not found'),
+    ],
+)
 def test_semantic_errors_are_located(text, loc, fragment):
     errs = errors_of(text)
     assert any(fragment in e.message for e in errs), [str(e) for e in errs]

@@ -72,14 +72,23 @@ def test_full_resolver_options():
     assert (r.type, r.dir, r.allow_delete, r.limit) == ("full", "/tmp/x", True, 50)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("operator: /nonexistent/op.jwt\n", "t.conf:1:1: error parsing operator JWT: No such file or directory: /nonexistent/op.jwt"),
-    ("trusted_keys: [OABC]\n", "t.conf:1:16: trust key 'OABC' required to be a valid public operator nkey"),
-    ("resolver: URL(http://x)\n", "t.conf:1:1: URL account resolvers are not supported by natsd"),
-    ("resolver: { type: cache, dir: x }\n", "t.conf:1:1: the cache resolver"),
-    ("resolver: SOMETHING\n", "t.conf:1:1: error parsing resolver, unknown resolver"),
-    ("resolver_preload: { ABC: x }\n", "t.conf:1:21: resolver_preload key 'ABC' is not a valid public account nkey"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            "operator: /nonexistent/op.jwt\n",
+            "t.conf:1:1: error parsing operator JWT: No such file or directory: /nonexistent/op.jwt",
+        ),
+        ("trusted_keys: [OABC]\n", "t.conf:1:16: trust key 'OABC' required to be a valid public operator nkey"),
+        ("resolver: URL(http://x)\n", "t.conf:1:1: URL account resolvers are not supported by natsd"),
+        ("resolver: { type: cache, dir: x }\n", "t.conf:1:1: the cache resolver"),
+        ("resolver: SOMETHING\n", "t.conf:1:1: error parsing resolver, unknown resolver"),
+        (
+            "resolver_preload: { ABC: x }\n",
+            "t.conf:1:21: resolver_preload key 'ABC' is not a valid public account nkey",
+        ),
+    ],
+)
 def test_trust_errors_are_located(text, message):
     errs = errors_of(text)
     assert errs[0].startswith(message), errs

@@ -11,7 +11,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from natsd.protocol.encoder import (
-    CRLF, append_msgs, append_run, append_templated, encode_hmsg, encode_msg, hmsg_head, msg_head, msg_parts, msg_prefix,
+    CRLF,
+    append_msgs,
+    append_run,
+    append_templated,
+    encode_hmsg,
+    encode_msg,
+    hmsg_head,
+    msg_head,
+    msg_parts,
+    msg_prefix,
 )
 
 pytestmark = pytest.mark.unit
@@ -104,8 +113,11 @@ def test_frames_read_back_whole_bytewise_and_with_trailing_data(trailing):
     head, mid = msg_parts(b"y", b"q", 0, 3)
     out += head + b"9" + mid + b"abc" + CRLF
     data = bytes(out)
-    want = [(s, b"9", r, h, p) for s, r, h, p in items] + [(b"x", b"9", b"", None, b"p1"),
-                                                           (b"x", b"9", b"", None, b"p2"), (b"y", b"9", b"q", None, b"abc")]
+    want = [(s, b"9", r, h, p) for s, r, h, p in items] + [
+        (b"x", b"9", b"", None, b"p1"),
+        (b"x", b"9", b"", None, b"p2"),
+        (b"y", b"9", b"q", None, b"abc"),
+    ]
     r = Reader()
     assert r.feed(data + trailing) == want and r.buf == trailing
     r = Reader()

@@ -22,7 +22,10 @@ def test_constants():
 
 def test_err_is_single_quoted():
     assert encode_err("Unknown Protocol Operation") == b"-ERR 'Unknown Protocol Operation'\r\n"
-    assert encode_err('Permissions Violation for Publish to "x"') == b"-ERR 'Permissions Violation for Publish to \"x\"'\r\n"
+    assert (
+        encode_err('Permissions Violation for Publish to "x"')
+        == b"-ERR 'Permissions Violation for Publish to \"x\"'\r\n"
+    )
     with pytest.raises(LocalProtocolError):
         encode_err("two\r\nlines")
 
@@ -109,7 +112,9 @@ def test_nats_headers_scans_the_nats_ones_with_the_same_rules():
     for name, value in nats_headers(hdr).items():
         assert get_header_bytes(hdr, name) == value
     assert nats_headers(b"NATS/1.0\r\nFoo: bar\r\n\r\n") == {}
-    assert nats_headers(b"NATS/1.0 100 Idle Heartbeat\r\nNats-Last-Consumer: 3\r\n\r\n") == {b"Nats-Last-Consumer": b"3"}
+    assert nats_headers(b"NATS/1.0 100 Idle Heartbeat\r\nNats-Last-Consumer: 3\r\n\r\n") == {
+        b"Nats-Last-Consumer": b"3"
+    }
 
 
 def test_nats_headers_single_line_shortcut_matches_the_line_by_line_rules():
@@ -126,8 +131,23 @@ def test_nats_headers_single_line_shortcut_matches_the_line_by_line_rules():
                     out[k] = v.lstrip(b" ")
         return out
 
-    parts = [b"Nats-Msg-Id: a", b"Nats-Msg-Id:b", b"Nats-Incr: 1", b"X-Nats-A: 1", b"App: Nats-x", b"Nats-",
-             b"Nats-X", b"Nats-Y:", b"", b" Nats-Z: 1", b"NATS/1.0", b"Nats-Msg-Id: c", b"\r", b"\n", b"Nats-Msg-Idx: 1"]
+    parts = [
+        b"Nats-Msg-Id: a",
+        b"Nats-Msg-Id:b",
+        b"Nats-Incr: 1",
+        b"X-Nats-A: 1",
+        b"App: Nats-x",
+        b"Nats-",
+        b"Nats-X",
+        b"Nats-Y:",
+        b"",
+        b" Nats-Z: 1",
+        b"NATS/1.0",
+        b"Nats-Msg-Id: c",
+        b"\r",
+        b"\n",
+        b"Nats-Msg-Idx: 1",
+    ]
     rnd = random.Random(7)
     for _ in range(20_000):
         lines = [rnd.choice([b"NATS/1.0", b"NATS/1.0 503", b"Nats-A: 1"])]

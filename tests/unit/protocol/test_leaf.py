@@ -20,7 +20,10 @@ CASES = [
     (b"PONG\r\n", [(L_PONG,)]),
     (b"+OK\r\n", [(L_OK,)]),
     (b"-ERR 'Loop detected for leafnode account=\"$G\"'\r\n", [(L_ERR, 'Loop detected for leafnode account="$G"')]),
-    (b'INFO {"server_id":"N1","leafnode_urls":["h:1"]} \r\n', [(L_INFO, {"server_id": "N1", "leafnode_urls": ["h:1"]})]),
+    (
+        b'INFO {"server_id":"N1","leafnode_urls":["h:1"]} \r\n',
+        [(L_INFO, {"server_id": "N1", "leafnode_urls": ["h:1"]})],
+    ),
     (b'CONNECT {"name":"e","headers":true}\r\n', [(L_CONNECT, {"name": "e", "headers": True})]),
     (b"LS+ foo.>\r\n", [(L_SUB, b"foo.>", None, 1)]),
     (b"LS+ foo bar 3\r\n", [(L_SUB, b"foo", b"bar", 3)]),

@@ -50,15 +50,27 @@ def test_unknown_options_are_reported_with_the_closest_name(caplog):
 @pytest.mark.parametrize(
     "opts,streaming,pattern",
     [
-        ({"stream": "S", "fetchtimeout": "soon"}, False, r"option 'fetchTimeout': invalid value 'soon'.*accepted: seconds"),
+        (
+            {"stream": "S", "fetchtimeout": "soon"},
+            False,
+            r"option 'fetchTimeout': invalid value 'soon'.*accepted: seconds",
+        ),
         ({"stream": "S", "fetchtimeout": "0"}, False, r"'fetchTimeout'.*must be > 0"),
-        ({"stream": "S", "minpartitions": "many"}, True, r"'minPartitions': invalid value 'many'.*accepted: an integer >= 1"),
+        (
+            {"stream": "S", "minpartitions": "many"},
+            True,
+            r"'minPartitions': invalid value 'many'.*accepted: an integer >= 1",
+        ),
         ({"stream": "S", "startingoffsets": "latest"}, False, r"'startingOffsets'.*'latest' is not allowed"),
         ({"stream": "S", "endingoffsets": "earliest"}, False, r"'endingOffsets'.*'earliest' is not allowed"),
         ({"stream": "S", "endingoffsets": "9"}, True, r"'endingOffsets' is for batch reads only"),
         ({"stream": "S", "endingtimestamp": "0"}, True, r"'endingTimestamp' is for batch reads only"),
         ({"stream": "S", "startingtimestamp": "yesterday"}, False, r"'startingTimestamp': invalid value 'yesterday'"),
-        ({"stream": "S", "headervaluetype": "text"}, False, r"'headerValueType': invalid value 'text'.*binary or string"),
+        (
+            {"stream": "S", "headervaluetype": "text"},
+            False,
+            r"'headerValueType': invalid value 'text'.*binary or string",
+        ),
         ({"stream": "S", "servers": "http://x:1"}, False, r"'servers'.*not a nats:// or tls:// URL"),
         ({"stream": "S", "servers": "nats://x:port"}, False, r"'servers': invalid value"),
         ({"stream": "A.B"}, False, r"'stream': invalid value 'A.B'"),

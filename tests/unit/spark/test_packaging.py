@@ -78,7 +78,9 @@ def test_the_spark_extra_pins_what_pyspark_supports():
     pandas_req = spark["pandas"]
     assert Version("3.0.0") not in pandas_req.specifier and Version("2.2.0") in pandas_req.specifier
     for name in ("pyspark", "pandas"):
-        assert Version(md.version(name)) in spark[name].specifier, f"installed {name} {md.version(name)} is outside the pin"
+        assert Version(md.version(name)) in spark[name].specifier, (
+            f"installed {name} {md.version(name)} is outside the pin"
+        )
 
 
 def test_pysparks_pandas_check_is_silent_with_the_pinned_pandas():

@@ -67,7 +67,11 @@ def test_worker_python_check_passes_for_this_interpreter_and_says_what_to_set_ot
     fake = tmp_path / "python3"
     fake.write_text("#!/bin/sh\necho \"ModuleNotFoundError: No module named 'natsd'\" >&2\nexit 1\n")
     fake.chmod(0o755)
-    with pytest.raises(WorkerPythonError, match=r"No module named 'natsd'.*set the environment variable PYSPARK_PYTHON=.*with spark-submit use --conf spark.pyspark.python"):
+    with pytest.raises(
+        WorkerPythonError,
+        match=r"No module named 'natsd'.*set the environment variable PYSPARK_PYTHON=.*"
+        r"with spark-submit use --conf spark.pyspark.python",
+    ):
         check_worker_python(str(fake))
     with pytest.raises(WorkerPythonError, match="not an executable"):
         check_worker_python(str(tmp_path / "missing-python"))

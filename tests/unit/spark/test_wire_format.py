@@ -18,9 +18,15 @@ def test_pub_and_hpub_encoding():
 
 def test_parse_headers_status_and_multi_values():
     assert parse_headers(b"NATS/1.0 100 FlowControl Request\r\n\r\n") == (100, "FlowControl Request", [])
-    status, desc, pairs = parse_headers(b"NATS/1.0 100 Idle Heartbeat\r\nNats-Last-Consumer: 7\r\nNats-Last-Stream: 9\r\n\r\n")
+    status, desc, pairs = parse_headers(
+        b"NATS/1.0 100 Idle Heartbeat\r\nNats-Last-Consumer: 7\r\nNats-Last-Stream: 9\r\n\r\n"
+    )
     assert (status, pairs) == (100, [("Nats-Last-Consumer", "7"), ("Nats-Last-Stream", "9")])
-    assert parse_headers(b"NATS/1.0\r\nA: 1\r\nA: 2\r\nB:  x y \r\n\r\n") == (0, "", [("A", "1"), ("A", "2"), ("B", "x y")])
+    assert parse_headers(b"NATS/1.0\r\nA: 1\r\nA: 2\r\nB:  x y \r\n\r\n") == (
+        0,
+        "",
+        [("A", "1"), ("A", "2"), ("B", "x y")],
+    )
     assert parse_headers(b"NATS/1.0 503\r\n\r\n")[0] == 503
 
 

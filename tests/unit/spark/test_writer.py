@@ -98,17 +98,26 @@ def test_write_batches_positional_ids_column_aliases_and_headers():
     p = _publisher([b"".join(_ack(i, i) for i in range(1, 6))])
     plan = plan_columns(["topic", "value", "headers"], None, None)
     batch = pa.RecordBatch.from_arrays(
-        [pa.array(["t.a", "t.b"]), pa.array(["v1", None]), pa.array([[], [("K", b"bin")]],
-                                                                     pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])))],
+        [
+            pa.array(["t.a", "t.b"]),
+            pa.array(["v1", None]),
+            pa.array([[], [("K", b"bin")]], pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
+        ],
         names=["topic", "value", "headers"],
     )
     batch2 = pa.RecordBatch.from_arrays(
-        [pa.array(["t.c"] * 3), pa.array([b"x", b"y", b"z"], pa.binary()), pa.array([None] * 3, batch.schema.field(2).type)],
+        [
+            pa.array(["t.c"] * 3),
+            pa.array([b"x", b"y", b"z"], pa.binary()),
+            pa.array([None] * 3, batch.schema.field(2).type),
+        ],
         names=["topic", "value", "headers"],
     )
     write_batches(p, plan, [batch, batch2], part=3, id_prefix="job-3-")
     sent = b"".join(p.conn.sent) + b"".join(p._pending)
-    assert b"HPUB t.b _INBOX.x.1 " in sent and b"Nats-Msg-Id: job-3-1\r\nK: bin\r\n\r\n\r\n" in sent  # null value -> b""
+    assert (
+        b"HPUB t.b _INBOX.x.1 " in sent and b"Nats-Msg-Id: job-3-1\r\nK: bin\r\n\r\n\r\n" in sent
+    )  # null value -> b""
     assert b"Nats-Msg-Id: job-3-4\r\n\r\nz\r\n" in sent  # row numbers run across batches
     assert p.finish().published == 5
 
@@ -116,8 +125,10 @@ def test_write_batches_positional_ids_column_aliases_and_headers():
 def test_write_batches_refuses_bad_subjects_and_missing_ids():
     p = _publisher([])
     plan = plan_columns(["subject", "data", "id"], None, "id")
-    bad_subject = pa.RecordBatch.from_arrays([pa.array(["ok.a", "has space"]), pa.array([b"1", b"2"]), pa.array(["i1", "i2"])],
-                                             names=["subject", "data", "id"])
+    bad_subject = pa.RecordBatch.from_arrays(
+        [pa.array(["ok.a", "has space"]), pa.array([b"1", b"2"]), pa.array(["i1", "i2"])],
+        names=["subject", "data", "id"],
+    )
     with pytest.raises(ValueError, match=r"row 1 of partition 0: invalid subject 'has space'"):
         write_batches(p, plan, [bad_subject], part=0, id_prefix=None)
     no_id = pa.RecordBatch.from_arrays([pa.array(["ok.a", "ok.b"]), pa.array([b"1", b"2"]), pa.array(["i1", None])],

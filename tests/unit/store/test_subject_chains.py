@@ -32,7 +32,9 @@ def _check(store) -> None:
 def test_subject_first_follows_chains(store_factory, seed):
     rng = random.Random(seed)
     clock = ManualClock()
-    cfg = StoreConfig(name="CHAINS", max_msgs_per_subject=3, discard=DiscardPolicy.NEW if seed % 2 else DiscardPolicy.OLD)
+    cfg = StoreConfig(
+        name="CHAINS", max_msgs_per_subject=3, discard=DiscardPolicy.NEW if seed % 2 else DiscardPolicy.OLD
+    )
     s = store_factory.make(cfg, clock)
     for step in range(300):
         r = rng.random()

@@ -405,7 +405,11 @@ class BlockReads:
                     break
                 want = residues.get(size) or _residue(size)
                 total, raw, ts, slen = unpack(data, o)
-                if (_crc_big if size >= BIG else _crc32)(mv[o: rec_end]) != want or raw != base + i or (total & ~HDR_BIT) != size:
+                if (
+                    (_crc_big if size >= BIG else _crc32)(mv[o:rec_end]) != want
+                    or raw != base + i
+                    or (total & ~HDR_BIT) != size
+                ):
                     bad = True
                     break
                 p = o + HEADER_SIZE + slen

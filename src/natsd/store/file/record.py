@@ -19,8 +19,9 @@ So a message costs ``22 + subject + [4 + hdr] + msg + 8`` bytes: exactly the ref
 ``fileStoreMsgSize``, which is why ``state.bytes`` matches nats-server's STREAM.INFO. The
 checksum is CRC-32 rather than the reference's keyed HighwayHash-64 because it runs in C (ISA-L's
 when the ``isal`` package is there, else the standard library's ``zlib.crc32``: same values, see
-natsd.store.file.crc) and detects every torn write and every burst error shorter than 32 bits; the repeated length makes a record checkable from its end too, and a torn tail (a record
-cut anywhere) never passes both checks.
+natsd.store.file.crc) and detects every torn write and every burst error shorter than 32 bits;
+the repeated length makes a record checkable from its end too, and a torn tail (a record cut
+anywhere) never passes both checks.
 
 Flags in the top bits of ``seq`` (the reference uses bit 63 "erased" and bit 62 "tombstone"
 the same way):
@@ -51,10 +52,32 @@ from natsd.store.file.crc import BIG, crc32, crc32_big
 from natsd.store.file.layout import MAX_RECORD_SIZE
 
 __all__ = [
-    "HDR_BIT", "FLAG_ERASED", "FLAG_TOMB", "FLAG_TTL", "FLAG_FIRST", "FLAG_TRUNC", "FLAG_SKIP",
-    "FLAG_MASK", "SEQ_MASK", "HEADER_SIZE", "TRAILER_SIZE", "RECORD_OVERHEAD",
-    "file_store_msg_size", "encode_msg_into", "encode_msgs", "encode_msgs_into", "encode_marker", "erase_record", "Record", "decode_record",
-    "RecordError", "parse_header", "HEAD_STRUCT", "TRAILER_STRUCT", "CRC_RESIDUE", "intact_crc",
+    "HDR_BIT",
+    "FLAG_ERASED",
+    "FLAG_TOMB",
+    "FLAG_TTL",
+    "FLAG_FIRST",
+    "FLAG_TRUNC",
+    "FLAG_SKIP",
+    "FLAG_MASK",
+    "SEQ_MASK",
+    "HEADER_SIZE",
+    "TRAILER_SIZE",
+    "RECORD_OVERHEAD",
+    "file_store_msg_size",
+    "encode_msg_into",
+    "encode_msgs",
+    "encode_msgs_into",
+    "encode_marker",
+    "erase_record",
+    "Record",
+    "decode_record",
+    "RecordError",
+    "parse_header",
+    "HEAD_STRUCT",
+    "TRAILER_STRUCT",
+    "CRC_RESIDUE",
+    "intact_crc",
 ]
 
 HDR_BIT = 1 << 31

@@ -42,8 +42,8 @@ per message); this class adds the files:
   it is sealed, on the compression thread (``Compression.queue``); the compressed file replaces
   the plain one on the store's own thread at the next flush or within COMPRESS_POLL_NS (a timer
   on the injected clock, armed only while a compression runs; ``Compression.install``) unless
-  the block changed meanwhile (``MessageBlock.gen``: then it is compressed again). Reads and recovery see plain offsets either
-  way, so blocks of both kinds mix (a config changed from none to s2 and back).
+  the block changed meanwhile (``MessageBlock.gen``: then it is compressed again). Reads and
+  recovery see plain offsets either way, so blocks of both kinds mix (a config changed from none to s2 and back).
 - **Failed writes** (disk full, I/O error): every message not on disk is rolled back and the
   owner told (``take_rollback``); nothing unwritten is ever served; the next flush retries.
   See natsd.store.file.faults.

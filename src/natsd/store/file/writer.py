@@ -21,9 +21,10 @@ Protocol (natsd.store.file.stream_store ``flush_async``, natsd.jetstream.stream 
 Whatever needs the bytes before that (a read of them, a block roll, purge, stop...) waits for the
 job on the spot (``WriteJob.wait``) and applies it there.
 
-Off by default (``THRESHOLD``: measured not to pay on the shared machine). Small turns stay inline: handing a buffer over and being woken costs more than a small
-``pwrite`` (measured, see ``THRESHOLD``). Without a loop to call back (``Clock.threadsafe_soon``
-is None: a script using the store directly, a test on manual time) everything is inline too.
+Off by default (``THRESHOLD``: measured not to pay on the shared machine). Small turns stay
+inline: handing a buffer over and being woken costs more than a small ``pwrite`` (measured, see
+``THRESHOLD``). Without a loop to call back (``Clock.threadsafe_soon`` is None: a script using
+the store directly, a test on manual time) everything is inline too.
 """
 
 from __future__ import annotations

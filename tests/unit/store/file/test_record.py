@@ -9,8 +9,23 @@ import zlib
 import pytest
 
 from natsd.store.file.record import (
-    FLAG_ERASED, FLAG_FIRST, FLAG_SKIP, FLAG_TOMB, FLAG_TTL, RECORD_OVERHEAD, RecordError, decode_record,
-    BIG_RECORD, encode_marker, encode_msg_into, encode_msgs, encode_msgs_into, erase_record, file_store_msg_size, intact_crc, marker_count,
+    FLAG_ERASED,
+    FLAG_FIRST,
+    FLAG_SKIP,
+    FLAG_TOMB,
+    FLAG_TTL,
+    RECORD_OVERHEAD,
+    RecordError,
+    decode_record,
+    BIG_RECORD,
+    encode_marker,
+    encode_msg_into,
+    encode_msgs,
+    encode_msgs_into,
+    erase_record,
+    file_store_msg_size,
+    intact_crc,
+    marker_count,
 )
 
 HDR = b"NATS/1.0\r\nNats-Msg-Id: 1\r\n\r\n"
