@@ -236,7 +236,7 @@ async def restore_stream(ctx: Ctx, directory: Path, *, stream: str | None = None
     return info
 
 
-#: The first bytes of an unframed natsd archive (natsd before issue 12).
+#: The first bytes of an unframed natsd archive (what older natsd versions sent).
 _BARE_ARCHIVE = b"NATSARC1"
 
 

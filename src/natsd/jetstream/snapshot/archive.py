@@ -39,8 +39,8 @@ request (``{"config", "state"}``), as with the reference.
 
 
 The framing (Snappy from natsd, S2 from nats-server 2.15) is added by the sender and removed by
-the restore (:mod:`natsd.jetstream.snapshot.s2`); natsd before issue 12 sent this archive
-unframed, and the restore still takes such an upload (it starts with ``NATSARC1``).
+the restore (:mod:`natsd.jetstream.snapshot.s2`); older natsd versions sent this archive
+unframed (CHANGELOG), and the restore still takes such an upload (it starts with ``NATSARC1``).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ little-endian.
     redelivered chunks   repeated: k, i64[k] stream seqs, i64[k] counts; k = 0 ends them
     crc32                of every preceding byte
 
-``o.dat`` v1 (natsd before issue 14; still read, and rewritten as v2 when opened)::
+``o.dat`` v1 (older natsd versions; still read, and rewritten as v2 when opened)::
 
     0x16 0x81, then the four sequences, n_pending, [base_ts, n_pending x (zigzag(sseq -
     ack_floor.stream), zigzag(dseq - ack_floor.consumer), ts - base_ts)], n_redelivered x

@@ -1,6 +1,6 @@
 """The block writer thread: a loop turn's coalesced block bytes are written (``pwrite``, and
-``fsync`` when asked) off the event loop, so the loop parses the next publishes meanwhile (issue
-15, "use the second core": the GIL is released inside ``os.pwrite``/``os.fsync``, and for 16 KB
+``fsync`` when asked) off the event loop, so the loop parses the next publishes meanwhile (the
+second core: the GIL is released inside ``os.pwrite``/``os.fsync``, and for 16 KB
 messages the write was ~40% of the loop's time).
 
 Protocol (natsd.store.file.stream_store ``flush_async``, natsd.jetstream.stream ``_flush``):
@@ -39,7 +39,7 @@ from natsd.store.file.block import WriteJob
 __all__ = ["WriteJob", "BlockWriter", "THRESHOLD", "shared_writer"]
 
 #: Turns whose buffer is smaller than this are written inline; 0 (the default): the server does
-#: not use the writer thread at all. Measured (issue 15) on the shared 2-core machine with
+#: not use the writer thread at all. Measured on the shared 2-core machine with
 #: ``bench/run_wide.py jspub16k``: the loop's CPU per 16 KB message fell by up to ~35% with 256 KB,
 #: but the server's total CPU did not, and the publish rate was lower in most alternating runs
 #: against main (the hand-over and wake-up cost two GIL trips and a scheduling delay per write,
