@@ -313,15 +313,7 @@ async def cmd_bench(ctx: Ctx) -> int:
     if ctx.json:
         ctx.out.json_out(summary)
     else:
-        ctx.out.print(f"\n{label} stats: {comma(int(summary['msgs_per_sec']))} msgs/sec ~ "
-                      f"{summary['mb_per_sec']:.2f} MB/sec")
-        rates = [c["msgs_per_sec"] for c in summary["per_client"]]
-        if clients > 1:
-            for i, c in enumerate(summary["per_client"], 1):
-                ctx.out.print(f" [{i}] {comma(int(c['msgs_per_sec']))} msgs/sec ~ "
-                              f"{c['msgs_per_sec'] * size / 1e6:.2f} MB/sec ({comma(c['msgs'])} msgs)")
-            ctx.out.print(f" min {comma(int(min(rates)))} | avg {comma(int(statistics.mean(rates)))} | "
-                          f"max {comma(int(max(rates)))} | stddev {comma(int(statistics.pstdev(rates)))} msgs")
+        _print_bench(ctx, label, summary, size)
     if interrupted:
         sys.stderr.write(f"natsctl: interrupted: {label} benchmark stopped after {comma(msgs)} of {comma(total)} "
                          f"messages\n")
@@ -333,6 +325,19 @@ async def cmd_bench(ctx: Ctx) -> int:
     return 0
 
 
+def _print_bench(ctx: Ctx, label: str, summary: dict, size: int) -> None:
+    """cmd_bench's report as the nats CLI prints it (per client and min/avg/max when several)."""
+    ctx.out.print(f"\n{label} stats: {comma(int(summary['msgs_per_sec']))} msgs/sec ~ "
+                  f"{summary['mb_per_sec']:.2f} MB/sec")
+    rates = [c["msgs_per_sec"] for c in summary["per_client"]]
+    if summary["clients"] > 1:
+        for i, c in enumerate(summary["per_client"], 1):
+            ctx.out.print(f" [{i}] {comma(int(c['msgs_per_sec']))} msgs/sec ~ "
+                          f"{c['msgs_per_sec'] * size / 1e6:.2f} MB/sec ({comma(c['msgs'])} msgs)")
+        ctx.out.print(f" min {comma(int(min(rates)))} | avg {comma(int(statistics.mean(rates)))} | "
+                      f"max {comma(int(max(rates)))} | stddev {comma(int(statistics.pstdev(rates)))} msgs")
+
+
 def _stats(results: list[dict], size: int) -> dict:
     msgs = sum(r["msgs"] for r in results)
     seconds = max((r["seconds"] for r in results), default=1e-9)
@@ -340,6 +345,19 @@ def _stats(results: list[dict], size: int) -> dict:
             "msgs_per_sec": round(msgs / seconds, 1), "mb_per_sec": round(msgs * size / seconds / 1e6, 3),
             "per_client": [{"msgs": r["msgs"], "seconds": round(r["seconds"], 6),
                             "msgs_per_sec": round(r["msgs"] / r["seconds"], 1)} for r in results]}
+
+
+def _print_pubsub(ctx: Ctx, both: dict, pub_s: dict, sub_s: dict, size: int) -> None:
+    """cmd_pubsub's report: both sides together, then each side per client."""
+    ctx.out.print(f"\nNATS Pub/Sub stats: {comma(int(both['msgs_per_sec']))} msgs/sec ~ "
+                  f"{both['mb_per_sec']:.2f} MB/sec")
+    for label, st in (("Pub", pub_s), ("Sub", sub_s)):
+        if st["clients"]:
+            ctx.out.print(f" {label} stats: {comma(int(st['msgs_per_sec']))} msgs/sec ~ "
+                          f"{st['mb_per_sec']:.2f} MB/sec")
+            for i, c in enumerate(st["per_client"], 1):
+                ctx.out.print(f"  [{i}] {comma(int(c['msgs_per_sec']))} msgs/sec ~ "
+                              f"{c['msgs_per_sec'] * size / 1e6:.2f} MB/sec ({comma(c['msgs'])} msgs)")
 
 
 async def cmd_pubsub(ctx: Ctx) -> int:
@@ -408,15 +426,7 @@ async def cmd_pubsub(ctx: Ctx) -> int:
     if ctx.json:
         ctx.out.json_out(summary)
     else:
-        ctx.out.print(f"\nNATS Pub/Sub stats: {comma(int(both['msgs_per_sec']))} msgs/sec ~ "
-                      f"{both['mb_per_sec']:.2f} MB/sec")
-        for label, st in (("Pub", pub_s), ("Sub", sub_s)):
-            if st["clients"]:
-                ctx.out.print(f" {label} stats: {comma(int(st['msgs_per_sec']))} msgs/sec ~ "
-                              f"{st['mb_per_sec']:.2f} MB/sec")
-                for i, c in enumerate(st["per_client"], 1):
-                    ctx.out.print(f"  [{i}] {comma(int(c['msgs_per_sec']))} msgs/sec ~ "
-                                  f"{c['msgs_per_sec'] * size / 1e6:.2f} MB/sec ({comma(c['msgs'])} msgs)")
+        _print_pubsub(ctx, both, pub_s, sub_s, size)
     if ctx.interrupted:
         sys.stderr.write(f"natsctl: interrupted: pub/sub benchmark stopped after {comma(pub_s['msgs'])} of "
                          f"{comma(total)} messages published ({comma(sub_s['msgs'])} received)\n")

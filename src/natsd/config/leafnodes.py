@@ -235,51 +235,7 @@ def parse_leafnodes(ctx, o, m, key: str) -> None:
                 if r is not None:
                     ln.remotes.append(r)
         elif kl == "authorization":
-            a = ctx.map_(b, k)
-            if a is None:
-                continue
-            for ak in a:
-                akl = ak.lower()
-                if akl in ("user", "username"):
-                    ln.username = ctx.str_(a, ak) or ""
-                elif akl in ("pass", "password"):
-                    ln.password = str(a[ak])
-                elif akl == "account":
-                    ln.account = ctx.str_(a, ak) or ""
-                elif akl == "nkey":
-                    ln.nkey = ctx.str_(a, ak) or ""
-                    if not _valid_user_nkey(ln.nkey):
-                        ctx.error(a.pos(ak), "Not a valid public nkey for leafnode authorization")
-                elif akl == "timeout":
-                    tv = a[ak]
-                    if isinstance(tv, (int, float)) and not isinstance(tv, bool):
-                        ln.auth_timeout_ns = int(tv * SECOND_NS)
-                    else:
-                        ns = ctx.duration(a, ak)
-                        if ns is not None:
-                            ln.auth_timeout_ns = ns
-                elif akl == "users":
-                    users = a[ak]
-                    if not isinstance(users, list):
-                        ctx.error(a.pos(ak), "users: expected a list")
-                        continue
-                    for u in users:
-                        if not isinstance(u, dict):
-                            ctx.error(a.pos(ak), "users: expected maps")
-                            continue
-                        lu = LeafUser(user="")
-                        for uk, uv in u.items():
-                            ukl = uk.lower()
-                            if ukl in ("user", "username"):
-                                lu.user = str(uv)
-                            elif ukl in ("pass", "password"):
-                                lu.password = str(uv)
-                            elif ukl == "account":
-                                lu.account = str(uv)
-                        ln.users.append(lu)
-                else:
-                    ctx.unsupported(a, ak)
-            _validate_auth(ctx, b.pos(k), ln)
+            _parse_authorization(ctx, b, k, ln)
         elif kl == "tls":
             from natsd.config.tls import parse_tls_block  # the client port's TLS options
 
@@ -291,6 +247,55 @@ def parse_leafnodes(ctx, o, m, key: str) -> None:
         else:
             ctx.unsupported(b, k)
     o.leafnodes = ln
+
+
+def _parse_authorization(ctx, b, k: str, ln: LeafNodeOptions) -> None:
+    """``leafnodes { authorization { ... } }``: the credentials remotes must present."""
+    a = ctx.map_(b, k)
+    if a is None:
+        return
+    for ak in a:
+        akl = ak.lower()
+        if akl in ("user", "username"):
+            ln.username = ctx.str_(a, ak) or ""
+        elif akl in ("pass", "password"):
+            ln.password = str(a[ak])
+        elif akl == "account":
+            ln.account = ctx.str_(a, ak) or ""
+        elif akl == "nkey":
+            ln.nkey = ctx.str_(a, ak) or ""
+            if not _valid_user_nkey(ln.nkey):
+                ctx.error(a.pos(ak), "Not a valid public nkey for leafnode authorization")
+        elif akl == "timeout":
+            tv = a[ak]
+            if isinstance(tv, (int, float)) and not isinstance(tv, bool):
+                ln.auth_timeout_ns = int(tv * SECOND_NS)
+            else:
+                ns = ctx.duration(a, ak)
+                if ns is not None:
+                    ln.auth_timeout_ns = ns
+        elif akl == "users":
+            users = a[ak]
+            if not isinstance(users, list):
+                ctx.error(a.pos(ak), "users: expected a list")
+                continue
+            for u in users:
+                if not isinstance(u, dict):
+                    ctx.error(a.pos(ak), "users: expected maps")
+                    continue
+                lu = LeafUser(user="")
+                for uk, uv in u.items():
+                    ukl = uk.lower()
+                    if ukl in ("user", "username"):
+                        lu.user = str(uv)
+                    elif ukl in ("pass", "password"):
+                        lu.password = str(uv)
+                    elif ukl == "account":
+                        lu.account = str(uv)
+                ln.users.append(lu)
+        else:
+            ctx.unsupported(a, ak)
+    _validate_auth(ctx, b.pos(k), ln)
 
 
 def _valid_user_nkey(key: str) -> bool:

@@ -400,6 +400,13 @@ class Recovery:
             if seq > blk.max_ref:
                 blk.max_ref = seq
             return rec_end
+        self._replay_marker(blk, mv, off, rec_end, raw, ts, slen, scanning)
+        return rec_end
+
+    def _replay_marker(self, blk: MessageBlock, mv, off: int, rec_end: int, raw: int, ts: int, slen: int,
+                       scanning: bool) -> None:
+        """Apply the intact marker record (flag bits set) at ``off``; RecordError for unknown flags."""
+        s = self._s
         flags = raw & FLAG_MASK
         seq = raw & SEQ_MASK
         if flags & FLAG_ERASED:
@@ -442,7 +449,6 @@ class Recovery:
             blk.max_ref = max(blk.max_ref, top)
         else:
             raise RecordError(off, f"unknown flags {flags:#x}")
-        return rec_end
 
     def _scan_suspect_skip(self, lo: int, hi: int) -> None:
         # Sequences skipped on purpose are not lost; too large a range is not worth listing.
