@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import TYPE_CHECKING
 
 from natsd.cli import render
 from natsd.cli.common import CliError, strip_type
 from natsd.cli.context import Ctx
+
+if TYPE_CHECKING:
+    import nats
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -63,18 +67,19 @@ async def cmd_server_check(ctx: Ctx) -> int:
     which = ctx.args.check
     results: list[dict] = []
     t0 = time.perf_counter()
+    nc: nats.NATS | None = None
     try:
-        nc = await ctx.nc()
-        await nc.flush(timeout=max(int(ctx.timeout), 1))
+        client = await ctx.nc()
+        await client.flush(timeout=max(int(ctx.timeout), 1))
     except CliError as exc:
         results.append({"check": "connection", "status": "CRITICAL", "message": str(exc)})
-        nc = None
     else:
+        nc = client
         rtt = (time.perf_counter() - t0) * 1000
-        url = nc.connected_url.geturl() if nc.connected_url else ctx.conn.server
+        url = client.connected_url.geturl() if client.connected_url else ctx.conn.server
         results.append({"check": "connection", "status": "OK",
                         "message": f"connected to {url} in {rtt:.2f}ms",
-                        "server_version": nc._server_info.get("version", ""),
+                        "server_version": client._server_info.get("version", ""),
                         "connect_ms": round(rtt, 3)})
     if which in ("jetstream", "all") and nc is not None:
         try:

@@ -275,7 +275,9 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         for s, st in self._states().items():
             tseq = None
             if ro.starting_timestamp:
-                tseq = self._conn.first_seq_at_or_after(s, ro.starting_timestamp)
+                conn = self._conn
+                assert conn is not None  # _states() connected it
+                tseq = conn.first_seq_at_or_after(s, ro.starting_timestamp)
                 if tseq is None:
                     tseq = st.last_seq + 1
             out[s] = {"seq": start_position(ro.starting.for_stream(s), _position(st), tseq), "created": st.created}

@@ -21,6 +21,7 @@ import json
 import os
 import ssl
 import threading
+from typing import Any
 from urllib.parse import urlparse
 
 from natsd.spark.wire import ConnectOptions, JSApiError, NatsError
@@ -73,6 +74,14 @@ class Planner:
             self._stop_loop()
             raise
 
+    @property
+    def nc(self) -> Any:
+        """The nats-py client: connected from ``__init__`` until ``close()``."""
+        nc = self._nc
+        if nc is None:
+            raise NatsError("the planner's connection is closed")
+        return nc
+
     async def _connect(self):
         import nats
 
@@ -106,7 +115,7 @@ class Planner:
         from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
 
         try:
-            msg = await self._nc.request(subject, payload, timeout=timeout)
+            msg = await self.nc.request(subject, payload, timeout=timeout)
         except NoRespondersError:
             raise NatsError(f"JetStream not enabled or not reachable ({subject})") from None
         except NatsTimeout:
@@ -143,14 +152,14 @@ class Planner:
             return self._run(self._first_delivery(stream, name, timeout), timeout + 5)
         finally:
             try:
-                self._run(self._nc.publish(f"$JS.API.CONSUMER.DELETE.{stream}.{name}", b""), timeout)
+                self._run(self.nc.publish(f"$JS.API.CONSUMER.DELETE.{stream}.{name}", b""), timeout)
             except Exception:  # inactive_threshold reaps it anyway
                 pass
 
     async def _first_delivery(self, stream: str, consumer: str, timeout: float) -> int:
         # A pulled message arrives under its own subject, not the reply inbox, so nats-py's request
         # multiplexer cannot match it: use a dedicated inbox subscription, as pull subscribers do.
-        nc = self._nc
+        nc = self.nc
         inbox = nc.new_inbox()
         sub = await nc.subscribe(inbox, max_msgs=1)
         try:

@@ -30,6 +30,7 @@ import json
 import re
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -176,7 +177,9 @@ class Publisher:
 
     def _read_acks(self, until: int) -> None:
         """Read PubAcks until at most ``until`` remain outstanding."""
-        self.conn.sock.settimeout(self.ack_timeout)
+        sock = self.conn.sock
+        assert sock is not None  # connected when the writer was made
+        sock.settimeout(self.ack_timeout)
         buf = self._buf
         pos = 0
         while self.outstanding > until:
@@ -244,8 +247,10 @@ class Publisher:
         self._buf = buf[pos:]
 
     def _recv(self, buf: bytes, pos: int) -> bytes:
+        sock = self.conn.sock
+        assert sock is not None  # connected when the writer was made
         try:
-            chunk = self.conn.sock.recv(SyncConnection.RECV_SIZE)
+            chunk = sock.recv(SyncConnection.RECV_SIZE)
         except TimeoutError:
             raise TimeoutError(f"{self.outstanding} PubAcks not received within {self.ack_timeout}s") from None
         if not chunk:
@@ -420,7 +425,8 @@ def write_batches(pub: Publisher, plan: RowPlan, batches, part: int, id_prefix: 
             pub.publish_batch(fixed if fixed is not None else subjects, data, ids, prefix_b)
         else:
             dl = data.to_pylist()
-            sl = subjects.to_pylist() if subjects is not None else None
+            # (no subject column: every row goes to plan.fixed_subject)
+            sl: list[Any] = subjects.to_pylist() if subjects is not None else [plan.fixed_subject] * n
             il = ids.to_pylist() if ids is not None else None
             for i in range(n):
                 if prefix_b is not None:
