@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 EXTRAS ?= server,test,bench,spark
 
-.PHONY: install run test test-unit test-integration test-acceptance compiled test-compiled bench-compiled bench bench-wide jsbench widebench screenshot clean
+.PHONY: install run test test-unit test-integration test-acceptance lint format compiled test-compiled bench-compiled bench bench-wide jsbench widebench screenshot clean
 
 install: $(STAMP)
 
@@ -50,6 +50,14 @@ test-integration: $(STAMP)
 
 test-acceptance: $(STAMP)
 	$(BIN)/python -m pytest -q tests/acceptance
+
+# ruff ([tool.ruff] in pyproject.toml; `make test` runs both checks through tests/unit/test_lint.py).
+lint: $(STAMP)
+	$(BIN)/python -m ruff check src tests
+	$(BIN)/python -m ruff format --check src tests
+
+format: $(STAMP)
+	$(BIN)/python -m ruff format src tests
 
 # What the compiled build pays, pure vs compiled in-process (CPU per message): see bench/bench_compiled.py.
 bench-compiled: $(STAMP) compiled
