@@ -286,9 +286,15 @@ class _PushRange:
                         if sid == sid_b and reply[:8] == _ACK_PREFIX:
                             t = reply.split(b".")
                             if len(t) == 9:
-                                sseq = int(t[5]); cseq = int(t[6]); ts = int(t[7]); pend = int(t[8])  # noqa: E702
+                                sseq = int(t[5])
+                                cseq = int(t[6])
+                                ts = int(t[7])
+                                pend = int(t[8])
                             else:
-                                sseq = int(t[7]); cseq = int(t[8]); ts = int(t[9]); pend = int(t[10])  # noqa: E702
+                                sseq = int(t[7])
+                                cseq = int(t[8])
+                                ts = int(t[9])
+                                pend = int(t[10])
                             if cseq != expected_cseq:
                                 # A delivery was lost: restart an ordered consumer after the last good one.
                                 resets += 1
