@@ -37,10 +37,16 @@ async def test_pubacks_and_headers(tmp_path, storage):
         assert await raw(nc, "orders.1", headers={"Nats-Msg-Id": "abc"}) == b'{"stream":"ORDERS","seq":2}'
         assert await raw(nc, "orders.1", headers={"Nats-Msg-Id": "abc"}) == \
             b'{"stream":"ORDERS","seq":2,"duplicate": true}'
-        assert await raw(nc, "orders.1", headers={"Nats-Expected-Last-Sequence": "1"}) == \
-            b'{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 2"},"stream":"ORDERS","seq":0}'
-        assert await raw(nc, "orders.1", headers={"Nats-Rollup": "sub"}) == \
-            b'{"error":{"code":500,"err_code":10111,"description":"rollup not permitted"},' b'"stream":"ORDERS","seq":0}'
+        assert (
+            await raw(nc, "orders.1", headers={"Nats-Expected-Last-Sequence": "1"})
+            == b'{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 2"},'
+            b'"stream":"ORDERS","seq":0}'
+        )
+        assert (
+            await raw(nc, "orders.1", headers={"Nats-Rollup": "sub"})
+            == b'{"error":{"code":500,"err_code":10111,"description":"rollup not permitted"},'
+            b'"stream":"ORDERS","seq":0}'
+        )
         assert json.loads(await raw(nc, "orders.2", headers={"Nats-TTL": "1ms"}))["error"]["err_code"] == 10165
         assert json.loads(await raw(nc, "orders.2", headers={"Nats-TTL": "10s"}))["seq"] == 3
         js = nc.jetstream()
