@@ -21,8 +21,13 @@ REPO = Path(__file__).resolve().parents[2]
 def _ruff(*args: str) -> subprocess.CompletedProcess:
     # ruff is installed in the same environment as the interpreter running the tests (the `test`
     # extra); `python -m ruff` finds it there whatever PATH holds.
-    return subprocess.run([sys.executable, "-m", "ruff", *args, "--no-cache", "src", "tests"],
-                          cwd=REPO, capture_output=True, text=True, timeout=110)
+    return subprocess.run(
+        [sys.executable, "-m", "ruff", *args, "--no-cache", "src", "tests"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=110,
+    )
 
 
 @pytest.mark.timeout(120)

@@ -55,8 +55,15 @@ class Compression:
     def queue(self, blk: MessageBlock) -> None:
         """Compress sealed block ``blk`` when the stream asks for it."""
         s = self._s
-        if (s.config.compression != "s2" or blk.compressed or blk is s._lmb or blk.pending
-                or blk.jobs or blk.id in self.running or not blk.flushed):
+        if (
+            s.config.compression != "s2"
+            or blk.compressed
+            or blk is s._lmb
+            or blk.pending
+            or blk.jobs
+            or blk.id in self.running
+            or not blk.flushed
+        ):
             return
         if self.inline:
             self._install_one(blk.id, blk, blk.gen, compress_file, (blk.path,))
@@ -103,8 +110,7 @@ class Compression:
             if current:  # (a block unlinked meanwhile, by a purge say, is no news)
                 log.warning("stream %s: compressing block %d failed: %s", s.config.name, bid, exc)
             return
-        if (not current or blk.gen != gen or blk is s._lmb or blk.pending or blk.jobs
-                or raw_len != blk.flushed):
+        if not current or blk.gen != gen or blk is s._lmb or blk.pending or blk.jobs or raw_len != blk.flushed:
             # Changed (erased in, compacted), unlinked or closed meanwhile: this copy is stale.
             # A block still there is compressed again from what it holds now.
             unlink_quietly(tmp)

@@ -47,13 +47,31 @@ class IndexFile:
         s.flush()
         for blk in s._blocks.values():
             blk.sync()
-        blocks = [BlockInfo(b.id, b.flushed, b.max_ref, b.read(b.flushed - 8, 8) if b.flushed >= 8 else b"")
-                  for b in s._blocks.values()]
+        blocks = [
+            BlockInfo(b.id, b.flushed, b.max_ref, b.read(b.flushed - 8, 8) if b.flushed >= 8 else b"")
+            for b in s._blocks.values()
+        ]
         subjects = [None if name is None else (name, s._ss[sid]) for sid, name in enumerate(s._snames)]
         snap = IndexSnapshot(
-            s._first, s._last, s._first_ts, s._last_ts, s._msgs, s._bytes, s._base,
-            s._marker_first, s._lost_bytes, s._pos, s._sid, s._ts, s._sz, s._nxt, subjects,
-            sorted(s._ttl.items()), list(s._lost_msgs), blocks)
+            s._first,
+            s._last,
+            s._first_ts,
+            s._last_ts,
+            s._msgs,
+            s._bytes,
+            s._base,
+            s._marker_first,
+            s._lost_bytes,
+            s._pos,
+            s._sid,
+            s._ts,
+            s._sz,
+            s._nxt,
+            subjects,
+            sorted(s._ttl.items()),
+            list(s._lost_msgs),
+            blocks,
+        )
         atomic_write(self.path, encode_index(snap))
         self.written_at = s._clock.monotonic_ns()
 
