@@ -47,8 +47,8 @@ from natsd.protocol.events import (
     Run,
 )
 from natsd.protocol.parser import Parser
-from natsd.server.auth import check_password
-from natsd.server.conn_identity import IdentityMixin
+from natsd.server.auth.authenticator import check_password
+from natsd.server.auth.identity import IdentityMixin
 from natsd.server.log import TRACE, logger
 from natsd.server.router import route, route_batch, route_rrun, route_run
 from natsd.server.subscription import Subscription
@@ -60,7 +60,7 @@ from natsd.subjects.tokens import is_valid_publish_subject, is_valid_subject
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Timer
     from natsd.server.account import Account
-    from natsd.server.auth import CompiledPermissions
+    from natsd.server.auth.authenticator import CompiledPermissions
     from natsd.server.server import Server
 
 __all__ = ["ClientConnection"]
@@ -233,7 +233,7 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
                         self.flush_pending = True
                         self._call_soon(self.flush)
                     # A synchronous client's next request follows its answer closely: keep
-                    # the loop polling for it (natsd.server.busypoll).
+                    # the loop polling for it (natsd.server.transport.busypoll).
                     self._busy_arm()
 
     # Fairness: one read can hold thousands of operations. At most EVENTS_PER_TURN are run per
@@ -793,11 +793,11 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         self.send_raw(PING)
         self._ping_timer = self.server.clock.call_later(opts.ping_interval_ns, self._ping_tick)
 
-    # -- secure transports (natsd.server.tls / websocket) ----------------------------------------
+    # -- secure transports (natsd.server.transport.tls / websocket) ----------------------------------------
 
     def _authenticate(self, opts: dict):
         """CONNECT credentials, or with ``tls { verify_and_map: true }`` the user named by the
-        client certificate (see :func:`natsd.server.tls.map_certificate_user`). A WebSocket
+        client certificate (see :func:`natsd.server.transport.tls.map_certificate_user`). A WebSocket
         ``jwt_cookie`` stands in for a missing CONNECT ``jwt``."""
         t = self.transport
         cookie_jwt = t.get_extra_info("jwt_cookie") if t is not None else None
@@ -806,7 +806,7 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         tls = self.server.options.tls
         if tls is not None and tls.verify_and_map and self.transport is not None \
                 and self.transport.get_extra_info("ssl_object") is not None:
-            from natsd.server.tls import map_certificate_user
+            from natsd.server.transport.tls import map_certificate_user
             return map_certificate_user(self.server.auth, self.transport.get_extra_info("peercert"))
         return self.server.auth.authenticate(opts, self.nonce)
 

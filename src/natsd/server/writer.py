@@ -69,7 +69,7 @@ class Writer:
 
     if TYPE_CHECKING:  # what the writer uses of its connection (ClientConnection owns the slots)
         server: Server
-        transport: Any  # an asyncio transport (or natsd.server.layer's), set from connection_made()
+        transport: Any  # an asyncio transport (or natsd.server.transport.layer's), set from connection_made()
         prefix: str
         out: bytearray
         flush_pending: bool

@@ -1,5 +1,5 @@
-"""The handshake of a leafnode link (both sides), split from :mod:`natsd.server.leafnode`:
-INFO/CONNECT, the compression negotiation (:mod:`natsd.server.leafcompress`), TLS after the hub's
+"""The handshake of a leafnode link (both sides), split from :mod:`natsd.server.leaf.node`:
+INFO/CONNECT, the compression negotiation (:mod:`natsd.server.leaf.compress`), TLS after the hub's
 INFO, binding to the account, the roles (hub/spoke), pings.
 
 Roles (nats-server's ``isSpoke``): a soliciting link is the *spoke* of the link unless its remote
@@ -7,11 +7,11 @@ says ``hub: true`` (then it takes the hub role and the other side, told by CONNE
 takes the spoke role). The role, not who dialled, decides how interest and messages flow: a
 spoke passes on to its hub only the interest of local clients and of links where it is the hub,
 and a message from one spoke link never goes out on another (``LeafConnection.spoke``, read by
-``exports_interest_of``/``deliver`` in :mod:`natsd.server.leafnode`); ``/leafz``'s ``is_spoke``
+``exports_interest_of``/``deliver`` in :mod:`natsd.server.leaf.node`); ``/leafz``'s ``is_spoke``
 shows it. (nats-server also sends a system connect event for a ``hub: true`` remote; natsd does
 not.)
 
-Compression (see :mod:`natsd.server.leafcompress` for the exchange): while a negotiation may still
+Compression (see :mod:`natsd.server.leaf.compress` for the exchange): while a negotiation may still
 switch the stream, :meth:`LeafConnection.data_received` hands the parser one line at a time, so
 the bytes after the INFO that switches are decoded, not parsed. ``self.compression`` is the mode
 in force ("" until decided), ``self._deflate``/``self._inflate`` the stream's writer and reader.
@@ -25,8 +25,8 @@ from natsd.config.leafnodes import COMPRESSION_NOT_SUPPORTED, COMPRESSION_OFF, C
 from natsd.protocol.encoder import PING, encode_err, encode_info
 from natsd.protocol.errors import ERR_AUTH_VIOLATION
 from natsd.protocol.leaf import encode_connect
-from natsd.server.leafauth import LinkPerms
-from natsd.server.leafcompress import (
+from natsd.server.leaf.auth import LinkPerms
+from natsd.server.leaf.compress import (
     CompressionError, S2Reader, S2Writer, auto_mode, info_mode, needs_compression, select_mode,
 )
 from natsd.server.log import logger
@@ -44,7 +44,7 @@ SECOND = 1_000_000_000
 
 
 class LeafHandshakeMixin:
-    """The handshake of :class:`natsd.server.leafnode.LeafConnection` (which owns the attributes)."""
+    """The handshake of :class:`natsd.server.leaf.node.LeafConnection` (which owns the attributes)."""
 
     if TYPE_CHECKING:  # what the mixin uses of LeafConnection, declared for the type checker
         manager: Any  # LeafManager (its methods take the LeafConnection this mixin is part of)
@@ -142,7 +142,7 @@ class LeafHandshakeMixin:
             return
         self._send_connect()
 
-    # -- compression (see natsd.server.leafcompress) ------------------------------------------------
+    # -- compression (see natsd.server.leaf.compress) ------------------------------------------------
 
     def _compression_opts(self) -> tuple[str, list[int]]:
         o = self.remote.opts if self.remote is not None else self.manager.options
@@ -220,7 +220,7 @@ class LeafHandshakeMixin:
 
     def _auto_level(self) -> None:
         """s2_auto: every PONG re-picks the level from the RTT (what /leafz shows; natsd's
-        writer is the same for every level, see natsd.server.leafcompress)."""
+        writer is the same for every level, see natsd.server.leaf.compress)."""
         configured, rtts = self._compression_opts()
         if configured == COMPRESSION_S2_AUTO and needs_compression(self.compression):
             self.compression = auto_mode(self.rtt_ns, rtts)

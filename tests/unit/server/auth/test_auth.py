@@ -5,7 +5,7 @@ from __future__ import annotations
 import bcrypt
 
 from natsd.config.options import AccountOptions, Permissions, ServerOptions, SubjectPermission, UserOptions
-from natsd.server.auth import Authenticator, SubjectFilter, check_password, compile_permissions
+from natsd.server.auth.authenticator import Authenticator, SubjectFilter, check_password, compile_permissions
 
 
 def test_no_auth():

@@ -7,8 +7,8 @@ anyway, so serving a request never stalls clients for longer than building its J
 Endpoints: ``/varz``, ``/connz`` (``subs=1|detail``, ``offset``, ``limit``, ``sort``, ``cid``,
 ``acc``, ``auth``), ``/subsz`` (``subs=1``, ``offset``, ``limit``, ``test``), ``/healthz``,
 ``/accountz`` (``acc``), ``/jsz`` (delegated to the JetStream engine), ``/metrics`` (Prometheus, see
-:mod:`natsd.server.metrics`; built over several loop turns, the connection's later requests wait
-for it) and the live dashboard at ``/`` and ``/dashboard`` (:mod:`natsd.server.dashboard`).
+:mod:`natsd.server.monitoring.metrics`; built over several loop turns, the connection's later requests wait
+for it) and the live dashboard at ``/`` and ``/dashboard`` (:mod:`natsd.server.monitoring.dashboard`).
 Durations are Go-style strings (``"4m39s"``) where the reference uses strings and nanoseconds
 where it uses numbers; times are RFC 3339 UTC with nanoseconds.
 """
@@ -25,7 +25,7 @@ from urllib.parse import parse_qs, urlsplit
 from natsd import __version__, _compiled
 from natsd.gotime import format_rfc3339 as rfc3339, uptime
 from natsd.server.log import logger
-from natsd.server.tls import connz_fields
+from natsd.server.transport.tls import connz_fields
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.server.server import Server
@@ -168,11 +168,11 @@ class MonitorServer:
 
     def handle_async(self, target: str):
         """A coroutine giving ``(code, body, content type)`` for endpoints built over several loop turns
-        (``/metrics``, see :mod:`natsd.server.metrics`), else None."""
+        (``/metrics``, see :mod:`natsd.server.monitoring.metrics`), else None."""
         if urlsplit(target).path.rstrip("/") != "/metrics":
             return None
         self.req_stats["/metrics"] = self.req_stats.get("/metrics", 0) + 1
-        from natsd.server import metrics
+        from natsd.server.monitoring import metrics
 
         async def run() -> tuple[int, list[bytes], str]:
             return 200, await metrics.render(self), metrics.CONTENT_TYPE
@@ -183,7 +183,7 @@ class MonitorServer:
         u = urlsplit(target)
         path = u.path.rstrip("/") or "/"
         if self.server.options.http_dashboard and (path in ("/", "/dashboard") or path.startswith("/dashboard/")):
-            from natsd.server import dashboard  # the page and its static files (`http_dashboard: false` turns off)
+            from natsd.server.monitoring import dashboard  # the page and its static files (`http_dashboard: false` turns off)
 
             self.req_stats[path] = self.req_stats.get(path, 0) + 1
             return dashboard.serve(path)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from natsd import __version__
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.server.monitor import MonitorServer
+    from natsd.server.monitoring.endpoints import MonitorServer
     from natsd.server.server import Server
 
 logger = logging.getLogger(__name__)
@@ -135,7 +135,7 @@ class SystemRequests:
 
     def _document(self, kind: str, payload: bytes, subject: str = "") -> dict | None:
         from natsd.jetstream.gojson import GoError, GoStruct, decode
-        from natsd.server.monitor import rfc3339
+        from natsd.server.monitoring.endpoints import rfc3339
 
         s = self.server
         if kind == "IDZ":
@@ -180,7 +180,7 @@ class SystemRequests:
 
     def _server_info(self) -> dict:
         """The ``server`` object every answer starts with (nats-server's ServerInfo)."""
-        from natsd.server.monitor import rfc3339
+        from natsd.server.monitoring.endpoints import rfc3339
 
         s = self.server
         self.seq += 1

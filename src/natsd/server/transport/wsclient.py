@@ -1,6 +1,6 @@
 """The client side of WebSocket (RFC 6455), for leafnode remotes with a ``ws://``/``wss://`` URL.
 
-:class:`WebSocketClientLayer` is a :class:`~natsd.server.layer.Layer` driven by ``wsproto``
+:class:`WebSocketClientLayer` is a :class:`~natsd.server.transport.layer.Layer` driven by ``wsproto``
 (sans-IO, the library natsd's WebSocket listener uses too): on connect it sends the HTTP upgrade
 nats-server's leaf sends (``GET /leafnode`` -- the path tells the hub's WebSocket port that a
 leafnode, not a client, is connecting; a path in the URL comes first: ``ws://hub/pre`` asks for
@@ -11,7 +11,7 @@ one binary frame (masked, as a client's must be), each received data frame's byt
 come (messages are not reassembled: the leaf parser takes a byte stream). ``wss://`` puts TLS
 underneath, before the upgrade (the asyncio transport's, as nats-server does TLS first there).
 
-S2 compression of the leaf link (:mod:`natsd.server.leafcompress`) sits *beneath* the frames,
+S2 compression of the leaf link (:mod:`natsd.server.leaf.compress`) sits *beneath* the frames,
 as nats-server does it: once negotiated, the frames (headers included) are what the S2 stream
 carries (:meth:`WebSocketClientLayer.compress`).
 
@@ -33,7 +33,7 @@ from wsproto.events import (
 from wsproto.extensions import Extension, PerMessageDeflate
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
-from natsd.server.layer import Layer
+from natsd.server.transport.layer import Layer
 
 __all__ = ["WebSocketClientLayer", "leaf_ws_target"]
 

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from natsd.server.sysreq import _query, filter_match
+from natsd.server.monitoring.sysreq import _query, filter_match
 
 pytestmark = pytest.mark.unit
 

@@ -1,10 +1,10 @@
 """NATS over WebSocket (RFC 6455): the ``websocket {}`` listener.
 
-:class:`WebSocketLayer` is a :class:`~natsd.server.layer.Layer` driven by ``wsproto`` (sans-IO):
+:class:`WebSocketLayer` is a :class:`~natsd.server.transport.layer.Layer` driven by ``wsproto`` (sans-IO):
 it answers the HTTP upgrade, then unwraps incoming frames into the byte stream the ordinary
 :class:`~natsd.server.connection.ClientConnection` parses, and wraps each coalesced write of that
 connection into one binary frame. The NATS parser and everything above it are the same as on the
-TCP port; ``wss://`` puts a :class:`~natsd.server.tls.TlsLayer` (TLS first) underneath.
+TCP port; ``wss://`` puts a :class:`~natsd.server.transport.tls.TlsLayer` (TLS first) underneath.
 
 Upgrade (as nats-server): ``GET`` with ``Upgrade: websocket``, ``Connection: Upgrade``,
 ``Sec-WebSocket-Key``, ``Sec-WebSocket-Version: 13``; otherwise ``400 Bad Request`` (``405`` for
@@ -16,8 +16,8 @@ authentication as CONNECT's ``jwt`` when the client sends none (it takes effect 
 authentication).
 The upgrade must complete within ``handshake_timeout``.
 A request for ``.../leafnode`` is a leafnode connecting (what nats-server's leaf asks for, see
-:mod:`natsd.server.wsclient`): with a ``leafnodes { port }`` it becomes a leaf link
-(:meth:`natsd.server.leafmanager.LeafManager.ws_link`), else it is closed after the upgrade, as
+:mod:`natsd.server.transport.wsclient`): with a ``leafnodes { port }`` it becomes a leaf link
+(:meth:`natsd.server.leaf.manager.LeafManager.ws_link`), else it is closed after the upgrade, as
 nats-server does. A leaf link that negotiates S2 compresses the bytes under the frames
 (:meth:`WebSocketLayer.compress`), as nats-server does.
 
@@ -47,7 +47,7 @@ from wsproto.extensions import Extension, PerMessageDeflate
 from wsproto.utilities import RemoteProtocolError
 
 from natsd.config.tls import WebsocketOptions
-from natsd.server.layer import Layer
+from natsd.server.transport.layer import Layer
 from natsd.server.log import logger
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -148,7 +148,7 @@ class WebSocketLayer(Layer):
         self._open = False
         self._forwarded_for = ""  # X-Forwarded-For of the upgrade request, when it is an IP address
         self._jwt_cookie = ""  # the `jwt_cookie` cookie's value, offered as CONNECT's jwt
-        # A leafnode asks for ".../leafnode" (natsd.server.wsclient); its link may compress the
+        # A leafnode asks for ".../leafnode" (natsd.server.transport.wsclient); its link may compress the
         # bytes under the frames (compress()), as nats-server does.
         self._make_leaf = make_leaf
         self._deflate: Callable[[bytes], bytes] | None = None

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from natsd.config.leafnodes import LeafNodeOptions, RemoteLeafOptions
-from natsd.server.leafmanager import _Remote
-from natsd.server.leafnode import LOOP_DELAY_NS
+from natsd.server.leaf.manager import _Remote
+from natsd.server.leaf.node import LOOP_DELAY_NS
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""Leafnode compression (natsd.server.leafcompress): the reference's mode negotiation table,
+"""Leafnode compression (natsd.server.leaf.compress): the reference's mode negotiation table,
 s2_auto's levels by RTT, and the stream coders (natsd's writer read back by the reader, Go's S2
 repeat copies decoded, chunking of the input irrelevant)."""
 
@@ -8,10 +8,10 @@ import os
 
 import pytest
 
-from natsd.server.leafcompress import (
+from natsd.server.leaf.compress import (
     CompressionError, S2Reader, S2Writer, auto_mode, info_mode, needs_compression, select_mode,
 )
-from natsd.server.wsclient import leaf_ws_target
+from natsd.server.transport.wsclient import leaf_ws_target
 
 pytestmark = pytest.mark.unit
 

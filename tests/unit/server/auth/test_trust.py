@@ -1,4 +1,4 @@
-"""natsd.server.trust and natsd.server.imports: account claims to JetStream limits and
+"""natsd.server.auth.trust and natsd.server.auth.imports: account claims to JetStream limits and
 permissions, and subject mapping for imports."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from natsd.config import jwt as J
-from natsd.server.imports import map_subject
-from natsd.server.trust import js_limits, user_permissions
+from natsd.server.auth.imports import map_subject
+from natsd.server.auth.trust import js_limits, user_permissions
 from tests.helpers.identities import Identity, account_claims, operator_setup
 
 pytestmark = pytest.mark.unit

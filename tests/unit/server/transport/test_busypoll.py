@@ -1,4 +1,4 @@
-"""natsd.server.busypoll: the window each request opens, driven by a fake clock and a list for
+"""natsd.server.transport.busypoll: the window each request opens, driven by a fake clock and a list for
 the loop's ready queue (no sockets, no loop)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from natsd.server import busypoll
-from natsd.server.busypoll import DEFAULT_WINDOW_NS, BusyPoll
+from natsd.server.transport import busypoll
+from natsd.server.transport.busypoll import DEFAULT_WINDOW_NS, BusyPoll
 
 
 class Loop:

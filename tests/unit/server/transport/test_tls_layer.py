@@ -9,7 +9,7 @@ import pytest
 
 from natsd.clock import ManualClock
 from natsd.config.tls import TLSOptions, build_server_context
-from natsd.server.tls import HandshakeQueue, TlsLayer, cert_identities
+from natsd.server.transport.tls import HandshakeQueue, TlsLayer, cert_identities
 from tests.helpers.certs import make_pki
 
 pytestmark = pytest.mark.unit

@@ -13,9 +13,9 @@ Accepting side (:func:`authenticate`), in nats-server's order:
    nonce this link's INFO carried (its ``account``);
 3. its ``users`` list (each with an ``account``); with ``tls { verify_and_map: true }`` the
    certificate's e-mail/URI/DNS SANs or subject DN names the user instead of CONNECT's ``user``;
-4. otherwise the server's own client authentication (:class:`natsd.server.auth.Authenticator`):
+4. otherwise the server's own client authentication (:class:`natsd.server.auth.authenticator.Authenticator`):
    users and nkeys of ``authorization {}``/``accounts {}``, tokens, or, in operator mode, the user
-   JWT of a ``.creds`` file (:class:`natsd.server.trust.Trust`, the account named by the JWT);
+   JWT of a ``.creds`` file (:class:`natsd.server.auth.trust.Trust`, the account named by the JWT);
    ``verify_and_map`` maps the certificate to one of the server's users;
 5. no authentication configured anywhere: the link binds to the leafnode block's ``account``.
 
@@ -51,14 +51,14 @@ from natsd.config.jwt import decode_sig, verify
 from natsd.protocol.encoder import encode_err
 from natsd.protocol.leaf import encode_ls_minus
 from natsd.config.options import SubjectPermission
-from natsd.server.auth import AuthResult, SubjectFilter, check_password
+from natsd.server.auth.authenticator import AuthResult, SubjectFilter, check_password
 from natsd.server.log import logger
-from natsd.server.tls import cert_identities, map_certificate_user
+from natsd.server.transport.tls import cert_identities, map_certificate_user
 from natsd.subjects.tokens import subject_matches, subset
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.config.leafnodes import LeafNodeOptions
-    from natsd.server.auth import Authenticator
+    from natsd.server.auth.authenticator import Authenticator
 
 __all__ = ["remote_ssl_context", "read_creds", "sign_nonce", "authenticate", "LinkPerms", "LeafIdentityMixin"]
 
@@ -291,7 +291,7 @@ class _DenyCache(dict):
     def __init__(self, patterns: tuple, allow=None) -> None:
         super().__init__()
         self.patterns = patterns
-        self.allow = allow  # natsd.server.auth.SubjectFilter or None
+        self.allow = allow  # natsd.server.auth.authenticator.SubjectFilter or None
 
     def __missing__(self, subject: str) -> bool:
         if len(self) >= _CACHE_MAX:
@@ -310,7 +310,7 @@ def _covered(patterns, subject: str) -> bool:
 
 
 class LeafIdentityMixin:
-    """The identity side of :class:`natsd.server.leafnode.LeafConnection` (which owns the
+    """The identity side of :class:`natsd.server.leaf.node.LeafConnection` (which owns the
     attributes used here): TLS failures, JWT expiry, the user's permissions."""
 
     if TYPE_CHECKING:  # what the mixin uses of LeafConnection, declared for the type checker

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from natsd.server.leafnode import LeafConnection
+from natsd.server.leaf.node import LeafConnection
 
 pytestmark = pytest.mark.unit
 

@@ -14,7 +14,7 @@ account's ``signing_keys``, the account's ``revocations``, and the nonce signatu
 
 Accounts are named by their public key. Their claims give the user-independent parts of an
 account: JetStream limits (``limits``/``tiered_limits``, see :func:`js_limits`), imports and
-exports (:mod:`natsd.server.imports`), revocations.
+exports (:mod:`natsd.server.auth.imports`), revocations.
 
 Resolvers: ``MEMORY`` holds ``resolver_preload``; ``full`` keeps one ``<dir>/<account key>.jwt``
 file per account (the raw JWT, written to a temporary file and renamed, so a crash never leaves a
@@ -46,7 +46,7 @@ from natsd.config.lexer import ConfigError
 from natsd.config.options import AccountJetStreamLimits, Permissions, ServerOptions, SubjectPermission
 from natsd.config import jwt as J
 from natsd.gotime import SECOND, format_rfc3339
-from natsd.server.auth import AuthResult, compile_permissions
+from natsd.server.auth.authenticator import AuthResult, compile_permissions
 from natsd.server.log import logger
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -341,7 +341,7 @@ class Trust:
         server = self.server
         if server is None:
             return
-        from natsd.server.imports import apply_imports
+        from natsd.server.auth.imports import apply_imports
 
         apply_imports(server, acc, claims)
         # Its exports changed: importers from it re-link (their subscriptions live here).

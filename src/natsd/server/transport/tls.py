@@ -1,6 +1,6 @@
 """TLS on a connection: a sans-IO ``ssl.SSLObject`` driven from ``data_received``.
 
-:class:`TlsLayer` (a :class:`~natsd.server.layer.Layer`) encrypts what the protocol above writes
+:class:`TlsLayer` (a :class:`~natsd.server.transport.layer.Layer`) encrypts what the protocol above writes
 and decrypts what arrives, with two ``ssl.MemoryBIO`` buffers. Doing it ourselves instead of
 ``loop.start_tls`` gives the control the NATS client port needs:
 
@@ -38,7 +38,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Callable, Protocol, cast
 
 from natsd.config.tls import CIPHER_SUITES, TLSConfigError, TLSOptions, build_server_context
-from natsd.server.layer import Layer
+from natsd.server.transport.layer import Layer
 from natsd.server.log import logger
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -500,8 +500,8 @@ def cert_identities(peercert: dict | None) -> list[str]:
 
 def map_certificate_user(auth, peercert: dict | None):
     """``verify_and_map``: the configured user whose name is one of the certificate's identities
-    (:func:`cert_identities`); a failed :class:`~natsd.server.auth.AuthResult` when none is."""
-    from natsd.server.auth import AuthResult
+    (:func:`cert_identities`); a failed :class:`~natsd.server.auth.authenticator.AuthResult` when none is."""
+    from natsd.server.auth.authenticator import AuthResult
 
     for name in cert_identities(peercert):
         u = auth.users.get(name)

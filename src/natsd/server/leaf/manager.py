@@ -1,6 +1,6 @@
 """Leafnode links, server side of the bookkeeping: the accepting listener, the remotes (connect,
 reconnect with backoff), the handshake dictionaries, and the fan-out of the account's interest to
-its links. The per-link protocol lives in :mod:`natsd.server.leafnode` (see its docstring).
+its links. The per-link protocol lives in :mod:`natsd.server.leaf.node` (see its docstring).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from natsd import __version__
 from natsd.gotime import format_duration
 from natsd.config.jwt import limit_of
 from natsd.nuid import nuid
-from natsd.server.leafauth import authenticate, read_creds, remote_ssl_context, sign_nonce
-from natsd.server.leafnode import LDS_PREFIX, SECOND, LeafConnection
+from natsd.server.leaf.auth import authenticate, read_creds, remote_ssl_context, sign_nonce
+from natsd.server.leaf.node import LDS_PREFIX, SECOND, LeafConnection
 from natsd.server.log import logger
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -98,12 +98,12 @@ class _Remote:
 
     async def _connect_ws(self, url: str, host: str, port: int):
         """A ``ws://``/``wss://`` remote: TCP (TLS first for wss), the HTTP upgrade, then the
-        leaf protocol inside WebSocket frames (natsd.server.wsclient); the upgrade finishes after
+        leaf protocol inside WebSocket frames (natsd.server.transport.wsclient); the upgrade finishes after
         this returns, a refused one reports through ``_failed``."""
         import ssl
         from urllib.parse import urlsplit
 
-        from natsd.server.wsclient import WebSocketClientLayer, leaf_ws_target
+        from natsd.server.transport.wsclient import WebSocketClientLayer, leaf_ws_target
 
         sp = urlsplit(url)
         ssl_ctx = self.ssl_ctx
@@ -208,14 +208,14 @@ class LeafManager:
         tls = self.options.tls
         if tls is None:
             return LeafConnection(self)
-        from natsd.server.tls import TlsLayer
+        from natsd.server.transport.tls import TlsLayer
 
         s = self.server
         return TlsLayer.for_options(tls, s.tls.getter("leafnode"), lambda: LeafConnection(self), s.clock,
                                     s._handshakes)
 
     def ws_link(self) -> LeafConnection | None:
-        """A leaf connecting on the websocket port (``GET .../leafnode``, natsd.server.websocket):
+        """A leaf connecting on the websocket port (``GET .../leafnode``, natsd.server.transport.websocket):
         a link like one of the leafnodes port, None when that port is not configured (the
         reference refuses the connection then)."""
         if not self.options.port:
@@ -330,8 +330,8 @@ class LeafManager:
         return d
 
     def authenticate(self, d: dict, c: LeafConnection):
-        """The :class:`~natsd.server.auth.AuthResult` of a leaf CONNECT (see
-        :func:`natsd.server.leafauth.authenticate`)."""
+        """The :class:`~natsd.server.auth.authenticator.AuthResult` of a leaf CONNECT (see
+        :func:`natsd.server.leaf.auth.authenticate`)."""
         return authenticate(self.options, self.server.auth, d, c)
 
     def account_leafs_full(self, account: str) -> bool:
@@ -419,7 +419,7 @@ def link_leafz(c: LeafConnection, subs: bool = False) -> dict:
     if subs:
         d["subscriptions_list"] = sorted(s for s, _q in c.rsubs)
     if c.compression:
-        d["compression"] = c.compression  # the negotiated mode (natsd.server.leafcompress)
+        d["compression"] = c.compression  # the negotiated mode (natsd.server.leaf.compress)
     if c.websocket:
         d["websocket"] = True  # (nats-server 2.15.1 adds it for links over WebSocket)
     return d

@@ -11,7 +11,7 @@ Modes, as nats-server (checked in this order):
 * **nkeys** (``users: [{nkey: U...}]``): CONNECT carries ``nkey`` (the user's public key) and
   ``sig``, its Ed25519 signature of the ``nonce`` the server put in this connection's INFO
   (:mod:`natsd.config.jwt` verifies it); checked before the users list when ``nkey`` is present;
-* **operator mode** (``operator:``/``trusted_keys``): only user JWTs, see :mod:`natsd.server.trust`.
+* **operator mode** (``operator:``/``trusted_keys``): only user JWTs, see :mod:`natsd.server.auth.trust`.
 
 Every failure is ``-ERR 'Authorization Violation'``, as the reference answers.
 
@@ -130,7 +130,7 @@ class Authenticator:
     """Built from :class:`ServerOptions`; rebuilt on config reload."""
 
     def __init__(self, options: ServerOptions, trust=None) -> None:
-        self.trust = trust  # natsd.server.trust.Trust in operator mode
+        self.trust = trust  # natsd.server.auth.trust.Trust in operator mode
         self.nkeys: dict[str, UserOptions] = {u.nkey: u for u in options.nkeys}
         self.nkey_perms = {k: compile_permissions(u.permissions) for k, u in self.nkeys.items()}
         # INFO carries a per-connection nonce whenever a client may have to sign one.

@@ -1,11 +1,11 @@
-"""allow_responses on an accepted leaf link (:class:`natsd.server.leafauth.LinkPerms`): which
+"""allow_responses on an accepted leaf link (:class:`natsd.server.leaf.auth.LinkPerms`): which
 replies are tracked, how many answers each allows, and their expiry."""
 
 from __future__ import annotations
 
 from natsd.config.options import Permissions, SubjectPermission
-from natsd.server.auth import compile_permissions
-from natsd.server.leafauth import LinkPerms
+from natsd.server.auth.authenticator import compile_permissions
+from natsd.server.leaf.auth import LinkPerms
 
 SEC = 1_000_000_000
 

@@ -17,12 +17,12 @@ of the server like a client that subscribes on behalf of the other side:
   with the same ``head`` object: the second call amends the frame just written (adds the queue
   name) instead of sending the message twice, as nats-server sends one ``LMSG`` per link.
 * **interest out**: the account's Sublist reports every insert/remove (``Sublist.watch``);
-  :class:`~natsd.server.leafmanager.LeafManager` forwards it to each link of the account, which keeps a count per
+  :class:`~natsd.server.leaf.manager.LeafManager` forwards it to each link of the account, which keeps a count per
   (subject, queue) and sends ``LS+``/``LS-`` when a count leaves/reaches zero (and ``LS+`` with
   the new weight when a queue group's size changes; another link's member counts for its weight,
   so a hub tells each leaf how many members the other leafs stand for). Subscriptions a link made itself are not
   echoed back to it, and a spoke link never gets the interest of another spoke link (hub interest
-  does not flow hub to hub; the roles: natsd.server.leafhandshake, ``hub: true``).
+  does not flow hub to hub; the roles: natsd.server.leaf.handshake, ``hub: true``).
 * **messages in**: ``LMSG`` is routed like a client publish from the link (``echo`` off, so it
   never goes back), except that queue groups only get it when the frame names them.
 * **JetStream isolation** (as the reference, for every non-system account): ``$JS.API.>``,
@@ -34,24 +34,24 @@ of the server like a client that subscribes on behalf of the other side:
   subject back means the links form a cycle: ``-ERR 'Loop detected ...'``, close, and the
   soliciting side waits 30 s before trying again.
 
-Handshake (:mod:`natsd.server.leafhandshake`): the accepting side sends INFO (with ``nonce``, ``leafnode_urls``, ``info_on_connect``);
+Handshake (:mod:`natsd.server.leaf.handshake`): the accepting side sends INFO (with ``nonce``, ``leafnode_urls``, ``info_on_connect``);
 the soliciting side answers CONNECT (credentials: user/password from the URL, or a ``.creds``
 JWT with the nonce signed by its seed); the accepting side authenticates, replies with an INFO
 carrying ``connect_info`` and its interest; the soliciting side then sends its interest. A
 soliciting link that fails or drops is retried after ``reconnect`` (doubled per failed attempt
 up to 8x, with jitter), for ever; the local server keeps serving its clients meanwhile.
 
-Compression (:mod:`natsd.server.leafcompress`): negotiated in the INFO exchange as nats-server
+Compression (:mod:`natsd.server.leaf.compress`): negotiated in the INFO exchange as nats-server
 does; once on, :meth:`LeafConnection.flush` writes and :meth:`LeafConnection.data_received` reads
-the S2 stream (over WebSocket it sits under the frames instead, :mod:`natsd.server.wsclient`).
-``ws://``/``wss://`` remotes run the link inside WebSocket frames (:mod:`natsd.server.wsclient`).
+the S2 stream (over WebSocket it sits under the frames instead, :mod:`natsd.server.transport.wsclient`).
+``ws://``/``wss://`` remotes run the link inside WebSocket frames (:mod:`natsd.server.transport.wsclient`).
 
 TLS: a remote's ``tls {}`` becomes a client ``SSLContext`` (:func:`remote_ssl_context`) and the
 link is upgraded with ``loop.start_tls`` after the hub's INFO. The accepting port's ``tls {}`` puts
-the client port's :class:`~natsd.server.tls.TlsLayer` under each link (INFO in plaintext, then
+the client port's :class:`~natsd.server.transport.tls.TlsLayer` under each link (INFO in plaintext, then
 the handshake; a plaintext peer is closed without a reply; ``tls_failed`` logs it as the reference
 does). Identities on the accepting side (:meth:`LeafManager.authenticate
-<natsd.server.leafmanager.LeafManager.authenticate>`): the leafnode block's own user, nkey or users
+<natsd.server.leaf.manager.LeafManager.authenticate>`): the leafnode block's own user, nkey or users
 (by certificate with ``verify_and_map``), else the server's users, nkeys and operator JWTs; the
 link binds to the account they name, and a JWT-authenticated link ends when its JWT expires.
 """
@@ -71,11 +71,11 @@ from natsd.protocol.leaf import (
     L_CONNECT, L_ERR, L_INFO, L_MSG, L_MSG_RUN, L_PING, L_PONG, L_SUB, L_UNSUB, LeafParser, encode_ls_minus,
     encode_ls_plus, msg_line, split_js_ack_deliver,
 )
-from natsd.server.leafauth import (  # noqa: F401 (read_creds, sign_nonce, remote_ssl_context: re-exported)
+from natsd.server.leaf.auth import (  # noqa: F401 (read_creds, sign_nonce, remote_ssl_context: re-exported)
     _CACHE_MAX, LeafIdentityMixin, _covered, _DenyCache, read_creds, remote_ssl_context, sign_nonce,
 )
-from natsd.server.leafcompress import CompressionError, needs_compression
-from natsd.server.leafhandshake import (  # noqa: F401 (constants re-exported for their users)
+from natsd.server.leaf.compress import CompressionError, needs_compression
+from natsd.server.leaf.handshake import (  # noqa: F401 (constants re-exported for their users)
     FIRST_PING_NS, JS_DENY, LOOP_DELAY_NS, SECOND, LeafHandshakeMixin,
 )
 from natsd.server.log import logger
@@ -88,11 +88,11 @@ from natsd.subjects.tokens import subject_matches, subset
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Timer
     from natsd.server.account import Account
-    from natsd.server.leafmanager import LeafManager, _Remote
+    from natsd.server.leaf.manager import LeafManager, _Remote
 
 __all__ = ["LeafConnection", "remote_ssl_context", "JS_DENY", "read_creds", "sign_nonce"]
 
-# (the identity helpers live in natsd.server.leafauth, the handshake in natsd.server.leafhandshake)
+# (the identity helpers live in natsd.server.leaf.auth, the handshake in natsd.server.leaf.handshake)
 
 LDS_PREFIX = "$LDS."
 # A loop turn that reads a publisher's whole burst (up to 32 reads) builds megabytes of frames for
@@ -119,10 +119,10 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
         self.server = manager.server
         self.remote = remote
         self.solicited = remote is not None
-        # The role (see natsd.server.leafhandshake): a remote is the spoke unless `hub: true`;
+        # The role (see natsd.server.leaf.handshake): a remote is the spoke unless `hub: true`;
         # an accepted link becomes the spoke when the other side's CONNECT says is_hub.
         self.spoke = remote is not None and not remote.opts.hub
-        self.websocket = False  # set by the WebSocket layer below (natsd.server.wsclient)
+        self.websocket = False  # set by the WebSocket layer below (natsd.server.transport.wsclient)
         self.cid = self.server.next_cid()
         self.transport: asyncio.Transport | None = None
         self.parser = LeafParser(self.server.options.max_payload)
@@ -163,7 +163,7 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
         self._expire_timer: Timer | None = None
         self._awaiting_connect_info = False
         self._tls = None  # the TLS upgrade task of a remote with tls {}
-        # Compression (natsd.server.leafhandshake): the mode in force, the stream's coders, and
+        # Compression (natsd.server.leaf.handshake): the mode in force, the stream's coders, and
         # whether a negotiation may still switch the stream (then input is parsed line by line).
         self.compression = ""
         configured = (remote.opts if remote is not None else manager.options).compression
@@ -186,7 +186,7 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
         self.deny_interest_out: tuple = JS_DENY
         self._denied_in = _DenyCache(JS_DENY)
         self._denied_out = _DenyCache(JS_DENY)
-        # Permissions of the leaf's user (see natsd.server.leafauth.LinkPerms), None: none.
+        # Permissions of the leaf's user (see natsd.server.leaf.auth.LinkPerms), None: none.
         self.perms = None
         self._subjects: dict[bytes, str] = {}  # decoded subjects of inbound messages
 

@@ -38,7 +38,7 @@ from prometheus_client.utils import floatToGoString
 from natsd.gotime import SECOND, parse_rfc3339
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.server.monitor import MonitorServer
+    from natsd.server.monitoring.endpoints import MonitorServer
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

@@ -8,7 +8,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 
 def test_varz_flattening_follows_the_exporter():
-    from natsd.server.metrics import varz_families
+    from natsd.server.monitoring.metrics import varz_families
 
     fams = {f.name: f for f in varz_families({
         "server_id": "S", "version": "2.11.0", "now": "2026-01-01T00:00:00Z", "host": "0.0.0.0",
@@ -26,7 +26,7 @@ def test_varz_flattening_follows_the_exporter():
 
 
 def test_label_cache_renders_like_prometheus_client_and_forgets_deleted_rows():
-    from natsd.server.metrics import LabelCache, _Slicer, _table_text
+    from natsd.server.monitoring.metrics import LabelCache, _Slicer, _table_text
 
     cache = LabelCache()
     names = ["stream_name", "consumer_desc"]
@@ -52,7 +52,7 @@ def test_fast_number_and_time_paths_agree_with_the_general_ones():
     from prometheus_client.utils import floatToGoString
 
     from natsd.gotime import parse_rfc3339
-    from natsd.server.metrics import _go_float, _unix_seconds
+    from natsd.server.monitoring.metrics import _go_float, _unix_seconds
 
     for v in (0, 1, -1, 7, 999_999, 1_000_000, 12_345_678, -5_000_000, 10**15 - 1, -(10**15) + 1, 10**15, 10**16, 2**63, 1.5, -0.25, 1e20, float("inf")):
         assert _go_float(v) == floatToGoString(v), v
