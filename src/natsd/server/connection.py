@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from natsd.protocol.encoder import OK, PING, PONG, encode_err, encode_hmsg, encode_msg
 from natsd.protocol.errors import (
@@ -49,6 +49,7 @@ from natsd.protocol.events import (
 from natsd.protocol.parser import Parser
 from natsd.server.auth.authenticator import check_password
 from natsd.server.auth.identity import IdentityMixin
+from natsd.server.context import ServerContext
 from natsd.server.log import TRACE, logger
 from natsd.server.router import route, route_batch, route_rrun, route_run
 from natsd.server.subscription import Subscription
@@ -61,9 +62,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Timer
     from natsd.server.account import Account
     from natsd.server.auth.authenticator import CompiledPermissions
-    from natsd.server.server import Server
 
-__all__ = ["ClientConnection"]
+__all__ = ["ClientConnection", "ConnectionHost"]
 
 _HDR_PREFIX = b"NATS/1.0"
 # CONNECT fields whose JSON type the reference enforces (a wrong type closes the connection).
@@ -93,6 +93,17 @@ def _decode(b: bytes) -> str:
         return b.decode("utf-8", "surrogateescape")
 
 
+class ConnectionHost(ServerContext, Protocol):
+    """What a client connection needs of the server beyond :class:`ServerContext`: to be
+    registered (or refused), unregistered, and its INFO."""
+
+    def accept_client(self, c: ClientConnection) -> bool: ...
+
+    def client_closed(self, c: ClientConnection) -> None: ...
+
+    def info_for(self, c: ClientConnection, **extra: object) -> bytes: ...
+
+
 class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
     """The server side of one client TCP connection."""
 
@@ -107,7 +118,9 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         "_call_soon", "_busy_arm", "trace",  # (IdentityMixin has the identity slots)
     )
 
-    def __init__(self, server: "Server") -> None:
+    server: ConnectionHost
+
+    def __init__(self, server: ConnectionHost) -> None:
         self.server = server
         opts = server.options
         self.cid = server.next_cid()
@@ -806,6 +819,7 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         tls = self.server.options.tls
         if tls is not None and tls.verify_and_map and self.transport is not None \
                 and self.transport.get_extra_info("ssl_object") is not None:
+            # deferred (issue 26, start-up time): only TLS connections with verify_and_map get here
             from natsd.server.transport.tls import map_certificate_user
             return map_certificate_user(self.server.auth, self.transport.get_extra_info("peercert"))
         return self.server.auth.authenticate(opts, self.nonce)

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Callable
 
 from natsd import __version__, _compiled
 from natsd.clock import Clock, SystemClock
+from natsd.config import flags
 from natsd.config.options import AccountJetStreamLimits, ServerOptions
 from natsd.protocol.encoder import encode_err, encode_info
 from natsd.protocol.errors import ERR_AUTH_VIOLATION, ERR_MAX_CONNECTIONS
@@ -244,6 +245,7 @@ class Server:
         self._port = self._listener.sockets[0].getsockname()[1]
         await self._start_secure_listeners()
         if opts.http_port:
+            # deferred (issue 26, start-up time): the monitoring room loads only with a port for it
             from natsd.server.monitoring.endpoints import MonitorServer
             self._monitor = monitor = MonitorServer(self)
             try:
@@ -281,6 +283,7 @@ class Server:
         name = self.options.system_account or (self.trust.system_account if self.trust is not None else "")
         if not name:
             return
+        # deferred (issue 26, start-up time): only with a system account
         from natsd.server.monitoring.endpoints import MonitorServer
         from natsd.server.monitoring.sysreq import SystemRequests
 
@@ -290,6 +293,7 @@ class Server:
     async def _start_leafnodes(self) -> None:
         if self.options.leafnodes is None:
             return
+        # deferred (issue 26, start-up time): the leaf room loads only with a leafnodes {} block
         from natsd.server.leaf.manager import LeafManager
         self.leafnodes = leafnodes = LeafManager(self, self.options.leafnodes)
         await leafnodes.start()
@@ -334,7 +338,7 @@ class Server:
         opts = self.options
         if not opts.jetstream.enabled:
             return
-        # the engine and its API are imported only when asked for
+        # deferred (issue 26, start-up time): the engine and its API are imported only when asked for
         from natsd.jetstream.api import JetStreamApi
         from natsd.jetstream.manager import JetStreamEngine
 
@@ -557,8 +561,7 @@ class Server:
             if self.reload_options is not None:
                 opts = self.reload_options()
             else:
-                from natsd.config.flags import reload_options
-                opts = reload_options(self.options)
+                opts = flags.reload_options(self.options)
         except Exception as e:
             logger.error("Failed to reload server configuration: %s", e)
             return
@@ -566,15 +569,18 @@ class Server:
 
     # -- secure transports (TLS, WebSocket, HTTPS monitoring) -------------------------------------
 
-    def _new_client_protocol(self):
+    def _new_client_protocol(self) -> asyncio.BaseProtocol:
         """The protocol for a new client-port connection: plain, or under a TLS layer."""
         tls = self.options.tls
         if tls is None:
             return ClientConnection(self)
+        handshakes = self._handshakes
+        assert handshakes is not None  # created by start(), before the listener
         return TlsLayer.for_options(tls, self.tls.getter("client"), lambda: ClientConnection(self), self.clock,
-                                    self._handshakes)
+                                    handshakes)
 
     def _new_ws_protocol(self):
+        # deferred (issue 26, start-up time): only with a websocket {} block
         from natsd.server.transport.websocket import WebSocketLayer
 
         ws = self.options.websocket
@@ -612,6 +618,7 @@ class Server:
                 # The cookie is offered as CONNECT's jwt; it only counts where JWT auth is configured.
                 logger.debug("websocket: a %r cookie stands in for a missing CONNECT jwt", ws.jwt_cookie)
         if opts.https_port and opts.tls is not None:
+            # deferred (issue 26, start-up time), as for the plain monitoring port
             from natsd.server.monitoring.endpoints import MonitorServer
 
             # asyncio's TLS for HTTPS; a reload loads new certificates into this same context.

@@ -19,7 +19,7 @@ from natsd.server.log import logger
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Timer
     from natsd.protocol.parser import Parser
-    from natsd.server.server import Server
+    from natsd.server.context import ServerContext
 
 __all__ = ["IdentityMixin", "REASON_AUTH_EXPIRED", "ERR_USER_EXPIRED"]
 
@@ -37,7 +37,7 @@ class IdentityMixin:
     jwt_max_payload: int
 
     if TYPE_CHECKING:  # what the mixin uses of ClientConnection
-        server: Server
+        server: ServerContext
         parser: Parser
         closed: bool
         prefix: str

@@ -34,7 +34,7 @@ from natsd.subjects.tokens import subset
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.server.account import Account
     from natsd.config.jwt import AccountClaims, Export, Import
-    from natsd.server.server import Server
+    from natsd.server.context import ServerContext
 
 __all__ = ["apply_imports", "map_subject", "MAX_PENDING", "MAX_DEPTH"]
 
@@ -98,7 +98,7 @@ def _activation_ok(imp: "Import", exporter: "AccountClaims") -> bool:
     return isinstance(subject, str) and (subject == imp.subject or subset(imp.subject, subject))
 
 
-def apply_imports(server: "Server", acc: "Account", claims: "AccountClaims") -> None:
+def apply_imports(server: "ServerContext", acc: "Account", claims: "AccountClaims") -> None:
     """(Re)install ``acc``'s imports from its claims (old links are removed first)."""
     for link in acc.links:
         link.unsubscribe()
@@ -154,7 +154,7 @@ class _StreamLink:
 
 
 class _ServiceLink:
-    def __init__(self, server: "Server", exporter: "Account", importer: "Account", imp: "Import",
+    def __init__(self, server: "ServerContext", exporter: "Account", importer: "Account", imp: "Import",
                  export: "Export") -> None:
         self.clock = server.clock
         self.to_exporter = ServerPorts(exporter)

@@ -47,11 +47,14 @@ from natsd.config.options import AccountJetStreamLimits, Permissions, ServerOpti
 from natsd.config import jwt as J
 from natsd.gotime import SECOND, format_rfc3339
 from natsd.server.auth.authenticator import AuthResult, compile_permissions
+from natsd.server.auth.imports import apply_imports
+from natsd.server.connection import REASON_AUTH
 from natsd.server.log import logger
+from natsd.server.ports import ServerPorts
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.server.account import Account
-    from natsd.server.server import Server
+    from natsd.server.context import ServerContext
 
 __all__ = ["Trust", "js_limits", "user_permissions", "MemoryResolver", "DirResolver"]
 
@@ -215,7 +218,7 @@ class Trust:
         self.stores_updates = isinstance(self.resolver, DirResolver)
         self._claims: dict[str, J.AccountClaims] = {}
         self._users: dict[str, J.UserClaims] = {}  # verified user JWTs (bounded)
-        self.server: "Server | None" = None
+        self.server: "ServerContext | None" = None
 
     # -- accounts ---------------------------------------------------------------------------------
 
@@ -325,7 +328,7 @@ class Trust:
 
     # -- server wiring ----------------------------------------------------------------------------
 
-    def bind(self, server: "Server") -> None:
+    def bind(self, server: "ServerContext") -> None:
         self.server = server
         self.now = lambda: server.clock.time_ns() / 1e9  # expiry checks follow the injected clock
 
@@ -341,8 +344,6 @@ class Trust:
         server = self.server
         if server is None:
             return
-        from natsd.server.auth.imports import apply_imports
-
         apply_imports(server, acc, claims)
         # Its exports changed: importers from it re-link (their subscriptions live here).
         for other in list(server.accounts.values()) if relink else ():
@@ -357,8 +358,6 @@ class Trust:
         server = self.server
         if server is None or not self.system_account:
             return
-        from natsd.server.ports import ServerPorts
-
         ports = ServerPorts(server.get_account(self.system_account))
         self._ports = ports
         ports.subscribe("$SYS.REQ.ACCOUNT.*.CLAIMS.UPDATE", self._on_update)
@@ -440,8 +439,6 @@ class Trust:
         return True
 
     def _recheck_clients(self, acc: "Account", claims: J.AccountClaims) -> None:
-        from natsd.server.connection import REASON_AUTH
-
         for c in list(acc.clients):
             iat = c.jwt_iat
             if iat is not None and claims.revoked(c.user, iat):

@@ -51,6 +51,7 @@ from natsd.config.jwt import decode_sig, verify
 from natsd.protocol.encoder import encode_err
 from natsd.protocol.leaf import encode_ls_minus
 from natsd.config.options import SubjectPermission
+from natsd.config.tls import build_client_context  # the client port's TLS plumbing
 from natsd.server.auth.authenticator import AuthResult, SubjectFilter, check_password
 from natsd.server.log import logger
 from natsd.server.transport.tls import cert_identities, map_certificate_user
@@ -59,6 +60,7 @@ from natsd.subjects.tokens import subject_matches, subset
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.config.leafnodes import LeafNodeOptions
     from natsd.server.auth.authenticator import Authenticator
+    from natsd.server.context import ServerContext
 
 __all__ = ["remote_ssl_context", "read_creds", "sign_nonce", "authenticate", "LinkPerms", "LeafIdentityMixin"]
 
@@ -72,8 +74,6 @@ def remote_ssl_context(tls_options):
     run the TLS handshake (see ``LeafConnection._start_tls``), as nats-server does."""
     if not tls_options:
         return None
-    from natsd.config.tls import build_client_context  # the client port's TLS plumbing
-
     return build_client_context(tls_options)
 
 
@@ -314,7 +314,7 @@ class LeafIdentityMixin:
     attributes used here): TLS failures, JWT expiry, the user's permissions."""
 
     if TYPE_CHECKING:  # what the mixin uses of LeafConnection, declared for the type checker
-        server: Any
+        server: ServerContext
         prefix: str
         closed: bool
         perms: "LinkPerms | None"

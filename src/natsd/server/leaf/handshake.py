@@ -19,9 +19,10 @@ in force ("" until decided), ``self._deflate``/``self._inflate`` the stream's wr
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import asyncio
+from typing import TYPE_CHECKING, Any, cast
 
-from natsd.config.leafnodes import COMPRESSION_NOT_SUPPORTED, COMPRESSION_OFF, COMPRESSION_S2_AUTO
+from natsd.config.leafnodes import COMPRESSION_NOT_SUPPORTED, COMPRESSION_OFF, COMPRESSION_S2_AUTO, remote_url_parts
 from natsd.protocol.encoder import PING, encode_err, encode_info
 from natsd.protocol.errors import ERR_AUTH_VIOLATION
 from natsd.protocol.leaf import encode_connect
@@ -33,6 +34,7 @@ from natsd.server.log import logger
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.server.account import Account
+    from natsd.server.context import ServerContext
 
 __all__ = ["LeafHandshakeMixin", "JS_DENY", "LOOP_DELAY_NS", "FIRST_PING_NS", "SECOND"]
 
@@ -48,7 +50,7 @@ class LeafHandshakeMixin:
 
     if TYPE_CHECKING:  # what the mixin uses of LeafConnection, declared for the type checker
         manager: Any  # LeafManager (its methods take the LeafConnection this mixin is part of)
-        server: Any
+        server: ServerContext
         remote: Any  # _Remote | None
         solicited: bool
         spoke: bool
@@ -129,7 +131,9 @@ class LeafHandshakeMixin:
                 return
             if ssl_ctx is not None and not self._tls:
                 self.transport.pause_reading()
-                self._tls = self.server.loop.create_task(self._start_tls(ssl_ctx))
+                loop = self.server.loop
+                assert loop is not None  # links exist only on a started server
+                self._tls = loop.create_task(self._start_tls(ssl_ctx))
                 return
             self._after_first_info()
         else:
@@ -244,11 +248,11 @@ class LeafHandshakeMixin:
 
     async def _start_tls(self, ssl_ctx) -> None:
         """Upgrade the plaintext link after the hub's INFO (nats-server's leafnode TLS order)."""
-        from natsd.config.leafnodes import remote_url_parts
-
         host = remote_url_parts(self.remote.connected_url)[0]
+        # the mixin is part of LeafConnection, the asyncio.Protocol start_tls re-attaches
+        protocol = cast(asyncio.BaseProtocol, self)
         try:
-            t = await self.server.loop.start_tls(self.transport, self, ssl_ctx, server_hostname=host)
+            t = await asyncio.get_running_loop().start_tls(self.transport, protocol, ssl_ctx, server_hostname=host)
         except (OSError, ValueError) as e:  # ssl.SSLError is an OSError
             logger.error("%sTLS handshake error: %s", self.prefix, e)
             self.close("TLS Handshake Failure", graceful=False)

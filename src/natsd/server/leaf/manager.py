@@ -12,15 +12,17 @@ from typing import TYPE_CHECKING, Any
 from natsd import __version__
 from natsd.gotime import format_duration
 from natsd.config.jwt import limit_of
+from natsd.config.leafnodes import is_ws_url, remote_url_parts
 from natsd.nuid import nuid
 from natsd.server.leaf.auth import authenticate, read_creds, remote_ssl_context, sign_nonce
 from natsd.server.leaf.node import LDS_PREFIX, SECOND, LeafConnection
 from natsd.server.log import logger
+from natsd.server.transport.tls import TlsLayer
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.config.leafnodes import LeafNodeOptions, RemoteLeafOptions
     from natsd.clock import Timer
-    from natsd.server.server import Server
+    from natsd.server.context import ServerContext
 
 __all__ = ["LeafManager"]
 
@@ -68,7 +70,6 @@ class _Remote:
         self._task = self.manager.server.loop.create_task(self._connect())
 
     async def _connect(self) -> None:
-        from natsd.config.leafnodes import is_ws_url, remote_url_parts
 
         url = self.opts.urls[self.url_index % len(self.opts.urls)]
         host, port, _user, _pw = remote_url_parts(url)
@@ -103,6 +104,8 @@ class _Remote:
         import ssl
         from urllib.parse import urlsplit
 
+        # deferred (issue 26, start-up time): WebSocket remotes are the exception, the framing
+        # layer is loaded by the first one
         from natsd.server.transport.wsclient import WebSocketClientLayer, leaf_ws_target
 
         sp = urlsplit(url)
@@ -166,7 +169,7 @@ class _Remote:
 class LeafManager:
     """All leafnode links of a server: the accepting listener, the remotes, interest fan-out."""
 
-    def __init__(self, server: "Server", options: "LeafNodeOptions") -> None:
+    def __init__(self, server: "ServerContext", options: "LeafNodeOptions") -> None:
         self.server = server
         self.options = options
         self.connections: dict[int, LeafConnection] = {}
@@ -208,7 +211,6 @@ class LeafManager:
         tls = self.options.tls
         if tls is None:
             return LeafConnection(self)
-        from natsd.server.transport.tls import TlsLayer
 
         s = self.server
         return TlsLayer.for_options(tls, s.tls.getter("leafnode"), lambda: LeafConnection(self), s.clock,
@@ -290,7 +292,6 @@ class LeafManager:
         return d
 
     def connect_dict(self, c: LeafConnection) -> dict:
-        from natsd.config.leafnodes import remote_url_parts
 
         s = self.server
         r = c.remote

@@ -19,18 +19,60 @@ import asyncio
 import json
 import os
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from natsd import __version__, _compiled
 from natsd.gotime import format_rfc3339 as rfc3339, uptime
+from natsd.server.context import ServerContext
 from natsd.server.log import logger
 from natsd.server.transport.tls import connz_fields
+from natsd.subjects import subjects_collide
+from natsd.subjects.tokens import subject_matches
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.server.server import Server
+    from natsd.server.connection import ClientConnection
+    from natsd.server.leaf.manager import LeafManager
 
-__all__ = ["MonitorServer"]
+__all__ = ["MonitorServer", "MonitoredServer"]
+
+
+class MonitoredServer(ServerContext, Protocol):
+    """What the endpoints read of the server beyond :class:`ServerContext`: its ports, its
+    lifetime, the totals of closed connections and the leafnode links."""
+
+    @property
+    def start_time_ns(self) -> int: ...
+
+    @property
+    def total_connections(self) -> int: ...
+
+    @property
+    def running(self) -> bool: ...
+
+    @property
+    def leafnodes(self) -> LeafManager | None: ...
+
+    @property
+    def clients(self) -> dict[int, ClientConnection]: ...
+
+    @property
+    def port(self) -> int: ...
+
+    @property
+    def http_port(self) -> int: ...
+
+    @property
+    def https_port(self) -> int: ...
+
+    @property
+    def websocket_port(self) -> int: ...
+
+    def info_dict(self) -> dict: ...
+
+    def totals(self) -> tuple[int, int, int, int]: ...
+
+    def num_subscriptions(self) -> int: ...
 
 _MAX_REQUEST = 16 * 1024
 _STATUS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
@@ -141,7 +183,7 @@ class _HttpProtocol(asyncio.Protocol):
 class MonitorServer:
     """Serves the monitoring endpoints of one :class:`Server`."""
 
-    def __init__(self, server: "Server") -> None:
+    def __init__(self, server: MonitoredServer) -> None:
         self.server = server
         self._srv: asyncio.base_events.Server | None = None
         self.conns: set = set()
@@ -172,6 +214,7 @@ class MonitorServer:
         if urlsplit(target).path.rstrip("/") != "/metrics":
             return None
         self.req_stats["/metrics"] = self.req_stats.get("/metrics", 0) + 1
+        # deferred (issue 26, start-up time): prometheus_client loads with the first /metrics request
         from natsd.server.monitoring import metrics
 
         async def run() -> tuple[int, list[bytes], str]:
@@ -331,7 +374,6 @@ class MonitorServer:
         if q.get("filter_subject"):  # connections whose subscriptions would receive it (the reference's rule)
             if not q.get("acc"):
                 raise ValueError("filter by subject only valid with account filtering")
-            from natsd.subjects import subjects_collide
 
             fs = q["filter_subject"]
             conns = [c for c in conns if any(subjects_collide(sub.subject, fs) for sub in c.subs.values())]
@@ -427,7 +469,6 @@ class MonitorServer:
             for acc in s.accounts.values():
                 for _subject, _queue, sub in acc.sublist.all():
                     if test:
-                        from natsd.subjects.tokens import subject_matches
                         if not subject_matches(sub.subject, test):
                             continue
                     items.append(sub)

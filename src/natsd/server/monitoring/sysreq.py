@@ -27,10 +27,12 @@ import logging
 from typing import TYPE_CHECKING, Any, Callable
 
 from natsd import __version__
+from natsd.gotime import format_rfc3339 as rfc3339
+from natsd.jetstream.gojson import GoError, GoStruct, decode
+from natsd.server.ports import ServerPorts
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.server.monitoring.endpoints import MonitorServer
-    from natsd.server.server import Server
+    from natsd.server.monitoring.endpoints import MonitoredServer, MonitorServer
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +78,7 @@ def _query(kind: str, body: dict) -> dict[str, str]:
     return q
 
 
-def filter_match(body: dict, server: "Server", domain: str = "") -> bool:
+def filter_match(body: dict, server: "MonitoredServer", domain: str = "") -> bool:
     """nats-server's event filters: every one given must match (substring, or exact with ``exact_match``)."""
     exact = bool(body.get("exact_match"))
     for key, have in (("server_name", server.server_name), ("host", server.options.host), ("cluster", ""),
@@ -90,9 +92,7 @@ def filter_match(body: dict, server: "Server", domain: str = "") -> bool:
 class SystemRequests:
     """Subscribes the ``$SYS.REQ.SERVER`` subjects in the system account and answers them."""
 
-    def __init__(self, server: "Server", monitor: "MonitorServer", account: str) -> None:
-        from natsd.server.ports import ServerPorts
-
+    def __init__(self, server: "MonitoredServer", monitor: "MonitorServer", account: str) -> None:
         self.server = server
         self.monitor = monitor
         self.ports = ServerPorts(server.get_account(account))
@@ -134,9 +134,6 @@ class SystemRequests:
             self.ports.publish(reply, "", None, json.dumps(doc, separators=(",", ":")).encode())
 
     def _document(self, kind: str, payload: bytes, subject: str = "") -> dict | None:
-        from natsd.jetstream.gojson import GoError, GoStruct, decode
-        from natsd.server.monitoring.endpoints import rfc3339
-
         s = self.server
         if kind == "IDZ":
             return {"name": s.server_name, "host": s.options.host, "id": s.server_id}
@@ -180,8 +177,6 @@ class SystemRequests:
 
     def _server_info(self) -> dict:
         """The ``server`` object every answer starts with (nats-server's ServerInfo)."""
-        from natsd.server.monitoring.endpoints import rfc3339
-
         s = self.server
         self.seq += 1
         js = s.jetstream is not None

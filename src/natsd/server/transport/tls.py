@@ -38,6 +38,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Callable, Protocol, cast
 
 from natsd.config.tls import CIPHER_SUITES, TLSConfigError, TLSOptions, build_server_context
+from natsd.server.auth.authenticator import AuthResult
 from natsd.server.transport.layer import Layer
 from natsd.server.log import logger
 
@@ -501,8 +502,6 @@ def cert_identities(peercert: dict | None) -> list[str]:
 def map_certificate_user(auth, peercert: dict | None):
     """``verify_and_map``: the configured user whose name is one of the certificate's identities
     (:func:`cert_identities`); a failed :class:`~natsd.server.auth.authenticator.AuthResult` when none is."""
-    from natsd.server.auth.authenticator import AuthResult
-
     for name in cert_identities(peercert):
         u = auth.users.get(name)
         if u is not None:
