@@ -58,6 +58,7 @@ from natsd.server.transport.tls import cert_identities, map_certificate_user
 from natsd.subjects.tokens import subject_matches, subset
 
 if TYPE_CHECKING:  # pragma: no cover
+    from natsd.clock import Timer
     from natsd.config.leafnodes import LeafNodeOptions
     from natsd.server.auth.authenticator import Authenticator
     from natsd.server.context import ServerContext
@@ -323,7 +324,7 @@ class LeafIdentityMixin:
         smap: dict[tuple[str, str | None], Any]
         _denied_in: "_DenyCache"
         _denied_out: "_DenyCache"
-        _expire_timer: Any
+        _expire_timer: Timer | None
 
         def send(self, data: bytes) -> None: ...
         def close(self, reason: str = ..., graceful: bool = ...) -> None: ...

@@ -33,6 +33,7 @@ from natsd.server.leaf.compress import (
 from natsd.server.log import logger
 
 if TYPE_CHECKING:  # pragma: no cover
+    from natsd.clock import Timer
     from natsd.server.account import Account
     from natsd.server.context import ServerContext
 
@@ -82,8 +83,8 @@ class LeafHandshakeMixin:
         _inflate: Any
         _await_compressed_info: bool
         _ping_sent_ns: int
-        _timer: Any
-        _auth_timer: Any
+        _timer: Timer | None
+        _auth_timer: Timer | None
         _awaiting_connect_info: bool
         _tls: Any
 
