@@ -68,6 +68,7 @@ async def cmd_server_check(ctx: Ctx) -> int:
         results.append({"check": "connection", "status": "CRITICAL", "message": str(exc)})
         nc = None
     else:
+        assert nc is not None  # connected (the except branch clears it)
         rtt = (time.perf_counter() - t0) * 1000
         url = nc.connected_url.geturl() if nc.connected_url else ctx.conn.server
         results.append({"check": "connection", "status": "OK",

@@ -381,8 +381,9 @@ async def cmd_pubsub(ctx: Ctx) -> int:
         if not ready.is_set():
             waiter.cancel()
             for t in sub_tasks:
-                if t.done() and t.exception():
-                    raise t.exception()
+                exc = t.exception() if t.done() else None
+                if exc is not None:
+                    raise exc
         per = [total // pubs + (1 if i < total % pubs else 0) for i in range(pubs)]
         pub_tasks = [asyncio.create_task(_spawn({**base, "kind": "pub", "msgs": per[i]}, lambda n: None))
                      for i in range(pubs)]
@@ -466,11 +467,12 @@ async def _spawn(params: dict, report) -> dict:
     )
     result: dict | None = None
     error = ""
-    assert proc.stdout is not None
+    stdout = proc.stdout
+    assert stdout is not None
 
     async def read_all() -> None:
         nonlocal result, error
-        async for raw in proc.stdout:
+        async for raw in stdout:
             line = raw.decode().strip()
             if line.startswith("progress "):
                 report(int(line.split()[1]))

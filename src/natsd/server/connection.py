@@ -172,7 +172,9 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         self.stalled_producers: set = set()
         self._stash: list | None = None  # events/data held while a bcrypt check runs
         self._backlog: tuple | None = None  # (events, next index, error) not yet run
-        self._call_soon = server.loop.call_soon
+        loop = server.loop
+        assert loop is not None  # connections are made by a started server
+        self._call_soon = loop.call_soon
         self._busy_arm = server.busy_poll.arm
         self.trace = logger.isEnabledFor(TRACE)
         self._init_identity()
@@ -266,7 +268,9 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         if end < n:
             if self._backlog is None:
                 try:
-                    self.transport.pause_reading()
+                    transport = self.transport
+                    assert transport is not None  # set by connection_made()
+                    transport.pause_reading()
                 except Exception:  # pragma: no cover - transport closing
                     pass
             self._backlog = (events, end, err)
@@ -276,7 +280,9 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
             self._backlog = None
             if not self.stalled:
                 try:
-                    self.transport.resume_reading()
+                    transport = self.transport
+                    assert transport is not None  # set by connection_made()
+                    transport.resume_reading()
                 except Exception:  # pragma: no cover - transport closing
                     pass
         if err is not None:
@@ -471,11 +477,15 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         # bcrypt costs ~100 ms: run it off the loop and hold this connection's input meanwhile.
         self._stash = []
         try:
-            self.transport.pause_reading()
+            transport = self.transport
+            assert transport is not None  # set by connection_made()
+            transport.pause_reading()
         except Exception:  # pragma: no cover - transport already closing
             pass
         stored, given = res.bcrypt
-        fut = self.server.loop.run_in_executor(None, check_password, stored, given)
+        loop = self.server.loop
+        assert loop is not None  # a started server's
+        fut = loop.run_in_executor(None, check_password, stored, given)
 
         def done(f: asyncio.Future) -> None:
             ok = not f.cancelled() and f.exception() is None and f.result()
@@ -490,7 +500,9 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
             if self.verbose:
                 self.send_raw(OK)
             try:
-                self.transport.resume_reading()
+                transport = self.transport
+                assert transport is not None  # set by connection_made()
+                transport.resume_reading()
             except Exception:  # pragma: no cover
                 pass
             for item in stash:
@@ -583,6 +595,7 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
     def on_pub_run(self, run: Run) -> None:
         """A run of reply-less PUBs to differing subjects (see ``OP_PUB_RUN``)."""
         subjects_b, payloads = run.subjects, run.payloads
+        assert subjects_b is not None  # an OP_PUB_RUN run has a subject per message
         if self.pedantic or self.verbose or self.pub_filter is not None:
             # Per-message checks and +OKs: the normal path, message by message.
             for i in range(len(subjects_b)):
@@ -607,7 +620,9 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         e = replies.get(subject)
         if e is None:
             return False
-        ttl = self.perms.responses_expires_ns
+        perms = self.perms
+        assert perms is not None  # replies are kept only under allow_responses
+        ttl = perms.responses_expires_ns
         if ttl > 0 and self.server.clock.monotonic_ns() - e[1] > ttl:
             del replies[subject]
             return False
@@ -624,7 +639,9 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         if replies is not None:
             if len(replies) > 10_000:
                 replies.clear()  # bound it; unanswered requests must not grow memory forever
-            replies[_decode(reply)] = [self.perms.responses_max, self.server.clock.monotonic_ns()]
+            perms = self.perms
+            assert perms is not None  # replies are kept only under allow_responses
+            replies[_decode(reply)] = [perms.responses_max, self.server.clock.monotonic_ns()]
 
     def send_no_responders(self, subj_b: bytes, reply: bytes) -> None:
         """HMSG <reply> <sid> <n> <n> with ``NATS/1.0 503`` and ``Nats-Subject: <subject>``.
@@ -633,7 +650,9 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         (nothing is sent if it has none), as the reference does.
         """
         reply_s = _decode(reply)
-        r = self.account.sublist.match(reply_s)
+        acc = self.account
+        assert acc is not None  # bound at CONNECT, before any PUB
+        r = acc.sublist.match(reply_s)
         for sub in r.psubs:
             if sub.client is self:
                 break
@@ -676,6 +695,7 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
             return
         if sid not in self.subs:  # a duplicate sid is ignored, like the reference
             acc = self.account
+            assert acc is not None  # bound at CONNECT, before any SUB
             sub = Subscription(self, sid, subject, queue, account=acc)
             sub.created_ns = self.server.clock.time_ns()
             self.subs[sid] = sub

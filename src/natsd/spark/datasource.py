@@ -272,10 +272,13 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def initialOffset(self) -> dict:
         ro = self.ro
         out = {}
-        for s, st in self._states().items():
+        states = self._states()
+        conn = self._conn
+        assert conn is not None  # connected by _states()
+        for s, st in states.items():
             tseq = None
             if ro.starting_timestamp:
-                tseq = self._conn.first_seq_at_or_after(s, ro.starting_timestamp)
+                tseq = conn.first_seq_at_or_after(s, ro.starting_timestamp)
                 if tseq is None:
                     tseq = st.last_seq + 1
             out[s] = {"seq": start_position(ro.starting.for_stream(s), _position(st), tseq), "created": st.created}

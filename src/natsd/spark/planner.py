@@ -106,7 +106,9 @@ class Planner:
         from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
 
         try:
-            msg = await self._nc.request(subject, payload, timeout=timeout)
+            nc = self._nc
+            assert nc is not None  # connected by __init__ until close()
+            msg = await nc.request(subject, payload, timeout=timeout)
         except NoRespondersError:
             raise NatsError(f"JetStream not enabled or not reachable ({subject})") from None
         except NatsTimeout:
@@ -143,7 +145,9 @@ class Planner:
             return self._run(self._first_delivery(stream, name, timeout), timeout + 5)
         finally:
             try:
-                self._run(self._nc.publish(f"$JS.API.CONSUMER.DELETE.{stream}.{name}", b""), timeout)
+                nc = self._nc
+                assert nc is not None  # connected by __init__ until close()
+                self._run(nc.publish(f"$JS.API.CONSUMER.DELETE.{stream}.{name}", b""), timeout)
             except Exception:  # noqa: BLE001 - inactive_threshold reaps it anyway
                 pass
 
@@ -151,6 +155,7 @@ class Planner:
         # A pulled message arrives under its own subject, not the reply inbox, so nats-py's request
         # multiplexer cannot match it: use a dedicated inbox subscription, as pull subscribers do.
         nc = self._nc
+        assert nc is not None  # connected by __init__ until close()
         inbox = nc.new_inbox()
         sub = await nc.subscribe(inbox, max_msgs=1)
         try:

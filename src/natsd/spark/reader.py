@@ -393,7 +393,9 @@ class _PushRange:
                 if time.monotonic() >= deadline:
                     raise
                 time.sleep(0.2)
-        self.conn.sock.settimeout(self.spec.fetch_timeout)
+        sock = self.conn.sock
+        assert sock is not None  # connected above
+        sock.settimeout(self.spec.fetch_timeout)
         self.sid = _DELIVER_SID
         self.consumer = ""
         self._create(start_seq)

@@ -176,7 +176,9 @@ class Publisher:
 
     def _read_acks(self, until: int) -> None:
         """Read PubAcks until at most ``until`` remain outstanding."""
-        self.conn.sock.settimeout(self.ack_timeout)
+        sock = self.conn.sock
+        assert sock is not None  # the task's connection is open
+        sock.settimeout(self.ack_timeout)
         buf = self._buf
         pos = 0
         while self.outstanding > until:
@@ -242,7 +244,9 @@ class Publisher:
 
     def _recv(self, buf: bytes, pos: int) -> bytes:
         try:
-            chunk = self.conn.sock.recv(SyncConnection.RECV_SIZE)
+            sock = self.conn.sock
+            assert sock is not None  # the task's connection is open
+            chunk = sock.recv(SyncConnection.RECV_SIZE)
         except TimeoutError:
             raise TimeoutError(f"{self.outstanding} PubAcks not received within {self.ack_timeout}s") from None
         if not chunk:
@@ -408,7 +412,7 @@ def write_batches(pub: Publisher, plan: RowPlan, batches, part: int, id_prefix: 
             pub.publish_batch(fixed if fixed is not None else subjects, data, ids, prefix_b)
         else:
             dl = data.to_pylist()
-            sl = subjects.to_pylist() if subjects is not None else None
+            sl = subjects.to_pylist() if subjects is not None else []  # (unused with a fixed subject)
             il = ids.to_pylist() if ids is not None else None
             for i in range(n):
                 if prefix_b is not None:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from dataclasses import dataclass
+from typing import Protocol
 
 from natsd.config.options import Permissions, ServerOptions, SubjectPermission, UserOptions
 from natsd.config.jwt import decode_sig, verify
@@ -126,10 +127,17 @@ class AuthResult:
     error: str = ""  # a refusal with its own -ERR text instead of 'Authorization Violation'
 
 
+class OperatorMode(Protocol):
+    """Operator mode as the authenticator uses it (:class:`natsd.server.auth.trust.Trust`): user
+    JWTs only."""
+
+    def authenticate(self, opts: dict, nonce: str) -> AuthResult: ...
+
+
 class Authenticator:
     """Built from :class:`ServerOptions`; rebuilt on config reload."""
 
-    def __init__(self, options: ServerOptions, trust=None) -> None:
+    def __init__(self, options: ServerOptions, trust: OperatorMode | None = None) -> None:
         self.trust = trust  # natsd.server.auth.trust.Trust in operator mode
         self.nkeys: dict[str, UserOptions] = {u.nkey: u for u in options.nkeys}
         self.nkey_perms = {k: compile_permissions(u.permissions) for k, u in self.nkeys.items()}
@@ -208,7 +216,7 @@ class Authenticator:
             return self._with_secret(AuthResult(True), self.token, token)
         return AuthResult(False, user)
 
-    def _nkey(self, nkey, sig, nonce: str) -> AuthResult:
+    def _nkey(self, nkey: str, sig: str | None, nonce: str) -> AuthResult:
         u = self.nkeys.get(nkey) if isinstance(nkey, str) else None
         raw = decode_sig(sig)
         if u is None or raw is None or not nonce or not verify(nkey, nonce.encode(), raw):

@@ -19,6 +19,7 @@ from natsd.server.log import logger
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Timer
     from natsd.protocol.parser import Parser
+    from natsd.server.auth.authenticator import AuthResult
     from natsd.server.context import ServerContext
 
 __all__ = ["IdentityMixin", "REASON_AUTH_EXPIRED", "ERR_USER_EXPIRED"]
@@ -58,7 +59,7 @@ class IdentityMixin:
         self.jwt_max_subs = -1  # subscriptions allowed by the user/account JWT (-1: no JWT limit)
         self.jwt_max_payload = -1
 
-    def _apply_jwt_limits(self, res) -> None:
+    def _apply_jwt_limits(self, res: AuthResult) -> None:
         """JWT users: expiry timer, and the user/account ``subs``/``payload`` limits (a payload
         limit lowers this connection's parser limit: 'Maximum Payload Violation' and a close)."""
         self.jwt_iat = res.jwt_iat

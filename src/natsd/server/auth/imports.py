@@ -138,7 +138,7 @@ class _StreamLink:
         self.prefix = imp.to if (imp.to and not imp.local_subject) else ""
         self.sub = ServerPorts(exporter).subscribe(imp.subject, self._on_msg)
 
-    def _on_msg(self, subject: str, reply: str, hdr, payload: bytes) -> None:
+    def _on_msg(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
         global _depth
         if _depth >= MAX_DEPTH:
             return
@@ -170,7 +170,7 @@ class _ServiceLink:
         self.subs = [self.to_importer.subscribe(self.local, self._on_request),
                      self.to_exporter.subscribe(self.prefix + ">", self._on_response)]
 
-    def _on_request(self, subject: str, reply: str, hdr, payload: bytes) -> None:
+    def _on_request(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
         global _depth
         if _depth >= MAX_DEPTH:
             return
@@ -206,7 +206,7 @@ class _ServiceLink:
                 c.send_no_responders(subject.encode(), reply.encode())
                 return
 
-    def _on_response(self, subject: str, reply: str, hdr, payload: bytes) -> None:
+    def _on_response(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
         token = subject[len(self.prefix):]
         entry = self.pending.get(token)
         if entry is None:

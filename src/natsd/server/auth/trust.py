@@ -378,16 +378,16 @@ class Trust:
         payload.update(body)
         self._ports.publish(reply, "", None, json.dumps(payload, separators=(",", ":")).encode())
 
-    def _on_lookup(self, subject: str, reply: str, hdr, payload: bytes) -> None:
+    def _on_lookup(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
         account = subject.split(".")[3]
         token = self.resolver.fetch(account)
         if reply:  # an unknown account gets an empty reply, as from the reference
             self._ports.publish(reply, "", None, token.encode() if token else b"")
 
-    def _on_list(self, subject: str, reply: str, hdr, payload: bytes) -> None:
+    def _on_list(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
         self._reply(reply, {"data": sorted(self.resolver._jwts)})
 
-    def _on_update(self, subject: str, reply: str, hdr, payload: bytes) -> None:
+    def _on_update(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
         expect = subject.split(".")[3] if subject.startswith("$SYS.REQ.ACCOUNT.") else ""
         account = expect or "n/a"
         try:

@@ -67,13 +67,16 @@ class _Remote:
         self._timer = None
         if self.stopped:
             return
-        self._task = self.manager.server.loop.create_task(self._connect())
+        loop = self.manager.server.loop
+        assert loop is not None  # remotes start with the server
+        self._task = loop.create_task(self._connect())
 
     async def _connect(self) -> None:
 
         url = self.opts.urls[self.url_index % len(self.opts.urls)]
         host, port, _user, _pw = remote_url_parts(url)
         loop = self.manager.server.loop
+        assert loop is not None  # remotes start with the server
         try:
             # Plaintext first: with tls {} the link is upgraded after the hub's INFO.
             self.ssl_ctx = remote_ssl_context(self.opts.tls)
@@ -129,7 +132,9 @@ class _Remote:
             netloc = f"{netloc}:{port}"  # (the Host header names the port the reference dials)
         layer = WebSocketClientLayer(netloc, leaf_ws_target(sp.path), upper, failed,
                                      compression=self.opts.ws_compression)
-        await asyncio.wait_for(self.manager.server.loop.create_connection(
+        loop = self.manager.server.loop
+        assert loop is not None  # remotes start with the server
+        await asyncio.wait_for(loop.create_connection(
             lambda: layer, host, port, ssl=ssl_ctx, server_hostname=host if ssl_ctx is not None else None), timeout=5)
         return layer
 
@@ -197,7 +202,9 @@ class LeafManager:
             host = ln.host or "0.0.0.0"
             if ln.tls is not None:
                 self.server.tls.add("leafnode", ln.tls)  # reloaded with the others (TlsContexts)
-            self._listener = await self.server.loop.create_server(
+            loop = self.server.loop
+            assert loop is not None  # a started server's
+            self._listener = await loop.create_server(
                 self._new_protocol, host, ln.port if ln.port > 0 else 0, reuse_address=True)
             self.port = self._listener.sockets[0].getsockname()[1]
             logger.info("Listening for leafnode connections on %s:%d", host, self.port)
@@ -352,6 +359,7 @@ class LeafManager:
 
     def link_up(self, c: LeafConnection) -> None:
         acc = c.account
+        assert acc is not None  # bound by the handshake that brings the link up
         links = self.links.setdefault(acc.name, [])
         if not links:
             acc.sublist.watch = self._watcher(acc)
@@ -382,7 +390,9 @@ class LeafManager:
     def weight_changed(self, owner: LeafConnection, subject: str, queue: str, delta: int) -> None:
         """A link's ``LS+`` changed the weight of one of its queue groups: the other links of the
         account announce the new total (as nats-server passes queue weights on)."""
-        for link in self.links.get(owner.account.name, ()):
+        acc = owner.account
+        assert acc is not None  # LS+ come from bound links
+        for link in self.links.get(acc.name, ()):
             if link.bound and link.exports_interest_of(owner):
                 link.interest_changed(subject, queue, delta)
 

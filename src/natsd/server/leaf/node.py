@@ -128,7 +128,9 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
         self.parser = LeafParser(self.server.options.max_payload)
         self.out = bytearray()
         self.flush_pending = False
-        self._call_soon = self.server.loop.call_soon
+        loop = self.server.loop
+        assert loop is not None  # links are made by a started server
+        self._call_soon = loop.call_soon
         self.closed = False
         self.ready = False  # handshake complete: messages flow
         self.bound = False  # account bound, interest announced
@@ -243,7 +245,9 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
         self.stalled = True
         consumer.stalled_producers.add(self)
         try:
-            self.transport.pause_reading()
+            transport = self.transport
+            assert transport is not None  # set by connection_made()
+            transport.pause_reading()
         except Exception:  # pragma: no cover - transport closing
             pass
         self._call_later_unstall()
@@ -257,7 +261,9 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
         self.stalled = False
         if not self.closed:
             try:
-                self.transport.resume_reading()
+                transport = self.transport
+                assert transport is not None  # set by connection_made()
+                transport.resume_reading()
             except Exception:  # pragma: no cover
                 pass
 
@@ -485,6 +491,7 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
         if self._denied_in[subject]:
             return False  # (the per-message path drops it, or reports a permission violation)
         acc = self.account
+        assert acc is not None  # bound by the handshake, before any message
         r = acc.sublist.match(subject)
         if r.qsubs:
             return False
@@ -525,6 +532,7 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
             if dsubj:
                 shown = dsubj
         acc = self.account
+        assert acc is not None  # bound by the handshake, before any message
         r: SublistResult | _Result = acc.sublist.match(subject)
         qsubs = r.qsubs
         if qsubs:

@@ -19,7 +19,7 @@ import asyncio
 import json
 import os
 import time
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Protocol, cast
 from urllib.parse import parse_qs, urlsplit
 
 from natsd import __version__, _compiled
@@ -31,7 +31,10 @@ from natsd.subjects import subjects_collide
 from natsd.subjects.tokens import subject_matches
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ssl import SSLContext
+
     from natsd.server.connection import ClientConnection
+    from natsd.server.subscription import Subscription
     from natsd.server.leaf.manager import LeafManager
 
 __all__ = ["MonitorServer", "MonitoredServer"]
@@ -101,11 +104,11 @@ class _HttpProtocol(asyncio.Protocol):
     def resume_writing(self) -> None:
         self.writable.set()
 
-    def connection_made(self, transport) -> None:
-        self.transport = transport
-        self.monitor.conns.add(transport)
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = t = cast(asyncio.Transport, transport)  # a stream server's: a Transport
+        self.monitor.conns.add(t)
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
         self.monitor.conns.discard(self.transport)
         self.writable.set()  # a chunked write waiting on a gone client ends
 
@@ -141,7 +144,7 @@ class _HttpProtocol(asyncio.Protocol):
             if close or self.transport is None or self.transport.is_closing():
                 return
 
-    async def _slow(self, work, close: bool, head_only: bool) -> None:
+    async def _slow(self, work: Awaitable[tuple[int, list[bytes], str]], close: bool, head_only: bool) -> None:
         """Build a response over several loop turns, then write its chunks as the client takes them (each
         chunk waits for the transport's buffer to drain), so a large body never holds the loop."""
         try:
@@ -164,16 +167,21 @@ class _HttpProtocol(asyncio.Protocol):
         self.busy = False
         self.data_received(b"")  # serve requests that arrived meanwhile
 
-    def _respond(self, code: int, body, ctype: str | None = None, *, close: bool, head_only: bool = False) -> None:
+    def _respond(self, code: int, body: Any, ctype: str | None = None, *, close: bool,
+                 head_only: bool = False) -> None:
         data = body if isinstance(body, bytes) else json.dumps(body, indent=2).encode()
         self._respond_head(code, len(data), ctype, close)
+        transport = self.transport
+        assert transport is not None  # requests arrive after connection_made()
         if not head_only:
-            self.transport.write(data)
+            transport.write(data)
         if close:
-            self.transport.close()
+            transport.close()
 
     def _respond_head(self, code: int, length: int, ctype: str | None, close: bool) -> None:
-        self.transport.write((f"HTTP/1.1 {code} {_STATUS.get(code, '')}\r\n"
+        transport = self.transport
+        assert transport is not None  # requests arrive after connection_made()
+        transport.write((f"HTTP/1.1 {code} {_STATUS.get(code, '')}\r\n"
                               f"Content-Type: {ctype or 'application/json'}\r\n"
                               f"Content-Length: {length}\r\n"
                               f"Date: {time.strftime('%a, %d %b %Y %H:%M:%S GMT', time.gmtime())}\r\n"
@@ -194,7 +202,7 @@ class MonitorServer:
             "/leafz": self.leafz,
         }
 
-    async def start(self, host: str, port: int, ssl=None) -> int:
+    async def start(self, host: str, port: int, ssl: SSLContext | None = None) -> int:
         """Listen on ``host:port`` (HTTPS when ``ssl`` is an ``SSLContext``); returns the port."""
         loop = asyncio.get_running_loop()
         self._srv = await loop.create_server(lambda: _HttpProtocol(self), host, port, reuse_address=True, ssl=ssl)
@@ -208,7 +216,7 @@ class MonitorServer:
             await self._srv.wait_closed()
             self._srv = None
 
-    def handle_async(self, target: str):
+    def handle_async(self, target: str) -> Coroutine[Any, Any, tuple[int, list[bytes], str]] | None:
         """A coroutine giving ``(code, body, content type)`` for endpoints built over several loop turns
         (``/metrics``, see :mod:`natsd.server.monitoring.metrics`), else None."""
         if urlsplit(target).path.rstrip("/") != "/metrics":
@@ -538,7 +546,7 @@ class MonitorServer:
         }
 
 
-def _buffered(c) -> int:
+def _buffered(c: ClientConnection) -> int:
     t = c.transport
     try:
         return t.get_write_buffer_size() if t is not None and not c.closed else 0
@@ -546,7 +554,7 @@ def _buffered(c) -> int:
         return 0
 
 
-def _sub_detail(sub, with_account: bool) -> dict:
+def _sub_detail(sub: Subscription, with_account: bool) -> dict:
     d: dict = {}
     if with_account:
         d["account"] = sub.account.name

@@ -63,7 +63,9 @@ class Layer(asyncio.Protocol):
     # -- as the transport of the upper protocol -------------------------------------------------
 
     def write(self, data) -> None:  # pragma: no cover - every layer overrides it
-        self.lower.write(data)
+        lower = self.lower
+        assert lower is not None  # set by connection_made()
+        lower.write(data)
 
     def writelines(self, chunks) -> None:
         self.write(b"".join(chunks))

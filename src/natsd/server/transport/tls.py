@@ -107,9 +107,10 @@ class TlsLayer(Layer):
         self._fallback_ns = fallback_ns
         self._pinned = pinned
         self._state = _HANDSHAKE
-        self._sslobj: ssl.SSLObject | None = None
-        self._in: ssl.MemoryBIO | None = None
-        self._out: ssl.MemoryBIO | None = None
+        # the TLS object and its BIOs, made by connection_made() (every other method runs after it)
+        self._sslobj: ssl.SSLObject
+        self._in: ssl.MemoryBIO
+        self._out: ssl.MemoryBIO
         self._pending: bytearray | None = None  # upper writes held until the handshake is done
         self._timer: Timer | None = None
         self._seen_first = False
@@ -225,7 +226,7 @@ class TlsLayer(Layer):
         self._cancel_timer()
         self._state = _OPEN
         self._flush_out()
-        logger.debug("TLS handshake complete: %s, %s", self._sslobj.version(), self._sslobj.cipher()[0])
+        logger.debug("TLS handshake complete: %s, %s", self._sslobj.version(), (self._sslobj.cipher() or ("",))[0])
         if self.upper is None:
             self.start_upper(self._make_upper())
         pending, self._pending = self._pending, None
@@ -291,10 +292,14 @@ class TlsLayer(Layer):
                 logger.debug("TLS write error: %s", e)
                 self.abort()
                 return
-            self.lower.write(self._out.read())
+            lower = self.lower
+            assert lower is not None  # set by connection_made()
+            lower.write(self._out.read())
         elif state == _PLAIN_INFO:
             # The INFO of the upgrade-after-INFO mode; the handshake follows.
-            self.lower.write(data)
+            lower = self.lower
+            assert lower is not None  # set by connection_made()
+            lower.write(data)
             self._state = _HANDSHAKE
             if self._in.pending:
                 self._handshakes.submit(self)

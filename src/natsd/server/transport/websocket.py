@@ -225,7 +225,9 @@ class WebSocketLayer(Layer):
         why = check_origin(self._opts, origin, req.host, self._secure)
         if why:
             logger.debug("websocket handshake error: origin not allowed: %s", why)
-            self.lower.write(_http_error(403, "Forbidden"))
+            lower = self.lower
+            assert lower is not None  # set by connection_made()
+            lower.write(_http_error(403, "Forbidden"))
             self.close()
             return
         xff = headers.get(b"x-forwarded-for", b"").decode("latin-1").split(",")[0].strip()
@@ -254,7 +256,9 @@ class WebSocketLayer(Layer):
             upper = None
         else:
             upper = self._make_upper()
-        self.lower.write(self._ws.send(AcceptConnection(extensions=extensions)))
+        lower = self.lower
+        assert lower is not None  # set by connection_made()
+        lower.write(self._ws.send(AcceptConnection(extensions=extensions)))
         self.ws_compressed = bool(extensions)
         self._open = True
         if self._timer is not None:
@@ -271,7 +275,9 @@ class WebSocketLayer(Layer):
     def _reject_http(self, status: int, why: str) -> None:
         logger.debug("websocket handshake error: %s", why)
         if not self._open:
-            self.lower.write(_http_error(status, "Bad Request" if status == 400 else "Method Not Allowed"))
+            lower = self.lower
+            assert lower is not None  # set by connection_made()
+            lower.write(_http_error(status, "Bad Request" if status == 400 else "Method Not Allowed"))
         self.close()
 
     def _remote_close(self, ev: CloseConnection) -> None:
@@ -318,7 +324,9 @@ class WebSocketLayer(Layer):
         self._send(self._ws.send(Message(data=bytes(data))))
 
     def _send(self, frame: bytes) -> None:
-        self.lower.write(frame if self._deflate is None else self._deflate(frame))
+        lower = self.lower
+        assert lower is not None  # set by connection_made()
+        lower.write(frame if self._deflate is None else self._deflate(frame))
 
     def compress(self, deflate: Callable[[bytes], bytes], inflate: Callable[[bytes], bytes]) -> None:
         """A leaf link negotiated S2: from now on the bytes under the frames are the S2 stream."""
