@@ -16,6 +16,7 @@ TCP connection.
 from __future__ import annotations
 
 import asyncio
+from typing import Any, Iterable, cast
 
 __all__ = ["Layer"]
 
@@ -32,17 +33,17 @@ class Layer(asyncio.Protocol):
 
     # -- as a protocol of the lower transport -------------------------------------------------
 
-    def connection_made(self, transport) -> None:
-        self.lower = transport
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.lower = cast(asyncio.Transport, transport)  # a stream connection's
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
         up = self.upper
         if up is not None:
             self.upper = None
             up.connection_lost(exc)
 
-    def eof_received(self):
+    def eof_received(self) -> bool | None:
         if self.upper is not None:
             return self.upper.eof_received()
         return False
@@ -62,12 +63,12 @@ class Layer(asyncio.Protocol):
 
     # -- as the transport of the upper protocol -------------------------------------------------
 
-    def write(self, data) -> None:  # pragma: no cover - every layer overrides it
+    def write(self, data: bytes | bytearray | memoryview) -> None:  # pragma: no cover - every layer overrides it
         lower = self.lower
         assert lower is not None  # set by connection_made()
         lower.write(data)
 
-    def writelines(self, chunks) -> None:
+    def writelines(self, chunks: Iterable[bytes | bytearray | memoryview]) -> None:
         self.write(b"".join(chunks))
 
     def is_closing(self) -> bool:
@@ -86,7 +87,7 @@ class Layer(asyncio.Protocol):
     def get_write_buffer_size(self) -> int:
         return self.lower.get_write_buffer_size() if self.lower is not None else 0
 
-    def set_write_buffer_limits(self, high=None, low=None) -> None:
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
         if self.lower is not None:
             self.lower.set_write_buffer_limits(high=high, low=low)
 
@@ -98,7 +99,7 @@ class Layer(asyncio.Protocol):
         if self.lower is not None and not self.lower.is_closing():
             self.lower.resume_reading()
 
-    def get_extra_info(self, name, default=None):
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
         return self.lower.get_extra_info(name, default) if self.lower is not None else default
 
     def can_write_eof(self) -> bool:

@@ -35,10 +35,10 @@ import socket
 import ssl
 import struct
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Callable, Protocol, cast
+from typing import TYPE_CHECKING, Any, Callable, Protocol, cast
 
 from natsd.config.tls import CIPHER_SUITES, TLSConfigError, TLSOptions, build_server_context
-from natsd.server.auth.authenticator import AuthResult
+from natsd.server.auth.authenticator import AuthResult, Authenticator
 from natsd.server.transport.layer import Layer
 from natsd.server.log import logger
 
@@ -118,7 +118,7 @@ class TlsLayer(Layer):
         self._held: list[bytes] | None = None  # bytes that arrived during that step
 
     @classmethod
-    def for_options(cls, tls, context: Callable[[], ssl.SSLContext], make_upper: Callable[[], asyncio.Protocol],
+    def for_options(cls, tls: TLSOptions, context: Callable[[], ssl.SSLContext], make_upper: Callable[[], asyncio.Protocol],
                     clock: "Clock", handshakes: "HandshakeQueue") -> "TlsLayer":
         """A layer configured by a port's ``tls {}`` block (:class:`natsd.config.tls.TLSOptions`):
         ``handshake_first`` picks the mode (TLS first; with a fallback delay, either), else the
@@ -132,8 +132,8 @@ class TlsLayer(Layer):
 
     # -- setup ------------------------------------------------------------------------------------
 
-    def connection_made(self, transport) -> None:
-        self.lower = transport
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.lower = cast(asyncio.Transport, transport)  # a stream connection's
         self._in = ssl.MemoryBIO()
         self._out = ssl.MemoryBIO()
         self._sslobj = self._context().wrap_bio(self._in, self._out, server_side=True)
@@ -167,7 +167,7 @@ class TlsLayer(Layer):
 
     # -- input ------------------------------------------------------------------------------------
 
-    def data_received(self, data) -> None:
+    def data_received(self, data: bytes) -> None:
         state = self._state
         if state == _OPEN:
             self._in.write(data)
@@ -283,7 +283,7 @@ class TlsLayer(Layer):
 
     # -- output -----------------------------------------------------------------------------------
 
-    def write(self, data) -> None:
+    def write(self, data: bytes | bytearray | memoryview) -> None:
         state = self._state
         if state == _OPEN:
             try:
@@ -312,7 +312,7 @@ class TlsLayer(Layer):
         if self._out.pending and self.lower is not None and not self.lower.is_closing():
             self.lower.write(self._out.read())
 
-    def get_extra_info(self, name, default=None):
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
         if name == "ssl_object":
             return self._sslobj
         if name == "peercert":
@@ -345,7 +345,7 @@ class TlsLayer(Layer):
         self._cancel_timer()
         super().abort()
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
         self._state = _CLOSED
         self._cancel_timer()
         super().connection_lost(exc)
@@ -370,7 +370,7 @@ class TlsLayer(Layer):
             self.lower.abort()
 
 
-def _reset(transport) -> None:
+def _reset(transport: asyncio.BaseTransport) -> None:
     """Make the coming close a TCP reset (SO_LINGER 0), whatever is still unread.
 
     A pinning failure is found after OpenSSL finished the handshake (Python's ``ssl`` has no verify
@@ -504,7 +504,7 @@ def cert_identities(peercert: dict | None) -> list[str]:
     return out
 
 
-def map_certificate_user(auth, peercert: dict | None):
+def map_certificate_user(auth: Authenticator, peercert: dict | None) -> AuthResult:
     """``verify_and_map``: the configured user whose name is one of the certificate's identities
     (:func:`cert_identities`); a failed :class:`~natsd.server.auth.authenticator.AuthResult` when none is."""
     for name in cert_identities(peercert):
@@ -519,7 +519,7 @@ def map_certificate_user(auth, peercert: dict | None):
 _GO_CIPHER_NAMES = {v: k for k, v in CIPHER_SUITES.items() if v}
 
 
-def connz_fields(transport) -> dict:
+def connz_fields(transport: asyncio.BaseTransport | None) -> dict:
     """What /connz says about a connection's transport, in nats-server's spelling: ``type``
     ``websocket`` for WebSocket clients; ``tls_version`` (``"1.3"``), ``tls_cipher_suite`` (Go's
     suite names) and ``tls_first`` for TLS ones."""

@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 from http.cookies import CookieError, SimpleCookie
-from typing import TYPE_CHECKING, Callable, Protocol, cast
+from typing import TYPE_CHECKING, Any, Callable, Protocol, cast
 from urllib.parse import urlsplit
 
 from wsproto import ConnectionType, WSConnection
@@ -155,12 +155,12 @@ class WebSocketLayer(Layer):
         self._inflate: Callable[[bytes], bytes] | None = None
         self.ws_compressed = False
 
-    def connection_made(self, transport) -> None:
-        self.lower = transport
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.lower = cast(asyncio.Transport, transport)  # a stream connection's
         if self._opts.handshake_timeout_ns > 0:
             self._timer = self._clock.call_later(self._opts.handshake_timeout_ns, self._handshake_timeout)
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -174,7 +174,7 @@ class WebSocketLayer(Layer):
 
     # -- input ------------------------------------------------------------------------------------
 
-    def data_received(self, data) -> None:
+    def data_received(self, data: bytes) -> None:
         if self._closing:
             return
         ws = self._ws
@@ -308,7 +308,7 @@ class WebSocketLayer(Layer):
             # reason for /connz (it closes us back, a no-op now that _closing is set).
             up.close(reason)
 
-    def get_extra_info(self, name, default=None):
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
         if name == "jwt_cookie":
             return self._jwt_cookie or default
         if name == "peername" and self._forwarded_for:
@@ -318,7 +318,7 @@ class WebSocketLayer(Layer):
 
     # -- output -----------------------------------------------------------------------------------
 
-    def write(self, data) -> None:
+    def write(self, data: bytes | bytearray | memoryview) -> None:
         if self._closing or not self._open:
             return
         self._send(self._ws.send(Message(data=bytes(data))))

@@ -23,7 +23,7 @@ its backoff. Pings are answered; a close frame is answered and the connection cl
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+from typing import Callable, cast
 
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import (
@@ -75,14 +75,14 @@ class WebSocketClientLayer(Layer):
         if self.lower is not None:
             self.lower.write(frame if self._deflate is None else self._deflate(frame))
 
-    def connection_made(self, transport) -> None:
-        self.lower = transport
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.lower = cast(asyncio.Transport, transport)  # a stream connection's
         extensions: list[Extension] = []
         if self._compress:
             extensions.append(PerMessageDeflate(client_no_context_takeover=True, server_no_context_takeover=True))
-        transport.write(self._ws.send(Request(host=self._host, target=self._target, extensions=extensions)))
+        self.lower.write(self._ws.send(Request(host=self._host, target=self._target, extensions=extensions)))
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
         if not self._open:
             self._closing = True
             self._fail(str(exc) if exc else "connection closed during the websocket upgrade")
@@ -99,7 +99,7 @@ class WebSocketClientLayer(Layer):
         if cb is not None:
             cb(why)
 
-    def data_received(self, data) -> None:
+    def data_received(self, data: bytes) -> None:
         if self._closing:
             return
         ws = self._ws
@@ -147,7 +147,7 @@ class WebSocketClientLayer(Layer):
 
     # -- output -----------------------------------------------------------------------------------
 
-    def write(self, data) -> None:
+    def write(self, data: bytes | bytearray | memoryview) -> None:
         if self._closing or not self._open:
             return
         self._send(self._ws.send(Message(data=bytes(data))))
