@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.server.account import Account
     from natsd.server.auth.authenticator import Authenticator
     from natsd.server.transport.busypoll import BusyPoll
-    from natsd.server.transport.tls import TlsContexts
+    from natsd.server.transport.tls import HandshakeQueue, TlsContexts
 
 __all__ = ["ServerContext", "TrustView"]
 
@@ -74,6 +74,9 @@ class ServerContext(Protocol):
 
     @property
     def tls(self) -> TlsContexts: ...
+
+    @property
+    def handshakes(self) -> HandshakeQueue: ...  # the TLS handshakes' worker (start() makes it)
 
     # accounts and clients
     @property

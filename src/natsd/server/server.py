@@ -130,6 +130,14 @@ class Server:
         return self._clock
 
     @property
+    def handshakes(self) -> HandshakeQueue:
+        """The worker that runs TLS handshakes off the loop (made by start(); the listeners that
+        need it exist only after)."""
+        q = self._handshakes
+        assert q is not None, "the server is not started"
+        return q
+
+    @property
     def port(self) -> int:
         """The bound client port (useful with ``port=0``/``-1``)."""
         return self._port

@@ -45,7 +45,9 @@ from __future__ import annotations
 
 import base64
 import re
-from typing import TYPE_CHECKING, Any
+import asyncio
+import ssl
+from typing import TYPE_CHECKING, Any, Iterable, Protocol
 
 from natsd.config.jwt import decode_sig, verify
 from natsd.protocol.encoder import encode_err
@@ -60,7 +62,8 @@ from natsd.subjects.tokens import subject_matches, subset
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Timer
     from natsd.config.leafnodes import LeafNodeOptions
-    from natsd.server.auth.authenticator import Authenticator
+    from natsd.config.tls import TLSOptions
+    from natsd.server.auth.authenticator import Authenticator, CompiledPermissions
     from natsd.server.context import ServerContext
 
 __all__ = ["remote_ssl_context", "read_creds", "sign_nonce", "authenticate", "LinkPerms", "LeafIdentityMixin"]
@@ -69,7 +72,7 @@ __all__ = ["remote_ssl_context", "read_creds", "sign_nonce", "authenticate", "Li
 _CREDS_RE = re.compile(rb"\s*(?:(?:[-]{3,}.*[-]{3,}\r?\n)([\w\-.=]+)(?:\r?\n[-]{3,}.*[-]{3,}(\r?\n|\Z)))")
 
 
-def remote_ssl_context(tls_options):
+def remote_ssl_context(tls_options: TLSOptions | None) -> ssl.SSLContext | None:
     """The ``ssl.SSLContext`` for a remote's ``tls {}`` options (:class:`natsd.config.tls.TLSOptions`),
     or None for plaintext. The link itself starts in plaintext: the hub sends INFO, then both sides
     run the TLS handshake (see ``LeafConnection._start_tls``), as nats-server does."""
@@ -100,7 +103,17 @@ def sign_nonce(seed: bytes, nonce: str) -> tuple[str, str]:
         kp.wipe()
 
 
-def authenticate(ln: "LeafNodeOptions", auth: "Authenticator", d: dict, c) -> AuthResult:
+class _Link(Protocol):
+    """What :func:`authenticate` reads of the link: the nonce it sent, its transport."""
+
+    @property
+    def nonce(self) -> str: ...
+
+    @property
+    def transport(self) -> asyncio.BaseTransport | None: ...
+
+
+def authenticate(ln: "LeafNodeOptions", auth: "Authenticator", d: dict, c: _Link) -> AuthResult:
     """The result of a leaf CONNECT ``d`` on link ``c`` (its ``nonce``, its transport for the
     peer certificate); ``account`` is the local account the link binds to. See the module doc."""
     user = d.get("user", "") or ""
@@ -170,7 +183,7 @@ def _perm_json(f: SubjectFilter | None) -> dict | None:
     return d
 
 
-def _perm_from_json(v) -> SubjectFilter | None:
+def _perm_from_json(v: object) -> SubjectFilter | None:
     if not isinstance(v, dict):
         return None
     allow = [x for x in v.get("allow") or () if isinstance(x, str)]
@@ -201,7 +214,7 @@ class LinkPerms:
         self.resp_ttl = 0
 
     @classmethod
-    def for_hub(cls, perms) -> "LinkPerms":
+    def for_hub(cls, perms: CompiledPermissions) -> "LinkPerms":
         """The accepting side, from the leaf user's ``CompiledPermissions``."""
         p = cls(recv=perms.publish, send=perms.subscribe, interest=perms.publish, sub=perms.subscribe)
         if perms.allow_responses:
@@ -245,7 +258,7 @@ class LinkPerms:
                 del self.replies[k]
 
     @classmethod
-    def for_spoke(cls, imp, exp) -> "LinkPerms":
+    def for_spoke(cls, imp: object, exp: object) -> "LinkPerms":
         """The soliciting side, from the ``import``/``export`` of the hub's INFO."""
         i, e = _perm_from_json(imp), _perm_from_json(exp)
         return cls(recv=i, send=e, interest=i, sub=None)
@@ -272,7 +285,7 @@ class LinkPerms:
 
 # -- per-message filters ---------------------------------------------------------------------------
 
-def _matches_any(patterns, subject: str) -> bool:
+def _matches_any(patterns: Iterable[str], subject: str) -> bool:
     for p in patterns:
         if subject_matches(p, subject):
             return True
@@ -289,7 +302,7 @@ class _DenyCache(dict):
 
     __slots__ = ("patterns", "allow")
 
-    def __init__(self, patterns: tuple, allow=None) -> None:
+    def __init__(self, patterns: tuple, allow: _Checked | None = None) -> None:
         super().__init__()
         self.patterns = patterns
         self.allow = allow  # natsd.server.auth.authenticator.SubjectFilter or None
@@ -302,7 +315,7 @@ class _DenyCache(dict):
         return v
 
 
-def _covered(patterns, subject: str) -> bool:
+def _covered(patterns: Iterable[str], subject: str) -> bool:
     """Every subject ``subject`` (a subscription, maybe with wildcards) matches is in ``patterns``."""
     for p in patterns:
         if subset(subject, p):
@@ -342,7 +355,7 @@ class LeafIdentityMixin:
         self.send(encode_err(text))
         self.close("Protocol Violation")
 
-    def _perms_from_hub(self, imp, exp) -> None:
+    def _perms_from_hub(self, imp: object, exp: object) -> None:
         """The hub told us our user's permissions: send only what we may export, take and
         announce only what we may import (interest already announced is withdrawn)."""
         self.perms = LinkPerms.for_spoke(imp, exp)

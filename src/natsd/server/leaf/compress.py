@@ -100,7 +100,7 @@ class S2Writer:
     def __init__(self) -> None:
         self._c = cramjam.snappy.Compressor()
 
-    def __call__(self, data) -> bytes:
+    def __call__(self, data: bytes | bytearray | memoryview) -> bytes:
         c = self._c
         c.compress(bytes(data))
         return bytes(c.flush())

@@ -20,6 +20,7 @@ in force ("" until decided), ``self._deflate``/``self._inflate`` the stream's wr
 from __future__ import annotations
 
 import asyncio
+import ssl
 from typing import TYPE_CHECKING, Any, cast
 
 from natsd.config.leafnodes import COMPRESSION_NOT_SUPPORTED, COMPRESSION_OFF, COMPRESSION_S2_AUTO, remote_url_parts
@@ -92,9 +93,9 @@ class LeafHandshakeMixin:
         def flush(self) -> None: ...
         def close(self, reason: str = ..., graceful: bool = ...) -> None: ...
         def _apply_perms(self) -> None: ...
-        def _write_limits(self, transport) -> None: ...
+        def _write_limits(self, transport: asyncio.Transport) -> None: ...
         def _arm_expiry(self, expires_s: int) -> None: ...
-        def _perms_from_hub(self, imp, exp) -> None: ...
+        def _perms_from_hub(self, imp: object, exp: object) -> None: ...
 
     # -- handshake ------------------------------------------------------------------------------
 
@@ -247,7 +248,7 @@ class LeafHandshakeMixin:
             return
         self._finish()
 
-    async def _start_tls(self, ssl_ctx) -> None:
+    async def _start_tls(self, ssl_ctx: ssl.SSLContext) -> None:
         """Upgrade the plaintext link after the hub's INFO (nats-server's leafnode TLS order)."""
         host = remote_url_parts(self.remote.connected_url)[0]
         # the mixin is part of LeafConnection, the asyncio.Protocol start_tls re-attaches

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import random
-from typing import TYPE_CHECKING, Any
+import ssl
+from typing import TYPE_CHECKING, Any, Callable
 
 from natsd import __version__
 from natsd.gotime import format_duration
@@ -22,7 +23,11 @@ from natsd.server.transport.tls import TlsLayer
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.config.leafnodes import LeafNodeOptions, RemoteLeafOptions
     from natsd.clock import Timer
+    from natsd.server.account import Account
+    from natsd.server.auth.authenticator import AuthResult
     from natsd.server.context import ServerContext
+    from natsd.server.subscription import Subscription
+    from natsd.server.transport.wsclient import WebSocketClientLayer
 
 __all__ = ["LeafManager"]
 
@@ -44,7 +49,7 @@ class _Remote:
         self._task: asyncio.Task | None = None
         self._delay_next_ns = 0
         self.connected_url = ""
-        self.ssl_ctx = None
+        self.ssl_ctx: ssl.SSLContext | None = None
 
     def start(self) -> None:
         self._attempt()
@@ -100,11 +105,10 @@ class _Remote:
             # still running and left the next one to us.
             self._schedule()
 
-    async def _connect_ws(self, url: str, host: str, port: int):
+    async def _connect_ws(self, url: str, host: str, port: int) -> WebSocketClientLayer:
         """A ``ws://``/``wss://`` remote: TCP (TLS first for wss), the HTTP upgrade, then the
         leaf protocol inside WebSocket frames (natsd.server.transport.wsclient); the upgrade finishes after
         this returns, a refused one reports through ``_failed``."""
-        import ssl
         from urllib.parse import urlsplit
 
         # deferred (issue 26, start-up time): WebSocket remotes are the exception, the framing
@@ -190,7 +194,7 @@ class LeafManager:
         js = self.server.options.jetstream
         return js.domain if (js.enabled and self.server.jetstream is not None) else ""
 
-    def lds(self, acc) -> str:
+    def lds(self, acc: Account) -> str:
         v = self._lds.get(acc.name)
         if v is None:
             v = self._lds[acc.name] = LDS_PREFIX + nuid()
@@ -211,7 +215,7 @@ class LeafManager:
         for r in self.remotes:
             r.start()
 
-    def _new_protocol(self):
+    def _new_protocol(self) -> asyncio.BaseProtocol:
         """An accepted link: plain, or under the client port's TLS layer. nats-server's leafnode
         order: INFO in plaintext, then the handshake (or the handshake first with
         ``handshake_first``); a first record that is not TLS closes the link without a reply."""
@@ -221,7 +225,7 @@ class LeafManager:
 
         s = self.server
         return TlsLayer.for_options(tls, s.tls.getter("leafnode"), lambda: LeafConnection(self), s.clock,
-                                    s._handshakes)
+                                    s.handshakes)
 
     def ws_link(self) -> LeafConnection | None:
         """A leaf connecting on the websocket port (``GET .../leafnode``, natsd.server.transport.websocket):
@@ -264,7 +268,7 @@ class LeafManager:
 
     # -- handshake helpers ---------------------------------------------------------------------------
 
-    def info(self, c: LeafConnection, **extra) -> dict:
+    def info(self, c: LeafConnection, **extra: Any) -> dict:
         s = self.server
         host = self.options.advertise or f"{_public_host(self.options.host)}:{self.port}"
         d = {
@@ -337,7 +341,7 @@ class LeafManager:
                 d["auth_token"] = user
         return d
 
-    def authenticate(self, d: dict, c: LeafConnection):
+    def authenticate(self, d: dict, c: LeafConnection) -> AuthResult:
         """The :class:`~natsd.server.auth.authenticator.AuthResult` of a leaf CONNECT (see
         :func:`natsd.server.leaf.auth.authenticate`)."""
         return authenticate(self.options, self.server.auth, d, c)
@@ -374,10 +378,10 @@ class LeafManager:
         if links and c in links:
             links.remove(c)
 
-    def _watcher(self, acc):
+    def _watcher(self, acc: Account) -> Callable[[str, str | None, Subscription, int], None]:
         links = self.links.setdefault(acc.name, [])
 
-        def watch(subject: str, queue: str | None, item, delta: int) -> None:
+        def watch(subject: str, queue: str | None, item: Subscription, delta: int) -> None:
             owner = item.client  # (every Sublist item is a Subscription)
             if queue is not None and isinstance(owner, LeafConnection):
                 delta *= owner.queue_weight(item)  # a link's queue member counts for its weight

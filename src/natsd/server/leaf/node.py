@@ -61,7 +61,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable, Protocol, Sequence, cast
 
 from natsd.config.leafnodes import COMPRESSION_NOT_SUPPORTED
 from natsd.protocol.encoder import PONG, encode_err, encode_info
@@ -101,12 +101,21 @@ LDS_PREFIX = "$LDS."
 _FLUSH_EARLY = 256 * 1024
 
 
+class _Peer(Protocol):
+    """A connection the router names as a message's source or receiver (a client or a link):
+    what the stall protocol of ``natsd.server.writer`` uses of it."""
+
+    stalled_producers: set
+
+    def stall(self, consumer: _Peer) -> None: ...
+
+
 class _Result:
     """A Sublist match result with some queue groups filtered out (LMSG queue lists)."""
 
     __slots__ = ("psubs", "qsubs")
 
-    def __init__(self, psubs, qsubs) -> None:
+    def __init__(self, psubs: Sequence, qsubs: Sequence) -> None:
         self.psubs = psubs
         self.qsubs = qsubs
 
@@ -175,7 +184,7 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
         self._inflate = None
         self._await_compressed_info = False
         # Frame merging (see deliver): the last frame written and where its line sits in out.
-        self._last_head = None
+        self._last_head: bytes | None = None
         self._last_subj = b""
         self._last_reply = b""
         self._last_queues: list = []
@@ -194,9 +203,9 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
 
-    def connection_made(self, transport) -> None:
-        self.transport = transport
-        self._write_limits(transport)
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = t = cast(asyncio.Transport, transport)  # a stream connection's
+        self._write_limits(t)
         peer = transport.get_extra_info("peername")
         if peer:
             self.ip, self.port = peer[0], peer[1]
@@ -213,11 +222,11 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
         logger.info("%sLeafnode connection created%s", self.prefix,
                     f" for account: {self.remote.account_name}" if self.remote else "")
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed:
             self.close("Client Closed" if exc is None else "Read Error", graceful=False)
 
-    def _write_limits(self, transport) -> None:
+    def _write_limits(self, transport: asyncio.Transport) -> None:
         """The client connections' high-water mark (``natsd.server.writer``), not asyncio's 64 KiB:
         a loop turn's flush of a burst is megabytes, and with 64 KiB every flush paused the
         publishers until the link had drained to 16 KiB, leaving it idle between bursts."""
@@ -239,7 +248,7 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
                 p.unstall()
 
     # Backpressure like ClientConnection: a link that feeds a congested client stops reading.
-    def stall(self, consumer) -> None:
+    def stall(self, consumer: _Peer) -> None:
         if self.stalled or self.closed or consumer is self:
             return
         self.stalled = True
@@ -420,12 +429,12 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
         if acc.interest_handlers:
             acc.notify_interest(sub.subject, False)
 
-    def queue_weight(self, sub) -> int:
+    def queue_weight(self, sub: Subscription) -> int:
         """How many queue members of the other side ``sub`` stands for (its ``LS+`` weight)."""
         ent = self.rsubs.get((sub.subject, sub.queue))
         return ent[1] if ent is not None else 1
 
-    def exports_interest_of(self, owner) -> bool:
+    def exports_interest_of(self, owner: object) -> bool:
         """Whether a subscription owned by ``owner`` is announced over this link."""
         if owner is self:
             return False
@@ -452,7 +461,7 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
         elif before == 0:
             self.send(encode_ls_plus(subject))
 
-    def send_all_interest(self, entries, lds: str) -> None:
+    def send_all_interest(self, entries: Iterable[tuple[str, str | None, Subscription]], lds: str) -> None:
         """The initial ``LS+`` set: every visible subscription of the account and our $LDS."""
         smap = self.smap
         deny = self.deny_interest_out
@@ -550,8 +559,8 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
         else:
             route(acc, subject, subj_b, reply, hdr_len, data, self, None, r)
 
-    def deliver_run(self, sub, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, payloads: list,
-                    src) -> bool:
+    def deliver_run(self, sub: Subscription, subject: str, subj_b: bytes, reply: bytes, hdr_len: int,
+                    payloads: list, src: _Peer | None) -> bool:
         """A run of messages with one subject, reply and size, this link their only receiver
         (``router.route_batch``): one line, joined frames. False: take the per-message path."""
         if (self.closed or not self.ready or sub.closed or src is self or sub.queue is not None
@@ -585,7 +594,7 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
             src.stall(self)
         return True
 
-    def deliver_items(self, sub, route_subject: str, items: list) -> bool:
+    def deliver_items(self, sub: Subscription, route_subject: str, items: list) -> bool:
         """A consumer's batch to a deliver subject whose only receiver is ``sub`` of this link
         (``router.deliver_many``; the sourcing feed of a stream on the other side): ``(subject,
         reply, hdr, payload)`` items become the frames :meth:`deliver` writes one by one, without
@@ -627,8 +636,8 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
             self._call_soon(self.flush)
         return True
 
-    def deliver(self, sub, head, mid, data, subject: str, hdr_len: int, reply: bytes, subj_b: bytes,
-                src=None) -> bool:
+    def deliver(self, sub: Subscription, head: bytes, mid: bytes, data: bytes, subject: str, hdr_len: int,
+                reply: bytes, subj_b: bytes, src: _Peer | None = None) -> bool:
         """Write one message for the other side (called by the router; see the module docstring)."""
         if self.closed or not self.ready or sub.closed or src is self:
             return False
