@@ -37,14 +37,14 @@ from natsd.protocol.encoder import encode_err, encode_info
 from natsd.protocol.errors import ERR_AUTH_VIOLATION, ERR_MAX_CONNECTIONS
 from natsd.server.account import GLOBAL_ACCOUNT, Account
 from natsd.server.auth.authenticator import Authenticator
-from natsd.server.transport.busypoll import BusyPoll, default_window_ns
+from natsd.server.auth.trust import Trust
 from natsd.server.connection import (
     REASON_AUTH, REASON_LAME_DUCK, REASON_MAX_CONN, REASON_SERVER_SHUTDOWN, ClientConnection,
 )
 from natsd.server.log import logger, reopen_log_file, setup_logging
 from natsd.server.ports import ServerPorts
+from natsd.server.transport.busypoll import BusyPoll, default_window_ns
 from natsd.server.transport.tls import HandshakeQueue, TlsContexts, TlsLayer
-from natsd.server.auth.trust import Trust
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.manager import JetStreamEngine

@@ -77,6 +77,7 @@ class MonitoredServer(ServerContext, Protocol):
 
     def num_subscriptions(self) -> int: ...
 
+
 _MAX_REQUEST = 16 * 1024
 _STATUS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
 
@@ -234,7 +235,8 @@ class MonitorServer:
         u = urlsplit(target)
         path = u.path.rstrip("/") or "/"
         if self.server.options.http_dashboard and (path in ("/", "/dashboard") or path.startswith("/dashboard/")):
-            from natsd.server.monitoring import dashboard  # the page and its static files (`http_dashboard: false` turns off)
+            # the page and its static files (`http_dashboard: false` turns off)
+            from natsd.server.monitoring import dashboard
 
             self.req_stats[path] = self.req_stats.get(path, 0) + 1
             return dashboard.serve(path)

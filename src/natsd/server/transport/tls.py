@@ -118,7 +118,8 @@ class TlsLayer(Layer):
         self._held: list[bytes] | None = None  # bytes that arrived during that step
 
     @classmethod
-    def for_options(cls, tls: TLSOptions, context: Callable[[], ssl.SSLContext], make_upper: Callable[[], asyncio.Protocol],
+    def for_options(cls, tls: TLSOptions, context: Callable[[], ssl.SSLContext],
+                    make_upper: Callable[[], asyncio.Protocol],
                     clock: "Clock", handshakes: "HandshakeQueue") -> "TlsLayer":
         """A layer configured by a port's ``tls {}`` block (:class:`natsd.config.tls.TLSOptions`):
         ``handshake_first`` picks the mode (TLS first; with a fallback delay, either), else the
