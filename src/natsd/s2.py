@@ -1,6 +1,6 @@
 """The S2 / Snappy framed stream nats-server speaks: one incremental decoder for every reader.
 
-Two places read it: compressed leafnode links (:mod:`natsd.server.leafcompress`: Go's
+Two places read it: compressed leafnode links (:mod:`natsd.server.leaf.compress`: Go's
 ``s2.NewWriter`` on the other side) and snapshot archives (:mod:`natsd.jetstream.snapshot`:
 nats-server wraps them in the same stream). Both use :class:`FrameDecoder` and map
 :class:`S2Error` to their own error.

@@ -189,7 +189,7 @@ async def test_tls_and_creds_leaf_in_operator_mode(tmp_path, pki, leaf_kind):
     i = next(i for i, ln in enumerate(lines) if ln.startswith("SU"))
     lines[i] = new_key(nkeys.PREFIX_BYTE_USER)[1].decode()
     forged.write_text("\n".join(lines) + "\n")
-    from natsd.server.leafnode import read_creds, sign_nonce
+    from natsd.server.leaf.node import read_creds, sign_nonce
     jwt, seed = read_creds(ids["creds_path"])
     user = {"user_jwt_cb": lambda: jwt.encode(), "signature_cb": lambda n: sign_nonce(seed, n)[0].encode()}
     for kind in HUBS:

@@ -1,4 +1,4 @@
-"""Busy polling after requests (natsd.server.busypoll) on a real server with nats-py: a request
+"""Busy polling after requests (natsd.server.transport.busypoll) on a real server with nats-py: a request
 keeps the loop polling for the window and only a request does; ``busy_poll: false`` (window 0)
 never polls; a request answered while the window is open is answered as before."""
 

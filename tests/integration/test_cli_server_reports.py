@@ -1,5 +1,5 @@
 """``natsctl server ping``, ``server report jetstream`` and ``server report connections`` against nats-server and
-natsd, and the system account's ``$SYS.REQ.SERVER.PING[.*]`` answers they read (natsd.server.sysreq) side by side.
+natsd, and the system account's ``$SYS.REQ.SERVER.PING[.*]`` answers they read (natsd.server.monitoring.sysreq) side by side.
 
 Both servers run the same config: a system account ``SYS`` (user sys) and a JetStream account ``APP`` (user a).
 """

@@ -12,7 +12,8 @@ from natsd.clock import ManualClock
 from natsd.config.lexer import ConfigError
 from natsd.config.options import Permissions, ServerOptions, SubjectPermission, UserOptions, options_from_tree
 from natsd.config.parser import parse
-from natsd.server import Server, imports
+from natsd.server import Server
+from natsd.server.auth import imports
 from natsd.config import jwt as J
 from tests.helpers.identities import Identity, account_claims, b64url, operator_setup, user_claims
 from tests.helpers.inproc import running_server

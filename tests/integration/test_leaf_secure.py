@@ -62,7 +62,7 @@ def _edge(port: int, pki, **remote) -> ServerOptions:
 
 
 async def test_natsd_to_natsd_over_tls_with_creds_in_operator_mode(tmp_path):
-    from natsd.server.leafauth import read_creds, sign_nonce
+    from natsd.server.leaf.auth import read_creds, sign_nonce
     from tests.helpers.jwtgen import operator_setup
 
     pki = make_pki(tmp_path / "pki")

@@ -1,5 +1,5 @@
 """natsd soliciting a leafnode link over WebSocket (``ws://``/``wss://`` remotes) to a nats-server
-hub's ``websocket {}`` port (natsd.server.wsclient), with and without S2 compression (which
+hub's ``websocket {}`` port (natsd.server.transport.wsclient), with and without S2 compression (which
 nats-server puts under the frames) and with permessage-deflate (then no S2)."""
 
 from __future__ import annotations

@@ -452,7 +452,7 @@ async def test_natsd_on_both_ends_and_loop_detection(tmp_path, caplog):
                     urls=[f"nats-leaf://127.0.0.1:{hubd.leafnodes.port}"]))
                 edge.leafnodes.options.remotes.append(RemoteLeafOptions(
                     urls=[f"nats-leaf://127.0.0.1:{middle.leafnodes.port}"]))
-                from natsd.server.leafmanager import _Remote
+                from natsd.server.leaf.manager import _Remote
                 for srv in (middle, edge):
                     r = _Remote(srv.leafnodes, srv.leafnodes.options.remotes[-1])
                     srv.leafnodes.remotes.append(r)
@@ -693,7 +693,7 @@ leafnodes {{ port: {lp} }}
         async with running_server(options=leaf_options(lp, tmp_path, credentials=ids["creds_path"])) as edge:
             await wait_for(lambda: linked(edge), what="leaf link with credentials")
             edge_nc = await nats.connect(edge.client_url)
-            from natsd.server.leafnode import read_creds, sign_nonce
+            from natsd.server.leaf.node import read_creds, sign_nonce
             jwt, seed = read_creds(ids["creds_path"])
             # (callbacks rather than user_credentials=: nats-py leaves that file open)
             hub_nc = await nats.connect(hub.url, user_jwt_cb=lambda: jwt.encode(),

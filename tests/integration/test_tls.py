@@ -14,7 +14,7 @@ import pytest
 from natsd.clock import ManualClock
 from natsd.config.options import UserOptions
 from natsd.config.tls import TLSOptions
-from natsd.server.tls import spki_sha256
+from natsd.server.transport.tls import spki_sha256
 from tests.helpers.certs import make_pki
 from tests.helpers.inproc import running_server
 
@@ -109,7 +109,7 @@ async def test_tls_reconnect_after_server_restart(pki):
 
 
 def _connz(s) -> list[dict]:
-    from natsd.server.monitor import MonitorServer
+    from natsd.server.monitoring.endpoints import MonitorServer
 
     return MonitorServer(s).connz({})["connections"]
 

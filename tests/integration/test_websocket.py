@@ -345,7 +345,7 @@ async def test_x_forwarded_for_becomes_the_client_ip():
         op, info = await _read_one(r)
         assert json.loads(info[5:])["client_ip"] == "203.0.113.7"
         assert [c.ip for c in s.clients.values()] == ["203.0.113.7"]
-        from natsd.server.monitor import MonitorServer
+        from natsd.server.monitoring.endpoints import MonitorServer
 
         [c] = MonitorServer(s).connz({})["connections"]
         assert (c["type"], c["ip"]) == ("websocket", "203.0.113.7") and "tls_version" not in c

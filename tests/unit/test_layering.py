@@ -10,16 +10,30 @@ replies; the domain never imports it. An import inside a function body is how a 
 import graph of ``natsd.jetstream`` -- top-level and function-level imports alike -- must have
 no cycle, and function-level ``natsd`` imports in the package are listed, each with its reason.
 
+Every package is covered (the server may import anything but the clients; the helper modules
+directly in ``natsd/`` import no package). In ``server/``, the rooms (``leaf/``, ``transport/``,
+``auth/``, ``monitoring/``) and the connections see the server through
+``natsd.server.context.ServerContext``: nothing but the package itself and ``main`` imports
+``server.server``, and the per-message path loads no optional room.
+
+Ratchets, numbers that may only go down (recorded below, the failure names the new number): the
+function-local imports of each package, and the modules in import circles once TYPE_CHECKING
+imports count (all of them, and those in circles across folders, the goal being none). ``Any`` at
+a seam between packages is refused (the rule and its allowlist are at ``ANY_AT_SEAMS_ALLOWED``).
+
 The graph can be printed (module -> the natsd modules it imports; ``[fn]`` marks an import made
-inside a function, ``[tc]`` one under ``if TYPE_CHECKING:``), followed by its cycles::
+inside a function, ``[tc]`` one under ``if TYPE_CHECKING:``), followed by its cycles (runtime,
+then counting TYPE_CHECKING imports) and its function-level imports::
 
     python -m tests.unit.test_layering --graph jetstream [--src DIR]
+    python -m tests.unit.test_layering --graph server
 """
 
 from __future__ import annotations
 
 import ast
 import functools
+import re
 import sys
 from pathlib import Path
 
@@ -36,7 +50,12 @@ FORBIDDEN = {
     "config": {"jetstream", "store", "protocol", "cli", "spark"},
     "cli": {"server", "jetstream", "store", "protocol", "config", "subjects"},
     "spark": {"server", "jetstream", "store", "protocol", "config", "subjects", "cli"},
+    # the server may use every layer below it; the clients are not part of it
+    "server": {"cli", "spark"},
 }
+# the helper modules directly in natsd/ (clock, gotime, nuid, s2, varint, atomicfile, _compiled) are
+# below every package: they import no natsd package (``__main__`` is the entry point, exempt)
+TOP_LEVEL_EXEMPT = {"__init__.py", "__main__.py"}
 # packages that must stay sans-IO (no event loop, no sockets)
 SANS_IO = {"protocol", "subjects", "store", "jetstream", "config"}
 
@@ -80,7 +99,20 @@ def test_sans_io_packages_do_not_touch_sockets_or_the_loop(package):
 
 def test_every_package_is_checked():
     packages = {p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    assert packages - {"server"} <= set(FORBIDDEN)
+    assert packages == set(FORBIDDEN)
+
+
+def test_top_level_helpers_import_no_package():
+    packages = set(FORBIDDEN)
+    bad = []
+    for path in sorted(SRC.glob("*.py")):
+        if path.name in TOP_LEVEL_EXEMPT:
+            continue
+        for name in _imports(path):
+            parts = name.split(".")
+            if parts[0] == "natsd" and len(parts) > 1 and parts[1] in packages:
+                bad.append(f"{path.name} imports {name}")
+    assert not bad, "\n".join(bad)
 
 
 
@@ -226,9 +258,16 @@ def render_graph(package: str, src: Path = SRC) -> str:
     lines.append(f"# cycles (runtime imports, top-level and function-level): {len(comps)}")
     for comp in comps:
         lines.append(f"  {len(comp)} modules: " + ", ".join(comp))
+    tc, across = type_only_cycles(root, src)
+    lines.append("")
+    lines.append(f"# modules in cycles counting TYPE_CHECKING imports: {sum(map(len, tc))} "
+                 f"(in cycles across folders: {sum(map(len, across))})")
+    for comp in tc:
+        lines.append(f"  {len(comp)} modules: " + ", ".join(comp))
     fl = function_level_imports(src, package)
     lines.append("")
-    lines.append(f"# function-level natsd imports in {package}/: {len(fl)}")
+    lines.append(f"# function-level natsd imports in {package}/: {len(fl)} "
+                 f"(function-local imports of any module: {function_local_import_counts(src).get(package, 0)})")
     lines.extend("  " + f for f in fl)
     return "\n".join(lines) + "\n"
 
@@ -294,6 +333,228 @@ def test_the_cycle_finder_finds_a_circle_hidden_in_a_function(tmp_path):
     assert cycles(graph, "natsd.jetstream") == [["natsd.jetstream.a", "natsd.jetstream.b"]]
     assert function_level_imports(tmp_path / "natsd") == ["jetstream/b.py:2 natsd.jetstream.a"]
     assert "natsd.jetstream.b\n    -> natsd.jetstream.a [fn]" in render_graph("jetstream", tmp_path / "natsd")
+
+
+# ---------------------------------------------------------------------------------------------
+# The server's rooms: leaf/, transport/, auth/, monitoring/ see the server through a protocol
+
+# the modules allowed to import natsd.server.server (the package re-exports Server; main runs it)
+SERVER_IMPORTERS = {"natsd.server", "natsd.server.main"}
+# the per-message path of a client connection: no room that only some servers load
+PER_MESSAGE_CORE = ("natsd.server.connection", "natsd.server.router", "natsd.server.writer",
+                    "natsd.server.subscription")
+OPTIONAL_ROOMS = ("natsd.server.leaf", "natsd.server.monitoring")
+
+
+def test_rooms_see_the_server_through_its_context_protocol():
+    """``server.server`` imports its rooms; the rooms (and the connections) type the server as
+    ``natsd.server.context.ServerContext``, so none of them imports ``server.server`` at any level
+    (a TYPE_CHECKING import of it is how the 11-module circle of issue 24 was made)."""
+    graph = module_graph()
+    bad = [f"{mod} imports natsd.server.server" for mod, edges in sorted(graph.items())
+           if "natsd.server.server" in edges and mod not in SERVER_IMPORTERS]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_per_message_path_loads_no_optional_room():
+    graph = module_graph()
+    bad = [f"{mod} imports {target}" for mod in PER_MESSAGE_CORE for target in graph[mod]
+           if any(target == r or target.startswith(r + ".") for r in OPTIONAL_ROOMS)]
+    assert not bad, "\n".join(bad)
+
+
+# ---------------------------------------------------------------------------------------------
+# Ratchets: numbers that may only go down. When one goes down, write the new number here (the
+# failure says which); when one would go up, fix the code instead.
+
+# Import statements inside function bodies (any module), per package ("(top)": the modules
+# directly in natsd/). The remaining ones defer optional, heavy modules (TLS, WebSocket, leafnodes,
+# monitoring, JetStream, prometheus_client, pyarrow, ...) for start-up time and memory (issue 26)
+# and say so where they stand; one made to dodge an import circle is a defect (it hides the circle).
+FUNCTION_LOCAL_IMPORTS = {"(top)": 1, "cli": 22, "config": 9, "jetstream": 5, "server": 23, "spark": 15,
+                          "store": 6}
+# Modules in import circles when TYPE_CHECKING imports count too (natsd-wide), and those of them in a
+# circle spanning more than one folder (the goal: none; a circle inside one folder is a package's
+# own business). Issue 24 started at 44 / 36.
+TYPE_ONLY_CYCLE_MODULES = 37
+TYPE_ONLY_CYCLE_MODULES_ACROSS_FOLDERS = 25
+
+
+def _package_of(path: Path, src: Path = SRC) -> str:
+    rel = path.relative_to(src).parts
+    return rel[0] if len(rel) > 1 else "(top)"
+
+
+def function_local_import_counts(src: Path = SRC) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for path in sorted(src.rglob("*.py")):
+        pkg = _package_of(path, src)
+        for _node, kind in _import_sites(ast.parse(path.read_text(), str(path))):
+            if kind == FUNCTION:
+                counts[pkg] = counts.get(pkg, 0) + 1
+    return counts
+
+
+def _folder(module: str, src: Path = SRC) -> str:
+    path = src.parent / Path(*module.split("."))
+    return module if path.is_dir() else module.rsplit(".", 1)[0]
+
+
+def type_only_cycles(within: str = "natsd", src: Path = SRC) -> tuple[list[list[str]], list[list[str]]]:
+    """(every circle counting TYPE_CHECKING imports, the ones spanning more than one folder)."""
+    comps = cycles(module_graph(src), within, kinds=(TOP, FUNCTION, TYPE_ONLY))
+    return comps, [c for c in comps if len({_folder(m, src) for m in c}) > 1]
+
+
+def _ratchet(name: str, now: int, recorded: int) -> str | None:
+    if now > recorded:
+        return f"{name}: {now}, more than the {recorded} recorded in tests/unit/test_layering.py"
+    if now < recorded:
+        return f"{name}: {now}, down from {recorded}: record {now} in tests/unit/test_layering.py"
+    return None
+
+
+def test_function_local_imports_only_go_down():
+    counts = function_local_import_counts()
+    bad = [m for pkg in sorted(set(counts) | set(FUNCTION_LOCAL_IMPORTS))
+           if (m := _ratchet(f"function-local imports in {pkg}", counts.get(pkg, 0),
+                             FUNCTION_LOCAL_IMPORTS.get(pkg, 0)))]
+    assert not bad, "\n".join(bad) + "\n(list them: python -m tests.unit.test_layering --graph PACKAGE)"
+
+
+def test_modules_in_type_only_cycles_only_go_down():
+    comps, across = type_only_cycles()
+    bad = [m for m in (
+        _ratchet("modules in import circles counting TYPE_CHECKING imports", sum(map(len, comps)),
+                 TYPE_ONLY_CYCLE_MODULES),
+        _ratchet("... of them in circles across folders", sum(map(len, across)),
+                 TYPE_ONLY_CYCLE_MODULES_ACROSS_FOLDERS)) if m]
+    assert not bad, "\n".join(bad) + "\n" + "\n".join(f"  {len(c)}: " + ", ".join(c) for c in comps)
+
+
+def test_no_type_only_cycle_in_the_server_crosses_a_folder():
+    _comps, across = type_only_cycles("natsd.server")
+    assert not across, "\n".join(", ".join(c) for c in across)
+
+
+# ---------------------------------------------------------------------------------------------
+# No `Any` at a seam between packages
+#
+# The rule, mechanical: a parameter or an annotated attribute (TYPE_CHECKING declarations of a
+# mixin included) typed ``Any`` / ``Any | None`` whose name -- leading underscores dropped, whole
+# or its last ``_`` word -- is the name of a class of another natsd package (snake_case, whole or
+# its last word: ``StreamStore`` -> ``stream_store``, ``store``; ``Timer`` -> ``timer``) and of no
+# class of its own package, holds that package's object: type it by that package's class or
+# protocol (``Timer``, ``StreamStore``, ``ServerContext``, ...). The clients (cli, spark) are
+# exempt: they import nothing of the server side, their objects of such names are nats-py's.
+
+ANY_SEAM_EXEMPT_PACKAGES = {"cli", "spark"}
+# (path under natsd/, name) -> why it stays Any for now
+ANY_AT_SEAMS_ALLOWED: dict[tuple[str, str], str] = {
+    **{(path, name): "jetstream's seams are issue 24 item 2 (lane a24js): typed with the consumer's "
+                     "and the stream's protocols" for path, name in (
+        ("jetstream/consumer/acks.py", "timer"),
+        ("jetstream/consumer/core.py", "store"),
+        ("jetstream/consumer/delivery.py", "msgs"),
+        ("jetstream/consumer/delivery.py", "kick_timer"),
+        ("jetstream/consumer/durable.py", "timer"),
+        ("jetstream/consumer/priority.py", "timer"),
+        ("jetstream/consumer/pull.py", "timer"),
+        ("jetstream/consumer/push.py", "hb_timer"),
+        ("jetstream/manager.py", "store"),
+        ("jetstream/manager.py", "_sync_timer"),
+        ("jetstream/snapshot/restore.py", "_store"),
+        ("jetstream/snapshot/transfer.py", "_ack_timer"),
+        ("jetstream/snapshot/transfer.py", "_wait_timer"),
+        ("jetstream/sourcing.py", "_timer"),
+    )},
+}
+
+
+def _is_any(node: ast.expr | None) -> bool:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        try:
+            node = ast.parse(node.value, mode="eval").body
+        except SyntaxError:
+            return False
+    if isinstance(node, ast.Name):
+        return node.id == "Any"
+    if isinstance(node, ast.Attribute):
+        return node.attr == "Any"
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        sides = (node.left, node.right)
+        return any(_is_any(s) for s in sides) and all(
+            _is_any(s) or (isinstance(s, ast.Constant) and s.value is None) for s in sides)
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "Optional":
+        return _is_any(node.slice)
+    return False
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
+
+
+def _words(name: str) -> set[str]:
+    name = name.lstrip("_")
+    return {name, name.rsplit("_", 1)[-1]}
+
+
+def any_at_seams(src: Path = SRC) -> list[tuple[str, int, str, str]]:
+    """(path, line, name, the other package) for every ``Any`` the rule above refuses."""
+    trees = {path: ast.parse(path.read_text(), str(path)) for path in sorted(src.rglob("*.py"))}
+    owners: dict[str, set[str]] = {}  # class-name word -> packages with such a class
+    for path, tree in trees.items():
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                for w in _words(_snake(node.name)):
+                    owners.setdefault(w, set()).add(_package_of(path, src))
+    found = []
+    for path, tree in trees.items():
+        pkg = _package_of(path, src)
+        if pkg in ANY_SEAM_EXEMPT_PACKAGES:
+            continue
+        typed: list[tuple[int, str]] = []
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                typed += [(node.lineno, arg.arg) for arg in a.posonlyargs + a.args + a.kwonlyargs
+                          if _is_any(arg.annotation)]
+            elif isinstance(node, ast.AnnAssign) and _is_any(node.annotation):
+                target = node.target
+                name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+                typed.append((node.lineno, name))
+        for line, name in typed:
+            pkgs = set().union(*(owners.get(w, set()) for w in _words(name)))
+            if pkgs and pkg not in pkgs:
+                found.append((str(path.relative_to(src)), line, name, ", ".join(sorted(pkgs))))
+    return found
+
+
+def test_no_any_at_seams_between_packages():
+    found = any_at_seams()
+    bad = [f"{path}:{line} {name}: Any (an object of natsd.{other}?)" for path, line, name, other in found
+           if (path, name) not in ANY_AT_SEAMS_ALLOWED]
+    stale = sorted(set(ANY_AT_SEAMS_ALLOWED) - {(path, name) for path, _line, name, _o in found})
+    assert not bad, "Any at a seam between packages (type it, or allow it with a reason):\n" + "\n".join(bad)
+    assert not stale, f"allowed but no longer found (drop them from ANY_AT_SEAMS_ALLOWED): {stale}"
+
+
+def test_the_any_rule_finds_a_seam(tmp_path):
+    root = tmp_path / "natsd"
+    for pkg in ("clock_pkg", "jetstream"):
+        (root / pkg).mkdir(parents=True)
+        (root / pkg / "__init__.py").write_text("")
+    (root / "__init__.py").write_text("")
+    (root / "clock_pkg" / "timers.py").write_text("class Timer:\n    pass\nclass StreamStore:\n    pass\n")
+    (root / "jetstream" / "c.py").write_text(
+        "from typing import Any\n"
+        "class Consumer:\n"
+        "    kick_timer: Any\n"  # a Timer of another package: refused
+        "    value: Any\n"  # no class of that name: fine
+        "    def __init__(self, store: 'Any | None', consumer: Any, n: int) -> None:\n"  # store refused
+        "        self.consumer = consumer\n")  # Consumer is jetstream's own: fine
+    assert [(p, n) for p, _l, n, _o in any_at_seams(root)] == [
+        ("jetstream/c.py", "kick_timer"), ("jetstream/c.py", "store")]
 
 
 if __name__ == "__main__":  # python -m tests.unit.test_layering --graph jetstream [--src DIR]

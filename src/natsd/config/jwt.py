@@ -234,7 +234,7 @@ class Export:
 
 @dataclass(slots=True)
 class Import:
-    """An account import of ``subject`` exported by ``account`` (see natsd.server.imports for
+    """An account import of ``subject`` exported by ``account`` (see natsd.server.auth.imports for
     ``local_subject`` and the legacy ``to``)."""
 
     subject: str

@@ -22,7 +22,7 @@
 (tried in turn). Both ``tls {}`` blocks are read by :func:`natsd.config.tls.parse_tls_block` (the
 client port's TLS options): the accepting side's is a server context (certificate required, files
 checked here), a remote's a client one (:func:`natsd.config.tls.build_client_context`, via
-:func:`natsd.server.leafnode.remote_ssl_context`). Without an ``authorization`` block the accepting
+:func:`natsd.server.leaf.node.remote_ssl_context`). Without an ``authorization`` block the accepting
 side authenticates leafs with the server's own users, nkeys or operator JWTs (as nats-server);
 ``verify_and_map`` in its ``tls {}`` maps a leaf's certificate to one of ``authorization.users``.
 """

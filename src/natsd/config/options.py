@@ -114,7 +114,7 @@ class ServerOptions:
     https_port: int = 0  # 0 = no HTTPS monitoring; needs `tls`
     websocket: WebsocketOptions = field(default_factory=WebsocketOptions)
     http_dashboard: bool = True  # natsd only: the live dashboard page on the monitoring port (`http_dashboard: false`)
-    # natsd only: the busy-polling window after each request (natsd.server.busypoll); -1 = the
+    # natsd only: the busy-polling window after each request (natsd.server.transport.busypoll); -1 = the
     # default (200 µs with two CPUs or more, else off). `busy_poll: false` or "0s" turns it off.
     busy_poll_ns: int = -1
     max_payload: int = 1024 * 1024

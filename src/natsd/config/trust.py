@@ -14,7 +14,7 @@ As nats-server:
 
 Operator and preloaded account JWTs are decoded and their signatures checked here
 (:mod:`natsd.config.jwt`), so ``natsd -t`` reports a bad one at file:line:column as the reference
-does; which operator signed an account is checked when it is used (:mod:`natsd.server.trust`).
+does; which operator signed an account is checked when it is used (:mod:`natsd.server.auth.trust`).
 """
 
 from __future__ import annotations

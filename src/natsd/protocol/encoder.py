@@ -84,7 +84,7 @@ def encode_hmsg(subject: bytes, sid: bytes, reply: bytes, hdr: bytes, payload: b
 
 # Precomputed `` <size>\r\n`` suffixes of msg_parts, per size (publishers repeat a few sizes).
 # Bounded: cleared when full. The ``head`` is not cached on purpose: it is a new object per
-# message, and a leafnode link (natsd.server.leafnode) recognises one message routed to several
+# message, and a leafnode link (natsd.server.leaf.node) recognises one message routed to several
 # of its queue subscriptions by that identity.
 _SIZE_MIDS: dict[int, bytes] = {}
 _PIECES_MAX = 1024

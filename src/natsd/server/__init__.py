@@ -1,8 +1,12 @@
 """natsd.server: the only package that owns sockets.
 
-``Server`` (listener, accounts, lifecycle), ``ClientConnection`` (one client, an
-``asyncio.Protocol`` around the sans-IO parser), ``route`` (the publish path), ``ServerPorts``
-(the JetStream seam) and the monitoring HTTP endpoints.
+The core, in this folder: ``Server`` (listener, accounts, lifecycle), ``ClientConnection`` (one
+client, an ``asyncio.Protocol`` around the sans-IO parser, with its ``Writer``), ``route`` (the
+publish path) and ``ServerPorts`` (the JetStream seam). The rooms beside it: ``leaf/``
+(leafnodes), ``transport/`` (TLS, WebSocket, busy polling), ``auth/`` (authentication,
+authorization, operator mode, account imports) and ``monitoring/`` (HTTP endpoints, metrics,
+dashboard, system requests). A room sees the server only through
+:class:`natsd.server.context.ServerContext` and never imports ``server.server``.
 """
 
 from natsd.server.server import Server

@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from natsd.protocol.encoder import OK, PING, PONG, encode_err, encode_hmsg, encode_msg
 from natsd.protocol.errors import (
@@ -47,8 +47,9 @@ from natsd.protocol.events import (
     Run,
 )
 from natsd.protocol.parser import Parser
-from natsd.server.auth import check_password
-from natsd.server.conn_identity import IdentityMixin
+from natsd.server.auth.authenticator import check_password
+from natsd.server.auth.identity import IdentityMixin
+from natsd.server.context import ServerContext
 from natsd.server.log import TRACE, logger
 from natsd.server.router import route, route_batch, route_rrun, route_run
 from natsd.server.subscription import Subscription
@@ -60,10 +61,9 @@ from natsd.subjects.tokens import is_valid_publish_subject, is_valid_subject
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Timer
     from natsd.server.account import Account
-    from natsd.server.auth import CompiledPermissions
-    from natsd.server.server import Server
+    from natsd.server.auth.authenticator import CompiledPermissions
 
-__all__ = ["ClientConnection"]
+__all__ = ["ClientConnection", "ConnectionHost"]
 
 _HDR_PREFIX = b"NATS/1.0"
 # CONNECT fields whose JSON type the reference enforces (a wrong type closes the connection).
@@ -93,6 +93,17 @@ def _decode(b: bytes) -> str:
         return b.decode("utf-8", "surrogateescape")
 
 
+class ConnectionHost(ServerContext, Protocol):
+    """What a client connection needs of the server beyond :class:`ServerContext`: to be
+    registered (or refused), unregistered, and its INFO."""
+
+    def accept_client(self, c: ClientConnection) -> bool: ...
+
+    def client_closed(self, c: ClientConnection) -> None: ...
+
+    def info_for(self, c: ClientConnection, **extra: object) -> bytes: ...
+
+
 class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
     """The server side of one client TCP connection."""
 
@@ -107,7 +118,9 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         "_call_soon", "_busy_arm", "trace",  # (IdentityMixin has the identity slots)
     )
 
-    def __init__(self, server: "Server") -> None:
+    server: ConnectionHost
+
+    def __init__(self, server: ConnectionHost) -> None:
         self.server = server
         opts = server.options
         self.cid = server.next_cid()
@@ -159,7 +172,9 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         self.stalled_producers: set = set()
         self._stash: list | None = None  # events/data held while a bcrypt check runs
         self._backlog: tuple | None = None  # (events, next index, error) not yet run
-        self._call_soon = server.loop.call_soon
+        loop = server.loop
+        assert loop is not None  # connections are made by a started server
+        self._call_soon = loop.call_soon
         self._busy_arm = server.busy_poll.arm
         self.trace = logger.isEnabledFor(TRACE)
         self._init_identity()
@@ -233,7 +248,7 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
                         self.flush_pending = True
                         self._call_soon(self.flush)
                     # A synchronous client's next request follows its answer closely: keep
-                    # the loop polling for it (natsd.server.busypoll).
+                    # the loop polling for it (natsd.server.transport.busypoll).
                     self._busy_arm()
 
     # Fairness: one read can hold thousands of operations. At most EVENTS_PER_TURN are run per
@@ -253,7 +268,9 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         if end < n:
             if self._backlog is None:
                 try:
-                    self.transport.pause_reading()
+                    transport = self.transport
+                    assert transport is not None  # set by connection_made()
+                    transport.pause_reading()
                 except Exception:  # pragma: no cover - transport closing
                     pass
             self._backlog = (events, end, err)
@@ -263,7 +280,9 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
             self._backlog = None
             if not self.stalled:
                 try:
-                    self.transport.resume_reading()
+                    transport = self.transport
+                    assert transport is not None  # set by connection_made()
+                    transport.resume_reading()
                 except Exception:  # pragma: no cover - transport closing
                     pass
         if err is not None:
@@ -458,11 +477,15 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         # bcrypt costs ~100 ms: run it off the loop and hold this connection's input meanwhile.
         self._stash = []
         try:
-            self.transport.pause_reading()
+            transport = self.transport
+            assert transport is not None  # set by connection_made()
+            transport.pause_reading()
         except Exception:  # pragma: no cover - transport already closing
             pass
         stored, given = res.bcrypt
-        fut = self.server.loop.run_in_executor(None, check_password, stored, given)
+        loop = self.server.loop
+        assert loop is not None  # a started server's
+        fut = loop.run_in_executor(None, check_password, stored, given)
 
         def done(f: asyncio.Future) -> None:
             ok = not f.cancelled() and f.exception() is None and f.result()
@@ -477,7 +500,9 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
             if self.verbose:
                 self.send_raw(OK)
             try:
-                self.transport.resume_reading()
+                transport = self.transport
+                assert transport is not None  # set by connection_made()
+                transport.resume_reading()
             except Exception:  # pragma: no cover
                 pass
             for item in stash:
@@ -570,6 +595,7 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
     def on_pub_run(self, run: Run) -> None:
         """A run of reply-less PUBs to differing subjects (see ``OP_PUB_RUN``)."""
         subjects_b, payloads = run.subjects, run.payloads
+        assert subjects_b is not None  # an OP_PUB_RUN run has a subject per message
         if self.pedantic or self.verbose or self.pub_filter is not None:
             # Per-message checks and +OKs: the normal path, message by message.
             for i in range(len(subjects_b)):
@@ -594,7 +620,9 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         e = replies.get(subject)
         if e is None:
             return False
-        ttl = self.perms.responses_expires_ns
+        perms = self.perms
+        assert perms is not None  # replies are kept only under allow_responses
+        ttl = perms.responses_expires_ns
         if ttl > 0 and self.server.clock.monotonic_ns() - e[1] > ttl:
             del replies[subject]
             return False
@@ -611,7 +639,9 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         if replies is not None:
             if len(replies) > 10_000:
                 replies.clear()  # bound it; unanswered requests must not grow memory forever
-            replies[_decode(reply)] = [self.perms.responses_max, self.server.clock.monotonic_ns()]
+            perms = self.perms
+            assert perms is not None  # replies are kept only under allow_responses
+            replies[_decode(reply)] = [perms.responses_max, self.server.clock.monotonic_ns()]
 
     def send_no_responders(self, subj_b: bytes, reply: bytes) -> None:
         """HMSG <reply> <sid> <n> <n> with ``NATS/1.0 503`` and ``Nats-Subject: <subject>``.
@@ -620,7 +650,9 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         (nothing is sent if it has none), as the reference does.
         """
         reply_s = _decode(reply)
-        r = self.account.sublist.match(reply_s)
+        acc = self.account
+        assert acc is not None  # bound at CONNECT, before any PUB
+        r = acc.sublist.match(reply_s)
         for sub in r.psubs:
             if sub.client is self:
                 break
@@ -663,6 +695,7 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
             return
         if sid not in self.subs:  # a duplicate sid is ignored, like the reference
             acc = self.account
+            assert acc is not None  # bound at CONNECT, before any SUB
             sub = Subscription(self, sid, subject, queue, account=acc)
             sub.created_ns = self.server.clock.time_ns()
             self.subs[sid] = sub
@@ -793,11 +826,11 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         self.send_raw(PING)
         self._ping_timer = self.server.clock.call_later(opts.ping_interval_ns, self._ping_tick)
 
-    # -- secure transports (natsd.server.tls / websocket) ----------------------------------------
+    # -- secure transports (natsd.server.transport.tls / websocket) ----------------------------------------
 
     def _authenticate(self, opts: dict):
         """CONNECT credentials, or with ``tls { verify_and_map: true }`` the user named by the
-        client certificate (see :func:`natsd.server.tls.map_certificate_user`). A WebSocket
+        client certificate (see :func:`natsd.server.transport.tls.map_certificate_user`). A WebSocket
         ``jwt_cookie`` stands in for a missing CONNECT ``jwt``."""
         t = self.transport
         cookie_jwt = t.get_extra_info("jwt_cookie") if t is not None else None
@@ -806,7 +839,8 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         tls = self.server.options.tls
         if tls is not None and tls.verify_and_map and self.transport is not None \
                 and self.transport.get_extra_info("ssl_object") is not None:
-            from natsd.server.tls import map_certificate_user
+            # deferred (issue 26, start-up time): only TLS connections with verify_and_map get here
+            from natsd.server.transport.tls import map_certificate_user
             return map_certificate_user(self.server.auth, self.transport.get_extra_info("peercert"))
         return self.server.auth.authenticate(opts, self.nonce)
 

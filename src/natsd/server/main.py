@@ -100,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     for w in options.config_warnings:
         _err(f"{PROGRAM}: {w}")
+    # deferred (issue 26, start-up time): --help, --version and -t (config check) answer without
+    # loading the server
     from natsd.server.log import setup_logging
     from natsd.server.server import Server
 

@@ -38,7 +38,7 @@ _rr = itertools.count()
 
 
 class _LeafLink:
-    """The ``sub_deny`` marker of leafnode links (natsd.server.leafnode): it denies nothing, but
+    """The ``sub_deny`` marker of leafnode links (natsd.server.leaf.node): it denies nothing, but
     makes the router take their ``deliver()`` path and prefer local queue members over them."""
 
     __slots__ = ()

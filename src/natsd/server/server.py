@@ -31,25 +31,26 @@ from typing import TYPE_CHECKING, Callable
 
 from natsd import __version__, _compiled
 from natsd.clock import Clock, SystemClock
+from natsd.config import flags
 from natsd.config.options import AccountJetStreamLimits, ServerOptions
 from natsd.protocol.encoder import encode_info
 from natsd.protocol.errors import ERR_AUTH_VIOLATION, ERR_MAX_CONNECTIONS
 from natsd.server.account import GLOBAL_ACCOUNT, Account
-from natsd.server.auth import Authenticator
-from natsd.server.busypoll import BusyPoll, default_window_ns
+from natsd.server.auth.authenticator import Authenticator
+from natsd.server.auth.trust import Trust
 from natsd.server.connection import (
     REASON_AUTH, REASON_LAME_DUCK, REASON_MAX_CONN, REASON_SERVER_SHUTDOWN, ClientConnection,
 )
 from natsd.server.log import logger, reopen_log_file, setup_logging
 from natsd.server.ports import ServerPorts
-from natsd.server.tls import HandshakeQueue, TlsContexts, TlsLayer
-from natsd.server.trust import Trust
+from natsd.server.transport.busypoll import BusyPoll, default_window_ns
+from natsd.server.transport.tls import HandshakeQueue, TlsContexts, TlsLayer
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.manager import JetStreamEngine
-    from natsd.server.leafmanager import LeafManager
-    from natsd.server.monitor import MonitorServer
-    from natsd.server.sysreq import SystemRequests
+    from natsd.server.leaf.manager import LeafManager
+    from natsd.server.monitoring.endpoints import MonitorServer
+    from natsd.server.monitoring.sysreq import SystemRequests
 
 __all__ = ["Server", "GIT_COMMIT"]
 
@@ -77,7 +78,7 @@ class Server:
         self.reload_options = reload_options
         self.server_id = _server_id()
         self.server_name = self.options.server_name or self.server_id
-        # Operator mode (JWT accounts): see natsd.server.trust.
+        # Operator mode (JWT accounts): see natsd.server.auth.trust.
         self.trust = Trust(self.options) if self.options.trust.enabled else None
         self.auth = Authenticator(self.options, self.trust)
         self.accounts: dict[str, Account] = {}
@@ -102,12 +103,12 @@ class Server:
         self._listener: asyncio.base_events.Server | None = None
         self._monitor: MonitorServer | None = None
         self._https_monitor: MonitorServer | None = None
-        self._sysreq: SystemRequests | None = None  # $SYS.REQ.SERVER.* answers (natsd.server.sysreq)
+        self._sysreq: SystemRequests | None = None  # $SYS.REQ.SERVER.* answers (natsd.server.monitoring.sysreq)
         self._ws_listener: asyncio.base_events.Server | None = None
         self._ws_port = 0
         self._https_port = 0
         self._handshakes: HandshakeQueue | None = None  # created with the loop in start()
-        # Busy polling after requests (natsd.server.busypoll); its window is set in start().
+        # Busy polling after requests (natsd.server.transport.busypoll); its window is set in start().
         self.busy_poll = BusyPoll(0, lambda cb: None)
         self.tls = TlsContexts()  # SSLContexts of the TLS listeners ("client", "websocket", "https")
         self._port = 0
@@ -127,6 +128,14 @@ class Server:
         if self._clock is None:
             self._clock = SystemClock(self.loop)
         return self._clock
+
+    @property
+    def handshakes(self) -> HandshakeQueue:
+        """The worker that runs TLS handshakes off the loop (made by start(); the listeners that
+        need it exist only after)."""
+        q = self._handshakes
+        assert q is not None, "the server is not started"
+        return q
 
     @property
     def port(self) -> int:
@@ -244,7 +253,8 @@ class Server:
         self._port = self._listener.sockets[0].getsockname()[1]
         await self._start_secure_listeners()
         if opts.http_port:
-            from natsd.server.monitor import MonitorServer
+            # deferred (issue 26, start-up time): the monitoring room loads only with a port for it
+            from natsd.server.monitoring.endpoints import MonitorServer
             self._monitor = monitor = MonitorServer(self)
             try:
                 self._http_port = await monitor.start(opts.http_host or "0.0.0.0",
@@ -277,12 +287,13 @@ class Server:
             self.get_account(name)
         trust.start_system_services()
     def _start_system_requests(self) -> None:
-        """With a system account, answer ``$SYS.REQ.SERVER.PING[.*]`` (see :mod:`natsd.server.sysreq`)."""
+        """With a system account, answer ``$SYS.REQ.SERVER.PING[.*]`` (see :mod:`natsd.server.monitoring.sysreq`)."""
         name = self.options.system_account or (self.trust.system_account if self.trust is not None else "")
         if not name:
             return
-        from natsd.server.monitor import MonitorServer
-        from natsd.server.sysreq import SystemRequests
+        # deferred (issue 26, start-up time): only with a system account
+        from natsd.server.monitoring.endpoints import MonitorServer
+        from natsd.server.monitoring.sysreq import SystemRequests
 
         self._sysreq = SystemRequests(self, self._monitor or MonitorServer(self), name)
         self._sysreq.start()
@@ -290,7 +301,8 @@ class Server:
     async def _start_leafnodes(self) -> None:
         if self.options.leafnodes is None:
             return
-        from natsd.server.leafmanager import LeafManager
+        # deferred (issue 26, start-up time): the leaf room loads only with a leafnodes {} block
+        from natsd.server.leaf.manager import LeafManager
         self.leafnodes = leafnodes = LeafManager(self, self.options.leafnodes)
         await leafnodes.start()
 
@@ -334,7 +346,7 @@ class Server:
         opts = self.options
         if not opts.jetstream.enabled:
             return
-        # the engine and its API are imported only when asked for
+        # deferred (issue 26, start-up time): the engine and its API are imported only when asked for
         from natsd.jetstream.api import JetStreamApi
         from natsd.jetstream.manager import JetStreamEngine
 
@@ -513,7 +525,7 @@ class Server:
         new_options.host = self.options.host
         new_options.http_port = self.options.http_port
         self._reload_tls(new_options)
-        if self.leafnodes is not None:  # leafnode certificates and authorization (natsd.server.leafmanager)
+        if self.leafnodes is not None:  # leafnode certificates and authorization (natsd.server.leaf.manager)
             new_options.leafnodes = self.leafnodes.reload(new_options.leafnodes)
         new_options.trust = self.options.trust  # operator/resolver changes need a restart
         new_auth = Authenticator(new_options, self.trust)
@@ -557,8 +569,7 @@ class Server:
             if self.reload_options is not None:
                 opts = self.reload_options()
             else:
-                from natsd.config.flags import reload_options
-                opts = reload_options(self.options)
+                opts = flags.reload_options(self.options)
         except Exception as e:
             logger.error("Failed to reload server configuration: %s", e)
             return
@@ -566,16 +577,19 @@ class Server:
 
     # -- secure transports (TLS, WebSocket, HTTPS monitoring) -------------------------------------
 
-    def _new_client_protocol(self):
+    def _new_client_protocol(self) -> asyncio.BaseProtocol:
         """The protocol for a new client-port connection: plain, or under a TLS layer."""
         tls = self.options.tls
         if tls is None:
             return ClientConnection(self)
+        handshakes = self._handshakes
+        assert handshakes is not None  # created by start(), before the listener
         return TlsLayer.for_options(tls, self.tls.getter("client"), lambda: ClientConnection(self), self.clock,
-                                    self._handshakes)
+                                    handshakes)
 
     def _new_ws_protocol(self):
-        from natsd.server.websocket import WebSocketLayer
+        # deferred (issue 26, start-up time): only with a websocket {} block
+        from natsd.server.transport.websocket import WebSocketLayer
 
         ws = self.options.websocket
         tls = ws.tls
@@ -612,7 +626,8 @@ class Server:
                 # The cookie is offered as CONNECT's jwt; it only counts where JWT auth is configured.
                 logger.debug("websocket: a %r cookie stands in for a missing CONNECT jwt", ws.jwt_cookie)
         if opts.https_port and opts.tls is not None:
-            from natsd.server.monitor import MonitorServer
+            # deferred (issue 26, start-up time), as for the plain monitoring port
+            from natsd.server.monitoring.endpoints import MonitorServer
 
             # asyncio's TLS for HTTPS; a reload loads new certificates into this same context.
             ctx = self.tls.add("https", opts.tls, in_place=True)

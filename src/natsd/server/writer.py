@@ -44,7 +44,7 @@ from natsd.server.log import logger
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Timer
-    from natsd.server.server import Server
+    from natsd.server.context import ServerContext
 
 __all__ = ["Writer", "STALL_MAX_NS", "WRITE_HIGH_WATER", "REASON_SLOW_CONSUMER", "REASON_SLOW_CONSUMER_WD"]
 
@@ -68,8 +68,8 @@ class Writer:
     """
 
     if TYPE_CHECKING:  # what the writer uses of its connection (ClientConnection owns the slots)
-        server: Server
-        transport: Any  # an asyncio transport (or natsd.server.layer's), set from connection_made()
+        server: ServerContext
+        transport: Any  # an asyncio transport (or natsd.server.transport.layer's), set from connection_made()
         prefix: str
         out: bytearray
         flush_pending: bool

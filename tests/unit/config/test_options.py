@@ -152,7 +152,7 @@ def test_includes():
     ("system_account: SYS\naccounts { SYS {} }", "system_account", "SYS"),
     ("system: SYS\naccounts { SYS {} }", "system_account", "SYS"),
     ("disable_sublist_cache: true", "no_sublist_cache", True),
-    ('busy_poll: "50us"', "busy_poll_ns", 50_000),  # natsd only (natsd.server.busypoll)
+    ('busy_poll: "50us"', "busy_poll_ns", 50_000),  # natsd only (natsd.server.transport.busypoll)
     ('busy_poll: "0s"', "busy_poll_ns", 0),
     ("busy_poll: false", "busy_poll_ns", 0),
     ("busy_poll: true", "busy_poll_ns", -1),

@@ -134,7 +134,7 @@ def test_a_sid_with_a_percent_sign_is_not_a_format():
 
 
 def test_the_head_is_a_new_object_per_message():
-    # natsd.server.leafnode tells messages apart by the identity of their head.
+    # natsd.server.leaf.node tells messages apart by the identity of their head.
     assert msg_parts(b"a", b"", 0, 1)[0] is not msg_parts(b"a", b"", 0, 1)[0]
     assert msg_parts(b"a", b"", 3, 4)[0] is not msg_parts(b"a", b"", 3, 4)[0]
 

@@ -1,0 +1,223 @@
+"""Account imports and exports from account JWTs: streams and services across accounts.
+
+Both are built from *internal subscriptions* (see :mod:`natsd.server.ports`), so the publish
+path is untouched and a message crosses accounts at the same point of routing where any internal
+subscriber would get it:
+
+* **stream import** (account B imports stream ``S`` from A): an internal subscription on ``S`` in
+  A's Sublist republishes every message into B, under the import's local subject
+  (``local_subject`` with the same wildcards, ``$N`` tokens allowed; or the legacy ``to`` prefix:
+  ``<to>.<subject>``), reply subject unchanged;
+* **service import** (B imports service ``S`` from A, requested in B on ``local_subject``/``to``,
+  default ``S``): an internal subscription on the local subject in B forwards each request into
+  A on ``S`` (wildcard tokens carried over) with a fresh reply subject ``_R_.<link>.<n>``; one
+  internal wildcard subscription ``_R_.<link>.>`` in A takes the responses back to the
+  requester's reply subject in B. ``Singleton`` services answer once (the entry goes with the
+  first response); ``Stream``/``Chunked`` ones may answer until ``response_threshold`` (default
+  2 minutes). Pending replies are bounded (``MAX_PENDING`` per link, oldest dropped).
+
+An import is honoured only when the exporter's JWT exports a subject covering it; a private
+export (``token_req``) also needs the import's activation token (:func:`_activation_ok`). An
+import that does not qualify is skipped with a warning, as the reference does. Forwarding depth is capped (``MAX_DEPTH``) so import cycles cannot recurse forever.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING
+
+from natsd.config import jwt as J
+from natsd.server.log import logger
+from natsd.server.ports import ServerPorts
+from natsd.subjects.tokens import subset
+
+if TYPE_CHECKING:  # pragma: no cover
+    from natsd.server.account import Account
+    from natsd.config.jwt import AccountClaims, Export, Import
+    from natsd.server.context import ServerContext
+
+__all__ = ["apply_imports", "map_subject", "MAX_PENDING", "MAX_DEPTH"]
+
+MAX_PENDING = 10_000
+MAX_DEPTH = 8
+DEFAULT_RESPONSE_THRESHOLD_NS = 120 * 1_000_000_000
+_links = itertools.count(1)
+_depth = 0
+
+
+def map_subject(pattern: str, subject: str, target: str) -> str:
+    """Carry ``subject``'s wildcard tokens (matched by ``pattern``) into ``target``.
+
+    ``target``'s ``*`` tokens take the matched ``*`` tokens in order, ``$N`` the N-th one, a
+    final ``>`` takes the rest; a literal target is returned as is.
+    """
+    if target == pattern:
+        return subject
+    p, s = pattern.split("."), subject.split(".")
+    wild: list[str] = []
+    for i, tok in enumerate(p):
+        if tok == "*":
+            wild.append(s[i])
+        elif tok == ">":
+            wild.append(".".join(s[i:]))
+            break
+    out = []
+    n = 0
+    for tok in target.split("."):
+        if tok == "*" or tok == ">":
+            out.append(wild[n] if n < len(wild) else tok)
+            n += 1
+        elif tok.startswith("$") and tok[1:].isdigit():
+            k = int(tok[1:]) - 1
+            out.append(wild[k] if 0 <= k < len(wild) else tok)
+        else:
+            out.append(tok)
+    return ".".join(out)
+
+
+def _find_export(exporter: "AccountClaims", imp: "Import") -> "Export | None":
+    for e in exporter.exports:
+        if e.type == imp.type and (e.subject == imp.subject or subset(imp.subject, e.subject)):
+            return e
+    return None
+
+
+def _activation_ok(imp: "Import", exporter: "AccountClaims") -> bool:
+    """A private export (``token_req``) needs the import's ``token``: an activation JWT (already
+    checked with the importing account's claims, see ``Trust._verify_account``) issued by the
+    exporting account or one of its signing keys, for a subject covering the import."""
+    if not imp.token:
+        return False
+    try:
+        c = J.decode(imp.token)
+    except J.JWTError:
+        return False
+    if c["iss"] != exporter.subject and c["iss"] not in exporter.signing_keys:
+        return False
+    subject = c["nats"].get("subject")
+    return isinstance(subject, str) and (subject == imp.subject or subset(imp.subject, subject))
+
+
+def apply_imports(server: "ServerContext", acc: "Account", claims: "AccountClaims") -> None:
+    """(Re)install ``acc``'s imports from its claims (old links are removed first)."""
+    for link in acc.links:
+        link.unsubscribe()
+    acc.links = []
+    trust = server.trust
+    assert trust is not None  # imports come from account JWTs: operator mode only
+    for imp in claims.imports:
+        if imp.account == acc.name:
+            continue
+        exp_claims = trust.lookup(imp.account)
+        export = _find_export(exp_claims, imp) if exp_claims is not None else None
+        if export is None:
+            logger.warning("Account %s: import of %s %r from %s is not exported", acc.name, imp.type,
+                           imp.subject, imp.account)
+            continue
+        if export.token_req and not _activation_ok(imp, exp_claims):  # type: ignore[arg-type]  # export is None otherwise
+            logger.warning("Account %s: import of %r from %s has no valid activation token",
+                           acc.name, imp.subject, imp.account)
+            continue
+        exporter = server.accounts.get(imp.account) or server.get_account(imp.account)
+        if imp.type == "service":
+            acc.links.append(_ServiceLink(server, exporter, acc, imp, export))
+        else:
+            acc.links.append(_StreamLink(exporter, acc, imp))
+
+
+class _StreamLink:
+    def __init__(self, exporter: "Account", importer: "Account", imp: "Import") -> None:
+        self.into = ServerPorts(importer)
+        self.subject = imp.subject
+        if imp.local_subject:
+            self.target = imp.local_subject
+        elif imp.to:
+            self.target = f"{imp.to}.{imp.subject}"  # legacy: ``to`` prefixes the subject
+        else:
+            self.target = imp.subject
+        self.prefix = imp.to if (imp.to and not imp.local_subject) else ""
+        self.sub = ServerPorts(exporter).subscribe(imp.subject, self._on_msg)
+
+    def _on_msg(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+        global _depth
+        if _depth >= MAX_DEPTH:
+            return
+        local = f"{self.prefix}.{subject}" if self.prefix else map_subject(self.subject, subject, self.target)
+        _depth += 1
+        try:
+            self.into.publish(local, reply, hdr, payload)
+        finally:
+            _depth -= 1
+
+    def unsubscribe(self) -> None:
+        self.sub.unsubscribe()
+
+
+class _ServiceLink:
+    def __init__(self, server: "ServerContext", exporter: "Account", importer: "Account", imp: "Import",
+                 export: "Export") -> None:
+        self.clock = server.clock
+        self.to_exporter = ServerPorts(exporter)
+        self.to_importer = ServerPorts(importer)
+        self.importer = importer
+        self.subject = imp.subject
+        self.local = imp.local_subject or imp.to or imp.subject
+        self.singleton = export.response_type not in ("Stream", "Chunked")
+        self.threshold_ns = export.response_threshold_ns or DEFAULT_RESPONSE_THRESHOLD_NS
+        self.prefix = f"_R_.L{next(_links)}."
+        self.pending: dict[str, tuple[str, int]] = {}  # token -> (requester reply, deadline ns)
+        self._n = itertools.count(1)
+        self.subs = [self.to_importer.subscribe(self.local, self._on_request),
+                     self.to_exporter.subscribe(self.prefix + ">", self._on_response)]
+
+    def _on_request(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+        global _depth
+        if _depth >= MAX_DEPTH:
+            return
+        target = map_subject(self.local, subject, self.subject)
+        mapped = ""
+        if reply:
+            pending = self.pending
+            now = self.clock.monotonic_ns()
+            while pending:  # drop expired (and, over the bound, the oldest) entries
+                first = next(iter(pending))
+                if len(pending) < MAX_PENDING and pending[first][1] > now:
+                    break
+                del pending[first]
+            token = str(next(self._n))
+            pending[token] = (reply, now + self.threshold_ns)
+            mapped = self.prefix + token
+        _depth += 1
+        try:
+            n = self.to_exporter.publish(target, mapped, hdr, payload)
+        finally:
+            _depth -= 1
+        if not n and reply:
+            self.pending.pop(mapped[len(self.prefix):], None)
+            self._no_responders(subject, reply)
+
+    def _no_responders(self, subject: str, reply: str) -> None:
+        """Nobody serves the export: the requester gets the 503 status, as from a local request
+        (only a client that asked for no_responders and holds the reply subscription)."""
+        r = self.importer.sublist.match(reply)
+        for sub in r.psubs:
+            c = sub.client
+            if c is not None and c.no_responders and c.headers:
+                c.send_no_responders(subject.encode(), reply.encode())
+                return
+
+    def _on_response(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+        token = subject[len(self.prefix):]
+        entry = self.pending.get(token)
+        if entry is None:
+            return
+        if self.singleton or entry[1] <= self.clock.monotonic_ns():
+            del self.pending[token]
+            if not self.singleton:
+                return
+        self.to_importer.publish(entry[0], "", hdr, payload)
+
+    def unsubscribe(self) -> None:
+        for s in self.subs:
+            s.unsubscribe()
+        self.pending.clear()
