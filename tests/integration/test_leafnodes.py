@@ -494,7 +494,7 @@ async def test_edge_mirrors_and_sources_hub_streams(js_hub, tmp_path):
             msg = await edge_js.get_msg("SOURCED", 1)
             assert msg.subject == "orders.1" and msg.data == b"1"
             # The reference's name for an external origin: <name>:<hash of the API prefix>.
-            from natsd.jetstream.sourcing import api_hash
+            from natsd.jetstream.stream.sourcing import api_hash
             assert msg.headers["Nats-Stream-Source"].startswith(f"ORDERS:{api_hash('$JS.HUB.API')} 2 ")
             # More data keeps flowing.
             await hub_js.publish("orders.1", b"late")

@@ -30,7 +30,7 @@ from natsd.jetstream.models import AckPolicy
 from natsd.store.base import ConsumerState, StoreError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.stream import Stream
+    from natsd.jetstream.stream.core import Stream
 
 __all__ = ["create", "upgrade_sourcing", "recover", "recover_all", "restore", "lookup", "delete"]
 

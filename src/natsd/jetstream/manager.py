@@ -27,10 +27,10 @@ from natsd.jetstream.consumer import ConsumerHub
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.models import JS_API_LEVEL, StreamConfig, rfc3339, parse_rfc3339
 from natsd.jetstream.snapshot import RestoreReceiver, SnapshotSender, remove_stale_restores
-from natsd.jetstream.stream import Stream, _is_direct, store_config_for
+from natsd.jetstream.stream.core import Stream, _is_direct, store_config_for
 from natsd.jetstream.templates import TemplateManager
 from natsd.jetstream.wire import dumps
-from natsd.jetstream.batch import batch_limits_for
+from natsd.jetstream.stream.batch import batch_limits_for
 from natsd.store import list_stream_dirs, load_stream_meta, open_stream_store
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from natsd.jetstream import fastbatch
-from natsd.jetstream.fastbatch import parse_reply
+from natsd.jetstream.stream import fastbatch
+from natsd.jetstream.stream.fastbatch import parse_reply
 from natsd.jetstream.models import SECOND
 from tests.helpers.fakeports import JsEnv
 

@@ -11,7 +11,7 @@ import pytest
 
 from natsd.gotime import format_rfc3339, parse_rfc3339
 from natsd.jetstream.models import SECOND
-from natsd.jetstream.schedules import format_rfc3339nano, parse_schedule
+from natsd.jetstream.stream.schedules import format_rfc3339nano, parse_schedule
 from tests.helpers.fakeports import JsEnv
 
 pytestmark = pytest.mark.unit
@@ -293,7 +293,7 @@ def test_wall_time_is_used(env):
 
 
 def test_next_format_zero_offset_is_z_and_local_zone(monkeypatch):
-    from natsd.jetstream.schedules import load_zone
+    from natsd.jetstream.stream.schedules import load_zone
     london = ZoneInfo("Europe/London")
     winter = ns("2026-01-10T12:00:00Z")
     assert format_rfc3339nano(winter, london) == "2026-01-10T12:00:00Z"

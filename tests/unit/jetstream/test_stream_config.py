@@ -11,7 +11,7 @@ from natsd.config.options import AccountJetStreamLimits
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.models import SECOND, StreamConfig, parse_rfc3339, rfc3339
 from natsd.jetstream.policies import check_stream_config, check_update
-from natsd.jetstream.stream import parse_ttl
+from natsd.jetstream.stream.core import parse_ttl
 from tests.helpers.fakeports import JsEnv
 
 pytestmark = pytest.mark.unit

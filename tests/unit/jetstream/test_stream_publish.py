@@ -373,7 +373,7 @@ def test_update_changes_subscriptions_by_difference(env):
 # -- persist_mode: async ------------------------------------------------------------------------------
 
 def test_async_persist_acks_before_the_write_and_writes_soon_after(tmp_path):
-    from natsd.jetstream.turnflush import ASYNC_PERSIST_DELAY_NS
+    from natsd.jetstream.stream.turnflush import ASYNC_PERSIST_DELAY_NS
 
     env = JsEnv(str(tmp_path), sync_always=True)
     try:

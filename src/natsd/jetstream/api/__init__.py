@@ -20,7 +20,7 @@ from natsd.jetstream.errors import ApiErrors
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.manager import ApiStats, JsAccount
     from natsd.jetstream.ports import MsgHandler, Ports, Subscription
-    from natsd.jetstream.stream import Stream
+    from natsd.jetstream.stream.core import Stream
 
 __all__ = ["ROUTES", "JetStreamApi"]
 

@@ -22,7 +22,7 @@ from natsd.jetstream.requests import MSG_GET_REQUEST
 from natsd.store.base import MsgNotFound, StoreEOF, StoreError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.stream import Stream
+    from natsd.jetstream.stream.core import Stream
 
 __all__ = ["direct_get_handlers", "STATUS_NOT_FOUND", "STATUS_EMPTY", "STATUS_MALFORMED", "STATUS_BAD"]
 

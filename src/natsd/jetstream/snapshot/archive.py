@@ -52,7 +52,7 @@ from natsd.store.base import ConsumerState, Pending, SequencePair
 from natsd.varint import encode_uvarint, read_uvarint
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.stream import Stream
+    from natsd.jetstream.stream.core import Stream
 
 __all__ = [
     "MAGIC", "END_ENTRY", "encode_uvarint", "encode_varint", "encode_entry", "iter_archive",

@@ -37,15 +37,15 @@ from natsd.jetstream.snapshot.archive import (
 )
 from natsd.jetstream.snapshot.s2 import S2StreamDecoder, is_framed
 from natsd.nuid import nuid
-from natsd.jetstream.ingest import H_TTL
-from natsd.jetstream.stream import parse_ttl, store_config_for
+from natsd.jetstream.stream.ingest import H_TTL
+from natsd.jetstream.stream.core import parse_ttl, store_config_for
 from natsd.jetstream.wire import dumps, error_envelope, resp
 from natsd.protocol.headers import get_header_bytes
 from natsd.store import open_stream_store
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.manager import JsAccount
-    from natsd.jetstream.stream import Stream
+    from natsd.jetstream.stream.core import Stream
 
 __all__ = ["RestoreReceiver", "restore_consumer", "remove_stale_restores", "RESTORE_DIR_PREFIX"]
 

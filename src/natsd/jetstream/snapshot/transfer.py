@@ -34,7 +34,7 @@ from natsd.jetstream.snapshot.s2 import frame_archive
 from natsd.nuid import nuid
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.stream import Stream
+    from natsd.jetstream.stream.core import Stream
 
 __all__ = [
     "SnapshotSender", "DEFAULT_CHUNK_SIZE", "DEFAULT_WINDOW_SIZE", "ACK_TIMEOUT_NS", "STATUS_DONE",

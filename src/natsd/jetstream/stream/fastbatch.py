@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from natsd.jetstream.batch import (
+from natsd.jetstream.stream.batch import (
     MAX_ID_LEN, AtomicBatches, Checks, Duplicate, kick_flush, store_one,
 )
 from natsd.jetstream.errors import ApiError, ApiErrors
@@ -47,7 +47,7 @@ from natsd.store.base import StoreError
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Timer
-    from natsd.jetstream.stream import Stream
+    from natsd.jetstream.stream.core import Stream
 
 __all__ = ["FastBatches", "FastBatchReply", "parse_reply", "on_fast_batch_msg", "SUFFIX"]
 

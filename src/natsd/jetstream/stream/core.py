@@ -27,13 +27,13 @@ from collections import deque
 from typing import TYPE_CHECKING, Iterator
 
 from natsd.gotime import format_duration
-from natsd.jetstream import ingest, turnflush
-from natsd.jetstream.batch import AtomicBatches, repair_torn_batch
+from natsd.jetstream.stream import ingest, turnflush
+from natsd.jetstream.stream.batch import AtomicBatches, repair_torn_batch
 from natsd.jetstream.errors import ApiErrors
-from natsd.jetstream.ingest import H_MARKER_REASON
+from natsd.jetstream.stream.ingest import H_MARKER_REASON
 from natsd.jetstream.models import SECOND, StreamConfig, rfc3339, state_to_json, with_dynamic_metadata
-from natsd.jetstream.schedules import Schedules
-from natsd.jetstream.sourcing import SourceLink
+from natsd.jetstream.stream.schedules import Schedules
+from natsd.jetstream.stream.sourcing import SourceLink
 from natsd.jetstream.wire import dumps, parse_ttl
 from natsd.store.base import MsgNotFound, StoreConfig, StoreEOF, StoreError, StoreMsg, StreamStore
 from natsd.subjects.tokens import subjects_collide, subset
@@ -43,7 +43,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.consumer import Consumer
     from natsd.jetstream.manager import JsAccount
     from natsd.jetstream.ports import Subscription
-    from natsd.jetstream.sourcing import SourceLink
+    from natsd.jetstream.stream.sourcing import SourceLink
 
 __all__ = ["Stream", "store_config_for", "parse_ttl"]
 

@@ -53,7 +53,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from natsd.jetstream import counters
+from natsd.jetstream.stream import counters
 from natsd.jetstream.advisories import ADVISORY_PREFIX
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.models import SECOND, rfc3339
@@ -67,8 +67,8 @@ from natsd.store.memory import mem_store_msg_size
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Timer
     from natsd.config.options import JetStreamOptions
-    from natsd.jetstream.fastbatch import FastBatches
-    from natsd.jetstream.stream import Stream
+    from natsd.jetstream.stream.fastbatch import FastBatches
+    from natsd.jetstream.stream.core import Stream
 
 __all__ = ["BatchLimits", "DEFAULT_LIMITS", "batch_limits_for", "AtomicBatches", "on_batch_msg", "repair_torn_batch", "Checks",
            "Duplicate", "store_one", "kick_flush",

@@ -42,7 +42,7 @@ from natsd.protocol.headers import get_header_bytes
 from natsd.store.base import MsgNotFound, StoreEOF
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.stream import Stream
+    from natsd.jetstream.stream.core import Stream
 
 __all__ = ["H_INCR", "H_COUNTER_SOURCES", "H_STREAM_SOURCE", "parse_incr", "check_incr", "apply_incr",
            "Running", "set_header"]

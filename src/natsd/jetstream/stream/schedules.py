@@ -58,7 +58,7 @@ from zoneinfo import ZoneInfo
 
 from natsd.gotime import parse_duration, parse_rfc3339
 from natsd.jetstream.errors import ApiError, ApiErrors
-from natsd.jetstream.schedule_state import decode_state, take_state, write_state
+from natsd.jetstream.stream.schedule_state import decode_state, take_state, write_state
 from natsd.protocol.headers import nats_headers
 from natsd.store.base import MsgNotFound, StoreEOF, StoreError
 from natsd.subjects.tokens import is_valid_publish_subject, subjects_collide

@@ -43,12 +43,12 @@ import json
 import logging
 from typing import TYPE_CHECKING
 
-from natsd.jetstream import counters
-from natsd.jetstream.batch import H_BATCH_ID, on_batch_msg
+from natsd.jetstream.stream import counters
+from natsd.jetstream.stream.batch import H_BATCH_ID, on_batch_msg
 from natsd.jetstream.errors import ApiError, ApiErrors
-from natsd.jetstream.fastbatch import SUFFIX as FAST_BATCH_SUFFIX, on_fast_batch_msg
+from natsd.jetstream.stream.fastbatch import SUFFIX as FAST_BATCH_SUFFIX, on_fast_batch_msg
 from natsd.jetstream.models import SECOND, rfc3339
-from natsd.jetstream.schedules import SCHEDULE_MARK, check_publish as check_schedule, schedule_to_purge
+from natsd.jetstream.stream.schedules import SCHEDULE_MARK, check_publish as check_schedule, schedule_to_purge
 from natsd.jetstream.wire import dumps, parse_ttl
 from natsd.protocol.headers import get_header_bytes, nats_headers, replace_header
 from natsd.store.base import (
@@ -58,7 +58,7 @@ from natsd.subjects.tokens import subject_matches
 from natsd.subjects.transform import transform as _transform
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.stream import Stream
+    from natsd.jetstream.stream.core import Stream
 
 __all__ = ["H_MSG_ID", "H_EXP_STREAM", "H_EXP_LAST_SEQ", "H_EXP_LAST_SUBJ_SEQ", "H_EXP_LAST_SUBJ_SEQ_SUBJ", "H_EXP_LAST_MSG_ID", "H_ROLLUP", "H_TTL", "H_MARKER_REASON", "H_STREAM_SOURCE", "MAX_HDR_SIZE", "COUNTER_CACHE_MAX", "process_msg", "process_run", "process_rrun"]
 

@@ -69,7 +69,7 @@ from natsd.subjects.tokens import subject_matches
 from natsd.subjects.transform import transform as _transform
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.stream import Stream
+    from natsd.jetstream.stream.core import Stream
 
 __all__ = ["SourceLink", "HEALTH_CHECK_NS", "SOURCE_HEADER", "REQUIRED_LEVEL"]
 
