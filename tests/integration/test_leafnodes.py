@@ -512,7 +512,7 @@ MOVE_N = int(os.environ.get("NATSD_MOVE_N", "100000"))
 
 
 def _durable_sourcing_level() -> int:
-    from natsd.jetstream import models
+    from natsd.jetstream.config import models
     return models.JS_API_LEVEL
 
 
@@ -586,7 +586,9 @@ async def cut_links(server, graceful: bool, partition_s: float = 1.0) -> int:
 def patch_js_api_level(monkeypatch, level: int) -> None:
     """Advertise and accept JetStream API level ``level`` in this (in-process) server: every
     module that bound the constant at import."""
-    from natsd.jetstream import consumer_config, manager, models, wire
+    from natsd.jetstream import manager, wire
+    from natsd.jetstream.config import consumer_config
+    from natsd.jetstream.config import models
     from natsd.jetstream.api import direct
     for mod in (models, wire, direct, manager):
         monkeypatch.setattr(mod, "JS_API_LEVEL", level)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from natsd.jetstream.models import rfc3339
+from natsd.jetstream.config.models import rfc3339
 from natsd.nuid import nuid
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 from natsd.gotime import format_rfc3339, parse_rfc3339
 from natsd.jetstream.consumer import Consumer, create_consumer_name
-from natsd.jetstream.consumer_config import (
+from natsd.jetstream.config.consumer_config import (
     MAX_NAME_LEN, ConsumerConfig, check_update, is_valid_asset_name,
 )
 from natsd.jetstream.errors import ApiError, ApiErrors
-from natsd.jetstream.models import AckPolicy
+from natsd.jetstream.config.models import AckPolicy
 from natsd.store.base import ConsumerState, StoreError
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -22,10 +22,11 @@ import tempfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from natsd.jetstream import consumer_registry, domain
+from natsd.jetstream import consumer_registry
+from natsd.jetstream import domain_mappings
 from natsd.jetstream.consumer import ConsumerHub
 from natsd.jetstream.errors import ApiError, ApiErrors
-from natsd.jetstream.models import JS_API_LEVEL, StreamConfig, rfc3339, parse_rfc3339
+from natsd.jetstream.config.models import JS_API_LEVEL, StreamConfig, rfc3339, parse_rfc3339
 from natsd.jetstream.snapshot import RestoreReceiver, SnapshotSender, remove_stale_restores
 from natsd.jetstream.stream.core import Stream, _is_direct, store_config_for
 from natsd.jetstream.templates import TemplateManager
@@ -159,7 +160,7 @@ class JsAccount:
             self._subs.extend(engine.api.install(self))
         remove_stale_restores(self)
         self.templates.recover()
-        domain.setup_account(self)
+        domain_mappings.setup_account(self)
 
     def send_advisory(self, subject: str, obj: dict | Any) -> None:
         """Publish an advisory (JSON) if anybody listens on ``subject``. ``obj`` may be a dict

@@ -44,8 +44,8 @@ from typing import TYPE_CHECKING, Any
 from natsd.jetstream.advisories import stream_action
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.atomicfile import atomic_write
-from natsd.jetstream.models import StreamConfig
-from natsd.jetstream.policies import check_stream_config, check_subject_overlap, refuse_unsupported
+from natsd.jetstream.config.models import StreamConfig
+from natsd.jetstream.config.stream_checks import check_stream_config, check_subject_overlap, refuse_unsupported
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.manager import JsAccount

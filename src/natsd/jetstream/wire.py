@@ -24,7 +24,7 @@ from typing import Any
 
 from natsd.gotime import parse_duration
 from natsd.jetstream.errors import ApiError, ApiErrors
-from natsd.jetstream.models import JS_API_LEVEL, SECOND
+from natsd.jetstream.config.models import JS_API_LEVEL, SECOND
 from natsd.protocol.headers import get_header
 
 __all__ = ["TYPE_PREFIX", "SYSTEM_RESPONSE", "ERROR_EXTRAS", "dumps", "resp", "error_envelope",

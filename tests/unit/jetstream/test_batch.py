@@ -7,7 +7,7 @@ import pytest
 
 from natsd.jetstream.stream import batch as batch_mod
 from natsd.jetstream.stream.batch import BatchLimits, repair_torn_batch
-from natsd.jetstream.models import SECOND
+from natsd.jetstream.config.models import SECOND
 from natsd.protocol.headers import get_header
 from tests.helpers.fakeports import JsEnv
 

@@ -13,11 +13,11 @@ from natsd.jetstream import consumer_registry
 from natsd.jetstream.api import ROUTES
 from natsd.jetstream.api.router import ApiDispatcher
 from natsd.jetstream.consumer import ConsumerHub
-from natsd.jetstream.consumer_config import ConsumerConfig
+from natsd.jetstream.config.consumer_config import ConsumerConfig
 from natsd.jetstream.errors import ApiErrors
 from natsd.jetstream.manager import ApiStats
 from natsd.jetstream.wire import dumps
-from natsd.jetstream.models import StreamConfig
+from natsd.jetstream.config.models import StreamConfig
 from natsd.store.base import MsgNotFound, StoreConfig, StoreEOF
 from natsd.store.memory import MemoryStreamStore
 from natsd.subjects.tokens import subjects_collide

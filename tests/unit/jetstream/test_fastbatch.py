@@ -7,7 +7,7 @@ import pytest
 
 from natsd.jetstream.stream import fastbatch
 from natsd.jetstream.stream.fastbatch import parse_reply
-from natsd.jetstream.models import SECOND
+from natsd.jetstream.config.models import SECOND
 from tests.helpers.fakeports import JsEnv
 
 pytestmark = pytest.mark.unit

@@ -12,7 +12,7 @@ import pytest
 
 from natsd.gotime import format_rfc3339
 from natsd.jetstream.stream import schedules as sched_mod
-from natsd.jetstream.models import SECOND
+from natsd.jetstream.config.models import SECOND
 from natsd.jetstream.stream.schedule_state import STATE_FILE, decode_state, encode_state
 from natsd.jetstream.stream.schedules import _rebuilt_when, _schedule_of
 from natsd.protocol.headers import nats_headers

@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from natsd.gotime import format_rfc3339, parse_rfc3339
-from natsd.jetstream.models import SECOND
+from natsd.jetstream.config.models import SECOND
 from natsd.jetstream.stream.schedules import format_rfc3339nano, parse_schedule
 from tests.helpers.fakeports import JsEnv
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from natsd.jetstream.models import SECOND
+from natsd.jetstream.config.models import SECOND
 from tests.helpers.fakeports import JsEnv
 
 pytestmark = pytest.mark.unit
@@ -227,7 +227,7 @@ def test_interest_stream_without_consumers_acks_but_does_not_store(env):
 
 class _FakeConsumer:
     def __init__(self, name: str, filt: str = "") -> None:
-        from natsd.jetstream.consumer_config import ConsumerConfig
+        from natsd.jetstream.config.consumer_config import ConsumerConfig
         self.name = name
         self.config = ConsumerConfig(filter_subject=filt)  # a plain (not internal) consumer
         self.filters = [filt] if filt else []

@@ -15,11 +15,11 @@ from typing import Any
 
 from natsd.gotime import GO_ZERO_NS, GO_ZERO_TIME, format_rfc3339, parse_rfc3339
 from natsd.jetstream import consumer_registry, gojson
-from natsd.jetstream import requests as R
+from natsd.jetstream.config import requests as R
 from natsd.jetstream.api.router import ApiRequest
 from natsd.jetstream.consumer import Consumer
 from natsd.jetstream.consumer import priority
-from natsd.jetstream.consumer_config import GROUP_NAME_RE, ConsumerConfig
+from natsd.jetstream.config.consumer_config import GROUP_NAME_RE, ConsumerConfig
 from natsd.jetstream.errors import ApiErrors
 from natsd.jetstream.wire import resp
 

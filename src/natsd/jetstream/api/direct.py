@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from natsd.jetstream import gojson
-from natsd.jetstream.models import JS_API_LEVEL, parse_rfc3339, rfc3339
-from natsd.jetstream.requests import MSG_GET_REQUEST
+from natsd.jetstream.config.models import JS_API_LEVEL, parse_rfc3339, rfc3339
+from natsd.jetstream.config.requests import MSG_GET_REQUEST
 from natsd.store.base import MsgNotFound, StoreEOF, StoreError
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -24,9 +24,9 @@ from natsd.jetstream.advisories import _typed
 from natsd.jetstream.api.router import ApiRequest
 from natsd.jetstream.api.templates import is_empty_request
 from natsd.jetstream.errors import ApiErrors
-from natsd.jetstream.models import StreamConfig, rfc3339
-from natsd.jetstream.policies import check_stream_config
-from natsd.jetstream.requests import STREAM_SNAPSHOT_REQUEST
+from natsd.jetstream.config.models import StreamConfig, rfc3339
+from natsd.jetstream.config.stream_checks import check_stream_config
+from natsd.jetstream.config.requests import STREAM_SNAPSHOT_REQUEST
 from natsd.jetstream.gojson import go_kind
 from natsd.jetstream.snapshot import RestoreReceiver, SnapshotSender
 from natsd.jetstream.wire import resp

@@ -13,11 +13,13 @@ import json
 from typing import Any
 
 from natsd.jetstream.advisories import stream_action
-from natsd.jetstream import requests as R
+from natsd.jetstream.config import requests as R
 from natsd.jetstream.errors import ApiErrors
 from natsd.jetstream.api.router import ApiRequest, Offload, SlowRequest, run_inline
-from natsd.jetstream.models import StreamConfig, parse_rfc3339, rfc3339
-from natsd.jetstream.policies import check_stream_config, check_subject_overlap, check_update, refuse_unsupported
+from natsd.jetstream.config.models import StreamConfig, parse_rfc3339, rfc3339
+from natsd.jetstream.config.stream_checks import (
+    check_stream_config, check_subject_overlap, check_update, refuse_unsupported,
+)
 from natsd.jetstream.wire import resp
 from natsd.subjects.tokens import subjects_collide
 

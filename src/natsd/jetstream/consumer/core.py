@@ -52,9 +52,9 @@ from natsd.jetstream.consumer.helpers import nuid
 from natsd.jetstream.consumer.pull import MSG_NEXT_PREFIX, Pull
 from natsd.jetstream.consumer.push import Push
 from natsd.jetstream.consumer.tracking import Tracking
-from natsd.jetstream.consumer_config import DELETE_WAIT_DEFAULT, MS, ConsumerConfig
+from natsd.jetstream.config.consumer_config import DELETE_WAIT_DEFAULT, MS, ConsumerConfig
 from natsd.jetstream.errors import ApiError, ApiErrors
-from natsd.jetstream.requests import CONSUMER_RESET_REQUEST
+from natsd.jetstream.config.requests import CONSUMER_RESET_REQUEST
 from natsd.jetstream.wire import dumps, error_envelope, required_level_too_high, resp
 from natsd.store.base import ConsumerState, MsgNotFound, StoreEOF, StoreError
 from natsd.subjects.tokens import subject_matches

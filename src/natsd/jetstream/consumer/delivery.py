@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 from natsd.jetstream.consumer import status as D
 from natsd.jetstream.consumer.acks import UNACKED_LIMITS_REASON
 from natsd.jetstream.consumer.pull import PullRequest
-from natsd.jetstream.consumer_config import MS
+from natsd.jetstream.config.consumer_config import MS
 from natsd.jetstream.ports import TemplatedRun
 from natsd.store.base import MsgNotFound, StoreClosed, StoreEOF
 from natsd.subjects.tokens import subset

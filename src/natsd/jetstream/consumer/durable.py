@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from natsd.jetstream.consumer_config import MS
+from natsd.jetstream.config.consumer_config import MS
 from natsd.store.base import ConsumerDelta, SequencePair, StoreError
 
 if TYPE_CHECKING:  # pragma: no cover

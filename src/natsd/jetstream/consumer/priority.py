@@ -46,7 +46,7 @@ from natsd.gotime import GO_ZERO_TIME, format_rfc3339
 from natsd.jetstream.consumer import status as D
 from natsd.jetstream.consumer.helpers import nuid
 from natsd.jetstream.errors import ApiErrors
-from natsd.jetstream.models import PriorityPolicy
+from natsd.jetstream.config.models import PriorityPolicy
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.consumer.core import Consumer

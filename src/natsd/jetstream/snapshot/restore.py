@@ -28,10 +28,10 @@ import shutil
 from typing import TYPE_CHECKING, Any, Callable
 
 from natsd.jetstream import consumer_registry
-from natsd.jetstream.consumer_config import ConsumerConfig
+from natsd.jetstream.config.consumer_config import ConsumerConfig
 from natsd.jetstream.errors import ApiError, ApiErrors
-from natsd.jetstream.models import SECOND
-from natsd.jetstream.policies import check_subject_overlap, refuse_unsupported
+from natsd.jetstream.config.models import SECOND
+from natsd.jetstream.config.stream_checks import check_subject_overlap, refuse_unsupported
 from natsd.jetstream.snapshot.archive import (
     MAGIC, ArchiveEntry, ArchiveError, ArchiveReader, consumer_state_from_json,
 )

@@ -28,7 +28,7 @@ import secrets
 from typing import TYPE_CHECKING, Any, Callable
 
 from natsd.jetstream.errors import ApiError
-from natsd.jetstream.models import SECOND
+from natsd.jetstream.config.models import SECOND
 from natsd.jetstream.snapshot.archive import iter_archive
 from natsd.jetstream.snapshot.s2 import frame_archive
 from natsd.nuid import nuid

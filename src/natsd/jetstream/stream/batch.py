@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING
 from natsd.jetstream.stream import counters
 from natsd.jetstream.advisories import ADVISORY_PREFIX
 from natsd.jetstream.errors import ApiError, ApiErrors
-from natsd.jetstream.models import SECOND, rfc3339
+from natsd.jetstream.config.models import SECOND, rfc3339
 from natsd.jetstream.wire import dumps, parse_ttl, required_level_too_high
 from natsd.nuid import nuid
 from natsd.protocol.headers import get_header_bytes, nats_headers, remove_header, replace_header

@@ -31,7 +31,7 @@ from natsd.jetstream.stream import ingest, turnflush
 from natsd.jetstream.stream.batch import AtomicBatches, repair_torn_batch
 from natsd.jetstream.errors import ApiErrors
 from natsd.jetstream.stream.ingest import H_MARKER_REASON
-from natsd.jetstream.models import SECOND, StreamConfig, rfc3339, state_to_json, with_dynamic_metadata
+from natsd.jetstream.config.models import SECOND, StreamConfig, rfc3339, state_to_json, with_dynamic_metadata
 from natsd.jetstream.stream.schedules import Schedules
 from natsd.jetstream.stream.sourcing import SourceLink
 from natsd.jetstream.wire import dumps, parse_ttl

@@ -47,7 +47,7 @@ from natsd.jetstream.stream import counters
 from natsd.jetstream.stream.batch import H_BATCH_ID, on_batch_msg
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.stream.fastbatch import SUFFIX as FAST_BATCH_SUFFIX, on_fast_batch_msg
-from natsd.jetstream.models import SECOND, rfc3339
+from natsd.jetstream.config.models import SECOND, rfc3339
 from natsd.jetstream.stream.schedules import SCHEDULE_MARK, check_publish as check_schedule, schedule_to_purge
 from natsd.jetstream.wire import dumps, parse_ttl
 from natsd.protocol.headers import get_header_bytes, nats_headers, replace_header

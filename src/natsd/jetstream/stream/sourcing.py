@@ -63,7 +63,7 @@ import logging
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from natsd.jetstream.models import SECOND
+from natsd.jetstream.config.models import SECOND
 from natsd.store.base import StoreError
 from natsd.subjects.tokens import subject_matches
 from natsd.subjects.transform import transform as _transform

@@ -21,7 +21,7 @@ import re
 from typing import Callable
 
 from natsd.jetstream.errors import ApiError, ApiErrors
-from natsd.jetstream.models import (
+from natsd.jetstream.config.models import (
     DEFAULT_DUPLICATE_WINDOW_NS, JS_MAX_DESCRIPTION_LEN, JS_MAX_METADATA_LEN, JS_MAX_NAME_LEN, MS, SECOND,
     DiscardPolicy,
     StreamConfig, is_valid_asset_name, set_static_metadata,
