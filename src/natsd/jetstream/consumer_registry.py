@@ -18,7 +18,7 @@ render the reply; nothing here knows about requests or replies.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from natsd.gotime import format_rfc3339, parse_rfc3339
 from natsd.jetstream.consumer import Consumer, create_consumer_name
@@ -30,12 +30,12 @@ from natsd.jetstream.config.models import AckPolicy
 from natsd.store.base import ConsumerState, StoreError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.stream.core import Stream
+    from natsd.jetstream.views import StreamView
 
 __all__ = ["create", "upgrade_sourcing", "recover", "recover_all", "restore", "lookup", "delete"]
 
 
-def upgrade_sourcing(stream: "Stream", cfg: ConsumerConfig) -> None:
+def upgrade_sourcing(stream: "StreamView", cfg: ConsumerConfig) -> None:
     """A stream sourcing this one from another server asks for a ``direct`` + ``sourcing``
     consumer under a stable name (``JS_SRC_<hash>``; nats-server 2.14+ ``trySetupSourceConsumer``).
     As the reference's consumer create does for a single server, before the config's defaults
@@ -65,11 +65,11 @@ def upgrade_sourcing(stream: "Stream", cfg: ConsumerConfig) -> None:
         cfg.name = f"{cfg.name}-{create_consumer_name()}"
 
 
-def create(stream: "Stream", cfg: ConsumerConfig, action: str = "", pedantic: bool = False) -> Consumer:
+def create(stream: "StreamView", cfg: ConsumerConfig, action: str = "", pedantic: bool = False) -> Consumer:
     """Create (or update, or return the identical existing) consumer of ``stream``
     (``addConsumerWithAction``). Raises ApiError as the reference."""
     existing_name = cfg.durable_name or cfg.name
-    existing = stream.consumers.get(existing_name) if existing_name else None
+    existing = _get(stream, existing_name) if existing_name else None
     if existing is not None:
         cfg.pause_until = existing.cfg.pause_until
         if cfg.sourcing and cfg.durable_name:
@@ -157,7 +157,7 @@ def _acc_max_ack_pending(account: Any) -> int:
     return getattr(lim, "max_ack_pending", -1) if lim is not None else -1
 
 
-def _open_store(stream: "Stream", o: Consumer) -> Any:
+def _open_store(stream: "StreamView", o: Consumer) -> Any:
     """Durable, file-backed consumers persist their state through the stream's store;
     ephemerals and ``mem_storage`` consumers keep it in memory only."""
     if not o.cfg.durable_name or o.cfg.mem_storage:
@@ -168,7 +168,7 @@ def _open_store(stream: "Stream", o: Consumer) -> Any:
         raise ApiErrors.CONSUMER_STORE_FAILED(err=str(e)) from None
 
 
-def recover(stream: "Stream", name: str) -> Consumer | None:
+def recover(stream: "StreamView", name: str) -> Consumer | None:
     """Re-create consumer ``name`` from its persisted meta and state (server restart)."""
     cs = stream.store.consumer_store(name, None)
     meta = getattr(cs, "meta", None)
@@ -195,7 +195,7 @@ def recover(stream: "Stream", name: str) -> Consumer | None:
     return o
 
 
-def recover_all(stream: "Stream") -> None:
+def recover_all(stream: "StreamView") -> None:
     """Re-create the consumers persisted with ``stream`` (after the stream was recovered)."""
     try:
         names = stream.store.consumer_names()
@@ -209,7 +209,7 @@ def recover_all(stream: "Stream") -> None:
             continue
 
 
-def restore(stream: "Stream", name: str, cfg: ConsumerConfig, state: ConsumerState) -> Consumer:
+def restore(stream: "StreamView", name: str, cfg: ConsumerConfig, state: ConsumerState) -> Consumer:
     """Recreate consumer ``name`` of a stream restored from a snapshot, with the archive's state:
     a durable's store is written with it first, so a crash right after still has it."""
     created = stream.clock.time_ns()
@@ -228,15 +228,21 @@ def restore(stream: "Stream", name: str, cfg: ConsumerConfig, state: ConsumerSta
     return o
 
 
-def lookup(stream: "Stream", name: str) -> Consumer:
+def _get(stream: "StreamView", name: str) -> Consumer | None:
+    # The stream sees its consumers through ConsumerView; this module is the only one that
+    # puts entries into ``stream.consumers`` and each one is a Consumer it made.
+    return cast("Consumer | None", stream.consumers.get(name))
+
+
+def lookup(stream: "StreamView", name: str) -> Consumer:
     """Consumer ``name`` of ``stream``; 404/10014 when there is none."""
-    o = stream.consumers.get(name)
+    o = _get(stream, name)
     if o is None:
         raise ApiErrors.CONSUMER_NOT_FOUND()
     return o
 
 
-def delete(stream: "Stream", name: str) -> None:
+def delete(stream: "StreamView", name: str) -> None:
     """Delete consumer ``name``: its waiting pulls are answered, its store dropped, the DELETED
     advisory sent (:meth:`Consumer.delete_from_stream`)."""
     lookup(stream, name).delete_from_stream()

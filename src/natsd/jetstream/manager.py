@@ -31,7 +31,7 @@ from natsd.jetstream.snapshot import RestoreReceiver, SnapshotSender, remove_sta
 from natsd.jetstream.stream.core import Stream, _is_direct, store_config_for
 from natsd.jetstream.templates import TemplateManager
 from natsd.jetstream.wire import dumps
-from natsd.jetstream.stream.batch import batch_limits_for
+from natsd.jetstream.config.batch_limits import batch_limits_for
 from natsd.store import list_stream_dirs, load_stream_meta, open_stream_store
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.config.options import AccountJetStreamLimits, ServerOptions
     from natsd.jetstream.ports import MsgHandler, Ports, Subscription
     from natsd.jetstream.ports import Ports
+    from natsd.jetstream.views import StreamView
     from natsd.store.base import StreamStore
 
 __all__ = ["JetStreamEngine", "JsAccount", "ApiStats", "ApiSurface", "default_store_dir", "system_memory",
@@ -116,7 +117,7 @@ class ApiSurface(Protocol):
     def answer_not_enabled(self, ports: "Ports", stats: ApiStats) -> list["Subscription"]:
         """Answer every API request of an account without JetStream with 503/10039."""
 
-    def direct_get_handlers(self, stream: Stream) -> tuple["MsgHandler", "MsgHandler"]:
+    def direct_get_handlers(self, stream: "StreamView") -> tuple["MsgHandler", "MsgHandler"]:
         """The DIRECT.GET handlers a stream with ``allow_direct`` subscribes."""
 
 
@@ -160,7 +161,7 @@ class JsAccount:
             self._subs.extend(engine.api.install(self))
         remove_stale_restores(self)
         self.templates.recover()
-        domain_mappings.setup_account(self)
+        self._subs.extend(domain_mappings.setup_account(self))
 
     def send_advisory(self, subject: str, obj: dict | Any) -> None:
         """Publish an advisory (JSON) if anybody listens on ``subject``. ``obj`` may be a dict

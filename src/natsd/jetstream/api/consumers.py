@@ -155,7 +155,7 @@ def pause(req: ApiRequest) -> dict:
     now = o.clock.time_ns()
     out: dict[str, Any] = {"paused": until_ns is not None and now < until_ns,
                            "pause_until": format_rfc3339(until_ns) if until_ns is not None else GO_ZERO_TIME}
-    if out["paused"]:
+    if until_ns is not None and now < until_ns:  # (paused)
         out["pause_remaining"] = until_ns - now
     return resp("consumer_pause_response", out)
 

@@ -22,7 +22,7 @@ from natsd.jetstream.config.requests import MSG_GET_REQUEST
 from natsd.store.base import MsgNotFound, StoreEOF, StoreError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.stream.core import Stream
+    from natsd.jetstream.views import StreamView
 
 __all__ = ["direct_get_handlers", "STATUS_NOT_FOUND", "STATUS_EMPTY", "STATUS_MALFORMED", "STATUS_BAD"]
 
@@ -54,7 +54,7 @@ def _has_required_level_error(hdr: bytes | None) -> bool:
     return False
 
 
-def direct_get_handlers(stream: "Stream") -> tuple[Callable, Callable]:
+def direct_get_handlers(stream: "StreamView") -> tuple[Callable, Callable]:
     """(handler for DIRECT.GET.<s>, handler for DIRECT.GET.<s>.<subject...>)."""
     publish = stream.account.ports.publish
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 from itertools import repeat
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from natsd.jetstream.consumer.helpers import num, parse_go_duration
 from natsd.jetstream.config.consumer_config import MS
@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.consumer.core import Consumer
     from natsd.jetstream.consumer.durable import StateWriter
     from natsd.jetstream.consumer.tracking import Tracking
-    from natsd.jetstream.manager import JsAccount
+    from natsd.jetstream.views import AccountView
 
 __all__ = ["ACK_PREFIX", "FC_PREFIX", "ACK_WAIT_DELAY", "UNACKED_LIMITS_REASON", "Acks", "ConsumerHub",
            "parse_nak_delay"]
@@ -283,7 +283,7 @@ class ConsumerHub:
     """Per-account consumer plumbing: the single ``$JS.ACK.>`` and ``$JS.FC.>`` subscriptions
     and the deliver-subject -> push consumers index used for interest changes."""
 
-    def __init__(self, account: "JsAccount") -> None:
+    def __init__(self, account: "AccountView") -> None:
         self.account = account
         self.push: dict[str, list[Consumer]] = {}
         ports = account.ports
@@ -299,7 +299,8 @@ class ConsumerHub:
         s = self.account.streams.get(stream)
         if s is None:
             return None
-        return s.consumers.get(name)
+        # every entry of a stream's consumers is a Consumer (consumer_registry makes them)
+        return cast("Consumer | None", s.consumers.get(name))
 
     def _on_ack(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> bool | None:
         # $JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<dseq>.<ts>.<pending>     (v1, 9 tokens)

@@ -60,7 +60,7 @@ from natsd.store.base import ConsumerState, MsgNotFound, StoreEOF, StoreError
 from natsd.subjects.tokens import subject_matches
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.manager import JsAccount
+    from natsd.jetstream.views import AccountView, StreamView
 
 __all__ = ["Consumer"]
 
@@ -77,10 +77,10 @@ class Consumer:
     (:class:`Pull`) are its parts; ``npc`` (num pending: messages not yet delivered) is kept
     here, where the store is asked about it for the consumer's filters."""
 
-    def __init__(self, stream: Any, cfg: ConsumerConfig, name: str, created_ns: int,
+    def __init__(self, stream: "StreamView", cfg: ConsumerConfig, name: str, created_ns: int,
                  store: Any = None, state: ConsumerState | None = None) -> None:
         self.stream = stream
-        self.account: "JsAccount" = stream.account
+        self.account: "AccountView" = stream.account
         self.ports = self.account.ports
         self.clock = self.account.clock
         self.name = name

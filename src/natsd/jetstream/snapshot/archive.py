@@ -52,7 +52,7 @@ from natsd.store.base import ConsumerState, Pending, SequencePair
 from natsd.varint import encode_uvarint, read_uvarint
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.stream.core import Stream
+    from natsd.jetstream.views import StreamView
 
 __all__ = [
     "MAGIC", "END_ENTRY", "encode_uvarint", "encode_varint", "encode_entry", "iter_archive",
@@ -124,7 +124,7 @@ def consumer_state_from_json(d: dict) -> Any:
                          pending=pending, redelivered=red)
 
 
-def iter_archive(stream: "Stream", include_consumers: bool = True,
+def iter_archive(stream: "StreamView", include_consumers: bool = True,
                  state_json: dict | None = None) -> Iterator[bytes]:
     """The archive of ``stream`` as a sequence of byte pieces (see the module docstring).
 

@@ -44,8 +44,7 @@ from natsd.protocol.headers import get_header_bytes
 from natsd.store import open_stream_store
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.manager import JsAccount
-    from natsd.jetstream.stream.core import Stream
+    from natsd.jetstream.views import AccountView, StreamView
 
 __all__ = ["RestoreReceiver", "restore_consumer", "remove_stale_restores", "RESTORE_DIR_PREFIX"]
 
@@ -70,7 +69,7 @@ class RestoreReceiver:
     is deleted. 5 s without a chunk cancels the restore ("is stalled").
     """
 
-    def __init__(self, account: "JsAccount", cfg: Any, on_done: Callable[[str], None] | None = None) -> None:
+    def __init__(self, account: "AccountView", cfg: Any, on_done: Callable[[str], None] | None = None) -> None:
         self.account = account
         self.cfg = cfg
         self.name = cfg.name
@@ -334,7 +333,7 @@ class RestoreReceiver:
         self._store = open_stream_store(store_config_for(self.cfg, self._created_ns), self.clock, final,
                                         eng.sync_interval_ns, eng.sync_always)
 
-    def _activate(self) -> "Stream":
+    def _activate(self) -> "StreamView":
         acct = self.account
         stream = acct.adopt_stream(self.cfg, self._store, self._created_ns)
         self._store = None
@@ -384,7 +383,7 @@ class RestoreReceiver:
         self._fail("", "server shutdown")
 
 
-def restore_consumer(stream: "Stream", name: str, body: dict) -> None:
+def restore_consumer(stream: "StreamView", name: str, body: dict) -> None:
     """Recreate consumer ``name`` of a restored stream with its snapshot state (``body`` is the
     archive's ``consumers/<name>`` entry: ``{"config", "state"}``), through the one consumer path
     (:func:`natsd.jetstream.consumer_registry.restore`)."""
@@ -392,7 +391,7 @@ def restore_consumer(stream: "Stream", name: str, body: dict) -> None:
                               consumer_state_from_json(body["state"]))
 
 
-def remove_stale_restores(account: "JsAccount") -> int:
+def remove_stale_restores(account: "AccountView") -> int:
     """Delete upload directories left by restores interrupted by a crash; returns how many."""
     d = account.directory
     try:

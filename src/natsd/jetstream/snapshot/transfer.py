@@ -34,7 +34,7 @@ from natsd.jetstream.snapshot.s2 import frame_archive
 from natsd.nuid import nuid
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.stream.core import Stream
+    from natsd.jetstream.views import StreamView
 
 __all__ = [
     "SnapshotSender", "DEFAULT_CHUNK_SIZE", "DEFAULT_WINDOW_SIZE", "ACK_TIMEOUT_NS", "STATUS_DONE",
@@ -73,7 +73,7 @@ class SnapshotSender:
     away, ``408 No Flow Response`` after 5 s without an ack, ``500 <error>`` on a read error.
     """
 
-    def __init__(self, stream: "Stream", deliver_subject: str, chunk_size: int = 0, window_size: int = 0,
+    def __init__(self, stream: "StreamView", deliver_subject: str, chunk_size: int = 0, window_size: int = 0,
                  include_consumers: bool = True, state_json: dict | None = None,
                  on_done: Callable[[str], None] | None = None) -> None:
         self.stream = stream

@@ -50,12 +50,12 @@ stays. Only ``sync_always`` (one fsync per loop turn) rules that out.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from natsd.jetstream.stream import counters
 from natsd.jetstream.advisories import ADVISORY_PREFIX
 from natsd.jetstream.errors import ApiError, ApiErrors
+from natsd.jetstream.config.batch_limits import DEFAULT_LIMITS, BatchLimits, batch_limits_for
 from natsd.jetstream.config.models import SECOND, rfc3339
 from natsd.jetstream.wire import dumps, parse_ttl, required_level_too_high
 from natsd.nuid import nuid
@@ -66,7 +66,6 @@ from natsd.store.memory import mem_store_msg_size
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Timer
-    from natsd.config.options import JetStreamOptions
     from natsd.jetstream.stream.fastbatch import FastBatches
     from natsd.jetstream.stream.core import Stream
 
@@ -83,38 +82,6 @@ H_REQUIRED_API_LEVEL = b"Nats-Required-Api-Level"
 ADVISORY_ABANDONED = ADVISORY_PREFIX + "STREAM.BATCH_ABANDONED."
 MAX_ID_LEN = 64
 _BATCH_HEADERS = frozenset((H_BATCH_ID, H_BATCH_SEQ, H_BATCH_COMMIT))
-
-
-@dataclass
-class BatchLimits:
-    """The reference's ``jetstream { limits { batch { ... } } }`` defaults."""
-
-    max_msgs: int = 1000
-    max_inflight_per_stream: int = 50
-    max_inflight_total: int = 1000
-    timeout_ns: int = 10 * SECOND
-    # fast batches (natsd.jetstream.fastbatch) have their own defaults; a configured inflight
-    # limit applies to both kinds
-    fast_max_inflight_per_stream: int = 1000
-    fast_max_inflight_total: int = 50_000
-
-
-DEFAULT_LIMITS = BatchLimits()
-
-
-def batch_limits_for(js: "JetStreamOptions") -> BatchLimits:
-    """The server's batch limits: ``jetstream { limits { batch { ... } } }``, a value <= 0
-    meaning the default (as the reference)."""
-    d = DEFAULT_LIMITS
-    per_stream, total = js.batch_max_inflight_per_stream, js.batch_max_inflight_total
-    return BatchLimits(
-        fast_max_inflight_per_stream=per_stream if per_stream > 0 else d.fast_max_inflight_per_stream,
-        fast_max_inflight_total=total if total > 0 else d.fast_max_inflight_total,
-        max_msgs=js.batch_max_msgs if js.batch_max_msgs > 0 else d.max_msgs,
-        max_inflight_per_stream=(js.batch_max_inflight_per_stream if js.batch_max_inflight_per_stream > 0
-                                 else d.max_inflight_per_stream),
-        max_inflight_total=js.batch_max_inflight_total if js.batch_max_inflight_total > 0 else d.max_inflight_total,
-        timeout_ns=js.batch_timeout_ns if js.batch_timeout_ns > 0 else d.timeout_ns)
 
 
 # Open batches of the whole process (the reference counts them per process, across accounts).

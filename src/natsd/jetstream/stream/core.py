@@ -40,8 +40,7 @@ from natsd.subjects.tokens import subjects_collide, subset
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Clock, Timer
-    from natsd.jetstream.consumer import Consumer
-    from natsd.jetstream.manager import JsAccount
+    from natsd.jetstream.views import AccountView, ConsumerView
     from natsd.jetstream.ports import Subscription
     from natsd.jetstream.stream.sourcing import SourceLink
 
@@ -76,14 +75,14 @@ def store_config_for(cfg: StreamConfig, created_ns: int) -> StoreConfig:
 class Stream:
     """One stream of one account. Created by the account (``JsAccount.add_stream``)."""
 
-    def __init__(self, account: "JsAccount", config: StreamConfig, store: StreamStore, created_ns: int) -> None:
+    def __init__(self, account: "AccountView", config: StreamConfig, store: StreamStore, created_ns: int) -> None:
         self.account = account
         self.name = config.name
         self.config = config
         self.store: StreamStore = store
         self.created_ns = created_ns
         self.clock: Clock = account.clock
-        self.consumers: dict[str, Consumer] = {}
+        self.consumers: dict[str, ConsumerView] = {}
         self.closed = False
         # Snapshots being sent (natsd.jetstream.snapshot): while any runs, nothing expires (the
         # backup must be consistent) and STREAM.UPDATE is refused (see api/snapshot.py).
@@ -495,7 +494,7 @@ class Stream:
     # ---------------------------------------------------------------------------------------
     # consumers (contract with natsd.jetstream.consumer)
 
-    def add_consumer(self, consumer: Consumer) -> None:
+    def add_consumer(self, consumer: ConsumerView) -> None:
         """Register ``consumer`` (``.name``). Enforces the stream's max_consumers and the
         account's max_consumers (10026 "maximum consumers limit reached")."""
         name = consumer.name
@@ -525,7 +524,7 @@ class Stream:
                 return
             self._check_interest_after_removal(c)
 
-    def _check_interest_after_removal(self, gone: Consumer | None) -> None:
+    def _check_interest_after_removal(self, gone: ConsumerView | None) -> None:
         # Remove messages no remaining consumer needs (of those ``gone`` matched; all when None).
         # Bounded walk over the stored range.
         st = self.store.state()
@@ -553,7 +552,7 @@ class Stream:
                 return False
         return True
 
-    def ack_processed(self, consumer: Consumer, sseq: int) -> None:
+    def ack_processed(self, consumer: ConsumerView, sseq: int) -> None:
         """A consumer acked ``sseq``: workqueue -> remove it; interest -> remove it once every
         interested consumer has acked it. limits retention: nothing."""
         if self._workqueue:
@@ -746,11 +745,11 @@ class Stream:
         return out, total, off, limit
 
 
-def _is_direct(c: "Consumer") -> bool:
+def _is_direct(c: "ConsumerView") -> bool:
     """An internal consumer (mirror / source feed): ``config.direct`` (or ``sourcing``) set."""
     cfg = c.config
     return cfg.direct or cfg.sourcing
 
 
-def _consumer_filters(c: "Consumer") -> list[str]:
+def _consumer_filters(c: "ConsumerView") -> list[str]:
     return [f for f in c.filters if f]
