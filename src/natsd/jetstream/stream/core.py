@@ -3,10 +3,10 @@
 The hot path lives in two modules whose functions the :class:`Stream` class takes as its methods
 (so ``stream.process_msg`` is an ordinary bound method, no extra call on the way):
 
-* :mod:`natsd.jetstream.ingest`: the publish path: a message (or a run of them) in, the
+* :mod:`natsd.jetstream.stream.ingest`: the publish path: a message (or a run of them) in, the
   ``Nats-*`` header checks in the reference's order, the store, the PubAck queued; dedupe
   (``Nats-Msg-Id``), rollups, republish, counters' light path;
-* :mod:`natsd.jetstream.turnflush`: once per loop turn, write the turn's records, then send its
+* :mod:`natsd.jetstream.stream.turnflush`: once per loop turn, write the turn's records, then send its
   PubAcks, then wake the consumers (``persist_mode: async``, writer-thread writes and failed
   writes included). So a PubAck always follows the write of its record.
 
@@ -347,7 +347,15 @@ class Stream:
             self._notify_new(self.lseq)
 
     # ---------------------------------------------------------------------------------------
-    # the publish path (natsd.jetstream.ingest)
+    # the publish path (natsd.jetstream.stream.ingest)
+    #
+    # Why functions of ingest/turnflush bound as methods rather than parts of their own that
+    # reach the stream through a view: every published message runs process_msg/process_run,
+    # _process and (per turn) _flush, reading ~60 of the stream's attributes; an ingest part
+    # holding a reference to the stream would add an attribute load per access, and a part
+    # owning copies would have to be kept in step at every config change. Measured with
+    # ``bench/run.py jspub`` and ``jspub16k`` (and ``bench/bench_jspub.py pub``, server CPU per
+    # publish; see bench/README.md). The trick stays inside natsd/jetstream/stream/.
     _respond = ingest._respond
     _reject = ingest._reject
     process_run = ingest.process_run
@@ -384,7 +392,8 @@ class Stream:
         self._used[self._ut] -= self._counted
         self._counted = 0
 
-    # the turn's write, PubAcks and consumer wake-up (natsd.jetstream.turnflush)
+    # the turn's write, PubAcks and consumer wake-up (natsd.jetstream.stream.turnflush; bound
+    # as methods for the same reason as ingest's, see above)
     _flush = turnflush._flush
     _written = turnflush._written
     _unwait = turnflush._unwait
