@@ -12,6 +12,7 @@ import base64
 import json
 from typing import Any
 
+from natsd import nats_headers as NH
 from natsd.jetstream.advisories import stream_action
 from natsd.jetstream.config import requests as R
 from natsd.jetstream.errors import ApiErrors
@@ -154,7 +155,7 @@ def stream_info(req: ApiRequest) -> dict:
     if not total:
         off = limit = 0
     rtype = "stream_info_response"
-    if req.header("Nats-Response-Type") == "create":
+    if req.header(NH.RESPONSE_TYPE.decode()) == "create":
         rtype = "stream_create_response"
     body: dict = {"total": total, "offset": off, "limit": limit}
     body.update(info)

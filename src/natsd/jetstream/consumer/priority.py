@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from natsd import nats_headers as NH
 from natsd.gotime import GO_ZERO_TIME, format_rfc3339
 from natsd.jetstream.consumer import status as D
 from natsd.jetstream.consumer.helpers import nuid
@@ -54,8 +55,9 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["PullPriority", "PinState", "check_request", "unpin", "SERVE", "PINNED", "SKIP", "DROP",
            "PIN_ID_HEADER", "PIN_MISMATCH"]
 
-PIN_ID_HEADER = "Nats-Pin-Id"
-_PIN_PREFIX = b"Nats-Pin-Id: "
+PIN_ID_HEADER = NH.PIN_ID.decode()
+_PIN_PREFIX = NH.PIN_ID + b": "
+_WRONG_PIN_ID = NH.WRONG_PIN_ID.decode()
 
 NONE = PriorityPolicy.NONE
 OVERFLOW = PriorityPolicy.OVERFLOW
@@ -190,7 +192,7 @@ class PinState:
         return True
 
     def _wrong_pin(self, wr: Any) -> None:
-        self.o.ports.publish(wr.reply, "", D.pending_status(423, "Nats-Wrong-Pin-Id", wr.n, wr.b), b"")
+        self.o.ports.publish(wr.reply, "", D.pending_status(423, _WRONG_PIN_ID, wr.n, wr.b), b"")
 
     # -- the pin -----------------------------------------------------------------------------------
     def pin_header(self, hdr: bytes | None) -> bytes:

@@ -255,7 +255,7 @@ class RestoreReceiver:
         hdr = e.payload[:hsz] if hsz else None
         msg = e.payload[hsz:]
         ttl_ns = 0
-        if hdr and b"Nats-TTL" in hdr:
+        if hdr and H_TTL in hdr:
             v = get_header_bytes(hdr, H_TTL)
             if v is not None:
                 ttl_s = parse_ttl(v.decode())

@@ -58,6 +58,7 @@ from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.config.batch_limits import DEFAULT_LIMITS, BatchLimits, batch_limits_for
 from natsd.jetstream.config.models import SECOND, rfc3339
 from natsd.jetstream.wire import dumps, parse_ttl, required_level_too_high
+from natsd import nats_headers as NH
 from natsd.nuid import nuid
 from natsd.protocol.headers import get_header_bytes, nats_headers, remove_header, replace_header
 from natsd.store.base import MsgNotFound, StoreEOF, StoreError
@@ -75,10 +76,10 @@ __all__ = ["BatchLimits", "DEFAULT_LIMITS", "batch_limits_for", "AtomicBatches",
 
 log = logging.getLogger("natsd.jetstream.batch")
 
-H_BATCH_ID = b"Nats-Batch-Id"
-H_BATCH_SEQ = b"Nats-Batch-Sequence"
-H_BATCH_COMMIT = b"Nats-Batch-Commit"
-H_REQUIRED_API_LEVEL = b"Nats-Required-Api-Level"
+H_BATCH_ID = NH.BATCH_ID
+H_BATCH_SEQ = NH.BATCH_SEQ
+H_BATCH_COMMIT = NH.BATCH_COMMIT
+H_REQUIRED_API_LEVEL = NH.REQUIRED_API_LEVEL
 ADVISORY_ABANDONED = ADVISORY_PREFIX + "STREAM.BATCH_ABANDONED."
 MAX_ID_LEN = 64
 _BATCH_HEADERS = frozenset((H_BATCH_ID, H_BATCH_SEQ, H_BATCH_COMMIT))
@@ -311,14 +312,14 @@ class Checks:
         cfg = stream.config
         if h is None:
             h = nats_headers(hdr) if hdr else {}
-        if self.atomic and h.get(b"Nats-Expected-Last-Msg-Id"):
-            raise ApiErrors.ATOMIC_PUBLISH_UNSUPPORTED_HEADER_BATCH(header="Nats-Expected-Last-Msg-Id")
+        if self.atomic and h.get(NH.EXPECTED_LAST_MSG_ID):
+            raise ApiErrors.ATOMIC_PUBLISH_UNSUPPORTED_HEADER_BATCH(header=NH.EXPECTED_LAST_MSG_ID.decode())
         incr = counters.check_incr(h, body, cfg.allow_msg_counter, False)
-        v = h.get(b"Nats-Expected-Stream")
+        v = h.get(NH.EXPECTED_STREAM)
         if v and v.decode("utf-8", "replace") != stream.name:
             raise ApiErrors.STREAM_NOT_MATCH()
         ttl = 0
-        v = h.get(b"Nats-TTL")
+        v = h.get(NH.TTL)
         if v:
             try:
                 ttl = parse_ttl(v.decode("utf-8", "replace"))
@@ -330,7 +331,7 @@ class Checks:
             if bad:
                 raise ApiErrors.MESSAGE_TTL_INVALID()
         msg_id = ""
-        v = h.get(b"Nats-Msg-Id")
+        v = h.get(NH.MSG_ID)
         if v:
             msg_id = v.decode("utf-8", "replace")
             if msg_id in self.msg_ids:
@@ -354,17 +355,17 @@ class Checks:
             if mms >= 0 and (len(new_hdr or b"") > mms or len(body) > mms - len(new_hdr or b"")):
                 raise ApiErrors.STREAM_MESSAGE_EXCEEDS_MAXIMUM()
         staged = self.count
-        v = h.get(b"Nats-Expected-Last-Sequence")
+        v = h.get(NH.EXPECTED_LAST_SEQ)
         if v:
             want = int(v) if v.isdigit() else -1
             if want != stream.lseq + staged:
                 raise ApiErrors.STREAM_WRONG_LAST_SEQUENCE(seq=stream.lseq + staged)
             if staged:
                 raise ApiErrors.STREAM_WRONG_LAST_SEQUENCE_CONSTANT()
-        v = h.get(b"Nats-Expected-Last-Subject-Sequence")
+        v = h.get(NH.EXPECTED_LAST_SUBJ_SEQ)
         if v:
             want = int(v) if v.isdigit() else -1
-            ssubj = h.get(b"Nats-Expected-Last-Subject-Sequence-Subject")
+            ssubj = h.get(NH.EXPECTED_LAST_SUBJ_SEQ_SUBJ)
             check_subj = ssubj.decode("utf-8", "replace") if ssubj else subject
             if check_subj in self.inflight:
                 raise ApiErrors.STREAM_WRONG_LAST_SEQUENCE_CONSTANT()
@@ -380,9 +381,9 @@ class Checks:
                 if fseq != want:
                     raise ApiErrors.STREAM_WRONG_LAST_SEQUENCE(seq=fseq)
                 self.expected[check_subj] = fseq
-        elif h.get(b"Nats-Expected-Last-Subject-Sequence-Subject"):
+        elif h.get(NH.EXPECTED_LAST_SUBJ_SEQ_SUBJ):
             raise ApiErrors.STREAM_EXPECTED_LAST_SEQ_PER_SUBJECT_INVALID()
-        rollup = h.get(b"Nats-Rollup") or b""
+        rollup = h.get(NH.ROLLUP) or b""
         if rollup:
             if not (cfg.allow_rollup_hdrs and not cfg.deny_purge):
                 raise ApiErrors.STREAM_ROLLUP_FAILED(err="rollup not permitted")
@@ -465,7 +466,7 @@ def store_one(stream: "Stream", subject: str, hdr: bytes | None, body: bytes, tt
         return stream.skip_uninterested(subject, msg_id, rollup)
     if ttl > 0 and stream._sdm_ttl_s and cfg.max_msgs_per_subject != 1 and ttl < stream._sdm_ttl_s:
         ttl = stream._sdm_ttl_s
-        hdr = replace_header(hdr, b"Nats-TTL", str(ttl).encode())
+        hdr = replace_header(hdr, NH.TTL, str(ttl).encode())
     tlseq = 0
     if cfg.republish:
         try:

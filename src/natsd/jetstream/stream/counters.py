@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from natsd.jetstream.errors import ApiErrors
 from natsd.jetstream.wire import dumps
+from natsd import nats_headers as NH
 from natsd.protocol.headers import get_header_bytes
 from natsd.store.base import MsgNotFound, StoreEOF
 
@@ -47,14 +48,13 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["H_INCR", "H_COUNTER_SOURCES", "H_STREAM_SOURCE", "parse_incr", "check_incr", "apply_incr",
            "Running", "set_header"]
 
-H_INCR = b"Nats-Incr"
-H_COUNTER_SOURCES = b"Nats-Counter-Sources"
-H_STREAM_SOURCE = b"Nats-Stream-Source"
+H_INCR = NH.INCR
+H_COUNTER_SOURCES = NH.COUNTER_SOURCES
+H_STREAM_SOURCE = NH.STREAM_SOURCE
 
 # Headers a counter increment may not carry (the reference's "incompatible headers").
-_INCOMPATIBLE = (b"Nats-Rollup", b"Nats-Expected-Stream", b"Nats-Expected-Last-Msg-Id",
-                 b"Nats-Expected-Last-Subject-Sequence-Subject", b"Nats-Expected-Last-Sequence",
-                 b"Nats-Expected-Last-Subject-Sequence")
+_INCOMPATIBLE = (NH.ROLLUP, NH.EXPECTED_STREAM, NH.EXPECTED_LAST_MSG_ID, NH.EXPECTED_LAST_SUBJ_SEQ_SUBJ,
+                 NH.EXPECTED_LAST_SEQ, NH.EXPECTED_LAST_SUBJ_SEQ)
 
 # Go's big.Int SetString(s, 10): an optional sign and at least one decimal digit, nothing else.
 _BIG_INT = re.compile(rb"[+-]?[0-9]+\Z")

@@ -42,6 +42,7 @@ from natsd.jetstream.stream.batch import (
 )
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.wire import dumps, required_level_too_high
+from natsd import nats_headers as NH
 from natsd.protocol.headers import get_header_bytes, remove_header
 from natsd.store.base import StoreError
 
@@ -234,11 +235,11 @@ class FastBatches:
             _inflight[0] += 1
             b.ack_msgs = 1 if len(self.open) > 1 else min(500, fb.flow)
             self._arm(b)
-        if hdr and get_header_bytes(hdr, b"Nats-Required-Api-Level") is not None:
+        if hdr and get_header_bytes(hdr, NH.REQUIRED_API_LEVEL) is not None:
             if required_level_too_high(hdr):
                 self._forget(b)
                 raise ApiErrors.REQUIRED_API_LEVEL()
-            hdr = remove_header(hdr, b"Nats-Required-Api-Level")
+            hdr = remove_header(hdr, NH.REQUIRED_API_LEVEL)
         if not b.commit:
             b.deadline = now + self.timeout_ns
 
@@ -283,7 +284,7 @@ class FastBatches:
 
         try:
             subj, nhdr, body, ttl, msg_id, rollup = Checks(stream, atomic=False).one(subject, hdr, payload)
-            lmid = hdr and get_header_bytes(hdr, b"Nats-Expected-Last-Msg-Id")
+            lmid = hdr and get_header_bytes(hdr, NH.EXPECTED_LAST_MSG_ID)
             if lmid and lmid.decode("utf-8", "replace") != stream.lmsg_id:
                 raise ApiErrors.STREAM_WRONG_LAST_MSG_ID(id=stream.lmsg_id)
         except Duplicate as d:

@@ -50,6 +50,7 @@ from natsd.jetstream.stream.fastbatch import SUFFIX as FAST_BATCH_SUFFIX, on_fas
 from natsd.jetstream.config.models import SECOND, rfc3339
 from natsd.jetstream.stream.schedules import SCHEDULE_MARK, check_publish as check_schedule, schedule_to_purge
 from natsd.jetstream.wire import dumps, parse_ttl
+from natsd import nats_headers as NH
 from natsd.protocol.headers import get_header_bytes, nats_headers, replace_header
 from natsd.store.base import (
     MaxBytes, MaxMsgs, MaxMsgsPerSubject, MsgNotFound, StoreEOF, StoreError, StoreFull, StoreMsg, StoreWriteError,
@@ -66,16 +67,16 @@ log = logging.getLogger("natsd.jetstream.stream")
 
 # Header names we look at on ingest (exact spelling as the reference; compared case-sensitively
 # like nats-server's getHeader).
-H_MSG_ID = b"Nats-Msg-Id"
-H_EXP_STREAM = b"Nats-Expected-Stream"
-H_EXP_LAST_SEQ = b"Nats-Expected-Last-Sequence"
-H_EXP_LAST_SUBJ_SEQ = b"Nats-Expected-Last-Subject-Sequence"
-H_EXP_LAST_SUBJ_SEQ_SUBJ = b"Nats-Expected-Last-Subject-Sequence-Subject"
-H_EXP_LAST_MSG_ID = b"Nats-Expected-Last-Msg-Id"
-H_ROLLUP = b"Nats-Rollup"
-H_TTL = b"Nats-TTL"
-H_MARKER_REASON = b"Nats-Marker-Reason"
-H_STREAM_SOURCE = b"Nats-Stream-Source"
+H_MSG_ID = NH.MSG_ID
+H_EXP_STREAM = NH.EXPECTED_STREAM
+H_EXP_LAST_SEQ = NH.EXPECTED_LAST_SEQ
+H_EXP_LAST_SUBJ_SEQ = NH.EXPECTED_LAST_SUBJ_SEQ
+H_EXP_LAST_SUBJ_SEQ_SUBJ = NH.EXPECTED_LAST_SUBJ_SEQ_SUBJ
+H_EXP_LAST_MSG_ID = NH.EXPECTED_LAST_MSG_ID
+H_ROLLUP = NH.ROLLUP
+H_TTL = NH.TTL
+H_MARKER_REASON = NH.MARKER_REASON
+H_STREAM_SOURCE = NH.STREAM_SOURCE
 
 MAX_HDR_SIZE = 65535  # math.MaxUint16 in the reference
 _NO_SOURCES: dict = {}  # (the counter sources of a counter message stored without any; never changed)
@@ -518,7 +519,7 @@ def _process(self: Stream, subject: str, reply: str, hdr: bytes | None, payload:
     # TTLs shorter than the delete-marker TTL are raised to it (reference behaviour).
     if ttl > 0 and self._sdm_ttl_s and cfg.max_msgs_per_subject != 1 and ttl < self._sdm_ttl_s:
         ttl = self._sdm_ttl_s
-        hdr = replace_header(hdr, b"Nats-TTL", str(ttl).encode())
+        hdr = replace_header(hdr, H_TTL, str(ttl).encode())
     tlseq = 0
     if cfg.republish:
         try:
@@ -734,11 +735,11 @@ def _republish(self: Stream, subject: str, hdr: bytes | None, payload: bytes, se
     dest = _transform(src, rp.get("dest", ""), subject)
     if not dest:
         return
-    base = (b"NATS/1.0\r\nNats-Stream: " + self.name.encode() + b"\r\nNats-Subject: " + subject.encode()
-            + b"\r\nNats-Sequence: " + str(seq).encode() + b"\r\nNats-Time-Stamp: " + rfc3339(ts).encode()
-            + b"\r\nNats-Last-Sequence: " + str(tlseq).encode() + b"\r\n")
+    base = (b"NATS/1.0\r\n" + NH.STREAM + b": " + self.name.encode() + b"\r\n" + NH.SUBJECT + b": "
+            + subject.encode() + b"\r\n" + NH.SEQUENCE + b": " + str(seq).encode() + b"\r\n" + NH.TIME_STAMP
+            + b": " + rfc3339(ts).encode() + b"\r\n" + NH.LAST_SEQUENCE + b": " + str(tlseq).encode() + b"\r\n")
     if rp.get("headers_only"):
-        base += b"Nats-Msg-Size: " + str(len(payload)).encode() + b"\r\n"
+        base += NH.MSG_SIZE + b": " + str(len(payload)).encode() + b"\r\n"
         body = b""
     else:
         body = payload

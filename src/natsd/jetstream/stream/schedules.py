@@ -59,6 +59,7 @@ from zoneinfo import ZoneInfo
 from natsd.gotime import parse_duration, parse_rfc3339
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.stream.schedule_state import decode_state, take_state, write_state
+from natsd import nats_headers as NH
 from natsd.protocol.headers import nats_headers
 from natsd.store.base import MsgNotFound, StoreEOF, StoreError
 from natsd.subjects.tokens import is_valid_publish_subject, subjects_collide
@@ -74,17 +75,17 @@ log = logging.getLogger("natsd.jetstream.schedules")
 SECOND = 10**9
 MIN_FIRE_DELAY = SECOND // 4
 
-H_SCHEDULE = b"Nats-Schedule"
-H_TZ = b"Nats-Schedule-Time-Zone"
-H_STTL = b"Nats-Schedule-TTL"
-H_SROLLUP = b"Nats-Schedule-Rollup"
-H_TARGET = b"Nats-Schedule-Target"
-H_SOURCE = b"Nats-Schedule-Source"
-H_SCHEDULER = b"Nats-Scheduler"
-H_NEXT = b"Nats-Schedule-Next"
-H_ROLLUP = b"Nats-Rollup"
-H_TTL = b"Nats-TTL"
-H_MSG_ID = b"Nats-Msg-Id"
+H_SCHEDULE = NH.SCHEDULE
+H_TZ = NH.SCHEDULE_TIME_ZONE
+H_STTL = NH.SCHEDULE_TTL
+H_SROLLUP = NH.SCHEDULE_ROLLUP
+H_TARGET = NH.SCHEDULE_TARGET
+H_SOURCE = NH.SCHEDULE_SOURCE
+H_SCHEDULER = NH.SCHEDULER
+H_NEXT = NH.SCHEDULE_NEXT
+H_ROLLUP = NH.ROLLUP
+H_TTL = NH.TTL
+H_MSG_ID = NH.MSG_ID
 NEXT_PURGE = b"purge"
 
 #: Substring every schedule-related header name contains: the publish path looks for the
@@ -288,7 +289,7 @@ def _strip_headers(hdr: bytes) -> bytes | None:
             continue
         if ln.startswith(b"Nats-"):
             name = ln.split(b":", 1)[0]
-            if (name.startswith(H_SCHEDULE) or name.startswith(b"Nats-Expected-")
+            if (name.startswith(H_SCHEDULE) or name.startswith(NH.EXPECTED_PREFIX)
                     or name in (H_MSG_ID, H_TTL, H_ROLLUP)):
                 continue
         kept.append(ln)

@@ -64,6 +64,7 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 from natsd.jetstream.config.models import SECOND
+from natsd import nats_headers as NH
 from natsd.store.base import StoreError
 from natsd.subjects.tokens import subject_matches
 from natsd.subjects.transform import transform as _transform
@@ -77,7 +78,7 @@ log = logging.getLogger("natsd.jetstream.sourcing")
 
 HEALTH_CHECK_NS = 10 * SECOND
 HEARTBEAT_NS = SECOND
-SOURCE_HEADER = b"Nats-Stream-Source"
+SOURCE_HEADER = NH.STREAM_SOURCE
 _FC_STATUS = b"NATS/1.0 100 FlowControl Request"
 _STATUS_100 = b"NATS/1.0 100"
 #: The API level a durable sourcing request requires (durable sourcing, ack policy flow_control).
@@ -85,7 +86,8 @@ REQUIRED_LEVEL = 4
 _LEVEL_HDR = b"NATS/1.0\r\nNats-Required-Api-Level: %d\r\n\r\n" % REQUIRED_LEVEL
 # A flow-control reply: the last consumer and stream sequences processed (nats-server's layout).
 _FC_REPLY = "NATS/1.0\r\nNats-Last-Consumer: %d\r\nNats-Last-Stream: %d\r\n\r\n"
-_LAST_CONSUMER = b"Nats-Last-Consumer:"
+_LAST_CONSUMER = NH.LAST_CONSUMER + b":"
+_STALLED = NH.CONSUMER_STALLED + b":"
 # Create replies that mean "this origin does not know sourcing consumers": fall back.
 _FALLBACK_CODES = (10185, 10025)
 
@@ -115,7 +117,7 @@ def _header_int(hdr: bytes, name: bytes) -> int:
 
 def _drop_mirror_headers(hdr: bytes) -> bytes | None:
     lines = hdr.split(b"\r\n")
-    kept = [ln for ln in lines[1:] if ln and not ln.startswith((b"Nats-Batch-", b"Nats-Expected-"))]
+    kept = [ln for ln in lines[1:] if ln and not ln.startswith((NH.BATCH_PREFIX, NH.EXPECTED_PREFIX))]
     if not kept and lines[0] == b"NATS/1.0":
         return None
     return lines[0] + b"\r\n" + b"".join(ln + b"\r\n" for ln in kept) + b"\r\n"
@@ -308,8 +310,8 @@ class SourceLink:
                 last = _header_int(hdr, _LAST_CONSUMER)
                 if last > 0 and last != self.dseq and self.consumer and not self._creating:
                     self._retry()  # the origin delivered something we never got
-                elif b"Nats-Consumer-Stalled:" in hdr:
-                    fc = hdr.split(b"Nats-Consumer-Stalled:", 1)[1].split(b"\r\n", 1)[0].strip().decode()
+                elif _STALLED in hdr:
+                    fc = hdr.split(_STALLED, 1)[1].split(b"\r\n", 1)[0].strip().decode()
                     if fc:
                         stream.account.ports.publish(fc, "", None, b"")
             return
@@ -400,11 +402,11 @@ class SourceLink:
         if b"Nats-" not in hdr:
             return hdr
         cfg = self.stream.config
-        drop = [b"Nats-Expected-", b"Nats-Batch-"]
+        drop = [NH.EXPECTED_PREFIX, NH.BATCH_PREFIX]
         if not cfg.allow_msg_ttl:
-            drop.append(b"Nats-TTL:")
+            drop.append(NH.TTL + b":")
         if not (cfg.allow_rollup_hdrs and not cfg.deny_purge):
-            drop.append(b"Nats-Rollup:")
+            drop.append(NH.ROLLUP + b":")
         lines = hdr.split(b"\r\n")
         kept = [ln for ln in lines[1:] if ln and not any(ln.startswith(d) for d in drop)]
         if not kept:
