@@ -270,7 +270,7 @@ class Acks:
                       ACK_WAIT_DELAY)
         for seq, dc in ex.maxed:
             if dc == t.maxdc:
-                o._notify_max_deliveries(seq, dc)
+                o.notify_max_deliveries(seq, dc)
         if ex.was_full or ex.redeliver:
             o.kick()
         if ex.next_check >= 0:

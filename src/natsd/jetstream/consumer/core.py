@@ -98,7 +98,7 @@ class Consumer:
         self._npc_dirty = False     # a removal ahead of sseq: recount before use
         self.ldt = 0   # last delivery wall ns
         self.lat = 0   # last ack wall ns
-        self._ack_fmt, self._ack_fmt1 = ack_templates(self.stream_name, name)
+        self.ack_fmt, self.ack_fmt1 = ack_templates(self.stream_name, name)
         self._set_filters()
 
         self.writer = StateWriter(self)
@@ -114,8 +114,9 @@ class Consumer:
         self._dtmr: Any = None         # inactivity (delete) timer
         self.dthresh = 0
         self._subs: list[Any] = []
-        self._deliver = getattr(self.ports, "deliver", None)
-        self._deliver_many = getattr(self.ports, "deliver_many", None)
+        # bound once: Delivery calls them per message (Ports declares both)
+        self.deliver_one = self.ports.deliver
+        self.deliver_many = self.ports.deliver_many
 
         if state is not None:
             self.t.load(state)
@@ -127,7 +128,7 @@ class Consumer:
     def _set_filters(self) -> None:
         fl = self.cfg.filters()
         self.filters = fl
-        self._filter = fl[0] if len(fl) == 1 else ""
+        self.single_filter = fl[0] if len(fl) == 1 else ""
 
     def _update_inactive_threshold(self) -> None:
         """Ephemerals always expire (5s default, stamped in the config without jitter); durables
@@ -190,7 +191,7 @@ class Consumer:
         if sseq <= 0:
             sseq = 1
         t.start_at(sseq)
-        self._recalc_pending()
+        self.recalc_pending()
         if sseq > 1:
             # (A start at 1 is the zero state, which is what a durable without a state file
             # recovers as, and recovers as fresh either way: no file to create for it, which
@@ -211,7 +212,7 @@ class Consumer:
                 t.lss = None
                 t.sseq = since
                 t.asflr = t.dlv_sseq = since - 1
-                self._recalc_pending()
+                self.recalc_pending()
 
     def clamp_to_stream(self) -> None:
         """After recovery: messages below the stream's first sequence are gone (purged or
@@ -223,7 +224,7 @@ class Consumer:
         st = self.stream.store.state()
         if self.delivery.replay:
             self.delivery.replay_lseq = st.last_seq
-        self._recalc_pending()
+        self.recalc_pending()
         self._subs.append(self.ports.subscribe(
             MSG_NEXT_PREFIX + self.stream_name + "." + self.name, self._on_next_request))
         # RESET answers from the consumer itself: a missing consumer gives no responders.
@@ -270,7 +271,7 @@ class Consumer:
     def num_pending(self) -> int:
         """Messages not yet delivered (``num_pending``). Brought up to date here: new messages
         are only noted as they arrive (see on_new_messages)."""
-        self._settle_npc()
+        self.settle_npc()
         return self.npc if self.npc > 0 else 0
 
     def info(self) -> dict:
@@ -331,7 +332,7 @@ class Consumer:
     # ------------------------------------------------------------------------------------------
     # Num pending.
 
-    def _recalc_pending(self) -> None:
+    def recalc_pending(self) -> None:
         store = self.stream.store
         t = self.t
         self._npc_dirty = False
@@ -351,7 +352,7 @@ class Consumer:
             return
         # A full recount of a last-per-subject consumer counts the last message of each subject
         # only, as the reference does whenever it recounts (creation, update, purge); messages
-        # that arrive later are counted one by one (_settle_npc), as there too.
+        # that arrive later are counted one by one (settle_npc), as there too.
         lps = self.cfg.deliver_policy == "last_per_subject"
         try:
             if not self.filters:
@@ -362,7 +363,7 @@ class Consumer:
             self.npc = 0
 
     def _check_num_pending(self) -> None:
-        self._settle_npc()
+        self.settle_npc()
         st = self.stream.store.state()
         t = self.t
         if t.sseq > st.last_seq and t.lss is None:
@@ -370,10 +371,10 @@ class Consumer:
         elif self.npc > 0:
             self.npc = min(self.npc, st.msgs, st.last_seq - t.sseq + 1) if t.lss is None else self.npc
 
-    def _settle_npc(self) -> None:
+    def settle_npc(self) -> None:
         """Count the messages that arrived since num_pending was last brought up to date."""
         if self._npc_dirty:
-            self._recalc_pending()
+            self.recalc_pending()
             return
         upto, prev = self._npc_upto, self._npc_last
         if upto <= prev:
@@ -422,7 +423,7 @@ class Consumer:
         if self.t.purge(first_seq, exists):
             # A purged pending message counts as acked, ack time included (as the reference).
             self.lat = self.clock.time_ns()
-        self._recalc_pending()
+        self.recalc_pending()
         self.writer.mark_dirty()
         self.kick()
 
@@ -495,7 +496,7 @@ class Consumer:
                "consumer_seq": dseq, "stream_seq": sseq, "ack_time": now - ts, "deliveries": dc}
         self._send_event(METRIC_ACK_PREFIX + self.stream_name + "." + self.name, obj)
 
-    def _notify_max_deliveries(self, sseq: int, dc: int) -> None:
+    def notify_max_deliveries(self, sseq: int, dc: int) -> None:
         self._advisory("MAX_DELIVERIES", "max_deliver", {
             "stream": self.stream_name, "consumer": self.name, "stream_seq": sseq, "deliveries": dc})
 
@@ -571,7 +572,7 @@ class Consumer:
         self.acks.configure()
         if ncfg.filters() != old.filters():
             self._set_filters()
-            self._recalc_pending()
+            self.recalc_pending()
         self._update_inactive_threshold()
         if self.pull is not None:
             self.pull.wq.max = ncfg.max_waiting
@@ -621,7 +622,7 @@ class Consumer:
         self.t.reset(seq)
         self.ldt = self.lat = 0
         self.acks.cancel()
-        self._recalc_pending()
+        self.recalc_pending()
         self.writer.mark_dirty()
         if self.stream.config.retention == "interest":
             check = getattr(self.stream, "check_interest", None)
