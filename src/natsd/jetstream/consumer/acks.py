@@ -337,6 +337,8 @@ class ConsumerHub:
         looked up once and the numbers are converted with one ``map`` each. Anything else
         (v2 acks, several consumers, a bad number) takes the per-message path."""
         subjects, payloads = run.names, run.payloads
+        # the router fills ``names`` in before a run is matched, so a subscriber always sees them
+        assert subjects is not None
         k = len(subjects)
         if k > 1 and list(map(str.count, subjects, repeat(".", k))).count(8) == k:
             t = ".".join(subjects).split(".")

@@ -51,6 +51,7 @@ from natsd.subjects.tokens import subset
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.consumer.core import Consumer
+    from natsd.store.base import StoreMsg
 
 __all__ = ["Delivery", "TURN_BUDGET"]
 
@@ -562,6 +563,7 @@ class Delivery:
         o = self.o
         t = o.t
         store = o.stream.store
+        sm: StoreMsg | None
         while t.rdq:
             seq = t.rdq[0]
             dc = t.rdc.get(seq, 0) + 1 + 1  # as incDeliveryCount: redelivery count + 1 more
