@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from natsd.jetstream.errors import ApiErrors
 from natsd.jetstream.wire import dumps
@@ -43,9 +43,9 @@ from natsd.protocol.headers import get_header_bytes
 from natsd.store.base import MsgNotFound, StoreEOF
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.stream.core import Stream
+    from natsd.store.base import StreamStore
 
-__all__ = ["H_INCR", "H_COUNTER_SOURCES", "H_STREAM_SOURCE", "parse_incr", "check_incr", "apply_incr",
+__all__ = ["CounterStream", "H_INCR", "H_COUNTER_SOURCES", "H_STREAM_SOURCE", "parse_incr", "check_incr", "apply_incr",
            "Running", "set_header"]
 
 H_INCR = NH.INCR
@@ -148,7 +148,17 @@ def set_header(hdr: bytes | None, name: bytes, value: bytes) -> bytes:
     return hdr[:start] + b" " + value + hdr[j:]
 
 
-def apply_incr(stream: "Stream", subject: str, hdr: bytes | None, payload: bytes, incr: int,
+class CounterStream(Protocol):
+    """What :func:`apply_incr` needs of a stream: its store, and the totals the stream keeps of
+    the counter messages it stored (``Stream.counter_cache``) and of the one being stored now
+    (``Stream.counter_next``, moved into the cache by ``Stream.counter_stored``)."""
+
+    store: "StreamStore"
+    counter_cache: dict[str, tuple[int, int, dict]]
+    counter_next: tuple[str, int, dict] | None
+
+
+def apply_incr(stream: CounterStream, subject: str, hdr: bytes | None, payload: bytes, incr: int,
                running: Running | None = None) -> tuple[bytes | None, bytes, str]:
     """Apply ``incr`` (already checked) to ``subject``'s counter: returns the headers and body to
     store and the new total (for the PubAck's ``val``). ``payload`` is the published body (empty,

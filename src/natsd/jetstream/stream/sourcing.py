@@ -61,7 +61,7 @@ from __future__ import annotations
 import json
 import logging
 import secrets
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from natsd.jetstream.config.models import SECOND
 from natsd import nats_headers as NH
@@ -70,9 +70,12 @@ from natsd.subjects.tokens import subject_matches
 from natsd.subjects.transform import transform as _transform
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.stream.core import Stream
+    from natsd.clock import Clock
+    from natsd.jetstream.config.models import StreamConfig
+    from natsd.jetstream.views import AccountView
+    from natsd.store.base import StreamStore
 
-__all__ = ["SourceLink", "HEALTH_CHECK_NS", "SOURCE_HEADER", "REQUIRED_LEVEL"]
+__all__ = ["SourcedStream", "SourceLink", "HEALTH_CHECK_NS", "SOURCE_HEADER", "REQUIRED_LEVEL"]
 
 log = logging.getLogger("natsd.jetstream.sourcing")
 
@@ -123,10 +126,31 @@ def _drop_mirror_headers(hdr: bytes) -> bytes | None:
     return lines[0] + b"\r\n" + b"".join(ln + b"\r\n" for ln in kept) + b"\r\n"
 
 
+class SourcedStream(Protocol):
+    """What a :class:`SourceLink` needs of the stream it feeds (a mirror or a stream with
+    sources): where it is, its config and store, and the two ways in -- ``process_msg`` (a
+    source's message, through the publish checks) and ``note_mirrored`` (a mirror stored
+    the origin's record itself)."""
+
+    name: str
+    config: "StreamConfig"
+    store: "StreamStore"
+    clock: "Clock"
+    closed: bool
+
+    @property
+    def account(self) -> "AccountView": ...
+
+    def note_mirrored(self, seq: int) -> None: ...
+
+    def process_msg(self, subject: str, reply: str, hdr: bytes | None, payload: bytes,
+                    sourced: bool = False) -> int: ...
+
+
 class SourceLink:
     """One mirror or source of ``stream``; ``cfg`` is the StreamSource JSON dict."""
 
-    def __init__(self, stream: "Stream", cfg: dict, mirror: bool) -> None:
+    def __init__(self, stream: SourcedStream, cfg: dict, mirror: bool) -> None:
         self.stream = stream
         self.cfg = cfg
         self.mirror = mirror
