@@ -18,7 +18,7 @@ render the reply; nothing here knows about requests or replies.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from natsd.gotime import format_rfc3339, parse_rfc3339
 from natsd.jetstream.consumer import Consumer, create_consumer_name
@@ -30,7 +30,8 @@ from natsd.jetstream.config.models import AckPolicy
 from natsd.store.base import ConsumerState, StoreError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.views import StreamView
+    from natsd.jetstream.views import AccountView, StreamView
+    from natsd.store.base import ConsumerStore
 
 __all__ = ["create", "upgrade_sourcing", "recover", "recover_all", "restore", "lookup", "delete"]
 
@@ -80,7 +81,7 @@ def create(stream: "StreamView", cfg: ConsumerConfig, action: str = "", pedantic
                 ec.deliver_policy, ec.opt_start_seq, ec.opt_start_time)
     cfg.set_default_metadata()
     acc_map = _acc_max_ack_pending(stream.account)
-    cfg.set_defaults(getattr(stream.config, "consumer_limits", None), acc_map, pedantic)
+    cfg.set_defaults(stream.config.consumer_limits, acc_map, pedantic)
     cfg.check(stream.config, acc_map)
     retention = stream.config.retention
 
@@ -152,12 +153,12 @@ def _restart_sourcing(o: Consumer) -> None:
         o.push.reset_flow_control()
 
 
-def _acc_max_ack_pending(account: Any) -> int:
-    lim = getattr(account, "limits", None)
-    return getattr(lim, "max_ack_pending", -1) if lim is not None else -1
+def _acc_max_ack_pending(account: "AccountView") -> int:
+    lim = account.limits
+    return lim.max_ack_pending if lim is not None else -1
 
 
-def _open_store(stream: "StreamView", o: Consumer) -> Any:
+def _open_store(stream: "StreamView", o: Consumer) -> "ConsumerStore | None":
     """Durable, file-backed consumers persist their state through the stream's store;
     ephemerals and ``mem_storage`` consumers keep it in memory only."""
     if not o.cfg.durable_name or o.cfg.mem_storage:
@@ -171,7 +172,7 @@ def _open_store(stream: "StreamView", o: Consumer) -> Any:
 def recover(stream: "StreamView", name: str) -> Consumer | None:
     """Re-create consumer ``name`` from its persisted meta and state (server restart)."""
     cs = stream.store.consumer_store(name, None)
-    meta = getattr(cs, "meta", None)
+    meta = cs.meta
     if not meta or "config" not in meta:
         return None
     cfg = ConsumerConfig.from_json(meta["config"])
@@ -182,7 +183,7 @@ def recover(stream: "StreamView", name: str) -> Consumer | None:
     # wrote delivered.stream_seq = start - 1, so "new" does not skip what arrived meanwhile).
     fresh = (state.delivered.stream_seq == 0 and state.delivered.consumer_seq == 0 and not state.pending
              and cfg.deliver_policy == "last_per_subject")
-    damaged = bool(getattr(cs, "state_damaged", ""))
+    damaged = bool(cs.state_damaged)
     o = Consumer(stream, cfg, name, created, store=cs, state=None if fresh or damaged else state)
     stream.consumers[name] = o
     if damaged:

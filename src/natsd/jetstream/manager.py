@@ -379,7 +379,7 @@ class JsAccount:
         out: dict = {"memory": mem, "storage": fil, "reserved_memory": rmem, "reserved_storage": rfil,
                      "streams": len(self.streams), "consumers": self.num_consumers(),
                      "limits": self.limits_json()}
-        tier = getattr(self.limits, "tier", "")
+        tier = self.limits.tier if self.limits is not None else ""
         if tier:
             # Tiered limits (from an account JWT): the reference reports them under "tiers" and
             # zeros as the account-wide limits.
@@ -585,18 +585,14 @@ class JetStreamEngine:
                 if want_consumers:
                     cd = []
                     for c in s.consumers.values():
-                        info = getattr(c, "jsz_info", None) or getattr(c, "info", None)
-                        if info is not None:
-                            try:
-                                ci = info()
-                            except Exception:
-                                continue
-                            if isinstance(ci, dict):
-                                ci = dict(ci)
-                                ci.pop("type", None)
-                                if not want_config:
-                                    ci.pop("config", None)
-                                cd.append(ci)
+                        try:
+                            ci = dict(c.jsz_info())
+                        except Exception:  # one broken consumer must not break /jsz
+                            continue
+                        ci.pop("type", None)
+                        if not want_config:
+                            ci.pop("config", None)
+                        cd.append(ci)
                     if cd:
                         item["consumer_detail"] = cd
                 sd.append(item)

@@ -6,6 +6,7 @@ workqueue filter checks, max_consumers). Other ``test_consumer*`` modules import
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 from typing import Any
 
 from natsd.clock import ManualClock
@@ -55,7 +56,7 @@ class FakeAccount:
         self.api_stats = ApiStats()
         # the consumer API only (stream requests get no reply here)
         self.router = ApiDispatcher(r for r in ROUTES if r.pattern.startswith("$JS.API.CONSUMER."))
-        self.engine = None
+        self.engine = SimpleNamespace(domain="")  # (no JetStream domain)
         self.advisories: list[tuple[str, dict]] = []
         ports.subscribe("$JS.API.>", self._on_api)
         self.consumer_hub = ConsumerHub(self)

@@ -291,9 +291,7 @@ class ConsumerHub:
             ports.subscribe(ACK_PREFIX + ">", self._on_ack, many=self._on_acks),
             ports.subscribe(FC_PREFIX + ">", self._on_fc),
         ]
-        on_interest = getattr(ports, "on_interest", None)
-        if on_interest is not None:
-            self.subs.append(on_interest(self._on_interest))
+        self.subs.append(ports.on_interest(self._on_interest))
 
     def _lookup(self, stream: str, name: str) -> "Consumer | None":
         s = self.account.streams.get(stream)

@@ -61,6 +61,7 @@ from natsd.subjects.tokens import subject_matches
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.views import AccountView, StreamView
+    from natsd.store.base import ConsumerStore
 
 __all__ = ["Consumer"]
 
@@ -78,7 +79,7 @@ class Consumer:
     here, where the store is asked about it for the consumer's filters."""
 
     def __init__(self, stream: "StreamView", cfg: ConsumerConfig, name: str, created_ns: int,
-                 store: Any = None, state: ConsumerState | None = None) -> None:
+                 store: "ConsumerStore | None" = None, state: ConsumerState | None = None) -> None:
         self.stream = stream
         self.account: "AccountView" = stream.account
         self.ports = self.account.ports
@@ -88,7 +89,7 @@ class Consumer:
         self.cfg = cfg
         self.config = cfg  # alias used by other modules
         self.created_ns = created_ns
-        self.store = store  # ConsumerStore or None (ephemeral / memory only)
+        self.store: ConsumerStore | None = store  # None: ephemeral / memory only
         self.closed = False
 
         self.t = Tracking(cfg.ack_policy == "explicit", cfg.max_deliver, cfg.max_ack_pending)
@@ -164,7 +165,7 @@ class Consumer:
                         if ss.last > sseq:
                             sseq = ss.last
             elif dp == "last_per_subject":
-                mmp = getattr(self.stream.config, "max_msgs_per_subject", 0)
+                mmp = self.stream.config.max_msgs_per_subject
                 if mmp == 1:
                     sseq = first
                 else:
@@ -509,11 +510,7 @@ class Consumer:
         # Advisories are only built when someone listens (no JSON on the hot path otherwise).
         if not self.ports.has_interest(subject):
             return
-        send = getattr(self.account, "send_advisory", None)
-        if send is not None:
-            send(subject, obj)
-        else:  # pragma: no cover - account without the helper
-            self.ports.publish(subject, "", None, dumps(obj))
+        self.account.send_advisory(subject, obj)
 
     # ------------------------------------------------------------------------------------------
     # Inactivity.
@@ -624,10 +621,6 @@ class Consumer:
         self.acks.cancel()
         self.recalc_pending()
         self.writer.mark_dirty()
-        if self.stream.config.retention == "interest":
-            check = getattr(self.stream, "check_interest", None)
-            if check is not None:
-                check()
         self.kick()
         return seq
 

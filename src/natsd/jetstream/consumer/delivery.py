@@ -629,7 +629,7 @@ class Delivery:
         fl = o.filters
         if not fl:
             return True
-        subjects = getattr(o.stream.config, "subjects", None) or []
+        subjects = o.stream.config.subjects or []
         if not subjects:
             return False
         for s in subjects:

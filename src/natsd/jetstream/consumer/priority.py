@@ -245,13 +245,12 @@ class PinState:
     def _advise(self, kind: str, type_suffix: str, group: str, **extra: str) -> None:
         o = self.o
         body: dict[str, Any] = {}
-        acc = getattr(o.account, "name", "")
+        acc = o.account.name
         if acc:
             body["account"] = acc
         body["stream"] = o.stream_name
         body["consumer"] = o.name
-        engine = getattr(o.account, "engine", None)
-        domain = getattr(engine, "domain", "") if engine is not None else ""
+        domain = o.account.engine.domain
         if domain:
             body["domain"] = domain
         body["group"] = group

@@ -207,7 +207,7 @@ class RestoreReceiver:
         nbytes = int(st.get("bytes") or 0)
         acct = self.account
         mem = self.cfg.storage == "memory"
-        lim = getattr(acct, "limits", None)
+        lim = acct.limits
         used_mem, used_file = acct.usage()
         if lim is not None:
             limit = lim.max_memory if mem else lim.max_storage

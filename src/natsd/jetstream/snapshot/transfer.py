@@ -119,9 +119,7 @@ class SnapshotSender:
         self._frozen = True
         self.stream.begin_snapshot()
         self._ack_sub = self.ports.subscribe(self._ack_subject + ".>", self._on_ack)
-        on_interest = getattr(self.ports, "on_interest", None)
-        if on_interest is not None:
-            self._interest_sub = on_interest(self._on_interest)
+        self._interest_sub = self.ports.on_interest(self._on_interest)
         if self.ports.has_interest(self.deliver):
             self._schedule()
         else:

@@ -235,7 +235,7 @@ class SourceLink:
             key += f" {dom}"
         ident = api_hash(key)
         if not self.mirror:
-            srcs = getattr(stream.config, "sources", None) or []
+            srcs = stream.config.sources or []
             if sum(1 for c in srcs if (c or {}).get("name") == self.origin) > 1:
                 ident += f" {self.iname} "
         return api_hash(ident)
