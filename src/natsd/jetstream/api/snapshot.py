@@ -32,6 +32,7 @@ from natsd.jetstream.snapshot import RestoreReceiver, SnapshotSender
 from natsd.jetstream.wire import resp
 
 if TYPE_CHECKING:  # pragma: no cover
+    from natsd.jetstream.config.models import StreamConfig
     from natsd.jetstream.manager import JsAccount
 
 __all__ = ["snapshot_request", "restore_request"]
@@ -122,7 +123,7 @@ def restore_request(req: ApiRequest) -> dict:
     if "\\" in name or "/" in name:
         raise ApiErrors.STREAM_NAME_CONTAINS_PATH_SEPARATORS()
 
-    def get(n: str):
+    def get(n: str) -> "StreamConfig | None":
         s = acct.streams.get(n)
         return s.config if s else None
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from natsd.jetstream.errors import ApiError, ApiErrors
+from natsd.jetstream.errors import ApiError, ApiErrors, ErrorDef
 from natsd.jetstream.config.models import (
     DEFAULT_DUPLICATE_WINDOW_NS, JS_MAX_DESCRIPTION_LEN, JS_MAX_METADATA_LEN, JS_MAX_NAME_LEN, MS, SECOND,
     DiscardPolicy,
@@ -305,7 +305,7 @@ def mapping_problem(src: str, dest: str) -> str:
     return ""
 
 
-def _check_transforms(src: dict, err) -> None:
+def _check_transforms(src: dict, err: ErrorDef) -> None:
     for tr in src.get("subject_transforms") or []:
         problem = mapping_problem(tr.get("src") or ">", tr.get("dest") or "")
         if problem:

@@ -200,7 +200,10 @@ class Delivery:
         pin_hdr = pin.pin_header if prio and cfg.priority_policy == "pinned_client" else None  # type: ignore[union-attr]
         batch: list = []
         bsubj = ""
-        wr: PullRequest | None
+        # the waiting request being served: a PullRequest wherever it is used (the loop reads
+        # waiting.live before head()), None between requests; Any so that this per-message
+        # loop needs no runtime narrowing
+        wr: Any
         try:
             while budget > 0:
                 if push is not None:

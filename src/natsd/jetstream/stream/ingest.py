@@ -60,6 +60,7 @@ from natsd.subjects.transform import transform as _transform
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.stream.core import Stream
+    from natsd.protocol.events import Run
 
 __all__ = ["H_MSG_ID", "H_EXP_STREAM", "H_EXP_LAST_SEQ", "H_EXP_LAST_SUBJ_SEQ", "H_EXP_LAST_SUBJ_SEQ_SUBJ", "H_EXP_LAST_MSG_ID", "H_ROLLUP", "H_TTL", "H_MARKER_REASON", "H_STREAM_SOURCE", "MAX_HDR_SIZE", "COUNTER_CACHE_MAX", "process_msg", "process_run", "process_rrun"]
 
@@ -115,15 +116,17 @@ def _reject(self: Stream, reply: str, err: ApiError) -> None:
         self._respond(reply, _err_ack(self._name_json, err))
 
 
-def process_run(self: Stream, run) -> None:
+def process_run(self: Stream, run: "Run") -> None:
     """Ingest a run of reply-less, header-less publishes (``Ports.subscribe(many=...)``: a
     ``natsd.protocol.events.Run`` read through ``names``/``payloads``), in order."""
     process = self.process_msg
-    for subject, payload in zip(run.names, run.payloads):
+    names = run.names
+    assert names is not None  # (the router fills them in before a run is matched; once per run)
+    for subject, payload in zip(names, run.payloads):
         process(subject, "", None, payload)
 
 
-def process_rrun(self: Stream, subject: str, run) -> None:
+def process_rrun(self: Stream, subject: str, run: "Run") -> None:
     """Ingest a run of publishes to ``subject`` with a reply each (``Ports.subscribe(rrun=...)``:
     an asynchronous publisher's burst, ``run.replies``/``run.payloads``), in order.
 
@@ -136,6 +139,7 @@ def process_rrun(self: Stream, subject: str, run) -> None:
     :meth:`process_msg` message by message, from the first message the run path did not
     store, which answers each as alone."""
     replies = run.replies
+    assert replies is not None  # (an rrun is a run with a reply each; once per run)
     payloads = run.payloads
     n = len(payloads)
     done = 0
