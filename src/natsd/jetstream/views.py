@@ -15,7 +15,7 @@ every implementation has it).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Clock
@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.config.consumer_config import ConsumerConfig
     from natsd.jetstream.config.models import StreamConfig
     from natsd.jetstream.errors import ApiError
-    from natsd.jetstream.ports import MsgHandler, Ports, Subscription
+    from natsd.jetstream.ports import MsgHandler, Ports
     from natsd.store.base import ConsumerState, StreamStore
 
 __all__ = ["ApiView", "EngineView", "AccountView", "StreamView", "ConsumerView", "AckView"]

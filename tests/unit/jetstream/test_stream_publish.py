@@ -159,6 +159,32 @@ def test_subject_delete_marker_on_max_age(env):
     assert stream.store.state().last_seq == 2
 
 
+def test_delete_markers_alive_at_a_restart_leave_no_marker_of_their_own(env):
+    # the stream's Expiry finds the markers still alive when it starts again (recover_markers)
+    mk(env, storage="file", max_age=SECOND, subject_delete_marker_ttl=SECOND)
+    env.pub("orders.a", b"payload")
+    env.clock.advance(SECOND + 1)
+    assert env.account.streams["ORDERS"].store.state().last_seq == 2  # the marker
+    env.restart()
+    stream = env.account.streams["ORDERS"]
+    env.clock.advance(2 * SECOND)
+    assert stream.store.state().msgs == 0
+    assert stream.store.state().last_seq == 2
+
+
+def test_a_delete_marker_reaches_consumers(env):
+    mk(env, max_age=SECOND, subject_delete_marker_ttl=SECOND)
+    env.api("$JS.API.CONSUMER.CREATE.ORDERS.C", {"stream_name": "ORDERS", "config": {
+        "durable_name": "C", "deliver_subject": "out", "ack_policy": "none"}})
+    inbox = env.ports.client_subscribe("out")
+    env.pub("orders.a", b"payload")
+    env.clock.run_soon()
+    env.clock.advance(SECOND + 1)
+    env.clock.run_soon()
+    assert [m.payload for m in inbox.msgs] == [b"payload", b""]
+    assert b"Nats-Marker-Reason: MaxAge\r\n" in inbox.msgs[1].hdr
+
+
 def test_max_msg_size(env):
     mk(env, max_msg_size=4)
     assert env.pub("orders.a", b"12345")["error"] == {

@@ -26,16 +26,15 @@ import logging
 from collections import deque
 from typing import TYPE_CHECKING, Iterator
 
-from natsd.gotime import format_duration
 from natsd.jetstream.stream import ingest, turnflush
 from natsd.jetstream.stream.batch import AtomicBatches, repair_torn_batch
+from natsd.jetstream.stream.expiry import Expiry
 from natsd.jetstream.errors import ApiErrors
-from natsd.jetstream.stream.ingest import H_MARKER_REASON
 from natsd.jetstream.config.models import SECOND, StreamConfig, rfc3339, state_to_json, with_dynamic_metadata
 from natsd.jetstream.stream.schedules import Schedules
 from natsd.jetstream.stream.sourcing import SourceLink
 from natsd.jetstream.wire import dumps, parse_ttl
-from natsd.store.base import MsgNotFound, StoreConfig, StoreEOF, StoreError, StoreMsg, StreamStore
+from natsd.store.base import MsgNotFound, StoreConfig, StoreEOF, StoreMsg, StreamStore
 from natsd.subjects.tokens import subjects_collide, subset
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -106,9 +105,10 @@ class Stream:
         # dedupe: msg id -> (seq, ts); insertion-ordered for expiry.
         self._ddmap: dict[str, tuple[int, int]] = {}
         self._ddq: deque[tuple[int, str]] = deque()
-        self._expiry_timer: Timer | None = None
-        self._expiry_at = 0  # wall ns the timer is armed for
-        self._marker_seqs: set[int] = set()
+        # max_age / Nats-TTL expiry and subject delete markers (natsd.jetstream.stream.expiry);
+        # _arm_expiry is its bound method: the turn's flush re-arms it without an extra call
+        self.expiry = Expiry(self)
+        self._arm_expiry = self.expiry.arm
         self._dedupe_pending = False
         self._removed: list[tuple[int, str]] | None = None
         # Set (to the messages removed) while a purge or rollup runs: consumers learn of it once,
@@ -178,7 +178,7 @@ class Stream:
             self.lseq = self.store.state().last_seq
         self._dedupe_pending = self.lseq > 0
         if self._sdm_ttl_s and self.lseq:
-            self._recover_marker_seqs()
+            self.expiry.recover_markers()
         if subscribe:  # else the caller runs subscribe_steps (a slow STREAM.CREATE)
             self._subscribe()
         self._arm_expiry()
@@ -205,29 +205,16 @@ class Stream:
             link.stop(forget=forget)
         self._links = []
 
-    def note_mirrored(self, seq: int) -> None:
-        """A mirror stored origin message ``seq`` (raw, with its own sequence)."""
+    def note_stored(self, seq: int) -> None:
+        """Message ``seq`` was stored outside the publish path (a mirror's origin message, with
+        its own sequence; a subject delete marker): the turn's flush wakes the consumers."""
         self.lseq = seq
         self._new_msgs = True
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._call_soon(self._flush)
 
-    def _recover_marker_seqs(self) -> None:
-        """Delete markers still alive after a restart (stored within the last marker TTL), so
-        that their own expiry does not leave a marker for a marker."""
-        cutoff = self.clock.time_ns() - self._sdm_ttl_s * SECOND - SECOND
-        seq = self.lseq
-        while seq > 0:
-            try:
-                sm = self.store.load_prev_msg(seq)
-            except StoreError:
-                break
-            if sm.ts < cutoff:
-                break
-            if sm.hdr and H_MARKER_REASON in sm.hdr and not sm.msg:
-                self._marker_seqs.add(sm.seq)
-            seq = sm.seq - 1
+    note_mirrored = note_stored
 
     def _subscribe(self) -> None:
         for _ in self.subscribe_steps():
@@ -284,8 +271,7 @@ class Stream:
         self._uncount()
         if self.batches is not None:
             self.batches.clear()
-        if self._expiry_timer is not None:
-            self._expiry_timer.cancel()
+        self.expiry.cancel()
         if self._sched is not None:
             self._sched.stop()
             self._sched.save()  # after the last flush: schedules.db for a fast restart
@@ -309,8 +295,7 @@ class Stream:
         self._uncount()
         if self.batches is not None:
             self.batches.clear()
-        if self._expiry_timer is not None:
-            self._expiry_timer.cancel()
+        self.expiry.cancel()
         if self._sched is not None:
             self._sched.stop()
         for c in list(self.consumers.values()):
@@ -425,10 +410,7 @@ class Stream:
     def begin_snapshot(self) -> None:
         """A snapshot starts: hold expiry (max_age, Nats-TTL) until :meth:`end_snapshot`."""
         self.snapshots_running += 1
-        if self._expiry_timer is not None:
-            self._expiry_timer.cancel()
-            self._expiry_timer = None
-            self._expiry_at = 0
+        self.expiry.hold()
 
     def end_snapshot(self) -> None:
         """A snapshot ended (or failed): expiry resumes once no snapshot runs."""
@@ -436,69 +418,15 @@ class Stream:
         if not self.snapshots_running:
             self._arm_expiry()
 
-    def _arm_expiry(self) -> None:
-        if self.closed or self.snapshots_running:
-            return
-        cfg = self.config
-        if not cfg.max_age and not cfg.allow_msg_ttl:
-            return
-        nxt = self.store.next_expiry()
-        if nxt <= 0:
-            return
-        if self._expiry_timer is not None and self._expiry_at and self._expiry_at <= nxt:
-            return  # already armed for an earlier or equal time
-        if self._expiry_timer is not None:
-            self._expiry_timer.cancel()
-        self._expiry_at = nxt
-        self._expiry_timer = self.clock.call_later(max(nxt - self.clock.time_ns(), 0), self._run_expiry)
-
-    def _run_expiry(self) -> None:
-        self._expiry_timer = None
-        self._expiry_at = 0
-        if self.closed:
-            return
-        sdm = self._sdm_ttl_s > 0
-        self._removed = [] if sdm else None
+    def expire_store(self, collect: bool) -> list[tuple[int, str]] | None:
+        """Expire the store now (:class:`Expiry`'s timer); with ``collect``, the (seq, subject)
+        of what it removed, gathered by :meth:`_on_storage_update` while it runs."""
+        self._removed = [] if collect else None
         try:
             self.store.expire(self.clock.time_ns())
         finally:
             removed, self._removed = self._removed, None
-        # Consumers skip expired messages when they reach them (as the reference); interest /
-        # workqueue consumers were told one by one through on_msg_removed.
-        if sdm and removed:
-            self._write_delete_markers(removed)
-        self._arm_expiry()
-
-    def _write_delete_markers(self, removed: list[tuple[int, str]]) -> None:
-        """Subject delete markers: the last message of a subject expired -> store a marker
-        ``NATS/1.0\\r\\nNats-Marker-Reason: MaxAge\\r\\nNats-TTL: <ttl>\\r\\nNats-Rollup: sub\\r\\n\\r\\n``
-        with an empty body on that subject (it expires itself after subject_delete_marker_ttl)."""
-        done: set[str] = set()
-        ttl_s = self._sdm_ttl_s
-        hdr = (b"NATS/1.0\r\nNats-Marker-Reason: MaxAge\r\nNats-TTL: " + format_duration(ttl_s * SECOND).encode()
-               + b"\r\nNats-Rollup: sub\r\n\r\n")
-        for seq, subj in removed:
-            if seq in self._marker_seqs:
-                self._marker_seqs.discard(seq)
-                continue
-            if not subj or subj in done:
-                continue
-            done.add(subj)
-            try:
-                self.store.load_last_msg(subj)
-                continue  # the subject still has messages
-            except (MsgNotFound, StoreEOF):
-                pass
-            try:
-                mseq, _ = self.store.store_msg(subj, hdr, b"", ttl_s * SECOND)
-            except StoreError:
-                continue
-            self._marker_seqs.add(mseq)
-            self.lseq = mseq
-            self._new_msgs = True
-        if self._new_msgs and not self._flush_scheduled:
-            self._flush_scheduled = True
-            self.clock.call_soon(self._flush)
+        return removed
 
     # ---------------------------------------------------------------------------------------
     # consumers (contract with natsd.jetstream.consumer)
