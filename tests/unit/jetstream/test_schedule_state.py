@@ -1,4 +1,4 @@
-"""Restarting with pending message schedules (natsd.jetstream.schedules + schedule_state), without
+"""Restarting with pending message schedules (natsd.jetstream.stream.schedules + schedule_state), without
 sockets: ``schedules.db`` written at a clean stop and read once at the next start, the full rebuild
 when it is missing (kill -9), stale or damaged, and the rebuild's fast header path giving what
 the full header parse gives. Every case checks that each schedule fires exactly once."""

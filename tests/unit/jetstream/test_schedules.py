@@ -1,4 +1,4 @@
-"""Message schedules (natsd.jetstream.schedules) without sockets: pattern parsing as the
+"""Message schedules (natsd.jetstream.stream.schedules) without sockets: pattern parsing as the
 reference's parser takes it, firing on the ManualClock (no sleeping), the produced message's
 headers, cancelling, restarts, and the errors (nothing stored)."""
 

@@ -111,7 +111,7 @@ def _parse_seq(v: bytes | None) -> int | None:
 
 class AtomicBatches:
     """The open batches of one stream (``stream.batches``): atomic ones here, fast ones in
-    ``fast`` (natsd.jetstream.fastbatch)."""
+    ``fast`` (natsd.jetstream.stream.fastbatch)."""
 
     def __init__(self, stream: "Stream", limits: BatchLimits = DEFAULT_LIMITS) -> None:
         self.stream = stream

@@ -116,11 +116,11 @@ class Stream:
         # with the ack floor raised past it, not terminated one by one).
         self._purging: list[tuple[int, str]] | None = None
         self._links: list[SourceLink] = []  # mirror / sources
-        self._sched: Schedules | None = None  # allow_msg_schedules (natsd.jetstream.schedules)
+        self._sched: Schedules | None = None  # allow_msg_schedules (natsd.jetstream.stream.schedules)
         self._persist_timer: Timer | None = None  # persist_mode: async (see _flush)
-        self.batches: AtomicBatches | None = None  # open atomic batches (natsd.jetstream.batch)
+        self.batches: AtomicBatches | None = None  # open atomic batches (natsd.jetstream.stream.batch)
         # Counter streams: subject -> (seq, total, sources) of the last counter message stored
-        # here, and the one apply_incr just computed (natsd.jetstream.counters). Bounded.
+        # here, and the one apply_incr just computed (natsd.jetstream.stream.counters). Bounded.
         self.counter_cache: dict[str, tuple[int, int, dict]] = {}
         self.counter_next: tuple[str, int, dict] | None = None
         # Server-wide usage: the engine's [memory, file] totals, this stream's slot in them, the
@@ -188,7 +188,7 @@ class Stream:
             self._start_links()
 
     def _start_links(self) -> None:
-        """Connect the mirror / sources (consumers on the origins, see natsd.jetstream.sourcing)."""
+        """Connect the mirror / sources (consumers on the origins, see natsd.jetstream.stream.sourcing)."""
         cfg = self.config
         keep = [cfg.mirror] if cfg.mirror is not None else list(cfg.sources or [])
         for link in self._links:

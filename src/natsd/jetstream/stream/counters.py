@@ -17,7 +17,7 @@ and answers ``{"stream":"C","seq":7,"val":"11"}``. The reference's rules, all ch
 * a last message whose body is not a ``{"val": ...}`` object, or whose ``Nats-Counter-Sources``
   is not JSON, makes the counter broken (10172).
 
-Sourcing (``natsd.jetstream.sourcing``): a counter stream that sources other counter streams
+Sourcing (``natsd.jetstream.stream.sourcing``): a counter stream that sources other counter streams
 aggregates them. A sourced message (it has ``Nats-Stream-Source: <origin> <seq> <filter> <dest>
 <subject>``) is not applied as an increment: its body is the origin's total, so the target
 remembers the last total seen per origin stream and subject in the header
@@ -26,7 +26,7 @@ remembers the last total seen per origin stream and subject in the header
 of that origin, and adds that difference to its own value. So a target sourcing two counters
 holds their sum, and a source's restart never counts twice.
 
-Batches (``natsd.jetstream.batch``) apply several increments to one subject before any is
+Batches (``natsd.jetstream.stream.batch``) apply several increments to one subject before any is
 stored: :class:`Running` carries the staged totals between them.
 """
 

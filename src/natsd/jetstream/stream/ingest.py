@@ -14,13 +14,13 @@ no account byte limits) takes a fast path straight to ``store_msg``; otherwise t
    (``Nats-Expected-Stream``, ``Nats-TTL``, ``Nats-Expected-Last-Subject-Sequence`` (+``-Subject``),
    ``Nats-Expected-Last-Sequence``, ``Nats-Msg-Id``, ``Nats-Expected-Last-Msg-Id``,
    ``Nats-Rollup``), checked in the reference's order; a reply ending in ``.$FI`` (fast batch,
-   natsd.jetstream.fastbatch) or a ``Nats-Batch-Id`` (atomic batch, natsd.jetstream.batch) hands
+   natsd.jetstream.stream.fastbatch) or a ``Nats-Batch-Id`` (atomic batch, natsd.jetstream.stream.batch) hands
    the message to those modules; ``Nats-Incr`` and counter streams go through
-   natsd.jetstream.counters (the PubAck then carries ``"val"``);
+   natsd.jetstream.stream.counters (the PubAck then carries ``"val"``);
 3. appends it to the store (``store_msg``; the store applies discard-old limits and raises on
    discard-new) or, on an interest stream nobody is interested in, skips the sequence;
 4. queues the reply (a PubAck built from bytes, never ``json.dumps``); once per loop turn
-   natsd.jetstream.turnflush writes the turn's records and then sends the PubAcks.
+   natsd.jetstream.stream.turnflush writes the turn's records and then sends the PubAcks.
 
 PubAck bytes (the reference builds them by hand, note the space in ``"duplicate": true``)::
 
@@ -247,7 +247,7 @@ def process_msg(self: Stream, subject: str, reply: str, hdr: bytes | None, paylo
     Three light paths come first, for a stream with nothing to check before storing (not
     sealed, no ``max_msg_size``, limits retention, no account byte limits, no republish, no
     subject transform, no schedules; ``_fast``) and no fast batch publish (a reply ending
-    in ``.$FI``, natsd.jetstream.fastbatch): a message without headers; one whose headers
+    in ``.$FI``, natsd.jetstream.stream.fastbatch): a message without headers; one whose headers
     hold no ``Nats-*`` name but at most ``Nats-Msg-Id`` (one scan of the block finds that
     out, :func:`nats_headers`); and, on such a counter stream (``_counter_fast``), a lone
     ``Nats-Incr`` whose subject's last total is known (:meth:`_incr_light`). Everything
@@ -557,7 +557,7 @@ def _process(self: Stream, subject: str, reply: str, hdr: bytes | None, payload:
     return seq
 
 
-# -- message schedules (natsd.jetstream.schedules) --------------------------------------------
+# -- message schedules (natsd.jetstream.stream.schedules) --------------------------------------------
 def _sched_exempt(self: Stream, h: dict[bytes, bytes]) -> bool:
     """Messages the server itself writes skip the schedule header checks, as the reference
     skips them for sourced messages: produced messages, and sourced copies."""

@@ -37,7 +37,7 @@ so pending schedules cost memory only (about 300 bytes each) and no CPU until on
 whose message is gone (deleted, purged, expired) is dropped then.
 
 Recovery: a file stream that stopped cleanly left its pending schedules in ``schedules.db``
-(:mod:`natsd.jetstream.schedule_state`: checked against the store's state, read once), which is
+(:mod:`natsd.jetstream.stream.schedule_state`: checked against the store's state, read once), which is
 loaded as it is (a repeating schedule keeps its next time, as the reference's snapshot). Without
 it (kill -9, a stale or damaged file) the schedules are rebuilt by reading every stored message
 with a ``Nats-Schedule`` header, as the reference does without its snapshot; that scan reads only

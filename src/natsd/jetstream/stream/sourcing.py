@@ -37,7 +37,7 @@ ack-none consumer.
 * source: the message goes through the target's normal ingest with a fresh sequence and the
   header ``Nats-Stream-Source: <origin> <origin seq> <filter> <dest> <original subject>``
   (``>`` for no filter / transform), as the reference writes it. A counter stream
-  (``allow_msg_counter``) sourcing counters aggregates them (natsd.jetstream.counters).
+  (``allow_msg_counter``) sourcing counters aggregates them (natsd.jetstream.stream.counters).
 * ``Nats-Batch-*`` and ``Nats-Expected-*`` headers are dropped on both: an atomic batch is not
   one on the target, and the origin checked the expectations.
 
