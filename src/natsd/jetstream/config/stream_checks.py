@@ -8,8 +8,8 @@ them (``checkStreamCfg`` / ``configUpdateCheck``), with the reference's error co
 Not implemented (validated, then refused with the reference's error type rather than silently
 ignored -- see :func:`refuse_unsupported`): mirrors / sources with
 ``external`` (other account or domain) or a durable ``consumer``. Same-account ``mirror`` and
-``sources`` are implemented in :mod:`natsd.jetstream.stream.sourcing`. ``subject_transform`` is applied for literal tokens,
-``{{wildcard(n)}}``/``$n`` and ``>``; other mapping functions are refused (10156).
+``sources`` are implemented in :mod:`natsd.jetstream.stream.sourcing`. ``subject_transform`` is
+applied for literal tokens, ``{{wildcard(n)}}``/``$n`` and ``>``; other mapping functions are refused (10156).
 ``placement`` is accepted and echoed (a standalone reference server does the same).
 ``compression: s2`` compresses a file stream's sealed blocks (natsd.store.file.compress) and may be
 changed by an update either way; a memory stream accepts and ignores it, as the reference does.
