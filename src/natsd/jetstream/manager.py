@@ -195,7 +195,7 @@ class JsAccount:
         return self.adopt_stream(cfg, _open_store(cfg, created, self.stream_dir(cfg.name), self.engine), created,
                                  subscribe)
 
-    def adopt_stream(self, cfg: StreamConfig, store: Any, created_ns: int, subscribe: bool = True) -> Stream:
+    def adopt_stream(self, cfg: StreamConfig, store: "StreamStore", created_ns: int, subscribe: bool = True) -> Stream:
         """Register and start a stream over an already opened store (creation and restore)."""
         stream = Stream(self, cfg, store, created_ns)
         self.streams[cfg.name] = stream

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from natsd.jetstream import consumer_registry
 from natsd.jetstream.config.consumer_config import ConsumerConfig
 from natsd.jetstream.errors import ApiError, ApiErrors
-from natsd.jetstream.config.models import SECOND
+from natsd.jetstream.config.models import SECOND, StreamConfig
 from natsd.jetstream.config.stream_checks import check_subject_overlap, refuse_unsupported
 from natsd.jetstream.snapshot.archive import (
     MAGIC, ArchiveEntry, ArchiveError, ArchiveReader, consumer_state_from_json,
@@ -69,7 +69,7 @@ class RestoreReceiver:
     is deleted. 5 s without a chunk cancels the restore ("is stalled").
     """
 
-    def __init__(self, account: "AccountView", cfg: Any, on_done: Callable[[str], None] | None = None) -> None:
+    def __init__(self, account: "AccountView", cfg: StreamConfig, on_done: Callable[[str], None] | None = None) -> None:
         self.account = account
         self.cfg = cfg
         self.name = cfg.name
