@@ -153,15 +153,11 @@ def restore_request(req: ApiRequest) -> dict:
     return resp("stream_restore_response", {"deliver_subject": subject})
 
 
-def _now(acct: Any) -> str:
+def _now(acct: "JsAccount") -> str:
     return rfc3339(acct.clock.time_ns())
 
 
-def _advisory(acct: Any, subject: str, kind: str, body: dict) -> None:
-    send = getattr(acct, "send_advisory", None)
-    if send is None:
-        return
-
+def _advisory(acct: "JsAccount", subject: str, kind: str, body: dict) -> None:
     def build() -> dict:
         adv = _typed(acct, "io.nats.jetstream.advisory.v1." + kind)
         adv.update(body)
@@ -169,4 +165,4 @@ def _advisory(acct: Any, subject: str, kind: str, body: dict) -> None:
             adv["domain"] = acct.engine.domain
         return adv
 
-    send(subject, build)
+    acct.send_advisory(subject, build)
