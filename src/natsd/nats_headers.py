@@ -15,7 +15,7 @@ __all__ = [
     "EXPECTED_LAST_MSG_ID", "EXPECTED_PREFIX", "ROLLUP", "TTL", "MARKER_REASON", "STREAM_SOURCE",
     "REQUIRED_API_LEVEL", "INCR", "COUNTER_SOURCES", "BATCH_ID", "BATCH_SEQ", "BATCH_COMMIT", "BATCH_PREFIX",
     "SCHEDULE", "SCHEDULE_TIME_ZONE", "SCHEDULE_TTL", "SCHEDULE_ROLLUP", "SCHEDULE_TARGET", "SCHEDULE_SOURCE",
-    "SCHEDULER", "SCHEDULE_NEXT", "STREAM", "SUBJECT", "SEQUENCE", "TIME_STAMP", "NUM_PENDING",
+    "SCHEDULER", "SCHEDULE_NEXT", "SCHEDULE_PREFIX", "STREAM", "SUBJECT", "SEQUENCE", "TIME_STAMP", "NUM_PENDING",
     "LAST_SEQUENCE", "LAST_CONSUMER", "LAST_STREAM", "CONSUMER_STALLED", "MSG_SIZE", "PENDING_MESSAGES",
     "PENDING_BYTES", "PIN_ID", "WRONG_PIN_ID", "RESPONSE_TYPE",
 ]
@@ -55,6 +55,8 @@ SCHEDULE_TARGET = b"Nats-Schedule-Target"
 SCHEDULE_SOURCE = b"Nats-Schedule-Source"
 SCHEDULER = b"Nats-Scheduler"
 SCHEDULE_NEXT = b"Nats-Schedule-Next"
+#: every schedule header name starts so (``Nats-Schedule*``, ``Nats-Scheduler``)
+SCHEDULE_PREFIX = b"Nats-Sched"
 
 # -- direct get replies -----------------------------------------------------------------------------
 STREAM = b"Nats-Stream"

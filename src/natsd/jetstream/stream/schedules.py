@@ -90,7 +90,7 @@ NEXT_PURGE = b"purge"
 
 #: Substring every schedule-related header name contains: the publish path looks for the
 #: schedule headers only in header blocks holding it (one ``in`` test per message with headers).
-SCHEDULE_MARK = b"Nats-Sched"
+SCHEDULE_MARK = NH.SCHEDULE_PREFIX
 
 _PREDEFINED = {
     "@yearly": "0 0 0 1 1 *", "@annually": "0 0 0 1 1 *", "@monthly": "0 0 0 1 * *",
