@@ -60,6 +60,8 @@ from natsd.store.base import ConsumerState, MsgNotFound, StoreEOF, StoreError
 from natsd.subjects.tokens import subject_matches
 
 if TYPE_CHECKING:  # pragma: no cover
+    from natsd.clock import Timer
+    from natsd.jetstream.ports import Subscription
     from natsd.jetstream.views import AccountView, StreamView
     from natsd.store.base import ConsumerStore
 
@@ -112,9 +114,9 @@ class Consumer:
         self.push: Push | None = Push(self) if cfg.deliver_subject else None
         self.pull: Pull | None = None if cfg.deliver_subject else Pull(self, cfg.max_waiting)
 
-        self._dtmr: Any = None         # inactivity (delete) timer
+        self._dtmr: Timer | None = None  # inactivity (delete) timer
         self.dthresh = 0
-        self._subs: list[Any] = []
+        self._subs: list[Subscription] = []
         # bound once: Delivery calls them per message (Ports declares both)
         self.deliver_one = self.ports.deliver
         self.deliver_many = self.ports.deliver_many
