@@ -50,7 +50,7 @@ stays. Only ``sync_always`` (one fsync per loop turn) rules that out.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from natsd.jetstream.stream import counters
 from natsd.jetstream.advisories import ADVISORY_PREFIX
@@ -66,9 +66,11 @@ from natsd.store.file.record import file_store_msg_size
 from natsd.store.memory import mem_store_msg_size
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.clock import Timer
+    from natsd.clock import Clock, Timer
+    from natsd.jetstream.config.models import StreamConfig
     from natsd.jetstream.stream.fastbatch import FastBatches
-    from natsd.jetstream.stream.core import Stream
+    from natsd.jetstream.views import AccountView
+    from natsd.store.base import StoreError as _StoreError, StreamStore
 
 __all__ = ["BatchLimits", "DEFAULT_LIMITS", "batch_limits_for", "AtomicBatches", "on_batch_msg", "repair_torn_batch", "Checks",
            "Duplicate", "store_one", "kick_flush",
@@ -93,6 +95,70 @@ def inflight_total() -> int:
     return _inflight[0]
 
 
+class BatchStream(counters.CounterStream, Protocol):
+    """What atomic and fast batches need of their stream: the publish path's own members (the
+    checks, dedupe, rollups, republish and PubAcks that a message published alone goes
+    through, :mod:`natsd.jetstream.stream.ingest`), the turn's flush flags, and the server-wide
+    usage figures the storage limit is checked against. Batches are part of the publish path,
+    so this view is wider than the others; it still keeps them from naming the class."""
+
+    name: str
+    config: "StreamConfig"
+    store: "StreamStore"
+    clock: "Clock"
+    lseq: int
+    lmsg_id: str
+    batches: "AtomicBatches | None"
+    _flush_scheduled: bool
+    _new_msgs: bool
+    _dedupe_pending: bool
+    _counted: int
+    _used: list[int]
+    _ut: int
+    _max_used: int
+
+    @property
+    def account(self) -> "AccountView": ...
+
+    @property
+    def _ack_prefix(self) -> bytes: ...
+
+    @property
+    def _do_ack(self) -> bool: ...
+
+    @property
+    def _interest(self) -> bool: ...
+
+    @property
+    def _sdm_ttl_s(self) -> int: ...
+
+    @property
+    def _call_soon(self) -> Callable[[Callable[[], None]], None]: ...
+
+    def _flush(self) -> None: ...
+
+    def _respond(self, reply: str, data: bytes) -> None: ...
+
+    def _reject(self, reply: str, err: ApiError) -> None: ...
+
+    def _store_failed(self, reply: str, e: "_StoreError") -> None: ...
+
+    def _check_msg_id(self, msg_id: str) -> int: ...
+
+    def _store_msg_id(self, msg_id: str, seq: int, ts: int) -> None: ...
+
+    def _rebuild_dedupe(self) -> None: ...
+
+    def _has_interest(self, subject: str) -> bool: ...
+
+    def skip_uninterested(self, subject: str, msg_id: str, rollup: bytes) -> int: ...
+
+    def _rollup(self, subject: str, kind: bytes, keep: int) -> None: ...
+
+    def _republish(self, subject: str, hdr: bytes | None, payload: bytes, seq: int, ts: int,
+                   tlseq: int) -> None: ...
+
+
 class _Batch:
     __slots__ = ("id", "msgs", "deadline", "timer")
 
@@ -113,7 +179,7 @@ class AtomicBatches:
     """The open batches of one stream (``stream.batches``): atomic ones here, fast ones in
     ``fast`` (natsd.jetstream.stream.fastbatch)."""
 
-    def __init__(self, stream: "Stream", limits: BatchLimits = DEFAULT_LIMITS) -> None:
+    def __init__(self, stream: BatchStream, limits: BatchLimits = DEFAULT_LIMITS) -> None:
         self.stream = stream
         self.limits = limits
         self.open: dict[str, _Batch] = {}
@@ -274,7 +340,7 @@ class Checks:
     ``checkMsgHeadersPreClusteredProposal`` seen from a single server). ``atomic`` False: one
     fast-batch message (no 10177 rule; a stored msg id raises :class:`Duplicate`)."""
 
-    def __init__(self, stream: "Stream", atomic: bool = True) -> None:
+    def __init__(self, stream: BatchStream, atomic: bool = True) -> None:
         self.stream = stream
         self.atomic = atomic
         self.msg_ids: set[str] = set()
@@ -424,7 +490,7 @@ class Checks:
                 raise ApiErrors.STREAM_STORE_FAILED(err="maximum messages per subject exceeded")
 
 
-def _store_all(stream: "Stream", batch_id: str, checked: list, reply: str) -> int:
+def _store_all(stream: BatchStream, batch_id: str, checked: list, reply: str) -> int:
     """Store a checked batch in one synchronous step (one write at the turn's flush) and answer
     the commit. A store refusal part way (it should not happen after the checks) takes back
     what this batch stored, so nothing partial stays."""
@@ -450,14 +516,14 @@ def _store_all(stream: "Stream", batch_id: str, checked: list, reply: str) -> in
     return last
 
 
-def kick_flush(stream: "Stream") -> None:
+def kick_flush(stream: BatchStream) -> None:
     """Make sure the stream's end-of-turn flush runs (it writes what was stored, then acks)."""
     if not stream._flush_scheduled:
         stream._flush_scheduled = True
         stream._call_soon(stream._flush)
 
 
-def store_one(stream: "Stream", subject: str, hdr: bytes | None, body: bytes, ttl: int, msg_id: str,
+def store_one(stream: BatchStream, subject: str, hdr: bytes | None, body: bytes, ttl: int, msg_id: str,
                rollup: bytes) -> int:
     """Store one checked message of a batch as the stream's publish path stores a message
     (interest skip, delete-marker TTL floor, msg id, rollup, republish)."""
@@ -487,7 +553,7 @@ def store_one(stream: "Stream", subject: str, hdr: bytes | None, body: bytes, tt
     return seq
 
 
-def on_batch_msg(stream: "Stream", subject: str, reply: str, hdr: bytes, payload: bytes,
+def on_batch_msg(stream: BatchStream, subject: str, reply: str, hdr: bytes, payload: bytes,
                  h: dict[bytes, bytes]) -> int:
     """The stream's hook for a publish with ``Nats-Batch-Id``."""
     batches = stream.batches
@@ -496,7 +562,7 @@ def on_batch_msg(stream: "Stream", subject: str, reply: str, hdr: bytes, payload
     return batches.on_msg(subject, reply, hdr, payload, h)
 
 
-def repair_torn_batch(stream: "Stream") -> int:
+def repair_torn_batch(stream: BatchStream) -> int:
     """At start: when the stream's last message belongs to a batch but is not its commit, the
     batch was torn by a crash inside its write; remove it (it was never acknowledged). Returns
     the number of messages removed."""

@@ -48,7 +48,7 @@ from natsd.store.base import StoreError
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Timer
-    from natsd.jetstream.stream.core import Stream
+    from natsd.jetstream.stream.batch import BatchStream
 
 __all__ = ["FastBatches", "FastBatchReply", "parse_reply", "on_fast_batch_msg", "SUFFIX"]
 
@@ -129,7 +129,7 @@ def _gap(last: int, seq: int) -> bytes:
 class FastBatches:
     """The open fast batches of one stream."""
 
-    def __init__(self, stream: "Stream") -> None:
+    def __init__(self, stream: "BatchStream") -> None:
         self.stream = stream
         self.open: dict[str, _Fast] = {}
         # the server's batch limits replace these defaults when set (as the reference)
@@ -330,7 +330,7 @@ class FastBatches:
         return sseq
 
 
-def on_fast_batch_msg(stream: "Stream", subject: str, reply: str, hdr: bytes | None, payload: bytes) -> int:
+def on_fast_batch_msg(stream: "BatchStream", subject: str, reply: str, hdr: bytes | None, payload: bytes) -> int:
     """The stream's hook for a publish whose reply subject ends in ``.$FI``."""
     batches = stream.batches
     if batches is None:
