@@ -2,10 +2,10 @@
 one closed by ``if TYPE_CHECKING:`` imports -- crosses a package's own folder in natsd.jetstream.
 
 Consumers, snapshots, advisories, templates, domain mappings and the consumer registry see a
-stream, an account and the engine through :mod:`natsd.jetstream.views`; a stream's counters and
-sourcing through the protocols in their own modules. Inside one folder (``stream/``,
-``consumer/``) a part may still name its package's class for type checking (the bound-method
-publish path of ``stream/``, the consumer's parts). Before issue 24 one type-only cycle held 25
+stream, an account and the engine through :mod:`natsd.jetstream.views`; a stream's counters,
+sourcing, expiry and batches through the protocols in their own modules. Inside one folder
+(``stream/``, ``consumer/``) a part may still name its package's class for type checking (the
+bound-method publish path of ``stream/``: ingest and turnflush; the consumer's parts). Before issue 24 one type-only cycle held 25
 modules across the package; print the graph with
 ``python -m tests.unit.test_layering --graph jetstream``.
 """
@@ -35,7 +35,8 @@ def test_no_type_only_cycle_crosses_a_package_folder() -> None:
 def test_loosely_coupled_parts_do_not_name_stream_or_account() -> None:
     graph = module_graph()
     whole = {"natsd.jetstream.stream.core", "natsd.jetstream.manager", "natsd.jetstream.consumer.core"}
-    parts = ["natsd.jetstream.stream.counters", "natsd.jetstream.stream.sourcing", "natsd.jetstream.advisories",
+    parts = ["natsd.jetstream.stream.counters", "natsd.jetstream.stream.sourcing", "natsd.jetstream.stream.expiry",
+             "natsd.jetstream.stream.batch", "natsd.jetstream.stream.fastbatch", "natsd.jetstream.advisories",
              "natsd.jetstream.templates", "natsd.jetstream.domain_mappings", "natsd.jetstream.consumer_registry",
              "natsd.jetstream.snapshot.archive", "natsd.jetstream.snapshot.transfer",
              "natsd.jetstream.consumer.core", "natsd.jetstream.consumer.acks"]

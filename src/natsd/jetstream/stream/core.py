@@ -10,8 +10,8 @@ The hot path lives in two modules whose functions the :class:`Stream` class take
   PubAcks, then wake the consumers (``persist_mode: async``, writer-thread writes and failed
   writes included). So a PubAck always follows the write of its record.
 
-Timers (all on the injected clock): max_age / Nats-TTL expiry (armed from ``store.next_expiry()``),
-the dedupe window, and ``sync_interval`` (owned by the engine).
+Timers (all on the injected clock): max_age / Nats-TTL expiry (:class:`~natsd.jetstream.stream.expiry.Expiry`,
+armed from ``store.next_expiry()``), the dedupe window, and ``sync_interval`` (owned by the engine).
 
 Consumers (``natsd.jetstream.consumer``) see the stream through: ``consumers`` (name -> consumer),
 ``add_consumer`` / ``remove_consumer``, ``ack_processed(consumer, sseq)`` (retention),
