@@ -5,8 +5,8 @@ Consumers, snapshots, advisories, templates, domain mappings and the consumer re
 stream, an account and the engine through :mod:`natsd.jetstream.views`; a stream's counters,
 sourcing, expiry and batches through the protocols in their own modules. Inside one folder
 (``stream/``, ``consumer/``) a part may still name its package's class for type checking (the
-bound-method publish path of ``stream/``: ingest and turnflush; the consumer's parts). Before issue 24 one type-only cycle held 25
-modules across the package; print the graph with
+bound-method publish path of ``stream/``: ingest and turnflush; the consumer's parts). Before
+issue 24 one type-only cycle held 25 modules across the package; print the graph with
 ``python -m tests.unit.test_layering --graph jetstream``.
 """
 
