@@ -335,6 +335,18 @@ class Duplicate(Exception):
         self.seq = seq
 
 
+# the header names the per-message checks look up (module globals, as the literals were)
+_H_EXPECTED_LAST_MSG_ID = NH.EXPECTED_LAST_MSG_ID
+_H_EXPECTED_LAST_SEQ = NH.EXPECTED_LAST_SEQ
+_H_EXPECTED_LAST_SUBJ_SEQ = NH.EXPECTED_LAST_SUBJ_SEQ
+_H_EXPECTED_LAST_SUBJ_SEQ_SUBJ = NH.EXPECTED_LAST_SUBJ_SEQ_SUBJ
+_H_EXPECTED_STREAM = NH.EXPECTED_STREAM
+_H_MSG_ID = NH.MSG_ID
+_H_ROLLUP = NH.ROLLUP
+_H_TTL = NH.TTL
+_S_EXPECTED_LAST_MSG_ID = NH.EXPECTED_LAST_MSG_ID.decode()
+
+
 class Checks:
     """The consistency checks of a whole batch before anything is stored (the reference's
     ``checkMsgHeadersPreClusteredProposal`` seen from a single server). ``atomic`` False: one
@@ -378,14 +390,14 @@ class Checks:
         cfg = stream.config
         if h is None:
             h = nats_headers(hdr) if hdr else {}
-        if self.atomic and h.get(NH.EXPECTED_LAST_MSG_ID):
-            raise ApiErrors.ATOMIC_PUBLISH_UNSUPPORTED_HEADER_BATCH(header=NH.EXPECTED_LAST_MSG_ID.decode())
+        if self.atomic and h.get(_H_EXPECTED_LAST_MSG_ID):
+            raise ApiErrors.ATOMIC_PUBLISH_UNSUPPORTED_HEADER_BATCH(header=_S_EXPECTED_LAST_MSG_ID)
         incr = counters.check_incr(h, body, cfg.allow_msg_counter, False)
-        v = h.get(NH.EXPECTED_STREAM)
+        v = h.get(_H_EXPECTED_STREAM)
         if v and v.decode("utf-8", "replace") != stream.name:
             raise ApiErrors.STREAM_NOT_MATCH()
         ttl = 0
-        v = h.get(NH.TTL)
+        v = h.get(_H_TTL)
         if v:
             try:
                 ttl = parse_ttl(v.decode("utf-8", "replace"))
@@ -397,7 +409,7 @@ class Checks:
             if bad:
                 raise ApiErrors.MESSAGE_TTL_INVALID()
         msg_id = ""
-        v = h.get(NH.MSG_ID)
+        v = h.get(_H_MSG_ID)
         if v:
             msg_id = v.decode("utf-8", "replace")
             if msg_id in self.msg_ids:
@@ -421,17 +433,17 @@ class Checks:
             if mms >= 0 and (len(new_hdr or b"") > mms or len(body) > mms - len(new_hdr or b"")):
                 raise ApiErrors.STREAM_MESSAGE_EXCEEDS_MAXIMUM()
         staged = self.count
-        v = h.get(NH.EXPECTED_LAST_SEQ)
+        v = h.get(_H_EXPECTED_LAST_SEQ)
         if v:
             want = int(v) if v.isdigit() else -1
             if want != stream.lseq + staged:
                 raise ApiErrors.STREAM_WRONG_LAST_SEQUENCE(seq=stream.lseq + staged)
             if staged:
                 raise ApiErrors.STREAM_WRONG_LAST_SEQUENCE_CONSTANT()
-        v = h.get(NH.EXPECTED_LAST_SUBJ_SEQ)
+        v = h.get(_H_EXPECTED_LAST_SUBJ_SEQ)
         if v:
             want = int(v) if v.isdigit() else -1
-            ssubj = h.get(NH.EXPECTED_LAST_SUBJ_SEQ_SUBJ)
+            ssubj = h.get(_H_EXPECTED_LAST_SUBJ_SEQ_SUBJ)
             check_subj = ssubj.decode("utf-8", "replace") if ssubj else subject
             if check_subj in self.inflight:
                 raise ApiErrors.STREAM_WRONG_LAST_SEQUENCE_CONSTANT()
@@ -447,9 +459,9 @@ class Checks:
                 if fseq != want:
                     raise ApiErrors.STREAM_WRONG_LAST_SEQUENCE(seq=fseq)
                 self.expected[check_subj] = fseq
-        elif h.get(NH.EXPECTED_LAST_SUBJ_SEQ_SUBJ):
+        elif h.get(_H_EXPECTED_LAST_SUBJ_SEQ_SUBJ):
             raise ApiErrors.STREAM_EXPECTED_LAST_SEQ_PER_SUBJECT_INVALID()
-        rollup = h.get(NH.ROLLUP) or b""
+        rollup = h.get(_H_ROLLUP) or b""
         if rollup:
             if not (cfg.allow_rollup_hdrs and not cfg.deny_purge):
                 raise ApiErrors.STREAM_ROLLUP_FAILED(err="rollup not permitted")
@@ -532,7 +544,7 @@ def store_one(stream: BatchStream, subject: str, hdr: bytes | None, body: bytes,
         return stream.skip_uninterested(subject, msg_id, rollup)
     if ttl > 0 and stream._sdm_ttl_s and cfg.max_msgs_per_subject != 1 and ttl < stream._sdm_ttl_s:
         ttl = stream._sdm_ttl_s
-        hdr = replace_header(hdr, NH.TTL, str(ttl).encode())
+        hdr = replace_header(hdr, _H_TTL, str(ttl).encode())
     tlseq = 0
     if cfg.republish:
         try:

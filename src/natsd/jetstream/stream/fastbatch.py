@@ -52,6 +52,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["FastBatches", "FastBatchReply", "parse_reply", "on_fast_batch_msg", "SUFFIX"]
 
+_H_REQUIRED_API_LEVEL = NH.REQUIRED_API_LEVEL
+_H_EXPECTED_LAST_MSG_ID = NH.EXPECTED_LAST_MSG_ID
+
 SUFFIX = ".$FI"
 OP_START, OP_APPEND, OP_COMMIT, OP_COMMIT_EOB, OP_PING = range(5)
 _MAX_UINT64 = 2**64 - 1
@@ -235,11 +238,11 @@ class FastBatches:
             _inflight[0] += 1
             b.ack_msgs = 1 if len(self.open) > 1 else min(500, fb.flow)
             self._arm(b)
-        if hdr and get_header_bytes(hdr, NH.REQUIRED_API_LEVEL) is not None:
+        if hdr and get_header_bytes(hdr, _H_REQUIRED_API_LEVEL) is not None:
             if required_level_too_high(hdr):
                 self._forget(b)
                 raise ApiErrors.REQUIRED_API_LEVEL()
-            hdr = remove_header(hdr, NH.REQUIRED_API_LEVEL)
+            hdr = remove_header(hdr, _H_REQUIRED_API_LEVEL)
         if not b.commit:
             b.deadline = now + self.timeout_ns
 
@@ -284,7 +287,7 @@ class FastBatches:
 
         try:
             subj, nhdr, body, ttl, msg_id, rollup = Checks(stream, atomic=False).one(subject, hdr, payload)
-            lmid = hdr and get_header_bytes(hdr, NH.EXPECTED_LAST_MSG_ID)
+            lmid = hdr and get_header_bytes(hdr, _H_EXPECTED_LAST_MSG_ID)
             if lmid and lmid.decode("utf-8", "replace") != stream.lmsg_id:
                 raise ApiErrors.STREAM_WRONG_LAST_MSG_ID(id=stream.lmsg_id)
         except Duplicate as d:

@@ -726,6 +726,15 @@ def _rollup(self: Stream, subject: str, kind: bytes, keep: int) -> None:
     self._after_purge(subject if kind == b"sub" else "", removed)  # the reference purges like this too
 
 
+# republish's header lines, built once (one concatenation per value, as literals would be)
+_RP_STREAM = b"NATS/1.0\r\n" + NH.STREAM + b": "
+_RP_SUBJECT = b"\r\n" + NH.SUBJECT + b": "
+_RP_SEQUENCE = b"\r\n" + NH.SEQUENCE + b": "
+_RP_TIME_STAMP = b"\r\n" + NH.TIME_STAMP + b": "
+_RP_LAST_SEQUENCE = b"\r\n" + NH.LAST_SEQUENCE + b": "
+_RP_MSG_SIZE = NH.MSG_SIZE + b": "
+
+
 def _republish(self: Stream, subject: str, hdr: bytes | None, payload: bytes, seq: int, ts: int,
                tlseq: int) -> None:
     """republish: a copy of the stored message to the mapped subject, with the headers
@@ -739,11 +748,10 @@ def _republish(self: Stream, subject: str, hdr: bytes | None, payload: bytes, se
     dest = _transform(src, rp.get("dest", ""), subject)
     if not dest:
         return
-    base = (b"NATS/1.0\r\n" + NH.STREAM + b": " + self.name.encode() + b"\r\n" + NH.SUBJECT + b": "
-            + subject.encode() + b"\r\n" + NH.SEQUENCE + b": " + str(seq).encode() + b"\r\n" + NH.TIME_STAMP
-            + b": " + rfc3339(ts).encode() + b"\r\n" + NH.LAST_SEQUENCE + b": " + str(tlseq).encode() + b"\r\n")
+    base = (_RP_STREAM + self.name.encode() + _RP_SUBJECT + subject.encode() + _RP_SEQUENCE + str(seq).encode()
+            + _RP_TIME_STAMP + rfc3339(ts).encode() + _RP_LAST_SEQUENCE + str(tlseq).encode() + b"\r\n")
     if rp.get("headers_only"):
-        base += NH.MSG_SIZE + b": " + str(len(payload)).encode() + b"\r\n"
+        base += _RP_MSG_SIZE + str(len(payload)).encode() + b"\r\n"
         body = b""
     else:
         body = payload

@@ -91,6 +91,7 @@ NEXT_PURGE = b"purge"
 #: Substring every schedule-related header name contains: the publish path looks for the
 #: schedule headers only in header blocks holding it (one ``in`` test per message with headers).
 SCHEDULE_MARK = NH.SCHEDULE_PREFIX
+_EXPECTED_PREFIX = NH.EXPECTED_PREFIX
 
 _PREDEFINED = {
     "@yearly": "0 0 0 1 1 *", "@annually": "0 0 0 1 1 *", "@monthly": "0 0 0 1 * *",
@@ -289,7 +290,7 @@ def _strip_headers(hdr: bytes) -> bytes | None:
             continue
         if ln.startswith(b"Nats-"):
             name = ln.split(b":", 1)[0]
-            if (name.startswith(H_SCHEDULE) or name.startswith(NH.EXPECTED_PREFIX)
+            if (name.startswith(H_SCHEDULE) or name.startswith(_EXPECTED_PREFIX)
                     or name in (H_MSG_ID, H_TTL, H_ROLLUP)):
                 continue
         kept.append(ln)

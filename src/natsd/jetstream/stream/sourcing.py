@@ -91,6 +91,10 @@ _LEVEL_HDR = b"NATS/1.0\r\nNats-Required-Api-Level: %d\r\n\r\n" % REQUIRED_LEVEL
 _FC_REPLY = "NATS/1.0\r\nNats-Last-Consumer: %d\r\nNats-Last-Stream: %d\r\n\r\n"
 _LAST_CONSUMER = NH.LAST_CONSUMER + b":"
 _STALLED = NH.CONSUMER_STALLED + b":"
+_EXPECTED_PREFIX, _BATCH_PREFIX = NH.EXPECTED_PREFIX, NH.BATCH_PREFIX
+_BATCH_OR_EXPECTED = (_BATCH_PREFIX, _EXPECTED_PREFIX)
+_TTL_LINE = NH.TTL + b":"
+_ROLLUP_LINE = NH.ROLLUP + b":"
 # Create replies that mean "this origin does not know sourcing consumers": fall back.
 _FALLBACK_CODES = (10185, 10025)
 
@@ -120,7 +124,7 @@ def _header_int(hdr: bytes, name: bytes) -> int:
 
 def _drop_mirror_headers(hdr: bytes) -> bytes | None:
     lines = hdr.split(b"\r\n")
-    kept = [ln for ln in lines[1:] if ln and not ln.startswith((NH.BATCH_PREFIX, NH.EXPECTED_PREFIX))]
+    kept = [ln for ln in lines[1:] if ln and not ln.startswith(_BATCH_OR_EXPECTED)]
     if not kept and lines[0] == b"NATS/1.0":
         return None
     return lines[0] + b"\r\n" + b"".join(ln + b"\r\n" for ln in kept) + b"\r\n"
@@ -426,11 +430,11 @@ class SourceLink:
         if b"Nats-" not in hdr:
             return hdr
         cfg = self.stream.config
-        drop = [NH.EXPECTED_PREFIX, NH.BATCH_PREFIX]
+        drop = [_EXPECTED_PREFIX, _BATCH_PREFIX]
         if not cfg.allow_msg_ttl:
-            drop.append(NH.TTL + b":")
+            drop.append(_TTL_LINE)
         if not (cfg.allow_rollup_hdrs and not cfg.deny_purge):
-            drop.append(NH.ROLLUP + b":")
+            drop.append(_ROLLUP_LINE)
         lines = hdr.split(b"\r\n")
         kept = [ln for ln in lines[1:] if ln and not any(ln.startswith(d) for d in drop)]
         if not kept:
