@@ -353,6 +353,20 @@ def test_republish(env):
     assert m.header("Nats-Sequence") == "1" and m.header("Nats-Last-Sequence") == "0"
 
 
+def test_republish_headers_only_bytes(env):
+    mk(env, republish={"src": "orders.>", "dest": "rp.>", "headers_only": True})
+    sub = env.ports.client_subscribe("rp.>")
+    env.pub("orders.a", b"first")
+    env.pub("orders.a", b"12345")
+    m = sub.last()
+    ts = env.account.streams["ORDERS"].store.load_msg(2).ts
+    from natsd.jetstream.config.models import rfc3339
+    assert m.payload == b""
+    assert m.hdr == (b"NATS/1.0\r\nNats-Stream: ORDERS\r\nNats-Subject: orders.a\r\nNats-Sequence: 2\r\n"
+                     b"Nats-Time-Stamp: " + rfc3339(ts).encode() + b"\r\nNats-Last-Sequence: 1\r\n"
+                     b"Nats-Msg-Size: 5\r\n\r\n")
+
+
 def test_header_scan_ignores_application_headers(env):
     mk(env)
     # "X-Nats-Msg-Id" must not be taken for "Nats-Msg-Id"
