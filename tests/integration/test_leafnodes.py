@@ -589,8 +589,7 @@ def patch_js_api_level(monkeypatch, level: int) -> None:
     from natsd.jetstream import manager, wire
     from natsd.jetstream.config import consumer_config
     from natsd.jetstream.config import models
-    from natsd.jetstream.api import direct
-    for mod in (models, wire, direct, manager):
+    for mod in (models, wire, manager):  # (DIRECT.GET checks the level through wire)
         monkeypatch.setattr(mod, "JS_API_LEVEL", level)
     monkeypatch.setattr(consumer_config, "API_LEVEL", level)
 
