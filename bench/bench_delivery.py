@@ -43,8 +43,8 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from natsd.clock import ManualClock  # noqa: E402
 from natsd.jetstream import consumer_registry  # noqa: E402
-from natsd.jetstream.consumer_config import ConsumerConfig  # noqa: E402
-from natsd.jetstream.models import StreamConfig  # noqa: E402
+from natsd.jetstream.config.consumer_config import ConsumerConfig  # noqa: E402
+from natsd.jetstream.config.models import StreamConfig  # noqa: E402
 from natsd.server.account import Account  # noqa: E402
 from natsd.server.ports import ServerPorts  # noqa: E402
 from natsd.server.subscription import Subscription  # noqa: E402

@@ -11,7 +11,7 @@ to store them, and the server's CPU time (user+sys from /proc/PID/stat) over an 
 cost nothing. Then the server restarts (SIGTERM, a clean stop) and the same figures are taken once the N
 schedules are recovered (RSS after recovery, recovery time until the stream answers); last, it is
 killed with SIGKILL and the time until served is taken again (natsd rebuilds the schedules from
-the messages then, see natsd.jetstream.schedule_state).
+the messages then, see natsd.jetstream.stream.schedule_state).
 
 Nothing is asserted: the machine is shared, figures are noisy; ratios natsd / nats-server are
 printed (below 1 is better for natsd on RSS and CPU).

@@ -4,7 +4,7 @@ nats-server 2.15.1 does, and no request raises inside natsd or answers with Pyth
 
 The subjects come from ``api.ROUTES`` (plus DIRECT.GET and CONSUMER.MSG.NEXT, answered by streams
 and consumers), so a route added later is fuzzed too; the bodies from the request structs of
-``natsd.jetstream.requests``, so a field added there is too."""
+``natsd.jetstream.config.requests``, so a field added there is too."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import random
 import nats
 import pytest
 
-from natsd.jetstream import requests as R
+from natsd.jetstream.config import requests as R
 from natsd.jetstream.api import ROUTES
 from natsd.jetstream.gojson import Custom, GoStruct, Wrapped
 from tests.helpers.inproc import running_server, side_by_side

@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from natsd.jetstream.stream import Stream
+from natsd.jetstream.stream.core import Stream
 from tests.helpers.inproc import side_by_side
 
 pytestmark = [pytest.mark.integration, pytest.mark.reference, pytest.mark.timeout(120)]

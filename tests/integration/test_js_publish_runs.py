@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from natsd.jetstream.stream import Stream
+from natsd.jetstream.stream.core import Stream
 from tests.helpers.inproc import server_and_client
 from tests.helpers.rawclient import RawClient
 

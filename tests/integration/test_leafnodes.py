@@ -494,7 +494,7 @@ async def test_edge_mirrors_and_sources_hub_streams(js_hub, tmp_path):
             msg = await edge_js.get_msg("SOURCED", 1)
             assert msg.subject == "orders.1" and msg.data == b"1"
             # The reference's name for an external origin: <name>:<hash of the API prefix>.
-            from natsd.jetstream.sourcing import api_hash
+            from natsd.jetstream.stream.sourcing import api_hash
             assert msg.headers["Nats-Stream-Source"].startswith(f"ORDERS:{api_hash('$JS.HUB.API')} 2 ")
             # More data keeps flowing.
             await hub_js.publish("orders.1", b"late")
@@ -512,7 +512,7 @@ MOVE_N = int(os.environ.get("NATSD_MOVE_N", "100000"))
 
 
 def _durable_sourcing_level() -> int:
-    from natsd.jetstream import models
+    from natsd.jetstream.config import models
     return models.JS_API_LEVEL
 
 
@@ -586,9 +586,10 @@ async def cut_links(server, graceful: bool, partition_s: float = 1.0) -> int:
 def patch_js_api_level(monkeypatch, level: int) -> None:
     """Advertise and accept JetStream API level ``level`` in this (in-process) server: every
     module that bound the constant at import."""
-    from natsd.jetstream import consumer_config, manager, models, wire
-    from natsd.jetstream.api import direct
-    for mod in (models, wire, direct, manager):
+    from natsd.jetstream import manager, wire
+    from natsd.jetstream.config import consumer_config
+    from natsd.jetstream.config import models
+    for mod in (models, wire, manager):  # (DIRECT.GET checks the level through wire)
         monkeypatch.setattr(mod, "JS_API_LEVEL", level)
     monkeypatch.setattr(consumer_config, "API_LEVEL", level)
 

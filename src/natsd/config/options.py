@@ -95,7 +95,7 @@ class JetStreamOptions:
     sync_always: bool = False
     unique_tag: str = ""
     # limits { batch { max_msgs, max_inflight_per_stream, max_inflight_total, timeout } }; 0 = the
-    # reference's default (natsd.jetstream.batch.BatchLimits)
+    # reference's default (natsd.jetstream.config.batch_limits.BatchLimits)
     batch_max_msgs: int = 0
     batch_max_inflight_per_stream: int = 0
     batch_max_inflight_total: int = 0

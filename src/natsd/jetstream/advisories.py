@@ -17,21 +17,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from natsd.jetstream.models import rfc3339
+from natsd.jetstream.config.models import rfc3339
 from natsd.nuid import nuid
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.manager import JsAccount
+    from natsd.jetstream.views import AccountView
 
 __all__ = ["stream_action", "api_audit", "ADVISORY_PREFIX", "API_AUDIT_SUBJECT"]
 
 ADVISORY_PREFIX = "$JS.EVENT.ADVISORY."
 API_AUDIT_SUBJECT = "$JS.EVENT.ADVISORY.API"
-def _typed(acct: "JsAccount", typ: str) -> dict:
+def _typed(acct: "AccountView", typ: str) -> dict:
     return {"type": typ, "id": nuid(), "timestamp": rfc3339(acct.clock.time_ns())}
 
 
-def stream_action(acct: "JsAccount", stream: str, action: str) -> dict:
+def stream_action(acct: "AccountView", stream: str, action: str) -> dict:
     adv = _typed(acct, "io.nats.jetstream.advisory.v1.stream_action")
     adv["stream"] = stream
     adv["action"] = action
@@ -40,7 +40,7 @@ def stream_action(acct: "JsAccount", stream: str, action: str) -> dict:
     return adv
 
 
-def api_audit(acct: "JsAccount", req: Any, response: bytes) -> None:
+def api_audit(acct: "AccountView", req: Any, response: bytes) -> None:
     """Publish the api_audit advisory for one handled request (when someone listens)."""
     def build() -> dict:
         adv = _typed(acct, "io.nats.jetstream.advisory.v1.api_audit")

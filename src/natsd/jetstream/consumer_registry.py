@@ -18,24 +18,25 @@ render the reply; nothing here knows about requests or replies.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from natsd.gotime import format_rfc3339, parse_rfc3339
 from natsd.jetstream.consumer import Consumer, create_consumer_name
-from natsd.jetstream.consumer_config import (
+from natsd.jetstream.config.consumer_config import (
     MAX_NAME_LEN, ConsumerConfig, check_update, is_valid_asset_name,
 )
 from natsd.jetstream.errors import ApiError, ApiErrors
-from natsd.jetstream.models import AckPolicy
+from natsd.jetstream.config.models import AckPolicy
 from natsd.store.base import ConsumerState, StoreError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.stream import Stream
+    from natsd.jetstream.views import AccountView, StreamView
+    from natsd.store.base import ConsumerStore
 
 __all__ = ["create", "upgrade_sourcing", "recover", "recover_all", "restore", "lookup", "delete"]
 
 
-def upgrade_sourcing(stream: "Stream", cfg: ConsumerConfig) -> None:
+def upgrade_sourcing(stream: "StreamView", cfg: ConsumerConfig) -> None:
     """A stream sourcing this one from another server asks for a ``direct`` + ``sourcing``
     consumer under a stable name (``JS_SRC_<hash>``; nats-server 2.14+ ``trySetupSourceConsumer``).
     As the reference's consumer create does for a single server, before the config's defaults
@@ -65,11 +66,11 @@ def upgrade_sourcing(stream: "Stream", cfg: ConsumerConfig) -> None:
         cfg.name = f"{cfg.name}-{create_consumer_name()}"
 
 
-def create(stream: "Stream", cfg: ConsumerConfig, action: str = "", pedantic: bool = False) -> Consumer:
+def create(stream: "StreamView", cfg: ConsumerConfig, action: str = "", pedantic: bool = False) -> Consumer:
     """Create (or update, or return the identical existing) consumer of ``stream``
     (``addConsumerWithAction``). Raises ApiError as the reference."""
     existing_name = cfg.durable_name or cfg.name
-    existing = stream.consumers.get(existing_name) if existing_name else None
+    existing = _get(stream, existing_name) if existing_name else None
     if existing is not None:
         cfg.pause_until = existing.cfg.pause_until
         if cfg.sourcing and cfg.durable_name:
@@ -80,7 +81,7 @@ def create(stream: "Stream", cfg: ConsumerConfig, action: str = "", pedantic: bo
                 ec.deliver_policy, ec.opt_start_seq, ec.opt_start_time)
     cfg.set_default_metadata()
     acc_map = _acc_max_ack_pending(stream.account)
-    cfg.set_defaults(getattr(stream.config, "consumer_limits", None), acc_map, pedantic)
+    cfg.set_defaults(stream.config.consumer_limits, acc_map, pedantic)
     cfg.check(stream.config, acc_map)
     retention = stream.config.retention
 
@@ -152,12 +153,12 @@ def _restart_sourcing(o: Consumer) -> None:
         o.push.reset_flow_control()
 
 
-def _acc_max_ack_pending(account: Any) -> int:
-    lim = getattr(account, "limits", None)
-    return getattr(lim, "max_ack_pending", -1) if lim is not None else -1
+def _acc_max_ack_pending(account: "AccountView") -> int:
+    lim = account.limits
+    return lim.max_ack_pending if lim is not None else -1
 
 
-def _open_store(stream: "Stream", o: Consumer) -> Any:
+def _open_store(stream: "StreamView", o: Consumer) -> "ConsumerStore | None":
     """Durable, file-backed consumers persist their state through the stream's store;
     ephemerals and ``mem_storage`` consumers keep it in memory only."""
     if not o.cfg.durable_name or o.cfg.mem_storage:
@@ -168,10 +169,10 @@ def _open_store(stream: "Stream", o: Consumer) -> Any:
         raise ApiErrors.CONSUMER_STORE_FAILED(err=str(e)) from None
 
 
-def recover(stream: "Stream", name: str) -> Consumer | None:
+def recover(stream: "StreamView", name: str) -> Consumer | None:
     """Re-create consumer ``name`` from its persisted meta and state (server restart)."""
     cs = stream.store.consumer_store(name, None)
-    meta = getattr(cs, "meta", None)
+    meta = cs.meta
     if not meta or "config" not in meta:
         return None
     cfg = ConsumerConfig.from_json(meta["config"])
@@ -182,7 +183,7 @@ def recover(stream: "Stream", name: str) -> Consumer | None:
     # wrote delivered.stream_seq = start - 1, so "new" does not skip what arrived meanwhile).
     fresh = (state.delivered.stream_seq == 0 and state.delivered.consumer_seq == 0 and not state.pending
              and cfg.deliver_policy == "last_per_subject")
-    damaged = bool(getattr(cs, "state_damaged", ""))
+    damaged = bool(cs.state_damaged)
     o = Consumer(stream, cfg, name, created, store=cs, state=None if fresh or damaged else state)
     stream.consumers[name] = o
     if damaged:
@@ -195,7 +196,7 @@ def recover(stream: "Stream", name: str) -> Consumer | None:
     return o
 
 
-def recover_all(stream: "Stream") -> None:
+def recover_all(stream: "StreamView") -> None:
     """Re-create the consumers persisted with ``stream`` (after the stream was recovered)."""
     try:
         names = stream.store.consumer_names()
@@ -209,7 +210,7 @@ def recover_all(stream: "Stream") -> None:
             continue
 
 
-def restore(stream: "Stream", name: str, cfg: ConsumerConfig, state: ConsumerState) -> Consumer:
+def restore(stream: "StreamView", name: str, cfg: ConsumerConfig, state: ConsumerState) -> Consumer:
     """Recreate consumer ``name`` of a stream restored from a snapshot, with the archive's state:
     a durable's store is written with it first, so a crash right after still has it."""
     created = stream.clock.time_ns()
@@ -228,15 +229,21 @@ def restore(stream: "Stream", name: str, cfg: ConsumerConfig, state: ConsumerSta
     return o
 
 
-def lookup(stream: "Stream", name: str) -> Consumer:
+def _get(stream: "StreamView", name: str) -> Consumer | None:
+    # The stream sees its consumers through ConsumerView; this module is the only one that
+    # puts entries into ``stream.consumers`` and each one is a Consumer it made.
+    return cast("Consumer | None", stream.consumers.get(name))
+
+
+def lookup(stream: "StreamView", name: str) -> Consumer:
     """Consumer ``name`` of ``stream``; 404/10014 when there is none."""
-    o = stream.consumers.get(name)
+    o = _get(stream, name)
     if o is None:
         raise ApiErrors.CONSUMER_NOT_FOUND()
     return o
 
 
-def delete(stream: "Stream", name: str) -> None:
+def delete(stream: "StreamView", name: str) -> None:
     """Delete consumer ``name``: its waiting pulls are answered, its store dropped, the DELETED
     advisory sent (:meth:`Consumer.delete_from_stream`)."""
     lookup(stream, name).delete_from_stream()

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 __all__ = ["GoStruct", "GoError", "decode", "go_kind", "Wrapped", "Slice", "Map", "Ptr", "CUSTOM", "Custom", "TIME",
            "COMPRESSION", "enum", "time_error"]
@@ -657,7 +657,7 @@ def _bad_escape(data: bytes, start: int, end: int) -> GoError:
     return GoError(f"invalid escape sequence `{seq}` in string at offset {end}")
 
 
-def _after_key(data: bytes, j: int, need) -> int:
+def _after_key(data: bytes, j: int, need: Callable[[int], int]) -> int:
     k = _skip_space(data, j)
     c = need(k)
     if c != 0x3A:

@@ -22,21 +22,23 @@ import tempfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from natsd.jetstream import consumer_registry, domain
+from natsd.jetstream import consumer_registry
+from natsd.jetstream import domain_mappings
 from natsd.jetstream.consumer import ConsumerHub
 from natsd.jetstream.errors import ApiError, ApiErrors
-from natsd.jetstream.models import JS_API_LEVEL, StreamConfig, rfc3339, parse_rfc3339
+from natsd.jetstream.config.models import JS_API_LEVEL, StreamConfig, rfc3339, parse_rfc3339
 from natsd.jetstream.snapshot import RestoreReceiver, SnapshotSender, remove_stale_restores
-from natsd.jetstream.stream import Stream, _is_direct, store_config_for
+from natsd.jetstream.stream.core import Stream, _is_direct, store_config_for
 from natsd.jetstream.templates import TemplateManager
 from natsd.jetstream.wire import dumps
-from natsd.jetstream.batch import batch_limits_for
+from natsd.jetstream.config.batch_limits import batch_limits_for
 from natsd.store import list_stream_dirs, load_stream_meta, open_stream_store
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Clock
     from natsd.config.options import AccountJetStreamLimits, ServerOptions
     from natsd.jetstream.ports import MsgHandler, Ports, Subscription
+    from natsd.jetstream.views import StreamView
     from natsd.store.base import StreamStore
 
 __all__ = ["JetStreamEngine", "JsAccount", "ApiStats", "ApiSurface", "default_store_dir", "system_memory",
@@ -114,7 +116,7 @@ class ApiSurface(Protocol):
     def answer_not_enabled(self, ports: "Ports", stats: ApiStats) -> list["Subscription"]:
         """Answer every API request of an account without JetStream with 503/10039."""
 
-    def direct_get_handlers(self, stream: Stream) -> tuple["MsgHandler", "MsgHandler"]:
+    def direct_get_handlers(self, stream: "StreamView") -> tuple["MsgHandler", "MsgHandler"]:
         """The DIRECT.GET handlers a stream with ``allow_direct`` subscribes."""
 
 
@@ -158,7 +160,7 @@ class JsAccount:
             self._subs.extend(engine.api.install(self))
         remove_stale_restores(self)
         self.templates.recover()
-        domain.setup_account(self)
+        self._subs.extend(domain_mappings.setup_account(self))
 
     def send_advisory(self, subject: str, obj: dict | Any) -> None:
         """Publish an advisory (JSON) if anybody listens on ``subject``. ``obj`` may be a dict
@@ -192,7 +194,7 @@ class JsAccount:
         return self.adopt_stream(cfg, _open_store(cfg, created, self.stream_dir(cfg.name), self.engine), created,
                                  subscribe)
 
-    def adopt_stream(self, cfg: StreamConfig, store: Any, created_ns: int, subscribe: bool = True) -> Stream:
+    def adopt_stream(self, cfg: StreamConfig, store: "StreamStore", created_ns: int, subscribe: bool = True) -> Stream:
         """Register and start a stream over an already opened store (creation and restore)."""
         stream = Stream(self, cfg, store, created_ns)
         self.streams[cfg.name] = stream
@@ -376,7 +378,7 @@ class JsAccount:
         out: dict = {"memory": mem, "storage": fil, "reserved_memory": rmem, "reserved_storage": rfil,
                      "streams": len(self.streams), "consumers": self.num_consumers(),
                      "limits": self.limits_json()}
-        tier = getattr(self.limits, "tier", "")
+        tier = self.limits.tier if self.limits is not None else ""
         if tier:
             # Tiered limits (from an account JWT): the reference reports them under "tiers" and
             # zeros as the account-wide limits.
@@ -582,18 +584,14 @@ class JetStreamEngine:
                 if want_consumers:
                     cd = []
                     for c in s.consumers.values():
-                        info = getattr(c, "jsz_info", None) or getattr(c, "info", None)
-                        if info is not None:
-                            try:
-                                ci = info()
-                            except Exception:
-                                continue
-                            if isinstance(ci, dict):
-                                ci = dict(ci)
-                                ci.pop("type", None)
-                                if not want_config:
-                                    ci.pop("config", None)
-                                cd.append(ci)
+                        try:
+                            ci = dict(c.jsz_info())
+                        except Exception:  # one broken consumer must not break /jsz
+                            continue
+                        ci.pop("type", None)
+                        if not want_config:
+                            ci.pop("config", None)
+                        cd.append(ci)
                     if cd:
                         item["consumer_detail"] = cd
                 sd.append(item)

@@ -44,11 +44,11 @@ from typing import TYPE_CHECKING, Any
 from natsd.jetstream.advisories import stream_action
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.atomicfile import atomic_write
-from natsd.jetstream.models import StreamConfig
-from natsd.jetstream.policies import check_stream_config, check_subject_overlap, refuse_unsupported
+from natsd.jetstream.config.models import StreamConfig
+from natsd.jetstream.config.stream_checks import check_stream_config, check_subject_overlap, refuse_unsupported
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.manager import JsAccount
+    from natsd.jetstream.views import AccountView
 
 __all__ = ["StreamTemplate", "TemplateManager", "canonical_name", "JS_MAX_NAME_LEN", "TEMPLATES_DIR"]
 
@@ -145,7 +145,7 @@ class StreamTemplate:
 class TemplateManager:
     """The templates of one JetStream account (``JsAccount.templates``)."""
 
-    def __init__(self, account: "JsAccount") -> None:
+    def __init__(self, account: "AccountView") -> None:
         self.account = account
         self.templates: dict[str, StreamTemplate] = {}
         self.directory = os.path.join(os.path.dirname(account.directory), TEMPLATES_DIR)

@@ -22,9 +22,10 @@ import json
 import re
 from typing import Any
 
+from natsd import nats_headers as NH
 from natsd.gotime import parse_duration
 from natsd.jetstream.errors import ApiError, ApiErrors
-from natsd.jetstream.models import JS_API_LEVEL, SECOND
+from natsd.jetstream.config.models import JS_API_LEVEL, SECOND
 from natsd.protocol.headers import get_header
 
 __all__ = ["TYPE_PREFIX", "SYSTEM_RESPONSE", "ERROR_EXTRAS", "dumps", "resp", "error_envelope",
@@ -82,13 +83,14 @@ def error_envelope(type_name: str, err: ApiError) -> dict:
     return out
 
 
+_REQUIRED_API_LEVEL = NH.REQUIRED_API_LEVEL.decode()
 _GO_ATOI = re.compile(r"[+-]?[0-9]+")  # what Go's strconv.Atoi accepts (no spaces, no "_")
 
 
 def required_level_too_high(hdr: bytes | None) -> bool:
     """nats-server's ``errorOnRequiredApiLevel``: a non-empty ``Nats-Required-Api-Level`` (found
     as its ``sliceHeader`` finds it) that is not an integer, or is above :data:`JS_API_LEVEL`."""
-    v = get_header(hdr, "Nats-Required-Api-Level")
+    v = get_header(hdr, _REQUIRED_API_LEVEL)
     if not v:
         return False
     return not _GO_ATOI.fullmatch(v) or int(v) > JS_API_LEVEL

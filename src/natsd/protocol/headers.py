@@ -109,7 +109,7 @@ def remove_header(hdr: bytes, name: bytes) -> bytes:
 def replace_header(hdr: bytes | None, name: bytes, value: bytes) -> bytes:
     """``name: value`` as the last header of ``hdr`` (a new block when there is none), every
     earlier ``name:`` line dropped: the reference's removeHeaderIfPresent then genHeader (e.g.
-    a ``Nats-TTL`` raised to the stream's delete-marker TTL). natsd.jetstream.counters'
+    a ``Nats-TTL`` raised to the stream's delete-marker TTL). natsd.jetstream.stream.counters'
     ``set_header`` is the other rule, Go's setHeader: the value replaced where it stands."""
     return remove_header(hdr or HDR_LINE + _CRLF + _CRLF, name)[:-2] + name + b": " + value + _CRLF + _CRLF
 

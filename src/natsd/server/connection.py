@@ -36,6 +36,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Protocol
 
+from natsd import nats_headers as NH
 from natsd.protocol.encoder import OK, PING, PONG, encode_err, encode_hmsg, encode_msg
 from natsd.protocol.errors import (
     ERR_AUTH_TIMEOUT, ERR_AUTH_VIOLATION, ERR_INVALID_CLIENT_PROTOCOL, ERR_INVALID_PUBLISH_SUBJECT,
@@ -666,7 +667,7 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
                 break
             else:
                 return
-        hdr = b"NATS/1.0 503\r\nNats-Subject: " + subj_b + b"\r\n\r\n"
+        hdr = b"NATS/1.0 503\r\n" + NH.SUBJECT + b": " + subj_b + b"\r\n\r\n"
         # It counts as a delivery (old-style requests auto-unsubscribe after one message).
         sub.delivered += 1
         self.enqueue(encode_hmsg(reply, sub.sid, b"", hdr, b""), 1, 0)

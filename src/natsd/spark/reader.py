@@ -39,7 +39,11 @@ from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
+from natsd import nats_headers as NH
 from natsd.spark.wire import ConnectOptions, NatsError, SyncConnection, header_pairs_raw, parse_headers
+
+_CONSUMER_STALLED = NH.CONSUMER_STALLED.decode()
+_LAST_CONSUMER = NH.LAST_CONSUMER.decode()
 
 __all__ = ["RangeSpec", "read_range", "arrow_schema", "DataLossError"]
 
@@ -332,9 +336,9 @@ class _PushRange:
                             status, _, hdrs = parse_headers(buf[start : start + hlen]) if hlen else (0, "", [])
                             if status == 100:
                                 for k, v in hdrs:
-                                    if k == "Nats-Consumer-Stalled":
+                                    if k == _CONSUMER_STALLED:
                                         conn.send(b"PUB " + v.encode() + b" 0\r\n\r\n")
-                                    elif k == "Nats-Last-Consumer" and int(v) != expected_cseq - 1:
+                                    elif k == _LAST_CONSUMER and int(v) != expected_cseq - 1:
                                         resets += 1
                                         if resets > _MAX_RESETS:
                                             raise NatsError(f"stream {spec.stream}: consumer sequence gaps persist")

@@ -36,7 +36,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from natsd import nats_headers as NH
 from natsd.spark.wire import ConnectOptions, NatsError, SyncConnection, parse_headers
+
+_MSG_ID = NH.MSG_ID.decode()
 
 __all__ = ["PublishStats", "Publisher", "encode_frames", "NoStreamError"]
 
@@ -430,9 +433,9 @@ def write_batches(pub: Publisher, plan: RowPlan, batches, part: int, id_prefix: 
             il = ids.to_pylist() if ids is not None else None
             for i in range(n):
                 if prefix_b is not None:
-                    pairs = [("Nats-Msg-Id", f"{id_prefix}{row + i}")]
+                    pairs = [(_MSG_ID, f"{id_prefix}{row + i}")]
                 else:
-                    pairs = [("Nats-Msg-Id", il[i].decode())] if il is not None else []
+                    pairs = [(_MSG_ID, il[i].decode())] if il is not None else []
                 if hdrs[i]:
                     pairs.extend(_header_pairs(hdrs[i]))
                 pub.publish(plan.fixed_subject or sl[i], dl[i], encode_headers(pairs) if pairs else b"")

@@ -36,6 +36,7 @@ from array import array
 from bisect import bisect_left
 from typing import Iterable, Iterator
 
+from natsd import nats_headers as NH
 from natsd.subjects.tokens import is_literal, matcher
 from natsd.store.base import (
     DiscardPolicy, MaxBytes, MaxMsgs, MaxMsgsPerSubject, MsgNotFound, SimpleState, StorageUpdateHandler,
@@ -52,7 +53,7 @@ _TRIM_MIN = 4096
 # Above this many matching subjects a filtered scan walks the arrays instead of searching per subject.
 _MULTI_SEARCH_MAX = 16
 _FILTER_CACHE_MAX = 256
-_ROLLUP_HDR = b"Nats-Rollup:"
+_ROLLUP_HDR = NH.ROLLUP + b":"
 
 _STALE_FIRST = 1
 _STALE_LAST = 2

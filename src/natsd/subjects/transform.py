@@ -2,7 +2,7 @@
 ``republish``): the subset of nats-server's mappings natsd implements.
 
 Pure functions over subject strings; shared by :mod:`natsd.jetstream.stream` and
-:mod:`natsd.jetstream.sourcing`.
+:mod:`natsd.jetstream.stream.sourcing`.
 """
 
 from __future__ import annotations

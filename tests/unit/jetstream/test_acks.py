@@ -240,6 +240,9 @@ def test_state_handed_to_store_once_per_write_gap() -> None:
 
         def update_config(self, meta) -> None: ...
 
+        def append_delta(self, delta, source) -> None:  # noqa: ANN001
+            raise AssertionError("a 3-message state is written whole")
+
     c.store = Spy()
     h.advance(STATE_WRITE_GAP)
     msgs = _fetch(h, "C", 3)

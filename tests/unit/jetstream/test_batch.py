@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from natsd.jetstream import batch as batch_mod
-from natsd.jetstream.batch import BatchLimits, repair_torn_batch
-from natsd.jetstream.models import SECOND
+from natsd.jetstream.stream import batch as batch_mod
+from natsd.jetstream.stream.batch import BatchLimits, repair_torn_batch
+from natsd.jetstream.config.models import SECOND
 from natsd.protocol.headers import get_header
 from tests.helpers.fakeports import JsEnv
 
@@ -239,7 +239,7 @@ def test_torn_batch_is_removed_at_start(tmp_path):
 
 def test_batch_limits_from_config():
     from natsd.config.options import options_from_tree
-    from natsd.jetstream.batch import batch_limits_for
+    from natsd.jetstream.stream.batch import batch_limits_for
     o = options_from_tree({"jetstream": {"limits": {"batch": {
         "max_msgs": 3, "max_inflight_per_stream": 2, "max_inflight_total": 7, "timeout": "1500ms"}}}})
     lim = batch_limits_for(o.jetstream)

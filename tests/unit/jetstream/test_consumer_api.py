@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from natsd.gotime import format_rfc3339 as format_time, parse_rfc3339 as parse_time
-from natsd.jetstream.consumer_config import ConsumerConfig
+from natsd.jetstream.config.consumer_config import ConsumerConfig
 from tests.unit.jetstream.test_consumer_harness import SEC, Harness, data
 
 T = "io.nats.jetstream.api.v1."

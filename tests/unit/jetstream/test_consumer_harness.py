@@ -6,6 +6,7 @@ workqueue filter checks, max_consumers). Other ``test_consumer*`` modules import
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 from typing import Any
 
 from natsd.clock import ManualClock
@@ -13,11 +14,11 @@ from natsd.jetstream import consumer_registry
 from natsd.jetstream.api import ROUTES
 from natsd.jetstream.api.router import ApiDispatcher
 from natsd.jetstream.consumer import ConsumerHub
-from natsd.jetstream.consumer_config import ConsumerConfig
+from natsd.jetstream.config.consumer_config import ConsumerConfig
 from natsd.jetstream.errors import ApiErrors
 from natsd.jetstream.manager import ApiStats
 from natsd.jetstream.wire import dumps
-from natsd.jetstream.models import StreamConfig
+from natsd.jetstream.config.models import StreamConfig
 from natsd.store.base import MsgNotFound, StoreConfig, StoreEOF
 from natsd.store.memory import MemoryStreamStore
 from natsd.subjects.tokens import subjects_collide
@@ -55,7 +56,7 @@ class FakeAccount:
         self.api_stats = ApiStats()
         # the consumer API only (stream requests get no reply here)
         self.router = ApiDispatcher(r for r in ROUTES if r.pattern.startswith("$JS.API.CONSUMER."))
-        self.engine = None
+        self.engine = SimpleNamespace(domain="")  # (no JetStream domain)
         self.advisories: list[tuple[str, dict]] = []
         ports.subscribe("$JS.API.>", self._on_api)
         self.consumer_hub = ConsumerHub(self)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from natsd.jetstream.counters import parse_incr, set_header
+from natsd.jetstream.stream.counters import parse_incr, set_header
 from natsd.protocol.headers import get_header
 
 pytestmark = pytest.mark.unit

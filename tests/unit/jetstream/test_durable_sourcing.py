@@ -10,7 +10,7 @@ import base64
 import pytest
 
 from natsd.jetstream import wire
-from natsd.jetstream.models import SECOND
+from natsd.jetstream.config.models import SECOND
 
 pytestmark = pytest.mark.unit
 

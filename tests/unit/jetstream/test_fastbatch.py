@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from natsd.jetstream import fastbatch
-from natsd.jetstream.fastbatch import parse_reply
-from natsd.jetstream.models import SECOND
+from natsd.jetstream.stream import fastbatch
+from natsd.jetstream.stream.fastbatch import parse_reply
+from natsd.jetstream.config.models import SECOND
 from tests.helpers.fakeports import JsEnv
 
 pytestmark = pytest.mark.unit

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from natsd.jetstream import requests as R
+from natsd.jetstream.config import requests as R
 from natsd.jetstream.gojson import GoError, decode
 
 pytestmark = pytest.mark.unit

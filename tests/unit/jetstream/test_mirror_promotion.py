@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from natsd.jetstream.models import SECOND
+from natsd.jetstream.config.models import SECOND
 
 pytestmark = pytest.mark.unit
 

@@ -14,8 +14,8 @@ import pytest
 
 from natsd.jetstream.errors import ApiError
 from natsd.jetstream.api.router import dumps
-from natsd.jetstream.consumer_config import ConsumerConfig
-from natsd.jetstream.models import (
+from natsd.jetstream.config.consumer_config import ConsumerConfig
+from natsd.jetstream.config.models import (
     AckPolicy, DeliverPolicy, DiscardPolicy, PersistMode, PriorityPolicy, ReplayPolicy, RetentionPolicy,
     StorageType, StoreCompression, StreamConfig,
 )

@@ -1,4 +1,4 @@
-"""Restarting with pending message schedules (natsd.jetstream.schedules + schedule_state), without
+"""Restarting with pending message schedules (natsd.jetstream.stream.schedules + schedule_state), without
 sockets: ``schedules.db`` written at a clean stop and read once at the next start, the full rebuild
 when it is missing (kill -9), stale or damaged, and the rebuild's fast header path giving what
 the full header parse gives. Every case checks that each schedule fires exactly once."""
@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from natsd.gotime import format_rfc3339
-from natsd.jetstream import schedules as sched_mod
-from natsd.jetstream.models import SECOND
-from natsd.jetstream.schedule_state import STATE_FILE, decode_state, encode_state
-from natsd.jetstream.schedules import _rebuilt_when, _schedule_of
+from natsd.jetstream.stream import schedules as sched_mod
+from natsd.jetstream.config.models import SECOND
+from natsd.jetstream.stream.schedule_state import STATE_FILE, decode_state, encode_state
+from natsd.jetstream.stream.schedules import _rebuilt_when, _schedule_of
 from natsd.protocol.headers import nats_headers
 from tests.helpers.fakeports import JsEnv
 
@@ -266,7 +266,7 @@ def test_rebuild_fast_path_equals_the_full_parse(hdr):
 
 def test_state_file_that_cannot_be_removed_is_not_used(env, monkeypatch, caplog):
     """Left in place it could outlive a later change of the stream: rebuild instead."""
-    import natsd.jetstream.schedule_state as st
+    import natsd.jetstream.stream.schedule_state as st
 
     mk(env)
     fill(env, 3)

@@ -1,4 +1,4 @@
-"""Message schedules (natsd.jetstream.schedules) without sockets: pattern parsing as the
+"""Message schedules (natsd.jetstream.stream.schedules) without sockets: pattern parsing as the
 reference's parser takes it, firing on the ManualClock (no sleeping), the produced message's
 headers, cancelling, restarts, and the errors (nothing stored)."""
 
@@ -10,8 +10,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from natsd.gotime import format_rfc3339, parse_rfc3339
-from natsd.jetstream.models import SECOND
-from natsd.jetstream.schedules import format_rfc3339nano, parse_schedule
+from natsd.jetstream.config.models import SECOND
+from natsd.jetstream.stream.schedules import format_rfc3339nano, parse_schedule
 from tests.helpers.fakeports import JsEnv
 
 pytestmark = pytest.mark.unit
@@ -293,7 +293,7 @@ def test_wall_time_is_used(env):
 
 
 def test_next_format_zero_offset_is_z_and_local_zone(monkeypatch):
-    from natsd.jetstream.schedules import load_zone
+    from natsd.jetstream.stream.schedules import load_zone
     london = ZoneInfo("Europe/London")
     winter = ns("2026-01-10T12:00:00Z")
     assert format_rfc3339nano(winter, london) == "2026-01-10T12:00:00Z"

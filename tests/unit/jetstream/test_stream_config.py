@@ -9,9 +9,9 @@ import pytest
 
 from natsd.config.options import AccountJetStreamLimits
 from natsd.jetstream.errors import ApiError, ApiErrors
-from natsd.jetstream.models import SECOND, StreamConfig, parse_rfc3339, rfc3339
-from natsd.jetstream.policies import check_stream_config, check_update
-from natsd.jetstream.stream import parse_ttl
+from natsd.jetstream.config.models import SECOND, StreamConfig, parse_rfc3339, rfc3339
+from natsd.jetstream.config.stream_checks import check_stream_config, check_update
+from natsd.jetstream.stream.core import parse_ttl
 from tests.helpers.fakeports import JsEnv
 
 pytestmark = pytest.mark.unit
@@ -330,8 +330,8 @@ def test_overlap_checks_are_not_pairwise(monkeypatch):
     """Issue 14 item 6: 3,000 subjects used to be compared pair by pair (4.5M subjects_collide
     calls on the event loop); inside the list and against other streams the checks now go
     through a trie, so the pairwise function is only called a few times per subject."""
-    import natsd.jetstream.policies as P
-    from natsd.jetstream.models import StreamConfig as SC
+    import natsd.jetstream.config.stream_checks as P
+    from natsd.jetstream.config.models import StreamConfig as SC
     calls = 0
     real = P.subjects_collide
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from natsd.jetstream.models import SECOND
+from natsd.jetstream.config.models import SECOND
 from tests.helpers.fakeports import JsEnv
 
 pytestmark = pytest.mark.unit

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from natsd.jetstream.models import SECOND
+from natsd.jetstream.config.models import SECOND
 from tests.helpers.fakeports import JsEnv
 
 pytestmark = pytest.mark.unit
@@ -159,6 +159,32 @@ def test_subject_delete_marker_on_max_age(env):
     assert stream.store.state().last_seq == 2
 
 
+def test_delete_markers_alive_at_a_restart_leave_no_marker_of_their_own(env):
+    # the stream's Expiry finds the markers still alive when it starts again (recover_markers)
+    mk(env, storage="file", max_age=SECOND, subject_delete_marker_ttl=SECOND)
+    env.pub("orders.a", b"payload")
+    env.clock.advance(SECOND + 1)
+    assert env.account.streams["ORDERS"].store.state().last_seq == 2  # the marker
+    env.restart()
+    stream = env.account.streams["ORDERS"]
+    env.clock.advance(2 * SECOND)
+    assert stream.store.state().msgs == 0
+    assert stream.store.state().last_seq == 2
+
+
+def test_a_delete_marker_reaches_consumers(env):
+    mk(env, max_age=SECOND, subject_delete_marker_ttl=SECOND)
+    env.api("$JS.API.CONSUMER.CREATE.ORDERS.C", {"stream_name": "ORDERS", "config": {
+        "durable_name": "C", "deliver_subject": "out", "ack_policy": "none"}})
+    inbox = env.ports.client_subscribe("out")
+    env.pub("orders.a", b"payload")
+    env.clock.run_soon()
+    env.clock.advance(SECOND + 1)
+    env.clock.run_soon()
+    assert [m.payload for m in inbox.msgs] == [b"payload", b""]
+    assert b"Nats-Marker-Reason: MaxAge\r\n" in inbox.msgs[1].hdr
+
+
 def test_max_msg_size(env):
     mk(env, max_msg_size=4)
     assert env.pub("orders.a", b"12345")["error"] == {
@@ -227,7 +253,7 @@ def test_interest_stream_without_consumers_acks_but_does_not_store(env):
 
 class _FakeConsumer:
     def __init__(self, name: str, filt: str = "") -> None:
-        from natsd.jetstream.consumer_config import ConsumerConfig
+        from natsd.jetstream.config.consumer_config import ConsumerConfig
         self.name = name
         self.config = ConsumerConfig(filter_subject=filt)  # a plain (not internal) consumer
         self.filters = [filt] if filt else []
@@ -327,6 +353,20 @@ def test_republish(env):
     assert m.header("Nats-Sequence") == "1" and m.header("Nats-Last-Sequence") == "0"
 
 
+def test_republish_headers_only_bytes(env):
+    mk(env, republish={"src": "orders.>", "dest": "rp.>", "headers_only": True})
+    sub = env.ports.client_subscribe("rp.>")
+    env.pub("orders.a", b"first")
+    env.pub("orders.a", b"12345")
+    m = sub.last()
+    ts = env.account.streams["ORDERS"].store.load_msg(2).ts
+    from natsd.jetstream.config.models import rfc3339
+    assert m.payload == b""
+    assert m.hdr == (b"NATS/1.0\r\nNats-Stream: ORDERS\r\nNats-Subject: orders.a\r\nNats-Sequence: 2\r\n"
+                     b"Nats-Time-Stamp: " + rfc3339(ts).encode() + b"\r\nNats-Last-Sequence: 1\r\n"
+                     b"Nats-Msg-Size: 5\r\n\r\n")
+
+
 def test_header_scan_ignores_application_headers(env):
     mk(env)
     # "X-Nats-Msg-Id" must not be taken for "Nats-Msg-Id"
@@ -373,7 +413,7 @@ def test_update_changes_subscriptions_by_difference(env):
 # -- persist_mode: async ------------------------------------------------------------------------------
 
 def test_async_persist_acks_before_the_write_and_writes_soon_after(tmp_path):
-    from natsd.jetstream.turnflush import ASYNC_PERSIST_DELAY_NS
+    from natsd.jetstream.stream.turnflush import ASYNC_PERSIST_DELAY_NS
 
     env = JsEnv(str(tmp_path), sync_always=True)
     try:

@@ -20,7 +20,7 @@ from natsd.jetstream.errors import ApiErrors
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.manager import ApiStats, JsAccount
     from natsd.jetstream.ports import MsgHandler, Ports, Subscription
-    from natsd.jetstream.stream import Stream
+    from natsd.jetstream.views import StreamView
 
 __all__ = ["ROUTES", "JetStreamApi"]
 
@@ -123,7 +123,7 @@ class JetStreamApi:
 
         return [ports.subscribe(p, on_api) for p in API_SUBSCRIPTIONS]
 
-    def direct_get_handlers(self, stream: "Stream") -> tuple["MsgHandler", "MsgHandler"]:
+    def direct_get_handlers(self, stream: "StreamView") -> tuple["MsgHandler", "MsgHandler"]:
         """(handler for DIRECT.GET.<s>, handler for DIRECT.GET.<s>.<subject...>); the stream
         subscribes them itself when ``allow_direct`` is set."""
         return direct.direct_get_handlers(stream)

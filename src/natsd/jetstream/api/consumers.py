@@ -15,11 +15,11 @@ from typing import Any
 
 from natsd.gotime import GO_ZERO_NS, GO_ZERO_TIME, format_rfc3339, parse_rfc3339
 from natsd.jetstream import consumer_registry, gojson
-from natsd.jetstream import requests as R
+from natsd.jetstream.config import requests as R
 from natsd.jetstream.api.router import ApiRequest
 from natsd.jetstream.consumer import Consumer
 from natsd.jetstream.consumer import priority
-from natsd.jetstream.consumer_config import GROUP_NAME_RE, ConsumerConfig
+from natsd.jetstream.config.consumer_config import GROUP_NAME_RE, ConsumerConfig
 from natsd.jetstream.errors import ApiErrors
 from natsd.jetstream.wire import resp
 
@@ -155,7 +155,7 @@ def pause(req: ApiRequest) -> dict:
     now = o.clock.time_ns()
     out: dict[str, Any] = {"paused": until_ns is not None and now < until_ns,
                            "pause_until": format_rfc3339(until_ns) if until_ns is not None else GO_ZERO_TIME}
-    if out["paused"]:
+    if until_ns is not None and now < until_ns:  # (paused)
         out["pause_remaining"] = until_ns - now
     return resp("consumer_pause_response", out)
 

@@ -16,13 +16,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
+from natsd import nats_headers as NH
 from natsd.jetstream import gojson
-from natsd.jetstream.models import JS_API_LEVEL, parse_rfc3339, rfc3339
-from natsd.jetstream.requests import MSG_GET_REQUEST
+from natsd.jetstream.config.models import parse_rfc3339, rfc3339
+from natsd.jetstream.config.requests import MSG_GET_REQUEST
+from natsd.jetstream.wire import required_level_too_high
 from natsd.store.base import MsgNotFound, StoreEOF, StoreError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.stream import Stream
+    from natsd.jetstream.views import StreamView
 
 __all__ = ["direct_get_handlers", "STATUS_NOT_FOUND", "STATUS_EMPTY", "STATUS_MALFORMED", "STATUS_BAD"]
 
@@ -44,17 +46,7 @@ def _append_headers(hdr: bytes | None, pairs: list[tuple[bytes, bytes]]) -> byte
     return b"NATS/1.0\r\n" + extra + b"\r\n"
 
 
-def _has_required_level_error(hdr: bytes | None) -> bool:
-    if not hdr or b"Nats-Required-Api-Level" not in hdr:
-        return False
-    for line in hdr.split(b"\r\n"):
-        if line.startswith(b"Nats-Required-Api-Level:"):
-            v = line.split(b":", 1)[1].strip()
-            return not v.isdigit() or int(v) > JS_API_LEVEL
-    return False
-
-
-def direct_get_handlers(stream: "Stream") -> tuple[Callable, Callable]:
+def direct_get_handlers(stream: "StreamView") -> tuple[Callable, Callable]:
     """(handler for DIRECT.GET.<s>, handler for DIRECT.GET.<s>.<subject...>)."""
     publish = stream.account.ports.publish
 
@@ -64,7 +56,7 @@ def direct_get_handlers(stream: "Stream") -> tuple[Callable, Callable]:
     def on_request(subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
         if not reply:
             return
-        if _has_required_level_error(hdr):
+        if required_level_too_high(hdr):
             send_status(reply, b"NATS/1.0 412 Required Api Level\r\n\r\n")
             return
         if not payload:
@@ -97,7 +89,7 @@ def direct_get_handlers(stream: "Stream") -> tuple[Callable, Callable]:
     def on_last(subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
         if not reply:
             return
-        if _has_required_level_error(hdr):
+        if required_level_too_high(hdr):
             send_status(reply, b"NATS/1.0 412 Required Api Level\r\n\r\n")
             return
         req: dict = {}
@@ -169,14 +161,14 @@ def direct_get_handlers(stream: "Stream") -> tuple[Callable, Callable]:
                 return
             hdr: bytes | None = None
             if not no_hdr:
-                pairs = [(b"Nats-Stream", name), (b"Nats-Subject", sm.subject.encode()),
-                         (b"Nats-Sequence", str(sm.seq).encode()),
-                         (b"Nats-Time-Stamp", rfc3339(sm.ts).encode())]
+                pairs = [(NH.STREAM, name), (NH.SUBJECT, sm.subject.encode()),
+                         (NH.SEQUENCE, str(sm.seq).encode()),
+                         (NH.TIME_STAMP, rfc3339(sm.ts).encode())]
                 if is_batch:
                     if np > 0:
                         np -= 1
-                    pairs.append((b"Nats-Num-Pending", str(np).encode()))
-                    pairs.append((b"Nats-Last-Sequence", str(lseq).encode()))
+                    pairs.append((NH.NUM_PENDING, str(np).encode()))
+                    pairs.append((NH.LAST_SEQUENCE, str(lseq).encode()))
                 hdr = _append_headers(sm.hdr, pairs)
             lseq = sm.seq
             publish(reply, "", hdr, sm.msg)
@@ -222,9 +214,9 @@ def direct_get_handlers(stream: "Stream") -> tuple[Callable, Callable]:
                 continue
             np -= 1
             hdr = _append_headers(sm.hdr, [
-                (b"Nats-Stream", name), (b"Nats-Subject", sm.subject.encode()),
-                (b"Nats-Sequence", str(sm.seq).encode()), (b"Nats-Time-Stamp", rfc3339(sm.ts).encode()),
-                (b"Nats-Num-Pending", str(np).encode()), (b"Nats-Last-Sequence", str(lseq).encode())])
+                (NH.STREAM, name), (NH.SUBJECT, sm.subject.encode()),
+                (NH.SEQUENCE, str(sm.seq).encode()), (NH.TIME_STAMP, rfc3339(sm.ts).encode()),
+                (NH.NUM_PENDING, str(np).encode()), (NH.LAST_SEQUENCE, str(lseq).encode())])
             lseq = sm.seq
             publish(reply, "", hdr, sm.msg)
             sent_bytes += len(sm.subject) + (len(sm.hdr) if sm.hdr else 0) + len(sm.msg)

@@ -24,14 +24,15 @@ from natsd.jetstream.advisories import _typed
 from natsd.jetstream.api.router import ApiRequest
 from natsd.jetstream.api.templates import is_empty_request
 from natsd.jetstream.errors import ApiErrors
-from natsd.jetstream.models import StreamConfig, rfc3339
-from natsd.jetstream.policies import check_stream_config
-from natsd.jetstream.requests import STREAM_SNAPSHOT_REQUEST
+from natsd.jetstream.config.models import StreamConfig, rfc3339
+from natsd.jetstream.config.stream_checks import check_stream_config
+from natsd.jetstream.config.requests import STREAM_SNAPSHOT_REQUEST
 from natsd.jetstream.gojson import go_kind
 from natsd.jetstream.snapshot import RestoreReceiver, SnapshotSender
 from natsd.jetstream.wire import resp
 
 if TYPE_CHECKING:  # pragma: no cover
+    from natsd.jetstream.config.models import StreamConfig
     from natsd.jetstream.manager import JsAccount
 
 __all__ = ["snapshot_request", "restore_request"]
@@ -122,7 +123,7 @@ def restore_request(req: ApiRequest) -> dict:
     if "\\" in name or "/" in name:
         raise ApiErrors.STREAM_NAME_CONTAINS_PATH_SEPARATORS()
 
-    def get(n: str):
+    def get(n: str) -> "StreamConfig | None":
         s = acct.streams.get(n)
         return s.config if s else None
 
@@ -152,15 +153,11 @@ def restore_request(req: ApiRequest) -> dict:
     return resp("stream_restore_response", {"deliver_subject": subject})
 
 
-def _now(acct: Any) -> str:
+def _now(acct: "JsAccount") -> str:
     return rfc3339(acct.clock.time_ns())
 
 
-def _advisory(acct: Any, subject: str, kind: str, body: dict) -> None:
-    send = getattr(acct, "send_advisory", None)
-    if send is None:
-        return
-
+def _advisory(acct: "JsAccount", subject: str, kind: str, body: dict) -> None:
     def build() -> dict:
         adv = _typed(acct, "io.nats.jetstream.advisory.v1." + kind)
         adv.update(body)
@@ -168,4 +165,4 @@ def _advisory(acct: Any, subject: str, kind: str, body: dict) -> None:
             adv["domain"] = acct.engine.domain
         return adv
 
-    send(subject, build)
+    acct.send_advisory(subject, build)

@@ -12,12 +12,15 @@ import base64
 import json
 from typing import Any
 
+from natsd import nats_headers as NH
 from natsd.jetstream.advisories import stream_action
-from natsd.jetstream import requests as R
+from natsd.jetstream.config import requests as R
 from natsd.jetstream.errors import ApiErrors
 from natsd.jetstream.api.router import ApiRequest, Offload, SlowRequest, run_inline
-from natsd.jetstream.models import StreamConfig, parse_rfc3339, rfc3339
-from natsd.jetstream.policies import check_stream_config, check_subject_overlap, check_update, refuse_unsupported
+from natsd.jetstream.config.models import StreamConfig, parse_rfc3339, rfc3339
+from natsd.jetstream.config.stream_checks import (
+    check_stream_config, check_subject_overlap, check_update, refuse_unsupported,
+)
 from natsd.jetstream.wire import resp
 from natsd.subjects.tokens import subjects_collide
 
@@ -152,7 +155,7 @@ def stream_info(req: ApiRequest) -> dict:
     if not total:
         off = limit = 0
     rtype = "stream_info_response"
-    if req.header("Nats-Response-Type") == "create":
+    if req.header(NH.RESPONSE_TYPE.decode()) == "create":
         rtype = "stream_create_response"
     body: dict = {"total": total, "offset": off, "limit": limit}
     body.update(info)

@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import json
 from itertools import repeat
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from natsd.jetstream.consumer.helpers import num, parse_go_duration
-from natsd.jetstream.consumer_config import MS
+from natsd.jetstream.config.consumer_config import MS
 from natsd.subjects.tokens import subject_matches
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.consumer.core import Consumer
     from natsd.jetstream.consumer.durable import StateWriter
     from natsd.jetstream.consumer.tracking import Tracking
-    from natsd.jetstream.manager import JsAccount
+    from natsd.jetstream.views import AccountView
 
 __all__ = ["ACK_PREFIX", "FC_PREFIX", "ACK_WAIT_DELAY", "UNACKED_LIMITS_REASON", "Acks", "ConsumerHub",
            "parse_nak_delay"]
@@ -270,7 +270,7 @@ class Acks:
                       ACK_WAIT_DELAY)
         for seq, dc in ex.maxed:
             if dc == t.maxdc:
-                o._notify_max_deliveries(seq, dc)
+                o.notify_max_deliveries(seq, dc)
         if ex.was_full or ex.redeliver:
             o.kick()
         if ex.next_check >= 0:
@@ -283,7 +283,7 @@ class ConsumerHub:
     """Per-account consumer plumbing: the single ``$JS.ACK.>`` and ``$JS.FC.>`` subscriptions
     and the deliver-subject -> push consumers index used for interest changes."""
 
-    def __init__(self, account: "JsAccount") -> None:
+    def __init__(self, account: "AccountView") -> None:
         self.account = account
         self.push: dict[str, list[Consumer]] = {}
         ports = account.ports
@@ -291,15 +291,14 @@ class ConsumerHub:
             ports.subscribe(ACK_PREFIX + ">", self._on_ack, many=self._on_acks),
             ports.subscribe(FC_PREFIX + ">", self._on_fc),
         ]
-        on_interest = getattr(ports, "on_interest", None)
-        if on_interest is not None:
-            self.subs.append(on_interest(self._on_interest))
+        self.subs.append(ports.on_interest(self._on_interest))
 
     def _lookup(self, stream: str, name: str) -> "Consumer | None":
         s = self.account.streams.get(stream)
         if s is None:
             return None
-        return s.consumers.get(name)
+        # every entry of a stream's consumers is a Consumer (consumer_registry makes them)
+        return cast("Consumer | None", s.consumers.get(name))
 
     def _on_ack(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> bool | None:
         # $JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<dseq>.<ts>.<pending>     (v1, 9 tokens)
@@ -336,6 +335,8 @@ class ConsumerHub:
         looked up once and the numbers are converted with one ``map`` each. Anything else
         (v2 acks, several consumers, a bad number) takes the per-message path."""
         subjects, payloads = run.names, run.payloads
+        # the router fills ``names`` in before a run is matched, so a subscriber always sees them
+        assert subjects is not None
         k = len(subjects)
         if k > 1 and list(map(str.count, subjects, repeat(".", k))).count(8) == k:
             t = ".".join(subjects).split(".")

@@ -52,15 +52,18 @@ from natsd.jetstream.consumer.helpers import nuid
 from natsd.jetstream.consumer.pull import MSG_NEXT_PREFIX, Pull
 from natsd.jetstream.consumer.push import Push
 from natsd.jetstream.consumer.tracking import Tracking
-from natsd.jetstream.consumer_config import DELETE_WAIT_DEFAULT, MS, ConsumerConfig
+from natsd.jetstream.config.consumer_config import DELETE_WAIT_DEFAULT, MS, ConsumerConfig
 from natsd.jetstream.errors import ApiError, ApiErrors
-from natsd.jetstream.requests import CONSUMER_RESET_REQUEST
+from natsd.jetstream.config.requests import CONSUMER_RESET_REQUEST
 from natsd.jetstream.wire import dumps, error_envelope, required_level_too_high, resp
 from natsd.store.base import ConsumerState, MsgNotFound, StoreEOF, StoreError
 from natsd.subjects.tokens import subject_matches
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.manager import JsAccount
+    from natsd.clock import Timer
+    from natsd.jetstream.ports import Subscription
+    from natsd.jetstream.views import AccountView, StreamView
+    from natsd.store.base import ConsumerStore
 
 __all__ = ["Consumer"]
 
@@ -77,10 +80,10 @@ class Consumer:
     (:class:`Pull`) are its parts; ``npc`` (num pending: messages not yet delivered) is kept
     here, where the store is asked about it for the consumer's filters."""
 
-    def __init__(self, stream: Any, cfg: ConsumerConfig, name: str, created_ns: int,
-                 store: Any = None, state: ConsumerState | None = None) -> None:
+    def __init__(self, stream: "StreamView", cfg: ConsumerConfig, name: str, created_ns: int,
+                 store: "ConsumerStore | None" = None, state: ConsumerState | None = None) -> None:
         self.stream = stream
-        self.account: "JsAccount" = stream.account
+        self.account: "AccountView" = stream.account
         self.ports = self.account.ports
         self.clock = self.account.clock
         self.name = name
@@ -88,7 +91,7 @@ class Consumer:
         self.cfg = cfg
         self.config = cfg  # alias used by other modules
         self.created_ns = created_ns
-        self.store = store  # ConsumerStore or None (ephemeral / memory only)
+        self.store: ConsumerStore | None = store  # None: ephemeral / memory only
         self.closed = False
 
         self.t = Tracking(cfg.ack_policy == "explicit", cfg.max_deliver, cfg.max_ack_pending)
@@ -98,7 +101,7 @@ class Consumer:
         self._npc_dirty = False     # a removal ahead of sseq: recount before use
         self.ldt = 0   # last delivery wall ns
         self.lat = 0   # last ack wall ns
-        self._ack_fmt, self._ack_fmt1 = ack_templates(self.stream_name, name)
+        self.ack_fmt, self.ack_fmt1 = ack_templates(self.stream_name, name)
         self._set_filters()
 
         self.writer = StateWriter(self)
@@ -111,11 +114,12 @@ class Consumer:
         self.push: Push | None = Push(self) if cfg.deliver_subject else None
         self.pull: Pull | None = None if cfg.deliver_subject else Pull(self, cfg.max_waiting)
 
-        self._dtmr: Any = None         # inactivity (delete) timer
+        self._dtmr: Timer | None = None  # inactivity (delete) timer
         self.dthresh = 0
-        self._subs: list[Any] = []
-        self._deliver = getattr(self.ports, "deliver", None)
-        self._deliver_many = getattr(self.ports, "deliver_many", None)
+        self._subs: list[Subscription] = []
+        # bound once: Delivery calls them per message (Ports declares both)
+        self.deliver_one = self.ports.deliver
+        self.deliver_many = self.ports.deliver_many
 
         if state is not None:
             self.t.load(state)
@@ -127,7 +131,7 @@ class Consumer:
     def _set_filters(self) -> None:
         fl = self.cfg.filters()
         self.filters = fl
-        self._filter = fl[0] if len(fl) == 1 else ""
+        self.single_filter = fl[0] if len(fl) == 1 else ""
 
     def _update_inactive_threshold(self) -> None:
         """Ephemerals always expire (5s default, stamped in the config without jitter); durables
@@ -163,7 +167,7 @@ class Consumer:
                         if ss.last > sseq:
                             sseq = ss.last
             elif dp == "last_per_subject":
-                mmp = getattr(self.stream.config, "max_msgs_per_subject", 0)
+                mmp = self.stream.config.max_msgs_per_subject
                 if mmp == 1:
                     sseq = first
                 else:
@@ -190,7 +194,7 @@ class Consumer:
         if sseq <= 0:
             sseq = 1
         t.start_at(sseq)
-        self._recalc_pending()
+        self.recalc_pending()
         if sseq > 1:
             # (A start at 1 is the zero state, which is what a durable without a state file
             # recovers as, and recovers as fresh either way: no file to create for it, which
@@ -211,7 +215,7 @@ class Consumer:
                 t.lss = None
                 t.sseq = since
                 t.asflr = t.dlv_sseq = since - 1
-                self._recalc_pending()
+                self.recalc_pending()
 
     def clamp_to_stream(self) -> None:
         """After recovery: messages below the stream's first sequence are gone (purged or
@@ -223,7 +227,7 @@ class Consumer:
         st = self.stream.store.state()
         if self.delivery.replay:
             self.delivery.replay_lseq = st.last_seq
-        self._recalc_pending()
+        self.recalc_pending()
         self._subs.append(self.ports.subscribe(
             MSG_NEXT_PREFIX + self.stream_name + "." + self.name, self._on_next_request))
         # RESET answers from the consumer itself: a missing consumer gives no responders.
@@ -270,7 +274,7 @@ class Consumer:
     def num_pending(self) -> int:
         """Messages not yet delivered (``num_pending``). Brought up to date here: new messages
         are only noted as they arrive (see on_new_messages)."""
-        self._settle_npc()
+        self.settle_npc()
         return self.npc if self.npc > 0 else 0
 
     def info(self) -> dict:
@@ -331,7 +335,7 @@ class Consumer:
     # ------------------------------------------------------------------------------------------
     # Num pending.
 
-    def _recalc_pending(self) -> None:
+    def recalc_pending(self) -> None:
         store = self.stream.store
         t = self.t
         self._npc_dirty = False
@@ -351,7 +355,7 @@ class Consumer:
             return
         # A full recount of a last-per-subject consumer counts the last message of each subject
         # only, as the reference does whenever it recounts (creation, update, purge); messages
-        # that arrive later are counted one by one (_settle_npc), as there too.
+        # that arrive later are counted one by one (settle_npc), as there too.
         lps = self.cfg.deliver_policy == "last_per_subject"
         try:
             if not self.filters:
@@ -362,7 +366,7 @@ class Consumer:
             self.npc = 0
 
     def _check_num_pending(self) -> None:
-        self._settle_npc()
+        self.settle_npc()
         st = self.stream.store.state()
         t = self.t
         if t.sseq > st.last_seq and t.lss is None:
@@ -370,10 +374,10 @@ class Consumer:
         elif self.npc > 0:
             self.npc = min(self.npc, st.msgs, st.last_seq - t.sseq + 1) if t.lss is None else self.npc
 
-    def _settle_npc(self) -> None:
+    def settle_npc(self) -> None:
         """Count the messages that arrived since num_pending was last brought up to date."""
         if self._npc_dirty:
-            self._recalc_pending()
+            self.recalc_pending()
             return
         upto, prev = self._npc_upto, self._npc_last
         if upto <= prev:
@@ -422,7 +426,7 @@ class Consumer:
         if self.t.purge(first_seq, exists):
             # A purged pending message counts as acked, ack time included (as the reference).
             self.lat = self.clock.time_ns()
-        self._recalc_pending()
+        self.recalc_pending()
         self.writer.mark_dirty()
         self.kick()
 
@@ -495,7 +499,7 @@ class Consumer:
                "consumer_seq": dseq, "stream_seq": sseq, "ack_time": now - ts, "deliveries": dc}
         self._send_event(METRIC_ACK_PREFIX + self.stream_name + "." + self.name, obj)
 
-    def _notify_max_deliveries(self, sseq: int, dc: int) -> None:
+    def notify_max_deliveries(self, sseq: int, dc: int) -> None:
         self._advisory("MAX_DELIVERIES", "max_deliver", {
             "stream": self.stream_name, "consumer": self.name, "stream_seq": sseq, "deliveries": dc})
 
@@ -508,11 +512,7 @@ class Consumer:
         # Advisories are only built when someone listens (no JSON on the hot path otherwise).
         if not self.ports.has_interest(subject):
             return
-        send = getattr(self.account, "send_advisory", None)
-        if send is not None:
-            send(subject, obj)
-        else:  # pragma: no cover - account without the helper
-            self.ports.publish(subject, "", None, dumps(obj))
+        self.account.send_advisory(subject, obj)
 
     # ------------------------------------------------------------------------------------------
     # Inactivity.
@@ -571,7 +571,7 @@ class Consumer:
         self.acks.configure()
         if ncfg.filters() != old.filters():
             self._set_filters()
-            self._recalc_pending()
+            self.recalc_pending()
         self._update_inactive_threshold()
         if self.pull is not None:
             self.pull.wq.max = ncfg.max_waiting
@@ -621,12 +621,8 @@ class Consumer:
         self.t.reset(seq)
         self.ldt = self.lat = 0
         self.acks.cancel()
-        self._recalc_pending()
+        self.recalc_pending()
         self.writer.mark_dirty()
-        if self.stream.config.retention == "interest":
-            check = getattr(self.stream, "check_interest", None)
-            if check is not None:
-                check()
         self.kick()
         return seq
 

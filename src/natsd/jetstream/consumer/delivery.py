@@ -44,13 +44,14 @@ from typing import TYPE_CHECKING, Any
 from natsd.jetstream.consumer import status as D
 from natsd.jetstream.consumer.acks import UNACKED_LIMITS_REASON
 from natsd.jetstream.consumer.pull import PullRequest
-from natsd.jetstream.consumer_config import MS
+from natsd.jetstream.config.consumer_config import MS
 from natsd.jetstream.ports import TemplatedRun
 from natsd.store.base import MsgNotFound, StoreClosed, StoreEOF
 from natsd.subjects.tokens import subset
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.consumer.core import Consumer
+    from natsd.store.base import StoreMsg
 
 __all__ = ["Delivery", "TURN_BUDGET"]
 
@@ -152,13 +153,13 @@ class Delivery:
         waiting = pull.wq if pull is not None else None
         clock = o.clock
         ports = o.ports
-        deliver = o._deliver
+        deliver = o.deliver_one
         publish = ports.publish
         cfg = o.cfg
         headers_only = cfg.headers_only
         ack_none = o.acks.ack_none
         pending = t.pending
-        ack_fmt = o._ack_fmt
+        ack_fmt = o.ack_fmt
         deliver_subject = cfg.deliver_subject
         fc = push is not None and push.maxpb > 0
         pace = self.replay or cfg.rate_limit_bps > 0
@@ -173,7 +174,7 @@ class Delivery:
                 return
         elif not waiting:
             return
-        o._settle_npc()
+        o.settle_npc()
         retention_acks = ack_none and o.stream.config.retention != "limits"
         checked: set[str] = set()  # pull inboxes whose interest was verified this pass
         # Fast path: nothing to redeliver, no last-per-subject list, no filter narrower than the
@@ -185,7 +186,7 @@ class Delivery:
         # Deliveries to one subject are collected and handed over in one deliver_many call (one
         # subscription match, one buffer append per frame). The batch is sent before anything
         # else can publish (statuses, flow control, advisories), so wire order is unchanged.
-        many: Any = o._deliver_many if not retention_acks else None
+        many: Any = o.deliver_many if not retention_acks else None
         # Pull fast path (deliver_run): whole runs of new messages to the head request.
         runs = fast and many is not None and push is None and not pace and not headers_only
         # Push fast path (push_run): the same, to the deliver subject; flow control cuts the
@@ -199,7 +200,10 @@ class Delivery:
         pin_hdr = pin.pin_header if prio and cfg.priority_policy == "pinned_client" else None  # type: ignore[union-attr]
         batch: list = []
         bsubj = ""
-        wr: PullRequest | None
+        # the waiting request being served: a PullRequest wherever it is used (the loop reads
+        # waiting.live before head()), None between requests; Any so that this per-message
+        # loop needs no runtime narrowing
+        wr: Any
         try:
             while budget > 0:
                 if push is not None:
@@ -441,9 +445,9 @@ class Delivery:
         if hdrs is None:
             # sequences ascend, pending counts descend: their ends are their bounds
             tss = run.tss
-            rlen = _reply_len(o._ack_fmt1, ((seqs[0], seqs[-1]), (dseq, dseq + got - 1), (min(tss), max(tss)),
+            rlen = _reply_len(o.ack_fmt1, ((seqs[0], seqs[-1]), (dseq, dseq + got - 1), (min(tss), max(tss)),
                                             (npcs[-1], npcs[0])))
-        replies: Any = None if rlen >= 0 else list(map(o._ack_fmt1.__mod__, zip(*cols)))
+        replies: Any = None if rlen >= 0 else list(map(o.ack_fmt1.__mod__, zip(*cols)))
         k = got
         if fc:
             push = o.push
@@ -487,9 +491,9 @@ class Delivery:
         the same subject (sent first, and emptied: the wire order stays the loop's)."""
         o = self.o
         if batch:
-            o._deliver_many(subject, batch)
+            o.deliver_many(subject, batch)
             batch.clear()
-        o.ports.deliver_templated(subject, TemplatedRun(subjects, o._ack_fmt1, cols, msgs))
+        o.ports.deliver_templated(subject, TemplatedRun(subjects, o.ack_fmt1, cols, msgs))
 
     def _commit_run(self, seqs: Any, k: int, now_w: int) -> None:
         """The consumer's state after delivering the ``k`` new messages ``seqs`` (delivery count
@@ -548,7 +552,7 @@ class Delivery:
         if hdrs is None:
             self._send_templated(wr.reply, batch, run.subjects, cols, run.msgs)
         else:
-            replies = map(o._ack_fmt1.__mod__, zip(*cols))
+            replies = map(o.ack_fmt1.__mod__, zip(*cols))
             batch += zip(run.subjects, replies, hdrs, run.msgs)
         self._commit_run(seqs, k, now_w)
         o.pull.wq.take_run(wr, k)  # type: ignore[union-attr]
@@ -562,13 +566,14 @@ class Delivery:
         o = self.o
         t = o.t
         store = o.stream.store
+        sm: StoreMsg | None
         while t.rdq:
             seq = t.rdq[0]
             dc = t.rdc.get(seq, 0) + 1 + 1  # as incDeliveryCount: redelivery count + 1 more
             if t.maxdc and dc > t.maxdc:
                 t.drop_redelivery(seq, dc)
                 if dc == t.maxdc + 1:
-                    o._notify_max_deliveries(seq, dc - 1)
+                    o.notify_max_deliveries(seq, dc - 1)
                 o.writer.mark_dirty()
                 continue
             try:
@@ -591,11 +596,11 @@ class Delivery:
                     t.lss.pop(0)
             t.sseq = t.lss_resume + 1
             t.lss = None
-            o._recalc_pending()
+            o.recalc_pending()
         fl = o.filters
         try:
             if len(fl) <= 1:
-                sm = store.load_next_msg(o._filter, t.sseq)
+                sm = store.load_next_msg(o.single_filter, t.sseq)
             else:
                 sm = None
                 for f in fl:
@@ -627,7 +632,7 @@ class Delivery:
         fl = o.filters
         if not fl:
             return True
-        subjects = getattr(o.stream.config, "subjects", None) or []
+        subjects = o.stream.config.subjects or []
         if not subjects:
             return False
         for s in subjects:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from natsd.jetstream.consumer_config import MS
+from natsd.jetstream.config.consumer_config import MS
 from natsd.store.base import ConsumerDelta, SequencePair, StoreError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -86,9 +86,12 @@ class StateWriter:
     def flush(self) -> None:
         """Hand over what changed and have the store write it (now)."""
         self.dirty = False
+        store = self.o.store
+        if store is None:  # (callers check: only a durable with a store writes state)
+            return
         try:
             self._hand_state()
-            self.o.store.flush()
+            store.flush()
         except StoreError:
             pass
 
@@ -98,15 +101,16 @@ class StateWriter:
         t = self.o.t
         pending, rdc = t.pending, t.rdc
         store = self.o.store
-        append = getattr(store, "append_delta", None)
-        if (append is not None and not pending.reset and not rdc.reset
+        if store is None:  # (callers check: only a durable with a store writes state)
+            return
+        if (not pending.reset and not rdc.reset
                 and len(pending) + len(rdc) >= DELTA_MIN_ENTRIES):
             # Lazy: the keys touched and the sequence pairs now; the store's worker thread
             # reads the entries' values (so this costs the loop nothing per entry).
             delta = ConsumerDelta(
                 t.delivered(), SequencePair(*t.reported_floor()),
                 pending.take_touched(), None, [], rdc.take_touched(), None, [])  # type: ignore[arg-type]
-            append(delta, t.live_state)
+            store.append_delta(delta, t.live_state)
         else:
             pending.take_touched()
             rdc.take_touched()

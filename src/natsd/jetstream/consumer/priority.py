@@ -42,20 +42,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from natsd import nats_headers as NH
 from natsd.gotime import GO_ZERO_TIME, format_rfc3339
 from natsd.jetstream.consumer import status as D
 from natsd.jetstream.consumer.helpers import nuid
 from natsd.jetstream.errors import ApiErrors
-from natsd.jetstream.models import PriorityPolicy
+from natsd.jetstream.config.models import PriorityPolicy
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.consumer.core import Consumer
+    from natsd.jetstream.consumer.pull import PullRequest
 
 __all__ = ["PullPriority", "PinState", "check_request", "unpin", "SERVE", "PINNED", "SKIP", "DROP",
            "PIN_ID_HEADER", "PIN_MISMATCH"]
 
-PIN_ID_HEADER = "Nats-Pin-Id"
-_PIN_PREFIX = b"Nats-Pin-Id: "
+PIN_ID_HEADER = NH.PIN_ID.decode()
+_PIN_PREFIX = NH.PIN_ID + b": "
+_WRONG_PIN_ID = NH.WRONG_PIN_ID.decode()
 
 NONE = PriorityPolicy.NONE
 OVERFLOW = PriorityPolicy.OVERFLOW
@@ -140,7 +143,7 @@ class PinState:
         self._only = D.HDR_LINE + self._line
 
     # -- the head of the queue ---------------------------------------------------------------------
-    def select(self, wr: Any, npc1: int) -> int:
+    def select(self, wr: "PullRequest", npc1: int) -> int:
         """What to do with head request ``wr`` when a message is to be handed out (the
         reference's checks in ``nextWaiting``). ``npc1`` is num pending counting the message
         being handed out."""
@@ -168,7 +171,7 @@ class PinState:
                 return SKIP
         return verdict
 
-    def run_ok(self, wr: Any) -> bool:
+    def run_ok(self, wr: "PullRequest") -> bool:
         """May the pull fast path hand a whole run to ``wr``, the only waiting request? (Each
         message of the run would get ``SERVE`` from :meth:`select`.) A pinned-client request
         that would get the pin takes it here; the caller checked a message is there to send."""
@@ -189,8 +192,8 @@ class PinState:
             return pg is None or (pg.min_pending <= 0 and pg.min_ack_pending <= 0)
         return True
 
-    def _wrong_pin(self, wr: Any) -> None:
-        self.o.ports.publish(wr.reply, "", D.pending_status(423, "Nats-Wrong-Pin-Id", wr.n, wr.b), b"")
+    def _wrong_pin(self, wr: "PullRequest") -> None:
+        self.o.ports.publish(wr.reply, "", D.pending_status(423, _WRONG_PIN_ID, wr.n, wr.b), b"")
 
     # -- the pin -----------------------------------------------------------------------------------
     def pin_header(self, hdr: bytes | None) -> bytes:
@@ -206,12 +209,14 @@ class PinState:
         self._line = _PIN_PREFIX + pin_id.encode() + b"\r\n\r\n"
         self._only = D.HDR_LINE + self._line
 
-    def _assign(self, wr: Any) -> None:
+    def _assign(self, wr: "PullRequest") -> None:
         o = self.o
+        pg = wr.pg
+        assert pg is not None  # (both callers checked that the request names a group)
         self._set(nuid(), o.clock.time_ns())
-        wr.pg.id = self.pin_id
-        self.touch(wr.pg.group)
-        self._advise("PINNED", "consumer_group_pinned", wr.pg.group, pinned_id=self.pin_id)
+        pg.id = self.pin_id
+        self.touch(pg.group)
+        self._advise("PINNED", "consumer_group_pinned", pg.group, pinned_id=self.pin_id)
 
     def touch(self, group: str) -> None:
         """(Re)start the pin's timer: ``priority_timeout`` from now. The timer keeps the group it
@@ -243,13 +248,12 @@ class PinState:
     def _advise(self, kind: str, type_suffix: str, group: str, **extra: str) -> None:
         o = self.o
         body: dict[str, Any] = {}
-        acc = getattr(o.account, "name", "")
+        acc = o.account.name
         if acc:
             body["account"] = acc
         body["stream"] = o.stream_name
         body["consumer"] = o.name
-        engine = getattr(o.account, "engine", None)
-        domain = getattr(engine, "domain", "") if engine is not None else ""
+        domain = o.account.engine.domain
         if domain:
             body["domain"] = domain
         body["group"] = group

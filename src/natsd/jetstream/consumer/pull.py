@@ -24,7 +24,7 @@ from natsd.jetstream import gojson
 from natsd.jetstream.consumer import status as D
 from natsd.jetstream.consumer.priority import DROP, NONE, PINNED, PRIORITIZED, SKIP, PinState, PullPriority, check_request
 from natsd.jetstream.consumer.waitqueue import WaitQueue
-from natsd.jetstream.requests import CONSUMER_GET_NEXT_REQUEST
+from natsd.jetstream.config.requests import CONSUMER_GET_NEXT_REQUEST
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.consumer.core import Consumer

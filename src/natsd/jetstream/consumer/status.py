@@ -14,6 +14,8 @@ Status block layout (what is written on the wire, as the HMSG header section)::
 
 from __future__ import annotations
 
+from natsd import nats_headers as NH
+
 __all__ = [
     "HDR_LINE", "LAST_CONSUMER", "LAST_STREAM", "CONSUMER_STALLED", "MSG_SIZE", "PENDING_MSGS",
     "PENDING_BYTES", "FC_REQUEST", "idle_heartbeat", "status", "pending_status",
@@ -22,12 +24,13 @@ __all__ = [
 ]
 
 HDR_LINE = b"NATS/1.0\r\n"
-LAST_CONSUMER = "Nats-Last-Consumer"
-LAST_STREAM = "Nats-Last-Stream"
-CONSUMER_STALLED = "Nats-Consumer-Stalled"
-MSG_SIZE = "Nats-Msg-Size"
-PENDING_MSGS = "Nats-Pending-Messages"
-PENDING_BYTES = "Nats-Pending-Bytes"
+LAST_CONSUMER = NH.LAST_CONSUMER.decode()
+LAST_STREAM = NH.LAST_STREAM.decode()
+CONSUMER_STALLED = NH.CONSUMER_STALLED.decode()
+MSG_SIZE = NH.MSG_SIZE.decode()
+PENDING_MSGS = NH.PENDING_MESSAGES.decode()
+PENDING_BYTES = NH.PENDING_BYTES.decode()
+_MSG_SIZE_LINE = NH.MSG_SIZE + b": %d\r\n\r\n"
 
 #: Sent on the deliver subject with reply ``$JS.FC.<stream>.<consumer>.<rand4>``.
 FC_REQUEST = b"NATS/1.0 100 FlowControl Request\r\n\r\n"
@@ -65,4 +68,4 @@ def headers_only(hdr: bytes | None, payload_len: int) -> bytes:
     """The header block of a ``headers_only`` delivery: the stored headers (or a bare
     ``NATS/1.0``) with ``Nats-Msg-Size: <len(payload)>`` appended before the final CRLF."""
     base = hdr[:-2] if hdr else HDR_LINE  # drop the terminating empty line
-    return base + b"Nats-Msg-Size: %d\r\n\r\n" % payload_len
+    return base + _MSG_SIZE_LINE % payload_len

@@ -34,14 +34,17 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
+
+if TYPE_CHECKING:  # pragma: no cover
+    from natsd.jetstream.consumer.pull import PullRequest
 
 __all__ = ["WaitQueue"]
 
 _NO_PRIORITY = 2147483647  # a request without a priority part sorts last (math.MaxInt32)
 
 
-def _priority(wr) -> int:
+def _priority(wr: "PullRequest") -> int:
     pg = wr.pg
     return pg.priority if pg is not None else _NO_PRIORITY
 
@@ -71,7 +74,7 @@ class WaitQueue:
         return self.live >= self.max
 
     # -- adding ------------------------------------------------------------------------------------
-    def add(self, wr) -> bool:
+    def add(self, wr: "PullRequest") -> bool:
         """Append; False when full (the caller answers ``409 Exceeded MaxWaiting``)."""
         if self.live >= self.max:
             return False
@@ -79,7 +82,7 @@ class WaitQueue:
         self._added(wr)
         return True
 
-    def add_sorted(self, wr) -> bool:
+    def add_sorted(self, wr: "PullRequest") -> bool:
         """Insert by priority (``prioritized`` policy): before the first live request of a
         higher number, so equals stay in arrival order. False when full."""
         if self.live >= self.max:
@@ -88,7 +91,7 @@ class WaitQueue:
         self._added(wr)
         return True
 
-    def _added(self, wr) -> None:
+    def _added(self, wr: "PullRequest") -> None:
         wr.gone = False
         self.live += 1
         if wr.n > 0:
@@ -103,14 +106,14 @@ class WaitQueue:
         if len(self._heap) > 4 * self.live + 64:
             self._rebuild_heap()
 
-    def _sorted_index(self, wr) -> int:
+    def _sorted_index(self, wr: "PullRequest") -> int:
         p = _priority(wr)
         for i, cur in enumerate(self.q):
             if not cur.gone and cur is not wr and _priority(cur) > p:
                 return i
         return len(self.q)
 
-    def _push(self, t: int, wr) -> None:
+    def _push(self, t: int, wr: "PullRequest") -> None:
         self._tick += 1
         heapq.heappush(self._heap, (t, self._tick, wr))
 
@@ -126,7 +129,7 @@ class WaitQueue:
         self._heap = h
 
     # -- the head ----------------------------------------------------------------------------------
-    def head(self):
+    def head(self) -> "PullRequest | None":
         """The first live request (None when there is none); drops gone ones on the way."""
         q = self.q
         while q:
@@ -136,7 +139,7 @@ class WaitQueue:
             q.popleft()
         return None
 
-    def pop(self, prioritized: bool = False):
+    def pop(self, prioritized: bool = False) -> "PullRequest":
         """Take one message's worth from the head (which the caller got from :meth:`head`): its
         batch goes down by one and it moves to the tail when it still wants more, so requests
         share messages round-robin. ``prioritized`` (the ``prioritized`` policy): it goes back
@@ -161,7 +164,7 @@ class WaitQueue:
             self._eos.append(wr)  # it got something: answered when the stream runs dry
         return wr
 
-    def pop_requeue(self):
+    def pop_requeue(self) -> "PullRequest":
         """:meth:`pop` for the ``prioritized`` policy."""
         return self.pop(True)
 
@@ -171,7 +174,7 @@ class WaitQueue:
         if len(q) > 1:
             q.append(q.popleft())
 
-    def take_run(self, wr, k: int) -> None:
+    def take_run(self, wr: "PullRequest", k: int) -> None:
         """``k`` messages went to the head request ``wr`` at once (no rotation: it is alone)."""
         wr.d += k
         if wr.n > 0:
@@ -183,13 +186,13 @@ class WaitQueue:
         if wr.no_wait and wr.expires and wr.d == k:
             self._eos.append(wr)
 
-    def set_want(self, wr, n: int) -> None:
+    def set_want(self, wr: "PullRequest", n: int) -> None:
         """Change a live request's remaining batch (its byte budget ran out: one more message)."""
         if not wr.gone:
             self.want += max(n, 0) - max(wr.n, 0)
         wr.n = n
 
-    def credit(self, wr) -> None:
+    def credit(self, wr: "PullRequest") -> None:
         """Give back a message's worth taken by :meth:`pop` that could not be used yet; a request
         the pop completed goes back to the head."""
         wr.n += 1
@@ -203,20 +206,20 @@ class WaitQueue:
         elif wr.n > 0:
             self.want += 1
 
-    def _finish(self, wr) -> None:
+    def _finish(self, wr: "PullRequest") -> None:
         wr.gone = True
         self.live -= 1
         if wr.n > 0:
             self.want -= wr.n
 
     # -- removal -----------------------------------------------------------------------------------
-    def remove_head(self):
+    def remove_head(self) -> "PullRequest":
         """Drop the head request (the caller answered it or its requester went away)."""
         wr = self.q.popleft()
         self._finish(wr)
         return wr
 
-    def discard(self, wr) -> None:
+    def discard(self, wr: "PullRequest") -> None:
         """Drop a live request wherever it is (lazily: the deque forgets it at the head)."""
         if not wr.gone:
             self._finish(wr)
@@ -235,7 +238,7 @@ class WaitQueue:
             return t
         return 0
 
-    def due(self, now: int) -> list:
+    def due(self, now: int) -> "list[PullRequest]":
         """Live requests with an expiry or heartbeat time at or before ``now`` (each once)."""
         out = []
         seen = set()
@@ -250,12 +253,12 @@ class WaitQueue:
                 out.append(wr)
         return out
 
-    def reschedule_hb(self, wr) -> None:
+    def reschedule_hb(self, wr: "PullRequest") -> None:
         """``wr.hbt`` was set again after a heartbeat went out: queue its new time."""
         if wr.hbt and not wr.gone:
             self._push(wr.hbt, wr)
 
-    def take_eos(self) -> list:
+    def take_eos(self) -> "list[PullRequest]":
         """The live no_wait requests to answer now that the stream ran dry (and forget them)."""
         if not self._eos:
             return []

@@ -52,7 +52,7 @@ from natsd.store.base import ConsumerState, Pending, SequencePair
 from natsd.varint import encode_uvarint, read_uvarint
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.stream import Stream
+    from natsd.jetstream.views import StreamView
 
 __all__ = [
     "MAGIC", "END_ENTRY", "encode_uvarint", "encode_varint", "encode_entry", "iter_archive",
@@ -79,12 +79,12 @@ def encode_entry(name: bytes, ts: int, seq: int, hdr: bytes, payload: bytes) -> 
 END_ENTRY = b"\x00\x00\x00\x00\x00"
 
 
-def _pending_json(state: Any, last_seq: int) -> dict:
+def _pending_json(state: ConsumerState, last_seq: int) -> dict:
     return {str(s): {"Sequence": p.sequence, "Timestamp": p.timestamp}
             for s, p in sorted(state.pending.items()) if s <= last_seq}
 
 
-def consumer_state_to_json(state: Any, last_seq: int | None = None) -> dict:
+def consumer_state_to_json(state: ConsumerState, last_seq: int | None = None) -> dict:
     """A store ConsumerState -> the reference's ConsumerState JSON, stream sequences bounded by
     ``last_seq`` (as the reference bounds a snapshot's consumers to the stream snapshot)."""
     lim = last_seq if last_seq is not None else 1 << 64
@@ -124,7 +124,7 @@ def consumer_state_from_json(d: dict) -> Any:
                          pending=pending, redelivered=red)
 
 
-def iter_archive(stream: "Stream", include_consumers: bool = True,
+def iter_archive(stream: "StreamView", include_consumers: bool = True,
                  state_json: dict | None = None) -> Iterator[bytes]:
     """The archive of ``stream`` as a sequence of byte pieces (see the module docstring).
 

@@ -28,24 +28,23 @@ import shutil
 from typing import TYPE_CHECKING, Any, Callable
 
 from natsd.jetstream import consumer_registry
-from natsd.jetstream.consumer_config import ConsumerConfig
+from natsd.jetstream.config.consumer_config import ConsumerConfig
 from natsd.jetstream.errors import ApiError, ApiErrors
-from natsd.jetstream.models import SECOND
-from natsd.jetstream.policies import check_subject_overlap, refuse_unsupported
+from natsd.jetstream.config.models import SECOND, StreamConfig
+from natsd.jetstream.config.stream_checks import check_subject_overlap, refuse_unsupported
 from natsd.jetstream.snapshot.archive import (
     MAGIC, ArchiveEntry, ArchiveError, ArchiveReader, consumer_state_from_json,
 )
 from natsd.jetstream.snapshot.s2 import S2StreamDecoder, is_framed
 from natsd.nuid import nuid
-from natsd.jetstream.ingest import H_TTL
-from natsd.jetstream.stream import parse_ttl, store_config_for
+from natsd.jetstream.stream.ingest import H_TTL
+from natsd.jetstream.stream.core import parse_ttl, store_config_for
 from natsd.jetstream.wire import dumps, error_envelope, resp
 from natsd.protocol.headers import get_header_bytes
 from natsd.store import open_stream_store
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.manager import JsAccount
-    from natsd.jetstream.stream import Stream
+    from natsd.jetstream.views import AccountView, StreamView
 
 __all__ = ["RestoreReceiver", "restore_consumer", "remove_stale_restores", "RESTORE_DIR_PREFIX"]
 
@@ -70,7 +69,7 @@ class RestoreReceiver:
     is deleted. 5 s without a chunk cancels the restore ("is stalled").
     """
 
-    def __init__(self, account: "JsAccount", cfg: Any, on_done: Callable[[str], None] | None = None) -> None:
+    def __init__(self, account: "AccountView", cfg: StreamConfig, on_done: Callable[[str], None] | None = None) -> None:
         self.account = account
         self.cfg = cfg
         self.name = cfg.name
@@ -208,7 +207,7 @@ class RestoreReceiver:
         nbytes = int(st.get("bytes") or 0)
         acct = self.account
         mem = self.cfg.storage == "memory"
-        lim = getattr(acct, "limits", None)
+        lim = acct.limits
         used_mem, used_file = acct.usage()
         if lim is not None:
             limit = lim.max_memory if mem else lim.max_storage
@@ -256,7 +255,7 @@ class RestoreReceiver:
         hdr = e.payload[:hsz] if hsz else None
         msg = e.payload[hsz:]
         ttl_ns = 0
-        if hdr and b"Nats-TTL" in hdr:
+        if hdr and H_TTL in hdr:
             v = get_header_bytes(hdr, H_TTL)
             if v is not None:
                 ttl_s = parse_ttl(v.decode())
@@ -334,7 +333,7 @@ class RestoreReceiver:
         self._store = open_stream_store(store_config_for(self.cfg, self._created_ns), self.clock, final,
                                         eng.sync_interval_ns, eng.sync_always)
 
-    def _activate(self) -> "Stream":
+    def _activate(self) -> "StreamView":
         acct = self.account
         stream = acct.adopt_stream(self.cfg, self._store, self._created_ns)
         self._store = None
@@ -384,7 +383,7 @@ class RestoreReceiver:
         self._fail("", "server shutdown")
 
 
-def restore_consumer(stream: "Stream", name: str, body: dict) -> None:
+def restore_consumer(stream: "StreamView", name: str, body: dict) -> None:
     """Recreate consumer ``name`` of a restored stream with its snapshot state (``body`` is the
     archive's ``consumers/<name>`` entry: ``{"config", "state"}``), through the one consumer path
     (:func:`natsd.jetstream.consumer_registry.restore`)."""
@@ -392,7 +391,7 @@ def restore_consumer(stream: "Stream", name: str, body: dict) -> None:
                               consumer_state_from_json(body["state"]))
 
 
-def remove_stale_restores(account: "JsAccount") -> int:
+def remove_stale_restores(account: "AccountView") -> int:
     """Delete upload directories left by restores interrupted by a crash; returns how many."""
     d = account.directory
     try:

@@ -27,13 +27,13 @@ import logging
 from typing import TYPE_CHECKING, Any, Callable
 
 from natsd.jetstream.errors import ApiError
-from natsd.jetstream.models import SECOND
+from natsd.jetstream.config.models import SECOND
 from natsd.jetstream.snapshot.archive import iter_archive
 from natsd.jetstream.snapshot.s2 import frame_archive
 from natsd.nuid import nuid
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.stream import Stream
+    from natsd.jetstream.views import StreamView
 
 __all__ = [
     "SnapshotSender", "DEFAULT_CHUNK_SIZE", "DEFAULT_WINDOW_SIZE", "ACK_TIMEOUT_NS", "STATUS_DONE",
@@ -72,7 +72,7 @@ class SnapshotSender:
     away, ``408 No Flow Response`` after 5 s without an ack, ``500 <error>`` on a read error.
     """
 
-    def __init__(self, stream: "Stream", deliver_subject: str, chunk_size: int = 0, window_size: int = 0,
+    def __init__(self, stream: "StreamView", deliver_subject: str, chunk_size: int = 0, window_size: int = 0,
                  include_consumers: bool = True, state_json: dict | None = None,
                  on_done: Callable[[str], None] | None = None) -> None:
         self.stream = stream
@@ -118,9 +118,7 @@ class SnapshotSender:
         self._frozen = True
         self.stream.begin_snapshot()
         self._ack_sub = self.ports.subscribe(self._ack_subject + ".>", self._on_ack)
-        on_interest = getattr(self.ports, "on_interest", None)
-        if on_interest is not None:
-            self._interest_sub = on_interest(self._on_interest)
+        self._interest_sub = self.ports.on_interest(self._on_interest)
         if self.ports.has_interest(self.deliver):
             self._schedule()
         else:

@@ -100,3 +100,21 @@ def test_start_time_and_up_to_time_go_through_the_stores_time_index(tmp_path):
         assert m.hdr == b"NATS/1.0 408 Malformed Request\r\n\r\n"
     finally:
         e.stop()
+
+
+@pytest.mark.parametrize("value,refused", [
+    ("", False), ("+1", False), ("1", False), ("-1", False), ("99", True), ("x", True), ("1 ", True),
+])
+def test_required_api_level_is_read_as_every_other_request_reads_it(env, value, refused):
+    # nats-server's processDirectGetRequest / processDirectGetLastBySubjectRequest use the same
+    # errorOnRequiredApiLevel as the API and the publish path: an empty value is no requirement
+    # and "+1" is level 1 (strconv.Atoi); only a level above ours or a non-integer is refused.
+    hdr = f"NATS/1.0\r\nNats-Required-Api-Level: {value}\r\n\r\n".encode()
+    for subject, body in (("$JS.API.DIRECT.GET.KV", b'{"seq":1}'), ("$JS.API.DIRECT.GET.KV.kv.a", b"")):
+        reply = env.ports.request(subject, body, hdr=hdr)
+        env.clock.run_soon()
+        [m] = env.replies(reply)
+        if refused:
+            assert m.hdr == b"NATS/1.0 412 Required Api Level\r\n\r\n" and m.payload == b""
+        else:
+            assert m.header("Nats-Stream") == "KV" and m.payload in (b"one", b"two")

@@ -7,7 +7,7 @@ import base64
 
 import pytest
 
-from natsd.jetstream.models import SECOND
+from natsd.jetstream.config.models import SECOND
 from tests.helpers.fakeports import JsEnv
 
 pytestmark = pytest.mark.unit

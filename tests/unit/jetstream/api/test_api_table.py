@@ -145,7 +145,7 @@ def test_not_enabled_answers_every_known_subject_but_templates():
 def test_required_api_level_as_nats_server_reads_it(value, too_high):
     # errorOnRequiredApiLevel: sliceHeader (case-sensitive, leading spaces skipped, trailing kept),
     # then strconv.Atoi: an error or a level above ours is "too high"; an empty value is none.
-    from natsd.jetstream.models import JS_API_LEVEL
+    from natsd.jetstream.config.models import JS_API_LEVEL
     from natsd.jetstream.wire import required_level_too_high
 
     assert JS_API_LEVEL < 99

@@ -9,7 +9,7 @@ import cramjam
 
 import pytest
 
-from natsd.jetstream.models import SECOND
+from natsd.jetstream.config.models import SECOND
 from tests.helpers.fakeports import JsEnv
 from tests.unit.jetstream.snapshot.flows import setup_orders, take_snapshot, upload_restore
 

@@ -11,7 +11,7 @@ import cramjam
 
 import pytest
 
-from natsd.jetstream.models import SECOND
+from natsd.jetstream.config.models import SECOND
 from natsd.jetstream.snapshot import MAGIC, ArchiveReader
 from tests.unit.jetstream.snapshot.flows import setup_orders, take_snapshot
 

@@ -31,11 +31,11 @@ import logging
 from typing import TYPE_CHECKING
 
 from natsd.jetstream.errors import ApiErrors
-from natsd.jetstream.ingest import _err_ack, _write_error
+from natsd.jetstream.stream.ingest import _err_ack, _write_error
 from natsd.store.base import StoreError, StoreWriteError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.stream import Stream
+    from natsd.jetstream.stream.core import Stream
 
 __all__ = ["ASYNC_PERSIST_DELAY_NS"]
 

@@ -27,6 +27,7 @@ from natsd.gotime import GO_ZERO_TIME, format_rfc3339_or_zero, parse_rfc3339_or_
 from natsd.jetstream.gojson import go_kind
 import enum
 from natsd.store.base import DiscardPolicy, StorageType  # the store's own enums: one definition
+from natsd.store.base import StreamState
 
 __all__ = [
     "StreamConfig", "STREAM_OMITEMPTY", "rfc3339", "parse_rfc3339", "ZERO_TIME",
@@ -423,7 +424,7 @@ def with_dynamic_metadata(cfg_json: dict) -> dict:
     return out
 
 
-def state_to_json(st: Any, consumers: int, subjects: dict[str, int] | None = None,
+def state_to_json(st: StreamState, consumers: int, subjects: dict[str, int] | None = None,
                   deleted_details: bool = False) -> dict:
     """A store StreamState -> the reference's StreamState JSON (omitempty as the reference)."""
     out: dict = {

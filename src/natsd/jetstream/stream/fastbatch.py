@@ -37,19 +37,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from natsd.jetstream.batch import (
+from natsd.jetstream.stream.batch import (
     MAX_ID_LEN, AtomicBatches, Checks, Duplicate, kick_flush, store_one,
 )
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.wire import dumps, required_level_too_high
+from natsd import nats_headers as NH
 from natsd.protocol.headers import get_header_bytes, remove_header
 from natsd.store.base import StoreError
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Timer
-    from natsd.jetstream.stream import Stream
+    from natsd.jetstream.stream.batch import BatchStream
 
 __all__ = ["FastBatches", "FastBatchReply", "parse_reply", "on_fast_batch_msg", "SUFFIX"]
+
+_H_REQUIRED_API_LEVEL = NH.REQUIRED_API_LEVEL
+_H_EXPECTED_LAST_MSG_ID = NH.EXPECTED_LAST_MSG_ID
 
 SUFFIX = ".$FI"
 OP_START, OP_APPEND, OP_COMMIT, OP_COMMIT_EOB, OP_PING = range(5)
@@ -128,7 +132,7 @@ def _gap(last: int, seq: int) -> bytes:
 class FastBatches:
     """The open fast batches of one stream."""
 
-    def __init__(self, stream: "Stream") -> None:
+    def __init__(self, stream: "BatchStream") -> None:
         self.stream = stream
         self.open: dict[str, _Fast] = {}
         # the server's batch limits replace these defaults when set (as the reference)
@@ -234,11 +238,11 @@ class FastBatches:
             _inflight[0] += 1
             b.ack_msgs = 1 if len(self.open) > 1 else min(500, fb.flow)
             self._arm(b)
-        if hdr and get_header_bytes(hdr, b"Nats-Required-Api-Level") is not None:
+        if hdr and get_header_bytes(hdr, _H_REQUIRED_API_LEVEL) is not None:
             if required_level_too_high(hdr):
                 self._forget(b)
                 raise ApiErrors.REQUIRED_API_LEVEL()
-            hdr = remove_header(hdr, b"Nats-Required-Api-Level")
+            hdr = remove_header(hdr, _H_REQUIRED_API_LEVEL)
         if not b.commit:
             b.deadline = now + self.timeout_ns
 
@@ -283,7 +287,7 @@ class FastBatches:
 
         try:
             subj, nhdr, body, ttl, msg_id, rollup = Checks(stream, atomic=False).one(subject, hdr, payload)
-            lmid = hdr and get_header_bytes(hdr, b"Nats-Expected-Last-Msg-Id")
+            lmid = hdr and get_header_bytes(hdr, _H_EXPECTED_LAST_MSG_ID)
             if lmid and lmid.decode("utf-8", "replace") != stream.lmsg_id:
                 raise ApiErrors.STREAM_WRONG_LAST_MSG_ID(id=stream.lmsg_id)
         except Duplicate as d:
@@ -329,7 +333,7 @@ class FastBatches:
         return sseq
 
 
-def on_fast_batch_msg(stream: "Stream", subject: str, reply: str, hdr: bytes | None, payload: bytes) -> int:
+def on_fast_batch_msg(stream: "BatchStream", subject: str, reply: str, hdr: bytes | None, payload: bytes) -> int:
     """The stream's hook for a publish whose reply subject ends in ``.$FI``."""
     batches = stream.batches
     if batches is None:

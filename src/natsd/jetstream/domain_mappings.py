@@ -16,17 +16,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.manager import JsAccount
+    from natsd.jetstream.ports import Subscription
+    from natsd.jetstream.views import AccountView
 
 __all__ = ["setup_account"]
 
 _MAPPED = ("$KV.", "$OBJ.")
 
 
-def setup_account(js_account: "JsAccount") -> None:
+def setup_account(js_account: "AccountView") -> list["Subscription"]:
+    """Subscribe the account's domain mappings; returns the subscriptions (the account owns them)."""
+    subs: list[Subscription] = []
     domain = js_account.engine.domain
     if not domain:
-        return
+        return subs
     ports = js_account.ports
     for target in _MAPPED:
         prefix = f"$JS.{domain}.API.{target}"
@@ -35,4 +38,5 @@ def setup_account(js_account: "JsAccount") -> None:
         def forward(subject: str, reply: str, hdr: bytes | None, payload: bytes, _cut: int = cut) -> None:
             ports.publish(subject[_cut:], reply, hdr, payload)
 
-        js_account._subs.append(ports.subscribe(prefix + ">", forward))
+        subs.append(ports.subscribe(prefix + ">", forward))
+    return subs

@@ -8,8 +8,8 @@ them (``checkStreamCfg`` / ``configUpdateCheck``), with the reference's error co
 Not implemented (validated, then refused with the reference's error type rather than silently
 ignored -- see :func:`refuse_unsupported`): mirrors / sources with
 ``external`` (other account or domain) or a durable ``consumer``. Same-account ``mirror`` and
-``sources`` are implemented in :mod:`natsd.jetstream.sourcing`. ``subject_transform`` is applied for literal tokens,
-``{{wildcard(n)}}``/``$n`` and ``>``; other mapping functions are refused (10156).
+``sources`` are implemented in :mod:`natsd.jetstream.stream.sourcing`. ``subject_transform`` is
+applied for literal tokens, ``{{wildcard(n)}}``/``$n`` and ``>``; other mapping functions are refused (10156).
 ``placement`` is accepted and echoed (a standalone reference server does the same).
 ``compression: s2`` compresses a file stream's sealed blocks (natsd.store.file.compress) and may be
 changed by an update either way; a memory stream accepts and ignores it, as the reference does.
@@ -20,8 +20,8 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from natsd.jetstream.errors import ApiError, ApiErrors
-from natsd.jetstream.models import (
+from natsd.jetstream.errors import ApiError, ApiErrors, ErrorDef
+from natsd.jetstream.config.models import (
     DEFAULT_DUPLICATE_WINDOW_NS, JS_MAX_DESCRIPTION_LEN, JS_MAX_METADATA_LEN, JS_MAX_NAME_LEN, MS, SECOND,
     DiscardPolicy,
     StreamConfig, is_valid_asset_name, set_static_metadata,
@@ -305,7 +305,7 @@ def mapping_problem(src: str, dest: str) -> str:
     return ""
 
 
-def _check_transforms(src: dict, err) -> None:
+def _check_transforms(src: dict, err: ErrorDef) -> None:
     for tr in src.get("subject_transforms") or []:
         problem = mapping_problem(tr.get("src") or ">", tr.get("dest") or "")
         if problem:

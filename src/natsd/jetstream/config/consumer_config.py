@@ -20,7 +20,7 @@ from typing import Any
 from natsd.gotime import GO_ZERO_TIME, format_duration, format_rfc3339, parse_rfc3339
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.gojson import go_kind
-from natsd.jetstream.models import (
+from natsd.jetstream.config.models import (
     JS_API_LEVEL, AckPolicy, DeliverPolicy, PriorityPolicy, ReplayPolicy, StreamConfig, server_version,
 )
 from natsd.subjects.tokens import is_literal, is_valid_subject, subject_matches, subset

@@ -3,15 +3,15 @@
 The hot path lives in two modules whose functions the :class:`Stream` class takes as its methods
 (so ``stream.process_msg`` is an ordinary bound method, no extra call on the way):
 
-* :mod:`natsd.jetstream.ingest`: the publish path: a message (or a run of them) in, the
+* :mod:`natsd.jetstream.stream.ingest`: the publish path: a message (or a run of them) in, the
   ``Nats-*`` header checks in the reference's order, the store, the PubAck queued; dedupe
   (``Nats-Msg-Id``), rollups, republish, counters' light path;
-* :mod:`natsd.jetstream.turnflush`: once per loop turn, write the turn's records, then send its
+* :mod:`natsd.jetstream.stream.turnflush`: once per loop turn, write the turn's records, then send its
   PubAcks, then wake the consumers (``persist_mode: async``, writer-thread writes and failed
   writes included). So a PubAck always follows the write of its record.
 
-Timers (all on the injected clock): max_age / Nats-TTL expiry (armed from ``store.next_expiry()``),
-the dedupe window, and ``sync_interval`` (owned by the engine).
+Timers (all on the injected clock): max_age / Nats-TTL expiry (:class:`~natsd.jetstream.stream.expiry.Expiry`,
+armed from ``store.next_expiry()``), the dedupe window, and ``sync_interval`` (owned by the engine).
 
 Consumers (``natsd.jetstream.consumer``) see the stream through: ``consumers`` (name -> consumer),
 ``add_consumer`` / ``remove_consumer``, ``ack_processed(consumer, sseq)`` (retention),
@@ -25,24 +25,22 @@ import logging
 from collections import deque
 from typing import TYPE_CHECKING, Iterator
 
-from natsd.gotime import format_duration
-from natsd.jetstream import ingest, turnflush
-from natsd.jetstream.batch import AtomicBatches, repair_torn_batch
+from natsd.jetstream.stream import ingest, turnflush
+from natsd.jetstream.stream.batch import AtomicBatches, repair_torn_batch
+from natsd.jetstream.stream.expiry import Expiry
 from natsd.jetstream.errors import ApiErrors
-from natsd.jetstream.ingest import H_MARKER_REASON
-from natsd.jetstream.models import SECOND, StreamConfig, rfc3339, state_to_json, with_dynamic_metadata
-from natsd.jetstream.schedules import Schedules
-from natsd.jetstream.sourcing import SourceLink
+from natsd.jetstream.config.models import SECOND, StreamConfig, rfc3339, state_to_json, with_dynamic_metadata
+from natsd.jetstream.stream.schedules import Schedules
+from natsd.jetstream.stream.sourcing import SourceLink
 from natsd.jetstream.wire import dumps, parse_ttl
-from natsd.store.base import MsgNotFound, StoreConfig, StoreEOF, StoreError, StoreMsg, StreamStore
+from natsd.store.base import MsgNotFound, StoreConfig, StoreEOF, StoreMsg, StreamStore
 from natsd.subjects.tokens import subjects_collide, subset
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Clock, Timer
-    from natsd.jetstream.consumer import Consumer
-    from natsd.jetstream.manager import JsAccount
+    from natsd.jetstream.views import AccountView, ConsumerView
     from natsd.jetstream.ports import Subscription
-    from natsd.jetstream.sourcing import SourceLink
+    from natsd.jetstream.stream.sourcing import SourceLink
 
 __all__ = ["Stream", "store_config_for", "parse_ttl"]
 
@@ -75,14 +73,14 @@ def store_config_for(cfg: StreamConfig, created_ns: int) -> StoreConfig:
 class Stream:
     """One stream of one account. Created by the account (``JsAccount.add_stream``)."""
 
-    def __init__(self, account: "JsAccount", config: StreamConfig, store: StreamStore, created_ns: int) -> None:
+    def __init__(self, account: "AccountView", config: StreamConfig, store: StreamStore, created_ns: int) -> None:
         self.account = account
         self.name = config.name
         self.config = config
         self.store: StreamStore = store
         self.created_ns = created_ns
         self.clock: Clock = account.clock
-        self.consumers: dict[str, Consumer] = {}
+        self.consumers: dict[str, ConsumerView] = {}
         self.closed = False
         # Snapshots being sent (natsd.jetstream.snapshot): while any runs, nothing expires (the
         # backup must be consistent) and STREAM.UPDATE is refused (see api/snapshot.py).
@@ -106,9 +104,10 @@ class Stream:
         # dedupe: msg id -> (seq, ts); insertion-ordered for expiry.
         self._ddmap: dict[str, tuple[int, int]] = {}
         self._ddq: deque[tuple[int, str]] = deque()
-        self._expiry_timer: Timer | None = None
-        self._expiry_at = 0  # wall ns the timer is armed for
-        self._marker_seqs: set[int] = set()
+        # max_age / Nats-TTL expiry and subject delete markers (natsd.jetstream.stream.expiry);
+        # _arm_expiry is its bound method: the turn's flush re-arms it without an extra call
+        self.expiry = Expiry(self)
+        self._arm_expiry = self.expiry.arm
         self._dedupe_pending = False
         self._removed: list[tuple[int, str]] | None = None
         # Set (to the messages removed) while a purge or rollup runs: consumers learn of it once,
@@ -116,11 +115,11 @@ class Stream:
         # with the ack floor raised past it, not terminated one by one).
         self._purging: list[tuple[int, str]] | None = None
         self._links: list[SourceLink] = []  # mirror / sources
-        self._sched: Schedules | None = None  # allow_msg_schedules (natsd.jetstream.schedules)
+        self._sched: Schedules | None = None  # allow_msg_schedules (natsd.jetstream.stream.schedules)
         self._persist_timer: Timer | None = None  # persist_mode: async (see _flush)
-        self.batches: AtomicBatches | None = None  # open atomic batches (natsd.jetstream.batch)
+        self.batches: AtomicBatches | None = None  # open atomic batches (natsd.jetstream.stream.batch)
         # Counter streams: subject -> (seq, total, sources) of the last counter message stored
-        # here, and the one apply_incr just computed (natsd.jetstream.counters). Bounded.
+        # here, and the one apply_incr just computed (natsd.jetstream.stream.counters). Bounded.
         self.counter_cache: dict[str, tuple[int, int, dict]] = {}
         self.counter_next: tuple[str, int, dict] | None = None
         # Server-wide usage: the engine's [memory, file] totals, this stream's slot in them, the
@@ -178,7 +177,7 @@ class Stream:
             self.lseq = self.store.state().last_seq
         self._dedupe_pending = self.lseq > 0
         if self._sdm_ttl_s and self.lseq:
-            self._recover_marker_seqs()
+            self.expiry.recover_markers()
         if subscribe:  # else the caller runs subscribe_steps (a slow STREAM.CREATE)
             self._subscribe()
         self._arm_expiry()
@@ -188,7 +187,7 @@ class Stream:
             self._start_links()
 
     def _start_links(self) -> None:
-        """Connect the mirror / sources (consumers on the origins, see natsd.jetstream.sourcing)."""
+        """Connect the mirror / sources (consumers on the origins, see natsd.jetstream.stream.sourcing)."""
         cfg = self.config
         keep = [cfg.mirror] if cfg.mirror is not None else list(cfg.sources or [])
         for link in self._links:
@@ -205,29 +204,16 @@ class Stream:
             link.stop(forget=forget)
         self._links = []
 
-    def note_mirrored(self, seq: int) -> None:
-        """A mirror stored origin message ``seq`` (raw, with its own sequence)."""
+    def note_stored(self, seq: int) -> None:
+        """Message ``seq`` was stored outside the publish path (a mirror's origin message, with
+        its own sequence; a subject delete marker): the turn's flush wakes the consumers."""
         self.lseq = seq
         self._new_msgs = True
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._call_soon(self._flush)
 
-    def _recover_marker_seqs(self) -> None:
-        """Delete markers still alive after a restart (stored within the last marker TTL), so
-        that their own expiry does not leave a marker for a marker."""
-        cutoff = self.clock.time_ns() - self._sdm_ttl_s * SECOND - SECOND
-        seq = self.lseq
-        while seq > 0:
-            try:
-                sm = self.store.load_prev_msg(seq)
-            except StoreError:
-                break
-            if sm.ts < cutoff:
-                break
-            if sm.hdr and H_MARKER_REASON in sm.hdr and not sm.msg:
-                self._marker_seqs.add(sm.seq)
-            seq = sm.seq - 1
+    note_mirrored = note_stored
 
     def _subscribe(self) -> None:
         for _ in self.subscribe_steps():
@@ -284,8 +270,7 @@ class Stream:
         self._uncount()
         if self.batches is not None:
             self.batches.clear()
-        if self._expiry_timer is not None:
-            self._expiry_timer.cancel()
+        self.expiry.cancel()
         if self._sched is not None:
             self._sched.stop()
             self._sched.save()  # after the last flush: schedules.db for a fast restart
@@ -309,8 +294,7 @@ class Stream:
         self._uncount()
         if self.batches is not None:
             self.batches.clear()
-        if self._expiry_timer is not None:
-            self._expiry_timer.cancel()
+        self.expiry.cancel()
         if self._sched is not None:
             self._sched.stop()
         for c in list(self.consumers.values()):
@@ -347,7 +331,15 @@ class Stream:
             self._notify_new(self.lseq)
 
     # ---------------------------------------------------------------------------------------
-    # the publish path (natsd.jetstream.ingest)
+    # the publish path (natsd.jetstream.stream.ingest)
+    #
+    # Why functions of ingest/turnflush bound as methods rather than parts of their own that
+    # reach the stream through a view: every published message runs process_msg/process_run,
+    # _process and (per turn) _flush, reading ~60 of the stream's attributes; an ingest part
+    # holding a reference to the stream would add an attribute load per access, and a part
+    # owning copies would have to be kept in step at every config change. Measured with
+    # ``bench/run.py jspub`` and ``jspub16k`` (and ``bench/bench_jspub.py pub``, server CPU per
+    # publish; see bench/README.md). The trick stays inside natsd/jetstream/stream/.
     _respond = ingest._respond
     _reject = ingest._reject
     process_run = ingest.process_run
@@ -384,7 +376,8 @@ class Stream:
         self._used[self._ut] -= self._counted
         self._counted = 0
 
-    # the turn's write, PubAcks and consumer wake-up (natsd.jetstream.turnflush)
+    # the turn's write, PubAcks and consumer wake-up (natsd.jetstream.stream.turnflush; bound
+    # as methods for the same reason as ingest's, see above)
     _flush = turnflush._flush
     _written = turnflush._written
     _unwait = turnflush._unwait
@@ -416,10 +409,7 @@ class Stream:
     def begin_snapshot(self) -> None:
         """A snapshot starts: hold expiry (max_age, Nats-TTL) until :meth:`end_snapshot`."""
         self.snapshots_running += 1
-        if self._expiry_timer is not None:
-            self._expiry_timer.cancel()
-            self._expiry_timer = None
-            self._expiry_at = 0
+        self.expiry.hold()
 
     def end_snapshot(self) -> None:
         """A snapshot ended (or failed): expiry resumes once no snapshot runs."""
@@ -427,74 +417,20 @@ class Stream:
         if not self.snapshots_running:
             self._arm_expiry()
 
-    def _arm_expiry(self) -> None:
-        if self.closed or self.snapshots_running:
-            return
-        cfg = self.config
-        if not cfg.max_age and not cfg.allow_msg_ttl:
-            return
-        nxt = self.store.next_expiry()
-        if nxt <= 0:
-            return
-        if self._expiry_timer is not None and self._expiry_at and self._expiry_at <= nxt:
-            return  # already armed for an earlier or equal time
-        if self._expiry_timer is not None:
-            self._expiry_timer.cancel()
-        self._expiry_at = nxt
-        self._expiry_timer = self.clock.call_later(max(nxt - self.clock.time_ns(), 0), self._run_expiry)
-
-    def _run_expiry(self) -> None:
-        self._expiry_timer = None
-        self._expiry_at = 0
-        if self.closed:
-            return
-        sdm = self._sdm_ttl_s > 0
-        self._removed = [] if sdm else None
+    def expire_store(self, collect: bool) -> list[tuple[int, str]] | None:
+        """Expire the store now (:class:`Expiry`'s timer); with ``collect``, the (seq, subject)
+        of what it removed, gathered by :meth:`_on_storage_update` while it runs."""
+        self._removed = [] if collect else None
         try:
             self.store.expire(self.clock.time_ns())
         finally:
             removed, self._removed = self._removed, None
-        # Consumers skip expired messages when they reach them (as the reference); interest /
-        # workqueue consumers were told one by one through on_msg_removed.
-        if sdm and removed:
-            self._write_delete_markers(removed)
-        self._arm_expiry()
-
-    def _write_delete_markers(self, removed: list[tuple[int, str]]) -> None:
-        """Subject delete markers: the last message of a subject expired -> store a marker
-        ``NATS/1.0\\r\\nNats-Marker-Reason: MaxAge\\r\\nNats-TTL: <ttl>\\r\\nNats-Rollup: sub\\r\\n\\r\\n``
-        with an empty body on that subject (it expires itself after subject_delete_marker_ttl)."""
-        done: set[str] = set()
-        ttl_s = self._sdm_ttl_s
-        hdr = (b"NATS/1.0\r\nNats-Marker-Reason: MaxAge\r\nNats-TTL: " + format_duration(ttl_s * SECOND).encode()
-               + b"\r\nNats-Rollup: sub\r\n\r\n")
-        for seq, subj in removed:
-            if seq in self._marker_seqs:
-                self._marker_seqs.discard(seq)
-                continue
-            if not subj or subj in done:
-                continue
-            done.add(subj)
-            try:
-                self.store.load_last_msg(subj)
-                continue  # the subject still has messages
-            except (MsgNotFound, StoreEOF):
-                pass
-            try:
-                mseq, _ = self.store.store_msg(subj, hdr, b"", ttl_s * SECOND)
-            except StoreError:
-                continue
-            self._marker_seqs.add(mseq)
-            self.lseq = mseq
-            self._new_msgs = True
-        if self._new_msgs and not self._flush_scheduled:
-            self._flush_scheduled = True
-            self.clock.call_soon(self._flush)
+        return removed
 
     # ---------------------------------------------------------------------------------------
     # consumers (contract with natsd.jetstream.consumer)
 
-    def add_consumer(self, consumer: Consumer) -> None:
+    def add_consumer(self, consumer: ConsumerView) -> None:
         """Register ``consumer`` (``.name``). Enforces the stream's max_consumers and the
         account's max_consumers (10026 "maximum consumers limit reached")."""
         name = consumer.name
@@ -524,7 +460,7 @@ class Stream:
                 return
             self._check_interest_after_removal(c)
 
-    def _check_interest_after_removal(self, gone: Consumer | None) -> None:
+    def _check_interest_after_removal(self, gone: ConsumerView | None) -> None:
         # Remove messages no remaining consumer needs (of those ``gone`` matched; all when None).
         # Bounded walk over the stored range.
         st = self.store.state()
@@ -552,7 +488,7 @@ class Stream:
                 return False
         return True
 
-    def ack_processed(self, consumer: Consumer, sseq: int) -> None:
+    def ack_processed(self, consumer: ConsumerView, sseq: int) -> None:
         """A consumer acked ``sseq``: workqueue -> remove it; interest -> remove it once every
         interested consumer has acked it. limits retention: nothing."""
         if self._workqueue:
@@ -745,11 +681,11 @@ class Stream:
         return out, total, off, limit
 
 
-def _is_direct(c: "Consumer") -> bool:
+def _is_direct(c: "ConsumerView") -> bool:
     """An internal consumer (mirror / source feed): ``config.direct`` (or ``sourcing``) set."""
     cfg = c.config
     return cfg.direct or cfg.sourcing
 
 
-def _consumer_filters(c: "Consumer") -> list[str]:
+def _consumer_filters(c: "ConsumerView") -> list[str]:
     return [f for f in c.filters if f]

@@ -14,13 +14,13 @@ no account byte limits) takes a fast path straight to ``store_msg``; otherwise t
    (``Nats-Expected-Stream``, ``Nats-TTL``, ``Nats-Expected-Last-Subject-Sequence`` (+``-Subject``),
    ``Nats-Expected-Last-Sequence``, ``Nats-Msg-Id``, ``Nats-Expected-Last-Msg-Id``,
    ``Nats-Rollup``), checked in the reference's order; a reply ending in ``.$FI`` (fast batch,
-   natsd.jetstream.fastbatch) or a ``Nats-Batch-Id`` (atomic batch, natsd.jetstream.batch) hands
+   natsd.jetstream.stream.fastbatch) or a ``Nats-Batch-Id`` (atomic batch, natsd.jetstream.stream.batch) hands
    the message to those modules; ``Nats-Incr`` and counter streams go through
-   natsd.jetstream.counters (the PubAck then carries ``"val"``);
+   natsd.jetstream.stream.counters (the PubAck then carries ``"val"``);
 3. appends it to the store (``store_msg``; the store applies discard-old limits and raises on
    discard-new) or, on an interest stream nobody is interested in, skips the sequence;
 4. queues the reply (a PubAck built from bytes, never ``json.dumps``); once per loop turn
-   natsd.jetstream.turnflush writes the turn's records and then sends the PubAcks.
+   natsd.jetstream.stream.turnflush writes the turn's records and then sends the PubAcks.
 
 PubAck bytes (the reference builds them by hand, note the space in ``"duplicate": true``)::
 
@@ -43,13 +43,14 @@ import json
 import logging
 from typing import TYPE_CHECKING
 
-from natsd.jetstream import counters
-from natsd.jetstream.batch import H_BATCH_ID, on_batch_msg
+from natsd.jetstream.stream import counters
+from natsd.jetstream.stream.batch import H_BATCH_ID, on_batch_msg
 from natsd.jetstream.errors import ApiError, ApiErrors
-from natsd.jetstream.fastbatch import SUFFIX as FAST_BATCH_SUFFIX, on_fast_batch_msg
-from natsd.jetstream.models import SECOND, rfc3339
-from natsd.jetstream.schedules import SCHEDULE_MARK, check_publish as check_schedule, schedule_to_purge
+from natsd.jetstream.stream.fastbatch import SUFFIX as FAST_BATCH_SUFFIX, on_fast_batch_msg
+from natsd.jetstream.config.models import SECOND, rfc3339
+from natsd.jetstream.stream.schedules import SCHEDULE_MARK, check_publish as check_schedule, schedule_to_purge
 from natsd.jetstream.wire import dumps, parse_ttl
+from natsd import nats_headers as NH
 from natsd.protocol.headers import get_header_bytes, nats_headers, replace_header
 from natsd.store.base import (
     MaxBytes, MaxMsgs, MaxMsgsPerSubject, MsgNotFound, StoreEOF, StoreError, StoreFull, StoreMsg, StoreWriteError,
@@ -58,7 +59,8 @@ from natsd.subjects.tokens import subject_matches
 from natsd.subjects.transform import transform as _transform
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.stream import Stream
+    from natsd.jetstream.stream.core import Stream
+    from natsd.protocol.events import Run
 
 __all__ = ["H_MSG_ID", "H_EXP_STREAM", "H_EXP_LAST_SEQ", "H_EXP_LAST_SUBJ_SEQ", "H_EXP_LAST_SUBJ_SEQ_SUBJ", "H_EXP_LAST_MSG_ID", "H_ROLLUP", "H_TTL", "H_MARKER_REASON", "H_STREAM_SOURCE", "MAX_HDR_SIZE", "COUNTER_CACHE_MAX", "process_msg", "process_run", "process_rrun"]
 
@@ -66,16 +68,16 @@ log = logging.getLogger("natsd.jetstream.stream")
 
 # Header names we look at on ingest (exact spelling as the reference; compared case-sensitively
 # like nats-server's getHeader).
-H_MSG_ID = b"Nats-Msg-Id"
-H_EXP_STREAM = b"Nats-Expected-Stream"
-H_EXP_LAST_SEQ = b"Nats-Expected-Last-Sequence"
-H_EXP_LAST_SUBJ_SEQ = b"Nats-Expected-Last-Subject-Sequence"
-H_EXP_LAST_SUBJ_SEQ_SUBJ = b"Nats-Expected-Last-Subject-Sequence-Subject"
-H_EXP_LAST_MSG_ID = b"Nats-Expected-Last-Msg-Id"
-H_ROLLUP = b"Nats-Rollup"
-H_TTL = b"Nats-TTL"
-H_MARKER_REASON = b"Nats-Marker-Reason"
-H_STREAM_SOURCE = b"Nats-Stream-Source"
+H_MSG_ID = NH.MSG_ID
+H_EXP_STREAM = NH.EXPECTED_STREAM
+H_EXP_LAST_SEQ = NH.EXPECTED_LAST_SEQ
+H_EXP_LAST_SUBJ_SEQ = NH.EXPECTED_LAST_SUBJ_SEQ
+H_EXP_LAST_SUBJ_SEQ_SUBJ = NH.EXPECTED_LAST_SUBJ_SEQ_SUBJ
+H_EXP_LAST_MSG_ID = NH.EXPECTED_LAST_MSG_ID
+H_ROLLUP = NH.ROLLUP
+H_TTL = NH.TTL
+H_MARKER_REASON = NH.MARKER_REASON
+H_STREAM_SOURCE = NH.STREAM_SOURCE
 
 MAX_HDR_SIZE = 65535  # math.MaxUint16 in the reference
 _NO_SOURCES: dict = {}  # (the counter sources of a counter message stored without any; never changed)
@@ -114,15 +116,17 @@ def _reject(self: Stream, reply: str, err: ApiError) -> None:
         self._respond(reply, _err_ack(self._name_json, err))
 
 
-def process_run(self: Stream, run) -> None:
+def process_run(self: Stream, run: "Run") -> None:
     """Ingest a run of reply-less, header-less publishes (``Ports.subscribe(many=...)``: a
     ``natsd.protocol.events.Run`` read through ``names``/``payloads``), in order."""
     process = self.process_msg
-    for subject, payload in zip(run.names, run.payloads):
+    names = run.names
+    assert names is not None  # (the router fills them in before a run is matched; once per run)
+    for subject, payload in zip(names, run.payloads):
         process(subject, "", None, payload)
 
 
-def process_rrun(self: Stream, subject: str, run) -> None:
+def process_rrun(self: Stream, subject: str, run: "Run") -> None:
     """Ingest a run of publishes to ``subject`` with a reply each (``Ports.subscribe(rrun=...)``:
     an asynchronous publisher's burst, ``run.replies``/``run.payloads``), in order.
 
@@ -135,6 +139,7 @@ def process_rrun(self: Stream, subject: str, run) -> None:
     :meth:`process_msg` message by message, from the first message the run path did not
     store, which answers each as alone."""
     replies = run.replies
+    assert replies is not None  # (an rrun is a run with a reply each; once per run)
     payloads = run.payloads
     n = len(payloads)
     done = 0
@@ -242,7 +247,7 @@ def process_msg(self: Stream, subject: str, reply: str, hdr: bytes | None, paylo
     Three light paths come first, for a stream with nothing to check before storing (not
     sealed, no ``max_msg_size``, limits retention, no account byte limits, no republish, no
     subject transform, no schedules; ``_fast``) and no fast batch publish (a reply ending
-    in ``.$FI``, natsd.jetstream.fastbatch): a message without headers; one whose headers
+    in ``.$FI``, natsd.jetstream.stream.fastbatch): a message without headers; one whose headers
     hold no ``Nats-*`` name but at most ``Nats-Msg-Id`` (one scan of the block finds that
     out, :func:`nats_headers`); and, on such a counter stream (``_counter_fast``), a lone
     ``Nats-Incr`` whose subject's last total is known (:meth:`_incr_light`). Everything
@@ -518,7 +523,7 @@ def _process(self: Stream, subject: str, reply: str, hdr: bytes | None, payload:
     # TTLs shorter than the delete-marker TTL are raised to it (reference behaviour).
     if ttl > 0 and self._sdm_ttl_s and cfg.max_msgs_per_subject != 1 and ttl < self._sdm_ttl_s:
         ttl = self._sdm_ttl_s
-        hdr = replace_header(hdr, b"Nats-TTL", str(ttl).encode())
+        hdr = replace_header(hdr, H_TTL, str(ttl).encode())
     tlseq = 0
     if cfg.republish:
         try:
@@ -552,7 +557,7 @@ def _process(self: Stream, subject: str, reply: str, hdr: bytes | None, payload:
     return seq
 
 
-# -- message schedules (natsd.jetstream.schedules) --------------------------------------------
+# -- message schedules (natsd.jetstream.stream.schedules) --------------------------------------------
 def _sched_exempt(self: Stream, h: dict[bytes, bytes]) -> bool:
     """Messages the server itself writes skip the schedule header checks, as the reference
     skips them for sourced messages: produced messages, and sourced copies."""
@@ -721,6 +726,15 @@ def _rollup(self: Stream, subject: str, kind: bytes, keep: int) -> None:
     self._after_purge(subject if kind == b"sub" else "", removed)  # the reference purges like this too
 
 
+# republish's header lines, built once (one concatenation per value, as literals would be)
+_RP_STREAM = b"NATS/1.0\r\n" + NH.STREAM + b": "
+_RP_SUBJECT = b"\r\n" + NH.SUBJECT + b": "
+_RP_SEQUENCE = b"\r\n" + NH.SEQUENCE + b": "
+_RP_TIME_STAMP = b"\r\n" + NH.TIME_STAMP + b": "
+_RP_LAST_SEQUENCE = b"\r\n" + NH.LAST_SEQUENCE + b": "
+_RP_MSG_SIZE = NH.MSG_SIZE + b": "
+
+
 def _republish(self: Stream, subject: str, hdr: bytes | None, payload: bytes, seq: int, ts: int,
                tlseq: int) -> None:
     """republish: a copy of the stored message to the mapped subject, with the headers
@@ -734,11 +748,10 @@ def _republish(self: Stream, subject: str, hdr: bytes | None, payload: bytes, se
     dest = _transform(src, rp.get("dest", ""), subject)
     if not dest:
         return
-    base = (b"NATS/1.0\r\nNats-Stream: " + self.name.encode() + b"\r\nNats-Subject: " + subject.encode()
-            + b"\r\nNats-Sequence: " + str(seq).encode() + b"\r\nNats-Time-Stamp: " + rfc3339(ts).encode()
-            + b"\r\nNats-Last-Sequence: " + str(tlseq).encode() + b"\r\n")
+    base = (_RP_STREAM + self.name.encode() + _RP_SUBJECT + subject.encode() + _RP_SEQUENCE + str(seq).encode()
+            + _RP_TIME_STAMP + rfc3339(ts).encode() + _RP_LAST_SEQUENCE + str(tlseq).encode() + b"\r\n")
     if rp.get("headers_only"):
-        base += b"Nats-Msg-Size: " + str(len(payload)).encode() + b"\r\n"
+        base += _RP_MSG_SIZE + str(len(payload)).encode() + b"\r\n"
         body = b""
     else:
         body = payload

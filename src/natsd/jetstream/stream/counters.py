@@ -17,7 +17,7 @@ and answers ``{"stream":"C","seq":7,"val":"11"}``. The reference's rules, all ch
 * a last message whose body is not a ``{"val": ...}`` object, or whose ``Nats-Counter-Sources``
   is not JSON, makes the counter broken (10172).
 
-Sourcing (``natsd.jetstream.sourcing``): a counter stream that sources other counter streams
+Sourcing (``natsd.jetstream.stream.sourcing``): a counter stream that sources other counter streams
 aggregates them. A sourced message (it has ``Nats-Stream-Source: <origin> <seq> <filter> <dest>
 <subject>``) is not applied as an increment: its body is the origin's total, so the target
 remembers the last total seen per origin stream and subject in the header
@@ -26,7 +26,7 @@ remembers the last total seen per origin stream and subject in the header
 of that origin, and adds that difference to its own value. So a target sourcing two counters
 holds their sum, and a source's restart never counts twice.
 
-Batches (``natsd.jetstream.batch``) apply several increments to one subject before any is
+Batches (``natsd.jetstream.stream.batch``) apply several increments to one subject before any is
 stored: :class:`Running` carries the staged totals between them.
 """
 
@@ -34,27 +34,27 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from natsd.jetstream.errors import ApiErrors
 from natsd.jetstream.wire import dumps
+from natsd import nats_headers as NH
 from natsd.protocol.headers import get_header_bytes
 from natsd.store.base import MsgNotFound, StoreEOF
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.stream import Stream
+    from natsd.store.base import StreamStore
 
-__all__ = ["H_INCR", "H_COUNTER_SOURCES", "H_STREAM_SOURCE", "parse_incr", "check_incr", "apply_incr",
+__all__ = ["CounterStream", "H_INCR", "H_COUNTER_SOURCES", "H_STREAM_SOURCE", "parse_incr", "check_incr", "apply_incr",
            "Running", "set_header"]
 
-H_INCR = b"Nats-Incr"
-H_COUNTER_SOURCES = b"Nats-Counter-Sources"
-H_STREAM_SOURCE = b"Nats-Stream-Source"
+H_INCR = NH.INCR
+H_COUNTER_SOURCES = NH.COUNTER_SOURCES
+H_STREAM_SOURCE = NH.STREAM_SOURCE
 
 # Headers a counter increment may not carry (the reference's "incompatible headers").
-_INCOMPATIBLE = (b"Nats-Rollup", b"Nats-Expected-Stream", b"Nats-Expected-Last-Msg-Id",
-                 b"Nats-Expected-Last-Subject-Sequence-Subject", b"Nats-Expected-Last-Sequence",
-                 b"Nats-Expected-Last-Subject-Sequence")
+_INCOMPATIBLE = (NH.ROLLUP, NH.EXPECTED_STREAM, NH.EXPECTED_LAST_MSG_ID, NH.EXPECTED_LAST_SUBJ_SEQ_SUBJ,
+                 NH.EXPECTED_LAST_SEQ, NH.EXPECTED_LAST_SUBJ_SEQ)
 
 # Go's big.Int SetString(s, 10): an optional sign and at least one decimal digit, nothing else.
 _BIG_INT = re.compile(rb"[+-]?[0-9]+\Z")
@@ -148,7 +148,17 @@ def set_header(hdr: bytes | None, name: bytes, value: bytes) -> bytes:
     return hdr[:start] + b" " + value + hdr[j:]
 
 
-def apply_incr(stream: "Stream", subject: str, hdr: bytes | None, payload: bytes, incr: int,
+class CounterStream(Protocol):
+    """What :func:`apply_incr` needs of a stream: its store, and the totals the stream keeps of
+    the counter messages it stored (``Stream.counter_cache``) and of the one being stored now
+    (``Stream.counter_next``, moved into the cache by ``Stream.counter_stored``)."""
+
+    store: "StreamStore"
+    counter_cache: dict[str, tuple[int, int, dict]]
+    counter_next: tuple[str, int, dict] | None
+
+
+def apply_incr(stream: CounterStream, subject: str, hdr: bytes | None, payload: bytes, incr: int,
                running: Running | None = None) -> tuple[bytes | None, bytes, str]:
     """Apply ``incr`` (already checked) to ``subject``'s counter: returns the headers and body to
     store and the new total (for the PubAck's ``val``). ``payload`` is the published body (empty,

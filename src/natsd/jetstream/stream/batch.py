@@ -50,14 +50,15 @@ stays. Only ``sync_always`` (one fsync per loop turn) rules that out.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, Protocol
 
-from natsd.jetstream import counters
+from natsd.jetstream.stream import counters
 from natsd.jetstream.advisories import ADVISORY_PREFIX
 from natsd.jetstream.errors import ApiError, ApiErrors
-from natsd.jetstream.models import SECOND, rfc3339
+from natsd.jetstream.config.batch_limits import DEFAULT_LIMITS, BatchLimits, batch_limits_for
+from natsd.jetstream.config.models import SECOND, rfc3339
 from natsd.jetstream.wire import dumps, parse_ttl, required_level_too_high
+from natsd import nats_headers as NH
 from natsd.nuid import nuid
 from natsd.protocol.headers import get_header_bytes, nats_headers, remove_header, replace_header
 from natsd.store.base import MsgNotFound, StoreEOF, StoreError
@@ -65,10 +66,11 @@ from natsd.store.file.record import file_store_msg_size
 from natsd.store.memory import mem_store_msg_size
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.clock import Timer
-    from natsd.config.options import JetStreamOptions
-    from natsd.jetstream.fastbatch import FastBatches
-    from natsd.jetstream.stream import Stream
+    from natsd.clock import Clock, Timer
+    from natsd.jetstream.config.models import StreamConfig
+    from natsd.jetstream.stream.fastbatch import FastBatches
+    from natsd.jetstream.views import AccountView
+    from natsd.store.base import StoreError as _StoreError, StreamStore
 
 __all__ = ["BatchLimits", "DEFAULT_LIMITS", "batch_limits_for", "AtomicBatches", "on_batch_msg", "repair_torn_batch", "Checks",
            "Duplicate", "store_one", "kick_flush",
@@ -76,45 +78,13 @@ __all__ = ["BatchLimits", "DEFAULT_LIMITS", "batch_limits_for", "AtomicBatches",
 
 log = logging.getLogger("natsd.jetstream.batch")
 
-H_BATCH_ID = b"Nats-Batch-Id"
-H_BATCH_SEQ = b"Nats-Batch-Sequence"
-H_BATCH_COMMIT = b"Nats-Batch-Commit"
-H_REQUIRED_API_LEVEL = b"Nats-Required-Api-Level"
+H_BATCH_ID = NH.BATCH_ID
+H_BATCH_SEQ = NH.BATCH_SEQ
+H_BATCH_COMMIT = NH.BATCH_COMMIT
+H_REQUIRED_API_LEVEL = NH.REQUIRED_API_LEVEL
 ADVISORY_ABANDONED = ADVISORY_PREFIX + "STREAM.BATCH_ABANDONED."
 MAX_ID_LEN = 64
 _BATCH_HEADERS = frozenset((H_BATCH_ID, H_BATCH_SEQ, H_BATCH_COMMIT))
-
-
-@dataclass
-class BatchLimits:
-    """The reference's ``jetstream { limits { batch { ... } } }`` defaults."""
-
-    max_msgs: int = 1000
-    max_inflight_per_stream: int = 50
-    max_inflight_total: int = 1000
-    timeout_ns: int = 10 * SECOND
-    # fast batches (natsd.jetstream.fastbatch) have their own defaults; a configured inflight
-    # limit applies to both kinds
-    fast_max_inflight_per_stream: int = 1000
-    fast_max_inflight_total: int = 50_000
-
-
-DEFAULT_LIMITS = BatchLimits()
-
-
-def batch_limits_for(js: "JetStreamOptions") -> BatchLimits:
-    """The server's batch limits: ``jetstream { limits { batch { ... } } }``, a value <= 0
-    meaning the default (as the reference)."""
-    d = DEFAULT_LIMITS
-    per_stream, total = js.batch_max_inflight_per_stream, js.batch_max_inflight_total
-    return BatchLimits(
-        fast_max_inflight_per_stream=per_stream if per_stream > 0 else d.fast_max_inflight_per_stream,
-        fast_max_inflight_total=total if total > 0 else d.fast_max_inflight_total,
-        max_msgs=js.batch_max_msgs if js.batch_max_msgs > 0 else d.max_msgs,
-        max_inflight_per_stream=(js.batch_max_inflight_per_stream if js.batch_max_inflight_per_stream > 0
-                                 else d.max_inflight_per_stream),
-        max_inflight_total=js.batch_max_inflight_total if js.batch_max_inflight_total > 0 else d.max_inflight_total,
-        timeout_ns=js.batch_timeout_ns if js.batch_timeout_ns > 0 else d.timeout_ns)
 
 
 # Open batches of the whole process (the reference counts them per process, across accounts).
@@ -123,6 +93,70 @@ _inflight = [0]
 
 def inflight_total() -> int:
     return _inflight[0]
+
+
+class BatchStream(counters.CounterStream, Protocol):
+    """What atomic and fast batches need of their stream: the publish path's own members (the
+    checks, dedupe, rollups, republish and PubAcks that a message published alone goes
+    through, :mod:`natsd.jetstream.stream.ingest`), the turn's flush flags, and the server-wide
+    usage figures the storage limit is checked against. Batches are part of the publish path,
+    so this view is wider than the others; it still keeps them from naming the class."""
+
+    name: str
+    config: "StreamConfig"
+    store: "StreamStore"
+    clock: "Clock"
+    lseq: int
+    lmsg_id: str
+    batches: "AtomicBatches | None"
+    _flush_scheduled: bool
+    _new_msgs: bool
+    _dedupe_pending: bool
+    _counted: int
+    _used: list[int]
+    _ut: int
+    _max_used: int
+
+    @property
+    def account(self) -> "AccountView": ...
+
+    @property
+    def _ack_prefix(self) -> bytes: ...
+
+    @property
+    def _do_ack(self) -> bool: ...
+
+    @property
+    def _interest(self) -> bool: ...
+
+    @property
+    def _sdm_ttl_s(self) -> int: ...
+
+    @property
+    def _call_soon(self) -> Callable[[Callable[[], None]], None]: ...
+
+    def _flush(self) -> None: ...
+
+    def _respond(self, reply: str, data: bytes) -> None: ...
+
+    def _reject(self, reply: str, err: ApiError) -> None: ...
+
+    def _store_failed(self, reply: str, e: "_StoreError") -> None: ...
+
+    def _check_msg_id(self, msg_id: str) -> int: ...
+
+    def _store_msg_id(self, msg_id: str, seq: int, ts: int) -> None: ...
+
+    def _rebuild_dedupe(self) -> None: ...
+
+    def _has_interest(self, subject: str) -> bool: ...
+
+    def skip_uninterested(self, subject: str, msg_id: str, rollup: bytes) -> int: ...
+
+    def _rollup(self, subject: str, kind: bytes, keep: int) -> None: ...
+
+    def _republish(self, subject: str, hdr: bytes | None, payload: bytes, seq: int, ts: int,
+                   tlseq: int) -> None: ...
 
 
 class _Batch:
@@ -143,9 +177,9 @@ def _parse_seq(v: bytes | None) -> int | None:
 
 class AtomicBatches:
     """The open batches of one stream (``stream.batches``): atomic ones here, fast ones in
-    ``fast`` (natsd.jetstream.fastbatch)."""
+    ``fast`` (natsd.jetstream.stream.fastbatch)."""
 
-    def __init__(self, stream: "Stream", limits: BatchLimits = DEFAULT_LIMITS) -> None:
+    def __init__(self, stream: BatchStream, limits: BatchLimits = DEFAULT_LIMITS) -> None:
         self.stream = stream
         self.limits = limits
         self.open: dict[str, _Batch] = {}
@@ -301,12 +335,24 @@ class Duplicate(Exception):
         self.seq = seq
 
 
+# the header names the per-message checks look up (module globals, as the literals were)
+_H_EXPECTED_LAST_MSG_ID = NH.EXPECTED_LAST_MSG_ID
+_H_EXPECTED_LAST_SEQ = NH.EXPECTED_LAST_SEQ
+_H_EXPECTED_LAST_SUBJ_SEQ = NH.EXPECTED_LAST_SUBJ_SEQ
+_H_EXPECTED_LAST_SUBJ_SEQ_SUBJ = NH.EXPECTED_LAST_SUBJ_SEQ_SUBJ
+_H_EXPECTED_STREAM = NH.EXPECTED_STREAM
+_H_MSG_ID = NH.MSG_ID
+_H_ROLLUP = NH.ROLLUP
+_H_TTL = NH.TTL
+_S_EXPECTED_LAST_MSG_ID = NH.EXPECTED_LAST_MSG_ID.decode()
+
+
 class Checks:
     """The consistency checks of a whole batch before anything is stored (the reference's
     ``checkMsgHeadersPreClusteredProposal`` seen from a single server). ``atomic`` False: one
     fast-batch message (no 10177 rule; a stored msg id raises :class:`Duplicate`)."""
 
-    def __init__(self, stream: "Stream", atomic: bool = True) -> None:
+    def __init__(self, stream: BatchStream, atomic: bool = True) -> None:
         self.stream = stream
         self.atomic = atomic
         self.msg_ids: set[str] = set()
@@ -344,14 +390,14 @@ class Checks:
         cfg = stream.config
         if h is None:
             h = nats_headers(hdr) if hdr else {}
-        if self.atomic and h.get(b"Nats-Expected-Last-Msg-Id"):
-            raise ApiErrors.ATOMIC_PUBLISH_UNSUPPORTED_HEADER_BATCH(header="Nats-Expected-Last-Msg-Id")
+        if self.atomic and h.get(_H_EXPECTED_LAST_MSG_ID):
+            raise ApiErrors.ATOMIC_PUBLISH_UNSUPPORTED_HEADER_BATCH(header=_S_EXPECTED_LAST_MSG_ID)
         incr = counters.check_incr(h, body, cfg.allow_msg_counter, False)
-        v = h.get(b"Nats-Expected-Stream")
+        v = h.get(_H_EXPECTED_STREAM)
         if v and v.decode("utf-8", "replace") != stream.name:
             raise ApiErrors.STREAM_NOT_MATCH()
         ttl = 0
-        v = h.get(b"Nats-TTL")
+        v = h.get(_H_TTL)
         if v:
             try:
                 ttl = parse_ttl(v.decode("utf-8", "replace"))
@@ -363,7 +409,7 @@ class Checks:
             if bad:
                 raise ApiErrors.MESSAGE_TTL_INVALID()
         msg_id = ""
-        v = h.get(b"Nats-Msg-Id")
+        v = h.get(_H_MSG_ID)
         if v:
             msg_id = v.decode("utf-8", "replace")
             if msg_id in self.msg_ids:
@@ -387,17 +433,17 @@ class Checks:
             if mms >= 0 and (len(new_hdr or b"") > mms or len(body) > mms - len(new_hdr or b"")):
                 raise ApiErrors.STREAM_MESSAGE_EXCEEDS_MAXIMUM()
         staged = self.count
-        v = h.get(b"Nats-Expected-Last-Sequence")
+        v = h.get(_H_EXPECTED_LAST_SEQ)
         if v:
             want = int(v) if v.isdigit() else -1
             if want != stream.lseq + staged:
                 raise ApiErrors.STREAM_WRONG_LAST_SEQUENCE(seq=stream.lseq + staged)
             if staged:
                 raise ApiErrors.STREAM_WRONG_LAST_SEQUENCE_CONSTANT()
-        v = h.get(b"Nats-Expected-Last-Subject-Sequence")
+        v = h.get(_H_EXPECTED_LAST_SUBJ_SEQ)
         if v:
             want = int(v) if v.isdigit() else -1
-            ssubj = h.get(b"Nats-Expected-Last-Subject-Sequence-Subject")
+            ssubj = h.get(_H_EXPECTED_LAST_SUBJ_SEQ_SUBJ)
             check_subj = ssubj.decode("utf-8", "replace") if ssubj else subject
             if check_subj in self.inflight:
                 raise ApiErrors.STREAM_WRONG_LAST_SEQUENCE_CONSTANT()
@@ -413,9 +459,9 @@ class Checks:
                 if fseq != want:
                     raise ApiErrors.STREAM_WRONG_LAST_SEQUENCE(seq=fseq)
                 self.expected[check_subj] = fseq
-        elif h.get(b"Nats-Expected-Last-Subject-Sequence-Subject"):
+        elif h.get(_H_EXPECTED_LAST_SUBJ_SEQ_SUBJ):
             raise ApiErrors.STREAM_EXPECTED_LAST_SEQ_PER_SUBJECT_INVALID()
-        rollup = h.get(b"Nats-Rollup") or b""
+        rollup = h.get(_H_ROLLUP) or b""
         if rollup:
             if not (cfg.allow_rollup_hdrs and not cfg.deny_purge):
                 raise ApiErrors.STREAM_ROLLUP_FAILED(err="rollup not permitted")
@@ -456,7 +502,7 @@ class Checks:
                 raise ApiErrors.STREAM_STORE_FAILED(err="maximum messages per subject exceeded")
 
 
-def _store_all(stream: "Stream", batch_id: str, checked: list, reply: str) -> int:
+def _store_all(stream: BatchStream, batch_id: str, checked: list, reply: str) -> int:
     """Store a checked batch in one synchronous step (one write at the turn's flush) and answer
     the commit. A store refusal part way (it should not happen after the checks) takes back
     what this batch stored, so nothing partial stays."""
@@ -482,14 +528,14 @@ def _store_all(stream: "Stream", batch_id: str, checked: list, reply: str) -> in
     return last
 
 
-def kick_flush(stream: "Stream") -> None:
+def kick_flush(stream: BatchStream) -> None:
     """Make sure the stream's end-of-turn flush runs (it writes what was stored, then acks)."""
     if not stream._flush_scheduled:
         stream._flush_scheduled = True
         stream._call_soon(stream._flush)
 
 
-def store_one(stream: "Stream", subject: str, hdr: bytes | None, body: bytes, ttl: int, msg_id: str,
+def store_one(stream: BatchStream, subject: str, hdr: bytes | None, body: bytes, ttl: int, msg_id: str,
                rollup: bytes) -> int:
     """Store one checked message of a batch as the stream's publish path stores a message
     (interest skip, delete-marker TTL floor, msg id, rollup, republish)."""
@@ -498,7 +544,7 @@ def store_one(stream: "Stream", subject: str, hdr: bytes | None, body: bytes, tt
         return stream.skip_uninterested(subject, msg_id, rollup)
     if ttl > 0 and stream._sdm_ttl_s and cfg.max_msgs_per_subject != 1 and ttl < stream._sdm_ttl_s:
         ttl = stream._sdm_ttl_s
-        hdr = replace_header(hdr, b"Nats-TTL", str(ttl).encode())
+        hdr = replace_header(hdr, _H_TTL, str(ttl).encode())
     tlseq = 0
     if cfg.republish:
         try:
@@ -519,7 +565,7 @@ def store_one(stream: "Stream", subject: str, hdr: bytes | None, body: bytes, tt
     return seq
 
 
-def on_batch_msg(stream: "Stream", subject: str, reply: str, hdr: bytes, payload: bytes,
+def on_batch_msg(stream: BatchStream, subject: str, reply: str, hdr: bytes, payload: bytes,
                  h: dict[bytes, bytes]) -> int:
     """The stream's hook for a publish with ``Nats-Batch-Id``."""
     batches = stream.batches
@@ -528,7 +574,7 @@ def on_batch_msg(stream: "Stream", subject: str, reply: str, hdr: bytes, payload
     return batches.on_msg(subject, reply, hdr, payload, h)
 
 
-def repair_torn_batch(stream: "Stream") -> int:
+def repair_torn_batch(stream: BatchStream) -> int:
     """At start: when the stream's last message belongs to a batch but is not its commit, the
     batch was torn by a crash inside its write; remove it (it was never acknowledged). Returns
     the number of messages removed."""

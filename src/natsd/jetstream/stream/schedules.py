@@ -37,7 +37,7 @@ so pending schedules cost memory only (about 300 bytes each) and no CPU until on
 whose message is gone (deleted, purged, expired) is dropped then.
 
 Recovery: a file stream that stopped cleanly left its pending schedules in ``schedules.db``
-(:mod:`natsd.jetstream.schedule_state`: checked against the store's state, read once), which is
+(:mod:`natsd.jetstream.stream.schedule_state`: checked against the store's state, read once), which is
 loaded as it is (a repeating schedule keeps its next time, as the reference's snapshot). Without
 it (kill -9, a stale or damaged file) the schedules are rebuilt by reading every stored message
 with a ``Nats-Schedule`` header, as the reference does without its snapshot; that scan reads only
@@ -58,7 +58,8 @@ from zoneinfo import ZoneInfo
 
 from natsd.gotime import parse_duration, parse_rfc3339
 from natsd.jetstream.errors import ApiError, ApiErrors
-from natsd.jetstream.schedule_state import decode_state, take_state, write_state
+from natsd.jetstream.stream.schedule_state import decode_state, take_state, write_state
+from natsd import nats_headers as NH
 from natsd.protocol.headers import nats_headers
 from natsd.store.base import MsgNotFound, StoreEOF, StoreError
 from natsd.subjects.tokens import is_valid_publish_subject, subjects_collide
@@ -74,22 +75,23 @@ log = logging.getLogger("natsd.jetstream.schedules")
 SECOND = 10**9
 MIN_FIRE_DELAY = SECOND // 4
 
-H_SCHEDULE = b"Nats-Schedule"
-H_TZ = b"Nats-Schedule-Time-Zone"
-H_STTL = b"Nats-Schedule-TTL"
-H_SROLLUP = b"Nats-Schedule-Rollup"
-H_TARGET = b"Nats-Schedule-Target"
-H_SOURCE = b"Nats-Schedule-Source"
-H_SCHEDULER = b"Nats-Scheduler"
-H_NEXT = b"Nats-Schedule-Next"
-H_ROLLUP = b"Nats-Rollup"
-H_TTL = b"Nats-TTL"
-H_MSG_ID = b"Nats-Msg-Id"
+H_SCHEDULE = NH.SCHEDULE
+H_TZ = NH.SCHEDULE_TIME_ZONE
+H_STTL = NH.SCHEDULE_TTL
+H_SROLLUP = NH.SCHEDULE_ROLLUP
+H_TARGET = NH.SCHEDULE_TARGET
+H_SOURCE = NH.SCHEDULE_SOURCE
+H_SCHEDULER = NH.SCHEDULER
+H_NEXT = NH.SCHEDULE_NEXT
+H_ROLLUP = NH.ROLLUP
+H_TTL = NH.TTL
+H_MSG_ID = NH.MSG_ID
 NEXT_PURGE = b"purge"
 
 #: Substring every schedule-related header name contains: the publish path looks for the
 #: schedule headers only in header blocks holding it (one ``in`` test per message with headers).
-SCHEDULE_MARK = b"Nats-Sched"
+SCHEDULE_MARK = NH.SCHEDULE_PREFIX
+_EXPECTED_PREFIX = NH.EXPECTED_PREFIX
 
 _PREDEFINED = {
     "@yearly": "0 0 0 1 1 *", "@annually": "0 0 0 1 1 *", "@monthly": "0 0 0 1 * *",
@@ -288,7 +290,7 @@ def _strip_headers(hdr: bytes) -> bytes | None:
             continue
         if ln.startswith(b"Nats-"):
             name = ln.split(b":", 1)[0]
-            if (name.startswith(H_SCHEDULE) or name.startswith(b"Nats-Expected-")
+            if (name.startswith(H_SCHEDULE) or name.startswith(_EXPECTED_PREFIX)
                     or name in (H_MSG_ID, H_TTL, H_ROLLUP)):
                 continue
         kept.append(ln)

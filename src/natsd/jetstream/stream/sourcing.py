@@ -37,7 +37,7 @@ ack-none consumer.
 * source: the message goes through the target's normal ingest with a fresh sequence and the
   header ``Nats-Stream-Source: <origin> <origin seq> <filter> <dest> <original subject>``
   (``>`` for no filter / transform), as the reference writes it. A counter stream
-  (``allow_msg_counter``) sourcing counters aggregates them (natsd.jetstream.counters).
+  (``allow_msg_counter``) sourcing counters aggregates them (natsd.jetstream.stream.counters).
 * ``Nats-Batch-*`` and ``Nats-Expected-*`` headers are dropped on both: an atomic batch is not
   one on the target, and the origin checked the expectations.
 
@@ -61,23 +61,27 @@ from __future__ import annotations
 import json
 import logging
 import secrets
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from natsd.jetstream.models import SECOND
+from natsd.jetstream.config.models import SECOND
+from natsd import nats_headers as NH
 from natsd.store.base import StoreError
 from natsd.subjects.tokens import subject_matches
 from natsd.subjects.transform import transform as _transform
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.stream import Stream
+    from natsd.clock import Clock
+    from natsd.jetstream.config.models import StreamConfig
+    from natsd.jetstream.views import AccountView
+    from natsd.store.base import StreamStore
 
-__all__ = ["SourceLink", "HEALTH_CHECK_NS", "SOURCE_HEADER", "REQUIRED_LEVEL"]
+__all__ = ["SourcedStream", "SourceLink", "HEALTH_CHECK_NS", "SOURCE_HEADER", "REQUIRED_LEVEL"]
 
 log = logging.getLogger("natsd.jetstream.sourcing")
 
 HEALTH_CHECK_NS = 10 * SECOND
 HEARTBEAT_NS = SECOND
-SOURCE_HEADER = b"Nats-Stream-Source"
+SOURCE_HEADER = NH.STREAM_SOURCE
 _FC_STATUS = b"NATS/1.0 100 FlowControl Request"
 _STATUS_100 = b"NATS/1.0 100"
 #: The API level a durable sourcing request requires (durable sourcing, ack policy flow_control).
@@ -85,7 +89,12 @@ REQUIRED_LEVEL = 4
 _LEVEL_HDR = b"NATS/1.0\r\nNats-Required-Api-Level: %d\r\n\r\n" % REQUIRED_LEVEL
 # A flow-control reply: the last consumer and stream sequences processed (nats-server's layout).
 _FC_REPLY = "NATS/1.0\r\nNats-Last-Consumer: %d\r\nNats-Last-Stream: %d\r\n\r\n"
-_LAST_CONSUMER = b"Nats-Last-Consumer:"
+_LAST_CONSUMER = NH.LAST_CONSUMER + b":"
+_STALLED = NH.CONSUMER_STALLED + b":"
+_EXPECTED_PREFIX, _BATCH_PREFIX = NH.EXPECTED_PREFIX, NH.BATCH_PREFIX
+_BATCH_OR_EXPECTED = (_BATCH_PREFIX, _EXPECTED_PREFIX)
+_TTL_LINE = NH.TTL + b":"
+_ROLLUP_LINE = NH.ROLLUP + b":"
 # Create replies that mean "this origin does not know sourcing consumers": fall back.
 _FALLBACK_CODES = (10185, 10025)
 
@@ -115,16 +124,37 @@ def _header_int(hdr: bytes, name: bytes) -> int:
 
 def _drop_mirror_headers(hdr: bytes) -> bytes | None:
     lines = hdr.split(b"\r\n")
-    kept = [ln for ln in lines[1:] if ln and not ln.startswith((b"Nats-Batch-", b"Nats-Expected-"))]
+    kept = [ln for ln in lines[1:] if ln and not ln.startswith(_BATCH_OR_EXPECTED)]
     if not kept and lines[0] == b"NATS/1.0":
         return None
     return lines[0] + b"\r\n" + b"".join(ln + b"\r\n" for ln in kept) + b"\r\n"
 
 
+class SourcedStream(Protocol):
+    """What a :class:`SourceLink` needs of the stream it feeds (a mirror or a stream with
+    sources): where it is, its config and store, and the two ways in -- ``process_msg`` (a
+    source's message, through the publish checks) and ``note_mirrored`` (a mirror stored
+    the origin's record itself)."""
+
+    name: str
+    config: "StreamConfig"
+    store: "StreamStore"
+    clock: "Clock"
+    closed: bool
+
+    @property
+    def account(self) -> "AccountView": ...
+
+    def note_mirrored(self, seq: int) -> None: ...
+
+    def process_msg(self, subject: str, reply: str, hdr: bytes | None, payload: bytes,
+                    sourced: bool = False) -> int: ...
+
+
 class SourceLink:
     """One mirror or source of ``stream``; ``cfg`` is the StreamSource JSON dict."""
 
-    def __init__(self, stream: "Stream", cfg: dict, mirror: bool) -> None:
+    def __init__(self, stream: SourcedStream, cfg: dict, mirror: bool) -> None:
         self.stream = stream
         self.cfg = cfg
         self.mirror = mirror
@@ -209,7 +239,7 @@ class SourceLink:
             key += f" {dom}"
         ident = api_hash(key)
         if not self.mirror:
-            srcs = getattr(stream.config, "sources", None) or []
+            srcs = stream.config.sources or []
             if sum(1 for c in srcs if (c or {}).get("name") == self.origin) > 1:
                 ident += f" {self.iname} "
         return api_hash(ident)
@@ -308,8 +338,8 @@ class SourceLink:
                 last = _header_int(hdr, _LAST_CONSUMER)
                 if last > 0 and last != self.dseq and self.consumer and not self._creating:
                     self._retry()  # the origin delivered something we never got
-                elif b"Nats-Consumer-Stalled:" in hdr:
-                    fc = hdr.split(b"Nats-Consumer-Stalled:", 1)[1].split(b"\r\n", 1)[0].strip().decode()
+                elif _STALLED in hdr:
+                    fc = hdr.split(_STALLED, 1)[1].split(b"\r\n", 1)[0].strip().decode()
                     if fc:
                         stream.account.ports.publish(fc, "", None, b"")
             return
@@ -400,11 +430,11 @@ class SourceLink:
         if b"Nats-" not in hdr:
             return hdr
         cfg = self.stream.config
-        drop = [b"Nats-Expected-", b"Nats-Batch-"]
+        drop = [_EXPECTED_PREFIX, _BATCH_PREFIX]
         if not cfg.allow_msg_ttl:
-            drop.append(b"Nats-TTL:")
+            drop.append(_TTL_LINE)
         if not (cfg.allow_rollup_hdrs and not cfg.deny_purge):
-            drop.append(b"Nats-Rollup:")
+            drop.append(_ROLLUP_LINE)
         lines = hdr.split(b"\r\n")
         kept = [ln for ln in lines[1:] if ln and not any(ln.startswith(d) for d in drop)]
         if not kept:
