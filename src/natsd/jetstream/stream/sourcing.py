@@ -70,7 +70,7 @@ from natsd.subjects.tokens import subject_matches
 from natsd.subjects.transform import transform as _transform
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.clock import Clock
+    from natsd.clock import Clock, Timer
     from natsd.jetstream.config.models import StreamConfig
     from natsd.jetstream.views import AccountView
     from natsd.store.base import StreamStore
@@ -179,7 +179,7 @@ class SourceLink:
         self._name = ""  # the consumer name asked for
         self._deliver = ""
         self._subs: list[Any] = []
-        self._timer: Any = None
+        self._timer: Timer | None = None
         self._closed = False
         self._creating = False
 
