@@ -707,6 +707,8 @@ class FileStreamStore(Recovery, ReadPath, ThreadedWrites, FaultHandling, Indexed
             except BaseException:  # noqa: BLE001
                 pass
         self._compressing.clear()
+        for cs in list(self._consumers.values()):
+            cs._abandon()
         for blk in self._blocks.values():
             blk.close()
         self._closed = True
