@@ -238,6 +238,15 @@ class InProcessServer:
             srv.jetstream = None  # shutdown() below must not flush what the crash lost
         await srv.shutdown()  # only listeners and bookkeeping are left to release
 
+    async def lame_duck(self) -> None:
+        """Enter lame duck mode (clients get INFO ``ldm``, then are closed over
+        ``lame_duck_duration`` after ``lame_duck_grace_period``, all on the server's clock: run
+        this as a task and :meth:`advance`); returns once the server has shut down."""
+        srv = self._srv()
+        await srv.lame_duck()
+        if self.server is srv:
+            await self.stop()
+
     async def __aenter__(self) -> "InProcessServer":
         return await self.start()
 
