@@ -43,10 +43,10 @@ from natsd.server.connection import (
 from natsd.server.log import logger, reopen_log_file, setup_logging
 from natsd.server.ports import ServerPorts
 from natsd.server.tls import HandshakeQueue, TlsContexts, TlsLayer
-from natsd.server.trust import Trust
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.manager import JetStreamEngine
+    from natsd.server.trust import Trust
     from natsd.server.leafmanager import LeafManager
     from natsd.server.monitor import MonitorServer
     from natsd.server.sysreq import SystemRequests
@@ -78,7 +78,12 @@ class Server:
         self.server_id = _server_id()
         self.server_name = self.options.server_name or self.server_id
         # Operator mode (JWT accounts): see natsd.server.trust.
-        self.trust = Trust(self.options) if self.options.trust.enabled else None
+        self.trust: Trust | None = None
+        if self.options.trust.enabled:
+            # Operator mode only: JWT accounts (and PyNaCl) are not loaded by other servers.
+            from natsd.server.trust import Trust
+
+            self.trust = Trust(self.options)
         self.auth = Authenticator(self.options, self.trust)
         self.accounts: dict[str, Account] = {}
         if self.trust is not None:
