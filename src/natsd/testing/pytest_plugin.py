@@ -54,6 +54,14 @@ def _reference(config: pytest.Config) -> str | None:
     return config.getoption("natsd_reference", None)
 
 
+# InProcessServer's own arguments, not server options: a subprocess has none of them.
+_IN_PROCESS_ONLY = ("clock", "capture_logs", "log_level")
+
+
+def _for_subprocess(opts: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in opts.items() if k not in _IN_PROCESS_ONLY}
+
+
 def _marker_options(request: pytest.FixtureRequest) -> dict[str, Any]:
     opts: dict[str, Any] = {}
     # Closest marker last so a test's own options win over its module's.
@@ -90,7 +98,7 @@ async def natsd_server(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
     if ref:
         from natsd.testing.subprocess import SubprocessServer
 
-        async with SubprocessServer(binary=ref, **opts) as proc:
+        async with SubprocessServer(binary=ref, **_for_subprocess(opts)) as proc:
             yield _ReferenceAdvance(proc)
         return
     from natsd.testing.server import InProcessServer
@@ -130,7 +138,7 @@ def _sync_server(config: pytest.Config, opts: dict[str, Any]) -> Iterator[Any]:
     if ref:
         from natsd.testing.subprocess import SubprocessServer
 
-        with SubprocessServer(binary=ref, **opts) as proc:
+        with SubprocessServer(binary=ref, **_for_subprocess(opts)) as proc:
             yield _ReferenceSync(proc)
         return
     from natsd.testing.sync import SyncServer

@@ -94,8 +94,9 @@ class InProcessServer:
     * ``jetstream``: True (default), False, or a dict of the ``jetstream {}`` block;
     * ``store_dir``: where JetStream keeps its files (default: a temporary directory removed on
       :meth:`stop`);
-    * ``clock``: ``None`` (default: a :class:`TestClock` you move with :meth:`advance`), ``"real"``
-      (the system clock), or any :class:`~natsd.clock.Clock`;
+    * ``clock``: ``None`` (default: a frozen :class:`TestClock`, moved only by :meth:`advance`),
+      ``"flowing"`` (a :class:`TestClock` that follows real time and jumps on :meth:`advance`),
+      ``"real"`` (the system clock), or any :class:`~natsd.clock.Clock`;
     * ``port``: 0 (default) picks a free port; ``host`` defaults to 127.0.0.1;
     * ``capture_logs``: capture the ``natsd`` logger's lines into ``captured.logs`` (default True,
       at ``log_level``, INFO by default).
@@ -114,10 +115,12 @@ class InProcessServer:
             self.options.jetstream.store_dir = str(store_dir)
         if clock is None:
             self.clock: Clock = TestClock()
+        elif clock == "flowing":
+            self.clock = TestClock(flowing=True)
         elif clock == "real":
             self.clock = SystemClock()
         elif isinstance(clock, str):
-            raise ValueError(f"clock must be None, 'real' or a Clock, not {clock!r}")
+            raise ValueError(f"clock must be None, 'flowing', 'real' or a Clock, not {clock!r}")
         else:
             self.clock = clock
         self.server: Server | None = None
