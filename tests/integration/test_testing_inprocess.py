@@ -279,3 +279,44 @@ def test_sync_server_from_plain_code():
             return m.metadata.num_delivered
         assert asyncio.run(scenario()) == 2
         assert srv.stream_info("S")["msgs"] == 1
+
+
+async def test_slow_fsync_slows_synced_publishes():
+    async with InProcessServer(jetstream={"sync_interval": "always"}) as srv:
+        nc = await nats.connect(srv.url)
+        js = nc.jetstream()
+        await js.add_stream(name="Y", subjects=["y"])
+        await js.publish("y", b"warm")
+        srv.faults.slow_fsync(0.3)
+        t0 = time.perf_counter()
+        await js.publish("y", b"slow", timeout=5)
+        assert time.perf_counter() - t0 >= 0.3  # the PubAck waited for the (slow) fsync
+        srv.faults.slow_fsync(0)
+        t0 = time.perf_counter()
+        await js.publish("y", b"fast")
+        assert time.perf_counter() - t0 < 0.3
+        await nc.close()
+
+
+async def test_cut_leafnode_link_reconnects():
+    async with InProcessServer(leafnodes={"port": -1}) as hub:
+        hub_leaf_port = hub.server.leafnodes.port
+        async with InProcessServer(jetstream=False, clock="real", leafnodes={
+                "remotes": [{"url": f"nats://127.0.0.1:{hub_leaf_port}"}], "reconnect": "50ms"}) as leaf:
+            async def links(srv) -> int:
+                return sum(len(v) for v in srv.server.leafnodes.links.values())
+            for _ in range(200):
+                if await links(hub) and await links(leaf):
+                    break
+                await asyncio.sleep(0.01)
+            assert await links(hub) == 1
+            (first,) = [c for v in hub.server.leafnodes.links.values() for c in v]
+            assert hub.faults.cut_leaf() == 1
+            # The leaf solicits again by itself (its reconnect delay, real time here): a new link.
+            for _ in range(300):
+                now = [c for v in hub.server.leafnodes.links.values() for c in v]
+                if now and now[0] is not first and await links(leaf) == 1:
+                    break
+                await asyncio.sleep(0.01)
+            (second,) = [c for v in hub.server.leafnodes.links.values() for c in v]
+            assert second is not first

@@ -26,7 +26,7 @@ import errno as _errno
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Callable, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.server.server import Server
@@ -88,7 +88,7 @@ class DiskFaults:
             from natsd.store.file import block
 
             real_pwrite: Callable[..., int] = block._pwrite
-            real_fsync: Callable[[int], None] = block._fsync
+            real_fsync = block._fsync
 
             def pwrite(fd: int, data, off: int) -> int:
                 r = cls._match(fd)
@@ -96,7 +96,7 @@ class DiskFaults:
                     raise OSError(r.errno, os.strerror(r.errno))
                 return real_pwrite(fd, data, off)
 
-            def fsync(fd: int) -> None:
+            def fsync(fd: Any) -> None:  # (os.fsync's own signature: an int or a file object)
                 r = cls._match(fd)
                 if r is not None:
                     if r.errno:

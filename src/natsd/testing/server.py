@@ -25,7 +25,7 @@ import logging
 import os
 import shutil
 import tempfile
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from natsd.clock import Clock, SystemClock
 from natsd.testing.clock import ClockScope, TestClock
@@ -48,7 +48,8 @@ def build_options(config: str | None = None, **options: Any) -> "ServerOptions":
 
         o = options_from_tree(parse(config, file="<config>"), o)
     if options:
-        o = options_from_tree(dict(options), o)
+        # options_from_tree takes plain dicts too (nested ones included), without positions.
+        o = options_from_tree(cast(Any, dict(options)), o)
     bad = [w for w in o.config_warnings]
     if bad:
         raise ValueError("; ".join(bad))

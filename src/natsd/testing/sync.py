@@ -30,7 +30,7 @@ class _SyncFaults:
         self._owner = owner
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
-        fn = getattr(self._owner.inner.faults, name)
+        fn = getattr(self._owner._inner().faults, name)
         if not callable(fn):
             return fn
 
@@ -44,7 +44,7 @@ class SyncServer:
 
     def __init__(self, **kwargs: Any) -> None:
         self._kwargs = kwargs
-        self.inner: InProcessServer | None = None  # type: ignore[assignment]
+        self.inner: InProcessServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self.faults = _SyncFaults(self)
@@ -59,7 +59,8 @@ class SyncServer:
 
         async def on_loop() -> T:
             return fn()
-        return self._run(on_loop(), timeout)  # type: ignore[no-any-return]
+        result: T = self._run(on_loop(), timeout)
+        return result
 
     def start(self) -> "SyncServer":
         if self._thread is not None:
