@@ -165,7 +165,7 @@ class InProcessServer:
 
         js = self.options.jetstream
         if js.enabled and not js.store_dir:
-            js.store_dir = tempfile.mkdtemp(prefix="natsd-test-")
+            js.store_dir = tempfile.mkdtemp(prefix="natsd-test-", dir=_temp_root())
             self._own_store = True
         self._begin_capture()
         self._scope = ClockScope(self.clock)
@@ -345,6 +345,17 @@ class InProcessServer:
         for sub in self._adv_subs:
             sub.unsubscribe()
         self._adv_subs = []
+
+
+def _temp_root() -> str | None:
+    """Where temporary stores go: a RAM file system when there is one (/dev/shm on Linux). The
+    file store runs unchanged (same writes, same fsync calls, same faults), but an fsync there
+    costs nothing, where on a disk creating and deleting a stream fsyncs several files and
+    directories (measured ~80 ms per stream on the project's VM, against well under 1 ms)."""
+    shm = "/dev/shm"
+    if os.path.isdir(shm) and os.access(shm, os.W_OK):
+        return shm
+    return None
 
 
 async def settle(turns: int = 8) -> None:
