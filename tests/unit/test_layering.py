@@ -36,6 +36,8 @@ FORBIDDEN = {
     "config": {"jetstream", "store", "protocol", "cli", "spark"},
     "cli": {"server", "jetstream", "store", "protocol", "config", "subjects"},
     "spark": {"server", "jetstream", "store", "protocol", "config", "subjects", "cli"},
+    # the test harness sits on top of the server; the clients are not its business
+    "testing": {"cli", "spark"},
 }
 # packages that must stay sans-IO (no event loop, no sockets)
 SANS_IO = {"protocol", "subjects", "store", "jetstream", "config"}
