@@ -90,9 +90,9 @@ filterwarnings = error
 """
 
 
-def _run(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
+def _run(tmp_path: Path, *extra: str, tests: str = USER_TESTS) -> subprocess.CompletedProcess:
     (tmp_path / "pytest.ini").write_text(INI)
-    (tmp_path / "test_app.py").write_text(USER_TESTS)
+    (tmp_path / "test_app.py").write_text(tests)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "src"), env.get("PYTHONPATH")) if p)
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
@@ -102,6 +102,14 @@ def _run(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
 
 def test_fixtures_in_process(tmp_path):
     r = _run(tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "8 passed" in r.stdout, r.stdout
+
+
+def test_fixtures_with_pytest_asyncio_strict_mode(tmp_path):
+    # Strict mode: async tests carry @pytest.mark.asyncio, and the plugin's async fixtures resolve.
+    r = _run(tmp_path, "-o", "asyncio_mode=strict",
+             tests=USER_TESTS.replace("\nasync def test_", "\n@pytest.mark.asyncio\nasync def test_"))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "8 passed" in r.stdout, r.stdout
 

@@ -36,6 +36,11 @@ from typing import Any, AsyncIterator, Iterator
 
 import pytest
 
+try:  # async fixtures: pytest-asyncio's decorator works in its strict and auto modes alike
+    from pytest_asyncio import fixture as _async_fixture
+except ImportError:  # pragma: no cover - without pytest-asyncio only the sync fixtures are usable
+    _async_fixture = pytest.fixture
+
 __all__ = ["pytest_addoption", "pytest_configure"]
 
 
@@ -91,7 +96,7 @@ class _ReferenceAdvance:
         pytest.skip("faults need natsd in-process (running against --nats-server)")
 
 
-@pytest.fixture
+@_async_fixture
 async def natsd_server(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
     opts = _marker_options(request)
     ref = _reference(request.config)
@@ -107,7 +112,7 @@ async def natsd_server(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
         yield srv
 
 
-@pytest.fixture
+@_async_fixture
 async def natsd_client(natsd_server: Any) -> AsyncIterator[Any]:
     import nats
 
