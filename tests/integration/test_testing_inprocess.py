@@ -320,3 +320,35 @@ async def test_cut_leafnode_link_reconnects():
                 await asyncio.sleep(0.01)
             (second,) = [c for v in hub.server.leafnodes.links.values() for c in v]
             assert second is not first
+
+
+async def test_slow_consumer_fault_closes_that_client_only():
+    async with InProcessServer() as srv:
+        errors: list = []
+
+        async def on_err(e):
+            errors.append(e)
+        slow = await nats.connect(srv.url, name="slow", error_cb=on_err, allow_reconnect=False)
+        fine = await nats.connect(srv.url, name="fine")
+        got: list = []
+
+        async def cb(msg):
+            got.append(msg)
+        await slow.subscribe("burst", cb=cb)
+        await fine.subscribe("burst", cb=cb)
+        await slow.flush()
+        await fine.flush()
+        assert srv.faults.slow_consumer("slow", max_pending=64) == 1
+        pub = await nats.connect(srv.url)
+        for _ in range(50):
+            await pub.publish("burst", b"x" * 100)
+        await pub.flush()
+        for _ in range(200):
+            if slow.is_closed:
+                break
+            await asyncio.sleep(0.01)
+        assert slow.is_closed
+        assert srv.server.slow_consumers == 1
+        assert fine.is_connected
+        await fine.close()
+        await pub.close()
