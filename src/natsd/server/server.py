@@ -722,8 +722,15 @@ class Server:
         except JetStreamStartError as e:
             logger.critical("Can't start JetStream: %s", e)
             return 1
-        logger.debug("%d objects alive at start moved out of the collector's generations", freeze_startup_heap())
         loop = asyncio.get_running_loop()
+
+        def freeze() -> None:
+            logger.debug("%d objects alive at start moved out of the collector's generations", freeze_startup_heap())
+
+        # Half a second after start, not before the first accept: its full collection takes
+        # 10-60 ms, which a client connecting right after start (a test's subprocess server)
+        # would otherwise wait for (issue 26, start-up time).
+        loop.call_later(0.5, freeze)
         tasks: set[asyncio.Task] = set()
 
         def spawn(coro) -> None:
