@@ -93,7 +93,9 @@ class SubprocessServer:
         if self.proc is not None:
             return self
         if not self._own_dir:
-            self._own_dir = tempfile.mkdtemp(prefix="natsd-proc-")
+            from natsd.testing.server import _temp_root  # a RAM file system when there is one
+
+            self._own_dir = tempfile.mkdtemp(prefix="natsd-proc-", dir=_temp_root())
         work = self._own_dir
         if self._jetstream is not False and not self._store_dir:
             self._store_dir = os.path.join(work, "store")
@@ -148,8 +150,9 @@ class SubprocessServer:
         self._reap(signal.SIGTERM)
         if self._own_dir:
             shutil.rmtree(self._own_dir, ignore_errors=True)
+            if self._store_dir.startswith(self._own_dir + os.sep):
+                self._store_dir = ""  # it was ours: the next start makes a fresh one
             self._own_dir = ""
-            self._store_dir = "" if self._store_dir.startswith(tempfile.gettempdir()) else self._store_dir
 
     async def start(self) -> "SubprocessServer":
         return self.start_blocking()
