@@ -36,6 +36,7 @@ from typing import Any, AsyncIterator, Iterator
 
 import pytest
 
+_async_fixture: Any
 try:  # async fixtures: pytest-asyncio's decorator works in its strict and auto modes alike
     from pytest_asyncio import fixture as _async_fixture
 except ImportError:  # pragma: no cover - without pytest-asyncio only the sync fixtures are usable
