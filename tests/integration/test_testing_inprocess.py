@@ -264,6 +264,7 @@ async def test_log_lines_captured_per_server():
 
 
 def test_sync_server_from_plain_code():
+    threads_before = {t.ident for t in threading.enumerate()}
     with SyncServer() as srv:
         async def scenario():
             nc = await nats.connect(srv.url)
@@ -279,6 +280,8 @@ def test_sync_server_from_plain_code():
             return m.metadata.num_delivered
         assert asyncio.run(scenario()) == 2
         assert srv.stream_info("S")["msgs"] == 1
+    # Its loop thread is gone (the store's process-wide writer threads may have started).
+    assert {t.ident for t in threading.enumerate()} <= threads_before | _process_threads()
 
 
 async def test_slow_fsync_slows_synced_publishes():
