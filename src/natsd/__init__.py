@@ -8,7 +8,17 @@ level we implement: nats-server 2.14's JetStream (API level 4, ``natsd.jetstream
 
 __version__ = "2.14.0"
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "Server"]
+
+
+def __getattr__(name: str):
+    # ``natsd.Server`` for embedding, loaded on first use: ``import natsd`` (every CLI, the Spark
+    # connector, ``python -m natsd -v``) must not pay for the server's modules.
+    if name == "Server":
+        from natsd.server.server import Server
+
+        return Server
+    raise AttributeError(f"module 'natsd' has no attribute {name!r}")
 
 # An opt-in compiled build of the hot modules (NATSD_COMPILED=<dir>), used only when it matches
 # these sources: installed before any of them is imported (see natsd/_compiled.py).

@@ -29,16 +29,17 @@ checked at run time: a value of the wrong type raises ``TypeError`` where pure P
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 import sys
-from importlib.abc import MetaPathFinder
-from importlib.machinery import EXTENSION_SUFFIXES, ExtensionFileLoader, ModuleSpec
-from importlib.util import spec_from_file_location
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
+
+# hashlib, json and importlib's machinery are imported only when a build is asked for: this module
+# is imported by every `import natsd`, and importlib.abc alone pulls in importlib.resources (a
+# visible share of `natsd`'s start-up, issue 26).
+if TYPE_CHECKING:  # pragma: no cover
+    from importlib.machinery import ModuleSpec
 
 __all__ = ["ENV", "MODULES", "FORMAT", "MANIFEST", "STATUS", "install", "check", "source_root", "status_line"]
 
@@ -73,10 +74,12 @@ def source_root() -> Path:
 
 
 def sha256_file(path: Path) -> str:
+    import hashlib
+
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-class _Finder(MetaPathFinder):
+class _Finder:  # a sys.meta_path finder (the protocol is find_spec; no importlib.abc base needed)
     """Loads exactly the modules of a verified build from their extension files."""
 
     def __init__(self, files: dict[str, str]) -> None:
@@ -86,6 +89,9 @@ class _Finder(MetaPathFinder):
         file = self.files.get(fullname)
         if file is None:
             return None
+        from importlib.machinery import ExtensionFileLoader
+        from importlib.util import spec_from_file_location
+
         return spec_from_file_location(fullname, file, loader=ExtensionFileLoader(fullname, file))
 
 
@@ -93,6 +99,9 @@ def check(directory: Path, root: Path | None = None) -> tuple[dict[str, str] | N
     """``(files, reason)``: the module name -> extension file map of the build in ``directory``
     when it matches the sources under ``root`` (default :func:`source_root`) and this interpreter,
     else ``(None, why not)``."""
+    import json
+    from importlib.machinery import EXTENSION_SUFFIXES
+
     root = source_root() if root is None else root
     try:
         manifest = json.loads((directory / MANIFEST).read_text())

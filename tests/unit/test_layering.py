@@ -52,6 +52,8 @@ FORBIDDEN = {
     "spark": {"server", "jetstream", "store", "protocol", "config", "subjects", "cli"},
     # the server may use every layer below it; the clients are not part of it
     "server": {"cli", "spark"},
+    # the test harness sits on top of the server; the clients are not its business
+    "testing": {"cli", "spark"},
 }
 # the helper modules directly in natsd/ (clock, gotime, nuid, s2, varint, atomicfile, _compiled) are
 # below every package: they import no natsd package (``__main__`` is the entry point, exempt)

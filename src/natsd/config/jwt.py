@@ -29,9 +29,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
-import nacl.exceptions
-import nacl.signing
-import nkeys
+# nacl and nkeys (PyNaCl, ~40 modules with libsodium) are imported where a signature or a key's
+# checksum is checked: a server without nkeys or JWTs never needs them (issue 26, start-up time).
 
 
 __all__ = [
@@ -69,6 +68,8 @@ def public_nkey_bytes(key, kind: str = "") -> bytes | None:
         raw = base64.b32decode(key)
     except (binascii.Error, ValueError):
         return None
+    import nkeys
+
     if len(raw) != 35 or raw[0] != prefix or nkeys.crc16(bytearray(raw[:-2])) != int.from_bytes(raw[-2:], "little"):
         return None
     return raw[1:33]
@@ -111,6 +112,9 @@ def is_public_key(public: str, kind: str) -> bool:
 
 def verify(public: str, data: bytes, sig: bytes) -> bool:
     """True when ``sig`` is ``public``'s Ed25519 signature of ``data``."""
+    import nacl.exceptions
+    import nacl.signing
+
     try:
         nacl.signing.VerifyKey(_raw_public_key(public)).verify(data, sig)
         return True

@@ -37,7 +37,6 @@ from natsd.protocol.encoder import encode_info
 from natsd.protocol.errors import ERR_AUTH_VIOLATION, ERR_MAX_CONNECTIONS
 from natsd.server.account import GLOBAL_ACCOUNT, Account
 from natsd.server.auth.authenticator import Authenticator
-from natsd.server.auth.trust import Trust
 from natsd.server.connection import (
     REASON_AUTH, REASON_LAME_DUCK, REASON_MAX_CONN, REASON_SERVER_SHUTDOWN, ClientConnection,
 )
@@ -48,6 +47,7 @@ from natsd.server.transport.tls import HandshakeQueue, TlsContexts, TlsLayer
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.manager import JetStreamEngine
+    from natsd.server.auth.trust import Trust
     from natsd.server.leaf.manager import LeafManager
     from natsd.server.monitoring.endpoints import MonitorServer
     from natsd.server.monitoring.sysreq import SystemRequests
@@ -79,7 +79,12 @@ class Server:
         self.server_id = _server_id()
         self.server_name = self.options.server_name or self.server_id
         # Operator mode (JWT accounts): see natsd.server.auth.trust.
-        self.trust = Trust(self.options) if self.options.trust.enabled else None
+        self.trust: Trust | None = None
+        if self.options.trust.enabled:
+            # Operator mode only: JWT accounts (and PyNaCl) are not loaded by other servers.
+            from natsd.server.auth.trust import Trust
+
+            self.trust = Trust(self.options)
         self.auth = Authenticator(self.options, self.trust)
         self.accounts: dict[str, Account] = {}
         if self.trust is not None:
@@ -732,8 +737,15 @@ class Server:
         except JetStreamStartError as e:
             logger.critical("Can't start JetStream: %s", e)
             return 1
-        logger.debug("%d objects alive at start moved out of the collector's generations", freeze_startup_heap())
         loop = asyncio.get_running_loop()
+
+        def freeze() -> None:
+            logger.debug("%d objects alive at start moved out of the collector's generations", freeze_startup_heap())
+
+        # Half a second after start, not before the first accept: its full collection takes
+        # 10-60 ms, which a client connecting right after start (a test's subprocess server)
+        # would otherwise wait for (issue 26, start-up time).
+        loop.call_later(0.5, freeze)
         tasks: set[asyncio.Task] = set()
 
         def spawn(coro) -> None:

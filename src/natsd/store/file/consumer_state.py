@@ -594,6 +594,18 @@ class FileConsumerStore:
             if self._on_close:
                 self._on_close(self)
 
+    def _abandon(self) -> None:
+        """Close without writing what is still in memory: what a ``kill -9`` leaves behind
+        (natsd.testing's crash; the stream store's ``_abandon`` calls it)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._dirty = False
+        self.wait()  # a write the worker already started reaches the OS, as it would in a crash
+        self._close_journal()
+        if self._on_close:
+            self._on_close(self)
+
     def delete(self) -> None:
         self._closed = True
         self._dirty = False

@@ -615,6 +615,8 @@ class FileStreamStore(IndexedStreamStore):
             job.wait()
         jobs.clear()
         self._compression.drop(cancel=False)
+        for cs in list(self._consumers.values()):
+            cs._abandon()
         for blk in self._blocks.values():
             blk.close()
         self._closed = True
