@@ -85,7 +85,7 @@ class _Finder:  # a sys.meta_path finder (the protocol is find_spec; no importli
     def __init__(self, files: dict[str, str]) -> None:
         self.files = files
 
-    def find_spec(self, fullname: str, path: Sequence[str] | None = None, target: Any = None) -> ModuleSpec | None:
+    def find_spec(self, fullname: str, path: Sequence[str] | None = None, target: object = None) -> ModuleSpec | None:
         file = self.files.get(fullname)
         if file is None:
             return None
