@@ -850,6 +850,9 @@ def options_from_tree(tree: ConfigMap, options: ServerOptions | None = None, *,
 
 
 def _validate(ctx: _Ctx, o: ServerOptions, tree: ConfigMap) -> None:
+    from natsd.config.ports import check_tree_ports  # (ports imports the parser only)
+
+    check_tree_ports(ctx, tree)
     if o.no_auth_user:
         if not any(u.user == o.no_auth_user for u in o.users) and not any(
                 u.nkey == o.no_auth_user for u in o.nkeys):

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Callable
 from natsd import __version__, _compiled
 from natsd.clock import Clock, SystemClock
 from natsd.config.options import AccountJetStreamLimits, ServerOptions
+from natsd.config.ports import InvalidPortError, listen_problems
 from natsd.protocol.encoder import encode_err, encode_info
 from natsd.protocol.errors import ERR_AUTH_VIOLATION, ERR_MAX_CONNECTIONS
 from natsd.server.account import GLOBAL_ACCOUNT, Account
@@ -229,6 +230,9 @@ class Server:
         if any(u.password and not u.password.startswith("$2") for u in self.auth.users.values()) or (
                 opts.password and not opts.password.startswith("$2")):
             logger.warning("Plaintext passwords detected, use nkeys or bcrypt")
+        bad_ports = listen_problems(opts)
+        if bad_ports:  # before anything binds: Python would take the port modulo 65536
+            raise InvalidPortError(bad_ports[0])
         if self.trust is not None:
             self._start_trust()
         await self._start_jetstream()
@@ -710,6 +714,9 @@ class Server:
     async def _serve_forever(self) -> int:
         try:
             await self.start()
+        except InvalidPortError as e:
+            logger.critical("%s", e)  # nats-server's own [FTL] line for the listener
+            return 1
         except OSError as e:
             # Bind failures (the common case) and store-directory errors from JetStream.
             logger.critical("Error starting server: %s", e)
