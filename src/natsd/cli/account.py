@@ -9,6 +9,7 @@ import time
 from natsd.cli import render
 from natsd.cli.common import CliError, strip_type
 from natsd.cli.context import Ctx
+from natsd.redact import redact
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -49,7 +50,7 @@ async def cmd_account_info(ctx: Ctx) -> None:
         ctx.out.json_out(strip_type(info))
         return
     nc = await ctx.nc()
-    ctx.out.print(f"Connection Information:\n\n  Connected URL: {nc.connected_url.geturl() if nc.connected_url else ''}\n"
+    ctx.out.print(f"Connection Information:\n\n  Connected URL: {redact(nc.connected_url.geturl()) if nc.connected_url else ''}\n"
                   f"      Server ID: {nc._server_info.get('server_id', '')}\n"  # noqa: SLF001 - nats-py has no accessor
                   f"    Server Name: {nc._server_info.get('server_name', '')}\n"  # noqa: SLF001
                   f"        Version: {nc._server_info.get('version', '')}\n")  # noqa: SLF001
@@ -69,7 +70,7 @@ async def cmd_server_check(ctx: Ctx) -> int:
         nc = None
     else:
         rtt = (time.perf_counter() - t0) * 1000
-        url = nc.connected_url.geturl() if nc.connected_url else ctx.conn.server
+        url = redact(nc.connected_url.geturl() if nc.connected_url else ctx.conn.server)
         results.append({"check": "connection", "status": "OK",
                         "message": f"connected to {url} in {rtt:.2f}ms",
                         "server_version": nc._server_info.get("version", ""),  # noqa: SLF001

@@ -20,6 +20,7 @@ from natsd.cli.common import (
     EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CliError, ConnOptions, Out, env_url, os_error_words, parse_duration,
 )
 from natsd.cli.context import Ctx
+from natsd.redact import redact
 
 EPILOG = """\
 exit codes:
@@ -206,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(_run(ctx))
     except CliError as exc:
         sys.stdout.flush()
-        sys.stderr.write(f"natsctl: error: {exc}\n")
+        sys.stderr.write(f"natsctl: error: {redact(str(exc))}\n")
         return exc.exit_code
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
@@ -226,7 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.write(f"natsctl: error: {description} (code {code}, "
                              f"err_code {getattr(exc, 'err_code', 0)})\n")
             return EXIT_ERROR
-        sys.stderr.write(f"natsctl: error: {plain_error(exc)}\n")
+        sys.stderr.write(f"natsctl: error: {redact(plain_error(exc))}\n")
         return EXIT_ERROR
 
 

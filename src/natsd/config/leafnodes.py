@@ -34,6 +34,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from natsd.config.parser import ConfigMap
+from natsd.redact import redact
 
 __all__ = ["LeafNodeOptions", "RemoteLeafOptions", "LeafUser", "parse_leafnodes", "validate_leafnodes"]
 
@@ -153,7 +154,7 @@ def _remote(ctx, m, pos) -> RemoteLeafOptions | None:
             for u in vals:
                 sp = urlsplit(u if "://" in u else "nats-leaf://" + u)
                 if not sp.hostname:
-                    ctx.error(m.pos(k), f'could not parse leafnode remote url "{u}"')
+                    ctx.error(m.pos(k), f'could not parse leafnode remote url "{redact(u)}"')
                     continue
                 r.urls.append(u if "://" in u else "nats-leaf://" + u)
         elif kl in ("account", "local"):
@@ -192,7 +193,7 @@ def _remote(ctx, m, pos) -> RemoteLeafOptions | None:
         return None
     if len({is_ws_url(u) for u in r.urls}) > 1:
         ctx.error(pos, "remote leaf node configuration cannot have a mix of websocket and non-websocket urls: "
-                       f"{r.urls}")
+                       f"{[redact(u) for u in r.urls]}")
         return None
     return r
 
