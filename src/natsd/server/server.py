@@ -41,6 +41,7 @@ from natsd.server.busypoll import BusyPoll, default_window_ns
 from natsd.server.connection import (
     REASON_AUTH, REASON_LAME_DUCK, REASON_MAX_CONN, REASON_SERVER_SHUTDOWN, ClientConnection,
 )
+from natsd.server.jsbanner import node_name
 from natsd.server.log import logger, reopen_log_file, setup_logging
 from natsd.server.ports import ServerPorts
 from natsd.server.tls import HandshakeQueue, TlsContexts, TlsLayer
@@ -222,7 +223,8 @@ class Server:
         logger.info("  Git:      [%s]", GIT_COMMIT)
         logger.info("  Name:     %s", self.server_name)
         if opts.jetstream.enabled:
-            logger.info("  Node:     %s", self.server_id[:8])
+            # nats-server's node name: a hash of the server name, stable across restarts
+            logger.info("  Node:     %s", node_name(self.server_name))
         logger.info("  ID:       %s", self.server_id)
         logger.log(*_compiled.status_line())
         if opts.config_file:
@@ -341,6 +343,8 @@ class Server:
         # the engine and its API are imported only when asked for
         from natsd.jetstream.api import JetStreamApi
         from natsd.jetstream.manager import JetStreamEngine
+        from natsd.jetstream.models import JS_API_LEVEL
+        from natsd.server.jsbanner import log_jetstream_banner, log_recovery_summary  # (imports jetstream types)
 
         engine = JetStreamEngine(opts, self.clock, server_id=self.server_id, server_name=self.server_name,
                                  api=JetStreamApi())
@@ -353,6 +357,8 @@ class Server:
             elif not js_accounts:
                 js_accounts = [(GLOBAL_ACCOUNT, AccountJetStreamLimits())]
             logger.info("Starting JetStream")
+            log_jetstream_banner(engine, JS_API_LEVEL)
+            t0 = self.clock.monotonic_ns()
             for name, limits in js_accounts:
                 if opts.system_account and name == opts.system_account:
                     logger.warning("Not allowed to enable JetStream on the system account")
@@ -368,6 +374,7 @@ class Server:
                     acc.ports = ServerPorts(acc)
                     acc.js_disabled_subs = engine.disable_account_api(acc.ports) or []
             engine.start()
+            log_recovery_summary(engine, self.clock.monotonic_ns() - t0)
         except OSError:
             raise  # the store directory: reported as a start-up error like a bind failure
         except Exception as e:

@@ -107,9 +107,13 @@ class Recovery(IndexedStreamStore):
             pass
         except CorruptState as exc:
             log.warning("stream %s: %s; rebuilding from the blocks", self.config.name, exc)
+        before = (0, 0)  # what earlier recoveries lost: index.db carries their total
         if snap is not None and self._load_index(snap, ids):
-            return
-        self._full_scan(ids, snap)
+            before = (len(set(snap.lost)), snap.lost_bytes)
+        else:  # (a full scan starts from nothing: everything it reports lost is this recovery's)
+            self._full_scan(ids, snap)
+        self.recovered_lost = (max(len(set(self._lost_msgs)) - before[0], 0),
+                               max(self._lost_bytes - before[1], 0))
 
     def _open_block(self, bid: int) -> MessageBlock:
         blk = MessageBlock(bid, os.path.join(self._msgs_dir, block_file_name(bid)), cache=self._chunk_cache)
