@@ -77,7 +77,7 @@ class Planner:
     async def _connect(self):
         import nats
 
-        errors: list[Exception] = []
+        errors = []  # what nats-py's error callback saw
 
         async def quiet(exc):  # nats-py's default error callback prints; failures surface as exceptions
             errors.append(exc)
