@@ -88,6 +88,7 @@ class RemoteLeafOptions:
     compression: str = DEFAULT_COMPRESSION  # see compression_option
     compression_rtts_ns: list[int] = field(default_factory=lambda: list(DEFAULT_RTT_THRESHOLDS_NS))
     ws_compression: bool = False  # ws:// remotes: offer permessage-deflate (then no S2 on the link)
+    no_randomize: bool = False  # dont_randomize: dial the URLs in the order given (else shuffled once)
 
 
 @dataclass(slots=True)
@@ -183,8 +184,9 @@ def _remote(ctx, m, pos) -> RemoteLeafOptions | None:
             # Asking the hub not to need masked frames is an optimisation it may refuse; natsd
             # always masks (what nats-server's leaf falls back to), which every hub accepts.
             ctx.bool_(m, k)
-        elif kl in ("first_info_timeout", "dont_randomize",
-                    "no_randomize", "disable", "proxy", "request_isolation", "local_isolation"):
+        elif kl in ("dont_randomize", "no_randomize"):
+            r.no_randomize = bool(ctx.bool_(m, k))
+        elif kl in ("first_info_timeout", "disable", "proxy", "request_isolation", "local_isolation"):
             ctx.unsupported(m, k)
         else:
             ctx.unknown(m, k)
