@@ -77,6 +77,16 @@ def test_connected_url_is_redacted(server, app_context):
     assert "Connected URL: nats://app:xxxxx@" in r.out and "apppass" not in r.out
 
 
+def test_contexts_show_no_password(server, app_context):
+    home = app_context
+    (home / "context" / "withpw.json").write_text(json.dumps(
+        {"url": f"nats://sys:syspass@127.0.0.1:{server.port}"}))
+    for argv in (("context", "ls"), ("context", "info", "withpw")):
+        r = run_cli(None, *argv)
+        assert r.rc == 0, r
+        assert "syspass" not in r.out and "nats://sys:xxxxx@127.0.0.1" in r.out
+
+
 def test_publish_permission_violation_is_the_servers_error(server, app_context):
     r = run_cli(None, "stream", "add", "ORDERS", "--subjects", "ORDERS.>", "--defaults")
     assert r.rc == 0, r
