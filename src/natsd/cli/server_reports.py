@@ -54,7 +54,8 @@ def register(server_cmds: Any, report_cmds: Any, common: argparse.ArgumentParser
                                                       "subs"], help="order of the rows (default subs)")
     c.add_argument("--top", type=int, default=1000, help="show this many connections (default 1000)")
     c.add_argument("--subject", default=None, help="only connections with interest in this subject")
-    c.add_argument("--username", dest="user", default=None, help="only connections of this user")
+    # (not dest="user": that is the shared --user connection flag, which it would shadow)
+    c.add_argument("--username", dest="filter_user", default=None, help="only connections of this user")
     c.add_argument("--state", default="open", choices=["open", "closed", "all"], help="connection state (default open)")
     c.add_argument("-R", "--reverse", action="store_true", help="reverse the order")
     c.set_defaults(func=cmd_report_connections)
@@ -66,7 +67,7 @@ def register(server_cmds: Any, report_cmds: Any, common: argparse.ArgumentParser
                    help="order of the rows (default subs)")
     a.add_argument("--top", type=int, default=1000, help="show this many accounts (default 1000)")
     a.add_argument("-R", "--reverse", action="store_true", help="reverse the order")
-    a.set_defaults(func=cmd_report_accounts, state="open", subject=None, user=None)
+    a.set_defaults(func=cmd_report_accounts)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -263,20 +264,22 @@ async def _connz(ctx: Ctx, account: str | None) -> list[dict]:
     """Every connection of every server (``$SYS.REQ.SERVER.PING.CONNZ``), each with the ``server`` that answered.
     ``auth`` (ConnzOptions.Username's JSON name) makes the servers fill ``account`` and ``authorized_user``."""
     a = ctx.args
+    # (`report accounts` has no --state/--subject/--username)
+    state, subject, user = getattr(a, "state", "open"), getattr(a, "subject", None), getattr(a, "filter_user", None)
     body: dict[str, Any] = {"subscriptions": True, "auth": True, "limit": 1024, "offset": 0}
-    if a.state != "open":  # Go's ConnState: 0 open, 1 closed, 2 all
-        body["state"] = {"closed": 1, "all": 2}[a.state]
+    if state != "open":  # Go's ConnState: 0 open, 1 closed, 2 all
+        body["state"] = {"closed": 1, "all": 2}[state]
     if account:
         body["acc"] = account
-    if a.subject:
-        body["filter_subject"] = a.subject
-    if a.user:
-        body["user"] = a.user
+    if subject:
+        body["filter_subject"] = subject
+    if user:
+        body["user"] = user
     docs = await sys_documents(ctx, "$SYS.REQ.SERVER.PING.CONNZ", body, a.limit)
     conns = [{**c, "server": d.get("server") or {}} for d in docs for c in ((d.get("data") or {}).get("connections")
                                                                                or [])]
-    if a.user:  # older servers ignore the filter: apply it here too
-        conns = [c for c in conns if c.get("authorized_user", "") == a.user]
+    if user:  # older servers ignore the filter: apply it here too
+        conns = [c for c in conns if c.get("authorized_user", "") == user]
     return conns
 
 
