@@ -321,6 +321,8 @@ class LeafManager:
             d["nkey"] = pub
             d["sig"] = sig
         _h, _p, user, pw = remote_url_parts(r.connected_url or r.urls.current or r.urls.urls[0])
+        if not user:  # a URL the hub's INFO named has none: the configured ones' (nats-server's saveUserPassword)
+            user, pw = next(((u, p) for _h2, _p2, u, p in map(remote_url_parts, ro.urls) if u), ("", ""))
         if user:
             d["user"] = user
             if pw:

@@ -105,3 +105,13 @@ def test_delay_functions():
     assert all(S <= dial_failure_delay_ns(S, rng) < 2 * S for _ in range(100))
     assert dial_failure_delay_ns(0, rng) == 0
     assert link_closed_delay_ns(S) == S
+
+
+def test_the_hubs_info_adds_its_clusters_urls_after_the_configured_ones():
+    u = RemoteUrls(["nats-leaf://a:1", "nats-leaf://user:pw@b:2"], randomize=True, rng=random.Random(4))
+    assert u.pick_next() in ("nats-leaf://a:1", "nats-leaf://user:pw@b:2")
+    u.update_from_info(["nats-leaf://a:1", "nats-leaf://user:pw@b:2"], ["b:2", "c:3", "A:1", "c:3"])
+    # configured order first (the shuffle is gone, as in nats-server), then what the hub named
+    assert u.urls == ["nats-leaf://a:1", "nats-leaf://user:pw@b:2", "nats-leaf://c:3"]
+    u.current = "nats-leaf://a:1"
+    assert [u.pick_next() for _ in range(3)] == ["nats-leaf://user:pw@b:2", "nats-leaf://c:3", "nats-leaf://a:1"]
