@@ -182,6 +182,8 @@ def _migrate_v1(claims: dict) -> None:
     into ``nats``; an account keeps only its connection limits (no JetStream); a user's
     deprecated ``max`` must be absent or -1, and its absent limits are unlimited."""
     nats = claims["nats"]
+    if claims["type"] == "activation" and "type" in nats:
+        nats.setdefault("kind", nats["type"])  # a v1 activation's nats.type was the export's type
     nats["type"] = claims["type"]
     for k in ("tags", "issuer_account"):
         if k in claims and k not in nats:

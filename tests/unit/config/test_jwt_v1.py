@@ -97,3 +97,12 @@ def _v3(op, acc) -> str:
     header = _b64(json.dumps({"typ": "JWT", "alg": "ed25519-nkey"}).encode())
     body = _b64(json.dumps({"iss": _pub(op), "sub": _pub(acc), "nats": {"type": "account", "version": 3}}).encode())
     return f"{header}.{body}.{_b64(op.sign(f'{header}.{body}'.encode()))}"
+
+
+def test_v1_activation_keeps_the_export_type_as_kind(keys):
+    op, acc, _ = keys
+    importer, _ = new_key(nkeys.PREFIX_BYTE_ACCOUNT)
+    act = J.decode(encode_jwt_v1(acc, _pub(importer), "act", "activation",
+                                 {"subject": "svc.>", "type": "service"}))
+    assert act["nats"]["type"] == "activation" and act["nats"]["kind"] == "service"
+    assert act["sub"] == _pub(importer) and act["iss"] == _pub(acc)
