@@ -82,3 +82,16 @@ def test_config_check_reports_out_of_range_ports(text, where, port, tmp_path):
     assert r.stderr.splitlines()[0] == (
         f"natsd: p.conf:{where}: invalid port {port} (ports are 0-65535, -1 for a random port): "
         f"listen tcp: address {port}: invalid port")
+
+
+@pytest.mark.parametrize("binary", _binaries())
+def test_a_flag_port_wins_over_an_out_of_range_config_port(binary, tmp_path):
+    from tests.helpers.servers import start_server
+
+    (tmp_path / "p.conf").write_text("listen: 127.0.0.1:99999\n")
+    kind = "natsd" if binary == "natsd" else "reference"
+    srv = start_server(kind, tmp_path / kind, config=str(tmp_path / "p.conf"), jetstream=False)  # -p <free>
+    try:
+        assert srv.alive()
+    finally:
+        srv.stop()

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from natsd.config.lexer import ConfigError
 from natsd.config.parser import ConfigMap
 
-__all__ = ["InvalidPortError", "PORT_MAX", "port_in_range", "go_invalid_port", "listen_problems", "check_tree_ports"]
+__all__ = ["InvalidPortError", "PortConfigError", "PORT_MAX", "port_in_range", "go_invalid_port", "listen_problems", "check_tree_ports"]
 
 PORT_MAX = 65535
 _RANDOM = -1  # nats-server's RANDOM_PORT
@@ -22,6 +23,16 @@ _RANDOM = -1  # nats-server's RANDOM_PORT
 
 class InvalidPortError(OSError):
     """A listener's port is out of range; ``str()`` is nats-server's whole ``[FTL]`` text."""
+
+
+class PortConfigError(ConfigError):
+    """An out-of-range port in a config file. ``option`` names the flag destination that replaces
+    the value (``port``, ``http_port``, ``https_port``; "" for ports of blocks): a flag given on the
+    command line wins over the file, as in nats-server, so then the file's value is no error."""
+
+    def __init__(self, message: str, option: str, file: str = "", line: int = 0, column: int = 0) -> None:
+        self.option = option
+        super().__init__(message, file, line, column)
 
 
 def port_in_range(port: int) -> bool:
@@ -55,9 +66,10 @@ def listen_problems(o: Any) -> list[str]:
 # Keys that hold a port (a number, or "host:port" for the listen forms), at the top level and in
 # each listener block nats-server knows (cluster, gateway and mqtt included: natsd ignores those
 # blocks, but a file that nats-server would refuse at start should not pass natsd's check).
-_TOP_KEYS = ("port", "listen", "http", "http_port", "monitor_port", "https", "https_port", "prof_port")
+_TOP_KEYS = {"port": "port", "listen": "port", "http": "http_port", "http_port": "http_port",
+             "monitor_port": "http_port", "https": "https_port", "https_port": "https_port", "prof_port": ""}
 _BLOCKS = ("websocket", "leafnodes", "leaf", "cluster", "gateway", "mqtt")
-_BLOCK_KEYS = ("port", "listen")
+_BLOCK_KEYS = {"port": "", "listen": ""}
 
 
 def _port_of(v: Any) -> int | None:
@@ -75,14 +87,17 @@ def _port_of(v: Any) -> int | None:
     return None
 
 
-def _check_map(ctx: Any, m: ConfigMap, keys: tuple[str, ...]) -> None:
+def _check_map(ctx: Any, m: ConfigMap, keys: dict[str, str]) -> None:
     for k in m:
-        if k.lower() not in keys:
+        option = keys.get(k.lower())
+        if option is None:
             continue
         port = _port_of(m[k])
         if port is not None and not port_in_range(port):
-            ctx.error(m.pos(k), f"invalid port {port} (ports are 0-65535, -1 for a random port): "
-                                f"{go_invalid_port(port)}")
+            pos = m.pos(k)
+            msg = f"invalid port {port} (ports are 0-65535, -1 for a random port): {go_invalid_port(port)}"
+            ctx.errors.append(PortConfigError(msg, option, pos.file, pos.line, pos.column) if pos is not None
+                              else PortConfigError(msg, option))
 
 
 def check_tree_ports(ctx: Any, tree: ConfigMap) -> None:

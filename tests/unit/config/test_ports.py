@@ -66,3 +66,19 @@ def test_listen_problems_in_nats_server_wording():
     o.host, o.leafnodes.port = "127.0.0.1", 70000
     assert listen_problems(o) == [
         "Error listening on leafnode port: 70000 - listen tcp: address 70000: invalid port"]
+
+
+def test_a_flag_replaces_an_out_of_range_config_port(tmp_path):
+    from natsd.config.flags import build_options
+
+    conf = tmp_path / "p.conf"
+    conf.write_text("listen: 127.0.0.1:99999\nhttp: 70000\nleafnodes { port: 70001 }\n")
+    with pytest.raises(ConfigErrors) as ei:
+        build_options(["-c", str(conf), "-p", "4333", "-m", "8333"])
+    # the flags replace the client and monitoring ports; the leafnodes one has no flag
+    assert [e.line for e in ei.value.errors] == [3]
+    conf.write_text("listen: 127.0.0.1:99999\nhttp: 70000\n")
+    o = build_options(["-c", str(conf), "-p", "4333", "-m", "8333"])
+    assert (o.host, o.port, o.http_port) == ("127.0.0.1", 4333, 8333)
+    with pytest.raises(ConfigErrors):
+        build_options(["-c", str(conf), "-p", "4333"])  # http: 70000 stays
