@@ -99,6 +99,8 @@ def test_publish_permission_violation_is_the_servers_error(server, app_context):
         assert took < 4, took  # not the 5 s acknowledgement timeout
         r = run_cli(None, "pub", "ORDERS.x", "hello")
         assert r.rc == 1 and 'Permissions Violation for Publish to "ORDERS.x"' in r.err
+        r = run_cli(None, "req", "ORDERS.x", "hello")
+        assert r.rc == 1 and r.err.endswith('natsctl: error: Permissions Violation for Publish to "ORDERS.x"\n')
         r = run_cli(None, "pub", "ORDERS.ok", "hello", "--wait")
         assert r.rc == 0 and "Stored in Stream: ORDERS Sequence: 1" in r.out
     finally:

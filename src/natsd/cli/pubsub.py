@@ -281,7 +281,8 @@ async def cmd_req(ctx: Ctx) -> None:
             ctx.out.log(f"Sending request on [{a.subject}]")
         t0 = time.perf_counter()
         try:
-            msg = await nc.request(a.subject, data, timeout=ctx.timeout, headers=_headers(a.header, i))
+            msg = await ctx.or_server_error(
+                nc.request(a.subject, data, timeout=ctx.timeout, headers=_headers(a.header, i)), a.subject)
         except NoRespondersError:
             raise CliError("no responders available for request") from None
         except (NatsTimeoutError, asyncio.TimeoutError):
