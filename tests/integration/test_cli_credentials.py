@@ -103,5 +103,9 @@ def test_publish_permission_violation_is_the_servers_error(server, app_context):
         assert r.rc == 1 and r.err.endswith('natsctl: error: Permissions Violation for Publish to "ORDERS.x"\n')
         r = run_cli(None, "pub", "ORDERS.ok", "hello", "--wait")
         assert r.rc == 0 and "Stored in Stream: ORDERS Sequence: 1" in r.out
+        # a dead first server of the list is no error of the publish that follows
+        for _ in range(3):
+            r = run_cli(f"nats://127.0.0.1:1,{_url(server, 'app:apppass')}", "pub", "ORDERS.ok", "again", "--wait")
+            assert r.rc == 0, r
     finally:
         run_cli(None, "stream", "rm", "ORDERS", "-f")

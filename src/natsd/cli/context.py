@@ -29,6 +29,7 @@ class Ctx:
         #: Errors nats-py reported after connecting (the server's -ERR lines among them).
         self.server_errors: list[Exception] = []
         self._failed: asyncio.Event | None = None
+        self._connect_error: Exception | None = None
 
     @property
     def json(self) -> bool:
@@ -48,6 +49,11 @@ class Ctx:
 
             extra.setdefault("closed_cb", closed)
             self._nc = await connect(self.conn, on_error=self._on_async_error, **extra)
+            # What happened while connecting (a first server of the list unreachable...) is no error
+            # of the commands that follow.
+            self.server_errors.clear()
+            self._failed.clear()
+            self._connect_error = self._nc.last_error
         return self._nc
 
     def _on_async_error(self, exc: Exception) -> None:
@@ -62,7 +68,7 @@ class Ctx:
         nats-py lowercases the whole ``-ERR`` line; a permissions violation on ``subject`` is given back in
         nats-server's spelling with the subject as it was sent."""
         errs = list(self.server_errors)
-        if self._nc is not None and self._nc.last_error is not None:
+        if self._nc is not None and self._nc.last_error is not None and self._nc.last_error is not self._connect_error:
             errs.append(self._nc.last_error)
         for exc in reversed(errs):
             text = str(exc).strip()
