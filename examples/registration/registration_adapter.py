@@ -18,6 +18,7 @@ never publish a registration twice.
 Run::
 
     python examples/registration/registration_adapter.py --servers nats://127.0.0.1:4222 setup
+    (an existing stream is left alone; if it differs, setup says how and changes it only with --force)
     python examples/registration/registration_adapter.py --servers ... --checkpoint /tmp/reg-ckpt run
 """
 
@@ -31,28 +32,68 @@ import sys
 PROTOCOL = "choria:adapters:jetstream:output:1"
 
 
-async def _setup(servers: str, ingest_stream: str, ingest_subject: str, prefix: str) -> None:
+class SetupRefused(Exception):
+    """An existing stream differs from what the adapter needs; nothing was changed (see ``--force``)."""
+
+
+def _wanted(ingest_stream: str, ingest_subject: str, prefix: str) -> list[dict]:
+    """The fields the adapter needs on each stream; an existing stream keeps every other setting."""
+    return [
+        {"name": ingest_stream, "subjects": [f"{ingest_subject}.>"]},
+        {"name": "CHORIA_REGISTRATION", "subjects": [f"{prefix}.node_metadata.>"],
+         "duplicate_window": 3600 * 10**9, "max_age": 7 * 24 * 3600 * 10**9},
+    ]
+
+
+async def _setup(servers: str, ingest_stream: str, ingest_subject: str, prefix: str, force: bool) -> list[str]:
+    import json
+
     import nats
-    from nats.js.api import StreamConfig
 
     nc = await nats.connect(servers.split(","))
-    js = nc.jetstream()
-    for cfg in (
-        StreamConfig(name=ingest_stream, subjects=[f"{ingest_subject}.>"]),
-        StreamConfig(name="CHORIA_REGISTRATION", subjects=[f"{prefix}.node_metadata.>"], duplicate_window=3600.0,
-                     max_age=7 * 24 * 3600.0),
-    ):
-        try:
-            await js.add_stream(cfg)
-        except Exception:
-            await js.update_stream(cfg)
-    await nc.close()
+    said: list[str] = []
+    try:
+        for want in _wanted(ingest_stream, ingest_subject, prefix):
+            name = want["name"]
+            reply = json.loads((await nc.request(f"$JS.API.STREAM.INFO.{name}", b"", timeout=5)).data)
+            err = reply.get("error")
+            if err and err.get("err_code") == 10059:  # stream not found: create it with what it needs
+                created = json.loads((await nc.request(f"$JS.API.STREAM.CREATE.{name}",
+                                                       json.dumps(want).encode(), timeout=5)).data)
+                if "error" in created:
+                    raise SetupRefused(f"stream {name}: {created['error'].get('description')}")
+                said.append(f"stream {name}: created")
+                continue
+            if err:
+                raise SetupRefused(f"stream {name}: {err.get('description')}")
+            have = reply["config"]
+            changes = [f"{k}: {have.get(k)!r} -> {v!r}" for k, v in want.items() if have.get(k) != v]
+            if not changes:
+                said.append(f"stream {name}: exists, left unchanged")
+                continue
+            if not force:
+                raise SetupRefused(f"stream {name} exists with other settings; setup would change "
+                                   + "; ".join(changes) + " (re-run with --force to apply, other settings are kept)")
+            # Only the fields the adapter needs change; everything else (max_msgs_per_subject, ...) is kept.
+            updated = json.loads((await nc.request(f"$JS.API.STREAM.UPDATE.{name}",
+                                                   json.dumps({**have, **want}).encode(), timeout=5)).data)
+            if "error" in updated:
+                raise SetupRefused(f"stream {name}: {updated['error'].get('description')}")
+            said.append(f"stream {name}: changed " + "; ".join(changes))
+    finally:
+        await nc.close()
+    return said
 
 
 def setup(servers: str, ingest_stream: str = "REGISTRATION_INGEST", ingest_subject: str = "choria.discovery",
-          prefix: str = "choria") -> None:
-    """Create the ingest stream and the ``CHORIA_REGISTRATION`` output stream (1 week, 1 h dedupe)."""
-    asyncio.run(_setup(servers, ingest_stream, ingest_subject, prefix))
+          prefix: str = "choria", force: bool = False) -> list[str]:
+    """Create the ingest stream and the ``CHORIA_REGISTRATION`` output stream (1 week, 1 h dedupe).
+
+    An existing stream is left alone when it already has what the adapter needs; when it differs,
+    nothing is changed and :class:`SetupRefused` names the differences, unless ``force``: then only
+    those fields are changed (its other settings are kept). Returns what was done, one line a stream.
+    """
+    return asyncio.run(_setup(servers, ingest_stream, ingest_subject, prefix, force))
 
 
 def envelope_frame(df, ingest_subject: str, prefix: str):
@@ -107,10 +148,17 @@ def main(argv=None) -> int:
     ap.add_argument("--prefix", default="choria")
     ap.add_argument("--master", default=None)
     ap.add_argument("--continuous", action="store_true")
+    ap.add_argument("--force", action="store_true",
+                    help="setup: change an existing stream's subjects, duplicate window or max age to the adapter's")
     ap.add_argument("step", choices=["setup", "run"])
     a = ap.parse_args(argv)
     if a.step == "setup":
-        setup(a.servers, a.ingest_stream, a.ingest_subject, a.prefix)
+        try:
+            for line in setup(a.servers, a.ingest_stream, a.ingest_subject, a.prefix, force=a.force):
+                print(line)
+        except SetupRefused as exc:
+            print(f"registration_adapter: {exc}", file=sys.stderr)
+            return 1
         return 0
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession

@@ -11,6 +11,13 @@ __version__ = "2.14.0"
 __all__ = ["__version__", "Server"]
 
 
+# An opt-in compiled build of the hot modules (NATSD_COMPILED=<dir>), used only when it matches
+# these sources: installed before any of them is imported (see natsd/_compiled.py).
+from natsd import _compiled
+
+_compiled.install()
+
+
 def __getattr__(name: str):
     # ``natsd.Server`` for embedding, loaded on first use: ``import natsd`` (every CLI, the Spark
     # connector, ``python -m natsd -v``) must not pay for the server's modules.
@@ -19,9 +26,3 @@ def __getattr__(name: str):
 
         return Server
     raise AttributeError(f"module 'natsd' has no attribute {name!r}")
-
-# An opt-in compiled build of the hot modules (NATSD_COMPILED=<dir>), used only when it matches
-# these sources: installed before any of them is imported (see natsd/_compiled.py).
-from natsd import _compiled
-
-_compiled.install()

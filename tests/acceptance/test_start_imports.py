@@ -36,14 +36,15 @@ sys.exit(main(sys.argv[1:]))
 
 # Loaded only by the configurations that use them.
 NOT_FOR_A_BARE_START = (
-    "natsd.jetstream", "natsd.store", "natsd.server.monitor", "natsd.server.websocket", "natsd.server.leafnode",
-    "natsd.server.leafmanager", "natsd.server.trust", "natsd.server.sysreq", "natsd.server.metrics",
+    "natsd.jetstream", "natsd.store", "natsd.server.monitoring", "natsd.server.transport.websocket",
+    "natsd.server.transport.wsclient", "natsd.server.leaf", "natsd.server.auth.trust", "natsd.server.mqtt",
     "natsd.spark", "natsd.cli", "natsd.testing", "nacl", "nkeys", "bcrypt", "croniter", "cramjam",
     "prometheus_client", "cryptography", "pyspark", "nats", "importlib.resources",
 )
 
 NOT_FOR_JETSTREAM = (
-    "natsd.server.monitor", "natsd.server.websocket", "natsd.server.leafnode", "natsd.server.trust",
+    "natsd.server.monitoring", "natsd.server.transport.websocket", "natsd.server.transport.wsclient",
+    "natsd.server.leaf", "natsd.server.auth.trust", "natsd.server.mqtt",
     "natsd.spark", "natsd.cli", "natsd.testing", "nacl", "nkeys", "croniter", "cramjam", "prometheus_client",
     "pyspark", "nats",
 )

@@ -14,7 +14,7 @@ import time
 
 import nkeys
 
-__all__ = ["new_key", "encode_jwt", "operator_setup"]
+__all__ = ["new_key", "encode_jwt", "encode_jwt_v1", "operator_setup", "operator_setup_v1"]
 
 
 def _b64(b: bytes) -> str:
@@ -33,6 +33,56 @@ def encode_jwt(issuer, subject: str, name: str, nats: dict) -> str:
               "iss": issuer.public_key.decode(), "name": name, "sub": subject, "nats": {**nats, "version": 2}}
     signing_input = _b64(json.dumps(header).encode()) + "." + _b64(json.dumps(claims).encode())
     return signing_input + "." + _b64(issuer.sign(signing_input.encode()))
+
+
+def encode_jwt_v1(issuer, subject: str, name: str, kind: str, nats: dict, **top) -> str:
+    """A JWT in the v1 format (what nsc wrote before v2, still accepted by nats-server): header
+    ``{"typ":"jwt","alg":"ed25519"}``, the claim ``type`` (and ``tags``, a user's ``issuer_account``)
+    beside ``iss`` rather than in ``nats``, no ``nats.version``, and the signature over the claims
+    chunk alone (v2 signs ``header.claims``)."""
+    header = {"typ": "jwt", "alg": "ed25519"}
+    claims = {"jti": base64.b32encode(os.urandom(20)).decode().rstrip("="), "iat": int(time.time()),
+              "iss": issuer.public_key.decode(), "name": name, "sub": subject, "type": kind, **top, "nats": nats}
+    body = _b64(json.dumps(claims).encode())
+    return _b64(json.dumps(header).encode()) + "." + body + "." + _b64(issuer.sign(body.encode()))
+
+
+def _creds(user_jwt: str, user_seed: bytes) -> str:
+    return ("-----BEGIN NATS USER JWT-----\n" + user_jwt + "\n------END NATS USER JWT------\n\n"
+            "************************* IMPORTANT *************************\n"
+            "NKEY Seed printed below can be used to sign and prove identity.\n\n"
+            "-----BEGIN USER NKEY SEED-----\n" + user_seed.decode() + "\n------END USER NKEY SEED------\n")
+
+
+def operator_setup_v1(dir_path, accounts: tuple[str, ...] = ("foo", "bar")) -> dict:
+    """An operator and accounts in the v1 format, as nats-py's tests/nkeys/resolver_preload.conf has
+    them (operator file, resolver MEMORY, resolver_preload), and a v1 user with a .creds file per
+    account. Returns ``conf_path``, ``operator_jwt_path``, ``accounts`` (name -> public key),
+    ``account_jwts`` and ``creds`` (name -> path)."""
+    op, _ = new_key(nkeys.PREFIX_BYTE_OPERATOR)
+    op_jwt = encode_jwt_v1(op, op.public_key.decode(), "OP", "operator", {})
+    op_path = os.path.join(str(dir_path), "op.jwt")
+    with open(op_path, "w") as f:
+        f.write(op_jwt)
+    pubs, jwts, creds = {}, {}, {}
+    for name in accounts:
+        acc, _ = new_key(nkeys.PREFIX_BYTE_ACCOUNT)
+        pub = acc.public_key.decode()
+        pubs[name] = pub
+        jwts[name] = encode_jwt_v1(op, pub, name, "account", {"limits": {
+            "subs": -1, "conn": -1, "leaf": -1, "imports": -1, "exports": -1, "data": -1, "payload": -1,
+            "wildcards": True}})
+        user, user_seed = new_key(nkeys.PREFIX_BYTE_USER)
+        user_jwt = encode_jwt_v1(acc, user.public_key.decode(), f"{name}-user", "user", {})
+        creds[name] = os.path.join(str(dir_path), f"{name}.creds")
+        with open(creds[name], "w") as f:
+            f.write(_creds(user_jwt, user_seed))
+    conf = os.path.join(str(dir_path), "resolver_preload.conf")
+    with open(conf, "w") as f:
+        f.write(f'operator = "{op_path}"\n\nresolver = MEMORY\n\nresolver_preload = {{\n'
+                + "".join(f'  # {n}\n  {pubs[n]} : "{jwts[n]}"\n\n' for n in accounts) + "}\n")
+    return {"conf_path": conf, "operator_jwt_path": op_path, "accounts": pubs, "account_jwts": jwts,
+            "creds": creds}
 
 
 def operator_setup(dir_path, account_limits: dict | None = None) -> dict:

@@ -133,6 +133,40 @@ def test_report_connections(server):
     assert "Connections out of" in table.out and "watcher" in table.out and "Connections per server" in table.out
 
 
+def test_report_connections_fills_the_account_column_and_report_accounts(server):
+    async def scenario():
+        nc = await nats.connect(app_url(server), name="acc-watcher")
+        try:
+            await nc.subscribe("acc.>")
+            await nc.publish("acc.1", b"xyz")
+            await nc.flush()
+            return await asyncio.to_thread(lambda: (
+                run_cli(sys_url(server), "server", "report", "connections", "-j"),
+                run_cli(sys_url(server), "server", "report", "connections"),
+                run_cli(sys_url(server), "server", "report", "accounts", "-j"),
+                run_cli(sys_url(server), "server", "report", "accounts"),
+                run_cli(sys_url(server), "server", "report", "accounts", "APP"),
+                run_cli(sys_url(server), "server", "report", "accounts", "NOPE")))
+        finally:
+            await nc.close()
+
+    conns, table, accs, acc_table, app_conns, nope = asyncio.run(scenario())
+    for r in (conns, table, accs, acc_table, app_conns):
+        assert r.rc == 0, r
+    watcher = [c for c in conns.json() if c.get("name") == "acc-watcher"]
+    assert watcher[0]["account"] == "APP" and watcher[0]["authorized_user"] == "a"
+    row = next(ln for ln in table.out.splitlines() if "acc-watch" in ln)  # (the table wraps long names)
+    assert " APP " in row, table.out
+    by_name = {a["account"]: a for a in accs.json()}
+    assert set(by_name) >= {"APP", "SYS"}, accs.out
+    app = by_name["APP"]
+    assert app["connections"] >= 1 and app["in_msgs"] >= 1 and app["subscriptions"] >= 1
+    assert app["server"][0]["name"] == "S1" and any(c["name"] == "acc-watcher" for c in app["connection_info"])
+    assert "Accounts Overview" in acc_table.out and "In Bytes" in acc_table.out and "APP" in acc_table.out
+    assert "acc-watch" in app_conns.out and "Connections out of" in app_conns.out
+    assert nope.rc == 1 and "did not receive any results for account NOPE" in nope.err
+
+
 def test_system_requests_are_shaped_as_the_reference(server):
     """The keys natsctl and the nats CLI read, and the refusals (natsd's answers are compared with nats-server's
     by running this test against both: every assertion holds for both)."""

@@ -159,6 +159,28 @@ def test_flags_map_to_config(url):
     assert "Maximum Per Subject: 5" in r.out and "Maximum Messages: 100" in r.out
 
 
+def test_newer_feature_flags_as_the_nats_cli_names_them(url):
+    ok(url, "stream", "add", "FEAT", "--subjects", "feat.>", "--defaults", "--compression", "s2", "--allow-msg-ttl",
+       "--subject-del-markers-ttl", "10m", "--metadata", "team=orders", "--metadata", "tier=gold",
+       "--allow-schedules", "--allow-batch")
+    c = info(url, "FEAT")["config"]
+    assert c["compression"] == "s2" and c["allow_msg_ttl"] is True
+    assert c["subject_delete_marker_ttl"] == 600 * 10**9
+    assert c["metadata"]["team"] == "orders" and c["metadata"]["tier"] == "gold"
+    assert c["allow_msg_schedules"] is True and c["allow_atomic"] is True
+    ok(url, "stream", "add", "CNT", "--subjects", "cnt.>", "--defaults", "--allow-counter")
+    assert info(url, "CNT")["config"]["allow_msg_counter"] is True
+    ok(url, "stream", "add", "DPS", "--subjects", "dps.>", "--defaults", "--discard-per-subject",
+       "--max-msgs-per-subject", "2")
+    c = info(url, "DPS")["config"]
+    assert c["discard"] == "new" and c["discard_new_per_subject"] is True
+    r = cli(url, "stream", "add", "BAD", "--subjects", "bad.>", "--defaults", "--metadata", "novalue")
+    assert r.rc == 2 and "--metadata: expected KEY=VALUE" in r.err
+    help_text = cli(None, "stream", "add", "--help").out
+    for flag in ("--compression", "--allow-msg-ttl", "--subject-del-markers-ttl", "--allow-counter", "--metadata"):
+        assert flag in help_text
+
+
 def test_usage_and_api_errors(url):
     # no terminal: a missing value names the flag, exit 2, and nothing is created
     r = cli(url, "stream", "add", "NOSUBJ")

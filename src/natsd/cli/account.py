@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from natsd.cli import render
 from natsd.cli.common import CliError, strip_type
 from natsd.cli.context import Ctx
+from natsd.redact import redact
 
 if TYPE_CHECKING:
     import nats
@@ -54,7 +55,7 @@ async def cmd_account_info(ctx: Ctx) -> None:
         return
     nc = await ctx.nc()
     ctx.out.print(
-        f"Connection Information:\n\n  Connected URL: {nc.connected_url.geturl() if nc.connected_url else ''}\n"
+        f"Connection Information:\n\n  Connected URL: {redact(nc.connected_url.geturl()) if nc.connected_url else ''}\n"
         f"      Server ID: {nc._server_info.get('server_id', '')}\n"  # nats-py has no accessor
         f"    Server Name: {nc._server_info.get('server_name', '')}\n"
         f"        Version: {nc._server_info.get('version', '')}\n"
@@ -76,7 +77,7 @@ async def cmd_server_check(ctx: Ctx) -> int:
     else:
         nc = client
         rtt = (time.perf_counter() - t0) * 1000
-        url = client.connected_url.geturl() if client.connected_url else ctx.conn.server
+        url = redact(client.connected_url.geturl() if client.connected_url else ctx.conn.server)
         results.append({"check": "connection", "status": "OK",
                         "message": f"connected to {url} in {rtt:.2f}ms",
                         "server_version": client._server_info.get("version", ""),

@@ -23,6 +23,7 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import StorageType
 
 from natsd import gotime
+from natsd.redact import redact, url_has_credentials
 
 #: Exit codes scripts can rely on (also listed in ``natsctl --help``).
 EXIT_OK = 0
@@ -369,8 +370,10 @@ def os_error_words(exc: OSError) -> str:
     return f"{name}: {words}" if name else words
 
 
-async def connect(opts: ConnOptions, **extra: Any) -> nats.NATS:
-    """Connect with nats-py; failures become a :class:`CliError` naming the server."""
+async def connect(opts: ConnOptions, *, on_error: Callable[[Exception], None] | None = None,
+                  **extra: Any) -> nats.NATS:
+    """Connect with nats-py; failures become a :class:`CliError` naming the server (credentials
+    redacted). ``on_error`` also sees the errors nats-py reports after connecting."""
     servers = [s.strip() for s in opts.server.split(",") if s.strip()]
     servers = [s if "://" in s else f"nats://{s}" for s in servers]
     kw: dict[str, Any] = dict(
@@ -379,16 +382,20 @@ async def connect(opts: ConnOptions, **extra: Any) -> nats.NATS:
         # per server with a short wait, so an unreachable server fails in about connect_timeout.
         allow_reconnect=False, max_reconnect_attempts=1, reconnect_time_wait=0.1,
     )
-    opts.check_files()
-    if opts.user:
-        kw["user"] = opts.user
-        kw["password"] = opts.password or ""
-    if opts.token:
-        kw["token"] = opts.token
-    if opts.creds:
-        kw["user_credentials"] = os.path.expanduser(opts.creds)
-    if opts.nkey:
-        kw["nkeys_seed"] = os.path.expanduser(opts.nkey)
+    # A URL that carries a user (nats://sys:pass@host, or a token) is the identity used, over the
+    # context's and the flags' credentials, as in the nats CLI (nats.go takes the URL's user info).
+    # nats-py would do the opposite (its user/password/credentials options win over the URL).
+    if not url_has_credentials(opts.server):
+        opts.check_files()
+        if opts.user:
+            kw["user"] = opts.user
+            kw["password"] = opts.password or ""
+        if opts.token:
+            kw["token"] = opts.token
+        if opts.creds:
+            kw["user_credentials"] = os.path.expanduser(opts.creds)
+        if opts.nkey:
+            kw["nkeys_seed"] = os.path.expanduser(opts.nkey)
     tls = opts.tls_context()
     if tls is not None:
         kw["tls"] = tls
@@ -403,6 +410,8 @@ async def connect(opts: ConnOptions, **extra: Any) -> nats.NATS:
     async def _quiet(e: Exception) -> None:
         # nats-py logs connection errors through these callbacks; the CLI reports them once itself.
         errors.append(e)
+        if on_error is not None:
+            on_error(e)
 
     kw.setdefault("error_cb", _quiet)
     nc = nats.NATS()
@@ -420,7 +429,7 @@ async def connect(opts: ConnOptions, **extra: Any) -> nats.NATS:
         else:
             words = str(cause).strip() or type(cause).__name__
             words = words[len("nats: "):] if words.startswith("nats: ") else words
-        raise CliError(f"could not connect to {opts.server}{via}: {words}") from None
+        raise CliError(f"could not connect to {redact(opts.server)}{via}: {redact(words)}") from None
     return nc
 
 

@@ -27,6 +27,7 @@ from natsd.atomicfile import atomic_write
 from natsd.cli import render
 from natsd.cli.common import CliError, UsageError, confirm, stdin_is_tty
 from natsd.cli.context import Ctx
+from natsd.redact import redact
 
 #: natscli's field -> the flag that sets it (``context add``), in natscli's order.
 FIELDS = [
@@ -181,7 +182,7 @@ def _shown(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _info_text(name: str, data: dict[str, Any], path: Path) -> str:
-    rows = [("Description", data.get("description") or ""), ("Server URLs", data.get("url") or ""),
+    rows = [("Description", data.get("description") or ""), ("Server URLs", redact(data.get("url") or "")),
             ("Path", str(path))]
     labels = {"user": "Username", "password": "Password", "token": "Token", "creds": "Credentials",
               "nkey": "NKey", "cert": "Certificate", "key": "Key", "ca": "CA", "jetstream_domain": "JetStream Domain",
@@ -214,7 +215,7 @@ async def cmd_ls(ctx: Ctx) -> None:
             d = load(n)
         except CliError:
             d = {}
-        rows.append([n + ("*" if n == cur else ""), d.get("description", ""), d.get("url", "")])
+        rows.append([n + ("*" if n == cur else ""), d.get("description", ""), redact(d.get("url", ""))])
     ctx.out.print(render.table("Known Contexts", ["Name", "Description", "Server"], rows))
 
 

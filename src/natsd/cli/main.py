@@ -29,6 +29,7 @@ from natsd.cli.common import (
     parse_duration,
 )
 from natsd.cli.context import Ctx
+from natsd.redact import redact
 
 EPILOG = """\
 exit codes:
@@ -215,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(_run(ctx))
     except CliError as exc:
         sys.stdout.flush()
-        sys.stderr.write(f"natsctl: error: {exc}\n")
+        sys.stderr.write(f"natsctl: error: {redact(str(exc))}\n")
         return exc.exit_code
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
@@ -235,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.write(f"natsctl: error: {description} (code {code}, "
                              f"err_code {getattr(exc, 'err_code', 0)})\n")
             return EXIT_ERROR
-        sys.stderr.write(f"natsctl: error: {plain_error(exc)}\n")
+        sys.stderr.write(f"natsctl: error: {redact(plain_error(exc))}\n")
         return EXIT_ERROR
 
 

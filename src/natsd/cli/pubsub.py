@@ -71,13 +71,14 @@ def render_template(text: str, count: int, request: str = "") -> str:
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("pub", aliases=["publish"], parents=[common], help="publish messages")
-    p.add_argument("subject")
+    p.add_argument("subject", help="subject to publish to")
     p.add_argument("body", nargs="?", help="message body (a template); read from stdin when omitted")
     p.add_argument("-H", "--header", action="append", default=[], help="header Key:Value (repeatable)")
     p.add_argument("--count", default="1", help="publish this many messages")
     p.add_argument("--sleep", default=None, help="pause between messages, e.g. 10ms")
     p.add_argument("--wait", "--jetstream", "-J", dest="wait", action="store_true",
-                   help="wait for the JetStream publish acknowledgement")
+                   help="publish to JetStream: wait for the stream's acknowledgement (stream and sequence) and fail "
+                        "when none arrives within --timeout")
     p.add_argument("--reply", help="reply subject to send")
     p.add_argument("-q", "--quiet", action="store_true", help="no output per message")
     p.set_defaults(func=cmd_pub)
@@ -163,7 +164,8 @@ async def cmd_pub(ctx: Ctx) -> None:
         hdrs = _headers(a.header, i)
         if a.wait:
             try:
-                msg = await nc.request(a.subject, data, timeout=ctx.timeout, headers=hdrs)
+                msg = await ctx.or_server_error(
+                    nc.request(a.subject, data, timeout=ctx.timeout, headers=hdrs), a.subject)
             except NoRespondersError:
                 raise CliError(f"no stream captures {a.subject} (no responders)") from None
             except (NatsTimeoutError, asyncio.TimeoutError):
@@ -190,7 +192,10 @@ async def cmd_pub(ctx: Ctx) -> None:
             await asyncio.sleep(pause)
         elif i % _YIELD_EVERY == 0:
             await asyncio.sleep(0)
-    await nc.flush()
+    await ctx.or_server_error(nc.flush(), a.subject)
+    refused = ctx.server_error(a.subject)
+    if refused is not None:  # the server's -ERR (a publish permission violation) arrives before the PONG
+        raise CliError(refused)
     if ctx.json:
         doc: dict[str, Any] = {"subject": a.subject, "messages": sent, "bytes": nbytes}
         if a.wait and count == 1:
@@ -276,7 +281,8 @@ async def cmd_req(ctx: Ctx) -> None:
             ctx.out.log(f"Sending request on [{a.subject}]")
         t0 = time.perf_counter()
         try:
-            msg = await nc.request(a.subject, data, timeout=ctx.timeout, headers=_headers(a.header, i))
+            msg = await ctx.or_server_error(
+                nc.request(a.subject, data, timeout=ctx.timeout, headers=_headers(a.header, i)), a.subject)
         except NoRespondersError:
             raise CliError("no responders available for request") from None
         except (NatsTimeoutError, asyncio.TimeoutError):

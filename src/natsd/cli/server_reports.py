@@ -56,10 +56,20 @@ def register(server_cmds: Any, report_cmds: Any, common: argparse.ArgumentParser
                                                       "subs"], help="order of the rows (default subs)")
     c.add_argument("--top", type=int, default=1000, help="show this many connections (default 1000)")
     c.add_argument("--subject", default=None, help="only connections with interest in this subject")
-    c.add_argument("--username", dest="user", default=None, help="only connections of this user")
+    # (not dest="user": that is the shared --user connection flag, which it would shadow)
+    c.add_argument("--username", dest="filter_user", default=None, help="only connections of this user")
     c.add_argument("--state", default="open", choices=["open", "closed", "all"], help="connection state (default open)")
     c.add_argument("-R", "--reverse", action="store_true", help="reverse the order")
     c.set_defaults(func=cmd_report_connections)
+
+    a = report_cmds.add_parser("accounts", aliases=["acct"], parents=[common], help="report on account activity")
+    a.add_argument("account", nargs="?", default=None, help="account to produce a report for (its connections)")
+    a.add_argument("limit", nargs="?", type=int, default=0, help="stop after this many servers answered")
+    a.add_argument("--sort", default="subs", choices=["in-bytes", "out-bytes", "in-msgs", "out-msgs", "conns", "subs"],
+                   help="order of the rows (default subs)")
+    a.add_argument("--top", type=int, default=1000, help="show this many accounts (default 1000)")
+    a.add_argument("-R", "--reverse", action="store_true", help="reverse the order")
+    a.set_defaults(func=cmd_report_accounts)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -257,27 +267,42 @@ def _start_ns(c: dict) -> int:
         return 0
 
 
-async def cmd_report_connections(ctx: Ctx) -> None:
+async def _connz(ctx: Ctx, account: str | None) -> list[dict]:
+    """Every connection of every server (``$SYS.REQ.SERVER.PING.CONNZ``), each with the ``server`` that answered.
+    ``auth`` (ConnzOptions.Username's JSON name) makes the servers fill ``account`` and ``authorized_user``."""
     a = ctx.args
-    body: dict[str, Any] = {"subscriptions": True, "username": True, "limit": 1024, "offset": 0}
-    if a.state != "open":  # Go's ConnState: 0 open, 1 closed, 2 all
-        body["state"] = {"closed": 1, "all": 2}[a.state]
-    if a.account:
-        body["acc"] = a.account
-    if a.subject:
-        body["filter_subject"] = a.subject
-    if a.user:
-        body["user"] = a.user
+    # (`report accounts` has no --state/--subject/--username)
+    state, subject, user = getattr(a, "state", "open"), getattr(a, "subject", None), getattr(a, "filter_user", None)
+    body: dict[str, Any] = {"subscriptions": True, "auth": True, "limit": 1024, "offset": 0}
+    if state != "open":  # Go's ConnState: 0 open, 1 closed, 2 all
+        body["state"] = {"closed": 1, "all": 2}[state]
+    if account:
+        body["acc"] = account
+    if subject:
+        body["filter_subject"] = subject
+    if user:
+        body["user"] = user
     docs = await sys_documents(ctx, "$SYS.REQ.SERVER.PING.CONNZ", body, a.limit)
     conns = [{**c, "server": d.get("server") or {}} for d in docs for c in ((d.get("data") or {}).get("connections")
                                                                                or [])]
-    if a.user:  # older servers ignore the filter: apply it here too
-        conns = [c for c in conns if c.get("authorized_user", "") == a.user]
+    if user:  # older servers ignore the filter: apply it here too
+        conns = [c for c in conns if c.get("authorized_user", "") == user]
+    return conns
+
+
+async def cmd_report_connections(ctx: Ctx) -> None:
+    a = ctx.args
+    conns = await _connz(ctx, a.account)
     conns.sort(key=_CONN_SORT[a.sort], reverse=a.reverse)
     if ctx.json:
         ctx.out.json_out(conns)
         return
-    shown = min(a.top, len(conns)) if a.top > 0 else len(conns)
+    _render_connections(ctx, conns, a.sort, a.top)
+
+
+def _render_connections(ctx: Ctx, conns: list[dict], sort: str, top: int) -> None:
+    """The nats CLI's connections table (sorted already) and the connections per server."""
+    shown = min(top, len(conns)) if top > 0 else len(conns)
     rows = []
     for c in conns[:shown]:
         name = c.get("name", "") or c.get("mqtt_client", "") or ""
@@ -296,7 +321,7 @@ async def cmd_report_connections(ctx: Ctx) -> None:
                   human_bytes(sum(c.get("in_bytes", 0) for c in conns)),
                   human_bytes(sum(c.get("out_bytes", 0) for c in conns)),
                   comma(sum(c.get("subscriptions", 0) for c in conns))]
-    ctx.out.print(render.table(f"Top {shown} Connections out of {comma(len(conns))} by {a.sort}",
+    ctx.out.print(render.table(f"Top {shown} Connections out of {comma(len(conns))} by {sort}",
                                ["CID", "Name", "Server", "Cluster", "IP", "Account", "Uptime", "In Msgs", "Out Msgs",
                                 "In Bytes", "Out Bytes", "Subs"], rows, footer=footer))
     per: dict[str, list] = {}
@@ -307,3 +332,61 @@ async def cmd_report_connections(ctx: Ctx) -> None:
         ctx.out.print("")
         ctx.out.print(render.table("Connections per server", ["Server", "Cluster", "Connections"],
                                    sorted(per.values(), key=lambda r: r[2])))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# server report accounts
+# ---------------------------------------------------------------------------------------------------------------
+
+
+_ACC_SORT = {"in-bytes": "in_bytes", "out-bytes": "out_bytes", "in-msgs": "in_msgs", "out-msgs": "out_msgs",
+             "conns": "connections", "subs": "subscriptions"}
+
+
+def account_rows(conns: list[dict]) -> dict[str, dict]:
+    """Connections grouped by account, with the nats CLI's JSON fields (``account``, ``connections``,
+    ``connection_info``, ``in_msgs``, ``out_msgs``, ``in_bytes``, ``out_bytes``, ``subscriptions``, ``server``)."""
+    out: dict[str, dict] = {}
+    for c in conns:
+        name = c.get("account", "") or ""
+        acc = out.setdefault(name, {"account": name, "connections": 0, "connection_info": [], "in_msgs": 0,
+                                    "out_msgs": 0, "in_bytes": 0, "out_bytes": 0, "subscriptions": 0, "server": []})
+        acc["connection_info"].append(c)
+        acc["connections"] += 1
+        for k in ("in_msgs", "out_msgs", "in_bytes", "out_bytes"):
+            acc[k] += int(c.get(k, 0) or 0)
+        acc["subscriptions"] += len(c.get("subscriptions_list") or [])
+        srv = c.get("server") or {}
+        if not any(s.get("id") == srv.get("id") for s in acc["server"]):
+            acc["server"].append(srv)
+    return out
+
+
+async def cmd_report_accounts(ctx: Ctx) -> None:
+    """``server report accounts``: connections, messages, bytes and subscriptions per account, or with an account
+    named, that account's connections (the nats CLI's ``server report accounts [account]``)."""
+    a = ctx.args
+    accounts = account_rows(await _connz(ctx, None))
+    if a.account:
+        acc = accounts.get(a.account)
+        if acc is None:
+            raise CliError(f"did not receive any results for account {a.account}")
+        if ctx.json:
+            ctx.out.json_out(acc)
+            return
+        conns = sorted(acc["connection_info"], key=_CONN_SORT.get(a.sort, _CONN_SORT["subs"]), reverse=a.reverse)
+        _render_connections(ctx, conns, a.sort, a.top)
+        return
+    key = _ACC_SORT[a.sort]
+    # As the nats CLI: ascending (-R: descending), and --top keeps the largest (-R: the first rows)
+    rows = sorted(accounts.values(), key=lambda r: (r[key], r["account"]), reverse=a.reverse)
+    if 0 < a.top < len(rows):
+        rows = rows[:a.top] if a.reverse else rows[-a.top:]
+    if ctx.json:
+        ctx.out.json_out(rows)
+        return
+    ctx.out.print(render.table(
+        f"{len(rows)} Accounts Overview", ["Account", "Connections", "In Msgs", "Out Msgs", "In Bytes", "Out Bytes",
+                                           "Subs"],
+        [[r["account"], comma(r["connections"]), comma(r["in_msgs"]), comma(r["out_msgs"]), human_bytes(r["in_bytes"]),
+          human_bytes(r["out_bytes"]), comma(r["subscriptions"])] for r in rows]))

@@ -14,7 +14,7 @@ from natsd.cli import render
 from natsd.cli.common import (
     ApiError, CliError, ask, choice, choose, comma, confirm, confirm_edit, format_time, human_bytes, parse_duration,
     parse_int, parse_size, print_names, read_json_file, show_api, show_result, stdin_is_tty, strip_type,
-    text_of, without_server_metadata,
+    UsageError, text_of, without_server_metadata,
 )
 from natsd.cli.common import config_diff  # noqa: F401 - kept importable from here (tests use streams.config_diff)
 from natsd.cli.context import Ctx
@@ -124,7 +124,7 @@ def config_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("stream configuration")
     g.add_argument("--config", help="StreamConfig JSON file (the shape of `stream info -j | jq .config`)")
     g.add_argument("--subjects", action="append", help="subjects to capture (comma/space separated, repeatable)")
-    g.add_argument("--description")
+    g.add_argument("--description", help="a contextual description for the stream")
     g.add_argument("--storage", help="file or memory")
     g.add_argument("--retention", help="limits, interest or workqueue")
     g.add_argument("--discard", help="old or new")
@@ -146,6 +146,23 @@ def config_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--mirror", help="mirror this stream (a mirror has no subjects of its own)")
     g.add_argument("--source", dest="source_streams", action="append",
                    help="copy messages from this stream (repeatable)")
+    # The nats CLI's names for the newer StreamConfig fields (the README's features).
+    g.add_argument("--compression", choices=["none", "s2"], default=None,
+                   help="compression algorithm to use (file storage only)")
+    g.add_argument("--allow-msg-ttl", dest="allow_msg_ttl", action="store_true", default=None,
+                   help="allows per-message TTL handling (the Nats-TTL header)")
+    g.add_argument("--subject-del-markers-ttl", dest="subject_del_markers_ttl", metavar="DURATION", default=None,
+                   help="how long delete markers should persist in the stream, e.g. 10m (needs --allow-msg-ttl)")
+    g.add_argument("--allow-counter", dest="allow_counter", action="store_true", default=None,
+                   help="configures the stream as a distributed counter (Nats-Incr)")
+    g.add_argument("--allow-batch", dest="allow_batch", action="store_true", default=None,
+                   help="allow atomic batch publishing")
+    g.add_argument("--allow-schedules", dest="allow_schedules", action="store_true", default=None,
+                   help="allows message schedules (Nats-Schedule)")
+    g.add_argument("--discard-per-subject", dest="discard_per_subject", action="store_true", default=None,
+                   help="sets the 'new' discard policy and applies it to every subject in the stream")
+    g.add_argument("--metadata", action="append", default=None, metavar="KEY=VALUE",
+                   help="adds metadata to the stream (repeatable)")
 
 
 def _split_subjects(values: list[str]) -> list[str]:
@@ -211,6 +228,25 @@ def apply_flags(cfg: dict, a: argparse.Namespace) -> dict:
         cfg["mirror"] = {"name": a.mirror}
     if getattr(a, "source_streams", None):  # (not `source`: that is `stream cp`'s positional argument)
         cfg["sources"] = [{"name": n} for v in a.source_streams for n in v.replace(",", " ").split()]
+    if getattr(a, "compression", None):
+        cfg["compression"] = a.compression
+    for attr, field in (("allow_msg_ttl", "allow_msg_ttl"), ("allow_counter", "allow_msg_counter"),
+                        ("allow_batch", "allow_atomic"), ("allow_schedules", "allow_msg_schedules")):
+        if getattr(a, attr, None):
+            cfg[field] = True
+    if getattr(a, "discard_per_subject", None):
+        cfg["discard"] = "new"  # (as the nats CLI: the per-subject form of discard new)
+        cfg["discard_new_per_subject"] = True
+    if getattr(a, "subject_del_markers_ttl", None) is not None:
+        cfg["subject_delete_marker_ttl"] = parse_duration(a.subject_del_markers_ttl, flag="--subject-del-markers-ttl")
+    if getattr(a, "metadata", None):
+        meta = dict(cfg.get("metadata") or {})
+        for item in a.metadata:
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                raise UsageError(f"--metadata: expected KEY=VALUE, got {item!r}")
+            meta[key] = value
+        cfg["metadata"] = meta
     return cfg
 
 

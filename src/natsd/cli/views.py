@@ -22,6 +22,7 @@ from natsd.cli.common import (
     optional_seconds, parse_int, payload_json, queue_subscriber, show_result, strip_type, text_of,
 )
 from natsd.cli.context import Ctx
+from natsd.redact import redact
 
 
 def register_stream(s: Any, common: argparse.ArgumentParser) -> None:
@@ -292,7 +293,7 @@ async def _sys_request(ctx: Ctx, subject: str, wait: float = 0.5) -> list[dict]:
 
 def _connected_info(nc: Any) -> dict:
     info = dict(getattr(nc, "_server_info", {}) or {})  # nats-py keeps the INFO it got but has no accessor
-    url = nc.connected_url.geturl() if nc.connected_url else ""
+    url = redact(nc.connected_url.geturl()) if nc.connected_url else ""
     return {"server_id": info.get("server_id", ""), "server_name": info.get("server_name", ""),
             "version": info.get("version", ""), "host": info.get("host", ""), "port": info.get("port", 0),
             "max_payload": info.get("max_payload", 0), "proto": info.get("proto", 0),

@@ -21,7 +21,8 @@ from typing import Any
 
 from natsd import __version__
 from natsd.config.lexer import ConfigError
-from natsd.config.options import ServerOptions, options_from_file, tls_auth_timeout
+from natsd.config.options import ConfigErrors, ServerOptions, options_from_file, tls_auth_timeout
+from natsd.config.ports import PortConfigError
 from natsd.config.tls import TLSConfigError, TLSOptions, build_server_context
 
 __all__ = [
@@ -236,6 +237,18 @@ def _apply_tls_flags(options: ServerOptions, values: dict[str, Any]) -> None:
     tls_auth_timeout(options)
 
 
+def _load_config(path: str, options: ServerOptions, flags: ParsedFlags) -> None:
+    """The config file onto ``options``; an out-of-range port a flag replaces (``-p 4222`` over
+    ``port: 99999``) is no error, since the flag wins (the file's other errors still are)."""
+    try:
+        options_from_file(path, options)
+    except ConfigErrors as e:
+        given = {dest for dest, _ in flags.values}
+        rest = [x for x in e.errors if not (isinstance(x, PortConfigError) and x.option and x.option in given)]
+        if rest:
+            raise ConfigErrors(rest) from None
+
+
 def build_options(argv: list[str], flags: ParsedFlags | None = None) -> ServerOptions:
     """Options from a command line: defaults, then the config file (``-c``), then the flags.
 
@@ -245,7 +258,7 @@ def build_options(argv: list[str], flags: ParsedFlags | None = None) -> ServerOp
         flags = parse_flags(argv)
     options = ServerOptions()
     if flags.config_file:
-        options_from_file(flags.config_file, options)
+        _load_config(flags.config_file, options, flags)
     apply_flags(options, flags)
     options.cli_flags = list(argv)
     options.config_notices.extend(flags.warnings)
@@ -265,7 +278,7 @@ def reload_options(options: ServerOptions) -> ServerOptions:
         flags.config_file = options.config_file
     new = ServerOptions(pedantic_config=options.pedantic_config)
     if flags.config_file:
-        options_from_file(flags.config_file, new)
+        _load_config(flags.config_file, new, flags)
     apply_flags(new, flags)
     new.cli_flags = list(options.cli_flags)
     return new

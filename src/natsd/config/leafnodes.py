@@ -34,6 +34,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from natsd.config.parser import ConfigMap
+from natsd.redact import redact
 
 __all__ = ["LeafNodeOptions", "RemoteLeafOptions", "LeafUser", "parse_leafnodes", "validate_leafnodes"]
 
@@ -87,6 +88,7 @@ class RemoteLeafOptions:
     compression: str = DEFAULT_COMPRESSION  # see compression_option
     compression_rtts_ns: list[int] = field(default_factory=lambda: list(DEFAULT_RTT_THRESHOLDS_NS))
     ws_compression: bool = False  # ws:// remotes: offer permessage-deflate (then no S2 on the link)
+    no_randomize: bool = False  # dont_randomize: dial the URLs in the order given (else shuffled once)
 
 
 @dataclass(slots=True)
@@ -153,7 +155,7 @@ def _remote(ctx, m, pos) -> RemoteLeafOptions | None:
             for u in vals:
                 sp = urlsplit(u if "://" in u else "nats-leaf://" + u)
                 if not sp.hostname:
-                    ctx.error(m.pos(k), f'could not parse leafnode remote url "{u}"')
+                    ctx.error(m.pos(k), f'could not parse leafnode remote url "{redact(u)}"')
                     continue
                 r.urls.append(u if "://" in u else "nats-leaf://" + u)
         elif kl in ("account", "local"):
@@ -182,8 +184,9 @@ def _remote(ctx, m, pos) -> RemoteLeafOptions | None:
             # Asking the hub not to need masked frames is an optimisation it may refuse; natsd
             # always masks (what nats-server's leaf falls back to), which every hub accepts.
             ctx.bool_(m, k)
-        elif kl in ("first_info_timeout", "dont_randomize",
-                    "no_randomize", "disable", "proxy", "request_isolation", "local_isolation"):
+        elif kl in ("dont_randomize", "no_randomize"):
+            r.no_randomize = bool(ctx.bool_(m, k))
+        elif kl in ("first_info_timeout", "disable", "proxy", "request_isolation", "local_isolation"):
             ctx.unsupported(m, k)
         else:
             ctx.unknown(m, k)
@@ -192,7 +195,7 @@ def _remote(ctx, m, pos) -> RemoteLeafOptions | None:
         return None
     if len({is_ws_url(u) for u in r.urls}) > 1:
         ctx.error(pos, "remote leaf node configuration cannot have a mix of websocket and non-websocket urls: "
-                       f"{r.urls}")
+                       f"{[redact(u) for u in r.urls]}")
         return None
     return r
 

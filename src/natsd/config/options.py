@@ -16,6 +16,7 @@ from typing import Any as _Any, Callable as _Callable
 
 from natsd.config.lexer import ConfigError
 from natsd.config.parser import ConfigList, ConfigMap, Pos, parse_file
+from natsd.config.ports import check_tree_ports
 from natsd.config.jwt import is_public_nkey
 from natsd.config.tls import TLSOptions, WebsocketOptions, parse_tls_block, parse_websocket_block
 from natsd.config.trust import TRUST_KEYS, TrustOptions, parse_trust_key
@@ -850,6 +851,7 @@ def options_from_tree(tree: ConfigMap, options: ServerOptions | None = None, *,
 
 
 def _validate(ctx: _Ctx, o: ServerOptions, tree: ConfigMap) -> None:
+    check_tree_ports(ctx, tree)
     if o.no_auth_user:
         if not any(u.user == o.no_auth_user for u in o.users) and not any(
                 u.nkey == o.no_auth_user for u in o.nkeys):

@@ -22,6 +22,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
+from natsd.gotime import format_duration
 from natsd.jetstream import consumer_registry
 from natsd.jetstream import domain_mappings
 from natsd.jetstream.consumer import ConsumerHub
@@ -221,8 +222,10 @@ class JsAccount:
             if not meta or "config" not in meta:
                 log.warning("JetStream: skipping %s: no stream metadata", d)
                 continue
+            t0 = self.clock.monotonic_ns()  # (how long the restore took, logged as nats-server does)
             try:
                 cfg = StreamConfig.from_json(meta["config"])
+                log.info("  Starting restore for stream '%s > %s'", self.name, cfg.name)
                 created = meta.get("created_ns") or parse_rfc3339(meta.get("created", "")) or self.clock.time_ns()
                 store = _open_store(cfg, created, d, self.engine)
             except Exception:
@@ -232,13 +235,19 @@ class JsAccount:
             self.streams[cfg.name] = stream
             stream.start(links=False)
             st = store.state()
-            if st.lost_msgs:
+            log.info("  Restored %s messages for stream '%s > %s' in %s", f"{st.msgs:,}", self.name, cfg.name,
+                     format_duration((self.clock.monotonic_ns() - t0 + 500_000) // 1_000_000 * 1_000_000))
+            lost_now = store.recovered_lost
+            if lost_now != (0, 0):  # what this start's recovery dropped (a torn tail after a crash...)
                 log.warning("JetStream stream '%s > %s' lost %d messages (%d bytes) at recovery",
-                            self.name, cfg.name, len(st.lost_msgs), st.lost_bytes)
+                            self.name, cfg.name, lost_now[0], lost_now[1])
             try:
                 consumer_registry.recover_all(stream)
             except Exception:
                 log.exception("JetStream: recovering consumers of %s", cfg.name)
+            if stream.consumers:
+                log.info("  Recovering %d consumers for stream - '%s > %s'", len(stream.consumers), self.name,
+                         cfg.name)
         # mirrors / sources connect once every origin stream is back
         for stream in list(self.streams.values()):
             if (stream.config.mirror is not None or stream.config.sources) and not stream._links:

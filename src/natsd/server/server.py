@@ -33,6 +33,7 @@ from natsd import __version__, _compiled
 from natsd.clock import Clock, SystemClock
 from natsd.config import flags
 from natsd.config.options import AccountJetStreamLimits, ServerOptions
+from natsd.config.ports import InvalidPortError, listen_problems
 from natsd.protocol.encoder import encode_info
 from natsd.protocol.errors import ERR_AUTH_VIOLATION, ERR_MAX_CONNECTIONS
 from natsd.server.account import GLOBAL_ACCOUNT, Account
@@ -40,6 +41,7 @@ from natsd.server.auth.authenticator import Authenticator
 from natsd.server.connection import (
     REASON_AUTH, REASON_LAME_DUCK, REASON_MAX_CONN, REASON_SERVER_SHUTDOWN, ClientConnection,
 )
+from natsd.server.jsbanner import node_name
 from natsd.server.log import logger, reopen_log_file, setup_logging
 from natsd.server.ports import ServerPorts
 from natsd.server.transport.busypoll import BusyPoll, default_window_ns
@@ -235,7 +237,8 @@ class Server:
         logger.info("  Git:      [%s]", GIT_COMMIT)
         logger.info("  Name:     %s", self.server_name)
         if opts.jetstream.enabled:
-            logger.info("  Node:     %s", self.server_id[:8])
+            # nats-server's node name: a hash of the server name, stable across restarts
+            logger.info("  Node:     %s", node_name(self.server_name))
         logger.info("  ID:       %s", self.server_id)
         logger.log(*_compiled.status_line())
         if opts.config_file:
@@ -243,6 +246,9 @@ class Server:
         if any(u.password and not u.password.startswith("$2") for u in self.auth.users.values()) or (
                 opts.password and not opts.password.startswith("$2")):
             logger.warning("Plaintext passwords detected, use nkeys or bcrypt")
+        bad_ports = listen_problems(opts)
+        if bad_ports:  # before anything binds: Python would take the port modulo 65536
+            raise InvalidPortError(bad_ports[0])
         if self.trust is not None:
             self._start_trust()
         await self._start_jetstream()
@@ -354,6 +360,8 @@ class Server:
         # deferred (issue 26, start-up time): the engine and its API are imported only when asked for
         from natsd.jetstream.api import JetStreamApi
         from natsd.jetstream.manager import JetStreamEngine
+        from natsd.jetstream.config.models import JS_API_LEVEL
+        from natsd.server.jsbanner import log_jetstream_banner, log_recovery_summary  # (imports jetstream types)
 
         engine = JetStreamEngine(opts, self.clock, server_id=self.server_id, server_name=self.server_name,
                                  api=JetStreamApi())
@@ -366,6 +374,8 @@ class Server:
             elif not js_accounts:
                 js_accounts = [(GLOBAL_ACCOUNT, AccountJetStreamLimits())]
             logger.info("Starting JetStream")
+            log_jetstream_banner(engine, JS_API_LEVEL)
+            t0 = self.clock.monotonic_ns()
             for name, limits in js_accounts:
                 if opts.system_account and name == opts.system_account:
                     logger.warning("Not allowed to enable JetStream on the system account")
@@ -381,6 +391,7 @@ class Server:
                     acc.ports = ServerPorts(acc)
                     acc.js_disabled_subs = engine.disable_account_api(acc.ports) or []
             engine.start()
+            log_recovery_summary(engine, self.clock.monotonic_ns() - t0)
         except OSError:
             raise  # the store directory: reported as a start-up error like a bind failure
         except Exception as e:
@@ -730,6 +741,9 @@ class Server:
     async def _serve_forever(self) -> int:
         try:
             await self.start()
+        except InvalidPortError as e:
+            logger.critical("%s", e)  # nats-server's own [FTL] line for the listener
+            return 1
         except OSError as e:
             # Bind failures (the common case) and store-directory errors from JetStream.
             logger.critical("Error starting server: %s", e)

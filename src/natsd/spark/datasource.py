@@ -43,6 +43,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from natsd.redact import redact
 from natsd.spark.jsapi import StreamState, stream_names, stream_state
 from natsd.spark.wire import JSApiError, NatsError
 from natsd.spark.options import OptionError, ReadOptions, WriteOptions, warn_unknown
@@ -433,7 +434,7 @@ class _Writer:
                 if not names:
                     raise OptionError(
                         f"option {self.wo.subject_option!r}: no stream stores subject {subject!r} on "
-                        f"{self.wo.connect.servers}; create a stream whose subjects match it"
+                        f"{redact(self.wo.connect.servers)}; create a stream whose subjects match it"
                     )
                 if self.wo.idempotence == "none":
                     return

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from natsd import gotime
+from natsd.redact import redact
 from natsd.spark.wire import JSApiError
 
 __all__ = ["StreamState", "stream_state", "stream_names", "stream_for_subject", "JSApiError"]
@@ -48,7 +49,7 @@ def stream_state(conn, name: str, timeout: float = 10.0) -> StreamState:
     except JSApiError as exc:
         if exc.err_code == STREAM_NOT_FOUND:
             raise JSApiError(
-                exc.code, exc.err_code, f"stream {name!r} not found on {conn.opts.servers} (check option 'stream')"
+                exc.code, exc.err_code, f"stream {name!r} not found on {redact(conn.opts.servers)} (check option 'stream')"
             ) from None
         raise
     st = info.get("state", {})

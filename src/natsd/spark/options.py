@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from natsd import gotime
+from natsd.redact import redact
 
 from natsd.spark.wire import ConnectOptions
 
@@ -267,7 +268,7 @@ def _get(opts, name: str):
 def _bad(name: str, value, reason: str = "") -> OptionError:
     accepts = _BY_KEY[name.lower()].accepts
     why = f" ({reason})" if reason else ""
-    return OptionError(f"option {name!r}: invalid value {value!r}{why}; accepted: {accepts}")
+    return OptionError(redact(f"option {name!r}: invalid value {value!r}{why}; accepted: {accepts}"))
 
 
 def warn_unknown(opts, side: str) -> list[str]:

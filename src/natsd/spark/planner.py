@@ -24,6 +24,7 @@ import threading
 from typing import Any
 from urllib.parse import urlparse
 
+from natsd.redact import redact
 from natsd.spark.wire import ConnectOptions, JSApiError, NatsError
 
 __all__ = ["Planner", "nats_connect_kwargs"]
@@ -85,13 +86,18 @@ class Planner:
     async def _connect(self):
         import nats
 
+        errors = []  # what nats-py's error callback saw
+
         async def quiet(exc):  # nats-py's default error callback prints; failures surface as exceptions
-            return None
+            errors.append(exc)
 
         try:
             return await nats.connect(**nats_connect_kwargs(self.opts), error_cb=quiet)
         except Exception as exc:  # nats-py raises several kinds
-            raise NatsError(f"could not connect to {self.opts.servers}: {exc!r}") from None
+            # nats-py ends with NoServersError whatever happened; the callback saw the cause (the
+            # server's "authorization violation", a refused connection, ...).
+            raise NatsError(f"could not connect to {redact(self.opts.servers)}: "
+                            f"{redact(connect_error_words(errors[-1] if errors else exc))}") from None
 
     def _run(self, coro, timeout: float):
         fut = asyncio.run_coroutine_threadsafe(coro, self._loop)
@@ -204,3 +210,12 @@ class Planner:
 
     def __getstate__(self):
         raise TypeError("Planner holds a live connection; executors open their own")
+
+
+def connect_error_words(exc: BaseException) -> str:
+    """nats-py's error as words: ``nats: 'authorization violation'`` -> ``authorization violation``,
+    an OS error's text, else the class name (``NoServersError``)."""
+    text = str(exc).strip()
+    if text.startswith("nats: "):
+        text = text[len("nats: "):].strip("'")
+    return text or type(exc).__name__

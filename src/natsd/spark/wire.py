@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
 from natsd.nuid import nuid
+from natsd.redact import redact
 
 __all__ = [
     "ConnectOptions",
@@ -206,7 +207,7 @@ class SyncConnection:
                 self._connect_one(url)
                 return self
             except (OSError, NatsError) as exc:
-                errors.append(f"{url}: {exc}")
+                errors.append(redact(f"{url}: {exc}"))
                 self._close_socket()
         raise NatsError("could not connect to any server: " + "; ".join(errors))
 

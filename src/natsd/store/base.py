@@ -254,6 +254,8 @@ class StreamStore(Protocol):
     """Persistence of one stream's messages. Synchronous; called from the event loop thread."""
 
     config: StoreConfig
+    #: (messages, bytes) this open's recovery found lost (0, 0 for a new or cleanly closed store).
+    recovered_lost: tuple[int, int]
 
     # -- writing --------------------------------------------------------------------------
     def store_msg(self, subject: str, hdr: bytes | None, msg: bytes, ttl_ns: int = 0) -> tuple[int, int]:

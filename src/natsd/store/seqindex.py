@@ -96,6 +96,9 @@ class IndexedStreamStore:
         self._ttl_heap: list[tuple[int, int]] = []
         self._lost_msgs: list[int] = []
         self._lost_bytes = 0
+        #: (messages, bytes) found lost by this open's recovery (a torn tail after kill -9...);
+        #: state() keeps the total of every recovery, this is what the last crash cost.
+        self.recovered_lost: tuple[int, int] = (0, 0)
         first = config.first_seq if config.first_seq > 0 else 1
         self._last_ts = 0
         self._reset_index(first)

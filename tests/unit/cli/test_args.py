@@ -113,3 +113,13 @@ def test_version_and_cli_imports_no_server_code():
             "['natsd', 'jetstream'], ['natsd', 'protocol'])]; print(bad)")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.stdout.strip() == "[]", p.stderr
+
+
+def test_connection_flags_before_the_verb_survive_every_subcommand():
+    # (a subcommand's own defaults must not shadow the shared --user given before the verb)
+    from natsd.cli.main import build_parser
+
+    for verb in (["pub", "x", "y"], ["server", "report", "accounts"], ["server", "report", "connections"],
+                 ["stream", "ls"]):
+        a = build_parser().parse_args(["-s", "nats://h:1", "--user", "u", "--password", "p", *verb])
+        assert (a.user, a.password) == ("u", "p"), verb

@@ -240,7 +240,7 @@ def test_state_handed_to_store_once_per_write_gap() -> None:
 
         def update_config(self, meta) -> None: ...
 
-        def append_delta(self, delta, source) -> None:  # noqa: ANN001
+        def append_delta(self, delta, source) -> None:
             raise AssertionError("a 3-message state is written whole")
 
     c.store = Spy()

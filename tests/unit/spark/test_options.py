@@ -92,6 +92,12 @@ def test_write_options():
         WriteOptions.parse({"idempotence": "always"}, streaming=False)
 
 
+def test_a_bad_servers_option_names_no_password():
+    with pytest.raises(ValueError) as ei:
+        ReadOptions.parse({"stream": "A", "servers": "http://app:s3cret@h:4222"}, streaming=False)
+    assert "s3cret" not in str(ei.value) and "http://app:xxxxx@h:4222" in str(ei.value)
+
+
 def test_static_registration_module_is_discoverable():
     """PySpark auto-registers ``DefaultSource`` from top-level ``pyspark_*`` modules on the path."""
     import pkgutil

@@ -113,6 +113,8 @@ class LeafHandshakeMixin:
             return
         first = not self.remote_info
         self.remote_info = info if first else {**self.remote_info, **info}
+        if info.get("leafnode_urls") and not self.websocket:  # the hub cluster's other nodes
+            self.remote.urls.update_from_info(self.remote.opts.urls, list(info["leafnode_urls"]))
         if first:
             if "leafnode_urls" not in info and "nonce" not in info:
                 logger.error("%sAttempted to connect to a non-leafnode port", self.prefix)

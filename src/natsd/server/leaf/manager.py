@@ -17,6 +17,7 @@ from natsd.config.leafnodes import is_ws_url, remote_url_parts
 from natsd.nuid import nuid
 from natsd.server.leaf.auth import authenticate, read_creds, remote_ssl_context, sign_nonce
 from natsd.server.leaf.node import LDS_PREFIX, SECOND, LeafConnection
+from natsd.server.leaf.urls import RemoteUrls, dial_failure_delay_ns, link_closed_delay_ns
 from natsd.server.log import logger
 from natsd.server.transport.tls import TlsLayer
 
@@ -31,8 +32,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["LeafManager"]
 
-MAX_BACKOFF_FACTOR = 8
-
 
 class _Remote:
     """One ``remotes`` entry: connect, reconnect with backoff, remember the live link."""
@@ -41,7 +40,8 @@ class _Remote:
         self.manager = manager
         self.opts = opts
         self.account_name = opts.account or "$G"
-        self.url_index = 0
+        # nats-server's order: shuffled once unless dont_randomize, then walked in a circle
+        self.urls = RemoteUrls(opts.urls, randomize=not opts.no_randomize, rng=manager.rng)
         self.failures = 0
         self.link: LeafConnection | None = None
         self.stopped = False
@@ -78,7 +78,7 @@ class _Remote:
 
     async def _connect(self) -> None:
 
-        url = self.opts.urls[self.url_index % len(self.opts.urls)]
+        url = self.urls.pick_next()
         host, port, _user, _pw = remote_url_parts(url)
         loop = self.manager.server.loop
         assert loop is not None  # remotes start with the server
@@ -103,7 +103,7 @@ class _Remote:
             # The hub refused the link before this task resumed (INFO, CONNECT and its -ERR can
             # all be handled within wait_for's extra loop turn); link_down found the attempt
             # still running and left the next one to us.
-            self._schedule()
+            self._schedule(link_closed_delay_ns(self.manager.options.reconnect_ns))
 
     async def _connect_ws(self, url: str, host: str, port: int) -> WebSocketClientLayer:
         """A ``ws://``/``wss://`` remote: TCP (TLS first for wss), the HTTP upgrade, then the
@@ -146,8 +146,7 @@ class _Remote:
         self.failures += 1
         logger.error('Error trying to connect as leafnode to remote server "%s:%d" (attempt %d): %s',
                      host, port, self.failures, why)
-        self.url_index += 1
-        self._schedule()
+        self._schedule(dial_failure_delay_ns(self.manager.options.reconnect_ns, self.manager.rng))
 
     def link_up(self, link: LeafConnection) -> None:
         self.link = link
@@ -158,17 +157,17 @@ class _Remote:
             self.link = None
         if not link.ready:
             self.failures += 1
-            self.url_index += 1
-        self._schedule()
+        # A connected link that closed (the hub node died, or refused the handshake): the next dial,
+        # to the next URL, after exactly `reconnect` (nats-server re-links in 1.0 s by default).
+        self._schedule(link_closed_delay_ns(self.manager.options.reconnect_ns))
 
-    def _schedule(self) -> None:
-        """Arm the next attempt: ``reconnect`` doubled per consecutive failure (at most
-        MAX_BACKOFF_FACTOR times), plus up to one ``reconnect`` of jitter (as the reference)."""
+    def _schedule(self, delay: int | None = None) -> None:
+        """Arm the next attempt ``delay`` ns from now (see natsd.server.leaf.urls; None: after a
+        dial failure's delay), or later when the hub asked for a pause (``delay_next``)."""
         if self.stopped or self._timer is not None or self._task is not None or self.link is not None:
             return
-        base = self.manager.options.reconnect_ns
-        factor = min(2 ** max(self.failures - 1, 0), MAX_BACKOFF_FACTOR)
-        delay = base * factor + int(random.random() * base)
+        if delay is None:
+            delay = dial_failure_delay_ns(self.manager.options.reconnect_ns, self.manager.rng)
         if self._delay_next_ns:
             delay = max(delay, self._delay_next_ns)
             self._delay_next_ns = 0
@@ -178,11 +177,12 @@ class _Remote:
 class LeafManager:
     """All leafnode links of a server: the accepting listener, the remotes, interest fan-out."""
 
-    def __init__(self, server: "ServerContext", options: "LeafNodeOptions") -> None:
+    def __init__(self, server: "ServerContext", options: "LeafNodeOptions", rng: random.Random | None = None) -> None:
         self.server = server
         self.options = options
         self.connections: dict[int, LeafConnection] = {}
         self.links: dict[str, list[LeafConnection]] = {}  # account name -> ready links
+        self.rng = rng if rng is not None else random.Random()  # URL order and dial jitter (seeded in tests)
         self.remotes = [_Remote(self, r) for r in options.remotes]
         self._lds: dict[str, str] = {}
         self._listener: asyncio.base_events.Server | None = None
@@ -332,7 +332,9 @@ class LeafManager:
             sig, pub = sign_nonce(ro.nkey.encode(), c.nonce)
             d["nkey"] = pub
             d["sig"] = sig
-        _h, _p, user, pw = remote_url_parts(r.connected_url or ro.urls[r.url_index % len(ro.urls)])
+        _h, _p, user, pw = remote_url_parts(r.connected_url or r.urls.current or r.urls.urls[0])
+        if not user:  # a URL the hub's INFO named has none: the configured ones' (nats-server's saveUserPassword)
+            user, pw = next(((u, p) for _h2, _p2, u, p in map(remote_url_parts, ro.urls) if u), ("", ""))
         if user:
             d["user"] = user
             if pw:

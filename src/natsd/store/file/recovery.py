@@ -116,9 +116,12 @@ class Recovery:
             snap = s._index_file.read()
         except CorruptState as exc:
             log.warning("stream %s: %s; rebuilding from the blocks", s.config.name, exc)
+        before = (0, 0)  # what earlier recoveries lost: index.db carries their total
         if snap is not None and self._load_index(snap, ids):
-            return
-        self._full_scan(ids, snap)
+            before = (len(set(snap.lost)), snap.lost_bytes)
+        else:  # (a full scan starts from nothing: everything it reports lost is this recovery's)
+            self._full_scan(ids, snap)
+        s.recovered_lost = (max(len(set(s._lost_msgs)) - before[0], 0), max(s._lost_bytes - before[1], 0))
 
     def _open_block(self, bid: int) -> MessageBlock:
         s = self._s

@@ -413,3 +413,24 @@ def test_iter_msgs_run_read_detects_corruption_and_follows_removals(tmp_path, cl
     s.purge()
     assert list(it) == []
     s.stop()
+
+
+def test_recovered_lost_is_what_this_open_dropped(tmp_path, clock):
+    """``recovered_lost``: what the last crash cost (for the start-up log), while state() keeps
+    the total of every recovery."""
+    d = str(tmp_path / "S")
+    s = open_stream_store(cfg(), clock, d)
+    assert s.recovered_lost == (0, 0)
+    fill(s, 10)
+    crash(s)
+    path = blk_path(d, blocks(d)[-1])
+    os.truncate(path, os.path.getsize(path) - 7)
+    s = open_stream_store(cfg(), clock, d)
+    assert s.recovered_lost == (1, file_record_size(10) - 7)
+    s.stop()  # a clean stop: the index keeps the loss, the next open finds nothing new
+    s = open_stream_store(cfg(), clock, d)
+    assert s.recovered_lost == (0, 0)
+    assert s.state().lost_msgs == [10]
+    s.stop()
+    mem = open_stream_store(StoreConfig(name="M", storage="memory"), clock, None)
+    assert mem.recovered_lost == (0, 0)
