@@ -26,6 +26,7 @@ from natsd.jetstream.consumer_config import (
     MAX_NAME_LEN, ConsumerConfig, check_update, is_valid_asset_name,
 )
 from natsd.jetstream.errors import ApiError, ApiErrors
+from natsd.jetstream.features.metadata import parse_consumer
 from natsd.jetstream.models import AckPolicy
 from natsd.store.base import ConsumerState, StoreError
 
@@ -82,6 +83,7 @@ def create(stream: "Stream", cfg: ConsumerConfig, action: str = "", pedantic: bo
     acc_map = _acc_max_ack_pending(stream.account)
     cfg.set_defaults(getattr(stream.config, "consumer_limits", None), acc_map, pedantic)
     cfg.check(stream.config, acc_map)
+    parse_consumer(cfg.metadata)  # natsd.* feature keys (19xxx when invalid)
     retention = stream.config.retention
 
     if existing is not None:

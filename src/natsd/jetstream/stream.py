@@ -30,6 +30,7 @@ from natsd.gotime import format_duration
 from natsd.jetstream import ingest, turnflush
 from natsd.jetstream.batch import AtomicBatches, repair_torn_batch
 from natsd.jetstream.errors import ApiErrors
+from natsd.jetstream.features.metadata import stream_features
 from natsd.jetstream.ingest import H_MARKER_REASON
 from natsd.jetstream.models import SECOND, StreamConfig, rfc3339, state_to_json, with_dynamic_metadata
 from natsd.jetstream.schedules import Schedules
@@ -69,6 +70,7 @@ def store_config_for(cfg: StreamConfig, created_ns: int) -> StoreConfig:
         allow_msg_ttl=cfg.allow_msg_ttl,
         async_persist=cfg.persist_mode == "async",
         compression=str(cfg.compression),
+        keep_last_under_max_age=stream_features(cfg.metadata).keep_last_under_max_age,  # (natsd feature)
         meta={"config": cfg.to_json(), "created": rfc3339(created_ns), "created_ns": created_ns},
     )
 

@@ -114,6 +114,12 @@ class IndexedStreamStore:
         self._old_max_msgs = config.max_msgs if old and config.max_msgs > 0 else 0
         self._old_max_bytes = config.max_bytes if old and config.max_bytes > 0 else 0
         self._any_limit = bool(self._max_per_subj or self._old_max_msgs or self._old_max_bytes)
+        # keep_last_under_max_age: age expiry skips each subject's last message. _kl_from bounds
+        # the scan: every live message below it is its subject's last (or never expires), so
+        # expiry does not walk the kept ones again each time; a new message on a kept one's
+        # subject lowers it (_index_add), anything else that could break it resets it to 0.
+        self._age_keep_last = config.keep_last_under_max_age and config.max_age_ns > 0
+        self._kl_from = 0
         # discard "new" refuses only through max_msgs, max_bytes or discard_new_per_subject: a
         # KV bucket (discard new, a per-subject limit alone) skips the check per message.
         self._check_new = self._discard_new and (
@@ -169,6 +175,7 @@ class IndexedStreamStore:
         self._fcache.clear()
         self._ttl.clear()
         self._ttl_heap.clear()
+        self._kl_from = 0
 
     def _rebase(self, base: int) -> None:
         """Empty arrays starting at ``base`` (only valid when no message is live)."""
@@ -224,6 +231,8 @@ class IndexedStreamStore:
             ss[0] += 1
             prev = ss[2]
             ss[2] = seq
+            if self._age_keep_last and prev < self._kl_from:  # (keep_last_under_max_age)
+                self._kl_from = 0 if ss[3] & _STALE_LAST else prev
             ss[3] &= ~_STALE_LAST
             j = prev - self._base
             if j >= 0 and seq - prev <= _NXT_MAX:
@@ -485,7 +494,8 @@ class IndexedStreamStore:
         sid = self._sid_of.get(subject)
         parr = self._pos
         base = self._base
-        if sid is None or ttl_ns or not self._msgs or seq != base + len(parr):
+        # (keep_last_under_max_age takes _index_add, which keeps its expiry bound _kl_from)
+        if sid is None or ttl_ns or not self._msgs or seq != base + len(parr) or self._age_keep_last:
             sid = self._index_add(seq, ts, subject, size, pos)
             if ttl_ns:
                 self._set_ttl(seq, ts, ttl_ns)
@@ -893,6 +903,7 @@ class IndexedStreamStore:
             last_ts = self._ts[live_at]
         self._last = seq
         self._last_ts = last_ts
+        self._kl_from = 0
         keep = max(seq + 1 - self._base, 0)
         if self._msgs == 0:
             self._first = seq + 1
@@ -921,7 +932,8 @@ class IndexedStreamStore:
         max_age = self.config.max_age_ns
         if max_age > 0 and self._msgs:
             cutoff = now_ns - max_age
-            seq = self._first
+            keep_last = self._age_keep_last
+            seq = max(self._first, self._kl_from) if keep_last else self._first
             ttl = self._ttl
             while self._msgs:
                 seq = self._next_live(seq)
@@ -930,9 +942,14 @@ class IndexedStreamStore:
                 if ttl and ttl.get(seq) == NEVER_EXPIRES:
                     seq += 1
                     continue
+                if keep_last and self._subject_last(self._sid[seq - self._base]) == seq:
+                    seq += 1
+                    continue
                 self._remove(seq)
                 removed += 1
                 seq += 1
+            if keep_last:
+                self._kl_from = seq or self._last + 1
         heap = self._ttl_heap
         while heap and heap[0][0] <= now_ns:
             exp, seq = heapq.heappop(heap)
@@ -946,7 +963,14 @@ class IndexedStreamStore:
         max_age = self.config.max_age_ns
         if max_age > 0 and self._msgs:
             seq = self._first
-            if self._ttl:
+            if self._age_keep_last:
+                seq = self._next_live(max(seq, self._kl_from))
+                ttl = self._ttl
+                while seq and ((ttl and ttl.get(seq) == NEVER_EXPIRES)
+                               or self._subject_last(self._sid[seq - self._base]) == seq):
+                    seq = self._next_live(seq + 1)
+                self._kl_from = seq or self._last + 1
+            elif self._ttl:
                 while seq and self._ttl.get(seq) == NEVER_EXPIRES:
                     seq = self._next_live(seq + 1)
             if seq:
