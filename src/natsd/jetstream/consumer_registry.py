@@ -194,6 +194,10 @@ def recover(stream: "Stream", name: str) -> Consumer | None:
     else:
         o.clamp_to_stream()
     o.start()
+    if o.dead_letters is not None:
+        # natsd.dead_letter: copies a crash left unconfirmed go again once every stream is back
+        # (the dead-letter stream may recover after this one).
+        o.clock.call_soon(o.dead_letters.recover)
     return o
 
 

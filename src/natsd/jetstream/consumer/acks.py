@@ -122,7 +122,12 @@ class Acks:
                 o.writer.mark_dirty()
         elif body.startswith(b"+TERM"):
             reason = body[5:].strip().decode("utf-8", "replace")
-            if not self.term(sseq, dseq, dc, reason):
+            dl = o.dead_letters
+            if dl is not None and dl.on_term(sseq, dseq, dc, reason):
+                # natsd.dead_letter on a work-queue/interest stream: the ack waits for the
+                # copy's PubAck (features/deadletter.py); the advisory goes now.
+                self.advise_term(sseq, dseq, dc, reason)
+            elif not self.term(sseq, dseq, dc, reason):
                 skip_reply = True  # as for +ACK: a term of nothing pending gets no ack-ack
         if reply and not skip_reply:
             o.ports.publish(reply, "", None, b"")
@@ -222,13 +227,16 @@ class Acks:
     def term(self, sseq: int, dseq: int, dc: int, reason: str) -> bool:
         """Terminate a delivery (acked, with an advisory); False when nothing was acked."""
         acked = self.ack(sseq, dseq, dc, False)
+        self.advise_term(sseq, dseq, dc, reason)
+        return acked
+
+    def advise_term(self, sseq: int, dseq: int, dc: int, reason: str) -> None:
         o = self.o
         body: dict[str, Any] = {"stream": o.stream_name, "consumer": o.name,
                                 "consumer_seq": dseq, "stream_seq": sseq, "deliveries": dc}
         if reason:
             body["reason"] = reason
         o._advisory("MSG_TERMINATED", "terminated", body)
-        return acked
 
     # -- the ack timer -----------------------------------------------------------------------------
 
