@@ -382,6 +382,12 @@ def _process(self: Stream, subject: str, reply: str, hdr: bytes | None, payload:
     if hlen > MAX_HDR_SIZE:
         self._reject(reply, ApiErrors.STREAM_HEADER_EXCEEDS_MAXIMUM())
         return 0
+    if self._schemas is not None and not sourced:
+        # natsd feature (natsd.schema.<subject>): a payload its schema refuses is not stored.
+        serr = self._schemas.check(subject, payload)
+        if serr is not None:
+            self._reject(reply, serr)
+            return 0
 
     if reply.endswith(FAST_BATCH_SUFFIX):
         return on_fast_batch_msg(self, subject, reply, hdr, payload)

@@ -55,10 +55,13 @@ def compiled(text: str) -> Callable[[object], object]:
 
 class SchemaChecker:
     """A stream's schemas: ``check(subject, payload)`` returns ``None`` when the payload may be
-    stored, else the ApiError to put in the PubAck. ``kv_get(bucket, key)`` reads a KV entry's
-    value (``None`` when absent); it is how ``kv:`` schemas are resolved at publish time."""
+    stored, else the ApiError to put in the PubAck. ``kv_get(bucket, key)`` reads a KV entry as
+    ``(revision, value)`` (``None`` when absent or deleted); it is how ``kv:`` schemas are
+    resolved at publish time (the compiled validator is reused while the revision is the same)."""
 
-    def __init__(self, specs: "tuple[SchemaSpec, ...]", kv_get: Callable[[str, str], bytes | None]) -> None:
+    def __init__(self, specs: "tuple[SchemaSpec, ...]",
+                 kv_get: Callable[[str, str], tuple[int, bytes] | None]) -> None:
+        self._kv_fns: dict[tuple[str, str], tuple[int, Callable[[object], object]]] = {}
         # (pattern matcher, spec, the inline schema's text: its cache key, made once)
         self._rules = [(matcher(s.pattern), s, json.dumps(s.inline, sort_keys=True) if s.inline is not None else "")
                        for s in specs]
@@ -68,14 +71,21 @@ class SchemaChecker:
         for match, spec, text in self._rules:
             if not match(subject):
                 continue
-            if not text:
-                raw = self._kv_get(spec.bucket, spec.key)
-                if raw is None:
-                    return NatsdErrors.SCHEMA_UNAVAILABLE(schema=spec.name, subject=subject,
-                                                          err="no such KV entry")
-                text = raw.decode("utf-8", "replace")
             try:
-                fn = compiled(text)
+                if text:
+                    fn = compiled(text)
+                else:
+                    entry = self._kv_get(spec.bucket, spec.key)
+                    if entry is None:
+                        return NatsdErrors.SCHEMA_UNAVAILABLE(schema=spec.name, subject=subject,
+                                                              err="no such KV entry")
+                    k = (spec.bucket, spec.key)
+                    known = self._kv_fns.get(k)
+                    if known is not None and known[0] == entry[0]:
+                        fn = known[1]
+                    else:
+                        fn = compiled(entry[1].decode("utf-8", "replace"))
+                        self._kv_fns[k] = (entry[0], fn)
             except Exception as e:
                 return NatsdErrors.SCHEMA_UNAVAILABLE(schema=spec.name, subject=subject, err=str(e))
             try:
