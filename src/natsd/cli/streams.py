@@ -10,7 +10,7 @@ import argparse
 import base64
 from typing import Any, Callable
 
-from natsd.cli import render
+from natsd.cli import features, render
 from natsd.cli.common import (
     ApiError, CliError, ask, choice, choose, comma, confirm, confirm_edit, format_time, human_bytes, parse_duration,
     parse_int, parse_size, print_names, read_json_file, show_api, show_result, stdin_is_tty, strip_type,
@@ -146,6 +146,7 @@ def config_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--mirror", help="mirror this stream (a mirror has no subjects of its own)")
     g.add_argument("--source", dest="source_streams", action="append",
                    help="copy messages from this stream (repeatable)")
+    features.stream_flags(p)  # --metadata and natsd's own features (natsd.cli.features)
 
 
 def _split_subjects(values: list[str]) -> list[str]:
@@ -211,6 +212,7 @@ def apply_flags(cfg: dict, a: argparse.Namespace) -> dict:
         cfg["mirror"] = {"name": a.mirror}
     if getattr(a, "source_streams", None):  # (not `source`: that is `stream cp`'s positional argument)
         cfg["sources"] = [{"name": n} for v in a.source_streams for n in v.replace(",", " ").split()]
+    features.apply_stream(cfg, a)
     return cfg
 
 

@@ -279,6 +279,8 @@ class Acks:
         for seq, dc in ex.maxed:
             if dc == t.maxdc:
                 o._notify_max_deliveries(seq, dc)
+        if o.dead_letters is not None and ex.redeliver:
+            o.dead_letters.exhausted(ex.redeliver)  # (natsd.dead_letter: no wait for a pull)
         if ex.was_full or ex.redeliver:
             o.kick()
         if ex.next_check >= 0:

@@ -115,6 +115,27 @@ class DeadLetters:
         """``sseq`` was delivered ``max_deliver`` times without an ack (the MAX_DELIVERIES advisory)."""
         self._publish(sseq, dc, last_ts, REASON_MAX_DELIVERIES, "", ("max", 0, dc))
 
+    def exhausted(self, redeliver: list[int]) -> None:
+        """The ack timer queued ``redeliver``: those already delivered max_deliver times would
+        only be dropped (and advised) when a pull next asks for a message, as the reference
+        does; with a dead-letter subject they go now, so the copy does not wait for a client."""
+        o = self.o
+        t = o.t
+        if not t.maxdc:
+            return
+        for seq in redeliver:
+            dc = t.rdc.get(seq, 0) + 1  # deliveries so far
+            if dc < t.maxdc:
+                continue
+            t.remove_rdq(seq)
+            p = t.pending.pop(seq, None)
+            t.dropped_ts = p[1] if p is not None else 0
+            if p is not None:
+                t.max_deliver_floor(p[0], seq)
+            t.rdc[seq] = dc
+            o.writer.mark_dirty()
+            o._notify_max_deliveries(seq, dc)
+
     def recover(self) -> None:
         """At start (work-queue / interest): messages that reached max_deliver and are still in
         the stream may have had their copy published and the crash came before the removal, or
