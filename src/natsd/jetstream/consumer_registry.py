@@ -83,7 +83,7 @@ def create(stream: "Stream", cfg: ConsumerConfig, action: str = "", pedantic: bo
     acc_map = _acc_max_ack_pending(stream.account)
     cfg.set_defaults(getattr(stream.config, "consumer_limits", None), acc_map, pedantic)
     cfg.check(stream.config, acc_map)
-    parse_consumer(cfg.metadata)  # natsd.* feature keys (19xxx when invalid)
+    parse_consumer(cfg.metadata, stream.config.subjects, cfg.filters())  # natsd.* feature keys (19xxx when invalid)
     retention = stream.config.retention
 
     if existing is not None:

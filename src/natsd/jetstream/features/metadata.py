@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from natsd.jetstream.errors import ApiError, NatsdErrors
 from natsd.jetstream.features import schemas as schema_check
-from natsd.subjects.tokens import is_literal, is_valid_subject
+from natsd.subjects.tokens import is_literal, is_valid_subject, subject_matches
 
 __all__ = ["PREFIX", "STREAM_KEYS", "CONSUMER_KEYS", "SCHEMA_PREFIX", "StreamFeatures", "ConsumerFeatures",
            "parse_stream", "parse_consumer", "stream_features", "consumer_features", "advertised", "SchemaSpec"]
@@ -144,8 +144,11 @@ def parse_stream(metadata: dict[str, str] | None) -> StreamFeatures:
     return StreamFeatures(keep_last_under_max_age=keep_last, schemas=tuple(schemas))
 
 
-def parse_consumer(metadata: dict[str, str] | None, stream_subjects: list[str] | None = None) -> ConsumerFeatures:
-    """The features a consumer's metadata switches on (see :func:`parse_stream`)."""
+def parse_consumer(metadata: dict[str, str] | None, stream_subjects: list[str] | None = None,
+                   filters: list[str] | None = None) -> ConsumerFeatures:
+    """The features a consumer's metadata switches on (see :func:`parse_stream`).
+    ``stream_subjects``/``filters``: the consumer's stream's subjects and its own filters, to
+    refuse a dead-letter subject the consumer would read back (a copy delivered forever)."""
     if not metadata:
         return NO_CONSUMER_FEATURES
     dead_letter = ""
@@ -161,6 +164,10 @@ def parse_consumer(metadata: dict[str, str] | None, stream_subjects: list[str] |
                 raise NatsdErrors.METADATA_INVALID(key=key, err=f'"{value}" is not a literal subject')
             if v.startswith("$JS.") or v.startswith("$SYS.") or v.startswith("_INBOX."):
                 raise NatsdErrors.METADATA_INVALID(key=key, err=f'"{value}" is a reserved subject')
+            if (any(subject_matches(s, v) for s in stream_subjects or ())
+                    and (not filters or any(subject_matches(f, v) for f in filters))):
+                raise NatsdErrors.METADATA_INVALID(
+                    key=key, err=f'"{value}" is a subject of this stream the consumer would read back')
             dead_letter = v
         elif key == KEEP_LAST or key.startswith(SCHEMA_PREFIX):
             raise NatsdErrors.METADATA_INVALID(key=key, err="this is a stream setting")

@@ -76,6 +76,14 @@ def test_consumer_create_refuses_bad_settings(env) -> None:
     r = env.api("$JS.API.CONSUMER.CREATE.S.C", {"stream_name": "S", "config": {
         "durable_name": "C", "ack_policy": "explicit", "metadata": {"natsd.dead_letter": "dlq.s"}}})
     assert "error" not in r and r["config"]["metadata"]["natsd.dead_letter"] == "dlq.s"
+    # A dead-letter subject the consumer itself would read back is refused.
+    r = env.api("$JS.API.CONSUMER.CREATE.S.D", {"stream_name": "S", "config": {
+        "durable_name": "D", "ack_policy": "explicit", "metadata": {"natsd.dead_letter": "s.dead"}}})
+    assert r["error"]["err_code"] == 19001 and "would read back" in r["error"]["description"]
+    r = env.api("$JS.API.CONSUMER.CREATE.S.E", {"stream_name": "S", "config": {
+        "durable_name": "E", "ack_policy": "explicit", "filter_subject": "s.work",
+        "metadata": {"natsd.dead_letter": "s.dead"}}})
+    assert "error" not in r, r  # (another filter: the copy stays in the stream for others)
 
 
 def test_info_and_jsz_advertise_the_features(env) -> None:
