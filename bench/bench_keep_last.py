@@ -20,9 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from natsd.clock import ManualClock  # noqa: E402
-from natsd.store.base import StoreConfig  # noqa: E402
-from natsd.store.memory import MemoryStreamStore  # noqa: E402
+from natsd.clock import ManualClock
+from natsd.store.base import StoreConfig
+from natsd.store.memory import MemoryStreamStore
 
 SEC = 1_000_000_000
 

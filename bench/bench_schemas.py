@@ -84,7 +84,7 @@ def bench_publish(n: int) -> dict:
             stream = env.account.streams["ORD"]
             clock = env.clock
 
-            def run(k: int) -> None:
+            def run(k: int, stream=stream, clock=clock, env=env) -> None:
                 pm = stream.process_msg
                 for i in range(k):
                     pm("orders.new", "_INBOX.b", None, PAYLOAD)

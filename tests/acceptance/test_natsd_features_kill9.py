@@ -8,12 +8,17 @@ All through nats-py, which knows nothing of natsd (the features are metadata key
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 
 import nats
 import pytest
-from nats.js.api import AckPolicy, ConsumerConfig, KeyValueConfig, RetentionPolicy, StreamConfig
+from nats.js.api import (
+    AckPolicy,
+    ConsumerConfig,
+    KeyValueConfig,
+    RetentionPolicy,
+    StreamConfig,
+)
 
 from tests.helpers.servers import start_server
 
@@ -85,8 +90,8 @@ def test_dead_letter_crash_between_copy_and_removal(tmp_path) -> None:
     try:
         try:
             asyncio.run(_setup_dlq(srv.url))
-        except Exception:
-            pass  # the server may die while the last fetch is answered
+        except Exception:  # noqa: BLE001, S110 - the server may die while the last fetch is answered
+            pass
         srv.proc.wait(30)
         assert srv.proc.returncode == 137  # died in the window, before any original was removed
     finally:

@@ -9,7 +9,13 @@ import json
 
 import nats
 import pytest
-from nats.js.api import AckPolicy, ConsumerConfig, KeyValueConfig, RetentionPolicy, StreamConfig
+from nats.js.api import (
+    AckPolicy,
+    ConsumerConfig,
+    KeyValueConfig,
+    RetentionPolicy,
+    StreamConfig,
+)
 from nats.js.errors import APIError
 
 from tests.helpers.cli import ok, run_cli, start_kind
@@ -59,7 +65,7 @@ async def _nats_py_scenario(url: str) -> dict:
     for s in ("WQ", "DLQ", "ORD", "KV_cfg"):
         try:
             await js.delete_stream(s)
-        except Exception:
+        except Exception:  # noqa: BLE001, S110 - absent (the module server is shared)
             pass
     # dead letters: a terminated message (with the client's reason) and one past max_deliver
     await js.add_stream(StreamConfig(name="WQ", subjects=["wq.>"], retention=RetentionPolicy.WORK_QUEUE))

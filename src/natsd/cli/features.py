@@ -22,7 +22,7 @@ from pathlib import Path
 
 from natsd.cli.common import UsageError
 
-__all__ = ["stream_flags", "apply_stream", "consumer_flags", "apply_consumer"]
+__all__ = ["apply_consumer", "apply_stream", "consumer_flags", "stream_flags"]
 
 KEEP_LAST = "natsd.keep_last_under_max_age"
 SCHEMA_PREFIX = "natsd.schema."

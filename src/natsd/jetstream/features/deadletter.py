@@ -34,15 +34,25 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from natsd.gotime import format_rfc3339
-from natsd.nuid import nuid
 from natsd.jetstream.features.metadata import consumer_features
+from natsd.nuid import nuid
 from natsd.store.base import MsgNotFound, StoreEOF
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.consumer import Consumer
 
-__all__ = ["DeadLetters", "attach", "REPLY_PREFIX", "H_REASON", "H_TERM_REASON", "H_DELIVERIES",
-           "H_LAST_DELIVERY", "H_ORIGINAL_MSG_ID", "REASON_MAX_DELIVERIES", "REASON_TERMINATED"]
+__all__ = [
+    "H_DELIVERIES",
+    "H_LAST_DELIVERY",
+    "H_ORIGINAL_MSG_ID",
+    "H_REASON",
+    "H_TERM_REASON",
+    "REASON_MAX_DELIVERIES",
+    "REASON_TERMINATED",
+    "REPLY_PREFIX",
+    "DeadLetters",
+    "attach",
+]
 
 log = logging.getLogger("natsd.jetstream.features.deadletter")
 
@@ -86,7 +96,7 @@ def _single_line(s: str) -> str:
 class DeadLetters:
     """The dead-letter side of one consumer (``o.dead_letters``; ``None`` without the key)."""
 
-    def __init__(self, o: "Consumer", subject: str) -> None:
+    def __init__(self, o: Consumer, subject: str) -> None:
         self.o = o
         self.subject = subject
         self._id = nuid()
@@ -216,7 +226,7 @@ class DeadLetters:
             o.stream.ack_processed(o, sseq)
 
 
-def attach(o: "Consumer", cur: DeadLetters | None) -> DeadLetters | None:
+def attach(o: Consumer, cur: DeadLetters | None) -> DeadLetters | None:
     """The consumer's DeadLetters for its config (``None`` when it names no dead-letter subject);
     the current one (``cur``) is kept when the subject did not change."""
     subject = consumer_features(o.cfg.metadata).dead_letter

@@ -32,8 +32,20 @@ from natsd.jetstream.errors import ApiError, NatsdErrors
 from natsd.jetstream.features import schemas as schema_check
 from natsd.subjects.tokens import is_literal, is_valid_subject, subject_matches
 
-__all__ = ["PREFIX", "STREAM_KEYS", "CONSUMER_KEYS", "SCHEMA_PREFIX", "StreamFeatures", "ConsumerFeatures",
-           "parse_stream", "parse_consumer", "stream_features", "consumer_features", "advertised", "SchemaSpec"]
+__all__ = [
+    "CONSUMER_KEYS",
+    "PREFIX",
+    "SCHEMA_PREFIX",
+    "STREAM_KEYS",
+    "ConsumerFeatures",
+    "SchemaSpec",
+    "StreamFeatures",
+    "advertised",
+    "consumer_features",
+    "parse_consumer",
+    "parse_stream",
+    "stream_features",
+]
 
 log = logging.getLogger("natsd.jetstream.features")
 
@@ -162,7 +174,7 @@ def parse_consumer(metadata: dict[str, str] | None, stream_subjects: list[str] |
                 continue
             if not is_valid_subject(v) or not is_literal(v):
                 raise NatsdErrors.METADATA_INVALID(key=key, err=f'"{value}" is not a literal subject')
-            if v.startswith("$JS.") or v.startswith("$SYS.") or v.startswith("_INBOX."):
+            if v.startswith(("$JS.", "$SYS.", "_INBOX.")):
                 raise NatsdErrors.METADATA_INVALID(key=key, err=f'"{value}" is a reserved subject')
             if (any(subject_matches(s, v) for s in stream_subjects or ())
                     and (not filters or any(subject_matches(f, v) for f in filters))):

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from natsd.jetstream.errors import ApiError, NatsdErrors
 from natsd.subjects.tokens import matcher
@@ -23,7 +24,7 @@ from natsd.subjects.tokens import matcher
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.features.metadata import SchemaSpec
 
-__all__ = ["check_schema", "compiled", "SchemaChecker"]
+__all__ = ["SchemaChecker", "check_schema", "compiled"]
 
 #: Compiled validators kept (by schema text); a KV schema rewritten often does not grow this.
 CACHE_MAX = 256
@@ -34,7 +35,7 @@ def check_schema(doc: object) -> str:
     """"" when ``doc`` compiles as a JSON Schema, else why not."""
     try:
         compiled(json.dumps(doc, sort_keys=True))
-    except Exception as e:  # fastjsonschema raises its own definition errors (and others)
+    except Exception as e:  # noqa: BLE001 - a user's schema: fastjsonschema's definition errors, re.error, ...
         return str(e) or type(e).__name__
     return ""
 
@@ -59,7 +60,7 @@ class SchemaChecker:
     ``(revision, value)`` (``None`` when absent or deleted); it is how ``kv:`` schemas are
     resolved at publish time (the compiled validator is reused while the revision is the same)."""
 
-    def __init__(self, specs: "tuple[SchemaSpec, ...]",
+    def __init__(self, specs: tuple[SchemaSpec, ...],
                  kv_get: Callable[[str, str], tuple[int, bytes] | None]) -> None:
         self._kv_fns: dict[tuple[str, str], tuple[int, Callable[[object], object]]] = {}
         # (pattern matcher, spec, the inline schema's text: its cache key, made once)
@@ -86,7 +87,7 @@ class SchemaChecker:
                     else:
                         fn = compiled(entry[1].decode("utf-8", "replace"))
                         self._kv_fns[k] = (entry[0], fn)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - a schema from a KV entry (see check_schema)
                 return NatsdErrors.SCHEMA_UNAVAILABLE(schema=spec.name, subject=subject, err=str(e))
             try:
                 doc = json.loads(payload)
@@ -94,7 +95,7 @@ class SchemaChecker:
                 return NatsdErrors.SCHEMA_VALIDATION(subject=subject, schema=spec.name, err=f"payload is not JSON: {e}")
             try:
                 fn(doc)
-            except Exception as e:  # fastjsonschema.JsonSchemaValueException: the first violation
+            except Exception as e:  # noqa: BLE001 - JsonSchemaValueException (the first violation), or a generated check failing
                 return NatsdErrors.SCHEMA_VALIDATION(subject=subject, schema=spec.name, err=str(e))
             return None  # the first matching pattern decides
         return None
