@@ -136,3 +136,56 @@ def test_update_switches_dead_letter_off(env) -> None:
     env.clock.advance(2 * SEC)
     env.clock.run_soon()
     assert _dlq(env) == []
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_acks_naks_terms_and_restarts_dead_letter_each_message_at_most_once(env, seed) -> None:
+    """A seeded mix of acks, naks, terms, silent drops (ack wait runs out) and restarts on a
+    work-queue stream with max_deliver 3: at the end every message is either acked away, still
+    in the queue, or dead-lettered, exactly one of the three, and never copied twice."""
+    import random
+    rng = random.Random(seed)
+    _setup(env, "workqueue", max_deliver=3)
+    n = 40
+    for i in range(n):
+        env.pub(f"jobs.{i}", str(i).encode())
+    acked: set[int] = set()
+    for step in range(120):
+        msgs = _fetch(env, rng.randrange(1, 6))
+        for m in msgs:
+            seq = int(m.reply.split(".")[5])
+            r = rng.random()
+            if r < 0.25:
+                env.ports.publish(m.reply, "", None, b"+ACK")
+                acked.add(seq)
+            elif r < 0.45:
+                env.ports.publish(m.reply, "", None, b"-NAK")
+            elif r < 0.55:
+                env.ports.publish(m.reply, "", None, b"+TERM r" + str(step).encode())
+            # else: dropped, the ack wait runs out
+        env.clock.run_soon()
+        env.clock.advance(rng.choice([0, SEC // 2, 2 * SEC]))
+        env.clock.run_soon()
+        if rng.random() < 0.05:
+            env.restart()
+            env.clock.run_soon()
+    env.clock.advance(10 * SEC)
+    env.clock.run_soon()
+    for _ in range(5):  # drain: the rest reach max_deliver
+        _fetch(env, 50)  # delivered again, never acked
+        env.clock.advance(2 * SEC)
+        env.clock.run_soon()
+    env.clock.run_soon()
+    copies = [int(_headers(m)["Nats-Sequence"]) for m in _dlq(env)]
+    assert len(copies) == len(set(copies)), sorted(copies)
+    st = _state(env, "JOBS")
+    left = set()
+    for seq in range(st["first_seq"], st["last_seq"] + 1):
+        r = env.api("$JS.API.STREAM.MSG.GET.JOBS", {"seq": seq})
+        if "message" in r:
+            left.add(seq)
+    assert not (set(copies) & acked), "an acked message was dead-lettered"
+    assert not (set(copies) & left), "a dead-lettered message is still in the work queue"
+    assert not (acked & left)
+    assert acked | set(copies) | left == set(range(1, n + 1)), "a message was lost"
+    assert copies  # the mix does reach max_deliver / terms
