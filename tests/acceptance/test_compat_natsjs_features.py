@@ -30,7 +30,7 @@ def test_natsd_features_with_natsjs(natsjs, kind):
         assert res["badSetting"]["name"] == "NoError"
         assert res["kv"] == {"a": None, "b": None, "msgs": 0}
         return
-    assert res["advertised"] == ["dead_letter", "keep_last_under_max_age", "schemas"]
+    assert res["advertised"] == ["dead_letter", "keep_last_under_max_age", "partition_key", "schemas"]
     assert res["deadLetters"] == [
         {"data": "terminate me", "reason": "Terminated", "text": "schema v2 needed", "seq": "1", "xid": "t"},
         {"data": "never acked", "reason": "MaxDeliveries", "text": "", "seq": "2", "xid": ""}]

@@ -83,7 +83,12 @@ def create(stream: "Stream", cfg: ConsumerConfig, action: str = "", pedantic: bo
     acc_map = _acc_max_ack_pending(stream.account)
     cfg.set_defaults(getattr(stream.config, "consumer_limits", None), acc_map, pedantic)
     cfg.check(stream.config, acc_map)
-    parse_consumer(cfg.metadata, stream.config.subjects, cfg.filters())  # natsd.* feature keys (19xxx when invalid)
+    # natsd.* feature keys (19xxx when invalid; a partition key needs a plain explicit-ack pull consumer)
+    parse_consumer(cfg.metadata, stream.config.subjects, cfg.filters(),
+                   "a partition key needs a pull consumer" if cfg.deliver_subject
+                   else "a partition key needs ack policy explicit" if cfg.ack_policy != "explicit"
+                   else "a partition key can not be combined with priority groups"
+                   if cfg.priority_policy != "none" else "")
     retention = stream.config.retention
 
     if existing is not None:

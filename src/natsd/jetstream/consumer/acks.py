@@ -145,8 +145,8 @@ class Acks:
                 if sample and self.sfreq > 0:
                     o._sample_ack(sseq, p[0], dc, p[1])
                 maxp = t.maxp
-                if maxp > 0 and len(t.pending) + 1 >= maxp:
-                    o.kick()  # it was at max_ack_pending: delivery can resume
+                if (maxp > 0 and len(t.pending) + 1 >= maxp) or o.partitions is not None:
+                    o.kick()  # it was at max_ack_pending (or its key was in flight): delivery can resume
                 if not t.pending and self.timer is not None:
                     self.timer.cancel()
                     self.timer = None
@@ -189,8 +189,8 @@ class Acks:
         was_full = maxp > 0 and len(t.pending) >= maxp
         if not t.ack_run(sseqs):
             return
-        if was_full:
-            self.o.kick()  # it was at max_ack_pending: delivery can resume
+        if was_full or self.o.partitions is not None:
+            self.o.kick()  # it was at max_ack_pending (or keys were in flight): delivery can resume
         if not t.pending and self.timer is not None:
             self.timer.cancel()
             self.timer = None

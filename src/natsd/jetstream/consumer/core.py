@@ -55,6 +55,8 @@ from natsd.jetstream.consumer.tracking import Tracking
 from natsd.jetstream.consumer_config import DELETE_WAIT_DEFAULT, MS, ConsumerConfig
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.features.deadletter import DeadLetters, attach as attach_dead_letters
+from natsd.jetstream.features.metadata import partition_spec
+from natsd.jetstream.features.partition import Partitions, attach as attach_partitions
 from natsd.jetstream.requests import CONSUMER_RESET_REQUEST
 from natsd.jetstream.wire import dumps, error_envelope, required_level_too_high, resp
 from natsd.store.base import ConsumerState, MsgNotFound, StoreEOF, StoreError
@@ -123,6 +125,8 @@ class Consumer:
         self._update_inactive_threshold()
         # natsd feature (issue 27): the natsd.dead_letter subject, None without it.
         self.dead_letters: DeadLetters | None = attach_dead_letters(self, None)
+        # natsd feature: natsd.partition_key (per-key ordered pull consumer), None without it.
+        self.partitions: Partitions | None = attach_partitions(self, partition_spec(cfg.metadata, cfg.filters()))
 
     # ------------------------------------------------------------------------------------------
     # Setup.
@@ -579,6 +583,9 @@ class Consumer:
             self._recalc_pending()
         self._update_inactive_threshold()
         self.dead_letters = attach_dead_letters(self, self.dead_letters)  # (natsd.dead_letter)
+        spec = partition_spec(ncfg.metadata, ncfg.filters())  # (natsd.partition_key)
+        if (spec is None) != (self.partitions is None) or (spec and self.partitions and spec.text != self.partitions.spec.text):
+            self.partitions = attach_partitions(self, spec)
         if self.pull is not None:
             self.pull.wq.max = ncfg.max_waiting
         if self.store is not None:

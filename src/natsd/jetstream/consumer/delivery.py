@@ -180,7 +180,7 @@ class Delivery:
         # stream: read forward with one store iterator instead of a lookup per message (made
         # when first needed, and again after a run of deliver_run moved sseq past it).
         fast_it = None
-        fast = not t.rdq and t.lss is None and self._covers_stream()
+        fast = not t.rdq and t.lss is None and self._covers_stream() and o.partitions is None
         maxp = t.maxp if not ack_none else 0
         # Deliveries to one subject are collected and handed over in one deliver_many call (one
         # subscription match, one buffer append per frame). The batch is sent before anything
@@ -271,7 +271,7 @@ class Delivery:
                     if batch:
                         many(bsubj, batch)
                         batch = []
-                    nxt = self._peek()
+                    nxt = self._peek(checked)
                     if nxt is None:
                         break
                     if nxt is False:
@@ -340,7 +340,7 @@ class Delivery:
                 else:
                     self._commit(kind, seq, dc)
                 t.dseq = dseq + 1
-                if dc == 1:
+                if dc == 1 and kind != "ahead":  # (ahead of the cursor: natsd.partition_key)
                     t.dlv_sseq = seq
                 if ack_none:
                     t.adflr = dseq
@@ -556,9 +556,10 @@ class Delivery:
             wr.hbt = o.clock.monotonic_ns() + wr.hb
         return k, seqs[0]
 
-    def _peek(self) -> Any:
+    def _peek(self, checked: set[str] | None = None) -> Any:
         """The next thing to deliver: ``(kind, StoreMsg, delivery count)``; ``None`` when there
-        is nothing; ``False`` when new messages are held back by max_ack_pending."""
+        is nothing; ``False`` when new messages are held back by max_ack_pending. ``checked``:
+        the pass's inboxes known to have interest (a partitioned consumer picks the request)."""
         o = self.o
         t = o.t
         store = o.stream.store
@@ -592,6 +593,8 @@ class Delivery:
             t.sseq = t.lss_resume + 1
             t.lss = None
             o._recalc_pending()
+        if o.partitions is not None:  # natsd.partition_key: the key decides (features/partition.py)
+            return o.partitions.peek(checked if checked is not None else set())
         fl = o.filters
         try:
             if len(fl) <= 1:
@@ -641,6 +644,8 @@ class Delivery:
         if kind == "rd":
             t.pop_rdq()
             t.rdc[seq] = dc - 1
+        elif kind == "ahead":  # (natsd.partition_key: delivered past a blocked key, cursor stays)
+            o.npc -= 1
         elif kind == "lss":
             t.lss.pop(0)  # type: ignore[union-attr]
             if not t.lss:

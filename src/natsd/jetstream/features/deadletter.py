@@ -229,7 +229,7 @@ class DeadLetters:
 def attach(o: Consumer, cur: DeadLetters | None) -> DeadLetters | None:
     """The consumer's DeadLetters for its config (``None`` when it names no dead-letter subject);
     the current one (``cur``) is kept when the subject did not change."""
-    subject = consumer_features(o.cfg.metadata).dead_letter
+    subject = consumer_features(o.cfg.metadata, o.cfg.filters()).dead_letter
     if cur is not None and cur.subject == subject:
         return cur
     if cur is not None:

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from natsd.jetstream.errors import ApiError, NatsdErrors
 from natsd.jetstream.features import schemas as schema_check
+from natsd.jetstream.features.partition import KeySpec, parse_key_spec
 from natsd.subjects.tokens import is_literal, is_valid_subject, subject_matches
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "consumer_features",
     "parse_consumer",
     "parse_stream",
+    "partition_spec",
     "stream_features",
 ]
 
@@ -53,10 +55,11 @@ PREFIX = "natsd."
 KEEP_LAST = "natsd.keep_last_under_max_age"
 SCHEMA_PREFIX = "natsd.schema."
 DEAD_LETTER = "natsd.dead_letter"
+PARTITION_KEY = "natsd.partition_key"
 
 #: Keys a stream accepts (a key ending in ``.`` is a prefix: the rest is a subject pattern).
 STREAM_KEYS: tuple[str, ...] = (KEEP_LAST, SCHEMA_PREFIX)
-CONSUMER_KEYS: tuple[str, ...] = (DEAD_LETTER,)
+CONSUMER_KEYS: tuple[str, ...] = (DEAD_LETTER, PARTITION_KEY)
 
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off", "")
@@ -88,7 +91,7 @@ class StreamFeatures:
 @dataclass(frozen=True, slots=True)
 class ConsumerFeatures:
     dead_letter: str = ""
-    extra: dict[str, str] = field(default_factory=dict)
+    partition_key: KeySpec | None = None
 
 
 NO_STREAM_FEATURES = StreamFeatures()
@@ -157,13 +160,16 @@ def parse_stream(metadata: dict[str, str] | None) -> StreamFeatures:
 
 
 def parse_consumer(metadata: dict[str, str] | None, stream_subjects: list[str] | None = None,
-                   filters: list[str] | None = None) -> ConsumerFeatures:
+                   filters: list[str] | None = None, kind_problem: str = "") -> ConsumerFeatures:
     """The features a consumer's metadata switches on (see :func:`parse_stream`).
     ``stream_subjects``/``filters``: the consumer's stream's subjects and its own filters, to
-    refuse a dead-letter subject the consumer would read back (a copy delivered forever)."""
+    refuse a dead-letter subject the consumer would read back (a copy delivered forever).
+    ``kind_problem``: why this consumer can not be partitioned ("" when it can: a pull consumer
+    with explicit acks and no priority groups)."""
     if not metadata:
         return NO_CONSUMER_FEATURES
     dead_letter = ""
+    partition: KeySpec | None = None
     for key in sorted(metadata):
         if not key.startswith(PREFIX):
             continue
@@ -181,13 +187,34 @@ def parse_consumer(metadata: dict[str, str] | None, stream_subjects: list[str] |
                 raise NatsdErrors.METADATA_INVALID(
                     key=key, err=f'"{value}" is a subject of this stream the consumer would read back')
             dead_letter = v
+        elif key == PARTITION_KEY:
+            if not value.strip():
+                continue
+            if kind_problem:
+                raise NatsdErrors.METADATA_INVALID(key=key, err=kind_problem)
+            spec = parse_key_spec(value, filters or [])
+            if isinstance(spec, str):
+                raise NatsdErrors.METADATA_INVALID(key=key, err=spec)
+            partition = spec
         elif key == KEEP_LAST or key.startswith(SCHEMA_PREFIX):
             raise NatsdErrors.METADATA_INVALID(key=key, err="this is a stream setting")
         else:
             raise _unknown(key, CONSUMER_KEYS)
-    if not dead_letter:
+    if not dead_letter and partition is None:
         return NO_CONSUMER_FEATURES
-    return ConsumerFeatures(dead_letter=dead_letter)
+    return ConsumerFeatures(dead_letter=dead_letter, partition_key=partition)
+
+
+def partition_spec(metadata: dict[str, str] | None, filters: list[str]) -> KeySpec | None:
+    """The ``natsd.partition_key`` of an accepted consumer config (None: none, or invalid here)."""
+    v = (metadata or {}).get(PARTITION_KEY, "")
+    if not v.strip():
+        return None
+    spec = parse_key_spec(v, filters)
+    if isinstance(spec, str):
+        log.warning("natsd.partition_key off for a consumer: %s", spec)
+        return None
+    return spec
 
 
 def stream_features(metadata: dict[str, str] | None) -> StreamFeatures:
@@ -200,10 +227,10 @@ def stream_features(metadata: dict[str, str] | None) -> StreamFeatures:
         return NO_STREAM_FEATURES
 
 
-def consumer_features(metadata: dict[str, str] | None) -> ConsumerFeatures:
+def consumer_features(metadata: dict[str, str] | None, filters: list[str] | None = None) -> ConsumerFeatures:
     """:func:`parse_consumer` for a config already accepted (see :func:`stream_features`)."""
     try:
-        return parse_consumer(metadata)
+        return parse_consumer(metadata, filters=filters)
     except ApiError as e:
         log.warning("natsd features off for a consumer: %s", e.description)
         return NO_CONSUMER_FEATURES
@@ -216,6 +243,7 @@ def advertised() -> dict:
         "metadata_prefix": PREFIX,
         "features": {
             "dead_letter": {"consumer_metadata": DEAD_LETTER},
+            "partition_key": {"consumer_metadata": PARTITION_KEY},
             "keep_last_under_max_age": {"stream_metadata": KEEP_LAST},
             "schemas": {"stream_metadata": SCHEMA_PREFIX + "<subject>"},
         },

@@ -89,7 +89,7 @@ def test_consumer_create_refuses_bad_settings(env) -> None:
 def test_info_and_jsz_advertise_the_features(env) -> None:
     info = env.api("$JS.API.INFO")
     assert info["type"] == "io.nats.jetstream.api.v1.account_info_response"
-    assert set(info["natsd"]["features"]) == {"dead_letter", "keep_last_under_max_age", "schemas"}
+    assert set(info["natsd"]["features"]) == {"dead_letter", "keep_last_under_max_age", "partition_key", "schemas"}
     assert info["natsd"]["metadata_prefix"] == "natsd."
     assert env.engine.jsz()["natsd"] == info["natsd"]
 
