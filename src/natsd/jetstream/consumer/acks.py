@@ -137,10 +137,14 @@ class Acks:
         a sequence not delivered yet, as the reference). The hot path of every ``+ACK``."""
         t = self.t
         if sseq >= t.sseq and t.lss is None and not self.flow_control:
-            return False
+            if self.o.partitions is None or sseq not in t.pending:
+                return False
+            # (natsd.partition_key: delivered ahead of the cursor, features/partition.py)
         o = self.o
         if self.explicit:
             p = t.ack(sseq)
+            if p is not None and o.partitions is not None:
+                o.partitions.fix_floor()  # (deliveries out of stream order: features/partition.py)
             if p is not None:
                 if sample and self.sfreq > 0:
                     o._sample_ack(sseq, p[0], dc, p[1])
@@ -203,7 +207,7 @@ class Acks:
         """True when :meth:`ack_run` may take these plain acks (see there)."""
         t = self.t
         return (self.explicit and self.sfreq <= 0 and not self.retention and not self.o.closed
-                and max(sseqs) < t.sseq)
+                and max(sseqs) < t.sseq and self.o.partitions is None)
 
     def nak(self, sseq: int, dseq: int, dc: int, body: bytes) -> None:
         t = self.t

@@ -43,7 +43,7 @@ from natsd.subjects.tokens import tokenize
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.consumer import Consumer
 
-__all__ = ["KeySpec", "LOOKAHEAD", "Partitions", "attach", "parse_key_spec"]
+__all__ = ["LOOKAHEAD", "KeySpec", "Partitions", "attach", "parse_key_spec"]
 
 #: How many messages may wait in key queues (read past the cursor, their key in flight); the
 #: consumer reads no further until some go.
@@ -55,7 +55,7 @@ _WILDCARD = re.compile(r"^\{\{\s*wildcard\s*\(\s*(\d+)\s*\)\s*\}\}$")
 class KeySpec:
     """How a message's key is read: ``token`` (index into the subject's tokens) or ``header``."""
 
-    __slots__ = ("token", "header", "text")
+    __slots__ = ("header", "text", "token")
 
     def __init__(self, text: str, token: int = -1, header: str = "") -> None:
         self.text = text
@@ -98,7 +98,7 @@ class Partitions:
     queued message whose key is free, else reads on. The consumer's cursor (``t.sseq``, and the
     delivered pair a restart resumes from) is the lowest message not delivered yet."""
 
-    def __init__(self, o: "Consumer", spec: KeySpec) -> None:
+    def __init__(self, o: Consumer, spec: KeySpec) -> None:
         self.o = o
         self.spec = spec
         self.inflight: dict[str, int] = {}     # key -> the stream seq in flight (checked lazily)
@@ -137,11 +137,26 @@ class Partitions:
         del self.inflight[key]  # acked, terminated, dropped at max_deliver, or gone
         return False
 
+    def fix_floor(self) -> None:
+        """After an ack: the ack floor as the tracking moves it assumes deliveries in stream
+        order; here a later message may be delivered (and acked) before an earlier one, so the
+        floor is what is really done: below the lowest pending message and the cursor."""
+        t = self.o.t
+        pending = t.pending
+        if pending:
+            low_s = min(pending)
+            low_d = min(p[0] for p in pending.values())
+            t.asflr = min(low_s, t.sseq) - 1
+            t.adflr = low_d - 1
+        else:
+            t.asflr = t.sseq - 1
+            t.adflr = t.dseq - 1
+        t.rep_floor = None
+
     def _lowest_undelivered(self) -> int:
         low = self.frontier
         for q in self.queued.values():
-            if q[0] < low:
-                low = q[0]
+            low = min(low, q[0])
         return low
 
     # -- the pick ------------------------------------------------------------------------------
@@ -259,5 +274,5 @@ def _has_next(store: Any, f: str, seq: int) -> bool:
     return True
 
 
-def attach(o: "Consumer", spec: KeySpec | None) -> Partitions | None:
+def attach(o: Consumer, spec: KeySpec | None) -> Partitions | None:
     return Partitions(o, spec) if spec is not None else None
