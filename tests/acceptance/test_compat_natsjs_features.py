@@ -29,6 +29,7 @@ def test_natsd_features_with_natsjs(natsjs, kind):
         assert res["bad"]["name"] == "NoError" and res["ordMsgs"] == 2
         assert res["badSetting"]["name"] == "NoError"
         assert res["kv"] == {"a": None, "b": None, "msgs": 0}
+        assert [len(r) for r in res["partitionRounds"]] == [10, 2]  # no key: a plain batch
         return
     assert res["advertised"] == ["dead_letter", "keep_last_under_max_age", "partition_key", "schemas"]
     assert res["deadLetters"] == [
@@ -40,3 +41,6 @@ def test_natsd_features_with_natsjs(natsjs, kind):
     assert res["bad"]["message"].startswith("message on orders.new does not match schema inline:orders.*")
     assert res["badSetting"]["api"]["err_code"] == 19001
     assert res["kv"] == {"a": "2", "b": "x", "msgs": 2}
+    # One message per key in flight: each fetch gets the next message of each of the 3 keys.
+    assert res["partitionRounds"] == [[["pk.k0", 1], ["pk.k1", 2], ["pk.k2", 3]],
+                                      [["pk.k0", 4], ["pk.k1", 5], ["pk.k2", 6]]]

@@ -53,6 +53,22 @@ await scenario("natsd_features", async (nc, out, step) => {
   out.badSetting = await expectError(jsm.streams.add({ name: "BAD", subjects: ["bad.>"],
     metadata: { "natsd.keep_last_under_max_age": "perhaps" } }));
 
+  step("partition-key");
+  await jsm.streams.add({ name: "PK", subjects: ["pk.*"] });
+  for (let i = 0; i < 12; i++) await js.publish(`pk.k${i % 3}`, `m${i}`);
+  await jsm.consumers.add("PK", { durable_name: "P", ack_policy: AckPolicy.Explicit, filter_subject: "pk.*",
+    metadata: { "natsd.partition_key": "{{wildcard(1)}}" } });
+  const pc = await js.consumers.get("PK", "P");
+  const rounds = [];
+  for (let r = 0; r < 2; r++) {
+    const got = [];
+    const it = await pc.fetch({ max_messages: 10, expires: 1000 });
+    for await (const m of it) got.push(m);
+    rounds.push(got.map((m) => [m.subject, m.seq]));
+    for (const m of got) await m.ackAck();
+  }
+  out.partitionRounds = rounds;
+
   step("keep-last");
   const kvm = new Kvm(nc);
   const kv = await kvm.create("cfg", { history: 3, ttl: 500 });
