@@ -56,6 +56,13 @@ def test_natsctl_flags_write_the_metadata(natsd) -> None:
     r = run_cli(u, "consumer", "add", "ORD", "D", "--pull", "--ack", "explicit", "--defaults",
                 "--dead-letter", "dlq.*")
     assert r.rc != 0 and "is not a literal subject" in r.err, r
+    ok(u, "consumer", "add", "ORD", "K", "--pull", "--ack", "explicit", "--deliver", "all", "--defaults",
+       "--filter", "orders.*", "--partition-key", "{{wildcard(1)}}")
+    kmd = ok(u, "consumer", "info", "ORD", "K", "-j").json()["config"]["metadata"]
+    assert kmd["natsd.partition_key"] == "{{wildcard(1)}}"
+    r = run_cli(u, "consumer", "add", "ORD", "L", "--pull", "--ack", "explicit", "--defaults",
+                "--filter", "orders.new", "--partition-key", "{{wildcard(1)}}")
+    assert r.rc != 0 and "has no wildcard 1" in r.err, r
 
 
 async def _nats_py_scenario(url: str) -> dict:

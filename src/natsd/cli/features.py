@@ -12,6 +12,7 @@ Stream (``stream add|edit``):
 Consumer (``consumer add|edit``):
     ``--metadata KEY=VALUE``           any metadata key (repeatable)
     ``--dead-letter SUBJECT``          ``natsd.dead_letter`` ('' removes it)
+    ``--partition-key KEY``            ``natsd.partition_key``: ``{{wildcard(n)}}`` or ``header:<Name>``
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ __all__ = ["apply_consumer", "apply_stream", "consumer_flags", "stream_flags"]
 KEEP_LAST = "natsd.keep_last_under_max_age"
 SCHEMA_PREFIX = "natsd.schema."
 DEAD_LETTER = "natsd.dead_letter"
+PARTITION_KEY = "natsd.partition_key"
 
 
 def _metadata_flag(g: argparse._ArgumentGroup) -> None:
@@ -93,6 +95,9 @@ def consumer_flags(p: argparse.ArgumentParser) -> None:
     _metadata_flag(g)
     g.add_argument("--dead-letter", dest="dead_letter", metavar="SUBJECT",
                    help="natsd: publish messages that reach max deliveries or are terminated here")
+    g.add_argument("--partition-key", dest="partition_key", metavar="KEY",
+                   help="natsd: deliver in order per key, one message per key in flight "
+                        "({{wildcard(n)}} of the filter, or header:<Name>)")
 
 
 def apply_consumer(cfg: dict, a: argparse.Namespace) -> dict:
@@ -100,4 +105,7 @@ def apply_consumer(cfg: dict, a: argparse.Namespace) -> dict:
     dl = getattr(a, "dead_letter", None)
     if dl is not None:
         _set(cfg, DEAD_LETTER, dl)
+    pk = getattr(a, "partition_key", None)
+    if pk is not None:
+        _set(cfg, PARTITION_KEY, pk)
     return cfg

@@ -9,6 +9,7 @@ nats-server keeps its data with the features simply off (nats-server keeps unkno
 ``metadata.py``             the ``natsd.*`` keys: parse, validate (errors 19xxx), advertise
 ``deadletter.py``           a consumer's dead-letter subject (max deliveries / ``+TERM``)
 ``schemas.py``              JSON Schema validation of publishes, per subject pattern
+``partition.py``            per-key ordered parallel pull consumers (``natsd.partition_key``)
 =========================== ================================================================
 
 Keep-last-under-max-age lives in the store (``StoreConfig.keep_last_under_max_age``, applied by

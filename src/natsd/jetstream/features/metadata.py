@@ -17,6 +17,8 @@ Stream keys
 Consumer keys
     ``natsd.dead_letter``  a literal subject: messages that reach ``max_deliver`` or are
         terminated (``+TERM``) are published there once, with ``Natsd-Dlq-*`` headers.
+    ``natsd.partition_key``  ``{{wildcard(n)}}`` or ``header:<Name>``: a pull consumer delivers
+        in stream order per key, one message per key in flight (features/partition.py).
 
 Nothing here runs per message: the parsed settings are plain attributes the stream and
 consumer read (``StreamFeatures`` / ``ConsumerFeatures``).
