@@ -75,7 +75,7 @@ def _reply_len(fmt: bytes, bounds: tuple) -> int:
 class Delivery:
     """One consumer's delivery passes, their scheduling and their pacing."""
 
-    __slots__ = ("o", "scheduled", "kick_timer", "replay", "replay_lseq", "lts", "rl_t")
+    __slots__ = ("o", "scheduled", "kick_timer", "replay", "replay_lseq", "lts", "rl_t", "checked")
 
     def __init__(self, o: "Consumer") -> None:
         self.o = o
@@ -85,6 +85,7 @@ class Delivery:
         self.replay_lseq = 0        # the stream's last sequence when replay started
         self.lts = 0                # stored time of the last message sent while replaying
         self.rl_t = 0               # rate limit virtual time (monotonic ns)
+        self.checked: set[str] = set()  # this pass's inboxes seen with interest (for _peek)
 
     # -- scheduling --------------------------------------------------------------------------------
 
@@ -176,6 +177,7 @@ class Delivery:
         o._settle_npc()
         retention_acks = ack_none and o.stream.config.retention != "limits"
         checked: set[str] = set()  # pull inboxes whose interest was verified this pass
+        self.checked = checked
         # Fast path: nothing to redeliver, no last-per-subject list, no filter narrower than the
         # stream: read forward with one store iterator instead of a lookup per message (made
         # when first needed, and again after a run of deliver_run moved sseq past it).
@@ -271,7 +273,7 @@ class Delivery:
                     if batch:
                         many(bsubj, batch)
                         batch = []
-                    nxt = self._peek(checked)
+                    nxt = self._peek()
                     if nxt is None:
                         break
                     if nxt is False:
@@ -556,10 +558,9 @@ class Delivery:
             wr.hbt = o.clock.monotonic_ns() + wr.hb
         return k, seqs[0]
 
-    def _peek(self, checked: set[str] | None = None) -> Any:
+    def _peek(self) -> Any:
         """The next thing to deliver: ``(kind, StoreMsg, delivery count)``; ``None`` when there
-        is nothing; ``False`` when new messages are held back by max_ack_pending. ``checked``:
-        the pass's inboxes known to have interest (a partitioned consumer picks the request)."""
+        is nothing; ``False`` when new messages are held back by max_ack_pending."""
         o = self.o
         t = o.t
         store = o.stream.store
@@ -594,7 +595,7 @@ class Delivery:
             t.lss = None
             o._recalc_pending()
         if o.partitions is not None:  # natsd.partition_key: the key decides (features/partition.py)
-            return o.partitions.peek(checked if checked is not None else set())
+            return o.partitions.peek(self.checked)  # (it picks the request too)
         fl = o.filters
         try:
             if len(fl) <= 1:

@@ -3,6 +3,7 @@ naks and client churn, key spreading and stickiness, and the config checks."""
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -55,7 +56,7 @@ def _check_order(deliveries, acked_at) -> None:
     for key, ds in by_key.items():
         seqs = [s for _, s in ds]
         assert seqs == sorted(seqs), f"key {key} out of order: {seqs}"
-        for (i0, s0), (i1, s1) in zip(ds, ds[1:]):
+        for (_i0, s0), (i1, s1) in itertools.pairwise(ds):
             if s1 != s0:
                 assert s0 in acked_at and acked_at[s0] <= i1, f"key {key}: {s1} delivered while {s0} in flight"
 
@@ -131,7 +132,7 @@ def test_a_key_moves_when_its_client_goes_away(env) -> None:
         env.pub("ord.a", f"a{i}".encode())
     cl = Clients(env)
     cl.pull("x", 1, expires=SEC)
-    (_c, _k, seq, _d, reply), = cl.new()
+    (_c, _k, seq, _d, _reply), = cl.new()
     assert (_c, seq) == ("x", 1)
     cl.pull("y", 5, expires=30 * SEC)
     assert cl.new() == []  # a1 is in flight with x: nothing of key a for y
