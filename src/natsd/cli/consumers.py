@@ -12,7 +12,7 @@ import sys
 from datetime import datetime, timezone
 from typing import Any
 
-from natsd.cli import render
+from natsd.cli import features, render
 from natsd.cli.common import (
     CliError, UsageError, arrivals, ask, choice, choose, comma, confirm, confirm_edit, format_duration, next_from,
     optional_count, optional_seconds, parse_duration, parse_int, print_names, queue_subscriber, read_json_file,
@@ -104,6 +104,7 @@ def config_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--deliver-group", dest="deliver_group", help="push: queue group for the delivery subject")
     g.add_argument("--inactive-threshold", dest="inactive_threshold", help="remove when inactive this long")
     g.add_argument("--backoff", help="redelivery backoff durations, comma separated")
+    features.consumer_flags(p)  # --metadata and natsd's own features (natsd.cli.features)
 
 
 def apply_deliver(cfg: dict, value: str) -> None:
@@ -173,6 +174,7 @@ def apply_flags(cfg: dict, a: argparse.Namespace) -> dict:
         cfg["inactive_threshold"] = parse_duration(a.inactive_threshold, flag="--inactive-threshold")
     if a.backoff is not None:
         cfg["backoff"] = [parse_duration(x, flag="--backoff") for x in a.backoff.split(",") if x.strip()]
+    features.apply_consumer(cfg, a)
     return cfg
 
 

@@ -10,7 +10,7 @@ import argparse
 import base64
 from typing import Any, Callable
 
-from natsd.cli import render
+from natsd.cli import features, render
 from natsd.cli.common import (
     ApiError, CliError, ask, choice, choose, comma, confirm, confirm_edit, format_time, human_bytes, parse_duration,
     parse_int, parse_size, print_names, read_json_file, show_api, show_result, stdin_is_tty, strip_type,
@@ -161,8 +161,7 @@ def config_flags(p: argparse.ArgumentParser) -> None:
                    help="allows message schedules (Nats-Schedule)")
     g.add_argument("--discard-per-subject", dest="discard_per_subject", action="store_true", default=None,
                    help="sets the 'new' discard policy and applies it to every subject in the stream")
-    g.add_argument("--metadata", action="append", default=None, metavar="KEY=VALUE",
-                   help="adds metadata to the stream (repeatable)")
+    features.stream_flags(p)  # --metadata and natsd's own features (natsd.cli.features)
 
 
 def _split_subjects(values: list[str]) -> list[str]:
@@ -239,14 +238,7 @@ def apply_flags(cfg: dict, a: argparse.Namespace) -> dict:
         cfg["discard_new_per_subject"] = True
     if getattr(a, "subject_del_markers_ttl", None) is not None:
         cfg["subject_delete_marker_ttl"] = parse_duration(a.subject_del_markers_ttl, flag="--subject-del-markers-ttl")
-    if getattr(a, "metadata", None):
-        meta = dict(cfg.get("metadata") or {})
-        for item in a.metadata:
-            key, sep, value = item.partition("=")
-            if not sep or not key:
-                raise UsageError(f"--metadata: expected KEY=VALUE, got {item!r}")
-            meta[key] = value
-        cfg["metadata"] = meta
+    features.apply_stream(cfg, a)
     return cfg
 
 

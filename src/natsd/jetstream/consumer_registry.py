@@ -26,6 +26,7 @@ from natsd.jetstream.config.consumer_config import (
     MAX_NAME_LEN, ConsumerConfig, check_update, is_valid_asset_name,
 )
 from natsd.jetstream.errors import ApiError, ApiErrors
+from natsd.jetstream.features.metadata import parse_consumer
 from natsd.jetstream.config.models import AckPolicy
 from natsd.store.base import ConsumerState, StoreError
 
@@ -83,6 +84,12 @@ def create(stream: "StreamView", cfg: ConsumerConfig, action: str = "", pedantic
     acc_map = _acc_max_ack_pending(stream.account)
     cfg.set_defaults(stream.config.consumer_limits, acc_map, pedantic)
     cfg.check(stream.config, acc_map)
+    # natsd.* feature keys (19xxx when invalid; a partition key needs a plain explicit-ack pull consumer)
+    parse_consumer(cfg.metadata, stream.config.subjects, cfg.filters(),
+                   "a partition key needs a pull consumer" if cfg.deliver_subject
+                   else "a partition key needs ack policy explicit" if cfg.ack_policy != "explicit"
+                   else "a partition key can not be combined with priority groups"
+                   if cfg.priority_policy != "none" else "")
     retention = stream.config.retention
 
     if existing is not None:
@@ -193,6 +200,10 @@ def recover(stream: "StreamView", name: str) -> Consumer | None:
     else:
         o.clamp_to_stream()
     o.start()
+    if o.dead_letters is not None:
+        # natsd.dead_letter: copies a crash left unconfirmed go again once every stream is back
+        # (the dead-letter stream may recover after this one).
+        o.clock.call_soon(o.dead_letters.recover)
     return o
 
 

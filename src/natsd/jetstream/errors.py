@@ -325,3 +325,24 @@ class ApiErrors:
 ERROR_TABLE: tuple[ErrorDef, ...] = tuple(v for v in vars(ApiErrors).values() if isinstance(v, ErrorDef))
 ApiErrors.by_name = {d.name: d for d in ERROR_TABLE}
 ApiErrors.by_err_code = {d.err_code: d for d in ERROR_TABLE}
+
+
+class NatsdErrors:
+    """natsd's own errors, for the features nats-server does not have (issue 27,
+    :mod:`natsd.jetstream.features`). Same wire shape as the table above; their ``err_code`` s are
+    in **19000-19999**, a range nats-server never used (its codes run 10002-10227 and grow by one
+    per release), so a client telling errors apart by code can never confuse the two. Not part
+    of :data:`ERROR_TABLE` (that is the reference's table, row for row).
+
+    ======= ==================================================================================
+    19001   a ``natsd.*`` metadata value is invalid (create/update refused)
+    19002   an unknown ``natsd.*`` metadata key (create/update refused)
+    19010   a published payload does not match the subject's JSON Schema (PubAck error)
+    19011   the subject's schema can not be loaded (KV entry missing or not a valid schema)
+    ======= ==================================================================================
+    """
+
+    METADATA_INVALID = ErrorDef(400, 19001, 'natsd metadata {key}: {err}')
+    METADATA_UNKNOWN = ErrorDef(400, 19002, 'natsd metadata {key} is not a natsd feature (natsd offers: {keys})')
+    SCHEMA_VALIDATION = ErrorDef(400, 19010, 'message on {subject} does not match schema {schema}: {err}')
+    SCHEMA_UNAVAILABLE = ErrorDef(503, 19011, 'schema {schema} for {subject} unavailable: {err}')

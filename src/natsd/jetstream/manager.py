@@ -27,6 +27,7 @@ from natsd.jetstream import consumer_registry
 from natsd.jetstream import domain_mappings
 from natsd.jetstream.consumer import ConsumerHub
 from natsd.jetstream.errors import ApiError, ApiErrors
+from natsd.jetstream.features.metadata import advertised
 from natsd.jetstream.config.models import JS_API_LEVEL, StreamConfig, rfc3339, parse_rfc3339
 from natsd.jetstream.snapshot import RestoreReceiver, SnapshotSender, remove_stale_restores
 from natsd.jetstream.stream.core import Stream, _is_direct, store_config_for
@@ -558,6 +559,7 @@ class JetStreamEngine:
                 details.append(self._account_detail(acc, want_streams, want_consumers, want_config))
             out["account_details"] = details
         out["total"] = len(self.accounts)
+        out["natsd"] = advertised()  # natsd's own features (issue 27); monitors ignore the field
         return out
 
     def config_json(self) -> dict:

@@ -130,6 +130,9 @@ class StoreConfig:
     #: ``persist_mode: async``: the owner writes on its own schedule (not before each PubAck) and
     #: the file store never fsyncs per write, even with ``sync_always`` (as the reference).
     async_persist: bool = False
+    #: natsd feature (``natsd.keep_last_under_max_age``, issue 27): max_age expiry never removes
+    #: the last message of a subject; per-message TTL, limits, purges and deletes still do.
+    keep_last_under_max_age: bool = False
 
 
 @dataclass(slots=True)

@@ -302,6 +302,38 @@ def check_max_age(factory: StoreFactory) -> None:
     s.stop()
 
 
+def check_max_age_keep_last(factory: StoreFactory) -> None:
+    """keep_last_under_max_age: age expiry never removes a subject's last message (nor counts
+    it in next_expiry); a newer message on the subject makes the old one due again; per-subject
+    limits, removes and purges still remove last messages; it holds across a restart."""
+    clock = ManualClock()
+    s = factory.make(_cfg(max_age_ns=10 * SEC, keep_last_under_max_age=True, max_msgs_per_subject=5), clock)
+    t0 = clock.time_ns()
+    s.store_msg("k.a", None, b"a1")
+    s.store_msg("k.b", None, b"b1")
+    s.store_msg("k.a", None, b"a2")
+    clock.advance(11 * SEC)
+    assert s.next_expiry() == t0 + 10 * SEC  # a1 is due (not its subject's last)
+    assert s.expire(clock.time_ns()) == 1
+    assert (s.state().msgs, s.state().first_seq) == (2, 2)
+    assert s.next_expiry() == 0  # b1 and a2 are their subjects' last messages
+    clock.advance(100 * SEC)
+    assert s.expire(clock.time_ns()) == 0
+    assert s.load_last_msg("k.a").msg == b"a2" and s.load_last_msg("k.b").msg == b"b1"
+    s = _restart(factory, s, clock)
+    assert s.expire(clock.time_ns()) == 0 and s.state().msgs == 2
+    t1 = clock.time_ns()
+    s.store_msg("k.b", None, b"b2")  # b1 is no longer the last of k.b: due at once
+    assert s.next_expiry() <= t1
+    assert s.expire(clock.time_ns()) == 1
+    assert [m.msg for m in s.iter_msgs(1, 10)] == [b"a2", b"b2"]
+    assert s.next_expiry() == 0
+    assert s.remove_msg(3)  # a delete still removes a subject's last message
+    assert s.purge() == 1   # and so does a purge
+    assert s.state().msgs == 0
+    s.stop()
+
+
 def check_msg_ttl(factory: StoreFactory) -> None:
     """Per-message TTL expires that message only; ttl < 0 never expires, even past max_age."""
     clock = ManualClock()
@@ -757,9 +789,13 @@ class Model:
         if self.cfg.max_age_ns <= 0:
             return 0
         doomed = []
+        keep_last = self.cfg.keep_last_under_max_age
+        lasts = {m[0]: s for s, m in sorted(self.msgs.items())} if keep_last else {}
         for s in sorted(self.msgs):
             if self.msgs[s][3] > now - self.cfg.max_age_ns:
                 break
+            if keep_last and lasts[self.msgs[s][0]] == s:
+                continue  # keep_last_under_max_age: a subject's last message stays
             doomed.append(s)
         for s in doomed:
             del self.msgs[s]
@@ -949,6 +985,7 @@ RANDOM_CONFIGS = {
     "per_subject": dict(max_msgs_per_subject=3),
     "max_bytes": dict(max_bytes=600),
     "max_age": dict(max_age_ns=5 * SEC),
+    "max_age_keep_last": dict(max_age_ns=5 * SEC, keep_last_under_max_age=True),
     "first_seq": dict(first_seq=1000, max_msgs=30),
 }
 
@@ -967,6 +1004,7 @@ STREAM_STORE_CHECKS = [
     check_max_msgs_per_subject,
     check_store_run,
     check_max_age,
+    check_max_age_keep_last,
     check_msg_ttl,
     check_remove_and_deleted,
     check_purge,

@@ -118,6 +118,15 @@ class IndexedStreamStore:
         self._old_max_msgs = config.max_msgs if old and config.max_msgs > 0 else 0
         self._old_max_bytes = config.max_bytes if old and config.max_bytes > 0 else 0
         self._any_limit = bool(self._max_per_subj or self._old_max_msgs or self._old_max_bytes)
+        # keep_last_under_max_age: age expiry skips each subject's last message. Invariant: every
+        # live message below _kl_from is its subject's last, never expires, or is in the heap
+        # _kl_due (a kept message a newer one on its subject made ordinary again, pushed by
+        # _index_add). So expiry walks neither the kept messages again and again (a KV bucket
+        # of many keys) nor from the start after each put; anything else that could break the
+        # invariant (truncate, a reset) sets _kl_from to 0.
+        self._age_keep_last = config.keep_last_under_max_age and config.max_age_ns > 0
+        self._kl_from = 0
+        self._kl_due: list[int] = []
         # discard "new" refuses only through max_msgs, max_bytes or discard_new_per_subject: a
         # KV bucket (discard new, a per-subject limit alone) skips the check per message.
         self._check_new = self._discard_new and (
@@ -173,6 +182,8 @@ class IndexedStreamStore:
         self._fcache.clear()
         self._ttl.clear()
         self._ttl_heap.clear()
+        self._kl_from = 0
+        self._kl_due.clear()
 
     def _rebase(self, base: int) -> None:
         """Empty arrays starting at ``base`` (only valid when no message is live)."""
@@ -228,6 +239,11 @@ class IndexedStreamStore:
             ss[0] += 1
             prev = ss[2]
             ss[2] = seq
+            if self._age_keep_last and prev < self._kl_from:  # (keep_last_under_max_age)
+                if ss[3] & _STALE_LAST:
+                    self._kl_from = 0  # (the subject's last is not known here: scan again)
+                else:
+                    heapq.heappush(self._kl_due, prev)
             ss[3] &= ~_STALE_LAST
             j = prev - self._base
             if j >= 0 and seq - prev <= _NXT_MAX:
@@ -489,7 +505,8 @@ class IndexedStreamStore:
         sid = self._sid_of.get(subject)
         parr = self._pos
         base = self._base
-        if sid is None or ttl_ns or not self._msgs or seq != base + len(parr):
+        # (keep_last_under_max_age takes _index_add, which keeps its expiry bound _kl_from)
+        if sid is None or ttl_ns or not self._msgs or seq != base + len(parr) or self._age_keep_last:
             sid = self._index_add(seq, ts, subject, size, pos)
             if ttl_ns:
                 self._set_ttl(seq, ts, ttl_ns)
@@ -897,6 +914,7 @@ class IndexedStreamStore:
             last_ts = self._ts[live_at]
         self._last = seq
         self._last_ts = last_ts
+        self._kl_from = 0
         keep = max(seq + 1 - self._base, 0)
         if self._msgs == 0:
             self._first = seq + 1
@@ -925,8 +943,11 @@ class IndexedStreamStore:
         max_age = self.config.max_age_ns
         if max_age > 0 and self._msgs:
             cutoff = now_ns - max_age
-            seq = self._first
+            keep_last = self._age_keep_last
+            seq = max(self._first, self._kl_from) if keep_last else self._first
             ttl = self._ttl
+            if keep_last:
+                removed += self._expire_due(cutoff)
             while self._msgs:
                 seq = self._next_live(seq)
                 if not seq or self._ts[seq - self._base] > cutoff:
@@ -934,9 +955,14 @@ class IndexedStreamStore:
                 if ttl and ttl.get(seq) == NEVER_EXPIRES:
                     seq += 1
                     continue
+                if keep_last and self._subject_last(self._sid[seq - self._base]) == seq:
+                    seq += 1
+                    continue
                 self._remove(seq)
                 removed += 1
                 seq += 1
+            if keep_last:
+                self._kl_from = seq or self._last + 1
         heap = self._ttl_heap
         while heap and heap[0][0] <= now_ns:
             exp, seq = heapq.heappop(heap)
@@ -944,13 +970,50 @@ class IndexedStreamStore:
                 removed += 1
         return removed
 
+    def _next_due(self) -> int:
+        """The lowest live, no longer kept, sequence of _kl_due (0: none); drops the others."""
+        due = self._kl_due
+        base = self._base
+        pos = self._pos
+        ttl = self._ttl
+        while due:
+            s0 = due[0]
+            i = s0 - base
+            if (i < 0 or i >= len(pos) or pos[i] < 0 or (ttl and ttl.get(s0) == NEVER_EXPIRES)
+                    or self._subject_last(self._sid[i]) == s0):
+                heapq.heappop(due)  # gone, or kept again (a newer message pushes it back)
+                continue
+            return s0
+        return 0
+
+    def _expire_due(self, cutoff: int) -> int:
+        """Remove the messages of _kl_due stored at or before ``cutoff``."""
+        n = 0
+        while True:
+            s0 = self._next_due()
+            if not s0 or self._ts[s0 - self._base] > cutoff:
+                return n
+            heapq.heappop(self._kl_due)
+            self._remove(s0)
+            n += 1
+
     def next_expiry(self) -> int:
         """Wall time (Unix ns) of the next expiry, 0 when nothing will expire."""
         nxt = 0
         max_age = self.config.max_age_ns
         if max_age > 0 and self._msgs:
             seq = self._first
-            if self._ttl:
+            if self._age_keep_last:
+                seq = self._next_live(max(seq, self._kl_from))
+                ttl = self._ttl
+                while seq and ((ttl and ttl.get(seq) == NEVER_EXPIRES)
+                               or self._subject_last(self._sid[seq - self._base]) == seq):
+                    seq = self._next_live(seq + 1)
+                self._kl_from = seq or self._last + 1
+                due = self._next_due()
+                if due and (not seq or due < seq):
+                    seq = due
+            elif self._ttl:
                 while seq and self._ttl.get(seq) == NEVER_EXPIRES:
                     seq = self._next_live(seq + 1)
             if seq:

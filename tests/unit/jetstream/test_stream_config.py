@@ -237,7 +237,7 @@ def test_jsz_shapes(tmp_path):
         out = env.engine.jsz({})
         assert list(out) == ["memory", "storage", "reserved_memory", "reserved_storage", "accounts", "ha_assets",
                              "api", "server_id", "now", "config", "limits", "streams", "consumers", "messages",
-                             "bytes", "total"]
+                             "bytes", "total", "natsd"]  # natsd: its own features (issue 27), last
         assert out["streams"] == 1 and out["messages"] == 1 and out["accounts"] == 1
         assert list(out["config"]) == ["max_memory", "max_storage", "store_dir", "sync_interval", "strict"]
         detail = env.engine.jsz({"accounts": "1", "streams": "1", "consumers": "1", "config": "1"})

@@ -16,6 +16,7 @@ from natsd import nats_headers as NH
 from natsd.jetstream.advisories import stream_action
 from natsd.jetstream.config import requests as R
 from natsd.jetstream.errors import ApiErrors
+from natsd.jetstream.features.metadata import parse_stream
 from natsd.jetstream.api.router import ApiRequest, Offload, SlowRequest, run_inline
 from natsd.jetstream.config.models import StreamConfig, parse_rfc3339, rfc3339
 from natsd.jetstream.config.stream_checks import (
@@ -94,6 +95,7 @@ def _create_steps(req: ApiRequest) -> SlowRequest:
         raise ApiErrors.STREAM_NAME_EXIST()
     acct.check_new_stream_limits(ccfg)
     refuse_unsupported(ccfg)
+    parse_stream(ccfg.metadata)  # natsd.* feature keys (19xxx when invalid)
     yield Offload(lambda: check_subject_overlap(ccfg, others))
     try:
         stream = acct.add_stream(ccfg, subscribe=False)
@@ -128,6 +130,7 @@ def _update_steps(req: ApiRequest) -> SlowRequest:
     ncfg = yield Offload(lambda: check_update(old, cfg, pedantic, others.get))
     acct.check_new_stream_limits(ncfg, existing=stream.config)
     refuse_unsupported(ncfg)
+    parse_stream(ncfg.metadata)  # natsd.* feature keys (19xxx when invalid)
     yield Offload(lambda: check_subject_overlap(ncfg, others))
     if stream.closed or acct.streams.get(name) is not stream:
         raise ApiErrors.STREAM_NOT_FOUND()  # deleted meanwhile (not through the API: a template)

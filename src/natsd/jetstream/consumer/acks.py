@@ -122,7 +122,12 @@ class Acks:
                 o.writer.mark_dirty()
         elif body.startswith(b"+TERM"):
             reason = body[5:].strip().decode("utf-8", "replace")
-            if not self.term(sseq, dseq, dc, reason):
+            dl = o.dead_letters
+            if dl is not None and dl.on_term(sseq, dseq, dc, reason):
+                # natsd.dead_letter on a work-queue/interest stream: the ack waits for the
+                # copy's PubAck (features/deadletter.py); the advisory goes now.
+                self.advise_term(sseq, dseq, dc, reason)
+            elif not self.term(sseq, dseq, dc, reason):
                 skip_reply = True  # as for +ACK: a term of nothing pending gets no ack-ack
         if reply and not skip_reply:
             o.ports.publish(reply, "", None, b"")
@@ -132,16 +137,20 @@ class Acks:
         a sequence not delivered yet, as the reference). The hot path of every ``+ACK``."""
         t = self.t
         if sseq >= t.sseq and t.lss is None and not self.flow_control:
-            return False
+            if self.o.partitions is None or sseq not in t.pending:
+                return False
+            # (natsd.partition_key: delivered ahead of the cursor, features/partition.py)
         o = self.o
         if self.explicit:
             p = t.ack(sseq)
+            if p is not None and o.partitions is not None:
+                o.partitions.fix_floor()  # (deliveries out of stream order: features/partition.py)
             if p is not None:
                 if sample and self.sfreq > 0:
                     o._sample_ack(sseq, p[0], dc, p[1])
                 maxp = t.maxp
-                if maxp > 0 and len(t.pending) + 1 >= maxp:
-                    o.kick()  # it was at max_ack_pending: delivery can resume
+                if (maxp > 0 and len(t.pending) + 1 >= maxp) or o.partitions is not None:
+                    o.kick()  # it was at max_ack_pending (or its key was in flight): delivery can resume
                 if not t.pending and self.timer is not None:
                     self.timer.cancel()
                     self.timer = None
@@ -184,8 +193,8 @@ class Acks:
         was_full = maxp > 0 and len(t.pending) >= maxp
         if not t.ack_run(sseqs):
             return
-        if was_full:
-            self.o.kick()  # it was at max_ack_pending: delivery can resume
+        if was_full or self.o.partitions is not None:
+            self.o.kick()  # it was at max_ack_pending (or keys were in flight): delivery can resume
         if not t.pending and self.timer is not None:
             self.timer.cancel()
             self.timer = None
@@ -198,7 +207,7 @@ class Acks:
         """True when :meth:`ack_run` may take these plain acks (see there)."""
         t = self.t
         return (self.explicit and self.sfreq <= 0 and not self.retention and not self.o.closed
-                and max(sseqs) < t.sseq)
+                and max(sseqs) < t.sseq and self.o.partitions is None)
 
     def nak(self, sseq: int, dseq: int, dc: int, body: bytes) -> None:
         t = self.t
@@ -222,13 +231,16 @@ class Acks:
     def term(self, sseq: int, dseq: int, dc: int, reason: str) -> bool:
         """Terminate a delivery (acked, with an advisory); False when nothing was acked."""
         acked = self.ack(sseq, dseq, dc, False)
+        self.advise_term(sseq, dseq, dc, reason)
+        return acked
+
+    def advise_term(self, sseq: int, dseq: int, dc: int, reason: str) -> None:
         o = self.o
         body: dict[str, Any] = {"stream": o.stream_name, "consumer": o.name,
                                 "consumer_seq": dseq, "stream_seq": sseq, "deliveries": dc}
         if reason:
             body["reason"] = reason
         o._advisory("MSG_TERMINATED", "terminated", body)
-        return acked
 
     # -- the ack timer -----------------------------------------------------------------------------
 
@@ -271,6 +283,8 @@ class Acks:
         for seq, dc in ex.maxed:
             if dc == t.maxdc:
                 o.notify_max_deliveries(seq, dc)
+        if o.dead_letters is not None and ex.redeliver:
+            o.dead_letters.exhausted(ex.redeliver)  # (natsd.dead_letter: no wait for a pull)
         if ex.was_full or ex.redeliver:
             o.kick()
         if ex.next_check >= 0:

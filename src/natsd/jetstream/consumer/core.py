@@ -54,6 +54,9 @@ from natsd.jetstream.consumer.push import Push
 from natsd.jetstream.consumer.tracking import Tracking
 from natsd.jetstream.config.consumer_config import DELETE_WAIT_DEFAULT, MS, ConsumerConfig
 from natsd.jetstream.errors import ApiError, ApiErrors
+from natsd.jetstream.features.deadletter import DeadLetters, attach as attach_dead_letters
+from natsd.jetstream.features.metadata import partition_spec
+from natsd.jetstream.features.partition import Partitions, attach as attach_partitions
 from natsd.jetstream.config.requests import CONSUMER_RESET_REQUEST
 from natsd.jetstream.wire import dumps, error_envelope, required_level_too_high, resp
 from natsd.store.base import ConsumerState, MsgNotFound, StoreEOF, StoreError
@@ -124,6 +127,10 @@ class Consumer:
         if state is not None:
             self.t.load(state)
         self._update_inactive_threshold()
+        # natsd feature (issue 27): the natsd.dead_letter subject, None without it.
+        self.dead_letters: DeadLetters | None = attach_dead_letters(self, None)
+        # natsd feature: natsd.partition_key (per-key ordered pull consumer), None without it.
+        self.partitions: Partitions | None = attach_partitions(self, partition_spec(cfg.metadata, cfg.filters()))
 
     # ------------------------------------------------------------------------------------------
     # Setup.
@@ -500,6 +507,8 @@ class Consumer:
         self._send_event(METRIC_ACK_PREFIX + self.stream_name + "." + self.name, obj)
 
     def notify_max_deliveries(self, sseq: int, dc: int) -> None:
+        if self.dead_letters is not None:  # natsd feature: the copy to the dead-letter subject
+            self.dead_letters.on_max_deliveries(sseq, dc, self.t.dropped_ts)
         self._advisory("MAX_DELIVERIES", "max_deliver", {
             "stream": self.stream_name, "consumer": self.name, "stream_seq": sseq, "deliveries": dc})
 
@@ -573,6 +582,10 @@ class Consumer:
             self._set_filters()
             self.recalc_pending()
         self._update_inactive_threshold()
+        self.dead_letters = attach_dead_letters(self, self.dead_letters)  # (natsd.dead_letter)
+        spec = partition_spec(ncfg.metadata, ncfg.filters())  # (natsd.partition_key)
+        if (spec is None) != (self.partitions is None) or (spec and self.partitions and spec.text != self.partitions.spec.text):
+            self.partitions = attach_partitions(self, spec)
         if self.pull is not None:
             self.pull.wq.max = ncfg.max_waiting
         if self.store is not None:
@@ -651,6 +664,8 @@ class Consumer:
     def _stop_common(self) -> None:
         self.closed = True
         self.acks.cancel()
+        if self.dead_letters is not None:
+            self.dead_letters.stop()
         self._cancel_delete_timer()
         self.delivery.cancel_kick_timer()
         if self.push is not None:

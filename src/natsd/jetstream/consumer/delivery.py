@@ -76,7 +76,7 @@ def _reply_len(fmt: bytes, bounds: tuple) -> int:
 class Delivery:
     """One consumer's delivery passes, their scheduling and their pacing."""
 
-    __slots__ = ("o", "scheduled", "kick_timer", "replay", "replay_lseq", "lts", "rl_t")
+    __slots__ = ("o", "scheduled", "kick_timer", "replay", "replay_lseq", "lts", "rl_t", "checked")
 
     def __init__(self, o: "Consumer") -> None:
         self.o = o
@@ -86,6 +86,7 @@ class Delivery:
         self.replay_lseq = 0        # the stream's last sequence when replay started
         self.lts = 0                # stored time of the last message sent while replaying
         self.rl_t = 0               # rate limit virtual time (monotonic ns)
+        self.checked: set[str] = set()  # this pass's inboxes seen with interest (for _peek)
 
     # -- scheduling --------------------------------------------------------------------------------
 
@@ -177,11 +178,12 @@ class Delivery:
         o.settle_npc()
         retention_acks = ack_none and o.stream.config.retention != "limits"
         checked: set[str] = set()  # pull inboxes whose interest was verified this pass
+        self.checked = checked
         # Fast path: nothing to redeliver, no last-per-subject list, no filter narrower than the
         # stream: read forward with one store iterator instead of a lookup per message (made
         # when first needed, and again after a run of deliver_run moved sseq past it).
         fast_it = None
-        fast = not t.rdq and t.lss is None and self._covers_stream()
+        fast = not t.rdq and t.lss is None and self._covers_stream() and o.partitions is None
         maxp = t.maxp if not ack_none else 0
         # Deliveries to one subject are collected and handed over in one deliver_many call (one
         # subscription match, one buffer append per frame). The batch is sent before anything
@@ -344,7 +346,7 @@ class Delivery:
                 else:
                     self._commit(kind, seq, dc)
                 t.dseq = dseq + 1
-                if dc == 1:
+                if dc == 1 and kind != "ahead":  # (ahead of the cursor: natsd.partition_key)
                     t.dlv_sseq = seq
                 if ack_none:
                     t.adflr = dseq
@@ -597,6 +599,8 @@ class Delivery:
             t.sseq = t.lss_resume + 1
             t.lss = None
             o.recalc_pending()
+        if o.partitions is not None:  # natsd.partition_key: the key decides (features/partition.py)
+            return o.partitions.peek(self.checked)  # (it picks the request too)
         fl = o.filters
         try:
             if len(fl) <= 1:
@@ -646,6 +650,8 @@ class Delivery:
         if kind == "rd":
             t.pop_rdq()
             t.rdc[seq] = dc - 1
+        elif kind == "ahead":  # (natsd.partition_key: delivered past a blocked key, cursor stays)
+            o.npc -= 1
         elif kind == "lss":
             t.lss.pop(0)  # type: ignore[union-attr]
             if not t.lss:

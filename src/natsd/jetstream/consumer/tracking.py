@@ -98,7 +98,7 @@ class Tracking:
     """Delivery cursor, pending acks, redeliveries and the ack floor of one consumer."""
 
     __slots__ = ("sseq", "dseq", "adflr", "asflr", "dlv_sseq", "pending", "rdc", "rdq", "rdq_set",
-                 "rep_floor", "lss", "lss_resume", "explicit", "maxdc", "maxp")
+                 "rep_floor", "lss", "lss_resume", "explicit", "maxdc", "maxp", "dropped_ts")
 
     def __init__(self, explicit: bool, max_deliver: int, max_ack_pending: int) -> None:
         self.sseq = 1
@@ -118,6 +118,9 @@ class Tracking:
         self.explicit = explicit
         self.maxdc = max(max_deliver, 0)
         self.maxp = max_ack_pending
+        #: Delivery time (wall ns) of the last message dropped at max_deliver (0: unknown): the
+        #: dead-letter copy's Natsd-Dlq-Last-Delivery (natsd.jetstream.features.deadletter).
+        self.dropped_ts = 0
 
     def configure(self, explicit: bool, max_deliver: int, max_ack_pending: int) -> None:
         self.explicit = explicit
@@ -446,6 +449,7 @@ class Tracking:
         self.pop_rdq()
         self.rdc[seq] = dc - 1
         p = self.pending.pop(seq, None)
+        self.dropped_ts = p[1] if p is not None else 0
         if p is not None:
             self.max_deliver_floor(p[0], seq)
 
@@ -460,6 +464,7 @@ class Tracking:
         if dc < self.maxdc:
             return 0
         p = self.pending.pop(seq, None)
+        self.dropped_ts = p[1] if p is not None else 0
         if p is not None:
             self.max_deliver_floor(p[0], seq)
         self.rdc[seq] = dc

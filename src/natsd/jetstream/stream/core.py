@@ -29,6 +29,8 @@ from natsd.jetstream.stream import ingest, turnflush
 from natsd.jetstream.stream.batch import AtomicBatches, repair_torn_batch
 from natsd.jetstream.stream.expiry import Expiry
 from natsd.jetstream.errors import ApiErrors
+from natsd.jetstream.features.metadata import stream_features
+from natsd.jetstream.features.schemas import SchemaChecker
 from natsd.jetstream.config.models import SECOND, StreamConfig, rfc3339, state_to_json, with_dynamic_metadata
 from natsd.jetstream.stream.schedules import Schedules
 from natsd.jetstream.stream.sourcing import SourceLink
@@ -66,6 +68,7 @@ def store_config_for(cfg: StreamConfig, created_ns: int) -> StoreConfig:
         allow_msg_ttl=cfg.allow_msg_ttl,
         async_persist=cfg.persist_mode == "async",
         compression=str(cfg.compression),
+        keep_last_under_max_age=stream_features(cfg.metadata).keep_last_under_max_age,  # (natsd feature)
         meta={"config": cfg.to_json(), "created": rfc3339(created_ns), "created_ns": created_ns},
     )
 
@@ -158,7 +161,10 @@ class Stream:
         self._transform = ((tr.get("src") or ">"), tr["dest"]) if tr and tr.get("dest") else None
         self._counter = cfg.allow_msg_counter
         self._engine_options = self.account.engine.options  # (max_payload: see _counter_max_size)
-        plain = (not cfg.sealed and cfg.max_msg_size < 0 and cfg.retention == "limits"
+        # natsd feature (issue 27): JSON Schemas checked at publish (features/schemas.py).
+        specs = stream_features(cfg.metadata).schemas
+        self._schemas = SchemaChecker(specs, self._kv_entry) if specs else None
+        plain = (not cfg.sealed and self._schemas is None and cfg.max_msg_size < 0 and cfg.retention == "limits"
                  and not cfg.republish and not self._transform and not self.closed
                  and not self.account.limits_enforced and not cfg.allow_msg_schedules)
         self._fast = plain and not self._counter
@@ -166,6 +172,20 @@ class Stream:
         if cfg.allow_msg_schedules and self._sched is None:
             self._sched = Schedules(self.clock, self.store, self._produce_scheduled,
                                     self.account.stream_dir(self.name) if cfg.storage == "file" else None)
+
+    def _kv_entry(self, bucket: str, key: str) -> tuple[int, bytes] | None:
+        """A KV entry of this account as (revision, value); None when absent or deleted (a
+        ``kv:`` schema reference, natsd.jetstream.features.schemas)."""
+        kv = self.account.streams.get("KV_" + bucket)
+        if kv is None:
+            return None
+        try:
+            sm = kv.store.load_last_msg(f"$KV.{bucket}.{key}")
+        except (MsgNotFound, StoreEOF):
+            return None
+        if sm.hdr and b"KV-Operation:" in sm.hdr:
+            return None  # a delete or purge marker
+        return sm.seq, sm.msg
 
     def start(self, links: bool = True, subscribe: bool = True) -> None:
         """Subscribe the stream's subjects (and direct get), rebuild dedupe state, arm timers and

@@ -1,4 +1,4 @@
-"""The publish path of a stream (:class:`natsd.jetstream.stream.Stream` takes these functions as
+"""The publish path of a stream (:class:`natsd.jetstream.stream.core.Stream` takes these functions as
 its methods): a message in, checks in the reference's order, the store, the PubAck queued.
 
 A message on one of the stream's subjects arrives through an internal subscription
@@ -43,7 +43,7 @@ import json
 import logging
 from typing import TYPE_CHECKING
 
-from natsd.jetstream.stream import counters
+from natsd.jetstream.stream.core import counters
 from natsd.jetstream.stream.batch import H_BATCH_ID, on_batch_msg
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.stream.fastbatch import SUFFIX as FAST_BATCH_SUFFIX, on_fast_batch_msg
@@ -387,6 +387,12 @@ def _process(self: Stream, subject: str, reply: str, hdr: bytes | None, payload:
     if hlen > MAX_HDR_SIZE:
         self._reject(reply, ApiErrors.STREAM_HEADER_EXCEEDS_MAXIMUM())
         return 0
+    if self._schemas is not None and not sourced:
+        # natsd feature (natsd.schema.<subject>): a payload its schema refuses is not stored.
+        serr = self._schemas.check(subject, payload)
+        if serr is not None:
+            self._reject(reply, serr)
+            return 0
 
     if reply.endswith(FAST_BATCH_SUFFIX):
         return on_fast_batch_msg(self, subject, reply, hdr, payload)

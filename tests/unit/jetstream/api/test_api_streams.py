@@ -41,7 +41,8 @@ def create(env, name="SAMPLE", **cfg):
 
 def test_account_info_shape(env):
     out = env.api("$JS.API.INFO")
-    assert list(out) == INFO_KEYS
+    # natsd adds one field the reference lacks, last: the features it offers (issue 27).
+    assert list(out) == INFO_KEYS + ["natsd"]
     assert out["type"] == T + "account_info_response"
     assert out["limits"] == {"max_memory": -1, "max_storage": -1, "max_streams": -1, "max_consumers": -1,
                              "max_ack_pending": -1, "memory_max_stream_bytes": -1,
