@@ -125,7 +125,7 @@ class Acks:
             dl = o.dead_letters
             if dl is not None and dl.on_term(sseq, dseq, dc, reason):
                 # natsd.dead_letter on a work-queue/interest stream: the ack waits for the
-                # copy's PubAck (features/deadletter.py); the advisory goes now.
+                # copy's PubAck (consumer/deadletter.py); the advisory goes now.
                 self.advise_term(sseq, dseq, dc, reason)
             elif not self.term(sseq, dseq, dc, reason):
                 skip_reply = True  # as for +ACK: a term of nothing pending gets no ack-ack
@@ -139,12 +139,12 @@ class Acks:
         if sseq >= t.sseq and t.lss is None and not self.flow_control:
             if self.o.partitions is None or sseq not in t.pending:
                 return False
-            # (natsd.partition_key: delivered ahead of the cursor, features/partition.py)
+            # (natsd.partition_key: delivered ahead of the cursor, consumer/partition.py)
         o = self.o
         if self.explicit:
             p = t.ack(sseq)
             if p is not None and o.partitions is not None:
-                o.partitions.fix_floor()  # (deliveries out of stream order: features/partition.py)
+                o.partitions.fix_floor()  # (deliveries out of stream order: consumer/partition.py)
             if p is not None:
                 if sample and self.sfreq > 0:
                     o._sample_ack(sseq, p[0], dc, p[1])

@@ -54,9 +54,9 @@ from natsd.jetstream.consumer.push import Push
 from natsd.jetstream.consumer.tracking import Tracking
 from natsd.jetstream.config.consumer_config import DELETE_WAIT_DEFAULT, MS, ConsumerConfig
 from natsd.jetstream.errors import ApiError, ApiErrors
-from natsd.jetstream.features.deadletter import DeadLetters, attach as attach_dead_letters
+from natsd.jetstream.consumer.deadletter import DeadLetters, attach as attach_dead_letters
 from natsd.jetstream.features.metadata import partition_spec
-from natsd.jetstream.features.partition import Partitions, attach as attach_partitions
+from natsd.jetstream.consumer.partition import Partitions, attach as attach_partitions
 from natsd.jetstream.config.requests import CONSUMER_RESET_REQUEST
 from natsd.jetstream.wire import dumps, error_envelope, required_level_too_high, resp
 from natsd.store.base import ConsumerState, MsgNotFound, StoreEOF, StoreError

@@ -599,7 +599,7 @@ class Delivery:
             t.sseq = t.lss_resume + 1
             t.lss = None
             o.recalc_pending()
-        if o.partitions is not None:  # natsd.partition_key: the key decides (features/partition.py)
+        if o.partitions is not None:  # natsd.partition_key: the key decides (consumer/partition.py)
             return o.partitions.peek(self.checked)  # (it picks the request too)
         fl = o.filters
         try:

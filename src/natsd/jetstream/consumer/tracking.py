@@ -119,7 +119,7 @@ class Tracking:
         self.maxdc = max(max_deliver, 0)
         self.maxp = max_ack_pending
         #: Delivery time (wall ns) of the last message dropped at max_deliver (0: unknown): the
-        #: dead-letter copy's Natsd-Dlq-Last-Delivery (natsd.jetstream.features.deadletter).
+        #: dead-letter copy's Natsd-Dlq-Last-Delivery (natsd.jetstream.consumer.deadletter).
         self.dropped_ts = 0
 
     def configure(self, explicit: bool, max_deliver: int, max_ack_pending: int) -> None:

@@ -18,7 +18,7 @@ Consumer keys
     ``natsd.dead_letter``  a literal subject: messages that reach ``max_deliver`` or are
         terminated (``+TERM``) are published there once, with ``Natsd-Dlq-*`` headers.
     ``natsd.partition_key``  ``{{wildcard(n)}}`` or ``header:<Name>``: a pull consumer delivers
-        in stream order per key, one message per key in flight (features/partition.py).
+        in stream order per key, one message per key in flight (consumer/partition.py).
 
 Nothing here runs per message: the parsed settings are plain attributes the stream and
 consumer read (``StreamFeatures`` / ``ConsumerFeatures``).
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from natsd.jetstream.errors import ApiError, NatsdErrors
 from natsd.jetstream.features import schemas as schema_check
-from natsd.jetstream.features.partition import KeySpec, parse_key_spec
+from natsd.jetstream.features.keyspec import KeySpec, parse_key_spec
 from natsd.subjects.tokens import is_literal, is_valid_subject, subject_matches
 
 __all__ = [

@@ -43,7 +43,7 @@ import json
 import logging
 from typing import TYPE_CHECKING
 
-from natsd.jetstream.stream.core import counters
+from natsd.jetstream.stream import counters
 from natsd.jetstream.stream.batch import H_BATCH_ID, on_batch_msg
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.stream.fastbatch import SUFFIX as FAST_BATCH_SUFFIX, on_fast_batch_msg

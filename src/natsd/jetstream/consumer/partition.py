@@ -32,63 +32,21 @@ num_pending counts messages from the cursor, so it includes those delivered ahea
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from natsd.protocol.headers import get_header
 from natsd.store.base import MsgNotFound, StoreEOF, StoreMsg
-from natsd.subjects.tokens import tokenize
+from natsd.jetstream.features.keyspec import KeySpec
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.consumer import Consumer
+    from natsd.jetstream.consumer.core import Consumer
+    from natsd.store.base import StreamStore
 
-__all__ = ["LOOKAHEAD", "KeySpec", "Partitions", "attach", "parse_key_spec"]
+__all__ = ["LOOKAHEAD", "Partitions", "attach"]
 
 #: How many messages may wait in key queues (read past the cursor, their key in flight); the
 #: consumer reads no further until some go.
 LOOKAHEAD = 20_000
-
-_WILDCARD = re.compile(r"^\{\{\s*wildcard\s*\(\s*(\d+)\s*\)\s*\}\}$")
-
-
-class KeySpec:
-    """How a message's key is read: ``token`` (index into the subject's tokens) or ``header``."""
-
-    __slots__ = ("header", "text", "token")
-
-    def __init__(self, text: str, token: int = -1, header: str = "") -> None:
-        self.text = text
-        self.token = token
-        self.header = header
-
-    def key(self, sm: StoreMsg) -> str:
-        if self.header:
-            v = get_header(sm.hdr, self.header)
-            return "h:" + v if v is not None else f"#{sm.seq}"  # no header: no constraint
-        toks = sm.subject.split(".")
-        return "t:" + toks[self.token] if self.token < len(toks) else f"#{sm.seq}"
-
-
-def parse_key_spec(value: str, filters: list[str]) -> KeySpec | str:
-    """The KeySpec of a ``natsd.partition_key`` value, or why it is invalid."""
-    v = value.strip()
-    if v.startswith("header:"):
-        name = v[7:].strip()
-        if not name or any(c in name for c in ": \t\r\n"):
-            return f'"{value}" is not header:<Name>'
-        return KeySpec(v, header=name)
-    m = _WILDCARD.match(v)
-    if not m:
-        return f'"{value}" is not {{{{wildcard(n)}}}} or header:<Name>'
-    n = int(m.group(1))
-    if len(filters) != 1:
-        return "{{wildcard(n)}} needs exactly one filter subject"
-    stars = [i for i, t in enumerate(tokenize(filters[0])) if t == "*"]
-    if not 1 <= n <= len(stars):
-        return f"the filter subject {filters[0]} has no wildcard {n}"
-    return KeySpec(v, token=stars[n - 1])
-
 
 class Partitions:
     """The per-key side of one pull consumer (``o.partitions``).
@@ -197,11 +155,12 @@ class Partitions:
                 return None
         key = self.spec.key(sm)
         owner = self.owner.get(key)
-        wr = next((w for w in live if w.reply == owner), live[0]) if owner in clients else live[0]
-        while wq.head() is not wr:  # the chosen request to the head, where the pass takes it
+        chosen = next((w for w in live if w.reply == owner), live[0]) if owner in clients else live[0]
+        reply = chosen.reply
+        while wq.head() is not chosen:  # the chosen request to the head, where the pass takes it
             wq.cycle()
         self.inflight[key] = sm.seq
-        self.owner[key] = wr.reply
+        self.owner[key] = reply
         if len(self.owner) > 4 * LOOKAHEAD:
             self.owner.clear()  # (forget idle keys' owners; they stick again on delivery)
         low = self._lowest_undelivered()
@@ -211,7 +170,7 @@ class Partitions:
         self._cur = t.sseq
         return ("ahead", sm, 1)
 
-    def _from_queues(self, store: Any) -> StoreMsg | None:
+    def _from_queues(self, store: StreamStore) -> StoreMsg | None:
         """The oldest queued message whose key is free (None: none)."""
         best_key = ""
         best = 0
@@ -230,21 +189,22 @@ class Partitions:
                 best = q[0] if q else 0  # removed meanwhile (limits, a delete): the next one
         return None
 
-    def _read_on(self, store: Any) -> StoreMsg | None:
+    def _read_on(self, store: StreamStore) -> StoreMsg | None:
         """Read from the frontier to the first message whose key is free and has nothing queued."""
         o = self.o
         t = o.t
         filters = o.filters
-        fl = o._filter
+        fl = o.single_filter
         while self.nqueued < LOOKAHEAD:
             try:
                 if len(filters) <= 1:
                     sm = store.load_next_msg(fl, self.frontier)
                 else:
-                    sm = min((store.load_next_msg(f, self.frontier) for f in filters
-                              if _has_next(store, f, self.frontier)), key=lambda m: m.seq, default=None)
-                    if sm is None:
+                    first = min((store.load_next_msg(f, self.frontier) for f in filters
+                                 if _has_next(store, f, self.frontier)), key=lambda m: m.seq, default=None)
+                    if first is None:
                         raise StoreEOF()
+                    sm = first
             except StoreEOF:
                 if not self.queued:
                     # Nothing waits: the cursor is at the end, as any consumer's.
@@ -266,7 +226,7 @@ class Partitions:
         return None
 
 
-def _has_next(store: Any, f: str, seq: int) -> bool:
+def _has_next(store: StreamStore, f: str, seq: int) -> bool:
     try:
         store.load_next_msg(f, seq)
     except StoreEOF:

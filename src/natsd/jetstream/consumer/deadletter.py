@@ -39,7 +39,7 @@ from natsd.nuid import nuid
 from natsd.store.base import MsgNotFound, StoreEOF
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.consumer import Consumer
+    from natsd.jetstream.consumer.core import Consumer
 
 __all__ = [
     "H_DELIVERIES",
@@ -54,7 +54,7 @@ __all__ = [
     "attach",
 ]
 
-log = logging.getLogger("natsd.jetstream.features.deadletter")
+log = logging.getLogger("natsd.jetstream.consumer.deadletter")
 
 #: PubAcks of dead-letter copies come back on ``$NATSD.DLQ.<consumer nuid>.<stream seq>``.
 REPLY_PREFIX = "$NATSD.DLQ."
@@ -144,7 +144,7 @@ class DeadLetters:
                 t.max_deliver_floor(p[0], seq)
             t.rdc[seq] = dc
             o.writer.mark_dirty()
-            o._notify_max_deliveries(seq, dc)
+            o.notify_max_deliveries(seq, dc)
 
     def recover(self) -> None:
         """At start (work-queue / interest): messages that reached max_deliver and are still in
