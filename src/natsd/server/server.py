@@ -27,7 +27,7 @@ import os
 import signal
 import socket
 import sys
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from natsd import __version__, _compiled
 from natsd.clock import Clock, SystemClock
@@ -117,6 +117,7 @@ class Server:
         self._stopped: asyncio.Event | None = None
         self.jetstream: JetStreamEngine | None = None  # when JetStream is enabled (and started)
         self.leafnodes: LeafManager | None = None  # with a leafnodes {} block
+        self.mqtt: Any = None  # natsd.server.mqtt.MQTTListener with an mqtt {} port
         self.config_loads = 0
         self._ports_file = ""
 
@@ -257,6 +258,7 @@ class Server:
         if opts.tls is not None:
             logger.info("TLS required for client connections")
         await self._start_leafnodes()
+        await self._start_mqtt()
         self._start_system_requests()
         self._write_ports_file()
         logger.info("Server is ready")
@@ -293,6 +295,14 @@ class Server:
         from natsd.server.leafmanager import LeafManager
         self.leafnodes = leafnodes = LeafManager(self, self.options.leafnodes)
         await leafnodes.start()
+
+    async def _start_mqtt(self) -> None:
+        mo = self.options.mqtt
+        if mo is None or not mo.port:
+            return
+        from natsd.server.mqtt import MQTTListener  # its own room; imported only when configured
+        self.mqtt = MQTTListener(self)
+        await self.mqtt.start()
 
     def _write_ports_file(self) -> None:
         """``pid_file`` (the pid as text) and ``ports_file_dir``/natsd_<pid>.ports, a JSON
@@ -386,6 +396,9 @@ class Server:
             await self._monitor.stop()
             self._monitor = None
         await self._stop_secure_listeners()
+        if self.mqtt is not None:
+            await self.mqtt.stop()
+            self.mqtt = None
         if self.leafnodes is not None:
             await self.leafnodes.stop()
             self.leafnodes = None
@@ -625,6 +638,8 @@ class Server:
     async def _stop_secure_listeners(self) -> None:
         if self._ws_listener is not None:
             self._ws_listener.close()
+        if self.mqtt is not None:
+            self.mqtt.close_listener()
             self._ws_listener = None
         if self._https_monitor is not None:
             await self._https_monitor.stop()

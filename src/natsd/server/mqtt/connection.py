@@ -1,0 +1,640 @@
+"""One MQTT client connection (an ``asyncio.Protocol``), as nats-server serves it.
+
+Hot path: a PUBLISH is parsed (:mod:`natsd.protocol.mqtt`), translated to its NATS subject and
+routed through the account's internal ports like any publish; deliveries to this connection are
+encoded straight into the output list, which is written once per loop turn. No task, future or
+JSON per message: a QoS 1 PUBLISH is stored in ``$MQTT_msgs`` with a reply callback that sends the
+PUBACK when JetStream has it (as nats-server waits for the store before its PUBACK).
+
+Control packets that need JetStream (CONNECT: session load/save, consumers; SUBSCRIBE and
+UNSUBSCRIBE with QoS 1) run as one coroutine at a time; while one runs the connection stops
+reading and holds the packets that followed, so packet order is kept and input stays bounded.
+
+Messages published by MQTT clients carry nats-server's header ``Nmqtt-Pub:<qos>``, so a NATS
+subscriber sees ``NATS/1.0\\r\\nNmqtt-Pub:1\\r\\n\\r\\n`` + payload exactly as from nats-server,
+and an MQTT subscription with QoS>0 leaves QoS>0 messages to its JetStream consumer (delivering
+them once, from the stream, with redelivery until PUBACK).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from natsd.nuid import nuid
+from natsd.protocol import mqtt as mp
+from natsd.server.log import logger
+from natsd.server.mqtt.jsa import JsApiError
+from natsd.server.mqtt.sessions import JAIL_NS, MSGS_PREFIX, AccountSessions, Session
+
+if TYPE_CHECKING:  # pragma: no cover
+    from natsd.server.mqtt.listener import MQTTListener
+
+__all__ = ["MQTTConnection"]
+
+_HDR_QOS0 = b"NATS/1.0\r\nNmqtt-Pub:0\r\n\r\n"
+_HDR_QOS1 = b"NATS/1.0\r\nNmqtt-Pub:1\r\n\r\n"
+_HDR_QOS2 = b"NATS/1.0\r\nNmqtt-Pub:2\r\n\r\n"
+_PUB_HDR_PREFIX = b"NATS/1.0\r\nNmqtt-Pub:"
+_PUB_HDR_AT = len(_PUB_HDR_PREFIX)
+
+
+def _msg_qos(hdr: bytes | None) -> int:
+    """The QoS an MQTT publisher used (the ``Nmqtt-Pub`` header), 0 for NATS publishers."""
+    if hdr is not None and hdr.startswith(_PUB_HDR_PREFIX) and len(hdr) > _PUB_HDR_AT:
+        return hdr[_PUB_HDR_AT] - 48
+    return 0
+
+
+class _Sub:
+    """One SUBSCRIBE filter: its core subscriptions (the filter, plus its parent for ``x/#``) and,
+    for QoS>0, the JetStream consumers' delivery subscriptions."""
+
+    __slots__ = ("filter", "qos", "reserved", "core", "js", "cons")
+
+    def __init__(self, filt: str, qos: int) -> None:
+        self.filter = filt
+        self.qos = qos
+        # '#', '+' and '+/...' never match topics that start with '$' [MQTT-4.7.2-1].
+        self.reserved = filt in (">", "*") or filt.startswith("*.")
+        self.core: list[Any] = []
+        self.js: list[Any] = []
+        self.cons: dict[str, dict] = {}  # sid -> consumer config
+
+
+class MQTTConnection(asyncio.Protocol):
+    def __init__(self, listener: "MQTTListener") -> None:
+        self.listener = listener
+        self.server = listener.server
+        self.cid = self.server.next_cid()
+        self.parser = mp.MQTTParser(max_connect=self.server.options.max_payload)
+        self.transport: Any = None
+        self.client_id = ""
+        self.username = ""
+        self.account: Any = None
+        self.asm: AccountSessions | None = None
+        self.sess: Session | None = None
+        self.perms: Any = None
+        self.keepalive = 0
+        self.will: mp.Connect | None = None
+        self.subs: dict[str, _Sub] = {}
+        self.pending: dict[int, str] = {}  # pi -> JetStream ack subject ("" for retained QoS 1)
+        self.dedup: dict[str, int] = {}  # "<durable> <stream seq>" -> pi (a redelivery keeps its pi)
+        self.last_pi = 0
+        self.connected = False
+        self.closed = False
+        self.taken_over = False
+        self.out: list[bytes] = []
+        self._flush_scheduled = False
+        self._held: list | None = None  # packets waiting for a control operation to finish
+        self._ka_timer: Any = None
+        self._last_read_ns = 0
+        self.in_msgs = self.out_msgs = self.in_bytes = self.out_bytes = 0
+        self.start_ns = self.server.clock.time_ns()
+        self.last_activity_ns = self.start_ns
+        self.host = ""
+        self.port = 0
+        self.reason = ""
+        self._auth_timer: Any = None
+        self._cleaned = False
+
+    # -- transport --------------------------------------------------------------------------------
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            self.host, self.port = peer[0], peer[1]
+        self.listener.conns[self.cid] = self
+        # nats-server: the auth timeout runs until CONNECT is processed.
+        mo = self.server.options.mqtt
+        secs = mo.auth_timeout_s or self.server.options.auth_timeout_ns / 1e9
+        self._auth_timer = self.server.clock.call_later(int(secs * 1e9), self._auth_timeout)
+
+    def _auth_timeout(self) -> None:
+        if not self.connected and not self.closed:
+            self.close("Authentication Timeout")
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self.in_bytes += len(data)
+        self._last_read_ns = self.server.clock.monotonic_ns()
+        packets = self.parser.feed(data)
+        if self._held is not None:
+            self._held.extend(packets)
+        else:
+            self._process(packets, 0)
+        err = self.parser.error
+        if err is not None and not self.closed:
+            logger.error("%s - mqtt_cid:%d - %s", self._peer(), self.cid, err)
+            if self._held is not None:
+                self._held.append(err)
+            else:
+                self.close("Protocol Violation")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.transport = None
+        self._cleanup()
+
+    def _peer(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def write(self, b: bytes) -> None:
+        self.out.append(b)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.server.loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        out = self.out
+        if not out or self.transport is None:
+            out.clear()
+            return
+        data = b"".join(out) if len(out) > 1 else out[0]
+        out.clear()
+        self.out_bytes += len(data)
+        self.transport.write(data)
+
+    def close(self, reason: str = "Client Closed") -> None:
+        if self.closed:
+            return
+        self.reason = reason
+        self.closed = True
+        self._flush()
+        if self.transport is not None:
+            self.transport.close()
+        self._cleanup()
+
+    # -- packet dispatch --------------------------------------------------------------------------
+
+    def _process(self, packets: list, start: int) -> None:
+        for i in range(start, len(packets)):
+            if self.closed:
+                return
+            pk = packets[i]
+            t = type(pk)
+            if t is mp.Publish:
+                self._publish(pk)
+            elif t is mp.Ack:
+                self._ack(pk)
+            elif pk is mp.PINGREQ:
+                self.write(mp.encode_pingresp())
+            elif isinstance(pk, mp.MQTTError):
+                self.close("Protocol Violation")
+                return
+            elif pk is mp.DISCONNECT:
+                self.will = None  # [MQTT-3.1.2-8]: a normal disconnect discards the will
+                self.close("Client Closed")
+                return
+            else:
+                # CONNECT, SUBSCRIBE, UNSUBSCRIBE: JetStream work; hold what follows.
+                self._held = list(packets[i + 1:])
+                if self.transport is not None:
+                    self.transport.pause_reading()
+                asyncio.ensure_future(self._control(pk))
+                return
+
+    async def _control(self, pk: Any) -> None:
+        try:
+            if type(pk) is mp.Connect:
+                await self._connect(pk)
+            elif type(pk) is mp.Subscribe:
+                await self._subscribe(pk)
+            elif type(pk) is mp.Unsubscribe:
+                await self._unsubscribe(pk)
+        except Exception as e:  # a failed JetStream request closes this connection only
+            if not self.closed:
+                logger.error("%s - mqtt_cid:%d - %s", self._peer(), self.cid, e)
+                self.close("Protocol Violation")
+            return
+        held, self._held = self._held or [], None
+        if self.closed:
+            return
+        if self.transport is not None:
+            self.transport.resume_reading()
+        self._process(held, 0)
+
+    # -- CONNECT ----------------------------------------------------------------------------------
+
+    def _authenticate(self, cp: mp.Connect) -> Any:
+        from natsd.server.auth import AuthResult
+
+        mo = self.server.options.mqtt
+        user = cp.username or ""
+        password = cp.password or ""
+        if mo.username or mo.token:
+            # mqtt { authorization {} }: one user or a token for MQTT clients only
+            if mo.token:
+                return AuthResult(ok=password == mo.token or user == mo.token)
+            if user == mo.username:
+                res = AuthResult(ok=True, user=user)
+                res.bcrypt = (mo.password, password) if mo.password.startswith("$2") else None
+                res.ok = res.bcrypt is not None or password == mo.password
+                return res
+            return AuthResult(ok=False, user=user)
+        if mo.no_auth_user and not user and not password:
+            return self._no_auth(mo.no_auth_user)
+        return self.server.auth.authenticate({"user": user, "pass": password, "auth_token": password}, "")
+
+    def _no_auth(self, name: str) -> Any:
+        from natsd.server.auth import AuthResult
+
+        auth = self.server.auth
+        u = auth.users.get(name)
+        if u is not None:
+            return AuthResult(True, u.user, u.account or "$G", auth.perms.get(u.user))
+        return AuthResult(False, name)
+
+    async def _connect(self, cp: mp.Connect) -> None:
+        server = self.server
+        if cp.refused:
+            logger.error("%s - mqtt_cid:%d - %s", self._peer(), self.cid, cp.error)
+            self.write(mp.encode_connack(cp.refused, False))
+            self.close("Protocol Violation")
+            return
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
+        if not cp.client_id:
+            cp.client_id = nuid()  # [MQTT-3.1.3-6]
+        self.client_id = cp.client_id
+        res = self._authenticate(cp)
+        if res.ok and res.bcrypt is not None:
+            from natsd.server.auth import check_password
+
+            stored, given = res.bcrypt
+            res.ok = await asyncio.get_running_loop().run_in_executor(None, check_password, stored, given)
+        if not res.ok or self.closed:
+            if not self.closed:
+                logger.error("%s - mqtt_cid:%d - %s", self._peer(), self.cid, "authentication error")
+                self.write(mp.encode_connack(mp.RC_NOT_AUTHORIZED, False))
+                self.close("Authentication Failure")
+            return
+        self.username = cp.username or ""
+        self.perms = res.permissions
+        self.account = server.get_account(res.account or "$G")
+        asm = await self.listener.sessions_for(self.account)
+        if self.closed:
+            return
+        self.asm = asm
+        cid = cp.client_id
+        now = server.clock.monotonic_ns()
+        t = asm.flappers.get(cid)
+        if t is not None:
+            if now - t > JAIL_NS:
+                del asm.flappers[cid]
+            else:
+                # The client id flaps between applications: hold this one a second, then close it.
+                await asyncio.sleep(JAIL_NS / 1e9)
+                self.close("Duplicate Client ID")
+                return
+        for _ in range(10):
+            if cid not in asm.locked:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise RuntimeError(f"other session with client ID {cid!r} is in the process of connecting")
+        asm.locked.add(cid)
+        try:
+            await self._bind_session(asm, cp)
+        finally:
+            asm.locked.discard(cid)
+
+    async def _bind_session(self, asm: AccountSessions, cp: mp.Connect) -> None:
+        try:
+            sess, exists = await asm.load_session(cp.client_id)
+        except JsApiError as e:
+            if "does not match client ID" in e.description:
+                self.write(mp.encode_connack(mp.RC_ID_REJECTED, False))
+            raise
+        sessp = False
+        if exists:
+            if cp.clean or sess.clean:
+                await asm.clear_session(sess)
+            else:
+                sessp = True
+            ec = sess.conn
+            sess.conn = self
+            if ec is not None and ec is not self:
+                # [MQTT-3.1.4-2]: the new connection takes the session over; the old one's will
+                # is dropped and the id goes to the flappers (its next takeover waits).
+                ec.will = None
+                ec.taken_over = True
+                asm.flappers[cp.client_id] = self.server.clock.monotonic_ns()
+                logger.warning("Replacing old client %s since both have the same client ID %r",
+                               ec._peer(), cp.client_id)
+                ec.close("Duplicate Client ID")
+        else:
+            sess.conn = self
+        sess.clean = cp.clean
+        asm.sessions[cp.client_id] = sess
+        await asm.save_session(sess)
+        if self.closed:
+            return
+        self.sess = sess
+        self.will = cp if cp.will_topic is not None else None
+        self.keepalive = cp.keepalive
+        self.connected = True
+        self.write(mp.encode_connack(mp.RC_ACCEPTED, sessp))
+        if cp.keepalive:
+            self._arm_keepalive()
+        # Restore a persistent session's subscriptions (and re-attach its consumers).
+        for filt, qos in list(sess.subs.items()):
+            await self._add_sub(filt, qos, restore=True)
+
+    def _arm_keepalive(self) -> None:
+        # [MQTT-3.1.2-24]: no packet within 1.5 x keep-alive closes the connection.
+        window = int(self.keepalive * 1.5 * 1e9)
+        self._ka_timer = self.server.clock.call_later(window, self._keepalive_check)
+
+    def _keepalive_check(self) -> None:
+        if self.closed:
+            return
+        window = int(self.keepalive * 1.5 * 1e9)
+        idle = self.server.clock.monotonic_ns() - self._last_read_ns
+        if idle >= window:
+            self.close("Stale Connection")
+            return
+        self._ka_timer = self.server.clock.call_later(window - idle, self._keepalive_check)
+
+    # -- PUBLISH (inbound) ------------------------------------------------------------------------
+
+    def _publish(self, pp: mp.Publish) -> None:
+        self.in_msgs += 1
+        try:
+            subject = mp.topic_to_subject(pp.topic)
+        except mp.TopicError as e:
+            logger.error("%s - mqtt_cid:%d - %s", self._peer(), self.cid, e)
+            self.close("Protocol Violation")
+            return
+        if len(pp.payload) + 26 > self.server.options.max_payload:
+            logger.error("%s - mqtt_cid:%d - Maximum Payload Violation", self._peer(), self.cid)
+            self.close("Maximum Payload Exceeded")
+            return
+        self._deliver_pub(subject, pp.topic, pp.payload, pp.qos, pp.retain, pp.pi, self.username)
+
+    def _deliver_pub(self, subject: str, topic: bytes, payload: bytes, qos: int, retain: bool, pi: int,
+                     source: str) -> None:
+        """mqttInitiateMsgDelivery: route to NATS and QoS 0 subscribers, store QoS>0 in
+        ``$MQTT_msgs``, then PUBACK (when ``pi``) once stored."""
+        perms = self.perms
+        if perms is not None and perms.publish is not None and not perms.publish.allows(subject):
+            # nats-server drops a denied publish silently for MQTT and still acknowledges it
+            if pi:
+                self.write(mp.encode_ack(mp.PUBACK, pi))
+            return
+        asm = self.asm
+        assert asm is not None
+        ports = asm.ports
+        if retain:
+            asm.store_retained(subject, topic, qos << 1 | 1, source, payload)
+        if qos == 0:
+            ports.publish(subject, "", _HDR_QOS0, payload)
+            return
+        hdr = _HDR_QOS1 if qos == 1 else _HDR_QOS2
+        ports.publish(subject, "", hdr, payload)
+        if pi:
+            write = self.write
+            ack = mp.encode_ack(mp.PUBACK if qos == 1 else mp.PUBREC, pi)
+
+            def stored(h: bytes | None, p: bytes, ack: bytes = ack) -> None:
+                if b'"error"' in p:
+                    logger.error("%s - mqtt_cid:%d - unable to store QoS %d message: %s", self._peer(), self.cid,
+                                 qos, p.decode(errors="replace"))
+                    self.close("Internal Error")
+                    return
+                if not self.closed:
+                    write(ack)
+
+            asm.jsa.publish_cb(f"MS{self.cid}", MSGS_PREFIX + subject, hdr, payload, stored)
+        else:
+            asm.jsa.publish_cb("MS", MSGS_PREFIX + subject, hdr, payload, lambda h, p: None)
+
+    def _ack(self, a: mp.Ack) -> None:
+        if a.kind == mp.PUBACK or a.kind == mp.PUBREC:
+            ack = self.pending.pop(a.pi, None)
+            if a.kind == mp.PUBREC:
+                self.write(mp.encode_ack(mp.PUBREL, a.pi))
+            if ack and self.asm is not None:
+                self.asm.jsa.send(ack)
+                for k, v in list(self.dedup.items()):
+                    if v == a.pi:
+                        del self.dedup[k]
+                        break
+        elif a.kind == mp.PUBREL:
+            # QoS 2 inbound: the message was routed when it arrived (see docs/mqtt.md)
+            self.write(mp.encode_ack(mp.PUBCOMP, a.pi))
+        # PUBCOMP: nothing is pending on our side after PUBREL
+
+    # -- SUBSCRIBE / UNSUBSCRIBE ------------------------------------------------------------------
+
+    async def _subscribe(self, sp: mp.Subscribe) -> None:
+        codes: list[int] = []
+        added: list[_Sub] = []
+        for topic, qos in sp.filters:
+            mo = self.server.options.mqtt
+            if qos == 2:
+                qos = 1  # natsd delivers QoS 2 subscriptions as QoS 1 (docs/mqtt.md)
+            if mo.downgrade_qos2_subscribe and qos == 2:
+                qos = 1
+            try:
+                filt = mp.filter_to_subject(topic)
+            except mp.TopicError:
+                codes.append(mp.SUBACK_FAILURE)
+                continue
+            if filt.startswith("$MQTT."):
+                codes.append(mp.SUBACK_FAILURE)
+                continue
+            perms = self.perms
+            if perms is not None and perms.subscribe is not None and not perms.subscribe.allows(filt):
+                logger.error("%s - mqtt_cid:%d - Subscription Violation - %s", self._peer(), self.cid, filt)
+                codes.append(mp.SUBACK_FAILURE)
+                continue
+            try:
+                sub = await self._add_sub(filt, qos, restore=False)
+            except (JsApiError, asyncio.TimeoutError) as e:
+                logger.error("%s - mqtt_cid:%d - unable to subscribe to %r: %s", self._peer(), self.cid, filt, e)
+                codes.append(mp.SUBACK_FAILURE)
+                continue
+            codes.append(qos)
+            added.append(sub)
+        sess = self.sess
+        if sess is not None and added:
+            for s in added:
+                sess.subs[s.filter] = s.qos
+            await self.asm.save_session(sess) if self.asm is not None else None
+        if self.closed:
+            return
+        self.write(mp.encode_suback(sp.pi, codes))
+        # Retained messages of the new subscriptions follow the SUBACK (retain flag set).
+        asm = self.asm
+        if asm is not None:
+            for s in added:
+                for rm in asm.retained_for(s.filter):
+                    self._send_retained(rm, s)
+
+    def _send_retained(self, rm: Any, s: _Sub) -> None:
+        qos = min(s.qos, (rm.flags >> 1) & 3)
+        pi = self._next_pi("") if qos else 0
+        if qos and not pi:
+            return
+        self.write(mp.encode_publish(rm.topic, rm.payload, qos, pi, retain=True))
+        self.out_msgs += 1
+
+    async def _add_sub(self, filt: str, qos: int, restore: bool) -> _Sub:
+        asm = self.asm
+        assert asm is not None and self.sess is not None
+        sess = self.sess
+        old = self.subs.pop(filt, None)
+        if old is not None:
+            for c in old.core + old.js:
+                c.unsubscribe()
+            if qos == 0 and old.cons:
+                for sid, cc in old.cons.items():
+                    sess.cons.pop(sid, None)
+                    await asm.delete_consumer(cc)
+        s = _Sub(filt, qos)
+        sids = [filt]
+        # "x/#" also matches "x" itself: nats-server adds a subscription on the parent level.
+        if len(filt) >= 3 and filt.endswith(".>"):
+            sids.append(filt[:-2])
+        ports = asm.ports
+        for sid in sids:
+            s.core.append(ports.subscribe(sid, self._core_handler(s)))
+            if qos > 0:
+                existing = old.cons.get(sid) if old is not None else sess.cons.get(sid)
+                cc = existing if existing is not None else asm.consumer_config(sess, sid)
+                # Subscribe before the consumer exists: a push consumer learns of internal
+                # interest only when it is created.
+                js = ports.subscribe(cc["deliver_subject"], self._js_handler(s, cc["durable_name"]))
+                s.js.append(js)
+                await asm.create_consumer(cc)
+                s.cons[sid] = sess.cons[sid] = cc
+        self.subs[filt] = s
+        return s
+
+    async def _unsubscribe(self, up: mp.Unsubscribe) -> None:
+        asm = self.asm
+        sess = self.sess
+        assert asm is not None and sess is not None
+        changed = False
+        for topic in up.filters:
+            try:
+                filt = mp.filter_to_subject(topic)
+            except mp.TopicError:
+                continue
+            s = self.subs.pop(filt, None)
+            if s is None:
+                continue
+            for c in s.core + s.js:
+                c.unsubscribe()
+            for sid, cc in s.cons.items():
+                sess.cons.pop(sid, None)
+                await asm.delete_consumer(cc)
+            sess.subs.pop(filt, None)
+            changed = True
+        if changed:
+            await asm.save_session(sess)
+        if not self.closed:
+            self.write(mp.encode_unsuback(up.pi))
+
+    # -- deliveries (outbound PUBLISH) ------------------------------------------------------------
+
+    def _core_handler(self, s: _Sub):
+        def deliver(subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+            if self.closed:
+                return
+            if s.reserved and subject[:1] == "$":
+                return
+            if reply.startswith("$JS.ACK."):
+                return  # a JetStream delivery that happens to match the filter
+            if s.qos and _msg_qos(hdr):
+                return  # its consumer delivers it
+            perms = self.perms
+            if perms is not None and perms.subscribe is not None and perms.subscribe.denies(subject):
+                return
+            self.out_msgs += 1
+            self.write(mp.encode_publish(mp.subject_to_topic(subject), payload))
+        return deliver
+
+    def _js_handler(self, s: _Sub, durable: str):
+        def deliver(subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+            if self.closed or not subject.startswith(MSGS_PREFIX):
+                return
+            nats_subject = subject[len(MSGS_PREFIX):]
+            if s.reserved and nats_subject[:1] == "$":
+                if self.asm is not None:
+                    self.asm.jsa.send(reply)
+                return
+            qos = min(s.qos, _msg_qos(hdr) or 1)
+            parts = reply.split(".")
+            key = f"{durable} {parts[-4] if len(parts) >= 9 else reply}"
+            pi = self.dedup.get(key)
+            dup = pi is not None
+            if pi is None:
+                pi = self._next_pi(reply)
+                if not pi:
+                    return  # 65535 in flight: the consumer redelivers later
+                self.dedup[key] = pi
+            else:
+                self.pending[pi] = reply
+            self.out_msgs += 1
+            self.write(mp.encode_publish(mp.subject_to_topic(nats_subject), payload, qos, pi, dup=dup))
+        return deliver
+
+    def _next_pi(self, ack: str) -> int:
+        """bumpPI: the next free packet identifier after the last one used (0 = none free)."""
+        pi = self.last_pi
+        for _ in range(0xFFFF):
+            pi = pi + 1 if pi < 0xFFFF else 1
+            if pi not in self.pending:
+                self.last_pi = pi
+                self.pending[pi] = ack
+                return pi
+        return 0
+
+    # -- close ------------------------------------------------------------------------------------
+
+    def _cleanup(self) -> None:
+        if self._cleaned:
+            return
+        self._cleaned = True
+        self.listener.conns.pop(self.cid, None)
+        self.listener.closed_conn(self)
+        for t in (self._ka_timer, self._auth_timer):
+            if t is not None:
+                t.cancel()
+        for s in self.subs.values():
+            for c in s.core + s.js:
+                c.unsubscribe()
+        self.subs.clear()
+        asm, sess = self.asm, self.sess
+        if asm is not None:
+            asm.jsa.forget(f"MS{self.cid}.")
+        if asm is None or sess is None:
+            return
+        if sess.conn is self:
+            sess.conn = None
+            asm.flappers.pop(sess.id, None)
+            if sess.clean:
+                asm.sessions.pop(sess.id, None)
+                asyncio.ensure_future(self._clear_clean(asm, sess))
+        # The will: on an abrupt close only (DISCONNECT and takeover cleared it).
+        will = self.will
+        if will is not None and will.will_topic is not None:
+            self.will = None
+            try:
+                subject = mp.topic_to_subject(will.will_topic)
+            except mp.TopicError:
+                return
+            self._deliver_pub(subject, will.will_topic, will.will_message, will.will_qos, will.will_retain, 0,
+                              self.username)
+
+    @staticmethod
+    async def _clear_clean(asm: AccountSessions, sess: Session) -> None:
+        try:
+            await asm.clear_session(sess)
+        except Exception as e:  # the server may be stopping
+            logger.debug("MQTT: clearing session %r: %s", sess.id, e)
