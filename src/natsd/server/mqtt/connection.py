@@ -46,6 +46,27 @@ def _msg_qos(hdr: bytes | None) -> int:
     return 0
 
 
+class _Interest:
+    """An internal subscription on a push consumer's deliver subject. Internal subscriptions do
+    not notify interest listeners by themselves, so this does (as a client SUB/UNSUB would): a
+    consumer that exists already (a resumed session) resumes delivering, and pauses when the
+    session goes away instead of delivering to no one."""
+
+    __slots__ = ("sub", "account", "subject")
+
+    def __init__(self, sub: Any, account: Any, subject: str) -> None:
+        self.sub = sub
+        self.account = account
+        self.subject = subject
+        account.notify_interest(subject, True)
+
+    def unsubscribe(self) -> None:
+        if self.sub is not None:
+            self.sub.unsubscribe()
+            self.sub = None
+            self.account.notify_interest(self.subject, False)
+
+
 class _Sub:
     """One SUBSCRIBE filter: its core subscriptions (the filter, plus its parent for ``x/#``) and,
     for QoS>0, the JetStream consumers' delivery subscriptions."""
@@ -508,8 +529,9 @@ class MQTTConnection(asyncio.Protocol):
                 cc = existing if existing is not None else asm.consumer_config(sess, sid)
                 # Subscribe before the consumer exists: a push consumer learns of internal
                 # interest only when it is created.
-                js = ports.subscribe(cc["deliver_subject"], self._js_handler(s, cc["durable_name"]))
-                s.js.append(js)
+                dsubj = cc["deliver_subject"]
+                s.js.append(_Interest(ports.subscribe(dsubj, self._js_handler(s, cc["durable_name"])),
+                                      asm.account, dsubj))
                 await asm.create_consumer(cc)
                 s.cons[sid] = sess.cons[sid] = cc
         self.subs[filt] = s

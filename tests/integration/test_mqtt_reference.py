@@ -1,0 +1,257 @@
+"""MQTT 3.1.1 behaviours, one script against nats-server and natsd (paho-mqtt and raw packets):
+CONNACK codes, QoS 0/1 with wildcards, MQTT <-> NATS both ways with nats-server's topic
+translation, retained messages, persistent sessions, wills, takeover, keep-alive, UNSUBSCRIBE,
+malformed packets, and users/permissions."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from natsd.protocol import mqtt as mp
+from tests.helpers.mqtt import Paho, Target, closed_within, mqtt_side_by_side, raw_connect, recv_exact
+from tests.helpers.servers import reference_binary
+
+pytestmark = [pytest.mark.integration, pytest.mark.reference, pytest.mark.timeout(120),
+              pytest.mark.skipif(reference_binary() is None, reason="reference nats-server not installed")]
+
+
+def _nats(t: Target, coro_fn):
+    """Run ``coro_fn(nc)`` with a nats-py client in this (worker) thread."""
+    import nats
+
+    async def main():
+        nc = await nats.connect(t.nats_url, allow_reconnect=False)
+        try:
+            return await coro_fn(nc)
+        finally:
+            await nc.close()
+    return asyncio.run(main())
+
+
+async def test_connack_codes_and_refusals(tmp_path):
+    def script(t: Target):
+        out = {}
+        s = raw_connect(t, mp.encode_connect("c1"))
+        out["accepted"] = recv_exact(s, 4)
+        s.close()
+        s = raw_connect(t, mp.encode_connect("", clean=False))
+        out["empty id, not clean"] = (recv_exact(s, 4), closed_within(s, 3))
+        s = raw_connect(t, mp.encode_connect("c2", level=5))
+        out["level 5"] = (recv_exact(s, 4), closed_within(s, 3))
+        s = raw_connect(t, mp.encode_connect("a.b"))
+        out["dotted id"] = (recv_exact(s, 4), closed_within(s, 3))
+        s = raw_connect(t, mp.encode_publish(b"a", b"x"))
+        out["publish first"] = (recv_exact(s, 4), closed_within(s, 3))
+        s = raw_connect(t, mp.encode_connect("c3") + mp.encode_connect("c3"))
+        out["second connect"] = (recv_exact(s, 4), closed_within(s, 3))
+        s = raw_connect(t, mp.encode_connect("c4") + mp.encode_pingreq())
+        out["ping"] = recv_exact(s, 6)
+        s.close()
+        return out
+
+    expected, got = await mqtt_side_by_side(tmp_path, script)
+    assert got == expected
+    assert expected["accepted"] == b"\x20\x02\x00\x00" and expected["level 5"] == (b"\x20\x02\x00\x01", True)
+    assert expected["empty id, not clean"] == (b"\x20\x02\x00\x02", True)
+
+
+async def test_qos0_qos1_wildcards_and_nats_interop(tmp_path):
+    def script(t: Target):
+        sub = Paho(t, "sub")
+        assert sub.wait_connack() == (0, False)
+        granted = sub.subscribe(("a/+", 0), ("b/#", 1), ("/lead", 0), ("d.e/f", 1))
+        pub = Paho(t, "pub")
+        pub.wait_connack()
+        pub.publish("a/x", b"zero", 0)
+        pub.publish("b/y/z", b"one", 1)
+        pub.publish("b", b"parent", 1)
+        pub.publish("/lead", b"leading slash", 0)
+        pub.publish("d.e/f", b"dotted", 1)
+        got = sorted(sub.received(5))
+
+        async def from_nats(nc):
+            seen = []
+            s = await nc.subscribe(">")
+            await nc.flush()
+            pub.publish("n/1", b"to nats", 1)
+            pub.publish("x.y/z", b"dot to nats", 0)
+            while len([x for x in seen if not x[0].startswith("$")]) < 2:
+                m = await s.next_msg(timeout=5)
+                seen.append((m.subject, m.data, dict(m.headers or {})))
+            await nc.publish("b.from.nats", b"from nats")
+            await nc.publish("a.n", b"plain", headers={"X": "1"})
+            await nc.flush()
+            return seen
+        seen = _nats(t, from_nats)
+        from_n = sorted(sub.received(2))
+        sub.disconnect()
+        pub.disconnect()
+        return granted, got, sorted(x for x in seen if not x[0].startswith("$")), from_n
+
+    expected, got = await mqtt_side_by_side(tmp_path, script)
+    assert got == expected
+    granted, msgs, seen, from_n = expected
+    assert granted == [0, 1, 0, 1]
+    assert ("n.1", b"to nats", {"Nmqtt-Pub": "1"}) in seen and ("x//y.z", b"dot to nats", {"Nmqtt-Pub": "0"}) in seen
+    assert ("b/from/nats", b"from nats", 0, False) in from_n
+
+
+async def test_retained_messages(tmp_path):
+    def script(t: Target):
+        pub = Paho(t, "rpub")
+        pub.wait_connack()
+        pub.publish("r/1", b"kept", 1, retain=True)
+        pub.publish("r/2", b"kept0", 0, retain=True)
+        pub.publish("r/3", b"gone", 1, retain=True)
+        pub.publish("r/3", b"", 1, retain=True)  # an empty retained payload clears it
+        time.sleep(0.3)
+        sub = Paho(t, "rsub")
+        sub.wait_connack()
+        sub.subscribe(("r/#", 1))
+        first = sorted(sub.received(2))
+        quiet = sub.quiet()
+        pub.publish("r/1", b"live", 1, retain=True)
+        live = sub.received(1)  # a live message to a subscriber is not marked retained
+        sub.disconnect()
+        pub.disconnect()
+        return first, quiet, live
+
+    expected, got = await mqtt_side_by_side(tmp_path, script)
+    assert got == expected
+    assert expected[0] == [("r/1", b"kept", 1, True), ("r/2", b"kept0", 0, True)] and expected[1] == []
+
+
+async def test_persistent_session_and_unsubscribe(tmp_path):
+    def script(t: Target):
+        out = {}
+        s = Paho(t, "dev", clean=False)
+        out["first connack"] = s.wait_connack()
+        s.subscribe(("p/#", 1), ("q/x", 0))
+        s.disconnect()
+        pub = Paho(t, "ppub")
+        pub.wait_connack()
+        pub.publish("p/1", b"while away 1", 1)
+        pub.publish("p/2", b"while away 2", 1)
+        pub.publish("q/x", b"qos0 lost", 0)
+        s = Paho(t, "dev", clean=False)
+        out["resumed connack"] = s.wait_connack()
+        out["backlog"] = sorted(s.received(2, timeout=10))
+        out["no more"] = s.quiet()
+        pub.publish("q/x", b"qos0 live", 0)
+        out["restored qos0 sub"] = s.received(1)
+        s.c.unsubscribe("q/x")
+        time.sleep(0.3)
+        pub.publish("q/x", b"after unsub", 0)
+        out["after unsub"] = s.quiet()
+        s.disconnect()
+        s = Paho(t, "dev", clean=True)
+        out["clean connack"] = s.wait_connack()
+        s.disconnect()
+        s = Paho(t, "dev", clean=False)
+        out["after clean"] = s.wait_connack()
+        s.disconnect()
+        pub.disconnect()
+        return out
+
+    expected, got = await mqtt_side_by_side(tmp_path, script)
+    assert got == expected
+    assert expected["first connack"] == (0, False) and expected["resumed connack"] == (0, True)
+    assert expected["backlog"] == [("p/1", b"while away 1", 1, False), ("p/2", b"while away 2", 1, False)]
+    assert expected["after clean"] == (0, False)
+
+
+async def test_will_on_abrupt_close_only_and_takeover(tmp_path):
+    def script(t: Target):
+        out = {}
+        watcher = Paho(t, "watch")
+        watcher.wait_connack()
+        watcher.subscribe(("will/#", 0))
+        a = Paho(t, "w1", will=("will/w1", b"w1 died", 0, False))
+        a.wait_connack()
+        a.disconnect()
+        out["after DISCONNECT"] = watcher.quiet()
+        b = Paho(t, "w2", will=("will/w2", b"w2 died", 0, False))
+        b.wait_connack()
+        b.drop()
+        out["after abrupt close"] = watcher.received(1)
+        c1 = Paho(t, "same", will=("will/same", b"old one", 0, False))
+        c1.wait_connack()
+        c2 = Paho(t, "same")
+        out["takeover connack"] = c2.wait_connack()
+        out["old closed"] = c1.disconnected.get(timeout=5) != 0
+        out["no will on takeover"] = watcher.quiet()
+        c2.disconnect()
+        watcher.disconnect()
+        return out
+
+    expected, got = await mqtt_side_by_side(tmp_path, script)
+    assert got == expected
+    assert expected["after DISCONNECT"] == [] and expected["after abrupt close"] == [("will/w2", b"w2 died", 0, False)]
+    assert expected["old closed"] and expected["no will on takeover"] == []
+
+
+async def test_keepalive_and_malformed_packets(tmp_path):
+    def script(t: Target):
+        out = {}
+        ok = Paho(t, "bystander")
+        ok.wait_connack()
+        ok.subscribe(("k", 0))
+        s = raw_connect(t, mp.encode_connect("ka", keepalive=1))
+        recv_exact(s, 4)
+        t0 = time.monotonic()
+        out["silent client closed"] = closed_within(s, 5)
+        out["within 1.5s keep-alive (+slack)"] = time.monotonic() - t0 < 3.5
+        s = raw_connect(t, mp.encode_connect("bad"))
+        recv_exact(s, 4)
+        s.sendall(b"\x41\x02\x00\x01")  # PUBACK with reserved flags set
+        out["malformed closed"] = closed_within(s, 3)
+        s = raw_connect(t, mp.encode_connect("bad2"))
+        recv_exact(s, 4)
+        s.sendall(mp.encode_publish(b"a/+", b"x"))  # a wildcard in a topic name
+        out["wildcard topic closed"] = closed_within(s, 3)
+        ok.publish("k", b"still here", 0)
+        out["others unaffected"] = ok.received(1)
+        ok.disconnect()
+        return out
+
+    expected, got = await mqtt_side_by_side(tmp_path, script)
+    assert got == expected
+    assert all(v for k, v in expected.items() if k != "others unaffected")
+
+
+AUTH = """
+authorization {
+  users: [
+    {user: dev, password: pw, permissions: {publish: {deny: ["secret.>"]}, subscribe: {deny: ["private.>"]}}}
+    {user: admin, password: root}
+  ]
+}
+"""
+
+
+async def test_users_passwords_and_permissions(tmp_path):
+    def script(t: Target):
+        out = {}
+        s = raw_connect(t, mp.encode_connect("x1", username="dev", password="wrong"))
+        out["bad password"] = (recv_exact(s, 4), closed_within(s, 3))
+        s = raw_connect(t, mp.encode_connect("x2"))
+        out["no credentials"] = (recv_exact(s, 4), closed_within(s, 3))
+        admin = Paho(t, "adm", username="admin", password="root")
+        out["admin"] = admin.wait_connack()
+        admin.subscribe(("secret/#", 0))
+        dev = Paho(t, "dev1", username="dev", password="pw")
+        out["dev"] = dev.wait_connack()
+        out["denied subscribe"] = dev.subscribe(("private/x", 0), ("ok/x", 0))
+        dev.publish("secret/x", b"nope", 1)
+        out["denied publish"] = admin.quiet()
+        admin.disconnect()
+        dev.disconnect()
+        return out
+
+    expected, got = await mqtt_side_by_side(tmp_path, script, conf="jetstream: enabled\n" + AUTH)
+    assert got == expected
+    assert expected["bad password"] == (b"\x20\x02\x00\x05", True)
+    assert expected["denied subscribe"] == [0x80, 0] and expected["denied publish"] == []
