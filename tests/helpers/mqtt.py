@@ -87,8 +87,14 @@ class Paho:
         return out
 
     def disconnect(self) -> None:
+        """DISCONNECT, and wait until the server has closed the connection (so what the script
+        does next happens after the server knows the client is gone)."""
         self.c.disconnect()
-        self.c.loop_stop()
+        try:
+            self.disconnected.get(timeout=5)
+        finally:
+            self.c.loop_stop()
+        time.sleep(0.1)
 
     def drop(self) -> None:
         """Close the socket without DISCONNECT (an abrupt close: the will is published)."""
