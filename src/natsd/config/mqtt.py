@@ -21,10 +21,11 @@
     }
 
 Unknown keys are errors here (not warnings), as in the reference. Refusals that nats-server makes
-once the whole configuration is known (at start-up, not ``-t``) are reported by
-:func:`validate_mqtt` with its words at the block's position: JetStream is required for a
-standalone server, an ``authorization`` user or token cannot be mixed with a users/nkeys list,
-``no_auth_user`` must exist, durations must be positive.
+once the whole configuration is known are reported with its words at the block's position:
+:func:`validate_mqtt` (with the file) -- an ``authorization`` user or token cannot be mixed with a
+users/nkeys list, ``no_auth_user`` must exist, durations must be positive -- and
+:func:`check_mqtt_startup` (at start, after the command-line flags) -- JetStream is required for a
+standalone server.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MQTTOptions", "parse_mqtt", "validate_mqtt", "DEFAULT_ACK_WAIT_NS", "DEFAULT_MAX_ACK_PENDING",
+__all__ = ["MQTTOptions", "parse_mqtt", "validate_mqtt", "check_mqtt_startup", "DEFAULT_ACK_WAIT_NS", "DEFAULT_MAX_ACK_PENDING",
            "DEFAULT_JS_API_TIMEOUT_NS"]
 
 SECOND_NS = 1_000_000_000
@@ -196,8 +197,22 @@ def validate_mqtt(ctx, o, tree) -> None:
     if mo.js_api_timeout_ns < 0:
         ctx.error(pos, "JS API timeout must be a positive value")
         return
-    # natsd has no cluster or gateway, so the reference's "standalone" test reduces to: JetStream
-    # on, or a leafnode configuration (the hub may hold the streams).
+
+
+def check_mqtt_startup(o) -> None:
+    """The refusal nats-server makes at start-up once flags are applied (``-js`` may enable
+    JetStream after the file was read): raises :class:`ConfigError` with its words (and the
+    block's position). natsd has no cluster or gateway, so "standalone" reduces to: JetStream on,
+    or a leafnode configuration (the hub may hold the streams)."""
+    from natsd.config.lexer import ConfigError
+
+    mo: MQTTOptions | None = o.mqtt
+    if mo is None or mo.port == 0:
+        return
     ln = o.leafnodes
     if not o.jetstream.enabled and (ln is None or (not ln.port and not ln.remotes)):
-        ctx.error(pos, "mqtt requires JetStream to be enabled if running in standalone mode")
+        msg = "mqtt requires JetStream to be enabled if running in standalone mode"
+        parts = mo.pos.rsplit(":", 2) if mo.pos else []
+        if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+            raise ConfigError(msg, parts[0], int(parts[1]), int(parts[2]))
+        raise ConfigError(msg)

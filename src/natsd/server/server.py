@@ -217,6 +217,9 @@ class Server:
         opts = self.options
         self.start_time_ns = self.clock.time_ns()
         self._stopped = asyncio.Event()
+        if opts.mqtt is not None:
+            from natsd.config.mqtt import check_mqtt_startup
+            check_mqtt_startup(opts)  # nats-server refuses these at start, before listening
         logger.info("Starting nats-server")
         logger.info("  Version:  %s", __version__)
         logger.info("  Git:      [%s]", GIT_COMMIT)

@@ -75,7 +75,6 @@ def test_max_ack_pending_range():
 
 
 @pytest.mark.parametrize("text, message", [
-    ("mqtt { port: 1883 }", "mqtt requires JetStream to be enabled if running in standalone mode"),
     ("jetstream: enabled\nmqtt { port: 1883, ack_wait: \"-1s\" }", "ack wait must be a positive value"),
     ("jetstream: enabled\nmqtt { port: 1883, js_api_timeout: \"-1s\" }", "JS API timeout must be a positive value"),
     ("jetstream: enabled\nauthorization { users: [{user: a, password: b}] }\n"
@@ -97,6 +96,15 @@ def test_no_port_means_nothing_is_checked():
     assert opts("mqtt { ack_wait: \"-1s\" }").mqtt.port == 0
 
 
-def test_leafnode_remote_stands_in_for_jetstream():
-    o = opts('leafnodes { remotes: [ { url: "nats-leaf://hub:7422" } ] }\nmqtt { port: 1883 }')
-    assert o.mqtt.port == 1883
+def test_jetstream_is_required_at_start_after_flags():
+    from natsd.config.lexer import ConfigError
+    from natsd.config.mqtt import check_mqtt_startup
+
+    o = opts("mqtt { port: 1883 }")  # the file alone is fine: `-js` may come from the command line
+    with pytest.raises(ConfigError) as ei:
+        check_mqtt_startup(o)
+    assert str(ei.value) == "t.conf:1:1: mqtt requires JetStream to be enabled if running in standalone mode"
+    o.jetstream.enabled = True
+    check_mqtt_startup(o)
+    # a leafnode remote stands in for JetStream (the hub may hold the streams)
+    check_mqtt_startup(opts('leafnodes { remotes: [ { url: "nats-leaf://hub:7422" } ] }\nmqtt { port: 1883 }'))
