@@ -33,6 +33,7 @@ class Target:
     mqtt_port: int
     nats_url: str
     kind: str
+    http_port: int = 0
 
 
 class Paho:
@@ -156,16 +157,19 @@ async def mqtt_side_by_side(workdir: Any, script: Callable[[Target], Any], conf:
     cfg = workdir / "ref.conf"
     sd = tempfile.mkdtemp(dir=workdir)
     cfg.write_text(f'server_name: ref\n{conf}\nmqtt {{ port: {port} }}\n')
-    ref = start_server("reference", workdir, config=cfg, store_dir=sd)
+    hport = free_port()
+    ref = start_server("reference", workdir, "-m", str(hport), config=cfg, store_dir=sd)
     try:
         _wait_tcp(port)
-        expected = await loop.run_in_executor(None, script, Target(port, ref.url, "reference"))
+        expected = await loop.run_in_executor(None, script, Target(port, ref.url, "reference", hport))
     finally:
         ref.stop()
     port = free_port()
     opts = natsd_options(conf, port, tempfile.mkdtemp(dir=workdir))
+    opts.http_port = free_port()
     async with running_server(options=opts) as server:
-        got = await loop.run_in_executor(None, script, Target(server.mqtt.port, server.client_url, "natsd"))
+        got = await loop.run_in_executor(None, script, Target(server.mqtt.port, server.client_url, "natsd",
+                                                              server.http_port))
     return expected, got
 
 

@@ -255,3 +255,28 @@ async def test_users_passwords_and_permissions(tmp_path):
     assert got == expected
     assert expected["bad password"] == (b"\x20\x02\x00\x05", True)
     assert expected["denied subscribe"] == [0x80, 0] and expected["denied publish"] == []
+
+
+async def test_varz_and_connz_show_mqtt_as_nats_server(tmp_path):
+    import json
+    import urllib.request
+
+    def get(t: Target, path: str) -> dict:
+        with urllib.request.urlopen(f"http://127.0.0.1:{t.http_port}{path}", timeout=5) as r:
+            return json.loads(r.read())
+
+    def script(t: Target):
+        c = Paho(t, "mon1")
+        c.wait_connack()
+        c.subscribe(("m/#", 0))
+        v = get(t, "/varz")["mqtt"]
+        v["port"] = v["port"] == t.mqtt_port
+        conns = [x for x in get(t, "/connz?subs=1")["connections"] if x.get("type") == "mqtt"]
+        c.disconnect()
+        keep = ("kind", "type", "mqtt_client", "subscriptions", "subscriptions_list")
+        return v, [{k: x.get(k) for k in keep} for x in conns]
+
+    expected, got = await mqtt_side_by_side(tmp_path, script)
+    assert got == expected
+    assert expected[1] == [{"kind": "Client", "type": "mqtt", "mqtt_client": "mon1", "subscriptions": 2,
+                            "subscriptions_list": ["m.>", "m"]}]

@@ -247,7 +247,7 @@ class MonitorServer:
             "cluster": {},
             "gateway": {},
             "leaf": {},
-            "mqtt": {},
+            "mqtt": s.mqtt.varz() if s.mqtt is not None else {},
             "websocket": {"host": o.websocket.host or o.host, "port": s.websocket_port,
                           "no_tls": o.websocket.tls is None} if o.websocket.port else {},
             "jetstream": self._varz_jetstream(),
@@ -323,6 +323,8 @@ class MonitorServer:
             raise ValueError("offset and limit must not be negative")
         sort = q.get("sort") or "cid"
         conns = list(s.clients.values())
+        if s.mqtt is not None:  # MQTT clients are listed with the others, as nats-server does
+            conns += list(s.mqtt.conns.values())
         if "cid" in q:
             cid = int(q["cid"])
             conns = [c for c in conns if c.cid == cid]
@@ -353,7 +355,7 @@ class MonitorServer:
             d = {
                 "cid": c.cid,
                 "kind": "Client",
-                "type": "nats",
+                "type": "mqtt" if getattr(c, "mqtt_client", None) is not None else "nats",
                 "ip": c.ip,
                 "port": c.port,
                 "start": rfc3339(c.start_ns),
@@ -373,6 +375,8 @@ class MonitorServer:
                 d["lang"] = c.lang
             if c.version:
                 d["version"] = c.version
+            if getattr(c, "mqtt_client", None):
+                d["mqtt_client"] = c.mqtt_client
             d.update(connz_fields(c.transport))  # websocket type, TLS version and cipher
             if want_auth:
                 if c.user:

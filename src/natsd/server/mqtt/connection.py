@@ -98,7 +98,7 @@ class MQTTConnection(asyncio.Protocol):
         self.perms: Any = None
         self.keepalive = 0
         self.will: mp.Connect | None = None
-        self.subs: dict[str, _Sub] = {}
+        self.msubs: dict[str, _Sub] = {}
         self.pending: dict[int, str] = {}  # pi -> JetStream ack subject ("" for retained QoS 1)
         self.dedup: dict[str, int] = {}  # "<durable> <stream seq>" -> pi (a redelivery keeps its pi)
         self.last_pi = 0
@@ -118,6 +118,35 @@ class MQTTConnection(asyncio.Protocol):
         self.reason = ""
         self._auth_timer: Any = None
         self._cleaned = False
+
+    # -- what /connz shows (the attributes of a NATS client connection it reads) -----------------
+
+    name = lang = version = ""
+
+    @property
+    def mqtt_client(self) -> str:
+        return self.client_id
+
+    @property
+    def ip(self) -> str:
+        return self.host
+
+    @property
+    def user(self) -> str:
+        return self.username
+
+    @property
+    def subs(self) -> dict:
+        """The NATS subscriptions behind the MQTT ones (a ``x/#`` filter has two, a QoS>0 one its
+        consumer's delivery subject too), keyed by subject, as nats-server lists them."""
+        d: dict = {}
+        for s in self.msubs.values():
+            for c in s.core:
+                d[c.subject] = c
+            for j in s.js:
+                if j.sub is not None:
+                    d[j.subject] = j.sub
+        return d
 
     # -- transport --------------------------------------------------------------------------------
 
@@ -140,7 +169,9 @@ class MQTTConnection(asyncio.Protocol):
         if self.closed:
             return
         self.in_bytes += len(data)
-        self._last_read_ns = self.server.clock.monotonic_ns()
+        clock = self.server.clock
+        self._last_read_ns = clock.monotonic_ns()
+        self.last_activity_ns = clock.time_ns()
         packets = self.parser.feed(data)
         if self._held is not None:
             self._held.extend(packets)
@@ -508,7 +539,7 @@ class MQTTConnection(asyncio.Protocol):
         asm = self.asm
         assert asm is not None and self.sess is not None
         sess = self.sess
-        old = self.subs.pop(filt, None)
+        old = self.msubs.pop(filt, None)
         if old is not None:
             for c in old.core + old.js:
                 c.unsubscribe()
@@ -534,7 +565,7 @@ class MQTTConnection(asyncio.Protocol):
                                       asm.account, dsubj))
                 await asm.create_consumer(cc)
                 s.cons[sid] = sess.cons[sid] = cc
-        self.subs[filt] = s
+        self.msubs[filt] = s
         return s
 
     async def _unsubscribe(self, up: mp.Unsubscribe) -> None:
@@ -547,7 +578,7 @@ class MQTTConnection(asyncio.Protocol):
                 filt = mp.filter_to_subject(topic)
             except mp.TopicError:
                 continue
-            s = self.subs.pop(filt, None)
+            s = self.msubs.pop(filt, None)
             if s is None:
                 continue
             for c in s.core + s.js:
@@ -628,10 +659,10 @@ class MQTTConnection(asyncio.Protocol):
         for t in (self._ka_timer, self._auth_timer):
             if t is not None:
                 t.cancel()
-        for s in self.subs.values():
+        for s in self.msubs.values():
             for c in s.core + s.js:
                 c.unsubscribe()
-        self.subs.clear()
+        self.msubs.clear()
         asm, sess = self.asm, self.sess
         if asm is not None:
             asm.jsa.forget(f"MS{self.cid}.")

@@ -41,7 +41,7 @@ class MQTTListener:
         mo = self.options
         if mo.tls is not None:
             self.server.tls.add("mqtt", mo.tls)
-        self.host = mo.host or self.server.options.host or "0.0.0.0"
+        self.host = mo.host or "0.0.0.0"  # nats-server's default MQTT host, whatever the client host
         self._listener = await asyncio.get_running_loop().create_server(
             self._protocol, self.host, mo.port if mo.port > 0 else 0, reuse_address=True, backlog=4096)
         self.port = self._listener.sockets[0].getsockname()[1]
@@ -85,6 +85,26 @@ class MQTTListener:
                     raise
                 f.set_result(asm)
         return await asyncio.shield(f)
+
+    def varz(self) -> dict:
+        """/varz's ``mqtt`` section, nats-server's MQTTOptsVarz (empty values left out)."""
+        mo = self.options
+        d: dict = {"host": mo.host or "0.0.0.0", "port": mo.port if mo.port > 0 else self.port}
+        if mo.no_auth_user:
+            d["no_auth_user"] = mo.no_auth_user
+        if mo.auth_timeout_s:
+            d["auth_timeout"] = mo.auth_timeout_s
+        if mo.tls is not None and mo.tls.verify_and_map:
+            d["tls_map"] = True
+        t = (mo.tls.timeout_ns / 1e9) if mo.tls is not None else 2
+        d["tls_timeout"] = int(t) if t == int(t) else t
+        if mo.js_domain:
+            d["js_domain"] = mo.js_domain
+        if mo.ack_wait_ns:
+            d["ack_wait"] = mo.ack_wait_ns
+        if mo.max_ack_pending:
+            d["max_ack_pending"] = mo.max_ack_pending
+        return d
 
     def closed_conn(self, c: MQTTConnection) -> None:
         self.closed_in_msgs += c.in_msgs
