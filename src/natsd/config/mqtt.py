@@ -102,8 +102,10 @@ def _simple_auth(ctx, m, key: str, mo: MQTTOptions) -> None:
 
 def parse_mqtt(ctx, o, m, key: str, host_port) -> None:
     """Read ``m[key]`` into ``o.mqtt`` (``host_port``: the options' listen parser)."""
+    from natsd.config.parser import ConfigMap
+
     block = m[key]
-    if not isinstance(block, dict):
+    if not isinstance(block, ConfigMap):
         ctx.error(m.pos(key), f"Expected mqtt to be a map, got {type(block).__name__}")
         return
     pos = m.pos(key)

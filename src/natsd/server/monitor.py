@@ -375,8 +375,9 @@ class MonitorServer:
                 d["lang"] = c.lang
             if c.version:
                 d["version"] = c.version
-            if getattr(c, "mqtt_client", None):
-                d["mqtt_client"] = c.mqtt_client
+            mqtt_client = getattr(c, "mqtt_client", None)
+            if mqtt_client:
+                d["mqtt_client"] = mqtt_client
             d.update(connz_fields(c.transport))  # websocket type, TLS version and cipher
             if want_auth:
                 if c.user:
