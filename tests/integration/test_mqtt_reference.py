@@ -280,3 +280,42 @@ async def test_varz_and_connz_show_mqtt_as_nats_server(tmp_path):
     assert got == expected
     assert expected[1] == [{"kind": "Client", "type": "mqtt", "mqtt_client": "mon1", "subscriptions": 2,
                             "subscriptions_list": ["m.>", "m"]}]
+
+
+async def test_qos2_exactly_once_both_ways(tmp_path):
+    def script(t: Target):
+        out = {}
+        sub = Paho(t, "q2sub")
+        sub.wait_connack()
+        out["granted"] = sub.subscribe(("q2/#", 2), ("q1/#", 1))
+        pub = Paho(t, "q2pub")
+        pub.wait_connack()
+        pub.publish("q2/a", b"two", 2)
+        pub.publish("q1/a", b"two to one", 2)
+        pub.publish("q2/b", b"one to two", 1)
+        out["received"] = sorted(sub.received(3))
+        out["nothing twice"] = sub.quiet()
+        # a raw client: PUBLISH QoS 2 twice (a retransmission), PUBREL once -> delivered once
+        s = raw_connect(t, mp.encode_connect("rawq2"))
+        recv_exact(s, 4)
+        pkt = mp.encode_publish(b"q2/raw", b"once", qos=2, pi=9)
+        s.sendall(pkt)
+        out["pubrec"] = recv_exact(s, 4)
+        s.sendall(pkt)
+        out["pubrec again"] = recv_exact(s, 4)
+        out["not before PUBREL"] = sub.quiet()
+        s.sendall(mp.encode_ack(mp.PUBREL, 9))
+        out["pubcomp"] = recv_exact(s, 4)
+        out["after PUBREL"] = sub.received(1)
+        s.close()
+        sub.disconnect()
+        pub.disconnect()
+        return out
+
+    expected, got = await mqtt_side_by_side(tmp_path, script)
+    assert got == expected
+    assert expected["granted"] == [2, 1]
+    assert expected["received"] == [("q1/a", b"two to one", 1, False), ("q2/a", b"two", 2, False),
+                                    ("q2/b", b"one to two", 1, False)]
+    assert expected["pubrec"] == b"\x50\x02\x00\x09" and expected["pubcomp"] == b"\x70\x02\x00\x09"
+    assert expected["not before PUBREL"] == [] and expected["after PUBREL"] == [("q2/raw", b"once", 2, False)]

@@ -25,7 +25,9 @@ from natsd.nuid import nuid
 from natsd.protocol import mqtt as mp
 from natsd.server.log import logger
 from natsd.server.mqtt.jsa import JsApiError
-from natsd.server.mqtt.sessions import JAIL_NS, MSGS_PREFIX, AccountSessions, Session
+from natsd.server.mqtt.sessions import (
+    JAIL_NS, MSGS_PREFIX, QOS2IN_PREFIX, QOS2IN_STREAM, AccountSessions, Session, header_value as _header_value,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.server.mqtt.listener import MQTTListener
@@ -100,6 +102,7 @@ class MQTTConnection(asyncio.Protocol):
         self.will: mp.Connect | None = None
         self.msubs: dict[str, _Sub] = {}
         self.pending: dict[int, str] = {}  # pi -> JetStream ack subject ("" for retained QoS 1)
+        self.pubrel: set[int] = set()  # outbound QoS 2: PUBREL sent, PUBCOMP awaited
         self.dedup: dict[str, int] = {}  # "<durable> <stream seq>" -> pi (a redelivery keeps its pi)
         self.last_pi = 0
         self.connected = False
@@ -208,7 +211,17 @@ class MQTTConnection(asyncio.Protocol):
         data = b"".join(out) if len(out) > 1 else out[0]
         out.clear()
         self.out_bytes += len(data)
-        self.transport.write(data)
+        t = self.transport
+        t.write(data)
+        # Bounded: a client that does not read is closed once the socket buffer exceeds
+        # max_pending (nats-server's slow consumer), instead of growing without limit.
+        if t.get_write_buffer_size() > self.server.options.max_pending and not self.closed:
+            logger.error("%s - mqtt_cid:%d - Slow Consumer Detected", self._peer(), self.cid)
+            self.server.slow_consumers += 1
+            self.closed = True
+            self.reason = "Slow Consumer (Write Deadline)"
+            t.abort()
+            self._cleanup()
 
     def close(self, reason: str = "Client Closed") -> None:
         if self.closed:
@@ -230,7 +243,7 @@ class MQTTConnection(asyncio.Protocol):
             t = type(pk)
             if t is mp.Publish:
                 self._publish(pk)
-            elif t is mp.Ack:
+            elif t is mp.Ack and pk.kind != mp.PUBREL:
                 self._ack(pk)
             elif pk is mp.PINGREQ:
                 self.write(mp.encode_pingresp())
@@ -257,6 +270,8 @@ class MQTTConnection(asyncio.Protocol):
                 await self._subscribe(pk)
             elif type(pk) is mp.Unsubscribe:
                 await self._unsubscribe(pk)
+            elif type(pk) is mp.Ack:
+                await self._pubrel(pk.pi)
         except Exception as e:  # a failed JetStream request closes this connection only
             if not self.closed:
                 logger.error("%s - mqtt_cid:%d - %s", self._peer(), self.cid, e)
@@ -425,7 +440,55 @@ class MQTTConnection(asyncio.Protocol):
             logger.error("%s - mqtt_cid:%d - Maximum Payload Violation", self._peer(), self.cid)
             self.close("Maximum Payload Exceeded")
             return
+        if pp.qos == 2:
+            self._stage_qos2(subject, pp)
+            return
         self._deliver_pub(subject, pp.topic, pp.payload, pp.qos, pp.retain, pp.pi, self.username)
+
+    def _stage_qos2(self, subject: str, pp: mp.Publish) -> None:
+        """[MQTT-4.3.3-2] method A: store the message once at ``$MQTT.qos2.in.<client id>.<pi>``
+        (the stream keeps one per subject and refuses a second: a retransmission is not stored
+        twice) and answer PUBREC; it is delivered when PUBREL comes (mqttStoreQoS2MsgOnce)."""
+        if self.server.options.mqtt.reject_qos2_publish:
+            logger.error("%s - mqtt_cid:%d - QoS=2 is disabled for PUBLISH messages", self._peer(), self.cid)
+            self.close("Protocol Violation")
+            return
+        asm = self.asm
+        assert asm is not None
+        # Nmqtt-Pub: the QoS, then the PUBLISH flags nibble as one hex digit (a persisted format)
+        hdr = (b"NATS/1.0\r\nNmqtt-Pub:2" + b"0123456789abcdef"[pp.flags & 0xF:(pp.flags & 0xF) + 1]
+               + b"\r\nNmqtt-Subject:" + subject.encode() + b"\r\n\r\n")
+        rec = mp.encode_ack(mp.PUBREC, pp.pi)
+
+        def staged(h: bytes | None, p: bytes) -> None:
+            if b'"error"' in p and b"maximum messages per subject exceeded" not in p:
+                logger.error("%s - mqtt_cid:%d - unable to store QoS 2 message: %s", self._peer(), self.cid,
+                             p.decode(errors="replace"))
+                self.close("Internal Error")
+            elif not self.closed:
+                self.write(rec)
+
+        asm.jsa.publish_cb(f"MS{self.cid}", f"{QOS2IN_PREFIX}{self.client_id}.{pp.pi}", hdr, pp.payload, staged)
+
+    async def _pubrel(self, pi: int) -> None:
+        """PUBREL of an inbound QoS 2 message: deliver the staged copy (if any), drop it, PUBCOMP."""
+        asm = self.asm
+        assert asm is not None
+        try:
+            got = await asm.jsa.last_msg(QOS2IN_STREAM, f"{QOS2IN_PREFIX}{self.client_id}.{pi}")
+        except (JsApiError, asyncio.TimeoutError):
+            got = None
+        if got is not None and not self.closed:
+            seq, hdr, data = got
+            asm.delete_msg(QOS2IN_STREAM, seq)
+            subject = _header_value(hdr, b"Nmqtt-Subject") if hdr else None
+            pub = _header_value(hdr, b"Nmqtt-Pub") if hdr else None
+            if subject:
+                flags = int(pub[1:2], 16) if pub and len(pub) > 1 else 0
+                subj = subject.decode()
+                self._deliver_pub(subj, mp.subject_to_topic(subj), data, 2, bool(flags & 1), 0, self.username)
+        if not self.closed:
+            self.write(mp.encode_ack(mp.PUBCOMP, pi))
 
     def _deliver_pub(self, subject: str, topic: bytes, payload: bytes, qos: int, retain: bool, pi: int,
                      source: str) -> None:
@@ -475,10 +538,10 @@ class MQTTConnection(asyncio.Protocol):
                     if v == a.pi:
                         del self.dedup[k]
                         break
-        elif a.kind == mp.PUBREL:
-            # QoS 2 inbound: the message was routed when it arrived (see docs/mqtt.md)
-            self.write(mp.encode_ack(mp.PUBCOMP, a.pi))
-        # PUBCOMP: nothing is pending on our side after PUBREL
+            if a.kind == mp.PUBREC:
+                self.pubrel.add(a.pi)  # the identifier stays in use until PUBCOMP
+        elif a.kind == mp.PUBCOMP:
+            self.pubrel.discard(a.pi)
 
     # -- SUBSCRIBE / UNSUBSCRIBE ------------------------------------------------------------------
 
@@ -487,8 +550,6 @@ class MQTTConnection(asyncio.Protocol):
         added: list[_Sub] = []
         for topic, qos in sp.filters:
             mo = self.server.options.mqtt
-            if qos == 2:
-                qos = 1  # natsd delivers QoS 2 subscriptions as QoS 1 (docs/mqtt.md)
             if mo.downgrade_qos2_subscribe and qos == 2:
                 qos = 1
             try:
@@ -642,7 +703,7 @@ class MQTTConnection(asyncio.Protocol):
         pi = self.last_pi
         for _ in range(0xFFFF):
             pi = pi + 1 if pi < 0xFFFF else 1
-            if pi not in self.pending:
+            if pi not in self.pending and pi not in self.pubrel:
                 self.last_pi = pi
                 self.pending[pi] = ack
                 return pi

@@ -49,6 +49,7 @@ SESS_PREFIX = "$MQTT.sess."
 MSGS_PREFIX = "$MQTT.msgs."
 RMSGS_PREFIX = "$MQTT.rmsgs."
 SUB_PREFIX = "$MQTT.sub."
+QOS2IN_PREFIX = "$MQTT.qos2.in."
 JAIL_NS = 1_000_000_000  # mqttSessJailDur: a client id taken over twice within a second waits this long
 
 _HASH_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -81,7 +82,7 @@ def encode_retained(topic: bytes, flags: int, origin: str, source: str, payload:
     return h + b"\r\n"
 
 
-def _header(hdr: bytes, name: bytes) -> bytes | None:
+def header_value(hdr: bytes, name: bytes) -> bytes | None:
     for line in hdr.split(b"\r\n")[1:]:
         k, sep, v = line.partition(b":")
         if sep and k.strip().lower() == name.lower():
@@ -142,7 +143,7 @@ class AccountSessions:
              "max_msgs_per_subject": 1, "storage": "file", "num_replicas": r},
             {"name": MSGS_STREAM, "subjects": [MSGS_PREFIX + ">"], "retention": "interest", "storage": "file",
              "num_replicas": r},
-            {"name": QOS2IN_STREAM, "subjects": ["$MQTT.qos2.in.>"], "retention": "limits", "discard": "new",
+            {"name": QOS2IN_STREAM, "subjects": [QOS2IN_PREFIX + ">"], "retention": "limits", "discard": "new",
              "max_msgs_per_subject": 1, "discard_new_per_subject": True, "storage": "file", "num_replicas": r},
             {"name": OUT_STREAM, "subjects": ["$MQTT.out.>"], "retention": "interest", "storage": "file",
              "num_replicas": r},
@@ -206,18 +207,18 @@ class AccountSessions:
                 seq = 0
         if not payload:
             old = self.retained.pop(key, None)
-            if old is not None and hdr is not None and _header(hdr, b"Nmqtt-ROrigin") == self.node.encode():
-                self._delete_msg(RMSGS_STREAM, seq)
+            if old is not None and hdr is not None and header_value(hdr, b"Nmqtt-ROrigin") == self.node.encode():
+                self.delete_msg(RMSGS_STREAM, seq)
             return
-        topic = (_header(hdr, b"Nmqtt-RTopic") if hdr else None) or subject_to_topic(key)
-        flags_b = (_header(hdr, b"Nmqtt-RFlags") if hdr else None) or b"1"
+        topic = (header_value(hdr, b"Nmqtt-RTopic") if hdr else None) or subject_to_topic(key)
+        flags_b = (header_value(hdr, b"Nmqtt-RFlags") if hdr else None) or b"1"
         try:
             flags = int(flags_b.lstrip(b"-"), 16)
         except ValueError:
             flags = 1
         self.retained[key] = RetainedMsg(seq, topic, payload, flags)
 
-    def _delete_msg(self, stream: str, seq: int) -> None:
+    def delete_msg(self, stream: str, seq: int) -> None:
         if seq:
             self.jsa.send(f"{self.jsa.api}STREAM.MSG.DELETE.{stream}",
                           json.dumps({"seq": seq, "no_erase": True}).encode())
@@ -282,7 +283,7 @@ class AccountSessions:
         s.cons.clear()
         s.subs.clear()
         if s.seq:
-            self._delete_msg(SESS_STREAM, s.seq)
+            self.delete_msg(SESS_STREAM, s.seq)
             s.seq = 0
 
     async def delete_consumer(self, cc: dict) -> None:
