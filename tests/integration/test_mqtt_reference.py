@@ -136,6 +136,7 @@ async def test_persistent_session_and_unsubscribe(tmp_path):
         pub.publish("p/1", b"while away 1", 1)
         pub.publish("p/2", b"while away 2", 1)
         pub.publish("q/x", b"qos0 lost", 0)
+        pub.publish("sync", b"", 1)  # its PUBACK: the server has processed the QoS 0 publish before
         s = Paho(t, "dev", clean=False)
         out["resumed connack"] = s.wait_connack()
         out["backlog"] = sorted(s.received(2, timeout=10))
