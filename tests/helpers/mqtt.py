@@ -41,7 +41,8 @@ class Paho:
     ``(topic, payload, qos, retain)``."""
 
     def __init__(self, t: Target, client_id: str, *, clean: bool = True, username: str | None = None,
-                 password: str | None = None, will: tuple | None = None, keepalive: int = 30) -> None:
+                 password: str | None = None, will: tuple | None = None, keepalive: int = 30,
+                 ws_port: int = 0) -> None:
         import paho.mqtt.client as mqtt
 
         self.messages: queue.Queue = queue.Queue()
@@ -49,7 +50,10 @@ class Paho:
         self.subacks: queue.Queue = queue.Queue()
         self.disconnected: queue.Queue = queue.Queue()
         c = self.c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=clean,
-                                 protocol=mqtt.MQTTv311, reconnect_on_failure=False)
+                                 protocol=mqtt.MQTTv311, reconnect_on_failure=False,
+                                 transport="websockets" if ws_port else "tcp")
+        if ws_port:
+            c.ws_set_options(path="/mqtt")
         if username is not None:
             c.username_pw_set(username, password)
         if will is not None:
@@ -58,7 +62,7 @@ class Paho:
         c.on_connect = lambda cl, u, flags, rc, props=None: self.connack.put((rc.value, bool(flags.session_present)))
         c.on_subscribe = lambda cl, u, mid, rcs, props=None: self.subacks.put([r.value for r in rcs])
         c.on_disconnect = lambda cl, u, flags, rc, props=None: self.disconnected.put(rc.value)
-        c.connect("127.0.0.1", t.mqtt_port, keepalive)
+        c.connect("127.0.0.1", ws_port or t.mqtt_port, keepalive)
         c.loop_start()
 
     def wait_connack(self, timeout: float = 5) -> tuple[int, bool]:

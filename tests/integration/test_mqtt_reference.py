@@ -320,3 +320,29 @@ async def test_qos2_exactly_once_both_ways(tmp_path):
                                     ("q2/b", b"one to two", 1, False)]
     assert expected["pubrec"] == b"\x50\x02\x00\x09" and expected["pubcomp"] == b"\x70\x02\x00\x09"
     assert expected["not before PUBREL"] == [] and expected["after PUBREL"] == [("q2/raw", b"once", 2, False)]
+
+
+async def test_mqtt_over_websocket(tmp_path):
+    from tests.helpers.servers import free_port
+
+    ws_port = free_port()
+
+    def script(t: Target):
+        ws = Paho(t, "wsclient", ws_port=ws_port)
+        out = {"connack": ws.wait_connack()}
+        out["granted"] = ws.subscribe(("ws/#", 1))
+        tcp = Paho(t, "tcpclient")
+        tcp.wait_connack()
+        tcp.publish("ws/a", b"over tcp", 1)
+        out["ws got"] = ws.received(1)
+        tcp.subscribe(("back", 0))
+        ws.publish("back", b"over ws", 0)
+        out["tcp got"] = tcp.received(1)
+        ws.disconnect()
+        tcp.disconnect()
+        return out
+
+    expected, got = await mqtt_side_by_side(
+        tmp_path, script, conf=f"websocket {{ port: {ws_port}, no_tls: true }}\n")
+    assert got == expected
+    assert expected["ws got"] == [("ws/a", b"over tcp", 1, False)] and expected["tcp got"] == [("back", b"over ws", 0, False)]

@@ -601,11 +601,19 @@ class Server:
                      "tls_verify": True if secure and tls.verify_clients else None, "tls_available": None}
         layer = WebSocketLayer(ws, lambda: ClientConnection(self), self.clock, secure=secure,
                                max_frame=self.options.max_pending, info_overrides=overrides,
-                               make_leaf=self.leafnodes.ws_link if self.leafnodes is not None else None)
+                               make_leaf=self.leafnodes.ws_link if self.leafnodes is not None else None,
+                               make_mqtt=self._new_ws_mqtt)
         if not secure:
             return layer
         return TlsLayer(self.tls.getter("websocket"), lambda: layer, self.clock, self._handshakes,
                         timeout_ns=tls.timeout_ns, mode="first", pinned=tls.pinned_certs)
+
+    def _new_ws_mqtt(self):
+        """An MQTT connection under a WebSocket (``ws://host:port/mqtt``), when MQTT is served."""
+        if self.mqtt is None:
+            return None
+        from natsd.server.mqtt.connection import MQTTConnection
+        return MQTTConnection(self.mqtt)
 
     async def _start_secure_listeners(self) -> None:
         opts = self.options
