@@ -570,9 +570,22 @@ def _to_subject(mt: bytes, wildcards: bool) -> str:
     return res.decode()
 
 
+# Devices publish to a small set of topics over and over: translations are remembered (bounded,
+# cleared when full) so the per-byte walk runs once per topic, not once per message.
+_CACHE_MAX = 4096
+_topic_cache: dict[bytes, str] = {}
+_subject_cache: dict[str, bytes] = {}
+
+
 def topic_to_subject(topic: bytes) -> str:
     """A PUBLISH topic name -> the NATS subject it is published on."""
-    return _to_subject(topic, False)
+    r = _topic_cache.get(topic)
+    if r is None:
+        r = _to_subject(topic, False)
+        if len(_topic_cache) >= _CACHE_MAX:
+            _topic_cache.clear()
+        _topic_cache[topic] = r
+    return r
 
 
 def filter_to_subject(filt: bytes) -> str:
@@ -583,6 +596,16 @@ def filter_to_subject(filt: bytes) -> str:
 def subject_to_topic(subject: str) -> bytes:
     """nats-server's natsSubjectToMQTTTopic: ``.`` -> ``/``, ``/.`` -> ``/``, ``//`` -> ``.``, and a
     lone ``/`` (an empty level) vanishes."""
+    r = _subject_cache.get(subject)
+    if r is None:
+        r = _subject_to_topic(subject)
+        if len(_subject_cache) >= _CACHE_MAX:
+            _subject_cache.clear()
+        _subject_cache[subject] = r
+    return r
+
+
+def _subject_to_topic(subject: str) -> bytes:
     if "/" not in subject:
         return subject.replace(".", "/").encode()
     s = subject.encode()
