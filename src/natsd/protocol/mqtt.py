@@ -80,7 +80,7 @@ class Connect:
     server assigns one). Will fields are ``None``/0 without a will."""
 
     __slots__ = ("level", "flags", "clean", "keepalive", "client_id", "will_topic", "will_message",
-                 "will_qos", "will_retain", "username", "password", "refused", "error")
+                 "will_qos", "will_retain", "username", "password", "refused", "error", "props", "will_props")
 
     def __init__(self) -> None:
         self.level = 0
@@ -96,20 +96,23 @@ class Connect:
         self.password: str | None = None
         self.refused = 0
         self.error = ""
+        self.props: dict = {}  # MQTT 5 CONNECT properties
+        self.will_props: dict = {}
 
 
 class Publish:
     """A PUBLISH: ``flags`` is the fixed header's low nibble (dup 0x8, QoS 0x6, retain 0x1);
     ``pi`` is 0 for QoS 0."""
 
-    __slots__ = ("flags", "qos", "topic", "pi", "payload")
+    __slots__ = ("flags", "qos", "topic", "pi", "payload", "props")
 
-    def __init__(self, flags: int, topic: bytes, pi: int, payload: bytes) -> None:
+    def __init__(self, flags: int, topic: bytes, pi: int, payload: bytes, props: dict | None = None) -> None:
         self.flags = flags
         self.qos = (flags >> 1) & 0x3
         self.topic = topic
         self.pi = pi
         self.payload = payload
+        self.props = props  # MQTT 5 only
 
     @property
     def retain(self) -> bool:
@@ -123,29 +126,43 @@ class Publish:
 class Ack:
     """PUBACK, PUBREC, PUBREL or PUBCOMP (``kind`` is the packet type) for packet id ``pi``."""
 
-    __slots__ = ("kind", "pi")
+    __slots__ = ("kind", "pi", "reason")
 
-    def __init__(self, kind: int, pi: int) -> None:
+    def __init__(self, kind: int, pi: int, reason: int = 0) -> None:
         self.kind = kind
         self.pi = pi
+        self.reason = reason
 
 
 class Subscribe:
-    """``filters``: ``(topic filter bytes, requested QoS)`` pairs, in packet order."""
+    """``filters``: ``(topic filter bytes, requested QoS)`` pairs, in packet order (MQTT 5: the
+    options byte, QoS in its low two bits); ``props``: MQTT 5 properties."""
 
-    __slots__ = ("pi", "filters")
+    __slots__ = ("pi", "filters", "props")
 
-    def __init__(self, pi: int, filters: list[tuple[bytes, int]]) -> None:
+    def __init__(self, pi: int, filters: list[tuple[bytes, int]], props: dict | None = None) -> None:
         self.pi = pi
         self.filters = filters
+        self.props = props
 
 
 class Unsubscribe:
-    __slots__ = ("pi", "filters")
+    __slots__ = ("pi", "filters", "props")
 
-    def __init__(self, pi: int, filters: list[bytes]) -> None:
+    def __init__(self, pi: int, filters: list[bytes], props: dict | None = None) -> None:
         self.pi = pi
         self.filters = filters
+        self.props = props
+
+
+class Disconnect:
+    """An MQTT 5 DISCONNECT with a reason code or properties (a bare one is :data:`DISCONNECT`)."""
+
+    __slots__ = ("reason", "props")
+
+    def __init__(self, reason: int, props: dict) -> None:
+        self.reason = reason
+        self.props = props
 
 
 class _Marker:
@@ -169,6 +186,122 @@ _EXPECTED_FLAGS = {CONNECT: 0, PUBACK: 0, PUBREC: 0, PUBCOMP: 0, PINGREQ_T: 0, D
 _EXPECTED_LEN = {PUBACK: 2, PUBREC: 2, PUBREL: 2, PUBCOMP: 2, PINGREQ_T: 0, DISCONNECT_T: 0}
 
 
+# MQTT 5 properties (section 2.2.2.2): identifier -> value type.
+P_PAYLOAD_FORMAT = 0x01
+P_MESSAGE_EXPIRY = 0x02
+P_CONTENT_TYPE = 0x03
+P_RESPONSE_TOPIC = 0x08
+P_CORRELATION_DATA = 0x09
+P_SUBSCRIPTION_ID = 0x0B
+P_SESSION_EXPIRY = 0x11
+P_ASSIGNED_CLIENT_ID = 0x12
+P_SERVER_KEEP_ALIVE = 0x13
+P_REASON_STRING = 0x1F
+P_RECEIVE_MAXIMUM = 0x21
+P_TOPIC_ALIAS_MAXIMUM = 0x22
+P_TOPIC_ALIAS = 0x23
+P_MAXIMUM_QOS = 0x24
+P_RETAIN_AVAILABLE = 0x25
+P_USER_PROPERTY = 0x26
+P_MAXIMUM_PACKET_SIZE = 0x27
+P_WILDCARD_SUB_AVAILABLE = 0x28
+P_SUB_ID_AVAILABLE = 0x29
+P_SHARED_SUB_AVAILABLE = 0x2A
+
+_BYTE, _U16, _U32, _VARINT, _UTF8, _BIN, _PAIR = range(7)
+_PROP_TYPES = {
+    0x01: _BYTE, 0x02: _U32, 0x03: _UTF8, 0x08: _UTF8, 0x09: _BIN, 0x0B: _VARINT, 0x11: _U32, 0x12: _UTF8,
+    0x13: _U16, 0x15: _UTF8, 0x16: _BIN, 0x17: _BYTE, 0x18: _U32, 0x19: _BYTE, 0x1A: _UTF8, 0x1C: _UTF8,
+    0x1F: _UTF8, 0x21: _U16, 0x22: _U16, 0x23: _U16, 0x24: _BYTE, 0x25: _BYTE, 0x26: _PAIR, 0x27: _U32,
+    0x28: _BYTE, 0x29: _BYTE, 0x2A: _BYTE,
+}
+
+
+def _read_varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    mult = 1
+    v = 0
+    while True:
+        if pos >= end:
+            raise MQTTError("malformed variable int")
+        c = buf[pos]
+        pos += 1
+        v += (c & 0x7F) * mult
+        if not c & 0x80:
+            return v, pos
+        mult *= 0x80
+        if mult > 0x200000:
+            raise MQTTError("malformed variable int")
+
+
+def _read_props(buf: bytes, pos: int, end: int) -> tuple[dict, int]:
+    """An MQTT 5 property list: ``{id: value}``; user properties (0x26) and subscription
+    identifiers (0x0B) are lists, in packet order."""
+    n, pos = _read_varint(buf, pos, end)
+    stop = pos + n
+    if stop > end:
+        raise MQTTError("error reading properties: unexpected EOF")
+    props: dict = {}
+    while pos < stop:
+        pid, pos = _read_varint(buf, pos, stop)
+        t = _PROP_TYPES.get(pid)
+        if t is None:
+            raise MQTTError(f"unknown property identifier {pid:#x}")
+        if t == _BYTE:
+            v: object = buf[pos]
+            pos += 1
+        elif t == _U16:
+            v = (buf[pos] << 8) | buf[pos + 1]
+            pos += 2
+        elif t == _U32:
+            v = int.from_bytes(buf[pos:pos + 4], "big")
+            pos += 4
+        elif t == _VARINT:
+            v, pos = _read_varint(buf, pos, stop)
+        elif t == _PAIR:
+            k, pos = _read_bytes(buf, pos, stop, "user property")
+            val, pos = _read_bytes(buf, pos, stop, "user property")
+            v = (k.decode(errors="replace"), val.decode(errors="replace"))
+        else:
+            b, pos = _read_bytes(buf, pos, stop, "property")
+            v = b.decode(errors="replace") if t == _UTF8 else b
+        if pos > stop:
+            raise MQTTError("error reading properties: unexpected EOF")
+        if pid == P_USER_PROPERTY or pid == P_SUBSCRIPTION_ID:
+            props.setdefault(pid, []).append(v)
+        elif pid in props:
+            raise MQTTError(f"property {pid:#x} included more than once")
+        else:
+            props[pid] = v
+    return props, stop
+
+
+def encode_props(props: dict | None) -> bytes:
+    """The property list of an MQTT 5 packet (its varint length first)."""
+    if not props:
+        return b"\x00"
+    out = bytearray()
+    for pid, v in props.items():
+        t = _PROP_TYPES[pid]
+        vals = v if pid in (P_USER_PROPERTY, P_SUBSCRIPTION_ID) else [v]
+        for x in vals:
+            out += varint(pid)
+            if t == _BYTE:
+                out.append(x)
+            elif t == _U16:
+                out += x.to_bytes(2, "big")
+            elif t == _U32:
+                out += x.to_bytes(4, "big")
+            elif t == _VARINT:
+                out += varint(x)
+            elif t == _PAIR:
+                out += _str(x[0].encode()) + _str(x[1].encode())
+            elif t == _UTF8:
+                out += _str(x.encode())
+            else:
+                out += _str(bytes(x))
+    return varint(len(out)) + bytes(out)
+
+
 def _valid_str(b: bytes) -> bool:
     """UTF-8 and no NUL (mqttValidateString / mqttValidateTopic)."""
     if b"\x00" in b:
@@ -190,10 +323,12 @@ class MQTTParser:
     connection is established); 0 = no bound.
     """
 
-    __slots__ = ("_buf", "connected", "error", "max_connect")
+    __slots__ = ("_buf", "connected", "error", "max_connect", "level", "v5")
 
-    def __init__(self, max_connect: int = 0) -> None:
+    def __init__(self, max_connect: int = 0, v5: bool = False) -> None:
         self._buf = b""
+        self.level = 4  # the CONNECT's protocol level: 5 adds properties to every packet
+        self.v5 = v5  # accept MQTT 5 CONNECTs (else level 5 is refused as nats-server does)
         self.connected = False  # a CONNECT was parsed
         self.error: MQTTError | None = None
         self.max_connect = max_connect
@@ -240,28 +375,35 @@ class MQTTParser:
                     self._buf = buf[start:]
                     return out
                 el = _EXPECTED_LEN.get(pt)
-                if el is not None and pl != el:
+                if el is not None and pl != el and (self.level != 5 or pl < el):
                     raise MQTTError(f"invalid remaining length {pl} for packet type {pt:x}")
                 body_end = pos + pl
                 if pt == PUBLISH:
-                    out.append(self._publish(buf, pos, body_end, b & 0x0F))
+                    out.append(self._publish(buf, pos, body_end, b & 0x0F, self.level == 5))
                 elif pt == PUBACK or pt == PUBREC or pt == PUBREL or pt == PUBCOMP:
                     pi = (buf[pos] << 8) | buf[pos + 1]
                     if pi == 0:
                         raise MQTTError("packet identifier cannot be 0")
-                    out.append(Ack(pt, pi))
+                    out.append(Ack(pt, pi, buf[pos + 2] if pl > 2 else 0))
                 elif pt == PINGREQ_T:
                     out.append(PINGREQ)
                 elif pt == SUBSCRIBE or pt == UNSUBSCRIBE:
-                    out.append(self._subs(buf, pos, body_end, pt == SUBSCRIBE))
+                    out.append(self._subs(buf, pos, body_end, pt == SUBSCRIBE, self.level == 5))
                 elif pt == CONNECT:
                     if self.connected:
                         raise MQTTError("received a second CONNECT packet")
-                    cp = _connect(buf, pos, body_end)
+                    cp = _connect(buf, pos, body_end, self.v5)
                     self.connected = True
+                    if cp.level == 5 and not cp.refused:
+                        self.level = 5
                     out.append(cp)
                 elif pt == DISCONNECT_T:
-                    out.append(DISCONNECT)
+                    if pl and self.level == 5:
+                        reason = buf[pos]
+                        props = _read_props(buf, pos + 1, body_end)[0] if pl > 1 else {}
+                        out.append(Disconnect(reason, props))
+                    else:
+                        out.append(DISCONNECT)
                 else:
                     raise MQTTError(f"received unknown packet type {pt >> 4}")
                 pos = body_end
@@ -273,7 +415,7 @@ class MQTTParser:
         return out
 
     @staticmethod
-    def _publish(buf: bytes, pos: int, end: int, flags: int) -> Publish:
+    def _publish(buf: bytes, pos: int, end: int, flags: int, v5: bool = False) -> Publish:
         qos = (flags >> 1) & 0x3
         if qos > 2:
             raise MQTTError(f"QoS={qos} is invalid in MQTT")
@@ -285,7 +427,7 @@ class MQTTParser:
             raise MQTTError("error reading topic: unexpected EOF")
         topic = buf[pos:pos + n]
         pos += n
-        if not topic:
+        if not topic and not v5:  # MQTT 5: an empty topic goes with a topic alias
             raise MQTTError("topic cannot be empty")
         if not _valid_str(topic):
             raise MQTTError(f"invalid utf8 or null character for topic {topic!r}")
@@ -297,10 +439,13 @@ class MQTTParser:
             pos += 2
             if pi == 0:
                 raise MQTTError(f"with QoS={qos}, packet identifier cannot be 0")
+        if v5:
+            props, pos = _read_props(buf, pos, end)
+            return Publish(flags, topic, pi, buf[pos:end], props)
         return Publish(flags, topic, pi, buf[pos:end])
 
     @staticmethod
-    def _subs(buf: bytes, pos: int, end: int, sub: bool) -> Subscribe | Unsubscribe:
+    def _subs(buf: bytes, pos: int, end: int, sub: bool, v5: bool = False) -> Subscribe | Unsubscribe:
         action = "" if sub else "un"
         if end - pos < 2:
             raise MQTTError("error reading packet identifier: unexpected EOF")
@@ -308,6 +453,9 @@ class MQTTParser:
         pos += 2
         if pi == 0:
             raise MQTTError("packet identifier cannot be 0")
+        props = None
+        if v5:
+            props, pos = _read_props(buf, pos, end)
         filters: list = []
         while pos < end:
             if end - pos < 2:
@@ -327,14 +475,14 @@ class MQTTParser:
                     raise MQTTError("error reading QoS: EOF")
                 q = buf[pos]
                 pos += 1
-                if q > 2:
+                if (q & 3) > 2 or (not v5 and q > 2):
                     raise MQTTError(f"subscribe QoS value must be 0, 1 or 2, got {q}")
                 filters.append((f, q))
             else:
                 filters.append(f)
         if not filters:
             raise MQTTError(f"{action}subscribe protocol must contain at least 1 topic filter")
-        return Subscribe(pi, filters) if sub else Unsubscribe(pi, filters)
+        return Subscribe(pi, filters, props) if sub else Unsubscribe(pi, filters, props)
 
 
 def _read_bytes(buf: bytes, pos: int, end: int, field: str) -> tuple[bytes, int]:
@@ -347,7 +495,7 @@ def _read_bytes(buf: bytes, pos: int, end: int, field: str) -> tuple[bytes, int]
     return buf[pos:pos + n], pos + n
 
 
-def _connect(buf: bytes, pos: int, end: int) -> Connect:
+def _connect(buf: bytes, pos: int, end: int, v5: bool = False) -> Connect:
     """mqttParseConnect: the variable header and payload, in the order the spec mandates."""
     proto, pos = _read_bytes(buf, pos, end, "protocol name")
     if proto != b"MQTT":
@@ -359,7 +507,7 @@ def _connect(buf: bytes, pos: int, end: int) -> Connect:
         raise MQTTError("error reading protocol level: EOF")
     cp.level = buf[pos]
     pos += 1
-    if cp.level != 4:
+    if cp.level != 4 and not (v5 and cp.level == 5):
         cp.refused = RC_BAD_PROTOCOL
         cp.error = f"unacceptable protocol version of {cp.level}"
         return cp
@@ -388,13 +536,15 @@ def _connect(buf: bytes, pos: int, end: int) -> Connect:
     cp.keepalive = (buf[pos] << 8) | buf[pos + 1]
     pos += 2
     cp.clean = bool(flags & _FLAG_CLEAN)
+    if cp.level == 5:
+        cp.props, pos = _read_props(buf, pos, end)
     cid, pos = _read_bytes(buf, pos, end, "client ID")
     if not _valid_str(cid):
         cp.refused = RC_ID_REJECTED
         cp.error = f"invalid utf8 or null character for client ID {cid!r}"
         return cp
     cp.client_id = cid.decode()
-    if not cp.client_id and not cp.clean:
+    if not cp.client_id and not cp.clean and cp.level != 5:  # MQTT 5 allows it (clean start is not "clean")
         cp.refused = RC_ID_REJECTED
         cp.error = "when client ID is empty, clean session flag must be set to 1"
         return cp
@@ -406,6 +556,8 @@ def _connect(buf: bytes, pos: int, end: int) -> Connect:
     if has_will:
         cp.will_qos = wqos
         cp.will_retain = wretain
+        if cp.level == 5:
+            cp.will_props, pos = _read_props(buf, pos, end)
         topic, pos = _read_bytes(buf, pos, end, "Will topic")
         if not topic:
             raise MQTTError("empty Will topic not allowed")
@@ -470,6 +622,41 @@ def encode_publish(topic: bytes, payload: bytes, qos: int = 0, pi: int = 0, reta
     return bytes((flags,)) + varint(rl) + vh + payload
 
 
+def encode_connack5(rc: int, session_present: bool, props: dict | None = None) -> bytes:
+    body = bytes((1 if (session_present and rc == 0) else 0, rc)) + encode_props(props)
+    return bytes((CONNACK,)) + varint(len(body)) + body
+
+
+def encode_publish5(topic: bytes, payload: bytes, qos: int, pi: int, retain: bool, dup: bool,
+                    props: dict | None) -> bytes:
+    n = len(topic)
+    vh = bytes((n >> 8, n & 0xFF)) + topic + (bytes((pi >> 8, pi & 0xFF)) if qos else b"") + encode_props(props)
+    flags = PUBLISH | (qos << 1) | (1 if retain else 0) | (8 if dup else 0)
+    return bytes((flags,)) + varint(len(vh) + len(payload)) + vh + payload
+
+
+def encode_ack5(kind: int, pi: int, reason: int = 0, props: dict | None = None) -> bytes:
+    if not reason and not props:
+        return encode_ack(kind, pi)
+    body = bytes((pi >> 8, pi & 0xFF, reason)) + (encode_props(props) if props else b"")
+    return bytes((kind | (2 if kind == PUBREL else 0),)) + varint(len(body)) + body
+
+
+def encode_suback5(pi: int, codes: list[int], props: dict | None = None) -> bytes:
+    body = bytes((pi >> 8, pi & 0xFF)) + encode_props(props) + bytes(codes)
+    return bytes((SUBACK,)) + varint(len(body)) + body
+
+
+def encode_unsuback5(pi: int, codes: list[int]) -> bytes:
+    body = bytes((pi >> 8, pi & 0xFF)) + b"\x00" + bytes(codes)
+    return bytes((UNSUBACK,)) + varint(len(body)) + body
+
+
+def encode_disconnect5(reason: int, props: dict | None = None) -> bytes:
+    body = bytes((reason,)) + encode_props(props)
+    return bytes((DISCONNECT_T,)) + varint(len(body)) + body
+
+
 def encode_ack(kind: int, pi: int) -> bytes:
     """PUBACK / PUBREC / PUBREL (flags 0x2) / PUBCOMP."""
     return bytes((kind | (2 if kind == PUBREL else 0), 2, pi >> 8, pi & 0xFF))
@@ -500,14 +687,14 @@ def encode_connect(client_id: str, *, clean: bool = True, keepalive: int = 60, u
     body = _str(client_id.encode())
     if will_topic is not None:
         flags |= _FLAG_WILL | (will_qos << 3) | (_FLAG_WILL_RETAIN if will_retain else 0)
-        body += _str(will_topic) + _str(will_message)
+        body += (b"\x00" if level == 5 else b"") + _str(will_topic) + _str(will_message)
     if username is not None:
         flags |= _FLAG_USERNAME
         body += _str(username.encode())
     if password is not None:
         flags |= _FLAG_PASSWORD
         body += _str(password.encode())
-    vh = _str(b"MQTT") + bytes((level, flags, keepalive >> 8, keepalive & 0xFF))
+    vh = _str(b"MQTT") + bytes((level, flags, keepalive >> 8, keepalive & 0xFF)) + (b"\x00" if level == 5 else b"")
     return bytes((CONNECT,)) + varint(len(vh) + len(body)) + vh + body
 
 

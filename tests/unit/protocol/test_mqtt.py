@@ -135,7 +135,8 @@ def _connect_body(level=4, flags=0x02, cid=b"c", rest=b""):
 
 
 @pytest.mark.parametrize("data, refused, error", [
-    (_connect_body(level=5), m.RC_BAD_PROTOCOL, "unacceptable protocol version of 5"),
+    (_connect_body(level=5), m.RC_BAD_PROTOCOL, "unacceptable protocol version of 5"),  # unless v5=True
+    (_connect_body(level=3), m.RC_BAD_PROTOCOL, "unacceptable protocol version of 3"),
     (_connect_body(flags=0x00, cid=b""), m.RC_ID_REJECTED,
      "when client ID is empty, clean session flag must be set to 1"),
     (_connect_body(cid=b"a.b"), m.RC_ID_REJECTED, 'invalid character in client ID "a.b"'),

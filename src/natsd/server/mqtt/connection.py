@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from natsd.nuid import nuid
 from natsd.protocol import mqtt as mp
 from natsd.server.log import logger
+from natsd.server.mqtt import v5 as m5
 from natsd.server.mqtt.jsa import JsApiError
 from natsd.server.mqtt.sessions import (
     JAIL_NS, MSGS_PREFIX, QOS2IN_PREFIX, QOS2IN_STREAM, AccountSessions, Session, header_value as _header_value,
@@ -73,11 +74,13 @@ class _Sub:
     """One SUBSCRIBE filter: its core subscriptions (the filter, plus its parent for ``x/#``) and,
     for QoS>0, the JetStream consumers' delivery subscriptions."""
 
-    __slots__ = ("filter", "qos", "reserved", "core", "js", "cons")
+    __slots__ = ("filter", "qos", "reserved", "core", "js", "cons", "no_local", "queue")
 
-    def __init__(self, filt: str, qos: int) -> None:
+    def __init__(self, filt: str, qos: int, no_local: bool = False, queue: str | None = None) -> None:
         self.filter = filt
         self.qos = qos
+        self.no_local = no_local  # MQTT 5: not the connection's own messages
+        self.queue = queue  # MQTT 5 $share/<group>/...: a queue subscription
         # '#', '+' and '+/...' never match topics that start with '$' [MQTT-4.7.2-1].
         self.reserved = filt in (">", "*") or filt.startswith("*.")
         self.core: list[Any] = []
@@ -90,7 +93,11 @@ class MQTTConnection(asyncio.Protocol):
         self.listener = listener
         self.server = listener.server
         self.cid = self.server.next_cid()
-        self.parser = mp.MQTTParser(max_connect=self.server.options.max_payload)
+        self.parser = mp.MQTTParser(max_connect=self.server.options.max_payload, v5=True)
+        self.v5 = False  # an MQTT 5 client (natsd only)
+        self.aliases: dict[int, bytes] = {}  # MQTT 5 inbound topic aliases
+        self.session_expiry = 0  # MQTT 5 session expiry interval, seconds
+        self._publishing = False  # set while this connection's publish is routed (MQTT 5 no-local)
         self.transport: Any = None
         self.client_id = ""
         self.username = ""
@@ -121,6 +128,7 @@ class MQTTConnection(asyncio.Protocol):
         self.reason = ""
         self._auth_timer: Any = None
         self._cleaned = False
+        self._assigned = ""
 
     # -- what /connz shows (the attributes of a NATS client connection it reads) -----------------
 
@@ -254,6 +262,15 @@ class MQTTConnection(asyncio.Protocol):
                 self.will = None  # [MQTT-3.1.2-8]: a normal disconnect discards the will
                 self.close("Client Closed")
                 return
+            elif t is mp.Disconnect:
+                if pk.reason != m5.RC_DISCONNECT_WITH_WILL:  # MQTT 5: 0x04 asks for the will anyway
+                    self.will = None
+                exp = pk.props.get(mp.P_SESSION_EXPIRY)
+                if exp is not None and self.sess is not None:
+                    self.session_expiry = exp
+                    self.sess.clean = exp == 0
+                self.close("Client Closed")
+                return
             else:
                 # CONNECT, SUBSCRIBE, UNSUBSCRIBE: JetStream work; hold what follows.
                 self._held = list(packets[i + 1:])
@@ -319,14 +336,19 @@ class MQTTConnection(asyncio.Protocol):
         server = self.server
         if cp.refused:
             logger.error("%s - mqtt_cid:%d - %s", self._peer(), self.cid, cp.error)
-            self.write(mp.encode_connack(cp.refused, False))
+            self.write(self._connack(cp.refused, False, cp.level == 5))
             self.close("Protocol Violation")
             return
         if self._auth_timer is not None:
             self._auth_timer.cancel()
+        self.v5 = cp.level == 5
+        assigned = ""
         if not cp.client_id:
-            cp.client_id = nuid()  # [MQTT-3.1.3-6]
+            cp.client_id = assigned = nuid()  # [MQTT-3.1.3-6]
         self.client_id = cp.client_id
+        if self.v5:
+            self.session_expiry = int(cp.props.get(mp.P_SESSION_EXPIRY, 0))
+            self._assigned = assigned
         res = self._authenticate(cp)
         if res.ok and res.bcrypt is not None:
             from natsd.server.auth import check_password
@@ -336,7 +358,7 @@ class MQTTConnection(asyncio.Protocol):
         if not res.ok or self.closed:
             if not self.closed:
                 logger.error("%s - mqtt_cid:%d - %s", self._peer(), self.cid, "authentication error")
-                self.write(mp.encode_connack(mp.RC_NOT_AUTHORIZED, False))
+                self.write(self._connack(mp.RC_NOT_AUTHORIZED, False, self.v5))
                 self.close("Authentication Failure")
             return
         self.username = cp.username or ""
@@ -374,7 +396,7 @@ class MQTTConnection(asyncio.Protocol):
             sess, exists = await asm.load_session(cp.client_id)
         except JsApiError as e:
             if "does not match client ID" in e.description:
-                self.write(mp.encode_connack(mp.RC_ID_REJECTED, False))
+                self.write(self._connack(mp.RC_ID_REJECTED, False, self.v5))
             raise
         sessp = False
         if exists:
@@ -395,7 +417,9 @@ class MQTTConnection(asyncio.Protocol):
                 ec.close("Duplicate Client ID")
         else:
             sess.conn = self
-        sess.clean = cp.clean
+        # MQTT 5: "clean start" only clears at connect; the session ends with the connection when
+        # its expiry interval is 0 (what 3.1.1's clean session means at close).
+        sess.clean = (self.session_expiry == 0) if self.v5 else cp.clean
         asm.sessions[cp.client_id] = sess
         await asm.save_session(sess)
         if self.closed:
@@ -404,12 +428,19 @@ class MQTTConnection(asyncio.Protocol):
         self.will = cp if cp.will_topic is not None else None
         self.keepalive = cp.keepalive
         self.connected = True
-        self.write(mp.encode_connack(mp.RC_ACCEPTED, sessp))
+        if self.v5:
+            self.write(mp.encode_connack5(0, sessp, m5.connack_props(self._assigned)))
+        else:
+            self.write(mp.encode_connack(mp.RC_ACCEPTED, sessp))
         if cp.keepalive:
             self._arm_keepalive()
         # Restore a persistent session's subscriptions (and re-attach its consumers).
         for filt, qos in list(sess.subs.items()):
             await self._add_sub(filt, qos, restore=True)
+
+    @staticmethod
+    def _connack(rc: int, sp: bool, v5: bool) -> bytes:
+        return mp.encode_connack5(m5.V5_REASON.get(rc, m5.RC_UNSPECIFIED), sp) if v5 else mp.encode_connack(rc, sp)
 
     def _arm_keepalive(self) -> None:
         # [MQTT-3.1.2-24]: no packet within 1.5 x keep-alive closes the connection.
@@ -430,6 +461,25 @@ class MQTTConnection(asyncio.Protocol):
 
     def _publish(self, pp: mp.Publish) -> None:
         self.in_msgs += 1
+        props = pp.props
+        if props and self.v5:
+            alias = props.get(mp.P_TOPIC_ALIAS)
+            if alias is not None:
+                if not 0 < alias <= m5.TOPIC_ALIAS_MAX:
+                    self._disconnect5(m5.RC_TOPIC_ALIAS_INVALID, "Topic Alias invalid")
+                    return
+                if pp.topic:
+                    self.aliases[alias] = pp.topic
+                else:
+                    known = self.aliases.get(alias)
+                    if known is None:
+                        self._disconnect5(0x82, "unknown Topic Alias")
+                        return
+                    pp.topic = known
+        if not pp.topic:
+            logger.error("%s - mqtt_cid:%d - topic cannot be empty", self._peer(), self.cid)
+            self.close("Protocol Violation")
+            return
         try:
             subject = mp.topic_to_subject(pp.topic)
         except mp.TopicError as e:
@@ -443,7 +493,12 @@ class MQTTConnection(asyncio.Protocol):
         if pp.qos == 2:
             self._stage_qos2(subject, pp)
             return
-        self._deliver_pub(subject, pp.topic, pp.payload, pp.qos, pp.retain, pp.pi, self.username)
+        self._deliver_pub(subject, pp.topic, pp.payload, pp.qos, pp.retain, pp.pi, self.username, props)
+
+    def _disconnect5(self, reason: int, why: str) -> None:
+        logger.error("%s - mqtt_cid:%d - %s", self._peer(), self.cid, why)
+        self.write(mp.encode_disconnect5(reason))
+        self.close("Protocol Violation")
 
     def _stage_qos2(self, subject: str, pp: mp.Publish) -> None:
         """[MQTT-4.3.3-2] method A: store the message once at ``$MQTT.qos2.in.<client id>.<pi>``
@@ -491,7 +546,7 @@ class MQTTConnection(asyncio.Protocol):
             self.write(mp.encode_ack(mp.PUBCOMP, pi))
 
     def _deliver_pub(self, subject: str, topic: bytes, payload: bytes, qos: int, retain: bool, pi: int,
-                     source: str) -> None:
+                     source: str, props: dict | None = None) -> None:
         """mqttInitiateMsgDelivery: route to NATS and QoS 0 subscribers, store QoS>0 in
         ``$MQTT_msgs``, then PUBACK (when ``pi``) once stored."""
         perms = self.perms
@@ -505,11 +560,25 @@ class MQTTConnection(asyncio.Protocol):
         ports = asm.ports
         if retain:
             asm.store_retained(subject, topic, qos << 1 | 1, source, payload)
+        reply = ""
+        if props:
+            hdr, reply = m5.nats_headers(qos, props)
+        else:
+            hdr = _HDR_QOS0 if qos == 0 else _HDR_QOS1 if qos == 1 else _HDR_QOS2
+        self._publishing = True
+        try:
+            ports.publish(subject, reply, hdr, payload)
+        finally:
+            self._publishing = False
         if qos == 0:
-            ports.publish(subject, "", _HDR_QOS0, payload)
             return
-        hdr = _HDR_QOS1 if qos == 1 else _HDR_QOS2
-        ports.publish(subject, "", hdr, payload)
+        if props:
+            # the stored copy keeps the response topic in a header (a stream keeps no reply) and
+            # leaves Nats-TTL out ($MQTT_msgs is nats-server's config, without per-message TTLs)
+            lines = [ln for ln in hdr.split(b"\r\n") if ln and not ln.lower().startswith(b"nats-ttl:")]
+            if reply:
+                lines.append(b"Nmqtt-Resp: " + reply.encode())
+            hdr = b"\r\n".join(lines) + b"\r\n\r\n"
         if pi:
             write = self.write
             ack = mp.encode_ack(mp.PUBACK if qos == 1 else mp.PUBREC, pi)
@@ -548,14 +617,29 @@ class MQTTConnection(asyncio.Protocol):
     async def _subscribe(self, sp: mp.Subscribe) -> None:
         codes: list[int] = []
         added: list[_Sub] = []
-        for topic, qos in sp.filters:
+        v5 = self.v5
+        bad_filter = m5.RC_TOPIC_FILTER_INVALID if v5 else mp.SUBACK_FAILURE
+        send_retained: list[_Sub] = []
+        for topic, opts in sp.filters:
             mo = self.server.options.mqtt
+            qos = opts & 3
+            no_local = bool(opts & 4) and v5
+            handling = (opts >> 4) & 3 if v5 else 0
             if mo.downgrade_qos2_subscribe and qos == 2:
                 qos = 1
+            queue = None
+            if v5 and topic.startswith(b"$share/"):
+                # $share/<group>/<filter>: a queue group (delivered at QoS 0: no shared consumer yet)
+                group, sep, topic = topic[7:].partition(b"/")
+                if not group or not sep or not topic or b"+" in group or b"#" in group:
+                    codes.append(bad_filter)
+                    continue
+                queue = group.decode()
+                qos = 0
             try:
                 filt = mp.filter_to_subject(topic)
             except mp.TopicError:
-                codes.append(mp.SUBACK_FAILURE)
+                codes.append(bad_filter)
                 continue
             if filt.startswith("$MQTT."):
                 codes.append(mp.SUBACK_FAILURE)
@@ -563,28 +647,32 @@ class MQTTConnection(asyncio.Protocol):
             perms = self.perms
             if perms is not None and perms.subscribe is not None and not perms.subscribe.allows(filt):
                 logger.error("%s - mqtt_cid:%d - Subscription Violation - %s", self._peer(), self.cid, filt)
-                codes.append(mp.SUBACK_FAILURE)
+                codes.append(m5.RC_NOT_AUTHORIZED if v5 else mp.SUBACK_FAILURE)
                 continue
+            is_new = (filt if queue is None else f"$share {queue} {filt}") not in self.msubs
             try:
-                sub = await self._add_sub(filt, qos, restore=False)
+                sub = await self._add_sub(filt, qos, restore=False, no_local=no_local, queue=queue)
             except (JsApiError, asyncio.TimeoutError) as e:
                 logger.error("%s - mqtt_cid:%d - unable to subscribe to %r: %s", self._peer(), self.cid, filt, e)
                 codes.append(mp.SUBACK_FAILURE)
                 continue
             codes.append(qos)
             added.append(sub)
+            if queue is None and (handling == 0 or (handling == 1 and is_new)):
+                send_retained.append(sub)
         sess = self.sess
         if sess is not None and added:
             for s in added:
-                sess.subs[s.filter] = s.qos
+                if s.queue is None:  # shared subscriptions are not kept in the session record
+                    sess.subs[s.filter] = s.qos
             await self.asm.save_session(sess) if self.asm is not None else None
         if self.closed:
             return
-        self.write(mp.encode_suback(sp.pi, codes))
+        self.write(mp.encode_suback5(sp.pi, codes) if v5 else mp.encode_suback(sp.pi, codes))
         # Retained messages of the new subscriptions follow the SUBACK (retain flag set).
         asm = self.asm
         if asm is not None:
-            for s in added:
+            for s in send_retained:
                 for rm in asm.retained_for(s.filter):
                     self._send_retained(rm, s)
 
@@ -593,14 +681,19 @@ class MQTTConnection(asyncio.Protocol):
         pi = self._next_pi("") if qos else 0
         if qos and not pi:
             return
-        self.write(mp.encode_publish(rm.topic, rm.payload, qos, pi, retain=True))
+        if self.v5:
+            self.write(mp.encode_publish5(rm.topic, rm.payload, qos, pi, True, False, None))
+        else:
+            self.write(mp.encode_publish(rm.topic, rm.payload, qos, pi, retain=True))
         self.out_msgs += 1
 
-    async def _add_sub(self, filt: str, qos: int, restore: bool) -> _Sub:
+    async def _add_sub(self, filt: str, qos: int, restore: bool, no_local: bool = False,
+                       queue: str | None = None) -> _Sub:
         asm = self.asm
         assert asm is not None and self.sess is not None
         sess = self.sess
-        old = self.msubs.pop(filt, None)
+        key = filt if queue is None else f"$share {queue} {filt}"
+        old = self.msubs.pop(key, None)
         if old is not None:
             for c in old.core + old.js:
                 c.unsubscribe()
@@ -608,14 +701,14 @@ class MQTTConnection(asyncio.Protocol):
                 for sid, cc in old.cons.items():
                     sess.cons.pop(sid, None)
                     await asm.delete_consumer(cc)
-        s = _Sub(filt, qos)
+        s = _Sub(filt, qos, no_local, queue)
         sids = [filt]
         # "x/#" also matches "x" itself: nats-server adds a subscription on the parent level.
         if len(filt) >= 3 and filt.endswith(".>"):
             sids.append(filt[:-2])
         ports = asm.ports
         for sid in sids:
-            s.core.append(ports.subscribe(sid, self._core_handler(s)))
+            s.core.append(ports.subscribe(sid, self._core_handler(s), queue))
             if qos > 0:
                 existing = old.cons.get(sid) if old is not None else sess.cons.get(sid)
                 cc = existing if existing is not None else asm.consumer_config(sess, sid)
@@ -626,7 +719,7 @@ class MQTTConnection(asyncio.Protocol):
                                       asm.account, dsubj))
                 await asm.create_consumer(cc)
                 s.cons[sid] = sess.cons[sid] = cc
-        self.msubs[filt] = s
+        self.msubs[key] = s
         return s
 
     async def _unsubscribe(self, up: mp.Unsubscribe) -> None:
@@ -634,14 +727,22 @@ class MQTTConnection(asyncio.Protocol):
         sess = self.sess
         assert asm is not None and sess is not None
         changed = False
+        codes: list[int] = []
         for topic in up.filters:
+            key_prefix = ""
+            if self.v5 and topic.startswith(b"$share/"):
+                group, _, topic = topic[7:].partition(b"/")
+                key_prefix = f"$share {group.decode(errors='replace')} "
             try:
                 filt = mp.filter_to_subject(topic)
             except mp.TopicError:
+                codes.append(m5.RC_TOPIC_FILTER_INVALID)
                 continue
-            s = self.msubs.pop(filt, None)
+            s = self.msubs.pop(key_prefix + filt, None)
             if s is None:
+                codes.append(0x11)  # no subscription existed
                 continue
+            codes.append(0)
             for c in s.core + s.js:
                 c.unsubscribe()
             for sid, cc in s.cons.items():
@@ -652,7 +753,7 @@ class MQTTConnection(asyncio.Protocol):
         if changed:
             await asm.save_session(sess)
         if not self.closed:
-            self.write(mp.encode_unsuback(up.pi))
+            self.write(mp.encode_unsuback5(up.pi, codes) if self.v5 else mp.encode_unsuback(up.pi))
 
     # -- deliveries (outbound PUBLISH) ------------------------------------------------------------
 
@@ -669,8 +770,14 @@ class MQTTConnection(asyncio.Protocol):
             perms = self.perms
             if perms is not None and perms.subscribe is not None and perms.subscribe.denies(subject):
                 return
+            if s.no_local and self._publishing:
+                return
             self.out_msgs += 1
-            self.write(mp.encode_publish(mp.subject_to_topic(subject), payload))
+            if self.v5:
+                self.write(mp.encode_publish5(mp.subject_to_topic(subject), payload, 0, 0, False, False,
+                                              m5.props_from_nats(hdr, reply) if hdr or reply else None))
+            else:
+                self.write(mp.encode_publish(mp.subject_to_topic(subject), payload))
         return deliver
 
     def _js_handler(self, s: _Sub, durable: str):
@@ -695,7 +802,11 @@ class MQTTConnection(asyncio.Protocol):
             else:
                 self.pending[pi] = reply
             self.out_msgs += 1
-            self.write(mp.encode_publish(mp.subject_to_topic(nats_subject), payload, qos, pi, dup=dup))
+            if self.v5:
+                self.write(mp.encode_publish5(mp.subject_to_topic(nats_subject), payload, qos, pi, False, dup,
+                                              m5.props_from_nats(hdr, "")))
+            else:
+                self.write(mp.encode_publish(mp.subject_to_topic(nats_subject), payload, qos, pi, dup=dup))
         return deliver
 
     def _next_pi(self, ack: str) -> int:
@@ -735,6 +846,13 @@ class MQTTConnection(asyncio.Protocol):
             if sess.clean:
                 asm.sessions.pop(sess.id, None)
                 asyncio.ensure_future(self._clear_clean(asm, sess))
+            elif self.v5 and 0 < self.session_expiry < 0xFFFFFFFF:
+                # MQTT 5 session expiry: the session ends that long after the connection, unless resumed
+                def expire(asm: AccountSessions = asm, sess: Session = sess) -> None:
+                    if sess.conn is None and asm.sessions.get(sess.id) is sess:
+                        asm.sessions.pop(sess.id, None)
+                        asyncio.ensure_future(self._clear_clean(asm, sess))
+                self.server.clock.call_later(self.session_expiry * 1_000_000_000, expire)
         # The will: on an abrupt close only (DISCONNECT and takeover cleared it).
         will = self.will
         if will is not None and will.will_topic is not None:
@@ -744,7 +862,7 @@ class MQTTConnection(asyncio.Protocol):
             except mp.TopicError:
                 return
             self._deliver_pub(subject, will.will_topic, will.will_message, will.will_qos, will.will_retain, 0,
-                              self.username)
+                              self.username, will.will_props or None)
 
     @staticmethod
     async def _clear_clean(asm: AccountSessions, sess: Session) -> None:
