@@ -532,6 +532,8 @@ class Server:
         if self.leafnodes is not None:  # leafnode certificates and authorization (natsd.server.leafmanager)
             new_options.leafnodes = self.leafnodes.reload(new_options.leafnodes)
         new_options.trust = self.options.trust  # operator/resolver changes need a restart
+        if self.mqtt is not None:  # the MQTT listener and its settings need a restart (as nats-server)
+            new_options.mqtt = self.options.mqtt
         new_auth = Authenticator(new_options, self.trust)
         new_auth._verified = old_auth._verified  # bcrypt results stay valid for unchanged hashes
         self.options = new_options
