@@ -167,10 +167,12 @@ class MQTTConnection(asyncio.Protocol):
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.host, self.port = peer[0], peer[1]
         self.listener.conns[self.cid] = self
-        # nats-server: the auth timeout runs until CONNECT is processed.
+        # nats-server: when authentication is required, the auth timeout (mqtt's own, else the
+        # server's) runs until CONNECT is processed; otherwise a silent client is not timed out.
         mo = self.server.options.mqtt
-        secs = mo.auth_timeout_s or self.server.options.auth_timeout_ns / 1e9
-        self._auth_timer = self.server.clock.call_later(int(secs * 1e9), self._auth_timeout)
+        if self.server.auth.auth_required or mo.username or mo.token or mo.no_auth_user:
+            secs = mo.auth_timeout_s or self.server.options.auth_timeout_ns / 1e9
+            self._auth_timer = self.server.clock.call_later(int(secs * 1e9), self._auth_timeout)
 
     def _auth_timeout(self) -> None:
         if not self.connected and not self.closed:
@@ -845,8 +847,10 @@ class MQTTConnection(asyncio.Protocol):
             asm.flappers.pop(sess.id, None)
             if sess.clean:
                 asm.sessions.pop(sess.id, None)
-                asyncio.ensure_future(self._clear_clean(asm, sess))
-            elif self.v5 and 0 < self.session_expiry < 0xFFFFFFFF:
+                # (at shutdown the record stays: a clean record is cleared when its id connects again)
+                if not self.listener.stopping:
+                    asyncio.ensure_future(self._clear_clean(asm, sess))
+            elif self.v5 and 0 < self.session_expiry < 0xFFFFFFFF and not self.listener.stopping:
                 # MQTT 5 session expiry: the session ends that long after the connection, unless resumed
                 def expire(asm: AccountSessions = asm, sess: Session = sess) -> None:
                     if sess.conn is None and asm.sessions.get(sess.id) is sess:

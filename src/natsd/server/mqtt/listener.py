@@ -24,6 +24,7 @@ class MQTTListener:
         self.port = 0
         self.host = ""
         self.total_connections = 0
+        self.stopping = False
         self.closed_in_msgs = self.closed_out_msgs = self.closed_in_bytes = self.closed_out_bytes = 0
 
     def _protocol(self) -> Any:
@@ -49,6 +50,7 @@ class MQTTListener:
                     self.host, self.port)
 
     async def stop(self) -> None:
+        self.stopping = True
         if self._listener is not None:
             self._listener.close()
         for c in list(self.conns.values()):
