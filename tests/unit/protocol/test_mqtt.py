@@ -194,3 +194,67 @@ def test_topics_without_subject():
 def test_nats_subjects_to_topics():
     assert m.subject_to_topic("foo.bar.baz") == b"foo/bar/baz"
     assert m.subject_to_topic("a//b") == b"a.b"
+
+
+# -- MQTT 5 ----------------------------------------------------------------------------------------
+
+PROPS = {m.P_USER_PROPERTY: [("a", "1"), ("a", "2")], m.P_MESSAGE_EXPIRY: 60, m.P_RESPONSE_TOPIC: "r/t",
+         m.P_CORRELATION_DATA: b"\x00\x01", m.P_TOPIC_ALIAS: 3, m.P_SUBSCRIPTION_ID: [7, 300]}
+
+
+def test_v5_properties_round_trip():
+    enc = m.encode_props(PROPS)
+    got, end = m._read_props(enc, 0, len(enc))
+    assert end == len(enc) and got == PROPS
+    assert m.encode_props(None) == b"\x00"
+
+
+def test_v5_property_errors():
+    dup = m.encode_props({m.P_MESSAGE_EXPIRY: 1})
+    body = dup[1:] * 2
+    bad = m.varint(len(body)) + body
+    with pytest.raises(m.MQTTError, match="included more than once"):
+        m._read_props(bad, 0, len(bad))
+    with pytest.raises(m.MQTTError, match="unknown property identifier 0x7f"):
+        m._read_props(b"\x01\x7f", 0, 2)
+
+
+def test_v5_session_packets_whole_split_and_trailing():
+    connect = m.encode_connect("v5", level=5)
+    pub = m.encode_publish5(b"a/b", b"payload", 1, 5, False, False, PROPS)
+    sub = (bytes((m.SUBSCRIBE | 2,)) + m.varint(2 + 1 + 5 + 1) + b"\x00\x09" + b"\x00"
+           + b"\x00\x03a/#" + bytes((0x2D,)))  # QoS 1, no-local, retain handling 2
+    puback = m.encode_ack5(m.PUBACK, 5, 0x10)
+    disc = m.encode_disconnect5(0x04)
+    data = connect + pub + sub + puback + disc
+    want = [("CONNECT", 5), ("PUB", 2, b"a/b", 5, b"payload", PROPS), ("SUB", 9, [(b"a/#", 0x2D)]),
+            ("ACK", m.PUBACK, 5, 0x10), ("DISC", 0x04)]
+
+    def desc(pk):
+        if isinstance(pk, m.Connect):
+            return ("CONNECT", pk.level)
+        if isinstance(pk, m.Publish):
+            return ("PUB", pk.flags, pk.topic, pk.pi, pk.payload, pk.props)
+        if isinstance(pk, m.Subscribe):
+            return ("SUB", pk.pi, pk.filters)
+        if isinstance(pk, m.Ack):
+            return ("ACK", pk.kind, pk.pi, pk.reason)
+        return ("DISC", pk.reason)
+
+    for chunks in splits(data):
+        p = m.MQTTParser(v5=True)
+        out = []
+        for c in chunks:
+            out += p.feed(c)
+        assert p.error is None and [desc(x) for x in out] == want
+    p = m.MQTTParser()  # without v5, level 5 is refused as nats-server does
+    out = p.feed(connect)
+    assert out[0].refused == m.RC_BAD_PROTOCOL
+
+
+def test_v5_encoders():
+    assert m.encode_connack5(0, True, None) == b"\x20\x03\x01\x00\x00"
+    assert m.encode_suback5(1, [1, 0x87]) == b"\x90\x05\x00\x01\x00\x01\x87"
+    assert m.encode_unsuback5(2, [0, 0x11]) == b"\xb0\x05\x00\x02\x00\x00\x11"
+    assert m.encode_ack5(m.PUBACK, 3) == m.encode_ack(m.PUBACK, 3)
+    assert m.encode_disconnect5(0x94) == b"\xe0\x02\x94\x00"
