@@ -270,8 +270,10 @@ async def test_varz_and_connz_show_mqtt_as_nats_server(tmp_path):
         c = Paho(t, "mon1")
         c.wait_connack()
         c.subscribe(("m/#", 0))
-        v = get(t, "/varz")["mqtt"]
+        varz = get(t, "/varz")
+        v = varz["mqtt"]
         v["port"] = v["port"] == t.mqtt_port
+        v["connections (MQTT clients count)"] = varz["connections"]
         conns = [x for x in get(t, "/connz?subs=1")["connections"] if x.get("type") == "mqtt"]
         c.disconnect()
         keep = ("kind", "type", "mqtt_client", "subscriptions", "subscriptions_list")
