@@ -349,3 +349,24 @@ async def test_mqtt_over_websocket(tmp_path):
         tmp_path, script, conf=f"websocket {{ port: {ws_port}, no_tls: true }}\n")
     assert got == expected
     assert expected["ws got"] == [("ws/a", b"over tcp", 1, False)] and expected["tcp got"] == [("back", b"over ws", 0, False)]
+
+
+async def test_client_id_jail_for_flapping_ids(tmp_path):
+    def script(t: Target):
+        out = {}
+        a = raw_connect(t, mp.encode_connect("flap"))
+        out["a"] = recv_exact(a, 4)
+        b = raw_connect(t, mp.encode_connect("flap"))
+        out["b takes over"] = recv_exact(b, 4)
+        out["a closed"] = closed_within(a, 3)
+        t0 = time.monotonic()
+        c = raw_connect(t, mp.encode_connect("flap"))  # within a second of the takeover: jailed
+        out["c answered"] = recv_exact(c, 4, timeout=3)
+        out["c held about a second"] = 0.8 < time.monotonic() - t0 < 3
+        c.close()
+        b.close()
+        return out
+
+    expected, got = await mqtt_side_by_side(tmp_path, script)
+    assert got == expected
+    assert expected["c answered"] == b"" and expected["c held about a second"] and expected["a closed"]
