@@ -141,16 +141,17 @@ def closed_within(s: socket.socket, timeout: float) -> bool:
         s.close()
 
 
-def natsd_options(conf: str, mqtt_port: int, store_dir: str):
+def natsd_options(conf: str, mqtt_port: int, store_dir: str, mqtt_extra: str = ""):
     conf = conf.replace("jetstream: enabled\n", "")
-    text = f'jetstream {{ store_dir: "{store_dir}" }}\nserver_name: mq\n{conf}\nmqtt {{ port: {mqtt_port} }}\n'
+    text = f'jetstream {{ store_dir: "{store_dir}" }}\nserver_name: mq\n{conf}\nmqtt {{ port: {mqtt_port}\n{mqtt_extra} }}\n'
     o = options_from_tree(parse(text, "mqtt-test.conf", env={}))
     o.host = "127.0.0.1"
     o.port = 0
     return o
 
 
-async def mqtt_side_by_side(workdir: Any, script: Callable[[Target], Any], conf: str = "") -> tuple[Any, Any]:
+async def mqtt_side_by_side(workdir: Any, script: Callable[[Target], Any], conf: str = "",
+                            mqtt_extra: str = "") -> tuple[Any, Any]:
     from tests.helpers.inproc import running_server
     from tests.helpers.servers import free_port, start_server
 
@@ -160,7 +161,7 @@ async def mqtt_side_by_side(workdir: Any, script: Callable[[Target], Any], conf:
     port = free_port()
     cfg = workdir / "ref.conf"
     sd = tempfile.mkdtemp(dir=workdir)
-    cfg.write_text(f'server_name: ref\n{conf}\nmqtt {{ port: {port} }}\n')
+    cfg.write_text(f'server_name: ref\n{conf}\nmqtt {{ port: {port}\n{mqtt_extra} }}\n')
     hport = free_port()
     ref = start_server("reference", workdir, "-m", str(hport), config=cfg, store_dir=sd)
     try:
@@ -169,7 +170,7 @@ async def mqtt_side_by_side(workdir: Any, script: Callable[[Target], Any], conf:
     finally:
         ref.stop()
     port = free_port()
-    opts = natsd_options(conf, port, tempfile.mkdtemp(dir=workdir))
+    opts = natsd_options(conf, port, tempfile.mkdtemp(dir=workdir), mqtt_extra)
     opts.http_port = free_port()
     async with running_server(options=opts) as server:
         got = await loop.run_in_executor(None, script, Target(server.mqtt.port, server.client_url, "natsd",

@@ -370,3 +370,35 @@ async def test_client_id_jail_for_flapping_ids(tmp_path):
     expected, got = await mqtt_side_by_side(tmp_path, script)
     assert got == expected
     assert expected["c answered"] == b"" and expected["c held about a second"] and expected["a closed"]
+
+
+async def test_qos2_pubrel_resent_after_reconnect(tmp_path):
+    def script(t: Target):
+        out = {}
+        s = raw_connect(t, mp.encode_connect("q2dev", clean=False))
+        out["connack"] = recv_exact(s, 4)
+        s.sendall(mp.encode_subscribe(1, [(b"q2r/x", 2)]))
+        out["suback"] = recv_exact(s, 5)
+        pub = Paho(t, "q2p")
+        pub.wait_connack()
+        pub.publish("q2r/x", b"exactly once", 2)
+        pkt = recv_exact(s, 2 + 2 + 5 + 2 + 12)
+        out["publish"] = pkt
+        pi = pkt[9:11]
+        s.sendall(b"\x50\x02" + pi)  # PUBREC
+        out["pubrel"] = recv_exact(s, 4)
+        s.close()  # gone before PUBCOMP
+        time.sleep(0.3)
+        s = raw_connect(t, mp.encode_connect("q2dev", clean=False))
+        out["resumed"] = recv_exact(s, 4)
+        out["pubrel again"] = recv_exact(s, 4, timeout=5)  # redelivered (ack_wait 1s)
+        s.sendall(b"\x70\x02" + pi)  # PUBCOMP
+        s.sendall(mp.encode_pingreq())
+        out["then nothing but PINGRESP"] = recv_exact(s, 2, timeout=3)
+        s.close()
+        pub.disconnect()
+        return out
+
+    expected, got = await mqtt_side_by_side(tmp_path, script, mqtt_extra='ack_wait: "1s"')
+    assert got == expected
+    assert expected["pubrel"][:2] == b"\x62\x02" and expected["pubrel again"] == expected["pubrel"]

@@ -27,7 +27,8 @@ from natsd.server.log import logger
 from natsd.server.mqtt import v5 as m5
 from natsd.server.mqtt.jsa import JsApiError
 from natsd.server.mqtt.sessions import (
-    JAIL_NS, MSGS_PREFIX, QOS2IN_PREFIX, QOS2IN_STREAM, AccountSessions, Session, header_value as _header_value,
+    JAIL_NS, MSGS_PREFIX, OUT_STREAM, PUBREL_PREFIX, QOS2IN_PREFIX, QOS2IN_STREAM, AccountSessions, Session,
+    header_value as _header_value,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -109,7 +110,8 @@ class MQTTConnection(asyncio.Protocol):
         self.will: mp.Connect | None = None
         self.msubs: dict[str, _Sub] = {}
         self.pending: dict[int, str] = {}  # pi -> JetStream ack subject ("" for retained QoS 1)
-        self.pubrel: set[int] = set()  # outbound QoS 2: PUBREL sent, PUBCOMP awaited
+        self.pubrel: dict[int, str] = {}  # outbound QoS 2: pi -> the PUBREL record's ack subject ("": not yet)
+        self._pubrel_sub: Any = None
         self.dedup: dict[str, int] = {}  # "<durable> <stream seq>" -> pi (a redelivery keeps its pi)
         self.last_pi = 0
         self.connected = False
@@ -436,6 +438,8 @@ class MQTTConnection(asyncio.Protocol):
             self.write(mp.encode_connack(mp.RC_ACCEPTED, sessp))
         if cp.keepalive:
             self._arm_keepalive()
+        if sess.pubrel is not None:  # PUBRELs still owed from an earlier connection
+            await self._ensure_pubrel()
         # Restore a persistent session's subscriptions (and re-attach its consumers).
         for filt, qos in list(sess.subs.items()):
             await self._add_sub(filt, qos, restore=True)
@@ -601,18 +605,56 @@ class MQTTConnection(asyncio.Protocol):
     def _ack(self, a: mp.Ack) -> None:
         if a.kind == mp.PUBACK or a.kind == mp.PUBREC:
             ack = self.pending.pop(a.pi, None)
+            asm, sess = self.asm, self.sess
             if a.kind == mp.PUBREC:
-                self.write(mp.encode_ack(mp.PUBREL, a.pi))
-            if ack and self.asm is not None:
-                self.asm.jsa.send(ack)
-                for k, v in list(self.dedup.items()):
-                    if v == a.pi:
-                        del self.dedup[k]
-                        break
-            if a.kind == mp.PUBREC:
-                self.pubrel.add(a.pi)  # the identifier stays in use until PUBCOMP
+                self.pubrel[a.pi] = ""  # the identifier stays in use until PUBCOMP
+                if asm is not None and sess is not None and sess.pubrel is not None:
+                    # mqttProcessPublishReceived: the PUBREL owed is stored first (its consumer
+                    # sends it, again after a reconnect), then the message itself is acknowledged
+                    def stored(h: bytes | None, p: bytes, ack: str | None = ack) -> None:
+                        if ack:
+                            asm.jsa.send(ack)
+                    asm.jsa.publish_cb(f"MS{self.cid}", PUBREL_PREFIX + sess.hash, b"NATS/1.0\r\nNmqtt-PubRel:"
+                                       + str(a.pi).encode() + b"\r\n\r\n", b"", stored)
+                    ack = None
+                else:
+                    self.write(mp.encode_ack(mp.PUBREL, a.pi))
+            if ack and asm is not None:
+                asm.jsa.send(ack)
+            for k, v in list(self.dedup.items()):
+                if v == a.pi:
+                    del self.dedup[k]
+                    break
         elif a.kind == mp.PUBCOMP:
-            self.pubrel.discard(a.pi)
+            rel = self.pubrel.pop(a.pi, None)
+            if rel and self.asm is not None:
+                self.asm.jsa.send(rel)
+
+    async def _ensure_pubrel(self) -> None:
+        """The session's PUBREL consumer and its delivery subscription (ensurePubRelConsumerSubscription)."""
+        asm, sess = self.asm, self.sess
+        assert asm is not None and sess is not None
+        if self._pubrel_sub is not None:
+            return
+        cfg = sess.pubrel if sess.pubrel is not None else asm.pubrel_config(sess)
+        dsubj = cfg["deliver_subject"]
+        self._pubrel_sub = _Interest(asm.ports.subscribe(dsubj, self._on_pubrel), asm.account, dsubj)
+        if sess.pubrel is None:
+            await asm.create_consumer(cfg, OUT_STREAM)
+            sess.pubrel = cfg
+        else:
+            await asm.create_consumer(cfg, OUT_STREAM)
+
+    def _on_pubrel(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+        """mqttDeliverPubRelCb: a stored PUBREL to (re)send; PUBCOMP acknowledges it."""
+        if self.closed or not reply or hdr is None:
+            return
+        v = _header_value(hdr, b"Nmqtt-PubRel")
+        if not v or not v.isdigit():
+            return
+        pi = int(v)
+        self.pubrel[pi] = reply
+        self.write(mp.encode_ack(mp.PUBREL, pi))
 
     # -- SUBSCRIBE / UNSUBSCRIBE ------------------------------------------------------------------
 
@@ -703,6 +745,8 @@ class MQTTConnection(asyncio.Protocol):
                 for sid, cc in old.cons.items():
                     sess.cons.pop(sid, None)
                     await asm.delete_consumer(cc)
+        if qos == 2:
+            await self._ensure_pubrel()
         s = _Sub(filt, qos, no_local, queue)
         sids = [filt]
         # "x/#" also matches "x" itself: nats-server adds a subscription on the parent level.
@@ -816,7 +860,7 @@ class MQTTConnection(asyncio.Protocol):
         pi = self.last_pi
         for _ in range(0xFFFF):
             pi = pi + 1 if pi < 0xFFFF else 1
-            if pi not in self.pending and pi not in self.pubrel:
+            if pi not in self.pending and pi not in self.pubrel:  # (a dict: membership by key)
                 self.last_pi = pi
                 self.pending[pi] = ack
                 return pi
@@ -837,6 +881,9 @@ class MQTTConnection(asyncio.Protocol):
             for c in s.core + s.js:
                 c.unsubscribe()
         self.msubs.clear()
+        if self._pubrel_sub is not None:
+            self._pubrel_sub.unsubscribe()
+            self._pubrel_sub = None
         asm, sess = self.asm, self.sess
         if asm is not None:
             asm.jsa.forget(f"MS{self.cid}.")

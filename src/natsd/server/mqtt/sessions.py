@@ -19,8 +19,12 @@ nats-server's mqttCreateAccountSessionManager):
   ``$MQTT.rmsgs.<nats subject>``; the headers carry the metadata (``Nmqtt-RTopic``,
   ``Nmqtt-RFlags`` hex, ``Nmqtt-ROrigin``, ``Nmqtt-RSource``) and the data is the payload. All of it
   is read at start through an ephemeral consumer into an in-memory index, as the reference does.
-* ``$MQTT_qos2in`` and ``$MQTT_out``: created with the reference's configs so the set of streams
-  is the same (QoS 2 is delivered as QoS 1 by natsd today: see docs/mqtt.md).
+* ``$MQTT_qos2in`` (``$MQTT.qos2.in.<client id>.<pi>``, one per subject, discard new per subject):
+  an inbound QoS 2 message between PUBREC and PUBREL, stored once however often it is resent;
+  the header ``Nmqtt-Pub: 2<flags hex>`` and ``Nmqtt-Subject`` carry what delivery needs.
+* ``$MQTT_out`` (``$MQTT.out.pubrel.<hash>``): outbound QoS 2, the PUBRELs owed to a client
+  (``Nmqtt-PubRel: <pi>``), delivered by the durable ``$MQTT_PUBREL_<hash>`` until PUBCOMP; its
+  config is the session record's ``"pubrel"``.
 """
 
 from __future__ import annotations
@@ -50,6 +54,9 @@ MSGS_PREFIX = "$MQTT.msgs."
 RMSGS_PREFIX = "$MQTT.rmsgs."
 SUB_PREFIX = "$MQTT.sub."
 QOS2IN_PREFIX = "$MQTT.qos2.in."
+PUBREL_PREFIX = "$MQTT.out.pubrel."
+PUBREL_DELIVER_PREFIX = "$MQTT.deliver.pubrel."
+PUBREL_DURABLE_PREFIX = "$MQTT_PUBREL_"
 JAIL_NS = 1_000_000_000  # mqttSessJailDur: a client id taken over twice within a second waits this long
 
 _HASH_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -93,7 +100,7 @@ def header_value(hdr: bytes, name: bytes) -> bytes | None:
 class Session:
     """One client id's session (mqttSession)."""
 
-    __slots__ = ("id", "hash", "seq", "clean", "subs", "cons", "conn")
+    __slots__ = ("id", "hash", "seq", "clean", "subs", "cons", "conn", "pubrel")
 
     def __init__(self, cid: str) -> None:
         self.id = cid
@@ -103,6 +110,7 @@ class Session:
         self.subs: dict[str, int] = {}  # NATS filter -> QoS
         self.cons: dict[str, dict] = {}  # sid (NATS filter) -> ConsumerConfig JSON
         self.conn: MQTTConnection | None = None
+        self.pubrel: dict | None = None  # the PUBREL consumer's config (outbound QoS 2), once needed
 
     def record(self, origin: str) -> bytes:
         d: dict[str, Any] = {"origin": origin, "id": self.id}
@@ -112,6 +120,8 @@ class Session:
             d["subs"] = self.subs
         if self.cons:
             d["cons"] = self.cons
+        if self.pubrel:
+            d["pubrel"] = self.pubrel
         return json.dumps(d, separators=(",", ":")).encode()
 
 
@@ -262,6 +272,7 @@ class AccountSessions:
         s.clean = bool(rec.get("clean", False))
         s.subs = {k: int(v) for k, v in (rec.get("subs") or {}).items()}
         s.cons = {k: v for k, v in (rec.get("cons") or {}).items() if v}
+        s.pubrel = rec.get("pubrel") or None
         self.sessions[cid] = s
         return s, True
 
@@ -282,15 +293,18 @@ class AccountSessions:
             await self.delete_consumer(cc)
         s.cons.clear()
         s.subs.clear()
+        if s.pubrel is not None:
+            await self.delete_consumer(s.pubrel, OUT_STREAM)
+            s.pubrel = None
         if s.seq:
             self.delete_msg(SESS_STREAM, s.seq)
             s.seq = 0
 
-    async def delete_consumer(self, cc: dict) -> None:
+    async def delete_consumer(self, cc: dict, stream: str = MSGS_STREAM) -> None:
         name = cc.get("durable_name") or cc.get("name")
         if name:
             try:
-                await self.jsa.call("CD", f"CONSUMER.DELETE.{MSGS_STREAM}.{name}", None)
+                await self.jsa.call("CD", f"CONSUMER.DELETE.{stream}.{name}", None)
             except (JsApiError, asyncio.TimeoutError):
                 pass
 
@@ -307,6 +321,21 @@ class AccountSessions:
             cfg["inactive_threshold"] = mo.consumer_inactive_threshold_ns
         return cfg
 
-    async def create_consumer(self, cfg: dict) -> None:
-        await self.jsa.call("CC", f"CONSUMER.DURABLE.CREATE.{MSGS_STREAM}.{cfg['durable_name']}",
-                            {"stream_name": MSGS_STREAM, "config": cfg})
+    async def create_consumer(self, cfg: dict, stream: str = MSGS_STREAM) -> None:
+        await self.jsa.call("CC", f"CONSUMER.DURABLE.CREATE.{stream}.{cfg['durable_name']}",
+                            {"stream_name": stream, "config": cfg})
+
+    def pubrel_config(self, s: Session) -> dict:
+        """ensurePubRelConsumerSubscription's consumer: PUBRELs owed to the session's client are
+        stored at ``$MQTT.out.pubrel.<hash>`` and delivered to ``$MQTT.deliver.pubrel.<hash>``
+        until its PUBCOMP acknowledges them (so they are re-sent after a reconnect)."""
+        mo = self.server.options.mqtt
+        cfg: dict[str, Any] = {
+            "durable_name": PUBREL_DURABLE_PREFIX + s.hash, "deliver_subject": PUBREL_DELIVER_PREFIX + s.hash,
+            "deliver_policy": "new", "ack_policy": "explicit", "filter_subject": PUBREL_PREFIX + s.hash,
+            "ack_wait": mo.effective_ack_wait_ns, "max_ack_pending": mo.effective_max_ack_pending}
+        if mo.consumer_memory_storage:
+            cfg["mem_storage"] = True
+        if mo.consumer_inactive_threshold_ns > 0:
+            cfg["inactive_threshold"] = mo.consumer_inactive_threshold_ns
+        return cfg
