@@ -113,6 +113,7 @@ class MQTTConnection(asyncio.Protocol):
         self.pubrel: dict[int, str] = {}  # outbound QoS 2: pi -> the PUBREL record's ack subject ("": not yet)
         self._pubrel_sub: Any = None
         self.dedup: dict[str, int] = {}  # "<durable> <stream seq>" -> pi (a redelivery keeps its pi)
+        self.dedup_key: dict[int, str] = {}  # pi -> its dedup key
         self.last_pi = 0
         self.connected = False
         self.closed = False
@@ -621,10 +622,9 @@ class MQTTConnection(asyncio.Protocol):
                     self.write(mp.encode_ack(mp.PUBREL, a.pi))
             if ack and asm is not None:
                 asm.jsa.send(ack)
-            for k, v in list(self.dedup.items()):
-                if v == a.pi:
-                    del self.dedup[k]
-                    break
+            key = self.dedup_key.pop(a.pi, None)
+            if key is not None:
+                self.dedup.pop(key, None)
         elif a.kind == mp.PUBCOMP:
             rel = self.pubrel.pop(a.pi, None)
             if rel and self.asm is not None:
@@ -845,6 +845,7 @@ class MQTTConnection(asyncio.Protocol):
                 if not pi:
                     return  # 65535 in flight: the consumer redelivers later
                 self.dedup[key] = pi
+                self.dedup_key[pi] = key
             else:
                 self.pending[pi] = reply
             self.out_msgs += 1
