@@ -272,3 +272,47 @@ async def test_session_expiry_and_disconnect_with_will(tmp_path):
     assert out["first"] == (0, False) and out["resumed"] == (0, True)
     assert out["backlog"] == [("s5/x", b"kept")] and out["after expiry 0"] == (0, False)
     assert out["will"] == [("lastwill", b"bye")]
+
+
+async def test_stored_message_expiry_and_will_delay(tmp_path):
+    def script(port, url):
+        from paho.mqtt.packettypes import PacketTypes
+        from paho.mqtt.properties import Properties
+
+        out = {}
+        s = P5(port, "exp", clean_start=False, expiry=300)
+        s.wait_connack()
+        s.sub(("e/#", 1))
+        s.close()
+        p = P5(port, "ep")
+        p.wait_connack()
+        p.pub("e/short", b"expires", 1, MessageExpiryInterval=1)
+        p.pub("e/long", b"stays", 1, MessageExpiryInterval=100)
+        time.sleep(2.2)
+        s = P5(port, "exp", clean_start=False, expiry=300)
+        s.wait_connack()
+        got = s.got(1, timeout=10)
+        out["delivered"] = [(m.topic, m.payload) for m in got]
+        out["expiry left"] = got[0].properties.MessageExpiryInterval
+        out["nothing else"] = [m.topic for m in s.quiet(0.5)]
+        s.close()
+        # will delay: published that long after an abrupt close
+        w = P5(port, "wd-watch")
+        w.wait_connack()
+        w.sub(("wd", 0))
+        wp = Properties(PacketTypes.WILLMESSAGE)
+        wp.WillDelayInterval = 1
+        d = P5(port, "wd-dev", will=("wd", b"late will", 0, False, wp), expiry=10)
+        d.wait_connack()
+        d.c.loop_stop()
+        d.c.socket().close()
+        t0 = time.monotonic()
+        out["will after delay"] = [(m.topic, m.payload) for m in w.got(1, timeout=5)]
+        out["delay waited"] = time.monotonic() - t0 >= 0.8
+        w.close()
+        p.close()
+        return out
+
+    out = await _run(tmp_path, script)
+    assert out["delivered"] == [("e/long", b"stays")] and 97 <= out["expiry left"] <= 100
+    assert out["nothing else"] == [] and out["will after delay"] == [("wd", b"late will")] and out["delay waited"]

@@ -583,6 +583,9 @@ class MQTTConnection(asyncio.Protocol):
             # the stored copy keeps the response topic in a header (a stream keeps no reply) and
             # leaves Nats-TTL out ($MQTT_msgs is nats-server's config, without per-message TTLs)
             lines = [ln for ln in hdr.split(b"\r\n") if ln and not ln.lower().startswith(b"nats-ttl:")]
+            exp = props.get(mp.P_MESSAGE_EXPIRY)
+            if exp:
+                lines.append(b"Nmqtt-Expiry: " + str(exp).encode())  # checked when the consumer delivers
             if reply:
                 lines.append(b"Nmqtt-Resp: " + reply.encode())
             hdr = b"\r\n".join(lines) + b"\r\n\r\n"
@@ -837,6 +840,21 @@ class MQTTConnection(asyncio.Protocol):
                 return
             qos = min(s.qos, _msg_qos(hdr) or 1)
             parts = reply.split(".")
+            remaining = 0
+            if hdr is not None and b"Nmqtt-Expiry:" in hdr and len(parts) >= 9:
+                # MQTT 5 message expiry of a stored message: never delivered once expired, and
+                # delivered with what is left of its interval (the stored time is in the ack subject)
+                try:
+                    exp = int(_header_value(hdr, b"Nmqtt-Expiry") or b"0")
+                    age = (self.server.clock.time_ns() - int(parts[-2])) // 1_000_000_000
+                except ValueError:
+                    exp = age = 0
+                if exp:
+                    if age >= exp:
+                        if self.asm is not None:
+                            self.asm.jsa.send(reply)
+                        return
+                    remaining = exp - age
             key = f"{durable} {parts[-4] if len(parts) >= 9 else reply}"
             pi = self.dedup.get(key)
             dup = pi is not None
@@ -850,8 +868,11 @@ class MQTTConnection(asyncio.Protocol):
                 self.pending[pi] = reply
             self.out_msgs += 1
             if self.v5:
-                self.write(mp.encode_publish5(mp.subject_to_topic(nats_subject), payload, qos, pi, False, dup,
-                                              m5.props_from_nats(hdr, "")))
+                props = m5.props_from_nats(hdr, "")
+                if remaining:
+                    props = props or {}
+                    props[mp.P_MESSAGE_EXPIRY] = remaining
+                self.write(mp.encode_publish5(mp.subject_to_topic(nats_subject), payload, qos, pi, False, dup, props))
             else:
                 self.write(mp.encode_publish(mp.subject_to_topic(nats_subject), payload, qos, pi, dup=dup))
         return deliver
@@ -909,12 +930,24 @@ class MQTTConnection(asyncio.Protocol):
         will = self.will
         if will is not None and will.will_topic is not None:
             self.will = None
-            try:
-                subject = mp.topic_to_subject(will.will_topic)
-            except mp.TopicError:
-                return
-            self._deliver_pub(subject, will.will_topic, will.will_message, will.will_qos, will.will_retain, 0,
-                              self.username, will.will_props or None)
+            delay = int(will.will_props.get(0x18, 0)) if self.v5 else 0  # MQTT 5 will delay interval
+            if delay and not self.listener.stopping:
+                def later(will: mp.Connect = will, sess: Session = sess) -> None:
+                    if sess.conn is None:  # not resumed in the meantime [MQTT-3.1.3-9]
+                        self._publish_will(will)
+                self.server.clock.call_later(delay * 1_000_000_000, later)
+            else:
+                self._publish_will(will)
+
+    def _publish_will(self, will: mp.Connect) -> None:
+        assert will.will_topic is not None
+        try:
+            subject = mp.topic_to_subject(will.will_topic)
+        except mp.TopicError:
+            return
+        props = {k: v for k, v in will.will_props.items() if k != 0x18} if will.will_props else None
+        self._deliver_pub(subject, will.will_topic, will.will_message, will.will_qos, will.will_retain, 0,
+                          self.username, props or None)
 
     @staticmethod
     async def _clear_clean(asm: AccountSessions, sess: Session) -> None:
