@@ -54,7 +54,7 @@ if ! python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.
     echo "warning: Python.h missing; make compiled (and make test's compiled pass) will fail" >&2
   fi
 fi
-# mosquitto_pub / mosquitto_sub: tests/acceptance/test_mqtt_crash.py drives the MQTT port with Debian's
+# mosquitto_pub / mosquitto_sub: tests/acceptance/test_mqtt_mosquitto.py drives the MQTT port with Debian's
 # mosquitto-clients (a second, non-Python MQTT client).
 if ! { command -v mosquitto_pub >/dev/null 2>&1 && command -v mosquitto_sub >/dev/null 2>&1; }; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
