@@ -206,16 +206,18 @@ async def test_shared_subscriptions_are_queue_groups(tmp_path):
         p = P5(port, "boss")
         p.wait_connack()
         for i in range(20):
-            p.pub(f"jobs/{i}", b"%d" % i, 0)
-        time.sleep(0.5)
-        got = a.quiet(0) + b.quiet(0)
+            p.pub(f"jobs/{i}", b"%d" % i, i % 2)  # QoS 0 and QoS 1 alternately
+        time.sleep(1.0)
+        ga, gb = a.quiet(0), b.quiet(0)
         for c in (a, b, p):
             c.close()
-        return codes, bad, sorted(int(m.payload) for m in got)
+        return codes, bad, sorted(int(m.payload) for m in ga + gb), (len(ga), len(gb)), sorted(
+            {(int(m.payload) % 2, m.qos) for m in ga + gb})
 
-    codes, bad, got = await _run(tmp_path, script)
-    assert codes == ([0], [0])  # shared subscriptions are delivered at QoS 0
-    assert bad == [0x8F] and got == list(range(20))
+    codes, bad, got, split, qos = await _run(tmp_path, script)
+    assert codes == ([1], [1])
+    assert bad == [0x8F] and got == list(range(20))  # each message to one member of the group
+    assert split[0] > 0 and split[1] > 0 and qos == [(0, 0), (1, 1)]
 
 
 async def test_topic_alias_no_local_unsubscribe_reason(tmp_path):

@@ -676,13 +676,12 @@ class MQTTConnection(asyncio.Protocol):
                 qos = 1
             queue = None
             if v5 and topic.startswith(b"$share/"):
-                # $share/<group>/<filter>: a queue group (delivered at QoS 0: no shared consumer yet)
+                # $share/<group>/<filter>: a queue group (and a shared consumer at QoS>0)
                 group, sep, topic = topic[7:].partition(b"/")
                 if not group or not sep or not topic or b"+" in group or b"#" in group:
                     codes.append(bad_filter)
                     continue
                 queue = group.decode()
-                qos = 0
             try:
                 filt = mp.filter_to_subject(topic)
             except mp.TopicError:
@@ -758,7 +757,15 @@ class MQTTConnection(asyncio.Protocol):
         ports = asm.ports
         for sid in sids:
             s.core.append(ports.subscribe(sid, self._core_handler(s), queue))
-            if qos > 0:
+            if qos > 0 and queue is not None:
+                # $share/<group>/...: one consumer per group and filter, shared by the members
+                # (a queue subscription on its deliver subject); not part of any one session
+                cc = asm.shared_consumer_config(queue, sid)
+                dsubj = cc["deliver_subject"]
+                s.js.append(_Interest(ports.subscribe(dsubj, self._js_handler(s, cc["durable_name"]), queue),
+                                      asm.account, dsubj))
+                await asm.create_consumer(cc)
+            elif qos > 0:
                 existing = old.cons.get(sid) if old is not None else sess.cons.get(sid)
                 cc = existing if existing is not None else asm.consumer_config(sess, sid)
                 # Subscribe before the consumer exists: a push consumer learns of internal

@@ -325,6 +325,19 @@ class AccountSessions:
         await self.jsa.call("CC", f"CONSUMER.DURABLE.CREATE.{stream}.{cfg['durable_name']}",
                             {"stream_name": stream, "config": cfg})
 
+    def shared_consumer_config(self, group: str, filt: str) -> dict:
+        """MQTT 5 ``$share/<group>/<filter>`` at QoS>0: a durable with a deliver group, named after
+        the group and filter (every member asks for the same one). Shared groups come and go, so it
+        is removed once it has had no member for ``consumer_inactive_threshold`` (5 minutes by
+        default): an interest stream must not keep messages for a group that is gone."""
+        mo = self.server.options.mqtt
+        h = get_hash(f"{group} {filt}", 12)
+        return {"durable_name": f"$MQTT_SHARE_{h}", "deliver_subject": f"{SUB_PREFIX}share.{h}",
+                "deliver_group": group, "deliver_policy": "new", "ack_policy": "explicit",
+                "filter_subject": MSGS_PREFIX + filt, "ack_wait": mo.effective_ack_wait_ns,
+                "max_ack_pending": mo.effective_max_ack_pending,
+                "inactive_threshold": mo.consumer_inactive_threshold_ns or 300 * 1_000_000_000}
+
     def pubrel_config(self, s: Session) -> dict:
         """ensurePubRelConsumerSubscription's consumer: PUBRELs owed to the session's client are
         stored at ``$MQTT.out.pubrel.<hash>`` and delivered to ``$MQTT.deliver.pubrel.<hash>``
