@@ -98,6 +98,7 @@ class MQTTConnection(asyncio.Protocol):
         self.v5 = False  # an MQTT 5 client (natsd only)
         self.aliases: dict[int, bytes] = {}  # MQTT 5 inbound topic aliases
         self.session_expiry = 0  # MQTT 5 session expiry interval, seconds
+        self.receive_max = 0xFFFF  # MQTT 5 Receive Maximum: QoS>0 deliveries in flight to the client
         self._publishing = False  # set while this connection's publish is routed (MQTT 5 no-local)
         self.transport: Any = None
         self.client_id = ""
@@ -353,6 +354,7 @@ class MQTTConnection(asyncio.Protocol):
         self.client_id = cp.client_id
         if self.v5:
             self.session_expiry = int(cp.props.get(mp.P_SESSION_EXPIRY, 0))
+            self.receive_max = int(cp.props.get(mp.P_RECEIVE_MAXIMUM, 0xFFFF)) or 0xFFFF
             self._assigned = assigned
         res = self._authenticate(cp)
         if res.ok and res.bcrypt is not None:
@@ -866,6 +868,8 @@ class MQTTConnection(asyncio.Protocol):
             pi = self.dedup.get(key)
             dup = pi is not None
             if pi is None:
+                if len(self.pending) >= self.receive_max:
+                    return  # the client's Receive Maximum: the consumer redelivers it after ack_wait
                 pi = self._next_pi(reply)
                 if not pi:
                     return  # 65535 in flight: the consumer redelivers later
