@@ -196,9 +196,11 @@ async def run_one(kind: str, args, workdir: Path) -> dict:
         except ImportError:
             pass
         out = {}
+        # idle first, on the fresh server: after the throughput runs freed memory would be reused
+        # and hide what connections cost
+        out["idle"] = await idle(port, proc.pid, args.idle)
         out["qos0"] = await throughput(port, proc.pid, 0, args.count, args.window)
         out["qos1"] = await throughput(port, proc.pid, 1, args.count // 5, args.window)
-        out["idle"] = await idle(port, proc.pid, args.idle)
         return out
     finally:
         proc.terminate()
