@@ -278,7 +278,7 @@ class MQTTConnection(asyncio.Protocol):
                 self.close("Client Closed")
                 return
             else:
-                # CONNECT, SUBSCRIBE, UNSUBSCRIBE: JetStream work; hold what follows.
+                # CONNECT, SUBSCRIBE, UNSUBSCRIBE, PUBREL: JetStream work; hold what follows.
                 self._held = list(packets[i + 1:])
                 if self.transport is not None:
                     self.transport.pause_reading()
@@ -318,7 +318,7 @@ class MQTTConnection(asyncio.Protocol):
         if mo.username or mo.token:
             # mqtt { authorization {} }: one user or a token for MQTT clients only
             if mo.token:
-                return AuthResult(ok=password == mo.token or user == mo.token)
+                return AuthResult(ok=password == mo.token)  # the token travels as the password
             if user == mo.username:
                 res = AuthResult(ok=True, user=user)
                 res.bcrypt = (mo.password, password) if mo.password.startswith("$2") else None
