@@ -402,3 +402,23 @@ async def test_qos2_pubrel_resent_after_reconnect(tmp_path):
     expected, got = await mqtt_side_by_side(tmp_path, script, mqtt_extra='ack_wait: "1s"')
     assert got == expected
     assert expected["pubrel"][:2] == b"\x62\x02" and expected["pubrel again"] == expected["pubrel"]
+
+
+@pytest.mark.parametrize("mqtt_auth", ["authorization { token: s3cret }", "authorization { user: dev, password: pw }",
+                                       "no_auth_user: guest"])
+async def test_mqtt_only_authorization(tmp_path, mqtt_auth):
+    conf = "authorization { users: [ {user: guest, password: g} ] }\n" if "no_auth_user" in mqtt_auth else ""
+
+    def script(t: Target):
+        out = {}
+        for name, kw in (("none", {}), ("token as password", {"username": "any", "password": "s3cret"}),
+                         ("user/password", {"username": "dev", "password": "pw"}),
+                         ("wrong", {"username": "dev", "password": "nope"})):
+            s = raw_connect(t, mp.encode_connect("a-" + name.replace(" ", "-").replace("/", "-"), **kw))
+            out[name] = recv_exact(s, 4)
+            s.close()
+        return out
+
+    expected, got = await mqtt_side_by_side(tmp_path, script, conf=conf, mqtt_extra=mqtt_auth)
+    assert got == expected
+    assert expected["wrong"] == b"\x20\x02\x00\x05"
