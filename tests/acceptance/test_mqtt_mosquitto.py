@@ -10,6 +10,7 @@ import subprocess
 
 import pytest
 
+from tests.helpers.mqtt import wait_tcp
 from tests.helpers.servers import free_port, reference_binary, start_server
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.timeout(120),
@@ -41,6 +42,7 @@ def _session_survives(tmp_path, kind: str) -> list[str]:
     cfg = _conf(tmp_path, kind, mport)
     sd = tmp_path / f"{kind}-store"
     srv = start_server(kind, tmp_path, config=cfg, store_dir=sd)
+    wait_tcp(mport)
     try:
         # the persistent session and its QoS 1 subscription (-c: clean session off; -W: leave after 2 s)
         r = _sub(mport, "-i", "dev", "-c", "-q", "1", "-t", "crash/#", "-W", "2")
@@ -49,6 +51,7 @@ def _session_survives(tmp_path, kind: str) -> list[str]:
     finally:
         srv.kill()  # SIGKILL: no shutdown, no flush beyond what PUBACK promised
     srv = start_server(kind, tmp_path, config=cfg, store_dir=sd, port=srv.port)
+    wait_tcp(mport)
     try:
         r = _sub(mport, "-i", "dev", "-c", "-q", "1", "-t", "crash/#", "-C", str(N), "-W", "30")
         assert r.returncode == 0, (r.returncode, r.stderr, srv.log()[-3000:])
@@ -75,6 +78,7 @@ def _mosquitto_script(tmp_path, kind: str) -> dict:
     cfg.write_text(f"server_name: {kind}\nauthorization {{ users: [ {{user: dev, password: pw}} ] }}\n"
                    f"mqtt {{ port: {mport} }}\n")
     srv = start_server(kind, tmp_path, config=cfg, store_dir=tmp_path / f"{kind}-m-store")
+    wait_tcp(mport)
     out: dict = {}
     auth = ["-u", "dev", "-P", "pw"]
     try:

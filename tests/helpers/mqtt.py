@@ -25,7 +25,8 @@ from natsd.config.options import options_from_tree
 from natsd.config.parser import parse
 from natsd.protocol import mqtt as mp
 
-__all__ = ["Target", "Paho", "raw_connect", "recv_exact", "mqtt_side_by_side", "closed_within", "natsd_options"]
+__all__ = ["Target", "Paho", "raw_connect", "recv_exact", "mqtt_side_by_side", "closed_within", "natsd_options",
+           "wait_tcp"]
 
 
 @dataclass
@@ -165,7 +166,7 @@ async def mqtt_side_by_side(workdir: Any, script: Callable[[Target], Any], conf:
     hport = free_port()
     ref = start_server("reference", workdir, "-m", str(hport), config=cfg, store_dir=sd)
     try:
-        _wait_tcp(port)
+        wait_tcp(port)
         expected = await loop.run_in_executor(None, script, Target(port, ref.url, "reference", hport))
     finally:
         ref.stop()
@@ -178,7 +179,7 @@ async def mqtt_side_by_side(workdir: Any, script: Callable[[Target], Any], conf:
     return expected, got
 
 
-def _wait_tcp(port: int, timeout: float = 10) -> None:
+def wait_tcp(port: int, timeout: float = 10) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:

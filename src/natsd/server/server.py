@@ -243,6 +243,9 @@ class Server:
         self._handshakes = HandshakeQueue(self.loop)
         self.busy_poll = BusyPoll(default_window_ns() if opts.busy_poll_ns < 0 else opts.busy_poll_ns,
                                   self.loop.call_soon)
+        # MQTT listens before the client port (as nats-server logs it), so a client port that
+        # accepts means the MQTT port does too
+        await self._start_mqtt()
         self._listener = await self.loop.create_server(
             self._new_client_protocol, host, port, reuse_address=True, backlog=4096)
         self._port = self._listener.sockets[0].getsockname()[1]
@@ -261,7 +264,6 @@ class Server:
         if opts.tls is not None:
             logger.info("TLS required for client connections")
         await self._start_leafnodes()
-        await self._start_mqtt()
         self._start_system_requests()
         self._write_ports_file()
         logger.info("Server is ready")
@@ -385,7 +387,7 @@ class Server:
     async def shutdown(self) -> None:
         """Stop accepting, close every client (queued output is flushed), stop JetStream."""
         if not self.running and self._listener is None and self.jetstream is None and self._monitor is None \
-                and self.leafnodes is None:
+                and self.leafnodes is None and self.mqtt is None:
             return  # never started, or already shut down
         self.running = False
         self.busy_poll.stop()
