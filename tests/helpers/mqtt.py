@@ -43,7 +43,7 @@ class Paho:
 
     def __init__(self, t: Target, client_id: str, *, clean: bool = True, username: str | None = None,
                  password: str | None = None, will: tuple | None = None, keepalive: int = 30,
-                 ws_port: int = 0) -> None:
+                 ws_port: int = 0, ca_file: str = "", cert: tuple[str, str] | None = None) -> None:
         import paho.mqtt.client as mqtt
 
         self.messages: queue.Queue = queue.Queue()
@@ -55,6 +55,8 @@ class Paho:
                                  transport="websockets" if ws_port else "tcp")
         if ws_port:
             c.ws_set_options(path="/mqtt")
+        if ca_file:
+            c.tls_set(ca_certs=ca_file, certfile=cert[0] if cert else None, keyfile=cert[1] if cert else None)
         if username is not None:
             c.username_pw_set(username, password)
         if will is not None:
