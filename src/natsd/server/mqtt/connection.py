@@ -752,24 +752,25 @@ class MQTTConnection(asyncio.Protocol):
         if qos == 2:
             await self._ensure_pubrel()
         s = _Sub(filt, qos, no_local, queue)
-        sids = [filt]
-        # "x/#" also matches "x" itself: nats-server adds a subscription on the parent level.
+        # (subject, sid): "x/#" also matches "x" itself, so nats-server adds a subscription on the
+        # parent level, whose sid (the key of its consumer in the session record) is "x fwc"
+        sids = [(filt, filt)]
         if len(filt) >= 3 and filt.endswith(".>"):
-            sids.append(filt[:-2])
+            sids.append((filt[:-2], filt[:-2] + " fwc"))
         ports = asm.ports
-        for sid in sids:
-            s.core.append(ports.subscribe(sid, self._core_handler(s), queue))
+        for subj, sid in sids:
+            s.core.append(ports.subscribe(subj, self._core_handler(s), queue))
             if qos > 0 and queue is not None:
                 # $share/<group>/...: one consumer per group and filter, shared by the members
                 # (a queue subscription on its deliver subject); not part of any one session
-                cc = asm.shared_consumer_config(queue, sid)
+                cc = asm.shared_consumer_config(queue, subj)
                 dsubj = cc["deliver_subject"]
                 s.js.append(_Interest(ports.subscribe(dsubj, self._js_handler(s, cc["durable_name"]), queue),
                                       asm.account, dsubj))
                 await asm.create_consumer(cc)
             elif qos > 0:
                 existing = old.cons.get(sid) if old is not None else sess.cons.get(sid)
-                cc = existing if existing is not None else asm.consumer_config(sess, sid)
+                cc = existing if existing is not None else asm.consumer_config(sess, subj)
                 # Subscribe before the consumer exists: a push consumer learns of internal
                 # interest only when it is created.
                 dsubj = cc["deliver_subject"]

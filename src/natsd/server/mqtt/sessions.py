@@ -59,7 +59,8 @@ PUBREL_DELIVER_PREFIX = "$MQTT.deliver.pubrel."
 PUBREL_DURABLE_PREFIX = "$MQTT_PUBREL_"
 JAIL_NS = 1_000_000_000  # mqttSessJailDur: a client id taken over twice within a second waits this long
 
-_HASH_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+# nats-server's digits (accounts.go), upper case before lower case
+_HASH_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
 def get_hash(name: str, size: int = 8) -> str:
