@@ -455,3 +455,23 @@ async def test_mqtt_over_tls(tmp_path):
     expected, got = await mqtt_side_by_side(tmp_path, script, mqtt_extra=tls)
     assert got == expected
     assert expected["got"] == [("tls/x", b"secret", 1, False)]
+
+
+async def test_reject_qos2_publish_and_downgrade_qos2_subscribe(tmp_path):
+    def script(t: Target):
+        out = {}
+        s = raw_connect(t, mp.encode_connect("w2", will_topic=b"w", will_message=b"x", will_qos=2))
+        out["qos2 will"] = (recv_exact(s, 4), closed_within(s, 3))
+        s = raw_connect(t, mp.encode_connect("p2"))
+        recv_exact(s, 4)
+        s.sendall(mp.encode_subscribe(1, [(b"d/#", 2)]))
+        out["downgraded suback"] = recv_exact(s, 5)
+        s.sendall(mp.encode_publish(b"d/x", b"two", qos=2, pi=1))
+        out["qos2 publish"] = closed_within(s, 3)
+        return out
+
+    expected, got = await mqtt_side_by_side(tmp_path, script,
+                                            mqtt_extra="reject_qos2_publish: true\ndowngrade_qos2_subscribe: true")
+    assert got == expected
+    assert expected["qos2 will"] == (b"\x20\x02\x00\x10", True) and expected["downgraded suback"][-1] == 1
+    assert expected["qos2 publish"]

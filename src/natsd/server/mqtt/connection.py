@@ -348,6 +348,11 @@ class MQTTConnection(asyncio.Protocol):
         if self._auth_timer is not None:
             self._auth_timer.cancel()
         self.v5 = cp.level == 5
+        if server.options.mqtt.reject_qos2_publish and cp.will_topic is not None and cp.will_qos == 2:
+            logger.error("%s - mqtt_cid:%d - server does not accept QoS2 for Will messages", self._peer(), self.cid)
+            self.write(self._connack(mp.RC_QOS2_WILL_REJECTED, False, self.v5))
+            self.close("Protocol Violation")
+            return
         assigned = ""
         if not cp.client_id:
             cp.client_id = assigned = nuid()  # [MQTT-3.1.3-6]
