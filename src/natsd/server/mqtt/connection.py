@@ -6,8 +6,8 @@ encoded straight into the output list, which is written once per loop turn. No t
 JSON per message: a QoS 1 PUBLISH is stored in ``$MQTT_msgs`` with a reply callback that sends the
 PUBACK when JetStream has it (as nats-server waits for the store before its PUBACK).
 
-Control packets that need JetStream (CONNECT: session load/save, consumers; SUBSCRIBE and
-UNSUBSCRIBE with QoS 1) run as one coroutine at a time; while one runs the connection stops
+Control packets that need JetStream (CONNECT: session load/save, consumers; SUBSCRIBE,
+UNSUBSCRIBE; PUBREL of an inbound QoS 2 message) run as one coroutine at a time; while one runs the connection stops
 reading and holds the packets that followed, so packet order is kept and input stays bounded.
 
 Messages published by MQTT clients carry nats-server's header ``Nmqtt-Pub:<qos>``, so a NATS
