@@ -613,13 +613,16 @@ def encode_publish(topic: bytes, payload: bytes, qos: int = 0, pi: int = 0, reta
     n = len(topic)
     rl = 2 + n + len(payload) + (2 if qos else 0)
     flags = PUBLISH | (qos << 1) | (1 if retain else 0) | (8 if dup else 0)
-    if qos:
-        vh = bytes((n >> 8, n & 0xFF)) + topic + bytes((pi >> 8, pi & 0xFF))
-    else:
-        vh = bytes((n >> 8, n & 0xFF)) + topic
+    # the remaining length inline for the usual sizes (one or two bytes), varint() beyond
     if rl < 0x80:
-        return bytes((flags, rl)) + vh + payload
-    return bytes((flags,)) + varint(rl) + vh + payload
+        head = bytes((flags, rl, n >> 8, n & 0xFF))
+    elif rl < 0x4000:
+        head = bytes((flags, (rl & 0x7F) | 0x80, rl >> 7, n >> 8, n & 0xFF))
+    else:
+        head = bytes((flags,)) + varint(rl) + bytes((n >> 8, n & 0xFF))
+    if qos:
+        return b"".join((head, topic, bytes((pi >> 8, pi & 0xFF)), payload))
+    return b"".join((head, topic, payload))
 
 
 def encode_connack5(rc: int, session_present: bool, props: dict | None = None) -> bytes:
