@@ -475,3 +475,30 @@ async def test_reject_qos2_publish_and_downgrade_qos2_subscribe(tmp_path):
     assert got == expected
     assert expected["qos2 will"] == (b"\x20\x02\x00\x10", True) and expected["downgraded suback"][-1] == 1
     assert expected["qos2 publish"]
+
+
+async def test_dollar_topics_and_wildcards_and_max_payload(tmp_path):
+    def script(t: Target):
+        out = {}
+        wild = Paho(t, "wild")
+        wild.wait_connack()
+        out["granted"] = wild.subscribe(("#", 0), ("+/bar", 0), ("$foo/#", 0), ("$MQTT/sess/#", 0))
+        pub = Paho(t, "dollar")
+        pub.wait_connack()
+        pub.publish("$foo/bar", b"reserved", 1)
+        pub.publish("plain/bar", b"normal", 1)
+        out["got"] = sorted(wild.received(3))  # "#" and "+/bar" both match plain/bar: one copy each
+        out["no more"] = wild.quiet()
+        wild.disconnect()
+        s = raw_connect(t, mp.encode_connect("big"))
+        recv_exact(s, 4)
+        s.sendall(mp.encode_publish(b"big", b"x" * 300))
+        out["over max_payload closed"] = closed_within(s, 3)
+        pub.disconnect()
+        return out
+
+    expected, got = await mqtt_side_by_side(tmp_path, script, conf="max_payload: 200\n")
+    assert got == expected
+    assert expected["got"] == [("$foo/bar", b"reserved", 0, False), ("plain/bar", b"normal", 0, False),
+                               ("plain/bar", b"normal", 0, False)]
+    assert expected["over max_payload closed"]
