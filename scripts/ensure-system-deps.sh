@@ -54,3 +54,13 @@ if ! python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.
     echo "warning: Python.h missing; make compiled (and make test's compiled pass) will fail" >&2
   fi
 fi
+# mosquitto_pub / mosquitto_sub: tests/acceptance/test_mqtt_mosquitto.py drives the MQTT port with Debian's
+# mosquitto-clients (a second, non-Python MQTT client).
+if ! { command -v mosquitto_pub >/dev/null 2>&1 && command -v mosquitto_sub >/dev/null 2>&1; }; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "installing mosquitto-clients for the MQTT acceptance tests" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mosquitto-clients >/dev/null
+  else
+    echo "warning: mosquitto-clients missing; the MQTT mosquitto tests will be skipped" >&2
+  fi
+fi

@@ -167,6 +167,8 @@ class ServerOptions:
     config_digest: str = ""
     # leafnodes {}: natsd.config.leafnodes.LeafNodeOptions, None when the block is absent.
     leafnodes: _Any = None
+    # mqtt {}: natsd.config.mqtt.MQTTOptions, None when the block is absent.
+    mqtt: _Any = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -313,7 +315,7 @@ max_sub_tokens max_subscription_tokens ocsp allow_non_tls write_timeout operator
 root root_operators root_operator resolver account_resolver accounts_resolver resolver_tls
 resolver_preload resolver_pinned_accounts no_system_account no_system no_sys_acc
 no_header_support trusted trusted_keys connect_error_reports reconnect_error_reports
-mqtt server_tags server_metadata feature_flags default_js_domain ocsp_cache
+server_tags server_metadata feature_flags default_js_domain ocsp_cache
 no_fast_producer_stall max_closed_clients proxies
 """.split())
 
@@ -868,6 +870,10 @@ def _validate(ctx: _Ctx, o: ServerOptions, tree: ConfigMap) -> None:
         from natsd.config.leafnodes import validate_leafnodes  # (leafnodes imports this module)
 
         validate_leafnodes(ctx, o, tree)
+    if o.mqtt is not None:
+        from natsd.config.mqtt import validate_mqtt  # (mqtt is its own module)
+
+        validate_mqtt(ctx, o, tree)
 
 
 def _validate_tls(ctx: _Ctx, o: ServerOptions, tree: ConfigMap) -> None:
@@ -1054,7 +1060,13 @@ _TOP_LEVEL: dict[str, _Callable[[_Ctx, ServerOptions, ConfigMap, str], None]] = 
     **{k: _h_trust for k in TRUST_KEYS},
     "leafnodes": lambda ctx, o, m, k: _h_leafnodes(ctx, o, m, k),
     "leaf": lambda ctx, o, m, k: _h_leafnodes(ctx, o, m, k),
+    "mqtt": lambda ctx, o, m, k: _h_mqtt(ctx, o, m, k),
 }
+
+
+def _h_mqtt(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
+    from natsd.config.mqtt import parse_mqtt
+    parse_mqtt(ctx, o, m, k, _host_port)
 
 
 def _h_leafnodes(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:

@@ -231,7 +231,11 @@ def restore(stream: "StreamView", name: str, cfg: ConsumerConfig, state: Consume
         store = stream.store.consumer_store(name, meta)
         store.update(state)
         store.flush()
-    fresh = state.delivered.stream_seq == 0 and state.delivered.consumer_seq == 0 and not state.pending
+    # As recover(): only a "last per subject" durable that never delivered picks its start again;
+    # the others resume at the archive's state (a "new" consumer made on an empty stream has
+    # delivered {0, 0} and must still deliver what arrived since, e.g. an MQTT session's backlog).
+    fresh = (state.delivered.stream_seq == 0 and state.delivered.consumer_seq == 0 and not state.pending
+             and cfg.deliver_policy == "last_per_subject")
     o = Consumer(stream, cfg, name, created, store=store, state=None if fresh else state)
     stream.consumers[name] = o
     if fresh:

@@ -27,7 +27,7 @@ import os
 import signal
 import socket
 import sys
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from natsd import __version__, _compiled
 from natsd.clock import Clock, SystemClock
@@ -125,6 +125,7 @@ class Server:
         self._stopped: asyncio.Event | None = None
         self.jetstream: JetStreamEngine | None = None  # when JetStream is enabled (and started)
         self.leafnodes: LeafManager | None = None  # with a leafnodes {} block
+        self.mqtt: Any = None  # natsd.server.mqtt.MQTTListener with an mqtt {} port
         self.config_loads = 0
         self._ports_file = ""
 
@@ -232,6 +233,9 @@ class Server:
         opts = self.options
         self.start_time_ns = self.clock.time_ns()
         self._stopped = asyncio.Event()
+        if opts.mqtt is not None:
+            from natsd.config.mqtt import check_mqtt_startup
+            check_mqtt_startup(opts)  # nats-server refuses these at start, before listening
         logger.info("Starting nats-server")
         logger.info("  Version:  %s", __version__)
         logger.info("  Git:      [%s]", GIT_COMMIT)
@@ -259,6 +263,9 @@ class Server:
         self._handshakes = HandshakeQueue(self.loop)
         self.busy_poll = BusyPoll(default_window_ns() if opts.busy_poll_ns < 0 else opts.busy_poll_ns,
                                   self.loop.call_soon)
+        # MQTT listens before the client port (as nats-server logs it), so a client port that
+        # accepts means the MQTT port does too
+        await self._start_mqtt()
         self._listener = await self.loop.create_server(
             self._new_client_protocol, host, port, reuse_address=True, backlog=4096)
         self._port = self._listener.sockets[0].getsockname()[1]
@@ -316,6 +323,14 @@ class Server:
         from natsd.server.leaf.manager import LeafManager
         self.leafnodes = leafnodes = LeafManager(self, self.options.leafnodes)
         await leafnodes.start()
+
+    async def _start_mqtt(self) -> None:
+        mo = self.options.mqtt
+        if mo is None or not mo.port:
+            return
+        from natsd.server.mqtt import MQTTListener  # its own room; imported only when configured
+        self.mqtt = MQTTListener(self)
+        await self.mqtt.start()
 
     def _write_ports_file(self) -> None:
         """``pid_file`` (the pid as text) and ``ports_file_dir``/natsd_<pid>.ports, a JSON
@@ -400,7 +415,7 @@ class Server:
     async def shutdown(self) -> None:
         """Stop accepting, close every client (queued output is flushed), stop JetStream."""
         if not self.running and self._listener is None and self.jetstream is None and self._monitor is None \
-                and self.leafnodes is None:
+                and self.leafnodes is None and self.mqtt is None:
             return  # never started, or already shut down
         self.running = False
         self.busy_poll.stop()
@@ -414,6 +429,9 @@ class Server:
             await self._monitor.stop()
             self._monitor = None
         await self._stop_secure_listeners()
+        if self.mqtt is not None:
+            await self.mqtt.stop()
+            self.mqtt = None
         if self.leafnodes is not None:
             await self.leafnodes.stop()
             self.leafnodes = None
@@ -544,6 +562,8 @@ class Server:
         if self.leafnodes is not None:  # leafnode certificates and authorization (natsd.server.leaf.manager)
             new_options.leafnodes = self.leafnodes.reload(new_options.leafnodes)
         new_options.trust = self.options.trust  # operator/resolver changes need a restart
+        if self.mqtt is not None:  # the MQTT listener and its settings need a restart (as nats-server)
+            new_options.mqtt = self.options.mqtt
         new_auth = Authenticator(new_options, self.trust)
         new_auth._verified = old_auth._verified  # bcrypt results stay valid for unchanged hashes
         self.options = new_options
@@ -615,11 +635,19 @@ class Server:
                      "tls_verify": True if secure and tls.verify_clients else None, "tls_available": None}
         layer = WebSocketLayer(ws, lambda: ClientConnection(self), self.clock, secure=secure,
                                max_frame=self.options.max_pending, info_overrides=overrides,
-                               make_leaf=self.leafnodes.ws_link if self.leafnodes is not None else None)
+                               make_leaf=self.leafnodes.ws_link if self.leafnodes is not None else None,
+                               make_mqtt=self._new_ws_mqtt)
         if not secure:
             return layer
         return TlsLayer(self.tls.getter("websocket"), lambda: layer, self.clock, self._handshakes,
                         timeout_ns=tls.timeout_ns, mode="first", pinned=tls.pinned_certs)
+
+    def _new_ws_mqtt(self):
+        """An MQTT connection under a WebSocket (``ws://host:port/mqtt``), when MQTT is served."""
+        if self.mqtt is None:
+            return None
+        from natsd.server.mqtt.connection import MQTTConnection
+        return MQTTConnection(self.mqtt)
 
     async def _start_secure_listeners(self) -> None:
         opts = self.options
@@ -656,6 +684,8 @@ class Server:
     async def _stop_secure_listeners(self) -> None:
         if self._ws_listener is not None:
             self._ws_listener.close()
+        if self.mqtt is not None:
+            self.mqtt.close_listener()
             self._ws_listener = None
         if self._https_monitor is not None:
             await self._https_monitor.stop()

@@ -300,7 +300,7 @@ class MonitorServer:
             "cluster": {},
             "gateway": {},
             "leaf": {},
-            "mqtt": {},
+            "mqtt": s.mqtt.varz() if s.mqtt is not None else {},
             "websocket": {"host": o.websocket.host or o.host, "port": s.websocket_port,
                           "no_tls": o.websocket.tls is None} if o.websocket.port else {},
             "jetstream": self._varz_jetstream(),
@@ -313,8 +313,8 @@ class MonitorServer:
             "cores": os.cpu_count() or 1,
             "gomaxprocs": 1,
             "cpu": round((cpu.user + cpu.system) / max((now - s.start_time_ns) / 1e9, 1e-9) * 100, 2),
-            "connections": len(s.clients),
-            "total_connections": s.total_connections,
+            "connections": len(s.clients) + (len(s.mqtt.conns) if s.mqtt is not None else 0),
+            "total_connections": s.total_connections + (s.mqtt.total_connections if s.mqtt is not None else 0),
             "routes": 0,
             "remotes": 0,
             "leafnodes": len(s.leafnodes.leafz()["leafs"]) if s.leafnodes is not None else 0,
@@ -376,6 +376,8 @@ class MonitorServer:
             raise ValueError("offset and limit must not be negative")
         sort = q.get("sort") or "cid"
         conns = list(s.clients.values())
+        if s.mqtt is not None:  # MQTT clients are listed with the others, as nats-server does
+            conns += list(s.mqtt.conns.values())
         if "cid" in q:
             cid = int(q["cid"])
             conns = [c for c in conns if c.cid == cid]
@@ -405,7 +407,7 @@ class MonitorServer:
             d = {
                 "cid": c.cid,
                 "kind": "Client",
-                "type": "nats",
+                "type": "mqtt" if getattr(c, "mqtt_client", None) is not None else "nats",
                 "ip": c.ip,
                 "port": c.port,
                 "start": rfc3339(c.start_ns),
@@ -425,6 +427,9 @@ class MonitorServer:
                 d["lang"] = c.lang
             if c.version:
                 d["version"] = c.version
+            mqtt_client = getattr(c, "mqtt_client", None)
+            if mqtt_client:
+                d["mqtt_client"] = mqtt_client
             d.update(connz_fields(c.transport))  # websocket type, TLS version and cipher
             if want_auth:
                 if c.user:

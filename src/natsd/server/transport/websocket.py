@@ -129,12 +129,15 @@ class WebSocketLayer(Layer):
 
     __slots__ = ("_opts", "_make_upper", "_clock", "_ws", "_timer", "_secure", "_frame_bytes", "_max_frame",
                  "info_overrides", "_open", "_forwarded_for", "_jwt_cookie", "_make_leaf", "_deflate", "_inflate",
-                 "ws_compressed")
+                 "ws_compressed", "_make_mqtt")
 
     def __init__(self, opts: WebsocketOptions, make_upper: Callable[[], asyncio.Protocol], clock: "Clock", *,
                  secure: bool, max_frame: int, info_overrides: dict,
-                 make_leaf: "Callable[[], asyncio.Protocol | None] | None" = None) -> None:
+                 make_leaf: "Callable[[], asyncio.Protocol | None] | None" = None,
+                 make_mqtt: "Callable[[], asyncio.Protocol | None] | None" = None) -> None:
         super().__init__()
+        # MQTT over WebSocket: ".../mqtt" (nats-server's mqttWSPath), when the server has an mqtt port.
+        self._make_mqtt = make_mqtt
         self._opts = opts
         self._make_upper = make_upper
         self._clock = clock
@@ -250,7 +253,14 @@ class WebSocketLayer(Layer):
                                           for e in req.extensions):
             extensions.append(PerMessageDeflate(client_no_context_takeover=True, server_no_context_takeover=True))
         upper: asyncio.Protocol | None
-        if req.target.split("?")[0].rstrip("/").endswith("/leafnode") and self._make_leaf is not None:
+        subprotocol = None
+        path = req.target.split("?")[0].rstrip("/")
+        mqtt = self._make_mqtt() if path.endswith("/mqtt") and self._make_mqtt is not None else None
+        if mqtt is not None:
+            upper = mqtt
+            # MQTT clients ask for the "mqtt" subprotocol and expect it back (as nats-server answers)
+            subprotocol = "mqtt" if "mqtt" in req.subprotocols else None
+        elif req.target.split("?")[0].rstrip("/").endswith("/leafnode") and self._make_leaf is not None:
             # A leafnode connection (nats-server's leafNodeWSPath), made after the upgrade as
             # there: a server without a leafnodes port refuses it once the upgrade is done.
             upper = None
@@ -258,7 +268,7 @@ class WebSocketLayer(Layer):
             upper = self._make_upper()
         lower = self.lower
         assert lower is not None  # set by connection_made()
-        lower.write(self._ws.send(AcceptConnection(extensions=extensions)))
+        lower.write(self._ws.send(AcceptConnection(extensions=extensions, subprotocol=subprotocol)))
         self.ws_compressed = bool(extensions)
         self._open = True
         if self._timer is not None:

@@ -251,6 +251,9 @@
       overview(varz);
       jetstream(jsz);
       accounts(accountz, connz);
+      // MQTT clients (type "mqtt" in /connz), shown when the server has an mqtt port
+      $("c-mqtt").hidden = !(varz.mqtt && varz.mqtt.port);
+      text($("v-mqtt"), num((connz.connections || []).filter((c) => c.type === "mqtt").length));
       leafnodes(leafz, varz.now);
       state.polls++;
       const st = $("status");
