@@ -33,6 +33,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from natsd.config.lexer import ConfigError
+from natsd.config.parser import ConfigMap
+from natsd.config.tls import TLSOptions, parse_tls_block
+
 __all__ = ["MQTTOptions", "parse_mqtt", "validate_mqtt", "check_mqtt_startup", "DEFAULT_ACK_WAIT_NS", "DEFAULT_MAX_ACK_PENDING",
            "DEFAULT_JS_API_TIMEOUT_NS"]
 
@@ -50,7 +54,7 @@ class MQTTOptions:
 
     host: str = ""  # "" = the server's host
     port: int = 0  # 0 = no MQTT listener (-1: a random port)
-    tls: Any = None  # natsd.config.tls.TLSOptions
+    tls: TLSOptions | None = None
     username: str = ""
     password: str = ""
     token: str = ""
@@ -102,8 +106,6 @@ def _simple_auth(ctx, m, key: str, mo: MQTTOptions) -> None:
 
 def parse_mqtt(ctx, o, m, key: str, host_port) -> None:
     """Read ``m[key]`` into ``o.mqtt`` (``host_port``: the options' listen parser)."""
-    from natsd.config.parser import ConfigMap
-
     block = m[key]
     if not isinstance(block, ConfigMap):
         ctx.error(m.pos(key), f"Expected mqtt to be a map, got {type(block).__name__}")
@@ -124,8 +126,6 @@ def parse_mqtt(ctx, o, m, key: str, host_port) -> None:
         elif kl in ("host", "net"):
             mo.host = ctx.str_(block, k) or ""
         elif kl == "tls":
-            from natsd.config.tls import parse_tls_block
-
             mo.tls = parse_tls_block(ctx, block, k)
         elif kl in ("authorization", "authentication"):
             _simple_auth(ctx, block, k, mo)
@@ -206,8 +206,6 @@ def check_mqtt_startup(o) -> None:
     JetStream after the file was read): raises :class:`ConfigError` with its words (and the
     block's position). natsd has no cluster or gateway, so "standalone" reduces to: JetStream on,
     or a leafnode configuration (the hub may hold the streams)."""
-    from natsd.config.lexer import ConfigError
-
     mo: MQTTOptions | None = o.mqtt
     if mo is None or mo.port == 0:
         return

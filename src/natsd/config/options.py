@@ -16,6 +16,7 @@ from typing import Any as _Any, Callable as _Callable
 
 from natsd.config.lexer import ConfigError
 from natsd.config.parser import ConfigList, ConfigMap, Pos, parse_file
+from natsd.config.mqtt import MQTTOptions, parse_mqtt, validate_mqtt
 from natsd.config.ports import check_tree_ports
 from natsd.config.jwt import is_public_nkey
 from natsd.config.tls import TLSOptions, WebsocketOptions, parse_tls_block, parse_websocket_block
@@ -167,8 +168,8 @@ class ServerOptions:
     config_digest: str = ""
     # leafnodes {}: natsd.config.leafnodes.LeafNodeOptions, None when the block is absent.
     leafnodes: _Any = None
-    # mqtt {}: natsd.config.mqtt.MQTTOptions, None when the block is absent.
-    mqtt: _Any = None
+    # mqtt {}: None when the block is absent.
+    mqtt: MQTTOptions | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -871,7 +872,6 @@ def _validate(ctx: _Ctx, o: ServerOptions, tree: ConfigMap) -> None:
 
         validate_leafnodes(ctx, o, tree)
     if o.mqtt is not None:
-        from natsd.config.mqtt import validate_mqtt  # (mqtt is its own module)
 
         validate_mqtt(ctx, o, tree)
 
@@ -1065,7 +1065,6 @@ _TOP_LEVEL: dict[str, _Callable[[_Ctx, ServerOptions, ConfigMap, str], None]] = 
 
 
 def _h_mqtt(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
-    from natsd.config.mqtt import parse_mqtt
     parse_mqtt(ctx, o, m, k, _host_port)
 
 

@@ -47,6 +47,9 @@ class MonitoredServer(ServerContext, Protocol):
     @property
     def start_time_ns(self) -> int: ...
 
+    # natsd.server.mqtt.MQTTListener with an mqtt {} port (its varz/connz numbers), else None
+    mqtt: Any
+
     @property
     def total_connections(self) -> int: ...
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from natsd.nuid import nuid
 from natsd.protocol import mqtt as mp
+from natsd.server.auth.authenticator import AuthResult, check_password
 from natsd.server.log import logger
 from natsd.server.mqtt import v5 as m5
 from natsd.server.mqtt.jsa import JsApiError
@@ -32,6 +33,7 @@ from natsd.server.mqtt.sessions import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    from natsd.clock import Timer
     from natsd.server.mqtt.listener import MQTTListener
 
 __all__ = ["MQTTConnection"]
@@ -122,7 +124,7 @@ class MQTTConnection(asyncio.Protocol):
         self.out: list[bytes] = []
         self._flush_scheduled = False
         self._held: list | None = None  # packets waiting for a control operation to finish
-        self._ka_timer: Any = None
+        self._ka_timer: Timer | None = None
         self._last_read_ns = 0
         self.in_msgs = self.out_msgs = self.in_bytes = self.out_bytes = 0
         self.start_ns = self.server.clock.time_ns()
@@ -130,7 +132,7 @@ class MQTTConnection(asyncio.Protocol):
         self.host = ""
         self.port = 0
         self.reason = ""
-        self._auth_timer: Any = None
+        self._auth_timer: Timer | None = None
         self._cleaned = False
         self._assigned = ""
 
@@ -310,8 +312,6 @@ class MQTTConnection(asyncio.Protocol):
     # -- CONNECT ----------------------------------------------------------------------------------
 
     def _authenticate(self, cp: mp.Connect) -> Any:
-        from natsd.server.auth.authenticator import AuthResult
-
         mo = self.server.options.mqtt
         user = cp.username or ""
         password = cp.password or ""
@@ -330,8 +330,6 @@ class MQTTConnection(asyncio.Protocol):
         return self.server.auth.authenticate({"user": user, "pass": password, "auth_token": password}, "")
 
     def _no_auth(self, name: str) -> Any:
-        from natsd.server.auth.authenticator import AuthResult
-
         auth = self.server.auth
         u = auth.users.get(name)
         if u is not None:
@@ -363,8 +361,6 @@ class MQTTConnection(asyncio.Protocol):
             self._assigned = assigned
         res = self._authenticate(cp)
         if res.ok and res.bcrypt is not None:
-            from natsd.server.auth.authenticator import check_password
-
             stored, given = res.bcrypt
             res.ok = await asyncio.get_running_loop().run_in_executor(None, check_password, stored, given)
         if not res.ok or self.closed:

@@ -8,6 +8,7 @@ import asyncio
 from typing import Any
 
 from natsd.server.log import logger
+from natsd.server.transport.tls import TlsLayer
 from natsd.server.mqtt.connection import MQTTConnection
 from natsd.server.mqtt.sessions import AccountSessions
 
@@ -32,10 +33,8 @@ class MQTTListener:
         mo = self.options
         if mo.tls is None:
             return MQTTConnection(self)
-        from natsd.server.transport.tls import TlsLayer
-
         s = self.server
-        return TlsLayer(s.tls.getter("mqtt"), lambda: MQTTConnection(self), s.clock, s._handshakes,
+        return TlsLayer(s.tls.getter("mqtt"), lambda: MQTTConnection(self), s.clock, s.handshakes,
                         timeout_ns=mo.tls.timeout_ns, mode="first", pinned=mo.tls.pinned_certs)
 
     async def start(self) -> None:
