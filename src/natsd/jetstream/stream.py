@@ -260,12 +260,9 @@ class Stream:
         api = self.account.engine.api
         if self.config.allow_direct and api is not None:
             on_req, on_last = api.direct_get_handlers(self)
-            prefixes = ["$JS.API."]
-            if self.account.engine.domain:
-                prefixes.append(f"$JS.{self.account.engine.domain}.API.")
-            for pfx in prefixes:
-                self._direct_subs.append(ports.subscribe(f"{pfx}DIRECT.GET.{self.name}", on_req))
-                self._direct_subs.append(ports.subscribe(f"{pfx}DIRECT.GET.{self.name}.>", on_last))
+            # ($JS.<domain>.API.DIRECT.GET... reaches these through the domain mapping.)
+            self._direct_subs.append(ports.subscribe(f"$JS.API.DIRECT.GET.{self.name}", on_req))
+            self._direct_subs.append(ports.subscribe(f"$JS.API.DIRECT.GET.{self.name}.>", on_last))
 
     def _unsubscribe(self) -> None:
         for s in [*self._subs.values(), *self._direct_subs]:

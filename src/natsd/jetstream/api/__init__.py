@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from natsd.jetstream.advisories import api_audit
 from natsd.jetstream.api import account, consumers, direct, snapshot, streams, templates
-from natsd.jetstream.api.router import API_SUBSCRIPTIONS, JS_API_PREFIX, ApiDispatcher, ApiRequest, Route
+from natsd.jetstream.api.router import API_SUBSCRIPTIONS, ApiDispatcher, ApiRequest, Route
 from natsd.jetstream.errors import ApiErrors
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -52,7 +52,8 @@ ROUTES: tuple[Route, ...] = (
     Route("$JS.API.CONSUMER.UNPIN.*.*", "consumer_unpin_response", consumers.unpin),
     # Answered by each consumer's own subscription (no responders for a missing consumer).
     Route("$JS.API.CONSUMER.RESET.*.*", "consumer_reset_response", None),
-    Route("$JS.API.CONSUMER.LEADER.STEPDOWN.*.*", "consumer_leader_stepdown_response", None),
+    # nats-server 2.15 answers it on a standalone server with 10010 (it had no reply before).
+    Route("$JS.API.CONSUMER.LEADER.STEPDOWN.*.*", "consumer_leader_stepdown_response", streams.cluster_only),
     # The meta leader's requests are answered only in the system account of a cluster (an
     # account purge in a standalone server's system account too): silence here, as nats-server
     # gives a standalone server's accounts.
@@ -86,8 +87,7 @@ class JetStreamApi:
                                          for r in routes if r.when_disabled)
 
     def install(self, js_account: "JsAccount") -> list["Subscription"]:
-        """Subscribe the API subjects of ``js_account`` (and ``$JS.<domain>.API.``, the same API
-        under the server's JetStream domain). Returns the subscriptions."""
+        """Subscribe the API subjects of ``js_account``. Returns the subscriptions."""
         dispatcher = ApiDispatcher(self.routes, lambda req, data: api_audit(js_account, req, data))
         dispatch = dispatcher.dispatch
         ports = js_account.ports
@@ -95,16 +95,8 @@ class JetStreamApi:
         def on_api(subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
             dispatch(js_account, subject, reply, hdr, payload)
 
+        # The $JS.<domain>.API. prefix is a subject mapping onto these (natsd.jetstream.domain).
         subs = [ports.subscribe(p, on_api) for p in API_SUBSCRIPTIONS]
-        domain = js_account.engine.domain
-        if domain:
-            def on_domain_api(subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
-                # "$JS.<domain>.API.X" -> "$JS.API.X"
-                rest = subject.split(".", 3)[3] if subject.count(".") >= 3 else ""
-                dispatch(js_account, JS_API_PREFIX + rest, reply, hdr, payload)
-
-            prefix = f"$JS.{domain}.API."
-            subs.extend(ports.subscribe(prefix + p[len(JS_API_PREFIX):], on_domain_api) for p in API_SUBSCRIPTIONS)
         return subs
 
     def answer_not_enabled(self, ports: "Ports", stats: "ApiStats") -> list["Subscription"]:
