@@ -415,7 +415,7 @@ class Checks:
                 self.expected[check_subj] = fseq
         elif h.get(b"Nats-Expected-Last-Subject-Sequence-Subject"):
             raise ApiErrors.STREAM_EXPECTED_LAST_SEQ_PER_SUBJECT_INVALID()
-        rollup = h.get(b"Nats-Rollup") or b""
+        rollup = (h.get(b"Nats-Rollup") or b"").lower()  # case-insensitive (nats-server's getRollup)
         if rollup:
             if not (cfg.allow_rollup_hdrs and not cfg.deny_purge):
                 raise ApiErrors.STREAM_ROLLUP_FAILED(err="rollup not permitted")

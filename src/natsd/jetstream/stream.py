@@ -333,10 +333,11 @@ class Stream:
             self._start_links()  # removing the mirror promotes it to a normal stream
         self._arm_expiry()
         if new.retention == "interest" and old.retention != "interest":
-            # Messages nobody is interested in go now, as the reference (its interest check on
-            # update); without consumers that is all of them.
+            # nats-server 2.12+ (checkStateForInterestStream for each consumer): a message goes
+            # when consumers match it and all of them acked it; what no consumer matches stays
+            # until a consumer acks it or the limits remove it. Without consumers, all go.
             if self.consumers:
-                self._check_interest_after_removal(None)
+                self._drop_acked_on_interest_switch()
             elif self.store.state().msgs:
                 self.store.purge()
                 self.store.flush()
@@ -539,6 +540,23 @@ class Stream:
             if gone is not None and not gone.filter_matches(sm.subject):
                 continue
             if self._interest_done(sm.seq, sm.subject):
+                self.store.remove_msg(sm.seq)
+                removed = True
+        if removed:
+            self.store.flush()
+
+    def _drop_acked_on_interest_switch(self) -> None:
+        st = self.store.state()
+        seq, removed = st.first_seq, False
+        consumers = list(self.consumers.values())
+        while st.msgs:
+            try:
+                sm = self.store.load_next_msg(">", seq)
+            except (StoreEOF, MsgNotFound):
+                break
+            seq = sm.seq + 1
+            matching = [c for c in consumers if c.filter_matches(sm.subject)]
+            if matching and all(c.is_acked(sm.seq) for c in matching):
                 self.store.remove_msg(sm.seq)
                 removed = True
         if removed:

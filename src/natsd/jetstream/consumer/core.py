@@ -335,14 +335,17 @@ class Consumer:
         store = self.stream.store
         t = self.t
         self._npc_dirty = False
+        first = 0
         try:
-            self._npc_last = store.state().last_seq
+            st = store.state()
+            self._npc_last, first = st.last_seq, st.first_seq
         except StoreError:
             self._npc_last = 0
         if self._npc_upto < self._npc_last:
             self._npc_upto = self._npc_last
         if t.lss is not None:
-            n = len(t.lss)
+            # Start-list entries the limits removed since are no longer pending.
+            n = len(t.lss) if not t.lss or t.lss[0] >= first else sum(1 for q in t.lss if q >= first)
             try:
                 n += sum(store.num_pending(t.lss_resume + 1, f, False) for f in (self.filters or [""]))
             except StoreError:
