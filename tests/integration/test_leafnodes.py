@@ -595,10 +595,9 @@ def patch_js_api_level(monkeypatch, level: int) -> None:
 
 @pytest.mark.timeout(300)
 async def test_hub_durable_sourcing_survives_aborted_link_cuts(tmp_path, monkeypatch):
-    """With natsd at API level 4 (patched here until natsd advertises it), a 2.15.1 hub's
+    """With natsd at API level 5 (stream identity, as the hub), a 2.15.1 hub's
     sourcing consumer on the edge's work-queue stream is a durable acked by flow control, and
     three aborted links while publishing lose and duplicate nothing."""
-    patch_js_api_level(monkeypatch, 4)
     await _move_across_cuts(tmp_path, 20_000, graceful=False, check_durable=True)
 
 
@@ -870,12 +869,11 @@ async def test_natsd_hub_sources_natsd_edge_work_queue(tmp_path):
 
 @pytest.mark.timeout(120)
 async def test_hub_mirrors_and_sources_edge_limits_stream_at_level_4(tmp_path, monkeypatch):
-    """With natsd at API level 4 (patched), a 2.15.1 hub's mirror and source of an edge *limits*
+    """With natsd at API level 5 (unpatched), a 2.15.1 hub's mirror and source of an edge *limits*
     stream get ephemeral consumers with a random suffix on their stable names (no upgrade), and
     both copies fill."""
     from nats.js.api import ExternalStream, StreamConfig, StreamSource
 
-    patch_js_api_level(monkeypatch, 4)
     lp = free_port()
     hub = start_server("reference", tmp_path, config=hub_config(tmp_path, lp, domain="HUB"), jetstream=False)
     try:

@@ -54,6 +54,7 @@ from natsd.jetstream.consumer.push import Push
 from natsd.jetstream.consumer.tracking import Tracking
 from natsd.jetstream.consumer_config import DELETE_WAIT_DEFAULT, MS, ConsumerConfig
 from natsd.jetstream.errors import ApiError, ApiErrors
+from natsd.jetstream.identity import identity_header, requested_identity, stream_identity
 from natsd.jetstream.requests import CONSUMER_RESET_REQUEST
 from natsd.jetstream.wire import dumps, error_envelope, required_level_too_high, resp
 from natsd.store.base import ConsumerState, MsgNotFound, StoreEOF, StoreError
@@ -650,7 +651,11 @@ class Consumer:
             body["reset_seq"] = rs
         except ApiError as err:
             body = error_envelope("consumer_reset_response", err)
-        self.ports.publish(reply, "", None, dumps(body))
+            rhdr = None
+        else:
+            # A sourcing stream's reset asks for the stream's identity (level 5): never refused.
+            rhdr = identity_header(stream_identity(self.stream)) if requested_identity(hdr) is not None else None
+        self.ports.publish(reply, "", rhdr, dumps(body))
 
     # ------------------------------------------------------------------------------------------
     # Lifecycle.
