@@ -100,6 +100,9 @@ class JetStreamOptions:
     batch_max_inflight_per_stream: int = 0
     batch_max_inflight_total: int = 0
     batch_timeout_ns: int = 0
+    # limits { default_max_consumers }: consumers per stream whose max_consumers is unset
+    # (nats-server 2.15: 1000; -1 = unlimited).
+    default_max_consumers: int = 1000
 
 
 @dataclass(slots=True)
@@ -750,8 +753,9 @@ _BATCH_LIMITS = {"max_msgs": "batch_max_msgs", "max_inflight_per_stream": "batch
 
 
 def _jetstream_limits(ctx: _Ctx, js: JetStreamOptions, m: ConfigMap, key: str) -> None:
-    """``jetstream { limits { ... } }``: the ``batch`` block is honoured (atomic and fast batch
-    publish); the reference's other limits are not implemented (a notice each)."""
+    """``jetstream { limits { ... } }``: the ``batch`` block (atomic and fast batch publish) and
+    ``default_max_consumers`` are honoured; the reference's other limits are not implemented (a
+    notice each)."""
     lim = ctx.map_(m, key)
     if lim is None:
         return
@@ -772,6 +776,10 @@ def _jetstream_limits(ctx: _Ctx, js: JetStreamOptions, m: ConfigMap, key: str) -
                         js.batch_timeout_ns = d
                 else:
                     ctx.unknown(b, bk)
+        elif kl == "default_max_consumers":
+            n = ctx.int_(lim, k)
+            if n is not None:
+                js.default_max_consumers = n if n != 0 else 1000
         elif kl in ("max_ack_pending", "max_ha_assets", "max_request_batch", "duplicate_window"):
             ctx.unsupported(lim, k)
         else:

@@ -419,6 +419,8 @@ class JetStreamEngine:
         self.sync_always = js.sync_always
         self.batch_limits = batch_limits_for(js)
         self.domain = js.domain
+        # Consumers per stream when its max_consumers is unset (-1: unlimited), as 2.15.
+        self.default_max_consumers = js.default_max_consumers
         self.server_id = server_id
         self.server_name = server_name or server_id
         self.accounts: dict[str, JsAccount] = {}

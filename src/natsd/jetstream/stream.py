@@ -501,6 +501,8 @@ class Stream:
             # internal (direct: mirror / source) consumers do not count, as the reference's
             # numLimitableConsumers
             mc = self.config.max_consumers
+            if mc <= 0:
+                mc = self.account.engine.default_max_consumers
             if mc > 0 and sum(1 for c in self.consumers.values() if not _is_direct(c)) >= mc:
                 raise ApiErrors.MAXIMUM_CONSUMERS_LIMIT()
             lim = self.account.limits
