@@ -73,6 +73,9 @@ ROUTES: tuple[Route, ...] = (
 )
 
 
+_META_PREFIXES = ("$JS.API.SERVER.", "$JS.API.META.", "$JS.API.ACCOUNT.STREAM.", "$JS.API.ACCOUNT.PURGE.")
+
+
 def _not_enabled(req: ApiRequest) -> dict:
     raise ApiErrors.NOT_ENABLED_FOR_ACCOUNT()
 
@@ -82,9 +85,13 @@ class JetStreamApi:
 
     def __init__(self, routes: tuple[Route, ...] = ROUTES) -> None:
         self.routes = routes
-        # For accounts without JetStream: every known subject answers 503/10039.
-        self._not_enabled_routes = tuple(Route(r.pattern, r.response_type, _not_enabled)
-                                         for r in routes if r.when_disabled)
+        # For accounts without JetStream, as a standalone nats-server 2.15.1 answers them: the
+        # stream/consumer cluster-only requests 503/10010 (clustering required) all the same, the
+        # meta ones (server remove/evacuate, meta rescue/stepdown, account purge and stream moves)
+        # nothing, and every other known subject 503/10039.
+        self._not_enabled_routes = tuple(
+            Route(r.pattern, r.response_type, r.handler if r.handler is streams.cluster_only else _not_enabled)
+            for r in routes if r.when_disabled and not r.pattern.startswith(_META_PREFIXES))
 
     def install(self, js_account: "JsAccount") -> list["Subscription"]:
         """Subscribe the API subjects of ``js_account``. Returns the subscriptions."""
