@@ -22,6 +22,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
+from natsd.config import feature_flags
 from natsd.jetstream import consumer_registry, domain
 from natsd.jetstream.consumer import ConsumerHub
 from natsd.jetstream.errors import ApiError, ApiErrors
@@ -421,6 +422,8 @@ class JetStreamEngine:
         self.domain = js.domain
         # Consumers per stream when its max_consumers is unset (-1: unlimited), as 2.15.
         self.default_max_consumers = js.default_max_consumers
+        # feature_flags { js_ack_fc_v2 }: consumers send v2 ack / flow-control subjects.
+        self.ack_v2 = feature_flags.enabled(options.feature_flags, feature_flags.JS_ACK_FC_V2)
         self.server_id = server_id
         self.server_name = server_name or server_id
         self.accounts: dict[str, JsAccount] = {}

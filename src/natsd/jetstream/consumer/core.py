@@ -54,7 +54,7 @@ from natsd.jetstream.consumer.push import Push
 from natsd.jetstream.consumer.tracking import Tracking
 from natsd.jetstream.consumer_config import DELETE_WAIT_DEFAULT, MS, ConsumerConfig
 from natsd.jetstream.errors import ApiError, ApiErrors
-from natsd.jetstream.identity import identity_header, requested_identity, stream_identity
+from natsd.jetstream.identity import go_hash, identity_header, requested_identity, stream_identity
 from natsd.jetstream.requests import CONSUMER_RESET_REQUEST
 from natsd.jetstream.wire import dumps, error_envelope, required_level_too_high, resp
 from natsd.store.base import ConsumerState, MsgNotFound, StoreEOF, StoreError
@@ -99,7 +99,7 @@ class Consumer:
         self._npc_dirty = False     # a removal ahead of sseq: recount before use
         self.ldt = 0   # last delivery wall ns
         self.lat = 0   # last ack wall ns
-        self._ack_fmt, self._ack_fmt1 = ack_templates(self.stream_name, name)
+        self._ack_fmt, self._ack_fmt1 = ack_templates(self.stream_name, name, self.v2_token())
         self._set_filters()
 
         self.writer = StateWriter(self)
@@ -213,6 +213,14 @@ class Consumer:
                 t.sseq = since
                 t.asflr = t.dlv_sseq = since - 1
                 self._recalc_pending()
+
+    def v2_token(self) -> str:
+        """``"<domain or _>.<account hash>."`` when v2 ack / flow-control subjects are on
+        (feature flag ``js_ack_fc_v2``, as nats-server builds them), else ``""``."""
+        eng = self.stream.account.engine
+        if eng is None or not eng.ack_v2:  # (None: the unit tests' account without an engine)
+            return ""
+        return f"{eng.domain or '_'}.{go_hash(self.stream.account.name)}."
 
     def clamp_to_stream(self) -> None:
         """After recovery: messages below the stream's first sequence are gone (purged or
