@@ -67,6 +67,15 @@ def system_memory() -> int:
         return 0
 
 
+def disk_free(path: str) -> int | None:
+    """Bytes available to unprivileged users at ``path`` (None when it cannot be determined)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
 def disk_available(path: str) -> int:
     """75% of the space available to unprivileged users at ``path`` (created if missing), as
     nats-server's diskAvailable; 1 TB when it cannot be determined."""
@@ -407,7 +416,9 @@ class JetStreamEngine:
         else:
             sm = system_memory()
             self.max_memory = sm // 4 * 3 if sm > 0 else MAX_MEM_DEFAULT
-        if js.max_file_store is not None and js.max_file_store >= 0:
+        # The default storage limit is sized from free space (and resized after recovery).
+        self._store_from_disk = not (js.max_file_store is not None and js.max_file_store >= 0)
+        if not self._store_from_disk:
             self.max_store = js.max_file_store
         else:
             self.max_store = disk_available(self.store_dir)
@@ -458,7 +469,23 @@ class JetStreamEngine:
         self.started = True
         for acc in list(self.accounts.values()):
             acc.recover()
+        if self._store_from_disk:
+            self._size_store_limit()
         self._arm_sync()
+
+    def _size_store_limit(self) -> None:
+        """The default storage limit counts the bytes the recovered file streams hold as
+        available, as nats-server 2.15 does: 75% of (free space + stored bytes). Without that a
+        store that once filled a good part of the disk would refuse every publish after a
+        restart (its own bytes are no longer free space)."""
+        free = disk_free(self.store_dir)
+        if free is None:
+            return
+        self.max_store = (free + self.used[1]) // 4 * 3
+        for acc in self.accounts.values():
+            for s in acc.streams.values():
+                if s.config.storage == "file":
+                    s._max_used = self.max_store
 
     def _arm_sync(self) -> None:
         if self.sync_always or self.sync_interval_ns <= 0:
