@@ -11,7 +11,8 @@ import tempfile
 
 import nats
 import pytest
-from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeout
 
 from natsd.config.options import options_from_tree
 from natsd.config.parser import parse

@@ -10,20 +10,24 @@ natsd as its leaf (``domain: EDGE``) pulls from a natsd consumer with ``jetstrea
 
 from __future__ import annotations
 
-import asyncio
 import json
 import tempfile
-from pathlib import Path
 
 import nats
 import pytest
-from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeout
 
 from natsd.config.options import JetStreamOptions, ServerOptions
 from tests.helpers.inproc import running_server
-from tests.helpers.servers import reference_binary, start_server
-from tests.integration.test_leafnodes import leaf_options, linked, propagated, wait_for, hub_config
-from tests.helpers.servers import free_port
+from tests.helpers.servers import free_port, reference_binary, start_server
+from tests.integration.test_leafnodes import (
+    hub_config,
+    leaf_options,
+    linked,
+    propagated,
+    wait_for,
+)
 
 pytestmark = [
     pytest.mark.integration,
@@ -75,7 +79,7 @@ async def _script(url: str) -> list:
             return
         out.append((suffix, _shape(msg)))
 
-    async def pull(suffix: str, body: bytes) -> "nats.aio.msg.Msg":
+    async def pull(suffix: str, body: bytes) -> nats.aio.msg.Msg:
         # Not nc.request: a pulled message shows the stored subject, not the inbox nats-py's
         # request multiplexer keys on.
         inbox = nc.new_inbox()

@@ -9,7 +9,7 @@ The others concern clustering or formats natsd does not emit.
 
 from __future__ import annotations
 
-__all__ = ["DEFAULTS", "JS_ACK_FC_V2", "merged", "enabled"]
+__all__ = ["DEFAULTS", "JS_ACK_FC_V2", "enabled", "merged"]
 
 JS_ACK_FC_V2 = "js_ack_fc_v2"
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.manager import JsAccount
 
-__all__ = ["setup_account", "MAPPED_SUFFIXES"]
+__all__ = ["MAPPED_SUFFIXES", "setup_account"]
 
 # (pattern under "$JS.<domain>.API.", True when the mapped subject keeps the "$JS.API." prefix)
 MAPPED_SUFFIXES: tuple[tuple[str, bool], ...] = (
@@ -39,7 +39,7 @@ MAPPED_SUFFIXES: tuple[tuple[str, bool], ...] = (
 )
 
 
-def setup_account(js_account: "JsAccount") -> None:
+def setup_account(js_account: JsAccount) -> None:
     domain = js_account.engine.domain
     if not domain:
         return

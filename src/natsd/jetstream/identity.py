@@ -14,9 +14,8 @@ has another one. A sourcing (or mirroring) stream sends the identity it saw last
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import hashlib
+from typing import TYPE_CHECKING
 
 from natsd.jetstream.models import rfc3339
 from natsd.protocol.headers import get_header
@@ -24,7 +23,7 @@ from natsd.protocol.headers import get_header
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.stream import Stream
 
-__all__ = ["H_STREAM_IDENTITY", "go_hash", "stream_identity", "requested_identity", "identity_header"]
+__all__ = ["H_STREAM_IDENTITY", "go_hash", "identity_header", "requested_identity", "stream_identity"]
 
 H_STREAM_IDENTITY = "Nats-Stream-Identity"
 
@@ -38,7 +37,7 @@ def go_hash(name: str, size: int = 8) -> str:
     return "".join(_DIGITS[b[i] % 62] for i in range(size))
 
 
-def stream_identity(stream: "Stream") -> str:
+def stream_identity(stream: Stream) -> str:
     return go_hash(rfc3339(stream.created_ns))
 
 
