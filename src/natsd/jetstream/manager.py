@@ -122,7 +122,7 @@ class ApiSurface(Protocol):
     def install(self, js_account: "JsAccount") -> list["Subscription"]:
         """Subscribe the account's API subjects; returns the subscriptions."""
 
-    def answer_not_enabled(self, ports: "Ports", stats: ApiStats) -> list["Subscription"]:
+    def answer_not_enabled(self, ports: "Ports", stats: ApiStats, system: bool = False) -> list["Subscription"]:
         """Answer every API request of an account without JetStream with 503/10039."""
 
     def direct_get_handlers(self, stream: Stream) -> tuple["MsgHandler", "MsgHandler"]:
@@ -452,13 +452,14 @@ class JetStreamEngine:
             acc.recover()
         return acc
 
-    def disable_account_api(self, ports: "Ports") -> list[Any]:
+    def disable_account_api(self, ports: "Ports", system: bool = False) -> list[Any]:
         """For an account *without* JetStream on a JetStream server: answer every ``$JS.API``
         request with 503/10039 "JetStream not enabled for account" (the reference does this
-        through its API import). Returns the subscriptions (unsubscribe to undo)."""
+        through its API import; ``system``: the system account's answers). Returns the
+        subscriptions (unsubscribe to undo)."""
         if self.api is None:
             return []
-        return self.api.answer_not_enabled(ports, ApiStats())
+        return self.api.answer_not_enabled(ports, ApiStats(), system)
 
     def lookup_account(self, name: str) -> JsAccount | None:
         return self.accounts.get(name)

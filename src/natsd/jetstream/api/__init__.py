@@ -16,6 +16,7 @@ from natsd.jetstream.advisories import api_audit
 from natsd.jetstream.api import account, consumers, direct, snapshot, streams, templates
 from natsd.jetstream.api.router import API_SUBSCRIPTIONS, ApiDispatcher, ApiRequest, Route
 from natsd.jetstream.errors import ApiErrors
+from natsd.subjects.tokens import subject_matches
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.manager import ApiStats, JsAccount
@@ -106,11 +107,16 @@ class JetStreamApi:
         subs = [ports.subscribe(p, on_api) for p in API_SUBSCRIPTIONS]
         return subs
 
-    def answer_not_enabled(self, ports: "Ports", stats: "ApiStats") -> list["Subscription"]:
+    def answer_not_enabled(self, ports: "Ports", stats: "ApiStats", system: bool = False) -> list["Subscription"]:
         """For an account *without* JetStream on a JetStream server: answer every ``$JS.API``
         request with 503/10039 "JetStream not enabled for account" (the reference does this
-        through its API import). Returns the subscriptions (unsubscribe to undo)."""
+        through its API import). The system account (``system``) answers as a standalone
+        nats-server 2.15.1 answers there: INFO as elsewhere, the meta requests nothing, and
+        every other subject, known or not, 10039 typed ``system_response``. Returns the
+        subscriptions (unsubscribe to undo)."""
         dispatcher = ApiDispatcher(self._not_enabled_routes)
+        generic = ApiDispatcher((Route("$JS.API.>", "system_response", _not_enabled),))
+        meta = [r.pattern for r in self.routes if r.pattern.startswith(_META_PREFIXES)]
 
         class _Unenabled:  # what ApiDispatcher.dispatch needs from an account
             api_stats = stats
@@ -118,6 +124,10 @@ class JetStreamApi:
         _Unenabled.ports = ports  # type: ignore[attr-defined]
 
         def on_api(subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+            if system and subject != "$JS.API.INFO":
+                if not any(subject_matches(p, subject) for p in meta):
+                    generic.dispatch(_Unenabled, subject, reply, hdr, payload)  # type: ignore[arg-type]
+                return
             dispatcher.dispatch(_Unenabled, subject, reply, hdr, payload)  # type: ignore[arg-type]
 
         return [ports.subscribe(p, on_api) for p in API_SUBSCRIPTIONS]
