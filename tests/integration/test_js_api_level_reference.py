@@ -1,4 +1,4 @@
-"""What natsd advertises is true: nats-server 2.14.0 and JetStream API level 4, and every feature
+"""What natsd advertises is true: nats-server 2.15.1 and JetStream API level 5, and every feature
 clients gate on that version or level works, step by step the same as on nats-server 2.15.1.
 
 Clients switch features on by the INFO ``version`` (nats.js: consumer reset from 2.14.0, priority
@@ -16,6 +16,7 @@ import json
 import nats
 import pytest
 
+from natsd.jetstream.identity import go_hash
 from tests.helpers.servers import reference_binary, start_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.reference,
@@ -121,6 +122,29 @@ async def _script(url: str) -> dict:
             "durable_name": "R", "ack_policy": "explicit"}})
         r = await _req(nc, "$JS.API.CONSUMER.RESET.PG.R", {"seq": 1})
         out["reset"] = (_err(r), r.get("type"))
+
+        # Level 5: stream identity (a hash of the stream's creation time) on sourcing consumers.
+        info = await _req(nc, "$JS.API.STREAM.INFO.PG")
+        ident = go_hash(info["created"])
+        sourcing = {"stream_name": "PG", "config": {
+            "name": "JS_SRC_x", "deliver_subject": "src.deliver", "ack_policy": "none", "max_deliver": 1,
+            "idle_heartbeat": 1_000_000_000, "flow_control": True, "direct": True, "sourcing": True,
+            "inactive_threshold": 10_000_000_000, "deliver_policy": "all"}}
+        lvl5 = {"Nats-Required-Api-Level": "5"}
+        m = await nc.request("$JS.API.CONSUMER.CREATE.PG.JS_SRC_x", json.dumps(sourcing).encode(), timeout=5,
+                             headers={**lvl5, "Nats-Stream-Identity": ident})
+        out["identity_create"] = (_err(json.loads(m.data)), m.headers and m.headers.get("Nats-Stream-Identity") == ident)
+        r = await _req(nc, "$JS.API.CONSUMER.CREATE.PG.JS_SRC_x", sourcing, headers={**lvl5, "Nats-Stream-Identity": "x"})
+        out["identity_mismatch"] = (_err(r), r.get("error", {}).get("description") ==
+                                    f"consumer's stream identity does not match: {ident}")
+        m = await nc.request("$JS.API.CONSUMER.CREATE.PG.PLAIN", json.dumps({"stream_name": "PG", "config": {
+            "durable_name": "PLAIN"}}).encode(), timeout=5, headers={**lvl5, "Nats-Stream-Identity": "x"})
+        out["identity_plain"] = (_err(json.loads(m.data)), m.headers)
+        m = await nc.request("$JS.API.CONSUMER.RESET.PG.R", b'{"seq": 1}', timeout=5,
+                             headers={**lvl5, "Nats-Stream-Identity": "whatever"})
+        out["identity_reset"] = (_err(json.loads(m.data)), m.headers and m.headers.get("Nats-Stream-Identity") == ident)
+        r = await _req(nc, "$JS.API.CONSUMER.RESET.PG.R", {"seq": 1}, headers={"Nats-Required-Api-Level": "6"})
+        out["level_6"] = _err(r)
     finally:
         await nc.close()
     return out
@@ -135,9 +159,10 @@ def test_api_level_features_match_reference(tmp_path):
         finally:
             srv.stop()
     ref, ours = results["reference"], results["natsd"]
-    # What natsd claims (nats-server 2.15.1 claims more: 2.15.1 and level 5).
-    assert ours.pop("version") == "2.14.0" and ours.pop("api_level") == 4
-    assert ref.pop("api_level") >= 4 and ref.pop("version").startswith("2.1")
+    # What natsd claims: what the reference it is compared with claims.
+    assert ours.pop("version") == ref.pop("version") == "2.15.1"
+    assert ours.pop("api_level") == ref.pop("api_level") == 5
+    assert ref["identity_create"] == (None, True) and ref["identity_mismatch"] == ((400, 10225), True)
     # Sanity: the script exercised working features on the reference.
     assert ref["counter"] == ("5", "3") and ref["atomic"][2] == 3 and ref["schedule_fired"] == "sch.t1"
     assert ours == ref

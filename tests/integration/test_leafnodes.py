@@ -596,10 +596,9 @@ def patch_js_api_level(monkeypatch, level: int) -> None:
 
 @pytest.mark.timeout(300)
 async def test_hub_durable_sourcing_survives_aborted_link_cuts(tmp_path, monkeypatch):
-    """With natsd at API level 4 (patched here until natsd advertises it), a 2.15.1 hub's
+    """With natsd at API level 5 (stream identity, as the hub), a 2.15.1 hub's
     sourcing consumer on the edge's work-queue stream is a durable acked by flow control, and
     three aborted links while publishing lose and duplicate nothing."""
-    patch_js_api_level(monkeypatch, 4)
     await _move_across_cuts(tmp_path, 20_000, graceful=False, check_durable=True)
 
 
@@ -871,12 +870,11 @@ async def test_natsd_hub_sources_natsd_edge_work_queue(tmp_path):
 
 @pytest.mark.timeout(120)
 async def test_hub_mirrors_and_sources_edge_limits_stream_at_level_4(tmp_path, monkeypatch):
-    """With natsd at API level 4 (patched), a 2.15.1 hub's mirror and source of an edge *limits*
+    """With natsd at API level 5 (unpatched), a 2.15.1 hub's mirror and source of an edge *limits*
     stream get ephemeral consumers with a random suffix on their stable names (no upgrade), and
     both copies fill."""
     from nats.js.api import ExternalStream, StreamConfig, StreamSource
 
-    patch_js_api_level(monkeypatch, 4)
     lp = free_port()
     hub = start_server("reference", tmp_path, config=hub_config(tmp_path, lp, domain="HUB"), jetstream=False)
     try:
@@ -903,6 +901,45 @@ async def test_hub_mirrors_and_sources_edge_limits_stream_at_level_4(tmp_path, m
                 assert len(names) == 2, names
                 assert names[0].startswith("JS_MIRROR_") and names[1].startswith("JS_SRC_")
                 assert all(len(n.rsplit("-", 1)[1]) == 8 for n in names), names
+            finally:
+                await edge_nc.close()
+                await hub_nc.close()
+    finally:
+        hub.stop()
+
+
+@pytest.mark.timeout(150)
+async def test_hub_source_notices_a_recreated_edge_stream_by_its_identity(tmp_path):
+    """API level 5: a 2.15.1 hub sourcing an edge stream sends the identity it saw
+    (``Nats-Stream-Identity``); when the edge stream is deleted and created again, natsd refuses
+    the hub's next consumer create with 10225, and the hub starts over on the new stream (at
+    level 4 it asked for the old next sequence and missed the new stream's first messages)."""
+    from nats.js.api import ExternalStream, StreamConfig, StreamSource
+
+    lp = free_port()
+    hub = start_server("reference", tmp_path, config=hub_config(tmp_path, lp, domain="HUB"), jetstream=False)
+    try:
+        async with running_server(options=leaf_options(lp, tmp_path)) as edge:
+            await wait_for(lambda: linked(edge), what="leaf link")
+            edge_nc = await nats.connect(edge.client_url)
+            hub_nc = await nats.connect(hub.url)
+            try:
+                edge_js = edge_nc.jetstream()
+                hub_js = hub_nc.jetstream()
+                await edge_js.add_stream(name="ER", subjects=["er.>"])
+                for i in range(10):
+                    await edge_js.publish("er.x", b"old%d" % i)
+                await propagated(hub_nc, "$JS.EDGE.API.INFO")
+                ext = ExternalStream(api="$JS.EDGE.API")
+                await hub_js.add_stream(StreamConfig(name="HS", sources=[StreamSource(name="ER", external=ext)]))
+                await wait_for(lambda: _count(hub_js, "HS", 10), timeout=30, what="source filled")
+                await edge_js.delete_stream("ER")
+                await edge_js.add_stream(name="ER", subjects=["er.>"])
+                for i in range(5):
+                    await edge_js.publish("er.x", b"new%d" % i)
+                await wait_for(lambda: _count(hub_js, "HS", 15), timeout=90, what="the recreated stream sourced")
+                last = await hub_js.get_last_msg("HS", "er.x")
+                assert last.data == b"new4"
             finally:
                 await edge_nc.close()
                 await hub_nc.close()

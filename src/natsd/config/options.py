@@ -102,6 +102,9 @@ class JetStreamOptions:
     batch_max_inflight_per_stream: int = 0
     batch_max_inflight_total: int = 0
     batch_timeout_ns: int = 0
+    # limits { default_max_consumers }: consumers per stream whose max_consumers is unset
+    # (nats-server 2.15: 1000; -1 = unlimited).
+    default_max_consumers: int = 1000
 
 
 @dataclass(slots=True)
@@ -138,6 +141,8 @@ class ServerOptions:
     no_auth_user: str = ""
     accounts: list[AccountOptions] = field(default_factory=list)
     system_account: str = ""
+    # feature_flags { name: bool } as configured (natsd.config.feature_flags).
+    feature_flags: dict[str, bool] = field(default_factory=dict)
     # Users that authenticate with an nkey signature (``users: [{nkey: U...}]``), as nats-server's
     # Options.Nkeys; and decentralized auth (operator, trusted keys, resolver), see config/trust.py.
     nkeys: list[UserOptions] = field(default_factory=list)
@@ -316,7 +321,7 @@ max_sub_tokens max_subscription_tokens ocsp allow_non_tls write_timeout operator
 root root_operators root_operator resolver account_resolver accounts_resolver resolver_tls
 resolver_preload resolver_pinned_accounts no_system_account no_system no_sys_acc
 no_header_support trusted trusted_keys connect_error_reports reconnect_error_reports
-server_tags server_metadata feature_flags default_js_domain ocsp_cache
+server_tags server_metadata default_js_domain ocsp_cache
 no_fast_producer_stall max_closed_clients proxies
 """.split())
 
@@ -754,8 +759,9 @@ _BATCH_LIMITS = {"max_msgs": "batch_max_msgs", "max_inflight_per_stream": "batch
 
 
 def _jetstream_limits(ctx: _Ctx, js: JetStreamOptions, m: ConfigMap, key: str) -> None:
-    """``jetstream { limits { ... } }``: the ``batch`` block is honoured (atomic and fast batch
-    publish); the reference's other limits are not implemented (a notice each)."""
+    """``jetstream { limits { ... } }``: the ``batch`` block (atomic and fast batch publish) and
+    ``default_max_consumers`` are honoured; the reference's other limits are not implemented (a
+    notice each)."""
     lim = ctx.map_(m, key)
     if lim is None:
         return
@@ -776,10 +782,28 @@ def _jetstream_limits(ctx: _Ctx, js: JetStreamOptions, m: ConfigMap, key: str) -
                         js.batch_timeout_ns = d
                 else:
                     ctx.unknown(b, bk)
+        elif kl == "default_max_consumers":
+            n = ctx.int_(lim, k)
+            if n is not None:
+                js.default_max_consumers = n if n != 0 else 1000
         elif kl in ("max_ack_pending", "max_ha_assets", "max_request_batch", "duplicate_window"):
             ctx.unsupported(lim, k)
         else:
             ctx.unknown(lim, k)
+
+
+def _feature_flags(ctx: _Ctx, o: ServerOptions, m: ConfigMap, key: str) -> None:
+    """``feature_flags { name: bool }``: every value a boolean (nats-server's error text)."""
+    flags = m[key]
+    if not isinstance(flags, ConfigMap):
+        ctx.error(m.pos(key), f"error parsing feature flags: unsupported type {_type_name(flags)}")
+        return
+    for name in flags:
+        v = flags[name]
+        if not isinstance(v, bool):
+            ctx.error(flags.pos(name), f"error parsing feature flag {_json.dumps(name)}: expected bool, got {_type_name(v)}")
+            continue
+        o.feature_flags[name] = v
 
 
 def _host_port(ctx: _Ctx, m: ConfigMap, key: str) -> tuple[str, int] | None:
@@ -837,6 +861,8 @@ def options_from_tree(tree: ConfigMap, options: ServerOptions | None = None, *,
             o.jetstream.store_dir = ctx.str_(tree, k) or ""
         elif kl == "jetstream":
             _jetstream(ctx, o, tree, k, top_store_dir)
+        elif kl == "feature_flags":
+            _feature_flags(ctx, o, tree, k)
         elif kl in _UNSUPPORTED_TOP:
             ctx.unsupported(tree, k)
         else:

@@ -22,6 +22,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
+from natsd.config import feature_flags
 from natsd.gotime import format_duration
 from natsd.jetstream import consumer_registry
 from natsd.jetstream import domain_mappings
@@ -67,6 +68,15 @@ def system_memory() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return 0
+
+
+def disk_free(path: str) -> int | None:
+    """Bytes available to unprivileged users at ``path`` (None when it cannot be determined)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
 
 
 def disk_available(path: str) -> int:
@@ -115,7 +125,7 @@ class ApiSurface(Protocol):
     def install(self, js_account: "JsAccount") -> list["Subscription"]:
         """Subscribe the account's API subjects; returns the subscriptions."""
 
-    def answer_not_enabled(self, ports: "Ports", stats: ApiStats) -> list["Subscription"]:
+    def answer_not_enabled(self, ports: "Ports", stats: ApiStats, system: bool = False) -> list["Subscription"]:
         """Answer every API request of an account without JetStream with 503/10039."""
 
     def direct_get_handlers(self, stream: "StreamView") -> tuple["MsgHandler", "MsgHandler"]:
@@ -417,7 +427,9 @@ class JetStreamEngine:
         else:
             sm = system_memory()
             self.max_memory = sm // 4 * 3 if sm > 0 else MAX_MEM_DEFAULT
-        if js.max_file_store is not None and js.max_file_store >= 0:
+        # The default storage limit is sized from free space (and resized after recovery).
+        self._store_from_disk = not (js.max_file_store is not None and js.max_file_store >= 0)
+        if not self._store_from_disk:
             self.max_store = js.max_file_store
         else:
             self.max_store = disk_available(self.store_dir)
@@ -430,6 +442,10 @@ class JetStreamEngine:
         self.sync_always = js.sync_always
         self.batch_limits = batch_limits_for(js)
         self.domain = js.domain
+        # Consumers per stream when its max_consumers is unset (-1: unlimited), as 2.15.
+        self.default_max_consumers = js.default_max_consumers
+        # feature_flags { js_ack_fc_v2 }: consumers send v2 ack / flow-control subjects.
+        self.ack_v2 = feature_flags.enabled(options.feature_flags, feature_flags.JS_ACK_FC_V2)
         self.server_id = server_id
         self.server_name = server_name or server_id
         self.accounts: dict[str, JsAccount] = {}
@@ -447,13 +463,14 @@ class JetStreamEngine:
             acc.recover()
         return acc
 
-    def disable_account_api(self, ports: "Ports") -> list[Any]:
+    def disable_account_api(self, ports: "Ports", system: bool = False) -> list[Any]:
         """For an account *without* JetStream on a JetStream server: answer every ``$JS.API``
         request with 503/10039 "JetStream not enabled for account" (the reference does this
-        through its API import). Returns the subscriptions (unsubscribe to undo)."""
+        through its API import; ``system``: the system account's answers). Returns the
+        subscriptions (unsubscribe to undo)."""
         if self.api is None:
             return []
-        return self.api.answer_not_enabled(ports, ApiStats())
+        return self.api.answer_not_enabled(ports, ApiStats(), system)
 
     def lookup_account(self, name: str) -> JsAccount | None:
         return self.accounts.get(name)
@@ -464,7 +481,23 @@ class JetStreamEngine:
         self.started = True
         for acc in list(self.accounts.values()):
             acc.recover()
+        if self._store_from_disk:
+            self._size_store_limit()
         self._arm_sync()
+
+    def _size_store_limit(self) -> None:
+        """The default storage limit counts the bytes the recovered file streams hold as
+        available, as nats-server 2.15 does: 75% of (free space + stored bytes). Without that a
+        store that once filled a good part of the disk would refuse every publish after a
+        restart (its own bytes are no longer free space)."""
+        free = disk_free(self.store_dir)
+        if free is None:
+            return
+        self.max_store = (free + self.used[1]) // 4 * 3
+        for acc in self.accounts.values():
+            for s in acc.streams.values():
+                if s.config.storage == "file":
+                    s._max_used = self.max_store
 
     def _arm_sync(self) -> None:
         if self.sync_always or self.sync_interval_ns <= 0:

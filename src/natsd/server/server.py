@@ -199,7 +199,7 @@ class Server:
                 engine.accounts.pop(acc.name, None)
                 acc.jetstream = None
                 assert acc.ports is not None  # enabled JetStream always has its ports
-                acc.js_disabled_subs = engine.disable_account_api(acc.ports) or []
+                acc.js_disabled_subs = engine.disable_account_api(acc.ports, acc.name == self._system_account_name()) or []
             return
         if acc.jetstream is not None:
             js = acc.jetstream
@@ -304,6 +304,9 @@ class Server:
         for name in trust.preloaded():
             self.get_account(name)
         trust.start_system_services()
+    def _system_account_name(self) -> str:
+        return self.options.system_account or (self.trust.system_account if self.trust is not None else "")
+
     def _start_system_requests(self) -> None:
         """With a system account, answer ``$SYS.REQ.SERVER.PING[.*]`` (see :mod:`natsd.server.monitoring.sysreq`)."""
         name = self.options.system_account or (self.trust.system_account if self.trust is not None else "")
@@ -404,7 +407,7 @@ class Server:
             for acc in list(self.accounts.values()):
                 if acc.jetstream is None:
                     acc.ports = ServerPorts(acc)
-                    acc.js_disabled_subs = engine.disable_account_api(acc.ports) or []
+                    acc.js_disabled_subs = engine.disable_account_api(acc.ports, acc.name == self._system_account_name()) or []
             engine.start()
             log_recovery_summary(engine, self.clock.monotonic_ns() - t0)
         except OSError:

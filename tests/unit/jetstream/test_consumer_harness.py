@@ -88,6 +88,7 @@ class FakeStream:
         self.clock = account.clock
         self.consumers: dict[str, Any] = {}
         self.lseq = 0
+        self.created_ns = account.clock.time_ns()  # the stream identity (natsd.jetstream.identity)
 
     def add_consumer(self, c: Any) -> None:
         mc = self.config.max_consumers

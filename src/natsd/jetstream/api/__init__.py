@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 
 from natsd.jetstream.advisories import api_audit
 from natsd.jetstream.api import account, consumers, direct, snapshot, streams, templates
-from natsd.jetstream.api.router import API_SUBSCRIPTIONS, JS_API_PREFIX, ApiDispatcher, ApiRequest, Route
+from natsd.jetstream.api.router import API_SUBSCRIPTIONS, ApiDispatcher, ApiRequest, Route
 from natsd.jetstream.errors import ApiErrors
+from natsd.subjects.tokens import subject_matches
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.manager import ApiStats, JsAccount
@@ -52,7 +53,8 @@ ROUTES: tuple[Route, ...] = (
     Route("$JS.API.CONSUMER.UNPIN.*.*", "consumer_unpin_response", consumers.unpin),
     # Answered by each consumer's own subscription (no responders for a missing consumer).
     Route("$JS.API.CONSUMER.RESET.*.*", "consumer_reset_response", None),
-    Route("$JS.API.CONSUMER.LEADER.STEPDOWN.*.*", "consumer_leader_stepdown_response", None),
+    # nats-server 2.15 answers it on a standalone server with 10010 (it had no reply before).
+    Route("$JS.API.CONSUMER.LEADER.STEPDOWN.*.*", "consumer_leader_stepdown_response", streams.cluster_only),
     # The meta leader's requests are answered only in the system account of a cluster (an
     # account purge in a standalone server's system account too): silence here, as nats-server
     # gives a standalone server's accounts.
@@ -72,6 +74,9 @@ ROUTES: tuple[Route, ...] = (
 )
 
 
+_META_PREFIXES = ("$JS.API.SERVER.", "$JS.API.META.", "$JS.API.ACCOUNT.STREAM.", "$JS.API.ACCOUNT.PURGE.")
+
+
 def _not_enabled(req: ApiRequest) -> dict:
     raise ApiErrors.NOT_ENABLED_FOR_ACCOUNT()
 
@@ -81,13 +86,16 @@ class JetStreamApi:
 
     def __init__(self, routes: tuple[Route, ...] = ROUTES) -> None:
         self.routes = routes
-        # For accounts without JetStream: every known subject answers 503/10039.
-        self._not_enabled_routes = tuple(Route(r.pattern, r.response_type, _not_enabled)
-                                         for r in routes if r.when_disabled)
+        # For accounts without JetStream, as a standalone nats-server 2.15.1 answers them: the
+        # stream/consumer cluster-only requests 503/10010 (clustering required) all the same, the
+        # meta ones (server remove/evacuate, meta rescue/stepdown, account purge and stream moves)
+        # nothing, and every other known subject 503/10039.
+        self._not_enabled_routes = tuple(
+            Route(r.pattern, r.response_type, r.handler if r.handler is streams.cluster_only else _not_enabled)
+            for r in routes if r.when_disabled and not r.pattern.startswith(_META_PREFIXES))
 
     def install(self, js_account: "JsAccount") -> list["Subscription"]:
-        """Subscribe the API subjects of ``js_account`` (and ``$JS.<domain>.API.``, the same API
-        under the server's JetStream domain). Returns the subscriptions."""
+        """Subscribe the API subjects of ``js_account``. Returns the subscriptions."""
         dispatcher = ApiDispatcher(self.routes, lambda req, data: api_audit(js_account, req, data))
         dispatch = dispatcher.dispatch
         ports = js_account.ports
@@ -95,23 +103,20 @@ class JetStreamApi:
         def on_api(subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
             dispatch(js_account, subject, reply, hdr, payload)
 
+        # The $JS.<domain>.API. prefix is a subject mapping onto these (natsd.jetstream.domain_mappings).
         subs = [ports.subscribe(p, on_api) for p in API_SUBSCRIPTIONS]
-        domain = js_account.engine.domain
-        if domain:
-            def on_domain_api(subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
-                # "$JS.<domain>.API.X" -> "$JS.API.X"
-                rest = subject.split(".", 3)[3] if subject.count(".") >= 3 else ""
-                dispatch(js_account, JS_API_PREFIX + rest, reply, hdr, payload)
-
-            prefix = f"$JS.{domain}.API."
-            subs.extend(ports.subscribe(prefix + p[len(JS_API_PREFIX):], on_domain_api) for p in API_SUBSCRIPTIONS)
         return subs
 
-    def answer_not_enabled(self, ports: "Ports", stats: "ApiStats") -> list["Subscription"]:
+    def answer_not_enabled(self, ports: "Ports", stats: "ApiStats", system: bool = False) -> list["Subscription"]:
         """For an account *without* JetStream on a JetStream server: answer every ``$JS.API``
         request with 503/10039 "JetStream not enabled for account" (the reference does this
-        through its API import). Returns the subscriptions (unsubscribe to undo)."""
+        through its API import). The system account (``system``) answers as a standalone
+        nats-server 2.15.1 answers there: INFO as elsewhere, the meta requests nothing, and
+        every other subject, known or not, 10039 typed ``system_response``. Returns the
+        subscriptions (unsubscribe to undo)."""
         dispatcher = ApiDispatcher(self._not_enabled_routes)
+        generic = ApiDispatcher((Route("$JS.API.>", "system_response", _not_enabled),))
+        meta = [r.pattern for r in self.routes if r.pattern.startswith(_META_PREFIXES)]
 
         class _Unenabled:  # what ApiDispatcher.dispatch needs from an account
             api_stats = stats
@@ -119,6 +124,10 @@ class JetStreamApi:
         _Unenabled.ports = ports  # type: ignore[attr-defined]
 
         def on_api(subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+            if system and subject != "$JS.API.INFO":
+                if not any(subject_matches(p, subject) for p in meta):
+                    generic.dispatch(_Unenabled, subject, reply, hdr, payload)  # type: ignore[arg-type]
+                return
             dispatcher.dispatch(_Unenabled, subject, reply, hdr, payload)  # type: ignore[arg-type]
 
         return [ports.subscribe(p, on_api) for p in API_SUBSCRIPTIONS]

@@ -16,11 +16,12 @@ from typing import Any
 from natsd.gotime import GO_ZERO_NS, GO_ZERO_TIME, format_rfc3339, parse_rfc3339
 from natsd.jetstream import consumer_registry, gojson
 from natsd.jetstream.config import requests as R
-from natsd.jetstream.api.router import ApiRequest
+from natsd.jetstream.api.router import ApiRequest, WithHeader
 from natsd.jetstream.consumer import Consumer
 from natsd.jetstream.consumer import priority
 from natsd.jetstream.config.consumer_config import GROUP_NAME_RE, ConsumerConfig
 from natsd.jetstream.errors import ApiErrors
+from natsd.jetstream.identity import identity_header, requested_identity, stream_identity
 from natsd.jetstream.wire import resp
 
 __all__ = ["create", "info", "delete", "names", "list_", "pause", "unpin", "NAMES_LIMIT", "LIST_LIMIT"]
@@ -84,9 +85,17 @@ def create(req: ApiRequest) -> dict:
         raise ApiErrors.STREAM_REPLICAS_NOT_SUPPORTED()
 
     stream = req.account.lookup_stream(stream_name)
+    ident = ""
+    if cfg.direct or cfg.sourcing:
+        # API level 5: a sourcing stream detects that this stream was recreated (identity.py).
+        ident = stream_identity(stream)
+        asked = requested_identity(req.hdr)
+        if asked and asked != ident:
+            raise ApiErrors.CONSUMER_STREAM_IDENTITY_MISMATCH(msg=ident)
     consumer_registry.upgrade_sourcing(stream, cfg)
     o = consumer_registry.create(stream, cfg, action, pedantic)
-    return resp("consumer_create_response", o.info())
+    body = resp("consumer_create_response", o.info())
+    return WithHeader(body, identity_header(ident)) if ident else body
 
 
 # ---------------------------------------------------------------------------------------------

@@ -53,7 +53,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.manager import JsAccount
 
 __all__ = ["ApiRequest", "ApiDispatcher", "Route", "Handler", "Offload", "SlowRequest", "JS_API_PREFIX",
-           "API_SUBSCRIPTIONS", "MAX_PENDING_REQUESTS", "run_inline"]
+           "API_SUBSCRIPTIONS", "MAX_PENDING_REQUESTS", "run_inline", "WithHeader"]
 
 log = logging.getLogger("natsd.jetstream.api")
 
@@ -198,6 +198,15 @@ def _resume_gc() -> None:
         gc.enable()
 
 
+class WithHeader(dict):
+    """A reply that also carries a header block (``Nats-Stream-Identity`` of a sourcing consumer
+    create, nats-server's sendAPIHdrResponse)."""
+
+    def __init__(self, body: dict, hdr: bytes) -> None:
+        super().__init__(body)
+        self.hdr = hdr
+
+
 class ApiDispatcher:
     """The routes of one account, matched through a :class:`~natsd.subjects.sublist.Sublist`.
 
@@ -265,7 +274,7 @@ class ApiDispatcher:
             return None
         data = dumps(result)
         if req.reply:
-            account.ports.publish(req.reply, "", None, data)
+            account.ports.publish(req.reply, "", result.hdr if isinstance(result, WithHeader) else None, data)
         if self.on_response is not None:
             self.on_response(req, data)
         return data

@@ -91,6 +91,7 @@ def _create_steps(req: ApiRequest) -> SlowRequest:
         if existing.config.comparable() == ccfg.comparable():
             info, _, _, _ = existing.info()
             info.pop("cluster", None)
+            info.pop("domain", None)  # nats-server's create response names no domain (update does)
             return resp("stream_create_response", {**info, "did_create": True})
         raise ApiErrors.STREAM_NAME_EXIST()
     acct.check_new_stream_limits(ccfg)
@@ -106,6 +107,7 @@ def _create_steps(req: ApiRequest) -> SlowRequest:
                        lambda: stream_action(acct, stream.name, "create"))
     info, _, _, _ = stream.info()
     info.pop("cluster", None)
+    info.pop("domain", None)
     return resp("stream_create_response", {**info, "did_create": True})
 
 

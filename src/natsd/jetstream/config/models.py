@@ -44,9 +44,9 @@ SECOND = 1_000_000_000
 
 #: The $JS.API level we implement, that of nats-server 2.14 (the version natsd advertises): 1 per-message
 #: TTL and delete markers, 2 counters, atomic batch, schedules and async persist, 3 snapshot
-#: ``window_size``, 4 fast batch publish and ``ack_policy: flow_control`` consumers. Level 5 (2.15:
-#: source stream identity) is not claimed (the 2.15.1 reference says 5).
-JS_API_LEVEL = 4
+#: ``window_size``, 4 fast batch publish and ``ack_policy: flow_control`` consumers, 5 (2.15) the
+#: stream identity of sourcing consumers (``natsd.jetstream.identity``).
+JS_API_LEVEL = 5
 
 JS_MAX_NAME_LEN = 255
 JS_MAX_DESCRIPTION_LEN = 4 * 1024

@@ -192,7 +192,7 @@ def check_stream_config(config: StreamConfig, pedantic: bool = False,
         for subj in cfg.subjects:
             if dest and subjects_collide(dest, subj):
                 raise _invalid("stream configuration for republish destination forms a cycle")
-        if not dest or not is_valid_subject(dest) or not is_valid_subject(rp["src"]):
+        if not dest or not is_valid_subject(rp["src"]) or mapping_problem(rp["src"], dest):
             raise _invalid(f"stream configuration for republish with transform from '{rp['src']}' to '{dest}' not valid")
         cfg.republish = rp
 
@@ -284,6 +284,11 @@ def mapping_problem(src: str, dest: str) -> str:
     if not dest:
         return ""  # an empty destination leaves subjects unchanged (accepted by the reference)
     if not is_valid_subject(dest):
+        return "invalid subject"
+    # As nats-server's NewSubjectTransform: a trailing ">" on one side needs one on the other,
+    # and the destination has no "*" ("rp.x" is no mapping of ">": 10052 for a republish).
+    dtoks = dest.split(".")
+    if src.endswith(">") != (dtoks[-1] == ">") or "*" in dtoks:
         return "invalid subject"
     nwild = sum(1 for t in src.split(".") if t == "*")
     for t in dest.split("."):

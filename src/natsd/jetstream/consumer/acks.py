@@ -53,12 +53,13 @@ ACK_WAIT_DELAY = 1 * MS
 UNACKED_LIMITS_REASON = "Unacknowledged message was deleted"
 
 
-def ack_templates(stream: str, consumer: str) -> tuple[str, bytes]:
-    """The consumer's v1 ack subject as %-templates: ``(any delivery count, str)`` taking
+def ack_templates(stream: str, consumer: str, v2: str = "") -> tuple[str, bytes]:
+    """The consumer's ack subject as %-templates: ``(any delivery count, str)`` taking
     ``(dc, sseq, dseq, ts, pending)`` and ``(delivery count 1, bytes)`` taking ``(sseq, dseq,
     ts, pending)`` (for the pull fast path, which formats wire bytes directly;
-    %-formatting with a per-consumer template is the cheapest way to build them)."""
-    prefix = (ACK_PREFIX + stream + "." + consumer + ".").replace("%", "%%")
+    %-formatting with a per-consumer template is the cheapest way to build them). ``v2``:
+    ``"<domain>.<account hash>."`` for the v2 form (feature flag ``js_ack_fc_v2``), else v1."""
+    prefix = (ACK_PREFIX + v2 + stream + "." + consumer + ".").replace("%", "%%")
     return prefix + "%d.%d.%d.%d.%d", (prefix + "1.%d.%d.%d.%d").encode()
 
 

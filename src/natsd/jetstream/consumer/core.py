@@ -58,6 +58,7 @@ from natsd.jetstream.consumer.deadletter import DeadLetters, attach as attach_de
 from natsd.jetstream.features.metadata import partition_spec
 from natsd.jetstream.consumer.partition import Partitions, attach as attach_partitions
 from natsd.jetstream.config.requests import CONSUMER_RESET_REQUEST
+from natsd.jetstream.identity import go_hash, identity_header, requested_identity, stream_identity
 from natsd.jetstream.wire import dumps, error_envelope, required_level_too_high, resp
 from natsd.store.base import ConsumerState, MsgNotFound, StoreEOF, StoreError
 from natsd.subjects.tokens import subject_matches
@@ -104,7 +105,7 @@ class Consumer:
         self._npc_dirty = False     # a removal ahead of sseq: recount before use
         self.ldt = 0   # last delivery wall ns
         self.lat = 0   # last ack wall ns
-        self.ack_fmt, self.ack_fmt1 = ack_templates(self.stream_name, name)
+        self.ack_fmt, self.ack_fmt1 = ack_templates(self.stream_name, name, self.v2_token())
         self._set_filters()
 
         self.writer = StateWriter(self)
@@ -223,6 +224,14 @@ class Consumer:
                 t.sseq = since
                 t.asflr = t.dlv_sseq = since - 1
                 self.recalc_pending()
+
+    def v2_token(self) -> str:
+        """``"<domain or _>.<account hash>."`` when v2 ack / flow-control subjects are on
+        (feature flag ``js_ack_fc_v2``, as nats-server builds them), else ``""``."""
+        eng = self.stream.account.engine
+        if eng is None or not eng.ack_v2:  # (None: the unit tests' account without an engine)
+            return ""
+        return f"{eng.domain or '_'}.{go_hash(self.stream.account.name)}."
 
     def clamp_to_stream(self) -> None:
         """After recovery: messages below the stream's first sequence are gone (purged or
@@ -346,14 +355,17 @@ class Consumer:
         store = self.stream.store
         t = self.t
         self._npc_dirty = False
+        first = 0
         try:
-            self._npc_last = store.state().last_seq
+            st = store.state()
+            self._npc_last, first = st.last_seq, st.first_seq
         except StoreError:
             self._npc_last = 0
         if self._npc_upto < self._npc_last:
             self._npc_upto = self._npc_last
         if t.lss is not None:
-            n = len(t.lss)
+            # Start-list entries the limits removed since are no longer pending.
+            n = len(t.lss) if not t.lss or t.lss[0] >= first else sum(1 for q in t.lss if q >= first)
             try:
                 n += sum(store.num_pending(t.lss_resume + 1, f, False) for f in (self.filters or [""]))
             except StoreError:
@@ -656,7 +668,11 @@ class Consumer:
             body["reset_seq"] = rs
         except ApiError as err:
             body = error_envelope("consumer_reset_response", err)
-        self.ports.publish(reply, "", None, dumps(body))
+            rhdr = None
+        else:
+            # A sourcing stream's reset asks for the stream's identity (level 5): never refused.
+            rhdr = identity_header(stream_identity(self.stream)) if requested_identity(hdr) is not None else None
+        self.ports.publish(reply, "", rhdr, dumps(body))
 
     # ------------------------------------------------------------------------------------------
     # Lifecycle.

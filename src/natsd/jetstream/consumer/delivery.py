@@ -590,12 +590,21 @@ class Delivery:
         if t.maxp > 0 and len(t.pending) >= t.maxp:
             return False
         if t.lss is not None:
-            while t.lss:
+            if t.lss:
                 seq = t.lss[0]
                 try:
                     return ("lss", store.load_msg(seq), 1)
                 except (MsgNotFound, StoreEOF):
+                    # Removed since the list was made (limits): nats-server's getNextMsg drops
+                    # the entry and ends the pass with the load error, not at the end of the
+                    # stream, so the requests waiting now are served at the next kick (a new
+                    # request or message); a pull that expires meanwhile gets its 408.
                     t.lss.pop(0)
+                    if not t.lss:
+                        t.sseq = t.lss_resume + 1
+                        t.lss = None
+                    o._recalc_pending()
+                    return False
             t.sseq = t.lss_resume + 1
             t.lss = None
             o.recalc_pending()

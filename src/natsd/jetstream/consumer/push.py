@@ -87,7 +87,7 @@ class Push:
 
     def send_flow_control(self) -> None:
         o = self.o
-        rply = FC_PREFIX + o.stream_name + "." + o.name + "." + rand4()
+        rply = FC_PREFIX + o.v2_token() + o.stream_name + "." + o.name + "." + rand4()
         self.fcsz, self.fcid = self.pbytes, rply
         o.ports.publish(o.cfg.deliver_subject, rply, D.FC_REQUEST, b"")
 

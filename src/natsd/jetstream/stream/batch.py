@@ -461,7 +461,7 @@ class Checks:
                 self.expected[check_subj] = fseq
         elif h.get(_H_EXPECTED_LAST_SUBJ_SEQ_SUBJ):
             raise ApiErrors.STREAM_EXPECTED_LAST_SEQ_PER_SUBJECT_INVALID()
-        rollup = h.get(_H_ROLLUP) or b""
+        rollup = (h.get(_H_ROLLUP) or b"").lower()  # case-insensitive (nats-server's getRollup)
         if rollup:
             if not (cfg.allow_rollup_hdrs and not cfg.deny_purge):
                 raise ApiErrors.STREAM_ROLLUP_FAILED(err="rollup not permitted")

@@ -265,12 +265,9 @@ class Stream:
         api = self.account.engine.api
         if self.config.allow_direct and api is not None:
             on_req, on_last = api.direct_get_handlers(self)
-            prefixes = ["$JS.API."]
-            if self.account.engine.domain:
-                prefixes.append(f"$JS.{self.account.engine.domain}.API.")
-            for pfx in prefixes:
-                self._direct_subs.append(ports.subscribe(f"{pfx}DIRECT.GET.{self.name}", on_req))
-                self._direct_subs.append(ports.subscribe(f"{pfx}DIRECT.GET.{self.name}.>", on_last))
+            # ($JS.<domain>.API.DIRECT.GET... reaches these through the domain mapping.)
+            self._direct_subs.append(ports.subscribe(f"$JS.API.DIRECT.GET.{self.name}", on_req))
+            self._direct_subs.append(ports.subscribe(f"$JS.API.DIRECT.GET.{self.name}.>", on_last))
 
     def _unsubscribe(self) -> None:
         for s in [*self._subs.values(), *self._direct_subs]:
@@ -339,10 +336,11 @@ class Stream:
             self._start_links()  # removing the mirror promotes it to a normal stream
         self._arm_expiry()
         if new.retention == "interest" and old.retention != "interest":
-            # Messages nobody is interested in go now, as the reference (its interest check on
-            # update); without consumers that is all of them.
+            # nats-server 2.12+ (checkStateForInterestStream for each consumer): a message goes
+            # when consumers match it and all of them acked it; what no consumer matches stays
+            # until a consumer acks it or the limits remove it. Without consumers, all go.
             if self.consumers:
-                self._check_interest_after_removal(None)
+                self._drop_acked_on_interest_switch()
             elif self.store.state().msgs:
                 self.store.purge()
                 self.store.flush()
@@ -458,6 +456,8 @@ class Stream:
             # internal (direct: mirror / source) consumers do not count, as the reference's
             # numLimitableConsumers
             mc = self.config.max_consumers
+            if mc <= 0:
+                mc = self.account.engine.default_max_consumers
             if mc > 0 and sum(1 for c in self.consumers.values() if not _is_direct(c)) >= mc:
                 raise ApiErrors.MAXIMUM_CONSUMERS_LIMIT()
             lim = self.account.limits
@@ -497,6 +497,23 @@ class Stream:
             if gone is not None and not gone.filter_matches(sm.subject):
                 continue
             if self._interest_done(sm.seq, sm.subject):
+                self.store.remove_msg(sm.seq)
+                removed = True
+        if removed:
+            self.store.flush()
+
+    def _drop_acked_on_interest_switch(self) -> None:
+        st = self.store.state()
+        seq, removed = st.first_seq, False
+        consumers = list(self.consumers.values())
+        while st.msgs:
+            try:
+                sm = self.store.load_next_msg(">", seq)
+            except (StoreEOF, MsgNotFound):
+                break
+            seq = sm.seq + 1
+            matching = [c for c in consumers if c.filter_matches(sm.subject)]
+            if matching and all(c.is_acked(sm.seq) for c in matching):
                 self.store.remove_msg(sm.seq)
                 removed = True
         if removed:

@@ -445,7 +445,7 @@ def _process(self: Stream, subject: str, reply: str, hdr: bytes | None, payload:
                 self._reject(reply, ApiErrors.STREAM_EXPECTED_LAST_SEQ_PER_SUBJECT_INVALID())
                 return 0
             v = h.get(H_EXP_LAST_SEQ)
-            if v is not None:
+            if v:  # an empty value is no expectation (nats-server's getExpectedLastSeq)
                 want = _parse_uint(v)
                 if want is None or want != self.lseq:
                     self._reject(reply, ApiErrors.STREAM_WRONG_LAST_SEQUENCE(seq=self.lseq))
@@ -480,6 +480,7 @@ def _process(self: Stream, subject: str, reply: str, hdr: bytes | None, payload:
                     return 0
             v = h.get(H_ROLLUP)
             if v:
+                v = v.lower()  # nats-server's getRollup: "SUB" is "sub"
                 if not self._allow_rollup:
                     self._reject(reply, ApiErrors.STREAM_ROLLUP_FAILED(err="rollup not permitted"))
                     return 0

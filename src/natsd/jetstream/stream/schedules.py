@@ -338,7 +338,7 @@ def check_publish(subject: str, hdr: bytes, h: dict[bytes, bytes], allowed: bool
         rollup = h.get(H_ROLLUP)
         if not rollup:
             hdr = _append_header(hdr, H_ROLLUP, b"sub")
-        elif rollup != b"sub":
+        elif rollup.lower() != b"sub":  # case-insensitive, as nats-server's getRollup
             raise ApiErrors.MESSAGE_SCHEDULES_ROLLUP_INVALID()
     nxt = h.get(H_NEXT)
     if nxt:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Protocol,
 from urllib.parse import parse_qs, urlsplit
 
 from natsd import __version__, _compiled
+from natsd.config import feature_flags
 from natsd.gotime import format_rfc3339 as rfc3339, uptime
 from natsd.server.context import ServerContext
 from natsd.server.log import logger
@@ -307,6 +308,7 @@ class MonitorServer:
             "websocket": {"host": o.websocket.host or o.host, "port": s.websocket_port,
                           "no_tls": o.websocket.tls is None} if o.websocket.port else {},
             "jetstream": self._varz_jetstream(),
+            "feature_flags": feature_flags.merged(o.feature_flags),
             "tls_timeout": o.tls.timeout_ns / 1e9 if o.tls is not None else 2,
             "write_deadline": o.write_deadline_ns,
             "start": rfc3339(s.start_time_ns),
@@ -358,6 +360,7 @@ class MonitorServer:
             out["config"] = eng.config_json()
         except Exception:  # pragma: no cover - engine bug must not break /varz
             logger.exception("jetstream config for /varz failed")
+        out["limits"] = {"default_max_consumers": eng.default_max_consumers}
         try:
             stats = eng.jsz({})
             out["stats"] = {k: stats[k] for k in ("memory", "storage", "reserved_memory", "reserved_storage",

@@ -48,7 +48,7 @@ def test_account_info_shape(env):
                              "max_ack_pending": -1, "memory_max_stream_bytes": -1,
                              "storage_max_stream_bytes": -1, "max_bytes_required": False}
     # The request being answered is not counted yet (as the reference).
-    assert out["api"] == {"level": 4, "total": 0, "errors": 0}
+    assert out["api"] == {"level": 5, "total": 0, "errors": 0}
     create(env)
     env.api("$JS.API.STREAM.INFO.NOPE")
     out = env.api("$JS.API.INFO")
@@ -62,7 +62,7 @@ def test_create_defaults_and_shape(env):
     assert list(out["config"]) == CONFIG_KEYS
     cfg = out["config"]
     assert cfg["max_msgs"] == -1 and cfg["duplicate_window"] == 120 * SECOND and cfg["num_replicas"] == 1
-    assert cfg["metadata"] == {"_nats.level": "4", "_nats.req.level": "0", "_nats.ver": cfg["metadata"]["_nats.ver"]}
+    assert cfg["metadata"] == {"_nats.level": "5", "_nats.req.level": "0", "_nats.ver": cfg["metadata"]["_nats.ver"]}
     assert list(cfg["metadata"]) == ["_nats.level", "_nats.req.level", "_nats.ver"]
     assert out["state"] == {"messages": 0, "bytes": 0, "first_seq": 0, "first_ts": "0001-01-01T00:00:00Z",
                             "last_seq": 0, "last_ts": "0001-01-01T00:00:00Z", "consumer_count": 0}
