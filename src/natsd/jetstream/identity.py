@@ -17,15 +17,16 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING
 
+from natsd import nats_headers as NH
 from natsd.jetstream.config.models import rfc3339
 from natsd.protocol.headers import get_header
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.stream import Stream
+    from natsd.jetstream.views import StreamView
 
 __all__ = ["H_STREAM_IDENTITY", "go_hash", "identity_header", "requested_identity", "stream_identity"]
 
-H_STREAM_IDENTITY = "Nats-Stream-Identity"
+H_STREAM_IDENTITY = NH.STREAM_IDENTITY.decode()
 
 # nats-server's base-62 digits (accounts.go), upper case before lower case.
 _DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -37,7 +38,7 @@ def go_hash(name: str, size: int = 8) -> str:
     return "".join(_DIGITS[b[i] % 62] for i in range(size))
 
 
-def stream_identity(stream: Stream) -> str:
+def stream_identity(stream: StreamView) -> str:
     return go_hash(rfc3339(stream.created_ns))
 
 

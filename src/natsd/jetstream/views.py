@@ -49,6 +49,10 @@ class EngineView(Protocol):
     used: list[int]
     max_memory: int
     max_store: int
+    #: consumers per stream when the stream sets none (jetstream { limits { default_max_consumers } })
+    default_max_consumers: int
+    #: feature flag js_ack_fc_v2: consumers use the v2 ack and flow-control subjects
+    ack_v2: bool
 
     @property
     def api(self) -> ApiView | None: ...

@@ -603,7 +603,7 @@ class Delivery:
                     if not t.lss:
                         t.sseq = t.lss_resume + 1
                         t.lss = None
-                    o._recalc_pending()
+                    o.recalc_pending()
                     return False
             t.sseq = t.lss_resume + 1
             t.lss = None
