@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 from natsd.store.base import (
     ConsumerState, ConsumerStore, CorruptState, DiscardPolicy, MaxBytes, MaxMsgs, MaxMsgsPerSubject,
     MsgNotFound, Pending, SequencePair, SimpleState, StorageType, StorageUpdateHandler, StoreClosed,
-    StoreConfig, StoreEOF, StoreError, StoreFull, StoreKeyError, StoreMsg, StoreWriteError, MsgRun, StreamState, StreamStore,
+    StoreConfig, StoreEOF, StoreError, StoreFull, StoreKeyError, StoreMsg, StoreWriteError, MsgRun, StreamState,
+    StreamStore,
 )
 from natsd.store.memory import MemoryConsumerStore, MemoryStreamStore, mem_store_msg_size
 

@@ -89,6 +89,11 @@ class StoreCipher(StrEnum):
         return 24 if self is StoreCipher.CHACHA else 16
 
     @property
+    def label(self) -> str:
+        """The name the reference logs (its StoreCipher.String())."""
+        return "ChaCha20-Poly1305" if self is StoreCipher.CHACHA else "AES-GCM"
+
+    @property
     def other(self) -> StoreCipher:
         return StoreCipher.AES if self is StoreCipher.CHACHA else StoreCipher.CHACHA
 
@@ -262,8 +267,9 @@ class AccountKeys:
         c = self._enc.cipher
         seed = os.urandom(SEED_SIZE)
         nonce = os.urandom(c.nonce_size)
-        atomic_write(path, nonce + self._kek(self._enc._key, c, context).encrypt(nonce, seed, None),
-                     fsync=fsync, mode=0o600)
+        atomic_write(
+            path, nonce + self._kek(self._enc._key, c, context).encrypt(nonce, seed, None), fsync=fsync, mode=0o600
+        )
         if fsync:
             fsync_dir(os.path.dirname(path))
         return AssetKey(c, seed, nonce)
@@ -290,8 +296,9 @@ class AccountKeys:
             if key is not enc._key:
                 # Rotation: the same seed and nonce under the current key (the asset's data
                 # stays as it is; the asset keeps the cipher it was written with).
-                atomic_write(path, nonce + self._kek(enc._key, c, context).encrypt(nonce, seed, None),
-                             fsync=fsync, mode=0o600)
+                atomic_write(
+                    path, nonce + self._kek(enc._key, c, context).encrypt(nonce, seed, None), fsync=fsync, mode=0o600
+                )
             return AssetKey(c, seed, nonce)
         which = "the key or prev_key" if enc._prev is not None else "the key"
         raise StoreKeyError(f"{path}: does not open with {which} configured (a wrong key?)")
@@ -300,8 +307,9 @@ class AccountKeys:
         return f"AccountKeys({self.account!r}, <secret>)"
 
 
-def open_asset_key(directory: str, keys: AccountKeys | None, context: str, what: str, *,
-                   fsync: bool = True) -> AssetKey | None:
+def open_asset_key(
+    directory: str, keys: AccountKeys | None, context: str, what: str, *, fsync: bool = True
+) -> AssetKey | None:
     """The key of the stream or consumer stored in ``directory`` (its ``meta.key``), created for
     a new one; None when the store is not encrypted. StoreKeyError, before anything is written,
     when the keys do not open it, when it is encrypted and no key is configured, or when it was
@@ -316,7 +324,9 @@ def open_asset_key(directory: str, keys: AccountKeys | None, context: str, what:
     if has_key:
         return keys.open(path, context, fsync=fsync)
     if os.path.exists(os.path.join(directory, META_FILE)):
-        raise StoreKeyError(f"{what}: stored unencrypted in {directory}, but an encryption key is configured; "
-                            f"natsd does not encrypt existing data in place (back it up and restore it)")
+        raise StoreKeyError(
+            f"{what}: stored unencrypted in {directory}, but an encryption key is configured; "
+            f"natsd does not encrypt existing data in place (back it up and restore it)"
+        )
     os.makedirs(directory, exist_ok=True)
     return keys.create(path, context, fsync=fsync)
