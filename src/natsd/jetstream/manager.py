@@ -193,8 +193,8 @@ class JsAccount:
         """Create and start a stream from a validated config (limits checked by the caller).
         ``subscribe=False``: the caller subscribes its subjects (``Stream.subscribe_steps``)."""
         created = created_ns if created_ns is not None else self.clock.time_ns()
-        return self.adopt_stream(cfg, _open_store(cfg, created, self.stream_dir(cfg.name), self.engine, self.name), created,
-                                 subscribe)
+        store = _open_store(cfg, created, self.stream_dir(cfg.name), self.engine, self.name)
+        return self.adopt_stream(cfg, store, created, subscribe)
 
     def adopt_stream(self, cfg: StreamConfig, store: Any, created_ns: int, subscribe: bool = True) -> Stream:
         """Register and start a stream over an already opened store (creation and restore)."""
