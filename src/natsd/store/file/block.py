@@ -219,7 +219,7 @@ class MessageBlock:
         assert self.pending and self.werr is None
         ks = self.ks
         job = WriteJob(self.fd, self.pending, self.pend_off, sync, chain,
-                       None if ks is None else ks.xor(self.pending, self.pend_off))
+                       None if ks is None else ks.xor_append(self.pending, self.pend_off))
         self.jobs.append(job)
         self.pend_off += len(self.pending)
         self.pending = bytearray()
@@ -271,7 +271,7 @@ class MessageBlock:
         try:
             # One pwrite of the whole buffer is the rule; only a short write takes the loop
             # over a view (no view made per flush: a synchronous publisher waits for each).
-            out = data if self.ks is None else self.ks.xor(data, off)
+            out = data if self.ks is None else self.ks.xor_append(data, off)
             n = _pwrite(self.fd, out, off)
             if n < len(out):
                 _write_rest(self.fd, out, off, n)

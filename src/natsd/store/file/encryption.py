@@ -43,6 +43,7 @@ import hmac
 import os
 import struct
 from enum import StrEnum
+from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
@@ -146,9 +147,13 @@ def _aead(cipher: StoreCipher, key: bytes) -> _XChaCha20Poly1305 | AESGCM:
 
 class Keystream:
     """The stream cipher of one block or file, XORed at any offset: ``xor(data, off)`` gives
-    the bytes ``data`` become at file offset ``off`` (and back: XOR is its own inverse)."""
+    the bytes ``data`` become at file offset ``off`` (and back: XOR is its own inverse).
 
-    __slots__ = ("_chacha", "_key", "_n12", "_iv")
+    ``xor_append`` is the same for the store's own appends, on its thread only: it keeps the
+    cipher running where the last call ended, so a publish pays for its bytes and not for a new
+    cipher context (measured ~9 µs for chachapoly, ~16 µs for aes per context)."""
+
+    __slots__ = ("_chacha", "_key", "_n12", "_iv", "_run", "_run_end")
 
     def __init__(self, cipher: StoreCipher, seed: bytes, nonce: bytes) -> None:
         self._chacha = cipher is StoreCipher.CHACHA
@@ -162,10 +167,11 @@ class Keystream:
             self._key = seed
             self._n12 = b""
             self._iv = int.from_bytes(nonce[:16], "big")
+        self._run: Any = None
+        self._run_end = -1
 
-    def xor(self, data: bytes | bytearray | memoryview, off: int) -> bytes:
-        if not data:
-            return b""
+    def _at(self, off: int) -> Any:
+        """A cipher context positioned at byte ``off`` of the stream."""
         if self._chacha:
             block, skip = divmod(off, 64)
             enc = Cipher(algorithms.ChaCha20(self._key, block.to_bytes(4, "little") + self._n12), None).encryptor()
@@ -175,7 +181,21 @@ class Keystream:
             enc = Cipher(algorithms.AES(self._key), modes.CTR(iv)).encryptor()
         if skip:
             enc.update(bytes(skip))
-        return enc.update(data)
+        return enc
+
+    def xor(self, data: bytes | bytearray | memoryview, off: int) -> bytes:
+        if not data:
+            return b""
+        return self._at(off).update(data)
+
+    def xor_append(self, data: bytes | bytearray | memoryview, off: int) -> bytes:
+        if not data:
+            return b""
+        run = self._run
+        if run is None or off != self._run_end:
+            run = self._run = self._at(off)
+        self._run_end = off + len(data)
+        return run.update(data)
 
     def __repr__(self) -> str:
         return "Keystream(<secret>)"

@@ -55,6 +55,11 @@ def test_keystream_is_positional(cipher):
     assert whole != data and ks.xor(whole, 0) == data
     for off in (1, 15, 16, 17, 63, 64, 65, 333, 999):
         assert ks.xor(data[off:], off) == whole[off:], off
+    # Appends continue the running cipher, and start a new one wherever they jump.
+    got = b"".join(ks.xor_append(data[a:b], a) for a, b in ((0, 10), (10, 100), (100, 101), (101, 1000)))
+    assert got == whole
+    assert ks.xor_append(data[500:600], 500) == whole[500:600]
+    assert ks.xor_append(data[600:], 600) == whole[600:]
 
 
 @pytest.mark.parametrize("cipher", list(StoreCipher))
