@@ -163,3 +163,37 @@ async def test_store_and_configuration_disagreeing_is_refused(tmp_path):
     await _refused(make_options(jetstream=True, store_dir=str(enc)), "no encryption key is configured")
     await _refused(_opts(plain), "stored unencrypted")
     assert (_tree(enc), _tree(plain)) == before
+
+
+@pytest.mark.timeout(60)
+def test_a_backup_restores_encrypted_and_back(tmp_path):
+    """The way to encrypt a plain stream (or the reverse): backups are logical, so a restore into
+    an encrypted server writes the stream encrypted."""
+    from tests.helpers.cli import ok
+    from tests.helpers.servers import start_server
+
+    conf = tmp_path / "enc.conf"
+    conf.write_text(f'jetstream {{ cipher: aes, key: "{KEY}" }}\n')
+    plain = start_server("natsd", tmp_path / "plain", store_dir=tmp_path / "plain-store")
+    enc = start_server("natsd", tmp_path / "enc", config=conf, store_dir=tmp_path / "enc-store")
+    try:
+        ok(plain.url, "stream", "add", "ORDERS", "--subjects", "orders.*", "--defaults")
+        ok(plain.url, "pub", "orders.new", "plain-text-payload {{Count}}", "--count", "20", "--wait", "-q")
+        ok(plain.url, "stream", "backup", "ORDERS", str(tmp_path / "bk"), "--no-progress")
+        ok(enc.url, "stream", "restore", str(tmp_path / "bk"), "--no-progress")
+        got = ok(enc.url, "stream", "get", "ORDERS", "20", "-j").json()
+        assert got["subject"] == "orders.new"
+        ok(enc.url, "stream", "backup", "ORDERS", str(tmp_path / "bk2"), "--no-progress")
+    finally:
+        plain.stop()
+        enc.stop()
+    stream_dir = tmp_path / "enc-store" / "jetstream" / "$G" / "streams" / "ORDERS"
+    assert (stream_dir / "meta.key").exists()
+    assert b"plain-text-payload" not in _all_bytes(stream_dir)
+    back = start_server("natsd", tmp_path / "back", store_dir=tmp_path / "back-store")
+    try:
+        ok(back.url, "stream", "restore", str(tmp_path / "bk2"), "--no-progress")
+        assert ok(back.url, "stream", "info", "ORDERS", "-j").json()["state"]["messages"] == 20
+    finally:
+        back.stop()
+    assert not (tmp_path / "back-store" / "jetstream" / "$G" / "streams" / "ORDERS" / "meta.key").exists()
