@@ -7,12 +7,19 @@ from a config file) and one nats-py client that publishes to one file stream:
 * ``sync128``: ``--n`` synchronous 128 B publishes (each waits for its PubAck);
 * ``async16k``: ``--n`` 16 KiB publishes, ``--window`` in flight at a time.
 
+``--store`` measures the file store alone instead, in this process (no sockets, no client):
+``store_msg`` plus the ``flush`` a publish costs (one per message for ``sync128``, one per
+``--window`` messages for ``async16k``), ``time.process_time`` per message, best of ``--runs``.
+This is the figure that isolates the cipher: the servers' CPU sampling has 10 ms ticks and a
+shared machine's noise.
+
 Reported per case: the server's CPU µs per publish (user+sys from ``/proc/PID/stat`` around the
 publishes: the client's own cost is not in it) and the wall-clock publish rate; then, per
 server, each cipher's CPU per publish over the plain stream's. ``--runs`` repeats everything
 (alternating the order of the cases) and reports medians.
 
     PYTHONPATH=src .venv/bin/python bench/bench_encryption.py [--n 2000] [--runs 3] [--only natsd]
+    PYTHONPATH=src .venv/bin/python bench/bench_encryption.py --store [--n 20000] [--runs 5]
 """
 
 from __future__ import annotations
@@ -90,13 +97,54 @@ async def _publish(url: str, workload: str, n: int, window: int, server: Server)
     return cpu / n * 1e6, n / wall
 
 
+def _store_round(cipher: str, workload: str, n: int, window: int) -> float:
+    """µs of CPU per message of one round on a fresh file store (see the module docstring)."""
+    from natsd.clock import ManualClock
+    from natsd.store import open_stream_store
+    from natsd.store.base import StoreConfig
+    from natsd.store.file.encryption import Encryption, StoreCipher
+
+    d = tempfile.mkdtemp(prefix="bench-enc-store-")
+    keys = None if cipher == "none" else Encryption(StoreCipher(cipher), "bench-key").for_account("$G")
+    store = open_stream_store(StoreConfig(name="B", storage="file"), ManualClock(), d, keys=keys)
+    body = os.urandom(128 if workload == "sync128" else 16384)
+    every = 1 if workload == "sync128" else window
+    try:
+        t0 = time.process_time()
+        for i in range(n):
+            store.store_msg("b.x", None, body)
+            if i % every == every - 1:
+                store.flush()
+        store.flush()
+        return (time.process_time() - t0) / n * 1e6
+    finally:
+        store.stop()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def store_main(args: argparse.Namespace) -> None:
+    print(f"{'cipher':11} {'workload':9} {'CPU µs/msg':>11} {'x plain':>8}   (file store alone, best of {args.runs})")
+    best: dict[tuple[str, str], float] = {}
+    for workload in WORKLOADS:
+        for cipher in CIPHERS:
+            best[(cipher, workload)] = min(
+                _store_round(cipher, workload, args.n, args.window) for _ in range(args.runs)
+            )
+            got = best[(cipher, workload)]
+            print(f"{cipher:11} {workload:9} {got:11.2f} {got / best[('none', workload)]:8.2f}")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--window", type=int, default=100)
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--only", choices=KINDS, help="one server only")
+    ap.add_argument("--store", action="store_true", help="the file store alone, in process")
     args = ap.parse_args(argv)
+    if args.store:
+        store_main(args)
+        return
     kinds = (args.only,) if args.only else KINDS
     cases = [(k, c) for k in kinds for c in CIPHERS]
     results: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
