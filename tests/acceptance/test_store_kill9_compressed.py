@@ -60,9 +60,9 @@ def test_sigkill_on_a_compressed_stream_loses_nothing_flushed(tmp_path, index_ev
     for n in blocks:
         with open(os.path.join(msgs_dir, n), "rb") as f:
             head = f.read(8)
-        if keys is not None:  # an encrypted block: its first bytes through its own key
+        if keys is not None:  # an encrypted block: its first bytes through its compressed key stream
             bid = n.removesuffix(".blk")
-            head = keys.open(os.path.join(msgs_dir, f"{bid}.key"), f"K:{bid}").keystream().xor(head, 0)
+            head = keys.open(os.path.join(msgs_dir, f"{bid}.key"), f"K:{bid}").keystream().compressed.xor(head, 0)
         compressed += head == MAGIC
     # Some blocks were compressed before the kill (how many depends on the machine's load: the
     # compression thread trails the writer).

@@ -30,7 +30,8 @@ file holds the plain bytes XORed with it at their own offsets (``_enc``/``_dec``
 ``pwrite``/``pread`` and whole-file write, a compressed file's bytes too), so everything above
 this class, ``flushed``, offsets and the records' checks included, sees plain bytes. The block's
 wrapped key is ``msgs/<n>.key`` (``key_path``), removed with the block. A rewrite of the file
-(compression, compaction, erase) reuses the block's key stream, as the reference does.
+(compaction, erase, a cut after a failed write) reuses the block's key stream, as the reference
+does; its compressed form has a key stream of its own (``Keystream.compressed``).
 """
 
 from __future__ import annotations
@@ -152,9 +153,16 @@ class MessageBlock:
         self.damaged: str | None = None
         size = os.fstat(self.fd).st_size
         self.flushed = self.pend_off = size
-        if size >= 8 and is_compressed(self._dec(os.pread(self.fd, 8, 0), 0)):
+        ks = self.ks
+        if size < 8:
+            return
+        head = os.pread(self.fd, 8, 0)
+        if ks is not None:
+            ks = ks.compressed  # a compressed block has a key stream of its own (Keystream.compressed)
+            head = ks.xor(head, 0)
+        if is_compressed(head):
             try:
-                self.comp = CompressedView(self.fd, self.cache if self.cache is not None else ChunkCache(), self.ks)
+                self.comp = CompressedView(self.fd, self.cache if self.cache is not None else ChunkCache(), ks)
             except CorruptBlock as exc:
                 self.damaged = str(exc)
                 self.flushed = self.pend_off = 0

@@ -107,7 +107,8 @@ def compress_file(path: str, ks: Keystream | None = None) -> tuple[str, int, int
     """Compress the plain block file ``path`` (runs on the compression thread): its compressed
     form is written to ``path + COMPRESS_TMP``, fsynced. Returns (that path, plain size,
     compressed size); the store renames it over the block on its own thread. ``ks``: the
-    block's key stream (an encrypted block: both files are XORed with it from offset 0)."""
+    block's key stream (an encrypted block: the plain file is XORed with it, the compressed one
+    with ``ks.compressed``, both from offset 0)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         size = os.fstat(fd).st_size
@@ -115,11 +116,13 @@ def compress_file(path: str, ks: Keystream | None = None) -> tuple[str, int, int
     finally:
         os.close(fd)
     if ks is not None:
+        if is_compressed(ks.compressed.xor(data[:8], 0)):
+            raise ValueError(f"{path} is compressed already")
         data = ks.xor(data, 0)
     if is_compressed(data[:8]):
         raise ValueError(f"{path} is compressed already")
     tmp = path + COMPRESS_TMP
-    return tmp, len(data), write_compressed(tmp, data, ks)
+    return tmp, len(data), write_compressed(tmp, data, None if ks is None else ks.compressed)
 
 
 def write_compressed(tmp: str, data, ks: Keystream | None = None) -> int:
