@@ -31,8 +31,7 @@ from natsd.jetstream.stream import Stream, _is_direct, store_config_for
 from natsd.jetstream.templates import TemplateManager
 from natsd.jetstream.wire import dumps
 from natsd.jetstream.batch import batch_limits_for
-from natsd.store import StoreKeyError, list_stream_dirs, load_stream_meta, open_stream_store
-from natsd.store.file.encryption import Encryption, StoreCipher
+from natsd.store import StoreKeyError, list_stream_dirs, load_stream_meta, open_stream_store, store_encryption
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Clock
@@ -425,7 +424,7 @@ class JetStreamEngine:
         self.sync_interval_ns = js.sync_interval_ns
         self.sync_always = js.sync_always
         # Encryption at rest (``jetstream { cipher, key, prev_key }``): None when no key is set.
-        self.encryption = Encryption(StoreCipher(js.cipher), js.key, js.prev_key) if js.key else None
+        self.encryption = store_encryption(js.cipher, js.key, js.prev_key)
         self.batch_limits = batch_limits_for(js)
         self.domain = js.domain
         self.server_id = server_id

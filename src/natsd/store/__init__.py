@@ -20,10 +20,10 @@ from natsd.store.base import (
 from natsd.store.memory import MemoryConsumerStore, MemoryStreamStore, mem_store_msg_size
 
 if TYPE_CHECKING:
-    from natsd.store.file.encryption import AccountKeys
+    from natsd.store.file.encryption import AccountKeys, Encryption
 
 __all__ = [
-    "open_stream_store", "list_stream_dirs", "load_stream_meta", "DEFAULT_SYNC_INTERVAL_NS",
+    "open_stream_store", "list_stream_dirs", "load_stream_meta", "store_encryption", "DEFAULT_SYNC_INTERVAL_NS",
     "MemoryStreamStore", "MemoryConsumerStore", "mem_store_msg_size",
     "StorageType", "DiscardPolicy", "StoreConfig", "StoreMsg", "MsgRun", "StreamState", "SimpleState",
     "SequencePair", "Pending", "ConsumerState", "StreamStore", "ConsumerStore", "StorageUpdateHandler",
@@ -63,13 +63,23 @@ def open_stream_store(config: StoreConfig, clock, directory: str | None = None,
                            sync_always=sync_always, **file_options)
 
 
+def store_encryption(cipher: str, key: str, prev_key: str = "") -> Encryption | None:
+    """The server's encryption at rest (``jetstream { cipher, key, prev_key }``), None without a
+    key. ``cryptography`` is loaded here, only for a server that asks for encryption."""
+    if not key:
+        return None
+    from natsd.store.file.encryption import Encryption, StoreCipher
+
+    return Encryption(StoreCipher(cipher), key, prev_key)
+
+
 def load_stream_meta(directory: str, keys: AccountKeys | None = None) -> dict | None:
     """The verified ``meta.inf`` of the stream stored in ``directory`` (the dict that was given
     as ``StoreConfig.meta``), or None (logged) when it is missing or fails its checksum. The
     checksum is keyed with the stream name, which is the directory's name. ``keys``: the
     account's encryption keys (natsd.store.file.encryption); StoreKeyError (not caught here)
     when they do not open the stream, or the stream's encryption and the configuration disagree."""
-    from natsd.store.file.encryption import open_asset_key
+    from natsd.store.file.keyfiles import open_asset_key
     from natsd.store.file.meta import read_meta
 
     name = os.path.basename(os.path.normpath(directory))

@@ -38,12 +38,14 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from natsd.atomicfile import atomic_write, fsync_dir
 from natsd.store.base import StoreWriteError
 from natsd.store.file.compress import ChunkCache, CompressedView, CorruptBlock, is_compressed
-from natsd.store.file.encryption import Keystream
+
+if TYPE_CHECKING:
+    from natsd.store.file.encryption import Keystream
 
 __all__ = ["MessageBlock", "WriteJob"]
 

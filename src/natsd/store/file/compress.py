@@ -43,11 +43,14 @@ import itertools
 import threading
 import zlib
 from types import ModuleType
+from typing import TYPE_CHECKING
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from natsd.store.file.layout import TMP_SUFFIX
-from natsd.store.file.encryption import Keystream
+
+if TYPE_CHECKING:
+    from natsd.store.file.encryption import Keystream
 
 __all__ = ["MAGIC", "HEADER", "CHUNK", "is_compressed", "compress_block", "CompressedView", "CorruptBlock",
            "ChunkCache", "SHARED_CHUNKS", "submit", "write_compressed", "compress_file", "COMPRESS_TMP"]

@@ -73,13 +73,16 @@ import zlib
 from array import array
 from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import chain, islice
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from natsd.store.base import ConsumerDelta, ConsumerState, CorruptState, Pending, SequencePair, StoreClosed
-from natsd.store.file.encryption import AccountKeys, Keystream, open_asset_key
+from natsd.store.file.keyfiles import open_asset_key
 from natsd.store.file.layout import CONSUMER_STATE_FILE
 from natsd.store.file.meta import atomic_write, fsync_dir, read_meta, write_meta
 from natsd.varint import append_uvarint, read_uvarint
+
+if TYPE_CHECKING:
+    from natsd.store.file.encryption import AccountKeys, Keystream
 
 __all__ = [
     "encode_consumer_state", "encode_consumer_state_v1", "decode_consumer_state", "decode_snapshot",

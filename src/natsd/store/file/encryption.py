@@ -51,7 +51,9 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 
 from natsd.atomicfile import atomic_write, fsync_dir
 from natsd.store.base import CorruptState, StoreKeyError
-from natsd.store.file.layout import META_FILE
+
+# The names the store uses without loading cryptography (natsd.store.file.keyfiles), re-exported.
+from natsd.store.file.keyfiles import KEY_FILE, block_key_name, open_asset_key
 
 __all__ = [
     "StoreCipher",
@@ -67,16 +69,9 @@ __all__ = [
     "open_asset_key",
 ]
 
-#: A stream's or consumer's wrapped seed (nats-server's JetStreamMetaFileKey).
-KEY_FILE = "meta.key"
 #: A seed is this many random bytes (the reference's seedSize).
 SEED_SIZE = 32
 _TAG = 16
-
-
-def block_key_name(block_id: int) -> str:
-    """``<n>.key``: message block ``n``'s wrapped seed (the reference's keyScan)."""
-    return f"{block_id}.key"
 
 
 class StoreCipher(StrEnum):
@@ -341,28 +336,3 @@ class AccountKeys:
 
     def __repr__(self) -> str:
         return f"AccountKeys({self.account!r}, <secret>)"
-
-
-def open_asset_key(
-    directory: str, keys: AccountKeys | None, context: str, what: str, *, fsync: bool = True
-) -> AssetKey | None:
-    """The key of the stream or consumer stored in ``directory`` (its ``meta.key``), created for
-    a new one; None when the store is not encrypted. StoreKeyError, before anything is written,
-    when the keys do not open it, when it is encrypted and no key is configured, or when it was
-    stored unencrypted and a key is configured (natsd does not encrypt existing data in place:
-    a backup restored into the encrypted server does it)."""
-    path = os.path.join(directory, KEY_FILE)
-    has_key = os.path.exists(path)
-    if keys is None:
-        if has_key:
-            raise StoreKeyError(f"{what}: {path} says it is encrypted, but no encryption key is configured")
-        return None
-    if has_key:
-        return keys.open(path, context, fsync=fsync)
-    if os.path.exists(os.path.join(directory, META_FILE)):
-        raise StoreKeyError(
-            f"{what}: stored unencrypted in {directory}, but an encryption key is configured; "
-            f"natsd does not encrypt existing data in place (back it up and restore it)"
-        )
-    os.makedirs(directory, exist_ok=True)
-    return keys.create(path, context, fsync=fsync)

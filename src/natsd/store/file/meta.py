@@ -17,12 +17,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from typing import TYPE_CHECKING
 
 # atomic_write/fsync_dir are natsd.atomicfile's; re-exported for the file store's modules
 from natsd.atomicfile import atomic_write, fsync_dir
 from natsd.store.base import CorruptState
-from natsd.store.file.encryption import AssetKey
 from natsd.store.file.layout import META_FILE, META_SUM_FILE
+
+if TYPE_CHECKING:
+    from natsd.store.file.encryption import AssetKey
 
 __all__ = ["meta_checksum", "write_meta", "read_meta", "atomic_write", "fsync_dir"]
 

@@ -39,7 +39,7 @@ from natsd.store.file.crc import crc32
 from natsd.store.base import CorruptState, StoreKeyError
 from natsd.store.file.block import MessageBlock
 from natsd.store.file.index import IndexSnapshot
-from natsd.store.file.encryption import block_key_name
+from natsd.store.file.keyfiles import block_key_name
 from natsd.store.file.layout import MAX_RECORD_SIZE, TMP_SUFFIX, block_file_name, parse_block_file_name
 from natsd.store.file.record import (
     CRC_RESIDUE, FLAG_ERASED, FLAG_FIRST, FLAG_MASK, FLAG_SKIP, FLAG_TOMB, FLAG_TRUNC, FLAG_TTL, HEAD_STRUCT,

@@ -56,14 +56,14 @@ import heapq
 import logging
 import os
 import shutil
-from typing import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from natsd.store.base import MsgRun, StoreClosed, StoreConfig, StoreError, StoreMsg, StoreWriteError
 from natsd.store.file.block import MessageBlock
 from natsd.store.file.compressing import Compression
 from natsd.store.file.consumer_state import FileConsumerStore
 from natsd.store.file.crc import crc32
-from natsd.store.file.encryption import AccountKeys, AssetKey, Keystream, block_key_name, open_asset_key
+from natsd.store.file.keyfiles import block_key_name, open_asset_key
 from natsd.store.file.faults import WriteFaults
 from natsd.store.file.index_file import IndexFile
 from natsd.store.file.layout import (
@@ -79,6 +79,9 @@ from natsd.store.file.recovery import Recovery
 from natsd.store.file.threaded import InFlightWrites
 from natsd.store.file.writer import BlockWriter
 from natsd.store.seqindex import NEVER_EXPIRES, IndexedStreamStore
+
+if TYPE_CHECKING:
+    from natsd.store.file.encryption import AccountKeys, AssetKey, Keystream
 
 __all__ = ["FileStreamStore", "MsgCorrupt"]
 
