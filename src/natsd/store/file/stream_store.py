@@ -47,6 +47,10 @@ per message); this class adds the files:
 - **Failed writes** (disk full, I/O error): every message not on disk is rolled back and the
   owner told (``take_rollback``); nothing unwritten is ever served; the next flush retries.
   See natsd.store.file.faults.
+- **Encryption at rest** (``keys``, natsd.store.file.encryption): the stream's key (``meta.key``)
+  is opened first, before anything is written; each block gets its own key (``msgs/<n>.key``)
+  and encrypts its bytes at the file's I/O boundary (natsd.store.file.block), so everything
+  above, recovery included, works on plain bytes.
 """
 
 from __future__ import annotations
