@@ -51,9 +51,13 @@ async def _publisher(url: str, name: str, acked: dict[int, tuple[str, bytes]], s
             pass
 
 
-async def _run(tmp_path, big: bool) -> None:
+async def _run(tmp_path, big: bool, cipher: str = "") -> None:
     store = tmp_path / "store"
-    srv = start_server("natsd", tmp_path, store_dir=store)
+    conf = None
+    if cipher:  # encrypted at rest (jetstream { cipher, key }): the same guarantees
+        conf = tmp_path / "enc.conf"
+        conf.write_text(f'jetstream {{ cipher: {cipher}, key: "durability-key" }}\n')
+    srv = start_server("natsd", tmp_path, store_dir=store, config=conf)
     acked: dict[int, tuple[str, bytes]] = {}
     try:
         nc = await nats.connect(srv.url)
@@ -76,7 +80,7 @@ async def _run(tmp_path, big: bool) -> None:
             srv.kill()
     assert len(acked) > 100, "publishers made no progress before the kill"
 
-    srv2 = start_server("natsd", tmp_path, store_dir=store)
+    srv2 = start_server("natsd", tmp_path, store_dir=store, config=conf)
     try:
         nc = await nats.connect(srv2.url)
         js = nc.jetstream()
@@ -93,3 +97,8 @@ async def _run(tmp_path, big: bool) -> None:
 @pytest.mark.parametrize("big", [False, True], ids=["small", "16k"])
 def test_acked_messages_survive_kill_9(tmp_path, big):
     asyncio.run(_run(tmp_path, big))
+
+
+def test_acked_messages_survive_kill_9_encrypted(tmp_path):
+    asyncio.run(_run(tmp_path, True, cipher="chachapoly"))
+    assert list((tmp_path / "store").rglob("meta.key"))

@@ -16,6 +16,7 @@ import pytest
 from natsd.clock import ManualClock
 from natsd.store import open_stream_store
 from natsd.store.base import MsgNotFound, StoreConfig
+from natsd.store.file.encryption import Encryption, StoreCipher
 
 WRITER = textwrap.dedent(
     """
@@ -24,9 +25,13 @@ WRITER = textwrap.dedent(
     from natsd.store import open_stream_store
     from natsd.store.base import StoreConfig
 
+    from natsd.store.file.encryption import Encryption, StoreCipher
+
     directory, block_size, index_every = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    cipher = sys.argv[4] if len(sys.argv) > 4 else ""  # "": a plain store
+    keys = Encryption(StoreCipher(cipher), "kill-9-key").for_account("$G") if cipher else None
     store = open_stream_store(StoreConfig(name="K", storage="file"), SystemClock(), directory,
-                              block_size=block_size)
+                              block_size=block_size, keys=keys)
     out = sys.stdout
     turn = 0
     while True:
@@ -53,6 +58,11 @@ WRITER = textwrap.dedent(
 )
 
 
+def keys_for(cipher: str):
+    """The writer's encryption keys (None for a plain store)."""
+    return Encryption(StoreCipher(cipher), "kill-9-key").for_account("$G") if cipher else None
+
+
 def expected(n: int) -> tuple[str, bytes | None, bytes]:
     body = (hashlib.sha256(b"%d" % n).digest() * 8)[: n % 200]
     hdr = b"NATS/1.0\r\nNats-Msg-Id: %d\r\n\r\n" % n if n % 3 == 0 else None
@@ -61,11 +71,12 @@ def expected(n: int) -> tuple[str, bytes | None, bytes]:
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("index_every", [50, 10**9], ids=["with-index", "full-scan"])
-def test_sigkill_loses_nothing_flushed(tmp_path, index_every):
+@pytest.mark.parametrize("cipher", ["", "chachapoly"], ids=["plain", "encrypted"])
+def test_sigkill_loses_nothing_flushed(tmp_path, index_every, cipher):
     d = str(tmp_path / "K")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     proc = subprocess.Popen(
-        [sys.executable, "-c", WRITER, d, "65536", str(index_every)],
+        [sys.executable, "-c", WRITER, d, "65536", str(index_every), cipher],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     acked: set[int] = set()
     deleted: set[int] = set()
@@ -87,7 +98,8 @@ def test_sigkill_loses_nothing_flushed(tmp_path, index_every):
         proc.stderr.close()
     assert proc.returncode == -signal.SIGKILL
 
-    store = open_stream_store(StoreConfig(name="K", storage="file"), ManualClock(), d, block_size=65536)
+    store = open_stream_store(StoreConfig(name="K", storage="file"), ManualClock(), d, block_size=65536,
+                              keys=keys_for(cipher))
     st = store.state()
     assert st.last_seq >= max(acked)
     assert not st.lost_msgs

@@ -16,7 +16,7 @@ from natsd.clock import ManualClock
 from natsd.store import open_stream_store
 from natsd.store.base import MsgNotFound, StoreConfig
 from natsd.store.file.compress import COMPRESS_TMP, MAGIC
-from tests.acceptance.test_store_kill9 import WRITER, expected
+from tests.acceptance.test_store_kill9 import WRITER, expected, keys_for
 
 pytestmark = pytest.mark.acceptance
 
@@ -26,12 +26,13 @@ COMPRESSED_WRITER = WRITER.replace('StoreConfig(name="K", storage="file")',
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("index_every", [50, 10**9], ids=["with-index", "full-scan"])
-def test_sigkill_on_a_compressed_stream_loses_nothing_flushed(tmp_path, index_every):
+@pytest.mark.parametrize("cipher", ["", "aes"], ids=["plain", "encrypted"])
+def test_sigkill_on_a_compressed_stream_loses_nothing_flushed(tmp_path, index_every, cipher):
     assert COMPRESSED_WRITER != WRITER
     d = str(tmp_path / "K")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     proc = subprocess.Popen(
-        [sys.executable, "-c", COMPRESSED_WRITER, d, "16384", str(index_every)],
+        [sys.executable, "-c", COMPRESSED_WRITER, d, "16384", str(index_every), cipher],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     acked: set[int] = set()
     deleted: set[int] = set()
@@ -55,15 +56,20 @@ def test_sigkill_on_a_compressed_stream_loses_nothing_flushed(tmp_path, index_ev
     msgs_dir = os.path.join(d, "msgs")
     blocks = [n for n in os.listdir(msgs_dir) if n.endswith(".blk")]
     compressed = 0
+    keys = keys_for(cipher)
     for n in blocks:
         with open(os.path.join(msgs_dir, n), "rb") as f:
-            compressed += f.read(8) == MAGIC
+            head = f.read(8)
+        if keys is not None:  # an encrypted block: its first bytes through its compressed key stream
+            bid = n.removesuffix(".blk")
+            head = keys.open(os.path.join(msgs_dir, f"{bid}.key"), f"K:{bid}").keystream().compressed.xor(head, 0)
+        compressed += head == MAGIC
     # Some blocks were compressed before the kill (how many depends on the machine's load: the
     # compression thread trails the writer).
     assert compressed >= 1, (compressed, len(blocks))
 
     cfg = StoreConfig(name="K", storage="file", compression="s2")
-    store = open_stream_store(cfg, ManualClock(), d, block_size=16384, compress_inline=True)
+    store = open_stream_store(cfg, ManualClock(), d, block_size=16384, compress_inline=True, keys=keys)
     assert not [n for n in os.listdir(msgs_dir) if n.endswith(COMPRESS_TMP)]
     st = store.state()
     assert st.last_seq >= max(acked)

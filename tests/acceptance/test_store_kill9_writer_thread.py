@@ -19,6 +19,7 @@ import pytest
 from natsd.clock import ManualClock
 from natsd.store import open_stream_store
 from natsd.store.base import MsgNotFound, StoreConfig
+from tests.acceptance.test_store_kill9 import keys_for
 
 WRITER = textwrap.dedent(
     """
@@ -28,12 +29,15 @@ WRITER = textwrap.dedent(
     from natsd.store.file import FileStreamStore
     from natsd.store.file.writer import BlockWriter
 
-    directory, block_size = sys.argv[1], int(sys.argv[2])
+    from natsd.store.file.encryption import Encryption, StoreCipher
+
+    directory, block_size, cipher = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    keys = Encryption(StoreCipher(cipher), "kill-9-key").for_account("$G") if cipher else None
     out = sys.stdout
 
     async def main():
         store = FileStreamStore(StoreConfig(name="K", storage="file"), SystemClock(), directory,
-                                block_size=block_size, writer=BlockWriter(threshold=1))
+                                block_size=block_size, writer=BlockWriter(threshold=1), keys=keys)
         waiting = []  # (token, lines) per turn, in order
 
         def written():
@@ -78,10 +82,11 @@ def expected(n: int) -> tuple[str, bytes | None, bytes]:
 
 
 @pytest.mark.timeout(120)
-def test_sigkill_with_writes_in_flight_loses_nothing_acknowledged(tmp_path):
+@pytest.mark.parametrize("cipher", ["", "chachapoly"], ids=["plain", "encrypted"])
+def test_sigkill_with_writes_in_flight_loses_nothing_acknowledged(tmp_path, cipher):
     d = str(tmp_path / "K")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, d, "65536"], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, d, "65536", cipher], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=env)
     acked: set[int] = set()
     deleted: set[int] = set()
@@ -103,7 +108,8 @@ def test_sigkill_with_writes_in_flight_loses_nothing_acknowledged(tmp_path):
         proc.stderr.close()
     assert proc.returncode == -signal.SIGKILL
 
-    store = open_stream_store(StoreConfig(name="K", storage="file"), ManualClock(), d, block_size=65536)
+    store = open_stream_store(StoreConfig(name="K", storage="file"), ManualClock(), d, block_size=65536,
+                              keys=keys_for(cipher))
     st = store.state()
     assert st.last_seq >= max(acked)
     # A write killed halfway (a pwrite of many pages can be cut short by SIGKILL) leaves a torn

@@ -105,6 +105,11 @@ class JetStreamOptions:
     # limits { default_max_consumers }: consumers per stream whose max_consumers is unset
     # (nats-server 2.15: 1000; -1 = unlimited).
     default_max_consumers: int = 1000
+    # Encryption at rest (natsd.store.file.encryption): ``cipher`` is the StoreCipher value
+    # (``chachapoly`` or ``aes``), ``key``/``prev_key`` "" = none. Kept out of every repr.
+    cipher: str = "chachapoly"
+    key: str = field(default="", repr=False)
+    prev_key: str = field(default="", repr=False)
 
 
 @dataclass(slots=True)
@@ -326,7 +331,7 @@ no_fast_producer_stall max_closed_clients proxies
 """.split())
 
 _UNSUPPORTED_JS = frozenset("""
-strict key ek encryption_key prev_key prev_ek prev_encryption_key cipher extension_hint tpm
+strict extension_hint tpm
 max_outstanding_catchup max_buffered_size max_buffered_msgs request_queue_limit info_queue_limit
 meta_compact meta_compact_size meta_compact_sync max_concurrent_io
 """.split())
@@ -747,11 +752,39 @@ def _jetstream(ctx: _Ctx, o: ServerOptions, m: ConfigMap, key: str, top_store_di
             js.unique_tag = (ctx.str_(v, k) or "").lower()
         elif kl == "limits":
             _jetstream_limits(ctx, js, v, k)
+        elif kl in ("key", "ek", "encryption_key"):
+            js.key = _secret_str(ctx, v, k)
+        elif kl in ("prev_key", "prev_ek", "prev_encryption_key"):
+            js.prev_key = _secret_str(ctx, v, k)
+        elif kl == "cipher":
+            _jetstream_cipher(ctx, js, v, k)
         elif kl in _UNSUPPORTED_JS:
             ctx.unsupported(v, k)
         else:
             ctx.unknown(v, k)
     js.enabled = enable
+
+
+def _secret_str(ctx: _Ctx, m: ConfigMap, key: str) -> str:
+    """A key's string value; a wrong type is reported without the value (a secret)."""
+    v = m[key]
+    if isinstance(v, str):
+        return v
+    ctx.error(m.pos(key), f"{key}: expected a string, got {_type_name(v)}")
+    return ""
+
+
+def _jetstream_cipher(ctx: _Ctx, js: JetStreamOptions, m: ConfigMap, key: str) -> None:
+    """``cipher: chacha | chachapoly | aes`` (any case), the reference's spellings and error."""
+    name = ctx.str_(m, key)
+    if name is None:
+        return
+    if name.lower() in ("chacha", "chachapoly"):
+        js.cipher = "chachapoly"
+    elif name.lower() == "aes":
+        js.cipher = "aes"
+    else:
+        ctx.error(m.pos(key), f'Unknown cipher type: "{name}"')
 
 
 _BATCH_LIMITS = {"max_msgs": "batch_max_msgs", "max_inflight_per_stream": "batch_max_inflight_per_stream",

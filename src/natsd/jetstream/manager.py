@@ -35,7 +35,7 @@ from natsd.jetstream.stream.core import Stream, _is_direct, store_config_for
 from natsd.jetstream.templates import TemplateManager
 from natsd.jetstream.wire import dumps
 from natsd.jetstream.config.batch_limits import batch_limits_for
-from natsd.store import list_stream_dirs, load_stream_meta, open_stream_store
+from natsd.store import StoreKeyError, list_stream_dirs, load_stream_meta, open_stream_store, store_encryption
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Clock
@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.ports import MsgHandler, Ports, Subscription
     from natsd.jetstream.views import StreamView
     from natsd.store.base import StreamStore
+    from natsd.store.file.encryption import AccountKeys
 
 __all__ = ["JetStreamEngine", "JsAccount", "ApiStats", "ApiSurface", "default_store_dir", "system_memory",
            "disk_available"]
@@ -90,17 +91,19 @@ def disk_available(path: str) -> int:
         return MAX_STORE_DEFAULT
 
 
-def _open_store(cfg: StreamConfig, created_ns: int, directory: str, engine: "JetStreamEngine") -> "StreamStore":
+def _open_store(cfg: StreamConfig, created_ns: int, directory: str, engine: "JetStreamEngine",
+                account: str) -> "StreamStore":
     return open_stream_store(store_config_for(cfg, created_ns), engine.clock, directory,
-                             engine.sync_interval_ns, engine.sync_always, threaded_writes=True)
+                             engine.sync_interval_ns, engine.sync_always, threaded_writes=True,
+                             keys=engine.keys_for(account))
 
 
-def _load_stream_meta(directory: str) -> dict | None:
+def _load_stream_meta(directory: str, keys: "AccountKeys | None" = None) -> dict | None:
     """The persisted StoreConfig.meta of the stream in ``directory`` (None if unreadable;
     :func:`natsd.store.load_stream_meta` verifies the checksum). Both our own meta shape
     (``{"config": {...}, "created": ...}``) and the reference's flattened FileStreamInfo
     (``{"name": ..., ..., "created": ...}``) are understood."""
-    meta = load_stream_meta(directory)
+    meta = load_stream_meta(directory, keys)
     if not isinstance(meta, dict):
         return None
     if "config" not in meta and "name" in meta:
@@ -203,8 +206,8 @@ class JsAccount:
         """Create and start a stream from a validated config (limits checked by the caller).
         ``subscribe=False``: the caller subscribes its subjects (``Stream.subscribe_steps``)."""
         created = created_ns if created_ns is not None else self.clock.time_ns()
-        return self.adopt_stream(cfg, _open_store(cfg, created, self.stream_dir(cfg.name), self.engine), created,
-                                 subscribe)
+        store = _open_store(cfg, created, self.stream_dir(cfg.name), self.engine, self.name)
+        return self.adopt_stream(cfg, store, created, subscribe)
 
     def adopt_stream(self, cfg: StreamConfig, store: "StreamStore", created_ns: int, subscribe: bool = True) -> Stream:
         """Register and start a stream over an already opened store (creation and restore)."""
@@ -226,7 +229,9 @@ class JsAccount:
             if entry.startswith(".") or entry in self.streams:
                 continue
             try:
-                meta = _load_stream_meta(d)
+                meta = _load_stream_meta(d, self.engine.keys_for(self.name))
+            except StoreKeyError:
+                raise  # the keys and the store disagree: JetStream does not start (nothing written)
             except Exception:
                 log.exception("JetStream: can not read stream metadata in %s", d)
                 continue
@@ -238,7 +243,9 @@ class JsAccount:
                 cfg = StreamConfig.from_json(meta["config"])
                 log.info("  Starting restore for stream '%s > %s'", self.name, cfg.name)
                 created = meta.get("created_ns") or parse_rfc3339(meta.get("created", "")) or self.clock.time_ns()
-                store = _open_store(cfg, created, d, self.engine)
+                store = _open_store(cfg, created, d, self.engine, self.name)
+            except StoreKeyError:
+                raise
             except Exception:
                 log.exception("JetStream: can not recover stream %s", entry)
                 continue
@@ -440,6 +447,8 @@ class JetStreamEngine:
         self._exceeded_logged_at: int | None = None
         self.sync_interval_ns = js.sync_interval_ns
         self.sync_always = js.sync_always
+        # Encryption at rest (``jetstream { cipher, key, prev_key }``): None when no key is set.
+        self.encryption = store_encryption(js.cipher, js.key, js.prev_key)
         self.batch_limits = batch_limits_for(js)
         self.domain = js.domain
         # Consumers per stream when its max_consumers is unset (-1: unlimited), as 2.15.
@@ -472,12 +481,19 @@ class JetStreamEngine:
             return []
         return self.api.answer_not_enabled(ports, ApiStats(), system)
 
+    def keys_for(self, account: str) -> "AccountKeys | None":
+        """The encryption keys of ``account``'s file stores, None when the store is not encrypted."""
+        return None if self.encryption is None else self.encryption.for_account(account)
+
     def lookup_account(self, name: str) -> JsAccount | None:
         return self.accounts.get(name)
 
     def start(self) -> None:
         """Create the store directory and recover every enabled account's streams."""
         os.makedirs(self.store_dir, exist_ok=True)
+        if self.encryption is not None:
+            # The reference's start-up line (its StoreCipher names); never the key.
+            log.info("JetStream encryption: %s", self.encryption.cipher.label)
         self.started = True
         for acc in list(self.accounts.values()):
             acc.recover()

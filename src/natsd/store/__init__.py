@@ -9,21 +9,26 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import TYPE_CHECKING
 
 from natsd.store.base import (
     ConsumerState, ConsumerStore, CorruptState, DiscardPolicy, MaxBytes, MaxMsgs, MaxMsgsPerSubject,
     MsgNotFound, Pending, SequencePair, SimpleState, StorageType, StorageUpdateHandler, StoreClosed,
-    StoreConfig, StoreEOF, StoreError, StoreFull, StoreMsg, StoreWriteError, MsgRun, StreamState, StreamStore,
+    StoreConfig, StoreEOF, StoreError, StoreFull, StoreKeyError, StoreMsg, StoreWriteError, MsgRun, StreamState,
+    StreamStore,
 )
 from natsd.store.memory import MemoryConsumerStore, MemoryStreamStore, mem_store_msg_size
 
+if TYPE_CHECKING:
+    from natsd.store.file.encryption import AccountKeys, Encryption
+
 __all__ = [
-    "open_stream_store", "list_stream_dirs", "load_stream_meta", "DEFAULT_SYNC_INTERVAL_NS",
+    "open_stream_store", "list_stream_dirs", "load_stream_meta", "store_encryption", "DEFAULT_SYNC_INTERVAL_NS",
     "MemoryStreamStore", "MemoryConsumerStore", "mem_store_msg_size",
     "StorageType", "DiscardPolicy", "StoreConfig", "StoreMsg", "MsgRun", "StreamState", "SimpleState",
     "SequencePair", "Pending", "ConsumerState", "StreamStore", "ConsumerStore", "StorageUpdateHandler",
     "StoreError", "StoreClosed", "MsgNotFound", "StoreEOF", "MaxMsgs", "MaxBytes", "MaxMsgsPerSubject",
-    "CorruptState", "StoreFull", "StoreWriteError",
+    "CorruptState", "StoreFull", "StoreWriteError", "StoreKeyError",
 ]
 
 #: The reference's default ``sync_interval`` (2 minutes).
@@ -40,7 +45,7 @@ def open_stream_store(config: StoreConfig, clock, directory: str | None = None,
     stream's own directory, e.g. ``<store_dir>/jetstream/<account>/streams/<stream>``), recovering
     whatever is there. ``sync_always`` makes ``flush()`` also fsync (``sync_interval: always``);
     otherwise the owner calls ``sync()`` every ``sync_interval_ns``. ``file_options`` are passed to
-    the file store (``block_size``, ...); ``threaded_writes=True`` lets it write big batches on
+    the file store (``block_size``, ``keys`` to encrypt it, ...); ``threaded_writes=True`` lets it write big batches on
     the process's writer thread when that is enabled (``flush_async``, natsd.store.file.writer).
     """
     if config.storage == StorageType.MEMORY:
@@ -58,14 +63,29 @@ def open_stream_store(config: StoreConfig, clock, directory: str | None = None,
                            sync_always=sync_always, **file_options)
 
 
-def load_stream_meta(directory: str) -> dict | None:
+def store_encryption(cipher: str, key: str, prev_key: str = "") -> Encryption | None:
+    """The server's encryption at rest (``jetstream { cipher, key, prev_key }``), None without a
+    key. ``cryptography`` is loaded here, only for a server that asks for encryption."""
+    if not key:
+        return None
+    from natsd.store.file.encryption import Encryption, StoreCipher
+
+    return Encryption(StoreCipher(cipher), key, prev_key)
+
+
+def load_stream_meta(directory: str, keys: AccountKeys | None = None) -> dict | None:
     """The verified ``meta.inf`` of the stream stored in ``directory`` (the dict that was given
     as ``StoreConfig.meta``), or None (logged) when it is missing or fails its checksum. The
-    checksum is keyed with the stream name, which is the directory's name."""
+    checksum is keyed with the stream name, which is the directory's name. ``keys``: the
+    account's encryption keys (natsd.store.file.encryption); StoreKeyError (not caught here)
+    when they do not open the stream, or the stream's encryption and the configuration disagree."""
+    from natsd.store.file.keyfiles import open_asset_key
     from natsd.store.file.meta import read_meta
 
+    name = os.path.basename(os.path.normpath(directory))
     try:
-        return read_meta(directory, os.path.basename(os.path.normpath(directory)))
+        asset = open_asset_key(directory, keys, name, f"stream {name!r}")
+        return read_meta(directory, name, asset)
     except FileNotFoundError:
         return None
     except CorruptState as exc:

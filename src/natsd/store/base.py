@@ -85,6 +85,12 @@ class CorruptState(StoreError):
     """On-disk state failed its checksum or structure check (reported, never served)."""
 
 
+class StoreKeyError(StoreError):
+    """Encryption at rest (natsd.store.file.encryption): an encrypted store does not open with
+    the configured keys, is met without a key, or a plain store with one. The message names the
+    file, never a key."""
+
+
 # ---------------------------------------------------------------------------------------------
 # Value types.
 

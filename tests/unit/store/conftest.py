@@ -9,6 +9,7 @@ import pytest
 
 from natsd.store import open_stream_store
 from natsd.store.base import StorageType, StoreConfig
+from natsd.store.file.encryption import Encryption, StoreCipher
 
 
 class MemoryFactory:
@@ -86,6 +87,11 @@ def file_store_available() -> bool:
         return False
 
 
+def make_test_keys(cipher: StoreCipher, key: str = "conformance-key", account: str = "$G"):
+    """An account's encryption keys for a test store."""
+    return Encryption(cipher, key).for_account(account)
+
+
 def make_factory(kind: str, root: str):
     if kind == "memory":
         return MemoryFactory()
@@ -105,18 +111,24 @@ def make_factory(kind: str, root: str):
         return FileFactory(root, mode="crash", block_size=512, compression="s2")
     if kind == "file-s2-noindex":
         return FileFactory(root, mode="noindex", block_size=512, compression="s2")
+    # Encrypted at rest (natsd.store.file.encryption): both ciphers, through the crash and the
+    # compression paths.
+    if kind == "file-enc-crash":
+        return FileFactory(root, mode="crash", block_size=512, keys=make_test_keys(StoreCipher.CHACHA))
+    if kind == "file-enc-aes-s2-noindex":
+        return FileFactory(root, mode="noindex", block_size=512, compression="s2", keys=make_test_keys(StoreCipher.AES))
     raise ValueError(kind)
 
 
 @pytest.fixture(params=["memory", "file", "file-small-blocks", "file-crash", "file-noindex", "file-s2", "file-s2-crash",
-                        "file-s2-noindex"])
+                        "file-s2-noindex", "file-enc-crash", "file-enc-aes-s2-noindex"])
 def store_factory(request, tmp_path):
     """A StoreFactory for each implementation; the file store with default and tiny blocks (to
     cross block boundaries everywhere) and restarted cleanly, after a crash, or without index."""
     return make_factory(request.param, str(tmp_path))
 
 
-@pytest.fixture(params=["memory", "file-small-blocks", "file-crash", "file-noindex", "file-s2-crash"])
+@pytest.fixture(params=["memory", "file-small-blocks", "file-crash", "file-noindex", "file-s2-crash", "file-enc-crash"])
 def random_factory(request, tmp_path):
     """Factories for the random-operation model tests (fewer kinds: these are the slow ones)."""
     return make_factory(request.param, str(tmp_path))

@@ -232,7 +232,7 @@ class RestoreReceiver:
             directory = os.path.join(os.path.dirname(directory), f"{RESTORE_DIR_PREFIX}{self.name}.{nuid()}")
             self._tmp_dir = directory
         self._store = open_stream_store(store_config_for(self.cfg, self._created_ns), self.clock, directory,
-                                        eng.sync_interval_ns, eng.sync_always)
+                                        eng.sync_interval_ns, eng.sync_always, keys=eng.keys_for(self.account.name))
         first = int(st.get("first_seq") or 0)
         if first > 1:
             # Start at the right sequence: this matters when the backup holds no messages.
@@ -331,7 +331,7 @@ class RestoreReceiver:
             os.close(fd)
         eng = self.account.engine
         self._store = open_stream_store(store_config_for(self.cfg, self._created_ns), self.clock, final,
-                                        eng.sync_interval_ns, eng.sync_always)
+                                        eng.sync_interval_ns, eng.sync_always, keys=eng.keys_for(self.account.name))
 
     def _activate(self) -> "StreamView":
         acct = self.account

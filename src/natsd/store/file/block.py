@@ -24,17 +24,28 @@ then replaced by its compressed form and ``comp`` reads it by plain offsets, so 
 ``flushed`` (the plain size) and every read method mean the same for both kinds. A compressed
 block is never appended to; an in-place change (secure erase, truncation) first turns it back
 into a plain file (``_decompress_file``), and the store compresses it again later.
+
+An encrypted store (natsd.store.file.encryption) gives each block a ``Keystream`` (``ks``): the
+file holds the plain bytes XORed with it at their own offsets (``_enc``/``_dec`` at every
+``pwrite``/``pread`` and whole-file write, a compressed file's bytes too), so everything above
+this class, ``flushed``, offsets and the records' checks included, sees plain bytes. The block's
+wrapped key is ``msgs/<n>.key`` (``key_path``), removed with the block. A rewrite of the file
+(compaction, erase, a cut after a failed write) reuses the block's key stream, as the reference
+does; its compressed form has a key stream of its own (``Keystream.compressed``).
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from natsd.atomicfile import atomic_write, fsync_dir
 from natsd.store.base import StoreWriteError
 from natsd.store.file.compress import ChunkCache, CompressedView, CorruptBlock, is_compressed
+
+if TYPE_CHECKING:
+    from natsd.store.file.encryption import Keystream
 
 __all__ = ["MessageBlock", "WriteJob"]
 
@@ -65,11 +76,14 @@ class WriteJob:
     OSError of a failed write, ``cut_err`` the one of a failed cut-back (the file's tail is then
     unknown: the block keeps ``werr``)."""
 
-    __slots__ = ("fd", "data", "off", "sync", "err", "cut_err", "done", "on_done", "chain")
+    __slots__ = ("fd", "data", "out", "off", "sync", "err", "cut_err", "done", "on_done", "chain")
 
-    def __init__(self, fd: int, data: bytearray, off: int, sync: bool, chain: list) -> None:
+    def __init__(self, fd: int, data: bytearray, off: int, sync: bool, chain: list,
+                 out: bytes | bytearray | None = None) -> None:
         self.fd = fd
         self.data = data
+        #: What goes to the file: ``data`` itself, or its encrypted form (an encrypted block).
+        self.out = data if out is None else out
         self.off = off
         self.sync = sync
         self.err: OSError | None = None
@@ -89,7 +103,7 @@ class WriteJob:
             self.done.set()
             return
         try:
-            _write_rest(self.fd, self.data, self.off, 0)
+            _write_rest(self.fd, self.out, self.off, 0)
             if self.sync:
                 _fsync(self.fd)
         except OSError as exc:
@@ -110,11 +124,15 @@ class MessageBlock:
     """One block file. ``size`` is the logical size (flushed + pending bytes)."""
 
     __slots__ = ("id", "path", "fd", "flushed", "pending", "max_ref", "dirty_sync", "werr", "comp", "cache",
-                 "damaged", "gen", "pend_off", "jobs")
+                 "damaged", "gen", "pend_off", "jobs", "ks", "key_path")
 
-    def __init__(self, block_id: int, path: str, create: bool = False, cache: ChunkCache | None = None) -> None:
+    def __init__(self, block_id: int, path: str, create: bool = False, cache: ChunkCache | None = None,
+                 ks: Keystream | None = None, key_path: str = "") -> None:
         self.id = block_id
         self.path = path
+        #: The block's key stream (an encrypted store) and its key file, else None and "".
+        self.ks = ks
+        self.key_path = key_path
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
         self.fd = os.open(path, flags, 0o644)
         self.cache = cache
@@ -137,9 +155,16 @@ class MessageBlock:
         self.damaged: str | None = None
         size = os.fstat(self.fd).st_size
         self.flushed = self.pend_off = size
-        if size >= 8 and is_compressed(os.pread(self.fd, 8, 0)):
+        ks = self.ks
+        if size < 8:
+            return
+        head = os.pread(self.fd, 8, 0)
+        if ks is not None:
+            ks = ks.compressed  # a compressed block has a key stream of its own (Keystream.compressed)
+            head = ks.xor(head, 0)
+        if is_compressed(head):
             try:
-                self.comp = CompressedView(self.fd, self.cache if self.cache is not None else ChunkCache())
+                self.comp = CompressedView(self.fd, self.cache if self.cache is not None else ChunkCache(), ks)
             except CorruptBlock as exc:
                 self.damaged = str(exc)
                 self.flushed = self.pend_off = 0
@@ -155,10 +180,21 @@ class MessageBlock:
         """Bytes the file takes (the compressed size for a compressed block)."""
         return self.comp.disk_size if self.comp is not None else self.flushed
 
+    def _dec(self, data: bytes, off: int) -> bytes:
+        """The plain form of file bytes read at ``off`` (the encryption's XOR is its own inverse)."""
+        ks = self.ks
+        return data if ks is None else ks.xor(data, off)
+
+    _enc = _dec
+
+    def write_file(self, plain: bytes) -> None:
+        """Replace the whole file with ``plain`` (encrypted when the block is), atomic, fsynced."""
+        atomic_write(self.path, self._enc(plain, 0))
+
     def pread(self, n: int, off: int) -> bytes:
         """``n`` flushed bytes at plain offset ``off`` (fewer at the end), as ``os.pread``."""
         if self.comp is None:
-            return os.pread(self.fd, n, off)
+            return self._dec(os.pread(self.fd, n, off), off)
         return self.comp.read(off, n)
 
     def reopen(self) -> None:
@@ -173,7 +209,7 @@ class MessageBlock:
     def _decompress_file(self) -> None:
         """Turn a compressed block back into a plain file (atomic, fsynced) before changing it."""
         if self.comp is not None:
-            atomic_write(self.path, self.comp.read_all())
+            self.write_file(self.comp.read_all())
             fsync_dir(os.path.dirname(self.path))
             self.reopen()
 
@@ -191,7 +227,9 @@ class MessageBlock:
         """Hand every pending byte to a WriteJob for the writer thread (see the module
         docstring); the caller submits it and later calls ``write_end``."""
         assert self.pending and self.werr is None
-        job = WriteJob(self.fd, self.pending, self.pend_off, sync, chain)
+        ks = self.ks
+        job = WriteJob(self.fd, self.pending, self.pend_off, sync, chain,
+                       None if ks is None else ks.xor_append(self.pending, self.pend_off))
         self.jobs.append(job)
         self.pend_off += len(self.pending)
         self.pending = bytearray()
@@ -243,9 +281,10 @@ class MessageBlock:
         try:
             # One pwrite of the whole buffer is the rule; only a short write takes the loop
             # over a view (no view made per flush: a synchronous publisher waits for each).
-            n = _pwrite(self.fd, data, off)
-            if n < len(data):
-                _write_rest(self.fd, data, off, n)
+            out = data if self.ks is None else self.ks.xor_append(data, off)
+            n = _pwrite(self.fd, out, off)
+            if n < len(out):
+                _write_rest(self.fd, out, off, n)
             if sync:
                 _fsync(self.fd)
         except OSError as exc:
@@ -290,7 +329,7 @@ class MessageBlock:
             return bytes(self.pending[start: start + size])
         if self.comp is not None:
             return self.comp.read(offset, size)
-        return os.pread(self.fd, size, offset)
+        return self._dec(os.pread(self.fd, size, offset), offset)
 
     def overwrite(self, offset: int, data: bytes) -> None:
         """Replace bytes in place (secure erase). Pending bytes are patched in the buffer."""
@@ -303,21 +342,21 @@ class MessageBlock:
         assert offset + len(data) <= self.flushed, "an overwrite never straddles the flush point"
         self._decompress_file()
         self.gen += 1
-        os.pwrite(self.fd, data, offset)
+        os.pwrite(self.fd, self._enc(data, offset), offset)
         self.dirty_sync = True
 
     def read_all(self) -> bytes:
         """The whole flushed file (recovery), plain."""
         if self.comp is not None:
             return self.comp.read_all()
-        return os.pread(self.fd, self.flushed, 0) if self.flushed else b""
+        return self._dec(os.pread(self.fd, self.flushed, 0), 0) if self.flushed else b""
 
     def truncate(self, size: int) -> None:
         """Cut the file at ``size`` (recovery of a torn or corrupt tail); fsynced."""
         assert not self.pending and not self.jobs
         if self.comp is not None or self.damaged:
             # Compressed: the kept part becomes a plain file (a damaged one: an empty file).
-            atomic_write(self.path, self.comp.read(0, size) if self.comp is not None else b"")
+            self.write_file(self.comp.read(0, size) if self.comp is not None else b"")
             fsync_dir(os.path.dirname(self.path))
             self.reopen()
             return
@@ -336,7 +375,8 @@ class MessageBlock:
 
     def unlink(self) -> None:
         self.close()
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
+        for path in (self.path, self.key_path) if self.key_path else (self.path,):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass

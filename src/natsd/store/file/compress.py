@@ -43,10 +43,14 @@ import itertools
 import threading
 import zlib
 from types import ModuleType
+from typing import TYPE_CHECKING
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from natsd.store.file.layout import TMP_SUFFIX
+
+if TYPE_CHECKING:
+    from natsd.store.file.encryption import Keystream
 
 __all__ = ["MAGIC", "HEADER", "CHUNK", "is_compressed", "compress_block", "CompressedView", "CorruptBlock",
            "ChunkCache", "SHARED_CHUNKS", "submit", "write_compressed", "compress_file", "COMPRESS_TMP"]
@@ -102,25 +106,34 @@ def compress_block(data) -> bytes:
 COMPRESS_TMP = ".z" + TMP_SUFFIX
 
 
-def compress_file(path: str) -> tuple[str, int, int]:
+def compress_file(path: str, ks: Keystream | None = None) -> tuple[str, int, int]:
     """Compress the plain block file ``path`` (runs on the compression thread): its compressed
     form is written to ``path + COMPRESS_TMP``, fsynced. Returns (that path, plain size,
-    compressed size); the store renames it over the block on its own thread."""
+    compressed size); the store renames it over the block on its own thread. ``ks``: the
+    block's key stream (an encrypted block: the plain file is XORed with it, the compressed one
+    with ``ks.compressed``, both from offset 0)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         size = os.fstat(fd).st_size
         data = os.pread(fd, size, 0)
     finally:
         os.close(fd)
+    if ks is not None:
+        if is_compressed(ks.compressed.xor(data[:8], 0)):
+            raise ValueError(f"{path} is compressed already")
+        data = ks.xor(data, 0)
     if is_compressed(data[:8]):
         raise ValueError(f"{path} is compressed already")
     tmp = path + COMPRESS_TMP
-    return tmp, len(data), write_compressed(tmp, data)
+    return tmp, len(data), write_compressed(tmp, data, None if ks is None else ks.compressed)
 
 
-def write_compressed(tmp: str, data) -> int:
-    """Write the compressed form of plain block ``data`` to ``tmp``, fsynced; returns its size."""
+def write_compressed(tmp: str, data, ks: Keystream | None = None) -> int:
+    """Write the compressed form of plain block ``data`` to ``tmp`` (encrypted with ``ks`` when
+    given), fsynced; returns its size."""
     out = compress_block(data)
+    if ks is not None:
+        out = ks.xor(out, 0)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(out)
@@ -168,12 +181,14 @@ class CompressedView:
     read by walking the frame headers (one read of the file). ``bad`` collects chunks that
     failed their check; they read as zeros (see the module docstring)."""
 
-    __slots__ = ("fd", "raw_len", "chunk", "disk_size", "_frames", "_cache", "_uid", "bad")
+    __slots__ = ("fd", "raw_len", "chunk", "disk_size", "_frames", "_cache", "_uid", "bad", "_ks")
 
-    def __init__(self, fd: int, cache: ChunkCache) -> None:
+    def __init__(self, fd: int, cache: ChunkCache, ks: Keystream | None = None) -> None:
         self.fd = fd
+        #: An encrypted block's key stream: the file's bytes are XORed with it at their offsets.
+        self._ks = ks
         self.disk_size = os.fstat(fd).st_size
-        head = os.pread(fd, HEADER, 0)
+        head = self._pread(HEADER, 0)
         if len(head) < HEADER:
             raise CorruptBlock("short compressed block header")
         magic, raw_len, chunk, crc = _HEAD.unpack(head)
@@ -186,10 +201,14 @@ class CompressedView:
         self._uid = next(_view_ids)
         self.bad: set[int] = set()
 
+    def _pread(self, n: int, off: int) -> bytes:
+        data = os.pread(self.fd, n, off)
+        return data if self._ks is None else self._ks.xor(data, off)
+
     def _table(self) -> list[tuple[int, int]]:
         frames = self._frames
         if frames is None:
-            data = os.pread(self.fd, self.disk_size - HEADER, HEADER)
+            data = self._pread(self.disk_size - HEADER, HEADER)
             frames = []
             o = 0
             end = len(data)
@@ -218,7 +237,7 @@ class CompressedView:
             off, ln = frames[i]
             cramjam = _cramjam()
             try:
-                out = bytes(cramjam.snappy.decompress(_SNAPPY_ID + os.pread(self.fd, ln, off)))
+                out = bytes(cramjam.snappy.decompress(_SNAPPY_ID + self._pread(ln, off)))
             except cramjam.DecompressionError:
                 out = None
         if out is None or len(out) != want:

@@ -66,9 +66,9 @@ class Compression:
         ):
             return
         if self.inline:
-            self._install_one(blk.id, blk, blk.gen, compress_file, (blk.path,))
+            self._install_one(blk.id, blk, blk.gen, compress_file, (blk.path, blk.ks))
             return
-        self.running[blk.id] = (blk, blk.gen, submit(compress_file, blk.path))
+        self.running[blk.id] = (blk, blk.gen, submit(compress_file, blk.path, blk.ks))
         self._arm_poll()
 
     def _arm_poll(self) -> None:

@@ -50,6 +50,14 @@ live maps (a "fuzzy" snapshot: entries changed while it reads are also in the ne
 recovery applies on top), fsyncs it and renames it over ``o.dat``, then removes ``o.log.old``.
 A crash at any point leaves a snapshot and the journals it needs. Whole writes (small states,
 a reset, migration) replace ``o.dat`` atomically with a new generation and remove the journals.
+
+Encrypted store (natsd.store.file.encryption): the consumer has its own key (``meta.key``,
+context ``"<stream>.<consumer>"``), ``meta.inf`` is sealed with it, and ``o.dat``, ``o.log`` (and
+``o.log.old``) each start with a random nonce (24 bytes for chachapoly, 16 for aes) followed by
+the bytes above XORed with the consumer key's stream cipher under that nonce from offset 0:
+the journal is appended to and the checkpoint written as it goes, which a stream cipher allows
+and a sealed whole would not. Every file gets a fresh nonce, so no key stream is used twice;
+the CRCs above still detect damage and torn tails on the decrypted bytes.
 """
 
 from __future__ import annotations
@@ -65,12 +73,16 @@ import zlib
 from array import array
 from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import chain, islice
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from natsd.store.base import ConsumerDelta, ConsumerState, CorruptState, Pending, SequencePair, StoreClosed
+from natsd.store.file.keyfiles import open_asset_key
 from natsd.store.file.layout import CONSUMER_STATE_FILE
 from natsd.store.file.meta import atomic_write, fsync_dir, read_meta, write_meta
 from natsd.varint import append_uvarint, read_uvarint
+
+if TYPE_CHECKING:
+    from natsd.store.file.encryption import AccountKeys, Keystream
 
 __all__ = [
     "encode_consumer_state", "encode_consumer_state_v1", "decode_consumer_state", "decode_snapshot",
@@ -385,7 +397,7 @@ class FileConsumerStore:
     """
 
     def __init__(self, directory: str, name: str, meta: dict | None, key: str, fsync: bool,
-                 on_close=None) -> None:
+                 on_close=None, keys: AccountKeys | None = None) -> None:
         self.name = name
         self._dir = directory
         self._key = key
@@ -403,16 +415,19 @@ class FileConsumerStore:
         self._ckpt_token = 0           # bumped by whole writes: a stale checkpoint is dropped
         self._lock = threading.Lock()  # a checkpoint's rename vs. a whole write
         existed = os.path.isdir(directory)
+        # The consumer's key first (a key that does not open it stops here, nothing written).
+        self._asset = open_asset_key(directory, keys, f"{key}.{name}", f"consumer {key!r} > {name!r}", fsync=fsync)
+        self._jks: Keystream | None = None  # the open journal's key stream (encrypted store)
         os.makedirs(directory, exist_ok=True)
         if meta:
             self.meta = meta
-            write_meta(directory, meta, key, fsync=fsync)
+            write_meta(directory, meta, key, fsync=fsync, asset=self._asset)
         elif existed:
             # Recovery: meta None/{} means "use what is on disk".
-            self.meta = read_meta(directory, key)
+            self.meta = read_meta(directory, key, self._asset)
         else:
             self.meta = {}
-            write_meta(directory, self.meta, key, fsync=fsync)
+            write_meta(directory, self.meta, key, fsync=fsync, asset=self._asset)
         #: Why the state on disk could not be used ("" when it could): the consumer is kept
         #: with its state reset (its config is in meta.inf, apart), which only causes
         #: redelivery; the owner picks a safe start (see recover_consumer).
@@ -424,11 +439,28 @@ class FileConsumerStore:
     def _path(self, name: str) -> str:
         return os.path.join(self._dir, name)
 
+    def _file_keystream(self) -> tuple[bytes, Keystream | None]:
+        """A new file's nonce and key stream (encrypted store; see the module docstring)."""
+        asset = self._asset
+        if asset is None:
+            return b"", None
+        nonce = os.urandom(asset.cipher.nonce_size)
+        return nonce, asset.keystream(nonce)
+
+    def _read_file(self, path: str) -> bytes:
+        """A state file's plain bytes (FileNotFoundError when absent)."""
+        with open(path, "rb") as f:
+            data = f.read()
+        asset = self._asset
+        if asset is None:
+            return data
+        ns = asset.cipher.nonce_size
+        return asset.keystream(data[:ns]).xor(data[ns:], 0) if len(data) > ns else b""
+
     def _load(self) -> ConsumerState:
         path = self._path(CONSUMER_STATE_FILE)
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            data = self._read_file(path)
         except FileNotFoundError:
             data = None
         st = ConsumerState()
@@ -455,8 +487,7 @@ class FileConsumerStore:
         journals = []
         for jname in (JOURNAL_OLD_FILE, JOURNAL_FILE):
             try:
-                with open(self._path(jname), "rb") as f:
-                    jdata = f.read()
+                jdata = self._read_file(self._path(jname))
             except FileNotFoundError:
                 continue
             rewrite = True
@@ -517,7 +548,7 @@ class FileConsumerStore:
     def update_config(self, meta: dict) -> None:
         self._check_open()
         self.meta = meta
-        write_meta(self._dir, meta, self._key, fsync=self._fsync)
+        write_meta(self._dir, meta, self._key, fsync=self._fsync, asset=self._asset)
 
     def flush(self, fsync: bool = False) -> None:
         """Write what changed since the last flush: a whole state replaces ``o.dat`` (tmp +
@@ -630,8 +661,9 @@ class FileConsumerStore:
         self._close_journal()
         self._gen += 1
         data = encode_consumer_state(st, self._gen)
+        nonce, ks = self._file_keystream()
         with self._lock:
-            atomic_write(self._path(CONSUMER_STATE_FILE), data, fsync=fsync)
+            atomic_write(self._path(CONSUMER_STATE_FILE), data if ks is None else nonce + ks.xor(data, 0), fsync=fsync)
             for jname in (JOURNAL_FILE, JOURNAL_OLD_FILE):
                 try:
                     os.unlink(self._path(jname))
@@ -644,9 +676,12 @@ class FileConsumerStore:
             path = self._path(JOURNAL_FILE)
             self._jfd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             hdr = journal_header(self._gen)
-            os.write(self._jfd, hdr)
-            self._jbytes = len(hdr)
+            nonce, self._jks = self._file_keystream()
+            os.write(self._jfd, hdr if self._jks is None else nonce + self._jks.xor(hdr, 0))
+            self._jbytes = len(hdr)  # (the plain offset: the nonce is not counted)
             fsync_dir(self._dir)
+        if self._jks is not None:
+            data = self._jks.xor(data, self._jbytes)
         view = memoryview(data)
         while view:
             n = os.write(self._jfd, view)
@@ -680,10 +715,15 @@ class FileConsumerStore:
             try:
                 crc = 0
                 size = 0
+                nonce, ks = self._file_keystream()
+                if nonce:
+                    os.write(fd, nonce)
 
                 def emit(b: bytes) -> None:
                     nonlocal crc, size
                     crc = zlib.crc32(b, crc)
+                    if ks is not None:
+                        b = ks.xor(b, size)
                     size += len(b)
                     view = memoryview(b)
                     while view:
@@ -711,7 +751,8 @@ class FileConsumerStore:
                         if present:
                             emit(bytes(out))
                     emit(b"\x00")
-                os.write(fd, _U32.pack(crc))
+                tail = _U32.pack(crc)
+                os.write(fd, tail if ks is None else ks.xor(tail, size))
                 os.fsync(fd)
             finally:
                 os.close(fd)

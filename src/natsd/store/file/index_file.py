@@ -1,6 +1,7 @@
 """``msgs/index.db`` as a part of :class:`~natsd.store.file.stream_store.FileStreamStore`: the
 file's path, how often ``sync()`` rewrites it, and when it last did. The bytes are
-:mod:`natsd.store.file.index`'s; recovery reads the file through ``read``."""
+:mod:`natsd.store.file.index`'s; recovery reads the file through ``read``. In an encrypted store the file holds
+``nonce || AEAD(stream seed).seal(<those bytes>)`` (natsd.store.file.encryption)."""
 
 from __future__ import annotations
 
@@ -34,9 +35,11 @@ class IndexFile:
         """The snapshot on disk, None when there is none; CorruptState when it fails its checks."""
         try:
             with open(self.path, "rb") as f:
-                return decode_index(f.read())
+                data = f.read()
         except FileNotFoundError:
             return None
+        asset = self._s._asset
+        return decode_index(data if asset is None else asset.open(data, self.path))
 
     def due(self, now_ns: int) -> bool:
         return now_ns - self.written_at >= self.interval_ns
@@ -72,7 +75,9 @@ class IndexFile:
             list(s._lost_msgs),
             blocks,
         )
-        atomic_write(self.path, encode_index(snap))
+        data = encode_index(snap)
+        asset = s._asset
+        atomic_write(self.path, data if asset is None else asset.seal(data))
         self.written_at = s._clock.monotonic_ns()
 
     def remove(self) -> None:

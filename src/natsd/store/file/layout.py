@@ -8,6 +8,10 @@ A stream's directory (``<store_dir>/jetstream/<account>/streams/<stream>/``, as 
     msgs/index.db         snapshot of the in-memory index for fast restart (natsd.store.file.index)
     obs/<consumer>/meta.inf, meta.sum   the consumer's config
     obs/<consumer>/o.dat  the consumer's state (natsd.store.file.consumer_state)
+
+An encrypted store (``jetstream { cipher, key }``, natsd.store.file.encryption) adds the wrapped
+keys, as the reference names them: ``meta.key`` beside a stream's and a consumer's ``meta.inf``,
+``msgs/<n>.key`` beside each block; the other files keep their names, their bytes encrypted.
 """
 
 from __future__ import annotations

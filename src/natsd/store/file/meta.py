@@ -6,6 +6,10 @@
 uses HighwayHash-64 keyed with sha256(stream name); the point is the same: a torn or edited
 meta.inf is detected at start-up rather than half-read). Both files are replaced atomically:
 written to ``*.tmp``, fsynced, renamed, then the directory is fsynced.
+
+Encrypted (``asset`` given, natsd.store.file.encryption): ``meta.inf`` holds
+``nonce || AEAD(seed).seal(json)`` (the reference's layout, the seed's wrapped form beside it in
+``meta.key``), and ``meta.sum`` is the checksum of those encrypted bytes.
 """
 
 from __future__ import annotations
@@ -13,11 +17,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from typing import TYPE_CHECKING
 
 # atomic_write/fsync_dir are natsd.atomicfile's; re-exported for the file store's modules
 from natsd.atomicfile import atomic_write, fsync_dir
 from natsd.store.base import CorruptState
 from natsd.store.file.layout import META_FILE, META_SUM_FILE
+
+if TYPE_CHECKING:
+    from natsd.store.file.encryption import AssetKey
 
 __all__ = ["meta_checksum", "write_meta", "read_meta", "atomic_write", "fsync_dir"]
 
@@ -27,7 +35,7 @@ def meta_checksum(data: bytes, key: str) -> str:
     return hashlib.blake2b(data, digest_size=8, key=key.encode()[:64]).hexdigest()
 
 
-def write_meta(directory: str, meta: dict, key: str, *, fsync: bool = True) -> None:
+def write_meta(directory: str, meta: dict, key: str, *, fsync: bool = True, asset: AssetKey | None = None) -> None:
     """Write ``meta.inf`` (JSON) and ``meta.sum`` into ``directory`` atomically.
 
     ``fsync=False`` (consumers of a stream that does not sync always, as nats-server's
@@ -36,15 +44,18 @@ def write_meta(directory: str, meta: dict, key: str, *, fsync: bool = True) -> N
     of a consumer create together."""
     os.makedirs(directory, exist_ok=True)
     data = json.dumps(meta, separators=(",", ":"), sort_keys=False).encode()
+    if asset is not None:
+        data = asset.seal(data)
     atomic_write(os.path.join(directory, META_FILE), data, fsync=fsync)
     atomic_write(os.path.join(directory, META_SUM_FILE), meta_checksum(data, key).encode(), fsync=fsync)
     if fsync:
         fsync_dir(directory)
 
 
-def read_meta(directory: str, key: str) -> dict:
-    """Read and verify ``meta.inf``. Raises FileNotFoundError when absent and CorruptState when
-    the checksum file is missing or does not match, or the JSON is not an object."""
+def read_meta(directory: str, key: str, asset: AssetKey | None = None) -> dict:
+    """Read and verify ``meta.inf`` (decrypted with ``asset`` when given). Raises
+    FileNotFoundError when absent and CorruptState when the checksum file is missing or does not
+    match, the encryption's tag fails, or the JSON is not an object."""
     with open(os.path.join(directory, META_FILE), "rb") as f:
         data = f.read()
     try:
@@ -54,6 +65,8 @@ def read_meta(directory: str, key: str) -> dict:
         raise CorruptState(f"{directory}: {META_SUM_FILE} is missing") from None
     if meta_checksum(data, key) != want:
         raise CorruptState(f"{directory}: {META_FILE} does not match its checksum")
+    if asset is not None:
+        data = asset.open(data, f"{directory}: {META_FILE}")
     try:
         meta = json.loads(data)
     except ValueError as exc:

@@ -36,9 +36,10 @@ from itertools import repeat
 from operator import or_, sub
 
 from natsd.store.file.crc import crc32
-from natsd.store.base import CorruptState
+from natsd.store.base import CorruptState, StoreKeyError
 from natsd.store.file.block import MessageBlock
 from natsd.store.file.index import IndexSnapshot
+from natsd.store.file.keyfiles import block_key_name
 from natsd.store.file.layout import MAX_RECORD_SIZE, TMP_SUFFIX, block_file_name, parse_block_file_name
 from natsd.store.file.record import (
     CRC_RESIDUE, FLAG_ERASED, FLAG_FIRST, FLAG_MASK, FLAG_SKIP, FLAG_TOMB, FLAG_TRUNC, FLAG_TTL, HEAD_STRUCT,
@@ -125,7 +126,15 @@ class Recovery:
 
     def _open_block(self, bid: int) -> MessageBlock:
         s = self._s
-        blk = MessageBlock(bid, os.path.join(s._msgs_dir, block_file_name(bid)), cache=s._compression.chunks)
+        path = os.path.join(s._msgs_dir, block_file_name(bid))
+        try:
+            ks, key_path = s.block_keys(bid)
+        except FileNotFoundError:
+            if os.path.getsize(path):
+                raise StoreKeyError(f"stream {s.config.name!r}: block {path} has no key file "
+                                    f"({block_key_name(bid)}): its bytes can not be read") from None
+            ks, key_path = s.block_keys(bid, create=True)  # created, then cut by a crash: empty
+        blk = MessageBlock(bid, path, cache=s._compression.chunks, ks=ks, key_path=key_path)
         s._blocks[bid] = blk
         return blk
 

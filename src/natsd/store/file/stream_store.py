@@ -47,6 +47,10 @@ per message); this class adds the files:
 - **Failed writes** (disk full, I/O error): every message not on disk is rolled back and the
   owner told (``take_rollback``); nothing unwritten is ever served; the next flush retries.
   See natsd.store.file.faults.
+- **Encryption at rest** (``keys``, natsd.store.file.encryption): the stream's key (``meta.key``)
+  is opened first, before anything is written; each block gets its own key (``msgs/<n>.key``)
+  and encrypts its bytes at the file's I/O boundary (natsd.store.file.block), so everything
+  above, recovery included, works on plain bytes.
 """
 
 from __future__ import annotations
@@ -56,19 +60,20 @@ import heapq
 import logging
 import os
 import shutil
-from typing import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from natsd.store.base import MsgRun, StoreClosed, StoreConfig, StoreError, StoreMsg, StoreWriteError
 from natsd.store.file.block import MessageBlock
 from natsd.store.file.compressing import Compression
 from natsd.store.file.consumer_state import FileConsumerStore
 from natsd.store.file.crc import crc32
+from natsd.store.file.keyfiles import block_key_name, open_asset_key
 from natsd.store.file.faults import WriteFaults
 from natsd.store.file.index_file import IndexFile
 from natsd.store.file.layout import (
     DEFAULT_BLOCK_SIZE, DEFAULT_INDEX_INTERVAL_NS, META_FILE, MSGS_DIR, OBS_DIR, block_file_name,
 )
-from natsd.store.file.meta import atomic_write, fsync_dir, write_meta
+from natsd.store.file.meta import fsync_dir, write_meta
 from natsd.store.file.reads import BlockReads, MsgCorrupt
 from natsd.store.file.record import (
     FLAG_ERASED, FLAG_FIRST, FLAG_MASK, FLAG_SKIP, FLAG_TOMB, FLAG_TRUNC, FLAG_TTL, HEADER_SIZE, SEQ_MASK,
@@ -78,6 +83,9 @@ from natsd.store.file.recovery import Recovery
 from natsd.store.file.threaded import InFlightWrites
 from natsd.store.file.writer import BlockWriter
 from natsd.store.seqindex import NEVER_EXPIRES, IndexedStreamStore
+
+if TYPE_CHECKING:
+    from natsd.store.file.encryption import AccountKeys, AssetKey, Keystream
 
 __all__ = ["FileStreamStore", "MsgCorrupt"]
 
@@ -116,8 +124,12 @@ class FileStreamStore(IndexedStreamStore):
     def __init__(self, config: StoreConfig, clock, directory: str, *, sync_interval_ns: int = 120 * 10**9,
                  sync_always: bool = False, block_size: int = DEFAULT_BLOCK_SIZE,
                  index_interval_ns: int = DEFAULT_INDEX_INTERVAL_NS, compress_inline: bool = False,
-                 writer: BlockWriter | None = None) -> None:
+                 writer: BlockWriter | None = None, keys: AccountKeys | None = None) -> None:
         self._dir = directory
+        # Encryption at rest (natsd.store.file.encryption): the account's keys and the stream's
+        # own key (meta.key); both None for a plain store.
+        self._keys = keys
+        self._asset: AssetKey | None = None
         self._msgs_dir = os.path.join(directory, MSGS_DIR)
         self._obs_dir = os.path.join(directory, OBS_DIR)
         self._block_size = block_size
@@ -148,8 +160,10 @@ class FileStreamStore(IndexedStreamStore):
         self._index_file = IndexFile(self, self._msgs_dir, index_interval_ns)
         self._compression = Compression(self, compress_inline)
         super().__init__(config, clock)
+        # The key first: a key that does not open the stream stops here, nothing written.
+        self._asset = open_asset_key(directory, keys, config.name, f"stream {config.name!r}")
         os.makedirs(self._msgs_dir, exist_ok=True)
-        write_meta(directory, self._meta_dict(), config.name)
+        write_meta(directory, self._meta_dict(), config.name, asset=self._asset)
         recovery = Recovery(self)
         try:
             recovery.run()
@@ -206,8 +220,9 @@ class FileStreamStore(IndexedStreamStore):
             self._write_now(old)
         bid = (max(self._blocks) + 1) if self._blocks else 1
         try:
+            ks, key_path = self.block_keys(bid, create=True)
             blk = MessageBlock(bid, os.path.join(self._msgs_dir, block_file_name(bid)), create=True,
-                               cache=self._compression.chunks)
+                               cache=self._compression.chunks, ks=ks, key_path=key_path)
         except OSError as exc:  # no inode left, too many open files...: the store refuses the write
             raise StoreWriteError(f"creating block {bid} of stream {self.config.name} failed: {exc}",
                                   exc.errno) from exc
@@ -216,6 +231,19 @@ class FileStreamStore(IndexedStreamStore):
         if old is not None and old.id in self._blocks:
             self._compression.queue(old)
         return blk
+
+    def block_keys(self, bid: int, create: bool = False) -> tuple[Keystream | None, str]:
+        """An encrypted store's key stream of block ``bid`` and the path of its key file
+        (``msgs/<n>.key``, context ``"<stream>:<n>"``: natsd.store.file.encryption); a new key
+        when ``create``. (None, "") for a plain store."""
+        keys = self._keys
+        if keys is None:
+            return None, ""
+        path = os.path.join(self._msgs_dir, block_key_name(bid))
+        context = f"{self.config.name}:{bid}"
+        if create:
+            return keys.create(path, context).keystream(), path
+        return keys.open(path, context).keystream(), path
 
     def _write_now(self, blk: MessageBlock) -> None:
         """Write ``blk``'s pending bytes on this thread, after the writes in flight (a block roll,
@@ -517,7 +545,7 @@ class FileStreamStore(IndexedStreamStore):
             if keep:
                 out += data[off: off + size]
             off += size
-        atomic_write(blk.path, bytes(out))
+        blk.write_file(bytes(out))
         fsync_dir(self._msgs_dir)
         blk.reopen()
         shift = blk.id << 32
@@ -555,7 +583,7 @@ class FileStreamStore(IndexedStreamStore):
     # ------------------------------------------------------------------ state / consumers / lifecycle
     def update_config(self, config: StoreConfig) -> None:
         super().update_config(config)
-        write_meta(self._dir, self._meta_dict(), config.name)
+        write_meta(self._dir, self._meta_dict(), config.name, asset=self._asset)
         self.flush()
 
     def consumer_store(self, name: str, meta: dict | None) -> FileConsumerStore:
@@ -566,7 +594,7 @@ class FileStreamStore(IndexedStreamStore):
                 cs.update_config(meta)
             return cs
         cs = FileConsumerStore(os.path.join(self._obs_dir, name), name, meta, self.config.name,
-                               fsync=self._sync_always, on_close=self._consumer_closed)
+                               fsync=self._sync_always, on_close=self._consumer_closed, keys=self._keys)
         self._consumers[name] = cs
         return cs
 

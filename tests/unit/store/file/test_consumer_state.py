@@ -154,13 +154,21 @@ def test_damaged_state_file_keeps_the_consumer_with_its_state_reset(tmp_path, ca
 
 from natsd.store.base import ConsumerDelta  # noqa: E402
 from natsd.store.file import consumer_state as CS  # noqa: E402
+from natsd.store.file.encryption import Encryption, StoreCipher  # noqa: E402
 
 
-def _open(tmp_path):
+def _open(tmp_path, keys=None):
     clock = ManualClock()
     d = str(tmp_path / "S")
-    s = open_stream_store(StoreConfig(name="S", storage="file"), clock, d)
+    s = open_stream_store(StoreConfig(name="S", storage="file"), clock, d, keys=keys)
     return s, d
+
+
+#: The journal tests run on a plain and on an encrypted store (natsd.store.file.encryption: the
+#: consumer's files then carry a nonce and its key stream; the records and their checks are the same).
+KEYS = pytest.mark.parametrize(
+    "keys", [None, Encryption(StoreCipher.CHACHA, "consumer-state-key").for_account("$G")], ids=["plain", "encrypted"]
+)
 
 
 class Live:
@@ -207,8 +215,9 @@ class Live:
                              dict(sorted(self.rdc.items())))
 
 
-def test_deltas_are_appended_and_recovered(tmp_path):
-    s, d = _open(tmp_path)
+@KEYS
+def test_deltas_are_appended_and_recovered(tmp_path, keys):
+    s, d = _open(tmp_path, keys)
     cs = s.consumer_store("C", {"config": {"durable_name": "C"}})
     live = Live()
     for i in range(1, 5001):
@@ -232,14 +241,15 @@ def test_deltas_are_appended_and_recovered(tmp_path):
         live.ack(i)
     cs.append_delta(live.delta(), live.source)
     s.stop()
-    s, d = _open(tmp_path)
+    s, d = _open(tmp_path, keys)
     cs = s.consumer_store("C", None)
     assert cs.state() == live.state()
     assert not olog.exists()  # folded into a new snapshot at open
     s.stop()
 
 
-def test_checkpoint_in_the_worker_and_crash_points(tmp_path, monkeypatch):
+@KEYS
+def test_checkpoint_in_the_worker_and_crash_points(tmp_path, monkeypatch, keys):
     import shutil as sh
     monkeypatch.setattr(CS, "JOURNAL_MIN_BYTES", 4096)
     monkeypatch.setattr(CS, "CHECKPOINT_SLICE", 100)
@@ -256,7 +266,7 @@ def test_checkpoint_in_the_worker_and_crash_points(tmp_path, monkeypatch):
     held = []  # the checkpoint, held back: the "crash during a checkpoint" point
     real_checkpoint = CS.FileConsumerStore._write_checkpoint
     monkeypatch.setattr(CS.FileConsumerStore, "_write_checkpoint", lambda self, *a: held.append((self, a)))
-    s, d = _open(tmp_path)
+    s, d = _open(tmp_path, keys)
     cs = s.consumer_store("C", {"config": {"durable_name": "C"}})
     live = Live()
     seq = 0
@@ -282,7 +292,7 @@ def test_checkpoint_in_the_worker_and_crash_points(tmp_path, monkeypatch):
     live.ack(11)
     real_checkpoint(store, *args)
     assert not (obs / "o.log.old").exists()
-    assert decode_snapshot((obs / "o.dat").read_bytes())[0] == args[1]
+    assert decode_snapshot(store._read_file(str(obs / "o.dat")))[0] == args[1]
     cs.append_delta(live.delta(), live.source)
     cs.flush()
     want = live.state()
@@ -292,19 +302,20 @@ def test_checkpoint_in_the_worker_and_crash_points(tmp_path, monkeypatch):
     (crash2 / "S" / "obs" / "C" / "o.log.old").write_bytes((crash1 / "S" / "obs" / "C" / "o.log.old").read_bytes())
     s.stop()
     for where, expect in ((tmp_path, want), (crash2, want)):
-        s2, _ = _open(where)
+        s2, _ = _open(where, keys)
         assert s2.consumer_store("C", None).state() == expect, where
         s2.stop()
     # crash1: before the checkpoint finished: the old snapshot and both journals.
-    s3, _ = _open(crash1)
+    s3, _ = _open(crash1, keys)
     st = s3.consumer_store("C", None).state()
     s3.stop()
     assert 5 not in st.pending and st.redelivered == {9: 1} and st.pending[9] == Pending(9, 99)
     assert 11 in st.pending  # acked after that copy was taken
 
 
-def test_torn_journal_tail_keeps_the_records_before_it(tmp_path, caplog):
-    s, d = _open(tmp_path)
+@KEYS
+def test_torn_journal_tail_keeps_the_records_before_it(tmp_path, caplog, keys):
+    s, d = _open(tmp_path, keys)
     cs = s.consumer_store("C", {"config": {"durable_name": "C"}})
     live = Live()
     for i in range(1, 3001):
@@ -322,7 +333,7 @@ def test_torn_journal_tail_keeps_the_records_before_it(tmp_path, caplog):
     s._abandon()  # kill -9: nothing more written
     olog = Path(d, "obs", "C", "o.log")
     olog.write_bytes(olog.read_bytes()[:-3])
-    s, d = _open(tmp_path)
+    s, d = _open(tmp_path, keys)
     assert s.consumer_store("C", None).state() == want
     assert any("torn" in r.getMessage() for r in caplog.records)
     s.stop()

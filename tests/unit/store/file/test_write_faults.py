@@ -9,6 +9,7 @@ used twice on disk."""
 from __future__ import annotations
 
 import errno
+import functools
 import os
 
 import pytest
@@ -17,6 +18,7 @@ from natsd.clock import ManualClock
 from natsd.store import open_stream_store
 from natsd.store.base import MsgNotFound, StoreConfig, StoreEOF, StoreWriteError
 from natsd.store.file import block as block_mod
+from natsd.store.file.encryption import Encryption, StoreCipher
 
 
 def cfg(**kw) -> StoreConfig:
@@ -66,6 +68,21 @@ class Disk:
 @pytest.fixture
 def disk(monkeypatch):
     return Disk(monkeypatch)
+
+
+_open_stream_store = open_stream_store
+
+
+@pytest.fixture(autouse=True, params=["plain", "encrypted"])
+def encrypted(request, monkeypatch, tmp_path):
+    """Every test also on an encrypted store (natsd.store.file.encryption): a failed write, its
+    cut-back and the retry go through the block's key stream at the same offsets."""
+    if request.param == "encrypted":
+        keys = Encryption(StoreCipher.AES, "write-faults-key").for_account("$G")
+        monkeypatch.setitem(globals(), "open_stream_store", functools.partial(_open_stream_store, keys=keys))
+    yield request.param
+    if request.param == "encrypted":
+        assert list(tmp_path.rglob("meta.key")), "the store was not encrypted"
 
 
 @pytest.fixture
