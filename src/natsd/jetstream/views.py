@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.errors import ApiError
     from natsd.jetstream.ports import MsgHandler, Ports
     from natsd.store.base import ConsumerState, StreamStore
+    from natsd.store.file.encryption import AccountKeys
 
 __all__ = ["ApiView", "EngineView", "AccountView", "StreamView", "ConsumerView", "AckView"]
 
@@ -61,6 +62,8 @@ class EngineView(Protocol):
     def accounts(self) -> Mapping[str, "AccountView"]: ...
 
     def resources_exceeded(self, storage: str) -> None: ...
+
+    def keys_for(self, account: str) -> "AccountKeys | None": ...
 
 
 class AccountView(Protocol):
