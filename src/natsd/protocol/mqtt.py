@@ -495,6 +495,22 @@ def _read_bytes(buf: bytes, pos: int, end: int, field: str) -> tuple[bytes, int]
     return buf[pos:pos + n], pos + n
 
 
+def _will_flags(flags: int) -> tuple[bool, int, bool]:
+    """The will's flag, QoS and retain bit of CONNECT's flags, refused as nats-server does when
+    they contradict each other."""
+    wqos = (flags & _FLAG_WILL_QOS) >> 3
+    wretain = bool(flags & _FLAG_WILL_RETAIN)
+    has_will = bool(flags & _FLAG_WILL)
+    if not has_will:
+        if wqos:
+            raise MQTTError(f"if Will flag is set to 0, Will QoS must be 0 too, got {wqos}")
+        if wretain:
+            raise MQTTError("if Will flag is set to 0, Will Retain flag must be 0 too")
+    elif wqos == 3:
+        raise MQTTError(f"if Will flag is set to 1, Will QoS can be 0, 1 or 2, got {wqos}")
+    return has_will, wqos, wretain
+
+
 def _connect(buf: bytes, pos: int, end: int, v5: bool = False) -> Connect:
     """mqttParseConnect: the variable header and payload, in the order the spec mandates."""
     proto, pos = _read_bytes(buf, pos, end, "protocol name")
@@ -517,16 +533,7 @@ def _connect(buf: bytes, pos: int, end: int, v5: bool = False) -> Connect:
     pos += 1
     if flags & _FLAG_RESERVED:
         raise MQTTError("connect flags reserved bit not set to 0")
-    wqos = (flags & _FLAG_WILL_QOS) >> 3
-    wretain = bool(flags & _FLAG_WILL_RETAIN)
-    has_will = bool(flags & _FLAG_WILL)
-    if not has_will:
-        if wqos:
-            raise MQTTError(f"if Will flag is set to 0, Will QoS must be 0 too, got {wqos}")
-        if wretain:
-            raise MQTTError("if Will flag is set to 0, Will Retain flag must be 0 too")
-    elif wqos == 3:
-        raise MQTTError(f"if Will flag is set to 1, Will QoS can be 0, 1 or 2, got {wqos}")
+    has_will, wqos, wretain = _will_flags(flags)
     has_user = bool(flags & _FLAG_USERNAME)
     has_pass = bool(flags & _FLAG_PASSWORD)
     if has_pass and not has_user:

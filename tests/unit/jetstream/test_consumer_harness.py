@@ -56,7 +56,7 @@ class FakeAccount:
         self.api_stats = ApiStats()
         # the consumer API only (stream requests get no reply here)
         self.router = ApiDispatcher(r for r in ROUTES if r.pattern.startswith("$JS.API.CONSUMER."))
-        self.engine = SimpleNamespace(domain="")  # (no JetStream domain)
+        self.engine = SimpleNamespace(domain="", ack_v2=False, default_max_consumers=-1)  # (no domain, v1 acks)
         self.advisories: list[tuple[str, dict]] = []
         ports.subscribe("$JS.API.>", self._on_api)
         self.consumer_hub = ConsumerHub(self)
