@@ -145,6 +145,13 @@ class ServerOptions:
     trace: bool = False
     logtime: bool = True
     log_file: str = ""
+    # Log destinations and their rotation, as nats-server (see natsd.server.logfile).
+    logtime_utc: bool = False
+    log_size_limit: int = 0
+    log_max_num: int = 0
+    syslog: bool = False
+    remote_syslog: str = ""
+    max_traced_msg_len: int = 0  # -V: a traced payload longer than this is cut, with "..."
     pid_file: str = ""
     ports_file_dir: str = ""
     config_file: str = ""
@@ -305,9 +312,8 @@ class _Ctx:
 # Keys nats-server accepts that natsd does not implement: a warning, never an error, so a
 # reference config still boots (clustering, leaf nodes, gateways, websockets, MQTT, ...).
 _UNSUPPORTED_TOP = frozenset("""
-client_advertise logtime_utc trace_headers mappings maps default_sentinel
-http_base_path cluster gateway logfile_size_limit log_size_limit logfile_max_num
-log_max_num syslog remote_syslog prof_port prof_block_rate proxy_protocol max_traced_msg_len
+client_advertise trace_headers mappings maps default_sentinel
+http_base_path cluster gateway prof_port prof_block_rate proxy_protocol
 max_sub_tokens max_subscription_tokens ocsp allow_non_tls write_timeout operator operators roots
 root root_operators root_operator resolver account_resolver accounts_resolver resolver_tls
 resolver_preload resolver_pinned_accounts no_system_account no_system no_sys_acc
@@ -1031,6 +1037,14 @@ _TOP_LEVEL: dict[str, _Callable[[_Ctx, ServerOptions, ConfigMap, str], None]] = 
     "busy_poll": _h_busy_poll,
     "logfile": _setter("log_file", "str_"),
     "log_file": _setter("log_file", "str_"),
+    "logtime_utc": _setter("logtime_utc", "bool_"),
+    "logfile_size_limit": _setter("log_size_limit", "int_"),
+    "log_size_limit": _setter("log_size_limit", "int_"),
+    "logfile_max_num": _setter("log_max_num", "int_"),
+    "log_max_num": _setter("log_max_num", "int_"),
+    "syslog": _setter("syslog", "bool_"),
+    "remote_syslog": _setter("remote_syslog", "str_"),
+    "max_traced_msg_len": _setter("max_traced_msg_len", "int_"),
     "pidfile": _setter("pid_file", "str_"),
     "pid_file": _setter("pid_file", "str_"),
     "ports_file_dir": _setter("ports_file_dir", "str_"),

@@ -51,7 +51,7 @@ from natsd.protocol.parser import Parser
 from natsd.server.auth.authenticator import check_password
 from natsd.server.auth.identity import IdentityMixin
 from natsd.server.context import ServerContext
-from natsd.server.log import TRACE, logger
+from natsd.server.log import TRACE, logger, trace_payload
 from natsd.server.router import route, route_batch, route_rrun, route_run
 from natsd.server.subscription import Subscription
 from natsd.server.writer import (  # noqa: F401  (re-exported: the close reasons live with the others)
@@ -409,7 +409,10 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         op = ev[0]
         if op == OP_PUB or op == OP_HPUB:
             args = b" ".join(a for a in (ev[1], ev[2]) if a)
+            if op == OP_HPUB:  # the reference shows both lengths: "HPUB foo 12 14"
+                args += b" %d" % ev[3]
             logger.log(TRACE, "%s<<- [%s %s %d]", self.prefix, OP_NAMES[op], _decode(args), len(ev[4]))
+            trace_payload(self.prefix, ev[4], self.server.options.max_traced_msg_len)
         elif op == OP_CONNECT:
             shown = {k: ("[REDACTED]" if k in ("pass", "auth_token") else v) for k, v in ev[1].items()}
             logger.log(TRACE, "%s<<- [CONNECT %s]", self.prefix, json.dumps(shown, separators=(",", ":")))
@@ -418,6 +421,7 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         elif op == OP_PUB_RUN:
             for subj_b, data in zip(ev[1].subjects, ev[1].payloads):
                 logger.log(TRACE, "%s<<- [PUB %s %d]", self.prefix, _decode(subj_b), len(data))
+                trace_payload(self.prefix, data, self.server.options.max_traced_msg_len)
         elif op == OP_PUB_BATCH:
             run = ev[1]
             args = b" ".join(a for a in (run.subject, run.reply) if a)

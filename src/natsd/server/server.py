@@ -40,7 +40,7 @@ from natsd.server.auth.authenticator import Authenticator
 from natsd.server.connection import (
     REASON_AUTH, REASON_LAME_DUCK, REASON_MAX_CONN, REASON_SERVER_SHUTDOWN, ClientConnection,
 )
-from natsd.server.log import logger, reopen_log_file, setup_logging
+from natsd.server.log import logger, reopen_log_file, setup_logging_from
 from natsd.server.ports import ServerPorts
 from natsd.server.transport.busypoll import BusyPoll, default_window_ns
 from natsd.server.transport.tls import HandshakeQueue, TlsContexts, TlsLayer
@@ -717,7 +717,7 @@ class Server:
         """Run until SIGINT/SIGTERM (or lame duck completes); returns the exit code."""
         if not logger.handlers:
             o = self.options
-            setup_logging(debug=o.debug, trace=o.trace, logtime=o.logtime, log_file=o.log_file)
+            setup_logging_from(o)
         loop_factory = None
         try:
             import uvloop
