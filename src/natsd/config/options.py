@@ -19,6 +19,7 @@ from natsd.config.parser import ConfigList, ConfigMap, Pos, parse_file
 from natsd.config.jwt import is_public_nkey
 from natsd.config.tls import TLSOptions, WebsocketOptions, parse_tls_block, parse_websocket_block
 from natsd.config.trust import TRUST_KEYS, TrustOptions, parse_trust_key
+from natsd.config.xkey import is_public_xkey
 from natsd.gotime import format_duration, parse_duration
 from natsd.subjects.tokens import is_valid_subject
 
@@ -48,6 +49,18 @@ class Permissions:
     allow_responses: bool = False
     responses_max: int = 1
     responses_expires_ns: int = 0
+
+
+@dataclass(slots=True)
+class AuthCalloutOptions:
+    """``authorization { auth_callout {...} }`` (see natsd.server.auth.callout): users not in
+    ``auth_users`` are authorized by a service answering ``$SYS.REQ.USER.AUTH`` in ``account``."""
+
+    issuer: str
+    account: str = "$G"
+    auth_users: list[str] = field(default_factory=list)
+    xkey: str = ""
+    allowed_accounts: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -140,6 +153,7 @@ class ServerOptions:
     # Options.Nkeys; and decentralized auth (operator, trusted keys, resolver), see config/trust.py.
     nkeys: list[UserOptions] = field(default_factory=list)
     trust: TrustOptions = field(default_factory=TrustOptions)
+    auth_callout: AuthCalloutOptions | None = None
     jetstream: JetStreamOptions = field(default_factory=JetStreamOptions)
     debug: bool = False
     trace: bool = False
@@ -492,6 +506,51 @@ def _take_nkeys(ctx: _Ctx, o: ServerOptions, users: list[UserOptions], pos: Pos 
     return rest
 
 
+def _strings(ctx: _Ctx, m: ConfigMap, k: str, what: str) -> list[str] | None:
+    v = m[k]
+    if not isinstance(v, ConfigList) or not all(isinstance(x, str) for x in v):
+        ctx.error(m.pos(k), f"Expected {what} field to be an array, got {_type_name(v)}")
+        return None
+    return [str(x) for x in v]
+
+
+def _auth_callout(ctx: _Ctx, m: ConfigMap, key: str) -> AuthCalloutOptions | None:
+    """nats-server's parseAuthCallout: its fields, texts and checks."""
+    v = m[key]
+    if not isinstance(v, ConfigMap):
+        ctx.error(m.pos(key), f"Expected authorization callout to be a map/struct, got {v!r}")
+        return None
+    ac = AuthCalloutOptions(issuer="")
+    for k in v:
+        kl, pos = k.lower(), v.pos(k)
+        if kl == "issuer":
+            ac.issuer = ctx.str_(v, k) or ""
+            if not is_public_nkey(ac.issuer, "A"):
+                ctx.error(pos, f'Expected callout user to be a valid public account nkey, got "{ac.issuer}"')
+                return None
+        elif kl in ("account", "acc"):
+            ac.account = ctx.str_(v, k) or ""
+        elif kl in ("auth_users", "users"):
+            ac.auth_users = _strings(ctx, v, k, "auth_users") or []
+        elif kl in ("xkey", "key"):
+            ac.xkey = ctx.str_(v, k) or ""
+            if not is_public_xkey(ac.xkey):
+                ctx.error(pos, f'Expected callout xkey to be a valid public xkey, got "{ac.xkey}"')
+                return None
+        elif kl == "allowed_accounts":
+            ac.allowed_accounts = _strings(ctx, v, k, "allowed accounts") or []
+        elif k not in v.used_vars:
+            ctx.error(pos, f'Unknown field "{k}" parsing authorization callout')
+    ac.account = ac.account or "$G"
+    if not ac.issuer:
+        ctx.error(m.pos(key), "Authorization callouts require an issuer to be specified")
+        return None
+    if not ac.auth_users:
+        ctx.error(m.pos(key), "Authorization callouts require authorized users to be specified")
+        return None
+    return ac
+
+
 def _authorization(ctx: _Ctx, o: ServerOptions, m: ConfigMap, key: str) -> None:
     a = ctx.map_(m, key)
     if a is None:
@@ -534,7 +593,9 @@ def _authorization(ctx: _Ctx, o: ServerOptions, m: ConfigMap, key: str) -> None:
             users = _take_nkeys(ctx, o, _users(ctx, a[k], a.pos(k), _GLOBAL_ACCOUNT), a.pos(k))
         elif kl in ("default_permission", "default_permissions", "permissions"):
             default_perms = _permissions(ctx, a[k], a.pos(k))
-        elif kl in ("auth_callout", "auth_hook", "proxy_required"):
+        elif kl in ("auth_callout", "auth_hook"):
+            o.auth_callout = _auth_callout(ctx, a, k)
+        elif kl == "proxy_required":
             ctx.unsupported(a, k)
         else:
             ctx.unknown(a, k)

@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from natsd import nats_headers as NH
 from natsd.protocol.encoder import OK, PING, PONG, encode_err, encode_hmsg, encode_msg
@@ -48,7 +48,7 @@ from natsd.protocol.events import (
     Run,
 )
 from natsd.protocol.parser import Parser
-from natsd.server.auth.authenticator import check_password
+from natsd.server.auth.authenticator import AuthResult, check_password
 from natsd.server.auth.identity import IdentityMixin
 from natsd.server.context import ServerContext
 from natsd.server.log import TRACE, logger, trace_payload
@@ -471,6 +471,9 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
             if res.bcrypt is not None:
                 self._check_bcrypt(res)
                 return False
+            if res.callout:
+                self._ask_callout(opts)
+                return False
             self._auth_done(res)
         else:
             self.connected = True
@@ -480,6 +483,29 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
 
     def _check_bcrypt(self, res) -> None:
         # bcrypt costs ~100 ms: run it off the loop and hold this connection's input meanwhile.
+        stored, given = res.bcrypt
+        loop = self.server.loop
+        assert loop is not None  # a started server's
+
+        def verdict(ok: bool) -> AuthResult:
+            if not ok:
+                return AuthResult(False, res.user)
+            self.server.auth.remember(res.cache_key)
+            return res
+
+        self._hold_input(loop.run_in_executor(None, check_password, stored, given), verdict)
+
+    def _ask_callout(self, opts: dict) -> None:
+        # The auth callout service answers over the network: hold this connection's input meanwhile.
+        callout = self.server.auth.callout
+        assert callout is not None  # only an authenticator with a callout asks for one
+        if self._auth_timer is not None:  # the callout's own timeout (the same length) decides
+            self._auth_timer.cancel()
+            self._auth_timer = None
+        self._hold_input(asyncio.ensure_future(callout.authorize(self, opts)), lambda res: res)
+
+    def _hold_input(self, fut: asyncio.Future, verdict: Callable[[Any], AuthResult]) -> None:
+        """Pause reading until ``fut`` decides this CONNECT, then resume what arrived behind it."""
         self._stash = []
         try:
             transport = self.transport
@@ -487,20 +513,17 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
             transport.pause_reading()
         except Exception:  # pragma: no cover - transport already closing
             pass
-        stored, given = res.bcrypt
-        loop = self.server.loop
-        assert loop is not None  # a started server's
-        fut = loop.run_in_executor(None, check_password, stored, given)
 
         def done(f: asyncio.Future) -> None:
-            ok = not f.cancelled() and f.exception() is None and f.result()
+            res = verdict(f.result()) if not f.cancelled() and f.exception() is None else None
+            if f.done() and not f.cancelled() and f.exception() is not None:
+                logger.error("%sauthorization check failed: %r", self.prefix, f.exception())
             stash, self._stash = self._stash or [], None
             if self.closed:
                 return
-            if not ok:
-                self.auth_violation(res.user)
+            if res is None or not res.ok:
+                self.auth_violation(res.user if res is not None else "")
                 return
-            self.server.auth.remember(res.cache_key)
             self._auth_done(res)
             if self.verbose:
                 self.send_raw(OK)

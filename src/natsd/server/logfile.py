@@ -77,10 +77,12 @@ class RotatingLogFile(logging.FileHandler):
         # The reference writes its rotation lines past its logger: local time, CRLF.
         t = time.time()
         stamp = time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(t))
+        assert self.stream is not None  # opened by _rotate() just before
         self.stream.write(f"[{os.getpid()}] {stamp}.{int((t % 1) * 1_000_000):06d} [{tag}] {msg}\r\n")
         self.stream.flush()
 
     def _rotate(self) -> None:
+        assert self.stream is not None  # emit() checked
         self.stream.close()
         backup = backup_name(self.baseFilename, time.time_ns())
         os.rename(self.baseFilename, backup)
@@ -164,7 +166,7 @@ class _GoSyslogHandler(logging.handlers.SysLogHandler):
         return _SEVERITY.get(levelName, "notice")
 
 
-def _remote_address(url: str) -> tuple[tuple[str, int] | str, int]:
+def _remote_address(url: str) -> tuple[tuple[str, int] | str, socket.SocketKind]:
     parts = urlsplit(url)
     if parts.scheme in ("udp", "tcp"):
         if not parts.hostname or parts.port is None:

@@ -47,6 +47,7 @@ from natsd.server.transport.tls import HandshakeQueue, TlsContexts, TlsLayer
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.manager import JetStreamEngine
+    from natsd.server.auth.callout import AuthCallout
     from natsd.server.auth.trust import Trust
     from natsd.server.leaf.manager import LeafManager
     from natsd.server.monitoring.endpoints import MonitorServer
@@ -85,13 +86,24 @@ class Server:
             from natsd.server.auth.trust import Trust
 
             self.trust = Trust(self.options)
-        self.auth = Authenticator(self.options, self.trust)
+        self.callout: AuthCallout | None = None
+        if self.options.auth_callout is not None and self.trust is None:
+            # deferred (start-up time): only servers with an auth callout sign requests, so only they
+            # need a real server nkey (the id is its public key) and PyNaCl
+            from natsd.server.auth.callout import AuthCallout, server_identity
+
+            seed, self.server_id = server_identity()
+            self.server_name = self.options.server_name or self.server_id
+            self.callout = AuthCallout(self.options.auth_callout, seed)
+        self.auth = Authenticator(self.options, self.trust, self.callout)
         self.accounts: dict[str, Account] = {}
         if self.trust is not None:
             self.trust.bind(self)
         self.global_account = self.get_account(GLOBAL_ACCOUNT)
         for acc in self.options.accounts:
             self.get_account(acc.name)
+        if self.callout is not None:
+            self.callout.bind(self)
         self.clients: dict[int, ClientConnection] = {}
         self._cids = itertools.count(1)
         self.slow_consumers = 0
@@ -533,7 +545,8 @@ class Server:
         if self.leafnodes is not None:  # leafnode certificates and authorization (natsd.server.leaf.manager)
             new_options.leafnodes = self.leafnodes.reload(new_options.leafnodes)
         new_options.trust = self.options.trust  # operator/resolver changes need a restart
-        new_auth = Authenticator(new_options, self.trust)
+        new_options.auth_callout = self.options.auth_callout  # callout changes need a restart
+        new_auth = Authenticator(new_options, self.trust, self.callout)
         new_auth._verified = old_auth._verified  # bcrypt results stay valid for unchanged hashes
         self.options = new_options
         self.auth = new_auth
