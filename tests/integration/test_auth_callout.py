@@ -70,7 +70,12 @@ async def _refused(port: int, user: str, password: str) -> str:
 async def _script(url: str, keys: Keys) -> dict:
     port = int(url.rsplit(":", 1)[1])
     service = CalloutService(keys, _decide)
-    svc = await nats.connect(url, user="auth", password="pwd", allow_reconnect=False)
+    svc_errors: list[str] = []
+
+    async def on_svc_error(e: Exception) -> None:
+        svc_errors.append(str(e))
+
+    svc = await nats.connect(url, user="auth", password="pwd", allow_reconnect=False, error_cb=on_svc_error)
     events: list[dict] = []
 
     async def on_event(msg) -> None:
@@ -79,6 +84,7 @@ async def _script(url: str, keys: Keys) -> dict:
     try:
         await svc.subscribe("$SYS.REQ.USER.AUTH", cb=service.handle)
         await svc.subscribe("$SYS.ACCOUNT.CLIENT.AUTH.ERR", cb=on_event)
+        await svc.publish("$SYS.REQ.USER.AUTH", b"forged")  # the service's account may not ask itself
         await svc.flush()
         # Allowed: placed in APP with the service's permissions.
         errors: list[Exception] = []
@@ -119,6 +125,7 @@ async def _script(url: str, keys: Keys) -> dict:
         "server_key_is_id": service.requests[0]["iss"] == first["server_id"]["id"],
         "encrypted": sorted(set(service.encrypted)),
         "events": sorted((e["type"], e["client"].get("user"), e["client"].get("acc"), e["reason"]) for e in events),
+        "svc_errors": svc_errors,
         "event_shape": sorted(events[0]) if events else [],
         # (natsd measures no RTT for a connection refused before its first PONG)
         "event_client": sorted(k for k in events[0]["client"] if k != "rtt") if events else [],
@@ -149,3 +156,7 @@ async def test_auth_callout_side_by_side(tmp_path, xkey):
     assert got == expected
     assert expected["allowed"]["got"] == ["app.one"]
     assert expected["encrypted"] == [xkey]
+    assert expected["denied"].startswith("-ERR 'Authorization Violation'")
+    assert expected["mute"].startswith("-ERR 'Authorization Violation'")
+    assert [e[3] for e in expected["events"]] == ["Auth callout service returned an error: no such user", ""]
+    assert any('permissions violation for publish to "$sys.req.user.auth"' in e.lower() for e in expected["svc_errors"])

@@ -151,6 +151,8 @@ class Callout(Protocol):
 
     def delegates(self, opts: dict, res: AuthResult) -> bool: ...
 
+    def restrict(self, res: AuthResult) -> AuthResult: ...
+
     async def authorize(self, client: CalloutClient, opts: dict) -> AuthResult: ...
 
 
@@ -211,8 +213,10 @@ class Authenticator:
         if self.trust is not None:
             return self.trust.authenticate(opts, nonce)
         res = self._configured(opts, nonce)
-        if self.callout is not None and self.callout.delegates(opts, res):
-            return AuthResult(True, res.user, callout=True)
+        if self.callout is not None:
+            if self.callout.delegates(opts, res):
+                return AuthResult(True, res.user, callout=True)
+            return self.callout.restrict(res)
         return res
 
     def _configured(self, opts: dict, nonce: str) -> AuthResult:

@@ -38,7 +38,7 @@ from natsd.config.options import AuthCalloutOptions, Permissions, SubjectPermiss
 from natsd.config.xkey import XKeyError, XKeyPair
 from natsd.gotime import format_rfc3339
 from natsd.nuid import nuid as next_nuid
-from natsd.server.auth.authenticator import AuthResult, CalloutClient, compile_permissions
+from natsd.server.auth.authenticator import AuthResult, CalloutClient, SubjectFilter, compile_permissions
 from natsd.server.ports import ServerPorts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -157,6 +157,20 @@ class AuthCallout:
             return False
         allowed = self.options.allowed_accounts
         return not (allowed and res.ok and res.account != "$G" and res.account not in allowed)
+
+    def restrict(self, res: AuthResult) -> AuthResult:
+        """A client placed in the callout account by the configured users (the service itself) may not
+        publish on ``$SYS.REQ.USER.AUTH``, as in nats-server."""
+        if not res.ok or res.account != self.options.account:
+            return res
+        p = res.permissions
+        pub = p.publish if p is not None else None
+        deny = SubjectPermission(list(pub.allow) if pub else [], [*(pub.deny if pub else ()), AUTH_CALLOUT_SUBJECT])
+        if p is None:
+            res.permissions = compile_permissions(Permissions(publish=deny))
+        else:
+            p.publish = SubjectFilter(deny)
+        return res
 
     def _account(self, name: str) -> Account | None:
         server = self.server
