@@ -40,7 +40,7 @@ from natsd.config.options import Permissions, ServerOptions, SubjectPermission, 
 from natsd.config.jwt import decode_sig, verify
 from natsd.subjects.tokens import subject_matches
 
-__all__ = ["Authenticator", "AuthResult", "Callout", "CalloutClient", "SubjectFilter", "CompiledPermissions",
+__all__ = ["Authenticator", "AuthResult", "Callout", "CalloutApplicant", "SubjectFilter", "CompiledPermissions",
            "is_bcrypt", "check_password"]
 
 _CACHE_MAX = 1024
@@ -135,7 +135,7 @@ class OperatorMode(Protocol):
     def authenticate(self, opts: dict, nonce: str) -> AuthResult: ...
 
 
-class CalloutClient(Protocol):
+class CalloutApplicant(Protocol):
     """What the auth callout reads of the connection it authorizes (a ``ClientConnection``)."""
 
     cid: int
@@ -153,7 +153,7 @@ class Callout(Protocol):
 
     def restrict(self, res: AuthResult) -> AuthResult: ...
 
-    async def authorize(self, client: CalloutClient, opts: dict) -> AuthResult: ...
+    async def authorize(self, client: CalloutApplicant, opts: dict) -> AuthResult: ...
 
 
 class Authenticator:

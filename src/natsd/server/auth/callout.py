@@ -32,13 +32,16 @@ import os
 import time
 from typing import TYPE_CHECKING
 
+import nkeys
+
 from natsd import __version__
 from natsd.config import jwt as J
 from natsd.config.options import AuthCalloutOptions, Permissions, SubjectPermission
-from natsd.config.xkey import XKeyError, XKeyPair
+from natsd.config.xkey import XKeyError
 from natsd.gotime import format_rfc3339
 from natsd.nuid import nuid as next_nuid
-from natsd.server.auth.authenticator import AuthResult, CalloutClient, SubjectFilter, compile_permissions
+from natsd.server.auth.authenticator import AuthResult, CalloutApplicant, SubjectFilter, compile_permissions
+from natsd.server.auth.xkeys import XKeyPair
 from natsd.server.ports import ServerPorts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -65,15 +68,11 @@ def _title(text: str) -> str:
 def server_identity() -> tuple[str, str]:
     """A fresh server nkey: (seed, public key). The server id is the public key, as in nats-server, so the
     requests it signs verify against their ``iss``."""
-    import nkeys
-
     seed = nkeys.encode_seed(os.urandom(32), nkeys.PREFIX_BYTE_SERVER)
     return seed.decode(), nkeys.from_seed(bytearray(seed)).public_key.decode()
 
 
 def _user_nkey() -> str:
-    import nkeys
-
     seed = nkeys.encode_seed(os.urandom(32), nkeys.PREFIX_BYTE_USER)
     return nkeys.from_seed(bytearray(seed)).public_key.decode()
 
@@ -85,8 +84,6 @@ def _b64(data: bytes) -> str:
 def encode_jwt(claims: dict, seed: str) -> str:
     """Sign ``claims`` as the nats JWT library does: ``ed25519-nkey``, ``jti`` = base32 SHA-512/256 of
     the claims, ``iss`` = the seed's public key."""
-    import nkeys
-
     kp = nkeys.from_seed(bytearray(seed.encode()))
     body = dict(claims, iss=kp.public_key.decode())
     body.pop("jti", None)
@@ -196,7 +193,7 @@ class AuthCallout:
         if fut is not None and not fut.done():
             fut.set_result(payload)
 
-    async def authorize(self, client: CalloutClient, opts: dict) -> AuthResult:
+    async def authorize(self, client: CalloutApplicant, opts: dict) -> AuthResult:
         """Ask the service about ``client``; a refused result when it says no, fails or is silent."""
         fail = AuthResult(False, _raw_user(opts))
         server = self.server
@@ -239,7 +236,7 @@ class AuthCallout:
             self._auth_error_event(client, acc, str(e))
             return fail
 
-    def _request_claims(self, server: ServerContext, client: CalloutClient, opts: dict, user_nkey: str) -> dict:
+    def _request_claims(self, server: ServerContext, client: CalloutApplicant, opts: dict, user_nkey: str) -> dict:
         info: dict = {
             "host": client.ip,
             "id": client.cid,
@@ -367,7 +364,7 @@ class AuthCallout:
 
     # -- advisories --------------------------------------------------------------------------------
 
-    def _auth_error_event(self, client: CalloutClient, acc: Account, reason: str) -> None:
+    def _auth_error_event(self, client: CalloutApplicant, acc: Account, reason: str) -> None:
         """nats-server's ``client_disconnect`` advisory for a refused client (the reason is the refusal's
         text): in the callout account, and server-wide in the system account."""
         server = self.server
