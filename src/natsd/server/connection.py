@@ -794,7 +794,8 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
             self._close(REASON_PROTOCOL, None, log=e.detail)
 
     def auth_violation(self, user: str = "") -> None:
-        if user and user in self.server.auth.users:
+        auth = self.server.auth
+        if user and (user in auth.users or (auth.callout is not None and self.connect_opts.get("user") == user)):
             logger.error('%sauthentication error - User "%s"', self.prefix, user)
         elif user and self.connect_opts.get("nkey") == user:
             logger.error('%sauthentication error - Nkey "%s"', self.prefix, user)
