@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import nats
 import pytest
@@ -54,9 +55,22 @@ def _decide(n: dict) -> dict | str | None:
                 "data": -1,
             },
         }
+    if user == "brief":  # credentials that run out (nats-server applies no JWT limits to callout users)
+        return {"aud": "APP", "exp": int(time.time()) + 2, "nats": {"subs": 1, "payload": -1, "data": -1}}
     if user == "mute":
         return None
     return "no such user"
+
+
+async def _brief(port: int) -> str:
+    """A user whose JWT allows one subscription and expires two seconds after it was issued."""
+    async with RawClient.connect(port) as c:
+        connect = {"verbose": False, "user": "brief", "pass": "x", "protocol": 1, "lang": "python3"}
+        await c.send(b"CONNECT " + json.dumps(connect).encode() + b"\r\nSUB a 1\r\nSUB b 2\r\nPING\r\n")
+        seen = (await c.expect_closed(timeout=6)).decode()
+    # nats-server also sends its post-CONNECT INFO (connect_info, remote_account) after the first PONG, to every
+    # client: a general difference, not the callout's, left out here.
+    return "".join(line for line in seen.splitlines(keepends=True) if not line.startswith("INFO "))
 
 
 async def _refused(port: int, user: str, password: str) -> str:
@@ -109,6 +123,7 @@ async def _script(url: str, keys: Keys) -> dict:
         denied = await _refused(port, "bob", "nope")
         # The service never answers: refused after the authorization timeout.
         mute = await _refused(port, "mute", "x")
+        brief = await _brief(port)
         await asyncio.sleep(0.5)
         await svc.flush()
     finally:
@@ -118,6 +133,7 @@ async def _script(url: str, keys: Keys) -> dict:
         "allowed": allowed,
         "denied": denied,
         "mute": mute,
+        "brief": brief,
         "request_keys": sorted(first),
         "request_aud": service.requests[0]["aud"],
         "client_info": sorted(k for k in first["client_info"] if k not in ("id",)),
@@ -158,5 +174,6 @@ async def test_auth_callout_side_by_side(tmp_path, xkey):
     assert expected["encrypted"] == [xkey]
     assert expected["denied"].startswith("-ERR 'Authorization Violation'")
     assert expected["mute"].startswith("-ERR 'Authorization Violation'")
+    assert expected["brief"] == "PONG\r\n-ERR 'User Authentication Expired'\r\n"
     assert [e[3] for e in expected["events"]] == ["Auth callout service returned an error: no such user", ""]
     assert any('permissions violation for publish to "$sys.req.user.auth"' in e.lower() for e in expected["svc_errors"])

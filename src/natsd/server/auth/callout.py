@@ -9,13 +9,14 @@ CONNECT options (password and token included: deciding on them is the service's 
 
 The service answers with an *authorization response* JWT (``sub``: that user nkey, ``aud``: the server id) that
 carries either an ``error`` or a user JWT signed by ``issuer``. The user JWT's ``aud`` names the account the
-client is placed in; its permissions, limits (``subs``, ``payload``), expiry and ``name`` apply to the
-connection as for any JWT user. With ``xkey`` (the service's public Curve25519 key), the request is sealed for
-it (see :mod:`natsd.config.xkey`) and carries the server's public xkey in a ``Nats-Server-Xkey`` header; the
-answer may be sealed back or plain. No answer within the authorization timeout, an ``error``, or any check
-that fails refuses the client with ``Authorization Violation``; the reason is logged as a warning with
-nats-server's texts, and published as a ``client_disconnect`` advisory on ``$SYS.ACCOUNT.CLIENT.AUTH.ERR``
-in the callout account (and on ``$SYS.SERVER.<id>.CLIENT.AUTH.ERR`` in the system account when there is one).
+client is placed in; its permissions, expiry and ``name`` apply to the connection (its ``subs``/``payload``
+limits do not: nats-server builds a callout user from its permissions alone). With ``xkey`` (the service's
+public Curve25519 key), the request is sealed for it (see :mod:`natsd.server.auth.xkeys`) and carries the
+server's public xkey in a ``Nats-Server-Xkey`` header; the answer may be sealed back or plain. No answer
+within the authorization timeout, an ``error``, or any check that fails refuses the client with
+``Authorization Violation``; the reason is logged as a warning with nats-server's texts, and published as a
+``client_disconnect`` advisory on ``$SYS.ACCOUNT.CLIENT.AUTH.ERR`` in the callout account (and on
+``$SYS.SERVER.<id>.CLIENT.AUTH.ERR`` in the system account when there is one).
 Clients placed in the callout account may not publish on ``$SYS.REQ.USER.AUTH``.
 
 Not implemented: the account-JWT form of operator mode (an account's ``authorization`` section).
@@ -357,9 +358,9 @@ class AuthCallout:
             target.name,
             compile_permissions(perms),
             expires=int(user.get("exp") or 0),
+            # The user JWT's subs/payload/data limits are not applied: nats-server builds the callout user
+            # from its permissions alone (buildInternalNkeyUser; checked side by side with 2.15.1).
             jwt_iat=int(user.get("iat") or 0),
-            max_subs=J.limit_of(un, "subs") if "subs" in un else -1,
-            max_payload=J.limit_of(un, "payload") if "payload" in un else -1,
         )
 
     # -- advisories --------------------------------------------------------------------------------

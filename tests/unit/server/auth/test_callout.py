@@ -157,7 +157,7 @@ def _decide(answer_of, **kw):
     return callout._decide(answer_of(server, user_nkey, **kw), user_nkey, server.accounts["AUTH"], server)
 
 
-def test_granted_user_gets_account_permissions_limits_and_expiry():
+def test_granted_user_gets_account_permissions_and_expiry():
     exp = int(time.time()) + 3600
     res = _decide(
         _answer,
@@ -168,7 +168,8 @@ def test_granted_user_gets_account_permissions_limits_and_expiry():
         },
     )
     assert isinstance(res, AuthResult) and res.ok
-    assert (res.user, res.account, res.expires, res.max_subs, res.max_payload) == ("alice", "APP", exp, 5, 100)
+    # Limits are left alone, as nats-server leaves them for callout users (permissions only).
+    assert (res.user, res.account, res.expires, res.max_subs, res.max_payload) == ("alice", "APP", exp, -1, -1)
     assert res.permissions.publish.allows("app.x") and not res.permissions.publish.allows("other")
     assert res.permissions.subscribe.denies("secret.x")
 
