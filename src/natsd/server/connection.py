@@ -472,7 +472,7 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
                 self._check_bcrypt(res)
                 return False
             if res.callout:
-                self._ask_callout(opts)
+                self._ask_callout(opts, res.account)
                 return False
             self._auth_done(res)
         else:
@@ -495,14 +495,14 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
 
         self._hold_input(loop.run_in_executor(None, check_password, stored, given), verdict)
 
-    def _ask_callout(self, opts: dict) -> None:
+    def _ask_callout(self, opts: dict, account: str) -> None:
         # The auth callout service answers over the network: hold this connection's input meanwhile.
         callout = self.server.auth.callout
         assert callout is not None  # only an authenticator with a callout asks for one
         if self._auth_timer is not None:  # the callout's own timeout (the same length) decides
             self._auth_timer.cancel()
             self._auth_timer = None
-        self._hold_input(asyncio.ensure_future(callout.authorize(self, opts)), lambda res: res)
+        self._hold_input(asyncio.ensure_future(callout.authorize(self, opts, account)), lambda res: res)
 
     def _hold_input(self, fut: asyncio.Future, verdict: Callable[[Any], AuthResult]) -> None:
         """Pause reading until ``fut`` decides this CONNECT, then resume what arrived behind it."""

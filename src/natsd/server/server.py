@@ -87,14 +87,15 @@ class Server:
 
             self.trust = Trust(self.options)
         self.callout: AuthCallout | None = None
-        if self.options.auth_callout is not None and self.trust is None:
-            # deferred (start-up time): only servers with an auth callout sign requests, so only they
-            # need a real server nkey (the id is its public key) and PyNaCl
+        if self.options.auth_callout is not None or self.trust is not None:
+            # deferred (start-up time): only servers that may call out (a configured callout, or operator mode
+            # where an account JWT may name one) sign requests, so only they need a real server nkey (the id is
+            # its public key) and PyNaCl
             from natsd.server.auth.callout import AuthCallout, server_identity
 
             seed, self.server_id = server_identity()
             self.server_name = self.options.server_name or self.server_id
-            self.callout = AuthCallout(self.options.auth_callout, seed)
+            self.callout = AuthCallout(self.options.auth_callout, seed, self.trust)
         self.auth = Authenticator(self.options, self.trust, self.callout)
         self.accounts: dict[str, Account] = {}
         if self.trust is not None:

@@ -153,7 +153,7 @@ class Callout(Protocol):
 
     def restrict(self, res: AuthResult) -> AuthResult: ...
 
-    async def authorize(self, client: CalloutApplicant, opts: dict) -> AuthResult: ...
+    async def authorize(self, client: CalloutApplicant, opts: dict, account: str) -> AuthResult: ...
 
 
 class Authenticator:
@@ -162,7 +162,7 @@ class Authenticator:
     def __init__(self, options: ServerOptions, trust: OperatorMode | None = None,
                  callout: Callout | None = None) -> None:
         self.trust = trust  # natsd.server.auth.trust.Trust in operator mode
-        self.callout = callout if trust is None else None
+        self.callout = callout
         self.nkeys: dict[str, UserOptions] = {u.nkey: u for u in options.nkeys}
         self.nkey_perms = {k: compile_permissions(u.permissions) for k, u in self.nkeys.items()}
         # INFO carries a per-connection nonce whenever a client may have to sign one.
@@ -210,12 +210,10 @@ class Authenticator:
         a result whose ``bcrypt`` still needs checking."""
         if not self.auth_required:
             return AuthResult(True)
-        if self.trust is not None:
-            return self.trust.authenticate(opts, nonce)
-        res = self._configured(opts, nonce)
+        res = self.trust.authenticate(opts, nonce) if self.trust is not None else self._configured(opts, nonce)
         if self.callout is not None:
             if self.callout.delegates(opts, res):
-                return AuthResult(True, res.user, callout=True)
+                return AuthResult(True, res.user, res.account, callout=True)
             return self.callout.restrict(res)
         return res
 

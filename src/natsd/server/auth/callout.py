@@ -19,7 +19,11 @@ within the authorization timeout, an ``error``, or any check that fails refuses 
 ``$SYS.SERVER.<id>.CLIENT.AUTH.ERR`` in the system account when there is one).
 Clients placed in the callout account may not publish on ``$SYS.REQ.USER.AUTH``.
 
-Not implemented: the account-JWT form of operator mode (an account's ``authorization`` section).
+Operator mode: an account JWT's ``authorization`` section (``auth_users``, ``allowed_accounts``, ``xkey``)
+gives that account its service. A client presenting a valid user JWT of the account (typically a bearer
+"sentinel" with no permissions) whose key is not in ``auth_users`` goes to the service, which is asked in
+that account with the account as the request's subject; the user JWT it returns is issued by the account or
+an allowed one (or their signing keys), which is where the client is placed.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import json
 import logging
 import os
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import nkeys
@@ -47,7 +52,7 @@ from natsd.server.ports import ServerPorts
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.server.account import Account
-    from natsd.server.context import ServerContext
+    from natsd.server.context import ServerContext, TrustView
 
 __all__ = ["AuthCallout", "server_identity", "encode_jwt", "AUTH_CALLOUT_SUBJECT"]
 
@@ -122,21 +127,77 @@ def _permissions(n: dict, in_callout_account: bool) -> Permissions | None:
     return p if p.publish or p.subscribe or p.allow_responses else None
 
 
-class AuthCallout:
-    """The configured callout of one server (see the module docstring)."""
+@dataclass(frozen=True, slots=True)
+class _Setting:
+    """One account's callout: the configuration block's, or (operator mode) its account JWT's
+    ``authorization`` section, where the account itself is the issuer."""
 
-    def __init__(self, options: AuthCalloutOptions, seed: str) -> None:
+    account: str
+    issuer: str
+    auth_users: frozenset[str]
+    xkey: str = ""
+    allowed_accounts: tuple[str, ...] = ()
+    operator: bool = False
+    signing_keys: frozenset[str] = frozenset()
+
+
+class AuthCallout:
+    """The callout of one server (see the module docstring): ``options`` in configuration mode, or
+    ``trust`` in operator mode, where each account JWT may name its own service."""
+
+    def __init__(self, options: AuthCalloutOptions | None, seed: str, trust: TrustView | None = None) -> None:
         self.options = options
+        self.trust = trust
         self.seed = seed
-        self.auth_users = frozenset(options.auth_users)
-        self.xkp = XKeyPair.create() if options.xkey else None
+        self._config = (
+            _Setting(
+                options.account,
+                options.issuer,
+                frozenset(options.auth_users),
+                options.xkey,
+                tuple(options.allowed_accounts),
+            )
+            if options is not None and trust is None
+            else None
+        )
+        self.xkp = XKeyPair.create() if trust is not None or (options is not None and options.xkey) else None
         self.server: ServerContext | None = None
         self._inboxes: dict[str, tuple[ServerPorts, str]] = {}  # account -> (ports, inbox prefix)
         self._pending: dict[str, asyncio.Future[bytes | None]] = {}
+        self._authz: dict[str, _Setting | None] = {}  # account JWT -> its setting (operator mode)
+
+    def _setting(self, account: str) -> _Setting | None:
+        """The callout that applies to clients of ``account`` (None: that account has none)."""
+        if self._config is not None or self.trust is None:
+            return self._config
+        claims = self.trust.lookup(account)
+        if claims is None:
+            return None
+        if claims.raw not in self._authz:
+            if len(self._authz) >= 1024:
+                self._authz.clear()
+            a = J.decode(claims.raw)["nats"].get("authorization")  # verified by the resolver already
+            users = a.get("auth_users") if isinstance(a, dict) else None
+            self._authz[claims.raw] = (
+                _Setting(
+                    claims.subject,
+                    claims.subject,
+                    frozenset(u for u in users if isinstance(u, str)),
+                    str(a.get("xkey") or ""),
+                    tuple(x for x in a.get("allowed_accounts") or [] if isinstance(x, str)),
+                    True,
+                    frozenset(claims.signing_keys),
+                )
+                if isinstance(a, dict) and isinstance(users, list) and users
+                else None
+            )
+        return self._authz[claims.raw]
 
     def bind(self, server: ServerContext) -> None:
         self.server = server
         o = self.options
+        if o is None or self._config is None:
+            return
         if self._account(o.account) is None:
             logger.error('Authorization callout account "%s" not valid', o.account)
         known = set(server.auth.users) | set(server.auth.nkeys)
@@ -144,22 +205,24 @@ class AuthCallout:
             if u not in known:
                 logger.error('Authorization callout user "%s" not valid: <nil>', u)
 
-    @property
-    def xkey(self) -> str:
-        """The server's public xkey (empty without ``xkey``)."""
-        return self.xkp.public_key if self.xkp is not None else ""
-
     def delegates(self, opts: dict, res: AuthResult) -> bool:
-        """Whether this CONNECT goes to the service rather than the configured users."""
-        if _raw_user(opts) in self.auth_users:
+        """Whether this CONNECT goes to the service rather than the configured users (configuration mode),
+        or past the user JWT it presented (operator mode: a valid JWT of an account with a callout, for a
+        user not in its ``auth_users``)."""
+        if self.trust is not None:
+            st = self._setting(res.account) if res.ok else None
+            return st is not None and res.user not in st.auth_users
+        st = self._config
+        if st is None or _raw_user(opts) in st.auth_users:
             return False
-        allowed = self.options.allowed_accounts
+        allowed = st.allowed_accounts
         return not (allowed and res.ok and res.account != "$G" and res.account not in allowed)
 
     def restrict(self, res: AuthResult) -> AuthResult:
         """A client placed in the callout account by the configured users (the service itself) may not
         publish on ``$SYS.REQ.USER.AUTH``, as in nats-server."""
-        if not res.ok or res.account != self.options.account:
+        st = self._setting(res.account) if res.ok else None
+        if st is None or res.account != st.account:
             return res
         p = res.permissions
         pub = p.publish if p is not None else None
@@ -194,20 +257,23 @@ class AuthCallout:
         if fut is not None and not fut.done():
             fut.set_result(payload)
 
-    async def authorize(self, client: CalloutApplicant, opts: dict) -> AuthResult:
-        """Ask the service about ``client``; a refused result when it says no, fails or is silent."""
+    async def authorize(self, client: CalloutApplicant, opts: dict, account: str) -> AuthResult:
+        """Ask the service about ``client`` (whose JWT, in operator mode, is of ``account``); a refused
+        result when it says no, fails or is silent."""
         fail = AuthResult(False, _raw_user(opts))
         server = self.server
         assert server is not None  # bound by the server before it accepts clients
-        acc = self._account(self.options.account)
-        if acc is None:
-            logger.warning('No valid account "%s" for auth callout request: account not found', self.options.account)
+        st = self._setting(account)
+        acc = self._account(st.account) if st is not None else None
+        if st is None or acc is None:
+            name = st.account if st is not None else account
+            logger.warning('No valid account "%s" for auth callout request: account not found', name)
             return fail
         user_nkey = _user_nkey()
-        request = encode_jwt(self._request_claims(server, client, opts, user_nkey), self.seed)
+        request = encode_jwt(self._request_claims(server, client, opts, user_nkey, st), self.seed)
         payload, hdr = request.encode(), None
-        if self.xkp is not None:
-            payload = self.xkp.seal(payload, self.options.xkey)
+        if self.xkp is not None and st.xkey:
+            payload = self.xkp.seal(payload, st.xkey)
             hdr = f"NATS/1.0\r\n{XKEY_HEADER}: {self.xkp.public_key}\r\n\r\n".encode()
         ports, prefix = self._inbox(acc)
         reply = prefix + next_nuid()
@@ -231,13 +297,15 @@ class AuthCallout:
             self._auth_error_event(client, acc, "")  # the reference gives no reason for silence
             return fail
         try:
-            return self._decide(answer, user_nkey, acc, server)
+            return self._decide(answer, user_nkey, acc, server, st)
         except CalloutError as e:
             logger.warning("%s", e)
             self._auth_error_event(client, acc, str(e))
             return fail
 
-    def _request_claims(self, server: ServerContext, client: CalloutApplicant, opts: dict, user_nkey: str) -> dict:
+    def _request_claims(
+        self, server: ServerContext, client: CalloutApplicant, opts: dict, user_nkey: str, st: _Setting
+    ) -> dict:
         info: dict = {
             "host": client.ip,
             "id": client.cid,
@@ -260,14 +328,14 @@ class AuthCallout:
         if connect["sig"]:
             info["nonce"] = client.nonce
         srv = {"name": server.server_name, "host": server.options.host, "id": server.server_id, "version": __version__}
-        if self.xkp is not None:
+        if self.xkp is not None and st.xkey:
             srv["xkey"] = self.xkp.public_key
         now = int(time.time())
         return {
             "aud": "nats-authorization-request",
             "exp": now + max(1, server.options.auth_timeout_ns // 1_000_000_000),
             "iat": now,
-            "sub": self.options.issuer,
+            "sub": st.issuer,
             "nats": {
                 "server_id": srv,
                 "user_nkey": user_nkey,
@@ -281,19 +349,19 @@ class AuthCallout:
             },
         }
 
-    def _open(self, answer: bytes, account: str) -> bytes:
-        if self.xkp is not None and answer and not answer.startswith(b"eyJ"):
+    def _open(self, answer: bytes, account: str, st: _Setting) -> bytes:
+        if self.xkp is not None and st.xkey and answer and not answer.startswith(b"eyJ"):
             try:
-                return self.xkp.open_(answer, self.options.xkey)
+                return self.xkp.open_(answer, st.xkey)
             except XKeyError as e:
                 raise CalloutError(_title(f'error decrypting auth callout response on account "{account}": {e}'))
         return answer
 
-    def _response(self, answer: bytes, user_nkey: str, acc: Account, server: ServerContext) -> dict:
+    def _response(self, answer: bytes, user_nkey: str, acc: Account, server: ServerContext, st: _Setting) -> dict:
         """The response claims' ``nats`` part, checked as nats-server checks it."""
         if not answer:
             raise CalloutError(f'Auth callout violation: "no reason supplied" on account "{acc.name}"')
-        msg = self._open(answer, acc.name)
+        msg = self._open(answer, acc.name, st)
         try:
             claims = J.decode(msg.decode("ascii", errors="replace"))
         except J.JWTError as e:
@@ -318,10 +386,14 @@ class AuthCallout:
             raise CalloutError("Auth callout violation: auth callout response is not for server")
         if n.get("error"):
             raise CalloutError(f"Auth callout service returned an error: {n['error']}")
+        if st.operator and msg is answer:  # a plain answer must come from the account or its signing keys
+            signer = n.get("issuer_account") or claims["iss"]
+            if signer != st.account and signer not in st.signing_keys:
+                raise CalloutError("Auth callout signing key is unknown")
         return n
 
-    def _decide(self, answer: bytes, user_nkey: str, acc: Account, server: ServerContext) -> AuthResult:
-        n = self._response(answer, user_nkey, acc, server)
+    def _decide(self, answer: bytes, user_nkey: str, acc: Account, server: ServerContext, st: _Setting) -> AuthResult:
+        n = self._response(answer, user_nkey, acc, server, st)
         try:
             user = J.decode(str(n["jwt"]))
         except J.JWTError as e:
@@ -338,20 +410,25 @@ class AuthCallout:
             raise CalloutError(
                 f'Expected authorized user of "{user_nkey}" but got "{user.get("sub")}" on account "{acc.name}"'
             )
-        if un.get("issuer_account"):
-            raise CalloutError(f'Error non operator mode account "{acc.name}": attempted to use issuer_account')
-        if user["iss"] != self.options.issuer:
-            raise CalloutError(
-                f'Wrong issuer for auth callout response on account "{acc.name}", expected '
-                f'"{self.options.issuer}" got "{user["iss"]}"'
-            )
-        placement = str(user.get("aud") or "")
-        target = self._account(placement)
-        if target is None:
-            raise CalloutError(
-                f'No valid account "{placement}" for auth callout response on account "{acc.name}": account not found'
-            )
-        perms = _permissions(un, target.name == self.options.account)
+        if st.operator:
+            target, perms_from = self._operator_target(user, acc, server, st)
+        else:
+            if un.get("issuer_account"):
+                raise CalloutError(f'Error non operator mode account "{acc.name}": attempted to use issuer_account')
+            if user["iss"] != st.issuer:
+                raise CalloutError(
+                    f'Wrong issuer for auth callout response on account "{acc.name}", expected '
+                    f'"{st.issuer}" got "{user["iss"]}"'
+                )
+            placement = str(user.get("aud") or "")
+            found = self._account(placement)
+            if found is None:
+                raise CalloutError(
+                    f'No valid account "{placement}" for auth callout response on account "{acc.name}": '
+                    "account not found"
+                )
+            target, perms_from = found, un
+        perms = _permissions(perms_from, target.name == st.account)
         return AuthResult(
             True,
             str(user.get("name") or user_nkey),
@@ -362,6 +439,35 @@ class AuthCallout:
             # from its permissions alone (buildInternalNkeyUser; checked side by side with 2.15.1).
             jwt_iat=int(user.get("iat") or 0),
         )
+
+    def _operator_target(self, user: dict, acc: Account, server: ServerContext, st: _Setting) -> tuple[Account, dict]:
+        """Operator mode: the account the user JWT's issuer places the client in (the callout account, or
+        one of its ``allowed_accounts``, signing keys included) and where its permissions come from (a
+        scoped signing key's template, the JWT, or the account's default permissions)."""
+        un = user["nats"]
+        placement = un.get("issuer_account") or user["iss"]
+        if placement != st.account and placement not in st.allowed_accounts and "*" not in st.allowed_accounts:
+            raise CalloutError(
+                f'Account "{user["iss"]}" not permitted as valid account option for auth callout for account '
+                f'"{acc.name}"'
+            )
+        assert self.trust is not None  # operator mode
+        claims = self.trust.lookup(placement)
+        if claims is None:
+            raise CalloutError(
+                f'No valid account "{placement}" for auth callout response on account "{acc.name}": account not found'
+            )
+        if user["iss"] != claims.subject and user["iss"] not in claims.signing_keys:
+            raise CalloutError(f'User JWT issuer "{user["iss"]}" is not known')
+        scope = claims.signing_keys.get(user["iss"])
+        if isinstance(scope, dict):
+            template = scope.get("template")
+            perms_from = template if isinstance(template, dict) else {}
+        elif any(un.get(k) for k in ("pub", "sub", "resp")):
+            perms_from = un
+        else:
+            perms_from = claims.default_permissions
+        return server.get_account(claims.subject), perms_from
 
     # -- advisories --------------------------------------------------------------------------------
 

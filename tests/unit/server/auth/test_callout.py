@@ -154,7 +154,8 @@ def _decide(answer_of, **kw):
     callout = AuthCallout(AuthCalloutOptions(issuer=KEYS.account, account="AUTH", auth_users=["auth"]), seed)
     callout.server = server
     user_nkey = _user_nkey()
-    return callout._decide(answer_of(server, user_nkey, **kw), user_nkey, server.accounts["AUTH"], server)
+    st = callout._setting("AUTH")
+    return callout._decide(answer_of(server, user_nkey, **kw), user_nkey, server.accounts["AUTH"], server, st)
 
 
 def test_granted_user_gets_account_permissions_and_expiry():
@@ -226,7 +227,7 @@ def test_request_claims_carry_the_client_and_its_connect_options():
     callout = AuthCallout(AuthCalloutOptions(issuer=KEYS.account, account="AUTH", auth_users=["auth"]), seed)
     client = SimpleNamespace(cid=7, ip="10.0.0.1", nonce="abc", connect_opts={}, start_ns=0)
     opts = {"user": "alice", "pass": "pw", "sig": "s", "name": "app", "lang": "python3", "protocol": 1}
-    claims = callout._request_claims(server, client, opts, "UKEY")
+    claims = callout._request_claims(server, client, opts, "UKEY", callout._setting("AUTH"))
     n = claims["nats"]
     assert claims["sub"] == KEYS.account and claims["aud"] == "nats-authorization-request"
     assert n["client_info"] == {
