@@ -20,7 +20,7 @@ from typing import Callable
 import nkeys
 from nacl.public import Box, PrivateKey, PublicKey
 
-__all__ = ["Keys", "CalloutService", "decode_part", "new_keys"]
+__all__ = ["Keys", "CalloutService", "decode_part", "new_keys", "sign"]
 
 
 def _b64(data: bytes) -> str:
@@ -30,6 +30,11 @@ def _b64(data: bytes) -> str:
 def decode_part(token: str, i: int = 1) -> dict:
     part = token.split(".")[i]
     return json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
+
+
+def sign(claims: dict, seed: bytes) -> str:
+    """``claims`` as a nats JWT signed by ``seed`` (``iss``, ``iat`` and ``jti`` filled in)."""
+    return _sign(claims, seed)
 
 
 def _sign(claims: dict, seed: bytes) -> str:
@@ -101,12 +106,14 @@ class CalloutService:
         if isinstance(decision, str):
             resp["nats"]["error"] = decision
         else:
+            decision = dict(decision)
+            seed = decision.pop("seed", self.keys.account_seed)  # operator mode: another account may issue
             user = {
                 "sub": n["user_nkey"],
                 **decision,
                 "nats": {"type": "user", "version": 2, **decision.get("nats", {})},
             }
-            resp["nats"]["jwt"] = _sign(user, self.keys.account_seed)
+            resp["nats"]["jwt"] = _sign(user, seed)
         out = _sign(resp, self.keys.account_seed).encode()
         if server_xkey:
             box = Box(self.keys.xkey_private, PublicKey(_xkey_raw(server_xkey)))
