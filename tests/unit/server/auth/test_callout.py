@@ -249,3 +249,22 @@ def test_request_claims_carry_the_client_and_its_connect_options():
     }
     assert n["server_id"]["id"] == server.server_id and "xkey" not in n["server_id"]
     assert decode_part(encode_jwt(claims, seed))["nats"]["user_nkey"] == "UKEY"
+
+
+def test_allowed_accounts_limit_what_is_delegated():
+    o = ServerOptions(
+        users=[
+            UserOptions(user="auth", password="pwd", account="AUTH"),
+            UserOptions(user="ops", password="p", account="OPS"),
+        ]
+    )
+    callout = AuthCallout(
+        AuthCalloutOptions(issuer=KEYS.account, account="AUTH", auth_users=["auth"], allowed_accounts=["APP"]),
+        server_identity()[0],
+    )
+    auth = Authenticator(o, None, callout)
+    # A configured user of an account outside allowed_accounts keeps its own authorization ...
+    ops = auth.authenticate({"user": "ops", "pass": "p"})
+    assert ops.ok and not ops.callout and ops.account == "OPS"
+    # ... while unknown users (the global account) still go to the service.
+    assert auth.authenticate({"user": "stranger", "pass": "x"}).callout
