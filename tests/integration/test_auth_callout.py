@@ -68,6 +68,7 @@ async def _brief(port: int) -> str:
         connect = {"verbose": False, "user": "brief", "pass": "x", "protocol": 1, "lang": "python3"}
         await c.send(b"CONNECT " + json.dumps(connect).encode() + b"\r\nSUB a 1\r\nSUB b 2\r\nPING\r\n")
         seen = (await c.expect_closed(timeout=6)).decode()
+        assert str(c.info.get("xkey", "")).startswith("X")  # the server's xkey, in INFO as in nats-server
     # nats-server also sends its post-CONNECT INFO (connect_info, remote_account) after the first PONG, to every
     # client: a general difference, not the callout's, left out here.
     return "".join(line for line in seen.splitlines(keepends=True) if not line.startswith("INFO "))

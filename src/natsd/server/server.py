@@ -483,6 +483,8 @@ class Server:
             d["nonce"] = c.nonce
         if self.jetstream is not None:
             d["api_lvl"] = API_LEVEL
+        if self.callout is not None and self.callout.xkp is not None:
+            d["xkey"] = self.callout.xkp.public_key  # the key callout requests are sealed with, as nats-server
         overrides = getattr(c.transport, "info_overrides", None)  # e.g. a WebSocket connection's port
         if overrides:
             for k, v in overrides.items():

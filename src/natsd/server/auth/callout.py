@@ -160,7 +160,9 @@ class AuthCallout:
             if options is not None and trust is None
             else None
         )
-        self.xkp = XKeyPair.create() if trust is not None or (options is not None and options.xkey) else None
+        # The server's xkey, shown in INFO as nats-server shows it; requests are sealed only for a service
+        # that names its own xkey.
+        self.xkp: XKeyPair | None = XKeyPair.create()
         self.server: ServerContext | None = None
         self._inboxes: dict[str, tuple[ServerPorts, str]] = {}  # account -> (ports, inbox prefix)
         self._pending: dict[str, asyncio.Future[bytes | None]] = {}
