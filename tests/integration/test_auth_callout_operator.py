@@ -68,11 +68,10 @@ def _setup(tmp_path, xkey: bool) -> dict:
     svc_jwt = sign(
         {"sub": svc, "name": "svc", "nats": {"type": "user", "version": 2, **USER_LIMITS}}, keys.account_seed
     )
-    creds = tmp_path / "svc.creds"
-    creds.write_text(
-        f"-----BEGIN NATS USER JWT-----\n{svc_jwt}\n------END NATS USER JWT------\n\n"
-        f"-----BEGIN USER NKEY SEED-----\n{svc_seed.decode()}\n------END USER NKEY SEED------\n"
-    )
+    creds = _creds(tmp_path / "svc.creds", svc_jwt, svc_seed)
+    sysu_seed, sysu = _keypair(nkeys.PREFIX_BYTE_USER)
+    sys_jwt = sign({"sub": sysu, "name": "sys", "nats": {"type": "user", "version": 2, **USER_LIMITS}}, sys_seed)
+    sys_creds = _creds(tmp_path / "sys.creds", sys_jwt, sysu_seed)
     sentinel = sign(
         {
             "sub": sentinel_pub,
@@ -93,7 +92,23 @@ def _setup(tmp_path, xkey: bool) -> dict:
     conf.write_text(
         f'operator: "{op_jwt}"\nsystem_account: {sys_pub}\nresolver: MEMORY\nresolver_preload: {{ {preload} }}\n'
     )
-    return {"keys": keys, "conf": conf, "creds": creds, "sentinel": sentinel, "app": app, "app_seed": app_seed}
+    return {
+        "keys": keys,
+        "conf": conf,
+        "creds": creds,
+        "sentinel": sentinel,
+        "app": app,
+        "app_seed": app_seed,
+        "sys_creds": sys_creds,
+    }
+
+
+def _creds(path, jwt: str, seed: bytes):
+    path.write_text(
+        f"-----BEGIN NATS USER JWT-----\n{jwt}\n------END NATS USER JWT------\n\n"
+        f"-----BEGIN USER NKEY SEED-----\n{seed.decode()}\n------END USER NKEY SEED------\n"
+    )
+    return path
 
 
 def _decider(app: str, app_seed: bytes):
@@ -131,9 +146,23 @@ async def _raw(port: int, sentinel: str, user: str, password: str, ops: bytes) -
 async def _script(url: str, s: dict) -> dict:
     port = int(url.rsplit(":", 1)[1])
     service = CalloutService(s["keys"], _decider(s["app"], s["app_seed"]))
-    svc = await nats.connect(url, user_credentials=str(s["creds"]), allow_reconnect=False)
+    svc_errors: list[str] = []
+
+    async def on_svc_error(e: Exception) -> None:
+        svc_errors.append(str(e).lower())
+
+    svc = await nats.connect(url, user_credentials=str(s["creds"]), allow_reconnect=False, error_cb=on_svc_error)
+    sys_nc = await nats.connect(url, user_credentials=str(s["sys_creds"]), allow_reconnect=False)
+    events: list[dict] = []
+
+    async def on_event(msg) -> None:
+        events.append(json.loads(msg.data))
+
     try:
+        await sys_nc.subscribe("$SYS.SERVER.*.CLIENT.AUTH.ERR", cb=on_event)
+        await sys_nc.flush()
         await svc.subscribe("$SYS.REQ.USER.AUTH", cb=service.handle)
+        await svc.publish("$SYS.REQ.USER.AUTH", b"forged")  # the service's own account may not ask
         await svc.flush()
         allowed = await _raw(
             port, s["sentinel"], "alice", "secret", b"SUB app.> 1\r\nPUB app.one 1\r\nx\r\nPUB other 1\r\nx\r\n"
@@ -142,6 +171,7 @@ async def _script(url: str, s: dict) -> dict:
         await asyncio.sleep(0.2)
     finally:
         await svc.close()
+        await sys_nc.close()
     first = service.requests[0]
     return {
         "allowed": allowed,
@@ -149,6 +179,8 @@ async def _script(url: str, s: dict) -> dict:
         "request_sub_is_account": first["sub"] == s["keys"].account,
         "sentinel_forwarded": first["nats"]["connect_opts"].get("jwt") == s["sentinel"],
         "encrypted": sorted(set(service.encrypted)),
+        "svc_errors": svc_errors,
+        "server_events": sorted((e["client"].get("user", ""), e["client"].get("acc", ""), e["reason"]) for e in events),
     }
 
 
@@ -172,3 +204,5 @@ async def test_operator_mode_auth_callout_side_by_side(tmp_path, xkey):
     assert expected["denied"] == "-ERR 'Authorization Violation'\r\n"
     assert expected["request_sub_is_account"] and expected["sentinel_forwarded"]
     assert expected["encrypted"] == [xkey]
+    assert any('permissions violation for publish to "$sys.req.user.auth"' in e for e in expected["svc_errors"])
+    assert expected["server_events"], "nats-server publishes the refusal server-wide"

@@ -36,7 +36,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import nkeys
 
@@ -296,13 +296,13 @@ class AuthCallout:
             self._pending.pop(reply, None)
         if answer is None:
             logger.debug('Authorization callout response not received in time on account "%s"', acc.name)
-            self._auth_error_event(client, acc, "")  # the reference gives no reason for silence
+            self._auth_error_event(client, acc, "", st)  # the reference gives no reason for silence
             return fail
         try:
             return self._decide(answer, user_nkey, acc, server, st)
         except CalloutError as e:
             logger.warning("%s", e)
-            self._auth_error_event(client, acc, str(e))
+            self._auth_error_event(client, acc, str(e), st)
             return fail
 
     def _request_claims(
@@ -473,15 +473,16 @@ class AuthCallout:
 
     # -- advisories --------------------------------------------------------------------------------
 
-    def _auth_error_event(self, client: CalloutApplicant, acc: Account, reason: str) -> None:
-        """nats-server's ``client_disconnect`` advisory for a refused client (the reason is the refusal's
-        text): in the callout account, and server-wide in the system account."""
+    def _auth_error_event(self, client: CalloutApplicant, acc: Account, reason: str, st: _Setting) -> None:
+        """nats-server's ``client_disconnect`` advisories for a refused client: in the callout account with
+        the refusal's text as the reason, and server-wide (system account) as for any authorization failure:
+        reason ``Authentication Failure``, account the one the client was in (its JWT's, or ``$G``)."""
         server = self.server
         if server is None:
             return
         now = time.time_ns()
         opts = client.connect_opts or {}
-        body = {
+        body: dict[str, Any] = {
             "type": "io.nats.server.advisory.v1.client_disconnect",
             "id": next_nuid(),
             "timestamp": format_rfc3339(now),
@@ -516,9 +517,11 @@ class AuthCallout:
             "received": {"msgs": 0, "bytes": 0},
             "reason": reason,
         }
-        data = json.dumps(body, separators=(",", ":")).encode()
-        ServerPorts(acc).publish(_ACCOUNT_AUTH_ERR, "", None, data)
-        system = server.options.system_account
+        ServerPorts(acc).publish(_ACCOUNT_AUTH_ERR, "", None, json.dumps(body, separators=(",", ":")).encode())
+        system = server.options.system_account or (self.trust.system_account if self.trust is not None else "")
         sys_acc = server.accounts.get(system) if system else None
         if sys_acc is not None:
+            body["reason"] = "Authentication Failure"
+            body["client"]["acc"] = st.account if st.operator else "$G"
+            data = json.dumps(body, separators=(",", ":")).encode()
             ServerPorts(sys_acc).publish(f"$SYS.SERVER.{server.server_id}.CLIENT.AUTH.ERR", "", None, data)
