@@ -516,8 +516,9 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
 
         def done(f: asyncio.Future) -> None:
             res = verdict(f.result()) if not f.cancelled() and f.exception() is None else None
-            if f.done() and not f.cancelled() and f.exception() is not None:
-                logger.error("%sauthorization check failed: %r", self.prefix, f.exception())
+            if not f.cancelled() and f.exception() is not None:
+                # the type only: a message could quote credentials
+                logger.error("%sauthorization check failed: %s", self.prefix, type(f.exception()).__name__)
             stash, self._stash = self._stash or [], None
             if self.closed:
                 return
