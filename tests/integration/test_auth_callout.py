@@ -165,11 +165,13 @@ async def _both(tmp_path, keys: Keys, xkey: bool) -> tuple[dict, dict]:
 
 
 @pytest.mark.parametrize("xkey", [False, True], ids=["plain", "xkey"])
-async def test_auth_callout_side_by_side(tmp_path, xkey):
+async def test_auth_callout_side_by_side(tmp_path, xkey, caplog):
     if reference_binary() is None:
         pytest.skip("nats-server binary not available")
+    caplog.set_level(5, logger="natsd")  # protocol tracing on: still no password in natsd's log
     keys = new_keys()
     expected, got = await _both(tmp_path, keys, xkey)
+    assert "MSG_PAYLOAD" in caplog.text and "secret" not in caplog.text
     assert got == expected
     assert expected["allowed"]["got"] == ["app.one"]
     assert expected["encrypted"] == [xkey]
