@@ -13,7 +13,7 @@ from __future__ import annotations
 __all__ = [
     "MSG_ID", "EXPECTED_STREAM", "EXPECTED_LAST_SEQ", "EXPECTED_LAST_SUBJ_SEQ", "EXPECTED_LAST_SUBJ_SEQ_SUBJ",
     "EXPECTED_LAST_MSG_ID", "EXPECTED_PREFIX", "ROLLUP", "TTL", "MARKER_REASON", "STREAM_SOURCE",
-    "STREAM_IDENTITY",
+    "STREAM_IDENTITY", "SERVER_XKEY",
     "REQUIRED_API_LEVEL", "INCR", "COUNTER_SOURCES", "BATCH_ID", "BATCH_SEQ", "BATCH_COMMIT", "BATCH_PREFIX",
     "SCHEDULE", "SCHEDULE_TIME_ZONE", "SCHEDULE_TTL", "SCHEDULE_ROLLUP", "SCHEDULE_TARGET", "SCHEDULE_SOURCE",
     "SCHEDULER", "SCHEDULE_NEXT", "SCHEDULE_PREFIX", "STREAM", "SUBJECT", "SEQUENCE", "TIME_STAMP", "NUM_PENDING",
@@ -36,6 +36,8 @@ MARKER_REASON = b"Nats-Marker-Reason"
 STREAM_SOURCE = b"Nats-Stream-Source"
 # a stream's identity on sourcing consumer create/reset (API level 5, natsd.jetstream.identity)
 STREAM_IDENTITY = b"Nats-Stream-Identity"
+# the server's public xkey on an auth callout request (natsd.server.auth.callout)
+SERVER_XKEY = b"Nats-Server-Xkey"
 REQUIRED_API_LEVEL = b"Nats-Required-Api-Level"
 
 # -- counters (allow_msg_counter) ------------------------------------------------------------------

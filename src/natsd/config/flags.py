@@ -70,12 +70,12 @@ _FLAG_SPECS: list[tuple[tuple[str, ...], str, str]] = [
     (("tlscacert",), "str", "tls.ca_file"),
     (("tlsverify",), "bool", "tls.verify"),
     (("ms", "https_port"), "int", "https_port"),
+    (("logtime_utc",), "bool", "logtime_utc"),
+    (("s", "syslog"), "bool", "syslog"),
+    (("r", "remote_syslog"), "str", "remote_syslog"),
+    (("log_size_limit",), "int", "log_size_limit"),
+    (("max_traced_msg_len",), "int", "max_traced_msg_len"),
     # Accepted for compatibility; natsd has no equivalent, so they only warn.
-    (("logtime_utc",), "bool", "!logtime_utc"),
-    (("s", "syslog"), "bool", "!syslog"),
-    (("r", "remote_syslog"), "str", "!remote_syslog"),
-    (("log_size_limit",), "int", "!log_size_limit"),
-    (("max_traced_msg_len",), "int", "!max_traced_msg_len"),
     (("client_advertise",), "str", "!client_advertise"),
     (("profile",), "int", "!profile"),
 ]

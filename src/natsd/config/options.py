@@ -21,6 +21,7 @@ from natsd.config.ports import check_tree_ports
 from natsd.config.jwt import is_public_nkey
 from natsd.config.tls import TLSOptions, WebsocketOptions, parse_tls_block, parse_websocket_block
 from natsd.config.trust import TRUST_KEYS, TrustOptions, parse_trust_key
+from natsd.config.xkey import is_public_xkey
 from natsd.gotime import format_duration, parse_duration
 from natsd.subjects.tokens import is_valid_subject
 
@@ -50,6 +51,18 @@ class Permissions:
     allow_responses: bool = False
     responses_max: int = 1
     responses_expires_ns: int = 0
+
+
+@dataclass(slots=True)
+class AuthCalloutOptions:
+    """``authorization { auth_callout {...} }`` (see natsd.server.auth.callout): users not in
+    ``auth_users`` are authorized by a service answering ``$SYS.REQ.USER.AUTH`` in ``account``."""
+
+    issuer: str
+    account: str = "$G"
+    auth_users: list[str] = field(default_factory=list)
+    xkey: str = ""
+    allowed_accounts: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -152,11 +165,19 @@ class ServerOptions:
     # Options.Nkeys; and decentralized auth (operator, trusted keys, resolver), see config/trust.py.
     nkeys: list[UserOptions] = field(default_factory=list)
     trust: TrustOptions = field(default_factory=TrustOptions)
+    auth_callout: AuthCalloutOptions | None = None
     jetstream: JetStreamOptions = field(default_factory=JetStreamOptions)
     debug: bool = False
     trace: bool = False
     logtime: bool = True
     log_file: str = ""
+    # Log destinations and their rotation, as nats-server (see natsd.server.logfile).
+    logtime_utc: bool = False
+    log_size_limit: int = 0
+    log_max_num: int = 0
+    syslog: bool = False
+    remote_syslog: str = ""
+    max_traced_msg_len: int = 0  # -V: a traced payload longer than this is cut, with "..."
     pid_file: str = ""
     ports_file_dir: str = ""
     config_file: str = ""
@@ -319,9 +340,8 @@ class _Ctx:
 # Keys nats-server accepts that natsd does not implement: a warning, never an error, so a
 # reference config still boots (clustering, leaf nodes, gateways, websockets, MQTT, ...).
 _UNSUPPORTED_TOP = frozenset("""
-client_advertise logtime_utc trace_headers mappings maps default_sentinel
-http_base_path cluster gateway logfile_size_limit log_size_limit logfile_max_num
-log_max_num syslog remote_syslog prof_port prof_block_rate proxy_protocol max_traced_msg_len
+client_advertise trace_headers mappings maps default_sentinel
+http_base_path cluster gateway prof_port prof_block_rate proxy_protocol
 max_sub_tokens max_subscription_tokens ocsp allow_non_tls write_timeout operator operators roots
 root root_operators root_operator resolver account_resolver accounts_resolver resolver_tls
 resolver_preload resolver_pinned_accounts no_system_account no_system no_sys_acc
@@ -500,6 +520,51 @@ def _take_nkeys(ctx: _Ctx, o: ServerOptions, users: list[UserOptions], pos: Pos 
     return rest
 
 
+def _strings(ctx: _Ctx, m: ConfigMap, k: str, what: str) -> list[str] | None:
+    v = m[k]
+    if not isinstance(v, ConfigList) or not all(isinstance(x, str) for x in v):
+        ctx.error(m.pos(k), f"Expected {what} field to be an array, got {_type_name(v)}")
+        return None
+    return [str(x) for x in v]
+
+
+def _auth_callout(ctx: _Ctx, m: ConfigMap, key: str) -> AuthCalloutOptions | None:
+    """nats-server's parseAuthCallout: its fields, texts and checks."""
+    v = m[key]
+    if not isinstance(v, ConfigMap):
+        ctx.error(m.pos(key), f"Expected authorization callout to be a map/struct, got {v!r}")
+        return None
+    ac = AuthCalloutOptions(issuer="")
+    for k in v:
+        kl, pos = k.lower(), v.pos(k)
+        if kl == "issuer":
+            ac.issuer = ctx.str_(v, k) or ""
+            if not is_public_nkey(ac.issuer, "A"):
+                ctx.error(pos, f'Expected callout user to be a valid public account nkey, got "{ac.issuer}"')
+                return None
+        elif kl in ("account", "acc"):
+            ac.account = ctx.str_(v, k) or ""
+        elif kl in ("auth_users", "users"):
+            ac.auth_users = _strings(ctx, v, k, "auth_users") or []
+        elif kl in ("xkey", "key"):
+            ac.xkey = ctx.str_(v, k) or ""
+            if not is_public_xkey(ac.xkey):
+                ctx.error(pos, f'Expected callout xkey to be a valid public xkey, got "{ac.xkey}"')
+                return None
+        elif kl == "allowed_accounts":
+            ac.allowed_accounts = _strings(ctx, v, k, "allowed accounts") or []
+        elif k not in v.used_vars:
+            ctx.error(pos, f'Unknown field "{k}" parsing authorization callout')
+    ac.account = ac.account or "$G"
+    if not ac.issuer:
+        ctx.error(m.pos(key), "Authorization callouts require an issuer to be specified")
+        return None
+    if not ac.auth_users:
+        ctx.error(m.pos(key), "Authorization callouts require authorized users to be specified")
+        return None
+    return ac
+
+
 def _authorization(ctx: _Ctx, o: ServerOptions, m: ConfigMap, key: str) -> None:
     a = ctx.map_(m, key)
     if a is None:
@@ -542,7 +607,9 @@ def _authorization(ctx: _Ctx, o: ServerOptions, m: ConfigMap, key: str) -> None:
             users = _take_nkeys(ctx, o, _users(ctx, a[k], a.pos(k), _GLOBAL_ACCOUNT), a.pos(k))
         elif kl in ("default_permission", "default_permissions", "permissions"):
             default_perms = _permissions(ctx, a[k], a.pos(k))
-        elif kl in ("auth_callout", "auth_hook", "proxy_required"):
+        elif kl in ("auth_callout", "auth_hook"):
+            o.auth_callout = _auth_callout(ctx, a, k)
+        elif kl == "proxy_required":
             ctx.unsupported(a, k)
         else:
             ctx.unknown(a, k)
@@ -1098,6 +1165,14 @@ _TOP_LEVEL: dict[str, _Callable[[_Ctx, ServerOptions, ConfigMap, str], None]] = 
     "busy_poll": _h_busy_poll,
     "logfile": _setter("log_file", "str_"),
     "log_file": _setter("log_file", "str_"),
+    "logtime_utc": _setter("logtime_utc", "bool_"),
+    "logfile_size_limit": _setter("log_size_limit", "int_"),
+    "log_size_limit": _setter("log_size_limit", "int_"),
+    "logfile_max_num": _setter("log_max_num", "int_"),
+    "log_max_num": _setter("log_max_num", "int_"),
+    "syslog": _setter("syslog", "bool_"),
+    "remote_syslog": _setter("remote_syslog", "str_"),
+    "max_traced_msg_len": _setter("max_traced_msg_len", "int_"),
     "pidfile": _setter("pid_file", "str_"),
     "pid_file": _setter("pid_file", "str_"),
     "ports_file_dir": _setter("ports_file_dir", "str_"),

@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from natsd import nats_headers as NH
 from natsd.protocol.encoder import OK, PING, PONG, encode_err, encode_hmsg, encode_msg
@@ -48,10 +48,10 @@ from natsd.protocol.events import (
     Run,
 )
 from natsd.protocol.parser import Parser
-from natsd.server.auth.authenticator import check_password
+from natsd.server.auth.authenticator import AuthResult, check_password
 from natsd.server.auth.identity import IdentityMixin
 from natsd.server.context import ServerContext
-from natsd.server.log import TRACE, logger
+from natsd.server.log import TRACE, logger, trace_payload
 from natsd.server.router import route, route_batch, route_rrun, route_run
 from natsd.server.subscription import Subscription
 from natsd.server.writer import (  # noqa: F401  (re-exported: the close reasons live with the others)
@@ -409,7 +409,10 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         op = ev[0]
         if op == OP_PUB or op == OP_HPUB:
             args = b" ".join(a for a in (ev[1], ev[2]) if a)
+            if op == OP_HPUB:  # the reference shows both lengths: "HPUB foo 12 14"
+                args += b" %d" % ev[3]
             logger.log(TRACE, "%s<<- [%s %s %d]", self.prefix, OP_NAMES[op], _decode(args), len(ev[4]))
+            trace_payload(self.prefix, ev[4], self.server.options.max_traced_msg_len)
         elif op == OP_CONNECT:
             shown = {k: ("[REDACTED]" if k in ("pass", "auth_token") else v) for k, v in ev[1].items()}
             logger.log(TRACE, "%s<<- [CONNECT %s]", self.prefix, json.dumps(shown, separators=(",", ":")))
@@ -418,6 +421,7 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         elif op == OP_PUB_RUN:
             for subj_b, data in zip(ev[1].subjects, ev[1].payloads):
                 logger.log(TRACE, "%s<<- [PUB %s %d]", self.prefix, _decode(subj_b), len(data))
+                trace_payload(self.prefix, data, self.server.options.max_traced_msg_len)
         elif op == OP_PUB_BATCH:
             run = ev[1]
             args = b" ".join(a for a in (run.subject, run.reply) if a)
@@ -467,6 +471,9 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
             if res.bcrypt is not None:
                 self._check_bcrypt(res)
                 return False
+            if res.callout:
+                self._ask_callout(opts, res.account)
+                return False
             self._auth_done(res)
         else:
             self.connected = True
@@ -476,6 +483,29 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
 
     def _check_bcrypt(self, res) -> None:
         # bcrypt costs ~100 ms: run it off the loop and hold this connection's input meanwhile.
+        stored, given = res.bcrypt
+        loop = self.server.loop
+        assert loop is not None  # a started server's
+
+        def verdict(ok: bool) -> AuthResult:
+            if not ok:
+                return AuthResult(False, res.user)
+            self.server.auth.remember(res.cache_key)
+            return res
+
+        self._hold_input(loop.run_in_executor(None, check_password, stored, given), verdict)
+
+    def _ask_callout(self, opts: dict, account: str) -> None:
+        # The auth callout service answers over the network: hold this connection's input meanwhile.
+        callout = self.server.auth.callout
+        assert callout is not None  # only an authenticator with a callout asks for one
+        if self._auth_timer is not None:  # the callout's own timeout (the same length) decides
+            self._auth_timer.cancel()
+            self._auth_timer = None
+        self._hold_input(asyncio.ensure_future(callout.authorize(self, opts, account)), lambda res: res)
+
+    def _hold_input(self, fut: asyncio.Future, verdict: Callable[[Any], AuthResult]) -> None:
+        """Pause reading until ``fut`` decides this CONNECT, then resume what arrived behind it."""
         self._stash = []
         try:
             transport = self.transport
@@ -483,20 +513,18 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
             transport.pause_reading()
         except Exception:  # pragma: no cover - transport already closing
             pass
-        stored, given = res.bcrypt
-        loop = self.server.loop
-        assert loop is not None  # a started server's
-        fut = loop.run_in_executor(None, check_password, stored, given)
 
         def done(f: asyncio.Future) -> None:
-            ok = not f.cancelled() and f.exception() is None and f.result()
+            res = verdict(f.result()) if not f.cancelled() and f.exception() is None else None
+            if not f.cancelled() and f.exception() is not None:
+                # the type only: a message could quote credentials
+                logger.error("%sauthorization check failed: %s", self.prefix, type(f.exception()).__name__)
             stash, self._stash = self._stash or [], None
             if self.closed:
                 return
-            if not ok:
-                self.auth_violation(res.user)
+            if res is None or not res.ok:
+                self.auth_violation(res.user if res is not None else "")
                 return
-            self.server.auth.remember(res.cache_key)
             self._auth_done(res)
             if self.verbose:
                 self.send_raw(OK)
@@ -767,7 +795,8 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
             self._close(REASON_PROTOCOL, None, log=e.detail)
 
     def auth_violation(self, user: str = "") -> None:
-        if user and user in self.server.auth.users:
+        auth = self.server.auth
+        if user and (user in auth.users or (auth.callout is not None and self.connect_opts.get("user") == user)):
             logger.error('%sauthentication error - User "%s"', self.prefix, user)
         elif user and self.connect_opts.get("nkey") == user:
             logger.error('%sauthentication error - Nkey "%s"', self.prefix, user)

@@ -102,14 +102,17 @@ def main(argv: list[str] | None = None) -> int:
         _err(f"{PROGRAM}: {w}")
     # deferred (issue 26, start-up time): --help, --version and -t (config check) answer without
     # loading the server
-    from natsd.server.log import setup_logging
+    from natsd.server.log import setup_logging_from
     from natsd.server.server import Server
 
     try:
-        setup_logging(debug=options.debug, trace=options.trace, logtime=options.logtime,
-                      log_file=options.log_file)
+        setup_logging_from(options)
     except OSError as e:
-        _err(f"{PROGRAM}: could not open log file {options.log_file}: {e.strerror or e}")
+        what = f"could not open log file {options.log_file}" if options.log_file else "error connecting to syslog"
+        _err(f"{PROGRAM}: {what}: {e.strerror or e}")
+        return 1
+    except ValueError as e:  # a remote_syslog URL natsd cannot dial
+        _err(f"{PROGRAM}: {e}")
         return 1
     try:
         server = Server(options)

@@ -42,13 +42,14 @@ from natsd.server.connection import (
     REASON_AUTH, REASON_LAME_DUCK, REASON_MAX_CONN, REASON_SERVER_SHUTDOWN, ClientConnection,
 )
 from natsd.server.jsbanner import node_name
-from natsd.server.log import logger, reopen_log_file, setup_logging
+from natsd.server.log import logger, reopen_log_file, setup_logging_from
 from natsd.server.ports import ServerPorts
 from natsd.server.transport.busypoll import BusyPoll, default_window_ns
 from natsd.server.transport.tls import HandshakeQueue, TlsContexts, TlsLayer
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.manager import JetStreamEngine
+    from natsd.server.auth.callout import AuthCallout
     from natsd.server.auth.trust import Trust
     from natsd.server.leaf.manager import LeafManager
     from natsd.server.monitoring.endpoints import MonitorServer
@@ -87,13 +88,25 @@ class Server:
             from natsd.server.auth.trust import Trust
 
             self.trust = Trust(self.options)
-        self.auth = Authenticator(self.options, self.trust)
+        self.callout: AuthCallout | None = None
+        if self.options.auth_callout is not None or self.trust is not None:
+            # deferred (start-up time): only servers that may call out (a configured callout, or operator mode
+            # where an account JWT may name one) sign requests, so only they need a real server nkey (the id is
+            # its public key) and PyNaCl
+            from natsd.server.auth.callout import AuthCallout, server_identity
+
+            seed, self.server_id = server_identity()
+            self.server_name = self.options.server_name or self.server_id
+            self.callout = AuthCallout(self.options.auth_callout, seed, self.trust)
+        self.auth = Authenticator(self.options, self.trust, self.callout)
         self.accounts: dict[str, Account] = {}
         if self.trust is not None:
             self.trust.bind(self)
         self.global_account = self.get_account(GLOBAL_ACCOUNT)
         for acc in self.options.accounts:
             self.get_account(acc.name)
+        if self.callout is not None:
+            self.callout.bind(self)
         self.clients: dict[int, ClientConnection] = {}
         self._cids = itertools.count(1)
         self.slow_consumers = 0
@@ -502,6 +515,8 @@ class Server:
             d["nonce"] = c.nonce
         if self.jetstream is not None:
             d["api_lvl"] = API_LEVEL
+        if self.callout is not None and self.callout.xkp is not None:
+            d["xkey"] = self.callout.xkp.public_key  # the key callout requests are sealed with, as nats-server
         overrides = getattr(c.transport, "info_overrides", None)  # e.g. a WebSocket connection's port
         if overrides:
             for k, v in overrides.items():
@@ -567,7 +582,8 @@ class Server:
         new_options.trust = self.options.trust  # operator/resolver changes need a restart
         if self.mqtt is not None:  # the MQTT listener and its settings need a restart (as nats-server)
             new_options.mqtt = self.options.mqtt
-        new_auth = Authenticator(new_options, self.trust)
+        new_options.auth_callout = self.options.auth_callout  # callout changes need a restart
+        new_auth = Authenticator(new_options, self.trust, self.callout)
         new_auth._verified = old_auth._verified  # bcrypt results stay valid for unchanged hashes
         self.options = new_options
         self.auth = new_auth
@@ -761,7 +777,7 @@ class Server:
         """Run until SIGINT/SIGTERM (or lame duck completes); returns the exit code."""
         if not logger.handlers:
             o = self.options
-            setup_logging(debug=o.debug, trace=o.trace, logtime=o.logtime, log_file=o.log_file)
+            setup_logging_from(o)
         loop_factory = None
         try:
             import uvloop

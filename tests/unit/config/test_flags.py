@@ -114,10 +114,18 @@ def test_parsing_stops_at_double_dash_and_non_flags():
 
 
 def test_ignored_compat_flags_warn():
-    o = build("--logtime_utc", "-s", "--client_advertise", "x:1", "-p", "5")
+    o = build("--client_advertise", "x:1", "-p", "5", "--profile", "6060")
     assert o.port == 5
     assert o.config_warnings == []
-    assert len(o.config_notices) == 3 and all("not supported" in w for w in o.config_notices)
+    assert len(o.config_notices) == 2 and all("not supported" in w for w in o.config_notices)
+
+
+def test_log_destination_flags():
+    o = build("--logtime_utc", "-s", "-r", "udp://127.0.0.1:514", "--log_size_limit", "1000",
+              "--max_traced_msg_len", "8")
+    assert (o.logtime_utc, o.syslog, o.remote_syslog) == (True, True, "udp://127.0.0.1:514")
+    assert (o.log_size_limit, o.max_traced_msg_len) == (1000, 8)
+    assert o.config_notices == []
 
 
 def test_flags_override_file(tmp_path):

@@ -40,8 +40,8 @@ from natsd.config.options import Permissions, ServerOptions, SubjectPermission, 
 from natsd.config.jwt import decode_sig, verify
 from natsd.subjects.tokens import subject_matches
 
-__all__ = ["Authenticator", "AuthResult", "SubjectFilter", "CompiledPermissions", "is_bcrypt",
-           "check_password"]
+__all__ = ["Authenticator", "AuthResult", "Callout", "CalloutApplicant", "SubjectFilter", "CompiledPermissions",
+           "is_bcrypt", "check_password"]
 
 _CACHE_MAX = 1024
 
@@ -125,6 +125,7 @@ class AuthResult:
     max_subs: int = -1  # JWT user/account limits (-1: none beyond the server's)
     max_payload: int = -1
     error: str = ""  # a refusal with its own -ERR text instead of 'Authorization Violation'
+    callout: bool = False  # the auth callout service decides (natsd.server.auth.callout)
 
 
 class OperatorMode(Protocol):
@@ -134,11 +135,34 @@ class OperatorMode(Protocol):
     def authenticate(self, opts: dict, nonce: str) -> AuthResult: ...
 
 
+class CalloutApplicant(Protocol):
+    """What the auth callout reads of the connection it authorizes (a ``ClientConnection``)."""
+
+    cid: int
+    ip: str
+    nonce: str
+    connect_opts: dict
+    start_ns: int
+
+
+class Callout(Protocol):
+    """The auth callout as the authenticator and connections use it
+    (:class:`natsd.server.auth.callout.AuthCallout`)."""
+
+    def delegates(self, opts: dict, res: AuthResult) -> bool: ...
+
+    def restrict(self, res: AuthResult) -> AuthResult: ...
+
+    async def authorize(self, client: CalloutApplicant, opts: dict, account: str) -> AuthResult: ...
+
+
 class Authenticator:
     """Built from :class:`ServerOptions`; rebuilt on config reload."""
 
-    def __init__(self, options: ServerOptions, trust: OperatorMode | None = None) -> None:
+    def __init__(self, options: ServerOptions, trust: OperatorMode | None = None,
+                 callout: Callout | None = None) -> None:
         self.trust = trust  # natsd.server.auth.trust.Trust in operator mode
+        self.callout = callout
         self.nkeys: dict[str, UserOptions] = {u.nkey: u for u in options.nkeys}
         self.nkey_perms = {k: compile_permissions(u.permissions) for k, u in self.nkeys.items()}
         # INFO carries a per-connection nonce whenever a client may have to sign one.
@@ -186,8 +210,15 @@ class Authenticator:
         a result whose ``bcrypt`` still needs checking."""
         if not self.auth_required:
             return AuthResult(True)
-        if self.trust is not None:
-            return self.trust.authenticate(opts, nonce)
+        res = self.trust.authenticate(opts, nonce) if self.trust is not None else self._configured(opts, nonce)
+        if self.callout is not None:
+            if self.callout.delegates(opts, res):
+                return AuthResult(True, res.user, res.account, callout=True)
+            return self.callout.restrict(res)
+        return res
+
+    def _configured(self, opts: dict, nonce: str) -> AuthResult:
+        """The configured users, nkeys, user/password or token."""
         nkey = opts.get("nkey")
         if nkey and self.nkeys:
             return self._nkey(nkey, opts.get("sig"), nonce)
