@@ -16,6 +16,7 @@ from typing import Any as _Any, Callable as _Callable
 
 from natsd.config.lexer import ConfigError
 from natsd.config.parser import ConfigList, ConfigMap, Pos, parse_file
+from natsd.config.mappings import MappingList, parse_mappings
 from natsd.config.jwt import is_public_nkey
 from natsd.config.tls import TLSOptions, WebsocketOptions, parse_tls_block, parse_websocket_block
 from natsd.config.trust import TRUST_KEYS, TrustOptions, parse_trust_key
@@ -82,6 +83,8 @@ class AccountOptions:
     name: str
     users: list[UserOptions] = field(default_factory=list)
     jetstream: AccountJetStreamLimits | None = None  # None: JetStream disabled for this account
+    # mappings {}: (source, destinations) in config order (natsd.subjects.mapping).
+    mappings: MappingList = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -107,6 +110,12 @@ class ServerOptions:
     host: str = "0.0.0.0"
     port: int = 4222
     server_name: str = ""
+    # Top-level mappings {}: the global account's ($G) subject mappings.
+    mappings: MappingList = field(default_factory=list)
+    # server_tags (a list, or a comma-separated string) and server_metadata (a string map), shown
+    # in /varz, statsz and INFO as nats-server shows them.
+    server_tags: list[str] = field(default_factory=list)
+    server_metadata: dict[str, str] = field(default_factory=dict)
     http_host: str = "0.0.0.0"
     http_port: int = 0  # 0 = monitoring off
     # Secure transports (natsd.config.tls): client-port TLS, HTTPS monitoring, WebSocket listener.
@@ -305,14 +314,14 @@ class _Ctx:
 # Keys nats-server accepts that natsd does not implement: a warning, never an error, so a
 # reference config still boots (clustering, leaf nodes, gateways, websockets, MQTT, ...).
 _UNSUPPORTED_TOP = frozenset("""
-client_advertise logtime_utc trace_headers mappings maps default_sentinel
+client_advertise logtime_utc trace_headers default_sentinel
 http_base_path cluster gateway logfile_size_limit log_size_limit logfile_max_num
 log_max_num syslog remote_syslog prof_port prof_block_rate proxy_protocol max_traced_msg_len
 max_sub_tokens max_subscription_tokens ocsp allow_non_tls write_timeout operator operators roots
 root root_operators root_operator resolver account_resolver accounts_resolver resolver_tls
 resolver_preload resolver_pinned_accounts no_system_account no_system no_sys_acc
 no_header_support trusted trusted_keys connect_error_reports reconnect_error_reports
-mqtt server_tags server_metadata feature_flags default_js_domain ocsp_cache
+mqtt feature_flags default_js_domain ocsp_cache
 no_fast_producer_stall max_closed_clients proxies
 """.split())
 
@@ -675,7 +684,9 @@ def _accounts(ctx: _Ctx, o: ServerOptions, m: ConfigMap, key: str) -> None:
                 ok, lim = _account_jetstream(ctx, av, k)
                 if ok:
                     acc.jetstream = lim
-            elif kl in ("nkey", "imports", "exports", "default_permissions", "mappings", "maps",
+            elif kl in ("mappings", "maps"):
+                acc.mappings = parse_mappings(ctx, av, k)
+            elif kl in ("nkey", "imports", "exports", "default_permissions",
                         "limits", "msg_trace", "trace_dest"):
                 ctx.unsupported(av, k)
             else:
@@ -1000,6 +1011,44 @@ def _h_authorization(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
     _authorization(ctx, o, m, k)
 
 
+def _h_mappings(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
+    o.mappings = parse_mappings(ctx, m, k)
+
+
+def _h_server_tags(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
+    # As nats-server (jwt.TagList.Add): a string is one tag (no comma split), a list is many;
+    # each is trimmed and lower-cased, empty ones and duplicates dropped.
+    v = m[k]
+    if isinstance(v, str):
+        raw = [v]
+    elif isinstance(v, list):
+        raw = []
+        for t in v:
+            if not isinstance(t, str):
+                ctx.error(m.pos(k), f"error parsing tags: unsupported type {_type_name(t)} where string is expected")
+                return
+            raw.append(t)
+    else:
+        ctx.error(m.pos(k), f"error parsing tags: unsupported type {_type_name(v)}")
+        return
+    for t in raw:
+        t = t.strip().lower()
+        if t and t not in o.server_tags:
+            o.server_tags.append(t)
+
+
+def _h_server_metadata(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
+    v = ctx.map_(m, k)
+    if v is None:
+        return
+    for name in v:
+        val = v[name]
+        if not isinstance(val, str):
+            ctx.error(v.pos(name), f"error parsing metadata: unsupported type {_type_name(val)}")
+            continue
+        o.server_metadata[name] = val
+
+
 def _h_trust(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
     import os
     parse_trust_key(ctx, o.trust, m, k, os.path.dirname(o.config_file))
@@ -1050,6 +1099,10 @@ _TOP_LEVEL: dict[str, _Callable[[_Ctx, ServerOptions, ConfigMap, str], None]] = 
     "system_account": _setter("system_account", "str_"),
     "system": _setter("system_account", "str_"),
     **{k: _h_trust for k in TRUST_KEYS},
+    "mappings": _h_mappings,
+    "maps": _h_mappings,
+    "server_tags": _h_server_tags,
+    "server_metadata": _h_server_metadata,
     "leafnodes": lambda ctx, o, m, k: _h_leafnodes(ctx, o, m, k),
     "leaf": lambda ctx, o, m, k: _h_leafnodes(ctx, o, m, k),
 }

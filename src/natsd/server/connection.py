@@ -52,6 +52,7 @@ from natsd.server.auth.authenticator import check_password
 from natsd.server.auth.identity import IdentityMixin
 from natsd.server.context import ServerContext
 from natsd.server.log import TRACE, logger
+from natsd.server.mapping import mapped
 from natsd.server.router import route, route_batch, route_rrun, route_run
 from natsd.server.subscription import Subscription
 from natsd.server.writer import (  # noqa: F401  (re-exported: the close reasons live with the others)
@@ -393,7 +394,10 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
     def _pub_options(self) -> tuple:
         """What :meth:`process` keeps in locals: (per-message PUB checks needed, verbose,
         account, decoded-subject cache)."""
-        return self.pedantic or self.pub_filter is not None, self.verbose, self.account, self._subjects
+        acc = self.account
+        # Subject mappings (natsd.server.mapping) send every publish through on_pub.
+        checked = self.pedantic or self.pub_filter is not None or (acc is not None and acc.mapper is not None)
+        return checked, self.verbose, acc, self._subjects
 
     def _subject(self, subj_b: bytes) -> str:
         """Decode a subject, remembering it (publishers reuse a few subjects; the parser hands
@@ -554,6 +558,11 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
             if self.verbose:
                 self.send_raw(OK)
             return
+        if self.account is not None and self.account.mapper is not None:
+            # As nats-server's parser: mapped before permissions, routing, capture and imports.
+            new = mapped(self.account, subject, self.prefix if self.trace else None)
+            if new is not None:
+                subject, subj_b = new, new.encode()
         if self.pub_filter is not None and not self.pub_filter.allows(subject):
             if not self._response_allowed(subject):
                 self.send_err(permissions_publish(subject))
@@ -570,7 +579,7 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         """A run of messages with identical control lines (see ``Parser(batch=True)``)."""
         op, subj_b, reply, hdr_len, payloads = run.op, run.subject, run.reply, run.hdr_len, run.payloads
         if (self.pedantic or self.verbose or self.pub_filter is not None or (reply and self.no_responders)
-                or op == OP_HPUB and (not self.headers or (hdr_len and not all(
+                or self.account.mapper is not None or op == OP_HPUB and (not self.headers or (hdr_len and not all(
                     p.startswith(_HDR_PREFIX) for p in payloads)))):
             # Per-message semantics needed (acks, errors, no-responders): take the normal path.
             for p in payloads:
@@ -597,8 +606,8 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         """A run of reply-less PUBs to differing subjects (see ``OP_PUB_RUN``)."""
         subjects_b, payloads = run.subjects, run.payloads
         assert subjects_b is not None  # an OP_PUB_RUN run has a subject per message
-        if self.pedantic or self.verbose or self.pub_filter is not None:
-            # Per-message checks and +OKs: the normal path, message by message.
+        if self.pedantic or self.verbose or self.pub_filter is not None or self.account.mapper is not None:
+            # Per-message checks, +OKs and mappings: the normal path, message by message.
             for i in range(len(subjects_b)):
                 if self.closed:
                     return

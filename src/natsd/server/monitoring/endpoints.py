@@ -333,6 +333,9 @@ class MonitorServer:
             "http_req_stats": dict(self.req_stats),
             "config_load_time": rfc3339(s.start_time_ns),
             "config_digest": o.config_digest,
+            # server_tags / server_metadata: omitted when empty, as nats-server's omitempty
+            **({"tags": list(o.server_tags)} if o.server_tags else {}),
+            **({"metadata": dict(o.server_metadata)} if o.server_metadata else {}),
             "system_account": o.system_account or "",
             "slow_consumer_stats": {"clients": s.slow_consumers, "routes": 0, "gateways": 0, "leafs": 0},
             "stale_connection_stats": {"clients": s.stale_connections, "routes": 0, "gateways": 0, "leafs": 0},

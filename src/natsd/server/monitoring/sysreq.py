@@ -185,6 +185,10 @@ class SystemRequests:
                              "time": rfc3339(s.clock.time_ns())}
         if self._domain():
             d["domain"] = self._domain()
+        if s.options.server_tags:
+            d["tags"] = list(s.options.server_tags)
+        if s.options.server_metadata:
+            d["metadata"] = dict(s.options.server_metadata)
         return d
 
     def _statsz(self) -> dict:
