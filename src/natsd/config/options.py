@@ -233,6 +233,7 @@ class _Ctx:
         self.errors: list[ConfigError] = []
         self.warnings: list[str] = []
         self.notices: list[str] = []
+        self._notice_at: list[tuple[str, int, int]] = []  # where each notice's key is, for -t's order
 
     def error(self, pos: Pos | None, message: str) -> None:
         if pos is None:
@@ -257,6 +258,12 @@ class _Ctx:
         pos = m.pos(key)
         msg = f'field "{key}" is not supported by natsd and is ignored'
         self.notices.append(f"{pos}: {msg}" if pos is not None else msg)
+        self._notice_at.append((pos.file, pos.line, pos.column) if pos is not None else ("", 0, 0))
+
+    def sorted_notices(self) -> list[str]:
+        """The notices in file order (accounts are read first, so collection order is not)."""
+        order = sorted(range(len(self.notices)), key=self._notice_at.__getitem__)
+        return [self.notices[i] for i in order]
 
     # Typed getters: report a located error and return None on a wrong type.
 
@@ -854,7 +861,7 @@ def options_from_tree(tree: ConfigMap, options: ServerOptions | None = None, *,
     # Warnings are returned, not logged: main prints them to stderr as nats-server does, and an
     # embedding server decides itself (logging here would print before logging is set up).
     o.config_warnings.extend(ctx.warnings)
-    o.config_notices.extend(ctx.notices)
+    o.config_notices.extend(ctx.sorted_notices())
     if ctx.errors:
         raise ConfigErrors(ctx.errors)
     return o
