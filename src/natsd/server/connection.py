@@ -578,8 +578,12 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
     def on_pub_batch(self, run: Run) -> None:
         """A run of messages with identical control lines (see ``Parser(batch=True)``)."""
         op, subj_b, reply, hdr_len, payloads = run.op, run.subject, run.reply, run.hdr_len, run.payloads
+        mapper = self.account.mapper
         if (self.pedantic or self.verbose or self.pub_filter is not None or (reply and self.no_responders)
-                or self.account.mapper is not None or op == OP_HPUB and (not self.headers or (hdr_len and not all(
+                # a mapped subject goes message by message (a weighted split draws per message);
+                # an unmapped one stays a run (no mapping matching it is a fixed answer)
+                or (mapper is not None and mapper.map(self._subjects.get(subj_b) or self._subject(subj_b)) is not None)
+                or op == OP_HPUB and (not self.headers or (hdr_len and not all(
                     p.startswith(_HDR_PREFIX) for p in payloads)))):
             # Per-message semantics needed (acks, errors, no-responders): take the normal path.
             for p in payloads:
