@@ -8,15 +8,19 @@ them. Weights are integers or ``"NN%"`` strings in [0, 100].
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from natsd.config.parser import ConfigList, ConfigMap
+from natsd.config.parser import ConfigList, ConfigMap, Pos
 from natsd.subjects.mapping import MapDest, Mapping, MappingError
 from natsd.subjects.tokens import is_valid_subject
 
-if TYPE_CHECKING:  # pragma: no cover
-    from natsd.config.lexer import Pos
-    from natsd.config.options import _Ctx
+
+class _Ctx(Protocol):
+    """What this module needs of the options loader's context (``config.options._Ctx``), named
+    here so the loader's module is not imported back (no import circle)."""
+
+    def error(self, pos: Pos | None, message: str) -> None: ...
+
 
 __all__ = ["parse_mappings", "MappingList"]
 

@@ -578,7 +578,7 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
     def on_pub_batch(self, run: Run) -> None:
         """A run of messages with identical control lines (see ``Parser(batch=True)``)."""
         op, subj_b, reply, hdr_len, payloads = run.op, run.subject, run.reply, run.hdr_len, run.payloads
-        mapper = self.account.mapper
+        mapper = self.account.mapper if self.account is not None else None
         if (self.pedantic or self.verbose or self.pub_filter is not None or (reply and self.no_responders)
                 # a mapped subject goes message by message (a weighted split draws per message);
                 # an unmapped one stays a run (no mapping matching it is a fixed answer)
@@ -610,7 +610,8 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         """A run of reply-less PUBs to differing subjects (see ``OP_PUB_RUN``)."""
         subjects_b, payloads = run.subjects, run.payloads
         assert subjects_b is not None  # an OP_PUB_RUN run has a subject per message
-        if self.pedantic or self.verbose or self.pub_filter is not None or self.account.mapper is not None:
+        if self.pedantic or self.verbose or self.pub_filter is not None or (
+                self.account is not None and self.account.mapper is not None):
             # Per-message checks, +OKs and mappings: the normal path, message by message.
             for i in range(len(subjects_b)):
                 if self.closed:

@@ -48,9 +48,9 @@ def install(
         if name not in wanted:
             acc.mapper = None
     for name, mappings in wanted.items():
-        acc = accounts.get(name) if not mappings else get_account(name)
-        if acc is not None:
-            acc.mapper = _mapper(mappings, rand)
+        found = accounts.get(name) if not mappings else get_account(name)
+        if found is not None:
+            found.mapper = _mapper(mappings, rand)
 
 
 def mapped(acc: Account, subject: str, trace_prefix: str | None = None) -> str | None:
