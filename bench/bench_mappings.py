@@ -27,7 +27,7 @@ from natsd.server import Server
 from natsd.server.connection import ClientConnection
 
 sys.path.append(str(pathlib.Path(__file__).resolve().parents[1]))
-from tests.helpers.faketransport import BufferTransport as _Transport  # noqa: E402
+from tests.helpers.faketransport import BufferTransport as _Transport
 
 BODY = b"x" * 128
 CHUNK = b"".join(b"PUB in.k 128\r\n%s\r\n" % BODY for _ in range(200))

@@ -21,7 +21,7 @@ from natsd.config.jwt import is_public_nkey
 from natsd.config.tls import TLSOptions, WebsocketOptions, parse_tls_block, parse_websocket_block
 from natsd.config.trust import TRUST_KEYS, TrustOptions, parse_trust_key
 from natsd.gotime import format_duration, parse_duration
-from natsd.subjects.tokens import is_valid_subject
+from natsd.subjects.tokens import is_valid_publish_subject, is_valid_subject
 
 __all__ = [
     "ServerOptions", "JetStreamOptions", "UserOptions", "Permissions", "SubjectPermission",
@@ -85,6 +85,9 @@ class AccountOptions:
     jetstream: AccountJetStreamLimits | None = None  # None: JetStream disabled for this account
     # mappings {}: (source, destinations) in config order (natsd.subjects.mapping).
     mappings: MappingList = field(default_factory=list)
+    # msg_trace { dest, sampling } (alias trace_dest): traces of sampled W3C traceparent publishes.
+    trace_dest: str = ""
+    trace_sampling: int = 0
 
 
 @dataclass(slots=True)
@@ -693,11 +696,64 @@ def _accounts(ctx: _Ctx, o: ServerOptions, m: ConfigMap, key: str) -> None:
                     acc.jetstream = lim
             elif kl in ("mappings", "maps"):
                 acc.mappings = parse_mappings(ctx, av, k)
-            elif kl in ("nkey", "imports", "exports", "default_permissions",
-                        "limits", "msg_trace", "trace_dest"):
+            elif kl in ("msg_trace", "trace_dest"):
+                _account_msg_trace(ctx, acc, av, k)
+            elif kl in ("nkey", "imports", "exports", "default_permissions", "limits"):
                 ctx.unsupported(av, k)
             else:
                 ctx.unknown(av, k)
+
+
+def _account_msg_trace(ctx: _Ctx, acc: AccountOptions, m: ConfigMap, key: str) -> None:
+    """An account's ``msg_trace``: a destination subject, or ``{dest, sampling}`` (sampling 1..100
+    or "NN%"; 100 when only a destination is given). nats-server's texts, typo included."""
+    v = m[key]
+
+    def dest(pos: Pos | None, k: str, d: _Any) -> bool:
+        if not isinstance(d, str):
+            ctx.error(pos, f'Field "{k}" should be a string, got {_type_name(d)}')
+            return False
+        if not is_valid_publish_subject(d):
+            ctx.error(pos, f'Trace destination "{d}" is not valid')
+            return False
+        acc.trace_dest = d
+        return True
+
+    if isinstance(v, str):
+        dest(m.pos(key), key, v)
+    elif isinstance(v, ConfigMap):
+        for k in v:
+            kl, kpos, x = k.lower(), v.pos(k), v[k]
+            if kl == "dest":
+                if not dest(kpos, k, x):
+                    return
+            elif kl == "sampling":
+                if isinstance(x, str):
+                    try:
+                        x = int(x.removesuffix("%"))
+                    except ValueError:
+                        ctx.error(kpos, f'Invalid trace destination sampling value "{v[k]}"')
+                        return
+                elif not isinstance(x, int) or isinstance(x, bool):
+                    ctx.error(kpos, f'Trace destination sampling field "{k}" should be an integer or a '
+                                    f"percentage, got {_type_name(x)}")
+                    return
+                if not 0 < x <= 100:
+                    ctx.error(kpos, f"Ttrace destination sampling value {x} is invalid, needs to be [1..100]")
+                    return
+                acc.trace_sampling = x
+            else:
+                ctx.error(kpos, f'Unknown field "{k}" parsing account message trace map/struct "{key}"')
+                return
+    else:
+        ctx.error(m.pos(key), f'Expected account message trace "{key}" to be a string or a map/struct, '
+                              f"got {_type_name(v)}")
+        return
+    if acc.trace_dest and not acc.trace_sampling:
+        acc.trace_sampling = 100
+    elif acc.trace_sampling and not acc.trace_dest:
+        ctx.warn(m.pos(key), "Trace destination sampling ignored since no destination was set")
+        acc.trace_sampling = 0
 
 
 def _jetstream(ctx: _Ctx, o: ServerOptions, m: ConfigMap, key: str, top_store_dir: bool) -> None:

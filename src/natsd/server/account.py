@@ -27,7 +27,8 @@ class Account:
     """One subject space plus its counters and client-interest listeners."""
 
     __slots__ = ("name", "sublist", "interest_handlers", "clients", "jetstream", "js_limits",
-                 "ports", "js_disabled_subs", "links", "mapper", "__weakref__")
+                 "ports", "js_disabled_subs", "links", "mapper", "trace_dest",
+                 "trace_sampling", "__weakref__")
 
     def __init__(self, name: str, cache: bool = True) -> None:
         self.name = name
@@ -43,6 +44,10 @@ class Account:
         # Subject mappings (natsd.server.mapping); None when the account has none, so a publish
         # pays nothing for the feature (the connection reads this once per batch of events).
         self.mapper: SubjectMapper | None = None
+        # msg_trace { dest, sampling }: where sampled W3C traceparent publishes are traced
+        # (natsd.server.msgtrace); "" = not configured.
+        self.trace_dest = ""
+        self.trace_sampling = 0
 
     def notify_interest(self, subject: str, added: bool) -> None:
         for h in tuple(self.interest_handlers):

@@ -52,7 +52,9 @@ from natsd.server.auth.authenticator import check_password
 from natsd.server.auth.identity import IdentityMixin
 from natsd.server.context import ServerContext
 from natsd.server.log import TRACE, logger
+from natsd.server import msgtrace
 from natsd.server.mapping import mapped
+from natsd.server.msgtrace import TRACE_DEST_B
 from natsd.server.router import route, route_batch, route_rrun, route_run
 from natsd.server.subscription import Subscription
 from natsd.server.writer import (  # noqa: F401  (re-exported: the close reasons live with the others)
@@ -341,9 +343,11 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
                     self.send_no_responders(subj_b, reply)
             elif op == OP_HPUB:
                 data = ev[4]
-                if checked or not self.headers or not data.startswith(_HDR_PREFIX):
-                    # (per-message checks, a client without headers, or a block that is not
-                    # NATS/1.0 -- which includes an empty one, that on_pub lets through)
+                if (checked or not self.headers or not data.startswith(_HDR_PREFIX)
+                        or data.find(TRACE_DEST_B, 0, ev[3]) >= 0):
+                    # (per-message checks, a client without headers, a block that is not
+                    # NATS/1.0 -- which includes an empty one, that on_pub lets through -- or a
+                    # traced message: natsd.server.msgtrace)
                     self.on_pub(op, ev[1], ev[2], ev[3], data)
                     continue
                 # Hot path (HPUB, e.g. a JetStream publish with Nats-Msg-Id), inlined from on_pub.
@@ -395,8 +399,10 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         """What :meth:`process` keeps in locals: (per-message PUB checks needed, verbose,
         account, decoded-subject cache)."""
         acc = self.account
-        # Subject mappings (natsd.server.mapping) send every publish through on_pub.
-        checked = self.pedantic or self.pub_filter is not None or (acc is not None and acc.mapper is not None)
+        # Subject mappings (natsd.server.mapping) and traceparent sampling (natsd.server.msgtrace)
+        # send every publish through on_pub.
+        checked = self.pedantic or self.pub_filter is not None or (
+            acc is not None and (acc.mapper is not None or acc.trace_dest != ""))
         return checked, self.verbose, acc, self._subjects
 
     def _subject(self, subj_b: bytes) -> str:
@@ -558,22 +564,40 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
             if self.verbose:
                 self.send_raw(OK)
             return
-        if self.account is not None and self.account.mapper is not None:
+        mt = None
+        acc = self.account
+        if hdr_len and (data.find(TRACE_DEST_B, 0, hdr_len) >= 0 or (acc is not None and acc.trace_dest)):
+            skip, mt = msgtrace.start(self, subject, hdr_len, data)
+            if skip:
+                return
+        if acc is not None and acc.mapper is not None:
             # As nats-server's parser: mapped before permissions, routing, capture and imports.
-            new = mapped(self.account, subject, self.prefix if self.trace else None)
+            new = mapped(acc, subject, self.prefix if self.trace else None)
             if new is not None:
                 subject, subj_b = new, new.encode()
+                if mt is not None:
+                    mt.mapped(new)
         if self.pub_filter is not None and not self.pub_filter.allows(subject):
             if not self._response_allowed(subject):
-                self.send_err(permissions_publish(subject))
-                logger.error('%s"%s/user:%s" - Publish Violation - Subject "%s"', self.prefix,
-                             self.account.name if self.account else "$G", self.user, subject)
+                self.publish_violation(subject)
+                if mt is not None:
+                    mt.ingress_error(f'Permissions Violation for Publish to "{subject}"')
+                    mt.send()
                 return
         if self.verbose:
             self.send_raw(OK)  # the reference acknowledges before delivering (even to itself)
-        if not route(self.account, subject, subj_b, reply, hdr_len, data, self):
-            if reply and self.no_responders:
-                self.send_no_responders(subj_b, reply)
+        if mt is not None:
+            n = msgtrace.route_traced(mt, acc, subject, subj_b, reply, hdr_len, data, self)
+        else:
+            n = route(acc, subject, subj_b, reply, hdr_len, data, self)
+        if not n and reply and self.no_responders:
+            self.send_no_responders(subj_b, reply)
+
+    def publish_violation(self, subject: str) -> None:
+        """``-ERR 'Permissions Violation for Publish to ...'`` and the reference's log line."""
+        self.send_err(permissions_publish(subject))
+        logger.error('%s"%s/user:%s" - Publish Violation - Subject "%s"', self.prefix,
+                     self.account.name if self.account else "$G", self.user, subject)
 
     def on_pub_batch(self, run: Run) -> None:
         """A run of messages with identical control lines (see ``Parser(batch=True)``)."""
@@ -584,7 +608,7 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
                 # an unmapped one stays a run (no mapping matching it is a fixed answer)
                 or (mapper is not None and mapper.map(self._subjects.get(subj_b) or self._subject(subj_b)) is not None)
                 or op == OP_HPUB and (not self.headers or (hdr_len and not all(
-                    p.startswith(_HDR_PREFIX) for p in payloads)))):
+                    p.startswith(_HDR_PREFIX) and p.find(TRACE_DEST_B, 0, hdr_len) < 0 for p in payloads)))):
             # Per-message semantics needed (acks, errors, no-responders): take the normal path.
             for p in payloads:
                 if self.closed:
@@ -601,9 +625,10 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         announced headers and every block is a ``NATS/1.0`` one (else on_pub answers each)."""
         if not self.headers:
             return False
+        hdr_len = run.hdr_len
         for p in run.payloads:
-            if not p.startswith(_HDR_PREFIX):
-                return False
+            if not p.startswith(_HDR_PREFIX) or p.find(TRACE_DEST_B, 0, hdr_len) >= 0:
+                return False  # (a traced message goes through on_pub: natsd.server.msgtrace)
         return True
 
     def on_pub_run(self, run: Run) -> None:

@@ -11,10 +11,12 @@ pytestmark = [pytest.mark.unit, pytest.mark.timeout(10)]
 
 
 def test_top_level_and_account_mappings():
-    o = options_from_tree(parse("""
+    o = options_from_tree(
+        parse("""
 mappings { "a.*": "b.$1", "c": [ {dest: "d", weight: "40%"}, {destination: "e", weight: 60, cluster: "x"} ] }
 accounts { A { mappings { "f": "g" } } }
-"""))
+""")
+    )
     assert [s for s, _ in o.mappings] == ["a.*", "c"]
     assert [(d.subject, d.weight, d.cluster) for d in o.mappings[1][1]] == [("d", 40, ""), ("e", 60, "x")]
     assert o.accounts[0].mappings[0][0] == "f"
@@ -35,7 +37,11 @@ def test_errors_as_the_reference_prints_them():
         options_from_tree(parse(text, file="m.conf"))
     got = {(err.line, err.message) for err in e.value.errors}
     assert got == {
-        (2, 'Error adding mapping for "j.*" to "k.{{foo(1)}}" : invalid mapping destination: unknown function in {{foo(1)}}'),
+        (
+            2,
+            'Error adding mapping for "j.*" to "k.{{foo(1)}}" : '
+            "invalid mapping destination: unknown function in {{foo(1)}}",
+        ),
         (3, "Invalid weight 120 for mapping destination"),
         (4, 'Missing weight for mapping destination "o.$1"'),
         (5, 'Unknown field "bogus" for mapping destination'),

@@ -48,14 +48,34 @@ def test_random_draw_is_injectable():
     ("src", "dest", "message"),
     [
         ("j.*", "k.{{foo(1)}}", "invalid mapping destination: unknown function in {{foo(1)}}"),
-        ("c.*", "d.{{wildcard(2)}}", "invalid mapping destination: wildcard index out of range in {{wildcard(2)}}: [2]"),
+        (
+            "c.*",
+            "d.{{wildcard(2)}}",
+            "invalid mapping destination: wildcard index out of range in {{wildcard(2)}}: [2]",
+        ),
         ("w", "x.{{wildcard(1)}}", "invalid mapping destination: wildcard index out of range in {{wildcard(1)}}"),
         ("q.*", "r.*", "invalid subject"),
         ("u.>", "v", "invalid subject"),
-        ("a.*", "b.{{wildcard()}}", "invalid mapping destination: not enough arguments passed to the function in {{wildcard()}}"),
-        ("a.*", "b.{{split(1)}}", "invalid mapping destination: not enough arguments passed to the function in {{split(1)}}"),
-        ("a.*", "b.{{left(1,2,3)}}", "invalid mapping destination: too many arguments passed to the function in {{left(1,2,3)}}"),
-        ("a.*", "b.{{partition(x)}}", "invalid mapping destination: function argument is invalid or in the wrong format in {{partition(x)}}"),
+        (
+            "a.*",
+            "b.{{wildcard()}}",
+            "invalid mapping destination: not enough arguments passed to the function in {{wildcard()}}",
+        ),
+        (
+            "a.*",
+            "b.{{split(1)}}",
+            "invalid mapping destination: not enough arguments passed to the function in {{split(1)}}",
+        ),
+        (
+            "a.*",
+            "b.{{left(1,2,3)}}",
+            "invalid mapping destination: too many arguments passed to the function in {{left(1,2,3)}}",
+        ),
+        (
+            "a.*",
+            "b.{{partition(x)}}",
+            "invalid mapping destination: function argument is invalid or in the wrong format in {{partition(x)}}",
+        ),
     ],
 )
 def test_errors_carry_the_reference_text(src, dest, message):
