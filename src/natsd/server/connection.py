@@ -587,7 +587,7 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         if self.verbose:
             self.send_raw(OK)  # the reference acknowledges before delivering (even to itself)
         if mt is not None:
-            n = msgtrace.route_traced(mt, acc, subject, subj_b, reply, hdr_len, data, self)
+            n = msgtrace.route_traced(mt, mt.acc, subject, subj_b, reply, hdr_len, data, self)
         else:
             n = route(acc, subject, subj_b, reply, hdr_len, data, self)
         if not n and reply and self.no_responders:

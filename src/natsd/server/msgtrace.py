@@ -45,11 +45,20 @@ class ClientConnection(Protocol):
     """What tracing needs of the publishing connection (``natsd.server.connection``, which imports
     this module: named here so there is no import circle)."""
 
-    cid: int
-    name: str
-    echo: bool
-    account: Account | None
-    pub_filter: SubjectFilter | None
+    @property
+    def cid(self) -> int: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def echo(self) -> bool: ...
+
+    @property
+    def account(self) -> Account | None: ...
+
+    @property
+    def pub_filter(self) -> SubjectFilter | None: ...
 
     @property
     def server(self) -> ServerContext: ...
@@ -212,8 +221,8 @@ def start(conn: ClientConnection, subject: str, hdr_len: int, data: bytes) -> tu
         return False, None
     trace_only = False
     if not external:
-        only = headers.get(_ONLY)
-        trace_only = bool(only) and only[0].lower() in ("1", "true", "on")
+        only = headers.get(_ONLY) or [""]
+        trace_only = only[0].lower() in ("1", "true", "on")
         dest = headers.get(_DEST, [""])[0]
         if not dest:
             return trace_only, None
