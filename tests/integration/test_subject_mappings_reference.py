@@ -213,3 +213,35 @@ async def test_reload_adds_and_removes_mappings(tmp_path):
             assert msgs == ["a"]
         finally:
             await nc.close()
+
+
+async def test_messages_from_a_leaf_are_mapped(tmp_path):
+    """As nats-server, a hub maps what its leaf nodes send (the leaf forwards on the hub's interest)."""
+    from natsd.config.leafnodes import LeafNodeOptions
+    from natsd.config.options import ServerOptions
+    from tests.helpers.servers import free_port
+    from tests.integration.test_leafnodes import leaf_options, linked, reaches, wait_for
+
+    lp = free_port()
+    hub_opts = options_from_tree(parse_string('mappings { "m.in": "m.out" }'))
+    hub_opts.host, hub_opts.port, hub_opts.http_port = "127.0.0.1", 0, 0
+    hub_opts.leafnodes = LeafNodeOptions(host="127.0.0.1", port=lp)
+    assert isinstance(hub_opts, ServerOptions)
+    async with (
+        running_server(options=hub_opts) as hub,
+        running_server(options=leaf_options(lp, tmp_path, jetstream=False)) as edge,
+    ):
+        await wait_for(lambda: linked(edge), what="leaf link")
+        hub_nc = await nats.connect(hub.client_url)
+        edge_nc = await nats.connect(edge.client_url)
+        try:
+            sub = await hub_nc.subscribe("m.>")
+            await hub_nc.flush()
+            await reaches(edge_nc, "m.probe", [sub])
+            await edge_nc.publish("m.in", b"x")
+            await edge_nc.flush()
+            m = await sub.next_msg(timeout=5)
+            assert m.subject == "m.out"
+        finally:
+            await hub_nc.close()
+            await edge_nc.close()
