@@ -46,3 +46,32 @@ async def test_absent_when_not_configured(tmp_path):
     expected, got = await side_by_side(tmp_path, _observe, config=config)
     assert expected["VARZ"]["data"] == {"tags": None, "metadata": None}
     assert got == expected
+
+
+async def _filtered(url: str) -> list:
+    host = url.split("//", 1)[1]
+    nc = await nats.connect(f"nats://sys:sys@{host}")
+    try:
+        out = []
+        for tags in (["region:eu"], ["REGION:EU", "az:1"], ["region:us"]):
+            inbox = nc.new_inbox()
+            sub = await nc.subscribe(inbox)
+            await nc.publish("$SYS.REQ.SERVER.PING.STATSZ", json.dumps({"tags": tags}).encode(), reply=inbox)
+            await nc.flush()
+            n = 0
+            try:
+                while True:
+                    await sub.next_msg(timeout=0.5)
+                    n += 1
+            except nats.errors.TimeoutError:
+                pass
+            out.append(n)
+        return out
+    finally:
+        await nc.close()
+
+
+async def test_ping_filters_on_tags(tmp_path):
+    expected, got = await side_by_side(tmp_path, _filtered, config=CONFIG)
+    assert expected == [1, 1, 0]
+    assert got == expected

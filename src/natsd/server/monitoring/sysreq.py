@@ -86,6 +86,11 @@ def filter_match(body: dict, server: "MonitoredServer", domain: str = "") -> boo
         want = body.get(key)
         if want and not (want == have if exact else str(want) in have):
             return False
+    tags = body.get("tags")
+    if tags:  # every tag asked for must be one of the server's (server_tags)
+        mine = server.options.server_tags
+        if not all(isinstance(t, str) and t.strip().lower() in mine for t in tags):
+            return False
     return True
 
 
