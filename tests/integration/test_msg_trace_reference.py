@@ -36,7 +36,12 @@ PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 def _shape(ev: dict) -> dict:
     ev = dict(ev)
     ev["server"] = {k: v for k, v in ev["server"].items() if k not in _SERVER_VOLATILE}
-    ev["events"] = [{k: v for k, v in e.items() if k not in _EVENT_VOLATILE} for e in ev["events"]]
+    events = [{k: v for k, v in e.items() if k not in _EVENT_VOLATILE} for e in ev["events"]]
+    # Ingress and mapping come first; the order of the other events follows the order of the
+    # matching subscriptions, which nats-server keeps in a Go map (random): compare them as a set.
+    head = [e for e in events if e["type"] in ("in", "sm")]
+    rest = sorted((e for e in events if e["type"] not in ("in", "sm")), key=lambda e: json.dumps(e, sort_keys=True))
+    ev["events"] = head + rest
     return ev
 
 
