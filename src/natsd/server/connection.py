@@ -613,7 +613,7 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         if (self.pedantic or self.verbose or self.pub_filter is not None or (reply and self.no_responders)
                 # a mapped subject goes message by message (a weighted split draws per message);
                 # an unmapped one stays a run (no mapping matching it is a fixed answer)
-                or (mapper is not None and mapper.map(self._subjects.get(subj_b) or self._subject(subj_b)) is not None)
+                or (mapper is not None and mapper.matches(self._subjects.get(subj_b) or self._subject(subj_b)))
                 or op == OP_HPUB and (not self.headers or (hdr_len and (not all(
                     p.startswith(_HDR_PREFIX) for p in payloads) or _traced(payloads))))):
             # Per-message semantics needed (acks, errors, no-responders): take the normal path.

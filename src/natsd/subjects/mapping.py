@@ -102,13 +102,19 @@ class SubjectMapper:
     def __bool__(self) -> bool:
         return bool(self.mappings)
 
-    def map(self, subject: str) -> str | None:
-        """The mapped subject for a publish to ``subject``, or ``None`` when none applies."""
-        found = None
+    def _find(self, subject: str) -> Mapping | None:
         for m in self.mappings:
             if (subject == m.src) if not m.wc else subject_matches(m.src, subject):
-                found = m
-                break
+                return m
+        return None
+
+    def matches(self, subject: str) -> bool:
+        """Whether a mapping applies to ``subject`` (no draw: runs ask this once for all their messages)."""
+        return self._find(subject) is not None
+
+    def map(self, subject: str) -> str | None:
+        """The mapped subject for a publish to ``subject``, or ``None`` when none applies."""
+        found = self._find(subject)
         if found is None:
             return None
         dests = found.dests

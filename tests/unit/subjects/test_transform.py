@@ -126,3 +126,12 @@ def test_first_matching_mapping_wins_and_replacing_keeps_its_place():
 def test_weight_errors(dests, message):
     with pytest.raises(MappingError, match=message):
         SubjectMapper().add("a", dests)
+
+
+def test_matches_draws_nothing():
+    def no_draw(n):
+        raise AssertionError("matches() must not draw")
+
+    m = SubjectMapper(rand=no_draw)
+    m.add("svc.*", [MapDest("a.$1", 50), MapDest("b.$1", 50)])
+    assert m.matches("svc.x") and not m.matches("other")

@@ -501,7 +501,7 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
             return False  # (the per-message path drops it, or reports a permission violation)
         acc = self.account
         assert acc is not None  # bound by the handshake, before any message
-        if acc.mapper is not None and acc.mapper.map(subject) is not None:
+        if acc.mapper is not None and acc.mapper.matches(subject):
             return False  # mapped: message by message (a weighted split draws per message)
         r = acc.sublist.match(subject)
         if r.qsubs:
