@@ -9,6 +9,7 @@ import json
 
 import nats
 import pytest
+from nats.js.api import StreamConfig, SubjectTransform
 
 from natsd.server import msgtrace
 from tests.helpers.inproc import side_by_side
@@ -52,6 +53,9 @@ async def _script(url: str) -> dict:
     try:
         js = nc.jetstream()
         await js.add_stream(name="S", subjects=["foo"])
+        await js.add_stream(
+            StreamConfig(name="T", subjects=["in.*"], subject_transform=SubjectTransform(src="in.*", dest="out.$1"))
+        )
         traces: list[dict] = []
         delivered: list[tuple] = []
 
@@ -74,6 +78,7 @@ async def _script(url: str) -> dict:
             ("foo", {"Nats-Trace-Dest": "tr.denied"}),  # destination denied: not delivered
             ("foo", {"traceparent": PARENT}),  # sampled by the account's msg_trace
             ("foo", {"traceparent": PARENT[:-2] + "00"}),  # not sampled (flags 00)
+            ("in.x", {"Nats-Trace-Dest": "tr.5"}),  # stored under the stream's transformed subject
         ]
         for subject, headers in steps:
             await nc.publish(subject, b"hello", headers=headers)
@@ -94,7 +99,8 @@ async def _script(url: str) -> dict:
 async def test_trace_events_match_reference(tmp_path, monkeypatch):
     monkeypatch.setattr(msgtrace, "sample_rand", lambda n: 0)
     expected, got = await side_by_side(tmp_path, _script, config=CONFIG)
-    assert len(expected["traces"]) == 5  # tr.1, tr.2, tr.3, tr.4 and the sampled traceparent
+    assert len(expected["traces"]) == 6  # tr.1 to tr.5 and the sampled traceparent
+    assert any('"subject": "out.x"' in t for t in expected["traces"])
     assert expected["stored"] == 3  # neither the trace-only nor the denied-destination message is stored
     for g, e in zip(got["traces"], expected["traces"]):
         assert json.loads(g) == json.loads(e)

@@ -18,7 +18,8 @@ samples ``traceparent``): untraced publishes pay one bounded header search.
 
 Approximations: a queue group's egress names the first member able to take the message (the
 router's round-robin choice is not reported back); service/stream import events are not produced
-(natsd has no config-file imports); JetStream's ``nointerest`` is not computed.
+(natsd has no config-file imports); JetStream's ``nointerest`` and its store errors (a
+message the stream refuses) are not reported.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from natsd import __version__
 from natsd.gotime import format_rfc3339
 from natsd.nats_headers import MSG_TRACE_DEST, MSG_TRACE_ONLY, MSG_TRACE_ORIGIN_ACCOUNT, TRACEPARENT
 from natsd.server.router import route
-from natsd.subjects.tokens import is_valid_publish_subject
+from natsd.subjects.tokens import is_valid_publish_subject, subject_matches
+from natsd.subjects.transform import transform
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.config.options import ServerOptions
@@ -270,11 +272,24 @@ def route_traced(
     return n
 
 
+def _stored_subject(acc: Account, name: str, subject: str) -> str:
+    """The subject the stream stores the message under (after its ``subject_transform``), which the
+    reference's JetStream event reports."""
+    js = acc.jetstream
+    stream = js.streams.get(name) if js is not None else None
+    tr = stream.config.subject_transform if stream is not None else None
+    if tr and tr.get("dest"):
+        src = tr.get("src") or ">"
+        if subject_matches(src, subject):
+            return transform(src, tr["dest"], subject) or subject
+    return subject
+
+
 def _observe(mt: MsgTrace, sub: Subscription, subject: str, src: ClientConnection) -> int:
     c = sub.client
     if c is None:
         if sub.stream:
-            mt.jetstream(sub.stream, subject)
+            mt.jetstream(sub.stream, _stored_subject(mt.acc, sub.stream, subject))
             return 1
         return 0  # other internal receivers (API, acks) are not reported, as the reference
     if c is src and not c.echo:
