@@ -245,3 +245,38 @@ async def test_messages_from_a_leaf_are_mapped(tmp_path):
         finally:
             await hub_nc.close()
             await edge_nc.close()
+
+
+async def test_account_jwt_mappings_match_reference(tmp_path):
+    """Operator mode: an account JWT's mappings apply as nats-server applies them (a bad one is
+    skipped, the others work)."""
+    from tests.helpers.identities import operator_setup
+
+    mappings = {
+        "jwt.*": [{"subject": "jwt.mapped.$1", "weight": 100}],
+        "bad.*": [{"subject": "x.{{nope(1)}}", "weight": 100}],
+    }
+    setup = operator_setup("A", account_kw={"A": {"mappings": mappings, "jetstream": {"mem_storage": -1}}})
+    creds = tmp_path / "a.creds"
+    creds.write_text(setup.creds("A"))
+
+    async def observe(url: str) -> list:
+        nc = await nats.connect(url, user_credentials=str(creds))
+        try:
+            got: list[str] = []
+            await nc.subscribe(">", cb=_collect(got))
+            await nc.flush()
+            await nc.publish("jwt.a", b"")
+            await nc.publish("bad.a", b"")
+            await nc.flush()
+            for _ in range(100):
+                if len(got) >= 2:
+                    break
+                await asyncio.sleep(0.02)
+            return sorted(got)
+        finally:
+            await nc.close()
+
+    expected, got = await side_by_side(tmp_path, observe, config=setup.config())
+    assert expected == ["bad.a", "jwt.mapped.a"]
+    assert got == expected

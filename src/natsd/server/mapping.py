@@ -14,14 +14,15 @@ from typing import TYPE_CHECKING, Callable
 
 from natsd.server.account import GLOBAL_ACCOUNT
 from natsd.server.log import TRACE, logger
-from natsd.subjects.mapping import SubjectMapper
+from natsd.config.jwt import is_public_key
+from natsd.subjects.mapping import MapDest, MappingError, SubjectMapper
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.config.mappings import MappingList
     from natsd.config.options import ServerOptions
     from natsd.server.account import Account
 
-__all__ = ["install", "mapped"]
+__all__ = ["install", "mapped", "from_claims"]
 
 
 def _mapper(mappings: MappingList, rand: Callable[[int], int] | None) -> SubjectMapper | None:
@@ -31,6 +32,23 @@ def _mapper(mappings: MappingList, rand: Callable[[int], int] | None) -> Subject
     for src, dests in mappings:
         m.add(src, dests)  # validated when the config was read
     return m
+
+
+def from_claims(name: str, mappings: dict) -> SubjectMapper | None:
+    """An account JWT's ``mappings`` (``{source: [{subject, weight, cluster}]}``): a bad entry is
+    logged and skipped, as nats-server does when it applies account claims."""
+    if not mappings:
+        return None
+    m = SubjectMapper()
+    for src, dests in mappings.items():
+        try:
+            if not isinstance(dests, list):
+                raise MappingError("expected a list of destinations")
+            m.add(src, [MapDest(str(d.get("subject", "")), int(d.get("weight", 0)), str(d.get("cluster", "")))
+                        for d in dests if isinstance(d, dict)])
+        except (MappingError, ValueError, TypeError) as e:
+            logger.error('Error adding mapping for "%s" in account %s: %s', src, name, e)
+    return m if m else None
 
 
 def install(
@@ -45,7 +63,7 @@ def install(
     for a in options.accounts:
         wanted[a.name] = a.mappings
     for name, acc in accounts.items():
-        if name not in wanted:
+        if name not in wanted and not is_public_key(name, "A"):  # (JWT accounts: from their claims)
             acc.mapper = None
     for name, mappings in wanted.items():
         found = accounts.get(name) if not mappings else get_account(name)
