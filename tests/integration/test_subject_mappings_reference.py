@@ -280,3 +280,51 @@ async def test_account_jwt_mappings_match_reference(tmp_path):
     expected, got = await side_by_side(tmp_path, observe, config=setup.config())
     assert expected == ["bad.a", "jwt.mapped.a"]
     assert got == expected
+
+
+async def test_exporter_mappings_apply_to_service_imports(tmp_path):
+    """A request crossing a service import is mapped by the exporting account's mappings."""
+    from tests.helpers.identities import Identity, account_claims, operator_setup
+
+    setup = operator_setup()
+    op = setup.operator
+    a, b = Identity.new("account"), Identity.new("account")
+    setup.accounts = {
+        "A": (
+            a,
+            op.sign(
+                account_claims(
+                    a,
+                    "A",
+                    exports=[{"subject": "svc.>", "type": "service"}],
+                    mappings={"svc.v1": [{"subject": "svc.v2", "weight": 100}]},
+                )
+            ),
+        ),
+        "B": (
+            b,
+            op.sign(account_claims(b, "B", imports=[{"subject": "svc.>", "account": a.public, "type": "service"}])),
+        ),
+    }
+    ca, cb = tmp_path / "a.creds", tmp_path / "b.creds"
+    ca.write_text(setup.creds("A"))
+    cb.write_text(setup.creds("B"))
+
+    async def observe(url: str) -> str:
+        svc = await nats.connect(url, user_credentials=str(ca))
+        req = await nats.connect(url, user_credentials=str(cb))
+        try:
+
+            async def answer(m):
+                await m.respond(m.subject.encode())
+
+            await svc.subscribe("svc.>", cb=answer)
+            await svc.flush()
+            return (await req.request("svc.v1", b"", timeout=5)).data.decode()
+        finally:
+            await svc.close()
+            await req.close()
+
+    expected, got = await side_by_side(tmp_path, observe, config=setup.config())
+    assert expected == "svc.v2"
+    assert got == expected
