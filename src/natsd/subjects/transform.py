@@ -46,19 +46,27 @@ def _fn(name: str) -> re.Pattern[str]:
 
 # Tried in this order, as nats-server does (``split`` last among the split family so that
 # ``splitFromLeft`` is not read as ``split``; its pattern needs "(" right after the name anyway).
-_FUNCS: list[tuple[re.Pattern[str], int]] = [
-    (_fn("Wildcard"), _WILDCARD),
-    (_fn("Partition"), _PARTITION),
-    (_fn("SplitFromLeft"), _SPLIT_LEFT),
-    (_fn("SplitFromRight"), _SPLIT_RIGHT),
-    (_fn("SliceFromLeft"), _SLICE_LEFT),
-    (_fn("SliceFromRight"), _SLICE_RIGHT),
-    (_fn("Right"), _RIGHT),
-    (_fn("Left"), _LEFT),
-    (_fn("Split"), _SPLIT),
-    (_fn("Random"), _RANDOM),
+# Compiled on first use: a server without mappings or stream transforms never pays for it.
+_NAMES = [
+    ("Wildcard", _WILDCARD),
+    ("Partition", _PARTITION),
+    ("SplitFromLeft", _SPLIT_LEFT),
+    ("SplitFromRight", _SPLIT_RIGHT),
+    ("SliceFromLeft", _SLICE_LEFT),
+    ("SliceFromRight", _SLICE_RIGHT),
+    ("Right", _RIGHT),
+    ("Left", _LEFT),
+    ("Split", _SPLIT),
+    ("Random", _RANDOM),
 ]
-_COMMA = re.compile(r",\s*")
+
+
+@lru_cache(maxsize=1)
+def _funcs() -> list[tuple[re.Pattern[str], int]]:
+    return [(_fn(name), kind) for name, kind in _NAMES]
+
+
+_COMMA = r",\s*"
 _INT32_MAX = (1 << 31) - 1
 
 
@@ -96,11 +104,11 @@ def _placeholder(token: str) -> tuple[int, list[int], int, str]:
         return _LITERAL, [], -1, ""
     if not (n > 4 and token.startswith("{{") and token.endswith("}}")):
         return _LITERAL, [], -1, ""
-    for pattern, kind in _FUNCS:
+    for pattern, kind in _funcs():
         m = pattern.search(token)
         if m is None:
             continue
-        args = _COMMA.split(m.group(1))
+        args = re.split(_COMMA, m.group(1))
         if kind == _WILDCARD:
             if len(args) == 1 and args[0] == "":
                 raise MappingError(f"{_NOT_ENOUGH} in {token}")
@@ -259,7 +267,7 @@ def validate_mapping(src: str, dest: str) -> SubjectTransform:
         if n == 0 or fwc:
             raise MappingError(f"{_BAD_DEST} in {t}")
         if n > 4 and t.startswith("{{") and t.endswith("}}"):
-            if not any(p.search(t) for p, _ in _FUNCS):
+            if not any(p.search(t) for p, _ in _funcs()):
                 raise MappingError(f"{_UNKNOWN} in {t}")
             continue
         if t == ">":
