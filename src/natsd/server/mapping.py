@@ -44,8 +44,14 @@ def from_claims(name: str, mappings: dict) -> SubjectMapper | None:
         try:
             if not isinstance(dests, list):
                 raise MappingError("expected a list of destinations")
-            m.add(src, [MapDest(str(d.get("subject", "")), int(d.get("weight", 0)), str(d.get("cluster", "")))
-                        for d in dests if isinstance(d, dict)])
+            m.add(
+                src,
+                [
+                    MapDest(str(d.get("subject", "")), int(d.get("weight", 0)), str(d.get("cluster", "")))
+                    for d in dests
+                    if isinstance(d, dict)
+                ],
+            )
         except (MappingError, ValueError, TypeError) as e:
             logger.error('Error adding mapping for "%s" in account %s: %s', src, name, e)
     return m if m else None
