@@ -19,6 +19,7 @@ __all__ = [
     "SCHEDULER", "SCHEDULE_NEXT", "SCHEDULE_PREFIX", "STREAM", "SUBJECT", "SEQUENCE", "TIME_STAMP", "NUM_PENDING",
     "LAST_SEQUENCE", "LAST_CONSUMER", "LAST_STREAM", "CONSUMER_STALLED", "MSG_SIZE", "PENDING_MESSAGES",
     "PENDING_BYTES", "PIN_ID", "WRONG_PIN_ID", "RESPONSE_TYPE",
+    "MSG_TRACE_DEST", "MSG_TRACE_ONLY", "MSG_TRACE_HOP", "MSG_TRACE_ORIGIN_ACCOUNT", "TRACEPARENT",
 ]
 
 # -- publish: checked and applied by the stream (nats-server stream.go processJetStreamMsg) ----------
@@ -83,3 +84,11 @@ WRONG_PIN_ID = b"Nats-Wrong-Pin-Id"
 
 # -- API requests ----------------------------------------------------------------------------------------
 RESPONSE_TYPE = b"Nats-Response-Type"
+
+# -- message tracing (ADR-41; natsd.server.msgtrace) -------------------------------------------------
+MSG_TRACE_DEST = b"Nats-Trace-Dest"
+MSG_TRACE_ONLY = b"Nats-Trace-Only"
+MSG_TRACE_HOP = b"Nats-Trace-Hop"
+MSG_TRACE_ORIGIN_ACCOUNT = b"Nats-Trace-Origin-Account"
+#: W3C trace context; matched case-insensitively (the W3C spelling is lower case)
+TRACEPARENT = b"traceparent"

@@ -152,7 +152,7 @@ class FakePorts:
 
     # -- Ports protocol ----------------------------------------------------------------------
     def subscribe(self, subject: str, handler: Callable, queue: str | None = None,
-                  many: Callable | None = None, rrun: Callable | None = None) -> _Sub:
+                  many: Callable | None = None, rrun: Callable | None = None, stream: str = "") -> _Sub:
         # ``many``/``rrun`` (run handlers) are optional in the Ports contract: here every
         # message goes through ``handler``, one at a time.
         sub = _Sub(self, subject, handler, queue)

@@ -79,7 +79,7 @@ def operator_claims(op: Identity, name: str, *, system_account: str = "", signin
 def account_claims(acc: Identity, name: str, *, jetstream: dict | None = None, imports: list | None = None,
                    exports: list | None = None, revocations: dict | None = None,
                    signing_keys: list | None = None, limits: dict | None = None, tiered: dict | None = None,
-                   **extra) -> dict:
+                   mappings: dict | None = None, **extra) -> dict:
     lim = {"subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1, "wildcards": True,
            "conn": -1, "leaf": -1}
     # JetStream is off unless memory or disk storage is allowed, as in the JWT library's defaults.
@@ -101,6 +101,8 @@ def account_claims(acc: Identity, name: str, *, jetstream: dict | None = None, i
         nats["revocations"] = revocations
     if signing_keys:
         nats["signing_keys"] = signing_keys
+    if mappings:
+        nats["mappings"] = mappings
     return {"sub": acc.public, "name": name, "nats": nats, **extra}
 
 

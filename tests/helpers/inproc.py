@@ -89,21 +89,31 @@ async def server_and_client(**kwargs) -> AsyncIterator[tuple[Server, "nats.NATS"
             await nc.close()
 
 
-async def side_by_side(workdir, observe) -> tuple:
+async def side_by_side(workdir, observe, config: str | None = None) -> tuple:
     """``(await observe(url of a fresh nats-server), await observe(url of a fresh natsd))``: the same
     script against the reference (subprocess) and natsd (in process), each on its own store under
-    ``workdir``, for the differential tests."""
+    ``workdir``, for the differential tests. ``config``: the text of a configuration file both
+    servers load (its listen port is overridden)."""
     from pathlib import Path
 
+    from natsd.config.options import options_from_file
     from tests.helpers.servers import start_server
 
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    ref = start_server("reference", workdir, store_dir=tempfile.mkdtemp(dir=workdir))
+    conf = None
+    if config is not None:
+        conf = workdir / "side_by_side.conf"
+        conf.write_text(config)
+    ref = start_server("reference", workdir, store_dir=tempfile.mkdtemp(dir=workdir), config=conf)
     try:
         expected = await observe(ref.url)
     finally:
         ref.stop()
-    async with running_server(store_dir=tempfile.mkdtemp(dir=workdir)) as server:
+    opts = None
+    if conf is not None:
+        opts = options_from_file(str(conf))
+        opts.host, opts.port, opts.http_port = "127.0.0.1", 0, 0
+    async with running_server(options=opts, store_dir=tempfile.mkdtemp(dir=workdir)) as server:
         got = await observe(server.client_url)
     return expected, got

@@ -17,7 +17,8 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "natsd"
 
 def test_the_table_holds_each_name_once_as_nats_server_spells_it() -> None:
     names = {k: getattr(nats_headers, k) for k in nats_headers.__all__}
-    assert all(isinstance(v, bytes) and v.startswith(b"Nats-") for v in names.values())
+    # (traceparent: the W3C trace context header message tracing samples, spelled as the W3C does)
+    assert all(isinstance(v, bytes) and (v.startswith(b"Nats-") or v == b"traceparent") for v in names.values())
     assert len(set(names.values())) == len(names)
     assert b":" not in b"".join(names.values()) and b" " not in b"".join(names.values())
     # a few names exactly as nats-server's headers (server/stream.go, jetstream_versioning.go)

@@ -104,7 +104,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from natsd.cli import account, backup, bench, consumers, contexts, kv, objects, pubsub, streams
+    from natsd.cli import account, backup, bench, consumers, contexts, kv, objects, pubsub, streams, trace
 
     common = shared_parent()
     parser = Parser(
@@ -116,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"natsctl {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
-    for mod in (streams, consumers, pubsub, account, backup, kv, objects, bench, contexts):
+    for mod in (streams, consumers, pubsub, account, backup, kv, objects, bench, contexts, trace):
         mod.register(sub, common)
     return parser
 

@@ -308,6 +308,8 @@ class AccountClaims(_Base):
     limits: dict = field(default_factory=dict)
     tiered_limits: dict = field(default_factory=dict)
     default_permissions: dict = field(default_factory=dict)
+    # "mappings": {source: [{"subject", "weight", "cluster"}]} (natsd.server.mapping.from_claims)
+    mappings: dict = field(default_factory=dict)
 
     def revoked(self, user: str, issued_at: int) -> bool:
         """Revocations map a user key (or ``*``: everyone) to a time: JWTs issued at or before
@@ -390,7 +392,8 @@ def decode_account(token: str) -> AccountClaims:
         exports=[e for e in map(_export, n.get("exports") or []) if e is not None],
         limits=n.get("limits") if isinstance(n.get("limits"), dict) else {},
         tiered_limits=_tiers(n.get("limits")),
-        default_permissions=n.get("default_permissions") if isinstance(n.get("default_permissions"), dict) else {})
+        default_permissions=n.get("default_permissions") if isinstance(n.get("default_permissions"), dict) else {},
+        mappings=n.get("mappings") if isinstance(n.get("mappings"), dict) else {})
 
 
 # User JWT fields that are permissions or limits: all must be unset (zero/empty) for a user

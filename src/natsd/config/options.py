@@ -18,12 +18,13 @@ from natsd.config.lexer import ConfigError
 from natsd.config.parser import ConfigList, ConfigMap, Pos, parse_file
 from natsd.config.mqtt import MQTTOptions, parse_mqtt, validate_mqtt
 from natsd.config.ports import check_tree_ports
+from natsd.config.mappings import MappingList, parse_mappings
 from natsd.config.jwt import is_public_nkey
 from natsd.config.tls import TLSOptions, WebsocketOptions, parse_tls_block, parse_websocket_block
 from natsd.config.trust import TRUST_KEYS, TrustOptions, parse_trust_key
 from natsd.config.xkey import is_public_xkey
 from natsd.gotime import format_duration, parse_duration
-from natsd.subjects.tokens import is_valid_subject
+from natsd.subjects.tokens import is_valid_publish_subject, is_valid_subject
 
 __all__ = [
     "ServerOptions", "JetStreamOptions", "UserOptions", "Permissions", "SubjectPermission",
@@ -97,6 +98,11 @@ class AccountOptions:
     name: str
     users: list[UserOptions] = field(default_factory=list)
     jetstream: AccountJetStreamLimits | None = None  # None: JetStream disabled for this account
+    # mappings {}: (source, destinations) in config order (natsd.subjects.mapping).
+    mappings: MappingList = field(default_factory=list)
+    # msg_trace { dest, sampling } (alias trace_dest): traces of sampled W3C traceparent publishes.
+    trace_dest: str = ""
+    trace_sampling: int = 0
 
 
 @dataclass(slots=True)
@@ -130,6 +136,12 @@ class ServerOptions:
     host: str = "0.0.0.0"
     port: int = 4222
     server_name: str = ""
+    # Top-level mappings {}: the global account's ($G) subject mappings.
+    mappings: MappingList = field(default_factory=list)
+    # server_tags (a list, or a comma-separated string) and server_metadata (a string map), shown
+    # in /varz, statsz and INFO as nats-server shows them.
+    server_tags: list[str] = field(default_factory=list)
+    server_metadata: dict[str, str] = field(default_factory=dict)
     http_host: str = "0.0.0.0"
     http_port: int = 0  # 0 = monitoring off
     # Secure transports (natsd.config.tls): client-port TLS, HTTPS monitoring, WebSocket listener.
@@ -259,6 +271,7 @@ class _Ctx:
         self.errors: list[ConfigError] = []
         self.warnings: list[str] = []
         self.notices: list[str] = []
+        self._notice_at: list[tuple[str, int, int]] = []  # where each notice's key is, for -t's order
 
     def error(self, pos: Pos | None, message: str) -> None:
         if pos is None:
@@ -283,6 +296,12 @@ class _Ctx:
         pos = m.pos(key)
         msg = f'field "{key}" is not supported by natsd and is ignored'
         self.notices.append(f"{pos}: {msg}" if pos is not None else msg)
+        self._notice_at.append((pos.file, pos.line, pos.column) if pos is not None else ("", 0, 0))
+
+    def sorted_notices(self) -> list[str]:
+        """The notices in file order (accounts are read first, so collection order is not)."""
+        order = sorted(range(len(self.notices)), key=self._notice_at.__getitem__)
+        return [self.notices[i] for i in order]
 
     # Typed getters: report a located error and return None on a wrong type.
 
@@ -340,13 +359,13 @@ class _Ctx:
 # Keys nats-server accepts that natsd does not implement: a warning, never an error, so a
 # reference config still boots (clustering, leaf nodes, gateways, websockets, MQTT, ...).
 _UNSUPPORTED_TOP = frozenset("""
-client_advertise trace_headers mappings maps default_sentinel
+client_advertise trace_headers default_sentinel
 http_base_path cluster gateway prof_port prof_block_rate proxy_protocol
 max_sub_tokens max_subscription_tokens ocsp allow_non_tls write_timeout operator operators roots
 root root_operators root_operator resolver account_resolver accounts_resolver resolver_tls
 resolver_preload resolver_pinned_accounts no_system_account no_system no_sys_acc
 no_header_support trusted trusted_keys connect_error_reports reconnect_error_reports
-server_tags server_metadata default_js_domain ocsp_cache
+default_js_domain ocsp_cache
 no_fast_producer_stall max_closed_clients proxies
 """.split())
 
@@ -756,11 +775,66 @@ def _accounts(ctx: _Ctx, o: ServerOptions, m: ConfigMap, key: str) -> None:
                 ok, lim = _account_jetstream(ctx, av, k)
                 if ok:
                     acc.jetstream = lim
-            elif kl in ("nkey", "imports", "exports", "default_permissions", "mappings", "maps",
-                        "limits", "msg_trace", "trace_dest"):
+            elif kl in ("mappings", "maps"):
+                acc.mappings = parse_mappings(ctx, av, k)
+            elif kl in ("msg_trace", "trace_dest"):
+                _account_msg_trace(ctx, acc, av, k)
+            elif kl in ("nkey", "imports", "exports", "default_permissions", "limits"):
                 ctx.unsupported(av, k)
             else:
                 ctx.unknown(av, k)
+
+
+def _account_msg_trace(ctx: _Ctx, acc: AccountOptions, m: ConfigMap, key: str) -> None:
+    """An account's ``msg_trace``: a destination subject, or ``{dest, sampling}`` (sampling 1..100
+    or "NN%"; 100 when only a destination is given). nats-server's texts, typo included."""
+    v = m[key]
+
+    def dest(pos: Pos | None, k: str, d: _Any) -> bool:
+        if not isinstance(d, str):
+            ctx.error(pos, f'Field "{k}" should be a string, got {_type_name(d)}')
+            return False
+        if not is_valid_publish_subject(d):
+            ctx.error(pos, f'Trace destination "{d}" is not valid')
+            return False
+        acc.trace_dest = d
+        return True
+
+    if isinstance(v, str):
+        dest(m.pos(key), key, v)
+    elif isinstance(v, ConfigMap):
+        for k in v:
+            kl, kpos, x = k.lower(), v.pos(k), v[k]
+            if kl == "dest":
+                if not dest(kpos, k, x):
+                    return
+            elif kl == "sampling":
+                if isinstance(x, str):
+                    try:
+                        x = int(x.removesuffix("%"))
+                    except ValueError:
+                        ctx.error(kpos, f'Invalid trace destination sampling value "{v[k]}"')
+                        return
+                elif not isinstance(x, int) or isinstance(x, bool):
+                    ctx.error(kpos, f'Trace destination sampling field "{k}" should be an integer or a '
+                                    f"percentage, got {_type_name(x)}")
+                    return
+                if not 0 < x <= 100:
+                    ctx.error(kpos, f"Ttrace destination sampling value {x} is invalid, needs to be [1..100]")
+                    return
+                acc.trace_sampling = x
+            else:
+                ctx.error(kpos, f'Unknown field "{k}" parsing account message trace map/struct "{key}"')
+                return
+    else:
+        ctx.error(m.pos(key), f'Expected account message trace "{key}" to be a string or a map/struct, '
+                              f"got {_type_name(v)}")
+        return
+    if acc.trace_dest and not acc.trace_sampling:
+        acc.trace_sampling = 100
+    elif acc.trace_sampling and not acc.trace_dest:
+        ctx.warn(m.pos(key), "Trace destination sampling ignored since no destination was set")
+        acc.trace_sampling = 0
 
 
 def _jetstream(ctx: _Ctx, o: ServerOptions, m: ConfigMap, key: str, top_store_dir: bool) -> None:
@@ -973,7 +1047,7 @@ def options_from_tree(tree: ConfigMap, options: ServerOptions | None = None, *,
     # Warnings are returned, not logged: main prints them to stderr as nats-server does, and an
     # embedding server decides itself (logging here would print before logging is set up).
     o.config_warnings.extend(ctx.warnings)
-    o.config_notices.extend(ctx.notices)
+    o.config_notices.extend(ctx.sorted_notices())
     if ctx.errors:
         raise ConfigErrors(ctx.errors)
     return o
@@ -1134,6 +1208,44 @@ def _h_authorization(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
     _authorization(ctx, o, m, k)
 
 
+def _h_mappings(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
+    o.mappings = parse_mappings(ctx, m, k)
+
+
+def _h_server_tags(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
+    # As nats-server (jwt.TagList.Add): a string is one tag (no comma split), a list is many;
+    # each is trimmed and lower-cased, empty ones and duplicates dropped.
+    v = m[k]
+    if isinstance(v, str):
+        raw = [v]
+    elif isinstance(v, list):
+        raw = []
+        for t in v:
+            if not isinstance(t, str):
+                ctx.error(m.pos(k), f"error parsing tags: unsupported type {_type_name(t)} where string is expected")
+                return
+            raw.append(t)
+    else:
+        ctx.error(m.pos(k), f"error parsing tags: unsupported type {_type_name(v)}")
+        return
+    for t in raw:
+        t = t.strip().lower()
+        if t and t not in o.server_tags:
+            o.server_tags.append(t)
+
+
+def _h_server_metadata(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
+    v = ctx.map_(m, k)
+    if v is None:
+        return
+    for name in v:
+        val = v[name]
+        if not isinstance(val, str):
+            ctx.error(v.pos(name), f"error parsing metadata: unsupported type {_type_name(val)}")
+            continue
+        o.server_metadata[name] = val
+
+
 def _h_trust(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
     import os
     parse_trust_key(ctx, o.trust, m, k, os.path.dirname(o.config_file))
@@ -1192,6 +1304,10 @@ _TOP_LEVEL: dict[str, _Callable[[_Ctx, ServerOptions, ConfigMap, str], None]] = 
     "system_account": _setter("system_account", "str_"),
     "system": _setter("system_account", "str_"),
     **{k: _h_trust for k in TRUST_KEYS},
+    "mappings": _h_mappings,
+    "maps": _h_mappings,
+    "server_tags": _h_server_tags,
+    "server_metadata": _h_server_metadata,
     "leafnodes": lambda ctx, o, m, k: _h_leafnodes(ctx, o, m, k),
     "leaf": lambda ctx, o, m, k: _h_leafnodes(ctx, o, m, k),
     "mqtt": lambda ctx, o, m, k: _h_mqtt(ctx, o, m, k),

@@ -84,10 +84,12 @@ class Ports(Protocol):
     account: str
 
     def subscribe(self, subject: str, handler: MsgHandler, queue: str | None = None,
-                  many: RunHandler | None = None, rrun: ReplyRunHandler | None = None) -> Subscription:
+                  many: RunHandler | None = None, rrun: ReplyRunHandler | None = None,
+                  stream: str = "") -> Subscription:
         """Internal subscription: messages matching ``subject`` in this account call ``handler``
         (or ``many`` for a run of reply-less messages, ``rrun`` for a run to one subject with a
-        reply each, where the implementation batches)."""
+        reply each, where the implementation batches). ``stream``: the stream this subscription
+        captures for (message traces name it)."""
         ...
 
     def publish(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> object:

@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.manager import JsAccount
     from natsd.server.ports import ServerPorts
     from natsd.server.subscription import Subscription
+    from natsd.subjects.mapping import SubjectMapper
 
 __all__ = ["Account", "GLOBAL_ACCOUNT"]
 
@@ -26,7 +27,8 @@ class Account:
     """One subject space plus its counters and client-interest listeners."""
 
     __slots__ = ("name", "sublist", "interest_handlers", "clients", "jetstream", "js_limits",
-                 "ports", "js_disabled_subs", "links", "__weakref__")
+                 "ports", "js_disabled_subs", "links", "mapper", "trace_dest",
+                 "trace_sampling", "__weakref__")
 
     def __init__(self, name: str, cache: bool = True) -> None:
         self.name = name
@@ -39,6 +41,13 @@ class Account:
         self.ports: ServerPorts | None = None  # when JetStream is enabled here
         self.js_disabled_subs: list[Subscription] = []  # the "JetStream not enabled" API answerers
         self.links: list = []  # internal subscriptions this account's JWT imports installed
+        # Subject mappings (natsd.server.mapping); None when the account has none, so a publish
+        # pays nothing for the feature (the connection reads this once per batch of events).
+        self.mapper: SubjectMapper | None = None
+        # msg_trace { dest, sampling }: where sampled W3C traceparent publishes are traced
+        # (natsd.server.msgtrace); "" = not configured.
+        self.trace_dest = ""
+        self.trace_sampling = 0
 
     def notify_interest(self, subject: str, added: bool) -> None:
         for h in tuple(self.interest_handlers):

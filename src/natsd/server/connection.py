@@ -52,6 +52,9 @@ from natsd.server.auth.authenticator import AuthResult, check_password
 from natsd.server.auth.identity import IdentityMixin
 from natsd.server.context import ServerContext
 from natsd.server.log import TRACE, logger, trace_payload
+from natsd.server import msgtrace
+from natsd.server.mapping import mapped
+from natsd.server.msgtrace import TRACE_DEST_B
 from natsd.server.router import route, route_batch, route_rrun, route_run
 from natsd.server.subscription import Subscription
 from natsd.server.writer import (  # noqa: F401  (re-exported: the close reasons live with the others)
@@ -103,6 +106,13 @@ class ConnectionHost(ServerContext, Protocol):
     def client_closed(self, c: ClientConnection) -> None: ...
 
     def info_for(self, c: ClientConnection, **extra: object) -> bytes: ...
+
+
+def _traced(payloads: list[bytes]) -> bool:
+    """Whether a message of a run may ask for a trace (``Nats-Trace-Dest`` in its bytes): one search
+    over the joined run, cheaper than a call per message (a body that happens to hold the name only
+    sends the run message by message, where the header block alone is checked)."""
+    return TRACE_DEST_B in b"".join(payloads)
 
 
 class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
@@ -340,9 +350,11 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
                     self.send_no_responders(subj_b, reply)
             elif op == OP_HPUB:
                 data = ev[4]
-                if checked or not self.headers or not data.startswith(_HDR_PREFIX):
-                    # (per-message checks, a client without headers, or a block that is not
-                    # NATS/1.0 -- which includes an empty one, that on_pub lets through)
+                if (checked or not self.headers or not data.startswith(_HDR_PREFIX)
+                        or data.find(TRACE_DEST_B, 0, ev[3]) >= 0):
+                    # (per-message checks, a client without headers, a block that is not
+                    # NATS/1.0 -- which includes an empty one, that on_pub lets through -- or a
+                    # traced message: natsd.server.msgtrace)
                     self.on_pub(op, ev[1], ev[2], ev[3], data)
                     continue
                 # Hot path (HPUB, e.g. a JetStream publish with Nats-Msg-Id), inlined from on_pub.
@@ -393,7 +405,12 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
     def _pub_options(self) -> tuple:
         """What :meth:`process` keeps in locals: (per-message PUB checks needed, verbose,
         account, decoded-subject cache)."""
-        return self.pedantic or self.pub_filter is not None, self.verbose, self.account, self._subjects
+        acc = self.account
+        # Subject mappings (natsd.server.mapping) and traceparent sampling (natsd.server.msgtrace)
+        # send every publish through on_pub.
+        checked = self.pedantic or self.pub_filter is not None or (
+            acc is not None and (acc.mapper is not None or acc.trace_dest != ""))
+        return checked, self.verbose, acc, self._subjects
 
     def _subject(self, subj_b: bytes) -> str:
         """Decode a subject, remembering it (publishers reuse a few subjects; the parser hands
@@ -582,24 +599,51 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
             if self.verbose:
                 self.send_raw(OK)
             return
+        mt = None
+        acc = self.account
+        if hdr_len and (data.find(TRACE_DEST_B, 0, hdr_len) >= 0 or (acc is not None and acc.trace_dest)):
+            skip, mt = msgtrace.start(self, subject, hdr_len, data)
+            if skip:
+                return
+        if acc is not None and acc.mapper is not None:
+            # As nats-server's parser: mapped before permissions, routing, capture and imports.
+            new = mapped(acc, subject, self.prefix if self.trace else None)
+            if new is not None:
+                subject, subj_b = new, new.encode()
+                if mt is not None:
+                    mt.mapped(new)
         if self.pub_filter is not None and not self.pub_filter.allows(subject):
             if not self._response_allowed(subject):
-                self.send_err(permissions_publish(subject))
-                logger.error('%s"%s/user:%s" - Publish Violation - Subject "%s"', self.prefix,
-                             self.account.name if self.account else "$G", self.user, subject)
+                self.publish_violation(subject)
+                if mt is not None:
+                    mt.ingress_error(f'Permissions Violation for Publish to "{subject}"')
+                    mt.send()
                 return
         if self.verbose:
             self.send_raw(OK)  # the reference acknowledges before delivering (even to itself)
-        if not route(self.account, subject, subj_b, reply, hdr_len, data, self):
-            if reply and self.no_responders:
-                self.send_no_responders(subj_b, reply)
+        if mt is not None:
+            n = msgtrace.route_traced(mt, mt.acc, subject, subj_b, reply, hdr_len, data, self)
+        else:
+            n = route(acc, subject, subj_b, reply, hdr_len, data, self)
+        if not n and reply and self.no_responders:
+            self.send_no_responders(subj_b, reply)
+
+    def publish_violation(self, subject: str) -> None:
+        """``-ERR 'Permissions Violation for Publish to ...'`` and the reference's log line."""
+        self.send_err(permissions_publish(subject))
+        logger.error('%s"%s/user:%s" - Publish Violation - Subject "%s"', self.prefix,
+                     self.account.name if self.account else "$G", self.user, subject)
 
     def on_pub_batch(self, run: Run) -> None:
         """A run of messages with identical control lines (see ``Parser(batch=True)``)."""
         op, subj_b, reply, hdr_len, payloads = run.op, run.subject, run.reply, run.hdr_len, run.payloads
+        mapper = self.account.mapper if self.account is not None else None
         if (self.pedantic or self.verbose or self.pub_filter is not None or (reply and self.no_responders)
-                or op == OP_HPUB and (not self.headers or (hdr_len and not all(
-                    p.startswith(_HDR_PREFIX) for p in payloads)))):
+                # a mapped subject goes message by message (a weighted split draws per message);
+                # an unmapped one stays a run (no mapping matching it is a fixed answer)
+                or (mapper is not None and mapper.matches(self._subjects.get(subj_b) or self._subject(subj_b)))
+                or op == OP_HPUB and (not self.headers or (hdr_len and (not all(
+                    p.startswith(_HDR_PREFIX) for p in payloads) or _traced(payloads))))):
             # Per-message semantics needed (acks, errors, no-responders): take the normal path.
             for p in payloads:
                 if self.closed:
@@ -619,14 +663,15 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         for p in run.payloads:
             if not p.startswith(_HDR_PREFIX):
                 return False
-        return True
+        return not _traced(run.payloads)  # (a traced message goes through on_pub: natsd.server.msgtrace)
 
     def on_pub_run(self, run: Run) -> None:
         """A run of reply-less PUBs to differing subjects (see ``OP_PUB_RUN``)."""
         subjects_b, payloads = run.subjects, run.payloads
         assert subjects_b is not None  # an OP_PUB_RUN run has a subject per message
-        if self.pedantic or self.verbose or self.pub_filter is not None:
-            # Per-message checks and +OKs: the normal path, message by message.
+        if self.pedantic or self.verbose or self.pub_filter is not None or (
+                self.account is not None and self.account.mapper is not None):
+            # Per-message checks, +OKs and mappings: the normal path, message by message.
             for i in range(len(subjects_b)):
                 if self.closed:
                     return

@@ -96,6 +96,11 @@ def main(argv: list[str] | None = None) -> int:
             for w in options.config_warnings:
                 _err(f"{PROGRAM}: {w}")
             return 1
+        ignored = sum(1 for n in options.config_notices if "is not supported by natsd" in n)
+        if ignored:
+            # one line per ignored key was printed above (file:line:column); say how many
+            _err(f"{PROGRAM}: {ignored} setting{'s' if ignored != 1 else ''} of this file "
+                 f"{'are' if ignored != 1 else 'is'} ignored by natsd")
         _err(f"{PROGRAM}: configuration file {options.config_file} is valid ({options.config_digest})")
         return 0
     for w in options.config_warnings:

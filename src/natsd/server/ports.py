@@ -89,9 +89,11 @@ class ServerPorts:
         self.account = account.name
 
     def subscribe(self, subject: str, handler: "MsgHandler", queue: str | None = None,
-                  many: "RunHandler | None" = None, rrun: "ReplyRunHandler | None" = None) -> Subscription:
+                  many: "RunHandler | None" = None, rrun: "ReplyRunHandler | None" = None,
+                  stream: str = "") -> Subscription:
         acc = self._account
         sub = Subscription(None, b"", subject, queue or None, cb=handler, account=acc, many=many, rrun=rrun)
+        sub.stream = stream
         acc.sublist.insert(subject, sub, queue or None)
         return sub
 

@@ -36,6 +36,7 @@ from natsd.config.options import AccountJetStreamLimits, ServerOptions
 from natsd.config.ports import InvalidPortError, listen_problems
 from natsd.protocol.encoder import encode_info
 from natsd.protocol.errors import ERR_AUTH_VIOLATION, ERR_MAX_CONNECTIONS
+from natsd.server import mapping, msgtrace
 from natsd.server.account import GLOBAL_ACCOUNT, Account
 from natsd.server.auth.authenticator import Authenticator
 from natsd.server.connection import (
@@ -107,6 +108,8 @@ class Server:
             self.get_account(acc.name)
         if self.callout is not None:
             self.callout.bind(self)
+        mapping.install(self.get_account, self.accounts, self.options)
+        msgtrace.install(self.accounts, self.options)
         self.clients: dict[int, ClientConnection] = {}
         self._cids = itertools.count(1)
         self.slow_consumers = 0
@@ -589,6 +592,8 @@ class Server:
         self.auth = new_auth
         for acc in new_options.accounts:
             self.get_account(acc.name)
+        mapping.install(self.get_account, self.accounts, new_options)
+        msgtrace.install(self.accounts, new_options)
         for c in list(self.clients.values()):
             c.parser.max_payload = new_options.max_payload
             if c.jwt_max_payload >= 0:  # a JWT user's own limit survives reloads

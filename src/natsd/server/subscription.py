@@ -24,7 +24,7 @@ __all__ = ["Subscription"]
 
 class Subscription:
     __slots__ = ("client", "sid", "subject", "queue", "max", "delivered", "cb", "many", "rrun", "account",
-                 "closed", "created_ns")
+                 "closed", "created_ns", "stream")
 
     def __init__(self, client, sid: bytes, subject: str, queue: str | None,
                  cb: Callable | None = None, account=None, many: Callable | None = None,
@@ -41,6 +41,7 @@ class Subscription:
         self.account = account
         self.closed = False
         self.created_ns = 0
+        self.stream = ""  # an internal subscription capturing for this stream (message traces)
 
     def unsubscribe(self) -> None:
         """Remove this subscription (internal subscriptions: the ``Ports`` contract)."""

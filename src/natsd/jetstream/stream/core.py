@@ -253,7 +253,8 @@ class Stream:
         n = 0
         for subj in want:
             if subj not in subs:
-                subs[subj] = ports.subscribe(subj, self.process_msg, many=self.process_run, rrun=self.process_rrun)
+                subs[subj] = ports.subscribe(subj, self.process_msg, many=self.process_run, rrun=self.process_rrun,
+                                              stream=self.name)
                 n += 1
                 if chunk and n % chunk == 0:
                     yield None

@@ -157,6 +157,7 @@ class _ServiceLink:
     def __init__(self, server: "ServerContext", exporter: "Account", importer: "Account", imp: "Import",
                  export: "Export") -> None:
         self.clock = server.clock
+        self.exporter = exporter
         self.to_exporter = ServerPorts(exporter)
         self.to_importer = ServerPorts(importer)
         self.importer = importer
@@ -175,6 +176,9 @@ class _ServiceLink:
         if _depth >= MAX_DEPTH:
             return
         target = map_subject(self.local, subject, self.subject)
+        if self.exporter.mapper is not None:
+            # As nats-server: the exporting account's mappings apply to the imported request.
+            target = self.exporter.mapper.map(target) or target
         mapped = ""
         if reply:
             pending = self.pending

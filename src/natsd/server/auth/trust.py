@@ -50,6 +50,7 @@ from natsd.server.auth.authenticator import AuthResult, compile_permissions
 from natsd.server.auth.imports import apply_imports
 from natsd.server.connection import REASON_AUTH
 from natsd.server.log import logger
+from natsd.server.mapping import from_claims as mapping_from_claims
 from natsd.server.ports import ServerPorts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -345,6 +346,7 @@ class Trust:
         if server is None:
             return
         apply_imports(server, acc, claims)
+        acc.mapper = mapping_from_claims(acc.name, claims.mappings)
         # Its exports changed: importers from it re-link (their subscriptions live here).
         for other in list(server.accounts.values()) if relink else ():
             if other is not acc and other.name in self._claims and any(

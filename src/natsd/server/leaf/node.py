@@ -79,6 +79,7 @@ from natsd.server.leaf.handshake import (  # noqa: F401 (constants re-exported f
     FIRST_PING_NS, JS_DENY, LOOP_DELAY_NS, SECOND, LeafHandshakeMixin,
 )
 from natsd.server.log import logger
+from natsd.server.mapping import mapped
 from natsd.server.router import LEAF_LINK, route, route_batch
 from natsd.server.subscription import Subscription
 from natsd.server.writer import WRITE_HIGH_WATER
@@ -500,6 +501,8 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
             return False  # (the per-message path drops it, or reports a permission violation)
         acc = self.account
         assert acc is not None  # bound by the handshake, before any message
+        if acc.mapper is not None and acc.mapper.matches(subject):
+            return False  # mapped: message by message (a weighted split draws per message)
         r = acc.sublist.match(subject)
         if r.qsubs:
             return False
@@ -541,6 +544,11 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
                 shown = dsubj
         acc = self.account
         assert acc is not None  # bound by the handshake, before any message
+        if acc.mapper is not None:
+            # As nats-server: a leaf's messages are mapped too (natsd.server.mapping).
+            new = mapped(acc, subject)
+            if new is not None:
+                subject, subj_b = new, new.encode()
         r: SublistResult | _Result = acc.sublist.match(subject)
         qsubs = r.qsubs
         if qsubs:

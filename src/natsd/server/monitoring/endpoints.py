@@ -275,7 +275,6 @@ class MonitorServer:
         s = self.server
         o = s.options
         now = s.clock.time_ns()
-        im, ib, om, ob = s.totals()
         cpu = os.times()
         d = {
             "server_id": s.server_id,
@@ -323,14 +322,7 @@ class MonitorServer:
             "routes": 0,
             "remotes": 0,
             "leafnodes": len(s.leafnodes.leafz()["leafs"]) if s.leafnodes is not None else 0,
-            "in_msgs": im,
-            "in_bytes": ib,
-            "in_client_msgs": im,
-            "in_client_bytes": ib,
-            "out_msgs": om,
-            "out_bytes": ob,
-            "out_client_msgs": om,
-            "out_client_bytes": ob,
+            **_varz_totals(*s.totals()),
             "slow_consumers": s.slow_consumers,
             "stale_connections": s.stale_connections,
             "stalled_clients": s.stalled_clients,
@@ -338,6 +330,9 @@ class MonitorServer:
             "http_req_stats": dict(self.req_stats),
             "config_load_time": rfc3339(s.start_time_ns),
             "config_digest": o.config_digest,
+            # server_tags / server_metadata: omitted when empty, as nats-server's omitempty
+            **({"tags": list(o.server_tags)} if o.server_tags else {}),
+            **({"metadata": dict(o.server_metadata)} if o.server_metadata else {}),
             "system_account": o.system_account or "",
             "slow_consumer_stats": {"clients": s.slow_consumers, "routes": 0, "gateways": 0, "leafs": 0},
             "stale_connection_stats": {"clients": s.stale_connections, "routes": 0, "gateways": 0, "leafs": 0},
@@ -581,3 +576,9 @@ def _sub_detail(sub: Subscription, with_account: bool) -> dict:
         d["max"] = sub.max
     d["cid"] = sub.client.cid if sub.client is not None else 0
     return d
+
+
+def _varz_totals(im: int, ib: int, om: int, ob: int) -> dict[str, int]:
+    """The message and byte totals of /varz: every client is a client (no routes or gateways)."""
+    return {"in_msgs": im, "in_bytes": ib, "in_client_msgs": im, "in_client_bytes": ib,
+            "out_msgs": om, "out_bytes": ob, "out_client_msgs": om, "out_client_bytes": ob}

@@ -86,6 +86,11 @@ def filter_match(body: dict, server: "MonitoredServer", domain: str = "") -> boo
         want = body.get(key)
         if want and not (want == have if exact else str(want) in have):
             return False
+    tags = body.get("tags")
+    if tags:  # every tag asked for must be one of the server's (server_tags)
+        mine = server.options.server_tags
+        if not all(isinstance(t, str) and t.strip().lower() in mine for t in tags):
+            return False
     return True
 
 
@@ -185,6 +190,10 @@ class SystemRequests:
                              "time": rfc3339(s.clock.time_ns())}
         if self._domain():
             d["domain"] = self._domain()
+        if s.options.server_tags:
+            d["tags"] = list(s.options.server_tags)
+        if s.options.server_metadata:
+            d["metadata"] = dict(s.options.server_metadata)
         return d
 
     def _statsz(self) -> dict:

@@ -1,0 +1,308 @@
+"""Message tracing (nats-server 2.11, ADR-41): a publish with a ``Nats-Trace-Dest`` header (or a
+sampled W3C ``traceparent`` in an account with ``msg_trace { dest, sampling }``) makes the server
+publish, on that destination in the publisher's account, one JSON event describing what it did
+with the message: ingress, subject mapping, JetStream capture and each egress. With
+``Nats-Trace-Only: true`` the message is traced but not delivered (and not stored).
+
+The event's shape is nats-server's ``MsgTraceEvent``::
+
+    {"server": {...ServerInfo...}, "request": {"header": {name: [values]}, "msgsize": n},
+     "events": [{"type": "in", "ts", "kind", "cid", "name"?, "acc", "subj", "error"?},
+                {"type": "sm", "ts", "to"},
+                {"type": "js", "ts", "stream", "subject"?, "nointerest"?, "error"?},
+                {"type": "eg", "ts", "kind", "cid", "name"?, "acc"?, "sub"?, "queue"?, "error"?}]}
+
+Only traced messages come here (:func:`start` is called from the connection's checked publish
+path, which a message takes only when its header block names ``Nats-Trace-Dest`` or its account
+samples ``traceparent``): untraced publishes pay one bounded header search.
+
+Approximations: a queue group's egress names the first member able to take the message (the
+router's round-robin choice is not reported back); service/stream import events are not produced
+(natsd has no config-file imports); JetStream's ``nointerest`` and its store errors (a
+message the stream refuses) are not reported.
+"""
+
+from __future__ import annotations
+
+import json
+from random import randrange
+from typing import TYPE_CHECKING, Any, Callable, Protocol
+
+from natsd import __version__
+from natsd.gotime import format_rfc3339
+from natsd.nats_headers import MSG_TRACE_DEST, MSG_TRACE_ONLY, MSG_TRACE_ORIGIN_ACCOUNT, TRACEPARENT
+from natsd.server.router import route
+from natsd.subjects.tokens import is_valid_publish_subject, subject_matches
+from natsd.subjects.transform import transform
+
+if TYPE_CHECKING:  # pragma: no cover
+    from natsd.config.options import ServerOptions
+    from natsd.server.account import Account
+    from natsd.server.auth.authenticator import SubjectFilter
+    from natsd.server.context import ServerContext
+    from natsd.server.subscription import Subscription
+
+
+class ClientConnection(Protocol):
+    """What tracing needs of the publishing connection (``natsd.server.connection``, which imports
+    this module: named here so there is no import circle)."""
+
+    @property
+    def cid(self) -> int: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def echo(self) -> bool: ...
+
+    @property
+    def account(self) -> Account | None: ...
+
+    @property
+    def pub_filter(self) -> SubjectFilter | None: ...
+
+    @property
+    def server(self) -> ServerContext: ...
+
+    def publish_violation(self, subject: str) -> None: ...
+
+
+__all__ = ["TRACE_DEST_B", "MsgTrace", "start", "route_traced", "header_map", "install"]
+
+TRACE_DEST_B = MSG_TRACE_DEST  # what the publish path searches header blocks for
+_TRACEPARENT_B = TRACEPARENT
+_DEST = MSG_TRACE_DEST.decode()
+_ONLY = MSG_TRACE_ONLY.decode()
+_ORIGIN_ACCOUNT = MSG_TRACE_ORIGIN_ACCOUNT.decode()
+_KIND_CLIENT = 0  # nats-server's connection kinds: CLIENT
+_NO_ECHO = "Not delivered because of no echo"
+_SUB_DENY = "Not delivered because subscription denies this subject"
+_SUB_CLOSED = "Not delivered because subscription is closed"
+_CLIENT_CLOSED = "Not delivered because client is closed"
+
+# Sampling of ``traceparent``: rand(100) -> [0, 100); tests replace it.
+sample_rand: Callable[[int], int] = randrange
+
+
+def install(accounts: dict[str, Account], options: ServerOptions) -> None:
+    """Each configured account's ``msg_trace`` (at start and on reload)."""
+    conf = {a.name: a for a in options.accounts}
+    for name, acc in accounts.items():
+        a = conf.get(name)
+        acc.trace_dest = a.trace_dest if a is not None else ""
+        acc.trace_sampling = a.trace_sampling if a is not None else 0
+
+
+def header_map(hdr: bytes) -> tuple[dict[str, list[str]], bool]:
+    """The header block as ``{name: [values]}`` (names' case kept) when it has ``Nats-Trace-Dest``
+    or a sampled ``traceparent`` (flags ``01``), else ``{}``; and whether only ``traceparent``
+    asked for tracing (then the account's destination applies)."""
+    if not hdr.startswith(b"NATS/1.0"):
+        return {}, False
+    found_dest = found_parent = False
+    pairs: list[tuple[str, str]] = []
+    for line in hdr.split(b"\r\n")[1:]:
+        key, sep, val = line.partition(b":")
+        val = val.strip(b" \t")
+        if not sep or not key or not val:
+            continue
+        if not found_parent and key.lower() == _TRACEPARENT_B:
+            parts = val.split(b"-")
+            if len(parts) == 4 and len(parts[3]) == 2:
+                try:
+                    found_parent = int(parts[3], 16) & 1 == 1
+                except ValueError:
+                    pass
+        elif not found_dest and key == TRACE_DEST_B:
+            if val == b"trace disabled":
+                return {}, False
+            found_dest = True
+        pairs.append((key.decode("utf-8", "replace"), val.decode("utf-8", "replace")))
+    if not found_dest and not found_parent:
+        return {}, False
+    out: dict[str, list[str]] = {}
+    for k, v in pairs:
+        out.setdefault(k, []).append(v)
+    return out, not found_dest
+
+
+class MsgTrace:
+    """One traced message: its events so far, sent as one JSON message by :meth:`send`."""
+
+    __slots__ = ("conn", "acc", "dest", "trace_only", "headers", "msgsize", "events")
+
+    def __init__(
+        self,
+        conn: ClientConnection,
+        acc: Account,
+        dest: str,
+        trace_only: bool,
+        headers: dict[str, list[str]],
+        msgsize: int,
+        subject: str,
+    ) -> None:
+        self.conn = conn
+        self.acc = acc
+        self.dest = dest
+        self.trace_only = trace_only
+        self.headers = headers
+        self.msgsize = msgsize
+        ingress: dict[str, Any] = {"type": "in", "ts": self._ts(), "kind": _KIND_CLIENT, "cid": conn.cid}
+        if conn.name:
+            ingress["name"] = conn.name
+        ingress.update({"acc": acc.name, "subj": subject})
+        self.events: list[dict[str, Any]] = [ingress]
+
+    def _ts(self) -> str:
+        return format_rfc3339(self.conn.server.clock.time_ns())
+
+    def ingress_error(self, text: str) -> None:
+        self.events[0]["error"] = text
+
+    def mapped(self, to: str) -> None:
+        self.events.append({"type": "sm", "ts": self._ts(), "to": to})
+
+    def egress(self, sub: Subscription, error: str = "") -> None:
+        c = sub.client
+        e: dict[str, Any] = {"type": "eg", "ts": self._ts(), "kind": _KIND_CLIENT, "cid": c.cid}
+        if c.name:
+            e["name"] = c.name
+        if c.account is not None and c.account.name != self.acc.name:
+            e["acc"] = c.account.name
+        e["sub"] = sub.subject
+        if sub.queue:
+            e["queue"] = sub.queue
+        if error:
+            e["error"] = error
+        self.events.append(e)
+
+    def jetstream(self, stream: str, subject: str) -> None:
+        self.events.append({"type": "js", "ts": self._ts(), "stream": stream, "subject": subject})
+
+    def send(self) -> None:
+        """Publish the event on the destination, in the publisher's account (as nats-server's
+        ``sendInternalAccountSysMsg``)."""
+        body = {
+            "server": _server_info(self.conn),
+            "request": {"header": self.headers, "msgsize": self.msgsize},
+            "events": self.events,
+        }
+        data = json.dumps(body, separators=(",", ":")).encode()
+        route(self.acc, self.dest, self.dest.encode(), b"", 0, data, None)
+
+
+_seq = 0
+
+
+def _server_info(conn: ClientConnection) -> dict[str, Any]:
+    global _seq
+    _seq += 1
+    s = conn.server
+    o = s.options
+    js = s.jetstream is not None
+    d: dict[str, Any] = {"name": s.server_name, "host": o.host, "id": s.server_id, "ver": __version__}
+    if o.server_tags:
+        d["tags"] = list(o.server_tags)
+    if o.server_metadata:
+        d["metadata"] = dict(o.server_metadata)
+    d.update({"jetstream": js, "flags": 1 if js else 0, "seq": _seq, "time": format_rfc3339(s.clock.time_ns())})
+    return d
+
+
+def start(conn: ClientConnection, subject: str, hdr_len: int, data: bytes) -> tuple[bool, MsgTrace | None]:
+    """Begin tracing a publish when its headers ask for it: ``(skip delivery, trace or None)``.
+
+    As nats-server's ``initMsgTrace``: a trace-only message whose trace cannot start is not
+    delivered either; a destination the client may not publish to is a permissions violation."""
+    headers, external = header_map(data[:hdr_len])
+    if not headers:
+        return False, None
+    acc = conn.account
+    if acc is None:
+        return False, None
+    trace_only = False
+    if not external:
+        only = headers.get(_ONLY) or [""]
+        trace_only = only[0].lower() in ("1", "true", "on")
+        dest = headers.get(_DEST, [""])[0]
+        if not dest:
+            return trace_only, None
+    if headers.get(_ORIGIN_ACCOUNT):
+        return trace_only, None  # the old multi-server header disables tracing, as the reference
+    if external:
+        dest = acc.trace_dest
+        if not dest:
+            return False, None
+        sampling = acc.trace_sampling
+        if 0 < sampling < 100 and not sample_rand(100) <= sampling:
+            return False, None
+    if not is_valid_publish_subject(dest):
+        return trace_only, None
+    if conn.pub_filter is not None and not conn.pub_filter.allows(dest):
+        conn.publish_violation(dest)
+        return True, None
+    return False, MsgTrace(conn, acc, dest, trace_only, headers, len(data), subject)
+
+
+def route_traced(
+    mt: MsgTrace,
+    acc: Account,
+    subject: str,
+    subj_b: bytes,
+    reply: bytes,
+    hdr_len: int,
+    data: bytes,
+    src: ClientConnection,
+) -> int:
+    """Route a traced message (unless trace-only) and record what happened to it; returns how many
+    receivers got it (a trace-only message counts as delivered where it would have been)."""
+    r = acc.sublist.match(subject)
+    n = 0
+    for sub in r.psubs:
+        n += _observe(mt, sub, subject, src)
+    for group in r.qsubs:
+        for sub in group:
+            if sub.client is None or (not sub.client.closed and not (sub.client is src and not src.echo)):
+                n += _observe(mt, sub, subject, src)
+                break
+    if not mt.trace_only:
+        n = route(acc, subject, subj_b, reply, hdr_len, data, src, None, r)
+    mt.send()
+    return n
+
+
+def _stored_subject(acc: Account, name: str, subject: str) -> str:
+    """The subject the stream stores the message under (after its ``subject_transform``), which the
+    reference's JetStream event reports."""
+    js = acc.jetstream
+    stream = js.streams.get(name) if js is not None else None
+    tr = stream.config.subject_transform if stream is not None else None
+    if tr and tr.get("dest"):
+        src = tr.get("src") or ">"
+        if subject_matches(src, subject):
+            return transform(src, tr["dest"], subject) or subject
+    return subject
+
+
+def _observe(mt: MsgTrace, sub: Subscription, subject: str, src: ClientConnection) -> int:
+    c = sub.client
+    if c is None:
+        if sub.stream:
+            mt.jetstream(sub.stream, _stored_subject(mt.acc, sub.stream, subject))
+            return 1
+        return 0  # other internal receivers (API, acks) are not reported, as the reference
+    if c is src and not c.echo:
+        mt.egress(sub, _NO_ECHO)
+        return 0
+    if c.sub_deny is not None and c.sub_deny.denies(subject):
+        mt.egress(sub, _SUB_DENY)
+        return 0
+    if sub.closed:
+        mt.egress(sub, _SUB_CLOSED)
+        return 0
+    if c.closed:
+        mt.egress(sub, _CLIENT_CLOSED)
+        return 0
+    mt.egress(sub)
+    return 1
