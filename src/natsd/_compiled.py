@@ -64,8 +64,13 @@ log = logging.getLogger("natsd")
 
 #: What :func:`install` decided: ``requested`` (the variable was set), ``active`` (the finder is
 #: installed), ``directory``, ``modules`` (loaded from the build when active) and ``reason``.
-STATUS: dict[str, Any] = {"requested": False, "active": False, "directory": "", "modules": [],
-                          "reason": f"{ENV} not set"}
+STATUS: dict[str, Any] = {
+    "requested": False,
+    "active": False,
+    "directory": "",
+    "modules": [],
+    "reason": f"{ENV} not set",
+}
 
 
 def source_root() -> Path:
@@ -115,8 +120,10 @@ def check(directory: Path, root: Path | None = None) -> tuple[dict[str, str] | N
         manifest.get("cache_tag") != sys.implementation.cache_tag
         or manifest.get("ext_suffix") not in EXTENSION_SUFFIXES
     ):
-        return None, (f"built for {manifest.get('cache_tag')} {manifest.get('ext_suffix')}, this is "
-                      f"{sys.implementation.cache_tag} (rebuild)")
+        return None, (
+            f"built for {manifest.get('cache_tag')} {manifest.get('ext_suffix')}, this is "
+            f"{sys.implementation.cache_tag} (rebuild)"
+        )
     sources = manifest.get("sources") or {}
     for rel, digest in sorted(sources.items()):
         try:

@@ -104,8 +104,9 @@ class ManualClock:
     loop turn) while only the timers wait for ``advance``.
     """
 
-    def __init__(self, start_time_ns: int = 1_700_000_000 * 10**9, start_monotonic_ns: int = 10**12,
-                 soon_on_loop: bool = False) -> None:
+    def __init__(
+        self, start_time_ns: int = 1_700_000_000 * 10**9, start_monotonic_ns: int = 10**12, soon_on_loop: bool = False
+    ) -> None:
         self._mono = start_monotonic_ns
         self._wall_offset = start_time_ns - start_monotonic_ns
         self._heap: list[tuple[int, int, _ManualTimer]] = []

@@ -34,9 +34,21 @@ import time as _time
 from datetime import datetime, timedelta, timezone
 
 __all__ = [
-    "NANOSECOND", "MICROSECOND", "MILLISECOND", "SECOND", "MINUTE", "HOUR", "MAX_DURATION",
-    "parse_duration", "format_duration", "uptime",
-    "GO_ZERO_TIME", "GO_ZERO_NS", "format_rfc3339", "format_rfc3339_or_zero", "parse_rfc3339",
+    "NANOSECOND",
+    "MICROSECOND",
+    "MILLISECOND",
+    "SECOND",
+    "MINUTE",
+    "HOUR",
+    "MAX_DURATION",
+    "parse_duration",
+    "format_duration",
+    "uptime",
+    "GO_ZERO_TIME",
+    "GO_ZERO_NS",
+    "format_rfc3339",
+    "format_rfc3339_or_zero",
+    "parse_rfc3339",
     "parse_rfc3339_or_zero",
 ]
 
@@ -51,8 +63,14 @@ MAX_DURATION = (1 << 63) - 1
 
 # Go's unitMap: "µs" is U+00B5 (micro sign), "μs" U+03BC (Greek mu); both are accepted.
 _UNITS: dict[str, int] = {
-    "ns": NANOSECOND, "us": MICROSECOND, "\u00b5s": MICROSECOND, "\u03bcs": MICROSECOND,
-    "ms": MILLISECOND, "s": SECOND, "m": MINUTE, "h": HOUR,
+    "ns": NANOSECOND,
+    "us": MICROSECOND,
+    "\u00b5s": MICROSECOND,
+    "\u03bcs": MICROSECOND,
+    "ms": MILLISECOND,
+    "s": SECOND,
+    "m": MINUTE,
+    "h": HOUR,
 }
 _DIGITS = frozenset("0123456789")
 _NUMBER = frozenset("0123456789.")
@@ -151,7 +169,7 @@ def parse_duration(text: str, *, extra_units: dict[str, int] | None = None) -> i
 
 def _frac(v: int, prec: int) -> tuple[str, int]:
     """Go's fmtFrac: the low ``prec`` digits of ``v`` as ``.ddd`` without trailing zeros."""
-    d, r = divmod(v, 10 ** prec)
+    d, r = divmod(v, 10**prec)
     if r == 0:
         return "", d
     return "." + f"{r:0{prec}d}".rstrip("0"), d

@@ -29,7 +29,7 @@ __all__ = ["nuid"]
 _DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _PREFIX_LEN = 12
 _SEQ_LEN = 10
-_MAX_SEQ = 62 ** _SEQ_LEN
+_MAX_SEQ = 62**_SEQ_LEN
 _MIN_INC, _MAX_INC = 33, 333
 
 

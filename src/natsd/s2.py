@@ -95,9 +95,9 @@ class FrameDecoder:
                     except self._refused as exc:
                         raise S2Error(f"corrupt Snappy frame: {exc}") from None
                 elif typ == 0x01:
-                    out.append(buf[pos + 8:end])
+                    out.append(buf[pos + 8 : end])
                 else:
-                    body = buf[pos + 8:end]
+                    body = buf[pos + 8 : end]
                     try:
                         dst = bytearray(self._raw_len(body))
                         self._raw_into(body, dst)
@@ -106,7 +106,7 @@ class FrameDecoder:
                         # An S2 block using the repeat copy (Snappy's decoder refuses offset 0).
                         out.append(decode_block(body))
             elif typ == 0xFF:
-                ident = buf[pos + 4:end]
+                ident = buf[pos + 4 : end]
                 if ident == b"S2sTwO":
                     self._ident = S2_STREAM_ID
                 elif ident == b"sNaPpY":
@@ -148,12 +148,12 @@ def decode_block(src: bytes) -> bytes:
                 nb = x - 59
                 if s + 1 + nb > n:
                     raise S2Error("corrupt S2 block")
-                x = int.from_bytes(src[s + 1:s + 1 + nb], "little")
+                x = int.from_bytes(src[s + 1 : s + 1 + nb], "little")
                 s += 1 + nb
             length = x + 1
             if s + length > n:
                 raise S2Error("corrupt S2 block")
-            dst += src[s:s + length]
+            dst += src[s : s + length]
             s += length
             continue
         if kind == 1:  # copy, 1-byte offset; offset 0 = S2 repeat
@@ -167,10 +167,10 @@ def decode_block(src: bytes) -> bytes:
                     length = src[s] + 4
                     s += 1
                 elif length == 6:
-                    length = int.from_bytes(src[s:s + 2], "little") + (1 << 8)
+                    length = int.from_bytes(src[s : s + 2], "little") + (1 << 8)
                     s += 2
                 elif length == 7:
-                    length = int.from_bytes(src[s:s + 3], "little") + (1 << 16)
+                    length = int.from_bytes(src[s : s + 3], "little") + (1 << 16)
                     s += 3
             else:
                 offset = toff
@@ -184,17 +184,17 @@ def decode_block(src: bytes) -> bytes:
         else:
             if s + 5 > n:
                 raise S2Error("corrupt S2 block")
-            offset = int.from_bytes(src[s + 1:s + 5], "little")
+            offset = int.from_bytes(src[s + 1 : s + 5], "little")
             length = 1 + (tag >> 2)
             s += 5
         d = len(dst)
         if offset <= 0 or d < offset or d + length > dlen:
             raise S2Error("corrupt S2 block")
         if offset >= length:
-            dst += dst[d - offset:d - offset + length]
+            dst += dst[d - offset : d - offset + length]
         else:
             # overlapping copy: repeat the last ``offset`` bytes
-            pat = bytes(dst[d - offset:d])
+            pat = bytes(dst[d - offset : d])
             reps, rem = divmod(length, offset)
             dst += pat * reps + pat[:rem]
     if len(dst) != dlen:

@@ -35,8 +35,12 @@ async def _publisher(nc, prefix: str, acked: dict, stop: asyncio.Event) -> None:
         try:
             for i in range(1, BATCH):
                 await nc.publish("a.x", BODY, headers={"Nats-Batch-Id": bid, "Nats-Batch-Sequence": str(i)})
-            m = await nc.request("a.x", BODY, timeout=5, headers={
-                "Nats-Batch-Id": bid, "Nats-Batch-Sequence": str(BATCH), "Nats-Batch-Commit": "1"})
+            m = await nc.request(
+                "a.x",
+                BODY,
+                timeout=5,
+                headers={"Nats-Batch-Id": bid, "Nats-Batch-Sequence": str(BATCH), "Nats-Batch-Commit": "1"},
+            )
         except Exception:
             return  # the server is gone
         ack = json.loads(m.data)
@@ -48,8 +52,11 @@ async def _publisher(nc, prefix: str, acked: dict, stop: asyncio.Event) -> None:
 
 async def _publish_until_killed(url: str, srv, min_acked: int) -> dict:
     nc = await nats.connect(url, max_reconnect_attempts=0, allow_reconnect=False)
-    r = await nc.request("$JS.API.STREAM.CREATE.A", json.dumps(
-        {"name": "A", "subjects": ["a.>"], "allow_atomic": True, "storage": "file"}).encode(), timeout=5)
+    r = await nc.request(
+        "$JS.API.STREAM.CREATE.A",
+        json.dumps({"name": "A", "subjects": ["a.>"], "allow_atomic": True, "storage": "file"}).encode(),
+        timeout=5,
+    )
     assert "error" not in json.loads(r.data) or json.loads(r.data)["error"]["err_code"] == 10058
     acked: dict = {}
     stop = asyncio.Event()
@@ -72,8 +79,7 @@ async def _read_all(url: str) -> list[tuple[int, dict]]:
         info = json.loads((await nc.request("$JS.API.STREAM.INFO.A", b"", timeout=5)).data)
         total = info["state"]["messages"]
         js = nc.jetstream()
-        sub = await js.pull_subscribe("a.>", durable=None, stream="A",
-                                      config=ConsumerConfig(ack_policy=AckPolicy.NONE))
+        sub = await js.pull_subscribe("a.>", durable=None, stream="A", config=ConsumerConfig(ack_policy=AckPolicy.NONE))
         out: list[tuple[int, dict]] = []
         while len(out) < total:
             for m in await sub.fetch(500, timeout=5):

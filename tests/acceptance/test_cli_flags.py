@@ -23,8 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 def run_natsd(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO / "src") + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return subprocess.run([sys.executable, "-m", "natsd", *args], capture_output=True, text=True,
-                          env=env, timeout=30)
+    return subprocess.run([sys.executable, "-m", "natsd", *args], capture_output=True, text=True, env=env, timeout=30)
 
 
 @pytest.mark.parametrize("flag", ["-h", "--help", "-help", "help"])
@@ -92,11 +91,25 @@ async def _auth_error(port: int, **creds) -> str:
 
 def test_server_from_flags_overriding_a_config_file(tmp_path):
     conf = tmp_path / "base.conf"
-    conf.write_text('server_name: "from-file"\nauthorization { user: fileuser, password: filepass }\n'
-                    "max_payload: 2KB\n")
+    conf.write_text(
+        'server_name: "from-file"\nauthorization { user: fileuser, password: filepass }\nmax_payload: 2KB\n'
+    )
     http = free_port()
-    srv = start_server("natsd", tmp_path, "-c", str(conf), "-n", "from-flags", "--user", "u", "--pass=p",
-                       "-m", str(http), "-DV", jetstream=False)
+    srv = start_server(
+        "natsd",
+        tmp_path,
+        "-c",
+        str(conf),
+        "-n",
+        "from-flags",
+        "--user",
+        "u",
+        "--pass=p",
+        "-m",
+        str(http),
+        "-DV",
+        jetstream=False,
+    )
     try:
         ok = asyncio.run(_connect_and_roundtrip(f"nats://u:p@127.0.0.1:{srv.port}"))
         assert ok == b"ok"

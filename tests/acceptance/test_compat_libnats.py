@@ -49,14 +49,20 @@ def libnats(tmp_path_factory) -> ScenarioRunner:
     for name in PROGRAMS:
         src = C_DIR / f"{name}.c"
         # Link flags after the source: the linker resolves libraries left to right.
-        proc = subprocess.run([cc, "-std=gnu11", "-O1", "-Wall", "-o", str(bindir / name), str(src), *flags],
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [cc, "-std=gnu11", "-O1", "-Wall", "-o", str(bindir / name), str(src), *flags],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 0, f"compiling {src.name} failed:\n{proc.stderr[-3000:]}"
-    return ScenarioRunner(command=lambda name: ([str(bindir / name)], bindir),
-                          workdir=tmp_path_factory.mktemp("libnats"))
+    return ScenarioRunner(
+        command=lambda name: ([str(bindir / name)], bindir), workdir=tmp_path_factory.mktemp("libnats")
+    )
 
 
 # --------------------------------------------------------------------------------------- core
+
 
 @pytest.mark.parametrize("kind", kinds())
 def test_core_pubsub_request(libnats, kind):
@@ -83,6 +89,7 @@ def test_core_verbose_pedantic_no_echo_old_requests(libnats, kind):
 
 # ------------------------------------------------------------------------------- JetStream pull
 
+
 @pytest.mark.parametrize("kind", kinds())
 def test_js_stream_publish(libnats, kind):
     res = libnats.result("js_pull", kind)
@@ -101,8 +108,10 @@ def test_js_pull_fetch_ack(libnats, kind):
     res = libnats.result("js_pull", kind)
     assert_ok(res)
     assert res["fetched"] == 3
-    assert [(m["stream"], m["consumer"], m["sseq"], m["dseq"], m["delivered"], m["pending"], m["data"])
-            for m in res["fetchedMeta"]] == [("CSMOKE", "cdur", i, i, 1, 3 - i, "hello") for i in (1, 2, 3)]
+    assert [
+        (m["stream"], m["consumer"], m["sseq"], m["dseq"], m["delivered"], m["pending"], m["data"])
+        for m in res["fetchedMeta"]
+    ] == [("CSMOKE", "cdur", i, i, 1, 3 - i, "hello") for i in (1, 2, 3)]
     assert (res["ackFloorStream"], res["numAckPending"], res["numPending"], res["ackPolicy"]) == (3, 0, 0, "explicit")
     assert (res["emptyFetchStatus"], res["emptyFetchCount"]) == ("Timeout", 0)
     assert (res["nakRedelivered"], res["nakSeq"]) == (2, 6)
@@ -119,6 +128,7 @@ def test_js_api_errors(libnats, kind):
 
 
 # ------------------------------------------------------------------------ async publish, push
+
 
 @pytest.mark.parametrize("kind", kinds())
 def test_js_publish_async(libnats, kind):
@@ -150,6 +160,7 @@ def test_js_ordered_push_consumer(libnats, kind):
 
 
 # ------------------------------------------------------------------------------------------ KV
+
 
 @pytest.mark.parametrize("kind", kinds())
 def test_kv_put_get_update(libnats, kind):
@@ -193,11 +204,15 @@ def test_kv_delete_keys_history(libnats, kind):
 
 # ------------------------------------------------------------- less common paths (js_extras.c)
 
+
 @pytest.mark.parametrize("kind", kinds())
 def test_js_update_list_and_headers(libnats, kind):
     res = libnats.result("js_extras", kind)
     assert (get(res, "updateStatus"), res["updateMaxMsgs"], res["updateDescription"]) == (
-        "OK", 1000, "updated by libnats")
+        "OK",
+        1000,
+        "updated by libnats",
+    )
     assert (get(res, "namesStatus"), res["names"], res["listStatus"], res["listCount"]) == ("OK", ["CX"], "OK", 1)
     assert (get(res, "hdrSeq"), res["getMsgStatus"], res["getMsgHeader"]) == (1, "OK", "red")
 
@@ -246,6 +261,7 @@ def test_connection_drain(libnats, kind):
 
 # ------------------------------------------------------------------------------------ reconnect
 
+
 @pytest.mark.parametrize("kind", kinds())
 def test_reconnect_through_server_restart(libnats, kind, tmp_path):
     """libnats reconnects after the server restarts on the same port and store, replays its core
@@ -254,8 +270,9 @@ def test_reconnect_through_server_restart(libnats, kind, tmp_path):
     store = tmp_path / "store"
     srv = start_server(kind, tmp_path / "run1", store_dir=store)
     argv, cwd = libnats.command("reconnect")
-    prog = subprocess.Popen([*argv, srv.url], cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    prog = subprocess.Popen(
+        [*argv, srv.url], cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in prog.stdout], daemon=True).start()
     try:
@@ -282,6 +299,7 @@ def test_reconnect_through_server_restart(libnats, kind, tmp_path):
 
 # ------------------------------------------------------------------------------------ TLS (tls.c)
 
+
 @pytest.mark.parametrize("kind", kinds())
 def test_tls_mutual_hostname_and_refusals(kind, tmp_path):
     """libnats with a CA and a client certificate against tls { verify: true }; an expected
@@ -292,17 +310,28 @@ def test_tls_mutual_hostname_and_refusals(kind, tmp_path):
     require_server(kind, jetstream=False)
     cc, *flags = _libnats_flags()
     binary = tmp_path / "tls"
-    proc = subprocess.run([cc, "-std=gnu11", "-O1", "-Wall", "-o", str(binary), str(C_DIR / "tls.c"), *flags],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [cc, "-std=gnu11", "-O1", "-Wall", "-o", str(binary), str(C_DIR / "tls.c"), *flags],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     pki = make_pki(tmp_path / "pki")
     conf = tmp_path / "tls.conf"
-    conf.write_text(f'tls {{ cert_file: "{pki.server_cert}", key_file: "{pki.server_key}", '
-                    f'ca_file: "{pki.ca_file}", verify: true }}\n')
+    conf.write_text(
+        f'tls {{ cert_file: "{pki.server_cert}", key_file: "{pki.server_key}", '
+        f'ca_file: "{pki.ca_file}", verify: true }}\n'
+    )
     srv = start_server(kind, tmp_path / "srv", jetstream=False, config=conf)
     try:
-        run = subprocess.run([str(binary), str(pki.dir), f"tls://localhost:{srv.port}"], capture_output=True,
-                             text=True, timeout=90, stdin=subprocess.DEVNULL)
+        run = subprocess.run(
+            [str(binary), str(pki.dir), f"tls://localhost:{srv.port}"],
+            capture_output=True,
+            text=True,
+            timeout=90,
+            stdin=subprocess.DEVNULL,
+        )
     finally:
         srv.stop()
     res = _last_json(run.stdout) or {"ok": False}

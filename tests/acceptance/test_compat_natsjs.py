@@ -47,7 +47,8 @@ def _lock_digest() -> str:
 def _installed(digest: str) -> bool:
     try:
         return STAMP.read_text().strip() == digest and all(
-            (NODE_MODULES / "@nats-io" / p / "package.json").exists() for p in PACKAGES)
+            (NODE_MODULES / "@nats-io" / p / "package.json").exists() for p in PACKAGES
+        )
     except OSError:
         return False
 
@@ -67,11 +68,19 @@ def ensure_natsjs() -> str:
     with open(JS_DIR / ".npm-install.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not _installed(digest):
-            env = dict(os.environ, npm_config_update_notifier="false", npm_config_fund="false",
-                       npm_config_audit="false")
+            env = dict(
+                os.environ, npm_config_update_notifier="false", npm_config_fund="false", npm_config_audit="false"
+            )
             try:
-                proc = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=JS_DIR, env=env,
-                                      capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
+                proc = subprocess.run(
+                    [npm, "ci", "--no-audit", "--no-fund"],
+                    cwd=JS_DIR,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=240,
+                    stdin=subprocess.DEVNULL,
+                )
             except subprocess.TimeoutExpired:
                 pytest.skip("npm ci for the nats.js packages timed out (registry unreachable?)")
             if proc.returncode != 0:
@@ -83,8 +92,9 @@ def ensure_natsjs() -> str:
 @pytest.fixture(scope="module")
 def natsjs(tmp_path_factory) -> ScenarioRunner:
     node = ensure_natsjs()
-    return ScenarioRunner(command=lambda name: ([node, f"{name}.mjs"], JS_DIR),
-                          workdir=tmp_path_factory.mktemp("natsjs"))
+    return ScenarioRunner(
+        command=lambda name: ([node, f"{name}.mjs"], JS_DIR), workdir=tmp_path_factory.mktemp("natsjs")
+    )
 
 
 def _err(res: dict, key: str) -> tuple:
@@ -94,6 +104,7 @@ def _err(res: dict, key: str) -> tuple:
 
 
 # --------------------------------------------------------------------------------------- core
+
 
 @pytest.mark.parametrize("kind", kinds())
 def test_core_pubsub_request_headers(natsjs, kind):
@@ -105,8 +116,13 @@ def test_core_pubsub_request_headers(natsjs, kind):
     assert res["autoUnsub"] == 2
     assert res["reply"] == "HELLO" and res["replyHeader"] == "2"
     assert res["manyReplies"] == 25
-    assert res["headers"] == {"traceId": "abc 123", "multi": ["1", "2"], "body": "with-headers",
-                              "emptyBodyHasHeaders": False, "emptyBodyLen": 0}
+    assert res["headers"] == {
+        "traceId": "abc 123",
+        "multi": ["1", "2"],
+        "body": "with-headers",
+        "emptyBodyHasHeaders": False,
+        "emptyBodyLen": 0,
+    }
     assert res["replySubjectSeen"] is True
     assert res["largeOk"] is True
     assert res["rttOk"] is True and res["drained"] == 10
@@ -124,20 +140,42 @@ def test_core_no_responders(natsjs, kind):
 
 # ----------------------------------------------------------------------------- JetStream manager
 
+
 @pytest.mark.parametrize("kind", kinds())
 def test_jsm_streams(natsjs, kind):
     res = natsjs.result("jsm", kind)
     assert_ok(res)
     assert res["account"]["hasLimits"] is True
     assert res["added"] == {
-        "name": "ORDERS", "subjects": ["orders.>"], "retention": "limits", "storage": "file", "max_msgs": 1000,
-        "duplicate_window": 120_000_000_000, "discard": "old", "num_replicas": 1, "messages": 0,
-        "first_seq": 0, "last_seq": 0, "created": True}
+        "name": "ORDERS",
+        "subjects": ["orders.>"],
+        "retention": "limits",
+        "storage": "file",
+        "max_msgs": 1000,
+        "duplicate_window": 120_000_000_000,
+        "discard": "old",
+        "num_replicas": 1,
+        "messages": 0,
+        "first_seq": 0,
+        "last_seq": 0,
+        "created": True,
+    }
     assert res["addIdempotent"] == "ORDERS"
-    assert res["info"] == {"messages": 4, "bytes": True, "first_seq": 1, "last_seq": 4, "num_subjects": 2,
-                           "subjects": {"orders.new": 2, "orders.old": 2}, "consumer_count": 0}
-    assert res["updated"] == {"subjects": ["orders.>", "returns.>"], "max_msgs": 500, "description": "updated",
-                              "messages": 4}
+    assert res["info"] == {
+        "messages": 4,
+        "bytes": True,
+        "first_seq": 1,
+        "last_seq": 4,
+        "num_subjects": 2,
+        "subjects": {"orders.new": 2, "orders.old": 2},
+        "consumer_count": 0,
+    }
+    assert res["updated"] == {
+        "subjects": ["orders.>", "returns.>"],
+        "max_msgs": 500,
+        "description": "updated",
+        "messages": 4,
+    }
     assert res["list"] == ["AUDIT", "ORDERS"] and res["names"] == ["AUDIT", "ORDERS"]
     assert res["namesFiltered"] == ["AUDIT"]
     assert res["find"] == "ORDERS"
@@ -174,9 +212,19 @@ def test_jsm_api_errors(natsjs, kind):
 def test_jsm_consumers(natsjs, kind):
     res = natsjs.result("jsm", kind)
     assert get(res, "consumer") == {
-        "name": "proc", "stream_name": "ORDERS", "durable_name": "proc", "ack_policy": "explicit",
-        "deliver_policy": "all", "ack_wait": 30_000_000_000, "max_deliver": -1, "max_ack_pending": 1000,
-        "max_waiting": 512, "replay_policy": "instant", "num_pending": 2, "filter_subject": "orders.new"}
+        "name": "proc",
+        "stream_name": "ORDERS",
+        "durable_name": "proc",
+        "ack_policy": "explicit",
+        "deliver_policy": "all",
+        "ack_wait": 30_000_000_000,
+        "max_deliver": -1,
+        "max_ack_pending": 1000,
+        "max_waiting": 512,
+        "replay_policy": "instant",
+        "num_pending": 2,
+        "filter_subject": "orders.new",
+    }
     assert get(res, "ephemeralNameLen") == 8
     assert get(res, "consumerUpdated") == {"description": "processor", "max_ack_pending": 50}
     consumers = get(res, "consumers")
@@ -186,6 +234,7 @@ def test_jsm_consumers(natsjs, kind):
 
 
 # ------------------------------------------------------------------------------------- publish
+
 
 @pytest.mark.parametrize("kind", kinds())
 def test_js_publish_dedupe_and_expectations(natsjs, kind):
@@ -223,14 +272,15 @@ def test_js_publish_without_stream_is_no_responders(natsjs, kind):
 
 # ------------------------------------------------------------------------------ pull consumers
 
+
 @pytest.mark.parametrize("kind", kinds())
 def test_pull_fetch_ack(natsjs, kind):
     res = natsjs.result("pull", kind)
     fetched = get(res, "fetched")
-    assert [(m["subject"], m["data"], m["streamSequence"], m["deliverySequence"], m["pending"])
-            for m in fetched] == [(f"smoke.{i}", f"m{i}", i + 1, i + 1, 4 - i) for i in range(5)]
-    assert all(m["stream"] == "SMOKE" and m["consumer"] == "pull1" and m["deliveryCount"] == 1
-               for m in fetched)
+    assert [(m["subject"], m["data"], m["streamSequence"], m["deliverySequence"], m["pending"]) for m in fetched] == [
+        (f"smoke.{i}", f"m{i}", i + 1, i + 1, 4 - i) for i in range(5)
+    ]
+    assert all(m["stream"] == "SMOKE" and m["consumer"] == "pull1" and m["deliveryCount"] == 1 for m in fetched)
     assert [m["msgId"] for m in fetched] == [f"id-{i}" for i in range(5)]
     assert get(res, "afterAck") == {"delivered": 5, "ack_floor": 5, "num_ack_pending": 0, "num_pending": 0}
 
@@ -264,6 +314,7 @@ def test_pull_consume_with_heartbeats(natsjs, kind):
 
 # ------------------------------------------------------------------- ordered and push consumers
 
+
 @pytest.mark.parametrize("kind", kinds())
 def test_ordered_consumers(natsjs, kind):
     res = natsjs.result("ordered_push", kind)
@@ -294,13 +345,22 @@ def test_push_ack_floor_matches_reference(natsjs, kind):
 
 # ------------------------------------------------------------------------------------------ KV
 
+
 @pytest.mark.parametrize("kind", kinds())
 def test_kv_bucket_put_get_update(natsjs, kind):
     res = natsjs.result("kv", kind)
     assert_ok(res)
-    assert res["status"] == {"bucket": "cfg", "history": 5, "values": 0, "backingStore": "file",
-                             "streamName": "KV_cfg", "allow_direct": True, "max_msgs_per_subject": 5,
-                             "discard": "new", "subjects": ["$KV.cfg.>"]}
+    assert res["status"] == {
+        "bucket": "cfg",
+        "history": 5,
+        "values": 0,
+        "backingStore": "file",
+        "streamName": "KV_cfg",
+        "allow_direct": True,
+        "max_msgs_per_subject": 5,
+        "discard": "new",
+        "subjects": ["$KV.cfg.>"],
+    }
     assert (res["put1"], res["put2"]) == (1, 2)
     assert res["getColor"] == {"key": "color", "value": "blue", "revision": 1, "operation": "PUT"}
     assert res["getMissing"] is None
@@ -343,6 +403,7 @@ def test_kv_delete_purge_keys_history_destroy(natsjs, kind):
 
 # ------------------------------------------------------------------------------- object store
 
+
 @pytest.mark.parametrize("kind", kinds())
 def test_object_store_blobs(natsjs, kind):
     res = natsjs.result("obj", kind)
@@ -350,8 +411,13 @@ def test_object_store_blobs(natsjs, kind):
     assert res["status"]["bucket"] == "files" and res["status"]["sealed"] is False
     assert res["status"]["streamName"] == "OBJ_files" and res["status"]["allow_direct"] is True
     assert res["status"]["subjects"] == ["$O.files.C.>", "$O.files.M.>"]
-    assert res["putSmall"] == {"name": "blob", "size": 300_000, "chunks": 3, "deleted": False,
-                               "digestPrefix": "SHA-256="}
+    assert res["putSmall"] == {
+        "name": "blob",
+        "size": 300_000,
+        "chunks": 3,
+        "deleted": False,
+        "digestPrefix": "SHA-256=",
+    }
     assert res["putLarge"] == {"size": 5_243_003, "chunks": 41, "description": "five megabytes"}
     assert res["putEmpty"] == {"size": 0, "chunks": 0}
     assert res["getSmall"] == {"len": 300_000, "sameSha": True}
@@ -376,6 +442,7 @@ def test_object_store_delete_and_destroy(natsjs, kind):
 # ------------------------------------------------------------- less common paths (extras.mjs)
 # extras.mjs runs independent probes; each records its value or {"error": ...} under its own key.
 
+
 def _probe(natsjs, kind: str, key: str):
     res = natsjs.result("extras", kind)
     value = get(res, key)
@@ -386,8 +453,12 @@ def _probe(natsjs, kind: str, key: str):
 
 @pytest.mark.parametrize("kind", kinds())
 def test_direct_get_single_batch_multi_last(natsjs, kind):
-    assert _probe(natsjs, kind, "directGet") == {"last": [5, "d.a", "v5"], "bySeq": [2, "v2"], "next": [4, "d.b"],
-                                                 "missing": None}
+    assert _probe(natsjs, kind, "directGet") == {
+        "last": [5, "d.a", "v5"],
+        "bySeq": [2, "v2"],
+        "next": [4, "d.b"],
+        "missing": None,
+    }
     assert _probe(natsjs, kind, "directBatch") == [2, 3, 4]
     assert _probe(natsjs, kind, "directMultiLast") == [["d.a", 5], ["d.b", 6]]
 
@@ -402,8 +473,12 @@ def test_fetch_by_max_bytes(natsjs, kind):
 
 @pytest.mark.parametrize("kind", kinds())
 def test_consumer_pause_resume(natsjs, kind):
-    assert _probe(natsjs, kind, "pauseResume") == {"paused": True, "infoPaused": True, "resumed": False,
-                                                   "afterPaused": False}
+    assert _probe(natsjs, kind, "pauseResume") == {
+        "paused": True,
+        "infoPaused": True,
+        "resumed": False,
+        "afterPaused": False,
+    }
 
 
 @pytest.mark.parametrize("kind", kinds())
@@ -430,8 +505,13 @@ def test_nak_delay_and_ack_wait_redelivery(natsjs, kind):
     # Unacked past ack_wait (after one +WPI): redelivered with deliveryCount 2; num_redelivered counts it
     # while it is pending and drops it once the ack is confirmed.
     assert _probe(natsjs, kind, "ackWaitRedelivery") == {
-        "first": 1, "second": 2, "acked": True, "redeliveredPending": 1, "num_ack_pending": 1,
-        "redeliveredAfterAck": 0}
+        "first": 1,
+        "second": 2,
+        "acked": True,
+        "redeliveredPending": 1,
+        "num_ack_pending": 1,
+        "redeliveredAfterAck": 0,
+    }
 
 
 @pytest.mark.parametrize("kind", kinds())
@@ -447,17 +527,24 @@ def test_mirror_stream(natsjs, kind):
 @pytest.mark.parametrize("kind", kinds())
 def test_kv_watch_history_updates_only_keys_filter(natsjs, kind):
     assert _probe(natsjs, kind, "kvWatchVariants") == {"history": ["a=1", "a=2", "b=1"], "updatesOnly": ["a=3"]}
-    assert _probe(natsjs, kind, "kvKeysFilterPurgeDeletes") == {"filtered": ["x.1", "x.2"], "after": ["x.2", "y.1"],
-                                                                "values": 2}
+    assert _probe(natsjs, kind, "kvKeysFilterPurgeDeletes") == {
+        "filtered": ["x.1", "x.2"],
+        "after": ["x.2", "y.1"],
+        "values": 2,
+    }
 
 
 @pytest.mark.parametrize("kind", kinds())
 def test_object_store_link_and_seal(natsjs, kind):
-    assert _probe(natsjs, kind, "objLinkSeal") == {"viaLink": "payload", "sealed": True,
-                                                   "putAfterSeal": "JetStreamApiError"}
+    assert _probe(natsjs, kind, "objLinkSeal") == {
+        "viaLink": "payload",
+        "sealed": True,
+        "putAfterSeal": "JetStreamApiError",
+    }
 
 
 # ------------------------------------------------------------------------------ volume, restart, auth
+
 
 @pytest.mark.parametrize("kind", kinds())
 def test_volume_burst_publish_consume_watch(natsjs, kind):
@@ -530,6 +617,7 @@ def test_auth_user_password_and_token(natsjs, kind, mode, tmp_path):
 
 # ------------------------------------------------------------ newer server features (newer.mjs)
 
+
 def _newer(natsjs, kind: str, key: str):
     value = get(natsjs.result("newer", kind), key)
     if isinstance(value, dict) and "error" in value:
@@ -539,9 +627,11 @@ def _newer(natsjs, kind: str, key: str):
 
 @pytest.mark.parametrize("kind", kinds())
 def test_stream_created_advisory(natsjs, kind):
-    assert _newer(natsjs, kind, "advisory") == {"subject": "$JS.EVENT.ADVISORY.STREAM.CREATED.ADV",
-                                                "type": "io.nats.jetstream.advisory.v1.stream_action",
-                                                "stream": "ADV"}
+    assert _newer(natsjs, kind, "advisory") == {
+        "subject": "$JS.EVENT.ADVISORY.STREAM.CREATED.ADV",
+        "type": "io.nats.jetstream.advisory.v1.stream_action",
+        "stream": "ADV",
+    }
 
 
 @pytest.mark.parametrize("kind", kinds())
@@ -584,7 +674,10 @@ def test_consumer_reset(natsjs, kind):
 @pytest.mark.parametrize("kind", kinds())
 def test_consumer_reset_raw_request(natsjs, kind):
     assert _newer(natsjs, kind, "consumerResetRaw") == {
-        "type": "io.nats.jetstream.api.v1.consumer_reset_response", "apiError": None, "nextSeq": 3}
+        "type": "io.nats.jetstream.api.v1.consumer_reset_response",
+        "apiError": None,
+        "nextSeq": 3,
+    }
 
 
 @pytest.mark.parametrize("kind", kinds())
@@ -595,8 +688,14 @@ def test_reconnect_through_server_restart(natsjs, kind, tmp_path):
     require_server(kind)
     store = tmp_path / "store"
     srv = start_server(kind, tmp_path / "run1", store_dir=store)
-    node = subprocess.Popen([natsjs.command("reconnect")[0][0], "reconnect.mjs", srv.url], cwd=JS_DIR,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    node = subprocess.Popen(
+        [natsjs.command("reconnect")[0][0], "reconnect.mjs", srv.url],
+        cwd=JS_DIR,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in node.stdout], daemon=True).start()
     try:
@@ -624,6 +723,7 @@ def test_reconnect_through_server_restart(natsjs, kind, tmp_path):
 
 
 # ------------------------------------------------------ secure transports: TLS and WebSocket (secure.mjs)
+
 
 def _secure_conf(tmp_path, kind: str, mode: str):
     """A config for ``mode`` (tls, tlsfirst, ws, wss) with fresh test certificates; returns
@@ -664,8 +764,15 @@ def test_secure_transports(natsjs, kind, mode, tmp_path):
     major = int(version.strip().lstrip("v").split(".")[0])
     flags = ["--experimental-websocket"] if major < 22 else []
     try:
-        proc = subprocess.run([node, *flags, "secure.mjs", mode, ca, url_of(srv)], cwd=JS_DIR,
-                              capture_output=True, text=True, timeout=90, env=env, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [node, *flags, "secure.mjs", mode, ca, url_of(srv)],
+            cwd=JS_DIR,
+            capture_output=True,
+            text=True,
+            timeout=90,
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
     finally:
         srv.stop()
     res = _last_json(proc.stdout) or {"ok": False, "stderr": proc.stderr[-2000:]}

@@ -14,15 +14,20 @@ from tests.acceptance.test_compat_natsjs import JS_DIR, ensure_natsjs
 from tests.compat.harness import ScenarioRunner
 from tests.helpers.servers import free_port, reference_binary, start_server
 
-pytestmark = [pytest.mark.acceptance, pytest.mark.reference, pytest.mark.timeout(240),
-              pytest.mark.skipif(reference_binary() is None, reason="nats-server binary not available")]
+pytestmark = [
+    pytest.mark.acceptance,
+    pytest.mark.reference,
+    pytest.mark.timeout(240),
+    pytest.mark.skipif(reference_binary() is None, reason="nats-server binary not available"),
+]
 
 
 @pytest.fixture(scope="module")
 def natsjs(tmp_path_factory) -> ScenarioRunner:
     node = ensure_natsjs()
-    return ScenarioRunner(command=lambda name: ([node, f"{name}.mjs"], JS_DIR),
-                          workdir=tmp_path_factory.mktemp("natsjs-domain"))
+    return ScenarioRunner(
+        command=lambda name: ([node, f"{name}.mjs"], JS_DIR), workdir=tmp_path_factory.mktemp("natsjs-domain")
+    )
 
 
 def _observed(res: dict) -> dict:
@@ -47,13 +52,16 @@ def test_natsjs_with_a_domain_as_on_nats_server(natsjs, tmp_path):
 def test_natsjs_from_a_hub_reaches_a_natsd_leaf_by_domain(natsjs, tmp_path):
     lp = free_port()
     hub_conf = tmp_path / "hub.conf"
-    hub_conf.write_text(f'server_name: HUB\njetstream {{ store_dir: "{tmp_path}/hub-js", domain: HUB }}\n'
-                        f"leafnodes {{ port: {lp} }}\n")
+    hub_conf.write_text(
+        f'server_name: HUB\njetstream {{ store_dir: "{tmp_path}/hub-js", domain: HUB }}\nleafnodes {{ port: {lp} }}\n'
+    )
     hub = start_server("reference", tmp_path / "hub", config=hub_conf, jetstream=False)
     try:
         leaf_conf = tmp_path / "leaf.conf"
-        leaf_conf.write_text(f'server_name: EDGE\njetstream {{ store_dir: "{tmp_path}/edge-js", domain: EDGE }}\n'
-                             f'leafnodes {{ remotes [ {{ url: "nats-leaf://127.0.0.1:{lp}" }} ] }}\n')
+        leaf_conf.write_text(
+            f'server_name: EDGE\njetstream {{ store_dir: "{tmp_path}/edge-js", domain: EDGE }}\n'
+            f'leafnodes {{ remotes [ {{ url: "nats-leaf://127.0.0.1:{lp}" }} ] }}\n'
+        )
         edge = start_server("natsd", tmp_path / "edge", config=leaf_conf, jetstream=False)
         try:
             asyncio.run(_wait_for_domain(hub.url, "EDGE"))

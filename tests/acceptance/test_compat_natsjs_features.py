@@ -14,8 +14,9 @@ pytestmark = [pytest.mark.acceptance, pytest.mark.timeout(300)]
 @pytest.fixture(scope="module")
 def natsjs(tmp_path_factory) -> ScenarioRunner:
     node = ensure_natsjs()
-    return ScenarioRunner(command=lambda name: ([node, f"{name}.mjs"], JS_DIR),
-                          workdir=tmp_path_factory.mktemp("natsjs-features"))
+    return ScenarioRunner(
+        command=lambda name: ([node, f"{name}.mjs"], JS_DIR), workdir=tmp_path_factory.mktemp("natsjs-features")
+    )
 
 
 @pytest.mark.parametrize("kind", kinds())
@@ -34,7 +35,8 @@ def test_natsd_features_with_natsjs(natsjs, kind):
     assert res["advertised"] == ["dead_letter", "keep_last_under_max_age", "partition_key", "schemas"]
     assert res["deadLetters"] == [
         {"data": "terminate me", "reason": "Terminated", "text": "schema v2 needed", "seq": "1", "xid": "t"},
-        {"data": "never acked", "reason": "MaxDeliveries", "text": "", "seq": "2", "xid": ""}]
+        {"data": "never acked", "reason": "MaxDeliveries", "text": "", "seq": "2", "xid": ""},
+    ]
     assert res["wqLeft"] == 0
     assert res["goodSeq"] == 1 and res["ordMsgs"] == 1
     assert res["bad"]["api"]["err_code"] == 19010, res["bad"]
@@ -42,5 +44,7 @@ def test_natsd_features_with_natsjs(natsjs, kind):
     assert res["badSetting"]["api"]["err_code"] == 19001
     assert res["kv"] == {"a": "2", "b": "x", "msgs": 2}
     # One message per key in flight: each fetch gets the next message of each of the 3 keys.
-    assert res["partitionRounds"] == [[["pk.k0", 1], ["pk.k1", 2], ["pk.k2", 3]],
-                                      [["pk.k0", 4], ["pk.k1", 5], ["pk.k2", 6]]]
+    assert res["partitionRounds"] == [
+        [["pk.k0", 1], ["pk.k1", 2], ["pk.k2", 3]],
+        [["pk.k0", 4], ["pk.k1", 5], ["pk.k2", 6]],
+    ]

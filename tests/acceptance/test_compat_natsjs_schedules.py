@@ -14,8 +14,9 @@ pytestmark = [pytest.mark.acceptance, pytest.mark.timeout(300)]
 @pytest.fixture(scope="module")
 def natsjs(tmp_path_factory) -> ScenarioRunner:
     node = ensure_natsjs()
-    return ScenarioRunner(command=lambda name: ([node, f"{name}.mjs"], JS_DIR),
-                          workdir=tmp_path_factory.mktemp("natsjs-schedules"))
+    return ScenarioRunner(
+        command=lambda name: ([node, f"{name}.mjs"], JS_DIR), workdir=tmp_path_factory.mktemp("natsjs-schedules")
+    )
 
 
 @pytest.mark.parametrize("kind", kinds())

@@ -31,8 +31,14 @@ def natsd_env() -> dict[str, str]:
 
 
 def run_natsd(*args: str, cwd: Path | None = None, timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "natsd", *args], capture_output=True, text=True,
-                          env=natsd_env(), cwd=cwd, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "natsd", *args],
+        capture_output=True,
+        text=True,
+        env=natsd_env(),
+        cwd=cwd,
+        timeout=timeout,
+    )
 
 
 @pytest.mark.parametrize("name", GOOD)
@@ -87,14 +93,16 @@ def test_environment_variables_reach_the_config(tmp_path):
     conf = tmp_path / "env.conf"
     conf.write_text("port: $NATSD_TEST_PORT\n")
     env = natsd_env() | {"NATSD_TEST_PORT": "4333"}
-    r = subprocess.run([sys.executable, "-m", "natsd", "-t", "-c", str(conf)], capture_output=True,
-                       text=True, env=env, timeout=30)
+    r = subprocess.run(
+        [sys.executable, "-m", "natsd", "-t", "-c", str(conf)], capture_output=True, text=True, env=env, timeout=30
+    )
     assert r.returncode == 0, r.stderr
     r = run_natsd("-t", "-c", str(conf))  # without the variable
     assert r.returncode == 1 and "variable reference for 'NATSD_TEST_PORT' on line 1 can not be found" in r.stderr
 
 
 # -- booting from a config file -------------------------------------------------------------------
+
 
 def _wait_for_ports_file(directory: Path, proc: subprocess.Popen, timeout: float = 20) -> Path:
     deadline = time.monotonic() + timeout
@@ -159,8 +167,13 @@ def test_boot_from_config_with_random_ports(tmp_path):
     logs them as nats-server does, serves clients and monitoring, and exits 0 on SIGTERM."""
     log_path = tmp_path / "natsd.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "natsd", "-c", str(DATA / "server_port_minus1.conf")],
-                                stdout=log, stderr=subprocess.STDOUT, env=natsd_env(), start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "natsd", "-c", str(DATA / "server_port_minus1.conf")],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=natsd_env(),
+            start_new_session=True,
+        )
     try:
         text = _wait_for_log(log_path, proc, "Server is ready")
         host, port = _logged_hostport(text, "Listening for client connections on ")
@@ -185,16 +198,22 @@ def _server_writes_ports_file() -> bool:
     return "ports_file_dir" in Path(srv.__file__).read_text()
 
 
-@pytest.mark.skipif(not _server_writes_ports_file(),
-                    reason="natsd.server.server does not write the ports file (ports_file_dir) yet")
+@pytest.mark.skipif(
+    not _server_writes_ports_file(), reason="natsd.server.server does not write the ports file (ports_file_dir) yet"
+)
 def test_boot_from_config_writes_ports_file(tmp_path):
     """As nats.js's launcher: `-c file.conf` with `port: -1` and a ports_file_dir; the launcher
     learns the ports from `<exe>_<pid>.ports` ({"nats": [...], "monitoring": [...]})."""
     conf = tmp_path / "launcher.conf"
     conf.write_text((DATA / "server_port_minus1.conf").read_text() + f'ports_file_dir: "{tmp_path}"\n')
     log = open(tmp_path / "natsd.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "natsd", "-c", str(conf)], stdout=log,
-                            stderr=subprocess.STDOUT, env=natsd_env(), start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "natsd", "-c", str(conf)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=natsd_env(),
+        start_new_session=True,
+    )
     try:
         ports_file = _wait_for_ports_file(tmp_path, proc)
         ports = json.loads(ports_file.read_text())
@@ -225,8 +244,13 @@ def test_signal_flag_stops_a_running_server(tmp_path):
     conf.write_text(f'host: 127.0.0.1\nport: -1\npid_file: "{pid_file}"\n')
     log_path = tmp_path / "natsd.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "natsd", "-c", str(conf)], stdout=log,
-                                stderr=subprocess.STDOUT, env=natsd_env(), start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "natsd", "-c", str(conf)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=natsd_env(),
+            start_new_session=True,
+        )
     try:
         _wait_for_log(log_path, proc, "Server is ready")
         assert pid_file.read_text().strip() == str(proc.pid)
@@ -240,6 +264,7 @@ def test_signal_flag_stops_a_running_server(tmp_path):
 
 
 # -- against the reference ----------------------------------------------------------------------
+
 
 @pytest.mark.reference
 @pytest.mark.parametrize("name", GOOD + ["bad_syntax.conf", "bad_value.conf"])
@@ -266,9 +291,26 @@ def test_reload_signal_rereads_file_and_keeps_flag_overrides(tmp_path):
     log_path = tmp_path / "natsd.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "natsd", "-c", str(conf), "-a", "127.0.0.1", "-p", "-1",
-             "-P", str(pid_file), "--pass", "from-flag"],
-            stdout=log, stderr=subprocess.STDOUT, env=natsd_env(), start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "natsd",
+                "-c",
+                str(conf),
+                "-a",
+                "127.0.0.1",
+                "-p",
+                "-1",
+                "-P",
+                str(pid_file),
+                "--pass",
+                "from-flag",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=natsd_env(),
+            start_new_session=True,
+        )
     try:
         text = _wait_for_log(log_path, proc, "Server is ready")
         _, port = _logged_hostport(text, "Listening for client connections on ")

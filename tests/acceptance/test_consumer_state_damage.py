@@ -57,9 +57,11 @@ async def _prepare(url: str) -> set[bytes]:
         js = nc.jetstream()
         for i in range(10):
             await js.publish(f"s.{i}", b"m%d" % i)
-        r = await _req(nc, "$JS.API.CONSUMER.CREATE.S.D",
-                       {"stream_name": "S", "config": {"durable_name": "D", "ack_policy": "explicit",
-                                                        "ack_wait": 30 * 10**9}})
+        r = await _req(
+            nc,
+            "$JS.API.CONSUMER.CREATE.S.D",
+            {"stream_name": "S", "config": {"durable_name": "D", "ack_policy": "explicit", "ack_wait": 30 * 10**9}},
+        )
         assert "error" not in r, r
         first = await _fetch(nc, 6)
         assert len(first) == 6

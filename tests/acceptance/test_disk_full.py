@@ -20,8 +20,11 @@ from nats.js.errors import APIError
 from tests.helpers.diskfull import NoSmallFs, disk_full_run, small_fs
 from tests.helpers.servers import reference_binary, start_server
 
-pytestmark = [pytest.mark.acceptance, pytest.mark.timeout(240),
-              pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")]
+pytestmark = [
+    pytest.mark.acceptance,
+    pytest.mark.timeout(240),
+    pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root"),
+]
 
 
 def test_disk_full_loses_nothing_and_recovers_by_itself(tmp_path):

@@ -18,12 +18,20 @@ import pytest
 from nats.aio.client import RawCredentials
 
 from tests.helpers.identities import (
-    Identity, account_claims, b64url, operator_setup, user_claims,
+    Identity,
+    account_claims,
+    b64url,
+    operator_setup,
+    user_claims,
 )
 from tests.helpers.servers import reference_binary, start_server
 
-pytestmark = [pytest.mark.acceptance, pytest.mark.reference, pytest.mark.timeout(180),
-              pytest.mark.skipif(reference_binary() is None, reason="reference nats-server not installed")]
+pytestmark = [
+    pytest.mark.acceptance,
+    pytest.mark.reference,
+    pytest.mark.timeout(180),
+    pytest.mark.skipif(reference_binary() is None, reason="reference nats-server not installed"),
+]
 
 KINDS = ["reference", "natsd"]
 
@@ -34,8 +42,9 @@ def _server(kind, tmp_path, conf: str, **kw):
     return start_server(kind, tmp_path / kind, config=path, jetstream=kw.pop("jetstream", False), **kw)
 
 
-async def raw_connect(port: int, make_connect, after: bytes = b"PING\r\n", wait: float = 0.0,
-                      idle: float = 0.5, first: float = 10.0) -> tuple[dict, bytes]:
+async def raw_connect(
+    port: int, make_connect, after: bytes = b"PING\r\n", wait: float = 0.0, idle: float = 0.5, first: float = 10.0
+) -> tuple[dict, bytes]:
     """INFO, then CONNECT (``make_connect(nonce)``) + ``after``; returns (INFO, everything read,
     with ``<EOF>`` appended when the server closed the connection).
 
@@ -71,14 +80,15 @@ async def raw_connect(port: int, make_connect, after: bytes = b"PING\r\n", wait:
 
 def signed(identity: Identity, **fields):
     def make(nonce: str) -> dict:
-        return {"verbose": False, "pedantic": False, **fields,
-                "sig": b64url(identity.sign_bytes(nonce.encode()))}
+        return {"verbose": False, "pedantic": False, **fields, "sig": b64url(identity.sign_bytes(nonce.encode()))}
+
     return make
 
 
 async def roundtrip(nc) -> bytes:
     async def echo(m):
         await m.respond(b"echo:" + m.data)
+
     sub = await nc.subscribe("rt.echo", cb=echo)
     r = await nc.request("rt.echo", b"x", timeout=2)
     await sub.unsubscribe()
@@ -86,6 +96,7 @@ async def roundtrip(nc) -> bytes:
 
 
 # -- nkeys ------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("kind", KINDS)
 async def test_nkeys_with_nats_py(kind, tmp_path):
@@ -114,6 +125,7 @@ async def test_nkeys_with_nats_py(kind, tmp_path):
 
         async def on_err(e):
             errors.append(str(e))
+
         nb = await nats.connect(srv.url, nkeys_seed_str=bob.seed, error_cb=on_err, allow_reconnect=False)
         await nb.publish("nope", b"x")
         await nb.flush()
@@ -128,8 +140,11 @@ async def test_nkeys_with_nats_py(kind, tmp_path):
             "no_sig": lambda n: {"verbose": False, "nkey": alice.public},
             "garbage_sig": lambda n: {"verbose": False, "nkey": alice.public, "sig": "!!!"},
             "garbage_nkey": lambda n: {"verbose": False, "nkey": "Uxyz", "sig": "abc"},
-            "std_base64_sig": lambda n: {"verbose": False, "nkey": alice.public,
-                                         "sig": __import__("base64").b64encode(alice.sign_bytes(n.encode())).decode()},
+            "std_base64_sig": lambda n: {
+                "verbose": False,
+                "nkey": alice.public,
+                "sig": __import__("base64").b64encode(alice.sign_bytes(n.encode())).decode(),
+            },
         }
         for name, make in cases.items():
             _, out = await raw_connect(srv.port, make)
@@ -142,14 +157,16 @@ async def test_nkeys_with_nats_py(kind, tmp_path):
     assert observed["auth_required"] is True
     assert observed["fresh_nonce"] is True
     assert observed["rt_file"] == observed["rt_whitespace"] == observed["rt_after"] == b"echo:x"
-    assert observed["bob_errors"] == ["nats: permissions violation for publish to \"nope\""] or \
-        any("nope" in e for e in observed["bob_errors"])
+    assert observed["bob_errors"] == ['nats: permissions violation for publish to "nope"'] or any(
+        "nope" in e for e in observed["bob_errors"]
+    )
     for name in ("unknown", "bad_sig", "no_sig", "garbage_sig", "garbage_nkey"):
         assert observed[name] == b"-ERR 'Authorization Violation'\r\n<EOF>", (name, observed[name])
     assert observed["std_base64_sig"] == b"PONG\r\n"
 
 
 # -- operator mode: users ------------------------------------------------------------------------------
+
 
 async def _jwt_user_observations(srv, setup, tmp_path) -> dict:
     A, _ = setup.accounts["A"]
@@ -166,8 +183,9 @@ async def _jwt_user_observations(srv, setup, tmp_path) -> dict:
     u, ujwt = setup.user("A", "carol")
     (tmp_path / "c.jwt").write_text(ujwt)
     (tmp_path / "c.nk").write_text(u.seed)  # nats-py reads the pair raw
-    n3 = await nats.connect(srv.url, user_credentials=(str(tmp_path / "c.jwt"), str(tmp_path / "c.nk")),
-                            allow_reconnect=False)
+    n3 = await nats.connect(
+        srv.url, user_credentials=(str(tmp_path / "c.jwt"), str(tmp_path / "c.nk")), allow_reconnect=False
+    )
     obs["rt_pair"] = await roundtrip(n3)
     await n3.close()
     # Creds plus a token: the token is not what authenticates in operator mode.
@@ -180,6 +198,7 @@ async def _jwt_user_observations(srv, setup, tmp_path) -> dict:
 
     async def cb(m):
         seen.append(m.data)
+
     await nb.subscribe("iso", cb=cb)
     await nb.flush()
     await nc.publish("iso", b"from-A")
@@ -189,8 +208,9 @@ async def _jwt_user_observations(srv, setup, tmp_path) -> dict:
     await nb.close()
     # User JWT permissions.
     pu, pjwt = setup.user("A", "perm", pub={"allow": ["foo"]}, sub={"deny": ["bar"]})
-    _, obs["perms"] = await raw_connect(srv.port, signed(pu, jwt=pjwt),
-                                        after=b"PUB baz 1\r\nx\r\nSUB bar 1\r\nPUB foo 1\r\nx\r\nPING\r\n")
+    _, obs["perms"] = await raw_connect(
+        srv.port, signed(pu, jwt=pjwt), after=b"PUB baz 1\r\nx\r\nSUB bar 1\r\nPUB foo 1\r\nx\r\nPING\r\n"
+    )
     # Bearer token: no signature needed.
     bu, bjwt = setup.user("A", "bearer", bearer=True)
     _, obs["bearer"] = await raw_connect(srv.port, lambda n: {"verbose": False, "jwt": bjwt})
@@ -240,11 +260,23 @@ async def test_jwt_users_memory_resolver(kind, tmp_path):
     for k in ("rt_file", "rt_strings", "rt_pair", "rt_creds_token", "rt_after"):
         assert obs[k] == b"echo:x", k
     assert obs["isolation"] == []
-    assert obs["perms"] == (b"-ERR 'Permissions Violation for Publish to \"baz\"'\r\n"
-                            b"-ERR 'Permissions Violation for Subscription to \"bar\"'\r\nPONG\r\n")
+    assert obs["perms"] == (
+        b"-ERR 'Permissions Violation for Publish to \"baz\"'\r\n"
+        b"-ERR 'Permissions Violation for Subscription to \"bar\"'\r\nPONG\r\n"
+    )
     assert obs["bearer"] == b"PONG\r\n"
-    for k in ("bad_sig", "no_sig", "expired", "not_yet_valid", "unknown_account", "forged", "garbage",
-              "account_jwt_as_user", "user_pass", "nothing"):
+    for k in (
+        "bad_sig",
+        "no_sig",
+        "expired",
+        "not_yet_valid",
+        "unknown_account",
+        "forged",
+        "garbage",
+        "account_jwt_as_user",
+        "user_pass",
+        "nothing",
+    ):
         assert obs[k] == b"-ERR 'Authorization Violation'\r\n<EOF>", (k, obs[k])
     assert obs["expiring"] == b"PONG\r\n-ERR 'User Authentication Expired'\r\n<EOF>"
 
@@ -255,8 +287,7 @@ async def test_revocations_in_account_jwt(kind, tmp_path):
     A, _ = setup.accounts["A"]
     gone, kept = Identity.new("user"), Identity.new("user")
     now = int(time.time())
-    setup.accounts["A"] = (A, setup.operator.sign(account_claims(
-        A, "A", revocations={gone.public: now + 5})))
+    setup.accounts["A"] = (A, setup.operator.sign(account_claims(A, "A", revocations={gone.public: now + 5})))
     srv = _server(kind, tmp_path, setup.config())
     try:
         _, revoked = await raw_connect(srv.port, signed(gone, jwt=A.sign(user_claims(gone, "g", iat=now - 5))))
@@ -277,11 +308,17 @@ async def test_signing_keys(kind, tmp_path):
     setup = operator_setup()
     op_sk, acc_sk, scoped_sk = Identity.new("operator"), Identity.new("account"), Identity.new("account")
     from tests.helpers.identities import operator_claims
-    setup.operator_jwt = setup.operator.sign(operator_claims(setup.operator, "OP", system_account=setup.system.public,
-                                                             signing_keys=[op_sk.public]))
+
+    setup.operator_jwt = setup.operator.sign(
+        operator_claims(setup.operator, "OP", system_account=setup.system.public, signing_keys=[op_sk.public])
+    )
     A = Identity.new("account")
-    scope = {"kind": "user_scope", "key": scoped_sk.public, "role": "r",
-             "template": {"pub": {"allow": ["scoped.>"]}, "sub": {}, "subs": -1, "data": -1, "payload": -1}}
+    scope = {
+        "kind": "user_scope",
+        "key": scoped_sk.public,
+        "role": "r",
+        "template": {"pub": {"allow": ["scoped.>"]}, "sub": {}, "subs": -1, "data": -1, "payload": -1},
+    }
     ajwt = op_sk.sign(account_claims(A, "A", signing_keys=[acc_sk.public, scope]))
     setup.accounts["A"] = (A, ajwt)
     srv = _server(kind, tmp_path, setup.config())
@@ -296,15 +333,18 @@ async def test_signing_keys(kind, tmp_path):
         bare = user_claims(u2, "s", issuer_account=A.public)
         for k in ("pub", "sub", "subs", "data", "payload"):
             del bare["nats"][k]  # a scoped user carries no permissions or limits of its own
-        _, scoped = await raw_connect(srv.port, signed(u2, jwt=scoped_sk.sign(bare)),
-                                      after=b"PUB any 1\r\nx\r\nPUB scoped.a 1\r\nx\r\nPING\r\n")
+        _, scoped = await raw_connect(
+            srv.port, signed(u2, jwt=scoped_sk.sign(bare)), after=b"PUB any 1\r\nx\r\nPUB scoped.a 1\r\nx\r\nPING\r\n"
+        )
         u4 = Identity.new("user")
-        _, scoped_with_limits = await raw_connect(srv.port, signed(u4, jwt=scoped_sk.sign(user_claims(
-            u4, "s", issuer_account=A.public))))
+        _, scoped_with_limits = await raw_connect(
+            srv.port, signed(u4, jwt=scoped_sk.sign(user_claims(u4, "s", issuer_account=A.public)))
+        )
         u3 = Identity.new("user")
         stranger_sk = Identity.new("account")
-        _, unknown_sk = await raw_connect(srv.port, signed(u3, jwt=stranger_sk.sign(user_claims(
-            u3, "x", issuer_account=A.public))))
+        _, unknown_sk = await raw_connect(
+            srv.port, signed(u3, jwt=stranger_sk.sign(user_claims(u3, "x", issuer_account=A.public)))
+        )
     finally:
         srv.stop()
     assert plain == b"PONG\r\n"
@@ -314,6 +354,7 @@ async def test_signing_keys(kind, tmp_path):
 
 
 # -- operator mode: full resolver and pushed claims ----------------------------------------------------
+
 
 def _strip_server(body: bytes) -> dict:
     d = json.loads(body)
@@ -358,13 +399,20 @@ async def test_full_resolver_claim_updates(kind, tmp_path):
         reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
         info = json.loads((await reader.readline())[5:])
         vjwt = A.sign(user_claims(victim, "v"))
-        writer.write(b"CONNECT " + json.dumps({"verbose": False, "jwt": vjwt, "sig": b64url(
-            victim.sign_bytes(info["nonce"].encode()))}).encode() + b"\r\nPING\r\n")
+        writer.write(
+            b"CONNECT "
+            + json.dumps(
+                {"verbose": False, "jwt": vjwt, "sig": b64url(victim.sign_bytes(info["nonce"].encode()))}
+            ).encode()
+            + b"\r\nPING\r\n"
+        )
         obs["victim_connected"] = await asyncio.wait_for(reader.readline(), 2)
-        keeper = await nats.connect(srv.url, user_credentials=RawCredentials(setup.creds("A", "keeper")),
-                                    allow_reconnect=False)
-        a2 = setup.operator.sign(account_claims(A, "A", revocations={victim.public: int(time.time()) + 1},
-                                                iat=int(time.time()) + 1))
+        keeper = await nats.connect(
+            srv.url, user_credentials=RawCredentials(setup.creds("A", "keeper")), allow_reconnect=False
+        )
+        a2 = setup.operator.sign(
+            account_claims(A, "A", revocations={victim.public: int(time.time()) + 1}, iat=int(time.time()) + 1)
+        )
         r = await sysc.request("$SYS.REQ.CLAIMS.UPDATE", a2.encode(), timeout=2)
         obs["revoke"] = _strip_server(r.data)
         obs["victim_got"] = await asyncio.wait_for(reader.read(1000), 3)
@@ -388,8 +436,9 @@ async def test_full_resolver_claim_updates(kind, tmp_path):
     assert obs["lookup"] is True
     assert obs["lookup_unknown"] == b""
     assert obs["list"] == sorted([setup.system.public, A.public, C.public])
-    assert obs["garbage"] == {"error": {"account": "n/a", "code": 500,
-                                        "description": "jwt update resulted in error - expected 3 chunks"}}
+    assert obs["garbage"] == {
+        "error": {"account": "n/a", "code": 500, "description": "jwt update resulted in error - expected 3 chunks"}
+    }
     assert obs["mismatch"] == {
         "error": {
             "account": A.public,
@@ -407,25 +456,43 @@ async def test_full_resolver_claim_updates(kind, tmp_path):
 
 # -- imports/exports and JetStream limits ---------------------------------------------------------------
 
+
 @pytest.mark.parametrize("kind", KINDS)
 async def test_imports_exports_and_jetstream_limits(kind, tmp_path):
     setup = operator_setup()
     op = setup.operator
     A, B = Identity.new("account"), Identity.new("account")
-    ajwt = op.sign(account_claims(
-        A, "A",
-        exports=[{"name": "ev", "subject": "events.>", "type": "stream"},
-                 {"name": "svc", "subject": "svc.*", "type": "service"},
-                 {"name": "multi", "subject": "multi", "type": "service", "response_type": "Stream"}],
-        jetstream={"mem_storage": -1, "disk_storage": 1024 * 1024, "streams": 2, "consumer": -1}))
-    bjwt = op.sign(account_claims(
-        B, "B",
-        imports=[{"name": "ev", "subject": "events.>", "account": A.public, "type": "stream",
-                  "local_subject": "fromA.events.>"},
-                 {"name": "legacy", "subject": "events.x", "account": A.public, "type": "stream", "to": "legacy"},
-                 {"name": "svc", "subject": "svc.*", "account": A.public, "type": "service", "local_subject": "asvc.*"},
-                 {"name": "multi", "subject": "multi", "account": A.public, "type": "service"},
-                 {"name": "nope", "subject": "private.>", "account": A.public, "type": "stream"}]))
+    ajwt = op.sign(
+        account_claims(
+            A,
+            "A",
+            exports=[
+                {"name": "ev", "subject": "events.>", "type": "stream"},
+                {"name": "svc", "subject": "svc.*", "type": "service"},
+                {"name": "multi", "subject": "multi", "type": "service", "response_type": "Stream"},
+            ],
+            jetstream={"mem_storage": -1, "disk_storage": 1024 * 1024, "streams": 2, "consumer": -1},
+        )
+    )
+    bjwt = op.sign(
+        account_claims(
+            B,
+            "B",
+            imports=[
+                {
+                    "name": "ev",
+                    "subject": "events.>",
+                    "account": A.public,
+                    "type": "stream",
+                    "local_subject": "fromA.events.>",
+                },
+                {"name": "legacy", "subject": "events.x", "account": A.public, "type": "stream", "to": "legacy"},
+                {"name": "svc", "subject": "svc.*", "account": A.public, "type": "service", "local_subject": "asvc.*"},
+                {"name": "multi", "subject": "multi", "account": A.public, "type": "service"},
+                {"name": "nope", "subject": "private.>", "account": A.public, "type": "stream"},
+            ],
+        )
+    )
     setup.accounts = {"A": (A, ajwt), "B": (B, bjwt)}
     srv = _server(kind, tmp_path, setup.config(jetstream=True, store_dir=str(tmp_path / f"{kind}-js")))
     obs: dict = {}
@@ -436,6 +503,7 @@ async def test_imports_exports_and_jetstream_limits(kind, tmp_path):
 
         async def cb(m):
             got.append((m.subject, m.data, m.reply))
+
         for s in ("fromA.>", "legacy.>", "private.>"):
             await nb.subscribe(s, cb=cb)
 
@@ -445,6 +513,7 @@ async def test_imports_exports_and_jetstream_limits(kind, tmp_path):
         async def multi(m):
             await m.respond(b"1")
             await m.respond(b"2")
+
         await na.subscribe("svc.*", cb=svc)
         await na.subscribe("multi", cb=multi)
         await na.flush()
@@ -467,6 +536,7 @@ async def test_imports_exports_and_jetstream_limits(kind, tmp_path):
 
         async def rcb(m):
             responses.append(m.data)
+
         await nb.subscribe(inbox, cb=rcb)
         await nb.publish("multi", b"x", reply=inbox)
         await nb.flush()
@@ -502,8 +572,11 @@ async def test_imports_exports_and_jetstream_limits(kind, tmp_path):
         await nb.close()
     finally:
         srv.stop()
-    assert obs["stream"] == [("fromA.events.x", b"e1", ""), ("fromA.events.y.z", b"e2", "r.1"),
-                             ("legacy.events.x", b"e1", "")]
+    assert obs["stream"] == [
+        ("fromA.events.x", b"e1", ""),
+        ("fromA.events.y.z", b"e2", "r.1"),
+        ("legacy.events.x", b"e1", ""),
+    ]
     assert obs["service"] == b"re:svc.q:hello"
     assert obs["unmapped"] == "NoRespondersError"
     assert obs["multi"] == [b"1", b"2"]
@@ -519,8 +592,12 @@ async def test_pushed_jetstream_limits_take_effect(kind, tmp_path):
     then tiered limits (``limits.tiered_limits.R1``, what a single server's streams use)."""
     setup = operator_setup("A")
     A, _ = setup.accounts["A"]
-    conf = setup.config(resolver="full", resolver_dir=str(tmp_path / f"{kind}-jwt"), jetstream=True,
-                        store_dir=str(tmp_path / f"{kind}-js"))
+    conf = setup.config(
+        resolver="full",
+        resolver_dir=str(tmp_path / f"{kind}-jwt"),
+        jetstream=True,
+        store_dir=str(tmp_path / f"{kind}-js"),
+    )
     srv = _server(kind, tmp_path, conf)
     obs = {}
     try:
@@ -537,8 +614,12 @@ async def test_pushed_jetstream_limits_take_effect(kind, tmp_path):
         await asyncio.sleep(0.2)
         js = na.jetstream()
         info = await js.account_info()
-        obs["after"] = (info.limits.max_memory, info.limits.max_storage, info.limits.max_streams,
-                        info.limits.max_consumers)
+        obs["after"] = (
+            info.limits.max_memory,
+            info.limits.max_storage,
+            info.limits.max_streams,
+            info.limits.max_consumers,
+        )
         await js.add_stream(name="ONE", subjects=["one"])
         try:
             await js.add_stream(name="TWO", subjects=["two"])
@@ -586,11 +667,21 @@ async def test_memory_resolver_updates_only_accounts_in_use(kind, tmp_path):
         victim = Identity.new("user")
         reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
         info = json.loads((await reader.readline())[5:])
-        writer.write(b"CONNECT " + json.dumps({"verbose": False, "jwt": A.sign(user_claims(victim, "v")), "sig": b64url(
-            victim.sign_bytes(info["nonce"].encode()))}).encode() + b"\r\nPING\r\n")
+        writer.write(
+            b"CONNECT "
+            + json.dumps(
+                {
+                    "verbose": False,
+                    "jwt": A.sign(user_claims(victim, "v")),
+                    "sig": b64url(victim.sign_bytes(info["nonce"].encode())),
+                }
+            ).encode()
+            + b"\r\nPING\r\n"
+        )
         obs["victim"] = await asyncio.wait_for(reader.readline(), 2)
-        a2 = setup.operator.sign(account_claims(A, "A", revocations={victim.public: int(time.time()) + 1},
-                                                iat=int(time.time()) + 1))
+        a2 = setup.operator.sign(
+            account_claims(A, "A", revocations={victim.public: int(time.time()) + 1}, iat=int(time.time()) + 1)
+        )
         r = await sysc.request(f"$SYS.REQ.ACCOUNT.{A.public}.CLAIMS.UPDATE", a2.encode(), timeout=2)
         obs["in_use"] = _strip_server(r.data)
         obs["victim_got"] = await asyncio.wait_for(reader.read(1000), 3)
@@ -626,8 +717,17 @@ async def test_account_and_user_limits(kind, tmp_path):
             u = Identity.new("user")
             reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
             info = json.loads((await reader.readline())[5:])
-            writer.write(b"CONNECT " + json.dumps({"verbose": False, "jwt": A.sign(user_claims(u, "x")), "sig": b64url(
-                u.sign_bytes(info["nonce"].encode()))}).encode() + b"\r\nPING\r\n")
+            writer.write(
+                b"CONNECT "
+                + json.dumps(
+                    {
+                        "verbose": False,
+                        "jwt": A.sign(user_claims(u, "x")),
+                        "sig": b64url(u.sign_bytes(info["nonce"].encode())),
+                    }
+                ).encode()
+                + b"\r\nPING\r\n"
+            )
             obs[f"conn{i}"] = await asyncio.wait_for(reader.read(1000), 2)
             held.append(writer)
         held.pop(0).close()
@@ -647,14 +747,18 @@ async def test_account_and_user_limits(kind, tmp_path):
         u = Identity.new("user")
         c = user_claims(u, "x")
         c["nats"]["subs"], c["nats"]["payload"] = 1, 3
-        _, obs["user_limits"] = await raw_connect(srv.port, signed(u, jwt=A.sign(c)), after=(
-            b"SUB a 1\r\nSUB b 2\r\nPUB a 3\r\nabc\r\nPING\r\nPUB a 4\r\nabcd\r\n"))
+        _, obs["user_limits"] = await raw_connect(
+            srv.port,
+            signed(u, jwt=A.sign(c)),
+            after=(b"SUB a 1\r\nSUB b 2\r\nPUB a 3\r\nabc\r\nPING\r\nPUB a 4\r\nabcd\r\n"),
+        )
         u = Identity.new("user")
         c = user_claims(u, "x")
         for k in ("subs", "payload"):
             del c["nats"][k]
-        _, obs["absent_user_limits"] = await raw_connect(srv.port, signed(u, jwt=A.sign(c)), after=(
-            b"SUB a 1\r\nPING\r\nPUB a 1\r\nx\r\n"))
+        _, obs["absent_user_limits"] = await raw_connect(
+            srv.port, signed(u, jwt=A.sign(c)), after=(b"SUB a 1\r\nPING\r\nPUB a 1\r\nx\r\n")
+        )
         u = Identity.new("user")
         _, obs["absent_account_limits"] = await raw_connect(srv.port, signed(u, jwt=N.sign(user_claims(u, "x"))))
     finally:
@@ -669,12 +773,17 @@ async def test_account_and_user_limits(kind, tmp_path):
             obs[k] = head + sep + tail.replace(once, b"")
     assert obs["conn0"] == obs["conn1"] == b"PONG\r\n"
     assert obs["conn2"] == b"-ERR 'maximum account active connections exceeded'\r\n"
-    assert obs["account_limits"] == (b"-ERR 'maximum subscriptions exceeded'\r\nMSG a 1 10\r\n0123456789\r\nPONG\r\n"
-                                     b"-ERR 'Maximum Payload Violation'\r\n<EOF>")
-    assert obs["user_limits"] == (b"-ERR 'maximum subscriptions exceeded'\r\nMSG a 1 3\r\nabc\r\nPONG\r\n"
-                                  b"-ERR 'Maximum Payload Violation'\r\n<EOF>")
-    assert obs["absent_user_limits"] == (b"-ERR 'maximum subscriptions exceeded'\r\nPONG\r\n"
-                                         b"-ERR 'Maximum Payload Violation'\r\n<EOF>")
+    assert obs["account_limits"] == (
+        b"-ERR 'maximum subscriptions exceeded'\r\nMSG a 1 10\r\n0123456789\r\nPONG\r\n"
+        b"-ERR 'Maximum Payload Violation'\r\n<EOF>"
+    )
+    assert obs["user_limits"] == (
+        b"-ERR 'maximum subscriptions exceeded'\r\nMSG a 1 3\r\nabc\r\nPONG\r\n"
+        b"-ERR 'Maximum Payload Violation'\r\n<EOF>"
+    )
+    assert obs["absent_user_limits"] == (
+        b"-ERR 'maximum subscriptions exceeded'\r\nPONG\r\n-ERR 'Maximum Payload Violation'\r\n<EOF>"
+    )
     assert obs["absent_account_limits"] == b"-ERR 'maximum account active connections exceeded'\r\n<EOF>"
 
 
@@ -685,20 +794,44 @@ async def test_private_exports_need_activation_tokens(kind, tmp_path):
     A, B, C, D = (Identity.new("account") for _ in range(4))
 
     def activation(to: str, subject: str, **extra) -> str:
-        return A.sign({"sub": to, "name": subject, "nats": {"subject": subject, "kind": "stream",
-                                                            "type": "activation", "version": 2}, **extra})
-    exports = [{"name": "priv", "subject": "priv.>", "type": "stream", "token_req": True},
-               {"name": "psvc", "subject": "psvc", "type": "service", "token_req": True}]
+        return A.sign(
+            {
+                "sub": to,
+                "name": subject,
+                "nats": {"subject": subject, "kind": "stream", "type": "activation", "version": 2},
+                **extra,
+            }
+        )
+
+    exports = [
+        {"name": "priv", "subject": "priv.>", "type": "stream", "token_req": True},
+        {"name": "psvc", "subject": "psvc", "type": "service", "token_req": True},
+    ]
 
     def importer(acc, name, token, svc_token=""):
-        imports = [{"name": "priv", "subject": "priv.>", "account": A.public, "type": "stream",
-                    "local_subject": "got.>", **({"token": token} if token else {})}]
+        imports = [
+            {
+                "name": "priv",
+                "subject": "priv.>",
+                "account": A.public,
+                "type": "stream",
+                "local_subject": "got.>",
+                **({"token": token} if token else {}),
+            }
+        ]
         if svc_token:
-            imports.append({"name": "psvc", "subject": "psvc", "account": A.public, "type": "service",
-                            "token": svc_token})
+            imports.append(
+                {"name": "psvc", "subject": "psvc", "account": A.public, "type": "service", "token": svc_token}
+            )
         return acc, op.sign(account_claims(acc, name, imports=imports))
-    svc_act = A.sign({"sub": B.public, "name": "psvc", "nats": {"subject": "psvc", "kind": "service",
-                                                                "type": "activation", "version": 2}})
+
+    svc_act = A.sign(
+        {
+            "sub": B.public,
+            "name": "psvc",
+            "nats": {"subject": "psvc", "kind": "service", "type": "activation", "version": 2},
+        }
+    )
     setup.accounts = {
         "A": (A, op.sign(account_claims(A, "A", exports=exports))),
         "B": importer(B, "B", activation(B.public, "priv.>"), svc_act),
@@ -713,6 +846,7 @@ async def test_private_exports_need_activation_tokens(kind, tmp_path):
 
         async def svc(m):
             await m.respond(b"private-svc")
+
         await na.subscribe("psvc", cb=svc)
         await na.flush()
         clients = []
@@ -725,6 +859,7 @@ async def test_private_exports_need_activation_tokens(kind, tmp_path):
 
             async def cb(m, name=name):
                 got[name].append(m.subject)
+
             await nc.subscribe("got.>", cb=cb)
             await nc.flush()
             clients.append(nc)
@@ -749,8 +884,12 @@ async def test_pushed_claims_switch_jetstream_off_and_on(kind, tmp_path):
     A, _ = setup.accounts["A"]
     on = {"mem_storage": -1, "disk_storage": -1, "streams": -1, "consumer": -1}
     setup.accounts["A"] = (A, setup.operator.sign(account_claims(A, "A", jetstream=on)))
-    conf = setup.config(resolver="full", resolver_dir=str(tmp_path / f"{kind}-jwt"), jetstream=True,
-                        store_dir=str(tmp_path / f"{kind}-js"))
+    conf = setup.config(
+        resolver="full",
+        resolver_dir=str(tmp_path / f"{kind}-jwt"),
+        jetstream=True,
+        store_dir=str(tmp_path / f"{kind}-js"),
+    )
     srv = _server(kind, tmp_path, conf)
     obs = {}
     try:
@@ -762,8 +901,11 @@ async def test_pushed_claims_switch_jetstream_off_and_on(kind, tmp_path):
         off = setup.operator.sign(account_claims(A, "A", iat=int(time.time()) + 1))
         await sysc.request("$SYS.REQ.CLAIMS.UPDATE", off.encode(), timeout=2)
         await asyncio.sleep(0.3)
-        for name, call in (("info", js.account_info()), ("stream", js.stream_info("S")),
-                           ("publish", js.publish("s", b"2", timeout=1))):
+        for name, call in (
+            ("info", js.account_info()),
+            ("stream", js.stream_info("S")),
+            ("publish", js.publish("s", b"2", timeout=1)),
+        ):
             try:
                 await call
                 obs[name] = "ok"
@@ -777,5 +919,9 @@ async def test_pushed_claims_switch_jetstream_off_and_on(kind, tmp_path):
         await sysc.close()
     finally:
         srv.stop()
-    assert obs == {"info": "ServiceUnavailableError", "stream": "ServiceUnavailableError",
-                   "publish": "NoStreamResponseError", "messages_after": 1}
+    assert obs == {
+        "info": "ServiceUnavailableError",
+        "stream": "ServiceUnavailableError",
+        "publish": "NoStreamResponseError",
+        "messages_after": 1,
+    }

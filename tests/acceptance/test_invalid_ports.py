@@ -39,10 +39,11 @@ def _binaries() -> list[str]:
 
 FLAG_CASES = [
     (["-p", "82000"], 'Error listening on port: 0.0.0.0:82000, "listen tcp: address 82000: invalid port"'),
-    (["-a", "127.0.0.1", "-p", "{free}", "-m", "99999"],
-     "Can't start monitoring: can't listen to the monitor port: listen tcp: address 99999: invalid port"),
-    (["-a", "127.0.0.1", "-p", "-7"],
-     'Error listening on port: 127.0.0.1:-7, "listen tcp: address -7: invalid port"'),
+    (
+        ["-a", "127.0.0.1", "-p", "{free}", "-m", "99999"],
+        "Can't start monitoring: can't listen to the monitor port: listen tcp: address 99999: invalid port",
+    ),
+    (["-a", "127.0.0.1", "-p", "-7"], 'Error listening on port: 127.0.0.1:-7, "listen tcp: address -7: invalid port"'),
 ]
 
 
@@ -59,7 +60,7 @@ def test_flag_ports_out_of_range_are_fatal(binary, args, ftl, tmp_path):
 CONF_CASES = [
     ("listen: 127.0.0.1:99999\n", "1:1", 99999),
     ("port: {free}\nleafnodes {\n  port: 70000\n}\n", "3:3", 70000),
-    ("port: {free}\nwebsocket {\n  listen: \"127.0.0.1:70000\"\n  no_tls: true\n}\n", "3:3", 70000),
+    ('port: {free}\nwebsocket {\n  listen: "127.0.0.1:70000"\n  no_tls: true\n}\n', "3:3", 70000),
 ]
 
 
@@ -81,7 +82,8 @@ def test_config_check_reports_out_of_range_ports(text, where, port, tmp_path):
     assert r.returncode == 1
     assert r.stderr.splitlines()[0] == (
         f"natsd: p.conf:{where}: invalid port {port} (ports are 0-65535, -1 for a random port): "
-        f"listen tcp: address {port}: invalid port")
+        f"listen tcp: address {port}: invalid port"
+    )
 
 
 @pytest.mark.parametrize("binary", _binaries())

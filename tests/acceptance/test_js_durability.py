@@ -23,8 +23,7 @@ def _payload(i: int, big: bool = False) -> bytes:
     return p + bytes(range(256)) * 64 if big else p
 
 
-async def _publisher(url: str, name: str, acked: dict[int, tuple[str, bytes]], stop: asyncio.Event,
-                     big: bool) -> None:
+async def _publisher(url: str, name: str, acked: dict[int, tuple[str, bytes]], stop: asyncio.Event, big: bool) -> None:
     nc = await nats.connect(url, max_reconnect_attempts=0, allow_reconnect=False)
     js = nc.jetstream()
     i = 0
@@ -61,8 +60,9 @@ async def _run(tmp_path, big: bool, cipher: str = "") -> None:
     acked: dict[int, tuple[str, bytes]] = {}
     try:
         nc = await nats.connect(srv.url)
-        msg = await nc.request("$JS.API.STREAM.CREATE.DUR",
-                               json.dumps({"name": "DUR", "subjects": ["dur.>"]}).encode(), timeout=5)
+        msg = await nc.request(
+            "$JS.API.STREAM.CREATE.DUR", json.dumps({"name": "DUR", "subjects": ["dur.>"]}).encode(), timeout=5
+        )
         assert "error" not in json.loads(msg.data)
         await nc.close()
         stop = asyncio.Event()

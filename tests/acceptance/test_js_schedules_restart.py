@@ -34,15 +34,21 @@ def test_pending_schedule_fires_after_kill9_restart(tmp_path):
     store = tmp_path / "store"
     srv = start_server("natsd", tmp_path, store_dir=store)
     try:
+
         async def setup() -> None:
             nc = await nats.connect(srv.url)
             try:
-                r = await _req(nc, "$JS.API.STREAM.CREATE.S", json.dumps(
-                    {"name": "S", "subjects": ["s.>"], "allow_msg_schedules": True}).encode())
+                r = await _req(
+                    nc,
+                    "$JS.API.STREAM.CREATE.S",
+                    json.dumps({"name": "S", "subjects": ["s.>"], "allow_msg_schedules": True}).encode(),
+                )
                 assert "error" not in r, r
                 at = (datetime.now(timezone.utc) + timedelta(seconds=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
-                for subj, hdrs in (("s.once", {"Nats-Schedule": "@at " + at, "Nats-Schedule-Target": "s.t1"}),
-                                   ("s.every", {"Nats-Schedule": "@every 1s", "Nats-Schedule-Target": "s.t2"})):
+                for subj, hdrs in (
+                    ("s.once", {"Nats-Schedule": "@at " + at, "Nats-Schedule-Target": "s.t1"}),
+                    ("s.every", {"Nats-Schedule": "@every 1s", "Nats-Schedule-Target": "s.t2"}),
+                ):
                     ack = await _req(nc, subj, b"payload", hdrs)
                     assert "error" not in ack, ack
             finally:
@@ -54,6 +60,7 @@ def test_pending_schedule_fires_after_kill9_restart(tmp_path):
     # nothing could fire before the kill
     srv = start_server("natsd", tmp_path, store_dir=store)
     try:
+
         async def wait_fired() -> dict:
             subj: dict = {}
             for _ in range(100):
@@ -64,7 +71,7 @@ def test_pending_schedule_fires_after_kill9_restart(tmp_path):
             return subj
 
         subj = asyncio.run(wait_fired())
-        assert subj.get("s.t1") == 1 and "s.once" not in subj, subj   # the one-shot fired and was purged
+        assert subj.get("s.t1") == 1 and "s.once" not in subj, subj  # the one-shot fired and was purged
         assert subj.get("s.t2", 0) >= 2 and subj.get("s.every") == 1, subj  # the repeating one keeps going
     finally:
         srv.stop()
@@ -82,12 +89,16 @@ def test_clean_stop_then_kill9_every_schedule_fires_exactly_once(tmp_path):
         nc = await nats.connect(url)
         try:
             if create:
-                r = await _req(nc, "$JS.API.STREAM.CREATE.S", json.dumps(
-                    {"name": "S", "subjects": ["s.>"], "allow_msg_schedules": True}).encode())
+                r = await _req(
+                    nc,
+                    "$JS.API.STREAM.CREATE.S",
+                    json.dumps({"name": "S", "subjects": ["s.>"], "allow_msg_schedules": True}).encode(),
+                )
                 assert "error" not in r, r
             for i in range(first, first + n):
-                ack = await _req(nc, f"s.once.{i}", b"p%d" % i,
-                                 {"Nats-Schedule": "@at " + at, "Nats-Schedule-Target": "s.t"})
+                ack = await _req(
+                    nc, f"s.once.{i}", b"p%d" % i, {"Nats-Schedule": "@at " + at, "Nats-Schedule-Target": "s.t"}
+                )
                 assert "error" not in ack, ack
         finally:
             await nc.close()
@@ -106,6 +117,7 @@ def test_clean_stop_then_kill9_every_schedule_fires_exactly_once(tmp_path):
         srv.kill()
     srv = start_server("natsd", tmp_path, store_dir=store)
     try:
+
         async def wait_fired() -> dict:
             subj: dict = {}
             for _ in range(300):

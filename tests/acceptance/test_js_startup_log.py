@@ -33,7 +33,7 @@ def _lines(log: str) -> list[str]:
 def _banner(lines: list[str]) -> list[str]:
     start = lines.index("[INF] ---------------- JETSTREAM ----------------")
     end = lines.index("[INF] -------------------------------------------", start)
-    return lines[start - 8:end + 1]
+    return lines[start - 8 : end + 1]
 
 
 async def _fill(url: str, n: int) -> None:
@@ -84,8 +84,7 @@ def test_recovery_line_after_kill_9_names_what_was_restored_and_lost(tmp_path):
         first = _lines(srv.log())
     finally:
         srv.kill()  # SIGKILL: no index written at shutdown
-    assert any(ln.startswith("[INF] JetStream restored 0 streams, 0 consumers, 0 messages (0 B) in ")
-               for ln in first)
+    assert any(ln.startswith("[INF] JetStream restored 0 streams, 0 consumers, 0 messages (0 B) in ") for ln in first)
     # A write the crash cut short: the last record of the last block loses its final bytes.
     msgs = sd / "jetstream" / "$G" / "streams" / "ORDERS" / "msgs"
     last = max((p for p in msgs.iterdir() if p.suffix == ".blk"), key=lambda p: int(p.stem))
@@ -100,12 +99,14 @@ def test_recovery_line_after_kill_9_names_what_was_restored_and_lost(tmp_path):
     assert "[INF]   Restored 19 messages for stream '$G > ORDERS' in " in "\n".join(lines)
     assert "[INF]   Recovering 1 consumers for stream - '$G > ORDERS'" in lines
     summary = [ln for ln in lines if ln.startswith("[INF] JetStream restored ")]
-    assert len(summary) == 1 and summary[0].startswith(
-        "[INF] JetStream restored 1 stream, 1 consumer, 19 messages (")
+    assert len(summary) == 1 and summary[0].startswith("[INF] JetStream restored 1 stream, 1 consumer, 19 messages (")
     dropped = [ln for ln in lines if ln.startswith("[WRN] JetStream recovery dropped ")]
     assert len(dropped) == 1, lines
-    m = re.fullmatch(r"\[WRN\] JetStream recovery dropped 1 message \((\d+) bytes\) after an unclean stop, "
-                     r"truncated at the last intact record: '\$G > ORDERS' 1 message \((\d+) bytes\)", dropped[0])
+    m = re.fullmatch(
+        r"\[WRN\] JetStream recovery dropped 1 message \((\d+) bytes\) after an unclean stop, "
+        r"truncated at the last intact record: '\$G > ORDERS' 1 message \((\d+) bytes\)",
+        dropped[0],
+    )
     assert m is not None, dropped[0]
     assert m.group(1) == m.group(2) and 0 < int(m.group(1)) < 100
     # A clean restart after that: nothing dropped any more.

@@ -36,8 +36,13 @@ def _skip_missing(kind: str) -> None:
 def test_natsd_check_accepts_the_v1_configuration(tmp_path):
     ids = operator_setup_v1(tmp_path)
     env_path = str(REPO / "src")
-    r = subprocess.run([sys.executable, "-m", "natsd", "-t", "-c", ids["conf_path"]], capture_output=True, text=True,
-                       timeout=30, env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin"})
+    r = subprocess.run(
+        [sys.executable, "-m", "natsd", "-t", "-c", ids["conf_path"]],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin"},
+    )
     assert r.returncode == 0, r.stderr
     assert "is valid" in r.stderr
 
@@ -106,23 +111,29 @@ def _leafz(http_port: int) -> list:
         return []
 
 
-@pytest.mark.parametrize("hub_kind,leaf_kind", [
-    pytest.param("reference", "natsd", marks=pytest.mark.reference),
-    pytest.param("natsd", "reference", marks=pytest.mark.reference),
-    ("natsd", "natsd"),
-])
+@pytest.mark.parametrize(
+    "hub_kind,leaf_kind",
+    [
+        pytest.param("reference", "natsd", marks=pytest.mark.reference),
+        pytest.param("natsd", "reference", marks=pytest.mark.reference),
+        ("natsd", "natsd"),
+    ],
+)
 async def test_leaf_links_with_v1_creds(tmp_path, hub_kind, leaf_kind):
     _skip_missing("reference" if "reference" in (hub_kind, leaf_kind) else "natsd")
     ids = operator_setup_v1(tmp_path)
     leaf_port, http = free_port(), free_port()
     hub_conf = tmp_path / "hub.conf"
-    hub_conf.write_text(Path(ids["conf_path"]).read_text()
-                        + f"server_name: HUB\nhttp_port: {http}\nleafnodes {{ port: {leaf_port} }}\n")
+    hub_conf.write_text(
+        Path(ids["conf_path"]).read_text() + f"server_name: HUB\nhttp_port: {http}\nleafnodes {{ port: {leaf_port} }}\n"
+    )
     hub = start_server(hub_kind, tmp_path / "hub", config=str(hub_conf), jetstream=False)
     try:
         leaf_conf = tmp_path / "leaf.conf"
-        leaf_conf.write_text(f'server_name: LEAF\nleafnodes {{ reconnect: "250ms", remotes: [ {{ '
-                             f'url: "nats-leaf://127.0.0.1:{leaf_port}", credentials: "{ids["creds"]["foo"]}" }} ] }}\n')
+        leaf_conf.write_text(
+            f'server_name: LEAF\nleafnodes {{ reconnect: "250ms", remotes: [ {{ '
+            f'url: "nats-leaf://127.0.0.1:{leaf_port}", credentials: "{ids["creds"]["foo"]}" }} ] }}\n'
+        )
         leaf = start_server(leaf_kind, tmp_path / "leaf", config=str(leaf_conf), jetstream=False)
         try:
             deadline = time.monotonic() + 15

@@ -23,9 +23,11 @@ REFUSED = "maximum account active connections exceeded"
 
 def _hub_body(ids: dict) -> str:
     acc = ids["account_pub"]
-    return (f'operator: "{ids["operator_jwt_path"]}"\nresolver: MEMORY\n'
-            f'resolver_preload: {{ {acc}: "{ids["account_jwt"]}" }}\n'
-            "leafnodes { port: LEAF_PORT }\n")
+    return (
+        f'operator: "{ids["operator_jwt_path"]}"\nresolver: MEMORY\n'
+        f'resolver_preload: {{ {acc}: "{ids["account_jwt"]}" }}\n'
+        "leafnodes { port: LEAF_PORT }\n"
+    )
 
 
 def _remote(hub: Hub, ids: dict) -> str:
@@ -53,11 +55,15 @@ async def test_account_leaf_limit(tmp_path, leaf_kind):
                     first.stop()
                     # The second leaf retries (with backoff) and takes the freed place.
                     try:
-                        await wait_until(lambda: [ln["name"] for ln in hub.links()] == ["SECOND"], timeout=30,
-                                         what="second leaf linked after the first left")
+                        await wait_until(
+                            lambda: [ln["name"] for ln in hub.links()] == ["SECOND"],
+                            timeout=30,
+                            what="second leaf linked after the first left",
+                        )
                     except AssertionError as e:
-                        raise AssertionError(f"{e} ({kind} hub)\nhub:\n{hub.proc.log()[-3000:]}\n"
-                                             f"second leaf:\n{second.log()[-3000:]}") from None
+                        raise AssertionError(
+                            f"{e} ({kind} hub)\nhub:\n{hub.proc.log()[-3000:]}\nsecond leaf:\n{second.log()[-3000:]}"
+                        ) from None
                 finally:
                     second.stop()
             finally:

@@ -13,8 +13,12 @@ import pytest
 
 from tests.helpers.servers import free_port, reference_binary, start_server
 
-pytestmark = [pytest.mark.acceptance, pytest.mark.reference, pytest.mark.timeout(120),
-              pytest.mark.skipif(reference_binary() is None, reason="nats-server binary not available")]
+pytestmark = [
+    pytest.mark.acceptance,
+    pytest.mark.reference,
+    pytest.mark.timeout(120),
+    pytest.mark.skipif(reference_binary() is None, reason="nats-server binary not available"),
+]
 
 
 def _links(http: int) -> int:
@@ -41,19 +45,33 @@ def _relink_seconds(tmp_path, leaf_kind: str, clustered: bool = False) -> float:
     routes = [free_port(), free_port()]
     for i, name in enumerate(("A", "B")):
         leaf_port, http = free_port(), free_port()
-        cluster = (f'cluster {{ name: HUB, listen: "127.0.0.1:{routes[i]}", '
-                   f'routes: ["nats-route://127.0.0.1:{routes[1 - i]}"] }}\n') if clustered else ""
+        cluster = (
+            (
+                f'cluster {{ name: HUB, listen: "127.0.0.1:{routes[i]}", '
+                f'routes: ["nats-route://127.0.0.1:{routes[1 - i]}"] }}\n'
+            )
+            if clustered
+            else ""
+        )
         conf = tmp_path / f"hub{name}-{leaf_kind}.conf"
         # (listen on 127.0.0.1: the URL the hub announces in its INFO is then the configured one, which
         # nats-server does not add to the remote's list a second time)
-        conf.write_text(f"server_name: HUB{name}\nhttp_port: {http}\n"
-                        f'leafnodes {{ listen: "127.0.0.1:{leaf_port}" }}\n' + cluster)
-        hubs.append((start_server("reference", tmp_path / f"hub{name}-{leaf_kind}-{clustered}", config=str(conf),
-                                  jetstream=False), leaf_port, http))
+        conf.write_text(
+            f'server_name: HUB{name}\nhttp_port: {http}\nleafnodes {{ listen: "127.0.0.1:{leaf_port}" }}\n' + cluster
+        )
+        hubs.append(
+            (
+                start_server(
+                    "reference", tmp_path / f"hub{name}-{leaf_kind}-{clustered}", config=str(conf), jetstream=False
+                ),
+                leaf_port,
+                http,
+            )
+        )
     (a, a_port, a_http), (b, b_port, b_http) = hubs
     conf = tmp_path / f"leaf-{leaf_kind}-{clustered}.conf"
     urls = f'"nats-leaf://127.0.0.1:{a_port}"' + ("" if clustered else f', "nats-leaf://127.0.0.1:{b_port}"')
-    conf.write_text(f'server_name: LEAF\nleafnodes {{ remotes: [ {{ urls: [{urls}], dont_randomize: true }} ] }}\n')
+    conf.write_text(f"server_name: LEAF\nleafnodes {{ remotes: [ {{ urls: [{urls}], dont_randomize: true }} ] }}\n")
     leaf = start_server(leaf_kind, tmp_path / f"leaf-{leaf_kind}-{clustered}", config=str(conf), jetstream=False)
     try:
         _wait_link(a_http, 15)  # dont_randomize: the first URL first

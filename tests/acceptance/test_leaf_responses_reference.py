@@ -29,10 +29,12 @@ def hub_body(responses: str) -> str:
     perms = 'publish: { allow: ["pub.>"] }, subscribe: { allow: ["svc.>"] }'
     if responses:
         perms += f", allow_responses: {responses}"
-    return ("authorization { users = [ "
-            f"{{ user: leaf, password: pw, permissions: {{ {perms} }} }}, "
-            "{ user: cli, password: pw } ] }\n"
-            "leafnodes { port: LEAF_PORT }\n")
+    return (
+        "authorization { users = [ "
+        f"{{ user: leaf, password: pw, permissions: {{ {perms} }} }}, "
+        "{ user: cli, password: pw } ] }\n"
+        "leafnodes { port: LEAF_PORT }\n"
+    )
 
 
 class RawLeaf:
@@ -89,6 +91,7 @@ async def _observe(hub: Hub, answers: int) -> dict:
 
         async def on_reply(m) -> None:
             got.append(m.data)
+
         inbox = "_INBOX.raw.1"
         await cli.subscribe(inbox, cb=on_reply)
         await cli.flush()
@@ -104,20 +107,27 @@ async def _observe(hub: Hub, answers: int) -> dict:
         leaf.publish("pub.ok", b"allowed")  # its publish permission covers it
         await leaf.w.drain()
         await asyncio.sleep(0.5)
-        return {"request": [subject, reply], "replies": sorted({g.decode() for g in got}), "errs": leaf.errs,
-                "closed": leaf.closed}
+        return {
+            "request": [subject, reply],
+            "replies": sorted({g.decode() for g in got}),
+            "errs": leaf.errs,
+            "closed": leaf.closed,
+        }
     finally:
         await cli.close()
         await leaf.close()
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("responses,answers", [
-    pytest.param("{max: 2}", 2, id="max2-within"),
-    pytest.param("{max: 2}", 3, id="max2-over"),
-    pytest.param("true", 1, id="true"),
-    pytest.param("", 1, id="without"),
-])
+@pytest.mark.parametrize(
+    "responses,answers",
+    [
+        pytest.param("{max: 2}", 2, id="max2-within"),
+        pytest.param("{max: 2}", 3, id="max2-over"),
+        pytest.param("true", 1, id="true"),
+        pytest.param("", 1, id="without"),
+    ],
+)
 async def test_allow_responses_on_leaf_user(tmp_path, responses, answers):
     seen = {}
     for kind in HUBS:

@@ -58,8 +58,10 @@ async def request_across(from_url: str, to_url: str, subject: str, **connect) ->
     svc = await nats.connect(to_url, **connect.get("to", {}))
     cli = await nats.connect(from_url, **connect.get("from", {}))
     try:
+
         async def answer(m):
             await m.respond(b"re:" + m.data)
+
         await svc.subscribe(subject, cb=answer)
         await svc.flush()
         deadline = time.monotonic() + 15
@@ -104,7 +106,7 @@ class Hub:
 
 def leaf_conf(tmp: Path, name: str, remote: str) -> str:
     p = tmp / f"{name}.conf"
-    p.write_text(f"server_name: {name}\nleafnodes {{ reconnect: \"250ms\", remotes: [ {{ {remote} }} ] }}\n")
+    p.write_text(f'server_name: {name}\nleafnodes {{ reconnect: "250ms", remotes: [ {{ {remote} }} ] }}\n')
     return str(p)
 
 
@@ -118,8 +120,10 @@ def tls_remote(pki, port: int, *, cert: bool = True, other: bool = False) -> str
 
 
 def hub_tls(pki, *, verify: bool = True) -> str:
-    return (f'tls {{ cert_file: "{pki.server_cert}", key_file: "{pki.server_key}", ca_file: "{pki.ca_file}"'
-            f'{", verify: true" if verify else ""} }}')
+    return (
+        f'tls {{ cert_file: "{pki.server_cert}", key_file: "{pki.server_key}", ca_file: "{pki.ca_file}"'
+        f"{', verify: true' if verify else ''} }}"
+    )
 
 
 def run_leaf(kind: str, tmp: Path, conf: str):
@@ -141,25 +145,33 @@ async def test_tls_and_nkey_leaf(tmp_path, pki, leaf_kind):
     its certificate and signs the INFO nonce with its seed; a wrong seed is refused."""
     good, good_seed = new_key(nkeys.PREFIX_BYTE_USER)
     _bad, bad_seed = new_key(nkeys.PREFIX_BYTE_USER)
-    body = ("accounts { EDGE { users: [ {user: e, password: e} ] } }\n"
-            f"leafnodes {{ port: LEAF_PORT, {hub_tls(pki)}, "
-            f'authorization {{ nkey: "{good.public_key.decode()}", account: EDGE }} }}\n')
+    body = (
+        "accounts { EDGE { users: [ {user: e, password: e} ] } }\n"
+        f"leafnodes {{ port: LEAF_PORT, {hub_tls(pki)}, "
+        f'authorization {{ nkey: "{good.public_key.decode()}", account: EDGE }} }}\n'
+    )
     seen = {}
     for kind in HUBS:
         d = tmp_path / kind
         d.mkdir()
         hub = Hub(kind, d, body)
         try:
-            leaf = run_leaf(leaf_kind, d / "leaf", leaf_conf(
-                d, "LEAF", tls_remote(pki, hub.leaf_port) + f', nkey: "{good_seed.decode()}"'))
+            leaf = run_leaf(
+                leaf_kind,
+                d / "leaf",
+                leaf_conf(d, "LEAF", tls_remote(pki, hub.leaf_port) + f', nkey: "{good_seed.decode()}"'),
+            )
             try:
                 links = await wait_until(hub.links, what=f"{leaf_kind} leaf linked to {kind} hub over TLS")
                 assert links[0]["account"] == "EDGE" and links[0]["name"] == "LEAF"
                 assert await request_across(f"nats://e:e@127.0.0.1:{hub.proc.port}", leaf.url, "svc.n") == b"re:x"
             finally:
                 leaf.stop()
-            bad = run_leaf(leaf_kind, d / "bad", leaf_conf(
-                d, "BAD", tls_remote(pki, hub.leaf_port) + f', nkey: "{bad_seed.decode()}"'))
+            bad = run_leaf(
+                leaf_kind,
+                d / "bad",
+                leaf_conf(d, "BAD", tls_remote(pki, hub.leaf_port) + f', nkey: "{bad_seed.decode()}"'),
+            )
             try:
                 await wait_until(lambda: "Authorization Violation" in bad.log(), what="wrong nkey refused")
                 assert hub.links() == []
@@ -181,15 +193,18 @@ async def test_tls_and_creds_leaf_in_operator_mode(tmp_path, pki, leaf_kind):
     ``.creds`` whose seed does not match the JWT is refused with 'Authorization Violation'."""
     ids = operator_setup(tmp_path)
     acc = ids["account_pub"]
-    body = (f'operator: "{ids["operator_jwt_path"]}"\nresolver: MEMORY\n'
-            f'resolver_preload: {{ {acc}: "{ids["account_jwt"]}" }}\n'
-            f"leafnodes {{ port: LEAF_PORT, {hub_tls(pki, verify=False)} }}\n")
+    body = (
+        f'operator: "{ids["operator_jwt_path"]}"\nresolver: MEMORY\n'
+        f'resolver_preload: {{ {acc}: "{ids["account_jwt"]}" }}\n'
+        f"leafnodes {{ port: LEAF_PORT, {hub_tls(pki, verify=False)} }}\n"
+    )
     forged = tmp_path / "forged.creds"
     lines = Path(ids["creds_path"]).read_text().splitlines()
     i = next(i for i, ln in enumerate(lines) if ln.startswith("SU"))
     lines[i] = new_key(nkeys.PREFIX_BYTE_USER)[1].decode()
     forged.write_text("\n".join(lines) + "\n")
     from natsd.server.leaf.node import read_creds, sign_nonce
+
     jwt, seed = read_creds(ids["creds_path"])
     user = {"user_jwt_cb": lambda: jwt.encode(), "signature_cb": lambda n: sign_nonce(seed, n)[0].encode()}
     for kind in HUBS:
@@ -197,8 +212,13 @@ async def test_tls_and_creds_leaf_in_operator_mode(tmp_path, pki, leaf_kind):
         d.mkdir()
         hub = Hub(kind, d, body)
         try:
-            leaf = run_leaf(leaf_kind, d / "leaf", leaf_conf(
-                d, "LEAF", tls_remote(pki, hub.leaf_port, cert=False) + f', credentials: "{ids["creds_path"]}"'))
+            leaf = run_leaf(
+                leaf_kind,
+                d / "leaf",
+                leaf_conf(
+                    d, "LEAF", tls_remote(pki, hub.leaf_port, cert=False) + f', credentials: "{ids["creds_path"]}"'
+                ),
+            )
             try:
                 links = await wait_until(hub.links, what=f"{leaf_kind} leaf with .creds linked to {kind} hub")
                 assert links[0]["account"] == acc
@@ -207,8 +227,11 @@ async def test_tls_and_creds_leaf_in_operator_mode(tmp_path, pki, leaf_kind):
                 assert await request_across(leaf.url, hub_url, "svc.d", to=user) == b"re:x"
             finally:
                 leaf.stop()
-            bad = run_leaf(leaf_kind, d / "bad", leaf_conf(
-                d, "BAD", tls_remote(pki, hub.leaf_port, cert=False) + f', credentials: "{forged}"'))
+            bad = run_leaf(
+                leaf_kind,
+                d / "bad",
+                leaf_conf(d, "BAD", tls_remote(pki, hub.leaf_port, cert=False) + f', credentials: "{forged}"'),
+            )
             try:
                 await wait_until(lambda: "Authorization Violation" in bad.log(), what="forged creds refused")
                 assert hub.links() == []
@@ -259,20 +282,27 @@ async def test_tls_failures_match_the_reference(tmp_path, pki):
             info, rest = await asyncio.to_thread(_raw_plaintext, hub.leaf_port)
             assert info.startswith(b"INFO ")
             fields = json.loads(info[5:])
-            untrusted = run_leaf("reference", d / "u", leaf_conf(d, "UNTRUSTED", tls_remote(pki, hub.leaf_port,
-                                                                                       other=True)))
+            untrusted = run_leaf(
+                "reference", d / "u", leaf_conf(d, "UNTRUSTED", tls_remote(pki, hub.leaf_port, other=True))
+            )
             nocert = run_leaf("reference", d / "n", leaf_conf(d, "NOCERT", tls_remote(pki, hub.leaf_port, cert=False)))
-            notls = run_leaf("reference", d / "p", leaf_conf(d, "NOTLS", f'url: "nats-leaf://localhost:{hub.leaf_port}"'))
+            notls = run_leaf(
+                "reference", d / "p", leaf_conf(d, "NOTLS", f'url: "nats-leaf://localhost:{hub.leaf_port}"')
+            )
             try:
+
                 def attempts() -> bool:
                     return all(p.log().count("Leafnode connection created") >= 2 for p in (untrusted, nocert, notls))
+
                 await wait_until(attempts, what="leaf attempts")
                 await asyncio.sleep(0.5)
                 assert hub.links() == []
                 hub_log = hub.proc.log()
                 out[kind] = {
-                    "tls_required": fields.get("tls_required"), "tls_verify": fields.get("tls_verify"),
-                    "nonce": bool(fields.get("nonce")), "plaintext_reply": rest,
+                    "tls_required": fields.get("tls_required"),
+                    "tls_verify": fields.get("tls_verify"),
+                    "nonce": bool(fields.get("nonce")),
+                    "plaintext_reply": rest,
                     # Each failed handshake is logged by the hub in the reference's words.
                     "hub_logs_handshake_errors": hub_log.count("TLS leafnode handshake error") >= 6,
                     "hub_close_reason": "Leafnode connection closed: TLS Handshake Failure" in hub_log,
@@ -293,9 +323,11 @@ async def test_tls_failures_match_the_reference(tmp_path, pki):
 async def test_verify_and_map_binds_the_certificate_user(tmp_path, pki):
     """``tls { verify_and_map: true }`` with leafnode ``users``: the leaf's certificate subject
     names the user (and so the account); a certificate naming nobody is refused."""
-    body = ("accounts { EDGE { users: [ {user: e, password: e} ] } }\n"
-            f'leafnodes {{ port: LEAF_PORT, {hub_tls(pki)[:-2]}, verify_and_map: true }}, '
-            'authorization { users: [ {user: "CN=client,O=natsd tests", account: EDGE} ] } }\n')
+    body = (
+        "accounts { EDGE { users: [ {user: e, password: e} ] } }\n"
+        f"leafnodes {{ port: LEAF_PORT, {hub_tls(pki)[:-2]}, verify_and_map: true }}, "
+        'authorization { users: [ {user: "CN=client,O=natsd tests", account: EDGE} ] } }\n'
+    )
     other = make_pki(tmp_path / "other", client_cn="nobody")
     for kind in HUBS:
         d = tmp_path / kind
@@ -309,8 +341,10 @@ async def test_verify_and_map_binds_the_certificate_user(tmp_path, pki):
             finally:
                 leaf.stop()
             # Same CA (the hub trusts it), but CN=nobody names no user.
-            nobody = f'url: "tls://localhost:{hub.leaf_port}", tls {{ cert_file: "{other.client_cert}", ' \
-                     f'key_file: "{other.client_key}", ca_file: "{other.ca_file}" }}'
+            nobody = (
+                f'url: "tls://localhost:{hub.leaf_port}", tls {{ cert_file: "{other.client_cert}", '
+                f'key_file: "{other.client_key}", ca_file: "{other.ca_file}" }}'
+            )
             bad = run_leaf("reference", d / "bad", leaf_conf(d, "NOBODY", nobody))
             try:
                 await wait_until(lambda: "Authorization Violation" in bad.log(), what="unmapped certificate refused")
@@ -437,8 +471,9 @@ async def test_leaf_user_permissions(tmp_path, leaf_kind):
         d.mkdir()
         hub = Hub(kind, d, PERMS_BODY)
         try:
-            leaf = run_leaf(leaf_kind, d / "leaf", leaf_conf(
-                d, "LEAF", f'url: "nats-leaf://leaf:leaf@127.0.0.1:{hub.leaf_port}"'))
+            leaf = run_leaf(
+                leaf_kind, d / "leaf", leaf_conf(d, "LEAF", f'url: "nats-leaf://leaf:leaf@127.0.0.1:{hub.leaf_port}"')
+            )
             try:
                 await wait_until(hub.links, what=f"{leaf_kind} leaf linked to {kind} hub")
                 flow = await _flow(f"nats://c:c@127.0.0.1:{hub.proc.port}", leaf.url)
@@ -457,10 +492,14 @@ async def test_handshake_first_and_certificate_users_of_the_server(tmp_path, pki
     """``tls { handshake_first: true }`` on both ends (no plaintext INFO), and ``verify_and_map``
     without leafnode users: the certificate names one of the server's own users, whose account the
     link binds to."""
-    body = ('accounts { EDGE { users: [ {user: "CN=client,O=natsd tests"}, {user: e, password: e} ] } }\n'
-            f'leafnodes {{ port: LEAF_PORT, {hub_tls(pki)[:-2]}, verify_and_map: true, handshake_first: true }} }}\n')
-    remote = (f'url: "tls://localhost:LEAF_PORT", tls {{ cert_file: "{pki.client_cert}", '
-              f'key_file: "{pki.client_key}", ca_file: "{pki.ca_file}", handshake_first: true }}')
+    body = (
+        'accounts { EDGE { users: [ {user: "CN=client,O=natsd tests"}, {user: e, password: e} ] } }\n'
+        f"leafnodes {{ port: LEAF_PORT, {hub_tls(pki)[:-2]}, verify_and_map: true, handshake_first: true }} }}\n"
+    )
+    remote = (
+        f'url: "tls://localhost:LEAF_PORT", tls {{ cert_file: "{pki.client_cert}", '
+        f'key_file: "{pki.client_key}", ca_file: "{pki.ca_file}", handshake_first: true }}'
+    )
     for kind in HUBS:
         d = tmp_path / kind
         d.mkdir()

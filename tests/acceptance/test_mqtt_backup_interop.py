@@ -10,8 +10,12 @@ from tests.helpers.cli import ok
 from tests.helpers.mqtt import Paho, Target, wait_tcp
 from tests.helpers.servers import free_port, reference_binary, start_server
 
-pytestmark = [pytest.mark.acceptance, pytest.mark.reference, pytest.mark.timeout(180),
-              pytest.mark.skipif(reference_binary() is None, reason="reference nats-server not installed")]
+pytestmark = [
+    pytest.mark.acceptance,
+    pytest.mark.reference,
+    pytest.mark.timeout(180),
+    pytest.mark.skipif(reference_binary() is None, reason="reference nats-server not installed"),
+]
 
 STREAMS = ("$MQTT_sess", "$MQTT_msgs", "$MQTT_rmsgs")
 

@@ -13,8 +13,11 @@ import pytest
 from tests.helpers.mqtt import wait_tcp
 from tests.helpers.servers import free_port, reference_binary, start_server
 
-pytestmark = [pytest.mark.acceptance, pytest.mark.timeout(120),
-              pytest.mark.skipif(shutil.which("mosquitto_sub") is None, reason="mosquitto-clients not installed")]
+pytestmark = [
+    pytest.mark.acceptance,
+    pytest.mark.timeout(120),
+    pytest.mark.skipif(shutil.which("mosquitto_sub") is None, reason="mosquitto-clients not installed"),
+]
 
 N = 40
 
@@ -26,15 +29,38 @@ def _conf(tmp_path, kind: str, mqtt_port: int):
 
 
 def _sub(port: int, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run(["mosquitto_sub", "-h", "127.0.0.1", "-p", str(port), "-V", "mqttv311", *args],
-                          capture_output=True, timeout=timeout, text=True)
+    return subprocess.run(
+        ["mosquitto_sub", "-h", "127.0.0.1", "-p", str(port), "-V", "mqttv311", *args],
+        capture_output=True,
+        timeout=timeout,
+        text=True,
+    )
 
 
 def _pub_lines(port: int, lines: list[str]) -> None:
     # -l: one QoS 1 message per stdin line; mosquitto_pub waits for each PUBACK before exiting
-    subprocess.run(["mosquitto_pub", "-h", "127.0.0.1", "-p", str(port), "-V", "mqttv311", "-i", "feeder",
-                    "-q", "1", "-t", "crash/data", "-l"], input="\n".join(lines) + "\n", text=True,
-                   check=True, timeout=30)
+    subprocess.run(
+        [
+            "mosquitto_pub",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-V",
+            "mqttv311",
+            "-i",
+            "feeder",
+            "-q",
+            "1",
+            "-t",
+            "crash/data",
+            "-l",
+        ],
+        input="\n".join(lines) + "\n",
+        text=True,
+        check=True,
+        timeout=30,
+    )
 
 
 def _session_survives(tmp_path, kind: str) -> list[str]:
@@ -75,8 +101,9 @@ def _mosquitto_script(tmp_path, kind: str) -> dict:
     """The same mosquitto_pub/mosquitto_sub session against one server (a subprocess)."""
     mport = free_port()
     cfg = tmp_path / f"{kind}-m.conf"
-    cfg.write_text(f"server_name: {kind}\nauthorization {{ users: [ {{user: dev, password: pw}} ] }}\n"
-                   f"mqtt {{ port: {mport} }}\n")
+    cfg.write_text(
+        f"server_name: {kind}\nauthorization {{ users: [ {{user: dev, password: pw}} ] }}\nmqtt {{ port: {mport} }}\n"
+    )
     srv = start_server(kind, tmp_path, config=cfg, store_dir=tmp_path / f"{kind}-m-store")
     wait_tcp(mport)
     out: dict = {}
@@ -90,23 +117,87 @@ def _mosquitto_script(tmp_path, kind: str) -> dict:
         out["retained"] = (r.returncode, sorted(r.stdout.splitlines()))
         # a wrong password: CONNACK 5
         r = _sub(mport, "-u", "dev", "-P", "nope", "-t", "x", "-C", "1", "-W", "5")
-        out["bad password"] = (r.returncode, "not authorised" in r.stderr.lower() or "not authorized" in r.stderr.lower())
+        out["bad password"] = (
+            r.returncode,
+            "not authorised" in r.stderr.lower() or "not authorized" in r.stderr.lower(),
+        )
         # a will: a subscriber with a will killed abruptly -> the will reaches a watcher
-        watcher = subprocess.Popen(["mosquitto_sub", "-h", "127.0.0.1", "-p", str(mport), "-V", "mqttv311", *auth,
-                                    "-v", "-t", "wills/#", "-C", "1", "-W", "15"], stdout=subprocess.PIPE, text=True)
-        dying = subprocess.Popen(["mosquitto_sub", "-h", "127.0.0.1", "-p", str(mport), "-V", "mqttv311", *auth,
-                                  "-i", "dying", "--will-topic", "wills/dying", "--will-payload", "gone",
-                                  "-t", "nothing"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        watcher = subprocess.Popen(
+            [
+                "mosquitto_sub",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(mport),
+                "-V",
+                "mqttv311",
+                *auth,
+                "-v",
+                "-t",
+                "wills/#",
+                "-C",
+                "1",
+                "-W",
+                "15",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        dying = subprocess.Popen(
+            [
+                "mosquitto_sub",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(mport),
+                "-V",
+                "mqttv311",
+                *auth,
+                "-i",
+                "dying",
+                "--will-topic",
+                "wills/dying",
+                "--will-payload",
+                "gone",
+                "-t",
+                "nothing",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         import time
+
         time.sleep(1.0)
         dying.kill()  # SIGKILL: no DISCONNECT
         dying.wait()
         o, _ = watcher.communicate(timeout=20)
         out["will"] = (watcher.returncode, o.split())
         # wildcard filters and a QoS 2 publish through to a QoS 2 subscriber
-        sub = subprocess.Popen(["mosquitto_sub", "-h", "127.0.0.1", "-p", str(mport), "-V", "mqttv311", *auth,
-                                "-v", "-q", "2", "-t", "w/+/c", "-t", "deep/#", "-C", "3", "-W", "15"],
-                               stdout=subprocess.PIPE, text=True)
+        sub = subprocess.Popen(
+            [
+                "mosquitto_sub",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(mport),
+                "-V",
+                "mqttv311",
+                *auth,
+                "-v",
+                "-q",
+                "2",
+                "-t",
+                "w/+/c",
+                "-t",
+                "deep/#",
+                "-C",
+                "3",
+                "-W",
+                "15",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         time.sleep(1.0)
         for t in ("w/b/c", "w/b/d", "deep", "deep/er/still"):
             subprocess.run(pub + ["-q", "2", "-t", t, "-m", t.replace("/", "-")], check=True, timeout=10)

@@ -32,9 +32,16 @@ async def _setup_dlq(url: str) -> None:
     js = nc.jetstream()
     await js.add_stream(StreamConfig(name="JOBS", subjects=["jobs.>"], retention=RetentionPolicy.WORK_QUEUE))
     await js.add_stream(StreamConfig(name="DLQ", subjects=["dlq.>"]))
-    await js.add_consumer("JOBS", ConsumerConfig(
-        durable_name="W", ack_policy=AckPolicy.EXPLICIT, ack_wait=0.3, max_deliver=1,
-        metadata={"natsd.dead_letter": "dlq.jobs"}))
+    await js.add_consumer(
+        "JOBS",
+        ConsumerConfig(
+            durable_name="W",
+            ack_policy=AckPolicy.EXPLICIT,
+            ack_wait=0.3,
+            max_deliver=1,
+            metadata={"natsd.dead_letter": "dlq.jobs"},
+        ),
+    )
     for i in range(N):
         await js.publish(f"jobs.{i}", f"job {i}".encode(), headers={"X-Job": str(i)})
     sub = await js.pull_subscribe_bind("W", stream="JOBS")
@@ -90,7 +97,7 @@ def test_dead_letter_crash_between_copy_and_removal(tmp_path) -> None:
     try:
         try:
             asyncio.run(_setup_dlq(srv.url))
-        except Exception:  # noqa: BLE001, S110 - the server may die while the last fetch is answered
+        except Exception:
             pass
         srv.proc.wait(30)
         assert srv.proc.returncode == 137  # died in the window, before any original was removed

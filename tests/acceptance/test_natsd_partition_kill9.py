@@ -20,8 +20,9 @@ KEYS = 40
 N = 600
 
 
-async def _client(url: str, name: str, acks: list, stop: asyncio.Event, rng: random.Random,
-                  quit_after: int = 0) -> None:
+async def _client(
+    url: str, name: str, acks: list, stop: asyncio.Event, rng: random.Random, quit_after: int = 0
+) -> None:
     nc = await nats.connect(url, allow_reconnect=False)
     js = nc.jetstream()
     sub = await js.pull_subscribe_bind("P", stream="ORD")
@@ -42,12 +43,12 @@ async def _client(url: str, name: str, acks: list, stop: asyncio.Event, rng: ran
                 done += 1
                 if quit_after and done >= quit_after:
                     return  # this client goes away (its keys move to the others)
-    except Exception:  # noqa: BLE001 - the server was killed under us
+    except Exception:
         return
     finally:
         try:
             await nc.close()
-        except Exception:  # noqa: BLE001, S110 - already closed by the kill
+        except Exception:
             pass
 
 
@@ -56,17 +57,26 @@ async def _phase(url: str, acks: list, until: int, seed: int, setup: bool) -> No
         nc = await nats.connect(url)
         js = nc.jetstream()
         await js.add_stream(StreamConfig(name="ORD", subjects=["ord.>"], retention=RetentionPolicy.WORK_QUEUE))
-        await js.add_consumer("ORD", ConsumerConfig(
-            durable_name="P", ack_policy=AckPolicy.EXPLICIT, ack_wait=2, filter_subject="ord.*",
-            metadata={"natsd.partition_key": "{{wildcard(1)}}"}))
+        await js.add_consumer(
+            "ORD",
+            ConsumerConfig(
+                durable_name="P",
+                ack_policy=AckPolicy.EXPLICIT,
+                ack_wait=2,
+                filter_subject="ord.*",
+                metadata={"natsd.partition_key": "{{wildcard(1)}}"},
+            ),
+        )
         rng = random.Random(seed)
         for _ in range(N):
             await js.publish(f"ord.k{rng.randrange(KEYS)}", b"x")
         await nc.close()
     stop = asyncio.Event()
     rngs = [random.Random(seed * 10 + i) for i in range(4)]
-    tasks = [asyncio.create_task(_client(url, f"c{i}", acks, stop, rngs[i], quit_after=60 if i == 0 else 0))
-             for i in range(4)]
+    tasks = [
+        asyncio.create_task(_client(url, f"c{i}", acks, stop, rngs[i], quit_after=60 if i == 0 else 0))
+        for i in range(4)
+    ]
     while len(acks) < until:
         await asyncio.sleep(0.05)
     stop.set()

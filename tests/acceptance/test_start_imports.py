@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # The child: natsd's real entry point (flags, logging, Server.run) with a hook that, once the
 # listener is up, prints the loaded modules and asks the server to stop.
-CHILD = r'''
+CHILD = r"""
 import os, signal, sys
 import natsd.server.server as S
 
@@ -32,29 +32,63 @@ def ready(self):
 S.Server._write_ports_file = ready
 from natsd.server.main import main
 sys.exit(main(sys.argv[1:]))
-'''
+"""
 
 # Loaded only by the configurations that use them.
 NOT_FOR_A_BARE_START = (
-    "natsd.jetstream", "natsd.store", "natsd.server.monitoring", "natsd.server.transport.websocket",
-    "natsd.server.transport.wsclient", "natsd.server.leaf", "natsd.server.auth.trust", "natsd.server.mqtt",
-    "natsd.spark", "natsd.cli", "natsd.testing", "nacl", "nkeys", "bcrypt", "croniter", "cramjam",
-    "prometheus_client", "cryptography", "pyspark", "nats", "importlib.resources",
+    "natsd.jetstream",
+    "natsd.store",
+    "natsd.server.monitoring",
+    "natsd.server.transport.websocket",
+    "natsd.server.transport.wsclient",
+    "natsd.server.leaf",
+    "natsd.server.auth.trust",
+    "natsd.server.mqtt",
+    "natsd.spark",
+    "natsd.cli",
+    "natsd.testing",
+    "nacl",
+    "nkeys",
+    "bcrypt",
+    "croniter",
+    "cramjam",
+    "prometheus_client",
+    "cryptography",
+    "pyspark",
+    "nats",
+    "importlib.resources",
 )
 
 NOT_FOR_JETSTREAM = (
-    "natsd.server.monitoring", "natsd.server.transport.websocket", "natsd.server.transport.wsclient",
-    "natsd.server.leaf", "natsd.server.auth.trust", "natsd.server.mqtt",
-    "natsd.spark", "natsd.cli", "natsd.testing", "nacl", "nkeys", "croniter", "cramjam", "prometheus_client",
-    "pyspark", "nats",
+    "natsd.server.monitoring",
+    "natsd.server.transport.websocket",
+    "natsd.server.transport.wsclient",
+    "natsd.server.leaf",
+    "natsd.server.auth.trust",
+    "natsd.server.mqtt",
+    "natsd.spark",
+    "natsd.cli",
+    "natsd.testing",
+    "nacl",
+    "nkeys",
+    "croniter",
+    "cramjam",
+    "prometheus_client",
+    "pyspark",
+    "nats",
 )
 
 
 def _modules(*args: str) -> set[str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "src"), env.get("PYTHONPATH")) if p)
-    r = subprocess.run([sys.executable, "-c", CHILD, "-a", "127.0.0.1", "-p", "-1", *args],
-                       capture_output=True, text=True, env=env, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-c", CHILD, "-a", "127.0.0.1", "-p", "-1", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     line = next((x for x in r.stdout.splitlines() if x.startswith("MODULES ")), None)
     assert line is not None, r.stdout + r.stderr
     return set(line.split()[1:])

@@ -77,7 +77,10 @@ def test_sigkill_loses_nothing_flushed(tmp_path, index_every, cipher):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     proc = subprocess.Popen(
         [sys.executable, "-c", WRITER, d, "65536", str(index_every), cipher],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     acked: set[int] = set()
     deleted: set[int] = set()
     try:
@@ -98,8 +101,9 @@ def test_sigkill_loses_nothing_flushed(tmp_path, index_every, cipher):
         proc.stderr.close()
     assert proc.returncode == -signal.SIGKILL
 
-    store = open_stream_store(StoreConfig(name="K", storage="file"), ManualClock(), d, block_size=65536,
-                              keys=keys_for(cipher))
+    store = open_stream_store(
+        StoreConfig(name="K", storage="file"), ManualClock(), d, block_size=65536, keys=keys_for(cipher)
+    )
     st = store.state()
     assert st.last_seq >= max(acked)
     assert not st.lost_msgs

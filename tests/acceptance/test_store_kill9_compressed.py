@@ -20,8 +20,9 @@ from tests.acceptance.test_store_kill9 import WRITER, expected, keys_for
 
 pytestmark = pytest.mark.acceptance
 
-COMPRESSED_WRITER = WRITER.replace('StoreConfig(name="K", storage="file")',
-                                   'StoreConfig(name="K", storage="file", compression="s2")')
+COMPRESSED_WRITER = WRITER.replace(
+    'StoreConfig(name="K", storage="file")', 'StoreConfig(name="K", storage="file", compression="s2")'
+)
 
 
 @pytest.mark.timeout(120)
@@ -33,7 +34,10 @@ def test_sigkill_on_a_compressed_stream_loses_nothing_flushed(tmp_path, index_ev
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     proc = subprocess.Popen(
         [sys.executable, "-c", COMPRESSED_WRITER, d, "16384", str(index_every), cipher],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     acked: set[int] = set()
     deleted: set[int] = set()
     try:

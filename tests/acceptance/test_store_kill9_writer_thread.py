@@ -86,8 +86,9 @@ def expected(n: int) -> tuple[str, bytes | None, bytes]:
 def test_sigkill_with_writes_in_flight_loses_nothing_acknowledged(tmp_path, cipher):
     d = str(tmp_path / "K")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, d, "65536", cipher], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, d, "65536", cipher], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
     acked: set[int] = set()
     deleted: set[int] = set()
     try:
@@ -108,8 +109,9 @@ def test_sigkill_with_writes_in_flight_loses_nothing_acknowledged(tmp_path, ciph
         proc.stderr.close()
     assert proc.returncode == -signal.SIGKILL
 
-    store = open_stream_store(StoreConfig(name="K", storage="file"), ManualClock(), d, block_size=65536,
-                              keys=keys_for(cipher))
+    store = open_stream_store(
+        StoreConfig(name="K", storage="file"), ManualClock(), d, block_size=65536, keys=keys_for(cipher)
+    )
     st = store.state()
     assert st.last_seq >= max(acked)
     # A write killed halfway (a pwrite of many pages can be cut short by SIGKILL) leaves a torn

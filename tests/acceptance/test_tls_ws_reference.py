@@ -39,8 +39,10 @@ def _conf(tmp_path, name: str, text: str):
 
 
 def _tls_block(pki, extra: str = "") -> str:
-    return (f'tls {{\n  cert_file: "{pki.server_cert}"\n  key_file: "{pki.server_key}"\n'
-            f'  ca_file: "{pki.ca_file}"\n{extra}}}\n')
+    return (
+        f'tls {{\n  cert_file: "{pki.server_cert}"\n  key_file: "{pki.server_key}"\n'
+        f'  ca_file: "{pki.ca_file}"\n{extra}}}\n'
+    )
 
 
 def _both(tmp_path, conf, *args):
@@ -80,6 +82,7 @@ async def _nats_py_outcome(url: str, **kw) -> str:
     except Exception as e:  # the outcome is what we compare
         return f"refused:{type(e).__name__}"
     try:
+
         async def echo(m):
             await m.respond(m.data[::-1])
 
@@ -102,11 +105,16 @@ def test_tls_info_plaintext_and_nats_py(pki, tmp_path):
             results[kind] = {
                 "tls_keys": {k: info.get(k) for k in ("tls_required", "tls_verify", "tls_available")},
                 "plaintext": _plaintext_outcome(srv.port),
-                "nats_py": asyncio.run(_nats_py_outcome(f"tls://localhost:{srv.port}",
-                                                        tls=pki.client_context(with_cert=False))),
-                "hostname": asyncio.run(_nats_py_outcome(f"tls://127.0.0.1:{srv.port}",
-                                                         tls=pki.client_context(with_cert=False),
-                                                         tls_hostname="server.natsd.test")),
+                "nats_py": asyncio.run(
+                    _nats_py_outcome(f"tls://localhost:{srv.port}", tls=pki.client_context(with_cert=False))
+                ),
+                "hostname": asyncio.run(
+                    _nats_py_outcome(
+                        f"tls://127.0.0.1:{srv.port}",
+                        tls=pki.client_context(with_cert=False),
+                        tls_hostname="server.natsd.test",
+                    )
+                ),
                 "alive": srv.alive(),
             }
         finally:
@@ -127,10 +135,10 @@ def test_tls_verify_and_handshake_first(pki, tmp_path):
             results[kind] = {
                 "tls_verify": info.get("tls_verify"),
                 "with_cert": asyncio.run(_nats_py_outcome(f"tls://localhost:{srv.port}", tls=pki.client_context())),
-                "without_cert": asyncio.run(_nats_py_outcome(f"tls://localhost:{srv.port}",
-                                                             tls=pki.client_context(with_cert=False))).split(":")[0],
-                "foreign_cert": asyncio.run(_nats_py_outcome(f"tls://localhost:{srv.port}",
-                                                             tls=other)).split(":")[0],
+                "without_cert": asyncio.run(
+                    _nats_py_outcome(f"tls://localhost:{srv.port}", tls=pki.client_context(with_cert=False))
+                ).split(":")[0],
+                "foreign_cert": asyncio.run(_nats_py_outcome(f"tls://localhost:{srv.port}", tls=other)).split(":")[0],
             }
         finally:
             srv.stop()
@@ -145,11 +153,14 @@ def test_handshake_first_with_fallback(pki, tmp_path):
     for kind, srv in _both(tmp_path, conf):
         try:
             results[kind] = {
-                "first": asyncio.run(_nats_py_outcome(f"tls://localhost:{srv.port}",
-                                                      tls=pki.client_context(with_cert=False),
-                                                      tls_handshake_first=True)),
-                "fallback": asyncio.run(_nats_py_outcome(f"tls://localhost:{srv.port}",
-                                                         tls=pki.client_context(with_cert=False))),
+                "first": asyncio.run(
+                    _nats_py_outcome(
+                        f"tls://localhost:{srv.port}", tls=pki.client_context(with_cert=False), tls_handshake_first=True
+                    )
+                ),
+                "fallback": asyncio.run(
+                    _nats_py_outcome(f"tls://localhost:{srv.port}", tls=pki.client_context(with_cert=False))
+                ),
             }
         finally:
             srv.stop()
@@ -160,8 +171,10 @@ def test_handshake_first_with_fallback(pki, tmp_path):
 def _ws_upgrade(port: int, extra: str = "") -> tuple[socket.socket, bytes]:
     s = socket.create_connection(("127.0.0.1", port), timeout=3)
     key = base64.b64encode(os.urandom(16)).decode()
-    s.sendall(f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-              f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n{extra}\r\n".encode())
+    s.sendall(
+        f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n{extra}\r\n".encode()
+    )
     head = b""
     while b"\r\n\r\n" not in head:
         chunk = s.recv(1)
@@ -185,8 +198,12 @@ def _recv_until_close(s: socket.socket) -> bytes:
 
 def test_websocket_side_by_side(tmp_path):
     port, wsport = free_port(), free_port()
-    conf = _conf(tmp_path, "ws", f"port: {port}\nwebsocket {{\n  port: {wsport}\n  no_tls: true\n"
-                                 '  allowed_origins: ["https://app.example.com"]\n}\n')
+    conf = _conf(
+        tmp_path,
+        "ws",
+        f"port: {port}\nwebsocket {{\n  port: {wsport}\n  no_tls: true\n"
+        '  allowed_origins: ["https://app.example.com"]\n}\n',
+    )
     results = {}
     for kind, srv in _both(tmp_path, conf):
         try:
@@ -205,7 +222,9 @@ def test_websocket_side_by_side(tmp_path):
             after = _recv_until_close(um)
             um.close()
             results[kind] = {
-                "upgrade": status, "first_frame": info_frame, "forbidden": head403.split(b"\r\n")[0],
+                "upgrade": status,
+                "first_frame": info_frame,
+                "forbidden": head403.split(b"\r\n")[0],
                 "non_upgrade": bad_status,
                 "unmasked_closed": True,
                 "nats_py": asyncio.run(_nats_py_outcome(f"ws://127.0.0.1:{wsport}")),
@@ -213,7 +232,7 @@ def test_websocket_side_by_side(tmp_path):
             }
             if kind == "natsd":
                 # natsd also says why, in a close frame (the reference's close frame races its close)
-                frames = after[after.rfind(b"\x88"):]
+                frames = after[after.rfind(b"\x88") :]
                 assert frames[:1] == b"\x88" and struct.unpack("!H", frames[2:4])[0] == 1002
         finally:
             srv.stop()
@@ -231,15 +250,20 @@ def test_bad_tls_config_errors_match(pki, tmp_path, case):
         "key_mismatch": f'tls {{\n  cert_file: "{pki.server_cert}"\n  key_file: "{pki.client_key}"\n}}\n',
         "garbage_cert": f'tls {{\n  cert_file: "{garbage}"\n  key_file: "{pki.server_key}"\n}}\n',
         "garbage_ca": f'tls {{\n  cert_file: "{pki.server_cert}"\n  key_file: "{pki.server_key}"\n'
-                      f'  ca_file: "{garbage}"\n}}\n',
+        f'  ca_file: "{garbage}"\n}}\n',
         "ws_no_tls": "websocket {\n  port: 8443\n}\n",
     }
     conf = _conf(tmp_path, case, f"port: {free_port()}\n" + blocks[case])
     # (nats-server checks the websocket block only when starting; natsd already with -t)
     ref_args = ["-c", str(conf)] if case == "ws_no_tls" else ["-t", "-c", str(conf)]
     ref = subprocess.run([reference_binary(), *ref_args], capture_output=True, text=True, timeout=30)
-    ours = subprocess.run([sys.executable, "-m", "natsd", "-t", "-c", str(conf)], capture_output=True, text=True,
-                          timeout=60, env=dict(os.environ))
+    ours = subprocess.run(
+        [sys.executable, "-m", "natsd", "-t", "-c", str(conf)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ),
+    )
     assert ref.returncode == 1 and ours.returncode == 1
     ref_msg = ref.stderr.strip().split("\n")[-1].removeprefix("nats-server: ")
     our_msg = ours.stderr.strip().split("\n")[-1].removeprefix("natsd: ")
@@ -273,8 +297,9 @@ def test_sighup_reloads_certificates(tmp_path):
         live.mkdir()
         shutil.copy(old.server_cert, live / "cert.pem")
         shutil.copy(old.server_key, live / "key.pem")
-        conf = _conf(tmp_path, f"reload-{kind}",
-                     f'tls {{ cert_file: "{live}/cert.pem", key_file: "{live}/key.pem" }}\n')
+        conf = _conf(
+            tmp_path, f"reload-{kind}", f'tls {{ cert_file: "{live}/cert.pem", key_file: "{live}/key.pem" }}\n'
+        )
         srv = start_server(kind, tmp_path / kind, jetstream=False, config=conf)
         try:
             before = _peer_cert_der(srv.port, old.ca_file)
@@ -304,8 +329,9 @@ def test_tls_from_command_line_flags(pki, tmp_path):
             results[kind] = {
                 "tls_keys": {k: info.get(k) for k in ("tls_required", "tls_verify")},
                 "with_cert": asyncio.run(_nats_py_outcome(f"tls://localhost:{srv.port}", tls=pki.client_context())),
-                "without_cert": asyncio.run(_nats_py_outcome(f"tls://localhost:{srv.port}",
-                                                             tls=pki.client_context(with_cert=False))).split(":")[0],
+                "without_cert": asyncio.run(
+                    _nats_py_outcome(f"tls://localhost:{srv.port}", tls=pki.client_context(with_cert=False))
+                ).split(":")[0],
             }
         finally:
             srv.stop()

@@ -72,11 +72,21 @@ class ScenarioRunner:
         """Run one scenario program against an already running server (no caching)."""
         argv, cwd = self.command(scenario)
         try:
-            proc = subprocess.run([*argv, *args, srv.url], cwd=cwd, capture_output=True, text=True,
-                                  timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL)
+            proc = subprocess.run(
+                [*argv, *args, srv.url],
+                cwd=cwd,
+                capture_output=True,
+                text=True,
+                timeout=RUN_TIMEOUT,
+                stdin=subprocess.DEVNULL,
+            )
         except subprocess.TimeoutExpired as exc:
-            return {"ok": False, "stage": "subprocess", "error": f"timed out after {exc.timeout}s",
-                    "_server_log": srv.log()[-3000:]}
+            return {
+                "ok": False,
+                "stage": "subprocess",
+                "error": f"timed out after {exc.timeout}s",
+                "_server_log": srv.log()[-3000:],
+            }
         res = _last_json(proc.stdout)
         if res is None:
             res = {"ok": False, "stage": "output", "error": f"no JSON line (exit {proc.returncode})"}
@@ -101,8 +111,11 @@ def _last_json(stdout: str) -> dict | None:
 
 def failure_text(res: dict) -> str:
     """What went wrong in a scenario run, for assertion messages."""
-    keep = {k: res.get(k) for k in ("stage", "error", "status", "last_error", "err_code", "_exit",
-                                    "_server_alive") if k in res}
+    keep = {
+        k: res.get(k)
+        for k in ("stage", "error", "status", "last_error", "err_code", "_exit", "_server_alive")
+        if k in res
+    }
     tail = res.get("_stderr", "")[-800:]
     log = res.get("_server_log", "")[-1500:]
     return f"{json.dumps(keep, default=str)}\nstderr: {tail}\nserver log tail: {log}"

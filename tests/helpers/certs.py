@@ -29,8 +29,7 @@ __all__ = ["Pki", "make_pki", "make_cert"]
 
 
 def _name(cn: str, org: str = "natsd tests") -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, org),
-                      x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+    return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, org), x509.NameAttribute(NameOID.COMMON_NAME, cn)])
 
 
 def _key() -> ec.EllipticCurvePrivateKey:
@@ -38,18 +37,36 @@ def _key() -> ec.EllipticCurvePrivateKey:
 
 
 def _pem_key(key) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
-def make_cert(subject: x509.Name, key, issuer: x509.Name, issuer_key, *, ca: bool = False,
-              dns: tuple[str, ...] = (), ips: tuple[str, ...] = (), emails: tuple[str, ...] = (),
-              server: bool = False, client: bool = False, days: int = 2):
+def make_cert(
+    subject: x509.Name,
+    key,
+    issuer: x509.Name,
+    issuer_key,
+    *,
+    ca: bool = False,
+    dns: tuple[str, ...] = (),
+    ips: tuple[str, ...] = (),
+    emails: tuple[str, ...] = (),
+    server: bool = False,
+    client: bool = False,
+    days: int = 2,
+):
     now = _dt.datetime.now(_dt.timezone.utc)
-    b = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer).public_key(key.public_key())
-         .serial_number(x509.random_serial_number())
-         .not_valid_before(now - _dt.timedelta(minutes=5)).not_valid_after(now + _dt.timedelta(days=days))
-         .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+    b = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - _dt.timedelta(minutes=5))
+        .not_valid_after(now + _dt.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
     sans: list = [x509.DNSName(d) for d in dns] + [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
     sans += [x509.RFC822Name(e) for e in emails]
     if sans:
@@ -59,9 +76,20 @@ def make_cert(subject: x509.Name, key, issuer: x509.Name, issuer_key, *, ca: boo
     if usages:
         b = b.add_extension(x509.ExtendedKeyUsage(usages), critical=False)
     if ca:
-        b = b.add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
-                                          data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                                          crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
+        b = b.add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
     return b.sign(issuer_key, hashes.SHA256())
 
 
@@ -88,8 +116,13 @@ class Pki:
 _CACHE: dict[str, object] = {}
 
 
-def make_pki(directory: Path | str, *, client_cn: str = "client", client_emails: tuple[str, ...] = (),
-             server_dns: tuple[str, ...] = ("localhost", "server.natsd.test")) -> Pki:
+def make_pki(
+    directory: Path | str,
+    *,
+    client_cn: str = "client",
+    client_emails: tuple[str, ...] = (),
+    server_dns: tuple[str, ...] = ("localhost", "server.natsd.test"),
+) -> Pki:
     """Write a CA, a server and a client certificate (with keys) into ``directory``."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
@@ -99,8 +132,7 @@ def make_pki(directory: Path | str, *, client_cn: str = "client", client_emails:
     other_key, other_cli_key = _CACHE["other_key"], _CACHE["other_cli"]
     ca_name = _name("natsd test CA")
     ca = make_cert(ca_name, ca_key, ca_name, ca_key, ca=True)
-    srv = make_cert(_name("localhost"), srv_key, ca_name, ca_key, dns=server_dns, ips=("127.0.0.1", "::1"),
-                    server=True)
+    srv = make_cert(_name("localhost"), srv_key, ca_name, ca_key, dns=server_dns, ips=("127.0.0.1", "::1"), server=True)
     cli = make_cert(_name(client_cn), cli_key, ca_name, ca_key, emails=client_emails, client=True)
     other_name = _name("other CA")
     other = make_cert(other_name, other_key, other_name, other_key, ca=True)

@@ -94,15 +94,15 @@ def cli_env() -> dict[str, str]:
 def spawn_cli(url: str | None, *argv: str, stdin: int | None = subprocess.DEVNULL) -> subprocess.Popen:
     """Start the real console script; read ``.stdout``/``.stderr`` (text) and ``wait()`` on it."""
     args = [natsctl_script()] + (["-s", url] if url else []) + [str(a) for a in argv]
-    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=stdin, text=True,
-                            env=cli_env())
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=stdin, text=True, env=cli_env())
 
 
 def run_script(url: str | None, *argv: str, input: str | None = None, timeout: float = 30) -> CliResult:
     """Run the real console script to completion."""
     args = [natsctl_script()] + (["-s", url] if url else []) + [str(a) for a in argv]
-    p = subprocess.run(args, capture_output=True, text=True, input=input if input is not None else "",
-                       timeout=timeout, env=cli_env())
+    p = subprocess.run(
+        args, capture_output=True, text=True, input=input if input is not None else "", timeout=timeout, env=cli_env()
+    )
     return CliResult(p.returncode, p.stdout, p.stderr)
 
 

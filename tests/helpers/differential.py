@@ -125,8 +125,20 @@ def _malformed(rng: random.Random, s: str, c: str) -> list:
     if how < 0.4 and body:  # a field of the wrong kind (or a nested one)
         key = rng.choice(list(body))
         if key == "config" and rng.random() < 0.7:
-            body["config"][rng.choice(["ack_policy", "durable_name", "max_deliver", "ack_wait", "deliver_policy",
-                                       "filter_subject", "opt_start_time", "backoff"])] = rng.choice(_WRONG)
+            body["config"][
+                rng.choice(
+                    [
+                        "ack_policy",
+                        "durable_name",
+                        "max_deliver",
+                        "ack_wait",
+                        "deliver_policy",
+                        "filter_subject",
+                        "opt_start_time",
+                        "backoff",
+                    ]
+                )
+            ] = rng.choice(_WRONG)
         else:
             body[key] = rng.choice(_WRONG)
         return ["api", subject, body]
@@ -136,8 +148,11 @@ def _malformed(rng: random.Random, s: str, c: str) -> list:
     text = json.dumps(body)
     if how < 0.8:  # truncated
         return ["api", subject, text[: rng.randint(0, max(0, len(text) - 1))]]
-    return ["api", subject, rng.choice(["[1]", "5", '"s"', "null", "{}x", "{} {}", "{,}", " ", "{'a':1}",
-                                        text.replace('"', "", 2)])]
+    return [
+        "api",
+        subject,
+        rng.choice(["[1]", "5", '"s"', "null", "{}x", "{} {}", "{,}", " ", "{'a':1}", text.replace('"', "", 2)]),
+    ]
 
 
 def generate(seed: int, n: int) -> list[list]:
@@ -188,36 +203,74 @@ def generate(seed: int, n: int) -> list[list]:
             ops.append(["pull", s, c, rng.choice([1, 3]), 300_000_000])  # waits out a short expiry
         elif r < 0.555:
             if rng.random() < 0.5:
-                ops.append(["api", f"$JS.API.CONSUMER.CREATE.{s}",
-                            {"stream_name": s, "config": _consumer_config(rng, s, None)}])
+                ops.append(
+                    [
+                        "api",
+                        f"$JS.API.CONSUMER.CREATE.{s}",
+                        {"stream_name": s, "config": _consumer_config(rng, s, None)},
+                    ]
+                )
             else:  # ephemeral consumers are named E1, E2... in creation order (see run_script)
                 ops.append(["pull", s, "E1", rng.choice([1, 3])])
         elif r < 0.68:
-            ops.append(["ack", rng.randint(0, 50), rng.choice(["+ACK", "+ACK", "-NAK", "+TERM", "+WPI", "+NXT",
-                                                                 "+TERM bye", "+ACK {}", "bogus"])])
+            ops.append(
+                [
+                    "ack",
+                    rng.randint(0, 50),
+                    rng.choice(["+ACK", "+ACK", "-NAK", "+TERM", "+WPI", "+NXT", "+TERM bye", "+ACK {}", "bogus"]),
+                ]
+            )
         elif r < 0.76:
             ops.append(["api", f"$JS.API.CONSUMER.INFO.{s}.{c}", ""])
         elif r < 0.82:
-            ops.append(["api", f"$JS.API.STREAM.INFO.{s}",
-                        rng.choice(["", {"subjects_filter": ">"}, {"deleted_details": True}])])
+            ops.append(
+                [
+                    "api",
+                    f"$JS.API.STREAM.INFO.{s}",
+                    rng.choice(["", {"subjects_filter": ">"}, {"deleted_details": True}]),
+                ]
+            )
         elif r < 0.86:
-            body = rng.choice(["", {"filter": rng.choice(SUBJECTS[s])}, {"seq": rng.randint(1, 8)},
-                               {"keep": rng.randint(0, 2)}])
+            body = rng.choice(
+                ["", {"filter": rng.choice(SUBJECTS[s])}, {"seq": rng.randint(1, 8)}, {"keep": rng.randint(0, 2)}]
+            )
             ops.append(["api", f"$JS.API.STREAM.PURGE.{s}", body])
         elif r < 0.89:
             ops.append(["api", f"$JS.API.STREAM.MSG.DELETE.{s}", {"seq": rng.randint(0, 8)}])
         elif r < 0.93:
-            ops.append(["api", f"$JS.API.STREAM.MSG.GET.{s}",
-                        rng.choice([{"seq": rng.randint(0, 8)}, {"last_by_subj": rng.choice(SUBJECTS[s])},
-                                    {"next_by_subj": rng.choice(SUBJECTS[s]), "seq": rng.randint(0, 4)}])])
+            ops.append(
+                [
+                    "api",
+                    f"$JS.API.STREAM.MSG.GET.{s}",
+                    rng.choice(
+                        [
+                            {"seq": rng.randint(0, 8)},
+                            {"last_by_subj": rng.choice(SUBJECTS[s])},
+                            {"next_by_subj": rng.choice(SUBJECTS[s]), "seq": rng.randint(0, 4)},
+                        ]
+                    ),
+                ]
+            )
         elif r < 0.95:
-            ops.append(["direct", s, rng.choice([
-                {"seq": rng.randint(1, 6)}, {"last_by_subj": rng.choice(SUBJECTS[s])},
-                {"seq": 1, "batch": rng.choice([-1, 2, 3])},
-                {"next_by_subj": rng.choice(SUBJECTS[s]), "seq": rng.randint(0, 3), "batch": 2},
-                {"multi_last": [rng.choice(SUBJECTS[s]), s.lower() + ".>"]},
-                {"seq": 1, "batch": 5, "max_bytes": rng.choice([1, 100])},
-                {"seq": 1, "batch": 5, "up_to_seq": 2}, {"seq": "1"}, {"last_by_subj": 5}])])
+            ops.append(
+                [
+                    "direct",
+                    s,
+                    rng.choice(
+                        [
+                            {"seq": rng.randint(1, 6)},
+                            {"last_by_subj": rng.choice(SUBJECTS[s])},
+                            {"seq": 1, "batch": rng.choice([-1, 2, 3])},
+                            {"next_by_subj": rng.choice(SUBJECTS[s]), "seq": rng.randint(0, 3), "batch": 2},
+                            {"multi_last": [rng.choice(SUBJECTS[s]), s.lower() + ".>"]},
+                            {"seq": 1, "batch": 5, "max_bytes": rng.choice([1, 100])},
+                            {"seq": 1, "batch": 5, "up_to_seq": 2},
+                            {"seq": "1"},
+                            {"last_by_subj": 5},
+                        ]
+                    ),
+                ]
+            )
         elif r < 0.96:
             ops.append(["api", f"$JS.API.CONSUMER.DELETE.{s}.{c}", ""])
         elif r < 0.965:
@@ -247,8 +300,20 @@ def generate(seed: int, n: int) -> list[list]:
 # ---------------------------------------------------------------------------------------------
 # Execution and normalisation
 
-_DROP = {"ts", "created", "first_ts", "last_ts", "time", "last_active", "cluster", "server_id", "server_name",
-         "bytes", "version", "domain"}
+_DROP = {
+    "ts",
+    "created",
+    "first_ts",
+    "last_ts",
+    "time",
+    "last_active",
+    "cluster",
+    "server_id",
+    "server_name",
+    "bytes",
+    "version",
+    "domain",
+}
 
 
 def _norm(obj: Any) -> Any:
@@ -283,8 +348,8 @@ class _Names:
     uses for them: ephemerals are E1, E2... in creation order, inboxes <inbox>."""
 
     def __init__(self) -> None:
-        self.alias: dict[str, str] = {}   # real -> alias
-        self.real: dict[str, str] = {}    # alias -> real
+        self.alias: dict[str, str] = {}  # real -> alias
+        self.real: dict[str, str] = {}  # alias -> real
 
     def add(self, real: str, alias: str) -> None:
         self.alias[real] = alias
@@ -342,11 +407,15 @@ async def _request(nc, subject: str, data: bytes, headers=None, timeout: float =
 def _reply(m) -> Any:
     hdrs = dict(m.headers or {})
     if "Status" in hdrs:
-        return {"status": hdrs["Status"], **{k: v for k, v in hdrs.items() if k.startswith("Nats-") and
-                                             k not in ("Nats-Time-Stamp",)}}
+        return {
+            "status": hdrs["Status"],
+            **{k: v for k, v in hdrs.items() if k.startswith("Nats-") and k not in ("Nats-Time-Stamp",)},
+        }
     if hdrs:
-        return {"hdrs": {k: v for k, v in hdrs.items() if k != "Nats-Time-Stamp"},
-                "data": m.data.decode(errors="replace")}
+        return {
+            "hdrs": {k: v for k, v in hdrs.items() if k != "Nats-Time-Stamp"},
+            "data": m.data.decode(errors="replace"),
+        }
     if not m.data:
         return ""
     try:
@@ -398,8 +467,11 @@ async def _one(nc, op: list, delivered: list[str], names: _Names) -> Any:
         expires = op[4] if len(op) > 4 else 0
         req = {"batch": op[3], "expires": expires} if expires else {"batch": op[3], "no_wait": True}
         try:
-            await nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.{op[1]}.{names.real.get(op[2], op[2])}",
-                             json.dumps(req).encode(), reply=inbox)
+            await nc.publish(
+                f"$JS.API.CONSUMER.MSG.NEXT.{op[1]}.{names.real.get(op[2], op[2])}",
+                json.dumps(req).encode(),
+                reply=inbox,
+            )
             got = []
             while len(got) <= op[3]:
                 try:
@@ -413,8 +485,13 @@ async def _one(nc, op: list, delivered: list[str], names: _Names) -> Any:
                     break
                 if m.reply:
                     delivered.append(m.reply)
-                got.append({"subject": m.subject, "data": m.data.decode(errors="replace"),
-                            "ack": _ack_tokens(m.reply) if m.reply else None})
+                got.append(
+                    {
+                        "subject": m.subject,
+                        "data": m.data.decode(errors="replace"),
+                        "ack": _ack_tokens(m.reply) if m.reply else None,
+                    }
+                )
                 if len(got) == op[3]:
                     break
             return _norm(got)
@@ -432,12 +509,16 @@ async def _push(nc, op: list, delivered: list[str], names: _Names) -> Any:
     stream = op[1]
     try:
         cfg = dict(op[2], deliver_subject=inbox)
-        reply = await _request(nc, f"$JS.API.CONSUMER.CREATE.{stream}",
-                               json.dumps({"stream_name": stream, "config": cfg}).encode())
+        reply = await _request(
+            nc, f"$JS.API.CONSUMER.CREATE.{stream}", json.dumps({"stream_name": stream, "config": cfg}).encode()
+        )
         names.ephemeral(reply)
         if isinstance(reply, dict):  # its counters race the first deliveries on either server
-            reply = {k: v for k, v in reply.items() if k not in ("delivered", "ack_floor", "num_pending",
-                                                                 "num_ack_pending", "num_waiting", "push_bound")}
+            reply = {
+                k: v
+                for k, v in reply.items()
+                if k not in ("delivered", "ack_floor", "num_pending", "num_ack_pending", "num_waiting", "push_bound")
+            }
         got: list = [_norm(reply)]
         if not (isinstance(reply, dict) and "name" in reply and "error" not in reply):
             return got
@@ -452,8 +533,13 @@ async def _push(nc, op: list, delivered: list[str], names: _Names) -> Any:
                 continue
             if m.reply:
                 delivered.append(m.reply)
-            got.append({"subject": m.subject, "data": m.data.decode(errors="replace"),
-                        "ack": _ack_tokens(m.reply)[2:] if m.reply else None})
+            got.append(
+                {
+                    "subject": m.subject,
+                    "data": m.data.decode(errors="replace"),
+                    "ack": _ack_tokens(m.reply)[2:] if m.reply else None,
+                }
+            )
         got.append(_norm(await _request(nc, f"$JS.API.CONSUMER.DELETE.{stream}.{reply['name']}", b"")))
         return got
     finally:
@@ -488,7 +574,7 @@ async def minimise(ops: list[list], workdir: Path, budget: int = 60) -> list[lis
         i = 0
         changed = False
         while i < len(ops) - 1 and runs < budget:  # the last op shows the divergence: keep it
-            trial = ops[:i] + ops[i + chunk:]
+            trial = ops[:i] + ops[i + chunk :]
             runs += 1
             e, g = await _observe(trial, workdir)
             d = first_divergence(e, g)
@@ -521,9 +607,11 @@ async def check_seed(seed: int, n: int, workdir: Path) -> Verdict:
         return Verdict(None)
     e, g = await _observe(ops, workdir / f"seed{seed}-again")
     if first_divergence(e, g) is None:
-        return Verdict(f"seed {seed}: natsd diverged from nats-server at op {at} of {n}, but not on a second run "
-                       f"(timing-dependent): {json.dumps(ops[at])}\n  reference: {json.dumps(expected[at])}\n"
-                       f"  natsd:     {json.dumps(got[at] if at < len(got) else None)}")
+        return Verdict(
+            f"seed {seed}: natsd diverged from nats-server at op {at} of {n}, but not on a second run "
+            f"(timing-dependent): {json.dumps(ops[at])}\n  reference: {json.dumps(expected[at])}\n"
+            f"  natsd:     {json.dumps(got[at] if at < len(got) else None)}"
+        )
     small = await minimise(ops, workdir / f"seed{seed}-min")
     e, g = await _observe(small, workdir / f"seed{seed}-show")
     last = first_divergence(e, g)

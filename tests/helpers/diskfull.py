@@ -31,8 +31,9 @@ def small_fs(path: Path | str, size_mb: int):
     path.mkdir(parents=True, exist_ok=True)
     if os.geteuid() != 0:
         raise NoSmallFs("mounting a tmpfs needs root")
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(path)],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(path)], capture_output=True, text=True
+    )
     if r.returncode != 0:
         raise NoSmallFs(f"mount failed: {r.stderr.strip()}")
     try:
@@ -115,8 +116,17 @@ async def _drain(js, durable: str) -> list[int]:
     return seqs
 
 
-def disk_full_run(kind: str, root: Path, *, fs_mb: int = 6, before: int = 200, while_full: int = 50,
-                  burst: int = 200, after: int = 50, payload_size: int = 2048) -> dict:
+def disk_full_run(
+    kind: str,
+    root: Path,
+    *,
+    fs_mb: int = 6,
+    before: int = 200,
+    while_full: int = 50,
+    burst: int = 200,
+    after: int = 50,
+    payload_size: int = 2048,
+) -> dict:
     """Run the disk-full scenario against ``kind`` on a fresh ``fs_mb`` MB tmpfs under ``root``:
 
     1. a file stream ``S`` with a durable pull consumer ``D``; ``before`` publishes, consumed and acked;
@@ -189,6 +199,7 @@ def disk_full_run(kind: str, root: Path, *, fs_mb: int = 6, before: int = 200, w
     out["lost"] = sorted(set(acked) - set(delivered))
     out["delivered_twice"] = len(delivered) - len(set(delivered))
     out["acked_twice"] = len(acked) - len(set(acked))
-    out["unanswered"] = sum(out[p].get("unanswered", 0) for p in ("before", "while_full", "space_back",
-                                                                   "after_restart"))
+    out["unanswered"] = sum(
+        out[p].get("unanswered", 0) for p in ("before", "while_full", "space_back", "after_restart")
+    )
     return out

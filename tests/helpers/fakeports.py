@@ -151,8 +151,15 @@ class FakePorts:
         self.offloaded: list[tuple[Callable[[], Any], Callable[[Any, BaseException | None], None]]] = []
 
     # -- Ports protocol ----------------------------------------------------------------------
-    def subscribe(self, subject: str, handler: Callable, queue: str | None = None,
-                  many: Callable | None = None, rrun: Callable | None = None, stream: str = "") -> _Sub:
+    def subscribe(
+        self,
+        subject: str,
+        handler: Callable,
+        queue: str | None = None,
+        many: Callable | None = None,
+        rrun: Callable | None = None,
+        stream: str = "",
+    ) -> _Sub:
         # ``many``/``rrun`` (run handlers) are optional in the Ports contract: here every
         # message goes through ``handler``, one at a time.
         sub = _Sub(self, subject, handler, queue)
@@ -257,8 +264,9 @@ class FakePorts:
     def new_inbox(self) -> str:
         return f"_INBOX.fake.{next(self._inbox_ids)}"
 
-    def request(self, subject: str, payload: bytes | str | dict = b"", hdr: bytes | None = None,
-                reply: str | None = None) -> str:
+    def request(
+        self, subject: str, payload: bytes | str | dict = b"", hdr: bytes | None = None, reply: str | None = None
+    ) -> str:
         """Publish with a (new) reply subject; returns the reply subject. Dicts are JSON-encoded."""
         if isinstance(payload, dict):
             payload = json.dumps(payload).encode()

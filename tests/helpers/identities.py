@@ -58,16 +58,20 @@ class Identity:
         claims["iss"] = self.public
         claims.pop("jti", None)
         claims.setdefault("iat", int(time.time()))
-        claims["jti"] = base64.b32encode(hashlib.sha256(
-            json.dumps(claims, separators=(",", ":")).encode()).digest()).decode().rstrip("=")
+        claims["jti"] = (
+            base64.b32encode(hashlib.sha256(json.dumps(claims, separators=(",", ":")).encode()).digest())
+            .decode()
+            .rstrip("=")
+        )
         header = b64url(b'{"typ":"JWT","alg":"ed25519-nkey"}')
         body = b64url(json.dumps(claims, separators=(",", ":")).encode())
         signing_input = f"{header}.{body}".encode()
         return f"{header}.{body}.{b64url(self.sign_bytes(signing_input))}"
 
 
-def operator_claims(op: Identity, name: str, *, system_account: str = "", signing_keys: list | None = None,
-                    **extra) -> dict:
+def operator_claims(
+    op: Identity, name: str, *, system_account: str = "", signing_keys: list | None = None, **extra
+) -> dict:
     nats: dict = {"type": "operator", "version": 2}
     if system_account:
         nats["system_account"] = system_account
@@ -76,12 +80,30 @@ def operator_claims(op: Identity, name: str, *, system_account: str = "", signin
     return {"sub": op.public, "name": name, "nats": nats, **extra}
 
 
-def account_claims(acc: Identity, name: str, *, jetstream: dict | None = None, imports: list | None = None,
-                   exports: list | None = None, revocations: dict | None = None,
-                   signing_keys: list | None = None, limits: dict | None = None, tiered: dict | None = None,
-                   mappings: dict | None = None, **extra) -> dict:
-    lim = {"subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1, "wildcards": True,
-           "conn": -1, "leaf": -1}
+def account_claims(
+    acc: Identity,
+    name: str,
+    *,
+    jetstream: dict | None = None,
+    imports: list | None = None,
+    exports: list | None = None,
+    revocations: dict | None = None,
+    signing_keys: list | None = None,
+    limits: dict | None = None,
+    tiered: dict | None = None,
+    mappings: dict | None = None,
+    **extra,
+) -> dict:
+    lim = {
+        "subs": -1,
+        "data": -1,
+        "payload": -1,
+        "imports": -1,
+        "exports": -1,
+        "wildcards": True,
+        "conn": -1,
+        "leaf": -1,
+    }
     # JetStream is off unless memory or disk storage is allowed, as in the JWT library's defaults.
     lim.update({"mem_storage": 0, "disk_storage": 0, "streams": 0, "consumer": 0})
     if jetstream is not None:
@@ -90,8 +112,11 @@ def account_claims(acc: Identity, name: str, *, jetstream: dict | None = None, i
         lim.update(limits)
     nats: dict = {"limits": lim, "default_permissions": {"pub": {}, "sub": {}}, "type": "account", "version": 2}
     if tiered is not None:  # JetStream tiers live inside "limits" (the JWT's OperatorLimits)
-        nats["limits"] = {k: v for k, v in lim.items() if k not in (
-            "mem_storage", "disk_storage", "streams", "consumer", "max_ack_pending")}
+        nats["limits"] = {
+            k: v
+            for k, v in lim.items()
+            if k not in ("mem_storage", "disk_storage", "streams", "consumer", "max_ack_pending")
+        }
         nats["limits"]["tiered_limits"] = tiered
     if imports:
         nats["imports"] = imports
@@ -106,10 +131,26 @@ def account_claims(acc: Identity, name: str, *, jetstream: dict | None = None, i
     return {"sub": acc.public, "name": name, "nats": nats, **extra}
 
 
-def user_claims(user: Identity, name: str, *, pub: dict | None = None, sub: dict | None = None,
-                resp: dict | None = None, bearer: bool = False, issuer_account: str = "", **extra) -> dict:
-    nats: dict = {"pub": pub or {}, "sub": sub or {}, "subs": -1, "data": -1, "payload": -1,
-                  "type": "user", "version": 2}
+def user_claims(
+    user: Identity,
+    name: str,
+    *,
+    pub: dict | None = None,
+    sub: dict | None = None,
+    resp: dict | None = None,
+    bearer: bool = False,
+    issuer_account: str = "",
+    **extra,
+) -> dict:
+    nats: dict = {
+        "pub": pub or {},
+        "sub": sub or {},
+        "subs": -1,
+        "data": -1,
+        "payload": -1,
+        "type": "user",
+        "version": 2,
+    }
     if resp:
         nats["resp"] = resp
     if bearer:
@@ -154,8 +195,15 @@ class OperatorSetup:
         u, jwt = self.user(account, name, **kw)
         return creds_text(jwt, u.seed)
 
-    def config(self, *, resolver: str = "memory", resolver_dir: str = "", jetstream: bool = False,
-               store_dir: str = "", extra: str = "") -> str:
+    def config(
+        self,
+        *,
+        resolver: str = "memory",
+        resolver_dir: str = "",
+        jetstream: bool = False,
+        store_dir: str = "",
+        extra: str = "",
+    ) -> str:
         """A server config: ``operator``, ``system_account`` and a resolver over these accounts."""
         lines = [f"operator: {self.operator_jwt}", f"system_account: {self.system.public}"]
         if resolver == "memory":

@@ -41,8 +41,9 @@ if TYPE_CHECKING:
 __all__ = ["running_server", "server_and_client", "make_options", "side_by_side"]
 
 
-def make_options(options: ServerOptions | None = None, *, jetstream: bool = False, store_dir: str | None = None,
-                 **overrides) -> ServerOptions:
+def make_options(
+    options: ServerOptions | None = None, *, jetstream: bool = False, store_dir: str | None = None, **overrides
+) -> ServerOptions:
     opts = options if options is not None else ServerOptions(host="127.0.0.1", port=0, http_port=0)
     if options is None:
         opts.port = 0
@@ -60,8 +61,14 @@ def make_options(options: ServerOptions | None = None, *, jetstream: bool = Fals
 
 
 @contextlib.asynccontextmanager
-async def running_server(*, options: ServerOptions | None = None, clock=None, jetstream: bool = False,
-                         store_dir: str | None = None, **overrides) -> AsyncIterator[Server]:
+async def running_server(
+    *,
+    options: ServerOptions | None = None,
+    clock=None,
+    jetstream: bool = False,
+    store_dir: str | None = None,
+    **overrides,
+) -> AsyncIterator[Server]:
     """Start a :class:`Server` on a free port for the duration of the ``async with`` block."""
     with contextlib.ExitStack() as stack:
         if jetstream and not store_dir and not (options and options.jetstream.store_dir):

@@ -25,8 +25,16 @@ from natsd.config.options import options_from_tree
 from natsd.config.parser import parse
 from natsd.protocol import mqtt as mp
 
-__all__ = ["Target", "Paho", "raw_connect", "recv_exact", "mqtt_side_by_side", "closed_within", "natsd_options",
-           "wait_tcp"]
+__all__ = [
+    "Target",
+    "Paho",
+    "raw_connect",
+    "recv_exact",
+    "mqtt_side_by_side",
+    "closed_within",
+    "natsd_options",
+    "wait_tcp",
+]
 
 
 @dataclass
@@ -41,18 +49,34 @@ class Paho:
     """A paho-mqtt 3.1.1 client with its network loop in a thread; ``messages`` is a queue of
     ``(topic, payload, qos, retain)``."""
 
-    def __init__(self, t: Target, client_id: str, *, clean: bool = True, username: str | None = None,
-                 password: str | None = None, will: tuple | None = None, keepalive: int = 30,
-                 ws_port: int = 0, ca_file: str = "", cert: tuple[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        t: Target,
+        client_id: str,
+        *,
+        clean: bool = True,
+        username: str | None = None,
+        password: str | None = None,
+        will: tuple | None = None,
+        keepalive: int = 30,
+        ws_port: int = 0,
+        ca_file: str = "",
+        cert: tuple[str, str] | None = None,
+    ) -> None:
         import paho.mqtt.client as mqtt
 
         self.messages: queue.Queue = queue.Queue()
         self.connack: queue.Queue = queue.Queue()
         self.subacks: queue.Queue = queue.Queue()
         self.disconnected: queue.Queue = queue.Queue()
-        c = self.c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=clean,
-                                 protocol=mqtt.MQTTv311, reconnect_on_failure=False,
-                                 transport="websockets" if ws_port else "tcp")
+        c = self.c = mqtt.Client(
+            mqtt.CallbackAPIVersion.VERSION2,
+            client_id=client_id,
+            clean_session=clean,
+            protocol=mqtt.MQTTv311,
+            reconnect_on_failure=False,
+            transport="websockets" if ws_port else "tcp",
+        )
         if ws_port:
             c.ws_set_options(path="/mqtt")
         if ca_file:
@@ -146,15 +170,19 @@ def closed_within(s: socket.socket, timeout: float) -> bool:
 
 def natsd_options(conf: str, mqtt_port: int, store_dir: str, mqtt_extra: str = ""):
     conf = conf.replace("jetstream: enabled\n", "")
-    text = f'jetstream {{ store_dir: "{store_dir}" }}\nserver_name: mq\n{conf}\nmqtt {{ port: {mqtt_port}\n{mqtt_extra} }}\n'
+    text = (
+        f'jetstream {{ store_dir: "{store_dir}" }}\nserver_name: mq\n{conf}\n'
+        f"mqtt {{ port: {mqtt_port}\n{mqtt_extra} }}\n"
+    )
     o = options_from_tree(parse(text, "mqtt-test.conf", env={}))
     o.host = "127.0.0.1"
     o.port = 0
     return o
 
 
-async def mqtt_side_by_side(workdir: Any, script: Callable[[Target], Any], conf: str = "",
-                            mqtt_extra: str = "") -> tuple[Any, Any]:
+async def mqtt_side_by_side(
+    workdir: Any, script: Callable[[Target], Any], conf: str = "", mqtt_extra: str = ""
+) -> tuple[Any, Any]:
     from tests.helpers.inproc import running_server
     from tests.helpers.servers import free_port, start_server
 
@@ -164,7 +192,7 @@ async def mqtt_side_by_side(workdir: Any, script: Callable[[Target], Any], conf:
     port = free_port()
     cfg = workdir / "ref.conf"
     sd = tempfile.mkdtemp(dir=workdir)
-    cfg.write_text(f'server_name: ref\n{conf}\nmqtt {{ port: {port}\n{mqtt_extra} }}\n')
+    cfg.write_text(f"server_name: ref\n{conf}\nmqtt {{ port: {port}\n{mqtt_extra} }}\n")
     hport = free_port()
     ref = start_server("reference", workdir, "-m", str(hport), config=cfg, store_dir=sd)
     try:
@@ -176,8 +204,9 @@ async def mqtt_side_by_side(workdir: Any, script: Callable[[Target], Any], conf:
     opts = natsd_options(conf, port, tempfile.mkdtemp(dir=workdir), mqtt_extra)
     opts.http_port = free_port()
     async with running_server(options=opts) as server:
-        got = await loop.run_in_executor(None, script, Target(server.mqtt.port, server.client_url, "natsd",
-                                                              server.http_port))
+        got = await loop.run_in_executor(
+            None, script, Target(server.mqtt.port, server.client_url, "natsd", server.http_port)
+        )
     return expected, got
 
 

@@ -61,7 +61,7 @@ class RawClient:
         while True:
             m = rx.match(bytes(self.buf))  # a snapshot: the match must outlive the buffer edit
             if m:
-                del self.buf[:m.end()]
+                del self.buf[: m.end()]
                 return m
             left = deadline - loop.time()
             if left <= 0 or self.eof:

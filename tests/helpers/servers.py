@@ -198,7 +198,11 @@ def start_server(
             run_env.update(env)
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
-                argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=run_env,
+                argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=run_env,
                 start_new_session=True,
             )
         handle = ServerHandle(kind=kind, port=p, store_dir=sd, log_path=log_path, proc=proc, argv=argv)

@@ -62,6 +62,7 @@ async def test_busy_poll_false_never_polls():
 async def test_shutdown_ends_the_window():
     async with running_server(busy_poll_ns=60 * 10**9) as s:
         nc = await nats.connect(s.client_url)
+
         async def answer(m):
             await m.respond(b"ok")
 

@@ -69,8 +69,12 @@ def test_stream_backup_restore_round_trip(servers, tmp_path):
     for seq in (1, 8, 200):
         ma = ok(a, "stream", "get", "ORDERS", str(seq), "-j").json()
         mb = ok(b, "stream", "get", "ORDERS", str(seq), "-j").json()
-        assert (mb["subject"], mb.get("hdrs"), mb.get("data"), mb["time"]) == \
-               (ma["subject"], ma.get("hdrs"), ma.get("data"), ma["time"])
+        assert (mb["subject"], mb.get("hdrs"), mb.get("data"), mb["time"]) == (
+            ma["subject"],
+            ma.get("hdrs"),
+            ma.get("data"),
+            ma["time"],
+        )
     assert run_cli(b, "stream", "get", "ORDERS", "7").rc == 1
     # the consumer and its state came along
     cons_after = ok(b, "con", "info", "ORDERS", "NEW", "-j").json()
@@ -156,8 +160,13 @@ def _stderr_on_pty(url: str, *argv: str) -> tuple[int, str, bytes]:
     from tests.helpers.cli import cli_env, natsctl_script
 
     master, slave = pty.openpty()
-    p = subprocess.Popen([natsctl_script(), "-s", url, *argv], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                         stderr=slave, env=cli_env())
+    p = subprocess.Popen(
+        [natsctl_script(), "-s", url, *argv],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        env=cli_env(),
+    )
     os.close(slave)
     data = b""
     while True:
@@ -212,5 +221,4 @@ def test_round_trip_100k_messages_with_consumers(servers, tmp_path):
         assert after.get(k) == before.get(k), k
     assert ok(b, "con", "info", "BIG", "C1", "-j").json()["ack_floor"]["stream_seq"] == 5
     assert ok(b, "con", "info", "BIG", "C2", "-j").json()["config"]["opt_start_seq"] == 50000
-    assert ok(b, "stream", "get", "BIG", "100000", "-j").json() == ok(a, "stream", "get", "BIG", "100000",
-                                                                          "-j").json()
+    assert ok(b, "stream", "get", "BIG", "100000", "-j").json() == ok(a, "stream", "get", "BIG", "100000", "-j").json()

@@ -26,8 +26,23 @@ def test_core_pub_and_sub(url):
 
 
 def test_js_pub_and_fetch(url):
-    r = ok(url, "bench", "js", "pub", "bench.js", "--msgs", "2000", "--size", "100", "--clients", "2",
-           "--stream", "BENCH", "--purge", "-j")
+    r = ok(
+        url,
+        "bench",
+        "js",
+        "pub",
+        "bench.js",
+        "--msgs",
+        "2000",
+        "--size",
+        "100",
+        "--clients",
+        "2",
+        "--stream",
+        "BENCH",
+        "--purge",
+        "-j",
+    )
     res = r.json()
     assert res["msgs"] == 2000 and res["clients"] == 2 and len(res["per_client"]) == 2
     assert res["bytes"] == 200_000 and res["msgs_per_sec"] > 0 and res["mb_per_sec"] > 0

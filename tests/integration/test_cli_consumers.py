@@ -17,8 +17,23 @@ def cinfo(url, stream, name) -> dict:
 
 
 def orders(url):
-    ok(url, "str", "add", "ORDERS", "--subjects", "ORDERS.*", "--ack", "--max-msgs=-1", "--max-bytes=-1",
-       "--max-age=1y", "--storage", "file", "--retention", "limits", "--max-msg-size=-1")
+    ok(
+        url,
+        "str",
+        "add",
+        "ORDERS",
+        "--subjects",
+        "ORDERS.*",
+        "--ack",
+        "--max-msgs=-1",
+        "--max-bytes=-1",
+        "--max-age=1y",
+        "--storage",
+        "file",
+        "--retention",
+        "limits",
+        "--max-msg-size=-1",
+    )
 
 
 def test_orders_consumer_tour(url, tmp_path):
@@ -26,16 +41,62 @@ def test_orders_consumer_tour(url, tmp_path):
     assert ok(url, "con", "ls", "ORDERS").out.strip() == "No Consumers defined"
 
     # Pull consumers as in the seed
-    r = ok(url, "con", "add", "ORDERS", "NEW", "--filter", "ORDERS.received", "--ack", "explicit", "--pull",
-           "--deliver", "all", "--max-deliver=20", "--sample", "100")
+    r = ok(
+        url,
+        "con",
+        "add",
+        "ORDERS",
+        "NEW",
+        "--filter",
+        "ORDERS.received",
+        "--ack",
+        "explicit",
+        "--pull",
+        "--deliver",
+        "all",
+        "--max-deliver=20",
+        "--sample",
+        "100",
+    )
     assert "Information for Consumer ORDERS > NEW" in r.out
     assert "Pull Mode: true" in r.out and "Filter Subject: ORDERS.received" in r.out
     assert "Maximum Deliveries: 20" in r.out and "Sampling Rate: 100" in r.out and "Ack Wait: 30s" in r.out
-    ok(url, "con", "add", "ORDERS", "DISPATCH", "--filter", "ORDERS.processed", "--ack", "explicit", "--pull",
-       "--deliver", "all", "--sample", "100", "--max-deliver", "20")
+    ok(
+        url,
+        "con",
+        "add",
+        "ORDERS",
+        "DISPATCH",
+        "--filter",
+        "ORDERS.processed",
+        "--ack",
+        "explicit",
+        "--pull",
+        "--deliver",
+        "all",
+        "--sample",
+        "100",
+        "--max-deliver",
+        "20",
+    )
     # Push consumer
-    r = ok(url, "con", "add", "ORDERS", "MONITOR", "--ack", "none", "--target", "monitor.ORDERS", "--deliver",
-           "last", "--replay", "instant", "--filter", "")
+    r = ok(
+        url,
+        "con",
+        "add",
+        "ORDERS",
+        "MONITOR",
+        "--ack",
+        "none",
+        "--target",
+        "monitor.ORDERS",
+        "--deliver",
+        "last",
+        "--replay",
+        "instant",
+        "--filter",
+        "",
+    )
     assert "Delivery Subject: monitor.ORDERS" in r.out and "Deliver Last: true" in r.out
 
     c = cinfo(url, "ORDERS", "NEW")["config"]
@@ -103,11 +164,29 @@ def test_deliver_policies(url):
     orders(url)
     for i in range(1, 21):
         ok(url, "pub", "ORDERS.processed", f"order {i}", "--wait", "-q")
-    cases = {"ALL": ("all", "order 1"), "LAST": ("last", "order 20"), "TEN": ("10", "order 10"),
-             "RECENT": ("1h", "order 1")}
+    cases = {
+        "ALL": ("all", "order 1"),
+        "LAST": ("last", "order 20"),
+        "TEN": ("10", "order 10"),
+        "RECENT": ("1h", "order 1"),
+    }
     for name, (deliver, first) in cases.items():
-        ok(url, "con", "add", "ORDERS", name, "--pull", "--filter", "ORDERS.processed", "--ack", "none",
-           "--replay", "instant", "--deliver", deliver)
+        ok(
+            url,
+            "con",
+            "add",
+            "ORDERS",
+            name,
+            "--pull",
+            "--filter",
+            "ORDERS.processed",
+            "--ack",
+            "none",
+            "--replay",
+            "instant",
+            "--deliver",
+            deliver,
+        )
         r = ok(url, "con", "next", "ORDERS", name, "--raw")
         assert r.out.strip() == first, (name, r)
     c = cinfo(url, "ORDERS", "TEN")["config"]
@@ -129,8 +208,21 @@ def test_push_consumer_delivers_to_subscriber(url):
     sub = spawn_cli(url, "sub", "monitor.ORDERS", "--count", "2", "--wait", "10s")
     try:
         wait_for_line(sub, "Listening on [monitor.ORDERS]")
-        ok(url, "con", "add", "ORDERS", "MONITOR", "--ack", "none", "--target", "monitor.ORDERS", "--deliver",
-           "all", "--replay", "instant")
+        ok(
+            url,
+            "con",
+            "add",
+            "ORDERS",
+            "MONITOR",
+            "--ack",
+            "none",
+            "--target",
+            "monitor.ORDERS",
+            "--deliver",
+            "all",
+            "--replay",
+            "instant",
+        )
         ok(url, "pub", "ORDERS.processed", "order 3")
         ok(url, "pub", "ORDERS.received", "order 4")
         out, err = sub.communicate(timeout=15)
@@ -148,8 +240,24 @@ def test_ephemeral_consumer(url):
     sub = spawn_cli(url, "sub", "my.monitor", "--count", "1", "--wait", "10s")
     try:
         wait_for_line(sub, "Listening on")
-        r = ok(url, "con", "add", "ORDERS", "--filter", "", "--ack", "none", "--target", "my.monitor",
-               "--deliver", "last", "--replay", "instant", "--ephemeral", "-j")
+        r = ok(
+            url,
+            "con",
+            "add",
+            "ORDERS",
+            "--filter",
+            "",
+            "--ack",
+            "none",
+            "--target",
+            "my.monitor",
+            "--deliver",
+            "last",
+            "--replay",
+            "instant",
+            "--ephemeral",
+            "-j",
+        )
         info = r.json()
         assert info["config"].get("durable_name") in (None, "")
         assert info["name"]
@@ -161,8 +269,22 @@ def test_ephemeral_consumer(url):
 
 def test_events_shows_ack_samples(url):
     orders(url)
-    ok(url, "con", "add", "ORDERS", "NEW", "--filter", "ORDERS.received", "--ack", "explicit", "--pull",
-       "--deliver", "all", "--sample", "100")
+    ok(
+        url,
+        "con",
+        "add",
+        "ORDERS",
+        "NEW",
+        "--filter",
+        "ORDERS.received",
+        "--ack",
+        "explicit",
+        "--pull",
+        "--deliver",
+        "all",
+        "--sample",
+        "100",
+    )
     human = spawn_cli(url, "con", "events", "ORDERS", "NEW", "--count", "2", "--wait", "10s")
     as_json = spawn_cli(url, "con", "events", "ORDERS", "NEW", "--json", "--count", "1", "--wait", "10s")
     try:
@@ -218,8 +340,21 @@ def test_consumer_recreated_from_info_json(url, tmp_path):
     # seed: nats consumer info LOGS TAIL -j > LOGS_TAIL.json; nats consumer rm LOGS TAIL -f;
     #       nats consumer add --config LOGS_TAIL.json   (stream and name come from the file)
     ok(url, "str", "add", "LOGS", "--subjects", "logs.>", "--max-age", "1d")
-    ok(url, "con", "add", "LOGS", "TAIL", "--target", "out.tail", "--ack", "none", "--deliver", "all",
-       "--replay", "instant")
+    ok(
+        url,
+        "con",
+        "add",
+        "LOGS",
+        "TAIL",
+        "--target",
+        "out.tail",
+        "--ack",
+        "none",
+        "--deliver",
+        "all",
+        "--replay",
+        "instant",
+    )
     f = tmp_path / "LOGS_TAIL.json"
     f.write_text(ok(url, "consumer", "info", "LOGS", "TAIL", "-j").out)
     ok(url, "consumer", "rm", "LOGS", "TAIL", "-f")

@@ -22,11 +22,31 @@ def home(tmp_path, monkeypatch):
 
 def natscli_context(home, name: str, **fields) -> None:
     """A context file as the Go nats CLI writes it (every field, plus ones natsctl does not use)."""
-    data = {"description": "", "url": "", "socks_proxy": "", "token": "", "user": "", "password": "", "creds": "",
-            "nkey": "", "cert": "", "key": "", "ca": "", "nsc": "", "jetstream_domain": "",
-            "jetstream_api_prefix": "", "jetstream_event_prefix": "", "inbox_prefix": "", "user_jwt": "",
-            "color_scheme": "", "tls_first": False, "windows_cert_store": "", "windows_cert_match_by": "",
-            "windows_cert_match": "", "windows_ca_certs_match": None}
+    data = {
+        "description": "",
+        "url": "",
+        "socks_proxy": "",
+        "token": "",
+        "user": "",
+        "password": "",
+        "creds": "",
+        "nkey": "",
+        "cert": "",
+        "key": "",
+        "ca": "",
+        "nsc": "",
+        "jetstream_domain": "",
+        "jetstream_api_prefix": "",
+        "jetstream_event_prefix": "",
+        "inbox_prefix": "",
+        "user_jwt": "",
+        "color_scheme": "",
+        "tls_first": False,
+        "windows_cert_store": "",
+        "windows_cert_match_by": "",
+        "windows_cert_match": "",
+        "windows_ca_certs_match": None,
+    }
     data.update(fields)
     (home / "context").mkdir(parents=True, exist_ok=True)
     (home / "context" / f"{name}.json").write_text(json.dumps(data, indent=2))
@@ -119,8 +139,16 @@ def test_connection_options_from_a_context(home, tmp_path):
 
     from natsd.cli.main import _conn_options, build_parser
 
-    natscli_context(home, "t", url="tls://h:4222", ca="/nonexistent/ca.pem", jetstream_domain="hub",
-                    tls_first=True, nkey="~/seed.nk", inbox_prefix="_MY_INBOX")
+    natscli_context(
+        home,
+        "t",
+        url="tls://h:4222",
+        ca="/nonexistent/ca.pem",
+        jetstream_domain="hub",
+        tls_first=True,
+        nkey="~/seed.nk",
+        inbox_prefix="_MY_INBOX",
+    )
     (home / "context.txt").write_text("t")
     args = build_parser().parse_args(["stream", "ls"])
     from natsd.cli.main import _SHARED_DEFAULTS

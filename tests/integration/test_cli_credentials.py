@@ -42,8 +42,9 @@ def app_context(tmp_path, monkeypatch, server):
     monkeypatch.delenv("NATS_URL", raising=False)
     home = tmp_path / "cfg" / "nats"
     (home / "context").mkdir(parents=True)
-    (home / "context" / "app.json").write_text(json.dumps(
-        {"url": f"nats://127.0.0.1:{server.port}", "user": "app", "password": "apppass"}))
+    (home / "context" / "app.json").write_text(
+        json.dumps({"url": f"nats://127.0.0.1:{server.port}", "user": "app", "password": "apppass"})
+    )
     (home / "context.txt").write_text("app")
     return home
 
@@ -79,8 +80,7 @@ def test_connected_url_is_redacted(server, app_context):
 
 def test_contexts_show_no_password(server, app_context):
     home = app_context
-    (home / "context" / "withpw.json").write_text(json.dumps(
-        {"url": f"nats://sys:syspass@127.0.0.1:{server.port}"}))
+    (home / "context" / "withpw.json").write_text(json.dumps({"url": f"nats://sys:syspass@127.0.0.1:{server.port}"}))
     for argv in (("context", "ls"), ("context", "info", "withpw")):
         r = run_cli(None, *argv)
         assert r.rc == 0, r

@@ -31,7 +31,8 @@ def test_last_and_all_by_stream_or_subject(url):
     orders(url)
     last = lines(ok(url, "sub", "--stream", "ORDERS", "--last", "--count", "1", "-j"))
     assert [(d["stream"], d["seq"], d["subject"], d["data"], d["pending"]) for d in last] == [
-        ("ORDERS", 5, "orders.new", "order 5", 0)]
+        ("ORDERS", 5, "orders.new", "order 5", 0)
+    ]
     # a subject alone finds its stream and filters it; -T stops once nothing is pending
     paid = lines(ok(url, "sub", "orders.paid", "--all", "-T", "-j"))
     assert [(d["seq"], d["data"]) for d in paid] == [(2, "order 2"), (4, "order 4")]
@@ -44,13 +45,25 @@ def test_last_and_all_by_stream_or_subject(url):
 def test_start_sequence_since_and_last_per_subject(url):
     orders(url)
     assert [d["seq"] for d in lines(ok(url, "sub", "--stream", "ORDERS", "--start-sequence", "3", "-T", "-j"))] == [
-        3, 4, 5]
+        3,
+        4,
+        5,
+    ]
     assert [d["seq"] for d in lines(ok(url, "sub", "--stream", "ORDERS", "--since", "1h", "-T", "-j"))] == [
-        1, 2, 3, 4, 5]
+        1,
+        2,
+        3,
+        4,
+        5,
+    ]
     per = lines(ok(url, "sub", "--stream", "ORDERS", "--last-per-subject", "-T", "-j"))
     assert sorted((d["subject"], d["seq"]) for d in per) == [("orders.new", 5), ("orders.paid", 4)]
-    p = subprocess.run([natsctl_script(), "-s", url, "sub", "--stream", "ORDERS", "--start-sequence", "4", "-T",
-                        "--raw"], capture_output=True, env=cli_env(), timeout=30)
+    p = subprocess.run(
+        [natsctl_script(), "-s", url, "sub", "--stream", "ORDERS", "--start-sequence", "4", "-T", "--raw"],
+        capture_output=True,
+        env=cli_env(),
+        timeout=30,
+    )
     assert p.returncode == 0 and p.stdout == b"order 4\norder 5\n", p
     no_consumers_left(url)
 

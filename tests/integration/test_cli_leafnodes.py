@@ -76,8 +76,13 @@ def _observe(kind: str, tmp_path) -> dict:
             assert req.rc == 0, req
             other = run_cli(sys_url, "server", "report", "leafnodes", "--account", "NOPE", "--json")
             denied = run_cli(f"nats://e:e@127.0.0.1:{hub.port}", "server", "report", "leafnodes", "--timeout", "1s")
-            return {"report": rep.json(), "table": table.out, "request": req.json(), "other": other.json(),
-                    "denied": denied}
+            return {
+                "report": rep.json(),
+                "table": table.out,
+                "request": req.json(),
+                "other": other.json(),
+                "denied": denied,
+            }
         finally:
             leaf.stop()
     finally:
@@ -107,5 +112,6 @@ def test_report_and_request_leafnodes_match_the_reference(tmp_path):
         assert o["other"] == []
         assert o["denied"].rc == 1 and "system account" in o["denied"].err, o["denied"]
     keys = ("server", "name", "account", "is_spoke")  # (compression: natsd links are never compressed, "off")
-    assert [{k: r.get(k) for k in keys} for r in seen["natsd"]["report"]] == \
-        [{k: r.get(k) for k in keys} for r in seen["reference"]["report"]]
+    assert [{k: r.get(k) for k in keys} for r in seen["natsd"]["report"]] == [
+        {k: r.get(k) for k in keys} for r in seen["reference"]["report"]
+    ]

@@ -21,13 +21,18 @@ BINARY = bytes(range(256)) + b"\r\n\xff\xfe\x00tail"
 
 def run_bytes(url: str, *argv: str, stdin: bytes = b"", timeout: float = 30) -> subprocess.CompletedProcess:
     """The real console script with binary stdin and binary stdout."""
-    return subprocess.run([natsctl_script(), "-s", url, *argv], input=stdin, capture_output=True,
-                          timeout=timeout, env=cli_env())
+    return subprocess.run(
+        [natsctl_script(), "-s", url, *argv], input=stdin, capture_output=True, timeout=timeout, env=cli_env()
+    )
 
 
 def test_pub_from_stdin_and_sub_raw_are_byte_exact(url):
-    sub = subprocess.Popen([natsctl_script(), "-s", url, "sub", "bin.x", "--count", "1", "--raw", "--wait", "10s"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env())
+    sub = subprocess.Popen(
+        [natsctl_script(), "-s", url, "sub", "bin.x", "--count", "1", "--raw", "--wait", "10s"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=cli_env(),
+    )
     try:
         assert b"Listening on [bin.x]" in sub.stderr.readline()
         p = run_bytes(url, "pub", "bin.x", stdin=BINARY)
@@ -41,8 +46,12 @@ def test_pub_from_stdin_and_sub_raw_are_byte_exact(url):
 
 def test_sub_json_base64_and_req_raw_binary(url):
     sub = spawn_cli(url, "sub", "bin.j", "--count", "2", "-j", "--wait", "10s")
-    rep = subprocess.Popen([natsctl_script(), "-s", url, "reply", "bin.echo", "--echo", "--count", "1"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env())
+    rep = subprocess.Popen(
+        [natsctl_script(), "-s", url, "reply", "bin.echo", "--echo", "--count", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=cli_env(),
+    )
     try:
         wait_for_line(sub, "Listening on [bin.j]", stream="stderr")
         assert b"Listening on [bin.echo]" in rep.stdout.readline()
@@ -97,18 +106,30 @@ def _interrupt(proc: subprocess.Popen, ready: str, stream: str = "stderr", pause
     return (seen + out, err) if stream == "stdout" else (out, seen + err)
 
 
-@pytest.mark.parametrize("argv, ready, summary", [
-    (["pub", "spin.x", "--count", "100000000", "-q"], "Reading payload from STDIN", "published"),
-    (["bench", "pub", "spin.y", "--msgs", "100000000", "--no-progress"], "Starting", "benchmark stopped after"),
-    (["bench", "pub", "spin.z", "--msgs", "100000000", "--clients", "2", "--no-progress"], "Starting",
-     "benchmark stopped after"),
-    (["sub", "spin.>"], "Listening", "received 0 messages"),
-])
+@pytest.mark.parametrize(
+    "argv, ready, summary",
+    [
+        (["pub", "spin.x", "--count", "100000000", "-q"], "Reading payload from STDIN", "published"),
+        (["bench", "pub", "spin.y", "--msgs", "100000000", "--no-progress"], "Starting", "benchmark stopped after"),
+        (
+            ["bench", "pub", "spin.z", "--msgs", "100000000", "--clients", "2", "--no-progress"],
+            "Starting",
+            "benchmark stopped after",
+        ),
+        (["sub", "spin.>"], "Listening", "received 0 messages"),
+    ],
+)
 def test_ctrl_c_stops_with_a_summary_and_exit_130(url, argv, ready, summary):
     if argv[0] == "pub":
         # the body comes from stdin, so the "Reading payload" log line says the command has started
-        proc = subprocess.Popen([natsctl_script(), "-s", url, *argv], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
+        proc = subprocess.Popen(
+            [natsctl_script(), "-s", url, *argv],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=cli_env(),
+        )
         proc.stdin.write("body")
         proc.stdin.close()
         stream = "stderr"
@@ -128,16 +149,31 @@ def test_ctrl_c_stops_with_a_summary_and_exit_130(url, argv, ready, summary):
         assert "stats:" in out  # the partial result is still reported
 
 
-@pytest.mark.parametrize("setup, argv, ready, summary", [
-    ([], ["reply", "cc.r", "--echo"], ("stdout", "Listening on [cc.r]"), "answered 0 requests on cc.r"),
-    ([["kv", "add", "CCKV"], ["kv", "put", "CCKV", "k", "v1"]], ["kv", "watch", "CCKV"],
-     ("stdout", "PUT CCKV > k: v1"), "1 updates of CCKV"),
-    ([["object", "add", "CCOBJ"], ["object", "put", "CCOBJ", "-", "--name", "o1"]], ["object", "watch", "CCOBJ"],
-     ("stdout", "PUT CCOBJ > o1"), "1 changes in CCOBJ"),
-    ([], ["events"], ("stderr", "Listening for events"), "0 events"),
-    ([], ["bench", "pubsub", "cc.ps", "--msgs", "100000000", "--no-progress"], ("stdout", "Starting"),
-     "pub/sub benchmark stopped after"),
-])
+@pytest.mark.parametrize(
+    "setup, argv, ready, summary",
+    [
+        ([], ["reply", "cc.r", "--echo"], ("stdout", "Listening on [cc.r]"), "answered 0 requests on cc.r"),
+        (
+            [["kv", "add", "CCKV"], ["kv", "put", "CCKV", "k", "v1"]],
+            ["kv", "watch", "CCKV"],
+            ("stdout", "PUT CCKV > k: v1"),
+            "1 updates of CCKV",
+        ),
+        (
+            [["object", "add", "CCOBJ"], ["object", "put", "CCOBJ", "-", "--name", "o1"]],
+            ["object", "watch", "CCOBJ"],
+            ("stdout", "PUT CCOBJ > o1"),
+            "1 changes in CCOBJ",
+        ),
+        ([], ["events"], ("stderr", "Listening for events"), "0 events"),
+        (
+            [],
+            ["bench", "pubsub", "cc.ps", "--msgs", "100000000", "--no-progress"],
+            ("stdout", "Starting"),
+            "pub/sub benchmark stopped after",
+        ),
+    ],
+)
 def test_ctrl_c_every_watching_command(url, setup, argv, ready, summary):
     for step in setup:
         ok(url, *step, stdin="data")
@@ -178,8 +214,7 @@ def test_json_everywhere(url):
     assert ok(url, "kv", "rm", "JKV", "-f", "-j").json() == {"bucket": "JKV", "deleted": True}
     ok(url, "object", "add", "JOBJ")
     ok(url, "object", "put", "JOBJ", "-", "--name", "o", stdin="data")
-    assert ok(url, "object", "rm", "JOBJ", "o", "-f", "-j").json() == {"bucket": "JOBJ", "name": "o",
-                                                                       "deleted": True}
+    assert ok(url, "object", "rm", "JOBJ", "o", "-f", "-j").json() == {"bucket": "JOBJ", "name": "o", "deleted": True}
     assert ok(url, "object", "rm", "JOBJ", "-f", "-j").json() == {"bucket": "JOBJ", "deleted": True}
 
 
@@ -212,8 +247,14 @@ def test_interactive_picker_lists_choices_and_accepts_ctrl_d(url):
         master, slave = pty.openpty()
         try:
             os.write(master, answers.encode())
-            p = subprocess.run([natsctl_script(), "-s", url, "stream", "info"], stdin=slave, capture_output=True,
-                               text=True, timeout=30, env=cli_env())
+            p = subprocess.run(
+                [natsctl_script(), "-s", url, "stream", "info"],
+                stdin=slave,
+                capture_output=True,
+                text=True,
+                timeout=30,
+                env=cli_env(),
+            )
         finally:
             os.close(slave)
             os.close(master)
@@ -241,8 +282,11 @@ def test_connection_and_file_errors_in_words(url, tmp_path):
     r = run_cli("nats://127.0.0.1:1", "stream", "ls")
     assert r.rc == 1 and r.err.strip() == "natsctl: error: could not connect to nats://127.0.0.1:1: connection refused"
     missing = tmp_path / "missing"
-    for flag, words in (("--creds", "cannot read the credentials file"), ("--nkey", "cannot read the nkey file"),
-                        ("--tlsca", "cannot load the TLS files")):
+    for flag, words in (
+        ("--creds", "cannot read the credentials file"),
+        ("--nkey", "cannot read the nkey file"),
+        ("--tlsca", "cannot load the TLS files"),
+    ):
         r = run_cli(url, flag, str(missing), "stream", "ls")  # even when the server asks for no credentials
         assert r.rc == 2 and f"{words}: {missing}: no such file or directory" in r.err, r
         assert "Errno" not in r.err

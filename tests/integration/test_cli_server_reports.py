@@ -1,5 +1,6 @@
 """``natsctl server ping``, ``server report jetstream`` and ``server report connections`` against nats-server and
-natsd, and the system account's ``$SYS.REQ.SERVER.PING[.*]`` answers they read (natsd.server.monitoring.sysreq) side by side.
+natsd, and the system account's ``$SYS.REQ.SERVER.PING[.*]`` answers they read (natsd.server.monitoring.sysreq)
+side by side.
 
 Both servers run the same config: a system account ``SYS`` (user sys) and a JetStream account ``APP`` (user a).
 """
@@ -97,8 +98,9 @@ def test_report_jetstream(server):
         assert (acc[0]["streams"], acc[0]["consumers"], acc[0]["messages"]) == (1, 1, 3), acc
         out = ok(sys_url(server), "server", "report", "jetstream").out
         assert "JetStream Summary" in out and "S1" in out and "Consumers" in out
-        assert "JetStream Summary for Account APP" in ok(sys_url(server), "server", "report", "js", "--account",
-                                                         "APP").out
+        assert (
+            "JetStream Summary for Account APP" in ok(sys_url(server), "server", "report", "js", "--account", "APP").out
+        )
     finally:
         ok(app_url(server), "stream", "rm", "ORDERS", "-f")
 
@@ -111,13 +113,25 @@ def test_report_connections(server):
             await nc.subscribe("other")
             await nc.publish("work.1", b"x")
             await nc.flush()
-            return await asyncio.to_thread(lambda: (
-                run_cli(sys_url(server), "server", "report", "connections", "-j"),
-                run_cli(sys_url(server), "server", "report", "connections", "--account", "APP", "-j"),
-                run_cli(sys_url(server), "server", "report", "connections", "--account", "APP", "--subject", "work.9",
-                        "-j"),
-                run_cli(sys_url(server), "server", "report", "connections", "--subject", "work.9", "-j"),
-                run_cli(sys_url(server), "server", "report", "connections")))
+            return await asyncio.to_thread(
+                lambda: (
+                    run_cli(sys_url(server), "server", "report", "connections", "-j"),
+                    run_cli(sys_url(server), "server", "report", "connections", "--account", "APP", "-j"),
+                    run_cli(
+                        sys_url(server),
+                        "server",
+                        "report",
+                        "connections",
+                        "--account",
+                        "APP",
+                        "--subject",
+                        "work.9",
+                        "-j",
+                    ),
+                    run_cli(sys_url(server), "server", "report", "connections", "--subject", "work.9", "-j"),
+                    run_cli(sys_url(server), "server", "report", "connections"),
+                )
+            )
         finally:
             await nc.close()
 
@@ -140,13 +154,16 @@ def test_report_connections_fills_the_account_column_and_report_accounts(server)
             await nc.subscribe("acc.>")
             await nc.publish("acc.1", b"xyz")
             await nc.flush()
-            return await asyncio.to_thread(lambda: (
-                run_cli(sys_url(server), "server", "report", "connections", "-j"),
-                run_cli(sys_url(server), "server", "report", "connections"),
-                run_cli(sys_url(server), "server", "report", "accounts", "-j"),
-                run_cli(sys_url(server), "server", "report", "accounts"),
-                run_cli(sys_url(server), "server", "report", "accounts", "APP"),
-                run_cli(sys_url(server), "server", "report", "accounts", "NOPE")))
+            return await asyncio.to_thread(
+                lambda: (
+                    run_cli(sys_url(server), "server", "report", "connections", "-j"),
+                    run_cli(sys_url(server), "server", "report", "connections"),
+                    run_cli(sys_url(server), "server", "report", "accounts", "-j"),
+                    run_cli(sys_url(server), "server", "report", "accounts"),
+                    run_cli(sys_url(server), "server", "report", "accounts", "APP"),
+                    run_cli(sys_url(server), "server", "report", "accounts", "NOPE"),
+                )
+            )
         finally:
             await nc.close()
 
@@ -170,17 +187,39 @@ def test_report_connections_fills_the_account_column_and_report_accounts(server)
 def test_system_requests_are_shaped_as_the_reference(server):
     """The keys natsctl and the nats CLI read, and the refusals (natsd's answers are compared with nats-server's
     by running this test against both: every assertion holds for both)."""
-    ping, varz, jsz, connz, health, idz, statz_dot, bad, other = asyncio.run(_requests(server, [
-        ("$SYS.REQ.SERVER.PING", b""), ("$SYS.REQ.SERVER.PING.VARZ", b""),
-        ("$SYS.REQ.SERVER.PING.JSZ", b'{"accounts":true}'), ("$SYS.REQ.SERVER.PING.CONNZ", b'{"subscriptions":true}'),
-        ("$SYS.REQ.SERVER.PING.HEALTHZ", b""), ("$SYS.REQ.SERVER.PING.IDZ", b""),
-        ("$SYS.REQ.SERVER.PING.STATZ", b""), ("$SYS.REQ.SERVER.PING.CONNZ", b"bad"),
-        ("$SYS.REQ.SERVER.PING.VARZ", b'{"server_name":"elsewhere"}'),
-    ]))
+    ping, varz, jsz, connz, health, idz, statz_dot, bad, other = asyncio.run(
+        _requests(
+            server,
+            [
+                ("$SYS.REQ.SERVER.PING", b""),
+                ("$SYS.REQ.SERVER.PING.VARZ", b""),
+                ("$SYS.REQ.SERVER.PING.JSZ", b'{"accounts":true}'),
+                ("$SYS.REQ.SERVER.PING.CONNZ", b'{"subscriptions":true}'),
+                ("$SYS.REQ.SERVER.PING.HEALTHZ", b""),
+                ("$SYS.REQ.SERVER.PING.IDZ", b""),
+                ("$SYS.REQ.SERVER.PING.STATZ", b""),
+                ("$SYS.REQ.SERVER.PING.CONNZ", b"bad"),
+                ("$SYS.REQ.SERVER.PING.VARZ", b'{"server_name":"elsewhere"}'),
+            ],
+        )
+    )
     assert isinstance(ping, dict) and set(ping) == {"server", "statsz"}
     assert {"name", "host", "id", "ver", "jetstream", "flags", "seq", "time"} <= set(ping["server"])
-    assert {"start", "mem", "cores", "cpu", "connections", "total_connections", "active_accounts", "subscriptions",
-            "sent", "received", "slow_consumers", "active_servers", "jetstream"} <= set(ping["statsz"])
+    assert {
+        "start",
+        "mem",
+        "cores",
+        "cpu",
+        "connections",
+        "total_connections",
+        "active_accounts",
+        "subscriptions",
+        "sent",
+        "received",
+        "slow_consumers",
+        "active_servers",
+        "jetstream",
+    } <= set(ping["statsz"])
     assert ping["statsz"]["active_servers"] == 1 and ping["statsz"]["connections"] >= 1
     assert isinstance(varz, dict) and varz["data"]["server_name"] == "S1" and varz["data"]["system_account"] == "SYS"
     assert isinstance(jsz, dict) and [a["name"] for a in jsz["data"]["account_details"]] == ["APP"]
@@ -190,12 +229,23 @@ def test_system_requests_are_shaped_as_the_reference(server):
     assert isinstance(idz, dict) and set(idz) == {"name", "host", "id"} and idz["id"] == ping["server"]["id"]
     assert statz_dot == "no responders"  # nats-server answers $SYS.REQ.SERVER.PING[.STATSZ], not .PING.STATZ
     assert isinstance(bad, dict) and bad["error"] == {
-        "code": 400, "description": "invalid character 'b' looking for beginning of value"}
+        "code": 400,
+        "description": "invalid character 'b' looking for beginning of value",
+    }
     assert other == "no answer"  # a server the filter excludes stays silent
     sid = ping["server"]["id"]
-    by_id = asyncio.run(_requests(server, [(f"$SYS.REQ.SERVER.{sid}.STATSZ", b""), (f"$SYS.REQ.SERVER.{sid}.JSZ", b""),
-                                           ("$SYS.REQ.SERVER.PING.STATSZ", b""), ("$SYS.REQ.SERVER.PING.ROUTEZ", b""),
-                                           ("$SYS.REQ.SERVER.PING.GATEWAYZ", b"")]))
+    by_id = asyncio.run(
+        _requests(
+            server,
+            [
+                (f"$SYS.REQ.SERVER.{sid}.STATSZ", b""),
+                (f"$SYS.REQ.SERVER.{sid}.JSZ", b""),
+                ("$SYS.REQ.SERVER.PING.STATSZ", b""),
+                ("$SYS.REQ.SERVER.PING.ROUTEZ", b""),
+                ("$SYS.REQ.SERVER.PING.GATEWAYZ", b""),
+            ],
+        )
+    )
     assert isinstance(by_id[0], dict) and by_id[0]["server"]["name"] == "S1" and "statsz" in by_id[0]
     assert "store_dir" not in by_id[0]["statsz"]["jetstream"]["config"]
     assert isinstance(by_id[1], dict) and by_id[1]["data"]["streams"] == 0

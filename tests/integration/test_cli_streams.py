@@ -22,8 +22,23 @@ def info(url, name) -> dict:
     return ok(url, "stream", "info", name, "-j").json()
 
 
-ORDERS_ADD = ["stream", "add", "ORDERS", "--subjects", "ORDERS.*", "--ack", "--max-msgs=-1", "--max-bytes=-1",
-              "--max-age=1y", "--storage", "file", "--retention", "limits", "--max-msg-size=-1", "--discard=old"]
+ORDERS_ADD = [
+    "stream",
+    "add",
+    "ORDERS",
+    "--subjects",
+    "ORDERS.*",
+    "--ack",
+    "--max-msgs=-1",
+    "--max-bytes=-1",
+    "--max-age=1y",
+    "--storage",
+    "file",
+    "--retention",
+    "limits",
+    "--max-msg-size=-1",
+    "--discard=old",
+]
 
 
 def test_orders_stream_tour(url, tmp_path):
@@ -122,8 +137,23 @@ def test_orders_stream_tour(url, tmp_path):
 
 def test_add_from_config_file_and_seed_json(url, tmp_path):
     # The seed's LOGS example: info -j, rm, re-create from the .config JSON
-    ok(url, "str", "add", "LOGS", "--subjects", "logs.>", "--storage", "file", "--retention", "limits",
-       "--max-msgs=-1", "--max-bytes=-1", "--max-age", "1d", "--max-msg-size=-1")
+    ok(
+        url,
+        "str",
+        "add",
+        "LOGS",
+        "--subjects",
+        "logs.>",
+        "--storage",
+        "file",
+        "--retention",
+        "limits",
+        "--max-msgs=-1",
+        "--max-bytes=-1",
+        "--max-age",
+        "1d",
+        "--max-msg-size=-1",
+    )
     cfg = info(url, "LOGS")["config"]
     assert cfg["max_age"] == 86400 * 10**9
     f = tmp_path / "LOGS.json"
@@ -133,9 +163,21 @@ def test_add_from_config_file_and_seed_json(url, tmp_path):
     assert "Stream LOGS was created" in r.out and "Maximum Age: 24h0m0s" in r.out
     assert info(url, "LOGS")["config"]["subjects"] == ["logs.>"]
     # stream add with the JSON config shape from the plgd seed (EVENTS, plgd.>)
-    ev = {"name": "EVENTS", "subjects": ["plgd.>"], "retention": "limits", "max_consumers": -1,
-          "max_msgs_per_subject": 0, "max_msgs": -1, "max_bytes": -1, "max_age": 0, "max_msg_size": -1,
-          "storage": "file", "discard": "old", "num_replicas": 1, "duplicate_window": 600000000000}
+    ev = {
+        "name": "EVENTS",
+        "subjects": ["plgd.>"],
+        "retention": "limits",
+        "max_consumers": -1,
+        "max_msgs_per_subject": 0,
+        "max_msgs": -1,
+        "max_bytes": -1,
+        "max_age": 0,
+        "max_msg_size": -1,
+        "storage": "file",
+        "discard": "old",
+        "num_replicas": 1,
+        "duplicate_window": 600000000000,
+    }
     f2 = tmp_path / "events.json"
     f2.write_text(json.dumps(ev))
     ok(url, "str", "add", "EVENTS", "--config", str(f2))
@@ -144,10 +186,38 @@ def test_add_from_config_file_and_seed_json(url, tmp_path):
 
 
 def test_flags_map_to_config(url):
-    ok(url, "stream", "add", "LIM", "--subjects", "lim.a,lim.b", "--storage", "memory", "--retention", "workqueue",
-       "--discard", "new", "--max-msgs", "100", "--max-bytes", "1MiB", "--max-msg-size", "1KB",
-       "--max-msgs-per-subject", "5", "--dupe-window", "30s", "--replicas", "1", "--max-age", "1h",
-       "--max-consumers", "10", "--description", "limits here")
+    ok(
+        url,
+        "stream",
+        "add",
+        "LIM",
+        "--subjects",
+        "lim.a,lim.b",
+        "--storage",
+        "memory",
+        "--retention",
+        "workqueue",
+        "--discard",
+        "new",
+        "--max-msgs",
+        "100",
+        "--max-bytes",
+        "1MiB",
+        "--max-msg-size",
+        "1KB",
+        "--max-msgs-per-subject",
+        "5",
+        "--dupe-window",
+        "30s",
+        "--replicas",
+        "1",
+        "--max-age",
+        "1h",
+        "--max-consumers",
+        "10",
+        "--description",
+        "limits here",
+    )
     c = info(url, "LIM")["config"]
     assert c["subjects"] == ["lim.a", "lim.b"]
     assert (c["storage"], c["retention"], c["discard"]) == ("memory", "workqueue", "new")
@@ -160,9 +230,26 @@ def test_flags_map_to_config(url):
 
 
 def test_newer_feature_flags_as_the_nats_cli_names_them(url):
-    ok(url, "stream", "add", "FEAT", "--subjects", "feat.>", "--defaults", "--compression", "s2", "--allow-msg-ttl",
-       "--subject-del-markers-ttl", "10m", "--metadata", "team=orders", "--metadata", "tier=gold",
-       "--allow-schedules", "--allow-batch")
+    ok(
+        url,
+        "stream",
+        "add",
+        "FEAT",
+        "--subjects",
+        "feat.>",
+        "--defaults",
+        "--compression",
+        "s2",
+        "--allow-msg-ttl",
+        "--subject-del-markers-ttl",
+        "10m",
+        "--metadata",
+        "team=orders",
+        "--metadata",
+        "tier=gold",
+        "--allow-schedules",
+        "--allow-batch",
+    )
     c = info(url, "FEAT")["config"]
     assert c["compression"] == "s2" and c["allow_msg_ttl"] is True
     assert c["subject_delete_marker_ttl"] == 600 * 10**9
@@ -170,8 +257,18 @@ def test_newer_feature_flags_as_the_nats_cli_names_them(url):
     assert c["allow_msg_schedules"] is True and c["allow_atomic"] is True
     ok(url, "stream", "add", "CNT", "--subjects", "cnt.>", "--defaults", "--allow-counter")
     assert info(url, "CNT")["config"]["allow_msg_counter"] is True
-    ok(url, "stream", "add", "DPS", "--subjects", "dps.>", "--defaults", "--discard-per-subject",
-       "--max-msgs-per-subject", "2")
+    ok(
+        url,
+        "stream",
+        "add",
+        "DPS",
+        "--subjects",
+        "dps.>",
+        "--defaults",
+        "--discard-per-subject",
+        "--max-msgs-per-subject",
+        "2",
+    )
     c = info(url, "DPS")["config"]
     assert c["discard"] == "new" and c["discard_new_per_subject"] is True
     r = cli(url, "stream", "add", "BAD", "--subjects", "bad.>", "--defaults", "--metadata", "novalue")
@@ -217,8 +314,21 @@ def test_purge_filters(url, server):
 
 
 def test_templates_report_the_servers_answer(url):
-    r = cli(url, "--timeout", "300ms", "stream", "template", "add", "CLIENTS", "--subjects", "CLIENT.*",
-            "--max-streams", "10", "--max-msg-size", "2048")
+    r = cli(
+        url,
+        "--timeout",
+        "300ms",
+        "stream",
+        "template",
+        "add",
+        "CLIENTS",
+        "--subjects",
+        "CLIENT.*",
+        "--max-streams",
+        "10",
+        "--max-msg-size",
+        "2048",
+    )
     if r.rc == 0:  # a server that implements templates (natsd, issue 5 section 3)
         assert "Stream Template CLIENTS was created" in r.out
         assert "No Streams have been defined by this template" in r.out
@@ -252,8 +362,9 @@ def _interactive(url: str, answers: str, *argv: str):
     master, slave = pty.openpty()
     try:
         os.write(master, answers.encode())
-        p = subprocess.run([natsctl_script(), "-s", url, *argv], stdin=slave, capture_output=True, text=True,
-                           timeout=30, env=cli_env())
+        p = subprocess.run(
+            [natsctl_script(), "-s", url, *argv], stdin=slave, capture_output=True, text=True, timeout=30, env=cli_env()
+        )
     finally:
         os.close(slave)
         os.close(master)
@@ -264,8 +375,15 @@ def test_interactive_prompts_on_a_terminal(url):
     # the seed's `nats str add ORDERS` session: every question answered at the prompt
     p = _interactive(url, "ORDERS.*\nfile\nlimits\nold\n-1\n-1\n1y\n-1\n", "stream", "add", "ORDERS")
     assert p.returncode == 0, p.stderr
-    for q in ("? Subjects to consume", "? Storage backend", "? Retention Policy", "? Discard Policy",
-              "? Message count limit", "? Maximum message age limit", "? Maximum individual message size"):
+    for q in (
+        "? Subjects to consume",
+        "? Storage backend",
+        "? Retention Policy",
+        "? Discard Policy",
+        "? Message count limit",
+        "? Maximum message age limit",
+        "? Maximum individual message size",
+    ):
         assert q in p.stderr, q
     assert "Stream ORDERS was created" in p.stdout
     c = info(url, "ORDERS")["config"]

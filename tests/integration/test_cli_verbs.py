@@ -26,13 +26,19 @@ def test_stream_view_leaves_no_consumer(url):
     out = ok(url, "stream", "view", "ORDERS", "--count", "3").out
     assert "[1] Subject: orders.new" in out and "order 1" in out and "[3]" in out and "[4]" not in out
     docs = ok(url, "stream", "view", "ORDERS", "--subject", "orders.paid", "-j").json()
-    assert [(d["seq"], d["subject"], d["data"]) for d in docs] == [(2, "orders.paid", "order 2"),
-                                                                    (4, "orders.paid", "order 4")]
+    assert [(d["seq"], d["subject"], d["data"]) for d in docs] == [
+        (2, "orders.paid", "order 2"),
+        (4, "orders.paid", "order 4"),
+    ]
     docs = ok(url, "stream", "view", "ORDERS", "--id", "5", "-j").json()
     assert [d["seq"] for d in docs] == [5]
     assert consumers_of(url, "ORDERS") == []  # the ephemeral consumer it read through is gone
-    p = subprocess.run([natsctl_script(), "-s", url, "stream", "view", "ORDERS", "--count", "1", "--raw"],
-                       capture_output=True, env=cli_env(), timeout=30)
+    p = subprocess.run(
+        [natsctl_script(), "-s", url, "stream", "view", "ORDERS", "--count", "1", "--raw"],
+        capture_output=True,
+        env=cli_env(),
+        timeout=30,
+    )
     assert p.returncode == 0 and p.stdout == b"order 1\n"
 
 

@@ -95,18 +95,22 @@ PERMS = Permissions(
 
 @pytest.fixture
 async def perm_server():
-    async with running_server(users=[UserOptions(user="a", password="pa", permissions=PERMS),
-                                     UserOptions(user="admin", password="pw")]) as s:
+    async with running_server(
+        users=[UserOptions(user="a", password="pa", permissions=PERMS), UserOptions(user="admin", password="pw")]
+    ) as s:
         yield s
 
 
-@pytest.mark.parametrize("ops,err", [
-    (b"PUB foo.bar 1\r\nx\r\n", b"Permissions Violation for Publish to \"foo.bar\""),
-    (b"PUB bar 1\r\nx\r\n", b"Permissions Violation for Publish to \"bar\""),
-    (b"SUB foo.no 1\r\n", b"Permissions Violation for Subscription to \"foo.no\""),
-    (b"SUB bar 1\r\n", b"Permissions Violation for Subscription to \"bar\""),
-    (b"SUB bar q 1\r\n", b"Permissions Violation for Subscription to \"bar\" using queue \"q\""),
-])
+@pytest.mark.parametrize(
+    "ops,err",
+    [
+        (b"PUB foo.bar 1\r\nx\r\n", b'Permissions Violation for Publish to "foo.bar"'),
+        (b"PUB bar 1\r\nx\r\n", b'Permissions Violation for Publish to "bar"'),
+        (b"SUB foo.no 1\r\n", b'Permissions Violation for Subscription to "foo.no"'),
+        (b"SUB bar 1\r\n", b'Permissions Violation for Subscription to "bar"'),
+        (b"SUB bar q 1\r\n", b'Permissions Violation for Subscription to "bar" using queue "q"'),
+    ],
+)
 async def test_permission_violation_texts(perm_server, ops, err):
     async with RawClient.connect(perm_server.port) as c:
         await c.send(b'CONNECT {"verbose":false,"user":"a","pass":"pa"}\r\n' + ops + b"PING\r\n")
@@ -146,6 +150,7 @@ async def test_allow_responses():
         svc = await nats.connect(url(s, "svc:p@"))
         cli = await nats.connect(url(s, "cli:p@"))
         try:
+
             async def handler(msg):
                 await msg.respond(b"answer")
                 await msg.respond(b"second")  # only one response is allowed
@@ -170,8 +175,12 @@ async def test_allow_responses_expires_on_the_injected_clock():
     from natsd.clock import ManualClock
 
     clock = ManualClock(soon_on_loop=True)
-    perms = Permissions(subscribe=SubjectPermission(allow=["req"]), allow_responses=True,
-                        responses_max=3, responses_expires_ns=5_000_000_000)
+    perms = Permissions(
+        subscribe=SubjectPermission(allow=["req"]),
+        allow_responses=True,
+        responses_max=3,
+        responses_expires_ns=5_000_000_000,
+    )
     users = [UserOptions(user="svc", password="p", permissions=perms), UserOptions(user="cli", password="p")]
     async with running_server(users=users, clock=clock) as s:
         svc = await nats.connect(url(s, "svc:p@"))
@@ -205,8 +214,10 @@ async def test_allow_responses_expires_on_the_injected_clock():
 
 
 async def test_accounts_are_isolated():
-    accounts = [AccountOptions(name="A", users=[UserOptions(user="a", password="p")]),
-                AccountOptions(name="B", users=[UserOptions(user="b", password="p")])]
+    accounts = [
+        AccountOptions(name="A", users=[UserOptions(user="a", password="p")]),
+        AccountOptions(name="B", users=[UserOptions(user="b", password="p")]),
+    ]
     async with running_server(accounts=accounts) as s:
         a = await nats.connect(url(s, "a:p@"))
         a2 = await nats.connect(url(s, "a:p@"))
@@ -239,8 +250,9 @@ async def test_reload_changes_permissions_and_drops_removed_users():
             await gone.send(b'CONNECT {"verbose":false,"user":"gone","pass":"p"}\r\nPING\r\n')
             await gone.expect(rb"PONG\r\n")
             new = type(s.options)(**{f: getattr(s.options, f) for f in s.options.__dataclass_fields__})
-            new.users = [UserOptions(user="keep", password="p",
-                                     permissions=Permissions(publish=SubjectPermission(deny=["x"])))]
+            new.users = [
+                UserOptions(user="keep", password="p", permissions=Permissions(publish=SubjectPermission(deny=["x"])))
+            ]
             s.reload(new)
             await gone.expect(rb"-ERR 'Authorization Violation'\r\n")
             await gone.expect_closed()
@@ -280,11 +292,14 @@ authorization {
 
 
 @pytest.mark.reference
-@pytest.mark.parametrize("ops,err", [
-    (b"PUB foo.bar 1\r\nx\r\n", b"Permissions Violation for Publish to \"foo.bar\""),
-    (b"SUB bar q 1\r\n", b"Permissions Violation for Subscription to \"bar\" using queue \"q\""),
-    (b"SUB foo.no 1\r\n", b"Permissions Violation for Subscription to \"foo.no\""),
-])
+@pytest.mark.parametrize(
+    "ops,err",
+    [
+        (b"PUB foo.bar 1\r\nx\r\n", b'Permissions Violation for Publish to "foo.bar"'),
+        (b"SUB bar q 1\r\n", b'Permissions Violation for Subscription to "bar" using queue "q"'),
+        (b"SUB foo.no 1\r\n", b'Permissions Violation for Subscription to "foo.no"'),
+    ],
+)
 async def test_reference_permission_texts(tmp_path, ops, err):
     """The same exchanges against nats-server with the equivalent config file."""
     from tests.helpers.servers import reference_binary, start_server

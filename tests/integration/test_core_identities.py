@@ -81,8 +81,9 @@ async def test_pushed_revocation_closes_only_revoked_users():
             await v.expect(rb"PONG\r\n")
             await o.expect(rb"PONG\r\n")
             iat = J.decode_user(vjwt).issued_at
-            claims = J.decode_account(setup.operator.sign(account_claims(
-                acc, "A", revocations={victim.public: iat}, iat=iat + 1)))
+            claims = J.decode_account(
+                setup.operator.sign(account_claims(acc, "A", revocations={victim.public: iat}, iat=iat + 1))
+            )
             assert s.trust.update(claims)
             await v.expect(rb"-ERR 'User Authentication Revoked'\r\n")
             await v.expect_closed()
@@ -96,14 +97,16 @@ async def test_pushed_revocation_closes_only_revoked_users():
 
 async def test_reload_rechecks_nkey_users():
     alice, bob = Identity.new("user"), Identity.new("user")
-    opts = ServerOptions(host="127.0.0.1", port=0, http_port=0,
-                         nkeys=[UserOptions(nkey=alice.public), UserOptions(nkey=bob.public)])
+    opts = ServerOptions(
+        host="127.0.0.1", port=0, http_port=0, nkeys=[UserOptions(nkey=alice.public), UserOptions(nkey=bob.public)]
+    )
     async with running_server(options=opts) as s:
         na = await nats.connect(s.client_url, nkeys_seed_str=alice.seed, allow_reconnect=False)
         async with RawClient.connect(s.port) as cb:
             sig = b64url(bob.sign_bytes(cb.info["nonce"].encode()))
-            await cb.send(b'CONNECT {"verbose":false,"nkey":"%s","sig":"%s"}\r\nPING\r\n' % (
-                bob.public.encode(), sig.encode()))
+            await cb.send(
+                b'CONNECT {"verbose":false,"nkey":"%s","sig":"%s"}\r\nPING\r\n' % (bob.public.encode(), sig.encode())
+            )
             await cb.expect(rb"PONG\r\n")
             perms = Permissions(publish=SubjectPermission(allow=["only.this"]))
             s.reload(ServerOptions(host="127.0.0.1", port=0, nkeys=[UserOptions(nkey=alice.public, permissions=perms)]))
@@ -123,8 +126,7 @@ async def test_service_import_replies_are_bounded(monkeypatch):
     A, B = Identity.new("account"), Identity.new("account")
     op_setup.accounts = {
         "A": (A, op.sign(account_claims(A, "A", exports=[{"subject": "svc", "type": "service"}]))),
-        "B": (B, op.sign(account_claims(B, "B", imports=[{"subject": "svc", "account": A.public,
-                                                          "type": "service"}]))),
+        "B": (B, op.sign(account_claims(B, "B", imports=[{"subject": "svc", "account": A.public, "type": "service"}]))),
     }
     async with running_server(options=trust_options(op_setup.config())) as s:
         ua, ajwt = op_setup.user("A")
@@ -132,8 +134,12 @@ async def test_service_import_replies_are_bounded(monkeypatch):
         async with RawClient.connect(s.port) as ca, RawClient.connect(s.port) as cb:
             await login(ca, ua, ajwt, b"SUB svc 1\r\nPING\r\n")
             await ca.expect(rb"PONG\r\n")
-            await login(cb, ub, bjwt, b"SUB r.> 1\r\n" + b"".join(b"PUB svc r.%d 1\r\nx\r\n" % i for i in range(20))
-                        + b"PING\r\n")
+            await login(
+                cb,
+                ub,
+                bjwt,
+                b"SUB r.> 1\r\n" + b"".join(b"PUB svc r.%d 1\r\nx\r\n" % i for i in range(20)) + b"PING\r\n",
+            )
             await cb.expect(rb"PONG\r\n")
             seen = await ca.read_all(0.3)
             assert seen.count(b"MSG svc 1 _R_.") == 20

@@ -86,15 +86,15 @@ async def test_write_deadline_and_producer_stall_with_manual_clock():
 
 async def test_lame_duck_mode():
     clock = ManualClock()
-    async with running_server(clock=clock, lame_duck_duration_ns=3_000_000_000,
-                              lame_duck_grace_period_ns=1_000_000_000) as s:
+    async with running_server(
+        clock=clock, lame_duck_duration_ns=3_000_000_000, lame_duck_grace_period_ns=1_000_000_000
+    ) as s:
         ldm = asyncio.Event()
 
         async def on_ldm():
             ldm.set()
 
-        clients = [await nats.connect(s.client_url, allow_reconnect=False, lame_duck_mode_cb=on_ldm)
-                   for _ in range(2)]
+        clients = [await nats.connect(s.client_url, allow_reconnect=False, lame_duck_mode_cb=on_ldm) for _ in range(2)]
         task = asyncio.create_task(s.lame_duck())
         await asyncio.wait_for(ldm.wait(), 2)
         assert s.lame_duck_mode

@@ -34,10 +34,36 @@ async def test_varz_counts_traffic(server, nc):
         await sub.next_msg(timeout=2)
     status, v = await http_get(server.http_port, "/varz")
     assert status == 200
-    for key in ("server_id", "server_name", "version", "proto", "host", "port", "max_connections", "ping_interval",
-                "ping_max", "http_port", "max_control_line", "max_payload", "max_pending", "write_deadline",
-                "start", "now", "uptime", "mem", "cores", "connections", "total_connections", "in_msgs",
-                "in_bytes", "out_msgs", "out_bytes", "slow_consumers", "subscriptions", "http_req_stats"):
+    for key in (
+        "server_id",
+        "server_name",
+        "version",
+        "proto",
+        "host",
+        "port",
+        "max_connections",
+        "ping_interval",
+        "ping_max",
+        "http_port",
+        "max_control_line",
+        "max_payload",
+        "max_pending",
+        "write_deadline",
+        "start",
+        "now",
+        "uptime",
+        "mem",
+        "cores",
+        "connections",
+        "total_connections",
+        "in_msgs",
+        "in_bytes",
+        "out_msgs",
+        "out_bytes",
+        "slow_consumers",
+        "subscriptions",
+        "http_req_stats",
+    ):
         assert key in v, key
     assert v["in_msgs"] == 5 and v["in_bytes"] == 25
     assert v["out_msgs"] == 5 and v["out_bytes"] == 25

@@ -180,8 +180,9 @@ async def test_reconnect_after_server_restart():
         async def on_reconnect():
             reconnected.set()
 
-        nc = await nats.connect(s1.client_url, reconnect_time_wait=0.05, max_reconnect_attempts=-1,
-                                reconnected_cb=on_reconnect)
+        nc = await nats.connect(
+            s1.client_url, reconnect_time_wait=0.05, max_reconnect_attempts=-1, reconnected_cb=on_reconnect
+        )
         sub = await nc.subscribe("r")
         await nc.flush()
     # s1 is shut down here; bring a new server up on the same port.

@@ -30,12 +30,17 @@ async def wait_until(page, js: str, timeout: float = 15.0) -> None:
 @pytest.mark.timeout(120)
 async def test_dashboard_live_in_a_browser(tmp_path):
     async with contextlib.AsyncExitStack() as stack:
-        server = await stack.enter_async_context(running_server(
-            http_port=-1, jetstream=True, server_name="dash", leafnodes=LeafNodeOptions(host="127.0.0.1", port=-1)))
+        server = await stack.enter_async_context(
+            running_server(
+                http_port=-1, jetstream=True, server_name="dash", leafnodes=LeafNodeOptions(host="127.0.0.1", port=-1)
+            )
+        )
         # a second natsd linked to it as a leaf node: the page lists the link
         edge = ServerOptions(host="127.0.0.1", port=0, server_name="EDGE")
-        edge.leafnodes = LeafNodeOptions(reconnect_ns=100_000_000, remotes=[
-            RemoteLeafOptions(urls=[f"nats-leaf://127.0.0.1:{server.leafnodes.port}"])])
+        edge.leafnodes = LeafNodeOptions(
+            reconnect_ns=100_000_000,
+            remotes=[RemoteLeafOptions(urls=[f"nats-leaf://127.0.0.1:{server.leafnodes.port}"])],
+        )
         await stack.enter_async_context(running_server(options=edge))
         nc = await nats.connect(server.client_url)
         async with playwright_api.async_playwright() as pw:
@@ -43,8 +48,12 @@ async def test_dashboard_live_in_a_browser(tmp_path):
             try:
                 page = await browser.new_page()
                 problems: list[str] = []
-                page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}")
-                        if m.type in ("error", "warning") else None)
+                page.on(
+                    "console",
+                    lambda m: (
+                        problems.append(f"console {m.type}: {m.text}") if m.type in ("error", "warning") else None
+                    ),
+                )
                 page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
                 page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
                 resp = await page.goto(f"http://127.0.0.1:{server.http_port}/dashboard")

@@ -45,8 +45,9 @@ accounts {
 """
 
 
-def _options(store_dir: str, hr: AccountJetStreamLimits, extra: list[AccountOptions] | None = None,
-             system_account: str = "") -> ServerOptions:
+def _options(
+    store_dir: str, hr: AccountJetStreamLimits, extra: list[AccountOptions] | None = None, system_account: str = ""
+) -> ServerOptions:
     o = ServerOptions(host="127.0.0.1", port=0)
     o.jetstream.enabled = True
     o.jetstream.store_dir = store_dir
@@ -104,20 +105,31 @@ async def test_account_limits_enforced_with_reference_errors(tmp_path):
         await js.delete_stream("B")
 
         # reservations above the account's storage / memory
-        out = await _api(nc, "$JS.API.STREAM.CREATE.BIG",
-                         {"name": "BIG", "subjects": ["big.>"], "max_bytes": 512 * KB})
-        assert out["error"] == {"code": 500, "err_code": 10047,
-                                "description": "insufficient storage resources available"}
-        out = await _api(nc, "$JS.API.STREAM.CREATE.MEM",
-                         {"name": "MEM", "subjects": ["mem.>"], "storage": "memory", "max_bytes": 128 * KB})
-        assert out["error"] == {"code": 500, "err_code": 10028,
-                                "description": "insufficient memory resources available"}
+        out = await _api(nc, "$JS.API.STREAM.CREATE.BIG", {"name": "BIG", "subjects": ["big.>"], "max_bytes": 512 * KB})
+        assert out["error"] == {
+            "code": 500,
+            "err_code": 10047,
+            "description": "insufficient storage resources available",
+        }
+        out = await _api(
+            nc,
+            "$JS.API.STREAM.CREATE.MEM",
+            {"name": "MEM", "subjects": ["mem.>"], "storage": "memory", "max_bytes": 128 * KB},
+        )
+        assert out["error"] == {
+            "code": 500,
+            "err_code": 10028,
+            "description": "insufficient memory resources available",
+        }
 
         # consumers: 2 allowed in the account
         await js.add_consumer("A", durable_name="C1", ack_policy="explicit")
         await js.add_consumer("A", durable_name="C2", ack_policy="explicit")
-        out = await _api(nc, "$JS.API.CONSUMER.CREATE.A.C3",
-                         {"stream_name": "A", "config": {"durable_name": "C3", "ack_policy": "explicit"}})
+        out = await _api(
+            nc,
+            "$JS.API.CONSUMER.CREATE.A.C3",
+            {"stream_name": "A", "config": {"durable_name": "C3", "ack_policy": "explicit"}},
+        )
         assert out["error"] == {"code": 400, "err_code": 10026, "description": "maximum consumers limit reached"}
 
         # storage: publishing past max_file is refused with 10002
@@ -201,8 +213,12 @@ async def test_account_info_reports_usage_against_limits(tmp_path):
         assert info["reserved_storage"] == 4 * MB
         assert info["streams"] == 2 and info["consumers"] == 1
         lim = info["limits"]
-        assert (lim["max_memory"], lim["max_storage"], lim["max_streams"], lim["max_consumers"]) == \
-            (8 * MB, 32 * MB, 5, 7)
+        assert (lim["max_memory"], lim["max_storage"], lim["max_streams"], lim["max_consumers"]) == (
+            8 * MB,
+            32 * MB,
+            5,
+            7,
+        )
         await nc.close()
 
 

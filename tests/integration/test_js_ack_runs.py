@@ -18,11 +18,14 @@ pytestmark = pytest.mark.integration
 MSG_RE = re.compile(rb"MSG (\S+) (\S+) (\$JS\.ACK\.\S+) (\d+)\r\n")
 
 
-async def _fetch_raw(c: RawClient, stream: str, consumer: str, n: int, sid: bytes = b"9",
-                     verbose: bool = False) -> list[bytes]:
+async def _fetch_raw(
+    c: RawClient, stream: str, consumer: str, n: int, sid: bytes = b"9", verbose: bool = False
+) -> list[bytes]:
     req = json.dumps({"batch": n, "expires": 5_000_000_000}).encode()
-    await c.send(b"PUB $JS.API.CONSUMER.MSG.NEXT.%s.%s _INBOX.raw.%s %d\r\n%s\r\n" % (
-        stream.encode(), consumer.encode(), sid, len(req), req))
+    await c.send(
+        b"PUB $JS.API.CONSUMER.MSG.NEXT.%s.%s _INBOX.raw.%s %d\r\n%s\r\n"
+        % (stream.encode(), consumer.encode(), sid, len(req), req)
+    )
     if verbose:
         await c.expect(rb"\+OK\r\n")  # the request's, before the deliveries (as nats-server)
     acks = []

@@ -15,8 +15,11 @@ import pytest
 from tests.helpers.inproc import side_by_side
 from tests.helpers.servers import reference_binary
 
-pytestmark = [pytest.mark.integration, pytest.mark.reference,
-              pytest.mark.skipif(reference_binary() is None, reason="reference nats-server not installed")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.reference,
+    pytest.mark.skipif(reference_binary() is None, reason="reference nats-server not installed"),
+]
 
 # (subject, body[, headers]); a dict/list body is sent as JSON, bytes as they are.
 SCRIPT: list[tuple] = [
@@ -83,7 +86,7 @@ SCRIPT: list[tuple] = [
     ("$JS.API.STREAM.INFO.E", b'{"a":\xc3\xa9}'),
     ("$JS.API.STREAM.INFO.E", b'{"a":01}'),
     ("$JS.API.STREAM.INFO.E", b'{"a": [1,]}'),
-    ("$JS.API.STREAM.INFO.E", b'{,}'),
+    ("$JS.API.STREAM.INFO.E", b"{,}"),
     ("$JS.API.STREAM.INFO.E", b'"abc'),
     ("$JS.API.STREAM.INFO.E", b'{"a":{"b":[{"c":x}]}}'),
     ("$JS.API.STREAM.INFO.E", b'{"offset":1}{"offset":"x"}'),
@@ -131,10 +134,20 @@ SCRIPT: list[tuple] = [
 for _st, _n in (("memory", "DM"), ("file", "DF")):
     SCRIPT += [
         (f"$JS.API.STREAM.CREATE.{_n}", {"name": _n, "subjects": [_n.lower() + ".>"], "storage": _st}),
-        (_n.lower() + ".a", b"1"), (_n.lower() + ".a", b"2"), (_n.lower() + ".a", b"3"),
-        *((f"$JS.API.STREAM.MSG.DELETE.{_n}", body) for body in (
-            {"seq": 0}, {"seq": 2}, {"seq": 2}, {"seq": 2, "no_erase": True}, {"seq": 9},
-            {"seq": 9, "no_erase": True})),
+        (_n.lower() + ".a", b"1"),
+        (_n.lower() + ".a", b"2"),
+        (_n.lower() + ".a", b"3"),
+        *(
+            (f"$JS.API.STREAM.MSG.DELETE.{_n}", body)
+            for body in (
+                {"seq": 0},
+                {"seq": 2},
+                {"seq": 2},
+                {"seq": 2, "no_erase": True},
+                {"seq": 9},
+                {"seq": 9, "no_erase": True},
+            )
+        ),
         (f"$JS.API.STREAM.PURGE.{_n}", b""),
         *((f"$JS.API.STREAM.MSG.DELETE.{_n}", {"seq": seq}) for seq in (1, 3, 4)),
     ]
@@ -188,9 +201,22 @@ async def test_request_decoding_matches_reference(tmp_path):
 
 # Pull request bodies: nats-server reads them with a plain json.Unmarshal (unknown fields ignored,
 # no offsets, a body not starting with "{" read as a batch size or ignored).
-PULL_BODIES = [b"{", b"[1]", b'{"batch":"x"}', b'{"batch":1,"foo":1}', b'{"expires":"1s"}', b'"s"', b"5",
-               b'{"batch":-1}', b'{"batch":1.5}', b'{"batch":1} x', b'{"batch":1}{"batch":2}', b'{"BATCH":1}',
-               b'{"batch":1,"no_wait":"yes"}', b'{"idle_heartbeat":2000000000,"expires":1000000000}']
+PULL_BODIES = [
+    b"{",
+    b"[1]",
+    b'{"batch":"x"}',
+    b'{"batch":1,"foo":1}',
+    b'{"expires":"1s"}',
+    b'"s"',
+    b"5",
+    b'{"batch":-1}',
+    b'{"batch":1.5}',
+    b'{"batch":1} x',
+    b'{"batch":1}{"batch":2}',
+    b'{"BATCH":1}',
+    b'{"batch":1,"no_wait":"yes"}',
+    b'{"idle_heartbeat":2000000000,"expires":1000000000}',
+]
 
 
 async def _pulls(url: str) -> list:
@@ -200,8 +226,10 @@ async def _pulls(url: str) -> list:
         await nc.request("$JS.API.STREAM.CREATE.P", json.dumps({"name": "P", "subjects": ["p.>"]}).encode())
         for i in range(len(PULL_BODIES)):
             await nc.request("p.a", str(i).encode())
-        await nc.request("$JS.API.CONSUMER.CREATE.P.D", json.dumps(
-            {"stream_name": "P", "config": {"durable_name": "D", "ack_policy": "none"}}).encode())
+        await nc.request(
+            "$JS.API.CONSUMER.CREATE.P.D",
+            json.dumps({"stream_name": "P", "config": {"durable_name": "D", "ack_policy": "none"}}).encode(),
+        )
         for body in PULL_BODIES:
             inbox = nc.new_inbox()
             sub = await nc.subscribe(inbox)

@@ -21,19 +21,30 @@ from natsd.jetstream.gojson import Custom, GoStruct, Wrapped
 from tests.helpers.inproc import running_server, side_by_side
 from tests.helpers.servers import reference_binary
 
-pytestmark = [pytest.mark.integration, pytest.mark.reference,
-              pytest.mark.skipif(reference_binary() is None, reason="reference nats-server not installed")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.reference,
+    pytest.mark.skipif(reference_binary() is None, reason="reference nats-server not installed"),
+]
 
 # The request struct each subject decodes (None: the body is not decoded, or must be empty).
 STRUCTS: dict[str, GoStruct | None] = {
-    "STREAM.CREATE": R.STREAM_CONFIG_REQUEST, "STREAM.UPDATE": R.STREAM_CONFIG_REQUEST,
-    "STREAM.NAMES": R.STREAM_NAMES_REQUEST, "STREAM.LIST": R.STREAM_LIST_REQUEST,
-    "STREAM.INFO": R.STREAM_INFO_REQUEST, "STREAM.PURGE": R.STREAM_PURGE_REQUEST,
-    "STREAM.MSG.GET": R.MSG_GET_REQUEST, "STREAM.MSG.DELETE": R.MSG_DELETE_REQUEST,
-    "STREAM.SNAPSHOT": R.STREAM_SNAPSHOT_REQUEST, "CONSUMER.CREATE": R.CREATE_CONSUMER_REQUEST,
-    "CONSUMER.DURABLE.CREATE": R.CREATE_CONSUMER_REQUEST, "CONSUMER.NAMES": R.CONSUMERS_REQUEST,
-    "CONSUMER.LIST": R.CONSUMERS_REQUEST, "CONSUMER.PAUSE": R.CONSUMER_PAUSE_REQUEST,
-    "CONSUMER.RESET": R.CONSUMER_RESET_REQUEST, "DIRECT.GET": R.MSG_GET_REQUEST,
+    "STREAM.CREATE": R.STREAM_CONFIG_REQUEST,
+    "STREAM.UPDATE": R.STREAM_CONFIG_REQUEST,
+    "STREAM.NAMES": R.STREAM_NAMES_REQUEST,
+    "STREAM.LIST": R.STREAM_LIST_REQUEST,
+    "STREAM.INFO": R.STREAM_INFO_REQUEST,
+    "STREAM.PURGE": R.STREAM_PURGE_REQUEST,
+    "STREAM.MSG.GET": R.MSG_GET_REQUEST,
+    "STREAM.MSG.DELETE": R.MSG_DELETE_REQUEST,
+    "STREAM.SNAPSHOT": R.STREAM_SNAPSHOT_REQUEST,
+    "CONSUMER.CREATE": R.CREATE_CONSUMER_REQUEST,
+    "CONSUMER.DURABLE.CREATE": R.CREATE_CONSUMER_REQUEST,
+    "CONSUMER.NAMES": R.CONSUMERS_REQUEST,
+    "CONSUMER.LIST": R.CONSUMERS_REQUEST,
+    "CONSUMER.PAUSE": R.CONSUMER_PAUSE_REQUEST,
+    "CONSUMER.RESET": R.CONSUMER_RESET_REQUEST,
+    "DIRECT.GET": R.MSG_GET_REQUEST,
     "CONSUMER.MSG.NEXT": R.CONSUMER_GET_NEXT_REQUEST,
 }
 # Left out, with the reason:
@@ -78,7 +89,7 @@ def _field_bodies(struct: GoStruct, skip: set[str], depth: int = 0) -> list[dict
         elif isinstance(t, Wrapped) and isinstance(t.elem, GoStruct) and depth == 0:
             out += [{name: [b]} for b in _field_bodies(t.elem, set(), 1)[::3]]
         elif isinstance(t, Custom):
-            out.append({name: [1,  2]})
+            out.append({name: [1, 2]})
     return out
 
 
@@ -100,10 +111,37 @@ def _script() -> list[tuple[str, bytes]]:
 
 SCRIPT = _script()
 # Replies whose values legitimately differ, or are covered by the state tests, are left out.
-_DROP = {"created", "ts", "config", "state", "cluster", "streams", "consumers", "delivered", "ack_floor",
-         "num_pending", "num_ack_pending", "num_redelivered", "num_waiting", "total", "limit", "memory",
-         "storage", "api", "limits", "tiers", "domain", "reserved_memory", "reserved_storage", "first_seq",
-         "last_seq", "purged", "seq", "pause_remaining", "priority_groups"}
+_DROP = {
+    "created",
+    "ts",
+    "config",
+    "state",
+    "cluster",
+    "streams",
+    "consumers",
+    "delivered",
+    "ack_floor",
+    "num_pending",
+    "num_ack_pending",
+    "num_redelivered",
+    "num_waiting",
+    "total",
+    "limit",
+    "memory",
+    "storage",
+    "api",
+    "limits",
+    "tiers",
+    "domain",
+    "reserved_memory",
+    "reserved_storage",
+    "first_seq",
+    "last_seq",
+    "purged",
+    "seq",
+    "pause_remaining",
+    "priority_groups",
+}
 
 
 def _shape(m) -> object:
@@ -120,8 +158,9 @@ def _shape(m) -> object:
 
 
 async def _fixture(nc) -> None:
-    await nc.request("$JS.API.STREAM.CREATE.S", json.dumps(
-        {"name": "S", "subjects": ["s.>"], "allow_direct": True}).encode())
+    await nc.request(
+        "$JS.API.STREAM.CREATE.S", json.dumps({"name": "S", "subjects": ["s.>"], "allow_direct": True}).encode()
+    )
     await nc.request("s.a", b"1")
     await nc.request("s.b", b"2")
 
@@ -164,10 +203,32 @@ async def test_malformed_and_type_confused_bodies_answer_as_reference(tmp_path, 
 
 
 # Words of Python that must never reach a client (exception texts, repr of types).
-PYTHON_WORDS = ("Traceback", "Expecting", "NoneType", "has no attribute", "not iterable", "unhashable",
-                "'int'", "'str'", "'dict'", "'list'", "'float'", "'bool'", "positional argument",
-                "invalid literal", "Error:", "line 1 column", "char ", "object is not", "not supported between",
-                "KeyError", "TypeError", "ValueError", "IndexError", "AttributeError")
+PYTHON_WORDS = (
+    "Traceback",
+    "Expecting",
+    "NoneType",
+    "has no attribute",
+    "not iterable",
+    "unhashable",
+    "'int'",
+    "'str'",
+    "'dict'",
+    "'list'",
+    "'float'",
+    "'bool'",
+    "positional argument",
+    "invalid literal",
+    "Error:",
+    "line 1 column",
+    "char ",
+    "object is not",
+    "not supported between",
+    "KeyError",
+    "TypeError",
+    "ValueError",
+    "IndexError",
+    "AttributeError",
+)
 
 
 def _nested(rng: random.Random, depth: int = 0) -> object:
@@ -193,8 +254,10 @@ async def test_random_bodies_never_raise_nor_leak_python_words(caplog) -> None:
         nc = await nats.connect(server.client_url)
         try:
             await _fixture(nc)
-            await nc.request("$JS.API.CONSUMER.CREATE.S.D", json.dumps(
-                {"stream_name": "S", "config": {"durable_name": "D", "ack_policy": "explicit"}}).encode())
+            await nc.request(
+                "$JS.API.CONSUMER.CREATE.S.D",
+                json.dumps({"stream_name": "S", "config": {"durable_name": "D", "ack_policy": "explicit"}}).encode(),
+            )
             for _ in range(600):
                 subject = rng.choice(subjects)
                 if rng.random() < 0.8:

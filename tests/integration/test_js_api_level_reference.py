@@ -19,8 +19,11 @@ import pytest
 from natsd.jetstream.identity import go_hash
 from tests.helpers.servers import reference_binary, start_server
 
-pytestmark = [pytest.mark.integration, pytest.mark.reference,
-              pytest.mark.skipif(reference_binary() is None, reason="reference nats-server not installed")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.reference,
+    pytest.mark.skipif(reference_binary() is None, reason="reference nats-server not installed"),
+]
 
 
 async def _req(nc, subject: str, body=b"", headers=None) -> dict:
@@ -60,18 +63,35 @@ async def _script(url: str) -> dict:
         out["ttl_pub"] = (a.get("seq"), _err(a))
         r = await _req(nc, "$JS.API.STREAM.CREATE.PG", {"name": "PG", "subjects": ["pg.>"]})
         until = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)).isoformat().replace("+00:00", "Z")
-        r = await _req(nc, "$JS.API.CONSUMER.CREATE.PG.PAUSED", {"stream_name": "PG", "config": {
-            "durable_name": "PAUSED", "ack_policy": "explicit", "pause_until": until}})
+        r = await _req(
+            nc,
+            "$JS.API.CONSUMER.CREATE.PG.PAUSED",
+            {"stream_name": "PG", "config": {"durable_name": "PAUSED", "ack_policy": "explicit", "pause_until": until}},
+        )
         out["pause"] = (_err(r), r.get("paused"))
-        r = await _req(nc, "$JS.API.CONSUMER.CREATE.PG.PIN", {"stream_name": "PG", "config": {
-            "durable_name": "PIN", "ack_policy": "explicit", "priority_groups": ["g"],
-            "priority_policy": "pinned_client", "priority_timeout": 60_000_000_000}})
+        r = await _req(
+            nc,
+            "$JS.API.CONSUMER.CREATE.PG.PIN",
+            {
+                "stream_name": "PG",
+                "config": {
+                    "durable_name": "PIN",
+                    "ack_policy": "explicit",
+                    "priority_groups": ["g"],
+                    "priority_policy": "pinned_client",
+                    "priority_timeout": 60_000_000_000,
+                },
+            },
+        )
         out["pin_create"] = _err(r)
         await _req(nc, "pg.a", b"one")
         inbox = nc.new_inbox()
         sub = await nc.subscribe(inbox)
-        await nc.publish("$JS.API.CONSUMER.MSG.NEXT.PG.PIN", json.dumps({"batch": 1, "expires": 2_000_000_000,
-                                                                        "group": "g"}).encode(), reply=inbox)
+        await nc.publish(
+            "$JS.API.CONSUMER.MSG.NEXT.PG.PIN",
+            json.dumps({"batch": 1, "expires": 2_000_000_000, "group": "g"}).encode(),
+            reply=inbox,
+        )
         m = await sub.next_msg(timeout=3)
         out["pin_fetch"] = (m.data, bool(m.headers and m.headers.get("Nats-Pin-Id")))
         await sub.unsubscribe()
@@ -90,8 +110,9 @@ async def _script(url: str) -> dict:
         out["atomic_create"] = _err(r)
         for i in (1, 2):
             await nc.publish("atm.a", b"m%d" % i, headers={"Nats-Batch-Id": "b1", "Nats-Batch-Sequence": str(i)})
-        a = await _req(nc, "atm.a", b"m3", headers={"Nats-Batch-Id": "b1", "Nats-Batch-Sequence": "3",
-                                                     "Nats-Batch-Commit": "1"})
+        a = await _req(
+            nc, "atm.a", b"m3", headers={"Nats-Batch-Id": "b1", "Nats-Batch-Sequence": "3", "Nats-Batch-Commit": "1"}
+        )
         out["atomic"] = (a.get("seq"), a.get("batch"), a.get("count"), _err(a))
         r = await _req(
             nc, "$JS.API.STREAM.CREATE.SCH", {"name": "SCH", "subjects": ["sch.>"], "allow_msg_schedules": True}
@@ -114,34 +135,78 @@ async def _script(url: str) -> dict:
         out["async_pub"] = (a.get("seq"), _err(a))
 
         # Level 4: consumers acked by flow control, consumer reset.
-        r = await _req(nc, "$JS.API.CONSUMER.CREATE.PG.FC", {"stream_name": "PG", "config": {
-            "durable_name": "FC", "deliver_subject": "fc.deliver", "ack_policy": "flow_control",
-            "flow_control": True, "idle_heartbeat": 1_000_000_000}})
+        r = await _req(
+            nc,
+            "$JS.API.CONSUMER.CREATE.PG.FC",
+            {
+                "stream_name": "PG",
+                "config": {
+                    "durable_name": "FC",
+                    "deliver_subject": "fc.deliver",
+                    "ack_policy": "flow_control",
+                    "flow_control": True,
+                    "idle_heartbeat": 1_000_000_000,
+                },
+            },
+        )
         out["flow_control_ack"] = (_err(r), r.get("config", {}).get("ack_policy"))
-        r = await _req(nc, "$JS.API.CONSUMER.CREATE.PG.R", {"stream_name": "PG", "config": {
-            "durable_name": "R", "ack_policy": "explicit"}})
+        r = await _req(
+            nc,
+            "$JS.API.CONSUMER.CREATE.PG.R",
+            {"stream_name": "PG", "config": {"durable_name": "R", "ack_policy": "explicit"}},
+        )
         r = await _req(nc, "$JS.API.CONSUMER.RESET.PG.R", {"seq": 1})
         out["reset"] = (_err(r), r.get("type"))
 
         # Level 5: stream identity (a hash of the stream's creation time) on sourcing consumers.
         info = await _req(nc, "$JS.API.STREAM.INFO.PG")
         ident = go_hash(info["created"])
-        sourcing = {"stream_name": "PG", "config": {
-            "name": "JS_SRC_x", "deliver_subject": "src.deliver", "ack_policy": "none", "max_deliver": 1,
-            "idle_heartbeat": 1_000_000_000, "flow_control": True, "direct": True, "sourcing": True,
-            "inactive_threshold": 10_000_000_000, "deliver_policy": "all"}}
+        sourcing = {
+            "stream_name": "PG",
+            "config": {
+                "name": "JS_SRC_x",
+                "deliver_subject": "src.deliver",
+                "ack_policy": "none",
+                "max_deliver": 1,
+                "idle_heartbeat": 1_000_000_000,
+                "flow_control": True,
+                "direct": True,
+                "sourcing": True,
+                "inactive_threshold": 10_000_000_000,
+                "deliver_policy": "all",
+            },
+        }
         lvl5 = {"Nats-Required-Api-Level": "5"}
-        m = await nc.request("$JS.API.CONSUMER.CREATE.PG.JS_SRC_x", json.dumps(sourcing).encode(), timeout=5,
-                             headers={**lvl5, "Nats-Stream-Identity": ident})
-        out["identity_create"] = (_err(json.loads(m.data)), m.headers and m.headers.get("Nats-Stream-Identity") == ident)
-        r = await _req(nc, "$JS.API.CONSUMER.CREATE.PG.JS_SRC_x", sourcing, headers={**lvl5, "Nats-Stream-Identity": "x"})
-        out["identity_mismatch"] = (_err(r), r.get("error", {}).get("description") ==
-                                    f"consumer's stream identity does not match: {ident}")
-        m = await nc.request("$JS.API.CONSUMER.CREATE.PG.PLAIN", json.dumps({"stream_name": "PG", "config": {
-            "durable_name": "PLAIN"}}).encode(), timeout=5, headers={**lvl5, "Nats-Stream-Identity": "x"})
+        m = await nc.request(
+            "$JS.API.CONSUMER.CREATE.PG.JS_SRC_x",
+            json.dumps(sourcing).encode(),
+            timeout=5,
+            headers={**lvl5, "Nats-Stream-Identity": ident},
+        )
+        out["identity_create"] = (
+            _err(json.loads(m.data)),
+            m.headers and m.headers.get("Nats-Stream-Identity") == ident,
+        )
+        r = await _req(
+            nc, "$JS.API.CONSUMER.CREATE.PG.JS_SRC_x", sourcing, headers={**lvl5, "Nats-Stream-Identity": "x"}
+        )
+        out["identity_mismatch"] = (
+            _err(r),
+            r.get("error", {}).get("description") == f"consumer's stream identity does not match: {ident}",
+        )
+        m = await nc.request(
+            "$JS.API.CONSUMER.CREATE.PG.PLAIN",
+            json.dumps({"stream_name": "PG", "config": {"durable_name": "PLAIN"}}).encode(),
+            timeout=5,
+            headers={**lvl5, "Nats-Stream-Identity": "x"},
+        )
         out["identity_plain"] = (_err(json.loads(m.data)), m.headers)
-        m = await nc.request("$JS.API.CONSUMER.RESET.PG.R", b'{"seq": 1}', timeout=5,
-                             headers={**lvl5, "Nats-Stream-Identity": "whatever"})
+        m = await nc.request(
+            "$JS.API.CONSUMER.RESET.PG.R",
+            b'{"seq": 1}',
+            timeout=5,
+            headers={**lvl5, "Nats-Stream-Identity": "whatever"},
+        )
         out["identity_reset"] = (_err(json.loads(m.data)), m.headers and m.headers.get("Nats-Stream-Identity") == ident)
         r = await _req(nc, "$JS.API.CONSUMER.RESET.PG.R", {"seq": 1}, headers={"Nats-Required-Api-Level": "6"})
         out["level_6"] = _err(r)

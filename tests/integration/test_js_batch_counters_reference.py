@@ -14,8 +14,11 @@ import pytest
 from tests.helpers.inproc import side_by_side
 from tests.helpers.servers import reference_binary
 
-pytestmark = [pytest.mark.integration, pytest.mark.reference,
-              pytest.mark.skipif(reference_binary() is None, reason="reference nats-server not installed")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.reference,
+    pytest.mark.skipif(reference_binary() is None, reason="reference nats-server not installed"),
+]
 
 B, S, C, INCR = "Nats-Batch-Id", "Nats-Batch-Sequence", "Nats-Batch-Commit", "Nats-Incr"
 
@@ -52,12 +55,20 @@ async def _batches(url: str) -> list:
     nc = await nats.connect(url)
     out: list = []
     try:
-        for cfg in ({"name": "A", "subjects": ["a.>"], "allow_atomic": True, "allow_rollup_hdrs": True},
-                    {"name": "D", "subjects": ["d.>"], "allow_atomic": True, "discard": "new", "max_msgs": 3,
-                     "storage": "memory"},
-                    {"name": "N", "subjects": ["n.>"]},
-                    {"name": "M", "mirror": {"name": "A"}, "allow_atomic": True},
-                    {"name": "M", "mirror": {"name": "A"}}):
+        for cfg in (
+            {"name": "A", "subjects": ["a.>"], "allow_atomic": True, "allow_rollup_hdrs": True},
+            {
+                "name": "D",
+                "subjects": ["d.>"],
+                "allow_atomic": True,
+                "discard": "new",
+                "max_msgs": 3,
+                "storage": "memory",
+            },
+            {"name": "N", "subjects": ["n.>"]},
+            {"name": "M", "mirror": {"name": "A"}, "allow_atomic": True},
+            {"name": "M", "mirror": {"name": "A"}},
+        ):
             r = await _api(nc, f"$JS.API.STREAM.CREATE.{cfg['name']}", cfg)
             out.append(("create", cfg["name"], r.get("error")))
         steps = [
@@ -134,14 +145,15 @@ async def _counters(url: str) -> list:
     nc = await nats.connect(url)
     out: list = []
     try:
-        for cfg in ({"name": "C", "subjects": ["c.>"], "allow_msg_counter": True},
-                    {"name": "C2", "subjects": ["c2.>"], "allow_msg_counter": True, "allow_atomic": True,
-                     "storage": "memory"},
-                    {"name": "X", "subjects": ["x.>"], "allow_msg_counter": True, "discard": "new"},
-                    {"name": "X", "subjects": ["x.>"], "allow_msg_counter": True, "allow_msg_ttl": True},
-                    {"name": "X", "subjects": ["x.>"], "allow_msg_counter": True, "retention": "workqueue"},
-                    {"name": "X", "mirror": {"name": "C"}, "allow_msg_counter": True},
-                    {"name": "P", "subjects": ["p.>"]}):
+        for cfg in (
+            {"name": "C", "subjects": ["c.>"], "allow_msg_counter": True},
+            {"name": "C2", "subjects": ["c2.>"], "allow_msg_counter": True, "allow_atomic": True, "storage": "memory"},
+            {"name": "X", "subjects": ["x.>"], "allow_msg_counter": True, "discard": "new"},
+            {"name": "X", "subjects": ["x.>"], "allow_msg_counter": True, "allow_msg_ttl": True},
+            {"name": "X", "subjects": ["x.>"], "allow_msg_counter": True, "retention": "workqueue"},
+            {"name": "X", "mirror": {"name": "C"}, "allow_msg_counter": True},
+            {"name": "P", "subjects": ["p.>"]},
+        ):
             r = await _api(nc, f"$JS.API.STREAM.CREATE.{cfg['name']}", cfg)
             out.append(("create", cfg, r.get("error")))
         steps = [
@@ -180,12 +192,26 @@ async def _counters(url: str) -> list:
         out.append(("not a counter stream", await _req(nc, "p.a", b"", {INCR: "7"})))
         out.append(("not a counter stream, bad", await _req(nc, "p.a", b"", {INCR: "x"})))
         # a counter in an atomic batch: each staged increment sees the one before
-        out.append(("batch", [await _req(nc, "c2.a", b"", {INCR: "2", B: "k", S: "1"}),
-                              await _req(nc, "c2.a", b"", {INCR: "3", B: "k", S: "2"}),
-                              await _req(nc, "c2.b", b"", {INCR: "3", B: "k", S: "3", C: "1"})]))
+        out.append(
+            (
+                "batch",
+                [
+                    await _req(nc, "c2.a", b"", {INCR: "2", B: "k", S: "1"}),
+                    await _req(nc, "c2.a", b"", {INCR: "3", B: "k", S: "2"}),
+                    await _req(nc, "c2.b", b"", {INCR: "3", B: "k", S: "3", C: "1"}),
+                ],
+            )
+        )
         out.append(("after batch", await _req(nc, "c2.a", b"", {INCR: "10"})))
-        out.append(("batch without incr", [await _req(nc, "c2.a", b"", {INCR: "2", B: "k2", S: "1"}),
-                                          await _req(nc, "c2.a", b"v", {B: "k2", S: "2", C: "1"})]))
+        out.append(
+            (
+                "batch without incr",
+                [
+                    await _req(nc, "c2.a", b"", {INCR: "2", B: "k2", S: "1"}),
+                    await _req(nc, "c2.a", b"v", {B: "k2", S: "2", C: "1"}),
+                ],
+            )
+        )
         # a counter whose last message is not a counter body is broken
         for body in ({"name": "C"}, {"name": "C", "subjects": ["c.>"]}):
             r = await _api(nc, "$JS.API.STREAM.UPDATE.C", body)
@@ -204,12 +230,19 @@ async def _sources(url: str) -> list:
     nc = await nats.connect(url)
     out: list = []
     try:
-        for cfg in ({"name": "C", "subjects": ["c.>"], "allow_msg_counter": True},
-                    {"name": "E", "subjects": ["e.>"], "allow_msg_counter": True},
-                    {"name": "S", "allow_msg_counter": True, "sources": [
-                        {"name": "C", "subject_transforms": [{"src": "c.>", "dest": "t.>"}]},
-                        {"name": "E", "subject_transforms": [{"src": "e.>", "dest": "t.>"}]}]},
-                    {"name": "P", "sources": [{"name": "C"}]}):
+        for cfg in (
+            {"name": "C", "subjects": ["c.>"], "allow_msg_counter": True},
+            {"name": "E", "subjects": ["e.>"], "allow_msg_counter": True},
+            {
+                "name": "S",
+                "allow_msg_counter": True,
+                "sources": [
+                    {"name": "C", "subject_transforms": [{"src": "c.>", "dest": "t.>"}]},
+                    {"name": "E", "subject_transforms": [{"src": "e.>", "dest": "t.>"}]},
+                ],
+            },
+            {"name": "P", "sources": [{"name": "C"}]},
+        ):
             r = await _api(nc, f"$JS.API.STREAM.CREATE.{cfg['name']}", cfg)
             out.append(("create", cfg["name"], r.get("error")))
         for subject, incr in (("c.a", "5"), ("e.a", "7"), ("c.a", "-1"), ("e.b", "2"), ("c.a", "10")):
@@ -242,11 +275,14 @@ async def _fast(url: str) -> list:
 
     async def cb(m):
         got.append(m.data.decode())
+
     try:
         await nc.subscribe("fb.>", cb=cb)
-        for cfg in ({"name": "F", "subjects": ["f.>"], "allow_batched": True},
-                    {"name": "N", "subjects": ["n.>"]},
-                    {"name": "M", "mirror": {"name": "F"}, "allow_batched": True}):
+        for cfg in (
+            {"name": "F", "subjects": ["f.>"], "allow_batched": True},
+            {"name": "N", "subjects": ["n.>"]},
+            {"name": "M", "mirror": {"name": "F"}, "allow_batched": True},
+        ):
             r = await _api(nc, f"$JS.API.STREAM.CREATE.{cfg['name']}", cfg)
             out.append(("create", cfg["name"], r.get("error")))
 
@@ -262,16 +298,32 @@ async def _fast(url: str) -> list:
             out.append((reply, headers, list(got)))
 
         await pub("n.1", "fb.a.10.fail.1.0.$FI")
-        for reply in ("fb.a.10.fail.2.0.$FI", "fb.a.10.fail.1.1.$FI", "fb.a.10.bad.1.0.$FI", "fb.a.10.fail.1.3.$FI",
-                      "fb.a.10.fail.1.5.$FI", "fb.b.10.fail.2.1.$FI", "fb." + "x" * 65 + ".10.fail.1.0.$FI"):
+        for reply in (
+            "fb.a.10.fail.2.0.$FI",
+            "fb.a.10.fail.1.1.$FI",
+            "fb.a.10.bad.1.0.$FI",
+            "fb.a.10.fail.1.3.$FI",
+            "fb.a.10.fail.1.5.$FI",
+            "fb.b.10.fail.2.1.$FI",
+            "fb." + "x" * 65 + ".10.fail.1.0.$FI",
+        ):
             await pub("f.1", reply)
         for i in range(1, 6):
             await pub("f.1", f"fb.c.2.fail.{i}.{0 if i == 1 else 1}.$FI")
         await pub("f.1", "fb.c.2.fail.6.2.$FI")
-        for reply in ("fb.d.10.fail.1.0.$FI", "fb.d.10.fail.2.3.$FI", "fb.e.10.fail.1.2.$FI",
-                      "fb.g.10.fail.1.0.$FI", "fb.g.10.fail.3.1.$FI", "fb.g.10.fail.4.1.$FI",
-                      "fb.h.10.ok.1.0.$FI", "fb.h.10.ok.3.1.$FI", "fb.h.10.ok.4.4.$FI", "fb.h.10.ok.9.4.$FI",
-                      "fb.h.10.ok.10.2.$FI"):
+        for reply in (
+            "fb.d.10.fail.1.0.$FI",
+            "fb.d.10.fail.2.3.$FI",
+            "fb.e.10.fail.1.2.$FI",
+            "fb.g.10.fail.1.0.$FI",
+            "fb.g.10.fail.3.1.$FI",
+            "fb.g.10.fail.4.1.$FI",
+            "fb.h.10.ok.1.0.$FI",
+            "fb.h.10.ok.3.1.$FI",
+            "fb.h.10.ok.4.4.$FI",
+            "fb.h.10.ok.9.4.$FI",
+            "fb.h.10.ok.10.2.$FI",
+        ):
             await pub("f.1", reply)
         await pub("f.1", "fb.i.10.fail.1.0.$FI", {"Nats-Msg-Id": "m1"})
         await pub("f.1", "fb.i.10.fail.2.1.$FI", {"Nats-Msg-Id": "m1"})
@@ -317,8 +369,14 @@ async def _limits(url: str) -> list:
         adv = await nc.subscribe("$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED.>")
         r = await _api(nc, "$JS.API.STREAM.CREATE.A", {"name": "A", "subjects": ["a.>"], "allow_atomic": True})
         out.append(("create", r.get("error")))
-        for bid, seq, commit in (("b1", 1, None), ("b2", 1, None), ("b3", 1, None), ("b1", 2, None), ("b1", 3, None),
-                                 ("b1", 4, "1")):
+        for bid, seq, commit in (
+            ("b1", 1, None),
+            ("b2", 1, None),
+            ("b3", 1, None),
+            ("b1", 2, None),
+            ("b1", 3, None),
+            ("b1", 4, "1"),
+        ):
             h = {B: bid, S: str(seq)}
             if commit:
                 h[C] = commit
@@ -344,6 +402,7 @@ async def _limits(url: str) -> list:
 @pytest.mark.timeout(120)
 def test_batch_limits_from_config_match_reference(tmp_path):
     from tests.helpers.servers import start_server
+
     conf = tmp_path / "js.conf"
     conf.write_text('jetstream { limits { batch { max_msgs: 3, max_inflight_per_stream: 2, timeout: "1s" } } }\n')
     results = {}
@@ -366,8 +425,10 @@ async def _counter_sizes(url: str) -> list:
     out: list = []
     nc = await nats.connect(url)
     try:
-        for cfg in ({"name": "C", "subjects": ["c.>"], "allow_msg_counter": True},
-                    {"name": "M", "subjects": ["m.>"], "allow_msg_counter": True, "max_msg_size": 40}):
+        for cfg in (
+            {"name": "C", "subjects": ["c.>"], "allow_msg_counter": True},
+            {"name": "M", "subjects": ["m.>"], "allow_msg_counter": True, "max_msg_size": 40},
+        ):
             out.append(
                 ("create", cfg["name"], (await _api(nc, f"$JS.API.STREAM.CREATE.{cfg['name']}", cfg)).get("error"))
             )
@@ -388,6 +449,7 @@ async def _counter_sizes(url: str) -> list:
 @pytest.mark.timeout(120)
 def test_counter_message_size_limits_match_reference(tmp_path):
     from tests.helpers.servers import start_server
+
     conf = tmp_path / "mp.conf"
     conf.write_text("max_payload: 300\n")
     results = {}

@@ -37,12 +37,25 @@ accounts {{
 system_account: SYS
 """
 
-SUBJECTS = ["$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.SERVER.EVACUATE", "$JS.API.SERVER.REMOVE",
-            "$JS.API.META.RESCUE", "$JS.API.META.LEADER.STEPDOWN", "$JS.API.STREAM.PEER.EVACUATE.S",
-            "$JS.API.STREAM.PEER.REMOVE.S", "$JS.API.STREAM.LEADER.STEPDOWN.S", "$JS.API.STREAM.CANCEL_MOVE.S",
-            "$JS.API.ACCOUNT.STREAM.MOVE.A.S", "$JS.API.ACCOUNT.STREAM.CANCEL_MOVE.A.S", "$JS.API.ACCOUNT.PURGE.A",
-            "$JS.API.CONSUMER.LEADER.STEPDOWN.S.C", "$JS.API.STREAM.PEER.EVACUATE.NOPE", "$JS.API.FOO",
-            "$JS.API.META.SNAPSHOT"]
+SUBJECTS = [
+    "$JS.API.INFO",
+    "$JS.API.STREAM.NAMES",
+    "$JS.API.SERVER.EVACUATE",
+    "$JS.API.SERVER.REMOVE",
+    "$JS.API.META.RESCUE",
+    "$JS.API.META.LEADER.STEPDOWN",
+    "$JS.API.STREAM.PEER.EVACUATE.S",
+    "$JS.API.STREAM.PEER.REMOVE.S",
+    "$JS.API.STREAM.LEADER.STEPDOWN.S",
+    "$JS.API.STREAM.CANCEL_MOVE.S",
+    "$JS.API.ACCOUNT.STREAM.MOVE.A.S",
+    "$JS.API.ACCOUNT.STREAM.CANCEL_MOVE.A.S",
+    "$JS.API.ACCOUNT.PURGE.A",
+    "$JS.API.CONSUMER.LEADER.STEPDOWN.S.C",
+    "$JS.API.STREAM.PEER.EVACUATE.NOPE",
+    "$JS.API.FOO",
+    "$JS.API.META.SNAPSHOT",
+]
 
 
 async def _script(url: str) -> list:
@@ -52,8 +65,9 @@ async def _script(url: str) -> list:
         try:
             if user == "a":
                 await nc.request("$JS.API.STREAM.CREATE.S", b'{"name": "S", "subjects": ["s"]}', timeout=5)
-                await nc.request("$JS.API.CONSUMER.CREATE.S.C", b'{"stream_name": "S", "config": {"durable_name": "C"}}',
-                                 timeout=5)
+                await nc.request(
+                    "$JS.API.CONSUMER.CREATE.S.C", b'{"stream_name": "S", "config": {"durable_name": "C"}}', timeout=5
+                )
             for subject in SUBJECTS:
                 if user == "sys" and subject.startswith("$JS.API.ACCOUNT.PURGE."):
                     continue  # the system account purges the named account there (not implemented)
@@ -84,7 +98,11 @@ async def test_cluster_only_subjects_on_a_standalone_server_as_nats_server(tmp_p
     opts.host, opts.port, opts.http_port = "127.0.0.1", 0, -1
     async with running_server(options=opts) as server:
         got = await _script(server.client_url)
-    assert ("b", "$JS.API.STREAM.LEADER.STEPDOWN.S", "io.nats.jetstream.api.v1.stream_leader_stepdown_response",
-            10010) in expected
+    assert (
+        "b",
+        "$JS.API.STREAM.LEADER.STEPDOWN.S",
+        "io.nats.jetstream.api.v1.stream_leader_stepdown_response",
+        10010,
+    ) in expected
     diffs = [(e, g) for e, g in zip(expected, got) if e != g]
     assert not diffs and len(got) == len(expected), diffs

@@ -67,6 +67,7 @@ class Inbox:
     async def start(self) -> "Inbox":
         async def cb(m) -> None:
             self.msgs.append(m)
+
         self.sub = await self.nc.subscribe(self.subject, cb=cb)
         await self.nc.flush()
         return self
@@ -88,6 +89,7 @@ async def _stream(js, name="S", subjects=None, **kw) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # deliver policies
+
 
 async def test_every_deliver_policy(js_env) -> None:
     nc, js = js_env
@@ -114,6 +116,7 @@ async def test_every_deliver_policy(js_env) -> None:
     assert await seqs(deliver_policy=DeliverPolicy.NEW) == []
     assert await seqs(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=3) == [3, 4]
     from datetime import datetime
+
     t = datetime.fromisoformat(mid_time.replace("Z", "+00:00")[:26] + "+00:00")
     assert await seqs(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=t.isoformat()) in ([3, 4], [2, 3, 4])
     # last per subject needs a filter: pull_subscribe("s.>") sets filter_subject
@@ -122,6 +125,7 @@ async def test_every_deliver_policy(js_env) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # acks
+
 
 async def test_ack_types_and_ack_sync(manual_env) -> None:
     nc, js, clock = manual_env
@@ -158,6 +162,7 @@ async def test_nak_delay_and_max_deliver_advisory(manual_env) -> None:
 
     async def on_adv(m) -> None:
         advisories.append(json.loads(m.data))
+
     await nc.subscribe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.S.P", cb=on_adv)
     psub = await js.pull_subscribe("s.x", durable="P", config=ConsumerConfig(ack_wait=1, max_deliver=2))
     m = (await psub.fetch(1, timeout=1))[0]
@@ -193,6 +198,7 @@ async def test_ack_all_and_ack_none(js_env) -> None:
 
     async def cb(m) -> None:
         got.append(m)
+
     await js.subscribe("s.x", durable="NONE", cb=cb, config=ConsumerConfig(ack_policy=AckPolicy.NONE))
     await _until(lambda: len(got) == 4)
     info = await js.consumer_info("S", "NONE")
@@ -202,18 +208,28 @@ async def test_ack_all_and_ack_none(js_env) -> None:
 # ---------------------------------------------------------------------------------------------
 # pull statuses
 
+
 async def test_pull_status_codes(js_env) -> None:
     nc, js = js_env
     await _stream(js)
-    cfg = {"durable_name": "C", "ack_policy": "explicit", "max_waiting": 1, "max_batch": 5,
-           "max_expires": 2 * SEC, "max_bytes": 1000}
+    cfg = {
+        "durable_name": "C",
+        "ack_policy": "explicit",
+        "max_waiting": 1,
+        "max_batch": 5,
+        "max_expires": 2 * SEC,
+        "max_bytes": 1000,
+    }
     r = await nc.request("$JS.API.CONSUMER.CREATE.S.C", json.dumps({"stream_name": "S", "config": cfg}).encode())
     assert json.loads(r.data)["config"]["max_batch"] == 5
     inbox = await Inbox(nc, "_INBOX.pullstatus").start()
 
     async def next_req(body) -> None:
-        await nc.publish("$JS.API.CONSUMER.MSG.NEXT.S.C", json.dumps(body).encode() if isinstance(body, dict) else body,
-                         reply=inbox.subject)
+        await nc.publish(
+            "$JS.API.CONSUMER.MSG.NEXT.S.C",
+            json.dumps(body).encode() if isinstance(body, dict) else body,
+            reply=inbox.subject,
+        )
         await nc.flush()
 
     await next_req({"batch": 1, "no_wait": True})
@@ -223,8 +239,12 @@ async def test_pull_status_codes(js_env) -> None:
     await next_req({"batch": 1, "expires": SEC, "idle_heartbeat": 600 * MS})
     await _until(lambda: len(inbox.msgs) == 5)
     assert inbox.statuses() == [
-        "404 No Messages", "409 Exceeded MaxRequestBatch of 5", "409 Exceeded MaxRequestExpires of 2s",
-        "409 Exceeded MaxRequestMaxBytes of 1000", "400 Bad Request - heartbeat value too large"]
+        "404 No Messages",
+        "409 Exceeded MaxRequestBatch of 5",
+        "409 Exceeded MaxRequestExpires of 2s",
+        "409 Exceeded MaxRequestMaxBytes of 1000",
+        "400 Bad Request - heartbeat value too large",
+    ]
     inbox.msgs.clear()
     await next_req({"batch": 2, "expires": 300 * MS, "idle_heartbeat": 100 * MS})
     await next_req({"batch": 1, "expires": SEC})  # the queue holds 1: exceeded
@@ -287,6 +307,7 @@ async def test_fetch_with_heartbeat(js_env) -> None:
 # ---------------------------------------------------------------------------------------------
 # push
 
+
 async def test_push_flow_control_and_heartbeats(js_env) -> None:
     nc, js = js_env
     await _stream(js, "BIG", ["big"])
@@ -297,8 +318,10 @@ async def test_push_flow_control_and_heartbeats(js_env) -> None:
 
     async def cb(m) -> None:
         got.append(len(m.data))
-    sub = await js.subscribe("big", cb=cb, flow_control=True, idle_heartbeat=0.5,
-                             config=ConsumerConfig(ack_policy=AckPolicy.NONE))
+
+    sub = await js.subscribe(
+        "big", cb=cb, flow_control=True, idle_heartbeat=0.5, config=ConsumerConfig(ack_policy=AckPolicy.NONE)
+    )
     await _until(lambda: len(got) == 40, timeout=10)
     assert set(got) == {200_000}
     await asyncio.sleep(0.7)  # heartbeats keep flowing while idle; the subscription stays healthy
@@ -320,8 +343,16 @@ async def test_filtered_consumers_ack_floor_is_last_delivered(js_env) -> None:
     async def cb(m) -> None:
         got.append(m.metadata.sequence.stream)
         await m.ack()
-    sub = await js.subscribe("ev.odd", durable="pushd", cb=cb, manual_ack=True, flow_control=True,
-                             idle_heartbeat=1.0, config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT))
+
+    sub = await js.subscribe(
+        "ev.odd",
+        durable="pushd",
+        cb=cb,
+        manual_ack=True,
+        flow_control=True,
+        idle_heartbeat=1.0,
+        config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT),
+    )
     await _until(lambda: len(got) == 10)
     assert got == list(range(1, 20, 2))
     await nc.flush()
@@ -350,6 +381,7 @@ async def test_ordered_consumer_and_headers_only(js_env) -> None:
 
     async def cb(m) -> None:
         seen.append((m.subject, m.data, m.headers.get("K") if m.headers else None))
+
     sub = await js.subscribe("s.>", cb=cb, ordered_consumer=True, idle_heartbeat=0.5)
     await _until(lambda: len(seen) == 20)
     assert [s[1] for s in seen] == [b"v%d" % i for i in range(20)]
@@ -359,6 +391,7 @@ async def test_ordered_consumer_and_headers_only(js_env) -> None:
 
     async def cb2(m) -> None:
         ho.append(m)
+
     sub2 = await js.subscribe("s.0", cb=cb2, headers_only=True, ordered_consumer=True)
     await _until(lambda: len(ho) == 7)
     assert ho[0].data == b"" and ho[0].headers["Nats-Msg-Size"] == "2"
@@ -378,6 +411,7 @@ async def test_deliver_group_spreads_messages(js_env) -> None:
     async def cbb(m) -> None:
         b.append(m)
         await m.ack()
+
     await js.subscribe("s.>", queue="workers", durable="workers", cb=cba)
     await js.subscribe("s.>", queue="workers", durable="workers", cb=cbb)
     for i in range(40):
@@ -393,8 +427,9 @@ async def test_push_waits_for_interest(js_env) -> None:
     nc, js = js_env
     await _stream(js)
     await js.publish("s.x", b"1")
-    await js.add_consumer("S", ConsumerConfig(durable_name="W", deliver_subject="late.inbox",
-                                              ack_policy=AckPolicy.EXPLICIT))
+    await js.add_consumer(
+        "S", ConsumerConfig(durable_name="W", deliver_subject="late.inbox", ack_policy=AckPolicy.EXPLICIT)
+    )
     await asyncio.sleep(0.1)
     info = await js.consumer_info("S", "W")
     assert info.delivered.consumer_seq == 0 and not info.push_bound
@@ -406,6 +441,7 @@ async def test_push_waits_for_interest(js_env) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # retention
+
 
 async def test_interest_retention(js_env) -> None:
     nc, js = js_env
@@ -434,8 +470,9 @@ async def test_workqueue_retention_and_overlap_error(js_env) -> None:
     await _stream(js, "WQ", ["wq.>"], retention=RetentionPolicy.WORK_QUEUE)
     p = await js.pull_subscribe("wq.a", durable="wa")
     with pytest.raises(BadRequestError) as ei:
-        await js.add_consumer("WQ", ConsumerConfig(durable_name="wb", filter_subject="wq.>",
-                                                   ack_policy=AckPolicy.EXPLICIT))
+        await js.add_consumer(
+            "WQ", ConsumerConfig(durable_name="wb", filter_subject="wq.>", ack_policy=AckPolicy.EXPLICIT)
+        )
     assert ei.value.err_code == 10100
     for i in range(3):
         await js.publish("wq.a", b"%d" % i)
@@ -462,6 +499,7 @@ async def test_limits_apply_on_top_of_interest(js_env) -> None:
 # ---------------------------------------------------------------------------------------------
 # API basics through nats-py
 
+
 async def test_consumer_api_through_nats_py(js_env) -> None:
     nc, js = js_env
     await _stream(js)
@@ -485,6 +523,7 @@ async def test_consumer_api_through_nats_py(js_env) -> None:
 # ---------------------------------------------------------------------------------------------
 # durability
 
+
 async def test_durable_state_survives_restart() -> None:
     with tempfile.TemporaryDirectory(prefix="natsd-cons-") as d:
         async with running_server(jetstream=True, store_dir=d) as srv:
@@ -507,8 +546,11 @@ async def test_durable_state_survives_restart() -> None:
             nc = await nats.connect(srv.client_url, allow_reconnect=False)
             js = nc.jetstream()
             after = await js.consumer_info("D", "dur")
-            assert (after.delivered.consumer_seq, after.delivered.stream_seq) == \
-                (before.delivered.consumer_seq, before.delivered.stream_seq) == (7, 6)
+            assert (
+                (after.delivered.consumer_seq, after.delivered.stream_seq)
+                == (before.delivered.consumer_seq, before.delivered.stream_seq)
+                == (7, 6)
+            )
             assert (after.ack_floor.consumer_seq, after.ack_floor.stream_seq) == (4, 4)
             assert after.num_ack_pending == before.num_ack_pending == 2
             assert after.num_redelivered == 1 and after.num_pending == 4
@@ -525,6 +567,7 @@ async def test_damaged_state_of_a_deliver_new_durable_redelivers_since_its_creat
     would skip what it never acked): it starts at the first message stored since creation."""
     import glob
     import os
+
     with tempfile.TemporaryDirectory(prefix="natsd-cons-") as d:
         async with running_server(jetstream=True, store_dir=d) as srv:
             nc = await nats.connect(srv.client_url, allow_reconnect=False)
@@ -532,8 +575,7 @@ async def test_damaged_state_of_a_deliver_new_durable_redelivers_since_its_creat
             await js.add_stream(StreamConfig(name="N", subjects=["n.>"], storage="file"))
             for i in range(3):
                 await js.publish("n.old", b"old%d" % i)  # before the consumer: never delivered
-            psub = await js.pull_subscribe("n.>", durable="dn",
-                                           config=ConsumerConfig(deliver_policy=DeliverPolicy.NEW))
+            psub = await js.pull_subscribe("n.>", durable="dn", config=ConsumerConfig(deliver_policy=DeliverPolicy.NEW))
             for i in range(5):
                 await js.publish("n.new", b"new%d" % i)
             msgs = await psub.fetch(5, timeout=1)

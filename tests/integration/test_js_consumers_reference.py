@@ -15,8 +15,18 @@ from tests.helpers.servers import start_server
 
 pytestmark = pytest.mark.reference
 
-MASK = {"created", "ts", "timestamp", "id", "last_active", "metadata", "pause_remaining", "first_ts", "last_ts",
-        "cluster"}
+MASK = {
+    "created",
+    "ts",
+    "timestamp",
+    "id",
+    "last_active",
+    "metadata",
+    "pause_remaining",
+    "first_ts",
+    "last_ts",
+    "cluster",
+}
 
 
 def scrub(o):
@@ -59,6 +69,7 @@ async def pull_and_ack_script(url: str) -> list:
 
     async def cb(m) -> None:
         got.append(m)
+
     await nc.subscribe("IN.>", cb=cb)
     await js.add_stream(name="S", subjects=["s.>"], storage="memory")
     for i in range(5):
@@ -136,6 +147,7 @@ async def retention_script(url: str) -> list:
 
     async def cb(m) -> None:
         got.append(m)
+
     await nc.subscribe("IN.>", cb=cb)
 
     async def req(subj: str, body=b"") -> dict:
@@ -150,14 +162,25 @@ async def retention_script(url: str) -> list:
         got.clear()
         return ms
 
-    out.append(await req("$JS.API.STREAM.CREATE.I", {"name": "I", "subjects": ["i.>"], "retention": "interest",
-                                                     "storage": "memory"}))
+    out.append(
+        await req(
+            "$JS.API.STREAM.CREATE.I", {"name": "I", "subjects": ["i.>"], "retention": "interest", "storage": "memory"}
+        )
+    )
     out.append(await req("i.a", b"x"))
     out.append((await req("$JS.API.STREAM.INFO.I"))["state"])
-    out.append(await req("$JS.API.CONSUMER.CREATE.I.c1", {"stream_name": "I", "config": {"durable_name": "c1",
-                                                                                       "ack_policy": "explicit"}}))
-    out.append(await req("$JS.API.CONSUMER.CREATE.I.c2.i.b", {"stream_name": "I", "config": {
-        "durable_name": "c2", "ack_policy": "explicit", "filter_subject": "i.b"}}))
+    out.append(
+        await req(
+            "$JS.API.CONSUMER.CREATE.I.c1",
+            {"stream_name": "I", "config": {"durable_name": "c1", "ack_policy": "explicit"}},
+        )
+    )
+    out.append(
+        await req(
+            "$JS.API.CONSUMER.CREATE.I.c2.i.b",
+            {"stream_name": "I", "config": {"durable_name": "c2", "ack_policy": "explicit", "filter_subject": "i.b"}},
+        )
+    )
     for s in ("i.a", "i.b", "i.b", "i.c"):
         out.append(await req(s, b"y"))
     out.append((await req("$JS.API.STREAM.INFO.I"))["state"])
@@ -168,10 +191,20 @@ async def retention_script(url: str) -> list:
     out.append(await req("$JS.API.CONSUMER.DELETE.I.c2"))
     await asyncio.sleep(0.1)
     out.append((await req("$JS.API.STREAM.INFO.I"))["state"])
-    out.append(await req("$JS.API.STREAM.CREATE.W", {"name": "W", "subjects": ["w.>"], "retention": "workqueue",
-                                                     "storage": "memory"}))
-    out.append(await req("$JS.API.CONSUMER.CREATE.W.w1", {"stream_name": "W", "config": {
-        "durable_name": "w1", "ack_policy": "explicit", "max_deliver": 2, "ack_wait": 300_000_000}}))
+    out.append(
+        await req(
+            "$JS.API.STREAM.CREATE.W", {"name": "W", "subjects": ["w.>"], "retention": "workqueue", "storage": "memory"}
+        )
+    )
+    out.append(
+        await req(
+            "$JS.API.CONSUMER.CREATE.W.w1",
+            {
+                "stream_name": "W",
+                "config": {"durable_name": "w1", "ack_policy": "explicit", "max_deliver": 2, "ack_wait": 300_000_000},
+            },
+        )
+    )
     for _ in range(3):
         out.append(await req("w.x", b"z"))
     ms = await nxt("W", "w1", {"batch": 3, "expires": 500_000_000})
@@ -206,9 +239,22 @@ async def flow_control_script(url: str) -> list:
                 events.append(("HB", m.headers.get("Nats-Consumer-Stalled", "")[:7]))
         else:
             events.append("D")
+
     await nc.subscribe("dlv", cb=cb)
-    await nc.request("$JS.API.CONSUMER.CREATE.B", json.dumps({"stream_name": "B", "config": {
-        "deliver_subject": "dlv", "ack_policy": "none", "flow_control": True, "idle_heartbeat": 500_000_000}}).encode())
+    await nc.request(
+        "$JS.API.CONSUMER.CREATE.B",
+        json.dumps(
+            {
+                "stream_name": "B",
+                "config": {
+                    "deliver_subject": "dlv",
+                    "ack_policy": "none",
+                    "flow_control": True,
+                    "idle_heartbeat": 500_000_000,
+                },
+            }
+        ).encode(),
+    )
     await asyncio.sleep(1.2)
     stalled = sum(1 for e in events if e == "D")
     first = [e for e in events if isinstance(e, tuple)]
@@ -251,10 +297,23 @@ async def push_replay_script(url: str) -> list:
                 events.append(("HB", len(data)))
         else:
             data.append(norm(m))
+
     await nc.subscribe("dlv", cb=cb)
-    await nc.request("$JS.API.CONSUMER.CREATE.R.C", json.dumps({"stream_name": "R", "config": {
-        "name": "C", "deliver_subject": "dlv", "ack_policy": "none", "flow_control": True,
-        "idle_heartbeat": 30_000_000_000}}).encode())
+    await nc.request(
+        "$JS.API.CONSUMER.CREATE.R.C",
+        json.dumps(
+            {
+                "stream_name": "R",
+                "config": {
+                    "name": "C",
+                    "deliver_subject": "dlv",
+                    "ack_policy": "none",
+                    "flow_control": True,
+                    "idle_heartbeat": 30_000_000_000,
+                },
+            }
+        ).encode(),
+    )
     for _ in range(100):  # until it stalls: nothing more for 0.3 s
         before = len(data)
         await asyncio.sleep(0.3)
@@ -282,6 +341,7 @@ async def pending_and_ack_runs_script(url: str) -> list:
 
     async def cb(m) -> None:
         got.append(m)
+
     await nc.subscribe("IN.>", cb=cb)
 
     async def req(subj: str, body=b"") -> dict:
@@ -311,10 +371,18 @@ async def pending_and_ack_runs_script(url: str) -> list:
         return info
 
     for name, retention in (("P", "limits"), ("I", "interest")):
-        out.append(await req(f"$JS.API.STREAM.CREATE.{name}", {"name": name, "subjects": [name.lower() + ".>"],
-                                                              "retention": retention, "storage": "file"}))
-        out.append(await req(f"$JS.API.CONSUMER.CREATE.{name}.C", {"stream_name": name, "config": {
-            "durable_name": "C", "ack_policy": "explicit"}}))
+        out.append(
+            await req(
+                f"$JS.API.STREAM.CREATE.{name}",
+                {"name": name, "subjects": [name.lower() + ".>"], "retention": retention, "storage": "file"},
+            )
+        )
+        out.append(
+            await req(
+                f"$JS.API.CONSUMER.CREATE.{name}.C",
+                {"stream_name": name, "config": {"durable_name": "C", "ack_policy": "explicit"}},
+            )
+        )
         for i in range(5):
             out.append(await req(f"{name.lower()}.{i % 2}", b"m%d" % i))
         ms = await nxt(name, "C", {"batch": 10, "no_wait": True}, 5)

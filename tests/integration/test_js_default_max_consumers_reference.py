@@ -33,8 +33,11 @@ async def _fill(url: str, streams: dict[str, int], n: int) -> list:
             created, first_error = 0, None
             for i in range(n):
                 body = {"stream_name": name, "config": {"durable_name": f"C{i}", "mem_storage": True}}
-                r = json.loads((await nc.request(f"$JS.API.CONSUMER.CREATE.{name}.C{i}", json.dumps(body).encode(),
-                                                 timeout=5)).data)
+                r = json.loads(
+                    (
+                        await nc.request(f"$JS.API.CONSUMER.CREATE.{name}.C{i}", json.dumps(body).encode(), timeout=5)
+                    ).data
+                )
                 if "error" in r:
                     first_error = first_error or (i, r["error"])
                 else:
@@ -47,14 +50,15 @@ async def _fill(url: str, streams: dict[str, int], n: int) -> list:
 
 async def test_a_stream_takes_1000_consumers_by_default_as_nats_server(tmp_path):
     expected, got = await side_by_side(tmp_path, lambda url: _fill(url, {"S": 0}, 1002))
-    assert expected == [("S", 1000, (1000, {"code": 400, "err_code": 10026,
-                                             "description": "maximum consumers limit reached"}))]
+    assert expected == [
+        ("S", 1000, (1000, {"code": 400, "err_code": 10026, "description": "maximum consumers limit reached"}))
+    ]
     assert got == expected
 
 
 @pytest.mark.parametrize("default", [3, -1])
 async def test_default_max_consumers_from_the_config_file(tmp_path, default):
-    text = f"jetstream {{ store_dir: \"{{sd}}\", limits {{ default_max_consumers: {default} }} }}\n"
+    text = f'jetstream {{ store_dir: "{{sd}}", limits {{ default_max_consumers: {default} }} }}\n'
     ref_conf = tmp_path / "ref.conf"
     ref_conf.write_text(text.replace("{sd}", str(tmp_path / "ref-js")))
     streams = {"DFLT": 0, "OWN": 5, "LOW": 2}

@@ -15,8 +15,11 @@ import pytest
 from tests.helpers.differential import check_seed, generate
 from tests.helpers.servers import reference_binary
 
-pytestmark = [pytest.mark.integration, pytest.mark.reference,
-              pytest.mark.skipif(reference_binary() is None, reason="reference nats-server not installed")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.reference,
+    pytest.mark.skipif(reference_binary() is None, reason="reference nats-server not installed"),
+]
 
 # The suite's fixed seeds (well under a minute); NATSD_DIFF_SEEDS=200 (and NATSD_DIFF_OPS) run more.
 SEEDS = range(int(os.environ.get("NATSD_DIFF_SEEDS", "24")))

@@ -15,8 +15,11 @@ import pytest
 from tests.helpers.inproc import side_by_side
 from tests.helpers.servers import reference_binary
 
-pytestmark = [pytest.mark.integration, pytest.mark.reference,
-              pytest.mark.skipif(reference_binary() is None, reason="reference nats-server not installed")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.reference,
+    pytest.mark.skipif(reference_binary() is None, reason="reference nats-server not installed"),
+]
 
 
 async def _req(nc, subject: str, body=b"", headers=None, timeout: float = 2):
@@ -77,8 +80,11 @@ async def _rollups_and_last_per_subject(url: str) -> list:
         await _req(nc, "$JS.API.STREAM.CREATE.R", {"name": "R", "subjects": ["r.>"], "allow_rollup_hdrs": True})
         for subject in ("r.x", "r.y", "r.x", "r.y"):
             await _req(nc, subject, b"1")
-        await _req(nc, "$JS.API.CONSUMER.CREATE.R.C",
-                   {"stream_name": "R", "config": {"durable_name": "C", "ack_policy": "explicit"}})
+        await _req(
+            nc,
+            "$JS.API.CONSUMER.CREATE.R.C",
+            {"stream_name": "R", "config": {"durable_name": "C", "ack_policy": "explicit"}},
+        )
         obs.append(await _pull(nc, "R", "C", {"batch": 1, "no_wait": True}))
         obs.append(await _req(nc, "r.x", b"2", headers={"Nats-Rollup": "sub"}))
         obs.append(await _pull(nc, "R", "C", {"batch": 5, "no_wait": True}))
@@ -144,8 +150,11 @@ async def _ttls(url: str) -> list:
     try:
         for allow in (False, True):
             name = "TA" if allow else "TN"
-            await _req(nc, f"$JS.API.STREAM.CREATE.{name}",
-                       {"name": name, "subjects": [name.lower() + ".>"], "allow_msg_ttl": allow})
+            await _req(
+                nc,
+                f"$JS.API.STREAM.CREATE.{name}",
+                {"name": name, "subjects": [name.lower() + ".>"], "allow_msg_ttl": allow},
+            )
             for ttl in ("", "-1", "never", "0", "1", "1s", "500ms", "x"):
                 obs.append((allow, ttl, await _req(nc, name.lower() + ".a", b"x", headers={"Nats-TTL": ttl})))
         # an interest stream without consumers skips the message before reading its TTL (seed 735)
@@ -169,13 +178,21 @@ async def _bodies(url: str) -> list:
     try:
         await _req(nc, "$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s.>"], "allow_direct": True})
         await _req(nc, "s.a", b"1")
-        await _req(nc, "$JS.API.CONSUMER.CREATE.S.D",
-                   {"stream_name": "S", "config": {"durable_name": "D", "ack_policy": "explicit"}})
+        await _req(
+            nc,
+            "$JS.API.CONSUMER.CREATE.S.D",
+            {"stream_name": "S", "config": {"durable_name": "D", "ack_policy": "explicit"}},
+        )
         for body in (b"{", b" ", b"[1]", b'{"seq":"x"}', b'{"seq":1,"foo":1}'):
             r = await _req(nc, "$JS.API.CONSUMER.RESET.S.D", body)
             obs.append(("reset", body, r.get("error", r.get("reset_seq"))))
-        for body in (b'{"seq":true}', b'{"last_by_subj":5}', b'{"multi_last":"s.a"}', b'{"start_time":"x"}',
-                     b'{"seq":1,"foo":1}'):
+        for body in (
+            b'{"seq":true}',
+            b'{"last_by_subj":5}',
+            b'{"multi_last":"s.a"}',
+            b'{"start_time":"x"}',
+            b'{"seq":1,"foo":1}',
+        ):
             r = await _req(nc, "$JS.API.DIRECT.GET.S", body)
             obs.append(("direct", body, r.get("status") if isinstance(r, dict) else r))
         for body in (b" ", b'{"deliver_subject":5}', b'{"foo":1}', b"true"):
@@ -199,20 +216,32 @@ async def test_purge_of_a_pending_message_in_the_middle_matches_reference(tmp_pa
     ack floor's consumer sequence past it (its stream sequence stays); natsd used to terminate it
     as a single delete, leaving the floor. Then rollups remove pending messages, where INFO shows
     the reference's store floor."""
-    ops = [["api", "$JS.API.STREAM.CREATE.S1", {"name": "S1", "subjects": ["s1.>"], "retention": retention,
-                                                "allow_rollup_hdrs": True}],
-           ["pub", "s1.b", {}, "m1"], ["pub", "s1.c.d", {}, "m2"], ["pub", "s1.e", {}, "m3"],
-           ["api", "$JS.API.CONSUMER.CREATE.S1.C", {"stream_name": "S1", "config": {
-               "ack_policy": "explicit", "durable_name": "C"}}],
-           ["pull", "S1", "C", 3],
-           ["api", "$JS.API.STREAM.PURGE.S1", {"filter": "s1.c.d"}],
-           ["api", "$JS.API.CONSUMER.INFO.S1.C", ""],
-           ["ack", 0, "+ACK"],
-           ["api", "$JS.API.CONSUMER.INFO.S1.C", ""], ["api", "$JS.API.STREAM.INFO.S1", ""],
-           # a subject rollup that removes the last pending message: the store's floor shows
-           ["pub", "s1.f", {}, "m5"], ["pull", "S1", "C", 1],
-           ["pub", "s1.f", {"Nats-Rollup": "sub"}, "m6"],
-           ["api", "$JS.API.CONSUMER.INFO.S1.C", ""]]
+    ops = [
+        [
+            "api",
+            "$JS.API.STREAM.CREATE.S1",
+            {"name": "S1", "subjects": ["s1.>"], "retention": retention, "allow_rollup_hdrs": True},
+        ],
+        ["pub", "s1.b", {}, "m1"],
+        ["pub", "s1.c.d", {}, "m2"],
+        ["pub", "s1.e", {}, "m3"],
+        [
+            "api",
+            "$JS.API.CONSUMER.CREATE.S1.C",
+            {"stream_name": "S1", "config": {"ack_policy": "explicit", "durable_name": "C"}},
+        ],
+        ["pull", "S1", "C", 3],
+        ["api", "$JS.API.STREAM.PURGE.S1", {"filter": "s1.c.d"}],
+        ["api", "$JS.API.CONSUMER.INFO.S1.C", ""],
+        ["ack", 0, "+ACK"],
+        ["api", "$JS.API.CONSUMER.INFO.S1.C", ""],
+        ["api", "$JS.API.STREAM.INFO.S1", ""],
+        # a subject rollup that removes the last pending message: the store's floor shows
+        ["pub", "s1.f", {}, "m5"],
+        ["pull", "S1", "C", 1],
+        ["pub", "s1.f", {"Nats-Rollup": "sub"}, "m6"],
+        ["api", "$JS.API.CONSUMER.INFO.S1.C", ""],
+    ]
     expected, got = await _replay(tmp_path, ops)
     assert got == expected
     if retention != "interest":  # (an interest stream also drops what no consumer needs)
@@ -223,13 +252,22 @@ async def test_nak_then_purge_below_the_next_delivery_matches_reference(tmp_path
     """The issue's "no_wait pull returning a message where the reference answers 404", minimised
     from differential seed 305: a NAKed message the purge keeps leaves the redelivery queue (it
     stays pending until its ack wait), so the next no-wait pull finds nothing."""
-    ops = [["api", "$JS.API.STREAM.CREATE.S1", {"name": "S1", "subjects": ["s1.>"]}],
-           ["pub", "s1.a", {}, "m1"], ["pub", "s1.b", {}, "m2"], ["pub", "s1.c", {}, "m3"],
-           ["api", "$JS.API.CONSUMER.CREATE.S1.C", {"stream_name": "S1", "config": {
-               "ack_policy": "explicit", "durable_name": "C"}}],
-           ["pull", "S1", "C", 3], ["ack", 1, "-NAK"],
-           ["api", "$JS.API.STREAM.PURGE.S1", {"seq": 2}],
-           ["pull", "S1", "C", 2], ["api", "$JS.API.CONSUMER.INFO.S1.C", ""]]
+    ops = [
+        ["api", "$JS.API.STREAM.CREATE.S1", {"name": "S1", "subjects": ["s1.>"]}],
+        ["pub", "s1.a", {}, "m1"],
+        ["pub", "s1.b", {}, "m2"],
+        ["pub", "s1.c", {}, "m3"],
+        [
+            "api",
+            "$JS.API.CONSUMER.CREATE.S1.C",
+            {"stream_name": "S1", "config": {"ack_policy": "explicit", "durable_name": "C"}},
+        ],
+        ["pull", "S1", "C", 3],
+        ["ack", 1, "-NAK"],
+        ["api", "$JS.API.STREAM.PURGE.S1", {"seq": 2}],
+        ["pull", "S1", "C", 2],
+        ["api", "$JS.API.CONSUMER.INFO.S1.C", ""],
+    ]
     expected, got = await _replay(tmp_path, ops)
     assert got == expected
     assert expected[8] == [{"status": "404"}]
@@ -239,14 +277,22 @@ async def test_purge_reports_the_search_position_as_delivered(tmp_path) -> None:
     """Minimised from differential seed 349: a filtered consumer whose last pull searched past a
     message it does not take; a purge then reports that position as delivered, as nats-server
     writes its next-to-look-at sequence on a purge (natsd kept the last delivered one)."""
-    ops = [["api", "$JS.API.STREAM.CREATE.S2", {"name": "S2", "subjects": ["s2.>"]}],
-           ["pub", "s2.x", {}, "a"], ["pub", "s2.x", {}, "b"], ["pub", "s2.y", {}, "c"],
-           ["api", "$JS.API.CONSUMER.CREATE.S2.C", {"stream_name": "S2", "config": {
-               "ack_policy": "all", "durable_name": "C", "filter_subject": "s2.x"}}],
-           ["pull", "S2", "C", 5], ["pub", "s2.y", {}, "d"],
-           ["api", "$JS.API.CONSUMER.INFO.S2.C", ""],
-           ["api", "$JS.API.STREAM.PURGE.S2", {"seq": 3}],
-           ["api", "$JS.API.CONSUMER.INFO.S2.C", ""]]
+    ops = [
+        ["api", "$JS.API.STREAM.CREATE.S2", {"name": "S2", "subjects": ["s2.>"]}],
+        ["pub", "s2.x", {}, "a"],
+        ["pub", "s2.x", {}, "b"],
+        ["pub", "s2.y", {}, "c"],
+        [
+            "api",
+            "$JS.API.CONSUMER.CREATE.S2.C",
+            {"stream_name": "S2", "config": {"ack_policy": "all", "durable_name": "C", "filter_subject": "s2.x"}},
+        ],
+        ["pull", "S2", "C", 5],
+        ["pub", "s2.y", {}, "d"],
+        ["api", "$JS.API.CONSUMER.INFO.S2.C", ""],
+        ["api", "$JS.API.STREAM.PURGE.S2", {"seq": 3}],
+        ["api", "$JS.API.CONSUMER.INFO.S2.C", ""],
+    ]
     expected, got = await _replay(tmp_path, ops)
     assert got == expected
     assert expected[9]["delivered"] == {"consumer_seq": 2, "stream_seq": 3}
@@ -255,14 +301,26 @@ async def test_purge_reports_the_search_position_as_delivered(tmp_path) -> None:
 async def test_ack_all_floor_after_a_purge_drops_a_pending_message_matches_reference(tmp_path) -> None:
     """Minimised from differential seed 454: under AckAll, a purge that removes a pending message
     between two others shows that message's sequences as the ack floor (nats-server's store floor)."""
-    ops = [["api", "$JS.API.STREAM.CREATE.S2", {"name": "S2", "subjects": ["s2.>"]}],
-           ["pub", "s2.y", {}, "a"], ["pub", "s2.x", {}, "b"], ["pub", "s2.z", {}, "c"],
-           ["api", "$JS.API.CONSUMER.CREATE.S2.C1", {"stream_name": "S2", "config": {
-               "ack_policy": "all", "durable_name": "C1"}}],
-           ["pull", "S2", "C1", 3], ["api", "$JS.API.STREAM.PURGE.S2", {"filter": "s2.x"}],
-           ["api", "$JS.API.CONSUMER.INFO.S2.C1", ""], ["pub", "s2.x", {}, "d"], ["pull", "S2", "C1", 3],
-           ["ack", 0, "+ACK"], ["api", "$JS.API.CONSUMER.INFO.S2.C1", ""],
-           ["ack", 3, "+ACK"], ["api", "$JS.API.CONSUMER.INFO.S2.C1", ""]]
+    ops = [
+        ["api", "$JS.API.STREAM.CREATE.S2", {"name": "S2", "subjects": ["s2.>"]}],
+        ["pub", "s2.y", {}, "a"],
+        ["pub", "s2.x", {}, "b"],
+        ["pub", "s2.z", {}, "c"],
+        [
+            "api",
+            "$JS.API.CONSUMER.CREATE.S2.C1",
+            {"stream_name": "S2", "config": {"ack_policy": "all", "durable_name": "C1"}},
+        ],
+        ["pull", "S2", "C1", 3],
+        ["api", "$JS.API.STREAM.PURGE.S2", {"filter": "s2.x"}],
+        ["api", "$JS.API.CONSUMER.INFO.S2.C1", ""],
+        ["pub", "s2.x", {}, "d"],
+        ["pull", "S2", "C1", 3],
+        ["ack", 0, "+ACK"],
+        ["api", "$JS.API.CONSUMER.INFO.S2.C1", ""],
+        ["ack", 3, "+ACK"],
+        ["api", "$JS.API.CONSUMER.INFO.S2.C1", ""],
+    ]
     expected, got = await _replay(tmp_path, ops)
     assert got == expected
     assert expected[7]["ack_floor"] == {"consumer_seq": 2, "stream_seq": 2}
@@ -272,26 +330,48 @@ async def test_interest_streams_last_consumer_and_single_message_rollups_match_r
     """Minimised from differential seeds 514 and 537: the last consumer of an interest stream
     leaving purges it (first_seq moves past the last, even empty; a workqueue stream keeps its
     messages); a subject rollup that removes one message leaves num_pending counted once."""
-    ops = [["api", "$JS.API.STREAM.CREATE.S2", {"name": "S2", "subjects": ["s2.>"], "retention": "interest"}],
-           ["api", "$JS.API.CONSUMER.CREATE.S2.C", {"stream_name": "S2", "config": {
-               "ack_policy": "explicit", "durable_name": "C", "filter_subject": "s2.a"}}],
-           ["pub", "s2.a", {}, "1"], ["pub", "s2.b", {}, "2"],
-           ["api", "$JS.API.CONSUMER.DELETE.S2.C", ""], ["api", "$JS.API.STREAM.INFO.S2", ""],
-           ["api", "$JS.API.STREAM.CREATE.S1", {"name": "S1", "subjects": ["s1.>"], "retention": "interest",
-                                                "storage": "memory"}],
-           ["push", "S1", {"ack_policy": "explicit", "inactive_threshold": 120000000000}],
-           ["api", "$JS.API.STREAM.INFO.S1", ""],
-           ["api", "$JS.API.STREAM.CREATE.S3", {"name": "S3", "subjects": ["s3.>"], "retention": "workqueue"}],
-           ["api", "$JS.API.CONSUMER.CREATE.S3.C", {"stream_name": "S3", "config": {"ack_policy": "explicit",
-                                                                                   "durable_name": "C"}}],
-           ["pub", "s3.a", {}, "1"], ["api", "$JS.API.CONSUMER.DELETE.S3.C", ""],
-           ["api", "$JS.API.STREAM.INFO.S3", ""],
-           ["api", "$JS.API.STREAM.CREATE.S4", {"name": "S4", "subjects": ["s4.>"], "retention": "interest",
-                                                "max_msgs": 3, "allow_rollup_hdrs": True}],
-           ["api", "$JS.API.CONSUMER.CREATE.S4.C", {"stream_name": "S4", "config": {"ack_policy": "explicit",
-                                                                                   "durable_name": "C"}}],
-           ["pub", "s4.x", {}, "a"], ["pub", "s4.y", {}, "b"], ["pub", "s4.y", {"Nats-Rollup": "sub"}, "c"],
-           ["api", "$JS.API.CONSUMER.INFO.S4.C", ""]]
+    ops = [
+        ["api", "$JS.API.STREAM.CREATE.S2", {"name": "S2", "subjects": ["s2.>"], "retention": "interest"}],
+        [
+            "api",
+            "$JS.API.CONSUMER.CREATE.S2.C",
+            {"stream_name": "S2", "config": {"ack_policy": "explicit", "durable_name": "C", "filter_subject": "s2.a"}},
+        ],
+        ["pub", "s2.a", {}, "1"],
+        ["pub", "s2.b", {}, "2"],
+        ["api", "$JS.API.CONSUMER.DELETE.S2.C", ""],
+        ["api", "$JS.API.STREAM.INFO.S2", ""],
+        [
+            "api",
+            "$JS.API.STREAM.CREATE.S1",
+            {"name": "S1", "subjects": ["s1.>"], "retention": "interest", "storage": "memory"},
+        ],
+        ["push", "S1", {"ack_policy": "explicit", "inactive_threshold": 120000000000}],
+        ["api", "$JS.API.STREAM.INFO.S1", ""],
+        ["api", "$JS.API.STREAM.CREATE.S3", {"name": "S3", "subjects": ["s3.>"], "retention": "workqueue"}],
+        [
+            "api",
+            "$JS.API.CONSUMER.CREATE.S3.C",
+            {"stream_name": "S3", "config": {"ack_policy": "explicit", "durable_name": "C"}},
+        ],
+        ["pub", "s3.a", {}, "1"],
+        ["api", "$JS.API.CONSUMER.DELETE.S3.C", ""],
+        ["api", "$JS.API.STREAM.INFO.S3", ""],
+        [
+            "api",
+            "$JS.API.STREAM.CREATE.S4",
+            {"name": "S4", "subjects": ["s4.>"], "retention": "interest", "max_msgs": 3, "allow_rollup_hdrs": True},
+        ],
+        [
+            "api",
+            "$JS.API.CONSUMER.CREATE.S4.C",
+            {"stream_name": "S4", "config": {"ack_policy": "explicit", "durable_name": "C"}},
+        ],
+        ["pub", "s4.x", {}, "a"],
+        ["pub", "s4.y", {}, "b"],
+        ["pub", "s4.y", {"Nats-Rollup": "sub"}, "c"],
+        ["api", "$JS.API.CONSUMER.INFO.S4.C", ""],
+    ]
     expected, got = await _replay(tmp_path, ops)
     assert got == expected
     assert expected[5]["state"]["first_seq"] == 3 and expected[8]["state"]["first_seq"] == 1

@@ -90,8 +90,7 @@ async def _script(url: str) -> list:
     try:
         await req("INFO")
         await req("STREAM.CREATE.S", {"name": "S", "subjects": ["s.>"], "allow_direct": True})
-        await req("STREAM.UPDATE.S", {"name": "S", "subjects": ["s.>"], "allow_direct": True,
-                                      "description": "d"})
+        await req("STREAM.UPDATE.S", {"name": "S", "subjects": ["s.>"], "allow_direct": True, "description": "d"})
         js = nc.jetstream(domain=D)
         for i in range(3):
             ack = await js.publish(f"s.{i}", b"m%d" % i)
@@ -108,13 +107,27 @@ async def _script(url: str) -> list:
         out.append(("DIRECT.GET.S.s.0", m.headers.get("Nats-Sequence"), m.data))
         await req("DIRECT.GET.NOPE", {"seq": 1}, timeout=1)
 
-        await req("CONSUMER.CREATE.S.C", {"stream_name": "S", "config": {"durable_name": "C", "ack_policy": "explicit"}})
-        await req("CONSUMER.DURABLE.CREATE.S.D", {"stream_name": "S", "config": {"durable_name": "D",
-                                                                                  "ack_policy": "explicit"}})
+        await req(
+            "CONSUMER.CREATE.S.C", {"stream_name": "S", "config": {"durable_name": "C", "ack_policy": "explicit"}}
+        )
+        await req(
+            "CONSUMER.DURABLE.CREATE.S.D",
+            {"stream_name": "S", "config": {"durable_name": "D", "ack_policy": "explicit"}},
+        )
         await req("CONSUMER.CREATE.S", {"stream_name": "S", "config": {"ack_policy": "none"}})
-        await req("CONSUMER.CREATE.S.G", {"stream_name": "S", "config": {
-            "name": "G", "ack_policy": "explicit", "priority_policy": "pinned_client", "priority_groups": ["A"],
-            "priority_timeout": 60_000_000_000}})
+        await req(
+            "CONSUMER.CREATE.S.G",
+            {
+                "stream_name": "S",
+                "config": {
+                    "name": "G",
+                    "ack_policy": "explicit",
+                    "priority_policy": "pinned_client",
+                    "priority_groups": ["A"],
+                    "priority_timeout": 60_000_000_000,
+                },
+            },
+        )
         await req("CONSUMER.NAMES.S")
         await req("CONSUMER.LIST.S")
         await req("CONSUMER.INFO.S.C")
@@ -204,8 +217,9 @@ async def test_hub_client_pulls_from_a_natsd_leaf_consumer_by_domain(tmp_path):
                     await m.ack_sync(timeout=5)
                 info = await js.consumer_info("S", "DC")
                 assert info.ack_floor.stream_seq == 3 and info.num_pending == 0
-                r = json.loads((await hub_nc.request("$JS.EDGE.API.CONSUMER.RESET.S.DC", b'{"seq": 2}',
-                                                     timeout=5)).data)
+                r = json.loads(
+                    (await hub_nc.request("$JS.EDGE.API.CONSUMER.RESET.S.DC", b'{"seq": 2}', timeout=5)).data
+                )
                 assert r["type"] == "io.nats.jetstream.api.v1.consumer_reset_response" and "error" not in r
                 again = await psub.fetch(1, timeout=5)
                 assert again[0].data == b"1"

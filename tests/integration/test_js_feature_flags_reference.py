@@ -37,8 +37,11 @@ async def _script(url: str, http: int) -> dict:
     out: dict = {}
     try:
         await nc.request("$JS.API.STREAM.CREATE.S", b'{"name": "S", "subjects": ["s.>"]}', timeout=5)
-        await nc.request("$JS.API.CONSUMER.CREATE.S.C", b'{"stream_name": "S", "config": {"durable_name": "C", '
-                                                        b'"ack_policy": "explicit"}}', timeout=5)
+        await nc.request(
+            "$JS.API.CONSUMER.CREATE.S.C",
+            b'{"stream_name": "S", "config": {"durable_name": "C", "ack_policy": "explicit"}}',
+            timeout=5,
+        )
         for i in range(2):
             await nc.request("s.x", b"m%d" % i, timeout=5)
         inbox = nc.new_inbox()
@@ -61,9 +64,14 @@ async def _script(url: str, http: int) -> dict:
     return out
 
 
-@pytest.mark.parametrize("flags,domain", [("feature_flags { js_ack_fc_v2: true, no_such_flag: true }", ""),
-                                          ("feature_flags { js_ack_fc_v2: true }", ", domain: D"),
-                                          ("", "")])
+@pytest.mark.parametrize(
+    "flags,domain",
+    [
+        ("feature_flags { js_ack_fc_v2: true, no_such_flag: true }", ""),
+        ("feature_flags { js_ack_fc_v2: true }", ", domain: D"),
+        ("", ""),
+    ],
+)
 async def test_v2_ack_subjects_and_varz_as_nats_server(tmp_path, flags, domain):
     hp = free_port()
     conf = tmp_path / "ref.conf"
@@ -74,8 +82,9 @@ async def test_v2_ack_subjects_and_varz_as_nats_server(tmp_path, flags, domain):
     finally:
         ref.stop()
     hp = free_port()
-    opts = options_from_tree(parse(CONF.format(http=hp, sd=tempfile.mkdtemp(dir=tmp_path), domain=domain,
-                                               flags=flags), "t.conf", env={}))
+    opts = options_from_tree(
+        parse(CONF.format(http=hp, sd=tempfile.mkdtemp(dir=tmp_path), domain=domain, flags=flags), "t.conf", env={})
+    )
     opts.host, opts.port = "127.0.0.1", 0
     async with running_server(options=opts) as server:
         got = await _script(server.client_url, hp)

@@ -13,8 +13,11 @@ import pytest
 
 from tests.helpers.servers import reference_binary, start_server
 
-pytestmark = [pytest.mark.integration, pytest.mark.reference,
-              pytest.mark.skipif(reference_binary() is None, reason="reference nats-server not installed")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.reference,
+    pytest.mark.skipif(reference_binary() is None, reason="reference nats-server not installed"),
+]
 
 
 async def _script(url: str) -> list:

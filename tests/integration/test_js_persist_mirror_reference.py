@@ -14,11 +14,22 @@ import pytest
 from tests.helpers.inproc import side_by_side
 from tests.helpers.servers import reference_binary
 
-pytestmark = [pytest.mark.integration, pytest.mark.reference,
-              pytest.mark.skipif(reference_binary() is None, reason="reference nats-server not installed")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.reference,
+    pytest.mark.skipif(reference_binary() is None, reason="reference nats-server not installed"),
+]
 
-KEYS = ("subjects", "mirror", "duplicate_window", "persist_mode", "allow_rollup_hdrs", "mirror_direct",
-        "allow_direct", "max_msgs")
+KEYS = (
+    "subjects",
+    "mirror",
+    "duplicate_window",
+    "persist_mode",
+    "allow_rollup_hdrs",
+    "mirror_direct",
+    "allow_direct",
+    "max_msgs",
+)
 
 
 async def _scenario(url: str) -> list:
@@ -48,8 +59,11 @@ async def _scenario(url: str) -> list:
             await asyncio.sleep(0.1)
         out.append(await state("M"))
         base = (await api("$JS.API.STREAM.INFO.M", {}))["config"]
-        out.append((await api("$JS.API.STREAM.UPDATE.M", {**base, "mirror": {"name": "O", "filter_subject": "o.y"}}))
-                   .get("error"))
+        out.append(
+            (await api("$JS.API.STREAM.UPDATE.M", {**base, "mirror": {"name": "O", "filter_subject": "o.y"}})).get(
+                "error"
+            )
+        )
         out.append((await api("$JS.API.STREAM.UPDATE.M", {**base, "subjects": ["m.>"]})).get("error"))
         promoted = {k: v for k, v in base.items() if k != "mirror"}
         r = await api("$JS.API.STREAM.UPDATE.M", {**promoted, "subjects": ["m.>"], "max_msgs": 100})
@@ -72,11 +86,13 @@ async def _scenario(url: str) -> list:
         out.append(cfg(r))
         out.append(json.loads((await nc.request("M2", b"x", timeout=5)).data))
         # -- persist_mode: async
-        for body in ({"name": "A1", "persist_mode": "async"},
-                     {"name": "A2", "persist_mode": "async", "storage": "memory"},
-                     {"name": "A3", "persist_mode": "async", "num_replicas": 3},
-                     {"name": "A4", "persist_mode": "async", "allow_atomic": True},
-                     {"name": "A5", "persist_mode": "default"}):
+        for body in (
+            {"name": "A1", "persist_mode": "async"},
+            {"name": "A2", "persist_mode": "async", "storage": "memory"},
+            {"name": "A3", "persist_mode": "async", "num_replicas": 3},
+            {"name": "A4", "persist_mode": "async", "allow_atomic": True},
+            {"name": "A5", "persist_mode": "default"},
+        ):
             out.append(cfg(await api("$JS.API.STREAM.CREATE." + body["name"], body), ("persist_mode",)))
         acks = [json.loads((await nc.request("A1", b"x%d" % i, timeout=5)).data) for i in range(5)]
         out.append(acks)
@@ -84,8 +100,9 @@ async def _scenario(url: str) -> list:
         out.append(r["message"]["data"])
         out.append(await state("A1"))
         out.append((await api("$JS.API.STREAM.UPDATE.A1", {"name": "A1"})).get("error"))
-        out.append((await api("$JS.API.STREAM.UPDATE.A1", {"name": "A1", "persist_mode": "async",
-                                                           "max_msgs": 3})).get("error"))
+        out.append(
+            (await api("$JS.API.STREAM.UPDATE.A1", {"name": "A1", "persist_mode": "async", "max_msgs": 3})).get("error")
+        )
         out.append(await state("A1"))
         out.append((await api("$JS.API.STREAM.UPDATE.A5", {"name": "A5", "persist_mode": "async"})).get("error"))
     finally:

@@ -44,7 +44,9 @@ class Observer:
         def tagged(inbox: str):
             async def cb(m) -> None:
                 self.got.append((inbox, m))
+
             return cb
+
         for inbox in "abcdewxyz":
             await self.nc.subscribe(f"IN.{inbox}", cb=tagged(inbox))
         await self.nc.subscribe("$JS.EVENT.ADVISORY.CONSUMER.*.*.*", cb=tagged("adv"))
@@ -111,9 +113,13 @@ class Observer:
 
     async def info(self, consumer: str, stream: str = "S") -> None:
         i = await self.req(f"$JS.API.CONSUMER.INFO.{stream}.{consumer}")
-        self.out.append((f"info {consumer}", {k: i.get(k) for k in (
-            "num_waiting", "num_pending", "num_ack_pending", "delivered", "priority_groups")}
-            | {"has_priority_groups": "priority_groups" in i}))
+        self.out.append(
+            (
+                f"info {consumer}",
+                {k: i.get(k) for k in ("num_waiting", "num_pending", "num_ack_pending", "delivered", "priority_groups")}
+                | {"has_priority_groups": "priority_groups" in i},
+            )
+        )
 
 
 def _cfg(name: str, **kw) -> dict:
@@ -128,14 +134,26 @@ async def pinned_script(url: str) -> list:
     await js.add_stream(name="S", subjects=["s.>"], storage="memory")
     for i in range(12):
         await js.publish(f"s.{i}", b"m%d" % i, headers={"X-K": str(i)} if i % 2 else None)
-    ob.out.append(("create", await ob.req("$JS.API.CONSUMER.CREATE.S.P", _cfg(
-        "P", priority_groups=["A", "B"], priority_policy="pinned_client", priority_timeout=SEC))))
+    ob.out.append(
+        (
+            "create",
+            await ob.req(
+                "$JS.API.CONSUMER.CREATE.S.P",
+                _cfg("P", priority_groups=["A", "B"], priority_policy="pinned_client", priority_timeout=SEC),
+            ),
+        )
+    )
     await ob.settle(0.05)
     await ob.info("P")
     # What a request may carry.
-    for body in ({"batch": 1}, {"batch": 1, "group": "X"}, {"batch": 1, "group": "A", "min_pending": 3},
-                 {"batch": 1, "group": "A", "min_ack_pending": 1}, {"batch": 1, "group": "A", "priority": 10},
-                 {"batch": 1, "group": "A", "priority": -1}):
+    for body in (
+        {"batch": 1},
+        {"batch": 1, "group": "X"},
+        {"batch": 1, "group": "A", "min_pending": 3},
+        {"batch": 1, "group": "A", "min_ack_pending": 1},
+        {"batch": 1, "group": "A", "priority": 10},
+        {"batch": 1, "group": "A", "priority": -1},
+    ):
         await ob.nxt("P", body)
     # The first request served gets the pin (a run of two: headers added to both forms).
     await ob.nxt("P", {"batch": 2, "group": "A", "expires": 5 * SEC}, "a")
@@ -179,8 +197,12 @@ async def overflow_script(url: str) -> list:
     await js.add_stream(name="S", subjects=["s.>"], storage="memory")
     for i in range(4):
         await js.publish("s.x", b"o%d" % i)
-    ob.out.append(("create", await ob.req("$JS.API.CONSUMER.CREATE.S.O", _cfg(
-        "O", priority_groups=["A"], priority_policy="overflow"))))
+    ob.out.append(
+        (
+            "create",
+            await ob.req("$JS.API.CONSUMER.CREATE.S.O", _cfg("O", priority_groups=["A"], priority_policy="overflow")),
+        )
+    )
     await ob.settle(0.05)
     await ob.nxt("O", {"batch": 1, "group": "A", "min_pending": 10, "expires": 3 * SEC}, "a")
     await ob.nxt("O", {"batch": 1, "group": "A", "expires": 3 * SEC}, "b")
@@ -203,8 +225,14 @@ async def prioritized_script(url: str) -> list:
     await ob.start()
     js = nc.jetstream()
     await js.add_stream(name="S", subjects=["s.>"], storage="memory")
-    ob.out.append(("create", await ob.req("$JS.API.CONSUMER.CREATE.S.R", _cfg(
-        "R", priority_groups=["A"], priority_policy="prioritized"))))
+    ob.out.append(
+        (
+            "create",
+            await ob.req(
+                "$JS.API.CONSUMER.CREATE.S.R", _cfg("R", priority_groups=["A"], priority_policy="prioritized")
+            ),
+        )
+    )
     await ob.settle(0.05)
     await ob.nxt("R", {"batch": 2, "group": "A", "priority": 5, "expires": 3 * SEC}, "x", wait=0.05)
     await ob.nxt("R", {"batch": 2, "group": "A", "priority": 1, "expires": 3 * SEC}, "y", wait=0.05)
@@ -220,8 +248,9 @@ async def prioritized_script(url: str) -> list:
     return ob.out
 
 
-@pytest.mark.parametrize("script", [pinned_script, overflow_script, prioritized_script],
-                         ids=["pinned_client", "overflow", "prioritized"])
+@pytest.mark.parametrize(
+    "script", [pinned_script, overflow_script, prioritized_script], ids=["pinned_client", "overflow", "prioritized"]
+)
 async def test_priority_groups_match_reference(tmp_path, script) -> None:
     expected, got = await side_by_side(tmp_path, script)
     assert len(expected) == len(got)

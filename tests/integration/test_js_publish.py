@@ -35,8 +35,10 @@ async def test_pubacks_and_headers(tmp_path, storage):
         await create(nc, "ORDERS", storage=storage, allow_msg_ttl=True)
         assert await raw(nc, "orders.1") == b'{"stream":"ORDERS","seq":1}'
         assert await raw(nc, "orders.1", headers={"Nats-Msg-Id": "abc"}) == b'{"stream":"ORDERS","seq":2}'
-        assert await raw(nc, "orders.1", headers={"Nats-Msg-Id": "abc"}) == \
-            b'{"stream":"ORDERS","seq":2,"duplicate": true}'
+        assert (
+            await raw(nc, "orders.1", headers={"Nats-Msg-Id": "abc"})
+            == b'{"stream":"ORDERS","seq":2,"duplicate": true}'
+        )
         assert (
             await raw(nc, "orders.1", headers={"Nats-Expected-Last-Sequence": "1"})
             == b'{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 2"},'
@@ -67,7 +69,9 @@ async def test_limits_and_discard_new(tmp_path):
         await raw(nc, "l.a")
         assert json.loads(await raw(nc, "l.a")) == {
             "error": {"code": 503, "err_code": 10077, "description": "maximum messages exceeded"},
-            "stream": "L", "seq": 0}
+            "stream": "L",
+            "seq": 0,
+        }
         assert json.loads(await raw(nc, "l.b", b"x" * 17))["error"]["err_code"] == 10054
         await create(nc, "OLD", max_msgs_per_subject=1)
         for i in range(3):

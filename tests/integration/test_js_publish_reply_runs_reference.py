@@ -36,8 +36,8 @@ class _Conn:
                 total = int(m.group(5))
                 start = m.end()
                 if len(self.buf) >= start + total + 2:
-                    body = self.buf[start:start + total]
-                    self.buf = self.buf[start + total + 2:]
+                    body = self.buf[start : start + total]
+                    self.buf = self.buf[start + total + 2 :]
                     data = body[hl:]
                     try:
                         val: object = json.loads(data) if data else b""
@@ -53,22 +53,27 @@ class _Conn:
 
 def _burst(subject: bytes, first: int, n: int, payload: bytes = b"p" * 16, hdr: bytes = b"") -> bytes:
     if hdr:
-        return b"".join(b"HPUB %s _INBOX.t.%08d %d %d\r\n%s%s\r\n" % (subject, i, len(hdr), len(hdr) + len(payload),
-                                                                     hdr, payload) for i in range(first, first + n))
-    return b"".join(b"PUB %s _INBOX.t.%08d %d\r\n%s\r\n" % (subject, i, len(payload), payload)
-                    for i in range(first, first + n))
+        return b"".join(
+            b"HPUB %s _INBOX.t.%08d %d %d\r\n%s%s\r\n" % (subject, i, len(hdr), len(hdr) + len(payload), hdr, payload)
+            for i in range(first, first + n)
+        )
+    return b"".join(
+        b"PUB %s _INBOX.t.%08d %d\r\n%s\r\n" % (subject, i, len(payload), payload) for i in range(first, first + n)
+    )
 
 
 def _id_burst(subject: bytes, first: int, n: int) -> bytes:
     """HPUBs each with its own Nats-Msg-Id (fixed width: one header length, so a run)."""
-    return b"".join(_burst(subject, i, 1, b"v%05d" % i, b"NATS/1.0\r\nNats-Msg-Id: id-%08d\r\n\r\n" % i)
-                    for i in range(first, first + n))
+    return b"".join(
+        _burst(subject, i, 1, b"v%05d" % i, b"NATS/1.0\r\nNats-Msg-Id: id-%08d\r\n\r\n" % i)
+        for i in range(first, first + n)
+    )
 
 
 async def _api(c: _Conn, subject: str, body: dict) -> dict:
     data = json.dumps(body).encode()
     c.w.write(b"PUB %s _INBOX.t.api %d\r\n%s\r\n" % (subject.encode(), len(data), data))
-    (_, _, reply), = await c.frames(1)
+    ((_, _, reply),) = await c.frames(1)
     assert isinstance(reply, dict)
     return reply
 
@@ -78,8 +83,10 @@ async def _observe(url: str) -> dict:
     reader, writer = await asyncio.open_connection(host, int(port))
     await reader.readline()  # INFO
     c = _Conn(reader, writer)
-    writer.write(b'CONNECT {"verbose":false,"pedantic":false,"headers":true,"no_responders":true,"protocol":1}\r\n'
-                 b"SUB _INBOX.t.* 1\r\nPING\r\n")
+    writer.write(
+        b'CONNECT {"verbose":false,"pedantic":false,"headers":true,"no_responders":true,"protocol":1}\r\n'
+        b"SUB _INBOX.t.* 1\r\nPING\r\n"
+    )
     await reader.readuntil(b"PONG\r\n")
     out: dict = {}
     await _api(c, "$JS.API.STREAM.CREATE.A", {"name": "A", "subjects": ["a.>"]})

@@ -41,8 +41,9 @@ async def test_a_run_of_publishes_is_stored_in_order(same_subject, monkeypatch):
         payloads = [b"p%04d" % i for i in range(n)]
         async with RawClient.connect(server.port) as c:
             await c.send(b'CONNECT {"verbose":false,"pedantic":false}\r\n')
-            await c.send(b"".join(b"PUB %s %d\r\n%s\r\n" % (s, len(p), p) for s, p in zip(subjects, payloads))
-                         + b"PING\r\n")
+            await c.send(
+                b"".join(b"PUB %s %d\r\n%s\r\n" % (s, len(p), p) for s, p in zip(subjects, payloads)) + b"PING\r\n"
+            )
             await c.expect(rb"PONG\r\n")
         info = await js.stream_info("R")
         assert info.state.messages == n and info.state.last_seq == n

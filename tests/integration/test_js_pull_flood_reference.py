@@ -49,7 +49,7 @@ async def _flood(url: str) -> dict:
             line = await r.readline()
             if line.startswith(b"HMSG"):
                 data = await r.readexactly(int(line.split()[-1]) + 2)
-                status = data.split(b"\r\n", 1)[0][len(b"NATS/1.0 "):].decode()
+                status = data.split(b"\r\n", 1)[0][len(b"NATS/1.0 ") :].decode()
                 statuses[status] = statuses.get(status, 0) + 1
                 got += 1
             elif line == b"PING\r\n":
@@ -59,8 +59,12 @@ async def _flood(url: str) -> dict:
     async def send_requests() -> None:
         body = b'{"batch":1}'
         for start in range(0, N, CHUNK):
-            w.write(b"".join(b"PUB $JS.API.CONSUMER.MSG.NEXT.S.C _INBOX.f.%d %d\r\n%s\r\n" % (i, len(body), body)
-                             for i in range(start, min(N, start + CHUNK))))
+            w.write(
+                b"".join(
+                    b"PUB $JS.API.CONSUMER.MSG.NEXT.S.C _INBOX.f.%d %d\r\n%s\r\n" % (i, len(body), body)
+                    for i in range(start, min(N, start + CHUNK))
+                )
+            )
             await w.drain()
 
     reader = asyncio.create_task(read_replies())
@@ -78,8 +82,13 @@ async def _flood(url: str) -> dict:
         sender.cancel()
         w.close()
         await nc.close()
-    return {"statuses": statuses, "probe_type": info["type"], "probe_during_flood": probe_answered_before_end,
-            "num_waiting": info_after["num_waiting"], "max_waiting": info_after["config"]["max_waiting"]}
+    return {
+        "statuses": statuses,
+        "probe_type": info["type"],
+        "probe_during_flood": probe_answered_before_end,
+        "num_waiting": info_after["num_waiting"],
+        "max_waiting": info_after["config"]["max_waiting"],
+    }
 
 
 async def test_a_flood_of_pull_requests_is_refused_beyond_max_waiting_as_nats_server(tmp_path):

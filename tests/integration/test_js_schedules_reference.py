@@ -17,8 +17,11 @@ import pytest
 from tests.helpers.inproc import side_by_side
 from tests.helpers.servers import reference_binary
 
-pytestmark = [pytest.mark.integration, pytest.mark.reference,
-              pytest.mark.skipif(reference_binary() is None, reason="reference nats-server not installed")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.reference,
+    pytest.mark.skipif(reference_binary() is None, reason="reference nats-server not installed"),
+]
 
 FUT = (datetime.now(timezone.utc) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
 T = {"Nats-Schedule-Target": "s.target"}
@@ -75,8 +78,10 @@ async def _scenario(url: str) -> list:
         return (await api("$JS.API.STREAM.INFO.S", {"subjects_filter": ">"}))["state"].get("subjects")
 
     try:
-        r = await api("$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s.>"], "allow_msg_schedules": True,
-                                                   "allow_msg_ttl": True})
+        r = await api(
+            "$JS.API.STREAM.CREATE.S",
+            {"name": "S", "subjects": ["s.>"], "allow_msg_schedules": True, "allow_msg_ttl": True},
+        )
         out.append({k: r["config"].get(k) for k in ("allow_rollup_hdrs", "deny_purge", "allow_msg_schedules")})
         await api("$JS.API.STREAM.CREATE.N", {"name": "N", "subjects": ["n.>"]})
         # aggregates sourcing S: with roll-ups a sourced "Nats-Schedule-Next: purge" purges there too
@@ -103,12 +108,32 @@ async def _scenario(url: str) -> list:
         out.append(await subjects())
         # @at in the past: produced at once (after the reference's minimum delay)
         await pub("s.src", {"Src": "1", "Nats-Msg-Id": "m1"}, b"from-source")
-        out.append(await pub("s.past", {"Nats-Schedule": "@at 2020-01-01T00:00:00Z", **T, "Foo": "bar",
-                                        "Nats-Schedule-TTL": "5m", "Nats-Expected-Stream": "S",
-                                        "Nats-Msg-Id": "id1"}, b"hello"))
-        out.append(await pub("s.past2", {"Nats-Schedule": "@at 2020-01-01T00:00:00Z",
-                                         "Nats-Schedule-Target": "s.target2", "Nats-Schedule-Source": "s.src",
-                                         "Nats-Schedule-Rollup": "sub"}, b"own"))
+        out.append(
+            await pub(
+                "s.past",
+                {
+                    "Nats-Schedule": "@at 2020-01-01T00:00:00Z",
+                    **T,
+                    "Foo": "bar",
+                    "Nats-Schedule-TTL": "5m",
+                    "Nats-Expected-Stream": "S",
+                    "Nats-Msg-Id": "id1",
+                },
+                b"hello",
+            )
+        )
+        out.append(
+            await pub(
+                "s.past2",
+                {
+                    "Nats-Schedule": "@at 2020-01-01T00:00:00Z",
+                    "Nats-Schedule-Target": "s.target2",
+                    "Nats-Schedule-Source": "s.src",
+                    "Nats-Schedule-Rollup": "sub",
+                },
+                b"own",
+            )
+        )
         for _ in range(50):
             await asyncio.sleep(0.1)
             if await last("s.target2") is not None and await last("s.target") is not None:

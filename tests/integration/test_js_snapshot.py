@@ -46,8 +46,9 @@ async def _raw_snapshot(nc, stream: str, chunk_size: int = 4096, **extra) -> tup
             done.set_result(msg)
 
     sub = await nc.subscribe(inbox, cb=on_msg, pending_msgs_limit=-1, pending_bytes_limit=-1)
-    reply = await _api(nc, f"$JS.API.STREAM.SNAPSHOT.{stream}",
-                       {"deliver_subject": inbox, "chunk_size": chunk_size, **extra})
+    reply = await _api(
+        nc, f"$JS.API.STREAM.SNAPSHOT.{stream}", {"deliver_subject": inbox, "chunk_size": chunk_size, **extra}
+    )
     await asyncio.wait_for(done, 20)
     await sub.unsubscribe()
     return reply, got, b"".join(m.data for m in got)
@@ -58,7 +59,7 @@ async def _raw_restore(nc, meta: dict, data: bytes, chunk: int = 64 * 1024) -> d
     out = await _api(nc, f"$JS.API.STREAM.RESTORE.{name}", {"config": meta["config"], "state": meta["state"]})
     assert out["type"] == "io.nats.jetstream.api.v1.stream_restore_response", out
     for i in range(0, len(data), chunk):
-        ack = await nc.request(out["deliver_subject"], data[i:i + chunk], timeout=5)
+        ack = await nc.request(out["deliver_subject"], data[i : i + chunk], timeout=5)
         assert ack.data == b""
     final = await nc.request(out["deliver_subject"], b"", timeout=30)
     return json.loads(final.data)
@@ -92,7 +93,7 @@ async def test_snapshot_protocol_with_raw_nats_py_requests():
         entries = ArchiveReader().feed(archive)
         assert [e.name for e in entries[:2]] == ["state.json", "consumers/NEW"]
         assert entries[2].name == "orders.0" and b"order 0 " * 5 in entries[2].payload
-        assert b"X-Seq: 0" in entries[2].payload[:entries[2].hdr_size]
+        assert b"X-Seq: 0" in entries[2].payload[: entries[2].hdr_size]
 
         # an unknown stream and a bad request, as the reference answers them
         err = await _api(nc, "$JS.API.STREAM.SNAPSHOT.NOPE", {"deliver_subject": "x.y"})
@@ -144,28 +145,37 @@ async def test_backup_restore_100k_messages_with_consumers_into_second_server(tm
         msgs = await psub.fetch(50, timeout=5)
         for m in msgs[:30]:
             await m.ack_sync()
-        await js.add_consumer("ORDERS", durable_name="MON", ack_policy="none", filter_subject="orders.7",
-                              deliver_subject="mon.inbox")
+        await js.add_consumer(
+            "ORDERS", durable_name="MON", ack_policy="none", filter_subject="orders.7", deliver_subject="mon.inbox"
+        )
         src_info = await js.stream_info("ORDERS")
         src_work = await js.consumer_info("ORDERS", "WORK")
 
         backup_dir = tmp_path / "bk"
-        r = await asyncio.to_thread(run_cli, src.client_url, "stream", "backup", "ORDERS", str(backup_dir),
-                                    "--no-progress")
+        r = await asyncio.to_thread(
+            run_cli, src.client_url, "stream", "backup", "ORDERS", str(backup_dir), "--no-progress"
+        )
         assert r.rc == 0, r
         # Snappy-framed: the 16-byte payloads repeat, so the file is much smaller than the archive
         framed = (backup_dir / "stream.tar.s2").read_bytes()
         assert len(framed) < n * 16 < len(cramjam.snappy.decompress(framed))
 
-        r = await asyncio.to_thread(run_cli, dst.client_url, "stream", "restore", str(backup_dir), "--no-progress",
-                                    "-j")
+        r = await asyncio.to_thread(
+            run_cli, dst.client_url, "stream", "restore", str(backup_dir), "--no-progress", "-j"
+        )
         assert r.rc == 0, r
         nc2 = await nats.connect(dst.client_url)
         js2 = nc2.jetstream()
         dst_info = await js2.stream_info("ORDERS")
         a, b = src_info.state, dst_info.state
-        assert (b.messages, b.bytes, b.first_seq, b.last_seq, b.num_deleted, b.consumer_count) == \
-            (a.messages, a.bytes, a.first_seq, a.last_seq, a.num_deleted, 2)
+        assert (b.messages, b.bytes, b.first_seq, b.last_seq, b.num_deleted, b.consumer_count) == (
+            a.messages,
+            a.bytes,
+            a.first_seq,
+            a.last_seq,
+            a.num_deleted,
+            2,
+        )
         assert dst_info.config.subjects == ["orders.>"]
         for seq in (1, 9, 13, 49_999, 50_001, n):
             ma, mb = await js.get_msg("ORDERS", seq), await js2.get_msg("ORDERS", seq)
@@ -223,8 +233,12 @@ async def test_reference_server_snapshot_restores_into_natsd(tmp_path):
         final = await _raw_restore(nc, reply, data, chunk=5000)
         assert "error" not in final, final
         info = await js.stream_info("ORDERS")
-        assert (info.state.messages, info.state.first_seq, info.state.last_seq, info.state.num_deleted) == \
-            (ref_info.state.messages, ref_info.state.first_seq, ref_info.state.last_seq, ref_info.state.num_deleted)
+        assert (info.state.messages, info.state.first_seq, info.state.last_seq, info.state.num_deleted) == (
+            ref_info.state.messages,
+            ref_info.state.first_seq,
+            ref_info.state.last_seq,
+            ref_info.state.num_deleted,
+        )
         m = await js.get_msg("ORDERS", 100)
         assert m.subject == "orders.0" and m.data == b"order 99 " * 20 and m.headers == {"X-I": "99"}
         ci = await js.consumer_info("ORDERS", "NEW")
@@ -245,8 +259,7 @@ async def test_natsctl_account_backup_with_data_restores_into_second_server(tmp_
         for i in range(50):
             await js.publish("ORDERS.received", f"o{i}".encode())
             await js.publish("logs.app", f"l{i}".encode())
-        await js.add_consumer("ORDERS", durable_name="NEW", filter_subject="ORDERS.received",
-                              ack_policy="explicit")
+        await js.add_consumer("ORDERS", durable_name="NEW", filter_subject="ORDERS.received", ack_policy="explicit")
         psub = await js.pull_subscribe_bind("NEW", "ORDERS")
         for m in await psub.fetch(5, timeout=5):
             await m.ack_sync()

@@ -34,8 +34,18 @@ def _populate(url: str) -> None:
     for s in ("ORDERS",):
         run_cli(url, "stream", "rm", s, "-f")
     ok(url, "stream", "add", "ORDERS", "--subjects", "ORDERS.*", "--storage", "file")
-    ok(url, "pub", "ORDERS.new", "order {{Count}} " + "x" * 200, "--count", "300", "--wait", "-q",
-       "-H", "X-Order:{{Count}}")
+    ok(
+        url,
+        "pub",
+        "ORDERS.new",
+        "order {{Count}} " + "x" * 200,
+        "--count",
+        "300",
+        "--wait",
+        "-q",
+        "-H",
+        "X-Order:{{Count}}",
+    )
     ok(url, "stream", "rmm", "ORDERS", "7", "-f")
     ok(url, "con", "add", "ORDERS", "NEW", "--pull", "--ack", "explicit", "--deliver", "all")
     ok(url, "con", "next", "ORDERS", "NEW", "--count", "5")
@@ -49,8 +59,12 @@ def _compare(src: str, dst: str) -> None:
     for seq in (1, 6, 8, 150, 300):
         ma = ok(src, "stream", "get", "ORDERS", str(seq), "-j").json()
         mb = ok(dst, "stream", "get", "ORDERS", str(seq), "-j").json()
-        assert (mb["subject"], mb.get("hdrs"), mb.get("data"), mb["time"]) == \
-               (ma["subject"], ma.get("hdrs"), ma.get("data"), ma["time"])
+        assert (mb["subject"], mb.get("hdrs"), mb.get("data"), mb["time"]) == (
+            ma["subject"],
+            ma.get("hdrs"),
+            ma.get("data"),
+            ma["time"],
+        )
     assert run_cli(dst, "stream", "get", "ORDERS", "7").rc == 1
     ca = ok(src, "con", "info", "ORDERS", "NEW", "-j").json()
     cb = ok(dst, "con", "info", "ORDERS", "NEW", "-j").json()

@@ -13,8 +13,11 @@ import pytest
 from tests.helpers.inproc import side_by_side
 from tests.helpers.servers import reference_binary
 
-pytestmark = [pytest.mark.integration, pytest.mark.reference,
-              pytest.mark.skipif(reference_binary() is None, reason="reference nats-server not installed")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.reference,
+    pytest.mark.skipif(reference_binary() is None, reason="reference nats-server not installed"),
+]
 
 
 async def _req(nc, subject: str, body=b"", headers=None, timeout: float = 2):
@@ -33,10 +36,13 @@ async def _req(nc, subject: str, body=b"", headers=None, timeout: float = 2):
 def _state(info: dict) -> dict:
     if "error" in info:
         return info["error"]
-    return {"delivered": [info["delivered"]["consumer_seq"], info["delivered"]["stream_seq"]],
-            "ack_floor": [info["ack_floor"]["consumer_seq"], info["ack_floor"]["stream_seq"]],
-            "ack_floor_active": "last_active" in info["ack_floor"],
-            "num_pending": info["num_pending"], "num_ack_pending": info["num_ack_pending"]}
+    return {
+        "delivered": [info["delivered"]["consumer_seq"], info["delivered"]["stream_seq"]],
+        "ack_floor": [info["ack_floor"]["consumer_seq"], info["ack_floor"]["stream_seq"]],
+        "ack_floor_active": "last_active" in info["ack_floor"],
+        "num_pending": info["num_pending"],
+        "num_ack_pending": info["num_ack_pending"],
+    }
 
 
 async def _pull(nc, stream: str, consumer: str, body: dict, limit: int = 10) -> list:
@@ -70,8 +76,11 @@ async def _scenario(url: str) -> list:
         await _req(nc, "$JS.API.STREAM.CREATE.E", {"name": "E", "subjects": ["e.>"]})
         for i in range(10):
             await _req(nc, f"e.{i % 3}", str(i).encode())
-        await _req(nc, "$JS.API.CONSUMER.CREATE.E.D",
-                   {"stream_name": "E", "config": {"durable_name": "D", "ack_policy": "explicit"}})
+        await _req(
+            nc,
+            "$JS.API.CONSUMER.CREATE.E.D",
+            {"stream_name": "E", "config": {"durable_name": "D", "ack_policy": "explicit"}},
+        )
         got = await _pull(nc, "E", "D", {"batch": 3})
         obs.append([g[1:] for g in got])
         # A purge moves the consumer's delivered position with its ack floor.
@@ -80,8 +89,11 @@ async def _scenario(url: str) -> list:
         obs.append(await _req(nc, "$JS.API.STREAM.PURGE.E"))
         obs.append(_state(await _req(nc, "$JS.API.CONSUMER.INFO.E.D")))
         # An ack sent as a request to a consumer that takes no acks, or no longer exists.
-        await _req(nc, "$JS.API.CONSUMER.CREATE.E.N",
-                   {"stream_name": "E", "config": {"durable_name": "N", "ack_policy": "none"}})
+        await _req(
+            nc,
+            "$JS.API.CONSUMER.CREATE.E.N",
+            {"stream_name": "E", "config": {"durable_name": "N", "ack_policy": "none"}},
+        )
         for i in range(3):
             await _req(nc, f"e.{i}", b"x")
         got = await _pull(nc, "E", "N", {"batch": 1})
@@ -90,8 +102,11 @@ async def _scenario(url: str) -> list:
         obs.append(await _req(nc, "$JS.ACK.E.D.1.1.1.0.0", b"+ACK", timeout=0.5))
         obs.append((await _req(nc, "$JS.API.INFO"))["api"]["total"])
         # An ephemeral after deliveries and a purge.
-        r = await _req(nc, "$JS.API.CONSUMER.CREATE.E",
-                       {"stream_name": "E", "config": {"ack_policy": "explicit", "inactive_threshold": 60_000_000_000}})
+        r = await _req(
+            nc,
+            "$JS.API.CONSUMER.CREATE.E",
+            {"stream_name": "E", "config": {"ack_policy": "explicit", "inactive_threshold": 60_000_000_000}},
+        )
         name = r["name"]
         obs.append(len(await _pull(nc, "E", name, {"batch": 2})))
         await _req(nc, "$JS.API.STREAM.PURGE.E")
@@ -100,8 +115,11 @@ async def _scenario(url: str) -> list:
         await _req(nc, "$JS.API.STREAM.CREATE.P", {"name": "P", "subjects": ["p.>"]})
         for i in range(6):
             await _req(nc, f"p.{i % 2}", b"x")
-        await _req(nc, "$JS.API.CONSUMER.CREATE.P.C",
-                   {"stream_name": "P", "config": {"durable_name": "C", "ack_policy": "explicit"}})
+        await _req(
+            nc,
+            "$JS.API.CONSUMER.CREATE.P.C",
+            {"stream_name": "P", "config": {"durable_name": "C", "ack_policy": "explicit"}},
+        )
         await _pull(nc, "P", "C", {"batch": 2})
         await _req(nc, "$JS.API.STREAM.MSG.DELETE.P", {"seq": 4})
         obs.append(_state(await _req(nc, "$JS.API.CONSUMER.INFO.P.C")))
@@ -117,8 +135,13 @@ async def _scenario(url: str) -> list:
         obs.append(await _req(nc, "$JS.API.DIRECT.GET.DG", {"batch": -1, "seq": 1}))
         # sample_freq texts of the reference.
         for freq in ("-5%", "-5", "x%", "99999999999999999999"):
-            obs.append(await _req(nc, "$JS.API.CONSUMER.CREATE.P.SF",
-                                  {"stream_name": "P", "config": {"durable_name": "SF", "sample_freq": freq}}))
+            obs.append(
+                await _req(
+                    nc,
+                    "$JS.API.CONSUMER.CREATE.P.SF",
+                    {"stream_name": "P", "config": {"durable_name": "SF", "sample_freq": freq}},
+                )
+            )
         api = (await _req(nc, "$JS.API.INFO"))["api"]
         api.pop("level")  # natsd advertises its own API level
         obs.append(api)
@@ -174,14 +197,21 @@ async def test_required_api_level_values_read_as_nats_server_reads_them(tmp_path
         nc = await nats.connect(url)
         try:
             await _req(nc, "$JS.API.STREAM.CREATE.L", {"name": "L", "subjects": ["l.>"], "storage": "memory"})
-            await _req(nc, "$JS.API.CONSUMER.DURABLE.CREATE.L.C",
-                       {"stream_name": "L", "config": {"durable_name": "C", "ack_policy": "explicit"}})
+            await _req(
+                nc,
+                "$JS.API.CONSUMER.DURABLE.CREATE.L.C",
+                {"stream_name": "L", "config": {"durable_name": "C", "ack_policy": "explicit"}},
+            )
             out = {}
             for v in values:
                 info = await _req(nc, "$JS.API.INFO", headers={"Nats-Required-Api-Level": v})
                 out["info " + repr(v)] = info.get("error", {}).get("err_code")
-                nxt = await _req(nc, "$JS.API.CONSUMER.MSG.NEXT.L.C", {"batch": 1, "no_wait": True},
-                                 headers={"Nats-Required-Api-Level": v})
+                nxt = await _req(
+                    nc,
+                    "$JS.API.CONSUMER.MSG.NEXT.L.C",
+                    {"batch": 1, "no_wait": True},
+                    headers={"Nats-Required-Api-Level": v},
+                )
                 out["next " + repr(v)] = nxt.get("Status") if isinstance(nxt, dict) else nxt
             return out
         finally:

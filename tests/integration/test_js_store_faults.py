@@ -139,7 +139,7 @@ async def test_server_wide_limit_answers_10023(tmp_path, storage):
         payload = b"x" * 4096
         answers = await asyncio.gather(*[nc.request("s.x", payload, timeout=5) for _ in range(300)])
         ok = [a for a in answers if not a.data.startswith(b'{"error"')]
-        assert all(a.data == INSUFFICIENT for a in answers[len(ok):])
+        assert all(a.data == INSUFFICIENT for a in answers[len(ok) :])
         per_msg = (30 if storage == "file" else 16) + 3 + 4096
         assert len(ok) == (1 << 20) // per_msg + 1  # the check is "already over", as the reference
         # Freeing space (a purge) lets publishes in again, with no restart.

@@ -60,14 +60,21 @@ async def test_stream_lifecycle_with_nats_py(tmp_path):
 async def test_api_error_envelopes_and_unknown_subjects(tmp_path):
     async with server_and_client(store_dir=str(tmp_path)) as (server, nc):
         out = await req(nc, "$JS.API.STREAM.INFO.NOPE")
-        assert out == {"type": T + "stream_info_response",
-                       "error": {"code": 404, "err_code": 10059, "description": "stream not found"},
-                       "total": 0, "offset": 0, "limit": 0}
+        assert out == {
+            "type": T + "stream_info_response",
+            "error": {"code": 404, "err_code": 10059, "description": "stream not found"},
+            "total": 0,
+            "offset": 0,
+            "limit": 0,
+        }
         out = await req(nc, "$JS.API.STREAM.CREATE.S1", {"name": "S2"})
         assert out["error"]["err_code"] == 10056
         out = await req(nc, "$JS.API.STREAM.CREATE.S1", {"name": "S1", "num_replicas": 3})
-        assert out["error"] == {"code": 500, "err_code": 10074,
-                                "description": "replicas > 1 not supported in non-clustered mode"}
+        assert out["error"] == {
+            "code": 500,
+            "err_code": 10074,
+            "description": "replicas > 1 not supported in non-clustered mode",
+        }
         await req(nc, "$JS.API.STREAM.CREATE.S1", {"name": "S1", "subjects": ["s1.>"]})
         out = await req(nc, "$JS.API.STREAM.CREATE.S2", {"name": "S2", "subjects": ["s1.a"]})
         assert out["error"]["err_code"] == 10065
@@ -111,11 +118,11 @@ async def test_direct_get_both_forms(tmp_path):
 async def test_names_list_paging_and_filter(tmp_path):
     async with server_and_client(store_dir=str(tmp_path)) as (server, nc):
         for n in ("C", "A", "B"):
-            await req(nc, f"$JS.API.STREAM.CREATE.{n}", {"name": n, "subjects": [n.lower() + ".>"],
-                                                        "storage": "memory"})
+            await req(
+                nc, f"$JS.API.STREAM.CREATE.{n}", {"name": n, "subjects": [n.lower() + ".>"], "storage": "memory"}
+            )
         out = await req(nc, "$JS.API.STREAM.NAMES", {"subject": "b.x"})
-        assert out == {"type": T + "stream_names_response", "total": 1, "offset": 0, "limit": 1024,
-                       "streams": ["B"]}
+        assert out == {"type": T + "stream_names_response", "total": 1, "offset": 0, "limit": 1024, "streams": ["B"]}
         out = await req(nc, "$JS.API.STREAM.LIST", {"offset": 2})
         assert (out["total"], out["offset"], out["limit"]) == (3, 2, 256)
         assert [s["config"]["name"] for s in out["streams"]] == ["C"]
@@ -182,6 +189,7 @@ async def test_jsz_monitoring_endpoint(tmp_path):
         def get(path: str) -> dict:
             with urllib.request.urlopen(f"http://127.0.0.1:{server.http_port}{path}", timeout=5) as r:
                 return json.loads(r.read())
+
         out = await asyncio.to_thread(get, "/jsz")
         assert out["streams"] == 1 and out["messages"] == 1 and out["config"]["store_dir"].endswith("jetstream")
         assert "account_details" not in out
@@ -202,8 +210,9 @@ async def test_mirror_and_source_through_the_server(tmp_path):
         for i in range(5):
             await js.publish(f"origin.{i % 2}", f"m{i}".encode())
         await js.add_stream(name="MIRROR", mirror=StreamSource(name="ORIGIN"))
-        await js.add_stream(name="AGG", subjects=["agg.>"],
-                            sources=[StreamSource(name="ORIGIN", filter_subject="origin.1")])
+        await js.add_stream(
+            name="AGG", subjects=["agg.>"], sources=[StreamSource(name="ORIGIN", filter_subject="origin.1")]
+        )
         await js.publish("origin.1", b"late")
 
         async def wait_for(name: str, n: int) -> None:
@@ -211,6 +220,7 @@ async def test_mirror_and_source_through_the_server(tmp_path):
                 if (await js.stream_info(name)).state.messages >= n:
                     return
                 await asyncio.sleep(0.02)
+
         await wait_for("MIRROR", 6)
         await wait_for("AGG", 3)
         mi = await js.stream_info("MIRROR")

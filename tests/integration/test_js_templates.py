@@ -30,9 +30,29 @@ async def test_seed_template_tour_with_natsctl(tmp_path):
         _setup(server)
         url = server.client_url
         r = await asyncio.to_thread(
-            run_cli, url, "stream", "template", "add", "CLIENTS", "--subjects", "CLIENT.*", "--ack",
-            "--max-msgs=-1", "--max-bytes=-1", "--max-age=1y", "--storage", "file", "--retention", "limits",
-            "--max-msg-size", "2048", "--max-streams", "1024", "--discard", "old")
+            run_cli,
+            url,
+            "stream",
+            "template",
+            "add",
+            "CLIENTS",
+            "--subjects",
+            "CLIENT.*",
+            "--ack",
+            "--max-msgs=-1",
+            "--max-bytes=-1",
+            "--max-age=1y",
+            "--storage",
+            "file",
+            "--retention",
+            "limits",
+            "--max-msg-size",
+            "2048",
+            "--max-streams",
+            "1024",
+            "--discard",
+            "old",
+        )
         assert r.rc == 0, r
         assert "Stream Template CLIENTS was created" in r.out
         r = await asyncio.to_thread(run_cli, url, "pub", "CLIENT.acme", "hello")
@@ -58,8 +78,11 @@ async def test_templates_auto_create_cap_and_survive_restart(tmp_path):
         _setup(server)
         nc = await nats.connect(server.client_url)
         js = nc.jetstream()
-        out = await _api(nc, "$JS.API.STREAM.TEMPLATE.CREATE.KV", {
-            "name": "KV", "max_streams": 2, "config": {"subjects": ["kv.*"], "storage": "file", "max_msgs": 10}})
+        out = await _api(
+            nc,
+            "$JS.API.STREAM.TEMPLATE.CREATE.KV",
+            {"name": "KV", "max_streams": 2, "config": {"subjects": ["kv.*"], "storage": "file", "max_msgs": 10}},
+        )
         assert out["streams"] == [] and out["config"]["config"]["max_msgs"] == 10
         ack = await js.publish("kv.22", b"first")
         assert (ack.stream, ack.seq) == ("kv_22", 1)

@@ -38,8 +38,9 @@ def gate(monkeypatch):
 
 async def test_pubacks_wait_for_the_write_and_keep_their_order(tmp_path, gate):
     async with server_and_client(store_dir=str(tmp_path)) as (server, nc):
-        msg = await nc.request("$JS.API.STREAM.CREATE.S", json.dumps({"name": "S", "subjects": ["s.>"]}).encode(),
-                               timeout=2)
+        msg = await nc.request(
+            "$JS.API.STREAM.CREATE.S", json.dumps({"name": "S", "subjects": ["s.>"]}).encode(), timeout=2
+        )
         assert "error" not in json.loads(msg.data)
         js = nc.jetstream()
         sub = await js.pull_subscribe("s.>", durable="D", stream="S")

@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 ROOT = Path(__file__).resolve().parents[2]
 
-SCRIPT = r'''
+SCRIPT = r"""
 import asyncio, json, sys
 from datetime import datetime, timedelta, timezone
 import nats
@@ -51,13 +51,13 @@ async def main():
     print("ok")
 
 asyncio.run(main())
-'''
+"""
 
 
 def test_croniter_and_cramjam_are_imported_on_first_use():
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "src"), str(ROOT), env.get("PYTHONPATH")) if p)
-    r = subprocess.run([sys.executable, "-W", "error", "-c", SCRIPT], capture_output=True, text=True,
-                       timeout=100, env=env, cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, "-W", "error", "-c", SCRIPT], capture_output=True, text=True, timeout=100, env=env, cwd=ROOT
+    )
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
-

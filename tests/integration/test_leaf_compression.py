@@ -78,6 +78,7 @@ async def _exchange(nc_a, nc_b) -> None:
 
     async def svc(m):
         await m.respond(m.data[::-1] * 3)
+
     await nc_b.subscribe("svc", cb=svc)
     await nc_b.flush()
     deadline = asyncio.get_running_loop().time() + 10
@@ -160,8 +161,10 @@ async def test_nats_server_leaf_of_natsd_hub(tmp_path, hub_mode, leaf_mode, hub_
     async with running_server(options=o) as hubd:
         hp = free_port()
         conf = tmp_path / "leaf.conf"
-        conf.write_text(f'server_name: LEAF\nhttp_port: {hp}\nleafnodes {{ remotes: [ {{ url: '
-                        f'"nats-leaf://127.0.0.1:{hubd.leafnodes.port}", compression: {leaf_mode} }} ] }}\n')
+        conf.write_text(
+            f"server_name: LEAF\nhttp_port: {hp}\nleafnodes {{ remotes: [ {{ url: "
+            f'"nats-leaf://127.0.0.1:{hubd.leafnodes.port}", compression: {leaf_mode} }} ] }}\n'
+        )
         leaf = start_server("reference", tmp_path, config=str(conf), jetstream=False)
         try:
             await _wait(lambda: _linked(hubd), "link")
@@ -187,8 +190,10 @@ async def test_natsd_on_both_ends_compressed(tmp_path):
     ho.leafnodes = LeafNodeOptions(host="127.0.0.1", port=-1, compression="s2_best")
     async with running_server(options=ho) as hubd:
         eo = ServerOptions(host="127.0.0.1", port=0, server_name="EDGE")
-        eo.leafnodes = LeafNodeOptions(reconnect_ns=100_000_000, remotes=[RemoteLeafOptions(
-            urls=[f"nats-leaf://127.0.0.1:{hubd.leafnodes.port}"], compression="s2_fast")])
+        eo.leafnodes = LeafNodeOptions(
+            reconnect_ns=100_000_000,
+            remotes=[RemoteLeafOptions(urls=[f"nats-leaf://127.0.0.1:{hubd.leafnodes.port}"], compression="s2_fast")],
+        )
         async with running_server(options=eo) as edge:
             await _wait(lambda: _linked(edge) and _linked(hubd), "link")
             assert hubd.leafnodes.leafz()["leafs"][0]["compression"] == "s2_best"
@@ -208,8 +213,10 @@ async def test_compressed_link_comes_back_after_hub_restart(tmp_path):
     conf = _hub_conf(tmp_path, lp, hp, "s2_best")
     hub = start_server("reference", tmp_path, config=conf, jetstream=False)
     o = ServerOptions(host="127.0.0.1", port=0, server_name="EDGE")
-    o.leafnodes = LeafNodeOptions(reconnect_ns=100_000_000, remotes=[RemoteLeafOptions(
-        urls=[f"nats-leaf://127.0.0.1:{lp}"], compression="s2_fast")])
+    o.leafnodes = LeafNodeOptions(
+        reconnect_ns=100_000_000,
+        remotes=[RemoteLeafOptions(urls=[f"nats-leaf://127.0.0.1:{lp}"], compression="s2_fast")],
+    )
     try:
         async with running_server(options=o) as edge:
             await _wait(lambda: _linked(edge), "link")

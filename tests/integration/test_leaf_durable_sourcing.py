@@ -15,7 +15,13 @@ import pytest
 from tests.helpers.inproc import running_server
 from tests.helpers.servers import free_port, start_server
 from tests.integration.test_leafnodes import (
-    cut_links, hub_config, hub_options, leaf_options, linked, propagated, wait_for,
+    cut_links,
+    hub_config,
+    hub_options,
+    leaf_options,
+    linked,
+    propagated,
+    wait_for,
 )
 from tests.helpers.servers import reference_binary
 
@@ -41,12 +47,14 @@ async def _move(origin_nc, target_nc, cut_server, api: str, origin_subject: str,
     ojs, tjs = origin_nc.jetstream(), target_nc.jetstream()
     await ojs.add_stream(name="WQ", subjects=[f"{origin_subject}.>"], retention=RetentionPolicy.WORK_QUEUE)
     await propagated(target_nc, f"{api}.INFO")
-    await tjs.add_stream(StreamConfig(name="MOVED", sources=[
-        StreamSource(name="WQ", external=ExternalStream(api=api))]))
+    await tjs.add_stream(
+        StreamConfig(name="MOVED", sources=[StreamSource(name="WQ", external=ExternalStream(api=api))])
+    )
 
     async def consumer_names():
         r = await origin_nc.request("$JS.API.CONSUMER.NAMES.WQ", b"", timeout=5)
         return json.loads(r.data).get("consumers") or []
+
     await wait_for(consumer_names, what="the sourcing consumer")
     (name,) = await consumer_names()
     gaps: list[int] = []
@@ -57,6 +65,7 @@ async def _move(origin_nc, target_nc, cut_server, api: str, origin_subject: str,
         def counted() -> None:
             gaps.append(link.dseq)
             real_retry()
+
         link._retry = counted
     info = json.loads((await origin_nc.request(f"$JS.API.CONSUMER.INFO.WQ.{name}", b"", timeout=5)).data)
     # natsd asked for a sourcing consumer under a stable name; the origin made it a durable
@@ -87,6 +96,7 @@ async def _move(origin_nc, target_nc, cut_server, api: str, origin_subject: str,
         except Exception:
             return False
         return o.state.messages == 0 and t.state.messages == N + 1
+
     await wait_for(drained, timeout=90, what="work queue moved")
     if target_server is not None:
         assert gaps, "no delivery was lost to a cut: the test proves nothing"

@@ -57,9 +57,13 @@ async def test_hub_remote_bridges_two_nats_servers(tmp_path, hub_flag):
     b = _go(tmp_path, "B", f"leafnodes {{ port: {lb} }}")
     try:
         o = ServerOptions(host="127.0.0.1", port=0, server_name="EDGE")
-        o.leafnodes = LeafNodeOptions(reconnect_ns=100_000_000, remotes=[
-            RemoteLeafOptions(urls=[f"nats-leaf://127.0.0.1:{la}"]),
-            RemoteLeafOptions(urls=[f"nats-leaf://127.0.0.1:{lb}"], hub=hub_flag)])
+        o.leafnodes = LeafNodeOptions(
+            reconnect_ns=100_000_000,
+            remotes=[
+                RemoteLeafOptions(urls=[f"nats-leaf://127.0.0.1:{la}"]),
+                RemoteLeafOptions(urls=[f"nats-leaf://127.0.0.1:{lb}"], hub=hub_flag),
+            ],
+        )
         async with running_server(options=o) as edge:
             await _wait(lambda: sum(c.ready for c in edge.leafnodes.connections.values()) == 2, "two links")
             await _wait(lambda: len(_leafz(a.http)) == 1 and len(_leafz(b.http)) == 1, "links in /leafz")
@@ -68,14 +72,15 @@ async def test_hub_remote_bridges_two_nats_servers(tmp_path, hub_flag):
             assert _leafz(a.http)[0]["is_spoke"] is False
             assert _leafz(b.http)[0]["is_spoke"] is hub_flag  # B took the spoke role
 
-            na, nb, ne = (await nats.connect(a.url), await nats.connect(b.url),
-                          await nats.connect(edge.client_url))
+            na, nb, ne = (await nats.connect(a.url), await nats.connect(b.url), await nats.connect(edge.client_url))
             try:
+
                 async def on_a(m):
                     await m.respond(b"from A")
 
                 async def on_b(m):
                     await m.respond(b"from B")
+
                 await na.subscribe("svc.a", cb=on_a)
                 await nb.subscribe("svc.b", cb=on_b)
                 await na.flush()
@@ -100,8 +105,11 @@ async def test_nats_server_remote_declaring_itself_hub(tmp_path):
     o = ServerOptions(host="127.0.0.1", port=0, server_name="HUBD")
     o.leafnodes = LeafNodeOptions(host="127.0.0.1", port=-1)
     async with running_server(options=o) as hubd:
-        leaf = _go(tmp_path, "LEAF", f'leafnodes {{ remotes: [ {{ url: "nats-leaf://127.0.0.1:{hubd.leafnodes.port}", '
-                                      f'hub: true }} ] }}')
+        leaf = _go(
+            tmp_path,
+            "LEAF",
+            f'leafnodes {{ remotes: [ {{ url: "nats-leaf://127.0.0.1:{hubd.leafnodes.port}", hub: true }} ] }}',
+        )
         try:
             await _wait(lambda: any(c.ready for c in hubd.leafnodes.connections.values()), "link")
             await _wait(lambda: len(_leafz(leaf.http)) == 1, "leaf /leafz")
@@ -109,8 +117,10 @@ async def test_nats_server_remote_declaring_itself_hub(tmp_path):
             assert _leafz(leaf.http)[0]["is_spoke"] is False
             nl, nh = await nats.connect(leaf.url), await nats.connect(hubd.client_url)
             try:
+
                 async def svc(m):
                     await m.respond(b"leaf")
+
                 await nl.subscribe("svc", cb=svc)
                 await nl.flush()
                 assert await _answers(nh, "svc", b"leaf", 10)

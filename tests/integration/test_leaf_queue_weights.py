@@ -61,7 +61,9 @@ async def _scenario(tmp_path, hub_url: str, leaf_port: int, http: int, on_linked
         def counter(name):
             async def cb(_m):
                 got[name] += 1
+
             return cb
+
         for name, leaf, members in (("L1", leafs[0], 3), ("L2", leafs[1], 1)):
             nc = await nats.connect(leaf.url)
             ncs.append(nc)
@@ -118,10 +120,17 @@ async def test_queue_members_across_links_are_picked_by_weight(tmp_path):
     opts.leafnodes = LeafNodeOptions(host="127.0.0.1", port=-1)
     (tmp_path / "natsd").mkdir()
     async with running_server(options=opts) as hubd:
+
         def announced():
             return {c.remote_name: c.smap.get(("jobs", "workers"), 0) for c in hubd.leafnodes.connections.values()}
-        ours = await _scenario(tmp_path / "natsd", hubd.client_url, hubd.leafnodes.port, hubd.http_port,
-                               on_linked=lambda: {"announced": announced()})
+
+        ours = await _scenario(
+            tmp_path / "natsd",
+            hubd.client_url,
+            hubd.leafnodes.port,
+            hubd.http_port,
+            on_linked=lambda: {"announced": announced()},
+        )
     for label in ("from_hub", "from_leaf"):
         for side, o in (("nats-server", ref), ("natsd", ours)):
             counts = o[label]

@@ -48,16 +48,21 @@ def _leaf_port_cert(port: int, pki) -> bytes:
 
 def _hub(pki, **ln) -> ServerOptions:
     o = ServerOptions(host="127.0.0.1", port=0, http_port=0, server_name="HUBD")
-    o.leafnodes = LeafNodeOptions(host="127.0.0.1", port=-1, tls=TLSOptions(
-        cert_file=pki.server_cert, key_file=pki.server_key, ca_file=pki.ca_file, verify=True), **ln)
+    o.leafnodes = LeafNodeOptions(
+        host="127.0.0.1",
+        port=-1,
+        tls=TLSOptions(cert_file=pki.server_cert, key_file=pki.server_key, ca_file=pki.ca_file, verify=True),
+        **ln,
+    )
     return o
 
 
 def _edge(port: int, pki, **remote) -> ServerOptions:
     o = ServerOptions(host="127.0.0.1", port=0, http_port=0, server_name="EDGED")
     tls = TLSOptions(ca_file=pki.ca_file, cert_file=pki.client_cert, key_file=pki.client_key)
-    o.leafnodes = LeafNodeOptions(reconnect_ns=100_000_000, remotes=[
-        RemoteLeafOptions(urls=[f"tls://localhost:{port}"], tls=tls, **remote)])
+    o.leafnodes = LeafNodeOptions(
+        reconnect_ns=100_000_000, remotes=[RemoteLeafOptions(urls=[f"tls://localhost:{port}"], tls=tls, **remote)]
+    )
     return o
 
 
@@ -71,9 +76,14 @@ async def test_natsd_to_natsd_over_tls_with_creds_in_operator_mode(tmp_path):
     from natsd.config.parser import parse
     from natsd.config.options import options_from_tree
 
-    op = options_from_tree(parse(f'operator: "{ids["operator_jwt_path"]}"\nresolver: MEMORY\n'
-                                 f'resolver_preload: {{ {ids["account_pub"]}: "{ids["account_jwt"]}" }}\n',
-                                 "op.conf", env={}))
+    op = options_from_tree(
+        parse(
+            f'operator: "{ids["operator_jwt_path"]}"\nresolver: MEMORY\n'
+            f'resolver_preload: {{ {ids["account_pub"]}: "{ids["account_jwt"]}" }}\n',
+            "op.conf",
+            env={},
+        )
+    )
     hub_opts.trust = op.trust
     async with running_server(options=hub_opts) as hub:
         edge_opts = _edge(hub.leafnodes.port, pki, credentials=ids["creds_path"])
@@ -83,12 +93,15 @@ async def test_natsd_to_natsd_over_tls_with_creds_in_operator_mode(tmp_path):
             assert link.account.name == ids["account_pub"]
             assert link.transport.get_extra_info("ssl_object") is not None
             jwt, seed = read_creds(ids["creds_path"])
-            hub_nc = await nats.connect(hub.client_url, user_jwt_cb=lambda: jwt.encode(),
-                                        signature_cb=lambda n: sign_nonce(seed, n)[0].encode())
+            hub_nc = await nats.connect(
+                hub.client_url, user_jwt_cb=lambda: jwt.encode(), signature_cb=lambda n: sign_nonce(seed, n)[0].encode()
+            )
             edge_nc = await nats.connect(edge.client_url)
             try:
+
                 async def svc(m):
                     await m.respond(b"edge:" + m.data)
+
                 await edge_nc.subscribe("svc.e", cb=svc)
                 await edge_nc.flush()
                 deadline = time.monotonic() + 10
@@ -145,8 +158,10 @@ async def test_reload_swaps_the_leafnode_certificate(tmp_path):
             (link,) = _linked(hub)
             before = await asyncio.to_thread(_leaf_port_cert, port, pki)
             new = dataclasses.replace(hub.options)
-            new.leafnodes = dataclasses.replace(hub.options.leafnodes, tls=TLSOptions(
-                cert_file=pki2.server_cert, key_file=pki2.server_key, ca_file=pki2.ca_file, verify=True))
+            new.leafnodes = dataclasses.replace(
+                hub.options.leafnodes,
+                tls=TLSOptions(cert_file=pki2.server_cert, key_file=pki2.server_key, ca_file=pki2.ca_file, verify=True),
+            )
             hub.reload(new)
             after = await asyncio.to_thread(_leaf_port_cert, port, pki)
             with open(pki2.server_cert) as f:
@@ -159,8 +174,10 @@ async def test_reload_swaps_the_leafnode_certificate(tmp_path):
             assert hub.leafnodes.options.tls is not None
 
 
-@pytest.mark.skipif(__import__("tests.helpers.servers", fromlist=["reference_binary"]).reference_binary() is None,
-                    reason="nats-server binary not available")
+@pytest.mark.skipif(
+    __import__("tests.helpers.servers", fromlist=["reference_binary"]).reference_binary() is None,
+    reason="nats-server binary not available",
+)
 async def test_interest_waits_for_the_hubs_permissions(tmp_path):
     """A natsd leaf whose clients already subscribe to subjects its hub user may not receive: the
     interest goes out only after the hub's INFO with the permissions, so a nats-server hub never
@@ -169,13 +186,16 @@ async def test_interest_waits_for_the_hubs_permissions(tmp_path):
 
     lp = free_port()
     cfg = tmp_path / "hub.conf"
-    cfg.write_text("authorization { users: [\n"
-                   '  { user: leaf, password: leaf, permissions: { publish: { allow: ["up.>"] }, '
-                   'subscribe: { allow: ["down.>"] } } }\n  { user: c, password: c }\n] }\n'
-                   f"leafnodes {{ port: {lp} }}\n")
+    cfg.write_text(
+        "authorization { users: [\n"
+        '  { user: leaf, password: leaf, permissions: { publish: { allow: ["up.>"] }, '
+        'subscribe: { allow: ["down.>"] } } }\n  { user: c, password: c }\n] }\n'
+        f"leafnodes {{ port: {lp} }}\n"
+    )
     o = ServerOptions(host="127.0.0.1", port=0, http_port=0, server_name="EDGED")
-    o.leafnodes = LeafNodeOptions(reconnect_ns=100_000_000, remotes=[
-        RemoteLeafOptions(urls=[f"nats-leaf://leaf:leaf@127.0.0.1:{lp}"])])
+    o.leafnodes = LeafNodeOptions(
+        reconnect_ns=100_000_000, remotes=[RemoteLeafOptions(urls=[f"nats-leaf://leaf:leaf@127.0.0.1:{lp}"])]
+    )
     async with running_server(options=o) as edge:
         # The edge's clients subscribe before the hub even runs.
         nc = await nats.connect(edge.client_url)

@@ -46,12 +46,15 @@ def _edge(url: str, **remote) -> ServerOptions:
     return o
 
 
-@pytest.mark.parametrize("remote,hub_leaf,expect", [
-    ({}, "", None),                                            # default s2_auto: S2 under the frames
-    ({"compression": "s2_fast"}, "compression: s2_best", ("s2_fast", "s2_best")),
-    ({"compression": "off"}, "", ("off", "off")),
-    ({"ws_compression": True}, "", ("off", "off")),           # permessage-deflate, no S2 on top
-])
+@pytest.mark.parametrize(
+    "remote,hub_leaf,expect",
+    [
+        ({}, "", None),  # default s2_auto: S2 under the frames
+        ({"compression": "s2_fast"}, "compression: s2_best", ("s2_fast", "s2_best")),
+        ({"compression": "off"}, "", ("off", "off")),
+        ({"ws_compression": True}, "", ("off", "off")),  # permessage-deflate, no S2 on top
+    ],
+)
 async def test_ws_remote_to_nats_server_hub(tmp_path, remote, hub_leaf, expect):
     hub = _hub(tmp_path, ws_extra="no_tls: true\n compression: true", leaf_extra=hub_leaf)
     try:
@@ -178,8 +181,10 @@ async def test_nats_server_leaf_over_websocket_to_natsd(tmp_path):
     async with running_server(options=_ws_hub_options()) as hubd:
         hp = free_port()
         conf = tmp_path / "leaf.conf"
-        conf.write_text(f'server_name: LEAF\nhttp_port: {hp}\nleafnodes {{ remotes: [ {{ url: '
-                        f'"ws://127.0.0.1:{hubd.websocket_port}", compression: s2_fast }} ] }}\n')
+        conf.write_text(
+            f"server_name: LEAF\nhttp_port: {hp}\nleafnodes {{ remotes: [ {{ url: "
+            f'"ws://127.0.0.1:{hubd.websocket_port}", compression: s2_fast }} ] }}\n'
+        )
         leaf = start_server("reference", tmp_path, config=str(conf), jetstream=False)
         try:
             await _wait(lambda: _linked(hubd), "nats-server leaf over websocket")

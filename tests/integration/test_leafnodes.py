@@ -42,13 +42,16 @@ leafnodes {{
     return str(p)
 
 
-def leaf_options(hub_leaf_port: int, tmp_path, *, domain: str = "EDGE", url: str = "", jetstream: bool = True,
-                 **remote) -> ServerOptions:
+def leaf_options(
+    hub_leaf_port: int, tmp_path, *, domain: str = "EDGE", url: str = "", jetstream: bool = True, **remote
+) -> ServerOptions:
     o = ServerOptions(host="127.0.0.1", port=0, http_port=-1, server_name="EDGE-natsd")
     if jetstream:
         o.jetstream = JetStreamOptions(enabled=True, store_dir=str(tmp_path / "edge-js"), domain=domain)
-    o.leafnodes = LeafNodeOptions(reconnect_ns=100_000_000, remotes=[
-        RemoteLeafOptions(urls=[url or f"nats-leaf://127.0.0.1:{hub_leaf_port}"], **remote)])
+    o.leafnodes = LeafNodeOptions(
+        reconnect_ns=100_000_000,
+        remotes=[RemoteLeafOptions(urls=[url or f"nats-leaf://127.0.0.1:{hub_leaf_port}"], **remote)],
+    )
     return o
 
 
@@ -134,6 +137,7 @@ async def test_pubsub_and_request_reply_both_ways(hub, tmp_path):
 
             async def svc_h(m):
                 await m.respond(b"hub:" + m.data)
+
             await hub_nc.subscribe("svc.hub", cb=svc_h)
             await hub_nc.flush()
             await propagated(edge_nc, "svc.hub")
@@ -148,6 +152,7 @@ async def test_pubsub_and_request_reply_both_ways(hub, tmp_path):
 
             async def svc_e(m):
                 await m.respond(b"edge:" + m.data)
+
             await edge_nc.subscribe("svc.edge", cb=svc_e)
             await edge_nc.flush()
             await propagated(hub_nc, "svc.edge")
@@ -168,6 +173,7 @@ async def test_pubsub_and_request_reply_both_ways(hub, tmp_path):
                 except nats.errors.TimeoutError:
                     return False
                 return False
+
             await wait_for(gone, what="interest removed at the hub")
             await sub_h.unsubscribe()
 
@@ -251,6 +257,7 @@ async def test_hub_killed_and_restarted_link_comes_back(tmp_path):
 
             async def svc(m):
                 await m.respond(b"edge:" + m.data)
+
             await edge_nc.subscribe("svc.edge", cb=svc)
             await edge_nc.flush()
             hub_nc = await nats.connect(hub.url, allow_reconnect=False)
@@ -258,8 +265,7 @@ async def test_hub_killed_and_restarted_link_comes_back(tmp_path):
             await hub_nc.close()
 
             hub.kill()  # kill -9
-            await wait_for(lambda: not any(c.ready for c in edge.leafnodes.connections.values()),
-                           what="link down")
+            await wait_for(lambda: not any(c.ready for c in edge.leafnodes.connections.values()), what="link down")
             # The edge keeps serving its own clients meanwhile.
             assert (await edge_nc.request("svc.edge", b"local", timeout=2)).data == b"edge:local"
 
@@ -354,8 +360,10 @@ async def test_nats_server_leaf_of_natsd_with_auth(tmp_path):
         bad = tmp_path / "bad.conf"
         bad.write_text(f'leafnodes {{ remotes: [ {{ url: "nats-leaf://leaf:wrong@127.0.0.1:{lport}" }} ] }}\n')
         good = tmp_path / "good.conf"
-        good.write_text(f'server_name: LEAF\njetstream {{ store_dir: "{tmp_path}/leaf-js", domain: LEAFD }}\n'
-                        f'leafnodes {{ remotes: [ {{ url: "nats-leaf://leaf:s3cret@127.0.0.1:{lport}" }} ] }}\n')
+        good.write_text(
+            f'server_name: LEAF\njetstream {{ store_dir: "{tmp_path}/leaf-js", domain: LEAFD }}\n'
+            f'leafnodes {{ remotes: [ {{ url: "nats-leaf://leaf:s3cret@127.0.0.1:{lport}" }} ] }}\n'
+        )
         rejected = start_server("reference", tmp_path / "bad", config=str(bad), jetstream=False)
         try:
             await wait_for(lambda: "Authorization Violation" in rejected.log(), what="rejected leaf")
@@ -368,12 +376,15 @@ async def test_nats_server_leaf_of_natsd_with_auth(tmp_path):
             leaf_nc = await nats.connect(leaf.url)
             hub_nc = await nats.connect(hubd.client_url)
             try:
+
                 async def svc(m):
                     await m.respond(b"leaf:" + m.data)
+
                 await leaf_nc.subscribe("svc.leaf", cb=svc)
 
                 async def hsvc(m):
                     await m.respond(b"hub:" + m.data)
+
                 await hub_nc.subscribe("svc.hub", cb=hsvc)
                 await leaf_nc.flush()
                 await hub_nc.flush()
@@ -425,8 +436,10 @@ async def test_natsd_on_both_ends_and_loop_detection(tmp_path, caplog):
             hub_nc = await nats.connect(hubd.client_url)
             edge_nc = await nats.connect(edge.client_url)
             try:
+
                 async def svc(m):
                     await m.respond(b"edge:" + m.data)
+
                 await edge_nc.subscribe("svc.edge", cb=svc)
                 got = await hub_nc.subscribe("to.hub")
                 await edge_nc.flush()
@@ -448,11 +461,14 @@ async def test_natsd_on_both_ends_and_loop_detection(tmp_path, caplog):
             eo = ServerOptions(host="127.0.0.1", port=0, server_name="LOOPER")
             eo.leafnodes = LeafNodeOptions(host="127.0.0.1", port=-1, reconnect_ns=100_000_000)
             async with running_server(options=eo) as middle:
-                middle.leafnodes.options.remotes.append(RemoteLeafOptions(
-                    urls=[f"nats-leaf://127.0.0.1:{hubd.leafnodes.port}"]))
-                edge.leafnodes.options.remotes.append(RemoteLeafOptions(
-                    urls=[f"nats-leaf://127.0.0.1:{middle.leafnodes.port}"]))
+                middle.leafnodes.options.remotes.append(
+                    RemoteLeafOptions(urls=[f"nats-leaf://127.0.0.1:{hubd.leafnodes.port}"])
+                )
+                edge.leafnodes.options.remotes.append(
+                    RemoteLeafOptions(urls=[f"nats-leaf://127.0.0.1:{middle.leafnodes.port}"])
+                )
                 from natsd.server.leaf.manager import _Remote
+
                 for srv in (middle, edge):
                     r = _Remote(srv.leafnodes, srv.leafnodes.options.remotes[-1])
                     srv.leafnodes.remotes.append(r)
@@ -479,15 +495,18 @@ async def test_edge_mirrors_and_sources_hub_streams(js_hub, tmp_path):
             await propagated(edge_nc, "$JS.HUB.API.INFO")
             edge_js = edge_nc.jetstream()
             from nats.js.api import ExternalStream, StreamSource
+
             ext = ExternalStream(api="$JS.HUB.API", deliver="")
             await edge_js.add_stream(name="MIRROR", mirror=StreamSource(name="ORDERS", external=ext))
-            await edge_js.add_stream(name="SOURCED", sources=[
-                StreamSource(name="ORDERS", filter_subject="orders.1", external=ext)])
+            await edge_js.add_stream(
+                name="SOURCED", sources=[StreamSource(name="ORDERS", filter_subject="orders.1", external=ext)]
+            )
 
             async def caught_up():
                 m = await edge_js.stream_info("MIRROR")
                 s = await edge_js.stream_info("SOURCED")
                 return m.state.messages == 50 and s.state.messages == 10
+
             await wait_for(caught_up, timeout=20, what="mirror and source caught up")
             msg = await edge_js.get_msg("MIRROR", 7)
             assert msg.subject == "orders.1" and msg.data == b"6" and msg.headers["K"] == "6"
@@ -495,6 +514,7 @@ async def test_edge_mirrors_and_sources_hub_streams(js_hub, tmp_path):
             assert msg.subject == "orders.1" and msg.data == b"1"
             # The reference's name for an external origin: <name>:<hash of the API prefix>.
             from natsd.jetstream.stream.sourcing import api_hash
+
             assert msg.headers["Nats-Stream-Source"].startswith(f"ORDERS:{api_hash('$JS.HUB.API')} 2 ")
             # More data keeps flowing.
             await hub_js.publish("orders.1", b"late")
@@ -513,19 +533,28 @@ MOVE_N = int(os.environ.get("NATSD_MOVE_N", "100000"))
 
 def _durable_sourcing_level() -> int:
     from natsd.jetstream.config import models
+
     return models.JS_API_LEVEL
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(400)
-@pytest.mark.parametrize("graceful", [
-    pytest.param(True, id="closed"),
-    pytest.param(False, id="aborted", marks=pytest.mark.skipif(
-        _durable_sourcing_level() < 4,
-        reason="natsd advertises JetStream API level < 4: a 2.15 hub then falls back to an ack-none "
-               "sourcing consumer, which loses what is in flight when the link is aborted "
-               "(docs/edge-to-hub-move.md); runs once JS_API_LEVEL is 4")),
-])
+@pytest.mark.parametrize(
+    "graceful",
+    [
+        pytest.param(True, id="closed"),
+        pytest.param(
+            False,
+            id="aborted",
+            marks=pytest.mark.skipif(
+                _durable_sourcing_level() < 4,
+                reason="natsd advertises JetStream API level < 4: a 2.15 hub then falls back to an ack-none "
+                "sourcing consumer, which loses what is in flight when the link is aborted "
+                "(docs/edge-to-hub-move.md); runs once JS_API_LEVEL is 4",
+            ),
+        ),
+    ],
+)
 async def test_hub_sources_edge_work_queue_across_link_cuts(tmp_path, graceful):
     """The edge->hub "move": a work-queue stream at the edge, sourced by a hub stream; the edge
     cuts the link three times while it publishes. Every message arrives once at the hub and
@@ -589,6 +618,7 @@ def patch_js_api_level(monkeypatch, level: int) -> None:
     from natsd.jetstream import manager, wire
     from natsd.jetstream.config import consumer_config
     from natsd.jetstream.config import models
+
     for mod in (models, wire, manager):  # (DIRECT.GET checks the level through wire)
         monkeypatch.setattr(mod, "JS_API_LEVEL", level)
     monkeypatch.setattr(consumer_config, "API_LEVEL", level)
@@ -618,12 +648,16 @@ async def _move_across_cuts(tmp_path, n: int, graceful: bool, check_durable: boo
                 hub_js = hub_nc.jetstream()
                 await edge_js.add_stream(name="EQ", subjects=["eq.>"], retention=RetentionPolicy.WORK_QUEUE)
                 await propagated(hub_nc, "$JS.EDGE.API.INFO")
-                await hub_js.add_stream(StreamConfig(name="HQ", sources=[
-                    StreamSource(name="EQ", external=ExternalStream(api="$JS.EDGE.API"))]))
+                await hub_js.add_stream(
+                    StreamConfig(
+                        name="HQ", sources=[StreamSource(name="EQ", external=ExternalStream(api="$JS.EDGE.API"))]
+                    )
+                )
 
                 async def sourcing():
                     r = await edge_nc.request("$JS.API.CONSUMER.NAMES.EQ", b"", timeout=5)
                     return bool(json.loads(r.data).get("consumers"))
+
                 await wait_for(sourcing, what="the hub's sourcing consumer")
                 cuts = {n // 4, n // 2, 3 * n // 4}
                 cutting: list[asyncio.Task] = []
@@ -651,6 +685,7 @@ async def _move_across_cuts(tmp_path, n: int, graceful: bool, check_durable: boo
                         return False
                     e = await edge_js.stream_info("EQ")
                     return e.state.messages == 0 and h.state.messages == n + 1
+
                 await wait_for(drained, timeout=60 + n / 500, what="edge stream moved to the hub")
                 if check_durable:
                     # (raw API: nats-py has no ack policy "flow_control")
@@ -683,9 +718,9 @@ async def test_remote_with_credentials_file(tmp_path):
     lp = free_port()
     cfg = tmp_path / "op-hub.conf"
     cfg.write_text(f"""
-operator: "{ids['operator_jwt_path']}"
+operator: "{ids["operator_jwt_path"]}"
 resolver: MEMORY
-resolver_preload: {{ {ids['account_pub']}: "{ids['account_jwt']}" }}
+resolver_preload: {{ {ids["account_pub"]}: "{ids["account_jwt"]}" }}
 leafnodes {{ port: {lp} }}
 """)
     hub = start_server("reference", tmp_path, config=str(cfg), jetstream=False)
@@ -694,13 +729,19 @@ leafnodes {{ port: {lp} }}
             await wait_for(lambda: linked(edge), what="leaf link with credentials")
             edge_nc = await nats.connect(edge.client_url)
             from natsd.server.leaf.node import read_creds, sign_nonce
+
             jwt, seed = read_creds(ids["creds_path"])
             # (callbacks rather than user_credentials=: nats-py leaves that file open)
-            hub_nc = await nats.connect(hub.url, user_jwt_cb=lambda: jwt.encode(),
-                                        signature_cb=lambda nonce: sign_nonce(seed, nonce)[0].encode())
+            hub_nc = await nats.connect(
+                hub.url,
+                user_jwt_cb=lambda: jwt.encode(),
+                signature_cb=lambda nonce: sign_nonce(seed, nonce)[0].encode(),
+            )
             try:
+
                 async def svc(m):
                     await m.respond(b"edge:" + m.data)
+
                 await edge_nc.subscribe("svc.edge", cb=svc)
                 await edge_nc.flush()
                 # The hub's clients of that account reach the edge's services.
@@ -715,11 +756,14 @@ leafnodes {{ port: {lp} }}
         seed_line = next(i for i, ln in enumerate(text) if ln.startswith("SU"))
         from tests.helpers.jwtgen import new_key
         import nkeys
+
         text[seed_line] = new_key(nkeys.PREFIX_BYTE_USER)[1].decode()
         bad.write_text("\n".join(text) + "\n")
         async with running_server(options=leaf_options(lp, tmp_path / "b", credentials=str(bad))) as edge:
-            await wait_for(lambda: "Authorization Violation" in hub.log() or "authentication error" in hub.log(),
-                           what="hub refuses the forged signature")
+            await wait_for(
+                lambda: "Authorization Violation" in hub.log() or "authentication error" in hub.log(),
+                what="hub refuses the forged signature",
+            )
             assert not linked(edge)
     finally:
         hub.stop()
@@ -733,6 +777,7 @@ async def test_unreachable_and_garbage_hubs_are_retried_with_backoff(tmp_path, c
         writer.write(b"HELLO I AM NOT NATS\r\n")
         await writer.drain()
         writer.close()
+
     g = await asyncio.start_server(garbage, "127.0.0.1", 0)
     gport = g.sockets[0].getsockname()[1]
     dead = free_port()
@@ -741,8 +786,9 @@ async def test_unreachable_and_garbage_hubs_are_retried_with_backoff(tmp_path, c
     caplog.set_level(logging.INFO, logger="natsd")
     try:
         async with running_server(options=opts) as edge:
-            await wait_for(lambda: caplog.text.count("Error trying to connect as leafnode") >= 2,
-                           what="connect errors logged")
+            await wait_for(
+                lambda: caplog.text.count("Error trying to connect as leafnode") >= 2, what="connect errors logged"
+            )
             await wait_for(lambda: "Leafnode protocol error" in caplog.text, what="garbage logged")
             # Backoff: attempts to the dead hub get further apart.
             r = edge.leafnodes.remotes[0]
@@ -795,8 +841,10 @@ async def test_remote_over_tls(tmp_path):
     pki = certs.make_pki(tmp_path / "pki")
     lp = free_port()
     cfg = tmp_path / "tls-hub.conf"
-    cfg.write_text(f'server_name: TLSHUB\nleafnodes {{ port: {lp}, tls {{ cert_file: "{pki.server_cert}", '
-                   f'key_file: "{pki.server_key}" }} }}\n')
+    cfg.write_text(
+        f'server_name: TLSHUB\nleafnodes {{ port: {lp}, tls {{ cert_file: "{pki.server_cert}", '
+        f'key_file: "{pki.server_key}" }} }}\n'
+    )
     hub = start_server("reference", tmp_path, config=str(cfg), jetstream=False)
     try:
         tls = tls_mod.TLSOptions(ca_file=pki.ca_file)
@@ -806,8 +854,10 @@ async def test_remote_over_tls(tmp_path):
             edge_nc = await nats.connect(edge.client_url)
             hub_nc = await nats.connect(hub.url)
             try:
+
                 async def svc(m):
                     await m.respond(b"tls:" + m.data)
+
                 await edge_nc.subscribe("svc.tls", cb=svc)
                 await edge_nc.flush()
                 await propagated(hub_nc, "svc.tls")
@@ -822,8 +872,9 @@ async def test_remote_over_tls(tmp_path):
         caplog_logger.addHandler(h)
         try:
             async with running_server(options=leaf_options(lp, tmp_path / "p", jetstream=False)) as edge:
-                await wait_for(lambda: any("TLS configuration mismatch" in r for r in records),
-                               what="plaintext remote refused")
+                await wait_for(
+                    lambda: any("TLS configuration mismatch" in r for r in records), what="plaintext remote refused"
+                )
                 assert not linked(edge)
         finally:
             caplog_logger.removeHandler(h)
@@ -845,8 +896,11 @@ async def test_natsd_hub_sources_natsd_edge_work_queue(tmp_path):
                 hub_js = hub_nc.jetstream()
                 await edge_js.add_stream(name="WQ", subjects=["wq.>"], retention=RetentionPolicy.WORK_QUEUE)
                 await propagated(hub_nc, "$JS.EDGE.API.INFO")
-                await hub_js.add_stream(StreamConfig(name="MOVED", sources=[
-                    StreamSource(name="WQ", external=ExternalStream(api="$JS.EDGE.API"))]))
+                await hub_js.add_stream(
+                    StreamConfig(
+                        name="MOVED", sources=[StreamSource(name="WQ", external=ExternalStream(api="$JS.EDGE.API"))]
+                    )
+                )
                 n = 3000
                 for i in range(n):
                     await edge_nc.publish("wq.x", str(i).encode())
@@ -859,6 +913,7 @@ async def test_natsd_hub_sources_natsd_edge_work_queue(tmp_path):
                     h = await hub_js.stream_info("MOVED")
                     e = await edge_js.stream_info("WQ")
                     return h.state.messages == n + 1 and e.state.messages == 0
+
                 await wait_for(moved, timeout=60, what="work queue moved to the natsd hub")
                 sub = await hub_js.subscribe("wq.>", ordered_consumer=True, stream="MOVED")
                 got = [int((await sub.next_msg(timeout=5)).data) for _ in range(n + 1)]

@@ -92,16 +92,31 @@ async def test_metrics_names_labels_and_values():
     assert one("jetstream_consumer_ack_floor_stream_seq", **co) == 1
     assert 0 <= one("jetstream_consumer_last_delivery_seconds", **co) < 60
     assert set(m["jetstream_consumer_num_pending"][0].labels) == {
-        "server_id", "server_name", "cluster", "domain", "meta_leader", "is_meta_leader", "account", "account_name",
-        "account_id", "stream_name", "stream_leader", "is_stream_leader", "stream_raft_group", "consumer_name",
-        "consumer_leader", "is_consumer_leader", "consumer_desc"}
+        "server_id",
+        "server_name",
+        "cluster",
+        "domain",
+        "meta_leader",
+        "is_meta_leader",
+        "account",
+        "account_name",
+        "account_id",
+        "stream_name",
+        "stream_leader",
+        "is_stream_leader",
+        "stream_raft_group",
+        "consumer_name",
+        "consumer_leader",
+        "is_consumer_leader",
+        "consumer_desc",
+    }
 
 
 async def test_metrics_without_jetstream_and_scrape_keeps_serving_clients():
     async with running_server(http_port=-1) as server:
         nc = await nats.connect(server.client_url)
         try:
-            (status, _, body), = await fetch(server.http_port, "/metrics")
+            ((status, _, body),) = await fetch(server.http_port, "/metrics")
             m = samples(body.decode())
             assert m["jetstream_server_jetstream_disabled"][0].value == 1
             assert "jetstream_stream_total_messages" not in m
@@ -119,17 +134,38 @@ async def test_metrics_without_jetstream_and_scrape_keeps_serving_clients():
 #: (read from prometheus-nats-exporter's walkthrough/grafana-nats-dash.json and grafana-jetstream-dash.json:
 #: ``sum(jetstream_consumer_num_pending{server_id=~"$server",stream_name=~"$stream",consumer_name=~"$consumer"})
 #: by (consumer_name)``, ``label_values(jetstream_server_total_streams, server_id)``, ``{{server_id}}`` ...).
-GRAFANA_NATS = {f"gnatsd_varz_{n}": ("server_id",) for n in (
-    "connections", "cpu", "mem", "in_msgs", "out_msgs", "in_bytes", "out_bytes", "slow_consumers", "subscriptions")}
+GRAFANA_NATS = {
+    f"gnatsd_varz_{n}": ("server_id",)
+    for n in (
+        "connections",
+        "cpu",
+        "mem",
+        "in_msgs",
+        "out_msgs",
+        "in_bytes",
+        "out_bytes",
+        "slow_consumers",
+        "subscriptions",
+    )
+}
 GRAFANA_JETSTREAM = {
-    **{f"gnatsd_varz_{n}": ("server_id",) for n in (
-        "connections", "jetstream_config_max_memory", "jetstream_config_max_storage", "jetstream_stats_memory",
-        "jetstream_stats_storage")},
+    **{
+        f"gnatsd_varz_{n}": ("server_id",)
+        for n in (
+            "connections",
+            "jetstream_config_max_memory",
+            "jetstream_config_max_storage",
+            "jetstream_stats_memory",
+            "jetstream_stats_storage",
+        )
+    },
     "jetstream_server_total_streams": ("server_id",),
     "jetstream_server_total_consumers": ("server_id",),
     **{f"jetstream_stream_{n}": ("server_id", "stream_name") for n in ("last_seq", "total_bytes", "total_messages")},
-    **{f"jetstream_consumer_{n}": ("server_id", "stream_name", "consumer_name") for n in (
-        "delivered_consumer_seq", "num_ack_pending", "num_pending")},
+    **{
+        f"jetstream_consumer_{n}": ("server_id", "stream_name", "consumer_name")
+        for n in ("delivered_consumer_seq", "num_ack_pending", "num_pending")
+    },
 }
 
 
@@ -144,7 +180,7 @@ async def test_the_names_the_community_grafana_dashboards_query():
             await js.add_consumer("G", durable_name="GC", ack_policy="explicit")
             psub = await js.pull_subscribe_bind("GC", stream="G")
             await psub.fetch(1, timeout=2)
-            (status, _, body), = await fetch(server.http_port, "/metrics")
+            ((status, _, body),) = await fetch(server.http_port, "/metrics")
         finally:
             await nc.close()
     assert status == 200
@@ -156,12 +192,22 @@ async def test_the_names_the_community_grafana_dashboards_query():
             missing.append(name)
     assert missing == []
     # the values the JetStream dashboard plots for this stream and consumer
-    by = {name: next(s.value for s in m[name] if s.labels.get("stream_name") == "G")
-          for name in ("jetstream_stream_total_messages", "jetstream_stream_last_seq",
-                       "jetstream_consumer_num_pending", "jetstream_consumer_num_ack_pending",
-                       "jetstream_consumer_delivered_consumer_seq")}
-    assert by == {"jetstream_stream_total_messages": 3, "jetstream_stream_last_seq": 3,
-                  "jetstream_consumer_num_pending": 2, "jetstream_consumer_num_ack_pending": 1,
-                  "jetstream_consumer_delivered_consumer_seq": 1}
+    by = {
+        name: next(s.value for s in m[name] if s.labels.get("stream_name") == "G")
+        for name in (
+            "jetstream_stream_total_messages",
+            "jetstream_stream_last_seq",
+            "jetstream_consumer_num_pending",
+            "jetstream_consumer_num_ack_pending",
+            "jetstream_consumer_delivered_consumer_seq",
+        )
+    }
+    assert by == {
+        "jetstream_stream_total_messages": 3,
+        "jetstream_stream_last_seq": 3,
+        "jetstream_consumer_num_pending": 2,
+        "jetstream_consumer_num_ack_pending": 1,
+        "jetstream_consumer_delivered_consumer_seq": 1,
+    }
     assert m["gnatsd_varz_jetstream_config_max_storage"][0].value > 0
     assert m["gnatsd_varz_mem"][0].value > 0

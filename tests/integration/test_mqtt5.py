@@ -19,8 +19,15 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 
 class P5:
-    def __init__(self, port: int, client_id: str, *, clean_start: bool = True, expiry: int | None = None,
-                 will: tuple | None = None) -> None:
+    def __init__(
+        self,
+        port: int,
+        client_id: str,
+        *,
+        clean_start: bool = True,
+        expiry: int | None = None,
+        will: tuple | None = None,
+    ) -> None:
         import paho.mqtt.client as mqtt
         from paho.mqtt.packettypes import PacketTypes
         from paho.mqtt.properties import Properties
@@ -30,8 +37,9 @@ class P5:
         self.subacks: queue.Queue = queue.Queue()
         self.unsubacks: queue.Queue = queue.Queue()
         self.gone: queue.Queue = queue.Queue()
-        c = self.c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv5,
-                                 reconnect_on_failure=False)
+        c = self.c = mqtt.Client(
+            mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv5, reconnect_on_failure=False
+        )
         c.on_message = lambda cl, u, m: self.messages.put(m)
         c.on_connect = lambda cl, u, flags, rc, props: self.connack.put((rc.value, flags.session_present, props))
         c.on_subscribe = lambda cl, u, mid, rcs, props: self.subacks.put([r.value for r in rcs])
@@ -80,6 +88,7 @@ class P5:
         if reason is not None:
             from paho.mqtt.reasoncodes import ReasonCode
             from paho.mqtt.packettypes import PacketTypes
+
             self.c.disconnect(reasoncode=ReasonCode(PacketTypes.DISCONNECT, identifier=reason))
         else:
             self.c.disconnect()
@@ -106,6 +115,7 @@ def _nats(url: str, fn):
             return await fn(nc)
         finally:
             await nc.close()
+
     return asyncio.run(main())
 
 
@@ -138,6 +148,7 @@ async def test_user_properties_and_expiry_both_ways(tmp_path):
             await nc.publish("up.b", b"from nats", headers={"Trace-Id": "t-1"})
             await nc.flush()
             return m.subject, dict(m.headers or {})
+
         nats_seen = _nats(url, nats_side)
         got = sorted(sub.got(2), key=lambda m: m.topic)
         sub.close()
@@ -148,7 +159,10 @@ async def test_user_properties_and_expiry_both_ways(tmp_path):
     assert nats_seen == ("up.a", {"Nmqtt-Pub": "1", "k1": "v1", "k2": "v2", "Nats-TTL": "60s"})
     (t1, p1, q1, props1), (t2, p2, q2, props2) = got
     assert (t1, p1, q1) == ("up/a", b"hello", 1)
-    assert props1["UserProperty"] == [["k1", "v1"], ["k2", "v2"]] or props1["UserProperty"] == [("k1", "v1"), ("k2", "v2")]
+    assert props1["UserProperty"] == [["k1", "v1"], ["k2", "v2"]] or props1["UserProperty"] == [
+        ("k1", "v1"),
+        ("k2", "v2"),
+    ]
     assert (t2, p2, q2) == ("up/b", b"from nats", 0)
     assert [tuple(x) for x in props2["UserProperty"]] == [("Trace-Id", "t-1")]
 
@@ -168,6 +182,7 @@ async def test_request_response_with_nats_and_between_mqtt5_clients(tmp_path):
             return rt, corr
 
         import threading
+
         seen = []
         th = threading.Thread(target=lambda: seen.append(serve()))
         th.start()
@@ -175,6 +190,7 @@ async def test_request_response_with_nats_and_between_mqtt5_clients(tmp_path):
         async def ask(nc):
             r = await nc.request("svc.echo", b"ping", timeout=5)
             return r.data
+
         answer = _nats(url, ask)
         th.join(5)
         # MQTT 5 requester: response topic + correlation data round-trip
@@ -211,8 +227,13 @@ async def test_shared_subscriptions_are_queue_groups(tmp_path):
         ga, gb = a.quiet(0), b.quiet(0)
         for c in (a, b, p):
             c.close()
-        return codes, bad, sorted(int(m.payload) for m in ga + gb), (len(ga), len(gb)), sorted(
-            {(int(m.payload) % 2, m.qos) for m in ga + gb})
+        return (
+            codes,
+            bad,
+            sorted(int(m.payload) for m in ga + gb),
+            (len(ga), len(gb)),
+            sorted({(int(m.payload) % 2, m.qos) for m in ga + gb}),
+        )
 
     codes, bad, got, split, qos = await _run(tmp_path, script)
     assert codes == ([1], [1])

@@ -16,8 +16,11 @@ from tests.helpers.servers import free_port
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 playwright_api = pytest.importorskip("playwright.async_api", reason="playwright is installed by the test extra")
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120),
-              pytest.mark.skipif(CHROMIUM is None, reason="chromium is installed by scripts/ensure-system-deps.sh")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.timeout(120),
+    pytest.mark.skipif(CHROMIUM is None, reason="chromium is installed by scripts/ensure-system-deps.sh"),
+]
 
 
 async def test_dashboard_counts_mqtt_clients(tmp_path):
@@ -35,8 +38,7 @@ async def test_dashboard_counts_mqtt_clients(tmp_path):
             try:
                 page = await browser.new_page()
                 await page.goto(f"http://127.0.0.1:{server.http_port}/dashboard")
-                await page.wait_for_function("document.getElementById('v-mqtt').textContent === '2'",
-                                             timeout=15_000)
+                await page.wait_for_function("document.getElementById('v-mqtt').textContent === '2'", timeout=15_000)
                 assert await page.is_visible("#c-mqtt")
                 assert await page.text_content("#v-connections") == "2"
             finally:

@@ -14,8 +14,12 @@ from natsd.protocol import mqtt as mp
 from tests.helpers.mqtt import Paho, Target, closed_within, mqtt_side_by_side, raw_connect, recv_exact
 from tests.helpers.servers import reference_binary
 
-pytestmark = [pytest.mark.integration, pytest.mark.reference, pytest.mark.timeout(120),
-              pytest.mark.skipif(reference_binary() is None, reason="reference nats-server not installed")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.reference,
+    pytest.mark.timeout(120),
+    pytest.mark.skipif(reference_binary() is None, reason="reference nats-server not installed"),
+]
 
 
 def _nats(t: Target, coro_fn):
@@ -28,6 +32,7 @@ def _nats(t: Target, coro_fn):
             return await coro_fn(nc)
         finally:
             await nc.close()
+
     return asyncio.run(main())
 
 
@@ -85,6 +90,7 @@ async def test_qos0_qos1_wildcards_and_nats_interop(tmp_path):
             await nc.publish("a.n", b"plain", headers={"X": "1"})
             await nc.flush()
             return seen
+
         seen = _nats(t, from_nats)
         from_n = sorted(sub.received(2))
         sub.disconnect()
@@ -282,8 +288,15 @@ async def test_varz_and_connz_show_mqtt_as_nats_server(tmp_path):
 
     expected, got = await mqtt_side_by_side(tmp_path, script)
     assert got == expected
-    assert expected[1] == [{"kind": "Client", "type": "mqtt", "mqtt_client": "mon1", "subscriptions": 2,
-                            "subscriptions_list": ["m", "m.>"]}]
+    assert expected[1] == [
+        {
+            "kind": "Client",
+            "type": "mqtt",
+            "mqtt_client": "mon1",
+            "subscriptions": 2,
+            "subscriptions_list": ["m", "m.>"],
+        }
+    ]
 
 
 async def test_qos2_exactly_once_both_ways(tmp_path):
@@ -319,8 +332,11 @@ async def test_qos2_exactly_once_both_ways(tmp_path):
     expected, got = await mqtt_side_by_side(tmp_path, script)
     assert got == expected
     assert expected["granted"] == [2, 1]
-    assert expected["received"] == [("q1/a", b"two to one", 1, False), ("q2/a", b"two", 2, False),
-                                    ("q2/b", b"one to two", 1, False)]
+    assert expected["received"] == [
+        ("q1/a", b"two to one", 1, False),
+        ("q2/a", b"two", 2, False),
+        ("q2/b", b"one to two", 1, False),
+    ]
     assert expected["pubrec"] == b"\x50\x02\x00\x09" and expected["pubcomp"] == b"\x70\x02\x00\x09"
     assert expected["not before PUBREL"] == [] and expected["after PUBREL"] == [("q2/raw", b"once", 2, False)]
 
@@ -345,10 +361,11 @@ async def test_mqtt_over_websocket(tmp_path):
         tcp.disconnect()
         return out
 
-    expected, got = await mqtt_side_by_side(
-        tmp_path, script, conf=f"websocket {{ port: {ws_port}, no_tls: true }}\n")
+    expected, got = await mqtt_side_by_side(tmp_path, script, conf=f"websocket {{ port: {ws_port}, no_tls: true }}\n")
     assert got == expected
-    assert expected["ws got"] == [("ws/a", b"over tcp", 1, False)] and expected["tcp got"] == [("back", b"over ws", 0, False)]
+    assert expected["ws got"] == [("ws/a", b"over tcp", 1, False)] and expected["tcp got"] == [
+        ("back", b"over ws", 0, False)
+    ]
 
 
 async def test_client_id_jail_for_flapping_ids(tmp_path):
@@ -404,16 +421,20 @@ async def test_qos2_pubrel_resent_after_reconnect(tmp_path):
     assert expected["pubrel"][:2] == b"\x62\x02" and expected["pubrel again"] == expected["pubrel"]
 
 
-@pytest.mark.parametrize("mqtt_auth", ["authorization { token: s3cret }", "authorization { user: dev, password: pw }",
-                                       "no_auth_user: guest"])
+@pytest.mark.parametrize(
+    "mqtt_auth", ["authorization { token: s3cret }", "authorization { user: dev, password: pw }", "no_auth_user: guest"]
+)
 async def test_mqtt_only_authorization(tmp_path, mqtt_auth):
     conf = "authorization { users: [ {user: guest, password: g} ] }\n" if "no_auth_user" in mqtt_auth else ""
 
     def script(t: Target):
         out = {}
-        for name, kw in (("none", {}), ("token as password", {"username": "any", "password": "s3cret"}),
-                         ("user/password", {"username": "dev", "password": "pw"}),
-                         ("wrong", {"username": "dev", "password": "nope"})):
+        for name, kw in (
+            ("none", {}),
+            ("token as password", {"username": "any", "password": "s3cret"}),
+            ("user/password", {"username": "dev", "password": "pw"}),
+            ("wrong", {"username": "dev", "password": "nope"}),
+        ):
             s = raw_connect(t, mp.encode_connect("a-" + name.replace(" ", "-").replace("/", "-"), **kw))
             out[name] = recv_exact(s, 4)
             s.close()
@@ -428,8 +449,10 @@ async def test_mqtt_over_tls(tmp_path):
     from tests.helpers.certs import make_pki
 
     pki = make_pki(tmp_path / "pki")
-    tls = (f'tls {{ cert_file: "{pki.server_cert}", key_file: "{pki.server_key}", ca_file: "{pki.ca_file}", '
-           f'verify: true }}')
+    tls = (
+        f'tls {{ cert_file: "{pki.server_cert}", key_file: "{pki.server_key}", ca_file: "{pki.ca_file}", '
+        f"verify: true }}"
+    )
 
     def script(t: Target):
         out = {}
@@ -442,6 +465,7 @@ async def test_mqtt_over_tls(tmp_path):
         # without a client certificate (verify: true) the handshake fails: no CONNACK
         import socket
         import ssl
+
         ctx = ssl.create_default_context(cafile=pki.ca_file)
         try:
             with socket.create_connection(("127.0.0.1", t.mqtt_port), timeout=5) as raw:
@@ -470,8 +494,9 @@ async def test_reject_qos2_publish_and_downgrade_qos2_subscribe(tmp_path):
         out["qos2 publish"] = closed_within(s, 3)
         return out
 
-    expected, got = await mqtt_side_by_side(tmp_path, script,
-                                            mqtt_extra="reject_qos2_publish: true\ndowngrade_qos2_subscribe: true")
+    expected, got = await mqtt_side_by_side(
+        tmp_path, script, mqtt_extra="reject_qos2_publish: true\ndowngrade_qos2_subscribe: true"
+    )
     assert got == expected
     assert expected["qos2 will"] == (b"\x20\x02\x00\x10", True) and expected["downgraded suback"][-1] == 1
     assert expected["qos2 publish"]
@@ -499,6 +524,9 @@ async def test_dollar_topics_and_wildcards_and_max_payload(tmp_path):
 
     expected, got = await mqtt_side_by_side(tmp_path, script, conf="max_payload: 200\n")
     assert got == expected
-    assert expected["got"] == [("$foo/bar", b"reserved", 0, False), ("plain/bar", b"normal", 0, False),
-                               ("plain/bar", b"normal", 0, False)]
+    assert expected["got"] == [
+        ("$foo/bar", b"reserved", 0, False),
+        ("plain/bar", b"normal", 0, False),
+        ("plain/bar", b"normal", 0, False),
+    ]
     assert expected["over max_payload closed"]

@@ -35,8 +35,22 @@ def natsd(tmp_path_factory):
 def test_natsctl_flags_write_the_metadata(natsd) -> None:
     u = natsd.url
     run_cli(u, "stream", "rm", "ORD", "-f")
-    ok(u, "stream", "add", "ORD", "--subjects", "orders.*", "--defaults", "--max-age", "1h",
-       "--keep-last-under-max-age", "--schema", "orders.*=" + json.dumps(ORDER), "--metadata", "owner=team-a")
+    ok(
+        u,
+        "stream",
+        "add",
+        "ORD",
+        "--subjects",
+        "orders.*",
+        "--defaults",
+        "--max-age",
+        "1h",
+        "--keep-last-under-max-age",
+        "--schema",
+        "orders.*=" + json.dumps(ORDER),
+        "--metadata",
+        "owner=team-a",
+    )
     md = ok(u, "stream", "info", "ORD", "-j").json()["config"]["metadata"]
     assert md["natsd.keep_last_under_max_age"] == "true" and md["owner"] == "team-a"
     assert json.loads(md["natsd.schema.orders.*"]) == ORDER
@@ -49,19 +63,61 @@ def test_natsctl_flags_write_the_metadata(natsd) -> None:
     ok(u, "stream", "edit", "ORD", "-f", "--no-keep-last-under-max-age", "--schema", "orders.*=")
     md = ok(u, "stream", "info", "ORD", "-j").json()["config"]["metadata"]
     assert "natsd.keep_last_under_max_age" not in md and "natsd.schema.orders.*" not in md
-    ok(u, "consumer", "add", "ORD", "C", "--pull", "--ack", "explicit", "--deliver", "all", "--defaults",
-       "--max-deliver", "3", "--dead-letter", "dlq.orders")
+    ok(
+        u,
+        "consumer",
+        "add",
+        "ORD",
+        "C",
+        "--pull",
+        "--ack",
+        "explicit",
+        "--deliver",
+        "all",
+        "--defaults",
+        "--max-deliver",
+        "3",
+        "--dead-letter",
+        "dlq.orders",
+    )
     cmd = ok(u, "consumer", "info", "ORD", "C", "-j").json()["config"]["metadata"]
     assert cmd["natsd.dead_letter"] == "dlq.orders"
-    r = run_cli(u, "consumer", "add", "ORD", "D", "--pull", "--ack", "explicit", "--defaults",
-                "--dead-letter", "dlq.*")
+    r = run_cli(u, "consumer", "add", "ORD", "D", "--pull", "--ack", "explicit", "--defaults", "--dead-letter", "dlq.*")
     assert r.rc != 0 and "is not a literal subject" in r.err, r
-    ok(u, "consumer", "add", "ORD", "K", "--pull", "--ack", "explicit", "--deliver", "all", "--defaults",
-       "--filter", "orders.*", "--partition-key", "{{wildcard(1)}}")
+    ok(
+        u,
+        "consumer",
+        "add",
+        "ORD",
+        "K",
+        "--pull",
+        "--ack",
+        "explicit",
+        "--deliver",
+        "all",
+        "--defaults",
+        "--filter",
+        "orders.*",
+        "--partition-key",
+        "{{wildcard(1)}}",
+    )
     kmd = ok(u, "consumer", "info", "ORD", "K", "-j").json()["config"]["metadata"]
     assert kmd["natsd.partition_key"] == "{{wildcard(1)}}"
-    r = run_cli(u, "consumer", "add", "ORD", "L", "--pull", "--ack", "explicit", "--defaults",
-                "--filter", "orders.new", "--partition-key", "{{wildcard(1)}}")
+    r = run_cli(
+        u,
+        "consumer",
+        "add",
+        "ORD",
+        "L",
+        "--pull",
+        "--ack",
+        "explicit",
+        "--defaults",
+        "--filter",
+        "orders.new",
+        "--partition-key",
+        "{{wildcard(1)}}",
+    )
     assert r.rc != 0 and "has no wildcard 1" in r.err, r
 
 
@@ -72,13 +128,21 @@ async def _nats_py_scenario(url: str) -> dict:
     for s in ("WQ", "DLQ", "ORD", "KV_cfg"):
         try:
             await js.delete_stream(s)
-        except Exception:  # noqa: BLE001, S110 - absent (the module server is shared)
+        except Exception:
             pass
     # dead letters: a terminated message (with the client's reason) and one past max_deliver
     await js.add_stream(StreamConfig(name="WQ", subjects=["wq.>"], retention=RetentionPolicy.WORK_QUEUE))
     await js.add_stream(StreamConfig(name="DLQ", subjects=["dlq.>"]))
-    await js.add_consumer("WQ", ConsumerConfig(durable_name="W", ack_policy=AckPolicy.EXPLICIT, ack_wait=0.3,
-                                               max_deliver=2, metadata={"natsd.dead_letter": "dlq.wq"}))
+    await js.add_consumer(
+        "WQ",
+        ConsumerConfig(
+            durable_name="W",
+            ack_policy=AckPolicy.EXPLICIT,
+            ack_wait=0.3,
+            max_deliver=2,
+            metadata={"natsd.dead_letter": "dlq.wq"},
+        ),
+    )
     await js.publish("wq.a", b"A", headers={"X-Id": "a"})
     await js.publish("wq.b", b"B", headers={"X-Id": "b"})
     sub = await js.pull_subscribe_bind("W", stream="WQ")
@@ -90,13 +154,22 @@ async def _nats_py_scenario(url: str) -> dict:
     await asyncio.sleep(0.8)
     dsub = await js.pull_subscribe("dlq.wq", durable=None, stream="DLQ")
     dl = await dsub.fetch(2, timeout=3)
-    out["dlq"] = sorted((m.headers["X-Id"], m.headers["Natsd-Dlq-Reason"], m.headers.get("Natsd-Dlq-Term-Reason"),
-                         m.headers["Natsd-Dlq-Deliveries"], m.headers["Nats-Stream"], m.headers["Nats-Consumer"])
-                        for m in dl)
+    out["dlq"] = sorted(
+        (
+            m.headers["X-Id"],
+            m.headers["Natsd-Dlq-Reason"],
+            m.headers.get("Natsd-Dlq-Term-Reason"),
+            m.headers["Natsd-Dlq-Deliveries"],
+            m.headers["Nats-Stream"],
+            m.headers["Nats-Consumer"],
+        )
+        for m in dl
+    )
     out["wq_left"] = (await js.stream_info("WQ")).state.messages
     # schemas
-    await js.add_stream(StreamConfig(name="ORD", subjects=["orders.>"],
-                                     metadata={"natsd.schema.orders.*": json.dumps(ORDER)}))
+    await js.add_stream(
+        StreamConfig(name="ORD", subjects=["orders.>"], metadata={"natsd.schema.orders.*": json.dumps(ORDER)})
+    )
     out["good"] = (await js.publish("orders.new", b'{"id": "x"}')).seq
     try:
         await js.publish("orders.new", b'{"id": 5}')
@@ -112,8 +185,7 @@ async def _nats_py_scenario(url: str) -> dict:
     await kv.put("a", b"2")
     await kv.put("b", b"x")
     await asyncio.sleep(1.2)
-    out["kv"] = ((await kv.get("a")).value, (await kv.get("b")).value,
-                 (await js.stream_info("KV_cfg")).state.messages)
+    out["kv"] = ((await kv.get("a")).value, (await kv.get("b")).value, (await js.stream_info("KV_cfg")).state.messages)
     await nc.close()
     return out
 
@@ -121,8 +193,10 @@ async def _nats_py_scenario(url: str) -> dict:
 def test_nats_py_uses_the_features_unchanged(natsd) -> None:
     out = asyncio.run(_nats_py_scenario(natsd.url))
     assert out["redelivered"] == 2
-    assert out["dlq"] == [("a", "Terminated", "cannot parse", "1", "WQ", "W"),
-                          ("b", "MaxDeliveries", None, "2", "WQ", "W")]
+    assert out["dlq"] == [
+        ("a", "Terminated", "cannot parse", "1", "WQ", "W"),
+        ("b", "MaxDeliveries", None, "2", "WQ", "W"),
+    ]
     assert out["wq_left"] == 0
     assert out["good"] == 1
     code, desc = out["bad"]
@@ -136,11 +210,36 @@ def test_backup_restored_into_nats_server_keeps_data_features_off(natsd, tmp_pat
     try:
         u = natsd.url
         run_cli(u, "stream", "rm", "FEAT", "-f")
-        ok(u, "stream", "add", "FEAT", "--subjects", "feat.*", "--defaults", "--max-age", "1h",
-           "--keep-last-under-max-age", "--schema", "feat.*=" + json.dumps(ORDER))
+        ok(
+            u,
+            "stream",
+            "add",
+            "FEAT",
+            "--subjects",
+            "feat.*",
+            "--defaults",
+            "--max-age",
+            "1h",
+            "--keep-last-under-max-age",
+            "--schema",
+            "feat.*=" + json.dumps(ORDER),
+        )
         ok(u, "pub", "feat.x", '{"id": "{{Count}}"}', "--count", "20", "--wait", "-q")
-        ok(u, "consumer", "add", "FEAT", "C", "--pull", "--ack", "explicit", "--deliver", "all", "--defaults",
-           "--dead-letter", "dlq.feat")
+        ok(
+            u,
+            "consumer",
+            "add",
+            "FEAT",
+            "C",
+            "--pull",
+            "--ack",
+            "explicit",
+            "--deliver",
+            "all",
+            "--defaults",
+            "--dead-letter",
+            "dlq.feat",
+        )
         d = tmp_path / "backup"
         ok(u, "stream", "backup", "FEAT", str(d), "--no-progress")
         ok(ref.url, "stream", "restore", str(d), "--no-progress")

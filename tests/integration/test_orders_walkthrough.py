@@ -36,9 +36,19 @@ async def test_orders_walkthrough(js_env) -> None:
     nc, js = js_env
     # nats str add ORDERS --subjects "ORDERS.*" --ack --max-msgs=-1 --max-bytes=-1 --max-age=1y
     #   --storage file --retention limits --max-msg-size=-1 --discard=old
-    si = await js.add_stream(StreamConfig(name="ORDERS", subjects=["ORDERS.*"], max_msgs=-1, max_bytes=-1,
-                                          max_age=YEAR, storage="file", retention="limits",
-                                          max_msg_size=-1, discard="old"))
+    si = await js.add_stream(
+        StreamConfig(
+            name="ORDERS",
+            subjects=["ORDERS.*"],
+            max_msgs=-1,
+            max_bytes=-1,
+            max_age=YEAR,
+            storage="file",
+            retention="limits",
+            max_msg_size=-1,
+            discard="old",
+        )
+    )
     assert si.config.name == "ORDERS"
 
     # $ nats con ls ORDERS -> No Consumers defined
@@ -46,9 +56,18 @@ async def test_orders_walkthrough(js_env) -> None:
 
     # nats con add ORDERS NEW --filter ORDERS.received --ack explicit --pull --deliver all
     #   --max-deliver=20 --sample 100
-    new = await js.add_consumer("ORDERS", ConsumerConfig(
-        durable_name="NEW", filter_subject="ORDERS.received", ack_policy=AckPolicy.EXPLICIT,
-        deliver_policy=DeliverPolicy.ALL, max_deliver=20, sample_freq="100", replay_policy=ReplayPolicy.INSTANT))
+    new = await js.add_consumer(
+        "ORDERS",
+        ConsumerConfig(
+            durable_name="NEW",
+            filter_subject="ORDERS.received",
+            ack_policy=AckPolicy.EXPLICIT,
+            deliver_policy=DeliverPolicy.ALL,
+            max_deliver=20,
+            sample_freq="100",
+            replay_policy=ReplayPolicy.INSTANT,
+        ),
+    )
     assert new.name == "NEW"
     assert new.config.ack_wait == 30 and new.config.max_deliver == 20 and new.config.sample_freq == "100"
     assert new.config.deliver_subject is None and new.config.max_waiting == 512
@@ -58,19 +77,35 @@ async def test_orders_walkthrough(js_env) -> None:
 
     # nats con add ORDERS DISPATCH --filter ORDERS.processed --ack explicit --pull --deliver all
     #   --sample 100 --max-deliver 20
-    await js.add_consumer("ORDERS", ConsumerConfig(
-        durable_name="DISPATCH", filter_subject="ORDERS.processed", ack_policy=AckPolicy.EXPLICIT,
-        deliver_policy=DeliverPolicy.ALL, max_deliver=20, sample_freq="100"))
+    await js.add_consumer(
+        "ORDERS",
+        ConsumerConfig(
+            durable_name="DISPATCH",
+            filter_subject="ORDERS.processed",
+            ack_policy=AckPolicy.EXPLICIT,
+            deliver_policy=DeliverPolicy.ALL,
+            max_deliver=20,
+            sample_freq="100",
+        ),
+    )
 
     # nats con add ORDERS MONITOR --ack none --target monitor.ORDERS --deliver last --replay instant
     monitor_msgs: list = []
 
     async def on_monitor(m) -> None:
         monitor_msgs.append(m)
+
     monitor_sub = await nc.subscribe("monitor.ORDERS", cb=on_monitor)
-    mon = await js.add_consumer("ORDERS", ConsumerConfig(
-        durable_name="MONITOR", deliver_subject="monitor.ORDERS", ack_policy=AckPolicy.NONE,
-        deliver_policy=DeliverPolicy.LAST, replay_policy=ReplayPolicy.INSTANT))
+    mon = await js.add_consumer(
+        "ORDERS",
+        ConsumerConfig(
+            durable_name="MONITOR",
+            deliver_subject="monitor.ORDERS",
+            ack_policy=AckPolicy.NONE,
+            deliver_policy=DeliverPolicy.LAST,
+            replay_policy=ReplayPolicy.INSTANT,
+        ),
+    )
     assert mon.config.deliver_subject == "monitor.ORDERS" and mon.config.ack_policy == AckPolicy.NONE
     assert mon.config.max_ack_pending is None  # ack none: no max_ack_pending
 
@@ -82,6 +117,7 @@ async def test_orders_walkthrough(js_env) -> None:
 
     async def on_metric(m) -> None:
         metrics.append(json.loads(m.data))
+
     await nc.subscribe("$JS.EVENT.METRIC.CONSUMER.ACK.ORDERS.DISPATCH", cb=on_metric)
     await nc.flush()
 
@@ -135,7 +171,11 @@ async def test_orders_walkthrough(js_env) -> None:
     await nc.flush()
     assert len(metrics) == 2
     assert metrics[0]["type"] == "io.nats.jetstream.metric.v1.consumer_ack"
-    assert (metrics[0]["stream"], metrics[0]["consumer"], metrics[0]["stream_seq"], metrics[0]["deliveries"]) == \
-        ("ORDERS", "DISPATCH", 1, 1)
+    assert (metrics[0]["stream"], metrics[0]["consumer"], metrics[0]["stream_seq"], metrics[0]["deliveries"]) == (
+        "ORDERS",
+        "DISPATCH",
+        1,
+        1,
+    )
     assert metrics[0]["ack_time"] >= 0
     await monitor_sub.unsubscribe()

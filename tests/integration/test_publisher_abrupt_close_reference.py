@@ -41,8 +41,15 @@ def _observe(close: str):
     async def observe(url: str) -> tuple:
         nc = await nats.connect(url)
         try:
-            r = json.loads((await nc.request("$JS.API.STREAM.CREATE.SINK", json.dumps(
-                {"name": "SINK", "subjects": ["sink.>"]}).encode(), timeout=10)).data)
+            r = json.loads(
+                (
+                    await nc.request(
+                        "$JS.API.STREAM.CREATE.SINK",
+                        json.dumps({"name": "SINK", "subjects": ["sink.>"]}).encode(),
+                        timeout=10,
+                    )
+                ).data
+            )
             assert "error" not in r, r
         finally:
             await nc.close()
@@ -52,8 +59,11 @@ def _observe(close: str):
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         s.setblocking(False)
         await loop.sock_connect(s, (host, int(port)))
-        await loop.sock_sendall(s, b'CONNECT {"verbose":false,"pedantic":false,"headers":true,'
-                                   b'"no_responders":true,"protocol":1}\r\nSUB _INBOX.w.* 1\r\n')
+        await loop.sock_sendall(
+            s,
+            b'CONNECT {"verbose":false,"pedantic":false,"headers":true,'
+            b'"no_responders":true,"protocol":1}\r\nSUB _INBOX.w.* 1\r\n',
+        )
         frames = b"".join(b"PUB sink.rows _INBOX.w.%d %d\r\n%s\r\n" % (i, len(PAYLOAD), PAYLOAD) for i in range(N))
         await loop.sock_sendall(s, frames)
         # Until every byte left our socket (TIOCOUTQ: bytes not yet acknowledged by the server's
@@ -74,6 +84,7 @@ def _observe(close: str):
         await asyncio.sleep(1.0)
         # (count once stored, count a second later): a late copy would show in the second
         return seen[-1], await _count(url)
+
     return observe
 
 

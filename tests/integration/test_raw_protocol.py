@@ -39,8 +39,20 @@ async def bystander(srv):
 async def test_info_keys(srv):
     async with RawClient.connect(srv.port) as c:
         info = c.info
-    for key in ("server_id", "server_name", "version", "proto", "git_commit", "go", "host", "port", "headers",
-                "max_payload", "client_id", "client_ip"):
+    for key in (
+        "server_id",
+        "server_name",
+        "version",
+        "proto",
+        "git_commit",
+        "go",
+        "host",
+        "port",
+        "headers",
+        "max_payload",
+        "client_id",
+        "client_ip",
+    ):
         assert key in info, key
     assert info["proto"] == 1 and info["headers"] is True and info["port"] == srv.port
     assert info["max_payload"] == 1048576 and info["client_ip"] == "127.0.0.1"
@@ -64,15 +76,19 @@ async def test_verbose_default_before_connect_and_ok_per_op(srv):
 
 async def test_client_spacing_quirks(srv):
     async with RawClient.connect(srv.port) as c:
-        await c.send(QUIET + b"SUB foo  1\r\nPUB foo  1\r\nx\r\nsub\tbar\t2\r\npub bar 1\r\ny\r\nUNSUB 1 \r\n"
-                     b"PUB foo 1\r\nz\r\nping\r\n")
+        await c.send(
+            QUIET + b"SUB foo  1\r\nPUB foo  1\r\nx\r\nsub\tbar\t2\r\npub bar 1\r\ny\r\nUNSUB 1 \r\n"
+            b"PUB foo 1\r\nz\r\nping\r\n"
+        )
         await c.expect(rb"MSG foo 1 1\r\nx\r\nMSG bar 2 1\r\ny\r\nPONG\r\n")
 
 
 async def test_hpub_and_header_length_zero(srv):
     async with RawClient.connect(srv.port) as c:
-        await c.send(b'CONNECT {"verbose":false,"headers":true}\r\nSUB foo 1\r\n'
-                     b"HPUB foo 12 14\r\nNATS/1.0\r\n\r\nhi\r\nHPUB foo r 0 4\r\nabcd\r\nPING\r\n")
+        await c.send(
+            b'CONNECT {"verbose":false,"headers":true}\r\nSUB foo 1\r\n'
+            b"HPUB foo 12 14\r\nNATS/1.0\r\n\r\nhi\r\nHPUB foo r 0 4\r\nabcd\r\nPING\r\n"
+        )
         await c.expect(rb"HMSG foo 1 12 14\r\nNATS/1\.0\r\n\r\nhi\r\nMSG foo 1 r 4\r\nabcd\r\nPONG\r\n")
 
 
@@ -88,8 +104,10 @@ async def test_headers_stripped_for_client_without_header_support(srv):
 
 async def test_no_responders_exact_bytes(srv):
     async with RawClient.connect(srv.port) as c:
-        await c.send(b'CONNECT {"verbose":false,"no_responders":true,"headers":true}\r\n'
-                     b"SUB r 1\r\nPUB nobody r 1\r\nx\r\nPING\r\n")
+        await c.send(
+            b'CONNECT {"verbose":false,"no_responders":true,"headers":true}\r\n'
+            b"SUB r 1\r\nPUB nobody r 1\r\nx\r\nPING\r\n"
+        )
         await c.expect(rb"HMSG r 1 38 38\r\nNATS/1\.0 503\r\nNats-Subject: nobody\r\n\r\n\r\nPONG\r\n")
         # nothing when the requester has no subscription on the reply subject
         await c.send(b"PUB nobody other 1\r\nx\r\nPING\r\n")
@@ -105,8 +123,10 @@ async def test_no_responders_requires_headers(srv):
 
 async def test_unsub_max_and_duplicate_sid(srv):
     async with RawClient.connect(srv.port) as c:
-        await c.send(QUIET + b"SUB foo 1\r\nSUB bar 1\r\nUNSUB 1 2\r\n"
-                     b"PUB bar 1\r\nb\r\nPUB foo 1\r\n1\r\nPUB foo 1\r\n2\r\nPUB foo 1\r\n3\r\nPING\r\n")
+        await c.send(
+            QUIET + b"SUB foo 1\r\nSUB bar 1\r\nUNSUB 1 2\r\n"
+            b"PUB bar 1\r\nb\r\nPUB foo 1\r\n1\r\nPUB foo 1\r\n2\r\nPUB foo 1\r\n3\r\nPING\r\n"
+        )
         await c.expect(rb"MSG foo 1 1\r\n1\r\nMSG foo 1 1\r\n2\r\nPONG\r\n")
         await c.send(b"UNSUB 99\r\nUNSUB x\r\nPING\r\n")  # unknown sids are ignored
         await c.expect(rb"PONG\r\n")
@@ -150,9 +170,19 @@ async def test_fatal_errors_exact_text(srv, bystander, data, err):
 
 
 SILENT_CASES = [
-    b"PUB foo -1\r\n", b"PUB foo abc\r\n", b"PUB foo\r\n", b"PUB a b c 1\r\n", b"SUB foo\r\n", b"SUB a b c d\r\n",
-    b"UNSUB 1 2 3\r\n", b"HPUB foo 10 5\r\n", b"CONNECT {bad\r\n", b'CONNECT {"verbose":"yes"}\r\n', b"CONNECT\r\n",
-    b"-ERR 'x'\r\n", b"HPUB foo 12 12\r\nNATS/1.0\r\n\r\n\r\n",  # HPUB without headers:true in CONNECT
+    b"PUB foo -1\r\n",
+    b"PUB foo abc\r\n",
+    b"PUB foo\r\n",
+    b"PUB a b c 1\r\n",
+    b"SUB foo\r\n",
+    b"SUB a b c d\r\n",
+    b"UNSUB 1 2 3\r\n",
+    b"HPUB foo 10 5\r\n",
+    b"CONNECT {bad\r\n",
+    b'CONNECT {"verbose":"yes"}\r\n',
+    b"CONNECT\r\n",
+    b"-ERR 'x'\r\n",
+    b"HPUB foo 12 12\r\nNATS/1.0\r\n\r\n\r\n",  # HPUB without headers:true in CONNECT
 ]
 
 
@@ -170,7 +200,7 @@ async def test_split_frames_byte_by_byte(srv):
             + b"SUB foo 1\r\nHPUB foo r 12 14\r\nNATS/1.0\r\n\r\nhi\r\nPUB foo 5\r\nhello\r\nPING\r\n"
         )
         for i in range(len(data)):
-            await c.send(data[i:i + 1])
+            await c.send(data[i : i + 1])
         await c.expect(rb"HMSG foo 1 r 12 14\r\nNATS/1\.0\r\n\r\nhi\r\nMSG foo 1 5\r\nhello\r\nPONG\r\n")
 
 
@@ -242,8 +272,7 @@ async def test_auth_timeout_with_manual_clock():
 async def test_pipelined_runs_keep_per_message_semantics(srv):
     """Runs of identical PUB lines are routed as batches; the bytes must not change."""
     run = b"PUB r 1\r\nx\r\n" * 5
-    async with RawClient.connect(srv.port) as c, RawClient.connect(srv.port) as q1, \
-            RawClient.connect(srv.port) as q2:
+    async with RawClient.connect(srv.port) as c, RawClient.connect(srv.port) as q1, RawClient.connect(srv.port) as q2:
         for qc in (q1, q2):
             await qc.send(QUIET + b"SUB r grp 9\r\nPING\r\n")
             await qc.expect(rb"PONG\r\n")
@@ -273,6 +302,7 @@ async def test_half_close_still_gets_replies(srv):
 
 
 # -- the same tables against the reference nats-server binary (proves the expectations above) --
+
 
 @pytest.fixture(scope="module")
 def reference_port(tmp_path_factory):
@@ -304,26 +334,46 @@ async def test_reference_silent_close(reference_port, data):
 
 # One connection's full exchange, checked against natsd and (marker ``reference``) nats-server.
 EXCHANGES = [
-    (b'CONNECT {"verbose":true}\r\nSUB foo 1\r\nPUB foo 1\r\nx\r\nPING\r\n',
-     rb"\+OK\r\n\+OK\r\n\+OK\r\nMSG foo 1 1\r\nx\r\nPONG\r\n"),
-    (b'CONNECT {"verbose":false,"no_responders":true,"headers":true}\r\nSUB r 1\r\nPUB nobody r 1\r\nx\r\nPING\r\n',
-     rb"HMSG r 1 38 38\r\nNATS/1\.0 503\r\nNats-Subject: nobody\r\n\r\n\r\nPONG\r\n"),
-    (QUIET + b"SUB foo..bar 1\r\nSUB foo.>.bar 2\r\nSUB foo. 3\r\nPING\r\n",
-     rb"(-ERR 'Invalid Subject'\r\n){3}PONG\r\n"),
-    (b'CONNECT {"verbose":false,"pedantic":true}\r\nPUB foo.* 1\r\nx\r\nPING\r\n',
-     rb"-ERR 'Invalid Publish Subject'\r\nPONG\r\n"),
-    (b'CONNECT {"pedantic":true}\r\nPUB foo.* 1\r\nx\r\nPING\r\n',  # verbose stays on: merged over defaults
-     rb"\+OK\r\n-ERR 'Invalid Publish Subject'\r\n\+OK\r\nPONG\r\n"),
-    (QUIET + b"SUB foo 1\r\nUNSUB 1 1\r\nPUB foo 1\r\nx\r\nPUB foo 1\r\ny\r\nPING\r\n",
-     rb"MSG foo 1 1\r\nx\r\nPONG\r\n"),
-    (b'CONNECT {"verbose":false,"headers":true}\r\nSUB foo 1\r\nHPUB foo r 0 4\r\nabcd\r\nPING\r\n',
-     rb"MSG foo 1 r 4\r\nabcd\r\nPONG\r\n"),
-    (QUIET + b"sub foo  1\r\npub foo  1\r\nx\r\nPUB\tfoo\t1\r\ny\r\nUNSUB 1 \r\nPUB foo 1\r\nz\r\nping\r\nPINGX\r\n",
-     rb"MSG foo 1 1\r\nx\r\nMSG foo 1 1\r\ny\r\nPONG\r\nPONG\r\n"),
-    (QUIET + b"SUB foo 123456789012345678901234567890\r\nPUB foo 1\r\nx\r\nINFO {}\r\n+OK\r\nPING\r\n",
-     rb"MSG foo 123456789012345678901234567890 1\r\nx\r\nPONG\r\n"),
-    (QUIET + b"SUB foo 1\r\nSUB bar 1\r\nPUB bar 1\r\nb\r\nPUB foo 1\r\nf\r\nPING\r\n",  # duplicate sid ignored
-     rb"MSG foo 1 1\r\nf\r\nPONG\r\n"),
+    (
+        b'CONNECT {"verbose":true}\r\nSUB foo 1\r\nPUB foo 1\r\nx\r\nPING\r\n',
+        rb"\+OK\r\n\+OK\r\n\+OK\r\nMSG foo 1 1\r\nx\r\nPONG\r\n",
+    ),
+    (
+        b'CONNECT {"verbose":false,"no_responders":true,"headers":true}\r\nSUB r 1\r\nPUB nobody r 1\r\nx\r\nPING\r\n',
+        rb"HMSG r 1 38 38\r\nNATS/1\.0 503\r\nNats-Subject: nobody\r\n\r\n\r\nPONG\r\n",
+    ),
+    (
+        QUIET + b"SUB foo..bar 1\r\nSUB foo.>.bar 2\r\nSUB foo. 3\r\nPING\r\n",
+        rb"(-ERR 'Invalid Subject'\r\n){3}PONG\r\n",
+    ),
+    (
+        b'CONNECT {"verbose":false,"pedantic":true}\r\nPUB foo.* 1\r\nx\r\nPING\r\n',
+        rb"-ERR 'Invalid Publish Subject'\r\nPONG\r\n",
+    ),
+    (
+        b'CONNECT {"pedantic":true}\r\nPUB foo.* 1\r\nx\r\nPING\r\n',  # verbose stays on: merged over defaults
+        rb"\+OK\r\n-ERR 'Invalid Publish Subject'\r\n\+OK\r\nPONG\r\n",
+    ),
+    (
+        QUIET + b"SUB foo 1\r\nUNSUB 1 1\r\nPUB foo 1\r\nx\r\nPUB foo 1\r\ny\r\nPING\r\n",
+        rb"MSG foo 1 1\r\nx\r\nPONG\r\n",
+    ),
+    (
+        b'CONNECT {"verbose":false,"headers":true}\r\nSUB foo 1\r\nHPUB foo r 0 4\r\nabcd\r\nPING\r\n',
+        rb"MSG foo 1 r 4\r\nabcd\r\nPONG\r\n",
+    ),
+    (
+        QUIET + b"sub foo  1\r\npub foo  1\r\nx\r\nPUB\tfoo\t1\r\ny\r\nUNSUB 1 \r\nPUB foo 1\r\nz\r\nping\r\nPINGX\r\n",
+        rb"MSG foo 1 1\r\nx\r\nMSG foo 1 1\r\ny\r\nPONG\r\nPONG\r\n",
+    ),
+    (
+        QUIET + b"SUB foo 123456789012345678901234567890\r\nPUB foo 1\r\nx\r\nINFO {}\r\n+OK\r\nPING\r\n",
+        rb"MSG foo 123456789012345678901234567890 1\r\nx\r\nPONG\r\n",
+    ),
+    (
+        QUIET + b"SUB foo 1\r\nSUB bar 1\r\nPUB bar 1\r\nb\r\nPUB foo 1\r\nf\r\nPING\r\n",  # duplicate sid ignored
+        rb"MSG foo 1 1\r\nf\r\nPONG\r\n",
+    ),
 ]
 
 

@@ -23,8 +23,9 @@ server = module_server("reg-setup")
 
 
 def _setup(url: str, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(EXAMPLE), "--servers", url, *extra, "setup"], capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, str(EXAMPLE), "--servers", url, *extra, "setup"], capture_output=True, text=True, timeout=60
+    )
 
 
 async def _api(url: str, subject: str, body: dict | None = None) -> dict:
@@ -40,14 +41,26 @@ def test_setup_keeps_an_existing_stream(server):
     url = server.url
     for name in ("REGISTRATION_INGEST", "CHORIA_REGISTRATION"):
         asyncio.run(_api(url, f"$JS.API.STREAM.DELETE.{name}"))
-    created = asyncio.run(_api(url, "$JS.API.STREAM.CREATE.CHORIA_REGISTRATION", {
-        "name": "CHORIA_REGISTRATION", "subjects": ["choria.node_metadata.>"], "max_msgs_per_subject": 5,
-        "duplicate_window": 3600 * 10**9, "max_age": 7 * 24 * 3600 * 10**9}))
+    created = asyncio.run(
+        _api(
+            url,
+            "$JS.API.STREAM.CREATE.CHORIA_REGISTRATION",
+            {
+                "name": "CHORIA_REGISTRATION",
+                "subjects": ["choria.node_metadata.>"],
+                "max_msgs_per_subject": 5,
+                "duplicate_window": 3600 * 10**9,
+                "max_age": 7 * 24 * 3600 * 10**9,
+            },
+        )
+    )
     assert "error" not in created, created
     r = _setup(url)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines() == ["stream REGISTRATION_INGEST: created",
-                                     "stream CHORIA_REGISTRATION: exists, left unchanged"]
+    assert r.stdout.splitlines() == [
+        "stream REGISTRATION_INGEST: created",
+        "stream CHORIA_REGISTRATION: exists, left unchanged",
+    ]
     cfg = asyncio.run(_api(url, "$JS.API.STREAM.INFO.CHORIA_REGISTRATION"))["config"]
     assert cfg["max_msgs_per_subject"] == 5
 
@@ -56,8 +69,10 @@ def test_setup_keeps_an_existing_stream(server):
     assert "error" not in asyncio.run(_api(url, "$JS.API.STREAM.UPDATE.CHORIA_REGISTRATION", cfg))
     r = _setup(url)
     assert r.returncode == 1
-    assert "stream CHORIA_REGISTRATION exists with other settings; setup would change max_age: " \
-           "86400000000000 -> 604800000000000 (re-run with --force" in r.stderr
+    assert (
+        "stream CHORIA_REGISTRATION exists with other settings; setup would change max_age: "
+        "86400000000000 -> 604800000000000 (re-run with --force" in r.stderr
+    )
     assert asyncio.run(_api(url, "$JS.API.STREAM.INFO.CHORIA_REGISTRATION"))["config"]["max_age"] == 24 * 3600 * 10**9
     r = _setup(url, "--force")
     assert r.returncode == 0, r.stderr

@@ -29,9 +29,19 @@ LEVEL4 = {"Nats-Required-Api-Level": "4"}
 
 
 def src_config(deliver: str, start_seq: int = 0) -> dict:
-    cfg = {"name": NAME, "deliver_subject": deliver, "ack_policy": "none", "ack_wait": 22 * 3600 * SEC,
-           "max_deliver": 1, "idle_heartbeat": SEC, "flow_control": True, "direct": True, "sourcing": True,
-           "inactive_threshold": 10 * SEC, "metadata": {"_nats.src.stream": "HQ", "_nats.src.acc": "$G"}}
+    cfg = {
+        "name": NAME,
+        "deliver_subject": deliver,
+        "ack_policy": "none",
+        "ack_wait": 22 * 3600 * SEC,
+        "max_deliver": 1,
+        "idle_heartbeat": SEC,
+        "flow_control": True,
+        "direct": True,
+        "sourcing": True,
+        "inactive_threshold": 10 * SEC,
+        "metadata": {"_nats.src.stream": "HQ", "_nats.src.acc": "$G"},
+    }
     if start_seq:
         cfg.update(deliver_policy="by_start_sequence", opt_start_seq=start_seq)
     return cfg
@@ -57,17 +67,21 @@ async def observe(url: str) -> dict:
     nc = await nats.connect(url)
     out: dict = {}
     try:
+
         async def api(subject: str, body: dict, hdr: dict | None = None) -> dict:
             m = await nc.request(subject, json.dumps(body).encode(), timeout=5, headers=hdr)
             return json.loads(m.data)
 
         for name, retention in (("WQ", "workqueue"), ("LIM", "limits")):
-            r = await api(f"$JS.API.STREAM.CREATE.{name}", {"name": name, "subjects": [f"{name.lower()}.>"],
-                                                             "retention": retention, "storage": "memory"})
+            r = await api(
+                f"$JS.API.STREAM.CREATE.{name}",
+                {"name": name, "subjects": [f"{name.lower()}.>"], "retention": retention, "storage": "memory"},
+            )
             assert "error" not in r, r
         # limits: an ephemeral of its own per setup
-        r = await api(f"$JS.API.CONSUMER.CREATE.LIM.{NAME}",
-                      {"stream_name": "LIM", "config": src_config("src.lim")}, LEVEL4)
+        r = await api(
+            f"$JS.API.CONSUMER.CREATE.LIM.{NAME}", {"stream_name": "LIM", "config": src_config("src.lim")}, LEVEL4
+        )
         out["limits"] = shape(r)
 
         for i in range(5):
@@ -76,10 +90,12 @@ async def observe(url: str) -> dict:
 
         async def on1(m) -> None:
             got1.append(m)
+
         sub1 = await nc.subscribe("src.d1", cb=on1)
         await nc.flush()
-        r = await api(f"$JS.API.CONSUMER.CREATE.WQ.{NAME}", {"stream_name": "WQ", "config": src_config("src.d1")},
-                      LEVEL4)
+        r = await api(
+            f"$JS.API.CONSUMER.CREATE.WQ.{NAME}", {"stream_name": "WQ", "config": src_config("src.d1")}, LEVEL4
+        )
         out["created"] = shape(r)
         for _ in range(50):
             if len([m for m in got1 if m.data]) >= 5:
@@ -93,10 +109,14 @@ async def observe(url: str) -> dict:
 
         async def on2(m) -> None:
             got2.append(m)
+
         await nc.subscribe("src.d2", cb=on2)
         await nc.flush()
-        r = await api(f"$JS.API.CONSUMER.CREATE.WQ.{NAME}",
-                      {"stream_name": "WQ", "config": src_config("src.d2", start_seq=6)}, LEVEL4)
+        r = await api(
+            f"$JS.API.CONSUMER.CREATE.WQ.{NAME}",
+            {"stream_name": "WQ", "config": src_config("src.d2", start_seq=6)},
+            LEVEL4,
+        )
         # (push_bound: the reference learns of the new deliver subject's interest asynchronously
         # and answers an update before it; natsd looks it up. Not compared.)
         r.pop("push_bound", None)
@@ -120,4 +140,3 @@ async def test_sourcing_consumer_upgrade_and_recreate_match_reference(tmp_path, 
     assert expected["created"]["config"]["ack_policy"] == "flow_control"  # the reference did upgrade
     assert len(expected["again"]) == 5
     assert got == expected
-

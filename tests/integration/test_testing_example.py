@@ -19,7 +19,13 @@ EXAMPLE = ROOT / "examples" / "testing_app"
 def test_example_suite_passes():
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "src"), env.get("PYTHONPATH")) if p)
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=EXAMPLE,
-                       capture_output=True, text=True, env=env, timeout=170)
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=EXAMPLE,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=170,
+    )
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert "6 passed" in r.stdout, r.stdout[-2000:]

@@ -86,8 +86,10 @@ async def test_redelivery_after_ack_wait_then_backoff_then_max_deliver_advisory(
         nc = await nats.connect(srv.url)
         js = nc.jetstream()
         await js.add_stream(name="JOBS", subjects=["jobs"])
-        await js.add_consumer("JOBS", ConsumerConfig(durable_name="W", ack_policy="explicit", ack_wait=30,
-                                                     backoff=[60, 300], max_deliver=3))
+        await js.add_consumer(
+            "JOBS",
+            ConsumerConfig(durable_name="W", ack_policy="explicit", ack_wait=30, backoff=[60, 300], max_deliver=3),
+        )
         sub = await js.pull_subscribe_bind("W", stream="JOBS")
         await js.publish("jobs", b"poison")
         t0 = time.perf_counter()
@@ -162,6 +164,7 @@ async def test_pull_request_expiry_is_on_the_server_clock():
 
         async def cb(msg):
             await got.put(msg)
+
         await nc.subscribe(inbox, cb=cb)
         # A pull request that expires in 30 s of server time.
         await nc.publish("$JS.API.CONSUMER.MSG.NEXT.P.C", b'{"batch":1,"expires":30000000000}', reply=inbox)
@@ -239,6 +242,7 @@ async def test_cut_client_and_memory_pressure():
 
         async def on_disc():
             disconnected.set()
+
         nc = await nats.connect(srv.url, name="victim", disconnected_cb=on_disc, reconnect_time_wait=0.05)
         other = await nats.connect(srv.url, name="bystander")
         assert srv.faults.cut_client("victim") == 1
@@ -266,6 +270,7 @@ async def test_log_lines_captured_per_server():
 def test_sync_server_from_plain_code():
     threads_before = {t.ident for t in threading.enumerate()}
     with SyncServer() as srv:
+
         async def scenario():
             nc = await nats.connect(srv.url)
             js = nc.jetstream()
@@ -278,6 +283,7 @@ def test_sync_server_from_plain_code():
             (m,) = await sub.fetch(1, timeout=2)
             await nc.close()
             return m.metadata.num_delivered
+
         assert asyncio.run(scenario()) == 2
         assert srv.stream_info("S")["msgs"] == 1
     # Its loop thread is gone (the store's process-wide writer threads may have started).
@@ -304,10 +310,15 @@ async def test_slow_fsync_slows_synced_publishes():
 async def test_cut_leafnode_link_reconnects():
     async with InProcessServer(leafnodes={"port": -1}) as hub:
         hub_leaf_port = hub.server.leafnodes.port
-        async with InProcessServer(jetstream=False, clock="real", leafnodes={
-                "remotes": [{"url": f"nats://127.0.0.1:{hub_leaf_port}"}], "reconnect": "50ms"}) as leaf:
+        async with InProcessServer(
+            jetstream=False,
+            clock="real",
+            leafnodes={"remotes": [{"url": f"nats://127.0.0.1:{hub_leaf_port}"}], "reconnect": "50ms"},
+        ) as leaf:
+
             async def links(srv) -> int:
                 return sum(len(v) for v in srv.server.leafnodes.links.values())
+
             for _ in range(200):
                 if await links(hub) and await links(leaf):
                     break
@@ -331,12 +342,14 @@ async def test_slow_consumer_fault_closes_that_client_only():
 
         async def on_err(e):
             errors.append(e)
+
         slow = await nats.connect(srv.url, name="slow", error_cb=on_err, allow_reconnect=False)
         fine = await nats.connect(srv.url, name="fine")
         got: list = []
 
         async def cb(msg):
             got.append(msg)
+
         await slow.subscribe("burst", cb=cb)
         await fine.subscribe("burst", cb=cb)
         await slow.flush()

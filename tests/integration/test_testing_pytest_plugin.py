@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 ROOT = Path(__file__).resolve().parents[2]
 
-USER_TESTS = r'''
+USER_TESTS = r"""
 import asyncio
 import nats
 import pytest
@@ -81,7 +81,7 @@ async def test_module_server_is_shared(natsd_module_server):
 
 def test_session_server(natsd_session_server):
     assert natsd_session_server.url.startswith("nats://127.0.0.1:")
-'''
+"""
 
 INI = """[pytest]
 asyncio_mode = auto
@@ -95,9 +95,26 @@ def _run(tmp_path: Path, *extra: str, tests: str = USER_TESTS) -> subprocess.Com
     (tmp_path / "test_app.py").write_text(tests)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "src"), env.get("PYTHONPATH")) if p)
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "-p", "natsd.testing.pytest_plugin", "-rs", *extra, str(tmp_path)],
-                          cwd=tmp_path, capture_output=True, text=True, env=env, timeout=150)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "natsd.testing.pytest_plugin",
+            "-rs",
+            *extra,
+            str(tmp_path),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=150,
+    )
 
 
 def test_fixtures_in_process(tmp_path):
@@ -108,8 +125,12 @@ def test_fixtures_in_process(tmp_path):
 
 def test_fixtures_with_pytest_asyncio_strict_mode(tmp_path):
     # Strict mode: async tests carry @pytest.mark.asyncio, and the plugin's async fixtures resolve.
-    r = _run(tmp_path, "-o", "asyncio_mode=strict",
-             tests=USER_TESTS.replace("\nasync def test_", "\n@pytest.mark.asyncio\nasync def test_"))
+    r = _run(
+        tmp_path,
+        "-o",
+        "asyncio_mode=strict",
+        tests=USER_TESTS.replace("\nasync def test_", "\n@pytest.mark.asyncio\nasync def test_"),
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "8 passed" in r.stdout, r.stdout
 

@@ -35,9 +35,11 @@ async def test_idle_heartbeats_follow_the_server_clock():
 
         async def cb(msg):
             await beats.put(msg)
+
         await nc.subscribe(inbox, cb=cb)
-        await js.add_consumer("H", ConsumerConfig(durable_name="P", deliver_subject=inbox, idle_heartbeat=30,
-                                                  flow_control=True))
+        await js.add_consumer(
+            "H", ConsumerConfig(durable_name="P", deliver_subject=inbox, idle_heartbeat=30, flow_control=True)
+        )
         await nc.flush()
         await asyncio.sleep(0.05)
         assert beats.empty()
@@ -53,9 +55,11 @@ async def test_paused_consumer_resumes_at_its_deadline():
         js = nc.jetstream()
         await js.add_stream(name="Q", subjects=["q"])
         until = _rfc3339(srv.clock.time_ns() + 60 * 10**9)
-        r = await _req(nc, "$JS.API.CONSUMER.CREATE.Q.C",
-                       {"stream_name": "Q", "config": {"durable_name": "C", "ack_policy": "explicit",
-                                                        "pause_until": until}})
+        r = await _req(
+            nc,
+            "$JS.API.CONSUMER.CREATE.Q.C",
+            {"stream_name": "Q", "config": {"durable_name": "C", "ack_policy": "explicit", "pause_until": until}},
+        )
         assert r["paused"] is True, r
         await js.publish("q", b"x")
         sub = await js.pull_subscribe_bind("C", stream="Q")
@@ -72,8 +76,16 @@ async def test_max_age_leaves_a_delete_marker_that_expires_in_turn():
     async with InProcessServer() as srv:
         nc = await nats.connect(srv.url)
         js = nc.jetstream()
-        await js.add_stream(StreamConfig(name="K", subjects=["k.>"], max_age=60, allow_msg_ttl=True,
-                                         subject_delete_marker_ttl=10, allow_rollup_hdrs=True))
+        await js.add_stream(
+            StreamConfig(
+                name="K",
+                subjects=["k.>"],
+                max_age=60,
+                allow_msg_ttl=True,
+                subject_delete_marker_ttl=10,
+                allow_rollup_hdrs=True,
+            )
+        )
         await js.publish("k.a", b"v")
         await srv.advance(61)
         st = srv.stream_info("K")
@@ -91,8 +103,11 @@ async def test_scheduled_message_is_produced_when_its_time_comes():
         js = nc.jetstream()
         await _req(nc, "$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s.>"], "allow_msg_schedules": True})
         at = dt.datetime.fromtimestamp(srv.clock.time_ns() / 1e9 + 3600, dt.timezone.utc)
-        ack = await js.publish("s.sched", b"later", headers={
-            "Nats-Schedule": "@at " + at.strftime("%Y-%m-%dT%H:%M:%SZ"), "Nats-Schedule-Target": "s.out"})
+        ack = await js.publish(
+            "s.sched",
+            b"later",
+            headers={"Nats-Schedule": "@at " + at.strftime("%Y-%m-%dT%H:%M:%SZ"), "Nats-Schedule-Target": "s.out"},
+        )
         assert ack.seq == 1
         await srv.advance(3000)
         assert srv.stream_info("S")["msgs"] == 1
@@ -107,9 +122,20 @@ async def test_pinned_client_loses_its_pin_after_the_priority_timeout():
         nc = await nats.connect(srv.url)
         js = nc.jetstream()
         await js.add_stream(name="PG", subjects=["pg"])
-        r = await _req(nc, "$JS.API.CONSUMER.CREATE.PG.C", {"stream_name": "PG", "config": {
-            "durable_name": "C", "ack_policy": "explicit", "priority_policy": "pinned_client",
-            "priority_groups": ["g"], "priority_timeout": 30 * 10**9}})
+        r = await _req(
+            nc,
+            "$JS.API.CONSUMER.CREATE.PG.C",
+            {
+                "stream_name": "PG",
+                "config": {
+                    "durable_name": "C",
+                    "ack_policy": "explicit",
+                    "priority_policy": "pinned_client",
+                    "priority_groups": ["g"],
+                    "priority_timeout": 30 * 10**9,
+                },
+            },
+        )
         assert "error" not in r, r
         await js.publish("pg", b"1")
         inbox = nc.new_inbox()
@@ -117,6 +143,7 @@ async def test_pinned_client_loses_its_pin_after_the_priority_timeout():
 
         async def cb(msg):
             await got.put(msg)
+
         await nc.subscribe(inbox, cb=cb)
         await nc.publish("$JS.API.CONSUMER.MSG.NEXT.PG.C", b'{"batch":1,"group":"g"}', reply=inbox)
         m = await asyncio.wait_for(got.get(), 2)
@@ -166,4 +193,5 @@ async def test_lame_duck_closes_clients_on_the_clock():
 def _set(ev: asyncio.Event):
     async def cb() -> None:
         ev.set()
+
     return cb

@@ -52,8 +52,9 @@ async def test_tls_pubsub_request_headers_with_tls_option(pki):
     async with running_server(tls=_tls(pki)) as s:
         info = await _raw_info(s.port)
         assert info["tls_required"] is True and "tls_verify" not in info
-        nc = await nats.connect(s.client_url, tls=pki.client_context(with_cert=False), tls_hostname="localhost",
-                                allow_reconnect=False)
+        nc = await nats.connect(
+            s.client_url, tls=pki.client_context(with_cert=False), tls_hostname="localhost", allow_reconnect=False
+        )
         try:
             sub = await nc.subscribe("h.>")
             await nc.publish("h.1", b"payload", headers={"X-Id": "7"})
@@ -72,20 +73,30 @@ async def test_tls_pubsub_request_headers_with_tls_option(pki):
 
 async def test_tls_scheme_url_and_custom_hostname(pki):
     async with running_server(tls=_tls(pki)) as s:
-        nc = await nats.connect(f"tls://localhost:{s.port}", tls=pki.client_context(with_cert=False),
-                                allow_reconnect=False)
+        nc = await nats.connect(
+            f"tls://localhost:{s.port}", tls=pki.client_context(with_cert=False), allow_reconnect=False
+        )
         assert await _roundtrip(nc) == b"HELLO"
         [c] = _connz(s)
         assert c["type"] == "nats" and c["tls_version"] == "1.3" and "tls_first" not in c
         await nc.close()
         # 127.0.0.1 in the URL, the certificate's other DNS name checked instead
-        nc = await nats.connect(f"tls://127.0.0.1:{s.port}", tls=pki.client_context(with_cert=False),
-                                tls_hostname="server.natsd.test", allow_reconnect=False)
+        nc = await nats.connect(
+            f"tls://127.0.0.1:{s.port}",
+            tls=pki.client_context(with_cert=False),
+            tls_hostname="server.natsd.test",
+            allow_reconnect=False,
+        )
         assert await _roundtrip(nc) == b"HELLO"
         await nc.close()
         with pytest.raises(Exception):
-            await nats.connect(f"tls://127.0.0.1:{s.port}", tls=pki.client_context(with_cert=False),
-                               tls_hostname="wrong.example", allow_reconnect=False, connect_timeout=2)
+            await nats.connect(
+                f"tls://127.0.0.1:{s.port}",
+                tls=pki.client_context(with_cert=False),
+                tls_hostname="wrong.example",
+                allow_reconnect=False,
+                connect_timeout=2,
+            )
 
 
 async def test_tls_reconnect_after_server_restart(pki):
@@ -96,8 +107,13 @@ async def test_tls_reconnect_after_server_restart(pki):
         async def on_reconnect():
             reconnected.set()
 
-        nc = await nats.connect(f"tls://localhost:{port}", tls=pki.client_context(with_cert=False),
-                                reconnected_cb=on_reconnect, reconnect_time_wait=0.1, max_reconnect_attempts=100)
+        nc = await nats.connect(
+            f"tls://localhost:{port}",
+            tls=pki.client_context(with_cert=False),
+            reconnected_cb=on_reconnect,
+            reconnect_time_wait=0.1,
+            max_reconnect_attempts=100,
+        )
         try:
             assert await _roundtrip(nc) == b"HELLO"
             await s.shutdown()
@@ -116,13 +132,20 @@ def _connz(s) -> list[dict]:
 
 async def test_handshake_first(pki):
     async with running_server(tls=_tls(pki, handshake_first=True)) as s:
-        nc = await nats.connect(f"tls://localhost:{s.port}", tls=pki.client_context(with_cert=False),
-                                tls_handshake_first=True, allow_reconnect=False)
+        nc = await nats.connect(
+            f"tls://localhost:{s.port}",
+            tls=pki.client_context(with_cert=False),
+            tls_handshake_first=True,
+            allow_reconnect=False,
+        )
         assert await _roundtrip(nc) == b"HELLO"
         [c] = _connz(s)
         assert (c["tls_version"], c["tls_first"]) == ("1.3", True)
-        assert c["tls_cipher_suite"] in ("TLS_AES_256_GCM_SHA384", "TLS_AES_128_GCM_SHA256",
-                                         "TLS_CHACHA20_POLY1305_SHA256")
+        assert c["tls_cipher_suite"] in (
+            "TLS_AES_256_GCM_SHA384",
+            "TLS_AES_128_GCM_SHA256",
+            "TLS_CHACHA20_POLY1305_SHA256",
+        )
         await nc.close()
         # a client that waits for INFO gets nothing: TLS must come first
         r, w = await asyncio.open_connection("127.0.0.1", s.port)
@@ -134,10 +157,15 @@ async def test_handshake_first(pki):
 async def test_handshake_first_with_fallback_serves_both_kinds_of_client(pki):
     tls = _tls(pki, handshake_first=True, handshake_first_fallback_ns=50_000_000)
     async with running_server(tls=tls) as s:
-        first = await nats.connect(f"tls://localhost:{s.port}", tls=pki.client_context(with_cert=False),
-                                   tls_handshake_first=True, allow_reconnect=False)
-        later = await nats.connect(f"tls://localhost:{s.port}", tls=pki.client_context(with_cert=False),
-                                   allow_reconnect=False)
+        first = await nats.connect(
+            f"tls://localhost:{s.port}",
+            tls=pki.client_context(with_cert=False),
+            tls_handshake_first=True,
+            allow_reconnect=False,
+        )
+        later = await nats.connect(
+            f"tls://localhost:{s.port}", tls=pki.client_context(with_cert=False), allow_reconnect=False
+        )
         assert await _roundtrip(first) == b"HELLO"
         assert await _roundtrip(later) == b"HELLO"
         await first.close()
@@ -153,8 +181,9 @@ async def test_plaintext_client_on_tls_port_is_closed_without_reply(pki):
         w.close()
         assert not s.clients
         # and a healthy TLS client is unaffected
-        nc = await nats.connect(s.client_url, tls=pki.client_context(with_cert=False), tls_hostname="localhost",
-                                allow_reconnect=False)
+        nc = await nats.connect(
+            s.client_url, tls=pki.client_context(with_cert=False), tls_hostname="localhost", allow_reconnect=False
+        )
         assert await _roundtrip(nc) == b"HELLO"
         await nc.close()
 
@@ -182,8 +211,12 @@ async def test_verify_requires_a_client_certificate_from_the_ca(pki):
         assert await _roundtrip(nc) == b"HELLO"
         await nc.close()
         with pytest.raises(Exception):
-            await nats.connect(f"tls://localhost:{s.port}", tls=pki.client_context(with_cert=False),
-                               allow_reconnect=False, connect_timeout=2)
+            await nats.connect(
+                f"tls://localhost:{s.port}",
+                tls=pki.client_context(with_cert=False),
+                allow_reconnect=False,
+                connect_timeout=2,
+            )
         other = pki.client_context(with_cert=False)
         other.load_cert_chain(pki.other_client_cert, pki.other_client_key)
         with pytest.raises(Exception):
@@ -226,8 +259,9 @@ async def test_pinned_certs(pki):
         await nc.close()
     async with running_server(tls=_tls(pki, verify=True, pinned_certs={"0" * 64})) as s:
         with pytest.raises(Exception):
-            await nats.connect(f"tls://localhost:{s.port}", tls=pki.client_context(), allow_reconnect=False,
-                               connect_timeout=2)
+            await nats.connect(
+                f"tls://localhost:{s.port}", tls=pki.client_context(), allow_reconnect=False, connect_timeout=2
+            )
 
 
 def _peer_cert(port: int, pki) -> bytes:
@@ -241,8 +275,9 @@ def _peer_cert(port: int, pki) -> bytes:
 async def test_reload_swaps_certificates_for_new_connections(pki, tmp_path):
     pki2 = make_pki(tmp_path / "pki2")  # same CA key, a newly issued server certificate
     async with running_server(tls=_tls(pki)) as s:
-        nc = await nats.connect(f"tls://localhost:{s.port}", tls=pki.client_context(with_cert=False),
-                                allow_reconnect=False)
+        nc = await nats.connect(
+            f"tls://localhost:{s.port}", tls=pki.client_context(with_cert=False), allow_reconnect=False
+        )
         before = await asyncio.to_thread(_peer_cert, s.port, pki)
         opts = s.options
         new = type(opts)(**{f: getattr(opts, f) for f in opts.__slots__})
@@ -279,5 +314,8 @@ async def test_ports_file_names_the_secure_listeners(pki, tmp_path):
     async with running_server(tls=_tls(pki), https_port=-1, websocket=ws, ports_file_dir=str(tmp_path)) as s:
         with open(tmp_path / f"natsd_{os.getpid()}.ports") as f:
             ports = json.load(f)
-        assert ports == {"nats": [f"tls://127.0.0.1:{s.port}"], "monitoring": [f"https://127.0.0.1:{s.https_port}"],
-                         "websocket": [f"wss://127.0.0.1:{s.websocket_port}"]}
+        assert ports == {
+            "nats": [f"tls://127.0.0.1:{s.port}"],
+            "monitoring": [f"https://127.0.0.1:{s.https_port}"],
+            "websocket": [f"wss://127.0.0.1:{s.websocket_port}"],
+        }

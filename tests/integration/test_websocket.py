@@ -45,7 +45,9 @@ async def test_ws_pubsub_request_headers_and_tcp_interop():
             await ws.publish("mix.2", b"from-ws")
             got = [await sub.next_msg(2) for _ in range(2)]
             assert [(m.subject, m.data, m.headers) for m in got] == [
-                ("mix.1", b"from-tcp", {"K": "v"}), ("mix.2", b"from-ws", None)]
+                ("mix.1", b"from-tcp", {"K": "v"}),
+                ("mix.2", b"from-ws", None),
+            ]
             assert await _echo_roundtrip(ws) == b"HELLO"
             assert await _echo_roundtrip(tcp) == b"HELLO"
             big = os.urandom(900_000)
@@ -60,8 +62,10 @@ async def test_ws_info_names_the_websocket_port():
     async with running_server(websocket=_ws()) as s:
         r, w = await asyncio.open_connection("127.0.0.1", s.websocket_port)
         key = base64.b64encode(os.urandom(16)).decode()
-        w.write(f"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode())
+        w.write(
+            f"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+        )
         head = await r.readuntil(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 101")
         b0, b1 = await r.readexactly(2)
@@ -101,8 +105,9 @@ async def test_ws_reconnect_after_restart():
         async def on_reconnect():
             reconnected.set()
 
-        nc = await nats.connect(f"ws://127.0.0.1:{port}", reconnected_cb=on_reconnect, reconnect_time_wait=0.1,
-                                max_reconnect_attempts=200)
+        nc = await nats.connect(
+            f"ws://127.0.0.1:{port}", reconnected_cb=on_reconnect, reconnect_time_wait=0.1, max_reconnect_attempts=200
+        )
         try:
             assert await _echo_roundtrip(nc) == b"HELLO"
             await s.shutdown()
@@ -117,8 +122,9 @@ async def test_wss(tmp_path):
     pki = make_pki(tmp_path / "pki")
     tls = TLSOptions(cert_file=pki.server_cert, key_file=pki.server_key, ca_file=pki.ca_file)
     async with running_server(websocket=WebsocketOptions(port=-1, tls=tls)) as s:
-        nc = await nats.connect(f"wss://localhost:{s.websocket_port}", tls=pki.client_context(with_cert=False),
-                                allow_reconnect=False)
+        nc = await nats.connect(
+            f"wss://localhost:{s.websocket_port}", tls=pki.client_context(with_cert=False), allow_reconnect=False
+        )
         try:
             sub = await nc.subscribe("wss.x")
             await nc.publish("wss.x", b"secure", headers={"A": "1"})
@@ -141,8 +147,9 @@ async def test_ws_compression_negotiated_when_enabled():
                 assert ws.compress == 15
                 info = await ws.receive_bytes(timeout=2)
                 assert info.startswith(b"INFO ")
-                await ws.send_bytes(b'CONNECT {"verbose":false}\r\nSUB c 1\r\nPUB c 300\r\n' + b"z" * 300
-                                    + b"\r\nPING\r\n")
+                await ws.send_bytes(
+                    b'CONNECT {"verbose":false}\r\nSUB c 1\r\nPUB c 300\r\n' + b"z" * 300 + b"\r\nPING\r\n"
+                )
                 got = b""
                 while b"PONG" not in got:
                     got += await ws.receive_bytes(timeout=2)
@@ -155,8 +162,10 @@ async def test_ws_compression_negotiated_when_enabled():
 async def _upgrade(port: int, extra: str = "", reader_writer=None) -> bytes:
     r, w = reader_writer or await asyncio.open_connection("127.0.0.1", port)
     key = base64.b64encode(os.urandom(16)).decode()
-    w.write(f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n{extra}\r\n".encode())
+    w.write(
+        f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n{extra}\r\n".encode()
+    )
     head = await asyncio.wait_for(r.readuntil(b"\r\n\r\n"), 3)
     if reader_writer is None:
         w.close()
@@ -246,9 +255,13 @@ async def test_frame_larger_than_max_pending_closes_with_1009():
         # A frame announcing 1 MiB; its first 64 KiB + 1 bytes (PINGs, answered as they stream
         # in) arrive, and one byte over max_pending closes the connection.
         key = os.urandom(4)
-        body = (b"PING\r\n" * 11000)[:64 * 1024 + 1]
-        w.write(bytes([0x82, 0x80 | 127]) + struct.pack("!Q", 1 << 20) + key
-                + bytes(b ^ key[i % 4] for i, b in enumerate(body)))
+        body = (b"PING\r\n" * 11000)[: 64 * 1024 + 1]
+        w.write(
+            bytes([0x82, 0x80 | 127])
+            + struct.pack("!Q", 1 << 20)
+            + key
+            + bytes(b ^ key[i % 4] for i, b in enumerate(body))
+        )
         frames = await _read_frames_until_close(r)
         assert _close_code(frames)[0] == 1009
         w.close()
@@ -290,8 +303,11 @@ async def _read_one(r) -> tuple[int, bytes]:
 
 async def test_http_garbage_and_bad_upgrades_get_400():
     async with running_server(websocket=_ws()) as s:
-        for req in (b"hello garbage\r\n\r\n", b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
-                    b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"):
+        for req in (
+            b"hello garbage\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+        ):
             r, w = await asyncio.open_connection("127.0.0.1", s.websocket_port)
             w.write(req)
             resp = await asyncio.wait_for(r.read(), 3)

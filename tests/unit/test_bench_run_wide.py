@@ -27,8 +27,17 @@ def wide():
 
 def test_defaults_cover_every_workload_of_issue_15(wide):
     args = wide.parse_args([])
-    assert args.workloads == ["replay", "pub8streams", "queue4", "subjects", "reqrep", "pub8", "jspub16k",
-                              "consumers", "latency"]
+    assert args.workloads == [
+        "replay",
+        "pub8streams",
+        "queue4",
+        "subjects",
+        "reqrep",
+        "pub8",
+        "jspub16k",
+        "consumers",
+        "latency",
+    ]
     assert args.runs == 1
     assert wide.count_for(args, "replay") == 200_000
     assert wide.WORKLOADS["jspub16k"][:3] == ("jspub", 10_000, 16384)
@@ -51,9 +60,13 @@ def test_bad_arguments_are_refused(wide, argv, capsys):
 
 
 def test_parse_result_takes_the_last_result_line(wide):
-    lines = ["mark start", "noise", "mark end",
-             "workload=latency n=4000 size=128 rr_p50_us=210.6 rr_p99_us=1594.8 js_p999_us=4536.6 "
-             "bg_rate=366635 msgs=459965 rate=3216"]
+    lines = [
+        "mark start",
+        "noise",
+        "mark end",
+        "workload=latency n=4000 size=128 rr_p50_us=210.6 rr_p99_us=1594.8 js_p999_us=4536.6 "
+        "bg_rate=366635 msgs=459965 rate=3216",
+    ]
     res = wide.parse_result(lines)
     assert res["workload"] == "latency"
     assert res["n"] == 4000.0 and res["rr_p99_us"] == 1594.8 and res["msgs"] == 459965.0
@@ -79,8 +92,12 @@ def test_summary_medians_and_ratio_direction(wide):
     def r(rate, p99, cpu):
         return {"n": 1000.0, "rate": rate, "p99_us": p99, "cpu_s": cpu}
 
-    runs = {"reqrep": {"natsd": [r(100, 300, 0.010), r(300, 100, 0.030), r(200, 200, 0.020)],
-                       "nats-server": [r(400, 100, 0.010), None, r(400, 100, 0.010)]}}
+    runs = {
+        "reqrep": {
+            "natsd": [r(100, 300, 0.010), r(300, 100, 0.030), r(200, 200, 0.020)],
+            "nats-server": [r(400, 100, 0.010), None, r(400, 100, 0.010)],
+        }
+    }
     rows = {row["figure"]: row for row in wide.summarise(runs)}
     rate, p99 = rows["req/s"], rows["p99 µs"]
     assert rate["natsd"] == 200 and rate["nats-server"] == 400

@@ -37,9 +37,14 @@ def fake_build(tmp_path: Path) -> tuple[Path, Path]:
     build.mkdir()
     (build / ("natsd.hot" + EXT)).write_bytes(b"not really an extension")
     (build / ("abc__mypyc" + EXT)).write_bytes(b"")
-    manifest = {"format": _compiled.FORMAT, "cache_tag": sys.implementation.cache_tag, "ext_suffix": EXT,
-                "modules": {"natsd.hot": "natsd.hot" + EXT}, "shared": {"abc__mypyc": "abc__mypyc" + EXT},
-                "sources": {"natsd/hot.py": _sha(src)}}
+    manifest = {
+        "format": _compiled.FORMAT,
+        "cache_tag": sys.implementation.cache_tag,
+        "ext_suffix": EXT,
+        "modules": {"natsd.hot": "natsd.hot" + EXT},
+        "shared": {"abc__mypyc": "abc__mypyc" + EXT},
+        "sources": {"natsd/hot.py": _sha(src)},
+    }
     (build / _compiled.MANIFEST).write_text(json.dumps(manifest))
     return root, build
 
@@ -91,13 +96,20 @@ def test_stale_build_falls_back_to_the_sources_in_a_fresh_interpreter(tmp_path):
     build = tmp_path / "build"
     build.mkdir()
     (build / ("natsd.protocol.parser" + EXT)).write_bytes(b"garbage: must never be loaded")
-    manifest = {"format": _compiled.FORMAT, "cache_tag": sys.implementation.cache_tag, "ext_suffix": EXT,
-                "modules": {"natsd.protocol.parser": "natsd.protocol.parser" + EXT}, "shared": {},
-                "sources": {"natsd/protocol/parser.py": "0" * 64}}
+    manifest = {
+        "format": _compiled.FORMAT,
+        "cache_tag": sys.implementation.cache_tag,
+        "ext_suffix": EXT,
+        "modules": {"natsd.protocol.parser": "natsd.protocol.parser" + EXT},
+        "shared": {},
+        "sources": {"natsd/protocol/parser.py": "0" * 64},
+    }
     (build / _compiled.MANIFEST).write_text(json.dumps(manifest))
     env = {**os.environ, _compiled.ENV: str(build), "PYTHONPATH": str(root)}
-    code = ("import natsd._compiled as c, natsd.protocol.parser as p; "
-            "print(c.STATUS['active'], c.STATUS['reason'], p.__file__, sep='|')")
+    code = (
+        "import natsd._compiled as c, natsd.protocol.parser as p; "
+        "print(c.STATUS['active'], c.STATUS['reason'], p.__file__, sep='|')"
+    )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     active, reason, file = out.stdout.strip().split("|")

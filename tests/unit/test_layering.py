@@ -117,7 +117,6 @@ def test_top_level_helpers_import_no_package():
     assert not bad, "\n".join(bad)
 
 
-
 # ---------------------------------------------------------------------------------------------
 # The module graph (edges between natsd modules, with where the import statement sits)
 
@@ -134,7 +133,8 @@ def _module_name(path: Path, src: Path) -> str:
 
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _import_sites(tree: ast.Module):
@@ -176,8 +176,9 @@ def _module_graph(src: Path) -> dict[str, dict[str, str]]:
                 targets = [a.name for a in node.names]
             elif node.level == 0 and node.module:
                 # "from pkg import sub" imports the submodule when there is one
-                targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in paths else node.module
-                           for a in node.names]
+                targets = [
+                    f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in paths else node.module for a in node.names
+                ]
             for t in targets:
                 while t not in paths and "." in t:
                     t = t.rsplit(".", 1)[0]
@@ -194,8 +195,10 @@ def _module_graph(src: Path) -> dict[str, dict[str, str]]:
 def cycles(graph: dict[str, dict[str, str]], within: str, kinds=(TOP, FUNCTION)) -> list[list[str]]:
     """Strongly connected components (size > 1) of the runtime import graph under ``within``."""
     nodes = [m for m in graph if m == within or m.startswith(within + ".")]
-    adj = {m: [t for t, k in graph[m].items() if k in kinds and t in graph
-               and (t == within or t.startswith(within + "."))] for m in nodes}
+    adj = {
+        m: [t for t, k in graph[m].items() if k in kinds and t in graph and (t == within or t.startswith(within + "."))]
+        for m in nodes
+    }
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -262,14 +265,18 @@ def render_graph(package: str, src: Path = SRC) -> str:
         lines.append(f"  {len(comp)} modules: " + ", ".join(comp))
     tc, across = type_only_cycles(root, src)
     lines.append("")
-    lines.append(f"# modules in cycles counting TYPE_CHECKING imports: {sum(map(len, tc))} "
-                 f"(in cycles across folders: {sum(map(len, across))})")
+    lines.append(
+        f"# modules in cycles counting TYPE_CHECKING imports: {sum(map(len, tc))} "
+        f"(in cycles across folders: {sum(map(len, across))})"
+    )
     for comp in tc:
         lines.append(f"  {len(comp)} modules: " + ", ".join(comp))
     fl = function_level_imports(src, package)
     lines.append("")
-    lines.append(f"# function-level natsd imports in {package}/: {len(fl)} "
-                 f"(function-local imports of any module: {function_local_import_counts(src).get(package, 0)})")
+    lines.append(
+        f"# function-level natsd imports in {package}/: {len(fl)} "
+        f"(function-local imports of any module: {function_local_import_counts(src).get(package, 0)})"
+    )
     lines.extend("  " + f for f in fl)
     return "\n".join(lines) + "\n"
 
@@ -286,16 +293,25 @@ def test_jetstream_domain_never_imports_the_api():
     """``jetstream.api`` parses, calls the domain and renders: the domain must not know it
     (not even for type checking: the engine sees the API through ``manager.ApiSurface``)."""
     graph = module_graph()
-    bad = [f"{mod} imports {target}" for mod, edges in sorted(graph.items())
-           if mod.startswith("natsd.jetstream") and not mod.startswith("natsd.jetstream.api")
-           for target in edges if target == "natsd.jetstream.api" or target.startswith("natsd.jetstream.api.")]
+    bad = [
+        f"{mod} imports {target}"
+        for mod, edges in sorted(graph.items())
+        if mod.startswith("natsd.jetstream") and not mod.startswith("natsd.jetstream.api")
+        for target in edges
+        if target == "natsd.jetstream.api" or target.startswith("natsd.jetstream.api.")
+    ]
     assert not bad, "\n".join(bad)
 
 
 def test_store_never_imports_jetstream_at_any_level():
     graph = module_graph()
-    bad = [f"{mod} imports {target}" for mod, edges in sorted(graph.items()) if mod.startswith("natsd.store")
-           for target in edges if target.startswith("natsd.jetstream")]
+    bad = [
+        f"{mod} imports {target}"
+        for mod, edges in sorted(graph.items())
+        if mod.startswith("natsd.store")
+        for target in edges
+        if target.startswith("natsd.jetstream")
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -314,8 +330,10 @@ def test_function_level_imports_in_jetstream_are_listed():
         found.add((path, name))
         if (path, name) not in FUNCTION_LEVEL_ALLOWED:
             where.append(entry)
-    assert not where, ("function-level natsd imports (move them to the top, or list them with a "
-                       "reason in FUNCTION_LEVEL_ALLOWED):\n" + "\n".join(where))
+    assert not where, (
+        "function-level natsd imports (move them to the top, or list them with a "
+        "reason in FUNCTION_LEVEL_ALLOWED):\n" + "\n".join(where)
+    )
 
 
 def test_the_cycle_finder_finds_a_circle_hidden_in_a_function(tmp_path):
@@ -344,8 +362,12 @@ def test_the_cycle_finder_finds_a_circle_hidden_in_a_function(tmp_path):
 # and the embedding/testing API, which starts one (natsd.Server is its lazy attribute)
 SERVER_IMPORTERS = {"natsd.server", "natsd.server.main", "natsd", "natsd.testing.server", "natsd.testing.faults"}
 # the per-message path of a client connection: no room that only some servers load
-PER_MESSAGE_CORE = ("natsd.server.connection", "natsd.server.router", "natsd.server.writer",
-                    "natsd.server.subscription")
+PER_MESSAGE_CORE = (
+    "natsd.server.connection",
+    "natsd.server.router",
+    "natsd.server.writer",
+    "natsd.server.subscription",
+)
 OPTIONAL_ROOMS = ("natsd.server.leaf", "natsd.server.monitoring")
 
 
@@ -354,15 +376,22 @@ def test_rooms_see_the_server_through_its_context_protocol():
     ``natsd.server.context.ServerContext``, so none of them imports ``server.server`` at any level
     (a TYPE_CHECKING import of it is how the 11-module circle of issue 24 was made)."""
     graph = module_graph()
-    bad = [f"{mod} imports natsd.server.server" for mod, edges in sorted(graph.items())
-           if "natsd.server.server" in edges and mod not in SERVER_IMPORTERS]
+    bad = [
+        f"{mod} imports natsd.server.server"
+        for mod, edges in sorted(graph.items())
+        if "natsd.server.server" in edges and mod not in SERVER_IMPORTERS
+    ]
     assert not bad, "\n".join(bad)
 
 
 def test_the_per_message_path_loads_no_optional_room():
     graph = module_graph()
-    bad = [f"{mod} imports {target}" for mod in PER_MESSAGE_CORE for target in graph[mod]
-           if any(target == r or target.startswith(r + ".") for r in OPTIONAL_ROOMS)]
+    bad = [
+        f"{mod} imports {target}"
+        for mod in PER_MESSAGE_CORE
+        for target in graph[mod]
+        if any(target == r or target.startswith(r + ".") for r in OPTIONAL_ROOMS)
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -374,8 +403,16 @@ def test_the_per_message_path_loads_no_optional_room():
 # directly in natsd/). The remaining ones defer optional, heavy modules (TLS, WebSocket, leafnodes,
 # monitoring, JetStream, prometheus_client, pyarrow, ...) for start-up time and memory (issue 26)
 # and say so where they stand; one made to dodge an import circle is a defect (it hides the circle).
-FUNCTION_LOCAL_IMPORTS = {"(top)": 7, "cli": 22, "config": 9 + 3, "jetstream": 5 + 1, "server": 23 + 3 + 4 + 2,
-                          "spark": 15, "store": 6 + 2, "testing": 18}
+FUNCTION_LOCAL_IMPORTS = {
+    "(top)": 7,
+    "cli": 22,
+    "config": 9 + 3,
+    "jetstream": 5 + 1,
+    "server": 23 + 3 + 4 + 2,
+    "spark": 15,
+    "store": 6 + 2,
+    "testing": 18,
+}
 # server +2: the auth callout (nkeys/PyNaCl) and the log-file/syslog handlers load only when configured (issue 29).
 # store +2: encryption (cryptography) loaded only when a key is configured (issue 29).
 # server +4: the mqtt room, loaded only with an mqtt {} block (issue 28).
@@ -428,19 +465,30 @@ def _ratchet(name: str, now: int, recorded: int) -> str | None:
 
 def test_function_local_imports_only_go_down():
     counts = function_local_import_counts()
-    bad = [m for pkg in sorted(set(counts) | set(FUNCTION_LOCAL_IMPORTS))
-           if (m := _ratchet(f"function-local imports in {pkg}", counts.get(pkg, 0),
-                             FUNCTION_LOCAL_IMPORTS.get(pkg, 0)))]
+    bad = [
+        m
+        for pkg in sorted(set(counts) | set(FUNCTION_LOCAL_IMPORTS))
+        if (m := _ratchet(f"function-local imports in {pkg}", counts.get(pkg, 0), FUNCTION_LOCAL_IMPORTS.get(pkg, 0)))
+    ]
     assert not bad, "\n".join(bad) + "\n(list them: python -m tests.unit.test_layering --graph PACKAGE)"
 
 
 def test_modules_in_type_only_cycles_only_go_down():
     comps, across = type_only_cycles()
-    bad = [m for m in (
-        _ratchet("modules in import circles counting TYPE_CHECKING imports", sum(map(len, comps)),
-                 TYPE_ONLY_CYCLE_MODULES),
-        _ratchet("... of them in circles across folders", sum(map(len, across)),
-                 TYPE_ONLY_CYCLE_MODULES_ACROSS_FOLDERS)) if m]
+    bad = [
+        m
+        for m in (
+            _ratchet(
+                "modules in import circles counting TYPE_CHECKING imports",
+                sum(map(len, comps)),
+                TYPE_ONLY_CYCLE_MODULES,
+            ),
+            _ratchet(
+                "... of them in circles across folders", sum(map(len, across)), TYPE_ONLY_CYCLE_MODULES_ACROSS_FOLDERS
+            ),
+        )
+        if m
+    ]
     assert not bad, "\n".join(bad) + "\n" + "\n".join(f"  {len(c)}: " + ", ".join(c) for c in comps)
 
 
@@ -463,20 +511,23 @@ def test_no_type_only_cycle_in_the_server_crosses_a_folder():
 ANY_SEAM_EXEMPT_PACKAGES = {"cli", "spark"}
 # (path under natsd/, name) -> why it stays Any for now
 ANY_AT_SEAMS_ALLOWED: dict[tuple[str, str], str] = {
-    **{(path, name): "jetstream's seams are issue 24 item 2 (lane a24js): typed with the consumer's "
-                     "and the stream's protocols" for path, name in (
-        ("jetstream/consumer/acks.py", "timer"),
-        ("jetstream/consumer/delivery.py", "msgs"),
-        ("jetstream/consumer/delivery.py", "kick_timer"),
-        ("jetstream/consumer/durable.py", "timer"),
-        ("jetstream/consumer/priority.py", "timer"),
-        ("jetstream/consumer/pull.py", "timer"),
-        ("jetstream/consumer/push.py", "hb_timer"),
-        ("jetstream/manager.py", "_sync_timer"),
-        ("jetstream/snapshot/restore.py", "_store"),
-        ("jetstream/snapshot/transfer.py", "_ack_timer"),
-        ("jetstream/snapshot/transfer.py", "_wait_timer"),
-    )},
+    **{
+        (path, name): "jetstream's seams are issue 24 item 2 (lane a24js): typed with the consumer's "
+        "and the stream's protocols"
+        for path, name in (
+            ("jetstream/consumer/acks.py", "timer"),
+            ("jetstream/consumer/delivery.py", "msgs"),
+            ("jetstream/consumer/delivery.py", "kick_timer"),
+            ("jetstream/consumer/durable.py", "timer"),
+            ("jetstream/consumer/priority.py", "timer"),
+            ("jetstream/consumer/pull.py", "timer"),
+            ("jetstream/consumer/push.py", "hb_timer"),
+            ("jetstream/manager.py", "_sync_timer"),
+            ("jetstream/snapshot/restore.py", "_store"),
+            ("jetstream/snapshot/transfer.py", "_ack_timer"),
+            ("jetstream/snapshot/transfer.py", "_wait_timer"),
+        )
+    },
 }
 
 
@@ -493,7 +544,8 @@ def _is_any(node: ast.expr | None) -> bool:
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
         sides = (node.left, node.right)
         return any(_is_any(s) for s in sides) and all(
-            _is_any(s) or (isinstance(s, ast.Constant) and s.value is None) for s in sides)
+            _is_any(s) or (isinstance(s, ast.Constant) and s.value is None) for s in sides
+        )
     if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "Optional":
         return _is_any(node.slice)
     return False
@@ -526,8 +578,9 @@ def any_at_seams(src: Path = SRC) -> list[tuple[str, int, str, str]]:
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 a = node.args
-                typed += [(node.lineno, arg.arg) for arg in a.posonlyargs + a.args + a.kwonlyargs
-                          if _is_any(arg.annotation)]
+                typed += [
+                    (node.lineno, arg.arg) for arg in a.posonlyargs + a.args + a.kwonlyargs if _is_any(arg.annotation)
+                ]
             elif isinstance(node, ast.AnnAssign) and _is_any(node.annotation):
                 target = node.target
                 name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
@@ -541,8 +594,11 @@ def any_at_seams(src: Path = SRC) -> list[tuple[str, int, str, str]]:
 
 def test_no_any_at_seams_between_packages():
     found = any_at_seams()
-    bad = [f"{path}:{line} {name}: Any (an object of natsd.{other}?)" for path, line, name, other in found
-           if (path, name) not in ANY_AT_SEAMS_ALLOWED]
+    bad = [
+        f"{path}:{line} {name}: Any (an object of natsd.{other}?)"
+        for path, line, name, other in found
+        if (path, name) not in ANY_AT_SEAMS_ALLOWED
+    ]
     stale = sorted(set(ANY_AT_SEAMS_ALLOWED) - {(path, name) for path, _line, name, _o in found})
     assert not bad, "Any at a seam between packages (type it, or allow it with a reason):\n" + "\n".join(bad)
     assert not stale, f"allowed but no longer found (drop them from ANY_AT_SEAMS_ALLOWED): {stale}"
@@ -561,9 +617,12 @@ def test_the_any_rule_finds_a_seam(tmp_path):
         "    kick_timer: Any\n"  # a Timer of another package: refused
         "    value: Any\n"  # no class of that name: fine
         "    def __init__(self, store: 'Any | None', consumer: Any, n: int) -> None:\n"  # store refused
-        "        self.consumer = consumer\n")  # Consumer is jetstream's own: fine
+        "        self.consumer = consumer\n"
+    )  # Consumer is jetstream's own: fine
     assert [(p, n) for p, _l, n, _o in any_at_seams(root)] == [
-        ("jetstream/c.py", "kick_timer"), ("jetstream/c.py", "store")]
+        ("jetstream/c.py", "kick_timer"),
+        ("jetstream/c.py", "store"),
+    ]
 
 
 if __name__ == "__main__":  # python -m tests.unit.test_layering --graph jetstream [--src DIR]

@@ -29,8 +29,11 @@ def test_the_table_holds_each_name_once_as_nats_server_spells_it() -> None:
 
 
 def _nats_literal(node: ast.AST) -> bool:
-    return (isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes))
-            and (node.value.startswith("Nats-") if isinstance(node.value, str) else node.value.startswith(b"Nats-")))
+    return (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, (str, bytes))
+        and (node.value.startswith("Nats-") if isinstance(node.value, str) else node.value.startswith(b"Nats-"))
+    )
 
 
 def test_no_module_defines_its_own_header_name_constant() -> None:

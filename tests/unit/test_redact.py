@@ -9,18 +9,23 @@ from natsd.redact import redact, redact_url, url_has_credentials
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(10)]
 
 
-@pytest.mark.parametrize("text,want", [
-    ("nats://app:apppass@127.0.0.1:4222", "nats://app:xxxxx@127.0.0.1:4222"),
-    ("tls://sys:s%40cret@host", "tls://sys:xxxxx@host"),
-    ("nats://s3cr3ttoken@host:4222", "nats://xxxxx@host:4222"),
-    ("nats://a:b@h1:4222,nats://c:d@h2:4222", "nats://a:xxxxx@h1:4222,nats://c:xxxxx@h2:4222"),
-    ("could not connect to nats://app:wrong@127.0.0.1:1 (context x): refused",
-     "could not connect to nats://app:xxxxx@127.0.0.1:1 (context x): refused"),
-    ("ws://u:p@host/path?x=a@b", "ws://u:xxxxx@host/path?x=a@b"),
-    ("nats://127.0.0.1:4222", "nats://127.0.0.1:4222"),
-    ("user@example.com wrote", "user@example.com wrote"),
-    ("['nats://u:p@h', 'ws://u:q@h']", "['nats://u:xxxxx@h', 'ws://u:xxxxx@h']"),
-])
+@pytest.mark.parametrize(
+    "text,want",
+    [
+        ("nats://app:apppass@127.0.0.1:4222", "nats://app:xxxxx@127.0.0.1:4222"),
+        ("tls://sys:s%40cret@host", "tls://sys:xxxxx@host"),
+        ("nats://s3cr3ttoken@host:4222", "nats://xxxxx@host:4222"),
+        ("nats://a:b@h1:4222,nats://c:d@h2:4222", "nats://a:xxxxx@h1:4222,nats://c:xxxxx@h2:4222"),
+        (
+            "could not connect to nats://app:wrong@127.0.0.1:1 (context x): refused",
+            "could not connect to nats://app:xxxxx@127.0.0.1:1 (context x): refused",
+        ),
+        ("ws://u:p@host/path?x=a@b", "ws://u:xxxxx@host/path?x=a@b"),
+        ("nats://127.0.0.1:4222", "nats://127.0.0.1:4222"),
+        ("user@example.com wrote", "user@example.com wrote"),
+        ("['nats://u:p@h', 'ws://u:q@h']", "['nats://u:xxxxx@h', 'ws://u:xxxxx@h']"),
+    ],
+)
 def test_redact(text, want):
     assert redact(text) == want
     assert redact_url(text) == want

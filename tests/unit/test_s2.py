@@ -22,7 +22,7 @@ def test_any_chunking_decodes_the_whole_stream(check):
     assert stream.startswith(SNAPPY_STREAM_ID)
     for step in (1, 3, 4, 5, 1000, len(stream)):
         d = FrameDecoder(check_snappy_crc=check)
-        assert b"".join(d.feed(stream[i:i + step]) for i in range(0, len(stream), step)) == DATA
+        assert b"".join(d.feed(stream[i : i + step]) for i in range(0, len(stream), step)) == DATA
 
 
 def test_a_bad_crc_is_refused_only_when_checked():
@@ -39,14 +39,17 @@ def test_s2_identifier_skippable_frames_and_stored_chunks():
     assert FrameDecoder().feed(S2_STREAM_ID + skip + stored + stored) == b"hellohello"
 
 
-@pytest.mark.parametrize("stream,why", [
-    (b"\x01\x09\x00\x00\0\0\0\0hello", "without identifier"),
-    (b"\xff\x06\x00\x00NoNoNo", "invalid S2 stream identifier"),
-    (S2_STREAM_ID + b"\x02\x01\x00\x00x", "unsupported S2 frame type"),
-    (S2_STREAM_ID + b"\x01\x02\x00\x00xx", "corrupt S2 frame"),
-    (S2_STREAM_ID + b"\x00" + (MAX_BLOCK + 1).to_bytes(3, "little"), "too large"),
-    (S2_STREAM_ID + b"\x00\x06\x00\x00\0\0\0\0\x05\xff", "corrupt S2 block"),
-])
+@pytest.mark.parametrize(
+    "stream,why",
+    [
+        (b"\x01\x09\x00\x00\0\0\0\0hello", "without identifier"),
+        (b"\xff\x06\x00\x00NoNoNo", "invalid S2 stream identifier"),
+        (S2_STREAM_ID + b"\x02\x01\x00\x00x", "unsupported S2 frame type"),
+        (S2_STREAM_ID + b"\x01\x02\x00\x00xx", "corrupt S2 frame"),
+        (S2_STREAM_ID + b"\x00" + (MAX_BLOCK + 1).to_bytes(3, "little"), "too large"),
+        (S2_STREAM_ID + b"\x00\x06\x00\x00\0\0\0\0\x05\xff", "corrupt S2 block"),
+    ],
+)
 def test_bad_streams_raise_s2_error(stream, why):
     with pytest.raises(S2Error, match=why):
         FrameDecoder().feed(stream)

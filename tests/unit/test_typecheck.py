@@ -24,7 +24,11 @@ def test_mypy_passes_on_src(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     proc = subprocess.run(
         [sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "mypy-cache"), "--no-error-summary"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=280,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=280,
     )
     out = (proc.stdout + proc.stderr).strip()
     assert proc.returncode == 0, f"mypy found problems (PYTHONPATH=src python -m mypy):\n{out[-8000:]}"

@@ -7,8 +7,17 @@ import pytest
 from natsd.varint import append_uvarint, encode_uvarint, read_uvarint
 
 
-@pytest.mark.parametrize("v,wire", [(0, b"\x00"), (1, b"\x01"), (127, b"\x7f"), (128, b"\x80\x01"),
-                                    (300, b"\xac\x02"), (2**64 - 1, b"\xff" * 9 + b"\x01")])
+@pytest.mark.parametrize(
+    "v,wire",
+    [
+        (0, b"\x00"),
+        (1, b"\x01"),
+        (127, b"\x7f"),
+        (128, b"\x80\x01"),
+        (300, b"\xac\x02"),
+        (2**64 - 1, b"\xff" * 9 + b"\x01"),
+    ],
+)
 def test_round_trip_with_go_bytes(v, wire):
     assert encode_uvarint(v) == wire
     out = bytearray(b"x")

@@ -78,10 +78,15 @@ async def cmd_server_check(ctx: Ctx) -> int:
         nc = client
         rtt = (time.perf_counter() - t0) * 1000
         url = redact(client.connected_url.geturl() if client.connected_url else ctx.conn.server)
-        results.append({"check": "connection", "status": "OK",
-                        "message": f"connected to {url} in {rtt:.2f}ms",
-                        "server_version": client._server_info.get("version", ""),
-                        "connect_ms": round(rtt, 3)})
+        results.append(
+            {
+                "check": "connection",
+                "status": "OK",
+                "message": f"connected to {url} in {rtt:.2f}ms",
+                "server_version": client._server_info.get("version", ""),
+                "connect_ms": round(rtt, 3),
+            }
+        )
     if which in ("jetstream", "all") and nc is not None:
         try:
             api = await ctx.api()
@@ -89,10 +94,16 @@ async def cmd_server_check(ctx: Ctx) -> int:
         except CliError as exc:
             results.append({"check": "jetstream", "status": "CRITICAL", "message": str(exc)})
         else:
-            results.append({"check": "jetstream", "status": "OK",
-                            "message": f"{info.get('streams', 0)} streams, {info.get('consumers', 0)} consumers, "
-                                       f"memory {info.get('memory', 0)} B, storage {info.get('storage', 0)} B",
-                            "streams": info.get("streams", 0), "consumers": info.get("consumers", 0)})
+            results.append(
+                {
+                    "check": "jetstream",
+                    "status": "OK",
+                    "message": f"{info.get('streams', 0)} streams, {info.get('consumers', 0)} consumers, "
+                    f"memory {info.get('memory', 0)} B, storage {info.get('storage', 0)} B",
+                    "streams": info.get("streams", 0),
+                    "consumers": info.get("consumers", 0),
+                }
+            )
     if which == "jetstream":
         results = [r for r in results if r["check"] == "jetstream" or r["status"] != "OK"]
     if ctx.json:

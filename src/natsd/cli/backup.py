@@ -47,7 +47,15 @@ from typing import Any, Iterator
 from natsd.atomicfile import atomic_write
 from natsd.cli import render
 from natsd.cli.common import (
-    CliError, UsageError, api_reply, comma, dumps, human_bytes, parse_size, read_json_file, strip_type,
+    CliError,
+    UsageError,
+    api_reply,
+    comma,
+    dumps,
+    human_bytes,
+    parse_size,
+    read_json_file,
+    strip_type,
     without_server_metadata,
 )
 from natsd.cli.context import Ctx
@@ -68,8 +76,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
     r = sub.add_parser("restore", parents=[common], help="restore configurations saved by `natsctl backup`")
     r.add_argument("directory")
-    r.add_argument("--update-streams", action="store_true",
-                   help="edit existing streams in place to match the backup")
+    r.add_argument("--update-streams", action="store_true", help="edit existing streams in place to match the backup")
     r.set_defaults(func=cmd_account_restore)
 
 
@@ -77,14 +84,20 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 def _progress(ctx: Ctx, description: str, total: int | None) -> Iterator[Any]:
     """A rich progress bar on a terminal (unless --no-progress); a no-op advance() otherwise."""
     if ctx.out.show_progress():
-        from rich.progress import (BarColumn, DownloadColumn, Progress, TimeElapsedColumn, TransferSpeedColumn)
+        from rich.progress import BarColumn, DownloadColumn, Progress, TimeElapsedColumn, TransferSpeedColumn
 
         from rich.console import Console
 
         # On stderr: stdout stays the command's report (or its JSON).
-        with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                      TransferSpeedColumn(), TimeElapsedColumn(), transient=False,
-                      console=Console(stderr=True)) as prog:
+        with Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            TimeElapsedColumn(),
+            transient=False,
+            console=Console(stderr=True),
+        ) as prog:
             task = prog.add_task(description, total=total or None)
 
             class _Bar:
@@ -96,6 +109,7 @@ def _progress(ctx: Ctx, description: str, total: int | None) -> Iterator[Any]:
 
             yield _Bar()
     else:
+
         class _Null:
             def advance(self, n: int) -> None:
                 pass
@@ -111,8 +125,16 @@ def _progress(ctx: Ctx, description: str, total: int | None) -> Iterator[Any]:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-async def snapshot_stream(ctx: Ctx, stream: str, directory: Path, *, consumers: bool = True, check: bool = False,
-                          chunk_size: int = 128 * 1024, quiet: bool = False) -> dict:
+async def snapshot_stream(
+    ctx: Ctx,
+    stream: str,
+    directory: Path,
+    *,
+    consumers: bool = True,
+    check: bool = False,
+    chunk_size: int = 128 * 1024,
+    quiet: bool = False,
+) -> dict:
     """Snapshot ``stream`` into ``directory`` (see the module docstring); returns a summary dict."""
     nc = await ctx.nc()
     api = await ctx.api()
@@ -152,9 +174,15 @@ async def snapshot_stream(ctx: Ctx, stream: str, directory: Path, *, consumers: 
     completed = False
     try:
         try:
-            resp = await api.request(f"STREAM.SNAPSHOT.{stream}", {
-                "deliver_subject": inbox, "no_consumers": not consumers, "chunk_size": chunk_size, "jsck": check,
-            })
+            resp = await api.request(
+                f"STREAM.SNAPSHOT.{stream}",
+                {
+                    "deliver_subject": inbox,
+                    "no_consumers": not consumers,
+                    "chunk_size": chunk_size,
+                    "jsck": check,
+                },
+            )
         except BaseException:
             done.cancel()
             raise
@@ -162,8 +190,10 @@ async def snapshot_stream(ctx: Ctx, stream: str, directory: Path, *, consumers: 
         (directory / META_FILE).write_text(dumps(meta) + "\n", encoding="utf-8")
         state = resp.get("state") or {}
         if not quiet and not ctx.json:
-            ctx.out.print(f"Starting backup of Stream \"{stream}\" with {comma(state.get('messages'))} messages "
-                          f"({human_bytes(state.get('bytes'))})")
+            ctx.out.print(
+                f'Starting backup of Stream "{stream}" with {comma(state.get("messages"))} messages '
+                f"({human_bytes(state.get('bytes'))})"
+            )
         with _progress(ctx, f"backup {stream}", state.get("bytes")) as bar:
             bar_holder.append(bar)
             await done
@@ -183,16 +213,25 @@ async def snapshot_stream(ctx: Ctx, stream: str, directory: Path, *, consumers: 
         except Exception:  # connection may already be gone after an error
             pass
     elapsed = time.perf_counter() - t0
-    summary = {"stream": stream, "directory": str(directory), "bytes": stats["bytes"], "chunks": stats["chunks"],
-               "messages": (resp.get("state") or {}).get("messages", 0), "seconds": round(elapsed, 3)}
+    summary = {
+        "stream": stream,
+        "directory": str(directory),
+        "bytes": stats["bytes"],
+        "chunks": stats["chunks"],
+        "messages": (resp.get("state") or {}).get("messages", 0),
+        "seconds": round(elapsed, 3),
+    }
     if not quiet and not ctx.json:
-        ctx.out.print(f"Received {human_bytes(stats['bytes'])} of compressed data in {comma(stats['chunks'])} chunks "
-                      f"for stream \"{stream}\" in {elapsed:.3f}s, {comma(summary['messages'])} messages")
+        ctx.out.print(
+            f"Received {human_bytes(stats['bytes'])} of compressed data in {comma(stats['chunks'])} chunks "
+            f'for stream "{stream}" in {elapsed:.3f}s, {comma(summary["messages"])} messages'
+        )
     return summary
 
 
-async def restore_stream(ctx: Ctx, directory: Path, *, stream: str | None = None, config: dict | None = None,
-                         quiet: bool = False) -> dict:
+async def restore_stream(
+    ctx: Ctx, directory: Path, *, stream: str | None = None, config: dict | None = None, quiet: bool = False
+) -> dict:
     """Upload the backup in ``directory``; returns the restored StreamInfo."""
     meta_path, data_path = directory / META_FILE, directory / DATA_FILE
     if not meta_path.is_file() or not data_path.is_file():
@@ -215,7 +254,7 @@ async def restore_stream(ctx: Ctx, directory: Path, *, stream: str | None = None
         raise CliError(f"the server gave no deliver_subject for the restore of {name}")
     size = data_path.stat().st_size
     if not quiet and not ctx.json:
-        ctx.out.print(f"Starting restore of Stream \"{name}\" from file \"{data_path}\" ({human_bytes(size)})")
+        ctx.out.print(f'Starting restore of Stream "{name}" from file "{data_path}" ({human_bytes(size)})')
     t0 = time.perf_counter()
     with _progress(ctx, f"restore {name}", size) as bar, open(data_path, "rb") as f:
         for raw_len, chunk in _upload_chunks(f):
@@ -232,7 +271,7 @@ async def restore_stream(ctx: Ctx, directory: Path, *, stream: str | None = None
             raise CliError(f"restore of {name} failed at the end: {type(exc).__name__}") from None
     info = _raise_if_error(final.data, name)
     if not quiet and not ctx.json:
-        ctx.out.print(f"Restored stream \"{name}\" in {time.perf_counter() - t0:.3f}s\n")
+        ctx.out.print(f'Restored stream "{name}" in {time.perf_counter() - t0:.3f}s\n')
     return info
 
 
@@ -269,8 +308,14 @@ def _raise_if_error(data: bytes, name: str) -> dict:
 
 async def cmd_stream_backup(ctx: Ctx) -> None:
     a = ctx.args
-    summary = await snapshot_stream(ctx, a.stream, Path(a.directory), consumers=not a.no_consumers, check=a.check,
-                                    chunk_size=parse_size(a.chunk_size, flag="--chunk-size"))
+    summary = await snapshot_stream(
+        ctx,
+        a.stream,
+        Path(a.directory),
+        consumers=not a.no_consumers,
+        check=a.check,
+        chunk_size=parse_size(a.chunk_size, flag="--chunk-size"),
+    )
     if ctx.json:
         ctx.out.json_out(summary)
 
@@ -377,8 +422,9 @@ async def cmd_account_restore(ctx: Ctx) -> None:
                 ctx.out.log(f"Consumer {stream} > {cname} exists")
             continue
         ctx.out.log(f"Restoring Consumer {stream} > {cname}")
-        await api.request(f"CONSUMER.CREATE.{stream}.{cname}",
-                          {"stream_name": stream, "config": ccfg, "action": "create"})
+        await api.request(
+            f"CONSUMER.CREATE.{stream}.{cname}", {"stream_name": stream, "config": ccfg, "action": "create"}
+        )
         done["consumers"].append(f"{stream} > {cname}")
     if ctx.json:  # what was restored (created), updated, or already as the backup has it
         ctx.out.json_out({"directory": str(d), **done})

@@ -234,16 +234,29 @@ async def _create_unless_exists(api: Any, what: str, create_body: dict) -> bool:
 async def _prepare_js(ctx: Ctx, kind: str, a: argparse.Namespace) -> None:
     api = await ctx.api()
     if kind == "jspub":
-        created = await _create_unless_exists(api, f"STREAM.{a.stream}", {
-            "name": a.stream, "subjects": [a.subject], "storage": a.storage, "retention": "limits"})
+        created = await _create_unless_exists(
+            api,
+            f"STREAM.{a.stream}",
+            {"name": a.stream, "subjects": [a.subject], "storage": a.storage, "retention": "limits"},
+        )
         if not created and a.purge:
             await api.request(f"STREAM.PURGE.{a.stream}", {})
     elif kind == "jsfetch":
-        await _create_unless_exists(api, f"CONSUMER.{a.stream}.{a.consumer}", {
-            "stream_name": a.stream,
-            "config": {"durable_name": a.consumer, "name": a.consumer, "ack_policy": a.ack,
-                       "deliver_policy": "all", "filter_subject": a.subject, "max_ack_pending": -1},
-        })
+        await _create_unless_exists(
+            api,
+            f"CONSUMER.{a.stream}.{a.consumer}",
+            {
+                "stream_name": a.stream,
+                "config": {
+                    "durable_name": a.consumer,
+                    "name": a.consumer,
+                    "ack_policy": a.ack,
+                    "deliver_policy": "all",
+                    "filter_subject": a.subject,
+                    "max_ack_pending": -1,
+                },
+            },
+        )
 
 
 async def cmd_bench(ctx: Ctx) -> int:
@@ -256,7 +269,9 @@ async def cmd_bench(ctx: Ctx) -> int:
         await _prepare_js(ctx, kind, a)
     per = [total // clients + (1 if i < total % clients else 0) for i in range(clients)]
     base: dict[str, Any] = {
-        "kind": kind, "subject": a.subject, "size": size,
+        "kind": kind,
+        "subject": a.subject,
+        "size": size,
         "conn": dataclasses.asdict(ctx.conn),  # every connection setting, context ones included
     }
     for k in ("batch",):
@@ -267,14 +282,16 @@ async def cmd_bench(ctx: Ctx) -> int:
             base[k] = getattr(a, k)
     label = {"pub": "NATS Pub", "sub": "NATS Sub", "jspub": "JetStream Pub", "jsfetch": "JetStream Fetch"}[kind]
     if not ctx.json:
-        ctx.out.print(f"Starting {label} benchmark [subject={a.subject}, msgs={comma(total)}, size={size}, "
-                      f"clients={clients}]")
+        ctx.out.print(
+            f"Starting {label} benchmark [subject={a.subject}, msgs={comma(total)}, size={size}, clients={clients}]"
+        )
         sys.stdout.flush()
 
     counts = [0] * clients
     ready: set[int] = set()
     bar_ctx = _Bar(ctx, total, label)
     with bar_ctx as bar:
+
         def reporter(i: int):
             def report(n: int) -> None:
                 counts[i] = n
@@ -285,6 +302,7 @@ async def cmd_bench(ctx: Ctx) -> int:
                         # Publishers can start now; on stderr so stdout stays the report (or JSON).
                         sys.stderr.write(f"All {clients} subscribers are ready\n")
                         sys.stderr.flush()
+
             return report
 
         if clients == 1:
@@ -304,19 +322,29 @@ async def cmd_bench(ctx: Ctx) -> int:
     nbytes = sum(r["bytes"] for r in results)
     seconds = max(r["seconds"] for r in results)
     summary = {
-        "benchmark": kind, "subject": a.subject, "clients": clients, "msgs": msgs, "bytes": nbytes,
-        "size": size, "seconds": round(seconds, 6), "msgs_per_sec": round(msgs / seconds, 1),
-        "mb_per_sec": round(nbytes / seconds / 1e6, 3), "interrupted": interrupted,
-        "per_client": [{"msgs": r["msgs"], "seconds": round(r["seconds"], 6),
-                        "msgs_per_sec": round(r["msgs"] / r["seconds"], 1)} for r in results],
+        "benchmark": kind,
+        "subject": a.subject,
+        "clients": clients,
+        "msgs": msgs,
+        "bytes": nbytes,
+        "size": size,
+        "seconds": round(seconds, 6),
+        "msgs_per_sec": round(msgs / seconds, 1),
+        "mb_per_sec": round(nbytes / seconds / 1e6, 3),
+        "interrupted": interrupted,
+        "per_client": [
+            {"msgs": r["msgs"], "seconds": round(r["seconds"], 6), "msgs_per_sec": round(r["msgs"] / r["seconds"], 1)}
+            for r in results
+        ],
     }
     if ctx.json:
         ctx.out.json_out(summary)
     else:
         _print_bench(ctx, label, summary, size)
     if interrupted:
-        sys.stderr.write(f"natsctl: interrupted: {label} benchmark stopped after {comma(msgs)} of {comma(total)} "
-                         f"messages\n")
+        sys.stderr.write(
+            f"natsctl: interrupted: {label} benchmark stopped after {comma(msgs)} of {comma(total)} messages\n"
+        )
         ctx.interrupted = True  # exit code 130
         return 130
     if msgs < total:
@@ -327,37 +355,52 @@ async def cmd_bench(ctx: Ctx) -> int:
 
 def _print_bench(ctx: Ctx, label: str, summary: dict, size: int) -> None:
     """cmd_bench's report as the nats CLI prints it (per client and min/avg/max when several)."""
-    ctx.out.print(f"\n{label} stats: {comma(int(summary['msgs_per_sec']))} msgs/sec ~ "
-                  f"{summary['mb_per_sec']:.2f} MB/sec")
+    ctx.out.print(
+        f"\n{label} stats: {comma(int(summary['msgs_per_sec']))} msgs/sec ~ {summary['mb_per_sec']:.2f} MB/sec"
+    )
     rates = [c["msgs_per_sec"] for c in summary["per_client"]]
     if summary["clients"] > 1:
         for i, c in enumerate(summary["per_client"], 1):
-            ctx.out.print(f" [{i}] {comma(int(c['msgs_per_sec']))} msgs/sec ~ "
-                          f"{c['msgs_per_sec'] * size / 1e6:.2f} MB/sec ({comma(c['msgs'])} msgs)")
-        ctx.out.print(f" min {comma(int(min(rates)))} | avg {comma(int(statistics.mean(rates)))} | "
-                      f"max {comma(int(max(rates)))} | stddev {comma(int(statistics.pstdev(rates)))} msgs")
+            ctx.out.print(
+                f" [{i}] {comma(int(c['msgs_per_sec']))} msgs/sec ~ "
+                f"{c['msgs_per_sec'] * size / 1e6:.2f} MB/sec ({comma(c['msgs'])} msgs)"
+            )
+        ctx.out.print(
+            f" min {comma(int(min(rates)))} | avg {comma(int(statistics.mean(rates)))} | "
+            f"max {comma(int(max(rates)))} | stddev {comma(int(statistics.pstdev(rates)))} msgs"
+        )
 
 
 def _stats(results: list[dict], size: int) -> dict:
     msgs = sum(r["msgs"] for r in results)
     seconds = max((r["seconds"] for r in results), default=1e-9)
-    return {"clients": len(results), "msgs": msgs, "bytes": msgs * size, "seconds": round(seconds, 6),
-            "msgs_per_sec": round(msgs / seconds, 1), "mb_per_sec": round(msgs * size / seconds / 1e6, 3),
-            "per_client": [{"msgs": r["msgs"], "seconds": round(r["seconds"], 6),
-                            "msgs_per_sec": round(r["msgs"] / r["seconds"], 1)} for r in results]}
+    return {
+        "clients": len(results),
+        "msgs": msgs,
+        "bytes": msgs * size,
+        "seconds": round(seconds, 6),
+        "msgs_per_sec": round(msgs / seconds, 1),
+        "mb_per_sec": round(msgs * size / seconds / 1e6, 3),
+        "per_client": [
+            {"msgs": r["msgs"], "seconds": round(r["seconds"], 6), "msgs_per_sec": round(r["msgs"] / r["seconds"], 1)}
+            for r in results
+        ],
+    }
 
 
 def _print_pubsub(ctx: Ctx, both: dict, pub_s: dict, sub_s: dict, size: int) -> None:
     """cmd_pubsub's report: both sides together, then each side per client."""
-    ctx.out.print(f"\nNATS Pub/Sub stats: {comma(int(both['msgs_per_sec']))} msgs/sec ~ "
-                  f"{both['mb_per_sec']:.2f} MB/sec")
+    ctx.out.print(
+        f"\nNATS Pub/Sub stats: {comma(int(both['msgs_per_sec']))} msgs/sec ~ {both['mb_per_sec']:.2f} MB/sec"
+    )
     for label, st in (("Pub", pub_s), ("Sub", sub_s)):
         if st["clients"]:
-            ctx.out.print(f" {label} stats: {comma(int(st['msgs_per_sec']))} msgs/sec ~ "
-                          f"{st['mb_per_sec']:.2f} MB/sec")
+            ctx.out.print(f" {label} stats: {comma(int(st['msgs_per_sec']))} msgs/sec ~ {st['mb_per_sec']:.2f} MB/sec")
             for i, c in enumerate(st["per_client"], 1):
-                ctx.out.print(f"  [{i}] {comma(int(c['msgs_per_sec']))} msgs/sec ~ "
-                              f"{c['msgs_per_sec'] * size / 1e6:.2f} MB/sec ({comma(c['msgs'])} msgs)")
+                ctx.out.print(
+                    f"  [{i}] {comma(int(c['msgs_per_sec']))} msgs/sec ~ "
+                    f"{c['msgs_per_sec'] * size / 1e6:.2f} MB/sec ({comma(c['msgs'])} msgs)"
+                )
 
 
 async def cmd_pubsub(ctx: Ctx) -> int:
@@ -370,12 +413,15 @@ async def cmd_pubsub(ctx: Ctx) -> int:
     if pubs == 0:
         raise CliError("--pub must be at least 1")
     base: dict[str, Any] = {
-        "subject": a.subject, "size": size,
+        "subject": a.subject,
+        "size": size,
         "conn": dataclasses.asdict(ctx.conn),  # every connection setting, context ones included
     }
     if not ctx.json:
-        ctx.out.print(f"Starting Core NATS pub/sub benchmark [subject={a.subject}, msgs={comma(total)}, size={size}, "
-                      f"pubs={pubs}, subs={subs}]")
+        ctx.out.print(
+            f"Starting Core NATS pub/sub benchmark [subject={a.subject}, msgs={comma(total)}, size={size}, "
+            f"pubs={pubs}, subs={subs}]"
+        )
         sys.stdout.flush()
     ready = asyncio.Event()
     seen: set[int] = set()
@@ -387,10 +433,12 @@ async def cmd_pubsub(ctx: Ctx) -> int:
             seen.add(i)
             if len(seen) == subs:
                 ready.set()
+
         return report
 
-    sub_tasks = [asyncio.ensure_future(_spawn({**base, "kind": "sub", "msgs": total}, sub_report(i)))
-                 for i in range(subs)]
+    sub_tasks = [
+        asyncio.ensure_future(_spawn({**base, "kind": "sub", "msgs": total}, sub_report(i))) for i in range(subs)
+    ]
     waiter = asyncio.ensure_future(ready.wait())
     pub_tasks: list[asyncio.Task[dict]] = []
     try:
@@ -403,8 +451,9 @@ async def cmd_pubsub(ctx: Ctx) -> int:
                 if exc is not None:
                     raise exc
         per = [total // pubs + (1 if i < total % pubs else 0) for i in range(pubs)]
-        pub_tasks = [asyncio.create_task(_spawn({**base, "kind": "pub", "msgs": per[i]}, lambda n: None))
-                     for i in range(pubs)]
+        pub_tasks = [
+            asyncio.create_task(_spawn({**base, "kind": "pub", "msgs": per[i]}, lambda n: None)) for i in range(pubs)
+        ]
         await asyncio.wait(pub_tasks)
         if sub_tasks:
             await asyncio.wait(sub_tasks)
@@ -421,21 +470,29 @@ async def cmd_pubsub(ctx: Ctx) -> int:
     sub_results = [t.result() for t in sub_tasks]
     pub_s, sub_s = _stats(pub_results, size), _stats(sub_results, size)
     both = _stats(list(pub_results) + list(sub_results), size)
-    summary = {"benchmark": "pubsub", "subject": a.subject, "size": size, "pub": pub_s, "sub": sub_s,
-               "msgs_per_sec": both["msgs_per_sec"], "mb_per_sec": both["mb_per_sec"],
-               "interrupted": ctx.interrupted}
+    summary = {
+        "benchmark": "pubsub",
+        "subject": a.subject,
+        "size": size,
+        "pub": pub_s,
+        "sub": sub_s,
+        "msgs_per_sec": both["msgs_per_sec"],
+        "mb_per_sec": both["mb_per_sec"],
+        "interrupted": ctx.interrupted,
+    }
     if ctx.json:
         ctx.out.json_out(summary)
     else:
         _print_pubsub(ctx, both, pub_s, sub_s, size)
     if ctx.interrupted:
-        sys.stderr.write(f"natsctl: interrupted: pub/sub benchmark stopped after {comma(pub_s['msgs'])} of "
-                         f"{comma(total)} messages published ({comma(sub_s['msgs'])} received)\n")
+        sys.stderr.write(
+            f"natsctl: interrupted: pub/sub benchmark stopped after {comma(pub_s['msgs'])} of "
+            f"{comma(total)} messages published ({comma(sub_s['msgs'])} received)\n"
+        )
         return 130
     missing = sum(total - r["msgs"] for r in sub_results)
     if missing:
-        sys.stderr.write(f"natsctl: warning: subscribers missed {missing} messages (core NATS drops when "
-                         f"overloaded)\n")
+        sys.stderr.write(f"natsctl: warning: subscribers missed {missing} messages (core NATS drops when overloaded)\n")
     return 0
 
 
@@ -452,8 +509,13 @@ class _Bar:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-            self._prog = Progress("{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                                  console=Console(stderr=True))
+            self._prog = Progress(
+                "{task.description}",
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+            )
             self._prog.__enter__()
             self._task = self._prog.add_task(self.label, total=self.total)
         return self
@@ -472,8 +534,14 @@ async def _spawn(params: dict, report) -> dict:
     which stops its loop; its partial result is still read and returned. Workers run in their own session, so
     a Ctrl-C typed on the terminal reaches only the parent, which forwards it exactly once."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "natsd.cli.bench", "--worker", json.dumps(params),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+        sys.executable,
+        "-m",
+        "natsd.cli.bench",
+        "--worker",
+        json.dumps(params),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
     )
     result: dict | None = None
     error = ""

@@ -103,11 +103,20 @@ def format_duration(ns: int | None) -> str:
 
 
 _SIZE_UNITS = {
-    "": 1, "b": 1,
-    "k": 1000, "kb": 1000, "kib": 1024,
-    "m": 1000**2, "mb": 1000**2, "mib": 1024**2,
-    "g": 1000**3, "gb": 1000**3, "gib": 1024**3,
-    "t": 1000**4, "tb": 1000**4, "tib": 1024**4,
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1000,
+    "kib": 1024,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "mib": 1024**2,
+    "g": 1000**3,
+    "gb": 1000**3,
+    "gib": 1024**3,
+    "t": 1000**4,
+    "tb": 1000**4,
+    "tib": 1024**4,
 }
 
 
@@ -212,8 +221,14 @@ def stdin_is_tty() -> bool:
         return False
 
 
-def ask(flag: str, question: str, default: str | None = None, *, choices: Sequence[str] | None = None,
-        allow_empty: bool = False) -> str:
+def ask(
+    flag: str,
+    question: str,
+    default: str | None = None,
+    *,
+    choices: Sequence[str] | None = None,
+    allow_empty: bool = False,
+) -> str:
     """Prompt on the terminal for a value a flag would have given, or fail with a usage error naming the flag.
 
     Without a terminal there is nobody to ask, so scripts get ``--flag is required (no terminal to prompt)``.
@@ -336,8 +351,9 @@ class ConnOptions:
         try:
             tls = ssl.create_default_context(cafile=os.path.expanduser(self.tls_ca) if self.tls_ca else None)
             if self.tls_cert:
-                tls.load_cert_chain(os.path.expanduser(self.tls_cert),
-                                    os.path.expanduser(self.tls_key) if self.tls_key else None)
+                tls.load_cert_chain(
+                    os.path.expanduser(self.tls_cert), os.path.expanduser(self.tls_key) if self.tls_key else None
+                )
         except ssl.SSLError as exc:  # a file that is there but is no PEM certificate/key, or they do not match
             words = str(exc.reason or exc.strerror or "not PEM").lower().replace("_", " ")
             raise UsageError(f"cannot load the TLS files: {words}") from None
@@ -370,17 +386,20 @@ def os_error_words(exc: OSError) -> str:
     return f"{name}: {words}" if name else words
 
 
-async def connect(opts: ConnOptions, *, on_error: Callable[[Exception], None] | None = None,
-                  **extra: Any) -> nats.NATS:
+async def connect(opts: ConnOptions, *, on_error: Callable[[Exception], None] | None = None, **extra: Any) -> nats.NATS:
     """Connect with nats-py; failures become a :class:`CliError` naming the server (credentials
     redacted). ``on_error`` also sees the errors nats-py reports after connecting."""
     servers = [s.strip() for s in opts.server.split(",") if s.strip()]
     servers = [s if "://" in s else f"nats://{s}" for s in servers]
     kw: dict[str, Any] = dict(
-        servers=servers, name=opts.name, connect_timeout=max(min(opts.timeout, 5.0), 1.0),
+        servers=servers,
+        name=opts.name,
+        connect_timeout=max(min(opts.timeout, 5.0), 1.0),
         # nats-py treats max_reconnect_attempts=0 as "forever", even for the first connect: allow one retry
         # per server with a short wait, so an unreachable server fails in about connect_timeout.
-        allow_reconnect=False, max_reconnect_attempts=1, reconnect_time_wait=0.1,
+        allow_reconnect=False,
+        max_reconnect_attempts=1,
+        reconnect_time_wait=0.1,
     )
     # A URL that carries a user (nats://sys:pass@host, or a token) is the identity used, over the
     # context's and the flags' credentials, as in the nats CLI (nats.go takes the URL's user info).
@@ -428,7 +447,7 @@ async def connect(opts: ConnOptions, *, on_error: Callable[[Exception], None] | 
             words = os_error_words(cause)
         else:
             words = str(cause).strip() or type(cause).__name__
-            words = words[len("nats: "):] if words.startswith("nats: ") else words
+            words = words[len("nats: ") :] if words.startswith("nats: ") else words
         raise CliError(f"could not connect to {redact(opts.server)}{via}: {redact(words)}") from None
     return nc
 
@@ -453,8 +472,9 @@ class JsApi:
         self.timeout = timeout
         self.prefix = prefix
 
-    async def request(self, subject: str, body: Any = None, *, timeout: float | None = None,
-                      raw: bytes | None = None) -> dict:
+    async def request(
+        self, subject: str, body: Any = None, *, timeout: float | None = None, raw: bytes | None = None
+    ) -> dict:
         """Request ``$JS.API.<subject>``; an ``error`` in the reply raises :class:`ApiError`."""
         full = f"{self.prefix}.{subject}"
         payload = raw if raw is not None else (b"" if body is None else json.dumps(body).encode())
@@ -683,9 +703,14 @@ def confirm_edit(ctx: Ctx, what: str, old: dict, new: dict, force: bool) -> None
         confirm(f"Really edit {what}", force)
 
 
-async def arrivals(next_item: Callable[[float | None], Awaitable[Any]], count: int | None, wait_s: float | None,
-                   *, idle: float | None = None, stop_on: tuple[type[BaseException], ...] = (asyncio.TimeoutError,),
-                   ) -> AsyncIterator[Any]:
+async def arrivals(
+    next_item: Callable[[float | None], Awaitable[Any]],
+    count: int | None,
+    wait_s: float | None,
+    *,
+    idle: float | None = None,
+    stop_on: tuple[type[BaseException], ...] = (asyncio.TimeoutError,),
+) -> AsyncIterator[Any]:
     """Yield ``await next_item(timeout)`` until ``count`` items, ``wait_s`` seconds, or a ``stop_on`` error.
 
     Without ``wait_s`` each wait is ``idle`` seconds (None: forever); a None item is skipped, not counted.
@@ -776,7 +801,7 @@ async def bucket_streams(ctx: Ctx, prefix: str) -> tuple[list[dict], list[str]]:
     """The infos of the streams backing ``prefix`` buckets (sorted by name) and the bucket names."""
     api = await ctx.api()
     infos = [i for i in await api.stream_infos() if i["config"]["name"].startswith(prefix)]
-    return infos, [i["config"]["name"][len(prefix):] for i in infos]
+    return infos, [i["config"]["name"][len(prefix) :] for i in infos]
 
 
 def backing_store(cfg: dict) -> tuple[str, str]:

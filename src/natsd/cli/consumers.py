@@ -14,9 +14,29 @@ from typing import Any
 
 from natsd.cli import features, render
 from natsd.cli.common import (
-    CliError, UsageError, arrivals, ask, choice, choose, comma, confirm, confirm_edit, format_duration, next_from,
-    optional_count, optional_seconds, parse_duration, parse_int, print_names, queue_subscriber, read_json_file,
-    rfc3339, show_api, show_result, stdin_is_tty, text_of,
+    CliError,
+    UsageError,
+    arrivals,
+    ask,
+    choice,
+    choose,
+    comma,
+    confirm,
+    confirm_edit,
+    format_duration,
+    next_from,
+    optional_count,
+    optional_seconds,
+    parse_duration,
+    parse_int,
+    print_names,
+    queue_subscriber,
+    read_json_file,
+    rfc3339,
+    show_api,
+    show_result,
+    stdin_is_tty,
+    text_of,
 )
 from natsd.cli.context import Ctx
 from natsd.cli.pubsub import msg_json
@@ -49,8 +69,11 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     i.add_argument("consumer", nargs="?")
     i.set_defaults(func=cmd_info)
 
-    e = s.add_parser("edit", parents=[common],
-                     help="change a consumer's configuration (asks for confirmation on a terminal unless -f)")
+    e = s.add_parser(
+        "edit",
+        parents=[common],
+        help="change a consumer's configuration (asks for confirmation on a terminal unless -f)",
+    )
     e.add_argument("stream", nargs="?")
     e.add_argument("consumer", nargs="?")
     config_flags(e)
@@ -75,8 +98,12 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
     views.register_consumer(s, common)  # report
 
-    ev = s.add_parser("events", aliases=["event"], parents=[common],
-                      help="show a consumer's advisories and ack samples as they happen")
+    ev = s.add_parser(
+        "events",
+        aliases=["event"],
+        parents=[common],
+        help="show a consumer's advisories and ack samples as they happen",
+    )
     ev.add_argument("stream", nargs="?")
     ev.add_argument("consumer", nargs="?")
     ev.add_argument("--count", default=None, help="stop after this many events")
@@ -205,33 +232,44 @@ async def cmd_add(ctx: Ctx) -> None:
         cfg.pop("name", None)
     apply_flags(cfg, a)
     interactive = stdin_is_tty() and not a.defaults and not a.config
-    if not interactive and not a.defaults and not a.config and a.target is None and not a.pull \
-            and "deliver_subject" not in cfg:
+    if (
+        not interactive
+        and not a.defaults
+        and not a.config
+        and a.target is None
+        and not a.pull
+        and "deliver_subject" not in cfg
+    ):
         # Pull or push is the one choice with no safe default: a script must say which (as `str add` needs
         # --subjects) instead of getting a consumer it did not ask for.
-        raise UsageError("--pull or --target SUBJECT is required (no terminal to prompt; --defaults makes a pull "
-                         "consumer)")
+        raise UsageError(
+            "--pull or --target SUBJECT is required (no terminal to prompt; --defaults makes a pull consumer)"
+        )
     if interactive:
         if a.target is None and not a.pull and "deliver_subject" not in cfg:
             t = ask("--target", "Delivery target (empty for Pull Consumers)", "", allow_empty=True)
             if t:
                 cfg["deliver_subject"] = t
         if a.deliver is None:
-            apply_deliver(cfg, ask("--deliver", "Start policy (all, new, last, last_per_subject, 1h, msg sequence)",
-                                   "all"))
+            apply_deliver(
+                cfg, ask("--deliver", "Start policy (all, new, last, last_per_subject, 1h, msg sequence)", "all")
+            )
         if a.ack is None and cfg.get("deliver_subject"):
-            cfg["ack_policy"] = _choice(ask("--ack", "Acknowledgement policy", "explicit",
-                                            choices=["explicit", "all", "none"]), ACK, "--ack")
+            cfg["ack_policy"] = _choice(
+                ask("--ack", "Acknowledgement policy", "explicit", choices=["explicit", "all", "none"]), ACK, "--ack"
+            )
         if a.replay is None and cfg.get("deliver_subject"):
-            cfg["replay_policy"] = _choice(ask("--replay", "Replay policy", "instant",
-                                               choices=["instant", "original"]), REPLAY, "--replay")
+            cfg["replay_policy"] = _choice(
+                ask("--replay", "Replay policy", "instant", choices=["instant", "original"]), REPLAY, "--replay"
+            )
         if a.filter is None:
             f = ask("--filter", "Filter Stream by subject (blank for all)", "", allow_empty=True)
             if f:
                 cfg["filter_subject"] = f
         if a.max_deliver is None:
-            cfg["max_deliver"] = parse_int(ask("--max-deliver", "Maximum Allowed Deliveries", "-1"),
-                                           flag="--max-deliver")
+            cfg["max_deliver"] = parse_int(
+                ask("--max-deliver", "Maximum Allowed Deliveries", "-1"), flag="--max-deliver"
+            )
     # The reference tool's defaults; without --target this is a pull consumer.
     cfg.setdefault("deliver_policy", "all")
     cfg.setdefault("ack_policy", "explicit")
@@ -261,11 +299,24 @@ async def cmd_ls(ctx: Ctx) -> None:
     rows = []
     for i in infos:
         c = i.get("config", {})
-        rows.append([i["name"], "Pull" if not c.get("deliver_subject") else f"Push {c['deliver_subject']}",
-                     c.get("filter_subject", ""), c.get("ack_policy", ""), comma(i.get("num_pending")),
-                     comma(i.get("num_ack_pending")), comma(i.get("num_redelivered"))])
-    ctx.out.print(render.table(f"Consumers for Stream {stream}",
-                               ["Name", "Mode", "Filter", "Ack", "Unprocessed", "Ack Pending", "Redelivered"], rows))
+        rows.append(
+            [
+                i["name"],
+                "Pull" if not c.get("deliver_subject") else f"Push {c['deliver_subject']}",
+                c.get("filter_subject", ""),
+                c.get("ack_policy", ""),
+                comma(i.get("num_pending")),
+                comma(i.get("num_ack_pending")),
+                comma(i.get("num_redelivered")),
+            ]
+        )
+    ctx.out.print(
+        render.table(
+            f"Consumers for Stream {stream}",
+            ["Name", "Mode", "Filter", "Ack", "Unprocessed", "Ack Pending", "Redelivered"],
+            rows,
+        )
+    )
 
 
 async def cmd_info(ctx: Ctx) -> None:
@@ -283,10 +334,16 @@ async def cmd_edit(ctx: Ctx) -> None:
     new = read_json_file(a.config) if a.config else dict(current)
     new.pop("stream_name", None)
     apply_flags(new, a)
-    confirm_edit(ctx, f"Consumer {stream} > {name}", {k: v for k, v in current.items() if k != "metadata"},
-                 {k: v for k, v in new.items() if k != "metadata"}, a.force)
-    info = await api.request(f"CONSUMER.CREATE.{stream}.{name}",
-                             {"stream_name": stream, "config": new, "action": "update"})
+    confirm_edit(
+        ctx,
+        f"Consumer {stream} > {name}",
+        {k: v for k, v in current.items() if k != "metadata"},
+        {k: v for k, v in new.items() if k != "metadata"},
+        a.force,
+    )
+    info = await api.request(
+        f"CONSUMER.CREATE.{stream}.{name}", {"stream_name": stream, "config": new, "action": "update"}
+    )
     show_result(ctx, info, f"Consumer {stream} > {name} was updated\n", render.consumer_info(info))
 
 
@@ -319,8 +376,9 @@ async def cmd_next(ctx: Ctx) -> int:
         try:
             # old_style: a private inbox per request, because JetStream delivers the message under its own
             # stream subject, which nats-py's shared request inbox could not match to this request.
-            msg = await nc.request(f"{api.prefix}.CONSUMER.MSG.NEXT.{stream}.{name}", body, timeout=ctx.timeout,
-                                   old_style=True)
+            msg = await nc.request(
+                f"{api.prefix}.CONSUMER.MSG.NEXT.{stream}.{name}", body, timeout=ctx.timeout, old_style=True
+            )
         except Exception as exc:  # no responders / timeout
             if "no responders" in str(exc).lower() or type(exc).__name__ == "NoRespondersError":
                 raise CliError(f"consumer {stream} > {name} not found (no responders)") from None
@@ -351,8 +409,13 @@ async def cmd_next(ctx: Ctx) -> int:
             except Exception:  # servers may not confirm acks; flushing still orders it
                 await nc.flush()
             if not ctx.json and not a.raw:
-                ctx.out.print({b"+ACK": "Acknowledged message", b"-NAK": "Negatively acknowledged message",
-                               b"+TERM": "Terminated message"}[token])
+                ctx.out.print(
+                    {
+                        b"+ACK": "Acknowledged message",
+                        b"-NAK": "Negatively acknowledged message",
+                        b"+TERM": "Terminated message",
+                    }[token]
+                )
     return 0
 
 
@@ -362,21 +425,27 @@ def _event_line(subject: str, data: dict) -> str:
     hms = ts[11:19] if len(ts) >= 19 else datetime.now().strftime("%H:%M:%S")
     head = f"[{hms}] [{data.get('id', '')}]"
     if kind == "consumer_ack" or subject.startswith("$JS.EVENT.METRIC."):
-        return (f"{head} Acknowledgement Sample\n"
-                f"             Consumer: {data.get('stream')} > {data.get('consumer')}\n"
-                f"      Stream Sequence: {data.get('stream_seq')}\n"
-                f"    Consumer Sequence: {data.get('consumer_seq')}\n"
-                f"           Deliveries: {data.get('deliveries', data.get('delivered'))}\n"
-                f"                Delay: {format_duration(data.get('ack_time', 0))}\n")
+        return (
+            f"{head} Acknowledgement Sample\n"
+            f"             Consumer: {data.get('stream')} > {data.get('consumer')}\n"
+            f"      Stream Sequence: {data.get('stream_seq')}\n"
+            f"    Consumer Sequence: {data.get('consumer_seq')}\n"
+            f"           Deliveries: {data.get('deliveries', data.get('delivered'))}\n"
+            f"                Delay: {format_duration(data.get('ack_time', 0))}\n"
+        )
     if kind == "max_deliver":
-        return (f"{head} Delivery Exceeded\n"
-                f"             Consumer: {data.get('stream')} > {data.get('consumer')}\n"
-                f"      Stream Sequence: {data.get('stream_seq')}\n"
-                f"           Deliveries: {data.get('deliveries')}\n")
+        return (
+            f"{head} Delivery Exceeded\n"
+            f"             Consumer: {data.get('stream')} > {data.get('consumer')}\n"
+            f"      Stream Sequence: {data.get('stream_seq')}\n"
+            f"           Deliveries: {data.get('deliveries')}\n"
+        )
     if kind == "terminated":
-        return (f"{head} Terminated Message\n"
-                f"             Consumer: {data.get('stream')} > {data.get('consumer')}\n"
-                f"      Stream Sequence: {data.get('stream_seq')}\n")
+        return (
+            f"{head} Terminated Message\n"
+            f"             Consumer: {data.get('stream')} > {data.get('consumer')}\n"
+            f"      Stream Sequence: {data.get('stream_seq')}\n"
+        )
     return f"{head} {kind or subject}\n{json.dumps(data, indent=2)}\n"
 
 

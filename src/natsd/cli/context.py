@@ -73,7 +73,7 @@ class Ctx:
         for exc in reversed(errs):
             text = str(exc).strip()
             if text.startswith("nats: "):
-                text = text[len("nats: "):].strip("'")
+                text = text[len("nats: ") :].strip("'")
                 if subject is not None:
                     for what in ("Publish", "Subscription"):
                         canonical = f'Permissions Violation for {what} to "{subject}"'

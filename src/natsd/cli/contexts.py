@@ -31,10 +31,19 @@ from natsd.redact import redact
 
 #: natscli's field -> the flag that sets it (``context add``), in natscli's order.
 FIELDS = [
-    ("description", "--description"), ("url", "--server"), ("token", "--token"), ("user", "--user"),
-    ("password", "--password"), ("creds", "--creds"), ("nkey", "--nkey"), ("cert", "--tlscert"),
-    ("key", "--tlskey"), ("ca", "--tlsca"), ("jetstream_domain", "--js-domain"),
-    ("jetstream_api_prefix", "--js-api-prefix"), ("jetstream_event_prefix", "--js-event-prefix"),
+    ("description", "--description"),
+    ("url", "--server"),
+    ("token", "--token"),
+    ("user", "--user"),
+    ("password", "--password"),
+    ("creds", "--creds"),
+    ("nkey", "--nkey"),
+    ("cert", "--tlscert"),
+    ("key", "--tlskey"),
+    ("ca", "--tlsca"),
+    ("jetstream_domain", "--js-domain"),
+    ("jetstream_api_prefix", "--js-api-prefix"),
+    ("jetstream_event_prefix", "--js-event-prefix"),
     ("inbox_prefix", "--inbox-prefix"),
 ]
 
@@ -118,8 +127,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     s = p.add_subparsers(dest="context_cmd", metavar="VERB", parser_class=type(p))
     s.required = True
 
-    a = s.add_parser("add", aliases=["save", "create"], parents=[common],
-                     help="create or update a context from the connection flags")
+    a = s.add_parser(
+        "add", aliases=["save", "create"], parents=[common], help="create or update a context from the connection flags"
+    )
     a.add_argument("name")
     a.add_argument("--description", default=None)
     a.add_argument("--select", action="store_true", help="also make it the selected context")
@@ -143,9 +153,20 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 def _flag_values(a: argparse.Namespace) -> dict[str, Any]:
     """The context fields given as flags on this command line."""
-    pairs = {"url": a.server, "user": a.user, "password": a.password, "creds": a.creds, "token": a.token,
-             "nkey": a.nkey, "cert": a.tlscert, "key": a.tlskey, "ca": a.tlsca, "jetstream_domain": a.js_domain,
-             "jetstream_api_prefix": a.js_api_prefix, "description": getattr(a, "description", None)}
+    pairs = {
+        "url": a.server,
+        "user": a.user,
+        "password": a.password,
+        "creds": a.creds,
+        "token": a.token,
+        "nkey": a.nkey,
+        "cert": a.tlscert,
+        "key": a.tlskey,
+        "ca": a.tlsca,
+        "jetstream_domain": a.js_domain,
+        "jetstream_api_prefix": a.js_api_prefix,
+        "description": getattr(a, "description", None),
+    }
     out = {k: v for k, v in pairs.items() if v is not None}
     if a.tlsfirst:
         out["tls_first"] = True
@@ -168,7 +189,7 @@ async def cmd_add(ctx: Ctx) -> None:
     if ctx.json:
         ctx.out.json_out({"name": name, "path": str(saved), "selected": selected() == name, **_shown(data)})
     else:
-        ctx.out.print(f"NATS Configuration Context \"{name}\" saved to {saved}\n")
+        ctx.out.print(f'NATS Configuration Context "{name}" saved to {saved}\n')
         ctx.out.print(_info_text(name, data, saved))
 
 
@@ -182,12 +203,25 @@ def _shown(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _info_text(name: str, data: dict[str, Any], path: Path) -> str:
-    rows = [("Description", data.get("description") or ""), ("Server URLs", redact(data.get("url") or "")),
-            ("Path", str(path))]
-    labels = {"user": "Username", "password": "Password", "token": "Token", "creds": "Credentials",
-              "nkey": "NKey", "cert": "Certificate", "key": "Key", "ca": "CA", "jetstream_domain": "JetStream Domain",
-              "jetstream_api_prefix": "JetStream API Prefix", "jetstream_event_prefix": "JetStream Event Prefix",
-              "inbox_prefix": "Inbox Prefix"}
+    rows = [
+        ("Description", data.get("description") or ""),
+        ("Server URLs", redact(data.get("url") or "")),
+        ("Path", str(path)),
+    ]
+    labels = {
+        "user": "Username",
+        "password": "Password",
+        "token": "Token",
+        "creds": "Credentials",
+        "nkey": "NKey",
+        "cert": "Certificate",
+        "key": "Key",
+        "ca": "CA",
+        "jetstream_domain": "JetStream Domain",
+        "jetstream_api_prefix": "JetStream API Prefix",
+        "jetstream_event_prefix": "JetStream Event Prefix",
+        "inbox_prefix": "Inbox Prefix",
+    }
     shown = _shown(data)
     for field, label in labels.items():
         if shown.get(field):
@@ -197,7 +231,7 @@ def _info_text(name: str, data: dict[str, Any], path: Path) -> str:
     for field in ("creds", "nkey", "cert", "key", "ca"):
         if data.get(field) and not os.path.exists(os.path.expanduser(str(data[field]))):
             rows.append(("Warning", f"{field} file {data[field]} does not exist"))
-    return render.sections(f"NATS Configuration Context \"{name}\"", [("Settings", rows)])
+    return render.sections(f'NATS Configuration Context "{name}"', [("Settings", rows)])
 
 
 async def cmd_ls(ctx: Ctx) -> None:
@@ -230,7 +264,7 @@ async def cmd_select(ctx: Ctx) -> None:
     if ctx.json:
         ctx.out.json_out({"selected": name})
     else:
-        ctx.out.print(f"Selected context \"{name}\"")
+        ctx.out.print(f'Selected context "{name}"')
 
 
 async def cmd_info(ctx: Ctx) -> None:
@@ -239,8 +273,9 @@ async def cmd_info(ctx: Ctx) -> None:
         raise UsageError("NAME is required (no context is selected)")
     data = load(name)
     if ctx.json:
-        ctx.out.json_out({"name": name, "path": str(context_path(name)), "selected": selected() == name,
-                          **_shown(data)})
+        ctx.out.json_out(
+            {"name": name, "path": str(context_path(name)), "selected": selected() == name, **_shown(data)}
+        )
     else:
         ctx.out.print(_info_text(name, data, context_path(name)))
 
@@ -264,4 +299,4 @@ async def cmd_rm(ctx: Ctx) -> None:
     if ctx.json:
         ctx.out.json_out({"name": name, "deleted": True})
     else:
-        ctx.out.print(f"Deleted context \"{name}\"")
+        ctx.out.print(f'Deleted context "{name}"')

@@ -32,8 +32,12 @@ PARTITION_KEY = "natsd.partition_key"
 
 
 def _metadata_flag(g: argparse._ArgumentGroup) -> None:
-    g.add_argument("--metadata", action="append", metavar="KEY=VALUE",
-                   help="a metadata key (repeatable; an empty VALUE removes the key)")
+    g.add_argument(
+        "--metadata",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a metadata key (repeatable; an empty VALUE removes the key)",
+    )
 
 
 def _set(cfg: dict, key: str, value: str | None) -> None:
@@ -59,12 +63,25 @@ def _apply_metadata(cfg: dict, values: list[str] | None) -> None:
 def stream_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("metadata and natsd features")
     _metadata_flag(g)
-    g.add_argument("--keep-last-under-max-age", dest="keep_last", action="store_true", default=None,
-                   help="natsd: max_age never expires the last message of a subject")
-    g.add_argument("--no-keep-last-under-max-age", dest="keep_last", action="store_false",
-                   help="natsd: switch keep-last-under-max-age off")
-    g.add_argument("--schema", action="append", metavar="SUBJECT=SCHEMA",
-                   help="natsd: JSON Schema for payloads on SUBJECT (inline JSON, @file, or kv:<bucket>/<key>)")
+    g.add_argument(
+        "--keep-last-under-max-age",
+        dest="keep_last",
+        action="store_true",
+        default=None,
+        help="natsd: max_age never expires the last message of a subject",
+    )
+    g.add_argument(
+        "--no-keep-last-under-max-age",
+        dest="keep_last",
+        action="store_false",
+        help="natsd: switch keep-last-under-max-age off",
+    )
+    g.add_argument(
+        "--schema",
+        action="append",
+        metavar="SUBJECT=SCHEMA",
+        help="natsd: JSON Schema for payloads on SUBJECT (inline JSON, @file, or kv:<bucket>/<key>)",
+    )
 
 
 def apply_stream(cfg: dict, a: argparse.Namespace) -> dict:
@@ -93,11 +110,19 @@ def apply_stream(cfg: dict, a: argparse.Namespace) -> dict:
 def consumer_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("metadata and natsd features")
     _metadata_flag(g)
-    g.add_argument("--dead-letter", dest="dead_letter", metavar="SUBJECT",
-                   help="natsd: publish messages that reach max deliveries or are terminated here")
-    g.add_argument("--partition-key", dest="partition_key", metavar="KEY",
-                   help="natsd: deliver in order per key, one message per key in flight "
-                        "({{wildcard(n)}} of the filter, or header:<Name>)")
+    g.add_argument(
+        "--dead-letter",
+        dest="dead_letter",
+        metavar="SUBJECT",
+        help="natsd: publish messages that reach max deliveries or are terminated here",
+    )
+    g.add_argument(
+        "--partition-key",
+        dest="partition_key",
+        metavar="KEY",
+        help="natsd: deliver in order per key, one message per key in flight "
+        "({{wildcard(n)}} of the filter, or header:<Name>)",
+    )
 
 
 def apply_consumer(cfg: dict, a: argparse.Namespace) -> dict:

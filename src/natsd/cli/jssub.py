@@ -22,8 +22,17 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from natsd.cli.common import (
-    CliError, UsageError, arrivals, check_subject, next_from, optional_count, optional_seconds, parse_duration,
-    parse_int, queue_subscriber, text_of,
+    CliError,
+    UsageError,
+    arrivals,
+    check_subject,
+    next_from,
+    optional_count,
+    optional_seconds,
+    parse_duration,
+    parse_int,
+    queue_subscriber,
+    text_of,
 )
 from natsd.cli.context import Ctx
 
@@ -33,27 +42,50 @@ def add_flags(s: argparse.ArgumentParser) -> None:
     g.add_argument("--stream", default=None, help="subscribe to this stream (the subject, if given, filters it)")
     g.add_argument("--all", dest="deliver_all", action="store_true", help="every message in the stream")
     g.add_argument("--new", dest="deliver_new", action="store_true", help="only messages arriving from now on")
-    g.add_argument("--last", dest="deliver_last", action="store_true",
-                   help="the most recent message and every one after it")
-    g.add_argument("--last-per-subject", dest="deliver_last_per_subject", action="store_true",
-                   help="the most recent message of each subject, then new ones")
+    g.add_argument(
+        "--last", dest="deliver_last", action="store_true", help="the most recent message and every one after it"
+    )
+    g.add_argument(
+        "--last-per-subject",
+        dest="deliver_last_per_subject",
+        action="store_true",
+        help="the most recent message of each subject, then new ones",
+    )
     g.add_argument("--start-sequence", dest="start_seq", default=None, help="start at this stream sequence")
     g.add_argument("--since", default=None, help="messages received within this long, e.g. 1h30m")
-    g.add_argument("-T", "--terminate-at-end", dest="terminate_at_end", action="store_true",
-                   help="stop once every message in the stream was received")
+    g.add_argument(
+        "-T",
+        "--terminate-at-end",
+        dest="terminate_at_end",
+        action="store_true",
+        help="stop once every message in the stream was received",
+    )
 
 
 def wanted(a: argparse.Namespace) -> bool:
     """Whether the flags ask for a JetStream subscription."""
-    return bool(a.stream or a.deliver_all or a.deliver_new or a.deliver_last or a.deliver_last_per_subject
-                or a.start_seq or a.since)
+    return bool(
+        a.stream
+        or a.deliver_all
+        or a.deliver_new
+        or a.deliver_last
+        or a.deliver_last_per_subject
+        or a.start_seq
+        or a.since
+    )
 
 
 def consumer_config(a: argparse.Namespace, deliver_subject: str, now_ns: int) -> dict[str, Any]:
     """The ephemeral consumer's config for the flags (the first delivery flag given wins, as there)."""
-    cfg: dict[str, Any] = {"ack_policy": "none", "deliver_subject": deliver_subject, "flow_control": True,
-                           "idle_heartbeat": 5_000_000_000, "inactive_threshold": 30_000_000_000,
-                           "mem_storage": True, "num_replicas": 1}
+    cfg: dict[str, Any] = {
+        "ack_policy": "none",
+        "deliver_subject": deliver_subject,
+        "flow_control": True,
+        "idle_heartbeat": 5_000_000_000,
+        "inactive_threshold": 30_000_000_000,
+        "mem_storage": True,
+        "num_replicas": 1,
+    }
     if a.subject:
         cfg["filter_subject"] = a.subject
     if a.start_seq:
@@ -89,8 +121,12 @@ def ack_meta(reply: str | None) -> dict[str, Any]:
         t = t[:2] + t[4:]
     try:
         ts = int(t[7])
-        return {"stream": t[2], "seq": int(t[5]), "pending": int(t[8]),
-                "time": datetime.fromtimestamp(ts / 1e9).strftime("%Y-%m-%d %H:%M:%S")}
+        return {
+            "stream": t[2],
+            "seq": int(t[5]),
+            "pending": int(t[8]),
+            "time": datetime.fromtimestamp(ts / 1e9).strftime("%Y-%m-%d %H:%M:%S"),
+        }
     except (IndexError, ValueError):
         return {}
 
@@ -119,8 +155,7 @@ async def run(ctx: Ctx, msg_json: Callable[..., dict]) -> None:
     queue, on_msg = queue_subscriber(65_536)
     sub = await nc.subscribe(inbox, cb=on_msg)
     cfg = consumer_config(a, inbox, time.time_ns())
-    created = await api.request(f"CONSUMER.CREATE.{stream}", {"stream_name": stream, "config": cfg,
-                                                              "action": "create"})
+    created = await api.request(f"CONSUMER.CREATE.{stream}", {"stream_name": stream, "config": cfg, "action": "create"})
     name = created["name"]
     what = a.subject or "every subject"
     sys.stderr.write(f"Subscribing to JetStream Stream {stream} on {what} ({cfg['deliver_policy']})\n")
@@ -144,9 +179,11 @@ async def run(ctx: Ctx, msg_json: Callable[..., dict]) -> None:
             elif a.raw:
                 ctx.out.raw(msg.data)
             else:
-                ctx.out.print(f"[#{n}] Received JetStream message: stream: {meta.get('stream', stream)} seq: "
-                              f"{meta.get('seq', '?')} / pending: {meta.get('pending', '?')} / subject: "
-                              f"{msg.subject} / time: {meta.get('time', '')}")
+                ctx.out.print(
+                    f"[#{n}] Received JetStream message: stream: {meta.get('stream', stream)} seq: "
+                    f"{meta.get('seq', '?')} / pending: {meta.get('pending', '?')} / subject: "
+                    f"{msg.subject} / time: {meta.get('time', '')}"
+                )
                 for k, v in (msg.headers or {}).items():
                     ctx.out.print(f"{k}: {v}")
                 if msg.headers:
@@ -164,4 +201,3 @@ async def run(ctx: Ctx, msg_json: Callable[..., dict]) -> None:
             pass  # gone already; the inactive threshold removes it otherwise
     if limit_n is not None and n < limit_n and not a.terminate_at_end:
         raise CliError(f"received {n} of {limit_n} messages before --wait expired")
-

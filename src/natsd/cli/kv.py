@@ -11,9 +11,29 @@ from nats.js.errors import InvalidKeyError, KeyDeletedError, KeyNotFoundError, N
 
 from natsd.cli import render
 from natsd.cli.common import (
-    CliError, UsageError, arrivals, backing_store, bucket_flags, bucket_limits, bucket_streams, comma, confirm,
-    create_bucket, delete_bucket, error_text, format_duration, human_bytes, open_bucket, optional_count,
-    optional_seconds, parse_int, parse_size, payload_json, read_stdin_bytes, stdin_is_tty, text_of,
+    CliError,
+    UsageError,
+    arrivals,
+    backing_store,
+    bucket_flags,
+    bucket_limits,
+    bucket_streams,
+    comma,
+    confirm,
+    create_bucket,
+    delete_bucket,
+    error_text,
+    format_duration,
+    human_bytes,
+    open_bucket,
+    optional_count,
+    optional_seconds,
+    parse_int,
+    parse_size,
+    payload_json,
+    read_stdin_bytes,
+    stdin_is_tty,
+    text_of,
 )
 from natsd.cli.context import Ctx
 
@@ -111,7 +131,8 @@ async def cmd_add(ctx: Ctx) -> None:
     a = ctx.args
     js = await ctx.js()
     cfg = KeyValueConfig(
-        bucket=a.bucket, history=parse_int(a.history, flag="--history"),
+        bucket=a.bucket,
+        history=parse_int(a.history, flag="--history"),
         max_value_size=parse_size(a.max_value_size, flag="--max-value-size") if a.max_value_size else None,
         **bucket_limits(a),
     )
@@ -124,9 +145,14 @@ async def _status(ctx: Ctx, bucket: str, created: bool = False) -> None:
     info = await api.request(f"STREAM.INFO.KV_{bucket}")
     cfg, st = info["config"], info.get("state", {})
     status = {
-        "bucket": bucket, "values": st.get("messages", 0), "history": cfg.get("max_msgs_per_subject", 1),
-        "ttl": cfg.get("max_age", 0), "bytes": st.get("bytes", 0), "storage": cfg.get("storage"),
-        "max_value_size": cfg.get("max_msg_size", -1), "max_bucket_size": cfg.get("max_bytes", -1),
+        "bucket": bucket,
+        "values": st.get("messages", 0),
+        "history": cfg.get("max_msgs_per_subject", 1),
+        "ttl": cfg.get("max_age", 0),
+        "bytes": st.get("bytes", 0),
+        "storage": cfg.get("storage"),
+        "max_value_size": cfg.get("max_msg_size", -1),
+        "max_bucket_size": cfg.get("max_bytes", -1),
         "stream": cfg.get("name"),
     }
     if ctx.json:
@@ -135,11 +161,14 @@ async def _status(ctx: Ctx, bucket: str, created: bool = False) -> None:
     title = f"Information for Key-Value Store Bucket {bucket}"
     if created:
         ctx.out.print(f"Key-Value Store Bucket {bucket} was created\n")
-    rows = [("Bucket Name", bucket), ("History Kept", status["history"]),
-            ("Values Stored", comma(status["values"])),
-            ("Maximum Age", format_duration(status["ttl"]) if status["ttl"] else "unlimited"),
-            backing_store(cfg),
-            ("Bucket Size", human_bytes(status["bytes"]))]
+    rows = [
+        ("Bucket Name", bucket),
+        ("History Kept", status["history"]),
+        ("Values Stored", comma(status["values"])),
+        ("Maximum Age", format_duration(status["ttl"]) if status["ttl"] else "unlimited"),
+        backing_store(cfg),
+        ("Bucket Size", human_bytes(status["bytes"])),
+    ]
     ctx.out.print(render.sections(title, [("Configuration", rows)]))
 
 
@@ -189,8 +218,16 @@ async def cmd_get(ctx: Ctx) -> None:
         raise CliError(f"key {a.key} not found") from None
     value = text_of(e.value)
     if ctx.json:
-        ctx.out.json_out({"bucket": e.bucket, "key": e.key, **_value_json(e.value), "revision": e.revision,
-                          "delta": e.delta, "operation": e.operation or "PUT"})
+        ctx.out.json_out(
+            {
+                "bucket": e.bucket,
+                "key": e.key,
+                **_value_json(e.value),
+                "revision": e.revision,
+                "delta": e.delta,
+                "operation": e.operation or "PUT",
+            }
+        )
     elif a.raw:
         ctx.out.raw(e.value or b"", end=b"")
     else:
@@ -210,8 +247,7 @@ async def cmd_del(ctx: Ctx) -> None:
     confirm(f"Really delete key {a.key} from bucket {a.bucket}", a.force)
     kv = await _kv(ctx, a.bucket)
     await kv.delete(a.key)
-    _done(ctx, {"bucket": a.bucket, "key": a.key, "operation": "DEL"},
-          f"Deleted key {a.key} from bucket {a.bucket}")
+    _done(ctx, {"bucket": a.bucket, "key": a.key, "operation": "DEL"}, f"Deleted key {a.key} from bucket {a.bucket}")
 
 
 async def cmd_purge(ctx: Ctx) -> None:
@@ -219,8 +255,11 @@ async def cmd_purge(ctx: Ctx) -> None:
     confirm(f"Really purge key {a.key} and its history from bucket {a.bucket}", a.force)
     kv = await _kv(ctx, a.bucket)
     await kv.purge(a.key)
-    _done(ctx, {"bucket": a.bucket, "key": a.key, "operation": "PURGE"},
-          f"Purged key {a.key} and its history from bucket {a.bucket}")
+    _done(
+        ctx,
+        {"bucket": a.bucket, "key": a.key, "operation": "PURGE"},
+        f"Purged key {a.key} and its history from bucket {a.bucket}",
+    )
 
 
 def _done(ctx: Ctx, doc: dict, text: str) -> None:
@@ -251,14 +290,24 @@ async def cmd_history(ctx: Ctx) -> None:
     if not entries:
         raise CliError(f"key {a.key} not found")
     if ctx.json:
-        ctx.out.json_out([{"key": e.key, "revision": e.revision, "operation": e.operation or "PUT",
-                           **_value_json(e.value)} for e in entries])
+        ctx.out.json_out(
+            [
+                {"key": e.key, "revision": e.revision, "operation": e.operation or "PUT", **_value_json(e.value)}
+                for e in entries
+            ]
+        )
         return
-    rows = [{"key": e.key, "revision": e.revision, "operation": e.operation or "PUT", "value": text_of(e.value)}
-            for e in entries]
-    ctx.out.print(render.table(f"History for {a.bucket} > {a.key}", ["Key", "Revision", "Op", "Length", "Value"],
-                               [[r["key"], r["revision"], r["operation"], len(r["value"]), r["value"][:40]]
-                                for r in rows]))
+    rows = [
+        {"key": e.key, "revision": e.revision, "operation": e.operation or "PUT", "value": text_of(e.value)}
+        for e in entries
+    ]
+    ctx.out.print(
+        render.table(
+            f"History for {a.bucket} > {a.key}",
+            ["Key", "Revision", "Op", "Length", "Value"],
+            [[r["key"], r["revision"], r["operation"], len(r["value"]), r["value"][:40]] for r in rows],
+        )
+    )
 
 
 async def cmd_keys(ctx: Ctx) -> None:
@@ -295,8 +344,9 @@ async def cmd_watch(ctx: Ctx) -> None:
             value = text_of(e.value)
             op = e.operation or "PUT"
             if ctx.json:
-                ctx.out.json_line({"bucket": e.bucket, "key": e.key, "revision": e.revision, "operation": op,
-                                   **_value_json(e.value)})
+                ctx.out.json_line(
+                    {"bucket": e.bucket, "key": e.key, "revision": e.revision, "operation": op, **_value_json(e.value)}
+                )
             else:
                 ctx.out.print(f"[{_ts(e) or datetime.now().strftime('%H:%M:%S')}] {op} {e.bucket} > {e.key}: {value}")
             sys.stdout.flush()

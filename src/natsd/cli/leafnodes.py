@@ -38,8 +38,9 @@ def register(report: Any, request: Any, common: argparse.ArgumentParser) -> None
     r.add_argument("--reverse", action="store_true", help="reverse the order")
     _wait_flag(r)
     r.set_defaults(func=cmd_report_leafnodes)
-    q = request.add_parser("leafnodes", aliases=["leaf", "leafz"], parents=[common],
-                           help="the servers' /leafz documents as JSON")
+    q = request.add_parser(
+        "leafnodes", aliases=["leaf", "leafz"], parents=[common], help="the servers' /leafz documents as JSON"
+    )
     q.add_argument("--subscriptions", action="store_true", help="include each link's subscriptions")
     q.add_argument("--account", default=None, help="only the links bound to this account")
     _wait_flag(q)
@@ -47,12 +48,18 @@ def register(report: Any, request: Any, common: argparse.ArgumentParser) -> None
 
 
 def _wait_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument("limit", nargs="?", type=int, default=0,
-                   help="stop after this many servers answered (default: all that answer within the timeout)")
+    p.add_argument(
+        "limit",
+        nargs="?",
+        type=int,
+        default=0,
+        help="stop after this many servers answered (default: all that answer within the timeout)",
+    )
 
 
-async def leafz_answers(ctx: Ctx, *, account: str | None = None, subscriptions: bool = False,
-                        limit: int = 0) -> list[dict]:
+async def leafz_answers(
+    ctx: Ctx, *, account: str | None = None, subscriptions: bool = False, limit: int = 0
+) -> list[dict]:
     """Every ``$SYS.REQ.SERVER.PING.LEAFZ`` answer within the timeout (or the first ``limit``)."""
     nc = await ctx.nc()
     inbox = nc.new_inbox()
@@ -101,14 +108,43 @@ async def cmd_report_leafnodes(ctx: Ctx) -> None:
     if ctx.json:
         ctx.out.json_out([{"server": s.get("name", ""), **leaf} for s, leaf in rows])
         return
-    table = [[s.get("name", ""), leaf.get("name", ""), _short_account(leaf.get("account", "")),
-              f"{leaf.get('ip', '')}:{leaf.get('port', 0)}", leaf.get("rtt", ""), comma(leaf.get("in_msgs")),
-              comma(leaf.get("out_msgs")), human_bytes(leaf.get("in_bytes")), human_bytes(leaf.get("out_bytes")),
-              comma(leaf.get("subscriptions")), leaf.get("compression", "") or "",
-              "true" if leaf.get("is_spoke") else "false"] for s, leaf in rows]
-    ctx.out.print(render.table("Leafnode Report", ["Server", "Name", "Account", "Address", "RTT", "Msgs In",
-                                                   "Msgs Out", "Bytes In", "Bytes Out", "Subs", "Compressed",
-                                                   "Spoke"], table))
+    table = [
+        [
+            s.get("name", ""),
+            leaf.get("name", ""),
+            _short_account(leaf.get("account", "")),
+            f"{leaf.get('ip', '')}:{leaf.get('port', 0)}",
+            leaf.get("rtt", ""),
+            comma(leaf.get("in_msgs")),
+            comma(leaf.get("out_msgs")),
+            human_bytes(leaf.get("in_bytes")),
+            human_bytes(leaf.get("out_bytes")),
+            comma(leaf.get("subscriptions")),
+            leaf.get("compression", "") or "",
+            "true" if leaf.get("is_spoke") else "false",
+        ]
+        for s, leaf in rows
+    ]
+    ctx.out.print(
+        render.table(
+            "Leafnode Report",
+            [
+                "Server",
+                "Name",
+                "Account",
+                "Address",
+                "RTT",
+                "Msgs In",
+                "Msgs Out",
+                "Bytes In",
+                "Bytes Out",
+                "Subs",
+                "Compressed",
+                "Spoke",
+            ],
+            table,
+        )
+    )
 
 
 async def cmd_request_leafnodes(ctx: Ctx) -> None:

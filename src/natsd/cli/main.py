@@ -108,8 +108,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     common = shared_parent()
     parser = Parser(
-        prog="natsctl", description="NATS and JetStream command-line tool (works with natsd and nats-server)",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter, parents=[common],
+        prog="natsctl",
+        description="NATS and JetStream command-line tool (works with natsd and nats-server)",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[common],
     )
     from natsd import __version__
 
@@ -122,8 +125,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 #: Context field -> the nats CLI's environment variable for the same flag.
-_ENV_OF = {"user": "NATS_USER", "password": "NATS_PASSWORD", "creds": "NATS_CREDS", "nkey": "NATS_NKEY",
-           "cert": "NATS_CERT", "key": "NATS_KEY", "ca": "NATS_CA"}
+_ENV_OF = {
+    "user": "NATS_USER",
+    "password": "NATS_PASSWORD",
+    "creds": "NATS_CREDS",
+    "nkey": "NATS_NKEY",
+    "cert": "NATS_CERT",
+    "key": "NATS_KEY",
+    "ca": "NATS_CA",
+}
 
 
 def _flag_or_env(flag_value: str | None, env: str) -> str | None:
@@ -147,13 +157,21 @@ def _conn_options(args: argparse.Namespace) -> ConnOptions:
 
     server = args.server or os.environ.get("NATS_URL") or c.get("url") or env_url()
     return ConnOptions(
-        server=server, user=pick(args.user, "user"), password=pick(args.password, "password"),
-        creds=pick(args.creds, "creds"), token=pick(args.token, "token"), timeout=timeout_ns / 1e9,
-        nkey=pick(args.nkey, "nkey"), tls_cert=pick(args.tlscert, "cert"), tls_key=pick(args.tlskey, "key"),
-        tls_ca=pick(args.tlsca, "ca"), tls_first=bool(args.tlsfirst or c.get("tls_first")),
-        js_domain=pick(args.js_domain, "jetstream_domain"), js_api_prefix=pick(args.js_api_prefix,
-                                                                                "jetstream_api_prefix"),
-        inbox_prefix=c.get("inbox_prefix") or None, context=name,
+        server=server,
+        user=pick(args.user, "user"),
+        password=pick(args.password, "password"),
+        creds=pick(args.creds, "creds"),
+        token=pick(args.token, "token"),
+        timeout=timeout_ns / 1e9,
+        nkey=pick(args.nkey, "nkey"),
+        tls_cert=pick(args.tlscert, "cert"),
+        tls_key=pick(args.tlskey, "key"),
+        tls_ca=pick(args.tlsca, "ca"),
+        tls_first=bool(args.tlsfirst or c.get("tls_first")),
+        js_domain=pick(args.js_domain, "jetstream_domain"),
+        js_api_prefix=pick(args.js_api_prefix, "jetstream_api_prefix"),
+        inbox_prefix=c.get("inbox_prefix") or None,
+        context=name,
     )
 
 
@@ -233,8 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         description, code = getattr(exc, "description", None), getattr(exc, "code", None)
         if description and code:
             # nats-py's APIError (from KV and object store calls): the server's words.
-            sys.stderr.write(f"natsctl: error: {description} (code {code}, "
-                             f"err_code {getattr(exc, 'err_code', 0)})\n")
+            sys.stderr.write(f"natsctl: error: {description} (code {code}, err_code {getattr(exc, 'err_code', 0)})\n")
             return EXIT_ERROR
         sys.stderr.write(f"natsctl: error: {redact(plain_error(exc))}\n")
         return EXIT_ERROR
@@ -246,14 +263,14 @@ def plain_error(exc: BaseException) -> str:
     text is named in words (``ConnectionClosedError`` → ``connection closed``). NATSCTL_DEBUG=1 shows the trace."""
     text = str(exc).strip()
     if text.startswith("nats: "):
-        text = text[len("nats: "):]
+        text = text[len("nats: ") :]
     if re.fullmatch(r"(\w+\.)*\w+Error", text):  # nats-py's JetStream errors say only their class name
         text = ""
     if isinstance(exc, OSError):
         text = os_error_words(exc)
     if not text:
         name = type(exc).__name__
-        name = name[:-len("Error")] if name.endswith("Error") and name != "Error" else name
+        name = name[: -len("Error")] if name.endswith("Error") and name != "Error" else name
         text = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", name).lower() or "unexpected error"
     return text
 

@@ -87,8 +87,17 @@ async def _obs(ctx: Ctx, bucket: str):
 
 
 def _info_dict(o) -> dict:
-    return {"name": o.name, "bucket": o.bucket, "nuid": o.nuid, "size": o.size or 0, "chunks": o.chunks or 0,
-            "digest": o.digest, "mtime": o.mtime, "deleted": bool(o.deleted), "description": o.description}
+    return {
+        "name": o.name,
+        "bucket": o.bucket,
+        "nuid": o.nuid,
+        "size": o.size or 0,
+        "chunks": o.chunks or 0,
+        "digest": o.digest,
+        "mtime": o.mtime,
+        "deleted": bool(o.deleted),
+        "description": o.description,
+    }
 
 
 async def cmd_add(ctx: Ctx) -> None:
@@ -107,14 +116,25 @@ async def _bucket_status(ctx: Ctx, bucket: str) -> None:
     info = await api.request(f"STREAM.INFO.OBJ_{bucket}")
     cfg, st = info["config"], info.get("state", {})
     if ctx.json:
-        ctx.out.json_out({"bucket": bucket, "sealed": bool(cfg.get("sealed")), "size": st.get("bytes", 0),
-                          "ttl": cfg.get("max_age", 0), "storage": cfg.get("storage"), "stream": cfg["name"],
-                          "stream_info": strip_type(info)})
+        ctx.out.json_out(
+            {
+                "bucket": bucket,
+                "sealed": bool(cfg.get("sealed")),
+                "size": st.get("bytes", 0),
+                "ttl": cfg.get("max_age", 0),
+                "storage": cfg.get("storage"),
+                "stream": cfg["name"],
+                "stream_info": strip_type(info),
+            }
+        )
         return
-    rows = [("Bucket Name", bucket), ("Sealed", str(bool(cfg.get("sealed"))).lower()),
-            ("Size", human_bytes(st.get("bytes", 0))),
-            ("Maximum Age", format_duration(cfg.get("max_age")) if cfg.get("max_age") else "unlimited"),
-            backing_store(cfg)]
+    rows = [
+        ("Bucket Name", bucket),
+        ("Sealed", str(bool(cfg.get("sealed"))).lower()),
+        ("Size", human_bytes(st.get("bytes", 0))),
+        ("Maximum Age", format_duration(cfg.get("max_age")) if cfg.get("max_age") else "unlimited"),
+        backing_store(cfg),
+    ]
     ctx.out.print(render.sections(f"Information for Object Store Bucket {bucket}", [("Configuration", rows)]))
 
 
@@ -172,8 +192,13 @@ async def cmd_ls(ctx: Ctx) -> None:
         elif not buckets:
             ctx.out.print("No Object Store buckets found")
         else:
-            ctx.out.print(render.table("Object Store Buckets", ["Bucket", "Size"],
-                                       [[b, human_bytes(i["state"].get("bytes"))] for b, i in zip(buckets, infos)]))
+            ctx.out.print(
+                render.table(
+                    "Object Store Buckets",
+                    ["Bucket", "Size"],
+                    [[b, human_bytes(i["state"].get("bytes"))] for b, i in zip(buckets, infos)],
+                )
+            )
         return
     obs = await _obs(ctx, a.bucket)
     try:
@@ -186,8 +211,13 @@ async def cmd_ls(ctx: Ctx) -> None:
     elif not items:
         ctx.out.print("No entries found")
     else:
-        ctx.out.print(render.table(f"Bucket {a.bucket}", ["Name", "Size", "Time"],
-                                   [[o.name, human_bytes(o.size), o.mtime or ""] for o in items]))
+        ctx.out.print(
+            render.table(
+                f"Bucket {a.bucket}",
+                ["Name", "Size", "Time"],
+                [[o.name, human_bytes(o.size), o.mtime or ""] for o in items],
+            )
+        )
 
 
 async def cmd_rm(ctx: Ctx) -> None:
@@ -225,8 +255,15 @@ async def cmd_info(ctx: Ctx) -> None:
     if ctx.json:
         ctx.out.json_out(_info_dict(o))
         return
-    rows = [("Name", o.name), ("Bucket", o.bucket), ("Size", human_bytes(o.size)), ("Chunks", comma(o.chunks)),
-            ("Digest", o.digest or ""), ("Modified", o.mtime or ""), ("NUID", o.nuid)]
+    rows = [
+        ("Name", o.name),
+        ("Bucket", o.bucket),
+        ("Size", human_bytes(o.size)),
+        ("Chunks", comma(o.chunks)),
+        ("Digest", o.digest or ""),
+        ("Modified", o.mtime or ""),
+        ("NUID", o.nuid),
+    ]
     ctx.out.print(render.sections(f"Object information for {a.bucket} > {o.name}", [("Object", rows)]))
 
 

@@ -24,8 +24,21 @@ from nats.errors import TimeoutError as NatsTimeoutError
 
 from natsd.cli import jssub
 from natsd.cli.common import (
-    CliError, UsageError, arrivals, check_subject, next_from, optional_count, optional_seconds, parse_duration,
-    parse_int, payload_json, queue_subscriber, read_stdin_bytes, rfc3339, stdin_is_tty, text_of,
+    CliError,
+    UsageError,
+    arrivals,
+    check_subject,
+    next_from,
+    optional_count,
+    optional_seconds,
+    parse_duration,
+    parse_int,
+    payload_json,
+    queue_subscriber,
+    read_stdin_bytes,
+    rfc3339,
+    stdin_is_tty,
+    text_of,
 )
 from natsd.cli.context import Ctx
 from natsd.nuid import nuid
@@ -76,9 +89,15 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("-H", "--header", action="append", default=[], help="header Key:Value (repeatable)")
     p.add_argument("--count", default="1", help="publish this many messages")
     p.add_argument("--sleep", default=None, help="pause between messages, e.g. 10ms")
-    p.add_argument("--wait", "--jetstream", "-J", dest="wait", action="store_true",
-                   help="publish to JetStream: wait for the stream's acknowledgement (stream and sequence) and fail "
-                        "when none arrives within --timeout")
+    p.add_argument(
+        "--wait",
+        "--jetstream",
+        "-J",
+        dest="wait",
+        action="store_true",
+        help="publish to JetStream: wait for the stream's acknowledgement (stream and sequence) and fail "
+        "when none arrives within --timeout",
+    )
     p.add_argument("--reply", help="reply subject to send")
     p.add_argument("-q", "--quiet", action="store_true", help="no output per message")
     p.set_defaults(func=cmd_pub)
@@ -165,7 +184,8 @@ async def cmd_pub(ctx: Ctx) -> None:
         if a.wait:
             try:
                 msg = await ctx.or_server_error(
-                    nc.request(a.subject, data, timeout=ctx.timeout, headers=hdrs), a.subject)
+                    nc.request(a.subject, data, timeout=ctx.timeout, headers=hdrs), a.subject
+                )
             except NoRespondersError:
                 raise CliError(f"no stream captures {a.subject} (no responders)") from None
             except (NatsTimeoutError, asyncio.TimeoutError):
@@ -282,7 +302,8 @@ async def cmd_req(ctx: Ctx) -> None:
         t0 = time.perf_counter()
         try:
             msg = await ctx.or_server_error(
-                nc.request(a.subject, data, timeout=ctx.timeout, headers=_headers(a.header, i)), a.subject)
+                nc.request(a.subject, data, timeout=ctx.timeout, headers=_headers(a.header, i)), a.subject
+            )
         except NoRespondersError:
             raise CliError("no responders available for request") from None
         except (NatsTimeoutError, asyncio.TimeoutError):

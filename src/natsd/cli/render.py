@@ -40,8 +40,9 @@ def sections(title: str, parts: Sequence[tuple[str, Rows]]) -> str:
     return "\n".join(out)
 
 
-def table(title: str | None, headers: Sequence[str], rows: Iterable[Sequence[Any]],
-          footer: Sequence[Any] | None = None) -> str:
+def table(
+    title: str | None, headers: Sequence[str], rows: Iterable[Sequence[Any]], footer: Sequence[Any] | None = None
+) -> str:
     """A rich table rendered to text (plain when stdout is not a terminal); ``footer``: a totals row under a rule."""
     t = Table(title=title, show_lines=False, header_style="bold", title_justify="left", show_footer=footer is not None)
     for i, h in enumerate(headers):
@@ -57,8 +58,13 @@ def render(renderable: Any) -> str:
         tty = sys.stdout.isatty()
     except (AttributeError, ValueError):
         tty = False
-    Console(file=buf, force_terminal=tty, width=120 if not tty else None, highlight=False,
-            color_system="auto" if tty else None).print(renderable)
+    Console(
+        file=buf,
+        force_terminal=tty,
+        width=120 if not tty else None,
+        highlight=False,
+        color_system="auto" if tty else None,
+    ).print(renderable)
     return buf.getvalue().rstrip("\n")
 
 
@@ -77,8 +83,13 @@ def stream_config_rows(cfg: dict) -> list[tuple[str, Any]]:
     if cfg.get("subjects"):
         rows.append(("Subjects", ", ".join(cfg["subjects"])))
     rows.append(("Acknowledgements", str(not cfg.get("no_ack", False)).lower()))
-    rows.append(("Retention", f"{_STORAGE.get(cfg.get('storage', 'file'), cfg.get('storage'))} - "
-                              f"{_RETENTION.get(cfg.get('retention', 'limits'), cfg.get('retention'))}"))
+    rows.append(
+        (
+            "Retention",
+            f"{_STORAGE.get(cfg.get('storage', 'file'), cfg.get('storage'))} - "
+            f"{_RETENTION.get(cfg.get('retention', 'limits'), cfg.get('retention'))}",
+        )
+    )
     rows.append(("Replicas", cfg.get("num_replicas", 1)))
     rows.append(("Discard Policy", str(cfg.get("discard", "old")).capitalize()))
     rows.append(("Duplicate Window", format_duration(cfg.get("duplicate_window", 0))))
@@ -133,8 +144,9 @@ def stream_info(info: dict) -> str:
     title = f"Information for Stream {cfg.get('name')}"
     if info.get("created"):
         title += f" created {format_time(info['created'])}"
-    return sections(title, [("Configuration", stream_config_rows(cfg)),
-                            ("State", stream_state_rows(info.get("state", {})))])
+    return sections(
+        title, [("Configuration", stream_config_rows(cfg)), ("State", stream_state_rows(info.get("state", {})))]
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -194,10 +206,14 @@ def consumer_state_rows(info: dict) -> list[tuple[str, Any]]:
     d = info.get("delivered") or {}
     a = info.get("ack_floor") or {}
     return [
-        ("Last Delivered Message", f"Consumer sequence: {comma(d.get('consumer_seq'))} "
-                                   f"Stream sequence: {comma(d.get('stream_seq'))}"),
-        ("Acknowledgment floor", f"Consumer sequence: {comma(a.get('consumer_seq'))} "
-                                 f"Stream sequence: {comma(a.get('stream_seq'))}"),
+        (
+            "Last Delivered Message",
+            f"Consumer sequence: {comma(d.get('consumer_seq'))} Stream sequence: {comma(d.get('stream_seq'))}",
+        ),
+        (
+            "Acknowledgment floor",
+            f"Consumer sequence: {comma(a.get('consumer_seq'))} Stream sequence: {comma(a.get('stream_seq'))}",
+        ),
         ("Pending Messages", comma(info.get("num_ack_pending", 0))),
         ("Redelivered Messages", comma(info.get("num_redelivered", 0))),
         ("Unprocessed Messages", comma(info.get("num_pending", 0))),
@@ -209,8 +225,9 @@ def consumer_info(info: dict) -> str:
     title = f"Information for Consumer {info.get('stream_name')} > {info.get('name')}"
     if info.get("created"):
         title += f" created {format_time(info['created'])}"
-    return sections(title, [("Configuration", consumer_config_rows(info.get("config", {}))),
-                            ("State", consumer_state_rows(info))])
+    return sections(
+        title, [("Configuration", consumer_config_rows(info.get("config", {}))), ("State", consumer_state_rows(info))]
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -233,6 +250,9 @@ def account_info(info: dict) -> str:
     ]
     if info.get("domain"):
         rows.append(("Domain", info["domain"]))
-    api_rows = [("API Level", api.get("level", 0)), ("API Requests", comma(api.get("total", 0))),
-                ("API Errors", comma(api.get("errors", 0)))]
+    api_rows = [
+        ("API Level", api.get("level", 0)),
+        ("API Requests", comma(api.get("total", 0))),
+        ("API Errors", comma(api.get("errors", 0))),
+    ]
     return sections("Account Information", [("JetStream Account Information", rows), ("API", api_rows)])

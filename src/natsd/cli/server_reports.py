@@ -42,18 +42,39 @@ def register(server_cmds: Any, report_cmds: Any, common: argparse.ArgumentParser
     )
     j.add_argument("limit", nargs="?", type=int, default=0, help="stop after this many servers answered")
     j.add_argument("--account", default=None, help="the report for one account")
-    j.add_argument("--sort", default="cluster", choices=["name", "cluster", "streams", "consumers", "msgs", "mbytes",
-                                                         "bytes", "mem", "file", "store", "api", "err"],
-                   help="order of the rows (default cluster)")
+    j.add_argument(
+        "--sort",
+        default="cluster",
+        choices=[
+            "name",
+            "cluster",
+            "streams",
+            "consumers",
+            "msgs",
+            "mbytes",
+            "bytes",
+            "mem",
+            "file",
+            "store",
+            "api",
+            "err",
+        ],
+        help="order of the rows (default cluster)",
+    )
     j.add_argument("-R", "--reverse", action="store_true", help="reverse the order")
     j.set_defaults(func=cmd_report_jetstream)
 
-    c = report_cmds.add_parser("connections", aliases=["conn", "connz", "conns"], parents=[common],
-                               help="report on connections")
+    c = report_cmds.add_parser(
+        "connections", aliases=["conn", "connz", "conns"], parents=[common], help="report on connections"
+    )
     c.add_argument("limit", nargs="?", type=int, default=0, help="stop after this many servers answered")
     c.add_argument("--account", default=None, help="only the connections of this account")
-    c.add_argument("--sort", default="subs", choices=["in-bytes", "out-bytes", "in-msgs", "out-msgs", "uptime", "cid",
-                                                      "subs"], help="order of the rows (default subs)")
+    c.add_argument(
+        "--sort",
+        default="subs",
+        choices=["in-bytes", "out-bytes", "in-msgs", "out-msgs", "uptime", "cid", "subs"],
+        help="order of the rows (default subs)",
+    )
     c.add_argument("--top", type=int, default=1000, help="show this many connections (default 1000)")
     c.add_argument("--subject", default=None, help="only connections with interest in this subject")
     # (not dest="user": that is the shared --user connection flag, which it would shadow)
@@ -65,8 +86,12 @@ def register(server_cmds: Any, report_cmds: Any, common: argparse.ArgumentParser
     a = report_cmds.add_parser("accounts", aliases=["acct"], parents=[common], help="report on account activity")
     a.add_argument("account", nargs="?", default=None, help="account to produce a report for (its connections)")
     a.add_argument("limit", nargs="?", type=int, default=0, help="stop after this many servers answered")
-    a.add_argument("--sort", default="subs", choices=["in-bytes", "out-bytes", "in-msgs", "out-msgs", "conns", "subs"],
-                   help="order of the rows (default subs)")
+    a.add_argument(
+        "--sort",
+        default="subs",
+        choices=["in-bytes", "out-bytes", "in-msgs", "out-msgs", "conns", "subs"],
+        help="order of the rows (default subs)",
+    )
     a.add_argument("--top", type=int, default=1000, help="show this many accounts (default 1000)")
     a.add_argument("-R", "--reverse", action="store_true", help="reverse the order")
     a.set_defaults(func=cmd_report_accounts)
@@ -144,8 +169,10 @@ async def cmd_ping(ctx: Ctx) -> int | None:
         async for msg in arrivals(lambda t: next_from(queue, t), None, ctx.timeout):
             since = time.perf_counter() - t0
             if msg.headers and msg.headers.get("Status") and not msg.data:
-                raise CliError(f"{msg.headers.get('Status')} status from $SYS.REQ.SERVER.PING, ensure a system "
-                               "account is used with appropriate permissions")
+                raise CliError(
+                    f"{msg.headers.get('Status')} status from $SYS.REQ.SERVER.PING, ensure a system "
+                    "account is used with appropriate permissions"
+                )
             try:
                 d = json.loads(msg.data)
             except ValueError:
@@ -155,8 +182,9 @@ async def cmd_ping(ctx: Ctx) -> int | None:
                 expect = int(stats["active_servers"])
             times.append(since * 1000)
             rtt = format_duration(int(since * 1e9))
-            rows.append({"name": srv.get("name", ""), "id": srv.get("id", ""), "rtt": rtt,
-                         "rtt_ms": round(since * 1000, 3)})
+            rows.append(
+                {"name": srv.get("name", ""), "id": srv.get("id", ""), "rtt": rtt, "rtt_ms": round(since * 1000, 3)}
+            )
             if not ctx.json:
                 ctx.out.print((f"{srv.get('id', '')} " if a.show_id else "") + f"{srv.get('name', ''):<60} rtt={rtt}")
             if expect and len(times) >= expect:
@@ -178,8 +206,7 @@ async def cmd_ping(ctx: Ctx) -> int | None:
 def _ping_stats(times: list[float]) -> str:
     if not times:
         return "no responses received"
-    return (f"{len(times)} replies max: {max(times):.2f} min: {min(times):.2f} "
-            f"avg: {sum(times) / len(times):.2f}")
+    return f"{len(times)} replies max: {max(times):.2f} min: {min(times):.2f} avg: {sum(times) / len(times):.2f}"
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -189,13 +216,20 @@ def _ping_stats(times: list[float]) -> str:
 
 def _jsz_row(doc: dict, account: str | None) -> dict:
     srv, data = doc.get("server") or {}, doc.get("data") or {}
-    row = {"server": srv.get("name", ""), "cluster": srv.get("cluster", "") or "",
-           "domain": (data.get("config") or {}).get("domain", "") or "", "streams": data.get("streams", 0),
-           "consumers": data.get("consumers", 0), "messages": data.get("messages", 0), "bytes": data.get("bytes", 0),
-           "memory": data.get("memory", 0), "file": data.get("storage", 0),
-           "api_requests": (data.get("api") or {}).get("total", 0),
-           "api_errors": (data.get("api") or {}).get("errors", 0),
-           "pending": (data.get("meta_cluster") or {}).get("pending", 0)}
+    row = {
+        "server": srv.get("name", ""),
+        "cluster": srv.get("cluster", "") or "",
+        "domain": (data.get("config") or {}).get("domain", "") or "",
+        "streams": data.get("streams", 0),
+        "consumers": data.get("consumers", 0),
+        "messages": data.get("messages", 0),
+        "bytes": data.get("bytes", 0),
+        "memory": data.get("memory", 0),
+        "file": data.get("storage", 0),
+        "api_requests": (data.get("api") or {}).get("total", 0),
+        "api_errors": (data.get("api") or {}).get("errors", 0),
+        "pending": (data.get("meta_cluster") or {}).get("pending", 0),
+    }
     details = data.get("account_details") or []
     if account and len(details) == 1:  # the account's own numbers instead of the server's
         acc = details[0]
@@ -213,9 +247,19 @@ def _jsz_row(doc: dict, account: str | None) -> dict:
     return row
 
 
-_JSZ_SORT = {"name": "server", "streams": "streams", "consumers": "consumers", "msgs": "messages", "mbytes": "bytes",
-             "bytes": "bytes", "mem": "memory", "file": "file", "store": "file", "api": "api_requests",
-             "err": "api_errors"}
+_JSZ_SORT = {
+    "name": "server",
+    "streams": "streams",
+    "consumers": "consumers",
+    "msgs": "messages",
+    "mbytes": "bytes",
+    "bytes": "bytes",
+    "mem": "memory",
+    "file": "file",
+    "store": "file",
+    "api": "api_requests",
+    "err": "api_errors",
+}
 
 
 async def cmd_report_jetstream(ctx: Ctx) -> None:
@@ -225,26 +269,53 @@ async def cmd_report_jetstream(ctx: Ctx) -> None:
         body = {"account": a.account, "streams": True, "consumer": True, "limit": 10000}
     rows = [_jsz_row(d, a.account) for d in await sys_documents(ctx, "$SYS.REQ.SERVER.PING.JSZ", body, a.limit)]
     key = _JSZ_SORT.get(a.sort)
-    rows.sort(key=(lambda r: (r[key], r["server"])) if key else (lambda r: (r["cluster"], r["server"])),
-              reverse=a.reverse)
+    rows.sort(
+        key=(lambda r: (r[key], r["server"])) if key else (lambda r: (r["cluster"], r["server"])), reverse=a.reverse
+    )
     if ctx.json:
         ctx.out.json_out(rows)
         return
     domain = any(r["domain"] for r in rows)
-    headers = ["Server", "Cluster"] + (["Domain"] if domain else []) + [
-        "Streams", "Consumers", "Messages", "Bytes", "Memory", "File", "API Req", "API Err", "Pending"]
-    table = [[r["server"], r["cluster"]] + ([r["domain"]] if domain else []) + [
-        comma(r["streams"]), comma(r["consumers"]), comma(r["messages"]), human_bytes(r["bytes"]),
-        human_bytes(r["memory"]), human_bytes(r["file"]), comma(r["api_requests"]), comma(r["api_errors"]),
-        r["pending"]] for r in rows]
+    headers = (
+        ["Server", "Cluster"]
+        + (["Domain"] if domain else [])
+        + ["Streams", "Consumers", "Messages", "Bytes", "Memory", "File", "API Req", "API Err", "Pending"]
+    )
+    table = [
+        [r["server"], r["cluster"]]
+        + ([r["domain"]] if domain else [])
+        + [
+            comma(r["streams"]),
+            comma(r["consumers"]),
+            comma(r["messages"]),
+            human_bytes(r["bytes"]),
+            human_bytes(r["memory"]),
+            human_bytes(r["file"]),
+            comma(r["api_requests"]),
+            comma(r["api_errors"]),
+            r["pending"],
+        ]
+        for r in rows
+    ]
 
     def total(k: str) -> int:
         return sum(int(r[k] or 0) for r in rows)
 
-    footer = ["", ""] + ([""] if domain else []) + [
-        comma(total("streams")), comma(total("consumers")), comma(total("messages")), human_bytes(total("bytes")),
-        human_bytes(total("memory")), human_bytes(total("file")), comma(total("api_requests")),
-        comma(total("api_errors")), total("pending")]
+    footer = (
+        ["", ""]
+        + ([""] if domain else [])
+        + [
+            comma(total("streams")),
+            comma(total("consumers")),
+            comma(total("messages")),
+            human_bytes(total("bytes")),
+            human_bytes(total("memory")),
+            human_bytes(total("file")),
+            comma(total("api_requests")),
+            comma(total("api_errors")),
+            total("pending"),
+        ]
+    )
     title = f"JetStream Summary for Account {a.account}" if a.account else "JetStream Summary"
     ctx.out.print(render.table(title, headers, table, footer=footer))
 
@@ -254,10 +325,15 @@ async def cmd_report_jetstream(ctx: Ctx) -> None:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-_CONN_SORT = {"in-bytes": lambda c: c.get("in_bytes", 0), "out-bytes": lambda c: c.get("out_bytes", 0),
-              "in-msgs": lambda c: c.get("in_msgs", 0), "out-msgs": lambda c: c.get("out_msgs", 0),
-              "cid": lambda c: c.get("cid", 0), "subs": lambda c: len(c.get("subscriptions_list") or []),
-              "uptime": lambda c: -_start_ns(c)}  # the most recent start first, as the nats CLI orders it
+_CONN_SORT = {
+    "in-bytes": lambda c: c.get("in_bytes", 0),
+    "out-bytes": lambda c: c.get("out_bytes", 0),
+    "in-msgs": lambda c: c.get("in_msgs", 0),
+    "out-msgs": lambda c: c.get("out_msgs", 0),
+    "cid": lambda c: c.get("cid", 0),
+    "subs": lambda c: len(c.get("subscriptions_list") or []),
+    "uptime": lambda c: -_start_ns(c),
+}  # the most recent start first, as the nats CLI orders it
 
 
 def _start_ns(c: dict) -> int:
@@ -283,8 +359,9 @@ async def _connz(ctx: Ctx, account: str | None) -> list[dict]:
     if user:
         body["user"] = user
     docs = await sys_documents(ctx, "$SYS.REQ.SERVER.PING.CONNZ", body, a.limit)
-    conns = [{**c, "server": d.get("server") or {}} for d in docs for c in ((d.get("data") or {}).get("connections")
-                                                                               or [])]
+    conns = [
+        {**c, "server": d.get("server") or {}} for d in docs for c in ((d.get("data") or {}).get("connections") or [])
+    ]
     if user:  # older servers ignore the filter: apply it here too
         conns = [c for c in conns if c.get("authorized_user", "") == user]
     return conns
@@ -308,30 +385,70 @@ def _render_connections(ctx: Ctx, conns: list[dict], sort: str, top: int) -> Non
         name = c.get("name", "") or c.get("mqtt_client", "") or ""
         acc = c.get("account", "") or ""
         kind = c.get("kind", "Client") or "Client"
-        rows.append([str(c.get("cid", "")) if kind == "Client" else f"{kind[0]}{c.get('cid', '')}",
-                     name[:40] + " .." if len(name) > 40 else name, c["server"].get("name", ""),
-                     c["server"].get("cluster", "") or "", f"{c.get('ip', '')}:{c.get('port', 0)}",
-                     acc[:12] + " .." if len(acc) > 46 else acc, c.get("uptime", ""), comma(c.get("in_msgs")),
-                     comma(c.get("out_msgs")), human_bytes(c.get("in_bytes")), human_bytes(c.get("out_bytes")),
-                     comma(len(c.get("subscriptions_list") or []))])
+        rows.append(
+            [
+                str(c.get("cid", "")) if kind == "Client" else f"{kind[0]}{c.get('cid', '')}",
+                name[:40] + " .." if len(name) > 40 else name,
+                c["server"].get("name", ""),
+                c["server"].get("cluster", "") or "",
+                f"{c.get('ip', '')}:{c.get('port', 0)}",
+                acc[:12] + " .." if len(acc) > 46 else acc,
+                c.get("uptime", ""),
+                comma(c.get("in_msgs")),
+                comma(c.get("out_msgs")),
+                human_bytes(c.get("in_bytes")),
+                human_bytes(c.get("out_bytes")),
+                comma(len(c.get("subscriptions_list") or [])),
+            ]
+        )
     footer = None
     if len(conns) > 1:
-        footer = ["", f"Totals for {comma(len(conns))} connections", "", "", "", "", "",
-                  comma(sum(c.get("in_msgs", 0) for c in conns)), comma(sum(c.get("out_msgs", 0) for c in conns)),
-                  human_bytes(sum(c.get("in_bytes", 0) for c in conns)),
-                  human_bytes(sum(c.get("out_bytes", 0) for c in conns)),
-                  comma(sum(c.get("subscriptions", 0) for c in conns))]
-    ctx.out.print(render.table(f"Top {shown} Connections out of {comma(len(conns))} by {sort}",
-                               ["CID", "Name", "Server", "Cluster", "IP", "Account", "Uptime", "In Msgs", "Out Msgs",
-                                "In Bytes", "Out Bytes", "Subs"], rows, footer=footer))
+        footer = [
+            "",
+            f"Totals for {comma(len(conns))} connections",
+            "",
+            "",
+            "",
+            "",
+            "",
+            comma(sum(c.get("in_msgs", 0) for c in conns)),
+            comma(sum(c.get("out_msgs", 0) for c in conns)),
+            human_bytes(sum(c.get("in_bytes", 0) for c in conns)),
+            human_bytes(sum(c.get("out_bytes", 0) for c in conns)),
+            comma(sum(c.get("subscriptions", 0) for c in conns)),
+        ]
+    ctx.out.print(
+        render.table(
+            f"Top {shown} Connections out of {comma(len(conns))} by {sort}",
+            [
+                "CID",
+                "Name",
+                "Server",
+                "Cluster",
+                "IP",
+                "Account",
+                "Uptime",
+                "In Msgs",
+                "Out Msgs",
+                "In Bytes",
+                "Out Bytes",
+                "Subs",
+            ],
+            rows,
+            footer=footer,
+        )
+    )
     per: dict[str, list] = {}
     for c in conns:
         n = c["server"].get("name", "")
         per.setdefault(n, [n, c["server"].get("cluster", "") or "", 0])[2] += 1
     if per:
         ctx.out.print("")
-        ctx.out.print(render.table("Connections per server", ["Server", "Cluster", "Connections"],
-                                   sorted(per.values(), key=lambda r: r[2])))
+        ctx.out.print(
+            render.table(
+                "Connections per server", ["Server", "Cluster", "Connections"], sorted(per.values(), key=lambda r: r[2])
+            )
+        )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -339,8 +456,14 @@ def _render_connections(ctx: Ctx, conns: list[dict], sort: str, top: int) -> Non
 # ---------------------------------------------------------------------------------------------------------------
 
 
-_ACC_SORT = {"in-bytes": "in_bytes", "out-bytes": "out_bytes", "in-msgs": "in_msgs", "out-msgs": "out_msgs",
-             "conns": "connections", "subs": "subscriptions"}
+_ACC_SORT = {
+    "in-bytes": "in_bytes",
+    "out-bytes": "out_bytes",
+    "in-msgs": "in_msgs",
+    "out-msgs": "out_msgs",
+    "conns": "connections",
+    "subs": "subscriptions",
+}
 
 
 def account_rows(conns: list[dict]) -> dict[str, dict]:
@@ -349,8 +472,20 @@ def account_rows(conns: list[dict]) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for c in conns:
         name = c.get("account", "") or ""
-        acc = out.setdefault(name, {"account": name, "connections": 0, "connection_info": [], "in_msgs": 0,
-                                    "out_msgs": 0, "in_bytes": 0, "out_bytes": 0, "subscriptions": 0, "server": []})
+        acc = out.setdefault(
+            name,
+            {
+                "account": name,
+                "connections": 0,
+                "connection_info": [],
+                "in_msgs": 0,
+                "out_msgs": 0,
+                "in_bytes": 0,
+                "out_bytes": 0,
+                "subscriptions": 0,
+                "server": [],
+            },
+        )
         acc["connection_info"].append(c)
         acc["connections"] += 1
         for k in ("in_msgs", "out_msgs", "in_bytes", "out_bytes"):
@@ -381,12 +516,25 @@ async def cmd_report_accounts(ctx: Ctx) -> None:
     # As the nats CLI: ascending (-R: descending), and --top keeps the largest (-R: the first rows)
     rows = sorted(accounts.values(), key=lambda r: (r[key], r["account"]), reverse=a.reverse)
     if 0 < a.top < len(rows):
-        rows = rows[:a.top] if a.reverse else rows[-a.top:]
+        rows = rows[: a.top] if a.reverse else rows[-a.top :]
     if ctx.json:
         ctx.out.json_out(rows)
         return
-    ctx.out.print(render.table(
-        f"{len(rows)} Accounts Overview", ["Account", "Connections", "In Msgs", "Out Msgs", "In Bytes", "Out Bytes",
-                                           "Subs"],
-        [[r["account"], comma(r["connections"]), comma(r["in_msgs"]), comma(r["out_msgs"]), human_bytes(r["in_bytes"]),
-          human_bytes(r["out_bytes"]), comma(r["subscriptions"])] for r in rows]))
+    ctx.out.print(
+        render.table(
+            f"{len(rows)} Accounts Overview",
+            ["Account", "Connections", "In Msgs", "Out Msgs", "In Bytes", "Out Bytes", "Subs"],
+            [
+                [
+                    r["account"],
+                    comma(r["connections"]),
+                    comma(r["in_msgs"]),
+                    comma(r["out_msgs"]),
+                    human_bytes(r["in_bytes"]),
+                    human_bytes(r["out_bytes"]),
+                    comma(r["subscriptions"]),
+                ]
+                for r in rows
+            ],
+        )
+    )

@@ -12,15 +12,39 @@ from typing import Any, Callable
 
 from natsd.cli import features, render
 from natsd.cli.common import (
-    ApiError, CliError, ask, choice, choose, comma, confirm, confirm_edit, format_time, human_bytes, parse_duration,
-    parse_int, parse_size, print_names, read_json_file, show_api, show_result, stdin_is_tty, strip_type,
-    UsageError, text_of, without_server_metadata,
+    ApiError,
+    CliError,
+    ask,
+    choice,
+    choose,
+    comma,
+    confirm,
+    confirm_edit,
+    format_time,
+    human_bytes,
+    parse_duration,
+    parse_int,
+    parse_size,
+    print_names,
+    read_json_file,
+    show_api,
+    show_result,
+    stdin_is_tty,
+    strip_type,
+    text_of,
+    without_server_metadata,
 )
 from natsd.cli.common import config_diff  # noqa: F401 - kept importable from here (tests use streams.config_diff)
 from natsd.cli.context import Ctx
 
-RETENTION = {"limits": "limits", "interest": "interest", "workqueue": "workqueue", "work": "workqueue",
-             "work_queue": "workqueue", "wq": "workqueue"}
+RETENTION = {
+    "limits": "limits",
+    "interest": "interest",
+    "workqueue": "workqueue",
+    "work": "workqueue",
+    "work_queue": "workqueue",
+    "wq": "workqueue",
+}
 STORAGE = {"file": "file", "f": "file", "memory": "memory", "mem": "memory", "m": "memory"}
 DISCARD = {"old": "old", "new": "new"}
 
@@ -45,8 +69,12 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     i.add_argument("stream", nargs="?")
     i.set_defaults(func=cmd_info)
 
-    e = s.add_parser("edit", aliases=["update"], parents=[common],
-                     help="change a stream's configuration (asks for confirmation on a terminal unless -f)")
+    e = s.add_parser(
+        "edit",
+        aliases=["update"],
+        parents=[common],
+        help="change a stream's configuration (asks for confirmation on a terminal unless -f)",
+    )
     e.add_argument("stream", nargs="?")
     config_flags(e)
     e.set_defaults(func=cmd_edit)
@@ -92,8 +120,12 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     b.set_defaults(func=_backup_cmd)
 
     rs = s.add_parser("restore", parents=[common], help="restore a stream from a backup directory")
-    rs.add_argument("paths", nargs="+", metavar="[STREAM] DIRECTORY",
-                    help="backup directory; an optional stream name before it must match the backup")
+    rs.add_argument(
+        "paths",
+        nargs="+",
+        metavar="[STREAM] DIRECTORY",
+        help="backup directory; an optional stream name before it must match the backup",
+    )
     rs.add_argument("--config", help="restore with this stream configuration JSON instead of the backup's")
     rs.set_defaults(func=_restore_cmd)
 
@@ -144,23 +176,51 @@ def config_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--allow-rollup", action="store_true", default=None, help="allow Nats-Rollup headers")
     g.add_argument("--allow-direct", action="store_true", default=None, help="allow direct get")
     g.add_argument("--mirror", help="mirror this stream (a mirror has no subjects of its own)")
-    g.add_argument("--source", dest="source_streams", action="append",
-                   help="copy messages from this stream (repeatable)")
+    g.add_argument(
+        "--source", dest="source_streams", action="append", help="copy messages from this stream (repeatable)"
+    )
     # The nats CLI's names for the newer StreamConfig fields (the README's features).
-    g.add_argument("--compression", choices=["none", "s2"], default=None,
-                   help="compression algorithm to use (file storage only)")
-    g.add_argument("--allow-msg-ttl", dest="allow_msg_ttl", action="store_true", default=None,
-                   help="allows per-message TTL handling (the Nats-TTL header)")
-    g.add_argument("--subject-del-markers-ttl", dest="subject_del_markers_ttl", metavar="DURATION", default=None,
-                   help="how long delete markers should persist in the stream, e.g. 10m (needs --allow-msg-ttl)")
-    g.add_argument("--allow-counter", dest="allow_counter", action="store_true", default=None,
-                   help="configures the stream as a distributed counter (Nats-Incr)")
-    g.add_argument("--allow-batch", dest="allow_batch", action="store_true", default=None,
-                   help="allow atomic batch publishing")
-    g.add_argument("--allow-schedules", dest="allow_schedules", action="store_true", default=None,
-                   help="allows message schedules (Nats-Schedule)")
-    g.add_argument("--discard-per-subject", dest="discard_per_subject", action="store_true", default=None,
-                   help="sets the 'new' discard policy and applies it to every subject in the stream")
+    g.add_argument(
+        "--compression", choices=["none", "s2"], default=None, help="compression algorithm to use (file storage only)"
+    )
+    g.add_argument(
+        "--allow-msg-ttl",
+        dest="allow_msg_ttl",
+        action="store_true",
+        default=None,
+        help="allows per-message TTL handling (the Nats-TTL header)",
+    )
+    g.add_argument(
+        "--subject-del-markers-ttl",
+        dest="subject_del_markers_ttl",
+        metavar="DURATION",
+        default=None,
+        help="how long delete markers should persist in the stream, e.g. 10m (needs --allow-msg-ttl)",
+    )
+    g.add_argument(
+        "--allow-counter",
+        dest="allow_counter",
+        action="store_true",
+        default=None,
+        help="configures the stream as a distributed counter (Nats-Incr)",
+    )
+    g.add_argument(
+        "--allow-batch", dest="allow_batch", action="store_true", default=None, help="allow atomic batch publishing"
+    )
+    g.add_argument(
+        "--allow-schedules",
+        dest="allow_schedules",
+        action="store_true",
+        default=None,
+        help="allows message schedules (Nats-Schedule)",
+    )
+    g.add_argument(
+        "--discard-per-subject",
+        dest="discard_per_subject",
+        action="store_true",
+        default=None,
+        help="sets the 'new' discard policy and applies it to every subject in the stream",
+    )
     features.stream_flags(p)  # --metadata and natsd's own features (natsd.cli.features)
 
 
@@ -229,8 +289,12 @@ def apply_flags(cfg: dict, a: argparse.Namespace) -> dict:
         cfg["sources"] = [{"name": n} for v in a.source_streams for n in v.replace(",", " ").split()]
     if getattr(a, "compression", None):
         cfg["compression"] = a.compression
-    for attr, field in (("allow_msg_ttl", "allow_msg_ttl"), ("allow_counter", "allow_msg_counter"),
-                        ("allow_batch", "allow_atomic"), ("allow_schedules", "allow_msg_schedules")):
+    for attr, field in (
+        ("allow_msg_ttl", "allow_msg_ttl"),
+        ("allow_counter", "allow_msg_counter"),
+        ("allow_batch", "allow_atomic"),
+        ("allow_schedules", "allow_msg_schedules"),
+    ):
         if getattr(a, attr, None):
             cfg[field] = True
     if getattr(a, "discard_per_subject", None):
@@ -300,15 +364,25 @@ async def cmd_ls(ctx: Ctx) -> None:
     if ctx.json or a.names:
         print_names(ctx, await api.stream_names(a.subject))
         return
-    _print_streams(ctx, await api.stream_infos(a.subject), "Streams",
-                   ["Name", "Subjects", "Messages", "Size", "Consumers", "Last Message"],
-                   lambda c, st: [c["name"], ", ".join(c.get("subjects") or []), comma(st.get("messages")),
-                                  human_bytes(st.get("bytes")), comma(st.get("consumer_count")),
-                                  format_time(st.get("last_ts"))])
+    _print_streams(
+        ctx,
+        await api.stream_infos(a.subject),
+        "Streams",
+        ["Name", "Subjects", "Messages", "Size", "Consumers", "Last Message"],
+        lambda c, st: [
+            c["name"],
+            ", ".join(c.get("subjects") or []),
+            comma(st.get("messages")),
+            human_bytes(st.get("bytes")),
+            comma(st.get("consumer_count")),
+            format_time(st.get("last_ts")),
+        ],
+    )
 
 
-def _print_streams(ctx: Ctx, infos: list[dict], title: str, headers: list[str],
-                   row: Callable[[dict, dict], list[Any]]) -> None:
+def _print_streams(
+    ctx: Ctx, infos: list[dict], title: str, headers: list[str], row: Callable[[dict, dict], list[Any]]
+) -> None:
     """A table of streams, one ``row(config, state)`` each, or that there are none."""
     if not infos:
         ctx.out.print("No Streams defined")
@@ -425,14 +499,23 @@ async def cmd_report(ctx: Ctx) -> None:
     if ctx.json:
         ctx.out.json_out(infos)
         return
-    _print_streams(ctx, infos, "Stream Report",
-                   ["Stream", "Storage", "Consumers", "Messages", "Bytes", "Lost", "Deleted", "Replicas"],
-                   lambda c, st: [c["name"], str(c.get("storage", "file")).capitalize(),
-                                  comma(st.get("consumer_count")), comma(st.get("messages")),
-                                  human_bytes(st.get("bytes")),
-                                  # LostStreamData{msgs: [seq...], bytes}
-                                  comma(len((st.get("lost") or {}).get("msgs") or [])),
-                                  comma(st.get("num_deleted", 0)), c.get("num_replicas", 1)])
+    _print_streams(
+        ctx,
+        infos,
+        "Stream Report",
+        ["Stream", "Storage", "Consumers", "Messages", "Bytes", "Lost", "Deleted", "Replicas"],
+        lambda c, st: [
+            c["name"],
+            str(c.get("storage", "file")).capitalize(),
+            comma(st.get("consumer_count")),
+            comma(st.get("messages")),
+            human_bytes(st.get("bytes")),
+            # LostStreamData{msgs: [seq...], bytes}
+            comma(len((st.get("lost") or {}).get("msgs") or [])),
+            comma(st.get("num_deleted", 0)),
+            c.get("num_replicas", 1),
+        ],
+    )
 
 
 async def _backup_cmd(ctx: Ctx) -> None:
@@ -461,8 +544,9 @@ async def _template_request(ctx: Ctx, subject: str, body: Any = None) -> dict:
         raise
     except CliError as exc:
         if "timeout" in str(exc):
-            raise CliError(f"stream templates are not supported by this server "
-                           f"(no response to $JS.API.{subject})") from None
+            raise CliError(
+                f"stream templates are not supported by this server (no response to $JS.API.{subject})"
+            ) from None
         raise
 
 
@@ -474,8 +558,9 @@ def template_info_text(resp: dict) -> str:
     streams = resp.get("streams") or []
     text = render.sections(f"Information for Stream Template {tc.get('name')}", [("Configuration", rows)])
     text += "\nManaged Streams:\n\n"
-    text += ("\n".join(f"  {s}" for s in sorted(streams)) if streams
-             else "  No Streams have been defined by this template")
+    text += (
+        "\n".join(f"  {s}" for s in sorted(streams)) if streams else "  No Streams have been defined by this template"
+    )
     return text
 
 
@@ -484,10 +569,14 @@ async def cmd_template_add(ctx: Ctx) -> None:
     name = a.template or ask("TEMPLATE", "Template Name")
     cfg = build_new_config(name, a, prompt=True)
     cfg["name"] = ""  # the server names each stream <template>_<token>
-    max_streams = parse_int(a.max_streams, flag="--max-streams") if a.max_streams is not None else (
-        parse_int(ask("--max-streams", "Maximum Streams", "-1"), flag="--max-streams"))
-    resp = await _template_request(ctx, f"STREAM.TEMPLATE.CREATE.{name}",
-                                   {"name": name, "config": cfg, "max_streams": max_streams})
+    max_streams = (
+        parse_int(a.max_streams, flag="--max-streams")
+        if a.max_streams is not None
+        else (parse_int(ask("--max-streams", "Maximum Streams", "-1"), flag="--max-streams"))
+    )
+    resp = await _template_request(
+        ctx, f"STREAM.TEMPLATE.CREATE.{name}", {"name": name, "config": cfg, "max_streams": max_streams}
+    )
     show_result(ctx, resp, f"Stream Template {name} was created\n", template_info_text(resp))
 
 

@@ -18,8 +18,22 @@ from typing import Any
 
 from natsd.cli import render
 from natsd.cli.common import (
-    CliError, arrivals, comma, confirm, format_duration, format_time, human_bytes, next_from, optional_count,
-    optional_seconds, parse_int, payload_json, queue_subscriber, show_result, strip_type, text_of,
+    CliError,
+    arrivals,
+    comma,
+    confirm,
+    format_duration,
+    format_time,
+    human_bytes,
+    next_from,
+    optional_count,
+    optional_seconds,
+    parse_int,
+    payload_json,
+    queue_subscriber,
+    show_result,
+    strip_type,
+    text_of,
 )
 from natsd.cli.context import Ctx
 from natsd.redact import redact
@@ -58,8 +72,7 @@ def register_server(ss: Any, common: argparse.ArgumentParser) -> None:
 
 
 def register_top(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    e = sub.add_parser("events", aliases=["event", "e"], parents=[common],
-                       help="JetStream advisories as they happen")
+    e = sub.add_parser("events", aliases=["event", "e"], parents=[common], help="JetStream advisories as they happen")
     e.add_argument("--subject", default="$JS.EVENT.ADVISORY.>", help="what to listen to (default all advisories)")
     e.add_argument("--metrics", action="store_true", help="also $JS.EVENT.METRIC.> (ack samples)")
     e.add_argument("--count", default=None, help="stop after this many events")
@@ -79,16 +92,19 @@ async def cmd_view(ctx: Ctx) -> None:
     stream = await pick_stream(ctx, a.stream)
     count = max(parse_int(a.count, flag="--count"), 1)
     api = await ctx.api()
-    cfg: dict[str, Any] = {"ack_policy": "none", "mem_storage": True, "num_replicas": 1,
-                           "inactive_threshold": 30_000_000_000}  # gone by itself should we die before deleting it
+    cfg: dict[str, Any] = {
+        "ack_policy": "none",
+        "mem_storage": True,
+        "num_replicas": 1,
+        "inactive_threshold": 30_000_000_000,
+    }  # gone by itself should we die before deleting it
     if a.start:
         cfg.update(deliver_policy="by_start_sequence", opt_start_seq=parse_int(a.start, flag="--id"))
     else:
         cfg["deliver_policy"] = "all"
     if a.subject:
         cfg["filter_subject"] = a.subject
-    created = await api.request(f"CONSUMER.CREATE.{stream}", {"stream_name": stream, "config": cfg,
-                                                              "action": "create"})
+    created = await api.request(f"CONSUMER.CREATE.{stream}", {"stream_name": stream, "config": cfg, "action": "create"})
     name = created["name"]
     nc = await ctx.nc()
     docs: list[dict] = []
@@ -107,13 +123,21 @@ async def cmd_view(ctx: Ctx) -> None:
                 meta = _reply_meta(msg.reply)
                 shown += 1
                 if ctx.json:
-                    docs.append({"subject": msg.subject, "seq": meta.get("stream_seq"), "time": meta.get("time"),
-                                 "headers": dict(msg.headers or {}), **payload_json(msg.data)})
+                    docs.append(
+                        {
+                            "subject": msg.subject,
+                            "seq": meta.get("stream_seq"),
+                            "time": meta.get("time"),
+                            "headers": dict(msg.headers or {}),
+                            **payload_json(msg.data),
+                        }
+                    )
                 elif a.raw:
                     ctx.out.raw(msg.data)
                 else:
-                    ctx.out.print(f"[{meta.get('stream_seq', '?')}] Subject: {msg.subject} Received: "
-                                  f"{meta.get('time', '')}")
+                    ctx.out.print(
+                        f"[{meta.get('stream_seq', '?')}] Subject: {msg.subject} Received: {meta.get('time', '')}"
+                    )
                     for k, val in (msg.headers or {}).items():
                         ctx.out.print(f"  {k}: {val}")
                     ctx.out.print("")
@@ -170,8 +194,13 @@ async def cmd_subjects(ctx: Ctx) -> None:
     if not subjects:
         ctx.out.print(f"No subjects found matching {a.filter}")
         return
-    ctx.out.print(render.table(f"{comma(len(subjects))} Subjects in stream {stream}", ["Subject", "Messages"],
-                               [[k, comma(v)] for k, v in sorted(subjects.items())]))
+    ctx.out.print(
+        render.table(
+            f"{comma(len(subjects))} Subjects in stream {stream}",
+            ["Subject", "Messages"],
+            [[k, comma(v)] for k, v in sorted(subjects.items())],
+        )
+    )
 
 
 async def cmd_seal(ctx: Ctx) -> None:
@@ -208,14 +237,39 @@ async def cmd_consumer_report(ctx: Ctx) -> None:
     for i in infos:
         c = i.get("config") or {}
         d = i.get("delivered") or {}
-        last = (d.get("last_active") or "")
-        rows.append([i["name"], "Push" if c.get("deliver_subject") else "Pull", c.get("ack_policy", ""),
-                     format_duration(c.get("ack_wait", 0)) if c.get("ack_policy", "none") != "none" else "",
-                     comma(i.get("num_pending")), comma(i.get("num_ack_pending")), comma(i.get("num_redelivered")),
-                     comma(i.get("num_waiting")), comma(d.get("stream_seq")), format_time(last) if last else "never"])
-    ctx.out.print(render.table(f"Consumer report for {stream} with {comma(len(infos))} consumers",
-                               ["Consumer", "Mode", "Ack Policy", "Ack Wait", "Unprocessed", "Ack Pending",
-                                "Redelivered", "Waiting", "Last Stream Seq", "Last Delivery"], rows))
+        last = d.get("last_active") or ""
+        rows.append(
+            [
+                i["name"],
+                "Push" if c.get("deliver_subject") else "Pull",
+                c.get("ack_policy", ""),
+                format_duration(c.get("ack_wait", 0)) if c.get("ack_policy", "none") != "none" else "",
+                comma(i.get("num_pending")),
+                comma(i.get("num_ack_pending")),
+                comma(i.get("num_redelivered")),
+                comma(i.get("num_waiting")),
+                comma(d.get("stream_seq")),
+                format_time(last) if last else "never",
+            ]
+        )
+    ctx.out.print(
+        render.table(
+            f"Consumer report for {stream} with {comma(len(infos))} consumers",
+            [
+                "Consumer",
+                "Mode",
+                "Ack Policy",
+                "Ack Wait",
+                "Unprocessed",
+                "Ack Pending",
+                "Redelivered",
+                "Waiting",
+                "Last Stream Seq",
+                "Last Delivery",
+            ],
+            rows,
+        )
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -225,12 +279,18 @@ async def cmd_consumer_report(ctx: Ctx) -> None:
 
 def event_line(subject: str, data: dict) -> str:
     """One line per advisory: time, kind, then what it is about."""
-    kind = str(data.get("type", subject)).replace("io.nats.jetstream.advisory.v1.", "").replace(
-        "io.nats.jetstream.metric.v1.", "metric.")
+    kind = (
+        str(data.get("type", subject))
+        .replace("io.nats.jetstream.advisory.v1.", "")
+        .replace("io.nats.jetstream.metric.v1.", "metric.")
+    )
     ts = str(data.get("timestamp", ""))
     hms = ts[11:19] if len(ts) >= 19 else datetime.now().strftime("%H:%M:%S")
-    about = [f"{k}={data[k]}" for k in ("stream", "consumer", "action", "stream_seq", "deliveries", "domain")
-             if data.get(k) not in (None, "")]
+    about = [
+        f"{k}={data[k]}"
+        for k in ("stream", "consumer", "action", "stream_seq", "deliveries", "domain")
+        if data.get(k) not in (None, "")
+    ]
     if isinstance(data.get("client"), dict) and data["client"].get("user"):
         about.append(f"user={data['client']['user']}")
     if isinstance(data.get("response"), dict) and data["response"].get("error"):
@@ -294,13 +354,25 @@ async def _sys_request(ctx: Ctx, subject: str, wait: float = 0.5) -> list[dict]:
 def _connected_info(nc: Any) -> dict:
     info = dict(getattr(nc, "_server_info", {}) or {})  # nats-py keeps the INFO it got but has no accessor
     url = redact(nc.connected_url.geturl()) if nc.connected_url else ""
-    return {"server_id": info.get("server_id", ""), "server_name": info.get("server_name", ""),
-            "version": info.get("version", ""), "host": info.get("host", ""), "port": info.get("port", 0),
-            "max_payload": info.get("max_payload", 0), "proto": info.get("proto", 0),
-            "jetstream": bool(info.get("jetstream")), "headers": bool(info.get("headers")),
-            "auth_required": bool(info.get("auth_required")), "tls_required": bool(info.get("tls_required")),
-            "cluster": info.get("cluster", ""), "domain": info.get("domain", ""), "connected_url": url,
-            "client_id": info.get("client_id"), "client_ip": info.get("client_ip", ""), "source": "INFO"}
+    return {
+        "server_id": info.get("server_id", ""),
+        "server_name": info.get("server_name", ""),
+        "version": info.get("version", ""),
+        "host": info.get("host", ""),
+        "port": info.get("port", 0),
+        "max_payload": info.get("max_payload", 0),
+        "proto": info.get("proto", 0),
+        "jetstream": bool(info.get("jetstream")),
+        "headers": bool(info.get("headers")),
+        "auth_required": bool(info.get("auth_required")),
+        "tls_required": bool(info.get("tls_required")),
+        "cluster": info.get("cluster", ""),
+        "domain": info.get("domain", ""),
+        "connected_url": url,
+        "client_id": info.get("client_id"),
+        "client_ip": info.get("client_ip", ""),
+        "source": "INFO",
+    }
 
 
 async def cmd_server_info(ctx: Ctx) -> None:
@@ -311,28 +383,43 @@ async def cmd_server_info(ctx: Ctx) -> None:
         if ctx.json:
             ctx.out.json_out(data)
             return
-        rows = [("Name", data.get("server_name", "")), ("ID", data.get("server_id", "")),
-                ("Version", data.get("version", "")), ("Uptime", data.get("uptime", "")),
-                ("Connections", comma(data.get("connections"))), ("Subscriptions", comma(data.get("subscriptions"))),
-                ("Messages In", comma(data.get("in_msgs"))), ("Messages Out", comma(data.get("out_msgs"))),
-                ("Bytes In", human_bytes(data.get("in_bytes"))), ("Bytes Out", human_bytes(data.get("out_bytes"))),
-                ("Memory", human_bytes(data.get("mem"))), ("Max Payload", human_bytes(data.get("max_payload")))]
-        ctx.out.print(render.sections(f"Server information for {data.get('server_name', '')}",
-                                      [("Process Details", rows)]))
+        rows = [
+            ("Name", data.get("server_name", "")),
+            ("ID", data.get("server_id", "")),
+            ("Version", data.get("version", "")),
+            ("Uptime", data.get("uptime", "")),
+            ("Connections", comma(data.get("connections"))),
+            ("Subscriptions", comma(data.get("subscriptions"))),
+            ("Messages In", comma(data.get("in_msgs"))),
+            ("Messages Out", comma(data.get("out_msgs"))),
+            ("Bytes In", human_bytes(data.get("in_bytes"))),
+            ("Bytes Out", human_bytes(data.get("out_bytes"))),
+            ("Memory", human_bytes(data.get("mem"))),
+            ("Max Payload", human_bytes(data.get("max_payload"))),
+        ]
+        ctx.out.print(
+            render.sections(f"Server information for {data.get('server_name', '')}", [("Process Details", rows)])
+        )
         return
     info = _connected_info(nc)
     if ctx.json:
         ctx.out.json_out(info)
         return
-    rows = [("Name", info["server_name"]), ("ID", info["server_id"]), ("Version", info["version"]),
-            ("Connected URL", info["connected_url"]), ("Max Payload", human_bytes(info["max_payload"])),
-            ("JetStream", str(info["jetstream"]).lower()), ("Headers", str(info["headers"]).lower()),
-            ("Auth Required", str(info["auth_required"]).lower()), ("TLS Required", str(info["tls_required"]).lower())]
+    rows = [
+        ("Name", info["server_name"]),
+        ("ID", info["server_id"]),
+        ("Version", info["version"]),
+        ("Connected URL", info["connected_url"]),
+        ("Max Payload", human_bytes(info["max_payload"])),
+        ("JetStream", str(info["jetstream"]).lower()),
+        ("Headers", str(info["headers"]).lower()),
+        ("Auth Required", str(info["auth_required"]).lower()),
+        ("TLS Required", str(info["tls_required"]).lower()),
+    ]
     if info["domain"]:
         rows.append(("JetStream Domain", info["domain"]))
     ctx.out.print(render.sections(f"Server information for {info['server_name']}", [("Connection", rows)]))
-    ctx.out.print("(from the server's INFO: counters and limits need system account access, "
-                  "$SYS.REQ.SERVER.PING.VARZ)")
+    ctx.out.print("(from the server's INFO: counters and limits need system account access, $SYS.REQ.SERVER.PING.VARZ)")
 
 
 async def cmd_server_ls(ctx: Ctx) -> None:
@@ -352,17 +439,39 @@ async def cmd_server_ls(ctx: Ctx) -> None:
         ]
     else:
         info = _connected_info(nc)
-        rows_j = [{"name": info["server_name"], "id": info["server_id"], "version": info["version"],
-                   "cluster": info["cluster"], "connections": None, "subscriptions": None}]
+        rows_j = [
+            {
+                "name": info["server_name"],
+                "id": info["server_id"],
+                "version": info["version"],
+                "cluster": info["cluster"],
+                "connections": None,
+                "subscriptions": None,
+            }
+        ]
     rows_j.sort(key=lambda r: r["name"])
     if ctx.json:
         ctx.out.json_out(rows_j)
         return
-    ctx.out.print(render.table(f"Server Overview ({len(rows_j)} server{'s' if len(rows_j) != 1 else ''})",
-                               ["Name", "ID", "Version", "Cluster", "Conns", "Subs"],
-                               [[r["name"], r["id"], r["version"], r["cluster"] or "",
-                                 "" if r["connections"] is None else comma(r["connections"]),
-                                 "" if r["subscriptions"] is None else comma(r["subscriptions"])] for r in rows_j]))
+    ctx.out.print(
+        render.table(
+            f"Server Overview ({len(rows_j)} server{'s' if len(rows_j) != 1 else ''})",
+            ["Name", "ID", "Version", "Cluster", "Conns", "Subs"],
+            [
+                [
+                    r["name"],
+                    r["id"],
+                    r["version"],
+                    r["cluster"] or "",
+                    "" if r["connections"] is None else comma(r["connections"]),
+                    "" if r["subscriptions"] is None else comma(r["subscriptions"]),
+                ]
+                for r in rows_j
+            ],
+        )
+    )
     if not answers:
-        ctx.out.print("(only the server this connection talks to: listing every server needs system account "
-                      "access, $SYS.REQ.SERVER.PING)")
+        ctx.out.print(
+            "(only the server this connection talks to: listing every server needs system account "
+            "access, $SYS.REQ.SERVER.PING)"
+        )

@@ -15,7 +15,18 @@ from natsd.config.options import ConfigErrors, ServerOptions, options_from_file,
 from natsd.config.parser import ConfigList, ConfigMap, Pos, parse, parse_file
 
 __all__ = [
-    "ConfigError", "ConfigErrors", "FlagError", "ServerOptions", "ConfigMap", "ConfigList", "Pos",
-    "parse", "parse_file", "options_from_file", "options_from_tree", "parse_flags",
-    "build_options", "reload_options",
+    "ConfigError",
+    "ConfigErrors",
+    "FlagError",
+    "ServerOptions",
+    "ConfigMap",
+    "ConfigList",
+    "Pos",
+    "parse",
+    "parse_file",
+    "options_from_file",
+    "options_from_tree",
+    "parse_flags",
+    "build_options",
+    "reload_options",
 ]

@@ -26,8 +26,15 @@ from natsd.config.ports import PortConfigError
 from natsd.config.tls import TLSConfigError, TLSOptions, build_server_context
 
 __all__ = [
-    "FlagError", "ParsedFlags", "parse_flags", "apply_flags", "build_options", "reload_options",
-    "usage", "version_line", "FLAGS",
+    "FlagError",
+    "ParsedFlags",
+    "parse_flags",
+    "apply_flags",
+    "build_options",
+    "reload_options",
+    "usage",
+    "version_line",
+    "FLAGS",
 ]
 
 
@@ -86,8 +93,12 @@ FLAGS: dict[str, tuple[str, str]] = {n: (kind, dest) for names, kind, dest in _F
 # user something weaker than asked for (no TLS, no cluster).
 _REFUSED = {
     "help_tls": "TLS help",
-    "routes": "clustering", "cluster": "clustering", "cluster_listen": "clustering",
-    "cluster_name": "clustering", "cluster_advertise": "clustering", "no_advertise": "clustering",
+    "routes": "clustering",
+    "cluster": "clustering",
+    "cluster_listen": "clustering",
+    "cluster_name": "clustering",
+    "cluster_advertise": "clustering",
+    "no_advertise": "clustering",
     "connect_retries": "clustering",
 }
 
@@ -130,7 +141,7 @@ def parse_flags(argv: list[str]) -> ParsedFlags:
             rest = argv[i:]
             break
         if arg == "--":
-            rest = argv[i + 1:]
+            rest = argv[i + 1 :]
             break
         name = arg[2:] if arg.startswith("--") else arg[1:]
         if not name or name[0] in "-=":
@@ -342,4 +353,3 @@ Common Options:
 def usage() -> str:
     """The ``-h`` text."""
     return _USAGE
-

@@ -218,11 +218,12 @@ def _migrate_v1(claims: dict) -> None:
         if mx != -1:
             raise JWTError("jwtV1 user: deprecated Max/Times in jwtV2")
         for k in ("subs", "data", "payload"):  # v1 users are unlimited unless they say otherwise (as
-            nats.setdefault(k, -1)             # nats-server serves them: a v2 user's absent limit is 0)
+            nats.setdefault(k, -1)  # nats-server serves them: a v2 user's absent limit is 0)
     nats["version"] = 1
 
 
 # -- typed claims -------------------------------------------------------------------------------
+
 
 @dataclass(slots=True)
 class _Base:
@@ -242,9 +243,15 @@ class _Base:
 
 
 def _base(claims: dict, raw: str) -> dict:
-    return dict(subject=str(claims.get("sub", "")), issuer=claims["iss"], name=str(claims.get("name", "")),
-                issued_at=claims.get("iat") or 0, expires=claims.get("exp") or 0,
-                not_before=claims.get("nbf") or 0, raw=raw)
+    return dict(
+        subject=str(claims.get("sub", "")),
+        issuer=claims["iss"],
+        name=str(claims.get("name", "")),
+        issued_at=claims.get("iat") or 0,
+        expires=claims.get("exp") or 0,
+        not_before=claims.get("nbf") or 0,
+        raw=raw,
+    )
 
 
 def _strs(v) -> list[str]:
@@ -349,19 +356,30 @@ def _typed(token: str, kind: str) -> dict:
 def decode_operator(token: str) -> OperatorClaims:
     c = _typed(token, "operator")
     n = c["nats"]
-    if not is_public_key(c.get("sub", ""), "O") or c["iss"] != c.get("sub") and c["iss"] not in _strs(
-            n.get("signing_keys")):
+    if (
+        not is_public_key(c.get("sub", ""), "O")
+        or c["iss"] != c.get("sub")
+        and c["iss"] not in _strs(n.get("signing_keys"))
+    ):
         raise JWTError("operator JWT must be self-signed")
-    return OperatorClaims(**_base(c, token), signing_keys=set(_strs(n.get("signing_keys"))),
-                          system_account=str(n.get("system_account", "")))
+    return OperatorClaims(
+        **_base(c, token),
+        signing_keys=set(_strs(n.get("signing_keys"))),
+        system_account=str(n.get("system_account", "")),
+    )
 
 
 def _import(d: dict) -> Import | None:
     if not isinstance(d, dict) or not isinstance(d.get("subject"), str) or not isinstance(d.get("account"), str):
         return None
-    return Import(subject=d["subject"], account=d["account"], type=str(d.get("type", "stream")),
-                  local_subject=str(d.get("local_subject") or ""), to=str(d.get("to") or ""),
-                  token=str(d.get("token", "")))
+    return Import(
+        subject=d["subject"],
+        account=d["account"],
+        type=str(d.get("type", "stream")),
+        local_subject=str(d.get("local_subject") or ""),
+        to=str(d.get("to") or ""),
+        token=str(d.get("token", "")),
+    )
 
 
 def _export(d: dict) -> Export | None:
@@ -369,8 +387,13 @@ def _export(d: dict) -> Export | None:
         return None
     rt = d.get("response_type") or "Singleton"
     thr = d.get("response_threshold") or 0
-    return Export(subject=d["subject"], type=str(d.get("type", "stream")), token_req=bool(d.get("token_req")),
-                  response_type=str(rt), response_threshold_ns=thr if isinstance(thr, int) else 0)
+    return Export(
+        subject=d["subject"],
+        type=str(d.get("type", "stream")),
+        token_req=bool(d.get("token_req")),
+        response_type=str(rt),
+        response_threshold_ns=thr if isinstance(thr, int) else 0,
+    )
 
 
 def _tiers(limits) -> dict:
@@ -386,20 +409,34 @@ def decode_account(token: str) -> AccountClaims:
         raise JWTError("account JWT subject is not an account key")
     revs = n.get("revocations") if isinstance(n.get("revocations"), dict) else {}
     return AccountClaims(
-        **_base(c, token), signing_keys=_signing_keys(n.get("signing_keys")),
+        **_base(c, token),
+        signing_keys=_signing_keys(n.get("signing_keys")),
         revocations={k: v for k, v in revs.items() if isinstance(v, int)},
         imports=[i for i in map(_import, n.get("imports") or []) if i is not None],
         exports=[e for e in map(_export, n.get("exports") or []) if e is not None],
         limits=n.get("limits") if isinstance(n.get("limits"), dict) else {},
         tiered_limits=_tiers(n.get("limits")),
         default_permissions=n.get("default_permissions") if isinstance(n.get("default_permissions"), dict) else {},
-        mappings=n.get("mappings") if isinstance(n.get("mappings"), dict) else {})
+        mappings=n.get("mappings") if isinstance(n.get("mappings"), dict) else {},
+    )
 
 
 # User JWT fields that are permissions or limits: all must be unset (zero/empty) for a user
 # issued by a scoped signing key, as the JWT library's "empty permissions" check.
-_PERMISSION_FIELDS = ("pub", "sub", "resp", "subs", "data", "payload", "src", "times", "times_location",
-                      "locale", "bearer_token", "allowed_connection_types")
+_PERMISSION_FIELDS = (
+    "pub",
+    "sub",
+    "resp",
+    "subs",
+    "data",
+    "payload",
+    "src",
+    "times",
+    "times_location",
+    "locale",
+    "bearer_token",
+    "allowed_connection_types",
+)
 
 
 def limit_of(d: dict, key: str) -> int:
@@ -421,9 +458,12 @@ def decode_user(token: str) -> UserClaims:
         raise JWTError("issuer_account is not an account key")
     resp = n.get("resp") if isinstance(n.get("resp"), dict) else None
     return UserClaims(
-        **_base(c, token), issuer_account=ia,
+        **_base(c, token),
+        issuer_account=ia,
         pub=n.get("pub") if isinstance(n.get("pub"), dict) else {},
         sub=n.get("sub") if isinstance(n.get("sub"), dict) else {},
-        resp=resp, bearer_token=bool(n.get("bearer_token")),
+        resp=resp,
+        bearer_token=bool(n.get("bearer_token")),
         empty_permissions=not any(n.get(k) for k in _PERMISSION_FIELDS),
-        limits={k: limit_of(n, k) for k in ("subs", "data", "payload")})
+        limits={k: limit_of(n, k) for k in ("subs", "data", "payload")},
+    )

@@ -57,13 +57,20 @@ DEFAULT_COMPRESSION = COMPRESSION_S2_AUTO
 # above -> s2_best (nats-server defaultCompressionS2AutoRTTThresholds).
 DEFAULT_RTT_THRESHOLDS_NS = (10_000_000, 50_000_000, 100_000_000)
 _MODE_SPELLINGS = {
-    "not supported": COMPRESSION_NOT_SUPPORTED, "not_supported": COMPRESSION_NOT_SUPPORTED,
-    "disabled": COMPRESSION_OFF, "off": COMPRESSION_OFF, "false": COMPRESSION_OFF,
+    "not supported": COMPRESSION_NOT_SUPPORTED,
+    "not_supported": COMPRESSION_NOT_SUPPORTED,
+    "disabled": COMPRESSION_OFF,
+    "off": COMPRESSION_OFF,
+    "false": COMPRESSION_OFF,
     "accept": COMPRESSION_ACCEPT,
-    "auto": COMPRESSION_S2_AUTO, "s2_auto": COMPRESSION_S2_AUTO,
-    "fast": COMPRESSION_S2_FAST, "s2_fast": COMPRESSION_S2_FAST,
-    "better": COMPRESSION_S2_BETTER, "s2_better": COMPRESSION_S2_BETTER,
-    "best": COMPRESSION_S2_BEST, "s2_best": COMPRESSION_S2_BEST,
+    "auto": COMPRESSION_S2_AUTO,
+    "s2_auto": COMPRESSION_S2_AUTO,
+    "fast": COMPRESSION_S2_FAST,
+    "s2_fast": COMPRESSION_S2_FAST,
+    "better": COMPRESSION_S2_BETTER,
+    "s2_better": COMPRESSION_S2_BETTER,
+    "best": COMPRESSION_S2_BEST,
+    "s2_best": COMPRESSION_S2_BEST,
 }
 
 
@@ -194,8 +201,11 @@ def _remote(ctx, m, pos) -> RemoteLeafOptions | None:
         ctx.error(pos, "leafnodes remote: no url")
         return None
     if len({is_ws_url(u) for u in r.urls}) > 1:
-        ctx.error(pos, "remote leaf node configuration cannot have a mix of websocket and non-websocket urls: "
-                       f"{[redact(u) for u in r.urls]}")
+        ctx.error(
+            pos,
+            "remote leaf node configuration cannot have a mix of websocket and non-websocket urls: "
+            f"{[redact(u) for u in r.urls]}",
+        )
         return None
     return r
 
@@ -330,8 +340,11 @@ def validate_leafnodes(ctx, o, tree) -> None:
     pos = tree.pos(next((k for k in tree if k.lower() in ("leafnodes", "leaf")), ""))
     if not o.trust.enabled:
         known = {a.name for a in o.accounts} | {"", "$G", o.system_account or "$SYS"}
-        for acc, where in ([(ln.account, "authorization")] + [(u.account, "authorization") for u in ln.users]
-                           + [(r.account, "remote") for r in ln.remotes]):
+        for acc, where in (
+            [(ln.account, "authorization")]
+            + [(u.account, "authorization") for u in ln.users]
+            + [(r.account, "remote") for r in ln.remotes]
+        ):
             if acc not in known:
                 ctx.error(pos, f'cannot find local account "{acc}" specified in leafnode {where}')
                 return
@@ -341,9 +354,12 @@ def validate_leafnodes(ctx, o, tree) -> None:
     if ln.users:
         ctx.error(pos, "operator mode does not allow specifying users in leafnode config")
     elif any(not is_public_nkey(r.account, "A") for r in ln.remotes):
-        ctx.error(pos, "operator mode requires account nkeys in remotes. Please add an `account` key to each "
-                       "remote in your `leafnodes` section, to assign it to an account. Each account value "
-                       "should be a 56 character public key, starting with the letter 'A'")
+        ctx.error(
+            pos,
+            "operator mode requires account nkeys in remotes. Please add an `account` key to each "
+            "remote in your `leafnodes` section, to assign it to an account. Each account value "
+            "should be a 56 character public key, starting with the letter 'A'",
+        )
     elif ln.port and ln.account and not is_public_nkey(ln.account, "A"):
         ctx.error(pos, "operator mode and non account nkeys are incompatible")
 
@@ -352,8 +368,12 @@ def remote_url_parts(url: str) -> tuple[str, int, str, str]:
     """``(host, port, user, password)`` of a remote URL (default port 7422, ws:// and wss:// too:
     nats-server's setBaselineOptions gives every remote URL without a port 7422)."""
     sp = urlsplit(url if "://" in url else "nats-leaf://" + url)
-    return (sp.hostname or "127.0.0.1", sp.port or DEFAULT_LEAF_PORT,
-            unquote(sp.username or ""), unquote(sp.password or ""))
+    return (
+        sp.hostname or "127.0.0.1",
+        sp.port or DEFAULT_LEAF_PORT,
+        unquote(sp.username or ""),
+        unquote(sp.password or ""),
+    )
 
 
 def is_ws_url(url: str) -> bool:

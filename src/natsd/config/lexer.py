@@ -135,8 +135,9 @@ class Lexer:
         return p - self.line_start + 1
 
     def error(self, message: str, line: int | None = None, column: int | None = None) -> ConfigError:
-        return ConfigError(message, self.file, self.line if line is None else line,
-                           self.col() if column is None else column)
+        return ConfigError(
+            message, self.file, self.line if line is None else line, self.col() if column is None else column
+        )
 
     def emit(self, typ: ItemType, value: str, line: int, column: int) -> None:
         self.items.append(Item(typ, value, line, column))
@@ -230,8 +231,8 @@ class Lexer:
             else:
                 where = "top-level" if closer is None else "map"
                 raise self.error(
-                    f"Expected a {where} value to end with a new line, comment or EOF, "
-                    f"but got '{_show(c)}' instead.")
+                    f"Expected a {where} value to end with a new line, comment or EOF, but got '{_show(c)}' instead."
+                )
 
     def _scan_quoted(self, quote: str, eof_message: str) -> str:
         """Consume ``<quote>text<quote>`` starting at the opening quote; return ``text`` (no
@@ -242,7 +243,7 @@ class Lexer:
             if self.peek() == _EOF:
                 raise self.error(eof_message)
             self.advance()
-        text = self.text[start:self.pos]
+        text = self.text[start : self.pos]
         self.advance()
         return text
 
@@ -260,7 +261,7 @@ class Lexer:
                 if c in "{[" and self.pos > start:
                     break  # lenient: "key{" and "key[" (the reference needs a space)
                 self.advance()
-            key = self.text[start:self.pos]
+            key = self.text[start : self.pos]
             if key.lower() == "include" and _is_ws(self.peek()):
                 self.skip_ws()
                 self.lex_include(line, column)
@@ -295,7 +296,7 @@ class Lexer:
                 if c == _EOF or _is_nl(c) or _is_ws(c) or c in (";", "}", "'"):
                     break
                 self.advance()
-            path = self.text[start:self.pos]
+            path = self.text[start : self.pos]
         self.emit(ItemType.INCLUDE, path, vline, vcol)
 
     def lex_value(self) -> None:
@@ -317,7 +318,7 @@ class Lexer:
                 if self.peek() == _EOF:
                     raise self.error("Unexpected EOF.")
                 self.advance()
-            self.emit(ItemType.STRING, self.text[start:self.pos], line, column)
+            self.emit(ItemType.STRING, self.text[start : self.pos], line, column)
             self.advance()
         elif c == '"':
             self.advance()
@@ -363,7 +364,8 @@ class Lexer:
                 else:
                     raise self.error(
                         "Expected an array value terminator ',' or an array terminator ']', "
-                        f"but got '{_show(c)}' instead.")
+                        f"but got '{_show(c)}' instead."
+                    )
 
     def lex_dq_string(self) -> str:
         parts: list[str] = []
@@ -373,11 +375,11 @@ class Lexer:
             if c == _EOF:
                 raise self.error("Unexpected EOF.")
             if c == '"':
-                parts.append(self.text[start:self.pos])
+                parts.append(self.text[start : self.pos])
                 self.advance()
                 return "".join(parts)
             if c == "\\":
-                parts.append(self.text[start:self.pos])
+                parts.append(self.text[start : self.pos])
                 self.advance()
                 parts.append(self.lex_escape())
                 start = self.pos
@@ -389,7 +391,7 @@ class Lexer:
         if c in _ESCAPES:
             return _ESCAPES[c]
         if c == "x":
-            h = self.text[self.pos:self.pos + 2]
+            h = self.text[self.pos : self.pos + 2]
             if len(h) < 2 or any(_is_nl(x) for x in h):
                 raise self.error("Expected two hexadecimal digits after '\\x', but hit end of line")
             try:
@@ -401,7 +403,8 @@ class Lexer:
             return b.decode("latin-1")
         raise self.error(
             f"Invalid escape character '{_show(c)}'. Only the following escape characters are "
-            "allowed: \\xXX, \\t, \\n, \\r, \\\", \\\\.")
+            'allowed: \\xXX, \\t, \\n, \\r, \\", \\\\.'
+        )
 
     def lex_block(self) -> str:
         # "( ... )" raw block: ends at a ')' alone on its line (preceded by a newline and
@@ -411,9 +414,8 @@ class Lexer:
             c = self.peek()
             if c == _EOF:
                 raise self.error("Unexpected EOF processing block.")
-            if c == ")" and self.pos > start and self.text[self.pos - 1] == "\n" \
-                    and self.peek(1) in ("\n", _EOF):
-                value = self.text[start:self.pos - 1]
+            if c == ")" and self.pos > start and self.text[self.pos - 1] == "\n" and self.peek(1) in ("\n", _EOF):
+                value = self.text[start : self.pos - 1]
                 self.advance()
                 return value
             self.advance()
@@ -443,16 +445,16 @@ class Lexer:
                 # A second '.' makes it an IP address (string), e.g. 127.0.0.1:4222.
                 while self.peek().isdigit() or self.peek() in (".", ":", "-"):
                     self.advance()
-                self.emit(ItemType.STRING, self.text[start:self.pos], line, column)
+                self.emit(ItemType.STRING, self.text[start : self.pos], line, column)
                 return
-            self.emit(ItemType.FLOAT, self.text[start:self.pos], line, column)
+            self.emit(ItemType.FLOAT, self.text[start : self.pos], line, column)
             return
         if c in _NUMBER_SUFFIX:
             self.advance()
             while self.peek() in ("b", "B", "i", "I") and self.peek() != _EOF:
                 self.advance()
         if self._number_terminator(self.peek()):
-            self.emit(ItemType.INTEGER, self.text[start:self.pos], line, column)
+            self.emit(ItemType.INTEGER, self.text[start : self.pos], line, column)
             return
         if neg:
             raise self.error(f"Expected a digit but got '{_show(self.peek())}'.")
@@ -474,7 +476,7 @@ class Lexer:
             elif c != f:
                 raise self.error(f"Expected '{f}' in ISO8601 datetime, but found '{_show(c)}' instead.")
             self.advance()
-        self.emit(ItemType.DATETIME, self.text[start:self.pos], line, column)
+        self.emit(ItemType.DATETIME, self.text[start : self.pos], line, column)
 
     def lex_unquoted(self, line: int, column: int, start: int) -> None:
         parts: list[str] = []
@@ -482,7 +484,7 @@ class Lexer:
         while True:
             c = self.peek()
             if c == "\\":
-                parts.append(self.text[start:self.pos])
+                parts.append(self.text[start : self.pos])
                 self.advance()
                 parts.append(self.lex_escape())
                 start = self.pos
@@ -492,12 +494,12 @@ class Lexer:
                 break
             if c == "'":
                 # The reference ends an unquoted string at a single quote and drops the quote.
-                parts.append(self.text[start:self.pos])
+                parts.append(self.text[start : self.pos])
                 self.advance()
                 self.emit(ItemType.STRING, "".join(parts), line, column)
                 return
             self.advance()
-        parts.append(self.text[start:self.pos])
+        parts.append(self.text[start : self.pos])
         value = "".join(parts)
         if not escaped and value.lower() in _BOOLS:
             self.emit(ItemType.BOOL, value, line, column)

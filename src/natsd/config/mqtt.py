@@ -31,14 +31,20 @@ standalone server.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from natsd.config.lexer import ConfigError
 from natsd.config.parser import ConfigMap
 from natsd.config.tls import TLSOptions, parse_tls_block
 
-__all__ = ["MQTTOptions", "parse_mqtt", "validate_mqtt", "check_mqtt_startup", "DEFAULT_ACK_WAIT_NS", "DEFAULT_MAX_ACK_PENDING",
-           "DEFAULT_JS_API_TIMEOUT_NS"]
+__all__ = [
+    "MQTTOptions",
+    "parse_mqtt",
+    "validate_mqtt",
+    "check_mqtt_startup",
+    "DEFAULT_ACK_WAIT_NS",
+    "DEFAULT_MAX_ACK_PENDING",
+    "DEFAULT_JS_API_TIMEOUT_NS",
+]
 
 SECOND_NS = 1_000_000_000
 DEFAULT_ACK_WAIT_NS = 30 * SECOND_NS  # mqttDefaultAckWait
@@ -180,11 +186,16 @@ def validate_mqtt(ctx, o, tree) -> None:
         return
     pos = tree.pos(next((k for k in tree if k.lower() == "mqtt"), ""))
     if mo.no_auth_user:
-        if not any(u.user == mo.no_auth_user for u in o.users) and not any(
-                u.nkey == mo.no_auth_user for u in o.nkeys) and not any(
-                u.user == mo.no_auth_user for a in o.accounts for u in a.users):
-            ctx.error(pos, f'no_auth_user: "{mo.no_auth_user}" not present as user or nkey in '
-                           "authorization block or account configuration")
+        if (
+            not any(u.user == mo.no_auth_user for u in o.users)
+            and not any(u.nkey == mo.no_auth_user for u in o.nkeys)
+            and not any(u.user == mo.no_auth_user for a in o.accounts for u in a.users)
+        ):
+            ctx.error(
+                pos,
+                f'no_auth_user: "{mo.no_auth_user}" not present as user or nkey in '
+                "authorization block or account configuration",
+            )
             return
     if o.users or o.nkeys:
         if mo.username:

@@ -27,9 +27,18 @@ from natsd.gotime import format_duration, parse_duration
 from natsd.subjects.tokens import is_valid_publish_subject, is_valid_subject
 
 __all__ = [
-    "ServerOptions", "JetStreamOptions", "UserOptions", "Permissions", "SubjectPermission",
-    "AccountOptions", "AccountJetStreamLimits",
-    "ConfigError", "ConfigErrors", "options_from_tree", "options_from_file", "parse_duration",
+    "ServerOptions",
+    "JetStreamOptions",
+    "UserOptions",
+    "Permissions",
+    "SubjectPermission",
+    "AccountOptions",
+    "AccountJetStreamLimits",
+    "ConfigError",
+    "ConfigErrors",
+    "options_from_tree",
+    "options_from_file",
+    "parse_duration",
     "config_digest",
 ]
 
@@ -245,6 +254,7 @@ class ConfigErrors(ConfigError):
 
 # -- processing context ---------------------------------------------------------------------
 
+
 def _type_name(v: _Any) -> str:
     if isinstance(v, bool):
         return "bool"
@@ -358,7 +368,8 @@ class _Ctx:
 
 # Keys nats-server accepts that natsd does not implement: a warning, never an error, so a
 # reference config still boots (clustering, leaf nodes, gateways, websockets, MQTT, ...).
-_UNSUPPORTED_TOP = frozenset("""
+_UNSUPPORTED_TOP = frozenset(
+    """
 client_advertise trace_headers default_sentinel
 http_base_path cluster gateway prof_port prof_block_rate proxy_protocol
 max_sub_tokens max_subscription_tokens ocsp allow_non_tls write_timeout operator operators roots
@@ -367,16 +378,20 @@ resolver_preload resolver_pinned_accounts no_system_account no_system no_sys_acc
 no_header_support trusted trusted_keys connect_error_reports reconnect_error_reports
 default_js_domain ocsp_cache
 no_fast_producer_stall max_closed_clients proxies
-""".split())
+""".split()
+)
 
-_UNSUPPORTED_JS = frozenset("""
+_UNSUPPORTED_JS = frozenset(
+    """
 strict extension_hint tpm
 max_outstanding_catchup max_buffered_size max_buffered_msgs request_queue_limit info_queue_limit
 meta_compact meta_compact_size meta_compact_sync max_concurrent_io
-""".split())
+""".split()
+)
 
 
 # -- permissions ------------------------------------------------------------------------------
+
 
 def _perm_subjects(ctx: _Ctx, v: _Any, pos: Pos | None, allow_queue: bool) -> list[str] | None:
     if isinstance(v, str):
@@ -390,8 +405,7 @@ def _perm_subjects(ctx: _Ctx, v: _Any, pos: Pos | None, allow_queue: bool) -> li
                 return None
             subjects.append(s)
     else:
-        ctx.error(pos, "Expected subject permissions to be a subject, or array of subjects, "
-                       f"got {_type_name(v)}")
+        ctx.error(pos, f"Expected subject permissions to be a subject, or array of subjects, got {_type_name(v)}")
         return None
     for s in subjects:
         if is_valid_subject(s):
@@ -423,8 +437,10 @@ def _subject_permission(ctx: _Ctx, v: _Any, pos: Pos | None, allow_queue: bool) 
                 if subjects is not None:
                     setattr(sp, kl, subjects)
             elif k not in v.used_vars:
-                ctx.error(v.pos(k), f'Unknown field name "{k}" parsing subject permissions, '
-                                    "only 'allow' or 'deny' are permitted")
+                ctx.error(
+                    v.pos(k),
+                    f"Unknown field name \"{k}\" parsing subject permissions, only 'allow' or 'deny' are permitted",
+                )
         return sp
     # Old style: a subject or a list of subjects, all allowed.
     subjects = _perm_subjects(ctx, v, pos, allow_queue)
@@ -482,6 +498,7 @@ def _permissions(ctx: _Ctx, v: _Any, pos: Pos | None) -> Permissions | None:
 
 
 # -- users, authorization, accounts -------------------------------------------------------------
+
 
 def _users(ctx: _Ctx, v: _Any, pos: Pos | None, account: str) -> list[UserOptions]:
     if not isinstance(v, list):
@@ -618,9 +635,12 @@ def _authorization(ctx: _Ctx, o: ServerOptions, m: ConfigMap, key: str) -> None:
                 ctx.error(a.pos(k), "error parsing authorization config, 'timeout' wrong type")
                 continue
             if ns > 60 * SECOND_NS:
-                ctx.warn(a.pos(k), f"invalid use of field \"{k}\": timeout of {tv} ({ns / SECOND_NS:f} "
-                                   "seconds) is high, consider keeping it under 60 seconds. possibly "
-                                   "caused by unquoted duration; use '1m' instead of 1m, for example")
+                ctx.warn(
+                    a.pos(k),
+                    f'invalid use of field "{k}": timeout of {tv} ({ns / SECOND_NS:f} '
+                    "seconds) is high, consider keeping it under 60 seconds. possibly "
+                    "caused by unquoted duration; use '1m' instead of 1m, for example",
+                )
             o.auth_timeout_ns = ns
         elif kl == "users":
             users = _take_nkeys(ctx, o, _users(ctx, a[k], a.pos(k), _GLOBAL_ACCOUNT), a.pos(k))
@@ -816,8 +836,11 @@ def _account_msg_trace(ctx: _Ctx, acc: AccountOptions, m: ConfigMap, key: str) -
                         ctx.error(kpos, f'Invalid trace destination sampling value "{v[k]}"')
                         return
                 elif not isinstance(x, int) or isinstance(x, bool):
-                    ctx.error(kpos, f'Trace destination sampling field "{k}" should be an integer or a '
-                                    f"percentage, got {_type_name(x)}")
+                    ctx.error(
+                        kpos,
+                        f'Trace destination sampling field "{k}" should be an integer or a '
+                        f"percentage, got {_type_name(x)}",
+                    )
                     return
                 if not 0 < x <= 100:
                     ctx.error(kpos, f"Ttrace destination sampling value {x} is invalid, needs to be [1..100]")
@@ -827,8 +850,9 @@ def _account_msg_trace(ctx: _Ctx, acc: AccountOptions, m: ConfigMap, key: str) -
                 ctx.error(kpos, f'Unknown field "{k}" parsing account message trace map/struct "{key}"')
                 return
     else:
-        ctx.error(m.pos(key), f'Expected account message trace "{key}" to be a string or a map/struct, '
-                              f"got {_type_name(v)}")
+        ctx.error(
+            m.pos(key), f'Expected account message trace "{key}" to be a string or a map/struct, got {_type_name(v)}'
+        )
         return
     if acc.trace_dest and not acc.trace_sampling:
         acc.trace_sampling = 100
@@ -928,8 +952,11 @@ def _jetstream_cipher(ctx: _Ctx, js: JetStreamOptions, m: ConfigMap, key: str) -
         ctx.error(m.pos(key), f'Unknown cipher type: "{name}"')
 
 
-_BATCH_LIMITS = {"max_msgs": "batch_max_msgs", "max_inflight_per_stream": "batch_max_inflight_per_stream",
-                 "max_inflight_total": "batch_max_inflight_total"}
+_BATCH_LIMITS = {
+    "max_msgs": "batch_max_msgs",
+    "max_inflight_per_stream": "batch_max_inflight_per_stream",
+    "max_inflight_total": "batch_max_inflight_total",
+}
 
 
 def _jetstream_limits(ctx: _Ctx, js: JetStreamOptions, m: ConfigMap, key: str) -> None:
@@ -975,7 +1002,9 @@ def _feature_flags(ctx: _Ctx, o: ServerOptions, m: ConfigMap, key: str) -> None:
     for name in flags:
         v = flags[name]
         if not isinstance(v, bool):
-            ctx.error(flags.pos(name), f"error parsing feature flag {_json.dumps(name)}: expected bool, got {_type_name(v)}")
+            ctx.error(
+                flags.pos(name), f"error parsing feature flag {_json.dumps(name)}: expected bool, got {_type_name(v)}"
+            )
             continue
         o.feature_flags[name] = v
 
@@ -989,8 +1018,11 @@ def _host_port(ctx: _Ctx, m: ConfigMap, key: str) -> tuple[str, int] | None:
         ctx.error(m.pos(key), f"expected port or host:port, got {_type_name(v)}")
         return None
     host, sep, port = v.rpartition(":")
-    if not sep or (":" in host and not (host.startswith("[") and host.endswith("]"))) \
-            or host.startswith("[") != host.endswith("]"):
+    if (
+        not sep
+        or (":" in host and not (host.startswith("[") and host.endswith("]")))
+        or host.startswith("[") != host.endswith("]")
+    ):
         ctx.error(m.pos(key), f'could not parse address string "{v}"')
         return None
     host = host[1:-1] if host.startswith("[") else host
@@ -1001,8 +1033,9 @@ def _host_port(ctx: _Ctx, m: ConfigMap, key: str) -> tuple[str, int] | None:
         return None
 
 
-def options_from_tree(tree: ConfigMap, options: ServerOptions | None = None, *,
-                      pedantic: bool | None = None) -> ServerOptions:
+def options_from_tree(
+    tree: ConfigMap, options: ServerOptions | None = None, *, pedantic: bool | None = None
+) -> ServerOptions:
     """Apply a parsed config tree onto ``options`` (a fresh :class:`ServerOptions` by default).
 
     Keys and aliases are nats-server's, case-insensitive. All errors are collected and raised
@@ -1056,14 +1089,20 @@ def options_from_tree(tree: ConfigMap, options: ServerOptions | None = None, *,
 def _validate(ctx: _Ctx, o: ServerOptions, tree: ConfigMap) -> None:
     check_tree_ports(ctx, tree)
     if o.no_auth_user:
-        if not any(u.user == o.no_auth_user for u in o.users) and not any(
-                u.nkey == o.no_auth_user for u in o.nkeys):
+        if not any(u.user == o.no_auth_user for u in o.users) and not any(u.nkey == o.no_auth_user for u in o.nkeys):
             pos = tree.pos(next((k for k in tree if k.lower() == "no_auth_user"), ""))
-            ctx.error(pos, f'no_auth_user: "{o.no_auth_user}" not present as user or nkey in '
-                           "authorization block or account configuration")
+            ctx.error(
+                pos,
+                f'no_auth_user: "{o.no_auth_user}" not present as user or nkey in '
+                "authorization block or account configuration",
+            )
     _validate_tls(ctx, o, tree)
-    if o.system_account and o.accounts and not o.trust.enabled and not any(
-            a.name == o.system_account for a in o.accounts):
+    if (
+        o.system_account
+        and o.accounts
+        and not o.trust.enabled
+        and not any(a.name == o.system_account for a in o.accounts)
+    ):
         if o.system_account != "$SYS":
             pos = tree.pos(next((k for k in tree if k.lower() in ("system_account", "system")), ""))
             ctx.error(pos, f'system account "{o.system_account}" not found in accounts')
@@ -1072,7 +1111,6 @@ def _validate(ctx: _Ctx, o: ServerOptions, tree: ConfigMap) -> None:
 
         validate_leafnodes(ctx, o, tree)
     if o.mqtt is not None:
-
         validate_mqtt(ctx, o, tree)
 
 
@@ -1109,6 +1147,7 @@ def _setter(attr: str, getter: str, *, transform: _Callable[[_Any], _Any] | None
         v = getattr(ctx, getter)(m, k)
         if v is not None:
             setattr(o, attr, transform(v) if transform else v)
+
     return handle
 
 
@@ -1183,6 +1222,7 @@ def _duration_setter(attr: str, *, min_ns: int | None = None, strict: bool = Fal
                 ctx.error(m.pos(k), f"invalid {k}, needs to be positive")
             return
         setattr(o, attr, d)
+
     return handle
 
 
@@ -1248,6 +1288,7 @@ def _h_server_metadata(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> Non
 
 def _h_trust(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
     import os
+
     parse_trust_key(ctx, o.trust, m, k, os.path.dirname(o.config_file))
 
 
@@ -1320,6 +1361,7 @@ def _h_mqtt(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
 
 def _h_leafnodes(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
     from natsd.config.leafnodes import parse_leafnodes  # its own module (leaf links)
+
     parse_leafnodes(ctx, o, m, k)
 
 
@@ -1329,6 +1371,7 @@ def config_digest(tree: ConfigMap) -> str:
     nats-server hashes Go's JSON encoding of its parse map; ours hashes the equivalent Python
     encoding, so the digest identifies a config but is not byte-identical to the reference's.
     """
+
     def default(v: _Any) -> _Any:
         if isinstance(v, _datetime):
             return v.strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -1340,8 +1383,9 @@ def config_digest(tree: ConfigMap) -> str:
     return "sha256:" + _hashlib.sha256(text.encode()).hexdigest()
 
 
-def options_from_file(path: str, options: ServerOptions | None = None, *,
-                      pedantic: bool | None = None) -> ServerOptions:
+def options_from_file(
+    path: str, options: ServerOptions | None = None, *, pedantic: bool | None = None
+) -> ServerOptions:
     """Parse the config file at ``path`` into options (see :func:`options_from_tree`).
 
     Raises :class:`ConfigError` (syntax, with file:line:column) or :class:`ConfigErrors`.

@@ -31,8 +31,14 @@ from typing import Any, Mapping, NamedTuple
 from natsd.config.lexer import ConfigError, Item, ItemType, lex
 
 __all__ = [
-    "Pos", "ConfigMap", "ConfigList", "ConfigError",
-    "parse", "parse_file", "parse_value", "SIZE_SUFFIXES",
+    "Pos",
+    "ConfigMap",
+    "ConfigList",
+    "ConfigError",
+    "parse",
+    "parse_file",
+    "parse_value",
+    "SIZE_SUFFIXES",
 ]
 
 
@@ -81,9 +87,9 @@ class ConfigList(list):
 # binary for the "b"/"i"/"ib" forms).
 SIZE_SUFFIXES: dict[str, int] = {"": 1}
 for _i, _letter in enumerate("kmgtpe", start=1):
-    SIZE_SUFFIXES[_letter] = 1000 ** _i
+    SIZE_SUFFIXES[_letter] = 1000**_i
     for _tail in ("b", "i", "ib"):
-        SIZE_SUFFIXES[_letter + _tail] = 1024 ** _i
+        SIZE_SUFFIXES[_letter + _tail] = 1024**_i
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _BCRYPT_PREFIXES = ("2a$", "2b$", "2y$")
@@ -92,8 +98,9 @@ _ENV_KEY = "pk"  # the reference parses an environment value as "pk=<value>"
 
 
 class _Parser:
-    def __init__(self, items: list[Item], file: str, env: Mapping[str, str],
-                 env_refs: set[str], include_chain: tuple[str, ...]) -> None:
+    def __init__(
+        self, items: list[Item], file: str, env: Mapping[str, str], env_refs: set[str], include_chain: tuple[str, ...]
+    ) -> None:
         self.items = items
         self.file = file
         self.env = env
@@ -212,8 +219,11 @@ class _Parser:
                 ctx.used_vars.add(name)
                 return ctx[name]
         if name in self.env_refs:
-            raise self.err(it, f"variable reference for '{name}' on line {it.line} could not be "
-                               f"parsed: variable reference cycle for '{name}'")
+            raise self.err(
+                it,
+                f"variable reference for '{name}' on line {it.line} could not be "
+                f"parsed: variable reference cycle for '{name}'",
+            )
         if name not in self.env:
             raise self.err(it, f"variable reference for '{name}' on line {it.line} can not be found")
         self.env_refs.add(name)
@@ -224,8 +234,9 @@ class _Parser:
                 sub = _Parser(items, f"${name}", self.env, self.env_refs, self.include_chain)
                 tree = sub.parse_top()
             except ConfigError as e:
-                raise self.err(it, f"variable reference for '{name}' on line {it.line} could not "
-                                   f"be parsed: {e.message}") from None
+                raise self.err(
+                    it, f"variable reference for '{name}' on line {it.line} could not be parsed: {e.message}"
+                ) from None
             return tree.get(_ENV_KEY, "")
         finally:
             self.env_refs.discard(name)
@@ -240,8 +251,9 @@ class _Parser:
         except OSError as e:
             raise self.err(it, f"error parsing include file '{it.value}', {e.strerror or e}") from None
         # The included file keeps its own positions (errors inside it name that file).
-        sub = _Parser(lex(text, str(path)), str(path), self.env, self.env_refs,
-                      self.include_chain + (str(path.resolve()),))
+        sub = _Parser(
+            lex(text, str(path)), str(path), self.env, self.env_refs, self.include_chain + (str(path.resolve()),)
+        )
         tree = sub.parse_top()
         for k, v in tree.items():
             m[k] = v

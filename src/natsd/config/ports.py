@@ -15,7 +15,15 @@ from typing import Any, Protocol
 from natsd.config.lexer import ConfigError
 from natsd.config.parser import ConfigMap
 
-__all__ = ["InvalidPortError", "PortConfigError", "PORT_MAX", "port_in_range", "go_invalid_port", "listen_problems", "check_tree_ports"]
+__all__ = [
+    "InvalidPortError",
+    "PortConfigError",
+    "PORT_MAX",
+    "port_in_range",
+    "go_invalid_port",
+    "listen_problems",
+    "check_tree_ports",
+]
 
 PORT_MAX = 65535
 _RANDOM = -1  # nats-server's RANDOM_PORT
@@ -66,8 +74,16 @@ def listen_problems(o: Any) -> list[str]:
 # Keys that hold a port (a number, or "host:port" for the listen forms), at the top level and in
 # each listener block nats-server knows (cluster, gateway and mqtt included: natsd ignores those
 # blocks, but a file that nats-server would refuse at start should not pass natsd's check).
-_TOP_KEYS = {"port": "port", "listen": "port", "http": "http_port", "http_port": "http_port",
-             "monitor_port": "http_port", "https": "https_port", "https_port": "https_port", "prof_port": ""}
+_TOP_KEYS = {
+    "port": "port",
+    "listen": "port",
+    "http": "http_port",
+    "http_port": "http_port",
+    "monitor_port": "http_port",
+    "https": "https_port",
+    "https_port": "https_port",
+    "prof_port": "",
+}
 _BLOCKS = ("websocket", "leafnodes", "leaf", "cluster", "gateway", "mqtt")
 _BLOCK_KEYS = {"port": "", "listen": ""}
 
@@ -102,8 +118,11 @@ def _check_map(ctx: _ErrorSink, m: ConfigMap, keys: dict[str, str]) -> None:
         if port is not None and not port_in_range(port):
             pos = m.pos(k)
             msg = f"invalid port {port} (ports are 0-65535, -1 for a random port): {go_invalid_port(port)}"
-            ctx.errors.append(PortConfigError(msg, option, pos.file, pos.line, pos.column) if pos is not None
-                              else PortConfigError(msg, option))
+            ctx.errors.append(
+                PortConfigError(msg, option, pos.file, pos.line, pos.column)
+                if pos is not None
+                else PortConfigError(msg, option)
+            )
 
 
 def check_tree_ports(ctx: _ErrorSink, tree: ConfigMap) -> None:

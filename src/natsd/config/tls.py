@@ -27,8 +27,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
-    "TLSOptions", "WebsocketOptions", "TLSConfigError", "build_server_context", "build_client_context",
-    "parse_tls_block", "parse_websocket_block", "DEFAULT_TLS_TIMEOUT_NS",
+    "TLSOptions",
+    "WebsocketOptions",
+    "TLSConfigError",
+    "build_server_context",
+    "build_client_context",
+    "parse_tls_block",
+    "parse_websocket_block",
+    "DEFAULT_TLS_TIMEOUT_NS",
     "DEFAULT_HANDSHAKE_FIRST_FALLBACK_NS",
 ]
 
@@ -112,12 +118,23 @@ CIPHER_SUITES = {
     "TLS_RSA_WITH_AES_128_CBC_SHA": "AES128-SHA",
     "TLS_RSA_WITH_AES_256_CBC_SHA": "AES256-SHA",
     # TLS 1.3 suites: accepted (Go accepts the names) but not configurable, see the module doc.
-    "TLS_AES_128_GCM_SHA256": "", "TLS_AES_256_GCM_SHA384": "", "TLS_CHACHA20_POLY1305_SHA256": "",
+    "TLS_AES_128_GCM_SHA256": "",
+    "TLS_AES_256_GCM_SHA384": "",
+    "TLS_CHACHA20_POLY1305_SHA256": "",
 }
-_CURVES = {"curvep256": "prime256v1", "curvep384": "secp384r1", "curvep521": "secp521r1", "x25519": "",
-           "x25519mlkem768": ""}
-_VERSIONS = {"1.0": ssl.TLSVersion.TLSv1, "1.1": ssl.TLSVersion.TLSv1_1, "1.2": ssl.TLSVersion.TLSv1_2,
-             "1.3": ssl.TLSVersion.TLSv1_3}
+_CURVES = {
+    "curvep256": "prime256v1",
+    "curvep384": "secp384r1",
+    "curvep521": "secp521r1",
+    "x25519": "",
+    "x25519mlkem768": "",
+}
+_VERSIONS = {
+    "1.0": ssl.TLSVersion.TLSv1,
+    "1.1": ssl.TLSVersion.TLSv1_1,
+    "1.2": ssl.TLSVersion.TLSv1_2,
+    "1.3": ssl.TLSVersion.TLSv1_3,
+}
 
 
 def _file_error(path: str, e: OSError) -> str:
@@ -132,8 +149,9 @@ def _has_pem(path: str, what: str) -> None:
     except OSError as e:
         raise TLSConfigError(f"error parsing X509 certificate/key pair: {_file_error(path, e)}") from None
     if b"-----BEGIN" not in data:
-        raise TLSConfigError("error parsing X509 certificate/key pair: tls: failed to find any PEM data in "
-                             f"{what} input")
+        raise TLSConfigError(
+            f"error parsing X509 certificate/key pair: tls: failed to find any PEM data in {what} input"
+        )
 
 
 def _load_pair(ctx: ssl.SSLContext, tls: TLSOptions) -> None:
@@ -222,8 +240,19 @@ def build_client_context(tls: TLSOptions) -> ssl.SSLContext:
 # ``ctx`` is natsd.config.options._Ctx (error/warn/unknown/unsupported and typed getters); it is
 # passed in rather than imported so this module stays a leaf of options.py.
 
-_UNSUPPORTED_TLS = frozenset(("cert_store", "cert_match", "cert_match_by", "cert_match_skip_invalid", "ocsp_peer",
-                              "certs", "connection_rate_limit", "ca_certs_match", "verify_cert_and_check_known_urls"))
+_UNSUPPORTED_TLS = frozenset(
+    (
+        "cert_store",
+        "cert_match",
+        "cert_match_by",
+        "cert_match_skip_invalid",
+        "ocsp_peer",
+        "certs",
+        "connection_rate_limit",
+        "ca_certs_match",
+        "verify_cert_and_check_known_urls",
+    )
+)
 
 
 def _str_list(ctx, m, k) -> list[str] | None:
@@ -274,8 +303,12 @@ def parse_tls_block(ctx, m, key: str, *, check_files: bool = True) -> TLSOptions
             v = ctx.str_(block, k)
             if v is not None:
                 if v not in ("1.2", "1.3"):
-                    ctx.error(block.pos(k), f'unsupported TLS version: "{v}"' if v not in _VERSIONS
-                              else f"unsupported minimum TLS version: {v}")
+                    ctx.error(
+                        block.pos(k),
+                        f'unsupported TLS version: "{v}"'
+                        if v not in _VERSIONS
+                        else f"unsupported minimum TLS version: {v}",
+                    )
                 else:
                     tls.min_version = v
         elif kl == "cipher_suites":
@@ -338,9 +371,23 @@ def _handshake_first(ctx, block, k: str, tls: TLSOptions) -> None:
     ctx.error(block.pos(k), f'error parsing tls config, unknown type for "{k}": {v!r}')
 
 
-_UNSUPPORTED_WS = frozenset(("authorization", "no_auth_user", "username", "password", "token",
-                             "users", "nkeys", "auth_timeout", "headers_as_cookies", "token_cookie",
-                             "user_cookie", "pass_cookie", "ping_interval"))
+_UNSUPPORTED_WS = frozenset(
+    (
+        "authorization",
+        "no_auth_user",
+        "username",
+        "password",
+        "token",
+        "users",
+        "nkeys",
+        "auth_timeout",
+        "headers_as_cookies",
+        "token_cookie",
+        "user_cookie",
+        "pass_cookie",
+        "ping_interval",
+    )
+)
 
 
 def parse_websocket_block(ctx, m, key: str, host_port) -> WebsocketOptions | None:
@@ -390,5 +437,9 @@ def parse_websocket_block(ctx, m, key: str, host_port) -> WebsocketOptions | Non
 
 def tls_from_flags(values: dict[str, Any]) -> TLSOptions:
     """``--tls --tlscert --tlskey --tlscacert --tlsverify`` as nats-server combines them."""
-    return TLSOptions(cert_file=values.get("cert_file", ""), key_file=values.get("key_file", ""),
-                      ca_file=values.get("ca_file", ""), verify=bool(values.get("verify", False)))
+    return TLSOptions(
+        cert_file=values.get("cert_file", ""),
+        key_file=values.get("key_file", ""),
+        ca_file=values.get("ca_file", ""),
+        verify=bool(values.get("verify", False)),
+    )

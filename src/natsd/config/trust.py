@@ -27,6 +27,8 @@ from natsd.config.jwt import JWTError, decode_account, decode_operator, extract_
 from natsd.config.parser import ConfigList, ConfigMap
 
 __all__ = ["ResolverOptions", "TrustOptions", "parse_trust_key", "TRUST_KEYS"]
+
+
 @dataclass(slots=True)
 class ResolverOptions:
     type: str = "memory"  # "memory" | "full"
@@ -51,8 +53,10 @@ class TrustOptions:
 
 
 _OPERATOR_KEYS = ("operator", "operators", "root", "roots", "root_operators", "root_operator")
-TRUST_KEYS = frozenset(_OPERATOR_KEYS + ("trusted", "trusted_keys", "resolver", "account_resolver",
-                                         "accounts_resolver", "resolver_preload"))
+TRUST_KEYS = frozenset(
+    _OPERATOR_KEYS
+    + ("trusted", "trusted_keys", "resolver", "account_resolver", "accounts_resolver", "resolver_preload")
+)
 
 
 def _strings(ctx, v: Any, pos, what: str) -> list[tuple[str, Any]]:
@@ -176,7 +180,8 @@ def parse_trust_key(ctx, trust: TrustOptions, m: ConfigMap, key: str, config_dir
                     ctx.error(v.pos(acc), "invalid account JWT")
                     continue
                 if claims.subject != acc:
-                    ctx.error(v.pos(acc), f"resolver_preload: key {acc} does not match the JWT's account "
-                                          f"{claims.subject}")
+                    ctx.error(
+                        v.pos(acc), f"resolver_preload: key {acc} does not match the JWT's account {claims.subject}"
+                    )
                     continue
                 trust.resolver_preload[acc] = jwt

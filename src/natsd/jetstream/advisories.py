@@ -27,6 +27,8 @@ __all__ = ["stream_action", "api_audit", "ADVISORY_PREFIX", "API_AUDIT_SUBJECT"]
 
 ADVISORY_PREFIX = "$JS.EVENT.ADVISORY."
 API_AUDIT_SUBJECT = "$JS.EVENT.ADVISORY.API"
+
+
 def _typed(acct: "AccountView", typ: str) -> dict:
     return {"type": typ, "id": nuid(), "timestamp": rfc3339(acct.clock.time_ns())}
 
@@ -42,6 +44,7 @@ def stream_action(acct: "AccountView", stream: str, action: str) -> dict:
 
 def api_audit(acct: "AccountView", req: Any, response: bytes) -> None:
     """Publish the api_audit advisory for one handled request (when someone listens)."""
+
     def build() -> dict:
         adv = _typed(acct, "io.nats.jetstream.advisory.v1.api_audit")
         eng = acct.engine
@@ -54,4 +57,5 @@ def api_audit(acct: "AccountView", req: Any, response: bytes) -> None:
         if eng.domain:
             adv["domain"] = eng.domain
         return adv
+
     acct.send_advisory(API_AUDIT_SUBJECT, build)

@@ -23,7 +23,10 @@ from typing import TYPE_CHECKING, cast
 from natsd.gotime import format_rfc3339, parse_rfc3339
 from natsd.jetstream.consumer import Consumer, create_consumer_name
 from natsd.jetstream.config.consumer_config import (
-    MAX_NAME_LEN, ConsumerConfig, check_update, is_valid_asset_name,
+    MAX_NAME_LEN,
+    ConsumerConfig,
+    check_update,
+    is_valid_asset_name,
 )
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.features.metadata import parse_consumer
@@ -79,17 +82,27 @@ def create(stream: "StreamView", cfg: ConsumerConfig, action: str = "", pedantic
             # restarted): it resumes from its own ack floor, not from where the request says.
             ec = existing.cfg
             cfg.deliver_policy, cfg.opt_start_seq, cfg.opt_start_time = (
-                ec.deliver_policy, ec.opt_start_seq, ec.opt_start_time)
+                ec.deliver_policy,
+                ec.opt_start_seq,
+                ec.opt_start_time,
+            )
     cfg.set_default_metadata()
     acc_map = _acc_max_ack_pending(stream.account)
     cfg.set_defaults(stream.config.consumer_limits, acc_map, pedantic)
     cfg.check(stream.config, acc_map)
     # natsd.* feature keys (19xxx when invalid; a partition key needs a plain explicit-ack pull consumer)
-    parse_consumer(cfg.metadata, stream.config.subjects, cfg.filters(),
-                   "a partition key needs a pull consumer" if cfg.deliver_subject
-                   else "a partition key needs ack policy explicit" if cfg.ack_policy != "explicit"
-                   else "a partition key can not be combined with priority groups"
-                   if cfg.priority_policy != "none" else "")
+    parse_consumer(
+        cfg.metadata,
+        stream.config.subjects,
+        cfg.filters(),
+        "a partition key needs a pull consumer"
+        if cfg.deliver_subject
+        else "a partition key needs ack policy explicit"
+        if cfg.ack_policy != "explicit"
+        else "a partition key can not be combined with priority groups"
+        if cfg.priority_policy != "none"
+        else "",
+    )
     retention = stream.config.retention
 
     if existing is not None:
@@ -99,8 +112,11 @@ def create(stream: "StreamView", cfg: ConsumerConfig, action: str = "", pedantic
             stream.check_workqueue_filters(cfg.filters(), existing.name)
         if cfg.same_as(existing.cfg):
             return existing
-        has_int = bool(existing.cfg.deliver_subject and cfg.deliver_subject != existing.cfg.deliver_subject
-                       and stream.account.ports.has_interest(existing.cfg.deliver_subject))
+        has_int = bool(
+            existing.cfg.deliver_subject
+            and cfg.deliver_subject != existing.cfg.deliver_subject
+            and stream.account.ports.has_interest(existing.cfg.deliver_subject)
+        )
         check_update(existing.cfg, cfg, has_int)
         existing.update_config(cfg)
         if cfg.sourcing:
@@ -188,8 +204,12 @@ def recover(stream: "StreamView", name: str) -> Consumer | None:
     # A durable that never delivered anything and starts "last per subject" picks its start
     # again; every other consumer resumes exactly where its persisted state says (creation
     # wrote delivered.stream_seq = start - 1, so "new" does not skip what arrived meanwhile).
-    fresh = (state.delivered.stream_seq == 0 and state.delivered.consumer_seq == 0 and not state.pending
-             and cfg.deliver_policy == "last_per_subject")
+    fresh = (
+        state.delivered.stream_seq == 0
+        and state.delivered.consumer_seq == 0
+        and not state.pending
+        and cfg.deliver_policy == "last_per_subject"
+    )
     damaged = bool(cs.state_damaged)
     o = Consumer(stream, cfg, name, created, store=cs, state=None if fresh or damaged else state)
     stream.consumers[name] = o
@@ -234,8 +254,12 @@ def restore(stream: "StreamView", name: str, cfg: ConsumerConfig, state: Consume
     # As recover(): only a "last per subject" durable that never delivered picks its start again;
     # the others resume at the archive's state (a "new" consumer made on an empty stream has
     # delivered {0, 0} and must still deliver what arrived since, e.g. an MQTT session's backlog).
-    fresh = (state.delivered.stream_seq == 0 and state.delivered.consumer_seq == 0 and not state.pending
-             and cfg.deliver_policy == "last_per_subject")
+    fresh = (
+        state.delivered.stream_seq == 0
+        and state.delivered.consumer_seq == 0
+        and not state.pending
+        and cfg.deliver_policy == "last_per_subject"
+    )
     o = Consumer(stream, cfg, name, created, store=store, state=None if fresh else state)
     stream.consumers[name] = o
     if fresh:

@@ -33,8 +33,22 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-__all__ = ["GoStruct", "GoError", "decode", "go_kind", "Wrapped", "Slice", "Map", "Ptr", "CUSTOM", "Custom", "TIME",
-           "COMPRESSION", "enum", "time_error"]
+__all__ = [
+    "GoStruct",
+    "GoError",
+    "decode",
+    "go_kind",
+    "Wrapped",
+    "Slice",
+    "Map",
+    "Ptr",
+    "CUSTOM",
+    "Custom",
+    "TIME",
+    "COMPRESSION",
+    "enum",
+    "time_error",
+]
 
 
 class GoError(ValueError):
@@ -48,7 +62,7 @@ class GoError(ValueError):
 @dataclass(frozen=True, slots=True)
 class Scalar:
     go_name: str
-    kind: str          # "string" | "bool" | "int" | "uint" | "custom"
+    kind: str  # "string" | "bool" | "int" | "uint" | "custom"
     bits: int = 64
 
 
@@ -56,6 +70,7 @@ class Scalar:
 class Wrapped:
     """A slice (``[]``), a map with string keys (``map[string]``) or a pointer (``*``) of ``elem``.
     Decoding goes through a pointer; its ``*`` shows only inside a slice's element name."""
+
     prefix: str
     elem: Any
 
@@ -78,9 +93,9 @@ def Ptr(elem: Any) -> Wrapped:
 
 @dataclass(slots=True)
 class GoStruct:
-    name: str                     # Go type name without package, e.g. "JSApiMsgGetRequest"
-    fields: dict[str, Any]        # JSON name -> type, in Go struct order (embedded structs flattened)
-    open: bool = False            # unknown fields pass unchecked (not a Go request struct)
+    name: str  # Go type name without package, e.g. "JSApiMsgGetRequest"
+    fields: dict[str, Any]  # JSON name -> type, in Go struct order (embedded structs flattened)
+    open: bool = False  # unknown fields pass unchecked (not a Go request struct)
     _folded: dict[str, str] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -120,6 +135,7 @@ class Custom:
     * ``"compression"``: ``StoreCompression`` reads a Go string first (its own error texts, without
       the struct field), ``null`` being the empty, unknown, algorithm.
     """
+
     go_name: str
     kind: str
     message: str = ""
@@ -278,8 +294,10 @@ class _Checker:
             if t.prefix == "[]":
                 if not isinstance(v, list):
                     self._type_error(go_kind(v), t, path, where)
-                return [None if x is None else self._check(x, t.elem, path + (str(i),), where + (i,))
-                        for i, x in enumerate(v)]
+                return [
+                    None if x is None else self._check(x, t.elem, path + (str(i),), where + (i,))
+                    for i, x in enumerate(v)
+                ]
             if not isinstance(v, dict):
                 self._type_error(go_kind(v), t, path, where)
             return {k: (None if x is None else self._check(x, t.elem, path + (k,), where + (k,))) for k, x in v.items()}
@@ -330,14 +348,15 @@ class _Checker:
             if found is None:  # pragma: no cover - where comes from decoding this very text
                 return "null"
             i = found
-        return data[i:_scan_value(data, i)].decode("utf-8", "replace")
+        return data[i : _scan_value(data, i)].decode("utf-8", "replace")
 
     def _type_error(self, what: str, t: Any, path: tuple, where: tuple = ()) -> None:
         # Go names "Go struct field" when the value sits in a struct field or a map; an element
         # of a slice is named by its path alone ("StreamConfigRequest.subjects.0").
         field = "" if where and isinstance(where[-1], int) else "Go struct field "
-        raise GoError(f"json: cannot unmarshal {what} into {field}"
-                      f"{self.root.name}.{'.'.join(path)} of type {t.go_name}")
+        raise GoError(
+            f"json: cannot unmarshal {what} into {field}{self.root.name}.{'.'.join(path)} of type {t.go_name}"
+        )
 
     def _literal(self, where: tuple) -> str:
         """The number as written in the request (Go quotes the literal: ``1e3``, ``1000.0``)."""
@@ -373,8 +392,12 @@ def time_error(s: str) -> str | None:
     that element on; a value out of range, text left over or a day the month does not have say so
     without the layout; then its strict pass refuses a one-digit hour, a decimal comma and a zone
     offset of 24 hours or more, which the layout lets through."""
+
     def bad(rest: str, elem: str) -> str:
-        return f"parsing time {_time_quote(s)} as {_time_quote(_LAYOUT)}: cannot parse {_time_quote(rest)} as {_time_quote(elem)}"
+        return (
+            f"parsing time {_time_quote(s)} as {_time_quote(_LAYOUT)}: "
+            f"cannot parse {_time_quote(rest)} as {_time_quote(elem)}"
+        )
 
     def out_of_range(what: str) -> str:
         return f"parsing time {_time_quote(s)}: {what} out of range"
@@ -391,8 +414,13 @@ def time_error(s: str) -> str | None:
         return bad(v, "2006")
     year, v = int(v[:4]), v[4:]
     fields: dict[str, int] = {}
-    for lit, elem, fixed, limit in (("-", "01", True, 12), ("-", "02", True, 31), ("T", "15", False, 23),
-                                    (":", "04", True, 59), (":", "05", True, 59)):
+    for lit, elem, fixed, limit in (
+        ("-", "01", True, 12),
+        ("-", "02", True, 31),
+        ("T", "15", False, 23),
+        (":", "04", True, 59),
+        (":", "05", True, 59),
+    ):
         if not v.startswith(lit):
             return bad(v, lit)
         v = v[1:]
@@ -496,7 +524,7 @@ def _syntax(data: bytes, context: str, i: int) -> GoError:
     if c >= 0x80:
         for k in (2, 3, 4):
             try:
-                ch = data[i:i + k].decode("utf-8")
+                ch = data[i : i + k].decode("utf-8")
             except UnicodeDecodeError:
                 continue
             return GoError(f"invalid character {_quote_rune(ch)} {context} at offset {i + k}")

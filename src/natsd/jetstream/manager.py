@@ -45,14 +45,21 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.store.base import StreamStore
     from natsd.store.file.encryption import AccountKeys
 
-__all__ = ["JetStreamEngine", "JsAccount", "ApiStats", "ApiSurface", "default_store_dir", "system_memory",
-           "disk_available"]
+__all__ = [
+    "JetStreamEngine",
+    "JsAccount",
+    "ApiStats",
+    "ApiSurface",
+    "default_store_dir",
+    "system_memory",
+    "disk_available",
+]
 
 log = logging.getLogger("natsd.jetstream")
 
 JETSTREAM_STORE_DIR = "jetstream"
 MAX_MEM_DEFAULT = 256 * 1024 * 1024  # used when system memory cannot be determined
-MAX_STORE_DEFAULT = 1024 ** 4  # 1 TB when the free disk cannot be determined
+MAX_STORE_DEFAULT = 1024**4  # 1 TB when the free disk cannot be determined
 # Reported for account_details reserved_* when the account has no limits: the reference prints
 # its internal -1 as an unsigned 64-bit number.
 _UNLIMITED_RESERVED = 18446744073709551615
@@ -91,11 +98,18 @@ def disk_available(path: str) -> int:
         return MAX_STORE_DEFAULT
 
 
-def _open_store(cfg: StreamConfig, created_ns: int, directory: str, engine: "JetStreamEngine",
-                account: str) -> "StreamStore":
-    return open_stream_store(store_config_for(cfg, created_ns), engine.clock, directory,
-                             engine.sync_interval_ns, engine.sync_always, threaded_writes=True,
-                             keys=engine.keys_for(account))
+def _open_store(
+    cfg: StreamConfig, created_ns: int, directory: str, engine: "JetStreamEngine", account: str
+) -> "StreamStore":
+    return open_stream_store(
+        store_config_for(cfg, created_ns),
+        engine.clock,
+        directory,
+        engine.sync_interval_ns,
+        engine.sync_always,
+        threaded_writes=True,
+        keys=engine.keys_for(account),
+    )
 
 
 def _load_stream_meta(directory: str, keys: "AccountKeys | None" = None) -> dict | None:
@@ -145,8 +159,9 @@ class JsAccount:
     """JetStream state of one account: its streams, consumer plumbing, templates, transfers,
     API counters, limits and usage."""
 
-    def __init__(self, engine: "JetStreamEngine", name: str, ports: "Ports",
-                 limits: "AccountJetStreamLimits | None") -> None:
+    def __init__(
+        self, engine: "JetStreamEngine", name: str, ports: "Ports", limits: "AccountJetStreamLimits | None"
+    ) -> None:
         self.engine = engine
         self.name = name
         self.ports = ports
@@ -170,7 +185,9 @@ class JsAccount:
         # Checks every STREAM.UPDATE runs before changing a stream's config; each raises
         # ApiError to refuse (a snapshot in progress, a template-owned stream).
         self.stream_update_checks: list[Callable[[Stream], None]] = [
-            _refuse_update_during_snapshot, self.templates.refuse_update_of_owned_stream]
+            _refuse_update_during_snapshot,
+            self.templates.refuse_update_of_owned_stream,
+        ]
         if engine.api is not None:
             self._subs.extend(engine.api.install(self))
         remove_stale_restores(self)
@@ -253,19 +270,28 @@ class JsAccount:
             self.streams[cfg.name] = stream
             stream.start(links=False)
             st = store.state()
-            log.info("  Restored %s messages for stream '%s > %s' in %s", f"{st.msgs:,}", self.name, cfg.name,
-                     format_duration((self.clock.monotonic_ns() - t0 + 500_000) // 1_000_000 * 1_000_000))
+            log.info(
+                "  Restored %s messages for stream '%s > %s' in %s",
+                f"{st.msgs:,}",
+                self.name,
+                cfg.name,
+                format_duration((self.clock.monotonic_ns() - t0 + 500_000) // 1_000_000 * 1_000_000),
+            )
             lost_now = store.recovered_lost
             if lost_now != (0, 0):  # what this start's recovery dropped (a torn tail after a crash...)
-                log.warning("JetStream stream '%s > %s' lost %d messages (%d bytes) at recovery",
-                            self.name, cfg.name, lost_now[0], lost_now[1])
+                log.warning(
+                    "JetStream stream '%s > %s' lost %d messages (%d bytes) at recovery",
+                    self.name,
+                    cfg.name,
+                    lost_now[0],
+                    lost_now[1],
+                )
             try:
                 consumer_registry.recover_all(stream)
             except Exception:
                 log.exception("JetStream: recovering consumers of %s", cfg.name)
             if stream.consumers:
-                log.info("  Recovering %d consumers for stream - '%s > %s'", len(stream.consumers), self.name,
-                         cfg.name)
+                log.info("  Recovering %d consumers for stream - '%s > %s'", len(stream.consumers), self.name, cfg.name)
         # mirrors / sources connect once every origin stream is back
         for stream in list(self.streams.values()):
             if (stream.config.mirror is not None or stream.config.sources) and not stream._links:
@@ -351,7 +377,12 @@ class JsAccount:
         lim = self.limits
         if existing is None and lim is not None and lim.max_streams > 0 and len(self.streams) >= lim.max_streams:
             raise ApiErrors.MAXIMUM_STREAMS_LIMIT()
-        if lim is not None and cfg.max_consumers > 0 and lim.max_consumers > 0 and cfg.max_consumers > lim.max_consumers:
+        if (
+            lim is not None
+            and cfg.max_consumers > 0
+            and lim.max_consumers > 0
+            and cfg.max_consumers > lim.max_consumers
+        ):
             raise ApiErrors.MAXIMUM_CONSUMERS_LIMIT()
         if lim is not None:
             per_stream = lim.memory_max_stream_bytes if cfg.storage == "memory" else lim.storage_max_stream_bytes
@@ -388,23 +419,40 @@ class JsAccount:
     def limits_json(self) -> dict:
         lim = self.limits
         if lim is None:
-            return {"max_memory": -1, "max_storage": -1, "max_streams": -1, "max_consumers": -1,
-                    "max_ack_pending": -1, "memory_max_stream_bytes": -1,
-                    "storage_max_stream_bytes": -1, "max_bytes_required": False}
-        return {"max_memory": lim.max_memory, "max_storage": lim.max_storage,
-                "max_streams": lim.max_streams, "max_consumers": lim.max_consumers,
-                "max_ack_pending": lim.max_ack_pending,
-                "memory_max_stream_bytes": lim.memory_max_stream_bytes,
-                "storage_max_stream_bytes": lim.storage_max_stream_bytes,
-                "max_bytes_required": lim.max_bytes_required}
+            return {
+                "max_memory": -1,
+                "max_storage": -1,
+                "max_streams": -1,
+                "max_consumers": -1,
+                "max_ack_pending": -1,
+                "memory_max_stream_bytes": -1,
+                "storage_max_stream_bytes": -1,
+                "max_bytes_required": False,
+            }
+        return {
+            "max_memory": lim.max_memory,
+            "max_storage": lim.max_storage,
+            "max_streams": lim.max_streams,
+            "max_consumers": lim.max_consumers,
+            "max_ack_pending": lim.max_ack_pending,
+            "memory_max_stream_bytes": lim.memory_max_stream_bytes,
+            "storage_max_stream_bytes": lim.storage_max_stream_bytes,
+            "max_bytes_required": lim.max_bytes_required,
+        }
 
     def account_info(self) -> dict:
         """JetStreamAccountStats as ``$JS.API.INFO`` returns it (without ``type``)."""
         mem, fil = self.usage()
         rmem, rfil = self.reserved()
-        out: dict = {"memory": mem, "storage": fil, "reserved_memory": rmem, "reserved_storage": rfil,
-                     "streams": len(self.streams), "consumers": self.num_consumers(),
-                     "limits": self.limits_json()}
+        out: dict = {
+            "memory": mem,
+            "storage": fil,
+            "reserved_memory": rmem,
+            "reserved_storage": rfil,
+            "streams": len(self.streams),
+            "consumers": self.num_consumers(),
+            "limits": self.limits_json(),
+        }
         tier = self.limits.tier if self.limits is not None else ""
         if tier:
             # Tiered limits (from an account JWT): the reference reports them under "tiers" and
@@ -420,8 +468,14 @@ class JsAccount:
 class JetStreamEngine:
     """Server-wide JetStream: resources, accounts, sync timer, /jsz."""
 
-    def __init__(self, options: "ServerOptions", clock: "Clock", server_id: str = "",
-                 server_name: str = "", api: ApiSurface | None = None) -> None:
+    def __init__(
+        self,
+        options: "ServerOptions",
+        clock: "Clock",
+        server_id: str = "",
+        server_name: str = "",
+        api: ApiSurface | None = None,
+    ) -> None:
         self.options = options
         # The $JS.API layer installed on every account (None: no API, e.g. domain unit tests).
         self.api = api
@@ -591,14 +645,21 @@ class JetStreamEngine:
                 nbytes += st.bytes
         rmem, rfil = self.reserved()
         out: dict = {
-            "memory": mem, "storage": fil, "reserved_memory": rmem, "reserved_storage": rfil,
-            "accounts": len(self.accounts), "ha_assets": 0,
+            "memory": mem,
+            "storage": fil,
+            "reserved_memory": rmem,
+            "reserved_storage": rfil,
+            "accounts": len(self.accounts),
+            "ha_assets": 0,
             "api": {"level": JS_API_LEVEL, "total": total_api, "errors": total_err},
             "server_id": self.server_id,
             "now": rfc3339(self.clock.time_ns()),
             "config": self.config_json(),
             "limits": {"default_max_consumers": 1000},
-            "streams": streams, "consumers": consumers, "messages": msgs, "bytes": nbytes,
+            "streams": streams,
+            "consumers": consumers,
+            "messages": msgs,
+            "bytes": nbytes,
         }
         if want_accounts:
             details = []
@@ -612,8 +673,12 @@ class JetStreamEngine:
         return out
 
     def config_json(self) -> dict:
-        cfg: dict = {"max_memory": self.max_memory, "max_storage": self.max_store,
-                     "store_dir": self.store_dir, "sync_interval": self.sync_interval_ns}
+        cfg: dict = {
+            "max_memory": self.max_memory,
+            "max_storage": self.max_store,
+            "store_dir": self.store_dir,
+            "sync_interval": self.sync_interval_ns,
+        }
         if self.sync_always:
             cfg["sync_always"] = True
         if self.domain:
@@ -627,17 +692,20 @@ class JetStreamEngine:
         unlimited = lim is None or (lim.max_memory < 0 and lim.max_storage < 0)
         rmem, rfil = acc.reserved()
         d: dict = {
-            "name": acc.name, "id": acc.name, "memory": mem, "storage": fil,
+            "name": acc.name,
+            "id": acc.name,
+            "memory": mem,
+            "storage": fil,
             "reserved_memory": _UNLIMITED_RESERVED if unlimited else rmem,
             "reserved_storage": _UNLIMITED_RESERVED if unlimited else rfil,
-            "accounts": 0, "ha_assets": 0,
+            "accounts": 0,
+            "ha_assets": 0,
             "api": {"level": 0, "total": acc.api_stats.total, "errors": acc.api_stats.errors},
         }
         if want_streams:
             sd = []
             for s in sorted(acc.streams.values(), key=lambda x: x.name):
-                item: dict = {"name": s.name, "created": rfc3339(s.created_ns),
-                              "cluster": {"leader": self.server_name}}
+                item: dict = {"name": s.name, "created": rfc3339(s.created_ns), "cluster": {"leader": self.server_name}}
                 if want_config:
                     item["config"] = s.config.to_json()
                 item["state"], _, _, _ = s.state_json()

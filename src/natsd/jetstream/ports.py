@@ -18,7 +18,16 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.protocol.events import Run
 
-__all__ = ["MsgHandler", "RunHandler", "ReplyRunHandler", "InterestHandler", "DeliverItem", "TemplatedRun", "Subscription", "Ports"]
+__all__ = [
+    "MsgHandler",
+    "RunHandler",
+    "ReplyRunHandler",
+    "InterestHandler",
+    "DeliverItem",
+    "TemplatedRun",
+    "Subscription",
+    "Ports",
+]
 
 # handler(subject, reply, hdr, payload); called synchronously on the loop, in publish order.
 # It must not block; heavy work is deferred with Clock.call_soon. A handler that returns False
@@ -59,16 +68,16 @@ class TemplatedRun:
 
     __slots__ = ("subjects", "reply_fmt", "cols", "payloads")
 
-    def __init__(self, subjects: Sequence[bytes], reply_fmt: bytes, cols: tuple[Sequence[int], ...],
-                 payloads: Sequence[bytes]) -> None:
+    def __init__(
+        self, subjects: Sequence[bytes], reply_fmt: bytes, cols: tuple[Sequence[int], ...], payloads: Sequence[bytes]
+    ) -> None:
         self.subjects = subjects
         self.reply_fmt = reply_fmt
         self.cols = cols
         self.payloads = payloads
 
     def items(self) -> list[DeliverItem]:
-        return list(zip(self.subjects, map(self.reply_fmt.__mod__, zip(*self.cols)), repeat(None),
-                        self.payloads))
+        return list(zip(self.subjects, map(self.reply_fmt.__mod__, zip(*self.cols)), repeat(None), self.payloads))
 
 
 class Subscription(Protocol):
@@ -83,9 +92,15 @@ class Ports(Protocol):
 
     account: str
 
-    def subscribe(self, subject: str, handler: MsgHandler, queue: str | None = None,
-                  many: RunHandler | None = None, rrun: ReplyRunHandler | None = None,
-                  stream: str = "") -> Subscription:
+    def subscribe(
+        self,
+        subject: str,
+        handler: MsgHandler,
+        queue: str | None = None,
+        many: RunHandler | None = None,
+        rrun: ReplyRunHandler | None = None,
+        stream: str = "",
+    ) -> Subscription:
         """Internal subscription: messages matching ``subject`` in this account call ``handler``
         (or ``many`` for a run of reply-less messages, ``rrun`` for a run to one subject with a
         reply each, where the implementation batches). ``stream``: the stream this subscription

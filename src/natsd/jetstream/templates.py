@@ -75,8 +75,14 @@ def _checksum(data: bytes) -> str:
 class StreamTemplate:
     """One template of one account."""
 
-    def __init__(self, manager: "TemplateManager", name: str, config: StreamConfig, max_streams: int,
-                 streams: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        manager: "TemplateManager",
+        name: str,
+        config: StreamConfig,
+        max_streams: int,
+        streams: list[str] | None = None,
+    ) -> None:
         self.manager = manager
         self.account = manager.account
         self.name = name
@@ -128,14 +134,14 @@ class StreamTemplate:
         if self.manager.templates.get(self.name) is not self:
             return  # deleted meanwhile
         if len(self.live_streams()) >= self.max_streams:
-            self._warn("JetStream could not create stream for account %r on subject %r, at limit",
-                       acct.name, subject)
+            self._warn("JetStream could not create stream for account %r on subject %r, at limit", acct.name, subject)
             return
         try:
             stream = self.manager.create_stream(self, cn, subject)
         except (ApiError, OSError, ValueError) as e:
-            self._warn("JetStream could not create stream for account %r on subject %r: %s",
-                       acct.name, subject, e)  # (an ApiError's text is its description)
+            self._warn(
+                "JetStream could not create stream for account %r on subject %r: %s", acct.name, subject, e
+            )  # (an ApiError's text is its description)
             return
         # Store this first message directly (the stream's subscription did not exist when it was
         # routed), as the reference does.
@@ -161,7 +167,8 @@ class TemplateManager:
             raise ApiErrors.STREAM_TEMPLATE_CREATE(err="template config name should be empty")
         if len(name.encode()) > JS_MAX_NAME_LEN:
             raise ApiErrors.STREAM_TEMPLATE_CREATE(
-                err=f"template name is too long, maximum allowed is {JS_MAX_NAME_LEN}")
+                err=f"template name is too long, maximum allowed is {JS_MAX_NAME_LEN}"
+            )
         if not name or any(c in name for c in "/\\.*> \t\r\n"):
             raise ApiErrors.STREAM_TEMPLATE_CREATE(err="template name is not valid")
         cfg.name = "_"
@@ -213,8 +220,10 @@ class TemplateManager:
             except Exception as e:  # keep deleting the others
                 last_err = e
                 continue
-            acct.send_advisory(f"$JS.EVENT.ADVISORY.STREAM.DELETED.{sname}",
-                               lambda s=sname: {**stream_action(acct, s, "delete"), "template": name})
+            acct.send_advisory(
+                f"$JS.EVENT.ADVISORY.STREAM.DELETED.{sname}",
+                lambda s=sname: {**stream_action(acct, s, "delete"), "template": name},
+            )
         if last_err is not None:
             raise ApiErrors.STREAM_TEMPLATE_DELETE(err=str(last_err))
 
@@ -251,8 +260,10 @@ class TemplateManager:
                 self._store_streams(t)
             except OSError:
                 log.exception("JetStream could not record stream %s of template %s", name, t.name)
-        acct.send_advisory(f"$JS.EVENT.ADVISORY.STREAM.CREATED.{name}",
-                           lambda: {**stream_action(acct, name, "create"), "template": t.name})
+        acct.send_advisory(
+            f"$JS.EVENT.ADVISORY.STREAM.CREATED.{name}",
+            lambda: {**stream_action(acct, name, "create"), "template": t.name},
+        )
         return stream
 
     # -- persistence -----------------------------------------------------------------------------
@@ -323,4 +334,5 @@ class TemplateManager:
         """STREAM.UPDATE check: a stream a template created takes its config from the template."""
         if self.owner_of(stream.name):
             raise ApiErrors.STREAM_INVALID_CONFIG(
-                err="stream configuration update not allowed on template owned stream")
+                err="stream configuration update not allowed on template owned stream"
+            )

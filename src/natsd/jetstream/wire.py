@@ -28,8 +28,16 @@ from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.config.models import JS_API_LEVEL, SECOND
 from natsd.protocol.headers import get_header
 
-__all__ = ["TYPE_PREFIX", "SYSTEM_RESPONSE", "ERROR_EXTRAS", "dumps", "resp", "error_envelope",
-           "required_level_too_high", "parse_ttl"]
+__all__ = [
+    "TYPE_PREFIX",
+    "SYSTEM_RESPONSE",
+    "ERROR_EXTRAS",
+    "dumps",
+    "resp",
+    "error_envelope",
+    "required_level_too_high",
+    "parse_ttl",
+]
 
 TYPE_PREFIX = "io.nats.jetstream.api.v1."
 SYSTEM_RESPONSE = TYPE_PREFIX + "system_response"
@@ -59,8 +67,13 @@ def dumps(obj: Any) -> bytes:
     characters can only occur inside JSON strings, so a plain replace is exact."""
     s = _ENCODER.encode(obj)
     if "<" in s or ">" in s or "&" in s or "\u2028" in s or "\u2029" in s:
-        s = (s.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+        s = (
+            s.replace("<", "\\u003c")
+            .replace(">", "\\u003e")
+            .replace("&", "\\u0026")
+            .replace("\u2028", "\\u2028")
+            .replace("\u2029", "\\u2029")
+        )
     return s.encode()
 
 
@@ -75,7 +88,7 @@ def resp(type_name: str, body: dict | None = None) -> dict:
 
 def error_envelope(type_name: str, err: ApiError) -> dict:
     """The reference's error reply for a response of type ``type_name`` (short or full)."""
-    short = type_name[len(TYPE_PREFIX):] if type_name.startswith(TYPE_PREFIX) else type_name
+    short = type_name[len(TYPE_PREFIX) :] if type_name.startswith(TYPE_PREFIX) else type_name
     out: dict = {"type": TYPE_PREFIX + short, "error": err.to_dict()}
     extras = ERROR_EXTRAS.get(short)
     if extras:

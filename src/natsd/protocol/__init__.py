@@ -11,7 +11,16 @@ from natsd.protocol.headers import build_header, build_status_header, get_header
 from natsd.protocol.parser import Parser
 
 __all__ = [
-    "Parser", "ProtocolError", "RemoteProtocolError", "LocalProtocolError",
-    "build_header", "build_status_header", "parse_headers", "get_header",
-    "encoder", "errors", "events", "headers",
+    "Parser",
+    "ProtocolError",
+    "RemoteProtocolError",
+    "LocalProtocolError",
+    "build_header",
+    "build_status_header",
+    "parse_headers",
+    "get_header",
+    "encoder",
+    "errors",
+    "events",
+    "headers",
 ]

@@ -29,8 +29,22 @@ import json
 
 from natsd.protocol.errors import LocalProtocolError
 
-__all__ = ["OK", "PING", "PONG", "CRLF", "encode_info", "encode_err", "encode_msg", "encode_hmsg",
-           "msg_head", "hmsg_head", "msg_parts", "msg_prefix", "append_run", "append_msgs"]
+__all__ = [
+    "OK",
+    "PING",
+    "PONG",
+    "CRLF",
+    "encode_info",
+    "encode_err",
+    "encode_msg",
+    "encode_hmsg",
+    "msg_head",
+    "hmsg_head",
+    "msg_parts",
+    "msg_prefix",
+    "append_run",
+    "append_msgs",
+]
 
 OK = b"+OK\r\n"
 PING = b"PING\r\n"

@@ -16,11 +16,24 @@ without an ``-ERR`` line: the reference does that for malformed argument lists (
 from __future__ import annotations
 
 __all__ = [
-    "ProtocolError", "RemoteProtocolError", "LocalProtocolError",
-    "ERR_UNKNOWN_PROTOCOL", "ERR_MAX_CONTROL_LINE", "ERR_MAX_PAYLOAD", "ERR_INVALID_SUBJECT",
-    "ERR_INVALID_PUBLISH_SUBJECT", "ERR_AUTH_VIOLATION", "ERR_AUTH_TIMEOUT", "ERR_STALE_CONNECTION",
-    "ERR_MAX_CONNECTIONS", "ERR_MAX_SUBSCRIPTIONS", "ERR_NO_RESPONDERS_REQUIRES_HEADERS",
-    "ERR_INVALID_CLIENT_PROTOCOL", "ERR_SLOW_CONSUMER", "permissions_publish", "permissions_subscribe",
+    "ProtocolError",
+    "RemoteProtocolError",
+    "LocalProtocolError",
+    "ERR_UNKNOWN_PROTOCOL",
+    "ERR_MAX_CONTROL_LINE",
+    "ERR_MAX_PAYLOAD",
+    "ERR_INVALID_SUBJECT",
+    "ERR_INVALID_PUBLISH_SUBJECT",
+    "ERR_AUTH_VIOLATION",
+    "ERR_AUTH_TIMEOUT",
+    "ERR_STALE_CONNECTION",
+    "ERR_MAX_CONNECTIONS",
+    "ERR_MAX_SUBSCRIPTIONS",
+    "ERR_NO_RESPONDERS_REQUIRES_HEADERS",
+    "ERR_INVALID_CLIENT_PROTOCOL",
+    "ERR_SLOW_CONSUMER",
+    "permissions_publish",
+    "permissions_subscribe",
 ]
 
 # --- texts sent inside -ERR '...' (verified against nats-server 2.15.1) -------------------------

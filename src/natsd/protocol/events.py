@@ -46,10 +46,23 @@ parser and never copied on the way.
 
 from __future__ import annotations
 
-__all__ = ["OP_CONNECT", "OP_PUB", "OP_HPUB", "OP_SUB", "OP_UNSUB", "OP_PING", "OP_PONG", "OP_PUB_BATCH", "OP_PUB_RUN",
-           "OP_PUB_RRUN",
-           "OP_NAMES", "Run", "unbatched",
-           "PING_EVENT", "PONG_EVENT"]
+__all__ = [
+    "OP_CONNECT",
+    "OP_PUB",
+    "OP_HPUB",
+    "OP_SUB",
+    "OP_UNSUB",
+    "OP_PING",
+    "OP_PONG",
+    "OP_PUB_BATCH",
+    "OP_PUB_RUN",
+    "OP_PUB_RRUN",
+    "OP_NAMES",
+    "Run",
+    "unbatched",
+    "PING_EVENT",
+    "PONG_EVENT",
+]
 
 OP_CONNECT = 1
 OP_PUB = 2
@@ -62,9 +75,18 @@ OP_PUB_BATCH = 8
 OP_PUB_RUN = 9
 OP_PUB_RRUN = 10
 
-OP_NAMES = {OP_CONNECT: "CONNECT", OP_PUB: "PUB", OP_HPUB: "HPUB", OP_SUB: "SUB", OP_UNSUB: "UNSUB",
-            OP_PING: "PING", OP_PONG: "PONG", OP_PUB_BATCH: "PUB", OP_PUB_RUN: "PUB",
-            OP_PUB_RRUN: "PUB"}
+OP_NAMES = {
+    OP_CONNECT: "CONNECT",
+    OP_PUB: "PUB",
+    OP_HPUB: "HPUB",
+    OP_SUB: "SUB",
+    OP_UNSUB: "UNSUB",
+    OP_PING: "PING",
+    OP_PONG: "PONG",
+    OP_PUB_BATCH: "PUB",
+    OP_PUB_RUN: "PUB",
+    OP_PUB_RRUN: "PUB",
+}
 
 # PING/PONG carry nothing: share one tuple each instead of allocating per event.
 PING_EVENT = (OP_PING,)
@@ -88,9 +110,17 @@ class Run:
 
     __slots__ = ("op", "subject", "subjects", "reply", "hdr_len", "payloads", "names", "replies")
 
-    def __init__(self, op: int, subject: bytes, subjects: "list[bytes] | None", reply: bytes, hdr_len: int,
-                 payloads: "list[bytes]", names: "list[str] | None" = None,
-                 replies: "list[bytes] | None" = None) -> None:
+    def __init__(
+        self,
+        op: int,
+        subject: bytes,
+        subjects: "list[bytes] | None",
+        reply: bytes,
+        hdr_len: int,
+        payloads: "list[bytes]",
+        names: "list[str] | None" = None,
+        replies: "list[bytes] | None" = None,
+    ) -> None:
         self.op = op
         self.subject = subject
         self.subjects = subjects
@@ -107,8 +137,13 @@ class Run:
         """The i-th message as the event the parser emits without batching."""
         subjects = self.subjects
         replies = self.replies
-        return (self.op, self.subject if subjects is None else subjects[i],
-                self.reply if replies is None else replies[i], self.hdr_len, self.payloads[i])
+        return (
+            self.op,
+            self.subject if subjects is None else subjects[i],
+            self.reply if replies is None else replies[i],
+            self.hdr_len,
+            self.payloads[i],
+        )
 
     def messages(self) -> list:
         """Every message as the event the parser emits without batching, in order."""
@@ -119,15 +154,29 @@ class Run:
         subjects = self.subjects
         names = self.names
         replies = self.replies
-        return Run(self.op, self.subject, None if subjects is None else subjects[start:stop], self.reply,
-                   self.hdr_len, self.payloads[start:stop], None if names is None else names[start:stop],
-                   None if replies is None else replies[start:stop])
+        return Run(
+            self.op,
+            self.subject,
+            None if subjects is None else subjects[start:stop],
+            self.reply,
+            self.hdr_len,
+            self.payloads[start:stop],
+            None if names is None else names[start:stop],
+            None if replies is None else replies[start:stop],
+        )
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Run):
             return NotImplemented
         return (self.op, self.subject, self.subjects, self.reply, self.hdr_len, self.payloads, self.replies) == (
-            other.op, other.subject, other.subjects, other.reply, other.hdr_len, other.payloads, other.replies)
+            other.op,
+            other.subject,
+            other.subjects,
+            other.reply,
+            other.hdr_len,
+            other.payloads,
+            other.replies,
+        )
 
     __hash__ = None  # type: ignore[assignment]  # mutable while the parser fills it
 
@@ -135,8 +184,10 @@ class Run:
         what = f"subjects={self.subjects!r}" if self.subjects is not None else f"subject={self.subject!r}"
         if self.replies is not None:
             what += f", replies={self.replies!r}"
-        return (f"Run(op={OP_NAMES.get(self.op, self.op)}, {what}, reply={self.reply!r}, hdr_len={self.hdr_len}, "
-                f"payloads={self.payloads!r})")
+        return (
+            f"Run(op={OP_NAMES.get(self.op, self.op)}, {what}, reply={self.reply!r}, hdr_len={self.hdr_len}, "
+            f"payloads={self.payloads!r})"
+        )
 
 
 def unbatched(events: list) -> list:

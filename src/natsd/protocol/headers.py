@@ -14,8 +14,18 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
-__all__ = ["HDR_LINE", "build_header", "build_status_header", "parse_headers", "get_header",
-           "get_header_bytes", "nats_headers", "remove_header", "replace_header", "STATUS_NO_RESPONDERS"]
+__all__ = [
+    "HDR_LINE",
+    "build_header",
+    "build_status_header",
+    "parse_headers",
+    "get_header",
+    "get_header_bytes",
+    "nats_headers",
+    "remove_header",
+    "replace_header",
+    "STATUS_NO_RESPONDERS",
+]
 
 HDR_LINE = b"NATS/1.0"
 _CRLF = b"\r\n"
@@ -39,8 +49,9 @@ def build_header(headers: Mapping[str, str] | Iterable[tuple[str, str]] | None =
     return _CRLF.join([HDR_LINE, *_lines(headers), b""]) + _CRLF
 
 
-def build_status_header(code: int, description: str = "",
-                        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None) -> bytes:
+def build_status_header(
+    code: int, description: str = "", headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None
+) -> bytes:
     """A status block: ``NATS/1.0 <code>[ <description>]\\r\\n`` + header lines + ``\\r\\n``.
 
     >>> build_status_header(404, "No Messages")
@@ -61,7 +72,7 @@ def parse_headers(block: bytes) -> tuple[int | None, str, dict[str, list[str]]]:
     if not block.startswith(HDR_LINE):
         raise ValueError("header block does not start with NATS/1.0")
     lines = block.split(_CRLF)
-    first = lines[0][len(HDR_LINE):].strip()
+    first = lines[0][len(HDR_LINE) :].strip()
     status: int | None = None
     desc = ""
     if first:
@@ -137,7 +148,7 @@ def nats_headers(block: bytes) -> dict[bytes, bytes]:
     if j < 0:
         j = len(block)
     if block.find(b"\r\nNats-", j) < 0:  # the only Nats-* line
-        k, sep, v = block[i + 2:j].partition(b":")
+        k, sep, v = block[i + 2 : j].partition(b":")
         if sep:
             out[k] = v.lstrip(b" ")
         return out

@@ -49,8 +49,22 @@ from natsd.protocol.errors import ERR_MAX_CONTROL_LINE, ERR_MAX_PAYLOAD, ERR_UNK
 from natsd.protocol.runs import run_length
 
 __all__ = [
-    "LeafParser", "L_INFO", "L_CONNECT", "L_PING", "L_PONG", "L_OK", "L_ERR", "L_SUB", "L_UNSUB", "L_MSG", "L_MSG_RUN",
-    "encode_connect", "encode_ls_plus", "encode_ls_minus", "msg_line", "split_js_ack_deliver",
+    "LeafParser",
+    "L_INFO",
+    "L_CONNECT",
+    "L_PING",
+    "L_PONG",
+    "L_OK",
+    "L_ERR",
+    "L_SUB",
+    "L_UNSUB",
+    "L_MSG",
+    "L_MSG_RUN",
+    "encode_connect",
+    "encode_ls_plus",
+    "encode_ls_minus",
+    "msg_line",
+    "split_js_ack_deliver",
 ]
 
 L_INFO, L_CONNECT, L_PING, L_PONG, L_OK, L_ERR, L_SUB, L_UNSUB, L_MSG, L_MSG_RUN = range(10)
@@ -113,7 +127,7 @@ class LeafParser:
                     end = start + size
                     if end + 2 > n:
                         break  # payload not complete yet: keep the line too
-                    if buf[end:end + 2] != b"\r\n":
+                    if buf[end : end + 2] != b"\r\n":
                         raise _error(ERR_UNKNOWN_PROTOCOL, "message payload not followed by CRLF", events)
                     # A publisher's burst repeats this very line (subject, reply, queues, sizes):
                     # frames that start with the same bytes need no parsing, only their payload,
@@ -127,7 +141,7 @@ class LeafParser:
                         payloads = [buf[start:end]]
                         first = pos + hl
                         pos += k * step
-                        payloads += [buf[i:i + size] for i in range(first, pos, step)]
+                        payloads += [buf[i : i + size] for i in range(first, pos, step)]
                         events.append((L_MSG_RUN,) + ev[1:] + (payloads,))
                     else:
                         events.append(ev + (buf[start:end],))
@@ -215,6 +229,7 @@ class LeafParser:
 
 # -- encoder --------------------------------------------------------------------------------------
 
+
 def encode_connect(d: dict) -> bytes:
     """``CONNECT <json>\\r\\n`` (compact JSON)."""
     return b"CONNECT " + json.dumps(d, separators=(",", ":")).encode() + b"\r\n"
@@ -263,6 +278,6 @@ def split_js_ack_deliver(reply: bytes) -> tuple[bytes, bytes]:
             dots += 1
         elif ch == 64 and dots >= 8:  # '@'
             if i < len(reply) - 1:
-                return reply[:i], reply[i + 1:]
+                return reply[:i], reply[i + 1 :]
             return reply, b""
     return reply, b""

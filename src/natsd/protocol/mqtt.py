@@ -21,14 +21,52 @@ exact rules (see :func:`_to_subject`).
 from __future__ import annotations
 
 __all__ = [
-    "MQTTParser", "MQTTError", "Connect", "Publish", "Ack", "Subscribe", "Unsubscribe", "PINGREQ", "DISCONNECT",
-    "CONNECT", "CONNACK", "PUBLISH", "PUBACK", "PUBREC", "PUBREL", "PUBCOMP", "SUBSCRIBE", "SUBACK", "UNSUBSCRIBE",
-    "UNSUBACK", "PINGREQ_T", "PINGRESP", "DISCONNECT_T", "SUBACK_FAILURE",
-    "RC_ACCEPTED", "RC_BAD_PROTOCOL", "RC_ID_REJECTED", "RC_UNAVAILABLE", "RC_BAD_USER_OR_PASSWORD",
-    "RC_NOT_AUTHORIZED", "RC_QOS2_WILL_REJECTED",
-    "encode_connack", "encode_publish", "encode_ack", "encode_suback", "encode_unsuback", "encode_pingresp",
-    "encode_connect", "encode_subscribe", "encode_unsubscribe", "encode_disconnect", "encode_pingreq",
-    "topic_to_subject", "filter_to_subject", "subject_to_topic", "varint",
+    "MQTTParser",
+    "MQTTError",
+    "Connect",
+    "Publish",
+    "Ack",
+    "Subscribe",
+    "Unsubscribe",
+    "PINGREQ",
+    "DISCONNECT",
+    "CONNECT",
+    "CONNACK",
+    "PUBLISH",
+    "PUBACK",
+    "PUBREC",
+    "PUBREL",
+    "PUBCOMP",
+    "SUBSCRIBE",
+    "SUBACK",
+    "UNSUBSCRIBE",
+    "UNSUBACK",
+    "PINGREQ_T",
+    "PINGRESP",
+    "DISCONNECT_T",
+    "SUBACK_FAILURE",
+    "RC_ACCEPTED",
+    "RC_BAD_PROTOCOL",
+    "RC_ID_REJECTED",
+    "RC_UNAVAILABLE",
+    "RC_BAD_USER_OR_PASSWORD",
+    "RC_NOT_AUTHORIZED",
+    "RC_QOS2_WILL_REJECTED",
+    "encode_connack",
+    "encode_publish",
+    "encode_ack",
+    "encode_suback",
+    "encode_unsuback",
+    "encode_pingresp",
+    "encode_connect",
+    "encode_subscribe",
+    "encode_unsubscribe",
+    "encode_disconnect",
+    "encode_pingreq",
+    "topic_to_subject",
+    "filter_to_subject",
+    "subject_to_topic",
+    "varint",
 ]
 
 # Packet types (high nibble of the fixed header byte).
@@ -79,8 +117,23 @@ class Connect:
     refused (``error`` says why), else 0. ``client_id`` is ``""`` when the client sent none (the
     server assigns one). Will fields are ``None``/0 without a will."""
 
-    __slots__ = ("level", "flags", "clean", "keepalive", "client_id", "will_topic", "will_message",
-                 "will_qos", "will_retain", "username", "password", "refused", "error", "props", "will_props")
+    __slots__ = (
+        "level",
+        "flags",
+        "clean",
+        "keepalive",
+        "client_id",
+        "will_topic",
+        "will_message",
+        "will_qos",
+        "will_retain",
+        "username",
+        "password",
+        "refused",
+        "error",
+        "props",
+        "will_props",
+    )
 
     def __init__(self) -> None:
         self.level = 0
@@ -180,8 +233,17 @@ DISCONNECT = _Marker("DISCONNECT")
 
 # Fixed-header flags each type must carry (mqttCheckFixedHeaderFlags); PUBLISH's are checked
 # with its QoS.
-_EXPECTED_FLAGS = {CONNECT: 0, PUBACK: 0, PUBREC: 0, PUBCOMP: 0, PINGREQ_T: 0, DISCONNECT_T: 0,
-                   PUBREL: 2, SUBSCRIBE: 2, UNSUBSCRIBE: 2}
+_EXPECTED_FLAGS = {
+    CONNECT: 0,
+    PUBACK: 0,
+    PUBREC: 0,
+    PUBCOMP: 0,
+    PINGREQ_T: 0,
+    DISCONNECT_T: 0,
+    PUBREL: 2,
+    SUBSCRIBE: 2,
+    UNSUBSCRIBE: 2,
+}
 # Remaining lengths that are fixed per type (mqttCheckRemainingLength).
 _EXPECTED_LEN = {PUBACK: 2, PUBREC: 2, PUBREL: 2, PUBCOMP: 2, PINGREQ_T: 0, DISCONNECT_T: 0}
 
@@ -210,10 +272,33 @@ P_SHARED_SUB_AVAILABLE = 0x2A
 
 _BYTE, _U16, _U32, _VARINT, _UTF8, _BIN, _PAIR = range(7)
 _PROP_TYPES = {
-    0x01: _BYTE, 0x02: _U32, 0x03: _UTF8, 0x08: _UTF8, 0x09: _BIN, 0x0B: _VARINT, 0x11: _U32, 0x12: _UTF8,
-    0x13: _U16, 0x15: _UTF8, 0x16: _BIN, 0x17: _BYTE, 0x18: _U32, 0x19: _BYTE, 0x1A: _UTF8, 0x1C: _UTF8,
-    0x1F: _UTF8, 0x21: _U16, 0x22: _U16, 0x23: _U16, 0x24: _BYTE, 0x25: _BYTE, 0x26: _PAIR, 0x27: _U32,
-    0x28: _BYTE, 0x29: _BYTE, 0x2A: _BYTE,
+    0x01: _BYTE,
+    0x02: _U32,
+    0x03: _UTF8,
+    0x08: _UTF8,
+    0x09: _BIN,
+    0x0B: _VARINT,
+    0x11: _U32,
+    0x12: _UTF8,
+    0x13: _U16,
+    0x15: _UTF8,
+    0x16: _BIN,
+    0x17: _BYTE,
+    0x18: _U32,
+    0x19: _BYTE,
+    0x1A: _UTF8,
+    0x1C: _UTF8,
+    0x1F: _UTF8,
+    0x21: _U16,
+    0x22: _U16,
+    0x23: _U16,
+    0x24: _BYTE,
+    0x25: _BYTE,
+    0x26: _PAIR,
+    0x27: _U32,
+    0x28: _BYTE,
+    0x29: _BYTE,
+    0x2A: _BYTE,
 }
 
 
@@ -253,7 +338,7 @@ def _read_props(buf: bytes, pos: int, end: int) -> tuple[dict, int]:
             v = (buf[pos] << 8) | buf[pos + 1]
             pos += 2
         elif t == _U32:
-            v = int.from_bytes(buf[pos:pos + 4], "big")
+            v = int.from_bytes(buf[pos : pos + 4], "big")
             pos += 4
         elif t == _VARINT:
             v, pos = _read_varint(buf, pos, stop)
@@ -347,8 +432,9 @@ class MQTTParser:
                 pt = b & 0xF0
                 if not self.connected and pt != CONNECT:
                     if buf.startswith(b"GET "):
-                        raise MQTTError("MQTT clients over websocket must connect to the Websocket port, "
-                                        "not the MQTT port")
+                        raise MQTTError(
+                            "MQTT clients over websocket must connect to the Websocket port, not the MQTT port"
+                        )
                     raise MQTTError(f"the first packet should be a CONNECT ({CONNECT}), got {pt}")
                 exp = _EXPECTED_FLAGS.get(pt)
                 if exp is not None and (b & 0x0F) != exp:
@@ -425,7 +511,7 @@ class MQTTParser:
         pos += 2
         if pos + n > end:
             raise MQTTError("error reading topic: unexpected EOF")
-        topic = buf[pos:pos + n]
+        topic = buf[pos : pos + n]
         pos += n
         if not topic and not v5:  # MQTT 5: an empty topic goes with a topic alias
             raise MQTTError("topic cannot be empty")
@@ -464,7 +550,7 @@ class MQTTParser:
             pos += 2
             if pos + n > end:
                 raise MQTTError("error reading topic filter: unexpected EOF")
-            f = buf[pos:pos + n]
+            f = buf[pos : pos + n]
             pos += n
             if not f:
                 raise MQTTError("topic filter cannot be empty")
@@ -492,7 +578,7 @@ def _read_bytes(buf: bytes, pos: int, end: int, field: str) -> tuple[bytes, int]
     pos += 2
     if pos + n > end:
         raise MQTTError(f"error reading {field}: unexpected EOF")
-    return buf[pos:pos + n], pos + n
+    return buf[pos : pos + n], pos + n
 
 
 def _will_flags(flags: int) -> tuple[bool, int, bool]:
@@ -517,7 +603,7 @@ def _connect(buf: bytes, pos: int, end: int, v5: bool = False) -> Connect:
     if proto != b"MQTT":
         if proto == b"MQIsdp":
             raise MQTTError(f"older protocol {proto.decode(errors='replace')!r} not supported")
-        raise MQTTError(f"expected connect packet with protocol name \"MQTT\", got {proto!r}")
+        raise MQTTError(f'expected connect packet with protocol name "MQTT", got {proto!r}')
     cp = Connect()
     if pos >= end:
         raise MQTTError("error reading protocol level: EOF")
@@ -591,6 +677,7 @@ def _connect(buf: bytes, pos: int, end: int, v5: bool = False) -> Connect:
 
 # -- encoders ------------------------------------------------------------------------------------
 
+
 def varint(n: int) -> bytes:
     """The remaining-length encoding (7 bits per byte, least significant group first)."""
     if n < 0x80:
@@ -614,8 +701,9 @@ def encode_connack(rc: int, session_present: bool) -> bytes:
     return bytes((CONNACK, 2, 1 if (session_present and rc == 0) else 0, rc))
 
 
-def encode_publish(topic: bytes, payload: bytes, qos: int = 0, pi: int = 0, retain: bool = False,
-                   dup: bool = False) -> bytes:
+def encode_publish(
+    topic: bytes, payload: bytes, qos: int = 0, pi: int = 0, retain: bool = False, dup: bool = False
+) -> bytes:
     """One PUBLISH packet (header and payload joined: one write per delivery)."""
     n = len(topic)
     rl = 2 + n + len(payload) + (2 if qos else 0)
@@ -637,8 +725,9 @@ def encode_connack5(rc: int, session_present: bool, props: dict | None = None) -
     return bytes((CONNACK,)) + varint(len(body)) + body
 
 
-def encode_publish5(topic: bytes, payload: bytes, qos: int, pi: int, retain: bool, dup: bool,
-                    props: dict | None) -> bytes:
+def encode_publish5(
+    topic: bytes, payload: bytes, qos: int, pi: int, retain: bool, dup: bool, props: dict | None
+) -> bytes:
     n = len(topic)
     vh = bytes((n >> 8, n & 0xFF)) + topic + (bytes((pi >> 8, pi & 0xFF)) if qos else b"") + encode_props(props)
     flags = PUBLISH | (qos << 1) | (1 if retain else 0) | (8 if dup else 0)
@@ -690,10 +779,21 @@ def _str(b: bytes) -> bytes:
 
 # Client-side packets: used by tests and benchmarks that speak MQTT without a client library.
 
-def encode_connect(client_id: str, *, clean: bool = True, keepalive: int = 60, username: str | None = None,
-                   password: str | None = None, will_topic: bytes | None = None, will_message: bytes = b"",
-                   will_qos: int = 0, will_retain: bool = False, level: int = 4) -> bytes:
-    flags = (_FLAG_CLEAN if clean else 0)
+
+def encode_connect(
+    client_id: str,
+    *,
+    clean: bool = True,
+    keepalive: int = 60,
+    username: str | None = None,
+    password: str | None = None,
+    will_topic: bytes | None = None,
+    will_message: bytes = b"",
+    will_qos: int = 0,
+    will_retain: bool = False,
+    level: int = 4,
+) -> bytes:
+    flags = _FLAG_CLEAN if clean else 0
     body = _str(client_id.encode())
     if will_topic is not None:
         flags |= _FLAG_WILL | (will_qos << 3) | (_FLAG_WILL_RETAIN if will_retain else 0)
@@ -727,6 +827,7 @@ def encode_disconnect() -> bytes:
 
 
 # -- topic <-> subject ----------------------------------------------------------------------------
+
 
 class TopicError(ValueError):
     """A topic or filter that has no NATS subject (whitespace, DEL, a wildcard in a topic name)."""

@@ -42,10 +42,23 @@ import re
 from typing import Any
 
 from natsd.protocol.errors import (
-    ERR_MAX_CONTROL_LINE, ERR_MAX_PAYLOAD, ERR_UNKNOWN_PROTOCOL, RemoteProtocolError,
+    ERR_MAX_CONTROL_LINE,
+    ERR_MAX_PAYLOAD,
+    ERR_UNKNOWN_PROTOCOL,
+    RemoteProtocolError,
 )
 from natsd.protocol.events import (
-    OP_CONNECT, OP_HPUB, OP_PUB, OP_PUB_BATCH, OP_PUB_RRUN, OP_PUB_RUN, OP_SUB, OP_UNSUB, PING_EVENT, PONG_EVENT, Run,
+    OP_CONNECT,
+    OP_HPUB,
+    OP_PUB,
+    OP_PUB_BATCH,
+    OP_PUB_RRUN,
+    OP_PUB_RUN,
+    OP_SUB,
+    OP_UNSUB,
+    PING_EVENT,
+    PONG_EVENT,
+    Run,
 )
 from natsd.protocol.runs import reply_run_length, run_length
 
@@ -117,11 +130,26 @@ class Parser:
     (``run.replies``).
     """
 
-    __slots__ = ("max_control_line", "max_payload", "batch", "_pending", "_await", "_failed", "_last_line",
-                 "_last_args", "_line_cache", "_rp", "_nr")
+    __slots__ = (
+        "max_control_line",
+        "max_payload",
+        "batch",
+        "_pending",
+        "_await",
+        "_failed",
+        "_last_line",
+        "_last_args",
+        "_line_cache",
+        "_rp",
+        "_nr",
+    )
 
-    def __init__(self, max_control_line: int = DEFAULT_MAX_CONTROL_LINE,
-                 max_payload: int = DEFAULT_MAX_PAYLOAD, batch: bool = False) -> None:
+    def __init__(
+        self,
+        max_control_line: int = DEFAULT_MAX_CONTROL_LINE,
+        max_payload: int = DEFAULT_MAX_PAYLOAD,
+        batch: bool = False,
+    ) -> None:
         self.max_control_line = max_control_line
         self.max_payload = max_payload
         self.batch = batch
@@ -290,7 +318,7 @@ class Parser:
                         if k:
                             first = pos + len(last_line)
                             pos += k * step
-                            batch_list += [work[i:i + size] for i in range(first, pos, step)]
+                            batch_list += [work[i : i + size] for i in range(first, pos, step)]
                         continue
                 last_event = (op, subject, reply, hdr_len, payload)
                 last_event_args = last_args
@@ -308,7 +336,7 @@ class Parser:
             if rp is not None and work.startswith(rp_prefix, pos):
                 rs = eol + 1 - rp_slen
                 if rs > pos + rp_plen and work.startswith(rp_suffix, rs):
-                    reply = work[pos + rp_plen:rs]
+                    reply = work[pos + rp_plen : rs]
                     # exactly one argument, as the slow path's split() would see it: no
                     # whitespace at all (reply is not empty)
                     if len(reply.translate(None, _WS_BYTES)) == len(reply):
@@ -336,19 +364,26 @@ class Parser:
                             # max_control_line holds; one argument per token column).
                             step = stop + 2 - pos
                             dot = reply.rfind(b".") + 1
-                            k = reply_run_length(work, pos, work[pos:pos + rp_plen + dot], len(reply) - dot,
-                                                 rp_suffix, step, n) if pos + 2 * step <= n else 0
+                            k = (
+                                reply_run_length(
+                                    work, pos, work[pos : pos + rp_plen + dot], len(reply) - dot, rp_suffix, step, n
+                                )
+                                if pos + 2 * step <= n
+                                else 0
+                            )
                             if k > 1:
                                 end = pos + k * step
                                 rlen = len(reply)
-                                replies = [work[i:i + rlen] for i in range(pos + rp_plen, end, step)]
-                                payloads = [work[i:i + rp_size] for i in range(start, end, step)]
+                                replies = [work[i : i + rlen] for i in range(pos + rp_plen, end, step)]
+                                payloads = [work[i : i + rp_size] for i in range(start, end, step)]
                                 if rr_ev is not None and events[-1] is rr_ev and rr_ev[1].subject is rp_subject:
                                     rr_ev[1].replies += replies
                                     rr_ev[1].payloads += payloads
                                 else:
-                                    rr_ev = (OP_PUB_RRUN, Run(rp_op, rp_subject, None, b"", rp_hdr_len, payloads,
-                                                              None, replies))
+                                    rr_ev = (
+                                        OP_PUB_RRUN,
+                                        Run(rp_op, rp_subject, None, b"", rp_hdr_len, payloads, None, replies),
+                                    )
                                     events.append(rr_ev)
                                 batch_list = None
                                 pos = end
@@ -390,7 +425,7 @@ class Parser:
                                 batch_list = None
                                 pos = end
                                 continue
-                    subject = work[pos + 4:se]
+                    subject = work[pos + 4 : se]
                     # exactly one argument, as the slow path's split() would see it: no
                     # whitespace at all (subject is not empty)
                     if len(subject.translate(None, _WS_BYTES)) == len(subject):
@@ -423,7 +458,7 @@ class Parser:
                                 events.append(run_ev)
                             pos = stop + 2
                             continue
-                        last_line = work[pos:eol + 1]
+                        last_line = work[pos : eol + 1]
                         last_args = (OP_PUB, subject, b"", 0, nr_size)
                         batch_list = None
                         last_event = (OP_PUB, subject, b"", 0, work[start:stop])
@@ -431,7 +466,7 @@ class Parser:
                         events.append(last_event)
                         pos = stop + 2
                         continue
-            line = work[pos:eol + 1]
+            line = work[pos : eol + 1]
             # A line seen recently (any spelling, any size) that the path above did not take.
             cached = line_cache.get(line) if line_cache else None
             if cached is not None:
@@ -445,10 +480,10 @@ class Parser:
             # Fast path: the exact spelling every client uses for the hottest op.
             if work.startswith(b"PUB ", pos):
                 op = OP_PUB
-                args = work[pos + 4:end].split()
+                args = work[pos + 4 : end].split()
             elif work.startswith(b"HPUB ", pos):
                 op = OP_HPUB
-                args = work[pos + 5:end].split()
+                args = work[pos + 5 : end].split()
             else:
                 ev = self._control(work[pos:end])
                 if ev is not None:
@@ -557,7 +592,7 @@ class Parser:
         if sp < 0:
             op, rest = line.upper(), None
         else:
-            op, rest = line[:sp].upper(), line[sp + 1:]
+            op, rest = line[:sp].upper(), line[sp + 1 :]
         if op == b"PUB" or op == b"HPUB":
             if rest is None:
                 raise RemoteProtocolError(ERR_UNKNOWN_PROTOCOL, f"{op.decode()} without arguments")
@@ -601,7 +636,7 @@ class Parser:
         """Reject an incomplete control line early: too long, or not the start of any op."""
         if n - pos > self.max_control_line:
             raise RemoteProtocolError(ERR_MAX_CONTROL_LINE, f"control line over {self.max_control_line} bytes")
-        head = work[pos:pos + 8].upper()
+        head = work[pos : pos + 8].upper()
         for i in range(len(head)):
             if head[i] in b" \t\r":
                 head = head[:i]

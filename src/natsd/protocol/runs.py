@@ -30,11 +30,11 @@ _WS = b" \t\n\r\x0b\x0c"
 def frames_ok(buf: bytes, pos: int, head: bytes, step: int, k: int) -> bool:
     """Whether the ``k`` frames of ``step`` bytes at ``pos`` all start with ``head`` and end with
     CRLF (the caller made sure they are inside ``buf``)."""
-    region = buf[pos:pos + k * step]
+    region = buf[pos : pos + k * step]
     for j in range(len(head)):
-        if region[j::step] != head[j:j + 1] * k:
+        if region[j::step] != head[j : j + 1] * k:
             return False
-    return region[step - 2::step] == b"\r" * k and region[step - 1::step] == b"\n" * k
+    return region[step - 2 :: step] == b"\r" * k and region[step - 1 :: step] == b"\n" * k
 
 
 def run_length(buf: bytes, pos: int, head: bytes, step: int, n: int) -> int:
@@ -58,15 +58,15 @@ def run_length(buf: bytes, pos: int, head: bytes, step: int, n: int) -> int:
 def reply_frames_ok(buf: bytes, pos: int, head: bytes, hole: int, tail: bytes, step: int, k: int) -> bool:
     """Whether the ``k`` frames of ``step`` bytes at ``pos`` all start with ``head``, then
     ``hole`` bytes without whitespace, then ``tail``, and end with CRLF."""
-    region = buf[pos:pos + k * step]
+    region = buf[pos : pos + k * step]
     for j in range(len(head)):
-        if region[j::step] != head[j:j + 1] * k:
+        if region[j::step] != head[j : j + 1] * k:
             return False
     t0 = len(head) + hole
     for j in range(len(tail)):
-        if region[t0 + j::step] != tail[j:j + 1] * k:
+        if region[t0 + j :: step] != tail[j : j + 1] * k:
             return False
-    if region[step - 2::step] != b"\r" * k or region[step - 1::step] != b"\n" * k:
+    if region[step - 2 :: step] != b"\r" * k or region[step - 1 :: step] != b"\n" * k:
         return False
     for j in range(len(head), t0):
         if len(region[j::step].translate(None, _WS)) != k:

@@ -26,9 +26,21 @@ GLOBAL_ACCOUNT = "$G"
 class Account:
     """One subject space plus its counters and client-interest listeners."""
 
-    __slots__ = ("name", "sublist", "interest_handlers", "clients", "jetstream", "js_limits",
-                 "ports", "js_disabled_subs", "links", "mapper", "trace_dest",
-                 "trace_sampling", "__weakref__")
+    __slots__ = (
+        "name",
+        "sublist",
+        "interest_handlers",
+        "clients",
+        "jetstream",
+        "js_limits",
+        "ports",
+        "js_disabled_subs",
+        "links",
+        "mapper",
+        "trace_dest",
+        "trace_sampling",
+        "__weakref__",
+    )
 
     def __init__(self, name: str, cache: bool = True) -> None:
         self.name = name
@@ -55,6 +67,7 @@ class Account:
                 h(subject, added)
             except Exception:  # a listener's bug must not break the subscribing client
                 import logging
+
                 logging.getLogger("natsd.server").exception("interest handler failed")
 
     def __repr__(self) -> str:

@@ -39,12 +39,30 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 from natsd import nats_headers as NH
 from natsd.protocol.encoder import OK, PING, PONG, encode_err, encode_hmsg, encode_msg
 from natsd.protocol.errors import (
-    ERR_AUTH_TIMEOUT, ERR_AUTH_VIOLATION, ERR_INVALID_CLIENT_PROTOCOL, ERR_INVALID_PUBLISH_SUBJECT,
-    ERR_INVALID_SUBJECT, ERR_MAX_SUBSCRIPTIONS, ERR_NO_RESPONDERS_REQUIRES_HEADERS,
-    ERR_STALE_CONNECTION, RemoteProtocolError, permissions_publish, permissions_subscribe,
+    ERR_AUTH_TIMEOUT,
+    ERR_AUTH_VIOLATION,
+    ERR_INVALID_CLIENT_PROTOCOL,
+    ERR_INVALID_PUBLISH_SUBJECT,
+    ERR_INVALID_SUBJECT,
+    ERR_MAX_SUBSCRIPTIONS,
+    ERR_NO_RESPONDERS_REQUIRES_HEADERS,
+    ERR_STALE_CONNECTION,
+    RemoteProtocolError,
+    permissions_publish,
+    permissions_subscribe,
 )
 from natsd.protocol.events import (
-    OP_CONNECT, OP_HPUB, OP_NAMES, OP_PING, OP_PONG, OP_PUB, OP_PUB_BATCH, OP_PUB_RRUN, OP_PUB_RUN, OP_SUB, OP_UNSUB,
+    OP_CONNECT,
+    OP_HPUB,
+    OP_NAMES,
+    OP_PING,
+    OP_PONG,
+    OP_PUB,
+    OP_PUB_BATCH,
+    OP_PUB_RRUN,
+    OP_PUB_RUN,
+    OP_SUB,
+    OP_UNSUB,
     Run,
 )
 from natsd.protocol.parser import Parser
@@ -58,7 +76,11 @@ from natsd.server.msgtrace import TRACE_DEST_B
 from natsd.server.router import route, route_batch, route_rrun, route_run
 from natsd.server.subscription import Subscription
 from natsd.server.writer import (  # noqa: F401  (re-exported: the close reasons live with the others)
-    REASON_SLOW_CONSUMER, REASON_SLOW_CONSUMER_WD, STALL_MAX_NS, WRITE_HIGH_WATER, Writer,
+    REASON_SLOW_CONSUMER,
+    REASON_SLOW_CONSUMER_WD,
+    STALL_MAX_NS,
+    WRITE_HIGH_WATER,
+    Writer,
 )
 from natsd.subjects.tokens import is_valid_publish_subject, is_valid_subject
 
@@ -120,13 +142,57 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
 
     # Slots: less memory per idle connection and faster attribute access on the hot path.
     __slots__ = (
-        "server", "cid", "transport", "parser", "max_pending", "out", "flush_pending", "closed",
-        "close_reason", "subs", "account", "connected", "auth_required", "verbose", "pedantic", "echo",
-        "headers", "no_responders", "name", "lang", "version", "user", "perms", "pub_filter", "sub_filter",
-        "sub_deny", "replies", "connect_opts", "_subjects", "in_msgs", "in_bytes", "out_msgs", "out_bytes",
-        "pings_out", "start_ns", "last_activity_ns", "ip", "port", "prefix", "_ping_timer", "_auth_timer",
-        "_wd_timer", "_stall_timer", "stalled", "congested", "stalled_producers", "_stash", "_backlog",
-        "_call_soon", "_busy_arm", "trace",  # (IdentityMixin has the identity slots)
+        "server",
+        "cid",
+        "transport",
+        "parser",
+        "max_pending",
+        "out",
+        "flush_pending",
+        "closed",
+        "close_reason",
+        "subs",
+        "account",
+        "connected",
+        "auth_required",
+        "verbose",
+        "pedantic",
+        "echo",
+        "headers",
+        "no_responders",
+        "name",
+        "lang",
+        "version",
+        "user",
+        "perms",
+        "pub_filter",
+        "sub_filter",
+        "sub_deny",
+        "replies",
+        "connect_opts",
+        "_subjects",
+        "in_msgs",
+        "in_bytes",
+        "out_msgs",
+        "out_bytes",
+        "pings_out",
+        "start_ns",
+        "last_activity_ns",
+        "ip",
+        "port",
+        "prefix",
+        "_ping_timer",
+        "_auth_timer",
+        "_wd_timer",
+        "_stall_timer",
+        "stalled",
+        "congested",
+        "stalled_producers",
+        "_stash",
+        "_backlog",
+        "_call_soon",
+        "_busy_arm",
+        "trace",  # (IdentityMixin has the identity slots)
     )
 
     server: ConnectionHost
@@ -350,8 +416,12 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
                     self.send_no_responders(subj_b, reply)
             elif op == OP_HPUB:
                 data = ev[4]
-                if (checked or not self.headers or not data.startswith(_HDR_PREFIX)
-                        or data.find(TRACE_DEST_B, 0, ev[3]) >= 0):
+                if (
+                    checked
+                    or not self.headers
+                    or not data.startswith(_HDR_PREFIX)
+                    or data.find(TRACE_DEST_B, 0, ev[3]) >= 0
+                ):
                     # (per-message checks, a client without headers, a block that is not
                     # NATS/1.0 -- which includes an empty one, that on_pub lets through -- or a
                     # traced message: natsd.server.msgtrace)
@@ -375,8 +445,13 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
                 self.on_pub_batch(ev[1])
             elif op == OP_PUB_RRUN:
                 run = ev[1]
-                if checked or verbose or trace or (run.op == OP_HPUB and not self._hpub_run_ok(run)) or not route_rrun(
-                        acc, subjects.get(run.subject) or self._subject(run.subject), run):
+                if (
+                    checked
+                    or verbose
+                    or trace
+                    or (run.op == OP_HPUB and not self._hpub_run_ok(run))
+                    or not route_rrun(acc, subjects.get(run.subject) or self._subject(run.subject), run)
+                ):
                     # Per-message checks, +OKs, tracing, or receivers other than one stream:
                     # message by message, exactly as if the parser had not gathered them.
                     self.process(run.messages())
@@ -396,7 +471,7 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
                 if not self.on_connect(ev[1]):
                     # bcrypt check in flight: keep the rest until it answers
                     if self._stash is not None and i + 1 < len(events):
-                        self._stash.insert(0, events[i + 1:])
+                        self._stash.insert(0, events[i + 1 :])
                     return
                 if self.jwt_max_payload >= 0 and self._payload_limit_rest(events, i + 1):
                     return
@@ -408,8 +483,11 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         acc = self.account
         # Subject mappings (natsd.server.mapping) and traceparent sampling (natsd.server.msgtrace)
         # send every publish through on_pub.
-        checked = self.pedantic or self.pub_filter is not None or (
-            acc is not None and (acc.mapper is not None or acc.trace_dest != ""))
+        checked = (
+            self.pedantic
+            or self.pub_filter is not None
+            or (acc is not None and (acc.mapper is not None or acc.trace_dest != ""))
+        )
         return checked, self.verbose, acc, self._subjects
 
     def _subject(self, subj_b: bytes) -> str:
@@ -442,8 +520,15 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         elif op == OP_PUB_BATCH:
             run = ev[1]
             args = b" ".join(a for a in (run.subject, run.reply) if a)
-            logger.log(TRACE, "%s<<- [%s %s %d] x%d", self.prefix, OP_NAMES[run.op], _decode(args),
-                       len(run.payloads[0]), len(run.payloads))
+            logger.log(
+                TRACE,
+                "%s<<- [%s %s %d] x%d",
+                self.prefix,
+                OP_NAMES[run.op],
+                _decode(args),
+                len(run.payloads[0]),
+                len(run.payloads),
+            )
         else:
             text = " ".join(_decode(a) if isinstance(a, bytes) else str(a) for a in ev[1:] if a is not None)
             logger.log(TRACE, "%s<<- [%s]", self.prefix, f"{OP_NAMES[op]} {text}" if text else OP_NAMES[op])
@@ -631,19 +716,32 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
     def publish_violation(self, subject: str) -> None:
         """``-ERR 'Permissions Violation for Publish to ...'`` and the reference's log line."""
         self.send_err(permissions_publish(subject))
-        logger.error('%s"%s/user:%s" - Publish Violation - Subject "%s"', self.prefix,
-                     self.account.name if self.account else "$G", self.user, subject)
+        logger.error(
+            '%s"%s/user:%s" - Publish Violation - Subject "%s"',
+            self.prefix,
+            self.account.name if self.account else "$G",
+            self.user,
+            subject,
+        )
 
     def on_pub_batch(self, run: Run) -> None:
         """A run of messages with identical control lines (see ``Parser(batch=True)``)."""
         op, subj_b, reply, hdr_len, payloads = run.op, run.subject, run.reply, run.hdr_len, run.payloads
         mapper = self.account.mapper if self.account is not None else None
-        if (self.pedantic or self.verbose or self.pub_filter is not None or (reply and self.no_responders)
-                # a mapped subject goes message by message (a weighted split draws per message);
-                # an unmapped one stays a run (no mapping matching it is a fixed answer)
-                or (mapper is not None and mapper.matches(self._subjects.get(subj_b) or self._subject(subj_b)))
-                or op == OP_HPUB and (not self.headers or (hdr_len and (not all(
-                    p.startswith(_HDR_PREFIX) for p in payloads) or _traced(payloads))))):
+        if (
+            self.pedantic
+            or self.verbose
+            or self.pub_filter is not None
+            or (reply and self.no_responders)
+            # a mapped subject goes message by message (a weighted split draws per message);
+            # an unmapped one stays a run (no mapping matching it is a fixed answer)
+            or (mapper is not None and mapper.matches(self._subjects.get(subj_b) or self._subject(subj_b)))
+            or op == OP_HPUB
+            and (
+                not self.headers
+                or (hdr_len and (not all(p.startswith(_HDR_PREFIX) for p in payloads) or _traced(payloads)))
+            )
+        ):
             # Per-message semantics needed (acks, errors, no-responders): take the normal path.
             for p in payloads:
                 if self.closed:
@@ -669,8 +767,12 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         """A run of reply-less PUBs to differing subjects (see ``OP_PUB_RUN``)."""
         subjects_b, payloads = run.subjects, run.payloads
         assert subjects_b is not None  # an OP_PUB_RUN run has a subject per message
-        if self.pedantic or self.verbose or self.pub_filter is not None or (
-                self.account is not None and self.account.mapper is not None):
+        if (
+            self.pedantic
+            or self.verbose
+            or self.pub_filter is not None
+            or (self.account is not None and self.account.mapper is not None)
+        ):
             # Per-message checks, +OKs and mappings: the normal path, message by message.
             for i in range(len(subjects_b)):
                 if self.closed:
@@ -756,11 +858,24 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         if self.sub_filter is not None and not self.sub_filter.allows(subject):
             self.send_err(permissions_subscribe(subject, queue))
             if queue:
-                logger.error('%s"%s/user:%s" - Subscription Violation - Subject "%s", Queue: "%s", SID %s',
-                             self.prefix, self.account.name, self.user, subject, queue, _decode(sid))
+                logger.error(
+                    '%s"%s/user:%s" - Subscription Violation - Subject "%s", Queue: "%s", SID %s',
+                    self.prefix,
+                    self.account.name,
+                    self.user,
+                    subject,
+                    queue,
+                    _decode(sid),
+                )
             else:
-                logger.error('%s"%s/user:%s" - Subscription Violation - Subject "%s", SID %s',
-                             self.prefix, self.account.name, self.user, subject, _decode(sid))
+                logger.error(
+                    '%s"%s/user:%s" - Subscription Violation - Subject "%s", SID %s',
+                    self.prefix,
+                    self.account.name,
+                    self.user,
+                    subject,
+                    _decode(sid),
+                )
             return
         max_subs = self.server.options.max_subscriptions
         if max_subs > 0 and len(self.subs) >= max_subs or 0 <= self.jwt_max_subs <= len(self.subs):
@@ -807,8 +922,18 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
     def send_err(self, text: str) -> None:
         self.send_raw(encode_err(text))
 
-    def deliver(self, sub: Subscription, head: bytes, mid: bytes, data: bytes, subject: str,
-                hdr_len: int, reply: bytes, subj_b: bytes, src=None) -> bool:
+    def deliver(
+        self,
+        sub: Subscription,
+        head: bytes,
+        mid: bytes,
+        data: bytes,
+        subject: str,
+        hdr_len: int,
+        reply: bytes,
+        subj_b: bytes,
+        src=None,
+    ) -> bool:
         """Delivery with per-receiver rules (permission filters, header stripping,
         auto-unsubscribe, allow_responses); the router calls :meth:`enqueue_msg` directly for a
         plain subscription."""
@@ -912,10 +1037,15 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         if cookie_jwt and not opts.get("jwt"):
             opts = dict(opts, jwt=cookie_jwt)  # websocket jwt_cookie, as nats-server
         tls = self.server.options.tls
-        if tls is not None and tls.verify_and_map and self.transport is not None \
-                and self.transport.get_extra_info("ssl_object") is not None:
+        if (
+            tls is not None
+            and tls.verify_and_map
+            and self.transport is not None
+            and self.transport.get_extra_info("ssl_object") is not None
+        ):
             # deferred (issue 26, start-up time): only TLS connections with verify_and_map get here
             from natsd.server.transport.tls import map_certificate_user
+
             return map_certificate_user(self.server.auth, self.transport.get_extra_info("peercert"))
         return self.server.auth.authenticate(opts, self.nonce)
 

@@ -49,7 +49,7 @@ def friendly_bytes(n: int) -> str:
     if n < 1024:
         return f"{n} B"
     exp = min(int(math.log(n) / math.log(1024)), 6)
-    return f"{n / 1024 ** exp:.2f} {'KMGTPE'[exp - 1]}B"
+    return f"{n / 1024**exp:.2f} {'KMGTPE'[exp - 1]}B"
 
 
 def log_jetstream_banner(engine: JetStreamEngine, api_level: int) -> None:
@@ -90,9 +90,18 @@ def log_recovery_summary(engine: JetStreamEngine, took_ns: int) -> None:
                 lost_msgs += lm
                 lost_bytes += lb
                 damaged.append(f"'{acc.name} > {stream.name}' {_plural(lm, 'message')} ({_plural(lb, 'byte')})")
-    logger.info("JetStream restored %s, %s, %s (%s) in %s", _plural(streams, "stream"),
-                _plural(consumers, "consumer"), _plural(msgs, "message"), friendly_bytes(nbytes),
-                format_duration(took_ns))
+    logger.info(
+        "JetStream restored %s, %s, %s (%s) in %s",
+        _plural(streams, "stream"),
+        _plural(consumers, "consumer"),
+        _plural(msgs, "message"),
+        friendly_bytes(nbytes),
+        format_duration(took_ns),
+    )
     if damaged:
-        logger.warning("JetStream recovery dropped %s (%s) after an unclean stop, truncated at the last intact "
-                       "record: %s", _plural(lost_msgs, "message"), _plural(lost_bytes, "byte"), ", ".join(damaged))
+        logger.warning(
+            "JetStream recovery dropped %s (%s) after an unclean stop, truncated at the last intact record: %s",
+            _plural(lost_msgs, "message"),
+            _plural(lost_bytes, "byte"),
+            ", ".join(damaged),
+        )

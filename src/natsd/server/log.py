@@ -32,8 +32,14 @@ logging.addLevelName(TRACE, "TRC")
 
 logger = logging.getLogger("natsd")
 
-_LEVEL_TAGS = {TRACE: "TRC", logging.DEBUG: "DBG", logging.INFO: "INF", logging.WARNING: "WRN",
-               logging.ERROR: "ERR", logging.CRITICAL: "FTL"}
+_LEVEL_TAGS = {
+    TRACE: "TRC",
+    logging.DEBUG: "DBG",
+    logging.INFO: "INF",
+    logging.WARNING: "WRN",
+    logging.ERROR: "ERR",
+    logging.CRITICAL: "FTL",
+}
 
 
 class NatsFormatter(logging.Formatter):
@@ -57,9 +63,18 @@ class NatsFormatter(logging.Formatter):
         return f"[{self.pid}] {time.strftime('%Y/%m/%d %H:%M:%S', self._clock(t))}.{us:06d} [{tag}] {msg}"
 
 
-def setup_logging(debug: bool = False, trace: bool = False, logtime: bool = True, log_file: str = "", *,
-                  logtime_utc: bool = False, log_size_limit: int = 0, log_max_num: int = 0,
-                  syslog: bool = False, remote_syslog: str = "") -> None:
+def setup_logging(
+    debug: bool = False,
+    trace: bool = False,
+    logtime: bool = True,
+    log_file: str = "",
+    *,
+    logtime_utc: bool = False,
+    log_size_limit: int = 0,
+    log_max_num: int = 0,
+    syslog: bool = False,
+    remote_syslog: str = "",
+) -> None:
     """Install the nats-style handler on the ``natsd`` logger (see the module's destinations).
     Raises OSError (file, syslog socket) or ValueError (a ``remote_syslog`` URL) when the
     destination cannot be opened."""
@@ -87,9 +102,17 @@ def setup_logging(debug: bool = False, trace: bool = False, logtime: bool = True
 
 def setup_logging_from(o: ServerOptions) -> None:
     """:func:`setup_logging` with a server's options."""
-    setup_logging(debug=o.debug, trace=o.trace, logtime=o.logtime, log_file=o.log_file,
-                  logtime_utc=o.logtime_utc, log_size_limit=o.log_size_limit, log_max_num=o.log_max_num,
-                  syslog=o.syslog, remote_syslog=o.remote_syslog)
+    setup_logging(
+        debug=o.debug,
+        trace=o.trace,
+        logtime=o.logtime,
+        log_file=o.log_file,
+        logtime_utc=o.logtime_utc,
+        log_size_limit=o.log_size_limit,
+        log_max_num=o.log_max_num,
+        syslog=o.syslog,
+        remote_syslog=o.remote_syslog,
+    )
 
 
 def reopen_log_file() -> bool:

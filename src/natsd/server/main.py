@@ -29,8 +29,12 @@ PROGRAM = "natsd"
 # nats-server -sl names -> POSIX signals (server/signal.go: ldm=USR2, reopen=USR1, reload=HUP,
 # stop=KILL, quit=INT, term=TERM).
 _SIGNALS = {
-    "ldm": "SIGUSR2", "reopen": "SIGUSR1", "reload": "SIGHUP",
-    "stop": "SIGKILL", "quit": "SIGINT", "term": "SIGTERM",
+    "ldm": "SIGUSR2",
+    "reopen": "SIGUSR1",
+    "reload": "SIGHUP",
+    "stop": "SIGKILL",
+    "quit": "SIGINT",
+    "term": "SIGTERM",
 }
 
 
@@ -42,7 +46,7 @@ def _send_signal(spec: str) -> int:
     name, _, target = spec.partition("=")
     signame = _SIGNALS.get(name.lower())
     if signame is None or not hasattr(_signal, signame):
-        _err(f"{PROGRAM}: unknown signal \"{name}\"")
+        _err(f'{PROGRAM}: unknown signal "{name}"')
         return 1
     if not target:
         _err(f"{PROGRAM}: signal {name} needs a PID or PID file, e.g. -sl {name}=/var/run/natsd.pid")
@@ -99,8 +103,10 @@ def main(argv: list[str] | None = None) -> int:
         ignored = sum(1 for n in options.config_notices if "is not supported by natsd" in n)
         if ignored:
             # one line per ignored key was printed above (file:line:column); say how many
-            _err(f"{PROGRAM}: {ignored} setting{'s' if ignored != 1 else ''} of this file "
-                 f"{'are' if ignored != 1 else 'is'} ignored by natsd")
+            _err(
+                f"{PROGRAM}: {ignored} setting{'s' if ignored != 1 else ''} of this file "
+                f"{'are' if ignored != 1 else 'is'} ignored by natsd"
+            )
         _err(f"{PROGRAM}: configuration file {options.config_file} is valid ({options.config_digest})")
         return 0
     for w in options.config_warnings:

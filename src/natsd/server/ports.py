@@ -57,7 +57,12 @@ from natsd.server.subscription import Subscription
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.ports import (
-        DeliverItem, InterestHandler, MsgHandler, ReplyRunHandler, RunHandler, TemplatedRun,
+        DeliverItem,
+        InterestHandler,
+        MsgHandler,
+        ReplyRunHandler,
+        RunHandler,
+        TemplatedRun,
     )
     from natsd.server.account import Account
 
@@ -88,9 +93,15 @@ class ServerPorts:
         self._account = account
         self.account = account.name
 
-    def subscribe(self, subject: str, handler: "MsgHandler", queue: str | None = None,
-                  many: "RunHandler | None" = None, rrun: "ReplyRunHandler | None" = None,
-                  stream: str = "") -> Subscription:
+    def subscribe(
+        self,
+        subject: str,
+        handler: "MsgHandler",
+        queue: str | None = None,
+        many: "RunHandler | None" = None,
+        rrun: "ReplyRunHandler | None" = None,
+        stream: str = "",
+    ) -> Subscription:
         acc = self._account
         sub = Subscription(None, b"", subject, queue or None, cb=handler, account=acc, many=many, rrun=rrun)
         sub.stream = stream
@@ -104,8 +115,7 @@ class ServerPorts:
         else:
             data = payload
             hdr_len = 0
-        return route(self._account, subject, subject.encode(), reply.encode() if reply else b"", hdr_len,
-                     data, None)
+        return route(self._account, subject, subject.encode(), reply.encode() if reply else b"", hdr_len, data, None)
 
     def deliver(self, route_subject: str, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> int:
         """Route on ``route_subject`` but show ``subject`` in the MSG line (consumer delivery:
@@ -116,8 +126,16 @@ class ServerPorts:
         else:
             data = payload
             hdr_len = 0
-        return route(self._account, route_subject, subject.encode(), reply.encode() if reply else b"", hdr_len,
-                     data, None, subject)
+        return route(
+            self._account,
+            route_subject,
+            subject.encode(),
+            reply.encode() if reply else b"",
+            hdr_len,
+            data,
+            None,
+            subject,
+        )
 
     def publish_many(self, subjects: list[str], payloads: list[bytes]) -> None:
         """``publish(subjects[i], "", None, payloads[i])`` for each i, in order (see

@@ -68,8 +68,9 @@ def _call_internal(sub, subject: str, reply: bytes, hdr_len: int, data: bytes) -
     return 1
 
 
-def route(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, data: bytes, src,
-          shown: str | None = None, r=None) -> int:
+def route(
+    acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, data: bytes, src, shown: str | None = None, r=None
+) -> int:
     """Deliver one message published in account ``acc``; returns how many receivers got it.
 
     ``subject`` is matched against subscriptions; ``subj_b`` is what MSG lines show (the same
@@ -136,8 +137,13 @@ def route(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, data: by
                     if _random() * wsum < w:
                         remote = sub
                     continue
-                if not (sub.max or sub.closed or c.sub_deny is not None or c.replies is not None
-                        or (hdr_len and not c.headers)):
+                if not (
+                    sub.max
+                    or sub.closed
+                    or c.sub_deny is not None
+                    or c.replies is not None
+                    or (hdr_len and not c.headers)
+                ):
                     c.enqueue_msg(sub, head, mid, data, size, src)  # a plain member (c.closed: checked above)
                     n += 1
                     break
@@ -145,8 +151,9 @@ def route(acc, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, data: by
                     n += 1
                     break
             else:
-                if remote is not None and remote.client.deliver(remote, head, mid, data, subject, hdr_len, reply,
-                                                                subj_b, src):
+                if remote is not None and remote.client.deliver(
+                    remote, head, mid, data, subject, hdr_len, reply, subj_b, src
+                ):
                     n += 1
             remote = None
             wsum = 0
@@ -359,8 +366,14 @@ def _queue_shares(qsubs, k: int, hdr_len: int, src, taken: set) -> list | None:
         conns = set()
         for sub in group:
             c = sub.client
-            if c is None or sub.max or sub.closed or c.sub_deny is not None or c.replies is not None \
-                    or (hdr_len and not c.headers):
+            if (
+                c is None
+                or sub.max
+                or sub.closed
+                or c.sub_deny is not None
+                or c.replies is not None
+                or (hdr_len and not c.headers)
+            ):
                 return None
             if c.closed or (c is src and not c.echo):
                 continue
@@ -483,7 +496,7 @@ def publish_many(acc, subjects: list, payloads: list) -> None:
             r = match(subject)
             pr = sl.sibling_result(subject)
             if pr is r:
-                parent = subject[:subject.rfind(".") + 1]
+                parent = subject[: subject.rfind(".") + 1]
                 lp = len(parent)
             else:
                 pr = None

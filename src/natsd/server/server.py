@@ -40,7 +40,11 @@ from natsd.server import mapping, msgtrace
 from natsd.server.account import GLOBAL_ACCOUNT, Account
 from natsd.server.auth.authenticator import Authenticator
 from natsd.server.connection import (
-    REASON_AUTH, REASON_LAME_DUCK, REASON_MAX_CONN, REASON_SERVER_SHUTDOWN, ClientConnection,
+    REASON_AUTH,
+    REASON_LAME_DUCK,
+    REASON_MAX_CONN,
+    REASON_SERVER_SHUTDOWN,
+    ClientConnection,
 )
 from natsd.server.jsbanner import node_name
 from natsd.server.log import logger, reopen_log_file, setup_logging_from
@@ -75,8 +79,12 @@ class JetStreamStartError(Exception):
 class Server:
     """A NATS server bound to ``options`` (see :class:`~natsd.config.options.ServerOptions`)."""
 
-    def __init__(self, options: ServerOptions | None = None, clock: Clock | None = None,
-                 reload_options: Callable[[], ServerOptions] | None = None) -> None:
+    def __init__(
+        self,
+        options: ServerOptions | None = None,
+        clock: Clock | None = None,
+        reload_options: Callable[[], ServerOptions] | None = None,
+    ) -> None:
         self.options = options if options is not None else ServerOptions()
         self._clock = clock
         self.reload_options = reload_options
@@ -215,7 +223,9 @@ class Server:
                 engine.accounts.pop(acc.name, None)
                 acc.jetstream = None
                 assert acc.ports is not None  # enabled JetStream always has its ports
-                acc.js_disabled_subs = engine.disable_account_api(acc.ports, acc.name == self._system_account_name()) or []
+                acc.js_disabled_subs = (
+                    engine.disable_account_api(acc.ports, acc.name == self._system_account_name()) or []
+                )
             return
         if acc.jetstream is not None:
             js = acc.jetstream
@@ -251,6 +261,7 @@ class Server:
         self._stopped = asyncio.Event()
         if opts.mqtt is not None:
             from natsd.config.mqtt import check_mqtt_startup
+
             check_mqtt_startup(opts)  # nats-server refuses these at start, before listening
         logger.info("Starting nats-server")
         logger.info("  Version:  %s", __version__)
@@ -264,7 +275,8 @@ class Server:
         if opts.config_file:
             logger.info("Using configuration file: %s", opts.config_file)
         if any(u.password and not u.password.startswith("$2") for u in self.auth.users.values()) or (
-                opts.password and not opts.password.startswith("$2")):
+            opts.password and not opts.password.startswith("$2")
+        ):
             logger.warning("Plaintext passwords detected, use nkeys or bcrypt")
         bad_ports = listen_problems(opts)
         if bad_ports:  # before anything binds: Python would take the port modulo 65536
@@ -277,22 +289,26 @@ class Server:
         if opts.tls is not None:
             self.tls.add("client", opts.tls)
         self._handshakes = HandshakeQueue(self.loop)
-        self.busy_poll = BusyPoll(default_window_ns() if opts.busy_poll_ns < 0 else opts.busy_poll_ns,
-                                  self.loop.call_soon)
+        self.busy_poll = BusyPoll(
+            default_window_ns() if opts.busy_poll_ns < 0 else opts.busy_poll_ns, self.loop.call_soon
+        )
         # MQTT listens before the client port (as nats-server logs it), so a client port that
         # accepts means the MQTT port does too
         await self._start_mqtt()
         self._listener = await self.loop.create_server(
-            self._new_client_protocol, host, port, reuse_address=True, backlog=4096)
+            self._new_client_protocol, host, port, reuse_address=True, backlog=4096
+        )
         self._port = self._listener.sockets[0].getsockname()[1]
         await self._start_secure_listeners()
         if opts.http_port:
             # deferred (issue 26, start-up time): the monitoring room loads only with a port for it
             from natsd.server.monitoring.endpoints import MonitorServer
+
             self._monitor = monitor = MonitorServer(self)
             try:
-                self._http_port = await monitor.start(opts.http_host or "0.0.0.0",
-                                                            opts.http_port if opts.http_port > 0 else 0)
+                self._http_port = await monitor.start(
+                    opts.http_host or "0.0.0.0", opts.http_port if opts.http_port > 0 else 0
+                )
             except OSError:
                 self._monitor = None
                 raise
@@ -320,6 +336,7 @@ class Server:
         for name in trust.preloaded():
             self.get_account(name)
         trust.start_system_services()
+
     def _system_account_name(self) -> str:
         return self.options.system_account or (self.trust.system_account if self.trust is not None else "")
 
@@ -340,6 +357,7 @@ class Server:
             return
         # deferred (issue 26, start-up time): the leaf room loads only with a leafnodes {} block
         from natsd.server.leaf.manager import LeafManager
+
         self.leafnodes = leafnodes = LeafManager(self, self.options.leafnodes)
         await leafnodes.start()
 
@@ -348,6 +366,7 @@ class Server:
         if mo is None or not mo.port:
             return
         from natsd.server.mqtt import MQTTListener  # its own room; imported only when configured
+
         self.mqtt = MQTTListener(self)
         await self.mqtt.start()
 
@@ -397,12 +416,14 @@ class Server:
         from natsd.jetstream.config.models import JS_API_LEVEL
         from natsd.server.jsbanner import log_jetstream_banner, log_recovery_summary  # (imports jetstream types)
 
-        engine = JetStreamEngine(opts, self.clock, server_id=self.server_id, server_name=self.server_name,
-                                 api=JetStreamApi())
+        engine = JetStreamEngine(
+            opts, self.clock, server_id=self.server_id, server_name=self.server_name, api=JetStreamApi()
+        )
         self.jetstream = engine  # set first: a failure below is cleaned up by start()'s shutdown()
         try:
             js_accounts: list[tuple[str, AccountJetStreamLimits]] = [
-                (a.name, a.jetstream) for a in opts.accounts if a.jetstream is not None]
+                (a.name, a.jetstream) for a in opts.accounts if a.jetstream is not None
+            ]
             if self.trust is not None:  # JWT accounts: the limits their claims carry
                 js_accounts = [(a.name, a.js_limits) for a in self.accounts.values() if a.js_limits is not None]
             elif not js_accounts:
@@ -423,7 +444,9 @@ class Server:
             for acc in list(self.accounts.values()):
                 if acc.jetstream is None:
                     acc.ports = ServerPorts(acc)
-                    acc.js_disabled_subs = engine.disable_account_api(acc.ports, acc.name == self._system_account_name()) or []
+                    acc.js_disabled_subs = (
+                        engine.disable_account_api(acc.ports, acc.name == self._system_account_name()) or []
+                    )
             engine.start()
             log_recovery_summary(engine, self.clock.monotonic_ns() - t0)
         except OSError:
@@ -433,8 +456,14 @@ class Server:
 
     async def shutdown(self) -> None:
         """Stop accepting, close every client (queued output is flushed), stop JetStream."""
-        if not self.running and self._listener is None and self.jetstream is None and self._monitor is None \
-                and self.leafnodes is None and self.mqtt is None:
+        if (
+            not self.running
+            and self._listener is None
+            and self.jetstream is None
+            and self._monitor is None
+            and self.leafnodes is None
+            and self.mqtt is None
+        ):
             return  # never started, or already shut down
         self.running = False
         self.busy_poll.stop()
@@ -644,8 +673,9 @@ class Server:
             return ClientConnection(self)
         handshakes = self._handshakes
         assert handshakes is not None  # created by start(), before the listener
-        return TlsLayer.for_options(tls, self.tls.getter("client"), lambda: ClientConnection(self), self.clock,
-                                    handshakes)
+        return TlsLayer.for_options(
+            tls, self.tls.getter("client"), lambda: ClientConnection(self), self.clock, handshakes
+        )
 
     def _new_ws_protocol(self):
         # deferred (issue 26, start-up time): only with a websocket {} block
@@ -654,40 +684,60 @@ class Server:
         ws = self.options.websocket
         tls = ws.tls
         secure = tls is not None
-        overrides = {"host": ws.host or self.options.host, "port": self._ws_port,
-                     "tls_required": True if secure else None,
-                     "tls_verify": True if secure and tls.verify_clients else None, "tls_available": None}
-        layer = WebSocketLayer(ws, lambda: ClientConnection(self), self.clock, secure=secure,
-                               max_frame=self.options.max_pending, info_overrides=overrides,
-                               make_leaf=self.leafnodes.ws_link if self.leafnodes is not None else None,
-                               make_mqtt=self._new_ws_mqtt)
+        overrides = {
+            "host": ws.host or self.options.host,
+            "port": self._ws_port,
+            "tls_required": True if secure else None,
+            "tls_verify": True if secure and tls.verify_clients else None,
+            "tls_available": None,
+        }
+        layer = WebSocketLayer(
+            ws,
+            lambda: ClientConnection(self),
+            self.clock,
+            secure=secure,
+            max_frame=self.options.max_pending,
+            info_overrides=overrides,
+            make_leaf=self.leafnodes.ws_link if self.leafnodes is not None else None,
+            make_mqtt=self._new_ws_mqtt,
+        )
         if not secure:
             return layer
-        return TlsLayer(self.tls.getter("websocket"), lambda: layer, self.clock, self._handshakes,
-                        timeout_ns=tls.timeout_ns, mode="first", pinned=tls.pinned_certs)
+        return TlsLayer(
+            self.tls.getter("websocket"),
+            lambda: layer,
+            self.clock,
+            self._handshakes,
+            timeout_ns=tls.timeout_ns,
+            mode="first",
+            pinned=tls.pinned_certs,
+        )
 
     def _new_ws_mqtt(self):
         """An MQTT connection under a WebSocket (``ws://host:port/mqtt``), when MQTT is served."""
         if self.mqtt is None:
             return None
         from natsd.server.mqtt.connection import MQTTConnection
+
         return MQTTConnection(self.mqtt)
 
     async def _start_secure_listeners(self) -> None:
         opts = self.options
         if opts.https_port and opts.http_port:
-            raise OSError(f"Can't start monitoring: can't specify both HTTP ({opts.http_port}) and "
-                          f"HTTPs ({opts.https_port}) ports")
+            raise OSError(
+                f"Can't start monitoring: can't specify both HTTP ({opts.http_port}) and "
+                f"HTTPs ({opts.https_port}) ports"
+            )
         ws = opts.websocket
         if ws.port:
             if ws.tls is not None:
                 self.tls.add("websocket", ws.tls)
             host = ws.host or opts.host or "0.0.0.0"
             self._ws_listener = await asyncio.get_running_loop().create_server(
-                self._new_ws_protocol, host, ws.port if ws.port > 0 else 0, reuse_address=True, backlog=4096)
+                self._new_ws_protocol, host, ws.port if ws.port > 0 else 0, reuse_address=True, backlog=4096
+            )
             self._ws_port = self._ws_listener.sockets[0].getsockname()[1]
-            logger.info("Listening for websocket clients on %s://%s:%d", "wss" if ws.tls else "ws", host,
-                        self._ws_port)
+            logger.info("Listening for websocket clients on %s://%s:%d", "wss" if ws.tls else "ws", host, self._ws_port)
             if ws.tls is None:
                 logger.warning("Websocket not configured with TLS. DO NOT USE IN PRODUCTION!")
             if ws.jwt_cookie:
@@ -701,8 +751,7 @@ class Server:
             ctx = self.tls.add("https", opts.tls, in_place=True)
             self._https_monitor = https_monitor = MonitorServer(self)
             host = opts.http_host or "0.0.0.0"
-            self._https_port = await https_monitor.start(host, opts.https_port if opts.https_port > 0 else 0,
-                                                               ssl=ctx)
+            self._https_port = await https_monitor.start(host, opts.https_port if opts.https_port > 0 else 0, ssl=ctx)
             logger.info("Starting https monitor on %s:%d", host, self._https_port)
 
     async def _stop_secure_listeners(self) -> None:
@@ -770,7 +819,7 @@ class Server:
             interval = duration // steps if steps else 0
             logger.info("Closing %d existing clients", n)
             for i in range(0, n, per_step):
-                for c in clients[i:i + per_step]:
+                for c in clients[i : i + per_step]:
                     c.close(REASON_LAME_DUCK)
                 if interval and i + per_step < n:
                     await self._sleep_ns(interval)
@@ -786,6 +835,7 @@ class Server:
         loop_factory = None
         try:
             import uvloop
+
             loop_factory = uvloop.new_event_loop
         except ImportError:  # pragma: no cover - uvloop is a dependency on POSIX
             pass
@@ -859,4 +909,3 @@ def freeze_startup_heap() -> int:
     gc.collect()
     gc.freeze()
     return gc.get_freeze_count()
-

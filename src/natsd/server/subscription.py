@@ -23,12 +23,33 @@ __all__ = ["Subscription"]
 
 
 class Subscription:
-    __slots__ = ("client", "sid", "subject", "queue", "max", "delivered", "cb", "many", "rrun", "account",
-                 "closed", "created_ns", "stream")
+    __slots__ = (
+        "client",
+        "sid",
+        "subject",
+        "queue",
+        "max",
+        "delivered",
+        "cb",
+        "many",
+        "rrun",
+        "account",
+        "closed",
+        "created_ns",
+        "stream",
+    )
 
-    def __init__(self, client, sid: bytes, subject: str, queue: str | None,
-                 cb: Callable | None = None, account=None, many: Callable | None = None,
-                 rrun: Callable | None = None) -> None:
+    def __init__(
+        self,
+        client,
+        sid: bytes,
+        subject: str,
+        queue: str | None,
+        cb: Callable | None = None,
+        account=None,
+        many: Callable | None = None,
+        rrun: Callable | None = None,
+    ) -> None:
         self.client = client
         self.sid = sid
         self.subject = subject

@@ -230,8 +230,11 @@ class Writer:
         if reason == REASON_SLOW_CONSUMER:
             logger.info("%sSlow Consumer Detected: MaxPending of %d Exceeded", self.prefix, self.max_pending)
         else:
-            logger.info("%sSlow Consumer Detected: WriteDeadline of %s Exceeded", self.prefix,
-                        _fmt_dur(self.server.options.write_deadline_ns))
+            logger.info(
+                "%sSlow Consumer Detected: WriteDeadline of %s Exceeded",
+                self.prefix,
+                _fmt_dur(self.server.options.write_deadline_ns),
+            )
         self.server.slow_consumers += 1
         self.out = bytearray()
         self._close(reason, None, graceful=False)

@@ -68,6 +68,7 @@ __all__ = [
 
 log = logging.getLogger("natsd.spark")
 
+
 def header_type(as_strings: bool = False) -> ArrayType:
     """``ARRAY<STRUCT<key STRING, value BINARY>>`` as Kafka's ``headers``; STRING values on request."""
     value = StringType() if as_strings else BinaryType()

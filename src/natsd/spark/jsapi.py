@@ -49,7 +49,9 @@ def stream_state(conn, name: str, timeout: float = 10.0) -> StreamState:
     except JSApiError as exc:
         if exc.err_code == STREAM_NOT_FOUND:
             raise JSApiError(
-                exc.code, exc.err_code, f"stream {name!r} not found on {redact(conn.opts.servers)} (check option 'stream')"
+                exc.code,
+                exc.err_code,
+                f"stream {name!r} not found on {redact(conn.opts.servers)} (check option 'stream')",
             ) from None
         raise
     st = info.get("state", {})

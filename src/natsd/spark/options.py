@@ -371,8 +371,9 @@ def _one_value(v, name: str, allow_latest: bool, allow_earliest: bool = True) ->
     return v
 
 
-def parse_offsets(value, name: str, default: OffsetValue, allow_latest: bool = True,
-                  allow_earliest: bool = True) -> OffsetSpec:
+def parse_offsets(
+    value, name: str, default: OffsetValue, allow_latest: bool = True, allow_earliest: bool = True
+) -> OffsetSpec:
     """Parse an offsets option (see the module docstring)."""
     if value is None or str(value).strip() == "":
         return OffsetSpec(default)
@@ -509,8 +510,9 @@ class ReadOptions:
                 if g(name):
                     raise OptionError(f"option {name!r} is for batch reads only (spark.read), not streaming queries")
         default_start = LATEST if streaming else EARLIEST
-        starting = parse_offsets(g("startingOffsets"), "startingOffsets", default_start,
-                                 allow_latest=streaming is not False)
+        starting = parse_offsets(
+            g("startingOffsets"), "startingOffsets", default_start, allow_latest=streaming is not False
+        )
         ending = parse_offsets(g("endingOffsets"), "endingOffsets", LATEST, allow_earliest=False)
         mmpt, mmpt_name = g("maxMessagesPerTrigger"), "maxMessagesPerTrigger"
         if mmpt is None:

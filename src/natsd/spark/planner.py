@@ -96,8 +96,10 @@ class Planner:
         except Exception as exc:  # nats-py raises several kinds
             # nats-py ends with NoServersError whatever happened; the callback saw the cause (the
             # server's "authorization violation", a refused connection, ...).
-            raise NatsError(f"could not connect to {redact(self.opts.servers)}: "
-                            f"{redact(connect_error_words(errors[-1] if errors else exc))}") from None
+            raise NatsError(
+                f"could not connect to {redact(self.opts.servers)}: "
+                f"{redact(connect_error_words(errors[-1] if errors else exc))}"
+            ) from None
 
     def _run(self, coro, timeout: float):
         fut = asyncio.run_coroutine_threadsafe(coro, self._loop)
@@ -217,5 +219,5 @@ def connect_error_words(exc: BaseException) -> str:
     an OS error's text, else the class name (``NoServersError``)."""
     text = str(exc).strip()
     if text.startswith("nats: "):
-        text = text[len("nats: "):].strip("'")
+        text = text[len("nats: ") :].strip("'")
     return text or type(exc).__name__

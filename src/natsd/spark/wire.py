@@ -468,7 +468,5 @@ def encode_pub(subject: str, payload: bytes, reply: str = "", header_block: byte
     r = f" {reply}" if reply else ""
     if header_block:
         hl = len(header_block)
-        return (
-            f"HPUB {subject}{r} {hl} {hl + len(payload)}\r\n".encode() + header_block + payload + CRLF
-        )
+        return f"HPUB {subject}{r} {hl} {hl + len(payload)}\r\n".encode() + header_block + payload + CRLF
     return f"PUB {subject}{r} {len(payload)}\r\n".encode() + payload + CRLF

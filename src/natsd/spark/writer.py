@@ -65,8 +65,9 @@ def _digits(ints: pa.Array) -> pa.Array:
     return pc.cast(pc.cast(ints, pa.string()), _BIN)
 
 
-def encode_frames(first_n: int, reply_prefix: bytes, subject, data: pa.Array, ids: pa.Array | None,
-                  id_prefix: bytes | None = None) -> pa.Array:
+def encode_frames(
+    first_n: int, reply_prefix: bytes, subject, data: pa.Array, ids: pa.Array | None, id_prefix: bytes | None = None
+) -> pa.Array:
     """The PUB/HPUB frames of ``len(data)`` messages as one binary array (one frame per element).
 
     ``subject`` is a ``bytes`` subject for every row or a binary array; ``data`` a binary array
@@ -87,8 +88,21 @@ def encode_frames(first_n: int, reply_prefix: bytes, subject, data: pa.Array, id
         parts = [b"PUB ", subject, b" ", reply_prefix, nums, b" ", _digits(dlen), _CRLF, data, _CRLF]
     else:
         hlen = pc.binary_length(hdr)
-        parts = [b"HPUB ", subject, b" ", reply_prefix, nums, b" ", _digits(hlen), b" ",
-                 _digits(pc.add(hlen, dlen)), _CRLF, hdr, data, _CRLF]
+        parts = [
+            b"HPUB ",
+            subject,
+            b" ",
+            reply_prefix,
+            nums,
+            b" ",
+            _digits(hlen),
+            b" ",
+            _digits(pc.add(hlen, dlen)),
+            _CRLF,
+            hdr,
+            data,
+            _CRLF,
+        ]
     parts = [pa.scalar(p, _BIN) if isinstance(p, bytes) else p for p in parts]
     return pc.binary_join_element_wise(*parts, pa.scalar(b"", _BIN))
 
@@ -141,8 +155,14 @@ class Publisher:
         first = self._n
         self._n += n
         self._recent.append((first, n, subject))
-        frames = encode_frames(first, self._reply_prefix_b, subject if isinstance(subject, bytes) else
-                               pc.cast(subject, _BIN), data, ids, id_prefix)
+        frames = encode_frames(
+            first,
+            self._reply_prefix_b,
+            subject if isinstance(subject, bytes) else pc.cast(subject, _BIN),
+            data,
+            ids,
+            id_prefix,
+        )
         offsets = np.frombuffer(frames.buffers()[1], dtype=np.int32, count=n + 1, offset=frames.offset * 4)
         values = memoryview(frames.buffers()[2])
         for a in range(0, n, self.chunk):
@@ -286,8 +306,9 @@ class RowPlan:
     id_column: str | None
 
 
-def plan_columns(names: list[str], subject_option: str | None, id_column: str | None,
-                 subject_option_name: str = "subject") -> RowPlan:
+def plan_columns(
+    names: list[str], subject_option: str | None, id_column: str | None, subject_option_name: str = "subject"
+) -> RowPlan:
     """Check the DataFrame's columns for a write and pick the ones used; errors say what to do."""
     from natsd.spark.options import OptionError
 
@@ -336,8 +357,8 @@ def _as_binary(col: pa.Array) -> pa.Array:
 
 def _header_pairs(h) -> list[tuple[str, str]]:
     """One row's ``headers`` value (list of (key, value) structs or a map) as text pairs."""
-    items = h.items() if isinstance(h, dict) else (
-        (x["key"], x["value"]) if isinstance(x, dict) else tuple(x) for x in h
+    items = (
+        h.items() if isinstance(h, dict) else ((x["key"], x["value"]) if isinstance(x, dict) else tuple(x) for x in h)
     )
     out = []
     for k, v in items:

@@ -12,9 +12,29 @@ import os
 from typing import TYPE_CHECKING
 
 from natsd.store.base import (
-    ConsumerState, ConsumerStore, CorruptState, DiscardPolicy, MaxBytes, MaxMsgs, MaxMsgsPerSubject,
-    MsgNotFound, Pending, SequencePair, SimpleState, StorageType, StorageUpdateHandler, StoreClosed,
-    StoreConfig, StoreEOF, StoreError, StoreFull, StoreKeyError, StoreMsg, StoreWriteError, MsgRun, StreamState,
+    ConsumerState,
+    ConsumerStore,
+    CorruptState,
+    DiscardPolicy,
+    MaxBytes,
+    MaxMsgs,
+    MaxMsgsPerSubject,
+    MsgNotFound,
+    Pending,
+    SequencePair,
+    SimpleState,
+    StorageType,
+    StorageUpdateHandler,
+    StoreClosed,
+    StoreConfig,
+    StoreEOF,
+    StoreError,
+    StoreFull,
+    StoreKeyError,
+    StoreMsg,
+    StoreWriteError,
+    MsgRun,
+    StreamState,
     StreamStore,
 )
 from natsd.store.memory import MemoryConsumerStore, MemoryStreamStore, mem_store_msg_size
@@ -23,21 +43,52 @@ if TYPE_CHECKING:
     from natsd.store.file.encryption import AccountKeys, Encryption
 
 __all__ = [
-    "open_stream_store", "list_stream_dirs", "load_stream_meta", "store_encryption", "DEFAULT_SYNC_INTERVAL_NS",
-    "MemoryStreamStore", "MemoryConsumerStore", "mem_store_msg_size",
-    "StorageType", "DiscardPolicy", "StoreConfig", "StoreMsg", "MsgRun", "StreamState", "SimpleState",
-    "SequencePair", "Pending", "ConsumerState", "StreamStore", "ConsumerStore", "StorageUpdateHandler",
-    "StoreError", "StoreClosed", "MsgNotFound", "StoreEOF", "MaxMsgs", "MaxBytes", "MaxMsgsPerSubject",
-    "CorruptState", "StoreFull", "StoreWriteError", "StoreKeyError",
+    "open_stream_store",
+    "list_stream_dirs",
+    "load_stream_meta",
+    "store_encryption",
+    "DEFAULT_SYNC_INTERVAL_NS",
+    "MemoryStreamStore",
+    "MemoryConsumerStore",
+    "mem_store_msg_size",
+    "StorageType",
+    "DiscardPolicy",
+    "StoreConfig",
+    "StoreMsg",
+    "MsgRun",
+    "StreamState",
+    "SimpleState",
+    "SequencePair",
+    "Pending",
+    "ConsumerState",
+    "StreamStore",
+    "ConsumerStore",
+    "StorageUpdateHandler",
+    "StoreError",
+    "StoreClosed",
+    "MsgNotFound",
+    "StoreEOF",
+    "MaxMsgs",
+    "MaxBytes",
+    "MaxMsgsPerSubject",
+    "CorruptState",
+    "StoreFull",
+    "StoreWriteError",
+    "StoreKeyError",
 ]
 
 #: The reference's default ``sync_interval`` (2 minutes).
 DEFAULT_SYNC_INTERVAL_NS = 120 * 10**9
 
 
-def open_stream_store(config: StoreConfig, clock, directory: str | None = None,
-                      sync_interval_ns: int = DEFAULT_SYNC_INTERVAL_NS, sync_always: bool = False,
-                      **file_options) -> StreamStore:
+def open_stream_store(
+    config: StoreConfig,
+    clock,
+    directory: str | None = None,
+    sync_interval_ns: int = DEFAULT_SYNC_INTERVAL_NS,
+    sync_always: bool = False,
+    **file_options,
+) -> StreamStore:
     """Open (or create) the store of one stream.
 
     ``config.storage == "memory"`` gives a :class:`MemoryStreamStore` (``directory`` ignored).
@@ -59,8 +110,9 @@ def open_stream_store(config: StoreConfig, clock, directory: str | None = None,
 
         if writer.THRESHOLD > 0:  # (off by default: see natsd.store.file.writer.THRESHOLD)
             file_options["writer"] = writer.shared_writer()
-    return FileStreamStore(config, clock, directory, sync_interval_ns=sync_interval_ns,
-                           sync_always=sync_always, **file_options)
+    return FileStreamStore(
+        config, clock, directory, sync_interval_ns=sync_interval_ns, sync_always=sync_always, **file_options
+    )
 
 
 def store_encryption(cipher: str, key: str, prev_key: str = "") -> Encryption | None:

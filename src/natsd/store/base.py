@@ -28,16 +28,36 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Protocol
 
 __all__ = [
-    "StorageType", "DiscardPolicy", "StoreConfig", "StoreMsg", "MsgRun", "StreamState", "SimpleState",
-    "SequencePair", "Pending", "ConsumerState", "ConsumerDelta", "StreamStore", "ConsumerStore",
+    "StorageType",
+    "DiscardPolicy",
+    "StoreConfig",
+    "StoreMsg",
+    "MsgRun",
+    "StreamState",
+    "SimpleState",
+    "SequencePair",
+    "Pending",
+    "ConsumerState",
+    "ConsumerDelta",
+    "StreamStore",
+    "ConsumerStore",
     "StorageUpdateHandler",
-    "StoreError", "StoreClosed", "MsgNotFound", "StoreEOF", "MaxMsgs", "MaxBytes",
-    "MaxMsgsPerSubject", "CorruptState", "StoreFull", "StoreWriteError",
+    "StoreError",
+    "StoreClosed",
+    "MsgNotFound",
+    "StoreEOF",
+    "MaxMsgs",
+    "MaxBytes",
+    "MaxMsgsPerSubject",
+    "CorruptState",
+    "StoreFull",
+    "StoreWriteError",
 ]
 
 
 # ---------------------------------------------------------------------------------------------
 # Errors. One small documented family; the JetStream layer maps them to API errors.
+
 
 class StoreError(Exception):
     """Root of the store errors."""
@@ -97,6 +117,7 @@ class StoreKeyError(StoreError):
 # The stream config's ``storage`` and ``discard`` with their wire spelling (the JSON values). A
 # StrEnum member is a str equal to that spelling, so ``natsd.jetstream`` uses these same types in
 # its StreamConfig and JSON stays byte for byte the same.
+
 
 class StorageType(enum.StrEnum):
     FILE = "file"
@@ -258,6 +279,7 @@ StorageUpdateHandler = Callable[[int, int, int, str], None]
 
 # ---------------------------------------------------------------------------------------------
 # Protocols.
+
 
 class StreamStore(Protocol):
     """Persistence of one stream's messages. Synchronous; called from the event loop thread."""

@@ -26,13 +26,29 @@ from typing import Callable, Protocol
 from natsd.clock import ManualClock
 from natsd.subjects.tokens import subject_matches as _matches
 from natsd.store.base import (
-    ConsumerState, DiscardPolicy, MaxBytes, MaxMsgs, MaxMsgsPerSubject, MsgNotFound, Pending,
-    SequencePair, StoreClosed, StoreConfig, StoreEOF, StreamStore,
+    ConsumerState,
+    DiscardPolicy,
+    MaxBytes,
+    MaxMsgs,
+    MaxMsgsPerSubject,
+    MsgNotFound,
+    Pending,
+    SequencePair,
+    StoreClosed,
+    StoreConfig,
+    StoreEOF,
+    StreamStore,
 )
 
 __all__ = [
-    "StoreFactory", "STREAM_STORE_CHECKS", "CONSUMER_STORE_CHECKS", "Model", "run_model_ops",
-    "check_random_ops", "model_ops", "random_ops",
+    "StoreFactory",
+    "STREAM_STORE_CHECKS",
+    "CONSUMER_STORE_CHECKS",
+    "Model",
+    "run_model_ops",
+    "check_random_ops",
+    "model_ops",
+    "random_ops",
 ]
 
 SEC = 10**9
@@ -84,6 +100,7 @@ def _restart(factory: StoreFactory, store, clock):
 
 # ---------------------------------------------------------------------------------------------
 # Stream store checks.
+
 
 def check_store_and_load(factory: StoreFactory) -> None:
     """Sequences start at 1, timestamps come from the clock, messages load back byte for byte."""
@@ -137,8 +154,7 @@ def check_max_msgs(factory: StoreFactory) -> None:
         s.store_msg(f"s.{i}", None, b"x")
     st = s.state()
     assert (st.msgs, st.first_seq, st.last_seq) == (3, 3, 5)
-    assert removed == [(-1, -_size(s, "s.0", None, b"x"), 1, "s.0"),
-                       (-1, -_size(s, "s.1", None, b"x"), 2, "s.1")]
+    assert removed == [(-1, -_size(s, "s.0", None, b"x"), 1, "s.0"), (-1, -_size(s, "s.1", None, b"x"), 2, "s.1")]
     s.stop()
     s = factory.make(_cfg(max_msgs=2, discard=DiscardPolicy.NEW), clock)
     s.store_msg("a", None, b"1")
@@ -329,7 +345,7 @@ def check_max_age_keep_last(factory: StoreFactory) -> None:
     assert [m.msg for m in s.iter_msgs(1, 10)] == [b"a2", b"b2"]
     assert s.next_expiry() == 0
     assert s.remove_msg(3)  # a delete still removes a subject's last message
-    assert s.purge() == 1   # and so does a purge
+    assert s.purge() == 1  # and so does a purge
     assert s.state().msgs == 0
     s.stop()
 
@@ -651,8 +667,11 @@ def check_consumer_store(factory: StoreFactory) -> None:
     assert cs.state() == ConsumerState()
     t = clock.time_ns()
     st = ConsumerState(
-        delivered=SequencePair(10, 12), ack_floor=SequencePair(5, 6),
-        pending={8: Pending(7, t), 11: Pending(9, t + 5)}, redelivered={8: 2})
+        delivered=SequencePair(10, 12),
+        ack_floor=SequencePair(5, 6),
+        pending={8: Pending(7, t), 11: Pending(9, t + 5)},
+        redelivered={8: 2},
+    )
     cs.update(st)
     cs.flush()
     assert cs.state() == st
@@ -701,6 +720,7 @@ def check_delete(factory: StoreFactory) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # The model and random operation sequences.
+
 
 class Model:
     """A deliberately simple reference implementation (dict by sequence) of the semantics the
@@ -909,13 +929,15 @@ def _compare(store, model: Model, rng: random.Random) -> None:
     r2 = random.Random(model.last * 7919 + len(model.msgs))
     start = r2.randrange(0, model.last + 3)
     n = r2.choice((1, 2, 5, 50))
-    rows = [(q, model.msgs[q][3], model.msgs[q][0], model.msgs[q][1], model.msgs[q][2])
-            for q in sorted(model.msgs) if q >= start][:n]
+    rows = [
+        (q, model.msgs[q][3], model.msgs[q][0], model.msgs[q][1], model.msgs[q][2])
+        for q in sorted(model.msgs)
+        if q >= start
+    ][:n]
     assert _run_rows(store.load_run(start, n)) == rows, f"load_run({start}, {n})"
 
 
-def run_model_ops(factory: StoreFactory, ops: list[tuple], config: StoreConfig | None = None,
-                  seed: int = 0) -> None:
+def run_model_ops(factory: StoreFactory, ops: list[tuple], config: StoreConfig | None = None, seed: int = 0) -> None:
     """Apply ``ops`` to a fresh store and to :class:`Model`, comparing after every step."""
     clock = ManualClock()
     config = config or _cfg()

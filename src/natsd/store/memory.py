@@ -16,7 +16,14 @@ from typing import Callable, Iterable, Sequence
 
 from natsd.store.seqindex import IndexedStreamStore
 from natsd.store.base import (
-    ConsumerDelta, ConsumerState, MsgRun, Pending, SequencePair, StoreClosed, StoreConfig, StoreMsg,
+    ConsumerDelta,
+    ConsumerState,
+    MsgRun,
+    Pending,
+    SequencePair,
+    StoreClosed,
+    StoreConfig,
+    StoreMsg,
 )
 
 __all__ = ["MemoryStreamStore", "MemoryConsumerStore", "mem_store_msg_size"]
@@ -49,8 +56,9 @@ class MemoryStreamStore(IndexedStreamStore):
             self._hdrs[seq] = bytes(hdr)
         return 0
 
-    def _write_run(self, seq: int, ts: int, subject: str, msgs: list[bytes], start: int,
-                   hdr_len: int = 0) -> tuple[int, Iterable[int]]:
+    def _write_run(
+        self, seq: int, ts: int, subject: str, msgs: list[bytes], start: int, hdr_len: int = 0
+    ) -> tuple[int, Iterable[int]]:
         # All at once (bytes() of a bytes object is that object; other buffers are copied;
         # slices are new bytes).
         k = len(msgs) - start
@@ -65,8 +73,13 @@ class MemoryStreamStore(IndexedStreamStore):
 
     def _read(self, seq: int, pos: int) -> StoreMsg:
         i = seq - self._base
-        return StoreMsg(self._snames[self._sid[i]], self._hdrs.get(seq) if self._hdrs else None,
-                        self._payloads[seq], seq, self._ts[i])
+        return StoreMsg(
+            self._snames[self._sid[i]],
+            self._hdrs.get(seq) if self._hdrs else None,
+            self._payloads[seq],
+            seq,
+            self._ts[i],
+        )
 
     def load_run(self, start_seq: int, max_msgs: int) -> MsgRun:
         """The next ``max_msgs`` live messages from ``start_seq`` (see
@@ -80,7 +93,7 @@ class MemoryStreamStore(IndexedStreamStore):
         n = len(pos)
         seqs: list[int] = []
         while len(seqs) < max_msgs and i < n:
-            window = pos[i: i + max_msgs - len(seqs)]
+            window = pos[i : i + max_msgs - len(seqs)]
             if min(window) >= 0:  # every sequence live (the usual case)
                 seqs += range(base + i, base + i + len(window))
             else:
@@ -92,8 +105,8 @@ class MemoryStreamStore(IndexedStreamStore):
         sids: Sequence[int]
         if idx is None:
             lo = seqs[0] - base
-            tss = self._ts[lo: lo + len(seqs)].tolist()
-            sids = self._sid[lo: lo + len(seqs)]
+            tss = self._ts[lo : lo + len(seqs)].tolist()
+            sids = self._sid[lo : lo + len(seqs)]
         else:
             tss = list(map(self._ts.__getitem__, idx))
             sids = list(map(self._sid.__getitem__, idx))
@@ -179,9 +192,12 @@ class MemoryConsumerStore:
         self._check_open()
         if self._source is not None:
             pend, rdc, dl, af = self._source()
-            return ConsumerState(SequencePair(dl.consumer_seq, dl.stream_seq),
-                                 SequencePair(af.consumer_seq, af.stream_seq),
-                                 {s: Pending(p[0], p[1]) for s, p in pend.items()}, dict(rdc))
+            return ConsumerState(
+                SequencePair(dl.consumer_seq, dl.stream_seq),
+                SequencePair(af.consumer_seq, af.stream_seq),
+                {s: Pending(p[0], p[1]) for s, p in pend.items()},
+                dict(rdc),
+            )
         return copy.deepcopy(self._state)
 
     def update_config(self, meta: dict) -> None:

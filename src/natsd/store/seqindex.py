@@ -39,8 +39,19 @@ from typing import Iterable, Iterator
 from natsd import nats_headers as NH
 from natsd.subjects.tokens import is_literal, matcher
 from natsd.store.base import (
-    DiscardPolicy, MaxBytes, MaxMsgs, MaxMsgsPerSubject, MsgNotFound, SimpleState, StorageUpdateHandler,
-    StoreClosed, StoreConfig, StoreEOF, StoreError, StoreMsg, StreamState,
+    DiscardPolicy,
+    MaxBytes,
+    MaxMsgs,
+    MaxMsgsPerSubject,
+    MsgNotFound,
+    SimpleState,
+    StorageUpdateHandler,
+    StoreClosed,
+    StoreConfig,
+    StoreEOF,
+    StoreError,
+    StoreMsg,
+    StreamState,
 )
 
 __all__ = ["IndexedStreamStore", "DEAD_SID", "NEVER_EXPIRES"]
@@ -130,16 +141,17 @@ class IndexedStreamStore:
         # discard "new" refuses only through max_msgs, max_bytes or discard_new_per_subject: a
         # KV bucket (discard new, a per-subject limit alone) skips the check per message.
         self._check_new = self._discard_new and (
-            config.max_msgs > 0 or config.max_bytes > 0
-            or (config.discard_new_per_subject and self._max_per_subj > 0))
+            config.max_msgs > 0 or config.max_bytes > 0 or (config.discard_new_per_subject and self._max_per_subj > 0)
+        )
 
     # ------------------------------------------------------------------ payload hooks
     def _write(self, seq: int, ts: int, subject: str, hdr: bytes | None, msg: bytes, ttl_ns: int) -> int:
         """Persist one message; return its position (>= 0)."""
         raise NotImplementedError
 
-    def _write_run(self, seq: int, ts: int, subject: str, msgs: list[bytes], start: int,
-                   hdr_len: int = 0) -> tuple[int, Iterable[int]]:
+    def _write_run(
+        self, seq: int, ts: int, subject: str, msgs: list[bytes], start: int, hdr_len: int = 0
+    ) -> tuple[int, Iterable[int]]:
         """Persist ``msgs[start:]`` (header blocks of ``hdr_len`` bytes in front, see
         ``store_run``; as many as this store takes in one go, at least one) as sequences
         ``seq``, ``seq + 1``...; returns (how many, their positions). A StoreError means none of
@@ -574,8 +586,17 @@ class IndexedStreamStore:
             self._enforce_limits(sid)
         return first, ts, n, None
 
-    def _index_run(self, seq: int, ts: int, subject: str, msgs: list[bytes], start: int, k: int,
-                   positions: Iterable[int], hdr_len: int = 0) -> int:
+    def _index_run(
+        self,
+        seq: int,
+        ts: int,
+        subject: str,
+        msgs: list[bytes],
+        start: int,
+        k: int,
+        positions: Iterable[int],
+        hdr_len: int = 0,
+    ) -> int:
         """Index ``msgs[start:start + k]``, written at ``positions`` as sequences ``seq``...;
         returns the subject id. The first goes through :meth:`_index_add` (new subject, empty
         stream, gap); the rest extend the arrays at once: same subject, so each one's next
@@ -589,7 +610,7 @@ class IndexedStreamStore:
         rest = k - 1
         # A message's accounted size is a per-subject constant plus its length (header block
         # included: with headers the constant is larger, but still one per run).
-        lens = list(map(len, msgs[start + 1:start + k]))
+        lens = list(map(len, msgs[start + 1 : start + k]))
         if lens.count(len(m0)) == rest:
             sizes = array("I", [size]) * rest
             total = size * rest
@@ -979,8 +1000,13 @@ class IndexedStreamStore:
         while due:
             s0 = due[0]
             i = s0 - base
-            if (i < 0 or i >= len(pos) or pos[i] < 0 or (ttl and ttl.get(s0) == NEVER_EXPIRES)
-                    or self._subject_last(self._sid[i]) == s0):
+            if (
+                i < 0
+                or i >= len(pos)
+                or pos[i] < 0
+                or (ttl and ttl.get(s0) == NEVER_EXPIRES)
+                or self._subject_last(self._sid[i]) == s0
+            ):
                 heapq.heappop(due)  # gone, or kept again (a newer message pushes it back)
                 continue
             return s0
@@ -1006,8 +1032,9 @@ class IndexedStreamStore:
             if self._age_keep_last:
                 seq = self._next_live(max(seq, self._kl_from))
                 ttl = self._ttl
-                while seq and ((ttl and ttl.get(seq) == NEVER_EXPIRES)
-                               or self._subject_last(self._sid[seq - self._base]) == seq):
+                while seq and (
+                    (ttl and ttl.get(seq) == NEVER_EXPIRES) or self._subject_last(self._sid[seq - self._base]) == seq
+                ):
                     seq = self._next_live(seq + 1)
                 self._kl_from = seq or self._last + 1
                 due = self._next_due()
@@ -1029,8 +1056,13 @@ class IndexedStreamStore:
     def state(self, deleted_details: bool = False) -> StreamState:
         """Counters only (cheap); ``deleted`` is computed only when asked for."""
         st = StreamState(
-            msgs=self._msgs, bytes=self._bytes, first_seq=self._first, first_ts=self._first_ts,
-            last_seq=self._last, last_ts=self._last_ts, num_subjects=len(self._sid_of),
+            msgs=self._msgs,
+            bytes=self._bytes,
+            first_seq=self._first,
+            first_ts=self._first_ts,
+            last_seq=self._last,
+            last_ts=self._last_ts,
+            num_subjects=len(self._sid_of),
         )
         if self._msgs:
             st.num_deleted = self._last - self._first + 1 - self._msgs
@@ -1069,7 +1101,7 @@ class IndexedStreamStore:
             if first == self._first:
                 out.msgs = self._msgs
             else:
-                tail = self._sid[first - base:]
+                tail = self._sid[first - base :]
                 out.msgs = len(tail) - tail.count(DEAD_SID)
             out.first = first
             out.last = self._last_live(self._last)
@@ -1084,7 +1116,7 @@ class IndexedStreamStore:
                 n = ss[0]
             else:
                 first = base + self._sid.index(sid, seq - base)
-                n = self._sid[seq - base:].count(sid)
+                n = self._sid[seq - base :].count(sid)
             out.msgs += n
             if not out.first or first < out.first:
                 out.first = first

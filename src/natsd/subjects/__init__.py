@@ -12,7 +12,15 @@ from natsd.subjects.tokens import (
 )
 
 __all__ = [
-    "Sublist", "SublistResult", "EMPTY_RESULT", "InvalidSubjectError",
-    "is_valid_subject", "is_valid_publish_subject", "is_literal", "tokenize",
-    "subject_matches", "subset", "subjects_collide",
+    "Sublist",
+    "SublistResult",
+    "EMPTY_RESULT",
+    "InvalidSubjectError",
+    "is_valid_subject",
+    "is_valid_publish_subject",
+    "is_literal",
+    "tokenize",
+    "subject_matches",
+    "subset",
+    "subjects_collide",
 ]

@@ -36,8 +36,8 @@ class _Node:
 
     def __init__(self) -> None:
         self.kids: dict[str, _Node] = {}
-        self.end = _NONE   # smallest index of a subject ending exactly here
-        self.lo = _NONE    # smallest index of any subject ending here or below
+        self.end = _NONE  # smallest index of a subject ending exactly here
+        self.lo = _NONE  # smallest index of any subject ending here or below
 
 
 class OverlapTrie:
@@ -47,8 +47,8 @@ class OverlapTrie:
 
     def __init__(self, budget: int = 0) -> None:
         self.root = _Node()
-        self.visits = 0        # nodes visited by queries so far
-        self.budget = budget   # 0 = unbounded; else OverlapBudgetExceeded past it
+        self.visits = 0  # nodes visited by queries so far
+        self.budget = budget  # 0 = unbounded; else OverlapBudgetExceeded past it
 
     def insert(self, subject: str, index: int) -> None:
         node = self.root

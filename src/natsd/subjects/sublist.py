@@ -212,8 +212,20 @@ class Sublist(Generic[T]):
     ``Sublist(cache=False)`` disables the cache (every match walks the trie).
     """
 
-    __slots__ = ("_root", "_cache", "_count", "_inserts", "_removes", "_matches", "_hits",
-                 "_pcache", "_pdepths", "_lcache", "_pfirst", "watch")
+    __slots__ = (
+        "_root",
+        "_cache",
+        "_count",
+        "_inserts",
+        "_removes",
+        "_matches",
+        "_hits",
+        "_pcache",
+        "_pdepths",
+        "_lcache",
+        "_pfirst",
+        "watch",
+    )
 
     def __init__(self, cache: bool = True) -> None:
         self._root = _Level()
@@ -427,7 +439,7 @@ class Sublist(Generic[T]):
                 if len(pc) >= CACHE_MAX:
                     pc.clear()
                     self._pdepths.clear()
-                pc[subject[:len(subject) - len(subject.split(TSEP, i)[i])]] = r
+                pc[subject[: len(subject) - len(subject.split(TSEP, i)[i])]] = r
                 self._pdepths[i] = None
         else:
             if node is not None and (node.psubs or node.qsubs):
@@ -439,7 +451,7 @@ class Sublist(Generic[T]):
                 lc = self._lcache
                 if len(lc) >= CACHE_MAX:
                     lc.clear()
-                lc[subject[:subject.rfind(TSEP)]] = r
+                lc[subject[: subject.rfind(TSEP)]] = r
         if cache is not None:
             cache[subject] = r
             if len(cache) > CACHE_MAX:
@@ -478,7 +490,7 @@ class Sublist(Generic[T]):
                 for k in self._pdepths:
                     parts = s.split(TSEP, k)
                     if len(parts) > k:
-                        p = s[:len(s) - len(parts[k])]
+                        p = s[: len(s) - len(parts[k])]
                         if pc.get(p) is r:
                             pfx, pr, lp = p, r, len(p)
                             break
@@ -520,7 +532,7 @@ class Sublist(Generic[T]):
             for k in self._pdepths:
                 parts = subject.split(TSEP, k)
                 if len(parts) > k:
-                    r = pc.get(subject[:len(subject) - len(parts[k])])
+                    r = pc.get(subject[: len(subject) - len(parts[k])])
                     if r is not None:
                         self._pfirst = True  # a run of acks: try this cache first next time
                         return r

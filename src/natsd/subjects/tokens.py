@@ -20,9 +20,18 @@ from functools import lru_cache
 from typing import Callable
 
 __all__ = [
-    "PWC", "FWC", "TSEP",
-    "is_valid_subject", "is_valid_publish_subject", "is_literal", "tokenize",
-    "subject_matches", "subset", "subjects_collide", "has_wildcard_token", "matcher",
+    "PWC",
+    "FWC",
+    "TSEP",
+    "is_valid_subject",
+    "is_valid_publish_subject",
+    "is_literal",
+    "tokenize",
+    "subject_matches",
+    "subset",
+    "subjects_collide",
+    "has_wildcard_token",
+    "matcher",
 ]
 
 PWC = "*"  # partial wildcard: one token

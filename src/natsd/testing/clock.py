@@ -147,8 +147,9 @@ class TestClock:
             if start_time_ns is not None:
                 self._impl.set_time_ns(start_time_ns)
         else:
-            self._impl = ManualClock(start_time_ns=time.time_ns() if start_time_ns is None else start_time_ns,
-                                     soon_on_loop=True)
+            self._impl = ManualClock(
+                start_time_ns=time.time_ns() if start_time_ns is None else start_time_ns, soon_on_loop=True
+            )
 
     # -- the Clock protocol --------------------------------------------------------------------
     def time_ns(self) -> int:
@@ -207,6 +208,7 @@ class ClockScope:
         def run() -> None:
             if self.alive:
                 callback()
+
         return run
 
     def time_ns(self) -> int:
@@ -233,7 +235,9 @@ class ClockScope:
             def run() -> None:
                 if self.alive:
                     callback(*args)
+
             return post(run)
+
         return guarded
 
     def drop(self) -> None:

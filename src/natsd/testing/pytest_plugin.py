@@ -47,9 +47,14 @@ __all__ = ["pytest_addoption", "pytest_configure"]
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("natsd", "natsd testing fixtures")
-    group.addoption("--nats-server", dest="natsd_reference", default=None, metavar="PATH",
-                    help="run the natsd_* fixtures against this nats-server binary (subprocess per test) "
-                         "instead of an in-process natsd; time control and faults are then skipped")
+    group.addoption(
+        "--nats-server",
+        dest="natsd_reference",
+        default=None,
+        metavar="PATH",
+        help="run the natsd_* fixtures against this nats-server binary (subprocess per test) "
+        "instead of an in-process natsd; time control and faults are then skipped",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:

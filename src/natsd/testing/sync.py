@@ -36,6 +36,7 @@ class _SyncFaults:
 
         def call(*args: Any, **kwargs: Any) -> Any:
             return self._owner.call(lambda: fn(*args, **kwargs))
+
         return call
 
 
@@ -59,6 +60,7 @@ class SyncServer:
 
         async def on_loop() -> T:
             return fn()
+
         result: T = self._run(on_loop(), timeout)
         return result
 
@@ -81,6 +83,7 @@ class SyncServer:
         async def make() -> InProcessServer:
             # Built on the loop thread: the server's clock and its loop belong together.
             return await InProcessServer(**self._kwargs).start()
+
         try:
             self.inner = self._run(make())
         except BaseException:
@@ -109,6 +112,7 @@ class SyncServer:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await loop.shutdown_asyncgens()
+
         try:
             asyncio.run_coroutine_threadsafe(finish(), loop).result(10)
         finally:

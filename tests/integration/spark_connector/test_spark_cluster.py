@@ -75,29 +75,68 @@ def test_orders_example_on_a_standalone_cluster(server, tmp_path):
         mlog = tmp_path / "master.log"
         with open(mlog, "wb") as log:
             master = subprocess.Popen(
-                [str(BIN / "spark-class"), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                 "--port", str(port), "--webui-port", str(free_port())],
-                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                [
+                    str(BIN / "spark-class"),
+                    "org.apache.spark.deploy.master.Master",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--webui-port",
+                    str(free_port()),
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
             )
         procs.append(master)
         _wait_log(mlog, "I have been elected leader", master, 90)
         wlog = tmp_path / "worker.log"
         with open(wlog, "wb") as log:
             worker = subprocess.Popen(
-                [str(BIN / "spark-class"), "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}",
-                 "--host", "127.0.0.1", "--cores", "2", "--memory", "1g", "--webui-port", str(free_port()),
-                 "--work-dir", str(tmp_path / "work")],
-                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                [
+                    str(BIN / "spark-class"),
+                    "org.apache.spark.deploy.worker.Worker",
+                    f"spark://127.0.0.1:{port}",
+                    "--host",
+                    "127.0.0.1",
+                    "--cores",
+                    "2",
+                    "--memory",
+                    "1g",
+                    "--webui-port",
+                    str(free_port()),
+                    "--work-dir",
+                    str(tmp_path / "work"),
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
             )
         procs.append(worker)
         _wait_log(wlog, "Successfully registered with master", worker, 90)
         out = subprocess.run(
-            [str(BIN / "spark-submit"), "--master", f"spark://127.0.0.1:{port}",
-             "--conf", f"spark.pyspark.python={sys.executable}", "--conf", "spark.ui.enabled=false",
-             "--conf", "spark.executor.memory=512m",
-             str(ROOT / "examples" / "orders" / "orders_pipeline.py"),
-             "--servers", server.url, "monitor"],
-            capture_output=True, text=True, env=env, timeout=240,
+            [
+                str(BIN / "spark-submit"),
+                "--master",
+                f"spark://127.0.0.1:{port}",
+                "--conf",
+                f"spark.pyspark.python={sys.executable}",
+                "--conf",
+                "spark.ui.enabled=false",
+                "--conf",
+                "spark.executor.memory=512m",
+                str(ROOT / "examples" / "orders" / "orders_pipeline.py"),
+                "--servers",
+                server.url,
+                "monitor",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=240,
         )
         assert out.returncode == 0, out.stderr[-4000:]
         counts = json.loads(out.stdout.strip().splitlines()[-1])
@@ -126,7 +165,11 @@ def test_spark_declarative_pipeline_example(server, spark, tmp_path):
     spec = work / "spark-pipeline.yml"
     spec.write_text(spec.read_text().replace("file:///tmp/jetstream-orders-pipeline", f"file://{tmp_path}/storage"))
     out = subprocess.run(
-        [str(BIN / "spark-pipelines"), "run"], cwd=work, capture_output=True, text=True, timeout=400,
+        [str(BIN / "spark-pipelines"), "run"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=400,
         # SPARK_TESTING: pyspark binds the local Spark Connect server that spark-pipelines starts
         # to an ephemeral port (and connects to it) instead of the fixed 15002 (SPARK-42272), so
         # this test never collides with another Spark Connect server on the machine.

@@ -77,11 +77,13 @@ def test_a_streaming_query_with_a_batch_only_option_fails_with_that_options_name
     with the option's message as the query's error, not PySpark's follow-on UnboundLocalError."""
     url = js_server.url
     make_stream(url, "SBATCH", ["sbatch.>"])
-    for i, (opts, pattern) in enumerate((
-        ({"stream": "SBATCH", "endingOffsets": "5"}, r"option 'endingOffsets' is for batch reads only"),
-        ({"stream": "SBATCH", "endingTimestamp": "0"}, r"option 'endingTimestamp' is for batch reads only"),
-        ({}, r"exactly one of the options 'stream' or 'streamPattern' is required"),
-    )):
+    for i, (opts, pattern) in enumerate(
+        (
+            ({"stream": "SBATCH", "endingOffsets": "5"}, r"option 'endingOffsets' is for batch reads only"),
+            ({"stream": "SBATCH", "endingTimestamp": "0"}, r"option 'endingTimestamp' is for batch reads only"),
+            ({}, r"exactly one of the options 'stream' or 'streamPattern' is required"),
+        )
+    ):
         df = spark.readStream.format("jetstream").option("servers", url).options(**opts).load()
         q = df.writeStream.format("noop").option("checkpointLocation", str(tmp_path / f"ckpt{i}")).start()
         with pytest.raises(Exception, match=pattern) as err:
@@ -110,9 +112,13 @@ def test_the_readme_example_runs_as_written(spark, js_server):
     for _ in range(2):
         exec(code.replace("nats://127.0.0.1:4222", url), {"spark": spark})  # the README's code
         assert _rows(url, "ORDERS") == 40
-    got = spark.read.format("jetstream").option("servers", url).option("stream", "ORDERS").option(
-        "subjects", "ORDERS.archived"
-    ).load()
+    got = (
+        spark.read.format("jetstream")
+        .option("servers", url)
+        .option("stream", "ORDERS")
+        .option("subjects", "ORDERS.archived")
+        .load()
+    )
     assert sorted(bytes(r.data) for r in got.collect()) == sorted(b"order %d" % i for i in range(20))
 
 
@@ -127,6 +133,7 @@ def test_ending_offsets_and_ending_timestamp_are_both_exclusive(spark, js_server
     for i in range(5):
         publish(url, [("ends.x", b"m%d" % i)])
         time.sleep(0.01)  # distinct stored times (Spark keeps microseconds)
+
     def r():  # a DataFrameReader keeps its options: a fresh one per read
         return spark.read.format("jetstream").option("servers", url).option("stream", "ENDS")
 

@@ -28,13 +28,16 @@ def edge_mirror(tmp_path_factory):
     hub = start_server("reference", d / "hub", config=str(d / "hub.conf"), jetstream=False)
     edge = start_server("natsd", d / "edge", config=str(d / "edge.conf"), jetstream=False)
     try:
+
         async def hub_stream(nc, js):
             await js.add_stream(name="READINGS", subjects=["readings.>"])
+
         js_call(hub.url, hub_stream)
         publish(hub.url, [(f"readings.s{i % 4}", str(i).encode()) for i in range(300)])
 
         async def edge_mirror_stream(nc, js):
             from nats.js.api import ExternalStream, StreamSource
+
             deadline = time.monotonic() + 20
             while True:  # the edge must see the hub's API across the link first
                 try:
@@ -43,8 +46,10 @@ def edge_mirror(tmp_path_factory):
                 except Exception:
                     if time.monotonic() > deadline:
                         raise
-            await js.add_stream(name="EDGE_READINGS", mirror=StreamSource(
-                name="READINGS", external=ExternalStream(api="$JS.HUB.API")))
+            await js.add_stream(
+                name="EDGE_READINGS", mirror=StreamSource(name="READINGS", external=ExternalStream(api="$JS.HUB.API"))
+            )
+
         js_call(edge.url, edge_mirror_stream)
         deadline = time.monotonic() + 30
         while stream_info(edge.url, "EDGE_READINGS").state.messages < 300:
@@ -57,8 +62,13 @@ def edge_mirror(tmp_path_factory):
 
 
 def test_spark_reads_the_edge_mirror_of_a_hub_stream(spark, edge_mirror):
-    df = (spark.read.format("jetstream").option("servers", edge_mirror).option("stream", "EDGE_READINGS")
-          .option("minPartitions", "2").load())
+    df = (
+        spark.read.format("jetstream")
+        .option("servers", edge_mirror)
+        .option("stream", "EDGE_READINGS")
+        .option("minPartitions", "2")
+        .load()
+    )
     rows = df.select("seq", "subject", "data").collect()
     assert sorted(r.seq for r in rows) == list(range(1, 301))
     by_seq = {r.seq: r for r in rows}

@@ -54,8 +54,13 @@ def test_batch_read_sequence_range_ends_exclusive_like_kafka(spark, events):
 
 def test_batch_read_json_offsets_and_subject_filter(spark, events):
     df = _read(
-        spark, events, stream="EV", subjects="ev.b",
-        startingOffsets='{"EV": {"seq": 11}}', endingOffsets='{"EV": 30}', minPartitions=2,
+        spark,
+        events,
+        stream="EV",
+        subjects="ev.b",
+        startingOffsets='{"EV": {"seq": 11}}',
+        endingOffsets='{"EV": 30}',
+        minPartitions=2,
     )
     seqs = sorted(r.seq for r in df.select("seq").collect())
     assert seqs == list(range(12, 30, 2))  # ev.b has the even sequences; 30 is the exclusive end

@@ -106,7 +106,8 @@ def test_batch_write_under_forced_task_failure(spark, js_server, idem):
         assert stored == N  # exactly-once: the retry's repeats were server-side duplicates
         # Running the same job again stores nothing new.
         _flaky_rows(spark, N, fail_after=10**9, subject=subject).write.format("jetstream").option(
-            "servers", url).option("idempotence", idem).option("msgIdPrefix", "job-42").mode("append").save()
+            "servers", url
+        ).option("idempotence", idem).option("msgIdPrefix", "job-42").mode("append").save()
         assert _count(url, stream) == N
 
 
@@ -139,15 +140,21 @@ def test_streaming_jetstream_to_jetstream_exactly_once_across_replay(spark, js_s
 
     def run():
         src = (
-            spark.readStream.format("jetstream").option("servers", url).option("stream", "IN")
-            .option("startingOffsets", "earliest").option("maxMessagesPerTrigger", 500).load()
+            spark.readStream.format("jetstream")
+            .option("servers", url)
+            .option("stream", "IN")
+            .option("startingOffsets", "earliest")
+            .option("maxMessagesPerTrigger", 500)
+            .load()
         )
         q = (
             src.selectExpr("concat('out.', subject) AS subject", "data")
-            .writeStream.format("jetstream").option("servers", url)
+            .writeStream.format("jetstream")
+            .option("servers", url)
             .option("idempotence", "positional")
             .option("checkpointLocation", str(ckpt))
-            .trigger(availableNow=True).start()
+            .trigger(availableNow=True)
+            .start()
         )
         assert q.awaitTermination(90)
         if q.exception():

@@ -66,13 +66,41 @@ def _ns(parser_fn, argv):
 
 
 def test_stream_flags_build_config():
-    a = _ns(streams.config_flags, ["--subjects", "ORDERS.*", "--subjects", "a b,c", "--ack", "--max-msgs=-1",
-                                   "--max-bytes=-1", "--max-age=1y", "--storage", "file", "--retention", "work",
-                                   "--max-msg-size=-1", "--discard=old", "--dupe-window", "2m"])
+    a = _ns(
+        streams.config_flags,
+        [
+            "--subjects",
+            "ORDERS.*",
+            "--subjects",
+            "a b,c",
+            "--ack",
+            "--max-msgs=-1",
+            "--max-bytes=-1",
+            "--max-age=1y",
+            "--storage",
+            "file",
+            "--retention",
+            "work",
+            "--max-msg-size=-1",
+            "--discard=old",
+            "--dupe-window",
+            "2m",
+        ],
+    )
     cfg = streams.apply_flags({"name": "ORDERS"}, a)
-    assert cfg == {"name": "ORDERS", "subjects": ["ORDERS.*", "a", "b", "c"], "no_ack": False, "max_msgs": -1,
-                   "max_bytes": -1, "max_age": 365 * 86400 * 10**9, "storage": "file", "retention": "workqueue",
-                   "max_msg_size": -1, "discard": "old", "duplicate_window": 120 * 10**9}
+    assert cfg == {
+        "name": "ORDERS",
+        "subjects": ["ORDERS.*", "a", "b", "c"],
+        "no_ack": False,
+        "max_msgs": -1,
+        "max_bytes": -1,
+        "max_age": 365 * 86400 * 10**9,
+        "storage": "file",
+        "retention": "workqueue",
+        "max_msg_size": -1,
+        "discard": "old",
+        "duplicate_window": 120 * 10**9,
+    }
     # edit: flags not given leave fields alone
     a = _ns(streams.config_flags, ["--max-age", "2y"])
     cfg = streams.apply_flags({"name": "A", "subjects": ["x"], "max_msgs": 5}, a)
@@ -80,16 +108,40 @@ def test_stream_flags_build_config():
 
 
 def test_consumer_flags_build_config():
-    a = _ns(consumers.config_flags, ["--filter", "ORDERS.received", "--ack", "explicit", "--pull", "--deliver",
-                                     "all", "--max-deliver=-1", "--sample", "100"])
+    a = _ns(
+        consumers.config_flags,
+        [
+            "--filter",
+            "ORDERS.received",
+            "--ack",
+            "explicit",
+            "--pull",
+            "--deliver",
+            "all",
+            "--max-deliver=-1",
+            "--sample",
+            "100",
+        ],
+    )
     cfg = consumers.apply_flags({}, a)
-    assert cfg == {"filter_subject": "ORDERS.received", "ack_policy": "explicit", "deliver_policy": "all",
-                   "max_deliver": -1, "sample_freq": "100%"}
-    a = _ns(consumers.config_flags, ["--target", "monitor.ORDERS", "--deliver", "10", "--replay", "original",
-                                     "--filter", ""])
+    assert cfg == {
+        "filter_subject": "ORDERS.received",
+        "ack_policy": "explicit",
+        "deliver_policy": "all",
+        "max_deliver": -1,
+        "sample_freq": "100%",
+    }
+    a = _ns(
+        consumers.config_flags,
+        ["--target", "monitor.ORDERS", "--deliver", "10", "--replay", "original", "--filter", ""],
+    )
     cfg = consumers.apply_flags({"filter_subject": "old"}, a)
-    assert cfg == {"deliver_subject": "monitor.ORDERS", "deliver_policy": "by_start_sequence",
-                   "opt_start_seq": 10, "replay_policy": "original"}
+    assert cfg == {
+        "deliver_subject": "monitor.ORDERS",
+        "deliver_policy": "by_start_sequence",
+        "opt_start_seq": 10,
+        "replay_policy": "original",
+    }
     a = _ns(consumers.config_flags, ["--deliver", "2m"])
     cfg = consumers.apply_flags({}, a)
     assert cfg["deliver_policy"] == "by_start_time" and cfg["opt_start_time"].endswith("Z")
@@ -98,8 +150,9 @@ def test_consumer_flags_build_config():
 
 
 def test_config_diff():
-    lines = streams.config_diff({"subjects": ["ORDERS.new"], "max_msgs": -1}, {"subjects": ["ORDERS.*"],
-                                                                              "max_msgs": -1})
+    lines = streams.config_diff(
+        {"subjects": ["ORDERS.new"], "max_msgs": -1}, {"subjects": ["ORDERS.*"], "max_msgs": -1}
+    )
     assert lines == ['-  subjects: ["ORDERS.new"]', '+  subjects: ["ORDERS.*"]']
 
 
@@ -108,9 +161,11 @@ def test_version_and_cli_imports_no_server_code():
     assert rc == 0 and out.startswith("natsctl ")
     import subprocess
 
-    code = ("import sys, natsd.cli.main; "
-            "bad = [m for m in sys.modules if m.split('.')[:2] in (['natsd', 'server'], ['natsd', 'store'], "
-            "['natsd', 'jetstream'], ['natsd', 'protocol'])]; print(bad)")
+    code = (
+        "import sys, natsd.cli.main; "
+        "bad = [m for m in sys.modules if m.split('.')[:2] in (['natsd', 'server'], ['natsd', 'store'], "
+        "['natsd', 'jetstream'], ['natsd', 'protocol'])]; print(bad)"
+    )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.stdout.strip() == "[]", p.stderr
 
@@ -119,7 +174,11 @@ def test_connection_flags_before_the_verb_survive_every_subcommand():
     # (a subcommand's own defaults must not shadow the shared --user given before the verb)
     from natsd.cli.main import build_parser
 
-    for verb in (["pub", "x", "y"], ["server", "report", "accounts"], ["server", "report", "connections"],
-                 ["stream", "ls"]):
+    for verb in (
+        ["pub", "x", "y"],
+        ["server", "report", "accounts"],
+        ["server", "report", "connections"],
+        ["stream", "ls"],
+    ):
         a = build_parser().parse_args(["-s", "nats://h:1", "--user", "u", "--password", "p", *verb])
         assert (a.user, a.password) == ("u", "p"), verb

@@ -21,8 +21,11 @@ def _subparser(parser: argparse.ArgumentParser, *path: str) -> argparse.Argument
 @pytest.mark.parametrize("path", [("pub",), ("stream", "add"), ("server", "report", "accounts")])
 def test_every_option_has_a_description(path):
     p = _subparser(build_parser(), *path)
-    missing = [a.option_strings or [a.dest] for a in p._actions
-               if not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction)) and not (a.help or "").strip()]
+    missing = [
+        a.option_strings or [a.dest]
+        for a in p._actions
+        if not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction)) and not (a.help or "").strip()
+    ]
     assert missing == []
 
 

@@ -12,16 +12,32 @@ pytestmark = pytest.mark.unit
 
 
 def args(**kw) -> argparse.Namespace:
-    base = dict(subject=None, stream=None, deliver_all=False, deliver_new=False, deliver_last=False,
-                deliver_last_per_subject=False, start_seq=None, since=None, terminate_at_end=False)
+    base = dict(
+        subject=None,
+        stream=None,
+        deliver_all=False,
+        deliver_new=False,
+        deliver_last=False,
+        deliver_last_per_subject=False,
+        start_seq=None,
+        since=None,
+        terminate_at_end=False,
+    )
     base.update(kw)
     return argparse.Namespace(**base)
 
 
 def test_flags_make_it_a_jetstream_subscription():
     assert not wanted(args(subject="a"))
-    for kw in ({"stream": "S"}, {"deliver_last": True}, {"deliver_all": True}, {"deliver_new": True},
-               {"start_seq": "3"}, {"since": "1h"}, {"deliver_last_per_subject": True}):
+    for kw in (
+        {"stream": "S"},
+        {"deliver_last": True},
+        {"deliver_all": True},
+        {"deliver_new": True},
+        {"start_seq": "3"},
+        {"since": "1h"},
+        {"deliver_last_per_subject": True},
+    ):
         assert wanted(args(subject="a", **kw)), kw
 
 

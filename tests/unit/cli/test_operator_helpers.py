@@ -17,11 +17,22 @@ def test_payload_json_is_text_when_utf8_else_base64():
     assert text_of(b"\xff") == "\ufffd"
 
 
-@pytest.mark.parametrize("subject, wildcards, ok", [
-    ("a.b", False, True), ("a.*", True, True), ("a.>", True, True), ("a.*", False, False), ("a..b", False, False),
-    ("", False, False), ("a b", True, False), (".a", True, False), ("a.>.b", True, False), ("a.b*", True, False),
-    ("a\r\n", False, False),
-])
+@pytest.mark.parametrize(
+    "subject, wildcards, ok",
+    [
+        ("a.b", False, True),
+        ("a.*", True, True),
+        ("a.>", True, True),
+        ("a.*", False, False),
+        ("a..b", False, False),
+        ("", False, False),
+        ("a b", True, False),
+        (".a", True, False),
+        ("a.>.b", True, False),
+        ("a.b*", True, False),
+        ("a\r\n", False, False),
+    ],
+)
 def test_check_subject(subject, wildcards, ok):
     if ok:
         assert check_subject(subject, wildcards=wildcards) == subject
@@ -41,9 +52,16 @@ def test_reply_meta_v1_and_v2_ack_subjects():
 def test_event_line_names_what_it_is_about():
     from natsd.cli.views import event_line
 
-    line = event_line("$JS.EVENT.ADVISORY.STREAM.CREATED.X", {
-        "type": "io.nats.jetstream.advisory.v1.stream_action", "timestamp": "2026-11-24T06:00:01.5Z",
-        "stream": "X", "action": "create", "client": {"user": "bob"}})
+    line = event_line(
+        "$JS.EVENT.ADVISORY.STREAM.CREATED.X",
+        {
+            "type": "io.nats.jetstream.advisory.v1.stream_action",
+            "timestamp": "2026-11-24T06:00:01.5Z",
+            "stream": "X",
+            "action": "create",
+            "client": {"user": "bob"},
+        },
+    )
     assert line == "[06:00:01] stream_action stream=X action=create user=bob"
 
 

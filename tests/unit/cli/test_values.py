@@ -7,19 +7,45 @@ import re
 import pytest
 
 from natsd.cli.common import (
-    UsageError, comma, format_duration, human_bytes, parse_duration, parse_size, parse_time, rfc3339,
+    UsageError,
+    comma,
+    format_duration,
+    human_bytes,
+    parse_duration,
+    parse_size,
+    parse_time,
+    rfc3339,
 )
 from natsd.cli.pubsub import render_template
 
 S = 1_000_000_000
 
 
-@pytest.mark.parametrize("text,ns", [
-    ("1y", 365 * 86400 * S), ("2y", 2 * 365 * 86400 * S), ("1d", 86400 * S), ("1h", 3600 * S), ("1m", 60 * S),
-    ("10s", 10 * S), ("1h30m", 5400 * S), ("500ms", S // 2), ("1.5s", 3 * S // 2), ("250us", 250_000),
-    ("2w", 14 * 86400 * S), ("1M", 30 * 86400 * S), ("-1", 0), ("0", 0), ("unlimited", 0), ("30", 30 * S),
-    ("1.h", 3600 * S), ("1d12h", 36 * 3600 * S), ("1.5d", 36 * 3600 * S), ("9007199254740993ns", 9007199254740993),
-])
+@pytest.mark.parametrize(
+    "text,ns",
+    [
+        ("1y", 365 * 86400 * S),
+        ("2y", 2 * 365 * 86400 * S),
+        ("1d", 86400 * S),
+        ("1h", 3600 * S),
+        ("1m", 60 * S),
+        ("10s", 10 * S),
+        ("1h30m", 5400 * S),
+        ("500ms", S // 2),
+        ("1.5s", 3 * S // 2),
+        ("250us", 250_000),
+        ("2w", 14 * 86400 * S),
+        ("1M", 30 * 86400 * S),
+        ("-1", 0),
+        ("0", 0),
+        ("unlimited", 0),
+        ("30", 30 * S),
+        ("1.h", 3600 * S),
+        ("1d12h", 36 * 3600 * S),
+        ("1.5d", 36 * 3600 * S),
+        ("9007199254740993ns", 9007199254740993),
+    ],
+)
 def test_parse_duration(text, ns):
     assert parse_duration(text) == ns
 
@@ -30,19 +56,39 @@ def test_parse_duration_rejects(bad):
         parse_duration(bad, flag="--max-age")
 
 
-@pytest.mark.parametrize("ns,text", [
-    (365 * 86400 * S, "8760h0m0s"), (2 * 365 * 86400 * S, "17520h0m0s"), (86400 * S, "24h0m0s"),
-    (30 * S, "30s"), (120 * S, "2m0s"), (3 * S // 2, "1.5s"), (S // 2, "500ms"), (0, "0s"), (1500, "1.5µs"),
-    (999, "999ns"),
-])
+@pytest.mark.parametrize(
+    "ns,text",
+    [
+        (365 * 86400 * S, "8760h0m0s"),
+        (2 * 365 * 86400 * S, "17520h0m0s"),
+        (86400 * S, "24h0m0s"),
+        (30 * S, "30s"),
+        (120 * S, "2m0s"),
+        (3 * S // 2, "1.5s"),
+        (S // 2, "500ms"),
+        (0, "0s"),
+        (1500, "1.5µs"),
+        (999, "999ns"),
+    ],
+)
 def test_format_duration_is_gos(ns, text):
     assert format_duration(ns) == text
 
 
-@pytest.mark.parametrize("text,n", [
-    ("-1", -1), ("1024", 1024), ("1KB", 1000), ("1KiB", 1024), ("1MiB", 1024**2), ("10GiB", 10 * 1024**3),
-    ("512M", 512 * 1000**2), ("1.5kb", 1500), (2048, 2048),
-])
+@pytest.mark.parametrize(
+    "text,n",
+    [
+        ("-1", -1),
+        ("1024", 1024),
+        ("1KB", 1000),
+        ("1KiB", 1024),
+        ("1MiB", 1024**2),
+        ("10GiB", 10 * 1024**3),
+        ("512M", 512 * 1000**2),
+        ("1.5kb", 1500),
+        (2048, 2048),
+    ],
+)
 def test_parse_size(text, n):
     assert parse_size(text) == n
 
@@ -52,8 +98,9 @@ def test_parse_size_rejects():
         parse_size("lots", flag="--max-bytes")
 
 
-@pytest.mark.parametrize("n,text", [(0, "0 B"), (147, "147 B"), (1024, "1 KiB"), (1536, "1.5 KiB"),
-                                    (10 * 1024**3, "10 GiB")])
+@pytest.mark.parametrize(
+    "n,text", [(0, "0 B"), (147, "147 B"), (1024, "1 KiB"), (1536, "1.5 KiB"), (10 * 1024**3, "10 GiB")]
+)
 def test_human_bytes(n, text):
     assert human_bytes(n) == text
 

@@ -14,9 +14,17 @@ def build(*argv):
     return build_options(list(argv))
 
 
-@pytest.mark.parametrize("argv", [
-    ["-p", "4333"], ["--p", "4333"], ["-port", "4333"], ["--port", "4333"], ["-p=4333"], ["--port=4333"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["-p", "4333"],
+        ["--p", "4333"],
+        ["-port", "4333"],
+        ["--port", "4333"],
+        ["-p=4333"],
+        ["--port=4333"],
+    ],
+)
 def test_port_forms(argv):
     assert build(*argv).port == 4333
 
@@ -26,32 +34,35 @@ def test_port_minus_one_is_a_value_not_a_flag():
     assert build("-m", "-1").http_port == -1
 
 
-@pytest.mark.parametrize("argv,attr,value", [
-    (["-a", "127.0.0.1"], "host", "127.0.0.1"),
-    (["--addr", "::1"], "host", "::1"),
-    (["-net=10.0.0.1"], "host", "10.0.0.1"),
-    (["-m", "8222"], "http_port", 8222),
-    (["--http_port=8223"], "http_port", 8223),
-    (["-n", "srv"], "server_name", "srv"),
-    (["--name", "srv2"], "server_name", "srv2"),
-    (["--server_name", "srv3"], "server_name", "srv3"),
-    (["-D"], "debug", True),
-    (["--debug"], "debug", True),
-    (["-V"], "trace", True),
-    (["--trace"], "trace", True),
-    (["-VV"], "trace", True),
-    (["-l", "x.log"], "log_file", "x.log"),
-    (["--log=y.log"], "log_file", "y.log"),
-    (["-P", "n.pid"], "pid_file", "n.pid"),
-    (["--pid", "m.pid"], "pid_file", "m.pid"),
-    (["--ports_file_dir", "/tmp/pf"], "ports_file_dir", "/tmp/pf"),
-    (["-ports_file_dir=/tmp/pg"], "ports_file_dir", "/tmp/pg"),
-    (["--user", "u"], "username", "u"),
-    (["--pass", "pw"], "password", "pw"),
-    (["--auth", "tok"], "authorization", "tok"),
-    (["-T=false"], "logtime", False),
-    (["--logtime=0"], "logtime", False),
-])
+@pytest.mark.parametrize(
+    "argv,attr,value",
+    [
+        (["-a", "127.0.0.1"], "host", "127.0.0.1"),
+        (["--addr", "::1"], "host", "::1"),
+        (["-net=10.0.0.1"], "host", "10.0.0.1"),
+        (["-m", "8222"], "http_port", 8222),
+        (["--http_port=8223"], "http_port", 8223),
+        (["-n", "srv"], "server_name", "srv"),
+        (["--name", "srv2"], "server_name", "srv2"),
+        (["--server_name", "srv3"], "server_name", "srv3"),
+        (["-D"], "debug", True),
+        (["--debug"], "debug", True),
+        (["-V"], "trace", True),
+        (["--trace"], "trace", True),
+        (["-VV"], "trace", True),
+        (["-l", "x.log"], "log_file", "x.log"),
+        (["--log=y.log"], "log_file", "y.log"),
+        (["-P", "n.pid"], "pid_file", "n.pid"),
+        (["--pid", "m.pid"], "pid_file", "m.pid"),
+        (["--ports_file_dir", "/tmp/pf"], "ports_file_dir", "/tmp/pf"),
+        (["-ports_file_dir=/tmp/pg"], "ports_file_dir", "/tmp/pg"),
+        (["--user", "u"], "username", "u"),
+        (["--pass", "pw"], "password", "pw"),
+        (["--auth", "tok"], "authorization", "tok"),
+        (["-T=false"], "logtime", False),
+        (["--logtime=0"], "logtime", False),
+    ],
+)
 def test_flags(argv, attr, value):
     assert getattr(build(*argv), attr) == value
 
@@ -90,18 +101,21 @@ def test_controls():
     assert parse_flags(["-sl", "reload=1"]).signal == "reload=1"
 
 
-@pytest.mark.parametrize("argv,msg", [
-    (["-bogus"], "flag provided but not defined: -bogus"),
-    (["--bogus=1"], "flag provided but not defined: -bogus"),
-    (["-p"], "flag needs an argument: -p"),
-    (["-p", "abc"], 'invalid value "abc" for flag -p: parse error'),
-    (["-js=maybe"], 'invalid boolean value "maybe" for -js: parse error'),
-    (["---p", "1"], "bad flag syntax: ---p"),
-    (["-=x"], "bad flag syntax: -=x"),
-    (["-p", "1", "extra"], 'unrecognized command: "extra"'),
-    (["--help_tls"], "TLS help is not supported by natsd"),
-    (["--routes", "nats://x:1"], "clustering is not supported by natsd"),
-])
+@pytest.mark.parametrize(
+    "argv,msg",
+    [
+        (["-bogus"], "flag provided but not defined: -bogus"),
+        (["--bogus=1"], "flag provided but not defined: -bogus"),
+        (["-p"], "flag needs an argument: -p"),
+        (["-p", "abc"], 'invalid value "abc" for flag -p: parse error'),
+        (["-js=maybe"], 'invalid boolean value "maybe" for -js: parse error'),
+        (["---p", "1"], "bad flag syntax: ---p"),
+        (["-=x"], "bad flag syntax: -=x"),
+        (["-p", "1", "extra"], 'unrecognized command: "extra"'),
+        (["--help_tls"], "TLS help is not supported by natsd"),
+        (["--routes", "nats://x:1"], "clustering is not supported by natsd"),
+    ],
+)
 def test_flag_errors(argv, msg):
     with pytest.raises(FlagError) as ei:
         parse_flags(argv)
@@ -121,8 +135,9 @@ def test_ignored_compat_flags_warn():
 
 
 def test_log_destination_flags():
-    o = build("--logtime_utc", "-s", "-r", "udp://127.0.0.1:514", "--log_size_limit", "1000",
-              "--max_traced_msg_len", "8")
+    o = build(
+        "--logtime_utc", "-s", "-r", "udp://127.0.0.1:514", "--log_size_limit", "1000", "--max_traced_msg_len", "8"
+    )
     assert (o.logtime_utc, o.syslog, o.remote_syslog) == (True, True, "udp://127.0.0.1:514")
     assert (o.log_size_limit, o.max_traced_msg_len) == (1000, 8)
     assert o.config_notices == []
@@ -130,8 +145,10 @@ def test_log_destination_flags():
 
 def test_flags_override_file(tmp_path):
     conf = tmp_path / "s.conf"
-    conf.write_text('port: 1111\nserver_name: file\ndebug: false\njetstream { store_dir: "/file" }\n'
-                    'authorization { user: fu, password: fp }\nhttp: 8111\n')
+    conf.write_text(
+        'port: 1111\nserver_name: file\ndebug: false\njetstream { store_dir: "/file" }\n'
+        "authorization { user: fu, password: fp }\nhttp: 8111\n"
+    )
     o = build("-c", str(conf), "-p", "2222", "-D", "-sd", "/flag")
     assert o.port == 2222 and o.debug and o.jetstream.store_dir == "/flag"
     assert o.jetstream.enabled  # from the file's jetstream block
@@ -179,10 +196,23 @@ def test_reload_of_embedded_options_with_a_file(tmp_path):
 def test_usage_and_version_text():
     text = usage()
     assert text.startswith("\nUsage: natsd [options]\n")
-    for needle in ["-p, --port <port>", "-a, --addr, --net <host>", "-m, --http_port <port>",
-                   "-c, --config <file>", "-js, --jetstream", "-sd, --store_dir <dir>", "--user <user>",
-                   "--pass <password>", "--auth <token>", "-DV", "-l, --log <file>", "-t ",
-                   "-v, --version", "-h, --help", "--ports_file_dir <dir>"]:
+    for needle in [
+        "-p, --port <port>",
+        "-a, --addr, --net <host>",
+        "-m, --http_port <port>",
+        "-c, --config <file>",
+        "-js, --jetstream",
+        "-sd, --store_dir <dir>",
+        "--user <user>",
+        "--pass <password>",
+        "--auth <token>",
+        "-DV",
+        "-l, --log <file>",
+        "-t ",
+        "-v, --version",
+        "-h, --help",
+        "--ports_file_dir <dir>",
+    ]:
         assert needle in text
     assert version_line().startswith("natsd: v2.")
 

@@ -29,22 +29,30 @@ def test_decode_round_trip_and_types():
     assert ac.subject == acc.public and ac.issuer == setup.operator.public
     u, ujwt = setup.user("A", "bob", pub={"allow": ["a"]}, bearer=True)
     uc = J.decode_user(ujwt)
-    assert (uc.subject, uc.account, uc.name, uc.pub, uc.bearer_token) == (u.public, acc.public, "bob",
-                                                                         {"allow": ["a"]}, True)
+    assert (uc.subject, uc.account, uc.name, uc.pub, uc.bearer_token) == (
+        u.public,
+        acc.public,
+        "bob",
+        {"allow": ["a"]},
+        True,
+    )
     with pytest.raises(J.JWTError, match="not a user JWT"):
         J.decode_user(ajwt)
     with pytest.raises(J.JWTError, match="not a account JWT"):
         J.decode_account(ujwt)
 
 
-@pytest.mark.parametrize("bad, message", [
-    ("abc", "expected 3 chunks"),
-    ("a.b.c.d", "expected 3 chunks"),
-    ("eyJ.e30.AA", "bad JSON"),
-    ("e30." + "W1" * 40 + "." + "W" * 20000 + ".AA", "expected 3 chunks"),
-    ("e30." + __import__("base64").urlsafe_b64encode(b"[" * 100000).decode().rstrip("=") + ".AA", "bad JSON"),
-    ("e30.//8.AA", "bad"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ("abc", "expected 3 chunks"),
+        ("a.b.c.d", "expected 3 chunks"),
+        ("eyJ.e30.AA", "bad JSON"),
+        ("e30." + "W1" * 40 + "." + "W" * 20000 + ".AA", "expected 3 chunks"),
+        ("e30." + __import__("base64").urlsafe_b64encode(b"[" * 100000).decode().rstrip("=") + ".AA", "bad JSON"),
+        ("e30.//8.AA", "bad"),
+    ],
+)
 def test_decode_rejects_malformed(bad, message):
     with pytest.raises(J.JWTError, match=message):
         J.decode(bad)

@@ -31,13 +31,40 @@ def test_v1_operator_account_and_user(keys):
     op, acc, user = keys
     oc = J.decode_operator(encode_jwt_v1(op, _pub(op), "OP", "operator", {"signing_keys": []}))
     assert (oc.subject, oc.name) == (_pub(op), "OP")
-    ac = J.decode_account(encode_jwt_v1(op, _pub(acc), "foo", "account", {"limits": {
-        "subs": -1, "conn": -1, "imports": -1, "exports": -1, "data": -1, "payload": -1, "wildcards": True,
-        "mem_storage": 1024, "disk_storage": 1024, "streams": 3, "consumer": 3}}))
+    ac = J.decode_account(
+        encode_jwt_v1(
+            op,
+            _pub(acc),
+            "foo",
+            "account",
+            {
+                "limits": {
+                    "subs": -1,
+                    "conn": -1,
+                    "imports": -1,
+                    "exports": -1,
+                    "data": -1,
+                    "payload": -1,
+                    "wildcards": True,
+                    "mem_storage": 1024,
+                    "disk_storage": 1024,
+                    "streams": 3,
+                    "consumer": 3,
+                }
+            },
+        )
+    )
     assert ac.subject == _pub(acc) and ac.issuer == _pub(op)
     # v1 accounts had no JetStream: the Go library migrates them with JetStream limits zeroed
-    assert ac.limits == {"subs": -1, "conn": -1, "imports": -1, "exports": -1, "data": -1, "payload": -1,
-                         "wildcards": True}
+    assert ac.limits == {
+        "subs": -1,
+        "conn": -1,
+        "imports": -1,
+        "exports": -1,
+        "data": -1,
+        "payload": -1,
+        "wildcards": True,
+    }
     uc = J.decode_user(encode_jwt_v1(acc, _pub(user), "u", "user", {"pub": {"allow": ["a.>"]}}))
     assert uc.account == _pub(acc) and uc.pub == {"allow": ["a.>"]}
     assert uc.limits == {"subs": -1, "data": -1, "payload": -1}  # absent v1 limits are unlimited
@@ -102,7 +129,6 @@ def _v3(op, acc) -> str:
 def test_v1_activation_keeps_the_export_type_as_kind(keys):
     op, acc, _ = keys
     importer, _ = new_key(nkeys.PREFIX_BYTE_ACCOUNT)
-    act = J.decode(encode_jwt_v1(acc, _pub(importer), "act", "activation",
-                                 {"subject": "svc.>", "type": "service"}))
+    act = J.decode(encode_jwt_v1(acc, _pub(importer), "act", "activation", {"subject": "svc.>", "type": "service"}))
     assert act["nats"]["type"] == "activation" and act["nats"]["kind"] == "service"
     assert act["sub"] == _pub(importer) and act["iss"] == _pub(acc)

@@ -118,8 +118,10 @@ def test_named_accounts_must_exist_and_operator_mode_rules():
         opts("leafnodes {\n port: 1, authorization { user: a, password: b, account: NOPE } }")
     with pytest.raises(ConfigError, match='cannot find local account "NOPE" specified in leafnode remote'):
         opts('leafnodes { remotes: [ { url: "nats-leaf://h:1", account: NOPE } ] }')
-    ok = opts('accounts { EDGE {} }\nleafnodes { port: 1, authorization { users: [ {user: a, password: b, '
-              'account: EDGE} ] }, remotes: [ { url: "h:1", account: "$G" } ] }')
+    ok = opts(
+        "accounts { EDGE {} }\nleafnodes { port: 1, authorization { users: [ {user: a, password: b, "
+        'account: EDGE} ] }, remotes: [ { url: "h:1", account: "$G" } ] }'
+    )
     assert ok.leafnodes.users[0].account == "EDGE"
     import nkeys
     import os
@@ -141,14 +143,25 @@ def test_compression_modes_as_the_reference_reads_them():
     ln = opts('leafnodes { port: 1, remotes: [ { url: "h:1" } ] }').leafnodes
     assert ln.compression == "s2_auto" and ln.remotes[0].compression == "s2_auto"
     assert ln.compression_rtts_ns == [10_000_000, 50_000_000, 100_000_000]
-    for given, want in (("fast", "s2_fast"), ("s2_better", "s2_better"), ("best", "s2_best"), ("disabled", "off"),
-                        ("accept", "accept"), ("on", "s2_auto"), ("true", "s2_auto"), ("auto", "s2_auto"),
-                        ("OFF", "off"), ("not_supported", "not supported")):
+    for given, want in (
+        ("fast", "s2_fast"),
+        ("s2_better", "s2_better"),
+        ("best", "s2_best"),
+        ("disabled", "off"),
+        ("accept", "accept"),
+        ("on", "s2_auto"),
+        ("true", "s2_auto"),
+        ("auto", "s2_auto"),
+        ("OFF", "off"),
+        ("not_supported", "not supported"),
+    ):
         assert opts(f'leafnodes {{ port: 1, compression: "{given}" }}').leafnodes.compression == want, given
     assert opts("leafnodes { port: 1, compression: false }").leafnodes.compression == "off"
     assert opts("leafnodes { port: 1, compression: true }").leafnodes.compression == "s2_auto"
-    r = opts('leafnodes { remotes: [ { url: "h:1", compression: { mode: s2_auto, '
-             'rtt_thresholds: ["5ms", "0", "30ms", 0] } } ] }').leafnodes.remotes[0]
+    r = opts(
+        'leafnodes { remotes: [ { url: "h:1", compression: { mode: s2_auto, '
+        'rtt_thresholds: ["5ms", "0", "30ms", 0] } } ] }'
+    ).leafnodes.remotes[0]
     assert (r.compression, r.compression_rtts_ns) == ("s2_auto", [5_000_000, 0, 30_000_000])
     with pytest.raises(ConfigError, match='unsupported compression mode "s3"'):
         opts('leafnodes { port: 1, compression: "s3" }')
@@ -159,14 +172,15 @@ def test_compression_modes_as_the_reference_reads_them():
     with pytest.raises(ConfigError, match="requires at least one RTT threshold"):
         opts('leafnodes { port: 1, compression: { mode: auto, rtt_thresholds: ["0s"] } }')
     with pytest.raises(ConfigError, match='unknown field "level"'):
-        opts('leafnodes { port: 1, compression: { level: 3 } }')
+        opts("leafnodes { port: 1, compression: { level: 3 } }")
 
 
 def test_websocket_remotes():
     from natsd.config.leafnodes import is_ws_url
 
-    r = opts('leafnodes { remotes: [ { url: "ws://hub:8080", ws_compression: true, ws_no_masking: true } ] }'
-             ).leafnodes.remotes[0]
+    r = opts(
+        'leafnodes { remotes: [ { url: "ws://hub:8080", ws_compression: true, ws_no_masking: true } ] }'
+    ).leafnodes.remotes[0]
     assert is_ws_url(r.urls[0]) and r.ws_compression
     # nats-server gives every remote URL without a port 7422, ws:// and wss:// included
     assert remote_url_parts("ws://hub") == ("hub", 7422, "", "")

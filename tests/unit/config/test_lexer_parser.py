@@ -18,10 +18,25 @@ def p(text, env=None):
 
 # -- key/value forms -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text", [
-    "foo: 1", "foo = 1", "foo 1", "foo:1", "foo=1", "foo  :  1", "foo\t=\t1", "foo: 1;", "foo: 1,",
-    '"foo": 1', "'foo': 1", "  foo: 1  # trailing comment", "foo: 1 // slash comment",
-])
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "foo: 1",
+        "foo = 1",
+        "foo 1",
+        "foo:1",
+        "foo=1",
+        "foo  :  1",
+        "foo\t=\t1",
+        "foo: 1;",
+        "foo: 1,",
+        '"foo": 1',
+        "'foo': 1",
+        "  foo: 1  # trailing comment",
+        "foo: 1 // slash comment",
+    ],
+)
 def test_key_value_separators(text):
     assert p(text) == {"foo": 1}
 
@@ -51,8 +66,7 @@ auth {
 }
 empty {}
 """)
-    assert tree == {"auth": {"user": "a", "password": "b", "nested": {"x": 1, "y": 2},
-                             "inline": {"z": 3}}, "empty": {}}
+    assert tree == {"auth": {"user": "a", "password": "b", "nested": {"x": 1, "y": 2}, "inline": {"z": 3}}, "empty": {}}
     assert isinstance(tree["auth"], ConfigMap)
 
 
@@ -110,10 +124,20 @@ def test_block_string():
     assert tree == {"text": "\nline one\n  line two", "next": 1}
 
 
-@pytest.mark.parametrize("word,value", [
-    ("true", True), ("false", False), ("yes", True), ("no", False), ("on", True), ("off", False),
-    ("TRUE", True), ("Off", False), ("Yes", True),
-])
+@pytest.mark.parametrize(
+    "word,value",
+    [
+        ("true", True),
+        ("false", False),
+        ("yes", True),
+        ("no", False),
+        ("on", True),
+        ("off", False),
+        ("TRUE", True),
+        ("Off", False),
+        ("Yes", True),
+    ],
+)
 def test_booleans(word, value):
     assert p(f"x: {word}")["x"] is value
 
@@ -122,14 +146,36 @@ def test_quoted_boolean_is_a_string():
     assert p('x: "true"')["x"] == "true"
 
 
-@pytest.mark.parametrize("text,value", [
-    ("0", 0), ("42", 42), ("-1", -1), ("-42", -42),
-    ("1k", 1000), ("1K", 1000), ("1kb", 1024), ("1KB", 1024), ("1Ki", 1024), ("1kib", 1024),
-    ("2m", 2_000_000), ("2M", 2_000_000), ("2mb", 2 * 1024 ** 2), ("2MB", 2 * 1024 ** 2), ("2MiB", 2 * 1024 ** 2),
-    ("3g", 3_000_000_000), ("3G", 3_000_000_000), ("3gb", 3 * 1024 ** 3), ("3GB", 3 * 1024 ** 3),
-    ("1t", 10 ** 12), ("1TB", 1024 ** 4), ("1p", 10 ** 15), ("1PB", 1024 ** 5), ("1e", 10 ** 18),
-    ("-1K", -1000),
-])
+@pytest.mark.parametrize(
+    "text,value",
+    [
+        ("0", 0),
+        ("42", 42),
+        ("-1", -1),
+        ("-42", -42),
+        ("1k", 1000),
+        ("1K", 1000),
+        ("1kb", 1024),
+        ("1KB", 1024),
+        ("1Ki", 1024),
+        ("1kib", 1024),
+        ("2m", 2_000_000),
+        ("2M", 2_000_000),
+        ("2mb", 2 * 1024**2),
+        ("2MB", 2 * 1024**2),
+        ("2MiB", 2 * 1024**2),
+        ("3g", 3_000_000_000),
+        ("3G", 3_000_000_000),
+        ("3gb", 3 * 1024**3),
+        ("3GB", 3 * 1024**3),
+        ("1t", 10**12),
+        ("1TB", 1024**4),
+        ("1p", 10**15),
+        ("1PB", 1024**5),
+        ("1e", 10**18),
+        ("-1K", -1000),
+    ],
+)
 def test_integers_and_size_suffixes(text, value):
     # Exactly nats-server conf/parse.go: the bare letter is decimal, the b/i/ib forms binary,
     # and the suffix is case-insensitive (so K == k == 1000).
@@ -154,6 +200,7 @@ def test_number_followed_by_letters_is_a_string():
 
 # -- variables -------------------------------------------------------------------------------
 
+
 def test_variables_from_earlier_keys_and_scopes():
     tree = p("""
 PASS: "s3cret"
@@ -173,7 +220,7 @@ list: [$N, $PASS]
 
 
 def test_variable_can_be_a_map():
-    tree = p("PERMS = {publish: \"a.>\"}\nuser: {permissions: $PERMS}")
+    tree = p('PERMS = {publish: "a.>"}\nuser: {permissions: $PERMS}')
     assert tree["user"]["permissions"] == {"publish": "a.>"}
 
 
@@ -218,6 +265,7 @@ def test_variable_does_not_see_later_definitions():
 
 # -- includes --------------------------------------------------------------------------------
 
+
 def test_include_relative_to_including_file(tmp_path):
     (tmp_path / "conf.d").mkdir()
     (tmp_path / "conf.d" / "auth.conf").write_text("user: u\npassword: p\n")
@@ -226,8 +274,12 @@ def test_include_relative_to_including_file(tmp_path):
     main = tmp_path / "main.conf"
     main.write_text('port: 1\ninclude "conf.d/limits.conf"\nauthorization {\n  include conf.d/auth.conf\n}\n')
     tree = parse_file(main, env={})
-    assert tree == {"port": 1, "max_payload": 1024 * 1024, "ping_max": 5,
-                    "authorization": {"user": "u", "password": "p"}}
+    assert tree == {
+        "port": 1,
+        "max_payload": 1024 * 1024,
+        "ping_max": 5,
+        "authorization": {"user": "u", "password": "p"},
+    }
     # Positions of included keys name the included file.
     assert tree.pos("max_payload") == Pos(str(tmp_path / "conf.d" / "limits.conf"), 1, 1)
     assert tree["authorization"].pos("user").file.endswith("auth.conf")
@@ -263,6 +315,7 @@ def test_missing_file_error():
 
 # -- positions -------------------------------------------------------------------------------
 
+
 def test_positions_of_keys_and_items():
     tree = p("a: 1\n  b {\n    c: [x,\n        y]\n  }\n")
     assert tree.pos("a") == Pos("t.conf", 1, 1)
@@ -277,33 +330,44 @@ def test_lexer_items():
     items = lex("a: [1, 'x']\nb { c: $V }\ninclude f.conf\n")
     kinds = [(i.type, i.value) for i in items]
     assert kinds == [
-        (ItemType.KEY, "a"), (ItemType.ARRAY_START, "["), (ItemType.INTEGER, "1"),
-        (ItemType.STRING, "x"), (ItemType.ARRAY_END, "]"), (ItemType.KEY, "b"),
-        (ItemType.MAP_START, "{"), (ItemType.KEY, "c"), (ItemType.VARIABLE, "V"),
-        (ItemType.MAP_END, "}"), (ItemType.INCLUDE, "f.conf"), (ItemType.EOF, ""),
+        (ItemType.KEY, "a"),
+        (ItemType.ARRAY_START, "["),
+        (ItemType.INTEGER, "1"),
+        (ItemType.STRING, "x"),
+        (ItemType.ARRAY_END, "]"),
+        (ItemType.KEY, "b"),
+        (ItemType.MAP_START, "{"),
+        (ItemType.KEY, "c"),
+        (ItemType.VARIABLE, "V"),
+        (ItemType.MAP_END, "}"),
+        (ItemType.INCLUDE, "f.conf"),
+        (ItemType.EOF, ""),
     ]
 
 
-@pytest.mark.parametrize("text,line,col,fragment", [
-    ("a: 1\nb: [1, 2\n", 3, 1, "Unexpected EOF processing array"),
-    ("a: 1\nb {\n  c: 1\n", 4, 1, "Unexpected EOF processing map"),
-    ('a: "unterminated\n', 2, 1, "Unexpected EOF"),
-    ("a: 1\nb: [1 2]\n", 2, 7, "Expected an array value terminator"),
-    ("a: 1 2\n", 1, 6, "Expected a top-level value to end"),
-    ("a {\n  b: 1 c\n}\n", 2, 8, "Expected a map value to end"),
-    ("a: .5\n", 1, 4, "Floats must start with a digit"),
-    ("a: 1.x\n", 1, 6, "Floats must have a digit after the '.'"),
-    ('a: "bad \\q escape"\n', 1, 11, "Invalid escape character 'q'"),
-    ("a: [,1]\n", 1, 5, "Unexpected array value terminator"),
-    ("a:\n  1\n", 1, 3, "Expected value but found new line"),
-    (": 1\n", 1, 1, "Unexpected key separator ':'"),
-    ("a: 2024-01-0203:04:05Z\n", 1, 14, "Expected 'T' in ISO8601 datetime"),
-    ("a: 5kbx\n", 1, 4, None),  # "5kbx" is a string: no error (see test below)
-    ("x: 1ZZ3\n", 1, 4, None),
-    ("a: -x\n", 1, 5, "Expected a digit"),
-    ("lonely_key\n", 1, 1, "key without a value"),
-    ("a: 99999999999999999999\n", 1, 4, "out of the range"),
-])
+@pytest.mark.parametrize(
+    "text,line,col,fragment",
+    [
+        ("a: 1\nb: [1, 2\n", 3, 1, "Unexpected EOF processing array"),
+        ("a: 1\nb {\n  c: 1\n", 4, 1, "Unexpected EOF processing map"),
+        ('a: "unterminated\n', 2, 1, "Unexpected EOF"),
+        ("a: 1\nb: [1 2]\n", 2, 7, "Expected an array value terminator"),
+        ("a: 1 2\n", 1, 6, "Expected a top-level value to end"),
+        ("a {\n  b: 1 c\n}\n", 2, 8, "Expected a map value to end"),
+        ("a: .5\n", 1, 4, "Floats must start with a digit"),
+        ("a: 1.x\n", 1, 6, "Floats must have a digit after the '.'"),
+        ('a: "bad \\q escape"\n', 1, 11, "Invalid escape character 'q'"),
+        ("a: [,1]\n", 1, 5, "Unexpected array value terminator"),
+        ("a:\n  1\n", 1, 3, "Expected value but found new line"),
+        (": 1\n", 1, 1, "Unexpected key separator ':'"),
+        ("a: 2024-01-0203:04:05Z\n", 1, 14, "Expected 'T' in ISO8601 datetime"),
+        ("a: 5kbx\n", 1, 4, None),  # "5kbx" is a string: no error (see test below)
+        ("x: 1ZZ3\n", 1, 4, None),
+        ("a: -x\n", 1, 5, "Expected a digit"),
+        ("lonely_key\n", 1, 1, "key without a value"),
+        ("a: 99999999999999999999\n", 1, 4, "out of the range"),
+    ],
+)
 def test_syntax_errors_name_file_line_column(text, line, col, fragment):
     if fragment is None:
         p(text)  # accepted

@@ -76,8 +76,10 @@ def test_unopenable_log_file_is_reported(tmp_path, capsys):
 
 def test_check_lists_each_ignored_key_in_file_order(tmp_path, capsys):
     conf = tmp_path / "i.conf"
-    conf.write_text('cluster { name: c }\njetstream { cipher: aes }\naccounts { A { imports: [] } }\n'
-                    'mappings { "a": "b" }\nserver_tags: [x]\n')
+    conf.write_text(
+        "cluster { name: c }\njetstream { cipher: aes }\naccounts { A { imports: [] } }\n"
+        'mappings { "a": "b" }\nserver_tags: [x]\n'
+    )
     assert main(["-t", "-c", str(conf)]) == 0
     lines = capsys.readouterr().err.splitlines()
     assert lines[:4] == [

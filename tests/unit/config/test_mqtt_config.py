@@ -53,7 +53,9 @@ mqtt {
     assert (m.js_domain, m.stream_replicas, m.consumer_memory_storage) == ("hub", 3, True)
     assert m.consumer_inactive_threshold_ns == 3600 * SECOND_NS
     assert m.reject_qos2_publish and m.downgrade_qos2_subscribe
-    o = opts("jetstream: enabled\nmqtt { host: 0.0.0.0, port: 1883, authentication { username: u, pass: p, timeout: 1.5 } }")
+    o = opts(
+        "jetstream: enabled\nmqtt { host: 0.0.0.0, port: 1883, authentication { username: u, pass: p, timeout: 1.5 } }"
+    )
     assert (o.mqtt.username, o.mqtt.password, o.mqtt.auth_timeout_s) == ("u", "p", 1.5)
     assert o.mqtt.effective_ack_wait_ns == DEFAULT_ACK_WAIT_NS
     assert o.mqtt.effective_max_ack_pending == DEFAULT_MAX_ACK_PENDING
@@ -71,21 +73,32 @@ def test_unknown_key_is_an_error_even_without_pedantic():
 
 def test_max_ack_pending_range():
     assert errors("jetstream: enabled\nmqtt { port: 1883, max_ack_pending: 70000 }") == [
-        "t.conf:2:20: invalid value 70000, should in [0..65535] range"]
+        "t.conf:2:20: invalid value 70000, should in [0..65535] range"
+    ]
 
 
-@pytest.mark.parametrize("text, message", [
-    ("jetstream: enabled\nmqtt { port: 1883, ack_wait: \"-1s\" }", "ack wait must be a positive value"),
-    ("jetstream: enabled\nmqtt { port: 1883, js_api_timeout: \"-1s\" }", "JS API timeout must be a positive value"),
-    ("jetstream: enabled\nauthorization { users: [{user: a, password: b}] }\n"
-     "mqtt { port: 1883, authorization { user: x, password: y } }",
-     "mqtt authentication username not compatible with presence of users/nkeys"),
-    ("jetstream: enabled\nauthorization { users: [{user: a, password: b}] }\n"
-     "mqtt { port: 1883, authorization { token: x } }",
-     "mqtt authentication token not compatible with presence of users/nkeys"),
-    ("jetstream: enabled\nauthorization { users: [{user: a, password: b}] }\nmqtt { port: 1883, no_auth_user: zz }",
-     'no_auth_user: "zz" not present as user or nkey in authorization block or account configuration'),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('jetstream: enabled\nmqtt { port: 1883, ack_wait: "-1s" }', "ack wait must be a positive value"),
+        ('jetstream: enabled\nmqtt { port: 1883, js_api_timeout: "-1s" }', "JS API timeout must be a positive value"),
+        (
+            "jetstream: enabled\nauthorization { users: [{user: a, password: b}] }\n"
+            "mqtt { port: 1883, authorization { user: x, password: y } }",
+            "mqtt authentication username not compatible with presence of users/nkeys",
+        ),
+        (
+            "jetstream: enabled\nauthorization { users: [{user: a, password: b}] }\n"
+            "mqtt { port: 1883, authorization { token: x } }",
+            "mqtt authentication token not compatible with presence of users/nkeys",
+        ),
+        (
+            "jetstream: enabled\nauthorization { users: [{user: a, password: b}] }\nmqtt "
+            "{ port: 1883, no_auth_user: zz }",
+            'no_auth_user: "zz" not present as user or nkey in authorization block or account configuration',
+        ),
+    ],
+)
 def test_refusals_with_nats_server_words(text, message):
     errs = errors(text)
     assert len(errs) == 1 and errs[0].endswith(message) and errs[0].startswith("t.conf:")
@@ -93,7 +106,7 @@ def test_refusals_with_nats_server_words(text, message):
 
 def test_no_port_means_nothing_is_checked():
     # nats-server validates nothing when the block has no port
-    assert opts("mqtt { ack_wait: \"-1s\" }").mqtt.port == 0
+    assert opts('mqtt { ack_wait: "-1s" }').mqtt.port == 0
 
 
 def test_jetstream_is_required_at_start_after_flags():

@@ -34,21 +34,41 @@ def errors_of(text: str, **kw) -> list[ConfigError]:
 
 # -- durations -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text,ns", [
-    ("0", 0), ("1ns", 1), ("1us", 1000), ("1µs", 1000), ("500ms", 500_000_000), ("30s", 30 * SECOND_NS),
-    ("2m", 120 * SECOND_NS), ("1h", 3600 * SECOND_NS), ("1h30m", 5400 * SECOND_NS),
-    ("1.5s", 1_500_000_000), (".5s", 500_000_000), ("-1s", -SECOND_NS), ("+2s", 2 * SECOND_NS),
-    ("1m30.5s", 90_500_000_000),
-])
+
+@pytest.mark.parametrize(
+    "text,ns",
+    [
+        ("0", 0),
+        ("1ns", 1),
+        ("1us", 1000),
+        ("1µs", 1000),
+        ("500ms", 500_000_000),
+        ("30s", 30 * SECOND_NS),
+        ("2m", 120 * SECOND_NS),
+        ("1h", 3600 * SECOND_NS),
+        ("1h30m", 5400 * SECOND_NS),
+        ("1.5s", 1_500_000_000),
+        (".5s", 500_000_000),
+        ("-1s", -SECOND_NS),
+        ("+2s", 2 * SECOND_NS),
+        ("1m30.5s", 90_500_000_000),
+    ],
+)
 def test_parse_duration(text, ns):
     assert parse_duration(text) == ns
 
 
-@pytest.mark.parametrize("text,msg", [
-    ("", 'time: invalid duration ""'), ("abc", 'time: invalid duration "abc"'),
-    ("30", 'time: missing unit in duration "30"'), ("3x", 'time: unknown unit "x" in duration "3x"'),
-    ("1s2", 'time: missing unit in duration "1s2"'), ("-", 'time: invalid duration "-"'),
-])
+@pytest.mark.parametrize(
+    "text,msg",
+    [
+        ("", 'time: invalid duration ""'),
+        ("abc", 'time: invalid duration "abc"'),
+        ("30", 'time: missing unit in duration "30"'),
+        ("3x", 'time: unknown unit "x" in duration "3x"'),
+        ("1s2", 'time: missing unit in duration "1s2"'),
+        ("-", 'time: invalid duration "-"'),
+    ],
+)
 def test_parse_duration_errors(text, msg):
     with pytest.raises(ValueError) as ei:
         parse_duration(text)
@@ -56,6 +76,7 @@ def test_parse_duration_errors(text, msg):
 
 
 # -- defaults and the full example -----------------------------------------------------------
+
 
 def test_defaults_untouched_by_empty_config():
     o = opts("")
@@ -86,7 +107,7 @@ def test_full_config_file():
     js = o.jetstream
     assert js.enabled and js.store_dir == "/tmp/natsd-js"
     assert js.max_memory_store == 1_000_000_000  # unquoted 1G: decimal, as the reference lexes it
-    assert js.max_file_store == 10 * 1024 ** 3  # "10G" string: binary, as getStorageSize
+    assert js.max_file_store == 10 * 1024**3  # "10G" string: binary, as getStorageSize
     assert js.domain == "hub" and js.sync_always
     accs = {a.name: a for a in o.accounts}
     assert set(accs) == {"SYS", "APP", "LIMITED"}
@@ -119,63 +140,70 @@ def test_includes():
 
 # -- individual keys -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text,attr,value", [
-    ("port: 4333", "port", 4333),
-    ("port: -1", "port", -1),
-    ("host: 127.0.0.1", "host", "127.0.0.1"),
-    ("net: ::1", "host", "::1"),
-    ("server_name: srv", "server_name", "srv"),
-    ("http_port: 8222", "http_port", 8222),
-    ("monitor_port: 8223", "http_port", 8223),
-    ("max_payload: 64KB", "max_payload", 65536),
-    ("max_connections: 10", "max_connections", 10),
-    ("max_conn: 0", "max_connections", -1),
-    ("max_control_line: 1024", "max_control_line", 1024),
-    ("max_pending: 1MB", "max_pending", 1 << 20),
-    ("max_subscriptions: 5", "max_subscriptions", 5),
-    ("max_subs: 6", "max_subscriptions", 6),
-    ('ping_interval: "2m"', "ping_interval_ns", 120 * SECOND_NS),
-    ("ping_interval: 30", "ping_interval_ns", 30 * SECOND_NS),
-    ("ping_max: 5", "ping_max", 5),
-    ('write_deadline: "3s"', "write_deadline_ns", 3 * SECOND_NS),
-    ('lame_duck_duration: "45s"', "lame_duck_duration_ns", 45 * SECOND_NS),
-    ('lame_duck_grace_period: "0s"', "lame_duck_grace_period_ns", 0),
-    ("debug: true", "debug", True),
-    ("trace: on", "trace", True),
-    ("trace_verbose: yes", "trace", True),
-    ("logtime: false", "logtime", False),
-    ("log_file: /var/log/n.log", "log_file", "/var/log/n.log"),
-    ("logfile: a.log", "log_file", "a.log"),
-    ("logtime_utc: true", "logtime_utc", True),
-    ("logfile_size_limit: 1MB", "log_size_limit", 1024 * 1024),
-    ("log_size_limit: 100", "log_size_limit", 100),
-    ("logfile_max_num: 3", "log_max_num", 3),
-    ("log_max_num: 4", "log_max_num", 4),
-    ("syslog: true", "syslog", True),
-    ('remote_syslog: "udp://127.0.0.1:5514"', "remote_syslog", "udp://127.0.0.1:5514"),
-    ("max_traced_msg_len: 16", "max_traced_msg_len", 16),
-    ("pid_file: p.pid", "pid_file", "p.pid"),
-    ("pidfile: q.pid", "pid_file", "q.pid"),
-    ("ports_file_dir: /tmp/p", "ports_file_dir", "/tmp/p"),
-    ("system_account: SYS\naccounts { SYS {} }", "system_account", "SYS"),
-    ("system: SYS\naccounts { SYS {} }", "system_account", "SYS"),
-    ("disable_sublist_cache: true", "no_sublist_cache", True),
-    ('busy_poll: "50us"', "busy_poll_ns", 50_000),  # natsd only (natsd.server.transport.busypoll)
-    ('busy_poll: "0s"', "busy_poll_ns", 0),
-    ("busy_poll: false", "busy_poll_ns", 0),
-    ("busy_poll: true", "busy_poll_ns", -1),
-    ("port: 1", "busy_poll_ns", -1),  # the default: decided at start from the CPUs available
-    ("PORT: 1234\nport: $PORT", "port", 1234),
-    ("Port: 5", "port", 5),  # keys are case-insensitive
-])
+
+@pytest.mark.parametrize(
+    "text,attr,value",
+    [
+        ("port: 4333", "port", 4333),
+        ("port: -1", "port", -1),
+        ("host: 127.0.0.1", "host", "127.0.0.1"),
+        ("net: ::1", "host", "::1"),
+        ("server_name: srv", "server_name", "srv"),
+        ("http_port: 8222", "http_port", 8222),
+        ("monitor_port: 8223", "http_port", 8223),
+        ("max_payload: 64KB", "max_payload", 65536),
+        ("max_connections: 10", "max_connections", 10),
+        ("max_conn: 0", "max_connections", -1),
+        ("max_control_line: 1024", "max_control_line", 1024),
+        ("max_pending: 1MB", "max_pending", 1 << 20),
+        ("max_subscriptions: 5", "max_subscriptions", 5),
+        ("max_subs: 6", "max_subscriptions", 6),
+        ('ping_interval: "2m"', "ping_interval_ns", 120 * SECOND_NS),
+        ("ping_interval: 30", "ping_interval_ns", 30 * SECOND_NS),
+        ("ping_max: 5", "ping_max", 5),
+        ('write_deadline: "3s"', "write_deadline_ns", 3 * SECOND_NS),
+        ('lame_duck_duration: "45s"', "lame_duck_duration_ns", 45 * SECOND_NS),
+        ('lame_duck_grace_period: "0s"', "lame_duck_grace_period_ns", 0),
+        ("debug: true", "debug", True),
+        ("trace: on", "trace", True),
+        ("trace_verbose: yes", "trace", True),
+        ("logtime: false", "logtime", False),
+        ("log_file: /var/log/n.log", "log_file", "/var/log/n.log"),
+        ("logfile: a.log", "log_file", "a.log"),
+        ("logtime_utc: true", "logtime_utc", True),
+        ("logfile_size_limit: 1MB", "log_size_limit", 1024 * 1024),
+        ("log_size_limit: 100", "log_size_limit", 100),
+        ("logfile_max_num: 3", "log_max_num", 3),
+        ("log_max_num: 4", "log_max_num", 4),
+        ("syslog: true", "syslog", True),
+        ('remote_syslog: "udp://127.0.0.1:5514"', "remote_syslog", "udp://127.0.0.1:5514"),
+        ("max_traced_msg_len: 16", "max_traced_msg_len", 16),
+        ("pid_file: p.pid", "pid_file", "p.pid"),
+        ("pidfile: q.pid", "pid_file", "q.pid"),
+        ("ports_file_dir: /tmp/p", "ports_file_dir", "/tmp/p"),
+        ("system_account: SYS\naccounts { SYS {} }", "system_account", "SYS"),
+        ("system: SYS\naccounts { SYS {} }", "system_account", "SYS"),
+        ("disable_sublist_cache: true", "no_sublist_cache", True),
+        ('busy_poll: "50us"', "busy_poll_ns", 50_000),  # natsd only (natsd.server.transport.busypoll)
+        ('busy_poll: "0s"', "busy_poll_ns", 0),
+        ("busy_poll: false", "busy_poll_ns", 0),
+        ("busy_poll: true", "busy_poll_ns", -1),
+        ("port: 1", "busy_poll_ns", -1),  # the default: decided at start from the CPUs available
+        ("PORT: 1234\nport: $PORT", "port", 1234),
+        ("Port: 5", "port", 5),  # keys are case-insensitive
+    ],
+)
 def test_scalar_keys(text, attr, value):
     assert getattr(opts(text), attr) == value
 
 
-@pytest.mark.parametrize("text,msg", [
-    ('busy_poll: "-1ms"', "t.conf:1:1: invalid busy_poll, needs to be positive"),
-    ("busy_poll: 5", "t.conf:1:1: busy_poll: expected a duration string, got int 5"),
-])
+@pytest.mark.parametrize(
+    "text,msg",
+    [
+        ('busy_poll: "-1ms"', "t.conf:1:1: invalid busy_poll, needs to be positive"),
+        ("busy_poll: 5", "t.conf:1:1: busy_poll: expected a duration string, got int 5"),
+    ],
+)
 def test_busy_poll_errors(text, msg):
     assert [str(e) for e in errors_of(text)] == [msg]
 
@@ -187,14 +215,17 @@ def test_ping_interval_as_integer_warns():
     ]
 
 
-@pytest.mark.parametrize("text,host,port", [
-    ('listen: "127.0.0.1:4333"', "127.0.0.1", 4333),
-    ("listen: 127.0.0.1:4333", "127.0.0.1", 4333),
-    ('listen: "[::1]:4333"', "::1", 4333),
-    ('listen: ":4333"', "0.0.0.0", 4333),
-    ("listen: 4333", "0.0.0.0", 4333),
-    ('listen: "localhost:-1"', "localhost", -1),
-])
+@pytest.mark.parametrize(
+    "text,host,port",
+    [
+        ('listen: "127.0.0.1:4333"', "127.0.0.1", 4333),
+        ("listen: 127.0.0.1:4333", "127.0.0.1", 4333),
+        ('listen: "[::1]:4333"', "::1", 4333),
+        ('listen: ":4333"', "0.0.0.0", 4333),
+        ("listen: 4333", "0.0.0.0", 4333),
+        ('listen: "localhost:-1"', "localhost", -1),
+    ],
+)
 def test_listen(text, host, port):
     o = opts(text)
     assert (o.host, o.port) == (host, port)
@@ -255,8 +286,9 @@ def test_accounts_as_list_of_names():
     assert [a.name for a in o.accounts] == ["A", "B"]
 
 
-@pytest.mark.parametrize("value,enabled", [("true", True), ("enabled", True), ("enable", True),
-                                           ("false", False), ("disabled", False)])
+@pytest.mark.parametrize(
+    "value,enabled", [("true", True), ("enabled", True), ("enable", True), ("false", False), ("disabled", False)]
+)
 def test_jetstream_scalar_forms(value, enabled):
     assert opts(f"jetstream: {value}").jetstream.enabled is enabled
 
@@ -285,6 +317,7 @@ def test_account_jetstream_forms():
 
 # -- unknown and unsupported keys -------------------------------------------------------------
 
+
 def test_unknown_key_warns_with_position():
     o = opts("port: 1\n  bogus_key: 2\n")
     assert o.config_warnings == ['t.conf:2:3: unknown field "bogus_key"']
@@ -312,8 +345,10 @@ def test_variables_are_not_unknown_fields():
 def test_reference_features_natsd_lacks_are_notices():
     o = opts("cluster { port: 6222 }\ngateway { port: 7222 }\nport: 1")
     assert o.port == 1 and o.config_warnings == []
-    assert o.config_notices == ['t.conf:1:1: field "cluster" is not supported by natsd and is ignored',
-                                't.conf:2:1: field "gateway" is not supported by natsd and is ignored']
+    assert o.config_notices == [
+        't.conf:1:1: field "cluster" is not supported by natsd and is ignored',
+        't.conf:2:1: field "gateway" is not supported by natsd and is ignored',
+    ]
 
 
 def test_incomplete_tls_block_is_an_error():
@@ -323,6 +358,7 @@ def test_incomplete_tls_block_is_an_error():
 
 
 # -- semantic errors name file:line:column ------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     "text,loc,fragment",

@@ -20,30 +20,36 @@ def errors_of(text: str) -> list[ConfigError]:
     return e.errors if isinstance(e, ConfigErrors) else [e]
 
 
-@pytest.mark.parametrize("text,where,port", [
-    ("listen: 127.0.0.1:99999", "t.conf:1:1", 99999),
-    ("port: 82000", "t.conf:1:1", 82000),
-    ("port: -5", "t.conf:1:1", -5),
-    ("http: 99999", "t.conf:1:1", 99999),
-    ("http_port: 70000", "t.conf:1:1", 70000),
-    ("monitor_port: 70000", "t.conf:1:1", 70000),
-    ('https: "0.0.0.0:70000"', "t.conf:1:1", 70000),
-    ("leafnodes {\n  port: 70000\n}", "t.conf:2:3", 70000),
-    ('leafnodes {\n  listen: "[::1]:70000"\n}', "t.conf:2:3", 70000),
-    ("websocket {\n  port: 70000\n  no_tls: true\n}", "t.conf:2:3", 70000),
-    ("cluster {\n  port: 70000\n}", "t.conf:2:3", 70000),
-    ("gateway {\n  listen: 0.0.0.0:70000\n}", "t.conf:2:3", 70000),
-    ("mqtt {\n  port: 65536\n}", "t.conf:2:3", 65536),
-])
+@pytest.mark.parametrize(
+    "text,where,port",
+    [
+        ("listen: 127.0.0.1:99999", "t.conf:1:1", 99999),
+        ("port: 82000", "t.conf:1:1", 82000),
+        ("port: -5", "t.conf:1:1", -5),
+        ("http: 99999", "t.conf:1:1", 99999),
+        ("http_port: 70000", "t.conf:1:1", 70000),
+        ("monitor_port: 70000", "t.conf:1:1", 70000),
+        ('https: "0.0.0.0:70000"', "t.conf:1:1", 70000),
+        ("leafnodes {\n  port: 70000\n}", "t.conf:2:3", 70000),
+        ('leafnodes {\n  listen: "[::1]:70000"\n}', "t.conf:2:3", 70000),
+        ("websocket {\n  port: 70000\n  no_tls: true\n}", "t.conf:2:3", 70000),
+        ("cluster {\n  port: 70000\n}", "t.conf:2:3", 70000),
+        ("gateway {\n  listen: 0.0.0.0:70000\n}", "t.conf:2:3", 70000),
+        ("mqtt {\n  port: 65536\n}", "t.conf:2:3", 65536),
+    ],
+)
 def test_out_of_range_port_is_a_located_error(text, where, port):
     errs = [e for e in errors_of(text) if "invalid port" in str(e)]
     assert len(errs) == 1
-    assert str(errs[0]) == (f"{where}: invalid port {port} (ports are 0-65535, -1 for a random port): "
-                            f"listen tcp: address {port}: invalid port")
+    assert str(errs[0]) == (
+        f"{where}: invalid port {port} (ports are 0-65535, -1 for a random port): "
+        f"listen tcp: address {port}: invalid port"
+    )
 
 
-@pytest.mark.parametrize("text", ["port: -1", "port: 0", "port: 65535", "listen: 127.0.0.1:4222",
-                                  "leafnodes { port: -1 }", "http: 8222"])
+@pytest.mark.parametrize(
+    "text", ["port: -1", "port: 0", "port: 65535", "listen: 127.0.0.1:4222", "leafnodes { port: -1 }", "http: 8222"]
+)
 def test_ports_in_range_pass(text):
     options_from_tree(parse(text, "t.conf", env={}))
 
@@ -64,8 +70,7 @@ def test_listen_problems_in_nats_server_wording():
     ]
     o = options_from_tree(parse("leafnodes { port: 7422 }", "t.conf", env={}))
     o.host, o.leafnodes.port = "127.0.0.1", 70000
-    assert listen_problems(o) == [
-        "Error listening on leafnode port: 70000 - listen tcp: address 70000: invalid port"]
+    assert listen_problems(o) == ["Error listening on leafnode port: 70000 - listen tcp: address 70000: invalid port"]
 
 
 def test_a_flag_replaces_an_out_of_range_config_port(tmp_path):

@@ -43,7 +43,7 @@ tls {{
   min_version: "1.3"
   cipher_suites: ["TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "TLS_AES_128_GCM_SHA256"]
   curve_preferences: ["CurveP384", "X25519"]
-  pinned_certs: ["{'ab' * 32}"]
+  pinned_certs: ["{"ab" * 32}"]
   handshake_first: "300ms"
 }}
 """)
@@ -59,33 +59,49 @@ tls {{
     assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.minimum_version == ssl.TLSVersion.TLSv1_3
 
 
-@pytest.mark.parametrize("value,first,fallback", [("true", True, 0), ("false", False, 0),
-                                                  ('"auto"', True, 50_000_000), ('"1s"', True, 1_000_000_000)])
+@pytest.mark.parametrize(
+    "value,first,fallback",
+    [("true", True, 0), ("false", False, 0), ('"auto"', True, 50_000_000), ('"1s"', True, 1_000_000_000)],
+)
 def test_handshake_first_forms(pki, value, first, fallback):
     o = opts(f'tls {{ cert_file: "{pki.server_cert}", key_file: "{pki.server_key}", handshake_first: {value} }}')
     assert (o.tls.handshake_first, o.tls.handshake_first_fallback_ns) == (first, fallback)
 
 
-@pytest.mark.parametrize("make,fragment", [
-    (lambda p, d: (f"{d}/missing.pem", p.server_key, ""),
-     "error parsing X509 certificate/key pair: open {d}/missing.pem: no such file or directory"),
-    (lambda p, d: (p.server_cert, p.client_key, ""),
-     "error parsing X509 certificate/key pair: tls: private key does not match public key"),
-    (lambda p, d: (f"{d}/garbage.pem", p.server_key, ""),
-     "error parsing X509 certificate/key pair: tls: failed to find any PEM data in certificate input"),
-    (lambda p, d: (p.server_cert, f"{d}/garbage.pem", ""),
-     "error parsing X509 certificate/key pair: tls: failed to find any PEM data in key input"),
-    (lambda p, d: (p.server_cert, p.server_key, f"{d}/garbage.pem"), "failed to parse root ca certificate"),
-    (lambda p, d: (p.server_cert, p.server_key, f"{d}/nope.pem"), "open {d}/nope.pem: no such file or directory"),
-    # unreadable (a directory; the permission case below needs a non-root user)
-    (lambda p, d: (str(d), p.server_key, ""), "error parsing X509 certificate/key pair: open {d}: is a directory"),
-])
+@pytest.mark.parametrize(
+    "make,fragment",
+    [
+        (
+            lambda p, d: (f"{d}/missing.pem", p.server_key, ""),
+            "error parsing X509 certificate/key pair: open {d}/missing.pem: no such file or directory",
+        ),
+        (
+            lambda p, d: (p.server_cert, p.client_key, ""),
+            "error parsing X509 certificate/key pair: tls: private key does not match public key",
+        ),
+        (
+            lambda p, d: (f"{d}/garbage.pem", p.server_key, ""),
+            "error parsing X509 certificate/key pair: tls: failed to find any PEM data in certificate input",
+        ),
+        (
+            lambda p, d: (p.server_cert, f"{d}/garbage.pem", ""),
+            "error parsing X509 certificate/key pair: tls: failed to find any PEM data in key input",
+        ),
+        (lambda p, d: (p.server_cert, p.server_key, f"{d}/garbage.pem"), "failed to parse root ca certificate"),
+        (lambda p, d: (p.server_cert, p.server_key, f"{d}/nope.pem"), "open {d}/nope.pem: no such file or directory"),
+        # unreadable (a directory; the permission case below needs a non-root user)
+        (lambda p, d: (str(d), p.server_key, ""), "error parsing X509 certificate/key pair: open {d}: is a directory"),
+    ],
+)
 def test_bad_files_are_config_errors_at_the_block(pki, tmp_path, make, fragment):
     (tmp_path / "garbage.pem").write_text("this is not a certificate\n")
     cert, key, ca = make(pki, tmp_path)
     conf = tmp_path / "n.conf"
-    conf.write_text(f'port: 1\ntls {{\n  cert_file: "{cert}"\n  key_file: "{key}"\n'
-                    + (f'  ca_file: "{ca}"\n' if ca else "") + "}\n")
+    conf.write_text(
+        f'port: 1\ntls {{\n  cert_file: "{cert}"\n  key_file: "{key}"\n'
+        + (f'  ca_file: "{ca}"\n' if ca else "")
+        + "}\n"
+    )
     with pytest.raises(ConfigError) as ei:
         options_from_file(str(conf))
     assert str(ei.value) == f"{conf}:2:1: " + fragment.format(d=tmp_path)
@@ -103,13 +119,16 @@ def test_unreadable_file(pki, tmp_path):
         opts(f'tls {{ cert_file: "{pki.server_cert}", key_file: "{key}" }}')
 
 
-@pytest.mark.parametrize("body,loc,msg", [
-    ('cipher_suites: ["NOPE"]', "t.conf:1:X", "unrecognized cipher NOPE"),
-    ('curve_preferences: ["CurveP999"]', "t.conf:1:X", "unrecognized curve preference CurveP999"),
-    ('pinned_certs: ["xyz"]', "t.conf:1:X", "error parsing tls config, cert pin: xyz is not a valid sha256 hex"),
-    ('min_version: "1.1"', "t.conf:1:X", "unsupported minimum TLS version: 1.1"),
-    ("verify: 3", "t.conf:1:X", "verify: expected a boolean, got int 3"),
-])
+@pytest.mark.parametrize(
+    "body,loc,msg",
+    [
+        ('cipher_suites: ["NOPE"]', "t.conf:1:X", "unrecognized cipher NOPE"),
+        ('curve_preferences: ["CurveP999"]', "t.conf:1:X", "unrecognized curve preference CurveP999"),
+        ('pinned_certs: ["xyz"]', "t.conf:1:X", "error parsing tls config, cert pin: xyz is not a valid sha256 hex"),
+        ('min_version: "1.1"', "t.conf:1:X", "unsupported minimum TLS version: 1.1"),
+        ("verify: 3", "t.conf:1:X", "verify: expected a boolean, got int 3"),
+    ],
+)
 def test_bad_values(pki, body, loc, msg):
     errs = errors_of(f'tls {{ cert_file: "{pki.server_cert}", key_file: "{pki.server_key}", {body} }}')
     assert errs[0].message == msg and errs[0].line == 1
@@ -135,7 +154,8 @@ websocket {{
 
 def test_websocket_needs_tls_or_no_tls():
     assert [str(e) for e in errors_of("websocket {\n port: 8080\n}")] == [
-        "t.conf:1:1: websocket requires TLS configuration"]
+        "t.conf:1:1: websocket requires TLS configuration"
+    ]
     assert opts("ws { port: 8080, no_tls: true }").websocket.port == 8080
 
 
@@ -148,8 +168,9 @@ def test_https_needs_tls(pki):
 def test_tls_flags(pki):
     o = build_options(["--tls", "--tlscert", pki.server_cert, "--tlskey", pki.server_key, "-ms", "8443"])
     assert o.tls.cert_file == pki.server_cert and o.https_port == 8443 and not o.tls.verify
-    o = build_options(["--tlsverify", "--tlscert", pki.server_cert, "--tlskey", pki.server_key,
-                       "--tlscacert", pki.ca_file])
+    o = build_options(
+        ["--tlsverify", "--tlscert", pki.server_cert, "--tlskey", pki.server_key, "--tlscacert", pki.ca_file]
+    )
     assert o.tls.verify and o.tls.ca_file == pki.ca_file
     # cert flags alone do not turn TLS on (as nats-server)
     assert build_options(["--tlscert", pki.server_cert]).tls is None

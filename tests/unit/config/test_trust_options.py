@@ -56,8 +56,10 @@ def test_operator_inline_file_and_armoured(tmp_path):
     armoured = tmp_path / "op.jwt"
     armoured.write_text(f"-----BEGIN NATS OPERATOR JWT-----\n{setup.operator_jwt}\n------END NATS OPERATOR JWT------\n")
     conf = tmp_path / "s.conf"
-    conf.write_text(f"operator: op.jwt\nsystem_account: {setup.system.public}\nresolver: MEMORY\n"
-                    f"resolver_preload: {{ {acc.public}: {ajwt} }}\n")
+    conf.write_text(
+        f"operator: op.jwt\nsystem_account: {setup.system.public}\nresolver: MEMORY\n"
+        f"resolver_preload: {{ {acc.public}: {ajwt} }}\n"
+    )
     o = options_from_file(str(conf))  # relative to the config file's directory
     assert o.trust.operators == [setup.operator_jwt]
     assert o.trust.enabled and o.trust.resolver.type == "memory"
@@ -105,7 +107,8 @@ def test_jwts_are_verified_when_the_config_is_read():
     acc, ajwt = setup.accounts["A"]
     forged = setup.operator_jwt[:-4] + ("AAAA" if not setup.operator_jwt.endswith("AAAA") else "BBBB")
     assert errors_of(f"operator: {forged}\n")[0].startswith(
-        "t.conf:1:1: error parsing operator JWT: claim failed V2 signature verification")
+        "t.conf:1:1: error parsing operator JWT: claim failed V2 signature verification"
+    )
     # An account JWT where an operator JWT belongs.
     assert errors_of(f"operator: {ajwt}\n")[0].startswith("t.conf:1:1: error parsing operator JWT: not a operator JWT")
     bad = setup.config().replace(ajwt, ajwt[:-4] + ("AAAA" if not ajwt.endswith("AAAA") else "BBBB"))

@@ -24,15 +24,22 @@ def _state(h: Harness) -> list:
             info[k].pop("last_active", None)
         out.append((name, info, sorted(c.t.pending.items()), sorted(c.t.rdc.items())))
     # what the engine sent (deliveries, advisories, samples), not the acks the test published
-    published = [(m.subject, m.reply, m.payload) for m in h.ports.published
-                 if not m.subject.startswith(("$JS.API", "$JS.ACK", "$JS.EVENT"))]
+    published = [
+        (m.subject, m.reply, m.payload)
+        for m in h.ports.published
+        if not m.subject.startswith(("$JS.API", "$JS.ACK", "$JS.EVENT"))
+    ]
     advisories = []
     for subject, obj in h.account.advisories:
         obj = dict(obj() if callable(obj) else obj)
         obj.pop("id", None)
         advisories.append((subject, obj))
-    return [out, published, advisories, sorted(h.store.state().__dict__.items()) if hasattr(h.store.state(), "__dict__")
-            else h.store.state()]
+    return [
+        out,
+        published,
+        advisories,
+        sorted(h.store.state().__dict__.items()) if hasattr(h.store.state(), "__dict__") else h.store.state(),
+    ]
 
 
 def _pair(consumers: list[dict], n: int = 20, nak: bool = True, **stream_cfg) -> tuple[Harness, Harness, list]:
@@ -69,8 +76,9 @@ def _apply_both(h1: Harness, h2: Harness, acks: list[tuple[str, bytes]]) -> None
     for subject, body in acks:
         h1.ports.publish(subject, "", None, body)
         h1.clock.run_soon()
-    h2.account.consumer_hub._on_acks(Run(OP_PUB, b"", [s.encode() for s, _ in acks], b"", 0, [b for _, b in acks],
-                                         [s for s, _ in acks]))
+    h2.account.consumer_hub._on_acks(
+        Run(OP_PUB, b"", [s.encode() for s, _ in acks], b"", 0, [b for _, b in acks], [s for s, _ in acks])
+    )
     h2.clock.run_soon()
     assert _state(h1) == _state(h2)
 
@@ -84,8 +92,11 @@ def test_in_order_plus_acks():
     assert h2.stream.consumers["C"].info()["num_ack_pending"] == 0
 
 
-MIXED = [EXPLICIT, {"durable_name": "D", "ack_policy": "explicit", "max_deliver": 2, "sample_freq": "100%"},
-         {"durable_name": "E", "ack_policy": "all"}]
+MIXED = [
+    EXPLICIT,
+    {"durable_name": "D", "ack_policy": "explicit", "max_deliver": 2, "sample_freq": "100%"},
+    {"durable_name": "E", "ack_policy": "all"},
+]
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -111,9 +122,9 @@ def test_shuffled_mixed_bodies_and_odd_subjects(seed):
             acks.append((m.reply, b"+ACK"))  # duplicate
     t = msgs[0].reply.split(".")
     acks += [
-        (".".join(t[:3] + ["NOPE"] + t[4:]), b"+ACK"),                        # unknown consumer
-        (".".join(t[:5] + ["x"] + t[6:]), b"+ACK"),                           # bad number: counts as 0
-        (".".join(t[:5] + ["999"] + t[6:]), b"+ACK"),                         # never delivered
+        (".".join(t[:3] + ["NOPE"] + t[4:]), b"+ACK"),  # unknown consumer
+        (".".join(t[:5] + ["x"] + t[6:]), b"+ACK"),  # bad number: counts as 0
+        (".".join(t[:5] + ["999"] + t[6:]), b"+ACK"),  # never delivered
         (".".join(["$JS", "ACK", "dom", "hash"] + t[2:] + ["tok"]), b"+ACK"),  # v2 layout
         ("$JS.ACK.short", b"+ACK"),
     ]
@@ -137,8 +148,9 @@ def test_one_consumer_run_with_a_bad_token_takes_the_per_message_path():
 
 
 def test_ack_sampling_and_max_ack_pending_resume():
-    h1, h2, msgs = _pair([{"durable_name": "C", "ack_policy": "explicit", "sample_freq": "100%",
-                           "max_ack_pending": 5}], nak=False)
+    h1, h2, msgs = _pair(
+        [{"durable_name": "C", "ack_policy": "explicit", "sample_freq": "100%", "max_ack_pending": 5}], nak=False
+    )
     assert len(msgs) == 5
     _apply_both(h1, h2, [(m.reply, b"+ACK") for m in msgs])
     # the acks reopened delivery: the waiting request got the next messages, the same on both
@@ -158,19 +170,28 @@ def _apply_plain(h1: Harness, h2: Harness, acks: list[tuple[str, bytes]]) -> Non
 
 def _counting_runs(monkeypatch) -> list:
     from natsd.jetstream.consumer.acks import Acks
+
     calls: list = []
     orig = Acks.ack_run
 
     def counting(self, sseqs):
         calls.append(len(sseqs))
         return orig(self, sseqs)
+
     monkeypatch.setattr(Acks, "ack_run", counting)
     return calls
 
 
-@pytest.mark.parametrize("cfg,nak", [(PLAIN, False), (PLAIN, True), (dict(PLAIN, filter_subject="orders.1"), False),
-                                     (dict(PLAIN, filter_subject="orders.1"), True),
-                                     (dict(PLAIN, max_ack_pending=7), False)])
+@pytest.mark.parametrize(
+    "cfg,nak",
+    [
+        (PLAIN, False),
+        (PLAIN, True),
+        (dict(PLAIN, filter_subject="orders.1"), False),
+        (dict(PLAIN, filter_subject="orders.1"), True),
+        (dict(PLAIN, max_ack_pending=7), False),
+    ],
+)
 def test_plain_acks_in_order_in_two_runs(monkeypatch, cfg, nak):
     # in order: each ack the lowest pending entry (consecutive sequences, or with the NAKed
     # redeliveries' consumer sequences out of line), in two runs, the last emptying pending
@@ -208,7 +229,7 @@ def test_plain_acks_of_a_partly_acked_batch(monkeypatch):
     h1, h2, msgs = _pair([PLAIN], n=20, nak=False)
     acks = [(m.reply, b"+ACK") for m in msgs]
     _apply_plain(h1, h2, [acks[3]])
-    _apply_plain(h1, h2, acks[5:12])   # above the floor: the floor stays
-    _apply_plain(h1, h2, acks[:3])     # now up to 3, then the scan finds 4 pending
+    _apply_plain(h1, h2, acks[5:12])  # above the floor: the floor stays
+    _apply_plain(h1, h2, acks[:3])  # now up to 3, then the scan finds 4 pending
     _apply_plain(h1, h2, [acks[4]] + acks[12:])
     assert len(calls) == 3 and h2.stream.consumers["C"].info()["ack_floor"]["stream_seq"] == 20

@@ -20,7 +20,8 @@ def test_ack_empty_body_and_plus_ack_move_floor() -> None:
     h.ack(m[1], b"")
     info = c.info()
     assert info["num_ack_pending"] == 2 and info["ack_floor"] == {"consumer_seq": 0, "stream_seq": 0} | (
-        {"last_active": info["ack_floor"]["last_active"]})
+        {"last_active": info["ack_floor"]["last_active"]}
+    )
     h.ack(m[0], b"+ACK")
     assert c.info()["ack_floor"]["consumer_seq"] == 2 and c.info()["ack_floor"]["stream_seq"] == 2
     h.ack(m[2], b"+OK")
@@ -221,6 +222,7 @@ def test_state_handed_to_store_once_per_write_gap() -> None:
     """The durable state is handed to the store when it is written (at most every
     STATE_WRITE_GAP), not at every loop turn: a large state costs nothing between writes."""
     from natsd.jetstream.consumer import STATE_WRITE_GAP
+
     h = Harness()
     h.pub("orders.1", "a", n=3)
     c = h.consumer(durable_name="C", ack_policy="explicit")

@@ -31,8 +31,12 @@ def hdr(bid: str, seq: int | str, commit: str | None = None, **extra: str) -> by
 
 
 def err(code: int, err_code: int, desc: str, stream: str = "A") -> bytes:
-    return (b'{"error":{"code":%d,"err_code":%d,"description":"%s"},"stream":"%s","seq":0}'
-            % (code, err_code, desc.encode(), stream.encode()))
+    return b'{"error":{"code":%d,"err_code":%d,"description":"%s"},"stream":"%s","seq":0}' % (
+        code,
+        err_code,
+        desc.encode(),
+        stream.encode(),
+    )
 
 
 INCOMPLETE = err(400, 10176, "atomic publish batch is incomplete")
@@ -92,13 +96,18 @@ def test_bad_input_gets_the_reference_errors_and_stores_nothing(env):
     mk(env)
     mk(env, "N", allow_atomic=False)
     assert env.raw_pub_reply("a.1", b"y", hdr("b5", 2, "1")) == INCOMPLETE  # commit without a batch
-    assert env.raw_pub_reply("a.1", b"y", b"NATS/1.0\r\nNats-Batch-Id: b7\r\n\r\n") == \
-        err(400, 10175, "atomic publish sequence is missing")
+    assert env.raw_pub_reply("a.1", b"y", b"NATS/1.0\r\nNats-Batch-Id: b7\r\n\r\n") == err(
+        400, 10175, "atomic publish sequence is missing"
+    )
     assert env.raw_pub_reply("a.1", b"y", hdr("b7", "x")) == err(400, 10175, "atomic publish sequence is missing")
     assert env.raw_pub_reply("a.1", b"y", hdr("b7", 0)) == INCOMPLETE
-    assert env.raw_pub_reply("a.1", b"y", hdr("b8", 1, "yes")) == err(400, 10200, "atomic publish batch commit is invalid")
+    assert env.raw_pub_reply("a.1", b"y", hdr("b8", 1, "yes")) == err(
+        400, 10200, "atomic publish batch commit is invalid"
+    )
     assert env.raw_pub_reply("a.1", b"y", hdr("x" * 65, 1)) == err(400, 10179, "atomic publish batch ID is invalid")
-    assert env.raw_pub_reply("a.1", b"y", hdr("b9", 1001, "1")) == err(400, 10199, "atomic publish batch is too large: 1000")
+    assert env.raw_pub_reply("a.1", b"y", hdr("b9", 1001, "1")) == err(
+        400, 10199, "atomic publish batch is too large: 1000"
+    )
     assert env.raw_pub_reply("a.1", b"y", hdr("b9", 1001, "eob")) == INCOMPLETE
     assert env.raw_pub_reply("n.1", b"y", hdr("b9", 1)) == err(400, 10174, "atomic publish is disabled", "N")
     # a gap abandons the batch: the rest of it is refused too
@@ -114,41 +123,52 @@ def test_commit_checks_every_message_in_order(env):
     mk(env)
     env.pub("a.0")
     env.raw_pub_reply("a.1", b"y", hdr("c1", 1, Nats_Msg_Id="m1"))
-    assert env.raw_pub_reply("a.1", b"y", hdr("c1", 2, "1", Nats_Msg_Id="m1")) == \
-        err(400, 10201, "atomic publish batch contains duplicate message id")
-    assert env.raw_pub_reply("a.1", b"y", hdr("c2", 1, "1", Nats_Expected_Last_Msg_Id="m1")) == \
-        err(400, 10177, "atomic publish unsupported header used: Nats-Expected-Last-Msg-Id")
-    assert env.raw_pub_reply("a.1", b"y", hdr("c3", 1, "1", Nats_Expected_Last_Sequence="5")) == \
-        err(400, 10071, "wrong last sequence: 1")
+    assert env.raw_pub_reply("a.1", b"y", hdr("c1", 2, "1", Nats_Msg_Id="m1")) == err(
+        400, 10201, "atomic publish batch contains duplicate message id"
+    )
+    assert env.raw_pub_reply("a.1", b"y", hdr("c2", 1, "1", Nats_Expected_Last_Msg_Id="m1")) == err(
+        400, 10177, "atomic publish unsupported header used: Nats-Expected-Last-Msg-Id"
+    )
+    assert env.raw_pub_reply("a.1", b"y", hdr("c3", 1, "1", Nats_Expected_Last_Sequence="5")) == err(
+        400, 10071, "wrong last sequence: 1"
+    )
     # the expectation counts the batch's own earlier messages, and only the first may carry one
     env.raw_pub_reply("a.1", b"y", hdr("c4", 1))
-    assert env.raw_pub_reply("a.1", b"y", hdr("c4", 2, "1", Nats_Expected_Last_Sequence="2")) == \
-        err(400, 10164, "wrong last sequence")
+    assert env.raw_pub_reply("a.1", b"y", hdr("c4", 2, "1", Nats_Expected_Last_Sequence="2")) == err(
+        400, 10164, "wrong last sequence"
+    )
     env.raw_pub_reply("a.1", b"y", hdr("c5", 1))
-    assert env.raw_pub_reply("a.1", b"y", hdr("c5", 2, "1", Nats_Expected_Last_Sequence="1")) == \
-        err(400, 10071, "wrong last sequence: 2")
+    assert env.raw_pub_reply("a.1", b"y", hdr("c5", 2, "1", Nats_Expected_Last_Sequence="1")) == err(
+        400, 10071, "wrong last sequence: 2"
+    )
     # expected subject sequence on a subject the batch already wrote
     env.raw_pub_reply("a.s", b"y", hdr("c6", 1))
-    assert env.raw_pub_reply("a.s", b"y", hdr("c6", 2, "1", Nats_Expected_Last_Subject_Sequence="0")) == \
-        err(400, 10164, "wrong last sequence")
+    assert env.raw_pub_reply("a.s", b"y", hdr("c6", 2, "1", Nats_Expected_Last_Subject_Sequence="0")) == err(
+        400, 10164, "wrong last sequence"
+    )
     assert msgs(env) == 1
     # a stored id is a duplicate too
     env.pub("a.0", b"z", {"Nats-Msg-Id": "stored"})
-    assert env.raw_pub_reply("a.1", b"y", hdr("c7", 1, "1", Nats_Msg_Id="stored")) == \
-        err(400, 10201, "atomic publish batch contains duplicate message id")
-    assert env.raw_pub_reply("a.1", b"y", hdr("c8", 1, "1", Nats_Expected_Last_Sequence="2")) == \
-        b'{"stream":"A","seq":3,"batch":"c8","count":1}'
+    assert env.raw_pub_reply("a.1", b"y", hdr("c7", 1, "1", Nats_Msg_Id="stored")) == err(
+        400, 10201, "atomic publish batch contains duplicate message id"
+    )
+    assert (
+        env.raw_pub_reply("a.1", b"y", hdr("c8", 1, "1", Nats_Expected_Last_Sequence="2"))
+        == b'{"stream":"A","seq":3,"batch":"c8","count":1}'
+    )
 
 
 def test_rollups_inside_a_batch(env):
     mk(env, allow_rollup_hdrs=True)
     env.pub("a.x")
     env.raw_pub_reply("a.x", b"1", hdr("r", 1))
-    assert env.raw_pub_reply("a.y", b"2", hdr("r", 2, "1", Nats_Rollup="all")) == \
-        err(500, 10111, "batch rollup all invalid")
+    assert env.raw_pub_reply("a.y", b"2", hdr("r", 2, "1", Nats_Rollup="all")) == err(
+        500, 10111, "batch rollup all invalid"
+    )
     env.raw_pub_reply("a.x", b"1", hdr("r2", 1))
-    assert env.raw_pub_reply("a.x", b"2", hdr("r2", 2, "1", Nats_Rollup="sub")) == \
-        err(500, 10111, "batch rollup sub invalid")
+    assert env.raw_pub_reply("a.x", b"2", hdr("r2", 2, "1", Nats_Rollup="sub")) == err(
+        500, 10111, "batch rollup sub invalid"
+    )
     assert env.raw_pub_reply("a.z", b"3", hdr("r3", 1, Nats_Rollup="all")) == b""
     assert env.raw_pub_reply("a.z", b"4", hdr("r3", 2, "1")) == b'{"stream":"A","seq":3,"batch":"r3","count":2}'
     assert msgs(env) == 2  # the rollup of message 1 removed what was there before
@@ -162,8 +182,7 @@ def test_discard_new_counts_the_staged_messages(env):
     assert env.raw_pub_reply("a.1", b"y", hdr("d", 3, "1")) == err(503, 10077, "maximum messages exceeded")
     assert msgs(env) == 1
     env.raw_pub_reply("a.1", b"y", hdr("d2", 1))
-    assert env.raw_pub_reply("a.1", b"y", hdr("d2", 2, "1")) == \
-        b'{"stream":"A","seq":3,"batch":"d2","count":2}'
+    assert env.raw_pub_reply("a.1", b"y", hdr("d2", 2, "1")) == b'{"stream":"A","seq":3,"batch":"d2","count":2}'
 
 
 def test_limits_inflight_size_and_timeout(env):
@@ -240,10 +259,23 @@ def test_torn_batch_is_removed_at_start(tmp_path):
 def test_batch_limits_from_config():
     from natsd.config.options import options_from_tree
     from natsd.jetstream.stream.batch import batch_limits_for
-    o = options_from_tree({"jetstream": {"limits": {"batch": {
-        "max_msgs": 3, "max_inflight_per_stream": 2, "max_inflight_total": 7, "timeout": "1500ms"}}}})
+
+    o = options_from_tree(
+        {
+            "jetstream": {
+                "limits": {
+                    "batch": {"max_msgs": 3, "max_inflight_per_stream": 2, "max_inflight_total": 7, "timeout": "1500ms"}
+                }
+            }
+        }
+    )
     lim = batch_limits_for(o.jetstream)
-    assert (lim.max_msgs, lim.max_inflight_per_stream, lim.max_inflight_total, lim.timeout_ns) == (3, 2, 7, 1_500_000_000)
+    assert (lim.max_msgs, lim.max_inflight_per_stream, lim.max_inflight_total, lim.timeout_ns) == (
+        3,
+        2,
+        7,
+        1_500_000_000,
+    )
     assert (lim.fast_max_inflight_per_stream, lim.fast_max_inflight_total) == (2, 7)
     default = batch_limits_for(options_from_tree({"jetstream": {"limits": {"max_ack_pending": 5}}}).jetstream)
     assert default == BatchLimits()

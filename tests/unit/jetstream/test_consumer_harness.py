@@ -33,6 +33,7 @@ class DeliverPorts(FakePorts):
 
     def deliver(self, route: str, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
         from tests.helpers.fakeports import Msg
+
         self.published.append(Msg(subject, reply, hdr, bytes(payload)))
         for sl in (self._sl, self._client_sl):
             r = sl.match(route)
@@ -138,22 +139,33 @@ class FakeStream:
 class Harness:
     """Stream ``name`` over a memory store with consumers, driven by a ManualClock."""
 
-    def __init__(self, name: str = "ORDERS", subjects: list[str] | None = None, store_dir: str | None = None,
-                 **cfg: Any) -> None:
+    def __init__(
+        self, name: str = "ORDERS", subjects: list[str] | None = None, store_dir: str | None = None, **cfg: Any
+    ) -> None:
         self.clock = ManualClock()
         self.ports = DeliverPorts()
         self.account = FakeAccount(self.ports, self.clock)
         self.store_dir = store_dir
-        self.scfg = StreamConfig(name=name, subjects=subjects or ["orders.>"],
-                                 storage="file" if store_dir else "memory", num_replicas=1, **cfg)
+        self.scfg = StreamConfig(
+            name=name,
+            subjects=subjects or ["orders.>"],
+            storage="file" if store_dir else "memory",
+            num_replicas=1,
+            **cfg,
+        )
         self._open()
 
     def _open(self) -> None:
         scfg = self.scfg
-        sc = StoreConfig(name=scfg.name, subjects=scfg.subjects, storage=scfg.storage,
-                         max_msgs_per_subject=scfg.max_msgs_per_subject or -1)
+        sc = StoreConfig(
+            name=scfg.name,
+            subjects=scfg.subjects,
+            storage=scfg.storage,
+            max_msgs_per_subject=scfg.max_msgs_per_subject or -1,
+        )
         if self.store_dir:
             from natsd.store.file import FileStreamStore
+
             self.store = FileStreamStore(sc, self.clock, self.store_dir)
         else:
             self.store = MemoryStreamStore(sc, self.clock)
@@ -193,8 +205,9 @@ class Harness:
         assert inbox.msgs, f"no reply to {subject}"
         return inbox.last_json()
 
-    def pull(self, consumer: str, body: dict | bytes | str | int = b"", inbox: Any = None,
-             stream: str = "ORDERS") -> Any:
+    def pull(
+        self, consumer: str, body: dict | bytes | str | int = b"", inbox: Any = None, stream: str = "ORDERS"
+    ) -> Any:
         """Send a MSG.NEXT with reply = a (new) client inbox; returns that ClientSub."""
         if inbox is None:
             inbox = self.ports.client_subscribe(self.ports.new_inbox())
@@ -231,6 +244,7 @@ def ack_tokens(msg: Any) -> list[str]:
 
 # -- sanity tests of the harness itself --------------------------------------------------------
 
+
 def test_harness_pull_delivers_with_v1_ack_subject() -> None:
     h = Harness()
     h.pub("orders.1", "one")
@@ -249,9 +263,11 @@ def test_harness_pull_delivers_with_v1_ack_subject() -> None:
 def test_harness_api_info_round_trip() -> None:
     h = Harness()
     h.pub("orders.1")
-    r = h.api("$JS.API.CONSUMER.CREATE.ORDERS.d1", {"stream_name": "ORDERS", "config": {"durable_name": "d1", "ack_policy": "explicit"}})
+    r = h.api(
+        "$JS.API.CONSUMER.CREATE.ORDERS.d1",
+        {"stream_name": "ORDERS", "config": {"durable_name": "d1", "ack_policy": "explicit"}},
+    )
     assert r["type"] == "io.nats.jetstream.api.v1.consumer_create_response"
     info = h.api("$JS.API.CONSUMER.INFO.ORDERS.d1")
     assert info["num_pending"] == 1 and info["config"]["max_waiting"] == 512
     assert json.dumps(info)  # plain JSON
-

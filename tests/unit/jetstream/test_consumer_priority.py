@@ -38,6 +38,7 @@ def advisories(h: Harness, kind: str) -> list[dict]:
 
 # -- parsing and checks -----------------------------------------------------------------------------
 
+
 def test_only_json_bodies_carry_a_priority_part() -> None:
     assert parse_next_request(b"")[5] is None
     assert parse_next_request(b"5")[5] is None
@@ -45,15 +46,18 @@ def test_only_json_bodies_carry_a_priority_part() -> None:
     assert (pg.group, pg.min_pending, pg.min_ack_pending, pg.id, pg.priority) == ("A", 3, 4, "x", 7)
 
 
-@pytest.mark.parametrize("policy,body,text", [
-    ("pinned_client", {"batch": 1}, "Bad Request - Priority Group missing"),
-    ("pinned_client", {"batch": 1, "group": "C"}, "Bad Request - Invalid Priority Group"),
-    ("pinned_client", {"group": "A", "min_pending": 1}, "Bad Request - Not a Overflow Priority consumer"),
-    ("prioritized", {"group": "A", "min_ack_pending": 1}, "Bad Request - Not a Overflow Priority consumer"),
-    ("overflow", {"group": "A", "id": "x"}, "Bad Request - Not a Pinned Client Priority consumer"),
-    ("prioritized", {"group": "A", "priority": 10}, "Bad Request - Priority must be between 0 and 9"),
-    ("overflow", {"group": "A", "priority": -1}, "Bad Request - Priority must be between 0 and 9"),
-])
+@pytest.mark.parametrize(
+    "policy,body,text",
+    [
+        ("pinned_client", {"batch": 1}, "Bad Request - Priority Group missing"),
+        ("pinned_client", {"batch": 1, "group": "C"}, "Bad Request - Invalid Priority Group"),
+        ("pinned_client", {"group": "A", "min_pending": 1}, "Bad Request - Not a Overflow Priority consumer"),
+        ("prioritized", {"group": "A", "min_ack_pending": 1}, "Bad Request - Not a Overflow Priority consumer"),
+        ("overflow", {"group": "A", "id": "x"}, "Bad Request - Not a Pinned Client Priority consumer"),
+        ("prioritized", {"group": "A", "priority": 10}, "Bad Request - Priority must be between 0 and 9"),
+        ("overflow", {"group": "A", "priority": -1}, "Bad Request - Priority must be between 0 and 9"),
+    ],
+)
 def test_request_checks(policy, body, text) -> None:
     h = _h()
     h.consumer(durable_name="C", ack_policy="explicit", priority_groups=["A", "B"], priority_policy=policy)
@@ -64,13 +68,18 @@ def test_consumer_without_groups_ignores_group_but_refuses_id_and_thresholds() -
     h = _h()
     h.pub("orders.1", "a")
     h.consumer(durable_name="N", ack_policy="explicit")
-    assert statuses(h.pull("N", {"batch": 1, "id": "x"})) == ["NATS/1.0 400 Bad Request - Not a Pinned Client Priority consumer"]
-    assert statuses(h.pull("N", {"batch": 1, "min_pending": 1})) == ["NATS/1.0 400 Bad Request - Not a Overflow Priority consumer"]
+    assert statuses(h.pull("N", {"batch": 1, "id": "x"})) == [
+        "NATS/1.0 400 Bad Request - Not a Pinned Client Priority consumer"
+    ]
+    assert statuses(h.pull("N", {"batch": 1, "min_pending": 1})) == [
+        "NATS/1.0 400 Bad Request - Not a Overflow Priority consumer"
+    ]
     inbox = h.pull("N", {"batch": 1, "group": "anything"})
     assert [m.payload for m in data(inbox)] == [b"a"] and pins(inbox) == [None]
 
 
 # -- pinned client ----------------------------------------------------------------------------------
+
 
 def test_first_request_is_pinned_others_wait_wrong_id_is_423() -> None:
     h = _h()
@@ -134,10 +143,14 @@ def test_queued_request_with_an_old_pin_gets_423_wrong_pin_with_pending_counts()
     a = h.pull("P", {"batch": 1, "group": "A"})
     pin = c.pull.pin.pin_id
     assert h.api("$JS.API.CONSUMER.UNPIN.ORDERS.P", {"group": "B"}) == {
-        "type": "io.nats.jetstream.api.v1.consumer_unpin_response"}
+        "type": "io.nats.jetstream.api.v1.consumer_unpin_response"
+    }
     assert advisories(h, "UNPINNED")[-1]["reason"] == "admin" and advisories(h, "UNPINNED")[-1]["group"] == "B"
     h.pull("P", {"batch": 3, "group": "A", "id": pin, "expires": SEC, "max_bytes": 1000}, inbox=a)
-    assert a.msgs[-1].hdr == b"NATS/1.0 423 Nats-Wrong-Pin-Id\r\nNats-Pending-Messages: 3\r\nNats-Pending-Bytes: 1000\r\n\r\n"
+    assert (
+        a.msgs[-1].hdr
+        == b"NATS/1.0 423 Nats-Wrong-Pin-Id\r\nNats-Pending-Messages: 3\r\nNats-Pending-Bytes: 1000\r\n\r\n"
+    )
     assert c.info()["priority_groups"] == [{"group": "A", "pinned_ts": "0001-01-01T00:00:00Z"}]
 
 
@@ -162,8 +175,10 @@ def test_unpin_errors() -> None:
     h = _h()
     pinned(h)
     h.consumer(durable_name="N", ack_policy="explicit")
+
     def err(subject, body):
         return h.api(subject, body)["error"]
+
     assert err("$JS.API.CONSUMER.UNPIN.ORDERS.P", {"group": "Z"})["err_code"] == 10160
     assert err("$JS.API.CONSUMER.UNPIN.ORDERS.N", {"group": "A"})["err_code"] == 10160
     assert err("$JS.API.CONSUMER.UNPIN.ORDERS.P", {})["description"] == "invalid JSON: consumer group not specified"
@@ -210,6 +225,7 @@ def test_update_to_no_policy_stops_pin_headers() -> None:
 
 # -- overflow ---------------------------------------------------------------------------------------
 
+
 def test_overflow_min_pending_and_min_ack_pending() -> None:
     h = _h()
     h.pub("orders.1", "a", n=4)
@@ -234,6 +250,7 @@ def test_overflow_min_pending_and_min_ack_pending() -> None:
 
 # -- prioritized ------------------------------------------------------------------------------------
 
+
 def test_prioritized_lower_number_first_round_robin_among_equals() -> None:
     h = _h()
     h.consumer(durable_name="R", ack_policy="explicit", priority_groups=["A"], priority_policy="prioritized")
@@ -254,6 +271,7 @@ def test_waitqueue_sorted_insert_and_requeue() -> None:
     def req(name, n, prio):
         pg = priority.PullPriority("A", priority=prio) if prio is not None else None
         return PullRequest(name, n, 0, 0, 0, False, 0, pg)
+
     wq = WaitQueue(10)
     for r in (req("a", 1, 5), req("b", 2, 1), req("c", 1, None), req("d", 1, 1), req("e", 1, 0)):
         wq.add_sorted(r)
@@ -267,6 +285,7 @@ def test_waitqueue_sorted_insert_and_requeue() -> None:
 
 
 # -- the fast path ----------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("store", ["memory", "file"])
 def test_pinned_fast_path_gives_what_the_general_loop_gives(tmp_path, monkeypatch, store):
@@ -283,6 +302,7 @@ def test_pinned_fast_path_gives_what_the_general_loop_gives(tmp_path, monkeypatc
         h.pull("P", {"batch": 20, "group": "A", "id": "PIN1", "expires": 5 * SEC}, inbox=a)
         h.advance(11 * SEC)  # the pin lapses: b is pinned
         assert pins(a) == ["PIN1"] * 45 and pins(b) == ["PIN2"] * 5
+
     both(tmp_path, monkeypatch, scenario, store)
 
 

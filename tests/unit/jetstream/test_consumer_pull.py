@@ -114,7 +114,10 @@ def test_max_bytes_too_small_409_and_408_with_bytes() -> None:
     h.consumer(durable_name="C", ack_policy="explicit")
     inbox = h.pull("C", {"batch": 1, "max_bytes": 5, "expires": 300 * MS})
     m = inbox.last()
-    assert m.hdr == b"NATS/1.0 409 Message Size Exceeds MaxBytes\r\nNats-Pending-Messages: 1\r\nNats-Pending-Bytes: 5\r\n\r\n"
+    assert (
+        m.hdr
+        == b"NATS/1.0 409 Message Size Exceeds MaxBytes\r\nNats-Pending-Messages: 1\r\nNats-Pending-Bytes: 5\r\n\r\n"
+    )
 
 
 def test_max_bytes_left_over_sends_batch_completed() -> None:
@@ -215,7 +218,9 @@ def test_required_api_level_header_is_412() -> None:
     h = Harness()
     h.consumer(durable_name="C", ack_policy="explicit")
     inbox = h.ports.client_subscribe("_INBOX.lvl")
-    h.ports.publish("$JS.API.CONSUMER.MSG.NEXT.ORDERS.C", "_INBOX.lvl", b"NATS/1.0\r\nNats-Required-Api-Level: 99\r\n\r\n", b"")
+    h.ports.publish(
+        "$JS.API.CONSUMER.MSG.NEXT.ORDERS.C", "_INBOX.lvl", b"NATS/1.0\r\nNats-Required-Api-Level: 99\r\n\r\n", b""
+    )
     h.clock.run_soon()
     assert statuses(inbox) == ["NATS/1.0 412 Required Api Level"]
 

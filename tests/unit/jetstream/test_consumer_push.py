@@ -141,6 +141,7 @@ def test_deliver_policies() -> None:
     assert got(deliver_policy="new") == []
     assert got(deliver_policy="by_start_sequence", opt_start_seq=2) == [2, 3, 4]
     from natsd.gotime import format_rfc3339 as format_time
+
     assert got(deliver_policy="by_start_time", opt_start_time=format_time(t_start)) == [3, 4]
     assert got(deliver_policy="last_per_subject", filter_subject="orders.*") == [3, 4]
     assert got(deliver_policy="last", filter_subject="orders.a") == [3]
@@ -154,8 +155,9 @@ def test_last_per_subject_pending_in_ack_tokens() -> None:
     h.pub("orders.c", "x")
     h.pub("orders.b", "3")
     sub = h.listen("push.lps")
-    h.consumer(deliver_subject="push.lps", ack_policy="none", deliver_policy="last_per_subject",
-               filter_subject="orders.>")
+    h.consumer(
+        deliver_subject="push.lps", ack_policy="none", deliver_policy="last_per_subject", filter_subject="orders.>"
+    )
     toks = [ack_tokens(m) for m in data(sub)]
     assert [(t[5], t[6], t[8]) for t in toks] == [("2", "1", "2"), ("3", "2", "1"), ("4", "3", "0")]
     h.pub("orders.a", "new")
@@ -164,6 +166,7 @@ def test_last_per_subject_pending_in_ack_tokens() -> None:
 
 def test_start_time_search_with_gaps() -> None:
     from natsd.gotime import format_rfc3339 as format_time
+
     h = Harness()
     times = []
     for i in range(20):
@@ -173,8 +176,12 @@ def test_start_time_search_with_gaps() -> None:
     for seq in (3, 4, 10):
         h.store.remove_msg(seq)
     sub = h.listen("push.t")
-    h.consumer(deliver_subject="push.t", ack_policy="none", deliver_policy="by_start_time",
-               opt_start_time=format_time(times[2]))
+    h.consumer(
+        deliver_subject="push.t",
+        ack_policy="none",
+        deliver_policy="by_start_time",
+        opt_start_time=format_time(times[2]),
+    )
     assert ack_tokens(data(sub)[0])[5] == "5"  # 3 and 4 are gone
     first_live = lambda seq: h.store.load_next_msg("", seq).seq  # noqa: E731
     assert first_live(h.store.get_seq_from_time(times[8] + 1)) == 11  # seq 10 (ts[9]) was removed
@@ -185,8 +192,10 @@ def test_start_time_search_with_gaps() -> None:
 
 def _floor(c) -> tuple[tuple[int, int], tuple[int, int]]:
     i = c.info()
-    return ((i["delivered"]["consumer_seq"], i["delivered"]["stream_seq"]),
-            (i["ack_floor"]["consumer_seq"], i["ack_floor"]["stream_seq"]))
+    return (
+        (i["delivered"]["consumer_seq"], i["delivered"]["stream_seq"]),
+        (i["ack_floor"]["consumer_seq"], i["ack_floor"]["stream_seq"]),
+    )
 
 
 def test_filtered_push_ack_floor_stops_at_last_delivered() -> None:
@@ -197,8 +206,14 @@ def test_filtered_push_ack_floor_stops_at_last_delivered() -> None:
     for i in range(1, 21):
         h.pub("ev.odd" if i % 2 else "ev.even", f"e{i}")
     sub = h.listen("push.odd")
-    c = h.consumer(durable_name="pushd", deliver_subject="push.odd", ack_policy="explicit",
-                   filter_subject="ev.odd", flow_control=True, idle_heartbeat=SEC)
+    c = h.consumer(
+        durable_name="pushd",
+        deliver_subject="push.odd",
+        ack_policy="explicit",
+        filter_subject="ev.odd",
+        flow_control=True,
+        idle_heartbeat=SEC,
+    )
     msgs = data(sub)
     assert [m.payload for m in msgs] == [f"e{i}".encode() for i in range(1, 21, 2)]
     for m in msgs:
@@ -214,7 +229,6 @@ def test_filtered_push_ack_floor_stops_at_last_delivered() -> None:
     assert m.payload == b"e22"
     h.ack(m)
     assert _floor(c) == ((11, 22), (11, 22))
-
 
 
 def test_flow_control_request_follows_the_messages_it_covers() -> None:

@@ -119,8 +119,9 @@ def test_state_persisted_and_recovered_through_file_store(tmp_path) -> None:
     assert o is not c
     after = o.info()
     for k in ("delivered", "ack_floor"):
-        assert {x: after[k][x] for x in ("consumer_seq", "stream_seq")} == \
-            {x: before[k][x] for x in ("consumer_seq", "stream_seq")}
+        assert {x: after[k][x] for x in ("consumer_seq", "stream_seq")} == {
+            x: before[k][x] for x in ("consumer_seq", "stream_seq")
+        }
     assert after["created"] == before["created"] and after["config"] == before["config"]
     assert after["num_ack_pending"] == 2 and after["num_redelivered"] == 1 and after["num_pending"] == 2
     # pending messages are redelivered after ack_wait, then delivery continues
@@ -155,6 +156,7 @@ def test_ack_state_reaches_disk_within_100ms_without_stop(tmp_path) -> None:
 
     from natsd.store.base import StoreConfig
     from natsd.store.file import FileStreamStore
+
     h = Harness(store_dir=str(tmp_path / "live"))
     h.pub("orders.1", "a", n=4)
     h.consumer(durable_name="d", ack_policy="explicit")

@@ -41,8 +41,9 @@ def test_large_state_written_as_deltas_and_recovered(tmp_path) -> None:
     h.restart()
     after = h.stream.consumers["dur"].info()
     for k in ("delivered", "ack_floor"):
-        assert {x: after[k][x] for x in ("consumer_seq", "stream_seq")} == \
-            {x: before[k][x] for x in ("consumer_seq", "stream_seq")}
+        assert {x: after[k][x] for x in ("consumer_seq", "stream_seq")} == {
+            x: before[k][x] for x in ("consumer_seq", "stream_seq")
+        }
     assert after["num_ack_pending"] == before["num_ack_pending"] == n - 2
     assert after["num_redelivered"] == before["num_redelivered"]
     assert after["num_pending"] == 10

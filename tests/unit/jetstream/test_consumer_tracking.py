@@ -195,8 +195,12 @@ def test_state_round_trip_and_touched_keys():
     t.ack(2)
     t.rdc[3] = 1
     st = t.state()
-    assert st == ConsumerState(delivered=SequencePair(3, 3), ack_floor=SequencePair(0, 0),
-                               pending={1: Pending(1, 0), 3: Pending(3, 0)}, redelivered={3: 1})
+    assert st == ConsumerState(
+        delivered=SequencePair(3, 3),
+        ack_floor=SequencePair(0, 0),
+        pending={1: Pending(1, 0), 3: Pending(3, 0)},
+        redelivered={3: 1},
+    )
     u = Tracking(True, -1, 1000)
     u.load(st)
     assert u.state() == st and (u.sseq, u.dseq) == (4, 4)
@@ -214,8 +218,19 @@ def test_clamp_to_the_first_stream_sequence():
 
 
 def _snapshot(t: Tracking) -> tuple:
-    return (t.sseq, t.dseq, t.adflr, t.asflr, t.dlv_sseq, list(t.pending.items()), sorted(t.pending.touched),
-            dict(t.rdc), sorted(t.rdc.touched), list(t.rdq), t.rep_floor)
+    return (
+        t.sseq,
+        t.dseq,
+        t.adflr,
+        t.asflr,
+        t.dlv_sseq,
+        list(t.pending.items()),
+        sorted(t.pending.touched),
+        dict(t.rdc),
+        sorted(t.rdc.touched),
+        list(t.rdq),
+        t.rep_floor,
+    )
 
 
 def _random_tracking(rng, n: int, gaps: bool) -> Tracking:
@@ -258,15 +273,15 @@ def test_ack_run_does_what_acks_one_by_one_do(seed):
     base = _random_tracking(rng, 60, gaps=seed % 10 >= 5)
     keys = sorted(base.pending)
     shape = seed % 5
-    if shape == 0:      # in order from the floor, all of them
+    if shape == 0:  # in order from the floor, all of them
         sseqs = keys
-    elif shape == 1:    # in order from the floor, a prefix
+    elif shape == 1:  # in order from the floor, a prefix
         sseqs = keys[: rng.randrange(1, len(keys))]
-    elif shape == 2:    # consecutive stream sequences from the lowest pending one
+    elif shape == 2:  # consecutive stream sequences from the lowest pending one
         sseqs = list(range(keys[0], keys[0] + rng.randrange(2, 12)))
-    elif shape == 3:    # in order, starting above the floor
-        sseqs = keys[rng.randrange(1, 10):]
-    else:               # shuffled, duplicates, not pending
+    elif shape == 3:  # in order, starting above the floor
+        sseqs = keys[rng.randrange(1, 10) :]
+    else:  # shuffled, duplicates, not pending
         sseqs = keys + rng.sample(keys, 5) + [keys[-1] + 7, 0]
         rng.shuffle(sseqs)
     one, run = copy.deepcopy(base), copy.deepcopy(base)

@@ -12,8 +12,14 @@ pytestmark = pytest.mark.unit
 
 
 def test_incr_grammar_is_go_big_int_base_10():
-    assert [parse_incr(v) for v in (b"1", b"+5", b"-2", b"-0", b"007", b"99999999999999999999999999")] == \
-        [1, 5, -2, 0, 7, 99999999999999999999999999]
+    assert [parse_incr(v) for v in (b"1", b"+5", b"-2", b"-0", b"007", b"99999999999999999999999999")] == [
+        1,
+        5,
+        -2,
+        0,
+        7,
+        99999999999999999999999999,
+    ]
     for bad in (b"abc", b"1.5", b"+-1", b"0x10", b"1_0", b"--1", b"+", b"-", b"1 ", b"\xd9\xa3"):
         assert parse_incr(bad) is None, bad
 
@@ -46,7 +52,10 @@ def test_counter_publishes(env):
 def test_other_streams_refuse_increments(env):
     env.create("P", storage="memory")
     assert env.pub("p.a", b"", {"Nats-Incr": "1"})["error"] == {
-        "code": 400, "err_code": 10168, "description": "message counters is disabled"}
+        "code": 400,
+        "err_code": 10168,
+        "description": "message counters is disabled",
+    }
     assert env.pub("p.a", b"", {"Nats-Incr": "1.0"})["error"]["err_code"] == 10171
     assert env.pub("p.a", b"plain") == {"stream": "P", "seq": 1}
 
@@ -55,7 +64,10 @@ def test_broken_counter(env):
     env.create("C", storage="memory", allow_msg_counter=True)
     env.account.streams["C"].store.store_msg("c.a", None, b"not json")
     assert env.pub("c.a", b"", {"Nats-Incr": "1"})["error"] == {
-        "code": 400, "err_code": 10172, "description": "message counter is broken"}
+        "code": 400,
+        "err_code": 10172,
+        "description": "message counter is broken",
+    }
     env.account.streams["C"].store.store_msg("c.b", b"NATS/1.0\r\nNats-Counter-Sources: {\r\n\r\n", b'{"val":"1"}')
     assert env.pub("c.b", b"", {"Nats-Incr": "1"})["error"]["err_code"] == 10172
 
@@ -81,8 +93,9 @@ def test_sourced_counters_aggregate_per_origin(env):
     assert stream.store.load_last_msg("t.a").msg == b'{"val":"11"}'
     # a local increment adds on top and keeps the sources
     assert env.pub("t.a", b"", {"Nats-Incr": "100"})["val"] == "111"
-    assert get_header(stream.store.load_last_msg("t.a").hdr, "Nats-Counter-Sources") == \
-        '{"C":{"c.a":"4"},"E":{"e.a":"7"}}'
+    assert (
+        get_header(stream.store.load_last_msg("t.a").hdr, "Nats-Counter-Sources") == '{"C":{"c.a":"4"},"E":{"e.a":"7"}}'
+    )
     # a client may not pretend to be a source
     assert env.pub("t.a", b"", {"Nats-Incr": "1", "Nats-Stream-Source": "C 3 > > c.a"})["error"]["err_code"] == 10227
 

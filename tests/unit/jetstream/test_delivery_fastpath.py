@@ -35,7 +35,11 @@ HDR = b"NATS/1.0\r\nK: v\r\n\r\n"
 def _state(c: Consumer) -> dict:
     t = c.t
     out = {
-        "sseq": t.sseq, "dseq": t.dseq, "npc": c.npc, "dlv": t.dlv_sseq, "floor": (t.adflr, t.asflr),
+        "sseq": t.sseq,
+        "dseq": t.dseq,
+        "npc": c.npc,
+        "dlv": t.dlv_sseq,
+        "floor": (t.adflr, t.asflr),
         "pending": {s: list(p) for s, p in t.pending.items()},
         "info": c.info(),
     }
@@ -63,6 +67,7 @@ class Run:
             orig_run(d)
             if self.c is None or d.o is self.c:
                 self.passes.append(_state(d.o))
+
         monkeypatch.setattr(Delivery, "run", recorded)
         self.h = Harness(store_dir=store_dir, **stream_cfg)
         if not fast:
@@ -76,6 +81,7 @@ class Run:
             out = orig(d, *a)
             self.fast_runs += 1
             return out
+
         return counting
 
     def consumer(self, **cfg) -> Consumer:
@@ -138,6 +144,7 @@ def test_batches_ending_inside_runs_and_at_the_stream_end(tmp_path, monkeypatch,
             h.ack(m)
         h.advance(6 * SEC)  # the request expires: 408 with what it still wanted
         assert statuses(inbox) == ["NATS/1.0 408 Request Timeout"]
+
     slow, fast = both(tmp_path, monkeypatch, scenario, store)
     assert fast.c.info()["num_pending"] == 0 and fast.c.info()["num_ack_pending"] == 70
 
@@ -158,6 +165,7 @@ def test_max_ack_pending_reached_inside_a_run(tmp_path, monkeypatch, store):
         assert len(data(inbox)) == 60
         h.pull("D", {"batch": 100, "expires": 5 * SEC}, inbox=inbox)
         assert len(data(inbox)) == 60  # still 25 pending: nothing more
+
     both(tmp_path, monkeypatch, scenario, store)
 
 
@@ -178,6 +186,7 @@ def test_deleted_and_skipped_sequences_inside_a_run(tmp_path, monkeypatch, store
         assert len(data(inbox)) == 60
         h.advance(1500 * MS)  # the heartbeat tells the last stream sequence looked at
         assert statuses(inbox) == ["NATS/1.0 100 Idle Heartbeat"]
+
     both(tmp_path, monkeypatch, scenario, store)
 
 
@@ -211,6 +220,7 @@ def test_corrupt_record_inside_a_run(tmp_path, monkeypatch):
         assert h.store.state().lost_msgs == [30, 31]
         h.pull("D", {"batch": 50, "expires": 5 * SEC}, inbox=inbox)
         assert len(data(inbox)) == 78
+
     both(tmp_path, monkeypatch, scenario, "file")
 
 
@@ -224,6 +234,7 @@ def test_turn_budget(tmp_path, monkeypatch, store):
         r.consumer(durable_name="D", ack_policy="explicit", max_ack_pending=-1)
         inbox = h.pull("D", {"batch": n + 10, "expires": 5 * SEC})
         assert len(data(inbox)) == n
+
     slow, fast = both(tmp_path, monkeypatch, scenario, store)
     # The first pass stopped at the budget; the next one (kicked) went on.
     dlv = [p["dseq"] - 1 for p in fast.passes]
@@ -247,6 +258,7 @@ def test_several_requests_max_bytes_heartbeats_and_ack_none(tmp_path, monkeypatc
         h.advance(2 * SEC)  # heartbeats on the waiting request
         _pub(h, 3, start=40)
         h.advance(4 * SEC)
+
     both(tmp_path, monkeypatch, scenario, store)
 
 
@@ -263,6 +275,7 @@ def test_request_without_interest_and_no_wait(tmp_path, monkeypatch, store):
         inbox = h.pull("D", {"batch": 30, "no_wait": True})
         assert len(data(inbox)) == 20 and statuses(inbox) == ["NATS/1.0 404 No Messages"]
         h.advance(10 * MS)
+
     both(tmp_path, monkeypatch, scenario, store)
 
 
@@ -276,6 +289,7 @@ def test_pending_count_in_ack_subject_never_below_zero(tmp_path, monkeypatch):
         c.npc = 5
         inbox = h.pull("D", {"batch": 30, "expires": 5 * SEC})
         assert [m.reply.rsplit(".", 1)[1] for m in data(inbox)][:6] == ["4", "3", "2", "1", "0", "0"]
+
     both(tmp_path, monkeypatch, scenario, "memory")
 
 
@@ -295,6 +309,7 @@ def test_heartbeat_clock_restarts_after_a_run(tmp_path, monkeypatch, store):
         h.advance(600 * MS)
         assert statuses(inbox) == ["NATS/1.0 100 Idle Heartbeat"]
         h.advance(9 * SEC)
+
     both(tmp_path, monkeypatch, scenario, store)
 
 
@@ -312,8 +327,20 @@ def test_store_iterator_gives_what_lookups_give(tmp_path, monkeypatch, store):
         orig_run(d)
         c = d.o
         t = c.t
-        passes.append((t.sseq, t.dseq, c.npc, t.dlv_sseq, t.adflr, t.asflr, sorted(t.pending.items()),
-                       list(t.rdq), c.info()["num_pending"]))
+        passes.append(
+            (
+                t.sseq,
+                t.dseq,
+                c.npc,
+                t.dlv_sseq,
+                t.adflr,
+                t.asflr,
+                sorted(t.pending.items()),
+                list(t.rdq),
+                c.info()["num_pending"],
+            )
+        )
+
     monkeypatch.setattr(Delivery, "run", recorded)
     looked_up: list = []
     orig_peek = Delivery._peek
@@ -323,6 +350,7 @@ def test_store_iterator_gives_what_lookups_give(tmp_path, monkeypatch, store):
         if out and out[0] == "new":
             looked_up.append(out[1].seq)
         return out
+
     monkeypatch.setattr(Delivery, "_peek", peek)
     lookups = []
     for filt in ("", "orders.>"):  # stream subjects orders.> and other.>: orders.> narrows
@@ -332,8 +360,13 @@ def test_store_iterator_gives_what_lookups_give(tmp_path, monkeypatch, store):
         _pub(h, 1300, hdr_every=5)  # more than two turn budgets
         h.store.remove_msg(17)
         sub = h.listen("push.d")
-        cfg = {"durable_name": "D", "deliver_subject": "push.d", "ack_policy": "explicit",
-               "max_ack_pending": 1000, "ack_wait": SEC}
+        cfg = {
+            "durable_name": "D",
+            "deliver_subject": "push.d",
+            "ack_policy": "explicit",
+            "max_ack_pending": 1000,
+            "ack_wait": SEC,
+        }
         if filt:
             cfg["filter_subject"] = filt
         h.consumer(**cfg)
@@ -354,6 +387,7 @@ def test_store_iterator_gives_what_lookups_give(tmp_path, monkeypatch, store):
 
 
 # -- push ------------------------------------------------------------------------------------------
+
 
 def _answer_fc(h: Harness, sub, answered: set) -> int:
     """Answer every flow-control request of ``sub`` not answered yet, oldest first (as a
@@ -379,8 +413,15 @@ def test_push_flow_control_cuts_runs(tmp_path, monkeypatch, store):
     def scenario(r: Run) -> None:
         h = r.h
         sub = h.listen("push.d")
-        c = r.consumer(name="OC", deliver_subject="push.d", ack_policy="none", max_deliver=1,
-                       flow_control=True, idle_heartbeat=5 * SEC, mem_storage=True)
+        c = r.consumer(
+            name="OC",
+            deliver_subject="push.d",
+            ack_policy="none",
+            max_deliver=1,
+            flow_control=True,
+            idle_heartbeat=5 * SEC,
+            mem_storage=True,
+        )
         _small_window(c, 3000)
         _pub(h, 400, hdr_every=9)
         answered: set = set()
@@ -398,6 +439,7 @@ def test_push_flow_control_cuts_runs(tmp_path, monkeypatch, store):
         while _answer_fc(h, sub, answered):
             pass
         assert len(data(sub)) == 500
+
     slow, fast = both(tmp_path, monkeypatch, scenario, store)
 
 
@@ -406,8 +448,9 @@ def test_push_message_bigger_than_half_the_window(tmp_path, monkeypatch, store):
     def scenario(r: Run) -> None:
         h = r.h
         sub = h.listen("push.d")
-        c = r.consumer(durable_name="D", deliver_subject="push.d", ack_policy="none",
-                       flow_control=True, idle_heartbeat=5 * SEC)
+        c = r.consumer(
+            durable_name="D", deliver_subject="push.d", ack_policy="none", flow_control=True, idle_heartbeat=5 * SEC
+        )
         _small_window(c, 2000)
         for i in range(60):
             # mostly small, some larger than half or than the whole window
@@ -420,6 +463,7 @@ def test_push_message_bigger_than_half_the_window(tmp_path, monkeypatch, store):
             if not _answer_fc(h, sub, answered):
                 break
         assert len(data(sub)) == 60
+
     both(tmp_path, monkeypatch, scenario, store)
 
 
@@ -432,8 +476,9 @@ def test_push_explicit_acks_max_ack_pending_and_removed_sequences(tmp_path, monk
             h.store.remove_msg(seq)
         h.store.skip_msg()
         sub = h.listen("push.d")
-        r.consumer(durable_name="D", deliver_subject="push.d", ack_policy="explicit", max_ack_pending=20,
-                   ack_wait=10 * SEC)
+        r.consumer(
+            durable_name="D", deliver_subject="push.d", ack_policy="explicit", max_ack_pending=20, ack_wait=10 * SEC
+        )
         assert len(data(sub)) == 20
         for m in data(sub)[:15]:
             h.ack(m)
@@ -444,6 +489,7 @@ def test_push_explicit_acks_max_ack_pending_and_removed_sequences(tmp_path, monk
             h.ack(data(sub)[acked])
             acked += 1
         assert len(data(sub)) == 86
+
     both(tmp_path, monkeypatch, scenario, store)
 
 
@@ -455,8 +501,7 @@ def test_push_turn_budget_and_interest(tmp_path, monkeypatch, store):
         h = r.h
         _pub(h, n)
         sub = h.listen("push.d")
-        r.consumer(durable_name="D", deliver_subject="push.d", ack_policy="none", flow_control=True,
-                   idle_heartbeat=SEC)
+        r.consumer(durable_name="D", deliver_subject="push.d", ack_policy="none", flow_control=True, idle_heartbeat=SEC)
         assert len(data(sub)) == n
         sub.unsubscribe()
         h.clock.run_soon()
@@ -465,6 +510,7 @@ def test_push_turn_budget_and_interest(tmp_path, monkeypatch, store):
         h.clock.run_soon()
         assert len(data(sub2)) == 50
         h.advance(2 * SEC)
+
     slow, fast = both(tmp_path, monkeypatch, scenario, store)
     dlv = [p["dseq"] - 1 for p in fast.passes]
     assert TURN_BUDGET in dlv and 2 * TURN_BUDGET in dlv

@@ -45,7 +45,7 @@ def test_work_queue_origin_is_drained_through_a_durable_acked_by_flow_control(en
     env.create("S", storage="file", subjects=["s.>"], sources=[{"name": "Q"}])
     settle(env)
     (c,) = consumers(env, "Q")
-    assert c["name"].startswith("JS_SRC_") and "_" not in c["name"][len("JS_SRC_"):]
+    assert c["name"].startswith("JS_SRC_") and "_" not in c["name"][len("JS_SRC_") :]
     cfg = c["config"]
     assert (cfg["durable_name"], cfg["ack_policy"], cfg["sourcing"]) == (c["name"], "flow_control", True)
     assert cfg["metadata"]["_nats.src.stream"] == "S"
@@ -91,6 +91,7 @@ def test_a_gap_in_the_deliveries_sets_the_consumer_up_again(env, monkeypatch):
             dropped.append(payload)
             return
         real(subject, reply, hdr, payload)
+
     monkeypatch.setattr(link, "_on_msg", lossy)
     # (the deliver subscription holds the bound method: set the consumer up again to use ours)
     link._create_consumer()
@@ -117,6 +118,7 @@ def test_flow_control_reply_names_the_last_sequences_processed(env):
     def spy(subject, reply, hdr, payload):
         sent.append((subject, hdr))
         return real(subject, reply, hdr, payload)
+
     env.account.ports.publish = spy
     try:
         link._on_msg(link._deliver, "$JS.FC.Q.x.abcd", b"NATS/1.0 100 FlowControl Request\r\n\r\n", b"")

@@ -28,12 +28,17 @@ def test_reply_grammar():
     assert parse_reply("p.b.0.fail.2.1.$FI").flow == 10  # <= 0: the default
     assert parse_reply("p.b.x.fail.2.1.$FI").flow == 10
     assert parse_reply("p.b.99999.fail.2.1.$FI").flow == 65535
-    for bad in ("b.10.fail.1.0.$FI",          # no prefix before the id
-                "p.b.10.fail.2.0.$FI",        # start must be sequence 1
-                "p.b.10.fail.1.1.$FI",        # append must be > 1
-                "p.b.10.fail.1.3.$FI",        # end-of-batch commit on sequence 1
-                "p.b.10.fail.1.5.$FI", "p.b.10.maybe.1.0.$FI", "p.b.10.fail.0.2.$FI",
-                "p.b.10.fail.-1.2.$FI", "p.b.10.fail.%d.2.$FI" % (2**64 - 1)):
+    for bad in (
+        "b.10.fail.1.0.$FI",  # no prefix before the id
+        "p.b.10.fail.2.0.$FI",  # start must be sequence 1
+        "p.b.10.fail.1.1.$FI",  # append must be > 1
+        "p.b.10.fail.1.3.$FI",  # end-of-batch commit on sequence 1
+        "p.b.10.fail.1.5.$FI",
+        "p.b.10.maybe.1.0.$FI",
+        "p.b.10.fail.0.2.$FI",
+        "p.b.10.fail.-1.2.$FI",
+        "p.b.10.fail.%d.2.$FI" % (2**64 - 1),
+    ):
         assert parse_reply(bad) is None, bad
 
 
@@ -82,7 +87,10 @@ def test_inflight_limit_per_stream(env):
     r = _send(env, 1, 0, bid="b")
     env.clock.run_soon()
     assert env.replies(r)[0].json()["error"] == {
-        "code": 429, "err_code": 10211, "description": "batch publish too many inflight"}
+        "code": 429,
+        "err_code": 10211,
+        "description": "batch publish too many inflight",
+    }
 
 
 def test_streams_without_allow_batched_refuse(env):

@@ -45,8 +45,12 @@ def test_promote_mirror(env):
     assert state(env, "M") == (4, 1, 4)
     assert env.pub("m.y", b"after restart") == {"stream": "M", "seq": 5}
     # a mirror cannot come back
-    assert env.api("$JS.API.STREAM.UPDATE.M", {**promoted, "subjects": ["m.>"], "mirror": {"name": "O"}})[
-        "error"]["err_code"] == 10034
+    assert (
+        env.api("$JS.API.STREAM.UPDATE.M", {**promoted, "subjects": ["m.>"], "mirror": {"name": "O"}})["error"][
+            "err_code"
+        ]
+        == 10034
+    )
 
 
 def test_promote_without_subjects_defaults_to_the_name(env):

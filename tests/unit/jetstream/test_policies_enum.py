@@ -16,13 +16,30 @@ from natsd.jetstream.errors import ApiError
 from natsd.jetstream.api.router import dumps
 from natsd.jetstream.config.consumer_config import ConsumerConfig
 from natsd.jetstream.config.models import (
-    AckPolicy, DeliverPolicy, DiscardPolicy, PersistMode, PriorityPolicy, ReplayPolicy, RetentionPolicy,
-    StorageType, StoreCompression, StreamConfig,
+    AckPolicy,
+    DeliverPolicy,
+    DiscardPolicy,
+    PersistMode,
+    PriorityPolicy,
+    ReplayPolicy,
+    RetentionPolicy,
+    StorageType,
+    StoreCompression,
+    StreamConfig,
 )
 from natsd.store import base as store_base
 
-ENUMS = [RetentionPolicy, DiscardPolicy, StorageType, StoreCompression, PersistMode, DeliverPolicy, AckPolicy,
-         ReplayPolicy, PriorityPolicy]
+ENUMS = [
+    RetentionPolicy,
+    DiscardPolicy,
+    StorageType,
+    StoreCompression,
+    PersistMode,
+    DeliverPolicy,
+    AckPolicy,
+    ReplayPolicy,
+    PriorityPolicy,
+]
 MEMBERS = [m for e in ENUMS for m in e]
 
 
@@ -45,8 +62,14 @@ def test_the_store_and_the_domain_share_one_storage_and_discard_type():
 
 
 def test_stream_config_decodes_to_members_and_encodes_as_before():
-    d = {"name": "S", "retention": "workqueue", "discard": "NEW", "storage": "memory", "compression": "s2",
-         "persist_mode": "default"}
+    d = {
+        "name": "S",
+        "retention": "workqueue",
+        "discard": "NEW",
+        "storage": "memory",
+        "compression": "s2",
+        "persist_mode": "default",
+    }
     cfg = StreamConfig.from_json(d)
     assert cfg.retention is RetentionPolicy.WORKQUEUE
     assert cfg.discard is DiscardPolicy.NEW  # Go's decoder lower-cases discard
@@ -68,14 +91,22 @@ def test_stream_config_unknown_spelling_keeps_the_error(field, value):
 
 
 def test_consumer_config_decodes_to_members_and_encodes_as_before():
-    cfg = ConsumerConfig.from_json({"ack_policy": "explicit", "deliver_policy": "undefined",
-                                    "replay_policy": "original", "priority_policy": "pinned_client"})
+    cfg = ConsumerConfig.from_json(
+        {
+            "ack_policy": "explicit",
+            "deliver_policy": "undefined",
+            "replay_policy": "original",
+            "priority_policy": "pinned_client",
+        }
+    )
     assert cfg.ack_policy is AckPolicy.EXPLICIT
     assert cfg.deliver_policy is DeliverPolicy.ALL  # "undefined" reads as "all", as in the reference
     assert cfg.replay_policy is ReplayPolicy.ORIGINAL
     assert cfg.priority_policy is PriorityPolicy.PINNED_CLIENT
-    assert dumps(cfg.to_json()) == (b'{"deliver_policy":"all","ack_policy":"explicit","replay_policy":"original",'
-                                    b'"num_replicas":0,"priority_policy":"pinned_client"}')
+    assert dumps(cfg.to_json()) == (
+        b'{"deliver_policy":"all","ack_policy":"explicit","replay_policy":"original",'
+        b'"num_replicas":0,"priority_policy":"pinned_client"}'
+    )
 
 
 def test_consumer_config_unknown_spelling_keeps_the_errors():

@@ -66,26 +66,28 @@ def restart_keep(env: JsEnv) -> None:
 
 def fill(env: JsEnv, n: int, first_delay: int = 100) -> None:
     for i in range(n):
-        ack = env.pub(f"s.sched.{i}", b"p%d" % i, {"Nats-Schedule": at(env, first_delay + i),
-                                                    "Nats-Schedule-Target": "s.t"})
+        ack = env.pub(
+            f"s.sched.{i}", b"p%d" % i, {"Nats-Schedule": at(env, first_delay + i), "Nats-Schedule-Target": "s.t"}
+        )
         assert ack and "error" not in ack, ack
 
 
 def no_rebuild(monkeypatch) -> None:
     def boom(*a, **k):
         raise AssertionError("the schedules were rebuilt from the messages")
+
     monkeypatch.setattr(sched_mod, "_rebuilt_when", boom)
 
 
 # -- the file --------------------------------------------------------------------------------------
+
 
 def test_encode_decode_round_trip_and_damage():
     entries = [(5 * SECOND, 3, "a.b"), (-1, 2**63, "ünï.cödé"), (7, 9, "x")]
     data = encode_state((1, 10, 7), entries)
     assert decode_state(data) == ((1, 10, 7), entries)
     assert decode_state(encode_state((0, 0, 0), [])) == ((0, 0, 0), [])
-    for bad in (data[:-1], data[:20], b"", data[:30] + bytes([data[30] ^ 1]) + data[31:],
-                b"XXXX" + data[4:]):
+    for bad in (data[:-1], data[:20], b"", data[:30] + bytes([data[30] ^ 1]) + data[31:], b"XXXX" + data[4:]):
         with pytest.raises(ValueError):
             decode_state(bad)
     # a subject string equal to one of ``names`` is that object (the store's)
@@ -95,6 +97,7 @@ def test_encode_decode_round_trip_and_damage():
 
 
 # -- clean restart: the file is used, once -------------------------------------------------------------
+
 
 def test_clean_restart_loads_the_state_file_and_fires_each_once(env, monkeypatch):
     mk(env)
@@ -162,6 +165,7 @@ def test_memory_stream_writes_no_file(env):
 
 
 # -- kill -9, stale, damaged: the full rebuild ---------------------------------------------------------
+
 
 def test_kill9_rebuilds_from_the_messages(env):
     mk(env)
@@ -231,28 +235,32 @@ def test_refused_firing_writes_no_state_file(env):
 
 # -- the rebuild's fast path -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("hdr", [
-    b"NATS/1.0\r\nNats-Schedule: @at 2026-05-01T00:00:00Z\r\nNats-Schedule-Target: s.t\r\n\r\n",
-    b"NATS/1.0\r\nNats-Schedule:@at 2026-05-01T00:00:00Z\r\n\r\n",
-    b"NATS/1.0\r\nNats-Schedule:    @at 2030-12-31T23:59:59Z\r\n\r\n",
-    b"NATS/1.0\r\nNats-Schedule: @at 2026-05-01T00:00:00.5Z\r\n\r\n",
-    b"NATS/1.0\r\nNats-Schedule: @at 2026-05-01T02:00:00+02:00\r\n\r\n",
-    b"NATS/1.0\r\nNats-Schedule: @at 2026-02-30T00:00:00Z\r\n\r\n",
-    b"NATS/1.0\r\nNats-Schedule: @at 2026-05-01T24:00:00Z\r\n\r\n",
-    b"NATS/1.0\r\nNats-Schedule: @at 2026-05-01T23:59:60Z\r\n\r\n",
-    b"NATS/1.0\r\nNats-Schedule: @at 1970-01-01T00:00:00Z\r\n\r\n",
-    b"NATS/1.0\r\nNats-Schedule: @at 2026-05-01T00:00:00Z \r\n\r\n",
-    b"NATS/1.0\r\nNats-Schedule: @at 2026-05-01T00:00:00Z\r\nNats-Schedule-Time-Zone: UTC\r\n\r\n",
-    b"NATS/1.0\r\nNats-Schedule: @at 2026-05-01T00:00:00Z\r\nNats-Schedule-Time-Zone: \r\n\r\n",
-    b"NATS/1.0\r\nNats-Schedule: @at 2026-05-01T00:00:00Z\r\nNats-Schedule: @at 2027-05-01T00:00:00Z\r\n\r\n",
-    b"NATS/1.0\r\nNats-Schedule-Target: s.t\r\nNats-Schedule: @every 5m\r\n\r\n",
-    b"NATS/1.0\r\nNats-Schedule: 0 30 9 * * *\r\nNats-Schedule-Time-Zone: Europe/Paris\r\n\r\n",
-    b"NATS/1.0\r\nNats-Schedule: bogus\r\n\r\n",
-    b"NATS/1.0\r\nNats-Schedule: \r\n\r\n",
-    b"NATS/1.0\r\nNats-Scheduler: s.x\r\nNats-Schedule-Next: purge\r\n\r\n",
-    b"NATS/1.0\r\nX-Nats-Schedule: @at 2026-05-01T00:00:00Z\r\n\r\n",
-    b"NATS/1.0\r\nNats-Schedule: @at 2026-05-01T00:00:00Z",
-])
+
+@pytest.mark.parametrize(
+    "hdr",
+    [
+        b"NATS/1.0\r\nNats-Schedule: @at 2026-05-01T00:00:00Z\r\nNats-Schedule-Target: s.t\r\n\r\n",
+        b"NATS/1.0\r\nNats-Schedule:@at 2026-05-01T00:00:00Z\r\n\r\n",
+        b"NATS/1.0\r\nNats-Schedule:    @at 2030-12-31T23:59:59Z\r\n\r\n",
+        b"NATS/1.0\r\nNats-Schedule: @at 2026-05-01T00:00:00.5Z\r\n\r\n",
+        b"NATS/1.0\r\nNats-Schedule: @at 2026-05-01T02:00:00+02:00\r\n\r\n",
+        b"NATS/1.0\r\nNats-Schedule: @at 2026-02-30T00:00:00Z\r\n\r\n",
+        b"NATS/1.0\r\nNats-Schedule: @at 2026-05-01T24:00:00Z\r\n\r\n",
+        b"NATS/1.0\r\nNats-Schedule: @at 2026-05-01T23:59:60Z\r\n\r\n",
+        b"NATS/1.0\r\nNats-Schedule: @at 1970-01-01T00:00:00Z\r\n\r\n",
+        b"NATS/1.0\r\nNats-Schedule: @at 2026-05-01T00:00:00Z \r\n\r\n",
+        b"NATS/1.0\r\nNats-Schedule: @at 2026-05-01T00:00:00Z\r\nNats-Schedule-Time-Zone: UTC\r\n\r\n",
+        b"NATS/1.0\r\nNats-Schedule: @at 2026-05-01T00:00:00Z\r\nNats-Schedule-Time-Zone: \r\n\r\n",
+        b"NATS/1.0\r\nNats-Schedule: @at 2026-05-01T00:00:00Z\r\nNats-Schedule: @at 2027-05-01T00:00:00Z\r\n\r\n",
+        b"NATS/1.0\r\nNats-Schedule-Target: s.t\r\nNats-Schedule: @every 5m\r\n\r\n",
+        b"NATS/1.0\r\nNats-Schedule: 0 30 9 * * *\r\nNats-Schedule-Time-Zone: Europe/Paris\r\n\r\n",
+        b"NATS/1.0\r\nNats-Schedule: bogus\r\n\r\n",
+        b"NATS/1.0\r\nNats-Schedule: \r\n\r\n",
+        b"NATS/1.0\r\nNats-Scheduler: s.x\r\nNats-Schedule-Next: purge\r\n\r\n",
+        b"NATS/1.0\r\nX-Nats-Schedule: @at 2026-05-01T00:00:00Z\r\n\r\n",
+        b"NATS/1.0\r\nNats-Schedule: @at 2026-05-01T00:00:00Z",
+    ],
+)
 def test_rebuild_fast_path_equals_the_full_parse(hdr):
     ts, now = 1_770_000_000 * SECOND, 1_770_000_100 * SECOND
     try:

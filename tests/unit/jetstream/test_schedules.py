@@ -25,6 +25,7 @@ def ns(s: str) -> int:
 
 # -- parsing ------------------------------------------------------------------------------------------
 
+
 def test_at_and_every():
     assert parse_schedule("", None, T0, T0) == (0, False)
     assert parse_schedule("@at 2026-05-01T00:00:00Z", None, T0, T0) == (ns("2026-05-01T00:00:00Z"), False)
@@ -42,33 +43,53 @@ def test_at_and_every():
     assert parse_schedule("@every 5s", ZoneInfo("Europe/Paris"), T0, T0) is None
 
 
-@pytest.mark.parametrize("pattern,expected", [
-    ("* * * * * *", "2026-03-04T10:20:31Z"),
-    ("*/15 * * * * *", "2026-03-04T10:20:45Z"),
-    ("0 0 * * * *", "2026-03-04T11:00:00Z"),
-    ("@hourly", "2026-03-04T11:00:00Z"),
-    ("@daily", "2026-03-05T00:00:00Z"),
-    ("@midnight", "2026-03-05T00:00:00Z"),
-    ("@weekly", "2026-03-08T00:00:00Z"),       # 2026-03-04 is a Wednesday: next Sunday
-    ("@monthly", "2026-04-01T00:00:00Z"),
-    ("@yearly", "2027-01-01T00:00:00Z"),
-    ("@annually", "2027-01-01T00:00:00Z"),
-    ("0 30 9 * * mon-fri", "2026-03-05T09:30:00Z"),
-    ("0 30 9 * * MON", "2026-03-09T09:30:00Z"),
-    ("0 0 0 1 jan,jul ?", "2026-07-01T00:00:00Z"),
-    ("5/20 * * * * *", "2026-03-04T10:20:45Z"),    # N/step: N through 59
-    ("0 0 12 15 * 1", "2026-03-09T12:00:00Z"),     # day of month OR day of week (neither is *)
-    ("0 0 12 */10 * *", "2026-03-11T12:00:00Z"),   # */10 is not a star: days 1, 11, 21, 31
-])
+@pytest.mark.parametrize(
+    "pattern,expected",
+    [
+        ("* * * * * *", "2026-03-04T10:20:31Z"),
+        ("*/15 * * * * *", "2026-03-04T10:20:45Z"),
+        ("0 0 * * * *", "2026-03-04T11:00:00Z"),
+        ("@hourly", "2026-03-04T11:00:00Z"),
+        ("@daily", "2026-03-05T00:00:00Z"),
+        ("@midnight", "2026-03-05T00:00:00Z"),
+        ("@weekly", "2026-03-08T00:00:00Z"),  # 2026-03-04 is a Wednesday: next Sunday
+        ("@monthly", "2026-04-01T00:00:00Z"),
+        ("@yearly", "2027-01-01T00:00:00Z"),
+        ("@annually", "2027-01-01T00:00:00Z"),
+        ("0 30 9 * * mon-fri", "2026-03-05T09:30:00Z"),
+        ("0 30 9 * * MON", "2026-03-09T09:30:00Z"),
+        ("0 0 0 1 jan,jul ?", "2026-07-01T00:00:00Z"),
+        ("5/20 * * * * *", "2026-03-04T10:20:45Z"),  # N/step: N through 59
+        ("0 0 12 15 * 1", "2026-03-09T12:00:00Z"),  # day of month OR day of week (neither is *)
+        ("0 0 12 */10 * *", "2026-03-11T12:00:00Z"),  # */10 is not a star: days 1, 11, 21, 31
+    ],
+)
 def test_cron_next(pattern, expected):
     assert parse_schedule(pattern, None, T0, T0) == (ns(expected), True)
 
 
-@pytest.mark.parametrize("pattern", [
-    "* * * * *", "* * * * * * *", "61 * * * * *", "0 0 0 * * 7", "0 0 0 L * *", "0 0 0 * * -1",
-    "0 0 0 30 2 *", "0 0 0 0 * *", "0 0 0 * 13 *", "5-1 * * * * *", "*/0 * * * * *", "1-2-3 * * * * *",
-    "1/2/3 * * * * *", "x * * * * *", "0 0 0 * * 1#2", "@every5s", "@reboot",
-])
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "* * * * *",
+        "* * * * * * *",
+        "61 * * * * *",
+        "0 0 0 * * 7",
+        "0 0 0 L * *",
+        "0 0 0 * * -1",
+        "0 0 0 30 2 *",
+        "0 0 0 0 * *",
+        "0 0 0 * 13 *",
+        "5-1 * * * * *",
+        "*/0 * * * * *",
+        "1-2-3 * * * * *",
+        "1/2/3 * * * * *",
+        "x * * * * *",
+        "0 0 0 * * 1#2",
+        "@every5s",
+        "@reboot",
+    ],
+)
 def test_cron_invalid(pattern):
     assert parse_schedule(pattern, None, T0, T0) is None
 
@@ -89,6 +110,7 @@ def test_cron_missed_firings_skip_to_now():
 
 # -- on a stream ----------------------------------------------------------------------------------------
 
+
 def mk(env: JsEnv, storage: str = "file", **cfg) -> None:
     env.create("S", subjects=["s.>"], storage=storage, allow_msg_schedules=True, allow_msg_ttl=True, **cfg)
 
@@ -104,6 +126,7 @@ def get_last(env: JsEnv, subject: str) -> dict | None:
 
 def hdrs(m: dict) -> bytes:
     import base64
+
     return base64.b64decode(m.get("hdrs", ""))
 
 
@@ -115,16 +138,28 @@ def test_config_defaults_rollup_on(env):
     r = env.create("S", subjects=["s.>"], allow_msg_schedules=True)
     assert r["config"]["allow_msg_schedules"] is True and r["config"]["allow_rollup_hdrs"] is True
     assert env.api("$JS.API.STREAM.UPDATE.S", {"name": "S", "subjects": ["s.>"]})["error"] == {
-        "code": 500, "err_code": 10052, "description": "message schedules can not be disabled"}
+        "code": 500,
+        "err_code": 10052,
+        "description": "message schedules can not be disabled",
+    }
 
 
 @pytest.mark.parametrize("storage", ["file", "memory"])
 def test_at_fires_once_with_reference_headers(env, storage):
     mk(env, storage)
     env.pub("s.src", b"x")
-    ack = env.pub("s.sched", b"hello", {"Nats-Schedule": at(env, 10), "Nats-Schedule-Target": "s.target",
-                                        "Foo": "bar", "Nats-Schedule-TTL": "5m", "Nats-Msg-Id": "m1",
-                                        "Nats-Expected-Stream": "S"})
+    ack = env.pub(
+        "s.sched",
+        b"hello",
+        {
+            "Nats-Schedule": at(env, 10),
+            "Nats-Schedule-Target": "s.target",
+            "Foo": "bar",
+            "Nats-Schedule-TTL": "5m",
+            "Nats-Msg-Id": "m1",
+            "Nats-Expected-Stream": "S",
+        },
+    )
     assert ack == {"stream": "S", "seq": 2}
     stored = hdrs(get_last(env, "s.sched"))
     assert stored.endswith(b"Nats-Rollup: sub\r\n\r\n")  # the reference adds it to the schedule
@@ -133,8 +168,12 @@ def test_at_fires_once_with_reference_headers(env, storage):
     env.clock.advance(2 * SECOND)
     m = get_last(env, "s.target")
     assert m is not None and m["seq"] == 3
-    assert hdrs(m) == b"NATS/1.0\r\nFoo: bar\r\nNats-Scheduler: s.sched\r\nNats-Schedule-Next: purge\r\nNats-TTL: 5m\r\n\r\n"
+    assert (
+        hdrs(m)
+        == b"NATS/1.0\r\nFoo: bar\r\nNats-Scheduler: s.sched\r\nNats-Schedule-Next: purge\r\nNats-TTL: 5m\r\n\r\n"
+    )
     import base64
+
     assert base64.b64decode(m["data"]) == b"hello"
     # the one-shot schedule is gone; nothing fires again
     assert subjects(env) == {"s.src": 1, "s.target": 1}
@@ -170,11 +209,22 @@ def test_cron_fires_on_the_second(env):
 def test_source_and_rollup(env):
     mk(env)
     env.pub("s.src", b"latest", {"Src": "1", "Nats-Msg-Id": "x"})
-    env.pub("s.sched", b"own", {"Nats-Schedule": at(env, 1), "Nats-Schedule-Target": "s.t",
-                                "Nats-Schedule-Source": "s.src", "Nats-Schedule-Rollup": "sub"})
+    env.pub(
+        "s.sched",
+        b"own",
+        {
+            "Nats-Schedule": at(env, 1),
+            "Nats-Schedule-Target": "s.t",
+            "Nats-Schedule-Source": "s.src",
+            "Nats-Schedule-Rollup": "sub",
+        },
+    )
     env.clock.advance(2 * SECOND)
     m = get_last(env, "s.t")
-    assert hdrs(m) == b"NATS/1.0\r\nSrc: 1\r\nNats-Scheduler: s.sched\r\nNats-Schedule-Next: purge\r\nNats-Rollup: sub\r\n\r\n"
+    assert (
+        hdrs(m)
+        == b"NATS/1.0\r\nSrc: 1\r\nNats-Scheduler: s.sched\r\nNats-Schedule-Next: purge\r\nNats-Rollup: sub\r\n\r\n"
+    )
 
 
 def test_replacing_the_schedule_message_replaces_the_schedule(env):
@@ -185,6 +235,7 @@ def test_replacing_the_schedule_message_replaces_the_schedule(env):
     assert "s.t" not in subjects(env)
     env.clock.advance(11 * SECOND)
     import base64
+
     assert base64.b64decode(get_last(env, "s.t")["data"]) == b"2"
     # a plain message on a schedule's subject ends it
     env.pub("s.sched2", b"1", {"Nats-Schedule": at(env, 5), "Nats-Schedule-Target": "s.t2"})
@@ -202,10 +253,14 @@ def test_deleted_schedule_message_never_fires(env):
 
 
 ERR = {
-    10188: "message schedules is disabled", 10189: "message schedules pattern is invalid",
-    10190: "message schedules target is invalid", 10191: "message schedules invalid per-message TTL",
-    10192: "message schedules invalid rollup", 10203: "message schedules source is invalid",
-    10212: "message schedules invalid scheduler", 10223: "message schedules time zone is invalid",
+    10188: "message schedules is disabled",
+    10189: "message schedules pattern is invalid",
+    10190: "message schedules target is invalid",
+    10191: "message schedules invalid per-message TTL",
+    10192: "message schedules invalid rollup",
+    10203: "message schedules source is invalid",
+    10212: "message schedules invalid scheduler",
+    10223: "message schedules time zone is invalid",
     10166: "per-message TTL is disabled",
 }
 
@@ -294,6 +349,7 @@ def test_wall_time_is_used(env):
 
 def test_next_format_zero_offset_is_z_and_local_zone(monkeypatch):
     from natsd.jetstream.stream.schedules import load_zone
+
     london = ZoneInfo("Europe/London")
     winter = ns("2026-01-10T12:00:00Z")
     assert format_rfc3339nano(winter, london) == "2026-01-10T12:00:00Z"
@@ -306,8 +362,10 @@ def test_next_format_zero_offset_is_z_and_local_zone(monkeypatch):
 def test_interest_stream_without_interest_keeps_repeating(env):
     # the produced messages are skipped (nobody is interested) but the schedule goes on
     env.create("S", subjects=["s.>"], storage="memory", allow_msg_schedules=True, retention="interest")
-    env.api("$JS.API.CONSUMER.CREATE.S.C", {"stream_name": "S", "config": {
-        "durable_name": "C", "filter_subject": "s.every", "ack_policy": "explicit"}})
+    env.api(
+        "$JS.API.CONSUMER.CREATE.S.C",
+        {"stream_name": "S", "config": {"durable_name": "C", "filter_subject": "s.every", "ack_policy": "explicit"}},
+    )
     env.pub("s.every", b"tick", {"Nats-Schedule": "@every 10s", "Nats-Schedule-Target": "s.t"})
     first = env.api("$JS.API.STREAM.INFO.S")["state"]["last_seq"]
     env.clock.advance(10 * SECOND)

@@ -16,10 +16,19 @@ SRC_NAME = "JS_SRC_abcdefgh"
 
 def src_request(deliver: str, start_seq: int = 0, stream: str = "ORDERS") -> dict:
     cfg: dict[str, Any] = {
-        "name": SRC_NAME, "deliver_subject": deliver, "ack_policy": "none", "ack_wait": 22 * 3600 * SEC,
-        "max_deliver": 1, "idle_heartbeat": SEC, "flow_control": True, "direct": True, "sourcing": True,
-        "inactive_threshold": 10 * SEC, "deliver_policy": "all",
-        "metadata": {"_nats.src.stream": "HQ", "_nats.src.acc": "$G", "_nats.src.domain": "HUB"}}
+        "name": SRC_NAME,
+        "deliver_subject": deliver,
+        "ack_policy": "none",
+        "ack_wait": 22 * 3600 * SEC,
+        "max_deliver": 1,
+        "idle_heartbeat": SEC,
+        "flow_control": True,
+        "direct": True,
+        "sourcing": True,
+        "inactive_threshold": 10 * SEC,
+        "deliver_policy": "all",
+        "metadata": {"_nats.src.stream": "HQ", "_nats.src.acc": "$G", "_nats.src.domain": "HUB"},
+    }
     if start_seq:
         cfg.update(deliver_policy="by_start_sequence", opt_start_seq=start_seq)
     return {"stream_name": stream, "config": cfg}
@@ -119,9 +128,9 @@ def test_flow_control_replies_ack_and_a_recreate_redelivers_the_rest() -> None:
     again = data(sub2)
     assert [m.payload for m in again] == [b"m6", b"m7", b"m8", b"m9"]
     toks = [ack_tokens(m) for m in again]
-    assert [int(t[5]) for t in toks] == [7, 8, 9, 10]   # stream sequences
-    assert [int(t[6]) for t in toks] == [1, 2, 3, 4]    # consumer sequences start over
-    assert {t[4] for t in toks} == {"1"}                # delivered once as far as the hub knows
+    assert [int(t[5]) for t in toks] == [7, 8, 9, 10]  # stream sequences
+    assert [int(t[6]) for t in toks] == [1, 2, 3, 4]  # consumer sequences start over
+    assert {t[4] for t in toks} == {"1"}  # delivered once as far as the hub knows
     h.advance(SEC + 1)
     fcs = fc_requests(sub2)
     assert len(fcs) == 1
@@ -140,7 +149,7 @@ def test_flow_control_request_when_max_ack_pending_is_reached() -> None:
         h.pub(f"orders.{i}", f"m{i}")
     assert len(data(sub)) == 5  # stopped at max_ack_pending
     fcs = fc_requests(sub)
-    assert len(fcs) == 1        # and asked for acks right away, not at the next heartbeat
+    assert len(fcs) == 1  # and asked for acks right away, not at the next heartbeat
     fc_reply(h, fcs[0], 5, 5)
     assert len(data(sub)) == 10
     assert h.store.state().first_seq == 6

@@ -55,8 +55,15 @@ def test_config_json_omitempty_and_order():
     assert "description" not in out and "no_ack" not in out and "metadata" not in out
     assert list(out)[:4] == ["name", "subjects", "retention", "max_consumers"]
     assert out["consumer_limits"] == {} and out["allow_direct"] is False
-    full = StreamConfig.from_json({"name": "S", "republish": {"dest": "x.>"}, "sources": [{"name": "A"}],
-                                   "persist_mode": "async", "metadata": {"b": "1", "a": "2"}})
+    full = StreamConfig.from_json(
+        {
+            "name": "S",
+            "republish": {"dest": "x.>"},
+            "sources": [{"name": "A"}],
+            "persist_mode": "async",
+            "metadata": {"b": "1", "a": "2"},
+        }
+    )
     out = full.to_json()
     assert out["republish"] == {"dest": "x.>"} and out["sources"] == [{"name": "A"}]
     assert out["persist_mode"] == "async" and list(out["metadata"]) == ["a", "b"]
@@ -72,20 +79,30 @@ def test_defaults_applied():
     assert ei.value.err_code == 10157
 
 
-@pytest.mark.parametrize("body,desc", [
-    ({"name": "a.b"}, "stream name is required and can not contain '.', '*', '>', '\\', '/'"),
-    ({"name": "S", "description": "x" * 5000}, "stream description is too long, maximum allowed is 4096"),
-    ({"name": "S", "max_age": -1}, "max age can not be negative"),
-    ({"name": "S", "max_age": SECOND, "duplicate_window": 2 * SECOND}, "duplicates window can not be larger then max age"),
-    ({"name": "S", "duplicate_window": 10}, "duplicates window needs to be >= 100ms"),
-    ({"name": "S", "discard": "new", "discard_new_per_subject": True},
-     "discard new per subject requires max msgs per subject > 0"),
-    ({"name": "S", "subjects": ["a..b"]}, "invalid subject"),
-    ({"name": "S", "subjects": ["$SYS.x"]}, "subjects that overlap with system api require no-ack to be true"),
-    ({"name": "S", "republish": {"src": ">", "dest": "a.>"}, "subjects": ["a.>"]},
-     "stream configuration for republish destination forms a cycle"),
-    ({"name": "S", "placement": {"preferred": "x"}}, "preferred server not permitted in placement"),
-])
+@pytest.mark.parametrize(
+    "body,desc",
+    [
+        ({"name": "a.b"}, "stream name is required and can not contain '.', '*', '>', '\\', '/'"),
+        ({"name": "S", "description": "x" * 5000}, "stream description is too long, maximum allowed is 4096"),
+        ({"name": "S", "max_age": -1}, "max age can not be negative"),
+        (
+            {"name": "S", "max_age": SECOND, "duplicate_window": 2 * SECOND},
+            "duplicates window can not be larger then max age",
+        ),
+        ({"name": "S", "duplicate_window": 10}, "duplicates window needs to be >= 100ms"),
+        (
+            {"name": "S", "discard": "new", "discard_new_per_subject": True},
+            "discard new per subject requires max msgs per subject > 0",
+        ),
+        ({"name": "S", "subjects": ["a..b"]}, "invalid subject"),
+        ({"name": "S", "subjects": ["$SYS.x"]}, "subjects that overlap with system api require no-ack to be true"),
+        (
+            {"name": "S", "republish": {"src": ">", "dest": "a.>"}, "subjects": ["a.>"]},
+            "stream configuration for republish destination forms a cycle",
+        ),
+        ({"name": "S", "placement": {"preferred": "x"}}, "preferred server not permitted in placement"),
+    ],
+)
 def test_invalid_configs(body, desc):
     with pytest.raises(ApiError) as ei:
         check_stream_config(StreamConfig.from_json(body))
@@ -105,16 +122,23 @@ def test_update_rules_one_way_flags_and_seal():
     with pytest.raises(ApiError) as ei:
         check_update(old, StreamConfig.from_json({"name": "S", "deny_purge": True}))
     assert ei.value.description == "message TTL status can not be disabled"
-    sealed = check_update(old, StreamConfig.from_json({"name": "S", "deny_purge": True, "allow_msg_ttl": True,
-                                                       "sealed": True, "max_age": SECOND}))
+    sealed = check_update(
+        old,
+        StreamConfig.from_json(
+            {"name": "S", "deny_purge": True, "allow_msg_ttl": True, "sealed": True, "max_age": SECOND}
+        ),
+    )
     assert sealed.sealed and sealed.max_age == 0 and sealed.discard == "new" and sealed.deny_delete
     with pytest.raises(ApiError) as ei:
-        check_update(sealed, StreamConfig.from_json({"name": "S", "deny_purge": True, "deny_delete": True,
-                                                     "allow_msg_ttl": True}))
+        check_update(
+            sealed,
+            StreamConfig.from_json({"name": "S", "deny_purge": True, "deny_delete": True, "allow_msg_ttl": True}),
+        )
     assert ei.value.description == "stream configuration update can not unseal a sealed stream"
     with pytest.raises(ApiError) as ei:
-        check_update(old, StreamConfig.from_json({"name": "S", "deny_purge": True, "allow_msg_ttl": True,
-                                                  "num_replicas": 3}))
+        check_update(
+            old, StreamConfig.from_json({"name": "S", "deny_purge": True, "allow_msg_ttl": True, "num_replicas": 3})
+        )
     assert ei.value.err_code == 10074
 
 
@@ -122,8 +146,9 @@ def test_retention_limits_interest_switch_allowed(tmp_path):
     env = JsEnv(str(tmp_path))
     try:
         env.create("S", storage="memory")
-        out = env.api("$JS.API.STREAM.UPDATE.S", {"name": "S", "subjects": ["s.>"], "storage": "memory",
-                                                  "retention": "interest"})
+        out = env.api(
+            "$JS.API.STREAM.UPDATE.S", {"name": "S", "subjects": ["s.>"], "storage": "memory", "retention": "interest"}
+        )
         assert out["config"]["retention"] == "interest"
     finally:
         env.stop()
@@ -131,6 +156,7 @@ def test_retention_limits_interest_switch_allowed(tmp_path):
 
 def test_error_table_is_complete_and_exact():
     from natsd.jetstream.errors import ERROR_TABLE
+
     assert len(ERROR_TABLE) == 226
     assert len({r.err_code for r in ERROR_TABLE}) == 226
     assert ApiErrors.STREAM_NOT_FOUND().to_dict() == {"code": 404, "err_code": 10059, "description": "stream not found"}
@@ -139,6 +165,7 @@ def test_error_table_is_complete_and_exact():
 
 
 # -- engine, limits, timers, /jsz ----------------------------------------------------------------
+
 
 def test_store_dir_layout_and_defaults(tmp_path):
     env = JsEnv(str(tmp_path), max_memory_store=-1, max_file_store=-1)
@@ -158,6 +185,7 @@ def test_default_store_dir_is_temp_nats_jetstream():
     from natsd.clock import ManualClock
     from natsd.config.options import ServerOptions
     from natsd.jetstream.manager import JetStreamEngine
+
     opts = ServerOptions()
     opts.jetstream.max_memory_store = 1 << 20
     opts.jetstream.max_file_store = 1 << 20
@@ -172,7 +200,11 @@ def test_account_limits(tmp_path):
         out = env.api("$JS.API.INFO")
         assert out["limits"]["max_streams"] == 1 and out["limits"]["max_memory"] == 1000
         big = env.api("$JS.API.STREAM.CREATE.A", {"name": "A", "storage": "memory", "max_bytes": 5000})
-        assert big["error"] == {"code": 500, "err_code": 10028, "description": "insufficient memory resources available"}
+        assert big["error"] == {
+            "code": 500,
+            "err_code": 10028,
+            "description": "insufficient memory resources available",
+        }
         assert "error" not in env.api("$JS.API.STREAM.CREATE.A", {"name": "A", "storage": "memory"})
         second = env.api("$JS.API.STREAM.CREATE.B", {"name": "B", "storage": "memory"})
         assert second["error"] == {"code": 400, "err_code": 10027, "description": "maximum number of streams reached"}
@@ -220,6 +252,7 @@ def test_sync_always_syncs_before_acking(tmp_path):
             if subject.startswith("_INBOX."):
                 order.append("ack")
             orig_pub(subject, reply, hdr, payload)
+
         env.ports.publish = pub
         for _ in range(3):
             env.ports.request("s.x", b"x")
@@ -235,9 +268,25 @@ def test_jsz_shapes(tmp_path):
         env.create("ORDERS", storage="file")
         env.pub("orders.1", b"hello")
         out = env.engine.jsz({})
-        assert list(out) == ["memory", "storage", "reserved_memory", "reserved_storage", "accounts", "ha_assets",
-                             "api", "server_id", "now", "config", "limits", "streams", "consumers", "messages",
-                             "bytes", "total", "natsd"]  # natsd: its own features (issue 27), last
+        assert list(out) == [
+            "memory",
+            "storage",
+            "reserved_memory",
+            "reserved_storage",
+            "accounts",
+            "ha_assets",
+            "api",
+            "server_id",
+            "now",
+            "config",
+            "limits",
+            "streams",
+            "consumers",
+            "messages",
+            "bytes",
+            "total",
+            "natsd",
+        ]  # natsd: its own features (issue 27), last
         assert out["streams"] == 1 and out["messages"] == 1 and out["accounts"] == 1
         assert list(out["config"]) == ["max_memory", "max_storage", "store_dir", "sync_interval", "strict"]
         detail = env.engine.jsz({"accounts": "1", "streams": "1", "consumers": "1", "config": "1"})
@@ -332,6 +381,7 @@ def test_overlap_checks_are_not_pairwise(monkeypatch):
     through a trie, so the pairwise function is only called a few times per subject."""
     import natsd.jetstream.config.stream_checks as P
     from natsd.jetstream.config.models import StreamConfig as SC
+
     calls = 0
     real = P.subjects_collide
 
@@ -339,12 +389,12 @@ def test_overlap_checks_are_not_pairwise(monkeypatch):
         nonlocal calls
         calls += 1
         return real(a, b)
+
     monkeypatch.setattr(P, "subjects_collide", counting)
     n = 3000
     cfg = SC.from_json({"name": "BIG", "subjects": [f"big.{i}.*" for i in range(n)]})
     P.check_stream_config(cfg, False, lambda name: None)
-    others = {f"O{k}": SC.from_json({"name": f"O{k}", "subjects": [f"o{k}.{i}" for i in range(n)]})
-              for k in range(3)}
+    others = {f"O{k}": SC.from_json({"name": f"O{k}", "subjects": [f"o{k}.{i}" for i in range(n)]}) for k in range(3)}
     P.check_subject_overlap(cfg, others)
     assert calls < 10 * n, calls
     dup = SC.from_json({"name": "D", "subjects": [f"d.{i}" for i in range(n)] + ["d.*"]})

@@ -17,13 +17,18 @@ pytestmark = pytest.mark.unit
 
 WINDOW = 2 * SECOND
 
-ops = st.lists(st.one_of(
-    st.tuples(st.just("pub"), st.sampled_from(["m.a", "m.b", "m.c"]), st.none() | st.sampled_from(["i1", "i2", "i3"])),
-    st.tuples(st.just("expect"), st.sampled_from(["m.a", "m.b"]), st.booleans()),
-    st.tuples(st.just("purge"), st.none() | st.sampled_from(["m.a", "m.b"]), st.none()),
-    st.tuples(st.just("delete"), st.integers(min_value=1, max_value=30), st.none()),
-    st.tuples(st.just("tick"), st.integers(min_value=0, max_value=3), st.none()),
-), max_size=40)
+ops = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("pub"), st.sampled_from(["m.a", "m.b", "m.c"]), st.none() | st.sampled_from(["i1", "i2", "i3"])
+        ),
+        st.tuples(st.just("expect"), st.sampled_from(["m.a", "m.b"]), st.booleans()),
+        st.tuples(st.just("purge"), st.none() | st.sampled_from(["m.a", "m.b"]), st.none()),
+        st.tuples(st.just("delete"), st.integers(min_value=1, max_value=30), st.none()),
+        st.tuples(st.just("tick"), st.integers(min_value=0, max_value=3), st.none()),
+    ),
+    max_size=40,
+)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

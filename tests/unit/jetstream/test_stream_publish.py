@@ -41,8 +41,10 @@ def test_pubacks_are_sent_only_after_the_turn_flush(env):
 def test_duplicate_msg_id_within_window(env):
     mk(env, duplicate_window=2 * SECOND)
     assert env.pub("orders.1", b"a", {"Nats-Msg-Id": "abc"}) == {"stream": "ORDERS", "seq": 1}
-    assert env.raw_pub_reply("orders.1", b"a", b"NATS/1.0\r\nNats-Msg-Id: abc\r\n\r\n") == \
-        b'{"stream":"ORDERS","seq":1,"duplicate": true}'
+    assert (
+        env.raw_pub_reply("orders.1", b"a", b"NATS/1.0\r\nNats-Msg-Id: abc\r\n\r\n")
+        == b'{"stream":"ORDERS","seq":1,"duplicate": true}'
+    )
     assert env.account.streams["ORDERS"].store.state().msgs == 1
     env.clock.advance(3 * SECOND)  # the window has passed: the id is accepted again
     assert env.pub("orders.1", b"a", {"Nats-Msg-Id": "abc"}) == {"stream": "ORDERS", "seq": 2}
@@ -65,7 +67,9 @@ def test_expected_stream(env):
     mk(env)
     assert env.pub("orders.1", b"x", {"Nats-Expected-Stream": "NOPE"}) == {
         "error": {"code": 400, "err_code": 10060, "description": "expected stream does not match"},
-        "stream": "ORDERS", "seq": 0}
+        "stream": "ORDERS",
+        "seq": 0,
+    }
     assert env.pub("orders.1", b"x", {"Nats-Expected-Stream": "ORDERS"})["seq"] == 1
 
 
@@ -73,8 +77,10 @@ def test_expected_last_sequence(env):
     mk(env)
     env.pub("orders.1")
     env.pub("orders.1")
-    assert env.raw_pub_reply("orders.1", b"x", b"NATS/1.0\r\nNats-Expected-Last-Sequence: 1\r\n\r\n") == \
-        b'{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 2"},"stream":"ORDERS","seq":0}'
+    assert (
+        env.raw_pub_reply("orders.1", b"x", b"NATS/1.0\r\nNats-Expected-Last-Sequence: 1\r\n\r\n")
+        == b'{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 2"},"stream":"ORDERS","seq":0}'
+    )
     assert env.pub("orders.1", b"x", {"Nats-Expected-Last-Sequence": "2"})["seq"] == 3
 
 
@@ -84,10 +90,16 @@ def test_expected_last_subject_sequence_and_subject(env):
     r = env.pub("orders.b", b"x", {"Nats-Expected-Last-Subject-Sequence": "0"})
     assert r["error"]["err_code"] == 10071 and r["error"]["description"] == "wrong last sequence: 1"
     r = env.pub("orders.c", b"x", {"Nats-Expected-Last-Subject-Sequence-Subject": "orders.b"})
-    assert r["error"] == {"code": 400, "err_code": 10193,
-                          "description": "missing sequence for expected last sequence per subject"}
-    ok = env.pub("orders.c", b"x", {"Nats-Expected-Last-Subject-Sequence": "1",
-                                    "Nats-Expected-Last-Subject-Sequence-Subject": "orders.*"})
+    assert r["error"] == {
+        "code": 400,
+        "err_code": 10193,
+        "description": "missing sequence for expected last sequence per subject",
+    }
+    ok = env.pub(
+        "orders.c",
+        b"x",
+        {"Nats-Expected-Last-Subject-Sequence": "1", "Nats-Expected-Last-Subject-Sequence-Subject": "orders.*"},
+    )
     assert ok == {"stream": "ORDERS", "seq": 2}
 
 
@@ -174,8 +186,10 @@ def test_delete_markers_alive_at_a_restart_leave_no_marker_of_their_own(env):
 
 def test_a_delete_marker_reaches_consumers(env):
     mk(env, max_age=SECOND, subject_delete_marker_ttl=SECOND)
-    env.api("$JS.API.CONSUMER.CREATE.ORDERS.C", {"stream_name": "ORDERS", "config": {
-        "durable_name": "C", "deliver_subject": "out", "ack_policy": "none"}})
+    env.api(
+        "$JS.API.CONSUMER.CREATE.ORDERS.C",
+        {"stream_name": "ORDERS", "config": {"durable_name": "C", "deliver_subject": "out", "ack_policy": "none"}},
+    )
     inbox = env.ports.client_subscribe("out")
     env.pub("orders.a", b"payload")
     env.clock.run_soon()
@@ -188,7 +202,10 @@ def test_a_delete_marker_reaches_consumers(env):
 def test_max_msg_size(env):
     mk(env, max_msg_size=4)
     assert env.pub("orders.a", b"12345")["error"] == {
-        "code": 400, "err_code": 10054, "description": "message size exceeds maximum allowed"}
+        "code": 400,
+        "err_code": 10054,
+        "description": "message size exceeds maximum allowed",
+    }
     assert env.pub("orders.a", b"1234")["seq"] == 1
 
 
@@ -230,11 +247,16 @@ def test_discard_old_limits(env):
 def test_sealed_stream_rejects(env):
     mk(env)
     env.pub("orders.a")
-    out = env.api("$JS.API.STREAM.UPDATE.ORDERS",
-                  {"name": "ORDERS", "subjects": ["orders.>"], "storage": "memory", "sealed": True})
+    out = env.api(
+        "$JS.API.STREAM.UPDATE.ORDERS",
+        {"name": "ORDERS", "subjects": ["orders.>"], "storage": "memory", "sealed": True},
+    )
     assert out["config"]["sealed"] is True and out["config"]["deny_purge"] is True
-    assert env.pub("orders.a")["error"] == {"code": 400, "err_code": 10109,
-                                            "description": "invalid operation on sealed stream"}
+    assert env.pub("orders.a")["error"] == {
+        "code": 400,
+        "err_code": 10109,
+        "description": "invalid operation on sealed stream",
+    }
 
 
 def test_no_ack_stream_never_replies(env):
@@ -254,6 +276,7 @@ def test_interest_stream_without_consumers_acks_but_does_not_store(env):
 class _FakeConsumer:
     def __init__(self, name: str, filt: str = "") -> None:
         from natsd.jetstream.config.consumer_config import ConsumerConfig
+
         self.name = name
         self.config = ConsumerConfig(filter_subject=filt)  # a plain (not internal) consumer
         self.filters = [filt] if filt else []
@@ -264,6 +287,7 @@ class _FakeConsumer:
 
     def filter_matches(self, subject: str) -> bool:
         from natsd.subjects.tokens import subject_matches
+
         return not self.filters or any(subject_matches(f, subject) for f in self.filters)
 
     def is_acked(self, seq: int) -> bool:
@@ -361,10 +385,13 @@ def test_republish_headers_only_bytes(env):
     m = sub.last()
     ts = env.account.streams["ORDERS"].store.load_msg(2).ts
     from natsd.jetstream.config.models import rfc3339
+
     assert m.payload == b""
-    assert m.hdr == (b"NATS/1.0\r\nNats-Stream: ORDERS\r\nNats-Subject: orders.a\r\nNats-Sequence: 2\r\n"
-                     b"Nats-Time-Stamp: " + rfc3339(ts).encode() + b"\r\nNats-Last-Sequence: 1\r\n"
-                     b"Nats-Msg-Size: 5\r\n\r\n")
+    assert m.hdr == (
+        b"NATS/1.0\r\nNats-Stream: ORDERS\r\nNats-Subject: orders.a\r\nNats-Sequence: 2\r\n"
+        b"Nats-Time-Stamp: " + rfc3339(ts).encode() + b"\r\nNats-Last-Sequence: 1\r\n"
+        b"Nats-Msg-Size: 5\r\n\r\n"
+    )
 
 
 def test_header_scan_ignores_application_headers(env):
@@ -376,11 +403,23 @@ def test_header_scan_ignores_application_headers(env):
 
 
 def test_subject_transform_applied_before_storing(env):
-    mk(env, "TR", subjects=["tr.*.*"], subject_transform={"src": "tr.*.*", "dest": "tr.{{wildcard(2)}}.{{wildcard(1)}}"})
+    mk(
+        env,
+        "TR",
+        subjects=["tr.*.*"],
+        subject_transform={"src": "tr.*.*", "dest": "tr.{{wildcard(2)}}.{{wildcard(1)}}"},
+    )
     assert env.pub("tr.a.b") == {"stream": "TR", "seq": 1}
     assert env.account.streams["TR"].store.load_msg(1).subject == "tr.b.a"
-    out = env.api("$JS.API.STREAM.CREATE.T2", {"name": "T2", "storage": "memory", "subjects": ["t2.*"],
-                                               "subject_transform": {"src": "t2.*", "dest": "x.{{partition(3,1)}}"}})
+    out = env.api(
+        "$JS.API.STREAM.CREATE.T2",
+        {
+            "name": "T2",
+            "storage": "memory",
+            "subjects": ["t2.*"],
+            "subject_transform": {"src": "t2.*", "dest": "x.{{partition(3,1)}}"},
+        },
+    )
     assert out["error"]["err_code"] == 10156
 
 
@@ -411,6 +450,7 @@ def test_update_changes_subscriptions_by_difference(env):
 
 
 # -- persist_mode: async ------------------------------------------------------------------------------
+
 
 def test_async_persist_acks_before_the_write_and_writes_soon_after(tmp_path):
     from natsd.jetstream.stream.turnflush import ASYNC_PERSIST_DELAY_NS
@@ -448,13 +488,17 @@ def test_light_header_paths_answer_and_store_as_the_full_path(env):
     mk(env, "F", subjects=["f.>"], duplicate_window=2 * SECOND, max_msg_size=1 << 20)
     light, full = env.account.streams["L"], env.account.streams["F"]
     assert light._fast and not full._fast
-    blocks = [b"NATS/1.0\r\nX-Trace: 1\r\n\r\n", b"NATS/1.0\r\nNats-Msg-Id: a\r\n\r\n",
-              b"NATS/1.0\r\nNats-Msg-Id: a\r\n\r\n",  # a duplicate
-              b"NATS/1.0\r\nNats-Msg-Id:\r\n\r\n",  # an empty id is no id
-              b"NATS/1.0\r\nX-Nats-Msg-Id: a\r\nApp: v\r\n\r\n",
-              b"NATS/1.0\r\nApp: v\r\nNats-Msg-Id: b\r\n\r\n", b"NATS/1.0\r\nNats-Msg-Id: b\r\n\r\n",
-              b"NATS/1.0\r\nNats-Msg-Id: c\r\nNats-Expected-Last-Msg-Id: b\r\n\r\n",  # not light: full path
-              b"NATS/1.0\r\nNats-Msg-Id: d\r\nNats-Expected-Last-Msg-Id: zzz\r\n\r\n"]
+    blocks = [
+        b"NATS/1.0\r\nX-Trace: 1\r\n\r\n",
+        b"NATS/1.0\r\nNats-Msg-Id: a\r\n\r\n",
+        b"NATS/1.0\r\nNats-Msg-Id: a\r\n\r\n",  # a duplicate
+        b"NATS/1.0\r\nNats-Msg-Id:\r\n\r\n",  # an empty id is no id
+        b"NATS/1.0\r\nX-Nats-Msg-Id: a\r\nApp: v\r\n\r\n",
+        b"NATS/1.0\r\nApp: v\r\nNats-Msg-Id: b\r\n\r\n",
+        b"NATS/1.0\r\nNats-Msg-Id: b\r\n\r\n",
+        b"NATS/1.0\r\nNats-Msg-Id: c\r\nNats-Expected-Last-Msg-Id: b\r\n\r\n",  # not light: full path
+        b"NATS/1.0\r\nNats-Msg-Id: d\r\nNats-Expected-Last-Msg-Id: zzz\r\n\r\n",
+    ]
     answers = {}
     for name, stream in (("l", light), ("f", full)):
         answers[name] = [env.raw_pub_reply(f"{name}.1", b"x", b) for b in blocks]
@@ -463,8 +507,10 @@ def test_light_header_paths_answer_and_store_as_the_full_path(env):
         assert stream.lmsg_id == "a"
     assert answers["l"] == [a.replace(b'"F"', b'"L"') for a in answers["f"]]
     assert b'"duplicate": true' in answers["l"][2] and b"10070" in answers["l"][-2]
-    stored = {n: [(m.subject[2:], m.hdr, m.msg) for m in (s.store.load_msg(q) for q in range(1, s.lseq + 1))]
-              for n, s in (("l", light), ("f", full))}
+    stored = {
+        n: [(m.subject[2:], m.hdr, m.msg) for m in (s.store.load_msg(q) for q in range(1, s.lseq + 1))]
+        for n, s in (("l", light), ("f", full))
+    }
     assert stored["l"] == stored["f"] and len(stored["l"]) == 7
 
 
@@ -478,8 +524,10 @@ def test_light_msg_id_path_rebuilds_dedupe_after_restart(tmp_path):
         env.stop()
     env = JsEnv(str(tmp_path))
     try:
-        assert env.raw_pub_reply("orders.1", b"a", b"NATS/1.0\r\nNats-Msg-Id: abc\r\n\r\n") == \
-            b'{"stream":"ORDERS","seq":1,"duplicate": true}'
+        assert (
+            env.raw_pub_reply("orders.1", b"a", b"NATS/1.0\r\nNats-Msg-Id: abc\r\n\r\n")
+            == b'{"stream":"ORDERS","seq":1,"duplicate": true}'
+        )
         assert env.account.streams["ORDERS"].lmsg_id == "abc"
     finally:
         env.stop()
@@ -496,8 +544,9 @@ def test_msg_ids_older_than_the_window_are_no_duplicates_before_their_expiry_swe
     assert env.pub("orders.1", b"a", {"Nats-Msg-Id": "old"})["duplicate"] is True
 
 
-def _rrun_twins(tmp_path, n: int, replies=None, storage: str = "file", tweak=None, hdrs=None, runs=None,
-                after=None, **cfg):
+def _rrun_twins(
+    tmp_path, n: int, replies=None, storage: str = "file", tweak=None, hdrs=None, runs=None, after=None, **cfg
+):
     """The same messages through Stream.process_rrun (one run) and through process_msg one by one,
     on two fresh engines: (PubAcks of the run, PubAcks one by one, state of each). ``hdrs``: a
     header block of one length per message (an HPUB run). ``runs``: a list that gets the
@@ -523,10 +572,12 @@ def _rrun_twins(tmp_path, n: int, replies=None, storage: str = "file", tweak=Non
                     def spy(subject, msgs, hdr_len=0, real=real):
                         runs.append(hdr_len)
                         return real(subject, msgs, hdr_len)
+
                     stream.store.store_run = spy
                 if hdrs:
-                    run = Run(OP_HPUB, b"orders.1", None, b"", hl, [h + p for h, p in zip(hdrs, payloads)], None,
-                              replies)
+                    run = Run(
+                        OP_HPUB, b"orders.1", None, b"", hl, [h + p for h, p in zip(hdrs, payloads)], None, replies
+                    )
                 else:
                     run = Run(OP_PUB, b"orders.1", None, b"", 0, payloads, None, replies)
                 stream.process_rrun("orders.1", run)
@@ -567,8 +618,10 @@ def test_a_reply_run_that_cannot_be_taken_whole_answers_each_message_as_alone(tm
         replies = [b"_INBOX.t.%04d" % i for i in range(20)]
         replies[5] = b"_INBOX.t.x.1.0.$FI"
     else:
+
         def tweak(stream):
             stream._max_used = stream._used[stream._ut] + 200  # room for a few messages only
+
     run, one = _rrun_twins(tmp_path, 20, replies=replies, tweak=tweak, **cfg)
     assert run == one
     errors = [a for a in run[0] if b'"error"' in a[1]]
@@ -606,6 +659,7 @@ def test_an_hpub_run_the_light_path_cannot_take_answers_as_one_by_one(tmp_path, 
     if case == "dup_in_run":
         hdrs[9] = _id_hdr(3)
     elif case == "dup_of_stored":
+
         def tweak(stream):
             stream.process_msg("orders.1", "", _id_hdr(5), b"first")
     elif case == "other_nats_header":

@@ -83,8 +83,9 @@ def test_promote_mirror_by_removing_it(env):
     env.pub("o.a")
     env.api("$JS.API.STREAM.CREATE.M", {"name": "M", "mirror": {"name": "O"}, "storage": "memory"})
     env.clock.advance(SECOND // 10)
-    bad = env.api("$JS.API.STREAM.UPDATE.M", {"name": "M", "mirror": {"name": "O", "opt_start_seq": 5},
-                                              "storage": "memory"})
+    bad = env.api(
+        "$JS.API.STREAM.UPDATE.M", {"name": "M", "mirror": {"name": "O", "opt_start_seq": 5}, "storage": "memory"}
+    )
     assert bad["error"]["err_code"] == 10055
     out = env.api("$JS.API.STREAM.UPDATE.M", {"name": "M", "storage": "memory", "subjects": ["m.>"]})
     assert "error" not in out and "mirror" not in out

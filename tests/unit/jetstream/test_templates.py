@@ -17,8 +17,10 @@ TPL = {"subjects": ["CLIENT.*"], "storage": "file", "max_msg_size": 2048, "max_a
 
 
 def _create(env: JsEnv, name: str = "CLIENTS", max_streams: int = 1024, config: dict | None = None) -> dict:
-    return env.api(f"$JS.API.STREAM.TEMPLATE.CREATE.{name}",
-                   {"name": name, "config": config if config is not None else TPL, "max_streams": max_streams})
+    return env.api(
+        f"$JS.API.STREAM.TEMPLATE.CREATE.{name}",
+        {"name": name, "config": config if config is not None else TPL, "max_streams": max_streams},
+    )
 
 
 def test_canonical_name():
@@ -38,27 +40,46 @@ def test_create_info_names_shapes(env):
     assert info["type"] == "io.nats.jetstream.api.v1.stream_template_info_response"
     assert info["config"] == out["config"] and info["streams"] == []
     names = env.api("$JS.API.STREAM.TEMPLATE.NAMES")
-    assert names == {"type": "io.nats.jetstream.api.v1.stream_template_names_response", "total": 1, "offset": 0,
-                     "limit": 1024, "streams": ["CLIENTS"]}
+    assert names == {
+        "type": "io.nats.jetstream.api.v1.stream_template_names_response",
+        "total": 1,
+        "offset": 0,
+        "limit": 1024,
+        "streams": ["CLIENTS"],
+    }
 
 
 def test_create_errors(env):
     out = env.api("$JS.API.STREAM.TEMPLATE.CREATE.X", {"name": "Y", "config": TPL, "max_streams": 1})
-    assert out["error"] == {"code": 400, "err_code": 10073,
-                            "description": "template name in subject does not match request"}
+    assert out["error"] == {
+        "code": 400,
+        "err_code": 10073,
+        "description": "template name in subject does not match request",
+    }
     assert _create(env, "T", config={**TPL, "name": "foo"})["error"] == {
-        "code": 500, "err_code": 10066, "description": "template config name should be empty"}
+        "code": 500,
+        "err_code": 10066,
+        "description": "template config name should be empty",
+    }
     assert _create(env)["type"].endswith("create_response")
-    assert _create(env)["error"] == {"code": 500, "err_code": 10066,
-                                     "description": 'template with name "CLIENTS" already exists'}
+    assert _create(env)["error"] == {
+        "code": 500,
+        "err_code": 10066,
+        "description": 'template with name "CLIENTS" already exists',
+    }
     assert env.api("$JS.API.STREAM.TEMPLATE.CREATE.T")["error"]["err_code"] == 10073  # empty body: no name
     neg = _create(env, "T", max_streams=-1)
-    assert neg["error"]["description"] == ("invalid JSON: json: cannot unmarshal number -1 into Go struct field "
-                                           "StreamTemplateConfig.max_streams of type uint32")
+    assert neg["error"]["description"] == (
+        "invalid JSON: json: cannot unmarshal number -1 into Go struct field "
+        "StreamTemplateConfig.max_streams of type uint32"
+    )
     bad = _create(env, "T2", config={**TPL, "retention": "nope"})
     assert bad["error"]["err_code"] == 10025
     assert env.api("$JS.API.STREAM.TEMPLATE.INFO.NOPE")["error"] == {
-        "code": 404, "err_code": 10068, "description": "template not found"}
+        "code": 404,
+        "err_code": 10068,
+        "description": "template not found",
+    }
     assert env.api("$JS.API.STREAM.TEMPLATE.DELETE.NOPE")["error"]["err_code"] == 10068
     assert env.api("$JS.API.STREAM.TEMPLATE.INFO.CLIENTS", {"x": 1})["error"]["err_code"] == 10038
     assert "error" not in env.api("$JS.API.STREAM.TEMPLATE.INFO.CLIENTS", b"{}")  # {} counts as empty
@@ -75,8 +96,11 @@ def test_first_publish_creates_stream_and_stores_message(env):
     assert env.api("$JS.API.STREAM.TEMPLATE.INFO.CLIENTS")["streams"] == ["CLIENT_acme"]
     # owned streams may not be edited
     upd = env.api("$JS.API.STREAM.UPDATE.CLIENT_acme", {"name": "CLIENT_acme", "subjects": ["CLIENT.acme"]})
-    assert upd["error"] == {"code": 500, "err_code": 10052,
-                            "description": "stream configuration update not allowed on template owned stream"}
+    assert upd["error"] == {
+        "code": 500,
+        "err_code": 10052,
+        "description": "stream configuration update not allowed on template owned stream",
+    }
 
 
 def test_max_streams_caps_creation(env):
@@ -151,6 +175,7 @@ def test_memory_template_is_not_persisted(env):
 
 def test_account_stream_limit_stops_template(tmp_path):
     from natsd.config.options import AccountJetStreamLimits
+
     e = JsEnv(str(tmp_path), account_limits=AccountJetStreamLimits(max_streams=1))
     try:
         _create(e)

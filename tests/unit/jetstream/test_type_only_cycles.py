@@ -35,13 +35,28 @@ def test_no_type_only_cycle_crosses_a_package_folder() -> None:
 def test_loosely_coupled_parts_do_not_name_stream_or_account() -> None:
     graph = module_graph()
     whole = {"natsd.jetstream.stream.core", "natsd.jetstream.manager", "natsd.jetstream.consumer.core"}
-    parts = ["natsd.jetstream.stream.counters", "natsd.jetstream.stream.sourcing", "natsd.jetstream.stream.expiry",
-             "natsd.jetstream.stream.batch", "natsd.jetstream.stream.fastbatch", "natsd.jetstream.advisories",
-             "natsd.jetstream.templates", "natsd.jetstream.domain_mappings", "natsd.jetstream.consumer_registry",
-             "natsd.jetstream.snapshot.archive", "natsd.jetstream.snapshot.transfer",
-             "natsd.jetstream.consumer.core", "natsd.jetstream.consumer.acks"]
-    bad = [f"{p} -> {t} [{k}]" for p in parts for t, k in graph[p].items()
-           if t in whole - {p} and not (p.startswith("natsd.jetstream.consumer.") and t.startswith("natsd.jetstream.consumer."))]
+    parts = [
+        "natsd.jetstream.stream.counters",
+        "natsd.jetstream.stream.sourcing",
+        "natsd.jetstream.stream.expiry",
+        "natsd.jetstream.stream.batch",
+        "natsd.jetstream.stream.fastbatch",
+        "natsd.jetstream.advisories",
+        "natsd.jetstream.templates",
+        "natsd.jetstream.domain_mappings",
+        "natsd.jetstream.consumer_registry",
+        "natsd.jetstream.snapshot.archive",
+        "natsd.jetstream.snapshot.transfer",
+        "natsd.jetstream.consumer.core",
+        "natsd.jetstream.consumer.acks",
+    ]
+    bad = [
+        f"{p} -> {t} [{k}]"
+        for p in parts
+        for t, k in graph[p].items()
+        if t in whole - {p}
+        and not (p.startswith("natsd.jetstream.consumer.") and t.startswith("natsd.jetstream.consumer."))
+    ]
     # (consumer_registry creates Consumers: it imports the consumer package at run time, which is
     # the registry's job; it must not name the stream or the account)
     bad = [b for b in bad if not b.startswith("natsd.jetstream.consumer_registry -> natsd.jetstream.consumer.core")]

@@ -69,12 +69,12 @@ def test_many_waiting_requests_cost_linear_work():
         nonlocal calls
         calls += 1
         return real(subject)
+
     h.ports.has_interest = counting
     inboxes = []
     for i in range(n):
         inbox = h.ports.client_subscribe(f"_IN.{i}")
-        h.ports.request("$JS.API.CONSUMER.MSG.NEXT.ORDERS.C", b'{"batch":1,"expires":60000000000}',
-                        reply=inbox.subject)
+        h.ports.request("$JS.API.CONSUMER.MSG.NEXT.ORDERS.C", b'{"batch":1,"expires":60000000000}', reply=inbox.subject)
         inboxes.append(inbox)
         if i % 100 == 99:
             h.clock.run_soon()  # a loop turn every 100 requests, as reads arrive

@@ -64,10 +64,10 @@ class Reader:
             end = eol + 2 + total
             if len(self.buf) < end + 2:
                 return out
-            assert self.buf[end:end + 2] == CRLF
-            body = self.buf[eol + 2:end]
+            assert self.buf[end : end + 2] == CRLF
+            body = self.buf[eol + 2 : end]
             out.append((subj, sid_, rep, body[:hl] or None, body[hl:]))
-            self.buf = self.buf[end + 2:]
+            self.buf = self.buf[end + 2 :]
 
 
 def test_msg_parts_and_prefix_are_the_reference_lines():
@@ -105,8 +105,12 @@ def test_a_consumer_batch_is_the_messages_one_by_one(sid_, items):
 
 @pytest.mark.parametrize("trailing", [b"", b"MSG a 1 5\r\nab", b"HMSG a 1 r 12 1", b"M"])
 def test_frames_read_back_whole_bytewise_and_with_trailing_data(trailing):
-    items = [(b"o.1", b"$JS.ACK.S.C.1.1.1.0.0", None, b"one"), (b"o.2", b"", b"NATS/1.0\r\nA: b\r\n\r\n", b"two"),
-             (b"o.3", b"r", b"NATS/1.0\r\n\r\n", b""), (b"o.4", b"", None, b"")]
+    items = [
+        (b"o.1", b"$JS.ACK.S.C.1.1.1.0.0", None, b"one"),
+        (b"o.2", b"", b"NATS/1.0\r\nA: b\r\n\r\n", b"two"),
+        (b"o.3", b"r", b"NATS/1.0\r\n\r\n", b""),
+        (b"o.4", b"", None, b""),
+    ]
     out = bytearray()
     append_msgs(out, b"9", items)
     append_run(out, msg_prefix(b"x", b"9", b"", 0, 2), [b"p1", b"p2"])
@@ -123,7 +127,7 @@ def test_frames_read_back_whole_bytewise_and_with_trailing_data(trailing):
     r = Reader()
     got = []
     for i in range(len(data)):
-        got += r.feed(data[i:i + 1])
+        got += r.feed(data[i : i + 1])
     assert got == want and r.buf == b""
 
 
@@ -151,9 +155,11 @@ def test_the_precomputed_pieces_stay_right_past_their_bound():
 
 
 @settings(max_examples=200, deadline=None)
-@given(sid, st.lists(st.tuples(subject, st.integers(0, 1 << 64), st.integers(0, 10**19), st.binary(max_size=20)),
-                     max_size=8),
-       st.text(alphabet="ABC%_", min_size=1, max_size=4).map(str.encode))
+@given(
+    sid,
+    st.lists(st.tuples(subject, st.integers(0, 1 << 64), st.integers(0, 10**19), st.binary(max_size=20)), max_size=8),
+    st.text(alphabet="ABC%_", min_size=1, max_size=4).map(str.encode),
+)
 def test_a_templated_run_is_the_messages_one_by_one(sid_, rows, name):
     # a consumer's run: the reply made by the frame's own format from columns; the stream and
     # consumer names in the template may hold '%' (escaped in the template, literal on the wire)

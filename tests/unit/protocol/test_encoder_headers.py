@@ -8,10 +8,24 @@ import pytest
 
 from natsd.protocol import LocalProtocolError
 from natsd.protocol.encoder import (
-    OK, PING, PONG, encode_err, encode_hmsg, encode_info, encode_msg, hmsg_head, msg_head,
+    OK,
+    PING,
+    PONG,
+    encode_err,
+    encode_hmsg,
+    encode_info,
+    encode_msg,
+    hmsg_head,
+    msg_head,
 )
 from natsd.protocol.headers import (
-    build_header, build_status_header, get_header, get_header_bytes, nats_headers, parse_headers, remove_header,
+    build_header,
+    build_status_header,
+    get_header,
+    get_header_bytes,
+    nats_headers,
+    parse_headers,
+    remove_header,
     replace_header,
 )
 
@@ -38,11 +52,14 @@ def test_info_is_compact_json_line_with_go_escapes():
     assert json.loads(line[5:]) == {"server_id": "N1", "headers": True, "max_payload": 1048576, "x": "a>b"}
 
 
-@pytest.mark.parametrize("args,expected", [
-    ((b"greet.a", b"1", b"", b"hi"), b"MSG greet.a 1 2\r\nhi\r\n"),
-    ((b"svc", b"2", b"_INBOX.x.y", b"ping"), b"MSG svc 2 _INBOX.x.y 4\r\nping\r\n"),
-    ((b"e", b"9", b"", b""), b"MSG e 9 0\r\n\r\n"),
-])
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        ((b"greet.a", b"1", b"", b"hi"), b"MSG greet.a 1 2\r\nhi\r\n"),
+        ((b"svc", b"2", b"_INBOX.x.y", b"ping"), b"MSG svc 2 _INBOX.x.y 4\r\nping\r\n"),
+        ((b"e", b"9", b"", b""), b"MSG e 9 0\r\n\r\n"),
+    ],
+)
 def test_msg(args, expected):
     assert encode_msg(*args) == expected
     assert msg_head(args[0], args[1], args[2], len(args[3])) == expected[: expected.index(b"\r\n") + 2]
@@ -84,23 +101,27 @@ def test_build_and_parse_headers():
 
 # -- the one header scan: nats-server's sliceHeader rules ---------------------------------------
 
-@pytest.mark.parametrize("block, key, value", [
-    (b"NATS/1.0\r\nNats-Msg-Id: m1\r\n\r\n", b"Nats-Msg-Id", b"m1"),
-    (b"NATS/1.0\r\nNats-Msg-Id:m1\r\n\r\n", b"Nats-Msg-Id", b"m1"),            # no space needed
-    (b"NATS/1.0\r\nNats-Msg-Id:   m1  \r\n\r\n", b"Nats-Msg-Id", b"m1  "),     # leading spaces only
-    (b"NATS/1.0\r\nNats-Msg-Id:\r\n\r\n", b"Nats-Msg-Id", b""),                # present, empty
-    (b"NATS/1.0\r\nA: 1\r\nA: 2\r\n\r\n", b"A", b"1"),                          # the first wins
-    (b"NATS/1.0\r\nX-Nats-Msg-Id: no\r\nNats-Msg-Id: yes\r\n\r\n", b"Nats-Msg-Id", b"yes"),  # starts a line
-    (b"NATS/1.0\r\nNats-Msg-Id2: no\r\nNats-Msg-Id: yes\r\n\r\n", b"Nats-Msg-Id", b"yes"),   # ':' at once
-    (b"NATS/1.0\r\nV: a: b\r\n\r\n", b"V", b"a: b"),
-    (b"NATS/1.0\r\nV: tail", b"V", b"tail"),                                     # no final CRLF
-    (b"NATS/1.0\r\nnats-msg-id: m1\r\n\r\n", b"Nats-Msg-Id", None),             # case-sensitive
-    (b"NATS/1.0\r\nNats-Msg-Id : m1\r\n\r\n", b"Nats-Msg-Id", None),            # no space before ':'
-    (b"Nats-Msg-Id: m1\r\n\r\n", b"Nats-Msg-Id", None),                          # not after a CRLF
-    (b"NATS/1.0\r\n\r\n", b"A", None),
-    (b"", b"A", None),
-    (None, b"A", None),
-])
+
+@pytest.mark.parametrize(
+    "block, key, value",
+    [
+        (b"NATS/1.0\r\nNats-Msg-Id: m1\r\n\r\n", b"Nats-Msg-Id", b"m1"),
+        (b"NATS/1.0\r\nNats-Msg-Id:m1\r\n\r\n", b"Nats-Msg-Id", b"m1"),  # no space needed
+        (b"NATS/1.0\r\nNats-Msg-Id:   m1  \r\n\r\n", b"Nats-Msg-Id", b"m1  "),  # leading spaces only
+        (b"NATS/1.0\r\nNats-Msg-Id:\r\n\r\n", b"Nats-Msg-Id", b""),  # present, empty
+        (b"NATS/1.0\r\nA: 1\r\nA: 2\r\n\r\n", b"A", b"1"),  # the first wins
+        (b"NATS/1.0\r\nX-Nats-Msg-Id: no\r\nNats-Msg-Id: yes\r\n\r\n", b"Nats-Msg-Id", b"yes"),  # starts a line
+        (b"NATS/1.0\r\nNats-Msg-Id2: no\r\nNats-Msg-Id: yes\r\n\r\n", b"Nats-Msg-Id", b"yes"),  # ':' at once
+        (b"NATS/1.0\r\nV: a: b\r\n\r\n", b"V", b"a: b"),
+        (b"NATS/1.0\r\nV: tail", b"V", b"tail"),  # no final CRLF
+        (b"NATS/1.0\r\nnats-msg-id: m1\r\n\r\n", b"Nats-Msg-Id", None),  # case-sensitive
+        (b"NATS/1.0\r\nNats-Msg-Id : m1\r\n\r\n", b"Nats-Msg-Id", None),  # no space before ':'
+        (b"Nats-Msg-Id: m1\r\n\r\n", b"Nats-Msg-Id", None),  # not after a CRLF
+        (b"NATS/1.0\r\n\r\n", b"A", None),
+        (b"", b"A", None),
+        (None, b"A", None),
+    ],
+)
 def test_get_header_follows_nats_server(block, key, value):
     assert get_header_bytes(block, key) == value
     assert get_header(block, key.decode()) == (None if value is None else value.decode())

@@ -7,8 +7,22 @@ import pytest
 
 from natsd.protocol.errors import ERR_MAX_PAYLOAD, ERR_UNKNOWN_PROTOCOL, RemoteProtocolError
 from natsd.protocol.leaf import (
-    L_CONNECT, L_ERR, L_INFO, L_MSG, L_MSG_RUN, L_OK, L_PING, L_PONG, L_SUB, L_UNSUB, LeafParser, encode_connect,
-    encode_ls_minus, encode_ls_plus, msg_line, split_js_ack_deliver,
+    L_CONNECT,
+    L_ERR,
+    L_INFO,
+    L_MSG,
+    L_MSG_RUN,
+    L_OK,
+    L_PING,
+    L_PONG,
+    L_SUB,
+    L_UNSUB,
+    LeafParser,
+    encode_connect,
+    encode_ls_minus,
+    encode_ls_plus,
+    msg_line,
+    split_js_ack_deliver,
 )
 
 pytestmark = pytest.mark.unit
@@ -46,7 +60,7 @@ def test_case_whole_bytewise_trailing_and_split(data, expected):
     p = LeafParser()
     got: list = []
     for i in range(len(data) - 1):
-        got += p.feed(data[i:i + 1])
+        got += p.feed(data[i : i + 1])
         assert got == [], f"event emitted early at byte {i}"
     got += p.feed(data[-1:])
     assert got == expected
@@ -72,7 +86,7 @@ def _one_by_one(data: bytes) -> list:
     out: list = []
     p = LeafParser()
     for i in range(len(data)):
-        out += p.feed(data[i:i + 1])
+        out += p.feed(data[i : i + 1])
     return out
 
 
@@ -82,13 +96,26 @@ def test_runs_of_identical_lines_parse_like_single_frames():
     incomplete last frame) is parsed as usual."""
     same = b"".join(b"LMSG foo r 3\r\n%03d\r\n" % i for i in range(50))
     frame = len(b"LMSG foo r 3\r\n000\r\n")
-    data = (same + b"LMSG foo r 4\r\nabcd\r\n" + same[:10 * frame] + b"HMSG foo 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"
-            + b"HMSG foo 12 14\r\nNATS/1.0\r\n\r\nho\r\n" + b"LMSG foo r 3\r\nxyz\r\n" + TRAILING)
+    data = (
+        same
+        + b"LMSG foo r 4\r\nabcd\r\n"
+        + same[: 10 * frame]
+        + b"HMSG foo 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"
+        + b"HMSG foo 12 14\r\nNATS/1.0\r\n\r\nho\r\n"
+        + b"LMSG foo r 3\r\nxyz\r\n"
+        + TRAILING
+    )
     events = LeafParser().feed(data)
     # The 50 identical frames are one run; then a single frame, a run of 10, a run of 2 HMSG of
     # one size, a single frame, PING.
     assert [(e[0], len(e[5]) if e[0] == L_MSG_RUN else 1) for e in events] == [
-        (L_MSG_RUN, 50), (L_MSG, 1), (L_MSG_RUN, 10), (L_MSG_RUN, 2), (L_MSG, 1), (L_PING, 1)]
+        (L_MSG_RUN, 50),
+        (L_MSG, 1),
+        (L_MSG_RUN, 10),
+        (L_MSG_RUN, 2),
+        (L_MSG, 1),
+        (L_PING, 1),
+    ]
     whole = _expand(events)
     assert whole == _one_by_one(data)  # one frame per feed: never a run
     assert len(whole) == 50 + 1 + 10 + 2 + 1 + 1
@@ -114,31 +141,37 @@ def test_run_ends_exactly_where_the_line_changes():
         frames = [line + (line[:8] if i % 5 == 0 else b"%08d" % i) + b"\r\n" for i in range(rnd.randint(2, 300))]
         k = rnd.randrange(len(frames))
         j = rnd.randrange(len(line) - 2)  # one byte of the line (never its CRLF) changes
-        odd = bytearray(frames[k][:len(line)])
+        odd = bytearray(frames[k][: len(line)])
         odd[j] = ord("x") if odd[j] != ord("x") else ord("y")
-        if odd[:5].upper() in (b"LMSG ", b"HMSG ") and bytes(odd).split()[-1].isdigit() \
-                and int(bytes(odd).split()[-1]) == 8:
-            frames[k] = bytes(odd) + frames[k][len(line):]  # still a valid 8-byte frame
+        if (
+            odd[:5].upper() in (b"LMSG ", b"HMSG ")
+            and bytes(odd).split()[-1].isdigit()
+            and int(bytes(odd).split()[-1]) == 8
+        ):
+            frames[k] = bytes(odd) + frames[k][len(line) :]  # still a valid 8-byte frame
         else:
-            frames[k] = b"LMSG other 8\r\n" + frames[k][len(line):]
-        data = b"".join(frames) + TRAILING + frames[0][:rnd.randrange(len(frames[0]))]
+            frames[k] = b"LMSG other 8\r\n" + frames[k][len(line) :]
+        data = b"".join(frames) + TRAILING + frames[0][: rnd.randrange(len(frames[0]))]
         p = LeafParser()
         events = p.feed(data)
-        assert _expand(events) == _one_by_one(data[:len(data) - len(p._buf)]), trial
+        assert _expand(events) == _one_by_one(data[: len(data) - len(p._buf)]), trial
         runs = [len(e[5]) if e[0] == L_MSG_RUN else 1 for e in events if e[0] in (L_MSG, L_MSG_RUN)]
         assert sum(runs) == len(frames), (trial, runs)
         if k:
             assert runs[0] == k, (trial, k, runs)  # the first burst stops right before the odd frame
 
 
-@pytest.mark.parametrize("subject,reply,queues,hdr_len,payload", [
-    (b"foo", b"", (), 0, b"x"),
-    (b"foo", b"bar", (), 0, b""),
-    (b"foo", b"bar", (b"q1", b"q2"), 0, b"payload"),
-    (b"foo", b"", (b"q",), 0, b"p"),
-    (b"foo", b"", (), 12, b"NATS/1.0\r\n\r\nbody"),
-    (b"foo", b"r", (b"q",), 12, b"NATS/1.0\r\n\r\nbody"),
-])
+@pytest.mark.parametrize(
+    "subject,reply,queues,hdr_len,payload",
+    [
+        (b"foo", b"", (), 0, b"x"),
+        (b"foo", b"bar", (), 0, b""),
+        (b"foo", b"bar", (b"q1", b"q2"), 0, b"payload"),
+        (b"foo", b"", (b"q",), 0, b"p"),
+        (b"foo", b"", (), 12, b"NATS/1.0\r\n\r\nbody"),
+        (b"foo", b"r", (b"q",), 12, b"NATS/1.0\r\n\r\nbody"),
+    ],
+)
 def test_msg_line_round_trips(subject, reply, queues, hdr_len, payload):
     frame = msg_line(subject, reply, queues, hdr_len, len(payload)) + payload + b"\r\n"
     assert LeafParser().feed(frame) == [(L_MSG, subject, reply, queues, hdr_len, payload)]
@@ -146,22 +179,30 @@ def test_msg_line_round_trips(subject, reply, queues, hdr_len, payload):
 
 def test_interest_and_connect_encoders_round_trip():
     data = encode_ls_plus("a.*") + encode_ls_plus("a", "g", 4) + encode_ls_minus("a.*") + encode_ls_minus("a", "g")
-    assert LeafParser().feed(data) == [(L_SUB, b"a.*", None, 1), (L_SUB, b"a", b"g", 4), (L_UNSUB, b"a.*", None),
-                                       (L_UNSUB, b"a", b"g")]
+    assert LeafParser().feed(data) == [
+        (L_SUB, b"a.*", None, 1),
+        (L_SUB, b"a", b"g", 4),
+        (L_UNSUB, b"a.*", None),
+        (L_UNSUB, b"a", b"g"),
+    ]
     assert LeafParser().feed(encode_connect({"name": "x", "jetstream": True})) == [
-        (L_CONNECT, {"name": "x", "jetstream": True})]
+        (L_CONNECT, {"name": "x", "jetstream": True})
+    ]
 
 
-@pytest.mark.parametrize("data,err", [
-    (b"GARBAGE here\r\n", ERR_UNKNOWN_PROTOCOL),
-    (b"LMSG foo 5\r\nhelloXX", ERR_UNKNOWN_PROTOCOL),  # payload not followed by CRLF
-    (b"LMSG foo 2000000\r\n", ERR_MAX_PAYLOAD),
-    (b"LMSG foo\r\n", None),
-    (b"LMSG foo bar baz 5\r\n", None),  # bad reply indicator
-    (b"HMSG foo 20 10\r\n", None),  # header larger than the message
-    (b"LS+ a b\r\n", None),
-    (b"INFO {not json\r\n", None),
-])
+@pytest.mark.parametrize(
+    "data,err",
+    [
+        (b"GARBAGE here\r\n", ERR_UNKNOWN_PROTOCOL),
+        (b"LMSG foo 5\r\nhelloXX", ERR_UNKNOWN_PROTOCOL),  # payload not followed by CRLF
+        (b"LMSG foo 2000000\r\n", ERR_MAX_PAYLOAD),
+        (b"LMSG foo\r\n", None),
+        (b"LMSG foo bar baz 5\r\n", None),  # bad reply indicator
+        (b"HMSG foo 20 10\r\n", None),  # header larger than the message
+        (b"LS+ a b\r\n", None),
+        (b"INFO {not json\r\n", None),
+    ],
+)
 def test_malformed_input_fails_the_parser(data, err):
     p = LeafParser()
     with pytest.raises(RemoteProtocolError) as ei:

@@ -20,7 +20,7 @@ def tr(data: bytes, expected: list, **kw) -> None:
     p = Parser(**kw)
     got: list = []
     for i in range(len(data) - 1):
-        got += p.feed(data[i:i + 1])
+        got += p.feed(data[i : i + 1])
         if len(expected) <= 1:
             assert got == [], f"event emitted early at byte {i} of {data!r}"
     got += p.feed(data[-1:])
@@ -63,8 +63,10 @@ CASES = [
     (b"UNSUB 7 x\r\n", [(OP_UNSUB, b"7", -1)]),
     (b"INFO {}\r\n", []),  # ignored from clients, as the reference does
     (b"+OK\r\n", []),
-    (b"SUB a 1\r\nPUB a 1\r\nx\r\nUNSUB 1\r\n",
-     [(OP_SUB, b"a", None, b"1"), (OP_PUB, b"a", b"", 0, b"x"), (OP_UNSUB, b"1", None)]),
+    (
+        b"SUB a 1\r\nPUB a 1\r\nx\r\nUNSUB 1\r\n",
+        [(OP_SUB, b"a", None, b"1"), (OP_PUB, b"a", b"", 0, b"x"), (OP_UNSUB, b"1", None)],
+    ),
 ]
 
 
@@ -85,7 +87,7 @@ def test_large_payload_in_many_chunks():
     p = Parser()
     out = []
     for i in range(0, len(data), 65536):
-        out += p.feed(data[i:i + 65536])
+        out += p.feed(data[i : i + 65536])
     assert out == [(OP_PUB, b"big", b"", 0, body)]
 
 
@@ -95,30 +97,49 @@ def err_of(data: bytes, **kw) -> RemoteProtocolError:
     return ei.value
 
 
-@pytest.mark.parametrize("data,err", [
-    (b"FOO bar\r\n", ERR_UNKNOWN_PROTOCOL),
-    (b"FOO", ERR_UNKNOWN_PROTOCOL),  # rejected before the newline arrives
-    (b"\r\n", ERR_UNKNOWN_PROTOCOL),
-    (b"MSG foo 1 1\r\nx\r\n", ERR_UNKNOWN_PROTOCOL),
-    (b"PUB\r\n", ERR_UNKNOWN_PROTOCOL),
-    (b"UNSUB\r\n", ERR_UNKNOWN_PROTOCOL),
-    (b"PI\rNG\r\n", ERR_UNKNOWN_PROTOCOL),
-    (b"PUB foo 2\r\nabc\r\n", ERR_UNKNOWN_PROTOCOL),  # payload longer than announced
-    (b"PUB foo 1\r\nx\nPING\r\n", ERR_UNKNOWN_PROTOCOL),  # payload must end with CRLF
-    (b"PUB foo 1048577\r\n", ERR_MAX_PAYLOAD),
-    (b"HPUB foo 10 1048577\r\n", ERR_MAX_PAYLOAD),
-    (b"PUB " + b"a" * 5000 + b" 1\r\n", ERR_MAX_CONTROL_LINE),
-    (b"PUB " + b"a" * 5000, ERR_MAX_CONTROL_LINE),  # even without the newline
-])
+@pytest.mark.parametrize(
+    "data,err",
+    [
+        (b"FOO bar\r\n", ERR_UNKNOWN_PROTOCOL),
+        (b"FOO", ERR_UNKNOWN_PROTOCOL),  # rejected before the newline arrives
+        (b"\r\n", ERR_UNKNOWN_PROTOCOL),
+        (b"MSG foo 1 1\r\nx\r\n", ERR_UNKNOWN_PROTOCOL),
+        (b"PUB\r\n", ERR_UNKNOWN_PROTOCOL),
+        (b"UNSUB\r\n", ERR_UNKNOWN_PROTOCOL),
+        (b"PI\rNG\r\n", ERR_UNKNOWN_PROTOCOL),
+        (b"PUB foo 2\r\nabc\r\n", ERR_UNKNOWN_PROTOCOL),  # payload longer than announced
+        (b"PUB foo 1\r\nx\nPING\r\n", ERR_UNKNOWN_PROTOCOL),  # payload must end with CRLF
+        (b"PUB foo 1048577\r\n", ERR_MAX_PAYLOAD),
+        (b"HPUB foo 10 1048577\r\n", ERR_MAX_PAYLOAD),
+        (b"PUB " + b"a" * 5000 + b" 1\r\n", ERR_MAX_CONTROL_LINE),
+        (b"PUB " + b"a" * 5000, ERR_MAX_CONTROL_LINE),  # even without the newline
+    ],
+)
 def test_errors_with_reference_text(data, err):
     assert err_of(data).err == err
 
 
-@pytest.mark.parametrize("data", [
-    b"PUB foo -1\r\n", b"PUB foo abc\r\n", b"PUB foo +1\r\n", b"PUB foo\r\n", b"PUB a b c 1\r\n", b"PUB \r\n",
-    b"HPUB foo 10 5\r\n", b"HPUB foo 5\r\n", b"SUB foo\r\n", b"SUB a b c d\r\n", b"SUB \r\n",
-    b"UNSUB 1 2 3\r\n", b"CONNECT\r\n", b"CONNECT {bad\r\n", b'CONNECT "x"\r\n', b"-ERR 'x'\r\n",
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"PUB foo -1\r\n",
+        b"PUB foo abc\r\n",
+        b"PUB foo +1\r\n",
+        b"PUB foo\r\n",
+        b"PUB a b c 1\r\n",
+        b"PUB \r\n",
+        b"HPUB foo 10 5\r\n",
+        b"HPUB foo 5\r\n",
+        b"SUB foo\r\n",
+        b"SUB a b c d\r\n",
+        b"SUB \r\n",
+        b"UNSUB 1 2 3\r\n",
+        b"CONNECT\r\n",
+        b"CONNECT {bad\r\n",
+        b'CONNECT "x"\r\n',
+        b"-ERR 'x'\r\n",
+    ],
+)
 def test_silent_close_cases(data):
     # The reference closes these connections without an -ERR line.
     assert err_of(data).err is None
@@ -149,8 +170,12 @@ def test_byte_by_byte_error_is_raised_at_the_offending_byte():
 
 def test_repeated_control_lines_use_the_cached_arguments():
     data = b"PUB a 1\r\nx\r\nPUB a 1\r\ny\r\nPUB b 1\r\nz\r\nPUB a 1\r\nw\r\n"
-    expected = [(OP_PUB, b"a", b"", 0, b"x"), (OP_PUB, b"a", b"", 0, b"y"), (OP_PUB, b"b", b"", 0, b"z"),
-                (OP_PUB, b"a", b"", 0, b"w")]
+    expected = [
+        (OP_PUB, b"a", b"", 0, b"x"),
+        (OP_PUB, b"a", b"", 0, b"y"),
+        (OP_PUB, b"b", b"", 0, b"z"),
+        (OP_PUB, b"a", b"", 0, b"w"),
+    ]
     tr(data, expected)
     # a cached line is still checked: payload length and CRLF, and a lowered max_payload
     p = Parser()
@@ -169,8 +194,10 @@ def test_repeated_control_lines_use_the_cached_arguments():
 def test_batch_mode_merges_identical_runs():
     from natsd.protocol.events import OP_PUB_BATCH, Run
 
-    data = (b"PUB a 1\r\nx\r\nPUB a 1\r\ny\r\nPUB a 1\r\nz\r\nPING\r\nPUB a 1\r\nq\r\n"
-            b"HPUB h 12 13\r\nNATS/1.0\r\n\r\n1\r\nHPUB h 12 13\r\nNATS/1.0\r\n\r\n2\r\n")
+    data = (
+        b"PUB a 1\r\nx\r\nPUB a 1\r\ny\r\nPUB a 1\r\nz\r\nPING\r\nPUB a 1\r\nq\r\n"
+        b"HPUB h 12 13\r\nNATS/1.0\r\n\r\n1\r\nHPUB h 12 13\r\nNATS/1.0\r\n\r\n2\r\n"
+    )
     got = Parser(batch=True).feed(data)
     assert got == [
         (OP_PUB_BATCH, Run(OP_PUB, b"a", None, b"", 0, [b"x", b"y", b"z"])),
@@ -214,14 +241,14 @@ def test_batch_mode_burst_ends_exactly_where_the_line_changes():
         j = rnd.randrange(4, len(line) - 4)  # a byte of the subject or the size
         odd = bytearray(line)
         odd[j] = ord("7") if j >= len(line) - 3 else ord("q")
-        frames[k] = (bytes(odd) + frames[k][len(line):]) if bytes(odd) != line else frames[k]
+        frames[k] = (bytes(odd) + frames[k][len(line) :]) if bytes(odd) != line else frames[k]
         if bytes(odd).endswith(b" 7\r\n"):
-            frames[k] = b"PUB bench.leaf 8\r\n" + frames[k][len(line):]  # keep it a valid frame
-        data = b"".join(frames) + b"PING\r\n" + frames[0][:rnd.randrange(len(frames[0]))]
+            frames[k] = b"PUB bench.leaf 8\r\n" + frames[k][len(line) :]  # keep it a valid frame
+        data = b"".join(frames) + b"PING\r\n" + frames[0][: rnd.randrange(len(frames[0]))]
         p = Parser(batch=True)
         got = p.feed(data)
         flat = unbatched(got)
-        complete = data[:len(data) - len(bytes(p._pending))] if p._pending else data
+        complete = data[: len(data) - len(bytes(p._pending))] if p._pending else data
         assert flat == Parser().feed(complete), trial
         if frames[k].startswith(line):
             continue

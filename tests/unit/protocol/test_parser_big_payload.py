@@ -41,8 +41,18 @@ def test_every_cut_around_a_payload_end_gives_the_same_events(reply, batch):
     expected.append((OP_PING,))
     first_end = data.index(b"\r\n", data.index(b"\r\n") + 2)  # the CR after the first payload
     line2 = data.index(b"\r\n", first_end + 2)
-    for cut in [10, 100, first_end - 1, first_end, first_end + 1, first_end + 2, first_end + 3, line2,
-                line2 + 2, line2 + 3]:
+    for cut in [
+        10,
+        100,
+        first_end - 1,
+        first_end,
+        first_end + 1,
+        first_end + 2,
+        first_end + 3,
+        line2,
+        line2 + 2,
+        line2 + 3,
+    ]:
         for second in (None, line2 + 2 + SIZE // 2, line2 + 2 + SIZE, line2 + 3 + SIZE):
             cuts = [cut] if second is None or second <= cut else [cut, second]
             got = _feed_cut(Parser(batch=batch), data, cuts)
@@ -77,8 +87,8 @@ def test_a_spanning_payload_then_identical_lines_still_batch():
     data = data.replace(b"PUB js.in", b"PUB js.same")
     expected = [(e[0], b"js.same", *e[2:]) for e in expected]
     p = Parser(batch=True)
-    first = p.feed(data[:SIZE // 2]) + p.feed(data[SIZE // 2:SIZE + 10])
-    rest = p.feed(data[SIZE + 10:])
+    first = p.feed(data[: SIZE // 2]) + p.feed(data[SIZE // 2 : SIZE + 10])
+    rest = p.feed(data[SIZE + 10 :])
     assert unbatched(first + rest) == expected
     assert len(rest) == 1 and rest[0][0] == OP_PUB_BATCH and len(rest[0][1]) == 4
 

@@ -22,8 +22,7 @@ def op(draw):
         # two sizes: the parser's OP_PUB_RRUN path
         t = draw(st.text(alphabet="abcXYZ09", min_size=4, max_size=4)).encode()
         p = draw(st.sampled_from([b"x" * 7, b"hello world"]))
-        return (b"PUB js.s _INBOX.ab.%s %d\r\n%s\r\n" % (t, len(p), p),
-                (OP_PUB, b"js.s", b"_INBOX.ab." + t, 0, p))
+        return (b"PUB js.s _INBOX.ab.%s %d\r\n%s\r\n" % (t, len(p), p), (OP_PUB, b"js.s", b"_INBOX.ab." + t, 0, p))
     if kind == "ack":
         # canonical reply-less PUBs of one of two sizes to varying subjects (JetStream acks):
         # the parser's OP_PUB_RUN path
@@ -31,13 +30,14 @@ def op(draw):
         return b"PUB %s %d\r\n%s\r\n" % (s.encode(), len(p), p), (OP_PUB, s.encode(), b"", 0, p)
     if kind == "pub":
         s, r, p = draw(subject), draw(st.one_of(st.just(""), subject)), draw(payload)
-        return (b"PUB %s %s %d\r\n%s\r\n" % (s.encode(), r.encode(), len(p), p),
-                (OP_PUB, s.encode(), r.encode(), 0, p))
+        return (b"PUB %s %s %d\r\n%s\r\n" % (s.encode(), r.encode(), len(p), p), (OP_PUB, s.encode(), r.encode(), 0, p))
     if kind == "hpub":
         s, p = draw(subject), draw(payload)
         h = b"NATS/1.0\r\nK: " + draw(token).encode() + b"\r\n\r\n"
-        return (b"HPUB %s %d %d\r\n%s%s\r\n" % (s.encode(), len(h), len(h) + len(p), h, p),
-                (OP_HPUB, s.encode(), b"", len(h), h + p))
+        return (
+            b"HPUB %s %d %d\r\n%s%s\r\n" % (s.encode(), len(h), len(h) + len(p), h, p),
+            (OP_HPUB, s.encode(), b"", len(h), h + p),
+        )
     if kind == "sub":
         s, sid = draw(subject), draw(st.integers(1, 999))
         return b"SUB %s %d\r\n" % (s.encode(), sid), (OP_SUB, s.encode(), None, b"%d" % sid)

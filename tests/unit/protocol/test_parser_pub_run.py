@@ -79,7 +79,7 @@ def test_byte_by_byte_and_with_trailing_data(trailing):
     p = Parser(batch=True)
     got = []
     for i in range(len(data)):
-        got += p.feed(data[i:i + 1])
+        got += p.feed(data[i : i + 1])
     assert flat(got) == expected
     # every two-piece cut
     for cut in range(1, len(data), 7):
@@ -129,7 +129,7 @@ def test_large_payloads_form_runs_without_the_regex_path():
     p = Parser(batch=True)
     got = []
     for i in range(len(data)):
-        got += p.feed(data[i:i + 1])
+        got += p.feed(data[i : i + 1])
     assert flat(got) == Parser().feed(data)
 
 
@@ -150,7 +150,7 @@ def test_the_shared_empty_run_lists_are_never_extended():
         p = Parser(batch=True)
         evs = []
         for i in range(0, len(data), step):
-            evs += p.feed(data[i:i + step])
+            evs += p.feed(data[i : i + step])
         assert sum(1 for e in flat(evs) if e[0] == OP_PUB) == 49
         assert parser_mod._NO_RUN == []
 

@@ -18,8 +18,9 @@ BODY = b"x" * 16
 
 def apubs(first: int, n: int, subject: bytes = b"bench.js", body: bytes = BODY) -> bytes:
     # nats.c's shape: "_INBOX.<nuid>.<8 characters>"
-    return b"".join(b"PUB %s _INBOX.6EGG6F6H.%08d %d\r\n%s\r\n" % (subject, i, len(body), body)
-                    for i in range(first, first + n))
+    return b"".join(
+        b"PUB %s _INBOX.6EGG6F6H.%08d %d\r\n%s\r\n" % (subject, i, len(body), body) for i in range(first, first + n)
+    )
 
 
 def flat(events: list) -> list:
@@ -52,8 +53,9 @@ def test_a_burst_is_one_event_after_the_first():
     assert evs[0] == (OP_PUB, b"bench.js", b"_INBOX.6EGG6F6H.00000000", 0, BODY)
     assert len(evs) == 2 and evs[1][0] == OP_PUB_RRUN
     run = evs[1][1]
-    assert run == Run(OP_PUB, b"bench.js", None, b"", 0, [BODY] * 5, None,
-                      [b"_INBOX.6EGG6F6H.%08d" % i for i in range(1, 6)])
+    assert run == Run(
+        OP_PUB, b"bench.js", None, b"", 0, [BODY] * 5, None, [b"_INBOX.6EGG6F6H.%08d" % i for i in range(1, 6)]
+    )
     assert run.message(0) == (OP_PUB, b"bench.js", b"_INBOX.6EGG6F6H.00000001", 0, BODY)
 
 
@@ -64,9 +66,9 @@ def test_same_events_as_without_batching_whole_byte_by_byte_and_with_trailing_da
     assert flat(feed_cut(data, range(1, len(data)))) == want
     # trailing partial frame: the run stops before it, the rest completes on the next read
     p = Parser(batch=True)
-    evs = p.feed(data[:len(apubs(0, 40)) - 7])
+    evs = p.feed(data[: len(apubs(0, 40)) - 7])
     assert flat(evs) == want[:39]
-    assert flat(evs + p.feed(data[len(apubs(0, 40)) - 7:])) == want
+    assert flat(evs + p.feed(data[len(apubs(0, 40)) - 7 :])) == want
 
 
 def test_every_cut_of_a_burst():
@@ -91,8 +93,15 @@ def test_whitespace_inside_a_token_is_not_a_run_message():
 
 
 def test_a_token_of_another_width_or_another_subject_or_size_leaves_the_run():
-    data = (apubs(0, 5) + b"PUB bench.js _INBOX.6EGG6F6H.123 16\r\n" + BODY + b"\r\n" + apubs(5, 5)
-            + apubs(10, 4, subject=b"other.js") + apubs(14, 4, body=b"y" * 9))
+    data = (
+        apubs(0, 5)
+        + b"PUB bench.js _INBOX.6EGG6F6H.123 16\r\n"
+        + BODY
+        + b"\r\n"
+        + apubs(5, 5)
+        + apubs(10, 4, subject=b"other.js")
+        + apubs(14, 4, body=b"y" * 9)
+    )
     evs = Parser(batch=True).feed(data)
     assert flat(evs) == Parser().feed(data)
     assert [e[0] for e in evs].count(OP_PUB_RRUN) == 4
@@ -100,8 +109,9 @@ def test_a_token_of_another_width_or_another_subject_or_size_leaves_the_run():
 
 def test_hpub_bursts_keep_their_header_length():
     hdr = b"NATS/1.0\r\nNats-Msg-Id: 1\r\n\r\n"
-    data = b"".join(b"HPUB s _INBOX.ab.%04d %d %d\r\n%s%s\r\n" % (i, len(hdr), len(hdr) + 3, hdr, b"abc")
-                    for i in range(6))
+    data = b"".join(
+        b"HPUB s _INBOX.ab.%04d %d %d\r\n%s%s\r\n" % (i, len(hdr), len(hdr) + 3, hdr, b"abc") for i in range(6)
+    )
     evs = Parser(batch=True).feed(data)
     assert [e[0] for e in evs] == [OP_HPUB, OP_PUB_RRUN]
     assert evs[1][1].hdr_len == len(hdr) and evs[1][1].op == OP_HPUB
@@ -138,4 +148,3 @@ def test_reply_run_length_counts_frames_and_checks_every_column():
     tab = b"PUB s _I.a\t 1\r\nx\r\n"
     assert reply_run_length(one + tab, 0, b"PUB s _I.", 2, b" 1\r\n", step, 2 * step) == 1
     assert reply_run_length(one, 0, b"PUB s _I.", 2, b" 1\r\n", step, step - 1) == 0
-

@@ -23,7 +23,7 @@ def test_replies_vary_arguments_stay():
         got = []
         with pytest.raises(RemoteProtocolError) as ei:
             for i in range(0, len(data), chunk):
-                got += p.feed(data[i:i + chunk])
+                got += p.feed(data[i : i + chunk])
         got += ei.value.events
         assert got == want
 
@@ -54,7 +54,7 @@ def test_random_streams_match_fresh_parsers():
         try:
             while pos < len(data):
                 k = rng.randint(1, 120)
-                got += p.feed(data[pos:pos + k])
+                got += p.feed(data[pos : pos + k])
                 pos += k
         except RemoteProtocolError as e:
             got += e.events
@@ -70,7 +70,7 @@ def test_replyless_lines_with_new_subjects_and_runs_still_batch():
         got = []
         with pytest.raises(RemoteProtocolError) as ei:
             for i in range(0, len(data), chunk):
-                got += p.feed(data[i:i + chunk])
+                got += p.feed(data[i : i + chunk])
         got += ei.value.events
         assert got == want
     p = Parser(batch=True)

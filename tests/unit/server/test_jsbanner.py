@@ -15,7 +15,17 @@ def test_node_name_is_nats_servers_hash_of_the_name():
     assert node_name("edge2") != node_name("edge1")
 
 
-@pytest.mark.parametrize("n,text", [(0, "0 B"), (1023, "1023 B"), (1024, "1.00 KB"), (1 << 30, "1.00 GB"),
-                                    (10 << 30, "10.00 GB"), (18_963_000_000, "17.66 GB"), (1536, "1.50 KB")])
+@pytest.mark.parametrize(
+    "n,text",
+    [
+        (0, "0 B"),
+        (1023, "1023 B"),
+        (1024, "1.00 KB"),
+        (1 << 30, "1.00 GB"),
+        (10 << 30, "10.00 GB"),
+        (18_963_000_000, "17.66 GB"),
+        (1536, "1.50 KB"),
+    ],
+)
 def test_friendly_bytes(n, text):
     assert friendly_bytes(n) == text

@@ -27,8 +27,11 @@ def setup():
 
 def test_a_run_to_one_run_handler_is_one_call_in_order():
     acc, ports, log = setup()
-    sub = ports.subscribe("$JS.ACK.>", lambda *a: log.append(("one", a[0])),
-                          many=lambda r: log.append(("many", list(r.names), list(r.payloads))))
+    sub = ports.subscribe(
+        "$JS.ACK.>",
+        lambda *a: log.append(("one", a[0])),
+        many=lambda r: log.append(("many", list(r.names), list(r.payloads))),
+    )
     subjects = ["$JS.ACK.S.C.1.%d.%d.0.0" % (i, i) for i in range(1, 6)]
     run(acc, subjects, [b"+ACK"] * 5)
     assert log == [("many", subjects, [b"+ACK"] * 5)]

@@ -57,10 +57,12 @@ def setup(subjects_sids, headers=True):
 
 HDR = b"NATS/1.0\r\nA: b\r\n\r\n"
 # deliver_many items: subject and reply as wire bytes (b"": no reply).
-ITEMS = [(b"orders.1", b"$JS.ACK.S.C.1.1.1.0.2", None, b"one"),
-         (b"orders.2", b"", HDR, b"two"),
-         (b"orders.3", b"$JS.ACK.S.C.1.3.2.0.0", HDR, b""),
-         (b"orders.4", b"", None, b"")]
+ITEMS = [
+    (b"orders.1", b"$JS.ACK.S.C.1.1.1.0.2", None, b"one"),
+    (b"orders.2", b"", HDR, b"two"),
+    (b"orders.3", b"$JS.ACK.S.C.1.3.2.0.0", HDR, b""),
+    (b"orders.4", b"", None, b""),
+]
 # The same messages as deliver() takes them (str subject and reply).
 STR_ITEMS = [(s.decode(), r.decode(), h, p) for s, r, h, p in ITEMS]
 
@@ -102,8 +104,12 @@ def test_deliver_many_falls_back_for_two_subscriptions_and_no_header_clients():
 
 
 # A consumer's run with templated replies: what deliver_many of its items gives.
-RUN = TemplatedRun([b"orders.1", b"orders.2", b"orders.1"], b"$JS.ACK.S%%.C.1.%d.%d.%d.%d",
-                   ([5, 6, 9], range(1, 4), [17, 18, 19], [2, 1, 0]), [b"one", b"", b"three"])
+RUN = TemplatedRun(
+    [b"orders.1", b"orders.2", b"orders.1"],
+    b"$JS.ACK.S%%.C.1.%d.%d.%d.%d",
+    ([5, 6, 9], range(1, 4), [17, 18, 19], [2, 1, 0]),
+    [b"one", b"", b"three"],
+)
 
 
 def _templated(subjects_sids, headers=True):
@@ -170,8 +176,10 @@ def test_publish_many_reaches_internal_subscribers():
 
 # -- route_batch with queue groups: members take contiguous shares of a run --------------------------
 
+
 def _queue_setup(n_members, same_conn=False, plain=False):
     from natsd.protocol.events import OP_PUB
+
     acc = Account("A")
     clients = [FakeClient() for _ in range(1 if same_conn else n_members)]
     members = []
@@ -195,13 +203,14 @@ def _frames(c):
         parts = line.split(b" ")
         size = int(parts[-1])
         out.append((parts[2], raw[:size]))
-        raw = raw[size + 2:]
+        raw = raw[size + 2 :]
     return out
 
 
 def test_route_batch_splits_a_run_over_queue_members_in_order():
     from natsd.protocol.events import Run
     from natsd.server.router import route_batch
+
     acc, clients, members, _, op = _queue_setup(3)
     payloads = [b"m%d" % i for i in range(10)]
     route_batch(acc, Run(op, b"q.x", None, b"", 0, payloads), "q.x", None)
@@ -220,6 +229,7 @@ def test_route_batch_splits_a_run_over_queue_members_in_order():
 def test_route_batch_queue_shares_rotate_so_single_messages_spread():
     from natsd.protocol.events import Run
     from natsd.server.router import route_batch
+
     acc, clients, members, _, op = _queue_setup(4)
     for i in range(40):
         route_batch(acc, Run(op, b"q.x", None, b"", 0, [b"x%d" % i]), "q.x", None)
@@ -229,6 +239,7 @@ def test_route_batch_queue_shares_rotate_so_single_messages_spread():
 def test_route_batch_members_on_one_connection_see_the_run_in_order():
     from natsd.protocol.events import Run
     from natsd.server.router import route_batch
+
     acc, clients, members, _, op = _queue_setup(3, same_conn=True)
     payloads = [b"m%d" % i for i in range(7)]
     route_batch(acc, Run(op, b"q.x", None, b"", 0, payloads), "q.x", None)
@@ -240,6 +251,7 @@ def test_route_batch_plain_subscriber_and_queue_members():
     both a plain subscription and a member falls back to message-by-message routing."""
     from natsd.protocol.events import Run
     from natsd.server.router import route_batch
+
     acc, clients, members, listener, op = _queue_setup(2, plain=True)
     payloads = [b"m%d" % i for i in range(6)]
     route_batch(acc, Run(op, b"q.x", None, b"", 0, payloads), "q.x", None)
@@ -251,7 +263,11 @@ def test_route_batch_plain_subscriber_and_queue_members():
     acc2.sublist.insert("q.x", both)
     route_batch(acc2, Run(op, b"q.x", None, b"", 0, payloads[:2]), "q.x", None)
     assert [(sid, p) for sid, p in _frames(clients2[0])] == [
-        (b"50", b"m0"), (b"1", b"m0"), (b"50", b"m1"), (b"1", b"m1")]
+        (b"50", b"m0"),
+        (b"1", b"m0"),
+        (b"50", b"m1"),
+        (b"1", b"m1"),
+    ]
 
 
 def test_route_run_over_many_subjects_is_byte_identical_to_route():

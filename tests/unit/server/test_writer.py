@@ -71,8 +71,12 @@ class Conn(Writer):
 
 
 def make_server(write_deadline_ns: int = 0):
-    return SimpleNamespace(clock=ManualClock(), slow_consumers=0, stalled_clients=0,
-                           options=SimpleNamespace(write_deadline_ns=write_deadline_ns))
+    return SimpleNamespace(
+        clock=ManualClock(),
+        slow_consumers=0,
+        stalled_clients=0,
+        options=SimpleNamespace(write_deadline_ns=write_deadline_ns),
+    )
 
 
 def sub_of(c, sid=b"7") -> Subscription:

@@ -48,10 +48,17 @@ def test_read_options_defaults_follow_kafka():
 def test_read_options_parse_everything():
     ro = ReadOptions.parse(
         {
-            "servers": "nats://a:1,nats://b:2", "user": "u", "password": "p",
-            "streampattern": "ORD.*", "subjects": "o.eu.>, o.us.>",
-            "startingoffsets": "5", "maxmessagespertrigger": "100", "minpartitions": "8",
-            "includeheaders": "TRUE", "failondataloss": "false", "startingtimestamp": "0",
+            "servers": "nats://a:1,nats://b:2",
+            "user": "u",
+            "password": "p",
+            "streampattern": "ORD.*",
+            "subjects": "o.eu.>, o.us.>",
+            "startingoffsets": "5",
+            "maxmessagespertrigger": "100",
+            "minpartitions": "8",
+            "includeheaders": "TRUE",
+            "failondataloss": "false",
+            "startingtimestamp": "0",
         },
         streaming=True,
     )

@@ -131,8 +131,9 @@ def test_write_batches_refuses_bad_subjects_and_missing_ids():
     )
     with pytest.raises(ValueError, match=r"row 1 of partition 0: invalid subject 'has space'"):
         write_batches(p, plan, [bad_subject], part=0, id_prefix=None)
-    no_id = pa.RecordBatch.from_arrays([pa.array(["ok.a", "ok.b"]), pa.array([b"1", b"2"]), pa.array(["i1", None])],
-                                       names=["subject", "data", "id"])
+    no_id = pa.RecordBatch.from_arrays(
+        [pa.array(["ok.a", "ok.b"]), pa.array([b"1", b"2"]), pa.array(["i1", None])], names=["subject", "data", "id"]
+    )
     with pytest.raises(ValueError, match=r"row 1 of partition 0: idempotence column 'id' is None"):
         write_batches(p, plan, [no_id], part=0, id_prefix=None)
 

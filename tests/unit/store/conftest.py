@@ -82,6 +82,7 @@ class FileFactory:
 def file_store_available() -> bool:
     try:
         import natsd.store.file as f
+
         return hasattr(f, "FileStreamStore")
     except ImportError:
         return False
@@ -120,8 +121,20 @@ def make_factory(kind: str, root: str):
     raise ValueError(kind)
 
 
-@pytest.fixture(params=["memory", "file", "file-small-blocks", "file-crash", "file-noindex", "file-s2", "file-s2-crash",
-                        "file-s2-noindex", "file-enc-crash", "file-enc-aes-s2-noindex"])
+@pytest.fixture(
+    params=[
+        "memory",
+        "file",
+        "file-small-blocks",
+        "file-crash",
+        "file-noindex",
+        "file-s2",
+        "file-s2-crash",
+        "file-s2-noindex",
+        "file-enc-crash",
+        "file-enc-aes-s2-noindex",
+    ]
+)
 def store_factory(request, tmp_path):
     """A StoreFactory for each implementation; the file store with default and tiny blocks (to
     cross block boundaries everywhere) and restarted cleanly, after a crash, or without index."""

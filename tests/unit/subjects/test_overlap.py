@@ -38,16 +38,19 @@ def test_matches_subjects_collide_on_random_sets():
         assert trie.first_collision(q) == (want[0] if want else -1), (subs, q)
 
 
-@pytest.mark.parametrize("subs,want", [
-    (["a.b", "x", "a.*"], (0, 2)),
-    (["x.b", "a.*", "a.b", "x.*"], (0, 3)),
-    (["q", "a.>", "b", "a.b.c", "a.*"], (1, 3)),
-    (["a", "b c", "a"], (0, 2)),
-    (["a", "a.>"], None),
-    ([">", "a"], (0, 1)),
-    (["a.*.c", "a.b.>"], (0, 1)),
-    (["a..b", "a.*.b"], (0, 1)),
-])
+@pytest.mark.parametrize(
+    "subs,want",
+    [
+        (["a.b", "x", "a.*"], (0, 2)),
+        (["x.b", "a.*", "a.b", "x.*"], (0, 3)),
+        (["q", "a.>", "b", "a.b.c", "a.*"], (1, 3)),
+        (["a", "b c", "a"], (0, 2)),
+        (["a", "a.>"], None),
+        ([">", "a"], (0, 1)),
+        (["a.*.c", "a.b.>"], (0, 1)),
+        (["a..b", "a.*.b"], (0, 1)),
+    ],
+)
 def test_reference_orders(subs, want):
     assert first_overlap(subs) == want == pairwise(subs)
 

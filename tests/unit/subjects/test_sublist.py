@@ -341,8 +341,16 @@ def test_stats(sl):
     sl.match("foo")
     sl.match("foo.bar")
     st = sl.stats()
-    assert set(st) == {"num_subscriptions", "num_cache", "num_inserts", "num_removes", "num_matches",
-                       "cache_hit_rate", "max_fanout", "avg_fanout"}
+    assert set(st) == {
+        "num_subscriptions",
+        "num_cache",
+        "num_inserts",
+        "num_removes",
+        "num_matches",
+        "cache_hit_rate",
+        "max_fanout",
+        "avg_fanout",
+    }
     assert st["num_subscriptions"] == 4
     assert st["num_inserts"] == 5
     assert st["num_removes"] == 1
@@ -368,8 +376,12 @@ def test_all(sl):
 
 def test_generic_items_handlers(sl):
     # A Sublist also routes API subjects to handler callables.
-    def create(): return "create"
-    def info(): return "info"
+    def create():
+        return "create"
+
+    def info():
+        return "info"
+
     sl.insert("$JS.API.STREAM.CREATE.*", create)
     sl.insert("$JS.API.STREAM.INFO.*", info)
     r = sl.match("$JS.API.STREAM.CREATE.ORDERS")

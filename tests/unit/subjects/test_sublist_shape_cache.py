@@ -49,7 +49,7 @@ def _churn(rng: random.Random, sl: Sublist, live: list[Sub]) -> None:
         return
     t = [rng.choice(["a", "b", "c", "*", ">"]) for _ in range(rng.randint(1, 4))]
     if ">" in t:
-        t = t[:t.index(">") + 1]
+        t = t[: t.index(">") + 1]
     s = Sub(".".join(t), rng.choice([None, None, "q"]))
     sl.insert(s.subject, s, s.queue)
     live.append(s)
@@ -109,7 +109,12 @@ def test_match_many_of_acks_is_one_prefix_result_and_counts_as_hits():
     assert sl.cache_count() <= 2  # the run did not flood the main cache
     # subjects that share the prefix but have an empty token still match nothing
     assert [r.psubs for r in sl.match_many(run[:2] + ["$JS.ACK.S..1", "$JS.ACK.S.", "$JS.ACK.S.C"])] == [
-        (acks,), (acks,), (), (), (acks,)]
+        (acks,),
+        (acks,),
+        (),
+        (),
+        (acks,),
+    ]
 
 
 def test_generation_moves_with_every_change():

@@ -17,10 +17,41 @@ from natsd.subjects.tokens import (
     tokenize,
 )
 
-VALID = ["foo", "foo.bar", "foo.*", "foo.>", ">", "*", "*.>", "foo.*.bar", "foo*bar", "foo.bar*",
-         "a>", "foo.>a", "foo.**", "$JS.API.STREAM.CREATE.x", "_INBOX.abc.*", "ünïcode.subj"]
-INVALID = ["", ".", "foo.", ".foo", "foo..bar", "foo.>.bar", ">.foo", "foo bar", "foo\tbar",
-           "foo\r", "foo\nbar", "foo\fbar", " ", "foo. .bar", "foo.>.>"]
+VALID = [
+    "foo",
+    "foo.bar",
+    "foo.*",
+    "foo.>",
+    ">",
+    "*",
+    "*.>",
+    "foo.*.bar",
+    "foo*bar",
+    "foo.bar*",
+    "a>",
+    "foo.>a",
+    "foo.**",
+    "$JS.API.STREAM.CREATE.x",
+    "_INBOX.abc.*",
+    "ünïcode.subj",
+]
+INVALID = [
+    "",
+    ".",
+    "foo.",
+    ".foo",
+    "foo..bar",
+    "foo.>.bar",
+    ">.foo",
+    "foo bar",
+    "foo\tbar",
+    "foo\r",
+    "foo\nbar",
+    "foo\fbar",
+    " ",
+    "foo. .bar",
+    "foo.>.>",
+]
 
 
 @pytest.mark.parametrize("s", VALID)
@@ -34,10 +65,22 @@ def test_invalid_subjects(s):
     assert not is_valid_publish_subject(s)
 
 
-@pytest.mark.parametrize("s,lit", [
-    ("foo", True), ("foo.bar.baz", True), ("foo*bar", True), ("foo.bar>", True), ("*foo", True),
-    (">foo", True), ("foo.*", False), ("foo.>", False), ("*", False), (">", False), ("a.*.b", False),
-])
+@pytest.mark.parametrize(
+    "s,lit",
+    [
+        ("foo", True),
+        ("foo.bar.baz", True),
+        ("foo*bar", True),
+        ("foo.bar>", True),
+        ("*foo", True),
+        (">foo", True),
+        ("foo.*", False),
+        ("foo.>", False),
+        ("*", False),
+        (">", False),
+        ("a.*.b", False),
+    ],
+)
 def test_is_literal(s, lit):
     assert is_literal(s) is lit
     assert is_valid_publish_subject(s) is lit
@@ -54,74 +97,83 @@ def test_tokenize():
     assert tokenize("a") == ["a"]
 
 
-@pytest.mark.parametrize("pattern,literal,ok", [
-    ("foo", "foo", True),
-    ("foo", "bar", False),
-    ("foo.*", "foo.bar", True),
-    ("foo.*", "foo", False),
-    ("foo.*", "foo.bar.baz", False),
-    ("foo.>", "foo.bar", True),
-    ("foo.>", "foo.bar.baz", True),
-    ("foo.>", "foo", False),
-    (">", "foo", True),
-    (">", "foo.bar", True),
-    ("*", "foo", True),
-    ("*", "foo.bar", False),
-    ("*.bar", "foo.bar", True),
-    ("*.*.baz", "foo.bar.baz", True),
-    ("foo.*.baz", "foo.bar.bax", False),
-    ("foo*", "foo.bar", False),
-    ("foo*", "foox", False),
-    ("foo*", "foo*", True),
-    ("foo.bar", "foo.bar.baz", False),
-    ("foo.bar.baz", "foo.bar", False),
-])
+@pytest.mark.parametrize(
+    "pattern,literal,ok",
+    [
+        ("foo", "foo", True),
+        ("foo", "bar", False),
+        ("foo.*", "foo.bar", True),
+        ("foo.*", "foo", False),
+        ("foo.*", "foo.bar.baz", False),
+        ("foo.>", "foo.bar", True),
+        ("foo.>", "foo.bar.baz", True),
+        ("foo.>", "foo", False),
+        (">", "foo", True),
+        (">", "foo.bar", True),
+        ("*", "foo", True),
+        ("*", "foo.bar", False),
+        ("*.bar", "foo.bar", True),
+        ("*.*.baz", "foo.bar.baz", True),
+        ("foo.*.baz", "foo.bar.bax", False),
+        ("foo*", "foo.bar", False),
+        ("foo*", "foox", False),
+        ("foo*", "foo*", True),
+        ("foo.bar", "foo.bar.baz", False),
+        ("foo.bar.baz", "foo.bar", False),
+    ],
+)
 def test_subject_matches(pattern, literal, ok):
     assert subject_matches(pattern, literal) is ok
 
 
-@pytest.mark.parametrize("sub,sup,ok", [
-    ("foo.bar", "foo.bar", True),
-    ("foo.bar", "foo.*", True),
-    ("foo.bar", "foo.>", True),
-    ("foo.bar", ">", True),
-    ("foo.*", "foo.*", True),
-    ("foo.*", "foo.>", True),
-    ("foo.*", "foo.bar", False),
-    ("foo.>", "foo.*", False),
-    ("foo.>", "foo.>", True),
-    ("foo.>", ">", True),
-    (">", "foo.>", False),
-    ("foo.*.baz", "foo.>", True),
-    ("foo.*.baz", "foo.*.*", True),
-    ("foo.*.*", "foo.*.baz", False),
-    ("foo.bar", "foo.bar.baz", False),
-    ("foo", "foo.>", False),
-    ("*", ">", True),
-    ("*.>", ">", True),
-    (">", "*.>", False),  # ">" matches "a", "*.>" needs two tokens
-    ("*.>", "*", False),
-])
+@pytest.mark.parametrize(
+    "sub,sup,ok",
+    [
+        ("foo.bar", "foo.bar", True),
+        ("foo.bar", "foo.*", True),
+        ("foo.bar", "foo.>", True),
+        ("foo.bar", ">", True),
+        ("foo.*", "foo.*", True),
+        ("foo.*", "foo.>", True),
+        ("foo.*", "foo.bar", False),
+        ("foo.>", "foo.*", False),
+        ("foo.>", "foo.>", True),
+        ("foo.>", ">", True),
+        (">", "foo.>", False),
+        ("foo.*.baz", "foo.>", True),
+        ("foo.*.baz", "foo.*.*", True),
+        ("foo.*.*", "foo.*.baz", False),
+        ("foo.bar", "foo.bar.baz", False),
+        ("foo", "foo.>", False),
+        ("*", ">", True),
+        ("*.>", ">", True),
+        (">", "*.>", False),  # ">" matches "a", "*.>" needs two tokens
+        ("*.>", "*", False),
+    ],
+)
 def test_subset(sub, sup, ok):
     assert subset(sub, sup) is ok
 
 
-@pytest.mark.parametrize("a,b,ok", [
-    ("foo.bar", "foo.bar", True),
-    ("foo.bar", "foo.baz", False),
-    ("foo.*", "foo.bar", True),
-    ("foo.*", "*.bar", True),
-    ("foo.*", "bar.*", False),
-    ("foo.>", "foo.bar.baz", True),
-    ("foo.>", "foo", False),
-    ("foo.*", "foo.bar.baz", False),
-    ("foo.*.>", "foo.bar", False),
-    ("foo.*.>", "foo.bar.baz", True),
-    (">", "anything.at.all", True),
-    ("*", "foo.bar", False),
-    ("foo.>", "*.bar.>", True),
-    ("a.b.c", "a.b", False),
-])
+@pytest.mark.parametrize(
+    "a,b,ok",
+    [
+        ("foo.bar", "foo.bar", True),
+        ("foo.bar", "foo.baz", False),
+        ("foo.*", "foo.bar", True),
+        ("foo.*", "*.bar", True),
+        ("foo.*", "bar.*", False),
+        ("foo.>", "foo.bar.baz", True),
+        ("foo.>", "foo", False),
+        ("foo.*", "foo.bar.baz", False),
+        ("foo.*.>", "foo.bar", False),
+        ("foo.*.>", "foo.bar.baz", True),
+        (">", "anything.at.all", True),
+        ("*", "foo.bar", False),
+        ("foo.>", "*.bar.>", True),
+        ("a.b.c", "a.b", False),
+    ],
+)
 def test_subjects_collide(a, b, ok):
     assert subjects_collide(a, b) is ok
     assert subjects_collide(b, a) is ok

@@ -92,7 +92,9 @@ class JetStreamApi:
         # nothing, and every other known subject 503/10039.
         self._not_enabled_routes = tuple(
             Route(r.pattern, r.response_type, r.handler if r.handler is streams.cluster_only else _not_enabled)
-            for r in routes if r.when_disabled and not r.pattern.startswith(_META_PREFIXES))
+            for r in routes
+            if r.when_disabled and not r.pattern.startswith(_META_PREFIXES)
+        )
 
     def install(self, js_account: "JsAccount") -> list["Subscription"]:
         """Subscribe the API subjects of ``js_account``. Returns the subscriptions."""
@@ -136,4 +138,3 @@ class JetStreamApi:
         """(handler for DIRECT.GET.<s>, handler for DIRECT.GET.<s>.<subject...>); the stream
         subscribes them itself when ``allow_direct`` is set."""
         return direct.direct_get_handlers(stream)
-

@@ -27,11 +27,12 @@ from natsd.jetstream.wire import resp
 __all__ = ["create", "info", "delete", "names", "list_", "pause", "unpin", "NAMES_LIMIT", "LIST_LIMIT"]
 
 NAMES_LIMIT = 1024  # JSApiNamesLimit
-LIST_LIMIT = 256    # JSApiListLimit
+LIST_LIMIT = 256  # JSApiListLimit
 
 
 # ---------------------------------------------------------------------------------------------
 # CREATE
+
 
 def create(req: ApiRequest) -> dict:
     body = req.json(R.CREATE_CONSUMER_REQUEST)
@@ -101,6 +102,7 @@ def create(req: ApiRequest) -> dict:
 # ---------------------------------------------------------------------------------------------
 # INFO / DELETE / NAMES / LIST / PAUSE
 
+
 def _lookup(req: ApiRequest) -> Consumer:
     return consumer_registry.lookup(req.account.lookup_stream(req.tokens[4]), req.tokens[5])
 
@@ -130,9 +132,8 @@ def names(req: ApiRequest) -> dict:
     names = sorted(stream.consumers)
     total = len(names)
     off = min(off, total)
-    page = names[off:off + NAMES_LIMIT]
-    return resp("consumer_names_response", {"total": total, "offset": off, "limit": NAMES_LIMIT,
-                                            "consumers": page})
+    page = names[off : off + NAMES_LIMIT]
+    return resp("consumer_names_response", {"total": total, "offset": off, "limit": NAMES_LIMIT, "consumers": page})
 
 
 def list_(req: ApiRequest) -> dict:
@@ -141,9 +142,11 @@ def list_(req: ApiRequest) -> dict:
     cons = [stream.consumers[n] for n in sorted(stream.consumers)]
     total = len(cons)
     off = min(off, total)
-    page = cons[off:off + LIST_LIMIT]
-    return resp("consumer_list_response", {"total": total, "offset": off, "limit": LIST_LIMIT,
-                                           "consumers": [c.list_info() for c in page]})
+    page = cons[off : off + LIST_LIMIT]
+    return resp(
+        "consumer_list_response",
+        {"total": total, "offset": off, "limit": LIST_LIMIT, "consumers": [c.list_info() for c in page]},
+    )
 
 
 def pause(req: ApiRequest) -> dict:
@@ -152,7 +155,10 @@ def pause(req: ApiRequest) -> dict:
     until_ns: int | None = None
     if until is not None:
         if not isinstance(until, str):
-            raise ApiErrors.INVALID_JSON(err="json: cannot unmarshal into Go struct field JSApiConsumerPauseRequest.pause_until of type time.Time")
+            raise ApiErrors.INVALID_JSON(
+                err="json: cannot unmarshal into Go struct field JSApiConsumerPauseRequest.pause_until of type "
+                "time.Time"
+            )
         try:
             until_ns = parse_rfc3339(until)
         except ValueError as e:
@@ -162,8 +168,10 @@ def pause(req: ApiRequest) -> dict:
     o = _lookup(req)
     o.set_pause(until_ns)
     now = o.clock.time_ns()
-    out: dict[str, Any] = {"paused": until_ns is not None and now < until_ns,
-                           "pause_until": format_rfc3339(until_ns) if until_ns is not None else GO_ZERO_TIME}
+    out: dict[str, Any] = {
+        "paused": until_ns is not None and now < until_ns,
+        "pause_until": format_rfc3339(until_ns) if until_ns is not None else GO_ZERO_TIME,
+    }
     if until_ns is not None and now < until_ns:  # (paused)
         out["pause_remaining"] = until_ns - now
     return resp("consumer_pause_response", out)
@@ -188,4 +196,3 @@ def unpin(req: ApiRequest) -> dict:
 
 def _json(v: Any) -> str:
     return json.dumps(v)
-

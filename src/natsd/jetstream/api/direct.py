@@ -4,7 +4,8 @@ Subscribed by the stream itself only when ``allow_direct`` is set (otherwise the
 no responders, as the reference). Replies are the stored message, not JSON: its own headers
 (if any) with these appended, or a fresh block::
 
-    NATS/1.0\\r\\nNats-Stream: S\\r\\nNats-Subject: a.b\\r\\nNats-Sequence: 5\\r\\nNats-Time-Stamp: <RFC3339>\\r\\n\\r\\n
+    NATS/1.0\\r\\nNats-Stream: S\\r\\nNats-Subject: a.b\\r\\nNats-Sequence: 5\\r\\nNats-Time-Stamp:
+    <RFC3339>\\r\\n\\r\\n
 
 Batch requests (``batch``/``multi_last``) add ``Nats-Num-Pending`` and ``Nats-Last-Sequence`` to
 every message and end with ``NATS/1.0 204 EOB`` (+ the same two headers, + ``Nats-UpTo-Sequence``
@@ -79,9 +80,16 @@ def direct_get_handlers(stream: "StreamView") -> tuple[Callable, Callable]:
         if not seq and not last_for and not next_for and not multi and not start_time:
             send_status(reply, STATUS_EMPTY)
             return
-        if ((seq and last_for) or (seq and start_time) or (start_time and last_for)
-                or (last_for and next_for) or (last_for and batch > 0) or (last_for and multi)
-                or (next_for and multi) or (req.get("up_to_seq") and req.get("up_to_time"))):
+        if (
+            (seq and last_for)
+            or (seq and start_time)
+            or (start_time and last_for)
+            or (last_for and next_for)
+            or (last_for and batch > 0)
+            or (last_for and multi)
+            or (next_for and multi)
+            or (req.get("up_to_seq") and req.get("up_to_time"))
+        ):
             send_status(reply, STATUS_BAD)
             return
         get(req, reply)
@@ -106,8 +114,19 @@ def direct_get_handlers(stream: "StreamView") -> tuple[Callable, Callable]:
         if not key:
             send_status(reply, STATUS_BAD)
             return
-        if any(req.get(k) for k in ("last_by_subj", "next_by_subj", "multi_last", "seq", "batch",
-                                     "start_time", "up_to_seq", "up_to_time")):
+        if any(
+            req.get(k)
+            for k in (
+                "last_by_subj",
+                "next_by_subj",
+                "multi_last",
+                "seq",
+                "batch",
+                "start_time",
+                "up_to_seq",
+                "up_to_time",
+            )
+        ):
             send_status(reply, STATUS_BAD)
             return
         req["last_by_subj"] = key
@@ -161,9 +180,12 @@ def direct_get_handlers(stream: "StreamView") -> tuple[Callable, Callable]:
                 return
             hdr: bytes | None = None
             if not no_hdr:
-                pairs = [(NH.STREAM, name), (NH.SUBJECT, sm.subject.encode()),
-                         (NH.SEQUENCE, str(sm.seq).encode()),
-                         (NH.TIME_STAMP, rfc3339(sm.ts).encode())]
+                pairs = [
+                    (NH.STREAM, name),
+                    (NH.SUBJECT, sm.subject.encode()),
+                    (NH.SEQUENCE, str(sm.seq).encode()),
+                    (NH.TIME_STAMP, rfc3339(sm.ts).encode()),
+                ]
                 if is_batch:
                     if np > 0:
                         np -= 1
@@ -176,8 +198,16 @@ def direct_get_handlers(stream: "StreamView") -> tuple[Callable, Callable]:
             if sent_bytes >= mb:
                 break
         if is_batch:
-            publish(reply, "", b"NATS/1.0 204 EOB\r\nNats-Num-Pending: " + str(np).encode()
-                    + b"\r\nNats-Last-Sequence: " + str(lseq).encode() + b"\r\n\r\n", b"")
+            publish(
+                reply,
+                "",
+                b"NATS/1.0 204 EOB\r\nNats-Num-Pending: "
+                + str(np).encode()
+                + b"\r\nNats-Last-Sequence: "
+                + str(lseq).encode()
+                + b"\r\n\r\n",
+                b"",
+            )
 
     def get_multi(req: dict, reply: str) -> None:
         store = stream.store
@@ -213,18 +243,34 @@ def direct_get_handlers(stream: "StreamView") -> tuple[Callable, Callable]:
             except (MsgNotFound, StoreEOF):
                 continue
             np -= 1
-            hdr = _append_headers(sm.hdr, [
-                (NH.STREAM, name), (NH.SUBJECT, sm.subject.encode()),
-                (NH.SEQUENCE, str(sm.seq).encode()), (NH.TIME_STAMP, rfc3339(sm.ts).encode()),
-                (NH.NUM_PENDING, str(np).encode()), (NH.LAST_SEQUENCE, str(lseq).encode())])
+            hdr = _append_headers(
+                sm.hdr,
+                [
+                    (NH.STREAM, name),
+                    (NH.SUBJECT, sm.subject.encode()),
+                    (NH.SEQUENCE, str(sm.seq).encode()),
+                    (NH.TIME_STAMP, rfc3339(sm.ts).encode()),
+                    (NH.NUM_PENDING, str(np).encode()),
+                    (NH.LAST_SEQUENCE, str(lseq).encode()),
+                ],
+            )
             lseq = sm.seq
             publish(reply, "", hdr, sm.msg)
             sent_bytes += len(sm.subject) + (len(sm.hdr) if sm.hdr else 0) + len(sm.msg)
             sent += 1
             if sent_bytes >= mb or (batch > 0 and sent >= batch):
                 break
-        publish(reply, "", b"NATS/1.0 204 EOB\r\nNats-Num-Pending: " + str(np).encode()
-                + b"\r\nNats-Last-Sequence: " + str(lseq).encode()
-                + b"\r\nNats-UpTo-Sequence: " + str(up_to).encode() + b"\r\n\r\n", b"")
+        publish(
+            reply,
+            "",
+            b"NATS/1.0 204 EOB\r\nNats-Num-Pending: "
+            + str(np).encode()
+            + b"\r\nNats-Last-Sequence: "
+            + str(lseq).encode()
+            + b"\r\nNats-UpTo-Sequence: "
+            + str(up_to).encode()
+            + b"\r\n\r\n",
+            b"",
+        )
 
     return on_request, on_last

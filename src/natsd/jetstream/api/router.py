@@ -52,8 +52,19 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.gojson import GoStruct
     from natsd.jetstream.manager import JsAccount
 
-__all__ = ["ApiRequest", "ApiDispatcher", "Route", "Handler", "Offload", "SlowRequest", "JS_API_PREFIX",
-           "API_SUBSCRIPTIONS", "MAX_PENDING_REQUESTS", "run_inline", "WithHeader"]
+__all__ = [
+    "ApiRequest",
+    "ApiDispatcher",
+    "Route",
+    "Handler",
+    "Offload",
+    "SlowRequest",
+    "JS_API_PREFIX",
+    "API_SUBSCRIPTIONS",
+    "MAX_PENDING_REQUESTS",
+    "run_inline",
+    "WithHeader",
+]
 
 log = logging.getLogger("natsd.jetstream.api")
 
@@ -157,6 +168,7 @@ class Offload:
 #: A slow request: yields Offload or None, returns the response dict.
 SlowRequest = Generator["Offload | None", Any, "dict | None"]
 
+
 def run_inline(gen: SlowRequest) -> "dict | None":
     """Drive a slow request's generator to its end right here (a request small enough not to
     need the loop turns): Offload runs in place, a yielded None is ignored. One code path serves
@@ -214,8 +226,7 @@ class ApiDispatcher:
 
     __slots__ = ("_table", "on_response", "_busy", "_waiting")
 
-    def __init__(self, routes: Iterable[Route],
-                 on_response: Callable[[ApiRequest, bytes], None] | None = None) -> None:
+    def __init__(self, routes: Iterable[Route], on_response: Callable[[ApiRequest, bytes], None] | None = None) -> None:
         self._table: Sublist[Route] = Sublist()
         for r in routes:
             if r.handler is not None:
@@ -229,8 +240,9 @@ class ApiDispatcher:
         found = self._table.match(subject).psubs
         return found[0] if found else None
 
-    def dispatch(self, account: "JsAccount", subject: str, reply: str, hdr: bytes | None,
-                 payload: bytes) -> bytes | None:
+    def dispatch(
+        self, account: "JsAccount", subject: str, reply: str, hdr: bytes | None, payload: bytes
+    ) -> bytes | None:
         """Handle one request; returns the reply bytes sent (None when nothing was sent yet)."""
         found = self._table.match(subject).psubs
         if not found:
@@ -253,8 +265,7 @@ class ApiDispatcher:
         except Exception as e:  # a bug must cost this request only, not the connection
             log.exception("JetStream API handler for %s failed", subject)
             account.api_stats.errors += 1
-            result = error_envelope(route.response_type,
-                                    ApiErrors.STREAM_GENERAL_ERROR(err=str(e) or type(e).__name__))
+            result = error_envelope(route.response_type, ApiErrors.STREAM_GENERAL_ERROR(err=str(e) or type(e).__name__))
         if isinstance(result, GeneratorType):
             self._busy = True
             # No automatic collection while it runs: building tens of thousands of long-lived
@@ -279,8 +290,15 @@ class ApiDispatcher:
             self.on_response(req, data)
         return data
 
-    def _step(self, account: "JsAccount", req: ApiRequest, route: Route, gen: SlowRequest,
-              value: Any, exc: BaseException | None) -> None:
+    def _step(
+        self,
+        account: "JsAccount",
+        req: ApiRequest,
+        route: Route,
+        gen: SlowRequest,
+        value: Any,
+        exc: BaseException | None,
+    ) -> None:
         """Run the slow request ``gen`` to its next yield (or its end)."""
         try:
             item = gen.throw(exc) if exc is not None else gen.send(value)
@@ -292,8 +310,7 @@ class ApiDispatcher:
         except Exception as e:  # as dispatch: this request only
             log.exception("JetStream API handler for %s failed", req.subject)
             account.api_stats.errors += 1
-            result = error_envelope(route.response_type,
-                                    ApiErrors.STREAM_GENERAL_ERROR(err=str(e) or type(e).__name__))
+            result = error_envelope(route.response_type, ApiErrors.STREAM_GENERAL_ERROR(err=str(e) or type(e).__name__))
         else:
             if isinstance(item, Offload):
                 account.ports.offload(item.fn, lambda v, e: self._step(account, req, route, gen, v, e))

@@ -40,7 +40,6 @@ __all__ = ["snapshot_request", "restore_request"]
 log = logging.getLogger("natsd.jetstream.api.snapshot")
 
 
-
 def _transfers(acct: "JsAccount") -> set:
     return acct.transfers
 
@@ -61,7 +60,8 @@ def _uint(body: dict, key: str, gotype: str) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         raise ApiErrors.INVALID_JSON(
             err=f"json: cannot unmarshal {go_kind(v, literal=True)} into Go struct field "
-                f"JSApiStreamSnapshotRequest.{key} of type {gotype}")
+            f"JSApiStreamSnapshotRequest.{key} of type {gotype}"
+        )
     return v
 
 
@@ -90,8 +90,12 @@ def snapshot_request(req: ApiRequest) -> dict | None:
             log.warning("Snapshot for stream '%s > %s' failed: %s", acct.name, name, err)
         else:
             log.info("Completed snapshot for stream '%s > %s'", acct.name, name)
-        _advisory(acct, f"$JS.EVENT.ADVISORY.STREAM.SNAPSHOT_COMPLETE.{name}", "snapshot_complete",
-                  {"stream": name, "start": start, "end": _now(acct), **({"error": err} if err else {})})
+        _advisory(
+            acct,
+            f"$JS.EVENT.ADVISORY.STREAM.SNAPSHOT_COMPLETE.{name}",
+            "snapshot_complete",
+            {"stream": name, "start": start, "end": _now(acct), **({"error": err} if err else {})},
+        )
 
     start = _now(acct)
     sender = SnapshotSender(stream, deliver, chunk, window, include_consumers, state, on_done=done)
@@ -100,8 +104,9 @@ def snapshot_request(req: ApiRequest) -> dict | None:
     # The reply goes out first (the router sends what we return); the chunks start next turn.
     log.info("Starting snapshot for stream '%s > %s'", acct.name, name)
     acct.clock.call_soon(sender.start)
-    _advisory(acct, f"$JS.EVENT.ADVISORY.STREAM.SNAPSHOT_CREATE.{name}", "snapshot_create",
-              {"stream": name, "state": state})
+    _advisory(
+        acct, f"$JS.EVENT.ADVISORY.STREAM.SNAPSHOT_CREATE.{name}", "snapshot_create", {"stream": name, "state": state}
+    )
     return reply
 
 
@@ -113,8 +118,10 @@ def restore_request(req: ApiRequest) -> dict:
     name = req.tokens[4] if len(req.tokens) > 4 else ""
     raw_cfg = body.get("config") or {}
     if not isinstance(raw_cfg, dict):
-        raise ApiErrors.INVALID_JSON(err="json: cannot unmarshal into Go struct field "
-                                         "JSApiStreamRestoreRequest.config of type server.StreamConfig")
+        raise ApiErrors.INVALID_JSON(
+            err="json: cannot unmarshal into Go struct field "
+            "JSApiStreamRestoreRequest.config of type server.StreamConfig"
+        )
     cfg = StreamConfig.from_json(raw_cfg)
     if not cfg.name:
         cfg.name = name

@@ -20,7 +20,10 @@ from natsd.jetstream.features.metadata import parse_stream
 from natsd.jetstream.api.router import ApiRequest, Offload, SlowRequest, run_inline
 from natsd.jetstream.config.models import StreamConfig, parse_rfc3339, rfc3339
 from natsd.jetstream.config.stream_checks import (
-    check_stream_config, check_subject_overlap, check_update, refuse_unsupported,
+    check_stream_config,
+    check_subject_overlap,
+    check_update,
+    refuse_unsupported,
 )
 from natsd.jetstream.wire import resp
 from natsd.subjects.tokens import subjects_collide
@@ -103,8 +106,9 @@ def _create_steps(req: ApiRequest) -> SlowRequest:
     except OSError as e:
         raise ApiErrors.STREAM_CREATE(err=str(e)) from None
     yield from stream.subscribe_steps(SUBSCRIBE_CHUNK)
-    acct.send_advisory(f"$JS.EVENT.ADVISORY.STREAM.CREATED.{stream.name}",
-                       lambda: stream_action(acct, stream.name, "create"))
+    acct.send_advisory(
+        f"$JS.EVENT.ADVISORY.STREAM.CREATED.{stream.name}", lambda: stream_action(acct, stream.name, "create")
+    )
     info, _, _, _ = stream.info()
     info.pop("cluster", None)
     info.pop("domain", None)
@@ -137,8 +141,7 @@ def _update_steps(req: ApiRequest) -> SlowRequest:
     if stream.closed or acct.streams.get(name) is not stream:
         raise ApiErrors.STREAM_NOT_FOUND()  # deleted meanwhile (not through the API: a template)
     stream.update_config(ncfg)
-    acct.send_advisory(f"$JS.EVENT.ADVISORY.STREAM.UPDATED.{name}",
-                       lambda: stream_action(acct, name, "modify"))
+    acct.send_advisory(f"$JS.EVENT.ADVISORY.STREAM.UPDATED.{name}", lambda: stream_action(acct, name, "modify"))
     info, _, _, _ = stream.info()
     info.pop("cluster", None)
     return resp("stream_update_response", info)
@@ -174,8 +177,7 @@ def stream_delete(req: ApiRequest) -> dict:
     name = _stream_name(req)
     acct.lookup_stream(name)
     acct.delete_stream(name)
-    acct.send_advisory(f"$JS.EVENT.ADVISORY.STREAM.DELETED.{name}",
-                       lambda: stream_action(acct, name, "delete"))
+    acct.send_advisory(f"$JS.EVENT.ADVISORY.STREAM.DELETED.{name}", lambda: stream_action(acct, name, "delete"))
     return resp("stream_delete_response", {"success": True})
 
 
@@ -221,9 +223,11 @@ def stream_names(req: ApiRequest) -> dict:
     streams = _filtered_streams(req, subject)
     total = len(streams)
     offset = min(offset, total)
-    names = [s.name for s in streams[offset:offset + JS_API_NAMES_LIMIT]]
-    return resp("stream_names_response", {"total": total, "offset": offset, "limit": JS_API_NAMES_LIMIT,
-                                          "streams": names or None})
+    names = [s.name for s in streams[offset : offset + JS_API_NAMES_LIMIT]]
+    return resp(
+        "stream_names_response",
+        {"total": total, "offset": offset, "limit": JS_API_NAMES_LIMIT, "streams": names or None},
+    )
 
 
 def stream_list(req: ApiRequest) -> dict:
@@ -232,12 +236,13 @@ def stream_list(req: ApiRequest) -> dict:
     total = len(streams)
     offset = min(offset, total)
     infos = []
-    for s in streams[offset:offset + JS_API_LIST_LIMIT]:
+    for s in streams[offset : offset + JS_API_LIST_LIMIT]:
         info, _, _, _ = s.info(dynamic_metadata=False)
         info.pop("cluster", None)
         infos.append(info)
-    return resp("stream_list_response", {"total": total, "offset": offset, "limit": JS_API_LIST_LIMIT,
-                                         "streams": infos})
+    return resp(
+        "stream_list_response", {"total": total, "offset": offset, "limit": JS_API_LIST_LIMIT, "streams": infos}
+    )
 
 
 def msg_get(req: ApiRequest) -> dict:
@@ -251,9 +256,13 @@ def msg_get(req: ApiRequest) -> dict:
     # start_time. Checked before the stream is looked up, as the reference.
     start_time = body.get("start_time")
     seq, last_for, next_for = body.get("seq", 0), body.get("last_by_subj", ""), body.get("next_by_subj", "")
-    if ((seq and last_for) or (not seq and not last_for and not next_for and start_time is None)
-            or (seq and start_time is not None) or (start_time is not None and last_for)
-            or (last_for and next_for)):
+    if (
+        (seq and last_for)
+        or (not seq and not last_for and not next_for and start_time is None)
+        or (seq and start_time is not None)
+        or (start_time is not None and last_for)
+        or (last_for and next_for)
+    ):
         raise ApiErrors.BAD_REQUEST()
     stream = acct.lookup_stream(req.tokens[5] if len(req.tokens) > 5 else "")
     if start_time:
@@ -262,7 +271,9 @@ def msg_get(req: ApiRequest) -> dict:
         except ValueError:
             ts = None
         if ts is None:
-            raise ApiErrors.INVALID_JSON(err=f"parsing time {json.dumps(start_time)} as \"2006-01-02T15:04:05Z07:00\": cannot parse")
+            raise ApiErrors.INVALID_JSON(
+                err=f'parsing time {json.dumps(start_time)} as "2006-01-02T15:04:05Z07:00": cannot parse'
+            )
         body = dict(body, seq=stream.store.get_seq_from_time(ts))
     sm = stream.get_msg(body)
     msg: dict = {"subject": sm.subject, "seq": sm.seq}

@@ -57,14 +57,16 @@ def template_create(req: ApiRequest) -> dict:
     name = body.get("name")
     if name is not None and not isinstance(name, str):
         raise ApiErrors.INVALID_JSON(
-            err="json: cannot unmarshal into Go struct field StreamTemplateConfig.name of type string")
+            err="json: cannot unmarshal into Go struct field StreamTemplateConfig.name of type string"
+        )
     ms = body.get("max_streams", 0)
     if ms is None:
         ms = 0
     if isinstance(ms, bool) or not isinstance(ms, int) or not 0 <= ms <= 0xFFFFFFFF:
         raise ApiErrors.INVALID_JSON(
             err=f"json: cannot unmarshal {go_kind(ms, literal=True)} into Go struct field "
-                "StreamTemplateConfig.max_streams of type uint32")
+            "StreamTemplateConfig.max_streams of type uint32"
+        )
     if _name(req) != (name or ""):
         raise ApiErrors.TEMPLATE_NAME_NOT_MATCH_SUBJECT()
     t = _mgr(req).add(name or "", body.get("config"), ms)
@@ -93,10 +95,13 @@ def template_names(req: ApiRequest) -> dict:
         off = body.get("offset", 0) or 0
         if isinstance(off, bool) or not isinstance(off, int):
             raise ApiErrors.INVALID_JSON(
-                err="json: cannot unmarshal into Go struct field JSApiStreamTemplatesRequest.offset of type int")
+                err="json: cannot unmarshal into Go struct field JSApiStreamTemplatesRequest.offset of type int"
+            )
         offset = max(off, 0)
     names = _mgr(req).names()
     total = len(names)
     offset = min(offset, total)
-    return resp(NAMES_T, {"total": total, "offset": offset, "limit": NAMES_LIMIT,
-                          "streams": names[offset:offset + NAMES_LIMIT]})
+    return resp(
+        NAMES_T,
+        {"total": total, "offset": offset, "limit": NAMES_LIMIT, "streams": names[offset : offset + NAMES_LIMIT]},
+    )

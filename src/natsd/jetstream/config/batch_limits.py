@@ -41,7 +41,9 @@ def batch_limits_for(js: "JetStreamOptions") -> BatchLimits:
         fast_max_inflight_per_stream=per_stream if per_stream > 0 else d.fast_max_inflight_per_stream,
         fast_max_inflight_total=total if total > 0 else d.fast_max_inflight_total,
         max_msgs=js.batch_max_msgs if js.batch_max_msgs > 0 else d.max_msgs,
-        max_inflight_per_stream=(js.batch_max_inflight_per_stream if js.batch_max_inflight_per_stream > 0
-                                 else d.max_inflight_per_stream),
+        max_inflight_per_stream=(
+            js.batch_max_inflight_per_stream if js.batch_max_inflight_per_stream > 0 else d.max_inflight_per_stream
+        ),
         max_inflight_total=js.batch_max_inflight_total if js.batch_max_inflight_total > 0 else d.max_inflight_total,
-        timeout_ns=js.batch_timeout_ns if js.batch_timeout_ns > 0 else d.timeout_ns)
+        timeout_ns=js.batch_timeout_ns if js.batch_timeout_ns > 0 else d.timeout_ns,
+    )

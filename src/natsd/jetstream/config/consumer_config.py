@@ -21,28 +21,46 @@ from natsd.gotime import GO_ZERO_TIME, format_duration, format_rfc3339, parse_rf
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.gojson import go_kind
 from natsd.jetstream.config.models import (
-    JS_API_LEVEL, AckPolicy, DeliverPolicy, PriorityPolicy, ReplayPolicy, StreamConfig, server_version,
+    JS_API_LEVEL,
+    AckPolicy,
+    DeliverPolicy,
+    PriorityPolicy,
+    ReplayPolicy,
+    StreamConfig,
+    server_version,
 )
 from natsd.subjects.tokens import is_literal, is_valid_subject, subject_matches, subset
 
 __all__ = [
-    "ConsumerConfig", "check_update", "MS", "SECOND",
-    "ACK_WAIT_DEFAULT", "DELETE_WAIT_DEFAULT", "MAX_ACK_PENDING_DEFAULT", "MAX_WAITING_DEFAULT",
-    "DELIVER_POLICIES", "ACK_POLICIES", "REPLAY_POLICIES", "PRIORITY_POLICIES", "ZERO_TIME",
-    "API_LEVEL", "is_valid_asset_name", "GROUP_NAME_RE",
+    "ConsumerConfig",
+    "check_update",
+    "MS",
+    "SECOND",
+    "ACK_WAIT_DEFAULT",
+    "DELETE_WAIT_DEFAULT",
+    "MAX_ACK_PENDING_DEFAULT",
+    "MAX_WAITING_DEFAULT",
+    "DELIVER_POLICIES",
+    "ACK_POLICIES",
+    "REPLAY_POLICIES",
+    "PRIORITY_POLICIES",
+    "ZERO_TIME",
+    "API_LEVEL",
+    "is_valid_asset_name",
+    "GROUP_NAME_RE",
 ]
 
 MS = 1_000_000
 SECOND = 1_000_000_000
-ACK_WAIT_DEFAULT = 30 * SECOND          # JsAckWaitDefault
-DELETE_WAIT_DEFAULT = 5 * SECOND        # JsDeleteWaitTimeDefault (ephemeral inactive threshold)
-MAX_ACK_PENDING_DEFAULT = 1000          # JsDefaultMaxAckPending
-MAX_WAITING_DEFAULT = 512               # JSWaitQueueDefaultMax
-PINNED_TTL_DEFAULT = 120 * SECOND       # JsDefaultPinnedTTL
-SOURCE_HEALTH_HB = 1 * SECOND           # sourceHealthHB, forced for ack policy flow_control
-MAX_DESCRIPTION_LEN = 4 * 1024          # JSMaxDescriptionLen
-MAX_METADATA_LEN = 128 * 1024           # JSMaxMetadataLen
-MAX_NAME_LEN = 255                      # JSMaxNameLen
+ACK_WAIT_DEFAULT = 30 * SECOND  # JsAckWaitDefault
+DELETE_WAIT_DEFAULT = 5 * SECOND  # JsDeleteWaitTimeDefault (ephemeral inactive threshold)
+MAX_ACK_PENDING_DEFAULT = 1000  # JsDefaultMaxAckPending
+MAX_WAITING_DEFAULT = 512  # JSWaitQueueDefaultMax
+PINNED_TTL_DEFAULT = 120 * SECOND  # JsDefaultPinnedTTL
+SOURCE_HEALTH_HB = 1 * SECOND  # sourceHealthHB, forced for ack policy flow_control
+MAX_DESCRIPTION_LEN = 4 * 1024  # JSMaxDescriptionLen
+MAX_METADATA_LEN = 128 * 1024  # JSMaxMetadataLen
+MAX_NAME_LEN = 255  # JSMaxNameLen
 
 #: ``_nats.level`` in responses: the API level the streams side claims (shared with streams).
 API_LEVEL = JS_API_LEVEL
@@ -73,6 +91,7 @@ def is_valid_asset_name(name: str) -> bool:
 # ---------------------------------------------------------------------------------------------
 # The config.
 
+
 def _bad_json(msg: str) -> ApiError:
     return ApiErrors.INVALID_JSON(err=msg)
 
@@ -81,19 +100,25 @@ def _want_int(key: str, v: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         if isinstance(v, float) and v.is_integer():
             return int(v)
-        raise _bad_json(f"json: cannot unmarshal {go_kind(v)} into Go struct field ConsumerConfig.config.{key} of type int64")
+        raise _bad_json(
+            f"json: cannot unmarshal {go_kind(v)} into Go struct field ConsumerConfig.config.{key} of type int64"
+        )
     return v
 
 
 def _want_str(key: str, v: Any) -> str:
     if not isinstance(v, str):
-        raise _bad_json(f"json: cannot unmarshal {go_kind(v)} into Go struct field ConsumerConfig.config.{key} of type string")
+        raise _bad_json(
+            f"json: cannot unmarshal {go_kind(v)} into Go struct field ConsumerConfig.config.{key} of type string"
+        )
     return v
 
 
 def _want_bool(key: str, v: Any) -> bool:
     if not isinstance(v, bool):
-        raise _bad_json(f"json: cannot unmarshal {go_kind(v)} into Go struct field ConsumerConfig.config.{key} of type bool")
+        raise _bad_json(
+            f"json: cannot unmarshal {go_kind(v)} into Go struct field ConsumerConfig.config.{key} of type bool"
+        )
     return v
 
 
@@ -148,7 +173,10 @@ class ConsumerConfig:
         if obj is None:
             return cls()
         if not isinstance(obj, dict):
-            raise _bad_json(f"json: cannot unmarshal {go_kind(obj)} into Go struct field CreateConsumerRequest.config of type server.ConsumerConfig")
+            raise _bad_json(
+                f"json: cannot unmarshal {go_kind(obj)} into Go struct field CreateConsumerRequest.config of type "
+                "server.ConsumerConfig"
+            )
         c = cls()
         for key, v in obj.items():
             if v is None:
@@ -174,18 +202,27 @@ class ConsumerConfig:
                 try:
                     setattr(c, key, parse_rfc3339(s))
                 except ValueError as e:
-                    raise _bad_json(f"parsing time {_dumps(s)} as \"2006-01-02T15:04:05Z07:00\": {e}") from None
+                    raise _bad_json(f'parsing time {_dumps(s)} as "2006-01-02T15:04:05Z07:00": {e}') from None
             elif key == "backoff":
                 if not isinstance(v, list):
-                    raise _bad_json(f"json: cannot unmarshal {go_kind(v)} into Go struct field ConsumerConfig.config.backoff of type []time.Duration")
+                    raise _bad_json(
+                        f"json: cannot unmarshal {go_kind(v)} into Go struct field ConsumerConfig.config.backoff "
+                        "of type []time.Duration"
+                    )
                 c.backoff = [_want_int(key, x) for x in v]
             elif key in ("filter_subjects", "priority_groups"):
                 if not isinstance(v, list):
-                    raise _bad_json(f"json: cannot unmarshal {go_kind(v)} into Go struct field ConsumerConfig.config.{key} of type []string")
+                    raise _bad_json(
+                        f"json: cannot unmarshal {go_kind(v)} into Go struct field ConsumerConfig.config.{key} of "
+                        "type []string"
+                    )
                 setattr(c, key, [_want_str(key, x) for x in v])
             elif key == "metadata":
                 if not isinstance(v, dict):
-                    raise _bad_json(f"json: cannot unmarshal {go_kind(v)} into Go struct field ConsumerConfig.config.metadata of type map[string]string")
+                    raise _bad_json(
+                        f"json: cannot unmarshal {go_kind(v)} into Go struct field ConsumerConfig.config.metadata "
+                        "of type map[string]string"
+                    )
                 c.metadata = {str(k): _want_str(key, x) for k, x in v.items()}
         return c
 
@@ -219,9 +256,21 @@ class ConsumerConfig:
         if self.filter_subjects:
             out["filter_subjects"] = list(self.filter_subjects)
         out["replay_policy"] = self.replay_policy
-        for key in ("rate_limit_bps", "sample_freq", "max_waiting", "max_ack_pending", "flow_control",
-                    "headers_only", "max_batch", "max_expires", "max_bytes", "deliver_subject",
-                    "deliver_group", "idle_heartbeat", "inactive_threshold"):
+        for key in (
+            "rate_limit_bps",
+            "sample_freq",
+            "max_waiting",
+            "max_ack_pending",
+            "flow_control",
+            "headers_only",
+            "max_batch",
+            "max_expires",
+            "max_bytes",
+            "deliver_subject",
+            "deliver_group",
+            "idle_heartbeat",
+            "inactive_threshold",
+        ):
             v = getattr(self, key)
             if v:
                 out[key] = v
@@ -246,9 +295,13 @@ class ConsumerConfig:
         return out
 
     def copy(self) -> "ConsumerConfig":
-        return replace(self, backoff=list(self.backoff), filter_subjects=list(self.filter_subjects),
-                       metadata=dict(self.metadata) if self.metadata is not None else None,
-                       priority_groups=list(self.priority_groups))
+        return replace(
+            self,
+            backoff=list(self.backoff),
+            filter_subjects=list(self.filter_subjects),
+            metadata=dict(self.metadata) if self.metadata is not None else None,
+            priority_groups=list(self.priority_groups),
+        )
 
     # -- derived ---------------------------------------------------------------------------
     @property
@@ -292,8 +345,9 @@ class ConsumerConfig:
         md["_nats.req.level"] = str(level)
         self.metadata = md
 
-    def set_defaults(self, stream_limits: dict | None = None, acc_max_ack_pending: int = -1,
-                     pedantic: bool = False) -> None:
+    def set_defaults(
+        self, stream_limits: dict | None = None, acc_max_ack_pending: int = -1, pedantic: bool = False
+    ) -> None:
         """Fill defaults as ``setConsumerConfigDefaults``. ``stream_limits`` is the stream's
         ``consumer_limits`` ({inactive_threshold, max_ack_pending})."""
         sl = stream_limits or {}
@@ -308,13 +362,15 @@ class ConsumerConfig:
             if self.max_deliver < -1:
                 ped("max_deliver must be set to -1")
             self.max_deliver = -1
-        for key, msg in (("max_waiting", "max_waiting must not be negative"),
-                         ("max_batch", "max_batch must not be negative"),
-                         ("max_expires", "max_expires must not be negative"),
-                         ("max_bytes", "max_bytes must not be negative"),
-                         ("idle_heartbeat", "idle_heartbeat must not be negative"),
-                         ("inactive_threshold", "inactive_threshold must not be negative"),
-                         ("priority_timeout", "priority_timeout must not be negative")):
+        for key, msg in (
+            ("max_waiting", "max_waiting must not be negative"),
+            ("max_batch", "max_batch must not be negative"),
+            ("max_expires", "max_expires must not be negative"),
+            ("max_bytes", "max_bytes must not be negative"),
+            ("idle_heartbeat", "idle_heartbeat must not be negative"),
+            ("inactive_threshold", "inactive_threshold must not be negative"),
+            ("priority_timeout", "priority_timeout must not be negative"),
+        ):
             if getattr(self, key) < 0:
                 ped(msg)
                 setattr(self, key, 0)
@@ -445,11 +501,13 @@ class ConsumerConfig:
 
         def bad_start(dp: str, start: str) -> ApiError:
             return ApiErrors.CONSUMER_INVALID_POLICY(
-                err=f"consumer delivery policy is deliver {dp}, but optional start {start} is also set")
+                err=f"consumer delivery policy is deliver {dp}, but optional start {start} is also set"
+            )
 
         def not_set(dp: str, what: str) -> ApiError:
             return ApiErrors.CONSUMER_INVALID_POLICY(
-                err=f"consumer delivery policy is deliver {dp}, but optional {what} is not set")
+                err=f"consumer delivery policy is deliver {dp}, but optional {what} is not set"
+            )
 
         dp = self.deliver_policy
         if dp in ("all", "last", "new", "last_per_subject"):
@@ -558,9 +616,9 @@ def check_update(old: ConsumerConfig, new: ConsumerConfig, deliver_subject_has_i
         raise ApiErrors.CONSUMER_MAX_DELIVER_BACKOFF()
 
 
-
 def _dumps(v: Any) -> str:
     import json
+
     return json.dumps(v)
 
 
@@ -569,17 +627,38 @@ def _go_quote(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-
-_STR_FIELDS = frozenset({"durable_name", "name", "description", "filter_subject", "sample_freq",
-                         "deliver_subject", "deliver_group"})
-_INT_FIELDS = frozenset({"opt_start_seq", "ack_wait", "max_deliver", "rate_limit_bps", "max_waiting",
-                         "max_ack_pending", "max_batch", "max_expires", "max_bytes", "idle_heartbeat",
-                         "inactive_threshold", "num_replicas", "priority_timeout"})
+_STR_FIELDS = frozenset(
+    {"durable_name", "name", "description", "filter_subject", "sample_freq", "deliver_subject", "deliver_group"}
+)
+_INT_FIELDS = frozenset(
+    {
+        "opt_start_seq",
+        "ack_wait",
+        "max_deliver",
+        "rate_limit_bps",
+        "max_waiting",
+        "max_ack_pending",
+        "max_batch",
+        "max_expires",
+        "max_bytes",
+        "idle_heartbeat",
+        "inactive_threshold",
+        "num_replicas",
+        "priority_timeout",
+    }
+)
 _BOOL_FIELDS = frozenset({"flow_control", "headers_only", "mem_storage", "direct", "sourcing"})
 _ENUMS: dict[str, type[enum.StrEnum]] = {
-    "deliver_policy": DeliverPolicy, "ack_policy": AckPolicy, "replay_policy": ReplayPolicy,
-    "priority_policy": PriorityPolicy}
+    "deliver_policy": DeliverPolicy,
+    "ack_policy": AckPolicy,
+    "replay_policy": ReplayPolicy,
+    "priority_policy": PriorityPolicy,
+}
 
 assert {f.name for f in fields(ConsumerConfig)} == (
-    _STR_FIELDS | _INT_FIELDS | _BOOL_FIELDS | set(_ENUMS)
-    | {"opt_start_time", "pause_until", "backoff", "filter_subjects", "priority_groups", "metadata"})
+    _STR_FIELDS
+    | _INT_FIELDS
+    | _BOOL_FIELDS
+    | set(_ENUMS)
+    | {"opt_start_time", "pause_until", "backoff", "filter_subjects", "priority_groups", "metadata"}
+)

@@ -30,13 +30,37 @@ from natsd.store.base import DiscardPolicy, StorageType  # the store's own enums
 from natsd.store.base import StreamState
 
 __all__ = [
-    "StreamConfig", "STREAM_OMITEMPTY", "rfc3339", "parse_rfc3339", "ZERO_TIME",
-    "JS_API_LEVEL", "server_version", "with_dynamic_metadata", "set_static_metadata",
-    "strip_dynamic_metadata", "RETENTION", "DISCARD", "STORAGE", "COMPRESSION",
-    "RetentionPolicy", "DiscardPolicy", "StorageType", "StoreCompression", "PersistMode",
-    "DeliverPolicy", "AckPolicy", "ReplayPolicy", "PriorityPolicy",
-    "JS_MAX_NAME_LEN", "JS_MAX_DESCRIPTION_LEN", "JS_MAX_METADATA_LEN", "is_valid_asset_name",
-    "DEFAULT_DUPLICATE_WINDOW_NS", "state_to_json", "MS", "SECOND",
+    "StreamConfig",
+    "STREAM_OMITEMPTY",
+    "rfc3339",
+    "parse_rfc3339",
+    "ZERO_TIME",
+    "JS_API_LEVEL",
+    "server_version",
+    "with_dynamic_metadata",
+    "set_static_metadata",
+    "strip_dynamic_metadata",
+    "RETENTION",
+    "DISCARD",
+    "STORAGE",
+    "COMPRESSION",
+    "RetentionPolicy",
+    "DiscardPolicy",
+    "StorageType",
+    "StoreCompression",
+    "PersistMode",
+    "DeliverPolicy",
+    "AckPolicy",
+    "ReplayPolicy",
+    "PriorityPolicy",
+    "JS_MAX_NAME_LEN",
+    "JS_MAX_DESCRIPTION_LEN",
+    "JS_MAX_METADATA_LEN",
+    "is_valid_asset_name",
+    "DEFAULT_DUPLICATE_WINDOW_NS",
+    "state_to_json",
+    "MS",
+    "SECOND",
 ]
 
 MS = 1_000_000
@@ -61,6 +85,7 @@ STREAM_MAX_REPLICAS = 5
 # before (tests/unit/jetstream/test_policies_enum.py pins that). Only ``repr`` differs.
 # ``StorageType`` and ``DiscardPolicy`` are the store's (:mod:`natsd.store.base`), re-exported.
 
+
 class RetentionPolicy(enum.StrEnum):
     LIMITS = "limits"
     INTEREST = "interest"
@@ -75,6 +100,7 @@ class StoreCompression(enum.StrEnum):
 class PersistMode(enum.StrEnum):
     """``persist_mode``; the default is kept as ``""`` (omitted from JSON, as the reference's
     omitempty does), a request's ``"default"`` decodes to it."""
+
     DEFAULT = ""
     ASYNC = "async"
 
@@ -142,31 +168,65 @@ def is_valid_asset_name(name: str) -> bool:
 
 
 # JSON fields of StreamConfig left out when zero (the reference's `omitempty`).
-STREAM_OMITEMPTY = frozenset({
-    "description", "subjects", "max_msg_size", "no_ack", "duplicate_window", "placement",
-    "mirror", "sources", "first_seq", "subject_transform", "republish",
-    "discard_new_per_subject", "subject_delete_marker_ttl", "allow_msg_counter",
-    "allow_atomic", "allow_msg_schedules", "persist_mode", "allow_batched", "metadata",
-})
+STREAM_OMITEMPTY = frozenset(
+    {
+        "description",
+        "subjects",
+        "max_msg_size",
+        "no_ack",
+        "duplicate_window",
+        "placement",
+        "mirror",
+        "sources",
+        "first_seq",
+        "subject_transform",
+        "republish",
+        "discard_new_per_subject",
+        "subject_delete_marker_ttl",
+        "allow_msg_counter",
+        "allow_atomic",
+        "allow_msg_schedules",
+        "persist_mode",
+        "allow_batched",
+        "metadata",
+    }
+)
 
 # Go types of the scalar fields, for decoding and for the reference-like type error text.
 _INT_FIELDS = {
-    "max_consumers": "int", "max_msgs": "int64", "max_bytes": "int64", "max_age": "time.Duration",
-    "max_msgs_per_subject": "int64", "max_msg_size": "int32", "num_replicas": "int",
-    "duplicate_window": "time.Duration", "first_seq": "uint64",
+    "max_consumers": "int",
+    "max_msgs": "int64",
+    "max_bytes": "int64",
+    "max_age": "time.Duration",
+    "max_msgs_per_subject": "int64",
+    "max_msg_size": "int32",
+    "num_replicas": "int",
+    "duplicate_window": "time.Duration",
+    "first_seq": "uint64",
     "subject_delete_marker_ttl": "time.Duration",
 }
 _BOOL_FIELDS = (
-    "no_ack", "allow_direct", "mirror_direct", "discard_new_per_subject", "sealed", "deny_delete",
-    "deny_purge", "allow_rollup_hdrs", "allow_msg_ttl", "allow_msg_counter", "allow_atomic",
-    "allow_msg_schedules", "allow_batched",
+    "no_ack",
+    "allow_direct",
+    "mirror_direct",
+    "discard_new_per_subject",
+    "sealed",
+    "deny_delete",
+    "deny_purge",
+    "allow_rollup_hdrs",
+    "allow_msg_ttl",
+    "allow_msg_counter",
+    "allow_atomic",
+    "allow_msg_schedules",
+    "allow_batched",
 )
 _STR_FIELDS = ("name", "description")
-_ENUMS: dict[str, type[enum.StrEnum]] = {
-    "retention": RetentionPolicy, "discard": DiscardPolicy, "storage": StorageType}
+_ENUMS: dict[str, type[enum.StrEnum]] = {"retention": RetentionPolicy, "discard": DiscardPolicy, "storage": StorageType}
 _INT_RANGES = {
-    "int": (-(2**63), 2**63 - 1), "int64": (-(2**63), 2**63 - 1),
-    "time.Duration": (-(2**63), 2**63 - 1), "int32": (-(2**31), 2**31 - 1),
+    "int": (-(2**63), 2**63 - 1),
+    "int64": (-(2**63), 2**63 - 1),
+    "time.Duration": (-(2**63), 2**63 - 1),
+    "int32": (-(2**31), 2**31 - 1),
     "uint64": (0, 2**64 - 1),
 }
 
@@ -175,7 +235,9 @@ def _type_error(v: Any, fname: str, gotype: str) -> ApiError:
     # Go names a number's literal only when it does not fit a numeric field ("number 1.5" into
     # int64); a number where a string or bool belongs is just "number".
     return ApiErrors.INVALID_JSON(
-        err=f"json: cannot unmarshal {go_kind(v, literal=gotype in _INT_RANGES)} into Go struct field StreamConfigRequest.{fname} of type {gotype}")
+        err=f"json: cannot unmarshal {go_kind(v, literal=gotype in _INT_RANGES)} into Go struct field "
+        f"StreamConfigRequest.{fname} of type {gotype}"
+    )
 
 
 @dataclass(slots=True)
@@ -343,6 +405,7 @@ class StreamConfig:
 
 def _go_quote(v: Any) -> str:
     import json as _json
+
     return _json.dumps(_json.dumps(v, separators=(",", ":")))
 
 
@@ -357,8 +420,9 @@ def _source_json(s: dict | None) -> dict | None:
     if s.get("filter_subject"):
         out["filter_subject"] = s["filter_subject"]
     if s.get("subject_transforms"):
-        out["subject_transforms"] = [{"src": t.get("src", ""), "dest": t.get("dest", "")}
-                                     for t in s["subject_transforms"]]
+        out["subject_transforms"] = [
+            {"src": t.get("src", ""), "dest": t.get("dest", "")} for t in s["subject_transforms"]
+        ]
     if s.get("external"):
         e = s["external"]
         out["external"] = {"api": e.get("api", ""), "deliver": e.get("deliver", "")}
@@ -424,8 +488,9 @@ def with_dynamic_metadata(cfg_json: dict) -> dict:
     return out
 
 
-def state_to_json(st: StreamState, consumers: int, subjects: dict[str, int] | None = None,
-                  deleted_details: bool = False) -> dict:
+def state_to_json(
+    st: StreamState, consumers: int, subjects: dict[str, int] | None = None, deleted_details: bool = False
+) -> dict:
     """A store StreamState -> the reference's StreamState JSON (omitempty as the reference)."""
     out: dict = {
         "messages": st.msgs,

@@ -22,15 +22,21 @@ from typing import Callable
 
 from natsd.jetstream.errors import ApiError, ApiErrors, ErrorDef
 from natsd.jetstream.config.models import (
-    DEFAULT_DUPLICATE_WINDOW_NS, JS_MAX_DESCRIPTION_LEN, JS_MAX_METADATA_LEN, JS_MAX_NAME_LEN, MS, SECOND,
+    DEFAULT_DUPLICATE_WINDOW_NS,
+    JS_MAX_DESCRIPTION_LEN,
+    JS_MAX_METADATA_LEN,
+    JS_MAX_NAME_LEN,
+    MS,
+    SECOND,
     DiscardPolicy,
-    StreamConfig, is_valid_asset_name, set_static_metadata,
+    StreamConfig,
+    is_valid_asset_name,
+    set_static_metadata,
 )
 from natsd.subjects.overlap import OverlapTrie, first_overlap
 from natsd.subjects.tokens import is_valid_subject, subjects_collide, subset
 
-__all__ = ["check_stream_config", "check_update", "check_subject_overlap", "refuse_unsupported",
-           "STREAM_MAX_REPLICAS"]
+__all__ = ["check_stream_config", "check_update", "check_subject_overlap", "refuse_unsupported", "STREAM_MAX_REPLICAS"]
 
 STREAM_MAX_REPLICAS = 5
 
@@ -43,8 +49,9 @@ def _pedantic(msg: str) -> ApiError:
     return ApiErrors.PEDANTIC(err=msg)
 
 
-def check_stream_config(config: StreamConfig, pedantic: bool = False,
-                        get_stream: Callable[[str], StreamConfig | None] | None = None) -> StreamConfig:
+def check_stream_config(
+    config: StreamConfig, pedantic: bool = False, get_stream: Callable[[str], StreamConfig | None] | None = None
+) -> StreamConfig:
     """Validate ``config`` and return a copy with the reference's defaults applied."""
     if not is_valid_asset_name(config.name):
         raise _invalid("stream name is required and can not contain '.', '*', '>', '\\', '/'")
@@ -193,7 +200,9 @@ def check_stream_config(config: StreamConfig, pedantic: bool = False,
             if dest and subjects_collide(dest, subj):
                 raise _invalid("stream configuration for republish destination forms a cycle")
         if not dest or not is_valid_subject(rp["src"]) or mapping_problem(rp["src"], dest):
-            raise _invalid(f"stream configuration for republish with transform from '{rp['src']}' to '{dest}' not valid")
+            raise _invalid(
+                f"stream configuration for republish with transform from '{rp['src']}' to '{dest}' not valid"
+            )
         cfg.republish = rp
 
     if cfg.placement is not None:
@@ -206,8 +215,9 @@ def check_stream_config(config: StreamConfig, pedantic: bool = False,
     return cfg
 
 
-def _check_mirror_and_sources(cfg: StreamConfig, pedantic: bool,
-                              get_stream: Callable[[str], StreamConfig | None] | None) -> None:
+def _check_mirror_and_sources(
+    cfg: StreamConfig, pedantic: bool, get_stream: Callable[[str], StreamConfig | None] | None
+) -> None:
     m = cfg.mirror
     if m is not None:
         if cfg.first_seq > 0:
@@ -268,8 +278,12 @@ def _check_mirror_and_sources(cfg: StreamConfig, pedantic: bool,
                         raise ApiErrors.SOURCE_OVERLAPPING_SUBJECT_FILTERS()
             if not src.get("external") and get_stream:
                 origin = get_stream(src["name"])
-                if origin is not None and cfg.max_msg_size > 0 and origin.max_msg_size > 0 \
-                        and cfg.max_msg_size < origin.max_msg_size:
+                if (
+                    origin is not None
+                    and cfg.max_msg_size > 0
+                    and origin.max_msg_size > 0
+                    and cfg.max_msg_size < origin.max_msg_size
+                ):
                     raise ApiErrors.SOURCE_MAX_MESSAGE_SIZE_TOO_BIG()
 
 
@@ -324,16 +338,24 @@ def refuse_unsupported(cfg: StreamConfig) -> None:
         raise ApiErrors.STREAM_REPLICAS_NOT_SUPPORTED()
     if cfg.mirror is not None:
         if cfg.mirror.get("consumer"):
-            raise ApiErrors.MIRROR_CONSUMER_SETUP_FAILED(err="durable mirror consumers are not supported by this server")
+            raise ApiErrors.MIRROR_CONSUMER_SETUP_FAILED(
+                err="durable mirror consumers are not supported by this server"
+            )
         _check_transforms(cfg.mirror, ApiErrors.MIRROR_INVALID_TRANSFORM_DESTINATION)
     for src in cfg.sources or []:
         if src.get("consumer"):
-            raise ApiErrors.SOURCE_CONSUMER_SETUP_FAILED(err="durable source consumers are not supported by this server")
+            raise ApiErrors.SOURCE_CONSUMER_SETUP_FAILED(
+                err="durable source consumers are not supported by this server"
+            )
         _check_transforms(src, ApiErrors.SOURCE_INVALID_TRANSFORM_DESTINATION)
 
 
-def check_update(old: StreamConfig, new: StreamConfig, pedantic: bool = False,
-                 get_stream: Callable[[str], StreamConfig | None] | None = None) -> StreamConfig:
+def check_update(
+    old: StreamConfig,
+    new: StreamConfig,
+    pedantic: bool = False,
+    get_stream: Callable[[str], StreamConfig | None] | None = None,
+) -> StreamConfig:
     """configUpdateCheck: validate ``new`` and the rules about what may change."""
     cfg = check_stream_config(new, pedantic, get_stream)
     if cfg.name != old.name:
@@ -384,4 +406,3 @@ def check_subject_overlap(cfg: StreamConfig, others: dict[str, StreamConfig]) ->
     for s in cfg.subjects or ():
         if trie.first_collision(s) >= 0:
             raise ApiErrors.STREAM_SUBJECT_OVERLAP()
-

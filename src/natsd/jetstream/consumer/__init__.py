@@ -15,6 +15,12 @@ from natsd.jetstream.consumer.durable import DELTA_MIN_ENTRIES, STATE_WRITE_GAP
 from natsd.jetstream.consumer.helpers import create_consumer_name
 
 __all__ = [
-    "Consumer", "create_consumer_name", "ConsumerHub",
-    "ACK_PREFIX", "FC_PREFIX", "TURN_BUDGET", "STATE_WRITE_GAP", "DELTA_MIN_ENTRIES",
+    "Consumer",
+    "create_consumer_name",
+    "ConsumerHub",
+    "ACK_PREFIX",
+    "FC_PREFIX",
+    "TURN_BUDGET",
+    "STATE_WRITE_GAP",
+    "DELTA_MIN_ENTRIES",
 ]

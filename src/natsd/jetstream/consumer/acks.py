@@ -42,8 +42,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.consumer.tracking import Tracking
     from natsd.jetstream.views import AccountView
 
-__all__ = ["ACK_PREFIX", "FC_PREFIX", "ACK_WAIT_DELAY", "UNACKED_LIMITS_REASON", "Acks", "ConsumerHub",
-           "parse_nak_delay"]
+__all__ = [
+    "ACK_PREFIX",
+    "FC_PREFIX",
+    "ACK_WAIT_DELAY",
+    "UNACKED_LIMITS_REASON",
+    "Acks",
+    "ConsumerHub",
+    "parse_nak_delay",
+]
 
 ACK_PREFIX = "$JS.ACK."
 FC_PREFIX = "$JS.FC."
@@ -80,8 +87,7 @@ def parse_nak_delay(arg: bytes) -> int | None:
 class Acks:
     """One consumer's ack handling and its ack (redelivery) timer."""
 
-    __slots__ = ("o", "t", "w", "explicit", "ack_none", "flow_control", "sfreq", "retention", "timer",
-                 "timer_end")
+    __slots__ = ("o", "t", "w", "explicit", "ack_none", "flow_control", "sfreq", "retention", "timer", "timer_end")
 
     def __init__(self, o: "Consumer", t: "Tracking", w: "StateWriter") -> None:
         self.o = o
@@ -207,17 +213,25 @@ class Acks:
     def run_ok(self, sseqs: list[int]) -> bool:
         """True when :meth:`ack_run` may take these plain acks (see there)."""
         t = self.t
-        return (self.explicit and self.sfreq <= 0 and not self.retention and not self.o.closed
-                and max(sseqs) < t.sseq and self.o.partitions is None)
+        return (
+            self.explicit
+            and self.sfreq <= 0
+            and not self.retention
+            and not self.o.closed
+            and max(sseqs) < t.sseq
+            and self.o.partitions is None
+        )
 
     def nak(self, sseq: int, dseq: int, dc: int, body: bytes) -> None:
         t = self.t
         if dseq <= t.adflr or dseq > t.dseq or sseq not in t.pending:
             return
         o = self.o
-        o._advisory("MSG_NAKED", "nak", {
-            "stream": o.stream_name, "consumer": o.name, "consumer_seq": dseq,
-            "stream_seq": sseq, "deliveries": dc})
+        o._advisory(
+            "MSG_NAKED",
+            "nak",
+            {"stream": o.stream_name, "consumer": o.name, "consumer_seq": dseq, "stream_seq": sseq, "deliveries": dc},
+        )
         arg = body[4:].strip()
         if arg:
             delay = parse_nak_delay(arg)
@@ -237,8 +251,13 @@ class Acks:
 
     def advise_term(self, sseq: int, dseq: int, dc: int, reason: str) -> None:
         o = self.o
-        body: dict[str, Any] = {"stream": o.stream_name, "consumer": o.name,
-                                "consumer_seq": dseq, "stream_seq": sseq, "deliveries": dc}
+        body: dict[str, Any] = {
+            "stream": o.stream_name,
+            "consumer": o.name,
+            "consumer_seq": dseq,
+            "stream_seq": sseq,
+            "deliveries": dc,
+        }
         if reason:
             body["reason"] = reason
         o._advisory("MSG_TERMINATED", "terminated", body)
@@ -279,8 +298,7 @@ class Acks:
         if o.closed or not cfg.ack_wait:
             return
         t = self.t
-        ex = t.expire(o.clock.time_ns(), o.stream.store.state().first_seq, cfg.ack_wait, cfg.backoff,
-                      ACK_WAIT_DELAY)
+        ex = t.expire(o.clock.time_ns(), o.stream.store.state().first_seq, cfg.ack_wait, cfg.backoff, ACK_WAIT_DELAY)
         for seq, dc in ex.maxed:
             if dc == t.maxdc:
                 o.notify_max_deliveries(seq, dc)

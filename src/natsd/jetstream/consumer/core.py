@@ -84,8 +84,15 @@ class Consumer:
     (:class:`Pull`) are its parts; ``npc`` (num pending: messages not yet delivered) is kept
     here, where the store is asked about it for the consumer's filters."""
 
-    def __init__(self, stream: "StreamView", cfg: ConsumerConfig, name: str, created_ns: int,
-                 store: "ConsumerStore | None" = None, state: ConsumerState | None = None) -> None:
+    def __init__(
+        self,
+        stream: "StreamView",
+        cfg: ConsumerConfig,
+        name: str,
+        created_ns: int,
+        store: "ConsumerStore | None" = None,
+        state: ConsumerState | None = None,
+    ) -> None:
         self.stream = stream
         self.account: "AccountView" = stream.account
         self.ports = self.account.ports
@@ -100,11 +107,11 @@ class Consumer:
 
         self.t = Tracking(cfg.ack_policy == "explicit", cfg.max_deliver, cfg.max_ack_pending)
         self.npc = 0
-        self._npc_last = 0          # last stream seq already counted in npc
-        self._npc_upto = 0          # last stream seq the stream told us about
-        self._npc_dirty = False     # a removal ahead of sseq: recount before use
-        self.ldt = 0   # last delivery wall ns
-        self.lat = 0   # last ack wall ns
+        self._npc_last = 0  # last stream seq already counted in npc
+        self._npc_upto = 0  # last stream seq the stream told us about
+        self._npc_dirty = False  # a removal ahead of sseq: recount before use
+        self.ldt = 0  # last delivery wall ns
+        self.lat = 0  # last ack wall ns
         self.ack_fmt, self.ack_fmt1 = ack_templates(self.stream_name, name, self.v2_token())
         self._set_filters()
 
@@ -244,11 +251,13 @@ class Consumer:
         if self.delivery.replay:
             self.delivery.replay_lseq = st.last_seq
         self.recalc_pending()
-        self._subs.append(self.ports.subscribe(
-            MSG_NEXT_PREFIX + self.stream_name + "." + self.name, self._on_next_request))
+        self._subs.append(
+            self.ports.subscribe(MSG_NEXT_PREFIX + self.stream_name + "." + self.name, self._on_next_request)
+        )
         # RESET answers from the consumer itself: a missing consumer gives no responders.
-        self._subs.append(self.ports.subscribe(
-            "$JS.API.CONSUMER.RESET." + self.stream_name + "." + self.name, self._on_reset_request))
+        self._subs.append(
+            self.ports.subscribe("$JS.API.CONSUMER.RESET." + self.stream_name + "." + self.name, self._on_reset_request)
+        )
         hub(self.account)
         if self.push is not None:
             self.push.start()
@@ -345,8 +354,12 @@ class Consumer:
 
     def meta(self) -> dict:
         """What the consumer store persists next to the state (like the reference's meta.inf)."""
-        return {"stream_name": self.stream_name, "name": self.name,
-                "created": format_rfc3339(self.created_ns), "config": self.cfg.to_json()}
+        return {
+            "stream_name": self.stream_name,
+            "name": self.name,
+            "created": format_rfc3339(self.created_ns),
+            "config": self.cfg.to_json(),
+        }
 
     # ------------------------------------------------------------------------------------------
     # Num pending.
@@ -442,6 +455,7 @@ class Consumer:
             except (MsgNotFound, StoreEOF):
                 return False
             return True
+
         if self.t.purge(first_seq, exists):
             # A purged pending message counts as acked, ack time included (as the reference).
             self.lat = self.clock.time_ns()
@@ -513,16 +527,27 @@ class Consumer:
         if sfreq < 100 and random.randrange(100) > sfreq:
             return
         now = self.clock.time_ns()
-        obj = {"type": "io.nats.jetstream.metric.v1.consumer_ack", "id": nuid(),
-               "timestamp": format_rfc3339(now), "stream": self.stream_name, "consumer": self.name,
-               "consumer_seq": dseq, "stream_seq": sseq, "ack_time": now - ts, "deliveries": dc}
+        obj = {
+            "type": "io.nats.jetstream.metric.v1.consumer_ack",
+            "id": nuid(),
+            "timestamp": format_rfc3339(now),
+            "stream": self.stream_name,
+            "consumer": self.name,
+            "consumer_seq": dseq,
+            "stream_seq": sseq,
+            "ack_time": now - ts,
+            "deliveries": dc,
+        }
         self._send_event(METRIC_ACK_PREFIX + self.stream_name + "." + self.name, obj)
 
     def notify_max_deliveries(self, sseq: int, dc: int) -> None:
         if self.dead_letters is not None:  # natsd feature: the copy to the dead-letter subject
             self.dead_letters.on_max_deliveries(sseq, dc, self.t.dropped_ts)
-        self._advisory("MAX_DELIVERIES", "max_deliver", {
-            "stream": self.stream_name, "consumer": self.name, "stream_seq": sseq, "deliveries": dc})
+        self._advisory(
+            "MAX_DELIVERIES",
+            "max_deliver",
+            {"stream": self.stream_name, "consumer": self.name, "stream_seq": sseq, "deliveries": dc},
+        )
 
     def _advisory(self, kind: str, type_suffix: str, body: dict) -> None:
         obj = {"type": ADV_TYPE + type_suffix, "id": nuid(), "timestamp": format_rfc3339(self.clock.time_ns())}
@@ -596,7 +621,9 @@ class Consumer:
         self._update_inactive_threshold()
         self.dead_letters = attach_dead_letters(self, self.dead_letters)  # (natsd.dead_letter)
         spec = partition_spec(ncfg.metadata, ncfg.filters())  # (natsd.partition_key)
-        if (spec is None) != (self.partitions is None) or (spec and self.partitions and spec.text != self.partitions.spec.text):
+        if (spec is None) != (self.partitions is None) or (
+            spec and self.partitions and spec.text != self.partitions.spec.text
+        ):
             self.partitions = attach_partitions(self, spec)
         if self.pull is not None:
             self.pull.wq.max = ncfg.max_waiting
@@ -615,11 +642,17 @@ class Consumer:
                 self.store.update_config(self.meta())
             except StoreError:
                 pass
-        self._advisory("PAUSE", "consumer_pause", {
-            "stream": self.stream_name, "consumer": self.name,
-            "paused": until_ns is not None and self.clock.time_ns() < until_ns,
-            # time.Time ignores omitempty in Go: the zero time is written out
-            "pause_until": format_rfc3339(until_ns) if until_ns is not None else GO_ZERO_TIME})
+        self._advisory(
+            "PAUSE",
+            "consumer_pause",
+            {
+                "stream": self.stream_name,
+                "consumer": self.name,
+                "paused": until_ns is not None and self.clock.time_ns() < until_ns,
+                # time.Time ignores omitempty in Go: the zero time is written out
+                "pause_until": format_rfc3339(until_ns) if until_ns is not None else GO_ZERO_TIME,
+            },
+        )
         self.delivery.cancel_kick_timer()
         self.delivery.update_pause_timer()
         self.kick()
@@ -722,5 +755,6 @@ class Consumer:
             except StoreError:
                 pass
         if advisory:
-            self._advisory("DELETED", "consumer_action", {
-                "stream": self.stream_name, "consumer": self.name, "action": "delete"})
+            self._advisory(
+                "DELETED", "consumer_action", {"stream": self.stream_name, "consumer": self.name, "action": "delete"}
+            )

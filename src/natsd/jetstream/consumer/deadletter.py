@@ -67,9 +67,22 @@ REASON_MAX_DELIVERIES = "MaxDeliveries"
 REASON_TERMINATED = "Terminated"
 #: Header names of the original not carried over (a publish would act on them), lower case;
 #: a name ending in "-" is a prefix.
-_DROPPED = ("nats-msg-id", "nats-expected-", "nats-rollup", "nats-ttl", "nats-batch-", "nats-incr",
-            "nats-schedule", "nats-required-api-level", "nats-stream-source", "nats-stream",
-            "nats-subject", "nats-sequence", "nats-consumer", "natsd-dlq-")
+_DROPPED = (
+    "nats-msg-id",
+    "nats-expected-",
+    "nats-rollup",
+    "nats-ttl",
+    "nats-batch-",
+    "nats-incr",
+    "nats-schedule",
+    "nats-required-api-level",
+    "nats-stream-source",
+    "nats-stream",
+    "nats-subject",
+    "nats-sequence",
+    "nats-consumer",
+    "natsd-dlq-",
+)
 #: Copies whose PubAck is awaited (work-queue / interest streams); a copy nobody answers (no
 #: stream captures the subject) stays here until pushed out by newer ones.
 INFLIGHT_MAX = 10_000
@@ -166,20 +179,27 @@ class DeadLetters:
 
     # -- the copy ------------------------------------------------------------------------------
 
-    def _publish(self, sseq: int, dc: int, last_ts: int, why: str, text: str,
-                 then: tuple[str, int, int]) -> bool:
+    def _publish(self, sseq: int, dc: int, last_ts: int, why: str, text: str, then: tuple[str, int, int]) -> bool:
         o = self.o
         try:
             sm = o.stream.store.load_msg(sseq)
         except (MsgNotFound, StoreEOF):
             return False  # gone meanwhile (limits, a delete): nothing to dead-letter
-        lines = [(n, v) for n, v in _header_lines(sm.hdr)
-                 if not any(n.lower() == d or (d.endswith("-") and n.lower().startswith(d)) for d in _DROPPED)]
+        lines = [
+            (n, v)
+            for n, v in _header_lines(sm.hdr)
+            if not any(n.lower() == d or (d.endswith("-") and n.lower().startswith(d)) for d in _DROPPED)
+        ]
         for n, v in _header_lines(sm.hdr):
             if n.lower() == "nats-msg-id":
                 lines.append((H_ORIGINAL_MSG_ID, v))
-        lines += [("Nats-Stream", o.stream_name), ("Nats-Subject", sm.subject), ("Nats-Sequence", str(sseq)),
-                  ("Nats-Consumer", o.name), (H_REASON, why)]
+        lines += [
+            ("Nats-Stream", o.stream_name),
+            ("Nats-Subject", sm.subject),
+            ("Nats-Sequence", str(sseq)),
+            ("Nats-Consumer", o.name),
+            (H_REASON, why),
+        ]
         if text:
             lines.append((H_TERM_REASON, _single_line(text)))
         lines.append((H_DELIVERIES, str(dc)))
@@ -211,8 +231,13 @@ class DeadLetters:
             return
         if not isinstance(ack, dict) or "error" in ack or "seq" not in ack:
             # Not stored (a full or sealed dead-letter stream...): the original stays.
-            log.warning("dead-letter copy of %s seq %d on %s not stored: %s", o.stream_name, sseq,
-                        self.subject, ack.get("error") if isinstance(ack, dict) else ack)
+            log.warning(
+                "dead-letter copy of %s seq %d on %s not stored: %s",
+                o.stream_name,
+                sseq,
+                self.subject,
+                ack.get("error") if isinstance(ack, dict) else ack,
+            )
             return
         if os.environ.get(FAULT_ENV):
             os._exit(137)

@@ -82,10 +82,10 @@ class Delivery:
         self.o = o
         self.scheduled = False
         self.kick_timer: Any = None
-        self.replay = o.cfg.replay_policy == "original"   # pacing as stored, until caught up
-        self.replay_lseq = 0        # the stream's last sequence when replay started
-        self.lts = 0                # stored time of the last message sent while replaying
-        self.rl_t = 0               # rate limit virtual time (monotonic ns)
+        self.replay = o.cfg.replay_policy == "original"  # pacing as stored, until caught up
+        self.replay_lseq = 0  # the stream's last sequence when replay started
+        self.lts = 0  # stored time of the last message sent while replaying
+        self.rl_t = 0  # rate limit virtual time (monotonic ns)
         self.checked: set[str] = set()  # this pass's inboxes seen with interest (for _peek)
 
     # -- scheduling --------------------------------------------------------------------------------
@@ -103,6 +103,7 @@ class Delivery:
         def fire() -> None:
             self.kick_timer = None
             self.kick()
+
         self.kick_timer = self.o.clock.call_later(delay, fire)
 
     def paused(self) -> bool:
@@ -193,8 +194,14 @@ class Delivery:
         runs = fast and many is not None and push is None and not pace and not headers_only
         # Push fast path (push_run): the same, to the deliver subject; flow control cuts the
         # runs (not under ack policy flow_control, whose requests also depend on max_ack_pending).
-        pruns = (fast and many is not None and push is not None and not pace and not headers_only
-                 and cfg.ack_policy != "flow_control")
+        pruns = (
+            fast
+            and many is not None
+            and push is not None
+            and not pace
+            and not headers_only
+            and cfg.ack_policy != "flow_control"
+        )
         # Priority groups: requests go through pull.next_waiting (or run_ok), except the pinned
         # client's own, and a pinned-client consumer's deliveries carry Nats-Pin-Id (priority.py).
         prio = pull is not None and cfg.priority_policy != "none"
@@ -245,9 +252,13 @@ class Delivery:
                     n = wr.n if wr.n < budget else budget
                     if maxp > 0 and maxp - len(pending) < n:
                         n = maxp - len(pending)
-                    if (n > 0 and wr.b == 0 and (not wr.expires or now_m < wr.expires)
-                            and (wr.reply in checked or pull.has_interest(wr.reply, checked))  # type: ignore[union-attr]
-                            and (not prio or pull.pin.run_ok(wr))):  # type: ignore[union-attr]
+                    if (
+                        n > 0
+                        and wr.b == 0
+                        and (not wr.expires or now_m < wr.expires)
+                        and (wr.reply in checked or pull.has_interest(wr.reply, checked))  # type: ignore[union-attr]
+                        and (not prio or pull.pin.run_ok(wr))  # type: ignore[union-attr]
+                    ):
                         if batch and bsubj != wr.reply:
                             many(bsubj, batch)
                             batch = []
@@ -304,9 +315,20 @@ class Delivery:
                     # Common case inline: the head request has no byte budget, has not expired
                     # and its inbox was seen with interest earlier in this pass.
                     wr = waiting.head()  # type: ignore[union-attr]
-                    if (wr.b == 0 and (not wr.expires or now_m < wr.expires) and wr.reply in checked
-                            and (not prio or (pin_hdr is not None and wr.pg is not None  # the pinned client
-                                              and pin.pin_id and wr.pg.id == pin.pin_id))):  # type: ignore[union-attr]
+                    if (
+                        wr.b == 0
+                        and (not wr.expires or now_m < wr.expires)
+                        and wr.reply in checked
+                        and (
+                            not prio
+                            or (
+                                pin_hdr is not None
+                                and wr.pg is not None  # the pinned client
+                                and pin.pin_id  # type: ignore[union-attr]
+                                and wr.pg.id == pin.pin_id  # type: ignore[union-attr]
+                            )
+                        )
+                    ):
                         waiting.pop()  # type: ignore[union-attr]
                     else:
                         if not sz:
@@ -370,8 +392,10 @@ class Delivery:
                 budget -= 1
                 if fc:
                     push.pbytes += sz  # type: ignore[union-attr]
-                    if not push.fcid and (push.pbytes > push.maxpb // 2 or (  # type: ignore[union-attr]
-                            maxp > 0 and len(pending) >= maxp and cfg.ack_policy == "flow_control")):
+                    if not push.fcid and (  # type: ignore[union-attr]
+                        push.pbytes > push.maxpb // 2  # type: ignore[union-attr]
+                        or (maxp > 0 and len(pending) >= maxp and cfg.ack_policy == "flow_control")
+                    ):
                         if batch:  # the request follows the messages it covers
                             many(bsubj, batch)
                             batch = []
@@ -447,8 +471,9 @@ class Delivery:
         if hdrs is None:
             # sequences ascend, pending counts descend: their ends are their bounds
             tss = run.tss
-            rlen = _reply_len(o.ack_fmt1, ((seqs[0], seqs[-1]), (dseq, dseq + got - 1), (min(tss), max(tss)),
-                                            (npcs[-1], npcs[0])))
+            rlen = _reply_len(
+                o.ack_fmt1, ((seqs[0], seqs[-1]), (dseq, dseq + got - 1), (min(tss), max(tss)), (npcs[-1], npcs[0]))
+            )
         replies: Any = None if rlen >= 0 else list(map(o.ack_fmt1.__mod__, zip(*cols)))
         k = got
         if fc:

@@ -38,12 +38,12 @@ class StateWriter:
     __slots__ = ("o", "dirty", "turn_acks", "scheduled", "last_disk", "timer")
 
     def __init__(self, o: "Consumer") -> None:
-        self.o = o                      # o.store: ConsumerStore or None (ephemeral / memory only)
-        self.dirty = False              # the state changed since it was last handed over
-        self.turn_acks = False          # acks arrived this loop turn (set by Acks.ack)
-        self.scheduled = False          # end_turn is scheduled for this loop turn
-        self.last_disk = 0              # monotonic ns of the last state write to the OS
-        self.timer: Any = None          # the next write, when the last one was too recent
+        self.o = o  # o.store: ConsumerStore or None (ephemeral / memory only)
+        self.dirty = False  # the state changed since it was last handed over
+        self.turn_acks = False  # acks arrived this loop turn (set by Acks.ack)
+        self.scheduled = False  # end_turn is scheduled for this loop turn
+        self.last_disk = 0  # monotonic ns of the last state write to the OS
+        self.timer: Any = None  # the next write, when the last one was too recent
 
     def mark_dirty(self) -> None:
         """The durable state changed: write it once, at the end of this loop turn."""
@@ -103,13 +103,19 @@ class StateWriter:
         store = self.o.store
         if store is None:  # (callers check: only a durable with a store writes state)
             return
-        if (not pending.reset and not rdc.reset
-                and len(pending) + len(rdc) >= DELTA_MIN_ENTRIES):
+        if not pending.reset and not rdc.reset and len(pending) + len(rdc) >= DELTA_MIN_ENTRIES:
             # Lazy: the keys touched and the sequence pairs now; the store's worker thread
             # reads the entries' values (so this costs the loop nothing per entry).
             delta = ConsumerDelta(
-                t.delivered(), SequencePair(*t.reported_floor()),
-                pending.take_touched(), None, [], rdc.take_touched(), None, [])  # type: ignore[arg-type]
+                t.delivered(),
+                SequencePair(*t.reported_floor()),
+                pending.take_touched(),  # type: ignore[arg-type]
+                None,  # type: ignore[arg-type]
+                [],
+                rdc.take_touched(),  # type: ignore[arg-type]
+                None,  # type: ignore[arg-type]
+                [],
+            )
             store.append_delta(delta, t.live_state)
         else:
             pending.take_touched()

@@ -48,6 +48,7 @@ __all__ = ["LOOKAHEAD", "Partitions", "attach"]
 #: consumer reads no further until some go.
 LOOKAHEAD = 20_000
 
+
 class Partitions:
     """The per-key side of one pull consumer (``o.partitions``).
 
@@ -59,12 +60,12 @@ class Partitions:
     def __init__(self, o: Consumer, spec: KeySpec) -> None:
         self.o = o
         self.spec = spec
-        self.inflight: dict[str, int] = {}     # key -> the stream seq in flight (checked lazily)
-        self.owner: dict[str, str] = {}        # key -> client (pull request reply subject)
+        self.inflight: dict[str, int] = {}  # key -> the stream seq in flight (checked lazily)
+        self.owner: dict[str, str] = {}  # key -> client (pull request reply subject)
         self.queued: dict[str, deque[int]] = {}  # key -> seqs read but not delivered, in order
         self.nqueued = 0
-        self.frontier = 0                      # next seq to read from the stream
-        self._cur = -1                         # t.sseq as last set here (else: re-read)
+        self.frontier = 0  # next seq to read from the stream
+        self._cur = -1  # t.sseq as last set here (else: re-read)
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -200,8 +201,11 @@ class Partitions:
                 if len(filters) <= 1:
                     sm = store.load_next_msg(fl, self.frontier)
                 else:
-                    first = min((store.load_next_msg(f, self.frontier) for f in filters
-                                 if _has_next(store, f, self.frontier)), key=lambda m: m.seq, default=None)
+                    first = min(
+                        (store.load_next_msg(f, self.frontier) for f in filters if _has_next(store, f, self.frontier)),
+                        key=lambda m: m.seq,
+                        default=None,
+                    )
                     if first is None:
                         raise StoreEOF()
                     sm = first

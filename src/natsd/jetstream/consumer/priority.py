@@ -53,8 +53,18 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.consumer.core import Consumer
     from natsd.jetstream.consumer.pull import PullRequest
 
-__all__ = ["PullPriority", "PinState", "check_request", "unpin", "SERVE", "PINNED", "SKIP", "DROP",
-           "PIN_ID_HEADER", "PIN_MISMATCH"]
+__all__ = [
+    "PullPriority",
+    "PinState",
+    "check_request",
+    "unpin",
+    "SERVE",
+    "PINNED",
+    "SKIP",
+    "DROP",
+    "PIN_ID_HEADER",
+    "PIN_MISMATCH",
+]
 
 PIN_ID_HEADER = NH.PIN_ID.decode()
 _PIN_PREFIX = NH.PIN_ID + b": "
@@ -66,10 +76,10 @@ PINNED_CLIENT = PriorityPolicy.PINNED_CLIENT
 PRIORITIZED = PriorityPolicy.PRIORITIZED
 
 #: :meth:`PinState.select` verdicts for the request at the head of the queue.
-SERVE = 0    # serve it
-PINNED = 1   # serve it; it was just pinned (a 409 max-bytes refusal gives the pin back)
-SKIP = 2     # pass it over (move it to the back)
-DROP = 3     # it was answered (423 Nats-Wrong-Pin-Id): remove it
+SERVE = 0  # serve it
+PINNED = 1  # serve it; it was just pinned (a 409 max-bytes refusal gives the pin back)
+SKIP = 2  # pass it over (move it to the back)
+DROP = 3  # it was answered (423 Nats-Wrong-Pin-Id): remove it
 
 
 class PullPriority:
@@ -77,8 +87,9 @@ class PullPriority:
 
     __slots__ = ("group", "min_pending", "min_ack_pending", "id", "priority")
 
-    def __init__(self, group: str = "", min_pending: int = 0, min_ack_pending: int = 0, id: str = "",
-                 priority: int = 0) -> None:
+    def __init__(
+        self, group: str = "", min_pending: int = 0, min_ack_pending: int = 0, id: str = "", priority: int = 0
+    ) -> None:
         self.group = group
         self.min_pending = min_pending
         self.min_ack_pending = min_ack_pending
@@ -87,8 +98,13 @@ class PullPriority:
 
     @classmethod
     def from_request(cls, cr: dict) -> "PullPriority":
-        return cls(cr.get("group", ""), cr.get("min_pending", 0), cr.get("min_ack_pending", 0),
-                   cr.get("id", ""), cr.get("priority", 0))
+        return cls(
+            cr.get("group", ""),
+            cr.get("min_pending", 0),
+            cr.get("min_ack_pending", 0),
+            cr.get("id", ""),
+            cr.get("priority", 0),
+        )
 
 
 #: A request naming another id than the current pin's (refused at once).
@@ -137,8 +153,8 @@ class PinState:
     def __init__(self, o: "Consumer") -> None:
         self.o = o
         self.pin_id = ""
-        self.pinned_ns = 0          # wall time of the pin (0 = not pinned)
-        self.timer: Any = None      # (clock timer, group it was started for) while pinned
+        self.pinned_ns = 0  # wall time of the pin (0 = not pinned)
+        self.timer: Any = None  # (clock timer, group it was started for) while pinned
         self._line = _PIN_PREFIX + b"\r\n\r\n"
         self._only = D.HDR_LINE + self._line
 
@@ -166,8 +182,10 @@ class PinState:
                 self._wrong_pin(wr)
                 return DROP
         elif policy == OVERFLOW and pg is not None and (pg.min_pending > 0 or pg.min_ack_pending > 0):
-            if not ((pg.min_pending > 0 and pg.min_pending <= npc1)
-                    or (pg.min_ack_pending > 0 and pg.min_ack_pending <= len(o.t.pending))):
+            if not (
+                (pg.min_pending > 0 and pg.min_pending <= npc1)
+                or (pg.min_ack_pending > 0 and pg.min_ack_pending <= len(o.t.pending))
+            ):
                 return SKIP
         return verdict
 

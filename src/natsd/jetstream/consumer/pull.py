@@ -22,7 +22,16 @@ from typing import TYPE_CHECKING, Any
 from natsd.gotime import format_duration
 from natsd.jetstream import gojson
 from natsd.jetstream.consumer import status as D
-from natsd.jetstream.consumer.priority import DROP, NONE, PINNED, PRIORITIZED, SKIP, PinState, PullPriority, check_request
+from natsd.jetstream.consumer.priority import (
+    DROP,
+    NONE,
+    PINNED,
+    PRIORITIZED,
+    SKIP,
+    PinState,
+    PullPriority,
+    check_request,
+)
 from natsd.jetstream.consumer.waitqueue import WaitQueue
 from natsd.jetstream.config.requests import CONSUMER_GET_NEXT_REQUEST
 
@@ -45,19 +54,28 @@ class PullRequest:
 
     __slots__ = ("reply", "n", "d", "b", "expires", "hb", "hbt", "no_wait", "received", "gone", "pg")
 
-    def __init__(self, reply: str, batch: int, max_bytes: int, expires: int, hb: int,
-                 no_wait: bool, now: int, pg: PullPriority | None = None) -> None:
+    def __init__(
+        self,
+        reply: str,
+        batch: int,
+        max_bytes: int,
+        expires: int,
+        hb: int,
+        no_wait: bool,
+        now: int,
+        pg: PullPriority | None = None,
+    ) -> None:
         self.reply = reply
-        self.n = batch          # messages still wanted
-        self.d = 0              # messages delivered so far
-        self.b = max_bytes      # byte budget left (0 = unlimited)
+        self.n = batch  # messages still wanted
+        self.d = 0  # messages delivered so far
+        self.b = max_bytes  # byte budget left (0 = unlimited)
         self.expires = expires  # monotonic deadline, 0 = never
-        self.hb = hb            # idle heartbeat interval (ns), 0 = none
+        self.hb = hb  # idle heartbeat interval (ns), 0 = none
         self.hbt = now + hb if hb else 0
         self.no_wait = no_wait
         self.received = now
-        self.gone = True        # not (or no longer) in a WaitQueue
-        self.pg = pg            # priority part of a JSON request (None for an empty/integer body)
+        self.gone = True  # not (or no longer) in a WaitQueue
+        self.pg = pg  # priority part of a JSON request (None for an empty/integer body)
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"PullRequest({self.reply!r}, n={self.n}, d={self.d}, b={self.b}, exp={self.expires})"

@@ -45,12 +45,12 @@ class Push:
         self.o = o
         fc = o.cfg.flow_control
         self.active = False
-        self.pbytes = 0                 # bytes delivered and not yet covered by an FC reply
+        self.pbytes = 0  # bytes delivered and not yet covered by an FC reply
         self.pblimit = FC_MAX_PENDING if fc else 0
-        self.maxpb = self.pblimit // 16 if fc else 0    # the window now (0: no flow control)
-        self.fcid = ""                  # reply subject of the unanswered FC request
-        self.fcsz = 0                   # pbytes when that request went out
-        self.last_sent = 0              # monotonic ns of the last data/heartbeat sent
+        self.maxpb = self.pblimit // 16 if fc else 0  # the window now (0: no flow control)
+        self.fcid = ""  # reply subject of the unanswered FC request
+        self.fcsz = 0  # pbytes when that request went out
+        self.last_sent = 0  # monotonic ns of the last data/heartbeat sent
         self.hb_timer: Any = None
 
     def start(self) -> None:

@@ -17,9 +17,22 @@ from __future__ import annotations
 from natsd import nats_headers as NH
 
 __all__ = [
-    "HDR_LINE", "LAST_CONSUMER", "LAST_STREAM", "CONSUMER_STALLED", "MSG_SIZE", "PENDING_MSGS",
-    "PENDING_BYTES", "FC_REQUEST", "idle_heartbeat", "status", "pending_status",
-    "headers_only", "NO_MESSAGES", "CONSUMER_DELETED", "PUSH_BASED", "EXCEEDED_MAX_WAITING",
+    "HDR_LINE",
+    "LAST_CONSUMER",
+    "LAST_STREAM",
+    "CONSUMER_STALLED",
+    "MSG_SIZE",
+    "PENDING_MSGS",
+    "PENDING_BYTES",
+    "FC_REQUEST",
+    "idle_heartbeat",
+    "status",
+    "pending_status",
+    "headers_only",
+    "NO_MESSAGES",
+    "CONSUMER_DELETED",
+    "PUSH_BASED",
+    "EXCEEDED_MAX_WAITING",
     "REQUESTS_PENDING",
 ]
 
@@ -52,16 +65,25 @@ def pending_status(code: int, description: str, msgs: int, nbytes: int) -> bytes
     """A status with ``Nats-Pending-Messages`` / ``Nats-Pending-Bytes`` (408 Request Timeout,
     409 Message Size Exceeds MaxBytes, 409 Batch Completed)."""
     return b"NATS/1.0 %d %s\r\nNats-Pending-Messages: %d\r\nNats-Pending-Bytes: %d\r\n\r\n" % (
-        code, description.encode(), msgs, nbytes)
+        code,
+        description.encode(),
+        msgs,
+        nbytes,
+    )
 
 
 def idle_heartbeat(last_dseq: int, last_sseq: int, stalled_fc: str = "") -> bytes:
     """``100 Idle Heartbeat`` with the last consumer/stream sequences, plus
     ``Nats-Consumer-Stalled: <fc reply subject>`` while a flow-control request is unanswered."""
     if stalled_fc:
-        return b"NATS/1.0 100 Idle Heartbeat\r\nNats-Last-Consumer: %d\r\nNats-Last-Stream: %d\r\nNats-Consumer-Stalled: %s\r\n\r\n" % (
-            last_dseq, last_sseq, stalled_fc.encode())
-    return b"NATS/1.0 100 Idle Heartbeat\r\nNats-Last-Consumer: %d\r\nNats-Last-Stream: %d\r\n\r\n" % (last_dseq, last_sseq)
+        return (
+            b"NATS/1.0 100 Idle Heartbeat\r\nNats-Last-Consumer: %d\r\nNats-Last-Stream: "
+            b"%d\r\nNats-Consumer-Stalled: %s\r\n\r\n" % (last_dseq, last_sseq, stalled_fc.encode())
+        )
+    return b"NATS/1.0 100 Idle Heartbeat\r\nNats-Last-Consumer: %d\r\nNats-Last-Stream: %d\r\n\r\n" % (
+        last_dseq,
+        last_sseq,
+    )
 
 
 def headers_only(hdr: bytes | None, payload_len: int) -> bytes:

@@ -97,8 +97,24 @@ class Expiry:
 class Tracking:
     """Delivery cursor, pending acks, redeliveries and the ack floor of one consumer."""
 
-    __slots__ = ("sseq", "dseq", "adflr", "asflr", "dlv_sseq", "pending", "rdc", "rdq", "rdq_set",
-                 "rep_floor", "lss", "lss_resume", "explicit", "maxdc", "maxp", "dropped_ts")
+    __slots__ = (
+        "sseq",
+        "dseq",
+        "adflr",
+        "asflr",
+        "dlv_sseq",
+        "pending",
+        "rdc",
+        "rdq",
+        "rdq_set",
+        "rep_floor",
+        "lss",
+        "lss_resume",
+        "explicit",
+        "maxdc",
+        "maxp",
+        "dropped_ts",
+    )
 
     def __init__(self, explicit: bool, max_deliver: int, max_ack_pending: int) -> None:
         self.sseq = 1
@@ -106,14 +122,14 @@ class Tracking:
         self.adflr = 0
         self.asflr = 0
         self.dlv_sseq = 0
-        self.pending: TrackedMap = TrackedMap()   # sseq -> (dseq, ts_ns)
-        self.rdc: TrackedMap = TrackedMap()       # sseq -> redelivery count
+        self.pending: TrackedMap = TrackedMap()  # sseq -> (dseq, ts_ns)
+        self.rdc: TrackedMap = TrackedMap()  # sseq -> redelivery count
         self.rdq: list[int] = []
         self.rdq_set: set[int] = set()
         #: The floor INFO shows and the state persists when it differs from (adflr, asflr);
         #: see :meth:`reported_floor`.
         self.rep_floor: tuple[int, int] | None = None
-        self.lss: list[int] | None = None         # last_per_subject start list
+        self.lss: list[int] | None = None  # last_per_subject start list
         self.lss_resume = 0
         self.explicit = explicit
         self.maxdc = max(max_deliver, 0)
@@ -205,8 +221,9 @@ class Tracking:
             self.rdq_set = set(self.rdq)
         return bool(dropped)
 
-    def _store_floor_after(self, floor: tuple[int, int], dropped: list[tuple[int, int]],
-                           pending: set[int]) -> tuple[int, int]:
+    def _store_floor_after(
+        self, floor: tuple[int, int], dropped: list[tuple[int, int]], pending: set[int]
+    ) -> tuple[int, int]:
         """The floor nats-server's consumer store reaches when a purge hands it each dropped
         entry as an ack (its UpdateAcks): AckAll moves the floor to the entry; AckExplicit only
         when the entry is the next one above the floor (then up to the next pending one), or to
@@ -470,8 +487,7 @@ class Tracking:
         self.rdc[seq] = dc
         return dc
 
-    def expire(self, now: int, first: int, ack_wait: int, backoff: list[int] | None,
-               extra: int) -> Expiry:
+    def expire(self, now: int, first: int, ack_wait: int, backoff: list[int] | None, extra: int) -> Expiry:
         """The ack timer fired at wall time ``now`` (``checkPending``): pending messages whose
         ack wait (or backoff step) ran out are queued for redelivery, and their wait restarts
         from the oldest one's deadline; those at max_deliver are dropped instead; entries below

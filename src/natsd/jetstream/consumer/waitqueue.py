@@ -56,13 +56,13 @@ class WaitQueue:
 
     def __init__(self, max_waiting: int) -> None:
         self.max = max_waiting
-        self.q: deque = deque()       # live requests in serving order, plus gone ones not yet dropped
-        self.last = 0                 # monotonic time of the last request received (pull activity)
-        self.live = 0                 # requests queued and not gone
-        self.want = 0                 # sum of ``n`` over live requests
-        self._heap: list = []         # (time, tick, request): expiry and heartbeat times
+        self.q: deque = deque()  # live requests in serving order, plus gone ones not yet dropped
+        self.last = 0  # monotonic time of the last request received (pull activity)
+        self.live = 0  # requests queued and not gone
+        self.want = 0  # sum of ``n`` over live requests
+        self._heap: list = []  # (time, tick, request): expiry and heartbeat times
         self._tick = 0
-        self._eos: list = []          # no_wait requests to answer at the end of the stream
+        self._eos: list = []  # no_wait requests to answer at the end of the stream
 
     def __len__(self) -> int:
         return self.live

@@ -115,7 +115,7 @@ def _unknown(key: str, offered: tuple[str, ...]) -> ApiError:
 
 
 def _schema(key: str, value: str) -> SchemaSpec:
-    pattern = key[len(SCHEMA_PREFIX):]
+    pattern = key[len(SCHEMA_PREFIX) :]
     if not is_valid_subject(pattern):
         raise NatsdErrors.METADATA_INVALID(key=key, err=f'"{pattern}" is not a valid subject pattern')
     v = value.strip()
@@ -161,8 +161,12 @@ def parse_stream(metadata: dict[str, str] | None) -> StreamFeatures:
     return StreamFeatures(keep_last_under_max_age=keep_last, schemas=tuple(schemas))
 
 
-def parse_consumer(metadata: dict[str, str] | None, stream_subjects: list[str] | None = None,
-                   filters: list[str] | None = None, kind_problem: str = "") -> ConsumerFeatures:
+def parse_consumer(
+    metadata: dict[str, str] | None,
+    stream_subjects: list[str] | None = None,
+    filters: list[str] | None = None,
+    kind_problem: str = "",
+) -> ConsumerFeatures:
     """The features a consumer's metadata switches on (see :func:`parse_stream`).
     ``stream_subjects``/``filters``: the consumer's stream's subjects and its own filters, to
     refuse a dead-letter subject the consumer would read back (a copy delivered forever).
@@ -184,10 +188,12 @@ def parse_consumer(metadata: dict[str, str] | None, stream_subjects: list[str] |
                 raise NatsdErrors.METADATA_INVALID(key=key, err=f'"{value}" is not a literal subject')
             if v.startswith(("$JS.", "$SYS.", "_INBOX.")):
                 raise NatsdErrors.METADATA_INVALID(key=key, err=f'"{value}" is a reserved subject')
-            if (any(subject_matches(s, v) for s in stream_subjects or ())
-                    and (not filters or any(subject_matches(f, v) for f in filters))):
+            if any(subject_matches(s, v) for s in stream_subjects or ()) and (
+                not filters or any(subject_matches(f, v) for f in filters)
+            ):
                 raise NatsdErrors.METADATA_INVALID(
-                    key=key, err=f'"{value}" is a subject of this stream the consumer would read back')
+                    key=key, err=f'"{value}" is a subject of this stream the consumer would read back'
+                )
             dead_letter = v
         elif key == PARTITION_KEY:
             if not value.strip():

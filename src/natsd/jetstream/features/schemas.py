@@ -32,7 +32,7 @@ _cache: OrderedDict[str, Callable[[object], object]] = OrderedDict()
 
 
 def check_schema(doc: object) -> str:
-    """"" when ``doc`` compiles as a JSON Schema, else why not."""
+    """ "" when ``doc`` compiles as a JSON Schema, else why not."""
     try:
         compiled(json.dumps(doc, sort_keys=True))
     except Exception as e:
@@ -47,6 +47,7 @@ def compiled(text: str) -> Callable[[object], object]:
         _cache.move_to_end(text)
         return fn
     import fastjsonschema  # (loaded only by streams that use schemas)
+
     fn = fastjsonschema.compile(json.loads(text))
     _cache[text] = fn
     if len(_cache) > CACHE_MAX:
@@ -60,12 +61,12 @@ class SchemaChecker:
     ``(revision, value)`` (``None`` when absent or deleted); it is how ``kv:`` schemas are
     resolved at publish time (the compiled validator is reused while the revision is the same)."""
 
-    def __init__(self, specs: tuple[SchemaSpec, ...],
-                 kv_get: Callable[[str, str], tuple[int, bytes] | None]) -> None:
+    def __init__(self, specs: tuple[SchemaSpec, ...], kv_get: Callable[[str, str], tuple[int, bytes] | None]) -> None:
         self._kv_fns: dict[tuple[str, str], tuple[int, Callable[[object], object]]] = {}
         # (pattern matcher, spec, the inline schema's text: its cache key, made once)
-        self._rules = [(matcher(s.pattern), s, json.dumps(s.inline, sort_keys=True) if s.inline is not None else "")
-                       for s in specs]
+        self._rules = [
+            (matcher(s.pattern), s, json.dumps(s.inline, sort_keys=True) if s.inline is not None else "") for s in specs
+        ]
         self._kv_get = kv_get
 
     def check(self, subject: str, payload: bytes) -> ApiError | None:
@@ -78,8 +79,7 @@ class SchemaChecker:
                 else:
                     entry = self._kv_get(spec.bucket, spec.key)
                     if entry is None:
-                        return NatsdErrors.SCHEMA_UNAVAILABLE(schema=spec.name, subject=subject,
-                                                              err="no such KV entry")
+                        return NatsdErrors.SCHEMA_UNAVAILABLE(schema=spec.name, subject=subject, err="no such KV entry")
                     k = (spec.bucket, spec.key)
                     known = self._kv_fns.get(k)
                     if known is not None and known[0] == entry[0]:

@@ -55,14 +55,24 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.views import StreamView
 
 __all__ = [
-    "MAGIC", "END_ENTRY", "encode_uvarint", "encode_varint", "encode_entry", "iter_archive",
-    "consumer_state_to_json", "consumer_state_from_json", "ArchiveError", "ArchiveEntry", "ArchiveReader",
+    "MAGIC",
+    "END_ENTRY",
+    "encode_uvarint",
+    "encode_varint",
+    "encode_entry",
+    "iter_archive",
+    "consumer_state_to_json",
+    "consumer_state_from_json",
+    "ArchiveError",
+    "ArchiveEntry",
+    "ArchiveReader",
 ]
 
 MAGIC = b"NATSARC1"
 
 # ---------------------------------------------------------------------------------------------
 # Encoding
+
 
 def encode_varint(n: int) -> bytes:
     """Zig-zag signed varint (Go ``binary.PutVarint``)."""
@@ -71,8 +81,18 @@ def encode_varint(n: int) -> bytes:
 
 def encode_entry(name: bytes, ts: int, seq: int, hdr: bytes, payload: bytes) -> bytes:
     """One archive entry (without the magic)."""
-    return b"".join((encode_uvarint(len(name)), encode_varint(ts), encode_uvarint(seq),
-                     encode_uvarint(len(hdr)), encode_uvarint(len(payload)), name, hdr, payload))
+    return b"".join(
+        (
+            encode_uvarint(len(name)),
+            encode_varint(ts),
+            encode_uvarint(seq),
+            encode_uvarint(len(hdr)),
+            encode_uvarint(len(payload)),
+            name,
+            hdr,
+            payload,
+        )
+    )
 
 
 #: The end-of-archive entry: every field zero, empty name.
@@ -80,8 +100,11 @@ END_ENTRY = b"\x00\x00\x00\x00\x00"
 
 
 def _pending_json(state: ConsumerState, last_seq: int) -> dict:
-    return {str(s): {"Sequence": p.sequence, "Timestamp": p.timestamp}
-            for s, p in sorted(state.pending.items()) if s <= last_seq}
+    return {
+        str(s): {"Sequence": p.sequence, "Timestamp": p.timestamp}
+        for s, p in sorted(state.pending.items())
+        if s <= last_seq
+    }
 
 
 def consumer_state_to_json(state: ConsumerState, last_seq: int | None = None) -> dict:
@@ -89,10 +112,8 @@ def consumer_state_to_json(state: ConsumerState, last_seq: int | None = None) ->
     ``last_seq`` (as the reference bounds a snapshot's consumers to the stream snapshot)."""
     lim = last_seq if last_seq is not None else 1 << 64
     out: dict = {
-        "delivered": {"consumer_seq": state.delivered.consumer_seq,
-                      "stream_seq": min(state.delivered.stream_seq, lim)},
-        "ack_floor": {"consumer_seq": state.ack_floor.consumer_seq,
-                      "stream_seq": min(state.ack_floor.stream_seq, lim)},
+        "delivered": {"consumer_seq": state.delivered.consumer_seq, "stream_seq": min(state.delivered.stream_seq, lim)},
+        "ack_floor": {"consumer_seq": state.ack_floor.consumer_seq, "stream_seq": min(state.ack_floor.stream_seq, lim)},
     }
     pending = _pending_json(state, lim)
     if pending:
@@ -120,12 +141,14 @@ def consumer_state_from_json(d: dict) -> Any:
             raise ValueError("bad pending entry")
         pending[int(k)] = Pending(int(p.get("Sequence") or 0), int(p.get("Timestamp") or 0))
     red = {int(k): int(v) for k, v in (d.get("redelivered") or {}).items()}
-    return ConsumerState(delivered=pair(d.get("delivered")), ack_floor=pair(d.get("ack_floor")),
-                         pending=pending, redelivered=red)
+    return ConsumerState(
+        delivered=pair(d.get("delivered")), ack_floor=pair(d.get("ack_floor")), pending=pending, redelivered=red
+    )
 
 
-def iter_archive(stream: "StreamView", include_consumers: bool = True,
-                 state_json: dict | None = None) -> Iterator[bytes]:
+def iter_archive(
+    stream: "StreamView", include_consumers: bool = True, state_json: dict | None = None
+) -> Iterator[bytes]:
     """The archive of ``stream`` as a sequence of byte pieces (see the module docstring).
 
     Messages are read lazily from the store, up to the ``last_seq`` of the state taken when the
@@ -143,8 +166,9 @@ def iter_archive(stream: "StreamView", include_consumers: bool = True,
     now = stream.clock.time_ns()
     for c in consumers:
         body = {"config": c.config.to_json(), "state": consumer_state_to_json(c.state(), last_seq)}
-        yield encode_entry(("consumers/" + c.name).encode(), now, 0, b"",
-                           json.dumps(body, separators=(",", ":")).encode())
+        yield encode_entry(
+            ("consumers/" + c.name).encode(), now, 0, b"", json.dumps(body, separators=(",", ":")).encode()
+        )
     if last_seq and first_seq <= last_seq:
         uv = encode_uvarint
         sv = encode_varint
@@ -201,14 +225,14 @@ class ArchiveReader:
             return []
         buf = self._buf
         if self._pos > 65536 and self._pos > len(buf) // 2:
-            del buf[:self._pos]
+            del buf[: self._pos]
             self._pos = 0
         buf += data
         out: list[ArchiveEntry] = []
         if not self._magic:
             if len(buf) - self._pos < len(MAGIC):
                 return out
-            if bytes(buf[self._pos:self._pos + len(MAGIC)]) != MAGIC:
+            if bytes(buf[self._pos : self._pos + len(MAGIC)]) != MAGIC:
                 raise ArchiveError("unsupported snapshot format")
             self._pos += len(MAGIC)
             self._magic = True
@@ -231,9 +255,9 @@ class ArchiveReader:
                 raise ArchiveError("archive entry too large")
             if n - p < total:
                 return out
-            name = bytes(buf[p:p + name_len]).decode("utf-8", "surrogateescape")
+            name = bytes(buf[p : p + name_len]).decode("utf-8", "surrogateescape")
             p += name_len
-            payload = bytes(buf[p:p + hsz + psz])
+            payload = bytes(buf[p : p + hsz + psz])
             p += hsz + psz
             self._pos = p
             e = ArchiveEntry(name, ts, seq, hsz, payload)

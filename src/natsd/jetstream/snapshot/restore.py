@@ -33,7 +33,11 @@ from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.config.models import SECOND, StreamConfig
 from natsd.jetstream.config.stream_checks import check_subject_overlap, refuse_unsupported
 from natsd.jetstream.snapshot.archive import (
-    MAGIC, ArchiveEntry, ArchiveError, ArchiveReader, consumer_state_from_json,
+    MAGIC,
+    ArchiveEntry,
+    ArchiveError,
+    ArchiveReader,
+    consumer_state_from_json,
 )
 from natsd.jetstream.snapshot.s2 import S2StreamDecoder, is_framed
 from natsd.nuid import nuid
@@ -114,8 +118,9 @@ class RestoreReceiver:
         if self.done:
             return
         if not reply:
-            self._fail("", f"restore for stream '{self.account.name} > {self.name}' requires reply subject "
-                           "for each chunk")
+            self._fail(
+                "", f"restore for stream '{self.account.name} > {self.name}' requires reply subject for each chunk"
+            )
             return
         if not payload:
             self._complete(reply)
@@ -231,8 +236,14 @@ class RestoreReceiver:
             # a half-restored stream that would be recovered as a real one.
             directory = os.path.join(os.path.dirname(directory), f"{RESTORE_DIR_PREFIX}{self.name}.{nuid()}")
             self._tmp_dir = directory
-        self._store = open_stream_store(store_config_for(self.cfg, self._created_ns), self.clock, directory,
-                                        eng.sync_interval_ns, eng.sync_always, keys=eng.keys_for(self.account.name))
+        self._store = open_stream_store(
+            store_config_for(self.cfg, self._created_ns),
+            self.clock,
+            directory,
+            eng.sync_interval_ns,
+            eng.sync_always,
+            keys=eng.keys_for(self.account.name),
+        )
         first = int(st.get("first_seq") or 0)
         if first > 1:
             # Start at the right sequence: this matters when the backup holds no messages.
@@ -330,8 +341,14 @@ class RestoreReceiver:
         finally:
             os.close(fd)
         eng = self.account.engine
-        self._store = open_stream_store(store_config_for(self.cfg, self._created_ns), self.clock, final,
-                                        eng.sync_interval_ns, eng.sync_always, keys=eng.keys_for(self.account.name))
+        self._store = open_stream_store(
+            store_config_for(self.cfg, self._created_ns),
+            self.clock,
+            final,
+            eng.sync_interval_ns,
+            eng.sync_always,
+            keys=eng.keys_for(self.account.name),
+        )
 
     def _activate(self) -> "StreamView":
         acct = self.account
@@ -341,8 +358,9 @@ class RestoreReceiver:
             try:
                 restore_consumer(stream, name, body)
             except (ApiError, ValueError, KeyError, TypeError) as e:
-                log.warning("JetStream restore of '%s > %s': consumer %s not restored: %s",
-                            acct.name, self.name, name, e)
+                log.warning(
+                    "JetStream restore of '%s > %s': consumer %s not restored: %s", acct.name, self.name, name, e
+                )
         return stream
 
     def _fail(self, reply: str, reason: str, err: ApiError | None = None) -> None:
@@ -387,8 +405,9 @@ def restore_consumer(stream: "StreamView", name: str, body: dict) -> None:
     """Recreate consumer ``name`` of a restored stream with its snapshot state (``body`` is the
     archive's ``consumers/<name>`` entry: ``{"config", "state"}``), through the one consumer path
     (:func:`natsd.jetstream.consumer_registry.restore`)."""
-    consumer_registry.restore(stream, name, ConsumerConfig.from_json(body["config"]),
-                              consumer_state_from_json(body["state"]))
+    consumer_registry.restore(
+        stream, name, ConsumerConfig.from_json(body["config"]), consumer_state_from_json(body["state"])
+    )
 
 
 def remove_stale_restores(account: "AccountView") -> int:

@@ -21,13 +21,19 @@ from typing import Iterable, Iterator
 from natsd.jetstream.snapshot.archive import ArchiveError
 from natsd.s2 import S2_STREAM_ID, SNAPPY_STREAM_ID, FrameDecoder, S2Error, decode_block
 
-__all__ = ["S2_STREAM_ID", "SNAPPY_STREAM_ID", "S2StreamDecoder", "s2_decode_block", "frame_archive",
-           "FRAME_INPUT", "is_framed"]
+__all__ = [
+    "S2_STREAM_ID",
+    "SNAPPY_STREAM_ID",
+    "S2StreamDecoder",
+    "s2_decode_block",
+    "frame_archive",
+    "FRAME_INPUT",
+    "is_framed",
+]
 
 #: Archive bytes compressed at once by :func:`frame_archive` (cramjam cuts them into 64 KiB
 #: Snappy chunks; a bigger batch only means fewer calls).
 FRAME_INPUT = 256 * 1024
-
 
 
 def _cramjam() -> ModuleType:

@@ -36,8 +36,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.views import StreamView
 
 __all__ = [
-    "SnapshotSender", "DEFAULT_CHUNK_SIZE", "DEFAULT_WINDOW_SIZE", "ACK_TIMEOUT_NS", "STATUS_DONE",
-    "STATUS_NO_INTEREST", "STATUS_NO_FLOW", "nuid",
+    "SnapshotSender",
+    "DEFAULT_CHUNK_SIZE",
+    "DEFAULT_WINDOW_SIZE",
+    "ACK_TIMEOUT_NS",
+    "STATUS_DONE",
+    "STATUS_NO_INTEREST",
+    "STATUS_NO_FLOW",
+    "nuid",
 ]
 
 log = logging.getLogger("natsd.jetstream.snapshot")
@@ -72,9 +78,16 @@ class SnapshotSender:
     away, ``408 No Flow Response`` after 5 s without an ack, ``500 <error>`` on a read error.
     """
 
-    def __init__(self, stream: "StreamView", deliver_subject: str, chunk_size: int = 0, window_size: int = 0,
-                 include_consumers: bool = True, state_json: dict | None = None,
-                 on_done: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        stream: "StreamView",
+        deliver_subject: str,
+        chunk_size: int = 0,
+        window_size: int = 0,
+        include_consumers: bool = True,
+        state_json: dict | None = None,
+        on_done: Callable[[str], None] | None = None,
+    ) -> None:
         self.stream = stream
         self.account = stream.account
         self.ports = stream.account.ports

@@ -72,9 +72,22 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.views import AccountView
     from natsd.store.base import StoreError as _StoreError, StreamStore
 
-__all__ = ["BatchLimits", "DEFAULT_LIMITS", "batch_limits_for", "AtomicBatches", "on_batch_msg", "repair_torn_batch", "Checks",
-           "Duplicate", "store_one", "kick_flush",
-           "H_BATCH_ID", "H_BATCH_SEQ", "H_BATCH_COMMIT", "inflight_total"]
+__all__ = [
+    "BatchLimits",
+    "DEFAULT_LIMITS",
+    "batch_limits_for",
+    "AtomicBatches",
+    "on_batch_msg",
+    "repair_torn_batch",
+    "Checks",
+    "Duplicate",
+    "store_one",
+    "kick_flush",
+    "H_BATCH_ID",
+    "H_BATCH_SEQ",
+    "H_BATCH_COMMIT",
+    "inflight_total",
+]
 
 log = logging.getLogger("natsd.jetstream.batch")
 
@@ -155,8 +168,7 @@ class BatchStream(counters.CounterStream, Protocol):
 
     def _rollup(self, subject: str, kind: bytes, keep: int) -> None: ...
 
-    def _republish(self, subject: str, hdr: bytes | None, payload: bytes, seq: int, ts: int,
-                   tlseq: int) -> None: ...
+    def _republish(self, subject: str, hdr: bytes | None, payload: bytes, seq: int, ts: int, tlseq: int) -> None: ...
 
 
 class _Batch:
@@ -229,13 +241,18 @@ class AtomicBatches:
         acct = stream.account
 
         def build() -> dict:
-            adv = {"type": "io.nats.jetstream.advisory.v1.stream_batch_abandoned", "id": nuid(),
-                   "timestamp": rfc3339(acct.clock.time_ns()), "stream": stream.name}
+            adv = {
+                "type": "io.nats.jetstream.advisory.v1.stream_batch_abandoned",
+                "id": nuid(),
+                "timestamp": rfc3339(acct.clock.time_ns()),
+                "stream": stream.name,
+            }
             if acct.engine.domain:
                 adv["domain"] = acct.engine.domain
             adv["batch"] = batch_id
             adv["reason"] = reason
             return adv
+
         acct.send_advisory(ADVISORY_ABANDONED + stream.name, build)
 
     # -- one message -------------------------------------------------------------------------------
@@ -363,8 +380,9 @@ class Checks:
         self.count = 0  # messages checked
         self.nbytes = 0  # their stored size (discard new only)
 
-    def run(self, msgs: list[tuple[str, bytes, bytes, dict[bytes, bytes]]]
-            ) -> list[tuple[str, bytes | None, bytes, int, str, bytes]]:
+    def run(
+        self, msgs: list[tuple[str, bytes, bytes, dict[bytes, bytes]]]
+    ) -> list[tuple[str, bytes | None, bytes, int, str, bytes]]:
         """[(subject, headers, body, ttl seconds, msg id, rollup)] to store, or raises the
         first message's error."""
         out: list[tuple[str, bytes | None, bytes, int, str, bytes]] = []
@@ -384,8 +402,9 @@ class Checks:
                 out.append(one(subject, hdr, body, h))
         return out
 
-    def one(self, subject: str, hdr: bytes | None, body: bytes, h: dict[bytes, bytes] | None = None
-            ) -> tuple[str, bytes | None, bytes, int, str, bytes]:
+    def one(
+        self, subject: str, hdr: bytes | None, body: bytes, h: dict[bytes, bytes] | None = None
+    ) -> tuple[str, bytes | None, bytes, int, str, bytes]:
         stream = self.stream
         cfg = stream.config
         if h is None:
@@ -473,7 +492,8 @@ class Checks:
                     raise ApiErrors.STREAM_ROLLUP_FAILED(err="batch rollup all invalid")
             else:
                 raise ApiErrors.STREAM_ROLLUP_FAILED(
-                    err="rollup value invalid: " + dumps(rollup.decode("utf-8", "replace")).decode())
+                    err="rollup value invalid: " + dumps(rollup.decode("utf-8", "replace")).decode()
+                )
         cur = self.inflight.get(subject)
         if cur is None:
             cur = self.inflight[subject] = [0, 0]
@@ -523,8 +543,16 @@ def _store_all(stream: BatchStream, batch_id: str, checked: list, reply: str) ->
         return 0
     kick_flush(stream)
     if reply and stream._do_ack:
-        stream._respond(reply, stream._ack_prefix + str(last).encode() + b',"batch":'
-                        + dumps(batch_id) + b',"count":' + str(len(checked)).encode() + b"}")
+        stream._respond(
+            reply,
+            stream._ack_prefix
+            + str(last).encode()
+            + b',"batch":'
+            + dumps(batch_id)
+            + b',"count":'
+            + str(len(checked)).encode()
+            + b"}",
+        )
     return last
 
 
@@ -535,8 +563,9 @@ def kick_flush(stream: BatchStream) -> None:
         stream._call_soon(stream._flush)
 
 
-def store_one(stream: BatchStream, subject: str, hdr: bytes | None, body: bytes, ttl: int, msg_id: str,
-               rollup: bytes) -> int:
+def store_one(
+    stream: BatchStream, subject: str, hdr: bytes | None, body: bytes, ttl: int, msg_id: str, rollup: bytes
+) -> int:
     """Store one checked message of a batch as the stream's publish path stores a message
     (interest skip, delete-marker TTL floor, msg id, rollup, republish)."""
     cfg = stream.config
@@ -565,8 +594,9 @@ def store_one(stream: BatchStream, subject: str, hdr: bytes | None, body: bytes,
     return seq
 
 
-def on_batch_msg(stream: BatchStream, subject: str, reply: str, hdr: bytes, payload: bytes,
-                 h: dict[bytes, bytes]) -> int:
+def on_batch_msg(
+    stream: BatchStream, subject: str, reply: str, hdr: bytes, payload: bytes, h: dict[bytes, bytes]
+) -> int:
     """The stream's hook for a publish with ``Nats-Batch-Id``."""
     batches = stream.batches
     if batches is None:
@@ -597,6 +627,11 @@ def repair_torn_batch(stream: BatchStream) -> int:
     removed = last.seq - keep
     store.truncate(keep)
     store.flush()
-    log.warning("stream %s: removed %d message(s) of a batch torn by a crash (sequences %d-%d)",
-                stream.name, removed, keep + 1, last.seq)
+    log.warning(
+        "stream %s: removed %d message(s) of a batch torn by a crash (sequences %d-%d)",
+        stream.name,
+        removed,
+        keep + 1,
+        last.seq,
+    )
     return removed

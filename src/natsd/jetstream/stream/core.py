@@ -49,7 +49,6 @@ __all__ = ["Stream", "store_config_for", "parse_ttl"]
 log = logging.getLogger("natsd.jetstream.stream")
 
 
-
 def store_config_for(cfg: StreamConfig, created_ns: int) -> StoreConfig:
     """The StoreConfig of a stream. ``meta`` is what the store persists to recover the stream:
     ``{"config": <StreamConfig JSON>, "created": <RFC 3339>}``."""
@@ -145,8 +144,7 @@ class Stream:
         self._name_json = dumps(cfg.name)
         # With a JetStream domain the reference's PubAck names it: {"stream":"S","domain":"D","seq":N}
         dom = self.account.engine.domain
-        self._ack_prefix = (b'{"stream":' + self._name_json + (b',"domain":' + dumps(dom) if dom else b"")
-                            + b',"seq":')
+        self._ack_prefix = b'{"stream":' + self._name_json + (b',"domain":' + dumps(dom) if dom else b"") + b',"seq":'
         self._interest = cfg.retention == "interest"
         self._workqueue = cfg.retention == "workqueue"
         self._max_msg_size = cfg.max_msg_size
@@ -164,14 +162,26 @@ class Stream:
         # natsd feature (issue 27): JSON Schemas checked at publish (features/schemas.py).
         specs = stream_features(cfg.metadata).schemas
         self._schemas = SchemaChecker(specs, self._kv_entry) if specs else None
-        plain = (not cfg.sealed and self._schemas is None and cfg.max_msg_size < 0 and cfg.retention == "limits"
-                 and not cfg.republish and not self._transform and not self.closed
-                 and not self.account.limits_enforced and not cfg.allow_msg_schedules)
+        plain = (
+            not cfg.sealed
+            and self._schemas is None
+            and cfg.max_msg_size < 0
+            and cfg.retention == "limits"
+            and not cfg.republish
+            and not self._transform
+            and not self.closed
+            and not self.account.limits_enforced
+            and not cfg.allow_msg_schedules
+        )
         self._fast = plain and not self._counter
         self._counter_fast = plain and self._counter
         if cfg.allow_msg_schedules and self._sched is None:
-            self._sched = Schedules(self.clock, self.store, self._produce_scheduled,
-                                    self.account.stream_dir(self.name) if cfg.storage == "file" else None)
+            self._sched = Schedules(
+                self.clock,
+                self.store,
+                self._produce_scheduled,
+                self.account.stream_dir(self.name) if cfg.storage == "file" else None,
+            )
 
     def _kv_entry(self, bucket: str, key: str) -> tuple[int, bytes] | None:
         """A KV entry of this account as (revision, value); None when absent or deleted (a
@@ -253,8 +263,9 @@ class Stream:
         n = 0
         for subj in want:
             if subj not in subs:
-                subs[subj] = ports.subscribe(subj, self.process_msg, many=self.process_run, rrun=self.process_rrun,
-                                              stream=self.name)
+                subs[subj] = ports.subscribe(
+                    subj, self.process_msg, many=self.process_run, rrun=self.process_rrun, stream=self.name
+                )
                 n += 1
                 if chunk and n % chunk == 0:
                     yield None
@@ -462,7 +473,11 @@ class Stream:
             if mc > 0 and sum(1 for c in self.consumers.values() if not _is_direct(c)) >= mc:
                 raise ApiErrors.MAXIMUM_CONSUMERS_LIMIT()
             lim = self.account.limits
-            if lim is not None and lim.max_consumers > 0 and self.account.num_consumers(limitable=True) >= lim.max_consumers:
+            if (
+                lim is not None
+                and lim.max_consumers > 0
+                and self.account.num_consumers(limitable=True) >= lim.max_consumers
+            ):
                 raise ApiErrors.MAXIMUM_CONSUMERS_LIMIT()
         self.consumers[name] = consumer
 
@@ -660,7 +675,9 @@ class Stream:
         last_for = req.get("last_by_subj") or ""
         next_for = req.get("next_by_subj") or ""
         if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
-            raise ApiErrors.INVALID_JSON(err="json: cannot unmarshal into Go struct field JSApiMsgGetRequest.seq of type uint64")
+            raise ApiErrors.INVALID_JSON(
+                err="json: cannot unmarshal into Go struct field JSApiMsgGetRequest.seq of type uint64"
+            )
         if (seq and last_for) or (last_for and next_for) or (not seq and not last_for and not next_for):
             raise ApiErrors.BAD_REQUEST()
         try:
@@ -672,8 +689,9 @@ class Stream:
         except (MsgNotFound, StoreEOF):
             raise ApiErrors.NO_MESSAGE_FOUND() from None
 
-    def state_json(self, subjects_filter: str = "", deleted_details: bool = False,
-                   offset: int = 0) -> tuple[dict, int, int, int]:
+    def state_json(
+        self, subjects_filter: str = "", deleted_details: bool = False, offset: int = 0
+    ) -> tuple[dict, int, int, int]:
         """(state JSON, total, offset, limit) for STREAM.INFO; subjects paged by 100,000."""
         st = self.store.state(deleted_details)
         subjects = None
@@ -684,7 +702,7 @@ class Stream:
             total = len(totals)
             limit = 100_000
             if offset or total > limit:
-                keys = sorted(totals)[offset:offset + limit]
+                keys = sorted(totals)[offset : offset + limit]
                 subjects = {k: totals[k] for k in keys}
             else:
                 subjects = totals
@@ -698,8 +716,9 @@ class Stream:
                 out["deleted"] = [0]
         return out, total, offset, limit
 
-    def info(self, subjects_filter: str = "", deleted_details: bool = False, offset: int = 0,
-             dynamic_metadata: bool = True) -> tuple[dict, int, int, int]:
+    def info(
+        self, subjects_filter: str = "", deleted_details: bool = False, offset: int = 0, dynamic_metadata: bool = True
+    ) -> tuple[dict, int, int, int]:
         """StreamInfo JSON (config, created, state, cluster, ts) plus paging numbers."""
         state, total, off, limit = self.state_json(subjects_filter, deleted_details, offset)
         cfg = self.config.to_json()

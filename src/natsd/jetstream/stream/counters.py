@@ -45,16 +45,31 @@ from natsd.store.base import MsgNotFound, StoreEOF
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.store.base import StreamStore
 
-__all__ = ["CounterStream", "H_INCR", "H_COUNTER_SOURCES", "H_STREAM_SOURCE", "parse_incr", "check_incr", "apply_incr",
-           "Running", "set_header"]
+__all__ = [
+    "CounterStream",
+    "H_INCR",
+    "H_COUNTER_SOURCES",
+    "H_STREAM_SOURCE",
+    "parse_incr",
+    "check_incr",
+    "apply_incr",
+    "Running",
+    "set_header",
+]
 
 H_INCR = NH.INCR
 H_COUNTER_SOURCES = NH.COUNTER_SOURCES
 H_STREAM_SOURCE = NH.STREAM_SOURCE
 
 # Headers a counter increment may not carry (the reference's "incompatible headers").
-_INCOMPATIBLE = (NH.ROLLUP, NH.EXPECTED_STREAM, NH.EXPECTED_LAST_MSG_ID, NH.EXPECTED_LAST_SUBJ_SEQ_SUBJ,
-                 NH.EXPECTED_LAST_SEQ, NH.EXPECTED_LAST_SUBJ_SEQ)
+_INCOMPATIBLE = (
+    NH.ROLLUP,
+    NH.EXPECTED_STREAM,
+    NH.EXPECTED_LAST_MSG_ID,
+    NH.EXPECTED_LAST_SUBJ_SEQ_SUBJ,
+    NH.EXPECTED_LAST_SEQ,
+    NH.EXPECTED_LAST_SUBJ_SEQ,
+)
 
 # Go's big.Int SetString(s, 10): an optional sign and at least one decimal digit, nothing else.
 _BIG_INT = re.compile(rb"[+-]?[0-9]+\Z")
@@ -127,7 +142,8 @@ def _sources_of(hdr: bytes | None) -> dict[str, dict[str, str]]:
     if obj is None:
         return {}
     if not isinstance(obj, dict) or not all(
-            isinstance(m, dict) and all(isinstance(x, str) for x in m.values()) for m in obj.values() if m is not None):
+        isinstance(m, dict) and all(isinstance(x, str) for x in m.values()) for m in obj.values() if m is not None
+    ):
         raise ApiErrors.MESSAGE_COUNTER_BROKEN()
     return {k: dict(m) for k, m in obj.items() if m is not None}
 
@@ -158,8 +174,9 @@ class CounterStream(Protocol):
     counter_next: tuple[str, int, dict] | None
 
 
-def apply_incr(stream: CounterStream, subject: str, hdr: bytes | None, payload: bytes, incr: int,
-               running: Running | None = None) -> tuple[bytes | None, bytes, str]:
+def apply_incr(
+    stream: CounterStream, subject: str, hdr: bytes | None, payload: bytes, incr: int, running: Running | None = None
+) -> tuple[bytes | None, bytes, str]:
     """Apply ``incr`` (already checked) to ``subject``'s counter: returns the headers and body to
     store and the new total (for the PubAck's ``val``). ``payload`` is the published body (empty,
     or the origin's ``{"val":...}`` for a sourced message). A sourced message (it carries
@@ -198,10 +215,11 @@ def apply_incr(stream: CounterStream, subject: str, hdr: bytes | None, payload: 
         hdr = set_header(hdr, H_INCR, str(incr).encode())
     total += incr
     if sources:
-        hdr = set_header(hdr, H_COUNTER_SOURCES, dumps({k: dict(sorted(m.items())) for k, m in sorted(sources.items())}))
+        hdr = set_header(
+            hdr, H_COUNTER_SOURCES, dumps({k: dict(sorted(m.items())) for k, m in sorted(sources.items())})
+        )
     if running is not None:
         running[subject] = (total, sources)
     stream.counter_next = (subject, total, sources)
     val = str(total)
     return hdr, b'{"val":"' + val.encode() + b'"}', val
-

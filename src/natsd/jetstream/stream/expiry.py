@@ -117,8 +117,17 @@ class Expiry:
         s = self.s
         store = s.store
         done: set[str] = set()
-        hdr = (b"NATS/1.0\r\n" + NH.MARKER_REASON + b": MaxAge\r\n" + NH.TTL + b": "
-               + format_duration(ttl_s * SECOND).encode() + b"\r\n" + NH.ROLLUP + b": sub\r\n\r\n")
+        hdr = (
+            b"NATS/1.0\r\n"
+            + NH.MARKER_REASON
+            + b": MaxAge\r\n"
+            + NH.TTL
+            + b": "
+            + format_duration(ttl_s * SECOND).encode()
+            + b"\r\n"
+            + NH.ROLLUP
+            + b": sub\r\n\r\n"
+        )
         markers = self.marker_seqs
         for seq, subj in removed:
             if seq in markers:

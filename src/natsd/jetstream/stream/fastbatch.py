@@ -38,7 +38,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from natsd.jetstream.stream.batch import (
-    MAX_ID_LEN, AtomicBatches, Checks, Duplicate, kick_flush, store_one,
+    MAX_ID_LEN,
+    AtomicBatches,
+    Checks,
+    Duplicate,
+    kick_flush,
+    store_one,
 )
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.wire import dumps, required_level_too_high
@@ -103,8 +108,20 @@ def parse_reply(reply: str) -> FastBatchReply | None:
 
 
 class _Fast:
-    __slots__ = ("id", "lseq", "sseq", "pseq", "fseq", "pending", "ack_msgs", "max_ack", "gap_ok", "commit",
-                 "deadline", "timer")
+    __slots__ = (
+        "id",
+        "lseq",
+        "sseq",
+        "pseq",
+        "fseq",
+        "pending",
+        "ack_msgs",
+        "max_ack",
+        "gap_ok",
+        "commit",
+        "deadline",
+        "timer",
+    )
 
     def __init__(self, batch_id: str, gap_ok: bool, max_ack: int, deadline: int) -> None:
         self.id = batch_id
@@ -172,8 +189,17 @@ class FastBatches:
 
     def _puback(self, reply: str, b: _Fast, seq: int, count: int, dup: bool = False) -> None:
         stream = self.stream
-        self._send(reply, stream._ack_prefix + str(seq).encode() + (b',"duplicate": true' if dup else b"")
-                   + b',"batch":' + dumps(b.id) + b',"count":' + str(count).encode() + b"}")
+        self._send(
+            reply,
+            stream._ack_prefix
+            + str(seq).encode()
+            + (b',"duplicate": true' if dup else b"")
+            + b',"batch":'
+            + dumps(b.id)
+            + b',"count":'
+            + str(count).encode()
+            + b"}",
+        )
 
     def _commit(self, b: _Fast, reply: str) -> bool:
         """End the batch: PubAck now when everything is stored (True), else at the last store."""

@@ -53,7 +53,15 @@ from natsd.jetstream.wire import dumps, parse_ttl
 from natsd import nats_headers as NH
 from natsd.protocol.headers import get_header_bytes, nats_headers, replace_header
 from natsd.store.base import (
-    MaxBytes, MaxMsgs, MaxMsgsPerSubject, MsgNotFound, StoreEOF, StoreError, StoreFull, StoreMsg, StoreWriteError,
+    MaxBytes,
+    MaxMsgs,
+    MaxMsgsPerSubject,
+    MsgNotFound,
+    StoreEOF,
+    StoreError,
+    StoreFull,
+    StoreMsg,
+    StoreWriteError,
 )
 from natsd.subjects.tokens import subject_matches
 from natsd.subjects.transform import transform as _transform
@@ -62,7 +70,23 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.stream.core import Stream
     from natsd.protocol.events import Run
 
-__all__ = ["H_MSG_ID", "H_EXP_STREAM", "H_EXP_LAST_SEQ", "H_EXP_LAST_SUBJ_SEQ", "H_EXP_LAST_SUBJ_SEQ_SUBJ", "H_EXP_LAST_MSG_ID", "H_ROLLUP", "H_TTL", "H_MARKER_REASON", "H_STREAM_SOURCE", "MAX_HDR_SIZE", "COUNTER_CACHE_MAX", "process_msg", "process_run", "process_rrun"]
+__all__ = [
+    "H_MSG_ID",
+    "H_EXP_STREAM",
+    "H_EXP_LAST_SEQ",
+    "H_EXP_LAST_SUBJ_SEQ",
+    "H_EXP_LAST_SUBJ_SEQ_SUBJ",
+    "H_EXP_LAST_MSG_ID",
+    "H_ROLLUP",
+    "H_TTL",
+    "H_MARKER_REASON",
+    "H_STREAM_SOURCE",
+    "MAX_HDR_SIZE",
+    "COUNTER_CACHE_MAX",
+    "process_msg",
+    "process_run",
+    "process_rrun",
+]
 
 log = logging.getLogger("natsd.jetstream.stream")
 
@@ -144,9 +168,12 @@ def process_rrun(self: Stream, subject: str, run: "Run") -> None:
     n = len(payloads)
     done = 0
     hl = run.hdr_len
-    if (self._fast and b".$FI\n" not in b"\n".join(replies) + b"\n"
-            and self._used[self._ut] + self.store.bytes_used - self._counted
-            + n * (len(payloads[0]) + len(subject) + 64) <= self._max_used):
+    if (
+        self._fast
+        and b".$FI\n" not in b"\n".join(replies) + b"\n"
+        and self._used[self._ut] + self.store.bytes_used - self._counted + n * (len(payloads[0]) + len(subject) + 64)
+        <= self._max_used
+    ):
         ids = self._run_msg_ids(payloads, hl) if hl else None
         if hl and ids is None:
             first, ts, done, err = 0, 0, 0, None
@@ -204,7 +231,7 @@ def _light_msg_id(data: bytes, hl: int) -> bytes | None:
         j = hl
     if data.find(b"\r\nNats-", j, hl) >= 0:
         return None
-    return data[i + 14:j].lstrip(b" ")
+    return data[i + 14 : j].lstrip(b" ")
 
 
 def _run_msg_ids(self: Stream, payloads: list[bytes], hl: int) -> list[str] | None:
@@ -240,7 +267,9 @@ def _run_msg_ids(self: Stream, payloads: list[bytes], hl: int) -> list[str] | No
     return ids
 
 
-def process_msg(self: Stream, subject: str, reply: str, hdr: bytes | None, payload: bytes, sourced: bool = False) -> int:
+def process_msg(
+    self: Stream, subject: str, reply: str, hdr: bytes | None, payload: bytes, sourced: bool = False
+) -> int:
     """Ingest one message; returns its sequence (0 when rejected or a duplicate). ``sourced``:
     stored by a source link (``Nats-Stream-Source`` is its own, counters aggregate).
 
@@ -364,8 +393,15 @@ def _counter_max_size(self: Stream) -> int:
     return mms if mms >= 0 else self._engine_options.max_payload
 
 
-def _process(self: Stream, subject: str, reply: str, hdr: bytes | None, payload: bytes, sourced: bool,
-             h: dict[bytes, bytes] | None) -> int:
+def _process(
+    self: Stream,
+    subject: str,
+    reply: str,
+    hdr: bytes | None,
+    payload: bytes,
+    sourced: bool,
+    h: dict[bytes, bytes] | None,
+) -> int:
     """:meth:`process_msg` for everything the light paths do not take; ``h``: the block's
     ``Nats-*`` headers when the caller already scanned it."""
     if self.closed:
@@ -455,8 +491,16 @@ def _process(self: Stream, subject: str, reply: str, hdr: bytes | None, payload:
                 return 0
             if SCHEDULE_MARK in hdr and not self._sched_exempt(h):
                 try:
-                    nh = check_schedule(subject, hdr, h, cfg.allow_msg_schedules, cfg.allow_msg_ttl,
-                                        cfg.subjects, self._last_or_none, parse_ttl)
+                    nh = check_schedule(
+                        subject,
+                        hdr,
+                        h,
+                        cfg.allow_msg_schedules,
+                        cfg.allow_msg_ttl,
+                        cfg.subjects,
+                        self._last_or_none,
+                        parse_ttl,
+                    )
                 except ApiError as e:
                     self._reject(reply, e)
                     return 0
@@ -485,8 +529,12 @@ def _process(self: Stream, subject: str, reply: str, hdr: bytes | None, payload:
                     self._reject(reply, ApiErrors.STREAM_ROLLUP_FAILED(err="rollup not permitted"))
                     return 0
                 if v not in (b"sub", b"all"):
-                    self._reject(reply, ApiErrors.STREAM_ROLLUP_FAILED(
-                        err="rollup value invalid: " + json.dumps(v.decode(errors="replace"))))
+                    self._reject(
+                        reply,
+                        ApiErrors.STREAM_ROLLUP_FAILED(
+                            err="rollup value invalid: " + json.dumps(v.decode(errors="replace"))
+                        ),
+                    )
                     return 0
                 rollup = v
 
@@ -742,8 +790,7 @@ _RP_LAST_SEQUENCE = b"\r\n" + NH.LAST_SEQUENCE + b": "
 _RP_MSG_SIZE = NH.MSG_SIZE + b": "
 
 
-def _republish(self: Stream, subject: str, hdr: bytes | None, payload: bytes, seq: int, ts: int,
-               tlseq: int) -> None:
+def _republish(self: Stream, subject: str, hdr: bytes | None, payload: bytes, seq: int, ts: int, tlseq: int) -> None:
     """republish: a copy of the stored message to the mapped subject, with the headers
     ``Nats-Stream``, ``Nats-Subject``, ``Nats-Sequence``, ``Nats-Time-Stamp``,
     ``Nats-Last-Sequence`` (previous seq on the subject) and, headers-only, ``Nats-Msg-Size``
@@ -755,8 +802,19 @@ def _republish(self: Stream, subject: str, hdr: bytes | None, payload: bytes, se
     dest = _transform(src, rp.get("dest", ""), subject)
     if not dest:
         return
-    base = (_RP_STREAM + self.name.encode() + _RP_SUBJECT + subject.encode() + _RP_SEQUENCE + str(seq).encode()
-            + _RP_TIME_STAMP + rfc3339(ts).encode() + _RP_LAST_SEQUENCE + str(tlseq).encode() + b"\r\n")
+    base = (
+        _RP_STREAM
+        + self.name.encode()
+        + _RP_SUBJECT
+        + subject.encode()
+        + _RP_SEQUENCE
+        + str(seq).encode()
+        + _RP_TIME_STAMP
+        + rfc3339(ts).encode()
+        + _RP_LAST_SEQUENCE
+        + str(tlseq).encode()
+        + b"\r\n"
+    )
     if rp.get("headers_only"):
         base += _RP_MSG_SIZE + str(len(payload)).encode() + b"\r\n"
         body = b""
@@ -764,7 +822,7 @@ def _republish(self: Stream, subject: str, hdr: bytes | None, payload: bytes, se
         body = payload
     if hdr:
         # original headers first (without the trailing CRLF), then ours
-        nh = hdr[: len(hdr) - 2] + base[len(b"NATS/1.0\r\n"):] + b"\r\n"
+        nh = hdr[: len(hdr) - 2] + base[len(b"NATS/1.0\r\n") :] + b"\r\n"
     else:
         nh = base + b"\r\n"
     self.account.ports.publish(dest, "", nh, body)

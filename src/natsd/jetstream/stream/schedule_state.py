@@ -77,14 +77,16 @@ def _load(kind: str, data: bytes) -> array:
 
 def encode_state(stamp: Stamp, entries: list[Entry]) -> bytes:
     subjects = "".join(e[2] for e in entries).encode()
-    body = b"".join((
-        _HEAD.pack(MAGIC, VERSION, *stamp, len(entries)),
-        _dump("q", [e[0] for e in entries]),
-        _dump("Q", [e[1] for e in entries]),
-        _dump("I", [len(e[2]) for e in entries]),
-        _U32.pack(len(subjects)),
-        subjects,
-    ))
+    body = b"".join(
+        (
+            _HEAD.pack(MAGIC, VERSION, *stamp, len(entries)),
+            _dump("q", [e[0] for e in entries]),
+            _dump("Q", [e[1] for e in entries]),
+            _dump("I", [len(e[2]) for e in entries]),
+            _U32.pack(len(subjects)),
+            subjects,
+        )
+    )
     return body + _U32.pack(zlib.crc32(body))
 
 
@@ -106,13 +108,13 @@ def decode_state(data: bytes, names: dict[str, str] | None = None) -> tuple[Stam
     end = off + 20 * n + 4
     if end > len(data) - 4:
         raise ValueError("truncated")
-    whens = _load("q", data[off:off + 8 * n])
-    seqs = _load("Q", data[off + 8 * n:off + 16 * n])
-    lens = _load("I", data[off + 16 * n:off + 20 * n])
+    whens = _load("q", data[off : off + 8 * n])
+    seqs = _load("Q", data[off + 8 * n : off + 16 * n])
+    lens = _load("I", data[off + 16 * n : off + 20 * n])
     (blen,) = _U32.unpack_from(data, off + 20 * n)
     if end + blen != len(data) - 4:
         raise ValueError("bad length")
-    text = data[end:end + blen].decode()
+    text = data[end : end + blen].decode()
     if sum(lens) != len(text):
         raise ValueError("subject lengths mismatch")
     shared = names if names is not None else {}
@@ -121,7 +123,7 @@ def decode_state(data: bytes, names: dict[str, str] | None = None) -> tuple[Stam
     append = out.append
     pos = 0
     for w, q, ln in zip(whens, seqs, lens):
-        s = text[pos:pos + ln]
+        s = text[pos : pos + ln]
         pos += ln
         append((times.setdefault(w, w), q, shared.get(s, s)))
     return (first, last, msgs), out

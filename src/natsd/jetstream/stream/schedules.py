@@ -33,7 +33,8 @@ Timers: one :class:`Schedules` per stream keeps ``subject -> entry`` and a heap 
 ``(when_ns, seq, subject)`` ordered by wall time, with lazy deletion (an entry in the heap that is
 no longer the subject's current entry is skipped when popped). One clock timer is armed for the
 earliest entry (``Clock.call_later``; never sooner than 250 ms after arming, as the reference),
-so pending schedules cost memory only (about 300 bytes each) and no CPU until one is due. When due, entries are produced in sequence order; a schedule
+so pending schedules cost memory only (about 300 bytes each) and no CPU until one is due. When due, entries are
+produced in sequence order; a schedule
 whose message is gone (deleted, purged, expired) is dropped then.
 
 Recovery: a file stream that stopped cleanly left its pending schedules in ``schedules.db``
@@ -94,15 +95,27 @@ SCHEDULE_MARK = NH.SCHEDULE_PREFIX
 _EXPECTED_PREFIX = NH.EXPECTED_PREFIX
 
 _PREDEFINED = {
-    "@yearly": "0 0 0 1 1 *", "@annually": "0 0 0 1 1 *", "@monthly": "0 0 0 1 * *",
-    "@weekly": "0 0 0 * * 0", "@daily": "0 0 0 * * *", "@midnight": "0 0 0 * * *", "@hourly": "0 0 * * * *",
+    "@yearly": "0 0 0 1 1 *",
+    "@annually": "0 0 0 1 1 *",
+    "@monthly": "0 0 0 1 * *",
+    "@weekly": "0 0 0 * * 0",
+    "@daily": "0 0 0 * * *",
+    "@midnight": "0 0 0 * * *",
+    "@hourly": "0 0 * * * *",
 }
 # (min, max, names) of second, minute, hour, day of month, month, day of week.
-_MONTHS = {m: i + 1 for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct",
-                                           "nov", "dec"))}
+_MONTHS = {
+    m: i + 1 for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"))
+}
 _DAYS = {d: i for i, d in enumerate(("sun", "mon", "tue", "wed", "thu", "fri", "sat"))}
 _BOUNDS: tuple[tuple[int, int, dict[str, int] | None], ...] = (
-    (0, 59, None), (0, 59, None), (0, 23, None), (1, 31, None), (1, 12, _MONTHS), (0, 6, _DAYS))
+    (0, 59, None),
+    (0, 59, None),
+    (0, 23, None),
+    (1, 31, None),
+    (1, 12, _MONTHS),
+    (0, 6, _DAYS),
+)
 _INT = re.compile(r"[+-]?\d+\Z")  # what Go's strconv.Atoi takes
 _CRON_YEARS = 5  # the reference gives up when nothing matches within five years
 
@@ -290,8 +303,7 @@ def _strip_headers(hdr: bytes) -> bytes | None:
             continue
         if ln.startswith(b"Nats-"):
             name = ln.split(b":", 1)[0]
-            if (name.startswith(H_SCHEDULE) or name.startswith(_EXPECTED_PREFIX)
-                    or name in (H_MSG_ID, H_TTL, H_ROLLUP)):
+            if name.startswith(H_SCHEDULE) or name.startswith(_EXPECTED_PREFIX) or name in (H_MSG_ID, H_TTL, H_ROLLUP):
                 continue
         kept.append(ln)
     if len(kept) == 1:
@@ -299,9 +311,16 @@ def _strip_headers(hdr: bytes) -> bytes | None:
     return b"\r\n".join(kept) + b"\r\n\r\n"
 
 
-def check_publish(subject: str, hdr: bytes, h: dict[bytes, bytes], allowed: bool, allow_ttl: bool,
-                  stream_subjects: list[str], load_last: Callable[[str], "StoreMsg | None"],
-                  parse_ttl: Callable[[str], int]) -> bytes:
+def check_publish(
+    subject: str,
+    hdr: bytes,
+    h: dict[bytes, bytes],
+    allowed: bool,
+    allow_ttl: bool,
+    stream_subjects: list[str],
+    load_last: Callable[[str], "StoreMsg | None"],
+    parse_ttl: Callable[[str], int],
+) -> bytes:
     """Validate the schedule headers of a client's publish (the reference's checks, in its order)
     and return the header block to store (``Nats-Rollup: sub`` added to a schedule). Raises
     ApiError with the reference's code when refused."""
@@ -384,7 +403,7 @@ def _rebuilt_when(hdr: bytes, ts: int, now: int, at_cache: dict[bytes, int]) -> 
         return 0
     if _LINE_TZ not in hdr:
         j = hdr.find(b"\r\n", i + 2)
-        pattern = hdr[i + len(_LINE_SCHEDULE):j if j >= 0 else len(hdr)].lstrip(b" ")
+        pattern = hdr[i + len(_LINE_SCHEDULE) : j if j >= 0 else len(hdr)].lstrip(b" ")
         when = at_cache.get(pattern)
         if when is not None:
             return when
@@ -413,11 +432,27 @@ class Schedules:
     its own checks treat the message as the server's, not a client's. ``state_dir`` (file streams):
     the directory of ``schedules.db`` (:meth:`save` at a clean stop, read by :meth:`recover`)."""
 
-    __slots__ = ("_clock", "_store", "_produce", "_state_dir", "_complete", "_entries", "_heap", "_timer",
-                 "_timer_at", "producing", "stopped")
+    __slots__ = (
+        "_clock",
+        "_store",
+        "_produce",
+        "_state_dir",
+        "_complete",
+        "_entries",
+        "_heap",
+        "_timer",
+        "_timer_at",
+        "producing",
+        "stopped",
+    )
 
-    def __init__(self, clock: "Clock", store: "StreamStore",
-                 produce: Callable[[str, bytes | None, bytes], int], state_dir: str | None = None) -> None:
+    def __init__(
+        self,
+        clock: "Clock",
+        store: "StreamStore",
+        produce: Callable[[str, bytes | None, bytes], int],
+        state_dir: str | None = None,
+    ) -> None:
         self._clock = clock
         self._store = store
         self._produce = produce
@@ -506,8 +541,9 @@ class Schedules:
                 if saved == stamp:
                     self._load(entries)
                     return
-                log.warning("stream schedules state is stale (store %s, file %s); rebuilding from the messages",
-                            stamp, saved)
+                log.warning(
+                    "stream schedules state is stale (store %s, file %s); rebuilding from the messages", stamp, saved
+                )
         if not st.msgs:
             return
         now = self._clock.time_ns()

@@ -105,6 +105,7 @@ _HASH_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 def api_hash(name: str, size: int = 8) -> str:
     """nats-server's getHash: sha256, first ``size`` bytes mapped onto base-62 digits."""
     import hashlib
+
     b = hashlib.sha256(name.encode()).digest()
     return "".join(_HASH_DIGITS[b[i] % 62] for i in range(size))
 
@@ -118,7 +119,7 @@ def _header_int(hdr: bytes, name: bytes) -> int:
     i = hdr.find(name)
     if i < 0:
         return -1
-    v = hdr[i + len(name):].split(b"\r\n", 1)[0].strip()
+    v = hdr[i + len(name) :].split(b"\r\n", 1)[0].strip()
     return int(v) if v.isdigit() else -1
 
 
@@ -147,8 +148,9 @@ class SourcedStream(Protocol):
 
     def note_mirrored(self, seq: int) -> None: ...
 
-    def process_msg(self, subject: str, reply: str, hdr: bytes | None, payload: bytes,
-                    sourced: bool = False) -> int: ...
+    def process_msg(
+        self, subject: str, reply: str, hdr: bytes | None, payload: bytes, sourced: bool = False
+    ) -> int: ...
 
 
 class SourceLink:
@@ -222,7 +224,7 @@ class SourceLink:
             except StoreError:
                 break
             if sm.hdr and prefix in sm.hdr:
-                line = sm.hdr[sm.hdr.index(prefix) + len(prefix):].split(b"\r\n", 1)[0]
+                line = sm.hdr[sm.hdr.index(prefix) + len(prefix) :].split(b"\r\n", 1)[0]
                 tok = line.split(b" ", 1)[0]
                 if tok.isdigit():
                     return int(tok)
@@ -259,14 +261,23 @@ class SourceLink:
         if not self._sourcing:
             name += "_" + _rand(8)
         self._name = name
-        meta = {"_nats.mirror.stream" if self.mirror else "_nats.src.stream": stream.name,
-                "_nats.mirror.acc" if self.mirror else "_nats.src.acc": stream.account.name}
+        meta = {
+            "_nats.mirror.stream" if self.mirror else "_nats.src.stream": stream.name,
+            "_nats.mirror.acc" if self.mirror else "_nats.src.acc": stream.account.name,
+        }
         if stream.account.engine.domain:
             meta["_nats.mirror.domain" if self.mirror else "_nats.src.domain"] = stream.account.engine.domain
         config: dict = {
-            "name": name, "deliver_subject": self._deliver, "ack_policy": "none", "ack_wait": 22 * 3600 * SECOND,
-            "max_deliver": 1, "idle_heartbeat": HEARTBEAT_NS, "flow_control": True, "direct": True,
-            "inactive_threshold": HEALTH_CHECK_NS, "metadata": meta,
+            "name": name,
+            "deliver_subject": self._deliver,
+            "ack_policy": "none",
+            "ack_wait": 22 * 3600 * SECOND,
+            "max_deliver": 1,
+            "idle_heartbeat": HEARTBEAT_NS,
+            "flow_control": True,
+            "direct": True,
+            "inactive_threshold": HEALTH_CHECK_NS,
+            "metadata": meta,
         }
         if self._sourcing:
             config["sourcing"] = True
@@ -294,8 +305,12 @@ class SourceLink:
         self._creating = True
         self.dseq = 0
         self.last_active = self.stream.clock.monotonic_ns()
-        ports.publish(subject, reply, _LEVEL_HDR if self._sourcing else None,
-                      json.dumps({"stream_name": self.origin, "config": config}).encode())
+        ports.publish(
+            subject,
+            reply,
+            _LEVEL_HDR if self._sourcing else None,
+            json.dumps({"stream_name": self.origin, "config": config}).encode(),
+        )
 
     def _on_create_reply(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
         self._creating = False
@@ -307,8 +322,12 @@ class SourceLink:
             err = resp["error"] if isinstance(resp["error"], dict) else {}
             if self._sourcing and err.get("err_code") in _FALLBACK_CODES and not self._closed:
                 # An origin without durable sourcing: ask again as the reference falls back.
-                log.info("stream %s: origin %s does not support sourcing consumers (%s); using an "
-                         "ephemeral consumer", self.stream.name, self.origin, err.get("description"))
+                log.info(
+                    "stream %s: origin %s does not support sourcing consumers (%s); using an ephemeral consumer",
+                    self.stream.name,
+                    self.origin,
+                    err.get("description"),
+                )
                 self._sourcing = False
                 self._create_consumer()
                 return
@@ -385,6 +404,7 @@ class SourceLink:
                 return
             hdr = (_FC_REPLY % (dseq, sseq)).encode() if sseq > 0 else None
             stream.account.ports.publish(reply, "", hdr, b"")
+
         stream.clock.call_soon(send)
 
     def _store_mirrored(self, subject: str, hdr: bytes | None, payload: bytes, sseq: int, ts: int) -> None:
@@ -458,8 +478,11 @@ class SourceLink:
 
     def info(self) -> dict:
         """StreamSourceInfo JSON: name, lag, active (ns since last activity), error?, filter."""
-        out: dict = {"name": self.origin, "lag": self.lag,
-                     "active": max(self.stream.clock.monotonic_ns() - self.last_active, 0) if self.last_active else -1}
+        out: dict = {
+            "name": self.origin,
+            "lag": self.lag,
+            "active": max(self.stream.clock.monotonic_ns() - self.last_active, 0) if self.last_active else -1,
+        }
         if self.error:
             out["error"] = self.error
         if self.filter:
@@ -467,4 +490,3 @@ class SourceLink:
         if self.cfg.get("subject_transforms"):
             out["subject_transforms"] = self.cfg["subject_transforms"]
         return out
-

@@ -45,6 +45,7 @@ log = logging.getLogger("natsd.jetstream.stream")
 # they are written (coalescing the writes of many loop turns into one).
 ASYNC_PERSIST_DELAY_NS = 10 * 10**6
 
+
 def _flush(self: Stream) -> None:
     """Once per loop turn: write, (fsync), then PubAcks, then wake consumers."""
     self._flush_scheduled = False
@@ -71,8 +72,9 @@ def _flush(self: Stream) -> None:
         elif token or self._waits:
             # Written on the writer thread (or after writes still waited for): this turn's
             # replies and consumers wait for it, in order (_written).
-            self._waits.append((token or self._waits[-1][0], self._ack_subjects, self._ack_payloads,
-                                self._new_msgs, self.lseq))
+            self._waits.append(
+                (token or self._waits[-1][0], self._ack_subjects, self._ack_payloads, self._new_msgs, self.lseq)
+            )
             self._ack_subjects, self._ack_payloads = [], []
             self._new_msgs = False
             self._written()
@@ -172,8 +174,13 @@ def _persist(self: Stream) -> None:
     if rb is not None or failed is not None:
         # Acknowledged messages are lost: that is what async persistence allows. Say so
         # and bring our state back to the store's.
-        log.error("stream '%s > %s' (persist_mode async) lost acknowledged messages after %d: %s",
-                  self.account.name, self.name, rb[0] if rb else -1, rb[1] if rb else failed)
+        log.error(
+            "stream '%s > %s' (persist_mode async) lost acknowledged messages after %d: %s",
+            self.account.name,
+            self.name,
+            rb[0] if rb else -1,
+            rb[1] if rb else failed,
+        )
         self._write_failed(rb, failed)
     if self._counted != self.store.bytes_used:
         self._fold_usage()
@@ -213,8 +220,9 @@ def _write_failed(self: Stream, rb: tuple[int, StoreWriteError] | None, failed: 
     now = self.clock.monotonic_ns()
     if now - self._write_err_logged_at >= 10 * 10**9:  # rate limited, as the reference
         self._write_err_logged_at = now
-        log.error("JetStream failed to store %d msg(s) on stream '%s > %s': %s", refused, self.account.name,
-                  self.name, exc)
+        log.error(
+            "JetStream failed to store %d msg(s) on stream '%s > %s': %s", refused, self.account.name, self.name, exc
+        )
 
 
 def _notify_new(self: Stream, last_seq: int) -> None:

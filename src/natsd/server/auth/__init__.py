@@ -3,7 +3,6 @@
 nonce and JWT expiry (``identity``) and account imports/exports (``imports``).
 """
 
-from natsd.server.auth.authenticator import (AuthResult, Authenticator, CompiledPermissions, SubjectFilter,
-                                             is_bcrypt)
+from natsd.server.auth.authenticator import AuthResult, Authenticator, CompiledPermissions, SubjectFilter, is_bcrypt
 
 __all__ = ["Authenticator", "AuthResult", "SubjectFilter", "CompiledPermissions", "is_bcrypt"]

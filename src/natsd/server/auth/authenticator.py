@@ -40,8 +40,16 @@ from natsd.config.options import Permissions, ServerOptions, SubjectPermission, 
 from natsd.config.jwt import decode_sig, verify
 from natsd.subjects.tokens import subject_matches
 
-__all__ = ["Authenticator", "AuthResult", "Callout", "CalloutApplicant", "SubjectFilter", "CompiledPermissions",
-           "is_bcrypt", "check_password"]
+__all__ = [
+    "Authenticator",
+    "AuthResult",
+    "Callout",
+    "CalloutApplicant",
+    "SubjectFilter",
+    "CompiledPermissions",
+    "is_bcrypt",
+    "check_password",
+]
 
 _CACHE_MAX = 1024
 
@@ -55,6 +63,7 @@ def check_password(stored: str, given: str) -> bool:
     """Compare a presented password/token with the configured one (plain or bcrypt)."""
     if is_bcrypt(stored):
         import bcrypt
+
         try:
             return bcrypt.checkpw(given.encode(), stored.encode())
         except ValueError:
@@ -76,7 +85,8 @@ class SubjectFilter:
         r = self._cache.get(subject)
         if r is None:
             r = (not self.allow or any(subject_matches(p, subject) for p in self.allow)) and not any(
-                subject_matches(p, subject) for p in self.deny)
+                subject_matches(p, subject) for p in self.deny
+            )
             if len(self._cache) >= _CACHE_MAX:
                 self._cache.clear()
             self._cache[subject] = r
@@ -159,8 +169,9 @@ class Callout(Protocol):
 class Authenticator:
     """Built from :class:`ServerOptions`; rebuilt on config reload."""
 
-    def __init__(self, options: ServerOptions, trust: OperatorMode | None = None,
-                 callout: Callout | None = None) -> None:
+    def __init__(
+        self, options: ServerOptions, trust: OperatorMode | None = None, callout: Callout | None = None
+    ) -> None:
         self.trust = trust  # natsd.server.auth.trust.Trust in operator mode
         self.callout = callout
         self.nkeys: dict[str, UserOptions] = {u.nkey: u for u in options.nkeys}

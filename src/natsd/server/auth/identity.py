@@ -52,8 +52,9 @@ class IdentityMixin:
     def _init_identity(self) -> None:
         # nkeys/JWT: a fresh nonce per connection for the client to sign (11 random bytes,
         # base64url without padding: 15 characters, as nats-server sends it).
-        self.nonce = (base64.urlsafe_b64encode(os.urandom(11)).rstrip(b"=").decode()
-                      if self.server.auth.nonce_required else "")
+        self.nonce = (
+            base64.urlsafe_b64encode(os.urandom(11)).rstrip(b"=").decode() if self.server.auth.nonce_required else ""
+        )
         self.jwt_iat = None  # issued-at of the user JWT this client logged in with
         self._expire_timer = None
         self.jwt_max_subs = -1  # subscriptions allowed by the user/account JWT (-1: no JWT limit)

@@ -18,7 +18,8 @@ subscriber would get it:
 
 An import is honoured only when the exporter's JWT exports a subject covering it; a private
 export (``token_req``) also needs the import's activation token (:func:`_activation_ok`). An
-import that does not qualify is skipped with a warning, as the reference does. Forwarding depth is capped (``MAX_DEPTH``) so import cycles cannot recurse forever.
+import that does not qualify is skipped with a warning, as the reference does. Forwarding depth is capped
+(``MAX_DEPTH``) so import cycles cannot recurse forever.
 """
 
 from __future__ import annotations
@@ -111,12 +112,14 @@ def apply_imports(server: "ServerContext", acc: "Account", claims: "AccountClaim
         exp_claims = trust.lookup(imp.account)
         export = _find_export(exp_claims, imp) if exp_claims is not None else None
         if export is None:
-            logger.warning("Account %s: import of %s %r from %s is not exported", acc.name, imp.type,
-                           imp.subject, imp.account)
+            logger.warning(
+                "Account %s: import of %s %r from %s is not exported", acc.name, imp.type, imp.subject, imp.account
+            )
             continue
         if export.token_req and not _activation_ok(imp, exp_claims):  # type: ignore[arg-type]  # export is None otherwise
-            logger.warning("Account %s: import of %r from %s has no valid activation token",
-                           acc.name, imp.subject, imp.account)
+            logger.warning(
+                "Account %s: import of %r from %s has no valid activation token", acc.name, imp.subject, imp.account
+            )
             continue
         exporter = server.accounts.get(imp.account) or server.get_account(imp.account)
         if imp.type == "service":
@@ -154,8 +157,9 @@ class _StreamLink:
 
 
 class _ServiceLink:
-    def __init__(self, server: "ServerContext", exporter: "Account", importer: "Account", imp: "Import",
-                 export: "Export") -> None:
+    def __init__(
+        self, server: "ServerContext", exporter: "Account", importer: "Account", imp: "Import", export: "Export"
+    ) -> None:
         self.clock = server.clock
         self.exporter = exporter
         self.to_exporter = ServerPorts(exporter)
@@ -168,8 +172,10 @@ class _ServiceLink:
         self.prefix = f"_R_.L{next(_links)}."
         self.pending: dict[str, tuple[str, int]] = {}  # token -> (requester reply, deadline ns)
         self._n = itertools.count(1)
-        self.subs = [self.to_importer.subscribe(self.local, self._on_request),
-                     self.to_exporter.subscribe(self.prefix + ">", self._on_response)]
+        self.subs = [
+            self.to_importer.subscribe(self.local, self._on_request),
+            self.to_exporter.subscribe(self.prefix + ">", self._on_response),
+        ]
 
     def _on_request(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
         global _depth
@@ -197,7 +203,7 @@ class _ServiceLink:
         finally:
             _depth -= 1
         if not n and reply:
-            self.pending.pop(mapped[len(self.prefix):], None)
+            self.pending.pop(mapped[len(self.prefix) :], None)
             self._no_responders(subject, reply)
 
     def _no_responders(self, subject: str, reply: str) -> None:
@@ -211,7 +217,7 @@ class _ServiceLink:
                 return
 
     def _on_response(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
-        token = subject[len(self.prefix):]
+        token = subject[len(self.prefix) :]
         entry = self.pending.get(token)
         if entry is None:
             return

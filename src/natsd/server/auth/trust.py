@@ -81,6 +81,7 @@ def _config_error(message: str, source: str) -> ConfigError:
 
 # -- resolvers ------------------------------------------------------------------------------------
 
+
 class MemoryResolver:
     """Account JWTs held in memory (``resolver: MEMORY`` + ``resolver_preload``)."""
 
@@ -128,10 +129,15 @@ def _iat(token: str) -> int:
 
 # -- claims -> natsd settings ---------------------------------------------------------------------
 
-_JS_FIELDS = (("mem_storage", "max_memory"), ("disk_storage", "max_storage"), ("streams", "max_streams"),
-              ("consumer", "max_consumers"), ("max_ack_pending", "max_ack_pending"),
-              ("mem_max_stream_bytes", "memory_max_stream_bytes"),
-              ("disk_max_stream_bytes", "storage_max_stream_bytes"))
+_JS_FIELDS = (
+    ("mem_storage", "max_memory"),
+    ("disk_storage", "max_storage"),
+    ("streams", "max_streams"),
+    ("consumer", "max_consumers"),
+    ("max_ack_pending", "max_ack_pending"),
+    ("mem_max_stream_bytes", "memory_max_stream_bytes"),
+    ("disk_max_stream_bytes", "storage_max_stream_bytes"),
+)
 
 
 def js_limits(claims: J.AccountClaims) -> AccountJetStreamLimits | None:
@@ -184,6 +190,7 @@ def user_permissions(pub: dict | None, sub: dict | None, resp: dict | None) -> P
 
 
 # -- trust ----------------------------------------------------------------------------------------
+
 
 class Trust:
     """Trusted operators + resolver; built once per configuration (see module docstring)."""
@@ -322,10 +329,16 @@ class Trust:
         if max_conns >= 0 and (len(acc.clients) if acc is not None else 0) >= max_conns:
             return AuthResult(False, uc.subject, error=ERR_MAX_ACCOUNT_CONNS)
         expires = min(x for x in (uc.expires, ac.expires, 1 << 62) if x)
-        return AuthResult(True, uc.subject, ac.subject, compile_permissions(perms),
-                          expires=0 if expires == 1 << 62 else expires, jwt_iat=uc.issued_at,
-                          max_subs=_tighter(user_limits["subs"], J.limit_of(ac.limits, "subs")),
-                          max_payload=_tighter(user_limits["payload"], J.limit_of(ac.limits, "payload")))
+        return AuthResult(
+            True,
+            uc.subject,
+            ac.subject,
+            compile_permissions(perms),
+            expires=0 if expires == 1 << 62 else expires,
+            jwt_iat=uc.issued_at,
+            max_subs=_tighter(user_limits["subs"], J.limit_of(ac.limits, "subs")),
+            max_payload=_tighter(user_limits["payload"], J.limit_of(ac.limits, "payload")),
+        )
 
     # -- server wiring ----------------------------------------------------------------------------
 
@@ -349,8 +362,11 @@ class Trust:
         acc.mapper = mapping_from_claims(acc.name, claims.mappings)
         # Its exports changed: importers from it re-link (their subscriptions live here).
         for other in list(server.accounts.values()) if relink else ():
-            if other is not acc and other.name in self._claims and any(
-                    i.account == acc.name for i in self._claims[other.name].imports):
+            if (
+                other is not acc
+                and other.name in self._claims
+                and any(i.account == acc.name for i in self._claims[other.name].imports)
+            ):
                 apply_imports(server, other, self._claims[other.name])
         if acc.name != self.system_account:
             server.apply_js_limits(acc, js_limits(claims))
@@ -373,10 +389,18 @@ class Trust:
             return
         server = self.server
         assert server is not None  # bound before any request can arrive
-        payload = {"server": {"name": server.server_name, "host": server.options.host, "id": server.server_id,
-                              "ver": __version__, "jetstream": server.jetstream is not None,
-                              "flags": 0, "seq": 0,
-                              "time": format_rfc3339(int(self.now()) * SECOND)}}
+        payload = {
+            "server": {
+                "name": server.server_name,
+                "host": server.options.host,
+                "id": server.server_id,
+                "ver": __version__,
+                "jetstream": server.jetstream is not None,
+                "flags": 0,
+                "seq": 0,
+                "time": format_rfc3339(int(self.now()) * SECOND),
+            }
+        }
         payload.update(body)
         self._ports.publish(reply, "", None, json.dumps(payload, separators=(",", ":")).encode())
 

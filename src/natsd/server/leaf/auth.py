@@ -200,8 +200,13 @@ class LinkPerms:
 
     __slots__ = ("recv", "send", "interest", "sub", "imp", "exp", "replies", "resp_max", "resp_ttl")
 
-    def __init__(self, recv: SubjectFilter | None, send: SubjectFilter | None, interest: SubjectFilter | None,
-                 sub: SubjectFilter | None) -> None:
+    def __init__(
+        self,
+        recv: SubjectFilter | None,
+        send: SubjectFilter | None,
+        interest: SubjectFilter | None,
+        sub: SubjectFilter | None,
+    ) -> None:
         self.recv = _Checked(recv) if recv is not None else None
         self.send = _Checked(send) if send is not None else None
         self.interest = interest
@@ -285,6 +290,7 @@ class LinkPerms:
 
 # -- per-message filters ---------------------------------------------------------------------------
 
+
 def _matches_any(patterns: Iterable[str], subject: str) -> bool:
     for p in patterns:
         if subject_matches(p, subject):
@@ -360,7 +366,7 @@ class LeafIdentityMixin:
         announce only what we may import (interest already announced is withdrawn)."""
         self.perms = LinkPerms.for_spoke(imp, exp)
         self._apply_perms()
-        for (subject, queue) in list(self.smap):
+        for subject, queue in list(self.smap):
             if not self.perms.announces(subject):
                 del self.smap[(subject, queue)]
                 self.send(encode_ls_minus(subject, queue))
@@ -381,6 +387,7 @@ class LeafIdentityMixin:
         """The TLS layer below gave up (a plaintext first record, a bad certificate, a timeout)."""
         if not self.closed:
             # nats-server's wording ("TLS leafnode handshake error: ...", reason TLS Handshake Failure)
-            logger.error("%sTLS leafnode handshake error: %s", self.prefix,
-                         message.removeprefix("TLS handshake error: "))
+            logger.error(
+                "%sTLS leafnode handshake error: %s", self.prefix, message.removeprefix("TLS handshake error: ")
+            )
             self.close("TLS Handshake Failure", graceful=False)

@@ -34,13 +34,18 @@ from __future__ import annotations
 import cramjam
 
 from natsd.config.leafnodes import (
-    COMPRESSION_ACCEPT, COMPRESSION_NOT_SUPPORTED, COMPRESSION_OFF, COMPRESSION_S2_AUTO, COMPRESSION_S2_BEST,
-    COMPRESSION_S2_BETTER, COMPRESSION_S2_FAST, COMPRESSION_S2_UNCOMPRESSED,
+    COMPRESSION_ACCEPT,
+    COMPRESSION_NOT_SUPPORTED,
+    COMPRESSION_OFF,
+    COMPRESSION_S2_AUTO,
+    COMPRESSION_S2_BEST,
+    COMPRESSION_S2_BETTER,
+    COMPRESSION_S2_FAST,
+    COMPRESSION_S2_UNCOMPRESSED,
 )
 from natsd.s2 import FrameDecoder, S2Error
 
-__all__ = ["needs_compression", "select_mode", "auto_mode", "info_mode", "S2Writer", "S2Reader",
-           "CompressionError"]
+__all__ = ["needs_compression", "select_mode", "auto_mode", "info_mode", "S2Writer", "S2Reader", "CompressionError"]
 
 _LEVELS = (COMPRESSION_S2_UNCOMPRESSED, COMPRESSION_S2_FAST, COMPRESSION_S2_BETTER, COMPRESSION_S2_BEST)
 

@@ -29,7 +29,13 @@ from natsd.protocol.errors import ERR_AUTH_VIOLATION
 from natsd.protocol.leaf import encode_connect
 from natsd.server.leaf.auth import LinkPerms
 from natsd.server.leaf.compress import (
-    CompressionError, S2Reader, S2Writer, auto_mode, info_mode, needs_compression, select_mode,
+    CompressionError,
+    S2Reader,
+    S2Writer,
+    auto_mode,
+    info_mode,
+    needs_compression,
+    select_mode,
 )
 from natsd.server.log import logger
 
@@ -129,8 +135,10 @@ class LeafHandshakeMixin:
             if self.websocket:
                 ssl_ctx = None  # wss:// did its TLS before the HTTP upgrade (as the reference)
             elif info.get("tls_required") and ssl_ctx is None:
-                logger.error("%sTLS configuration mismatch: Hub requires TLS but leafnode remote is not "
-                             "configured for TLS", self.prefix)
+                logger.error(
+                    "%sTLS configuration mismatch: Hub requires TLS but leafnode remote is not configured for TLS",
+                    self.prefix,
+                )
                 self.close("TLS Handshake Failure")
                 return
             if ssl_ctx is not None and not self._tls:
@@ -358,8 +366,9 @@ class LeafHandshakeMixin:
             logger.info("%sConnected leafnode to %r", self.prefix, self.remote_name)
         dom_local = self.manager.domain
         if dom_local != self.remote_domain:
-            logger.info('%sJetStream using domains: local "%s", remote "%s"', self.prefix, dom_local,
-                        self.remote_domain)
+            logger.info(
+                '%sJetStream using domains: local "%s", remote "%s"', self.prefix, dom_local, self.remote_domain
+            )
         self._timer = self.server.clock.call_later(FIRST_PING_NS, self._ping_tick)
 
     def _setup_filters(self) -> None:

@@ -93,7 +93,8 @@ class _Remote:
                     self._schedule()  # refused within this await: _failed found the attempt running
                 return
             _t, link = await asyncio.wait_for(
-                loop.create_connection(lambda: LeafConnection(self.manager, self), host, port), timeout=5)
+                loop.create_connection(lambda: LeafConnection(self.manager, self), host, port), timeout=5
+            )
         except (OSError, asyncio.TimeoutError, ValueError) as e:  # (ValueError: TLS files)
             self._task = None
             self._failed(host, port, str(e) or type(e).__name__)
@@ -134,18 +135,28 @@ class _Remote:
         netloc = sp.netloc.rpartition("@")[2]
         if sp.port is None:
             netloc = f"{netloc}:{port}"  # (the Host header names the port the reference dials)
-        layer = WebSocketClientLayer(netloc, leaf_ws_target(sp.path), upper, failed,
-                                     compression=self.opts.ws_compression)
+        layer = WebSocketClientLayer(
+            netloc, leaf_ws_target(sp.path), upper, failed, compression=self.opts.ws_compression
+        )
         loop = self.manager.server.loop
         assert loop is not None  # remotes start with the server
-        await asyncio.wait_for(loop.create_connection(
-            lambda: layer, host, port, ssl=ssl_ctx, server_hostname=host if ssl_ctx is not None else None), timeout=5)
+        await asyncio.wait_for(
+            loop.create_connection(
+                lambda: layer, host, port, ssl=ssl_ctx, server_hostname=host if ssl_ctx is not None else None
+            ),
+            timeout=5,
+        )
         return layer
 
     def _failed(self, host: str, port: int, why: str) -> None:
         self.failures += 1
-        logger.error('Error trying to connect as leafnode to remote server "%s:%d" (attempt %d): %s',
-                     host, port, self.failures, why)
+        logger.error(
+            'Error trying to connect as leafnode to remote server "%s:%d" (attempt %d): %s',
+            host,
+            port,
+            self.failures,
+            why,
+        )
         self._schedule(dial_failure_delay_ns(self.manager.options.reconnect_ns, self.manager.rng))
 
     def link_up(self, link: LeafConnection) -> None:
@@ -209,7 +220,8 @@ class LeafManager:
             loop = self.server.loop
             assert loop is not None  # a started server's
             self._listener = await loop.create_server(
-                self._new_protocol, host, ln.port if ln.port > 0 else 0, reuse_address=True)
+                self._new_protocol, host, ln.port if ln.port > 0 else 0, reuse_address=True
+            )
             self.port = self._listener.sockets[0].getsockname()[1]
             logger.info("Listening for leafnode connections on %s:%d", host, self.port)
         for r in self.remotes:
@@ -224,8 +236,7 @@ class LeafManager:
             return LeafConnection(self)
 
         s = self.server
-        return TlsLayer.for_options(tls, s.tls.getter("leafnode"), lambda: LeafConnection(self), s.clock,
-                                    s.handshakes)
+        return TlsLayer.for_options(tls, s.tls.getter("leafnode"), lambda: LeafConnection(self), s.clock, s.handshakes)
 
     def ws_link(self) -> LeafConnection | None:
         """A leaf connecting on the websocket port (``GET .../leafnode``, natsd.server.transport.websocket):
@@ -408,8 +419,11 @@ class LeafManager:
         q = query or {}
         subs = str(q.get("subs", "")).lower() in ("1", "true", "detail")
         acc = q.get("acc") or ""
-        leafs = [link_leafz(c, subs) for c in self.connections.values()
-                 if c.ready and (not acc or (c.account and c.account.name == acc))]
+        leafs = [
+            link_leafz(c, subs)
+            for c in self.connections.values()
+            if c.ready and (not acc or (c.account and c.account.name == acc))
+        ]
         return {"leafnodes": len(leafs), "leafs": leafs}
 
 

@@ -10,7 +10,8 @@ of the server like a client that subscribes on behalf of the other side:
   link into the account's Sublist (``LS-`` removes it), so local publishes reach the other side
   through the normal routing (:func:`natsd.server.router.route`), queue groups included: the link
   is a member of a group used when no local member is there (as the reference), and among several
-  links one is picked in proportion to its ``weight`` (the members it stands for, :meth:`queue_weight`). Links set ``sub_deny`` to a never-denying marker
+  links one is picked in proportion to its ``weight`` (the members it stands for, :meth:`queue_weight`). Links set
+  ``sub_deny`` to a never-denying marker
   (``router.LEAF_LINK``) so the router always calls :meth:`LeafConnection.deliver`, which writes ``LMSG``/``HMSG``
   frames instead of ``MSG``. When one message reaches a link through several subscriptions
   (plain and queue interest, or overlapping wildcards), the router calls ``deliver`` for each,
@@ -34,7 +35,8 @@ of the server like a client that subscribes on behalf of the other side:
   subject back means the links form a cycle: ``-ERR 'Loop detected ...'``, close, and the
   soliciting side waits 30 s before trying again.
 
-Handshake (:mod:`natsd.server.leaf.handshake`): the accepting side sends INFO (with ``nonce``, ``leafnode_urls``, ``info_on_connect``);
+Handshake (:mod:`natsd.server.leaf.handshake`): the accepting side sends INFO (with ``nonce``, ``leafnode_urls``,
+``info_on_connect``);
 the soliciting side answers CONNECT (credentials: user/password from the URL, or a ``.creds``
 JWT with the nonce signed by its seed); the accepting side authenticates, replies with an INFO
 carrying ``connect_info`` and its interest; the soliciting side then sends its interest. A
@@ -68,15 +70,37 @@ from natsd.protocol.encoder import PONG, encode_err, encode_info
 from natsd.protocol.errors import RemoteProtocolError
 from natsd.protocol.events import OP_HPUB, OP_PUB, Run
 from natsd.protocol.leaf import (
-    L_CONNECT, L_ERR, L_INFO, L_MSG, L_MSG_RUN, L_PING, L_PONG, L_SUB, L_UNSUB, LeafParser, encode_ls_minus,
-    encode_ls_plus, msg_line, split_js_ack_deliver,
+    L_CONNECT,
+    L_ERR,
+    L_INFO,
+    L_MSG,
+    L_MSG_RUN,
+    L_PING,
+    L_PONG,
+    L_SUB,
+    L_UNSUB,
+    LeafParser,
+    encode_ls_minus,
+    encode_ls_plus,
+    msg_line,
+    split_js_ack_deliver,
 )
 from natsd.server.leaf.auth import (  # read_creds, sign_nonce, remote_ssl_context: re-exported
-    _CACHE_MAX, LeafIdentityMixin, _covered, _DenyCache, read_creds, remote_ssl_context, sign_nonce,
+    _CACHE_MAX,
+    LeafIdentityMixin,
+    _covered,
+    _DenyCache,
+    read_creds,
+    remote_ssl_context,
+    sign_nonce,
 )
 from natsd.server.leaf.compress import CompressionError, needs_compression
 from natsd.server.leaf.handshake import (  # noqa: F401 (constants re-exported for their users)
-    FIRST_PING_NS, JS_DENY, LOOP_DELAY_NS, SECOND, LeafHandshakeMixin,
+    FIRST_PING_NS,
+    JS_DENY,
+    LOOP_DELAY_NS,
+    SECOND,
+    LeafHandshakeMixin,
 )
 from natsd.server.log import logger
 from natsd.server.mapping import mapped
@@ -219,8 +243,11 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
             extra = {} if no_s2 else {"compression": ln.compression}
             self.send(encode_info(self.manager.info(self, nonce=self.nonce, **extra)))
             self._auth_timer = self.server.clock.call_later(ln.auth_timeout_ns, self._auth_timeout)
-        logger.info("%sLeafnode connection created%s", self.prefix,
-                    f" for account: {self.remote.account_name}" if self.remote else "")
+        logger.info(
+            "%sLeafnode connection created%s",
+            self.prefix,
+            f" for account: {self.remote.account_name}" if self.remote else "",
+        )
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed:
@@ -294,8 +321,8 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
                 nl = data.find(b"\n")
                 if nl < 0 or nl == len(data) - 1:
                     break
-                self._parse(data[:nl + 1])
-                data = data[nl + 1:]
+                self._parse(data[: nl + 1])
+                data = data[nl + 1 :]
             if self.closed:
                 return
             if self._inflate is not None:
@@ -324,8 +351,14 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
                 if not ev[3]:
                     while j < n:
                         e2 = events[j]
-                        if e2[0] != L_MSG or e2[1] != ev[1] or e2[2] != ev[2] or e2[3] or e2[4] != ev[4] \
-                                or len(e2[5]) != len(ev[5]):
+                        if (
+                            e2[0] != L_MSG
+                            or e2[1] != ev[1]
+                            or e2[2] != ev[2]
+                            or e2[3]
+                            or e2[4] != ev[4]
+                            or len(e2[5]) != len(ev[5])
+                        ):
                             break
                         j += 1
                 if j > i and self._on_msg_run(events, i - 1, j):
@@ -533,8 +566,11 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
             p = self.perms
             if p is None or self.solicited or not p.refuses_pub(subject):
                 return
-            if p.replies is None or _covered(self.deny_in, subject) or not p.response_allowed(
-                    subject, self.server.clock.monotonic_ns()):
+            if (
+                p.replies is None
+                or _covered(self.deny_in, subject)
+                or not p.response_allowed(subject, self.server.clock.monotonic_ns())
+            ):
                 self._perm_violation("Publish", subject)
                 return
         shown = None
@@ -566,12 +602,27 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
         else:
             route(acc, subject, subj_b, reply, hdr_len, data, self, None, r)
 
-    def deliver_run(self, sub: Subscription, subject: str, subj_b: bytes, reply: bytes, hdr_len: int,
-                    payloads: list, src: _Peer | None) -> bool:
+    def deliver_run(
+        self,
+        sub: Subscription,
+        subject: str,
+        subj_b: bytes,
+        reply: bytes,
+        hdr_len: int,
+        payloads: list,
+        src: _Peer | None,
+    ) -> bool:
         """A run of messages with one subject, reply and size, this link their only receiver
         (``router.route_batch``): one line, joined frames. False: take the per-message path."""
-        if (self.closed or not self.ready or sub.closed or src is self or sub.queue is not None
-                or (hdr_len and not self.headers) or subj_b != subject.encode()):
+        if (
+            self.closed
+            or not self.ready
+            or sub.closed
+            or src is self
+            or sub.queue is not None
+            or (hdr_len and not self.headers)
+            or subj_b != subject.encode()
+        ):
             return False
         if isinstance(src, LeafConnection) and src.spoke and self.spoke:
             return True  # hub to hub: never (as deliver)
@@ -606,8 +657,14 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
         (``router.deliver_many``; the sourcing feed of a stream on the other side): ``(subject,
         reply, hdr, payload)`` items become the frames :meth:`deliver` writes one by one, without
         a routing pass each. False: take the per-message path."""
-        if (self.closed or not self.ready or sub.closed or sub.queue is not None or self.perms is not None
-                or self._denied_out[route_subject]):
+        if (
+            self.closed
+            or not self.ready
+            or sub.closed
+            or sub.queue is not None
+            or self.perms is not None
+            or self._denied_out[route_subject]
+        ):
             return False
         wire = route_subject.encode()
         headers = self.headers
@@ -643,8 +700,18 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
             self._call_soon(self.flush)
         return True
 
-    def deliver(self, sub: Subscription, head: bytes, mid: bytes, data: bytes, subject: str, hdr_len: int,
-                reply: bytes, subj_b: bytes, src: _Peer | None = None) -> bool:
+    def deliver(
+        self,
+        sub: Subscription,
+        head: bytes,
+        mid: bytes,
+        data: bytes,
+        subject: str,
+        hdr_len: int,
+        reply: bytes,
+        subj_b: bytes,
+        src: _Peer | None = None,
+    ) -> bool:
         """Write one message for the other side (called by the router; see the module docstring)."""
         if self.closed or not self.ready or sub.closed or src is self:
             return False
@@ -661,7 +728,7 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
                 return True
             self._last_queues.append(qb)
             line = msg_line(self._last_subj, self._last_reply, self._last_queues, hdr_len, len(data))
-            out[self._last_hs:self._last_he] = line
+            out[self._last_hs : self._last_he] = line
             self._last_he = self._last_hs + len(line)
             self._last_end = len(out)
             return True
@@ -674,8 +741,13 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
             # A JetStream delivery: the stored message's subject rides after '@' in the reply.
             reply = reply + b"@" + subj_b
         queues = [queue.encode()] if queue is not None else []
-        line = msg_line(wire_subj, reply, queues, hdr_len if self.headers else 0,
-                        len(data) if self.headers or not hdr_len else len(data) - hdr_len)
+        line = msg_line(
+            wire_subj,
+            reply,
+            queues,
+            hdr_len if self.headers else 0,
+            len(data) if self.headers or not hdr_len else len(data) - hdr_len,
+        )
         self._last_head = head
         self._last_subj = wire_subj
         self._last_reply = reply

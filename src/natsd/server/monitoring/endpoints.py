@@ -126,7 +126,7 @@ class _HttpProtocol(asyncio.Protocol):
                     self._respond(400, {"error": "request too large"}, close=True)
                 return
             head = bytes(self.buf[:end]).decode("latin-1")
-            del self.buf[:end + 4]
+            del self.buf[: end + 4]
             lines = head.split("\r\n")
             parts = lines[0].split(" ")
             if len(parts) != 3:
@@ -172,8 +172,7 @@ class _HttpProtocol(asyncio.Protocol):
         self.busy = False
         self.data_received(b"")  # serve requests that arrived meanwhile
 
-    def _respond(self, code: int, body: Any, ctype: str | None = None, *, close: bool,
-                 head_only: bool = False) -> None:
+    def _respond(self, code: int, body: Any, ctype: str | None = None, *, close: bool, head_only: bool = False) -> None:
         data = body if isinstance(body, bytes) else json.dumps(body, indent=2).encode()
         self._respond_head(code, len(data), ctype, close)
         transport = self.transport
@@ -186,11 +185,16 @@ class _HttpProtocol(asyncio.Protocol):
     def _respond_head(self, code: int, length: int, ctype: str | None, close: bool) -> None:
         transport = self.transport
         assert transport is not None  # requests arrive after connection_made()
-        transport.write((f"HTTP/1.1 {code} {_STATUS.get(code, '')}\r\n"
-                              f"Content-Type: {ctype or 'application/json'}\r\n"
-                              f"Content-Length: {length}\r\n"
-                              f"Date: {time.strftime('%a, %d %b %Y %H:%M:%S GMT', time.gmtime())}\r\n"
-                              + ("Connection: close\r\n" if close else "") + "\r\n").encode())
+        transport.write(
+            (
+                f"HTTP/1.1 {code} {_STATUS.get(code, '')}\r\n"
+                f"Content-Type: {ctype or 'application/json'}\r\n"
+                f"Content-Length: {length}\r\n"
+                f"Date: {time.strftime('%a, %d %b %Y %H:%M:%S GMT', time.gmtime())}\r\n"
+                + ("Connection: close\r\n" if close else "")
+                + "\r\n"
+            ).encode()
+        )
 
 
 class MonitorServer:
@@ -202,8 +206,14 @@ class MonitorServer:
         self.conns: set = set()
         self.req_stats: dict[str, int] = {}
         self.routes: dict[str, Callable[[dict], dict | bytes | tuple[int, dict]]] = {
-            "/varz": self.varz, "/connz": self.connz, "/subsz": self.subsz, "/subscriptionsz": self.subsz,
-            "/healthz": self.healthz, "/accountz": self.accountz, "/jsz": self.jsz, "/": self.root,
+            "/varz": self.varz,
+            "/connz": self.connz,
+            "/subsz": self.subsz,
+            "/subscriptionsz": self.subsz,
+            "/healthz": self.healthz,
+            "/accountz": self.accountz,
+            "/jsz": self.jsz,
+            "/": self.root,
             "/leafz": self.leafz,
         }
 
@@ -295,8 +305,9 @@ class MonitorServer:
             "http_port": s.http_port,
             "http_base_path": "",
             "https_port": s.https_port,
-            "auth_timeout": o.auth_timeout_ns / 1e9 if o.auth_timeout_ns % 1_000_000_000 else
-            o.auth_timeout_ns // 1_000_000_000,
+            "auth_timeout": o.auth_timeout_ns / 1e9
+            if o.auth_timeout_ns % 1_000_000_000
+            else o.auth_timeout_ns // 1_000_000_000,
             "max_control_line": o.max_control_line,
             "max_payload": o.max_payload,
             "max_pending": o.max_pending,
@@ -304,8 +315,13 @@ class MonitorServer:
             "gateway": {},
             "leaf": {},
             "mqtt": s.mqtt.varz() if s.mqtt is not None else {},
-            "websocket": {"host": o.websocket.host or o.host, "port": s.websocket_port,
-                          "no_tls": o.websocket.tls is None} if o.websocket.port else {},
+            "websocket": {
+                "host": o.websocket.host or o.host,
+                "port": s.websocket_port,
+                "no_tls": o.websocket.tls is None,
+            }
+            if o.websocket.port
+            else {},
             "jetstream": self._varz_jetstream(),
             "feature_flags": feature_flags.merged(o.feature_flags),
             "tls_timeout": o.tls.timeout_ns / 1e9 if o.tls is not None else 2,
@@ -337,8 +353,11 @@ class MonitorServer:
             "slow_consumer_stats": {"clients": s.slow_consumers, "routes": 0, "gateways": 0, "leafs": 0},
             "stale_connection_stats": {"clients": s.stale_connections, "routes": 0, "gateways": 0, "leafs": 0},
             # natsd's own: whether the opt-in compiled build of the hot modules is in use (natsd._compiled)
-            "natsd_compiled": {"active": _compiled.STATUS["active"], "modules": list(_compiled.STATUS["modules"]),
-                               "reason": _compiled.STATUS["reason"]},
+            "natsd_compiled": {
+                "active": _compiled.STATUS["active"],
+                "modules": list(_compiled.STATUS["modules"]),
+                "reason": _compiled.STATUS["reason"],
+            },
         }
         for k in ("auth_required", "tls_required", "tls_verify"):
             if d[k] is None:
@@ -358,8 +377,11 @@ class MonitorServer:
         out["limits"] = {"default_max_consumers": eng.default_max_consumers}
         try:
             stats = eng.jsz({})
-            out["stats"] = {k: stats[k] for k in ("memory", "storage", "reserved_memory", "reserved_storage",
-                                                  "accounts", "ha_assets", "api") if k in stats}
+            out["stats"] = {
+                k: stats[k]
+                for k in ("memory", "storage", "reserved_memory", "reserved_storage", "accounts", "ha_assets", "api")
+                if k in stats
+            }
         except Exception:  # pragma: no cover
             logger.exception("jetstream stats for /varz failed")
         return out
@@ -391,18 +413,24 @@ class MonitorServer:
             fs = q["filter_subject"]
             conns = [c for c in conns if any(subjects_collide(sub.subject, fs) for sub in c.subs.values())]
         keys: dict[str, Callable] = {
-            "cid": lambda c: c.cid, "start": lambda c: c.start_ns, "subs": lambda c: -len(c.subs),
-            "pending": lambda c: -(len(c.out) + _buffered(c)), "msgs_to": lambda c: -c.out_msgs,
-            "msgs_from": lambda c: -c.in_msgs, "bytes_to": lambda c: -c.out_bytes,
-            "bytes_from": lambda c: -c.in_bytes, "last": lambda c: -c.last_activity_ns,
-            "idle": lambda c: c.last_activity_ns, "uptime": lambda c: c.start_ns,
+            "cid": lambda c: c.cid,
+            "start": lambda c: c.start_ns,
+            "subs": lambda c: -len(c.subs),
+            "pending": lambda c: -(len(c.out) + _buffered(c)),
+            "msgs_to": lambda c: -c.out_msgs,
+            "msgs_from": lambda c: -c.in_msgs,
+            "bytes_to": lambda c: -c.out_bytes,
+            "bytes_from": lambda c: -c.in_bytes,
+            "last": lambda c: -c.last_activity_ns,
+            "idle": lambda c: c.last_activity_ns,
+            "uptime": lambda c: c.start_ns,
         }
         key = keys.get(sort)
         if key is None:
             raise ValueError(f'invalid sorting option "{sort}"')
         conns.sort(key=key)
         total = len(conns)
-        page = conns[offset:offset + limit]
+        page = conns[offset : offset + limit]
         out = []
         for c in page:
             d = {
@@ -454,8 +482,16 @@ class MonitorServer:
 
     def _merged_stats(self) -> dict:
         s = self.server
-        agg: dict = {"num_subscriptions": 0, "num_cache": 0, "num_inserts": 0, "num_removes": 0,
-                     "num_matches": 0, "cache_hit_rate": 0.0, "max_fanout": 0, "avg_fanout": 0.0}
+        agg: dict = {
+            "num_subscriptions": 0,
+            "num_cache": 0,
+            "num_inserts": 0,
+            "num_removes": 0,
+            "num_matches": 0,
+            "cache_hit_rate": 0.0,
+            "max_fanout": 0,
+            "avg_fanout": 0.0,
+        }
         hits = 0.0
         fan_tot = 0.0
         fan_n = 0
@@ -491,7 +527,7 @@ class MonitorServer:
             d["total"] = len(items)
             d["offset"] = offset
             d["limit"] = limit
-            d["subscriptions_list"] = [_sub_detail(sub, with_account=True) for sub in items[offset:offset + limit]]
+            d["subscriptions_list"] = [_sub_detail(sub, with_account=True) for sub in items[offset : offset + limit]]
         else:
             d["total"] = 0
             d["offset"] = offset
@@ -502,7 +538,11 @@ class MonitorServer:
         s = self.server
         if not s.running:
             return 503, {"status": "unavailable", "status_code": 503, "error": "server is not running"}
-        if s.options.jetstream.enabled and q.get("js-enabled-only", "").lower() in ("1", "true") and s.jetstream is None:
+        if (
+            s.options.jetstream.enabled
+            and q.get("js-enabled-only", "").lower() in ("1", "true")
+            and s.jetstream is None
+        ):
             return 503, {"status": "unavailable", "status_code": 503, "error": "JetStream not enabled"}
         return {"status": "ok"}
 
@@ -547,10 +587,22 @@ class MonitorServer:
             d.setdefault("now", self._now())
             return d
         return {
-            "memory": 0, "storage": 0, "reserved_memory": 0, "reserved_storage": 0, "accounts": 0,
-            "ha_assets": 0, "api": {"level": 0, "total": 0, "errors": 0}, "server_id": s.server_id,
-            "now": self._now(), "disabled": True, "config": {"max_memory": 0, "max_storage": 0},
-            "streams": 0, "consumers": 0, "messages": 0, "bytes": 0, "total": 0,
+            "memory": 0,
+            "storage": 0,
+            "reserved_memory": 0,
+            "reserved_storage": 0,
+            "accounts": 0,
+            "ha_assets": 0,
+            "api": {"level": 0, "total": 0, "errors": 0},
+            "server_id": s.server_id,
+            "now": self._now(),
+            "disabled": True,
+            "config": {"max_memory": 0, "max_storage": 0},
+            "streams": 0,
+            "consumers": 0,
+            "messages": 0,
+            "bytes": 0,
+            "total": 0,
         }
 
 
@@ -580,5 +632,13 @@ def _sub_detail(sub: Subscription, with_account: bool) -> dict:
 
 def _varz_totals(im: int, ib: int, om: int, ob: int) -> dict[str, int]:
     """The message and byte totals of /varz: every client is a client (no routes or gateways)."""
-    return {"in_msgs": im, "in_bytes": ib, "in_client_msgs": im, "in_client_bytes": ib,
-            "out_msgs": om, "out_bytes": ob, "out_client_msgs": om, "out_client_bytes": ob}
+    return {
+        "in_msgs": im,
+        "in_bytes": ib,
+        "in_client_msgs": im,
+        "in_client_bytes": ib,
+        "out_msgs": om,
+        "out_bytes": ob,
+        "out_client_msgs": om,
+        "out_client_bytes": ob,
+    }

@@ -43,9 +43,17 @@ if TYPE_CHECKING:  # pragma: no cover
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 #: Flattened /varz names the exporter leaves out, and string fields it turns into metrics.
-_VARZ_SKIP = {"leaf", "trusted_operators_claim", "cluster_tls_timeout", "cluster_cluster_port",
-              "cluster_auth_timeout", "gateway_port", "gateway_auth_timeout", "gateway_tls_timeout",
-              "gateway_connect_retries"}
+_VARZ_SKIP = {
+    "leaf",
+    "trusted_operators_claim",
+    "cluster_tls_timeout",
+    "cluster_cluster_port",
+    "cluster_auth_timeout",
+    "gateway_port",
+    "gateway_auth_timeout",
+    "gateway_tls_timeout",
+    "gateway_connect_retries",
+}
 _VARZ_LABEL_KEYS = {"server_id", "server_name", "version", "domain", "leader", "name", "start", "config_load_time"}
 
 _SERVER_LABELS = ["server_id", "server_name", "cluster", "domain", "meta_leader", "is_meta_leader"]
@@ -85,7 +93,7 @@ def _go_float(v: float | int) -> str:
     """prometheus-client's number text (Go's float formatting); integers from -10**15 to 999,999, nearly every
     sample, are written directly (it writes them as their digits and ``.0``; positive ones from a million on
     with an exponent, as Go does)."""
-    if type(v) is int and -10**15 < v < 1_000_000:
+    if type(v) is int and -(10**15) < v < 1_000_000:
         return f"{v}.0"
     return floatToGoString(v)
 
@@ -127,12 +135,16 @@ def connz_families(connz: dict) -> list[GaugeMetricFamily]:
     sid = str(connz.get("server_id", ""))
     conns = connz.get("connections") or []
     values = {
-        "num_connections": connz.get("num_connections", 0), "total": connz.get("total", 0),
-        "offset": connz.get("offset", 0), "limit": connz.get("limit", 0),
+        "num_connections": connz.get("num_connections", 0),
+        "total": connz.get("total", 0),
+        "offset": connz.get("offset", 0),
+        "limit": connz.get("limit", 0),
         "pending_bytes": sum(c.get("pending_bytes", 0) for c in conns),
         "subscriptions": sum(c.get("subscriptions", 0) for c in conns),
-        "in_bytes": sum(c.get("in_bytes", 0) for c in conns), "out_bytes": sum(c.get("out_bytes", 0) for c in conns),
-        "in_msgs": sum(c.get("in_msgs", 0) for c in conns), "out_msgs": sum(c.get("out_msgs", 0) for c in conns),
+        "in_bytes": sum(c.get("in_bytes", 0) for c in conns),
+        "out_bytes": sum(c.get("out_bytes", 0) for c in conns),
+        "in_msgs": sum(c.get("in_msgs", 0) for c in conns),
+        "out_msgs": sum(c.get("out_msgs", 0) for c in conns),
     }
     out = []
     for name, v in values.items():
@@ -144,28 +156,41 @@ def connz_families(connz: dict) -> list[GaugeMetricFamily]:
 
 #: The exporter's per-stream and per-consumer metrics: (metric suffix, help).
 _STREAM_METRICS = [
-    ("total_messages", "Messages in a stream"), ("total_bytes", "Stored bytes of a stream"),
-    ("first_seq", "First sequence of a stream"), ("last_seq", "Last sequence of a stream"),
-    ("consumer_count", "Consumers of a stream"), ("subject_count", "Subjects in a stream"),
-    ("limit_bytes", "max_bytes of a stream (-1: no limit)"), ("limit_messages", "max_msgs of a stream (-1: no limit)"),
+    ("total_messages", "Messages in a stream"),
+    ("total_bytes", "Stored bytes of a stream"),
+    ("first_seq", "First sequence of a stream"),
+    ("last_seq", "Last sequence of a stream"),
+    ("consumer_count", "Consumers of a stream"),
+    ("subject_count", "Subjects in a stream"),
+    ("limit_bytes", "max_bytes of a stream (-1: no limit)"),
+    ("limit_messages", "max_msgs of a stream (-1: no limit)"),
 ]
 _CONSUMER_METRICS = [
     ("delivered_consumer_seq", "Last consumer sequence delivered"),
     ("delivered_stream_seq", "Last stream sequence delivered"),
-    ("last_delivery_seconds", "Seconds since the last delivery"), ("last_ack_seconds", "Seconds since the last ack"),
-    ("num_ack_pending", "Messages awaiting an ack"), ("num_redelivered", "Messages redelivered"),
-    ("num_waiting", "Waiting pull requests"), ("num_pending", "Messages not yet delivered"),
-    ("ack_floor_stream_seq", "Ack floor stream sequence"), ("ack_floor_consumer_seq", "Ack floor consumer sequence"),
+    ("last_delivery_seconds", "Seconds since the last delivery"),
+    ("last_ack_seconds", "Seconds since the last ack"),
+    ("num_ack_pending", "Messages awaiting an ack"),
+    ("num_redelivered", "Messages redelivered"),
+    ("num_waiting", "Waiting pull requests"),
+    ("num_pending", "Messages not yet delivered"),
+    ("ack_floor_stream_seq", "Ack floor stream sequence"),
+    ("ack_floor_consumer_seq", "Ack floor consumer sequence"),
 ]
 _SERVER_METRICS = [
-    ("jetstream_disabled", "JetStream disabled or not"), ("total_streams", "Total number of streams"),
-    ("total_consumers", "Total number of consumers"), ("total_messages", "Total number of stored messages"),
-    ("total_message_bytes", "Total number of stored bytes"), ("max_memory", "JetStream Max Memory"),
+    ("jetstream_disabled", "JetStream disabled or not"),
+    ("total_streams", "Total number of streams"),
+    ("total_consumers", "Total number of consumers"),
+    ("total_messages", "Total number of stored messages"),
+    ("total_message_bytes", "Total number of stored bytes"),
+    ("max_memory", "JetStream Max Memory"),
     ("max_storage", "JetStream Max Storage"),
 ]
 _ACCOUNT_METRICS = [
-    ("max_memory", "Account Max Memory in bytes"), ("max_storage", "Account Max Storage in bytes"),
-    ("storage_used", "Bytes used by JetStream storage"), ("memory_used", "Bytes used by JetStream memory"),
+    ("max_memory", "Account Max Memory in bytes"),
+    ("max_storage", "Account Max Storage in bytes"),
+    ("storage_used", "Bytes used by JetStream storage"),
+    ("memory_used", "Bytes used by JetStream memory"),
 ]
 
 
@@ -178,9 +203,18 @@ def _consumer_values(ci: dict) -> list[float | None]:
         last = _unix_seconds(t) if (t and now is not None) else None
         return None if last is None else now - last  # type: ignore[operator]
 
-    return [d.get("consumer_seq", 0), d.get("stream_seq", 0), since(d.get("last_active")),
-            since(a.get("last_active")), ci.get("num_ack_pending", 0), ci.get("num_redelivered", 0),
-            ci.get("num_waiting", 0), ci.get("num_pending", 0), a.get("stream_seq", 0), a.get("consumer_seq", 0)]
+    return [
+        d.get("consumer_seq", 0),
+        d.get("stream_seq", 0),
+        since(d.get("last_active")),
+        since(a.get("last_active")),
+        ci.get("num_ack_pending", 0),
+        ci.get("num_redelivered", 0),
+        ci.get("num_waiting", 0),
+        ci.get("num_pending", 0),
+        a.get("stream_seq", 0),
+        a.get("consumer_seq", 0),
+    ]
 
 
 class LabelCache:
@@ -199,13 +233,13 @@ class LabelCache:
     async def blocks(self, names: list[str], rows: list[tuple], slicer: "_Slicer") -> list[str]:
         missing = [r for r in rows if r not in self._text]
         for start in range(0, len(missing), 16):  # new streams/consumers: a few per loop turn (~200 µs each)
-            part = missing[start:start + 16]
+            part = missing[start : start + 16]
             fam = GaugeMetricFamily("x", "x", labels=names)
             for r in part:
                 fam.add_metric(list(r), 0.0)
             lines = _render([fam]).decode("utf-8").splitlines()[2:]  # after "# HELP" and "# TYPE"
             for r, line in zip(part, lines):
-                self._text[r] = line[1:line.rindex(" ")]  # x{...} 0.0 -> {...}
+                self._text[r] = line[1 : line.rindex(" ")]  # x{...} 0.0 -> {...}
             await slicer.maybe_yield()
         out = []
         for r in rows:
@@ -250,8 +284,15 @@ def _header(name: str, help_: str, labels: list[str]) -> bytes:
     return text
 
 
-async def _table_text(names: list[str], metrics_: list[tuple[str, str]], prefix: str, rows: list[tuple],
-                      columns: list[list[float | None]], cache: LabelCache, slicer: _Slicer) -> list[bytes]:
+async def _table_text(
+    names: list[str],
+    metrics_: list[tuple[str, str]],
+    prefix: str,
+    rows: list[tuple],
+    columns: list[list[float | None]],
+    cache: LabelCache,
+    slicer: _Slicer,
+) -> list[bytes]:
     """One family per metric, a sample per row: HELP/TYPE lines from prometheus-client, then the samples with
     cached label text and prometheus-client's number formatting. ``columns[i][n]`` is metric ``i`` of row ``n``
     (None: not reported): a list per metric rather than per row, so a scrape of 10,000 consumers keeps a dozen
@@ -285,16 +326,22 @@ async def jetstream_chunks(monitor: "MonitorServer", cache: LabelCache) -> list[
     cfg = top.get("config") or {}
     server_labels = [s.server_id, s.server_name, "", cfg.get("domain", "") or "", "", "true"]
     small: list[GaugeMetricFamily] = []
-    server_values = {"jetstream_disabled": 1.0 if top.get("disabled") else 0.0,
-                     "total_streams": top.get("streams", 0), "total_consumers": top.get("consumers", 0),
-                     "total_messages": top.get("messages", 0), "total_message_bytes": top.get("bytes", 0),
-                     "max_memory": cfg.get("max_memory", 0), "max_storage": cfg.get("max_storage", 0)}
+    server_values = {
+        "jetstream_disabled": 1.0 if top.get("disabled") else 0.0,
+        "total_streams": top.get("streams", 0),
+        "total_consumers": top.get("consumers", 0),
+        "total_messages": top.get("messages", 0),
+        "total_message_bytes": top.get("bytes", 0),
+        "max_memory": cfg.get("max_memory", 0),
+        "max_storage": cfg.get("max_storage", 0),
+    }
     for suffix, help_ in _SERVER_METRICS:
         g = GaugeMetricFamily(f"jetstream_server_{suffix}", help_, labels=_SERVER_LABELS)
         g.add_metric(server_labels, float(server_values[suffix]))
         small.append(g)
-    account_fams = {k: GaugeMetricFamily(f"jetstream_account_{k}", h, labels=_ACCOUNT_LABELS)
-                    for k, h in _ACCOUNT_METRICS}
+    account_fams = {
+        k: GaugeMetricFamily(f"jetstream_account_{k}", h, labels=_ACCOUNT_LABELS) for k, h in _ACCOUNT_METRICS
+    }
     stream_rows: list[tuple] = []
     stream_columns: list[list[float | None]] = [[] for _ in _STREAM_METRICS]
     consumer_rows: list[tuple] = []
@@ -302,8 +349,12 @@ async def jetstream_chunks(monitor: "MonitorServer", cache: LabelCache) -> list[
     engine = s.jetstream
     for ad in top.get("account_details") or []:
         acc_labels = server_labels + [ad["name"], ad["name"], ad.get("id", ad["name"])]
-        for key, field in (("max_storage", "reserved_storage"), ("max_memory", "reserved_memory"),
-                           ("storage_used", "storage"), ("memory_used", "memory")):
+        for key, field in (
+            ("max_storage", "reserved_storage"),
+            ("max_memory", "reserved_memory"),
+            ("storage_used", "storage"),
+            ("memory_used", "memory"),
+        ):
             account_fams[key].add_metric(acc_labels, float(ad.get(field, 0)))
         acc = engine.accounts.get(ad["name"]) if engine is not None else None
         if acc is None:
@@ -314,10 +365,19 @@ async def jetstream_chunks(monitor: "MonitorServer", cache: LabelCache) -> list[
             state, _, _, _ = stream.state_json()
             sl = (*acc_labels, stream.name, s.server_name, "true", "")
             stream_rows.append(sl)
-            for column, v in zip(stream_columns, (
-                    state.get("messages", 0), state.get("bytes", 0), state.get("first_seq", 0), state.get("last_seq", 0),
-                    state.get("consumer_count", 0), state.get("num_subjects", 0), stream.config.max_bytes,
-                    stream.config.max_msgs)):
+            for column, v in zip(
+                stream_columns,
+                (
+                    state.get("messages", 0),
+                    state.get("bytes", 0),
+                    state.get("first_seq", 0),
+                    state.get("last_seq", 0),
+                    state.get("consumer_count", 0),
+                    state.get("num_subjects", 0),
+                    stream.config.max_bytes,
+                    stream.config.max_msgs,
+                ),
+            ):
                 column.append(v)
             for consumer in list(stream.consumers.values()):
                 if consumer.closed:
@@ -334,10 +394,12 @@ async def jetstream_chunks(monitor: "MonitorServer", cache: LabelCache) -> list[
             await slicer.maybe_yield()
     small.extend(account_fams.values())
     parts = [_render(small)]
-    parts += await _table_text(_STREAM_LABELS, _STREAM_METRICS, "jetstream_stream", stream_rows, stream_columns,
-                               cache, slicer)
-    parts += await _table_text(_CONSUMER_LABELS, _CONSUMER_METRICS, "jetstream_consumer", consumer_rows,
-                               consumer_columns, cache, slicer)
+    parts += await _table_text(
+        _STREAM_LABELS, _STREAM_METRICS, "jetstream_stream", stream_rows, stream_columns, cache, slicer
+    )
+    parts += await _table_text(
+        _CONSUMER_LABELS, _CONSUMER_METRICS, "jetstream_consumer", consumer_rows, consumer_columns, cache, slicer
+    )
     cache.end_scrape()
     return parts
 

@@ -43,15 +43,36 @@ _BOOL = "bool"
 _KINDS: dict[str, dict[str, tuple[str, str]]] = {
     # body field -> (query key, kind)
     "VARZ": {},
-    "CONNZ": {"sort": ("sort", "str"), "auth": ("auth", _BOOL), "subscriptions": ("subs", _BOOL),
-              "subscriptions_detail": ("subs", "detail"), "offset": ("offset", "int"), "limit": ("limit", "int"),
-              "cid": ("cid", "int"), "acc": ("acc", "str"), "account": ("acc", "str"), "user": ("user", "str"),
-              "state": ("state", "str"), "filter_subject": ("filter_subject", "str")},
-    "SUBSZ": {"subscriptions": ("subs", _BOOL), "offset": ("offset", "int"), "limit": ("limit", "int"),
-              "test": ("test", "str"), "account": ("acc", "str")},
-    "JSZ": {"account": ("acc", "str"), "accounts": ("accounts", _BOOL), "streams": ("streams", _BOOL),
-            "consumer": ("consumers", _BOOL), "config": ("config", _BOOL), "offset": ("offset", "int"),
-            "limit": ("limit", "int")},
+    "CONNZ": {
+        "sort": ("sort", "str"),
+        "auth": ("auth", _BOOL),
+        "subscriptions": ("subs", _BOOL),
+        "subscriptions_detail": ("subs", "detail"),
+        "offset": ("offset", "int"),
+        "limit": ("limit", "int"),
+        "cid": ("cid", "int"),
+        "acc": ("acc", "str"),
+        "account": ("acc", "str"),
+        "user": ("user", "str"),
+        "state": ("state", "str"),
+        "filter_subject": ("filter_subject", "str"),
+    },
+    "SUBSZ": {
+        "subscriptions": ("subs", _BOOL),
+        "offset": ("offset", "int"),
+        "limit": ("limit", "int"),
+        "test": ("test", "str"),
+        "account": ("acc", "str"),
+    },
+    "JSZ": {
+        "account": ("acc", "str"),
+        "accounts": ("accounts", _BOOL),
+        "streams": ("streams", _BOOL),
+        "consumer": ("consumers", _BOOL),
+        "config": ("config", _BOOL),
+        "offset": ("offset", "int"),
+        "limit": ("limit", "int"),
+    },
     "HEALTHZ": {"js-enabled-only": ("js-enabled-only", _BOOL), "js-enabled": ("js-enabled-only", _BOOL)},
     "ACCOUNTZ": {"account": ("acc", "str")},
     "LEAFZ": {"account": ("acc", "str"), "subscriptions": ("subs", _BOOL)},
@@ -81,8 +102,12 @@ def _query(kind: str, body: dict) -> dict[str, str]:
 def filter_match(body: dict, server: "MonitoredServer", domain: str = "") -> bool:
     """nats-server's event filters: every one given must match (substring, or exact with ``exact_match``)."""
     exact = bool(body.get("exact_match"))
-    for key, have in (("server_name", server.server_name), ("host", server.options.host), ("cluster", ""),
-                      ("domain", domain)):
+    for key, have in (
+        ("server_name", server.server_name),
+        ("host", server.options.host),
+        ("cluster", ""),
+        ("domain", domain),
+    ):
         want = body.get(key)
         if want and not (want == have if exact else str(want) in have):
             return False
@@ -154,15 +179,30 @@ class SystemRequests:
             return {"server": self._server_info(), "statsz": self._statsz()}
         now = rfc3339(s.clock.time_ns())
         if kind == "ROUTEZ":
-            return {"server": self._server_info(), "data": {"server_id": s.server_id, "server_name": s.server_name,
-                                                            "now": now, "num_routes": 0, "routes": []}}
+            return {
+                "server": self._server_info(),
+                "data": {
+                    "server_id": s.server_id,
+                    "server_name": s.server_name,
+                    "now": now,
+                    "num_routes": 0,
+                    "routes": [],
+                },
+            }
         if kind == "GATEWAYZ":
-            return {"server": self._server_info(), "data": {"server_id": s.server_id, "now": now,
-                                                            "outbound_gateways": {}, "inbound_gateways": {}}}
+            return {
+                "server": self._server_info(),
+                "data": {"server_id": s.server_id, "now": now, "outbound_gateways": {}, "inbound_gateways": {}},
+            }
         endpoint: dict[str, Callable[[dict], Any]] = {
-            "VARZ": self.monitor.varz, "CONNZ": self.monitor.connz, "SUBSZ": self.monitor.subsz,
-            "JSZ": self.monitor.jsz, "HEALTHZ": self.monitor.healthz, "ACCOUNTZ": self.monitor.accountz,
-            "LEAFZ": self.monitor.leafz}
+            "VARZ": self.monitor.varz,
+            "CONNZ": self.monitor.connz,
+            "SUBSZ": self.monitor.subsz,
+            "JSZ": self.monitor.jsz,
+            "HEALTHZ": self.monitor.healthz,
+            "ACCOUNTZ": self.monitor.accountz,
+            "LEAFZ": self.monitor.leafz,
+        }
         q = _query(kind, body)
         if subject.startswith("$SYS.REQ.ACCOUNT."):
             q["acc"] = subject.split(".")[3]
@@ -185,9 +225,16 @@ class SystemRequests:
         s = self.server
         self.seq += 1
         js = s.jetstream is not None
-        d: dict[str, Any] = {"name": s.server_name, "host": s.options.host, "id": s.server_id, "ver": __version__,
-                             "jetstream": js, "flags": 1 if js else 0, "seq": self.seq,
-                             "time": rfc3339(s.clock.time_ns())}
+        d: dict[str, Any] = {
+            "name": s.server_name,
+            "host": s.options.host,
+            "id": s.server_id,
+            "ver": __version__,
+            "jetstream": js,
+            "flags": 1 if js else 0,
+            "seq": self.seq,
+            "time": rfc3339(s.clock.time_ns()),
+        }
         if self._domain():
             d["domain"] = self._domain()
         if s.options.server_tags:
@@ -200,15 +247,20 @@ class SystemRequests:
         """nats-server's ServerStats, from the same numbers ``/varz`` reports."""
         v = self.monitor.varz({})
         d: dict[str, Any] = {
-            "start": v["start"], "mem": v["mem"], "cores": v["cores"], "cpu": v["cpu"],
-            "connections": v["connections"], "total_connections": v["total_connections"],
+            "start": v["start"],
+            "mem": v["mem"],
+            "cores": v["cores"],
+            "cpu": v["cpu"],
+            "connections": v["connections"],
+            "total_connections": v["total_connections"],
             "active_accounts": len({id(c.account) for c in self.server.clients.values() if c.account is not None}),
             "subscriptions": v["subscriptions"],
             "sent": {"msgs": v["out_msgs"], "bytes": v["out_bytes"]},
             "sent_to_clients": {"msgs": v["out_client_msgs"], "bytes": v["out_client_bytes"]},
             "received": {"msgs": v["in_msgs"], "bytes": v["in_bytes"]},
             "received_from_clients": {"msgs": v["in_client_msgs"], "bytes": v["in_client_bytes"]},
-            "slow_consumers": v["slow_consumers"], "active_servers": 1,
+            "slow_consumers": v["slow_consumers"],
+            "active_servers": 1,
         }
         if v.get("jetstream"):  # as /varz has it, without the store directory (nats-server leaves it out here)
             js = dict(v["jetstream"])

@@ -28,7 +28,14 @@ from natsd.server.log import logger
 from natsd.server.mqtt import v5 as m5
 from natsd.server.mqtt.jsa import JsApiError
 from natsd.server.mqtt.sessions import (
-    JAIL_NS, MSGS_PREFIX, OUT_STREAM, PUBREL_PREFIX, QOS2IN_PREFIX, QOS2IN_STREAM, AccountSessions, Session,
+    JAIL_NS,
+    MSGS_PREFIX,
+    OUT_STREAM,
+    PUBREL_PREFIX,
+    QOS2IN_PREFIX,
+    QOS2IN_STREAM,
+    AccountSessions,
+    Session,
     header_value as _header_value,
 )
 
@@ -281,7 +288,7 @@ class MQTTConnection(asyncio.Protocol):
                 return
             else:
                 # CONNECT, SUBSCRIBE, UNSUBSCRIBE, PUBREL: JetStream work; hold what follows.
-                self._held = list(packets[i + 1:])
+                self._held = list(packets[i + 1 :])
                 if self.transport is not None:
                     self.transport.pause_reading()
                 asyncio.ensure_future(self._control(pk))
@@ -420,8 +427,9 @@ class MQTTConnection(asyncio.Protocol):
                 ec.will = None
                 ec.taken_over = True
                 asm.flappers[cp.client_id] = self.server.clock.monotonic_ns()
-                logger.warning("Replacing old client %s since both have the same client ID %r",
-                               ec._peer(), cp.client_id)
+                logger.warning(
+                    "Replacing old client %s since both have the same client ID %r", ec._peer(), cp.client_id
+                )
                 ec.close("Duplicate Client ID")
         else:
             sess.conn = self
@@ -521,14 +529,23 @@ class MQTTConnection(asyncio.Protocol):
         asm = self.asm
         assert asm is not None
         # Nmqtt-Pub: the QoS, then the PUBLISH flags nibble as one hex digit (a persisted format)
-        hdr = (b"NATS/1.0\r\nNmqtt-Pub:2" + b"0123456789abcdef"[pp.flags & 0xF:(pp.flags & 0xF) + 1]
-               + b"\r\nNmqtt-Subject:" + subject.encode() + b"\r\n\r\n")
+        hdr = (
+            b"NATS/1.0\r\nNmqtt-Pub:2"
+            + b"0123456789abcdef"[pp.flags & 0xF : (pp.flags & 0xF) + 1]
+            + b"\r\nNmqtt-Subject:"
+            + subject.encode()
+            + b"\r\n\r\n"
+        )
         rec = mp.encode_ack(mp.PUBREC, pp.pi)
 
         def staged(h: bytes | None, p: bytes) -> None:
             if b'"error"' in p and b"maximum messages per subject exceeded" not in p:
-                logger.error("%s - mqtt_cid:%d - unable to store QoS 2 message: %s", self._peer(), self.cid,
-                             p.decode(errors="replace"))
+                logger.error(
+                    "%s - mqtt_cid:%d - unable to store QoS 2 message: %s",
+                    self._peer(),
+                    self.cid,
+                    p.decode(errors="replace"),
+                )
                 self.close("Internal Error")
             elif not self.closed:
                 self.write(rec)
@@ -555,8 +572,17 @@ class MQTTConnection(asyncio.Protocol):
         if not self.closed:
             self.write(mp.encode_ack(mp.PUBCOMP, pi))
 
-    def _deliver_pub(self, subject: str, topic: bytes, payload: bytes, qos: int, retain: bool, pi: int,
-                     source: str, props: dict | None = None) -> None:
+    def _deliver_pub(
+        self,
+        subject: str,
+        topic: bytes,
+        payload: bytes,
+        qos: int,
+        retain: bool,
+        pi: int,
+        source: str,
+        props: dict | None = None,
+    ) -> None:
         """mqttInitiateMsgDelivery: route to NATS and QoS 0 subscribers, store QoS>0 in
         ``$MQTT_msgs``, then PUBACK (when ``pi``) once stored."""
         perms = self.perms
@@ -598,8 +624,13 @@ class MQTTConnection(asyncio.Protocol):
 
             def stored(h: bytes | None, p: bytes, ack: bytes = ack) -> None:
                 if b'"error"' in p:
-                    logger.error("%s - mqtt_cid:%d - unable to store QoS %d message: %s", self._peer(), self.cid,
-                                 qos, p.decode(errors="replace"))
+                    logger.error(
+                        "%s - mqtt_cid:%d - unable to store QoS %d message: %s",
+                        self._peer(),
+                        self.cid,
+                        qos,
+                        p.decode(errors="replace"),
+                    )
                     self.close("Internal Error")
                     return
                 if not self.closed:
@@ -621,8 +652,14 @@ class MQTTConnection(asyncio.Protocol):
                     def stored(h: bytes | None, p: bytes, ack: str | None = ack) -> None:
                         if ack:
                             asm.jsa.send(ack)
-                    asm.jsa.publish_cb(f"MS{self.cid}", PUBREL_PREFIX + sess.hash, b"NATS/1.0\r\nNmqtt-PubRel:"
-                                       + str(a.pi).encode() + b"\r\n\r\n", b"", stored)
+
+                    asm.jsa.publish_cb(
+                        f"MS{self.cid}",
+                        PUBREL_PREFIX + sess.hash,
+                        b"NATS/1.0\r\nNmqtt-PubRel:" + str(a.pi).encode() + b"\r\n\r\n",
+                        b"",
+                        stored,
+                    )
                     ack = None
                 else:
                     self.write(mp.encode_ack(mp.PUBREL, a.pi))
@@ -736,8 +773,9 @@ class MQTTConnection(asyncio.Protocol):
             self.write(mp.encode_publish(rm.topic, rm.payload, qos, pi, retain=True))
         self.out_msgs += 1
 
-    async def _add_sub(self, filt: str, qos: int, restore: bool, no_local: bool = False,
-                       queue: str | None = None) -> _Sub:
+    async def _add_sub(
+        self, filt: str, qos: int, restore: bool, no_local: bool = False, queue: str | None = None
+    ) -> _Sub:
         asm = self.asm
         assert asm is not None and self.sess is not None
         sess = self.sess
@@ -766,8 +804,11 @@ class MQTTConnection(asyncio.Protocol):
                 # (a queue subscription on its deliver subject); not part of any one session
                 cc = asm.shared_consumer_config(queue, subj)
                 dsubj = cc["deliver_subject"]
-                s.js.append(_Interest(ports.subscribe(dsubj, self._js_handler(s, cc["durable_name"]), queue),
-                                      asm.account, dsubj))
+                s.js.append(
+                    _Interest(
+                        ports.subscribe(dsubj, self._js_handler(s, cc["durable_name"]), queue), asm.account, dsubj
+                    )
+                )
                 await asm.create_consumer(cc)
             elif qos > 0:
                 existing = old.cons.get(sid) if old is not None else sess.cons.get(sid)
@@ -775,8 +816,9 @@ class MQTTConnection(asyncio.Protocol):
                 # Subscribe before the consumer exists: a push consumer learns of internal
                 # interest only when it is created.
                 dsubj = cc["deliver_subject"]
-                s.js.append(_Interest(ports.subscribe(dsubj, self._js_handler(s, cc["durable_name"])),
-                                      asm.account, dsubj))
+                s.js.append(
+                    _Interest(ports.subscribe(dsubj, self._js_handler(s, cc["durable_name"])), asm.account, dsubj)
+                )
                 await asm.create_consumer(cc)
                 s.cons[sid] = sess.cons[sid] = cc
         self.msubs[key] = s
@@ -834,17 +876,27 @@ class MQTTConnection(asyncio.Protocol):
                 return
             self.out_msgs += 1
             if self.v5:
-                self.write(mp.encode_publish5(mp.subject_to_topic(subject), payload, 0, 0, False, False,
-                                              m5.props_from_nats(hdr, reply) if hdr or reply else None))
+                self.write(
+                    mp.encode_publish5(
+                        mp.subject_to_topic(subject),
+                        payload,
+                        0,
+                        0,
+                        False,
+                        False,
+                        m5.props_from_nats(hdr, reply) if hdr or reply else None,
+                    )
+                )
             else:
                 self.write(mp.encode_publish(mp.subject_to_topic(subject), payload))
+
         return deliver
 
     def _js_handler(self, s: _Sub, durable: str):
         def deliver(subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
             if self.closed or not subject.startswith(MSGS_PREFIX):
                 return
-            nats_subject = subject[len(MSGS_PREFIX):]
+            nats_subject = subject[len(MSGS_PREFIX) :]
             if s.reserved and nats_subject[:1] == "$":
                 if self.asm is not None:
                     self.asm.jsa.send(reply)
@@ -888,6 +940,7 @@ class MQTTConnection(asyncio.Protocol):
                 self.write(mp.encode_publish5(mp.subject_to_topic(nats_subject), payload, qos, pi, False, dup, props))
             else:
                 self.write(mp.encode_publish(mp.subject_to_topic(nats_subject), payload, qos, pi, dup=dup))
+
         return deliver
 
     def _next_pi(self, ack: str) -> int:
@@ -938,6 +991,7 @@ class MQTTConnection(asyncio.Protocol):
                     if sess.conn is None and asm.sessions.get(sess.id) is sess:
                         asm.sessions.pop(sess.id, None)
                         asyncio.ensure_future(self._clear_clean(asm, sess))
+
                 self.server.clock.call_later(self.session_expiry * 1_000_000_000, expire)
         # The will: on an abrupt close only (DISCONNECT and takeover cleared it).
         will = self.will
@@ -945,9 +999,11 @@ class MQTTConnection(asyncio.Protocol):
             self.will = None
             delay = int(will.will_props.get(0x18, 0)) if self.v5 else 0  # MQTT 5 will delay interval
             if delay and not self.listener.stopping:
+
                 def later(will: mp.Connect = will, sess: Session = sess) -> None:
                     if sess.conn is None:  # not resumed in the meantime [MQTT-3.1.3-9]
                         self._publish_will(will)
+
                 self.server.clock.call_later(delay * 1_000_000_000, later)
             else:
                 self._publish_will(will)
@@ -959,8 +1015,16 @@ class MQTTConnection(asyncio.Protocol):
         except mp.TopicError:
             return
         props = {k: v for k, v in will.will_props.items() if k != 0x18} if will.will_props else None
-        self._deliver_pub(subject, will.will_topic, will.will_message, will.will_qos, will.will_retain, 0,
-                          self.username, props or None)
+        self._deliver_pub(
+            subject,
+            will.will_topic,
+            will.will_message,
+            will.will_qos,
+            will.will_retain,
+            0,
+            self.username,
+            props or None,
+        )
 
     @staticmethod
     async def _clear_clean(asm: AccountSessions, sess: Session) -> None:

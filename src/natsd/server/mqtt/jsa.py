@@ -103,8 +103,7 @@ class JsApi:
             raise
         m = r.get("message") or {}
         hdrs = m.get("hdrs")
-        return (int(m.get("seq", 0)), base64.b64decode(hdrs) if hdrs else None,
-                base64.b64decode(m.get("data") or b""))
+        return (int(m.get("seq", 0)), base64.b64decode(hdrs) if hdrs else None, base64.b64decode(m.get("data") or b""))
 
     def send(self, subject: str, payload: bytes = b"", hdr: bytes | None = None) -> None:
         """Fire and forget (acks, deletes that need no answer)."""

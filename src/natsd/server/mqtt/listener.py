@@ -34,8 +34,15 @@ class MQTTListener:
         if mo.tls is None:
             return MQTTConnection(self)
         s = self.server
-        return TlsLayer(s.tls.getter("mqtt"), lambda: MQTTConnection(self), s.clock, s.handshakes,
-                        timeout_ns=mo.tls.timeout_ns, mode="first", pinned=mo.tls.pinned_certs)
+        return TlsLayer(
+            s.tls.getter("mqtt"),
+            lambda: MQTTConnection(self),
+            s.clock,
+            s.handshakes,
+            timeout_ns=mo.tls.timeout_ns,
+            mode="first",
+            pinned=mo.tls.pinned_certs,
+        )
 
     async def start(self) -> None:
         mo = self.options
@@ -43,10 +50,12 @@ class MQTTListener:
             self.server.tls.add("mqtt", mo.tls)
         self.host = mo.host or "0.0.0.0"  # nats-server's default MQTT host, whatever the client host
         self._listener = await asyncio.get_running_loop().create_server(
-            self._protocol, self.host, mo.port if mo.port > 0 else 0, reuse_address=True, backlog=4096)
+            self._protocol, self.host, mo.port if mo.port > 0 else 0, reuse_address=True, backlog=4096
+        )
         self.port = self._listener.sockets[0].getsockname()[1]
-        logger.info("Listening for MQTT clients on %s://%s:%d", "tls" if mo.tls is not None else "mqtt",
-                    self.host, self.port)
+        logger.info(
+            "Listening for MQTT clients on %s://%s:%d", "tls" if mo.tls is not None else "mqtt", self.host, self.port
+        )
 
     async def stop(self) -> None:
         self.stopping = True

@@ -66,6 +66,7 @@ _HASH_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 def get_hash(name: str, size: int = 8) -> str:
     """nats-server's getHash: the first ``size`` bytes of SHA-256 onto base-62 digits."""
     import hashlib
+
     b = hashlib.sha256(name.encode()).digest()
     return "".join(_HASH_DIGITS[b[i] % 62] for i in range(size))
 
@@ -135,8 +136,11 @@ class AccountSessions:
         self.account = account
         self.node = get_hash(server.server_name)
         self.domain = mo.js_domain
-        self.domain_tk = (self.domain + ".") if self.domain else (
-            (server.options.jetstream.domain + ".") if server.options.jetstream.domain else "")
+        self.domain_tk = (
+            (self.domain + ".")
+            if self.domain
+            else ((server.options.jetstream.domain + ".") if server.options.jetstream.domain else "")
+        )
         self.jsa = JsApi(ports, self.node, self.domain, mo.effective_js_api_timeout_ns)
         self.ports = ports
         self.sessions: dict[str, Session] = {}
@@ -150,16 +154,46 @@ class AccountSessions:
         jsa = self.jsa
         r = self.replicas
         streams = [
-            {"name": SESS_STREAM, "subjects": [SESS_PREFIX + self.domain_tk + ">"], "retention": "limits",
-             "max_msgs_per_subject": 1, "storage": "file", "num_replicas": r},
-            {"name": MSGS_STREAM, "subjects": [MSGS_PREFIX + ">"], "retention": "interest", "storage": "file",
-             "num_replicas": r},
-            {"name": QOS2IN_STREAM, "subjects": [QOS2IN_PREFIX + ">"], "retention": "limits", "discard": "new",
-             "max_msgs_per_subject": 1, "discard_new_per_subject": True, "storage": "file", "num_replicas": r},
-            {"name": OUT_STREAM, "subjects": ["$MQTT.out.>"], "retention": "interest", "storage": "file",
-             "num_replicas": r},
-            {"name": RMSGS_STREAM, "subjects": [RMSGS_PREFIX + ">"], "retention": "limits",
-             "max_msgs_per_subject": 1, "storage": "file", "num_replicas": r},
+            {
+                "name": SESS_STREAM,
+                "subjects": [SESS_PREFIX + self.domain_tk + ">"],
+                "retention": "limits",
+                "max_msgs_per_subject": 1,
+                "storage": "file",
+                "num_replicas": r,
+            },
+            {
+                "name": MSGS_STREAM,
+                "subjects": [MSGS_PREFIX + ">"],
+                "retention": "interest",
+                "storage": "file",
+                "num_replicas": r,
+            },
+            {
+                "name": QOS2IN_STREAM,
+                "subjects": [QOS2IN_PREFIX + ">"],
+                "retention": "limits",
+                "discard": "new",
+                "max_msgs_per_subject": 1,
+                "discard_new_per_subject": True,
+                "storage": "file",
+                "num_replicas": r,
+            },
+            {
+                "name": OUT_STREAM,
+                "subjects": ["$MQTT.out.>"],
+                "retention": "interest",
+                "storage": "file",
+                "num_replicas": r,
+            },
+            {
+                "name": RMSGS_STREAM,
+                "subjects": [RMSGS_PREFIX + ">"],
+                "retention": "limits",
+                "max_msgs_per_subject": 1,
+                "storage": "file",
+                "num_replicas": r,
+            },
         ]
         for cfg in streams:
             try:
@@ -187,10 +221,22 @@ class AccountSessions:
                 loaded.set_result(None)
 
         self._rsub = self.ports.subscribe(rsubj, on_retained)
-        info = await jsa.call("CC", f"CONSUMER.CREATE.{RMSGS_STREAM}", {"stream_name": RMSGS_STREAM, "config": {
-            "name": f"{RMSGS_STREAM}_{nuid()}", "filter_subject": RMSGS_PREFIX + ">", "deliver_subject": rsubj,
-            "deliver_policy": "all", "replay_policy": "instant", "ack_policy": "none",
-            "inactive_threshold": 300 * 1_000_000_000}})
+        info = await jsa.call(
+            "CC",
+            f"CONSUMER.CREATE.{RMSGS_STREAM}",
+            {
+                "stream_name": RMSGS_STREAM,
+                "config": {
+                    "name": f"{RMSGS_STREAM}_{nuid()}",
+                    "filter_subject": RMSGS_PREFIX + ">",
+                    "deliver_subject": rsubj,
+                    "deliver_policy": "all",
+                    "replay_policy": "instant",
+                    "ack_policy": "none",
+                    "inactive_threshold": 300 * 1_000_000_000,
+                },
+            },
+        )
         want[0] = int(info.get("num_pending", 0)) + int(info.get("num_ack_pending", 0))
         if got[0] >= want[0] and not loaded.done():
             loaded.set_result(None)
@@ -208,7 +254,7 @@ class AccountSessions:
     # -- retained messages -----------------------------------------------------------------------
 
     def _index_retained(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
-        key = subject[len(RMSGS_PREFIX):]
+        key = subject[len(RMSGS_PREFIX) :]
         seq = 0
         parts = reply.split(".")
         if len(parts) >= 9:  # $JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<cseq>.<ts>.<pending>
@@ -231,8 +277,9 @@ class AccountSessions:
 
     def delete_msg(self, stream: str, seq: int) -> None:
         if seq:
-            self.jsa.send(f"{self.jsa.api}STREAM.MSG.DELETE.{stream}",
-                          json.dumps({"seq": seq, "no_erase": True}).encode())
+            self.jsa.send(
+                f"{self.jsa.api}STREAM.MSG.DELETE.{stream}", json.dumps({"seq": seq, "no_erase": True}).encode()
+            )
 
     def store_retained(self, subject: str, topic: bytes, flags: int, source: str, payload: bytes) -> None:
         """Store (or, with an empty payload, clear) the retained message of ``subject``. The index
@@ -241,15 +288,28 @@ class AccountSessions:
             self.retained[subject] = RetainedMsg(0, topic, payload, flags)
         else:
             self.retained.pop(subject, None)
-        hdr = encode_retained(topic, flags, self.node, source, payload) if payload else (
-            b"NATS/1.0\r\nNmqtt-RTopic:" + topic + b"\r\nNmqtt-RFlags:-" + format(flags, "x").encode()
-            + b"\r\nNmqtt-ROrigin:" + self.node.encode() + b"\r\n\r\n")
+        hdr = (
+            encode_retained(topic, flags, self.node, source, payload)
+            if payload
+            else (
+                b"NATS/1.0\r\nNmqtt-RTopic:"
+                + topic
+                + b"\r\nNmqtt-RFlags:-"
+                + format(flags, "x").encode()
+                + b"\r\nNmqtt-ROrigin:"
+                + self.node.encode()
+                + b"\r\n\r\n"
+            )
+        )
         self.jsa.publish_cb("RS", RMSGS_PREFIX + subject, hdr, payload, lambda h, p: None)
 
     def retained_for(self, filt: str) -> list[RetainedMsg]:
         reserved = filt in (">", "*") or filt.startswith("*.")
-        return [rm for subj, rm in self.retained.items()
-                if subject_matches(filt, subj) and not (reserved and subj.startswith("$"))]
+        return [
+            rm
+            for subj, rm in self.retained.items()
+            if subject_matches(filt, subj) and not (reserved and subj.startswith("$"))
+        ]
 
     # -- sessions ----------------------------------------------------------------------------------
 
@@ -313,9 +373,14 @@ class AccountSessions:
         """The durable push consumer of a QoS>0 subscription (processJSConsumer's config)."""
         mo = self.server.options.mqtt
         cfg: dict[str, Any] = {
-            "durable_name": f"{s.hash}_{nuid()}", "deliver_subject": SUB_PREFIX + nuid(),
-            "deliver_policy": "new", "ack_policy": "explicit", "filter_subject": MSGS_PREFIX + filt,
-            "ack_wait": mo.effective_ack_wait_ns, "max_ack_pending": mo.effective_max_ack_pending}
+            "durable_name": f"{s.hash}_{nuid()}",
+            "deliver_subject": SUB_PREFIX + nuid(),
+            "deliver_policy": "new",
+            "ack_policy": "explicit",
+            "filter_subject": MSGS_PREFIX + filt,
+            "ack_wait": mo.effective_ack_wait_ns,
+            "max_ack_pending": mo.effective_max_ack_pending,
+        }
         if mo.consumer_memory_storage:
             cfg["mem_storage"] = True
         if mo.consumer_inactive_threshold_ns > 0:
@@ -323,8 +388,9 @@ class AccountSessions:
         return cfg
 
     async def create_consumer(self, cfg: dict, stream: str = MSGS_STREAM) -> None:
-        await self.jsa.call("CC", f"CONSUMER.DURABLE.CREATE.{stream}.{cfg['durable_name']}",
-                            {"stream_name": stream, "config": cfg})
+        await self.jsa.call(
+            "CC", f"CONSUMER.DURABLE.CREATE.{stream}.{cfg['durable_name']}", {"stream_name": stream, "config": cfg}
+        )
 
     def shared_consumer_config(self, group: str, filt: str) -> dict:
         """MQTT 5 ``$share/<group>/<filter>`` at QoS>0: a durable with a deliver group, named after
@@ -333,11 +399,17 @@ class AccountSessions:
         default): an interest stream must not keep messages for a group that is gone."""
         mo = self.server.options.mqtt
         h = get_hash(f"{group} {filt}", 12)
-        return {"durable_name": f"$MQTT_SHARE_{h}", "deliver_subject": f"{SUB_PREFIX}share.{h}",
-                "deliver_group": group, "deliver_policy": "new", "ack_policy": "explicit",
-                "filter_subject": MSGS_PREFIX + filt, "ack_wait": mo.effective_ack_wait_ns,
-                "max_ack_pending": mo.effective_max_ack_pending,
-                "inactive_threshold": mo.consumer_inactive_threshold_ns or 300 * 1_000_000_000}
+        return {
+            "durable_name": f"$MQTT_SHARE_{h}",
+            "deliver_subject": f"{SUB_PREFIX}share.{h}",
+            "deliver_group": group,
+            "deliver_policy": "new",
+            "ack_policy": "explicit",
+            "filter_subject": MSGS_PREFIX + filt,
+            "ack_wait": mo.effective_ack_wait_ns,
+            "max_ack_pending": mo.effective_max_ack_pending,
+            "inactive_threshold": mo.consumer_inactive_threshold_ns or 300 * 1_000_000_000,
+        }
 
     def pubrel_config(self, s: Session) -> dict:
         """ensurePubRelConsumerSubscription's consumer: PUBRELs owed to the session's client are
@@ -345,9 +417,14 @@ class AccountSessions:
         until its PUBCOMP acknowledges them (so they are re-sent after a reconnect)."""
         mo = self.server.options.mqtt
         cfg: dict[str, Any] = {
-            "durable_name": PUBREL_DURABLE_PREFIX + s.hash, "deliver_subject": PUBREL_DELIVER_PREFIX + s.hash,
-            "deliver_policy": "new", "ack_policy": "explicit", "filter_subject": PUBREL_PREFIX + s.hash,
-            "ack_wait": mo.effective_ack_wait_ns, "max_ack_pending": mo.effective_max_ack_pending}
+            "durable_name": PUBREL_DURABLE_PREFIX + s.hash,
+            "deliver_subject": PUBREL_DELIVER_PREFIX + s.hash,
+            "deliver_policy": "new",
+            "ack_policy": "explicit",
+            "filter_subject": PUBREL_PREFIX + s.hash,
+            "ack_wait": mo.effective_ack_wait_ns,
+            "max_ack_pending": mo.effective_max_ack_pending,
+        }
         if mo.consumer_memory_storage:
             cfg["mem_storage"] = True
         if mo.consumer_inactive_threshold_ns > 0:

@@ -20,12 +20,28 @@ import base64
 
 from natsd.protocol import mqtt as mp
 
-__all__ = ["nats_headers", "props_from_nats", "connack_props", "V5_REASON", "RC_UNSPECIFIED", "RC_NOT_AUTHORIZED",
-           "RC_TOPIC_FILTER_INVALID", "RC_TOPIC_ALIAS_INVALID", "RC_DISCONNECT_WITH_WILL", "TOPIC_ALIAS_MAX"]
+__all__ = [
+    "nats_headers",
+    "props_from_nats",
+    "connack_props",
+    "V5_REASON",
+    "RC_UNSPECIFIED",
+    "RC_NOT_AUTHORIZED",
+    "RC_TOPIC_FILTER_INVALID",
+    "RC_TOPIC_ALIAS_INVALID",
+    "RC_DISCONNECT_WITH_WILL",
+    "TOPIC_ALIAS_MAX",
+]
 
 # CONNACK return codes of 3.1.1 -> MQTT 5 reason codes.
-V5_REASON = {mp.RC_BAD_PROTOCOL: 0x84, mp.RC_ID_REJECTED: 0x85, mp.RC_UNAVAILABLE: 0x88,
-             mp.RC_BAD_USER_OR_PASSWORD: 0x86, mp.RC_NOT_AUTHORIZED: 0x87, mp.RC_QOS2_WILL_REJECTED: 0x9B}
+V5_REASON = {
+    mp.RC_BAD_PROTOCOL: 0x84,
+    mp.RC_ID_REJECTED: 0x85,
+    mp.RC_UNAVAILABLE: 0x88,
+    mp.RC_BAD_USER_OR_PASSWORD: 0x86,
+    mp.RC_NOT_AUTHORIZED: 0x87,
+    mp.RC_QOS2_WILL_REJECTED: 0x9B,
+}
 RC_UNSPECIFIED = 0x80
 RC_NOT_AUTHORIZED = 0x87
 RC_TOPIC_FILTER_INVALID = 0x8F
@@ -99,8 +115,13 @@ def props_from_nats(hdr: bytes | None, reply: str) -> dict | None:
 
 def connack_props(assigned_id: str) -> dict:
     """What the server tells an MQTT 5 client it supports."""
-    props: dict = {mp.P_TOPIC_ALIAS_MAXIMUM: TOPIC_ALIAS_MAX, mp.P_SHARED_SUB_AVAILABLE: 1,
-                   mp.P_WILDCARD_SUB_AVAILABLE: 1, mp.P_SUB_ID_AVAILABLE: 0, mp.P_RETAIN_AVAILABLE: 1}
+    props: dict = {
+        mp.P_TOPIC_ALIAS_MAXIMUM: TOPIC_ALIAS_MAX,
+        mp.P_SHARED_SUB_AVAILABLE: 1,
+        mp.P_WILDCARD_SUB_AVAILABLE: 1,
+        mp.P_SUB_ID_AVAILABLE: 0,
+        mp.P_RETAIN_AVAILABLE: 1,
+    }
     if assigned_id:
         props[mp.P_ASSIGNED_CLIENT_ID] = assigned_id
     return props

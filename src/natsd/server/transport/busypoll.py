@@ -91,11 +91,11 @@ def default_window_ns(cgroup_root: str = "/sys/fs/cgroup") -> int:
 class BusyPoll:
     """One per server: a window of busy polling that each request re-opens (see the module)."""
 
-    __slots__ = ("window_ns", "_until", "_running", "_now", "_soon", "_last", "credit", "passes", "hits",
-                 "misses")
+    __slots__ = ("window_ns", "_until", "_running", "_now", "_soon", "_last", "credit", "passes", "hits", "misses")
 
-    def __init__(self, window_ns: int, call_soon: Callable[..., Any],
-                 now_ns: Callable[[], int] = time.monotonic_ns) -> None:
+    def __init__(
+        self, window_ns: int, call_soon: Callable[..., Any], now_ns: Callable[[], int] = time.monotonic_ns
+    ) -> None:
         self.window_ns = max(window_ns, 0)
         self._until = 0
         self._running = False

@@ -45,8 +45,16 @@ from natsd.server.log import logger
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Clock, Timer
 
-__all__ = ["TlsLayer", "TlsContexts", "HandshakeQueue", "connz_fields", "REASON_TLS_HANDSHAKE", "spki_sha256",
-           "cert_identities", "map_certificate_user"]
+__all__ = [
+    "TlsLayer",
+    "TlsContexts",
+    "HandshakeQueue",
+    "connz_fields",
+    "REASON_TLS_HANDSHAKE",
+    "spki_sha256",
+    "cert_identities",
+    "map_certificate_user",
+]
 
 #: The /connz close reason of a failed handshake (nats-server's spelling).
 REASON_TLS_HANDSHAKE = "TLS Handshake Failure"
@@ -69,8 +77,7 @@ def spki_sha256(der_cert: bytes) -> str:
     from cryptography.hazmat.primitives import serialization
 
     cert = x509.load_der_x509_certificate(der_cert)
-    spki = cert.public_key().public_bytes(serialization.Encoding.DER,
-                                          serialization.PublicFormat.SubjectPublicKeyInfo)
+    spki = cert.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     return hashlib.sha256(spki).hexdigest()
 
 
@@ -89,13 +96,39 @@ class TlsLayer(Layer):
     ``tls_failed(message)``.
     """
 
-    __slots__ = ("_context", "_make_upper", "_clock", "_timeout_ns", "_mode", "_fallback_ns", "_pinned",
-                 "_state", "_sslobj", "_in", "_out", "_pending", "_timer", "_seen_first", "_handshakes",
-                 "tls_first", "_stepping", "_held")
+    __slots__ = (
+        "_context",
+        "_make_upper",
+        "_clock",
+        "_timeout_ns",
+        "_mode",
+        "_fallback_ns",
+        "_pinned",
+        "_state",
+        "_sslobj",
+        "_in",
+        "_out",
+        "_pending",
+        "_timer",
+        "_seen_first",
+        "_handshakes",
+        "tls_first",
+        "_stepping",
+        "_held",
+    )
 
-    def __init__(self, context: Callable[[], ssl.SSLContext], make_upper: Callable[[], asyncio.Protocol], clock: "Clock",
-                 handshakes: "HandshakeQueue", *, timeout_ns: int, mode: str = "after_info", fallback_ns: int = 0,
-                 pinned: set[str] | frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        context: Callable[[], ssl.SSLContext],
+        make_upper: Callable[[], asyncio.Protocol],
+        clock: "Clock",
+        handshakes: "HandshakeQueue",
+        *,
+        timeout_ns: int,
+        mode: str = "after_info",
+        fallback_ns: int = 0,
+        pinned: set[str] | frozenset[str] = frozenset(),
+    ) -> None:
         super().__init__()
         self._handshakes = handshakes
         self.tls_first = False  # the handshake came before INFO (handshake_first, wss)
@@ -118,9 +151,14 @@ class TlsLayer(Layer):
         self._held: list[bytes] | None = None  # bytes that arrived during that step
 
     @classmethod
-    def for_options(cls, tls: TLSOptions, context: Callable[[], ssl.SSLContext],
-                    make_upper: Callable[[], asyncio.Protocol],
-                    clock: "Clock", handshakes: "HandshakeQueue") -> "TlsLayer":
+    def for_options(
+        cls,
+        tls: TLSOptions,
+        context: Callable[[], ssl.SSLContext],
+        make_upper: Callable[[], asyncio.Protocol],
+        clock: "Clock",
+        handshakes: "HandshakeQueue",
+    ) -> "TlsLayer":
         """A layer configured by a port's ``tls {}`` block (:class:`natsd.config.tls.TLSOptions`):
         ``handshake_first`` picks the mode (TLS first; with a fallback delay, either), else the
         upgrade follows the plaintext INFO."""
@@ -128,8 +166,16 @@ class TlsLayer(Layer):
             mode = "after_info"
         else:
             mode = "auto" if tls.handshake_first_fallback_ns > 0 else "first"
-        return cls(context, make_upper, clock, handshakes, timeout_ns=tls.timeout_ns, mode=mode,
-                   fallback_ns=tls.handshake_first_fallback_ns, pinned=tls.pinned_certs)
+        return cls(
+            context,
+            make_upper,
+            clock,
+            handshakes,
+            timeout_ns=tls.timeout_ns,
+            mode=mode,
+            fallback_ns=tls.handshake_first_fallback_ns,
+            pinned=tls.pinned_certs,
+        )
 
     # -- setup ------------------------------------------------------------------------------------
 
@@ -375,7 +421,8 @@ def _reset(transport: asyncio.BaseTransport) -> None:
     """Make the coming close a TCP reset (SO_LINGER 0), whatever is still unread.
 
     A pinning failure is found after OpenSSL finished the handshake (Python's ``ssl`` has no verify
-    callback, so no alert can be sent as nats-server's does), and a plain close is a FIN or a reset depending on whether the client's next bytes (its CONNECT
+    callback, so no alert can be sent as nats-server's does), and a plain close is a FIN or a reset depending on
+    whether the client's next bytes (its CONNECT
     right after its Finished) had arrived yet. A client reading a FIN in the middle of its connect
     (nats-py) may treat it as a quiet end rather than a failure; a reset fails it every time, as
     nats-server's alert does."""
@@ -432,6 +479,7 @@ class HandshakeQueue:
 
 # -- contexts per listener, reloadable ------------------------------------------------------------
 
+
 class TlsContexts:
     """The current ``SSLContext`` of each TLS listener, rebuilt on reload.
 
@@ -477,9 +525,19 @@ class TlsContexts:
 # -- verify_and_map ---------------------------------------------------------------------------------
 
 # Short names of RFC 2253 / Go's pkix.Name.String() for the attributes ssl.getpeercert() reports.
-_RDN = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU", "countryName": "C",
-        "localityName": "L", "stateOrProvinceName": "ST", "streetAddress": "STREET", "domainComponent": "DC",
-        "userId": "UID", "postalCode": "POSTALCODE", "serialNumber": "SERIALNUMBER"}
+_RDN = {
+    "commonName": "CN",
+    "organizationName": "O",
+    "organizationalUnitName": "OU",
+    "countryName": "C",
+    "localityName": "L",
+    "stateOrProvinceName": "ST",
+    "streetAddress": "STREET",
+    "domainComponent": "DC",
+    "userId": "UID",
+    "postalCode": "POSTALCODE",
+    "serialNumber": "SERIALNUMBER",
+}
 
 
 def _dn(subject: tuple) -> str:

@@ -41,7 +41,13 @@ from urllib.parse import urlsplit
 
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import (
-    AcceptConnection, BytesMessage, CloseConnection, Message, Ping, Request, TextMessage,
+    AcceptConnection,
+    BytesMessage,
+    CloseConnection,
+    Message,
+    Ping,
+    Request,
+    TextMessage,
 )
 from wsproto.extensions import Extension, PerMessageDeflate
 from wsproto.utilities import RemoteProtocolError
@@ -58,16 +64,28 @@ __all__ = ["WebSocketLayer", "close_status", "check_origin"]
 # nats-server's wsEnqueueCloseMessage: /connz close reason -> close status.
 _STATUS_BY_REASON = {
     "Client Closed": 1000,
-    "Authentication Timeout": 1008, "Authentication Failure": 1008, "Authorization Violation": 1008,
-    "Slow Consumer (Pending Bytes)": 1008, "Slow Consumer (Write Deadline)": 1008,
-    "Maximum Connections Exceeded": 1008, "Maximum Control Line Exceeded": 1008,
-    "Maximum Subscriptions Exceeded": 1008, "Maximum Account Connections Exceeded": 1008,
-    "Missing Account": 1008, "Authentication Expired": 1008, "Credentials Revoked": 1008,
+    "Authentication Timeout": 1008,
+    "Authentication Failure": 1008,
+    "Authorization Violation": 1008,
+    "Slow Consumer (Pending Bytes)": 1008,
+    "Slow Consumer (Write Deadline)": 1008,
+    "Maximum Connections Exceeded": 1008,
+    "Maximum Control Line Exceeded": 1008,
+    "Maximum Subscriptions Exceeded": 1008,
+    "Maximum Account Connections Exceeded": 1008,
+    "Missing Account": 1008,
+    "Authentication Expired": 1008,
+    "Credentials Revoked": 1008,
     "TLS Handshake Failure": 1015,
-    "Parse Error": 1002, "Protocol Violation": 1002, "Bad Client Protocol Version": 1002,
+    "Parse Error": 1002,
+    "Protocol Violation": 1002,
+    "Bad Client Protocol Version": 1002,
     "Maximum Payload Exceeded": 1009,
-    "Server Shutdown": 1001, "Lame Duck Mode": 1001,
-    "Write Error": 1006, "Read Error": 1006, "Stale Connection": 1006,
+    "Server Shutdown": 1001,
+    "Lame Duck Mode": 1001,
+    "Write Error": 1006,
+    "Read Error": 1006,
+    "Stale Connection": 1006,
 }
 _MAX_CLOSE_REASON = 123  # a close frame's payload is at most 125 bytes, 2 of them the status
 
@@ -85,7 +103,7 @@ def _host_port(scheme: str, hostport: str) -> tuple[str, str]:
 
 
 def check_origin(opts: WebsocketOptions, origin: str, host: str, secure: bool) -> str:
-    """"" when the upgrade's ``Origin`` is acceptable, else why not (nats-server's rules)."""
+    """ "" when the upgrade's ``Origin`` is acceptable, else why not (nats-server's rules)."""
     if not opts.same_origin and not opts.allowed_origins:
         return ""
     if not origin:
@@ -110,9 +128,11 @@ def check_origin(opts: WebsocketOptions, origin: str, host: str, secure: bool) -
 
 def _http_error(status: int, text: str) -> bytes:
     body = (text + "\n").encode()
-    return (f"HTTP/1.1 {status} {text}\r\nContent-Type: text/plain; charset=utf-8\r\n"
-            f"Sec-Websocket-Version: 13\r\nX-Content-Type-Options: nosniff\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
+    return (
+        f"HTTP/1.1 {status} {text}\r\nContent-Type: text/plain; charset=utf-8\r\n"
+        f"Sec-Websocket-Version: 13\r\nX-Content-Type-Options: nosniff\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode() + body
 
 
 class _Upper(Protocol):
@@ -127,14 +147,38 @@ class _Upper(Protocol):
 class WebSocketLayer(Layer):
     """Server side of one WebSocket connection (see the module docstring)."""
 
-    __slots__ = ("_opts", "_make_upper", "_clock", "_ws", "_timer", "_secure", "_frame_bytes", "_max_frame",
-                 "info_overrides", "_open", "_forwarded_for", "_jwt_cookie", "_make_leaf", "_deflate", "_inflate",
-                 "ws_compressed", "_make_mqtt")
+    __slots__ = (
+        "_opts",
+        "_make_upper",
+        "_clock",
+        "_ws",
+        "_timer",
+        "_secure",
+        "_frame_bytes",
+        "_max_frame",
+        "info_overrides",
+        "_open",
+        "_forwarded_for",
+        "_jwt_cookie",
+        "_make_leaf",
+        "_deflate",
+        "_inflate",
+        "ws_compressed",
+        "_make_mqtt",
+    )
 
-    def __init__(self, opts: WebsocketOptions, make_upper: Callable[[], asyncio.Protocol], clock: "Clock", *,
-                 secure: bool, max_frame: int, info_overrides: dict,
-                 make_leaf: "Callable[[], asyncio.Protocol | None] | None" = None,
-                 make_mqtt: "Callable[[], asyncio.Protocol | None] | None" = None) -> None:
+    def __init__(
+        self,
+        opts: WebsocketOptions,
+        make_upper: Callable[[], asyncio.Protocol],
+        clock: "Clock",
+        *,
+        secure: bool,
+        max_frame: int,
+        info_overrides: dict,
+        make_leaf: "Callable[[], asyncio.Protocol | None] | None" = None,
+        make_mqtt: "Callable[[], asyncio.Protocol | None] | None" = None,
+    ) -> None:
         super().__init__()
         # MQTT over WebSocket: ".../mqtt" (nats-server's mqttWSPath), when the server has an mqtt port.
         self._make_mqtt = make_mqtt
@@ -249,8 +293,9 @@ class WebSocketLayer(Layer):
             if self._opts.jwt_cookie in jar:
                 self._jwt_cookie = jar[self._opts.jwt_cookie].value
         extensions: list[Extension] = []
-        if self._opts.compression and any(isinstance(e, str) and e.split(";")[0].strip().lower() == "permessage-deflate"
-                                          for e in req.extensions):
+        if self._opts.compression and any(
+            isinstance(e, str) and e.split(";")[0].strip().lower() == "permessage-deflate" for e in req.extensions
+        ):
             extensions.append(PerMessageDeflate(client_no_context_takeover=True, server_no_context_takeover=True))
         upper: asyncio.Protocol | None
         subprotocol = None

@@ -27,7 +27,14 @@ from typing import Callable, cast
 
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import (
-    AcceptConnection, BytesMessage, CloseConnection, Message, Ping, RejectConnection, RejectData, Request,
+    AcceptConnection,
+    BytesMessage,
+    CloseConnection,
+    Message,
+    Ping,
+    RejectConnection,
+    RejectData,
+    Request,
     TextMessage,
 )
 from wsproto.extensions import Extension, PerMessageDeflate
@@ -49,11 +56,28 @@ def leaf_ws_target(url_path: str) -> str:
 class WebSocketClientLayer(Layer):
     """One outgoing WebSocket connection carrying a leafnode link (see the module docstring)."""
 
-    __slots__ = ("_host", "_target", "_make_upper", "_on_failure", "_compress", "_ws", "_open", "ws_compressed",
-                 "_deflate", "_inflate")
+    __slots__ = (
+        "_host",
+        "_target",
+        "_make_upper",
+        "_on_failure",
+        "_compress",
+        "_ws",
+        "_open",
+        "ws_compressed",
+        "_deflate",
+        "_inflate",
+    )
 
-    def __init__(self, host: str, target: str, make_upper: Callable[[], asyncio.Protocol],
-                 on_failure: Callable[[str], None], *, compression: bool = False) -> None:
+    def __init__(
+        self,
+        host: str,
+        target: str,
+        make_upper: Callable[[], asyncio.Protocol],
+        on_failure: Callable[[str], None],
+        *,
+        compression: bool = False,
+    ) -> None:
         super().__init__()
         self._host = host
         self._target = target
@@ -118,8 +142,9 @@ class WebSocketClientLayer(Layer):
                 elif isinstance(ev, (RejectConnection, RejectData)):
                     status = getattr(ev, "status_code", 0)
                     self._closing = True
-                    self._fail(f"invalid websocket connection (status {status})" if status
-                               else "invalid websocket connection")
+                    self._fail(
+                        f"invalid websocket connection (status {status})" if status else "invalid websocket connection"
+                    )
                     super().close()
                     return
                 elif isinstance(ev, Ping):

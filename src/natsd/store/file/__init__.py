@@ -15,6 +15,12 @@ from natsd.store.file.reads import MsgCorrupt
 from natsd.store.file.stream_store import FileStreamStore
 
 __all__ = [
-    "FileStreamStore", "FileConsumerStore", "MsgCorrupt", "file_store_msg_size", "read_meta", "write_meta",
-    "encode_consumer_state", "decode_consumer_state",
+    "FileStreamStore",
+    "FileConsumerStore",
+    "MsgCorrupt",
+    "file_store_msg_size",
+    "read_meta",
+    "write_meta",
+    "encode_consumer_state",
+    "decode_consumer_state",
 ]

@@ -78,8 +78,9 @@ class WriteJob:
 
     __slots__ = ("fd", "data", "out", "off", "sync", "err", "cut_err", "done", "on_done", "chain")
 
-    def __init__(self, fd: int, data: bytearray, off: int, sync: bool, chain: list,
-                 out: bytes | bytearray | None = None) -> None:
+    def __init__(
+        self, fd: int, data: bytearray, off: int, sync: bool, chain: list, out: bytes | bytearray | None = None
+    ) -> None:
         self.fd = fd
         self.data = data
         #: What goes to the file: ``data`` itself, or its encrypted form (an encrypted block).
@@ -119,15 +120,37 @@ class WriteJob:
         self.done.wait()
 
 
-
 class MessageBlock:
     """One block file. ``size`` is the logical size (flushed + pending bytes)."""
 
-    __slots__ = ("id", "path", "fd", "flushed", "pending", "max_ref", "dirty_sync", "werr", "comp", "cache",
-                 "damaged", "gen", "pend_off", "jobs", "ks", "key_path")
+    __slots__ = (
+        "id",
+        "path",
+        "fd",
+        "flushed",
+        "pending",
+        "max_ref",
+        "dirty_sync",
+        "werr",
+        "comp",
+        "cache",
+        "damaged",
+        "gen",
+        "pend_off",
+        "jobs",
+        "ks",
+        "key_path",
+    )
 
-    def __init__(self, block_id: int, path: str, create: bool = False, cache: ChunkCache | None = None,
-                 ks: Keystream | None = None, key_path: str = "") -> None:
+    def __init__(
+        self,
+        block_id: int,
+        path: str,
+        create: bool = False,
+        cache: ChunkCache | None = None,
+        ks: Keystream | None = None,
+        key_path: str = "",
+    ) -> None:
         self.id = block_id
         self.path = path
         #: The block's key stream (an encrypted store) and its key file, else None and "".
@@ -228,8 +251,14 @@ class MessageBlock:
         docstring); the caller submits it and later calls ``write_end``."""
         assert self.pending and self.werr is None
         ks = self.ks
-        job = WriteJob(self.fd, self.pending, self.pend_off, sync, chain,
-                       None if ks is None else ks.xor_append(self.pending, self.pend_off))
+        job = WriteJob(
+            self.fd,
+            self.pending,
+            self.pend_off,
+            sync,
+            chain,
+            None if ks is None else ks.xor_append(self.pending, self.pend_off),
+        )
         self.jobs.append(job)
         self.pend_off += len(self.pending)
         self.pending = bytearray()
@@ -306,8 +335,10 @@ class MessageBlock:
         try:
             _ftruncate(self.fd, self.flushed)
         except OSError as exc:
-            raise StoreWriteError(f"block {self.path}: earlier write failed ({self.werr}) and the "
-                                  f"file can not be cut back: {exc}", exc.errno) from exc
+            raise StoreWriteError(
+                f"block {self.path}: earlier write failed ({self.werr}) and the file can not be cut back: {exc}",
+                exc.errno,
+            ) from exc
         self.werr = None
 
     def sync(self) -> None:
@@ -326,7 +357,7 @@ class MessageBlock:
             self.write_end_all()
         if offset >= self.flushed:
             start = offset - self.pend_off
-            return bytes(self.pending[start: start + size])
+            return bytes(self.pending[start : start + size])
         if self.comp is not None:
             return self.comp.read(offset, size)
         return self._dec(os.pread(self.fd, size, offset), offset)
@@ -337,7 +368,7 @@ class MessageBlock:
             self.write_end_all()
         if offset >= self.flushed:
             start = offset - self.pend_off
-            self.pending[start: start + len(data)] = data
+            self.pending[start : start + len(data)] = data
             return
         assert offset + len(data) <= self.flushed, "an overwrite never straddles the flush point"
         self._decompress_file()

@@ -52,8 +52,21 @@ from natsd.store.file.layout import TMP_SUFFIX
 if TYPE_CHECKING:
     from natsd.store.file.encryption import Keystream
 
-__all__ = ["MAGIC", "HEADER", "CHUNK", "is_compressed", "compress_block", "CompressedView", "CorruptBlock",
-           "ChunkCache", "SHARED_CHUNKS", "submit", "write_compressed", "compress_file", "COMPRESS_TMP"]
+__all__ = [
+    "MAGIC",
+    "HEADER",
+    "CHUNK",
+    "is_compressed",
+    "compress_block",
+    "CompressedView",
+    "CorruptBlock",
+    "ChunkCache",
+    "SHARED_CHUNKS",
+    "submit",
+    "write_compressed",
+    "compress_file",
+    "COMPRESS_TMP",
+]
 
 MAGIC = b"\0\0\0\0NZs2"
 _HEAD = struct.Struct("<8sIII")
@@ -92,9 +105,9 @@ def compress_block(data) -> bytes:
     compress = _cramjam().snappy.compress
     try:
         for o in range(0, n, CHUNK):
-            framed = bytes(compress(mv[o: o + CHUNK]))
+            framed = bytes(compress(mv[o : o + CHUNK]))
             assert framed.startswith(_SNAPPY_ID)
-            parts.append(framed[len(_SNAPPY_ID):])
+            parts.append(framed[len(_SNAPPY_ID) :])
     finally:
         mv.release()
     return b"".join(parts)
@@ -138,7 +151,7 @@ def write_compressed(tmp: str, data, ks: Keystream | None = None) -> int:
     try:
         view = memoryview(out)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -214,7 +227,7 @@ class CompressedView:
             end = len(data)
             while o + 4 <= end:
                 typ = data[o]
-                ln = int.from_bytes(data[o + 1: o + 4], "little")
+                ln = int.from_bytes(data[o + 1 : o + 4], "little")
                 if o + 4 + ln > end:
                     break  # a cut frame: the chunks from here read as bad
                 if typ in (0x00, 0x01):
@@ -255,11 +268,11 @@ class CompressedView:
         first, last = off // c, (end - 1) // c
         if first == last:
             base = first * c
-            return self._chunk(first)[off - base: end - base]
+            return self._chunk(first)[off - base : end - base]
         parts = [self._chunk(i) for i in range(first, last + 1)]
         joined = b"".join(parts)
         base = first * c
-        return joined[off - base: end - base]
+        return joined[off - base : end - base]
 
     def read_all(self) -> bytes:
         return self.read(0, self.raw_len)

@@ -85,9 +85,18 @@ if TYPE_CHECKING:
     from natsd.store.file.encryption import AccountKeys, Keystream
 
 __all__ = [
-    "encode_consumer_state", "encode_consumer_state_v1", "decode_consumer_state", "decode_snapshot",
-    "encode_delta", "FileConsumerStore", "MAGIC", "VERSION", "VERSION_V1", "JOURNAL_VERSION",
-    "JOURNAL_FILE", "JOURNAL_OLD_FILE",
+    "encode_consumer_state",
+    "encode_consumer_state_v1",
+    "decode_consumer_state",
+    "decode_snapshot",
+    "encode_delta",
+    "FileConsumerStore",
+    "MAGIC",
+    "VERSION",
+    "VERSION_V1",
+    "JOURNAL_VERSION",
+    "JOURNAL_FILE",
+    "JOURNAL_OLD_FILE",
 ]
 
 MAGIC = 22
@@ -154,7 +163,7 @@ class _Reader:
         if self.pos + n > self.end:
             raise CorruptState("consumer state: truncated")
         a = array("q")
-        a.frombytes(self.data[self.pos:self.pos + n])
+        a.frombytes(self.data[self.pos : self.pos + n])
         if not _LITTLE:
             a.byteswap()
         self.pos += n
@@ -197,6 +206,7 @@ def _read_rdc_chunk(r: _Reader, into: dict) -> int:
 
 
 # -- snapshot -------------------------------------------------------------------------------------
+
 
 def encode_consumer_state(state: ConsumerState, gen: int = 0) -> bytes:
     """A v2 ``o.dat`` of ``state`` (module docstring), journals from generation ``gen`` on top."""
@@ -298,6 +308,7 @@ def decode_consumer_state(data: bytes) -> ConsumerState:
 
 # -- journal --------------------------------------------------------------------------------------
 
+
 def journal_header(gen: int) -> bytes:
     return bytes((MAGIC, JOURNAL_VERSION)) + _U64.pack(gen)
 
@@ -330,7 +341,7 @@ def _apply_journal(data: bytes, st: ConsumerState, name: str) -> tuple[int, int]
         (blen,) = _U32.unpack_from(data, pos)
         if pos + 8 + blen > size:
             break
-        body = data[pos + 4:pos + 4 + blen]
+        body = data[pos + 4 : pos + 4 + blen]
         (crc,) = _U32.unpack_from(data, pos + 4 + blen)
         if zlib.crc32(body) != crc:
             break
@@ -356,8 +367,14 @@ def _apply_journal(data: bytes, st: ConsumerState, name: str) -> tuple[int, int]
         pos += 8 + blen
         n += 1
     if pos < size:
-        log.warning("Consumer %r: journal %s damaged or torn after %d records (%d bytes dropped): "
-                    "the state is older there, which only causes redelivery", name, JOURNAL_FILE, n, size - pos)
+        log.warning(
+            "Consumer %r: journal %s damaged or torn after %d records (%d bytes dropped): "
+            "the state is older there, which only causes redelivery",
+            name,
+            JOURNAL_FILE,
+            n,
+            size - pos,
+        )
     return n, pos
 
 
@@ -396,8 +413,16 @@ class FileConsumerStore:
     ``stop()``.
     """
 
-    def __init__(self, directory: str, name: str, meta: dict | None, key: str, fsync: bool,
-                 on_close=None, keys: AccountKeys | None = None) -> None:
+    def __init__(
+        self,
+        directory: str,
+        name: str,
+        meta: dict | None,
+        key: str,
+        fsync: bool,
+        on_close=None,
+        keys: AccountKeys | None = None,
+    ) -> None:
         self.name = name
         self._dir = directory
         self._key = key
@@ -405,14 +430,14 @@ class FileConsumerStore:
         self._on_close = on_close
         self._closed = False
         self._dirty = False
-        self._full: ConsumerState | None = None   # a whole state to write
+        self._full: ConsumerState | None = None  # a whole state to write
         self._deltas: list[ConsumerDelta] = []
         self._source: Callable[[], tuple] | None = None
-        self._jfd = -1                 # the open journal (o.log), -1 = none yet
-        self._jbytes = 0               # its size
-        self._snap_bytes = 0           # size of the last snapshot written
-        self._ckpt: Future | None = None   # the last job queued on the worker thread
-        self._ckpt_token = 0           # bumped by whole writes: a stale checkpoint is dropped
+        self._jfd = -1  # the open journal (o.log), -1 = none yet
+        self._jbytes = 0  # its size
+        self._snap_bytes = 0  # size of the last snapshot written
+        self._ckpt: Future | None = None  # the last job queued on the worker thread
+        self._ckpt_token = 0  # bumped by whole writes: a stale checkpoint is dropped
         self._lock = threading.Lock()  # a checkpoint's rename vs. a whole write
         existed = os.path.isdir(directory)
         # The consumer's key first (a key that does not open it stops here, nothing written).
@@ -432,7 +457,7 @@ class FileConsumerStore:
         #: with its state reset (its config is in meta.inf, apart), which only causes
         #: redelivery; the owner picks a safe start (see recover_consumer).
         self.state_damaged = ""
-        self._gen = 0                  # generation of the current journal
+        self._gen = 0  # generation of the current journal
         self._state = self._load()
 
     # -- paths and loading ---------------------------------------------------------------------
@@ -480,9 +505,15 @@ class FileConsumerStore:
                     os.replace(path, path + DAMAGED_SUFFIX)
                 except OSError:
                     pass
-                log.warning("Consumer %r: state file %s is damaged (%s, %d bytes; kept as %s): "
-                            "state reset, unacknowledged messages will be redelivered",
-                            self.name, path, exc, len(data), CONSUMER_STATE_FILE + DAMAGED_SUFFIX)
+                log.warning(
+                    "Consumer %r: state file %s is damaged (%s, %d bytes; kept as %s): "
+                    "state reset, unacknowledged messages will be redelivered",
+                    self.name,
+                    path,
+                    exc,
+                    len(data),
+                    CONSUMER_STATE_FILE + DAMAGED_SUFFIX,
+                )
                 st, gen = ConsumerState(), 0
         journals = []
         for jname in (JOURNAL_OLD_FILE, JOURNAL_FILE):
@@ -492,8 +523,9 @@ class FileConsumerStore:
                 continue
             rewrite = True
             if len(jdata) < 10 or jdata[0] != MAGIC or jdata[1] != JOURNAL_VERSION:
-                log.warning("Consumer %r: journal %s has a bad header (%d bytes): ignored",
-                            self.name, jname, len(jdata))
+                log.warning(
+                    "Consumer %r: journal %s has a bad header (%d bytes): ignored", self.name, jname, len(jdata)
+                )
                 continue
             (jgen,) = _U64.unpack_from(jdata, 2)
             journals.append((jgen, jname, jdata))
@@ -580,8 +612,11 @@ class FileConsumerStore:
         try:
             fn(*args)
         except OSError as e:
-            log.error("Consumer %r: writing its state failed: %s (older state on disk: redelivery "
-                      "after a crash)", self.name, e)
+            log.error(
+                "Consumer %r: writing its state failed: %s (older state on disk: redelivery after a crash)",
+                self.name,
+                e,
+            )
 
     def _fsync_journal(self) -> None:
         if self._jfd >= 0:
@@ -704,8 +739,9 @@ class FileConsumerStore:
         pend, rdc, dl, af = self._source()  # type: ignore[misc]
         self._write_checkpoint(self._ckpt_token, self._gen, pend, rdc, dl, af)
 
-    def _write_checkpoint(self, token: int, gen: int, pend: dict, rdc: dict,
-                          dl: SequencePair, af: SequencePair) -> None:
+    def _write_checkpoint(
+        self, token: int, gen: int, pend: dict, rdc: dict, dl: SequencePair, af: SequencePair
+    ) -> None:
         """Worker thread: the fuzzy snapshot (module docstring), read from the live maps a slice
         at a time (each slice one short hold of the GIL) and written as it goes."""
         path = self._path(CONSUMER_STATE_FILE)
@@ -727,7 +763,8 @@ class FileConsumerStore:
                     size += len(b)
                     view = memoryview(b)
                     while view:
-                        view = view[os.write(fd, view):]
+                        view = view[os.write(fd, view) :]
+
                 head = bytearray((MAGIC, VERSION))
                 head += _U64.pack(gen)
                 _pairs(head, dl, af)
@@ -737,7 +774,7 @@ class FileConsumerStore:
                     for i in range(0, len(keys), CHECKPOINT_SLICE):
                         if token != self._ckpt_token:
                             raise _Stale()
-                        chunk = keys[i:i + CHECKPOINT_SLICE]
+                        chunk = keys[i : i + CHECKPOINT_SLICE]
                         vals = list(map(table.get, chunk))
                         present = [k for k, v in zip(chunk, vals) if v is not None]
                         out = bytearray()

@@ -71,7 +71,7 @@ class WriteFaults:
             size = total & 0x7FFFFFFF
             flags = raw & FLAG_MASK
             if flags and not flags & (FLAG_FIRST | FLAG_ERASED) and raw & SEQ_MASK <= durable:
-                keep += data[off: off + size]
+                keep += data[off : off + size]
             off += size
         blk.pending = keep
         s._marker_first = marker_first
@@ -88,8 +88,12 @@ class WriteFaults:
                 s._cb = cb
         # Logged once per outage (a full disk fails every flush until space returns).
         (log.debug if self.failing else log.error)(
-            "stream %s: write failed (%s); rolled back %d sequence(s) after %d", s.config.name, exc,
-            max(rolled, 0), durable)
+            "stream %s: write failed (%s); rolled back %d sequence(s) after %d",
+            s.config.name,
+            exc,
+            max(rolled, 0),
+            durable,
+        )
         self.failing = True
         prev = self.rollback
         self.rollback = (durable if prev is None else min(prev[0], durable), exc)

@@ -85,10 +85,28 @@ def encode_index(snap: IndexSnapshot) -> bytes:
     n = len(snap.pos)
     assert len(snap.sid) == len(snap.ts) == len(snap.sz) == len(snap.nxt) == n
     version = VERSION | (_BIG if sys.byteorder == "big" else 0)
-    parts = [_FIXED.pack(MAGIC, version, snap.first, snap.last, snap.first_ts, snap.last_ts, snap.msgs,
-                         snap.bytes, snap.base, n, snap.marker_first, snap.lost_bytes),
-             snap.pos.tobytes(), snap.sid.tobytes(), snap.ts.tobytes(), snap.sz.tobytes(), snap.nxt.tobytes(),
-             _U32.pack(len(snap.subjects))]
+    parts = [
+        _FIXED.pack(
+            MAGIC,
+            version,
+            snap.first,
+            snap.last,
+            snap.first_ts,
+            snap.last_ts,
+            snap.msgs,
+            snap.bytes,
+            snap.base,
+            n,
+            snap.marker_first,
+            snap.lost_bytes,
+        ),
+        snap.pos.tobytes(),
+        snap.sid.tobytes(),
+        snap.ts.tobytes(),
+        snap.sz.tobytes(),
+        snap.nxt.tobytes(),
+        _U32.pack(len(snap.subjects)),
+    ]
     for slot in snap.subjects:
         if slot is None:
             parts.append(_U16.pack(0xFFFF))
@@ -114,8 +132,9 @@ def decode_index(data: bytes) -> IndexSnapshot:
     if zlib.crc32(memoryview(data)[:-4]) != crc:
         raise CorruptState("index: checksum mismatch")
     try:
-        (magic, version, first, last, first_ts, last_ts, msgs, nbytes, base, n, marker_first,
-         lost_bytes) = _FIXED.unpack_from(data, 0)
+        (magic, version, first, last, first_ts, last_ts, msgs, nbytes, base, n, marker_first, lost_bytes) = (
+            _FIXED.unpack_from(data, 0)
+        )
         if magic != MAGIC or version & ~_BIG not in _VERSIONS:
             raise CorruptState("index: bad magic or version")
         if bool(version & _BIG) != (sys.byteorder == "big"):
@@ -128,7 +147,7 @@ def decode_index(data: bytes) -> IndexSnapshot:
             widths = widths[:4]
         for code, width in widths:
             a = array(code)
-            a.frombytes(mv[p: p + width * n])
+            a.frombytes(mv[p : p + width * n])
             if len(a) != n:
                 raise CorruptState("index: short arrays")
             arrays.append(a)
@@ -144,7 +163,7 @@ def decode_index(data: bytes) -> IndexSnapshot:
             if ln == 0xFFFF:
                 subjects.append(None)
                 continue
-            name = bytes(mv[p: p + ln]).decode()
+            name = bytes(mv[p : p + ln]).decode()
             p += ln
             m, f, la, stale = _SS.unpack_from(data, p)
             p += _SS.size
@@ -172,5 +191,23 @@ def decode_index(data: bytes) -> IndexSnapshot:
             raise CorruptState("index: trailing bytes")
     except (struct.error, UnicodeDecodeError) as exc:
         raise CorruptState(f"index: malformed: {exc}") from None
-    return IndexSnapshot(first, last, first_ts, last_ts, msgs, nbytes, base, marker_first, lost_bytes,
-                         arrays[0], arrays[1], arrays[2], arrays[3], arrays[4], subjects, ttl, lost, blocks)
+    return IndexSnapshot(
+        first,
+        last,
+        first_ts,
+        last_ts,
+        msgs,
+        nbytes,
+        base,
+        marker_first,
+        lost_bytes,
+        arrays[0],
+        arrays[1],
+        arrays[2],
+        arrays[3],
+        arrays[4],
+        subjects,
+        ttl,
+        lost,
+        blocks,
+    )

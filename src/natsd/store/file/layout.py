@@ -19,9 +19,19 @@ from __future__ import annotations
 from natsd.atomicfile import TMP_SUFFIX  # what natsd.atomicfile leaves behind on a crash
 
 __all__ = [
-    "MSGS_DIR", "OBS_DIR", "META_FILE", "META_SUM_FILE", "INDEX_FILE", "CONSUMER_STATE_FILE",
-    "BLOCK_SUFFIX", "block_file_name", "parse_block_file_name", "DEFAULT_BLOCK_SIZE",
-    "MAX_RECORD_SIZE", "DEFAULT_INDEX_INTERVAL_NS", "TMP_SUFFIX",
+    "MSGS_DIR",
+    "OBS_DIR",
+    "META_FILE",
+    "META_SUM_FILE",
+    "INDEX_FILE",
+    "CONSUMER_STATE_FILE",
+    "BLOCK_SUFFIX",
+    "block_file_name",
+    "parse_block_file_name",
+    "DEFAULT_BLOCK_SIZE",
+    "MAX_RECORD_SIZE",
+    "DEFAULT_INDEX_INTERVAL_NS",
+    "TMP_SUFFIX",
 ]
 
 MSGS_DIR = "msgs"

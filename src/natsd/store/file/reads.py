@@ -31,8 +31,17 @@ from typing import TYPE_CHECKING, NoReturn
 from natsd.store.file.crc import BIG, crc32, crc32_big
 from natsd.store.base import CorruptState, MsgNotFound, MsgRun, StoreMsg
 from natsd.store.file.record import (
-    FLAG_MASK, HDR_BIT, HEAD_STRUCT, HEADER_SIZE, RECORD_OVERHEAD, SEQ_MASK, TRAILER_SIZE, TRAILER_STRUCT, RecordError,
-    intact_crc, parse_header,
+    FLAG_MASK,
+    HDR_BIT,
+    HEAD_STRUCT,
+    HEADER_SIZE,
+    RECORD_OVERHEAD,
+    SEQ_MASK,
+    TRAILER_SIZE,
+    TRAILER_STRUCT,
+    RecordError,
+    intact_crc,
+    parse_header,
 )
 
 if TYPE_CHECKING:
@@ -55,8 +64,9 @@ _TRAILER_LEN = TRAILER_SIZE
 _RESIDUES: dict[int, int] = {}
 
 
-def _add_msg(sm: StoreMsg, seq: int, seqs: list, tss: list, subjects: list, hdrs: list | None,
-             msgs: list) -> list | None:
+def _add_msg(
+    sm: StoreMsg, seq: int, seqs: list, tss: list, subjects: list, hdrs: list | None, msgs: list
+) -> list | None:
     """Append one message read record by record to load_run's columns; returns ``hdrs``
     (created, with None for the messages before, at the first message with headers)."""
     if sm.hdr is not None and hdrs is None:
@@ -115,7 +125,7 @@ def _uniform(data: bytes, o: int, size: int, m: int, seq: int):
     hlen = -1
     if total & HDR_BIT:
         p = o + HEADER_SIZE + slen
-        hlen = int.from_bytes(data[p: p + 4], "little")
+        hlen = int.from_bytes(data[p : p + 4], "little")
         plen = size - RECORD_OVERHEAD - 4 - slen - hlen
     else:
         plen = size - RECORD_OVERHEAD - slen
@@ -129,7 +139,7 @@ def _uniform(data: bytes, o: int, size: int, m: int, seq: int):
         # The record layout of natsd.store.file.record, payload and trailer included.
         fmt = f"<IQqH{slen}s{plen}s8x" if hlen < 0 else f"<IQqH{slen}sI{hlen}s{plen}s8x"
         st = _RUN_STRUCTS[key] = struct.Struct(fmt)
-    seg = memoryview(data)[o: o + m * size]
+    seg = memoryview(data)[o : o + m * size]
     if hlen < 0:
         totals, raws, tss, slens, subjects, msgs = zip(*st.iter_unpack(seg))
         hdrs = None
@@ -137,8 +147,12 @@ def _uniform(data: bytes, o: int, size: int, m: int, seq: int):
         totals, raws, tss, slens, subjects, hlens, hdrs, msgs = zip(*st.iter_unpack(seg))
         if hlens.count(hlen) != m:
             return None
-    if (totals.count(total) != m or slens.count(slen) != m or raws != tuple(range(seq, seq + m))
-            or _crc_big(seg) != _run_crc(size, m)):
+    if (
+        totals.count(total) != m
+        or slens.count(slen) != m
+        or raws != tuple(range(seq, seq + m))
+        or _crc_big(seg) != _run_crc(size, m)
+    ):
         return None
     return raws, tss, subjects, hdrs, msgs
 
@@ -172,7 +186,7 @@ class BlockReads:
         c = self.rcache
         if c is not None and c[0] == bid and c[1] <= off and off + size <= c[2]:
             start = off - c[1]
-            data = c[3][start: start + size]
+            data = c[3][start : start + size]
         else:
             blk = s._blocks.get(bid)
             if blk is None:
@@ -195,7 +209,7 @@ class BlockReads:
             rsize, has_hdr, raw, ts, slen = parse_header(data, 0)
             if rsize != size or len(data) != size:
                 raise RecordError(0, "length differs from the index")
-            crc = int.from_bytes(data[size - 8: size - 4], "little")
+            crc = int.from_bytes(data[size - 8 : size - 4], "little")
             if (_crc_big if size >= BIG else _crc32)(memoryview(data)[: size - 8]) != crc:
                 raise RecordError(0, "checksum mismatch")
             if raw != seq:
@@ -205,10 +219,10 @@ class BlockReads:
         p = HEADER_SIZE + slen
         hdr = None
         if has_hdr:
-            hlen = int.from_bytes(data[p: p + 4], "little")
-            hdr = data[p + 4: p + 4 + hlen]
+            hlen = int.from_bytes(data[p : p + 4], "little")
+            hdr = data[p + 4 : p + 4 + hlen]
             p += 4 + hlen
-        return StoreMsg(s._snames[s._sid[i]], hdr, data[p: size - _TRAILER_LEN], seq, ts)
+        return StoreMsg(s._snames[s._sid[i]], hdr, data[p : size - _TRAILER_LEN], seq, ts)
 
     def iter_msgs(self, start_seq: int, end_seq: int):
         """Live messages with start_seq <= seq <= end_seq, in order (a consumer's forward read).
@@ -277,23 +291,22 @@ class BlockReads:
                     break
                 want = residues.get(size) or _residue(size)
                 total, raw, ts, slen = unpack(data, o)
-                if crc32(mv[o: rec_end]) != want or raw != base + k or (total & ~HDR_BIT) != size:
+                if crc32(mv[o:rec_end]) != want or raw != base + k or (total & ~HDR_BIT) != size:
                     bad = True  # the per-message path below reports it
                     break
                 p = o + HEADER_SIZE + slen
                 if total & HDR_BIT:
-                    hlen = int.from_bytes(data[p: p + 4], "little")
-                    hdr = data[p + 4: p + 4 + hlen]
+                    hlen = int.from_bytes(data[p : p + 4], "little")
+                    hdr = data[p + 4 : p + 4 + hlen]
                     p += 4 + hlen
                 else:
                     hdr = None
-                yield StoreMsg(snames[sida[k]], hdr, data[p: rec_end - _TRAILER_LEN], base + k, ts)
+                yield StoreMsg(snames[sida[k]], hdr, data[p : rec_end - _TRAILER_LEN], base + k, ts)
                 k += 1
                 o = rec_end
                 # Resumed: the consumer may have changed the store meanwhile; anything but the
                 # next record back to back (a gap, a removal, a purge) goes back to the index.
-                if (k > hi or s._base != base or s._pos is not posa or k >= len(posa)
-                        or posa[k] != p0 + o):
+                if k > hi or s._base != base or s._pos is not posa or k >= len(posa) or posa[k] != p0 + o:
                     break
             seq = base + k
             if bad:
@@ -373,8 +386,8 @@ class BlockReads:
             # 1. The uniform stretch from here: positions p0, p0 + size, ... (a gap, a marker
             # record between two messages or another size ends it), all sizes equal.
             k = min(need, (dlen - o) // size, len(posa) - i)
-            m = next(compress(count(), map(ne, posa[i: i + k], range(p0, p0 + k * size, size))), k) if k > 1 else k
-            if m > 1 and sza[i: i + m].count(size) == m:
+            m = next(compress(count(), map(ne, posa[i : i + k], range(p0, p0 + k * size, size))), k) if k > 1 else k
+            if m > 1 and sza[i : i + m].count(size) == m:
                 cols = _uniform(data, o, size, m, seq)
                 if cols is not None:
                     if not seqs and m == max_msgs:
@@ -413,19 +426,19 @@ class BlockReads:
                     bad = True
                     break
                 p = o + HEADER_SIZE + slen
-                subj = data[o + HEADER_SIZE: p]
+                subj = data[o + HEADER_SIZE : p]
                 if total & HDR_BIT:
-                    hlen = int.from_bytes(data[p: p + 4], "little")
+                    hlen = int.from_bytes(data[p : p + 4], "little")
                     if hdrs is None:
                         hdrs = [None] * len(seqs)
-                    hdrs.append(data[p + 4: p + 4 + hlen])
+                    hdrs.append(data[p + 4 : p + 4 + hlen])
                     p += 4 + hlen
                 elif hdrs is not None:
                     hdrs.append(None)
                 seqs.append(raw)
                 tss.append(ts)
                 subjects.append(subj)
-                msgs.append(data[p: rec_end - _TRAILER_LEN])
+                msgs.append(data[p : rec_end - _TRAILER_LEN])
                 need -= 1
                 i += 1
                 o = rec_end

@@ -194,8 +194,7 @@ def encode_msgs(seq: int, ts: int, subject: bytes, msgs: list[bytes], hdr_len: i
 BIG_RECORD = 2048
 
 
-def encode_msgs_into(buf: bytearray, seq: int, ts: int, subject: bytes, msgs: list[bytes],
-                     hdr_len: int = 0) -> None:
+def encode_msgs_into(buf: bytearray, seq: int, ts: int, subject: bytes, msgs: list[bytes], hdr_len: int = 0) -> None:
     """Append :func:`encode_msgs` of the arguments to ``buf`` (same bytes), copying big payloads
     once (``BIG_RECORD``)."""
     m0 = len(msgs[0])
@@ -243,7 +242,7 @@ def erase_record(rec: bytes, random_bytes) -> bytes:
     body = random_bytes(body_len)
     if total & HDR_BIT:
         # Keep hdr_len readable so the record stays structurally valid.
-        body = body[:slen] + rec[HEADER_SIZE + slen: HEADER_SIZE + slen + 4] + body[slen + 4:]
+        body = body[:slen] + rec[HEADER_SIZE + slen : HEADER_SIZE + slen + 4] + body[slen + 4 :]
     data = head + body
     return data + _pack_trailer(_crc32(data), size)
 
@@ -287,10 +286,10 @@ def decode_record(buf, offset: int = 0) -> Record:
     crc, total2 = _TRAILER.unpack_from(buf, end - TRAILER_SIZE)
     if total2 != size:
         raise RecordError(offset, "trailing length mismatch")
-    if (_crc_big if size >= BIG else _crc32)(buf[offset: end - TRAILER_SIZE]) != crc:
+    if (_crc_big if size >= BIG else _crc32)(buf[offset : end - TRAILER_SIZE]) != crc:
         raise RecordError(offset, "checksum mismatch")
     p = offset + HEADER_SIZE
-    subject = bytes(buf[p: p + slen])
+    subject = bytes(buf[p : p + slen])
     p += slen
     hdr = None
     if has_hdr:
@@ -300,9 +299,9 @@ def decode_record(buf, offset: int = 0) -> Record:
         p += 4
         if p + hlen > end - TRAILER_SIZE:
             raise RecordError(offset, "header block past the record")
-        hdr = bytes(buf[p: p + hlen])
+        hdr = bytes(buf[p : p + hlen])
         p += hlen
-    msg = bytes(buf[p: end - TRAILER_SIZE])
+    msg = bytes(buf[p : end - TRAILER_SIZE])
     return Record(raw_seq & SEQ_MASK, raw_seq & FLAG_MASK, ts, subject, hdr, msg, size)
 
 

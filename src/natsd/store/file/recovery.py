@@ -42,8 +42,21 @@ from natsd.store.file.index import IndexSnapshot
 from natsd.store.file.keyfiles import block_key_name
 from natsd.store.file.layout import MAX_RECORD_SIZE, TMP_SUFFIX, block_file_name, parse_block_file_name
 from natsd.store.file.record import (
-    CRC_RESIDUE, FLAG_ERASED, FLAG_FIRST, FLAG_MASK, FLAG_SKIP, FLAG_TOMB, FLAG_TRUNC, FLAG_TTL, HEAD_STRUCT,
-    HEADER_SIZE, RECORD_OVERHEAD, SEQ_MASK, TRAILER_STRUCT, RecordError, intact_crc,
+    CRC_RESIDUE,
+    FLAG_ERASED,
+    FLAG_FIRST,
+    FLAG_MASK,
+    FLAG_SKIP,
+    FLAG_TOMB,
+    FLAG_TRUNC,
+    FLAG_TTL,
+    HEAD_STRUCT,
+    HEADER_SIZE,
+    RECORD_OVERHEAD,
+    SEQ_MASK,
+    TRAILER_STRUCT,
+    RecordError,
+    intact_crc,
 )
 from natsd.store.seqindex import NEVER_EXPIRES, IndexedStreamStore
 
@@ -69,8 +82,9 @@ def next_record(data: bytes, mv, start: int, end: int) -> int:
         total, _raw, _ts, slen = _HEAD_UNPACK(data, o)
         size = total & 0x7FFFFFFF
         if RECORD_OVERHEAD + slen <= size <= MAX_RECORD_SIZE and o + size <= end:
-            if (int.from_bytes(data[o + size - 4: o + size], "little") == size
-                    and _crc32(mv[o: o + size]) == intact_crc(size)):
+            if int.from_bytes(data[o + size - 4 : o + size], "little") == size and _crc32(
+                mv[o : o + size]
+            ) == intact_crc(size):
                 return o
         o += 1
     return -1
@@ -82,8 +96,16 @@ class Recovery:
     what only recovery needs (a pending gap, the full scan's bookkeeping); rebuilds the store's
     index and opens its blocks through ``store``."""
 
-    __slots__ = ("_s", "gap_from", "keep_last", "scanning", "scan_removed", "scan_suspect", "pending_suspect",
-                 "max_msg")
+    __slots__ = (
+        "_s",
+        "gap_from",
+        "keep_last",
+        "scanning",
+        "scan_removed",
+        "scan_suspect",
+        "pending_suspect",
+        "max_msg",
+    )
 
     def __init__(self, store: FileStreamStore) -> None:
         self._s = store
@@ -131,8 +153,10 @@ class Recovery:
             ks, key_path = s.block_keys(bid)
         except FileNotFoundError:
             if os.path.getsize(path):
-                raise StoreKeyError(f"stream {s.config.name!r}: block {path} has no key file "
-                                    f"({block_key_name(bid)}): its bytes can not be read") from None
+                raise StoreKeyError(
+                    f"stream {s.config.name!r}: block {path} has no key file "
+                    f"({block_key_name(bid)}): its bytes can not be read"
+                ) from None
             ks, key_path = s.block_keys(bid, create=True)  # created, then cut by a crash: empty
         blk = MessageBlock(bid, path, cache=s._compression.chunks, ks=ks, key_path=key_path)
         s._blocks[bid] = blk
@@ -207,8 +231,9 @@ class Recovery:
             s._lost_bytes += s._sz[seq - s._base]
             s._remove(seq, notify=False)
         if lost:
-            log.error("stream %s: block file(s) %s missing; %d message(s) lost", s.config.name,
-                      sorted(missing), len(lost))
+            log.error(
+                "stream %s: block file(s) %s missing; %d message(s) lost", s.config.name, sorted(missing), len(lost)
+            )
 
     def _full_scan(self, ids: list[int], snap: IndexSnapshot | None) -> None:
         """Rebuild the index from every block, in order."""
@@ -283,8 +308,12 @@ class Recovery:
         sgen = s._sgen
         try:
             while off < end:
-                if (s._msgs and not self.gap_from and not (scanning and self.pending_suspect)
-                        and s._base + len(s._pos) == s._last + 1):
+                if (
+                    s._msgs
+                    and not self.gap_from
+                    and not (scanning and self.pending_suspect)
+                    and s._base + len(s._pos) == s._last + 1
+                ):
                     if s._sgen != sgen:
                         sidcache.clear()
                         sgen = s._sgen
@@ -314,10 +343,10 @@ class Recovery:
                             want = residues.get(size)
                             if want is None:
                                 want = residues[size] = crc32(size.to_bytes(4, "little"), CRC_RESIDUE)
-                        if crc32(mv[off: rec_end]) != want:
+                        if crc32(mv[off:rec_end]) != want:
                             break
                         s0 = off + hsize
-                        sid = get(data[s0: s0 + slen])
+                        sid = get(data[s0 : s0 + slen])
                         if sid is None:
                             break
                         ss = ss_list[sid]
@@ -368,12 +397,19 @@ class Recovery:
         s = self._s
         size = os.fstat(blk.fd).st_size
         s._lost_bytes += size
-        log.error("stream %s: compressed block %d is damaged (%s); its %d byte(s) are lost and the messages "
-                  "in it reported lost", s.config.name, blk.id, blk.damaged, size)
+        log.error(
+            "stream %s: compressed block %d is damaged (%s); its %d byte(s) are lost and the messages "
+            "in it reported lost",
+            s.config.name,
+            blk.id,
+            blk.damaged,
+            size,
+        )
         blk.truncate(0)
 
-    def _replay_one(self, blk: MessageBlock, data: bytes, mv, off: int, end: int, subjects: dict,
-                    sidcache: dict, scanning: bool) -> int:
+    def _replay_one(
+        self, blk: MessageBlock, data: bytes, mv, off: int, end: int, subjects: dict, sidcache: dict, scanning: bool
+    ) -> int:
         """Verify and apply the one record at ``off``; returns where the next one starts.
         RecordError (or a decoding error) when it is damaged."""
         s = self._s
@@ -389,11 +425,11 @@ class Recovery:
         crc, size2 = _TRAILER_UNPACK(data, rec_end - 8)
         if size2 != size:
             raise RecordError(off, "trailing length mismatch")
-        if _crc32(mv[off: rec_end - 8]) != crc:
+        if _crc32(mv[off : rec_end - 8]) != crc:
             raise RecordError(off, "checksum mismatch")
         if raw <= SEQ_MASK:  # a message: no flag bits
             seq = raw
-            sb = data[off + HEADER_SIZE: off + HEADER_SIZE + slen]
+            sb = data[off + HEADER_SIZE : off + HEADER_SIZE + slen]
             subject = subjects.get(sb)
             if subject is None:
                 subject = subjects[sb] = sb.decode()
@@ -407,16 +443,18 @@ class Recovery:
                     self.max_msg = seq
                 sidcache[sb] = s._index_add(seq, ts, subject, size, (blk.id << 32) | off)
             else:
-                log.warning("stream %s: block %d offset %d repeats sequence %d; ignored",
-                            s.config.name, blk.id, off, seq)
+                log.warning(
+                    "stream %s: block %d offset %d repeats sequence %d; ignored", s.config.name, blk.id, off, seq
+                )
             if seq > blk.max_ref:
                 blk.max_ref = seq
             return rec_end
         self._replay_marker(blk, mv, off, rec_end, raw, ts, slen, scanning)
         return rec_end
 
-    def _replay_marker(self, blk: MessageBlock, mv, off: int, rec_end: int, raw: int, ts: int, slen: int,
-                       scanning: bool) -> None:
+    def _replay_marker(
+        self, blk: MessageBlock, mv, off: int, rec_end: int, raw: int, ts: int, slen: int, scanning: bool
+    ) -> None:
         """Apply the intact marker record (flag bits set) at ``off``; RecordError for unknown flags."""
         s = self._s
         flags = raw & FLAG_MASK
@@ -452,7 +490,7 @@ class Recovery:
             IndexedStreamStore.truncate(self._s, seq)
             blk.max_ref = max(blk.max_ref, seq)
         elif flags == FLAG_SKIP:
-            count = int.from_bytes(mv[off + HEADER_SIZE + slen: rec_end - 8], "little")
+            count = int.from_bytes(mv[off + HEADER_SIZE + slen : rec_end - 8], "little")
             top = seq + count - 1
             if top > s._last:
                 s._skip_range(s._last + 1, top - s._last, ts)
@@ -474,13 +512,20 @@ class Recovery:
         what = "torn tail" if last_block else "corrupt record"
         # The sequence in a damaged header is only a hint; report it when it is plausible.
         if end - off >= 12:
-            raw = int.from_bytes(mv[off + 4: off + 12], "little")
+            raw = int.from_bytes(mv[off + 4 : off + 12], "little")
             seq = raw & SEQ_MASK
             if not raw & FLAG_MASK and s._last < seq <= s._last + 1_000_000:
                 s._lost_msgs.append(seq)
         s._lost_bytes += lost_bytes
-        log.error("stream %s: %s in block %d at offset %d (%s); truncated %d byte(s) and reported them lost",
-                  s.config.name, what, blk.id, off, exc, lost_bytes)
+        log.error(
+            "stream %s: %s in block %d at offset %d (%s); truncated %d byte(s) and reported them lost",
+            s.config.name,
+            what,
+            blk.id,
+            off,
+            exc,
+            lost_bytes,
+        )
         mv.release()
         blk.truncate(off)
 
@@ -498,8 +543,16 @@ class Recovery:
                 self.pending_suspect = self.max_msg + 1
         else:
             self.gap_from = s._last + 1
-        log.error("stream %s: damaged record in block %d at offset %d (%s); skipped %d byte(s) up to the next "
-                  "intact record at offset %d", s.config.name, blk.id, off, exc, nxt - off, nxt)
+        log.error(
+            "stream %s: damaged record in block %d at offset %d (%s); skipped %d byte(s) up to the next "
+            "intact record at offset %d",
+            s.config.name,
+            blk.id,
+            off,
+            exc,
+            nxt - off,
+            nxt,
+        )
 
     def _report_gap(self, seq: int) -> None:
         """The first message after damaged bytes has sequence ``seq``: the sequences from

@@ -71,13 +71,32 @@ from natsd.store.file.keyfiles import block_key_name, open_asset_key
 from natsd.store.file.faults import WriteFaults
 from natsd.store.file.index_file import IndexFile
 from natsd.store.file.layout import (
-    DEFAULT_BLOCK_SIZE, DEFAULT_INDEX_INTERVAL_NS, META_FILE, MSGS_DIR, OBS_DIR, block_file_name,
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_INDEX_INTERVAL_NS,
+    META_FILE,
+    MSGS_DIR,
+    OBS_DIR,
+    block_file_name,
 )
 from natsd.store.file.meta import fsync_dir, write_meta
 from natsd.store.file.reads import BlockReads, MsgCorrupt
 from natsd.store.file.record import (
-    FLAG_ERASED, FLAG_FIRST, FLAG_MASK, FLAG_SKIP, FLAG_TOMB, FLAG_TRUNC, FLAG_TTL, HEADER_SIZE, SEQ_MASK,
-    RecordError, encode_marker, encode_msg_into, encode_msgs_into, erase_record, file_store_msg_size, parse_header,
+    FLAG_ERASED,
+    FLAG_FIRST,
+    FLAG_MASK,
+    FLAG_SKIP,
+    FLAG_TOMB,
+    FLAG_TRUNC,
+    FLAG_TTL,
+    HEADER_SIZE,
+    SEQ_MASK,
+    RecordError,
+    encode_marker,
+    encode_msg_into,
+    encode_msgs_into,
+    erase_record,
+    file_store_msg_size,
+    parse_header,
 )
 from natsd.store.file.recovery import Recovery
 from natsd.store.file.threaded import InFlightWrites
@@ -121,10 +140,20 @@ class FileStreamStore(IndexedStreamStore):
 
     msg_size = staticmethod(file_store_msg_size)
 
-    def __init__(self, config: StoreConfig, clock, directory: str, *, sync_interval_ns: int = 120 * 10**9,
-                 sync_always: bool = False, block_size: int = DEFAULT_BLOCK_SIZE,
-                 index_interval_ns: int = DEFAULT_INDEX_INTERVAL_NS, compress_inline: bool = False,
-                 writer: BlockWriter | None = None, keys: AccountKeys | None = None) -> None:
+    def __init__(
+        self,
+        config: StoreConfig,
+        clock,
+        directory: str,
+        *,
+        sync_interval_ns: int = 120 * 10**9,
+        sync_always: bool = False,
+        block_size: int = DEFAULT_BLOCK_SIZE,
+        index_interval_ns: int = DEFAULT_INDEX_INTERVAL_NS,
+        compress_inline: bool = False,
+        writer: BlockWriter | None = None,
+        keys: AccountKeys | None = None,
+    ) -> None:
         self._dir = directory
         # Encryption at rest (natsd.store.file.encryption): the account's keys and the stream's
         # own key (meta.key); both None for a plain store.
@@ -212,8 +241,12 @@ class FileStreamStore(IndexedStreamStore):
         writer = writes.writer
         if old is None or (writes.jobs and not old.pending):
             pass  # nothing of the old block left to write here (the writer thread has the rest)
-        elif (writer is not None and old.werr is None and (writes.jobs or len(old.pending) >= writer.threshold)
-              and writes.post()):
+        elif (
+            writer is not None
+            and old.werr is None
+            and (writes.jobs or len(old.pending) >= writer.threshold)
+            and writes.post()
+        ):
             # The old block's tail goes to the writer thread (after the writes in flight).
             writes.submit(old)
         else:
@@ -221,11 +254,18 @@ class FileStreamStore(IndexedStreamStore):
         bid = (max(self._blocks) + 1) if self._blocks else 1
         try:
             ks, key_path = self.block_keys(bid, create=True)
-            blk = MessageBlock(bid, os.path.join(self._msgs_dir, block_file_name(bid)), create=True,
-                               cache=self._compression.chunks, ks=ks, key_path=key_path)
+            blk = MessageBlock(
+                bid,
+                os.path.join(self._msgs_dir, block_file_name(bid)),
+                create=True,
+                cache=self._compression.chunks,
+                ks=ks,
+                key_path=key_path,
+            )
         except OSError as exc:  # no inode left, too many open files...: the store refuses the write
-            raise StoreWriteError(f"creating block {bid} of stream {self.config.name} failed: {exc}",
-                                  exc.errno) from exc
+            raise StoreWriteError(
+                f"creating block {bid} of stream {self.config.name} failed: {exc}", exc.errno
+            ) from exc
         self._blocks[bid] = blk
         self._lmb = blk
         if old is not None and old.id in self._blocks:
@@ -281,8 +321,9 @@ class FileStreamStore(IndexedStreamStore):
             lmb.pending += encode_marker(FLAG_TTL, seq, ts + ttl_ns if ttl_ns > 0 else NEVER_EXPIRES)
         return (lmb.id << 32) | off
 
-    def _write_run(self, seq: int, ts: int, subject: str, msgs: list[bytes], start: int,
-                   hdr_len: int = 0) -> tuple[int, Iterable[int]]:
+    def _write_run(
+        self, seq: int, ts: int, subject: str, msgs: list[bytes], start: int, hdr_len: int = 0
+    ) -> tuple[int, Iterable[int]]:
         # What fits in the last block (rolled first when not even one does, as _write), when
         # those messages have one length: one encode_msgs, one append, positions at a stride.
         m0 = msgs[start]
@@ -296,7 +337,7 @@ class FileStreamStore(IndexedStreamStore):
         elif len(lmb.pending) >= EAGER_WRITE_BYTES and self._writes.writer is None:
             self._write_now(lmb)
         k = min(len(msgs) - start, max(1, (self._block_size - off) // rec))
-        chunk = msgs[start:start + k]
+        chunk = msgs[start : start + k]
         if k > 1 and list(map(len, chunk)).count(len(m0)) != k:
             if hdr_len:
                 return 1, (self._write(seq, ts, subject, m0[:hdr_len], m0[hdr_len:], 0),)
@@ -510,8 +551,9 @@ class FileStreamStore(IndexedStreamStore):
         while off < end:
             try:
                 size, _h, raw, ts, slen = parse_header(data, off)
-                if off + size > end or _crc32(data[off: off + size - 8]) != int.from_bytes(
-                        data[off + size - 8: off + size - 4], "little"):
+                if off + size > end or _crc32(data[off : off + size - 8]) != int.from_bytes(
+                    data[off + size - 8 : off + size - 4], "little"
+                ):
                     raise RecordError(off, "bad record")
             except RecordError as exc:
                 log.warning("stream %s: not compacting block %d: %s", self.config.name, blk.id, exc)
@@ -534,16 +576,15 @@ class FileStreamStore(IndexedStreamStore):
             elif flags == FLAG_TOMB:
                 # Needed while the dead message's record still exists somewhere (it would come
                 # back on a full scan), and for the last sequence (it records the high-water mark).
-                keep = seq == last or (seq >= first and 0 <= i < len(pos_arr) and pos_arr[i] != -1
-                                       and seq not in gone)
+                keep = seq == last or (seq >= first and 0 <= i < len(pos_arr) and pos_arr[i] != -1 and seq not in gone)
             elif flags == FLAG_FIRST:
                 keep = seq >= self._marker_first
             elif flags == FLAG_SKIP:
-                keep = seq + int.from_bytes(data[off + HEADER_SIZE + slen: off + size - 8], "little") - 1 >= first
+                keep = seq + int.from_bytes(data[off + HEADER_SIZE + slen : off + size - 8], "little") - 1 >= first
             else:
                 keep = True  # TRUNC: rare, and its order relative to messages matters
             if keep:
-                out += data[off: off + size]
+                out += data[off : off + size]
             off += size
         blk.write_file(bytes(out))
         fsync_dir(self._msgs_dir)
@@ -593,8 +634,15 @@ class FileStreamStore(IndexedStreamStore):
             if meta:
                 cs.update_config(meta)
             return cs
-        cs = FileConsumerStore(os.path.join(self._obs_dir, name), name, meta, self.config.name,
-                               fsync=self._sync_always, on_close=self._consumer_closed, keys=self._keys)
+        cs = FileConsumerStore(
+            os.path.join(self._obs_dir, name),
+            name,
+            meta,
+            self.config.name,
+            fsync=self._sync_always,
+            on_close=self._consumer_closed,
+            keys=self._keys,
+        )
         self._consumers[name] = cs
         return cs
 
@@ -626,8 +674,11 @@ class FileStreamStore(IndexedStreamStore):
                     cs.stop()
             self.write_index()
         except (StoreError, OSError) as exc:
-            log.error("stream %s: stopping with a write error (%s); recovery will rebuild from the blocks",
-                      self.config.name, exc)
+            log.error(
+                "stream %s: stopping with a write error (%s); recovery will rebuild from the blocks",
+                self.config.name,
+                exc,
+            )
             self._index_file.remove_quietly()
         finally:
             for blk in self._blocks.values():

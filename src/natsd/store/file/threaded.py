@@ -84,8 +84,14 @@ class InFlightWrites:
                 raise failed
         writer = self.writer
         lmb = s._lmb
-        if (writer is None or lmb is None or s._closed or lmb.werr is not None
-                or len(lmb.pending) < writer.threshold or not self.post()):
+        if (
+            writer is None
+            or lmb is None
+            or s._closed
+            or lmb.werr is not None
+            or len(lmb.pending) < writer.threshold
+            or not self.post()
+        ):
             s.flush()
             return 0
         self.on_written = on_written
@@ -124,11 +130,15 @@ class InFlightWrites:
         if self.jobs:
             self.settle(done_only=True)
         lmb = s._lmb
-        if (not self.jobs and not s._closed and not s._faults.failing and lmb is not None
-                and (lmb.pending or s._first != s._marker_first)):
+        if (
+            not self.jobs
+            and not s._closed
+            and not s._faults.failing
+            and lmb is not None
+            and (lmb.pending or s._first != s._marker_first)
+        ):
             writer = self.writer
-            if (writer is not None and lmb.werr is None and len(lmb.pending) >= writer.threshold
-                    and self.post()):
+            if writer is not None and lmb.werr is None and len(lmb.pending) >= writer.threshold and self.post():
                 self.submit(lmb)
             else:
                 try:
@@ -197,4 +207,3 @@ class InFlightWrites:
                 lmb.pending[:0] = b.pending
                 b.pending = bytearray()
                 b.pend_off = b.flushed
-

@@ -77,6 +77,7 @@ def test_multi_last(env):
 def test_start_time_and_up_to_time_go_through_the_stores_time_index(tmp_path):
     # the time -> sequence step is StreamStore.get_seq_from_time (no search of its own here)
     from natsd.gotime import format_rfc3339
+
     e = JsEnv(str(tmp_path))
     try:
         e.create("T", storage="memory", subjects=["t.>"], allow_direct=True)
@@ -102,9 +103,18 @@ def test_start_time_and_up_to_time_go_through_the_stores_time_index(tmp_path):
         e.stop()
 
 
-@pytest.mark.parametrize("value,refused", [
-    ("", False), ("+1", False), ("1", False), ("-1", False), ("99", True), ("x", True), ("1 ", True),
-])
+@pytest.mark.parametrize(
+    "value,refused",
+    [
+        ("", False),
+        ("+1", False),
+        ("1", False),
+        ("-1", False),
+        ("99", True),
+        ("x", True),
+        ("1 ", True),
+    ],
+)
 def test_required_api_level_is_read_as_every_other_request_reads_it(env, value, refused):
     # nats-server's processDirectGetRequest / processDirectGetLastBySubjectRequest use the same
     # errorOnRequiredApiLevel as the API and the publish path: an empty value is no requirement

@@ -15,15 +15,44 @@ pytestmark = pytest.mark.unit
 T = "io.nats.jetstream.api.v1."
 
 # Key order of reference replies (nats-js-api-samples.json / recorded from nats-server 2.15.1).
-INFO_KEYS = ["type", "memory", "storage", "reserved_memory", "reserved_storage", "streams", "consumers",
-             "limits", "api"]
+INFO_KEYS = [
+    "type",
+    "memory",
+    "storage",
+    "reserved_memory",
+    "reserved_storage",
+    "streams",
+    "consumers",
+    "limits",
+    "api",
+]
 STREAM_INFO_KEYS = ["type", "total", "offset", "limit", "config", "created", "state", "cluster", "ts"]
-CONFIG_KEYS = ["name", "subjects", "retention", "max_consumers", "max_msgs", "max_bytes", "max_age",
-               "max_msgs_per_subject", "max_msg_size", "discard", "storage", "num_replicas",
-               "duplicate_window", "compression", "allow_direct", "mirror_direct", "sealed", "deny_delete",
-               "deny_purge", "allow_rollup_hdrs", "consumer_limits", "allow_msg_ttl", "metadata"]
-STATE_KEYS = ["messages", "bytes", "first_seq", "first_ts", "last_seq", "last_ts", "num_subjects",
-              "consumer_count"]
+CONFIG_KEYS = [
+    "name",
+    "subjects",
+    "retention",
+    "max_consumers",
+    "max_msgs",
+    "max_bytes",
+    "max_age",
+    "max_msgs_per_subject",
+    "max_msg_size",
+    "discard",
+    "storage",
+    "num_replicas",
+    "duplicate_window",
+    "compression",
+    "allow_direct",
+    "mirror_direct",
+    "sealed",
+    "deny_delete",
+    "deny_purge",
+    "allow_rollup_hdrs",
+    "consumer_limits",
+    "allow_msg_ttl",
+    "metadata",
+]
+STATE_KEYS = ["messages", "bytes", "first_seq", "first_ts", "last_seq", "last_ts", "num_subjects", "consumer_count"]
 
 
 @pytest.fixture
@@ -44,9 +73,16 @@ def test_account_info_shape(env):
     # natsd adds one field the reference lacks, last: the features it offers (issue 27).
     assert list(out) == INFO_KEYS + ["natsd"]
     assert out["type"] == T + "account_info_response"
-    assert out["limits"] == {"max_memory": -1, "max_storage": -1, "max_streams": -1, "max_consumers": -1,
-                             "max_ack_pending": -1, "memory_max_stream_bytes": -1,
-                             "storage_max_stream_bytes": -1, "max_bytes_required": False}
+    assert out["limits"] == {
+        "max_memory": -1,
+        "max_storage": -1,
+        "max_streams": -1,
+        "max_consumers": -1,
+        "max_ack_pending": -1,
+        "memory_max_stream_bytes": -1,
+        "storage_max_stream_bytes": -1,
+        "max_bytes_required": False,
+    }
     # The request being answered is not counted yet (as the reference).
     assert out["api"] == {"level": 5, "total": 0, "errors": 0}
     create(env)
@@ -64,13 +100,23 @@ def test_create_defaults_and_shape(env):
     assert cfg["max_msgs"] == -1 and cfg["duplicate_window"] == 120 * SECOND and cfg["num_replicas"] == 1
     assert cfg["metadata"] == {"_nats.level": "5", "_nats.req.level": "0", "_nats.ver": cfg["metadata"]["_nats.ver"]}
     assert list(cfg["metadata"]) == ["_nats.level", "_nats.req.level", "_nats.ver"]
-    assert out["state"] == {"messages": 0, "bytes": 0, "first_seq": 0, "first_ts": "0001-01-01T00:00:00Z",
-                            "last_seq": 0, "last_ts": "0001-01-01T00:00:00Z", "consumer_count": 0}
+    assert out["state"] == {
+        "messages": 0,
+        "bytes": 0,
+        "first_seq": 0,
+        "first_ts": "0001-01-01T00:00:00Z",
+        "last_seq": 0,
+        "last_ts": "0001-01-01T00:00:00Z",
+        "consumer_count": 0,
+    }
     assert out["did_create"] is True
     # identical config again: success; a different one: 10058
     assert "error" not in create(env)
     assert create(env, subjects=["other.>"])["error"] == {
-        "code": 400, "err_code": 10058, "description": "stream name already in use with a different configuration"}
+        "code": 400,
+        "err_code": 10058,
+        "description": "stream name already in use with a different configuration",
+    }
 
 
 def test_create_subjects_default_to_name(env):
@@ -78,31 +124,57 @@ def test_create_subjects_default_to_name(env):
     assert out["config"]["subjects"] == ["S1"]
 
 
-@pytest.mark.parametrize("subject,body,err", [
-    ("S1", b"", (400, 10056, "stream name in subject does not match request")),
-    ("S2", {"name": "S3"}, (400, 10056, "stream name in subject does not match request")),
-    ("S2", {"name": "S2", "num_replicas": 3}, (500, 10074, "replicas > 1 not supported in non-clustered mode")),
-    ("S2", {"name": "S2", "retention": "bogus"}, (400, 10025, 'invalid JSON: can not unmarshal "\\"bogus\\""')),
-    ("S2", {"name": "S2", "max_msgs": "x"},
-     (400, 10025, "invalid JSON: json: cannot unmarshal string into Go struct field StreamConfigRequest.max_msgs of type int64")),
-    ("S2", {"name": "S2", "subjects": ["a", "a"]}, (500, 10052, 'subject "a" overlaps with "a"')),
-    ("S2", {"name": "S2", "subjects": ["a.*", "a.b"]}, (500, 10052, 'subject "a.*" overlaps with "a.b"')),
-    ("S2", {"name": "S2", "max_age": 1000}, (500, 10052, "max age needs to be >= 100ms")),
-    ("S2", {"name": "S2", "sealed": True}, (500, 10052, "stream configuration for create can not be sealed")),
-    ("S2", {"name": "S2", "deny_purge": True, "allow_rollup_hdrs": True},
-     (500, 10052, "roll-ups require the purge permission")),
-    ("S2", {"name": "S2", "subjects": ["$JS.API.>"]},
-     (500, 10052, "subjects that overlap with jetstream api require no-ack to be true")),
-    ("S2", {"name": "S2", "subjects": [">"]}, (500, 10052, "capturing all subjects requires no-ack to be true")),
-    ("S2", {"name": "S2", "discard_new_per_subject": True},
-     (500, 10052, "discard new per subject requires discard new policy to be set")),
-    ("S2", {"name": "S2", "compression": ""}, (400, 10025, "invalid JSON: unknown compression algorithm")),
-    ("S2", {"name": "S2", "subject_delete_marker_ttl": 10}, (500, 10052, "subject delete marker TTL must be at least 1 second")),
-])
+@pytest.mark.parametrize(
+    "subject,body,err",
+    [
+        ("S1", b"", (400, 10056, "stream name in subject does not match request")),
+        ("S2", {"name": "S3"}, (400, 10056, "stream name in subject does not match request")),
+        ("S2", {"name": "S2", "num_replicas": 3}, (500, 10074, "replicas > 1 not supported in non-clustered mode")),
+        ("S2", {"name": "S2", "retention": "bogus"}, (400, 10025, 'invalid JSON: can not unmarshal "\\"bogus\\""')),
+        (
+            "S2",
+            {"name": "S2", "max_msgs": "x"},
+            (
+                400,
+                10025,
+                "invalid JSON: json: cannot unmarshal string into Go struct field StreamConfigRequest.max_msgs of "
+                "type int64",
+            ),
+        ),
+        ("S2", {"name": "S2", "subjects": ["a", "a"]}, (500, 10052, 'subject "a" overlaps with "a"')),
+        ("S2", {"name": "S2", "subjects": ["a.*", "a.b"]}, (500, 10052, 'subject "a.*" overlaps with "a.b"')),
+        ("S2", {"name": "S2", "max_age": 1000}, (500, 10052, "max age needs to be >= 100ms")),
+        ("S2", {"name": "S2", "sealed": True}, (500, 10052, "stream configuration for create can not be sealed")),
+        (
+            "S2",
+            {"name": "S2", "deny_purge": True, "allow_rollup_hdrs": True},
+            (500, 10052, "roll-ups require the purge permission"),
+        ),
+        (
+            "S2",
+            {"name": "S2", "subjects": ["$JS.API.>"]},
+            (500, 10052, "subjects that overlap with jetstream api require no-ack to be true"),
+        ),
+        ("S2", {"name": "S2", "subjects": [">"]}, (500, 10052, "capturing all subjects requires no-ack to be true")),
+        (
+            "S2",
+            {"name": "S2", "discard_new_per_subject": True},
+            (500, 10052, "discard new per subject requires discard new policy to be set"),
+        ),
+        ("S2", {"name": "S2", "compression": ""}, (400, 10025, "invalid JSON: unknown compression algorithm")),
+        (
+            "S2",
+            {"name": "S2", "subject_delete_marker_ttl": 10},
+            (500, 10052, "subject delete marker TTL must be at least 1 second"),
+        ),
+    ],
+)
 def test_create_errors(env, subject, body, err):
     out = env.api(f"$JS.API.STREAM.CREATE.{subject}", body)
-    assert out == {"type": T + "stream_create_response",
-                   "error": {"code": err[0], "err_code": err[1], "description": err[2]}}
+    assert out == {
+        "type": T + "stream_create_response",
+        "error": {"code": err[0], "err_code": err[1], "description": err[2]},
+    }
 
 
 def test_create_invalid_json(env):
@@ -152,7 +224,9 @@ def test_update_rules(env):
     bad = env.api("$JS.API.STREAM.UPDATE.S2", {**base, "storage": "file"})
     assert bad["error"]["description"] == "stream configuration update can not change storage type"
     bad = env.api("$JS.API.STREAM.UPDATE.S2", {**base, "retention": "workqueue"})
-    assert bad["error"]["description"] == "stream configuration update can not change retention policy to/from workqueue"
+    assert (
+        bad["error"]["description"] == "stream configuration update can not change retention policy to/from workqueue"
+    )
     assert env.api("$JS.API.STREAM.UPDATE.S9", {"name": "S9"})["error"]["err_code"] == 10059
     assert env.api("$JS.API.STREAM.UPDATE.S9", {"name": "S2"})["error"]["err_code"] == 10056
     env.api("$JS.API.STREAM.UPDATE.S2", {**base, "deny_delete": True})
@@ -202,15 +276,23 @@ def test_stream_info_not_found_envelope(env):
     assert env.api("$JS.API.STREAM.INFO.SAMPLE") == {
         "type": T + "stream_info_response",
         "error": {"code": 404, "err_code": 10059, "description": "stream not found"},
-        "total": 0, "offset": 0, "limit": 0}
+        "total": 0,
+        "offset": 0,
+        "limit": 0,
+    }
 
 
 def test_names_and_list(env):
     for n in ("B", "A", "C"):
         create(env, n)
     out = env.api("$JS.API.STREAM.NAMES")
-    assert out == {"type": T + "stream_names_response", "total": 3, "offset": 0, "limit": 1024,
-                   "streams": ["A", "B", "C"]}
+    assert out == {
+        "type": T + "stream_names_response",
+        "total": 3,
+        "offset": 0,
+        "limit": 1024,
+        "streams": ["A", "B", "C"],
+    }
     assert env.api("$JS.API.STREAM.NAMES", {"subject": "b.x"})["streams"] == ["B"]
     out = env.api("$JS.API.STREAM.NAMES", {"offset": 5})
     assert (out["total"], out["offset"], out["streams"]) == (3, 3, None)
@@ -225,7 +307,10 @@ def test_names_and_list(env):
 def test_delete(env):
     create(env)
     assert env.api("$JS.API.STREAM.DELETE.SAMPLE", b"x")["error"] == {
-        "code": 400, "err_code": 10038, "description": "expected an empty request payload"}
+        "code": 400,
+        "err_code": 10038,
+        "description": "expected an empty request payload",
+    }
     assert env.api("$JS.API.STREAM.DELETE.SAMPLE") == {"type": T + "stream_delete_response", "success": True}
     assert env.api("$JS.API.STREAM.DELETE.SAMPLE")["error"]["err_code"] == 10059
     assert env.pub("sample.a") is None  # no longer captured
@@ -237,9 +322,14 @@ def test_purge_variants(env):
         env.pub(s)
     assert env.api("$JS.API.STREAM.PURGE.SAMPLE", {"seq": 1, "keep": 1}) == {
         "type": T + "stream_purge_response",
-        "error": {"code": 400, "err_code": 10003, "description": "bad request"}, "purged": 0}
+        "error": {"code": 400, "err_code": 10003, "description": "bad request"},
+        "purged": 0,
+    }
     assert env.api("$JS.API.STREAM.PURGE.SAMPLE", {"filter": "sample.zzz"}) == {
-        "type": T + "stream_purge_response", "success": True, "purged": 0}
+        "type": T + "stream_purge_response",
+        "success": True,
+        "purged": 0,
+    }
     assert env.api("$JS.API.STREAM.PURGE.SAMPLE", {"filter": "sample.b", "keep": 1})["purged"] == 2
     assert env.api("$JS.API.STREAM.PURGE.SAMPLE", {"seq": 2})["purged"] == 1
     assert env.api("$JS.API.STREAM.PURGE.SAMPLE", b"notjson")["purged"] == 2
@@ -251,9 +341,15 @@ def test_purge_and_delete_denied(env):
     create(env, deny_purge=True, deny_delete=True)
     env.pub("sample.a")
     assert env.api("$JS.API.STREAM.PURGE.SAMPLE")["error"] == {
-        "code": 500, "err_code": 10110, "description": "stream purge not permitted"}
+        "code": 500,
+        "err_code": 10110,
+        "description": "stream purge not permitted",
+    }
     assert env.api("$JS.API.STREAM.MSG.DELETE.SAMPLE", {"seq": 1})["error"] == {
-        "code": 500, "err_code": 10057, "description": "message delete not permitted"}
+        "code": 500,
+        "err_code": 10057,
+        "description": "message delete not permitted",
+    }
 
 
 def test_msg_get(env):
@@ -272,7 +368,8 @@ def test_msg_get(env):
     assert "hdrs" not in env.api("$JS.API.STREAM.MSG.GET.SAMPLE", {"seq": 2})["message"]
     assert env.api("$JS.API.STREAM.MSG.GET.SAMPLE", {"seq": 99}) == {
         "type": T + "stream_msg_get_response",
-        "error": {"code": 404, "err_code": 10037, "description": "no message found"}}
+        "error": {"code": 404, "err_code": 10037, "description": "no message found"},
+    }
     for bad in (b"", {"seq": 1, "last_by_subj": "a"}, {"batch": 2, "seq": 1}):
         assert env.api("$JS.API.STREAM.MSG.GET.SAMPLE", bad)["error"]["err_code"] == 10003
 
@@ -284,30 +381,49 @@ def test_msg_delete(env):
     create(env)
     env.pub("sample.a")
     assert env.api("$JS.API.STREAM.MSG.DELETE.SAMPLE", {"seq": 99})["error"] == {
-        "code": 400, "err_code": 10043, "description": "sequence 99 not found"}
+        "code": 400,
+        "err_code": 10043,
+        "description": "sequence 99 not found",
+    }
     assert env.api("$JS.API.STREAM.MSG.DELETE.SAMPLE", b"")["error"]["err_code"] == 10003
     assert env.api("$JS.API.STREAM.MSG.DELETE.SAMPLE", {"seq": 1, "no_erase": True}) == {
-        "type": T + "stream_msg_delete_response", "success": True}
+        "type": T + "stream_msg_delete_response",
+        "success": True,
+    }
     assert env.api("$JS.API.STREAM.MSG.DELETE.SAMPLE", {"seq": 1})["error"] == {
-        "code": 400, "err_code": 10043, "description": "sequence 1 not found"}
+        "code": 400,
+        "err_code": 10043,
+        "description": "sequence 1 not found",
+    }
     create(env, "FILE", storage="file")
     for _ in range(3):
         env.pub("file.a")
     assert env.api("$JS.API.STREAM.MSG.DELETE.FILE", {"seq": 99})["error"] == {
-        "code": 500, "err_code": 10057, "description": "stream store EOF"}
+        "code": 500,
+        "err_code": 10057,
+        "description": "stream store EOF",
+    }
     assert env.api("$JS.API.STREAM.MSG.DELETE.FILE", {"seq": 2})["success"] is True
     assert env.api("$JS.API.STREAM.MSG.DELETE.FILE", {"seq": 2})["error"] == {
-        "code": 400, "err_code": 10043, "description": "sequence 2 not found"}
+        "code": 400,
+        "err_code": 10043,
+        "description": "sequence 2 not found",
+    }
     assert env.api("$JS.API.STREAM.MSG.DELETE.FILE", {"seq": 1})["success"] is True
     assert env.api("$JS.API.STREAM.MSG.DELETE.FILE", {"seq": 1})["error"] == {
-        "code": 500, "err_code": 10057, "description": "no message found"}
+        "code": 500,
+        "err_code": 10057,
+        "description": "no message found",
+    }
 
 
 def test_cluster_only_calls(env):
     create(env)
     out = env.api("$JS.API.STREAM.LEADER.STEPDOWN.SAMPLE")
-    assert out == {"type": T + "stream_leader_stepdown_response",
-                   "error": {"code": 503, "err_code": 10010, "description": "JetStream clustering support required"}}
+    assert out == {
+        "type": T + "stream_leader_stepdown_response",
+        "error": {"code": 503, "err_code": 10010, "description": "JetStream clustering support required"},
+    }
 
 
 def test_unknown_api_subject_gets_no_reply(env):
@@ -317,12 +433,14 @@ def test_unknown_api_subject_gets_no_reply(env):
 
 def test_advisories_only_when_someone_listens(env, monkeypatch):
     import natsd.jetstream.api.streams as streams_mod
+
     built = []
     orig = streams_mod.stream_action
 
     def spy(*a):
         built.append(a)
         return orig(*a)
+
     monkeypatch.setattr(streams_mod, "stream_action", spy)
     create(env, "Q1")
     assert built == []  # nobody listening: the advisory is not even built
@@ -343,13 +461,18 @@ def test_advisories_only_when_someone_listens(env, monkeypatch):
 
 def test_account_without_jetstream_gets_10039(env):
     from tests.helpers.fakeports import FakePorts
+
     other = FakePorts("OTHER")
     env.engine.disable_account_api(other)
     inbox = other.client_subscribe("_INBOX.>")
     reply = other.request("$JS.API.INFO", b"")
     got = [m.json() for m in inbox.msgs if m.subject == reply]
-    assert got == [{"type": T + "account_info_response",
-                    "error": {"code": 503, "err_code": 10039, "description": "JetStream not enabled for account"}}]
+    assert got == [
+        {
+            "type": T + "account_info_response",
+            "error": {"code": 503, "err_code": 10039, "description": "JetStream not enabled for account"},
+        }
+    ]
     reply = other.request("$JS.API.STREAM.INFO.X", b"")
     assert [m.json()["error"]["err_code"] for m in inbox.msgs if m.subject == reply] == [10039]
 
@@ -385,6 +508,7 @@ def test_update_toggles_direct_get_and_checks_overlap(env):
 def test_account_max_consumers_across_streams(tmp_path):
     from natsd.config.options import AccountJetStreamLimits
     from tests.unit.jetstream.test_stream_publish import _FakeConsumer
+
     env = JsEnv(str(tmp_path), account_limits=AccountJetStreamLimits(max_consumers=1))
     try:
         create(env, "A")

@@ -24,7 +24,7 @@ def test_no_two_routes_overlap():
     # at most one route matches a subject, so the Sublist answer needs no tie-break
     pats = [r.pattern for r in ROUTES]
     assert len(pats) == len(set(pats))
-    clashes = [(a, b) for i, a in enumerate(pats) for b in pats[i + 1:] if subjects_collide(a, b)]
+    clashes = [(a, b) for i, a in enumerate(pats) for b in pats[i + 1 :] if subjects_collide(a, b)]
     assert not clashes
 
 
@@ -32,8 +32,11 @@ def _covered(pattern: str) -> bool:
     if any(subset(pattern, s) for s in API_SUBSCRIPTIONS):
         return True
     # "x.>" may be covered by two subscriptions together: "x.*" and "x.*.>"
-    return pattern.endswith(".>") and any(subset(pattern[:-1] + "*", s) for s in API_SUBSCRIPTIONS) and any(
-        subset(pattern[:-1] + "*.>", s) for s in API_SUBSCRIPTIONS)
+    return (
+        pattern.endswith(".>")
+        and any(subset(pattern[:-1] + "*", s) for s in API_SUBSCRIPTIONS)
+        and any(subset(pattern[:-1] + "*.>", s) for s in API_SUBSCRIPTIONS)
+    )
 
 
 def test_every_route_is_reached_by_an_account_subscription():
@@ -47,16 +50,19 @@ def test_direct_get_and_msg_next_are_left_to_streams_and_consumers():
         assert not any(subjects_collide(s, subject) for s in API_SUBSCRIPTIONS), subject
 
 
-@pytest.mark.parametrize("subject,handler,rtype", [
-    ("$JS.API.STREAM.INFO.ORDERS", streams.stream_info, "stream_info_response"),
-    ("$JS.API.STREAM.TEMPLATE.NAMES", None, "stream_template_names_response"),
-    ("$JS.API.CONSUMER.CREATE.S", consumers.create, "consumer_create_response"),
-    ("$JS.API.CONSUMER.CREATE.S.C.orders.>", consumers.create, "consumer_create_response"),
-    ("$JS.API.CONSUMER.DURABLE.CREATE.S.C", consumers.create, "consumer_create_response"),
-    ("$JS.API.CONSUMER.INFO.S.C", consumers.info, "consumer_info_response"),
-    ("$JS.API.CONSUMER.UNPIN.S.C", consumers.unpin, "consumer_unpin_response"),
-    ("$JS.API.STREAM.PEER.REMOVE.S", streams.cluster_only, "stream_remove_peer_response"),
-])
+@pytest.mark.parametrize(
+    "subject,handler,rtype",
+    [
+        ("$JS.API.STREAM.INFO.ORDERS", streams.stream_info, "stream_info_response"),
+        ("$JS.API.STREAM.TEMPLATE.NAMES", None, "stream_template_names_response"),
+        ("$JS.API.CONSUMER.CREATE.S", consumers.create, "consumer_create_response"),
+        ("$JS.API.CONSUMER.CREATE.S.C.orders.>", consumers.create, "consumer_create_response"),
+        ("$JS.API.CONSUMER.DURABLE.CREATE.S.C", consumers.create, "consumer_create_response"),
+        ("$JS.API.CONSUMER.INFO.S.C", consumers.info, "consumer_info_response"),
+        ("$JS.API.CONSUMER.UNPIN.S.C", consumers.unpin, "consumer_unpin_response"),
+        ("$JS.API.STREAM.PEER.REMOVE.S", streams.cluster_only, "stream_remove_peer_response"),
+    ],
+)
 def test_dispatcher_finds_the_route(subject, handler, rtype):
     route = ApiDispatcher(ROUTES).lookup(subject)
     assert route is not None and route.response_type == rtype
@@ -64,11 +70,20 @@ def test_dispatcher_finds_the_route(subject, handler, rtype):
         assert route.handler is handler
 
 
-@pytest.mark.parametrize("subject", [
-    "$JS.API.STREAM.INFO", "$JS.API.STREAM.INFO.A.B", "$JS.API.NOPE", "$JS.API.CONSUMER.RESET.S.C",
-    "$JS.API.META.RESCUE", "$JS.API.META.LEADER.STEPDOWN", "$JS.API.SERVER.REMOVE",
-    "$JS.API.ACCOUNT.PURGE.A", "$JS.API.ACCOUNT.STREAM.MOVE.S.x",
-])
+@pytest.mark.parametrize(
+    "subject",
+    [
+        "$JS.API.STREAM.INFO",
+        "$JS.API.STREAM.INFO.A.B",
+        "$JS.API.NOPE",
+        "$JS.API.CONSUMER.RESET.S.C",
+        "$JS.API.META.RESCUE",
+        "$JS.API.META.LEADER.STEPDOWN",
+        "$JS.API.SERVER.REMOVE",
+        "$JS.API.ACCOUNT.PURGE.A",
+        "$JS.API.ACCOUNT.STREAM.MOVE.S.x",
+    ],
+)
 def test_unknown_or_unanswered_subjects_have_no_route(subject):
     assert ApiDispatcher(ROUTES).lookup(subject) is None
 
@@ -138,10 +153,22 @@ def test_not_enabled_answers_every_known_subject_but_templates():
     assert len(inbox.msgs) == n
 
 
-@pytest.mark.parametrize("value,too_high", [
-    (None, False), ("", False), ("0", False), ("1", False), ("+1", False), ("-1", False),
-    ("99", True), ("x", True), ("1 ", True), ("1_0", True), ("١", True),
-])
+@pytest.mark.parametrize(
+    "value,too_high",
+    [
+        (None, False),
+        ("", False),
+        ("0", False),
+        ("1", False),
+        ("+1", False),
+        ("-1", False),
+        ("99", True),
+        ("x", True),
+        ("1 ", True),
+        ("1_0", True),
+        ("١", True),
+    ],
+)
 def test_required_api_level_as_nats_server_reads_it(value, too_high):
     # errorOnRequiredApiLevel: sliceHeader (case-sensitive, leading spaces skipped, trailing kept),
     # then strconv.Atoi: an error or a level above ours is "too high"; an empty value is none.

@@ -89,13 +89,16 @@ def _both_ways(tmp_path, name: str, subjects: list[str], pad: int, **kw) -> tupl
     return out[0], out[1]
 
 
-@pytest.mark.parametrize("subjects,kw", [
-    (["a.*", "b.>", "a.x"], {}),                       # overlap inside the request (10052)
-    (["x.1", "taken.1"], {}),                          # overlap with another stream (10065)
-    (["x.1", "x..y"], {}),                             # invalid subject
-    (["x.1"], {"max_age": -1}),                        # invalid config
-    (["x.1"], {"num_replicas": 3}),                    # replicas refused
-])
+@pytest.mark.parametrize(
+    "subjects,kw",
+    [
+        (["a.*", "b.>", "a.x"], {}),  # overlap inside the request (10052)
+        (["x.1", "taken.1"], {}),  # overlap with another stream (10065)
+        (["x.1", "x..y"], {}),  # invalid subject
+        (["x.1"], {"max_age": -1}),  # invalid config
+        (["x.1"], {"num_replicas": 3}),  # replicas refused
+    ],
+)
 def test_slow_and_inline_requests_answer_alike(tmp_path, subjects, kw):
     small, big = _both_ways(tmp_path, "S", subjects, streams.SLOW_REQUEST_BYTES + 1, **kw)
     assert small == big
@@ -127,6 +130,7 @@ def test_slow_update_adds_a_subject(env):
 
 def test_waiting_requests_are_bounded(env, monkeypatch):
     from natsd.jetstream.api import router
+
     monkeypatch.setattr(router, "MAX_PENDING_REQUESTS", 3)
     assert MAX_PENDING_REQUESTS == 10_000  # the real bound (nats-server's API queue)
     env.ports.defer_offload = True
@@ -142,6 +146,7 @@ def test_waiting_requests_are_bounded(env, monkeypatch):
 
 def test_no_automatic_collection_while_a_slow_request_runs(env):
     import gc
+
     assert gc.isenabled()
     env.ports.defer_offload = True
     body = json.dumps(_cfg("BIG", [f"ov.{i}" for i in range(N)])).encode()
@@ -158,6 +163,7 @@ def test_no_automatic_collection_while_a_slow_request_runs(env):
 
 def test_collection_resumes_when_the_last_of_overlapping_slow_requests_ends(tmp_path):
     import gc
+
     envs = [JsEnv(str(tmp_path / f"a{i}")) for i in range(2)]
     body = json.dumps(_cfg("BIG", [f"ov.{i}" for i in range(N)])).encode()
     try:

@@ -10,9 +10,19 @@ SEC = 1_000_000_000
 def _setup(env, retention="workqueue", max_deliver=2):
     env.create("JOBS", subjects=["jobs.>"], retention=retention)
     env.create("DLQ", subjects=["dlq.>"])
-    r = env.api("$JS.API.CONSUMER.CREATE.JOBS.W", {"stream_name": "JOBS", "config": {
-        "durable_name": "W", "ack_policy": "explicit", "ack_wait": SEC, "max_deliver": max_deliver,
-        "metadata": {"natsd.dead_letter": "dlq.jobs"}}})
+    r = env.api(
+        "$JS.API.CONSUMER.CREATE.JOBS.W",
+        {
+            "stream_name": "JOBS",
+            "config": {
+                "durable_name": "W",
+                "ack_policy": "explicit",
+                "ack_wait": SEC,
+                "max_deliver": max_deliver,
+                "metadata": {"natsd.dead_letter": "dlq.jobs"},
+            },
+        },
+    )
     assert "error" not in r, r
 
 
@@ -33,6 +43,7 @@ def _dlq(env):
 
 def _headers(m) -> dict:
     import base64
+
     raw = base64.b64decode(m["hdrs"]).decode()
     return dict(line.split(": ", 1) for line in raw.split("\r\n")[1:] if ": " in line)
 
@@ -81,7 +92,10 @@ def test_term_with_reason(env, retention) -> None:
     assert len(got) == 1
     h = _headers(got[0])
     assert (h["Natsd-Dlq-Reason"], h["Natsd-Dlq-Term-Reason"], h["Natsd-Dlq-Deliveries"]) == (
-        "Terminated", "bad input: line 1", "1")
+        "Terminated",
+        "bad input: line 1",
+        "1",
+    )
     assert adv.last_json()["reason"] == "bad input: line 1"
     assert _state(env, "JOBS")["messages"] == (0 if retention == "workqueue" else 1)
     info = env.api("$JS.API.CONSUMER.INFO.JOBS.W")
@@ -91,9 +105,19 @@ def test_term_with_reason(env, retention) -> None:
 def test_copy_not_stored_keeps_the_original(env) -> None:
     # No stream captures the dead-letter subject: nothing answers, the work-queue original stays.
     env.create("JOBS", subjects=["jobs.>"], retention="workqueue")
-    env.api("$JS.API.CONSUMER.CREATE.JOBS.W", {"stream_name": "JOBS", "config": {
-        "durable_name": "W", "ack_policy": "explicit", "ack_wait": SEC, "max_deliver": 1,
-        "metadata": {"natsd.dead_letter": "nowhere.jobs"}}})
+    env.api(
+        "$JS.API.CONSUMER.CREATE.JOBS.W",
+        {
+            "stream_name": "JOBS",
+            "config": {
+                "durable_name": "W",
+                "ack_policy": "explicit",
+                "ack_wait": SEC,
+                "max_deliver": 1,
+                "metadata": {"natsd.dead_letter": "nowhere.jobs"},
+            },
+        },
+    )
     seen = env.ports.client_subscribe("nowhere.jobs")
     env.pub("jobs.1", b"x")
     assert len(_fetch(env)) == 1
@@ -127,8 +151,14 @@ def test_duplicate_publish_after_restart_is_deduplicated(env) -> None:
 
 def test_update_switches_dead_letter_off(env) -> None:
     _setup(env, "limits", max_deliver=1)
-    r = env.api("$JS.API.CONSUMER.CREATE.JOBS.W", {"stream_name": "JOBS", "action": "update", "config": {
-        "durable_name": "W", "ack_policy": "explicit", "ack_wait": SEC, "max_deliver": 1}})
+    r = env.api(
+        "$JS.API.CONSUMER.CREATE.JOBS.W",
+        {
+            "stream_name": "JOBS",
+            "action": "update",
+            "config": {"durable_name": "W", "ack_policy": "explicit", "ack_wait": SEC, "max_deliver": 1},
+        },
+    )
     assert "error" not in r, r
     assert env.account.streams["JOBS"].consumers["W"].dead_letters is None
     env.pub("jobs.1", b"x")
@@ -144,6 +174,7 @@ def test_random_acks_naks_terms_and_restarts_dead_letter_each_message_at_most_on
     work-queue stream with max_deliver 3: at the end every message is either acked away, still
     in the queue, or dead-lettered, exactly one of the three, and never copied twice."""
     import random
+
     rng = random.Random(seed)
     _setup(env, "workqueue", max_deliver=3)
     n = 40

@@ -13,8 +13,15 @@ MS = 1_000_000
 
 
 def _consumer(env, key="{{wildcard(1)}}", filt="ord.*", **extra):
-    cfg = {"durable_name": "P", "ack_policy": "explicit", "ack_wait": SEC, "filter_subject": filt,
-           "max_ack_pending": 1000, "metadata": {"natsd.partition_key": key}, **extra}
+    cfg = {
+        "durable_name": "P",
+        "ack_policy": "explicit",
+        "ack_wait": SEC,
+        "filter_subject": filt,
+        "max_ack_pending": 1000,
+        "metadata": {"natsd.partition_key": key},
+        **extra,
+    }
     return env.api("$JS.API.CONSUMER.CREATE.ORD.P", {"stream_name": "ORD", "config": cfg})
 
 
@@ -27,14 +34,15 @@ class Clients:
         self.deliveries: list[tuple[str, str, int, int, str]] = []
 
     def pull(self, client: str, batch: int, expires: int = 5 * SEC, run: bool = True) -> None:
-        self.env.ports.request("$JS.API.CONSUMER.MSG.NEXT.ORD.P",
-                               {"batch": batch, "expires": expires}, reply=f"_INBOX.{client}")
+        self.env.ports.request(
+            "$JS.API.CONSUMER.MSG.NEXT.ORD.P", {"batch": batch, "expires": expires}, reply=f"_INBOX.{client}"
+        )
         if run:
             self.env.clock.run_soon()
 
     def new(self) -> list:
         self.env.clock.run_soon()
-        msgs = self.env.inbox.msgs[self.seen:]
+        msgs = self.env.inbox.msgs[self.seen :]
         self.seen = len(self.env.inbox.msgs)
         out = []
         for m in msgs:
@@ -132,7 +140,7 @@ def test_a_key_moves_when_its_client_goes_away(env) -> None:
         env.pub("ord.a", f"a{i}".encode())
     cl = Clients(env)
     cl.pull("x", 1, expires=SEC)
-    (_c, _k, seq, _d, _reply), = cl.new()
+    ((_c, _k, seq, _d, _reply),) = cl.new()
     assert (_c, seq) == ("x", 1)
     cl.pull("y", 5, expires=30 * SEC)
     assert cl.new() == []  # a1 is in flight with x: nothing of key a for y
@@ -164,12 +172,15 @@ def test_header_key_and_restart(env) -> None:
     assert sorted((s, d) for _c, _k, s, d, _r in got) == [(1, 2), (2, 2)]  # redelivered, 3/4 wait
 
 
-@pytest.mark.parametrize("cfg, text", [
-    ({"filter_subject": "ord.*", "deliver_subject": "push.x"}, "needs a pull consumer"),
-    ({"filter_subject": "ord.*", "ack_policy": "all"}, "needs ack policy explicit"),
-    ({"filter_subject": "ord.>"}, "has no wildcard 1"),
-    ({"filter_subject": "ord.*", "metadata": {"natsd.partition_key": "{{token(1)}}"}}, "is not"),
-])
+@pytest.mark.parametrize(
+    "cfg, text",
+    [
+        ({"filter_subject": "ord.*", "deliver_subject": "push.x"}, "needs a pull consumer"),
+        ({"filter_subject": "ord.*", "ack_policy": "all"}, "needs ack policy explicit"),
+        ({"filter_subject": "ord.>"}, "has no wildcard 1"),
+        ({"filter_subject": "ord.*", "metadata": {"natsd.partition_key": "{{token(1)}}"}}, "is not"),
+    ],
+)
 def test_refused_configs(env, cfg, text) -> None:
     env.create("ORD", subjects=["ord.>"])
     c = {"durable_name": "P", "ack_policy": "explicit", "metadata": {"natsd.partition_key": "{{wildcard(1)}}"}, **cfg}

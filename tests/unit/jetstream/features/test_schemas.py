@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 
-ORDER = {"type": "object", "required": ["id", "qty"],
-         "properties": {"id": {"type": "string"}, "qty": {"type": "integer", "minimum": 1}}}
+ORDER = {
+    "type": "object",
+    "required": ["id", "qty"],
+    "properties": {"id": {"type": "string"}, "qty": {"type": "integer", "minimum": 1}},
+}
 
 
 def test_inline_schema_refuses_and_stores_nothing(env) -> None:

@@ -14,15 +14,18 @@ def setup_orders(env: JsEnv, n: int = 50, storage: str = "file") -> None:
         assert env.pub(f"orders.{i % 5}", f"m{i}".encode(), hdrs)["seq"] == i + 1
     env.api("$JS.API.STREAM.MSG.DELETE.ORDERS", {"seq": 10})
     env.api("$JS.API.STREAM.MSG.DELETE.ORDERS", {"seq": 11})
-    out = env.api("$JS.API.CONSUMER.CREATE.ORDERS.C1",
-                  {"stream_name": "ORDERS", "config": {"durable_name": "C1", "ack_policy": "explicit"}})
+    out = env.api(
+        "$JS.API.CONSUMER.CREATE.ORDERS.C1",
+        {"stream_name": "ORDERS", "config": {"durable_name": "C1", "ack_policy": "explicit"}},
+    )
     assert "error" not in out, out
 
 
 def take_snapshot(env: JsEnv, chunk_size: int = 1024, ack: bool = True, **extra) -> tuple[dict, list, bytes]:
     inbox = env.ports.client_subscribe("backup.inbox")
-    reply = env.api("$JS.API.STREAM.SNAPSHOT.ORDERS",
-                    {"deliver_subject": "backup.inbox", "chunk_size": chunk_size, **extra})
+    reply = env.api(
+        "$JS.API.STREAM.SNAPSHOT.ORDERS", {"deliver_subject": "backup.inbox", "chunk_size": chunk_size, **extra}
+    )
     data = bytearray()
     seen = 0
     for _ in range(10_000):
@@ -47,7 +50,7 @@ def upload_restore(env2: JsEnv, meta: dict, data: bytes, chunk: int = 700) -> di
     deliver = out["deliver_subject"]
     assert deliver.startswith("$JS.SNAPSHOT.RESTORE.ORDERS.")
     for i in range(0, len(data), chunk):
-        r = env2.ports.request(deliver, data[i:i + chunk])
+        r = env2.ports.request(deliver, data[i : i + chunk])
         env2.clock.run_soon()
         acks = env2.replies(r)
         assert acks and acks[-1].payload == b"", acks
@@ -57,5 +60,9 @@ def upload_restore(env2: JsEnv, meta: dict, data: bytes, chunk: int = 700) -> di
 
 
 def sample_archive() -> bytes:
-    return (MAGIC + encode_entry(b"state.json", 1, 0, b"", b'{"first_seq":1}')
-            + encode_entry(b"a.b", -3, 1, b"HH", b"body") + END_ENTRY)
+    return (
+        MAGIC
+        + encode_entry(b"state.json", 1, 0, b"", b'{"first_seq":1}')
+        + encode_entry(b"a.b", -3, 1, b"HH", b"body")
+        + END_ENTRY
+    )

@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from natsd.jetstream.snapshot import (
-    END_ENTRY, MAGIC, ArchiveError, ArchiveReader, encode_entry, encode_uvarint, encode_varint,
+    END_ENTRY,
+    MAGIC,
+    ArchiveError,
+    ArchiveReader,
+    encode_entry,
+    encode_uvarint,
+    encode_varint,
 )
 from tests.unit.jetstream.snapshot.flows import sample_archive
 
@@ -36,7 +42,7 @@ def test_reader_accepts_any_chunking(step):
     r = ArchiveReader()
     got = []
     for i in range(0, len(data), step):
-        got.extend(r.feed(data[i:i + step]))
+        got.extend(r.feed(data[i : i + step]))
     assert [e.name for e in got] == ["state.json", "a.b", ""]
     assert got[1].ts == -3 and got[1].seq == 1 and got[1].hdr_size == 2 and got[1].payload == b"HHbody"
     assert got[2].is_end and r.ended

@@ -13,11 +13,31 @@ pytestmark = pytest.mark.unit
 
 # What ``natsd.jetstream.snapshot`` exported as a single module (api/snapshot.py and the tests use these).
 EXPORTED = [
-    "MAGIC", "encode_uvarint", "encode_varint", "encode_entry", "END_ENTRY", "ArchiveReader", "ArchiveEntry",
-    "ArchiveError", "iter_archive", "SnapshotSender", "RestoreReceiver", "consumer_state_to_json",
-    "consumer_state_from_json", "DEFAULT_CHUNK_SIZE", "DEFAULT_WINDOW_SIZE", "ACK_TIMEOUT_NS",
-    "STATUS_DONE", "STATUS_NO_INTEREST", "STATUS_NO_FLOW", "remove_stale_restores",
-    "S2StreamDecoder", "s2_decode_block", "RESTORE_DIR_PREFIX", "frame_archive", "is_framed",
+    "MAGIC",
+    "encode_uvarint",
+    "encode_varint",
+    "encode_entry",
+    "END_ENTRY",
+    "ArchiveReader",
+    "ArchiveEntry",
+    "ArchiveError",
+    "iter_archive",
+    "SnapshotSender",
+    "RestoreReceiver",
+    "consumer_state_to_json",
+    "consumer_state_from_json",
+    "DEFAULT_CHUNK_SIZE",
+    "DEFAULT_WINDOW_SIZE",
+    "ACK_TIMEOUT_NS",
+    "STATUS_DONE",
+    "STATUS_NO_INTEREST",
+    "STATUS_NO_FLOW",
+    "remove_stale_restores",
+    "S2StreamDecoder",
+    "s2_decode_block",
+    "RESTORE_DIR_PREFIX",
+    "frame_archive",
+    "is_framed",
 ]
 PARTS = ["archive", "s2", "transfer", "restore"]
 

@@ -30,8 +30,17 @@ def test_restore_into_second_engine_is_identical(env, env2, storage):
     assert final["type"] == "io.nats.jetstream.api.v1.stream_create_response", final
     a = env.api("$JS.API.STREAM.INFO.ORDERS", {"deleted_details": True})["state"]
     b = env2.api("$JS.API.STREAM.INFO.ORDERS", {"deleted_details": True})["state"]
-    for k in ("messages", "bytes", "first_seq", "first_ts", "last_seq", "num_deleted", "deleted", "num_subjects",
-              "consumer_count"):
+    for k in (
+        "messages",
+        "bytes",
+        "first_seq",
+        "first_ts",
+        "last_seq",
+        "num_deleted",
+        "deleted",
+        "num_subjects",
+        "consumer_count",
+    ):
         assert a.get(k) == b.get(k), k
     for seq in (1, 3, 12, 49):
         ma = env.api("$JS.API.STREAM.MSG.GET.ORDERS", {"seq": seq})["message"]
@@ -40,8 +49,9 @@ def test_restore_into_second_engine_is_identical(env, env2, storage):
     ca = env.api("$JS.API.CONSUMER.INFO.ORDERS.C1")
     cb = env2.api("$JS.API.CONSUMER.INFO.ORDERS.C1")
     for k in ("delivered", "ack_floor"):
-        assert {x: y for x, y in ca[k].items() if x != "last_active"} == \
-            {x: y for x, y in cb[k].items() if x != "last_active"}, k
+        assert {x: y for x, y in ca[k].items() if x != "last_active"} == {
+            x: y for x, y in cb[k].items() if x != "last_active"
+        }, k
     for k in ("num_ack_pending", "num_redelivered"):
         assert ca[k] == cb[k], (k, ca[k], cb[k])
     # 6..49 without the deleted 10 and 11 (the source's own num_pending may lag a deletion on a
@@ -59,7 +69,10 @@ def test_restore_errors(env, env2):
     assert out["error"]["err_code"] == 10056
     # the name exists already
     assert env.api("$JS.API.STREAM.RESTORE.ORDERS", {"config": reply["config"]})["error"] == {
-        "code": 400, "err_code": 10130, "description": "stream name already in use, cannot restore"}
+        "code": 400,
+        "err_code": 10130,
+        "description": "stream name already in use, cannot restore",
+    }
     # a truncated upload fails and leaves nothing behind
     out = env2.api("$JS.API.STREAM.RESTORE.ORDERS", {"config": reply["config"], "state": reply["state"]})
     r = env2.ports.request(out["deliver_subject"], data[:-5])
@@ -106,6 +119,7 @@ def test_restored_stream_and_consumer_state_survive_restart(env, env2):
 
 def test_restore_larger_than_the_account_limit_is_refused(env, tmp_path):
     from natsd.config.options import AccountJetStreamLimits
+
     setup_orders(env, n=200)
     reply, _, data = take_snapshot(env)
     small = JsEnv(str(tmp_path / "small"), account_limits=AccountJetStreamLimits(max_storage=2000))
@@ -114,7 +128,10 @@ def test_restore_larger_than_the_account_limit_is_refused(env, tmp_path):
         r = small.ports.request(out["deliver_subject"], data)
         small.clock.run_soon()
         assert small.replies(r)[-1].json()["error"] == {
-            "code": 500, "err_code": 10047, "description": "insufficient storage resources available"}
+            "code": 500,
+            "err_code": 10047,
+            "description": "insufficient storage resources available",
+        }
         assert "ORDERS" not in small.account.streams
     finally:
         small.stop()
@@ -122,6 +139,7 @@ def test_restore_larger_than_the_account_limit_is_refused(env, tmp_path):
 
 def test_interrupted_restore_leaves_no_stream_behind(env, env2):
     import os
+
     setup_orders(env)
     reply, _, data = take_snapshot(env)
     # Half of natsd's older unframed archive (still restorable): it yields entries at once,
@@ -156,9 +174,12 @@ def test_restore_that_cannot_add_the_stream_fails_as_the_reference(env):
     env.clock.run_soon()
     assert env.replies(r)[-1].json() == {
         "type": "io.nats.jetstream.api.v1.stream_create_response",
-        "error": {"code": 500, "err_code": 10062,
-                  "description": "restore failed: error adding stream: subjects overlap with an existing stream "
-                                 "(10065)"}}
+        "error": {
+            "code": 500,
+            "err_code": 10062,
+            "description": "restore failed: error adding stream: subjects overlap with an existing stream (10065)",
+        },
+    }
     assert "ORDERS2" not in env.account.streams
     # with its own subjects it restores fine next to the original
     cfg["subjects"] = ["orders2.>"]

@@ -16,9 +16,9 @@ def _frame(typ: int, body: bytes) -> bytes:
 
 def test_s2_block_literals_copies_and_repeat_offsets():
     from natsd.jetstream.snapshot import s2_decode_block
+
     # "abcd" literal; copy2 offset 4 len 8; S2 repeat (copy1 with offset 0) len 4+1=5
-    blk = (encode_uvarint(17) + bytes([3 << 2]) + b"abcd" + bytes([((8 - 1) << 2) | 2, 4, 0])
-           + bytes([(1 << 2) | 1, 0]))
+    blk = encode_uvarint(17) + bytes([3 << 2]) + b"abcd" + bytes([((8 - 1) << 2) | 2, 4, 0]) + bytes([(1 << 2) | 1, 0])
     assert s2_decode_block(blk) == b"abcd" * 4 + b"a"
     # long literal (tag 60: one length byte) and a copy1 with a real offset
     lit = bytes(range(100))
@@ -30,13 +30,18 @@ def test_s2_block_literals_copies_and_repeat_offsets():
 
 def test_s2_stream_decoder_frames_any_chunking():
     from natsd.jetstream.snapshot import S2StreamDecoder
+
     archive = sample_archive()
     block = encode_uvarint(len(archive)) + bytes([60 << 2, len(archive) - 1]) + archive
-    stream = (_frame(0xFF, b"S2sTwO") + _frame(0x00, b"\0\0\0\0" + block) + _frame(0xFE, b"pad")
-              + _frame(0x01, b"\0\0\0\0" + b"tail"))
+    stream = (
+        _frame(0xFF, b"S2sTwO")
+        + _frame(0x00, b"\0\0\0\0" + block)
+        + _frame(0xFE, b"pad")
+        + _frame(0x01, b"\0\0\0\0" + b"tail")
+    )
     for step in (1, 5, len(stream)):
         d = S2StreamDecoder()
-        out = b"".join(d.feed(stream[i:i + step]) for i in range(0, len(stream), step))
+        out = b"".join(d.feed(stream[i : i + step]) for i in range(0, len(stream), step))
         assert out == archive + b"tail"
     with pytest.raises(ArchiveError):
         S2StreamDecoder().feed(_frame(0x00, b"\0\0\0\0" + block))  # no stream identifier
@@ -50,6 +55,7 @@ def test_frame_archive_is_a_snappy_stream_any_reader_decodes():
     import cramjam
 
     from natsd.jetstream.snapshot import S2StreamDecoder, frame_archive
+
     rnd = random.Random(3)
     pieces = [sample_archive()] + [rnd.randbytes(rnd.randrange(1, 3000)) * rnd.randrange(1, 4) for _ in range(400)]
     archive = b"".join(pieces)
@@ -58,7 +64,7 @@ def test_frame_archive_is_a_snappy_stream_any_reader_decodes():
     assert bytes(cramjam.snappy.decompress(framed)) == archive
     for step in (7, 4096, len(framed)):
         d = S2StreamDecoder()
-        assert b"".join(d.feed(framed[i:i + step]) for i in range(0, len(framed), step)) == archive
+        assert b"".join(d.feed(framed[i : i + step]) for i in range(0, len(framed), step)) == archive
     bad = bytearray(framed)
     bad[len(bad) // 2] ^= 0x40
     with pytest.raises(ArchiveError):
@@ -71,8 +77,8 @@ def test_s2_chunks_snappy_refuses_fall_back_to_the_s2_decoder():
     import cramjam
 
     from natsd.jetstream.snapshot import S2StreamDecoder
-    blk = (encode_uvarint(17) + bytes([3 << 2]) + b"abcd" + bytes([((8 - 1) << 2) | 2, 4, 0])
-           + bytes([(1 << 2) | 1, 0]))
+
+    blk = encode_uvarint(17) + bytes([3 << 2]) + b"abcd" + bytes([((8 - 1) << 2) | 2, 4, 0]) + bytes([(1 << 2) | 1, 0])
     with pytest.raises(cramjam.DecompressionError):
         cramjam.snappy.decompress_raw(blk)
     plain = bytes(cramjam.snappy.compress_raw(b"xyz" * 50))

@@ -75,12 +75,15 @@ def test_config_frozen_and_no_expiry_during_snapshot(env):
     for _ in range(100):
         env.pub("orders.x", noise(100))
     inbox = env.ports.client_subscribe("backup.inbox")
-    env.api("$JS.API.STREAM.SNAPSHOT.ORDERS", {"deliver_subject": "backup.inbox", "chunk_size": 1024,
-                                                "window_size": 1024})
+    env.api(
+        "$JS.API.STREAM.SNAPSHOT.ORDERS", {"deliver_subject": "backup.inbox", "chunk_size": 1024, "window_size": 1024}
+    )
     env.clock.run_soon()
     assert len(inbox.msgs) == 1  # one chunk in flight, waiting for its ack
-    upd = env.api("$JS.API.STREAM.UPDATE.ORDERS", {"name": "ORDERS", "subjects": ["orders.>"],
-                                                    "storage": "memory", "max_age": 20 * SECOND})
+    upd = env.api(
+        "$JS.API.STREAM.UPDATE.ORDERS",
+        {"name": "ORDERS", "subjects": ["orders.>"], "storage": "memory", "max_age": 20 * SECOND},
+    )
     assert upd["error"] == {"code": 500, "err_code": 10069, "description": "stream snapshot in progress"}
     stream = env.account.streams["ORDERS"]
     env.clock.advance(3 * SECOND)  # past max_age: nothing expires while the snapshot runs
@@ -91,8 +94,10 @@ def test_config_frozen_and_no_expiry_during_snapshot(env):
     env.clock.advance(1)  # ... and expiry resumes
     env.clock.run_soon()
     assert stream.store.state().msgs == 0
-    upd = env.api("$JS.API.STREAM.UPDATE.ORDERS", {"name": "ORDERS", "subjects": ["orders.>"],
-                                                    "storage": "memory", "max_age": 20 * SECOND})
+    upd = env.api(
+        "$JS.API.STREAM.UPDATE.ORDERS",
+        {"name": "ORDERS", "subjects": ["orders.>"], "storage": "memory", "max_age": 20 * SECOND},
+    )
     assert "error" not in upd
 
 
@@ -101,8 +106,9 @@ def test_snapshot_waits_for_interest_then_stops_when_receiver_leaves(env):
     noise = random.Random(2).randbytes  # incompressible: the framed archive is more than 4 chunks
     for _ in range(100):
         env.pub("orders.x", noise(100))
-    env.api("$JS.API.STREAM.SNAPSHOT.ORDERS", {"deliver_subject": "late.inbox", "chunk_size": 1024,
-                                                "window_size": 4096})
+    env.api(
+        "$JS.API.STREAM.SNAPSHOT.ORDERS", {"deliver_subject": "late.inbox", "chunk_size": 1024, "window_size": 4096}
+    )
     env.clock.run_soon()
     assert env.ports.sent_to("late.inbox") == []  # nobody listens yet: wait (up to 2 s)
     inbox = env.ports.client_subscribe("late.inbox")

@@ -29,6 +29,7 @@ class _Clock:
         class _T:
             def cancel(self) -> None:
                 pass
+
         return _T()
 
 

@@ -9,7 +9,13 @@ import os
 import pytest
 
 from natsd.server.leaf.compress import (
-    CompressionError, S2Reader, S2Writer, auto_mode, info_mode, needs_compression, select_mode,
+    CompressionError,
+    S2Reader,
+    S2Writer,
+    auto_mode,
+    info_mode,
+    needs_compression,
+    select_mode,
 )
 from natsd.server.transport.wsclient import leaf_ws_target
 
@@ -18,17 +24,20 @@ pytestmark = pytest.mark.unit
 MS = 1_000_000
 
 
-@pytest.mark.parametrize("local,remote,want", [
-    ("s2_fast", "", "not supported"),               # an old server announces nothing
-    ("s2_fast", "not supported", "not supported"),
-    ("s2_best", "off", "off"),
-    ("accept", "accept", "off"),
-    ("s2_better", "accept", "s2_better"),
-    ("accept", "s2_auto", "s2_fast"),               # accept here, auto there: fast
-    ("accept", "s2_best", "s2_best"),
-    ("s2_fast", "s2_best", "s2_fast"),              # asymmetric: each side its own
-    ("s2_auto", "s2_uncompressed", "s2_auto"),
-])
+@pytest.mark.parametrize(
+    "local,remote,want",
+    [
+        ("s2_fast", "", "not supported"),  # an old server announces nothing
+        ("s2_fast", "not supported", "not supported"),
+        ("s2_best", "off", "off"),
+        ("accept", "accept", "off"),
+        ("s2_better", "accept", "s2_better"),
+        ("accept", "s2_auto", "s2_fast"),  # accept here, auto there: fast
+        ("accept", "s2_best", "s2_best"),
+        ("s2_fast", "s2_best", "s2_fast"),  # asymmetric: each side its own
+        ("s2_auto", "s2_uncompressed", "s2_auto"),
+    ],
+)
 def test_select_mode(local, remote, want):
     assert select_mode(local, remote) == want
 
@@ -41,7 +50,15 @@ def test_unknown_mode_is_an_error_with_the_reference_text():
 def test_auto_levels_by_rtt():
     t = [10 * MS, 50 * MS, 100 * MS]
     assert [auto_mode(r * MS, t) for r in (0, 10, 11, 50, 99, 100, 101, 5000)] == [
-        "s2_uncompressed", "s2_uncompressed", "s2_fast", "s2_fast", "s2_better", "s2_better", "s2_best", "s2_best"]
+        "s2_uncompressed",
+        "s2_uncompressed",
+        "s2_fast",
+        "s2_fast",
+        "s2_better",
+        "s2_better",
+        "s2_best",
+        "s2_best",
+    ]
     # a 0 disables a level; fewer thresholds end at the last one's level
     assert auto_mode(1 * MS, [0, 0, 20 * MS]) == "s2_better"
     assert auto_mode(30 * MS, [0, 0, 20 * MS]) == "s2_best"
@@ -52,7 +69,13 @@ def test_info_mode_and_needs():
     assert info_mode("s2_auto", "s2_fast") == "s2_auto"
     assert info_mode("accept", "s2_fast") == "s2_fast"
     assert [needs_compression(m) for m in ("off", "not supported", "", "accept", "s2_auto", "s2_best")] == [
-        False, False, False, True, True, True]
+        False,
+        False,
+        False,
+        True,
+        True,
+        True,
+    ]
 
 
 def test_writer_output_reads_back_in_any_chunking():
@@ -62,7 +85,7 @@ def test_writer_output_reads_back_in_any_chunking():
     assert stream.startswith(b"\xff\x06\x00\x00sNaPpY") and stream.count(b"sNaPpY") == 1
     for step in (1, 7, 4096, len(stream)):
         r2 = S2Reader()
-        out = b"".join(r2(stream[i:i + step]) for i in range(0, len(stream), step))
+        out = b"".join(r2(stream[i : i + step]) for i in range(0, len(stream), step))
         assert out == b"".join(pieces)
     assert r(stream) == b"".join(pieces)
 
@@ -73,10 +96,18 @@ def test_go_s2_stream_with_repeat_copies_and_a_second_identifier():
     (nats-server replaces the writer when s2_auto changes level)."""
     # block: uvarint(12), literal "abcd", copy1 len 4 off 4 ("abcd"), repeat len 4 ("abcd")
     block = bytes([12, (4 - 1) << 2, *b"abcd", 0x01 | (0 << 2), 4, 0x01 | (0 << 2), 0])
+
     def chunk(typ, body):
         return bytes([typ]) + len(body).to_bytes(3, "little") + body
-    stream = (chunk(0xFF, b"S2sTwO") + chunk(0x00, b"\0\0\0\0" + block) + chunk(0x01, b"\0\0\0\0PING\r\n")
-              + chunk(0xFF, b"S2sTwO") + chunk(0xFE, b"pad") + chunk(0x01, b"\0\0\0\0PONG\r\n"))
+
+    stream = (
+        chunk(0xFF, b"S2sTwO")
+        + chunk(0x00, b"\0\0\0\0" + block)
+        + chunk(0x01, b"\0\0\0\0PING\r\n")
+        + chunk(0xFF, b"S2sTwO")
+        + chunk(0xFE, b"pad")
+        + chunk(0x01, b"\0\0\0\0PONG\r\n")
+    )
     assert S2Reader()(stream) == b"abcd" * 3 + b"PING\r\nPONG\r\n"
     with pytest.raises(CompressionError):
         S2Reader()(chunk(0x00, b"\0\0\0\0" + block))  # no identifier first

@@ -19,8 +19,11 @@ class _Clock:
 
 def _link(headers: bool = True) -> LeafConnection:
     server = SimpleNamespace(
-        next_cid=lambda: 1, clock=_Clock(), loop=SimpleNamespace(call_soon=lambda cb: None),
-        options=SimpleNamespace(max_payload=1 << 20, max_pending=64 << 20))
+        next_cid=lambda: 1,
+        clock=_Clock(),
+        loop=SimpleNamespace(call_soon=lambda cb: None),
+        options=SimpleNamespace(max_payload=1 << 20, max_pending=64 << 20),
+    )
     c = LeafConnection(SimpleNamespace(server=server, options=SimpleNamespace(compression="off")))
     c.ready = True
     c.headers = headers

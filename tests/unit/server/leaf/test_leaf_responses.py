@@ -11,9 +11,13 @@ SEC = 1_000_000_000
 
 
 def perms(max_msgs: int = 1, expires: int = 0, sub: list[str] | None = None) -> LinkPerms:
-    p = Permissions(publish=SubjectPermission(allow=["pub.>"], deny=[]),
-                    subscribe=SubjectPermission(allow=sub if sub is not None else ["svc.>"], deny=[]),
-                    allow_responses=True, responses_max=max_msgs, responses_expires_ns=expires)
+    p = Permissions(
+        publish=SubjectPermission(allow=["pub.>"], deny=[]),
+        subscribe=SubjectPermission(allow=sub if sub is not None else ["svc.>"], deny=[]),
+        allow_responses=True,
+        responses_max=max_msgs,
+        responses_expires_ns=expires,
+    )
     return LinkPerms.for_hub(compile_permissions(p))
 
 
@@ -43,8 +47,9 @@ def test_reply_the_subscribe_permission_covers_is_not_tracked() -> None:
 
 
 def test_without_allow_responses_nothing_is_tracked() -> None:
-    p = Permissions(publish=SubjectPermission(allow=["pub.>"], deny=[]),
-                    subscribe=SubjectPermission(allow=["svc.>"], deny=[]))
+    p = Permissions(
+        publish=SubjectPermission(allow=["pub.>"], deny=[]), subscribe=SubjectPermission(allow=["svc.>"], deny=[])
+    )
     lp = LinkPerms.for_hub(compile_permissions(p))
     lp.track_reply("_INBOX.d", 0)
     assert lp.replies is None and not lp.response_allowed("_INBOX.d", 0)

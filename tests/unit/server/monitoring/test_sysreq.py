@@ -14,10 +14,17 @@ pytestmark = pytest.mark.unit
 
 def test_request_bodies_become_endpoint_queries():
     assert _query("CONNZ", {"subscriptions": True, "limit": 5, "acc": "A", "state": 2, "username": True}) == {
-        "subs": "true", "limit": "5", "acc": "A", "state": "all"}
+        "subs": "true",
+        "limit": "5",
+        "acc": "A",
+        "state": "all",
+    }
     assert _query("CONNZ", {"subscriptions_detail": True}) == {"subs": "detail"}
     assert _query("JSZ", {"account": "A", "streams": True, "consumer": True, "config": False}) == {
-        "acc": "A", "streams": "true", "consumers": "true"}
+        "acc": "A",
+        "streams": "true",
+        "consumers": "true",
+    }
     assert _query("VARZ", {"anything": 1}) == {}
 
 

@@ -87,14 +87,17 @@ def test_the_default_is_off_on_a_single_cpu(monkeypatch, tmp_path, cpus, window)
     assert busypoll.default_window_ns(str(tmp_path)) == window  # (no cgroup files: no quota)
 
 
-@pytest.mark.parametrize("files,quota,window", [
-    ({"cpu.max": "max 100000\n"}, None, DEFAULT_WINDOW_NS),
-    ({"cpu.max": "150000 100000\n"}, 1.5, 0),  # docker --cpus 1.5 (cgroup v2)
-    ({"cpu.max": "400000 100000\n"}, 4.0, DEFAULT_WINDOW_NS),
-    ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None, DEFAULT_WINDOW_NS),
-    ({"cpu/cpu.cfs_quota_us": "50000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 0.5, 0),  # (v1)
-    ({"cpu/cpu.cfs_quota_us": "200000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 2.0, DEFAULT_WINDOW_NS),
-])
+@pytest.mark.parametrize(
+    "files,quota,window",
+    [
+        ({"cpu.max": "max 100000\n"}, None, DEFAULT_WINDOW_NS),
+        ({"cpu.max": "150000 100000\n"}, 1.5, 0),  # docker --cpus 1.5 (cgroup v2)
+        ({"cpu.max": "400000 100000\n"}, 4.0, DEFAULT_WINDOW_NS),
+        ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None, DEFAULT_WINDOW_NS),
+        ({"cpu/cpu.cfs_quota_us": "50000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 0.5, 0),  # (v1)
+        ({"cpu/cpu.cfs_quota_us": "200000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 2.0, DEFAULT_WINDOW_NS),
+    ],
+)
 def test_a_container_cpu_quota_under_two_cpus_turns_it_off(monkeypatch, tmp_path, files, quota, window):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
     for name, text in files.items():

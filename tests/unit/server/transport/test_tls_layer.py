@@ -111,8 +111,15 @@ def pki(tmp_path_factory):
 def _layer(pki, mode="after_info", **kw):
     ctx = build_server_context(TLSOptions(cert_file=pki.server_cert, key_file=pki.server_key))
     loop, clock, upper = FakeLoop(), ManualClock(), Upper()
-    layer = TlsLayer(lambda: ctx, lambda: upper, clock, HandshakeQueue(loop, FakePool(loop)), timeout_ns=1_000_000_000,
-                     mode=mode, **kw)
+    layer = TlsLayer(
+        lambda: ctx,
+        lambda: upper,
+        clock,
+        HandshakeQueue(loop, FakePool(loop)),
+        timeout_ns=1_000_000_000,
+        mode=mode,
+        **kw,
+    )
     lower = FakeTransport()
     layer.connection_made(lower)
     return layer, lower, upper, loop, clock
@@ -261,6 +268,8 @@ def test_the_worker_is_a_real_thread_and_stops_with_close(pki):
 
 
 def test_cert_identities_order():
-    cert = {"subject": ((("organizationName", "Acme"),), (("commonName", "alice"),)),
-            "subjectAltName": (("DNS", "a.example"), ("email", "alice@example.com"), ("URI", "spiffe://x/alice"))}
+    cert = {
+        "subject": ((("organizationName", "Acme"),), (("commonName", "alice"),)),
+        "subjectAltName": (("DNS", "a.example"), ("email", "alice@example.com"), ("URI", "spiffe://x/alice")),
+    }
     assert cert_identities(cert) == ["alice@example.com", "spiffe://x/alice", "a.example", "CN=alice,O=Acme"]

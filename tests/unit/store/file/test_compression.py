@@ -151,6 +151,7 @@ def test_an_idle_stream_gets_its_compressed_blocks_through_the_clock(tmp_path, m
     from concurrent.futures import Future
 
     import natsd.store.file.compressing as ss
+
     jobs: list = []
 
     def held(fn, *args):  # the compression thread, run when the test says so
@@ -270,6 +271,7 @@ def test_chunk_reads_decode_only_what_they_touch():
     data = b"".join(b"%08d" % i for i in range(100_000))  # 800 KB: 13 chunks
     blob = compress_block(data)
     import tempfile
+
     with tempfile.TemporaryFile() as f:
         f.write(blob)
         f.flush()

@@ -12,16 +12,21 @@ from natsd.clock import ManualClock
 from natsd.store import load_stream_meta, open_stream_store
 from natsd.store.base import ConsumerState, CorruptState, Pending, SequencePair, StoreConfig
 from natsd.store.file.consumer_state import (
-    decode_consumer_state, decode_snapshot, encode_consumer_state, encode_consumer_state_v1,
+    decode_consumer_state,
+    decode_snapshot,
+    encode_consumer_state,
+    encode_consumer_state_v1,
 )
 
 
 def sample() -> ConsumerState:
     t = 1_700_000_000_123_456_789
     return ConsumerState(
-        delivered=SequencePair(120, 150), ack_floor=SequencePair(100, 130),
+        delivered=SequencePair(120, 150),
+        ack_floor=SequencePair(100, 130),
         pending={131: Pending(101, t), 140: Pending(110, t + 7), 149: Pending(119, t + 999_999_999)},
-        redelivered={131: 3, 140: 1})
+        redelivered={131: 3, 140: 1},
+    )
 
 
 def test_round_trip_exact_including_nanoseconds():
@@ -87,6 +92,7 @@ def test_consumer_meta_is_fsynced_only_when_the_stream_syncs_always(tmp_path, mo
     """As nats-server's writeFileWithOptionalSync: a consumer's meta files reach the OS (written and
     renamed) on create and update, and are forced to the disk only under sync_always."""
     import natsd.atomicfile as af
+
     calls = []
     real = os.fsync
     monkeypatch.setattr(af.os, "fsync", lambda fd: (calls.append(fd), real(fd))[1])
@@ -140,8 +146,9 @@ def test_damaged_state_file_keeps_the_consumer_with_its_state_reset(tmp_path, ca
     assert cs.state() == ConsumerState()
     assert cs.state_damaged
     assert Path(d, "obs", "C", "o.dat.damaged").read_bytes() == bytes(data)
-    assert any("o.dat" in r.getMessage() and "damaged" in r.getMessage() and r.levelname == "WARNING"
-               for r in caplog.records)
+    assert any(
+        "o.dat" in r.getMessage() and "damaged" in r.getMessage() and r.levelname == "WARNING" for r in caplog.records
+    )
     cs.update(sample())
     s.stop()
     s = open_stream_store(StoreConfig(name="S", storage="file"), clock, d)
@@ -204,15 +211,24 @@ class Live:
         r, self.rtouched = self.rtouched, set()
         ps = [s for s in t if s in self.pend]
         rs = [s for s in r if s in self.rdc]
-        return ConsumerDelta(self.dl, self.af, ps, [self.pend[s] for s in ps], [s for s in t if s not in self.pend],
-                             rs, [self.rdc[s] for s in rs], [s for s in r if s not in self.rdc])
+        return ConsumerDelta(
+            self.dl,
+            self.af,
+            ps,
+            [self.pend[s] for s in ps],
+            [s for s in t if s not in self.pend],
+            rs,
+            [self.rdc[s] for s in rs],
+            [s for s in r if s not in self.rdc],
+        )
 
     def source(self):
         return self.pend, self.rdc, self.dl, self.af
 
     def state(self) -> ConsumerState:
-        return ConsumerState(self.dl, self.af, {s: Pending(*p) for s, p in sorted(self.pend.items())},
-                             dict(sorted(self.rdc.items())))
+        return ConsumerState(
+            self.dl, self.af, {s: Pending(*p) for s, p in sorted(self.pend.items())}, dict(sorted(self.rdc.items()))
+        )
 
 
 @KEYS
@@ -251,6 +267,7 @@ def test_deltas_are_appended_and_recovered(tmp_path, keys):
 @KEYS
 def test_checkpoint_in_the_worker_and_crash_points(tmp_path, monkeypatch, keys):
     import shutil as sh
+
     monkeypatch.setattr(CS, "JOURNAL_MIN_BYTES", 4096)
     monkeypatch.setattr(CS, "CHECKPOINT_SLICE", 100)
     from concurrent.futures import Future
@@ -262,6 +279,7 @@ def test_checkpoint_in_the_worker_and_crash_points(tmp_path, monkeypatch, keys):
             f = Future()
             f.set_result(fn(*args))
             return f
+
     monkeypatch.setattr(CS, "_worker", lambda: Now())
     held = []  # the checkpoint, held back: the "crash during a checkpoint" point
     real_checkpoint = CS.FileConsumerStore._write_checkpoint

@@ -20,7 +20,7 @@ def test_same_values_as_zlib(n):
         assert fn(data, 0x1234ABCD) == zlib.crc32(data, 0x1234ABCD)
         buf = bytearray(data + b"tail")
         with memoryview(buf) as mv:
-            assert fn(mv[: n]) == zlib.crc32(data)
+            assert fn(mv[:n]) == zlib.crc32(data)
 
 
 def test_isal_is_used_for_big_buffers_when_installed():

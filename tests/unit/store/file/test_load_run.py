@@ -98,7 +98,7 @@ def test_damaged_record_inside_a_stretch_is_reported_and_skipped(tmp_path, clock
     elif where == "checksum":
         data[off + size - 7] ^= 0x40
     else:  # an intact record of another sequence where 100's should be (checksum fine)
-        data[off: off + size] = data[off + size: off + 2 * size]
+        data[off : off + size] = data[off + size : off + 2 * size]
     Path(path).write_bytes(bytes(data))
     s = open_stream_store(cfg(), clock, d)
     removed = []

@@ -115,9 +115,15 @@ def test_erase_keeps_length_replaces_content(hdr):
 def test_intact_crc_is_the_crc_of_any_whole_intact_record(hdr):
     # The one-call check recovery and the forward reads use: the CRC of a whole record, trailer
     # included, depends on its length only; any damage changes it.
-    recs = [encode(hdr=hdr), encode(seq=9, ts=-5, subject=b"x" * 300, hdr=hdr, msg=os.urandom(1000)),
-            erase_record(encode(hdr=hdr), os.urandom), encode_marker(FLAG_TOMB, 3, 9),
-            encode_marker(FLAG_TTL, 4, -1), encode_marker(FLAG_FIRST, 5), encode_marker(FLAG_SKIP, 6, 1, count=7)]
+    recs = [
+        encode(hdr=hdr),
+        encode(seq=9, ts=-5, subject=b"x" * 300, hdr=hdr, msg=os.urandom(1000)),
+        erase_record(encode(hdr=hdr), os.urandom),
+        encode_marker(FLAG_TOMB, 3, 9),
+        encode_marker(FLAG_TTL, 4, -1),
+        encode_marker(FLAG_FIRST, 5),
+        encode_marker(FLAG_SKIP, 6, 1, count=7),
+    ]
     for rec in recs:
         assert zlib.crc32(rec) == intact_crc(len(rec))
         for i in (0, 4, len(rec) // 2, len(rec) - 5, len(rec) - 1):

@@ -345,6 +345,7 @@ def test_short_writes_are_completed(tmp_path, clock, monkeypatch):
 
 # -- a big turn is written as it fills (EAGER_WRITE_BYTES) -------------------------------------
 
+
 def test_a_big_turn_is_written_as_its_buffer_fills(tmp_path, clock, monkeypatch):
     """One loop turn can carry megabytes (libuv reads a socket up to 32 times per turn): past
     EAGER_WRITE_BYTES the buffer is written before the next record, so no pwrite is bigger than

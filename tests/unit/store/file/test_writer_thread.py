@@ -59,8 +59,9 @@ def disk(monkeypatch):
 
 
 def open_store(path, **kw) -> FileStreamStore:
-    return FileStreamStore(StoreConfig(name="S", storage="file"), SystemClock(), str(path),
-                           writer=BlockWriter(threshold=1), **kw)
+    return FileStreamStore(
+        StoreConfig(name="S", storage="file"), SystemClock(), str(path), writer=BlockWriter(threshold=1), **kw
+    )
 
 
 async def until(pred, timeout: float = 5.0) -> None:

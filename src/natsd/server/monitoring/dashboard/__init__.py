@@ -11,8 +11,12 @@ from __future__ import annotations
 
 from importlib import resources
 
-_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
-          ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
+_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+}
 _cache: dict[str, bytes] = {}
 
 
@@ -30,9 +34,9 @@ def _asset(name: str) -> bytes | None:
 
 def serve(path: str) -> tuple:
     """``(code, body, content type)`` for ``/``, ``/dashboard`` or ``/dashboard/<asset>``."""
-    name = "index.html" if path in ("/", "/dashboard") else path[len("/dashboard/"):]
+    name = "index.html" if path in ("/", "/dashboard") else path[len("/dashboard/") :]
     data = _asset(name)
     if data is None:
         return 404, b"404 page not found\n", "text/plain; charset=utf-8"
-    ext = name[name.rfind("."):]
+    ext = name[name.rfind(".") :]
     return 200, data, _TYPES.get(ext, "application/octet-stream")
