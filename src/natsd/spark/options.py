@@ -100,6 +100,43 @@ OPTIONS: tuple[Option, ...] = (
         "A `.creds` file (JWT + NKey seed, needs the `nkeys` package); ship it with `--files`.",
     ),
     Option("tlsCa", "", _BS, _RW, "a path to a PEM file", "CA certificate(s) to verify the server's TLS certificate."),
+    Option(
+        "tlsCert",
+        "",
+        _BS,
+        _RW,
+        "a path to a PEM file",
+        "Client certificate for servers that verify clients (`tls { verify: true }`); needs `tlsKey` "
+        "unless the file also holds the key.",
+    ),
+    Option("tlsKey", "", _BS, _RW, "a path to a PEM file", "The private key of `tlsCert`."),
+    Option(
+        "nkey",
+        "",
+        _BS,
+        _RW,
+        "a user nkey seed (SU...) or a path to a file holding one",
+        "NKey authentication with a bare seed (no JWT; use `creds` for JWT + seed); needs the `nkeys` package. "
+        "Never printed or logged.",
+    ),
+    Option(
+        "domain",
+        "",
+        _BS,
+        _RW,
+        "a JetStream domain name",
+        "Use the JetStream of this domain (API prefix `$JS.<domain>.API`), e.g. an edge server's streams "
+        "through its leafnode link to the hub you connect to. Not with `apiPrefix`.",
+    ),
+    Option(
+        "apiPrefix",
+        "$JS.API",
+        _BS,
+        _RW,
+        "a subject prefix without wildcards",
+        "The JetStream API prefix, for an account export/import mapping of `$JS.API` (nats-py's `prefix`). "
+        "Not with `domain`.",
+    ),
     Option("name", "natsd-spark", _BS, _RW, "any text", "Client connection name the server reports."),
     Option(
         "stream", "", _BS, "read", "a stream name", "The stream to read. Exactly one of `stream` / `streamPattern`."
@@ -428,9 +465,30 @@ def check_publish_subject(subject: str, where: str) -> str:
     return subject
 
 
+def api_prefix(domain: str | None, prefix: str | None) -> str:
+    """``$JS.<domain>.API`` for ``domain``, ``prefix`` as given, else ``$JS.API`` (as nats-py's
+    ``jetstream(domain=..., prefix=...)``, which also refuses both at once)."""
+    if domain and prefix:
+        raise OptionError(f"options 'domain' ({domain!r}) and 'apiPrefix' ({prefix!r}) exclude each other; set one")
+    if domain:
+        domain = domain.strip()
+        if re.search(r"[\s.*>]", domain):
+            raise _bad("domain", domain, "a domain name has no spaces, '.', '*' or '>'")
+        return f"$JS.{domain}.API"
+    if prefix:
+        prefix = prefix.strip().rstrip(".")
+        if not prefix or re.search(r"[\s*>]", prefix) or prefix.startswith(".") or ".." in prefix:
+            raise _bad("apiPrefix", prefix, "a subject prefix without wildcards, spaces or empty tokens")
+        return prefix
+    return "$JS.API"
+
+
 def connect_options(opts) -> ConnectOptions:
     """The connection part of the options (shared by readers and writers)."""
     servers = _get(opts, "servers") or "nats://127.0.0.1:4222"
+    tls_cert, tls_key = _get(opts, "tlsCert"), _get(opts, "tlsKey")
+    if tls_key and not tls_cert:
+        raise OptionError("option 'tlsKey' needs 'tlsCert' (the client certificate it belongs to)")
     co = ConnectOptions(
         servers=servers,
         user=_get(opts, "user"),
@@ -439,6 +497,10 @@ def connect_options(opts) -> ConnectOptions:
         creds=_get(opts, "creds"),
         name=_get(opts, "name") or "natsd-spark",
         tls_ca=_get(opts, "tlsCa") or opts.get("tls.ca"),
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        nkey_seed=_get(opts, "nkey"),
+        api_prefix=api_prefix(_get(opts, "domain"), _get(opts, "apiPrefix")),
     )
     try:
         urls = co.urls()

@@ -4,7 +4,8 @@ Per range (one Spark partition) the reader:
 
 1. opens its own :class:`~natsd.spark.wire.SyncConnection`;
 2. ``SUB <deliver_inbox> 2``;
-3. sends ``$JS.API.CONSUMER.CREATE.<stream>`` with ``{"stream_name": S, "config": {
+3. sends ``<apiPrefix>.CONSUMER.CREATE.<stream>`` (``$JS.API``, or ``$JS.<domain>.API`` with
+   option ``domain``) with ``{"stream_name": S, "config": {
    "deliver_policy": "by_start_sequence", "opt_start_seq": lo, "ack_policy": "none",
    "max_deliver": 1, "replay_policy": "instant", "flow_control": true, "idle_heartbeat": ns,
    "deliver_subject": inbox, "mem_storage": true, "num_replicas": 1, "inactive_threshold": ns,
@@ -220,7 +221,8 @@ class _PushRange:
         )
         body = json.dumps({"stream_name": self.spec.stream, "config": cfg}).encode()
         self.create_reply = self.conn.new_reply().encode()
-        self.conn.publish(f"$JS.API.CONSUMER.CREATE.{self.spec.stream}", body, self.create_reply.decode())
+        api = self.opts.api_prefix  # $JS.API, or $JS.<domain>.API across a leafnode link
+        self.conn.publish(f"{api}.CONSUMER.CREATE.{self.spec.stream}", body, self.create_reply.decode())
         return inbox
 
     def _delete(self) -> None:
@@ -228,7 +230,8 @@ class _PushRange:
         try:
             self.conn.unsubscribe(self.sid)
             if self.consumer:
-                self.conn.publish(f"$JS.API.CONSUMER.DELETE.{self.spec.stream}.{self.consumer}", b"")
+                api = self.opts.api_prefix
+                self.conn.publish(f"{api}.CONSUMER.DELETE.{self.spec.stream}.{self.consumer}", b"")
             self.conn.close_after_send()
         except (OSError, NatsError):
             pass
@@ -434,7 +437,7 @@ class _PushRange:
         self.conn.unsubscribe(self.sid)
         old = self.consumer
         if old:
-            self.conn.publish(f"$JS.API.CONSUMER.DELETE.{self.spec.stream}.{old}", b"")
+            self.conn.publish(f"{self.opts.api_prefix}.CONSUMER.DELETE.{self.spec.stream}.{old}", b"")
         self.consumer = ""
         self.sid += 1
         self._create(start_seq)
