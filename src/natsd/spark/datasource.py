@@ -17,7 +17,8 @@ Offsets, partitions and guarantees are described in :mod:`natsd.spark` and
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, replace
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -43,6 +44,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from natsd import gotime
 from natsd.redact import redact
 from natsd.spark.jsapi import StreamState, stream_names, stream_state
 from natsd.spark.wire import JSApiError, NatsError
@@ -56,6 +58,7 @@ from natsd.spark.planning import (
     start_position,
 )
 from natsd.spark.planner import Planner
+from natsd.spark.pushdown import PUSHDOWN_WORKER, Pushed, translate
 from natsd.spark.reader import DataLossError, RangeSpec, read_range
 from natsd.spark.writer import Publisher, plan_columns, write_batches
 
@@ -142,7 +145,8 @@ class JetStreamDataSource(DataSource):
         return source_schema(*validate_definition(self.options))
 
     def reader(self, schema: StructType) -> "JetStreamBatchReader":
-        return JetStreamBatchReader(ReadOptions.parse(self.options, streaming=False))
+        ro = ReadOptions.parse(self.options, streaming=False)
+        return JetStreamPushdownReader(ro) if _planning_with_pushdown() else JetStreamBatchReader(ro)
 
     def streamReader(self, schema: StructType) -> "DataSourceStreamReader":
         try:
@@ -191,35 +195,22 @@ class JetStreamBatchReader(DataSourceReader):
 
     def __init__(self, ro: ReadOptions):
         self.ro = ro
+        self.pushed = Pushed()  # what pushFilters took over (JetStreamPushdownReader only)
 
     def partitions(self):
         ro = self.ro
+        if self.pushed.subjects is not None:
+            ro = replace(ro, subjects=self.pushed.subjects)
         tasks: dict[str, tuple[int, int]] = {}
         created: dict[str, str] = {}
-        with Planner(ro.connect) as conn:
-            for s in _selected_streams(conn, ro):
-                st = stream_state(conn, s)
-                pos = _position(st)
-                created[s] = st.created
-                tseq = None
-                if ro.starting_timestamp:
-                    tseq = conn.first_seq_at_or_after(s, ro.starting_timestamp)
-                    if tseq is None:
-                        continue  # nothing stored at or after startingTimestamp
-                start_val = ro.starting.for_stream(s)
-                lo = start_position(start_val, pos, tseq) + 1
-                if lo < st.first_seq:
-                    if isinstance(start_val, int) and ro.fail_on_data_loss and tseq is None:
-                        raise DataLossError(
-                            f"stream {s}: startingOffsets {lo} < first available {st.first_seq}; "
-                            "set failOnDataLoss=false to start at the first available"
-                        )
-                    lo = st.first_seq
-                tend = None
-                if ro.ending_timestamp:
-                    tend = conn.first_seq_at_or_after(s, ro.ending_timestamp)
-                hi = end_position(ro.ending.for_stream(s), pos, tend)
-                tasks[s] = (lo, hi)
+        if not self.pushed.nothing:
+            with Planner(ro.connect) as conn:
+                for s in _selected_streams(conn, ro):
+                    st = stream_state(conn, s)
+                    created[s] = st.created
+                    r = self._range(conn, ro, s, st)
+                    if r is not None:
+                        tasks[s] = r
         plan = plan_ranges(tasks, ro.min_partitions)
         if not plan:
             # Spark needs at least one partition; an empty range yields no rows.
@@ -227,9 +218,72 @@ class JetStreamBatchReader(DataSourceReader):
             return [JetStreamPartition(_spec(ro, name, 1, 0, ""))]
         return [JetStreamPartition(_spec(ro, s, lo, hi, created[s])) for s, lo, hi in plan]
 
+    def _range(self, conn: Planner, ro: ReadOptions, s: str, st: StreamState) -> tuple[int, int] | None:
+        """One stream's inclusive ``(lo, hi)`` from the options and the pushed filters; None = nothing."""
+        pos = _position(st)
+        pushed = self.pushed
+        tseq = None
+        if ro.starting_timestamp:
+            tseq = conn.first_seq_at_or_after(s, ro.starting_timestamp)
+            if tseq is None:
+                return None  # nothing stored at or after startingTimestamp
+        start_val = ro.starting.for_stream(s)
+        lo = start_position(start_val, pos, tseq) + 1
+        if lo < st.first_seq:
+            if isinstance(start_val, int) and ro.fail_on_data_loss and tseq is None:
+                raise DataLossError(
+                    f"stream {s}: startingOffsets {lo} < first available {st.first_seq}; "
+                    "set failOnDataLoss=false to start at the first available"
+                )
+            lo = st.first_seq
+        tend = None
+        if ro.ending_timestamp:
+            tend = conn.first_seq_at_or_after(s, ro.ending_timestamp)
+        hi = end_position(ro.ending.for_stream(s), pos, tend)
+        # Pushed filters only narrow the range (a seq filter never counts as data loss).
+        lo, hi = max(lo, pushed.seq_lo), hi if pushed.seq_hi is None else min(hi, pushed.seq_hi)
+        if pushed.ts_from_ns is not None and lo <= hi:
+            first = conn.first_seq_at_or_after(s, gotime.format_rfc3339(pushed.ts_from_ns))
+            if first is None:
+                return None
+            lo = max(lo, first)
+        if pushed.ts_to_ns is not None and lo <= hi:
+            after = conn.first_seq_at_or_after(s, gotime.format_rfc3339(pushed.ts_to_ns))
+            if after is not None:
+                hi = min(hi, after - 1)
+        return lo, hi
+
     def read(self, partition: JetStreamPartition):  # type: ignore[override]  # ours are JetStreamPartitions
         """Runs on executors: one connection, one ephemeral push consumer, Arrow batches out."""
         return read_range(self.ro.connect, partition.spec)
+
+
+class JetStreamPushdownReader(JetStreamBatchReader):
+    """The batch reader with filter pushdown (:mod:`natsd.spark.pushdown`).
+
+    PySpark refuses a reader that implements ``pushFilters`` unless
+    ``spark.sql.python.filterPushdown.enabled`` is set (``DATA_SOURCE_PUSHDOWN_DISABLED``), and
+    does not tell ``reader()`` which case it is in; so :meth:`JetStreamDataSource.reader` hands
+    this class only to the planner that pushes filters, and the plain reader otherwise.
+    """
+
+    def pushFilters(self, filters):  # PySpark's name
+        pushed, left = translate(filters, self.ro.subjects)
+        self.pushed = pushed
+        log.info("jetstream source: pushed %s; left to Spark: %s", pushed, left)
+        return left
+
+
+def _planning_with_pushdown() -> bool:
+    """Whether ``reader()`` was called by PySpark's filter-pushdown planner (see the reader)."""
+    f = sys._getframe(1)
+    for _ in range(8):
+        if f is None:
+            return False
+        if f.f_code.co_filename.endswith(PUSHDOWN_WORKER):
+            return True
+        f = f.f_back
+    return False
 
 
 # ------------------------------------------------------------------------------ streaming read
