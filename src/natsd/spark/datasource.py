@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from dataclasses import dataclass, replace
 
 from pyspark.sql.datasource import (
@@ -32,6 +33,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import (
@@ -51,7 +53,9 @@ from natsd.spark.wire import JSApiError, NatsError
 from natsd.spark.options import OptionError, ReadOptions, WriteOptions, warn_unknown
 from natsd.spark.planning import (
     StreamPosition,
+    bytes_to_sequences,
     cap_by_budget,
+    cap_task_size,
     check_data_loss,
     end_position,
     plan_ranges,
@@ -211,7 +215,7 @@ class JetStreamBatchReader(DataSourceReader):
                     r = self._range(conn, ro, s, st)
                     if r is not None:
                         tasks[s] = r
-        plan = plan_ranges(tasks, ro.min_partitions)
+        plan = cap_task_size(plan_ranges(tasks, ro.min_partitions), ro.max_records_per_partition)
         if not plan:
             # Spark needs at least one partition; an empty range yields no rows.
             name = ro.stream or "-"
@@ -223,10 +227,12 @@ class JetStreamBatchReader(DataSourceReader):
         pos = _position(st)
         pushed = self.pushed
         tseq = None
-        if ro.starting_timestamp:
-            tseq = conn.first_seq_at_or_after(s, ro.starting_timestamp)
+        when = ro.starting_time(s)
+        if when:
+            tseq = conn.first_seq_at_or_after(s, when)
             if tseq is None:
-                return None  # nothing stored at or after startingTimestamp
+                _no_message_since(ro, s, when)
+                return None  # startingOffsetsByTimestampStrategy=latest: nothing to read
         start_val = ro.starting.for_stream(s)
         lo = start_position(start_val, pos, tseq) + 1
         if lo < st.first_seq:
@@ -237,8 +243,9 @@ class JetStreamBatchReader(DataSourceReader):
                 )
             lo = st.first_seq
         tend = None
-        if ro.ending_timestamp:
-            tend = conn.first_seq_at_or_after(s, ro.ending_timestamp)
+        until = ro.ending_time(s)
+        if until:
+            tend = conn.first_seq_at_or_after(s, until)
         hi = end_position(ro.ending.for_stream(s), pos, tend)
         # Pushed filters only narrow the range (a seq filter never counts as data loss).
         lo, hi = max(lo, pushed.seq_lo), hi if pushed.seq_hi is None else min(hi, pushed.seq_hi)
@@ -274,6 +281,24 @@ class JetStreamPushdownReader(JetStreamBatchReader):
         return left
 
 
+def _no_message_since(ro: ReadOptions, stream: str, when: str) -> None:
+    """No message is stored at or after a starting time: Kafka's ``error`` strategy fails."""
+    if ro.timestamp_strategy == "error":
+        raise OptionError(
+            f"stream {stream}: no message stored at or after the starting time {when} "
+            "(startingTimestamp / startingOffsetsByTimestamp); set startingOffsetsByTimestampStrategy=latest "
+            "to start at the end of the stream instead"
+        )
+
+
+def log_lag(end: dict[str, int], states: dict[str, StreamState]) -> None:
+    """Log, per stream, how far this trigger's end offset is behind the stream (messages and an
+    estimate of bytes): Spark gives Python sources no custom metrics."""
+    for s, st in sorted(states.items()):
+        behind = max(0, st.last_seq - end.get(s, st.last_seq))
+        log.info("jetstream source: stream %s lag %d messages, ~%d bytes behind", s, behind, int(behind * st.avg_size))
+
+
 def _planning_with_pushdown() -> bool:
     """Whether ``reader()`` was called by PySpark's filter-pushdown planner (see the reader)."""
     f = sys._getframe(1)
@@ -299,6 +324,8 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._conn: Planner | None = None
         self._target: dict[str, int] | None = None
         self._latest: dict | None = None
+        self._last_batch_at: float | None = None
+        self.clock = time.monotonic  # injectable: minOffsetsPerTrigger/maxTriggerDelay tests set it
 
     def __getstate__(self):
         # Executors get a pickled copy for read(); the driver's socket must not travel.
@@ -329,18 +356,24 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         out = {}
         for s, st in self._states().items():
             tseq = None
-            if ro.starting_timestamp:
+            when = ro.starting_time(s)
+            if when:
                 conn = self._conn
                 assert conn is not None  # _states() connected it
-                tseq = conn.first_seq_at_or_after(s, ro.starting_timestamp)
+                tseq = conn.first_seq_at_or_after(s, when)
                 if tseq is None:
+                    _no_message_since(ro, s, when)
                     tseq = st.last_seq + 1
             out[s] = {"seq": start_position(ro.starting.for_stream(s), _position(st), tseq), "created": st.created}
         return out
 
     def getDefaultReadLimit(self):
-        n = self.ro.max_messages_per_trigger
-        return ReadMaxRows(n) if n else ReadAllAvailable()
+        # PySpark has no composite limit: with both a maximum and a minimum, Spark is handed the
+        # maximum and latestOffset applies minOffsetsPerTrigger itself (from the options).
+        n, least = self.ro.max_messages_per_trigger, self.ro.min_offsets_per_trigger
+        if n:
+            return ReadMaxRows(n)
+        return ReadMinRows(least) if least else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = {s: st.last_seq for s, st in self._states().items()}
@@ -371,13 +404,39 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 top = min(top, self._target.get(s, last))
             latest[s] = max(top, last)
         self._latest = {s: {"seq": states[s].last_seq, "created": created[s]} for s in states}
-        budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        end = cap_by_budget(cur, latest, budget)
+        if self._hold(cur, latest):
+            end = cur  # not enough new messages yet: no micro-batch this trigger (minOffsetsPerTrigger)
+        else:
+            end = cap_by_budget(cur, latest, self._budget(limit, cur, latest, states))
+            self._last_batch_at = self.clock()
+        log_lag(end, states)
         out = {s: {"seq": end[s], "created": created[s]} for s in end}
         # Keep streams that vanished (pattern no longer matches) so their offsets stay stable.
         for s, ent in (start or {}).items():
             out.setdefault(s, ent)
         return out
+
+    def _budget(self, limit, cur: dict[str, int], latest: dict[str, int], states) -> int | None:
+        """Sequences this trigger may take: ``maxOffsetsPerTrigger`` and/or ``maxBytesPerTrigger``."""
+        budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        max_bytes = self.ro.max_bytes_per_trigger
+        if max_bytes and self._target is None:
+            backlog = {s: max(0, latest[s] - cur[s]) for s in latest}
+            by_bytes = bytes_to_sequences(max_bytes, backlog, {s: st.avg_size for s, st in states.items()})
+            budget = by_bytes if budget is None else min(budget, by_bytes)
+        return budget
+
+    def _hold(self, cur: dict[str, int], latest: dict[str, int]) -> bool:
+        """Kafka's ``minOffsetsPerTrigger``: wait while fewer new sequences are stored, unless
+        ``maxTriggerDelay`` has passed since the last micro-batch (or AvailableNow runs)."""
+        least = self.ro.min_offsets_per_trigger
+        now = self.clock()
+        if self._last_batch_at is None:
+            self._last_batch_at = now  # the delay counts from the query's start
+        if not least or self._target is not None:
+            return False
+        new = sum(max(0, latest[s] - cur[s]) for s in latest)
+        return new < least and now - self._last_batch_at < self.ro.max_trigger_delay
 
     def reportLatestOffset(self):
         """The newest sequences seen at the last trigger (Spark reports them as ``latestOffset``)."""
@@ -398,7 +457,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                     lo = 1  # re-created stream accepted by failOnDataLoss=false: read it from its start
             ranges[s] = (lo, hi)
             created[s] = e.get("created", "")
-        plan = plan_ranges(ranges, ro.min_partitions)
+        plan = cap_task_size(plan_ranges(ranges, ro.min_partitions), ro.max_records_per_partition)
         # Loss was already judged on the driver (latestOffset); tasks only re-check creation.
         return [JetStreamPartition(_spec(ro, s, lo, hi, created[s], fail=False)) for s, lo, hi in plan]
 

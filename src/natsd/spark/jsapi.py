@@ -35,6 +35,12 @@ class StreamState:
     duplicate_window_ns: int
     subjects: tuple[str, ...]
     last_ts: str = ""  # RFC 3339 time of the last message ("" or 0001-01-01... when empty)
+    bytes: int = 0  # stored bytes (what maxBytesPerTrigger and the lag log estimate sizes from)
+
+    @property
+    def avg_size(self) -> float:
+        """The average stored size of one message (0 when empty)."""
+        return self.bytes / self.messages if self.messages else 0.0
 
     @property
     def empty(self) -> bool:
@@ -62,6 +68,7 @@ def stream_state(conn, name: str, timeout: float = 10.0) -> StreamState:
         duplicate_window_ns=int(cfg.get("duplicate_window", 0) or 0),
         subjects=tuple(cfg.get("subjects") or ()),
         last_ts=str(st.get("last_ts", "")),
+        bytes=int(st.get("bytes", 0)),
     )
 
 

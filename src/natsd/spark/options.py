@@ -203,6 +203,70 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option("maxOffsetsPerTrigger", "", "streaming", "read", "an integer >= 1", "Alias of `maxMessagesPerTrigger`."),
     Option(
+        "minOffsetsPerTrigger",
+        "",
+        "streaming",
+        "read",
+        "an integer >= 1",
+        "Wait until at least this many new sequences are stored (all streams together) before running a "
+        "micro-batch, or until `maxTriggerDelay` has passed since the last one (Kafka's name and meaning). "
+        "Ignored by `Trigger.AvailableNow`.",
+    ),
+    Option(
+        "maxTriggerDelay",
+        "15m",
+        "streaming",
+        "read",
+        "a duration: 500ms, 30s, 15m, 1h or seconds",
+        "With `minOffsetsPerTrigger`: the longest a micro-batch waits for that many sequences.",
+    ),
+    Option(
+        "maxBytesPerTrigger",
+        "",
+        "streaming",
+        "read",
+        "a number of bytes >= 1 (k, m, g suffixes)",
+        "At most about this many bytes per micro-batch, converted to sequences with each stream's average "
+        "stored message size (STREAM.INFO bytes / messages); at least one message per stream. With "
+        "`maxOffsetsPerTrigger` the smaller wins.",
+    ),
+    Option(
+        "maxRecordsPerPartition",
+        "",
+        _BS,
+        "read",
+        "an integer >= 1",
+        "Split a (micro-)batch so that no task reads more than this many sequences, beyond `minPartitions` "
+        "(Kafka's name).",
+    ),
+    Option(
+        "startingOffsetsByTimestamp",
+        "",
+        _BS,
+        "read",
+        'JSON {"STREAM": epoch ms or ISO 8601}',
+        "Per stream, start at the first message stored at or after that time; between `startingTimestamp` "
+        "(which wins) and `startingOffsets` (Kafka's order).",
+    ),
+    Option(
+        "endingOffsetsByTimestamp",
+        "",
+        "batch",
+        "read",
+        'JSON {"STREAM": epoch ms or ISO 8601}',
+        "Per stream, end before the first message stored at or after that time (exclusive); "
+        "`endingTimestamp` wins.",
+    ),
+    Option(
+        "startingOffsetsByTimestampStrategy",
+        "error",
+        _BS,
+        "read",
+        "error or latest",
+        "When no message is stored at or after a starting time (`startingTimestamp` or "
+        "`startingOffsetsByTimestamp`): `error` fails the query (Kafka's default), `latest` starts at the end.",
+    ),
+    Option(
         "minPartitions",
         "1",
         _BS,
@@ -519,6 +583,66 @@ def connect_options(opts) -> ConnectOptions:
     return co
 
 
+_DURATION = re.compile(r"(?P<n>\d+(?:\.\d+)?)\s*(?P<u>ms|s|m|h|d)?", re.IGNORECASE)
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_BYTES = re.compile(r"(?P<n>\d+)\s*(?P<u>[kmg]?)b?", re.IGNORECASE)
+
+
+def parse_duration(value, name: str, default: float) -> float:
+    """Kafka's ``maxTriggerDelay`` spelling (``15m``, ``30s``, ``500ms``) or plain seconds."""
+    if value is None:
+        return default
+    m = _DURATION.fullmatch(str(value).strip())
+    if not m:
+        raise _bad(name, value, "not a duration")
+    return float(m["n"]) * _UNIT_S[(m["u"] or "s").lower()]
+
+
+def parse_bytes(value, name: str) -> int | None:
+    if value is None:
+        return None
+    m = _BYTES.fullmatch(str(value).strip())
+    if not m or int(m["n"]) < 1:
+        raise _bad(name, value)
+    return int(m["n"]) << {"": 0, "k": 10, "m": 20, "g": 30}[m["u"].lower()]
+
+
+def parse_times_by_stream(value, name: str) -> dict:
+    """``{"STREAM": epoch ms or ISO 8601}`` -> ``{"STREAM": RFC 3339}``."""
+    if value is None:
+        return {}
+    try:
+        doc = json.loads(str(value))
+    except ValueError as exc:
+        raise _bad(name, value, f"invalid JSON: {exc}") from None
+    if not isinstance(doc, dict) or not doc:
+        raise _bad(name, value, "expected a JSON object of stream -> time")
+    out = {}
+    for stream, t in doc.items():
+        if isinstance(t, bool) or not isinstance(t, (int, str)):
+            raise _bad(name, value, f"stream {stream!r}: not a time")
+        out[stream] = parse_timestamp(str(t), name)
+    return out
+
+
+def _admission(g) -> dict:
+    """The admission-control and by-timestamp options of :class:`ReadOptions` (Kafka's names)."""
+    strategy = (g("startingOffsetsByTimestampStrategy") or "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise _bad("startingOffsetsByTimestampStrategy", g("startingOffsetsByTimestampStrategy"))
+    minimum = g("minOffsetsPerTrigger")
+    per_part = g("maxRecordsPerPartition")
+    return {
+        "min_offsets_per_trigger": _parse_int(minimum, "minOffsetsPerTrigger", 1) if minimum else None,
+        "max_trigger_delay": parse_duration(g("maxTriggerDelay"), "maxTriggerDelay", 900.0),
+        "max_bytes_per_trigger": parse_bytes(g("maxBytesPerTrigger"), "maxBytesPerTrigger"),
+        "max_records_per_partition": _parse_int(per_part, "maxRecordsPerPartition", 1) if per_part else None,
+        "starting_by_timestamp": parse_times_by_stream(g("startingOffsetsByTimestamp"), "startingOffsetsByTimestamp"),
+        "ending_by_timestamp": parse_times_by_stream(g("endingOffsetsByTimestamp"), "endingOffsetsByTimestamp"),
+        "timestamp_strategy": strategy,
+    }
+
+
 @dataclass(frozen=True)
 class ReadOptions:
     """Everything a reader needs, parsed once on the driver (picklable)."""
@@ -538,6 +662,20 @@ class ReadOptions:
     fail_on_data_loss: bool
     fetch_timeout: float
     batch_rows: int
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay: float = 900.0
+    max_bytes_per_trigger: int | None = None
+    max_records_per_partition: int | None = None
+    starting_by_timestamp: dict = field(default_factory=dict)  # stream -> RFC 3339
+    ending_by_timestamp: dict = field(default_factory=dict)
+    timestamp_strategy: str = "error"
+
+    def starting_time(self, stream: str) -> str | None:
+        """The starting time of ``stream`` (``startingTimestamp`` wins, as in Kafka)."""
+        return self.starting_timestamp or self.starting_by_timestamp.get(stream)
+
+    def ending_time(self, stream: str) -> str | None:
+        return self.ending_timestamp or self.ending_by_timestamp.get(stream)
 
     @classmethod
     def parse(cls, opts, streaming: bool | None, require_stream: bool = True) -> "ReadOptions":
@@ -567,7 +705,7 @@ class ReadOptions:
             if re.search(r"\s", s) or s.startswith(".") or s.endswith(".") or ".." in s:
                 raise _bad("subjects", g("subjects"), f"{s!r} is not a subject")
         if streaming:
-            for name in ("endingOffsets", "endingTimestamp"):
+            for name in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
                 if g(name):
                     raise OptionError(f"option {name!r} is for batch reads only (spark.read), not streaming queries")
         default_start = LATEST if streaming else EARLIEST
@@ -596,6 +734,7 @@ class ReadOptions:
             fail_on_data_loss=parse_bool(g("failOnDataLoss"), "failOnDataLoss", True),
             fetch_timeout=_parse_seconds(g("fetchTimeout"), "fetchTimeout", 30.0, 0.0, exclusive=True),
             batch_rows=_parse_int(g("batchRows") or 8192, "batchRows", 1),
+            **_admission(g),
         )
 
     def matches(self, name: str) -> bool:
