@@ -50,7 +50,7 @@ from natsd import gotime
 from natsd.redact import redact
 from natsd.spark.jsapi import StreamState, stream_names, stream_state
 from natsd.spark.wire import JSApiError, NatsError
-from natsd.spark.options import OptionError, ReadOptions, WriteOptions, warn_unknown
+from natsd.spark.options import OptionError, ReadOptions, WriteOptions, kv_prefix, warn_unknown
 from natsd.spark.planning import (
     StreamPosition,
     bytes_to_sequences,
@@ -62,6 +62,7 @@ from natsd.spark.planning import (
     start_position,
 )
 from natsd.spark.planner import Planner
+from natsd.spark.kv import to_kv_rows, to_messages
 from natsd.spark.pushdown import PUSHDOWN_WORKER, Pushed, translate
 from natsd.spark.reader import DataLossError, RangeSpec, read_range
 from natsd.spark.writer import Publisher, plan_columns, write_batches
@@ -146,10 +147,13 @@ class JetStreamDataSource(DataSource):
         """Called when the DataFrame is defined (``load()``), and also for writes: every option
         value given is checked here, as Kafka's source does at ``load()``, so a bad one fails with
         its name, its value and what is accepted before any query starts."""
-        return source_schema(*validate_definition(self.options))
+        headers = validate_definition(self.options)
+        return kv_schema() if self.options.get("kvbucket") else source_schema(*headers)
 
     def reader(self, schema: StructType) -> "JetStreamBatchReader":
         ro = ReadOptions.parse(self.options, streaming=False)
+        if ro.kv_bucket:
+            return JetStreamKVReader(ro)
         return JetStreamPushdownReader(ro) if _planning_with_pushdown() else JetStreamBatchReader(ro)
 
     def streamReader(self, schema: StructType) -> "DataSourceStreamReader":
@@ -161,7 +165,7 @@ class JetStreamDataSource(DataSource):
             # access local variable 'reader'" with ours only in the chained traceback (observed with
             # PySpark 4.3). A reader that fails on its first call reports our message as the error.
             return _FailedStreamReader(exc)
-        return JetStreamStreamReader(ro)
+        return JetStreamKVStreamReader(ro) if ro.kv_bucket else JetStreamStreamReader(ro)
 
     def writer(self, schema: StructType, overwrite: bool) -> "JetStreamBatchWriter":
         if overwrite:
@@ -186,9 +190,9 @@ def validate_definition(opts) -> tuple[bool, bool]:
     planned). Returns ``(includeHeaders, headerValueType == string)`` for the schema.
     """
     warn_unknown(opts, "data source")
-    is_read = bool(opts.get("stream") or opts.get("streampattern"))
+    is_read = bool(opts.get("stream") or opts.get("streampattern") or opts.get("kvbucket"))
     ro = ReadOptions.parse(opts, streaming=None, require_stream=is_read)
-    if not is_read:
+    if not is_read or opts.get("kvbucket"):
         WriteOptions.parse(opts, streaming=True)
     return ro.include_headers, ro.headers_as_strings
 
@@ -279,6 +283,45 @@ class JetStreamPushdownReader(JetStreamBatchReader):
         self.pushed = pushed
         log.info("jetstream source: pushed %s; left to Spark: %s", pushed, left)
         return left
+
+
+def kv_schema() -> StructType:
+    """A KV bucket's table (see :mod:`natsd.spark.kv`)."""
+    return StructType(
+        [
+            StructField("key", StringType()),
+            StructField("value", BinaryType()),
+            StructField("revision", LongType()),
+            StructField("created", TimestampType()),
+            StructField("operation", StringType()),
+        ]
+    )
+
+
+def _kv_options(ro: ReadOptions) -> ReadOptions:
+    """What the bucket's stream is read with: its key subjects, headers as text (KV-Operation)."""
+    assert ro.kv_bucket is not None
+    return replace(ro, subjects=(kv_prefix(ro.kv_bucket) + ">",), include_headers=True, headers_as_strings=True)
+
+
+class JetStreamKVReader(JetStreamBatchReader):
+    """A KV bucket now: each key's last message (one ``last_per_subject`` read), puts only."""
+
+    def __init__(self, ro: ReadOptions):
+        super().__init__(_kv_options(ro))
+
+    def partitions(self):
+        ro = self.ro
+        with Planner(ro.connect) as conn:
+            st = stream_state(conn, ro.stream or "")
+        # One task: a last-per-subject consumer cannot be split by sequence ranges.
+        spec = replace(_spec(ro, st.name, st.first_seq, st.last_seq, st.created), last_per_subject=True)
+        return [JetStreamPartition(spec)]
+
+    def read(self, partition: JetStreamPartition):  # type: ignore[override]  # ours are JetStreamPartitions
+        bucket = self.ro.kv_bucket or ""
+        for batch in read_range(self.ro.connect, partition.spec):
+            yield to_kv_rows(batch, bucket, keep_deletes=False)
 
 
 def _no_message_since(ro: ReadOptions, stream: str, when: str) -> None:
@@ -474,6 +517,18 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             self._conn = None
 
 
+class JetStreamKVStreamReader(JetStreamStreamReader):
+    """A KV bucket's change log: every put, delete and purge, with offsets as for a stream."""
+
+    def __init__(self, ro: ReadOptions):
+        super().__init__(_kv_options(ro))
+
+    def read(self, partition: JetStreamPartition):  # type: ignore[override]  # ours are JetStreamPartitions
+        bucket = self.ro.kv_bucket or ""
+        for batch in read_range(self.ro.connect, partition.spec):
+            yield to_kv_rows(batch, bucket, keep_deletes=True)
+
+
 class _FailedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """A streaming query whose options are unusable (e.g. ``endingOffsets``, which ``schema()``
     cannot refuse: it is not told whether the DataFrame is read in batch or streaming): every
@@ -514,7 +569,11 @@ class _Writer:
     def __init__(self, wo: WriteOptions, schema: StructType, streaming: bool):
         self.wo = wo
         self.streaming = streaming
-        self.plan = plan_columns(schema.fieldNames(), wo.subject, wo.id_column, wo.subject_option)
+        names = schema.fieldNames()
+        if wo.kv_bucket:  # rows become messages on $KV.<bucket>.<key> (natsd.spark.kv.to_messages)
+            rest = [n for n in names if n not in ("key", "value", "expectedRevision")]
+            names = ["subject", "data", *rest] + (["headers"] if "expectedRevision" in names else [])
+        self.plan = plan_columns(names, wo.subject, wo.id_column, wo.subject_option)
         self.last_commit: dict | None = None
         if wo.idempotence == "positional":
             self._warn_positional()
@@ -580,6 +639,9 @@ class _Writer:
                 prefix = f"{wo.msg_id_prefix}-{part}-"
         pub = Publisher(wo.connect, window=wo.window)
         try:
+            if wo.kv_bucket:
+                bucket = wo.kv_bucket
+                iterator = (to_messages(b, bucket) for b in iterator)
             write_batches(pub, self.plan, iterator, part, prefix)
             stats = pub.finish()
         except BaseException:

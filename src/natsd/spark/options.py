@@ -142,6 +142,17 @@ OPTIONS: tuple[Option, ...] = (
         "stream", "", _BS, "read", "a stream name", "The stream to read. Exactly one of `stream` / `streamPattern`."
     ),
     Option(
+        "kvBucket",
+        "",
+        _BS,
+        _RW,
+        "a KV bucket name",
+        "Read or write a KV bucket as a table (`key`, `value`, `revision`, `created`, `operation`): a batch "
+        "read gives each key's latest value (deleted and purged keys left out), a streaming read the change "
+        "log, a write puts `key`/`value` rows (optional `expectedRevision` column: compare-and-set). "
+        "Instead of `stream` / `streamPattern` / `subject`.",
+    ),
+    Option(
         "streamPattern",
         "",
         _BS,
@@ -529,6 +540,26 @@ def check_publish_subject(subject: str, where: str) -> str:
     return subject
 
 
+_BUCKET = re.compile(r"[A-Za-z0-9_-]+")  # as nats-server and the clients validate bucket names
+
+
+def _kv_bucket(name: str) -> str:
+    name = name.strip()
+    if not _BUCKET.fullmatch(name):
+        raise _bad("kvBucket", name, "letters, digits, '-' and '_'")
+    return name
+
+
+def kv_stream(bucket: str) -> str:
+    """The stream behind a KV bucket."""
+    return f"KV_{bucket}"
+
+
+def kv_prefix(bucket: str) -> str:
+    """The subject prefix of a KV bucket's keys."""
+    return f"$KV.{bucket}."
+
+
 def api_prefix(domain: str | None, prefix: str | None) -> str:
     """``$JS.<domain>.API`` for ``domain``, ``prefix`` as given, else ``$JS.API`` (as nats-py's
     ``jetstream(domain=..., prefix=...)``, which also refuses both at once)."""
@@ -669,6 +700,7 @@ class ReadOptions:
     starting_by_timestamp: dict = field(default_factory=dict)  # stream -> RFC 3339
     ending_by_timestamp: dict = field(default_factory=dict)
     timestamp_strategy: str = "error"
+    kv_bucket: str | None = None
 
     def starting_time(self, stream: str) -> str | None:
         """The starting time of ``stream`` (``startingTimestamp`` wins, as in Kafka)."""
@@ -688,6 +720,11 @@ class ReadOptions:
         g = lambda name: _get(opts, name)  # noqa: E731
         stream = g("stream")
         pattern = g("streamPattern")
+        bucket = g("kvBucket")
+        if bucket:
+            if stream or pattern:
+                raise OptionError("option 'kvBucket' replaces 'stream' / 'streamPattern'; set only one")
+            stream = kv_stream(_kv_bucket(bucket))
         if (require_stream or (stream and pattern)) and bool(stream) == bool(pattern):
             raise OptionError(
                 "exactly one of the options 'stream' or 'streamPattern' is required "
@@ -735,6 +772,7 @@ class ReadOptions:
             fetch_timeout=_parse_seconds(g("fetchTimeout"), "fetchTimeout", 30.0, 0.0, exclusive=True),
             batch_rows=_parse_int(g("batchRows") or 8192, "batchRows", 1),
             **_admission(g),
+            kv_bucket=bucket,
         )
 
     def matches(self, name: str) -> bool:
@@ -767,6 +805,7 @@ class WriteOptions:
     msg_id_prefix: str | None
     window: int
     min_duplicate_window_s: float
+    kv_bucket: str | None = None
 
     @classmethod
     def parse(cls, opts, streaming: bool) -> "WriteOptions":
@@ -798,6 +837,11 @@ class WriteOptions:
             if subject and g("topic") != subject:
                 raise OptionError(f"options 'subject' ({subject!r}) and 'topic' ({g('topic')!r}) disagree; set one")
             subject, subject_option = g("topic"), "topic"
+        bucket = g("kvBucket")
+        if bucket:
+            _kv_bucket(bucket)
+            if subject is not None:
+                raise OptionError(f"option 'kvBucket' gives each row's subject (the key); drop {subject_option!r}")
         if subject is not None:
             check_publish_subject(subject, f"option {subject_option!r}")
         return cls(
@@ -811,4 +855,5 @@ class WriteOptions:
             min_duplicate_window_s=_parse_seconds(
                 g("minDuplicateWindow"), "minDuplicateWindow", 600.0, 0.0, exclusive=False
             ),
+            kv_bucket=bucket,
         )

@@ -75,6 +75,9 @@ class RangeSpec:
     fetch_timeout: float = 30.0
     fail_on_data_loss: bool = True
     created: str = ""  # stream creation time the plan saw; "" = do not check
+    # A KV table's batch read: only the last message of each subject (deliver_policy
+    # last_per_subject), delivered in sequence order.
+    last_per_subject: bool = False
 
 
 def arrow_schema(include_headers: bool, headers_as_strings: bool = False) -> pa.Schema:
@@ -216,9 +219,10 @@ class _PushRange:
         """Subscribe a fresh deliver inbox and send the consumer create; returns the inbox."""
         inbox = self.conn.inbox_prefix + ".d" + str(start_seq)
         self.conn.subscribe(inbox, sid=self.sid)
-        cfg = _consumer_config(
-            inbox, {"deliver_policy": "by_start_sequence", "opt_start_seq": start_seq}, self.spec.filters
-        )
+        start = {"deliver_policy": "by_start_sequence", "opt_start_seq": start_seq}
+        if self.spec.last_per_subject:
+            start = {"deliver_policy": "last_per_subject"}
+        cfg = _consumer_config(inbox, start, self.spec.filters)
         body = json.dumps({"stream_name": self.spec.stream, "config": cfg}).encode()
         self.create_reply = self.conn.new_reply().encode()
         api = self.opts.api_prefix  # $JS.API, or $JS.<domain>.API across a leafnode link
@@ -387,6 +391,8 @@ class _PushRange:
                 reconnects += 1
                 if reconnects > _MAX_RESETS:
                     raise NatsError(f"stream {spec.stream}: connection lost {reconnects} times: {exc}") from exc
+                if spec.last_per_subject:
+                    raise
                 self._reconnect(last_sseq + 1)
                 conn = self.conn
                 buf, pos = b"", 0
@@ -434,6 +440,9 @@ class _PushRange:
         self._create(start_seq)
 
     def _reset(self, start_seq: int) -> None:
+        if self.spec.last_per_subject:
+            # A last-per-subject consumer cannot resume at a sequence; Spark retries the task.
+            raise NatsError(f"stream {self.spec.stream}: a delivery was lost in a last-per-subject read")
         self.conn.unsubscribe(self.sid)
         old = self.consumer
         if old:
