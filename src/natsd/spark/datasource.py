@@ -63,6 +63,7 @@ from natsd.spark.planning import (
 )
 from natsd.spark.planner import Planner
 from natsd.spark.kv import to_kv_rows, to_messages
+from natsd.spark.progress import record_progress
 from natsd.spark.pushdown import PUSHDOWN_WORKER, Pushed, translate
 from natsd.spark.reader import DataLossError, RangeSpec, read_range
 from natsd.spark.writer import Publisher, plan_columns, write_batches
@@ -509,7 +510,12 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return read_range(self.ro.connect, partition.spec)
 
     def commit(self, end: dict) -> None:
-        """Nothing to acknowledge: offsets live in Spark's checkpoint only."""
+        """Nothing to acknowledge (offsets live in Spark's checkpoint only); with
+        ``progressBucket`` the offsets and lag are recorded for monitoring."""
+        ro = self.ro
+        if ro.progress_bucket and self._conn is not None:
+            key = ro.progress_key or (ro.stream or "")
+            record_progress(self._conn, ro.progress_bucket, key, end, self._latest)
 
     def stop(self) -> None:
         if self._conn is not None:

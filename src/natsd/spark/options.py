@@ -251,6 +251,23 @@ OPTIONS: tuple[Option, ...] = (
         "(Kafka's name).",
     ),
     Option(
+        "progressBucket",
+        "",
+        "streaming",
+        "read",
+        "a KV bucket name",
+        "Record each committed micro-batch's offsets and lag (messages behind, per stream) in this KV bucket "
+        "(created if missing), for `natsctl` and dashboards; monitoring only, never read back.",
+    ),
+    Option(
+        "progressKey",
+        "the stream's name",
+        "streaming",
+        "read",
+        "a KV key (letters, digits, '-', '_', '/', '=', '.')",
+        "The key of this query's record in `progressBucket`; required with `streamPattern`.",
+    ),
+    Option(
         "startingOffsetsByTimestamp",
         "",
         _BS,
@@ -543,11 +560,27 @@ def check_publish_subject(subject: str, where: str) -> str:
 _BUCKET = re.compile(r"[A-Za-z0-9_-]+")  # as nats-server and the clients validate bucket names
 
 
-def _kv_bucket(name: str) -> str:
+def _kv_bucket(name: str, option: str = "kvBucket") -> str:
     name = name.strip()
     if not _BUCKET.fullmatch(name):
-        raise _bad("kvBucket", name, "letters, digits, '-' and '_'")
+        raise _bad(option, name, "letters, digits, '-' and '_'")
     return name
+
+
+_KV_KEY = re.compile(r"[-/_=.A-Za-z0-9]+")
+
+
+def _progress(g, stream: str | None) -> dict:
+    bucket, key = g("progressBucket"), g("progressKey")
+    if not bucket:
+        return {}
+    bucket = _kv_bucket(bucket, "progressBucket")
+    key = (key or stream or "").strip()
+    if not key:
+        raise OptionError("option 'progressKey' is required with progressBucket and streamPattern")
+    if not _KV_KEY.fullmatch(key) or key.startswith(".") or key.endswith(".") or ".." in key:
+        raise _bad("progressKey", key)
+    return {"progress_bucket": bucket, "progress_key": key}
 
 
 def kv_stream(bucket: str) -> str:
@@ -701,6 +734,8 @@ class ReadOptions:
     ending_by_timestamp: dict = field(default_factory=dict)
     timestamp_strategy: str = "error"
     kv_bucket: str | None = None
+    progress_bucket: str | None = None
+    progress_key: str | None = None
 
     def starting_time(self, stream: str) -> str | None:
         """The starting time of ``stream`` (``startingTimestamp`` wins, as in Kafka)."""
@@ -772,6 +807,7 @@ class ReadOptions:
             fetch_timeout=_parse_seconds(g("fetchTimeout"), "fetchTimeout", 30.0, 0.0, exclusive=True),
             batch_rows=_parse_int(g("batchRows") or 8192, "batchRows", 1),
             **_admission(g),
+            **_progress(g, stream),
             kv_bucket=bucket,
         )
 

@@ -113,3 +113,27 @@ def test_offsets_by_timestamp_per_stream_and_the_strategy(adm):
         adm, startingOffsetsByTimestamp=future, startingOffsetsByTimestampStrategy="latest"
     ).partitions()
     assert part.spec.hi < part.spec.lo  # nothing to read
+
+
+def test_progress_bucket_records_committed_offsets_and_lag(adm, caplog):
+    import logging
+
+    from .conftest import js_call
+
+    publish(adm, [("adm.g", b"g")] * 12)
+    r = _stream_reader(adm, maxOffsetsPerTrigger=5, progressBucket="SPARK_PROGRESS", progressKey="jobs.adm")
+    try:
+        start = r.initialOffset()
+        with caplog.at_level(logging.INFO, logger="natsd.spark"):
+            end = r.latestOffset(start, ReadMaxRows(5))
+        assert "stream ADM lag 7 messages" in caplog.text  # logged at each trigger
+        r.commit(end)
+    finally:
+        r.stop()
+
+    async def get(nc, js):
+        kv = await js.key_value("SPARK_PROGRESS")
+        return json.loads((await kv.get("jobs.adm")).value)
+
+    doc = js_call(adm, get)
+    assert doc["offsets"] == {"ADM": 5} and doc["lag"] == {"ADM": 7} and doc["committed_at"].endswith("Z")

@@ -61,3 +61,13 @@ def test_cap_task_size_and_bytes_to_sequences():
     assert bytes_to_sequences(1000, {"A": 50, "B": 50}, {"A": 100.0, "B": 300.0}) == 5  # 200 B average
     assert bytes_to_sequences(10, {"A": 50}, {"A": 100.0}) == 1  # at least one
     assert bytes_to_sequences(10, {"A": 0}, {}) == 1
+
+
+def test_progress_options():
+    ro = _ro(progressBucket="P")
+    assert (ro.progress_bucket, ro.progress_key) == ("P", "S")  # the key defaults to the stream
+    with pytest.raises(OptionError, match="progressKey"):
+        ReadOptions.parse({"streampattern": "S.*", "progressbucket": "P"}, streaming=True)
+    for name, bad in (("progressBucket", "a.b"), ("progressKey", "a..b")):
+        with pytest.raises(OptionError, match=name):
+            _ro(**{"progressBucket": "P", name: bad})
