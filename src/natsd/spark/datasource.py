@@ -20,6 +20,7 @@ import logging
 import sys
 import time
 from dataclasses import dataclass, replace
+from types import FrameType
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -345,7 +346,7 @@ def log_lag(end: dict[str, int], states: dict[str, StreamState]) -> None:
 
 def _planning_with_pushdown() -> bool:
     """Whether ``reader()`` was called by PySpark's filter-pushdown planner (see the reader)."""
-    f = sys._getframe(1)
+    f: FrameType | None = sys._getframe(1)
     for _ in range(8):
         if f is None:
             return False

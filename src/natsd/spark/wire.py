@@ -27,6 +27,7 @@ Header blocks start with ``NATS/1.0`` optionally followed by `` <status> <descri
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import socket
@@ -161,8 +162,6 @@ def encode_headers(pairs) -> bytes:
 def _sign_nonce_with_creds(creds_path: str, nonce: str) -> tuple[str, str]:
     """Return ``(jwt, signature)`` for a ``.creds`` file; needs the optional ``nkeys`` package."""
     try:
-        import base64
-
         import nkeys
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise NatsError("option 'creds' needs the 'nkeys' package (pip install nkeys)") from exc
@@ -214,8 +213,6 @@ def seed_text(seed_or_path: str) -> str:
 def sign_nonce_with_seed(seed_or_path: str, nonce: str) -> tuple[str, str]:
     """``(public nkey, signature of the server's nonce)`` for a bare nkey seed (needs ``nkeys``)."""
     try:
-        import base64
-
         import nkeys
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise NatsError("option 'nkey' needs the 'nkeys' package (pip install nkeys)") from exc
