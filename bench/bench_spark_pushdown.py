@@ -14,6 +14,10 @@ consumers' filter, so the server sends only the matching messages.
     .venv/bin/python bench/bench_spark_pushdown.py                       # both servers, 200k
     .venv/bin/python bench/bench_spark_pushdown.py --n 1000000 --servers natsd
 
+``--split N`` measures instead what ``maxRecordsPerPartition=N`` costs: one task reading the whole
+stream against the same sequences read as ranges of N (one after the other, each with its own
+connection and consumer, as the extra tasks would), without Spark.
+
 Nothing is asserted beyond both answers being equal; the figures go in docs/spark.md.
 """
 
@@ -88,13 +92,47 @@ def point_query(spark, url: str, bounds: list[datetime], pushdown: bool) -> tupl
     return time.perf_counter() - t, rows
 
 
+def split_cost(url: str, n: int, per: int) -> str:
+    from natsd.spark.planning import split_range
+    from natsd.spark.reader import RangeSpec, read_range
+
+    asyncio.run(_make_stream(url, "SPL", ["spl.>"]))
+    pub = Publisher(ConnectOptions(servers=url))
+    for _ in range(n):
+        pub.publish("spl.x", b"x" * 128)
+    pub.finish()
+    co = ConnectOptions(servers=url)
+    t = time.perf_counter()
+    whole = sum(b.num_rows for b in read_range(co, RangeSpec("SPL", 1, n)))
+    one = time.perf_counter() - t
+    ranges = split_range(1, n, -(-n // per))
+    t = time.perf_counter()
+    parts = sum(b.num_rows for lo, hi in ranges for b in read_range(co, RangeSpec("SPL", lo, hi)))
+    many = time.perf_counter() - t
+    assert whole == parts == n
+    extra_ms = (many - one) / max(1, len(ranges) - 1) * 1000
+    return (
+        f"one task {n / one:,.0f} rows/s; {len(ranges)} ranges of {per}: {n / many:,.0f} rows/s "
+        f"({extra_ms:.1f} ms per extra task)"
+    )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=200_000)
     ap.add_argument("--subjects", type=int, default=100)
     ap.add_argument("--slices", type=int, default=10)
     ap.add_argument("--servers", default="reference,natsd")
+    ap.add_argument("--split", type=int, default=0, help="measure maxRecordsPerPartition=N splitting instead")
     a = ap.parse_args()
+    if a.split:
+        for kind in a.servers.split(","):
+            srv = Server(kind)
+            try:
+                print(f"{kind}: {split_cost(srv.url, a.n, a.split)}", flush=True)
+            finally:
+                srv.stop()
+        return 0
     spark = session()
     try:
         for kind in a.servers.split(","):
