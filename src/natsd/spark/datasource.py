@@ -465,7 +465,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         """Sequences this trigger may take: ``maxOffsetsPerTrigger`` and/or ``maxBytesPerTrigger``."""
         budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         max_bytes = self.ro.max_bytes_per_trigger
-        if max_bytes and self._target is None:
+        if max_bytes:
             backlog = {s: max(0, latest[s] - cur[s]) for s in latest}
             by_bytes = bytes_to_sequences(max_bytes, backlog, {s: st.avg_size for s, st in states.items()})
             budget = by_bytes if budget is None else min(budget, by_bytes)

@@ -8,7 +8,8 @@ one value per key), under ``progressKey`` (default: the stream's name)::
     $KV.<bucket>.<key>  {"offsets": {"ORDERS": 1200}, "lag": {"ORDERS": 34},
                          "committed_at": "2026-12-01T21:40:00.123456Z"}
 
-``natsctl kv get <bucket> <key>`` (or any KV client) reads it. As with the RabbitMQ streams
+``natsctl kv get <bucket> <key>`` (or any KV client) reads it. Spark calls ``commit`` for a
+micro-batch when it plans the next one, so the record can be one micro-batch behind. As with the RabbitMQ streams
 connector's ``storeBrokerOffsets``, the record is never read back: a restarted query resumes
 from its checkpoint only. A failed put is logged and ignored (monitoring must not stop a query).
 """

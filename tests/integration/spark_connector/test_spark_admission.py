@@ -137,3 +137,41 @@ def test_progress_bucket_records_committed_offsets_and_lag(adm, caplog):
 
     doc = js_call(adm, get)
     assert doc["offsets"] == {"ADM": 5} and doc["lag"] == {"ADM": 7} and doc["committed_at"].endswith("Z")
+
+
+def test_a_real_streaming_query_with_every_admission_option(spark, adm, tmp_path):
+    """Spark itself accepts the limits (ReadMinRows as the default read limit), maxBytesPerTrigger
+    cuts the backlog into several micro-batches, and their progress lands in the bucket (Spark
+    tells a source that a batch is committed when it plans the next one, so the record may be one
+    micro-batch behind at the end)."""
+    from .conftest import js_call
+
+    publish(adm, [(f"adm.q.{i % 3}", b"q" * 100) for i in range(40)])
+    q = (
+        spark.readStream.format("jetstream")
+        .option("servers", adm)
+        .option("stream", "ADM")
+        .option("startingOffsets", "earliest")
+        .option("minOffsetsPerTrigger", 10)
+        .option("maxTriggerDelay", "1s")
+        .option("maxBytesPerTrigger", "2k")
+        .option("maxRecordsPerPartition", 15)
+        .option("progressBucket", "SPARK_PROGRESS")
+        .option("progressKey", "real")
+        .load()
+        .writeStream.format("memory")
+        .queryName("adm_all")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination(120)
+    assert q.exception() is None and len(q.recentProgress) >= 3
+    assert sorted(r.seq for r in spark.sql("SELECT seq FROM adm_all").collect()) == list(range(1, 41))
+
+    async def get(nc, js):
+        kv = await js.key_value("SPARK_PROGRESS")
+        return json.loads((await kv.get("real")).value)
+
+    doc = js_call(adm, get)
+    assert 10 <= doc["offsets"]["ADM"] <= 40 and doc["lag"]["ADM"] == 40 - doc["offsets"]["ADM"]
