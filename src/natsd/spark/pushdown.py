@@ -119,7 +119,7 @@ def _seq(p: Pushed, f) -> Pushed | None:
 
 def _time(p: Pushed, f) -> Pushed | None:
     kind, ns = type(f).__name__, _ns(getattr(f, "value", None))
-    if ns is None:
+    if ns is None or kind not in ("GreaterThan", "GreaterThanOrEqual", "EqualTo", "LessThan", "LessThanOrEqual"):
         return None
     if kind in ("GreaterThan", "GreaterThanOrEqual", "EqualTo"):
         start = ns + _US if kind == "GreaterThan" else ns
@@ -127,7 +127,7 @@ def _time(p: Pushed, f) -> Pushed | None:
     if kind in ("LessThan", "LessThanOrEqual", "EqualTo"):
         end = ns if kind == "LessThan" else ns + _US
         p = replace(p, ts_to_ns=end if p.ts_to_ns is None else min(p.ts_to_ns, end))
-    return p if kind in ("GreaterThan", "GreaterThanOrEqual", "EqualTo", "LessThan", "LessThanOrEqual") else None
+    return p
 
 
 def translate(filters, option_subjects: tuple[str, ...] = ()) -> tuple[Pushed, list]:
