@@ -29,6 +29,26 @@ def _executor_pids(app_id: str) -> list[int]:
     ]
 
 
+def _copy(spark, url: str, n: int, ck: str):
+    """Stream CL into CLS with ids ``s-<seq>`` (AvailableNow, about 12 micro-batches)."""
+    return (
+        spark.readStream.format("jetstream")
+        .option("servers", url)
+        .option("stream", "CL")
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(max(1, n // 12)))
+        .option("minPartitions", 2)
+        .load()
+        .selectExpr("concat('cls.', subject) AS subject", "data", "concat('s-', seq) AS id")
+        .writeStream.format("jetstream")
+        .option("servers", url)
+        .option("idempotence", "column:id")
+        .option("checkpointLocation", ck)
+        .trigger(availableNow=True)
+        .start()
+    )
+
+
 def main(url: str, n: int) -> dict:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
@@ -60,22 +80,7 @@ def main(url: str, n: int) -> dict:
         .save()
     )
     ck = tempfile.mkdtemp(prefix="lc-ck-")
-    q = (
-        spark.readStream.format("jetstream")
-        .option("servers", url)
-        .option("stream", "CL")
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", str(max(1, n // 12)))
-        .option("minPartitions", 2)
-        .load()
-        .selectExpr("concat('cls.', subject) AS subject", "data", "concat('s-', seq) AS id")
-        .writeStream.format("jetstream")
-        .option("servers", url)
-        .option("idempotence", "column:id")
-        .option("checkpointLocation", ck)
-        .trigger(availableNow=True)
-        .start()
-    )
+    q = _copy(spark, url, n, ck)
     deadline = time.monotonic() + 300
     while not q.recentProgress and q.isActive and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -84,9 +89,17 @@ def main(url: str, n: int) -> dict:
         os.kill(pid, signal.SIGKILL)  # an executor JVM this job's worker started
     seen["killed_executor"] = bool(victims)
     seen["killed_after_batches"] = len(q.recentProgress)
+    # Then stop the query while it runs and restart it from its checkpoint.
+    while len(q.recentProgress) < seen["killed_after_batches"] + 2 and q.isActive and time.monotonic() < deadline:
+        time.sleep(0.2)
+    seen["stopped_while_active"] = q.isActive
+    q.stop()
+    seen["first_run_error"] = str(q.exception()) if q.exception() else None
+    seen["batches_before_stop"] = len(q.recentProgress)
+    q = _copy(spark, url, n, ck)
     q.awaitTermination(600)
     seen["stream_error"] = str(q.exception()) if q.exception() else None
-    seen["batches"] = len(q.recentProgress)
+    seen["batches_after_restart"] = len(q.recentProgress)
     spark.stop()
     return seen
 
