@@ -17,7 +17,10 @@ Offsets, partitions and guarantees are described in :mod:`natsd.spark` and
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import sys
+import time
+from dataclasses import dataclass, replace
+from types import FrameType
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -31,6 +34,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import (
@@ -43,19 +47,25 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from natsd import gotime
 from natsd.redact import redact
 from natsd.spark.jsapi import StreamState, stream_names, stream_state
 from natsd.spark.wire import JSApiError, NatsError
-from natsd.spark.options import OptionError, ReadOptions, WriteOptions, warn_unknown
+from natsd.spark.options import OptionError, ReadOptions, WriteOptions, kv_prefix, warn_unknown
 from natsd.spark.planning import (
     StreamPosition,
+    bytes_to_sequences,
     cap_by_budget,
+    cap_task_size,
     check_data_loss,
     end_position,
     plan_ranges,
     start_position,
 )
 from natsd.spark.planner import Planner
+from natsd.spark.kv import to_kv_rows, to_messages
+from natsd.spark.progress import record_progress
+from natsd.spark.pushdown import PUSHDOWN_WORKER, Pushed, translate
 from natsd.spark.reader import DataLossError, RangeSpec, read_range
 from natsd.spark.writer import Publisher, plan_columns, write_batches
 
@@ -140,10 +150,14 @@ class JetStreamDataSource(DataSource):
         """Called when the DataFrame is defined (``load()``), and also for writes: every option
         value given is checked here, as Kafka's source does at ``load()``, so a bad one fails with
         its name, its value and what is accepted before any query starts."""
-        return source_schema(*validate_definition(self.options))
+        headers = validate_definition(self.options)
+        return kv_schema() if self.options.get("kvbucket") else source_schema(*headers)
 
     def reader(self, schema: StructType) -> "JetStreamBatchReader":
-        return JetStreamBatchReader(ReadOptions.parse(self.options, streaming=False))
+        ro = ReadOptions.parse(self.options, streaming=False)
+        if ro.kv_bucket:
+            return JetStreamKVReader(ro)
+        return JetStreamPushdownReader(ro) if _planning_with_pushdown() else JetStreamBatchReader(ro)
 
     def streamReader(self, schema: StructType) -> "DataSourceStreamReader":
         try:
@@ -154,7 +168,7 @@ class JetStreamDataSource(DataSource):
             # access local variable 'reader'" with ours only in the chained traceback (observed with
             # PySpark 4.3). A reader that fails on its first call reports our message as the error.
             return _FailedStreamReader(exc)
-        return JetStreamStreamReader(ro)
+        return JetStreamKVStreamReader(ro) if ro.kv_bucket else JetStreamStreamReader(ro)
 
     def writer(self, schema: StructType, overwrite: bool) -> "JetStreamBatchWriter":
         if overwrite:
@@ -179,9 +193,9 @@ def validate_definition(opts) -> tuple[bool, bool]:
     planned). Returns ``(includeHeaders, headerValueType == string)`` for the schema.
     """
     warn_unknown(opts, "data source")
-    is_read = bool(opts.get("stream") or opts.get("streampattern"))
+    is_read = bool(opts.get("stream") or opts.get("streampattern") or opts.get("kvbucket"))
     ro = ReadOptions.parse(opts, streaming=None, require_stream=is_read)
-    if not is_read:
+    if not is_read or opts.get("kvbucket"):
         WriteOptions.parse(opts, streaming=True)
     return ro.include_headers, ro.headers_as_strings
 
@@ -192,45 +206,155 @@ class JetStreamBatchReader(DataSourceReader):
 
     def __init__(self, ro: ReadOptions):
         self.ro = ro
+        self.pushed = Pushed()  # what pushFilters took over (JetStreamPushdownReader only)
 
     def partitions(self):
         ro = self.ro
+        if self.pushed.subjects is not None:
+            ro = replace(ro, subjects=self.pushed.subjects)
         tasks: dict[str, tuple[int, int]] = {}
         created: dict[str, str] = {}
-        with Planner(ro.connect) as conn:
-            for s in _selected_streams(conn, ro):
-                st = stream_state(conn, s)
-                pos = _position(st)
-                created[s] = st.created
-                tseq = None
-                if ro.starting_timestamp:
-                    tseq = conn.first_seq_at_or_after(s, ro.starting_timestamp)
-                    if tseq is None:
-                        continue  # nothing stored at or after startingTimestamp
-                start_val = ro.starting.for_stream(s)
-                lo = start_position(start_val, pos, tseq) + 1
-                if lo < st.first_seq:
-                    if isinstance(start_val, int) and ro.fail_on_data_loss and tseq is None:
-                        raise DataLossError(
-                            f"stream {s}: startingOffsets {lo} < first available {st.first_seq}; "
-                            "set failOnDataLoss=false to start at the first available"
-                        )
-                    lo = st.first_seq
-                tend = None
-                if ro.ending_timestamp:
-                    tend = conn.first_seq_at_or_after(s, ro.ending_timestamp)
-                hi = end_position(ro.ending.for_stream(s), pos, tend)
-                tasks[s] = (lo, hi)
-        plan = plan_ranges(tasks, ro.min_partitions)
+        if not self.pushed.nothing:
+            with Planner(ro.connect) as conn:
+                for s in _selected_streams(conn, ro):
+                    st = stream_state(conn, s)
+                    created[s] = st.created
+                    r = self._range(conn, ro, s, st)
+                    if r is not None:
+                        tasks[s] = r
+        plan = cap_task_size(plan_ranges(tasks, ro.min_partitions), ro.max_records_per_partition)
         if not plan:
             # Spark needs at least one partition; an empty range yields no rows.
             name = ro.stream or "-"
             return [JetStreamPartition(_spec(ro, name, 1, 0, ""))]
         return [JetStreamPartition(_spec(ro, s, lo, hi, created[s])) for s, lo, hi in plan]
 
+    def _range(self, conn: Planner, ro: ReadOptions, s: str, st: StreamState) -> tuple[int, int] | None:
+        """One stream's inclusive ``(lo, hi)`` from the options and the pushed filters; None = nothing."""
+        pos = _position(st)
+        pushed = self.pushed
+        tseq = None
+        when = ro.starting_time(s)
+        if when:
+            tseq = conn.first_seq_at_or_after(s, when)
+            if tseq is None:
+                _no_message_since(ro, s, when)
+                return None  # startingOffsetsByTimestampStrategy=latest: nothing to read
+        start_val = ro.starting.for_stream(s)
+        lo = start_position(start_val, pos, tseq) + 1
+        if lo < st.first_seq:
+            if isinstance(start_val, int) and ro.fail_on_data_loss and tseq is None:
+                raise DataLossError(
+                    f"stream {s}: startingOffsets {lo} < first available {st.first_seq}; "
+                    "set failOnDataLoss=false to start at the first available"
+                )
+            lo = st.first_seq
+        tend = None
+        until = ro.ending_time(s)
+        if until:
+            tend = conn.first_seq_at_or_after(s, until)
+        hi = end_position(ro.ending.for_stream(s), pos, tend)
+        # Pushed filters only narrow the range (a seq filter never counts as data loss).
+        lo, hi = max(lo, pushed.seq_lo), hi if pushed.seq_hi is None else min(hi, pushed.seq_hi)
+        if pushed.ts_from_ns is not None and lo <= hi:
+            first = conn.first_seq_at_or_after(s, gotime.format_rfc3339(pushed.ts_from_ns))
+            if first is None:
+                return None
+            lo = max(lo, first)
+        if pushed.ts_to_ns is not None and lo <= hi:
+            after = conn.first_seq_at_or_after(s, gotime.format_rfc3339(pushed.ts_to_ns))
+            if after is not None:
+                hi = min(hi, after - 1)
+        return lo, hi
+
     def read(self, partition: JetStreamPartition):  # type: ignore[override]  # ours are JetStreamPartitions
         """Runs on executors: one connection, one ephemeral push consumer, Arrow batches out."""
         return read_range(self.ro.connect, partition.spec)
+
+
+class JetStreamPushdownReader(JetStreamBatchReader):
+    """The batch reader with filter pushdown (:mod:`natsd.spark.pushdown`).
+
+    PySpark refuses a reader that implements ``pushFilters`` unless
+    ``spark.sql.python.filterPushdown.enabled`` is set (``DATA_SOURCE_PUSHDOWN_DISABLED``), and
+    does not tell ``reader()`` which case it is in; so :meth:`JetStreamDataSource.reader` hands
+    this class only to the planner that pushes filters, and the plain reader otherwise.
+    """
+
+    def pushFilters(self, filters):  # PySpark's name
+        pushed, left = translate(filters, self.ro.subjects)
+        self.pushed = pushed
+        log.info("jetstream source: pushed %s; left to Spark: %s", pushed, left)
+        return left
+
+
+def kv_schema() -> StructType:
+    """A KV bucket's table (see :mod:`natsd.spark.kv`)."""
+    return StructType(
+        [
+            StructField("key", StringType()),
+            StructField("value", BinaryType()),
+            StructField("revision", LongType()),
+            StructField("created", TimestampType()),
+            StructField("operation", StringType()),
+        ]
+    )
+
+
+def _kv_options(ro: ReadOptions) -> ReadOptions:
+    """What the bucket's stream is read with: its key subjects, headers as text (KV-Operation)."""
+    assert ro.kv_bucket is not None
+    return replace(ro, subjects=(kv_prefix(ro.kv_bucket) + ">",), include_headers=True, headers_as_strings=True)
+
+
+class JetStreamKVReader(JetStreamBatchReader):
+    """A KV bucket now: each key's last message (one ``last_per_subject`` read), puts only."""
+
+    def __init__(self, ro: ReadOptions):
+        super().__init__(_kv_options(ro))
+
+    def partitions(self):
+        ro = self.ro
+        with Planner(ro.connect) as conn:
+            st = stream_state(conn, ro.stream or "")
+        # One task: a last-per-subject consumer cannot be split by sequence ranges.
+        spec = replace(_spec(ro, st.name, st.first_seq, st.last_seq, st.created), last_per_subject=True)
+        return [JetStreamPartition(spec)]
+
+    def read(self, partition: JetStreamPartition):  # type: ignore[override]  # ours are JetStreamPartitions
+        bucket = self.ro.kv_bucket or ""
+        for batch in read_range(self.ro.connect, partition.spec):
+            yield to_kv_rows(batch, bucket, keep_deletes=False)
+
+
+def _no_message_since(ro: ReadOptions, stream: str, when: str) -> None:
+    """No message is stored at or after a starting time: Kafka's ``error`` strategy fails."""
+    if ro.timestamp_strategy == "error":
+        raise OptionError(
+            f"stream {stream}: no message stored at or after the starting time {when} "
+            "(startingTimestamp / startingOffsetsByTimestamp); set startingOffsetsByTimestampStrategy=latest "
+            "to start at the end of the stream instead"
+        )
+
+
+def log_lag(end: dict[str, int], states: dict[str, StreamState]) -> None:
+    """Log, per stream, how far this trigger's end offset is behind the stream (messages and an
+    estimate of bytes): Spark gives Python sources no custom metrics."""
+    for s, st in sorted(states.items()):
+        behind = max(0, st.last_seq - end.get(s, st.last_seq))
+        log.info("jetstream source: stream %s lag %d messages, ~%d bytes behind", s, behind, int(behind * st.avg_size))
+
+
+def _planning_with_pushdown() -> bool:
+    """Whether ``reader()`` was called by PySpark's filter-pushdown planner (see the reader)."""
+    f: FrameType | None = sys._getframe(1)
+    for _ in range(8):
+        if f is None:
+            return False
+        if f.f_code.co_filename.endswith(PUSHDOWN_WORKER):
+            return True
+        f = f.f_back
+    return False
 
 
 # ------------------------------------------------------------------------------ streaming read
@@ -246,6 +370,8 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._conn: Planner | None = None
         self._target: dict[str, int] | None = None
         self._latest: dict | None = None
+        self._last_batch_at: float | None = None
+        self.clock = time.monotonic  # injectable: minOffsetsPerTrigger/maxTriggerDelay tests set it
 
     def __getstate__(self):
         # Executors get a pickled copy for read(); the driver's socket must not travel.
@@ -276,18 +402,24 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         out = {}
         for s, st in self._states().items():
             tseq = None
-            if ro.starting_timestamp:
+            when = ro.starting_time(s)
+            if when:
                 conn = self._conn
                 assert conn is not None  # _states() connected it
-                tseq = conn.first_seq_at_or_after(s, ro.starting_timestamp)
+                tseq = conn.first_seq_at_or_after(s, when)
                 if tseq is None:
+                    _no_message_since(ro, s, when)
                     tseq = st.last_seq + 1
             out[s] = {"seq": start_position(ro.starting.for_stream(s), _position(st), tseq), "created": st.created}
         return out
 
     def getDefaultReadLimit(self):
-        n = self.ro.max_messages_per_trigger
-        return ReadMaxRows(n) if n else ReadAllAvailable()
+        # PySpark has no composite limit: with both a maximum and a minimum, Spark is handed the
+        # maximum and latestOffset applies minOffsetsPerTrigger itself (from the options).
+        n, least = self.ro.max_messages_per_trigger, self.ro.min_offsets_per_trigger
+        if n:
+            return ReadMaxRows(n)
+        return ReadMinRows(least) if least else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = {s: st.last_seq for s, st in self._states().items()}
@@ -318,13 +450,39 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 top = min(top, self._target.get(s, last))
             latest[s] = max(top, last)
         self._latest = {s: {"seq": states[s].last_seq, "created": created[s]} for s in states}
-        budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        end = cap_by_budget(cur, latest, budget)
+        if self._hold(cur, latest):
+            end = cur  # not enough new messages yet: no micro-batch this trigger (minOffsetsPerTrigger)
+        else:
+            end = cap_by_budget(cur, latest, self._budget(limit, cur, latest, states))
+            self._last_batch_at = self.clock()
+        log_lag(end, states)
         out = {s: {"seq": end[s], "created": created[s]} for s in end}
         # Keep streams that vanished (pattern no longer matches) so their offsets stay stable.
         for s, ent in (start or {}).items():
             out.setdefault(s, ent)
         return out
+
+    def _budget(self, limit, cur: dict[str, int], latest: dict[str, int], states) -> int | None:
+        """Sequences this trigger may take: ``maxOffsetsPerTrigger`` and/or ``maxBytesPerTrigger``."""
+        budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        max_bytes = self.ro.max_bytes_per_trigger
+        if max_bytes:
+            backlog = {s: max(0, latest[s] - cur[s]) for s in latest}
+            by_bytes = bytes_to_sequences(max_bytes, backlog, {s: st.avg_size for s, st in states.items()})
+            budget = by_bytes if budget is None else min(budget, by_bytes)
+        return budget
+
+    def _hold(self, cur: dict[str, int], latest: dict[str, int]) -> bool:
+        """Kafka's ``minOffsetsPerTrigger``: wait while fewer new sequences are stored, unless
+        ``maxTriggerDelay`` has passed since the last micro-batch (or AvailableNow runs)."""
+        least = self.ro.min_offsets_per_trigger
+        now = self.clock()
+        if self._last_batch_at is None:
+            self._last_batch_at = now  # the delay counts from the query's start
+        if not least or self._target is not None:
+            return False
+        new = sum(max(0, latest[s] - cur[s]) for s in latest)
+        return new < least and now - self._last_batch_at < self.ro.max_trigger_delay
 
     def reportLatestOffset(self):
         """The newest sequences seen at the last trigger (Spark reports them as ``latestOffset``)."""
@@ -345,7 +503,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                     lo = 1  # re-created stream accepted by failOnDataLoss=false: read it from its start
             ranges[s] = (lo, hi)
             created[s] = e.get("created", "")
-        plan = plan_ranges(ranges, ro.min_partitions)
+        plan = cap_task_size(plan_ranges(ranges, ro.min_partitions), ro.max_records_per_partition)
         # Loss was already judged on the driver (latestOffset); tasks only re-check creation.
         return [JetStreamPartition(_spec(ro, s, lo, hi, created[s], fail=False)) for s, lo, hi in plan]
 
@@ -354,12 +512,29 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return read_range(self.ro.connect, partition.spec)
 
     def commit(self, end: dict) -> None:
-        """Nothing to acknowledge: offsets live in Spark's checkpoint only."""
+        """Nothing to acknowledge (offsets live in Spark's checkpoint only); with
+        ``progressBucket`` the offsets and lag are recorded for monitoring."""
+        ro = self.ro
+        if ro.progress_bucket and self._conn is not None:
+            key = ro.progress_key or (ro.stream or "")
+            record_progress(self._conn, ro.progress_bucket, key, end, self._latest)
 
     def stop(self) -> None:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+class JetStreamKVStreamReader(JetStreamStreamReader):
+    """A KV bucket's change log: every put, delete and purge, with offsets as for a stream."""
+
+    def __init__(self, ro: ReadOptions):
+        super().__init__(_kv_options(ro))
+
+    def read(self, partition: JetStreamPartition):  # type: ignore[override]  # ours are JetStreamPartitions
+        bucket = self.ro.kv_bucket or ""
+        for batch in read_range(self.ro.connect, partition.spec):
+            yield to_kv_rows(batch, bucket, keep_deletes=True)
 
 
 class _FailedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -402,7 +577,11 @@ class _Writer:
     def __init__(self, wo: WriteOptions, schema: StructType, streaming: bool):
         self.wo = wo
         self.streaming = streaming
-        self.plan = plan_columns(schema.fieldNames(), wo.subject, wo.id_column, wo.subject_option)
+        names = schema.fieldNames()
+        if wo.kv_bucket:  # rows become messages on $KV.<bucket>.<key> (natsd.spark.kv.to_messages)
+            rest = [n for n in names if n not in ("key", "value", "expectedRevision")]
+            names = ["subject", "data", *rest] + (["headers"] if "expectedRevision" in names else [])
+        self.plan = plan_columns(names, wo.subject, wo.id_column, wo.subject_option)
         self.last_commit: dict | None = None
         if wo.idempotence == "positional":
             self._warn_positional()
@@ -468,6 +647,9 @@ class _Writer:
                 prefix = f"{wo.msg_id_prefix}-{part}-"
         pub = Publisher(wo.connect, window=wo.window)
         try:
+            if wo.kv_bucket:
+                bucket = wo.kv_bucket
+                iterator = (to_messages(b, bucket) for b in iterator)
             write_batches(pub, self.plan, iterator, part, prefix)
             stats = pub.finish()
         except BaseException:

@@ -20,7 +20,6 @@ from natsd.spark.wire import JSApiError
 
 __all__ = ["StreamState", "stream_state", "stream_names", "stream_for_subject", "JSApiError"]
 
-API = "$JS.API"
 STREAM_NOT_FOUND = 10059  # JSStreamNotFoundErr
 
 
@@ -36,6 +35,12 @@ class StreamState:
     duplicate_window_ns: int
     subjects: tuple[str, ...]
     last_ts: str = ""  # RFC 3339 time of the last message ("" or 0001-01-01... when empty)
+    bytes: int = 0  # stored bytes (what maxBytesPerTrigger and the lag log estimate sizes from)
+
+    @property
+    def avg_size(self) -> float:
+        """The average stored size of one message (0 when empty)."""
+        return self.bytes / self.messages if self.messages else 0.0
 
     @property
     def empty(self) -> bool:
@@ -45,14 +50,12 @@ class StreamState:
 def stream_state(conn, name: str, timeout: float = 10.0) -> StreamState:
     """``STREAM.INFO`` reduced to a :class:`StreamState`; a missing stream's error names it."""
     try:
-        info = conn.js_request(f"{API}.STREAM.INFO.{name}", None, timeout)
+        info = conn.js_request(f"{conn.opts.api_prefix}.STREAM.INFO.{name}", None, timeout)
     except JSApiError as exc:
         if exc.err_code == STREAM_NOT_FOUND:
-            raise JSApiError(
-                exc.code,
-                exc.err_code,
-                f"stream {name!r} not found on {redact(conn.opts.servers)} (check option 'stream')",
-            ) from None
+            where = redact(conn.opts.servers)
+            text = f"stream {name!r} not found on {where} (check option 'stream')"
+            raise JSApiError(exc.code, exc.err_code, text) from None
         raise
     st = info.get("state", {})
     cfg = info.get("config", {})
@@ -65,6 +68,7 @@ def stream_state(conn, name: str, timeout: float = 10.0) -> StreamState:
         duplicate_window_ns=int(cfg.get("duplicate_window", 0) or 0),
         subjects=tuple(cfg.get("subjects") or ()),
         last_ts=str(st.get("last_ts", "")),
+        bytes=int(st.get("bytes", 0)),
     )
 
 
@@ -82,7 +86,7 @@ def stream_names(conn, subject: str | None = None, timeout: float = 10.0) -> lis
         body: dict = {"offset": offset}
         if subject:
             body["subject"] = subject
-        resp = conn.js_request(f"{API}.STREAM.NAMES", body, timeout)
+        resp = conn.js_request(f"{conn.opts.api_prefix}.STREAM.NAMES", body, timeout)
         page = resp.get("streams") or []
         names.extend(page)
         total = int(resp.get("total", len(names)))

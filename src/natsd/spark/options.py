@@ -100,9 +100,57 @@ OPTIONS: tuple[Option, ...] = (
         "A `.creds` file (JWT + NKey seed, needs the `nkeys` package); ship it with `--files`.",
     ),
     Option("tlsCa", "", _BS, _RW, "a path to a PEM file", "CA certificate(s) to verify the server's TLS certificate."),
+    Option(
+        "tlsCert",
+        "",
+        _BS,
+        _RW,
+        "a path to a PEM file",
+        "Client certificate for servers that verify clients (`tls { verify: true }`); needs `tlsKey` "
+        "unless the file also holds the key.",
+    ),
+    Option("tlsKey", "", _BS, _RW, "a path to a PEM file", "The private key of `tlsCert`."),
+    Option(
+        "nkey",
+        "",
+        _BS,
+        _RW,
+        "a user nkey seed (SU...) or a path to a file holding one",
+        "NKey authentication with a bare seed (no JWT; use `creds` for JWT + seed); needs the `nkeys` package. "
+        "Never printed or logged.",
+    ),
+    Option(
+        "domain",
+        "",
+        _BS,
+        _RW,
+        "a JetStream domain name",
+        "Use the JetStream of this domain (API prefix `$JS.<domain>.API`), e.g. an edge server's streams "
+        "through its leafnode link to the hub you connect to. Not with `apiPrefix`.",
+    ),
+    Option(
+        "apiPrefix",
+        "$JS.API",
+        _BS,
+        _RW,
+        "a subject prefix without wildcards",
+        "The JetStream API prefix, for an account export/import mapping of `$JS.API` (nats-py's `prefix`). "
+        "Not with `domain`.",
+    ),
     Option("name", "natsd-spark", _BS, _RW, "any text", "Client connection name the server reports."),
     Option(
         "stream", "", _BS, "read", "a stream name", "The stream to read. Exactly one of `stream` / `streamPattern`."
+    ),
+    Option(
+        "kvBucket",
+        "",
+        _BS,
+        _RW,
+        "a KV bucket name",
+        "Read or write a KV bucket as a table (`key`, `value`, `revision`, `created`, `operation`): a batch "
+        "read gives each key's latest value (deleted and purged keys left out), a streaming read the change "
+        "log, a write puts `key`/`value` rows (optional `expectedRevision` column: compare-and-set). "
+        "Instead of `stream` / `streamPattern` / `subject`.",
     ),
     Option(
         "streamPattern",
@@ -165,6 +213,86 @@ OPTIONS: tuple[Option, ...] = (
         "Alias: `maxOffsetsPerTrigger` (Kafka's name). With `subjects` it counts sequences, not rows.",
     ),
     Option("maxOffsetsPerTrigger", "", "streaming", "read", "an integer >= 1", "Alias of `maxMessagesPerTrigger`."),
+    Option(
+        "minOffsetsPerTrigger",
+        "",
+        "streaming",
+        "read",
+        "an integer >= 1",
+        "Wait until at least this many new sequences are stored (all streams together) before running a "
+        "micro-batch, or until `maxTriggerDelay` has passed since the last one (Kafka's name and meaning). "
+        "Ignored by `Trigger.AvailableNow`.",
+    ),
+    Option(
+        "maxTriggerDelay",
+        "15m",
+        "streaming",
+        "read",
+        "a duration: 500ms, 30s, 15m, 1h or seconds",
+        "With `minOffsetsPerTrigger`: the longest a micro-batch waits for that many sequences.",
+    ),
+    Option(
+        "maxBytesPerTrigger",
+        "",
+        "streaming",
+        "read",
+        "a number of bytes >= 1 (k, m, g suffixes)",
+        "At most about this many bytes per micro-batch, converted to sequences with each stream's average "
+        "stored message size (STREAM.INFO bytes / messages); at least one message per stream. With "
+        "`maxOffsetsPerTrigger` the smaller wins.",
+    ),
+    Option(
+        "maxRecordsPerPartition",
+        "",
+        _BS,
+        "read",
+        "an integer >= 1",
+        "Split a (micro-)batch so that no task reads more than this many sequences, beyond `minPartitions` "
+        "(Kafka's name).",
+    ),
+    Option(
+        "progressBucket",
+        "",
+        "streaming",
+        "read",
+        "a KV bucket name",
+        "Record each committed micro-batch's offsets and lag (messages behind, per stream) in this KV bucket "
+        "(created if missing), for `natsctl` and dashboards; monitoring only, never read back.",
+    ),
+    Option(
+        "progressKey",
+        "the stream's name",
+        "streaming",
+        "read",
+        "a KV key (letters, digits, '-', '_', '/', '=', '.')",
+        "The key of this query's record in `progressBucket`; required with `streamPattern`.",
+    ),
+    Option(
+        "startingOffsetsByTimestamp",
+        "",
+        _BS,
+        "read",
+        'JSON {"STREAM": epoch ms or ISO 8601}',
+        "Per stream, start at the first message stored at or after that time; between `startingTimestamp` "
+        "(which wins) and `startingOffsets` (Kafka's order).",
+    ),
+    Option(
+        "endingOffsetsByTimestamp",
+        "",
+        "batch",
+        "read",
+        'JSON {"STREAM": epoch ms or ISO 8601}',
+        "Per stream, end before the first message stored at or after that time (exclusive); `endingTimestamp` wins.",
+    ),
+    Option(
+        "startingOffsetsByTimestampStrategy",
+        "error",
+        _BS,
+        "read",
+        "error or latest",
+        "When no message is stored at or after a starting time (`startingTimestamp` or "
+        "`startingOffsetsByTimestamp`): `error` fails the query (Kafka's default), `latest` starts at the end.",
+    ),
     Option(
         "minPartitions",
         "1",
@@ -429,9 +557,66 @@ def check_publish_subject(subject: str, where: str) -> str:
     return subject
 
 
+_BUCKET = re.compile(r"[A-Za-z0-9_-]+")  # as nats-server and the clients validate bucket names
+
+
+def _kv_bucket(name: str, option: str = "kvBucket") -> str:
+    name = name.strip()
+    if not _BUCKET.fullmatch(name):
+        raise _bad(option, name, "letters, digits, '-' and '_'")
+    return name
+
+
+_KV_KEY = re.compile(r"[-/_=.A-Za-z0-9]+")
+
+
+def _progress(g, stream: str | None) -> dict:
+    bucket, key = g("progressBucket"), g("progressKey")
+    if not bucket:
+        return {}
+    bucket = _kv_bucket(bucket, "progressBucket")
+    key = (key or stream or "").strip()
+    if not key:
+        raise OptionError("option 'progressKey' is required with progressBucket and streamPattern")
+    if not _KV_KEY.fullmatch(key) or key.startswith(".") or key.endswith(".") or ".." in key:
+        raise _bad("progressKey", key)
+    return {"progress_bucket": bucket, "progress_key": key}
+
+
+def kv_stream(bucket: str) -> str:
+    """The stream behind a KV bucket."""
+    return f"KV_{bucket}"
+
+
+def kv_prefix(bucket: str) -> str:
+    """The subject prefix of a KV bucket's keys."""
+    return f"$KV.{bucket}."
+
+
+def api_prefix(domain: str | None, prefix: str | None) -> str:
+    """``$JS.<domain>.API`` for ``domain``, ``prefix`` as given, else ``$JS.API`` (as nats-py's
+    ``jetstream(domain=..., prefix=...)``, which also refuses both at once)."""
+    if domain and prefix:
+        raise OptionError(f"options 'domain' ({domain!r}) and 'apiPrefix' ({prefix!r}) exclude each other; set one")
+    if domain:
+        domain = domain.strip()
+        if re.search(r"[\s.*>]", domain):
+            raise _bad("domain", domain, "a domain name has no spaces, '.', '*' or '>'")
+        return f"$JS.{domain}.API"
+    if prefix:
+        prefix = prefix.strip().rstrip(".")
+        if not prefix or re.search(r"[\s*>]", prefix) or prefix.startswith(".") or ".." in prefix:
+            raise _bad("apiPrefix", prefix, "a subject prefix without wildcards, spaces or empty tokens")
+        return prefix
+    return "$JS.API"
+
+
 def connect_options(opts) -> ConnectOptions:
     """The connection part of the options (shared by readers and writers)."""
     servers = _get(opts, "servers") or "nats://127.0.0.1:4222"
+    tls_cert, tls_key = _get(opts, "tlsCert"), _get(opts, "tlsKey")
+    if tls_key and not tls_cert:
+        raise OptionError("option 'tlsKey' needs 'tlsCert' (the client certificate it belongs to)")
     co = ConnectOptions(
         servers=servers,
         user=_get(opts, "user"),
@@ -440,6 +625,10 @@ def connect_options(opts) -> ConnectOptions:
         creds=_get(opts, "creds"),
         name=_get(opts, "name") or "natsd-spark",
         tls_ca=_get(opts, "tlsCa") or opts.get("tls.ca"),
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        nkey_seed=_get(opts, "nkey"),
+        api_prefix=api_prefix(_get(opts, "domain"), _get(opts, "apiPrefix")),
     )
     try:
         urls = co.urls()
@@ -456,6 +645,66 @@ def connect_options(opts) -> ConnectOptions:
         if p.scheme not in ("nats", "tls") or not p.hostname:
             raise _bad("servers", servers, f"{u!r} is not a nats:// or tls:// URL")
     return co
+
+
+_DURATION = re.compile(r"(?P<n>\d+(?:\.\d+)?)\s*(?P<u>ms|s|m|h|d)?", re.IGNORECASE)
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_BYTES = re.compile(r"(?P<n>\d+)\s*(?P<u>[kmg]?)b?", re.IGNORECASE)
+
+
+def parse_duration(value, name: str, default: float) -> float:
+    """Kafka's ``maxTriggerDelay`` spelling (``15m``, ``30s``, ``500ms``) or plain seconds."""
+    if value is None:
+        return default
+    m = _DURATION.fullmatch(str(value).strip())
+    if not m:
+        raise _bad(name, value, "not a duration")
+    return float(m["n"]) * _UNIT_S[(m["u"] or "s").lower()]
+
+
+def parse_bytes(value, name: str) -> int | None:
+    if value is None:
+        return None
+    m = _BYTES.fullmatch(str(value).strip())
+    if not m or int(m["n"]) < 1:
+        raise _bad(name, value)
+    return int(m["n"]) << {"": 0, "k": 10, "m": 20, "g": 30}[m["u"].lower()]
+
+
+def parse_times_by_stream(value, name: str) -> dict:
+    """``{"STREAM": epoch ms or ISO 8601}`` -> ``{"STREAM": RFC 3339}``."""
+    if value is None:
+        return {}
+    try:
+        doc = json.loads(str(value))
+    except ValueError as exc:
+        raise _bad(name, value, f"invalid JSON: {exc}") from None
+    if not isinstance(doc, dict) or not doc:
+        raise _bad(name, value, "expected a JSON object of stream -> time")
+    out = {}
+    for stream, t in doc.items():
+        if isinstance(t, bool) or not isinstance(t, (int, str)):
+            raise _bad(name, value, f"stream {stream!r}: not a time")
+        out[stream] = parse_timestamp(str(t), name)
+    return out
+
+
+def _admission(g) -> dict:
+    """The admission-control and by-timestamp options of :class:`ReadOptions` (Kafka's names)."""
+    strategy = (g("startingOffsetsByTimestampStrategy") or "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise _bad("startingOffsetsByTimestampStrategy", g("startingOffsetsByTimestampStrategy"))
+    minimum = g("minOffsetsPerTrigger")
+    per_part = g("maxRecordsPerPartition")
+    return {
+        "min_offsets_per_trigger": _parse_int(minimum, "minOffsetsPerTrigger", 1) if minimum else None,
+        "max_trigger_delay": parse_duration(g("maxTriggerDelay"), "maxTriggerDelay", 900.0),
+        "max_bytes_per_trigger": parse_bytes(g("maxBytesPerTrigger"), "maxBytesPerTrigger"),
+        "max_records_per_partition": _parse_int(per_part, "maxRecordsPerPartition", 1) if per_part else None,
+        "starting_by_timestamp": parse_times_by_stream(g("startingOffsetsByTimestamp"), "startingOffsetsByTimestamp"),
+        "ending_by_timestamp": parse_times_by_stream(g("endingOffsetsByTimestamp"), "endingOffsetsByTimestamp"),
+        "timestamp_strategy": strategy,
+    }
 
 
 @dataclass(frozen=True)
@@ -477,6 +726,23 @@ class ReadOptions:
     fail_on_data_loss: bool
     fetch_timeout: float
     batch_rows: int
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay: float = 900.0
+    max_bytes_per_trigger: int | None = None
+    max_records_per_partition: int | None = None
+    starting_by_timestamp: dict = field(default_factory=dict)  # stream -> RFC 3339
+    ending_by_timestamp: dict = field(default_factory=dict)
+    timestamp_strategy: str = "error"
+    kv_bucket: str | None = None
+    progress_bucket: str | None = None
+    progress_key: str | None = None
+
+    def starting_time(self, stream: str) -> str | None:
+        """The starting time of ``stream`` (``startingTimestamp`` wins, as in Kafka)."""
+        return self.starting_timestamp or self.starting_by_timestamp.get(stream)
+
+    def ending_time(self, stream: str) -> str | None:
+        return self.ending_timestamp or self.ending_by_timestamp.get(stream)
 
     @classmethod
     def parse(cls, opts, streaming: bool | None, require_stream: bool = True) -> "ReadOptions":
@@ -489,6 +755,11 @@ class ReadOptions:
         g = lambda name: _get(opts, name)  # noqa: E731
         stream = g("stream")
         pattern = g("streamPattern")
+        bucket = g("kvBucket")
+        if bucket:
+            if stream or pattern:
+                raise OptionError("option 'kvBucket' replaces 'stream' / 'streamPattern'; set only one")
+            stream = kv_stream(_kv_bucket(bucket))
         if (require_stream or (stream and pattern)) and bool(stream) == bool(pattern):
             raise OptionError(
                 "exactly one of the options 'stream' or 'streamPattern' is required "
@@ -506,7 +777,7 @@ class ReadOptions:
             if re.search(r"\s", s) or s.startswith(".") or s.endswith(".") or ".." in s:
                 raise _bad("subjects", g("subjects"), f"{s!r} is not a subject")
         if streaming:
-            for name in ("endingOffsets", "endingTimestamp"):
+            for name in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
                 if g(name):
                     raise OptionError(f"option {name!r} is for batch reads only (spark.read), not streaming queries")
         default_start = LATEST if streaming else EARLIEST
@@ -536,6 +807,9 @@ class ReadOptions:
             fail_on_data_loss=parse_bool(g("failOnDataLoss"), "failOnDataLoss", True),
             fetch_timeout=_parse_seconds(g("fetchTimeout"), "fetchTimeout", 30.0, 0.0, exclusive=True),
             batch_rows=_parse_int(g("batchRows") or 8192, "batchRows", 1),
+            **_admission(g),
+            **_progress(g, stream),
+            kv_bucket=bucket,
         )
 
     def matches(self, name: str) -> bool:
@@ -568,6 +842,7 @@ class WriteOptions:
     msg_id_prefix: str | None
     window: int
     min_duplicate_window_s: float
+    kv_bucket: str | None = None
 
     @classmethod
     def parse(cls, opts, streaming: bool) -> "WriteOptions":
@@ -599,6 +874,11 @@ class WriteOptions:
             if subject and g("topic") != subject:
                 raise OptionError(f"options 'subject' ({subject!r}) and 'topic' ({g('topic')!r}) disagree; set one")
             subject, subject_option = g("topic"), "topic"
+        bucket = g("kvBucket")
+        if bucket:
+            _kv_bucket(bucket)
+            if subject is not None:
+                raise OptionError(f"option 'kvBucket' gives each row's subject (the key); drop {subject_option!r}")
         if subject is not None:
             check_publish_subject(subject, f"option {subject_option!r}")
         return cls(
@@ -612,4 +892,5 @@ class WriteOptions:
             min_duplicate_window_s=_parse_seconds(
                 g("minDuplicateWindow"), "minDuplicateWindow", 600.0, 0.0, exclusive=False
             ),
+            kv_bucket=bucket,
         )

@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import ssl
 import threading
 from typing import Any
 from urllib.parse import urlparse
 
 from natsd.redact import redact
-from natsd.spark.wire import ConnectOptions, JSApiError, NatsError
+from natsd.spark.wire import ConnectOptions, JSApiError, NatsError, seed_text, tls_context
 
 __all__ = ["Planner", "nats_connect_kwargs"]
 
@@ -46,12 +44,10 @@ def nats_connect_kwargs(co: ConnectOptions) -> dict:
         kw["password"] = co.password or ""
     if co.creds:
         kw["user_credentials"] = co.creds
-    if co.tls_ca or any(urlparse(u).scheme == "tls" for u in kw["servers"]):
-        ctx = ssl.create_default_context(cafile=co.tls_ca)
-        if co.tls_ca is None and os.environ.get("NATSD_SPARK_TLS_INSECURE"):
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-        kw["tls"] = ctx
+    elif co.nkey_seed:
+        kw["nkeys_seed_str"] = seed_text(co.nkey_seed)
+    if co.tls_ca or co.tls_cert or any(urlparse(u).scheme == "tls" for u in kw["servers"]):
+        kw["tls"] = tls_context(co)
     return kw
 
 
@@ -154,13 +150,14 @@ class Planner:
             "num_replicas": 1,
             "inactive_threshold": 60_000_000_000,
         }
-        resp = self.js_request(f"$JS.API.CONSUMER.CREATE.{stream}", {"stream_name": stream, "config": cfg}, timeout)
+        api = self.opts.api_prefix
+        resp = self.js_request(f"{api}.CONSUMER.CREATE.{stream}", {"stream_name": stream, "config": cfg}, timeout)
         name = resp.get("name", "")
         try:
             return self._run(self._first_delivery(stream, name, timeout), timeout + 5)
         finally:
             try:
-                self._run(self.nc.publish(f"$JS.API.CONSUMER.DELETE.{stream}.{name}", b""), timeout)
+                self._run(self.nc.publish(f"{api}.CONSUMER.DELETE.{stream}.{name}", b""), timeout)
             except Exception:  # inactive_threshold reaps it anyway
                 pass
 
@@ -172,7 +169,7 @@ class Planner:
         sub = await nc.subscribe(inbox, max_msgs=1)
         try:
             await nc.publish(
-                f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}",
+                f"{self.opts.api_prefix}.CONSUMER.MSG.NEXT.{stream}.{consumer}",
                 json.dumps({"batch": 1, "expires": int(timeout * 1e9)}).encode(),
                 reply=inbox,
             )

@@ -22,6 +22,8 @@ __all__ = [
     "split_range",
     "plan_ranges",
     "cap_by_budget",
+    "cap_task_size",
+    "bytes_to_sequences",
     "check_data_loss",
     "DataLoss",
 ]
@@ -141,6 +143,28 @@ def cap_by_budget(start: dict[str, int], latest: dict[str, int], budget: int | N
             out[s] += extra
             given += extra
     return out
+
+
+def cap_task_size(plan: list[tuple[str, int, int]], max_records: int | None) -> list[tuple[str, int, int]]:
+    """Split every planned range longer than ``max_records`` sequences into near-equal parts
+    (Kafka's ``maxRecordsPerPartition``, applied after ``minPartitions``)."""
+    if not max_records:
+        return plan
+    out: list[tuple[str, int, int]] = []
+    for s, lo, hi in plan:
+        parts = -(-(hi - lo + 1) // max_records)
+        out.extend((s, a, b) for a, b in split_range(lo, hi, parts))
+    return out
+
+
+def bytes_to_sequences(max_bytes: int, backlog: dict[str, int], avg_size: dict[str, float]) -> int:
+    """A sequence budget worth about ``max_bytes`` of the backlog (``maxBytesPerTrigger``): the
+    backlog's average stored size per message, from each stream's STREAM.INFO; at least 1."""
+    seqs = sum(backlog.values())
+    if seqs <= 0:
+        return 1
+    weighted = sum(backlog[s] * avg_size.get(s, 0.0) for s in backlog) / seqs
+    return max(1, int(max_bytes // weighted)) if weighted > 0 else seqs
 
 
 @dataclass(frozen=True)

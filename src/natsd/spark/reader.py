@@ -4,7 +4,8 @@ Per range (one Spark partition) the reader:
 
 1. opens its own :class:`~natsd.spark.wire.SyncConnection`;
 2. ``SUB <deliver_inbox> 2``;
-3. sends ``$JS.API.CONSUMER.CREATE.<stream>`` with ``{"stream_name": S, "config": {
+3. sends ``<apiPrefix>.CONSUMER.CREATE.<stream>`` (``$JS.API``, or ``$JS.<domain>.API`` with
+   option ``domain``) with ``{"stream_name": S, "config": {
    "deliver_policy": "by_start_sequence", "opt_start_seq": lo, "ack_policy": "none",
    "max_deliver": 1, "replay_policy": "instant", "flow_control": true, "idle_heartbeat": ns,
    "deliver_subject": inbox, "mem_storage": true, "num_replicas": 1, "inactive_threshold": ns,
@@ -74,6 +75,9 @@ class RangeSpec:
     fetch_timeout: float = 30.0
     fail_on_data_loss: bool = True
     created: str = ""  # stream creation time the plan saw; "" = do not check
+    # A KV table's batch read: only the last message of each subject (deliver_policy
+    # last_per_subject), delivered in sequence order.
+    last_per_subject: bool = False
 
 
 def arrow_schema(include_headers: bool, headers_as_strings: bool = False) -> pa.Schema:
@@ -215,12 +219,14 @@ class _PushRange:
         """Subscribe a fresh deliver inbox and send the consumer create; returns the inbox."""
         inbox = self.conn.inbox_prefix + ".d" + str(start_seq)
         self.conn.subscribe(inbox, sid=self.sid)
-        cfg = _consumer_config(
-            inbox, {"deliver_policy": "by_start_sequence", "opt_start_seq": start_seq}, self.spec.filters
-        )
+        start = {"deliver_policy": "by_start_sequence", "opt_start_seq": start_seq}
+        if self.spec.last_per_subject:
+            start = {"deliver_policy": "last_per_subject"}
+        cfg = _consumer_config(inbox, start, self.spec.filters)
         body = json.dumps({"stream_name": self.spec.stream, "config": cfg}).encode()
         self.create_reply = self.conn.new_reply().encode()
-        self.conn.publish(f"$JS.API.CONSUMER.CREATE.{self.spec.stream}", body, self.create_reply.decode())
+        api = self.opts.api_prefix  # $JS.API, or $JS.<domain>.API across a leafnode link
+        self.conn.publish(f"{api}.CONSUMER.CREATE.{self.spec.stream}", body, self.create_reply.decode())
         return inbox
 
     def _delete(self) -> None:
@@ -228,7 +234,8 @@ class _PushRange:
         try:
             self.conn.unsubscribe(self.sid)
             if self.consumer:
-                self.conn.publish(f"$JS.API.CONSUMER.DELETE.{self.spec.stream}.{self.consumer}", b"")
+                api = self.opts.api_prefix
+                self.conn.publish(f"{api}.CONSUMER.DELETE.{self.spec.stream}.{self.consumer}", b"")
             self.conn.close_after_send()
         except (OSError, NatsError):
             pass
@@ -384,6 +391,8 @@ class _PushRange:
                 reconnects += 1
                 if reconnects > _MAX_RESETS:
                     raise NatsError(f"stream {spec.stream}: connection lost {reconnects} times: {exc}") from exc
+                if spec.last_per_subject:
+                    raise
                 self._reconnect(last_sseq + 1)
                 conn = self.conn
                 buf, pos = b"", 0
@@ -431,10 +440,13 @@ class _PushRange:
         self._create(start_seq)
 
     def _reset(self, start_seq: int) -> None:
+        if self.spec.last_per_subject:
+            # A last-per-subject consumer cannot resume at a sequence; Spark retries the task.
+            raise NatsError(f"stream {self.spec.stream}: a delivery was lost in a last-per-subject read")
         self.conn.unsubscribe(self.sid)
         old = self.consumer
         if old:
-            self.conn.publish(f"$JS.API.CONSUMER.DELETE.{self.spec.stream}.{old}", b"")
+            self.conn.publish(f"{self.opts.api_prefix}.CONSUMER.DELETE.{self.spec.stream}.{old}", b"")
         self.consumer = ""
         self.sid += 1
         self._create(start_seq)

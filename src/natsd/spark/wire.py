@@ -27,6 +27,7 @@ Header blocks start with ``NATS/1.0`` optionally followed by `` <status> <descri
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import socket
@@ -81,12 +82,20 @@ class ConnectOptions:
 
     servers: str = "nats://127.0.0.1:4222"
     user: str | None = None
-    password: str | None = None
-    token: str | None = None
+    # Secrets stay out of repr(): Spark logs partitions and plans, and tracebacks show arguments.
+    password: str | None = field(default=None, repr=False)
+    token: str | None = field(default=None, repr=False)
     creds: str | None = None
     name: str = "natsd-spark"
     connect_timeout: float = 10.0
     tls_ca: str | None = None
+    tls_cert: str | None = None  # client certificate (PEM) for servers that verify clients
+    tls_key: str | None = None
+    # A bare user nkey seed (``SU...``) or its file; CONNECT carries the public nkey and a signature.
+    nkey_seed: str | None = field(default=None, repr=False)
+    # The JetStream API subject prefix: ``$JS.API`` for the local domain, ``$JS.<domain>.API``
+    # to reach another domain's JetStream across a leafnode link (what nats-py's ``domain=`` does).
+    api_prefix: str = "$JS.API"
     extra: dict = field(default_factory=dict)
 
     def urls(self) -> list[str]:
@@ -153,8 +162,6 @@ def encode_headers(pairs) -> bytes:
 def _sign_nonce_with_creds(creds_path: str, nonce: str) -> tuple[str, str]:
     """Return ``(jwt, signature)`` for a ``.creds`` file; needs the optional ``nkeys`` package."""
     try:
-        import base64
-
         import nkeys
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise NatsError("option 'creds' needs the 'nkeys' package (pip install nkeys)") from exc
@@ -177,6 +184,41 @@ def _sign_nonce_with_creds(creds_path: str, nonce: str) -> tuple[str, str]:
     kp = nkeys.from_seed(blocks[1].encode())
     sig = base64.urlsafe_b64encode(kp.sign(nonce.encode())).decode().rstrip("=")
     return blocks[0], sig
+
+
+def tls_context(opts: ConnectOptions) -> ssl.SSLContext:
+    """The client TLS context of both data paths and the planner: ``tlsCa`` verifies the server,
+    ``tlsCert``/``tlsKey`` present a client certificate (servers with ``verify: true``)."""
+    ctx = ssl.create_default_context(cafile=opts.tls_ca)
+    if opts.tls_ca is None and os.environ.get("NATSD_SPARK_TLS_INSECURE"):
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    if opts.tls_cert:
+        ctx.load_cert_chain(opts.tls_cert, opts.tls_key)
+    return ctx
+
+
+def seed_text(seed_or_path: str) -> str:
+    """A seed given inline (``SU...``) or as a file holding one (nats-py's ``nkeys_seed``)."""
+    text = seed_or_path.strip()
+    if text.startswith("S") and "/" not in text and not os.path.exists(text):
+        return text
+    with open(text, encoding="utf-8") as f:
+        for line in f:
+            if line.strip().startswith("S"):
+                return line.strip()
+    raise NatsError("option 'nkey': the file holds no nkey seed (a line starting with 'S')")
+
+
+def sign_nonce_with_seed(seed_or_path: str, nonce: str) -> tuple[str, str]:
+    """``(public nkey, signature of the server's nonce)`` for a bare nkey seed (needs ``nkeys``)."""
+    try:
+        import nkeys
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise NatsError("option 'nkey' needs the 'nkeys' package (pip install nkeys)") from exc
+    kp = nkeys.from_seed(seed_text(seed_or_path).encode())
+    sig = base64.urlsafe_b64encode(kp.sign(nonce.encode())).decode().rstrip("=")
+    return kp.public_key.decode(), sig
 
 
 class SyncConnection:
@@ -232,11 +274,7 @@ class SyncConnection:
         self.info = json.loads(line[5:])
         tls = u.scheme in ("tls", "wss") or self.info.get("tls_required")
         if tls:
-            ctx = ssl.create_default_context(cafile=self.opts.tls_ca)
-            if self.opts.tls_ca is None and os.environ.get("NATSD_SPARK_TLS_INSECURE"):
-                ctx.check_hostname = False
-                ctx.verify_mode = ssl.CERT_NONE
-            self.sock = ctx.wrap_socket(sock, server_hostname=host)
+            self.sock = tls_context(self.opts).wrap_socket(sock, server_hostname=host)
         connect = {
             "verbose": False,
             "pedantic": False,
@@ -262,6 +300,8 @@ class SyncConnection:
             jwt, sig = _sign_nonce_with_creds(self.opts.creds, self.info.get("nonce", ""))
             connect["jwt"] = jwt
             connect["sig"] = sig
+        elif self.opts.nkey_seed:
+            connect["nkey"], connect["sig"] = sign_nonce_with_seed(self.opts.nkey_seed, self.info.get("nonce", ""))
         self.sock.sendall(b"CONNECT " + json.dumps(connect).encode() + b"\r\nPING\r\n")
         while True:
             line = self._read_line(self.opts.connect_timeout)
