@@ -10,7 +10,7 @@ Layout (little-endian; the arrays are dumped with ``array.tobytes()`` and the by
 checked through the version word)::
 
     "NIDX"           magic
-    u32              version (2) | 0x8000_0000 when written on a big-endian host
+    u32              version (3) | 0x8000_0000 when written on a big-endian host
     10 x i64         first, last, first_ts, last_ts, msgs, bytes, base, n, marker_first, lost_bytes
     n x i64          pos   (block_id << 32 | offset, -1 = absent)
     n x u32          sid   (subject id, 0xFFFFFFFF = absent)
@@ -18,8 +18,16 @@ checked through the version word)::
     n x u32          sz    (record size)
     n x u32          nxt   (distance to the next sequence of the same subject, 0 = none/unknown;
                             absent in version 1 files, which are read with all zeros)
-    u32              subject slots; per slot: u16 name length (0xFFFF = free slot), name,
-                     i64 msgs, i64 first, i64 last, u8 stale flags
+    u32              subject slots (s), then the slots in columns (version 3):
+    s x u16          name length in bytes (0xFFFF = free slot)
+    ...              the names of the used slots, UTF-8, one after the other
+    s x i64          msgs   (0 for a free slot)
+    s x i64          first
+    s x i64          last
+    s x u8           stale flags
+                     (versions 1 and 2 hold per slot: u16 name length (0xFFFF = free slot), name,
+                     i64 msgs, i64 first, i64 last, u8 stale flags: a restart of a 200,000-key
+                     bucket spent most of its time unpacking those one by one, issue 31)
     u32              TTL entries; per entry: i64 seq, i64 expiry (Unix ns, -1 = never)
     u32              lost sequences; per entry: i64 seq
     u32              blocks; per block: u32 id, i64 flushed size, i64 max_ref, 8 bytes (file tail)
@@ -39,8 +47,9 @@ from natsd.store.base import CorruptState
 __all__ = ["IndexSnapshot", "BlockInfo", "encode_index", "decode_index"]
 
 MAGIC = b"NIDX"
-VERSION = 2
-_VERSIONS = (1, 2)
+VERSION = 3
+_VERSIONS = (1, 2, 3)
+_FREE = 0xFFFF
 _BIG = 0x80000000
 _FIXED = struct.Struct("<4sI10q")
 _U32 = struct.Struct("<I")
@@ -75,7 +84,10 @@ class IndexSnapshot:
     ts: array
     sz: array
     nxt: array
-    subjects: list  # per slot: None or (name, [msgs, first, last, stale])
+    # Per subject slot: its name and [msgs, first, last, stale], None for a free slot (both lists
+    # are the store's own ``_snames`` / ``_ss``, adopted as they are at recovery).
+    snames: list
+    ss: list
     ttl: list[tuple[int, int]] = field(default_factory=list)
     lost: list[int] = field(default_factory=list)
     blocks: list[BlockInfo] = field(default_factory=list)
@@ -88,14 +100,8 @@ def encode_index(snap: IndexSnapshot) -> bytes:
     parts = [_FIXED.pack(MAGIC, version, snap.first, snap.last, snap.first_ts, snap.last_ts, snap.msgs,
                          snap.bytes, snap.base, n, snap.marker_first, snap.lost_bytes),
              snap.pos.tobytes(), snap.sid.tobytes(), snap.ts.tobytes(), snap.sz.tobytes(), snap.nxt.tobytes(),
-             _U32.pack(len(snap.subjects))]
-    for slot in snap.subjects:
-        if slot is None:
-            parts.append(_U16.pack(0xFFFF))
-            continue
-        name, ss = slot
-        nb = name.encode()
-        parts.append(_U16.pack(len(nb)) + nb + _SS.pack(ss[0], ss[1], ss[2], ss[3]))
+             _U32.pack(len(snap.snames))]
+    parts.extend(_encode_subjects(snap.snames, snap.ss))
     parts.append(_U32.pack(len(snap.ttl)))
     parts.extend(_PAIR.pack(s, e) for s, e in snap.ttl)
     parts.append(_U32.pack(len(snap.lost)))
@@ -137,18 +143,10 @@ def decode_index(data: bytes) -> IndexSnapshot:
             arrays.append(array("I", bytes(4 * n)))
         (nslots,) = _U32.unpack_from(data, p)
         p += 4
-        subjects: list = []
-        for _ in range(nslots):
-            (ln,) = _U16.unpack_from(data, p)
-            p += 2
-            if ln == 0xFFFF:
-                subjects.append(None)
-                continue
-            name = bytes(mv[p: p + ln]).decode()
-            p += ln
-            m, f, la, stale = _SS.unpack_from(data, p)
-            p += _SS.size
-            subjects.append((name, [m, f, la, stale]))
+        if version & ~_BIG >= 3:
+            snames, ss, p = _decode_subjects(mv, p, nslots)
+        else:
+            snames, ss, p = _decode_subjects_v2(data, p, nslots)
         (nttl,) = _U32.unpack_from(data, p)
         p += 4
         ttl = []
@@ -173,4 +171,78 @@ def decode_index(data: bytes) -> IndexSnapshot:
     except (struct.error, UnicodeDecodeError) as exc:
         raise CorruptState(f"index: malformed: {exc}") from None
     return IndexSnapshot(first, last, first_ts, last_ts, msgs, nbytes, base, marker_first, lost_bytes,
-                         arrays[0], arrays[1], arrays[2], arrays[3], arrays[4], subjects, ttl, lost, blocks)
+                         arrays[0], arrays[1], arrays[2], arrays[3], arrays[4], snames, ss, ttl, lost, blocks)
+
+
+def _encode_subjects(snames: list, ss: list) -> list[bytes]:
+    """The subject slots in columns (version 3, see the module docstring)."""
+    encoded = [None if n is None else n.encode() for n in snames]
+    lens = array("H", [_FREE if b is None else len(b) for b in encoded])
+    zero = (0, 0, 0, 0)
+    cols = [e if e is not None else zero for e in ss]
+    msgs = array("q", [e[0] for e in cols])
+    first = array("q", [e[1] for e in cols])
+    last = array("q", [e[2] for e in cols])
+    stale = array("B", [e[3] for e in cols])
+    return [lens.tobytes(), b"".join(b for b in encoded if b is not None), msgs.tobytes(), first.tobytes(),
+            last.tobytes(), stale.tobytes()]
+
+
+def _column(mv: memoryview, p: int, code: str, n: int) -> tuple[array, int]:
+    a = array(code)
+    end = p + a.itemsize * n
+    a.frombytes(mv[p:end])
+    if len(a) != n:
+        raise CorruptState("index: short subject columns")
+    return a, end
+
+
+def _decode_subjects(mv: memoryview, p: int, nslots: int) -> tuple[list, list, int]:
+    """Version 3's columns -> (names, [msgs, first, last, stale] lists), None for free slots."""
+    lens, p = _column(mv, p, "H", nslots)
+    total = sum(lens) - _FREE * lens.count(_FREE)
+    blob = bytes(mv[p : p + total])
+    if len(blob) != total:
+        raise CorruptState("index: short subject names")
+    p += total
+    msgs, p = _column(mv, p, "q", nslots)
+    first, p = _column(mv, p, "q", nslots)
+    last, p = _column(mv, p, "q", nslots)
+    stale, p = _column(mv, p, "B", nslots)
+    # Subjects are nearly always ASCII: then byte offsets are character offsets and the names
+    # are slices of one decoded string.
+    text: str | bytes = blob.decode("ascii") if blob.isascii() else blob
+    snames: list = []
+    add = snames.append
+    off = 0
+    for ln in lens:
+        if ln == _FREE:
+            add(None)
+        else:
+            add(text[off : off + ln])
+            off += ln
+    if not isinstance(text, str):
+        snames = [n if n is None else n.decode() for n in snames]
+    ss = [[m, f, la, st] for m, f, la, st in zip(msgs, first, last, stale)]
+    if lens.count(_FREE):
+        ss = [None if n is None else e for n, e in zip(snames, ss)]
+    return snames, ss, p
+
+
+def _decode_subjects_v2(data: bytes, p: int, nslots: int) -> tuple[list, list, int]:
+    """Versions 1 and 2: one record per slot."""
+    snames: list = []
+    ss: list = []
+    for _ in range(nslots):
+        (ln,) = _U16.unpack_from(data, p)
+        p += 2
+        if ln == _FREE:
+            snames.append(None)
+            ss.append(None)
+            continue
+        snames.append(data[p : p + ln].decode())
+        p += ln
+        m, f, la, stale = _SS.unpack_from(data, p)
+        p += _SS.size
+        ss.append([m, f, la, stale])
+    return snames, ss, p

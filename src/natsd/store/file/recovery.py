@@ -162,10 +162,13 @@ class Recovery:
         s._msgs, s._bytes, s._base = snap.msgs, snap.bytes, snap.base
         s._pos, s._sid, s._ts, s._sz, s._nxt = snap.pos, snap.sid, snap.ts, snap.sz, snap.nxt
         # Freed slots stay None (see IndexedStreamStore._snames).
-        s._snames = [None if e is None else e[0] for e in snap.subjects]  # type: ignore[misc]
-        s._ss = [None if e is None else e[1] for e in snap.subjects]  # type: ignore[misc]
-        s._sid_of = {e[0]: sid for sid, e in enumerate(snap.subjects) if e is not None}
-        s._free_sids = [sid for sid, e in enumerate(snap.subjects) if e is None]
+        s._snames, s._ss = snap.snames, snap.ss
+        if None in snap.snames:
+            s._sid_of = {name: sid for sid, name in enumerate(snap.snames) if name is not None}
+            s._free_sids = [sid for sid, name in enumerate(snap.snames) if name is None]
+        else:
+            s._sid_of = dict(zip(snap.snames, range(len(snap.snames))))
+            s._free_sids = []
         s._sgen += 1
         for seq, exp in snap.ttl:
             s._ttl[seq] = exp
