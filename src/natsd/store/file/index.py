@@ -84,10 +84,14 @@ class IndexSnapshot:
     ts: array
     sz: array
     nxt: array
-    # Per subject slot: its name and [msgs, first, last, stale], None for a free slot (both lists
-    # are the store's own ``_snames`` / ``_ss``, adopted as they are at recovery).
+    # Per subject slot: its name (None for a free slot) and its msgs/first/last/stale (0 for a
+    # free slot): the store's own ``_snames``/``_smsgs``/``_sfirst``/``_slast``/``_sstale``,
+    # adopted as they are at recovery.
     snames: list
-    ss: list
+    smsgs: array
+    sfirst: array
+    slast: array
+    sstale: array
     ttl: list[tuple[int, int]] = field(default_factory=list)
     lost: list[int] = field(default_factory=list)
     blocks: list[BlockInfo] = field(default_factory=list)
@@ -101,7 +105,7 @@ def encode_index(snap: IndexSnapshot) -> bytes:
                          snap.bytes, snap.base, n, snap.marker_first, snap.lost_bytes),
              snap.pos.tobytes(), snap.sid.tobytes(), snap.ts.tobytes(), snap.sz.tobytes(), snap.nxt.tobytes(),
              _U32.pack(len(snap.snames))]
-    parts.extend(_encode_subjects(snap.snames, snap.ss))
+    parts.extend(_encode_subjects(snap))
     parts.append(_U32.pack(len(snap.ttl)))
     parts.extend(_PAIR.pack(s, e) for s, e in snap.ttl)
     parts.append(_U32.pack(len(snap.lost)))
@@ -144,9 +148,9 @@ def decode_index(data: bytes) -> IndexSnapshot:
         (nslots,) = _U32.unpack_from(data, p)
         p += 4
         if version & ~_BIG >= 3:
-            snames, ss, p = _decode_subjects(mv, p, nslots)
+            snames, cols, p = _decode_subjects(mv, p, nslots)
         else:
-            snames, ss, p = _decode_subjects_v2(data, p, nslots)
+            snames, cols, p = _decode_subjects_v2(data, p, nslots)
         (nttl,) = _U32.unpack_from(data, p)
         p += 4
         ttl = []
@@ -171,21 +175,16 @@ def decode_index(data: bytes) -> IndexSnapshot:
     except (struct.error, UnicodeDecodeError) as exc:
         raise CorruptState(f"index: malformed: {exc}") from None
     return IndexSnapshot(first, last, first_ts, last_ts, msgs, nbytes, base, marker_first, lost_bytes,
-                         arrays[0], arrays[1], arrays[2], arrays[3], arrays[4], snames, ss, ttl, lost, blocks)
+                         arrays[0], arrays[1], arrays[2], arrays[3], arrays[4], snames, cols[0], cols[1], cols[2], cols[3], ttl, lost, blocks)
 
 
-def _encode_subjects(snames: list, ss: list) -> list[bytes]:
+def _encode_subjects(snap: IndexSnapshot) -> list[bytes]:
     """The subject slots in columns (version 3, see the module docstring)."""
-    encoded = [None if n is None else n.encode() for n in snames]
+    encoded = [None if n is None else n.encode() for n in snap.snames]
     lens = array("H", [_FREE if b is None else len(b) for b in encoded])
-    zero = (0, 0, 0, 0)
-    cols = [e if e is not None else zero for e in ss]
-    msgs = array("q", [e[0] for e in cols])
-    first = array("q", [e[1] for e in cols])
-    last = array("q", [e[2] for e in cols])
-    stale = array("B", [e[3] for e in cols])
-    return [lens.tobytes(), b"".join(b for b in encoded if b is not None), msgs.tobytes(), first.tobytes(),
-            last.tobytes(), stale.tobytes()]
+    assert len(snap.smsgs) == len(snap.sfirst) == len(snap.slast) == len(snap.sstale) == len(lens)
+    return [lens.tobytes(), b"".join(b for b in encoded if b is not None), snap.smsgs.tobytes(),
+            snap.sfirst.tobytes(), snap.slast.tobytes(), snap.sstale.tobytes()]
 
 
 def _column(mv: memoryview, p: int, code: str, n: int) -> tuple[array, int]:
@@ -197,8 +196,8 @@ def _column(mv: memoryview, p: int, code: str, n: int) -> tuple[array, int]:
     return a, end
 
 
-def _decode_subjects(mv: memoryview, p: int, nslots: int) -> tuple[list, list, int]:
-    """Version 3's columns -> (names, [msgs, first, last, stale] lists), None for free slots."""
+def _decode_subjects(mv: memoryview, p: int, nslots: int) -> tuple[list, tuple[array, array, array, array], int]:
+    """Version 3's columns -> (names, None for free slots; (msgs, first, last, stale) arrays)."""
     lens, p = _column(mv, p, "H", nslots)
     total = sum(lens) - _FREE * lens.count(_FREE)
     blob = bytes(mv[p : p + total])
@@ -223,26 +222,24 @@ def _decode_subjects(mv: memoryview, p: int, nslots: int) -> tuple[list, list, i
             off += ln
     if not isinstance(text, str):
         snames = [n if n is None else n.decode() for n in snames]
-    ss = [[m, f, la, st] for m, f, la, st in zip(msgs, first, last, stale)]
-    if lens.count(_FREE):
-        ss = [None if n is None else e for n, e in zip(snames, ss)]
-    return snames, ss, p
+    return snames, (msgs, first, last, stale), p
 
 
-def _decode_subjects_v2(data: bytes, p: int, nslots: int) -> tuple[list, list, int]:
+def _decode_subjects_v2(data: bytes, p: int, nslots: int) -> tuple[list, tuple[array, array, array, array], int]:
     """Versions 1 and 2: one record per slot."""
     snames: list = []
-    ss: list = []
+    cols = (array("q"), array("q"), array("q"), array("B"))
     for _ in range(nslots):
         (ln,) = _U16.unpack_from(data, p)
         p += 2
         if ln == _FREE:
             snames.append(None)
-            ss.append(None)
+            for c in cols:
+                c.append(0)
             continue
         snames.append(data[p : p + ln].decode())
         p += ln
-        m, f, la, stale = _SS.unpack_from(data, p)
+        for c, v in zip(cols, _SS.unpack_from(data, p)):
+            c.append(v)
         p += _SS.size
-        ss.append([m, f, la, stale])
-    return snames, ss, p
+    return snames, cols, p

@@ -44,11 +44,12 @@ def _as_version_2(data: bytes) -> bytes:
     head = struct.calcsize("<4sI10q") + len(snap.pos) * 28
     tail_start = head + 4 + _subjects_size(snap)
     slots = [_U32.pack(len(snap.snames))]
-    for name, ss in zip(snap.snames, snap.ss):
+    for sid, name in enumerate(snap.snames):
         if name is None:
             slots.append(_U16.pack(0xFFFF))
         else:
             nb = name.encode()
+            ss = (snap.smsgs[sid], snap.sfirst[sid], snap.slast[sid], snap.sstale[sid])
             slots.append(_U16.pack(len(nb)) + nb + _SS.pack(*ss))
     body = bytearray(v3[:head] + b"".join(slots) + v3[tail_start:])
     struct.pack_into("<I", body, 4, 2)
@@ -66,7 +67,9 @@ def test_version_3_round_trips_free_slots_and_utf8(tmp_path):
     assert struct.unpack_from("<I", data, 4)[0] == 3
     snap = decode_index(data)
     assert None in snap.snames and "k.é.ü" in snap.snames
-    assert [e is None for e in snap.ss] == [n is None for n in snap.snames]
+    free = snap.snames.index(None)
+    assert (snap.smsgs[free], snap.sfirst[free], snap.slast[free], snap.sstale[free]) == (0, 0, 0, 0)
+    assert snap.smsgs[snap.snames.index("k.é.ü")] == 1
     assert encode_index(snap) == data
 
 
@@ -76,7 +79,8 @@ def test_a_version_2_index_is_still_used(tmp_path):
     v3 = decode_index(path.read_bytes())
     old = _as_version_2(path.read_bytes())
     v2 = decode_index(old)
-    assert (v2.snames, v2.ss, list(v2.pos), v2.blocks) == (v3.snames, v3.ss, list(v3.pos), v3.blocks)
+    cols = ("snames", "smsgs", "sfirst", "slast", "sstale", "pos", "blocks")
+    assert [getattr(v2, c) for c in cols] == [getattr(v3, c) for c in cols]
     path.write_bytes(old)
     st = _store(str(tmp_path), ManualClock())
     try:
