@@ -297,21 +297,23 @@ class IndexedStreamStore:
         if n == 0:
             self._free_subject(sid)
         else:
-            sfirst, slast = self._sfirst, self._slast
-            stale = self._sstale[sid]
-            if seq == sfirst[sid]:
+            # (each read of _sfirst/_slast makes an int: read them once)
+            first, last = self._sfirst[sid], self._slast[sid]
+            old = stale = self._sstale[sid]
+            if seq == first:
                 stale |= _STALE_FIRST
-            if seq == slast[sid]:
+            if seq == last:
                 stale |= _STALE_LAST
             if n == 1 and stale:
                 # One message left: a known end is the other end too (KV history 1: O(1)).
                 if not stale & _STALE_LAST:
-                    sfirst[sid] = slast[sid]
+                    self._sfirst[sid] = last
                     stale = 0
                 elif not stale & _STALE_FIRST:
-                    slast[sid] = sfirst[sid]
+                    self._slast[sid] = first
                     stale = 0
-            self._sstale[sid] = stale
+            if stale != old:
+                self._sstale[sid] = stale
         if self._ttl:
             self._ttl.pop(seq, None)
         front = seq == self._first

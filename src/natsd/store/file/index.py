@@ -175,7 +175,8 @@ def decode_index(data: bytes) -> IndexSnapshot:
     except (struct.error, UnicodeDecodeError) as exc:
         raise CorruptState(f"index: malformed: {exc}") from None
     return IndexSnapshot(first, last, first_ts, last_ts, msgs, nbytes, base, marker_first, lost_bytes,
-                         arrays[0], arrays[1], arrays[2], arrays[3], arrays[4], snames, cols[0], cols[1], cols[2], cols[3], ttl, lost, blocks)
+                         arrays[0], arrays[1], arrays[2], arrays[3], arrays[4], snames, cols[0], cols[1], cols[2],
+                         cols[3], ttl, lost, blocks)
 
 
 def _encode_subjects(snap: IndexSnapshot) -> list[bytes]:
