@@ -8,7 +8,8 @@ Each figure comes from a fresh interpreter (``--tree DIR``: the ``src`` of anoth
 before/after; both trees alternate when ``--tree`` is given twice). Two shapes: N messages on one
 subject (bytes per message) and K messages on K distinct subjects (bytes per subject, the
 per-message part included); then the store is closed and reopened from ``index.db`` (CPU s of the
-open). Medians of ``--rounds`` (default 3). Nothing is asserted.
+open). Medians of ``--rounds`` (default 3). ``--puts``: CPU µs per ``store_msg`` of the index alone
+instead (a memory store; KV history 1 over 1,000 keys, and 100 subjects). Nothing is asserted.
 """
 
 from __future__ import annotations
@@ -65,6 +66,45 @@ print(json.dumps({"bytes": grown / n, "us": cpu / n * 1e6, "reopen": reopen}))
 """
 
 
+PUTS = r"""
+import json, time
+from natsd.clock import ManualClock
+from natsd.store.base import StoreConfig
+from natsd.store.memory import MemoryStreamStore
+
+def run(maxp, nsubj, n=100_000):
+    cfg = StoreConfig(name="S", subjects=[">"], max_msgs_per_subject=maxp, storage="memory")
+    st = MemoryStreamStore(cfg, ManualClock())
+    subs = [f"$KV.B.k{i}" for i in range(nsubj)]
+    store, p = st.store_msg, b"x" * 16
+    t = time.process_time()
+    for i in range(n):
+        store(subs[i % nsubj], None, p)
+    return (time.process_time() - t) / n * 1e6
+
+best = {}
+for _ in range(9):
+    for k, (m, s) in {"kv1000": (1, 1000), "subjects100": (0, 100)}.items():
+        best[k] = min(best.get(k, 1e9), run(m, s))
+print(json.dumps(best))
+"""
+
+
+def puts(trees: list[Path], rounds: int) -> None:
+    """``--puts``: CPU µs per ``store_msg`` of the index alone (a memory store): KV history 1 over
+    1,000 keys (each put removes the key's previous message), and 100 subjects without limits;
+    best of 9 passes per interpreter, medians over ``rounds`` interpreters per tree, alternating."""
+    res: dict[Path, list[dict]] = {t: [] for t in trees}
+    for r in range(rounds):
+        for t in trees if r % 2 == 0 else trees[::-1]:
+            env = dict(os.environ, PYTHONPATH=str(t / "src"))
+            out = subprocess.run([sys.executable, "-c", PUTS], env=env, capture_output=True, text=True, check=True)
+            res[t].append(json.loads(out.stdout))
+    for t in trees:
+        med = {k: statistics.median(x[k] for x in res[t]) for k in res[t][0]}
+        print(f"  {str(t):40} " + "   ".join(f"{k} {v:5.2f} µs/put" for k, v in med.items()))
+
+
 def run(tree: Path, n: int, distinct: bool) -> dict:
     env = dict(os.environ, PYTHONPATH=str(tree / "src"))
     env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -94,7 +134,12 @@ def main() -> None:
             rounds = int(args.pop(0))
         elif a == "--one":  # the one-subject shape alone (store_msg CPU)
             subjects = 0
+        elif a == "--puts":
+            msgs = 0
     trees = trees or [ROOT]
+    if not msgs:
+        puts(trees, rounds)
+        return
     shapes = [("per message, one subject", msgs, False), ("per subject, one message each", subjects, True)]
     for label, n, distinct in shapes[: 2 if subjects else 1]:
         res: dict[Path, list[dict]] = {t: [] for t in trees}
