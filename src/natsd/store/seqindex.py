@@ -656,7 +656,9 @@ class IndexedStreamStore:
         if maxp:
             smsgs = self._smsgs
             while smsgs[sid] > maxp:
-                self._remove(self._subject_first(sid))
+                # (the subject's first inline when known: a KV put removes one message per put)
+                stale = self._sstale[sid] & _STALE_FIRST
+                self._remove(self._subject_first(sid) if stale else self._sfirst[sid])
         limit = self._old_max_msgs
         if limit:
             while self._msgs > limit:
