@@ -53,13 +53,15 @@ async def run(n: int) -> tuple[float, float]:
             for _ in range(n):
                 await nc.publish("s", b"x" * 128)
             await nc.flush()
-            await js.add_consumer("S", ConsumerConfig(durable_name="C", ack_policy=AckPolicy.EXPLICIT,
-                                                      max_ack_pending=100_000))
+            await js.add_consumer(
+                "S", ConsumerConfig(durable_name="C", ack_policy=AckPolicy.EXPLICIT, max_ack_pending=100_000)
+            )
             t = _Transport()
             c = ClientConnection(server)
             c.connection_made(t)
-            c.data_received(b'CONNECT {"verbose":false,"pedantic":false,"headers":true,"protocol":1}\r\n'
-                            b"SUB _INBOX.x.* 1\r\n")
+            c.data_received(
+                b'CONNECT {"verbose":false,"pedantic":false,"headers":true,"protocol":1}\r\nSUB _INBOX.x.* 1\r\n'
+            )
             await asyncio.sleep(0.01)
             t.buf.clear()
             req = b'{"batch":%d,"expires":5000000000}' % BATCH
@@ -79,7 +81,7 @@ async def run(n: int) -> tuple[float, float]:
                 data = b"".join(b"PUB %s 4\r\n+ACK\r\n" % a for a in acks)
                 c2 = time.process_time()
                 for i in range(0, len(data), READ):
-                    c.data_received(data[i:i + READ])
+                    c.data_received(data[i : i + READ])
                 await asyncio.sleep(0)
                 await asyncio.sleep(0)
                 c3 = time.process_time()
@@ -98,12 +100,12 @@ def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 50_000
     try:
         import uvloop
+
         uvloop.install()
     except ImportError:  # pragma: no cover
         pass
     d, a = asyncio.run(run(n))
-    print(f"pull consumer, batches of {BATCH}, n={n}: deliver {d:.2f} us/msg, ack {a:.2f} us/msg "
-          f"(server CPU)")
+    print(f"pull consumer, batches of {BATCH}, n={n}: deliver {d:.2f} us/msg, ack {a:.2f} us/msg (server CPU)")
 
 
 if __name__ == "__main__":

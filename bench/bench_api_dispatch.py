@@ -17,8 +17,13 @@ import tempfile
 import time
 from pathlib import Path
 
-SUBJECTS = ["$JS.API.STREAM.INFO.ORDERS", "$JS.API.CONSUMER.INFO.ORDERS.C1", "$JS.API.INFO",
-            "$JS.API.CONSUMER.CREATE.ORDERS.C1.orders.>", "$JS.API.STREAM.TEMPLATE.NAMES"]
+SUBJECTS = [
+    "$JS.API.STREAM.INFO.ORDERS",
+    "$JS.API.CONSUMER.INFO.ORDERS.C1",
+    "$JS.API.INFO",
+    "$JS.API.CONSUMER.CREATE.ORDERS.C1.orders.>",
+    "$JS.API.STREAM.TEMPLATE.NAMES",
+]
 
 
 def main() -> None:
@@ -33,20 +38,26 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         env = JsEnv(d)
         env.create("ORDERS", storage="memory")
-        env.api("$JS.API.CONSUMER.CREATE.ORDERS.C1",
-                {"stream_name": "ORDERS", "config": {"durable_name": "C1", "ack_policy": "explicit"}})
+        env.api(
+            "$JS.API.CONSUMER.CREATE.ORDERS.C1",
+            {"stream_name": "ORDERS", "config": {"durable_name": "C1", "ack_policy": "explicit"}},
+        )
         acc = env.account
         if hasattr(acc, "router"):
+
             def lookup(s: str) -> object:
                 return acc.router.lookup(s.split("."))
+
             tag = "per-account trie"
         else:
             from natsd.jetstream.api import ROUTES
             from natsd.jetstream.api.router import ApiDispatcher
+
             disp = ApiDispatcher(ROUTES)
 
             def lookup(s: str) -> object:  # the split is still made once per request (ApiRequest.tokens)
                 return disp.lookup(s), s.split(".")
+
             tag = "Sublist table"
         n = args.lookups
         best = float("inf")

@@ -89,6 +89,7 @@ def main() -> int:
     setup = operator_setup("A")
     acc, _ = setup.accounts["A"]
     from tests.helpers.identities import user_claims
+
     ujwt = acc.sign(user_claims(user, "bench"))
     configs = {
         "nkey": (f"authorization {{ users: [ {{ nkey: {user.public} }} ] }}\n", {"nkey": user.public}),
@@ -107,8 +108,10 @@ def main() -> int:
                     srv.stop()
                 times.sort()
                 rates[kind] = rate
-                print(f"{mode:5} {kind:12} {rate:8.0f} logins/s   median {statistics.median(times) * 1e3:6.2f} ms"
-                      f"   p99 {times[int(len(times) * 0.99) - 1] * 1e3:6.2f} ms")
+                print(
+                    f"{mode:5} {kind:12} {rate:8.0f} logins/s   median {statistics.median(times) * 1e3:6.2f} ms"
+                    f"   p99 {times[int(len(times) * 0.99) - 1] * 1e3:6.2f} ms"
+                )
             print(f"{mode:5} ratio natsd/nats-server: {rates['natsd'] / rates['nats-server']:.2f}")
     return 0
 

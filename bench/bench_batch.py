@@ -39,8 +39,9 @@ class Raw:
         self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.buf = b""
         self._line()  # INFO
-        self.s.sendall(b'CONNECT {"verbose":false,"pedantic":false,"headers":true,"no_responders":true}\r\n'
-                       b"SUB _R.> 1\r\nPING\r\n")
+        self.s.sendall(
+            b'CONNECT {"verbose":false,"pedantic":false,"headers":true,"no_responders":true}\r\nSUB _R.> 1\r\nPING\r\n'
+        )
         while self._line() != b"PONG":
             pass
 
@@ -53,7 +54,7 @@ class Raw:
     def _take(self, n: int) -> bytes:
         while len(self.buf) < n + 2:
             self.buf += self.s.recv(1 << 16)
-        data, self.buf = self.buf[:n], self.buf[n + 2:]
+        data, self.buf = self.buf[:n], self.buf[n + 2 :]
         return data
 
     def reply(self) -> tuple[str, bytes]:
@@ -66,7 +67,7 @@ class Raw:
             if line.startswith(b"HMSG "):
                 parts = line.split()
                 data = self._take(int(parts[-1]))
-                return parts[1].decode(), data[int(parts[-2]):]
+                return parts[1].decode(), data[int(parts[-2]) :]
             if line == b"PING":
                 self.s.sendall(b"PONG\r\n")
 
@@ -77,8 +78,14 @@ class Raw:
 
 
 def hpub(subject: str, reply: str, hdr: bytes, payload: bytes) -> bytes:
-    return b"HPUB %s %s %d %d\r\n%s%s\r\n" % (subject.encode(), reply.encode(), len(hdr), len(hdr) + len(payload),
-                                             hdr, payload)
+    return b"HPUB %s %s %d %d\r\n%s%s\r\n" % (
+        subject.encode(),
+        reply.encode(),
+        len(hdr),
+        len(hdr) + len(payload),
+        hdr,
+        payload,
+    )
 
 
 def bench_atomic(port: int, batches: int, size: int = 1000, msg: int = 128) -> float:
@@ -160,10 +167,11 @@ def main(argv: list[str] | None = None) -> int:
                 srv.stop()
         ratio = rates["natsd"] / rates["nats-server"]
         unit = "msgs/s committed" if wl == "atomic" else "publishes/s"
-        cpu = (f"  server CPU us/publish nats-server {cpus['nats-server']:.1f} natsd {cpus['natsd']:.1f}"
-               if cpus else "")
-        print(f"{wl:8s} nats-server {rates['nats-server']:>10,.0f}  natsd {rates['natsd']:>10,.0f}  {unit}  "
-              f"ratio {ratio:.2f}{cpu}")
+        cpu = f"  server CPU us/publish nats-server {cpus['nats-server']:.1f} natsd {cpus['natsd']:.1f}" if cpus else ""
+        print(
+            f"{wl:8s} nats-server {rates['nats-server']:>10,.0f}  natsd {rates['natsd']:>10,.0f}  {unit}  "
+            f"ratio {ratio:.2f}{cpu}"
+        )
     return 0
 
 

@@ -40,8 +40,11 @@ BENCHES = {
     "sublist": [str(ROOT / "bench" / "bench_sublist.py"), "--lookups", "500000"],
 }
 _US = re.compile(r"^(\S+)\s+([0-9.]+) us/msg$")
-_SUBLIST = {"warm cached match": "sublist_warm_match", "no-cache match": "sublist_cold_match",
-            "insert+remove": "sublist_insert_remove"}
+_SUBLIST = {
+    "warm cached match": "sublist_warm_match",
+    "no-cache match": "sublist_cold_match",
+    "insert+remove": "sublist_insert_remove",
+}
 _RATE = re.compile(r"^(.+?)\s*:\s*([0-9.]+) (M|K) ")
 
 
@@ -70,8 +73,12 @@ def run_core(env: dict, n: int) -> dict[str, float]:
     with socket.socket() as so:
         so.bind(("127.0.0.1", 0))
         port = so.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "natsd", "-a", "127.0.0.1", "-p", str(port)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "natsd", "-a", "127.0.0.1", "-p", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 20
         while True:
@@ -88,8 +95,12 @@ def run_core(env: dict, n: int) -> dict[str, float]:
             return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
         c0 = cpu()
-        out = subprocess.run([str(ROOT / "bench" / "bin" / "jsbench"), f"nats://127.0.0.1:{port}", "core", str(n), "128"],
-                             capture_output=True, text=True, timeout=600)
+        out = subprocess.run(
+            [str(ROOT / "bench" / "bin" / "jsbench"), f"nats://127.0.0.1:{port}", "core", str(n), "128"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         c1 = cpu()
     finally:
         proc.terminate()
@@ -133,8 +144,10 @@ def main() -> int:
                 for k, v in run_core(envs[kind], a.core).items():
                     figures[kind].setdefault(k, []).append(v)
         print(f"round {r + 1}/{a.rounds} done", file=sys.stderr)
-    print(f"{'figure (µs per message/op, median of ' + str(a.rounds) + ')':<44} {'pure':>8} {'compiled':>9} "
-          f"{'comp/pure':>9} {'CPU saved':>9}")
+    print(
+        f"{'figure (µs per message/op, median of ' + str(a.rounds) + ')':<44} {'pure':>8} {'compiled':>9} "
+        f"{'comp/pure':>9} {'CPU saved':>9}"
+    )
     for k in figures["pure"]:
         p = statistics.median(figures["pure"][k])
         c = statistics.median(figures["compiled"].get(k, [float("nan")]))

@@ -36,13 +36,15 @@ def build() -> None:
     if PUBASYNC.exists() and PUBASYNC.stat().st_mtime >= src.stat().st_mtime:
         return
     PUBASYNC.parent.mkdir(parents=True, exist_ok=True)
-    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "libnats"], capture_output=True, text=True,
-                           check=True).stdout.split()
+    flags = subprocess.run(
+        ["pkg-config", "--cflags", "--libs", "libnats"], capture_output=True, text=True, check=True
+    ).stdout.split()
     subprocess.run(["cc", "-O2", "-Wall", "-pthread", str(src), "-o", str(PUBASYNC), *flags], check=True)
 
 
 async def _api(url: str, subject: str, body: dict) -> dict:
     import nats
+
     nc = await nats.connect(url)
     try:
         msg = await nc.request(subject, json.dumps(body).encode(), timeout=30)
@@ -66,8 +68,9 @@ def run_one(kind: str, compression: str, n: int, size: int) -> tuple[float, int,
         out = asyncio.run(_api(srv.url, "$JS.API.STREAM.CREATE.BENCH", cfg))
         if "error" in out:
             raise RuntimeError(f"{kind}: {out['error']}")
-        res = subprocess.run([str(PUBASYNC), srv.url, "bench.s2", str(n), str(size)], capture_output=True,
-                             text=True, timeout=600)
+        res = subprocess.run(
+            [str(PUBASYNC), srv.url, "bench.s2", str(n), str(size)], capture_output=True, text=True, timeout=600
+        )
         rate = next((float(t[5:]) for t in res.stdout.split() if t.startswith("rate=")), float("nan"))
         if res.returncode:
             sys.stderr.write(f"[{kind}] {res.stderr.strip()}\n")
@@ -103,8 +106,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{compression:<12}{kind:<13}{rate:>10,.0f}{disk / 1e6:>10.1f}{logical / 1e6:>12.1f}")
     for compression in ("s2", "none"):
         ref, ours = rows["nats-server", compression], rows["natsd", compression]
-        print(f"{compression}: publish ratio natsd/nats-server {ours[0] / ref[0]:.2f}; "
-              f"disk ratio natsd/nats-server {ours[1] / ref[1]:.2f}")
+        print(
+            f"{compression}: publish ratio natsd/nats-server {ours[0] / ref[0]:.2f}; "
+            f"disk ratio natsd/nats-server {ours[1] / ref[1]:.2f}"
+        )
     return 0
 
 

@@ -63,8 +63,14 @@ async def _replay_client(port: int, n: int, fill) -> float:
     await fill(w, r, n)
     w.write(b"SUB dlv 1\r\n")
     await w.drain()
-    cfg = {"deliver_subject": "dlv", "ack_policy": "none", "flow_control": True, "idle_heartbeat": 5 * SEC,
-           "max_deliver": 1, "mem_storage": True}
+    cfg = {
+        "deliver_subject": "dlv",
+        "ack_policy": "none",
+        "flow_control": True,
+        "idle_heartbeat": 5 * SEC,
+        "max_deliver": 1,
+        "mem_storage": True,
+    }
     t0 = time.perf_counter()
     await req("$JS.API.CONSUMER.CREATE.R", {"stream_name": "R", "config": cfg})
     got, tail, t_last = 0, b"", t0
@@ -78,7 +84,7 @@ async def _replay_client(port: int, n: int, fill) -> float:
         t_last = time.perf_counter()
         buf = tail + chunk
         got += buf.count(b"MSG r 1 ") - tail.count(b"MSG r 1 ")
-        for m in FC_RE.finditer(buf[max(len(tail) - 80, 0):]):
+        for m in FC_RE.finditer(buf[max(len(tail) - 80, 0) :]):
             w.write(b"PUB " + m.group(1) + b" 0\r\n\r\n")
         tail = buf[-80:]
     w.close()
@@ -130,12 +136,15 @@ async def bench_replay(n: int) -> None:
                 p.terminate()
                 p.wait()
     ours, ref = rates["natsd"], rates["nats-server"]
-    print(f"push replay n={n}: natsd {ours:,.0f} msgs/s, nats-server {ref:,.0f} msgs/s, ratio {ours / ref:.2f}"
-          " (the Python reading client caps the reference's figure)")
+    print(
+        f"push replay n={n}: natsd {ours:,.0f} msgs/s, nats-server {ref:,.0f} msgs/s, ratio {ours / ref:.2f}"
+        " (the Python reading client caps the reference's figure)"
+    )
 
 
 def bench_loop(n: int) -> None:
     from tests.unit.jetstream.test_consumer_harness import Harness
+
     h = Harness()
     for _ in range(n):
         h.store.store_msg("orders.x", None, b"x" * 128)
@@ -143,6 +152,7 @@ def bench_loop(n: int) -> None:
 
     def deliver(route, subject, reply, hdr, payload) -> None:  # noqa: ANN001
         count[0] += 1
+
     h.ports.deliver = deliver
     h.ports.client_subscribe("push.x")
     t0 = time.perf_counter()
@@ -192,6 +202,7 @@ def _proc_cpu_s(pid: int) -> float:
 
 async def bench_idle(n: int) -> None:
     import nats
+
     for kind in ("natsd", "nats-server"):
         port = free_port()
         with tempfile.TemporaryDirectory() as d:

@@ -93,9 +93,11 @@ def build(n: int, memory: bool, d: str):
     sc = StoreConfig(name="S", subjects=["s.>"], storage=scfg.storage)
     if memory:
         from natsd.store.memory import MemoryStreamStore
+
         store = MemoryStreamStore(sc, clock)
     else:
         from natsd.store.file import FileStreamStore
+
         store = FileStreamStore(sc, clock, d)
     stream = FakeStream(account, scfg, store)
     account.streams["S"] = stream
@@ -143,9 +145,18 @@ def one_pass(clock, stream, conn, name: str, n: int) -> tuple[float, float]:
 
 
 FC_RE = re.compile(rb"HMSG _INBOX\.p 1 (\$JS\.FC\.[^ ]+) ")
-PUSH_CFG = {"deliver_policy": "all", "ack_policy": "none", "max_deliver": 1, "replay_policy": "instant",
-            "flow_control": True, "idle_heartbeat": 5 * SEC, "deliver_subject": "_INBOX.p",
-            "mem_storage": True, "num_replicas": 1, "inactive_threshold": 300 * SEC}
+PUSH_CFG = {
+    "deliver_policy": "all",
+    "ack_policy": "none",
+    "max_deliver": 1,
+    "replay_policy": "instant",
+    "flow_control": True,
+    "idle_heartbeat": 5 * SEC,
+    "deliver_subject": "_INBOX.p",
+    "mem_storage": True,
+    "num_replicas": 1,
+    "inactive_threshold": 300 * SEC,
+}
 
 
 def push_pass(clock, stream, conn, name: str, n: int) -> float:
@@ -194,6 +205,7 @@ def main() -> None:
         if profile:
             import cProfile
             import pstats
+
             pr = cProfile.Profile()
             pr.enable()
             push_pass(clock, stream, conn, "P", n) if push else one_pass(clock, stream, conn, "P", n)
@@ -204,16 +216,20 @@ def main() -> None:
         if push:
             best = min(push_pass(clock, stream, conn, f"P{i}", n) for i in range(passes))
             stream.store.stop()
-            print(f"{'memory' if memory else 'file'} store, n={n}: ordered push replay {best / n * 1e6:.2f} us/msg "
-                  f"(CPU, best of {passes})")
+            print(
+                f"{'memory' if memory else 'file'} store, n={n}: ordered push replay {best / n * 1e6:.2f} us/msg "
+                f"(CPU, best of {passes})"
+            )
             return
         for i in range(passes):
             t_d, t_a = one_pass(clock, stream, conn, f"P{i}", n)
             best_d, best_a = min(best_d, t_d), min(best_a, t_a)
         stream.store.stop()
     kind = "memory" if memory else "file"
-    print(f"{kind} store, n={n}, batch {BATCH}: delivery {best_d / n * 1e6:.2f} us/msg, "
-          f"ack {best_a / n * 1e6:.2f} us/msg (CPU, best of {passes})")
+    print(
+        f"{kind} store, n={n}, batch {BATCH}: delivery {best_d / n * 1e6:.2f} us/msg, "
+        f"ack {best_a / n * 1e6:.2f} us/msg (CPU, best of {passes})"
+    )
 
 
 if __name__ == "__main__":

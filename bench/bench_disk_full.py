@@ -39,9 +39,11 @@ def main() -> None:
         for phase in ("before", "while_full", "space_back", "after_restart"):
             print(f"  {phase:14s} {r[phase]}")
         recovered = r["space_back"].get("acked", 0) > 0
-        print(f"  acknowledged {len(r['acked'])}, lost {len(r['lost'])}, acked sequences used twice "
-              f"{r['acked_twice']}, unanswered {r['unanswered']}, "
-              f"publishing works again once space returns (no restart): {'yes' if recovered else 'no'}")
+        print(
+            f"  acknowledged {len(r['acked'])}, lost {len(r['lost'])}, acked sequences used twice "
+            f"{r['acked_twice']}, unanswered {r['unanswered']}, "
+            f"publishing works again once space returns (no restart): {'yes' if recovered else 'no'}"
+        )
 
 
 if __name__ == "__main__":

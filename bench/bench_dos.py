@@ -82,10 +82,12 @@ def rss_mb(pid: int) -> float:
 
 # -- the latency probe (its own process) ----------------------------------------------------------
 
+
 def probe_main(port: int) -> None:
     """Round trips until stdin closes; then prints the latencies (ms) as JSON, one per mark
     ("mark <name>" lines on stdin start a new phase)."""
     import select
+
     s = socket.create_connection(("127.0.0.1", port))
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     s.recv(65536)
@@ -123,8 +125,9 @@ def probe_main(port: int) -> None:
 
 class Probe:
     def __init__(self, port: int) -> None:
-        self.p = subprocess.Popen([sys.executable, __file__, "probe", str(port)], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, text=True)
+        self.p = subprocess.Popen(
+            [sys.executable, __file__, "probe", str(port)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
 
     def mark(self, name: str) -> None:
         self.p.stdin.write(f"mark {name}\n")
@@ -143,6 +146,7 @@ def p99(xs: list[float]) -> float:
 
 
 # -- a raw client ------------------------------------------------------------------------------------
+
 
 class Client:
     def __init__(self, r, w) -> None:
@@ -174,6 +178,7 @@ class Client:
             while not line.startswith(b"MSG"):
                 line = await self.r.readline()
             return (await self.r.readexactly(int(line.split()[-1]) + 2))[:-2]
+
         out = await asyncio.wait_for(read(), timeout)
         self.w.write(b"UNSUB 99\r\n")
         return out
@@ -230,12 +235,18 @@ async def fill(c: Client, stream: str, subject: str, n: int, payload: bytes) -> 
 
 # -- pending ---------------------------------------------------------------------------------------
 
+
 async def run_pending(kind: str, port: int, pid: int, n: int) -> dict:
     c = await Client.connect(port)
     await c.req("$JS.API.STREAM.CREATE.P", {"name": "P", "subjects": ["p"], "storage": "file"})
     await fill(c, "P", "p", n, b"0123456789abcdef")
-    await c.req("$JS.API.CONSUMER.CREATE.P.C", {"stream_name": "P", "config": {
-        "durable_name": "C", "ack_policy": "explicit", "max_ack_pending": -1, "ack_wait": 600 * SEC}})
+    await c.req(
+        "$JS.API.CONSUMER.CREATE.P.C",
+        {
+            "stream_name": "P",
+            "config": {"durable_name": "C", "ack_policy": "explicit", "max_ack_pending": -1, "ack_wait": 600 * SEC},
+        },
+    )
     await asyncio.sleep(1)
     r0 = rss_mb(pid)
     probe = Probe(port)
@@ -249,8 +260,10 @@ async def run_pending(kind: str, port: int, pid: int, n: int) -> dict:
     per = 100_000
     while got < n:
         k = min(per, n - got)
-        d.w.write(b'PUB $JS.API.CONSUMER.MSG.NEXT.P.C _D.%d %d\r\n%s\r\n' % (
-            got, len(b'{"batch":%d}' % k), b'{"batch":%d}' % k))
+        d.w.write(
+            b"PUB $JS.API.CONSUMER.MSG.NEXT.P.C _D.%d %d\r\n%s\r\n"
+            % (got, len(b'{"batch":%d}' % k), b'{"batch":%d}' % k)
+        )
         await d.w.drain()
         before = got
 
@@ -264,6 +277,7 @@ async def run_pending(kind: str, port: int, pid: int, n: int) -> dict:
                             acks.append(parts[3])
                     except (IndexError, ValueError):
                         pass  # a line cut at the chunk's end
+
         got += await d.count(b"MSG p 1 $JS.ACK.", k, idle=60, on_chunk=keep)
         if got == before:
             break
@@ -272,7 +286,7 @@ async def run_pending(kind: str, port: int, pid: int, n: int) -> dict:
     probe.mark("acks")
     t1 = time.perf_counter()
     for i in range(0, len(acks), 1000):
-        d.w.write(b"".join(b"PUB %s 0\r\n\r\n" % a for a in acks[i:i + 1000]))
+        d.w.write(b"".join(b"PUB %s 0\r\n\r\n" % a for a in acks[i : i + 1000]))
         await d.w.drain()
         await asyncio.sleep(0.02)
     await d.ping()
@@ -283,19 +297,29 @@ async def run_pending(kind: str, port: int, pid: int, n: int) -> dict:
     info = json.loads(await c.req("$JS.API.CONSUMER.INFO.P.C", b""))
     c.close()
     d.close()
-    return {"delivered": got, "deliver_s": t_deliver, "acks": len(acks), "acks_s": t_acks,
-            "p99_deliver_ms": p99(lat.get("deliver", [])), "p99_acks_ms": p99(lat.get("acks", [])),
-            "probes": len(lat.get("deliver", [])), "rss_growth_mb": max(r1, r2) - r0,
-            "num_ack_pending": info.get("num_ack_pending")}
+    return {
+        "delivered": got,
+        "deliver_s": t_deliver,
+        "acks": len(acks),
+        "acks_s": t_acks,
+        "p99_deliver_ms": p99(lat.get("deliver", [])),
+        "p99_acks_ms": p99(lat.get("acks", [])),
+        "probes": len(lat.get("deliver", [])),
+        "rss_growth_mb": max(r1, r2) - r0,
+        "num_ack_pending": info.get("num_ack_pending"),
+    }
 
 
 # -- pulls -----------------------------------------------------------------------------------------
 
+
 async def run_pulls(kind: str, port: int, pid: int, n: int) -> dict:
     c = await Client.connect(port)
     await c.req("$JS.API.STREAM.CREATE.Q", {"name": "Q", "subjects": ["q"], "storage": "memory"})
-    await c.req("$JS.API.CONSUMER.CREATE.Q.C", {"stream_name": "Q", "config": {
-        "durable_name": "C", "ack_policy": "none", "max_waiting": n + 10}})
+    await c.req(
+        "$JS.API.CONSUMER.CREATE.Q.C",
+        {"stream_name": "Q", "config": {"durable_name": "C", "ack_policy": "none", "max_waiting": n + 10}},
+    )
     probe = Probe(port)
     await asyncio.sleep(1)
     probe.mark("pulls")
@@ -304,8 +328,12 @@ async def run_pulls(kind: str, port: int, pid: int, n: int) -> dict:
     body = b'{"batch":1,"expires":60000000000}'
     t0 = time.perf_counter()
     for i in range(0, n, 5000):
-        d.w.write(b"".join(b"PUB $JS.API.CONSUMER.MSG.NEXT.Q.C _P.%d %d\r\n%s\r\n" % (j, len(body), body)
-                           for j in range(i, min(n, i + 5000))))
+        d.w.write(
+            b"".join(
+                b"PUB $JS.API.CONSUMER.MSG.NEXT.Q.C _P.%d %d\r\n%s\r\n" % (j, len(body), body)
+                for j in range(i, min(n, i + 5000))
+            )
+        )
         await d.w.drain()
     await d.ping()
     t_intake = time.perf_counter() - t0
@@ -321,6 +349,7 @@ async def run_pulls(kind: str, port: int, pid: int, n: int) -> dict:
 
 # -- overlap ---------------------------------------------------------------------------------------
 
+
 async def run_overlap(kind: str, port: int, pid: int, n: int) -> dict:
     c = await Client.connect(port)
     subjects = [f"ov.{i}.*" for i in range(n)]
@@ -332,15 +361,21 @@ async def run_overlap(kind: str, port: int, pid: int, n: int) -> dict:
     t_create = time.perf_counter() - t0
     probe.mark("update")
     t0 = time.perf_counter()
-    r2 = json.loads(await c.req("$JS.API.STREAM.UPDATE.OV", {"name": "OV", "subjects": subjects + ["ov2.>"],
-                                                               "storage": "memory"}))
+    r2 = json.loads(
+        await c.req("$JS.API.STREAM.UPDATE.OV", {"name": "OV", "subjects": subjects + ["ov2.>"], "storage": "memory"})
+    )
     t_update = time.perf_counter() - t0
     await asyncio.sleep(0.5)
     lat = probe.finish()
     c.close()
-    return {"subjects": n, "create_s": t_create, "update_s": t_update, "create_error": r.get("error"),
-            "update_error": r2.get("error"),
-            "p99_ms": p99(lat.get("create", []) + lat.get("update", []))}
+    return {
+        "subjects": n,
+        "create_s": t_create,
+        "update_s": t_update,
+        "create_error": r.get("error"),
+        "update_error": r2.get("error"),
+        "p99_ms": p99(lat.get("create", []) + lat.get("update", [])),
+    }
 
 
 def main() -> None:

@@ -63,9 +63,11 @@ WORKLOADS = ("pub", "hpub", "incr", "msgid", "sync", "kv")
 
 
 # The stream nats.c's js_CreateKeyValue asks for (History 1), as natsd records it.
-KV_CONFIG = (b'{"name":"KV_B","subjects":["$KV.B.>"],"max_msgs_per_subject":1,"discard":"new",'
-             b'"duplicate_window":120000000000,"allow_direct":true,"deny_delete":true,'
-             b'"allow_rollup_hdrs":true,"max_msg_size":-1,"max_bytes":-1,"max_msgs":-1,"max_age":0}')
+KV_CONFIG = (
+    b'{"name":"KV_B","subjects":["$KV.B.>"],"max_msgs_per_subject":1,"discard":"new",'
+    b'"duplicate_window":120000000000,"allow_direct":true,"deny_delete":true,'
+    b'"allow_rollup_hdrs":true,"max_msg_size":-1,"max_bytes":-1,"max_msgs":-1,"max_age":0}'
+)
 
 
 def _hpub(subject: bytes, reply: bytes, hdr: bytes, payload: bytes) -> bytes:
@@ -89,7 +91,7 @@ def frames(wl: str, n: int, base: int, pipeline: int = 0, size: int | None = Non
         else:
             out.append(_hpub(subj, reply, b"NATS/1.0\r\nNats-Msg-Id: %d-%032d\r\n\r\n" % (i, i), body))
     if pipeline:
-        out = [b"".join(out[i:i + pipeline]) for i in range(0, n, pipeline)]
+        out = [b"".join(out[i : i + pipeline]) for i in range(0, n, pipeline)]
     return out
 
 
@@ -99,12 +101,13 @@ def _chunks(fs: list[bytes], read: int, per: int) -> list[tuple[list[bytes], int
     out = []
     for f in fs:
         mv = memoryview(f)
-        out.append(([bytes(mv[i:i + read]) for i in range(0, len(f), read)], per))
+        out.append(([bytes(mv[i : i + read]) for i in range(0, len(f), read)], per))
     return out
 
 
-async def run(wl: str, n: int, rounds: int, profile: bool, pipeline: int = 0, size: int | None = None,
-              read: int = 0) -> float:
+async def run(
+    wl: str, n: int, rounds: int, profile: bool, pipeline: int = 0, size: int | None = None, read: int = 0
+) -> float:
     with tempfile.TemporaryDirectory(prefix="bench-jspub-") as d:
         opts = ServerOptions(host="127.0.0.1", port=0, http_port=0)
         opts.jetstream = JetStreamOptions(enabled=True, store_dir=d)
@@ -114,8 +117,7 @@ async def run(wl: str, n: int, rounds: int, profile: bool, pipeline: int = 0, si
             t = _Transport()
             c = ClientConnection(server)
             c.connection_made(t)
-            c.data_received(b'CONNECT {"verbose":false,"pedantic":false,"headers":true,"protocol":1}\r\n'
-                            b"SUB _R.> 1\r\n")
+            c.data_received(b'CONNECT {"verbose":false,"pedantic":false,"headers":true,"protocol":1}\r\nSUB _R.> 1\r\n')
             if wl == "kv":
                 cfg = KV_CONFIG
             else:
@@ -139,6 +141,7 @@ async def run(wl: str, n: int, rounds: int, profile: bool, pipeline: int = 0, si
                     fs = _chunks(fs, read, pipeline or 1)
                 if profile and r == rounds - 1:
                     import cProfile
+
                     prof = cProfile.Profile(time.process_time)
                     prof.enable()
                 c0 = time.process_time()
@@ -162,6 +165,7 @@ async def run(wl: str, n: int, rounds: int, profile: bool, pipeline: int = 0, si
                         best, best_sys, best_faults, best_loop = dt, sys_s, faults, loop_s
             if prof is not None:
                 import pstats
+
                 pstats.Stats(prof).sort_stats("tottime").print_stats(35)
             c.close()
         finally:
@@ -177,26 +181,35 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--pipeline", type=int, default=0, metavar="K", help="K publishes per read (async publisher)")
     ap.add_argument("--size", type=int, help="payload bytes (default 1, 128 with --pipeline)")
-    ap.add_argument("--read", type=int, default=0, metavar="B",
-                    help="deliver the bytes in B-byte reads (e.g. 65536: a 16 KB payload spans reads)")
+    ap.add_argument(
+        "--read",
+        type=int,
+        default=0,
+        metavar="B",
+        help="deliver the bytes in B-byte reads (e.g. 65536: a 16 KB payload spans reads)",
+    )
     args = ap.parse_args(argv)
     try:
         import uvloop
+
         uvloop.install()
     except ImportError:  # pragma: no cover
         pass
     for wl in args.workloads:
-        us, sys_us, faults, loop_us = asyncio.run(run(wl, args.n, args.rounds + (1 if args.profile else 0), args.profile, args.pipeline,
-                             args.size, args.read))
+        us, sys_us, faults, loop_us = asyncio.run(
+            run(wl, args.n, args.rounds + (1 if args.profile else 0), args.profile, args.pipeline, args.size, args.read)
+        )
         mode = f"{args.pipeline} per group" if args.pipeline else "sync PubAck"
         if args.size is not None:
             mode += f", {args.size} B"
         if args.read:
             mode += f", {args.read} B reads"
-        print(f"{wl:6s} {us:7.2f} us/publish (server CPU, {sys_us:.2f} of it in the kernel, "
-              f"{loop_us:.2f} on the loop's thread, "
-              f"{faults:.2f} page faults; {mode}, "
-              f"best of {args.rounds})")
+        print(
+            f"{wl:6s} {us:7.2f} us/publish (server CPU, {sys_us:.2f} of it in the kernel, "
+            f"{loop_us:.2f} on the loop's thread, "
+            f"{faults:.2f} page faults; {mode}, "
+            f"best of {args.rounds})"
+        )
     return 0
 
 

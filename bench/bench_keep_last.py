@@ -29,8 +29,9 @@ SEC = 1_000_000_000
 
 def run(keys: int, puts: int, keep_last: bool) -> float:
     clock = ManualClock()
-    s = MemoryStreamStore(StoreConfig(name="KV", subjects=["k.>"], max_age_ns=SEC,
-                                      keep_last_under_max_age=keep_last), clock)
+    s = MemoryStreamStore(
+        StoreConfig(name="KV", subjects=["k.>"], max_age_ns=SEC, keep_last_under_max_age=keep_last), clock
+    )
     for i in range(keys):
         s.store_msg(f"k.{i}", None, b"v")
     clock.advance(2 * SEC)
@@ -56,8 +57,15 @@ def main() -> None:
     a = ap.parse_args()
     plain = min(run(a.keys, a.puts, False) for _ in range(3))
     keep = min(run(a.keys, a.puts, True) for _ in range(3))
-    print(json.dumps({"plain_max_age_us_per_put": round(plain, 2), "keep_last_us_per_put": round(keep, 2),
-                      "ratio": round(keep / plain, 2)}))
+    print(
+        json.dumps(
+            {
+                "plain_max_age_us_per_put": round(plain, 2),
+                "keep_last_us_per_put": round(keep, 2),
+                "ratio": round(keep / plain, 2),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -55,15 +55,18 @@ def _comp() -> str:
 
 def hub_conf(d: Path, lp: int) -> str:
     p = d / "hub.conf"
-    p.write_text(f'server_name: HUB\njetstream {{ store_dir: "{d}/hub-js", domain: HUB }}\n'
-                 f"leafnodes {{ port: {lp}{_comp()} }}\n")
+    p.write_text(
+        f'server_name: HUB\njetstream {{ store_dir: "{d}/hub-js", domain: HUB }}\nleafnodes {{ port: {lp}{_comp()} }}\n'
+    )
     return str(p)
 
 
 def leaf_conf(d: Path, lp: int, kind: str) -> str:
     p = d / f"leaf-{kind}.conf"
-    p.write_text(f'server_name: EDGE-{kind}\njetstream {{ store_dir: "{d}/leaf-{kind}-js", domain: EDGE }}\n'
-                 f'leafnodes {{ remotes: [ {{ url: "nats-leaf://127.0.0.1:{lp}"{_comp()} }} ] }}\n')
+    p.write_text(
+        f'server_name: EDGE-{kind}\njetstream {{ store_dir: "{d}/leaf-{kind}-js", domain: EDGE }}\n'
+        f'leafnodes {{ remotes: [ {{ url: "nats-leaf://127.0.0.1:{lp}"{_comp()} }} ] }}\n'
+    )
     return str(p)
 
 
@@ -160,8 +163,9 @@ async def sourcing(leaf_url: str, hub_url: str, m: int) -> float:
             except Exception:
                 await asyncio.sleep(0.1)
         t0 = time.perf_counter()
-        await hjs.add_stream(StreamConfig(name="DST", sources=[
-            StreamSource(name="SRC", external=ExternalStream(api="$JS.EDGE.API"))]))
+        await hjs.add_stream(
+            StreamConfig(name="DST", sources=[StreamSource(name="SRC", external=ExternalStream(api="$JS.EDGE.API"))])
+        )
         while (await hjs.stream_info("DST")).state.messages < m:
             await asyncio.sleep(0.02)
             if time.perf_counter() - t0 > 300:
@@ -175,6 +179,7 @@ async def sourcing(leaf_url: str, hub_url: str, m: int) -> float:
 
 def _wait_linked(hub_http: int, timeout: float = 20) -> None:
     import urllib.request
+
     deadline = time.time() + timeout
     while time.time() < deadline:
         try:
@@ -227,12 +232,16 @@ def _tls_confs(d: Path, lp: int, hub_http: int) -> tuple[Path, Path]:
 
     pki = make_pki(d / "pki")
     hc = d / "hub.conf"
-    hc.write_text(f"server_name: HUB\nhttp_port: {hub_http}\nleafnodes {{ port: {lp}, tls {{ "
-                  f'cert_file: "{pki.server_cert}", key_file: "{pki.server_key}", ca_file: "{pki.ca_file}", '
-                  f"verify: true }} }}\n")
+    hc.write_text(
+        f"server_name: HUB\nhttp_port: {hub_http}\nleafnodes {{ port: {lp}, tls {{ "
+        f'cert_file: "{pki.server_cert}", key_file: "{pki.server_key}", ca_file: "{pki.ca_file}", '
+        f"verify: true }} }}\n"
+    )
     lc = d / "leaf.conf"
-    lc.write_text(f'server_name: LEAF\nleafnodes {{ remotes: [ {{ url: "tls://localhost:{lp}", tls {{ '
-                  f'cert_file: "{pki.client_cert}", key_file: "{pki.client_key}", ca_file: "{pki.ca_file}" }} }} ] }}\n')
+    lc.write_text(
+        f'server_name: LEAF\nleafnodes {{ remotes: [ {{ url: "tls://localhost:{lp}", tls {{ '
+        f'cert_file: "{pki.client_cert}", key_file: "{pki.client_key}", ca_file: "{pki.ca_file}" }} }} ] }}\n'
+    )
     return hc, lc
 
 
@@ -270,10 +279,12 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=200_000)
     ap.add_argument("--source-n", type=int, default=50_000)
     ap.add_argument("--hub-tls", action="store_true", help="natsd as the TLS hub of a nats-server leaf instead")
-    ap.add_argument("--leaf-tls", action="store_true",
-                    help="natsd as a TLS leaf (a tls remote) of a nats-server TLS hub instead")
-    ap.add_argument("--repeat", type=int, default=1,
-                    help="rounds, alternating which server goes first; medians are printed")
+    ap.add_argument(
+        "--leaf-tls", action="store_true", help="natsd as a TLS leaf (a tls remote) of a nats-server TLS hub instead"
+    )
+    ap.add_argument(
+        "--repeat", type=int, default=1, help="rounds, alternating which server goes first; medians are printed"
+    )
     ap.add_argument("--compression", default="", help="leaf link compression of both ends (off, s2_fast, ...)")
     a = ap.parse_args()
     global COMPRESSION
@@ -292,18 +303,28 @@ def main() -> None:
         for kind in order:
             runs[kind].append(one(kind))
         if a.repeat > 1:
-            print(f"round {i + 1}: " + ", ".join(
-                f"{k} {runs['natsd'][-1][k] / runs['reference'][-1][k]:.2f}" for k in runs["reference"][-1]
-                if "[cpu" not in k), flush=True)
+            print(
+                f"round {i + 1}: "
+                + ", ".join(
+                    f"{k} {runs['natsd'][-1][k] / runs['reference'][-1][k]:.2f}"
+                    for k in runs["reference"][-1]
+                    if "[cpu" not in k
+                ),
+                flush=True,
+            )
     ref = {k: statistics.median(r[k] for r in runs["reference"]) for k in runs["reference"][0]}
     ours = {k: statistics.median(r[k] for r in runs["natsd"]) for k in runs["reference"][0]}
-    print(f"{'figure':28} {'natsd':>12} {'nats-server':>12} {'ratio':>7}" + ("  (medians of %d)" % a.repeat
-                                                                            if a.repeat > 1 else ""))
+    print(
+        f"{'figure':28} {'natsd':>12} {'nats-server':>12} {'ratio':>7}"
+        + ("  (medians of %d)" % a.repeat if a.repeat > 1 else "")
+    )
     for k in ref:
         if "[cpu" not in k:
             print(f"{k:28} {ours[k]:12,.0f} {ref[k]:12,.0f} {ours[k] / ref[k]:7.2f}")
-    print("CPU of the server under test, µs per message (nats-server: all its threads; ratio: "
-          "nats-server / natsd, so above 1 means natsd spends less)")
+    print(
+        "CPU of the server under test, µs per message (nats-server: all its threads; ratio: "
+        "nats-server / natsd, so above 1 means natsd spends less)"
+    )
     for k in ref:
         if "[cpu" in k:
             print(f"{k:40} {ours[k]:8.2f} {ref[k]:8.2f} {ref[k] / ours[k] if ours[k] else 0:7.2f}")

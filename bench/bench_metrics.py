@@ -78,7 +78,7 @@ async def _pipelined(nc, requests: list[tuple[str, bytes]], window: int = 256) -
     """Send API requests ``window`` at a time without waiting for each answer (11,000 one by one take minutes
     on a loaded machine); every answer must be a success."""
     for start in range(0, len(requests), window):
-        part = requests[start:start + window]
+        part = requests[start : start + window]
         for resp in await asyncio.gather(*(nc.request(subj, body, timeout=60) for subj, body in part)):
             r = json.loads(resp.data)
             assert "error" not in r, r
@@ -90,14 +90,36 @@ async def populate(url: str, streams: int, consumers_per: int, storage: str) -> 
     for both storages, and 11,000 directories are slow to create and remove on a shared disk."""
     nc = await nats.connect(url)
     try:
-        await _pipelined(nc, [(f"$JS.API.STREAM.CREATE.M{i}", json.dumps(
-            {"name": f"M{i}", "subjects": [f"m.{i}"], "storage": storage}).encode()) for i in range(streams)])
+        await _pipelined(
+            nc,
+            [
+                (
+                    f"$JS.API.STREAM.CREATE.M{i}",
+                    json.dumps({"name": f"M{i}", "subjects": [f"m.{i}"], "storage": storage}).encode(),
+                )
+                for i in range(streams)
+            ],
+        )
         for i in range(streams):
             await nc.publish(f"m.{i}", b"x" * 64)
         await nc.flush()
-        await _pipelined(nc, [(f"$JS.API.CONSUMER.CREATE.M{i}.C{j}", json.dumps(
-            {"stream_name": f"M{i}", "config": {"durable_name": f"C{j}", "ack_policy": "explicit"},
-             "action": "create"}).encode()) for i in range(streams) for j in range(consumers_per)])
+        await _pipelined(
+            nc,
+            [
+                (
+                    f"$JS.API.CONSUMER.CREATE.M{i}.C{j}",
+                    json.dumps(
+                        {
+                            "stream_name": f"M{i}",
+                            "config": {"durable_name": f"C{j}", "ack_policy": "explicit"},
+                            "action": "create",
+                        }
+                    ).encode(),
+                )
+                for i in range(streams)
+                for j in range(consumers_per)
+            ],
+        )
         await nc.flush()
     finally:
         await nc.close()
@@ -181,8 +203,7 @@ def cpu_seconds(pid: int) -> float:
 def jsbench(url: str, workload: str, n: int, size: int) -> float | None:
     """The run's rate, or None when jsbench gave up (its async publish fails when no ack frees a slot of its
     4,096-message window within 200 ms, which a busy shared machine can cause with or without a scrape)."""
-    out = subprocess.run([str(JSBENCH), url, workload, str(n), str(size)], capture_output=True, text=True,
-                         timeout=900)
+    out = subprocess.run([str(JSBENCH), url, workload, str(n), str(size)], capture_output=True, text=True, timeout=900)
     for tok in out.stdout.split():
         if tok.startswith("rate="):
             return float(tok[5:])
@@ -244,19 +265,31 @@ def measure(kind: str, a: argparse.Namespace) -> dict:
         # The same n messages cost the server this much more CPU with the scrapes: for natsd, whose message path
         # and scrape share one thread, that is the throughput a CPU-bound server gives up, and unlike the rates it
         # does not move with how much CPU the shared machine leaves the server.
-        cpu_pairs = [(1 - q / sc_) * 100 for q, sc_, x, y in zip(cpu_quiet, cpu_scraped, quiet, scraped)
-                     if x and y and sc_ > 0]
-        return {"kind": kind, "setup_s": round(setup, 1), "scrape_bytes": first_size,
-                "idle_scrape_s": round(statistics.median(walls), 3),
-                "scrape_server_cpu_s": round(statistics.median(cpus), 3),
-                "max_stall_scrape_ms": round(statistics.median(stalls) * 1000, 1),
-                "max_stall_quiet_ms": round(statistics.median(quiet_stalls) * 1000, 1),
-                "n": n, "quiet": quiet, "scraped": scraped, "quiet_median": q, "scraped_median": sm,
-                "cost_pct": round((1 - sm / q) * 100, 2), "pair_costs_pct": [round(x, 2) for x in pairs],
-                "pair_cost_median_pct": round(statistics.median(pairs), 2) if pairs else None,
-                "cpu_quiet_s": [round(x, 2) for x in cpu_quiet], "cpu_scraped_s": [round(x, 2) for x in cpu_scraped],
-                "cpu_cost_median_pct": round(statistics.median(cpu_pairs), 2) if cpu_pairs else None,
-                "scrapes": scrapes, "scrape_mean_s": round(statistics.mean(durations), 3) if durations else None}
+        cpu_pairs = [
+            (1 - q / sc_) * 100 for q, sc_, x, y in zip(cpu_quiet, cpu_scraped, quiet, scraped) if x and y and sc_ > 0
+        ]
+        return {
+            "kind": kind,
+            "setup_s": round(setup, 1),
+            "scrape_bytes": first_size,
+            "idle_scrape_s": round(statistics.median(walls), 3),
+            "scrape_server_cpu_s": round(statistics.median(cpus), 3),
+            "max_stall_scrape_ms": round(statistics.median(stalls) * 1000, 1),
+            "max_stall_quiet_ms": round(statistics.median(quiet_stalls) * 1000, 1),
+            "n": n,
+            "quiet": quiet,
+            "scraped": scraped,
+            "quiet_median": q,
+            "scraped_median": sm,
+            "cost_pct": round((1 - sm / q) * 100, 2),
+            "pair_costs_pct": [round(x, 2) for x in pairs],
+            "pair_cost_median_pct": round(statistics.median(pairs), 2) if pairs else None,
+            "cpu_quiet_s": [round(x, 2) for x in cpu_quiet],
+            "cpu_scraped_s": [round(x, 2) for x in cpu_scraped],
+            "cpu_cost_median_pct": round(statistics.median(cpu_pairs), 2) if cpu_pairs else None,
+            "scrapes": scrapes,
+            "scrape_mean_s": round(statistics.mean(durations), 3) if durations else None,
+        }
     finally:
         srv.stop()
 
@@ -296,9 +329,12 @@ async def _loop_turns(a: argparse.Namespace) -> dict:
             await w
         turns.sort()
         idle_turns.sort()
-        return {"max_turn_cpu_ms": round(turns[-1] * 1000, 1),
-                "p999_turn_cpu_ms": round(turns[int(len(turns) * 0.999)] * 1000, 2),
-                "idle_max_turn_cpu_ms": round(idle_turns[-1] * 1000, 2), "turns": len(turns)}
+        return {
+            "max_turn_cpu_ms": round(turns[-1] * 1000, 1),
+            "p999_turn_cpu_ms": round(turns[int(len(turns) * 0.999)] * 1000, 2),
+            "idle_max_turn_cpu_ms": round(idle_turns[-1] * 1000, 2),
+            "turns": len(turns),
+        }
 
 
 def main() -> int:
@@ -311,39 +347,55 @@ def main() -> int:
     ap.add_argument("--consumers", type=int, default=10, help="consumers per stream")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--interval", type=float, default=15.0, help="seconds between scrapes (Prometheus default: 15)")
-    ap.add_argument("--storage", default="memory", choices=["memory", "file"],
-                    help="storage of the 1,000 streams (default memory: a scrape reads the same either way)")
+    ap.add_argument(
+        "--storage",
+        default="memory",
+        choices=["memory", "file"],
+        help="storage of the 1,000 streams (default memory: a scrape reads the same either way)",
+    )
     ap.add_argument("--idle-scrapes", type=int, default=3, help="scrapes of the idle server timed (medians)")
     ap.add_argument("--only", choices=["natsd", "reference"])
-    ap.add_argument("--turns", action="store_true",
-                    help="only natsd in this process: the longest event-loop turn (CPU) while /metrics is scraped")
+    ap.add_argument(
+        "--turns",
+        action="store_true",
+        help="only natsd in this process: the longest event-loop turn (CPU) while /metrics is scraped",
+    )
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if not JSBENCH.exists():
         subprocess.run(["bash", str(ROOT / "scripts" / "build-jsbench.sh")], check=True, cwd=ROOT)
     if a.turns:
         r = asyncio.run(_loop_turns(a))
-        print(json.dumps(r, indent=2) if a.json else
-              f"{a.streams} {a.storage} streams x {a.consumers} consumers, {a.idle_scrapes} scrapes of /metrics: "
-              f"longest loop turn {r['max_turn_cpu_ms']} ms CPU (99.9th percentile {r['p999_turn_cpu_ms']} ms, "
-              f"{r['turns']} turns; without a scrape: {r['idle_max_turn_cpu_ms']} ms)")
+        print(
+            json.dumps(r, indent=2)
+            if a.json
+            else f"{a.streams} {a.storage} streams x {a.consumers} consumers, {a.idle_scrapes} scrapes of /metrics: "
+            f"longest loop turn {r['max_turn_cpu_ms']} ms CPU (99.9th percentile {r['p999_turn_cpu_ms']} ms, "
+            f"{r['turns']} turns; without a scrape: {r['idle_max_turn_cpu_ms']} ms)"
+        )
         return 0
     kinds = [k for k in ("natsd", "reference") if a.only in (None, k)]
     results = [measure(k, a) for k in kinds]
     if a.json:
         print(json.dumps(results, indent=2))
         return 0
-    print(f"{a.workload}, {a.streams} {a.storage} streams x {a.consumers} consumers, scrape every {a.interval}s, "
-          f"{a.rounds} rounds (medians)")
-    print(f"{'server':<10} {'setup s':>8} {'quiet/s':>10} {'scraped/s':>10} {'cost':>7} {'pair cost':>9} {'CPU cost':>8} "
-          f"{'scrapes':>8} {'scrape s':>9} {'idle scrape s':>13} {'server CPU s':>12} {'stall ms':>9} "
-          f"{'quiet stall':>11} {'bytes':>10}")
+    print(
+        f"{a.workload}, {a.streams} {a.storage} streams x {a.consumers} consumers, scrape every {a.interval}s, "
+        f"{a.rounds} rounds (medians)"
+    )
+    print(
+        f"{'server':<10} {'setup s':>8} {'quiet/s':>10} {'scraped/s':>10} {'cost':>7} {'pair cost':>9} {'CPU cost':>8} "
+        f"{'scrapes':>8} {'scrape s':>9} {'idle scrape s':>13} {'server CPU s':>12} {'stall ms':>9} "
+        f"{'quiet stall':>11} {'bytes':>10}"
+    )
     for r in results:
-        print(f"{r['kind']:<10} {r['setup_s']:>8.1f} {r['quiet_median']:>10.0f} {r['scraped_median']:>10.0f} "
-              f"{r['cost_pct']:>6.1f}% {r['pair_cost_median_pct'] or 0:>8.1f}% {r['cpu_cost_median_pct'] or 0:>7.1f}% "
-              f"{r['scrapes']:>8} {r['scrape_mean_s'] or 0:>9.3f} {r['idle_scrape_s']:>13.3f} "
-              f"{r['scrape_server_cpu_s']:>12.3f} {r['max_stall_scrape_ms']:>9.1f} {r['max_stall_quiet_ms']:>11.1f} "
-              f"{r['scrape_bytes']:>10}")
+        print(
+            f"{r['kind']:<10} {r['setup_s']:>8.1f} {r['quiet_median']:>10.0f} {r['scraped_median']:>10.0f} "
+            f"{r['cost_pct']:>6.1f}% {r['pair_cost_median_pct'] or 0:>8.1f}% {r['cpu_cost_median_pct'] or 0:>7.1f}% "
+            f"{r['scrapes']:>8} {r['scrape_mean_s'] or 0:>9.3f} {r['idle_scrape_s']:>13.3f} "
+            f"{r['scrape_server_cpu_s']:>12.3f} {r['max_stall_scrape_ms']:>9.1f} {r['max_stall_quiet_ms']:>11.1f} "
+            f"{r['scrape_bytes']:>10}"
+        )
     if len(results) == 2:
         print(f"ratio natsd / nats-server (quiet): {results[0]['quiet_median'] / results[1]['quiet_median']:.3f}")
     return 0

@@ -91,7 +91,7 @@ class Client(asyncio.Protocol):
                 self.received += 1
                 if (b >> 1) & 3:
                     n = (buf[pos] << 8) | buf[pos + 1]
-                    pi = buf[pos + 2 + n:pos + 4 + n]
+                    pi = buf[pos + 2 + n : pos + 4 + n]
                     acks.append(b"\x40\x02" + pi)
             elif t == mp.PUBACK:
                 self.acked += 1
@@ -139,8 +139,9 @@ async def throughput(port: int, pid: int, qos: int, count: int, window: int) -> 
         while sent < count:
             n = min(window - (sent - pub.acked), count - sent)
             if n > 0:
-                pub.transport.write(b"".join(
-                    mp.encode_publish(b"bench/t", PAYLOAD, qos=1, pi=(sent + k) % 65535 + 1) for k in range(n)))
+                pub.transport.write(
+                    b"".join(mp.encode_publish(b"bench/t", PAYLOAD, qos=1, pi=(sent + k) % 65535 + 1) for k in range(n))
+                )
                 sent += n
             pub.ack_event.clear()
             await pub.ack_event.wait()
@@ -178,6 +179,7 @@ def start(kind: str, workdir: Path) -> tuple[subprocess.Popen, int]:
         env = dict(os.environ)
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     import socket
+
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         try:
@@ -220,8 +222,10 @@ def main() -> None:
     for key, label in (("qos0", "QoS 0 1->1 128 B"), ("qos1", "QoS 1 1->1 128 B")):
         print(f"{label + ' msgs/s':34} {r[key][0]:14,.0f} {n[key][0]:14,.0f} {n[key][0] / r[key][0]:7.2f}")
         print(f"{label + ' server CPU us/msg':34} {r[key][1]:14.2f} {n[key][1]:14.2f} {n[key][1] / r[key][1]:7.2f}")
-    print(f"{'idle MQTT connection RSS (bytes)':34} {r['idle']:14,.0f} {n['idle']:14,.0f} "
-          f"{n['idle'] / r['idle'] if r['idle'] else float('nan'):7.2f}")
+    print(
+        f"{'idle MQTT connection RSS (bytes)':34} {r['idle']:14,.0f} {n['idle']:14,.0f} "
+        f"{n['idle'] / r['idle'] if r['idle'] else float('nan'):7.2f}"
+    )
 
 
 if __name__ == "__main__":

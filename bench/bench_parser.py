@@ -12,6 +12,7 @@ figures are ``time.process_time`` per message, best of 30 rounds of 50 feeds:
 
     PYTHONPATH=src .venv/bin/python bench/bench_parser.py
 """
+
 import time
 
 from natsd.protocol.parser import Parser
@@ -23,7 +24,10 @@ SHAPES = {
     "alt_subjects": (True, b"".join(b"PUB fa 128\r\n%s\r\nPUB fb 128\r\n%s\r\n" % (BODY, BODY) for _ in range(100))),
     "reply_inbox": (True, b"".join(b"PUB one _INBOX.abc.%d 128\r\n%s\r\n" % (i, BODY) for i in range(200))),
     "acks": (True, b"".join(b"PUB $JS.ACK.s.c.1.%d.%d.1700000000.0 4\r\n+ACK\r\n" % (i, i) for i in range(200))),
-    "hpub_reply": (True, b"".join(b"HPUB h r.%d 18 146\r\nNATS/1.0\r\nA: b\r\n\r\n%s\r\n" % (i, BODY) for i in range(200))),
+    "hpub_reply": (
+        True,
+        b"".join(b"HPUB h r.%d 18 146\r\nNATS/1.0\r\nA: b\r\n\r\n%s\r\n" % (i, BODY) for i in range(200)),
+    ),
 }
 
 

@@ -53,8 +53,9 @@ def run(msgs: int, keys: int, batch: int, partitioned: bool) -> tuple[float, int
             if rounds > 20 * msgs // (CLIENTS * batch) + 100:
                 raise RuntimeError(f"stalled at {got} of {msgs}")
             for c in range(CLIENTS):
-                ports.request("$JS.API.CONSUMER.MSG.NEXT.ORD.P", {"batch": batch, "expires": 30 * SEC},
-                              reply=f"_INBOX.c{c}")
+                ports.request(
+                    "$JS.API.CONSUMER.MSG.NEXT.ORD.P", {"batch": batch, "expires": 30 * SEC}, reply=f"_INBOX.c{c}"
+                )
             env.clock.run_soon()
             new = inbox.msgs
             inbox.msgs = []
@@ -81,9 +82,18 @@ def main() -> None:
     a = ap.parse_args()
     plain, n = run(a.msgs, a.keys, a.batch, False)
     keyed, _ = run(a.msgs, a.keys, a.batch, True)
-    print(json.dumps({"clients": CLIENTS, "keys": a.keys, "msgs": n,
-                      "no_key_msgs_per_s": round(n / plain), "partition_key_msgs_per_s": round(n / keyed),
-                      "keyed_over_no_key": round(plain / keyed, 2)}))
+    print(
+        json.dumps(
+            {
+                "clients": CLIENTS,
+                "keys": a.keys,
+                "msgs": n,
+                "no_key_msgs_per_s": round(n / plain),
+                "partition_key_msgs_per_s": round(n / keyed),
+                "keyed_over_no_key": round(plain / keyed, 2),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -127,8 +127,10 @@ async def main() -> None:
     for pinned in (True, False):
         ours, ref = rates["natsd", pinned], rates["nats-server", pinned]
         what = "pinned_client" if pinned else "no priority groups"
-        print(f"pull fetch, {what}, n={a.n} batch={a.batch}: natsd {ours:,.0f} msgs/s, "
-              f"nats-server {ref:,.0f} msgs/s, ratio {ours / ref:.2f}")
+        print(
+            f"pull fetch, {what}, n={a.n} batch={a.batch}: natsd {ours:,.0f} msgs/s, "
+            f"nats-server {ref:,.0f} msgs/s, ratio {ours / ref:.2f}"
+        )
     print("(a Python client counting frames: it caps the reference's figure; the machine is shared, figures are noisy)")
 
 

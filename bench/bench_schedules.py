@@ -46,8 +46,15 @@ async def fill(url: str, n: int) -> float:
     nc = await nats.connect(url)
     js = nc.jetstream()
     try:
-        r = json.loads((await nc.request("$JS.API.STREAM.CREATE.SCHED", json.dumps(
-            {"name": "SCHED", "subjects": ["sched.>"], "allow_msg_schedules": True}).encode(), timeout=10)).data)
+        r = json.loads(
+            (
+                await nc.request(
+                    "$JS.API.STREAM.CREATE.SCHED",
+                    json.dumps({"name": "SCHED", "subjects": ["sched.>"], "allow_msg_schedules": True}).encode(),
+                    timeout=10,
+                )
+            ).data
+        )
         assert "error" not in r, r
         at = (datetime.now(timezone.utc) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
         t0 = time.perf_counter()
@@ -124,16 +131,21 @@ def main() -> None:
     if "--idle" in args:
         i = args.index("--idle")
         idle = float(args[i + 1])
-        del args[i:i + 2]
+        del args[i : i + 2]
     n = int(args[0]) if args else 100_000
     res = {kind: measure(kind, n, idle) for kind in ("natsd", "nats-server")}
     print(f"{n:,} pending schedules (@at one day ahead), idle {idle:.0f} s")
     print(f"{'':28}{'natsd':>12}{'nats-server':>14}{'ratio':>8}")
-    for key, label in (("rss_start", "RSS at start (MB)"), ("rss_pending", "RSS with N pending (MB)"),
-                       ("store_s", "storing them (s)"), ("idle_cpu_s", "CPU while idle (s)"),
-                       ("recover_s", "restart until served (s)"), ("rss_recovered", "RSS after recovery (MB)"),
-                       ("idle_cpu_recovered_s", "CPU idle after restart (s)"),
-                       ("recover_kill9_s", "kill -9, until served (s)")):
+    for key, label in (
+        ("rss_start", "RSS at start (MB)"),
+        ("rss_pending", "RSS with N pending (MB)"),
+        ("store_s", "storing them (s)"),
+        ("idle_cpu_s", "CPU while idle (s)"),
+        ("recover_s", "restart until served (s)"),
+        ("rss_recovered", "RSS after recovery (MB)"),
+        ("idle_cpu_recovered_s", "CPU idle after restart (s)"),
+        ("recover_kill9_s", "kill -9, until served (s)"),
+    ):
         a, b = res["natsd"][key], res["nats-server"][key]
         ratio = f"{a / b:.2f}" if b else "-"
         print(f"{label:28}{a:12.2f}{b:14.2f}{ratio:>8}")

@@ -34,12 +34,24 @@ SCHEMA = {
         "price": {"type": "number"},
         "customer": {"type": "string"},
         "express": {"type": "boolean"},
-        "lines": {"type": "array", "items": {"type": "object", "required": ["sku"],
-                                             "properties": {"sku": {"type": "string"}, "n": {"type": "integer"}}}},
+        "lines": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["sku"],
+                "properties": {"sku": {"type": "string"}, "n": {"type": "integer"}},
+            },
+        },
     },
 }
-DOC = {"id": "o-123", "qty": 3, "price": 12.5, "customer": "acme", "express": False,
-       "lines": [{"sku": "a", "n": 1}, {"sku": "b", "n": 2}]}
+DOC = {
+    "id": "o-123",
+    "qty": 3,
+    "price": 12.5,
+    "customer": "acme",
+    "express": False,
+    "lines": [{"sku": "a", "n": 1}, {"sku": "b", "n": 2}],
+}
 PAYLOAD = json.dumps(DOC).encode()
 
 
@@ -106,8 +118,17 @@ def main() -> None:
     a = ap.parse_args()
     libs = bench_libraries(a.n)
     pub = bench_publish(a.n)
-    print(json.dumps({**libs, "fast_speedup": round(libs["jsonschema_us"] / libs["fastjsonschema_us"], 1),
-                      **pub, "publish_ratio": round(pub["schema_us"] / pub["no_schema_us"], 2)}, indent=1))
+    print(
+        json.dumps(
+            {
+                **libs,
+                "fast_speedup": round(libs["jsonschema_us"] / libs["fastjsonschema_us"], 1),
+                **pub,
+                "publish_ratio": round(pub["schema_us"] / pub["no_schema_us"], 2),
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -147,8 +147,10 @@ def bench_spark(url: str, stream: str, n: int, size: int) -> tuple[float, float]
     from natsd.spark import register
 
     spark = (
-        SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false").getOrCreate()
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)  # checks the workers' Python, makes append the default save mode
@@ -190,7 +192,9 @@ def main() -> int:
                 asyncio.run(_make_stream(srv.url, f"W{idem.upper()}", [f"w{idem}.>"]))
                 r[f"write (1 task, idempotence={idem})"] = bench_write(srv.url, a.n, a.size, idem, f"w{idem}.x")
             if a.spark:
-                r["spark read (2 tasks, noop sink)"], r["spark write (1 task)"] = bench_spark(srv.url, "BENCH", a.n, a.size)
+                r["spark read (2 tasks, noop sink)"], r["spark write (1 task)"] = bench_spark(
+                    srv.url, "BENCH", a.n, a.size
+                )
         finally:
             srv.stop()
     names = list(dict.fromkeys(k for r in results.values() for k in r))
@@ -205,8 +209,10 @@ def main() -> int:
     plain = "write (1 task, idempotence=none)"
     for idem in ("positional", "column"):
         name = f"write (1 task, idempotence={idem})"
-        cells = [f"{r[name] / r[plain]:12.2f}" if r.get(name) and r.get(plain) else f"{'-':>12}"
-                 for r in (results.get("reference", {}), results.get("natsd", {}))]
+        cells = [
+            f"{r[name] / r[plain]:12.2f}" if r.get(name) and r.get(plain) else f"{'-':>12}"
+            for r in (results.get("reference", {}), results.get("natsd", {}))
+        ]
         print(f"{'  ' + idem + ' / none, same server':42} {cells[0]} {cells[1]}")
     return 0
 

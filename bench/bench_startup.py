@@ -41,8 +41,9 @@ def cpu_ms(pid: int) -> float:
 def once(cmd: list[str], env: dict) -> tuple[float, float]:
     port = free_port()
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd + ["-a", "127.0.0.1", "-p", str(port)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        cmd + ["-a", "127.0.0.1", "-p", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         while True:
             try:
@@ -106,11 +107,15 @@ def main() -> None:
         print(f"{name:18} {statistics.median(walls):10.1f}ms {min(walls):7.1f}ms {statistics.median(cpus):9.1f}ms")
     if ref:
         for a, b in (("natsd", "nats-server"), ("natsd -js", "nats-server -js")):
-            print(f"ratio {a} / {b} (wall median): "
-                  f"{statistics.median(w for w, _ in res[a]) / statistics.median(w for w, _ in res[b]):.1f}")
+            print(
+                f"ratio {a} / {b} (wall median): "
+                f"{statistics.median(w for w, _ in res[a]) / statistics.median(w for w, _ in res[b]):.1f}"
+            )
     ip = asyncio.run(inprocess(args.runs))
-    print(f"in-process InProcessServer.start() (JetStream, temp store): median {statistics.median(ip):.2f} ms, "
-          f"max {max(ip):.2f} ms")
+    print(
+        f"in-process InProcessServer.start() (JetStream, temp store): median {statistics.median(ip):.2f} ms, "
+        f"max {max(ip):.2f} ms"
+    )
 
 
 if __name__ == "__main__":

@@ -119,21 +119,27 @@ def bench_open(n: int, size: int, root: str) -> None:
             s.store_msg(f"open.{(i + j) % 100}", None, payload)
         s.flush()
     s.stop()
-    print(f"  wrote {n:,} msgs of {size} B in {time.perf_counter() - t0:.1f}s "
-          f"({sum(os.path.getsize(os.path.join(d, 'msgs', f)) for f in os.listdir(os.path.join(d, 'msgs'))) / 2**20:.0f} MiB on disk)")
+    print(
+        f"  wrote {n:,} msgs of {size} B in {time.perf_counter() - t0:.1f}s "
+        f"({sum(os.path.getsize(os.path.join(d, 'msgs', f)) for f in os.listdir(os.path.join(d, 'msgs'))) / 2**20:.0f} MiB on disk)"
+    )
     base_rss = _child_rss_baseline()
     for label in ("with index.db", "full scan (no index.db)"):
         if label.startswith("full"):
             os.unlink(os.path.join(d, "msgs", "index.db"))
         out = subprocess.run([sys.executable, "-c", _CHILD, d], capture_output=True, text=True, check=True)
         secs, rss, msgs = out.stdout.split()
-        print(f"  open {label:<26} {float(secs):6.2f} s   peak RSS {float(rss):6.1f} MB "
-              f"(interpreter+imports alone: {base_rss:.1f} MB)   msgs={int(msgs):,}")
+        print(
+            f"  open {label:<26} {float(secs):6.2f} s   peak RSS {float(rss):6.1f} MB "
+            f"(interpreter+imports alone: {base_rss:.1f} MB)   msgs={int(msgs):,}"
+        )
 
 
 def _child_rss_baseline() -> float:
-    code = ("import natsd.store.file; "
-            "print(next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM')) / 1024)")
+    code = (
+        "import natsd.store.file; "
+        "print(next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM')) / 1024)"
+    )
     return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
 
 
@@ -146,8 +152,10 @@ def _fill_stream(url: str, n: int, size: int) -> None:
     with socket.create_connection((host, int(port)), timeout=60) as sock:
         sock.recv(4096)
         cfg = b'{"name":"BENCH","subjects":["bench.js"],"storage":"file"}'
-        sock.sendall(b'CONNECT {"verbose":false}\r\nSUB _INBOX.c 1\r\n'
-                     b"PUB $JS.API.STREAM.CREATE.BENCH _INBOX.c %d\r\n%s\r\n" % (len(cfg), cfg))
+        sock.sendall(
+            b'CONNECT {"verbose":false}\r\nSUB _INBOX.c 1\r\n'
+            b"PUB $JS.API.STREAM.CREATE.BENCH _INBOX.c %d\r\n%s\r\n" % (len(cfg), cfg)
+        )
         buf = b""
         while b"}\r\n" not in buf:
             buf += sock.recv(65536)
@@ -180,15 +188,17 @@ def _wait_stream(url: str, n: int | None, deadline: float) -> int:
         try:
             with socket.create_connection((host, int(port)), timeout=2) as sock:
                 sock.recv(4096)
-                sock.sendall(b'CONNECT {"verbose":false,"headers":true,"no_responders":true}\r\n'
-                             b"SUB _INBOX.bench 1\r\nPUB $JS.API.STREAM.INFO.BENCH _INBOX.bench 0\r\n\r\n")
+                sock.sendall(
+                    b'CONNECT {"verbose":false,"headers":true,"no_responders":true}\r\n'
+                    b"SUB _INBOX.bench 1\r\nPUB $JS.API.STREAM.INFO.BENCH _INBOX.bench 0\r\n\r\n"
+                )
                 buf = b""
                 while b"}\r\n" not in buf:
                     chunk = sock.recv(65536)
                     if not chunk:
                         break
                     buf += chunk
-                body = buf[buf.find(b"{"): buf.rfind(b"}") + 1]
+                body = buf[buf.find(b"{") : buf.rfind(b"}") + 1]
                 msgs = json.loads(body).get("state", {}).get("messages") if body else None
                 if msgs is not None and (n is None or msgs == n):
                     return msgs
@@ -228,8 +238,10 @@ def bench_restart_vs_reference(n: int, size: int) -> None:
             _wait_stream(srv.url, stored, time.perf_counter() + 300)
             secs = time.perf_counter() - t0
             results[kind] = (secs, srv.rss_mb(), rate)
-            print(f"  {kind:<11} {stored:>9,} msgs stored (ingest {rate:,.0f} msgs/s)   restart to "
-                  f"STREAM.INFO {secs:6.2f} s   RSS after {results[kind][1]:6.1f} MB")
+            print(
+                f"  {kind:<11} {stored:>9,} msgs stored (ingest {rate:,.0f} msgs/s)   restart to "
+                f"STREAM.INFO {secs:6.2f} s   RSS after {results[kind][1]:6.1f} MB"
+            )
         finally:
             srv.stop()
     if len(results) == 2:
@@ -245,8 +257,9 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=100, help="messages per flush (one loop turn)")
     ap.add_argument("--dir", default=None, help="where file stores go (default: a temp dir)")
     ap.add_argument("--skip-open", action="store_true")
-    ap.add_argument("--reference", action="store_true",
-                    help="also restart natsd and nats-server on an --open-msgs stream")
+    ap.add_argument(
+        "--reference", action="store_true", help="also restart natsd and nats-server on an --open-msgs stream"
+    )
     args = ap.parse_args()
     root = tempfile.mkdtemp(prefix="bench_store_", dir=args.dir)
     try:
@@ -254,13 +267,16 @@ def main() -> None:
         for kind in ("memory", "file"):
             d = os.path.join(root, f"append_{kind}") if kind == "file" else None
             print(f"  {kind:<6} {bench_append(kind, args.msgs, args.size, args.batch, d):>12,.0f} msgs/s")
-        print("reads: sequential load_next_msg('>'), filtered load_next_msg (1 subject in 10), random load_msg, "
-              "iter_msgs")
+        print(
+            "reads: sequential load_next_msg('>'), filtered load_next_msg (1 subject in 10), random load_msg, iter_msgs"
+        )
         for kind in ("memory", "file"):
             d = os.path.join(root, f"reads_{kind}") if kind == "file" else None
             scan, filt, rand, it = bench_reads(kind, args.msgs, args.size, d)
-            print(f"  {kind:<6} scan {scan:>10,.0f}/s   filtered {filt:>10,.0f}/s   random {rand:>10,.0f}/s"
-                  f"   iter {it:>10,.0f}/s")
+            print(
+                f"  {kind:<6} scan {scan:>10,.0f}/s   filtered {filt:>10,.0f}/s   random {rand:>10,.0f}/s"
+                f"   iter {it:>10,.0f}/s"
+            )
         if not args.skip_open:
             print(f"open a {args.open_msgs:,}-message file store:")
             bench_open(args.open_msgs, args.size, root)

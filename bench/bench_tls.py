@@ -49,8 +49,9 @@ class TlsServer(ServerProc):
         self.port = free_port()
         self.store = tempfile.mkdtemp(prefix=f"bench-tls-{kind}-", dir=workdir)
         conf = Path(self.store) / "tls.conf"
-        conf.write_text(f'tls {{ cert_file: "{pki.server_cert}", key_file: "{pki.server_key}", '
-                        f'ca_file: "{pki.ca_file}" }}\n')
+        conf.write_text(
+            f'tls {{ cert_file: "{pki.server_cert}", key_file: "{pki.server_key}", ca_file: "{pki.ca_file}" }}\n'
+        )
         args = ["-c", str(conf), "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", self.store]
         cmd = [sys.executable, "-m", "natsd", *args] if kind == "natsd" else [str(VENV_BIN / "nats-server"), *args]
         env = dict(os.environ, PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -60,8 +61,13 @@ class TlsServer(ServerProc):
 
 
 def jsbench(port: int, workload: str, n: int, ca: str) -> float | None:
-    out = subprocess.run([str(JSBENCH), f"tls://localhost:{port}", workload, str(n), "128"], capture_output=True,
-                         text=True, timeout=300, env=dict(os.environ, SSL_CERT_FILE=ca))
+    out = subprocess.run(
+        [str(JSBENCH), f"tls://localhost:{port}", workload, str(n), "128"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, SSL_CERT_FILE=ca),
+    )
     for tok in out.stdout.split():
         if tok.startswith("rate="):
             return float(tok[5:])
@@ -164,8 +170,9 @@ async def _rtt(port: int, pki, count: int) -> list[float]:
 
 def flood(srv: TlsServer, pki, count: int, rate: float = 0) -> dict:
     quiet = asyncio.run(_rtt(srv.port, pki, count))
-    proc = subprocess.Popen([sys.executable, "-c", _FLOOD, str(srv.port), "60", str(rate)], stdout=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _FLOOD, str(srv.port), "60", str(rate)], stdout=subprocess.PIPE, text=True
+    )
     try:
         time.sleep(1.0)
         t0 = time.monotonic()
@@ -178,9 +185,14 @@ def flood(srv: TlsServer, pki, count: int, rate: float = 0) -> dict:
     def pct(v, p):
         return statistics.quantiles(v, n=100)[p - 1]
 
-    return {"quiet_p50_ms": round(pct(quiet, 50), 3), "quiet_p99_ms": round(pct(quiet, 99), 3),
-            "flood_p50_ms": round(pct(busy, 50), 3), "flood_p99_ms": round(pct(busy, 99), 3),
-            "failing_handshakes": int(attempts or 0), "flood_seconds": round(elapsed + 1.0, 1)}
+    return {
+        "quiet_p50_ms": round(pct(quiet, 50), 3),
+        "quiet_p99_ms": round(pct(quiet, 99), 3),
+        "flood_p50_ms": round(pct(busy, 50), 3),
+        "flood_p99_ms": round(pct(busy, 99), 3),
+        "failing_handshakes": int(attempts or 0),
+        "flood_seconds": round(elapsed + 1.0, 1),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -190,9 +202,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-jspub", type=int, default=100_000)
     ap.add_argument("--conns", type=int, default=1000)
     ap.add_argument("--rtts", type=int, default=2000)
-    ap.add_argument("--flood-rate", type=float, default=0,
-                    help="failing handshakes per second (0: as fast as the server lets the flooder go; a faster "
-                         "server then gets a heavier flood, so compare servers at a fixed rate)")
+    ap.add_argument(
+        "--flood-rate",
+        type=float,
+        default=0,
+        help="failing handshakes per second (0: as fast as the server lets the flooder go; a faster "
+        "server then gets a heavier flood, so compare servers at a fixed rate)",
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     if not JSBENCH.exists():
@@ -207,12 +223,16 @@ def main(argv: list[str] | None = None) -> int:
                 srv = TlsServer(kind, pki, workdir)
                 try:
                     if part in ("core", "jspub"):
-                        res[kind] = jsbench(srv.port, part, args.n_core if part == "core" else args.n_jspub,
-                                            pki.ca_file)
+                        res[kind] = jsbench(
+                            srv.port, part, args.n_core if part == "core" else args.n_jspub, pki.ca_file
+                        )
                     elif part == "idle":
                         before, after = idle_tls(srv, pki, args.conns)
-                        res[kind] = {"idle_rss_mb": round(before, 1), "with_conns_rss_mb": round(after, 1),
-                                     "added_mb": round(after - before, 1)}
+                        res[kind] = {
+                            "idle_rss_mb": round(before, 1),
+                            "with_conns_rss_mb": round(after, 1),
+                            "added_mb": round(after - before, 1),
+                        }
                     elif part == "flood":
                         res[kind] = flood(srv, pki, args.rtts, args.flood_rate)
                 finally:
@@ -220,8 +240,10 @@ def main(argv: list[str] | None = None) -> int:
             if part in ("core", "jspub"):
                 ours, ref = res["natsd"], res["nats-server"]
                 res["ratio"] = round(ours / ref, 2) if ours and ref else None
-                print(f"{part:<6} natsd {ours or 0:>12,.0f}/s  nats-server {ref or 0:>12,.0f}/s  "
-                      f"ratio {res['ratio']}", flush=True)
+                print(
+                    f"{part:<6} natsd {ours or 0:>12,.0f}/s  nats-server {ref or 0:>12,.0f}/s  ratio {res['ratio']}",
+                    flush=True,
+                )
             else:
                 for kind in KINDS:
                     print(f"{part:<6} {kind:<12} {json.dumps(res[kind])}", flush=True)

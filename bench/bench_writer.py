@@ -9,13 +9,18 @@ writers (natsd.server.writer) up to ``transport.write``. Workloads (128-byte pay
 * ``fanout4_batch``: 4 subscribers of one subject sent back to back (a run: one join per receiver);
 * ``one_reply_route``: one subscriber, every message with its own reply subject;
 * ``queue4``: a queue group of 4, with and without reply;
-* ``hmsg2_route``: HPUB to 2 subscribers.
+* ``hmsg2_route``: HPUB to 2 subscribers;
+* ``subjects10k`` / ``subjects10k_reply``: one publisher cycling over 10,000 subjects
+  ``bench.w.<i%10>.<i>`` to 10 wildcard subscribers ``bench.w.<k>.*`` (each message matches one;
+  ``run_wide.py subjects``' shape, issue 31), without and with a reply subject per message; figures
+  are per message over all 10,000 (best of 5 passes), so the Sublist cache cannot hold them all.
 
     PYTHONPATH=src .venv/bin/python bench/bench_writer.py
 
 Use it to compare two trees on the same machine back to back (run it with each tree's ``src`` on
 PYTHONPATH, alternating): the figures move little with machine load, unlike the socket benchmarks.
 """
+
 import asyncio
 import sys
 import time
@@ -107,10 +112,31 @@ async def run():
         # headers to 2 receivers
         h = b"NATS/1.0\r\nA: b\r\n\r\n"
         hs = [conn(server, b"SUB h 1\r\n") for _ in range(2)]
-        data = b"".join(b"HPUB h %d %d\r\n%s%s\r\nHPUB h r %d %d\r\n%s%s\r\n" % (len(h), len(h) + 128, h, body, len(h), len(h) + 128, h, body)
-                        for _ in range(100))
+        data = b"".join(
+            b"HPUB h %d %d\r\n%s%s\r\nHPUB h r %d %d\r\n%s%s\r\n"
+            % (len(h), len(h) + 128, h, body, len(h), len(h) + 128, h, body)
+            for _ in range(100)
+        )
         res["hmsg2_route"] = await measure(server, pub, data, 400)
-        for c in subs + qs + hs + [s1, pub]:
+        ws = [conn(server, b"SUB bench.w.%d.* 1\r\n" % k) for k in range(10)]
+        for name, reply in (("subjects10k", b""), ("subjects10k_reply", b"_INBOX.r.%d ")):
+            chunks = [
+                b"".join(
+                    b"PUB bench.w.%d.%d %s128\r\n%s\r\n" % (i % 10, i, reply.replace(b"%d", b"%d" % i), body)
+                    for i in range(j, j + 200)
+                )
+                for j in range(0, 10_000, 200)
+            ]
+            best = None
+            for _ in range(5):
+                t0 = time.process_time()
+                for c in chunks:
+                    pub.data_received(c)
+                    await asyncio.sleep(0)
+                dt = (time.process_time() - t0) / 10_000 * 1e6
+                best = dt if best is None or dt < best else best
+            res[name] = best
+        for c in subs + qs + hs + ws + [s1, pub]:
             c.close()
     finally:
         await server.shutdown()
@@ -120,6 +146,7 @@ async def run():
 def main():
     try:
         import uvloop
+
         uvloop.install()
     except ImportError:
         pass

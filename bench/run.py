@@ -103,8 +103,9 @@ class ServerProc:
 
 def run_jsbench(url: str, workload: str, n: int, size: int, timeout: float = 300) -> float | None:
     try:
-        out = subprocess.run([str(JSBENCH), url, workload, str(n), str(size)], capture_output=True,
-                             text=True, timeout=timeout)
+        out = subprocess.run(
+            [str(JSBENCH), url, workload, str(n), str(size)], capture_output=True, text=True, timeout=timeout
+        )
     except subprocess.TimeoutExpired:
         return None
     for tok in out.stdout.split():
@@ -147,8 +148,10 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(["bash", str(ROOT / "scripts" / "build-jsbench.sh")], check=True, cwd=ROOT)
 
     results: dict = {"workloads": {}, "memory": {}}
-    print(f"{'workload':<10} {'n':>9} {'size':>5} {'natsd/s':>12} {'nats-server/s':>14} {'ratio':>7}"
-          f" {'natsd µs/msg':>13} {'nats-server µs/msg':>19}")
+    print(
+        f"{'workload':<10} {'n':>9} {'size':>5} {'natsd/s':>12} {'nats-server/s':>14} {'ratio':>7}"
+        f" {'natsd µs/msg':>13} {'nats-server µs/msg':>19}"
+    )
     for w in args.workloads:
         n, size = WORKLOADS[w]
         n, size = args.n or n, args.size or size
@@ -171,13 +174,22 @@ def main(argv: list[str] | None = None) -> int:
             cpus[kind] = best_cpu
         ours, ref = rates["natsd"], rates["nats-server"]
         ratio = (ours / ref) if ours and ref else None
-        results["workloads"][w] = {"n": n, "size": size, "natsd": ours, "nats-server": ref, "ratio": ratio,
-                                   "natsd_cpu_us_per_msg": cpus["natsd"],
-                                   "nats-server_cpu_us_per_msg": cpus["nats-server"]}
+        results["workloads"][w] = {
+            "n": n,
+            "size": size,
+            "natsd": ours,
+            "nats-server": ref,
+            "ratio": ratio,
+            "natsd_cpu_us_per_msg": cpus["natsd"],
+            "nats-server_cpu_us_per_msg": cpus["nats-server"],
+        }
         fmt = lambda v: f"{v:,.0f}" if v else "fail"  # noqa: E731
         fcpu = lambda v: f"{v:.2f}" if v is not None else "-"  # noqa: E731
-        print(f"{w:<10} {n:>9} {size:>5} {fmt(ours):>12} {fmt(ref):>14} {ratio and f'{ratio:.2f}' or '-':>7}"
-              f" {fcpu(cpus['natsd']):>13} {fcpu(cpus['nats-server']):>19}", flush=True)
+        print(
+            f"{w:<10} {n:>9} {size:>5} {fmt(ours):>12} {fmt(ref):>14} {ratio and f'{ratio:.2f}' or '-':>7}"
+            f" {fcpu(cpus['natsd']):>13} {fcpu(cpus['nats-server']):>19}",
+            flush=True,
+        )
 
     if args.conns:
         for kind in ("natsd", "nats-server"):
@@ -187,10 +199,14 @@ def main(argv: list[str] | None = None) -> int:
                 before, after = idle_connections_rss(srv, args.conns)
             finally:
                 srv.stop()
-            results["memory"][kind] = {"idle_rss_mb": round(before, 1),
-                                       f"rss_with_{args.conns}_conns_mb": round(after, 1)}
-            print(f"memory {kind:<12} idle RSS {before:.1f} MB, with {args.conns} idle connections "
-                  f"{after:.1f} MB (+{after - before:.1f} MB)")
+            results["memory"][kind] = {
+                "idle_rss_mb": round(before, 1),
+                f"rss_with_{args.conns}_conns_mb": round(after, 1),
+            }
+            print(
+                f"memory {kind:<12} idle RSS {before:.1f} MB, with {args.conns} idle connections "
+                f"{after:.1f} MB (+{after - before:.1f} MB)"
+            )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0

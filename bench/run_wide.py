@@ -48,8 +48,12 @@ WORKLOADS: dict[str, tuple[str, int, int, tuple[tuple[str, str, bool], ...]]] = 
     "pub8": ("pub8", 800_000, 128, RATE),
     "jspub16k": ("jspub", 10_000, 16384, RATE),
     "consumers": ("consumers", 500, 128, (("rate", "creates/s", True),)),
-    "latency": ("latency", 2_000, 128, tuple((f"{p}_{q}_us", f"{p} {q} µs", False)
-                                             for p in ("rr", "js") for q in ("p50", "p99", "p999"))),
+    "latency": (
+        "latency",
+        2_000,
+        128,
+        tuple((f"{p}_{q}_us", f"{p} {q} µs", False) for p in ("rr", "js") for q in ("p50", "p99", "p999")),
+    ),
 }
 
 
@@ -59,8 +63,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--runs", type=int, default=1, help="alternating runs; medians are reported")
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every default message count")
     ap.add_argument("--n", type=int, help="message count for every workload (overrides --scale)")
-    ap.add_argument("--load-rate", type=float, help="background msgs/s of the latency workload "
-                                                    "(default: 50%% of natsd's coremax in this run)")
+    ap.add_argument(
+        "--load-rate",
+        type=float,
+        help="background msgs/s of the latency workload (default: 50%% of natsd's coremax in this run)",
+    )
     ap.add_argument("--timeout", type=float, default=600, help="seconds per generator run")
     ap.add_argument("--json", type=Path, help="also write every run's results here")
     args = ap.parse_args(argv)
@@ -96,14 +103,15 @@ def proc_cpu_seconds(pid: int) -> float:
     """user+sys CPU seconds of a process, from /proc/PID/stat (fields 14 and 15, in clock ticks)."""
     with open(f"/proc/{pid}/stat") as f:
         stat = f.read()
-    fields = stat[stat.rindex(")") + 2:].split()  # the command name may contain spaces
+    fields = stat[stat.rindex(")") + 2 :].split()  # the command name may contain spaces
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def run_generator(server: ServerProc, argv: list[str], timeout: float) -> dict[str, float | str] | None:
     """Runs widebench against ``server``; the result plus ``cpu_s`` (server CPU between the marks)."""
-    proc = subprocess.Popen([str(WIDEBENCH), server.url, *argv], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(WIDEBENCH), server.url, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     timer = threading.Timer(timeout, proc.kill)
     timer.start()
     lines: list[str] = []
@@ -165,13 +173,24 @@ def summarise(runs: dict[str, dict[str, list[dict | None]]]) -> list[dict]:
             cpu = {k: median([cpu_us_per_msg(r) for r in per_kind[k]]) for k in KINDS}
             done = sum(1 for r in per_kind["natsd"] if r and r.get(key) is not None)
             # the ratio of each run where both servers gave a figure: its spread shows the machine's noise
-            per_run = [(a[key] / b[key] if higher else b[key] / a[key])
-                       for a, b in zip(per_kind["natsd"], per_kind["nats-server"])
-                       if a and b and a.get(key) and b.get(key)]
-            rows.append({"workload": w, "figure": label, "natsd": ours, "nats-server": ref, "ratio": ratio,
-                         "run_ratios": per_run,
-                         "natsd_cpu_us_per_msg": cpu["natsd"], "nats-server_cpu_us_per_msg": cpu["nats-server"],
-                         "runs": done})
+            per_run = [
+                (a[key] / b[key] if higher else b[key] / a[key])
+                for a, b in zip(per_kind["natsd"], per_kind["nats-server"])
+                if a and b and a.get(key) and b.get(key)
+            ]
+            rows.append(
+                {
+                    "workload": w,
+                    "figure": label,
+                    "natsd": ours,
+                    "nats-server": ref,
+                    "ratio": ratio,
+                    "run_ratios": per_run,
+                    "natsd_cpu_us_per_msg": cpu["natsd"],
+                    "nats-server_cpu_us_per_msg": cpu["nats-server"],
+                    "runs": done,
+                }
+            )
     return rows
 
 
@@ -179,14 +198,18 @@ def format_rows(rows: list[dict]) -> str:
     def f(v: float | None, spec: str = ",.0f") -> str:
         return "fail" if v is None else format(v, spec)
 
-    out = [f"{'workload':<12} {'figure':<14} {'natsd':>11} {'nats-server':>12} {'ratio':>6} "
-           f"{'natsd cpu µs/msg':>17} {'nats-server cpu µs/msg':>23} runs  per-run ratios"]
+    out = [
+        f"{'workload':<12} {'figure':<14} {'natsd':>11} {'nats-server':>12} {'ratio':>6} "
+        f"{'natsd cpu µs/msg':>17} {'nats-server cpu µs/msg':>23} runs  per-run ratios"
+    ]
     for r in rows:
         spec = ",.0f" if "/s" in r["figure"] else ",.1f"
-        out.append(f"{r['workload']:<12} {r['figure']:<14} {f(r['natsd'], spec):>11} {f(r['nats-server'], spec):>12} "
-                   f"{f(r['ratio'], '.2f'):>6} {f(r['natsd_cpu_us_per_msg'], '.2f'):>17} "
-                   f"{f(r['nats-server_cpu_us_per_msg'], '.2f'):>23} {r['runs']:>4}  "
-                   f"{' '.join(format(x, '.2f') for x in r['run_ratios'])}")
+        out.append(
+            f"{r['workload']:<12} {r['figure']:<14} {f(r['natsd'], spec):>11} {f(r['nats-server'], spec):>12} "
+            f"{f(r['ratio'], '.2f'):>6} {f(r['natsd_cpu_us_per_msg'], '.2f'):>17} "
+            f"{f(r['nats-server_cpu_us_per_msg'], '.2f'):>23} {r['runs']:>4}  "
+            f"{' '.join(format(x, '.2f') for x in r['run_ratios'])}"
+        )
     return "\n".join(out)
 
 
@@ -204,8 +227,9 @@ def main(argv: list[str] | None = None) -> int:
             if w == "latency":
                 rate = args.load_rate
                 if rate is None:
-                    top = measure("natsd", ["coremax", str(max(50_000, int(400_000 * args.scale))), "128"],
-                                  args.timeout)
+                    top = measure(
+                        "natsd", ["coremax", str(max(50_000, int(400_000 * args.scale))), "128"], args.timeout
+                    )
                     rate = 0.5 * float(top["rate"]) if top else 10_000.0
                 load_rates.append(rate)
                 argv_.append(str(int(rate)))
@@ -216,8 +240,12 @@ def main(argv: list[str] | None = None) -> int:
     rows = summarise(runs)
     print(format_rows(rows))
     if load_rates:
-        print(f"latency background load: {', '.join(f'{r:,.0f}' for r in load_rates)} msgs/s "
-              "(50% of natsd's coremax per run)" if args.load_rate is None else "")
+        print(
+            f"latency background load: {', '.join(f'{r:,.0f}' for r in load_rates)} msgs/s "
+            "(50% of natsd's coremax per run)"
+            if args.load_rate is None
+            else ""
+        )
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "runs": runs, "load_rates": load_rates}, indent=2))
     return 0

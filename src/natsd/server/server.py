@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gc
 import itertools
 import os
 import signal
@@ -843,6 +844,12 @@ class Server:
             return runner.run(self._serve_forever())
 
     async def _serve_forever(self) -> int:
+        # Recovery makes objects by the million (indexes, subjects, streams, consumers) and none
+        # is garbage yet: each collection the allocations triggered walked all of them again,
+        # half of a 200,000-key bucket's restart (issue 31). The collector resumes once started,
+        # and freeze() below then moves what recovery made out of its generations.
+        collecting = gc.isenabled()
+        gc.disable()
         try:
             await self.start()
         except InvalidPortError as e:
@@ -855,6 +862,9 @@ class Server:
         except JetStreamStartError as e:
             logger.critical("Can't start JetStream: %s", e)
             return 1
+        finally:
+            if collecting:
+                gc.enable()
         loop = asyncio.get_running_loop()
 
         def freeze() -> None:

@@ -20,10 +20,12 @@ That is 28 bytes per sequence and no Python object per message (a 1M-message str
 here). The arrays start at ``_base`` <= ``first_seq``; the dead prefix left behind by removals from
 the front is cut off lazily (amortised O(1)) once it is large.
 
-Per-subject state is one small list ``[msgs, first, last, stale]`` per distinct subject (the
-reference's ``SimpleState`` with ``firstNeedsUpdate``/``lastNeedsUpdate``): removing a subject's first
-(or last) message only marks it stale, and it is recomputed on demand with one C-level search of
-``_sid``, so limit enforcement does no scanning on the hot path.
+Per-subject state is four parallel arrays indexed by subject id, ``_smsgs``/``_sfirst``/``_slast``
+(``array('q')``) and ``_sstale`` (``array('B')``): the reference's ``SimpleState`` with
+``firstNeedsUpdate``/``lastNeedsUpdate``, 25 bytes per subject instead of a list and its ints (~150
+bytes; a 1M-subject stream, issue 31). Removing a subject's first (or last) message only marks it
+stale, and it is recomputed on demand with one C-level search of ``_sid``, so limit enforcement does
+no scanning on the hot path. A freed slot has no name (``_snames[sid] is None``) and zeros there.
 
 Subclasses implement the payload hooks (``_write``, ``_read``, ``_drop``, ``_drop_all``) and the
 accounted message size. All public methods follow :class:`natsd.store.base.StreamStore`.
@@ -96,7 +98,10 @@ class IndexedStreamStore:
         # through ``_sid_of`` and the per-message sids, which never name a freed one, so the
         # lists are typed by what readers get (the freeing stores in _free_subject are marked).
         self._snames: list[str] = []
-        self._ss: list[list[int]] = []
+        self._smsgs = array("q")
+        self._sfirst = array("q")
+        self._slast = array("q")
+        self._sstale = array("B")
         self._free_sids: list[int] = []
         # Wildcard filter -> [_sgen, number of subject slots examined, matching sids]. _sgen
         # moves only when a subject slot is freed or reused, so a stream that keeps gaining new
@@ -188,7 +193,8 @@ class IndexedStreamStore:
         self._rebase(first)
         self._sid_of.clear()
         self._snames.clear()
-        self._ss.clear()
+        # Emptied in place: recovery's replay loop holds them.
+        del self._smsgs[:], self._sfirst[:], self._slast[:], self._sstale[:]
         self._free_sids.clear()
         self._sgen += 1
         self._fcache.clear()
@@ -226,12 +232,17 @@ class IndexedStreamStore:
         if self._free_sids:
             sid = self._free_sids.pop()
             self._snames[sid] = subject
-            self._ss[sid] = [1, seq, seq, 0]
+            self._smsgs[sid] = 1
+            self._sfirst[sid] = self._slast[sid] = seq
+            self._sstale[sid] = 0
             self._sgen += 1
         else:
             sid = len(self._snames)
             self._snames.append(subject)
-            self._ss.append([1, seq, seq, 0])
+            self._smsgs.append(1)
+            self._sfirst.append(seq)
+            self._slast.append(seq)
+            self._sstale.append(0)
         self._sid_of[subject] = sid
         return sid
 
@@ -247,16 +258,18 @@ class IndexedStreamStore:
         if sid is None:
             sid = self._new_sid(subject, seq)
         else:
-            ss = self._ss[sid]
-            ss[0] += 1
-            prev = ss[2]
-            ss[2] = seq
+            self._smsgs[sid] += 1
+            slast = self._slast
+            prev = slast[sid]
+            slast[sid] = seq
+            stale = self._sstale
             if self._age_keep_last and prev < self._kl_from:  # (keep_last_under_max_age)
-                if ss[3] & _STALE_LAST:
+                if stale[sid] & _STALE_LAST:
                     self._kl_from = 0  # (the subject's last is not known here: scan again)
                 else:
                     heapq.heappush(self._kl_due, prev)
-            ss[3] &= ~_STALE_LAST
+            if stale[sid]:
+                stale[sid] &= ~_STALE_LAST
             j = prev - self._base
             if j >= 0 and seq - prev <= _NXT_MAX:
                 self._nxt[j] = seq - prev
@@ -290,23 +303,29 @@ class IndexedStreamStore:
         self._msgs -= 1
         self._bytes -= size
         subject = self._snames[sid]
-        ss = self._ss[sid]
-        n = ss[0] = ss[0] - 1
+        smsgs = self._smsgs
+        n = smsgs[sid] - 1
+        smsgs[sid] = n
         if n == 0:
             self._free_subject(sid)
         else:
-            if seq == ss[1]:
-                ss[3] |= _STALE_FIRST
-            if seq == ss[2]:
-                ss[3] |= _STALE_LAST
-            if n == 1 and ss[3]:
+            # (each read of _sfirst/_slast makes an int: read them once)
+            first, last = self._sfirst[sid], self._slast[sid]
+            old = stale = self._sstale[sid]
+            if seq == first:
+                stale |= _STALE_FIRST
+            if seq == last:
+                stale |= _STALE_LAST
+            if n == 1 and stale:
                 # One message left: a known end is the other end too (KV history 1: O(1)).
-                if not ss[3] & _STALE_LAST:
-                    ss[1] = ss[2]
-                    ss[3] = 0
-                elif not ss[3] & _STALE_FIRST:
-                    ss[2] = ss[1]
-                    ss[3] = 0
+                if not stale & _STALE_LAST:
+                    self._sfirst[sid] = last
+                    stale = 0
+                elif not stale & _STALE_FIRST:
+                    self._slast[sid] = first
+                    stale = 0
+            if stale != old:
+                self._sstale[sid] = stale
         if self._ttl:
             self._ttl.pop(seq, None)
         front = seq == self._first
@@ -329,7 +348,7 @@ class IndexedStreamStore:
         name = self._snames[sid]
         del self._sid_of[name]
         self._snames[sid] = None  # type: ignore[call-overload]
-        self._ss[sid] = None  # type: ignore[call-overload]
+        self._smsgs[sid] = self._sfirst[sid] = self._slast[sid] = self._sstale[sid] = 0
         self._free_sids.append(sid)
         self._sgen += 1
 
@@ -360,9 +379,9 @@ class IndexedStreamStore:
         self._base += i
 
     def _subject_first(self, sid: int) -> int:
-        ss = self._ss[sid]
-        if ss[3] & _STALE_FIRST:
-            i = ss[1] - self._base
+        stale = self._sstale[sid]
+        if stale & _STALE_FIRST:
+            i = self._sfirst[sid] - self._base
             arr = self._sid
             if i < 0:
                 i = arr.index(sid)
@@ -375,20 +394,20 @@ class IndexedStreamStore:
                         i = arr.index(sid, i)
                         break
                     i += d
-            ss[1] = self._base + i
-            ss[3] &= ~_STALE_FIRST
-        return ss[1]
+            self._sfirst[sid] = self._base + i
+            self._sstale[sid] = stale & ~_STALE_FIRST
+        return self._sfirst[sid]
 
     def _subject_last(self, sid: int) -> int:
-        ss = self._ss[sid]
-        if ss[3] & _STALE_LAST:
-            i = min(ss[2], self._last) - self._base
+        stale = self._sstale[sid]
+        if stale & _STALE_LAST:
+            i = min(self._slast[sid], self._last) - self._base
             arr = self._sid
             while arr[i] != sid:
                 i -= 1
-            ss[2] = self._base + i
-            ss[3] &= ~_STALE_LAST
-        return ss[2]
+            self._slast[sid] = self._base + i
+            self._sstale[sid] = stale & ~_STALE_LAST
+        return self._slast[sid]
 
     def _last_live(self, upto: int) -> int:
         """Highest live sequence <= upto, or 0."""
@@ -451,8 +470,7 @@ class IndexedStreamStore:
         if len(sids) <= _MULTI_SEARCH_MAX:
             best = 0
             for sid in sids:
-                ss = self._ss[sid]
-                if ss[2] < start:
+                if self._slast[sid] < start:
                     continue
                 f = self._subject_first(sid)
                 if f >= start:
@@ -488,7 +506,7 @@ class IndexedStreamStore:
         if maxp:
             sid = self._sid_of.get(subject)
             if sid is not None:
-                asl = self._ss[sid][0] >= maxp
+                asl = self._smsgs[sid] >= maxp
         if asl and cfg.discard_new_per_subject and not (hdr and _ROLLUP_HDR in hdr):
             raise MaxMsgsPerSubject("maximum messages per subject exceeded")
         if cfg.max_msgs > 0 and self._msgs >= cfg.max_msgs and not asl:
@@ -523,11 +541,13 @@ class IndexedStreamStore:
             if ttl_ns:
                 self._set_ttl(seq, ts, ttl_ns)
         else:
-            ss = self._ss[sid]
-            ss[0] += 1
-            prev = ss[2]
-            ss[2] = seq
-            ss[3] &= ~_STALE_LAST
+            self._smsgs[sid] += 1
+            slast = self._slast
+            prev = slast[sid]
+            slast[sid] = seq
+            stale = self._sstale
+            if stale[sid]:
+                stale[sid] &= ~_STALE_LAST
             nxt = self._nxt
             if prev >= base and seq - prev <= _NXT_MAX:
                 nxt[prev - base] = seq - prev
@@ -618,9 +638,8 @@ class IndexedStreamStore:
             d = size - len(m0)
             sizes = array("I", [d + n for n in lens])
             total = sum(sizes)
-        ss = self._ss[sid]
-        ss[0] += rest
-        ss[2] = seq + rest
+        self._smsgs[sid] += rest
+        self._slast[sid] = seq + rest
         nxt = self._nxt
         nxt[seq - self._base] = 1
         nxt.extend(array("I", [1]) * (rest - 1))
@@ -656,9 +675,11 @@ class IndexedStreamStore:
         the subject's oldest goes), then max_msgs / max_bytes with discard old."""
         maxp = self._max_per_subj
         if maxp:
-            ss = self._ss[sid]
-            while ss[0] > maxp:
-                self._remove(self._subject_first(sid))
+            smsgs = self._smsgs
+            while smsgs[sid] > maxp:
+                # (the subject's first inline when known: a KV put removes one message per put)
+                stale = self._sstale[sid] & _STALE_FIRST
+                self._remove(self._subject_first(sid) if stale else self._sfirst[sid])
         limit = self._old_max_msgs
         if limit:
             while self._msgs > limit:
@@ -947,10 +968,11 @@ class IndexedStreamStore:
             del self._ts[keep:]
             del self._sz[keep:]
             del self._nxt[keep:]
-        for sid, ss in enumerate(self._ss):
-            if ss is not None and ss[2] > seq:
-                ss[3] |= _STALE_LAST
-                # Recompute now: the next append links the chain from ss[2], which must be a
+        slast, stale = self._slast, self._sstale
+        for sid, name in enumerate(self._snames):
+            if name is not None and slast[sid] > seq:
+                stale[sid] |= _STALE_LAST
+                # Recompute now: the next append links the chain from _slast, which must be a
                 # slot that still exists.
                 self._subject_last(sid)
         self._on_truncate(seq)
@@ -1107,13 +1129,12 @@ class IndexedStreamStore:
             out.last = self._last_live(self._last)
             return out
         for sid in self._match_sids(subject):
-            ss = self._ss[sid]
             last = self._subject_last(sid)
             if last < seq:
                 continue
             first = self._subject_first(sid)
             if first >= seq:
-                n = ss[0]
+                n = self._smsgs[sid]
             else:
                 first = base + self._sid.index(sid, seq - base)
                 n = self._sid[seq - base :].count(sid)
@@ -1129,15 +1150,15 @@ class IndexedStreamStore:
         out: dict[str, SimpleState] = {}
         sids = self._sid_of.values() if is_all(filter) else self._match_sids(filter)
         for sid in list(sids):
-            ss = self._ss[sid]
-            out[self._snames[sid]] = SimpleState(ss[0], self._subject_first(sid), self._subject_last(sid))
+            out[self._snames[sid]] = SimpleState(self._smsgs[sid], self._subject_first(sid), self._subject_last(sid))
         return out
 
     def subjects_totals(self, filter: str) -> dict[str, int]:
         self._check_open()
         if is_all(filter):
-            return {name: self._ss[sid][0] for name, sid in self._sid_of.items()}
-        return {self._snames[sid]: self._ss[sid][0] for sid in self._match_sids(filter)}
+            smsgs = self._smsgs
+            return {name: smsgs[sid] for name, sid in self._sid_of.items()}
+        return {self._snames[sid]: self._smsgs[sid] for sid in self._match_sids(filter)}
 
     def num_pending(self, start_seq: int, filter: str, last_per_subject: bool) -> int:
         self._check_open()
@@ -1177,10 +1198,9 @@ class IndexedStreamStore:
         maxp = config.max_msgs_per_subject
         if maxp > 0:
             for sid in list(self._sid_of.values()):
-                ss = self._ss[sid]
-                while ss is not None and ss[0] > maxp:
+                # (a subject emptied is freed: its count is 0 then)
+                while self._smsgs[sid] > maxp:
                     self._remove(self._subject_first(sid))
-                    ss = self._ss[sid]
         if config.discard == DiscardPolicy.OLD:
             if config.max_msgs > 0:
                 while self._msgs > config.max_msgs:

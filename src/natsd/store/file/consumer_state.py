@@ -62,7 +62,6 @@ the CRCs above still detect damage and torn tails on the decrypted bytes.
 
 from __future__ import annotations
 
-import copy
 import logging
 import os
 import shutil
@@ -138,6 +137,17 @@ def _i64(values) -> bytes:
     if not _LITTLE:
         a.byteswap()
     return a.tobytes()
+
+
+def copy_state(st: ConsumerState) -> ConsumerState:
+    """A copy of ``st`` sharing nothing mutable (what ``copy.deepcopy`` gave, at a fraction of the
+    cost: deepcopy's reflection was a third of recovering a consumer, issue 31)."""
+    return ConsumerState(
+        SequencePair(st.delivered.consumer_seq, st.delivered.stream_seq),
+        SequencePair(st.ack_floor.consumer_seq, st.ack_floor.stream_seq),
+        {seq: Pending(p.sequence, p.timestamp) for seq, p in st.pending.items()},
+        dict(st.redelivered),
+    )
 
 
 class _Reader:
@@ -575,7 +585,7 @@ class FileConsumerStore:
             self.wait()
             self._state = self._load()
             self._source = None
-        return copy.deepcopy(self._state)
+        return copy_state(self._state)
 
     def update_config(self, meta: dict) -> None:
         self._check_open()

@@ -10,7 +10,7 @@ Layout (little-endian; the arrays are dumped with ``array.tobytes()`` and the by
 checked through the version word)::
 
     "NIDX"           magic
-    u32              version (2) | 0x8000_0000 when written on a big-endian host
+    u32              version (3) | 0x8000_0000 when written on a big-endian host
     10 x i64         first, last, first_ts, last_ts, msgs, bytes, base, n, marker_first, lost_bytes
     n x i64          pos   (block_id << 32 | offset, -1 = absent)
     n x u32          sid   (subject id, 0xFFFFFFFF = absent)
@@ -18,8 +18,16 @@ checked through the version word)::
     n x u32          sz    (record size)
     n x u32          nxt   (distance to the next sequence of the same subject, 0 = none/unknown;
                             absent in version 1 files, which are read with all zeros)
-    u32              subject slots; per slot: u16 name length (0xFFFF = free slot), name,
-                     i64 msgs, i64 first, i64 last, u8 stale flags
+    u32              subject slots (s), then the slots in columns (version 3):
+    s x u16          name length in bytes (0xFFFF = free slot)
+    ...              the names of the used slots, UTF-8, one after the other
+    s x i64          msgs   (0 for a free slot)
+    s x i64          first
+    s x i64          last
+    s x u8           stale flags
+                     (versions 1 and 2 hold per slot: u16 name length (0xFFFF = free slot), name,
+                     i64 msgs, i64 first, i64 last, u8 stale flags: a restart of a 200,000-key
+                     bucket spent most of its time unpacking those one by one, issue 31)
     u32              TTL entries; per entry: i64 seq, i64 expiry (Unix ns, -1 = never)
     u32              lost sequences; per entry: i64 seq
     u32              blocks; per block: u32 id, i64 flushed size, i64 max_ref, 8 bytes (file tail)
@@ -39,8 +47,9 @@ from natsd.store.base import CorruptState
 __all__ = ["IndexSnapshot", "BlockInfo", "encode_index", "decode_index"]
 
 MAGIC = b"NIDX"
-VERSION = 2
-_VERSIONS = (1, 2)
+VERSION = 3
+_VERSIONS = (1, 2, 3)
+_FREE = 0xFFFF
 _BIG = 0x80000000
 _FIXED = struct.Struct("<4sI10q")
 _U32 = struct.Struct("<I")
@@ -75,7 +84,14 @@ class IndexSnapshot:
     ts: array
     sz: array
     nxt: array
-    subjects: list  # per slot: None or (name, [msgs, first, last, stale])
+    # Per subject slot: its name (None for a free slot) and its msgs/first/last/stale (0 for a
+    # free slot): the store's own ``_snames``/``_smsgs``/``_sfirst``/``_slast``/``_sstale``,
+    # adopted as they are at recovery.
+    snames: list
+    smsgs: array
+    sfirst: array
+    slast: array
+    sstale: array
     ttl: list[tuple[int, int]] = field(default_factory=list)
     lost: list[int] = field(default_factory=list)
     blocks: list[BlockInfo] = field(default_factory=list)
@@ -105,15 +121,9 @@ def encode_index(snap: IndexSnapshot) -> bytes:
         snap.ts.tobytes(),
         snap.sz.tobytes(),
         snap.nxt.tobytes(),
-        _U32.pack(len(snap.subjects)),
+        _U32.pack(len(snap.snames)),
     ]
-    for slot in snap.subjects:
-        if slot is None:
-            parts.append(_U16.pack(0xFFFF))
-            continue
-        name, ss = slot
-        nb = name.encode()
-        parts.append(_U16.pack(len(nb)) + nb + _SS.pack(ss[0], ss[1], ss[2], ss[3]))
+    parts.extend(_encode_subjects(snap))
     parts.append(_U32.pack(len(snap.ttl)))
     parts.extend(_PAIR.pack(s, e) for s, e in snap.ttl)
     parts.append(_U32.pack(len(snap.lost)))
@@ -156,18 +166,10 @@ def decode_index(data: bytes) -> IndexSnapshot:
             arrays.append(array("I", bytes(4 * n)))
         (nslots,) = _U32.unpack_from(data, p)
         p += 4
-        subjects: list = []
-        for _ in range(nslots):
-            (ln,) = _U16.unpack_from(data, p)
-            p += 2
-            if ln == 0xFFFF:
-                subjects.append(None)
-                continue
-            name = bytes(mv[p : p + ln]).decode()
-            p += ln
-            m, f, la, stale = _SS.unpack_from(data, p)
-            p += _SS.size
-            subjects.append((name, [m, f, la, stale]))
+        if version & ~_BIG >= 3:
+            snames, cols, p = _decode_subjects(mv, p, nslots)
+        else:
+            snames, cols, p = _decode_subjects_v2(data, p, nslots)
         (nttl,) = _U32.unpack_from(data, p)
         p += 4
         ttl = []
@@ -206,8 +208,85 @@ def decode_index(data: bytes) -> IndexSnapshot:
         arrays[2],
         arrays[3],
         arrays[4],
-        subjects,
+        snames,
+        cols[0],
+        cols[1],
+        cols[2],
+        cols[3],
         ttl,
         lost,
         blocks,
     )
+
+
+def _encode_subjects(snap: IndexSnapshot) -> list[bytes]:
+    """The subject slots in columns (version 3, see the module docstring)."""
+    encoded = [None if n is None else n.encode() for n in snap.snames]
+    lens = array("H", [_FREE if b is None else len(b) for b in encoded])
+    assert len(snap.smsgs) == len(snap.sfirst) == len(snap.slast) == len(snap.sstale) == len(lens)
+    return [
+        lens.tobytes(),
+        b"".join(b for b in encoded if b is not None),
+        snap.smsgs.tobytes(),
+        snap.sfirst.tobytes(),
+        snap.slast.tobytes(),
+        snap.sstale.tobytes(),
+    ]
+
+
+def _column(mv: memoryview, p: int, code: str, n: int) -> tuple[array, int]:
+    a = array(code)
+    end = p + a.itemsize * n
+    a.frombytes(mv[p:end])
+    if len(a) != n:
+        raise CorruptState("index: short subject columns")
+    return a, end
+
+
+def _decode_subjects(mv: memoryview, p: int, nslots: int) -> tuple[list, tuple[array, array, array, array], int]:
+    """Version 3's columns -> (names, None for free slots; (msgs, first, last, stale) arrays)."""
+    lens, p = _column(mv, p, "H", nslots)
+    total = sum(lens) - _FREE * lens.count(_FREE)
+    blob = bytes(mv[p : p + total])
+    if len(blob) != total:
+        raise CorruptState("index: short subject names")
+    p += total
+    msgs, p = _column(mv, p, "q", nslots)
+    first, p = _column(mv, p, "q", nslots)
+    last, p = _column(mv, p, "q", nslots)
+    stale, p = _column(mv, p, "B", nslots)
+    # Subjects are nearly always ASCII: then byte offsets are character offsets and the names
+    # are slices of one decoded string.
+    text: str | bytes = blob.decode("ascii") if blob.isascii() else blob
+    snames: list = []
+    add = snames.append
+    off = 0
+    for ln in lens:
+        if ln == _FREE:
+            add(None)
+        else:
+            add(text[off : off + ln])
+            off += ln
+    if not isinstance(text, str):
+        snames = [n if n is None else n.decode() for n in snames]
+    return snames, (msgs, first, last, stale), p
+
+
+def _decode_subjects_v2(data: bytes, p: int, nslots: int) -> tuple[list, tuple[array, array, array, array], int]:
+    """Versions 1 and 2: one record per slot."""
+    snames: list = []
+    cols = (array("q"), array("q"), array("q"), array("B"))
+    for _ in range(nslots):
+        (ln,) = _U16.unpack_from(data, p)
+        p += 2
+        if ln == _FREE:
+            snames.append(None)
+            for c in cols:
+                c.append(0)
+            continue
+        snames.append(data[p : p + ln].decode())
+        p += ln
+        for c, v in zip(cols, _SS.unpack_from(data, p)):
+            c.append(v)
+        p += _SS.size
+    return snames, cols, p

@@ -54,7 +54,6 @@ class IndexFile:
             BlockInfo(b.id, b.flushed, b.max_ref, b.read(b.flushed - 8, 8) if b.flushed >= 8 else b"")
             for b in s._blocks.values()
         ]
-        subjects = [None if name is None else (name, s._ss[sid]) for sid, name in enumerate(s._snames)]
         snap = IndexSnapshot(
             s._first,
             s._last,
@@ -70,7 +69,11 @@ class IndexFile:
             s._ts,
             s._sz,
             s._nxt,
-            subjects,
+            s._snames,
+            s._smsgs,
+            s._sfirst,
+            s._slast,
+            s._sstale,
             sorted(s._ttl.items()),
             list(s._lost_msgs),
             blocks,

@@ -195,10 +195,14 @@ class Recovery:
         s._msgs, s._bytes, s._base = snap.msgs, snap.bytes, snap.base
         s._pos, s._sid, s._ts, s._sz, s._nxt = snap.pos, snap.sid, snap.ts, snap.sz, snap.nxt
         # Freed slots stay None (see IndexedStreamStore._snames).
-        s._snames = [None if e is None else e[0] for e in snap.subjects]  # type: ignore[misc]
-        s._ss = [None if e is None else e[1] for e in snap.subjects]  # type: ignore[misc]
-        s._sid_of = {e[0]: sid for sid, e in enumerate(snap.subjects) if e is not None}
-        s._free_sids = [sid for sid, e in enumerate(snap.subjects) if e is None]
+        s._snames = snap.snames
+        s._smsgs, s._sfirst, s._slast, s._sstale = snap.smsgs, snap.sfirst, snap.slast, snap.sstale
+        if None in snap.snames:
+            s._sid_of = {name: sid for sid, name in enumerate(snap.snames) if name is not None}
+            s._free_sids = [sid for sid, name in enumerate(snap.snames) if name is None]
+        else:
+            s._sid_of = dict(zip(snap.snames, range(len(snap.snames))))
+            s._free_sids = []
         s._sgen += 1
         for seq, exp in snap.ttl:
             s._ttl[seq] = exp
@@ -321,7 +325,7 @@ class Recovery:
                     first = seq = s._last + 1
                     nxt = s._nxt
                     nxt_append = nxt.append
-                    ss_list = s._ss
+                    smsgs, slast, sstale = s._smsgs, s._slast, s._sstale
                     offs: list[int] = []
                     offs_append = offs.append
                     sid_append, ts_append = s._sid.append, s._ts.append
@@ -349,12 +353,11 @@ class Recovery:
                         sid = get(data[s0 : s0 + slen])
                         if sid is None:
                             break
-                        ss = ss_list[sid]
-                        ss[0] += 1
-                        prev = ss[2]
-                        ss[2] = seq
-                        if ss[3]:
-                            ss[3] &= ~2
+                        smsgs[sid] += 1
+                        prev = slast[sid]
+                        slast[sid] = seq
+                        if sstale[sid]:
+                            sstale[sid] &= ~2
                         # prev >= base: a live subject's last message is in the arrays.
                         nxt_append(0)
                         nxt[prev - base] = seq - prev

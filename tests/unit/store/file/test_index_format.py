@@ -1,0 +1,102 @@
+"""``msgs/index.db`` version 3 (subject slots in columns) and the versions before it, still read."""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+
+import pytest
+
+from natsd.clock import ManualClock
+from natsd.store.base import StoreConfig
+from natsd.store.file.index import _SS, _U16, _U32, decode_index, encode_index
+from natsd.store.file.stream_store import FileStreamStore
+
+pytestmark = pytest.mark.unit
+
+
+def _store(path: str, clock: ManualClock) -> FileStreamStore:
+    return FileStreamStore(StoreConfig(name="S", subjects=[">"]), clock, path)
+
+
+def _fill(path: str) -> dict:
+    clock = ManualClock()
+    st = _store(path, clock)
+    for i in range(40):
+        clock.advance(1000)
+        st.store_msg(f"k.{i % 9}", None, b"v%d" % i)
+    st.store_msg("k.é.ü", None, b"non-ascii")  # names are UTF-8: byte and character offsets differ
+    st.store_msg("gone", None, b"x")
+    st.store_msg("k.last", None, b"y")
+    st.purge_ex("gone", 0, 0)  # frees its subject slot (the next new subject would reuse it)
+    st.stop()
+    st = _store(path, clock)
+    totals = st.subjects_state(">")
+    st.stop()
+    return totals
+
+
+def _as_version_2(data: bytes) -> bytes:
+    """The same snapshot with its subject slots one record each (what versions 1-2 wrote)."""
+    snap = decode_index(data)
+    v3 = encode_index(snap)[:-4]
+    head = struct.calcsize("<4sI10q") + len(snap.pos) * 28
+    tail_start = head + 4 + _subjects_size(snap)
+    slots = [_U32.pack(len(snap.snames))]
+    for sid, name in enumerate(snap.snames):
+        if name is None:
+            slots.append(_U16.pack(0xFFFF))
+        else:
+            nb = name.encode()
+            ss = (snap.smsgs[sid], snap.sfirst[sid], snap.slast[sid], snap.sstale[sid])
+            slots.append(_U16.pack(len(nb)) + nb + _SS.pack(*ss))
+    body = bytearray(v3[:head] + b"".join(slots) + v3[tail_start:])
+    struct.pack_into("<I", body, 4, 2)
+    return bytes(body) + _U32.pack(zlib.crc32(body))
+
+
+def _subjects_size(snap) -> int:
+    names = sum(len(n.encode()) for n in snap.snames if n is not None)
+    return len(snap.snames) * (2 + 8 * 3 + 1) + names
+
+
+def test_version_3_round_trips_free_slots_and_utf8(tmp_path):
+    _fill(str(tmp_path))
+    data = (tmp_path / "msgs" / "index.db").read_bytes()
+    assert struct.unpack_from("<I", data, 4)[0] == 3
+    snap = decode_index(data)
+    assert None in snap.snames and "k.é.ü" in snap.snames
+    free = snap.snames.index(None)
+    assert (snap.smsgs[free], snap.sfirst[free], snap.slast[free], snap.sstale[free]) == (0, 0, 0, 0)
+    assert snap.smsgs[snap.snames.index("k.é.ü")] == 1
+    assert encode_index(snap) == data
+
+
+def test_a_version_2_index_is_still_used(tmp_path):
+    totals = _fill(str(tmp_path))
+    path = tmp_path / "msgs" / "index.db"
+    v3 = decode_index(path.read_bytes())
+    old = _as_version_2(path.read_bytes())
+    v2 = decode_index(old)
+    cols = ("snames", "smsgs", "sfirst", "slast", "sstale", "pos", "blocks")
+    assert [getattr(v2, c) for c in cols] == [getattr(v3, c) for c in cols]
+    path.write_bytes(old)
+    st = _store(str(tmp_path), ManualClock())
+    try:
+        assert st.subjects_state(">") == totals
+        assert st.load_last_msg("k.é.ü").msg == b"non-ascii"
+    finally:
+        st.stop()
+    assert struct.unpack_from("<I", path.read_bytes(), 4)[0] == 3  # rewritten at the stop
+
+
+def test_truncated_subject_columns_are_refused(tmp_path):
+    from natsd.store.base import CorruptState
+
+    _fill(str(tmp_path))
+    data = (tmp_path / "msgs" / "index.db").read_bytes()
+    body = data[:-40]
+    with pytest.raises(CorruptState):
+        decode_index(body + _U32.pack(zlib.crc32(body)))
+    assert os.path.exists(tmp_path / "msgs" / "index.db")
