@@ -152,7 +152,8 @@ for _st, _n in (("memory", "DM"), ("file", "DF")):
         *((f"$JS.API.STREAM.MSG.DELETE.{_n}", {"seq": seq}) for seq in (1, 3, 4)),
     ]
 
-_DROP = {"ts", "created", "first_ts", "last_ts", "time", "cluster", "bytes", "name", "api"}
+# "natsd": $JS.API.INFO's list of natsd-only features (issue 27), an extension nats clients ignore
+_DROP = {"ts", "created", "first_ts", "last_ts", "time", "cluster", "bytes", "name", "api", "natsd"}
 
 
 def _normalise(obj):

@@ -143,7 +143,8 @@ def _normalise(obj):
     if isinstance(obj, dict):
         out = {}
         for k, v in obj.items():
-            if k in ("ts", "created", "first_ts", "last_ts", "time", "bytes", "cluster", "storage", "memory"):
+            # ("natsd": $JS.API.INFO's natsd-only feature list, issue 27)
+            if k in ("ts", "created", "first_ts", "last_ts", "time", "bytes", "cluster", "storage", "memory", "natsd"):
                 continue
             if k == "metadata" and isinstance(v, dict):
                 v = {mk: mv for mk, mv in v.items() if mk not in ("_nats.ver", "_nats.level")}

@@ -56,7 +56,7 @@ def _apply_metadata(cfg: dict, values: list[str] | None) -> None:
     for kv in values or []:
         key, sep, value = kv.partition("=")
         if not sep or not key:
-            raise UsageError(f"invalid --metadata {kv!r}: use KEY=VALUE")
+            raise UsageError(f"--metadata: expected KEY=VALUE, got {kv!r}")
         _set(cfg, key, value)
 
 
