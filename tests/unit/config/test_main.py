@@ -77,14 +77,14 @@ def test_unopenable_log_file_is_reported(tmp_path, capsys):
 def test_check_lists_each_ignored_key_in_file_order(tmp_path, capsys):
     conf = tmp_path / "i.conf"
     conf.write_text(
-        "cluster { name: c }\njetstream { cipher: aes }\naccounts { A { imports: [] } }\n"
+        "cluster { name: c }\njetstream { strict: true }\naccounts { A { imports: [] } }\n"
         'mappings { "a": "b" }\nserver_tags: [x]\n'
     )
     assert main(["-t", "-c", str(conf)]) == 0
     lines = capsys.readouterr().err.splitlines()
     assert lines[:4] == [
         f'natsd: {conf}:1:1: field "cluster" is not supported by natsd and is ignored',
-        f'natsd: {conf}:2:13: field "cipher" is not supported by natsd and is ignored',
+        f'natsd: {conf}:2:13: field "strict" is not supported by natsd and is ignored',
         f'natsd: {conf}:3:16: field "imports" is not supported by natsd and is ignored',
         "natsd: 3 settings of this file are ignored by natsd",
     ]  # mappings and server_tags are implemented: not listed
