@@ -16,7 +16,7 @@ import json
 import nats
 import pytest
 
-from natsd.jetstream.identity import go_hash
+from natsd.gohash import get_hash
 from tests.helpers.servers import reference_binary, start_server
 
 pytestmark = [
@@ -160,7 +160,7 @@ async def _script(url: str) -> dict:
 
         # Level 5: stream identity (a hash of the stream's creation time) on sourcing consumers.
         info = await _req(nc, "$JS.API.STREAM.INFO.PG")
-        ident = go_hash(info["created"])
+        ident = get_hash(info["created"])
         sourcing = {
             "stream_name": "PG",
             "config": {

@@ -14,32 +14,23 @@ has another one. A sourcing (or mirroring) stream sends the identity it saw last
 
 from __future__ import annotations
 
-import hashlib
 from typing import TYPE_CHECKING
 
 from natsd import nats_headers as NH
+from natsd.gohash import get_hash
 from natsd.jetstream.config.models import rfc3339
 from natsd.protocol.headers import get_header
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.views import StreamView
 
-__all__ = ["H_STREAM_IDENTITY", "go_hash", "identity_header", "requested_identity", "stream_identity"]
+__all__ = ["H_STREAM_IDENTITY", "identity_header", "requested_identity", "stream_identity"]
 
 H_STREAM_IDENTITY = NH.STREAM_IDENTITY.decode()
 
-# nats-server's base-62 digits (accounts.go), upper case before lower case.
-_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
-
-def go_hash(name: str, size: int = 8) -> str:
-    """nats-server's getHash: sha256, the first ``size`` bytes mapped onto base-62 digits."""
-    b = hashlib.sha256(name.encode()).digest()
-    return "".join(_DIGITS[b[i] % 62] for i in range(size))
-
 
 def stream_identity(stream: StreamView) -> str:
-    return go_hash(rfc3339(stream.created_ns))
+    return get_hash(rfc3339(stream.created_ns))
 
 
 def requested_identity(hdr: bytes | None) -> str | None:

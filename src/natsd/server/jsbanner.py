@@ -11,10 +11,10 @@ store truncates a torn tail and reports it; see natsd.store.file.recovery).
 
 from __future__ import annotations
 
-import hashlib
 import math
 from typing import TYPE_CHECKING
 
+from natsd.gohash import get_hash
 from natsd.gotime import format_duration
 from natsd.server.log import logger
 
@@ -22,8 +22,6 @@ if TYPE_CHECKING:
     from natsd.jetstream.manager import JetStreamEngine
 
 __all__ = ["node_name", "friendly_bytes", "log_jetstream_banner", "log_recovery_summary"]
-
-_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 _ART = (
     "    _ ___ _____ ___ _____ ___ ___   _   __  __",
@@ -40,8 +38,7 @@ def node_name(server_name: str) -> str:
     """nats-server's node name: the first 8 bytes of sha256(server name), each taken modulo 62 as a
     base-62 digit (its getHash). Stable for a fixed ``server_name`` (``edge1`` -> ``u0GDDaas``);
     an unnamed server is named by its ID, so its node changes with the ID."""
-    digest = hashlib.sha256(server_name.encode()).digest()
-    return "".join(_DIGITS[b % len(_DIGITS)] for b in digest[:8])
+    return get_hash(server_name)
 
 
 def friendly_bytes(n: int) -> str:

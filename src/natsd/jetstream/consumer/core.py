@@ -58,7 +58,8 @@ from natsd.jetstream.consumer.deadletter import DeadLetters, attach as attach_de
 from natsd.jetstream.features.metadata import partition_spec
 from natsd.jetstream.consumer.partition import Partitions, attach as attach_partitions
 from natsd.jetstream.config.requests import CONSUMER_RESET_REQUEST
-from natsd.jetstream.identity import go_hash, identity_header, requested_identity, stream_identity
+from natsd.gohash import get_hash
+from natsd.jetstream.identity import identity_header, requested_identity, stream_identity
 from natsd.jetstream.wire import dumps, error_envelope, required_level_too_high, resp
 from natsd.store.base import ConsumerState, MsgNotFound, StoreEOF, StoreError
 from natsd.subjects.tokens import subject_matches
@@ -238,7 +239,7 @@ class Consumer:
         eng = self.stream.account.engine
         if eng is None or not eng.ack_v2:  # (None: the unit tests' account without an engine)
             return ""
-        return f"{eng.domain or '_'}.{go_hash(self.stream.account.name)}."
+        return f"{eng.domain or '_'}.{get_hash(self.stream.account.name)}."
 
     def clamp_to_stream(self) -> None:
         """After recovery: messages below the stream's first sequence are gone (purged or

@@ -65,6 +65,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from natsd.jetstream.config.models import SECOND
 from natsd import nats_headers as NH
+from natsd.gohash import get_hash
 from natsd.store.base import StoreError
 from natsd.subjects.tokens import subject_matches
 from natsd.subjects.transform import transform as _transform
@@ -99,15 +100,15 @@ _ROLLUP_LINE = NH.ROLLUP + b":"
 _FALLBACK_CODES = (10185, 10025)
 
 
+# Lower case before upper case: not nats-server's order (natsd.gohash.DIGITS), but the names of
+# durable sourcing consumers that already exist on origins are made with it; changing it would
+# orphan them (and the messages they hold on interest or work-queue origins).
 _HASH_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 def api_hash(name: str, size: int = 8) -> str:
-    """nats-server's getHash: sha256, first ``size`` bytes mapped onto base-62 digits."""
-    import hashlib
-
-    b = hashlib.sha256(name.encode()).digest()
-    return "".join(_HASH_DIGITS[b[i] % 62] for i in range(size))
+    """nats-server's getHash over natsd's historical digit order (see ``_HASH_DIGITS``)."""
+    return get_hash(name, size, _HASH_DIGITS)
 
 
 def _rand(n: int = 10) -> str:

@@ -33,6 +33,7 @@ import asyncio
 import json
 from typing import TYPE_CHECKING, Any
 
+from natsd.gohash import get_hash
 from natsd.nuid import nuid
 from natsd.protocol.mqtt import subject_to_topic
 from natsd.server.log import logger
@@ -42,7 +43,7 @@ from natsd.subjects.tokens import subject_matches
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.server.mqtt.connection import MQTTConnection
 
-__all__ = ["AccountSessions", "Session", "RetainedMsg", "get_hash", "SESS_STREAM", "MSGS_STREAM", "RMSGS_STREAM"]
+__all__ = ["AccountSessions", "Session", "RetainedMsg", "SESS_STREAM", "MSGS_STREAM", "RMSGS_STREAM"]
 
 SESS_STREAM = "$MQTT_sess"
 MSGS_STREAM = "$MQTT_msgs"
@@ -58,17 +59,6 @@ PUBREL_PREFIX = "$MQTT.out.pubrel."
 PUBREL_DELIVER_PREFIX = "$MQTT.deliver.pubrel."
 PUBREL_DURABLE_PREFIX = "$MQTT_PUBREL_"
 JAIL_NS = 1_000_000_000  # mqttSessJailDur: a client id taken over twice within a second waits this long
-
-# nats-server's digits (accounts.go), upper case before lower case
-_HASH_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
-
-def get_hash(name: str, size: int = 8) -> str:
-    """nats-server's getHash: the first ``size`` bytes of SHA-256 onto base-62 digits."""
-    import hashlib
-
-    b = hashlib.sha256(name.encode()).digest()
-    return "".join(_HASH_DIGITS[b[i] % 62] for i in range(size))
 
 
 class RetainedMsg:
