@@ -286,11 +286,10 @@ class Stream:
             s.unsubscribe()
         self._subs, self._direct_subs = {}, []
 
-    def stop(self) -> None:
-        """Stop ingest, flush what is pending, stop consumers and close the store."""
-        if self.closed:
-            return
-        self._stop_links()
+    def _shut_down(self, forget_links: bool) -> None:
+        """What stop and delete share: no more ingest (links, subscriptions), what is pending
+        written, and the stream's timers (expiry, schedules) stopped."""
+        self._stop_links(forget=forget_links)
         self._unsubscribe()
         self._finish_write()
         self._flush()
@@ -302,6 +301,13 @@ class Stream:
         self.expiry.cancel()
         if self._sched is not None:
             self._sched.stop()
+
+    def stop(self) -> None:
+        """Stop ingest, flush what is pending, stop consumers and close the store."""
+        if self.closed:
+            return
+        self._shut_down(forget_links=False)
+        if self._sched is not None:
             self._sched.save()  # after the last flush: schedules.db for a fast restart
         if self._persist_timer is not None:  # (store.stop() below writes what is pending)
             self._persist_timer.cancel()
@@ -314,18 +320,7 @@ class Stream:
 
     def delete(self) -> None:
         """Delete the stream, its consumers and its data."""
-        self._stop_links(forget=True)
-        self._unsubscribe()
-        self._finish_write()
-        self._flush()
-        self.closed = True
-        self._fast = self._counter_fast = False
-        self._uncount()
-        if self.batches is not None:
-            self.batches.clear()
-        self.expiry.cancel()
-        if self._sched is not None:
-            self._sched.stop()
+        self._shut_down(forget_links=True)
         for c in list(self.consumers.values()):
             try:
                 c.delete()
