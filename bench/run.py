@@ -10,6 +10,12 @@ divided by the messages), plus memory figures.
     make bench                                   # everything, default sizes
     .venv/bin/python bench/run.py core jspub     # a subset
     .venv/bin/python bench/run.py --n 50000 jsfetch
+    .venv/bin/python bench/run.py --runs 3 core subjects10k subjects10k-reply   # medians, alternating
+
+``subjects10k`` / ``subjects10k-reply`` (issue 31) are driven by the project's ``bench/bin/widebench``
+(``bench/c/widebench.c``, built with ``scripts/build-widebench.sh``): one publisher cycling over 10,000
+subjects ``bench.w.<i%10>.<i>`` to 10 wildcard subscribers ``bench.w.<k>.*`` (own connections; each
+message matches one), without and with a reply subject ``_INBOX.bench.<i>`` per message; msgs/s received.
 
 Nothing here is asserted: targets live in the issues, results in the closing notes.
 """
@@ -21,6 +27,7 @@ import json
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,6 +36,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 JSBENCH = ROOT / "bench" / "bin" / "jsbench"
+WIDEBENCH = ROOT / "bench" / "bin" / "widebench"
 VENV_BIN = Path(sys.executable).parent
 
 # workload -> (default message count, message size); jssync/kvput are latency bound, so fewer.
@@ -39,7 +47,11 @@ WORKLOADS = {
     "jssync": (10_000, 128),
     "jsfetch": (100_000, 128),
     "kvput": (10_000, 128),
+    "subjects10k": (400_000, 128),
+    "subjects10k-reply": (400_000, 128),
 }
+# Workloads run by widebench (bench/c/widebench.c) instead of jsbench: name -> its workload name.
+WIDE = {"subjects10k": "subjects", "subjects10k-reply": "subjectsreply"}
 
 
 def free_port() -> int:
@@ -102,10 +114,9 @@ class ServerProc:
 
 
 def run_jsbench(url: str, workload: str, n: int, size: int, timeout: float = 300) -> float | None:
+    gen, name = (WIDEBENCH, WIDE[workload]) if workload in WIDE else (JSBENCH, workload)
     try:
-        out = subprocess.run(
-            [str(JSBENCH), url, workload, str(n), str(size)], capture_output=True, text=True, timeout=timeout
-        )
+        out = subprocess.run([str(gen), url, name, str(n), str(size)], capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return None
     for tok in out.stdout.split():
@@ -113,6 +124,36 @@ def run_jsbench(url: str, workload: str, n: int, size: int, timeout: float = 300
             return float(tok[5:])
     sys.stderr.write(f"[{workload}] {out.stderr.strip()}\n")
     return None
+
+
+def measure(w: str, n: int, size: int, repeat: int, runs: int) -> tuple[dict, dict]:
+    """Each server's rate and CPU µs per message for workload ``w``: the best of ``repeat`` runs,
+    or with ``runs`` > 1 the medians of that many rounds, alternating which server goes first."""
+    per: dict[str, list[tuple[float, float]]] = {"natsd": [], "nats-server": []}
+    for rnd in range(runs):
+        order = ("natsd", "nats-server") if rnd % 2 == 0 else ("nats-server", "natsd")
+        for kind in order:
+            best: tuple[float, float] | None = None
+            for _ in range(repeat):
+                srv = ServerProc(kind)
+                try:
+                    c0 = srv.cpu_seconds()
+                    r = run_jsbench(srv.url, w, n, size)
+                    cpu = (srv.cpu_seconds() - c0) / n * 1e6
+                finally:
+                    srv.stop()
+                if r is not None and (best is None or r > best[0]):
+                    best = (r, cpu)
+            if best is not None:
+                per[kind].append(best)
+            if runs > 1:
+                print(f"  run {rnd + 1}/{runs} {w} {kind}: {best and f'{best[0]:,.0f}/s {best[1]:.2f} µs/msg'}")
+    rates: dict[str, float | None] = {}
+    cpus: dict[str, float | None] = {}
+    for kind, got in per.items():
+        rates[kind] = statistics.median(r for r, _ in got) if got else None
+        cpus[kind] = statistics.median(c for _, c in got) if got else None
+    return rates, cpus
 
 
 def idle_connections_rss(server: ServerProc, count: int) -> tuple[float, float]:
@@ -141,37 +182,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, help="message count for every workload")
     ap.add_argument("--size", type=int, help="message size")
     ap.add_argument("--repeat", type=int, default=1, help="best of N runs")
+    ap.add_argument("--runs", type=int, default=1, help="N runs alternating which server goes first; medians")
     ap.add_argument("--conns", type=int, default=1000, help="idle connections for the memory check (0: skip)")
     ap.add_argument("--json", type=Path, help="also write results here")
     args = ap.parse_args(argv)
     if not JSBENCH.exists():
         subprocess.run(["bash", str(ROOT / "scripts" / "build-jsbench.sh")], check=True, cwd=ROOT)
+    if any(w in WIDE for w in args.workloads):
+        subprocess.run(["bash", str(ROOT / "scripts" / "build-widebench.sh")], check=True, cwd=ROOT)
 
     results: dict = {"workloads": {}, "memory": {}}
     print(
-        f"{'workload':<10} {'n':>9} {'size':>5} {'natsd/s':>12} {'nats-server/s':>14} {'ratio':>7}"
+        f"{'workload':<17} {'n':>9} {'size':>5} {'natsd/s':>12} {'nats-server/s':>14} {'ratio':>7}"
         f" {'natsd µs/msg':>13} {'nats-server µs/msg':>19}"
     )
     for w in args.workloads:
         n, size = WORKLOADS[w]
         n, size = args.n or n, args.size or size
-        rates = {}
-        cpus: dict[str, float | None] = {}
-        for kind in ("natsd", "nats-server"):
-            best = None
-            best_cpu = None
-            for _ in range(args.repeat):
-                srv = ServerProc(kind)
-                try:
-                    c0 = srv.cpu_seconds()
-                    r = run_jsbench(srv.url, w, n, size)
-                    cpu = (srv.cpu_seconds() - c0) / n * 1e6
-                finally:
-                    srv.stop()
-                if r is not None and (best is None or r > best):
-                    best, best_cpu = r, cpu
-            rates[kind] = best
-            cpus[kind] = best_cpu
+        rates, cpus = measure(w, n, size, args.repeat, args.runs)
         ours, ref = rates["natsd"], rates["nats-server"]
         ratio = (ours / ref) if ours and ref else None
         results["workloads"][w] = {
@@ -186,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         fmt = lambda v: f"{v:,.0f}" if v else "fail"  # noqa: E731
         fcpu = lambda v: f"{v:.2f}" if v is not None else "-"  # noqa: E731
         print(
-            f"{w:<10} {n:>9} {size:>5} {fmt(ours):>12} {fmt(ref):>14} {ratio and f'{ratio:.2f}' or '-':>7}"
+            f"{w:<17} {n:>9} {size:>5} {fmt(ours):>12} {fmt(ref):>14} {ratio and f'{ratio:.2f}' or '-':>7}"
             f" {fcpu(cpus['natsd']):>13} {fcpu(cpus['nats-server']):>19}",
             flush=True,
         )

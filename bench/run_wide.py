@@ -44,6 +44,7 @@ WORKLOADS: dict[str, tuple[str, int, int, tuple[tuple[str, str, bool], ...]]] = 
     "pub8streams": ("pub8streams", 200_000, 128, RATE),
     "queue4": ("queue4", 400_000, 128, RATE),
     "subjects": ("subjects", 400_000, 128, RATE),
+    "subjectsreply": ("subjectsreply", 400_000, 128, RATE),
     "reqrep": ("reqrep", 5_000, 128, LAT + (("rate", "req/s", True),)),
     "pub8": ("pub8", 800_000, 128, RATE),
     "jspub16k": ("jspub", 10_000, 16384, RATE),

@@ -8,6 +8,7 @@
 //   queue4      one publisher, 4 subscribers (own connections) in one queue group; msgs/s received
 //   subjects    one publisher cycling over 10,000 subjects bench.w.<i%10>.<i>, 10 subscribers on bench.w.<k>.*
 //               (each message matches exactly one wildcard subscriber); msgs/s received
+//   subjectsreply  the same, each message with a reply subject _INBOX.bench.<i> (issue 31)
 //   reqrep      N sequential requests to one responder; requests/s and p50/p99/p999 latency
 //   pub8        8 publisher connections (threads) publishing N/8 each to one subscriber; msgs/s received
 //   jspub       async JetStream publish into a file stream (use SIZE=16384 for the 16 KB shape); acked msgs/s
@@ -167,7 +168,7 @@ static void latencies(natsConnection *nc, jsCtx *js, int n, int64_t *lat, int js
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: widebench URL replay|pub8streams|queue4|subjects|reqrep|pub8|jspub|consumers|coremax|latency"
+        fprintf(stderr, "usage: widebench URL replay|pub8streams|queue4|subjects|subjectsreply|reqrep|pub8|jspub|consumers|coremax|latency"
                         " [N] [SIZE] [RATE]\n");
         return 2;
     }
@@ -203,8 +204,9 @@ int main(int argc, char **argv) {
         for (int i = 0; i < 8; i++) pthread_join(th[i], NULL);
         t1 = nats_NowInNanoSeconds(); mark("end");
         for (int i = 0; i < 8; i++) { snprintf(name, sizeof name, "BENCH%d", i); js_DeleteStream(js, name, NULL, NULL); }
-    } else if (!strcmp(w, "queue4") || !strcmp(w, "subjects") || !strcmp(w, "coremax")) {
-        int q = !strcmp(w, "queue4"), many = !strcmp(w, "subjects"), nsubs = q ? 4 : many ? 10 : 1;
+    } else if (!strcmp(w, "queue4") || !strcmp(w, "subjects") || !strcmp(w, "subjectsreply") || !strcmp(w, "coremax")) {
+        int q = !strcmp(w, "queue4"), withReply = !strcmp(w, "subjectsreply");
+        int many = withReply || !strcmp(w, "subjects"), nsubs = q ? 4 : many ? 10 : 1;
         natsConnection *sc[10]; natsSubscription *subs[10]; char subj[48];
         for (int i = 0; i < nsubs; i++) {
             sc[i] = connect();
@@ -212,19 +214,25 @@ int main(int argc, char **argv) {
             subs[i] = subscribe(sc[i], subj, q ? "workers" : NULL, onMsg);
             CHK(natsConnection_Flush(sc[i]));
         }
-        char (*subjects)[32] = NULL;
+        char (*subjects)[32] = NULL, (*replies)[32] = NULL;
         if (many) {
             subjects = malloc(10000 * sizeof *subjects);
             for (int i = 0; i < 10000; i++) snprintf(subjects[i], 32, "bench.w.%d.%d", i % 10, i);
         }
+        if (withReply) {
+            replies = malloc(10000 * sizeof *replies);
+            for (int i = 0; i < 10000; i++) snprintf(replies[i], 32, "_INBOX.bench.%d", i);
+        }
         mark("start"); t0 = nats_NowInNanoSeconds();
-        for (int i = 0; i < n; i++)
-            CHK(natsConnection_Publish(nc, many ? subjects[i % 10000] : "bench.core", data, size));
+        for (int i = 0; i < n; i++) {
+            if (withReply) CHK(natsConnection_PublishRequest(nc, subjects[i % 10000], replies[i % 10000], data, size));
+            else CHK(natsConnection_Publish(nc, many ? subjects[i % 10000] : "bench.core", data, size));
+        }
         CHK(natsConnection_Flush(nc));
         n = (int)waitReceived(n);
         t1 = nats_NowInNanoSeconds(); mark("end");
         for (int i = 0; i < nsubs; i++) { natsSubscription_Destroy(subs[i]); natsConnection_Destroy(sc[i]); }
-        free(subjects);
+        free(subjects); free(replies);
     } else if (!strcmp(w, "pub8")) {
         natsConnection *sc = connect(); pthread_t th[8]; Job jobs[8];
         natsSubscription *sub = subscribe(sc, "bench.p8", NULL, onMsg);
