@@ -83,27 +83,35 @@ _LINE_CACHE_MAX = 128
 _NO_RUN: list[bytes] = []
 
 
-# Runs of reply-less PUBs are cut with regexes (see _run_patterns) only for payloads up to this
-# size: acks ("+ACK", "-NAK", "+TERM <reason>", ...) are small, and the patterns, compiled once
-# per size, stay few (a publisher of random sizes must not compile one per message).
-RUN_MAX_SIZE = 64
-_RUN_PATTERNS: dict[int, tuple] = {}
+# Runs of canonical PUBs to differing subjects are cut with regexes (see _run_patterns) for
+# payloads up to this size (any publisher of many subjects: acks, device events). A pattern is
+# compiled per (size, with reply) the first time a second such PUB of that size follows one
+# (never for a publisher whose every message has a new size), and at most _RUN_PATTERNS_MAX
+# are kept.
+RUN_MAX_SIZE = 64 * 1024
+_RUN_PATTERNS_MAX = 64
+_RUN_PATTERNS: dict[tuple[int, bool], tuple] = {}
 
 
-def _run_patterns(size: int) -> tuple:
-    """``(run, one)`` for reply-less PUBs with a ``size``-byte payload, canonically spelled:
-    ``run`` matches a whole run of them back to back, ``one`` (for ``findall``) captures each
-    message's subject and payload. The subject is one argument: no byte that ``split()``
+def _run_patterns(size: int, reply: bool) -> tuple:
+    """``(run, one)`` for canonically spelled PUBs with a ``size``-byte payload, without a reply
+    (``PUB <subject> <size>``) or with one (``PUB <subject> <reply> <size>``): ``run`` matches a
+    whole run of them back to back, ``one`` (for ``findall``) captures each message's subject,
+    (reply,) and payload. Subject and reply are one argument each: no byte that ``split()``
     treats as whitespace. ``(None, None)`` above RUN_MAX_SIZE."""
     if size > RUN_MAX_SIZE:
         return None, None
-    pats = _RUN_PATTERNS.get(size)
+    key = (size, reply)
+    pats = _RUN_PATTERNS.get(key)
     if pats is None:
+        if len(_RUN_PATTERNS) >= _RUN_PATTERNS_MAX:
+            _RUN_PATTERNS.clear()
         # In a bytes pattern \S is exactly "not in _WS_BYTES". Possessive repeats (nothing to
-        # backtrack into: a subject is followed by a space) make the run match twice as fast.
-        run = rb"(?:PUB \S++ %d\r\n.{%d}\r\n)++" % (size, size)
-        one = rb"PUB (\S+) %d\r\n(.{%d})\r\n" % (size, size)
-        pats = _RUN_PATTERNS[size] = (re.compile(run, re.S), re.compile(one, re.S))
+        # backtrack into: an argument is followed by a space) make the run match twice as fast.
+        args, cap = (rb"\S++ \S++", rb"(\S+) (\S+)") if reply else (rb"\S++", rb"(\S+)")
+        run = rb"(?:PUB %s %d\r\n.{%d}\r\n)++" % (args, size, size)
+        one = rb"PUB %s %d\r\n(.{%d})\r\n" % (cap, size, size)
+        pats = _RUN_PATTERNS[key] = (re.compile(run, re.S), re.compile(one, re.S))
     return pats
 
 
@@ -142,6 +150,7 @@ class Parser:
         "_line_cache",
         "_rp",
         "_nr",
+        "_wr",
     )
 
     def __init__(
@@ -164,6 +173,10 @@ class Parser:
         # Reply-less PUBs to ever new subjects of one size (acks: ``PUB $JS.ACK.<...> 0``): the
         # suffix " <size>\r\n" of the last canonical one and its size, or None.
         self._nr: tuple | None = None
+        # PUBs with a reply to ever new subjects (a device publishing requests, an asynchronous
+        # JetStream publisher over many subjects): the suffix " <size>\r\n" of the last
+        # canonical one and its size, or None.
+        self._wr: tuple | None = None
         self._pending = bytearray()
         # (op, subject, reply, hdr_len, size) of a PUB/HPUB whose payload is still incomplete;
         # _pending then holds payload bytes only.
@@ -245,6 +258,10 @@ class Parser:
         run_subjects = run_payloads = _NO_RUN
         # The OP_PUB_RRUN event being extended (runs of publishes with a reply each).
         rr_ev: Any = None
+        # The OP_PUB_RUN event with replies being extended (runs to differing subjects, each
+        # with its reply).
+        wr_ev: Any = None
+        wr_subjects = wr_replies = wr_payloads = _NO_RUN
         if aw is not None:
             if joined is None:
                 size = aw[4]
@@ -264,6 +281,7 @@ class Parser:
         line_cache = self._line_cache
         rp = self._rp
         nr = self._nr
+        wr = self._wr
         mcl = self.max_control_line
         max_payload = self.max_payload
         # The cached shapes' parts, typed as above. (work.find / work.startswith are called as
@@ -279,9 +297,15 @@ class Parser:
         rp_size: int
         rp_plen: int
         rp_slen: int
+        wr_suffix: bytes
+        wr_size: int
+        wr_slen: int
         if nr is not None:
-            nr_suffix, nr_size, nr_run, nr_one = nr
+            nr_suffix, nr_size = nr
             nr_slen = len(nr_suffix)
+        if wr is not None:
+            wr_suffix, wr_size = wr
+            wr_slen = len(wr_suffix)
         if rp is not None:
             rp_prefix, rp_suffix, rp_op, rp_subject, rp_hdr_len, rp_size = rp
             rp_plen = len(rp_prefix)
@@ -394,6 +418,42 @@ class Parser:
                         events.append(last_event)
                         pos = stop + 2
                         continue
+            # "PUB <subject> <reply> <size>" with the size of the last such line, in batch mode:
+            # the whole run of such messages at once (one regex match finds where it ends, one
+            # findall cuts it, both in C) becomes one OP_PUB_RUN event with ``replies``. Every
+            # message of the run is what the general path below accepts; a line that may be
+            # over max_control_line, or anything else, leaves the run to the paths below. So
+            # does a next message to the same subject: a burst to one subject is the reply-run
+            # path's above (OP_PUB_RRUN, which a stream takes whole), once the general path has
+            # learnt its shape.
+            if (
+                wr is not None
+                and batching
+                and work.startswith(b"PUB ", pos)
+                and work.startswith(wr_suffix, eol + 1 - wr_slen)
+                and wr_size <= max_payload
+                and not work.startswith(work[pos : work.find(b" ", pos + 4) + 1], eol + 3 + wr_size)
+            ):
+                wr_run, wr_one = _run_patterns(wr_size, True)
+                m = wr_run.match(work, pos) if wr_run is not None else None
+                # (one message alone stays an OP_PUB event, from the paths below: a request)
+                if m is not None and m.end() > eol + 3 + wr_size:
+                    end = m.end()
+                    subjects, replies, payloads = zip(*wr_one.findall(work, pos, end))
+                    if max(map(len, subjects)) + max(map(len, replies)) + wr_slen + 3 <= mcl:
+                        if wr_ev is not None and events[-1] is wr_ev:
+                            wr_subjects += subjects
+                            wr_replies += replies
+                            wr_payloads += payloads
+                        else:
+                            wr_subjects = list(subjects)
+                            wr_replies = list(replies)
+                            wr_payloads = list(payloads)
+                            wr_ev = (OP_PUB_RUN, Run(OP_PUB, b"", wr_subjects, b"", 0, wr_payloads, None, wr_replies))
+                            events.append(wr_ev)
+                        batch_list = None
+                        pos = end
+                        continue
             # "PUB <subject> <size>" with the size of the last such line: slice the subject out
             # instead of splitting (and do not cache a line that is likely never seen again).
             # In batch mode consecutive ones become one OP_PUB_RUN event (JetStream acks: one
@@ -401,25 +461,24 @@ class Parser:
             if nr is not None and work.startswith(b"PUB ", pos):
                 se = eol + 1 - nr_slen
                 if se > pos + 4 and work.startswith(nr_suffix, se):
-                    if batching and nr_run is not None:
+                    if batching:
                         # The whole run of such messages at once: one regex match finds where it
                         # ends, one findall cuts it (both in C). Every message of the run is
                         # "PUB <one argument> <nr_size>\r\n<nr_size bytes>\r\n", exactly what
                         # the per-message path below accepts; a line over max_control_line leaves
                         # the run to that path, which reports it at the right message.
-                        m = nr_run.match(work, pos)
+                        nr_run, nr_one = _run_patterns(nr_size, False)
+                        m = nr_run.match(work, pos) if nr_run is not None else None
                         if m is not None and nr_size <= max_payload:
                             end = m.end()
-                            pairs = nr_one.findall(work, pos, end)
-                            subjects = [p[0] for p in pairs]
+                            subjects, payloads = zip(*nr_one.findall(work, pos, end))
                             if max(map(len, subjects)) + nr_slen + 2 <= mcl:
-                                payloads = [p[1] for p in pairs]
                                 if run_ev is not None and events[-1] is run_ev:
                                     run_subjects += subjects
                                     run_payloads += payloads
                                 else:
-                                    run_subjects = subjects
-                                    run_payloads = payloads
+                                    run_subjects = list(subjects)
+                                    run_payloads = list(payloads)
                                     run_ev = (OP_PUB_RUN, Run(OP_PUB, b"", run_subjects, b"", 0, run_payloads))
                                     events.append(run_ev)
                                 batch_list = None
@@ -538,8 +597,8 @@ class Parser:
                 if op == OP_PUB:
                     sfx = b" %d\r\n" % size
                     if line == b"PUB " + subject + sfx:
-                        nr = self._nr = (sfx, size, *_run_patterns(size))
-                        nr_suffix, nr_size, nr_run, nr_one = nr
+                        nr = self._nr = (sfx, size)
+                        nr_suffix, nr_size = nr
                         nr_slen = len(nr_suffix)
             else:
                 # Remember the shape when the line is spelled canonically (single spaces, CRLF).
@@ -554,6 +613,10 @@ class Parser:
                     rp_prefix, rp_suffix, rp_op, rp_subject, rp_hdr_len, rp_size = rp
                     rp_plen = len(rp_prefix)
                     rp_slen = len(rp_suffix)
+                    if op == OP_PUB:
+                        wr = self._wr = (sfx, size)
+                        wr_suffix, wr_size = wr
+                        wr_slen = len(wr_suffix)
             start = eol + 1
             stop = start + size
             if stop + 2 > n:

@@ -314,7 +314,9 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
             self._run(events, 0, err)
             if events:
                 ev = events[-1]
-                if ev[0] <= OP_HPUB and ev[0] >= OP_PUB and ev[2]:
+                if (ev[0] <= OP_HPUB and ev[0] >= OP_PUB and ev[2]) or (
+                    ev[0] == OP_PUB_RUN and ev[1].replies is not None
+                ):
                     # The read ended with a request (PUB/HPUB with a reply): its answer (a
                     # JetStream PubAck, an API reply) is usually produced by a callback this
                     # read scheduled (e.g. the stream's per-turn flush). Scheduling our write
@@ -514,8 +516,9 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         elif op == OP_PUB_RRUN:
             return  # traced message by message where it is processed (see process)
         elif op == OP_PUB_RUN:
-            for subj_b, data in zip(ev[1].subjects, ev[1].payloads):
-                logger.log(TRACE, "%s<<- [PUB %s %d]", self.prefix, _decode(subj_b), len(data))
+            for _, subj_b, reply, _, data in ev[1].messages():
+                args = subj_b + b" " + reply if reply else subj_b
+                logger.log(TRACE, "%s<<- [PUB %s %d]", self.prefix, _decode(args), len(data))
                 trace_payload(self.prefix, data, self.server.options.max_traced_msg_len)
         elif op == OP_PUB_BATCH:
             run = ev[1]
@@ -764,8 +767,8 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         return not _traced(run.payloads)  # (a traced message goes through on_pub: natsd.server.msgtrace)
 
     def on_pub_run(self, run: Run) -> None:
-        """A run of reply-less PUBs to differing subjects (see ``OP_PUB_RUN``)."""
-        subjects_b, payloads = run.subjects, run.payloads
+        """A run of PUBs to differing subjects, reply-less or each with a reply (see ``OP_PUB_RUN``)."""
+        subjects_b, payloads, replies = run.subjects, run.payloads, run.replies
         assert subjects_b is not None  # an OP_PUB_RUN run has a subject per message
         if (
             self.pedantic
@@ -777,12 +780,12 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
             for i in range(len(subjects_b)):
                 if self.closed:
                     return
-                self.on_pub(OP_PUB, subjects_b[i], b"", 0, payloads[i])
+                self.on_pub(OP_PUB, subjects_b[i], b"" if replies is None else replies[i], 0, payloads[i])
             return
         self.in_msgs += len(subjects_b)
         self.in_bytes += sum(map(len, payloads))
         try:
-            run.names = [s.decode() for s in subjects_b]
+            run.names = list(map(bytes.decode, subjects_b))
         except UnicodeDecodeError:
             run.names = [_decode(s) for s in subjects_b]
         route_run(self.account, run, self)

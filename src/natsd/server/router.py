@@ -26,6 +26,7 @@ raises is logged and does not affect the publisher or other receivers.
 from __future__ import annotations
 
 import itertools
+from operator import itemgetter
 from random import random as _random
 
 from natsd.protocol.encoder import encode_msg, msg_parts
@@ -182,77 +183,160 @@ def _run_sub(r):
 
 
 def route_run(acc, run: Run, src) -> None:
-    """Deliver a run of reply-less, header-less messages to differing subjects
-    (``OP_PUB_RUN``: a client acking JetStream messages one by one), in order.
+    """Deliver a run of header-less PUBs to differing subjects (``OP_PUB_RUN``: a client acking
+    JetStream messages one by one, a publisher over many subjects), in order; reply-less, or
+    each with its own reply (``run.replies``).
 
     ``run.names`` are the ``str`` forms of ``run.subjects`` (the caller decodes them). The run
-    is matched with one :meth:`Sublist.match_many` call. Consecutive messages whose only receiver is one internal
-    subscription with a run handler (``sub.many``, see :mod:`natsd.server.ports`) are handed
-    to it as one run; everything else goes through :func:`route`, one message at a time, in
-    order. When a handler changes the subscriptions, the rest of the run is matched again, so
-    every message is routed as if it had been published alone.
+    is matched with one :meth:`Sublist.match_many` call. Consecutive reply-less messages whose
+    only receiver is one internal subscription with a run handler (``sub.many``, see
+    :mod:`natsd.server.ports`) are handed to it as one run. Messages whose only receiver is one
+    plain client subscription are gathered per receiving connection and framed together
+    (:func:`_settle`: one format per message, in C, and one append per connection), which is
+    what a publisher over many subjects to a few subscribers costs instead of one
+    :func:`route` each. Everything else goes through :func:`route`, one message at a time, in
+    order, after the gathered frames are queued: every connection gets its messages in the
+    order they were published. When a handler changes the subscriptions, the rest of the run is
+    matched again, so every message is routed as if it had been published alone.
     """
     sl = acc.sublist
     subjects = run.names
-    subjects_b = run.subjects
-    payloads = run.payloads
-    assert subjects is not None and subjects_b is not None  # a subject run, decoded by the caller
+    assert subjects is not None and run.subjects is not None  # a subject run, decoded by the caller
     n = len(subjects)
     start = 0
     while start < n:
         gen = sl.generation
         results = sl.match_many(subjects, start)
-        sub = _run_sub(results[0])
-        if sub is not None and results.count(results[0]) == len(results):
-            # The usual run: every message has the same lone receiver (one C-level count).
-            _call_many(sub, run, start, n)
-            return
-        restart = -1
-        gsub = None  # the run handler collecting messages g0..i-1
-        g0 = 0
-        i = start
-        for r in results:
-            sub = _run_sub(r)
-            if sub is not None:
-                if sub is not gsub:
-                    if gsub is not None:
-                        _call_many(gsub, run, g0, i)
-                        if sl.generation != gen:
-                            restart = i
-                            break
-                    gsub = sub
-                    g0 = i
-                i += 1
+        if run.replies is None:
+            sub = _run_sub(results[0])
+            if sub is not None and results.count(results[0]) == len(results):
+                # The usual run of acks: every message has the same lone receiver (one C-level count).
+                _call_many(sub, run, start, n)
+                return
+        start = _route_results(acc, run, results, start, gen, src)
+
+
+def _route_results(acc, run: Run, results: list, start: int, gen: int, src) -> int:
+    """:func:`route_run` of messages ``start:`` with their match ``results``; returns where to
+    match again (the subscriptions changed), or the run's length when done."""
+    sl = acc.sublist
+    subjects_b = run.subjects
+    replies = run.replies
+    # Gathered frames: connection -> (its one subscription in this run, message indices), and
+    # each match result that is such a receiver -> that index list (a result with no receiver
+    # gets a list nobody reads).
+    groups: dict = {}
+    memo: dict = {}
+    gsub = None  # the run handler collecting messages g0..i-1
+    g0 = 0
+    clean = -1  # nothing gathered since message `clean` was routed
+    for i, r in enumerate(results, start):
+        idx = memo.get(r)
+        if idx is not None and gsub is None:
+            idx.append(i)
+            continue
+        sub = _run_sub(r) if replies is None else None
+        if gsub is not None:
+            if sub is gsub:
                 continue
-            if gsub is not None:
-                _call_many(gsub, run, g0, i)
-                gsub = None
-                if sl.generation != gen:
-                    restart = i
-                    break
-            psubs = r.psubs
-            if len(psubs) == 1 and not r.qsubs:
-                # The usual case of a run over many subjects: one plain client subscription. What
-                # route() would do for it, without its general checks (a slow consumer closed by
-                # this enqueue changes no other receiver, so no re-match is needed after it).
-                sub = psubs[0]
-                c = sub.client
-                if c is not None and not sub.max and c.sub_deny is None and c.replies is None:
-                    if not c.closed and (c is not src or c.echo):
-                        c.enqueue_pub(sub, subjects_b[i], payloads[i], src)
-                    i += 1
-                    continue
-            if psubs or r.qsubs:
-                route(acc, subjects[i], subjects_b[i], b"", 0, payloads[i], src, None, r)
-                if sl.generation != gen:
-                    restart = i + 1
-                    break
-            i += 1
-        if restart < 0:
-            if gsub is not None:
-                _call_many(gsub, run, g0, n)
-            return
-        start = restart
+            _settle(groups, run, src)
+            _call_many(gsub, run, g0, i)
+            gsub = None
+            if sl.generation != gen:
+                return i
+        if sub is not None:
+            gsub = sub
+            g0 = i
+            continue
+        if idx is None:
+            idx = _gather(r, groups, memo, replies is not None, src)
+        if idx is not None:
+            idx.append(i)
+            continue
+        if clean != i - 1:
+            _settle(groups, run, src)
+        reply = b"" if replies is None else replies[i]
+        if not route(acc, run.names[i], subjects_b[i], reply, 0, run.payloads[i], src, None, r):
+            if reply and src is not None and src.no_responders:
+                src.send_no_responders(subjects_b[i], reply)
+        clean = i
+        if sl.generation != gen:
+            return i + 1
+    end = start + len(results)
+    _settle(groups, run, src)
+    if gsub is not None:
+        _call_many(gsub, run, g0, end)
+    return end
+
+
+def _gather(r, groups: dict, memo: dict, with_replies: bool, src) -> list | None:
+    """The index list that messages with match result ``r`` join (see :func:`_route_results`),
+    or None when they need :func:`route`: queue groups, several receivers, an internal one,
+    per-receiver rules, a second subscription of a connection already gathered (its messages
+    must interleave with the first's in order), or a reply that may need a no-responders
+    answer."""
+    psubs = r.psubs
+    if r.qsubs or len(psubs) > 1:
+        return None
+    if not psubs:
+        if with_replies and src is not None and src.no_responders:
+            return None
+        idx = memo[r] = []
+        return idx
+    sub = psubs[0]
+    c = sub.client
+    if c is None or sub.max or c.sub_deny is not None or c.replies is not None or c.closed:
+        return None
+    if c is src and not c.echo:
+        if with_replies:
+            return None
+        idx = memo[r] = []
+        return idx
+    g = groups.get(c)
+    if g is None:
+        g = groups[c] = (sub, [])
+    elif g[0] is not sub:
+        return None
+    idx = memo[r] = g[1]
+    return idx
+
+
+def _settle(groups: dict, run: Run, src) -> None:
+    """Queue the gathered messages of every connection in ``groups`` (one append each), byte
+    for byte the frames :func:`route` would have queued one by one::
+
+        MSG <subject> <sid> [<reply> ]<size>\r\n<payload>\r\n
+    """
+    subjects_b = run.subjects
+    payloads = run.payloads
+    replies = run.replies
+    for c, g in groups.items():
+        idx = g[1]
+        k = len(idx)
+        if not k:
+            continue
+        sub = g[0]
+        sid = sub.sid.replace(b"%", b"%%")
+        if k == 1:
+            j = idx[0]
+            ps: tuple = (payloads[j],)
+            ss: tuple = (subjects_b[j],)
+            rs: tuple | None = None if replies is None else (replies[j],)
+        else:
+            take = itemgetter(*idx)
+            ps = take(payloads)
+            ss = take(subjects_b)
+            rs = None if replies is None else take(replies)
+        idx.clear()
+        sizes = list(map(len, ps))
+        if rs is None:
+            frames = map((b"MSG %s " + sid + b" %d\r\n%s\r\n").__mod__, zip(ss, sizes, ps))
+        else:
+            frames = map((b"MSG %s " + sid + b" %s %d\r\n%s\r\n").__mod__, zip(ss, rs, sizes, ps))
+        if c.closed:
+            continue
+        c.enqueue_frames(frames, k, sum(sizes), src)
+        sub.delivered += k
 
 
 def route_rrun(acc, subject: str, run: Run) -> bool:

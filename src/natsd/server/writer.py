@@ -48,6 +48,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Writer", "STALL_MAX_NS", "WRITE_HIGH_WATER", "REASON_SLOW_CONSUMER", "REASON_SLOW_CONSUMER_WD"]
 
+_EMPTY = bytearray()
+
 # A congested receiver stalls its producers for at most this long per stall.
 STALL_MAX_NS = 50_000_000
 # Transport buffer size above which a receiver counts as congested.
@@ -141,30 +143,17 @@ class Writer:
         elif self.congested and src is not None:
             src.stall(self)
 
-    def enqueue_pub(self, sub, subject: bytes, data: bytes, src=None) -> None:
-        """Queue one reply-less, header-less message to ``sub`` (``MSG <subject> <sid> <size>``):
-        :meth:`enqueue_msg` without building the control line's pieces first, for the router's
-        run of differing subjects (:func:`natsd.server.router.route_run`). The caller checked
-        ``closed``."""
-        out = self.out
-        size = len(data)
-        out += b"MSG "
-        out += subject
-        out += b" "
-        out += sub.sid
-        out += b" %d\r\n" % size
-        out += data
-        out += b"\r\n"
-        sub.delivered += 1
-        self.out_msgs += 1
-        self.out_bytes += size
-        if not self.flush_pending:
-            self.flush_pending = True
-            self._call_soon(self.flush)
-        if len(out) > self.max_pending:
-            self.slow_consumer()
-        elif self.congested and src is not None:
-            src.stall(self)
+    def enqueue_frames(self, frames, msgs: int, nbytes: int, src=None) -> None:
+        """Queue complete frames (an iterable of ``bytes``) holding ``msgs`` messages: the router's
+        gathered messages of a run (:func:`natsd.server.router.route_run`). Into an empty buffer
+        they are joined as the buffer itself (one copy, not a join and an append)."""
+        if self.closed:
+            return
+        if self.out:
+            self.out += b"".join(frames)
+        else:
+            self.out = _EMPTY.join(frames)
+        self._queued(msgs, nbytes, src)
 
     def enqueue_run(self, prefix: bytes, payloads: list, nbytes: int, src=None) -> None:
         """Queue ``len(payloads)`` messages that share one control line ``prefix``

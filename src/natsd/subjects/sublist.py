@@ -465,13 +465,32 @@ class Sublist(Generic[T]):
         of the shape cache (see :meth:`match`). Once a subject's result is known to come from
         prefix ``p`` (its first ``k`` tokens), every later subject that starts with ``p`` and
         has only non-empty tokens after it has that result too: a ``startswith`` replaces the
-        split, the slice and the lookup, and nothing is added to the main cache. The results
-        are those of this moment: a caller that lets subscriptions change before it uses them
-        all (see :attr:`generation`) must match the rest again.
+        split, the slice and the lookup, and nothing is added to the main cache. A publisher
+        over more subjects than the cache holds (``plgd.<device>.<event>`` to ``plgd.*.<event>``
+        subscribers) misses the cache on almost every subject, but the last-token entry of the
+        shape cache (``_lcache``) answers it: that probe is made here inline, and such answers
+        are not added to the main cache either (they would only push out each other). The
+        results are those of this moment: a caller that lets subscriptions change before it
+        uses them all (see :attr:`generation`) must match the rest again.
         """
-        out: list[SublistResult] = []
+        lc = self._lcache
+        if lc and start < len(subjects) and subjects[start].rpartition(TSEP)[0] in lc:
+            # The whole run through the last-token entries at once (C-level passes). A key of
+            # _lcache is the parent of a valid subject: never empty, no empty token. So a
+            # subject's parent (all before its last '.') that is a key has the key's answer,
+            # unless the subject's last token is empty ("a.b."), which the join check finds.
+            run = subjects[start:] if start else subjects
+            out = list(map(lc.get, [s.rpartition(TSEP)[0] for s in run]))
+            if None not in out:
+                joined = "\n".join(run)
+                if ".\n" not in joined and not joined.endswith(TSEP):
+                    self._matches += len(out)
+                    self._hits += len(out)
+                    return out  # type: ignore[return-value]  # (no None in it)
+        out = []
         append = out.append
         match = self.match
+        cache = self._cache
         pfx = ""
         pr = None
         lp = 0
@@ -482,6 +501,16 @@ class Sublist(Generic[T]):
                 append(pr)
                 fast += 1
                 continue
+            if lc:
+                # (either cache's answer is the right one: both are emptied on every change)
+                j = s.rfind(TSEP)
+                r = lc.get(s[:j]) if j > 0 and s[-1] != TSEP and ".." not in s else None
+                if r is None and cache is not None:
+                    r = cache.get(s)
+                if r is not None:
+                    append(r)
+                    fast += 1
+                    continue
             r = match(s)
             append(r)
             pc = self._pcache
@@ -494,6 +523,7 @@ class Sublist(Generic[T]):
                         if pc.get(p) is r:
                             pfx, pr, lp = p, r, len(p)
                             break
+            lc = self._lcache
         if fast:
             self._matches += fast
             self._hits += fast
