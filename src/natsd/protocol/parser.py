@@ -108,9 +108,14 @@ def _run_patterns(size: int, reply: bool) -> tuple:
             _RUN_PATTERNS.clear()
         # In a bytes pattern \S is exactly "not in _WS_BYTES". Possessive repeats (nothing to
         # backtrack into: an argument is followed by a space) make the run match twice as fast.
-        args, cap = (rb"\S++ \S++", rb"(\S+) (\S+)") if reply else (rb"\S++", rb"(\S+)")
-        run = rb"(?:PUB %s %d\r\n.{%d}\r\n)++" % (args, size, size)
-        one = rb"PUB %s %d\r\n(.{%d})\r\n" % (cap, size, size)
+        # A run with replies ends before a message whose next one has the same subject: a burst
+        # to one subject is the reply-run path's (OP_PUB_RRUN: a stream takes it whole).
+        if reply:
+            run = rb"(?:PUB (\S++) \S++ %d\r\n.{%d}\r\n(?!PUB \1 ))++" % (size, size)
+            one = rb"PUB (\S+) (\S+) %d\r\n(.{%d})\r\n" % (size, size)
+        else:
+            run = rb"(?:PUB \S++ %d\r\n.{%d}\r\n)++" % (size, size)
+            one = rb"PUB (\S+) %d\r\n(.{%d})\r\n" % (size, size)
         pats = _RUN_PATTERNS[key] = (re.compile(run, re.S), re.compile(one, re.S))
     return pats
 
@@ -300,6 +305,10 @@ class Parser:
         wr_suffix: bytes
         wr_size: int
         wr_slen: int
+        # A run cut by a regex (natsd.protocol.runs' neighbours above): subjects, replies, payloads.
+        cut_s: tuple
+        cut_r: tuple
+        cut_p: tuple
         if nr is not None:
             nr_suffix, nr_size = nr
             nr_slen = len(nr_suffix)
@@ -423,32 +432,30 @@ class Parser:
             # findall cuts it, both in C) becomes one OP_PUB_RUN event with ``replies``. Every
             # message of the run is what the general path below accepts; a line that may be
             # over max_control_line, or anything else, leaves the run to the paths below. So
-            # does a next message to the same subject: a burst to one subject is the reply-run
-            # path's above (OP_PUB_RRUN, which a stream takes whole), once the general path has
-            # learnt its shape.
+            # does a burst to one subject (see _run_patterns): the reply-run path's above
+            # (OP_PUB_RRUN, which a stream takes whole), once the general path has learnt its shape.
             if (
                 wr is not None
                 and batching
                 and work.startswith(b"PUB ", pos)
                 and work.startswith(wr_suffix, eol + 1 - wr_slen)
                 and wr_size <= max_payload
-                and not work.startswith(work[pos : work.find(b" ", pos + 4) + 1], eol + 3 + wr_size)
             ):
                 wr_run, wr_one = _run_patterns(wr_size, True)
                 m = wr_run.match(work, pos) if wr_run is not None else None
                 # (one message alone stays an OP_PUB event, from the paths below: a request)
                 if m is not None and m.end() > eol + 3 + wr_size:
                     end = m.end()
-                    subjects, replies, payloads = zip(*wr_one.findall(work, pos, end))
-                    if max(map(len, subjects)) + max(map(len, replies)) + wr_slen + 3 <= mcl:
+                    cut_s, cut_r, cut_p = zip(*wr_one.findall(work, pos, end))
+                    if max(map(len, cut_s)) + max(map(len, cut_r)) + wr_slen + 3 <= mcl:
                         if wr_ev is not None and events[-1] is wr_ev:
-                            wr_subjects += subjects
-                            wr_replies += replies
-                            wr_payloads += payloads
+                            wr_subjects += cut_s
+                            wr_replies += cut_r
+                            wr_payloads += cut_p
                         else:
-                            wr_subjects = list(subjects)
-                            wr_replies = list(replies)
-                            wr_payloads = list(payloads)
+                            wr_subjects = list(cut_s)
+                            wr_replies = list(cut_r)
+                            wr_payloads = list(cut_p)
                             wr_ev = (OP_PUB_RUN, Run(OP_PUB, b"", wr_subjects, b"", 0, wr_payloads, None, wr_replies))
                             events.append(wr_ev)
                         batch_list = None
@@ -471,14 +478,14 @@ class Parser:
                         m = nr_run.match(work, pos) if nr_run is not None else None
                         if m is not None and nr_size <= max_payload:
                             end = m.end()
-                            subjects, payloads = zip(*nr_one.findall(work, pos, end))
-                            if max(map(len, subjects)) + nr_slen + 2 <= mcl:
+                            cut_s, cut_p = zip(*nr_one.findall(work, pos, end))
+                            if max(map(len, cut_s)) + nr_slen + 2 <= mcl:
                                 if run_ev is not None and events[-1] is run_ev:
-                                    run_subjects += subjects
-                                    run_payloads += payloads
+                                    run_subjects += cut_s
+                                    run_payloads += cut_p
                                 else:
-                                    run_subjects = list(subjects)
-                                    run_payloads = list(payloads)
+                                    run_subjects = list(cut_s)
+                                    run_payloads = list(cut_p)
                                     run_ev = (OP_PUB_RUN, Run(OP_PUB, b"", run_subjects, b"", 0, run_payloads))
                                     events.append(run_ev)
                                 batch_list = None

@@ -220,7 +220,9 @@ def _route_results(acc, run: Run, results: list, start: int, gen: int, src) -> i
     """:func:`route_run` of messages ``start:`` with their match ``results``; returns where to
     match again (the subscriptions changed), or the run's length when done."""
     sl = acc.sublist
+    names = run.names
     subjects_b = run.subjects
+    assert names is not None and subjects_b is not None  # (route_run's)
     replies = run.replies
     # Gathered frames: connection -> (its one subscription in this run, message indices), and
     # each match result that is such a receiver -> that index list (a result with no receiver
@@ -256,7 +258,7 @@ def _route_results(acc, run: Run, results: list, start: int, gen: int, src) -> i
         if clean != i - 1:
             _settle(groups, run, src)
         reply = b"" if replies is None else replies[i]
-        if not route(acc, run.names[i], subjects_b[i], reply, 0, run.payloads[i], src, None, r):
+        if not route(acc, names[i], subjects_b[i], reply, 0, run.payloads[i], src, None, r):
             if reply and src is not None and src.no_responders:
                 src.send_no_responders(subjects_b[i], reply)
         clean = i
@@ -308,6 +310,7 @@ def _settle(groups: dict, run: Run, src) -> None:
         MSG <subject> <sid> [<reply> ]<size>\r\n<payload>\r\n
     """
     subjects_b = run.subjects
+    assert subjects_b is not None  # (route_run's)
     payloads = run.payloads
     replies = run.replies
     for c, g in groups.items():

@@ -480,14 +480,14 @@ class Sublist(Generic[T]):
             # subject's parent (all before its last '.') that is a key has the key's answer,
             # unless the subject's last token is empty ("a.b."), which the join check finds.
             run = subjects[start:] if start else subjects
-            out = list(map(lc.get, [s.rpartition(TSEP)[0] for s in run]))
-            if None not in out:
+            got: list = list(map(lc.get, [s.rpartition(TSEP)[0] for s in run]))
+            if None not in got:
                 joined = "\n".join(run)
                 if ".\n" not in joined and not joined.endswith(TSEP):
-                    self._matches += len(out)
-                    self._hits += len(out)
-                    return out  # type: ignore[return-value]  # (no None in it)
-        out = []
+                    self._matches += len(got)
+                    self._hits += len(got)
+                    return got
+        out: list[SublistResult] = []
         append = out.append
         match = self.match
         cache = self._cache
