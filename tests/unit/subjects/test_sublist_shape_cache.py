@@ -129,3 +129,60 @@ def test_generation_moves_with_every_change():
     assert sl.generation == g1
     sl.remove(a.subject, a)
     assert sl.generation not in (g0, g1)
+
+
+def test_match_many_over_more_subjects_than_the_cache_holds():
+    # issue 31's shape: 10,000 subjects "w.<k>.<i>" to ten "w.<k>.*" subscribers, answered from
+    # the last-token entries in one pass, counted as hits, without flooding the main cache
+    sl = Sublist()
+    subs = [Sub("w.%d.*" % k, None) for k in range(10)]
+    for s in subs:
+        sl.insert(s.subject, s)
+    run = ["w.%d.%d" % (i % 10, i) for i in range(10_000)]
+    first = sl.match_many(run[:20])  # (learns the shapes)
+    assert [r.psubs for r in first] == [(subs[i % 10],) for i in range(20)]
+    cached = sl.cache_count()
+    before = sl.stats()
+    got = sl.match_many(run, 5)
+    assert len(got) == len(run) - 5
+    assert all(r.psubs == (subs[i % 10],) for i, r in enumerate(got, 5))
+    after = sl.stats()
+    assert after["num_matches"] - before["num_matches"] == len(got)
+    assert after["cache_hit_rate"] > before["cache_hit_rate"]
+    assert sl.cache_count() == cached
+    # a subject whose last token is empty, one without a dot, one with an empty token inside and
+    # one that no entry answers, anywhere in such a run: each answered as match() answers it
+    odd = ["w.3.", "w", "w..3", ".w.3", "w.3.x.y", "z.1"]
+    for k in range(len(odd) + 1):
+        mixed = run[:30]
+        mixed[k * 4 : k * 4] = odd[k:] + odd[:k]
+        fresh = Sublist(cache=False)
+        for s in subs:
+            fresh.insert(s.subject, s)
+        assert [r.psubs for r in sl.match_many(mixed)] == [fresh.match(s).psubs for s in mixed]
+    # a change empties the shape caches: the run is answered anew
+    extra = Sub("w.3.>", None)
+    sl.insert(extra.subject, extra)
+    assert set(sl.match_many(["w.3.3", "w.3.13"])[1].psubs) == {subs[3], extra}
+
+
+def test_match_many_with_shape_entries_answers_what_a_fresh_walk_answers():
+    rng = random.Random(31)
+    for _ in range(100):
+        sl = Sublist()
+        live: list[Sub] = []
+        for _ in range(10):
+            _churn(rng, sl, live)
+        # warm the last-token entries, then runs over many last tokens under a few parents
+        parents = [".".join(rng.choice(["a", "b", "c"]) for _ in range(rng.randint(1, 3))) for _ in range(4)]
+        for p in parents:
+            sl.match(p + ".warm")
+        run = [rng.choice(parents) + "." + rng.choice(["x", "y", "1", "2", ""]) for _ in range(30)]
+        got = sl.match_many(run)
+        fresh = Sublist(cache=False)
+        for s in live:
+            fresh.insert(s.subject, s, s.queue)
+        for subject, r in zip(run, got):
+            w = fresh.match(subject)
+            assert set(r.psubs) == set(w.psubs) and len(r.psubs) == len(w.psubs), subject
+            assert {frozenset(g) for g in r.qsubs} == {frozenset(g) for g in w.qsubs}, subject
