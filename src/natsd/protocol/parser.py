@@ -90,18 +90,19 @@ _NO_RUN: list[bytes] = []
 # are kept.
 RUN_MAX_SIZE = 64 * 1024
 _RUN_PATTERNS_MAX = 64
-_RUN_PATTERNS: dict[tuple[int, bool], tuple] = {}
+_RUN_PATTERNS: dict[tuple[int, bool, bytes], tuple] = {}
 
 
-def _run_patterns(size: int, reply: bool) -> tuple:
-    """``(run, one)`` for canonically spelled PUBs with a ``size``-byte payload, without a reply
-    (``PUB <subject> <size>``) or with one (``PUB <subject> <reply> <size>``): ``run`` matches a
-    whole run of them back to back, ``one`` (for ``findall``) captures each message's subject,
-    (reply,) and payload. Subject and reply are one argument each: no byte that ``split()``
-    treats as whitespace. ``(None, None)`` above RUN_MAX_SIZE."""
+def _run_patterns(size: int, reply: bool, gap: bytes = b" ") -> tuple:
+    """``(run, one)`` for PUBs with a ``size``-byte payload, without a reply (``PUB <subject>
+    <size>``, the size after ``gap``: one space, or two as nats-py spells an empty reply) or with
+    one (``PUB <subject> <reply> <size>``, single spaces): ``run`` matches a whole run of them
+    back to back, ``one`` (for ``findall``) captures each message's subject, (reply,) and
+    payload. Subject and reply are one argument each: no byte that ``split()`` treats as
+    whitespace. ``(None, None)`` above RUN_MAX_SIZE."""
     if size > RUN_MAX_SIZE:
         return None, None
-    key = (size, reply)
+    key = (size, reply, gap)
     pats = _RUN_PATTERNS.get(key)
     if pats is None:
         if len(_RUN_PATTERNS) >= _RUN_PATTERNS_MAX:
@@ -114,8 +115,8 @@ def _run_patterns(size: int, reply: bool) -> tuple:
             run = rb"(?:PUB (\S++) \S++ %d\r\n.{%d}\r\n(?!PUB \1 ))++" % (size, size)
             one = rb"PUB (\S+) (\S+) %d\r\n(.{%d})\r\n" % (size, size)
         else:
-            run = rb"(?:PUB \S++ %d\r\n.{%d}\r\n)++" % (size, size)
-            one = rb"PUB (\S+) %d\r\n(.{%d})\r\n" % (size, size)
+            run = rb"(?:PUB \S++%s%d\r\n.{%d}\r\n)++" % (gap, size, size)
+            one = rb"PUB (\S+)%s%d\r\n(.{%d})\r\n" % (gap, size, size)
         pats = _RUN_PATTERNS[key] = (re.compile(run, re.S), re.compile(one, re.S))
     return pats
 
@@ -176,7 +177,8 @@ class Parser:
         # such shape: (prefix, suffix, op, subject, hdr_len, size), or None.
         self._rp: tuple | None = None
         # Reply-less PUBs to ever new subjects of one size (acks: ``PUB $JS.ACK.<...> 0``): the
-        # suffix " <size>\r\n" of the last canonical one and its size, or None.
+        # suffix " <size>\r\n" of the last canonical one (or "  <size>\r\n", nats-py's
+        # spelling), its size and the spaces before the size, or None.
         self._nr: tuple | None = None
         # PUBs with a reply to ever new subjects (a device publishing requests, an asynchronous
         # JetStream publisher over many subjects): the suffix " <size>\r\n" of the last
@@ -293,6 +295,7 @@ class Parser:
         # methods, not through bound-method locals: the compiled build calls them directly.)
         nr_suffix: bytes
         nr_size: int
+        nr_gap: bytes
         nr_slen: int
         rp_prefix: bytes
         rp_suffix: bytes
@@ -310,7 +313,7 @@ class Parser:
         cut_r: tuple
         cut_p: tuple
         if nr is not None:
-            nr_suffix, nr_size = nr
+            nr_suffix, nr_size, nr_gap = nr
             nr_slen = len(nr_suffix)
         if wr is not None:
             wr_suffix, wr_size = wr
@@ -474,7 +477,7 @@ class Parser:
                         # "PUB <one argument> <nr_size>\r\n<nr_size bytes>\r\n", exactly what
                         # the per-message path below accepts; a line over max_control_line leaves
                         # the run to that path, which reports it at the right message.
-                        nr_run, nr_one = _run_patterns(nr_size, False)
+                        nr_run, nr_one = _run_patterns(nr_size, False, nr_gap)
                         m = nr_run.match(work, pos) if nr_run is not None else None
                         if m is not None and nr_size <= max_payload:
                             end = m.end()
@@ -603,9 +606,11 @@ class Parser:
                 line_cache[line] = last_args
                 if op == OP_PUB:
                     sfx = b" %d\r\n" % size
-                    if line == b"PUB " + subject + sfx:
-                        nr = self._nr = (sfx, size)
-                        nr_suffix, nr_size = nr
+                    # (nats-py spells a PUB without reply "PUB <subject>  <size>": an empty reply)
+                    if line == b"PUB " + subject + sfx or line == b"PUB " + subject + b" " + sfx:
+                        gap = b" " if len(line) == len(subject) + len(sfx) + 4 else b"  "
+                        nr = self._nr = (gap + sfx[1:], size, gap)
+                        nr_suffix, nr_size, nr_gap = nr
                         nr_slen = len(nr_suffix)
             else:
                 # Remember the shape when the line is spelled canonically (single spaces, CRLF).

@@ -151,3 +151,15 @@ def test_the_pattern_cache_stays_bounded():
     evs = Parser(batch=True).feed(data)
     assert unbatched(evs) == Parser().feed(data)
     assert OP_PUB_RRUN not in [e[0] for e in evs]
+
+
+def test_nats_py_spelling_of_reply_less_pubs_forms_runs_too():
+    # nats-py writes "PUB <subject>  <size>" (an empty reply between two spaces)
+    py = b"".join(b"PUB dev.%d.temp  128\r\n%s\r\n" % (i, BODY) for i in range(8))
+    data = py + pubs(0, 4) + py + b"PUB dev.x.temp   128\r\n" + BODY + b"\r\n" + py
+    evs = Parser(batch=True).feed(data)
+    assert [e[0] for e in evs][:2] == [OP_PUB, OP_PUB_RUN] and len(evs[1][1]) == 7
+    want = Parser().feed(data)
+    assert unbatched(evs) == want
+    for step in (1, 5, 150, 151):
+        assert unbatched(feed_all(Parser(batch=True), data, step)) == want
