@@ -97,9 +97,10 @@ def _run_patterns(size: int, reply: bool, gap: bytes = b" ") -> tuple:
     """``(run, one)`` for PUBs with a ``size``-byte payload, without a reply (``PUB <subject>
     <size>``, the size after ``gap``: one space, or two as nats-py spells an empty reply) or with
     one (``PUB <subject> <reply> <size>``, single spaces): ``run`` matches a whole run of them
-    back to back, ``one`` (for ``findall``) captures each message's subject, (reply,) and
-    payload. Subject and reply are one argument each: no byte that ``split()`` treats as
-    whitespace. ``(None, None)`` above RUN_MAX_SIZE."""
+    back to back, ``one`` (for ``split``) captures each message's subject, (reply,) and
+    payload, each message's in the list ``one.split`` gives for a run (``[b"", subject, (reply,)
+    payload, b"", ...]``). Subject and reply are one argument each: no byte that ``split()``
+    treats as whitespace. ``(None, None)`` above RUN_MAX_SIZE."""
     if size > RUN_MAX_SIZE:
         return None, None
     key = (size, reply, gap)
@@ -308,10 +309,11 @@ class Parser:
         wr_suffix: bytes
         wr_size: int
         wr_slen: int
-        # A run cut by a regex (natsd.protocol.runs' neighbours above): subjects, replies, payloads.
-        cut_s: tuple
-        cut_r: tuple
-        cut_p: tuple
+        # A run cut by a regex (see _run_patterns): subjects, replies, payloads.
+        cut: list
+        cut_s: list
+        cut_r: list
+        cut_p: list
         if nr is not None:
             nr_suffix, nr_size, nr_gap = nr
             nr_slen = len(nr_suffix)
@@ -432,7 +434,7 @@ class Parser:
                         continue
             # "PUB <subject> <reply> <size>" with the size of the last such line, in batch mode:
             # the whole run of such messages at once (one regex match finds where it ends, one
-            # findall cuts it, both in C) becomes one OP_PUB_RUN event with ``replies``. Every
+            # split cuts it, both in C) becomes one OP_PUB_RUN event with ``replies``. Every
             # message of the run is what the general path below accepts; a line that may be
             # over max_control_line, or anything else, leaves the run to the paths below. So
             # does a burst to one subject (see _run_patterns): the reply-run path's above
@@ -449,16 +451,19 @@ class Parser:
                 # (one message alone stays an OP_PUB event, from the paths below: a request)
                 if m is not None and m.end() > eol + 3 + wr_size:
                     end = m.end()
-                    cut_s, cut_r, cut_p = zip(*wr_one.findall(work, pos, end))
+                    cut = wr_one.split(work[pos:end])  # ["", s, r, p, "", s, r, p, ..., ""]
+                    cut_s = cut[1::4]
+                    cut_r = cut[2::4]
+                    cut_p = cut[3::4]
                     if max(map(len, cut_s)) + max(map(len, cut_r)) + wr_slen + 3 <= mcl:
                         if wr_ev is not None and events[-1] is wr_ev:
                             wr_subjects += cut_s
                             wr_replies += cut_r
                             wr_payloads += cut_p
                         else:
-                            wr_subjects = list(cut_s)
-                            wr_replies = list(cut_r)
-                            wr_payloads = list(cut_p)
+                            wr_subjects = cut_s
+                            wr_replies = cut_r
+                            wr_payloads = cut_p
                             wr_ev = (OP_PUB_RUN, Run(OP_PUB, b"", wr_subjects, b"", 0, wr_payloads, None, wr_replies))
                             events.append(wr_ev)
                         batch_list = None
@@ -473,7 +478,7 @@ class Parser:
                 if se > pos + 4 and work.startswith(nr_suffix, se):
                     if batching:
                         # The whole run of such messages at once: one regex match finds where it
-                        # ends, one findall cuts it (both in C). Every message of the run is
+                        # ends, one split cuts it (both in C). Every message of the run is
                         # "PUB <one argument> <nr_size>\r\n<nr_size bytes>\r\n", exactly what
                         # the per-message path below accepts; a line over max_control_line leaves
                         # the run to that path, which reports it at the right message.
@@ -481,14 +486,16 @@ class Parser:
                         m = nr_run.match(work, pos) if nr_run is not None else None
                         if m is not None and nr_size <= max_payload:
                             end = m.end()
-                            cut_s, cut_p = zip(*nr_one.findall(work, pos, end))
+                            cut = nr_one.split(work[pos:end])  # ["", s, p, "", s, p, ..., ""]
+                            cut_s = cut[1::3]
+                            cut_p = cut[2::3]
                             if max(map(len, cut_s)) + nr_slen + 2 <= mcl:
                                 if run_ev is not None and events[-1] is run_ev:
                                     run_subjects += cut_s
                                     run_payloads += cut_p
                                 else:
-                                    run_subjects = list(cut_s)
-                                    run_payloads = list(cut_p)
+                                    run_subjects = cut_s
+                                    run_payloads = cut_p
                                     run_ev = (OP_PUB_RUN, Run(OP_PUB, b"", run_subjects, b"", 0, run_payloads))
                                     events.append(run_ev)
                                 batch_list = None
