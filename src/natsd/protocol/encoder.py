@@ -43,6 +43,7 @@ __all__ = [
     "msg_parts",
     "msg_prefix",
     "append_run",
+    "msg_pieces",
     "append_msgs",
 ]
 
@@ -136,6 +137,40 @@ def append_run(out: bytearray, prefix: bytes, payloads: list) -> None:
     out += prefix
     out += (CRLF + prefix).join(payloads)
     out += CRLF
+
+
+def msg_pieces(sid: bytes, subjects, replies, payloads) -> tuple:
+    """``(pieces, nbytes)``: the frames of header-less messages to subscription ``sid``, message
+    ``i`` to ``subjects[i]`` with reply ``replies[i]`` (``replies`` None: no reply), as
+    ``b"".join(pieces)`` writes them, byte-identical to :func:`msg_head` + payload + CRLF each;
+    ``nbytes`` is the payload bytes.
+
+    When every payload has one size (a publisher's usual run) the pieces are the subjects,
+    replies and payloads themselves between shared separators (``CRLF + "MSG "``, ``" <sid> "``,
+    ``" <size>\r\n"``), laid out by slice assignment: nothing is formatted per message. Else one
+    ``%``-format per message (in C, through ``map``)."""
+    k = len(payloads)
+    sizes = list(map(len, payloads))
+    nbytes = sum(sizes)
+    if sizes.count(sizes[0]) == k:
+        tail = b" %d\r\n" % sizes[0]
+        w = 4 if replies is None else 6
+        parts = [b"\r\nMSG "] * (w * k + 1)
+        parts[0] = b"MSG "
+        parts[w * k] = CRLF
+        parts[1::w] = subjects
+        if replies is None:
+            parts[2::w] = [b" " + sid + tail] * k
+        else:
+            parts[2::w] = [b" " + sid + b" "] * k
+            parts[3::w] = replies
+            parts[4::w] = [tail] * k
+        parts[w - 1 :: w] = payloads
+        return parts, nbytes
+    sid = sid.replace(b"%", b"%%")
+    if replies is None:
+        return map((b"MSG %s " + sid + b" %d\r\n%s\r\n").__mod__, zip(subjects, sizes, payloads)), nbytes
+    return map((b"MSG %s " + sid + b" %s %d\r\n%s\r\n").__mod__, zip(subjects, replies, sizes, payloads)), nbytes
 
 
 def append_templated(out: bytearray, sid: bytes, subjects, reply_fmt: bytes, cols, payloads) -> int:

@@ -29,7 +29,7 @@ import itertools
 from operator import itemgetter
 from random import random as _random
 
-from natsd.protocol.encoder import encode_msg, msg_parts
+from natsd.protocol.encoder import encode_msg, msg_parts, msg_pieces
 from natsd.protocol.events import Run
 from natsd.server.log import logger
 
@@ -305,10 +305,8 @@ def _gather(r, groups: dict, memo: dict, with_replies: bool, src) -> list | None
 
 def _settle(groups: dict, run: Run, src) -> None:
     """Queue the gathered messages of every connection in ``groups`` (one append each), byte
-    for byte the frames :func:`route` would have queued one by one::
-
-        MSG <subject> <sid> [<reply> ]<size>\r\n<payload>\r\n
-    """
+    for byte the frames :func:`route` would have queued one by one
+    (:func:`natsd.protocol.encoder.msg_pieces`)."""
     subjects_b = run.subjects
     assert subjects_b is not None  # (route_run's)
     payloads = run.payloads
@@ -319,7 +317,6 @@ def _settle(groups: dict, run: Run, src) -> None:
         if not k:
             continue
         sub = g[0]
-        sid = sub.sid.replace(b"%", b"%%")
         if k == 1:
             j = idx[0]
             ps: tuple = (payloads[j],)
@@ -331,14 +328,10 @@ def _settle(groups: dict, run: Run, src) -> None:
             ss = take(subjects_b)
             rs = None if replies is None else take(replies)
         idx.clear()
-        sizes = list(map(len, ps))
-        if rs is None:
-            frames = map((b"MSG %s " + sid + b" %d\r\n%s\r\n").__mod__, zip(ss, sizes, ps))
-        else:
-            frames = map((b"MSG %s " + sid + b" %s %d\r\n%s\r\n").__mod__, zip(ss, rs, sizes, ps))
         if c.closed:
             continue
-        c.enqueue_frames(frames, k, sum(sizes), src)
+        pieces, nbytes = msg_pieces(sub.sid, ss, rs, ps)
+        c.enqueue_frames(pieces, k, nbytes, src)
         sub.delivered += k
 
 

@@ -172,3 +172,20 @@ def test_a_templated_run_is_the_messages_one_by_one(sid_, rows, name):
     want = [(s, b"$JS.ACK." + name + b".C.1.%d.%d.0" % (a, b), None, p) for s, a, b, p in rows]
     assert bytes(out) == b"x" + b"".join(reference(s, sid_, r, h, p) for s, r, h, p in want)
     assert nbytes == sum(map(len, payloads))
+
+
+def test_msg_pieces_join_to_the_frames_msg_head_gives():
+    from natsd.protocol.encoder import msg_head, msg_pieces
+
+    subjects = [b"dev.%d.temp" % i for i in range(5)]
+    replies = [b"_INBOX.r.%d" % i for i in range(5)]
+    for sid in (b"1", b"a%sb%d%%"):  # a '%' in a sid is literal
+        for payloads in ([b"x" * 8] * 5, [b"", b"a", b"bb", b"", b"ccc"], [b""] * 5, [b"one"]):
+            k = len(payloads)
+            for reps in (None, replies[:k]):
+                pieces, nbytes = msg_pieces(sid, tuple(subjects[:k]), None if reps is None else tuple(reps), payloads)
+                want = b"".join(
+                    msg_head(subjects[i], sid, b"" if reps is None else reps[i], len(payloads[i])) + payloads[i] + b"\r\n"
+                    for i in range(k)
+                )
+                assert b"".join(pieces) == want and nbytes == sum(map(len, payloads))
