@@ -106,3 +106,78 @@ async def test_every_message_in_order_with_its_subject_and_reply():
 async def test_same_deliveries_as_nats_server(tmp_path):
     ref, ours = await side_by_side(tmp_path, observe)
     assert ref == ours == expected()
+
+
+CONFIG = """
+authorization {
+  users = [
+    {user: pub, password: p, permissions: {publish: {allow: ["dev.*.temp", "mapped.*.hum"]}, subscribe: "_INBOX.>"}}
+    {user: sub, password: s}
+  ]
+}
+mappings {
+  "dev.*.hum": "mapped.{{wildcard(1)}}.hum"
+}
+"""
+
+
+async def observe_checked(url: str) -> dict:
+    """Runs over many subjects from a user with publish permissions, in an account with a mapping:
+    each message is checked and mapped on its own (denied ones answered with -ERR, the rest
+    delivered in order under their mapped subject, with their reply)."""
+    host = url.removeprefix("nats://")
+    errors: list[str] = []
+
+    async def on_error(e):
+        errors.append(str(e))
+
+    sub = await nats.connect(f"nats://sub:s@{host}")
+    pub = await nats.connect(f"nats://pub:p@{host}", error_cb=on_error)
+    try:
+        got: dict[str, list] = {"dev": [], "mapped": []}
+
+        def collect(name):
+            async def cb(msg):
+                got[name].append((msg.subject, msg.reply, msg.data))
+
+            return cb
+
+        # (nats-py runs each subscription's callbacks in a task of its own: one list each)
+        await sub.subscribe("dev.>", cb=collect("dev"))
+        await sub.subscribe("mapped.>", cb=collect("mapped"))
+        await sub.flush()
+        for i in range(N):
+            subject, reply, payload = message(i)
+            await pub.publish(subject, payload, reply=reply)
+        await pub.flush()
+        allowed = sum(1 for i in range(N) if not message(i)[0].endswith(".door"))
+        for _ in range(200):
+            if len(got["dev"]) + len(got["mapped"]) >= allowed and len(errors) >= N - allowed:
+                break
+            await asyncio.sleep(0.02)
+        return {"got": got, "errors": len(errors), "error_text": sorted(set(errors))[:3]}
+    finally:
+        await pub.close()
+        await sub.close()
+
+
+def expected_checked() -> dict:
+    out: dict[str, list] = {"dev": [], "mapped": []}
+    for i in range(N):
+        subject, reply, payload = message(i)
+        _, dev, event = subject.split(".")
+        if event == "hum":
+            out["mapped"].append((f"mapped.{dev}.hum", reply, payload))
+        elif event == "temp":
+            out["dev"].append((subject, reply, payload))
+    return out
+
+
+@pytest.mark.reference
+@pytest.mark.skipif(reference_binary() is None, reason="reference nats-server not installed")
+async def test_permissions_and_mappings_apply_to_every_message_of_a_run(tmp_path):
+    ref, ours = await side_by_side(tmp_path, observe_checked, config=CONFIG)
+    assert ours["got"] == ref["got"] == expected_checked()
+    door = sum(1 for i in range(N) if message(i)[0].endswith(".door"))
+    assert ours["errors"] == ref["errors"] == door
+    assert ours["error_text"] == ref["error_text"]
