@@ -185,7 +185,9 @@ def test_msg_pieces_join_to_the_frames_msg_head_gives():
             for reps in (None, replies[:k]):
                 pieces, nbytes = msg_pieces(sid, tuple(subjects[:k]), None if reps is None else tuple(reps), payloads)
                 want = b"".join(
-                    msg_head(subjects[i], sid, b"" if reps is None else reps[i], len(payloads[i])) + payloads[i] + b"\r\n"
+                    msg_head(subjects[i], sid, b"" if reps is None else reps[i], len(payloads[i]))
+                    + payloads[i]
+                    + b"\r\n"
                     for i in range(k)
                 )
                 assert b"".join(pieces) == want and nbytes == sum(map(len, payloads))

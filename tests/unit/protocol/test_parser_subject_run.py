@@ -94,10 +94,16 @@ def test_size_spelling_and_arguments_leave_the_run():
     data = (
         reqs(0, 4)
         + reqs(4, 3, body=b"q" * 9)  # another size
-        + b"PUB bench.w.1.1  _INBOX.r.x 128\r\n" + BODY + b"\r\n"  # two spaces: not canonical
+        + b"PUB bench.w.1.1  _INBOX.r.x 128\r\n"
+        + BODY
+        + b"\r\n"  # two spaces: not canonical
         + reqs(7, 3)
-        + b"PUB bench.w.1.1 _INBOX.r.x\t128\r\n" + BODY + b"\r\n"  # a tab
-        + b"pub bench.w.1.1 _INBOX.r.y 128\r\n" + BODY + b"\r\n"  # lower case
+        + b"PUB bench.w.1.1 _INBOX.r.x\t128\r\n"
+        + BODY
+        + b"\r\n"  # a tab
+        + b"pub bench.w.1.1 _INBOX.r.y 128\r\n"
+        + BODY
+        + b"\r\n"  # lower case
         + reqs(10, 3)
     )
     evs = Parser(batch=True).feed(data)

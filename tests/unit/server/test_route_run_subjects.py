@@ -135,7 +135,9 @@ def test_internal_receivers_and_handlers_keep_their_place():
     route_run(acc, Run(OP_PUB, b"", [n.encode() for n in names], b"", 0, [b"x"] * 30, list(names), replies), conns[0])
     # the internal subscriber got its messages with their replies, each after the client frames
     # of the messages before it were queued
-    assert [e[:2] for e in log] == [(n, "_INBOX.r.%d" % int(n.split(".")[-1])) for n in names if n.startswith("bench.w.4.")]
+    assert [e[:2] for e in log] == [
+        (n, "_INBOX.r.%d" % int(n.split(".")[-1])) for n in names if n.startswith("bench.w.4.")
+    ]
     assert log[0][2] > 0
 
 
@@ -153,7 +155,9 @@ def test_random_mixes_match_route_one_by_one():
     for trial in range(60):
         spec = []
         for k in range(rnd.randint(1, 8)):
-            subject = rnd.choice(["w.%d.*" % rnd.randint(0, 3), "w.%d.%d" % (rnd.randint(0, 3), rnd.randint(0, 9)), "w.>"])
+            subject = rnd.choice(
+                ["w.%d.*" % rnd.randint(0, 3), "w.%d.%d" % (rnd.randint(0, 3), rnd.randint(0, 9)), "w.>"]
+            )
             queue = "g%d" % k if rnd.random() < 0.2 else None
             spec.append((rnd.randint(0, 4), subject, queue, b"%d" % k, rnd.choice([0, 0, 0, 3])))
         names = ["w.%d.%d" % (rnd.randint(0, 4), rnd.randint(0, 9)) for _ in range(rnd.randint(1, 40))]
