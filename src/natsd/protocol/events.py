@@ -22,11 +22,14 @@ allocates one small tuple per protocol operation and dispatches on an int. Shape
 ``(OP_PUB_BATCH, run)``  only from ``Parser(batch=True)``: consecutive ``run.op`` (OP_PUB or
                         OP_HPUB) messages with byte-identical control lines, as one :class:`Run`
                         with ``run.subject`` set (``run.subjects`` is ``None``)
-``(OP_PUB_RUN, run)``   only from ``Parser(batch=True)``: consecutive reply-less, header-less PUBs
-                        to (usually) different subjects, each spelled canonically
-                        (``PUB <subject> <size>\r\n``, the spelling of JetStream acks), as one
-                        :class:`Run` with ``run.subjects`` set; the i-th message is
-                        ``(OP_PUB, run.subjects[i], b"", 0, run.payloads[i])``
+``(OP_PUB_RUN, run)``   only from ``Parser(batch=True)``: consecutive header-less PUBs of one
+                        size to (usually) different subjects, each spelled canonically, either
+                        all reply-less (``PUB <subject> <size>\r\n``, the spelling of
+                        JetStream acks, or nats-py's ``PUB <subject>  <size>\r\n``;
+                        ``run.replies`` is ``None``) or all with a reply (``PUB <subject>
+                        <reply> <size>\r\n``; ``run.replies`` set), as one :class:`Run` with
+                        ``run.subjects`` set; the i-th message is
+                        ``(OP_PUB, run.subjects[i], run.replies[i] or b"", 0, run.payloads[i])``
 ``(OP_PUB_RRUN, run)``  only from ``Parser(batch=True)``: consecutive ``run.op`` messages to one
                         subject that differ only in their reply (asynchronous JetStream
                         publishes: ``PUB <subject> <inbox>.<token> <size>\r\n``, every line
@@ -100,8 +103,8 @@ class Run:
     messages share ``op`` (OP_PUB or OP_HPUB), ``reply`` (``b""``: none) and ``hdr_len``, and
     either one ``subject`` (``bytes``; ``subjects`` is ``None``: an identical-line run) or
     each its own, ``subjects[i]`` (``bytes``; ``subject`` is ``b""``). ``replies``: ``None``,
-    or (``OP_PUB_RRUN``) each message's own reply, ``replies[i]`` (``bytes``, never empty;
-    ``reply`` is then ``b""``). ``names`` are the
+    or (``OP_PUB_RRUN``, or ``OP_PUB_RUN`` of requests) each message's own reply, ``replies[i]``
+    (``bytes``, never empty; ``reply`` is then ``b""``). ``names`` are the
     subjects as ``str``, one per message, filled in by the router before the run is matched
     (``None`` until then). ``message(i)`` is the i-th message as an ``OP_PUB``/``OP_HPUB``
     event. The parser may still append to ``subjects``/``payloads`` while it reads the same

@@ -97,10 +97,9 @@ def _run_patterns(size: int, reply: bool, gap: bytes = b" ") -> tuple:
     """``(run, one)`` for PUBs with a ``size``-byte payload, without a reply (``PUB <subject>
     <size>``, the size after ``gap``: one space, or two as nats-py spells an empty reply) or with
     one (``PUB <subject> <reply> <size>``, single spaces): ``run`` matches a whole run of them
-    back to back, ``one`` (for ``split``) captures each message's subject, (reply,) and
-    payload, each message's in the list ``one.split`` gives for a run (``[b"", subject, (reply,)
-    payload, b"", ...]``). Subject and reply are one argument each: no byte that ``split()``
-    treats as whitespace. ``(None, None)`` above RUN_MAX_SIZE."""
+    back to back, and ``one.split`` of such a run gives ``[b"", subject, (reply,) payload, b"",
+    subject, ...]``. Subject and reply are one argument each: no byte that ``split()`` treats as
+    whitespace. ``(None, None)`` above RUN_MAX_SIZE."""
     if size > RUN_MAX_SIZE:
         return None, None
     key = (size, reply, gap)
@@ -139,7 +138,8 @@ class Parser:
     with one ``subject``), so the server can route the run with one lookup and one join per
     receiver. Without it every message is its own event (the events are otherwise identical).
     Batch mode also gathers consecutive canonical reply-less PUBs to differing subjects (a client
-    acking JetStream messages one by one) into ``(OP_PUB_RUN, run)`` events (``run.subjects``),
+    acking JetStream messages one by one, a publisher over many subjects), or ones with a reply
+    each (``run.replies``), into ``(OP_PUB_RUN, run)`` events (``run.subjects``),
     and consecutive canonical PUBs/HPUBs to one subject whose replies differ only in a fixed-width
     last token (an asynchronous JetStream publisher) into ``(OP_PUB_RRUN, run)`` events
     (``run.replies``).

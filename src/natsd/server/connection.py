@@ -317,8 +317,10 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
                 if (ev[0] <= OP_HPUB and ev[0] >= OP_PUB and ev[2]) or (
                     ev[0] == OP_PUB_RUN and ev[1].replies is not None
                 ):
-                    # The read ended with a request (PUB/HPUB with a reply): its answer (a
-                    # JetStream PubAck, an API reply) is usually produced by a callback this
+                    # The read ended with a request (PUB/HPUB with a reply; or a run of PUBs
+                    # to differing subjects with a reply each, treated as its last message was
+                    # before such runs existed): its answer (a JetStream PubAck, an API reply)
+                    # is usually produced by a callback this
                     # read scheduled (e.g. the stream's per-turn flush). Scheduling our write
                     # now puts it after that callback in the same loop pass, so the reply
                     # leaves one loop iteration (one epoll) earlier; if nothing was queued,
