@@ -6,11 +6,14 @@ payload; the same script against nats-server gives the same deliveries."""
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 
 import nats
 import pytest
 
-from tests.helpers.inproc import running_server, side_by_side
+from tests.helpers.inproc import running_server, server_and_client, side_by_side
+from tests.helpers.rawclient import RawClient
 from tests.helpers.servers import reference_binary
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -181,3 +184,32 @@ async def test_permissions_and_mappings_apply_to_every_message_of_a_run(tmp_path
     door = sum(1 for i in range(N) if message(i)[0].endswith(".door"))
     assert ours["errors"] == ref["errors"] == door
     assert ours["error_text"] == ref["error_text"]
+
+
+async def test_a_stream_stores_and_acknowledges_a_run_of_requests_in_order():
+    # An asynchronous JetStream publisher over many subjects (a reply each: the parser's
+    # OP_PUB_RUN with replies): every message stored in order, every PubAck to its own reply.
+    async with server_and_client(jetstream=True) as (server, nc):
+        js = nc.jetstream()
+        await js.add_stream(name="R", subjects=["r.>"])
+        n = 300
+        subjects = [b"r.%d.%d" % (i % 7, i) for i in range(n)]
+        payloads = [b"p%04d" % i for i in range(n)]
+        frames = b"".join(
+            b"PUB %s _INBOX.acks.%d 5\r\n%s\r\n" % (s, i, p) for i, (s, p) in enumerate(zip(subjects, payloads))
+        )
+        async with RawClient.connect(server.port) as c:
+            await c.send(b'CONNECT {"verbose":false,"pedantic":false}\r\nSUB _INBOX.acks.* 1\r\n')
+            await c.send(frames + b"PING\r\n")
+            await c.expect(rb"PONG\r\n")
+            got = b""
+            for _ in range(100):
+                got += await c.read_all(0.05)
+                if got.count(b"MSG _INBOX.acks.") >= n:
+                    break
+        acks = re.findall(rb"MSG _INBOX\.acks\.(\d+) 1 \d+\r\n(\{[^\r]*\})\r\n", got)
+        assert [int(i) for i, _ in acks] == list(range(n))
+        assert [json.loads(body)["seq"] for _, body in acks] == list(range(1, n + 1))
+        for seq in (1, 2, 150, n):
+            m = await js.get_msg("R", seq)
+            assert (m.subject, m.data) == (subjects[seq - 1].decode(), payloads[seq - 1])
