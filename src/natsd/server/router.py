@@ -191,7 +191,8 @@ def route_run(acc, run: Run, src) -> None:
     is matched with one :meth:`Sublist.match_many` call. Consecutive reply-less messages whose
     only receiver is one internal subscription with a run handler (``sub.many``, see
     :mod:`natsd.server.ports`) are handed to it as one run. Messages whose only receiver is one
-    plain client subscription are gathered per receiving connection and framed together
+    plain client subscription, or one queue group of such (the member :func:`route` would pick),
+    are gathered per receiving connection and framed together
     (:func:`_settle`: one format per message, in C, and one append per connection), which is
     what a publisher over many subjects to a few subscribers costs instead of one
     :func:`route` each. Everything else goes through :func:`route`, one message at a time, in
@@ -257,6 +258,8 @@ def _route_results(acc, run: Run, results: list, start: int, gen: int, src) -> i
             continue
         if clean != i - 1:
             _settle(groups, run, src)
+            if sl.generation != gen:  # (a receiver was closed as a slow consumer)
+                return i
         reply = b"" if replies is None else replies[i]
         if not route(acc, names[i], subjects_b[i], reply, 0, run.payloads[i], src, None, r):
             if reply and src is not None and src.no_responders:
@@ -271,14 +274,17 @@ def _route_results(acc, run: Run, results: list, start: int, gen: int, src) -> i
     return end
 
 
-def _gather(r, groups: dict, memo: dict, with_replies: bool, src) -> list | None:
+def _gather(r, groups: dict, memo: dict, with_replies: bool, src):
     """The index list that messages with match result ``r`` join (see :func:`_route_results`),
-    or None when they need :func:`route`: queue groups, several receivers, an internal one,
+    (or the :class:`_QueueShare` of a queue group alone), or None when they need
+    :func:`route`: several receivers or queue groups, an internal one,
     per-receiver rules, a second subscription of a connection already gathered (its messages
     must interleave with the first's in order), or a reply that may need a no-responders
     answer."""
     psubs = r.psubs
-    if r.qsubs or len(psubs) > 1:
+    if r.qsubs:
+        return None if psubs or len(r.qsubs) > 1 else _gather_queue(r, groups, memo, src)
+    if len(psubs) > 1:
         return None
     if not psubs:
         if with_replies and src is not None and src.no_responders:
@@ -301,6 +307,54 @@ def _gather(r, groups: dict, memo: dict, with_replies: bool, src) -> list | None
         return None
     idx = memo[r] = g[1]
     return idx
+
+
+class _QueueShare:
+    """The gathered messages of one queue group: ``append(i)`` gives message ``i`` to the member
+    :func:`route` would pick (the same rotation: every member is a plain subscription that takes
+    it), in that member's connection's index list."""
+
+    __slots__ = ("lists", "k")
+
+    def __init__(self, lists: list) -> None:
+        self.lists = lists
+        self.k = len(lists)
+
+    def append(self, i: int) -> None:
+        k = self.k
+        self.lists[next(_rr) % k if k > 1 else 0].append(i)
+
+
+def _gather_queue(r, groups: dict, memo: dict, src):
+    """:func:`_gather` of a result that is one queue group alone: a :class:`_QueueShare` when
+    every member is a plain client subscription on a connection of its own (not the publisher
+    without echo, which route() would pass over), else None."""
+    members = r.qsubs[0]
+    lists = []
+    seen = set()
+    for sub in members:
+        c = sub.client
+        if (
+            c is None
+            or sub.max
+            or sub.closed
+            or c.sub_deny is not None
+            or c.replies is not None
+            or c.closed
+            or (c is src and not c.echo)
+            or id(c) in seen
+        ):
+            return None
+        seen.add(id(c))
+        g = groups.get(c)
+        if g is not None and g[0] is not sub:
+            return None
+        lists.append(g)
+    for j, sub in enumerate(members):
+        if lists[j] is None:
+            lists[j] = groups[sub.client] = (sub, [])
+    share = memo[r] = _QueueShare([g[1] for g in lists])
+    return share
 
 
 def _settle(groups: dict, run: Run, src) -> None:

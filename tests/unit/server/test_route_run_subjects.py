@@ -13,6 +13,7 @@ from natsd.protocol.encoder import encode_hmsg
 from natsd.protocol.events import OP_PUB, Run
 from natsd.server.account import Account
 from natsd.server.ports import ServerPorts
+from natsd.server import router
 from natsd.server.router import route, route_run
 from natsd.server.subscription import Subscription
 
@@ -49,8 +50,16 @@ def world(spec, echo=True):
     return acc, ports, conns, subs
 
 
+def align_rotation() -> None:
+    """Advance the router's queue rotation to a multiple of 60, so that both sides of a comparison
+    pick the same members of groups of 2 to 6 (each message takes one step per group)."""
+    while next(router._rr) % 60 != 59:
+        pass
+
+
 def one_by_one(spec, names, replies, payloads, echo=True):
     acc, ports, conns, subs = world(spec, echo)
+    align_rotation()
     src = conns[0]
     for i, n in enumerate(names):
         reply = replies[i] if replies is not None else b""
@@ -61,6 +70,7 @@ def one_by_one(spec, names, replies, payloads, echo=True):
 
 def as_run(spec, names, replies, payloads, echo=True):
     acc, ports, conns, subs = world(spec, echo)
+    align_rotation()
     run = Run(OP_PUB, b"", [n.encode() for n in names], b"", 0, list(payloads), list(names), replies)
     route_run(acc, run, conns[0])
     return conns, subs
@@ -158,7 +168,24 @@ def test_random_mixes_match_route_one_by_one():
             subject = rnd.choice(
                 ["w.%d.*" % rnd.randint(0, 3), "w.%d.%d" % (rnd.randint(0, 3), rnd.randint(0, 9)), "w.>"]
             )
-            queue = "g%d" % k if rnd.random() < 0.2 else None
+            queue = rnd.choice(["g1", "g2"]) if rnd.random() < 0.3 else None
             spec.append((rnd.randint(0, 4), subject, queue, b"%d" % k, rnd.choice([0, 0, 0, 3])))
         names = ["w.%d.%d" % (rnd.randint(0, 4), rnd.randint(0, 9)) for _ in range(rnd.randint(1, 40))]
         same(spec, names, trial % 2 == 1, echo=trial % 3 != 0)
+
+
+@pytest.mark.parametrize("with_replies", [False, True])
+def test_queue_groups_take_the_member_route_would_pick(with_replies):
+    workers = [(1 + k, "dev.*.temp", "workers", b"w%d" % k, 0) for k in range(3)]
+    names = ["dev.%d.%s" % (i, ("temp", "hum")[i % 5 == 0]) for i in range(90)]
+    # a group on connections of their own (gathered), with a plain wildcard beside it
+    conns = same(workers + [(4, "dev.*.hum", None, b"h", 0)], names, with_replies)
+    assert all(c.out_msgs for c in conns[1:4])
+    # a member on a connection that also has a plain subscription in the run, two members on one
+    # connection, the publisher as a member without echo: route() for that group, same bytes
+    same(workers + [(2, "dev.*.hum", None, b"h", 0)], names, with_replies)
+    same(workers + [(1, "dev.*.temp", "workers", b"w9", 0)], names, with_replies)
+    same(workers + [(0, "dev.*.temp", "workers", b"me", 0)], names, with_replies, echo=False)
+    # two groups on one subject, or a group and a plain subscription: route() too
+    same(workers + [(4, "dev.*.temp", "other", b"o", 0)], names, with_replies)
+    same(workers + [(4, "dev.>", None, b"all", 0)], names, with_replies)
