@@ -330,7 +330,7 @@ def _gather_queue(r, groups: dict, memo: dict, src):
     every member is a plain client subscription on a connection of its own (not the publisher
     without echo, which route() would pass over), else None."""
     members = r.qsubs[0]
-    lists = []
+    lists: list = []
     seen = set()
     for sub in members:
         c = sub.client
@@ -350,10 +350,13 @@ def _gather_queue(r, groups: dict, memo: dict, src):
         if g is not None and g[0] is not sub:
             return None
         lists.append(g)
+    idx_lists: list = []
     for j, sub in enumerate(members):
-        if lists[j] is None:
-            lists[j] = groups[sub.client] = (sub, [])
-    share = memo[r] = _QueueShare([g[1] for g in lists])
+        g = lists[j]
+        if g is None:
+            g = groups[sub.client] = (sub, [])
+        idx_lists.append(g[1])
+    share = memo[r] = _QueueShare(idx_lists)
     return share
 
 
