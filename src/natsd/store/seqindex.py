@@ -103,7 +103,8 @@ class IndexedStreamStore:
         self._slast = array("q")
         self._sstale = array("B")
         self._free_sids: list[int] = []
-        # Wildcard filter -> [_sgen, number of subject slots examined, matching sids]. _sgen
+        # Wildcard filter -> [_sgen, number of subject slots examined, matching sids, the same
+        # as a set or None until a scan needs one (_next_match over many subjects)]. _sgen
         # moves only when a subject slot is freed or reused, so a stream that keeps gaining new
         # subjects (KV keys) extends cached matches incrementally instead of rescanning them.
         self._sgen = 0
@@ -442,17 +443,30 @@ class IndexedStreamStore:
         if hit is None or hit[0] != self._sgen:
             if len(self._fcache) >= _FILTER_CACHE_MAX:
                 self._fcache.clear()
-            hit = [self._sgen, 0, []]
+            hit = [self._sgen, 0, [], None]
             self._fcache[filter] = hit
         if hit[1] < len(names):
             sids = hit[2]
+            have = len(sids)
             match = matcher(filter)
             for sid in range(hit[1], len(names)):
                 name = names[sid]
                 if name is not None and match(name):
                     sids.append(sid)
             hit[1] = len(names)
+            if hit[3] is not None and len(sids) > have:
+                hit[3].update(sids[have:])
         return hit[2]
+
+    def _match_set(self, filter: str) -> set[int]:
+        """The sids matching a wildcard filter as a set, kept with the cached list: a consumer
+        filtered on many subjects (plgd.*.<event>: 10,000 devices) asks for it per message,
+        and building it each time cost ~60 µs per delivery (issue 31)."""
+        self._match_sids(filter)
+        hit = self._fcache[filter]
+        if hit[3] is None:
+            hit[3] = set(hit[2])
+        return hit[3]
 
     def _next_match(self, filter: str, start: int) -> int:
         """Lowest live sequence >= start whose subject matches filter, or 0."""
@@ -484,7 +498,7 @@ class IndexedStreamStore:
                 if not best or cand < best:
                     best = cand
             return best
-        want = set(sids)
+        want = self._match_set(filter)
         for i in range(start - base, len(arr)):
             if arr[i] in want:
                 return base + i
