@@ -27,7 +27,8 @@ and that pushes older entries (the stream's subjects) out at each sweep. The oth
 ``_R.i``.
 
 ``--subjects S`` cycles the publishes over S subjects ``c.0`` .. ``c.<S-1>`` (``--pipeline 200
---subjects 1000``: ``run.py jspub1k``'s shape, issue 31). ``--pipeline K`` sends K publishes per read instead (each with its own reply ``_R.<n>``, to one
+--subjects 1000``: ``run.py jspub1k``'s shape, issue 31).
+``--pipeline K`` sends K publishes per read instead (each with its own reply ``_R.<n>``, to one
 subject, as the Spark sink's task does) and waits for their K PubAcks: the asynchronous
 publisher's cost per message. ``--size B`` sets the payload size; ``--read R`` hands each group's
 bytes over in R-byte reads, so big payloads span reads as they do off a socket (uvloop reads up to
@@ -203,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=0,
         metavar="S",
-        help="cycle over S subjects c.0 .. c.<S-1> (issue 31: `--pipeline 200 --subjects 1000` is run.py jspub1k's shape)",
+        help="cycle over S subjects c.0 .. c.<S-1> (`--pipeline 200 --subjects 1000`: run.py jspub1k's shape)",
     )
     args = ap.parse_args(argv)
     try:
