@@ -438,6 +438,10 @@ class IndexedStreamStore:
         if is_literal(filter):
             sid = self._sid_of.get(filter)
             return () if sid is None else (sid,)
+        return self._match_entry(filter)[2]
+
+    def _match_entry(self, filter: str) -> list:
+        """The cache entry of a wildcard filter (see ``_fcache``), brought up to date."""
         names = self._snames
         hit = self._fcache.get(filter)
         if hit is None or hit[0] != self._sgen:
@@ -456,17 +460,7 @@ class IndexedStreamStore:
             hit[1] = len(names)
             if hit[3] is not None and len(sids) > have:
                 hit[3].update(sids[have:])
-        return hit[2]
-
-    def _match_set(self, filter: str) -> set[int]:
-        """The sids matching a wildcard filter as a set, kept with the cached list: a consumer
-        filtered on many subjects (plgd.*.<event>: 10,000 devices) asks for it per message,
-        and building it each time cost ~60 µs per delivery (issue 31)."""
-        self._match_sids(filter)
-        hit = self._fcache[filter]
-        if hit[3] is None:
-            hit[3] = set(hit[2])
-        return hit[3]
+        return hit
 
     def _next_match(self, filter: str, start: int) -> int:
         """Lowest live sequence >= start whose subject matches filter, or 0."""
@@ -476,9 +470,16 @@ class IndexedStreamStore:
             return 0
         if is_all(filter):
             return self._next_live(start)
-        sids = self._match_sids(filter)
-        if not sids:
-            return 0
+        if is_literal(filter):
+            sid = self._sid_of.get(filter)
+            if sid is None:
+                return 0
+            sids: list[int] | tuple[int, ...] = (sid,)
+        else:
+            hit = self._match_entry(filter)
+            sids = hit[2]
+            if not sids:
+                return 0
         base = self._base
         arr = self._sid
         if len(sids) <= _MULTI_SEARCH_MAX:
@@ -498,7 +499,11 @@ class IndexedStreamStore:
                 if not best or cand < best:
                     best = cand
             return best
-        want = self._match_set(filter)
+        # A consumer filtered on many subjects (plgd.*.<event> over 10,000 devices) asks per
+        # message: the set is kept with the cached list (building it each time cost ~60 µs).
+        want = hit[3]
+        if want is None:
+            want = hit[3] = set(sids)
         for i in range(start - base, len(arr)):
             if arr[i] in want:
                 return base + i
