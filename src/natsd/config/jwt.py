@@ -291,6 +291,7 @@ class Export:
     token_req: bool = False
     response_type: str = "Singleton"
     response_threshold_ns: int = 0
+    allow_trace: bool = False  # a traced request is traced on into the exporter (ADR-41)
 
 
 @dataclass(slots=True)
@@ -304,6 +305,7 @@ class Import:
     local_subject: str = ""
     to: str = ""
     token: str = ""
+    allow_trace: bool = False  # (a stream import) a traced message is traced on into the importer
 
 
 @dataclass(slots=True)
@@ -379,6 +381,7 @@ def _import(d: dict) -> Import | None:
         local_subject=str(d.get("local_subject") or ""),
         to=str(d.get("to") or ""),
         token=str(d.get("token", "")),
+        allow_trace=d.get("allow_trace") is True,
     )
 
 
@@ -393,6 +396,7 @@ def _export(d: dict) -> Export | None:
         token_req=bool(d.get("token_req")),
         response_type=str(rt),
         response_threshold_ns=thr if isinstance(thr, int) else 0,
+        allow_trace=d.get("allow_trace") is True,
     )
 
 

@@ -16,22 +16,28 @@ Only traced messages come here (:func:`start` is called from the connection's ch
 path, which a message takes only when its header block names ``Nats-Trace-Dest`` or its account
 samples ``traceparent``): untraced publishes pay one bounded header search.
 
-Approximations: a queue group's egress names the first member able to take the message (the
-router's round-robin choice is not reported back); service/stream import events are not produced
-(natsd has no config-file imports); JetStream's ``nointerest`` and its store errors (a
-message the stream refuses) are not reported.
+Imports (account JWTs, natsd.server.auth.imports) add ``{"type": "si", "acc", "from", "to"}``
+(service import) and ``{"type": "se", "acc", "to"}`` (stream import) events, and tracing goes on
+into the other account only where nats-server's ``allow_trace`` says so. A queue group's member is
+chosen here and the message routed to it, so its egress names the receiver.
+
+Approximations: JetStream's ``nointerest`` and its store errors (a message the stream refuses)
+are not reported.
 """
 
 from __future__ import annotations
 
 import json
-from random import randrange
+import itertools
+from dataclasses import dataclass
+from random import random, randrange
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from natsd import __version__
 from natsd.gotime import format_rfc3339
 from natsd.nats_headers import MSG_TRACE_DEST, MSG_TRACE_ONLY, MSG_TRACE_ORIGIN_ACCOUNT, TRACEPARENT
-from natsd.server.router import route
+from natsd.server.router import LEAF_LINK, route
+from natsd.subjects.sublist import SublistResult
 from natsd.subjects.tokens import is_valid_publish_subject, subject_matches
 from natsd.subjects.transform import transform
 
@@ -68,7 +74,7 @@ class ClientConnection(Protocol):
     def publish_violation(self, subject: str) -> None: ...
 
 
-__all__ = ["TRACE_DEST_B", "MsgTrace", "start", "route_traced", "header_map", "install"]
+__all__ = ["TRACE_DEST_B", "MsgTrace", "ImportHop", "start", "route_traced", "header_map", "install", "set_trace_dest"]
 
 TRACE_DEST_B = MSG_TRACE_DEST  # what the publish path searches header blocks for
 _TRACEPARENT_B = TRACEPARENT
@@ -80,6 +86,28 @@ _NO_ECHO = "Not delivered because of no echo"
 _SUB_DENY = "Not delivered because subscription denies this subject"
 _SUB_CLOSED = "Not delivered because subscription is closed"
 _CLIENT_CLOSED = "Not delivered because client is closed"
+
+_rr = itertools.count()  # queue members' rotation
+_MAX_DEPTH = 8  # imports followed (as natsd.server.auth.imports.MAX_DEPTH: cycles end)
+
+# The traced message while route() delivers it (the loop is single-threaded): an import link that
+# forwards it reads this to rewrite the forwarded copy's Nats-Trace-Dest as nats-server does.
+active: MsgTrace | None = None
+
+
+@dataclass(slots=True)
+class ImportHop:
+    """Where an import takes a message: into ``account`` on subject ``to``; ``service`` (else a
+    stream import); ``allow_trace`` (the service export's or the stream import's); ``shadow``: for
+    a stream import, the exporter-side subject of an importing subscription (nats-server's shadow
+    subscription, which its egress event names)."""
+
+    service: bool
+    account: Account
+    to: str
+    allow_trace: bool
+    shadow: Callable[[str], str] | None = None
+
 
 # Sampling of ``traceparent``: rand(100) -> [0, 100); tests replace it.
 sample_rand: Callable[[int], int] = randrange
@@ -163,19 +191,25 @@ class MsgTrace:
     def mapped(self, to: str) -> None:
         self.events.append({"type": "sm", "ts": self._ts(), "to": to})
 
-    def egress(self, sub: Subscription, error: str = "") -> None:
+    def egress(self, sub: Subscription, error: str = "", shown: str = "") -> None:
         c = sub.client
         e: dict[str, Any] = {"type": "eg", "ts": self._ts(), "kind": _KIND_CLIENT, "cid": c.cid}
         if c.name:
             e["name"] = c.name
         if c.account is not None and c.account.name != self.acc.name:
             e["acc"] = c.account.name
-        e["sub"] = sub.subject
+        e["sub"] = shown or sub.subject
         if sub.queue:
             e["queue"] = sub.queue
         if error:
             e["error"] = error
         self.events.append(e)
+
+    def service_import(self, acc: str, frm: str, to: str) -> None:
+        self.events.append({"type": "si", "ts": self._ts(), "acc": acc, "from": frm, "to": to})
+
+    def stream_export(self, acc: str, to: str) -> None:
+        self.events.append({"type": "se", "ts": self._ts(), "acc": acc, "to": to})
 
     def jetstream(self, stream: str, subject: str) -> None:
         self.events.append({"type": "js", "ts": self._ts(), "stream": stream, "subject": subject})
@@ -256,20 +290,69 @@ def route_traced(
     src: ClientConnection,
 ) -> int:
     """Route a traced message (unless trace-only) and record what happened to it; returns how many
-    receivers got it (a trace-only message counts as delivered where it would have been)."""
+    receivers got it (a trace-only message counts as delivered where it would have been).
+
+    Each queue group's member is chosen here, and the message is routed to exactly that member
+    (a match result with one-member groups), so the egress event names the receiver."""
+    global active
     r = acc.sublist.match(subject)
-    n = 0
-    for sub in r.psubs:
-        n += _observe(mt, sub, subject, src)
-    for group in r.qsubs:
-        for sub in group:
-            if sub.client is None or (not sub.client.closed and not (sub.client is src and not src.echo)):
-                n += _observe(mt, sub, subject, src)
-                break
+    r, n = _observe_result(mt, r, subject, src, 0, False)
     if not mt.trace_only:
-        n = route(acc, subject, subj_b, reply, hdr_len, data, src, None, r)
+        active = mt
+        try:
+            n = route(acc, subject, subj_b, reply, hdr_len, data, src, None, r)
+        finally:
+            active = None
     mt.send()
     return n
+
+
+def _observe_result(
+    mt: MsgTrace, r: SublistResult, subject: str, src: ClientConnection, depth: int, imported: bool
+) -> tuple[SublistResult, int]:
+    """Record the events of delivering ``subject`` to the receivers ``r``; returns ``r`` with each
+    queue group narrowed to its chosen member, and the number of receivers."""
+    n = 0
+    for sub in r.psubs:
+        n += _observe(mt, sub, subject, src, depth, imported)
+    if not r.qsubs:
+        return r, n
+    groups = []
+    names = []
+    for group, name in zip(r.qsubs, r.queues):
+        sub = _queue_member(group, src)
+        if sub is not None:
+            n += _observe(mt, sub, subject, src, depth, imported)
+            groups.append((sub,))
+            names.append(name)
+    return SublistResult(r.psubs, tuple(groups), tuple(names)), n
+
+
+def _queue_member(group: tuple, src: ClientConnection) -> Subscription | None:
+    """The member of a queue group that gets a message, with the router's rules (a rotating start
+    among local members, a leafnode link only when no local member can take it, links weighted by
+    the members they stand for)."""
+    k = len(group)
+    start = next(_rr) % k if k > 1 else 0
+    remote = None
+    wsum = 0
+    for j in range(k):
+        sub = group[(start + j) % k]
+        c = sub.client
+        if c is None:
+            return sub
+        if c.closed or sub.closed or (c is src and not c.echo):
+            continue
+        if c.sub_deny is LEAF_LINK:
+            w = c.queue_weight(sub)
+            wsum += w
+            if random() * wsum < w:
+                remote = sub
+            continue
+        if c.sub_deny is not None and c.sub_deny.denies(sub.subject):
+            continue
+        return sub
+    return remote
 
 
 def _stored_subject(acc: Account, name: str, subject: str) -> str:
@@ -285,24 +368,88 @@ def _stored_subject(acc: Account, name: str, subject: str) -> str:
     return subject
 
 
-def _observe(mt: MsgTrace, sub: Subscription, subject: str, src: ClientConnection) -> int:
+def _observe(
+    mt: MsgTrace, sub: Subscription, subject: str, src: ClientConnection, depth: int = 0, imported: bool = False
+) -> int:
     c = sub.client
     if c is None:
         if sub.stream:
             mt.jetstream(sub.stream, _stored_subject(mt.acc, sub.stream, subject))
             return 1
+        hop = _import_hop(sub, subject)
+        if hop is not None and depth < _MAX_DEPTH:
+            return _observe_import(mt, hop, subject, src, depth, imported)
         return 0  # other internal receivers (API, acks) are not reported, as the reference
+    return _observe_client(mt, sub, subject, src)
+
+
+def _observe_client(mt: MsgTrace, sub: Subscription, subject: str, src: ClientConnection, shown: str = "") -> int:
+    c = sub.client
     if c is src and not c.echo:
-        mt.egress(sub, _NO_ECHO)
+        mt.egress(sub, _NO_ECHO, shown)
         return 0
     if c.sub_deny is not None and c.sub_deny.denies(subject):
-        mt.egress(sub, _SUB_DENY)
+        mt.egress(sub, _SUB_DENY, shown)
         return 0
     if sub.closed:
-        mt.egress(sub, _SUB_CLOSED)
+        mt.egress(sub, _SUB_CLOSED, shown)
         return 0
     if c.closed:
-        mt.egress(sub, _CLIENT_CLOSED)
+        mt.egress(sub, _CLIENT_CLOSED, shown)
         return 0
-    mt.egress(sub)
+    mt.egress(sub, "", shown)
     return 1
+
+
+def _import_hop(sub: Subscription, subject: str) -> ImportHop | None:
+    """What an account import's internal subscription does with ``subject`` (its links,
+    natsd.server.auth.imports, answer ``trace_hop``), or None for any other internal receiver."""
+    owner = getattr(sub.cb, "__self__", None)
+    hop = getattr(owner, "trace_hop", None)
+    return hop(sub, subject) if hop is not None else None
+
+
+def _observe_import(
+    mt: MsgTrace, hop: ImportHop, subject: str, src: ClientConnection, depth: int, imported: bool
+) -> int:
+    """The events of a message crossing an import, as nats-server records them: a service import
+    gives one ``si`` event, then (when its export has ``allow_trace``) the exporting account's
+    receivers; a stream import gives one ``se`` event per importing subscription (nats-server's
+    shadow subscriptions), each followed by its egress when the import has ``allow_trace``. A
+    message that came in through a service import is not exported to streams again."""
+    if hop.service:
+        mt.service_import(hop.account.name, subject, hop.to)
+        if not hop.allow_trace:
+            return 1
+        return _observe_result(mt, hop.account.sublist.match(hop.to), hop.to, src, depth + 1, True)[1]
+    if imported:
+        return 0
+    r = hop.account.sublist.match(hop.to)
+    members = list(r.psubs)
+    for group in r.qsubs:
+        m = _queue_member(group, src)
+        if m is not None:
+            members.append(m)
+    n = 0
+    for m in members:
+        if m.client is None:
+            continue  # an internal subscription of the importer gets no shadow in nats-server
+        mt.stream_export(hop.account.name, hop.to)
+        if hop.allow_trace:
+            n += _observe_client(mt, m, hop.to, src, hop.shadow(m.subject) if hop.shadow else "")
+        else:
+            n += 1
+    return n
+
+
+def set_trace_dest(hdr: bytes, value: bytes) -> bytes:
+    """``hdr`` with its ``Nats-Trace-Dest`` value replaced where it stands (Go's setHeader, which
+    nats-server uses to redirect or disable tracing of a message forwarded across an import)."""
+    needle = b"\r\n" + MSG_TRACE_DEST + b":"
+    i = hdr.find(needle)
+    if i < 0:
+        end = len(hdr) - 2 if hdr.endswith(b"\r\n\r\n") else len(hdr)
+        return hdr[:end] + MSG_TRACE_DEST + b": " + value + b"\r\n\r\n"
+    start = i + len(needle)
+    j = hdr.find(b"\r\n", start)
+    return hdr[:start] + b" " + value + hdr[j if j >= 0 else len(hdr) :]
