@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from natsd import __version__
 from natsd.gotime import format_rfc3339
-from natsd.nats_headers import MSG_TRACE_DEST, MSG_TRACE_ONLY, MSG_TRACE_ORIGIN_ACCOUNT, TRACEPARENT
+from natsd.nats_headers import MSG_TRACE_DEST, MSG_TRACE_HOP, MSG_TRACE_ONLY, MSG_TRACE_ORIGIN_ACCOUNT, TRACEPARENT
+from natsd.protocol.encoder import msg_parts
 from natsd.server.router import LEAF_LINK, route
 from natsd.subjects.sublist import SublistResult
 from natsd.subjects.tokens import is_valid_publish_subject, subject_matches
@@ -74,7 +75,18 @@ class ClientConnection(Protocol):
     def publish_violation(self, subject: str) -> None: ...
 
 
-__all__ = ["TRACE_DEST_B", "MsgTrace", "ImportHop", "start", "route_traced", "header_map", "install", "set_trace_dest"]
+__all__ = [
+    "TRACE_DEST_B",
+    "MsgTrace",
+    "ImportHop",
+    "start",
+    "start_leaf",
+    "route_traced",
+    "header_map",
+    "install",
+    "set_header",
+    "set_trace_dest",
+]
 
 TRACE_DEST_B = MSG_TRACE_DEST  # what the publish path searches header blocks for
 _TRACEPARENT_B = TRACEPARENT
@@ -82,10 +94,14 @@ _DEST = MSG_TRACE_DEST.decode()
 _ONLY = MSG_TRACE_ONLY.decode()
 _ORIGIN_ACCOUNT = MSG_TRACE_ORIGIN_ACCOUNT.decode()
 _KIND_CLIENT = 0  # nats-server's connection kinds: CLIENT
+_KIND_LEAF = 4  # (LEAF)
+_HOP = MSG_TRACE_HOP.decode()
 _NO_ECHO = "Not delivered because of no echo"
 _SUB_DENY = "Not delivered because subscription denies this subject"
 _SUB_CLOSED = "Not delivered because subscription is closed"
 _CLIENT_CLOSED = "Not delivered because client is closed"
+_ONLY_NO_SUPPORT = "Not delivered because remote does not support message tracing"
+_NO_SUPPORT = "Message delivered but remote does not support message tracing so no trace event generated from there"
 
 _rr = itertools.count()  # queue members' rotation
 _MAX_DEPTH = 8  # imports followed (as natsd.server.auth.imports.MAX_DEPTH: cycles end)
@@ -155,35 +171,90 @@ def header_map(hdr: bytes) -> tuple[dict[str, list[str]], bool]:
     return out, not found_dest
 
 
-class MsgTrace:
-    """One traced message: its events so far, sent as one JSON message by :meth:`send`."""
+class LeafLink(Protocol):
+    """What tracing needs of a leafnode link (``natsd.server.leaf.node.LeafConnection``: a room
+    this core module does not import)."""
 
-    __slots__ = ("conn", "acc", "dest", "trace_only", "headers", "msgsize", "events")
+    cid: int
+    remote_name: str
+    account: Account | None
+    closed: bool
+    spoke: bool
+
+    @property
+    def server(self) -> ServerContext: ...
+
+    @property
+    def trace_support(self) -> bool: ...
+
+    def deliver(
+        self,
+        sub: Subscription,
+        head: bytes,
+        mid: bytes,
+        data: bytes,
+        subject: str,
+        hdr_len: int,
+        reply: bytes,
+        subj_b: bytes,
+        src: Any = None,
+    ) -> bool: ...
+
+
+class MsgTrace:
+    """One traced message: its events so far, sent as one JSON message by :meth:`send`.
+
+    Over leafnode links (nats-server's multi-hop tracing): each link the message leaves on is a
+    hop, numbered ``<hop it came in with>.<n>`` (``n`` from 1; just ``n`` at the origin); its
+    egress event names it, and the copy on that link carries it in ``Nats-Trace-Hop``, so the
+    server on the other side traces the message on with that hop. ``hops`` counts them."""
+
+    __slots__ = (
+        "server",
+        "acc",
+        "dest",
+        "trace_only",
+        "headers",
+        "msgsize",
+        "events",
+        "hop",
+        "hops",
+        "links",
+        "copies",
+    )
 
     def __init__(
         self,
-        conn: ClientConnection,
+        conn: ClientConnection | LeafLink,
         acc: Account,
         dest: str,
         trace_only: bool,
         headers: dict[str, list[str]],
         msgsize: int,
         subject: str,
+        kind: int = _KIND_CLIENT,
+        name: str = "",
+        hop: str = "",
     ) -> None:
-        self.conn = conn
+        self.server = conn.server
         self.acc = acc
         self.dest = dest
         self.trace_only = trace_only
         self.headers = headers
         self.msgsize = msgsize
-        ingress: dict[str, Any] = {"type": "in", "ts": self._ts(), "kind": _KIND_CLIENT, "cid": conn.cid}
-        if conn.name:
-            ingress["name"] = conn.name
+        self.hop = hop
+        self.hops = 0
+        # Leafnode links the message leaves on: cid -> (hop, forwarded?, the link's subscriptions).
+        self.links: dict[int, tuple[str, bool, list[Subscription]]] = {}
+        self.copies: dict[int, tuple[bytes, bytes, int]] = {}  # cid -> (data in, data out, hdr_len)
+        ingress: dict[str, Any] = {"type": "in", "ts": self._ts(), "kind": kind, "cid": conn.cid}
+        if name:
+            ingress["name"] = name
         ingress.update({"acc": acc.name, "subj": subject})
         self.events: list[dict[str, Any]] = [ingress]
 
     def _ts(self) -> str:
-        return format_rfc3339(self.conn.server.clock.time_ns())
+        return format_rfc3339(self.server.clock.time_ns())
 
     def ingress_error(self, text: str) -> None:
         self.events[0]["error"] = text
@@ -205,6 +276,38 @@ class MsgTrace:
             e["error"] = error
         self.events.append(e)
 
+    def leaf_egress(self, sub: Subscription, error: str, forward: bool) -> None:
+        """A hop over the leafnode link of ``sub`` (once per link and message, as nats-server
+        sends one copy per link whatever the number of its subscriptions)."""
+        c: LeafLink = sub.client
+        self.hops += 1
+        hop = f"{self.hop}.{self.hops}" if self.hop else str(self.hops)
+        self.links[c.cid] = (hop, forward, [sub])
+        e: dict[str, Any] = {"type": "eg", "ts": self._ts(), "kind": _KIND_LEAF, "cid": c.cid}
+        if c.remote_name:
+            e["name"] = c.remote_name
+        e["hop"] = hop
+        if c.account is not None and c.account.name != self.acc.name:
+            e["acc"] = c.account.name
+        if error:
+            e["error"] = error
+        self.events.append(e)
+
+    def leaf_copy(self, cid: int, data: bytes, hdr_len: int) -> tuple[bytes, int]:
+        """The message as it leaves on link ``cid``: with its ``Nats-Trace-Hop`` (nats-server's
+        setHeader: replaced where it stands, else added last)."""
+        link = self.links.get(cid)
+        if link is None or not hdr_len:
+            return data, hdr_len
+        done = self.copies.get(cid)
+        if done is not None:
+            # (another message delivered meanwhile on this link, e.g. by an import: untouched)
+            return (done[1], done[2]) if done[0] is data else (data, hdr_len)
+        hdr = set_header(data[:hdr_len], MSG_TRACE_HOP, link[0].encode())
+        out = hdr + data[hdr_len:]
+        self.copies[cid] = (data, out, len(hdr))
+        return out, len(hdr)
+
     def service_import(self, acc: str, frm: str, to: str) -> None:
         self.events.append({"type": "si", "ts": self._ts(), "acc": acc, "from": frm, "to": to})
 
@@ -217,11 +320,13 @@ class MsgTrace:
     def send(self) -> None:
         """Publish the event on the destination, in the publisher's account (as nats-server's
         ``sendInternalAccountSysMsg``)."""
-        body = {
-            "server": _server_info(self.conn),
+        body: dict[str, Any] = {
+            "server": _server_info(self.server),
             "request": {"header": self.headers, "msgsize": self.msgsize},
-            "events": self.events,
         }
+        if self.hops:
+            body["hops"] = self.hops
+        body["events"] = self.events
         data = json.dumps(body, separators=(",", ":")).encode()
         route(self.acc, self.dest, self.dest.encode(), b"", 0, data, None)
 
@@ -229,10 +334,9 @@ class MsgTrace:
 _seq = 0
 
 
-def _server_info(conn: ClientConnection) -> dict[str, Any]:
+def _server_info(s: ServerContext) -> dict[str, Any]:
     global _seq
     _seq += 1
-    s = conn.server
     o = s.options
     js = s.jetstream is not None
     d: dict[str, Any] = {"name": s.server_name, "host": o.host, "id": s.server_id, "ver": __version__}
@@ -276,7 +380,32 @@ def start(conn: ClientConnection, subject: str, hdr_len: int, data: bytes) -> tu
     if conn.pub_filter is not None and not conn.pub_filter.allows(dest):
         conn.publish_violation(dest)
         return True, None
-    return False, MsgTrace(conn, acc, dest, trace_only, headers, len(data), subject)
+    return False, MsgTrace(conn, acc, dest, trace_only, headers, len(data), subject, _KIND_CLIENT, conn.name)
+
+
+def start_leaf(link: LeafLink, subject: str, hdr_len: int, data: bytes) -> tuple[bool, MsgTrace | None]:
+    """:func:`start` for a message that came in over a leafnode link (nats-server's
+    ``initMsgTrace`` for kind LEAF): the hop it came with is the base of the hops it leaves on;
+    an account's ``traceparent`` destination applies without sampling (only the origin samples)."""
+    headers, external = header_map(data[:hdr_len])
+    acc = link.account
+    if not headers or acc is None:
+        return False, None
+    trace_only = False
+    if external:
+        dest = acc.trace_dest
+        if not dest:
+            return False, None
+    else:
+        only = headers.get(_ONLY) or [""]
+        trace_only = only[0].lower() in ("1", "true", "on")
+        dest = headers.get(_DEST, [""])[0]
+        if not dest:
+            return trace_only, None
+    if headers.get(_ORIGIN_ACCOUNT) or not is_valid_publish_subject(dest):
+        return trace_only, None
+    hop = (headers.get(_HOP) or [""])[0]
+    return False, MsgTrace(link, acc, dest, trace_only, headers, len(data), subject, _KIND_LEAF, link.remote_name, hop)
 
 
 def route_traced(
@@ -287,28 +416,46 @@ def route_traced(
     reply: bytes,
     hdr_len: int,
     data: bytes,
-    src: ClientConnection,
+    src: ClientConnection | LeafLink,
+    r: Any = None,
 ) -> int:
     """Route a traced message (unless trace-only) and record what happened to it; returns how many
     receivers got it (a trace-only message counts as delivered where it would have been).
+    ``r``: the receivers when the caller has already matched (and filtered) them.
+
+    A trace-only message still leaves on leafnode links (with its hop), as nats-server forwards
+    it: the server on the other side traces it without delivering it either.
 
     Each queue group's member is chosen here, and the message is routed to exactly that member
     (a match result with one-member groups), so the egress event names the receiver."""
     global active
-    r = acc.sublist.match(subject)
+    if r is None:
+        r = acc.sublist.match(subject)
     r, n = _observe_result(mt, r, subject, src, 0, False)
-    if not mt.trace_only:
-        active = mt
-        try:
+    active = mt
+    try:
+        if not mt.trace_only:
             n = route(acc, subject, subj_b, reply, hdr_len, data, src, None, r)
-        finally:
-            active = None
+        elif mt.links:
+            _forward_trace_only(mt, subject, subj_b, reply, hdr_len, data, src)
+    finally:
+        active = None
     mt.send()
     return n
 
 
+def _forward_trace_only(
+    mt: MsgTrace, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, data: bytes, src: Any
+) -> None:
+    head, mid = msg_parts(subj_b, reply, hdr_len, len(data))
+    for _hop, forward, subs in mt.links.values():
+        if forward:
+            for sub in subs:
+                sub.client.deliver(sub, head, mid, data, subject, hdr_len, reply, subj_b, src)
+
+
 def _observe_result(
-    mt: MsgTrace, r: SublistResult, subject: str, src: ClientConnection, depth: int, imported: bool
+    mt: MsgTrace, r: Any, subject: str, src: Any, depth: int, imported: bool
 ) -> tuple[SublistResult, int]:
     """Record the events of delivering ``subject`` to the receivers ``r``; returns ``r`` with each
     queue group narrowed to its chosen member, and the number of receivers."""
@@ -319,16 +466,16 @@ def _observe_result(
         return r, n
     groups = []
     names = []
-    for group, name in zip(r.qsubs, r.queues):
+    for group in r.qsubs:
         sub = _queue_member(group, src)
         if sub is not None:
             n += _observe(mt, sub, subject, src, depth, imported)
             groups.append((sub,))
-            names.append(name)
-    return SublistResult(r.psubs, tuple(groups), tuple(names)), n
+            names.append(group[0].queue)
+    return SublistResult(tuple(r.psubs), tuple(groups), tuple(names)), n
 
 
-def _queue_member(group: tuple, src: ClientConnection) -> Subscription | None:
+def _queue_member(group: tuple, src: Any) -> Subscription | None:
     """The member of a queue group that gets a message, with the router's rules (a rotating start
     among local members, a leafnode link only when no local member can take it, links weighted by
     the members they stand for)."""
@@ -368,9 +515,7 @@ def _stored_subject(acc: Account, name: str, subject: str) -> str:
     return subject
 
 
-def _observe(
-    mt: MsgTrace, sub: Subscription, subject: str, src: ClientConnection, depth: int = 0, imported: bool = False
-) -> int:
+def _observe(mt: MsgTrace, sub: Subscription, subject: str, src: Any, depth: int = 0, imported: bool = False) -> int:
     c = sub.client
     if c is None:
         if sub.stream:
@@ -383,8 +528,10 @@ def _observe(
     return _observe_client(mt, sub, subject, src)
 
 
-def _observe_client(mt: MsgTrace, sub: Subscription, subject: str, src: ClientConnection, shown: str = "") -> int:
+def _observe_client(mt: MsgTrace, sub: Subscription, subject: str, src: Any, shown: str = "") -> int:
     c = sub.client
+    if c.sub_deny is LEAF_LINK:
+        return _observe_leaf(mt, sub, src)
     if c is src and not c.echo:
         mt.egress(sub, _NO_ECHO, shown)
         return 0
@@ -401,6 +548,30 @@ def _observe_client(mt: MsgTrace, sub: Subscription, subject: str, src: ClientCo
     return 1
 
 
+def _observe_leaf(mt: MsgTrace, sub: Subscription, src: Any) -> int:
+    """A leafnode link among the receivers: one egress (and hop) per link; never back to the link
+    the message came from, nor from a hub to another hub (the router's rules)."""
+    c = sub.client
+    if c is src or (getattr(src, "spoke", False) and c.spoke):
+        return 0
+    link = mt.links.get(c.cid)
+    if link is not None:
+        link[2].append(sub)  # the same copy, one more of the link's subscriptions (queue names)
+        return 1
+    if sub.closed or c.closed:
+        mt.leaf_egress(sub, _CLIENT_CLOSED, False)
+        return 0
+    if c.trace_support:
+        mt.leaf_egress(sub, "", True)
+        return 1
+    if mt.trace_only:
+        # The other side would deliver it: a trace-only message does not go there.
+        mt.leaf_egress(sub, _ONLY_NO_SUPPORT, False)
+        return 0
+    mt.leaf_egress(sub, _NO_SUPPORT, True)
+    return 1
+
+
 def _import_hop(sub: Subscription, subject: str) -> ImportHop | None:
     """What an account import's internal subscription does with ``subject`` (its links,
     natsd.server.auth.imports, answer ``trace_hop``), or None for any other internal receiver."""
@@ -409,9 +580,7 @@ def _import_hop(sub: Subscription, subject: str) -> ImportHop | None:
     return hop(sub, subject) if hop is not None else None
 
 
-def _observe_import(
-    mt: MsgTrace, hop: ImportHop, subject: str, src: ClientConnection, depth: int, imported: bool
-) -> int:
+def _observe_import(mt: MsgTrace, hop: ImportHop, subject: str, src: Any, depth: int, imported: bool) -> int:
     """The events of a message crossing an import, as nats-server records them: a service import
     gives one ``si`` event, then (when its export has ``allow_trace``) the exporting account's
     receivers; a stream import gives one ``se`` event per importing subscription (nats-server's
@@ -442,14 +611,20 @@ def _observe_import(
     return n
 
 
-def set_trace_dest(hdr: bytes, value: bytes) -> bytes:
-    """``hdr`` with its ``Nats-Trace-Dest`` value replaced where it stands (Go's setHeader, which
-    nats-server uses to redirect or disable tracing of a message forwarded across an import)."""
-    needle = b"\r\n" + MSG_TRACE_DEST + b":"
+def set_header(hdr: bytes, name: bytes, value: bytes) -> bytes:
+    """``hdr`` with ``name``'s value replaced where it stands, else the header added last (Go's
+    setHeader, which nats-server uses for the hop of a copy and to redirect or disable tracing of
+    a message forwarded across an import)."""
+    needle = b"\r\n" + name + b":"
     i = hdr.find(needle)
     if i < 0:
         end = len(hdr) - 2 if hdr.endswith(b"\r\n\r\n") else len(hdr)
-        return hdr[:end] + MSG_TRACE_DEST + b": " + value + b"\r\n\r\n"
+        return hdr[:end] + name + b": " + value + b"\r\n\r\n"
     start = i + len(needle)
     j = hdr.find(b"\r\n", start)
     return hdr[:start] + b" " + value + hdr[j if j >= 0 else len(hdr) :]
+
+
+def set_trace_dest(hdr: bytes, value: bytes) -> bytes:
+    """``hdr`` with its ``Nats-Trace-Dest`` set to ``value`` (see :func:`set_header`)."""
+    return set_header(hdr, MSG_TRACE_DEST, value)
