@@ -67,6 +67,7 @@ from natsd.protocol.events import (
 )
 from natsd.protocol.parser import Parser
 from natsd.server.auth.authenticator import AuthResult, check_password
+from natsd.server.auth.events import send_auth_error_event
 from natsd.server.auth.identity import IdentityMixin
 from natsd.server.context import ServerContext
 from natsd.server.log import TRACE, logger, trace_payload
@@ -625,7 +626,7 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
             if self.closed:
                 return
             if res is None or not res.ok:
-                self.auth_violation(res.user if res is not None else "")
+                self.auth_violation(res.user, res.account) if res is not None else self.auth_violation()
                 return
             self._auth_done(res)
             if self.verbose:
@@ -964,8 +965,9 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         else:
             self._close(REASON_PROTOCOL, None, log=e.detail)
 
-    def auth_violation(self, user: str = "") -> None:
+    def auth_violation(self, user: str = "", event_acc: str = "$G") -> None:
         auth = self.server.auth
+        send_auth_error_event(self.server, self, event_acc)  # ($SYS.SERVER.<id>.CLIENT.AUTH.ERR)
         if user and (user in auth.users or (auth.callout is not None and self.connect_opts.get("user") == user)):
             logger.error('%sauthentication error - User "%s"', self.prefix, user)
         elif user and self.connect_opts.get("nkey") == user:

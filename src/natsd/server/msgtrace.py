@@ -86,6 +86,7 @@ __all__ = [
     "install",
     "set_header",
     "set_trace_dest",
+    "server_info",
 ]
 
 TRACE_DEST_B = MSG_TRACE_DEST  # what the publish path searches header blocks for
@@ -321,7 +322,7 @@ class MsgTrace:
         """Publish the event on the destination, in the publisher's account (as nats-server's
         ``sendInternalAccountSysMsg``)."""
         body: dict[str, Any] = {
-            "server": _server_info(self.server),
+            "server": server_info(self.server),
             "request": {"header": self.headers, "msgsize": self.msgsize},
         }
         if self.hops:
@@ -334,7 +335,8 @@ class MsgTrace:
 _seq = 0
 
 
-def _server_info(s: ServerContext) -> dict[str, Any]:
+def server_info(s: ServerContext) -> dict[str, Any]:
+    """nats-server's ``ServerInfo`` of the server's internal messages (trace events, advisories)."""
     global _seq
     _seq += 1
     o = s.options
