@@ -234,6 +234,7 @@ class _Base:
     expires: int  # 0: never
     not_before: int
     raw: str = field(repr=False, default="")
+    tags: list[str] = field(default_factory=list)  # "key:value" tags (scoped signing-key templates)
 
     def expired(self, now_s: float) -> bool:
         return bool(self.expires) and now_s >= self.expires
@@ -251,7 +252,15 @@ def _base(claims: dict, raw: str) -> dict:
         expires=claims.get("exp") or 0,
         not_before=claims.get("nbf") or 0,
         raw=raw,
+        tags=_tags(claims),
     )
+
+
+def _tags(claims: dict) -> list[str]:
+    """The claims' tags: ``nats.tags`` (v2), or beside ``iss`` (v1)."""
+    nats = claims.get("nats")
+    t = nats.get("tags") if isinstance(nats, dict) and "tags" in nats else claims.get("tags")
+    return [x for x in t if isinstance(x, str)] if isinstance(t, list) else []
 
 
 def _strs(v) -> list[str]:

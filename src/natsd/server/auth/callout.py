@@ -48,6 +48,7 @@ from natsd.config.xkey import XKeyError
 from natsd.nuid import nuid as next_nuid
 from natsd.server.auth.authenticator import AuthResult, CalloutApplicant, SubjectFilter, compile_permissions
 from natsd.server.auth.events import disconnect_advisory
+from natsd.server.auth.templates import TemplateError, expand_permissions
 from natsd.server.auth.xkeys import XKeyPair
 from natsd.server.ports import ServerPorts
 
@@ -100,6 +101,20 @@ def encode_jwt(claims: dict, seed: str) -> str:
     payload = _b64(json.dumps(body, separators=(",", ":")).encode())
     sig = kp.sign(f"{head}.{payload}".encode())
     return f"{head}.{payload}.{_b64(bytes(sig))}"
+
+
+class _Named:
+    """A response's user JWT claims as the template functions read them (name, subject,
+    issuer_account, tags)."""
+
+    def __init__(self, user: dict) -> None:
+        n = user.get("nats")
+        un: dict = n if isinstance(n, dict) else {}
+        self.name = str(user.get("name") or "")
+        self.subject = str(user.get("sub") or "")
+        self.issuer_account = str(un.get("issuer_account") or "")
+        tags = un.get("tags")
+        self.tags = [t for t in tags if isinstance(t, str)] if isinstance(tags, list) else []
 
 
 def _raw_user(opts: dict) -> str:
@@ -468,7 +483,10 @@ class AuthCallout:
         scope = claims.signing_keys.get(user["iss"])
         if isinstance(scope, dict):
             template = scope.get("template")
-            perms_from = template if isinstance(template, dict) else {}
+            try:
+                perms_from = expand_permissions(template if isinstance(template, dict) else {}, _Named(user), claims)
+            except TemplateError as e:
+                raise CalloutError(f"user JWT generated invalid permissions: {e}") from None
         elif any(un.get(k) for k in ("pub", "sub", "resp")):
             perms_from = un
         else:
