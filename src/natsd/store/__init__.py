@@ -131,11 +131,18 @@ def load_stream_meta(directory: str, keys: AccountKeys | None = None) -> dict | 
     checksum is keyed with the stream name, which is the directory's name. ``keys``: the
     account's encryption keys (natsd.store.file.encryption); StoreKeyError (not caught here)
     when they do not open the stream, or the stream's encryption and the configuration disagree."""
-    from natsd.store.file.keyfiles import open_asset_key
+    from natsd.store.file.keyfiles import needs_encryption, open_asset_key
     from natsd.store.file.meta import read_meta
 
     name = os.path.basename(os.path.normpath(directory))
     try:
+        if needs_encryption(directory, keys):
+            # Stored before the server had a key: encrypted now, as nats-server does (safely:
+            # natsd.store.file.encrypt_plain).
+            from natsd.store.file.encrypt_plain import encrypt_stream_dir
+
+            assert keys is not None  # (needs_encryption)
+            encrypt_stream_dir(directory, keys, name)
         asset = open_asset_key(directory, keys, name, f"stream {name!r}")
         return read_meta(directory, name, asset)
     except FileNotFoundError:
@@ -153,6 +160,12 @@ def list_stream_dirs(account_dir: str) -> list[str]:
         names = sorted(os.listdir(streams))
     except FileNotFoundError:
         return []
+    if any(n.startswith(".") for n in names):
+        # An encryption in place cut by a crash (natsd.store.file.encrypt_plain): settled first.
+        from natsd.store.file.keyfiles import finish_interrupted, is_conversion_dir
+
+        finish_interrupted(streams, names)
+        names = sorted(n for n in os.listdir(streams) if not is_conversion_dir(n))
     out = []
     for name in names:
         d = os.path.join(streams, name)
