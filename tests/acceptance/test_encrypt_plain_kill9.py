@@ -58,8 +58,8 @@ def _plain(account: Path) -> None:
 
 def _check(account: Path, keys) -> None:
     dirs = list_stream_dirs(str(account))
-    assert sorted(os.listdir(account / "streams")) == ["S"]
     assert load_stream_meta(dirs[0], keys)["name"] == "S"
+    assert sorted(os.listdir(account / "streams")) == ["S"]
     s = open_stream_store(
         StoreConfig(storage="file", name="S"), ManualClock(), dirs[0], block_size=512 * 1024, keys=keys
     )

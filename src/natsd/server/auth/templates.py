@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import Any
+from typing import Protocol
 
 from natsd.subjects.tokens import is_valid_subject
 
@@ -32,6 +32,33 @@ __all__ = ["TemplateError", "expand_permissions", "MAX_EXPANSIONS"]
 
 MAX_EXPANSIONS = 4096  # nats-server's maxPermTemplateSubjectExpansions
 _MUSTACHE = re.compile(r"\{\{([^}]+)\}\}")
+
+
+class UserView(Protocol):
+    """What the template functions read of a user JWT (natsd.config.jwt.UserClaims, or an auth
+    callout response's user claims)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def subject(self) -> str: ...
+
+    @property
+    def issuer_account(self) -> str: ...
+
+    @property
+    def tags(self) -> list[str]: ...
+
+
+class AccountView(Protocol):
+    """What they read of its account JWT (natsd.config.jwt.AccountClaims)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def tags(self) -> list[str]: ...
 
 
 class TemplateError(ValueError):
@@ -49,7 +76,7 @@ def _tag_op(op: str) -> tuple[str, str] | None:
     return None
 
 
-def _values(op: str, subject: str, user: Any, account: Any, strict: bool) -> tuple[list[str], bool]:
+def _values(op: str, subject: str, user: UserView, account: AccountView, strict: bool) -> tuple[list[str], bool]:
     """The values one ``{{op}}`` stands for, and whether it is a tag function."""
     low = op.lower()
     if low == "name()":
@@ -74,7 +101,7 @@ def _values(op: str, subject: str, user: Any, account: Any, strict: bool) -> tup
     return [" "], True  # a subject that matches nothing
 
 
-def _apply(subjects: list[str], user: Any, account: Any, strict: bool) -> list[str]:
+def _apply(subjects: list[str], user: UserView, account: AccountView, strict: bool) -> list[str]:
     """One allow (``strict`` False) or deny (True) list with its templates expanded."""
     if not any(_MUSTACHE.search(s) for s in subjects):
         return subjects
@@ -103,7 +130,7 @@ def _apply(subjects: list[str], user: Any, account: Any, strict: bool) -> list[s
     return out
 
 
-def expand_permissions(template: dict, user: Any, account: Any) -> dict:
+def expand_permissions(template: dict, user: UserView, account: AccountView) -> dict:
     """``template`` (a scoped signing key's: ``pub``/``sub`` with ``allow``/``deny``, ``resp``,
     limits) with its subjects expanded for ``user`` (UserClaims: name, subject, issuer_account,
     tags) of ``account`` (AccountClaims: name, subject, tags)."""

@@ -13,8 +13,9 @@ each block where it is. natsd does the same conversion, crash-safe:
    ``<name>``, the parent fsynced, then ``.<name>.plain`` removed.
 
 Stream names never contain ``.``, so neither directory is ever taken for a stream. A crash
-leaves one of three states, which ``natsd.store.file.keyfiles.finish_interrupted`` (run before
-streams are listed) settles: ``<name>`` and ``.<name>.enc`` (the copy was not finished: the copy goes, the plain
+leaves one of three states, which ``natsd.store.file.keyfiles.settle_conversion`` settles when
+the stream is next opened (``natsd.store.list_stream_dirs`` lists a stream whose directory is
+between the two renames): ``<name>`` and ``.<name>.enc`` (the copy was not finished: the copy goes, the plain
 stream is converted again); ``.<name>.enc`` and ``.<name>.plain`` without ``<name>`` (between the
 two renames: the finished copy takes its place); ``<name>`` and ``.<name>.plain`` (the old copy
 goes). At no point is the only copy of a message being rewritten, and the stream's data is never
@@ -32,7 +33,6 @@ import shutil
 from natsd.atomicfile import fsync_dir
 from natsd.store.file.compress import is_compressed
 from natsd.store.file.consumer_state import JOURNAL_FILE, JOURNAL_OLD_FILE
-from natsd.store.file.encryption import AccountKeys
 from natsd.store.file.keyfiles import KEY_FILE, block_key_name, conversion_paths
 from natsd.store.file.layout import (
     CONSUMER_STATE_FILE,
@@ -41,6 +41,7 @@ from natsd.store.file.layout import (
     META_FILE,
     parse_block_file_name,
 )
+from natsd.store.file.encryption import AccountKeys
 from natsd.store.file.meta import read_meta, write_meta
 
 __all__ = ["encrypt_stream_dir"]

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from natsd.atomicfile import fsync_dir
 from natsd.store.base import StoreKeyError
 from natsd.store.file.layout import META_FILE
+from natsd.store.file.meta import read_meta  # (re-exported: what natsd.store reads beside the key)
 
 if TYPE_CHECKING:
     from natsd.store.file.encryption import AccountKeys, AssetKey
@@ -25,9 +26,9 @@ __all__ = [
     "KEY_FILE",
     "block_key_name",
     "open_asset_key",
+    "read_meta",
     "conversion_paths",
-    "finish_interrupted",
-    "is_conversion_dir",
+    "settle_conversion",
     "needs_encryption",
 ]
 
@@ -77,13 +78,9 @@ _rename = os.rename
 _rmtree = shutil.rmtree
 
 
-def needs_encryption(directory: str, keys: AccountKeys | None) -> bool:
-    """Whether the stream in ``directory`` was stored unencrypted and a key is now configured."""
-    return (
-        keys is not None
-        and not os.path.exists(os.path.join(directory, KEY_FILE))
-        and os.path.exists(os.path.join(directory, META_FILE))
-    )
+def needs_encryption(directory: str, keys: AccountKeys) -> bool:
+    """Whether the stream in ``directory`` was stored unencrypted (and ``keys`` are configured)."""
+    return not os.path.exists(os.path.join(directory, KEY_FILE)) and os.path.exists(os.path.join(directory, META_FILE))
 
 
 def conversion_paths(directory: str) -> tuple[str, str, str]:
@@ -92,27 +89,19 @@ def conversion_paths(directory: str) -> tuple[str, str, str]:
     return parent, os.path.join(parent, f".{name}{_ENC_SUFFIX}"), os.path.join(parent, f".{name}{_PLAIN_SUFFIX}")
 
 
-def is_conversion_dir(entry: str) -> bool:
-    """Whether a name under ``streams/`` is a conversion's directory (stream names have no ``.``)."""
-    return entry.startswith(".") and (entry.endswith(_ENC_SUFFIX) or entry.endswith(_PLAIN_SUFFIX))
-
-
-def finish_interrupted(streams_dir: str, entries: list[str]) -> None:
-    """Settle the conversions a crash interrupted (``entries``: the names under ``streams_dir``):
-    between the two renames the finished copy takes the stream's place; otherwise the stream is
-    whole where it was and the leftover goes (see natsd.store.file.encrypt_plain)."""
-    for entry in entries:
-        if not is_conversion_dir(entry):
-            continue
-        suffix = _ENC_SUFFIX if entry.endswith(_ENC_SUFFIX) else _PLAIN_SUFFIX
-        directory = os.path.join(streams_dir, entry[1 : -len(suffix)])
-        parent, enc, old = conversion_paths(directory)
-        if not os.path.isdir(directory) and os.path.isdir(enc) and os.path.isdir(old):
-            # (the plain stream is moved aside only once the copy is finished)
-            _rename(enc, directory)
-            fsync_dir(parent)
-            log.warning("stream %s: encryption finished (it was interrupted)", os.path.basename(directory))
-        if os.path.isdir(directory):
-            for leftover in (enc, old):
-                if os.path.isdir(leftover):
-                    _rmtree(leftover)
+def settle_conversion(directory: str) -> None:
+    """Settle an encryption in place of the stream in ``directory`` that a crash cut (see
+    natsd.store.file.encrypt_plain): between the two renames, the finished copy takes the
+    stream's place; otherwise the stream is whole where it was and the leftovers go."""
+    parent, enc, old = conversion_paths(directory)
+    if not os.path.isdir(enc) and not os.path.isdir(old):
+        return
+    if not os.path.isdir(directory) and os.path.isdir(enc) and os.path.isdir(old):
+        # (the plain stream is moved aside only once the copy is finished)
+        _rename(enc, directory)
+        fsync_dir(parent)
+        log.warning("stream %s: encryption finished (it was interrupted)", os.path.basename(directory))
+    if os.path.isdir(directory):
+        for leftover in (enc, old):
+            if os.path.isdir(leftover):
+                _rmtree(leftover)

@@ -55,8 +55,8 @@ def _recover_and_check(account_dir: Path, keys) -> None:
     are there, and no plain byte is left."""
     dirs = list_stream_dirs(str(account_dir))
     assert [os.path.basename(x) for x in dirs] == ["S"]
-    assert sorted(os.listdir(account_dir / "streams")) == ["S"]
     assert load_stream_meta(dirs[0], keys)["name"] == "S"
+    assert sorted(os.listdir(account_dir / "streams")) == ["S"]
     s = open_stream_store(_cfg(), ManualClock(), dirs[0], block_size=400, keys=keys)
     try:
         assert s.state().msgs == N
@@ -134,10 +134,11 @@ def test_settling_cut_by_a_crash_too(tmp_path, monkeypatch):
         with pytest.raises(_Crash):
             load_stream_meta(str(tmp_path / "streams" / "S"), k)
     assert not (tmp_path / "streams" / "S").exists()
+    assert list_stream_dirs(str(tmp_path)) == [str(tmp_path / "streams" / "S")]
     with monkeypatch.context() as mp:
         _crash_on(mp, keyfiles, "_rmtree", 1)
         with pytest.raises(_Crash):
-            list_stream_dirs(str(tmp_path))
+            load_stream_meta(str(tmp_path / "streams" / "S"), k)
     _recover_and_check(tmp_path, k)
 
 
@@ -159,8 +160,8 @@ def test_without_a_key_an_unfinished_copy_goes_and_the_stream_stays_plain(tmp_pa
     copy = str(tmp_path / "copy")
     shutil.copytree(d, copy)
     dirs = list_stream_dirs(str(tmp_path))
-    assert sorted(os.listdir(tmp_path / "streams")) == ["S"]
     assert load_stream_meta(dirs[0], None)["name"] == "S"
+    assert sorted(os.listdir(tmp_path / "streams")) == ["S"]
     s = open_stream_store(_cfg(), ManualClock(), dirs[0], block_size=400)
     assert s.state().msgs == N
     s.stop()
