@@ -132,3 +132,56 @@ async def test_leaf_hops_match_reference(tmp_path, hub_kind, leaf_kind):
     for g, e in zip(got, expected):
         assert json.loads(g) == json.loads(e)
     assert got == expected
+
+
+async def _script3(hub_url: str, leaf1_url: str, leaf2_url: str) -> list[str]:
+    """Published on one leaf, received on the other: two hops (``1`` then ``1.1``)."""
+    pub = await nats.connect(leaf1_url, name="pub")
+    sub = await nats.connect(leaf2_url, name="far")
+    try:
+        traces: list[dict] = []
+        got: list[str] = []
+
+        async def on_trace(m):
+            if m.subject != "tr.probe":
+                traces.append(json.loads(m.data))
+
+        await pub.subscribe("tr.>", cb=on_trace)
+        await sub.subscribe("work", cb=functools.partial(_note, got))
+        probe = await pub.subscribe("tr.probe")
+        for nc in (pub, sub):
+            await nc.flush()
+        await _until(lambda: len(got) > 0, "interest leaf2 -> leaf1", lambda: pub.publish("work", b"probe"))
+        await _until(lambda: probe.pending_msgs > 0, "interest leaf1 -> leaf2", lambda: sub.publish("tr.probe", b""))
+        got.clear()
+        await pub.publish("work", b"hello", headers={"Nats-Trace-Dest": "tr.1"})
+        await pub.flush()
+        await _until(lambda: len(traces) >= 3, "three trace events")
+        await asyncio.sleep(0.2)
+        return sorted(json.dumps(_shape(t), sort_keys=True) for t in traces) + [json.dumps(sorted(got))]
+    finally:
+        await pub.close()
+        await sub.close()
+
+
+async def _run3(tmp: Path, hub_kind: str, leaf_kind: str) -> list[str]:
+    lp = free_port()
+    hub_conf = f"server_name: HUB\nleafnodes {{ listen: 127.0.0.1:{lp} }}\n"
+
+    def leaf_conf(name: str) -> str:
+        return f'server_name: {name}\nleafnodes {{ remotes: [ {{ url: "nats-leaf://127.0.0.1:{lp}" }} ] }}\n'
+
+    async with _server(hub_kind, tmp / "hub", "hub", hub_conf) as hub_url:
+        async with _server(leaf_kind, tmp / "l1", "l1", leaf_conf("L1")) as l1:
+            async with _server(leaf_kind, tmp / "l2", "l2", leaf_conf("L2")) as l2:
+                return await _script3(hub_url, l1, l2)
+
+
+@pytest.mark.parametrize("hub_kind,leaf_kind", [("natsd", "natsd"), ("natsd", "reference"), ("reference", "natsd")])
+async def test_two_hops_are_numbered_as_the_reference(tmp_path, hub_kind, leaf_kind):
+    expected = await _run3(tmp_path / "ref", "reference", "reference")
+    assert any('"hop": "1.1"' in t for t in expected)
+    got = await _run3(tmp_path / "ours", hub_kind, leaf_kind)
+    for g, e in zip(got, expected):
+        assert json.loads(g) == json.loads(e)
+    assert got == expected
