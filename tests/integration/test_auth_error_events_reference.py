@@ -106,3 +106,38 @@ async def test_auth_error_events_match_reference(tmp_path):
     for g, e in zip(got, expected):
         assert json.loads(g) == json.loads(e)
     assert got == expected
+
+
+GLOBAL_CONFIG = """
+authorization { users [{user: a, password: a}] }
+"""
+
+
+async def test_global_account_users_see_the_account_advisory(tmp_path):
+    """Users of the global account (``authorization { users }``, no accounts) get nats-server's
+    ``$SYS.ACCOUNT.CLIENT.AUTH.ERR`` advisory of a refused login in their account."""
+
+    async def script(url: str) -> list[str]:
+        host = url.split("//", 1)[1]
+        nc = await nats.connect(f"nats://a:a@{host}")
+        events: list[dict] = []
+
+        async def on_event(m):
+            events.append(dict(json.loads(m.data), subject=m.subject))
+
+        try:
+            await nc.subscribe("$SYS.ACCOUNT.CLIENT.AUTH.ERR", cb=on_event)
+            await nc.flush()
+            assert b"Authorization Violation" in await _refused_login(host, {"user": "a", "pass": "b", "name": "x"})
+            for _ in range(100):
+                if events:
+                    break
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(0.2)
+            return sorted(json.dumps(_shape(e), sort_keys=True) for e in events)
+        finally:
+            await nc.close()
+
+    expected, got = await side_by_side(tmp_path, script, config=GLOBAL_CONFIG)
+    assert len(expected) == 1 and '"acc": "$G"' in expected[0]
+    assert got == expected

@@ -625,8 +625,11 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
             stash, self._stash = self._stash or [], None
             if self.closed:
                 return
-            if res is None or not res.ok:
-                self.auth_violation(res.user, res.account) if res is not None else self.auth_violation()
+            if res is None:
+                self.auth_violation()
+                return
+            if not res.ok:
+                self.auth_violation(res.user, res.account)
                 return
             self._auth_done(res)
             if self.verbose:
@@ -967,7 +970,7 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
 
     def auth_violation(self, user: str = "", event_acc: str = "$G") -> None:
         auth = self.server.auth
-        send_auth_error_event(self.server, self, event_acc)  # ($SYS.SERVER.<id>.CLIENT.AUTH.ERR)
+        send_auth_error_event(self.server, self, event_acc, auth.callout is None)  # ($SYS...CLIENT.AUTH.ERR)
         if user and (user in auth.users or (auth.callout is not None and self.connect_opts.get("user") == user)):
             logger.error('%sauthentication error - User "%s"', self.prefix, user)
         elif user and self.connect_opts.get("nkey") == user:

@@ -1,8 +1,10 @@
 """Authentication error advisories (nats-server's ``sendAuthErrorEvent``, events.go).
 
 A client refused at CONNECT (wrong user, password, token, nkey or JWT, an auth callout's refusal)
-is announced in the system account, when there is one, on ``$SYS.SERVER.<server id>.CLIENT.AUTH.ERR``
-as a ``client_disconnect`` advisory::
+is announced in the system account, when there is one, on ``$SYS.SERVER.<server id>.CLIENT.AUTH.ERR``,
+and in the account the connection was in (``$G``) on ``$SYS.ACCOUNT.CLIENT.AUTH.ERR`` (seen by the
+users of the global account: ``authorization { users }`` without accounts), as a
+``client_disconnect`` advisory::
 
     {"type": "io.nats.server.advisory.v1.client_disconnect", "id", "timestamp",
      "server": {...ServerInfo...},
@@ -14,8 +16,8 @@ as a ``client_disconnect`` advisory::
 ``acc`` is the account the connection was in when refused: ``$G`` (nats-server registers every new
 connection with the global account), and ``user`` what nats-server's ``getRawAuthUser`` shows: the
 nkey, else the user name, else the JWT's subject, else ``[REDACTED]`` for a token (a secret never
-goes out). An auth callout's refusal also goes to ``$SYS.ACCOUNT.CLIENT.AUTH.ERR`` in the callout
-account (:mod:`natsd.server.auth.callout`), with the same body.
+goes out). With an auth callout, the account advisory is the callout's
+(:mod:`natsd.server.auth.callout`: in the callout account, its refusal's text as the reason).
 
 A refused login costs one JSON document, sent only when a system account exists.
 """
@@ -39,6 +41,7 @@ __all__ = ["AUTH_FAILURE", "raw_auth_user", "disconnect_advisory", "send_auth_er
 
 AUTH_FAILURE = "Authentication Failure"  # nats-server's AuthenticationViolation closed state
 _DISCONNECT = "io.nats.server.advisory.v1.client_disconnect"
+_ACCOUNT_AUTH_ERR = "$SYS.ACCOUNT.CLIENT.AUTH.ERR"
 
 
 def raw_auth_user(opts: dict) -> str:
@@ -88,8 +91,17 @@ def disconnect_advisory(server: ServerContext, client: CalloutApplicant, acc: st
     }
 
 
-def send_auth_error_event(server: ServerContext, client: CalloutApplicant, acc: str = "$G") -> None:
-    """``$SYS.SERVER.<id>.CLIENT.AUTH.ERR`` in the system account (nothing without one)."""
+def send_auth_error_event(
+    server: ServerContext, client: CalloutApplicant, acc: str = "$G", account_event: bool = True
+) -> None:
+    """The advisories of a refused login: ``$SYS.ACCOUNT.CLIENT.AUTH.ERR`` in the account the
+    connection was in (``account_event``: not when an auth callout decides, which sends its own,
+    natsd.server.auth.callout), and ``$SYS.SERVER.<id>.CLIENT.AUTH.ERR`` in the system account
+    when there is one (nats-server's sendAccountAuthErrorEvent and sendAuthErrorEvent)."""
+    account = server.accounts.get(acc) if account_event else None
+    if account is not None:
+        body = disconnect_advisory(server, client, acc, AUTH_FAILURE)
+        ServerPorts(account).publish(_ACCOUNT_AUTH_ERR, "", None, json.dumps(body, separators=(",", ":")).encode())
     trust = server.trust
     name = server.options.system_account or (trust.system_account if trust is not None else "")
     sys_acc = server.accounts.get(name) if name else None
