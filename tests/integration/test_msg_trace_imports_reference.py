@@ -128,3 +128,54 @@ async def test_import_trace_events_match_reference(tmp_path):
     for g, e in zip(got["traces"], expected["traces"]):
         assert json.loads(g) == json.loads(e)
     assert got == expected
+
+
+async def test_import_into_a_stream_traces_its_capture(tmp_path):
+    """A stream of the importing account capturing an imported message: ``se`` then the ``js``
+    event (nats-server shadows JetStream's subscriptions too), only with ``allow_trace``."""
+    setup = operator_setup()
+    op = setup.operator
+    a, b = Identity.new("account"), Identity.new("account")
+    js = {"mem_storage": -1, "disk_storage": -1, "streams": -1, "consumer": -1}
+    imports = [
+        {"subject": "ev.t.*", "account": a.public, "type": "stream", "local_subject": "got.t.*", "allow_trace": True},
+        {"subject": "ev.n", "account": a.public, "type": "stream"},
+    ]
+    setup.accounts = {
+        "A": (a, op.sign(account_claims(a, "A", exports=[{"subject": "ev.>", "type": "stream"}]))),
+        "B": (b, op.sign(account_claims(b, "B", imports=imports, jetstream=js))),
+    }
+    names = {a.public: "A", b.public: "B"}
+    ca, cb = tmp_path / "a.creds", tmp_path / "b.creds"
+    ca.write_text(setup.creds("A"))
+    cb.write_text(setup.creds("B"))
+
+    async def observe(url: str) -> list[str]:
+        na = await nats.connect(url, user_credentials=str(ca))
+        nb = await nats.connect(url, user_credentials=str(cb))
+        try:
+            await nb.jetstream().add_stream(name="GOT", subjects=["got.>", "ev.n"], storage="memory")
+            traces: list[dict] = []
+
+            async def on_trace(m):
+                traces.append(json.loads(m.data))
+
+            await na.subscribe("tr.>", cb=on_trace)
+            await na.flush()
+            await na.publish("ev.t.x", b"1", headers={"Nats-Trace-Dest": "tr.1"})
+            await na.publish("ev.n", b"2", headers={"Nats-Trace-Dest": "tr.2"})
+            await na.flush()
+            for _ in range(100):
+                if len(traces) >= 2:
+                    break
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(0.2)
+            info = await nb.jetstream().stream_info("GOT")
+            return sorted(json.dumps(_shape(t, names), sort_keys=True) for t in traces) + [str(info.state.messages)]
+        finally:
+            await na.close()
+            await nb.close()
+
+    expected, got = await side_by_side(tmp_path, observe, config=setup.config(extra="jetstream: enabled"))
+    assert any('"type": "js"' in t for t in expected) and expected[-1] == "2"
+    assert got == expected

@@ -603,13 +603,17 @@ def _observe_import(mt: MsgTrace, hop: ImportHop, subject: str, src: Any, depth:
             members.append(m)
     n = 0
     for m in members:
-        if m.client is None:
-            continue  # an internal subscription of the importer gets no shadow in nats-server
+        if m.client is None and not m.stream:
+            continue  # (the link's own internal subscriptions: imports of imports are not followed)
         mt.stream_export(hop.account.name, hop.to)
-        if hop.allow_trace:
-            n += _observe_client(mt, m, hop.to, src, hop.shadow(m.subject) if hop.shadow else "")
-        else:
+        if not hop.allow_trace:
             n += 1
+        elif m.client is None:
+            # A stream of the importer capturing it (nats-server shadows internal subscriptions too).
+            mt.jetstream(m.stream, _stored_subject(hop.account, m.stream, hop.to))
+            n += 1
+        else:
+            n += _observe_client(mt, m, hop.to, src, hop.shadow(m.subject) if hop.shadow else "")
     return n
 
 
