@@ -15,6 +15,7 @@ import nkeys
 import pytest
 
 from tests.helpers.inproc import side_by_side
+from tests.helpers.servers import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.reference, pytest.mark.timeout(60)]
 
@@ -140,4 +141,49 @@ async def test_global_account_users_see_the_account_advisory(tmp_path):
 
     expected, got = await side_by_side(tmp_path, script, config=GLOBAL_CONFIG)
     assert len(expected) == 1 and '"acc": "$G"' in expected[0]
+    assert got == expected
+
+
+async def test_a_refused_leafnode_is_announced_too(tmp_path):
+    """A leafnode connection with wrong credentials: the same advisory, of kind ``Leafnode`` and
+    in no account (``N/A``), as nats-server sends it."""
+    lp = free_port()
+    config = (
+        "system_account: SYS\n"
+        "accounts { SYS { users [{user: sys, password: sys}] }, APP { users [{user: a, password: a}] } }\n"
+        f"leafnodes {{ listen: 127.0.0.1:{lp}, authorization {{ user: leaf, password: good, account: APP }} }}\n"
+    )
+
+    async def script(url: str) -> list[str]:
+        host = url.split("//", 1)[1]
+        nc = await nats.connect(f"nats://sys:sys@{host}")
+        events: list[dict] = []
+
+        async def on_event(m):
+            events.append(json.loads(m.data))
+
+        try:
+            await nc.subscribe("$SYS.SERVER.*.CLIENT.AUTH.ERR", cb=on_event)
+            await nc.flush()
+            reader, writer = await asyncio.open_connection("127.0.0.1", lp)
+            try:
+                await reader.readline()  # INFO
+                connect = {"name": "badleaf", "user": "leaf", "pass": "wrong", "headers": True, "version": "2.15.1"}
+                writer.write(b"CONNECT " + json.dumps(connect).encode() + b"\r\nPING\r\n")
+                await writer.drain()
+                assert b"Authorization Violation" in await asyncio.wait_for(reader.read(4096), 5)
+            finally:
+                writer.close()
+                await writer.wait_closed()
+            for _ in range(100):
+                if events:
+                    break
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(0.2)
+            return sorted(json.dumps(_shape(e), sort_keys=True) for e in events)
+        finally:
+            await nc.close()
+
+    expected, got = await side_by_side(tmp_path, script, config=config)
+    assert len(expected) == 1 and '"kind": "Leafnode"' in expected[0] and '"acc": "N/A"' in expected[0]
     assert got == expected

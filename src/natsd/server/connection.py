@@ -970,7 +970,7 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
 
     def auth_violation(self, user: str = "", event_acc: str = "$G") -> None:
         auth = self.server.auth
-        send_auth_error_event(self.server, self, event_acc, auth.callout is None)  # ($SYS...CLIENT.AUTH.ERR)
+        send_auth_error_event(self.server, self, self.connect_opts or {}, event_acc, auth.callout is None)
         if user and (user in auth.users or (auth.callout is not None and self.connect_opts.get("user") == user)):
             logger.error('%sauthentication error - User "%s"', self.prefix, user)
         elif user and self.connect_opts.get("nkey") == user:

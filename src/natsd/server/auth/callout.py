@@ -502,5 +502,5 @@ class AuthCallout:
         server = self.server
         if server is None:
             return
-        body = disconnect_advisory(server, client, acc.name, reason)
+        body = disconnect_advisory(server, client, client.connect_opts or {}, acc.name, reason)
         ServerPorts(acc).publish(_ACCOUNT_AUTH_ERR, "", None, json.dumps(body, separators=(",", ":")).encode())

@@ -25,7 +25,7 @@ A refused login costs one JSON document, sent only when a system account exists.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from natsd.config import jwt as J
 from natsd.gotime import format_rfc3339
@@ -34,10 +34,18 @@ from natsd.server.msgtrace import server_info
 from natsd.server.ports import ServerPorts
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.server.auth.authenticator import CalloutApplicant
     from natsd.server.context import ServerContext
 
-__all__ = ["AUTH_FAILURE", "raw_auth_user", "disconnect_advisory", "send_auth_error_event"]
+__all__ = ["AUTH_FAILURE", "Refused", "raw_auth_user", "disconnect_advisory", "send_auth_error_event"]
+
+
+class Refused(Protocol):
+    """What the advisory shows of a refused connection (a client's or a leafnode link's)."""
+
+    cid: int
+    ip: str
+    start_ns: int
+
 
 AUTH_FAILURE = "Authentication Failure"  # nats-server's AuthenticationViolation closed state
 _DISCONNECT = "io.nats.server.advisory.v1.client_disconnect"
@@ -60,10 +68,13 @@ def raw_auth_user(opts: dict) -> str:
     return ""
 
 
-def disconnect_advisory(server: ServerContext, client: CalloutApplicant, acc: str, reason: str) -> dict[str, Any]:
-    """The ``client_disconnect`` advisory of a connection refused at CONNECT."""
+def disconnect_advisory(
+    server: ServerContext, client: Refused, opts: dict, acc: str, reason: str, leaf: bool = False
+) -> dict[str, Any]:
+    """The ``client_disconnect`` advisory of a connection refused at its CONNECT (``opts``). A
+    leafnode connection is of kind ``Leafnode``, in no account yet (``N/A``), with no client type
+    nor account name tag."""
     now = server.clock.time_ns()
-    opts = client.connect_opts or {}
     fields = {
         "start": format_rfc3339(client.start_ns),
         "stop": format_rfc3339(now),
@@ -75,9 +86,9 @@ def disconnect_advisory(server: ServerContext, client: CalloutApplicant, acc: st
         "lang": opts.get("lang") or "",
         "ver": opts.get("version") or "",
         "jwt": opts.get("jwt") or "",
-        "name_tag": "$G",  # the global account's: where a refused connection still is
-        "kind": "Client",
-        "client_type": "nats",
+        "name_tag": "" if leaf else "$G",  # the global account's: where a refused client still is
+        "kind": "Leafnode" if leaf else "Client",
+        "client_type": "" if leaf else "nats",
     }
     return {
         "type": _DISCONNECT,
@@ -92,21 +103,22 @@ def disconnect_advisory(server: ServerContext, client: CalloutApplicant, acc: st
 
 
 def send_auth_error_event(
-    server: ServerContext, client: CalloutApplicant, acc: str = "$G", account_event: bool = True
+    server: ServerContext, client: Refused, opts: dict, acc: str = "$G", account_event: bool = True, leaf: bool = False
 ) -> None:
     """The advisories of a refused login: ``$SYS.ACCOUNT.CLIENT.AUTH.ERR`` in the account the
     connection was in (``account_event``: not when an auth callout decides, which sends its own,
     natsd.server.auth.callout), and ``$SYS.SERVER.<id>.CLIENT.AUTH.ERR`` in the system account
-    when there is one (nats-server's sendAccountAuthErrorEvent and sendAuthErrorEvent)."""
-    account = server.accounts.get(acc) if account_event else None
+    when there is one (nats-server's sendAccountAuthErrorEvent and sendAuthErrorEvent). A
+    leafnode connection (``leaf``, its CONNECT ``opts``) is in no account: the server's only."""
+    account = server.accounts.get(acc) if account_event and not leaf else None
     if account is not None:
-        body = disconnect_advisory(server, client, acc, AUTH_FAILURE)
+        body = disconnect_advisory(server, client, opts, acc, AUTH_FAILURE)
         ServerPorts(account).publish(_ACCOUNT_AUTH_ERR, "", None, json.dumps(body, separators=(",", ":")).encode())
     trust = server.trust
     name = server.options.system_account or (trust.system_account if trust is not None else "")
     sys_acc = server.accounts.get(name) if name else None
     if sys_acc is None:
         return
-    body = disconnect_advisory(server, client, acc, AUTH_FAILURE)
+    body = disconnect_advisory(server, client, opts, "N/A" if leaf else acc, AUTH_FAILURE, leaf)
     data = json.dumps(body, separators=(",", ":")).encode()
     ServerPorts(sys_acc).publish(f"$SYS.SERVER.{server.server_id}.CLIENT.AUTH.ERR", "", None, data)

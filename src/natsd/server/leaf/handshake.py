@@ -27,6 +27,7 @@ from natsd.config.leafnodes import COMPRESSION_NOT_SUPPORTED, COMPRESSION_OFF, C
 from natsd.protocol.encoder import PING, encode_err, encode_info
 from natsd.protocol.errors import ERR_AUTH_VIOLATION
 from natsd.protocol.leaf import encode_connect
+from natsd.server.auth.events import send_auth_error_event
 from natsd.server.leaf.auth import LinkPerms
 from natsd.server.leaf.compress import (
     CompressionError,
@@ -71,6 +72,8 @@ class LeafHandshakeMixin:
         headers: bool
         prefix: str
         nonce: str
+        cid: int
+        ip: str
         remote_info: dict
         remote_name: str
         remote_id: str
@@ -308,6 +311,7 @@ class LeafHandshakeMixin:
             return
         res = self.manager.authenticate(d, self)
         if not res.ok:
+            send_auth_error_event(self.server, self, d, leaf=True)  # ($SYS.SERVER.<id>.CLIENT.AUTH.ERR)
             logger.error("%sauthentication error", self.prefix)
             self.send(encode_err(res.error or ERR_AUTH_VIOLATION))
             self.close("Authentication Failure")
