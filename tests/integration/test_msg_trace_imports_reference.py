@@ -179,3 +179,59 @@ async def test_import_into_a_stream_traces_its_capture(tmp_path):
     expected, got = await side_by_side(tmp_path, observe, config=setup.config(extra="jetstream: enabled"))
     assert any('"type": "js"' in t for t in expected) and expected[-1] == "2"
     assert got == expected
+
+
+async def test_queue_members_behind_imports_are_named_as_receivers(tmp_path):
+    """Queue groups on the far side of a service import (responders) and of a stream import:
+    every egress names the member that got the message."""
+    setup, _names = _setup()
+    ca, cb = tmp_path / "a.creds", tmp_path / "b.creds"
+    ca.write_text(setup.creds("A"))
+    cb.write_text(setup.creds("B"))
+
+    async def observe(url: str) -> list[bool]:
+        na = await nats.connect(url, user_credentials=str(ca), name="pub-a")
+        nb = await nats.connect(url, user_credentials=str(cb), name="pub-b")
+        members = [await nats.connect(url, user_credentials=str(ca if i < 2 else cb), name=f"m{i}") for i in range(4)]
+        try:
+            traces: dict[str, dict] = {}
+            got: dict[str, str] = {}
+
+            async def on_trace(m):
+                traces[m.subject] = json.loads(m.data)
+
+            for i, nc in enumerate(members):
+
+                async def on_msg(m, name=f"m{i}"):
+                    got[m.headers["X-Id"]] = name
+
+                await nc.subscribe("svc.t" if i < 2 else "got.t.*", cb=on_msg, queue="q")
+                await nc.flush()
+            for nc in (na, nb):
+                await nc.subscribe("tr.>", cb=on_trace)
+                await nc.flush()
+            for i in range(8):
+                # (untraced messages in between move the groups' rotation on, whatever the server's)
+                for _ in range(i % 3):
+                    await nb.publish("req.t", b"x", headers={"X-Id": "untraced"})
+                    await na.publish("ev.t.x", b"x", headers={"X-Id": "untraced"})
+                await nb.publish("req.t", b"x", headers={"Nats-Trace-Dest": f"tr.s{i}", "X-Id": f"tr.s{i}"})
+                await na.publish("ev.t.x", b"x", headers={"Nats-Trace-Dest": f"tr.e{i}", "X-Id": f"tr.e{i}"})
+            for nc in (na, nb):
+                await nc.flush()
+            for _ in range(100):
+                if len(traces) == 16 and len(got) == 17:
+                    break
+                await asyncio.sleep(0.02)
+            named = []
+            for dest, ev in sorted(traces.items()):
+                eg = [e for e in ev["events"] if e["type"] == "eg"]
+                named.append(len(eg) == 1 and eg[0]["name"] == got.get(dest))
+            return named
+        finally:
+            for nc in (na, nb, *members):
+                await nc.close()
+
+    expected, got = await side_by_side(tmp_path, observe, config=setup.config())
+    assert expected == [True] * 16
+    assert got == expected

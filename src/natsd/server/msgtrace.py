@@ -222,6 +222,7 @@ class MsgTrace:
         "hops",
         "links",
         "copies",
+        "chosen",
     )
 
     def __init__(
@@ -248,6 +249,9 @@ class MsgTrace:
         # Leafnode links the message leaves on: cid -> (hop, forwarded?, the link's subscriptions).
         self.links: dict[int, tuple[str, bool, list[Subscription]]] = {}
         self.copies: dict[int, tuple[bytes, bytes, int]] = {}  # cid -> (data in, data out, hdr_len)
+        # The receivers chosen in another account (an import's), by (account, subject): the import
+        # forwards the message to exactly them (take_chosen), so queue egresses name the receiver.
+        self.chosen: dict[tuple[str, str], SublistResult] = {}
         ingress: dict[str, Any] = {"type": "in", "ts": self._ts(), "kind": kind, "cid": conn.cid}
         if name:
             ingress["name"] = name
@@ -293,6 +297,11 @@ class MsgTrace:
         if error:
             e["error"] = error
         self.events.append(e)
+
+    def take_chosen(self, acc: Account, subject: str) -> SublistResult | None:
+        """The receivers the trace chose for the copy an import forwards into ``acc`` on
+        ``subject`` (once), None when it chose none there."""
+        return self.chosen.pop((acc.name, subject), None)
 
     def leaf_copy(self, cid: int, data: bytes, hdr_len: int) -> tuple[bytes, int]:
         """The message as it leaves on link ``cid``: with its ``Nats-Trace-Hop`` (nats-server's
@@ -592,15 +601,23 @@ def _observe_import(mt: MsgTrace, hop: ImportHop, subject: str, src: Any, depth:
         mt.service_import(hop.account.name, subject, hop.to)
         if not hop.allow_trace:
             return 1
-        return _observe_result(mt, hop.account.sublist.match(hop.to), hop.to, src, depth + 1, True)[1]
+        r, n = _observe_result(mt, hop.account.sublist.match(hop.to), hop.to, src, depth + 1, True)
+        mt.chosen[(hop.account.name, hop.to)] = r
+        return n
     if imported:
         return 0
     r = hop.account.sublist.match(hop.to)
     members = list(r.psubs)
+    groups = []
     for group in r.qsubs:
         m = _queue_member(group, src)
         if m is not None:
             members.append(m)
+            groups.append((m,))
+    if r.qsubs:
+        mt.chosen[(hop.account.name, hop.to)] = SublistResult(
+            tuple(r.psubs), tuple(groups), tuple(g[0].queue for g in groups)
+        )
     n = 0
     for m in members:
         if m.client is None and not m.stream:

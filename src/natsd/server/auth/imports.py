@@ -32,6 +32,7 @@ from natsd.nats_headers import MSG_TRACE_DEST
 from natsd.server import msgtrace
 from natsd.server.log import logger
 from natsd.server.ports import ServerPorts
+from natsd.server.router import route
 from natsd.subjects.tokens import subset
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -130,6 +131,17 @@ def apply_imports(server: "ServerContext", acc: "Account", claims: "AccountClaim
             acc.links.append(_StreamLink(exporter, acc, imp))
 
 
+def _forward(acc: Account, into: ServerPorts, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> int:
+    """Publish a message an import forwards into ``acc``; a traced one goes to the receivers its
+    trace chose there (natsd.server.msgtrace: a queue group's egress names the member that got it)."""
+    mt = msgtrace.active
+    r = mt.take_chosen(acc, subject) if mt is not None else None
+    if r is None:
+        return into.publish(subject, reply, hdr, payload)
+    data = hdr + payload if hdr else payload
+    return route(acc, subject, subject.encode(), reply.encode(), len(hdr) if hdr else 0, data, None, None, r)
+
+
 _TRACE_DISABLED = b"trace disabled"  # nats-server's MsgTraceDestDisabled (an invalid subject)
 
 
@@ -171,7 +183,7 @@ class _StreamLink:
         local = self._local(subject)
         _depth += 1
         try:
-            self.into.publish(local, reply, hdr, payload)
+            _forward(self.importer, self.into, local, reply, hdr, payload)
         finally:
             _depth -= 1
 
@@ -252,7 +264,7 @@ class _ServiceLink:
         mapped = self._pend(self.pending, reply) if reply else ""
         _depth += 1
         try:
-            n = self.to_exporter.publish(target, mapped, hdr, payload)
+            n = _forward(self.exporter, self.to_exporter, target, mapped, hdr, payload)
         finally:
             _depth -= 1
         if not n and reply:
