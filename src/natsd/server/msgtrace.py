@@ -6,11 +6,13 @@ with the message: ingress, subject mapping, JetStream capture and each egress. W
 
 The event's shape is nats-server's ``MsgTraceEvent``::
 
-    {"server": {...ServerInfo...}, "request": {"header": {name: [values]}, "msgsize": n},
+    {"server": {...ServerInfo...}, "request": {"header": {name: [values]}, "msgsize": n}, "hops"?: n,
      "events": [{"type": "in", "ts", "kind", "cid", "name"?, "acc", "subj", "error"?},
                 {"type": "sm", "ts", "to"},
+                {"type": "si", "ts", "acc", "from", "to"},
+                {"type": "se", "ts", "acc", "to"},
                 {"type": "js", "ts", "stream", "subject"?, "nointerest"?, "error"?},
-                {"type": "eg", "ts", "kind", "cid", "name"?, "acc"?, "sub"?, "queue"?, "error"?}]}
+                {"type": "eg", "ts", "kind", "cid", "name"?, "hop"?, "acc"?, "sub"?, "queue"?, "error"?}]}
 
 Only traced messages come here (:func:`start` is called from the connection's checked publish
 path, which a message takes only when its header block names ``Nats-Trace-Dest`` or its account
@@ -19,7 +21,14 @@ samples ``traceparent``): untraced publishes pay one bounded header search.
 Imports (account JWTs, natsd.server.auth.imports) add ``{"type": "si", "acc", "from", "to"}``
 (service import) and ``{"type": "se", "acc", "to"}`` (stream import) events, and tracing goes on
 into the other account only where nats-server's ``allow_trace`` says so. A queue group's member is
-chosen here and the message routed to it, so its egress names the receiver.
+chosen here and the message routed to it (through an import too), so its egress names the receiver.
+
+Leafnode links (kind 4, natsd.server.leaf.node) are hops: the egress names the hop (``1``, ``2``...
+at the origin, ``<hop>.<n>`` further on), the copy on the link carries it in ``Nats-Trace-Hop``,
+the event counts them in ``hops``, and the server on the other side (natsd or nats-server: both
+announce protocol 3) publishes its own event, of ingress kind 4, to the same destination. A
+trace-only message still crosses links (the far side traces without delivering), except to a
+remote below protocol 3, which would deliver it.
 
 Approximations: JetStream's ``nointerest`` and its store errors (a message the stream refuses)
 are not reported.
