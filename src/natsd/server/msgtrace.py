@@ -31,7 +31,8 @@ trace-only message still crosses links (the far side traces without delivering),
 remote below protocol 3, which would deliver it.
 
 Approximations: JetStream's ``nointerest`` and its store errors (a message the stream refuses)
-are not reported.
+are not reported; a message traced in from a leafnode link is not checked against the link's
+permissions for its trace destination (nats-server's leafSendAllowed/leafReceiveAllowed).
 """
 
 from __future__ import annotations
