@@ -153,16 +153,32 @@ async def test_changing_the_cipher_keeps_the_data_readable(tmp_path):
         await nc.close()
 
 
-async def test_store_and_configuration_disagreeing_is_refused(tmp_path):
-    enc, plain = tmp_path / "enc", tmp_path / "plain"
+async def test_an_encrypted_store_without_its_key_is_refused(tmp_path):
+    enc = tmp_path / "enc"
     async with running_server(options=_opts(enc)) as s:
         await _fill(s.client_url)
-    async with running_server(options=make_options(jetstream=True, store_dir=str(plain))) as s:
-        await _fill(s.client_url)
-    before = (_tree(enc), _tree(plain))
+    before = _tree(enc)
     await _refused(make_options(jetstream=True, store_dir=str(enc)), "no encryption key is configured")
-    await _refused(_opts(plain), "stored unencrypted")
-    assert (_tree(enc), _tree(plain)) == before
+    assert _tree(enc) == before
+
+
+@pytest.mark.parametrize("cipher", ["chachapoly", "aes"])
+async def test_a_plain_store_is_encrypted_when_a_key_is_configured(tmp_path, cipher, caplog):
+    """As nats-server converts it: the streams and consumers written unencrypted are encrypted
+    at the first start with a key (natsd.store.file.encrypt_plain), and stay readable."""
+    async with running_server(options=make_options(jetstream=True, store_dir=str(tmp_path))) as s:
+        await _fill(s.client_url)
+    assert b"plain-text-payload" in _all_bytes(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="natsd.store"):
+        async with running_server(options=_opts(tmp_path, cipher=cipher)) as s:
+            await _check(s.client_url)
+    assert "stream ORDERS: encrypted (" in caplog.text and KEY not in caplog.text
+    stream_dir = tmp_path / "jetstream" / "$G" / "streams" / "ORDERS"
+    assert (stream_dir / "meta.key").exists() and (stream_dir / "obs" / "WORKER" / "meta.key").exists()
+    assert b"plain-text-payload" not in _all_bytes(tmp_path)
+    async with running_server(options=_opts(tmp_path, cipher=cipher)) as s:
+        await _check(s.client_url)
+    await _refused(make_options(jetstream=True, store_dir=str(tmp_path)), "no encryption key is configured")
 
 
 @pytest.mark.timeout(60)

@@ -105,3 +105,49 @@ async def test_trace_events_match_reference(tmp_path, monkeypatch):
     for g, e in zip(got["traces"], expected["traces"]):
         assert json.loads(g) == json.loads(e)
     assert got == expected
+
+
+async def _queue_script(url: str) -> list[bool]:
+    """Traced messages to a queue group of two connections: does each egress name the member that
+    got the message?"""
+    host = url.split("//", 1)[1]
+    pub = await nats.connect(f"nats://a:a@{host}", name="pub")
+    members = [await nats.connect(f"nats://a:a@{host}", name=f"m{i}") for i in range(2)]
+    try:
+        traces: dict[str, dict] = {}
+        got: dict[str, str] = {}
+
+        async def on_trace(m):
+            traces[m.subject] = json.loads(m.data)
+
+        for i, nc in enumerate(members):
+
+            async def on_msg(m, name=f"m{i}"):
+                got[m.headers["Nats-Trace-Dest"]] = name
+
+            await nc.subscribe("work", cb=on_msg, queue="q")
+            await nc.flush()
+        await pub.subscribe("tr.>", cb=on_trace)
+        await pub.flush()
+        for i in range(12):
+            await pub.publish("work", b"x", headers={"Nats-Trace-Dest": f"tr.{i}"})
+        await pub.flush()
+        for _ in range(100):
+            if len(traces) == 12 and len(got) == 12:
+                break
+            await asyncio.sleep(0.02)
+        named = []
+        for dest, ev in sorted(traces.items()):
+            eg = [e for e in ev["events"] if e["type"] == "eg"]
+            named.append(len(eg) == 1 and eg[0]["name"] == got.get(dest))
+        return named
+    finally:
+        await pub.close()
+        for nc in members:
+            await nc.close()
+
+
+async def test_queue_egress_names_the_receiving_member(tmp_path):
+    expected, got = await side_by_side(tmp_path, _queue_script, config=CONFIG)
+    assert expected == [True] * 12
+    assert got == expected

@@ -234,6 +234,7 @@ class _Base:
     expires: int  # 0: never
     not_before: int
     raw: str = field(repr=False, default="")
+    tags: list[str] = field(default_factory=list)  # "key:value" tags (scoped signing-key templates)
 
     def expired(self, now_s: float) -> bool:
         return bool(self.expires) and now_s >= self.expires
@@ -251,7 +252,15 @@ def _base(claims: dict, raw: str) -> dict:
         expires=claims.get("exp") or 0,
         not_before=claims.get("nbf") or 0,
         raw=raw,
+        tags=_tags(claims),
     )
+
+
+def _tags(claims: dict) -> list[str]:
+    """The claims' tags: ``nats.tags`` (v2), or beside ``iss`` (v1)."""
+    nats = claims.get("nats")
+    t = nats.get("tags") if isinstance(nats, dict) and "tags" in nats else claims.get("tags")
+    return [x for x in t if isinstance(x, str)] if isinstance(t, list) else []
 
 
 def _strs(v) -> list[str]:
@@ -291,6 +300,7 @@ class Export:
     token_req: bool = False
     response_type: str = "Singleton"
     response_threshold_ns: int = 0
+    allow_trace: bool = False  # a traced request is traced on into the exporter (ADR-41)
 
 
 @dataclass(slots=True)
@@ -304,6 +314,7 @@ class Import:
     local_subject: str = ""
     to: str = ""
     token: str = ""
+    allow_trace: bool = False  # (a stream import) a traced message is traced on into the importer
 
 
 @dataclass(slots=True)
@@ -379,6 +390,7 @@ def _import(d: dict) -> Import | None:
         local_subject=str(d.get("local_subject") or ""),
         to=str(d.get("to") or ""),
         token=str(d.get("token", "")),
+        allow_trace=d.get("allow_trace") is True,
     )
 
 
@@ -393,6 +405,7 @@ def _export(d: dict) -> Export | None:
         token_req=bool(d.get("token_req")),
         response_type=str(rt),
         response_threshold_ns=thr if isinstance(thr, int) else 0,
+        allow_trace=d.get("allow_trace") is True,
     )
 
 

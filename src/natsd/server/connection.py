@@ -67,6 +67,7 @@ from natsd.protocol.events import (
 )
 from natsd.protocol.parser import Parser
 from natsd.server.auth.authenticator import AuthResult, check_password
+from natsd.server.auth.events import send_auth_error_event
 from natsd.server.auth.identity import IdentityMixin
 from natsd.server.context import ServerContext
 from natsd.server.log import TRACE, logger, trace_payload
@@ -629,8 +630,11 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
             stash, self._stash = self._stash or [], None
             if self.closed:
                 return
-            if res is None or not res.ok:
-                self.auth_violation(res.user if res is not None else "")
+            if res is None:
+                self.auth_violation()
+                return
+            if not res.ok:
+                self.auth_violation(res.user, res.account)
                 return
             self._auth_done(res)
             if self.verbose:
@@ -969,8 +973,9 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         else:
             self._close(REASON_PROTOCOL, None, log=e.detail)
 
-    def auth_violation(self, user: str = "") -> None:
+    def auth_violation(self, user: str = "", event_acc: str = "$G") -> None:
         auth = self.server.auth
+        send_auth_error_event(self.server, self, self.connect_opts or {}, event_acc, auth.callout is None)
         if user and (user in auth.users or (auth.callout is not None and self.connect_opts.get("user") == user)):
             logger.error('%sauthentication error - User "%s"', self.prefix, user)
         elif user and self.connect_opts.get("nkey") == user:

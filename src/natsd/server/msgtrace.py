@@ -6,32 +6,49 @@ with the message: ingress, subject mapping, JetStream capture and each egress. W
 
 The event's shape is nats-server's ``MsgTraceEvent``::
 
-    {"server": {...ServerInfo...}, "request": {"header": {name: [values]}, "msgsize": n},
+    {"server": {...ServerInfo...}, "request": {"header": {name: [values]}, "msgsize": n}, "hops"?: n,
      "events": [{"type": "in", "ts", "kind", "cid", "name"?, "acc", "subj", "error"?},
                 {"type": "sm", "ts", "to"},
+                {"type": "si", "ts", "acc", "from", "to"},
+                {"type": "se", "ts", "acc", "to"},
                 {"type": "js", "ts", "stream", "subject"?, "nointerest"?, "error"?},
-                {"type": "eg", "ts", "kind", "cid", "name"?, "acc"?, "sub"?, "queue"?, "error"?}]}
+                {"type": "eg", "ts", "kind", "cid", "name"?, "hop"?, "acc"?, "sub"?, "queue"?, "error"?}]}
 
 Only traced messages come here (:func:`start` is called from the connection's checked publish
 path, which a message takes only when its header block names ``Nats-Trace-Dest`` or its account
 samples ``traceparent``): untraced publishes pay one bounded header search.
 
-Approximations: a queue group's egress names the first member able to take the message (the
-router's round-robin choice is not reported back); service/stream import events are not produced
-(natsd has no config-file imports); JetStream's ``nointerest`` and its store errors (a
-message the stream refuses) are not reported.
+Imports (account JWTs, natsd.server.auth.imports) add ``{"type": "si", "acc", "from", "to"}``
+(service import) and ``{"type": "se", "acc", "to"}`` (stream import) events, and tracing goes on
+into the other account only where nats-server's ``allow_trace`` says so. A queue group's member is
+chosen here and the message routed to it (through an import too), so its egress names the receiver.
+
+Leafnode links (kind 4, natsd.server.leaf.node) are hops: the egress names the hop (``1``, ``2``...
+at the origin, ``<hop>.<n>`` further on), the copy on the link carries it in ``Nats-Trace-Hop``,
+the event counts them in ``hops``, and the server on the other side (natsd or nats-server: both
+announce protocol 3) publishes its own event, of ingress kind 4, to the same destination. A
+trace-only message still crosses links (the far side traces without delivering), except to a
+remote below protocol 3, which would deliver it.
+
+Approximations: JetStream's ``nointerest`` and its store errors (a message the stream refuses)
+are not reported; a message traced in from a leafnode link is not checked against the link's
+permissions for its trace destination (nats-server's leafSendAllowed/leafReceiveAllowed).
 """
 
 from __future__ import annotations
 
 import json
-from random import randrange
+import itertools
+from dataclasses import dataclass
+from random import random, randrange
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from natsd import __version__
 from natsd.gotime import format_rfc3339
-from natsd.nats_headers import MSG_TRACE_DEST, MSG_TRACE_ONLY, MSG_TRACE_ORIGIN_ACCOUNT, TRACEPARENT
-from natsd.server.router import route
+from natsd.nats_headers import MSG_TRACE_DEST, MSG_TRACE_HOP, MSG_TRACE_ONLY, MSG_TRACE_ORIGIN_ACCOUNT, TRACEPARENT
+from natsd.protocol.encoder import msg_parts
+from natsd.server.router import LEAF_LINK, route
+from natsd.subjects.sublist import SublistResult
 from natsd.subjects.tokens import is_valid_publish_subject, subject_matches
 from natsd.subjects.transform import transform
 
@@ -68,7 +85,19 @@ class ClientConnection(Protocol):
     def publish_violation(self, subject: str) -> None: ...
 
 
-__all__ = ["TRACE_DEST_B", "MsgTrace", "start", "route_traced", "header_map", "install"]
+__all__ = [
+    "TRACE_DEST_B",
+    "MsgTrace",
+    "ImportHop",
+    "start",
+    "start_leaf",
+    "route_traced",
+    "header_map",
+    "install",
+    "set_header",
+    "set_trace_dest",
+    "server_info",
+]
 
 TRACE_DEST_B = MSG_TRACE_DEST  # what the publish path searches header blocks for
 _TRACEPARENT_B = TRACEPARENT
@@ -76,10 +105,36 @@ _DEST = MSG_TRACE_DEST.decode()
 _ONLY = MSG_TRACE_ONLY.decode()
 _ORIGIN_ACCOUNT = MSG_TRACE_ORIGIN_ACCOUNT.decode()
 _KIND_CLIENT = 0  # nats-server's connection kinds: CLIENT
+_KIND_LEAF = 4  # (LEAF)
+_HOP = MSG_TRACE_HOP.decode()
 _NO_ECHO = "Not delivered because of no echo"
 _SUB_DENY = "Not delivered because subscription denies this subject"
 _SUB_CLOSED = "Not delivered because subscription is closed"
 _CLIENT_CLOSED = "Not delivered because client is closed"
+_ONLY_NO_SUPPORT = "Not delivered because remote does not support message tracing"
+_NO_SUPPORT = "Message delivered but remote does not support message tracing so no trace event generated from there"
+
+_rr = itertools.count()  # queue members' rotation
+_MAX_DEPTH = 8  # imports followed (as natsd.server.auth.imports.MAX_DEPTH: cycles end)
+
+# The traced message while route() delivers it (the loop is single-threaded): an import link that
+# forwards it reads this to rewrite the forwarded copy's Nats-Trace-Dest as nats-server does.
+active: MsgTrace | None = None
+
+
+@dataclass(slots=True)
+class ImportHop:
+    """Where an import takes a message: into ``account`` on subject ``to``; ``service`` (else a
+    stream import); ``allow_trace`` (the service export's or the stream import's); ``shadow``: for
+    a stream import, the exporter-side subject of an importing subscription (nats-server's shadow
+    subscription, which its egress event names)."""
+
+    service: bool
+    account: Account
+    to: str
+    allow_trace: bool
+    shadow: Callable[[str], str] | None = None
+
 
 # Sampling of ``traceparent``: rand(100) -> [0, 100); tests replace it.
 sample_rand: Callable[[int], int] = randrange
@@ -127,35 +182,94 @@ def header_map(hdr: bytes) -> tuple[dict[str, list[str]], bool]:
     return out, not found_dest
 
 
-class MsgTrace:
-    """One traced message: its events so far, sent as one JSON message by :meth:`send`."""
+class LeafLink(Protocol):
+    """What tracing needs of a leafnode link (``natsd.server.leaf.node.LeafConnection``: a room
+    this core module does not import)."""
 
-    __slots__ = ("conn", "acc", "dest", "trace_only", "headers", "msgsize", "events")
+    cid: int
+    remote_name: str
+    account: Account | None
+    closed: bool
+    spoke: bool
+
+    @property
+    def server(self) -> ServerContext: ...
+
+    @property
+    def trace_support(self) -> bool: ...
+
+    def deliver(
+        self,
+        sub: Subscription,
+        head: bytes,
+        mid: bytes,
+        data: bytes,
+        subject: str,
+        hdr_len: int,
+        reply: bytes,
+        subj_b: bytes,
+        src: Any = None,
+    ) -> bool: ...
+
+
+class MsgTrace:
+    """One traced message: its events so far, sent as one JSON message by :meth:`send`.
+
+    Over leafnode links (nats-server's multi-hop tracing): each link the message leaves on is a
+    hop, numbered ``<hop it came in with>.<n>`` (``n`` from 1; just ``n`` at the origin); its
+    egress event names it, and the copy on that link carries it in ``Nats-Trace-Hop``, so the
+    server on the other side traces the message on with that hop. ``hops`` counts them."""
+
+    __slots__ = (
+        "server",
+        "acc",
+        "dest",
+        "trace_only",
+        "headers",
+        "msgsize",
+        "events",
+        "hop",
+        "hops",
+        "links",
+        "copies",
+        "chosen",
+    )
 
     def __init__(
         self,
-        conn: ClientConnection,
+        conn: ClientConnection | LeafLink,
         acc: Account,
         dest: str,
         trace_only: bool,
         headers: dict[str, list[str]],
         msgsize: int,
         subject: str,
+        kind: int = _KIND_CLIENT,
+        name: str = "",
+        hop: str = "",
     ) -> None:
-        self.conn = conn
+        self.server = conn.server
         self.acc = acc
         self.dest = dest
         self.trace_only = trace_only
         self.headers = headers
         self.msgsize = msgsize
-        ingress: dict[str, Any] = {"type": "in", "ts": self._ts(), "kind": _KIND_CLIENT, "cid": conn.cid}
-        if conn.name:
-            ingress["name"] = conn.name
+        self.hop = hop
+        self.hops = 0
+        # Leafnode links the message leaves on: cid -> (hop, forwarded?, the link's subscriptions).
+        self.links: dict[int, tuple[str, bool, list[Subscription]]] = {}
+        self.copies: dict[int, tuple[bytes, bytes, int]] = {}  # cid -> (data in, data out, hdr_len)
+        # The receivers chosen in another account (an import's), by (account, subject): the import
+        # forwards the message to exactly them (take_chosen), so queue egresses name the receiver.
+        self.chosen: dict[tuple[str, str], SublistResult] = {}
+        ingress: dict[str, Any] = {"type": "in", "ts": self._ts(), "kind": kind, "cid": conn.cid}
+        if name:
+            ingress["name"] = name
         ingress.update({"acc": acc.name, "subj": subject})
         self.events: list[dict[str, Any]] = [ingress]
 
     def _ts(self) -> str:
-        return format_rfc3339(self.conn.server.clock.time_ns())
+        return format_rfc3339(self.server.clock.time_ns())
 
     def ingress_error(self, text: str) -> None:
         self.events[0]["error"] = text
@@ -163,19 +277,62 @@ class MsgTrace:
     def mapped(self, to: str) -> None:
         self.events.append({"type": "sm", "ts": self._ts(), "to": to})
 
-    def egress(self, sub: Subscription, error: str = "") -> None:
+    def egress(self, sub: Subscription, error: str = "", shown: str = "") -> None:
         c = sub.client
         e: dict[str, Any] = {"type": "eg", "ts": self._ts(), "kind": _KIND_CLIENT, "cid": c.cid}
         if c.name:
             e["name"] = c.name
         if c.account is not None and c.account.name != self.acc.name:
             e["acc"] = c.account.name
-        e["sub"] = sub.subject
+        e["sub"] = shown or sub.subject
         if sub.queue:
             e["queue"] = sub.queue
         if error:
             e["error"] = error
         self.events.append(e)
+
+    def leaf_egress(self, sub: Subscription, error: str, forward: bool) -> None:
+        """A hop over the leafnode link of ``sub`` (once per link and message, as nats-server
+        sends one copy per link whatever the number of its subscriptions)."""
+        c: LeafLink = sub.client
+        self.hops += 1
+        hop = f"{self.hop}.{self.hops}" if self.hop else str(self.hops)
+        self.links[c.cid] = (hop, forward, [sub])
+        e: dict[str, Any] = {"type": "eg", "ts": self._ts(), "kind": _KIND_LEAF, "cid": c.cid}
+        if c.remote_name:
+            e["name"] = c.remote_name
+        e["hop"] = hop
+        if c.account is not None and c.account.name != self.acc.name:
+            e["acc"] = c.account.name
+        if error:
+            e["error"] = error
+        self.events.append(e)
+
+    def take_chosen(self, acc: Account, subject: str) -> SublistResult | None:
+        """The receivers the trace chose for the copy an import forwards into ``acc`` on
+        ``subject`` (once), None when it chose none there."""
+        return self.chosen.pop((acc.name, subject), None)
+
+    def leaf_copy(self, cid: int, data: bytes, hdr_len: int) -> tuple[bytes, int]:
+        """The message as it leaves on link ``cid``: with its ``Nats-Trace-Hop`` (nats-server's
+        setHeader: replaced where it stands, else added last)."""
+        link = self.links.get(cid)
+        if link is None or not hdr_len:
+            return data, hdr_len
+        done = self.copies.get(cid)
+        if done is not None:
+            # (another message delivered meanwhile on this link, e.g. by an import: untouched)
+            return (done[1], done[2]) if done[0] is data else (data, hdr_len)
+        hdr = set_header(data[:hdr_len], MSG_TRACE_HOP, link[0].encode())
+        out = hdr + data[hdr_len:]
+        self.copies[cid] = (data, out, len(hdr))
+        return out, len(hdr)
+
+    def service_import(self, acc: str, frm: str, to: str) -> None:
+        self.events.append({"type": "si", "ts": self._ts(), "acc": acc, "from": frm, "to": to})
+
+    def stream_export(self, acc: str, to: str) -> None:
+        self.events.append({"type": "se", "ts": self._ts(), "acc": acc, "to": to})
 
     def jetstream(self, stream: str, subject: str) -> None:
         self.events.append({"type": "js", "ts": self._ts(), "stream": stream, "subject": subject})
@@ -183,11 +340,13 @@ class MsgTrace:
     def send(self) -> None:
         """Publish the event on the destination, in the publisher's account (as nats-server's
         ``sendInternalAccountSysMsg``)."""
-        body = {
-            "server": _server_info(self.conn),
+        body: dict[str, Any] = {
+            "server": server_info(self.server),
             "request": {"header": self.headers, "msgsize": self.msgsize},
-            "events": self.events,
         }
+        if self.hops:
+            body["hops"] = self.hops
+        body["events"] = self.events
         data = json.dumps(body, separators=(",", ":")).encode()
         route(self.acc, self.dest, self.dest.encode(), b"", 0, data, None)
 
@@ -195,10 +354,10 @@ class MsgTrace:
 _seq = 0
 
 
-def _server_info(conn: ClientConnection) -> dict[str, Any]:
+def server_info(s: ServerContext) -> dict[str, Any]:
+    """nats-server's ``ServerInfo`` of the server's internal messages (trace events, advisories)."""
     global _seq
     _seq += 1
-    s = conn.server
     o = s.options
     js = s.jetstream is not None
     d: dict[str, Any] = {"name": s.server_name, "host": o.host, "id": s.server_id, "ver": __version__}
@@ -242,7 +401,32 @@ def start(conn: ClientConnection, subject: str, hdr_len: int, data: bytes) -> tu
     if conn.pub_filter is not None and not conn.pub_filter.allows(dest):
         conn.publish_violation(dest)
         return True, None
-    return False, MsgTrace(conn, acc, dest, trace_only, headers, len(data), subject)
+    return False, MsgTrace(conn, acc, dest, trace_only, headers, len(data), subject, _KIND_CLIENT, conn.name)
+
+
+def start_leaf(link: LeafLink, subject: str, hdr_len: int, data: bytes) -> tuple[bool, MsgTrace | None]:
+    """:func:`start` for a message that came in over a leafnode link (nats-server's
+    ``initMsgTrace`` for kind LEAF): the hop it came with is the base of the hops it leaves on;
+    an account's ``traceparent`` destination applies without sampling (only the origin samples)."""
+    headers, external = header_map(data[:hdr_len])
+    acc = link.account
+    if not headers or acc is None:
+        return False, None
+    trace_only = False
+    if external:
+        dest = acc.trace_dest
+        if not dest:
+            return False, None
+    else:
+        only = headers.get(_ONLY) or [""]
+        trace_only = only[0].lower() in ("1", "true", "on")
+        dest = headers.get(_DEST, [""])[0]
+        if not dest:
+            return trace_only, None
+    if headers.get(_ORIGIN_ACCOUNT) or not is_valid_publish_subject(dest):
+        return trace_only, None
+    hop = (headers.get(_HOP) or [""])[0]
+    return False, MsgTrace(link, acc, dest, trace_only, headers, len(data), subject, _KIND_LEAF, link.remote_name, hop)
 
 
 def route_traced(
@@ -253,23 +437,90 @@ def route_traced(
     reply: bytes,
     hdr_len: int,
     data: bytes,
-    src: ClientConnection,
+    src: ClientConnection | LeafLink,
+    r: Any = None,
 ) -> int:
     """Route a traced message (unless trace-only) and record what happened to it; returns how many
-    receivers got it (a trace-only message counts as delivered where it would have been)."""
-    r = acc.sublist.match(subject)
-    n = 0
-    for sub in r.psubs:
-        n += _observe(mt, sub, subject, src)
-    for group in r.qsubs:
-        for sub in group:
-            if sub.client is None or (not sub.client.closed and not (sub.client is src and not src.echo)):
-                n += _observe(mt, sub, subject, src)
-                break
-    if not mt.trace_only:
-        n = route(acc, subject, subj_b, reply, hdr_len, data, src, None, r)
+    receivers got it (a trace-only message counts as delivered where it would have been).
+    ``r``: the receivers when the caller has already matched (and filtered) them.
+
+    A trace-only message still leaves on leafnode links (with its hop), as nats-server forwards
+    it: the server on the other side traces it without delivering it either.
+
+    Each queue group's member is chosen here, and the message is routed to exactly that member
+    (a match result with one-member groups), so the egress event names the receiver."""
+    global active
+    if r is None:
+        r = acc.sublist.match(subject)
+    r, n = _observe_result(mt, r, subject, src, 0, False)
+    active = mt
+    try:
+        if not mt.trace_only:
+            n = route(acc, subject, subj_b, reply, hdr_len, data, src, None, r)
+        elif mt.links:
+            _forward_trace_only(mt, subject, subj_b, reply, hdr_len, data, src)
+    finally:
+        active = None
     mt.send()
     return n
+
+
+def _forward_trace_only(
+    mt: MsgTrace, subject: str, subj_b: bytes, reply: bytes, hdr_len: int, data: bytes, src: Any
+) -> None:
+    head, mid = msg_parts(subj_b, reply, hdr_len, len(data))
+    for _hop, forward, subs in mt.links.values():
+        if forward:
+            for sub in subs:
+                sub.client.deliver(sub, head, mid, data, subject, hdr_len, reply, subj_b, src)
+
+
+def _observe_result(
+    mt: MsgTrace, r: Any, subject: str, src: Any, depth: int, imported: bool
+) -> tuple[SublistResult, int]:
+    """Record the events of delivering ``subject`` to the receivers ``r``; returns ``r`` with each
+    queue group narrowed to its chosen member, and the number of receivers."""
+    n = 0
+    for sub in r.psubs:
+        n += _observe(mt, sub, subject, src, depth, imported)
+    if not r.qsubs:
+        return r, n
+    groups = []
+    names = []
+    for group in r.qsubs:
+        sub = _queue_member(group, src)
+        if sub is not None:
+            n += _observe(mt, sub, subject, src, depth, imported)
+            groups.append((sub,))
+            names.append(group[0].queue)
+    return SublistResult(tuple(r.psubs), tuple(groups), tuple(names)), n
+
+
+def _queue_member(group: tuple, src: Any) -> Subscription | None:
+    """The member of a queue group that gets a message, with the router's rules (a rotating start
+    among local members, a leafnode link only when no local member can take it, links weighted by
+    the members they stand for)."""
+    k = len(group)
+    start = next(_rr) % k if k > 1 else 0
+    remote = None
+    wsum = 0
+    for j in range(k):
+        sub = group[(start + j) % k]
+        c = sub.client
+        if c is None:
+            return sub
+        if c.closed or sub.closed or (c is src and not c.echo):
+            continue
+        if c.sub_deny is LEAF_LINK:
+            w = c.queue_weight(sub)
+            wsum += w
+            if random() * wsum < w:
+                remote = sub
+            continue
+        if c.sub_deny is not None and c.sub_deny.denies(sub.subject):
+            continue
+        return sub
+    return remote
 
 
 def _stored_subject(acc: Account, name: str, subject: str) -> str:
@@ -285,24 +536,128 @@ def _stored_subject(acc: Account, name: str, subject: str) -> str:
     return subject
 
 
-def _observe(mt: MsgTrace, sub: Subscription, subject: str, src: ClientConnection) -> int:
+def _observe(mt: MsgTrace, sub: Subscription, subject: str, src: Any, depth: int = 0, imported: bool = False) -> int:
     c = sub.client
     if c is None:
         if sub.stream:
             mt.jetstream(sub.stream, _stored_subject(mt.acc, sub.stream, subject))
             return 1
+        hop = _import_hop(sub, subject)
+        if hop is not None and depth < _MAX_DEPTH:
+            return _observe_import(mt, hop, subject, src, depth, imported)
         return 0  # other internal receivers (API, acks) are not reported, as the reference
+    return _observe_client(mt, sub, subject, src)
+
+
+def _observe_client(mt: MsgTrace, sub: Subscription, subject: str, src: Any, shown: str = "") -> int:
+    c = sub.client
+    if c.sub_deny is LEAF_LINK:
+        return _observe_leaf(mt, sub, src)
     if c is src and not c.echo:
-        mt.egress(sub, _NO_ECHO)
+        mt.egress(sub, _NO_ECHO, shown)
         return 0
     if c.sub_deny is not None and c.sub_deny.denies(subject):
-        mt.egress(sub, _SUB_DENY)
+        mt.egress(sub, _SUB_DENY, shown)
         return 0
     if sub.closed:
-        mt.egress(sub, _SUB_CLOSED)
+        mt.egress(sub, _SUB_CLOSED, shown)
         return 0
     if c.closed:
-        mt.egress(sub, _CLIENT_CLOSED)
+        mt.egress(sub, _CLIENT_CLOSED, shown)
         return 0
-    mt.egress(sub)
+    mt.egress(sub, "", shown)
     return 1
+
+
+def _observe_leaf(mt: MsgTrace, sub: Subscription, src: Any) -> int:
+    """A leafnode link among the receivers: one egress (and hop) per link; never back to the link
+    the message came from, nor from a hub to another hub (the router's rules)."""
+    c = sub.client
+    if c is src or (getattr(src, "spoke", False) and c.spoke):
+        return 0
+    link = mt.links.get(c.cid)
+    if link is not None:
+        link[2].append(sub)  # the same copy, one more of the link's subscriptions (queue names)
+        return 1
+    if sub.closed or c.closed:
+        mt.leaf_egress(sub, _CLIENT_CLOSED, False)
+        return 0
+    if c.trace_support:
+        mt.leaf_egress(sub, "", True)
+        return 1
+    if mt.trace_only:
+        # The other side would deliver it: a trace-only message does not go there.
+        mt.leaf_egress(sub, _ONLY_NO_SUPPORT, False)
+        return 0
+    mt.leaf_egress(sub, _NO_SUPPORT, True)
+    return 1
+
+
+def _import_hop(sub: Subscription, subject: str) -> ImportHop | None:
+    """What an account import's internal subscription does with ``subject`` (its links,
+    natsd.server.auth.imports, answer ``trace_hop``), or None for any other internal receiver."""
+    owner = getattr(sub.cb, "__self__", None)
+    hop = getattr(owner, "trace_hop", None)
+    return hop(sub, subject) if hop is not None else None
+
+
+def _observe_import(mt: MsgTrace, hop: ImportHop, subject: str, src: Any, depth: int, imported: bool) -> int:
+    """The events of a message crossing an import, as nats-server records them: a service import
+    gives one ``si`` event, then (when its export has ``allow_trace``) the exporting account's
+    receivers; a stream import gives one ``se`` event per importing subscription (nats-server's
+    shadow subscriptions), each followed by its egress when the import has ``allow_trace``. A
+    message that came in through a service import is not exported to streams again."""
+    if hop.service:
+        mt.service_import(hop.account.name, subject, hop.to)
+        if not hop.allow_trace:
+            return 1
+        r, n = _observe_result(mt, hop.account.sublist.match(hop.to), hop.to, src, depth + 1, True)
+        mt.chosen[(hop.account.name, hop.to)] = r
+        return n
+    if imported:
+        return 0
+    r = hop.account.sublist.match(hop.to)
+    members = list(r.psubs)
+    groups = []
+    for group in r.qsubs:
+        m = _queue_member(group, src)
+        if m is not None:
+            members.append(m)
+            groups.append((m,))
+    if r.qsubs:
+        mt.chosen[(hop.account.name, hop.to)] = SublistResult(
+            tuple(r.psubs), tuple(groups), tuple(g[0].queue for g in groups)
+        )
+    n = 0
+    for m in members:
+        if m.client is None and not m.stream:
+            continue  # (the link's own internal subscriptions: imports of imports are not followed)
+        mt.stream_export(hop.account.name, hop.to)
+        if not hop.allow_trace:
+            n += 1
+        elif m.client is None:
+            # A stream of the importer capturing it (nats-server shadows internal subscriptions too).
+            mt.jetstream(m.stream, _stored_subject(hop.account, m.stream, hop.to))
+            n += 1
+        else:
+            n += _observe_client(mt, m, hop.to, src, hop.shadow(m.subject) if hop.shadow else "")
+    return n
+
+
+def set_header(hdr: bytes, name: bytes, value: bytes) -> bytes:
+    """``hdr`` with ``name``'s value replaced where it stands, else the header added last (Go's
+    setHeader, which nats-server uses for the hop of a copy and to redirect or disable tracing of
+    a message forwarded across an import)."""
+    needle = b"\r\n" + name + b":"
+    i = hdr.find(needle)
+    if i < 0:
+        end = len(hdr) - 2 if hdr.endswith(b"\r\n\r\n") else len(hdr)
+        return hdr[:end] + name + b": " + value + b"\r\n\r\n"
+    start = i + len(needle)
+    j = hdr.find(b"\r\n", start)
+    return hdr[:start] + b" " + value + hdr[j if j >= 0 else len(hdr) :]
+
+
+def set_trace_dest(hdr: bytes, value: bytes) -> bytes:
+    """``hdr`` with its ``Nats-Trace-Dest`` set to ``value`` (see :func:`set_header`)."""
+    return set_header(hdr, MSG_TRACE_DEST, value)

@@ -131,11 +131,16 @@ def load_stream_meta(directory: str, keys: AccountKeys | None = None) -> dict | 
     checksum is keyed with the stream name, which is the directory's name. ``keys``: the
     account's encryption keys (natsd.store.file.encryption); StoreKeyError (not caught here)
     when they do not open the stream, or the stream's encryption and the configuration disagree."""
-    from natsd.store.file.keyfiles import open_asset_key
-    from natsd.store.file.meta import read_meta
+    from natsd.store.file.keyfiles import needs_encryption, open_asset_key, read_meta, settle_conversion
 
     name = os.path.basename(os.path.normpath(directory))
     try:
+        settle_conversion(directory)  # (an encryption in place a crash cut: natsd.store.file.encrypt_plain)
+        if keys is not None and needs_encryption(directory, keys):
+            # Stored before the server had a key: encrypted now, as nats-server does (safely).
+            from natsd.store.file.encrypt_plain import encrypt_stream_dir
+
+            encrypt_stream_dir(directory, keys, name)
         asset = open_asset_key(directory, keys, name, f"stream {name!r}")
         return read_meta(directory, name, asset)
     except FileNotFoundError:
@@ -154,8 +159,15 @@ def list_stream_dirs(account_dir: str) -> list[str]:
     except FileNotFoundError:
         return []
     out = []
+    cut = set()
     for name in names:
+        if name.startswith(".") and name.endswith((".enc", ".plain")):
+            # ".<stream>.enc"/".<stream>.plain": an encryption in place a crash cut (stream names
+            # have no "."); load_stream_meta settles it (natsd.store.file.encrypt_plain).
+            cut.add(name[1:].rsplit(".", 1)[0])
+            continue
         d = os.path.join(streams, name)
         if os.path.isfile(os.path.join(d, "meta.inf")):
             out.append(d)
-    return out
+    out += [os.path.join(streams, n) for n in cut if os.path.join(streams, n) not in out]
+    return sorted(out)

@@ -36,7 +36,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import nkeys
 
@@ -45,9 +45,10 @@ from natsd import nats_headers as NH
 from natsd.config import jwt as J
 from natsd.config.options import AuthCalloutOptions, Permissions, SubjectPermission
 from natsd.config.xkey import XKeyError
-from natsd.gotime import format_rfc3339
 from natsd.nuid import nuid as next_nuid
 from natsd.server.auth.authenticator import AuthResult, CalloutApplicant, SubjectFilter, compile_permissions
+from natsd.server.auth.events import disconnect_advisory
+from natsd.server.auth.templates import TemplateError, expand_permissions
 from natsd.server.auth.xkeys import XKeyPair
 from natsd.server.ports import ServerPorts
 
@@ -100,6 +101,20 @@ def encode_jwt(claims: dict, seed: str) -> str:
     payload = _b64(json.dumps(body, separators=(",", ":")).encode())
     sig = kp.sign(f"{head}.{payload}".encode())
     return f"{head}.{payload}.{_b64(bytes(sig))}"
+
+
+class _Named:
+    """A response's user JWT claims as the template functions read them (name, subject,
+    issuer_account, tags)."""
+
+    def __init__(self, user: dict) -> None:
+        n = user.get("nats")
+        un: dict = n if isinstance(n, dict) else {}
+        self.name = str(user.get("name") or "")
+        self.subject = str(user.get("sub") or "")
+        self.issuer_account = str(un.get("issuer_account") or "")
+        tags = un.get("tags")
+        self.tags = [t for t in tags if isinstance(t, str)] if isinstance(tags, list) else []
 
 
 def _raw_user(opts: dict) -> str:
@@ -267,6 +282,9 @@ class AuthCallout:
         server = self.server
         assert server is not None  # bound by the server before it accepts clients
         st = self._setting(account)
+        if st is not None and st.operator:
+            # (the system account's advisory names the account the client's JWT is of)
+            fail = AuthResult(False, fail.user, account=st.account)
         acc = self._account(st.account) if st is not None else None
         if st is None or acc is None:
             name = st.account if st is not None else account
@@ -465,7 +483,10 @@ class AuthCallout:
         scope = claims.signing_keys.get(user["iss"])
         if isinstance(scope, dict):
             template = scope.get("template")
-            perms_from = template if isinstance(template, dict) else {}
+            try:
+                perms_from = expand_permissions(template if isinstance(template, dict) else {}, _Named(user), claims)
+            except TemplateError as e:
+                raise CalloutError(f"user JWT generated invalid permissions: {e}") from None
         elif any(un.get(k) for k in ("pub", "sub", "resp")):
             perms_from = un
         else:
@@ -475,54 +496,11 @@ class AuthCallout:
     # -- advisories --------------------------------------------------------------------------------
 
     def _auth_error_event(self, client: CalloutApplicant, acc: Account, reason: str, st: _Setting) -> None:
-        """nats-server's ``client_disconnect`` advisories for a refused client: in the callout account with
-        the refusal's text as the reason, and server-wide (system account) as for any authorization failure:
-        reason ``Authentication Failure``, account the one the client was in (its JWT's, or ``$G``)."""
+        """nats-server's ``client_disconnect`` advisory for a refused client in the callout account, the
+        refusal's text as the reason (the server-wide one in the system account is the connection's,
+        as for any authorization failure: natsd.server.auth.events)."""
         server = self.server
         if server is None:
             return
-        now = time.time_ns()
-        opts = client.connect_opts or {}
-        body: dict[str, Any] = {
-            "type": "io.nats.server.advisory.v1.client_disconnect",
-            "id": next_nuid(),
-            "timestamp": format_rfc3339(now),
-            "server": {
-                "name": server.server_name,
-                "host": server.options.host,
-                "id": server.server_id,
-                "ver": __version__,
-                "seq": 0,
-                "jetstream": server.jetstream is not None,
-                "time": format_rfc3339(now),
-            },
-            "client": {
-                k: v
-                for k, v in {
-                    "start": format_rfc3339(client.start_ns),
-                    "stop": format_rfc3339(now),
-                    "host": client.ip,
-                    "id": client.cid,
-                    "acc": acc.name,
-                    "user": _raw_user(opts),
-                    "name": opts.get("name") or "",
-                    "lang": opts.get("lang") or "",
-                    "ver": opts.get("version") or "",
-                    "kind": "Client",
-                    "client_type": "nats",
-                    "name_tag": "$G",  # a client under authorization is still in the global account
-                }.items()
-                if v
-            },
-            "sent": {"msgs": 0, "bytes": 0},
-            "received": {"msgs": 0, "bytes": 0},
-            "reason": reason,
-        }
+        body = disconnect_advisory(server, client, client.connect_opts or {}, acc.name, reason)
         ServerPorts(acc).publish(_ACCOUNT_AUTH_ERR, "", None, json.dumps(body, separators=(",", ":")).encode())
-        system = server.options.system_account or (self.trust.system_account if self.trust is not None else "")
-        sys_acc = server.accounts.get(system) if system else None
-        if sys_acc is not None:
-            body["reason"] = "Authentication Failure"
-            body["client"]["acc"] = st.account if st.operator else "$G"
-            data = json.dumps(body, separators=(",", ":")).encode()
-            ServerPorts(sys_acc).publish(f"$SYS.SERVER.{server.server_id}.CLIENT.AUTH.ERR", "", None, data)

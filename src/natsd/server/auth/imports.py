@@ -28,8 +28,11 @@ import itertools
 from typing import TYPE_CHECKING
 
 from natsd.config import jwt as J
+from natsd.nats_headers import MSG_TRACE_DEST
+from natsd.server import msgtrace
 from natsd.server.log import logger
 from natsd.server.ports import ServerPorts
+from natsd.server.router import route
 from natsd.subjects.tokens import subset
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -128,6 +131,20 @@ def apply_imports(server: "ServerContext", acc: "Account", claims: "AccountClaim
             acc.links.append(_StreamLink(exporter, acc, imp))
 
 
+def _forward(acc: Account, into: ServerPorts, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> int:
+    """Publish a message an import forwards into ``acc``; a traced one goes to the receivers its
+    trace chose there (natsd.server.msgtrace: a queue group's egress names the member that got it)."""
+    mt = msgtrace.active
+    r = mt.take_chosen(acc, subject) if mt is not None else None
+    if r is None:
+        return into.publish(subject, reply, hdr, payload)
+    data = hdr + payload if hdr else payload
+    return route(acc, subject, subject.encode(), reply.encode(), len(hdr) if hdr else 0, data, None, None, r)
+
+
+_TRACE_DISABLED = b"trace disabled"  # nats-server's MsgTraceDestDisabled (an invalid subject)
+
+
 class _StreamLink:
     def __init__(self, exporter: "Account", importer: "Account", imp: "Import") -> None:
         self.into = ServerPorts(importer)
@@ -139,16 +156,34 @@ class _StreamLink:
         else:
             self.target = imp.subject
         self.prefix = imp.to if (imp.to and not imp.local_subject) else ""
+        self.importer = importer
+        self.allow_trace = imp.allow_trace
         self.sub = ServerPorts(exporter).subscribe(imp.subject, self._on_msg)
+
+    def _local(self, subject: str) -> str:
+        return f"{self.prefix}.{subject}" if self.prefix else map_subject(self.subject, subject, self.target)
+
+    def trace_hop(self, sub: object, subject: str) -> msgtrace.ImportHop:
+        """For message tracing (natsd.server.msgtrace): where this import takes ``subject``."""
+        return msgtrace.ImportHop(False, self.importer, self._local(subject), self.allow_trace, self._shadow)
+
+    def _shadow(self, local: str) -> str:
+        """The exporter-side subject of an importing subscription on ``local`` (nats-server's
+        shadow subscription): the import's subject, or the narrower one the subscription names."""
+        if self.prefix:
+            return local[len(self.prefix) + 1 :] if subset(local, f"{self.prefix}.{self.subject}") else self.subject
+        if local != self.target and subset(local, self.target):
+            return map_subject(self.target, local, self.subject)
+        return self.subject
 
     def _on_msg(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
         global _depth
         if _depth >= MAX_DEPTH:
             return
-        local = f"{self.prefix}.{subject}" if self.prefix else map_subject(self.subject, subject, self.target)
+        local = self._local(subject)
         _depth += 1
         try:
-            self.into.publish(local, reply, hdr, payload)
+            _forward(self.importer, self.into, local, reply, hdr, payload)
         finally:
             _depth -= 1
 
@@ -168,6 +203,11 @@ class _ServiceLink:
         self.subject = imp.subject
         self.local = imp.local_subject or imp.to or imp.subject
         self.singleton = export.response_type not in ("Stream", "Chunked")
+        self.allow_trace = export.allow_trace
+        # Trace destinations reached through this link (token -> (subject in the importer,
+        # deadline)): a traced request's Nats-Trace-Dest names prefix+token in the exporter, so
+        # servers further on publish their trace events back to the requester's destination.
+        self.trace_pending: dict[str, tuple[str, int]] = {}
         self.threshold_ns = export.response_threshold_ns or DEFAULT_RESPONSE_THRESHOLD_NS
         self.prefix = f"_R_.L{next(_links)}."
         self.pending: dict[str, tuple[str, int]] = {}  # token -> (requester reply, deadline ns)
@@ -177,29 +217,54 @@ class _ServiceLink:
             self.to_exporter.subscribe(self.prefix + ">", self._on_response),
         ]
 
-    def _on_request(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
-        global _depth
-        if _depth >= MAX_DEPTH:
-            return
+    def _target(self, subject: str) -> str:
         target = map_subject(self.local, subject, self.subject)
         if self.exporter.mapper is not None:
             # As nats-server: the exporting account's mappings apply to the imported request.
             target = self.exporter.mapper.map(target) or target
-        mapped = ""
-        if reply:
-            pending = self.pending
-            now = self.clock.monotonic_ns()
-            while pending:  # drop expired (and, over the bound, the oldest) entries
-                first = next(iter(pending))
-                if len(pending) < MAX_PENDING and pending[first][1] > now:
-                    break
-                del pending[first]
-            token = str(next(self._n))
-            pending[token] = (reply, now + self.threshold_ns)
-            mapped = self.prefix + token
+        return target
+
+    def trace_hop(self, sub: object, subject: str) -> msgtrace.ImportHop | None:
+        """For message tracing (natsd.server.msgtrace): where this import takes ``subject`` (the
+        request subscription only; responses are not traced)."""
+        if sub is not self.subs[0]:
+            return None
+        return msgtrace.ImportHop(True, self.exporter, self._target(subject), self.allow_trace)
+
+    def _pend(self, pending: dict[str, tuple[str, int]], reply: str) -> str:
+        """A fresh ``_R_`` subject in the exporter that leads back to ``reply`` in the importer."""
+        now = self.clock.monotonic_ns()
+        while pending:  # drop expired (and, over the bound, the oldest) entries
+            first = next(iter(pending))
+            if len(pending) < MAX_PENDING and pending[first][1] > now:
+                break
+            del pending[first]
+        token = str(next(self._n))
+        pending[token] = (reply, now + self.threshold_ns)
+        return self.prefix + token
+
+    def _traced_header(self, hdr: bytes) -> bytes:
+        """A traced request's headers as the exporter gets them (nats-server): its trace
+        destination replaced by a subject leading back to it when the export allows tracing,
+        else by "trace disabled" (servers further on must not trace it)."""
+        mt = msgtrace.active
+        if mt is None:
+            return hdr
+        if not self.allow_trace:
+            return msgtrace.set_trace_dest(hdr, _TRACE_DISABLED)
+        return msgtrace.set_trace_dest(hdr, self._pend(self.trace_pending, mt.dest).encode())
+
+    def _on_request(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+        global _depth
+        if _depth >= MAX_DEPTH:
+            return
+        target = self._target(subject)
+        if hdr and msgtrace.active is not None and hdr.find(MSG_TRACE_DEST) >= 0:
+            hdr = self._traced_header(hdr)
+        mapped = self._pend(self.pending, reply) if reply else ""
         _depth += 1
         try:
-            n = self.to_exporter.publish(target, mapped, hdr, payload)
+            n = _forward(self.exporter, self.to_exporter, target, mapped, hdr, payload)
         finally:
             _depth -= 1
         if not n and reply:
@@ -220,6 +285,9 @@ class _ServiceLink:
         token = subject[len(self.prefix) :]
         entry = self.pending.get(token)
         if entry is None:
+            trace = self.trace_pending.get(token)
+            if trace is not None and trace[1] > self.clock.monotonic_ns():
+                self.to_importer.publish(trace[0], "", hdr, payload)  # a further server's trace event
             return
         if self.singleton or entry[1] <= self.clock.monotonic_ns():
             del self.pending[token]
@@ -231,3 +299,4 @@ class _ServiceLink:
         for s in self.subs:
             s.unsubscribe()
         self.pending.clear()
+        self.trace_pending.clear()

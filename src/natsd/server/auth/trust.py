@@ -48,6 +48,7 @@ from natsd.config import jwt as J
 from natsd.gotime import SECOND, format_rfc3339
 from natsd.server.auth.authenticator import AuthResult, compile_permissions
 from natsd.server.auth.imports import apply_imports
+from natsd.server.auth.templates import TemplateError, expand_permissions
 from natsd.server.connection import REASON_AUTH
 from natsd.server.log import logger
 from natsd.server.mapping import from_claims as mapping_from_claims
@@ -316,7 +317,11 @@ class Trust:
         user_limits = uc.limits
         if scope is not None:  # a scoped signing key: its template decides the permissions
             t = scope.get("template")
-            tmpl = t if isinstance(t, dict) else {}
+            try:
+                tmpl = expand_permissions(t if isinstance(t, dict) else {}, uc, ac)
+            except TemplateError as e:
+                logger.debug("User JWT generated invalid permissions: %s", e)
+                return fail
             perms = user_permissions(tmpl.get("pub"), tmpl.get("sub"), tmpl.get("resp"))
             user_limits = {k: J.limit_of(tmpl, k) for k in ("subs", "data", "payload")}
         elif uc.pub or uc.sub or uc.resp:

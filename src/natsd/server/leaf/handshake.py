@@ -27,6 +27,7 @@ from natsd.config.leafnodes import COMPRESSION_NOT_SUPPORTED, COMPRESSION_OFF, C
 from natsd.protocol.encoder import PING, encode_err, encode_info
 from natsd.protocol.errors import ERR_AUTH_VIOLATION
 from natsd.protocol.leaf import encode_connect
+from natsd.server.auth.events import send_auth_error_event
 from natsd.server.leaf.auth import LinkPerms
 from natsd.server.leaf.compress import (
     CompressionError,
@@ -71,11 +72,14 @@ class LeafHandshakeMixin:
         headers: bool
         prefix: str
         nonce: str
+        cid: int
+        ip: str
         remote_info: dict
         remote_name: str
         remote_id: str
         remote_domain: str
         remote_account: str
+        remote_proto: int
         perms: LinkPerms | None
         deny_in: tuple
         deny_out: tuple
@@ -127,6 +131,7 @@ class LeafHandshakeMixin:
                 self.close("Wrong Port")
                 return
             self.remote_name = info.get("server_name") or info.get("server_id", "")
+            self.remote_proto = _proto(info.get("proto"))
             self.remote_id = info.get("server_id", "")
             self.remote_domain = info.get("domain", "") or ""
             self.headers = bool(info.get("headers"))
@@ -306,6 +311,7 @@ class LeafHandshakeMixin:
             return
         res = self.manager.authenticate(d, self)
         if not res.ok:
+            send_auth_error_event(self.server, self, d, leaf=True)  # ($SYS.SERVER.<id>.CLIENT.AUTH.ERR)
             logger.error("%sauthentication error", self.prefix)
             self.send(encode_err(res.error or ERR_AUTH_VIOLATION))
             self.close("Authentication Failure")
@@ -319,6 +325,7 @@ class LeafHandshakeMixin:
             self._auth_timer.cancel()
             self._auth_timer = None
         self.remote_name = d.get("name", "") or d.get("server_id", "")
+        self.remote_proto = _proto(d.get("protocol"))  # (the accepting side gets no INFO)
         self.remote_id = d.get("server_id", "")
         self.remote_domain = d.get("domain", "") or ""
         self.remote_account = d.get("remote_account", "") or ""
@@ -418,3 +425,14 @@ class LeafHandshakeMixin:
         self.send(PING)
         interval = min(opts.ping_interval_ns, self.manager.ping_interval_ns)
         self._timer = self.server.clock.call_later(interval, self._ping_tick)
+
+
+# The server-to-server protocol level announced on leafnode links: nats-server's MsgTraceProto,
+# the level from which a link carries traced messages on (natsd.server.msgtrace: hops).
+LEAF_PROTO = 3
+
+
+def _proto(v: object) -> int:
+    """The server-to-server protocol level the other side announced (INFO ``proto``, a leaf's
+    CONNECT ``protocol``): nats-server's MsgTraceProto (3) and up trace messages further on."""
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0

@@ -15,6 +15,7 @@ from natsd.gotime import format_duration
 from natsd.config.jwt import limit_of
 from natsd.config.leafnodes import is_ws_url, remote_url_parts
 from natsd.nuid import nuid
+from natsd.server.leaf.handshake import LEAF_PROTO
 from natsd.server.leaf.auth import authenticate, read_creds, remote_ssl_context, sign_nonce
 from natsd.server.leaf.node import LDS_PREFIX, SECOND, LeafConnection
 from natsd.server.leaf.urls import RemoteUrls, dial_failure_delay_ns, link_closed_delay_ns
@@ -286,7 +287,7 @@ class LeafManager:
             "server_id": s.server_id,
             "server_name": s.server_name,
             "version": __version__,
-            "proto": 1,
+            "proto": LEAF_PROTO,
             "go": "python",
             "host": self.options.host,
             "port": self.port,
@@ -326,7 +327,7 @@ class LeafManager:
             "headers": True,
             "jetstream": s.jetstream is not None,
             "remote_account": r.account_name,
-            "proto": 1,
+            "protocol": LEAF_PROTO,  # (as nats-server's leafConnectInfo: the accepting side gets no INFO)
         }
         if self.domain:
             d["domain"] = self.domain

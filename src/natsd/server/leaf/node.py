@@ -98,12 +98,15 @@ from natsd.server.leaf.compress import CompressionError, needs_compression
 from natsd.server.leaf.handshake import (  # noqa: F401 (constants re-exported for their users)
     FIRST_PING_NS,
     JS_DENY,
+    LEAF_PROTO,
     LOOP_DELAY_NS,
     SECOND,
     LeafHandshakeMixin,
 )
+from natsd.server import msgtrace
 from natsd.server.log import logger
 from natsd.server.mapping import mapped
+from natsd.server.msgtrace import TRACE_DEST_B
 from natsd.server.router import LEAF_LINK, route, route_batch
 from natsd.server.subscription import Subscription
 from natsd.server.writer import WRITE_HIGH_WATER
@@ -132,6 +135,14 @@ class _Peer(Protocol):
     stalled_producers: set
 
     def stall(self, consumer: _Peer) -> None: ...
+
+
+def _traced(payloads: list, hdr_len: int) -> bool:
+    """Whether a message of a run (one header size) names a trace destination."""
+    for p in payloads:
+        if p.find(TRACE_DEST_B, 0, hdr_len) >= 0:
+            return True
+    return False
 
 
 class _Result:
@@ -186,6 +197,7 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
         self.remote_id = ""
         self.remote_domain = ""
         self.remote_account = ""
+        self.remote_proto = 0  # (natsd.server.leaf.handshake: what the other side announced)
         self.rsubs: dict[tuple[str, str | None], tuple[Subscription, int]] = {}
         self.smap: dict[tuple[str, str | None], int] = {}
         self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes = 0
@@ -462,6 +474,11 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
         if acc.interest_handlers:
             acc.notify_interest(sub.subject, False)
 
+    @property
+    def trace_support(self) -> bool:
+        """Whether the other side traces messages further on (nats-server's msgTraceSupport)."""
+        return self.remote_proto >= LEAF_PROTO
+
     def queue_weight(self, sub: Subscription) -> int:
         """How many queue members of the other side ``sub`` stands for (its ``LS+`` weight)."""
         ent = self.rsubs.get((sub.subject, sub.queue))
@@ -532,6 +549,8 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
             return False
         if self._denied_in[subject]:
             return False  # (the per-message path drops it, or reports a permission violation)
+        if hdr_len and _traced(payloads, hdr_len):
+            return False  # (traced message by message: natsd.server.msgtrace)
         acc = self.account
         assert acc is not None  # bound by the handshake, before any message
         if acc.mapper is not None and acc.mapper.matches(subject):
@@ -580,11 +599,18 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
                 shown = dsubj
         acc = self.account
         assert acc is not None  # bound by the handshake, before any message
+        mt = None
+        if hdr_len and (data.find(TRACE_DEST_B, 0, hdr_len) >= 0 or acc.trace_dest):
+            skip, mt = msgtrace.start_leaf(self, subject, hdr_len, data)
+            if skip:
+                return
         if acc.mapper is not None:
             # As nats-server: a leaf's messages are mapped too (natsd.server.mapping).
             new = mapped(acc, subject)
             if new is not None:
                 subject, subj_b = new, new.encode()
+                if mt is not None:
+                    mt.mapped(new)
         r: SublistResult | _Result = acc.sublist.match(subject)
         qsubs = r.qsubs
         if qsubs:
@@ -595,9 +621,11 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
             else:
                 qsubs = ()
             r = _Result(r.psubs, qsubs)
-        elif not r.psubs:
+        elif not r.psubs and mt is None:
             return
-        if shown is not None:
+        if mt is not None:
+            msgtrace.route_traced(mt, acc, subject, subj_b, reply, hdr_len, data, self, r)
+        elif shown is not None:
             route(acc, subject, shown, reply, hdr_len, data, self, shown.decode("utf-8", "replace"), r)
         else:
             route(acc, subject, subj_b, reply, hdr_len, data, self, None, r)
@@ -715,6 +743,8 @@ class LeafConnection(LeafHandshakeMixin, LeafIdentityMixin, asyncio.Protocol):
         """Write one message for the other side (called by the router; see the module docstring)."""
         if self.closed or not self.ready or sub.closed or src is self:
             return False
+        if msgtrace.active is not None:
+            data, hdr_len = msgtrace.active.leaf_copy(self.cid, data, hdr_len)  # (its hop)
         if isinstance(src, LeafConnection) and src.spoke and self.spoke:
             return False  # hub to hub: never (the hubs have their own routes)
         out = self.out

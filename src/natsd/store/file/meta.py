@@ -17,17 +17,24 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 # atomic_write/fsync_dir are natsd.atomicfile's; re-exported for the file store's modules
 from natsd.atomicfile import atomic_write, fsync_dir
 from natsd.store.base import CorruptState
 from natsd.store.file.layout import META_FILE, META_SUM_FILE
 
-if TYPE_CHECKING:
-    from natsd.store.file.encryption import AssetKey
 
 __all__ = ["meta_checksum", "write_meta", "read_meta", "atomic_write", "fsync_dir"]
+
+
+class Sealer(Protocol):
+    """An encrypted asset's key as the meta files use it (natsd.store.file.encryption.AssetKey:
+    named by this protocol, so the key files' module can read metas without an import circle)."""
+
+    def seal(self, plain: bytes | bytearray) -> bytes: ...
+
+    def open(self, blob: bytes, what: str) -> bytes: ...
 
 
 def meta_checksum(data: bytes, key: str) -> str:
@@ -35,7 +42,7 @@ def meta_checksum(data: bytes, key: str) -> str:
     return hashlib.blake2b(data, digest_size=8, key=key.encode()[:64]).hexdigest()
 
 
-def write_meta(directory: str, meta: dict, key: str, *, fsync: bool = True, asset: AssetKey | None = None) -> None:
+def write_meta(directory: str, meta: dict, key: str, *, fsync: bool = True, asset: Sealer | None = None) -> None:
     """Write ``meta.inf`` (JSON) and ``meta.sum`` into ``directory`` atomically.
 
     ``fsync=False`` (consumers of a stream that does not sync always, as nats-server's
@@ -71,7 +78,7 @@ def _on_disk(directory: str, data: bytes, checksum: bytes) -> bool:
         return False
 
 
-def read_meta(directory: str, key: str, asset: AssetKey | None = None) -> dict:
+def read_meta(directory: str, key: str, asset: Sealer | None = None) -> dict:
     """Read and verify ``meta.inf`` (decrypted with ``asset`` when given). Raises
     FileNotFoundError when absent and CorruptState when the checksum file is missing or does not
     match, the encryption's tag fails, or the JSON is not an object."""
