@@ -14,7 +14,7 @@ opens is answered as any other.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from natsd.jetstream.advisories import api_audit
 from natsd.jetstream.api.router import API_SUBSCRIPTIONS, ApiDispatcher, ApiRequest, Route
@@ -72,14 +72,13 @@ class JetStreamApi:
 
     def install(self, js_account: "JsAccount") -> list["Subscription"]:
         """Subscribe the API subjects of ``js_account``. Returns the subscriptions."""
-        dispatch: Callable[..., None] | None = None
+        dispatcher: list[ApiDispatcher] = []  # made by the first request: the routes (and handlers) load then
         ports = js_account.ports
 
         def on_api(subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
-            nonlocal dispatch
-            if dispatch is None:  # the first request: the routes (and their handlers) load now
-                dispatch = ApiDispatcher(self.routes, lambda req, data: api_audit(js_account, req, data)).dispatch
-            dispatch(js_account, subject, reply, hdr, payload)
+            if not dispatcher:
+                dispatcher.append(ApiDispatcher(self.routes, lambda req, data: api_audit(js_account, req, data)))
+            dispatcher[0].dispatch(js_account, subject, reply, hdr, payload)
 
         # The $JS.<domain>.API. prefix is a subject mapping onto these (natsd.jetstream.domain_mappings).
         subs = [ports.subscribe(p, on_api) for p in API_SUBSCRIPTIONS]
