@@ -243,3 +243,15 @@ def test_an_existing_store_is_recovered_before_clients_are_accepted(tmp_path):
         c.close()
     finally:
         _stop(proc)
+
+
+def test_the_command_line_answers_without_loading_the_server():
+    """``natsd -v`` (and -h, -t): the entry point's module no longer drags the server in."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "src"), env.get("PYTHONPATH")) if p)
+    code = (
+        "import sys\nfrom natsd.server.main import main\nrc = main(['-v'])\n"
+        "print('LOADED', 'natsd.server.server' in sys.modules, 'natsd.jetstream' in sys.modules)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert r.stdout.startswith("natsd: v") and "LOADED False False" in r.stdout, r.stdout + r.stderr

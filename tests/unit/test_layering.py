@@ -420,14 +420,15 @@ FUNCTION_LOCAL_IMPORTS = {
     "cli": 22,
     "config": 9 + 3 + 2,
     "jetstream": 5 + 1 - 1 + 11,
-    "server": 23 + 3 + 4 + 2 - 1,
+    "server": 23 + 3 + 4 + 2 - 1 + 1,
     "spark": 15,
     "store": 6 + 2,
     "testing": 18,
 }
 # issue 26, -js start-up: jetstream +11 (the API's handler table, the stream/consumer/snapshot layers and
 # the feature list load on first use: FUNCTION_LEVEL_ALLOWED), (top) +2 and config +2 (pathlib, with
-# urllib.parse, only for a compiled build or a config file).
+# urllib.parse, only for a compiled build or a config file), server +1 (natsd.server.Server on first use:
+# `natsd -v` and the command line load without the server).
 # jetstream -1, server -1: sourcing's and MQTT's copies of getHash imported hashlib lazily; natsd.gohash now.
 # server +2: the auth callout (nkeys/PyNaCl) and the log-file/syslog handlers load only when configured (issue 29).
 # store +2: encryption (cryptography) loaded only when a key is configured (issue 29).
