@@ -296,13 +296,9 @@ class Server:
         # MQTT listens before the client port (as nats-server logs it), so a client port that
         # accepts means the MQTT port does too
         await self._start_mqtt()
-        sock = literal_listener(host, port, 4096)
-        if sock is not None:
-            self._listener = await self.loop.create_server(self._new_client_protocol, sock=sock, backlog=4096)
-        else:
-            self._listener = await self.loop.create_server(
-                self._new_client_protocol, host, port, reuse_address=True, backlog=4096
-            )
+        self._listener = await self.loop.create_server(
+            self._new_client_protocol, host, port, reuse_address=True, backlog=4096
+        )
         self._port = self._listener.sockets[0].getsockname()[1]
         await self._start_secure_listeners()
         if opts.http_port:
@@ -899,36 +895,6 @@ class Server:
             loop.add_signal_handler(signal.SIGUSR1, reopen_log_file)
         await self.wait_stopped()
         return 0
-
-
-def literal_listener(host: str, port: int, backlog: int) -> socket.socket | None:
-    """A listening socket for an IP address literal, bound here as ``create_server`` would bind
-    it (SO_REUSEADDR, IPv6-only for IPv6, the same error text); None for a host name, which
-    ``create_server`` resolves. Its resolution of a literal goes through the IDNA codec, whose
-    module and tables were ~5 ms of a start (issue 26)."""
-    for family in (socket.AF_INET, socket.AF_INET6):
-        try:
-            socket.inet_pton(family, host)
-        except OSError:
-            continue
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
-                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            try:
-                sock.bind((host, port))
-            except OSError as e:
-                raise OSError(
-                    e.errno, f"error while attempting to bind on address {(host, port)!r}: {(e.strerror or '').lower()}"
-                ) from None
-            sock.listen(backlog)
-            sock.setblocking(False)
-        except BaseException:
-            sock.close()
-            raise
-        return sock
-    return None
 
 
 def free_port(host: str = "127.0.0.1") -> int:
