@@ -99,9 +99,8 @@ def disk_available(path: str) -> int:
 def _open_store(
     cfg: StreamConfig, created_ns: int, directory: str, engine: "JetStreamEngine", account: str
 ) -> "StreamStore":
-    from natsd.jetstream.stream.core import (
-        store_config_for,
-    )  # the stream layer loads with the first stream (issue 26, start-up time)
+    # the stream layer loads with the first stream (issue 26, start-up time)
+    from natsd.jetstream.stream.core import store_config_for
 
     return open_stream_store(
         store_config_for(cfg, created_ns),
@@ -192,10 +191,9 @@ class JsAccount:
         ]
         if engine.api is not None:
             self._subs.extend(engine.api.install(self))
-        if os.path.isdir(self.directory):  # (a first start has none: snapshot/stream code loads on use, issue 26)
-            from natsd.jetstream.snapshot import (
-                remove_stale_restores,
-            )  # defers the snapshot/stream layer (start-up time)
+        if os.path.isdir(self.directory):  # (a first start has none)
+            # the snapshot (and stream) layer loads with the first stream (issue 26, start-up time)
+            from natsd.jetstream.snapshot import remove_stale_restores
 
             remove_stale_restores(self)
         self.templates.recover()
@@ -252,11 +250,12 @@ class JsAccount:
 
     def recover(self) -> None:
         """Recover every stream under this account's directory (and their consumers)."""
-        dirs = list_stream_dirs(os.path.dirname(self.directory))
-        if dirs:  # the stream and consumer layers load with the first stream (issue 26, start-up time)
-            from natsd.jetstream import consumer_registry
-            from natsd.jetstream.stream.core import Stream
-        for d in dirs:
+        if not self.streams and not list_stream_dirs(os.path.dirname(self.directory)):
+            return  # a first start: the stream and consumer layers load with the first stream (issue 26)
+        from natsd.jetstream import consumer_registry  # (the stream layer's, like Stream: see above)
+        from natsd.jetstream.stream.core import Stream
+
+        for d in list_stream_dirs(os.path.dirname(self.directory)):
             entry = os.path.basename(d)
             if entry.startswith(".") or entry in self.streams:
                 continue
