@@ -32,14 +32,14 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-# hashlib, json and importlib's machinery are imported only when a build is asked for: this module
+# hashlib, json, pathlib and importlib's machinery are imported only when a build is asked for: this module
 # is imported by every `import natsd`, and importlib.abc alone pulls in importlib.resources (a
 # visible share of `natsd`'s start-up, issue 26).
 if TYPE_CHECKING:  # pragma: no cover
     from importlib.machinery import ModuleSpec
+    from pathlib import Path
 
 __all__ = ["ENV", "MODULES", "FORMAT", "MANIFEST", "STATUS", "install", "check", "source_root", "status_line"]
 
@@ -75,6 +75,8 @@ STATUS: dict[str, Any] = {
 
 def source_root() -> Path:
     """The directory holding the ``natsd`` package (sources are named relative to it)."""
+    from pathlib import Path  # (with urllib.parse) only when a build is asked for: issue 26's start-up time
+
     return Path(__file__).resolve().parent.parent
 
 
@@ -157,6 +159,8 @@ def install(environ: dict[str, str] | None = None) -> bool:
     where = env.get(ENV, "")
     if not where or where == "0":
         return False
+    from pathlib import Path  # (with urllib.parse) only when a build is asked for: issue 26's start-up time
+
     directory = Path(where).resolve()
     STATUS.update(requested=True, directory=str(directory))
     files, reason = check(directory)

@@ -12,15 +12,28 @@ next write. A leaf module: any natsd package may import it (``tests/unit/test_la
 from __future__ import annotations
 
 import os
+from typing import Any, Callable
 
 __all__ = ["TMP_SUFFIX", "atomic_write", "fsync_dir"]
 
 TMP_SUFFIX = ".tmp"
 
 
-def atomic_write(path: str | os.PathLike[str], data: bytes, *, fsync: bool = True, mode: int = 0o644) -> None:
+def atomic_write(
+    path: str | os.PathLike[str],
+    data: bytes,
+    *,
+    fsync: bool = True,
+    mode: int = 0o644,
+    write: Callable[[int, Any], int] | None = None,
+    sync: Callable[[int], None] | None = None,
+) -> None:
     """Replace ``path`` with ``data``: ``<path>.tmp`` (created with ``mode``), (fsync,) rename.
-    On an error the temporary file is removed and the old ``path`` is left as it was."""
+    On an error the temporary file is removed and the old ``path`` is left as it was.
+    ``write``/``sync``: the system calls, for a caller whose writes fault injection reaches
+    (the consumer state store passes its own); ``os.write``/``os.fsync`` by default."""
+    write = os.write if write is None else write
+    sync = os.fsync if sync is None else sync
     path = os.fspath(path)
     tmp = path + TMP_SUFFIX
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
@@ -28,10 +41,10 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, *, fsync: bool = Tru
         try:
             view = memoryview(data)
             while view:
-                n = os.write(fd, view)
+                n = write(fd, view)
                 view = view[n:]
             if fsync:
-                os.fsync(fd)
+                sync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)

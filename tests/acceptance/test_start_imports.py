@@ -5,9 +5,12 @@ absent."""
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -78,6 +81,24 @@ NOT_FOR_JETSTREAM = (
     "nats",
 )
 
+# What a JetStream start with an empty store leaves for first use: the API's handler table and
+# handlers (first $JS.API request), the stream, consumer and snapshot layers and the file store's
+# blocks (first stream created or recovered), the feature list (first /jsz).
+JETSTREAM_ON_FIRST_USE = (
+    "natsd.jetstream.api.routes",
+    "natsd.jetstream.api.streams",
+    "natsd.jetstream.api.consumers",
+    "natsd.jetstream.api.snapshot",
+    "natsd.jetstream.api.direct",
+    "natsd.jetstream.stream",
+    "natsd.jetstream.consumer.core",
+    "natsd.jetstream.config.consumer_config",
+    "natsd.jetstream.snapshot",
+    "natsd.jetstream.features.metadata",
+    "natsd.store.file",
+    "pathlib",
+)
+
 
 def _modules(*args: str) -> set[str]:
     env = dict(os.environ)
@@ -108,3 +129,129 @@ def test_jetstream_start_imports_no_unused_transport(tmp_path):
     mods = _modules("-js", "-sd", str(tmp_path))
     assert "natsd.jetstream.manager" in mods
     assert _loaded(mods, NOT_FOR_JETSTREAM) == []
+
+
+def test_jetstream_start_with_an_empty_store_defers_the_api_and_stream_layers(tmp_path):
+    mods = _modules("-js", "-sd", str(tmp_path))
+    assert "natsd.jetstream.api.router" in mods  # (the API subjects are subscribed at start)
+    assert _loaded(mods, JETSTREAM_ON_FIRST_USE) == []
+
+
+# -- what the deferred parts must not change: answers from the first moment, recovery first ------
+
+
+def _start(store: Path) -> tuple[subprocess.Popen, int]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "src"), env.get("PYTHONPATH")) if p)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "natsd", "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", str(store)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return proc, port
+
+
+class _Raw:
+    """A client on a plain socket that connects the moment the port opens (no client library
+    between the listener and the first request)."""
+
+    def __init__(self, proc: subprocess.Popen, port: int) -> None:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self.sock = socket.create_connection(("127.0.0.1", port), timeout=20)
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "natsd did not open its port"
+                time.sleep(0.0005)
+        self.buf = b""
+        assert self._line().startswith(b"INFO ")
+        self.sock.sendall(b'CONNECT {"verbose":false,"pedantic":false,"headers":true}\r\nSUB _R.> 1\r\n')
+
+    def _line(self) -> bytes:
+        while b"\r\n" not in self.buf:
+            chunk = self.sock.recv(65536)
+            assert chunk, "connection closed"
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def request(self, subject: str, body: dict | None = None) -> dict:
+        data = json.dumps(body).encode() if body is not None else b""
+        self.sock.sendall(b"PUB %s _R.1 %d\r\n%s\r\n" % (subject.encode(), len(data), data))
+        while True:
+            line = self._line()
+            if line.startswith(b"PING"):
+                self.sock.sendall(b"PONG\r\n")
+            elif line.startswith(b"MSG "):
+                size = int(line.split()[-1])
+                while len(self.buf) < size + 2:
+                    self.buf += self.sock.recv(65536)
+                payload, self.buf = self.buf[:size], self.buf[size + 2 :]
+                return json.loads(payload)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_request_sent_the_moment_the_port_opens_is_answered(tmp_path):
+    proc, port = _start(tmp_path)
+    try:
+        c = _Raw(proc, port)
+        info = c.request("$JS.API.INFO")
+        assert info["type"] == "io.nats.jetstream.api.v1.account_info_response", info
+        assert info["streams"] == 0 and "error" not in info
+        created = c.request("$JS.API.STREAM.CREATE.S1", {"name": "S1", "subjects": ["s1.>"], "storage": "file"})
+        assert created["config"]["name"] == "S1" and "error" not in created, created
+        c.close()
+    finally:
+        _stop(proc)
+
+
+def test_an_existing_store_is_recovered_before_clients_are_accepted(tmp_path):
+    proc, port = _start(tmp_path)
+    try:
+        c = _Raw(proc, port)
+        for i in range(3):
+            r = c.request(f"$JS.API.STREAM.CREATE.R{i}", {"name": f"R{i}", "subjects": [f"r{i}.>"], "storage": "file"})
+            assert "error" not in r, r
+            c.sock.sendall(b"PUB r%d.x _R.1 5\r\nhello\r\n" % i)
+            c._line()  # (the publish ack's MSG line)
+            c._line()
+        c.close()
+    finally:
+        _stop(proc)
+    proc, port = _start(tmp_path)
+    try:
+        c = _Raw(proc, port)  # the first connection: every stream is back already, as nats-server has it
+        names = c.request("$JS.API.STREAM.NAMES")
+        assert names["streams"] == ["R0", "R1", "R2"], names
+        assert c.request("$JS.API.STREAM.INFO.R1")["state"]["messages"] == 1
+        c.close()
+    finally:
+        _stop(proc)
+
+
+def test_the_command_line_answers_without_loading_the_server():
+    """``natsd -v`` (and -h, -t): the entry point's module no longer drags the server in."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "src"), env.get("PYTHONPATH")) if p)
+    code = (
+        "import sys\nfrom natsd.server.main import main\nrc = main(['-v'])\n"
+        "print('LOADED', 'natsd.server.server' in sys.modules, 'natsd.jetstream' in sys.modules)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert r.stdout.startswith("natsd: v") and "LOADED False False" in r.stdout, r.stdout + r.stderr

@@ -227,6 +227,8 @@ def _migrate_v1(claims: dict) -> None:
 
 @dataclass(slots=True)
 class _Base:
+    """The claims every JWT has."""
+
     subject: str
     issuer: str
     name: str
@@ -285,6 +287,8 @@ def _signing_keys(v) -> dict[str, dict | None]:
 
 @dataclass(slots=True)
 class OperatorClaims(_Base):
+    """An operator JWT's claims."""
+
     signing_keys: set[str] = field(default_factory=set)
     system_account: str = ""
 
@@ -319,6 +323,8 @@ class Import:
 
 @dataclass(slots=True)
 class AccountClaims(_Base):
+    """An account JWT's claims."""
+
     signing_keys: dict[str, dict | None] = field(default_factory=dict)
     revocations: dict[str, int] = field(default_factory=dict)
     imports: list[Import] = field(default_factory=list)
@@ -341,6 +347,8 @@ class AccountClaims(_Base):
 
 @dataclass(slots=True)
 class UserClaims(_Base):
+    """A user JWT's claims."""
+
     issuer_account: str = ""
     pub: dict = field(default_factory=dict)
     sub: dict = field(default_factory=dict)

@@ -47,6 +47,8 @@ SECOND_NS = 1_000_000_000
 
 @dataclass(slots=True)
 class SubjectPermission:
+    """``allow`` / ``deny`` subject lists of one direction (publish or subscribe)."""
+
     allow: list[str] = field(default_factory=list)
     deny: list[str] = field(default_factory=list)
 
@@ -104,6 +106,8 @@ class AccountJetStreamLimits:
 
 @dataclass(slots=True)
 class AccountOptions:
+    """One account of the ``accounts {}`` block."""
+
     name: str
     users: list[UserOptions] = field(default_factory=list)
     jetstream: AccountJetStreamLimits | None = None  # None: JetStream disabled for this account
@@ -116,6 +120,8 @@ class AccountOptions:
 
 @dataclass(slots=True)
 class JetStreamOptions:
+    """The ``jetstream {}`` block (``-js``, ``-sd``)."""
+
     enabled: bool = False
     store_dir: str = ""  # "" = <system temp>/nats/jetstream, as the reference
     max_memory_store: int = -1  # -1 = computed default (75% of memory)
@@ -142,6 +148,9 @@ class JetStreamOptions:
 
 @dataclass(slots=True)
 class ServerOptions:
+    """Every server option, nats-server's defaults (a docstring also spares dataclass the
+    signature it would render as one: start-up time, issue 26)."""
+
     host: str = "0.0.0.0"
     port: int = 4222
     server_name: str = ""

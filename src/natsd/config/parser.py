@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-from pathlib import Path
 from typing import Any, Mapping, NamedTuple
 
 from natsd.config.lexer import ConfigError, Item, ItemType, lex
@@ -242,6 +241,8 @@ class _Parser:
             self.env_refs.discard(name)
 
     def include(self, m: ConfigMap, it: Item) -> None:
+        from pathlib import Path  # (with urllib.parse) only for a config file: issue 26's start-up time
+
         base = Path(self.file).parent if self.file else Path(".")
         path = base / it.value
         if len(self.include_chain) >= _MAX_INCLUDE_DEPTH or str(path.resolve()) in self.include_chain:
@@ -267,7 +268,11 @@ def parse(text: str, file: str = "", env: Mapping[str, str] | None = None) -> Co
     ``env`` replaces ``os.environ`` for ``$VARIABLE`` lookups (tests). Raises :class:`ConfigError`.
     """
     items = lex(text, file)
-    chain = (str(Path(file).resolve()),) if file else ()
+    chain: tuple[str, ...] = ()
+    if file:
+        from pathlib import Path  # (with urllib.parse) only for a config file: issue 26's start-up time
+
+        chain = (str(Path(file).resolve()),)
     return _Parser(items, file, os.environ if env is None else env, set(), chain).parse_top()
 
 

@@ -31,6 +31,8 @@ __all__ = ["ResolverOptions", "TrustOptions", "parse_trust_key", "TRUST_KEYS"]
 
 @dataclass(slots=True)
 class ResolverOptions:
+    """The account resolver (``resolver``): memory or full (a JWT directory)."""
+
     type: str = "memory"  # "memory" | "full"
     dir: str = ""
     allow_delete: bool = False

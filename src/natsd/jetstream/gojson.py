@@ -61,6 +61,8 @@ class GoError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Scalar:
+    """A Go scalar field type (its Go name and JSON kind)."""
+
     go_name: str
     kind: str  # "string" | "bool" | "int" | "uint" | "custom"
     bits: int = 64
@@ -93,6 +95,8 @@ def Ptr(elem: Any) -> Wrapped:
 
 @dataclass(slots=True)
 class GoStruct:
+    """A Go struct type: its JSON fields in Go order."""
+
     name: str  # Go type name without package, e.g. "JSApiMsgGetRequest"
     fields: dict[str, Any]  # JSON name -> type, in Go struct order (embedded structs flattened)
     open: bool = False  # unknown fields pass unchecked (not a Go request struct)

@@ -24,14 +24,10 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from natsd.config import feature_flags
 from natsd.gotime import format_duration
-from natsd.jetstream import consumer_registry
 from natsd.jetstream import domain_mappings
 from natsd.jetstream.consumer import ConsumerHub
 from natsd.jetstream.errors import ApiError, ApiErrors
-from natsd.jetstream.features.metadata import advertised
 from natsd.jetstream.config.models import JS_API_LEVEL, StreamConfig, rfc3339, parse_rfc3339
-from natsd.jetstream.snapshot import RestoreReceiver, SnapshotSender, remove_stale_restores
-from natsd.jetstream.stream.core import Stream, _is_direct, store_config_for
 from natsd.jetstream.templates import TemplateManager
 from natsd.jetstream.wire import dumps
 from natsd.jetstream.config.batch_limits import batch_limits_for
@@ -41,6 +37,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Clock
     from natsd.config.options import AccountJetStreamLimits, ServerOptions
     from natsd.jetstream.ports import MsgHandler, Ports, Subscription
+    from natsd.jetstream.snapshot import RestoreReceiver, SnapshotSender
+    from natsd.jetstream.stream.core import Stream
     from natsd.jetstream.views import StreamView
     from natsd.store.base import StreamStore
     from natsd.store.file.encryption import AccountKeys
@@ -101,6 +99,9 @@ def disk_available(path: str) -> int:
 def _open_store(
     cfg: StreamConfig, created_ns: int, directory: str, engine: "JetStreamEngine", account: str
 ) -> "StreamStore":
+    # the stream layer loads with the first stream (issue 26, start-up time)
+    from natsd.jetstream.stream.core import store_config_for
+
     return open_stream_store(
         store_config_for(cfg, created_ns),
         engine.clock,
@@ -190,7 +191,11 @@ class JsAccount:
         ]
         if engine.api is not None:
             self._subs.extend(engine.api.install(self))
-        remove_stale_restores(self)
+        if os.path.isdir(self.directory):  # (a first start has none)
+            # the snapshot (and stream) layer loads with the first stream (issue 26, start-up time)
+            from natsd.jetstream.snapshot import remove_stale_restores
+
+            remove_stale_restores(self)
         self.templates.recover()
         self._subs.extend(domain_mappings.setup_account(self))
 
@@ -214,6 +219,8 @@ class JsAccount:
         """Consumers of all streams (``limitable``: without internal mirror/source feeds)."""
         if not limitable:
             return sum(len(s.consumers) for s in self.streams.values())
+        from natsd.jetstream.stream.core import _is_direct  # the stream layer loads with the first stream (issue 26)
+
         return sum(1 for s in self.streams.values() for c in s.consumers.values() if not _is_direct(c))
 
     def stream_dir(self, name: str) -> str:
@@ -228,6 +235,8 @@ class JsAccount:
 
     def adopt_stream(self, cfg: StreamConfig, store: "StreamStore", created_ns: int, subscribe: bool = True) -> Stream:
         """Register and start a stream over an already opened store (creation and restore)."""
+        from natsd.jetstream.stream.core import Stream  # the stream layer loads with the first stream (issue 26)
+
         stream = Stream(self, cfg, store, created_ns)
         self.streams[cfg.name] = stream
         stream.start(subscribe=subscribe)
@@ -241,6 +250,11 @@ class JsAccount:
 
     def recover(self) -> None:
         """Recover every stream under this account's directory (and their consumers)."""
+        if not self.streams and not list_stream_dirs(os.path.dirname(self.directory)):
+            return  # a first start: the stream and consumer layers load with the first stream (issue 26)
+        from natsd.jetstream import consumer_registry  # (the stream layer's, like Stream: see above)
+        from natsd.jetstream.stream.core import Stream
+
         for d in list_stream_dirs(os.path.dirname(self.directory)):
             entry = os.path.basename(d)
             if entry.startswith(".") or entry in self.streams:
@@ -669,6 +683,8 @@ class JetStreamEngine:
                 details.append(self._account_detail(acc, want_streams, want_consumers, want_config))
             out["account_details"] = details
         out["total"] = len(self.accounts)
+        from natsd.jetstream.features.metadata import advertised  # loaded on first use (issue 26, start-up time)
+
         out["natsd"] = advertised()  # natsd's own features (issue 27); monitors ignore the field
         return out
 

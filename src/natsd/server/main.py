@@ -15,6 +15,7 @@ Behaviour matches ``nats-server``'s ``main``:
 
 from __future__ import annotations
 
+import gc
 import os
 import signal as _signal
 import sys
@@ -112,9 +113,16 @@ def main(argv: list[str] | None = None) -> int:
     for w in options.config_warnings:
         _err(f"{PROGRAM}: {w}")
     # deferred (issue 26, start-up time): --help, --version and -t (config check) answer without
-    # loading the server
-    from natsd.server.log import setup_logging_from
-    from natsd.server.server import Server
+    # loading the server. Its imports make objects by the ten thousand and none is garbage: the
+    # collector would run some fifty passes over them for nothing (Server.run pauses it too).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        from natsd.server.log import setup_logging_from
+        from natsd.server.server import Server
+    finally:
+        if collecting:
+            gc.enable()
 
     try:
         setup_logging_from(options)

@@ -297,7 +297,7 @@ class Server:
         # accepts means the MQTT port does too
         await self._start_mqtt()
         self._listener = await self.loop.create_server(
-            self._new_client_protocol, host, port, reuse_address=True, backlog=4096
+            self._new_client_protocol, listen_host(self.loop, host), port, reuse_address=True, backlog=4096
         )
         self._port = self._listener.sockets[0].getsockname()[1]
         await self._start_secure_listeners()
@@ -895,6 +895,22 @@ class Server:
             loop.add_signal_handler(signal.SIGUSR1, reopen_log_file)
         await self.wait_stopped()
         return 0
+
+
+def listen_host(loop: asyncio.AbstractEventLoop, host: str) -> Any:
+    """``host`` as ``create_server`` should get it: uvloop encodes a host given as text with the
+    IDNA codec, whose module and tables were ~5 ms of a start (issue 26), so an address literal
+    goes to it as bytes (in a list: a bare bytes value would be taken for a sequence of hosts).
+    Anything else, and asyncio's own loop (which never needs the codec for a literal), unchanged."""
+    if type(loop).__module__.partition(".")[0] != "uvloop":
+        return host
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            socket.inet_pton(family, host)
+        except OSError:
+            continue
+        return [host.encode("ascii")]
+    return host
 
 
 def free_port(host: str = "127.0.0.1") -> int:

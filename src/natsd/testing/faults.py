@@ -1,13 +1,16 @@
 """Faults on cue, injected inside the server's store and transports (never simulated by the test).
 
 * **Disk**: the file store writes message blocks through ``natsd.store.file.block._pwrite`` /
-  ``_fsync`` (module names kept for exactly this). :class:`DiskFaults` replaces them once per
-  process with wrappers that, for a file descriptor under an armed server's store directory, raise
-  ``OSError(ENOSPC)`` (or any errno) or sleep before the real ``fsync``. Other servers, and the
-  same server once the fault is cleared, pass straight through. The store then does what it does
-  on a real full disk: cuts the failed write back, answers publishes with 503 "insufficient
-  resources", and resumes by itself when space is back. Consumer state files are written through
-  ``os.write`` directly and are not reached (their writes are retried on the next flush anyway).
+  ``_fsync`` and consumer state (``o.dat``, ``o.log``) through
+  ``natsd.store.file.consumer_state._write`` / ``_fsync`` (module names kept for exactly this).
+  :class:`DiskFaults` replaces them once per process with wrappers that, for a file descriptor
+  under an armed server's store directory, raise ``OSError(ENOSPC)`` (or any errno) or sleep
+  before the real ``fsync``. Other servers, and the same server once the fault is cleared, pass
+  straight through. The store then does what it does on a real full disk: a message write is cut
+  back and its publish answered with 503 "insufficient resources"; a consumer state write leaves
+  the older state on disk and is tried again by the next flush (as nats-server's consumer store
+  does), the consumer going on in memory. Both resume by themselves when space is back. Stream
+  and consumer ``meta.inf`` writes are not reached.
 * **Transports**: :meth:`Faults.cut_client` and :meth:`Faults.cut_leaf` ``abort()`` the server's
   side of a connection (no flush, no goodbye: what a pulled cable or a reset looks like to the
   peer). :meth:`Faults.slow_consumer` lowers one connection's ``max_pending`` so the next burst
@@ -85,9 +88,10 @@ class DiskFaults:
             if cls._installed:
                 return
             # Imported here: a server without faults never loads this module's hooks.
-            from natsd.store.file import block
+            from natsd.store.file import block, consumer_state
 
             real_pwrite: Callable[..., int] = block._pwrite
+            real_write: Callable[..., int] = consumer_state._write
             real_fsync = block._fsync
 
             def pwrite(fd: int, data, off: int) -> int:
@@ -95,6 +99,12 @@ class DiskFaults:
                 if r is not None and r.errno:
                     raise OSError(r.errno, os.strerror(r.errno))
                 return real_pwrite(fd, data, off)
+
+            def write(fd: int, data) -> int:
+                r = cls._match(fd)
+                if r is not None and r.errno:
+                    raise OSError(r.errno, os.strerror(r.errno))
+                return real_write(fd, data)
 
             def fsync(fd: Any) -> None:  # (os.fsync's own signature: an int or a file object)
                 r = cls._match(fd)
@@ -107,6 +117,8 @@ class DiskFaults:
 
             block._pwrite = pwrite
             block._fsync = fsync
+            consumer_state._write = write
+            consumer_state._fsync = fsync
             cls._installed = True
 
 

@@ -99,6 +99,8 @@ class SubjectFilter:
 
 @dataclass(slots=True)
 class CompiledPermissions:
+    """A user's permissions as the router checks them (subject filters per direction)."""
+
     publish: SubjectFilter | None
     subscribe: SubjectFilter | None
     allow_responses: bool

@@ -118,6 +118,11 @@ _LITTLE = sys.byteorder == "little"
 
 log = logging.getLogger("natsd.store")
 
+# The system calls that write consumer state, looked up per call so that fault injection
+# (natsd.testing's disk-full and slow-fsync faults) reaches them, as block._pwrite/_fsync.
+_write = os.write
+_fsync = os.fsync
+
 
 # -- helpers --------------------------------------------------------------------------------------
 
@@ -449,6 +454,8 @@ class FileConsumerStore:
         self._ckpt: Future | None = None  # the last job queued on the worker thread
         self._ckpt_token = 0  # bumped by whole writes: a stale checkpoint is dropped
         self._lock = threading.Lock()  # a checkpoint's rename vs. a whole write
+        self._journal_failed = False  # a journal write failed: the next flush writes the whole state
+        self._failing = False  # a state write failed and none worked since (logged once)
         existed = os.path.isdir(directory)
         # The consumer's key first (a key that does not open it stops here, nothing written).
         self._asset = open_asset_key(directory, keys, f"{key}.{name}", f"consumer {key!r} > {name!r}", fsync=fsync)
@@ -599,13 +606,34 @@ class FileConsumerStore:
         a flushed state either way."""
         if self._closed:
             return
+        if self._journal_failed and self._source is not None:
+            # A journal write failed (the worker thread): the file may end in a torn record
+            # that would hide every later one at recovery. Write the whole state instead (it
+            # drops the journals), as nats-server writes its whole state on the next flush.
+            pend, rdc, dl, af = self._source()
+            self._full = ConsumerState(dl, af, {s: Pending(v[0], v[1]) for s, v in list(pend.items())}, dict(rdc))
+            self._deltas.clear()
+            self._dirty = True
         if not self._dirty:
             if fsync and self._jfd >= 0:
-                os.fsync(self._jfd)
+                try:
+                    _fsync(self._jfd)
+                except OSError as e:
+                    self._write_failed(e)
             return
         if self._full is not None:
             st, self._full = self._full, None
-            self._write_whole(st, fsync=self._fsync or fsync)
+            try:
+                self._write_whole(st, fsync=self._fsync or fsync)
+            except OSError as e:
+                # nats-server's consumer store: the old state stays on disk (the write went to
+                # a temporary file), the state stays dirty and the next flush tries again; the
+                # consumer goes on in memory (a crash meanwhile means redelivery, nothing lost).
+                self._full = st
+                self._write_failed(e)
+                return
+            self._journal_failed = False
+            self._write_ok()
         if self._deltas:
             deltas, self._deltas = self._deltas, []
             maps = self._source()[:2] if self._source is not None else ({}, {})
@@ -622,15 +650,34 @@ class FileConsumerStore:
         try:
             fn(*args)
         except OSError as e:
-            log.error(
-                "Consumer %r: writing its state failed: %s (older state on disk: redelivery after a crash)",
-                self.name,
-                e,
-            )
+            if fn != self._fsync_journal:
+                # Whatever the journal holds past its last whole record is not to be appended
+                # to: the next flush writes the whole state (see flush).
+                self._close_journal()
+                self._journal_failed = True
+            self._write_failed(e)
+        else:
+            if not self._journal_failed:
+                self._write_ok()
+
+    def _write_failed(self, e: OSError) -> None:
+        """Logged once per outage (a full disk fails every write until space returns)."""
+        (log.debug if self._failing else log.error)(
+            "Consumer %r: writing its state failed: %s (older state on disk: redelivery after a crash; "
+            "written again with the next flush)",
+            self.name,
+            e,
+        )
+        self._failing = True
+
+    def _write_ok(self) -> None:
+        if self._failing:
+            self._failing = False
+            log.info("Consumer %r: its state is written again", self.name)
 
     def _fsync_journal(self) -> None:
         if self._jfd >= 0:
-            os.fsync(self._jfd)
+            _fsync(self._jfd)
 
     def _write_deltas(self, deltas: list, maps: tuple, fsync: bool) -> None:
         """Worker thread: resolve lazy deltas from the live maps, append them to the journal."""
@@ -708,7 +755,13 @@ class FileConsumerStore:
         data = encode_consumer_state(st, self._gen)
         nonce, ks = self._file_keystream()
         with self._lock:
-            atomic_write(self._path(CONSUMER_STATE_FILE), data if ks is None else nonce + ks.xor(data, 0), fsync=fsync)
+            atomic_write(
+                self._path(CONSUMER_STATE_FILE),
+                data if ks is None else nonce + ks.xor(data, 0),
+                fsync=fsync,
+                write=_write,
+                sync=_fsync,
+            )
             for jname in (JOURNAL_FILE, JOURNAL_OLD_FILE):
                 try:
                     os.unlink(self._path(jname))
@@ -722,18 +775,18 @@ class FileConsumerStore:
             self._jfd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             hdr = journal_header(self._gen)
             nonce, self._jks = self._file_keystream()
-            os.write(self._jfd, hdr if self._jks is None else nonce + self._jks.xor(hdr, 0))
+            _write(self._jfd, hdr if self._jks is None else nonce + self._jks.xor(hdr, 0))
             self._jbytes = len(hdr)  # (the plain offset: the nonce is not counted)
             fsync_dir(self._dir)
         if self._jks is not None:
             data = self._jks.xor(data, self._jbytes)
         view = memoryview(data)
         while view:
-            n = os.write(self._jfd, view)
+            n = _write(self._jfd, view)
             view = view[n:]
         self._jbytes += len(data)
         if fsync:
-            os.fsync(self._jfd)
+            _fsync(self._jfd)
         if self._jbytes > max(JOURNAL_MIN_BYTES, 2 * self._snap_bytes) and self._source is not None:
             self._checkpoint()
 
@@ -763,7 +816,7 @@ class FileConsumerStore:
                 size = 0
                 nonce, ks = self._file_keystream()
                 if nonce:
-                    os.write(fd, nonce)
+                    _write(fd, nonce)
 
                 def emit(b: bytes) -> None:
                     nonlocal crc, size
@@ -773,7 +826,7 @@ class FileConsumerStore:
                     size += len(b)
                     view = memoryview(b)
                     while view:
-                        view = view[os.write(fd, view) :]
+                        view = view[_write(fd, view) :]
 
                 head = bytearray((MAGIC, VERSION))
                 head += _U64.pack(gen)
@@ -799,8 +852,8 @@ class FileConsumerStore:
                             emit(bytes(out))
                     emit(b"\x00")
                 tail = _U32.pack(crc)
-                os.write(fd, tail if ks is None else ks.xor(tail, size))
-                os.fsync(fd)
+                _write(fd, tail if ks is None else ks.xor(tail, size))
+                _fsync(fd)
             finally:
                 os.close(fd)
             with self._lock:
