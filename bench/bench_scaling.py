@@ -207,7 +207,7 @@ def summarise(runs: dict[str, dict[str, dict[str, list[dict]]]]) -> list[dict]:
                         "natsd": med["natsd"],
                         "nats-server": med["nats-server"],
                         "ratio": ratio(med["natsd"], med["nats-server"], higher),
-                        "runs": len(per_kind.get("natsd", [])),
+                        "runs": sum(1 for r in per_kind.get("natsd", []) if r.get(key) is not None),
                     }
                 )
     return rows
@@ -640,7 +640,11 @@ def run(args: argparse.Namespace) -> dict[str, dict[str, dict[str, list[dict]]]]
                 key = f"{args.bytes_msgs},{args.bytes_subjects}" if axis == "bytes" else str(size)
                 for kind in order:
                     t0 = time.perf_counter()
-                    res = measure(kind, axis, size, args)
+                    try:
+                        res = measure(kind, axis, size, args)
+                    except Exception as e:  # one failed measurement shows as "–"; the run goes on
+                        print(f"run {i + 1} {axis} {key} {kind} failed: {e}", file=sys.stderr, flush=True)
+                        res = {}
                     per_size.setdefault(key, {k: [] for k in kinds})[kind].append(res)
                     shown = {k: round(v, 3) for k, v in res.items() if v is not None}
                     print(

@@ -15,8 +15,8 @@
 //   scalebench URL conns M N SIZE REQS
 //       M subscriber connections, connection i subscribed to sc.<i> (counts) and rq.<i> (replies); one
 //       publisher connection sends N core messages round robin over sc.<i>: rate = msgs/s received by
-//       all M; then REQS sequential requests round robin over rq.<i> from a separate connection:
-//       p50_us/p99_us/req_rate
+//       all M (received = how many arrived: a server may drop for slow consumers); then REQS sequential
+//       requests round robin over rq.<i> from another connection: p50_us/p99_us/req_rate
 // Output: "mark start" / "mark end" around the timed phase (the driver samples the server's CPU there), then
 // one line of key=value pairs starting with "result".
 #include <nats/nats.h>
@@ -45,9 +45,12 @@ static double pct(int64_t *v, int n, double p) {
     return v[i] / 1000.0;
 }
 
-static natsConnection *connect_to(const char *url) {
+// asap: write each message at once instead of leaving it to the flusher thread (which waits to coalesce);
+// the connections that answer and send requests use it, as latency clients do, the publisher does not
+static natsConnection *connect_to(const char *url, bool asap) {
     natsConnection *nc = NULL; natsOptions *o = NULL;
     CHK(natsOptions_Create(&o)); CHK(natsOptions_SetURL(o, url));
+    if (asap) CHK(natsOptions_SetSendAsap(o, true));
     CHK(natsOptions_SetTimeout(o, 30000));
     CHK(natsOptions_SetMaxPendingMsgs(o, 1000000));
     // one pool of delivery threads for every subscription instead of a thread per subscription (the
@@ -63,10 +66,12 @@ static int pub(const char *url, char **a) {
     int n = atoi(a[1]), nsubj = atoi(a[2]), size = atoi(a[3]), inflight = atoi(a[4]), latn = atoi(a[5]);
     char *data = calloc(1, size > 0 ? size : 1);
     memset(data, 'x', size);
-    natsConnection *nc = connect_to(url);
+    natsConnection *nc = connect_to(url, false);
     jsCtx *js = NULL; jsOptions jo; jsPubOptions po;
     jsOptions_Init(&jo);
     jo.PublishAsync.MaxPending = inflight;
+    // a server that pauses (a block rolled over, a collection) must not fail the run: wait for acks
+    jo.PublishAsync.StallWait = 60000;
     jo.Wait = 60000;
     CHK(natsConnection_JetStream(&js, nc, &jo));
     char subj[256];
@@ -82,16 +87,21 @@ static int pub(const char *url, char **a) {
     mark("end");
     int64_t *lat = calloc(latn > 0 ? latn : 1, sizeof *lat);
     snprintf(subj, sizeof subj, "%s.0", prefix);
+    natsConnection *lc = connect_to(url, true);  // round trips: each publish written at once
+    jsCtx *ljs = NULL;
+    CHK(natsConnection_JetStream(&ljs, lc, &jo));
     for (int i = 0; i < latn; i++) {
         jsPubAck *pa = NULL;
         int64_t s = nats_NowInNanoSeconds();
-        CHK(js_Publish(&pa, js, subj, data, size, NULL, &jerr));
+        CHK(js_Publish(&pa, ljs, subj, data, size, NULL, &jerr));
         lat[i] = nats_NowInNanoSeconds() - s;
         jsPubAck_Destroy(pa);
     }
     qsort(lat, latn, sizeof *lat, cmp64);
     printf("result n=%d rate=%.1f p50_us=%.1f p99_us=%.1f\n", n, n / ((t1 - t0) / 1e9), pct(lat, latn, 50),
            pct(lat, latn, 99));
+    jsCtx_Destroy(ljs);
+    natsConnection_Destroy(lc);
     jsCtx_Destroy(js);
     natsConnection_Destroy(nc);
     return 0;
@@ -100,7 +110,7 @@ static int pub(const char *url, char **a) {
 static int fetch(const char *url, char **a) {
     const char *stream = a[0], *durable = a[1];
     int n = atoi(a[2]);
-    natsConnection *nc = connect_to(url);
+    natsConnection *nc = connect_to(url, false);
     jsCtx *js = NULL; jsSubOptions so; natsSubscription *sub = NULL;
     CHK(natsConnection_JetStream(&js, nc, NULL));
     jsSubOptions_Init(&so);
@@ -147,7 +157,7 @@ static int conns(const char *url, char **a) {
     natsSubscription *s = NULL;
     char subj[64];
     for (int i = 0; i < m; i++) {
-        subs[i] = connect_to(url);
+        subs[i] = connect_to(url, true);
         snprintf(subj, sizeof subj, "sc.%d", i);
         CHK(natsConnection_Subscribe(&s, subs[i], subj, on_msg, NULL));
         CHK(natsSubscription_SetPendingLimits(s, -1, -1));
@@ -155,7 +165,7 @@ static int conns(const char *url, char **a) {
         CHK(natsConnection_Subscribe(&s, subs[i], subj, on_req, NULL));
         CHK(natsConnection_Flush(subs[i]));
     }
-    natsConnection *p = connect_to(url);
+    natsConnection *p = connect_to(url, false), *rq = connect_to(url, true);
     mark("start");
     int64_t t0 = nats_NowInNanoSeconds();
     for (int i = 0; i < n; i++) {
@@ -179,7 +189,7 @@ static int conns(const char *url, char **a) {
         natsMsg *reply = NULL;
         snprintf(subj, sizeof subj, "rq.%d", i % m);
         int64_t st = nats_NowInNanoSeconds();
-        CHK(natsConnection_Request(&reply, p, subj, data, size, 10000));
+        CHK(natsConnection_Request(&reply, rq, subj, data, size, 10000));
         lat[i] = nats_NowInNanoSeconds() - st;
         natsMsg_Destroy(reply);
     }
@@ -189,6 +199,7 @@ static int conns(const char *url, char **a) {
            got / ((t1 - t0) / 1e9), pct(lat, reqs, 50), pct(lat, reqs, 99), reqs / ((r1 - r0) / 1e9));
     fflush(stdout);
     natsConnection_Destroy(p);
+    natsConnection_Destroy(rq);
     for (int i = 0; i < m; i++) natsConnection_Destroy(subs[i]);
     return 0;
 }
