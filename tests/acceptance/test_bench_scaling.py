@@ -65,6 +65,6 @@ def test_quick_run_gives_every_row_with_plausible_numbers(tmp_path):
     assert 1 < by[("messages", "rss_mb", "10000")]["natsd"] < 2000
     assert by[("connections", "core_rate", "10")]["natsd"] > 1000
     # the printed markdown table has every row
-    table = [ln for ln in proc.stdout.splitlines() if ln.startswith("| ")]
+    table = [ln for ln in proc.stdout.splitlines() if ln.startswith("|")]
     assert table[0].startswith("| axis | size | figure | natsd | nats-server | ratio |")
     assert len(table) == 2 + len(rows)
