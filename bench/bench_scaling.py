@@ -6,6 +6,7 @@ messages, subjects, streams, consumers and connections grows in 10x steps.
     .venv/bin/python bench/bench_scaling.py --max-exp messages=7   # add the 10M-message step
     .venv/bin/python bench/bench_scaling.py --quick --only natsd   # a smoke run (seconds)
     .venv/bin/python bench/bench_scaling.py --write-readme         # also replace the table in bench/README.md
+    .venv/bin/python bench/bench_scaling.py --from-json run.json --write-readme   # a saved --json run's table
 
 Each measurement starts a fresh server subprocess (file storage, a fresh store directory), loads it, reads
 its RSS (VmRSS, /proc/PID/status) and CPU (user+sys, /proc/PID/stat), stops it with SIGTERM and times a
@@ -32,9 +33,10 @@ Axes (sizes are powers of ten, ``--max-exp`` moves the top):
   the RSS growth over the server holding the empty stream, divided by the count, after the load and after
   a restart.
 
-Ratios: natsd / nats-server for rates, nats-server / natsd for times, latencies, CPU and memory, so that in
-every row a ratio below 1 means natsd is behind. Medians of ``--runs`` runs (default 3), alternating which
-server goes first. Nothing here is asserted: targets live in the issues.
+RSS bytes per item (the growth over the fresh server divided by the axis's count) is shown at each axis's
+largest size only. Ratios: natsd / nats-server for rates, nats-server / natsd for times, latencies, CPU and
+memory, so that in every row a ratio below 1 means natsd is behind. Medians of ``--runs`` runs (default 3),
+alternating which server goes first. Nothing here is asserted: targets live in the issues.
 """
 
 from __future__ import annotations
@@ -94,6 +96,10 @@ FIGURES: dict[str, tuple[str, bool]] = {
 }
 
 
+# RSS growth divided by the axis's count: shown at the axis's largest size only
+PER_ITEM = ("bytes_per", "bytes_per_restart")
+
+
 # ---- arguments and sizes (pure) -------------------------------------------------------------------
 
 
@@ -114,6 +120,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--tree", type=Path, default=ROOT, help="the checkout whose src/ natsd runs from")
     ap.add_argument("--label", help='machine label in the output (default: "loaded" when the load average is high)')
     ap.add_argument("--json", type=Path, help="also write every run's figures here")
+    ap.add_argument("--from-json", type=Path, help="no measuring: render the table of a --json file again")
     ap.add_argument("--write-readme", action="store_true", help=f"replace the block between {BEGIN} and {END}")
     args = ap.parse_args(argv)
     axes = list(AXES) if args.axis == "all" else [a.strip() for a in args.axis.split(",") if a.strip()]
@@ -192,9 +199,12 @@ def summarise(runs: dict[str, dict[str, dict[str, list[dict]]]]) -> list[dict]:
     rows = []
     for axis, per_size in runs.items():
         keys = [k for k in FIGURES if any(k in r for kinds in per_size.values() for rs in kinds.values() for r in rs)]
+        top = max(per_size, key=lambda s: int(s.split(",")[0]), default="")
         for key in keys:
             label, higher = FIGURES[key]
             for size, per_kind in per_size.items():
+                if key in PER_ITEM and size != top:
+                    continue  # below the largest size, fixed costs (buffers, the first stream) dominate
                 med = {k: median([r.get(key) for r in per_kind.get(k, [])]) for k in KINDS}
                 if med["natsd"] is None and med["nats-server"] is None:
                     continue
@@ -655,29 +665,47 @@ def run(args: argparse.Namespace) -> dict[str, dict[str, dict[str, list[dict]]]]
     return runs
 
 
-def report(args: argparse.Namespace, argv: list[str], rows: list[dict], note: str, took: float) -> str:
-    cmd = "python bench/bench_scaling.py" + ("" if not argv else " " + " ".join(argv))
-    date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+def report(header: dict, rows: list[dict]) -> str:
     return (
-        f"`{cmd}` — {date}, {note}; medians of {args.runs} alternating run(s), {took / 60:.1f} min in all.\n"
+        f"`{header['command']}` — {header['date']}, {header['note']}; medians of {header['runs']} alternating "
+        f"run(s), {header['minutes']:.1f} min in all.\n"
         "Ratio: natsd / nats-server for rates, nats-server / natsd for times, latencies, CPU and memory "
         "(below 1: natsd behind).\n\n" + markdown(rows)
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    args = parse_args(argv)
+def measure_all(args: argparse.Namespace, argv: list[str]) -> tuple[dict, dict]:
+    """Runs every axis; the header (command, date, machine) and the runs."""
     if not SCALEBENCH.exists() or (ROOT / "bench" / "c" / "scalebench.c").stat().st_mtime > SCALEBENCH.stat().st_mtime:
         subprocess.run(["bash", str(ROOT / "scripts" / "build-scalebench.sh")], check=True, cwd=ROOT)
     note = machine_note(args.label)
     t0 = time.perf_counter()
     runs = run(args)
+    load = os.getloadavg()
+    shown = [a for a in argv if a != "--write-readme"]
+    header = {
+        "command": " ".join(["python bench/bench_scaling.py", *shown]),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "note": f"{note}; at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}",
+        "runs": args.runs,
+        "minutes": (time.perf_counter() - t0) / 60,
+    }
+    return header, runs
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    if args.from_json:
+        saved = json.loads(args.from_json.read_text())
+        header, runs = saved["header"], saved["runs"]
+    else:
+        header, runs = measure_all(args, argv)
     rows = summarise(runs)
-    text = report(args, [a for a in argv if a != "--write-readme"], rows, note, time.perf_counter() - t0)
+    text = report(header, rows)
     print(text)
     if args.json:
-        args.json.write_text(json.dumps({"note": note, "rows": rows, "runs": runs}, indent=2))
+        args.json.write_text(json.dumps({"header": header, "rows": rows, "runs": runs}, indent=2))
     if args.write_readme:
         README.write_text(replace_block(README.read_text(), text))
     return 0

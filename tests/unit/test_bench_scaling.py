@@ -5,6 +5,7 @@ tests/acceptance/test_bench_scaling.py's smoke run; figures live in bench/README
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
 from pathlib import Path
@@ -138,3 +139,28 @@ def test_proc_readers_read_this_process(scaling):
     t = os.times()
     assert abs(scaling.proc_cpu_s(os.getpid()) - (t.user + t.system)) < 0.5
     assert scaling.proc_rss_mb(os.getpid()) > 1
+
+
+def test_bytes_per_item_only_at_the_axis_largest_size(scaling):
+    def r(rss, per):
+        return {"rss_mb": rss, "bytes_per": per}
+
+    runs = {"streams": {s: {"natsd": [r(30.0, 900.0)], "nats-server": [r(20.0, 5e6)]} for s in ("1", "10", "100")}}
+    rows = scaling.summarise(runs)
+    assert [x["size"] for x in rows if x["key"] == "rss_mb"] == ["1", "10", "100"]
+    assert [x["size"] for x in rows if x["key"] == "bytes_per"] == ["100"]
+    both = {"bytes": {"2000000,1000000": {"natsd": [{"msg_bytes": 30.0}], "nats-server": [{"msg_bytes": 15.0}]}}}
+    assert scaling.summarise(both)[0]["ratio"] == pytest.approx(0.5)
+
+
+def test_a_saved_run_renders_again_without_measuring(scaling, tmp_path, capsys):
+    header = {"command": "python bench/bench_scaling.py --axis streams", "date": "D", "note": "quiet", "runs": 1}
+    header["minutes"] = 0.5
+    runs = {"streams": {"10": {"natsd": [{"create_s": 0.2}], "nats-server": [{"create_s": 0.1}]}}}
+    saved, again = tmp_path / "a.json", tmp_path / "b.json"
+    saved.write_text(json.dumps({"header": header, "runs": runs}))
+    assert scaling.main(["--from-json", str(saved), "--json", str(again)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("`python bench/bench_scaling.py --axis streams` — D, quiet; medians of 1")
+    assert "| streams | 10 | create all s | 0.2 | 0.1 | 0.50 |" in out
+    assert json.loads(again.read_text())["header"] == header
