@@ -9,10 +9,11 @@ messages, subjects, streams, consumers and connections grows in 10x steps.
     .venv/bin/python bench/bench_scaling.py --from-json run.json --write-readme   # a saved --json run's table
 
 Each measurement starts a fresh server subprocess (file storage, a fresh store directory), loads it, reads
-its RSS (VmRSS, /proc/PID/status) and CPU (user+sys, /proc/PID/stat), stops it with SIGTERM and times a
-restart from exec until the first client's request is served. The client side is ``bench/bin/scalebench``
-(``bench/c/scalebench.c``, libnats: publishes, fetches, many connections) and nats-py for the JetStream
-API (stream and consumer creation, pipelined 200 at a time, and the served-after-restart checks).
+its RSS (VmRSS, /proc/PID/status) and CPU (user+sys, /proc/PID/stat), stops it with SIGTERM (timed until the
+process exits; killed after 120 s) and times a restart from exec until the first client's request is
+served. The client side is ``bench/bin/scalebench`` (``bench/c/scalebench.c``, libnats: publishes, fetches,
+many connections) and nats-py for the JetStream API (stream and consumer creation, pipelined 200 at a time,
+and the served-after-restart checks).
 Axes (sizes are powers of ten, ``--max-exp`` moves the top):
 
 - ``messages`` (10k..1M): N × 128 B async publishes with acks (4,000 in flight) to one subject of one
@@ -85,6 +86,7 @@ FIGURES: dict[str, tuple[str, bool]] = {
     "create_s": ("create all s", False),
     "pub_rate_c": ("publish msgs/s with the consumers", True),
     "fetch_rate": ("fetch msgs/s from one consumer (acked)", True),
+    "stop_s": ("clean stop (SIGTERM until exit) s", False),
     "restart_s": ("restart until served s", False),
     "restart_cpu_s": ("server CPU s of the restart", False),
     "rss_restart_mb": ("RSS after restart MB", False),
@@ -334,16 +336,22 @@ class Server:
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         return t0
 
-    def stop(self) -> None:
+    def stop(self, grace: float = 120) -> float | None:
+        """SIGTERM; seconds until the process exited, None when it had to be killed after ``grace``."""
         if self.proc is None:
-            return
+            return 0.0
+        t0 = time.perf_counter()
         self.proc.send_signal(signal.SIGTERM)
+        took: float | None = None
         try:
-            self.proc.wait(120)
+            self.proc.wait(grace)
+            took = time.perf_counter() - t0
         except subprocess.TimeoutExpired:
+            print(f"{self.kind} did not stop within {grace:.0f} s of SIGTERM: killed", file=sys.stderr)
             self.proc.kill()
             self.proc.wait()
         self.proc = None
+        return took
 
     def cleanup(self) -> None:
         self.stop()
@@ -429,8 +437,8 @@ async def _pipelined(nc, requests: list[tuple[str, dict | None]], batch: int = 2
             raise RuntimeError(f"API error: {bad[0]}")
 
 
-def stream_req(name: str, subjects: list[str]) -> tuple[str, dict]:
-    return f"$JS.API.STREAM.CREATE.{name}", {"name": name, "subjects": subjects, "storage": "file"}
+def stream_req(name: str, subjects: list[str], **extra: object) -> tuple[str, dict]:
+    return f"$JS.API.STREAM.CREATE.{name}", {"name": name, "subjects": subjects, "storage": "file", **extra}
 
 
 def consumer_req(stream: str, durable: str) -> tuple[str, dict]:
@@ -441,8 +449,9 @@ def consumer_req(stream: str, durable: str) -> tuple[str, dict]:
 
 
 def restart(server: Server, served: Callable) -> dict[str, float]:
-    """Stops the server (SIGTERM), starts it again and times exec -> ``await served(nc)`` returned True."""
-    server.stop()
+    """Stops the server (SIGTERM, timed), starts it again and times exec -> ``await served(nc)`` returned
+    True."""
+    stopped = server.stop()
     t0 = server.start()
 
     async def until(nc) -> None:
@@ -451,6 +460,7 @@ def restart(server: Server, served: Callable) -> dict[str, float]:
 
     js(server, until, timeout=300)
     return {
+        "stop_s": stopped,
         "restart_s": time.perf_counter() - t0,
         "restart_cpu_s": proc_cpu_s(server.pid),
         "rss_restart_mb": proc_rss_mb(server.pid),
@@ -556,7 +566,9 @@ def axis_streams(server: Server, s: int, quick: bool) -> dict[str, float]:
 
 def axis_consumers(server: Server, c: int, quick: bool) -> dict[str, float]:
     msgs = 1000 if quick else 10_000
-    fresh(server, lambda nc: _pipelined(nc, [stream_req("C", ["c.>"])]))
+    # both servers cap a stream without max_consumers at 1,000 consumers (default_max_consumers)
+    extra = {"max_consumers": c} if c > 1000 else {}
+    fresh(server, lambda nc: _pipelined(nc, [stream_req("C", ["c.>"], **extra)]))
     scalebench(server, ["pub", "c", str(msgs), "1", str(SIZE), "4000", "0"])
     base = proc_rss_mb(server.pid)
     reqs = [consumer_req("C", f"D{i}") for i in range(c)]
