@@ -1,6 +1,6 @@
 """bench/bench_scaling.py without servers: arguments and sizes per axis, the C client's result line, medians
 and the ratio direction, the markdown table and the README block it replaces (the servers are driven by
-tests/acceptance/test_bench_scaling.py's smoke run; figures live in bench/README.md, not in tests)."""
+tests/acceptance/test_bench_scaling_smoke.py's smoke run; figures live in bench/README.md, not in tests)."""
 
 from __future__ import annotations
 
