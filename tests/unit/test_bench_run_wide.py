@@ -32,6 +32,7 @@ def test_defaults_cover_every_workload_of_issue_15(wide):
         "pub8streams",
         "queue4",
         "subjects",
+        "subjectsreply",
         "reqrep",
         "pub8",
         "jspub16k",
