@@ -34,8 +34,8 @@ A stream among the receivers gets the message through its traced ingest
 (natsd.jetstream.stream.tracing), which completes the ``js`` event (subject, ``nointerest``,
 ``error``) and, for a trace-only message, runs the stream's checks without storing.
 
-Approximations: a message traced in from a leafnode link is not checked against the link's
-permissions for its trace destination (nats-server's leafSendAllowed/leafReceiveAllowed).
+A message traced in over a leafnode link whose permissions refuse its trace destination is a
+publish violation (nats-server's leafSendAllowed/leafReceiveAllowed): not delivered.
 """
 
 from __future__ import annotations
@@ -200,6 +200,8 @@ class LeafLink(Protocol):
 
     @property
     def trace_support(self) -> bool: ...
+
+    def trace_dest_allowed(self, dest: str) -> bool: ...
 
     def deliver(
         self,
@@ -430,6 +432,8 @@ def start_leaf(link: LeafLink, subject: str, hdr_len: int, data: bytes) -> tuple
             return trace_only, None
     if headers.get(_ORIGIN_ACCOUNT) or not is_valid_publish_subject(dest):
         return trace_only, None
+    if not link.trace_dest_allowed(dest):
+        return True, None  # (as from a client: the message is not delivered either)
     hop = (headers.get(_HOP) or [""])[0]
     return False, MsgTrace(link, acc, dest, trace_only, headers, len(data), subject, _KIND_LEAF, link.remote_name, hop)
 
