@@ -89,3 +89,63 @@ async def test_request_info_matches_reference(tmp_path):
     assert expected[2][1]["acc"] == "B"
     assert expected[3] == [{}, {"X": "1"}]
     assert got == expected
+
+
+async def test_chained_imports_name_the_crossed_account(tmp_path):
+    """C imports a service B imports from A: the service in A sees the header of the first
+    import, naming B (the account it crossed from) in ``svc``."""
+    setup = operator_setup()
+    op = setup.operator
+    a, b, c = Identity.new("account"), Identity.new("account"), Identity.new("account")
+    setup.accounts = {
+        "A": (a, op.sign(account_claims(a, "A", exports=[{"subject": "chain", "type": "service"}]))),
+        "B": (
+            b,
+            op.sign(
+                account_claims(
+                    b,
+                    "B",
+                    exports=[{"subject": "chain", "type": "service"}],
+                    imports=[{"subject": "chain", "account": a.public, "type": "service"}],
+                )
+            ),
+        ),
+        "C": (
+            c,
+            op.sign(account_claims(c, "C", imports=[{"subject": "chain", "account": b.public, "type": "service"}])),
+        ),
+    }
+    names = {a.public: "A", b.public: "B", c.public: "C"}
+    ca, cc = tmp_path / "a.creds", tmp_path / "c.creds"
+    ca.write_text(setup.creds("A"))
+    cc.write_text(setup.creds("C"))
+
+    async def observe(url: str) -> list:
+        na = await nats.connect(url, user_credentials=str(ca), name="service")
+        nc = await nats.connect(url, user_credentials=str(cc), name="requester")
+        seen: list = []
+        try:
+
+            async def on_req(m):
+                raw = (m.headers or {}).get("Nats-Request-Info")
+                info = json.loads(raw) if raw else {}
+                seen.append({k: (True if k in _VOLATILE else names.get(v, v)) for k, v in info.items()})
+                await m.respond(b"ok")
+
+            await na.subscribe("chain", cb=on_req)
+            await na.flush()
+            for _ in range(50):
+                try:
+                    await nc.request("chain", b"x", timeout=2)
+                    break
+                except nats.errors.NoRespondersError:
+                    await asyncio.sleep(0.05)
+            await asyncio.sleep(0.1)
+            return seen[-1:]
+        finally:
+            await na.close()
+            await nc.close()
+
+    expected, got = await side_by_side(tmp_path, observe, config="server_name: S\n" + setup.config())
+    assert expected == [{"acc": "C", "svc": "B", "rtt": True}]
+    assert got == expected
