@@ -68,7 +68,7 @@ def _client_fields(src: Any, d: dict[str, Any]) -> None:
     leaf = getattr(src, "spoke", None) is not None
     d["start"] = format_rfc3339(getattr(src, "start_ns", 0)) if getattr(src, "start_ns", 0) else None
     d["host"] = getattr(src, "ip", "")
-    d["id"] = src.cid
+    d["id"] = getattr(src, "cid", 0)
     d["name"] = getattr(src, "name", "")
     d["lang"] = getattr(src, "lang", "")
     d["ver"] = getattr(src, "version", "")
