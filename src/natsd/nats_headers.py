@@ -60,6 +60,7 @@ __all__ = [
     "MSG_TRACE_HOP",
     "MSG_TRACE_ORIGIN_ACCOUNT",
     "TRACEPARENT",
+    "REQUEST_INFO",
 ]
 
 # -- publish: checked and applied by the stream (nats-server stream.go processJetStreamMsg) ----------
@@ -132,3 +133,7 @@ MSG_TRACE_HOP = b"Nats-Trace-Hop"
 MSG_TRACE_ORIGIN_ACCOUNT = b"Nats-Trace-Origin-Account"
 #: W3C trace context; matched case-insensitively (the W3C spelling is lower case)
 TRACEPARENT = b"traceparent"
+
+# -- service imports (natsd.server.auth.request_info) ------------------------------------------------
+#: the requester's ClientInfo JSON on a request crossing a service import (nats-server's ClientInfoHdr)
+REQUEST_INFO = b"Nats-Request-Info"

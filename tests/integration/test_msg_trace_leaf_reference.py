@@ -185,3 +185,66 @@ async def test_two_hops_are_numbered_as_the_reference(tmp_path, hub_kind, leaf_k
     for g, e in zip(got, expected):
         assert json.loads(g) == json.loads(e)
     assert got == expected
+
+
+async def _script_perms(hub_url: str, leaf_url: str) -> dict:
+    """Traced messages whose destination the link's permissions refuse are not delivered on the
+    far side (nats-server's leafSendAllowed on the hub, leafReceiveAllowed on the leaf)."""
+    host = hub_url.split("//", 1)[1]
+    hub = await nats.connect(f"nats://c:c@{host}", name="hub")
+    leaf = await nats.connect(leaf_url, name="leaf")
+    got: dict[str, list[str]] = {"h": [], "l": [], "trace": []}
+    try:
+
+        async def on_trace(m):
+            got["trace"].append(f"{m.subject} from {json.loads(m.data)['server']['name']}")
+
+        async def on_up(m):
+            await _note(got["h"], m)
+
+        async def on_down(m):
+            await _note(got["l"], m)
+
+        await hub.subscribe("up", cb=on_up)
+        await leaf.subscribe("down", cb=on_down)
+        for nc in (hub, leaf):
+            await nc.subscribe("tr.>", cb=on_trace)
+            await nc.flush()
+        await _until(lambda: got["h"], "hub interest", lambda: leaf.publish("up", b"probe"))
+        await _until(lambda: got["l"], "leaf interest", lambda: hub.publish("down", b"probe"))
+        await asyncio.sleep(0.2)
+        for v in got.values():
+            v.clear()
+        await leaf.publish("up", b"x", headers={"Nats-Trace-Dest": "tr.pub.denied"})  # the hub refuses
+        await leaf.publish("up", b"x", headers={"Nats-Trace-Dest": "tr.ok"})
+        await hub.publish("down", b"x", headers={"Nats-Trace-Dest": "tr.sub.denied"})  # the leaf refuses
+        await hub.publish("down", b"x", headers={"Nats-Trace-Dest": "tr.ok2"})
+        for nc in (hub, leaf):
+            await nc.flush()
+        await asyncio.sleep(0.6)
+        return {k: sorted(v) for k, v in got.items()}
+    finally:
+        for nc in (hub, leaf):
+            await nc.close()
+
+
+async def _run_perms(tmp: Path, hub_kind: str, leaf_kind: str) -> dict:
+    lp = free_port()
+    hub_conf = (
+        "server_name: HUB\nauthorization { users: [\n"
+        '  { user: leaf, password: leaf, permissions: { publish: { deny: ["tr.pub.denied"] }, '
+        'subscribe: { deny: ["tr.sub.denied"] } } }\n  { user: c, password: c }\n] }\n'
+        f"leafnodes {{ listen: 127.0.0.1:{lp} }}\n"
+    )
+    leaf_conf = f'server_name: LEAF\nleafnodes {{ remotes: [ {{ url: "nats-leaf://leaf:leaf@127.0.0.1:{lp}" }} ] }}\n'
+    async with _server(hub_kind, tmp / f"hub-{hub_kind}", "hub", hub_conf) as hub_url:
+        async with _server(leaf_kind, tmp / f"leaf-{leaf_kind}", "leaf", leaf_conf) as leaf_url:
+            return await _script_perms(hub_url, leaf_url)
+
+
+@pytest.mark.parametrize("hub_kind,leaf_kind", [("natsd", "natsd"), ("reference", "natsd"), ("natsd", "reference")])
+async def test_trace_destination_refused_by_the_link(tmp_path, hub_kind, leaf_kind):
+    expected = await _run_perms(tmp_path / "ref", "reference", "reference")
+    assert expected["h"] == ["tr.ok/1"] and expected["l"] == ["tr.ok2/1"]
+    got = await _run_perms(tmp_path / "ours", hub_kind, leaf_kind)
+    assert got == expected

@@ -319,6 +319,7 @@ class Import:
     to: str = ""
     token: str = ""
     allow_trace: bool = False  # (a stream import) a traced message is traced on into the importer
+    share: bool = False  # (a service import) the requester's details go with the request (Nats-Request-Info)
 
 
 @dataclass(slots=True)
@@ -399,6 +400,7 @@ def _import(d: dict) -> Import | None:
         to=str(d.get("to") or ""),
         token=str(d.get("token", "")),
         allow_trace=d.get("allow_trace") is True,
+        share=d.get("share") is True,
     )
 
 

@@ -178,6 +178,7 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         "out_bytes",
         "pings_out",
         "start_ns",
+        "rtt_ns",
         "last_activity_ns",
         "ip",
         "port",
@@ -237,6 +238,7 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         self.out_bytes = 0
         self.pings_out = 0
         self.start_ns = server.clock.time_ns()
+        self.rtt_ns = 0  # nats-server's first estimate, at CONNECT (Nats-Request-Info's rtt)
         self.last_activity_ns = self.start_ns
         self.ip = ""
         self.port = 0
@@ -563,6 +565,7 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         self.name = opts.get("name", self.name) or ""
         self.lang = opts.get("lang", self.lang) or ""
         self.version = opts.get("version", self.version) or ""
+        self.rtt_ns = max(1, self.server.clock.time_ns() - self.start_ns)
         if self.no_responders and not self.headers:
             self.close_with_err(ERR_NO_RESPONDERS_REQUIRES_HEADERS, REASON_PROTOCOL)
             return True

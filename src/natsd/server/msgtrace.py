@@ -30,9 +30,12 @@ announce protocol 3) publishes its own event, of ingress kind 4, to the same des
 trace-only message still crosses links (the far side traces without delivering), except to a
 remote below protocol 3, which would deliver it.
 
-Approximations: JetStream's ``nointerest`` and its store errors (a message the stream refuses)
-are not reported; a message traced in from a leafnode link is not checked against the link's
-permissions for its trace destination (nats-server's leafSendAllowed/leafReceiveAllowed).
+A stream among the receivers gets the message through its traced ingest
+(natsd.jetstream.stream.tracing), which completes the ``js`` event (subject, ``nointerest``,
+``error``) and, for a trace-only message, runs the stream's checks without storing.
+
+A message traced in over a leafnode link whose permissions refuse its trace destination is a
+publish violation (nats-server's leafSendAllowed/leafReceiveAllowed): not delivered.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from natsd.gotime import format_rfc3339
 from natsd.nats_headers import MSG_TRACE_DEST, MSG_TRACE_HOP, MSG_TRACE_ONLY, MSG_TRACE_ORIGIN_ACCOUNT, TRACEPARENT
 from natsd.protocol.encoder import msg_parts
 from natsd.server.router import LEAF_LINK, route
+from natsd.server.subscription import Subscription
 from natsd.subjects.sublist import SublistResult
 from natsd.subjects.tokens import is_valid_publish_subject, subject_matches
 from natsd.subjects.transform import transform
@@ -57,7 +61,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.server.account import Account
     from natsd.server.auth.authenticator import SubjectFilter
     from natsd.server.context import ServerContext
-    from natsd.server.subscription import Subscription
 
 
 class ClientConnection(Protocol):
@@ -198,6 +201,8 @@ class LeafLink(Protocol):
     @property
     def trace_support(self) -> bool: ...
 
+    def trace_dest_allowed(self, dest: str) -> bool: ...
+
     def deliver(
         self,
         sub: Subscription,
@@ -233,6 +238,7 @@ class MsgTrace:
         "links",
         "copies",
         "chosen",
+        "js",
     )
 
     def __init__(
@@ -262,6 +268,7 @@ class MsgTrace:
         # The receivers chosen in another account (an import's), by (account, subject): the import
         # forwards the message to exactly them (take_chosen), so queue egresses name the receiver.
         self.chosen: dict[tuple[str, str], SublistResult] = {}
+        self.js: list[_JsReceiver] = []  # the streams the message goes into (their js events)
         ingress: dict[str, Any] = {"type": "in", "ts": self._ts(), "kind": kind, "cid": conn.cid}
         if name:
             ingress["name"] = name
@@ -425,8 +432,64 @@ def start_leaf(link: LeafLink, subject: str, hdr_len: int, data: bytes) -> tuple
             return trace_only, None
     if headers.get(_ORIGIN_ACCOUNT) or not is_valid_publish_subject(dest):
         return trace_only, None
+    if not link.trace_dest_allowed(dest):
+        return True, None  # (as from a client: the message is not delivered either)
     hop = (headers.get(_HOP) or [""])[0]
     return False, MsgTrace(link, acc, dest, trace_only, headers, len(data), subject, _KIND_LEAF, link.remote_name, hop)
+
+
+class TracedStream(Protocol):
+    """What tracing needs of a stream (``natsd.jetstream.stream.core.Stream``, whose ingest
+    subscription's handler is its ``process_msg``)."""
+
+    def process_traced(self, subject: str, reply: str, hdr: bytes | None, payload: bytes, trace_only: bool) -> Any: ...
+
+
+class _JsReceiver:
+    """A stream among a traced message's receivers: routed to in place of the stream's own
+    subscription (the handler of a stand-in one), it hands the message to the stream's traced
+    ingest (natsd.jetstream.stream.tracing) and completes the ``js`` event with what the stream
+    did, as nats-server's processJetStreamMsg (subject, nointerest, error). The stored copy's
+    ``Nats-Trace-Dest`` is "trace disabled", as nats-server stores it (a consumer delivering it
+    later must not trace it again)."""
+
+    __slots__ = ("mt", "stream", "event", "subject", "account", "done")
+
+    def __init__(self, mt: MsgTrace, stream: TracedStream, subject: str, account: Account) -> None:
+        self.mt = mt
+        self.stream = stream
+        self.subject = subject
+        self.account = account
+        self.done = False
+        self.event: dict[str, Any] = {"type": "js", "ts": mt._ts(), "stream": getattr(stream, "name", "")}
+        mt.events.append(self.event)
+
+    def __call__(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+        self.done = True
+        trace_only = self.mt.trace_only
+        if hdr and not trace_only:
+            hdr = set_trace_dest(hdr, b"trace disabled")
+        out = self.stream.process_traced(subject, reply, hdr, payload, trace_only)
+        e = self.event
+        if out.subject:
+            e["ts"] = self.mt._ts()
+            e["subject"] = out.subject
+            if out.nointerest:
+                e["nointerest"] = True
+        if out.error:
+            e["error"] = out.error
+
+
+def _js_receiver(mt: MsgTrace, sub: Subscription, subject: str) -> Subscription:
+    """The stand-in for the stream subscription ``sub`` in a traced message's receivers."""
+    stream = getattr(sub.cb, "__self__", None)
+    acc = sub.account or mt.acc
+    if stream is None or not hasattr(stream, "process_traced"):
+        mt.jetstream(sub.stream, _stored_subject(acc, sub.stream, subject))
+        return sub
+    rec = _JsReceiver(mt, stream, subject, acc)
+    mt.js.append(rec)
+    return Subscription(None, b"", sub.subject, None, cb=rec)
 
 
 def route_traced(
@@ -459,10 +522,26 @@ def route_traced(
             n = route(acc, subject, subj_b, reply, hdr_len, data, src, None, r)
         elif mt.links:
             _forward_trace_only(mt, subject, subj_b, reply, hdr_len, data, src)
+        _streams_left(mt, reply, hdr_len, data)
     finally:
         active = None
     mt.send()
     return n
+
+
+def _streams_left(mt: MsgTrace, reply: bytes, hdr_len: int, data: bytes) -> None:
+    """The streams routing did not reach: a trace-only message (nats-server runs the stream's
+    checks for it, without storing; one behind an import, without answering there), or one an
+    import did not forward (its event keeps the subject it would have been stored under)."""
+    for rec in mt.js:
+        if rec.done:
+            continue
+        if not mt.trace_only:
+            rec.event["subject"] = _stored_subject(rec.account, rec.event["stream"], rec.subject)
+            continue
+        hdr = data[:hdr_len] if hdr_len else None
+        direct = rec.account is mt.acc  # (behind an import, its answer would go astray)
+        rec(rec.subject, reply.decode() if reply and direct else "", hdr, data[hdr_len:])
 
 
 def _forward_trace_only(
@@ -481,10 +560,16 @@ def _observe_result(
     """Record the events of delivering ``subject`` to the receivers ``r``; returns ``r`` with each
     queue group narrowed to its chosen member, and the number of receivers."""
     n = 0
+    psubs = []
     for sub in r.psubs:
+        if sub.client is None and sub.stream:
+            psubs.append(_js_receiver(mt, sub, subject))
+            n += 1
+            continue
         n += _observe(mt, sub, subject, src, depth, imported)
+        psubs.append(sub)
     if not r.qsubs:
-        return r, n
+        return SublistResult(tuple(psubs), (), ()), n
     groups = []
     names = []
     for group in r.qsubs:
@@ -493,7 +578,7 @@ def _observe_result(
             n += _observe(mt, sub, subject, src, depth, imported)
             groups.append((sub,))
             names.append(group[0].queue)
-    return SublistResult(tuple(r.psubs), tuple(groups), tuple(names)), n
+    return SublistResult(tuple(psubs), tuple(groups), tuple(names)), n
 
 
 def _queue_member(group: tuple, src: Any) -> Subscription | None:
@@ -539,9 +624,6 @@ def _stored_subject(acc: Account, name: str, subject: str) -> str:
 def _observe(mt: MsgTrace, sub: Subscription, subject: str, src: Any, depth: int = 0, imported: bool = False) -> int:
     c = sub.client
     if c is None:
-        if sub.stream:
-            mt.jetstream(sub.stream, _stored_subject(mt.acc, sub.stream, subject))
-            return 1
         hop = _import_hop(sub, subject)
         if hop is not None and depth < _MAX_DEPTH:
             return _observe_import(mt, hop, subject, src, depth, imported)
@@ -617,31 +699,38 @@ def _observe_import(mt: MsgTrace, hop: ImportHop, subject: str, src: Any, depth:
     if imported:
         return 0
     r = hop.account.sublist.match(hop.to)
-    members = list(r.psubs)
+    psubs = []
+    n = 0
+    for m in r.psubs:
+        if m.client is None and not m.stream:
+            psubs.append(m)  # (the link's own internal subscriptions: imports of imports are not followed)
+            continue
+        mt.stream_export(hop.account.name, hop.to)
+        if hop.allow_trace and m.client is None:
+            # A stream of the importer capturing it (nats-server shadows internal subscriptions too).
+            psubs.append(_js_receiver(mt, m, hop.to))
+            n += 1
+            continue
+        psubs.append(m)
+        n += _observe_member(mt, hop, m, src)
     groups = []
     for group in r.qsubs:
         m = _queue_member(group, src)
         if m is not None:
-            members.append(m)
             groups.append((m,))
-    if r.qsubs:
-        mt.chosen[(hop.account.name, hop.to)] = SublistResult(
-            tuple(r.psubs), tuple(groups), tuple(g[0].queue for g in groups)
-        )
-    n = 0
-    for m in members:
-        if m.client is None and not m.stream:
-            continue  # (the link's own internal subscriptions: imports of imports are not followed)
-        mt.stream_export(hop.account.name, hop.to)
-        if not hop.allow_trace:
-            n += 1
-        elif m.client is None:
-            # A stream of the importer capturing it (nats-server shadows internal subscriptions too).
-            mt.jetstream(m.stream, _stored_subject(hop.account, m.stream, hop.to))
-            n += 1
-        else:
-            n += _observe_client(mt, m, hop.to, src, hop.shadow(m.subject) if hop.shadow else "")
+            mt.stream_export(hop.account.name, hop.to)
+            n += _observe_member(mt, hop, m, src)
+    mt.chosen[(hop.account.name, hop.to)] = SublistResult(
+        tuple(psubs), tuple(groups), tuple(g[0].queue for g in groups)
+    )
     return n
+
+
+def _observe_member(mt: MsgTrace, hop: ImportHop, m: Subscription, src: Any) -> int:
+    """An importing subscription's egress (when the import has ``allow_trace``)."""
+    if not hop.allow_trace:
+        return 1
+    return _observe_client(mt, m, hop.to, src, hop.shadow(m.subject) if hop.shadow else "")
 
 
 def set_header(hdr: bytes, name: bytes, value: bytes) -> bytes:

@@ -51,9 +51,10 @@ class _LeafLink:
 LEAF_LINK = _LeafLink()
 
 
-def _call_internal(sub, subject: str, reply: bytes, hdr_len: int, data: bytes) -> int:
+def _call_internal(sub, subject: str, reply: bytes, hdr_len: int, data: bytes, src=None) -> int:
     """Hand a message to an internal subscription; 1 when it took it, 0 when it declined
-    (returned False: see ``natsd.jetstream.ports.MsgHandler``)."""
+    (returned False: see ``natsd.jetstream.ports.MsgHandler``). A subscription ``with_src``
+    (a service import: natsd.server.auth.imports) is also told who published it."""
     if hdr_len:
         hdr, payload = data[:hdr_len], data[hdr_len:]
     else:
@@ -62,7 +63,8 @@ def _call_internal(sub, subject: str, reply: bytes, hdr_len: int, data: bytes) -
     if sub.max and sub.delivered >= sub.max:
         sub.unsubscribe()
     try:
-        if sub.cb(subject, reply.decode() if reply else "", hdr, payload) is False:
+        r = reply.decode() if reply else ""
+        if (sub.cb(subject, r, hdr, payload, src) if sub.with_src else sub.cb(subject, r, hdr, payload)) is False:
             return 0
     except Exception:
         logger.exception("internal subscription handler for %r failed", sub.subject)
@@ -93,14 +95,14 @@ def route(
         if len(psubs) == 1:
             sub = psubs[0]
             if sub.client is None:
-                return _call_internal(sub, shown or subject, reply, hdr_len, data)
+                return _call_internal(sub, shown or subject, reply, hdr_len, data, src)
     size = len(data)
     head = mid = None
     n = 0
     for sub in psubs:
         c = sub.client
         if c is None:
-            n += _call_internal(sub, shown or subject, reply, hdr_len, data)
+            n += _call_internal(sub, shown or subject, reply, hdr_len, data, src)
             continue
         if c is src and not c.echo:
             continue
@@ -126,7 +128,7 @@ def route(
                 sub = group[(start + j) % k]
                 c = sub.client
                 if c is None:
-                    n += _call_internal(sub, shown or subject, reply, hdr_len, data)
+                    n += _call_internal(sub, shown or subject, reply, hdr_len, data, src)
                     break
                 if c.closed or (c is src and not c.echo):
                     continue

@@ -37,6 +37,7 @@ class Subscription:
         "closed",
         "created_ns",
         "stream",
+        "with_src",
     )
 
     def __init__(
@@ -63,6 +64,7 @@ class Subscription:
         self.closed = False
         self.created_ns = 0
         self.stream = ""  # an internal subscription capturing for this stream (message traces)
+        self.with_src = False  # an internal subscription whose cb also takes the publisher (router)
 
     def unsubscribe(self) -> None:
         """Remove this subscription (internal subscriptions: the ``Ports`` contract)."""

@@ -25,7 +25,7 @@ import logging
 from collections import deque
 from typing import TYPE_CHECKING, Iterator
 
-from natsd.jetstream.stream import ingest, turnflush
+from natsd.jetstream.stream import ingest, tracing, turnflush
 from natsd.jetstream.stream.batch import AtomicBatches, repair_torn_batch
 from natsd.jetstream.stream.expiry import Expiry
 from natsd.jetstream.errors import ApiErrors
@@ -389,6 +389,7 @@ class Stream:
     _rebuild_dedupe = ingest._rebuild_dedupe
     _rollup = ingest._rollup
     _republish = ingest._republish
+    process_traced = tracing.process_traced  # (message tracing: natsd.server.msgtrace)
 
     def _fold_usage(self) -> None:
         """Bring the engine's total for this storage type up to date with this store."""

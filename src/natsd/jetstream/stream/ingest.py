@@ -51,7 +51,7 @@ from natsd.jetstream.config.models import SECOND, rfc3339
 from natsd.jetstream.stream.schedules import SCHEDULE_MARK, check_publish as check_schedule, schedule_to_purge
 from natsd.jetstream.wire import dumps, parse_ttl
 from natsd import nats_headers as NH
-from natsd.protocol.headers import get_header_bytes, nats_headers, replace_header
+from natsd.protocol.headers import get_header_bytes, nats_headers, remove_header, replace_header
 from natsd.store.base import (
     MaxBytes,
     MaxMsgs,
@@ -440,7 +440,10 @@ def _process(
     if hdr:
         if h is None:
             h = nats_headers(hdr)
-        if h:
+        if h and NH.REQUEST_INFO in h:
+            hdr, h = _drop_request_info(hdr, h)
+            hlen = len(hdr) if hdr else 0
+        if h and hdr:
             if h.get(H_BATCH_ID):
                 return on_batch_msg(self, subject, reply, hdr, payload, h)
             if counters.H_INCR in h or self._counter:
@@ -610,6 +613,18 @@ def _process(
         self._flush_scheduled = True
         self.clock.call_soon(self._flush)
     return seq
+
+
+def _drop_request_info(hdr: bytes, h: dict[bytes, bytes]) -> tuple[bytes | None, dict[bytes, bytes]]:
+    """A request that crossed a service import is stored without ``Nats-Request-Info`` (its
+    requester), and without a header block when that was all of it, as nats-server's
+    removeHeaderIfPresent."""
+    out = remove_header(hdr, NH.REQUEST_INFO)
+    h = {k: v for k, v in h.items() if k != NH.REQUEST_INFO}
+    return (out if len(out) > len(_EMPTY_HDR) else None), h
+
+
+_EMPTY_HDR = b"NATS/1.0\r\n\r\n"
 
 
 # -- message schedules (natsd.jetstream.stream.schedules) --------------------------------------------

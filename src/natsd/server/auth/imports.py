@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from natsd.config import jwt as J
 from natsd.nats_headers import MSG_TRACE_DEST
 from natsd.server import msgtrace
+from natsd.server.auth.request_info import with_request_info
 from natsd.server.log import logger
 from natsd.server.ports import ServerPorts
 from natsd.server.router import route
@@ -196,6 +197,8 @@ class _ServiceLink:
         self, server: "ServerContext", exporter: "Account", importer: "Account", imp: "Import", export: "Export"
     ) -> None:
         self.clock = server.clock
+        self.server = server
+        self.share = imp.share
         self.exporter = exporter
         self.to_exporter = ServerPorts(exporter)
         self.to_importer = ServerPorts(importer)
@@ -216,6 +219,7 @@ class _ServiceLink:
             self.to_importer.subscribe(self.local, self._on_request),
             self.to_exporter.subscribe(self.prefix + ">", self._on_response),
         ]
+        self.subs[0].with_src = True  # (the router tells _on_request who sent the request)
 
     def _target(self, subject: str) -> str:
         target = map_subject(self.local, subject, self.subject)
@@ -254,13 +258,17 @@ class _ServiceLink:
             return msgtrace.set_trace_dest(hdr, _TRACE_DISABLED)
         return msgtrace.set_trace_dest(hdr, self._pend(self.trace_pending, mt.dest).encode())
 
-    def _on_request(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+    def _on_request(self, subject: str, reply: str, hdr: bytes | None, payload: bytes, src: object = None) -> None:
         global _depth
         if _depth >= MAX_DEPTH:
             return
         target = self._target(subject)
         if hdr and msgtrace.active is not None and hdr.find(MSG_TRACE_DEST) >= 0:
             hdr = self._traced_header(hdr)
+        # The requester, as nats-server tells the service (src: None when an import forwards it).
+        s = self.server
+        sys_import = self.exporter.name == (s.options.system_account or (s.trust.system_account if s.trust else ""))
+        hdr = with_request_info(self.server, hdr, src, self.share, sys_import, self.importer.name)
         mapped = self._pend(self.pending, reply) if reply else ""
         _depth += 1
         try:

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Protocol
 
 from natsd.config.jwt import decode_sig, verify
 from natsd.protocol.encoder import encode_err
+from natsd.protocol.errors import permissions_publish
 from natsd.protocol.leaf import encode_ls_minus
 from natsd.config.options import SubjectPermission
 from natsd.config.tls import build_client_context  # the client port's TLS plumbing
@@ -360,6 +361,19 @@ class LeafIdentityMixin:
         logger.error("%s%s Violation on %r - Check other side configuration", self.prefix, what, subject)
         self.send(encode_err(text))
         self.close("Protocol Violation")
+
+    def trace_dest_allowed(self, dest: str) -> bool:
+        """May a message traced in over this link have its events published on ``dest``? What
+        this side may take from the leaf (accepting side: its user's publish permission, as
+        nats-server's leafSendAllowed; soliciting side: the import the hub gave us, as its
+        leafReceiveAllowed). When not, the reference's publish violation (the link stays up):
+        the message is dropped (natsd.server.msgtrace.start_leaf)."""
+        p = self.perms
+        if p is None or p.recv is None or p.recv.allows(dest):
+            return True
+        logger.error('%sPublish Violation - Subject "%s"', self.prefix, dest)
+        self.send(encode_err(permissions_publish(dest)))
+        return False
 
     def _perms_from_hub(self, imp: object, exp: object) -> None:
         """The hub told us our user's permissions: send only what we may export, take and
