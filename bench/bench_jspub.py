@@ -26,6 +26,8 @@ do (``_INBOX.<id>.<n>``): each is a miss of the Sublist's main cache that its sh
 and that pushes older entries (the stream's subjects) out at each sweep. The others reply to
 ``_R.i``.
 
+``--subjects S`` cycles the publishes over S subjects ``c.0`` .. ``c.<S-1>`` (``--pipeline 200
+--subjects 1000``: ``run.py jspub1k``'s shape, issue 31).
 ``--pipeline K`` sends K publishes per read instead (each with its own reply ``_R.<n>``, to one
 subject, as the Spark sink's task does) and waits for their K PubAcks: the asynchronous
 publisher's cost per message. ``--size B`` sets the payload size; ``--read R`` hands each group's
@@ -74,11 +76,13 @@ def _hpub(subject: bytes, reply: bytes, hdr: bytes, payload: bytes) -> bytes:
     return b"HPUB %s %s %d %d\r\n%s%s\r\n" % (subject, reply, len(hdr), len(hdr) + len(payload), hdr, payload)
 
 
-def frames(wl: str, n: int, base: int, pipeline: int = 0, size: int | None = None) -> list[bytes]:
+def frames(wl: str, n: int, base: int, pipeline: int = 0, size: int | None = None, subjects: int = 0) -> list[bytes]:
     out = []
     body = b"x" * (size if size is not None else 128 if pipeline or wl in ("sync", "kv") else 1)
     for i in range(base, base + n):
         subj = b"c.1" if pipeline or wl == "sync" else b"c.%d" % (i % 100)
+        if subjects:
+            subj = b"c.%d" % (i % subjects)
         if wl == "kv":
             subj = b"$KV.B.k%d" % (i % 1000)
         reply = b"_R.%d" % i if pipeline or wl in ("sync", "kv") else b"_R.i"
@@ -106,8 +110,15 @@ def _chunks(fs: list[bytes], read: int, per: int) -> list[tuple[list[bytes], int
 
 
 async def run(
-    wl: str, n: int, rounds: int, profile: bool, pipeline: int = 0, size: int | None = None, read: int = 0
-) -> float:
+    wl: str,
+    n: int,
+    rounds: int,
+    profile: bool,
+    pipeline: int = 0,
+    size: int | None = None,
+    read: int = 0,
+    subjects: int = 0,
+) -> tuple[float, float, float, float]:
     with tempfile.TemporaryDirectory(prefix="bench-jspub-") as d:
         opts = ServerOptions(host="127.0.0.1", port=0, http_port=0)
         opts.jetstream = JetStreamOptions(enabled=True, store_dir=d)
@@ -134,7 +145,7 @@ async def run(
             best_loop = 0.0
             prof = None
             for r in range(rounds):
-                fs = frames(wl, n, r * n, pipeline, size)
+                fs = frames(wl, n, r * n, pipeline, size, subjects)
                 if read:
                     # The socket's reads: the publishes' bytes cut into READ-byte chunks (a
                     # 16 KB payload then spans reads, as it does off a real socket).
@@ -188,6 +199,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="B",
         help="deliver the bytes in B-byte reads (e.g. 65536: a 16 KB payload spans reads)",
     )
+    ap.add_argument(
+        "--subjects",
+        type=int,
+        default=0,
+        metavar="S",
+        help="cycle over S subjects c.0 .. c.<S-1> (`--pipeline 200 --subjects 1000`: run.py jspub1k's shape)",
+    )
     args = ap.parse_args(argv)
     try:
         import uvloop
@@ -197,13 +215,24 @@ def main(argv: list[str] | None = None) -> int:
         pass
     for wl in args.workloads:
         us, sys_us, faults, loop_us = asyncio.run(
-            run(wl, args.n, args.rounds + (1 if args.profile else 0), args.profile, args.pipeline, args.size, args.read)
+            run(
+                wl,
+                args.n,
+                args.rounds + (1 if args.profile else 0),
+                args.profile,
+                args.pipeline,
+                args.size,
+                args.read,
+                args.subjects,
+            )
         )
         mode = f"{args.pipeline} per group" if args.pipeline else "sync PubAck"
         if args.size is not None:
             mode += f", {args.size} B"
         if args.read:
             mode += f", {args.read} B reads"
+        if args.subjects:
+            mode += f", {args.subjects} subjects"
         print(
             f"{wl:6s} {us:7.2f} us/publish (server CPU, {sys_us:.2f} of it in the kernel, "
             f"{loop_us:.2f} on the loop's thread, "

@@ -37,6 +37,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 JSBENCH = ROOT / "bench" / "bin" / "jsbench"
 WIDEBENCH = ROOT / "bench" / "bin" / "widebench"
+# bench/c/jsmany.c: the many-subject JetStream shapes of issue 31 (built with jsbench by build-jsbench.sh).
+JSMANY = ROOT / "bench" / "bin" / "jsmany"
 VENV_BIN = Path(sys.executable).parent
 
 # workload -> (default message count, message size); jssync/kvput are latency bound, so fewer.
@@ -49,7 +51,12 @@ WORKLOADS = {
     "kvput": (10_000, 128),
     "subjects10k": (400_000, 128),
     "subjects10k-reply": (400_000, 128),
+    # issue 31: async publish with acks cycling over 1,000 subjects (jsmany); and the plgd seed's shape,
+    # 10,000 devices x 5 event types into one stream with a durable consumer per event type (jsmany)
+    "jspub1k": (300_000, 128),
+    "plgd": (200_000, 128),
 }
+MANY = {"jspub1k", "plgd"}
 # Workloads run by widebench (bench/c/widebench.c) instead of jsbench: name -> its workload name.
 WIDE = {"subjects10k": "subjects", "subjects10k-reply": "subjectsreply"}
 
@@ -114,11 +121,18 @@ class ServerProc:
 
 
 def run_jsbench(url: str, workload: str, n: int, size: int, timeout: float = 300) -> float | None:
-    gen, name = (WIDEBENCH, WIDE[workload]) if workload in WIDE else (JSBENCH, workload)
+    if workload in WIDE:
+        gen, name = WIDEBENCH, WIDE[workload]
+    else:
+        gen, name = (JSMANY if workload in MANY else JSBENCH), workload
     try:
         out = subprocess.run([str(gen), url, name, str(n), str(size)], capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return None
+    extra = [tok for tok in out.stdout.split() if tok.startswith(("lag_at_last_ack=", "consume_rate="))]
+    if extra:
+        # plgd: the consumers' side, shown beside the publish rate that is compared
+        sys.stderr.write(f"[{workload}] {' '.join(extra)}\n")
     for tok in out.stdout.split():
         if tok.startswith("rate="):
             return float(tok[5:])
@@ -186,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--conns", type=int, default=1000, help="idle connections for the memory check (0: skip)")
     ap.add_argument("--json", type=Path, help="also write results here")
     args = ap.parse_args(argv)
-    if not JSBENCH.exists():
+    if not JSBENCH.exists() or not JSMANY.exists():
         subprocess.run(["bash", str(ROOT / "scripts" / "build-jsbench.sh")], check=True, cwd=ROOT)
     if any(w in WIDE for w in args.workloads):
         subprocess.run(["bash", str(ROOT / "scripts" / "build-widebench.sh")], check=True, cwd=ROOT)

@@ -103,7 +103,8 @@ class IndexedStreamStore:
         self._slast = array("q")
         self._sstale = array("B")
         self._free_sids: list[int] = []
-        # Wildcard filter -> [_sgen, number of subject slots examined, matching sids]. _sgen
+        # Wildcard filter -> [_sgen, number of subject slots examined, matching sids, the same
+        # as a set or None until a scan needs one (_next_match over many subjects)]. _sgen
         # moves only when a subject slot is freed or reused, so a stream that keeps gaining new
         # subjects (KV keys) extends cached matches incrementally instead of rescanning them.
         self._sgen = 0
@@ -437,22 +438,29 @@ class IndexedStreamStore:
         if is_literal(filter):
             sid = self._sid_of.get(filter)
             return () if sid is None else (sid,)
+        return self._match_entry(filter)[2]
+
+    def _match_entry(self, filter: str) -> list:
+        """The cache entry of a wildcard filter (see ``_fcache``), brought up to date."""
         names = self._snames
         hit = self._fcache.get(filter)
         if hit is None or hit[0] != self._sgen:
             if len(self._fcache) >= _FILTER_CACHE_MAX:
                 self._fcache.clear()
-            hit = [self._sgen, 0, []]
+            hit = [self._sgen, 0, [], None]
             self._fcache[filter] = hit
         if hit[1] < len(names):
             sids = hit[2]
+            have = len(sids)
             match = matcher(filter)
             for sid in range(hit[1], len(names)):
                 name = names[sid]
                 if name is not None and match(name):
                     sids.append(sid)
             hit[1] = len(names)
-        return hit[2]
+            if hit[3] is not None and len(sids) > have:
+                hit[3].update(sids[have:])
+        return hit
 
     def _next_match(self, filter: str, start: int) -> int:
         """Lowest live sequence >= start whose subject matches filter, or 0."""
@@ -462,9 +470,16 @@ class IndexedStreamStore:
             return 0
         if is_all(filter):
             return self._next_live(start)
-        sids = self._match_sids(filter)
-        if not sids:
-            return 0
+        if is_literal(filter):
+            sid = self._sid_of.get(filter)
+            if sid is None:
+                return 0
+            sids: list[int] | tuple[int, ...] = (sid,)
+        else:
+            hit = self._match_entry(filter)
+            sids = hit[2]
+            if not sids:
+                return 0
         base = self._base
         arr = self._sid
         if len(sids) <= _MULTI_SEARCH_MAX:
@@ -484,7 +499,11 @@ class IndexedStreamStore:
                 if not best or cand < best:
                     best = cand
             return best
-        want = set(sids)
+        # A consumer filtered on many subjects (plgd.*.<event> over 10,000 devices) asks per
+        # message: the set is kept with the cached list (building it each time cost ~60 µs).
+        want = hit[3]
+        if want is None:
+            want = hit[3] = set(sids)
         for i in range(start - base, len(arr)):
             if arr[i] in want:
                 return base + i

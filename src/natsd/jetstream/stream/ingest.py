@@ -318,7 +318,7 @@ def process_msg(
         self._new_msgs = True
         if reply and self._do_ack:
             self._ack_subjects.append(reply)
-            self._ack_payloads.append(self._ack_prefix + str(seq).encode() + b"}")
+            self._ack_payloads.append(self._ack_prefix + b"%d}" % seq)
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._call_soon(self._flush)
