@@ -625,6 +625,30 @@ class IndexedStreamStore:
             self._enforce_limits(sid)
         return first, ts, n, None
 
+    def store_many(self, subjects: list[str], msgs: list[bytes]) -> tuple[int, int, int, StoreError | None]:
+        """Append header-less messages each to its own subject, in order, with one timestamp;
+        see :meth:`natsd.store.base.StreamStore.store_many`. Each is stored and its limits
+        applied as :meth:`store_msg` would (discard new checked before, discard old after it)."""
+        if self._closed:
+            raise StoreClosed("store is closed")
+        n = len(msgs)
+        first = self._last + 1
+        ts = self._time_ns()
+        check_new = self._check_new
+        msg_size = self.msg_size
+        store = self._store
+        for i in range(n):
+            subject = subjects[i]
+            m = msgs[i]
+            size = msg_size(subject, None, m)
+            try:
+                if check_new:
+                    self._check_discard_new(subject, None, size)
+                store(subject, None, m, self._last + 1, ts, 0, size)
+            except StoreError as e:
+                return first, ts, i, e
+        return first, ts, n, None
+
     def _index_run(
         self,
         seq: int,
