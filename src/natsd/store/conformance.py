@@ -1030,9 +1030,29 @@ def check_store_many(factory: StoreFactory) -> None:
         m = s.load_msg(first + i)
         assert (m.subject, m.hdr, m.msg, m.seq, m.ts) == (subjects[i], None, bodies[i], first + i, ts)
     assert s.load_last_msg("m.3").seq == first + 248 and s.load_next_msg("m.1", 1).seq == first + 1
+    # known subjects (one piece at a time, blocks rolling, a big payload on the way): the same
+    # stream as store_msg of each, with the same clock
+    again = ["m.%d" % (i % 7) for i in range(700)]
+    big = [b"%04d" % i * (600 if i == 350 else 8 if i % 3 else 1) for i in range(700)]
+    assert s.store_many(again, big)[2:] == (700, None)
+    twin = factory.make(_cfg(name="T"), clock)
+    twin.store_msg("a", None, b"0")
+    for j, b in zip(subjects + again, bodies + big):
+        twin.store_msg(j, None, b)
+    st, tw = s.state(), twin.state()
+    assert (st.msgs, st.bytes, st.last_seq, st.num_subjects) == (tw.msgs, tw.bytes, tw.last_seq, tw.num_subjects)
+    for seq in (252, 253, 600, 601, 951):
+        m, t = s.load_msg(seq), twin.load_msg(seq)
+        assert (m.subject, m.msg, m.seq) == (t.subject, t.msg, t.seq)
+    for j in ("m.0", "m.3", "m.6"):
+        assert s.load_last_msg(j).seq == twin.load_last_msg(j).seq
+        assert s.load_next_msg(j, 300).seq == twin.load_next_msg(j, 300).seq
+        assert s.filtered_state(0, j).msgs == twin.filtered_state(0, j).msgs
+    twin.stop()
     s.flush()
     s = _restart(factory, s, clock)
-    assert s.state().msgs == 251 and s.load_msg(first + 100).msg == bodies[100]
+    assert s.state().msgs == 951 and s.load_msg(first + 100).msg == bodies[100]
+    assert s.load_msg(951).msg == big[-1] and s.load_last_msg("m.0").seq == 951 - 6
     s.stop()
 
     # per-subject limit with discard old: each subject keeps its newest

@@ -71,6 +71,14 @@ class MemoryStreamStore(IndexedStreamStore):
             self._payloads.update(zip(seqs, map(bytes, msgs[start:])))
         return k, repeat(0, k)
 
+    def _write_many(
+        self, seq: int, ts: int, subjects: list[str], msgs: list[bytes], start: int
+    ) -> tuple[int, Iterable[int]]:
+        # All at once, as _write_run (subjects live in the index).
+        k = len(msgs) - start
+        self._payloads.update(zip(range(seq, seq + k), map(bytes, msgs[start:])))
+        return k, repeat(0, k)
+
     def _read(self, seq: int, pos: int) -> StoreMsg:
         i = seq - self._base
         return StoreMsg(

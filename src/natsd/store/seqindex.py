@@ -167,6 +167,14 @@ class IndexedStreamStore:
             return 1, (self._write(seq, ts, subject, m[:hdr_len], m[hdr_len:], 0),)
         return 1, (self._write(seq, ts, subject, None, m, 0),)
 
+    def _write_many(
+        self, seq: int, ts: int, subjects: list[str], msgs: list[bytes], start: int
+    ) -> tuple[int, Iterable[int]]:
+        """Persist header-less ``msgs[start:]``, each to its ``subjects[i]`` (as many as this
+        store takes in one go, at least one) as sequences ``seq``...; returns (how many, their
+        positions). A StoreError means none of them was written. By default one message."""
+        return 1, (self._write(seq, ts, subjects[start], None, msgs[start], 0),)
+
     def _read(self, seq: int, pos: int) -> StoreMsg:
         raise NotImplementedError
 
@@ -634,6 +642,8 @@ class IndexedStreamStore:
         n = len(msgs)
         first = self._last + 1
         ts = self._time_ns()
+        if not (self._check_new or self._any_limit or self._age_keep_last) and self._msgs:
+            return first, ts, *self._store_many_plain(subjects, msgs, ts)
         check_new = self._check_new
         msg_size = self.msg_size
         store = self._store
@@ -648,6 +658,59 @@ class IndexedStreamStore:
             except StoreError as e:
                 return first, ts, i, e
         return first, ts, n, None
+
+    def _store_many_plain(self, subjects: list[str], msgs: list[bytes], ts: int) -> tuple[int, StoreError | None]:
+        """:meth:`store_many` without limits to apply, on a non-empty stream: written a piece at
+        a time (``_write_many``) and each piece indexed before the next can roll a block."""
+        n = len(msgs)
+        done = 0
+        sid_of = self._sid_of
+        msg_size = self.msg_size
+        while done < n:
+            seq = self._last + 1
+            try:
+                k, positions = self._write_many(seq, ts, subjects, msgs, done)
+            except StoreError as e:
+                return done, e
+            names = subjects[done : done + k]
+            sizes = [msg_size(s, None, m) for s, m in zip(names, msgs[done : done + k])]
+            if seq != self._base + len(self._pos) or not all(map(sid_of.__contains__, names)):
+                # (a new subject or a gap: the general bookkeeping, one at a time)
+                for s, size, pos in zip(names, sizes, positions):
+                    self._index_add(seq, ts, s, size, pos)
+                    seq += 1
+            else:
+                self._index_known(seq, ts, names, sizes, positions)
+            done += k
+        return n, None
+
+    def _index_known(self, seq: int, ts: int, names: list[str], sizes: list[int], positions: Iterable[int]) -> None:
+        """Index messages to known subjects written at ``positions`` as sequences ``seq``...
+        right after the last (what :meth:`store_msg`'s inline path does for each)."""
+        k = len(names)
+        base = self._base
+        sids = list(map(self._sid_of.__getitem__, names))
+        smsgs = self._smsgs
+        slast = self._slast
+        stale = self._sstale
+        nxt = self._nxt
+        nxt.extend(array("I", [0]) * k)
+        for s, sid in enumerate(sids, seq):
+            smsgs[sid] += 1
+            prev = slast[sid]
+            slast[sid] = s
+            if stale[sid]:
+                stale[sid] &= ~_STALE_LAST
+            if prev >= base and s - prev <= _NXT_MAX:
+                nxt[prev - base] = s - prev
+        self._pos.extend(positions)
+        self._sid.extend(array("I", sids))
+        self._ts.extend(array("q", [ts]) * k)
+        self._sz.extend(array("I", sizes))
+        self._msgs += k
+        self._bytes += sum(sizes)
+        self._last = seq + k - 1
+        self._last_ts = ts
 
     def _index_run(
         self,

@@ -81,6 +81,7 @@ from natsd.store.file.layout import (
 from natsd.store.file.meta import fsync_dir, write_meta
 from natsd.store.file.reads import BlockReads, MsgCorrupt
 from natsd.store.file.record import (
+    BIG_RECORD,
     FLAG_ERASED,
     FLAG_FIRST,
     FLAG_MASK,
@@ -94,6 +95,7 @@ from natsd.store.file.record import (
     encode_marker,
     encode_msg_into,
     encode_msgs_into,
+    encode_subject_msgs,
     erase_record,
     file_store_msg_size,
     parse_header,
@@ -348,6 +350,43 @@ class FileStreamStore(IndexedStreamStore):
             self._blive[lmb.id] = self._blive.get(lmb.id, 0) + rec * k
         p0 = (lmb.id << 32) | off
         return k, range(p0, p0 + rec * k, rec)
+
+    def _write_many(
+        self, seq: int, ts: int, subjects: list[str], msgs: list[bytes], start: int
+    ) -> tuple[int, Iterable[int]]:
+        # What fits in the last block (rolled first when not even one does, as _write), when
+        # the payloads are small: one encode_subject_msgs, one append, positions by the
+        # records' lengths.
+        m0 = msgs[start]
+        sb0 = subjects[start].encode()
+        lmb = self._lmb
+        off = lmb.pend_off + len(lmb.pending)
+        if off and off + 30 + len(sb0) + len(m0) > self._block_size:
+            lmb = self._roll()
+            off = lmb.flushed
+        elif len(lmb.pending) >= EAGER_WRITE_BYTES and self._writes.writer is None:
+            self._write_now(lmb)
+        room = self._block_size - off
+        sbs = [sb0]
+        ends = [30 + len(sb0) + len(m0)]
+        end = ends[0]
+        for i in range(start + 1, len(msgs)):
+            sb = subjects[i].encode()
+            m = msgs[i]
+            end += 30 + len(sb) + len(m)
+            if end > room or len(m) >= BIG_RECORD:
+                break
+            sbs.append(sb)
+            ends.append(end)
+        k = len(sbs)
+        if k == 1 or len(m0) >= BIG_RECORD:
+            return 1, (self._write(seq, ts, subjects[start], None, m0, 0),)
+        lmb.pending += encode_subject_msgs(seq, ts, sbs, msgs[start : start + k])
+        lmb.max_ref = seq + k - 1
+        if self._blive is not None:
+            self._blive[lmb.id] = self._blive.get(lmb.id, 0) + ends[-1]
+        p0 = (lmb.id << 32) | off
+        return k, [p0] + [p0 + e for e in ends[:-1]]
 
     def _drop(self, seq: int, pos: int, size: int, erase: bool, front: bool) -> None:
         if self._replaying:
