@@ -169,11 +169,14 @@ class IndexedStreamStore:
 
     def _write_many(
         self, seq: int, ts: int, subjects: list[str], msgs: list[bytes], start: int
-    ) -> tuple[int, Iterable[int]]:
+    ) -> tuple[int, Iterable[int], list[int]]:
         """Persist header-less ``msgs[start:]``, each to its ``subjects[i]`` (as many as this
         store takes in one go, at least one) as sequences ``seq``...; returns (how many, their
-        positions). A StoreError means none of them was written. By default one message."""
-        return 1, (self._write(seq, ts, subjects[start], None, msgs[start], 0),)
+        positions, their sizes as ``msg_size``). A StoreError means none of them was written.
+        By default one message."""
+        subject = subjects[start]
+        m = msgs[start]
+        return 1, (self._write(seq, ts, subject, None, m, 0),), [self.msg_size(subject, None, m)]
 
     def _read(self, seq: int, pos: int) -> StoreMsg:
         raise NotImplementedError
@@ -665,15 +668,13 @@ class IndexedStreamStore:
         n = len(msgs)
         done = 0
         sid_of = self._sid_of
-        msg_size = self.msg_size
         while done < n:
             seq = self._last + 1
             try:
-                k, positions = self._write_many(seq, ts, subjects, msgs, done)
+                k, positions, sizes = self._write_many(seq, ts, subjects, msgs, done)
             except StoreError as e:
                 return done, e
             names = subjects[done : done + k]
-            sizes = [msg_size(s, None, m) for s, m in zip(names, msgs[done : done + k])]
             if seq != self._base + len(self._pos) or not all(map(sid_of.__contains__, names)):
                 # (a new subject or a gap: the general bookkeeping, one at a time)
                 for s, size, pos in zip(names, sizes, positions):

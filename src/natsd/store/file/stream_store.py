@@ -56,6 +56,8 @@ per message); this class adds the files:
 from __future__ import annotations
 
 import dataclasses
+from bisect import bisect_right
+from itertools import accumulate
 import heapq
 import logging
 import os
@@ -353,40 +355,31 @@ class FileStreamStore(IndexedStreamStore):
 
     def _write_many(
         self, seq: int, ts: int, subjects: list[str], msgs: list[bytes], start: int
-    ) -> tuple[int, Iterable[int]]:
+    ) -> tuple[int, Iterable[int], list[int]]:
         # What fits in the last block (rolled first when not even one does, as _write), when
         # the payloads are small: one encode_subject_msgs, one append, positions by the
-        # records' lengths.
-        m0 = msgs[start]
-        sb0 = subjects[start].encode()
+        # records' lengths (which are the messages' sizes, file_store_msg_size).
         lmb = self._lmb
+        stop = start + 1024  # (a bounded look ahead: a long run over many blocks, big payloads)
+        sbs = [s.encode() for s in subjects[start:stop]]
+        chunk = msgs[start:stop]
+        sizes = [30 + len(sb) + len(m) for sb, m in zip(sbs, chunk)]
         off = lmb.pend_off + len(lmb.pending)
-        if off and off + 30 + len(sb0) + len(m0) > self._block_size:
+        if off and off + sizes[0] > self._block_size:
             lmb = self._roll()
             off = lmb.flushed
         elif len(lmb.pending) >= EAGER_WRITE_BYTES and self._writes.writer is None:
             self._write_now(lmb)
-        room = self._block_size - off
-        sbs = [sb0]
-        ends = [30 + len(sb0) + len(m0)]
-        end = ends[0]
-        for i in range(start + 1, len(msgs)):
-            sb = subjects[i].encode()
-            m = msgs[i]
-            end += 30 + len(sb) + len(m)
-            if end > room or len(m) >= BIG_RECORD:
-                break
-            sbs.append(sb)
-            ends.append(end)
-        k = len(sbs)
-        if k == 1 or len(m0) >= BIG_RECORD:
-            return 1, (self._write(seq, ts, subjects[start], None, m0, 0),)
-        lmb.pending += encode_subject_msgs(seq, ts, sbs, msgs[start : start + k])
+        ends = list(accumulate(sizes))
+        k = max(1, bisect_right(ends, self._block_size - off))
+        if k == 1 or max(map(len, chunk[:k])) >= BIG_RECORD:
+            return 1, (self._write(seq, ts, subjects[start], None, chunk[0], 0),), sizes[:1]
+        lmb.pending += encode_subject_msgs(seq, ts, sbs[:k], chunk[:k])
         lmb.max_ref = seq + k - 1
         if self._blive is not None:
-            self._blive[lmb.id] = self._blive.get(lmb.id, 0) + ends[-1]
+            self._blive[lmb.id] = self._blive.get(lmb.id, 0) + ends[k - 1]
         p0 = (lmb.id << 32) | off
-        return k, [p0] + [p0 + e for e in ends[:-1]]
+        return k, [p0] + [p0 + e for e in ends[: k - 1]], sizes[:k]
 
     def _drop(self, seq: int, pos: int, size: int, erase: bool, front: bool) -> None:
         if self._replaying:
