@@ -15,20 +15,21 @@ if it had been published alone.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from natsd.store.base import StoreError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from natsd.jetstream.stream.core import Stream
     from natsd.protocol.events import Run
 
 __all__ = ["process_subject_run"]
 
 
-def process_subject_run(self: Stream, run: "Run") -> None:
+def process_subject_run(self: Any, run: "Run") -> None:
     """Ingest ``run`` (``run.names``, ``run.replies``, header-less ``run.payloads``), in order,
-    with exactly the PubAcks :meth:`Stream.process_msg` would send for each."""
+    with exactly the PubAcks :meth:`Stream.process_msg` would send for each. ``self`` is the
+    :class:`natsd.jetstream.stream.core.Stream` (not imported, even for typing: this module
+    stays out of the stream modules' import circle; ingest.process_rrun is its typed caller)."""
     names = run.names
     replies = run.replies
     assert names is not None and replies is not None  # (the router's; once per run)
