@@ -5,7 +5,8 @@ every message exactly as nats-server does, and byte for byte as its own message-
 path (a pedantic connection, whose PUBs are checked one at a time): PubAcks in order, limit
 refusals inside a run (per subject with discard new, max_msgs with discard new), discard-old
 limits, a subject no stream captures in the middle of a run (no responders), two streams
-alternating within one run; the streams then hold what nats-server's hold."""
+alternating within one run, streams with checks before storing (max_msg_size, a subject
+transform, interest retention); the streams then hold what nats-server's hold."""
 
 from __future__ import annotations
 
@@ -26,6 +27,14 @@ STREAMS = [
     {"name": "P", "subjects": ["p.>"], "max_msgs_per_subject": 2, "discard": "new", "discard_new_per_subject": True},
     {"name": "N", "subjects": ["n.>"], "max_msgs": 5, "discard": "new"},
     {"name": "O", "subjects": ["o.>"], "max_msgs": 40, "max_msgs_per_subject": 3},
+    # streams with something to check first (message by message inside the run's batch)
+    {"name": "M", "subjects": ["m.>"], "max_msg_size": 20},
+    {
+        "name": "T",
+        "subjects": ["t.>"],
+        "subject_transform": {"src": "t.*.*", "dest": "tt.{{wildcard(2)}}.{{wildcard(1)}}"},
+    },
+    {"name": "I", "subjects": ["i.>"], "retention": "interest"},
 ]
 
 
@@ -47,6 +56,9 @@ def _bursts() -> list[tuple[str, list[bytes]]]:
         ("per_subject_new", [b"p.%d" % ((i * 7) % 9 if i < 30 else i) for i in range(45)]),
         ("max_msgs_new", [b"n.%d" % i for i in range(12)]),
         ("discard_old", [b"o.%d" % (i % 11) for i in range(120)]),
+        ("too_big", [b"m.%d" % i for i in range(10)]),
+        ("transform", [b"t.%d.%d" % (i % 4, i % 3) for i in range(30)]),
+        ("interest", [b"i.%d" % i for i in range(10)] + [b"a.i.%d" % i for i in range(10)]),
     ]
 
 
@@ -72,7 +84,7 @@ async def _observe(url: str, pedantic: bool = False) -> dict:
     for cfg in STREAMS:
         name = cfg["name"]
         st = (await _api(c, f"$JS.API.STREAM.INFO.{name}", {}))["state"]
-        out[f"state {name}"] = (st["messages"], st["bytes"], st["first_seq"], st["last_seq"], st["num_subjects"])
+        out[f"state {name}"] = (st["messages"], st["bytes"], st["first_seq"], st["last_seq"], st.get("num_subjects"))
         for seq in range(st["first_seq"], st["last_seq"] + 1, max(1, st["messages"] // 7)):
             m = (await _api(c, f"$JS.API.STREAM.MSG.GET.{name}", {"seq": seq})).get("message", {})
             out[f"msg {name} {seq}"] = (m.get("subject"), base64.b64decode(m.get("data", "")))
@@ -120,6 +132,8 @@ async def test_runs_over_many_subjects_are_answered_as_nats_server_does(tmp_path
         "_INBOX.t.%08d" % i for i in (3640, 3641, 3642, 3693)
     ]
     assert ref["state O"][0] == 11 * 3
+    assert ref["too_big"][0][2]["error"]["err_code"] == 10054
+    assert ref["msg T 1"][0] == "tt.0.0" and ref["state T"][4] == 12
     # natsd took the bursts as runs
     assert sum(runs) > 3000 and max(runs) > 100
 
