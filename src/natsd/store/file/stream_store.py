@@ -363,7 +363,9 @@ class FileStreamStore(IndexedStreamStore):
         stop = start + 1024  # (a bounded look ahead: a long run over many blocks, big payloads)
         sbs = [s.encode() for s in subjects[start:stop]]
         chunk = msgs[start:stop]
-        sizes = [30 + len(sb) + len(m) for sb, m in zip(sbs, chunk)]
+        slens = list(map(len, sbs))
+        mlens = list(map(len, chunk))
+        sizes = [30 + a + b for a, b in zip(slens, mlens)]
         off = lmb.pend_off + len(lmb.pending)
         if off and off + sizes[0] > self._block_size:
             lmb = self._roll()
@@ -372,14 +374,15 @@ class FileStreamStore(IndexedStreamStore):
             self._write_now(lmb)
         ends = list(accumulate(sizes))
         k = max(1, bisect_right(ends, self._block_size - off))
-        if k == 1 or max(map(len, chunk[:k])) >= BIG_RECORD:
+        if k == 1 or max(mlens[:k]) >= BIG_RECORD:
             return 1, (self._write(seq, ts, subjects[start], None, chunk[0], 0),), sizes[:1]
-        lmb.pending += encode_subject_msgs(seq, ts, sbs[:k], chunk[:k])
+        sizes = sizes[:k]
+        lmb.pending += encode_subject_msgs(seq, ts, sbs[:k], chunk[:k], slens[:k], sizes)
         lmb.max_ref = seq + k - 1
         if self._blive is not None:
             self._blive[lmb.id] = self._blive.get(lmb.id, 0) + ends[k - 1]
         p0 = (lmb.id << 32) | off
-        return k, [p0] + [p0 + e for e in ends[: k - 1]], sizes[:k]
+        return k, [p0] + [p0 + e for e in ends[: k - 1]], sizes
 
     def _drop(self, seq: int, pos: int, size: int, erase: bool, front: bool) -> None:
         if self._replaying:
