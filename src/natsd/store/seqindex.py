@@ -34,6 +34,7 @@ accounted message size. All public methods follow :class:`natsd.store.base.Strea
 from __future__ import annotations
 
 import heapq
+from collections import Counter
 from array import array
 from bisect import bisect_left
 from typing import Iterable, Iterator
@@ -1235,22 +1236,49 @@ class IndexedStreamStore:
             out.first = first
             out.last = self._last_live(self._last)
             return out
+        partial = []  # subjects with messages before seq too: counted in the tail
         for sid in self._match_sids(subject):
             last = self._subject_last(sid)
             if last < seq:
                 continue
-            first = self._subject_first(sid)
-            if first >= seq:
-                n = self._smsgs[sid]
-            else:
-                first = base + self._sid.index(sid, seq - base)
-                n = self._sid[seq - base :].count(sid)
-            out.msgs += n
-            if not out.first or first < out.first:
-                out.first = first
             if last > out.last:
                 out.last = last
+            first = self._subject_first(sid)
+            if first < seq:
+                partial.append(sid)
+                continue
+            out.msgs += self._smsgs[sid]
+            if not out.first or first < out.first:
+                out.first = first
+        if partial:
+            self._count_tail(out, seq, partial)
         return out
+
+    def _count_tail(self, out: SimpleState, seq: int, sids: list[int]) -> None:
+        """Add to ``out`` the messages from ``seq`` on of subjects ``sids`` (each has some
+        before ``seq`` too). A few: a scan of the tail each; many (a consumer on
+        ``plgd.*.<event>`` over thousands of devices, asked for its pending count): one count of
+        the whole tail and a scan to the first match, not a scan per subject."""
+        base = self._base
+        arr = self._sid
+        first = 0
+        if len(sids) <= 8:
+            for sid in sids:
+                f = base + arr.index(sid, seq - base)
+                out.msgs += arr[seq - base :].count(sid)
+                if not first or f < first:
+                    first = f
+        else:
+            tail = arr[seq - base :]
+            counts = Counter(tail)
+            out.msgs += sum(map(counts.__getitem__, sids))
+            want = set(sids)
+            for i, sid in enumerate(tail):
+                if sid in want:
+                    first = seq + i
+                    break
+        if first and (not out.first or first < out.first):
+            out.first = first
 
     def subjects_state(self, filter: str) -> dict[str, SimpleState]:
         self._check_open()
