@@ -47,7 +47,9 @@ RunHandler = Callable[["Run"], None]
 # to one subject (``str``) with a reply each (``run.replies``, bytes), in publish order; the
 # message i is (subject, run.replies[i], run.payloads[i][:run.hdr_len] or None,
 # run.payloads[i][run.hdr_len:]). Implementations without runs call the MsgHandler per message.
-ReplyRunHandler = Callable[[str, "Run"], None]
+# ``subject`` None: each message to its own subject, ``run.names[i]`` (header-less, the subjects
+# all captured by this subscription).
+ReplyRunHandler = Callable[[str | None, "Run"], None]
 
 # interest_handler(subject, added): a client subscription (not an internal one) on ``subject``
 # was added (True) or removed (False) in this account. Push consumers use it to wait for

@@ -216,7 +216,54 @@ def route_run(acc, run: Run, src) -> None:
                 # The usual run of acks: every message has the same lone receiver (one C-level count).
                 _call_many(sub, run, start, n)
                 return
+        else:  # (js31b) requests whose lone receiver is a stream: one batch per stretch
+            start = _route_rruns(acc, run, results, start, gen, src)
+            continue
         start = _route_results(acc, run, results, start, gen, src)
+
+
+# --- js31b: a run of requests over many subjects captured by one stream --------------------
+def _route_rruns(acc, run: Run, results: list, start: int, gen: int, src) -> int:
+    """:func:`route_run` of requests ``start:`` with their match ``results``: each stretch whose
+    lone receiver is one internal subscription with a reply-run handler (a stream's, see
+    :mod:`natsd.server.ports`) is handed to it at once as ``rrun(None, stretch)``; the others
+    go through :func:`_route_results`. Returns where to match again, or the run's length."""
+    i = 0
+    k = len(results)
+    while i < k:
+        sub = _rrun_sub(results[i])
+        j = i + 1
+        if sub is None:
+            while j < k and _rrun_sub(results[j]) is None:
+                j += 1
+            end = _route_results(acc, run, results[i:j], start + i, gen, src)
+            if end < start + j:
+                return end
+        else:
+            while j < k and _rrun_sub(results[j]) is sub:
+                j += 1
+            sub.delivered += j - i
+            try:
+                sub.rrun(None, run if i + start == 0 and j == len(run.payloads) else run.slice(start + i, start + j))
+            except Exception:
+                logger.exception("internal subscription handler for %r failed", sub.subject)
+            if acc.sublist.generation != gen:
+                return start + j
+        i = j
+    return start + k
+
+
+def _rrun_sub(r):
+    """The lone receiver of match result ``r`` when it takes reply runs (``sub.rrun``)."""
+    psubs = r.psubs
+    if len(psubs) == 1 and not r.qsubs:
+        sub = psubs[0]
+        if sub.rrun is not None and sub.client is None and not sub.max:
+            return sub
+    return None
+
+
+# --- end js31b ------------------------------------------------------------------------------
 
 
 def _route_results(acc, run: Run, results: list, start: int, gen: int, src) -> int:

@@ -306,6 +306,13 @@ class StreamStore(Protocol):
         refused ``msgs[stored]`` (as ``store_msg`` would have raised it) and nothing after it was
         stored. Raises StoreClosed when nothing can be stored."""
 
+    def store_many(self, subjects: list[str], msgs: list[bytes]) -> tuple[int, int, int, "StoreError | None"]:
+        """Append header-less messages, ``msgs[i]`` to ``subjects[i]``, in order, all with one
+        timestamp (a burst of publishes over many subjects read at once): the same as
+        ``store_msg(subjects[i], None, msgs[i])`` for each, limits included. Returns
+        ``(first_seq, ts_ns, stored, error)`` as ``store_run``. Raises StoreClosed when nothing
+        can be stored."""
+
     def store_raw_msg(self, subject: str, hdr: bytes | None, msg: bytes, seq: int, ts: int, ttl_ns: int = 0) -> None:
         """Store with a given sequence and timestamp (restore, mirrors). ``seq`` > last_seq."""
 

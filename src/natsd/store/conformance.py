@@ -1012,6 +1012,70 @@ RANDOM_CONFIGS = {
 }
 
 
+def check_store_many(factory: StoreFactory) -> None:
+    """store_many: each message to its own subject, consecutive sequences, one timestamp, the
+    same state and loads as store_msg of each; limits applied per message as store_msg (per
+    subject, discard old, discard new stopping at the first refusal); a closed store raises."""
+    clock = ManualClock(start_time_ns=9 * SEC)
+    s = factory.make(_cfg(), clock)
+    s.store_msg("a", None, b"0")
+    subjects = ["m.%d" % (i % 7) for i in range(250)]
+    bodies = [b"%03d" % i for i in range(249)] + [b"a longer one"]
+    first, ts, stored, err = s.store_many(subjects, bodies)
+    assert (first, ts, stored, err) == (2, 9 * SEC, 250, None)
+    st = s.state()
+    want_bytes = _size(s, "a", None, b"0") + sum(_size(s, j, None, b) for j, b in zip(subjects, bodies))
+    assert (st.msgs, st.bytes, st.last_seq, st.num_subjects) == (251, want_bytes, 251, 8)
+    for i in (0, 6, 7, 248, 249):
+        m = s.load_msg(first + i)
+        assert (m.subject, m.hdr, m.msg, m.seq, m.ts) == (subjects[i], None, bodies[i], first + i, ts)
+    assert s.load_last_msg("m.3").seq == first + 248 and s.load_next_msg("m.1", 1).seq == first + 1
+    # known subjects (one piece at a time, blocks rolling, a big payload on the way): the same
+    # stream as store_msg of each, with the same clock
+    again = ["m.%d" % (i % 7) for i in range(700)]
+    big = [b"%04d" % i * (600 if i == 350 else 8 if i % 3 else 1) for i in range(700)]
+    assert s.store_many(again, big)[2:] == (700, None)
+    twin = factory.make(_cfg(name="T"), clock)
+    twin.store_msg("a", None, b"0")
+    for j, b in zip(subjects + again, bodies + big):
+        twin.store_msg(j, None, b)
+    st, tw = s.state(), twin.state()
+    assert (st.msgs, st.bytes, st.last_seq, st.num_subjects) == (tw.msgs, tw.bytes, tw.last_seq, tw.num_subjects)
+    for seq in (252, 253, 600, 601, 951):
+        m, t = s.load_msg(seq), twin.load_msg(seq)
+        assert (m.subject, m.msg, m.seq) == (t.subject, t.msg, t.seq)
+    for j in ("m.0", "m.3", "m.6"):
+        assert s.load_last_msg(j).seq == twin.load_last_msg(j).seq
+        assert s.load_next_msg(j, 300).seq == twin.load_next_msg(j, 300).seq
+        assert s.filtered_state(0, j).msgs == twin.filtered_state(0, j).msgs
+    twin.stop()
+    s.flush()
+    s = _restart(factory, s, clock)
+    assert s.state().msgs == 951 and s.load_msg(first + 100).msg == bodies[100]
+    assert s.load_msg(951).msg == big[-1] and s.load_last_msg("m.0").seq == 951 - 6
+    s.stop()
+
+    # per-subject limit with discard old: each subject keeps its newest
+    removed = []
+    s = factory.make(_cfg(max_msgs_per_subject=1), clock)
+    s.register_storage_updates(lambda m, b, seq, subj: removed.append(seq))
+    assert s.store_many(["k.a", "k.b", "k.a", "k.c", "k.b"], [b"1", b"2", b"3", b"4", b"5"])[2:] == (5, None)
+    assert s.subjects_totals(">") == {"k.a": 1, "k.b": 1, "k.c": 1} and removed == [1, 2]
+    s.stop()
+
+    # discard new, per subject: the third message is refused, nothing after it is stored
+    s = factory.make(_cfg(max_msgs_per_subject=1, discard=DiscardPolicy.NEW, discard_new_per_subject=True), clock)
+    first, _, stored, err = s.store_many(["p.a", "p.b", "p.a", "p.c"], [b"1", b"2", b"3", b"4"])
+    assert (first, stored) == (1, 2) and isinstance(err, MaxMsgsPerSubject)
+    assert s.state().last_seq == 2
+    s.stop()
+    s = factory.make(_cfg(max_msgs=2, discard=DiscardPolicy.NEW), clock)
+    first, _, stored, err = s.store_many(["q.a", "q.b", "q.c"], [b"1", b"2", b"3"])
+    assert (first, stored) == (1, 2) and isinstance(err, MaxMsgs)
+    s.stop()
+    _raises(StoreClosed, s.store_many, ["q.a"], [b"1"])
+
+
 def check_random_ops(factory: StoreFactory, seed: int, n: int = 150, limits: str = "unlimited") -> None:
     """A seeded random sequence of ``n`` operations under one of ``RANDOM_CONFIGS``."""
     rng = random.Random(seed)
@@ -1025,6 +1089,7 @@ STREAM_STORE_CHECKS = [
     check_max_bytes,
     check_max_msgs_per_subject,
     check_store_run,
+    check_store_many,
     check_max_age,
     check_max_age_keep_last,
     check_msg_ttl,

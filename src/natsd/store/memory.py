@@ -71,6 +71,16 @@ class MemoryStreamStore(IndexedStreamStore):
             self._payloads.update(zip(seqs, map(bytes, msgs[start:])))
         return k, repeat(0, k)
 
+    def _write_many(
+        self, seq: int, ts: int, subjects: list[str], msgs: list[bytes], start: int
+    ) -> tuple[int, Iterable[int], list[int]]:
+        # All at once, as _write_run (subjects live in the index).
+        k = len(msgs) - start
+        rest = msgs[start:]
+        self._payloads.update(zip(range(seq, seq + k), map(bytes, rest)))
+        size = self.msg_size
+        return k, repeat(0, k), [size(s, None, m) for s, m in zip(subjects[start:], rest)]
+
     def _read(self, seq: int, pos: int) -> StoreMsg:
         i = seq - self._base
         return StoreMsg(

@@ -34,6 +34,7 @@ accounted message size. All public methods follow :class:`natsd.store.base.Strea
 from __future__ import annotations
 
 import heapq
+from collections import Counter
 from array import array
 from bisect import bisect_left
 from typing import Iterable, Iterator
@@ -166,6 +167,17 @@ class IndexedStreamStore:
         if hdr_len:
             return 1, (self._write(seq, ts, subject, m[:hdr_len], m[hdr_len:], 0),)
         return 1, (self._write(seq, ts, subject, None, m, 0),)
+
+    def _write_many(
+        self, seq: int, ts: int, subjects: list[str], msgs: list[bytes], start: int
+    ) -> tuple[int, Iterable[int], list[int]]:
+        """Persist header-less ``msgs[start:]``, each to its ``subjects[i]`` (as many as this
+        store takes in one go, at least one) as sequences ``seq``...; returns (how many, their
+        positions, their sizes as ``msg_size``). A StoreError means none of them was written.
+        By default one message."""
+        subject = subjects[start]
+        m = msgs[start]
+        return 1, (self._write(seq, ts, subject, None, m, 0),), [self.msg_size(subject, None, m)]
 
     def _read(self, seq: int, pos: int) -> StoreMsg:
         raise NotImplementedError
@@ -624,6 +636,83 @@ class IndexedStreamStore:
             # each store_msg (those of the run itself included when it outgrows max_msgs).
             self._enforce_limits(sid)
         return first, ts, n, None
+
+    def store_many(self, subjects: list[str], msgs: list[bytes]) -> tuple[int, int, int, StoreError | None]:
+        """Append header-less messages each to its own subject, in order, with one timestamp;
+        see :meth:`natsd.store.base.StreamStore.store_many`. Each is stored and its limits
+        applied as :meth:`store_msg` would (discard new checked before, discard old after it)."""
+        if self._closed:
+            raise StoreClosed("store is closed")
+        n = len(msgs)
+        first = self._last + 1
+        ts = self._time_ns()
+        if not (self._check_new or self._any_limit or self._age_keep_last) and self._msgs:
+            return first, ts, *self._store_many_plain(subjects, msgs, ts)
+        check_new = self._check_new
+        msg_size = self.msg_size
+        store = self._store
+        for i in range(n):
+            subject = subjects[i]
+            m = msgs[i]
+            size = msg_size(subject, None, m)
+            try:
+                if check_new:
+                    self._check_discard_new(subject, None, size)
+                store(subject, None, m, self._last + 1, ts, 0, size)
+            except StoreError as e:
+                return first, ts, i, e
+        return first, ts, n, None
+
+    def _store_many_plain(self, subjects: list[str], msgs: list[bytes], ts: int) -> tuple[int, StoreError | None]:
+        """:meth:`store_many` without limits to apply, on a non-empty stream: written a piece at
+        a time (``_write_many``) and each piece indexed before the next can roll a block."""
+        n = len(msgs)
+        done = 0
+        sid_of = self._sid_of
+        while done < n:
+            seq = self._last + 1
+            try:
+                k, positions, sizes = self._write_many(seq, ts, subjects, msgs, done)
+            except StoreError as e:
+                return done, e
+            names = subjects[done : done + k]
+            if seq != self._base + len(self._pos) or not all(map(sid_of.__contains__, names)):
+                # (a new subject or a gap: the general bookkeeping, one at a time)
+                for s, size, pos in zip(names, sizes, positions):
+                    self._index_add(seq, ts, s, size, pos)
+                    seq += 1
+            else:
+                self._index_known(seq, ts, names, sizes, positions)
+            done += k
+        return n, None
+
+    def _index_known(self, seq: int, ts: int, names: list[str], sizes: list[int], positions: Iterable[int]) -> None:
+        """Index messages to known subjects written at ``positions`` as sequences ``seq``...
+        right after the last (what :meth:`store_msg`'s inline path does for each)."""
+        k = len(names)
+        base = self._base
+        sids = list(map(self._sid_of.__getitem__, names))
+        smsgs = self._smsgs
+        slast = self._slast
+        stale = self._sstale
+        nxt = self._nxt
+        nxt.extend(array("I", [0]) * k)
+        for s, sid in enumerate(sids, seq):
+            smsgs[sid] += 1
+            prev = slast[sid]
+            slast[sid] = s
+            if stale[sid]:
+                stale[sid] &= ~_STALE_LAST
+            if prev >= base and s - prev <= _NXT_MAX:
+                nxt[prev - base] = s - prev
+        self._pos.extend(positions)
+        self._sid.extend(array("I", sids))
+        self._ts.extend(array("q", [ts]) * k)
+        self._sz.extend(array("I", sizes))
+        self._msgs += k
+        self._bytes += sum(sizes)
+        self._last = seq + k - 1
+        self._last_ts = ts
 
     def _index_run(
         self,
@@ -1147,22 +1236,49 @@ class IndexedStreamStore:
             out.first = first
             out.last = self._last_live(self._last)
             return out
+        partial = []  # subjects with messages before seq too: counted in the tail
         for sid in self._match_sids(subject):
             last = self._subject_last(sid)
             if last < seq:
                 continue
-            first = self._subject_first(sid)
-            if first >= seq:
-                n = self._smsgs[sid]
-            else:
-                first = base + self._sid.index(sid, seq - base)
-                n = self._sid[seq - base :].count(sid)
-            out.msgs += n
-            if not out.first or first < out.first:
-                out.first = first
             if last > out.last:
                 out.last = last
+            first = self._subject_first(sid)
+            if first < seq:
+                partial.append(sid)
+                continue
+            out.msgs += self._smsgs[sid]
+            if not out.first or first < out.first:
+                out.first = first
+        if partial:
+            self._count_tail(out, seq, partial)
         return out
+
+    def _count_tail(self, out: SimpleState, seq: int, sids: list[int]) -> None:
+        """Add to ``out`` the messages from ``seq`` on of subjects ``sids`` (each has some
+        before ``seq`` too). A few: a scan of the tail each; many (a consumer on
+        ``plgd.*.<event>`` over thousands of devices, asked for its pending count): one count of
+        the whole tail and a scan to the first match, not a scan per subject."""
+        base = self._base
+        arr = self._sid
+        first = 0
+        if len(sids) <= 8:
+            for sid in sids:
+                f = base + arr.index(sid, seq - base)
+                out.msgs += arr[seq - base :].count(sid)
+                if not first or f < first:
+                    first = f
+        else:
+            tail = arr[seq - base :]
+            counts = Counter(tail)
+            out.msgs += sum(map(counts.__getitem__, sids))
+            want = set(sids)
+            for i, sid in enumerate(tail):
+                if sid in want:
+                    first = seq + i
+                    break
+        if first and (not out.first or first < out.first):
+            out.first = first
 
     def subjects_state(self, filter: str) -> dict[str, SimpleState]:
         self._check_open()

@@ -48,6 +48,7 @@ from natsd.jetstream.stream.batch import H_BATCH_ID, on_batch_msg
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.stream.fastbatch import SUFFIX as FAST_BATCH_SUFFIX, on_fast_batch_msg
 from natsd.jetstream.config.models import SECOND, rfc3339
+from natsd.jetstream.stream.subjectrun import process_subject_run
 from natsd.jetstream.stream.schedules import SCHEDULE_MARK, check_publish as check_schedule, schedule_to_purge
 from natsd.jetstream.wire import dumps, parse_ttl
 from natsd import nats_headers as NH
@@ -150,9 +151,10 @@ def process_run(self: Stream, run: "Run") -> None:
         process(subject, "", None, payload)
 
 
-def process_rrun(self: Stream, subject: str, run: "Run") -> None:
+def process_rrun(self: Stream, subject: str | None, run: "Run") -> None:
     """Ingest a run of publishes to ``subject`` with a reply each (``Ports.subscribe(rrun=...)``:
-    an asynchronous publisher's burst, ``run.replies``/``run.payloads``), in order.
+    an asynchronous publisher's burst, ``run.replies``/``run.payloads``), in order; ``subject``
+    None: each message to its own subject, ``run.names`` (:func:`process_subject_run`).
 
     Runs on a ``_fast`` stream (see :meth:`process_msg`) that leave the server's storage limit
     alone and hold no fast-batch reply are stored with one ``store_run`` and answered with the
@@ -162,6 +164,8 @@ def process_rrun(self: Stream, subject: str, run: "Run") -> None:
     Anything else (other headers, a duplicate, a refusal on the way) goes through
     :meth:`process_msg` message by message, from the first message the run path did not
     store, which answers each as alone."""
+    if subject is None:  # a run over many subjects (natsd.jetstream.stream.subjectrun)
+        return process_subject_run(self, run)
     replies = run.replies
     assert replies is not None  # (an rrun is a run with a reply each; once per run)
     payloads = run.payloads

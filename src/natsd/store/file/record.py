@@ -68,6 +68,7 @@ __all__ = [
     "encode_msg_into",
     "encode_msgs",
     "encode_msgs_into",
+    "encode_subject_msgs",
     "encode_marker",
     "erase_record",
     "Record",
@@ -232,6 +233,25 @@ def encode_msgs_into(buf: bytearray, seq: int, ts: int, subject: bytes, msgs: li
         buf += subject
         buf += m
         buf += pack_trailer(crc(m, _crc32(subject, _crc32(head))), size)
+
+
+def encode_subject_msgs(
+    seq: int, ts: int, subjects: list[bytes], msgs: list[bytes], slens: list[int], sizes: list[int]
+) -> bytes:
+    """Header-less records of ``msgs[i]`` to ``subjects[i]`` as sequences ``seq``, ``seq + 1``...,
+    all with timestamp ``ts``, back to back: byte for byte what :func:`encode_msg_into` appends
+    for each (a burst of publishes over many subjects, small payloads: see ``BIG_RECORD``).
+    ``slens``/``sizes``: each subject's length and record's size (30 + subject + payload), which
+    the caller has already."""
+    assert 0 < seq and seq + len(msgs) - 1 <= SEQ_MASK
+    pack_head = _pack_head
+    pack_trailer = _pack_trailer
+    crc = _crc32
+    recs = [
+        pack_head(size, s, ts, slen) + sb + m
+        for s, size, slen, sb, m in zip(range(seq, seq + len(msgs)), sizes, slens, subjects, msgs)
+    ]
+    return b"".join([r + pack_trailer(crc(r), size) for r, size in zip(recs, sizes)])
 
 
 def encode_marker(flag: int, seq: int, ts: int = 0, count: int | None = None) -> bytes:

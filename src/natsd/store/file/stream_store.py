@@ -56,6 +56,8 @@ per message); this class adds the files:
 from __future__ import annotations
 
 import dataclasses
+from bisect import bisect_right
+from itertools import accumulate
 import heapq
 import logging
 import os
@@ -81,6 +83,7 @@ from natsd.store.file.layout import (
 from natsd.store.file.meta import fsync_dir, write_meta
 from natsd.store.file.reads import BlockReads, MsgCorrupt
 from natsd.store.file.record import (
+    BIG_RECORD,
     FLAG_ERASED,
     FLAG_FIRST,
     FLAG_MASK,
@@ -94,6 +97,7 @@ from natsd.store.file.record import (
     encode_marker,
     encode_msg_into,
     encode_msgs_into,
+    encode_subject_msgs,
     erase_record,
     file_store_msg_size,
     parse_header,
@@ -348,6 +352,37 @@ class FileStreamStore(IndexedStreamStore):
             self._blive[lmb.id] = self._blive.get(lmb.id, 0) + rec * k
         p0 = (lmb.id << 32) | off
         return k, range(p0, p0 + rec * k, rec)
+
+    def _write_many(
+        self, seq: int, ts: int, subjects: list[str], msgs: list[bytes], start: int
+    ) -> tuple[int, Iterable[int], list[int]]:
+        # What fits in the last block (rolled first when not even one does, as _write), when
+        # the payloads are small: one encode_subject_msgs, one append, positions by the
+        # records' lengths (which are the messages' sizes, file_store_msg_size).
+        lmb = self._lmb
+        stop = start + 1024  # (a bounded look ahead: a long run over many blocks, big payloads)
+        sbs = [s.encode() for s in subjects[start:stop]]
+        chunk = msgs[start:stop]
+        slens = list(map(len, sbs))
+        mlens = list(map(len, chunk))
+        sizes = [30 + a + b for a, b in zip(slens, mlens)]
+        off = lmb.pend_off + len(lmb.pending)
+        if off and off + sizes[0] > self._block_size:
+            lmb = self._roll()
+            off = lmb.flushed
+        elif len(lmb.pending) >= EAGER_WRITE_BYTES and self._writes.writer is None:
+            self._write_now(lmb)
+        ends = list(accumulate(sizes))
+        k = max(1, bisect_right(ends, self._block_size - off))
+        if k == 1 or max(mlens[:k]) >= BIG_RECORD:
+            return 1, (self._write(seq, ts, subjects[start], None, chunk[0], 0),), sizes[:1]
+        sizes = sizes[:k]
+        lmb.pending += encode_subject_msgs(seq, ts, sbs[:k], chunk[:k], slens[:k], sizes)
+        lmb.max_ref = seq + k - 1
+        if self._blive is not None:
+            self._blive[lmb.id] = self._blive.get(lmb.id, 0) + ends[k - 1]
+        p0 = (lmb.id << 32) | off
+        return k, [p0] + [p0 + e for e in ends[: k - 1]], sizes
 
     def _drop(self, seq: int, pos: int, size: int, erase: bool, front: bool) -> None:
         if self._replaying:
