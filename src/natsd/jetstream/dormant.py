@@ -38,10 +38,13 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from natsd.atomicfile import atomic_write, fsync_dir
 from natsd.jetstream import consumer_registry
+from natsd.jetstream.consumer.pull import MSG_NEXT_PREFIX
+from natsd.jetstream.consumer.status import status
 from natsd.jetstream.features.metadata import consumer_features
 from natsd.store.base import StreamState
 
 if TYPE_CHECKING:  # pragma: no cover
+    from natsd.jetstream.ports import Subscription
     from natsd.jetstream.stream.core import Stream
     from natsd.store.base import StorageUpdateHandler, StoreConfig, StreamStore
 
@@ -116,6 +119,7 @@ class DormantStore:
         self.real: StreamStore | None = None
         self.waker: Callable[[], None] | None = None
         self.handler: StorageUpdateHandler | None = None
+        self.subs: list[Subscription] = []  # (see put_to_sleep)
 
     @property
     def config(self) -> StoreConfig:
@@ -227,7 +231,9 @@ def is_dormant(stream: Stream) -> bool:
 
 
 def put_to_sleep(stream: Stream, store: DormantStore, consumers: int) -> None:
-    """Make a stream just built over ``store`` wake on first use."""
+    """Make a stream just built over ``store`` wake on first use. Its consumers' own
+    subscriptions (MSG.NEXT, RESET) do not exist yet: one wildcard of each stands for them, wakes
+    the stream and hands the request on (the woken consumer subscribed it meanwhile)."""
     store.waker = lambda: wake(stream)
 
     def woken() -> dict:
@@ -235,6 +241,17 @@ def put_to_sleep(stream: Stream, store: DormantStore, consumers: int) -> None:
         return stream.consumers
 
     stream.consumers = DormantConsumers(consumers, woken)
+    ports = stream.account.ports
+
+    def on_request(subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+        wake(stream)
+        if subject.rsplit(".", 1)[-1] in stream.consumers:
+            ports.publish(subject, reply, hdr, payload)
+        elif reply:  # (what a request to a consumer that is not there gets: no responders)
+            ports.publish(reply, "", status(503, ""), b"")
+
+    for prefix in (MSG_NEXT_PREFIX, "$JS.API.CONSUMER.RESET."):
+        store.subs.append(ports.subscribe(prefix + stream.name + ".*", on_request))
 
 
 def wake(stream: Stream) -> None:
@@ -242,6 +259,9 @@ def wake(stream: Stream) -> None:
     d = stream.store
     if not isinstance(d, DormantStore) or stream.closed:
         return
+    for sub in d.subs:
+        sub.unsubscribe()
+    d.subs.clear()
     real = d.open()
     stream.store = real
     stream._store_msg = real.store_msg
@@ -266,6 +286,11 @@ def wake(stream: Stream) -> None:
 
 def rest(stream: Stream) -> None:
     """Stop a stream that never woke: its files are as the last clean stop left them."""
+    d = stream.store
+    if isinstance(d, DormantStore):
+        for sub in d.subs:
+            sub.unsubscribe()
+        d.subs.clear()
     stream._unsubscribe()
     stream.closed = True
     stream._fast = stream._counter_fast = False
