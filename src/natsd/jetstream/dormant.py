@@ -4,7 +4,7 @@ Restarting a server with thousands of streams used to open every store (index.db
 recover every consumer (meta, state) before serving; most of them are not touched for a while.
 After a **clean** stop nothing needs repair, so a stream whose work is all driven by clients can
 wait: at start it gets its config (meta.inf, read as before), its subscriptions and a
-:class:`DormantStore` answering ``state()`` from what the clean stop recorded; its store is opened,
+:class:`DormantStorage` answering ``state()`` from what the clean stop recorded; its store is opened,
 recovered (the same :class:`~natsd.store.file.recovery.Recovery` as at start) and its consumers
 recovered the first time anything else reaches it (:func:`wake`): a publish it captures, a get,
 a direct get, any consumer lookup (``CONSUMER.INFO``/``NEXT``, an ack), a purge, a snapshot...
@@ -50,7 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "RESTART_FILE",
-    "DormantStore",
+    "DormantStorage",
     "is_dormant",
     "wake",
     "rest",
@@ -102,7 +102,7 @@ def fingerprint(directory: str, last_block: int = -1) -> list[int] | None:
         return None
 
 
-class DormantStore:
+class DormantStorage:
     """Stands for a stream's file store until its first use (see the module docstring).
     ``state()``, ``bytes_used``, ``sync()`` and ``stop()`` answer without opening it; every other
     member wakes the stream (``waker``) and is the real store's."""
@@ -227,10 +227,10 @@ class DormantConsumers(dict):
 
 
 def is_dormant(stream: Stream) -> bool:
-    return isinstance(stream.store, DormantStore)
+    return isinstance(stream.store, DormantStorage)
 
 
-def put_to_sleep(stream: Stream, store: DormantStore, consumers: int) -> None:
+def put_to_sleep(stream: Stream, store: DormantStorage, consumers: int) -> None:
     """Make a stream just built over ``store`` wake on first use. Its consumers' own
     subscriptions (MSG.NEXT, RESET) do not exist yet: one wildcard of each stands for them, wakes
     the stream and hands the request on (the woken consumer subscribed it meanwhile)."""
@@ -257,7 +257,7 @@ def put_to_sleep(stream: Stream, store: DormantStore, consumers: int) -> None:
 def wake(stream: Stream) -> None:
     """Open a sleeping stream's store (full recovery) and recover its consumers."""
     d = stream.store
-    if not isinstance(d, DormantStore) or stream.closed:
+    if not isinstance(d, DormantStorage) or stream.closed:
         return
     for sub in d.subs:
         sub.unsubscribe()
@@ -287,7 +287,7 @@ def wake(stream: Stream) -> None:
 def rest(stream: Stream) -> None:
     """Stop a stream that never woke: its files are as the last clean stop left them."""
     d = stream.store
-    if isinstance(d, DormantStore):
+    if isinstance(d, DormantStorage):
         for sub in d.subs:
             sub.unsubscribe()
         d.subs.clear()
@@ -330,7 +330,7 @@ def can_sleep(stream: Stream) -> bool:
 def entry_for(stream: Stream, directory: str) -> list | None:
     """The restart file's entry of a stopped stream (None: it starts awake next time)."""
     d = stream.store
-    if isinstance(d, DormantStore) and d.real is None:
+    if isinstance(d, DormantStorage) and d.real is None:
         return d.entry
     if not can_sleep(stream):
         return None

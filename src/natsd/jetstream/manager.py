@@ -292,7 +292,7 @@ class JsAccount:
                 engine = self.engine
                 store: StreamStore = cast(
                     "StreamStore",
-                    dormant.DormantStore(
+                    dormant.DormantStorage(
                         lambda: store_config_for(cfg, created),
                         asleep[0],
                         lambda: _open_store(cfg, created, d, engine, self.name),
@@ -309,7 +309,7 @@ class JsAccount:
         stream = Stream(self, cfg, store, created)
         self.streams[cfg.name] = stream
         if asleep is not None:
-            dormant.put_to_sleep(stream, cast(dormant.DormantStore, store), asleep[1])
+            dormant.put_to_sleep(stream, cast(dormant.DormantStorage, store), asleep[1])
         stream.start(links=False)
         st = store.state()
         log.info(

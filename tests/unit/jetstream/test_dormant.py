@@ -91,7 +91,7 @@ def test_dormant_store_answers_counters_and_opens_for_anything_else():
         return StoreConfig(name="S")
 
     st = StreamState(msgs=3, bytes=10, last_seq=4, num_deleted=1)
-    store = dormant.DormantStore(config, st, opener, [])  # type: ignore[arg-type]
+    store = dormant.DormantStorage(config, st, opener, [])  # type: ignore[arg-type]
     store.waker = lambda: woken.append(True)
     assert store.state().msgs == 3 and store.bytes_used == 10 and store.recovered_lost == (0, 0)
     store.sync()
