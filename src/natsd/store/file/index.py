@@ -172,12 +172,7 @@ def decode_index(data: bytes) -> IndexSnapshot:
             arrays.append(array("I", bytes(4 * n)))
         (nslots,) = _U32.unpack_from(data, p)
         p += 4
-        if version & ~_BIG == 4:
-            snames, cols, p = _decode_subjects_v4(mv, p, nslots)
-        elif version & ~_BIG == 3:
-            snames, cols, p = _decode_subjects(mv, p, nslots)
-        else:
-            snames, cols, p = _decode_subjects_v2(data, p, nslots)
+        snames, cols, p = _SLOT_DECODERS.get(version & ~_BIG, _decode_subjects_v2)(mv, p, nslots)
         (nttl,) = _U32.unpack_from(data, p)
         p += 4
         ttl = []
@@ -303,7 +298,9 @@ def _decode_subjects(mv: memoryview, p: int, nslots: int) -> tuple[list, tuple[a
     return snames, (msgs, first, last, stale), p
 
 
-def _decode_subjects_v2(data: bytes, p: int, nslots: int) -> tuple[list, tuple[array, array, array, array], int]:
+def _decode_subjects_v2(
+    data: bytes | memoryview, p: int, nslots: int
+) -> tuple[list, tuple[array, array, array, array], int]:
     """Versions 1 and 2: one record per slot."""
     snames: list = []
     cols = (array("q"), array("q"), array("q"), array("B"))
@@ -315,9 +312,12 @@ def _decode_subjects_v2(data: bytes, p: int, nslots: int) -> tuple[list, tuple[a
             for c in cols:
                 c.append(0)
             continue
-        snames.append(data[p : p + ln].decode())
+        snames.append(bytes(data[p : p + ln]).decode())
         p += ln
         for c, v in zip(cols, _SS.unpack_from(data, p)):
             c.append(v)
         p += _SS.size
     return snames, cols, p
+
+
+_SLOT_DECODERS = {4: _decode_subjects_v4, 3: _decode_subjects}  # (versions 1 and 2: _decode_subjects_v2)
