@@ -41,7 +41,7 @@ from natsd.jetstream import consumer_registry
 from natsd.jetstream.consumer.pull import MSG_NEXT_PREFIX
 from natsd.jetstream.consumer.status import status
 from natsd.jetstream.features.metadata import consumer_features
-from natsd.store.base import StreamState
+from natsd.store.base import StoreError, StreamState
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.ports import Subscription
@@ -129,8 +129,20 @@ class DormantStorage:
 
     def open(self) -> StreamStore:
         if self.real is None:
-            self.real = self._opener()
+            try:
+                self.real = self._opener()
+            except StoreError:
+                raise
+            except Exception as exc:  # (the files changed under it: what the caller can answer)
+                log.exception("JetStream: can not recover stream %s", self._state_name())
+                raise StoreError(f"stream could not be recovered: {exc}") from exc
         return self.real
+
+    def _state_name(self) -> str:
+        try:
+            return self.config.name
+        except Exception:
+            return "?"
 
     def _wake(self) -> StreamStore:
         if self.waker is not None:
@@ -259,10 +271,10 @@ def wake(stream: Stream) -> None:
     d = stream.store
     if not isinstance(d, DormantStorage) or stream.closed:
         return
+    real = d.open()  # (first: a store that fails to open leaves the stream asleep as it was)
     for sub in d.subs:
         sub.unsubscribe()
     d.subs.clear()
-    real = d.open()
     stream.store = real
     stream._store_msg = real.store_msg
     real.register_storage_updates(stream._on_storage_update)

@@ -118,3 +118,15 @@ def test_dormant_consumers_count_without_waking():
     assert len(cs) == 1 and bool(cs) and not wakes
     assert cs.get("C") == "consumer" and "C" in cs and list(cs.values()) == ["consumer"]
     assert wakes
+
+
+def test_a_store_that_fails_to_open_is_a_store_error():
+    from natsd.store.base import StoreError
+
+    def opener() -> FakeStore:
+        raise OSError("gone")
+
+    store = dormant.DormantStorage(lambda: StoreConfig(name="S"), StreamState(), opener, [])  # type: ignore[arg-type]
+    with pytest.raises(StoreError, match="gone"):
+        store.load_msg(1)
+    assert store.real is None
