@@ -10,8 +10,11 @@ import pytest
 from nats.errors import NoRespondersError
 from nats.js.api import ConsumerConfig
 
+from natsd.clock import ManualClock
 from natsd.jetstream.dormant import RESTART_FILE, is_dormant
 from tests.helpers.inproc import running_server, server_and_client
+
+SECOND = 10**9
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
@@ -141,10 +144,33 @@ async def test_an_ack_after_the_restart_reaches_a_sleeping_streams_consumer(tmp_
         assert (ci.num_ack_pending, ci.ack_floor.stream_seq) == (0, 1)
 
 
+async def test_max_age_wakes_a_sleeping_stream_when_its_first_message_is_due(tmp_path):
+    clock = ManualClock(soon_on_loop=True)
+    async with server_and_client(store_dir=str(tmp_path), clock=clock) as (server, nc):
+        js = nc.jetstream()
+        await js.add_stream(name="AGE", subjects=["age.>"], max_age=60)
+        await js.publish("age.1", b"old")
+        clock.advance(30 * SECOND)
+        await js.publish("age.2", b"newer")
+    async with server_and_client(store_dir=str(tmp_path), clock=clock) as (server, nc):
+        js = nc.jetstream()
+        assert is_dormant(stream(server, "AGE"))
+        clock.advance(29 * SECOND)
+        assert is_dormant(stream(server, "AGE"))  # nothing is due yet
+        clock.advance(2 * SECOND)  # the first message is 61 s old: woken, expired
+        assert not is_dormant(stream(server, "AGE"))
+        st = (await js.stream_info("AGE")).state
+        assert (st.messages, st.first_seq, st.last_seq) == (1, 2, 2)
+        clock.advance(30 * SECOND)  # and the expiry armed at the wake-up goes on
+        st = (await js.stream_info("AGE")).state
+        assert (st.messages, st.first_seq) == (0, 3)
+
+
 async def test_streams_with_timers_or_push_consumers_start_awake(tmp_path):
     async with server_and_client(store_dir=str(tmp_path)) as (server, nc):
         js = nc.jetstream()
         await js.add_stream(name="AGE", subjects=["age.>"], max_age=3600)
+        await js.add_stream(name="TTL", subjects=["ttl.>"], allow_msg_ttl=True)
         await js.add_stream(name="PUSH", subjects=["push.>"])
         await js.add_stream(name="PLAIN", subjects=["plain.>"])
         for s in ("age", "push", "plain"):
@@ -152,8 +178,9 @@ async def test_streams_with_timers_or_push_consumers_start_awake(tmp_path):
         await js.add_consumer("PUSH", ConsumerConfig(durable_name="P", deliver_subject="deliver.p"))
         await js.add_consumer("PLAIN", ConsumerConfig(durable_name="Q", inactive_threshold=3600))
     async with running_server(store_dir=str(tmp_path)) as server:
-        assert not is_dormant(stream(server, "AGE"))
-        assert stream(server, "AGE").expiry.timer is not None  # max_age armed at start
+        assert is_dormant(stream(server, "AGE"))  # (max_age: asleep until its first message is due)
+        assert stream(server, "AGE").store.timer is not None
+        assert not is_dormant(stream(server, "TTL"))  # (per-message TTLs: its own expiry timers)
         assert not is_dormant(stream(server, "PUSH"))
         assert not is_dormant(stream(server, "PLAIN"))  # (a consumer with an inactive threshold)
         assert set(stream(server, "PUSH").consumers) == {"P"}

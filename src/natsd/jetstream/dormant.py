@@ -18,10 +18,12 @@ What makes that safe:
   can change), so after a kill -9 there is none and every stream is recovered at start as before
   (torn tails truncated and reported); a stream whose files differ from the fingerprint (another
   server ran on the directory meanwhile) is recovered at start too.
-- **Only streams with nothing to do on their own**: file storage, limits retention, no max_age,
-  no per-message TTL, no delete markers, no schedules, no atomic batches, no mirror or sources,
-  not encrypted, and every consumer a durable pull consumer with no inactive threshold, no pause
-  and no dead-letter stream. Anything with a timer or a link starts awake.
+- **Only streams with nothing to do on their own**: file storage, limits retention, no
+  per-message TTL, no delete markers, no schedules, no atomic batches, no mirror or sources, not
+  encrypted, and every consumer a durable pull consumer with no inactive threshold, no pause and
+  no dead-letter stream. Anything with another timer or a link starts awake. A stream with
+  ``max_age`` sleeps until its first message can expire (recorded first timestamp + max_age):
+  a timer wakes it then, and the woken stream arms its expiry as at start.
 - ``state()`` counters are those the clean stop wrote; anything else wakes the stream first, so
   its answer is the recovered store's.
 
@@ -44,6 +46,7 @@ from natsd.jetstream.features.metadata import consumer_features
 from natsd.store.base import StoreError, StreamState
 
 if TYPE_CHECKING:  # pragma: no cover
+    from natsd.clock import Timer
     from natsd.jetstream.ports import Subscription
     from natsd.jetstream.stream.core import Stream
     from natsd.store.base import StorageUpdateHandler, StoreConfig, StreamStore
@@ -104,7 +107,8 @@ def fingerprint(directory: str, last_block: int = -1) -> list[int] | None:
 
 class DormantStorage:
     """Stands for a stream's file store until its first use (see the module docstring).
-    ``state()``, ``bytes_used``, ``sync()`` and ``stop()`` answer without opening it; every other
+    ``state()``, ``bytes_used``, ``next_expiry()``, ``sync()`` and ``stop()`` answer without
+    opening it; every other
     member wakes the stream (``waker``) and is the real store's."""
 
     def __init__(
@@ -120,6 +124,7 @@ class DormantStorage:
         self.waker: Callable[[], None] | None = None
         self.handler: StorageUpdateHandler | None = None
         self.subs: list[Subscription] = []  # (see put_to_sleep)
+        self.timer: Timer | None = None  # max_age: wakes the stream when its first message is due
 
     @property
     def config(self) -> StoreConfig:
@@ -173,6 +178,10 @@ class DormantStorage:
 
     def register_storage_updates(self, handler: StorageUpdateHandler) -> None:
         self.handler = handler
+
+    def next_expiry(self) -> int:
+        # (asleep, nothing is armed through the stream: put_to_sleep's timer wakes it first)
+        return 0 if self.real is None else self.real.next_expiry()
 
     def sync(self) -> None:
         if self.real is not None:
@@ -253,6 +262,10 @@ def put_to_sleep(stream: Stream, store: DormantStorage, consumers: int) -> None:
         return stream.consumers
 
     stream.consumers = DormantConsumers(consumers, woken)
+    st = store._state
+    if stream.config.max_age and st.msgs and st.first_ts:
+        due = st.first_ts + stream.config.max_age - stream.clock.time_ns()
+        store.timer = stream.clock.call_later(max(due, 0), lambda: wake(stream))
     ports = stream.account.ports
 
     def on_request(subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
@@ -272,9 +285,7 @@ def wake(stream: Stream) -> None:
     if not isinstance(d, DormantStorage) or stream.closed:
         return
     real = d.open()  # (first: a store that fails to open leaves the stream asleep as it was)
-    for sub in d.subs:
-        sub.unsubscribe()
-    d.subs.clear()
+    _let_go(d)
     stream.store = real
     stream._store_msg = real.store_msg
     real.register_storage_updates(stream._on_storage_update)
@@ -291,18 +302,27 @@ def wake(stream: Stream) -> None:
             lost[1],
         )
     consumer_registry.recover_all(stream)
+    stream._arm_expiry()  # (max_age: as a start would have armed it)
     log.debug(
         "JetStream: woke stream '%s > %s' (%d consumers)", stream.account.name, stream.name, len(stream.consumers)
     )
+
+
+def _let_go(d: DormantStorage) -> None:
+    """Drop what stood in for the sleeping stream (the consumers' wildcards, the max_age timer)."""
+    for sub in d.subs:
+        sub.unsubscribe()
+    d.subs.clear()
+    if d.timer is not None:
+        d.timer.cancel()
+        d.timer = None
 
 
 def rest(stream: Stream) -> None:
     """Stop a stream that never woke: its files are as the last clean stop left them."""
     d = stream.store
     if isinstance(d, DormantStorage):
-        for sub in d.subs:
-            sub.unsubscribe()
-        d.subs.clear()
+        _let_go(d)
     stream._unsubscribe()
     stream.closed = True
     stream._fast = stream._counter_fast = False
@@ -316,7 +336,6 @@ def can_sleep(stream: Stream) -> bool:
     if (
         cfg.storage != "file"
         or cfg.retention != "limits"
-        or cfg.max_age
         or cfg.allow_msg_ttl
         or cfg.subject_delete_marker_ttl
         or cfg.allow_msg_schedules
