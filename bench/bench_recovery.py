@@ -198,7 +198,7 @@ async def fill_kv(url: str, n: int) -> None:
 
 
 async def served(url: str, mode: str, n: int) -> None:
-    nc = await connect(url, time.monotonic() + 120)
+    nc = await connect(url, time.monotonic() + 900)  # (nats-server: minutes with 10,000 streams)
     try:
         if mode == "streams":
             last = n - 1
@@ -228,7 +228,7 @@ async def served(url: str, mode: str, n: int) -> None:
 
 def stop(p: subprocess.Popen, kill: bool) -> None:
     p.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
-    p.wait(120)
+    p.wait(900)  # (nats-server takes minutes to stop with 10,000 streams)
 
 
 def restart(
