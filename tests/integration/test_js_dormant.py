@@ -225,3 +225,15 @@ async def test_a_restart_file_is_used_once(tmp_path):
     async with server_and_client(store_dir=str(tmp_path)) as (server, nc):
         assert not is_dormant(stream(server, "S"))
         assert (await nc.jetstream().stream_info("S")).state.last_seq == 6
+
+
+async def test_a_stream_asleep_through_a_run_sleeps_again_with_the_same_config(tmp_path):
+    si, _ = await fill(tmp_path, max_msgs=1000, description="kept")
+    for _ in range(2):
+        async with running_server(store_dir=str(tmp_path)) as server:
+            assert is_dormant(stream(server, "S"))  # (never touched: its entry is carried over)
+    async with server_and_client(store_dir=str(tmp_path)) as (server, nc):
+        assert is_dormant(stream(server, "S"))
+        after = await api(nc, "$JS.API.STREAM.INFO.S")
+        assert after["config"] == si["config"] and after["state"] == si["state"]
+        assert after["created"] == si["created"]
