@@ -5,6 +5,7 @@ SIGKILL instead).
 
     .venv/bin/python bench/bench_recovery.py streams [N]   # N streams, each with a durable consumer (default 1,000)
     .venv/bin/python bench/bench_recovery.py kv [N]        # one KV bucket (history 1) of N keys (default 200,000)
+    .venv/bin/python bench/bench_recovery.py consumers [N] # N durable consumers, 1,000 per stream (default 100,000)
 
 Options: ``--rounds R`` restarts per server, alternating natsd / nats-server (default 3, medians);
 ``--kill`` (SIGKILL before each restart); ``--tree DIR`` runs natsd from another checkout's
@@ -13,10 +14,11 @@ Options: ``--rounds R`` restarts per server, alternating natsd / nats-server (de
 ``--profile FILE`` writes a cProfile of natsd's last restart (stopped right after it is served).
 
 Figures per restart: wall time from exec until the server answers the last stream's
-``STREAM.INFO`` and (streams) the last consumer's ``CONSUMER.INFO`` (kv: a ``KV`` get of the last
-key), the server process's CPU seconds (user+sys from /proc) at that moment, and its RSS then.
-The stores are filled once per server (not timed). Nothing is asserted: the machine is shared;
-ratios natsd / nats-server are printed (below 1 is better for natsd).
+``STREAM.INFO`` and (streams, consumers) the last consumer's ``CONSUMER.INFO`` (consumers: and
+``$JS.API.INFO`` counts them all; kv: a ``KV`` get of the last key), the server process's CPU
+seconds (user+sys from /proc) at that moment, and its RSS then. The stores are filled once per
+server (not timed). Nothing is asserted: the machine is shared; ratios natsd / nats-server are
+printed (below 1 is better for natsd).
 """
 
 from __future__ import annotations
@@ -134,6 +136,37 @@ async def fill_streams(url: str, n: int) -> None:
         await nc.close()
 
 
+PER_STREAM = 1000  # nats-server 2.15's default_max_consumers
+
+
+async def fill_consumers(url: str, n: int) -> None:
+    """ceil(n / 1,000) streams C<k> (one message each) with 1,000 durable pull consumers each."""
+    nc = await connect(url, time.monotonic() + 30)
+    try:
+        for k in range((n + PER_STREAM - 1) // PER_STREAM):
+            r = await api(
+                nc, f"$JS.API.STREAM.CREATE.C{k}", {"name": f"C{k}", "subjects": [f"c.{k}.>"], "storage": "file"}
+            )
+            assert "error" not in r, r
+            await nc.publish(f"c.{k}.x", b"x" * 16)
+            count = min(PER_STREAM, n - k * PER_STREAM)
+            for lo in range(0, count, 200):
+                rs = await asyncio.gather(
+                    *(
+                        api(
+                            nc,
+                            f"$JS.API.CONSUMER.DURABLE.CREATE.C{k}.D{i}",
+                            {"stream_name": f"C{k}", "config": {"durable_name": f"D{i}", "ack_policy": "explicit"}},
+                        )
+                        for i in range(lo, min(count, lo + 200))
+                    )
+                )
+                assert all("error" not in r for r in rs), rs[0]
+        await nc.flush()
+    finally:
+        await nc.close()
+
+
 async def fill_kv(url: str, n: int) -> None:
     nc = await connect(url, time.monotonic() + 30)
     try:
@@ -165,7 +198,7 @@ async def fill_kv(url: str, n: int) -> None:
 
 
 async def served(url: str, mode: str, n: int) -> None:
-    nc = await connect(url, time.monotonic() + 120)
+    nc = await connect(url, time.monotonic() + 900)  # (nats-server: minutes with 10,000 streams)
     try:
         if mode == "streams":
             last = n - 1
@@ -174,6 +207,15 @@ async def served(url: str, mode: str, n: int) -> None:
             assert r["state"]["messages"] == 1, r
             r = await api(nc, f"$JS.API.CONSUMER.INFO.S{last}.C{last}")
             assert "error" not in r, r
+        elif mode == "consumers":
+            k = (n - 1) // PER_STREAM
+            while "error" in (r := await api(nc, f"$JS.API.STREAM.INFO.C{k}")):
+                await asyncio.sleep(0.002)
+            assert r["state"]["messages"] == 1, r
+            r = await api(nc, f"$JS.API.CONSUMER.INFO.C{k}.D{(n - 1) % PER_STREAM}")
+            assert "error" not in r, r
+            r = await api(nc, "$JS.API.INFO")
+            assert r["consumers"] == n, r
         else:
             while "error" in (r := await api(nc, "$JS.API.STREAM.INFO.KV_B")):
                 await asyncio.sleep(0.002)
@@ -186,7 +228,7 @@ async def served(url: str, mode: str, n: int) -> None:
 
 def stop(p: subprocess.Popen, kill: bool) -> None:
     p.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
-    p.wait(120)
+    p.wait(900)  # (nats-server takes minutes to stop with 10,000 streams)
 
 
 def restart(
@@ -225,7 +267,7 @@ def main() -> None:
     profile = opt("--profile", None)
     kill = flag("--kill")
     mode = args[0] if args else "streams"
-    n = int(args[1]) if len(args) > 1 else (1000 if mode == "streams" else 200_000)
+    n = int(args[1]) if len(args) > 1 else {"streams": 1000, "consumers": 100_000}.get(mode, 200_000)
     keep = opt("--store", None)
     kinds = [only] if only else ["natsd", "nats-server"]
     if keep:
@@ -242,7 +284,8 @@ def main() -> None:
             p = start(k, ports[k], stores[k], tree)
             try:
                 url = f"nats://127.0.0.1:{ports[k]}"
-                asyncio.run(fill_streams(url, n) if mode == "streams" else fill_kv(url, n))
+                fill = {"streams": fill_streams, "consumers": fill_consumers}.get(mode, fill_kv)
+                asyncio.run(fill(url, n))
             finally:
                 stop(p, False)
             print(f"{k}: filled in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
@@ -255,7 +298,10 @@ def main() -> None:
     finally:
         for s in stores.values() if not keep else ():
             shutil.rmtree(s, ignore_errors=True)
-    what = f"{n:,} streams, each with a durable consumer" if mode == "streams" else f"a KV bucket of {n:,} keys"
+    what = {
+        "streams": f"{n:,} streams, each with a durable consumer",
+        "consumers": f"{n:,} durable consumers, {PER_STREAM:,} per stream",
+    }.get(mode, f"a KV bucket of {n:,} keys")
     print(f"restart ({'SIGKILL' if kill else 'SIGTERM'}) with {what}; medians of {rounds}; natsd from {tree}")
     print(f"{'':22}" + "".join(f"{k:>14}" for k in kinds) + ("   ratio" if len(kinds) == 2 else ""))
     for key, label in (("wall", "until served (s)"), ("cpu", "server CPU (s)"), ("rss", "RSS then (MB)")):

@@ -59,7 +59,6 @@ TO_SPLIT: dict[str, int] = {
     "natsd.jetstream.consumer_registry:create": 93,
     "natsd.cli.bench:cmd_bench": 92,
     "natsd.cli.bench:cmd_pubsub": 91,
-    "natsd.store.file.index:decode_index": 83,
     "natsd.jetstream.gojson:time_error": 85,
     "natsd.server.monitoring.metrics:jetstream_chunks": 85,
     "natsd.store.file.stream_store:FileStreamStore.__init__": 84,

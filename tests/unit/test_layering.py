@@ -419,7 +419,7 @@ FUNCTION_LOCAL_IMPORTS = {
     "(top)": 7 + 2,
     "cli": 22,
     "config": 9 + 3 + 2,
-    "jetstream": 5 + 1 - 1 + 11,
+    "jetstream": 5 + 1 - 1 + 11 + 4,
     "server": 23 + 3 + 4 + 2 - 1 + 1,
     "spark": 15,
     "store": 6 + 2,
@@ -429,6 +429,8 @@ FUNCTION_LOCAL_IMPORTS = {
 # the feature list load on first use: FUNCTION_LEVEL_ALLOWED), (top) +2 and config +2 (pathlib, with
 # urllib.parse, only for a compiled build or a config file), server +1 (natsd.server.Server on first use:
 # `natsd -v` and the command line load without the server).
+# jetstream +4: natsd.jetstream.dormant (sleeping streams, issue 31) loads with the first stream, like the stream
+# layer (recover, stop, the consumer count, a stray restart file).
 # jetstream -1, server -1: sourcing's and MQTT's copies of getHash imported hashlib lazily; natsd.gohash now.
 # server +2: the auth callout (nkeys/PyNaCl) and the log-file/syslog handlers load only when configured (issue 29).
 # store +2: encryption (cryptography) loaded only when a key is configured (issue 29).

@@ -20,7 +20,7 @@ import logging
 import os
 import tempfile
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol, cast
 
 from natsd.config import feature_flags
 from natsd.gotime import format_duration
@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.snapshot import RestoreReceiver, SnapshotSender
     from natsd.jetstream.stream.core import Stream
     from natsd.jetstream.views import StreamView
-    from natsd.store.base import StreamStore
+    from natsd.store.base import StreamState, StreamStore
     from natsd.store.file.encryption import AccountKeys
 
 __all__ = [
@@ -219,9 +219,14 @@ class JsAccount:
         """Consumers of all streams (``limitable``: without internal mirror/source feeds)."""
         if not limitable:
             return sum(len(s.consumers) for s in self.streams.values())
+        from natsd.jetstream import dormant  # (loaded with the first stream, like _is_direct: issue 26)
         from natsd.jetstream.stream.core import _is_direct  # the stream layer loads with the first stream (issue 26)
 
-        return sum(1 for s in self.streams.values() for c in s.consumers.values() if not _is_direct(c))
+        # (a sleeping stream's consumers are durables, none direct: its count needs no wake-up)
+        return sum(
+            len(s.consumers) if dormant.is_dormant(s) else sum(1 for c in s.consumers.values() if not _is_direct(c))
+            for s in self.streams.values()
+        )
 
     def stream_dir(self, name: str) -> str:
         return os.path.join(self.directory, name)
@@ -249,18 +254,30 @@ class JsAccount:
         self._usage_dirty = True
 
     def recover(self) -> None:
-        """Recover every stream under this account's directory (and their consumers)."""
-        if not self.streams and not list_stream_dirs(os.path.dirname(self.directory)):
-            return  # a first start: the stream and consumer layers load with the first stream (issue 26)
-        from natsd.jetstream import consumer_registry  # (the stream layer's, like Stream: see above)
-        from natsd.jetstream.stream.core import Stream
+        """Recover every stream under this account's directory (and their consumers). After a
+        clean stop, streams with nothing to do on their own start asleep (natsd.jetstream.dormant)."""
+        account_dir = os.path.dirname(self.directory)
+        if not self.streams and not list_stream_dirs(account_dir):
+            # a first start: the stream and consumer layers load with the first stream (issue 26); a
+            # restart file left beside no stream is stale, and must not outlive a later crash
+            if os.path.exists(os.path.join(account_dir, "natsd-restart.json")):
+                from natsd.jetstream import dormant  # (rare: see above)
 
-        for d in list_stream_dirs(os.path.dirname(self.directory)):
+                dormant.read_restart_file(account_dir)
+            return
+        from natsd.jetstream import dormant  # (the stream layer's, like Stream: loaded with the first stream)
+
+        keys = self.engine.keys_for(self.name)
+        asleep = dormant.read_restart_file(account_dir) if keys is None else {}
+        for d in list_stream_dirs(account_dir):
             entry = os.path.basename(d)
             if entry.startswith(".") or entry in self.streams:
                 continue
+            sleep_entry = asleep.get(entry)
+            sleeping = dormant.sleeping_state(sleep_entry, d) if sleep_entry is not None else None
             try:
-                meta = _load_stream_meta(d, self.engine.keys_for(self.name))
+                # (a stream starting asleep has its meta.inf, unchanged, in the restart file)
+                meta = sleeping[2] if sleeping is not None else _load_stream_meta(d, keys)
             except StoreKeyError:
                 raise  # the keys and the store disagree: JetStream does not start (nothing written)
             except Exception:
@@ -269,48 +286,81 @@ class JsAccount:
             if not meta or "config" not in meta:
                 log.warning("JetStream: skipping %s: no stream metadata", d)
                 continue
-            t0 = self.clock.monotonic_ns()  # (how long the restore took, logged as nats-server does)
-            try:
-                cfg = StreamConfig.from_json(meta["config"])
-                log.info("  Starting restore for stream '%s > %s'", self.name, cfg.name)
-                created = meta.get("created_ns") or parse_rfc3339(meta.get("created", "")) or self.clock.time_ns()
-                store = _open_store(cfg, created, d, self.engine, self.name)
-            except StoreKeyError:
-                raise
-            except Exception:
-                log.exception("JetStream: can not recover stream %s", entry)
-                continue
-            stream = Stream(self, cfg, store, created)
-            self.streams[cfg.name] = stream
-            stream.start(links=False)
-            st = store.state()
-            log.info(
-                "  Restored %s messages for stream '%s > %s' in %s",
-                f"{st.msgs:,}",
-                self.name,
-                cfg.name,
-                format_duration((self.clock.monotonic_ns() - t0 + 500_000) // 1_000_000 * 1_000_000),
-            )
-            lost_now = store.recovered_lost
-            if lost_now != (0, 0):  # what this start's recovery dropped (a torn tail after a crash...)
-                log.warning(
-                    "JetStream stream '%s > %s' lost %d messages (%d bytes) at recovery",
-                    self.name,
-                    cfg.name,
-                    lost_now[0],
-                    lost_now[1],
-                )
-            try:
-                consumer_registry.recover_all(stream)
-            except Exception:
-                log.exception("JetStream: recovering consumers of %s", cfg.name)
-            if stream.consumers:
-                log.info("  Recovering %d consumers for stream - '%s > %s'", len(stream.consumers), self.name, cfg.name)
+            self._recover_stream(d, entry, meta, sleeping, sleep_entry)
         # mirrors / sources connect once every origin stream is back
         for stream in list(self.streams.values()):
             if (stream.config.mirror is not None or stream.config.sources) and not stream._links:
                 stream._start_links()
         self._usage_dirty = True
+
+    def _recover_stream(
+        self,
+        d: str,
+        entry: str,
+        meta: dict,
+        sleeping: tuple["StreamState", int, dict] | None,
+        sleep_entry: list | None,
+    ) -> None:
+        # (the stream layer loads with the first stream: issue 26)
+        from natsd.jetstream import consumer_registry, dormant
+        from natsd.jetstream.stream.core import Stream, store_config_for
+
+        t0 = self.clock.monotonic_ns()  # (how long the restore took, logged as nats-server does)
+        try:
+            cfg = StreamConfig.from_json(meta["config"])
+            log.info("  Starting restore for stream '%s > %s'", self.name, cfg.name)
+            created = meta.get("created_ns") or parse_rfc3339(meta.get("created", "")) or self.clock.time_ns()
+            asleep = sleeping if cfg.name == entry else None
+            if asleep is not None and sleep_entry is not None:
+                engine = self.engine
+                store: StreamStore = cast(
+                    "StreamStore",
+                    dormant.DormantStorage(
+                        lambda: store_config_for(cfg, created),
+                        asleep[0],
+                        lambda: _open_store(cfg, created, d, engine, self.name),
+                        sleep_entry,
+                    ),
+                )
+            else:
+                store = _open_store(cfg, created, d, self.engine, self.name)
+        except StoreKeyError:
+            raise
+        except Exception:
+            log.exception("JetStream: can not recover stream %s", entry)
+            return
+        stream = Stream(self, cfg, store, created)
+        self.streams[cfg.name] = stream
+        if asleep is not None:
+            dormant.put_to_sleep(stream, cast(dormant.DormantStorage, store), asleep[1])
+        stream.start(links=False)
+        st = store.state()
+        log.info(
+            "  Restored %s messages for stream '%s > %s' in %s",
+            f"{st.msgs:,}",
+            self.name,
+            cfg.name,
+            format_duration((self.clock.monotonic_ns() - t0 + 500_000) // 1_000_000 * 1_000_000),
+        )
+        lost_now = store.recovered_lost
+        if lost_now != (0, 0):  # what this start's recovery dropped (a torn tail after a crash...)
+            log.warning(
+                "JetStream stream '%s > %s' lost %d messages (%d bytes) at recovery",
+                self.name,
+                cfg.name,
+                lost_now[0],
+                lost_now[1],
+            )
+        if asleep is not None:  # (its consumers are recovered when it wakes)
+            if asleep[1]:
+                log.info("  Recovering %d consumers for stream - '%s > %s'", asleep[1], self.name, cfg.name)
+            return
+        try:
+            consumer_registry.recover_all(stream)
+        except Exception:
+            log.exception("JetStream: recovering consumers of %s", cfg.name)
+        if stream.consumers:
+            log.info("  Recovering %d consumers for stream - '%s > %s'", len(stream.consumers), self.name, cfg.name)
 
     def stop(self) -> None:
         for s in self._subs:
@@ -322,11 +372,24 @@ class JsAccount:
             except Exception:
                 log.exception("JetStream: cancelling a snapshot/restore of %s failed", self.name)
         self.templates.stop()
+        if not self.streams:
+            return  # (nothing to record; and no stream layer loaded on an empty server: issue 26)
+        from natsd.jetstream import dormant  # (loaded with the first stream: issue 26)
+
+        entries: dict[str, list] = {}
         for stream in list(self.streams.values()):
             try:
-                stream.stop()
+                if dormant.is_dormant(stream) and not stream.closed:
+                    dormant.rest(stream)
+                else:
+                    stream.stop()
+                if self.engine.keys_for(self.name) is None:
+                    e = dormant.entry_for(stream, self.stream_dir(stream.name))
+                    if e is not None:
+                        entries[stream.name] = e
             except Exception:
                 log.exception("stopping stream %s", stream.name)
+        dormant.write_restart_file(os.path.dirname(self.directory), entries)
 
     # -- usage and limits ---------------------------------------------------------------------------
     def usage(self) -> tuple[int, int]:

@@ -391,18 +391,20 @@ def check_update(
 
 
 def check_subject_overlap(cfg: StreamConfig, others: dict[str, StreamConfig]) -> None:
-    """10065 when a subject of ``cfg`` collides with another stream's subjects (one trie of
-    every other stream's subjects: linear in their number, not their product)."""
+    """10065 when a subject of ``cfg`` collides with another stream's subjects. One trie of
+    ``cfg``'s subjects, asked about every other stream's subject: linear in their number, not
+    their product, and a lookup in a small trie costs less than building a trie of all the
+    others (a create among 6,000 streams of one subject each took 200 ms that way, issue 31)."""
+    mine = cfg.subjects or ()
+    if not mine:
+        return
     trie = OverlapTrie()
-    k = 0
+    for k, s in enumerate(mine):
+        trie.insert(s, k)
+    collision = trie.first_collision
     for name, ocfg in others.items():
         if name == cfg.name:
             continue
         for o in ocfg.subjects or ():
-            trie.insert(o, k)
-            k += 1
-    if not k:
-        return
-    for s in cfg.subjects or ():
-        if trie.first_collision(s) >= 0:
-            raise ApiErrors.STREAM_SUBJECT_OVERLAP()
+            if collision(o) >= 0:
+                raise ApiErrors.STREAM_SUBJECT_OVERLAP()

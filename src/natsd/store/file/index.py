@@ -10,7 +10,7 @@ Layout (little-endian; the arrays are dumped with ``array.tobytes()`` and the by
 checked through the version word)::
 
     "NIDX"           magic
-    u32              version (3) | 0x8000_0000 when written on a big-endian host
+    u32              version (4) | 0x8000_0000 when written on a big-endian host
     10 x i64         first, last, first_ts, last_ts, msgs, bytes, base, n, marker_first, lost_bytes
     n x i64          pos   (block_id << 32 | offset, -1 = absent)
     n x u32          sid   (subject id, 0xFFFFFFFF = absent)
@@ -18,16 +18,21 @@ checked through the version word)::
     n x u32          sz    (record size)
     n x u32          nxt   (distance to the next sequence of the same subject, 0 = none/unknown;
                             absent in version 1 files, which are read with all zeros)
-    u32              subject slots (s), then the slots in columns (version 3):
-    s x u16          name length in bytes (0xFFFF = free slot)
-    ...              the names of the used slots, UTF-8, one after the other
+    u32              subject slots (s), then the slots in columns (version 4):
+    u32              length in bytes of the names, then the names, UTF-8, separated by "\n" (a
+                     free slot is an empty name; a subject never holds whitespace, so one C-level
+                     split rebuilds them: a slice per name from version 3's lengths took most of
+                     a 200,000-key bucket's index load, issue 31)
     s x i64          msgs   (0 for a free slot)
     s x i64          first
     s x i64          last
     s x u8           stale flags
-                     (versions 1 and 2 hold per slot: u16 name length (0xFFFF = free slot), name,
-                     i64 msgs, i64 first, i64 last, u8 stale flags: a restart of a 200,000-key
-                     bucket spent most of its time unpacking those one by one, issue 31)
+                     (version 3 holds s x u16 name lengths in bytes, 0xFFFF = free slot, then the
+                     names one after the other, instead of the u32 length and the separated
+                     names: written still when a name holds "\n"; versions 1 and 2 hold per
+                     slot: u16 name length (0xFFFF = free slot), name, i64 msgs, i64 first,
+                     i64 last, u8 stale flags: a restart of a 200,000-key bucket spent most of
+                     its time unpacking those one by one, issue 31)
     u32              TTL entries; per entry: i64 seq, i64 expiry (Unix ns, -1 = never)
     u32              lost sequences; per entry: i64 seq
     u32              blocks; per block: u32 id, i64 flushed size, i64 max_ref, 8 bytes (file tail)
@@ -47,8 +52,8 @@ from natsd.store.base import CorruptState
 __all__ = ["IndexSnapshot", "BlockInfo", "encode_index", "decode_index"]
 
 MAGIC = b"NIDX"
-VERSION = 3
-_VERSIONS = (1, 2, 3)
+VERSION = 4
+_VERSIONS = (1, 2, 3, 4)
 _FREE = 0xFFFF
 _BIG = 0x80000000
 _FIXED = struct.Struct("<4sI10q")
@@ -100,7 +105,8 @@ class IndexSnapshot:
 def encode_index(snap: IndexSnapshot) -> bytes:
     n = len(snap.pos)
     assert len(snap.sid) == len(snap.ts) == len(snap.sz) == len(snap.nxt) == n
-    version = VERSION | (_BIG if sys.byteorder == "big" else 0)
+    subjects = _encode_subjects(snap)
+    version = (VERSION if len(subjects) == 5 else 3) | (_BIG if sys.byteorder == "big" else 0)
     parts = [
         _FIXED.pack(
             MAGIC,
@@ -123,7 +129,7 @@ def encode_index(snap: IndexSnapshot) -> bytes:
         snap.nxt.tobytes(),
         _U32.pack(len(snap.snames)),
     ]
-    parts.extend(_encode_subjects(snap))
+    parts.extend(subjects)
     parts.append(_U32.pack(len(snap.ttl)))
     parts.extend(_PAIR.pack(s, e) for s, e in snap.ttl)
     parts.append(_U32.pack(len(snap.lost)))
@@ -166,10 +172,7 @@ def decode_index(data: bytes) -> IndexSnapshot:
             arrays.append(array("I", bytes(4 * n)))
         (nslots,) = _U32.unpack_from(data, p)
         p += 4
-        if version & ~_BIG >= 3:
-            snames, cols, p = _decode_subjects(mv, p, nslots)
-        else:
-            snames, cols, p = _decode_subjects_v2(data, p, nslots)
+        snames, cols, p = _SLOT_DECODERS.get(version & ~_BIG, _decode_subjects_v2)(mv, p, nslots)
         (nttl,) = _U32.unpack_from(data, p)
         p += 4
         ttl = []
@@ -220,18 +223,21 @@ def decode_index(data: bytes) -> IndexSnapshot:
 
 
 def _encode_subjects(snap: IndexSnapshot) -> list[bytes]:
-    """The subject slots in columns (version 3, see the module docstring)."""
-    encoded = [None if n is None else n.encode() for n in snap.snames]
+    """The subject slots in columns: version 4's five parts, or version 3's six when a name
+    holds the separator (see the module docstring)."""
+    names = snap.snames
+    assert len(snap.smsgs) == len(snap.sfirst) == len(snap.slast) == len(snap.sstale) == len(names)
+    cols = [snap.smsgs.tobytes(), snap.sfirst.tobytes(), snap.slast.tobytes(), snap.sstale.tobytes()]
+    if None in names:
+        text = "\n".join(["" if x is None else x for x in names])
+    else:
+        text = "\n".join(names)
+    if text.count("\n") == max(len(names) - 1, 0) and (None in names or "" not in names):
+        blob = text.encode()
+        return [_U32.pack(len(blob)) + blob, *cols]
+    encoded = [None if x is None else x.encode() for x in names]
     lens = array("H", [_FREE if b is None else len(b) for b in encoded])
-    assert len(snap.smsgs) == len(snap.sfirst) == len(snap.slast) == len(snap.sstale) == len(lens)
-    return [
-        lens.tobytes(),
-        b"".join(b for b in encoded if b is not None),
-        snap.smsgs.tobytes(),
-        snap.sfirst.tobytes(),
-        snap.slast.tobytes(),
-        snap.sstale.tobytes(),
-    ]
+    return [lens.tobytes(), b"".join(b for b in encoded if b is not None), *cols]
 
 
 def _column(mv: memoryview, p: int, code: str, n: int) -> tuple[array, int]:
@@ -241,6 +247,26 @@ def _column(mv: memoryview, p: int, code: str, n: int) -> tuple[array, int]:
     if len(a) != n:
         raise CorruptState("index: short subject columns")
     return a, end
+
+
+def _decode_subjects_v4(mv: memoryview, p: int, nslots: int) -> tuple[list, tuple[array, array, array, array], int]:
+    """Version 4's columns -> (names, None for free slots; (msgs, first, last, stale) arrays)."""
+    (size,) = _U32.unpack_from(mv, p)
+    p += 4
+    blob = bytes(mv[p : p + size])
+    if len(blob) != size:
+        raise CorruptState("index: short subject names")
+    p += size
+    snames: list = blob.decode().split("\n") if nslots else []
+    if len(snames) != nslots:
+        raise CorruptState("index: subject names do not match the slots")
+    if "" in snames:
+        snames = [x if x else None for x in snames]
+    msgs, p = _column(mv, p, "q", nslots)
+    first, p = _column(mv, p, "q", nslots)
+    last, p = _column(mv, p, "q", nslots)
+    stale, p = _column(mv, p, "B", nslots)
+    return snames, (msgs, first, last, stale), p
 
 
 def _decode_subjects(mv: memoryview, p: int, nslots: int) -> tuple[list, tuple[array, array, array, array], int]:
@@ -272,7 +298,9 @@ def _decode_subjects(mv: memoryview, p: int, nslots: int) -> tuple[list, tuple[a
     return snames, (msgs, first, last, stale), p
 
 
-def _decode_subjects_v2(data: bytes, p: int, nslots: int) -> tuple[list, tuple[array, array, array, array], int]:
+def _decode_subjects_v2(
+    data: bytes | memoryview, p: int, nslots: int
+) -> tuple[list, tuple[array, array, array, array], int]:
     """Versions 1 and 2: one record per slot."""
     snames: list = []
     cols = (array("q"), array("q"), array("q"), array("B"))
@@ -284,9 +312,12 @@ def _decode_subjects_v2(data: bytes, p: int, nslots: int) -> tuple[list, tuple[a
             for c in cols:
                 c.append(0)
             continue
-        snames.append(data[p : p + ln].decode())
+        snames.append(bytes(data[p : p + ln]).decode())
         p += ln
         for c, v in zip(cols, _SS.unpack_from(data, p)):
             c.append(v)
         p += _SS.size
     return snames, cols, p
+
+
+_SLOT_DECODERS = {4: _decode_subjects_v4, 3: _decode_subjects}  # (versions 1 and 2: _decode_subjects_v2)

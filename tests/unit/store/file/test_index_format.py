@@ -1,10 +1,12 @@
-"""``msgs/index.db`` version 3 (subject slots in columns) and the versions before it, still read."""
+"""``msgs/index.db`` version 4 (subject slots in columns, names split at "\\n") and the versions
+before it, still read."""
 
 from __future__ import annotations
 
 import os
 import struct
 import zlib
+from array import array
 
 import pytest
 
@@ -37,13 +39,22 @@ def _fill(path: str) -> dict:
     return totals
 
 
+def _with_slots(data: bytes, version: int, slots: list[bytes]) -> bytes:
+    """The same snapshot (version 4 ``data``) with its subject slots replaced by ``slots``."""
+    snap = decode_index(data)
+    v4 = encode_index(snap)[:-4]
+    head = struct.calcsize("<4sI10q") + len(snap.pos) * 28
+    names = sum(len(n.encode()) for n in snap.snames if n is not None)
+    tail_start = head + 4 + 4 + names + max(len(snap.snames) - 1, 0) + len(snap.snames) * (8 * 3 + 1)
+    body = bytearray(v4[:head] + _U32.pack(len(snap.snames)) + b"".join(slots) + v4[tail_start:])
+    struct.pack_into("<I", body, 4, version)
+    return bytes(body) + _U32.pack(zlib.crc32(body))
+
+
 def _as_version_2(data: bytes) -> bytes:
     """The same snapshot with its subject slots one record each (what versions 1-2 wrote)."""
     snap = decode_index(data)
-    v3 = encode_index(snap)[:-4]
-    head = struct.calcsize("<4sI10q") + len(snap.pos) * 28
-    tail_start = head + 4 + _subjects_size(snap)
-    slots = [_U32.pack(len(snap.snames))]
+    slots = []
     for sid, name in enumerate(snap.snames):
         if name is None:
             slots.append(_U16.pack(0xFFFF))
@@ -51,20 +62,22 @@ def _as_version_2(data: bytes) -> bytes:
             nb = name.encode()
             ss = (snap.smsgs[sid], snap.sfirst[sid], snap.slast[sid], snap.sstale[sid])
             slots.append(_U16.pack(len(nb)) + nb + _SS.pack(*ss))
-    body = bytearray(v3[:head] + b"".join(slots) + v3[tail_start:])
-    struct.pack_into("<I", body, 4, 2)
-    return bytes(body) + _U32.pack(zlib.crc32(body))
+    return _with_slots(data, 2, slots)
 
 
-def _subjects_size(snap) -> int:
-    names = sum(len(n.encode()) for n in snap.snames if n is not None)
-    return len(snap.snames) * (2 + 8 * 3 + 1) + names
+def _as_version_3(data: bytes) -> bytes:
+    """The same snapshot with version 3's columns (name lengths, then the names)."""
+    snap = decode_index(data)
+    encoded = [None if n is None else n.encode() for n in snap.snames]
+    lens = array("H", [0xFFFF if b is None else len(b) for b in encoded])
+    cols = [snap.smsgs.tobytes(), snap.sfirst.tobytes(), snap.slast.tobytes(), snap.sstale.tobytes()]
+    return _with_slots(data, 3, [lens.tobytes(), b"".join(b for b in encoded if b is not None), *cols])
 
 
-def test_version_3_round_trips_free_slots_and_utf8(tmp_path):
+def test_version_4_round_trips_free_slots_and_utf8(tmp_path):
     _fill(str(tmp_path))
     data = (tmp_path / "msgs" / "index.db").read_bytes()
-    assert struct.unpack_from("<I", data, 4)[0] == 3
+    assert struct.unpack_from("<I", data, 4)[0] == 4
     snap = decode_index(data)
     assert None in snap.snames and "k.é.ü" in snap.snames
     free = snap.snames.index(None)
@@ -73,14 +86,16 @@ def test_version_3_round_trips_free_slots_and_utf8(tmp_path):
     assert encode_index(snap) == data
 
 
-def test_a_version_2_index_is_still_used(tmp_path):
+@pytest.mark.parametrize("version", [2, 3])
+def test_an_older_index_is_still_used(tmp_path, version):
     totals = _fill(str(tmp_path))
     path = tmp_path / "msgs" / "index.db"
-    v3 = decode_index(path.read_bytes())
-    old = _as_version_2(path.read_bytes())
-    v2 = decode_index(old)
+    v4 = decode_index(path.read_bytes())
+    old = (_as_version_2 if version == 2 else _as_version_3)(path.read_bytes())
+    assert struct.unpack_from("<I", old, 4)[0] == version
+    snap = decode_index(old)
     cols = ("snames", "smsgs", "sfirst", "slast", "sstale", "pos", "blocks")
-    assert [getattr(v2, c) for c in cols] == [getattr(v3, c) for c in cols]
+    assert [getattr(snap, c) for c in cols] == [getattr(v4, c) for c in cols]
     path.write_bytes(old)
     st = _store(str(tmp_path), ManualClock())
     try:
@@ -88,7 +103,16 @@ def test_a_version_2_index_is_still_used(tmp_path):
         assert st.load_last_msg("k.é.ü").msg == b"non-ascii"
     finally:
         st.stop()
-    assert struct.unpack_from("<I", path.read_bytes(), 4)[0] == 3  # rewritten at the stop
+    assert struct.unpack_from("<I", path.read_bytes(), 4)[0] == 4  # rewritten at the stop
+
+
+def test_a_name_holding_the_separator_is_written_as_version_3(tmp_path):
+    _fill(str(tmp_path))
+    snap = decode_index((tmp_path / "msgs" / "index.db").read_bytes())
+    snap.snames[0] = "odd\nname"
+    data = encode_index(snap)
+    assert struct.unpack_from("<I", data, 4)[0] == 3
+    assert decode_index(data).snames == snap.snames
 
 
 def test_truncated_subject_columns_are_refused(tmp_path):

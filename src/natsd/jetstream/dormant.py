@@ -1,0 +1,432 @@
+"""Streams left asleep at restart: opened on first use, not at start-up (issue 31).
+
+Restarting a server with thousands of streams used to open every store (index.db, blocks) and
+recover every consumer (meta, state) before serving; most of them are not touched for a while.
+After a **clean** stop nothing needs repair, so a stream whose work is all driven by clients can
+wait: at start it gets its config (meta.inf, read as before), its subscriptions and a
+:class:`DormantStorage` answering ``state()`` from what the clean stop recorded; its store is opened,
+recovered (the same :class:`~natsd.store.file.recovery.Recovery` as at start) and its consumers
+recovered the first time anything else reaches it (:func:`wake`): a publish it captures, a get,
+a direct get, any consumer lookup (``CONSUMER.INFO``/``NEXT``, an ack), a purge, a snapshot...
+
+What makes that safe:
+
+- **Only after a clean stop.** ``JsAccount.stop`` writes ``<account>/natsd-restart.json``
+  (:data:`RESTART_FILE`) after every stream stopped: per stream its state counters, its consumer
+  count and a fingerprint of its files (size and mtime of meta.inf, index.db, the last block, and
+  the mtimes of ``msgs/`` and ``obs/``). Start reads it and removes it (durably, before any stream
+  can change), so after a kill -9 there is none and every stream is recovered at start as before
+  (torn tails truncated and reported); a stream whose files differ from the fingerprint (another
+  server ran on the directory meanwhile) is recovered at start too.
+- **Only streams with nothing to do on their own**: file storage, limits retention, no
+  per-message TTL, no delete markers, no schedules, no atomic batches, no mirror or sources, not
+  encrypted, and every consumer a durable pull consumer with no inactive threshold, no pause and
+  no dead-letter stream. Anything with another timer or a link starts awake. A stream with
+  ``max_age`` sleeps until its first message can expire (recorded first timestamp + max_age):
+  a timer wakes it then, and the woken stream arms its expiry as at start.
+- ``state()`` counters are those the clean stop wrote; anything else wakes the stream first, so
+  its answer is the recovered store's.
+
+The restart file is natsd's own (nats-server never reads it; a nats-server run on the same
+directory changes the fingerprints, so the entries are not trusted after it).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+from natsd.atomicfile import atomic_write, fsync_dir
+from natsd.jetstream import consumer_registry
+from natsd.jetstream.consumer.pull import MSG_NEXT_PREFIX
+from natsd.jetstream.consumer.status import status
+from natsd.jetstream.features.metadata import consumer_features
+from natsd.store.base import StoreError, StreamState
+
+if TYPE_CHECKING:  # pragma: no cover
+    from natsd.clock import Timer
+    from natsd.jetstream.ports import Subscription
+    from natsd.jetstream.stream.core import Stream
+    from natsd.store.base import StorageUpdateHandler, StoreConfig, StreamStore
+
+__all__ = [
+    "RESTART_FILE",
+    "DormantStorage",
+    "is_dormant",
+    "wake",
+    "rest",
+    "read_restart_file",
+    "write_restart_file",
+    "fingerprint",
+]
+
+log = logging.getLogger("natsd.jetstream")
+
+#: In ``<store_dir>/<account>/``: what a clean stop recorded of each stream (JSON, see module doc).
+RESTART_FILE = "natsd-restart.json"
+_VERSION = 2
+# state() fields the restart file keeps, in this order.
+_FIELDS = ("msgs", "bytes", "first_seq", "first_ts", "last_seq", "last_ts", "num_deleted", "num_subjects", "lost_bytes")
+# A stream that lost more than this many messages at an earlier recovery starts awake (its lost
+# list is reported by STREAM.INFO and is not worth keeping in the restart file).
+_MAX_LOST = 100
+
+
+def _last_block(msgs: str) -> int:
+    ids = [int(n[:-4]) for n in os.listdir(msgs) if n.endswith(".blk") and n[:-4].isdigit()]
+    return max(ids) if ids else 0
+
+
+def fingerprint(directory: str, last_block: int = -1) -> list[int] | None:
+    """Sizes and mtimes of what a stream's recovery reads first (meta.inf, index.db, the last
+    block, which ``last_block`` names when known, and the mtimes of ``msgs/`` and ``obs/``, which
+    change when a block or a consumer comes or goes); None when unreadable."""
+    msgs = os.path.join(directory, "msgs")
+    stat = os.stat
+    try:
+        if last_block < 0:
+            last_block = _last_block(msgs)
+        out: list[int] = [last_block]
+        paths = [os.path.join(directory, "meta.inf"), os.path.join(msgs, "index.db")]
+        if last_block:
+            paths.append(os.path.join(msgs, f"{last_block}.blk"))
+        for p in paths:
+            st = stat(p)
+            out += (st.st_size, st.st_mtime_ns)
+        out.append(stat(msgs).st_mtime_ns)
+        try:
+            out.append(stat(os.path.join(directory, "obs")).st_mtime_ns)
+        except FileNotFoundError:
+            out.append(0)
+        return out
+    except (OSError, ValueError):
+        return None
+
+
+class DormantStorage:
+    """Stands for a stream's file store until its first use (see the module docstring).
+    ``state()``, ``bytes_used``, ``next_expiry()``, ``sync()`` and ``stop()`` answer without
+    opening it; every other
+    member wakes the stream (``waker``) and is the real store's."""
+
+    def __init__(
+        self, config: Callable[[], StoreConfig], state: StreamState, opener: Callable[[], StreamStore], entry: list
+    ) -> None:
+        self._config_fn = config
+        self._config: StoreConfig | None = None
+        # The restart file's entry without its stream meta (~3.5 KB a stream, rebuilt from the
+        # config when a stop finds the stream still asleep and carries the entry over).
+        self.entry = entry[:4]
+        self.recovered_lost = (0, 0)
+        self._state = state
+        self._opener = opener
+        self.real: StreamStore | None = None
+        self.waker: Callable[[], None] | None = None
+        self.handler: StorageUpdateHandler | None = None
+        self.subs: list[Subscription] = []  # (see put_to_sleep)
+        self.timer: Timer | None = None  # max_age: wakes the stream when its first message is due
+
+    @property
+    def config(self) -> StoreConfig:
+        if self._config is None:
+            self._config = self._config_fn()
+        return self._config
+
+    def open(self) -> StreamStore:
+        if self.real is None:
+            try:
+                self.real = self._opener()
+            except StoreError:
+                raise
+            except Exception as exc:  # (the files changed under it: what the caller can answer)
+                log.exception("JetStream: can not recover stream %s", self._state_name())
+                raise StoreError(f"stream could not be recovered: {exc}") from exc
+        return self.real
+
+    def _state_name(self) -> str:
+        try:
+            return self.config.name
+        except Exception:
+            return "?"
+
+    def _wake(self) -> StreamStore:
+        if self.waker is not None:
+            self.waker()
+        return self.open()
+
+    def state(self, deleted_details: bool = False) -> StreamState:
+        if self.real is not None or (deleted_details and self._state.num_deleted):
+            return self._wake().state(deleted_details)
+        st = self._state
+        return StreamState(
+            msgs=st.msgs,
+            bytes=st.bytes,
+            first_seq=st.first_seq,
+            first_ts=st.first_ts,
+            last_seq=st.last_seq,
+            last_ts=st.last_ts,
+            num_deleted=st.num_deleted,
+            deleted=[] if deleted_details else None,
+            num_subjects=st.num_subjects,
+            lost_msgs=list(st.lost_msgs) if st.lost_msgs is not None else None,
+            lost_bytes=st.lost_bytes,
+        )
+
+    @property
+    def bytes_used(self) -> int:
+        return self._state.bytes if self.real is None else self.real.bytes_used
+
+    def register_storage_updates(self, handler: StorageUpdateHandler) -> None:
+        self.handler = handler
+
+    def next_expiry(self) -> int:
+        # (asleep, nothing is armed through the stream: put_to_sleep's timer wakes it first)
+        return 0 if self.real is None else self.real.next_expiry()
+
+    def sync(self) -> None:
+        if self.real is not None:
+            self.real.sync()  # (nothing was written to a store still asleep)
+
+    def stop(self) -> None:
+        if self.real is not None:
+            self.real.stop()
+
+    def store_msg(self, subject: str, hdr: bytes | None, msg: bytes, ttl_ns: int = 0) -> tuple[int, int]:
+        # (Stream binds store_msg at construction: a bound method here, waking on the call.)
+        return self._wake().store_msg(subject, hdr, msg, ttl_ns)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self._wake(), name)
+
+
+class DormantConsumers(dict):
+    """A sleeping stream's ``consumers``: its length is the count the clean stop recorded (for
+    ``$JS.API.INFO`` and STREAM.INFO); any other use wakes the stream and is the real dict's."""
+
+    def __init__(self, count: int, waker: Callable[[], dict]) -> None:
+        super().__init__()
+        self._count = count
+        self._waker = waker
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._waker()
+
+    def __getitem__(self, key: str) -> Any:
+        return self._waker()[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._waker()[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self._waker()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._waker())
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._waker().get(key, default)
+
+    def pop(self, key: str, *default: Any) -> Any:
+        return self._waker().pop(key, *default)
+
+    def keys(self) -> Any:
+        return self._waker().keys()
+
+    def values(self) -> Any:
+        return self._waker().values()
+
+    def items(self) -> Any:
+        return self._waker().items()
+
+    def clear(self) -> None:
+        self._waker().clear()
+
+
+def is_dormant(stream: Stream) -> bool:
+    return isinstance(stream.store, DormantStorage)
+
+
+def put_to_sleep(stream: Stream, store: DormantStorage, consumers: int) -> None:
+    """Make a stream just built over ``store`` wake on first use. Its consumers' own
+    subscriptions (MSG.NEXT, RESET) do not exist yet: one wildcard of each stands for them, wakes
+    the stream and hands the request on (the woken consumer subscribed it meanwhile)."""
+    store.waker = lambda: wake(stream)
+
+    def woken() -> dict:
+        wake(stream)
+        return stream.consumers
+
+    stream.consumers = DormantConsumers(consumers, woken)
+    st = store._state
+    if stream.config.max_age and st.msgs and st.first_ts:
+        due = st.first_ts + stream.config.max_age - stream.clock.time_ns()
+        store.timer = stream.clock.call_later(max(due, 0), lambda: wake(stream))
+    ports = stream.account.ports
+
+    def on_request(subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+        wake(stream)
+        if subject.rsplit(".", 1)[-1] in stream.consumers:
+            ports.publish(subject, reply, hdr, payload)
+        elif reply:  # (what a request to a consumer that is not there gets: no responders)
+            ports.publish(reply, "", status(503, ""), b"")
+
+    for prefix in (MSG_NEXT_PREFIX, "$JS.API.CONSUMER.RESET."):
+        store.subs.append(ports.subscribe(prefix + stream.name + ".*", on_request))
+
+
+def wake(stream: Stream) -> None:
+    """Open a sleeping stream's store (full recovery) and recover its consumers."""
+    d = stream.store
+    if not isinstance(d, DormantStorage) or stream.closed:
+        return
+    real = d.open()  # (first: a store that fails to open leaves the stream asleep as it was)
+    _let_go(d)
+    stream.store = real
+    stream._store_msg = real.store_msg
+    real.register_storage_updates(stream._on_storage_update)
+    stream.lseq = max(stream.lseq, real.state().last_seq)
+    stream._fold_usage()
+    stream.consumers = {}
+    lost = real.recovered_lost
+    if lost != (0, 0):
+        log.warning(
+            "JetStream stream '%s > %s' lost %d messages (%d bytes) at recovery",
+            stream.account.name,
+            stream.name,
+            lost[0],
+            lost[1],
+        )
+    consumer_registry.recover_all(stream)
+    stream._arm_expiry()  # (max_age: as a start would have armed it)
+    log.debug(
+        "JetStream: woke stream '%s > %s' (%d consumers)", stream.account.name, stream.name, len(stream.consumers)
+    )
+
+
+def _let_go(d: DormantStorage) -> None:
+    """Drop what stood in for the sleeping stream (the consumers' wildcards, the max_age timer)."""
+    for sub in d.subs:
+        sub.unsubscribe()
+    d.subs.clear()
+    if d.timer is not None:
+        d.timer.cancel()
+        d.timer = None
+
+
+def rest(stream: Stream) -> None:
+    """Stop a stream that never woke: its files are as the last clean stop left them."""
+    d = stream.store
+    if isinstance(d, DormantStorage):
+        _let_go(d)
+    stream._unsubscribe()
+    stream.closed = True
+    stream._fast = stream._counter_fast = False
+    stream._uncount()
+    stream.expiry.cancel()
+
+
+def can_sleep(stream: Stream) -> bool:
+    """Whether ``stream`` (stopped cleanly) may start asleep next time (see the module docstring)."""
+    cfg = stream.config
+    if (
+        cfg.storage != "file"
+        or cfg.retention != "limits"
+        or cfg.allow_msg_ttl
+        or cfg.subject_delete_marker_ttl
+        or cfg.allow_msg_schedules
+        or cfg.allow_atomic
+        or cfg.mirror is not None
+        or cfg.sources
+    ):
+        return False
+    for c in stream.consumers.values():
+        ccfg = c.cfg
+        if (
+            not ccfg.durable_name
+            or ccfg.mem_storage
+            or ccfg.deliver_subject
+            or ccfg.inactive_threshold
+            or ccfg.pause_until
+            or consumer_features(ccfg.metadata).dead_letter
+        ):
+            return False
+    return True
+
+
+def entry_for(stream: Stream, directory: str) -> list | None:
+    """The restart file's entry of a stopped stream (None: it starts awake next time)."""
+    d = stream.store
+    if isinstance(d, DormantStorage) and d.real is None:
+        return [*d.entry, d.config.meta]
+    if not can_sleep(stream):
+        return None
+    st = stream.store.state()
+    lost = st.lost_msgs or []
+    if len(lost) > _MAX_LOST:
+        return None
+    fp = fingerprint(directory)
+    if fp is None:
+        return None
+    return [[getattr(st, f) for f in _FIELDS], list(lost), len(stream.consumers), fp, stream.store.config.meta]
+
+
+def read_restart_file(account_dir: str) -> dict[str, list]:
+    """The entries a clean stop left, by stream name; the file is removed (durably) first, so
+    that a crash from now on leaves none and every stream is recovered at the next start."""
+    path = os.path.join(account_dir, RESTART_FILE)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return {}
+    except OSError:
+        return {}
+    try:
+        os.unlink(path)
+        fsync_dir(account_dir)
+    except OSError:
+        return {}  # (cannot be removed: it could outlive a crash, so it is not used)
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        return {}
+    if not isinstance(doc, dict) or doc.get("version") != _VERSION or not isinstance(doc.get("streams"), dict):
+        return {}
+    return doc["streams"]
+
+
+def sleeping_state(entry: list, directory: str) -> tuple[StreamState, int, dict] | None:
+    """(state, consumer count, stream meta) an entry records, if the stream's files still
+    match it (None: the stream is recovered at start)."""
+    try:
+        counters, lost, consumers, fp, meta = entry
+        if not isinstance(meta, dict) or fingerprint(directory, int(fp[0])) != fp:
+            return None
+        st = StreamState(**dict(zip(_FIELDS, counters)))
+        st.lost_msgs = [int(x) for x in lost] if lost else None
+        return st, int(consumers), meta
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+def write_restart_file(account_dir: str, entries: dict[str, list]) -> None:
+    """Record the streams that may start asleep (after every one of them stopped cleanly)."""
+    if not entries:
+        return
+    try:
+        atomic_write(
+            os.path.join(account_dir, RESTART_FILE),
+            json.dumps({"version": _VERSION, "streams": entries}, separators=(",", ":")).encode(),
+        )
+        fsync_dir(account_dir)
+    except OSError as exc:
+        log.warning(
+            "JetStream: could not write %s in %s (%s): every stream recovers at start", RESTART_FILE, account_dir, exc
+        )
