@@ -14,14 +14,13 @@ opens is answered as any other.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
-from natsd.jetstream.advisories import api_audit
-from natsd.jetstream.api.router import API_SUBSCRIPTIONS, ApiDispatcher, ApiRequest, Route
-from natsd.jetstream.errors import ApiErrors
+from natsd.jetstream.api.subjects import API_SUBSCRIPTIONS
 from natsd.subjects.tokens import subject_matches
 
 if TYPE_CHECKING:  # pragma: no cover
+    from natsd.jetstream.api.router import ApiDispatcher, ApiRequest, Route
     from natsd.jetstream.manager import ApiStats, JsAccount
     from natsd.jetstream.ports import MsgHandler, Ports, Subscription
     from natsd.jetstream.views import StreamView
@@ -32,7 +31,17 @@ _META_PREFIXES = ("$JS.API.SERVER.", "$JS.API.META.", "$JS.API.ACCOUNT.STREAM.",
 
 
 def _not_enabled(req: ApiRequest) -> dict:
+    from natsd.jetstream.errors import ApiErrors  # loaded by the router already (the first request)
+
     raise ApiErrors.NOT_ENABLED_FOR_ACCOUNT()
+
+
+def _dispatcher(routes: tuple[Route, ...], audit: Callable[[ApiRequest, bytes], None] | None = None) -> ApiDispatcher:
+    """A dispatcher over ``routes``. The router, the error table and the request decoder load
+    with the first request, not at JetStream's start (issue 26, start-up time)."""
+    from natsd.jetstream.api.router import ApiDispatcher
+
+    return ApiDispatcher(routes, audit)
 
 
 class JetStreamApi:
@@ -61,6 +70,7 @@ class JetStreamApi:
         meta ones (server remove/evacuate, meta rescue/stepdown, account purge and stream moves)
         nothing, and every other known subject 503/10039."""
         if self._not_enabled_routes is None:
+            from natsd.jetstream.api.router import Route
             from natsd.jetstream.api.streams import cluster_only  # loaded with the routes (issue 26, start-up time)
 
             self._not_enabled_routes = tuple(
@@ -77,7 +87,9 @@ class JetStreamApi:
 
         def on_api(subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
             if not dispatcher:
-                dispatcher.append(ApiDispatcher(self.routes, lambda req, data: api_audit(js_account, req, data)))
+                from natsd.jetstream.advisories import api_audit  # (with the first request: issue 26)
+
+                dispatcher.append(_dispatcher(self.routes, lambda req, data: api_audit(js_account, req, data)))
             dispatcher[0].dispatch(js_account, subject, reply, hdr, payload)
 
         # The $JS.<domain>.API. prefix is a subject mapping onto these (natsd.jetstream.domain_mappings).
@@ -100,10 +112,12 @@ class JetStreamApi:
 
         def on_api(subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
             if not tables:
+                from natsd.jetstream.api.router import Route
+
                 tables.extend(
                     (
-                        ApiDispatcher(self.not_enabled_routes()),
-                        ApiDispatcher((Route("$JS.API.>", "system_response", _not_enabled),)),
+                        _dispatcher(self.not_enabled_routes()),
+                        _dispatcher((Route("$JS.API.>", "system_response", _not_enabled),)),
                         [r.pattern for r in self.routes if r.pattern.startswith(_META_PREFIXES)],
                     )
                 )
