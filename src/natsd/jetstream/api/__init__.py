@@ -14,7 +14,8 @@ opens is answered as any other.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+import gc
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from natsd.jetstream.api.subjects import API_SUBSCRIPTIONS
 from natsd.subjects.tokens import subject_matches
@@ -34,6 +35,22 @@ def _not_enabled(req: ApiRequest) -> dict:
     from natsd.jetstream.errors import ApiErrors  # loaded by the router already (the first request)
 
     raise ApiErrors.NOT_ENABLED_FOR_ACCOUNT()
+
+
+_T = TypeVar("_T")
+
+
+def _collector_paused(load: Callable[[], _T]) -> _T:
+    """``load()`` (the first request's imports) with the cyclic collector paused: the modules make
+    objects by the thousand and none is garbage, so a collection meanwhile only walks the heap
+    (main() and Server.run pause it for the start's imports the same way; issue 26)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return load()
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _dispatcher(routes: tuple[Route, ...], audit: Callable[[ApiRequest, bytes], None] | None = None) -> ApiDispatcher:
@@ -87,14 +104,18 @@ class JetStreamApi:
 
         def on_api(subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
             if not dispatcher:
-                from natsd.jetstream.advisories import api_audit  # (with the first request: issue 26)
-
-                dispatcher.append(_dispatcher(self.routes, lambda req, data: api_audit(js_account, req, data)))
+                dispatcher.append(_collector_paused(lambda: self._audited_dispatcher(js_account)))
             dispatcher[0].dispatch(js_account, subject, reply, hdr, payload)
 
         # The $JS.<domain>.API. prefix is a subject mapping onto these (natsd.jetstream.domain_mappings).
         subs = [ports.subscribe(p, on_api) for p in API_SUBSCRIPTIONS]
         return subs
+
+    def _audited_dispatcher(self, js_account: "JsAccount") -> ApiDispatcher:
+        """The account's dispatcher over every route, each request audited (its advisory)."""
+        from natsd.jetstream.advisories import api_audit  # (with the first request: issue 26)
+
+        return _dispatcher(self.routes, lambda req, data: api_audit(js_account, req, data))
 
     def answer_not_enabled(self, ports: "Ports", stats: "ApiStats", system: bool = False) -> list["Subscription"]:
         """For an account *without* JetStream on a JetStream server: answer every ``$JS.API``
