@@ -83,8 +83,22 @@ NOT_FOR_JETSTREAM = (
 
 # What a JetStream start with an empty store leaves for first use: the API's handler table and
 # handlers (first $JS.API request), the stream, consumer and snapshot layers and the file store's
-# blocks (first stream created or recovered), the feature list (first /jsz).
+# blocks (first stream created or recovered), the feature list (first /jsz); and (issue 26, second
+# step) the API's dispatcher, error table and request decoder (first $JS.API request), the config
+# models and their checks, the store's seam types and memory store (first stream), the
+# temporary-directory module (only a start without -sd) and shutil behind it.
 JETSTREAM_ON_FIRST_USE = (
+    "natsd.jetstream.api.router",
+    "natsd.jetstream.errors",
+    "natsd.jetstream.gojson",
+    "natsd.jetstream.advisories",
+    "natsd.jetstream.config.models",
+    "natsd.jetstream.config.stream_checks",
+    "natsd.store.base",
+    "natsd.store.memory",
+    "natsd.store.seqindex",
+    "tempfile",
+    "shutil",
     "natsd.jetstream.api.routes",
     "natsd.jetstream.api.streams",
     "natsd.jetstream.api.consumers",
@@ -133,7 +147,7 @@ def test_jetstream_start_imports_no_unused_transport(tmp_path):
 
 def test_jetstream_start_with_an_empty_store_defers_the_api_and_stream_layers(tmp_path):
     mods = _modules("-js", "-sd", str(tmp_path))
-    assert "natsd.jetstream.api.router" in mods  # (the API subjects are subscribed at start)
+    assert "natsd.jetstream.api.subjects" in mods  # (the API subjects are subscribed at start)
     assert _loaded(mods, JETSTREAM_ON_FIRST_USE) == []
 
 

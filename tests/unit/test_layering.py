@@ -298,6 +298,20 @@ FUNCTION_LEVEL_ALLOWED: set[tuple[str, str]] = {
     ("jetstream/manager.py", "natsd.jetstream.snapshot"),
     ("jetstream/manager.py", "natsd.jetstream"),  # (consumer_registry, at recovery)
     ("jetstream/manager.py", "natsd.jetstream.features.metadata"),
+    # issue 26, second step: a -js start on an empty store loads neither the API's dispatcher, error
+    # table and request decoder (first $JS.API request), nor the config models, their checks and
+    # the store's seam types (first stream or template): they were a third of such a start
+    ("jetstream/api/__init__.py", "natsd.jetstream.api.router"),
+    ("jetstream/api/__init__.py", "natsd.jetstream.advisories"),
+    ("jetstream/api/__init__.py", "natsd.jetstream.errors"),
+    ("jetstream/manager.py", "natsd.jetstream.errors"),
+    ("jetstream/manager.py", "natsd.jetstream.config.models"),
+    ("jetstream/manager.py", "natsd.store.base"),
+    ("jetstream/templates.py", "natsd.jetstream.errors"),
+    ("jetstream/templates.py", "natsd.jetstream.advisories"),
+    ("jetstream/templates.py", "natsd.jetstream.config.models"),
+    ("jetstream/templates.py", "natsd.jetstream.config.stream_checks"),
+    ("jetstream/wire.py", "natsd.jetstream.errors"),
 }
 
 
@@ -419,18 +433,21 @@ FUNCTION_LOCAL_IMPORTS = {
     "(top)": 7 + 2,
     "cli": 22,
     "config": 9 + 3 + 2,
-    "jetstream": 5 + 1 - 1 + 11 + 4,
+    "jetstream": 5 + 1 - 1 + 11 + 5 + 25,
     "server": 23 + 3 + 4 + 2 - 1 + 1,
     "spark": 15,
-    "store": 6 + 2,
+    "store": 6 + 2 + 3,
     "testing": 18,
 }
 # issue 26, -js start-up: jetstream +11 (the API's handler table, the stream/consumer/snapshot layers and
 # the feature list load on first use: FUNCTION_LEVEL_ALLOWED), (top) +2 and config +2 (pathlib, with
 # urllib.parse, only for a compiled build or a config file), server +1 (natsd.server.Server on first use:
 # `natsd -v` and the command line load without the server).
-# jetstream +4: natsd.jetstream.dormant (sleeping streams, issue 31) loads with the first stream, like the stream
-# layer (recover, stop, the consumer count, a stray restart file).
+# jetstream +5: natsd.jetstream.dormant (sleeping streams, issue 31) loads with the first stream, like the stream
+# layer (recover, stop, the consumer count, a stray restart file), with the store error type.
+# jetstream +25, store +3 (issue 26, second step): the API's dispatcher and error table, the config
+# models and checks, the store's seam types and memory store, tempfile and shutil load with the first
+# request / stream / template, not at a -js start (FUNCTION_LEVEL_ALLOWED).
 # jetstream -1, server -1: sourcing's and MQTT's copies of getHash imported hashlib lazily; natsd.gohash now.
 # server +2: the auth callout (nkeys/PyNaCl) and the log-file/syslog handlers load only when configured (issue 29).
 # store +2: encryption (cryptography) loaded only when a key is configured (issue 29).

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from natsd.jetstream.config.models import rfc3339
+from natsd.gotime import format_rfc3339_or_zero as rfc3339  # (models.rfc3339; not models: issue 26, start-up time)
 from natsd.nuid import nuid
 
 if TYPE_CHECKING:  # pragma: no cover

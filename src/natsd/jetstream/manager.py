@@ -18,23 +18,23 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Protocol, cast
 
 from natsd.config import feature_flags
-from natsd.gotime import format_duration
+from natsd.gotime import format_duration, format_rfc3339_or_zero as rfc3339, parse_rfc3339_or_zero as parse_rfc3339
 from natsd.jetstream import domain_mappings
 from natsd.jetstream.consumer import ConsumerHub
-from natsd.jetstream.errors import ApiError, ApiErrors
-from natsd.jetstream.config.models import JS_API_LEVEL, StreamConfig, rfc3339, parse_rfc3339
+from natsd.jetstream.config.constants import JS_API_LEVEL  # (models load with the first stream: issue 26)
 from natsd.jetstream.templates import TemplateManager
 from natsd.jetstream.wire import dumps
 from natsd.jetstream.config.batch_limits import batch_limits_for
-from natsd.store import StoreKeyError, list_stream_dirs, load_stream_meta, open_stream_store, store_encryption
+from natsd.store import list_stream_dirs, load_stream_meta, open_stream_store, store_encryption
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Clock
+    from natsd.jetstream.errors import ApiError
+    from natsd.jetstream.config.models import StreamConfig
     from natsd.config.options import AccountJetStreamLimits, ServerOptions
     from natsd.jetstream.ports import MsgHandler, Ports, Subscription
     from natsd.jetstream.snapshot import RestoreReceiver, SnapshotSender
@@ -65,6 +65,8 @@ _UNLIMITED_RESERVED = 18446744073709551615
 
 def default_store_dir() -> str:
     """``<system temp>/nats`` -- the engine appends ``jetstream`` like nats-server."""
+    import tempfile  # (with shutil behind it: only a start without a store directory, issue 26)
+
     return os.path.join(tempfile.gettempdir(), "nats")
 
 
@@ -153,6 +155,8 @@ class ApiSurface(Protocol):
 def _refuse_update_during_snapshot(stream: Stream) -> None:
     """STREAM.UPDATE check: the backup's config may not change under it (reference 10069)."""
     if stream.snapshots_running:
+        from natsd.jetstream.errors import ApiErrors  # (the error table loads with the first request: issue 26)
+
         raise ApiErrors.STREAM_UPDATE(err="stream snapshot in progress")
 
 
@@ -212,6 +216,8 @@ class JsAccount:
     def lookup_stream(self, name: str) -> Stream:
         s = self.streams.get(name)
         if s is None:
+            from natsd.jetstream.errors import ApiErrors  # (the error table loads with the first request: issue 26)
+
             raise ApiErrors.STREAM_NOT_FOUND()
         return s
 
@@ -266,6 +272,7 @@ class JsAccount:
                 dormant.read_restart_file(account_dir)
             return
         from natsd.jetstream import dormant  # (the stream layer's, like Stream: loaded with the first stream)
+        from natsd.store.base import StoreKeyError
 
         keys = self.engine.keys_for(self.name)
         asleep = dormant.read_restart_file(account_dir) if keys is None else {}
@@ -303,7 +310,9 @@ class JsAccount:
     ) -> None:
         # (the stream layer loads with the first stream: issue 26)
         from natsd.jetstream import consumer_registry, dormant
+        from natsd.jetstream.config.models import StreamConfig
         from natsd.jetstream.stream.core import Stream, store_config_for
+        from natsd.store.base import StoreKeyError
 
         t0 = self.clock.monotonic_ns()  # (how long the restore took, logged as nats-server does)
         try:
@@ -425,11 +434,14 @@ class JsAccount:
         if self._usage_dirty:
             self.usage()
         if storage == "memory":
-            if lim.max_memory >= 0 and self._usage["memory"] + size > lim.max_memory:
-                return ApiErrors.ACCOUNT_RESOURCES_EXCEEDED()
-        elif lim.max_storage >= 0 and self._usage["file"] + size > lim.max_storage:
-            return ApiErrors.ACCOUNT_RESOURCES_EXCEEDED()
-        return None
+            full = lim.max_memory >= 0 and self._usage["memory"] + size > lim.max_memory
+        else:
+            full = lim.max_storage >= 0 and self._usage["file"] + size > lim.max_storage
+        if not full:
+            return None
+        from natsd.jetstream.errors import ApiErrors  # (the error table loads with the first request: issue 26)
+
+        return ApiErrors.ACCOUNT_RESOURCES_EXCEEDED()
 
     def note_stored(self, storage: str, size: int) -> None:
         # Approximate running usage between refreshes (exact numbers come from the stores).
@@ -451,6 +463,8 @@ class JsAccount:
         """Limits at stream create/update: stream count (10027), stream max_consumers vs the
         account's (10026), max_bytes required (10113) / too large (10122), reservations vs the
         account and server limits (10028 memory / 10047 storage)."""
+        from natsd.jetstream.errors import ApiErrors  # (the error table loads with the first request: issue 26)
+
         lim = self.limits
         if existing is None and lim is not None and lim.max_streams > 0 and len(self.streams) >= lim.max_streams:
             raise ApiErrors.MAXIMUM_STREAMS_LIMIT()

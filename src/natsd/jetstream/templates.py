@@ -38,16 +38,14 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 from typing import TYPE_CHECKING, Any
 
-from natsd.jetstream.advisories import stream_action
-from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.atomicfile import atomic_write
-from natsd.jetstream.config.models import StreamConfig
-from natsd.jetstream.config.stream_checks import check_stream_config, check_subject_overlap, refuse_unsupported
 
+# The error table, the config models and their checks load with the first template operation,
+# not with the TemplateManager every JetStream account makes at start (issue 26, start-up time).
 if TYPE_CHECKING:  # pragma: no cover
+    from natsd.jetstream.config.models import StreamConfig
     from natsd.jetstream.views import AccountView
 
 __all__ = ["StreamTemplate", "TemplateManager", "canonical_name", "JS_MAX_NAME_LEN", "TEMPLATES_DIR"]
@@ -136,6 +134,8 @@ class StreamTemplate:
         if len(self.live_streams()) >= self.max_streams:
             self._warn("JetStream could not create stream for account %r on subject %r, at limit", acct.name, subject)
             return
+        from natsd.jetstream.errors import ApiError  # (loaded by create_stream's checks: issue 26)
+
         try:
             stream = self.manager.create_stream(self, cn, subject)
         except (ApiError, OSError, ValueError) as e:
@@ -159,6 +159,9 @@ class TemplateManager:
     # -- API operations --------------------------------------------------------------------------
     def add(self, name: str, raw_config: Any, max_streams: int, persist: bool = True) -> StreamTemplate:
         """Create a template (reference ``addStreamTemplate``); raises ApiError."""
+        from natsd.jetstream.config.models import StreamConfig
+        from natsd.jetstream.config.stream_checks import check_stream_config
+        from natsd.jetstream.errors import ApiErrors
 
         if not isinstance(raw_config, dict):
             raise ApiErrors.STREAM_TEMPLATE_CREATE(err="template config is required")
@@ -196,11 +199,17 @@ class TemplateManager:
     def lookup(self, name: str) -> StreamTemplate:
         t = self.templates.get(name)
         if t is None:
+            from natsd.jetstream.errors import ApiErrors
+
             raise ApiErrors.STREAM_TEMPLATE_NOT_FOUND()
         return t
 
     def delete(self, name: str) -> None:
         """Delete the template and every stream it created."""
+        import shutil  # (bz2 and lzma behind it: not at a JetStream start, issue 26)
+
+        from natsd.jetstream.advisories import stream_action
+        from natsd.jetstream.errors import ApiErrors
 
         t = self.lookup(name)
         del self.templates[name]
@@ -239,6 +248,8 @@ class TemplateManager:
 
     # -- stream creation -------------------------------------------------------------------------
     def create_stream(self, t: StreamTemplate, name: str, subject: str) -> Any:
+        from natsd.jetstream.advisories import stream_action
+        from natsd.jetstream.config.stream_checks import check_stream_config, check_subject_overlap, refuse_unsupported
 
         acct = self.account
         cfg = t.config.copy()
@@ -289,6 +300,8 @@ class TemplateManager:
             names = sorted(os.listdir(self.directory))
         except FileNotFoundError:
             return
+        from natsd.jetstream.errors import ApiError  # (a store with templates: issue 26)
+
         for name in names:
             d = os.path.join(self.directory, name)
             if name in self.templates or not os.path.isdir(d):
@@ -333,6 +346,8 @@ class TemplateManager:
     def refuse_update_of_owned_stream(self, stream: Any) -> None:
         """STREAM.UPDATE check: a stream a template created takes its config from the template."""
         if self.owner_of(stream.name):
+            from natsd.jetstream.errors import ApiErrors
+
             raise ApiErrors.STREAM_INVALID_CONFIG(
                 err="stream configuration update not allowed on template owned stream"
             )

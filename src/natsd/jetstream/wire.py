@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from natsd import nats_headers as NH
 from natsd.gotime import parse_duration
-from natsd.jetstream.errors import ApiError, ApiErrors
-from natsd.jetstream.config.models import JS_API_LEVEL, SECOND
+from natsd.jetstream.config.constants import JS_API_LEVEL, SECOND
 from natsd.protocol.headers import get_header
+
+if TYPE_CHECKING:  # pragma: no cover
+    from natsd.jetstream.errors import ApiError
 
 __all__ = [
     "TYPE_PREFIX",
@@ -122,10 +124,11 @@ def parse_ttl(value: str) -> int:
         ns = parse_duration(value)
     except ValueError:
         ns = None
-    if ns is not None:
-        if ns < SECOND:
-            raise ApiErrors.MESSAGE_TTL_INVALID()
+    if ns is not None and ns >= SECOND:
         return ns // SECOND
-    if value.isdigit():
+    if ns is None and value.isdigit():
         return int(value)
+    # the error table loads with the first API request or bad TTL (issue 26, start-up time)
+    from natsd.jetstream.errors import ApiErrors
+
     raise ApiErrors.MESSAGE_TTL_INVALID()

@@ -414,7 +414,7 @@ class Server:
         # deferred (issue 26, start-up time): the engine and its API are imported only when asked for
         from natsd.jetstream.api import JetStreamApi
         from natsd.jetstream.manager import JetStreamEngine
-        from natsd.jetstream.config.models import JS_API_LEVEL
+        from natsd.jetstream.config.constants import JS_API_LEVEL
         from natsd.server.jsbanner import log_jetstream_banner, log_recovery_summary  # (imports jetstream types)
 
         engine = JetStreamEngine(

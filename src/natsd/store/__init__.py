@@ -11,35 +11,37 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-from natsd.store.base import (
-    ConsumerState,
-    ConsumerStore,
-    CorruptState,
-    DiscardPolicy,
-    MaxBytes,
-    MaxMsgs,
-    MaxMsgsPerSubject,
-    MsgNotFound,
-    Pending,
-    SequencePair,
-    SimpleState,
-    StorageType,
-    StorageUpdateHandler,
-    StoreClosed,
-    StoreConfig,
-    StoreEOF,
-    StoreError,
-    StoreFull,
-    StoreKeyError,
-    StoreMsg,
-    StoreWriteError,
-    MsgRun,
-    StreamState,
-    StreamStore,
-)
-from natsd.store.memory import MemoryConsumerStore, MemoryStreamStore, mem_store_msg_size
-
+# The seam's types and the memory store load with the first stream (or the first name asked
+# for), not with the JetStream start of an empty store (issue 26, start-up time):
+# ``__getattr__`` below.
 if TYPE_CHECKING:
+    from natsd.store.base import (
+        ConsumerState,
+        ConsumerStore,
+        CorruptState,
+        DiscardPolicy,
+        MaxBytes,
+        MaxMsgs,
+        MaxMsgsPerSubject,
+        MsgNotFound,
+        Pending,
+        SequencePair,
+        SimpleState,
+        StorageType,
+        StorageUpdateHandler,
+        StoreClosed,
+        StoreConfig,
+        StoreEOF,
+        StoreError,
+        StoreFull,
+        StoreKeyError,
+        StoreMsg,
+        StoreWriteError,
+        MsgRun,
+        StreamState,
+        StreamStore,
+    )
+    from natsd.store.memory import MemoryConsumerStore, MemoryStreamStore, mem_store_msg_size
     from natsd.store.file.encryption import AccountKeys, Encryption
 
 __all__ = [
@@ -99,7 +101,9 @@ def open_stream_store(
     the file store (``block_size``, ``keys`` to encrypt it, ...); ``threaded_writes=True`` lets it write big batches on
     the process's writer thread when that is enabled (``flush_async``, natsd.store.file.writer).
     """
-    if config.storage == StorageType.MEMORY:
+    if config.storage == "memory":  # (StorageType.MEMORY, a StrEnum)
+        from natsd.store.memory import MemoryStreamStore
+
         return MemoryStreamStore(config, clock)
     if directory is None:
         raise ValueError("a file store needs a directory")
@@ -145,7 +149,11 @@ def load_stream_meta(directory: str, keys: AccountKeys | None = None) -> dict | 
         return read_meta(directory, name, asset)
     except FileNotFoundError:
         return None
-    except CorruptState as exc:
+    except Exception as exc:
+        from natsd.store.base import CorruptState
+
+        if not isinstance(exc, CorruptState):
+            raise
         logging.getLogger("natsd.store").error("%s", exc)
         return None
 
@@ -171,3 +179,22 @@ def list_stream_dirs(account_dir: str) -> list[str]:
             out.append(d)
     out += [os.path.join(streams, n) for n in cut if os.path.join(streams, n) not in out]
     return sorted(out)
+
+
+_LAZY = {
+    "MemoryStreamStore": "memory",
+    "MemoryConsumerStore": "memory",
+    "mem_store_msg_size": "memory",
+}
+
+
+def __getattr__(name: str) -> object:
+    # The names of natsd.store.base and natsd.store.memory this package re-exports, imported on
+    # first use (issue 26, start-up time: see above).
+    if name in __all__:
+        import importlib
+
+        value = getattr(importlib.import_module(f"natsd.store.{_LAZY.get(name, 'base')}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,14 +14,14 @@ opens is answered as any other.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import gc
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
-from natsd.jetstream.advisories import api_audit
-from natsd.jetstream.api.router import API_SUBSCRIPTIONS, ApiDispatcher, ApiRequest, Route
-from natsd.jetstream.errors import ApiErrors
+from natsd.jetstream.api.subjects import API_SUBSCRIPTIONS
 from natsd.subjects.tokens import subject_matches
 
 if TYPE_CHECKING:  # pragma: no cover
+    from natsd.jetstream.api.router import ApiDispatcher, ApiRequest, Route
     from natsd.jetstream.manager import ApiStats, JsAccount
     from natsd.jetstream.ports import MsgHandler, Ports, Subscription
     from natsd.jetstream.views import StreamView
@@ -32,7 +32,33 @@ _META_PREFIXES = ("$JS.API.SERVER.", "$JS.API.META.", "$JS.API.ACCOUNT.STREAM.",
 
 
 def _not_enabled(req: ApiRequest) -> dict:
+    from natsd.jetstream.errors import ApiErrors  # loaded by the router already (the first request)
+
     raise ApiErrors.NOT_ENABLED_FOR_ACCOUNT()
+
+
+_T = TypeVar("_T")
+
+
+def _collector_paused(load: Callable[[], _T]) -> _T:
+    """``load()`` (the first request's imports) with the cyclic collector paused: the modules make
+    objects by the thousand and none is garbage, so a collection meanwhile only walks the heap
+    (main() and Server.run pause it for the start's imports the same way; issue 26)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return load()
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _dispatcher(routes: tuple[Route, ...], audit: Callable[[ApiRequest, bytes], None] | None = None) -> ApiDispatcher:
+    """A dispatcher over ``routes``. The router, the error table and the request decoder load
+    with the first request, not at JetStream's start (issue 26, start-up time)."""
+    from natsd.jetstream.api.router import ApiDispatcher
+
+    return ApiDispatcher(routes, audit)
 
 
 class JetStreamApi:
@@ -61,6 +87,7 @@ class JetStreamApi:
         meta ones (server remove/evacuate, meta rescue/stepdown, account purge and stream moves)
         nothing, and every other known subject 503/10039."""
         if self._not_enabled_routes is None:
+            from natsd.jetstream.api.router import Route
             from natsd.jetstream.api.streams import cluster_only  # loaded with the routes (issue 26, start-up time)
 
             self._not_enabled_routes = tuple(
@@ -77,12 +104,18 @@ class JetStreamApi:
 
         def on_api(subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
             if not dispatcher:
-                dispatcher.append(ApiDispatcher(self.routes, lambda req, data: api_audit(js_account, req, data)))
+                dispatcher.append(_collector_paused(lambda: self._audited_dispatcher(js_account)))
             dispatcher[0].dispatch(js_account, subject, reply, hdr, payload)
 
         # The $JS.<domain>.API. prefix is a subject mapping onto these (natsd.jetstream.domain_mappings).
         subs = [ports.subscribe(p, on_api) for p in API_SUBSCRIPTIONS]
         return subs
+
+    def _audited_dispatcher(self, js_account: "JsAccount") -> ApiDispatcher:
+        """The account's dispatcher over every route, each request audited (its advisory)."""
+        from natsd.jetstream.advisories import api_audit  # (with the first request: issue 26)
+
+        return _dispatcher(self.routes, lambda req, data: api_audit(js_account, req, data))
 
     def answer_not_enabled(self, ports: "Ports", stats: "ApiStats", system: bool = False) -> list["Subscription"]:
         """For an account *without* JetStream on a JetStream server: answer every ``$JS.API``
@@ -100,10 +133,12 @@ class JetStreamApi:
 
         def on_api(subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
             if not tables:
+                from natsd.jetstream.api.router import Route
+
                 tables.extend(
                     (
-                        ApiDispatcher(self.not_enabled_routes()),
-                        ApiDispatcher((Route("$JS.API.>", "system_response", _not_enabled),)),
+                        _dispatcher(self.not_enabled_routes()),
+                        _dispatcher((Route("$JS.API.>", "system_response", _not_enabled),)),
                         [r.pattern for r in self.routes if r.pattern.startswith(_META_PREFIXES)],
                     )
                 )

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generator, Iterable
 from natsd.jetstream import gojson
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.wire import dumps, error_envelope, required_level_too_high
+from natsd.jetstream.api.subjects import API_SUBSCRIPTIONS, JS_API_PREFIX
 from natsd.subjects.sublist import Sublist
 from natsd.protocol.headers import get_header
 
@@ -67,29 +68,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("natsd.jetstream.api")
-
-JS_API_PREFIX = "$JS.API."
-
-# The API subjects an account listens on. Not "$JS.API.>": DIRECT.GET.<stream> and
-# CONSUMER.MSG.NEXT.<stream>.<consumer> must give "no responders" when the stream / consumer does
-# not exist (the reference skips its $JS.API.> import for those two prefixes), so they are
-# subscribed by the streams and consumers themselves. These patterns cover every other API
-# subject (the patterns never overlap, so a request is handled once); an unknown subject gets
-# no reply at all (a client timeout), as the reference. The CONSUMER family is covered by token
-# count up to 6 tokens, and per verb beyond, which leaves out exactly MSG.NEXT.<stream>.<consumer>.
-_CONSUMER_VERBS = ("CREATE", "DURABLE", "NAMES", "LIST", "INFO", "DELETE", "PAUSE", "UNPIN", "RESET", "LEADER")
-API_SUBSCRIPTIONS = (
-    "$JS.API.*",
-    "$JS.API.STREAM.>",
-    "$JS.API.CONSUMER.*",
-    "$JS.API.CONSUMER.*.*",
-    "$JS.API.CONSUMER.*.*.*",
-    *(f"$JS.API.CONSUMER.{verb}.*.*.>" for verb in _CONSUMER_VERBS),
-    "$JS.API.META.>",
-    "$JS.API.SERVER.>",
-    "$JS.API.ACCOUNT.>",
-    "$JS.API.DIRECT.*",
-)
 
 # A body whose fields nobody checks (handlers that take any JSON object).
 _ANY_OBJECT = gojson.GoStruct("object", {}, open=True)

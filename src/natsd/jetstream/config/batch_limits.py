@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from natsd.jetstream.config.models import SECOND
+from natsd.jetstream.config.constants import SECOND
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.config.options import JetStreamOptions

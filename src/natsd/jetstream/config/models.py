@@ -28,6 +28,7 @@ from natsd.jetstream.gojson import go_kind
 import enum
 from natsd.store.base import DiscardPolicy, StorageType  # the store's own enums: one definition
 from natsd.store.base import StreamState
+from natsd.jetstream.config.constants import JS_API_LEVEL, MS, SECOND  # (defined there for the start: issue 26)
 
 __all__ = [
     "StreamConfig",
@@ -63,14 +64,6 @@ __all__ = [
     "SECOND",
 ]
 
-MS = 1_000_000
-SECOND = 1_000_000_000
-
-#: The $JS.API level we implement, that of nats-server 2.14 (the version natsd advertises): 1 per-message
-#: TTL and delete markers, 2 counters, atomic batch, schedules and async persist, 3 snapshot
-#: ``window_size``, 4 fast batch publish and ``ack_policy: flow_control`` consumers, 5 (2.15) the
-#: stream identity of sourcing consumers (``natsd.jetstream.identity``).
-JS_API_LEVEL = 5
 
 JS_MAX_NAME_LEN = 255
 JS_MAX_DESCRIPTION_LEN = 4 * 1024

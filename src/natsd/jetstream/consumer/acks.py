@@ -32,7 +32,7 @@ from itertools import repeat
 from typing import TYPE_CHECKING, Any, cast
 
 from natsd.jetstream.consumer.helpers import num, parse_go_duration
-from natsd.jetstream.config.models import MS  # (not consumer_config: that loads with the first consumer)
+from natsd.jetstream.config.constants import MS  # (not consumer_config nor models: they load with the first stream)
 from natsd.subjects.tokens import subject_matches
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -180,3 +180,33 @@ def test_required_api_level_as_nats_server_reads_it(value, too_high):
     assert required_level_too_high(hdr) is too_high
     lower = None if value is None else hdr.replace(b"Nats-Required-Api-Level", b"nats-required-api-level")
     assert required_level_too_high(lower) is False  # another name to nats-server
+
+
+def test_the_first_requests_imports_run_with_the_collector_paused_and_resumed():
+    """Issue 26: the modules the first $JS.API request loads run with the cyclic collector off
+    (they only add live objects), and its state is given back whatever the load does."""
+    import gc
+
+    from natsd.jetstream.api import _collector_paused
+
+    assert gc.isenabled()
+    assert _collector_paused(gc.isenabled) is False
+    assert gc.isenabled()
+    with pytest.raises(ZeroDivisionError):
+        _collector_paused(lambda: 1 // 0)
+    assert gc.isenabled()
+    gc.disable()
+    try:  # a caller that paused it itself (main(), Server.run) keeps it paused
+        assert _collector_paused(gc.isenabled) is False
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_the_api_router_and_error_table_are_not_needed_to_subscribe():
+    """The account's API subjects are the router's, kept where the start can read them without
+    loading the dispatcher (issue 26)."""
+    from natsd.jetstream.api import subjects
+
+    assert subjects.API_SUBSCRIPTIONS is API_SUBSCRIPTIONS
+    assert "$JS.API.STREAM.>" in API_SUBSCRIPTIONS
