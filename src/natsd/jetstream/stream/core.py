@@ -83,6 +83,11 @@ class Stream:
         self.created_ns = created_ns
         self.clock: Clock = account.clock
         self.consumers: dict[str, ConsumerView] = {}
+        # Consumers told about new messages after each turn: push consumers and pull consumers
+        # with waiting requests (issue 31: a publish must not touch thousands of idle consumers;
+        # they read notified_seq when they next count num_pending or get a request).
+        self.wakers: dict[str, ConsumerView] = {}
+        self.notified_seq = 0
         self.closed = False
         # Snapshots being sent (natsd.jetstream.snapshot): while any runs, nothing expires (the
         # backup must be consistent) and STREAM.UPDATE is refused (see api/snapshot.py).
@@ -353,7 +358,7 @@ class Stream:
                 self.store.flush()
                 self._pristine = False
         if self.consumers:
-            self._notify_new(self.lseq)
+            self._notify_new(self.lseq, everyone=True)  # (retention may have changed: acks follow)
 
     # ---------------------------------------------------------------------------------------
     # the publish path (natsd.jetstream.stream.ingest)
@@ -475,6 +480,11 @@ class Stream:
             ):
                 raise ApiErrors.MAXIMUM_CONSUMERS_LIMIT()
         self.consumers[name] = consumer
+
+    def wake_on_new(self, consumer: ConsumerView) -> None:
+        """``consumer`` can take new messages now (push, or a pull request is waiting): tell it
+        about them after each turn until it no longer ``wants_new()``."""
+        self.wakers[consumer.name] = consumer
 
     def remove_consumer(self, name: str) -> None:
         """Forget consumer ``name``; on interest streams, messages only it held are removed."""
