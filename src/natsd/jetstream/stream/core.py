@@ -470,12 +470,16 @@ class Stream:
             mc = self.config.max_consumers
             if mc <= 0:
                 mc = self.account.engine.default_max_consumers
-            if mc > 0 and sum(1 for c in self.consumers.values() if not _is_direct(c)) >= mc:
+            # The exact (limitable) counts walk every consumer: only when the plain count could
+            # reach the limit, so adding the n-th consumer is not O(n) (issue 31).
+            consumers = self.consumers
+            if mc > 0 and len(consumers) >= mc and sum(1 for c in consumers.values() if not _is_direct(c)) >= mc:
                 raise ApiErrors.MAXIMUM_CONSUMERS_LIMIT()
             lim = self.account.limits
             if (
                 lim is not None
                 and lim.max_consumers > 0
+                and self.account.num_consumers() >= lim.max_consumers
                 and self.account.num_consumers(limitable=True) >= lim.max_consumers
             ):
                 raise ApiErrors.MAXIMUM_CONSUMERS_LIMIT()
