@@ -607,8 +607,11 @@ class JetStreamEngine:
         if self._sync_timer is not None:
             self._sync_timer.cancel()
             self._sync_timer = None
-        for acc in list(self.accounts.values()):
-            acc.stop()
+        from natsd.store.file.stopsync import one_sync_for  # (not loaded until a stop)
+
+        with one_sync_for(self.store_dir):  # one filesystem sync, not two fsyncs per stream (issue 31)
+            for acc in list(self.accounts.values()):
+                acc.stop()
 
     def resources_exceeded(self, storage: str) -> None:
         """A publish was refused for the server-wide limit: log it, at most every 10 s (as the
