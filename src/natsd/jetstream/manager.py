@@ -32,6 +32,7 @@ from natsd.jetstream.templates import TemplateManager
 from natsd.jetstream.wire import dumps
 from natsd.jetstream.config.batch_limits import batch_limits_for
 from natsd.store import StoreKeyError, list_stream_dirs, load_stream_meta, open_stream_store, store_encryption
+from natsd.store.stopsync import one_sync_for
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Clock
@@ -607,8 +608,6 @@ class JetStreamEngine:
         if self._sync_timer is not None:
             self._sync_timer.cancel()
             self._sync_timer = None
-        from natsd.store.file.stopsync import one_sync_for  # (not loaded until a stop)
-
         with one_sync_for(self.store_dir):  # one filesystem sync, not two fsyncs per stream (issue 31)
             for acc in list(self.accounts.values()):
                 acc.stop()

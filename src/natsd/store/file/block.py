@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Callable
 
 from natsd.atomicfile import atomic_write, fsync_dir
 from natsd.store.base import StoreWriteError
-from natsd.store.file import stopsync
+from natsd.store import stopsync
 from natsd.store.file.compress import ChunkCache, CompressedView, CorruptBlock, is_compressed
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from natsd.store.file.index import BlockInfo, IndexSnapshot, decode_index, encode_index
 from natsd.store.file.layout import INDEX_FILE
-from natsd.store.file import stopsync
+from natsd.store import stopsync
 from natsd.store.file.meta import atomic_write
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""A clean stop of many streams syncs the filesystem once (natsd.store.file.stopsync, issue 31):
+"""A clean stop of many streams syncs the filesystem once (natsd.store.stopsync, issue 31):
 inside ``one_sync_for`` the stores make no fsync of their own, the filesystem is synced once at
 the end, and every store restarts from its index.db exactly as after an ordinary stop."""
 
@@ -11,7 +11,8 @@ import pytest
 from natsd.clock import ManualClock
 from natsd.store import open_stream_store
 from natsd.store.base import StoreConfig
-from natsd.store.file import block, stopsync
+from natsd.store import stopsync
+from natsd.store.file import block
 from natsd.store.file.layout import INDEX_FILE, MSGS_DIR
 
 pytestmark = pytest.mark.timeout(30)
