@@ -192,9 +192,6 @@ class FileStreamStore(IndexedStreamStore):
         # The key first: a key that does not open the stream stops here, nothing written.
         self._asset = open_asset_key(directory, keys, config.name, f"stream {config.name!r}")
         os.makedirs(self._msgs_dir, exist_ok=True)
-        # Not fsynced unless the stream syncs always, as nats-server (writeFileWithOptionalSync:
-        # strace -c of 50 creates shows no fsync) and as consumers' metas: a kill -9 cannot undo
-        # the rename; three fsyncs were most of a create's time (issue 31).
         write_meta(directory, self._meta_dict(), config.name, fsync=self._sync_always, asset=self._asset)
         recovery = Recovery(self)
         try:
