@@ -151,6 +151,8 @@ class ConsumerView(Protocol):
 
     def on_new_messages(self, last_seq: int) -> None: ...
 
+    def wants_new(self) -> bool: ...
+
     def on_purge(self, first_seq: int) -> None: ...
 
     def on_msg_removed(self, seq: int, subject: str | None = None, purged: bool = False) -> None: ...
@@ -172,9 +174,13 @@ class StreamView(Protocol):
     created_ns: int
     snapshots_running: int
     lseq: int
+    #: the last sequence consumers were told about (an idle consumer reads it lazily)
+    notified_seq: int
 
     @property
     def account(self) -> AccountView: ...
+
+    def wake_on_new(self, consumer: ConsumerView) -> None: ...
 
     #: name -> consumer; the consumer registry (natsd.jetstream.consumer_registry) adds and
     #: removes entries, so every value is a :class:`natsd.jetstream.consumer.Consumer`

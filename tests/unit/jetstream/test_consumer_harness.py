@@ -89,7 +89,11 @@ class FakeStream:
         self.clock = account.clock
         self.consumers: dict[str, Any] = {}
         self.lseq = 0
+        self.notified_seq = 0
         self.created_ns = account.clock.time_ns()  # the stream identity (natsd.jetstream.identity)
+
+    def wake_on_new(self, c: Any) -> None:
+        pass  # publish() below tells every consumer
 
     def add_consumer(self, c: Any) -> None:
         mc = self.config.max_consumers
@@ -130,7 +134,7 @@ class FakeStream:
             seq = self.store.skip_msg()
         else:
             seq, _ = self.store.store_msg(subject, hdr, payload)
-        self.lseq = seq
+        self.lseq = self.notified_seq = seq
         for c in list(self.consumers.values()):
             c.on_new_messages(seq)
         return seq

@@ -284,6 +284,8 @@ class _FakeConsumer:
         self.new: list[int] = []
         self.purged: list[int] = []
         self.removed: list[int] = []
+        self.closed = False
+        self.waiting = True  # as a push consumer, or a pull consumer with requests waiting
 
     def filter_matches(self, subject: str) -> bool:
         from natsd.subjects.tokens import subject_matches
@@ -295,6 +297,9 @@ class _FakeConsumer:
 
     def on_new_messages(self, last_seq: int) -> None:
         self.new.append(last_seq)
+
+    def wants_new(self) -> bool:
+        return self.waiting
 
     def on_purge(self, first_seq: int) -> None:
         self.purged.append(first_seq)
@@ -314,12 +319,37 @@ def test_consumers_are_told_once_per_turn(env):
     stream = env.account.streams["ORDERS"]
     c = _FakeConsumer("C")
     stream.add_consumer(c)
+    stream.wake_on_new(c)
     for _ in range(3):
         env.ports.request("orders.a", b"x")
     env.clock.run_soon()
     assert c.new == [3]
     stream.purge()
     assert c.purged == [4]
+
+
+def test_only_consumers_that_can_take_messages_are_told(env):
+    # issue 31: with thousands of idle pull consumers a publish touches only the woken ones;
+    # the idle ones read notified_seq when they next need it.
+    mk(env)
+    stream = env.account.streams["ORDERS"]
+    idle = [_FakeConsumer(f"I{i}") for i in range(50)]
+    for c in idle:
+        stream.add_consumer(c)
+    busy = _FakeConsumer("B")
+    stream.add_consumer(busy)
+    stream.wake_on_new(busy)
+    env.ports.request("orders.a", b"x")
+    env.clock.run_soon()
+    assert busy.new == [1] and all(c.new == [] for c in idle)
+    assert stream.notified_seq == 1
+    busy.waiting = False  # its requests were served: dropped after this turn's notice
+    env.ports.request("orders.a", b"x")
+    env.clock.run_soon()
+    assert busy.new == [1, 2] and stream.wakers == {}
+    env.ports.request("orders.a", b"x")
+    env.clock.run_soon()
+    assert busy.new == [1, 2] and stream.notified_seq == 3
 
 
 def test_interest_retention_with_consumers(env):

@@ -261,6 +261,7 @@ class Consumer:
         )
         hub(self.account)
         if self.push is not None:
+            self.stream.wake_on_new(self)
             self.push.start()
         elif self.dthresh > 0:
             self.pull.wq.last = self.clock.monotonic_ns()  # type: ignore[union-attr]
@@ -413,6 +414,8 @@ class Consumer:
             self.recalc_pending()
             return
         upto, prev = self._npc_upto, self._npc_last
+        if self.stream.notified_seq > upto:  # (idle consumers are not told per turn)
+            upto = self._npc_upto = self.stream.notified_seq
         if upto <= prev:
             return
         self._npc_last = upto
@@ -443,6 +446,10 @@ class Consumer:
         # A stream can switch between limits and interest retention: acks follow.
         self.acks.retention = self.stream.config.retention != "limits"
         self.kick()
+
+    def wants_new(self) -> bool:
+        """Whether new messages can be delivered now: push, or pull with requests waiting."""
+        return self.pull is None or bool(self.pull.wq)
 
     def on_purge(self, first_seq: int) -> None:
         """Everything below ``first_seq`` is gone (purge/compact)."""

@@ -191,6 +191,7 @@ class Pull:
                 publish(reply, "", D.EXCEEDED_MAX_WAITING, b"")
             return
         self.arm()
+        o.stream.wake_on_new(o)
         o.kick()
 
     def next_waiting(self, sz: int, checked: set[str] | None = None, npc1: int = -1) -> PullRequest | None:

@@ -83,6 +83,11 @@ class Stream:
         self.created_ns = created_ns
         self.clock: Clock = account.clock
         self.consumers: dict[str, ConsumerView] = {}
+        # Consumers told about new messages after each turn: push consumers and pull consumers
+        # with waiting requests (issue 31: a publish must not touch thousands of idle consumers;
+        # they read notified_seq when they next count num_pending or get a request).
+        self.wakers: dict[str, ConsumerView] = {}
+        self.notified_seq = 0
         self.closed = False
         # Snapshots being sent (natsd.jetstream.snapshot): while any runs, nothing expires (the
         # backup must be consistent) and STREAM.UPDATE is refused (see api/snapshot.py).
@@ -353,7 +358,7 @@ class Stream:
                 self.store.flush()
                 self._pristine = False
         if self.consumers:
-            self._notify_new(self.lseq)
+            self._notify_new(self.lseq, everyone=True)  # (retention may have changed: acks follow)
 
     # ---------------------------------------------------------------------------------------
     # the publish path (natsd.jetstream.stream.ingest)
@@ -466,16 +471,25 @@ class Stream:
             mc = self.config.max_consumers
             if mc <= 0:
                 mc = self.account.engine.default_max_consumers
-            if mc > 0 and sum(1 for c in self.consumers.values() if not _is_direct(c)) >= mc:
+            # The exact (limitable) counts walk every consumer: only when the plain count could
+            # reach the limit, so adding the n-th consumer is not O(n) (issue 31).
+            consumers = self.consumers
+            if mc > 0 and len(consumers) >= mc and sum(1 for c in consumers.values() if not _is_direct(c)) >= mc:
                 raise ApiErrors.MAXIMUM_CONSUMERS_LIMIT()
             lim = self.account.limits
             if (
                 lim is not None
                 and lim.max_consumers > 0
+                and self.account.num_consumers() >= lim.max_consumers
                 and self.account.num_consumers(limitable=True) >= lim.max_consumers
             ):
                 raise ApiErrors.MAXIMUM_CONSUMERS_LIMIT()
         self.consumers[name] = consumer
+
+    def wake_on_new(self, consumer: ConsumerView) -> None:
+        """``consumer`` can take new messages now (push, or a pull request is waiting): tell it
+        about them after each turn until it no longer ``wants_new()``."""
+        self.wakers[consumer.name] = consumer
 
     def remove_consumer(self, name: str) -> None:
         """Forget consumer ``name``; on interest streams, messages only it held are removed."""

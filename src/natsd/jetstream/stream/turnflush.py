@@ -225,9 +225,19 @@ def _write_failed(self: Stream, rb: tuple[int, StoreWriteError] | None, failed: 
         )
 
 
-def _notify_new(self: Stream, last_seq: int) -> None:
-    for c in list(self.consumers.values()):
+def _notify_new(self: Stream, last_seq: int, everyone: bool = False) -> None:
+    """Tell the consumers that can take them (``wakers``; all with ``everyone``) that messages up
+    to ``last_seq`` are stored; the others read ``notified_seq`` when they next need it."""
+    if last_seq > self.notified_seq:
+        self.notified_seq = last_seq
+    wakers = self.wakers
+    if not wakers and not everyone:
+        return
+    consumers = self.consumers
+    for name, c in list((consumers if everyone else wakers).items()):
         try:
             c.on_new_messages(last_seq)
         except Exception:
             log.exception("consumer %s > %s on_new_messages", self.name, c.name)
+        if name in wakers and (c.closed or consumers.get(name) is not c or not c.wants_new()):
+            del wakers[name]  # idle now (its pull requests were served): woken again by the next one

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Callable
 
 from natsd.atomicfile import atomic_write, fsync_dir
 from natsd.store.base import StoreWriteError
+from natsd.store import stopsync
 from natsd.store.file.compress import ChunkCache, CompressedView, CorruptBlock, is_compressed
 
 if TYPE_CHECKING:
@@ -344,7 +345,7 @@ class MessageBlock:
     def sync(self) -> None:
         if self.jobs:
             self.write_end_all()
-        if self.dirty_sync:
+        if self.dirty_sync and not stopsync.deferred():  # (a stop syncs the filesystem once)
             try:
                 _fsync(self.fd)
             except OSError as exc:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from natsd.store.file.index import BlockInfo, IndexSnapshot, decode_index, encode_index
 from natsd.store.file.layout import INDEX_FILE
+from natsd.store import stopsync
 from natsd.store.file.meta import atomic_write
 
 if TYPE_CHECKING:
@@ -80,7 +81,8 @@ class IndexFile:
         )
         data = encode_index(snap)
         asset = s._asset
-        atomic_write(self.path, data if asset is None else asset.seal(data))
+        # (a clean stop of many streams syncs the filesystem once instead: stopsync)
+        atomic_write(self.path, data if asset is None else asset.seal(data), fsync=not stopsync.deferred())
         self.written_at = s._clock.monotonic_ns()
 
     def remove(self) -> None:

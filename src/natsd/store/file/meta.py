@@ -45,10 +45,10 @@ def meta_checksum(data: bytes, key: str) -> str:
 def write_meta(directory: str, meta: dict, key: str, *, fsync: bool = True, asset: Sealer | None = None) -> None:
     """Write ``meta.inf`` (JSON) and ``meta.sum`` into ``directory`` atomically.
 
-    ``fsync=False`` (consumers of a stream that does not sync always, as nats-server's
-    ``writeFileWithOptionalSync``): the files reach the OS (write and rename, which is what a
-    kill -9 cannot undo) but are not forced to the disk: three fsyncs cost more than the rest
-    of a consumer create together."""
+    ``fsync=False`` (streams and consumers that do not sync always, as nats-server's
+    ``writeFileWithOptionalSync``: strace -c shows no fsync in its stream creates): the files
+    reach the OS (write and rename, which is what a kill -9 cannot undo) but are not forced to
+    the disk: three fsyncs cost more than the rest of a create together (issue 31)."""
     os.makedirs(directory, exist_ok=True)
     data = json.dumps(meta, separators=(",", ":"), sort_keys=False).encode()
     if asset is not None:

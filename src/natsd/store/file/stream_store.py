@@ -196,7 +196,7 @@ class FileStreamStore(IndexedStreamStore):
         # The key first: a key that does not open the stream stops here, nothing written.
         self._asset = open_asset_key(directory, keys, config.name, f"stream {config.name!r}")
         os.makedirs(self._msgs_dir, exist_ok=True)
-        write_meta(directory, self._meta_dict(), config.name, asset=self._asset)
+        write_meta(directory, self._meta_dict(), config.name, fsync=self._sync_always, asset=self._asset)
         recovery = Recovery(self)
         try:
             recovery.run()

@@ -59,3 +59,23 @@ def test_copy_state_shares_nothing_mutable():
     cp.delivered.stream_seq += 1
     cp.redelivered[131] = 9
     assert st == sample()
+
+
+@pytest.mark.parametrize("sync_always", [False, True])
+def test_stream_create_fsyncs_its_meta_only_when_syncing_always(tmp_path, monkeypatch, sync_always):
+    # As nats-server (no fsync at create unless sync always, issue 31); a kill -9 still finds it.
+    from natsd.clock import ManualClock
+    from natsd.store import open_stream_store
+    from natsd.store.base import StoreConfig
+
+    fsyncs: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (fsyncs.append(fd), real(fd)))
+    d = str(tmp_path / "S")
+    s = open_stream_store(StoreConfig(storage="file", name="S"), ManualClock(), d, sync_always=sync_always)
+    assert (len(fsyncs) >= 3) == sync_always
+    assert read_meta(d, "S")["name"] == "S"
+    s._abandon()  # kill -9
+    s = open_stream_store(StoreConfig(storage="file", name="S"), ManualClock(), d)
+    assert s.config.name == "S"
+    s.stop()
