@@ -48,7 +48,7 @@ from natsd.jetstream.stream.batch import H_BATCH_ID, on_batch_msg
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.stream.fastbatch import SUFFIX as FAST_BATCH_SUFFIX, on_fast_batch_msg
 from natsd.jetstream.config.models import SECOND, rfc3339
-from natsd.jetstream.stream.subjectrun import process_subject_run
+from natsd.jetstream.stream.subjectrun import process_subject_run, queue_run_acks
 from natsd.jetstream.stream.schedules import SCHEDULE_MARK, check_publish as check_schedule, schedule_to_purge
 from natsd.jetstream.wire import dumps, parse_ttl
 from natsd import nats_headers as NH
@@ -201,14 +201,7 @@ def process_rrun(self: Stream, subject: str | None, run: "Run") -> None:
                             q.append((ts, mid))
                             if len(q) & 1023 == 0:
                                 self._expire_msg_ids()
-            self._new_msgs = True
-            if self._do_ack:
-                self._ack_subjects += [r.decode() for r in replies[:done]]
-                prefix = self._ack_prefix
-                self._ack_payloads += [b"%s%d}" % (prefix, s) for s in range(first, last)]
-            if not self._flush_scheduled:
-                self._flush_scheduled = True
-                self._call_soon(self._flush)
+            queue_run_acks(self, replies, first, done)
         if err is not None:
             self._store_failed(replies[done].decode(), err)
             done += 1

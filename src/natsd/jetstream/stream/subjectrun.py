@@ -58,14 +58,7 @@ def process_subject_run(self: Any, run: "Run") -> None:
             last = first + done
             self.lseq = last - 1
             self.lmsg_id = ""
-            self._new_msgs = True
-            if self._do_ack:
-                self._ack_subjects += [r.decode() for r in replies[:done]]
-                prefix = self._ack_prefix
-                self._ack_payloads += [b"%s%d}" % (prefix, s) for s in range(first, last)]
-            if not self._flush_scheduled:
-                self._flush_scheduled = True
-                self._call_soon(self._flush)
+            queue_run_acks(self, replies, first, done)
         if err is not None:
             self._store_failed(replies[done].decode(), err)
             done += 1
@@ -75,3 +68,16 @@ def process_subject_run(self: Any, run: "Run") -> None:
         for i in range(done, n):
             data = payloads[i]
             process(names[i], replies[i].decode(), data[:hl] if hl else None, data[hl:] if hl else data)
+
+
+def queue_run_acks(self: Any, replies: list[bytes], first: int, done: int) -> None:
+    """The PubAcks of a run's first ``done`` messages, stored from sequence ``first`` on: queued for
+    the turn's flush (``turnflush._flush``), which sends them once the records reached the OS."""
+    self._new_msgs = True
+    if self._do_ack:
+        self._ack_subjects += [r.decode() for r in replies[:done]]
+        prefix = self._ack_prefix
+        self._ack_payloads += [b"%s%d}" % (prefix, s) for s in range(first, first + done)]
+    if not self._flush_scheduled:
+        self._flush_scheduled = True
+        self._call_soon(self._flush)
