@@ -77,10 +77,13 @@ async def _phase(url: str, acks: list, until: int, seed: int, setup: bool) -> No
         asyncio.create_task(_client(url, f"c{i}", acks, stop, rngs[i], quit_after=60 if i == 0 else 0))
         for i in range(4)
     ]
-    while len(acks) < until:
+    while len(acks) < until and not all(t.done() for t in tasks):
         await asyncio.sleep(0.05)
     stop.set()
     await asyncio.gather(*tasks)
+    # (a client gives up on an error, e.g. an ack_sync timing out on a loaded machine: fail saying
+    # so instead of waiting for the test's timeout)
+    assert len(acks) >= until, f"every client stopped after {len(acks)} of {until} acks"
 
 
 def _check(acks: list) -> None:
