@@ -38,7 +38,11 @@ def test_messages_name_no_password(auth_server):
     with pytest.raises(NatsError) as ei:
         Planner(ConnectOptions(servers=bad), timeout=5)
     text = str(ei.value)
-    assert text == f"could not connect to nats://app:xxxxx@127.0.0.1:{auth_server.port}: Authorization Violation"
+    # (nats-server closes right after its -ERR; when the reset overtakes it in the client's socket
+    # the kernel drops the -ERR, so either text may come: what matters is the redacted password)
+    prefix = f"could not connect to nats://app:xxxxx@127.0.0.1:{auth_server.port}: "
+    assert text in (prefix + "Authorization Violation", prefix + "[Errno 104] Connection reset by peer")
+    assert "wrong" not in text
 
     with pytest.raises(NatsError) as ei:  # the task's own connection (spark/wire.py)
         list(read_range(ConnectOptions(servers=bad), RangeSpec("PLAN", 1, 2)))
