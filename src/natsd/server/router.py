@@ -323,6 +323,12 @@ def _route_results(acc, run: Run, results: list, start: int, gen: int, src) -> i
     return end
 
 
+def _own_route(sub, c) -> bool:
+    """Whether a subscription's messages need :func:`route` one by one when a run is gathered:
+    no client, an auto-unsubscribe count, deny rules, or tracked replies (allow_responses)."""
+    return c is None or bool(sub.max) or c.sub_deny is not None or c.replies is not None
+
+
 def _gather(r, groups: dict, memo: dict, with_replies: bool, src):
     """The index list that messages with match result ``r`` join (see :func:`_route_results`),
     (or the :class:`_QueueShare` of a queue group alone), or None when they need
@@ -342,7 +348,7 @@ def _gather(r, groups: dict, memo: dict, with_replies: bool, src):
         return idx
     sub = psubs[0]
     c = sub.client
-    if c is None or sub.max or c.sub_deny is not None or c.replies is not None or c.closed:
+    if _own_route(sub, c) or c.closed:
         return None
     if c is src and not c.echo:
         if with_replies:
@@ -383,16 +389,7 @@ def _gather_queue(r, groups: dict, memo: dict, src):
     seen = set()
     for sub in members:
         c = sub.client
-        if (
-            c is None
-            or sub.max
-            or sub.closed
-            or c.sub_deny is not None
-            or c.replies is not None
-            or c.closed
-            or (c is src and not c.echo)
-            or id(c) in seen
-        ):
+        if _own_route(sub, c) or sub.closed or c.closed or (c is src and not c.echo) or id(c) in seen:
             return None
         seen.add(id(c))
         g = groups.get(c)
@@ -490,7 +487,7 @@ def route_batch(acc, run: Run, subject: str, src) -> None:
     simple = True
     for sub in psubs:
         c = sub.client
-        if c is None or sub.max or c.sub_deny is not None or c.replies is not None or (hdr_len and not c.headers):
+        if _own_route(sub, c) or (hdr_len and not c.headers):
             simple = False
             break
     if simple and len(psubs) > 1 and len({id(sub.client) for sub in psubs}) != len(psubs):
@@ -552,14 +549,7 @@ def _queue_shares(qsubs, k: int, hdr_len: int, src, taken: set) -> list | None:
         conns = set()
         for sub in group:
             c = sub.client
-            if (
-                c is None
-                or sub.max
-                or sub.closed
-                or c.sub_deny is not None
-                or c.replies is not None
-                or (hdr_len and not c.headers)
-            ):
+            if _own_route(sub, c) or sub.closed or (hdr_len and not c.headers):
                 return None
             if c.closed or (c is src and not c.echo):
                 continue
