@@ -77,14 +77,23 @@ async def test_qos0_qos1_wildcards_and_nats_interop(tmp_path):
         pub.publish("d.e/f", b"dotted", 1)
         got = sorted(sub.received(5))
 
+        from nats import errors as nats_errors
+
         async def from_nats(nc):
             seen = []
             s = await nc.subscribe(">")
             await nc.flush()
             pub.publish("n/1", b"to nats", 1)
             pub.publish("x.y/z", b"dot to nats", 0)
+            # One deadline for both (not 5 s per message), and a failure that names the server
+            # and what did arrive: a CI run once timed out here without saying which side.
+            deadline = time.monotonic() + 15
             while len([x for x in seen if not x[0].startswith("$")]) < 2:
-                m = await s.next_msg(timeout=5)
+                left = deadline - time.monotonic()
+                try:
+                    m = await s.next_msg(timeout=max(0.01, left))
+                except nats_errors.TimeoutError:
+                    raise AssertionError(f"{t.kind}: MQTT -> NATS, 15 s and only {seen}") from None
                 seen.append((m.subject, m.data, dict(m.headers or {})))
             await nc.publish("b.from.nats", b"from nats")
             await nc.publish("a.n", b"plain", headers={"X": "1"})
