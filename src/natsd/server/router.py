@@ -282,13 +282,20 @@ def _route_results(acc, run: Run, results: list, start: int, gen: int, src) -> i
     gsub = None  # the run handler collecting messages g0..i-1
     g0 = 0
     clean = -1  # nothing gathered since message `clean` was routed
+    with_replies = replies is not None
     for i, r in enumerate(results, start):
         idx = memo.get(r)
-        if idx is not None and gsub is None:
-            idx.append(i)
-            continue
-        sub = _run_sub(r) if replies is None else None
-        if gsub is not None:
+        if gsub is None:
+            # (a result that gathers and one with a run handler exclude each other: gathering
+            # is tried first, it is what a publisher over many connections meets every time)
+            if idx is None:
+                idx = _gather(r, groups, memo, with_replies, src)
+            if idx is not None:
+                idx.append(i)
+                continue
+            sub = None if with_replies else _run_sub(r)
+        else:
+            sub = None if with_replies else _run_sub(r)
             if sub is gsub:
                 continue
             _settle(groups, run, src)
@@ -296,14 +303,15 @@ def _route_results(acc, run: Run, results: list, start: int, gen: int, src) -> i
             gsub = None
             if sl.generation != gen:
                 return i
+            if sub is None:
+                if idx is None:
+                    idx = _gather(r, groups, memo, with_replies, src)
+                if idx is not None:
+                    idx.append(i)
+                    continue
         if sub is not None:
             gsub = sub
             g0 = i
-            continue
-        if idx is None:
-            idx = _gather(r, groups, memo, replies is not None, src)
-        if idx is not None:
-            idx.append(i)
             continue
         if clean != i - 1:
             _settle(groups, run, src)
@@ -348,7 +356,8 @@ def _gather(r, groups: dict, memo: dict, with_replies: bool, src):
         return idx
     sub = psubs[0]
     c = sub.client
-    if _own_route(sub, c) or c.closed:
+    # (_own_route inlined: this runs once per receiving connection per run)
+    if c is None or sub.max or c.sub_deny is not None or c.replies is not None or c.closed:
         return None
     if c is src and not c.echo:
         if with_replies:
