@@ -228,19 +228,25 @@ def _route_rruns(acc, run: Run, results: list, start: int, gen: int, src) -> int
     lone receiver is one internal subscription with a reply-run handler (a stream's, see
     :mod:`natsd.server.ports`) is handed to it at once as ``rrun(None, stretch)``; the others
     go through :func:`_route_results`. Returns where to match again, or the run's length."""
+    # Each distinct result's reply-run receiver, once (a run has a few distinct results, one per
+    # receiver: requests over 10,000 subjects to 10 wildcard subscribers have 10).
+    rsub = {r: _rrun_sub(r) for r in dict.fromkeys(results)}
+    if all(s is None for s in rsub.values()):  # (client receivers only: no stretch for a stream)
+        return _route_results(acc, run, results, start, gen, src)
+    rsub_of = rsub.__getitem__
     i = 0
     k = len(results)
     while i < k:
-        sub = _rrun_sub(results[i])
+        sub = rsub_of(results[i])
         j = i + 1
         if sub is None:
-            while j < k and _rrun_sub(results[j]) is None:
+            while j < k and rsub_of(results[j]) is None:
                 j += 1
             end = _route_results(acc, run, results[i:j], start + i, gen, src)
             if end < start + j:
                 return end
         else:
-            while j < k and _rrun_sub(results[j]) is sub:
+            while j < k and rsub_of(results[j]) is sub:
                 j += 1
             sub.delivered += j - i
             try:

@@ -80,3 +80,24 @@ def test_a_connection_closed_by_its_first_message_gets_no_second():
     route_run(acc, run_of(names, [b"payload"] * 20), FakeClient())
     assert victim.closed and victim.out_msgs == 1 and subs[4].delivered == 1
     assert all(c.out_msgs == 2 for i, c in enumerate(conns) if i != 4)
+
+
+def test_requests_to_client_receivers_ask_each_distinct_result_once_for_a_stream(monkeypatch):
+    # subjects10k-reply's shape: a run of requests over many subjects; whether a stream takes a
+    # stretch of it is asked once per distinct match result, not once per message
+    asked = []
+    real = router._rrun_sub
+
+    def counting(r):
+        asked.append(r)
+        return real(r)
+
+    monkeypatch.setattr(router, "_rrun_sub", counting)
+    acc, conns, _ = world(10)
+    names = ["sc.%d" % (i % 10) for i in range(200)]
+    replies = [b"_INBOX.r.%d" % i for i in range(200)]
+    src = FakeClient()
+    route_run(acc, run_of(names, [b"p"] * 200, replies), src)
+    assert len(asked) == 10
+    assert all(c.out_msgs == 20 for c in conns)
+    assert bytes(conns[3].out).startswith(b"MSG sc.3 4 _INBOX.r.3 1\r\np\r\nMSG sc.3 4 _INBOX.r.13 1\r\n")
