@@ -193,6 +193,7 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         "_stash",
         "_backlog",
         "_call_soon",
+        "_flush_soon",
         "_busy_arm",
         "trace",  # (IdentityMixin has the identity slots)
     )
@@ -255,6 +256,7 @@ class ClientConnection(IdentityMixin, Writer, asyncio.Protocol):
         loop = server.loop
         assert loop is not None  # connections are made by a started server
         self._call_soon = loop.call_soon
+        self._flush_soon = server.flush_batch.add
         self._busy_arm = server.busy_poll.arm
         self.trace = logger.isEnabledFor(TRACE)
         self._init_identity()

@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.server.account import Account
     from natsd.server.auth.authenticator import Authenticator
     from natsd.server.transport.busypoll import BusyPoll
+    from natsd.server.transport.flushbatch import FlushBatch
     from natsd.server.transport.tls import HandshakeQueue, TlsContexts
 
 __all__ = ["ServerContext", "TrustView"]
@@ -90,6 +91,9 @@ class ServerContext(Protocol):
 
     @property
     def busy_poll(self) -> BusyPoll: ...
+
+    @property
+    def flush_batch(self) -> FlushBatch: ...
 
     # counters the connections bump (shown by /varz)
     slow_consumers: int

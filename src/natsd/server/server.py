@@ -51,6 +51,7 @@ from natsd.server.jsbanner import node_name
 from natsd.server.log import logger, reopen_log_file, setup_logging_from
 from natsd.server.ports import ServerPorts
 from natsd.server.transport.busypoll import BusyPoll, default_window_ns
+from natsd.server.transport.flushbatch import FlushBatch
 from natsd.server.transport.tls import HandshakeQueue, TlsContexts, TlsLayer
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -142,6 +143,8 @@ class Server:
         self._handshakes: HandshakeQueue | None = None  # created with the loop in start()
         # Busy polling after requests (natsd.server.transport.busypoll); its window is set in start().
         self.busy_poll = BusyPoll(0, lambda cb: None)
+        # The connections' per-turn flushes (natsd.server.writer); bound to the loop in start().
+        self.flush_batch = FlushBatch(lambda cb: None)
         self.tls = TlsContexts()  # SSLContexts of the TLS listeners ("client", "websocket", "https")
         self._port = 0
         self._http_port = 0
@@ -293,6 +296,7 @@ class Server:
         self.busy_poll = BusyPoll(
             default_window_ns() if opts.busy_poll_ns < 0 else opts.busy_poll_ns, self.loop.call_soon
         )
+        self.flush_batch = FlushBatch(self.loop.call_soon)
         # MQTT listens before the client port (as nats-server logs it), so a client port that
         # accepts means the MQTT port does too
         await self._start_mqtt()

@@ -22,7 +22,10 @@ Each of them does the same four things, and nothing else in the server does them
    payload bytes, headers included, as nats-server's ``outbound bytes``); control lines count
    nothing;
 3. schedule one :meth:`flush` per connection per loop turn (``flush_pending``): a burst of
-   deliveries costs one ``transport.write``;
+   deliveries costs one ``transport.write``. The connections are handed to the server's
+   :class:`natsd.server.transport.flushbatch.FlushBatch` (``_flush_soon``), which flushes all
+   of a turn's in one callback: a publisher fanning out to many connections schedules one loop
+   callback, not one each;
 4. apply the slow-consumer and stall policy to messages: ``out`` above ``max_pending`` closes the
    connection as a slow consumer (no ``-ERR``: the client is not reading, as the reference); a
    *congested* receiver (its transport above the high-water mark, see ``pause_writing``) stalls
@@ -65,7 +68,7 @@ class Writer:
 
     Needs from its class: ``out`` (bytearray), ``flush_pending``, ``closed``, ``out_msgs``,
     ``out_bytes``, ``max_pending``, ``congested``, ``stalled``, ``stalled_producers``,
-    ``_stall_timer``, ``_wd_timer``, ``_stash``, ``_backlog``, ``_call_soon``, ``transport``,
+    ``_stall_timer``, ``_wd_timer``, ``_stash``, ``_backlog``, ``_call_soon``, ``_flush_soon``, ``transport``,
     ``server``, ``prefix`` and ``_close(reason, err, graceful)``.
     """
 
@@ -87,6 +90,7 @@ class Writer:
         _stash: list | None
         _backlog: tuple | None
         _call_soon: Callable[..., Any]
+        _flush_soon: Callable[[Any], Any]  # the server's FlushBatch.add
 
         def _close(self, reason: str, err: str | None, graceful: bool = True, log: str = "") -> None: ...
     else:
@@ -106,7 +110,7 @@ class Writer:
             self._queued(msgs, nbytes, src)
         elif not self.flush_pending:
             self.flush_pending = True
-            self._call_soon(self.flush)
+            self._flush_soon(self)
 
     def _queued(self, msgs: int, nbytes: int, src) -> None:
         """Steps 2-4 of the module docstring for ``msgs`` messages just appended."""
@@ -114,7 +118,7 @@ class Writer:
         self.out_bytes += nbytes
         if not self.flush_pending:
             self.flush_pending = True
-            self._call_soon(self.flush)
+            self._flush_soon(self)
         if len(self.out) > self.max_pending:
             self.slow_consumer()
         elif self.congested and src is not None:
@@ -137,7 +141,7 @@ class Writer:
         self.out_bytes += size
         if not self.flush_pending:
             self.flush_pending = True
-            self._call_soon(self.flush)
+            self._flush_soon(self)
         if len(out) > self.max_pending:
             self.slow_consumer()
         elif self.congested and src is not None:

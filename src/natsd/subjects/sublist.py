@@ -487,10 +487,20 @@ class Sublist(Generic[T]):
                     self._matches += len(got)
                     self._hits += len(got)
                     return got
+        cache = self._cache
+        if cache and start < len(subjects) and subjects[start] in cache:
+            # A publisher cycling over a few hundred subjects (one per subscriber connection):
+            # every subject is in the main cache, one C-level pass answers the run. (A key of
+            # the cache is a subject match() answered, so its entry is its answer.)
+            run = subjects[start:] if start else subjects
+            got = list(map(cache.get, run))
+            if None not in got:
+                self._matches += len(got)
+                self._hits += len(got)
+                return got
         out: list[SublistResult] = []
         append = out.append
         match = self.match
-        cache = self._cache
         pfx = ""
         pr = None
         lp = 0

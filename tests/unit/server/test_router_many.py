@@ -30,6 +30,9 @@ class FakeClient(Writer):
     def _call_soon(self, cb) -> None:
         self.soon.append(cb)
 
+    def _flush_soon(self, c) -> None:
+        self.soon.append(c.flush)
+
     def flush(self) -> None:
         self.flush_pending = False
 

@@ -10,6 +10,7 @@ import pytest
 from natsd.clock import ManualClock
 from natsd.protocol.encoder import OK, PONG, append_msgs, encode_msg, msg_parts, msg_prefix
 from natsd.server.subscription import Subscription
+from natsd.server.transport.flushbatch import FlushBatch
 from natsd.server.writer import REASON_SLOW_CONSUMER, REASON_SLOW_CONSUMER_WD, STALL_MAX_NS, Writer
 
 pytestmark = pytest.mark.unit
@@ -61,6 +62,7 @@ class Conn(Writer):
         self._stall_timer = self._wd_timer = None
         self._stash = self._backlog = None
         self._call_soon = server.clock.call_soon
+        self._flush_soon = server.flush_batch.add
         self.prefix = ""
 
     def _close(self, reason, err, graceful=True, log=""):
@@ -71,8 +73,10 @@ class Conn(Writer):
 
 
 def make_server(write_deadline_ns: int = 0):
+    clock = ManualClock()
     return SimpleNamespace(
-        clock=ManualClock(),
+        clock=clock,
+        flush_batch=FlushBatch(clock.call_soon),
         slow_consumers=0,
         stalled_clients=0,
         options=SimpleNamespace(write_deadline_ns=write_deadline_ns),
@@ -194,3 +198,26 @@ def test_a_graceful_close_writes_what_is_queued():
     assert c.transport.writes == [b"-ERR 'x'\r\n"] and c.transport.closed
     server.clock.run_soon()  # the flush scheduled before the close does nothing
     assert c.transport.writes == [b"-ERR 'x'\r\n"]
+
+
+def test_a_turn_of_writes_to_many_connections_is_one_loop_callback_and_one_write_each():
+    # issue 31 (fan-out to many connections): the flushes of a turn share one scheduled callback
+    server = make_server()
+    conns = [Conn(server) for _ in range(100)]
+    scheduled = []
+    server.flush_batch._call_soon = lambda cb: (scheduled.append(cb), server.clock.call_soon(cb))
+    for rnd in range(3):
+        for i, c in enumerate(conns):
+            head, mid = msg_parts(b"sc.%d" % i, b"", 0, 1)
+            c.enqueue_msg(sub_of(c), head, mid, b"%d" % rnd, 1)
+    conns[7].send_raw(PONG)
+    assert len(scheduled) == 1 and all(c.flush_pending for c in conns)
+    server.clock.run_soon()
+    assert [len(c.transport.writes) for c in conns] == [1] * 100
+    assert conns[3].transport.writes == [b"MSG sc.3 7 1\r\n0\r\nMSG sc.3 7 1\r\n1\r\nMSG sc.3 7 1\r\n2\r\n"]
+    assert not any(c.flush_pending for c in conns)
+    # the next turn schedules anew
+    conns[5].send_raw(PONG)
+    assert len(scheduled) == 2
+    server.clock.run_soon()
+    assert conns[5].transport.writes[-1] == PONG

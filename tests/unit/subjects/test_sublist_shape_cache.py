@@ -186,3 +186,35 @@ def test_match_many_with_shape_entries_answers_what_a_fresh_walk_answers():
             w = fresh.match(subject)
             assert set(r.psubs) == set(w.psubs) and len(r.psubs) == len(w.psubs), subject
             assert {frozenset(g) for g in r.qsubs} == {frozenset(g) for g in w.qsubs}, subject
+
+
+def test_match_many_of_cached_subjects_is_one_pass_over_the_cache():
+    # issue 31 (the connections row): a publisher round robin over 100 subscriber subjects. Once
+    # each subject was matched, a run of them is answered from the main cache without a match()
+    # per subject, with the same results, counted as hits.
+    calls = []
+
+    class Counting(Sublist):
+        def match(self, subject):
+            calls.append(subject)
+            return super().match(subject)
+
+    sl = Counting()
+    subs = [Sub("sc.%d" % i, None) for i in range(100)]
+    for s in subs:
+        sl.insert(s.subject, s)
+    run = ["sc.%d" % (i % 100) for i in range(1000)]
+    first = sl.match_many(run[:100])
+    assert [r.psubs for r in first] == [(s,) for s in subs]
+    calls.clear()
+    before = sl.stats()
+    got = sl.match_many(run, 3)
+    assert calls == []
+    assert [r.psubs for r in got] == [(subs[i % 100],) for i in range(3, 1000)]
+    after = sl.stats()
+    assert after["num_matches"] - before["num_matches"] == len(got)
+    assert after["cache_hit_rate"] > before["cache_hit_rate"]
+    # a subject not in the cache: the run is matched subject by subject, with the same answers
+    sl.insert("sc.*", Sub("sc.*", None))  # (drops the cached sc.<i> entries)
+    got = sl.match_many(["sc.1", "sc.x", "sc.2"])
+    assert [len(r.psubs) for r in got] == [2, 1, 2] and calls
