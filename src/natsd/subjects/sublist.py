@@ -224,6 +224,8 @@ class Sublist(Generic[T]):
         "_pdepths",
         "_lcache",
         "_pfirst",
+        "_mcache",
+        "_mdepths",
         "watch",
     )
 
@@ -236,6 +238,10 @@ class Sublist(Generic[T]):
         self._pdepths: dict[int, None] = {}
         self._lcache: dict[str, SublistResult] = {}
         self._pfirst = False  # the last shape hit came from _pcache: look there first
+        # "<t0>.<...>.<tk-1>." -> (level k, result): every subject with those first k tokens, a
+        # token k the level has no literal node for, and more tokens after it (see match).
+        self._mcache: dict[str, tuple[_Level, SublistResult]] = {}
+        self._mdepths: dict[int, None] = {}
         self._count = 0
         self._inserts = 0
         self._removes = 0
@@ -345,10 +351,12 @@ class Sublist(Generic[T]):
 
     def _invalidate(self, subject: str) -> None:
         """Drop cached results for literal subjects that ``subject`` matches."""
-        if self._pcache or self._lcache:
+        if self._pcache or self._lcache or self._mcache:
             self._pcache.clear()
             self._pdepths.clear()
             self._lcache.clear()
+            self._mcache.clear()
+            self._mdepths.clear()
         cache = self._cache
         if not cache:
             return
@@ -389,6 +397,13 @@ class Sublist(Generic[T]):
         * the last level has no literal node holding items: every subject of the same length
           and first ``n-1`` tokens matches the same items. Kept in ``_lcache`` under
           ``"<t0>.<...>.<tn-2>"``.
+
+        * the literal path ends at token ``k`` because its level has no node for it (a stream on
+          ``plgd.>`` and publishes to ``plgd.<device>.<event>`` over more devices than
+          ``_pcache`` holds): every subject with the same first ``k`` tokens, a token ``k`` that
+          level has no node for either, and more tokens after it matches the same items. Kept
+          in ``_mcache`` under ``"<t0>.<...>.<tk-1>."`` with the level (one entry for all the
+          devices).
 
         So such a miss costs a split and a dict lookup instead of a trie walk and a new result.
         """
@@ -441,6 +456,15 @@ class Sublist(Generic[T]):
                     self._pdepths.clear()
                 pc[subject[: len(subject) - len(subject.split(TSEP, i)[i])]] = r
                 self._pdepths[i] = None
+                if node is None and last is not None:
+                    # token i - 1 has no node at level ``last``: the first i - 1 tokens decide
+                    mc = self._mcache
+                    if len(mc) >= CACHE_MAX:
+                        mc.clear()
+                        self._mdepths.clear()
+                    k = i - 1
+                    mc[subject[: len(subject) - len(subject.split(TSEP, k)[k])] if k else ""] = (last, r)
+                    self._mdepths[k] = None
         else:
             if node is not None and (node.psubs or node.qsubs):
                 found.append(node)
@@ -511,6 +535,12 @@ class Sublist(Generic[T]):
                     append(r)
                     fast += 1
                     continue
+            if self._mcache and s and s[-1] != TSEP and ".." not in s:
+                r = self._miss_get(s)
+                if r is not None:
+                    append(r)
+                    fast += 1
+                    continue
             r = match(s)
             append(r)
             pc = self._pcache
@@ -570,7 +600,23 @@ class Sublist(Generic[T]):
         if lc and lc_later:
             j = subject.rfind(TSEP)
             if j > 0:
-                return lc.get(subject[:j])
+                r = lc.get(subject[:j])
+                if r is not None:
+                    return r
+        return self._miss_get(subject) if self._mcache else None
+
+    def _miss_get(self, subject: str) -> SublistResult | None:
+        """The ``_mcache`` answer for ``subject`` (see :meth:`match`), or None. The caller has
+        checked that no token after the first is empty (no ``..``, no trailing ``.``)."""
+        mc = self._mcache
+        for k in self._mdepths:
+            parts = subject.split(TSEP, k + 1)
+            if len(parts) < k + 2:
+                continue
+            tok = parts[k]
+            e = mc.get(subject[: len(subject) - len(tok) - 1 - len(parts[k + 1])])
+            if e is not None and tok and tok not in e[0].nodes:
+                return e[1]
         return None
 
     def _sweep(self) -> None:
