@@ -82,6 +82,25 @@ def is_all(filter: str) -> bool:
     return filter == "" or filter == ">"
 
 
+def _join_runs(runs: list[MsgRun]) -> MsgRun:
+    """One run of ``runs`` back to back."""
+    seqs: list[int] = []
+    tss: list[int] = []
+    subjects: list[bytes] = []
+    hdrs: list[bytes | None] | None = None
+    msgs: list[bytes] = []
+    for r in runs:
+        if r.hdrs is not None and hdrs is None:
+            hdrs = [None] * len(seqs)
+        seqs += r.seqs
+        tss += r.tss
+        subjects += r.subjects
+        if hdrs is not None:
+            hdrs += r.hdrs if r.hdrs is not None else [None] * len(r.seqs)
+        msgs += r.msgs
+    return MsgRun(seqs, tss, subjects, hdrs, msgs)
+
+
 class IndexedStreamStore:
     """Shared implementation of the StreamStore protocol over compact arrays (see module doc)."""
 
@@ -949,33 +968,40 @@ class IndexedStreamStore:
         ``load_next_msg`` message after message would find them; a message found corrupt on
         read is skipped)."""
         self._check_open()
-        seqs: list[int] = []
-        tss: list[int] = []
-        subjects: list[bytes] = []
-        hdrs: list | None = None
-        msgs: list[bytes] = []
-        while len(seqs) < max_msgs:
-            cand = self._filtered_seqs(filters, start_seq, max_msgs - len(seqs))
+        runs: list[MsgRun] = []
+        got = 0
+        while got < max_msgs:
+            cand = self._filtered_seqs(filters, start_seq, max_msgs - got)
             if not cand:
                 break
-            for seq in cand:
-                pos = self._pos[seq - self._base]
-                if pos < 0:
-                    continue
-                try:
-                    sm = self._read(seq, pos)
-                except MsgNotFound:
-                    continue
-                if sm.hdr is not None and hdrs is None:
-                    hdrs = [None] * len(seqs)
-                seqs.append(seq)
-                tss.append(sm.ts)
-                subjects.append(sm.subject.encode())
-                if hdrs is not None:
-                    hdrs.append(sm.hdr)
-                msgs.append(sm.msg)
+            run = self._read_run(cand)
+            runs.append(run)
+            got += len(run.seqs)
             start_seq = cand[-1] + 1
-        return MsgRun(seqs, tss, subjects, hdrs, msgs)
+        if len(runs) == 1:
+            return runs[0]
+        return _join_runs(runs)
+
+    def _read_run(self, seqs: list[int]) -> MsgRun:
+        """The messages at ``seqs`` (ascending), as ``_read`` reads them; one found corrupt (or
+        gone) is left out. Stores that can read a run faster override this."""
+        sms = []
+        for seq in seqs:
+            pos = self._pos[seq - self._base]
+            if pos < 0:
+                continue
+            try:
+                sms.append(self._read(seq, pos))
+            except MsgNotFound:
+                continue
+        hdrs = [sm.hdr for sm in sms]
+        return MsgRun(
+            [sm.seq for sm in sms],
+            [sm.ts for sm in sms],
+            [sm.subject.encode() for sm in sms],
+            hdrs if hdrs.count(None) != len(hdrs) else None,
+            [sm.msg for sm in sms],
+        )
 
     def _filtered_seqs(self, filters: list[str], start: int, n: int) -> list[int]:
         """Up to ``n`` live sequences >= ``start`` whose subject matches one of ``filters``,

@@ -536,9 +536,13 @@ class Sublist(Generic[T]):
                     fast += 1
                     continue
             if self._mcache and s and s[-1] != TSEP and ".." not in s:
-                r = self._miss_get(s)
-                if r is not None:
-                    append(r)
+                hit = self._miss_get(s)
+                if hit is not None:
+                    # what decided (the tokens through the one without a node) answers the
+                    # run's next subjects with the same start, as a prefix entry would
+                    pr, lp = hit
+                    pfx = s[:lp]
+                    append(pr)
                     fast += 1
                     continue
             r = match(s)
@@ -603,20 +607,24 @@ class Sublist(Generic[T]):
                 r = lc.get(subject[:j])
                 if r is not None:
                     return r
-        return self._miss_get(subject) if self._mcache else None
+        hit = self._miss_get(subject) if self._mcache else None
+        return hit[0] if hit is not None else None
 
-    def _miss_get(self, subject: str) -> SublistResult | None:
-        """The ``_mcache`` answer for ``subject`` (see :meth:`match`), or None. The caller has
-        checked that no token after the first is empty (no ``..``, no trailing ``.``)."""
+    def _miss_get(self, subject: str) -> tuple[SublistResult, int] | None:
+        """The ``_mcache`` answer for ``subject`` (see :meth:`match`) and the length of what
+        decided it (the tokens through the one without a node, and the dot after it), or None.
+        The caller has checked that no token after the first is empty (no ``..``, no trailing
+        ``.``)."""
         mc = self._mcache
         for k in self._mdepths:
             parts = subject.split(TSEP, k + 1)
             if len(parts) < k + 2:
                 continue
             tok = parts[k]
-            e = mc.get(subject[: len(subject) - len(tok) - 1 - len(parts[k + 1])])
+            j = len(subject) - len(parts[k + 1])
+            e = mc.get(subject[: j - len(tok) - 1])
             if e is not None and tok and tok not in e[0].nodes:
-                return e[1]
+                return e[1], j
         return None
 
     def _sweep(self) -> None:
