@@ -174,6 +174,7 @@ class JsAccount:
         self.clock = engine.clock
         self.limits = limits
         self.streams: dict[str, Stream] = {}
+        self.stream_subjects: Any = None  # the create's overlap index (api.streams._stream_subjects)
         self.api_stats = ApiStats()
         self.directory = os.path.join(engine.store_dir, name, "streams")
         # Usage caches for per-message account limit checks (bytes, refreshed per turn).

@@ -382,6 +382,11 @@ class StreamStore(Protocol):
         corrupt on read (reported lost exactly as ``load_msg`` reports it). ``max_msgs`` >= 1;
         an empty run means there is no live message at or after ``start_seq``."""
 
+    def load_filtered_run(self, start_seq: int, max_msgs: int, filters: list[str]) -> MsgRun:
+        """As :meth:`load_run`, of the live messages whose subject matches one of ``filters``
+        (wildcards allowed): what successive ``load_next_msg`` calls would find (a filtered
+        consumer's delivery pass). An empty run means there is no such message."""
+
     # -- removing -------------------------------------------------------------------------
     def remove_msg(self, seq: int) -> bool:
         """Delete one message; False if it did not exist."""

@@ -224,6 +224,8 @@ class Sublist(Generic[T]):
         "_pdepths",
         "_lcache",
         "_pfirst",
+        "_mcache",
+        "_mdepths",
         "watch",
     )
 
@@ -236,6 +238,10 @@ class Sublist(Generic[T]):
         self._pdepths: dict[int, None] = {}
         self._lcache: dict[str, SublistResult] = {}
         self._pfirst = False  # the last shape hit came from _pcache: look there first
+        # "<t0>.<...>.<tk-1>." -> (level k, result): every subject with those first k tokens, a
+        # token k the level has no literal node for, and more tokens after it (see match).
+        self._mcache: dict[str, tuple[_Level, SublistResult]] = {}
+        self._mdepths: dict[int, None] = {}
         self._count = 0
         self._inserts = 0
         self._removes = 0
@@ -345,10 +351,12 @@ class Sublist(Generic[T]):
 
     def _invalidate(self, subject: str) -> None:
         """Drop cached results for literal subjects that ``subject`` matches."""
-        if self._pcache or self._lcache:
+        if self._pcache or self._lcache or self._mcache:
             self._pcache.clear()
             self._pdepths.clear()
             self._lcache.clear()
+            self._mcache.clear()
+            self._mdepths.clear()
         cache = self._cache
         if not cache:
             return
@@ -389,6 +397,13 @@ class Sublist(Generic[T]):
         * the last level has no literal node holding items: every subject of the same length
           and first ``n-1`` tokens matches the same items. Kept in ``_lcache`` under
           ``"<t0>.<...>.<tn-2>"``.
+
+        * the literal path ends at token ``k`` because its level has no node for it (a stream on
+          ``plgd.>`` and publishes to ``plgd.<device>.<event>`` over more devices than
+          ``_pcache`` holds): every subject with the same first ``k`` tokens, a token ``k`` that
+          level has no node for either, and more tokens after it matches the same items. Kept
+          in ``_mcache`` under ``"<t0>.<...>.<tk-1>."`` with the level (one entry for all the
+          devices).
 
         So such a miss costs a split and a dict lookup instead of a trie walk and a new result.
         """
@@ -441,6 +456,15 @@ class Sublist(Generic[T]):
                     self._pdepths.clear()
                 pc[subject[: len(subject) - len(subject.split(TSEP, i)[i])]] = r
                 self._pdepths[i] = None
+                if node is None and last is not None:
+                    # token i - 1 has no node at level ``last``: the first i - 1 tokens decide
+                    mc = self._mcache
+                    if len(mc) >= CACHE_MAX:
+                        mc.clear()
+                        self._mdepths.clear()
+                    k = i - 1
+                    mc[subject[: len(subject) - len(subject.split(TSEP, k)[k])] if k else ""] = (last, r)
+                    self._mdepths[k] = None
         else:
             if node is not None and (node.psubs or node.qsubs):
                 found.append(node)
@@ -473,6 +497,64 @@ class Sublist(Generic[T]):
         results are those of this moment: a caller that lets subscriptions change before it
         uses them all (see :attr:`generation`) must match the rest again.
         """
+        whole = self._match_run_cached(subjects, start)
+        if whole is not None:
+            return whole
+        lc = self._lcache
+        cache = self._cache
+        out: list[SublistResult] = []
+        append = out.append
+        match = self.match
+        pfx = ""
+        pr = None
+        lp = 0
+        fast = 0
+        for i in range(start, len(subjects)):
+            s = subjects[i]
+            if pr is not None and s.startswith(pfx) and len(s) > lp and s[-1] != TSEP and ".." not in s:
+                append(pr)
+                fast += 1
+                continue
+            if lc:
+                # (either cache's answer is the right one: both are emptied on every change)
+                j = s.rfind(TSEP)
+                r = lc.get(s[:j]) if j > 0 and s[-1] != TSEP and ".." not in s else None
+                if r is None and cache is not None:
+                    r = cache.get(s)
+                if r is not None:
+                    append(r)
+                    fast += 1
+                    continue
+            if self._mcache and s and s[-1] != TSEP and ".." not in s:
+                hit = self._miss_get(s)
+                if hit is not None:
+                    # what decided (the tokens through the one without a node) answers the
+                    # run's next subjects with the same start, as a prefix entry would
+                    pr, lp = hit
+                    pfx = s[:lp]
+                    append(pr)
+                    fast += 1
+                    continue
+            r = match(s)
+            append(r)
+            pc = self._pcache
+            if pc:
+                # Does a prefix entry answer this subject? Then it answers the run's next ones.
+                for k in self._pdepths:
+                    parts = s.split(TSEP, k)
+                    if len(parts) > k:
+                        p = s[: len(s) - len(parts[k])]
+                        if pc.get(p) is r:
+                            pfx, pr, lp = p, r, len(p)
+                            break
+            lc = self._lcache
+        if fast:
+            self._matches += fast
+            self._hits += fast
+        return out
+
+    def _match_run_cached(self, subjects: list[str], start: int) -> list[SublistResult] | None:
+        """The whole run answered by one cache in C-level passes, or None (see :meth:`match_many`)."""
         lc = self._lcache
         if lc and start < len(subjects) and subjects[start].rpartition(TSEP)[0] in lc:
             # The whole run through the last-token entries at once (C-level passes). A key of
@@ -498,46 +580,7 @@ class Sublist(Generic[T]):
                 self._matches += len(got)
                 self._hits += len(got)
                 return got
-        out: list[SublistResult] = []
-        append = out.append
-        match = self.match
-        pfx = ""
-        pr = None
-        lp = 0
-        fast = 0
-        for i in range(start, len(subjects)):
-            s = subjects[i]
-            if pr is not None and s.startswith(pfx) and len(s) > lp and s[-1] != TSEP and ".." not in s:
-                append(pr)
-                fast += 1
-                continue
-            if lc:
-                # (either cache's answer is the right one: both are emptied on every change)
-                j = s.rfind(TSEP)
-                r = lc.get(s[:j]) if j > 0 and s[-1] != TSEP and ".." not in s else None
-                if r is None and cache is not None:
-                    r = cache.get(s)
-                if r is not None:
-                    append(r)
-                    fast += 1
-                    continue
-            r = match(s)
-            append(r)
-            pc = self._pcache
-            if pc:
-                # Does a prefix entry answer this subject? Then it answers the run's next ones.
-                for k in self._pdepths:
-                    parts = s.split(TSEP, k)
-                    if len(parts) > k:
-                        p = s[: len(s) - len(parts[k])]
-                        if pc.get(p) is r:
-                            pfx, pr, lp = p, r, len(p)
-                            break
-            lc = self._lcache
-        if fast:
-            self._matches += fast
-            self._hits += fast
-        return out
+        return None
 
     def sibling_result(self, subject: str) -> SublistResult | None:
         """What every subject made of ``subject``'s tokens but another (non-empty) last one
@@ -580,7 +623,27 @@ class Sublist(Generic[T]):
         if lc and lc_later:
             j = subject.rfind(TSEP)
             if j > 0:
-                return lc.get(subject[:j])
+                r = lc.get(subject[:j])
+                if r is not None:
+                    return r
+        hit = self._miss_get(subject) if self._mcache else None
+        return hit[0] if hit is not None else None
+
+    def _miss_get(self, subject: str) -> tuple[SublistResult, int] | None:
+        """The ``_mcache`` answer for ``subject`` (see :meth:`match`) and the length of what
+        decided it (the tokens through the one without a node, and the dot after it), or None.
+        The caller has checked that no token after the first is empty (no ``..``, no trailing
+        ``.``)."""
+        mc = self._mcache
+        for k in self._mdepths:
+            parts = subject.split(TSEP, k + 1)
+            if len(parts) < k + 2:
+                continue
+            tok = parts[k]
+            j = len(subject) - len(parts[k + 1])
+            e = mc.get(subject[: j - len(tok) - 1])
+            if e is not None and tok and tok not in e[0].nodes:
+                return e[1], j
         return None
 
     def _sweep(self) -> None:

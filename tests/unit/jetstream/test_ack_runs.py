@@ -233,3 +233,31 @@ def test_plain_acks_of_a_partly_acked_batch(monkeypatch):
     _apply_plain(h1, h2, acks[:3])  # now up to 3, then the scan finds 4 pending
     _apply_plain(h1, h2, [acks[4]] + acks[12:])
     assert len(calls) == 3 and h2.stream.consumers["C"].info()["ack_floor"]["stream_seq"] == 20
+
+
+@pytest.mark.parametrize("between", [False, True])
+def test_filtered_consumer_in_order_acks_move_the_floor_once(monkeypatch, between):
+    # plgd's consumers (plgd.*.<event>): in-order acks of stream sequences that are not
+    # consecutive. With nothing else pending between them the run moves the floor once, as a
+    # consecutive run does; with another entry pending between them (an ack left out), one by
+    # one. Either way, the state one-by-one acks leave.
+    from natsd.jetstream.consumer.tracking import Tracking
+
+    h1, h2, msgs = _pair([dict(PLAIN, filter_subject="orders.1")], n=60, nak=False)
+    acks = sorted(((m.reply, b"+ACK") for m in msgs), key=lambda a: int(a[0].split(".")[5]))
+    if between:
+        del acks[5]
+    moves: list = []
+    orig = Tracking._move_floor
+    t2 = h2.stream.consumers["C"].t
+
+    def counting(self, sseq, pdseq):
+        if self is t2:
+            moves.append(sseq)
+        return orig(self, sseq, pdseq)
+
+    monkeypatch.setattr(Tracking, "_move_floor", counting)
+    _apply_plain(h1, h2, acks)
+    assert len(moves) == (1 if not between else 5)
+    floor = h2.stream.consumers["C"].info()["ack_floor"]
+    assert floor["consumer_seq"] == (20 if not between else 5)

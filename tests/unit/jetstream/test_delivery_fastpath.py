@@ -316,9 +316,10 @@ def test_heartbeat_clock_restarts_after_a_run(tmp_path, monkeypatch, store):
 @pytest.mark.parametrize("store", STORES)
 def test_store_iterator_gives_what_lookups_give(tmp_path, monkeypatch, store):
     """The delivery pass's other fast path: a consumer whose filter lets the whole stream through
-    reads new messages with one store iterator; a narrower filter looks each one up
-    (``load_next_msg``). On a stream where the narrower filter still matches every stored
-    message, both give the same messages, ack subjects and state, pass for pass."""
+    reads new messages with one store iterator or ``load_run``; a narrower filter looks them up
+    (``load_filtered_run`` for runs of new ones, ``load_next_msg`` otherwise). On a stream where
+    the narrower filter still matches every stored message, both give the same messages, ack
+    subjects and state, pass for pass."""
     runs = []
     passes: list = []
     orig_run = Delivery.run
@@ -352,6 +353,15 @@ def test_store_iterator_gives_what_lookups_give(tmp_path, monkeypatch, store):
         return out
 
     monkeypatch.setattr(Delivery, "_peek", peek)
+    orig_load = Delivery._load_run
+
+    def load(d, n):
+        out = orig_load(d, n)
+        if d.run_filters:
+            looked_up.extend(out.seqs)
+        return out
+
+    monkeypatch.setattr(Delivery, "_load_run", load)
     lookups = []
     for filt in ("", "orders.>"):  # stream subjects orders.> and other.>: orders.> narrows
         passes.clear()

@@ -218,3 +218,40 @@ def test_match_many_of_cached_subjects_is_one_pass_over_the_cache():
     sl.insert("sc.*", Sub("sc.*", None))  # (drops the cached sc.<i> entries)
     got = sl.match_many(["sc.1", "sc.x", "sc.2"])
     assert [len(r.psubs) for r in got] == [2, 1, 2] and calls
+
+
+def test_many_devices_under_a_full_wildcard_are_one_shape_entry():
+    # issue 31's plgd shape: a stream on plgd.> takes plgd.<device>.<event> from more devices
+    # than any cache holds; the walk ends at the device token (no node for it), so one entry
+    # keyed by "plgd." answers them all, with the one result
+    sl = Sublist()
+    stream = Sub("plgd.>", None)
+    api = Sub("$JS.API.>", None)
+    lit = Sub("plgd.d00005.online", None)  # a device with a node of its own: walked
+    mid = Sub("plgd.d00006.*", None)
+    for s in (stream, api, lit, mid):
+        sl.insert(s.subject, s)
+    run = ["plgd.d%05d.%s" % (i % 20_000, ("online", "offline")[i % 2]) for i in range(40_000)]
+    got = sl.match_many(run[:10])
+    before = sl.stats()
+    got += sl.match_many(run[10:])
+    after = sl.stats()
+    fresh = Sublist(cache=False)
+    for s in (stream, api, lit, mid):
+        fresh.insert(s.subject, s)
+    assert [set(r.psubs) for r in got] == [set(fresh.match(s).psubs) for s in run]
+    plain = [r for s, r in zip(run, got) if not s.startswith(("plgd.d00005.", "plgd.d00006."))]
+    assert len(plain) == 40_000 - 4 and all(r is plain[0] for r in plain) and plain[0].psubs == (stream,)
+    # counted as hits, and the run did not flood the main cache (nor walk the trie per device)
+    assert after["num_matches"] - before["num_matches"] == len(run) - 10
+    assert after["cache_hit_rate"] > 0.99 and sl.cache_count() < 20
+    # the same prefix but no more tokens after the missing one, empty tokens, other shapes
+    odd = ["plgd.d1", "plgd.d1.", "plgd..x", "plgd.d1..x", "plgd.d00005.online", "plgd.d00006.x", "plgd.d1.a.b"]
+    for s in odd:
+        assert set(sl.match(s).psubs) == set(fresh.match(s).psubs), s
+    assert [set(r.psubs) for r in sl.match_many(odd)] == [set(fresh.match(s).psubs) for s in odd]
+    # a new device with a node of its own empties the entry: walked again
+    dev = Sub("plgd.d00007.>", None)
+    sl.insert(dev.subject, dev)
+    assert set(sl.match("plgd.d00007.online").psubs) == {stream, dev}
+    assert sl.match("plgd.d00008.online").psubs == (stream,)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any
+from typing import Any, Callable
 
 from natsd import nats_headers as NH
 from natsd.jetstream.advisories import stream_action
@@ -21,6 +21,7 @@ from natsd.jetstream.api.router import ApiRequest, Offload, SlowRequest, run_inl
 from natsd.jetstream.config.models import StreamConfig, parse_rfc3339, rfc3339
 from natsd.jetstream.config.stream_checks import (
     check_stream_config,
+    StreamSubjects,
     check_subject_overlap,
     check_update,
     refuse_unsupported,
@@ -69,6 +70,24 @@ def _configs(acct: Any) -> dict[str, StreamConfig]:
     return {n: s.config for n, s in acct.streams.items()}
 
 
+def _live_config(acct: Any) -> Callable[[str], StreamConfig | None]:
+    """A stream's config by name, read from the account when asked."""
+
+    def get(name: str) -> StreamConfig | None:
+        s = acct.streams.get(name)
+        return s.config if s is not None else None
+
+    return get
+
+
+def _stream_subjects(acct: Any) -> StreamSubjects:
+    """The account's :class:`StreamSubjects` (made at its first create)."""
+    idx = getattr(acct, "stream_subjects", None)
+    if idx is None:
+        idx = acct.stream_subjects = StreamSubjects()
+    return idx
+
+
 def stream_create(req: ApiRequest) -> Any:
     return _slow(req, _create_steps(req))
 
@@ -85,8 +104,12 @@ def _create_steps(req: ApiRequest) -> SlowRequest:
         raise ApiErrors.STREAM_INVALID_CONFIG(err="stream configuration for create can not be sealed")
     if cfg.mirror_direct and cfg.mirror is None:
         raise ApiErrors.STREAM_INVALID_CONFIG(err="stream has no mirror but does have mirror direct")
-    others = _configs(acct)
-    ccfg = yield Offload(lambda: check_stream_config(cfg, pedantic, others.get))
+    # A slow request validates off the loop: against a copy of the configs. Inline, nothing
+    # changes meanwhile: the live streams are read (no copy of every config per create).
+    slow = len(req.payload) > SLOW_REQUEST_BYTES
+    others = _configs(acct) if slow else None
+    get = others.get if others is not None else _live_config(acct)
+    ccfg = yield Offload(lambda: check_stream_config(cfg, pedantic, get))
     if ccfg.num_replicas > 1:
         raise ApiErrors.STREAM_REPLICAS_NOT_SUPPORTED()
     existing = acct.streams.get(ccfg.name)
@@ -100,7 +123,10 @@ def _create_steps(req: ApiRequest) -> SlowRequest:
     acct.check_new_stream_limits(ccfg)
     refuse_unsupported(ccfg)
     parse_stream(ccfg.metadata)  # natsd.* feature keys (19xxx when invalid)
-    yield Offload(lambda: check_subject_overlap(ccfg, others))
+    if others is not None:
+        yield Offload(lambda: check_subject_overlap(ccfg, others))
+    else:
+        _stream_subjects(acct).check_new(ccfg, [s.config for s in acct.streams.values()])
     try:
         stream = acct.add_stream(ccfg, subscribe=False)
     except OSError as e:

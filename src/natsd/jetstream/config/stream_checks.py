@@ -36,7 +36,14 @@ from natsd.jetstream.config.models import (
 from natsd.subjects.overlap import OverlapTrie, first_overlap
 from natsd.subjects.tokens import is_valid_subject, subjects_collide, subset
 
-__all__ = ["check_stream_config", "check_update", "check_subject_overlap", "refuse_unsupported", "STREAM_MAX_REPLICAS"]
+__all__ = [
+    "check_stream_config",
+    "check_update",
+    "check_subject_overlap",
+    "refuse_unsupported",
+    "STREAM_MAX_REPLICAS",
+    "StreamSubjects",
+]
 
 STREAM_MAX_REPLICAS = 5
 
@@ -407,4 +414,53 @@ def check_subject_overlap(cfg: StreamConfig, others: dict[str, StreamConfig]) ->
             continue
         for o in ocfg.subjects or ():
             if collision(o) >= 0:
+                raise ApiErrors.STREAM_SUBJECT_OVERLAP()
+
+
+class StreamSubjects:
+    """An account's stream subjects in one :class:`OverlapTrie`, kept between creates, for the
+    overlap check of a new stream (10065): a create among n streams then costs a trie walk per
+    new subject, not a look at every one of the n streams' subjects (1,000 creates were
+    quadratic: about a third of their CPU, issue 31).
+
+    The trie answers for the configs it was built from, kept beside it: before each use the
+    account's current configs are compared with them (one C-level pass: the same objects, or
+    equal ones; a create adds its config at the end, which is only inserted), and anything else
+    (an update replaced a config, a delete removed one) rebuilds it. So it can never answer for
+    a set of streams other than the current one."""
+
+    __slots__ = ("configs", "owners", "trie")
+
+    def __init__(self) -> None:
+        self.configs: list[StreamConfig] = []
+        self.owners: list[str] = []  # trie index -> the stream that has that subject
+        self.trie = OverlapTrie()
+
+    def _reset(self) -> None:
+        self.configs = []
+        self.owners = []
+        self.trie = OverlapTrie()
+
+    def check_new(self, cfg: StreamConfig, configs: list[StreamConfig]) -> None:
+        """As :func:`check_subject_overlap` of ``cfg`` against ``configs`` (the account's
+        streams' configs now, in the account's order), for a stream not among them."""
+        mine = cfg.subjects or ()
+        if not mine:
+            return
+        have = len(self.configs)
+        if have > len(configs) or configs[:have] != self.configs:
+            self._reset()  # (changed other than by creates: rebuilt)
+            have = 0
+        for ocfg in configs[have:]:
+            for o in ocfg.subjects or ():
+                self.trie.insert(o, len(self.owners))
+                self.owners.append(ocfg.name)
+            self.configs.append(ocfg)
+        collision = self.trie.first_collision
+        for sub in mine:
+            k = collision(sub)
+            if k >= 0:
+                if self.owners[k] == cfg.name:  # (not a create after all: the general check)
+                    check_subject_overlap(cfg, {c.name: c for c in configs})
+                    return
                 raise ApiErrors.STREAM_SUBJECT_OVERLAP()

@@ -76,7 +76,7 @@ def _reply_len(fmt: bytes, bounds: tuple) -> int:
 class Delivery:
     """One consumer's delivery passes, their scheduling and their pacing."""
 
-    __slots__ = ("o", "scheduled", "kick_timer", "replay", "replay_lseq", "lts", "rl_t", "checked")
+    __slots__ = ("o", "scheduled", "kick_timer", "replay", "replay_lseq", "lts", "rl_t", "checked", "run_filters")
 
     def __init__(self, o: "Consumer") -> None:
         self.o = o
@@ -87,6 +87,7 @@ class Delivery:
         self.lts = 0  # stored time of the last message sent while replaying
         self.rl_t = 0  # rate limit virtual time (monotonic ns)
         self.checked: set[str] = set()  # this pass's inboxes seen with interest (for _peek)
+        self.run_filters: list[str] | None = None  # this pass's narrowing filters (_load_run)
 
     # -- scheduling --------------------------------------------------------------------------------
 
@@ -185,17 +186,21 @@ class Delivery:
         # when first needed, and again after a run of deliver_run moved sseq past it).
         fast_it = None
         fast = not t.rdq and t.lss is None and self._covers_stream() and o.partitions is None
+        # A narrowing filter (plgd.*.<event>) takes the run paths too: their runs are then read
+        # with load_filtered_run (what _peek's load_next_msg would find, message after message).
+        self.run_filters = None if fast or t.rdq or t.lss is not None or o.partitions is not None else o.filters
+        runs_ok = fast or self.run_filters is not None
         maxp = t.maxp if not ack_none else 0
         # Deliveries to one subject are collected and handed over in one deliver_many call (one
         # subscription match, one buffer append per frame). The batch is sent before anything
         # else can publish (statuses, flow control, advisories), so wire order is unchanged.
         many: Any = o.deliver_many if not retention_acks else None
         # Pull fast path (deliver_run): whole runs of new messages to the head request.
-        runs = fast and many is not None and push is None and not pace and not headers_only
+        runs = runs_ok and many is not None and push is None and not pace and not headers_only
         # Push fast path (push_run): the same, to the deliver subject; flow control cuts the
         # runs (not under ack policy flow_control, whose requests also depend on max_ack_pending).
         pruns = (
-            fast
+            runs_ok
             and many is not None
             and push is not None
             and not pace
@@ -451,7 +456,7 @@ class Delivery:
         found by bisection rather than a Python step per message."""
         o = self.o
         t = o.t
-        run = o.stream.store.load_run(t.sseq, n)
+        run = self._load_run(n)
         seqs = run.seqs
         got = len(seqs)
         if not got:
@@ -512,6 +517,13 @@ class Delivery:
         self._commit_run(seqs, k, now_w)
         return k, seqs[0], k == got < n
 
+    def _load_run(self, n: int) -> Any:
+        """The next ``n`` new messages for this pass's run paths (filtered: ``run_filters``)."""
+        o = self.o
+        if self.run_filters:
+            return o.stream.store.load_filtered_run(o.t.sseq, n, self.run_filters)
+        return o.stream.store.load_run(o.t.sseq, n)
+
     def _send_templated(self, subject: str, batch: list, subjects: Any, cols: tuple, msgs: Any) -> None:
         """Send a run of header-less new messages to ``subject`` now, its ack replies made by
         the frames' own format (``Ports.deliver_templated``), after what ``batch`` holds for
@@ -558,7 +570,7 @@ class Delivery:
         by C-level ``map``/``zip``, with the consumer's state updated once."""
         o = self.o
         t = o.t
-        run = o.stream.store.load_run(t.sseq, n)
+        run = self._load_run(n)
         seqs = run.seqs
         k = len(seqs)
         if not k:

@@ -24,8 +24,8 @@ per field and message, no call).
 from __future__ import annotations
 
 from collections import deque
-from itertools import repeat
-from operator import itemgetter
+from itertools import islice, repeat
+from operator import itemgetter, lt
 from typing import Any, Callable
 
 from natsd.store.base import ConsumerState, Pending, SequencePair
@@ -330,12 +330,20 @@ class Tracking:
         pop = dict.pop  # TrackedMap.pop notes the key: done once for the run below
         k = len(sseqs)
         s0 = sseqs[0]
-        if k > 1 and sseqs[-1] - s0 == k - 1 and s0 in pending:
+        span = sseqs[-1] - s0 + 1
+        if k > 1 and span < 16 * k and s0 in pending:
             # The usual run: a fetched batch acked in order, each ack the lowest pending
-            # entry (consecutive stream and consumer sequences from the floor up). One by one,
-            # each would move the floor onto the next; only the last move is left standing.
+            # entry (consecutive consumer sequences from the floor up; consecutive stream
+            # sequences too, or for a filtered consumer ascending ones with no other entry
+            # pending between them). One by one, each would move the floor onto the next;
+            # only the last move is left standing.
             a = self.adflr
-            if sseqs == list(range(s0, s0 + k)) and pending[s0][0] == a + 1:
+            if pending[s0][0] == a + 1 and (
+                sseqs == list(range(s0, s0 + k))
+                if span == k
+                else all(map(lt, sseqs, islice(sseqs, 1, None)))
+                and sum(map(pending.__contains__, range(s0, s0 + span))) == k
+            ):
                 try:
                     ds = list(map(itemgetter(0), map(pending.__getitem__, sseqs)))
                 except KeyError:

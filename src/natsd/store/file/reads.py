@@ -456,6 +456,66 @@ class BlockReads:
                 seq += 1
         return MsgRun(seqs, tss, subjects, hdrs, msgs)
 
+    def read_run(self, want: list[int]) -> MsgRun:
+        """The messages at sequences ``want`` (ascending; a filtered consumer's run, see
+        ``IndexedStreamStore.load_filtered_run``) as one :class:`MsgRun`. A record inside the
+        read-ahead chunk is decoded in place and checked as ``iter_msgs`` checks it (the CRC
+        residue, its length and sequence); any other (not in the chunk, not flushed, failing a
+        check) goes through :meth:`read`, which reads ahead for the next ones or reports it lost
+        (it is then left out, as a removed one)."""
+        s = self._s
+        seqs: list = []
+        tss: list = []
+        subjects: list = []
+        hdrs: list | None = None
+        msgs: list = []
+        residues = _RESIDUES
+        unpack = _HEAD_UNPACK
+        data = b""
+        mv = memoryview(data)
+        for seq in want:
+            i = seq - s._base
+            pos = s._pos[i]
+            if pos < 0:
+                continue
+            size = s._sz[i]
+            off = pos & _OFF_MASK
+            c = self.rcache
+            if c is not None and c[0] == pos >> 32 and c[1] <= off and off + size <= c[2]:
+                if c[3] is not data:
+                    data = c[3]
+                    mv = memoryview(data)
+                o = off - c[1]
+                rec_end = o + size
+                total, raw, ts, slen = unpack(data, o)
+                want_crc = residues.get(size) or _residue(size)
+                if (
+                    raw == seq
+                    and (total & ~HDR_BIT) == size
+                    and (_crc_big if size >= BIG else _crc32)(mv[o:rec_end]) == want_crc
+                ):
+                    p = o + HEADER_SIZE + slen
+                    if total & HDR_BIT:
+                        hlen = int.from_bytes(data[p : p + 4], "little")
+                        if hdrs is None:
+                            hdrs = [None] * len(seqs)
+                        hdrs.append(data[p + 4 : p + 4 + hlen])
+                        msgs.append(data[p + 4 + hlen : rec_end - _TRAILER_LEN])
+                    else:
+                        if hdrs is not None:
+                            hdrs.append(None)
+                        msgs.append(data[p : rec_end - _TRAILER_LEN])
+                    seqs.append(seq)
+                    tss.append(ts)
+                    subjects.append(data[o + HEADER_SIZE : o + HEADER_SIZE + slen])
+                    continue
+            try:
+                sm = self.read(seq, pos)
+            except MsgNotFound:
+                continue
+            hdrs = _add_msg(sm, seq, seqs, tss, subjects, hdrs, msgs)
+        return MsgRun(seqs, tss, subjects, hdrs, msgs)
+
     def lose(self, seq: int, size: int, why: str) -> NoReturn:
         """Report message ``seq`` lost (corrupt on disk), drop it from the index, raise MsgCorrupt."""
         s = self._s

@@ -656,6 +656,9 @@ class FileStreamStore(IndexedStreamStore):
     def load_run(self, start_seq: int, max_msgs: int) -> MsgRun:
         return self._reads.load_run(start_seq, max_msgs)
 
+    def _read_run(self, seqs: list[int]) -> MsgRun:
+        return self._reads.read_run(seqs)
+
     # ------------------------------------------------------------------ state / consumers / lifecycle
     def update_config(self, config: StoreConfig) -> None:
         super().update_config(config)

@@ -1,0 +1,102 @@
+"""STREAM.CREATE checks a new stream's subjects against the others' (10065) with an index kept
+between creates (``StreamSubjects``): it answers as the per-stream check does through creates,
+updates that move subjects, deletes and re-creates, and a create among many streams asks it a
+number of questions that does not grow with their count (1,000 creates were quadratic, issue 31)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from natsd.jetstream.config.models import StreamConfig
+from natsd.jetstream.config.stream_checks import StreamSubjects, check_subject_overlap
+from natsd.jetstream.errors import ApiError
+from natsd.subjects.overlap import OverlapTrie
+from tests.helpers.fakeports import JsEnv
+
+pytestmark = [pytest.mark.unit, pytest.mark.timeout(60)]
+
+OVERLAP = {"code": 400, "err_code": 10065, "description": "subjects overlap with an existing stream"}
+
+
+@pytest.fixture
+def env(tmp_path):
+    e = JsEnv(str(tmp_path))
+    yield e
+    e.stop()
+
+
+def _create(env, name, subjects):
+    return env.api(f"$JS.API.STREAM.CREATE.{name}", {"name": name, "subjects": subjects, "storage": "memory"})
+
+
+def _update(env, name, subjects):
+    return env.api(f"$JS.API.STREAM.UPDATE.{name}", {"name": name, "subjects": subjects, "storage": "memory"})
+
+
+def test_creates_updates_and_deletes(env):
+    assert "error" not in _create(env, "S1", ["s1.>"])
+    assert "error" not in _create(env, "S2", ["s2.*", "x.y"])
+    assert _create(env, "S3", ["s1.a"])["error"] == OVERLAP
+    assert _create(env, "S3", ["s1.*"])["error"] == OVERLAP  # s1.> collides with it
+    assert _create(env, "S3", ["x.>"])["error"] == OVERLAP
+    assert "error" not in _create(env, "S3", ["s3.a"])
+    # an update moves S1's subjects: what it had is free, what it has now is not
+    assert "error" not in _update(env, "S1", ["t1.>"])
+    assert _create(env, "S4", ["t1.q"])["error"] == OVERLAP
+    assert "error" not in _create(env, "S4", ["s1.q"])
+    # a delete frees them
+    assert "error" not in env.api("$JS.API.STREAM.DELETE.S2")
+    assert "error" not in _create(env, "S5", ["x.y", "s2.k"])
+    assert _create(env, "S6", ["s2.k"])["error"] == OVERLAP
+    # creating an existing stream again with its own config is not an overlap
+    again = _create(env, "S5", ["x.y", "s2.k"])
+    assert "error" not in again and again["config"]["subjects"] == ["x.y", "s2.k"]
+
+
+def test_a_create_among_many_streams_asks_per_new_subject(env, monkeypatch):
+    for i in range(300):
+        assert "error" not in _create(env, f"S{i}", [f"s.{i}.>", f"t.{i}"])
+    asked = []
+    orig = OverlapTrie.first_collision
+    monkeypatch.setattr(OverlapTrie, "first_collision", lambda self, s, *a: asked.append(s) or orig(self, s, *a))
+    assert "error" not in _create(env, "N", ["n.>", "m.1"])
+    # (each new subject: once among the new stream's own subjects, once among the others')
+    assert sorted(asked) == ["m.1", "m.1", "n.>", "n.>"]
+    assert _create(env, "O", ["t.7"])["error"] == OVERLAP
+
+
+def test_index_answers_as_the_per_stream_check():
+    rng = random.Random(5)
+    toks = ["a", "b", "c", "*"]
+
+    def subject() -> str:
+        t = [rng.choice(toks) for _ in range(rng.randint(1, 3))]
+        return ".".join(t) + (".>" if rng.random() < 0.2 else "")
+
+    idx = StreamSubjects()
+    configs: list[StreamConfig] = []
+    for step in range(400):
+        r = rng.random()
+        if r < 0.15 and configs:  # a delete
+            configs.pop(rng.randrange(len(configs)))
+            continue
+        if r < 0.3 and configs:  # an update: a new config object in the same place
+            k = rng.randrange(len(configs))
+            configs[k] = StreamConfig(name=configs[k].name, subjects=[subject()])
+            continue
+        cfg = StreamConfig(name=f"N{step}", subjects=[subject() for _ in range(rng.randint(1, 2))])
+        try:
+            check_subject_overlap(cfg, {c.name: c for c in configs})
+            want = None
+        except ApiError as e:
+            want = e.err_code
+        try:
+            idx.check_new(cfg, list(configs))
+            got = None
+        except ApiError as e:
+            got = e.err_code
+        assert got == want, (step, cfg.subjects)
+        if want is None and rng.random() < 0.5:
+            configs.append(cfg)
