@@ -41,6 +41,8 @@ class MemoryStreamStore(IndexedStreamStore):
     """A stream kept in memory; see :class:`natsd.store.base.StreamStore`."""
 
     msg_size = staticmethod(mem_store_msg_size)
+    # Every position is 0 (the payloads are found by sequence): -1 / -2 when absent, one byte.
+    POS_TYPECODE = "b"
 
     def __init__(self, config: StoreConfig, clock) -> None:
         self._payloads: dict[int, bytes] = {}

@@ -57,7 +57,7 @@ from natsd.store.base import (
     StreamState,
 )
 
-__all__ = ["IndexedStreamStore", "DEAD_SID", "NEVER_EXPIRES"]
+__all__ = ["IndexedStreamStore", "DEAD_SID", "NEVER_EXPIRES", "SZ_BIG"]
 
 DEAD_SID = 0xFFFFFFFF
 # ttl value meaning "never expires, not even by max_age" (Nats-TTL: never).
@@ -71,6 +71,8 @@ _ROLLUP_HDR = NH.ROLLUP + b":"
 
 _STALE_FIRST = 1
 _STALE_LAST = 2
+# _sz holds u16 sizes; a message of this size or more keeps its size in _szx (by sequence).
+SZ_BIG = 0xFFFF
 # _nxt holds u32 deltas; a larger gap is stored as 0 ("unknown": fall back to a search).
 _NXT_MAX = 0xFFFFFFFF
 
@@ -83,12 +85,18 @@ def is_all(filter: str) -> bool:
 class IndexedStreamStore:
     """Shared implementation of the StreamStore protocol over compact arrays (see module doc)."""
 
+    #: ``_pos``'s array type: wide enough for ``-pos - 2`` of the largest position a subclass
+    #: writes (a memory store's positions are all 0: one byte).
+    POS_TYPECODE = "q"
+
     #: Accounted size of a message; subclasses use the reference's formula for their kind.
     @staticmethod
     def msg_size(subject: str, hdr: bytes | None, msg: bytes) -> int:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def __init__(self, config: StoreConfig, clock) -> None:
+        self._pos = array(self.POS_TYPECODE)
+        self._nxt: array | None = None
         self.config = config
         self._clock = clock
         self._time_ns = clock.time_ns
@@ -136,6 +144,12 @@ class IndexedStreamStore:
         self._old_max_msgs = config.max_msgs if old and config.max_msgs > 0 else 0
         self._old_max_bytes = config.max_bytes if old and config.max_bytes > 0 else 0
         self._any_limit = bool(self._max_per_subj or self._old_max_msgs or self._old_max_bytes)
+        # The per-subject chains (_nxt) pay off only where a subject keeps more than one
+        # message under a limit (KV history > 1): elsewhere they would cost 4 bytes per message
+        # for nothing (a limit of 1 finds the new first in O(1) without them, and other removals
+        # leave a search to the next message of the subject). Started all "unknown" (0) when a
+        # limit appears on a stream that has messages already; dropped when it goes.
+        self._fit_chains()
         # keep_last_under_max_age: age expiry skips each subject's last message. Invariant: every
         # live message below _kl_from is its subject's last, never expires, or is in the heap
         # _kl_due (a kept message a newer one on its subject made ordinary again, pushed by
@@ -150,6 +164,32 @@ class IndexedStreamStore:
         self._check_new = self._discard_new and (
             config.max_msgs > 0 or config.max_bytes > 0 or (config.discard_new_per_subject and self._max_per_subj > 0)
         )
+
+    def _size(self, i: int) -> int:
+        """The accounted size of the message at index ``i`` (live)."""
+        v = self._sz[i]
+        return v if v != SZ_BIG else self._szx[self._base + i]
+
+    def _big_size(self, seq: int, size: int) -> int:
+        """Keep the size of a message too large for ``_sz`` aside; returns the marker."""
+        self._szx[seq] = size
+        return SZ_BIG
+
+    def _extend_sizes(self, seq: int, sizes: list[int]) -> None:
+        """Append the sizes of sequences ``seq``, ``seq + 1``... (the common case in C)."""
+        if sizes and max(sizes) < SZ_BIG:
+            self._sz.extend(array("H", sizes))
+        else:
+            self._sz.extend(array("H", [n if n < SZ_BIG else self._big_size(q, n) for q, n in enumerate(sizes, seq)]))
+
+    def _fit_chains(self) -> None:
+        """Keep ``_nxt`` exactly when the limits need it (see the config setter); a new one
+        starts all "unknown" (0), which the searches fall back from."""
+        if self._max_per_subj > 1:
+            if self._nxt is None or len(self._nxt) != len(self._pos):
+                self._nxt = array("I", bytes(4 * len(self._pos)))
+        else:
+            self._nxt = None
 
     # ------------------------------------------------------------------ payload hooks
     def _write(self, seq: int, ts: int, subject: str, hdr: bytes | None, msg: bytes, ttl_ns: int) -> int:
@@ -219,11 +259,12 @@ class IndexedStreamStore:
     def _rebase(self, base: int) -> None:
         """Empty arrays starting at ``base`` (only valid when no message is live)."""
         self._base = base
-        self._pos = array("q")
+        self._pos = array(self.POS_TYPECODE)
         self._sid = array("I")
         self._ts = array("q")
-        self._sz = array("I")
-        self._nxt = array("I")
+        self._sz = array("H")
+        self._szx: dict[int, int] = {}
+        self._nxt = array("I") if self._max_per_subj > 1 else None
 
     def _fill_absent(self, upto_seq: int) -> None:
         """Extend the arrays with absent entries so that they end just before ``upto_seq``."""
@@ -233,13 +274,13 @@ class IndexedStreamStore:
         if self._msgs == 0:
             self._rebase(upto_seq)
             return
-        self._pos.extend(array("q", [-1]) * n)
+        self._pos.extend(array(self.POS_TYPECODE, [-1]) * n)
         self._sid.extend(array("I", [DEAD_SID]) * n)
         # Absent entries repeat the last timestamp so _ts stays sorted (get_seq_from_time).
         self._ts.extend(array("q", [self._last_ts]) * n)
-        zeros = array("I", [0]) * n
-        self._sz.extend(zeros)
-        self._nxt.extend(zeros)
+        self._sz.extend(array("H", bytes(2 * n)))
+        if self._nxt is not None:
+            self._nxt.extend(array("I", bytes(4 * n)))
 
     def _new_sid(self, subject: str, seq: int) -> int:
         if self._free_sids:
@@ -284,13 +325,14 @@ class IndexedStreamStore:
             if stale[sid]:
                 stale[sid] &= ~_STALE_LAST
             j = prev - self._base
-            if j >= 0 and seq - prev <= _NXT_MAX:
+            if j >= 0 and seq - prev <= _NXT_MAX and self._nxt is not None:
                 self._nxt[j] = seq - prev
         self._pos.append(pos)
         self._sid.append(sid)
         self._ts.append(ts)
-        self._sz.append(size)
-        self._nxt.append(0)
+        self._sz.append(size if size < SZ_BIG else self._big_size(seq, size))
+        if self._nxt is not None:
+            self._nxt.append(0)
         self._msgs += 1
         self._bytes += size
         self._last = seq
@@ -309,6 +351,8 @@ class IndexedStreamStore:
         sarr = self._sid
         sid = sarr[i]
         size = self._sz[i]
+        if size == SZ_BIG:
+            size = self._szx.pop(seq)
         # Keep where the dead record physically is (-pos - 2, still < 0 = absent): the file
         # store's compaction uses it to know when a tombstone is no longer needed.
         parr[i] = -pos - 2
@@ -388,7 +432,8 @@ class IndexedStreamStore:
         del self._sid[:i]
         del self._ts[:i]
         del self._sz[:i]
-        del self._nxt[:i]
+        if self._nxt is not None:
+            del self._nxt[:i]
         self._base += i
 
     def _subject_first(self, sid: int) -> int:
@@ -396,11 +441,13 @@ class IndexedStreamStore:
         if stale & _STALE_FIRST:
             i = self._sfirst[sid] - self._base
             arr = self._sid
+            nxt = self._nxt
             if i < 0:
                 i = arr.index(sid)
+            elif nxt is None:
+                i = arr.index(sid, i)
             else:
                 # Follow the subject's chain from its old (removed) first message.
-                nxt = self._nxt
                 while arr[i] != sid:
                     d = nxt[i]
                     if not d:
@@ -547,7 +594,7 @@ class IndexedStreamStore:
                 raise MaxBytes("maximum bytes exceeded")
             assert sid is not None  # asl: the subject exists
             first = self._subject_first(sid)
-            if self._sz[first - self._base] < size:
+            if self._size(first - self._base) < size:
                 raise MaxBytes("maximum bytes exceeded")
 
     def store_msg(self, subject: str, hdr: bytes | None, msg: bytes, ttl_ns: int = 0) -> tuple[int, int]:
@@ -580,13 +627,14 @@ class IndexedStreamStore:
             if stale[sid]:
                 stale[sid] &= ~_STALE_LAST
             nxt = self._nxt
-            if prev >= base and seq - prev <= _NXT_MAX:
-                nxt[prev - base] = seq - prev
+            if nxt is not None:
+                if prev >= base and seq - prev <= _NXT_MAX:
+                    nxt[prev - base] = seq - prev
+                nxt.append(0)
             parr.append(pos)
             self._sid.append(sid)
             self._ts.append(ts)
-            self._sz.append(size)
-            nxt.append(0)
+            self._sz.append(size if size < SZ_BIG else self._big_size(seq, size))
             self._msgs += 1
             self._bytes += size
             self._last = seq
@@ -696,19 +744,20 @@ class IndexedStreamStore:
         slast = self._slast
         stale = self._sstale
         nxt = self._nxt
-        nxt.extend(array("I", [0]) * k)
+        if nxt is not None:
+            nxt.extend(array("I", [0]) * k)
         for s, sid in enumerate(sids, seq):
             smsgs[sid] += 1
             prev = slast[sid]
             slast[sid] = s
             if stale[sid]:
                 stale[sid] &= ~_STALE_LAST
-            if prev >= base and s - prev <= _NXT_MAX:
+            if nxt is not None and prev >= base and s - prev <= _NXT_MAX:
                 nxt[prev - base] = s - prev
         self._pos.extend(positions)
         self._sid.extend(array("I", sids))
         self._ts.extend(array("q", [ts]) * k)
-        self._sz.extend(array("I", sizes))
+        self._extend_sizes(seq, sizes)
         self._msgs += k
         self._bytes += sum(sizes)
         self._last = seq + k - 1
@@ -739,23 +788,24 @@ class IndexedStreamStore:
         # A message's accounted size is a per-subject constant plus its length (header block
         # included: with headers the constant is larger, but still one per run).
         lens = list(map(len, msgs[start + 1 : start + k]))
-        if lens.count(len(m0)) == rest:
-            sizes = array("I", [size]) * rest
+        if lens.count(len(m0)) == rest and size < SZ_BIG:
+            self._sz.extend(array("H", [size]) * rest)
             total = size * rest
         else:
             d = size - len(m0)
-            sizes = array("I", [d + n for n in lens])
+            sizes = [d + n for n in lens]
+            self._extend_sizes(seq + 1, sizes)
             total = sum(sizes)
         self._smsgs[sid] += rest
         self._slast[sid] = seq + rest
         nxt = self._nxt
-        nxt[seq - self._base] = 1
-        nxt.extend(array("I", [1]) * (rest - 1))
-        nxt.append(0)
+        if nxt is not None:
+            nxt[seq - self._base] = 1
+            nxt.extend(array("I", [1]) * (rest - 1))
+            nxt.append(0)
         self._pos.extend(it)
         self._sid.extend(array("I", [sid]) * rest)
         self._ts.extend(array("q", [ts]) * rest)
-        self._sz.extend(sizes)
         self._msgs += rest
         self._bytes += total
         self._last = seq + rest
@@ -1031,7 +1081,7 @@ class IndexedStreamStore:
             cur = self._next_live(cur)
             if not cur or cur >= seq:
                 break
-            nbytes += self._sz[cur - self._base]
+            nbytes += self._size(cur - self._base)
             self._remove(cur, notify=False)
             purged += 1
             cur += 1
@@ -1054,7 +1104,7 @@ class IndexedStreamStore:
         purged = nbytes = 0
         i = self._last_live(self._last) if self._msgs else 0
         while i and i > seq:
-            nbytes += self._sz[i - self._base]
+            nbytes += self._size(i - self._base)
             self._remove(i, notify=False)
             purged += 1
             i = self._last_live(i - 1) if self._msgs else 0
@@ -1075,7 +1125,8 @@ class IndexedStreamStore:
             del self._sid[keep:]
             del self._ts[keep:]
             del self._sz[keep:]
-            del self._nxt[keep:]
+            if self._nxt is not None:
+                del self._nxt[keep:]
         slast, stale = self._slast, self._sstale
         for sid, name in enumerate(self._snames):
             if name is not None and slast[sid] > seq:

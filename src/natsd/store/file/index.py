@@ -10,14 +10,19 @@ Layout (little-endian; the arrays are dumped with ``array.tobytes()`` and the by
 checked through the version word)::
 
     "NIDX"           magic
-    u32              version (4) | 0x8000_0000 when written on a big-endian host
+    u32              version (5) | 0x8000_0000 when written on a big-endian host
     10 x i64         first, last, first_ts, last_ts, msgs, bytes, base, n, marker_first, lost_bytes
     n x i64          pos   (block_id << 32 | offset, -1 = absent)
     n x u32          sid   (subject id, 0xFFFFFFFF = absent)
     n x i64          ts
-    n x u32          sz    (record size)
-    n x u32          nxt   (distance to the next sequence of the same subject, 0 = none/unknown;
-                            absent in version 1 files, which are read with all zeros)
+    n x u16          sz    (record size; 0xFFFF = 64 KiB or more, the size is in the list below)
+    u32              large sizes (m); m x (i64 seq, i64 size)
+    u8               1 when the per-subject chains follow, else 0 (a stream without a per-subject
+                     limit above 1 keeps none, see IndexedStreamStore)
+    n x u32          nxt   (distance to the next sequence of the same subject, 0 = none/unknown)
+                     (versions 1 to 4 hold n x u32 sz, then n x u32 nxt always, without the large
+                     sizes and the flag; version 1 holds no nxt either: 28 bytes per sequence
+                     where version 5 holds 26, or 22 without chains, issue 31)
     u32              subject slots (s), then the slots in columns (version 4):
     u32              length in bytes of the names, then the names, UTF-8, separated by "\n" (a
                      free slot is an empty name; a subject never holds whitespace, so one C-level
@@ -48,12 +53,13 @@ from array import array
 from dataclasses import dataclass, field
 
 from natsd.store.base import CorruptState
+from natsd.store.seqindex import SZ_BIG
 
 __all__ = ["IndexSnapshot", "BlockInfo", "encode_index", "decode_index"]
 
 MAGIC = b"NIDX"
-VERSION = 4
-_VERSIONS = (1, 2, 3, 4)
+VERSION = 5
+_VERSIONS = (1, 2, 3, 4, 5)
 _FREE = 0xFFFF
 _BIG = 0x80000000
 _FIXED = struct.Struct("<4sI10q")
@@ -88,7 +94,7 @@ class IndexSnapshot:
     sid: array
     ts: array
     sz: array
-    nxt: array
+    nxt: array | None
     # Per subject slot: its name (None for a free slot) and its msgs/first/last/stale (0 for a
     # free slot): the store's own ``_snames``/``_smsgs``/``_sfirst``/``_slast``/``_sstale``,
     # adopted as they are at recovery.
@@ -100,13 +106,26 @@ class IndexSnapshot:
     ttl: list[tuple[int, int]] = field(default_factory=list)
     lost: list[int] = field(default_factory=list)
     blocks: list[BlockInfo] = field(default_factory=list)
+    #: sequence -> size of the messages whose ``sz`` is SZ_BIG (see IndexedStreamStore._szx).
+    szx: dict[int, int] = field(default_factory=dict)
 
 
 def encode_index(snap: IndexSnapshot) -> bytes:
     n = len(snap.pos)
-    assert len(snap.sid) == len(snap.ts) == len(snap.sz) == len(snap.nxt) == n
+    assert len(snap.sid) == len(snap.ts) == len(snap.sz) == n and (snap.nxt is None or len(snap.nxt) == n)
+    assert snap.sz.typecode == "H"
     subjects = _encode_subjects(snap)
-    version = (VERSION if len(subjects) == 5 else 3) | (_BIG if sys.byteorder == "big" else 0)
+    # (a name holding the separator: version 3's subject slots, and so its per-message section)
+    version = VERSION if len(subjects) == 5 else 3
+    if version == 3:
+        sz = _wide_sizes(snap.sz, snap.szx, snap.base)
+        nxt = snap.nxt if snap.nxt is not None else array("I", bytes(4 * n))
+        per_msg = [sz.tobytes(), nxt.tobytes()]
+    else:
+        per_msg = [snap.sz.tobytes(), _U32.pack(len(snap.szx))]
+        per_msg.extend(_PAIR.pack(q, z) for q, z in sorted(snap.szx.items()))
+        per_msg.append(b"\0" if snap.nxt is None else b"\1" + snap.nxt.tobytes())
+    version |= _BIG if sys.byteorder == "big" else 0
     parts = [
         _FIXED.pack(
             MAGIC,
@@ -125,8 +144,7 @@ def encode_index(snap: IndexSnapshot) -> bytes:
         snap.pos.tobytes(),
         snap.sid.tobytes(),
         snap.ts.tobytes(),
-        snap.sz.tobytes(),
-        snap.nxt.tobytes(),
+        *per_msg,
         _U32.pack(len(snap.snames)),
     ]
     parts.extend(subjects)
@@ -155,21 +173,8 @@ def decode_index(data: bytes) -> IndexSnapshot:
             raise CorruptState("index: bad magic or version")
         if bool(version & _BIG) != (sys.byteorder == "big"):
             raise CorruptState("index: written on a host of the other byte order")
-        p = _FIXED.size
         mv = memoryview(data)
-        arrays = []
-        widths: tuple[tuple[str, int], ...] = (("q", 8), ("I", 4), ("q", 8), ("I", 4), ("I", 4))
-        if version & ~_BIG == 1:
-            widths = widths[:4]
-        for code, width in widths:
-            a = array(code)
-            a.frombytes(mv[p : p + width * n])
-            if len(a) != n:
-                raise CorruptState("index: short arrays")
-            arrays.append(a)
-            p += width * n
-        if len(arrays) == 4:
-            arrays.append(array("I", bytes(4 * n)))
+        arrays, szx, p = _decode_per_msg(mv, _FIXED.size, n, version & ~_BIG, base)
         (nslots,) = _U32.unpack_from(data, p)
         p += 4
         snames, cols, p = _SLOT_DECODERS.get(version & ~_BIG, _decode_subjects_v2)(mv, p, nslots)
@@ -194,7 +199,7 @@ def decode_index(data: bytes) -> IndexSnapshot:
             p += _BLK.size
         if p != len(data) - 4:
             raise CorruptState("index: trailing bytes")
-    except (struct.error, UnicodeDecodeError) as exc:
+    except (struct.error, UnicodeDecodeError, IndexError) as exc:
         raise CorruptState(f"index: malformed: {exc}") from None
     return IndexSnapshot(
         first,
@@ -219,7 +224,48 @@ def decode_index(data: bytes) -> IndexSnapshot:
         ttl,
         lost,
         blocks,
+        szx,
     )
+
+
+def _wide_sizes(sz: array, szx: dict[int, int], base: int) -> array:
+    """Version 3's u32 sizes from the u16 sizes and the large ones."""
+    wide = array("I", sz)
+    for q, z in szx.items():
+        wide[q - base] = z
+    return wide
+
+
+def _decode_per_msg(mv: memoryview, p: int, n: int, version: int, base: int) -> tuple[list, dict[int, int], int]:
+    """The per-message arrays (pos, sid, ts, sz as u16, nxt or None) and the large sizes."""
+    pos, p = _column(mv, p, "q", n)
+    sid, p = _column(mv, p, "I", n)
+    ts, p = _column(mv, p, "q", n)
+    szx: dict[int, int] = {}
+    if version >= 5:
+        sz, p = _column(mv, p, "H", n)
+        (m,) = _U32.unpack_from(mv, p)
+        p += 4
+        for _ in range(m):
+            q, z = _PAIR.unpack_from(mv, p)
+            szx[q] = z
+            p += _PAIR.size
+        has_nxt = mv[p]
+        p += 1
+        nxt = None
+        if has_nxt:
+            nxt, p = _column(mv, p, "I", n)
+        return [pos, sid, ts, sz, nxt], szx, p
+    wide, p = _column(mv, p, "I", n)
+    nxt = array("I", bytes(4 * n))
+    if version > 1:
+        nxt, p = _column(mv, p, "I", n)
+    if max(wide, default=0) < SZ_BIG:
+        sz = array("H", wide)
+    else:
+        sz = array("H", [z if z < SZ_BIG else SZ_BIG for z in wide])
+        szx = {base + i: z for i, z in enumerate(wide) if z >= SZ_BIG}
+    return [pos, sid, ts, sz, nxt], szx, p
 
 
 def _encode_subjects(snap: IndexSnapshot) -> list[bytes]:
@@ -245,7 +291,7 @@ def _column(mv: memoryview, p: int, code: str, n: int) -> tuple[array, int]:
     end = p + a.itemsize * n
     a.frombytes(mv[p:end])
     if len(a) != n:
-        raise CorruptState("index: short subject columns")
+        raise CorruptState("index: short columns")
     return a, end
 
 
@@ -320,4 +366,4 @@ def _decode_subjects_v2(
     return snames, cols, p
 
 
-_SLOT_DECODERS = {4: _decode_subjects_v4, 3: _decode_subjects}  # (versions 1 and 2: _decode_subjects_v2)
+_SLOT_DECODERS = {5: _decode_subjects_v4, 4: _decode_subjects_v4, 3: _decode_subjects}  # (versions 1 and 2: _decode_subjects_v2)

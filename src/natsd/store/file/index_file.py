@@ -78,6 +78,7 @@ class IndexFile:
             sorted(s._ttl.items()),
             list(s._lost_msgs),
             blocks,
+            s._szx,
         )
         data = encode_index(snap)
         asset = s._asset

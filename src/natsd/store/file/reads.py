@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from natsd.store.file.crc import BIG, crc32, crc32_big
 from natsd.store.base import CorruptState, MsgNotFound, MsgRun, StoreMsg
+from natsd.store.seqindex import SZ_BIG as _SZ_BIG
 from natsd.store.file.record import (
     FLAG_MASK,
     HDR_BIT,
@@ -178,7 +179,7 @@ class BlockReads:
     def read(self, seq: int, pos: int) -> StoreMsg:
         s = self._s
         i = seq - s._base
-        size = s._sz[i]
+        size = s._size(i)
         bid = pos >> 32
         off = pos & _OFF_MASK
         # Read-ahead: consumers mostly read forward, so one pread of READ_AHEAD bytes serves the
@@ -252,7 +253,7 @@ class BlockReads:
             bid = p0 >> 32
             off = p0 & _OFF_MASK
             blk = s._blocks.get(bid)
-            end = off + sza[i]
+            end = off + s._size(i)
             if blk is None or end > blk.flushed:
                 try:
                     yield self.read(seq, p0)
@@ -286,6 +287,8 @@ class BlockReads:
             bad = False
             while True:
                 size = sza[k]
+                if size == _SZ_BIG:  # (a record of 64 KiB or more: its size is kept aside)
+                    size = s._size(k)
                 rec_end = o + size
                 if rec_end > dlen:
                     break
@@ -357,6 +360,8 @@ class BlockReads:
             bid = p0 >> 32
             off = p0 & _OFF_MASK
             size = sza[i]
+            if size == _SZ_BIG:
+                size = s._size(i)
             end = off + size
             blk = s._blocks.get(bid)
             data = None
@@ -413,6 +418,8 @@ class BlockReads:
             bad = False
             while True:
                 size = sza[i]
+                if size == _SZ_BIG:
+                    size = s._size(i)
                 rec_end = o + size
                 if rec_end > dlen:
                     break

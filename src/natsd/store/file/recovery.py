@@ -194,6 +194,8 @@ class Recovery:
         s._first_ts, s._last_ts = snap.first_ts, snap.last_ts
         s._msgs, s._bytes, s._base = snap.msgs, snap.bytes, snap.base
         s._pos, s._sid, s._ts, s._sz, s._nxt = snap.pos, snap.sid, snap.ts, snap.sz, snap.nxt
+        s._szx = snap.szx
+        s._fit_chains()
         # Freed slots stay None (see IndexedStreamStore._snames).
         s._snames = snap.snames
         s._smsgs, s._sfirst, s._slast, s._sstale = snap.smsgs, snap.sfirst, snap.slast, snap.sstale
@@ -232,7 +234,7 @@ class Recovery:
         lost = [seq for seq, pos in s._iter_index() if (pos >> 32) in missing]
         for seq in lost:
             s._lost_msgs.append(seq)
-            s._lost_bytes += s._sz[seq - s._base]
+            s._lost_bytes += s._size(seq - s._base)
             s._remove(seq, notify=False)
         if lost:
             log.error(
@@ -324,7 +326,6 @@ class Recovery:
                     base = s._base
                     first = seq = s._last + 1
                     nxt = s._nxt
-                    nxt_append = nxt.append
                     smsgs, slast, sstale = s._smsgs, s._slast, s._sstale
                     offs: list[int] = []
                     offs_append = offs.append
@@ -359,8 +360,9 @@ class Recovery:
                         if sstale[sid]:
                             sstale[sid] &= ~2
                         # prev >= base: a live subject's last message is in the arrays.
-                        nxt_append(0)
-                        nxt[prev - base] = seq - prev
+                        if nxt is not None:
+                            nxt.append(0)
+                            nxt[prev - base] = seq - prev
                         offs_append(off)
                         sid_append(sid)
                         ts_append(ts)
@@ -371,7 +373,7 @@ class Recovery:
                         s._pos.extend(map(or_, repeat(blk.id << 32), offs))
                         ends = offs[1:]
                         ends.append(off)
-                        s._sz.extend(map(sub, ends, offs))
+                        s._extend_sizes(first, list(map(sub, ends, offs)))
                         s._msgs += k
                         s._bytes += off - offs[0]
                         s._last = seq - 1

@@ -555,11 +555,11 @@ class FileStreamStore(IndexedStreamStore):
         sequence). Returns how many blocks were rewritten. Called by ``sync()``."""
         if self._blive is None:
             blive: dict[int, int] = {}
-            sz = self._sz
+            size = self._size
             base = self._base
             for seq, pos in self._iter_index():
                 bid = pos >> 32
-                blive[bid] = blive.get(bid, 0) + sz[seq - base]
+                blive[bid] = blive.get(bid, 0) + size(seq - base)
             self._blive = blive
         done = 0
         min_dead = min(self._block_size // 4, 1 << 16)

@@ -1,5 +1,6 @@
-"""``msgs/index.db`` version 4 (subject slots in columns, names split at "\\n") and the versions
-before it, still read."""
+"""``msgs/index.db`` version 5 (u16 sizes with the large ones aside, per-subject chains only when
+kept), version 4 (subject slots in columns, names split at "\\n") and the versions before them,
+still read."""
 
 from __future__ import annotations
 
@@ -39,10 +40,27 @@ def _fill(path: str) -> dict:
     return totals
 
 
-def _with_slots(data: bytes, version: int, slots: list[bytes]) -> bytes:
-    """The same snapshot (version 4 ``data``) with its subject slots replaced by ``slots``."""
+def _as_version_4(data: bytes) -> bytes:
+    """The same snapshot (version 5 ``data``) with version 4's per-message section: u32 sizes,
+    then the chains, always (all zeros when the store kept none)."""
     snap = decode_index(data)
-    v4 = encode_index(snap)[:-4]
+    n = len(snap.pos)
+    fixed = struct.calcsize("<4sI10q")
+    v5_end = fixed + n * 22 + 4 + 16 * len(snap.szx) + 1 + (4 * n if snap.nxt is not None else 0)
+    sz = array("I", snap.sz)
+    for q, z in snap.szx.items():
+        sz[q - snap.base] = z
+    nxt = snap.nxt if snap.nxt is not None else array("I", bytes(4 * n))
+    head = data[: fixed + n * 20] + sz.tobytes() + nxt.tobytes()
+    body = bytearray(head + data[v5_end:-4])
+    struct.pack_into("<I", body, 4, 4)
+    return bytes(body) + _U32.pack(zlib.crc32(body))
+
+
+def _with_slots(data: bytes, version: int, slots: list[bytes]) -> bytes:
+    """The same snapshot (version 5 ``data``) with its subject slots replaced by ``slots``."""
+    snap = decode_index(data)
+    v4 = _as_version_4(encode_index(snap))[:-4]
     head = struct.calcsize("<4sI10q") + len(snap.pos) * 28
     names = sum(len(n.encode()) for n in snap.snames if n is not None)
     tail_start = head + 4 + 4 + names + max(len(snap.snames) - 1, 0) + len(snap.snames) * (8 * 3 + 1)
@@ -74,10 +92,10 @@ def _as_version_3(data: bytes) -> bytes:
     return _with_slots(data, 3, [lens.tobytes(), b"".join(b for b in encoded if b is not None), *cols])
 
 
-def test_version_4_round_trips_free_slots_and_utf8(tmp_path):
+def test_version_5_round_trips_free_slots_and_utf8(tmp_path):
     _fill(str(tmp_path))
     data = (tmp_path / "msgs" / "index.db").read_bytes()
-    assert struct.unpack_from("<I", data, 4)[0] == 4
+    assert struct.unpack_from("<I", data, 4)[0] == 5
     snap = decode_index(data)
     assert None in snap.snames and "k.é.ü" in snap.snames
     free = snap.snames.index(None)
@@ -86,16 +104,16 @@ def test_version_4_round_trips_free_slots_and_utf8(tmp_path):
     assert encode_index(snap) == data
 
 
-@pytest.mark.parametrize("version", [2, 3])
+@pytest.mark.parametrize("version", [2, 3, 4])
 def test_an_older_index_is_still_used(tmp_path, version):
     totals = _fill(str(tmp_path))
     path = tmp_path / "msgs" / "index.db"
-    v4 = decode_index(path.read_bytes())
-    old = (_as_version_2 if version == 2 else _as_version_3)(path.read_bytes())
+    v5 = decode_index(path.read_bytes())
+    old = {2: _as_version_2, 3: _as_version_3, 4: _as_version_4}[version](path.read_bytes())
     assert struct.unpack_from("<I", old, 4)[0] == version
     snap = decode_index(old)
-    cols = ("snames", "smsgs", "sfirst", "slast", "sstale", "pos", "blocks")
-    assert [getattr(snap, c) for c in cols] == [getattr(v4, c) for c in cols]
+    cols = ("snames", "smsgs", "sfirst", "slast", "sstale", "pos", "sid", "ts", "sz", "szx", "blocks")
+    assert [getattr(snap, c) for c in cols] == [getattr(v5, c) for c in cols]
     path.write_bytes(old)
     st = _store(str(tmp_path), ManualClock())
     try:
@@ -103,7 +121,7 @@ def test_an_older_index_is_still_used(tmp_path, version):
         assert st.load_last_msg("k.é.ü").msg == b"non-ascii"
     finally:
         st.stop()
-    assert struct.unpack_from("<I", path.read_bytes(), 4)[0] == 4  # rewritten at the stop
+    assert struct.unpack_from("<I", path.read_bytes(), 4)[0] == 5  # rewritten at the stop
 
 
 def test_a_name_holding_the_separator_is_written_as_version_3(tmp_path):

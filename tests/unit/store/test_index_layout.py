@@ -1,0 +1,135 @@
+"""The per-sequence layout of the shared index (issue 31: bytes per stored message): sizes in 16
+bits with the large ones kept aside, and per-subject chains only where a per-subject limit above 1
+needs them. Checked on every store kind (memory; file after a stop, a crash, without index.db),
+against what the messages themselves say."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from natsd.clock import ManualClock
+from natsd.store.base import DiscardPolicy, StoreConfig
+from natsd.store.memory import MemoryStreamStore
+from natsd.store.seqindex import SZ_BIG
+
+pytestmark = pytest.mark.unit
+
+
+def _bytes_per_seq(store) -> int:
+    arrays = [store._pos, store._sid, store._ts, store._sz]
+    if store._nxt is not None:
+        arrays.append(store._nxt)
+    return sum(a.itemsize for a in arrays)
+
+
+def _sizes(store) -> dict[int, int]:
+    return {m.seq: store.msg_size(m.subject, m.hdr, m.msg) for m in store.iter_msgs(0, store.state().last_seq)}
+
+
+def _check(store) -> None:
+    sizes = _sizes(store)
+    st = store.state()
+    assert (st.msgs, st.bytes) == (len(sizes), sum(sizes.values()))
+    got = {seq: store._size(seq - store._base) for seq in sizes}
+    assert got == sizes
+    # Only live large messages keep their size aside.
+    assert set(store._szx) == {q for q, z in sizes.items() if z >= SZ_BIG}
+
+
+def test_a_message_costs_22_bytes_of_index_without_a_subject_limit_above_1(store_factory):
+    """File store: position 8, subject 4, time 8, size 2 (+ 4 of chain with a per-subject limit
+    above 1; 28 in all before issue 31); a memory store's positions take 1 byte."""
+    clock = ManualClock()
+    for maxp, chain in ((0, 0), (1, 0), (5, 4)):
+        s = store_factory.make(StoreConfig(name=f"L{maxp}", max_msgs_per_subject=maxp), clock)
+        want = (15 if isinstance(s, MemoryStreamStore) else 22) + chain
+        for i in range(100):
+            s.store_msg(f"k.{i % 7}", None, b"v")
+        s.remove_msg(3)
+        assert _bytes_per_seq(s) == want
+        assert len(s._sz) == len(s._pos) and (s._nxt is None or len(s._nxt) == len(s._pos))
+        again = store_factory.reopen(s, clock)
+        if again is not None:
+            s = again
+            assert _bytes_per_seq(s) == want
+        s.stop()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_large_messages_keep_their_size_aside(store_factory, seed):
+    """Messages of 64 KiB and more (record or accounted size >= SZ_BIG) through every way of
+    storing, removing and reopening: state().bytes and each size agree with the messages."""
+    rng = random.Random(seed)
+    clock = ManualClock()
+    s = store_factory.make(StoreConfig(name="BIG", max_msgs=40, discard=DiscardPolicy.OLD), clock)
+
+    def payload() -> bytes:
+        return b"b" * rng.choice((1, 100, SZ_BIG - 40, SZ_BIG, 70_000))
+
+    for step in range(120):
+        r = rng.random()
+        if r < 0.35:
+            s.store_msg(rng.choice(("a", "b.c")), None, payload())
+        elif r < 0.5:
+            s.store_run("run", [payload() for _ in range(rng.randrange(1, 5))])
+        elif r < 0.6:
+            n = rng.randrange(1, 4)
+            s.store_many([f"m.{i}" for i in range(n)], [payload() for _ in range(n)])
+        elif r < 0.7:
+            st = s.state()
+            if st.msgs:
+                s.remove_msg(rng.randrange(st.first_seq, st.last_seq + 1))
+        elif r < 0.75:
+            st = s.state()
+            s.truncate(max(st.last_seq - rng.randrange(3), st.first_seq - 1))
+        elif r < 0.8:
+            st = s.state()
+            s.compact(st.first_seq + rng.randrange(3))
+        elif r < 0.9:
+            again = store_factory.reopen(s, clock)
+            if again is not None:
+                s = again
+        _check(s)
+        clock.advance(1)
+    s.stop()
+
+
+def test_a_per_subject_limit_added_or_dropped_keeps_subjects_right(store_factory):
+    """The chains appear (all "unknown") when a per-subject limit above 1 is configured on a
+    stream holding messages, and go when it is dropped; either way each subject's first, last
+    and count stay those of its messages."""
+    clock = ManualClock()
+    cfg = StoreConfig(name="CFG")
+    s = store_factory.make(cfg, clock)
+    for i in range(200):
+        s.store_msg(f"k.{i % 5}", None, b"%d" % i)
+    assert s._nxt is None
+    limited = StoreConfig(name="CFG", max_msgs_per_subject=3)
+    s.update_config(limited)
+    assert s._nxt is not None and len(s._nxt) == len(s._pos)
+    for i in range(50):
+        s.store_msg(f"k.{i % 7}", None, b"x")
+        _assert_subjects(s)
+    again = store_factory.reopen(s, clock)
+    if again is not None:
+        s = again
+        assert s._nxt is not None
+        _assert_subjects(s)
+    s.update_config(StoreConfig(name="CFG"))
+    assert s._nxt is None
+    for i in range(30):
+        s.store_msg(f"k.{i % 3}", None, b"y")
+        st = s.state()
+        s.remove_msg(st.first_seq)  # each subject's first goes: found by a search, no chain
+        _assert_subjects(s)
+    s.stop()
+
+
+def _assert_subjects(store) -> None:
+    out: dict[str, list[int]] = {}
+    for m in store.iter_msgs(0, store.state().last_seq):
+        out.setdefault(m.subject, []).append(m.seq)
+    got = {k: (v.msgs, v.first, v.last) for k, v in store.subjects_state(">").items()}
+    assert got == {k: (len(v), v[0], v[-1]) for k, v in out.items()}
