@@ -36,7 +36,7 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from typing import Iterable, Iterator
 
 from natsd import nats_headers as NH
@@ -57,7 +57,7 @@ from natsd.store.base import (
     StreamState,
 )
 
-__all__ = ["IndexedStreamStore", "DEAD_SID", "NEVER_EXPIRES", "SZ_BIG"]
+__all__ = ["IndexedStreamStore", "DEAD_SID", "NEVER_EXPIRES", "SZ_BIG", "TS_MAX"]
 
 DEAD_SID = 0xFFFFFFFF
 # ttl value meaning "never expires, not even by max_age" (Nats-TTL: never).
@@ -73,6 +73,10 @@ _STALE_FIRST = 1
 _STALE_LAST = 2
 # _sz holds u16 sizes; a message of this size or more keeps its size in _szx (by sequence).
 SZ_BIG = 0xFFFF
+# _ts holds u32 nanoseconds from its time segment's base (4.29 s); _NO_SEG: no segment yet,
+# so that no time is within reach of it.
+TS_MAX = 0xFFFFFFFF
+_NO_SEG = -(1 << 80)
 # _nxt holds u32 deltas; a larger gap is stored as 0 ("unknown": fall back to a search).
 _NXT_MAX = 0xFFFFFFFF
 
@@ -164,6 +168,39 @@ class IndexedStreamStore:
         self._check_new = self._discard_new and (
             config.max_msgs > 0 or config.max_bytes > 0 or (config.discard_new_per_subject and self._max_per_subj > 0)
         )
+
+    def _ts_at(self, i: int) -> int:
+        """The store time (Unix ns) of the entry at index ``i``."""
+        tss = self._tss
+        seq = self._base + i
+        if seq >= tss[-1]:
+            return self._tsc + self._ts[i]
+        return self._tsb[bisect_right(tss, seq) - 1] + self._ts[i]
+
+    def _ts_list(self, lo: int, hi: int) -> list[int]:
+        """The store times of the entries at indexes ``lo`` .. ``hi - 1`` (one C-level map per
+        time segment)."""
+        base = self._base
+        tss, tsb, ts = self._tss, self._tsb, self._ts
+        k = bisect_right(tss, base + lo) - 1
+        out: list[int] = []
+        while lo < hi:
+            end = hi if k + 1 >= len(tss) else min(hi, tss[k + 1] - base)
+            out += map(tsb[k].__add__, ts[lo:end])
+            lo = end
+            k += 1
+        return out
+
+    def _ts_extend(self, ts: int, n: int) -> None:
+        """Append ``n`` entries stored at ``ts``, opening a time segment when it does not fit
+        the last one (the first entry, a gap of more than 4.29 s, a time going backwards)."""
+        d = ts - self._tsc
+        if not 0 <= d <= TS_MAX:
+            self._tss.append(self._base + len(self._ts))
+            self._tsb.append(ts)
+            self._tsc = ts
+            d = 0
+        self._ts.extend(array("I", [d]) * n)
 
     def _size(self, i: int) -> int:
         """The accounted size of the message at index ``i`` (live)."""
@@ -261,7 +298,12 @@ class IndexedStreamStore:
         self._base = base
         self._pos = array(self.POS_TYPECODE)
         self._sid = array("I")
-        self._ts = array("q")
+        self._ts = array("I")
+        # Time segments: segment k starts at sequence _tss[k]; its entries' times are
+        # _tsb[k] + their _ts delta. _tsc is the last segment's base (_NO_SEG: none yet).
+        self._tss = array("q")
+        self._tsb = array("q")
+        self._tsc = _NO_SEG
         self._sz = array("H")
         self._szx: dict[int, int] = {}
         self._nxt = array("I") if self._max_per_subj > 1 else None
@@ -276,8 +318,8 @@ class IndexedStreamStore:
             return
         self._pos.extend(array(self.POS_TYPECODE, [-1]) * n)
         self._sid.extend(array("I", [DEAD_SID]) * n)
-        # Absent entries repeat the last timestamp so _ts stays sorted (get_seq_from_time).
-        self._ts.extend(array("q", [self._last_ts]) * n)
+        # Absent entries repeat the last timestamp so the times stay sorted (get_seq_from_time).
+        self._ts_extend(self._last_ts, n)
         self._sz.extend(array("H", bytes(2 * n)))
         if self._nxt is not None:
             self._nxt.extend(array("I", bytes(4 * n)))
@@ -329,7 +371,11 @@ class IndexedStreamStore:
                 self._nxt[j] = seq - prev
         self._pos.append(pos)
         self._sid.append(sid)
-        self._ts.append(ts)
+        d = ts - self._tsc
+        if 0 <= d <= TS_MAX:
+            self._ts.append(d)
+        else:
+            self._ts_extend(ts, 1)
         self._sz.append(size if size < SZ_BIG else self._big_size(seq, size))
         if self._nxt is not None:
             self._nxt.append(0)
@@ -392,7 +438,7 @@ class IndexedStreamStore:
             # Common case inline (limits remove from the front): the next slot is live.
             if self._msgs and j < len(parr) and parr[j] >= 0:
                 self._first = seq + 1
-                self._first_ts = self._ts[j]
+                self._first_ts = self._ts_at(j)
                 if j >= _TRIM_MIN and j * 2 >= len(parr):
                     self._trim(j)
             else:
@@ -422,7 +468,7 @@ class IndexedStreamStore:
             i += 1
         assert i < n, "live message count says a message exists after first"
         self._first = self._base + i
-        self._first_ts = self._ts[i]
+        self._first_ts = self._ts_at(i)
         if i >= _TRIM_MIN and i * 2 >= n:
             self._trim(i)
 
@@ -435,6 +481,10 @@ class IndexedStreamStore:
         if self._nxt is not None:
             del self._nxt[:i]
         self._base += i
+        # (the segment holding the new first entry stays: its start may be below the base)
+        k = bisect_right(self._tss, self._base) - 1
+        if k > 0:
+            del self._tss[:k], self._tsb[:k]
 
     def _subject_first(self, sid: int) -> int:
         stale = self._sstale[sid]
@@ -633,7 +683,11 @@ class IndexedStreamStore:
                 nxt.append(0)
             parr.append(pos)
             self._sid.append(sid)
-            self._ts.append(ts)
+            d = ts - self._tsc
+            if 0 <= d <= TS_MAX:
+                self._ts.append(d)
+            else:
+                self._ts_extend(ts, 1)
             self._sz.append(size if size < SZ_BIG else self._big_size(seq, size))
             self._msgs += 1
             self._bytes += size
@@ -756,7 +810,7 @@ class IndexedStreamStore:
                 nxt[prev - base] = s - prev
         self._pos.extend(positions)
         self._sid.extend(array("I", sids))
-        self._ts.extend(array("q", [ts]) * k)
+        self._ts_extend(ts, k)
         self._extend_sizes(seq, sizes)
         self._msgs += k
         self._bytes += sum(sizes)
@@ -805,7 +859,7 @@ class IndexedStreamStore:
             nxt.append(0)
         self._pos.extend(it)
         self._sid.extend(array("I", [sid]) * rest)
-        self._ts.extend(array("q", [ts]) * rest)
+        self._ts_extend(ts, rest)
         self._msgs += rest
         self._bytes += total
         self._last = seq + rest
@@ -973,8 +1027,9 @@ class IndexedStreamStore:
         if self._msgs == 0:
             return self._last + 1
         lo = self._first - self._base
-        i = bisect_left(self._ts, ts_ns, lo, len(self._ts))
-        seq = self._next_live(self._base + i) if i < len(self._ts) else 0
+        n = len(self._ts)
+        i = lo + bisect_left(range(lo, n), ts_ns, key=self._ts_at)
+        seq = self._next_live(self._base + i) if i < n else 0
         return seq or self._last + 1
 
     def iter_msgs(self, start_seq: int, end_seq: int) -> Iterator[StoreMsg]:
@@ -1111,7 +1166,7 @@ class IndexedStreamStore:
         live_at = seq - self._base
         last_ts = self._last_ts
         if seq >= self._first and 0 <= live_at < len(self._pos) and self._pos[live_at] >= 0:
-            last_ts = self._ts[live_at]
+            last_ts = self._ts_at(live_at)
         self._last = seq
         self._last_ts = last_ts
         self._kl_from = 0
@@ -1124,6 +1179,9 @@ class IndexedStreamStore:
             del self._pos[keep:]
             del self._sid[keep:]
             del self._ts[keep:]
+            k = bisect_left(self._tss, self._base + keep)
+            del self._tss[k:], self._tsb[k:]
+            self._tsc = self._tsb[-1] if self._tsb else _NO_SEG
             del self._sz[keep:]
             if self._nxt is not None:
                 del self._nxt[keep:]
@@ -1152,7 +1210,7 @@ class IndexedStreamStore:
                 removed += self._expire_due(cutoff)
             while self._msgs:
                 seq = self._next_live(seq)
-                if not seq or self._ts[seq - self._base] > cutoff:
+                if not seq or self._ts_at(seq - self._base) > cutoff:
                     break
                 if ttl and ttl.get(seq) == NEVER_EXPIRES:
                     seq += 1
@@ -1198,7 +1256,7 @@ class IndexedStreamStore:
         n = 0
         while True:
             s0 = self._next_due()
-            if not s0 or self._ts[s0 - self._base] > cutoff:
+            if not s0 or self._ts_at(s0 - self._base) > cutoff:
                 return n
             heapq.heappop(self._kl_due)
             self._remove(s0)
@@ -1225,7 +1283,7 @@ class IndexedStreamStore:
                 while seq and self._ttl.get(seq) == NEVER_EXPIRES:
                     seq = self._next_live(seq + 1)
             if seq:
-                nxt = self._ts[seq - self._base] + max_age
+                nxt = self._ts_at(seq - self._base) + max_age
         heap = self._ttl_heap
         while heap and self._ttl.get(heap[0][1]) != heap[0][0]:
             heapq.heappop(heap)

@@ -14,15 +14,18 @@ checked through the version word)::
     10 x i64         first, last, first_ts, last_ts, msgs, bytes, base, n, marker_first, lost_bytes
     n x i64          pos   (block_id << 32 | offset, -1 = absent)
     n x u32          sid   (subject id, 0xFFFFFFFF = absent)
-    n x i64          ts
+    n x u32          ts    (store time, ns from the base of its time segment)
+    u32              time segments (t); t x i64 first sequence, t x i64 base (Unix ns): the
+                     sequences from one segment's first up to the next's are its
     n x u16          sz    (record size; 0xFFFF = 64 KiB or more, the size is in the list below)
     u32              large sizes (m); m x (i64 seq, i64 size)
     u8               1 when the per-subject chains follow, else 0 (a stream without a per-subject
                      limit above 1 keeps none, see IndexedStreamStore)
     n x u32          nxt   (distance to the next sequence of the same subject, 0 = none/unknown)
-                     (versions 1 to 4 hold n x u32 sz, then n x u32 nxt always, without the large
-                     sizes and the flag; version 1 holds no nxt either: 28 bytes per sequence
-                     where version 5 holds 26, or 22 without chains, issue 31)
+                     (versions 1 to 4 hold n x i64 ts without segments, n x u32 sz, then n x u32
+                     nxt always, without the large sizes and the flag; version 1 holds no nxt
+                     either: 28 bytes per sequence where version 5 holds 22, or 18 without
+                     chains, issue 31)
     u32              subject slots (s), then the slots in columns (version 4):
     u32              length in bytes of the names, then the names, UTF-8, separated by "\n" (a
                      free slot is an empty name; a subject never holds whitespace, so one C-level
@@ -47,13 +50,14 @@ checked through the version word)::
 from __future__ import annotations
 
 import struct
+from bisect import bisect_right
 import sys
 import zlib
 from array import array
 from dataclasses import dataclass, field
 
 from natsd.store.base import CorruptState
-from natsd.store.seqindex import SZ_BIG
+from natsd.store.seqindex import SZ_BIG, TS_MAX
 
 __all__ = ["IndexSnapshot", "BlockInfo", "encode_index", "decode_index"]
 
@@ -108,21 +112,26 @@ class IndexSnapshot:
     blocks: list[BlockInfo] = field(default_factory=list)
     #: sequence -> size of the messages whose ``sz`` is SZ_BIG (see IndexedStreamStore._szx).
     szx: dict[int, int] = field(default_factory=dict)
+    #: The time segments (IndexedStreamStore._tss / _tsb): first sequence, base time.
+    tss: array = field(default_factory=lambda: array("q"))
+    tsb: array = field(default_factory=lambda: array("q"))
 
 
 def encode_index(snap: IndexSnapshot) -> bytes:
     n = len(snap.pos)
     assert len(snap.sid) == len(snap.ts) == len(snap.sz) == n and (snap.nxt is None or len(snap.nxt) == n)
-    assert snap.sz.typecode == "H"
+    assert snap.sz.typecode == "H" and snap.ts.typecode == "I" and len(snap.tss) == len(snap.tsb)
     subjects = _encode_subjects(snap)
     # (a name holding the separator: version 3's subject slots, and so its per-message section)
     version = VERSION if len(subjects) == 5 else 3
     if version == 3:
         sz = _wide_sizes(snap.sz, snap.szx, snap.base)
         nxt = snap.nxt if snap.nxt is not None else array("I", bytes(4 * n))
-        per_msg = [sz.tobytes(), nxt.tobytes()]
+        ts = array("q", _times(snap.ts, snap.tss, snap.tsb, snap.base))
+        per_msg = [ts.tobytes(), sz.tobytes(), nxt.tobytes()]
     else:
-        per_msg = [snap.sz.tobytes(), _U32.pack(len(snap.szx))]
+        per_msg = [snap.ts.tobytes(), _U32.pack(len(snap.tss)), snap.tss.tobytes(), snap.tsb.tobytes()]
+        per_msg += [snap.sz.tobytes(), _U32.pack(len(snap.szx))]
         per_msg.extend(_PAIR.pack(q, z) for q, z in sorted(snap.szx.items()))
         per_msg.append(b"\0" if snap.nxt is None else b"\1" + snap.nxt.tobytes())
     version |= _BIG if sys.byteorder == "big" else 0
@@ -143,7 +152,6 @@ def encode_index(snap: IndexSnapshot) -> bytes:
         ),
         snap.pos.tobytes(),
         snap.sid.tobytes(),
-        snap.ts.tobytes(),
         *per_msg,
         _U32.pack(len(snap.snames)),
     ]
@@ -174,7 +182,7 @@ def decode_index(data: bytes) -> IndexSnapshot:
         if bool(version & _BIG) != (sys.byteorder == "big"):
             raise CorruptState("index: written on a host of the other byte order")
         mv = memoryview(data)
-        arrays, szx, p = _decode_per_msg(mv, _FIXED.size, n, version & ~_BIG, base)
+        arrays, szx, segs, p = _decode_per_msg(mv, _FIXED.size, n, version & ~_BIG, base)
         (nslots,) = _U32.unpack_from(data, p)
         p += 4
         snames, cols, p = _SLOT_DECODERS.get(version & ~_BIG, _decode_subjects_v2)(mv, p, nslots)
@@ -225,6 +233,8 @@ def decode_index(data: bytes) -> IndexSnapshot:
         lost,
         blocks,
         szx,
+        segs[0],
+        segs[1],
     )
 
 
@@ -236,13 +246,54 @@ def _wide_sizes(sz: array, szx: dict[int, int], base: int) -> array:
     return wide
 
 
-def _decode_per_msg(mv: memoryview, p: int, n: int, version: int, base: int) -> tuple[list, dict[int, int], int]:
-    """The per-message arrays (pos, sid, ts, sz as u16, nxt or None) and the large sizes."""
+def _times(ts: array, tss: array, tsb: array, base: int) -> list[int]:
+    """The times of every entry from the u32 deltas and the segments."""
+    out: list[int] = []
+    bounds = [q - base for q in tss[1:]] + [len(ts)]
+    lo = 0
+    for b, hi in zip(tsb, bounds):
+        out += map(b.__add__, ts[lo:hi])
+        lo = hi
+    return out
+
+
+def _segments(wide: array, base: int) -> tuple[array, array, array]:
+    """Version 4's i64 times as u32 deltas and time segments (see IndexedStreamStore._ts_extend)."""
+    ts = array("I")
+    tss, tsb = array("q"), array("q")
+    i, n = 0, len(wide)
+    while i < n:
+        b = wide[i]
+        # Times are in order nearly always: the segment ends at the first one out of reach.
+        j = max(bisect_right(wide, b + TS_MAX, i), i + 1)
+        chunk = wide[i:j]
+        if min(chunk) < b or max(chunk) - b > TS_MAX:
+            j = i + 1
+            while j < n and 0 <= wide[j] - b <= TS_MAX:
+                j += 1
+            chunk = wide[i:j]
+        tss.append(base + i)
+        tsb.append(b)
+        ts.extend(array("I", map(b.__rsub__, chunk)))
+        i = j
+    return ts, tss, tsb
+
+
+def _decode_per_msg(
+    mv: memoryview, p: int, n: int, version: int, base: int
+) -> tuple[list, dict[int, int], tuple[array, array], int]:
+    """The per-message arrays (pos, sid, ts as u32 deltas, sz as u16, nxt or None), the large
+    sizes and the time segments."""
     pos, p = _column(mv, p, "q", n)
     sid, p = _column(mv, p, "I", n)
-    ts, p = _column(mv, p, "q", n)
     szx: dict[int, int] = {}
     if version >= 5:
+        ts, p = _column(mv, p, "I", n)
+        (t,) = _U32.unpack_from(mv, p)
+        tss, p = _column(mv, p + 4, "q", t)
+        tsb, p = _column(mv, p, "q", t)
+        if (n and (not t or tss[0] > base)) or (t and not n):
+            raise CorruptState("index: time segments do not cover the sequences")
         sz, p = _column(mv, p, "H", n)
         (m,) = _U32.unpack_from(mv, p)
         p += 4
@@ -255,7 +306,9 @@ def _decode_per_msg(mv: memoryview, p: int, n: int, version: int, base: int) -> 
         nxt = None
         if has_nxt:
             nxt, p = _column(mv, p, "I", n)
-        return [pos, sid, ts, sz, nxt], szx, p
+        return [pos, sid, ts, sz, nxt], szx, (tss, tsb), p
+    wide_ts, p = _column(mv, p, "q", n)
+    ts, tss, tsb = _segments(wide_ts, base)
     wide, p = _column(mv, p, "I", n)
     nxt = array("I", bytes(4 * n))
     if version > 1:
@@ -265,7 +318,7 @@ def _decode_per_msg(mv: memoryview, p: int, n: int, version: int, base: int) -> 
     else:
         sz = array("H", [z if z < SZ_BIG else SZ_BIG for z in wide])
         szx = {base + i: z for i, z in enumerate(wide) if z >= SZ_BIG}
-    return [pos, sid, ts, sz, nxt], szx, p
+    return [pos, sid, ts, sz, nxt], szx, (tss, tsb), p
 
 
 def _encode_subjects(snap: IndexSnapshot) -> list[bytes]:
@@ -366,4 +419,8 @@ def _decode_subjects_v2(
     return snames, cols, p
 
 
-_SLOT_DECODERS = {5: _decode_subjects_v4, 4: _decode_subjects_v4, 3: _decode_subjects}  # (versions 1 and 2: _decode_subjects_v2)
+_SLOT_DECODERS = {
+    5: _decode_subjects_v4,
+    4: _decode_subjects_v4,
+    3: _decode_subjects,
+}  # (versions 1 and 2: _decode_subjects_v2)

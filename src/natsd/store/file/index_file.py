@@ -79,6 +79,8 @@ class IndexFile:
             list(s._lost_msgs),
             blocks,
             s._szx,
+            s._tss,
+            s._tsb,
         )
         data = encode_index(snap)
         asset = s._asset

@@ -195,6 +195,9 @@ class Recovery:
         s._msgs, s._bytes, s._base = snap.msgs, snap.bytes, snap.base
         s._pos, s._sid, s._ts, s._sz, s._nxt = snap.pos, snap.sid, snap.ts, snap.sz, snap.nxt
         s._szx = snap.szx
+        s._tss, s._tsb = snap.tss, snap.tsb
+        if snap.tsb:
+            s._tsc = snap.tsb[-1]
         s._fit_chains()
         # Freed slots stay None (see IndexedStreamStore._snames).
         s._snames = snap.snames
@@ -326,6 +329,7 @@ class Recovery:
                     base = s._base
                     first = seq = s._last + 1
                     nxt = s._nxt
+                    tsc = s._tsc  # (a time outside its segment takes the general path)
                     smsgs, slast, sstale = s._smsgs, s._slast, s._sstale
                     offs: list[int] = []
                     offs_append = offs.append
@@ -341,7 +345,7 @@ class Recovery:
                         size = total & 0x7FFFFFFF
                         rec_end = off + size
                         # raw == seq: a message (no flag bits) with the next sequence.
-                        if raw != seq or rec_end > end or size - slen < 30:
+                        if raw != seq or rec_end > end or size - slen < 30 or not 0 <= ts - tsc <= 0xFFFFFFFF:
                             break
                         if size != psize:
                             psize = size
@@ -365,7 +369,7 @@ class Recovery:
                             nxt[prev - base] = seq - prev
                         offs_append(off)
                         sid_append(sid)
-                        ts_append(ts)
+                        ts_append(ts - tsc)
                         seq += 1
                         off = rec_end
                     k = seq - first
@@ -377,7 +381,7 @@ class Recovery:
                         s._msgs += k
                         s._bytes += off - offs[0]
                         s._last = seq - 1
-                        s._last_ts = s._ts[-1]
+                        s._last_ts = tsc + s._ts[-1]
                         if seq - 1 > blk.max_ref:
                             blk.max_ref = seq - 1
                         if scanning:
