@@ -77,6 +77,7 @@ SZ_BIG = 0xFFFF
 # so that no time is within reach of it.
 TS_MAX = 0xFFFFFFFF
 _NO_SEG = -(1 << 80)
+_LO = 0xFFFFFFFF
 # _nxt holds u32 deltas; a larger gap is stored as 0 ("unknown": fall back to a search).
 _NXT_MAX = 0xFFFFFFFF
 
@@ -202,6 +203,44 @@ class IndexedStreamStore:
             d = 0
         self._ts.extend(array("I", [d]) * n)
 
+    def _hi_at(self, i: int) -> int:
+        """The high 32 bits of the position at index ``i`` (its position segment's)."""
+        pss = self._pss
+        if self._base + i >= pss[-1]:
+            return self._psc
+        return self._psh[bisect_right(pss, self._base + i) - 1]
+
+    def _pos_at(self, i: int) -> int:
+        """The position of the live entry at index ``i``."""
+        return self._hi_at(i) << 32 | self._pos[i]
+
+    def _pos_end(self, i: int) -> int:
+        """The index where the position segment of index ``i`` ends (a huge one for the last):
+        a run of positions read from ``_pos`` shares its high bits up to there."""
+        pss = self._pss
+        k = bisect_right(pss, self._base + i)
+        return pss[k] - self._base if k < len(pss) else 1 << 62
+
+    def _pos_open(self, hi: int) -> None:
+        """Open a position segment for high bits ``hi`` at the next entry."""
+        self._pss.append(self._base + len(self._pos))
+        self._psh.append(hi)
+        self._psc = hi
+
+    def _pos_extend(self, positions: Iterable[int]) -> None:
+        """Append the positions of the next entries (one subclass write: one block)."""
+        ps = positions if type(positions) in (list, range) else list(positions)
+        if not ps:
+            return
+        hi = ps[0] >> 32
+        if ps[-1] >> 32 != hi:  # (not one block: one at a time)
+            for p in ps:
+                self._pos_extend((p,))
+            return
+        if hi != self._psc:
+            self._pos_open(hi)
+        self._pos.extend(map(_LO.__and__, ps) if hi else ps)
+
     def _size(self, i: int) -> int:
         """The accounted size of the message at index ``i`` (live)."""
         v = self._sz[i]
@@ -297,6 +336,12 @@ class IndexedStreamStore:
         """Empty arrays starting at ``base`` (only valid when no message is live)."""
         self._base = base
         self._pos = array(self.POS_TYPECODE)
+        # Position segments, as the time segments: the entries from sequence _pss[k] on hold
+        # the low 32 bits of their positions, the high ones are _psh[k] (a file store's
+        # block id: one segment per block). _psc: the last segment's, _NO_SEG: none yet.
+        self._pss = array("q")
+        self._psh = array("q")
+        self._psc = _NO_SEG
         self._sid = array("I")
         self._ts = array("I")
         # Time segments: segment k starts at sequence _tss[k]; its entries' times are
@@ -369,7 +414,9 @@ class IndexedStreamStore:
             j = prev - self._base
             if j >= 0 and seq - prev <= _NXT_MAX and self._nxt is not None:
                 self._nxt[j] = seq - prev
-        self._pos.append(pos)
+        if pos >> 32 != self._psc:
+            self._pos_open(pos >> 32)
+        self._pos.append(pos & _LO)
         self._sid.append(sid)
         d = ts - self._tsc
         if 0 <= d <= TS_MAX:
@@ -402,6 +449,7 @@ class IndexedStreamStore:
         # Keep where the dead record physically is (-pos - 2, still < 0 = absent): the file
         # store's compaction uses it to know when a tombstone is no longer needed.
         parr[i] = -pos - 2
+        pos |= self._hi_at(i) << 32
         sarr[i] = DEAD_SID
         self._msgs -= 1
         self._bytes -= size
@@ -485,6 +533,9 @@ class IndexedStreamStore:
         k = bisect_right(self._tss, self._base) - 1
         if k > 0:
             del self._tss[:k], self._tsb[:k]
+        k = bisect_right(self._pss, self._base) - 1
+        if k > 0:
+            del self._pss[:k], self._psh[:k]
 
     def _subject_first(self, sid: int) -> int:
         stale = self._sstale[sid]
@@ -681,7 +732,9 @@ class IndexedStreamStore:
                 if prev >= base and seq - prev <= _NXT_MAX:
                     nxt[prev - base] = seq - prev
                 nxt.append(0)
-            parr.append(pos)
+            if pos >> 32 != self._psc:
+                self._pos_open(pos >> 32)
+            parr.append(pos & _LO)
             self._sid.append(sid)
             d = ts - self._tsc
             if 0 <= d <= TS_MAX:
@@ -808,7 +861,7 @@ class IndexedStreamStore:
                 stale[sid] &= ~_STALE_LAST
             if nxt is not None and prev >= base and s - prev <= _NXT_MAX:
                 nxt[prev - base] = s - prev
-        self._pos.extend(positions)
+        self._pos_extend(positions)
         self._sid.extend(array("I", sids))
         self._ts_extend(ts, k)
         self._extend_sizes(seq, sizes)
@@ -857,7 +910,7 @@ class IndexedStreamStore:
             nxt[seq - self._base] = 1
             nxt.extend(array("I", [1]) * (rest - 1))
             nxt.append(0)
-        self._pos.extend(it)
+        self._pos_extend(it)
         self._sid.extend(array("I", [sid]) * rest)
         self._ts_extend(ts, rest)
         self._msgs += rest
@@ -969,10 +1022,9 @@ class IndexedStreamStore:
         i = seq - self._base
         if seq < self._first or i < 0:
             raise MsgNotFound(f"no message at sequence {seq}")
-        pos = self._pos[i]
-        if pos < 0:
+        if self._pos[i] < 0:
             raise MsgNotFound(f"no message at sequence {seq}")
-        return self._read(seq, pos)
+        return self._read(seq, self._pos_at(i))
 
     def load_next_msg(self, filter: str, start_seq: int) -> StoreMsg:
         """First message with seq >= start_seq matching ``filter``; StoreEOF when none."""
@@ -982,7 +1034,7 @@ class IndexedStreamStore:
             if not seq:
                 raise StoreEOF("no message found")
             try:
-                return self._read(seq, self._pos[seq - self._base])
+                return self._read(seq, self._pos_at(seq - self._base))
             except MsgNotFound:
                 # A message found corrupt on read is reported lost and skipped.
                 start_seq = seq + 1
@@ -1002,7 +1054,7 @@ class IndexedStreamStore:
                     seq = last
         if not seq:
             raise MsgNotFound("no message found")
-        return self._read(seq, self._pos[seq - self._base])
+        return self._read(seq, self._pos_at(seq - self._base))
 
     def last_seq_of(self, subject: str) -> int:
         """Sequence of the last message of the literal ``subject`` (0: none), without reading it."""
@@ -1017,7 +1069,7 @@ class IndexedStreamStore:
         seq = self._last_live(start_seq) if self._msgs else 0
         if not seq:
             raise MsgNotFound("no message found")
-        return self._read(seq, self._pos[seq - self._base])
+        return self._read(seq, self._pos_at(seq - self._base))
 
     def get_seq_from_time(self, ts_ns: int) -> int:
         """First live sequence stored at or after wall time ``ts_ns``; last_seq + 1 when none
@@ -1041,7 +1093,7 @@ class IndexedStreamStore:
             if not seq or seq > end_seq:
                 return
             try:
-                yield self._read(seq, self._pos[seq - self._base])
+                yield self._read(seq, self._pos_at(seq - self._base))
             except MsgNotFound:
                 pass
             seq += 1
@@ -1182,6 +1234,9 @@ class IndexedStreamStore:
             k = bisect_left(self._tss, self._base + keep)
             del self._tss[k:], self._tsb[k:]
             self._tsc = self._tsb[-1] if self._tsb else _NO_SEG
+            k = bisect_left(self._pss, self._base + keep)
+            del self._pss[k:], self._psh[k:]
+            self._psc = self._psh[-1] if self._psh else _NO_SEG
             del self._sz[keep:]
             if self._nxt is not None:
                 del self._nxt[keep:]
@@ -1461,4 +1516,4 @@ class IndexedStreamStore:
         base = self._base
         for i, pos in enumerate(self._pos):
             if pos >= 0:
-                yield base + i, pos
+                yield base + i, self._hi_at(i) << 32 | pos

@@ -12,7 +12,10 @@ checked through the version word)::
     "NIDX"           magic
     u32              version (5) | 0x8000_0000 when written on a big-endian host
     10 x i64         first, last, first_ts, last_ts, msgs, bytes, base, n, marker_first, lost_bytes
-    n x i64          pos   (block_id << 32 | offset, -1 = absent)
+    n x i32          pos   (offset in the block, -1 = absent, -offset - 2 = removed, its record
+                            still there)
+    u32              position segments (b); b x i64 first sequence, b x i64 block id: the
+                     sequences from one segment's first up to the next's are in its block
     n x u32          sid   (subject id, 0xFFFFFFFF = absent)
     n x u32          ts    (store time, ns from the base of its time segment)
     u32              time segments (t); t x i64 first sequence, t x i64 base (Unix ns): the
@@ -22,10 +25,10 @@ checked through the version word)::
     u8               1 when the per-subject chains follow, else 0 (a stream without a per-subject
                      limit above 1 keeps none, see IndexedStreamStore)
     n x u32          nxt   (distance to the next sequence of the same subject, 0 = none/unknown)
-                     (versions 1 to 4 hold n x i64 ts without segments, n x u32 sz, then n x u32
-                     nxt always, without the large sizes and the flag; version 1 holds no nxt
-                     either: 28 bytes per sequence where version 5 holds 22, or 18 without
-                     chains, issue 31)
+                     (versions 1 to 4 hold n x i64 pos = block_id << 32 | offset without
+                     segments, n x i64 ts without segments, n x u32 sz, then n x u32 nxt always,
+                     without the large sizes and the flag; version 1 holds no nxt either: 28
+                     bytes per sequence where version 5 holds 18, or 14 without chains, issue 31)
     u32              subject slots (s), then the slots in columns (version 4):
     u32              length in bytes of the names, then the names, UTF-8, separated by "\n" (a
                      free slot is an empty name; a subject never holds whitespace, so one C-level
@@ -115,12 +118,16 @@ class IndexSnapshot:
     #: The time segments (IndexedStreamStore._tss / _tsb): first sequence, base time.
     tss: array = field(default_factory=lambda: array("q"))
     tsb: array = field(default_factory=lambda: array("q"))
+    #: The position segments (IndexedStreamStore._pss / _psh): first sequence, block id.
+    pss: array = field(default_factory=lambda: array("q"))
+    psh: array = field(default_factory=lambda: array("q"))
 
 
 def encode_index(snap: IndexSnapshot) -> bytes:
     n = len(snap.pos)
     assert len(snap.sid) == len(snap.ts) == len(snap.sz) == n and (snap.nxt is None or len(snap.nxt) == n)
     assert snap.sz.typecode == "H" and snap.ts.typecode == "I" and len(snap.tss) == len(snap.tsb)
+    assert snap.pos.typecode == "i" and len(snap.pss) == len(snap.psh)
     subjects = _encode_subjects(snap)
     # (a name holding the separator: version 3's subject slots, and so its per-message section)
     version = VERSION if len(subjects) == 5 else 3
@@ -128,9 +135,12 @@ def encode_index(snap: IndexSnapshot) -> bytes:
         sz = _wide_sizes(snap.sz, snap.szx, snap.base)
         nxt = snap.nxt if snap.nxt is not None else array("I", bytes(4 * n))
         ts = array("q", _times(snap.ts, snap.tss, snap.tsb, snap.base))
-        per_msg = [ts.tobytes(), sz.tobytes(), nxt.tobytes()]
+        pos = array("q", _wide_positions(snap.pos, snap.pss, snap.psh, snap.base))
+        per_msg = [pos.tobytes(), snap.sid.tobytes(), ts.tobytes(), sz.tobytes(), nxt.tobytes()]
     else:
-        per_msg = [snap.ts.tobytes(), _U32.pack(len(snap.tss)), snap.tss.tobytes(), snap.tsb.tobytes()]
+        per_msg = [snap.pos.tobytes(), _U32.pack(len(snap.pss)), snap.pss.tobytes(), snap.psh.tobytes()]
+        per_msg += [snap.sid.tobytes(), snap.ts.tobytes(), _U32.pack(len(snap.tss)), snap.tss.tobytes()]
+        per_msg.append(snap.tsb.tobytes())
         per_msg += [snap.sz.tobytes(), _U32.pack(len(snap.szx))]
         per_msg.extend(_PAIR.pack(q, z) for q, z in sorted(snap.szx.items()))
         per_msg.append(b"\0" if snap.nxt is None else b"\1" + snap.nxt.tobytes())
@@ -150,8 +160,6 @@ def encode_index(snap: IndexSnapshot) -> bytes:
             snap.marker_first,
             snap.lost_bytes,
         ),
-        snap.pos.tobytes(),
-        snap.sid.tobytes(),
         *per_msg,
         _U32.pack(len(snap.snames)),
     ]
@@ -235,6 +243,8 @@ def decode_index(data: bytes) -> IndexSnapshot:
         szx,
         segs[0],
         segs[1],
+        segs[2],
+        segs[3],
     )
 
 
@@ -255,6 +265,37 @@ def _times(ts: array, tss: array, tsb: array, base: int) -> list[int]:
         out += map(b.__add__, ts[lo:hi])
         lo = hi
     return out
+
+
+def _wide_positions(pos: array, pss: array, psh: array, base: int) -> list[int]:
+    """Version 3's i64 positions (block_id << 32 | offset) from the offsets and the segments."""
+    out: list[int] = []
+    bounds = [q - base for q in pss[1:]] + [len(pos)]
+    lo = 0
+    for hi, end in zip(psh, bounds):
+        shift = hi << 32
+        out += [p if p == -1 else (shift | p if p >= 0 else -(shift | (-p - 2)) - 2) for p in pos[lo:end]]
+        lo = end
+    return out
+
+
+def _split_positions(wide: array, base: int) -> tuple[array, array, array]:
+    """Version 4's i64 positions as offsets and position segments (one per block)."""
+    pos = array("i")
+    pss, psh = array("q"), array("q")
+    cur = None
+    for i, p in enumerate(wide):
+        if p == -1:
+            pos.append(-1)
+            continue
+        full = p if p >= 0 else -p - 2
+        hi, off = full >> 32, full & 0xFFFFFFFF
+        if hi != cur:
+            pss.append(base + i)
+            psh.append(hi)
+            cur = hi
+        pos.append(off if p >= 0 else -off - 2)
+    return pos, pss, psh
 
 
 def _segments(wide: array, base: int) -> tuple[array, array, array]:
@@ -281,13 +322,16 @@ def _segments(wide: array, base: int) -> tuple[array, array, array]:
 
 def _decode_per_msg(
     mv: memoryview, p: int, n: int, version: int, base: int
-) -> tuple[list, dict[int, int], tuple[array, array], int]:
-    """The per-message arrays (pos, sid, ts as u32 deltas, sz as u16, nxt or None), the large
-    sizes and the time segments."""
-    pos, p = _column(mv, p, "q", n)
-    sid, p = _column(mv, p, "I", n)
+) -> tuple[list, dict[int, int], tuple[array, array, array, array], int]:
+    """The per-message arrays (pos as offsets, sid, ts as u32 deltas, sz as u16, nxt or None),
+    the large sizes and the time and position segments."""
     szx: dict[int, int] = {}
     if version >= 5:
+        pos, p = _column(mv, p, "i", n)
+        (b,) = _U32.unpack_from(mv, p)
+        pss, p = _column(mv, p + 4, "q", b)
+        psh, p = _column(mv, p, "q", b)
+        sid, p = _column(mv, p, "I", n)
         ts, p = _column(mv, p, "I", n)
         (t,) = _U32.unpack_from(mv, p)
         tss, p = _column(mv, p + 4, "q", t)
@@ -306,7 +350,10 @@ def _decode_per_msg(
         nxt = None
         if has_nxt:
             nxt, p = _column(mv, p, "I", n)
-        return [pos, sid, ts, sz, nxt], szx, (tss, tsb), p
+        return [pos, sid, ts, sz, nxt], szx, (tss, tsb, pss, psh), p
+    wide_pos, p = _column(mv, p, "q", n)
+    pos, pss, psh = _split_positions(wide_pos, base)
+    sid, p = _column(mv, p, "I", n)
     wide_ts, p = _column(mv, p, "q", n)
     ts, tss, tsb = _segments(wide_ts, base)
     wide, p = _column(mv, p, "I", n)
@@ -318,7 +365,7 @@ def _decode_per_msg(
     else:
         sz = array("H", [z if z < SZ_BIG else SZ_BIG for z in wide])
         szx = {base + i: z for i, z in enumerate(wide) if z >= SZ_BIG}
-    return [pos, sid, ts, sz, nxt], szx, (tss, tsb), p
+    return [pos, sid, ts, sz, nxt], szx, (tss, tsb, pss, psh), p
 
 
 def _encode_subjects(snap: IndexSnapshot) -> list[bytes]:

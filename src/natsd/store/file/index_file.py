@@ -81,6 +81,8 @@ class IndexFile:
             s._szx,
             s._tss,
             s._tsb,
+            s._pss,
+            s._psh,
         )
         data = encode_index(snap)
         asset = s._asset

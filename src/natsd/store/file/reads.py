@@ -249,14 +249,16 @@ class BlockReads:
             base = s._base
             posa, sza, sida = s._pos, s._sz, s._sid
             i = seq - base
-            p0 = posa[i]
-            bid = p0 >> 32
-            off = p0 & _OFF_MASK
+            # (_pos holds offsets in the block of the entry's position segment, which ends at
+            # seg_end: the next entries are in this block up to there)
+            p0 = off = posa[i]
+            bid = s._hi_at(i)
+            seg_end = s._pos_end(i)
             blk = s._blocks.get(bid)
             end = off + s._size(i)
             if blk is None or end > blk.flushed:
                 try:
-                    yield self.read(seq, p0)
+                    yield self.read(seq, s._pos_at(i))
                 except MsgNotFound:
                     pass
                 seq += 1
@@ -272,7 +274,7 @@ class BlockReads:
                 data = blk.pread(max(min(blk.flushed, off + RUN_BYTES), end) - off, off)
                 if len(data) < end - off:  # file shorter than recorded: per-message path
                     try:
-                        yield self.read(seq, p0)
+                        yield self.read(seq, s._pos_at(i))
                     except MsgNotFound:
                         pass
                     seq += 1
@@ -309,12 +311,19 @@ class BlockReads:
                 o = rec_end
                 # Resumed: the consumer may have changed the store meanwhile; anything but the
                 # next record back to back (a gap, a removal, a purge) goes back to the index.
-                if k > hi or s._base != base or s._pos is not posa or k >= len(posa) or posa[k] != p0 + o:
+                if (
+                    k > hi
+                    or s._base != base
+                    or s._pos is not posa
+                    or k >= len(posa)
+                    or posa[k] != p0 + o
+                    or k >= seg_end
+                ):
                     break
             seq = base + k
             if bad:
                 try:
-                    yield self.read(seq, posa[k])
+                    yield self.read(seq, s._pos_at(k))
                 except MsgNotFound:
                     pass
                 seq += 1
@@ -356,9 +365,9 @@ class BlockReads:
             base = s._base
             posa, sza = s._pos, s._sz
             i = seq - base
-            p0 = posa[i]
-            bid = p0 >> 32
-            off = p0 & _OFF_MASK
+            p0 = off = posa[i]  # (an offset in the block of the entry's position segment)
+            bid = s._hi_at(i)
+            seg_end = s._pos_end(i)
             size = sza[i]
             if size == _SZ_BIG:
                 size = s._size(i)
@@ -379,7 +388,7 @@ class BlockReads:
             if data is None:
                 # Not flushed yet, block missing, file shorter than recorded: per message.
                 try:
-                    sm = self.read(seq, p0)
+                    sm = self.read(seq, s._pos_at(i))
                 except MsgNotFound:
                     seq += 1
                     continue
@@ -390,7 +399,7 @@ class BlockReads:
             dlen = len(data)
             # 1. The uniform stretch from here: positions p0, p0 + size, ... (a gap, a marker
             # record between two messages or another size ends it), all sizes equal.
-            k = min(need, (dlen - o) // size, len(posa) - i)
+            k = min(need, (dlen - o) // size, len(posa) - i, seg_end - i)
             m = next(compress(count(), map(ne, posa[i : i + k], range(p0, p0 + k * size, size))), k) if k > 1 else k
             if m > 1 and sza[i : i + m].count(size) == m:
                 cols = _uniform(data, o, size, m, seq)
@@ -449,12 +458,12 @@ class BlockReads:
                 need -= 1
                 i += 1
                 o = rec_end
-                if need == 0 or i >= n or posa[i] != p0 + o:
+                if need == 0 or i >= n or posa[i] != p0 + o or i >= seg_end:
                     break
             seq = base + i
             if bad:
                 try:
-                    sm = self.read(seq, posa[i])
+                    sm = self.read(seq, s._pos_at(i))
                 except MsgNotFound:
                     pass
                 else:  # pragma: no cover - a record that failed the run check but reads fine

@@ -32,8 +32,7 @@ import logging
 import os
 from typing import TYPE_CHECKING
 from array import array
-from itertools import repeat
-from operator import or_, sub
+from operator import sub
 
 from natsd.store.file.crc import crc32
 from natsd.store.base import CorruptState, StoreKeyError
@@ -198,6 +197,9 @@ class Recovery:
         s._tss, s._tsb = snap.tss, snap.tsb
         if snap.tsb:
             s._tsc = snap.tsb[-1]
+        s._pss, s._psh = snap.pss, snap.psh
+        if snap.psh:
+            s._psc = snap.psh[-1]
         s._fit_chains()
         # Freed slots stay None (see IndexedStreamStore._snames).
         s._snames = snap.snames
@@ -374,7 +376,9 @@ class Recovery:
                         off = rec_end
                     k = seq - first
                     if k:
-                        s._pos.extend(map(or_, repeat(blk.id << 32), offs))
+                        if blk.id != s._psc:
+                            s._pos_open(blk.id)
+                        s._pos.extend(offs)
                         ends = offs[1:]
                         ends.append(off)
                         s._extend_sizes(first, list(map(sub, ends, offs)))

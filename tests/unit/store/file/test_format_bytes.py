@@ -22,7 +22,7 @@ pytestmark = pytest.mark.unit
 EXPECTED = {
     "msgs/5.blk": "c1be869a4cce57a2",
     "msgs/6.blk": "9fb77afb9548423d",
-    "msgs/index.db": "5f385668f4a3e0af",  # version 5: u32 times, u16 sizes, chains when kept (issue 31)
+    "msgs/index.db": "7df712661427a8b6",  # version 5: 14 bytes per sequence (issue 31)
 }
 
 

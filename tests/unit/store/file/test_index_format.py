@@ -13,7 +13,7 @@ import pytest
 
 from natsd.clock import ManualClock
 from natsd.store.base import StoreConfig
-from natsd.store.file.index import _SS, _U16, _U32, _times, decode_index, encode_index
+from natsd.store.file.index import _SS, _U16, _U32, _times, _wide_positions, decode_index, encode_index
 from natsd.store.file.stream_store import FileStreamStore
 
 pytestmark = pytest.mark.unit
@@ -41,18 +41,20 @@ def _fill(path: str) -> dict:
 
 
 def _as_version_4(data: bytes) -> bytes:
-    """The same snapshot (version 5 ``data``) with version 4's per-message section: i64 times,
-    u32 sizes, then the chains, always (all zeros when the store kept none)."""
+    """The same snapshot (version 5 ``data``) with version 4's per-message section: i64
+    positions and times, u32 sizes, then the chains, always (all zeros when none are kept)."""
     snap = decode_index(data)
-    n, t = len(snap.pos), len(snap.tss)
+    n, t, b = len(snap.pos), len(snap.tss), len(snap.pss)
     fixed = struct.calcsize("<4sI10q")
-    v5_end = fixed + n * 18 + 4 + 16 * t + 4 + 16 * len(snap.szx) + 1 + (4 * n if snap.nxt is not None else 0)
+    chains = 4 * n if snap.nxt is not None else 0
+    v5_end = fixed + n * 14 + 4 + 16 * b + 4 + 16 * t + 4 + 16 * len(snap.szx) + 1 + chains
+    pos = array("q", _wide_positions(snap.pos, snap.pss, snap.psh, snap.base))
     ts = array("q", _times(snap.ts, snap.tss, snap.tsb, snap.base))
     sz = array("I", snap.sz)
     for q, z in snap.szx.items():
         sz[q - snap.base] = z
     nxt = snap.nxt if snap.nxt is not None else array("I", bytes(4 * n))
-    head = data[: fixed + n * 12] + ts.tobytes() + sz.tobytes() + nxt.tobytes()
+    head = data[:fixed] + pos.tobytes() + snap.sid.tobytes() + ts.tobytes() + sz.tobytes() + nxt.tobytes()
     body = bytearray(head + data[v5_end:-4])
     struct.pack_into("<I", body, 4, 4)
     return bytes(body) + _U32.pack(zlib.crc32(body))
@@ -113,7 +115,8 @@ def test_an_older_index_is_still_used(tmp_path, version):
     old = {2: _as_version_2, 3: _as_version_3, 4: _as_version_4}[version](path.read_bytes())
     assert struct.unpack_from("<I", old, 4)[0] == version
     snap = decode_index(old)
-    cols = ("snames", "smsgs", "sfirst", "slast", "sstale", "pos", "sid", "ts", "tss", "tsb", "sz", "szx", "blocks")
+    cols = ("snames", "smsgs", "sfirst", "slast", "sstale", "pos", "pss", "psh", "sid", "ts", "tss", "tsb", "sz")
+    cols += ("szx", "blocks")
     assert [getattr(snap, c) for c in cols] == [getattr(v5, c) for c in cols]
     path.write_bytes(old)
     st = _store(str(tmp_path), ManualClock())
