@@ -1,24 +1,35 @@
 """The sequence index both stream stores share: sequences, limits, per-subject state, deletes, expiry.
 
 :class:`IndexedStreamStore` keeps everything a stream needs to know about its messages *except the
-payloads* in a few compact parallel arrays indexed by ``seq - base``:
+payloads* in a few compact parallel arrays indexed by ``seq - base`` (issue 31: 14 bytes per
+sequence in a file store, where nats-server spends 13-15 bytes of RSS per stored message; 28 before):
 
-- ``_pos``  (``array('q')``): where the payload lives (implementation-defined, ``>= 0``); negative
-  when the sequence is absent: ``-1`` when nothing was ever stored there (skipped) or the dead
-  record is physically gone, ``-pos - 2`` for a deleted message whose record still exists at
-  ``pos``;
+- ``_pos``  (``array(POS_TYPECODE)``: ``'i'`` in a file store, ``'b'`` in a memory store): the low
+  32 bits of where the payload lives (implementation-defined, ``>= 0``); negative when the sequence
+  is absent: ``-1`` when nothing was ever stored there (skipped) or the dead record is physically
+  gone, ``-pos - 2`` for a deleted message whose record still exists at ``pos``. The high bits (a
+  file store's block id) are *position segments*: ``_psh[k]`` for the entries from sequence
+  ``_pss[k]`` up to the next segment's (``_hi_at``, ``_pos_at``); a new one opens when an append's
+  high bits differ from the last segment's, so a file store has one per block;
 - ``_sid``  (``array('I')``): the message's subject id (``DEAD_SID`` when absent), so filtered scans
   run in C through ``array.index``/``array.count`` and never touch payloads;
-- ``_ts``   (``array('q')``): the store timestamp, Unix ns (max_age expiry, first_ts);
-- ``_sz``   (``array('I')``): the accounted size of the message (``state.bytes``);
-- ``_nxt``  (``array('I')``): distance to the next sequence stored with the same subject (0 =
-  none yet, or unknown): a per-subject forward chain, so finding a subject's new first message
-  after its first was removed (per-subject limits, KV history) follows one link instead of
-  searching ``_sid``. Chains run through removed entries too (never skipping a live one).
+- ``_ts``   (``array('I')``): the store time, Unix ns, as a delta from its *time segment*'s base
+  (``_tsb[k]`` for the entries from sequence ``_tss[k]``; ``_ts_at``). An append whose time is
+  more than 4.29 s after the last segment's base, or before it, opens a new segment: one per
+  4.29 s of a busy stream, one per message of a stream written less often than that (then 20
+  bytes a message instead of 8: such a stream holds few);
+- ``_sz``   (``array('H')``): the accounted size of the message (``state.bytes``); ``SZ_BIG`` for
+  64 KiB or more, the size then kept in ``_szx`` (sequence -> size; ``_size``);
+- ``_nxt``  (``array('I')``, only with a per-subject limit above 1, else None): distance to the
+  next sequence stored with the same subject (0 = none yet, or unknown): a per-subject forward
+  chain, so finding a subject's new first message after its first was removed (KV history > 1)
+  follows one link instead of searching ``_sid``. Chains run through removed entries too (never
+  skipping a live one). Without it (no limit, or history 1, where a subject with one message left
+  knows its first) a removed first is found by one C-level ``array.index`` from the old one.
 
-That is 28 bytes per sequence and no Python object per message (a 1M-message stream costs ~28 MB
-here). The arrays start at ``_base`` <= ``first_seq``; the dead prefix left behind by removals from
-the front is cut off lazily (amortised O(1)) once it is large.
+No Python object per message (a 1M-message file stream costs ~14 MB here). The arrays start at
+``_base`` <= ``first_seq``; the dead prefix left behind by removals from the front is cut off
+lazily (amortised O(1)) once it is large, with the segments that end before it.
 
 Per-subject state is four parallel arrays indexed by subject id, ``_smsgs``/``_sfirst``/``_slast``
 (``array('q')``) and ``_sstale`` (``array('B')``): the reference's ``SimpleState`` with
