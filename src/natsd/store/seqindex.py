@@ -104,6 +104,9 @@ class IndexedStreamStore:
     #: ``_pos``'s array type: wide enough for ``-pos - 2`` of the largest position a subclass
     #: writes (a memory store's positions are all 0: one byte).
     POS_TYPECODE = "q"
+    # The last time and position segments' bases (see _rebase).
+    _tsc: int
+    _psc: int
 
     #: Accounted size of a message; subclasses use the reference's formula for their kind.
     @staticmethod
@@ -240,7 +243,7 @@ class IndexedStreamStore:
 
     def _pos_extend(self, positions: Iterable[int]) -> None:
         """Append the positions of the next entries (one subclass write: one block)."""
-        ps = positions if type(positions) in (list, range) else list(positions)
+        ps: list[int] | range = positions if isinstance(positions, (list, range)) else list(positions)
         if not ps:
             return
         hi = ps[0] >> 32
