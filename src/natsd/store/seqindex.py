@@ -463,7 +463,10 @@ class IndexedStreamStore:
         # Keep where the dead record physically is (-pos - 2, still < 0 = absent): the file
         # store's compaction uses it to know when a tombstone is no longer needed.
         parr[i] = -pos - 2
-        pos |= self._hi_at(i) << 32
+        # (the high bits inline when in the last position segment: a KV put removes one)
+        hi = self._psc if seq >= self._pss[-1] else self._hi_at(i)
+        if hi:
+            pos |= hi << 32
         sarr[i] = DEAD_SID
         self._msgs -= 1
         self._bytes -= size
@@ -500,7 +503,8 @@ class IndexedStreamStore:
             # Common case inline (limits remove from the front): the next slot is live.
             if self._msgs and j < len(parr) and parr[j] >= 0:
                 self._first = seq + 1
-                self._first_ts = self._ts_at(j)
+                # (the time inline when in the last time segment)
+                self._first_ts = self._tsc + self._ts[j] if seq + 1 >= self._tss[-1] else self._ts_at(j)
                 if j >= _TRIM_MIN and j * 2 >= len(parr):
                     self._trim(j)
             else:
