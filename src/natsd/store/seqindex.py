@@ -11,8 +11,10 @@ sequence in a file store, where nats-server spends 13-15 bytes of RSS per stored
   file store's block id) are *position segments*: ``_psh[k]`` for the entries from sequence
   ``_pss[k]`` up to the next segment's (``_hi_at``, ``_pos_at``); a new one opens when an append's
   high bits differ from the last segment's, so a file store has one per block;
-- ``_sid``  (``array('I')``): the message's subject id (``DEAD_SID`` when absent), so filtered scans
-  run in C through ``array.index``/``array.count`` and never touch payloads;
+- ``_sid``  (``array('B')``, ``'H'`` or ``'I'``: the narrowest that holds every subject slot, widened
+  when a new slot needs it): the message's subject id (``_dead``, the type's largest value, when
+  absent), so filtered scans run in C through ``array.index``/``array.count`` and never touch
+  payloads;
 - ``_ts``   (``array('I')``): the store time, Unix ns, as a delta from its *time segment*'s base
   (``_tsb[k]`` for the entries from sequence ``_tss[k]``; ``_ts_at``). An append whose time is
   more than 4.29 s after the last segment's base, or before it, opens a new segment: one per
@@ -68,9 +70,11 @@ from natsd.store.base import (
     StreamState,
 )
 
-__all__ = ["IndexedStreamStore", "DEAD_SID", "NEVER_EXPIRES", "SZ_BIG", "TS_MAX"]
+__all__ = ["IndexedStreamStore", "DEAD_SIDS", "NEVER_EXPIRES", "SZ_BIG", "TS_MAX"]
 
-DEAD_SID = 0xFFFFFFFF
+#: ``_sid``'s array type -> the subject id that means "absent" (the largest it holds): a stream
+#: of up to 255 subject slots keeps one byte per message, up to 65,535 two, more four.
+DEAD_SIDS = {"B": 0xFF, "H": 0xFFFF, "I": 0xFFFFFFFF}
 # ttl value meaning "never expires, not even by max_age" (Nats-TTL: never).
 NEVER_EXPIRES = -1
 # Trim the dead prefix of the arrays once it is at least this long and half of them.
@@ -91,6 +95,11 @@ _NO_SEG = -(1 << 80)
 _LO = 0xFFFFFFFF
 # _nxt holds u32 deltas; a larger gap is stored as 0 ("unknown": fall back to a search).
 _NXT_MAX = 0xFFFFFFFF
+
+
+def _sid_code(slots: int) -> str:
+    """The narrowest ``_sid`` array type for subject ids below ``slots``."""
+    return "B" if slots <= 0xFF else "H" if slots <= 0xFFFF else "I"
 
 
 def is_all(filter: str) -> bool:
@@ -356,7 +365,9 @@ class IndexedStreamStore:
         self._pss = array("q")
         self._psh = array("q")
         self._psc = _NO_SEG
-        self._sid = array("I")
+        # (as narrow as the subject slots allow; _new_sid widens it when they outgrow it)
+        self._sid = array(_sid_code(len(self._snames)))
+        self._dead = DEAD_SIDS[self._sid.typecode]
         self._ts = array("I")
         # Time segments: segment k starts at sequence _tss[k]; its entries' times are
         # _tsb[k] + their _ts delta. _tsc is the last segment's base (_NO_SEG: none yet).
@@ -376,7 +387,7 @@ class IndexedStreamStore:
             self._rebase(upto_seq)
             return
         self._pos.extend(array(self.POS_TYPECODE, [-1]) * n)
-        self._sid.extend(array("I", [DEAD_SID]) * n)
+        self._sid.extend(array(self._sid.typecode, [self._dead]) * n)
         # Absent entries repeat the last timestamp so the times stay sorted (get_seq_from_time).
         self._ts_extend(self._last_ts, n)
         self._sz.extend(array("H", bytes(2 * n)))
@@ -399,7 +410,20 @@ class IndexedStreamStore:
             self._slast.append(seq)
             self._sstale.append(0)
         self._sid_of[subject] = sid
+        if sid >= self._dead:
+            self._widen_sids(sid)
         return sid
+
+    def _widen_sids(self, sid: int) -> None:
+        """``_sid`` to the next array type that holds ``sid`` (absent entries translated)."""
+        old, dead = self._sid, self._dead
+        wide = array(_sid_code(sid + 1), old)
+        self._dead = DEAD_SIDS[wide.typecode]
+        i = -1
+        for _ in range(old.count(dead)):
+            i = old.index(dead, i + 1)
+            wide[i] = self._dead
+        self._sid = wide
 
     def _index_add(self, seq: int, ts: int, subject: str, size: int, pos: int) -> int:
         """Record a stored message in the index; returns its subject id."""
@@ -467,7 +491,7 @@ class IndexedStreamStore:
         hi = self._psc if seq >= self._pss[-1] else self._hi_at(i)
         if hi:
             pos |= hi << 32
-        sarr[i] = DEAD_SID
+        sarr[i] = self._dead
         self._msgs -= 1
         self._bytes -= size
         subject = self._snames[sid]
@@ -880,7 +904,7 @@ class IndexedStreamStore:
             if nxt is not None and prev >= base and s - prev <= _NXT_MAX:
                 nxt[prev - base] = s - prev
         self._pos_extend(positions)
-        self._sid.extend(array("I", sids))
+        self._sid.extend(array(self._sid.typecode, sids))
         self._ts_extend(ts, k)
         self._extend_sizes(seq, sizes)
         self._msgs += k
@@ -929,7 +953,7 @@ class IndexedStreamStore:
             nxt.extend(array("I", [1]) * (rest - 1))
             nxt.append(0)
         self._pos_extend(it)
-        self._sid.extend(array("I", [sid]) * rest)
+        self._sid.extend(array(self._sid.typecode, [sid]) * rest)
         self._ts_extend(ts, rest)
         self._msgs += rest
         self._bytes += total
@@ -1185,7 +1209,7 @@ class IndexedStreamStore:
         b = self._last - keep + 1
         while True:
             i = b - base
-            live = len(sid) - i - sid[i:].count(DEAD_SID)
+            live = len(sid) - i - sid[i:].count(self._dead)
             if live >= keep:
                 break
             b -= keep - live
@@ -1414,7 +1438,7 @@ class IndexedStreamStore:
                 out.msgs = self._msgs
             else:
                 tail = self._sid[first - base :]
-                out.msgs = len(tail) - tail.count(DEAD_SID)
+                out.msgs = len(tail) - tail.count(self._dead)
             out.first = first
             out.last = self._last_live(self._last)
             return out

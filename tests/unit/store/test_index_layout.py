@@ -11,6 +11,7 @@ import pytest
 
 from natsd.clock import ManualClock
 from natsd.store.base import DiscardPolicy, StoreConfig
+from natsd.store.file.stream_store import FileStreamStore
 from natsd.store.memory import MemoryStreamStore
 from natsd.store.seqindex import SZ_BIG
 
@@ -38,13 +39,13 @@ def _check(store) -> None:
     assert set(store._szx) == {q for q, z in sizes.items() if z >= SZ_BIG}
 
 
-def test_a_message_costs_14_bytes_of_index_without_a_subject_limit_above_1(store_factory):
-    """File store: position 4, subject 4, time 4, size 2 (+ 4 of chain with a per-subject limit
-    above 1; 28 in all before issue 31); a memory store's positions take 1 byte."""
+def test_a_message_costs_11_bytes_of_index_without_a_subject_limit_above_1(store_factory):
+    """File store: position 4, subject 1 (up to 254 subjects), time 4, size 2 (+ 4 of chain with
+    a per-subject limit above 1; 28 in all before issue 31); a memory store's positions take 1."""
     clock = ManualClock()
     for maxp, chain in ((0, 0), (1, 0), (5, 4)):
         s = store_factory.make(StoreConfig(name=f"L{maxp}", max_msgs_per_subject=maxp), clock)
-        want = (11 if isinstance(s, MemoryStreamStore) else 14) + chain
+        want = (8 if isinstance(s, MemoryStreamStore) else 11) + chain
         for i in range(100):
             s.store_msg(f"k.{i % 7}", None, b"v")
         s.remove_msg(3)
@@ -249,3 +250,48 @@ def test_positions_follow_their_blocks(store_factory, seed):
     if getattr(s, "_block_size", 1 << 30) <= 512:
         assert len(s._pss) > 1 and len(s._blocks) > 1  # (the reads above crossed blocks)
     s.stop()
+
+
+def _widen(s, clock, reopen, n: int) -> None:
+    for i in range(300):
+        s.store_msg(f"w.{i % 255}", None, b"a")
+    s.remove_msg(5)  # w.4 (again at 260)
+    s.remove_msg(6)  # w.5 (again at 261)
+    assert s._sid.typecode == "B"
+    s.store_msg("w.new.1", None, b"b")
+    assert s._sid.typecode == "H"
+    s.store_many([f"x.{i}" for i in range(n)], [b"c"] * n)
+    assert s._sid.typecode == ("I" if n + 256 > 0xFFFF else "H")
+    for _ in range(2):
+        st = s.state()
+        assert st.msgs == 300 - 2 + 1 + n and st.num_subjects == 255 + 1 + n
+        assert s.filtered_state(1, "w.4").msgs == 1 and s.filtered_state(1, "w.5").first == 261
+        assert s.filtered_state(1, "w.*").msgs == 298 and s.filtered_state(1, "x.*").msgs == n
+        assert s.load_msg(301).subject == "w.new.1" and s.load_last_msg(f"x.{n - 1}").msg == b"c"
+        assert s.state(deleted_details=True).deleted == [5, 6]
+        again = reopen(s, clock)
+        if again is None:
+            break
+        s = again
+    s.stop()
+
+
+def test_subject_ids_widen_as_subjects_are_added(store_factory):
+    """``_sid`` starts one byte wide and widens to two when the 256th subject slot appears,
+    with removed messages in it (their "absent" id is translated): counts, filtered state and
+    reads stay right, and after a reopen too."""
+    clock = ManualClock()
+    _widen(store_factory.make(StoreConfig(name="W"), clock), clock, store_factory.reopen, 100)
+
+
+def test_subject_ids_widen_to_four_bytes(tmp_path):
+    """... and to four when the 65,536th appears (a memory store; a file store through index.db)."""
+    clock = ManualClock()
+    mem = MemoryStreamStore(StoreConfig(name="W"), clock)
+    _widen(mem, clock, lambda s, c: None, 66_000)
+
+    def reopen(s, c):
+        s.stop()
+        return FileStreamStore(StoreConfig(name="W"), c, str(tmp_path))
+
+    _widen(FileStreamStore(StoreConfig(name="W"), clock, str(tmp_path)), clock, reopen, 66_000)

@@ -16,7 +16,8 @@ checked through the version word)::
                             still there)
     u32              position segments (b); b x i64 first sequence, b x i64 block id: the
                      sequences from one segment's first up to the next's are in its block
-    n x u32          sid   (subject id, 0xFFFFFFFF = absent)
+    u8               sid width in bytes (w: 1, 2 or 4, the store's, see IndexedStreamStore._sid)
+    n x u<w>         sid   (subject id, the largest value = absent)
     n x u32          ts    (store time, ns from the base of its time segment)
     u32              time segments (t); t x i64 first sequence, t x i64 base (Unix ns): the
                      sequences from one segment's first up to the next's are its
@@ -60,7 +61,7 @@ from array import array
 from dataclasses import dataclass, field
 
 from natsd.store.base import CorruptState
-from natsd.store.seqindex import SZ_BIG, TS_MAX
+from natsd.store.seqindex import DEAD_SIDS, SZ_BIG, TS_MAX
 
 __all__ = ["IndexSnapshot", "BlockInfo", "encode_index", "decode_index"]
 
@@ -76,6 +77,7 @@ _SS = struct.Struct("<qqqB")
 _PAIR = struct.Struct("<qq")
 _Q = struct.Struct("<q")
 _BLK = struct.Struct("<Iqq8s")
+_SID_CODES = {1: "B", 2: "H", 4: "I"}
 
 
 @dataclass(slots=True)
@@ -136,10 +138,14 @@ def encode_index(snap: IndexSnapshot) -> bytes:
         nxt = snap.nxt if snap.nxt is not None else array("I", bytes(4 * n))
         ts = array("q", _times(snap.ts, snap.tss, snap.tsb, snap.base))
         pos = array("q", _wide_positions(snap.pos, snap.pss, snap.psh, snap.base))
-        per_msg = [pos.tobytes(), snap.sid.tobytes(), ts.tobytes(), sz.tobytes(), nxt.tobytes()]
+        sid = snap.sid
+        if sid.typecode != "I":
+            sid = array("I", [x if x != DEAD_SIDS[sid.typecode] else 0xFFFFFFFF for x in sid])
+        per_msg = [pos.tobytes(), sid.tobytes(), ts.tobytes(), sz.tobytes(), nxt.tobytes()]
     else:
         per_msg = [snap.pos.tobytes(), _U32.pack(len(snap.pss)), snap.pss.tobytes(), snap.psh.tobytes()]
-        per_msg += [snap.sid.tobytes(), snap.ts.tobytes(), _U32.pack(len(snap.tss)), snap.tss.tobytes()]
+        per_msg += [bytes((snap.sid.itemsize,)), snap.sid.tobytes()]
+        per_msg += [snap.ts.tobytes(), _U32.pack(len(snap.tss)), snap.tss.tobytes()]
         per_msg.append(snap.tsb.tobytes())
         per_msg += [snap.sz.tobytes(), _U32.pack(len(snap.szx))]
         per_msg.extend(_PAIR.pack(q, z) for q, z in sorted(snap.szx.items()))
@@ -331,7 +337,10 @@ def _decode_per_msg(
         (b,) = _U32.unpack_from(mv, p)
         pss, p = _column(mv, p + 4, "q", b)
         psh, p = _column(mv, p, "q", b)
-        sid, p = _column(mv, p, "I", n)
+        code = _SID_CODES.get(mv[p])
+        if code is None:
+            raise CorruptState("index: bad subject id width")
+        sid, p = _column(mv, p + 1, code, n)
         ts, p = _column(mv, p, "I", n)
         (t,) = _U32.unpack_from(mv, p)
         tss, p = _column(mv, p + 4, "q", t)

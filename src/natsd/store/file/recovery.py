@@ -57,7 +57,7 @@ from natsd.store.file.record import (
     RecordError,
     intact_crc,
 )
-from natsd.store.seqindex import NEVER_EXPIRES, IndexedStreamStore
+from natsd.store.seqindex import DEAD_SIDS, NEVER_EXPIRES, IndexedStreamStore
 
 if TYPE_CHECKING:
     from natsd.store.file.stream_store import FileStreamStore
@@ -194,6 +194,7 @@ class Recovery:
         s._msgs, s._bytes, s._base = snap.msgs, snap.bytes, snap.base
         s._pos, s._sid, s._ts, s._sz, s._nxt = snap.pos, snap.sid, snap.ts, snap.sz, snap.nxt
         s._szx = snap.szx
+        s._dead = DEAD_SIDS[snap.sid.typecode]
         s._tss, s._tsb = snap.tss, snap.tsb
         if snap.tsb:
             s._tsc = snap.tsb[-1]

@@ -15,6 +15,7 @@ from natsd.clock import ManualClock
 from natsd.store.base import StoreConfig
 from natsd.store.file.index import _SS, _U16, _U32, _times, _wide_positions, decode_index, encode_index
 from natsd.store.file.stream_store import FileStreamStore
+from natsd.store.seqindex import DEAD_SIDS
 
 pytestmark = pytest.mark.unit
 
@@ -47,14 +48,16 @@ def _as_version_4(data: bytes) -> bytes:
     n, t, b = len(snap.pos), len(snap.tss), len(snap.pss)
     fixed = struct.calcsize("<4sI10q")
     chains = 4 * n if snap.nxt is not None else 0
-    v5_end = fixed + n * 14 + 4 + 16 * b + 4 + 16 * t + 4 + 16 * len(snap.szx) + 1 + chains
+    w = snap.sid.itemsize
+    v5_end = fixed + n * (10 + w) + 4 + 16 * b + 1 + 4 + 16 * t + 4 + 16 * len(snap.szx) + 1 + chains
     pos = array("q", _wide_positions(snap.pos, snap.pss, snap.psh, snap.base))
     ts = array("q", _times(snap.ts, snap.tss, snap.tsb, snap.base))
     sz = array("I", snap.sz)
     for q, z in snap.szx.items():
         sz[q - snap.base] = z
     nxt = snap.nxt if snap.nxt is not None else array("I", bytes(4 * n))
-    head = data[:fixed] + pos.tobytes() + snap.sid.tobytes() + ts.tobytes() + sz.tobytes() + nxt.tobytes()
+    sid = array("I", [x if x != DEAD_SIDS[snap.sid.typecode] else 0xFFFFFFFF for x in snap.sid])
+    head = data[:fixed] + pos.tobytes() + sid.tobytes() + ts.tobytes() + sz.tobytes() + nxt.tobytes()
     body = bytearray(head + data[v5_end:-4])
     struct.pack_into("<I", body, 4, 4)
     return bytes(body) + _U32.pack(zlib.crc32(body))
@@ -70,6 +73,10 @@ def _with_slots(data: bytes, version: int, slots: list[bytes]) -> bytes:
     body = bytearray(v4[:head] + _U32.pack(len(snap.snames)) + b"".join(slots) + v4[tail_start:])
     struct.pack_into("<I", body, 4, version)
     return bytes(body) + _U32.pack(zlib.crc32(body))
+
+
+def _live_sids(sids: array) -> list:
+    return [None if x == DEAD_SIDS[sids.typecode] else x for x in sids]
 
 
 def _as_version_2(data: bytes) -> bytes:
@@ -115,9 +122,11 @@ def test_an_older_index_is_still_used(tmp_path, version):
     old = {2: _as_version_2, 3: _as_version_3, 4: _as_version_4}[version](path.read_bytes())
     assert struct.unpack_from("<I", old, 4)[0] == version
     snap = decode_index(old)
-    cols = ("snames", "smsgs", "sfirst", "slast", "sstale", "pos", "pss", "psh", "sid", "ts", "tss", "tsb", "sz")
+    cols = ("snames", "smsgs", "sfirst", "slast", "sstale", "pos", "pss", "psh", "ts", "tss", "tsb", "sz")
     cols += ("szx", "blocks")
     assert [getattr(snap, c) for c in cols] == [getattr(v5, c) for c in cols]
+    assert snap.sid.typecode == "I" and v5.sid.typecode == "B"  # (an older index keeps 4 bytes until a rebase)
+    assert _live_sids(snap.sid) == _live_sids(v5.sid)
     path.write_bytes(old)
     st = _store(str(tmp_path), ManualClock())
     try:
