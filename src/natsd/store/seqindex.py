@@ -1,8 +1,9 @@
 """The sequence index both stream stores share: sequences, limits, per-subject state, deletes, expiry.
 
 :class:`IndexedStreamStore` keeps everything a stream needs to know about its messages *except the
-payloads* in a few compact parallel arrays indexed by ``seq - base`` (issue 31: 14 bytes per
-sequence in a file store, where nats-server spends 13-15 bytes of RSS per stored message; 28 before):
+payloads* in a few compact parallel arrays indexed by ``seq - base`` (issue 31: 11 bytes per
+sequence in a file store of up to 255 subjects, 12 up to 65,535, 14 beyond, where nats-server
+spends 13-15 bytes of RSS per stored message; 28 before):
 
 - ``_pos``  (``array(POS_TYPECODE)``: ``'i'`` in a file store, ``'b'`` in a memory store): the low
   32 bits of where the payload lives (implementation-defined, ``>= 0``); negative when the sequence

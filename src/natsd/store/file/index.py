@@ -27,9 +27,10 @@ checked through the version word)::
                      limit above 1 keeps none, see IndexedStreamStore)
     n x u32          nxt   (distance to the next sequence of the same subject, 0 = none/unknown)
                      (versions 1 to 4 hold n x i64 pos = block_id << 32 | offset without
-                     segments, n x i64 ts without segments, n x u32 sz, then n x u32 nxt always,
-                     without the large sizes and the flag; version 1 holds no nxt either: 28
-                     bytes per sequence where version 5 holds 18, or 14 without chains, issue 31)
+                     segments, n x u32 sid without its width, n x i64 ts without segments,
+                     n x u32 sz, then n x u32 nxt always, without the large sizes and the flag;
+                     version 1 holds no nxt either: 28 bytes per sequence where version 5 holds
+                     11 to 14, 4 more with chains, issue 31)
     u32              subject slots (s), then the slots in columns (version 4):
     u32              length in bytes of the names, then the names, UTF-8, separated by "\n" (a
                      free slot is an empty name; a subject never holds whitespace, so one C-level
