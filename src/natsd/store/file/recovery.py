@@ -58,6 +58,7 @@ from natsd.store.file.record import (
     intact_crc,
 )
 from natsd.store.seqindex import DEAD_SIDS, NEVER_EXPIRES, IndexedStreamStore
+from natsd.store import memtrim
 
 if TYPE_CHECKING:
     from natsd.store.file.stream_store import FileStreamStore
@@ -144,6 +145,7 @@ class Recovery:
         else:  # (a full scan starts from nothing: everything it reports lost is this recovery's)
             self._full_scan(ids, snap)
         s.recovered_lost = (max(len(set(s._lost_msgs)) - before[0], 0), max(s._lost_bytes - before[1], 0))
+        memtrim.after_large_index(len(s._snames) + len(s._pos))
 
     def _open_block(self, bid: int) -> MessageBlock:
         s = self._s
