@@ -775,16 +775,17 @@ class IndexedStreamStore:
                 if prev >= base and seq - prev <= _NXT_MAX:
                     nxt[prev - base] = seq - prev
                 nxt.append(0)
+            # (literals: TS_MAX, SZ_BIG and the low 32 bits' mask, read per message)
             if pos >> 32 != self._psc:
                 self._pos_open(pos >> 32)
-            parr.append(pos & _LO)
+            parr.append(pos & 0xFFFFFFFF)
             self._sid.append(sid)
             d = ts - self._tsc
-            if 0 <= d <= TS_MAX:
+            if 0 <= d <= 0xFFFFFFFF:
                 self._ts.append(d)
             else:
                 self._ts_extend(ts, 1)
-            self._sz.append(size if size < SZ_BIG else self._big_size(seq, size))
+            self._sz.append(size if size < 0xFFFF else self._big_size(seq, size))
             self._msgs += 1
             self._bytes += size
             self._last = seq
