@@ -41,6 +41,8 @@ class MemoryStreamStore(IndexedStreamStore):
     """A stream kept in memory; see :class:`natsd.store.base.StreamStore`."""
 
     msg_size = staticmethod(mem_store_msg_size)
+    # Every position is 0 (the payloads are found by sequence): -1 / -2 when absent, one byte.
+    POS_TYPECODE = "b"
 
     def __init__(self, config: StoreConfig, clock) -> None:
         self._payloads: dict[int, bytes] = {}
@@ -88,7 +90,7 @@ class MemoryStreamStore(IndexedStreamStore):
             self._hdrs.get(seq) if self._hdrs else None,
             self._payloads[seq],
             seq,
-            self._ts[i],
+            self._ts_at(i),
         )
 
     def load_run(self, start_seq: int, max_msgs: int) -> MsgRun:
@@ -115,10 +117,10 @@ class MemoryStreamStore(IndexedStreamStore):
         sids: Sequence[int]
         if idx is None:
             lo = seqs[0] - base
-            tss = self._ts[lo : lo + len(seqs)].tolist()
+            tss = self._ts_list(lo, lo + len(seqs))
             sids = self._sid[lo : lo + len(seqs)]
         else:
-            tss = list(map(self._ts.__getitem__, idx))
+            tss = list(map(self._ts_at, idx))
             sids = list(map(self._sid.__getitem__, idx))
         names = self._snames
         sid0 = sids[0]

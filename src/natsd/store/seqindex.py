@@ -1,24 +1,38 @@
 """The sequence index both stream stores share: sequences, limits, per-subject state, deletes, expiry.
 
 :class:`IndexedStreamStore` keeps everything a stream needs to know about its messages *except the
-payloads* in a few compact parallel arrays indexed by ``seq - base``:
+payloads* in a few compact parallel arrays indexed by ``seq - base`` (issue 31: 11 bytes per
+sequence in a file store of up to 255 subjects, 12 up to 65,535, 14 beyond, where nats-server
+spends 13-15 bytes of RSS per stored message; 28 before):
 
-- ``_pos``  (``array('q')``): where the payload lives (implementation-defined, ``>= 0``); negative
-  when the sequence is absent: ``-1`` when nothing was ever stored there (skipped) or the dead
-  record is physically gone, ``-pos - 2`` for a deleted message whose record still exists at
-  ``pos``;
-- ``_sid``  (``array('I')``): the message's subject id (``DEAD_SID`` when absent), so filtered scans
-  run in C through ``array.index``/``array.count`` and never touch payloads;
-- ``_ts``   (``array('q')``): the store timestamp, Unix ns (max_age expiry, first_ts);
-- ``_sz``   (``array('I')``): the accounted size of the message (``state.bytes``);
-- ``_nxt``  (``array('I')``): distance to the next sequence stored with the same subject (0 =
-  none yet, or unknown): a per-subject forward chain, so finding a subject's new first message
-  after its first was removed (per-subject limits, KV history) follows one link instead of
-  searching ``_sid``. Chains run through removed entries too (never skipping a live one).
+- ``_pos``  (``array(POS_TYPECODE)``: ``'i'`` in a file store, ``'b'`` in a memory store): the low
+  32 bits of where the payload lives (implementation-defined, ``>= 0``); negative when the sequence
+  is absent: ``-1`` when nothing was ever stored there (skipped) or the dead record is physically
+  gone, ``-pos - 2`` for a deleted message whose record still exists at ``pos``. The high bits (a
+  file store's block id) are *position segments*: ``_psh[k]`` for the entries from sequence
+  ``_pss[k]`` up to the next segment's (``_hi_at``, ``_pos_at``); a new one opens when an append's
+  high bits differ from the last segment's, so a file store has one per block;
+- ``_sid``  (``array('B')``, ``'H'`` or ``'I'``: the narrowest that holds every subject slot, widened
+  when a new slot needs it): the message's subject id (``_dead``, the type's largest value, when
+  absent), so filtered scans run in C through ``array.index``/``array.count`` and never touch
+  payloads;
+- ``_ts``   (``array('I')``): the store time, Unix ns, as a delta from its *time segment*'s base
+  (``_tsb[k]`` for the entries from sequence ``_tss[k]``; ``_ts_at``). An append whose time is
+  more than 4.29 s after the last segment's base, or before it, opens a new segment: one per
+  4.29 s of a busy stream, one per message of a stream written less often than that (then 20
+  bytes a message instead of 8: such a stream holds few);
+- ``_sz``   (``array('H')``): the accounted size of the message (``state.bytes``); ``SZ_BIG`` for
+  64 KiB or more, the size then kept in ``_szx`` (sequence -> size; ``_size``);
+- ``_nxt``  (``array('I')``, only with a per-subject limit above 1, else None): distance to the
+  next sequence stored with the same subject (0 = none yet, or unknown): a per-subject forward
+  chain, so finding a subject's new first message after its first was removed (KV history > 1)
+  follows one link instead of searching ``_sid``. Chains run through removed entries too (never
+  skipping a live one). Without it (no limit, or history 1, where a subject with one message left
+  knows its first) a removed first is found by one C-level ``array.index`` from the old one.
 
-That is 28 bytes per sequence and no Python object per message (a 1M-message stream costs ~28 MB
-here). The arrays start at ``_base`` <= ``first_seq``; the dead prefix left behind by removals from
-the front is cut off lazily (amortised O(1)) once it is large.
+No Python object per message (a 1M-message file stream costs ~14 MB here). The arrays start at
+``_base`` <= ``first_seq``; the dead prefix left behind by removals from the front is cut off
+lazily (amortised O(1)) once it is large, with the segments that end before it.
 
 Per-subject state is four parallel arrays indexed by subject id, ``_smsgs``/``_sfirst``/``_slast``
 (``array('q')``) and ``_sstale`` (``array('B')``): the reference's ``SimpleState`` with
@@ -36,7 +50,7 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from itertools import compress
 from typing import Iterable, Iterator
 
@@ -59,9 +73,11 @@ from natsd.store.base import (
     StreamState,
 )
 
-__all__ = ["IndexedStreamStore", "DEAD_SID", "NEVER_EXPIRES"]
+__all__ = ["IndexedStreamStore", "DEAD_SIDS", "NEVER_EXPIRES", "SZ_BIG", "TS_MAX"]
 
-DEAD_SID = 0xFFFFFFFF
+#: ``_sid``'s array type -> the subject id that means "absent" (the largest it holds): a stream
+#: of up to 255 subject slots keeps one byte per message, up to 65,535 two, more four.
+DEAD_SIDS = {"B": 0xFF, "H": 0xFFFF, "I": 0xFFFFFFFF}
 # ttl value meaning "never expires, not even by max_age" (Nats-TTL: never).
 NEVER_EXPIRES = -1
 # Trim the dead prefix of the arrays once it is at least this long and half of them.
@@ -73,8 +89,20 @@ _ROLLUP_HDR = NH.ROLLUP + b":"
 
 _STALE_FIRST = 1
 _STALE_LAST = 2
+# _sz holds u16 sizes; a message of this size or more keeps its size in _szx (by sequence).
+SZ_BIG = 0xFFFF
+# _ts holds u32 nanoseconds from its time segment's base (4.29 s); _NO_SEG: no segment yet,
+# so that no time is within reach of it.
+TS_MAX = 0xFFFFFFFF
+_NO_SEG = -(1 << 80)
+_LO = 0xFFFFFFFF
 # _nxt holds u32 deltas; a larger gap is stored as 0 ("unknown": fall back to a search).
 _NXT_MAX = 0xFFFFFFFF
+
+
+def _sid_code(slots: int) -> str:
+    """The narrowest ``_sid`` array type for subject ids below ``slots``."""
+    return "B" if slots <= 0xFF else "H" if slots <= 0xFFFF else "I"
 
 
 def is_all(filter: str) -> bool:
@@ -104,12 +132,21 @@ def _join_runs(runs: list[MsgRun]) -> MsgRun:
 class IndexedStreamStore:
     """Shared implementation of the StreamStore protocol over compact arrays (see module doc)."""
 
+    #: ``_pos``'s array type: wide enough for ``-pos - 2`` of the largest position a subclass
+    #: writes (a memory store's positions are all 0: one byte).
+    POS_TYPECODE = "q"
+    # The last time and position segments' bases (see _rebase).
+    _tsc: int
+    _psc: int
+
     #: Accounted size of a message; subclasses use the reference's formula for their kind.
     @staticmethod
     def msg_size(subject: str, hdr: bytes | None, msg: bytes) -> int:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def __init__(self, config: StoreConfig, clock) -> None:
+        self._pos = array(self.POS_TYPECODE)
+        self._nxt: array | None = None
         self.config = config
         self._clock = clock
         self._time_ns = clock.time_ns
@@ -157,6 +194,12 @@ class IndexedStreamStore:
         self._old_max_msgs = config.max_msgs if old and config.max_msgs > 0 else 0
         self._old_max_bytes = config.max_bytes if old and config.max_bytes > 0 else 0
         self._any_limit = bool(self._max_per_subj or self._old_max_msgs or self._old_max_bytes)
+        # The per-subject chains (_nxt) pay off only where a subject keeps more than one
+        # message under a limit (KV history > 1): elsewhere they would cost 4 bytes per message
+        # for nothing (a limit of 1 finds the new first in O(1) without them, and other removals
+        # leave a search to the next message of the subject). Started all "unknown" (0) when a
+        # limit appears on a stream that has messages already; dropped when it goes.
+        self._fit_chains()
         # keep_last_under_max_age: age expiry skips each subject's last message. Invariant: every
         # live message below _kl_from is its subject's last, never expires, or is in the heap
         # _kl_due (a kept message a newer one on its subject made ordinary again, pushed by
@@ -171,6 +214,103 @@ class IndexedStreamStore:
         self._check_new = self._discard_new and (
             config.max_msgs > 0 or config.max_bytes > 0 or (config.discard_new_per_subject and self._max_per_subj > 0)
         )
+
+    def _ts_at(self, i: int) -> int:
+        """The store time (Unix ns) of the entry at index ``i``."""
+        tss = self._tss
+        seq = self._base + i
+        if seq >= tss[-1]:
+            return self._tsc + self._ts[i]
+        return self._tsb[bisect_right(tss, seq) - 1] + self._ts[i]
+
+    def _ts_list(self, lo: int, hi: int) -> list[int]:
+        """The store times of the entries at indexes ``lo`` .. ``hi - 1`` (one C-level map per
+        time segment)."""
+        base = self._base
+        tss, tsb, ts = self._tss, self._tsb, self._ts
+        k = bisect_right(tss, base + lo) - 1
+        out: list[int] = []
+        while lo < hi:
+            end = hi if k + 1 >= len(tss) else min(hi, tss[k + 1] - base)
+            out += map(tsb[k].__add__, ts[lo:end])
+            lo = end
+            k += 1
+        return out
+
+    def _ts_extend(self, ts: int, n: int) -> None:
+        """Append ``n`` entries stored at ``ts``, opening a time segment when it does not fit
+        the last one (the first entry, a gap of more than 4.29 s, a time going backwards)."""
+        d = ts - self._tsc
+        if not 0 <= d <= TS_MAX:
+            self._tss.append(self._base + len(self._ts))
+            self._tsb.append(ts)
+            self._tsc = ts
+            d = 0
+        self._ts.extend(array("I", [d]) * n)
+
+    def _hi_at(self, i: int) -> int:
+        """The high 32 bits of the position at index ``i`` (its position segment's)."""
+        pss = self._pss
+        if self._base + i >= pss[-1]:
+            return self._psc
+        return self._psh[bisect_right(pss, self._base + i) - 1]
+
+    def _pos_at(self, i: int) -> int:
+        """The position of the live entry at index ``i``."""
+        return self._hi_at(i) << 32 | self._pos[i]
+
+    def _pos_end(self, i: int) -> int:
+        """The index where the position segment of index ``i`` ends (a huge one for the last):
+        a run of positions read from ``_pos`` shares its high bits up to there."""
+        pss = self._pss
+        k = bisect_right(pss, self._base + i)
+        return pss[k] - self._base if k < len(pss) else 1 << 62
+
+    def _pos_open(self, hi: int) -> None:
+        """Open a position segment for high bits ``hi`` at the next entry."""
+        self._pss.append(self._base + len(self._pos))
+        self._psh.append(hi)
+        self._psc = hi
+
+    def _pos_extend(self, positions: Iterable[int]) -> None:
+        """Append the positions of the next entries (one subclass write: one block)."""
+        ps: list[int] | range = positions if isinstance(positions, (list, range)) else list(positions)
+        if not ps:
+            return
+        hi = ps[0] >> 32
+        if ps[-1] >> 32 != hi:  # (not one block: one at a time)
+            for p in ps:
+                self._pos_extend((p,))
+            return
+        if hi != self._psc:
+            self._pos_open(hi)
+        self._pos.extend(map(_LO.__and__, ps) if hi else ps)
+
+    def _size(self, i: int) -> int:
+        """The accounted size of the message at index ``i`` (live)."""
+        v = self._sz[i]
+        return v if v != SZ_BIG else self._szx[self._base + i]
+
+    def _big_size(self, seq: int, size: int) -> int:
+        """Keep the size of a message too large for ``_sz`` aside; returns the marker."""
+        self._szx[seq] = size
+        return SZ_BIG
+
+    def _extend_sizes(self, seq: int, sizes: list[int]) -> None:
+        """Append the sizes of sequences ``seq``, ``seq + 1``... (the common case in C)."""
+        if sizes and max(sizes) < SZ_BIG:
+            self._sz.extend(array("H", sizes))
+        else:
+            self._sz.extend(array("H", [n if n < SZ_BIG else self._big_size(q, n) for q, n in enumerate(sizes, seq)]))
+
+    def _fit_chains(self) -> None:
+        """Keep ``_nxt`` exactly when the limits need it (see the config setter); a new one
+        starts all "unknown" (0), which the searches fall back from."""
+        if self._max_per_subj > 1:
+            if self._nxt is None or len(self._nxt) != len(self._pos):
+                self._nxt = array("I", bytes(4 * len(self._pos)))
+        else:
+            self._nxt = None
 
     # ------------------------------------------------------------------ payload hooks
     def _write(self, seq: int, ts: int, subject: str, hdr: bytes | None, msg: bytes, ttl_ns: int) -> int:
@@ -240,11 +380,25 @@ class IndexedStreamStore:
     def _rebase(self, base: int) -> None:
         """Empty arrays starting at ``base`` (only valid when no message is live)."""
         self._base = base
-        self._pos = array("q")
-        self._sid = array("I")
-        self._ts = array("q")
-        self._sz = array("I")
-        self._nxt = array("I")
+        self._pos = array(self.POS_TYPECODE)
+        # Position segments, as the time segments: the entries from sequence _pss[k] on hold
+        # the low 32 bits of their positions, the high ones are _psh[k] (a file store's
+        # block id: one segment per block). _psc: the last segment's, _NO_SEG: none yet.
+        self._pss = array("q")
+        self._psh = array("q")
+        self._psc = _NO_SEG
+        # (as narrow as the subject slots allow; _new_sid widens it when they outgrow it)
+        self._sid = array(_sid_code(len(self._snames)))
+        self._dead = DEAD_SIDS[self._sid.typecode]
+        self._ts = array("I")
+        # Time segments: segment k starts at sequence _tss[k]; its entries' times are
+        # _tsb[k] + their _ts delta. _tsc is the last segment's base (_NO_SEG: none yet).
+        self._tss = array("q")
+        self._tsb = array("q")
+        self._tsc = _NO_SEG
+        self._sz = array("H")
+        self._szx: dict[int, int] = {}
+        self._nxt = array("I") if self._max_per_subj > 1 else None
 
     def _fill_absent(self, upto_seq: int) -> None:
         """Extend the arrays with absent entries so that they end just before ``upto_seq``."""
@@ -254,13 +408,13 @@ class IndexedStreamStore:
         if self._msgs == 0:
             self._rebase(upto_seq)
             return
-        self._pos.extend(array("q", [-1]) * n)
-        self._sid.extend(array("I", [DEAD_SID]) * n)
-        # Absent entries repeat the last timestamp so _ts stays sorted (get_seq_from_time).
-        self._ts.extend(array("q", [self._last_ts]) * n)
-        zeros = array("I", [0]) * n
-        self._sz.extend(zeros)
-        self._nxt.extend(zeros)
+        self._pos.extend(array(self.POS_TYPECODE, [-1]) * n)
+        self._sid.extend(array(self._sid.typecode, [self._dead]) * n)
+        # Absent entries repeat the last timestamp so the times stay sorted (get_seq_from_time).
+        self._ts_extend(self._last_ts, n)
+        self._sz.extend(array("H", bytes(2 * n)))
+        if self._nxt is not None:
+            self._nxt.extend(array("I", bytes(4 * n)))
 
     def _new_sid(self, subject: str, seq: int) -> int:
         if self._free_sids:
@@ -278,7 +432,20 @@ class IndexedStreamStore:
             self._slast.append(seq)
             self._sstale.append(0)
         self._sid_of[subject] = sid
+        if sid >= self._dead:
+            self._widen_sids(sid)
         return sid
+
+    def _widen_sids(self, sid: int) -> None:
+        """``_sid`` to the next array type that holds ``sid`` (absent entries translated)."""
+        old, dead = self._sid, self._dead
+        wide = array(_sid_code(sid + 1), old)
+        self._dead = DEAD_SIDS[wide.typecode]
+        i = -1
+        for _ in range(old.count(dead)):
+            i = old.index(dead, i + 1)
+            wide[i] = self._dead
+        self._sid = wide
 
     def _index_add(self, seq: int, ts: int, subject: str, size: int, pos: int) -> int:
         """Record a stored message in the index; returns its subject id."""
@@ -305,13 +472,20 @@ class IndexedStreamStore:
             if stale[sid]:
                 stale[sid] &= ~_STALE_LAST
             j = prev - self._base
-            if j >= 0 and seq - prev <= _NXT_MAX:
+            if j >= 0 and seq - prev <= _NXT_MAX and self._nxt is not None:
                 self._nxt[j] = seq - prev
-        self._pos.append(pos)
+        if pos >> 32 != self._psc:
+            self._pos_open(pos >> 32)
+        self._pos.append(pos & _LO)
         self._sid.append(sid)
-        self._ts.append(ts)
-        self._sz.append(size)
-        self._nxt.append(0)
+        d = ts - self._tsc
+        if 0 <= d <= TS_MAX:
+            self._ts.append(d)
+        else:
+            self._ts_extend(ts, 1)
+        self._sz.append(size if size < SZ_BIG else self._big_size(seq, size))
+        if self._nxt is not None:
+            self._nxt.append(0)
         self._msgs += 1
         self._bytes += size
         self._last = seq
@@ -330,10 +504,16 @@ class IndexedStreamStore:
         sarr = self._sid
         sid = sarr[i]
         size = self._sz[i]
+        if size == SZ_BIG:
+            size = self._szx.pop(seq)
         # Keep where the dead record physically is (-pos - 2, still < 0 = absent): the file
         # store's compaction uses it to know when a tombstone is no longer needed.
         parr[i] = -pos - 2
-        sarr[i] = DEAD_SID
+        # (the high bits inline when in the last position segment: a KV put removes one)
+        hi = self._psc if seq >= self._pss[-1] else self._hi_at(i)
+        if hi:
+            pos |= hi << 32
+        sarr[i] = self._dead
         self._msgs -= 1
         self._bytes -= size
         subject = self._snames[sid]
@@ -369,7 +549,8 @@ class IndexedStreamStore:
             # Common case inline (limits remove from the front): the next slot is live.
             if self._msgs and j < len(parr) and parr[j] >= 0:
                 self._first = seq + 1
-                self._first_ts = self._ts[j]
+                # (the time inline when in the last time segment)
+                self._first_ts = self._tsc + self._ts[j] if seq + 1 >= self._tss[-1] else self._ts_at(j)
                 if j >= _TRIM_MIN and j * 2 >= len(parr):
                     self._trim(j)
             else:
@@ -399,7 +580,7 @@ class IndexedStreamStore:
             i += 1
         assert i < n, "live message count says a message exists after first"
         self._first = self._base + i
-        self._first_ts = self._ts[i]
+        self._first_ts = self._ts_at(i)
         if i >= _TRIM_MIN and i * 2 >= n:
             self._trim(i)
 
@@ -409,19 +590,29 @@ class IndexedStreamStore:
         del self._sid[:i]
         del self._ts[:i]
         del self._sz[:i]
-        del self._nxt[:i]
+        if self._nxt is not None:
+            del self._nxt[:i]
         self._base += i
+        # (the segment holding the new first entry stays: its start may be below the base)
+        k = bisect_right(self._tss, self._base) - 1
+        if k > 0:
+            del self._tss[:k], self._tsb[:k]
+        k = bisect_right(self._pss, self._base) - 1
+        if k > 0:
+            del self._pss[:k], self._psh[:k]
 
     def _subject_first(self, sid: int) -> int:
         stale = self._sstale[sid]
         if stale & _STALE_FIRST:
             i = self._sfirst[sid] - self._base
             arr = self._sid
+            nxt = self._nxt
             if i < 0:
                 i = arr.index(sid)
+            elif nxt is None:
+                i = arr.index(sid, i)
             else:
                 # Follow the subject's chain from its old (removed) first message.
-                nxt = self._nxt
                 while arr[i] != sid:
                     d = nxt[i]
                     if not d:
@@ -568,7 +759,7 @@ class IndexedStreamStore:
                 raise MaxBytes("maximum bytes exceeded")
             assert sid is not None  # asl: the subject exists
             first = self._subject_first(sid)
-            if self._sz[first - self._base] < size:
+            if self._size(first - self._base) < size:
                 raise MaxBytes("maximum bytes exceeded")
 
     def store_msg(self, subject: str, hdr: bytes | None, msg: bytes, ttl_ns: int = 0) -> tuple[int, int]:
@@ -601,13 +792,21 @@ class IndexedStreamStore:
             if stale[sid]:
                 stale[sid] &= ~_STALE_LAST
             nxt = self._nxt
-            if prev >= base and seq - prev <= _NXT_MAX:
-                nxt[prev - base] = seq - prev
-            parr.append(pos)
+            if nxt is not None:
+                if prev >= base and seq - prev <= _NXT_MAX:
+                    nxt[prev - base] = seq - prev
+                nxt.append(0)
+            # (literals: TS_MAX, SZ_BIG and the low 32 bits' mask, read per message)
+            if pos >> 32 != self._psc:
+                self._pos_open(pos >> 32)
+            parr.append(pos & 0xFFFFFFFF)
             self._sid.append(sid)
-            self._ts.append(ts)
-            self._sz.append(size)
-            nxt.append(0)
+            d = ts - self._tsc
+            if 0 <= d <= 0xFFFFFFFF:
+                self._ts.append(d)
+            else:
+                self._ts_extend(ts, 1)
+            self._sz.append(size if size < 0xFFFF else self._big_size(seq, size))
             self._msgs += 1
             self._bytes += size
             self._last = seq
@@ -717,19 +916,20 @@ class IndexedStreamStore:
         slast = self._slast
         stale = self._sstale
         nxt = self._nxt
-        nxt.extend(array("I", [0]) * k)
+        if nxt is not None:
+            nxt.extend(array("I", [0]) * k)
         for s, sid in enumerate(sids, seq):
             smsgs[sid] += 1
             prev = slast[sid]
             slast[sid] = s
             if stale[sid]:
                 stale[sid] &= ~_STALE_LAST
-            if prev >= base and s - prev <= _NXT_MAX:
+            if nxt is not None and prev >= base and s - prev <= _NXT_MAX:
                 nxt[prev - base] = s - prev
-        self._pos.extend(positions)
-        self._sid.extend(array("I", sids))
-        self._ts.extend(array("q", [ts]) * k)
-        self._sz.extend(array("I", sizes))
+        self._pos_extend(positions)
+        self._sid.extend(array(self._sid.typecode, sids))
+        self._ts_extend(ts, k)
+        self._extend_sizes(seq, sizes)
         self._msgs += k
         self._bytes += sum(sizes)
         self._last = seq + k - 1
@@ -760,23 +960,24 @@ class IndexedStreamStore:
         # A message's accounted size is a per-subject constant plus its length (header block
         # included: with headers the constant is larger, but still one per run).
         lens = list(map(len, msgs[start + 1 : start + k]))
-        if lens.count(len(m0)) == rest:
-            sizes = array("I", [size]) * rest
+        if lens.count(len(m0)) == rest and size < SZ_BIG:
+            self._sz.extend(array("H", [size]) * rest)
             total = size * rest
         else:
             d = size - len(m0)
-            sizes = array("I", [d + n for n in lens])
+            sizes = [d + n for n in lens]
+            self._extend_sizes(seq + 1, sizes)
             total = sum(sizes)
         self._smsgs[sid] += rest
         self._slast[sid] = seq + rest
         nxt = self._nxt
-        nxt[seq - self._base] = 1
-        nxt.extend(array("I", [1]) * (rest - 1))
-        nxt.append(0)
-        self._pos.extend(it)
-        self._sid.extend(array("I", [sid]) * rest)
-        self._ts.extend(array("q", [ts]) * rest)
-        self._sz.extend(sizes)
+        if nxt is not None:
+            nxt[seq - self._base] = 1
+            nxt.extend(array("I", [1]) * (rest - 1))
+            nxt.append(0)
+        self._pos_extend(it)
+        self._sid.extend(array(self._sid.typecode, [sid]) * rest)
+        self._ts_extend(ts, rest)
         self._msgs += rest
         self._bytes += total
         self._last = seq + rest
@@ -886,10 +1087,9 @@ class IndexedStreamStore:
         i = seq - self._base
         if seq < self._first or i < 0:
             raise MsgNotFound(f"no message at sequence {seq}")
-        pos = self._pos[i]
-        if pos < 0:
+        if self._pos[i] < 0:
             raise MsgNotFound(f"no message at sequence {seq}")
-        return self._read(seq, pos)
+        return self._read(seq, self._pos_at(i))
 
     def load_next_msg(self, filter: str, start_seq: int) -> StoreMsg:
         """First message with seq >= start_seq matching ``filter``; StoreEOF when none."""
@@ -899,7 +1099,7 @@ class IndexedStreamStore:
             if not seq:
                 raise StoreEOF("no message found")
             try:
-                return self._read(seq, self._pos[seq - self._base])
+                return self._read(seq, self._pos_at(seq - self._base))
             except MsgNotFound:
                 # A message found corrupt on read is reported lost and skipped.
                 start_seq = seq + 1
@@ -919,7 +1119,7 @@ class IndexedStreamStore:
                     seq = last
         if not seq:
             raise MsgNotFound("no message found")
-        return self._read(seq, self._pos[seq - self._base])
+        return self._read(seq, self._pos_at(seq - self._base))
 
     def last_seq_of(self, subject: str) -> int:
         """Sequence of the last message of the literal ``subject`` (0: none), without reading it."""
@@ -934,7 +1134,7 @@ class IndexedStreamStore:
         seq = self._last_live(start_seq) if self._msgs else 0
         if not seq:
             raise MsgNotFound("no message found")
-        return self._read(seq, self._pos[seq - self._base])
+        return self._read(seq, self._pos_at(seq - self._base))
 
     def get_seq_from_time(self, ts_ns: int) -> int:
         """First live sequence stored at or after wall time ``ts_ns``; last_seq + 1 when none
@@ -944,8 +1144,9 @@ class IndexedStreamStore:
         if self._msgs == 0:
             return self._last + 1
         lo = self._first - self._base
-        i = bisect_left(self._ts, ts_ns, lo, len(self._ts))
-        seq = self._next_live(self._base + i) if i < len(self._ts) else 0
+        n = len(self._ts)
+        i = lo + bisect_left(range(lo, n), ts_ns, key=self._ts_at)
+        seq = self._next_live(self._base + i) if i < n else 0
         return seq or self._last + 1
 
     def iter_msgs(self, start_seq: int, end_seq: int) -> Iterator[StoreMsg]:
@@ -957,7 +1158,7 @@ class IndexedStreamStore:
             if not seq or seq > end_seq:
                 return
             try:
-                yield self._read(seq, self._pos[seq - self._base])
+                yield self._read(seq, self._pos_at(seq - self._base))
             except MsgNotFound:
                 pass
             seq += 1
@@ -987,11 +1188,11 @@ class IndexedStreamStore:
         gone) is left out. Stores that can read a run faster override this."""
         sms = []
         for seq in seqs:
-            pos = self._pos[seq - self._base]
-            if pos < 0:
+            i = seq - self._base
+            if self._pos[i] < 0:
                 continue
             try:
-                sms.append(self._read(seq, pos))
+                sms.append(self._read(seq, self._pos_at(i)))
             except MsgNotFound:
                 continue
         hdrs = [sm.hdr for sm in sms]
@@ -1115,7 +1316,7 @@ class IndexedStreamStore:
         b = self._last - keep + 1
         while True:
             i = b - base
-            live = len(sid) - i - sid[i:].count(DEAD_SID)
+            live = len(sid) - i - sid[i:].count(self._dead)
             if live >= keep:
                 break
             b -= keep - live
@@ -1136,7 +1337,7 @@ class IndexedStreamStore:
             cur = self._next_live(cur)
             if not cur or cur >= seq:
                 break
-            nbytes += self._sz[cur - self._base]
+            nbytes += self._size(cur - self._base)
             self._remove(cur, notify=False)
             purged += 1
             cur += 1
@@ -1159,14 +1360,14 @@ class IndexedStreamStore:
         purged = nbytes = 0
         i = self._last_live(self._last) if self._msgs else 0
         while i and i > seq:
-            nbytes += self._sz[i - self._base]
+            nbytes += self._size(i - self._base)
             self._remove(i, notify=False)
             purged += 1
             i = self._last_live(i - 1) if self._msgs else 0
         live_at = seq - self._base
         last_ts = self._last_ts
         if seq >= self._first and 0 <= live_at < len(self._pos) and self._pos[live_at] >= 0:
-            last_ts = self._ts[live_at]
+            last_ts = self._ts_at(live_at)
         self._last = seq
         self._last_ts = last_ts
         self._kl_from = 0
@@ -1179,8 +1380,15 @@ class IndexedStreamStore:
             del self._pos[keep:]
             del self._sid[keep:]
             del self._ts[keep:]
+            k = bisect_left(self._tss, self._base + keep)
+            del self._tss[k:], self._tsb[k:]
+            self._tsc = self._tsb[-1] if self._tsb else _NO_SEG
+            k = bisect_left(self._pss, self._base + keep)
+            del self._pss[k:], self._psh[k:]
+            self._psc = self._psh[-1] if self._psh else _NO_SEG
             del self._sz[keep:]
-            del self._nxt[keep:]
+            if self._nxt is not None:
+                del self._nxt[keep:]
         slast, stale = self._slast, self._sstale
         for sid, name in enumerate(self._snames):
             if name is not None and slast[sid] > seq:
@@ -1206,7 +1414,7 @@ class IndexedStreamStore:
                 removed += self._expire_due(cutoff)
             while self._msgs:
                 seq = self._next_live(seq)
-                if not seq or self._ts[seq - self._base] > cutoff:
+                if not seq or self._ts_at(seq - self._base) > cutoff:
                     break
                 if ttl and ttl.get(seq) == NEVER_EXPIRES:
                     seq += 1
@@ -1252,7 +1460,7 @@ class IndexedStreamStore:
         n = 0
         while True:
             s0 = self._next_due()
-            if not s0 or self._ts[s0 - self._base] > cutoff:
+            if not s0 or self._ts_at(s0 - self._base) > cutoff:
                 return n
             heapq.heappop(self._kl_due)
             self._remove(s0)
@@ -1279,7 +1487,7 @@ class IndexedStreamStore:
                 while seq and self._ttl.get(seq) == NEVER_EXPIRES:
                     seq = self._next_live(seq + 1)
             if seq:
-                nxt = self._ts[seq - self._base] + max_age
+                nxt = self._ts_at(seq - self._base) + max_age
         heap = self._ttl_heap
         while heap and self._ttl.get(heap[0][1]) != heap[0][0]:
             heapq.heappop(heap)
@@ -1337,7 +1545,7 @@ class IndexedStreamStore:
                 out.msgs = self._msgs
             else:
                 tail = self._sid[first - base :]
-                out.msgs = len(tail) - tail.count(DEAD_SID)
+                out.msgs = len(tail) - tail.count(self._dead)
             out.first = first
             out.last = self._last_live(self._last)
             return out
@@ -1484,4 +1692,4 @@ class IndexedStreamStore:
         base = self._base
         for i, pos in enumerate(self._pos):
             if pos >= 0:
-                yield base + i, pos
+                yield base + i, self._hi_at(i) << 32 | pos

@@ -192,7 +192,7 @@ def test_deleted_and_skipped_sequences_inside_a_run(tmp_path, monkeypatch, store
 
 def _corrupt(store_dir: str, h: Harness, seq: int) -> None:
     """Flip a payload byte of ``seq``'s record on disk (the store's cache is cold: reopened)."""
-    pos = h.store._pos[seq - h.store._base]
+    pos = h.store._pos_at(seq - h.store._base)
     size = h.store._sz[seq - h.store._base]
     path = os.path.join(store_dir, MSGS_DIR, f"{pos >> 32}.blk")
     fd = os.open(path, os.O_RDWR)

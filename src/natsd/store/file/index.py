@@ -10,14 +10,27 @@ Layout (little-endian; the arrays are dumped with ``array.tobytes()`` and the by
 checked through the version word)::
 
     "NIDX"           magic
-    u32              version (4) | 0x8000_0000 when written on a big-endian host
+    u32              version (5) | 0x8000_0000 when written on a big-endian host
     10 x i64         first, last, first_ts, last_ts, msgs, bytes, base, n, marker_first, lost_bytes
-    n x i64          pos   (block_id << 32 | offset, -1 = absent)
-    n x u32          sid   (subject id, 0xFFFFFFFF = absent)
-    n x i64          ts
-    n x u32          sz    (record size)
-    n x u32          nxt   (distance to the next sequence of the same subject, 0 = none/unknown;
-                            absent in version 1 files, which are read with all zeros)
+    n x i32          pos   (offset in the block, -1 = absent, -offset - 2 = removed, its record
+                            still there)
+    u32              position segments (b); b x i64 first sequence, b x i64 block id: the
+                     sequences from one segment's first up to the next's are in its block
+    u8               sid width in bytes (w: 1, 2 or 4, the store's, see IndexedStreamStore._sid)
+    n x u<w>         sid   (subject id, the largest value = absent)
+    n x u32          ts    (store time, ns from the base of its time segment)
+    u32              time segments (t); t x i64 first sequence, t x i64 base (Unix ns): the
+                     sequences from one segment's first up to the next's are its
+    n x u16          sz    (record size; 0xFFFF = 64 KiB or more, the size is in the list below)
+    u32              large sizes (m); m x (i64 seq, i64 size)
+    u8               1 when the per-subject chains follow, else 0 (a stream without a per-subject
+                     limit above 1 keeps none, see IndexedStreamStore)
+    n x u32          nxt   (distance to the next sequence of the same subject, 0 = none/unknown)
+                     (versions 1 to 4 hold n x i64 pos = block_id << 32 | offset without
+                     segments, n x u32 sid without its width, n x i64 ts without segments,
+                     n x u32 sz, then n x u32 nxt always, without the large sizes and the flag;
+                     version 1 holds no nxt either: 28 bytes per sequence where version 5 holds
+                     11 to 14, 4 more with chains, issue 31)
     u32              subject slots (s), then the slots in columns (version 4):
     u32              length in bytes of the names, then the names, UTF-8, separated by "\n" (a
                      free slot is an empty name; a subject never holds whitespace, so one C-level
@@ -42,18 +55,20 @@ checked through the version word)::
 from __future__ import annotations
 
 import struct
+from bisect import bisect_right
 import sys
 import zlib
 from array import array
 from dataclasses import dataclass, field
 
 from natsd.store.base import CorruptState
+from natsd.store.seqindex import DEAD_SIDS, SZ_BIG, TS_MAX
 
 __all__ = ["IndexSnapshot", "BlockInfo", "encode_index", "decode_index"]
 
 MAGIC = b"NIDX"
-VERSION = 4
-_VERSIONS = (1, 2, 3, 4)
+VERSION = 5
+_VERSIONS = (1, 2, 3, 4, 5)
 _FREE = 0xFFFF
 _BIG = 0x80000000
 _FIXED = struct.Struct("<4sI10q")
@@ -63,6 +78,7 @@ _SS = struct.Struct("<qqqB")
 _PAIR = struct.Struct("<qq")
 _Q = struct.Struct("<q")
 _BLK = struct.Struct("<Iqq8s")
+_SID_CODES = {1: "B", 2: "H", 4: "I"}
 
 
 @dataclass(slots=True)
@@ -88,7 +104,7 @@ class IndexSnapshot:
     sid: array
     ts: array
     sz: array
-    nxt: array
+    nxt: array | None
     # Per subject slot: its name (None for a free slot) and its msgs/first/last/stale (0 for a
     # free slot): the store's own ``_snames``/``_smsgs``/``_sfirst``/``_slast``/``_sstale``,
     # adopted as they are at recovery.
@@ -100,13 +116,42 @@ class IndexSnapshot:
     ttl: list[tuple[int, int]] = field(default_factory=list)
     lost: list[int] = field(default_factory=list)
     blocks: list[BlockInfo] = field(default_factory=list)
+    #: sequence -> size of the messages whose ``sz`` is SZ_BIG (see IndexedStreamStore._szx).
+    szx: dict[int, int] = field(default_factory=dict)
+    #: The time segments (IndexedStreamStore._tss / _tsb): first sequence, base time.
+    tss: array = field(default_factory=lambda: array("q"))
+    tsb: array = field(default_factory=lambda: array("q"))
+    #: The position segments (IndexedStreamStore._pss / _psh): first sequence, block id.
+    pss: array = field(default_factory=lambda: array("q"))
+    psh: array = field(default_factory=lambda: array("q"))
 
 
 def encode_index(snap: IndexSnapshot) -> bytes:
     n = len(snap.pos)
-    assert len(snap.sid) == len(snap.ts) == len(snap.sz) == len(snap.nxt) == n
+    assert len(snap.sid) == len(snap.ts) == len(snap.sz) == n and (snap.nxt is None or len(snap.nxt) == n)
+    assert snap.sz.typecode == "H" and snap.ts.typecode == "I" and len(snap.tss) == len(snap.tsb)
+    assert snap.pos.typecode == "i" and len(snap.pss) == len(snap.psh)
     subjects = _encode_subjects(snap)
-    version = (VERSION if len(subjects) == 5 else 3) | (_BIG if sys.byteorder == "big" else 0)
+    # (a name holding the separator: version 3's subject slots, and so its per-message section)
+    version = VERSION if len(subjects) == 5 else 3
+    if version == 3:
+        sz = _wide_sizes(snap.sz, snap.szx, snap.base)
+        nxt = snap.nxt if snap.nxt is not None else array("I", bytes(4 * n))
+        ts = array("q", _times(snap.ts, snap.tss, snap.tsb, snap.base))
+        pos = array("q", _wide_positions(snap.pos, snap.pss, snap.psh, snap.base))
+        sid = snap.sid
+        if sid.typecode != "I":
+            sid = array("I", [x if x != DEAD_SIDS[sid.typecode] else 0xFFFFFFFF for x in sid])
+        per_msg = [pos.tobytes(), sid.tobytes(), ts.tobytes(), sz.tobytes(), nxt.tobytes()]
+    else:
+        per_msg = [snap.pos.tobytes(), _U32.pack(len(snap.pss)), snap.pss.tobytes(), snap.psh.tobytes()]
+        per_msg += [bytes((snap.sid.itemsize,)), snap.sid.tobytes()]
+        per_msg += [snap.ts.tobytes(), _U32.pack(len(snap.tss)), snap.tss.tobytes()]
+        per_msg.append(snap.tsb.tobytes())
+        per_msg += [snap.sz.tobytes(), _U32.pack(len(snap.szx))]
+        per_msg.extend(_PAIR.pack(q, z) for q, z in sorted(snap.szx.items()))
+        per_msg.append(b"\0" if snap.nxt is None else b"\1" + snap.nxt.tobytes())
+    version |= _BIG if sys.byteorder == "big" else 0
     parts = [
         _FIXED.pack(
             MAGIC,
@@ -122,11 +167,7 @@ def encode_index(snap: IndexSnapshot) -> bytes:
             snap.marker_first,
             snap.lost_bytes,
         ),
-        snap.pos.tobytes(),
-        snap.sid.tobytes(),
-        snap.ts.tobytes(),
-        snap.sz.tobytes(),
-        snap.nxt.tobytes(),
+        *per_msg,
         _U32.pack(len(snap.snames)),
     ]
     parts.extend(subjects)
@@ -155,21 +196,8 @@ def decode_index(data: bytes) -> IndexSnapshot:
             raise CorruptState("index: bad magic or version")
         if bool(version & _BIG) != (sys.byteorder == "big"):
             raise CorruptState("index: written on a host of the other byte order")
-        p = _FIXED.size
         mv = memoryview(data)
-        arrays = []
-        widths: tuple[tuple[str, int], ...] = (("q", 8), ("I", 4), ("q", 8), ("I", 4), ("I", 4))
-        if version & ~_BIG == 1:
-            widths = widths[:4]
-        for code, width in widths:
-            a = array(code)
-            a.frombytes(mv[p : p + width * n])
-            if len(a) != n:
-                raise CorruptState("index: short arrays")
-            arrays.append(a)
-            p += width * n
-        if len(arrays) == 4:
-            arrays.append(array("I", bytes(4 * n)))
+        arrays, szx, segs, p = _decode_per_msg(mv, _FIXED.size, n, version & ~_BIG, base)
         (nslots,) = _U32.unpack_from(data, p)
         p += 4
         snames, cols, p = _SLOT_DECODERS.get(version & ~_BIG, _decode_subjects_v2)(mv, p, nslots)
@@ -194,7 +222,7 @@ def decode_index(data: bytes) -> IndexSnapshot:
             p += _BLK.size
         if p != len(data) - 4:
             raise CorruptState("index: trailing bytes")
-    except (struct.error, UnicodeDecodeError) as exc:
+    except (struct.error, UnicodeDecodeError, IndexError) as exc:
         raise CorruptState(f"index: malformed: {exc}") from None
     return IndexSnapshot(
         first,
@@ -219,7 +247,135 @@ def decode_index(data: bytes) -> IndexSnapshot:
         ttl,
         lost,
         blocks,
+        szx,
+        segs[0],
+        segs[1],
+        segs[2],
+        segs[3],
     )
+
+
+def _wide_sizes(sz: array, szx: dict[int, int], base: int) -> array:
+    """Version 3's u32 sizes from the u16 sizes and the large ones."""
+    wide = array("I", sz)
+    for q, z in szx.items():
+        wide[q - base] = z
+    return wide
+
+
+def _times(ts: array, tss: array, tsb: array, base: int) -> list[int]:
+    """The times of every entry from the u32 deltas and the segments."""
+    out: list[int] = []
+    bounds = [q - base for q in tss[1:]] + [len(ts)]
+    lo = 0
+    for b, hi in zip(tsb, bounds):
+        out += map(b.__add__, ts[lo:hi])
+        lo = hi
+    return out
+
+
+def _wide_positions(pos: array, pss: array, psh: array, base: int) -> list[int]:
+    """Version 3's i64 positions (block_id << 32 | offset) from the offsets and the segments."""
+    out: list[int] = []
+    bounds = [q - base for q in pss[1:]] + [len(pos)]
+    lo = 0
+    for hi, end in zip(psh, bounds):
+        shift = hi << 32
+        out += [p if p == -1 else (shift | p if p >= 0 else -(shift | (-p - 2)) - 2) for p in pos[lo:end]]
+        lo = end
+    return out
+
+
+def _split_positions(wide: array, base: int) -> tuple[array, array, array]:
+    """Version 4's i64 positions as offsets and position segments (one per block)."""
+    pos = array("i")
+    pss, psh = array("q"), array("q")
+    cur = None
+    for i, p in enumerate(wide):
+        if p == -1:
+            pos.append(-1)
+            continue
+        full = p if p >= 0 else -p - 2
+        hi, off = full >> 32, full & 0xFFFFFFFF
+        if hi != cur:
+            pss.append(base + i)
+            psh.append(hi)
+            cur = hi
+        pos.append(off if p >= 0 else -off - 2)
+    return pos, pss, psh
+
+
+def _segments(wide: array, base: int) -> tuple[array, array, array]:
+    """Version 4's i64 times as u32 deltas and time segments (see IndexedStreamStore._ts_extend)."""
+    ts = array("I")
+    tss, tsb = array("q"), array("q")
+    i, n = 0, len(wide)
+    while i < n:
+        b = wide[i]
+        # Times are in order nearly always: the segment ends at the first one out of reach.
+        j = max(bisect_right(wide, b + TS_MAX, i), i + 1)
+        chunk = wide[i:j]
+        if min(chunk) < b or max(chunk) - b > TS_MAX:
+            j = i + 1
+            while j < n and 0 <= wide[j] - b <= TS_MAX:
+                j += 1
+            chunk = wide[i:j]
+        tss.append(base + i)
+        tsb.append(b)
+        ts.extend(array("I", map(b.__rsub__, chunk)))
+        i = j
+    return ts, tss, tsb
+
+
+def _decode_per_msg(
+    mv: memoryview, p: int, n: int, version: int, base: int
+) -> tuple[list, dict[int, int], tuple[array, array, array, array], int]:
+    """The per-message arrays (pos as offsets, sid, ts as u32 deltas, sz as u16, nxt or None),
+    the large sizes and the time and position segments."""
+    szx: dict[int, int] = {}
+    if version >= 5:
+        pos, p = _column(mv, p, "i", n)
+        (b,) = _U32.unpack_from(mv, p)
+        pss, p = _column(mv, p + 4, "q", b)
+        psh, p = _column(mv, p, "q", b)
+        code = _SID_CODES.get(mv[p])
+        if code is None:
+            raise CorruptState("index: bad subject id width")
+        sid, p = _column(mv, p + 1, code, n)
+        ts, p = _column(mv, p, "I", n)
+        (t,) = _U32.unpack_from(mv, p)
+        tss, p = _column(mv, p + 4, "q", t)
+        tsb, p = _column(mv, p, "q", t)
+        if (n and (not t or tss[0] > base)) or (t and not n):
+            raise CorruptState("index: time segments do not cover the sequences")
+        sz, p = _column(mv, p, "H", n)
+        (m,) = _U32.unpack_from(mv, p)
+        p += 4
+        for _ in range(m):
+            q, z = _PAIR.unpack_from(mv, p)
+            szx[q] = z
+            p += _PAIR.size
+        has_nxt = mv[p]
+        p += 1
+        nxt = None
+        if has_nxt:
+            nxt, p = _column(mv, p, "I", n)
+        return [pos, sid, ts, sz, nxt], szx, (tss, tsb, pss, psh), p
+    wide_pos, p = _column(mv, p, "q", n)
+    pos, pss, psh = _split_positions(wide_pos, base)
+    sid, p = _column(mv, p, "I", n)
+    wide_ts, p = _column(mv, p, "q", n)
+    ts, tss, tsb = _segments(wide_ts, base)
+    wide, p = _column(mv, p, "I", n)
+    nxt = array("I", bytes(4 * n))
+    if version > 1:
+        nxt, p = _column(mv, p, "I", n)
+    if max(wide, default=0) < SZ_BIG:
+        sz = array("H", wide)
+    else:
+        sz = array("H", [z if z < SZ_BIG else SZ_BIG for z in wide])
+        szx = {base + i: z for i, z in enumerate(wide) if z >= SZ_BIG}
+    return [pos, sid, ts, sz, nxt], szx, (tss, tsb, pss, psh), p
 
 
 def _encode_subjects(snap: IndexSnapshot) -> list[bytes]:
@@ -245,7 +401,7 @@ def _column(mv: memoryview, p: int, code: str, n: int) -> tuple[array, int]:
     end = p + a.itemsize * n
     a.frombytes(mv[p:end])
     if len(a) != n:
-        raise CorruptState("index: short subject columns")
+        raise CorruptState("index: short columns")
     return a, end
 
 
@@ -320,4 +476,8 @@ def _decode_subjects_v2(
     return snames, cols, p
 
 
-_SLOT_DECODERS = {4: _decode_subjects_v4, 3: _decode_subjects}  # (versions 1 and 2: _decode_subjects_v2)
+_SLOT_DECODERS = {
+    5: _decode_subjects_v4,
+    4: _decode_subjects_v4,
+    3: _decode_subjects,
+}  # (versions 1 and 2: _decode_subjects_v2)

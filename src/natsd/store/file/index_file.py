@@ -78,6 +78,11 @@ class IndexFile:
             sorted(s._ttl.items()),
             list(s._lost_msgs),
             blocks,
+            s._szx,
+            s._tss,
+            s._tsb,
+            s._pss,
+            s._psh,
         )
         data = encode_index(snap)
         asset = s._asset

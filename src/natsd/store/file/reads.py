@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from natsd.store.file.crc import BIG, crc32, crc32_big
 from natsd.store.base import CorruptState, MsgNotFound, MsgRun, StoreMsg
+from natsd.store.seqindex import SZ_BIG as _SZ_BIG
 from natsd.store.file.record import (
     FLAG_MASK,
     HDR_BIT,
@@ -178,7 +179,7 @@ class BlockReads:
     def read(self, seq: int, pos: int) -> StoreMsg:
         s = self._s
         i = seq - s._base
-        size = s._sz[i]
+        size = s._size(i)
         bid = pos >> 32
         off = pos & _OFF_MASK
         # Read-ahead: consumers mostly read forward, so one pread of READ_AHEAD bytes serves the
@@ -248,14 +249,16 @@ class BlockReads:
             base = s._base
             posa, sza, sida = s._pos, s._sz, s._sid
             i = seq - base
-            p0 = posa[i]
-            bid = p0 >> 32
-            off = p0 & _OFF_MASK
+            # (_pos holds offsets in the block of the entry's position segment, which ends at
+            # seg_end: the next entries are in this block up to there)
+            p0 = off = posa[i]
+            bid = s._hi_at(i)
+            seg_end = s._pos_end(i)
             blk = s._blocks.get(bid)
-            end = off + sza[i]
+            end = off + s._size(i)
             if blk is None or end > blk.flushed:
                 try:
-                    yield self.read(seq, p0)
+                    yield self.read(seq, s._pos_at(i))
                 except MsgNotFound:
                     pass
                 seq += 1
@@ -271,7 +274,7 @@ class BlockReads:
                 data = blk.pread(max(min(blk.flushed, off + RUN_BYTES), end) - off, off)
                 if len(data) < end - off:  # file shorter than recorded: per-message path
                     try:
-                        yield self.read(seq, p0)
+                        yield self.read(seq, s._pos_at(i))
                     except MsgNotFound:
                         pass
                     seq += 1
@@ -286,6 +289,8 @@ class BlockReads:
             bad = False
             while True:
                 size = sza[k]
+                if size == _SZ_BIG:  # (a record of 64 KiB or more: its size is kept aside)
+                    size = s._size(k)
                 rec_end = o + size
                 if rec_end > dlen:
                     break
@@ -306,12 +311,19 @@ class BlockReads:
                 o = rec_end
                 # Resumed: the consumer may have changed the store meanwhile; anything but the
                 # next record back to back (a gap, a removal, a purge) goes back to the index.
-                if k > hi or s._base != base or s._pos is not posa or k >= len(posa) or posa[k] != p0 + o:
+                if (
+                    k > hi
+                    or s._base != base
+                    or s._pos is not posa
+                    or k >= len(posa)
+                    or posa[k] != p0 + o
+                    or k >= seg_end
+                ):
                     break
             seq = base + k
             if bad:
                 try:
-                    yield self.read(seq, posa[k])
+                    yield self.read(seq, s._pos_at(k))
                 except MsgNotFound:
                     pass
                 seq += 1
@@ -353,10 +365,12 @@ class BlockReads:
             base = s._base
             posa, sza = s._pos, s._sz
             i = seq - base
-            p0 = posa[i]
-            bid = p0 >> 32
-            off = p0 & _OFF_MASK
+            p0 = off = posa[i]  # (an offset in the block of the entry's position segment)
+            bid = s._hi_at(i)
+            seg_end = s._pos_end(i)
             size = sza[i]
+            if size == _SZ_BIG:
+                size = s._size(i)
             end = off + size
             blk = s._blocks.get(bid)
             data = None
@@ -374,7 +388,7 @@ class BlockReads:
             if data is None:
                 # Not flushed yet, block missing, file shorter than recorded: per message.
                 try:
-                    sm = self.read(seq, p0)
+                    sm = self.read(seq, s._pos_at(i))
                 except MsgNotFound:
                     seq += 1
                     continue
@@ -385,7 +399,7 @@ class BlockReads:
             dlen = len(data)
             # 1. The uniform stretch from here: positions p0, p0 + size, ... (a gap, a marker
             # record between two messages or another size ends it), all sizes equal.
-            k = min(need, (dlen - o) // size, len(posa) - i)
+            k = min(need, (dlen - o) // size, len(posa) - i, seg_end - i)
             m = next(compress(count(), map(ne, posa[i : i + k], range(p0, p0 + k * size, size))), k) if k > 1 else k
             if m > 1 and sza[i : i + m].count(size) == m:
                 cols = _uniform(data, o, size, m, seq)
@@ -413,6 +427,8 @@ class BlockReads:
             bad = False
             while True:
                 size = sza[i]
+                if size == _SZ_BIG:
+                    size = s._size(i)
                 rec_end = o + size
                 if rec_end > dlen:
                     break
@@ -442,12 +458,12 @@ class BlockReads:
                 need -= 1
                 i += 1
                 o = rec_end
-                if need == 0 or i >= n or posa[i] != p0 + o:
+                if need == 0 or i >= n or posa[i] != p0 + o or i >= seg_end:
                     break
             seq = base + i
             if bad:
                 try:
-                    sm = self.read(seq, posa[i])
+                    sm = self.read(seq, s._pos_at(i))
                 except MsgNotFound:
                     pass
                 else:  # pragma: no cover - a record that failed the run check but reads fine
@@ -475,13 +491,13 @@ class BlockReads:
         mv = memoryview(data)
         for seq in want:
             i = seq - s._base
-            pos = s._pos[i]
-            if pos < 0:
+            off = s._pos[i]  # the offset in its block (negative: absent)
+            if off < 0:
                 continue
-            size = s._sz[i]
-            off = pos & _OFF_MASK
+            size = s._size(i)
+            bid = s._hi_at(i)
             c = self.rcache
-            if c is not None and c[0] == pos >> 32 and c[1] <= off and off + size <= c[2]:
+            if c is not None and c[0] == bid and c[1] <= off and off + size <= c[2]:
                 if c[3] is not data:
                     data = c[3]
                     mv = memoryview(data)
@@ -510,7 +526,7 @@ class BlockReads:
                     subjects.append(data[o + HEADER_SIZE : o + HEADER_SIZE + slen])
                     continue
             try:
-                sm = self.read(seq, pos)
+                sm = self.read(seq, bid << 32 | off)
             except MsgNotFound:
                 continue
             hdrs = _add_msg(sm, seq, seqs, tss, subjects, hdrs, msgs)

@@ -32,8 +32,7 @@ import logging
 import os
 from typing import TYPE_CHECKING
 from array import array
-from itertools import repeat
-from operator import or_, sub
+from operator import sub
 
 from natsd.store.file.crc import crc32
 from natsd.store.base import CorruptState, StoreKeyError
@@ -58,7 +57,8 @@ from natsd.store.file.record import (
     RecordError,
     intact_crc,
 )
-from natsd.store.seqindex import NEVER_EXPIRES, IndexedStreamStore
+from natsd.store.seqindex import DEAD_SIDS, NEVER_EXPIRES, IndexedStreamStore
+from natsd.store import memtrim
 
 if TYPE_CHECKING:
     from natsd.store.file.stream_store import FileStreamStore
@@ -145,6 +145,7 @@ class Recovery:
         else:  # (a full scan starts from nothing: everything it reports lost is this recovery's)
             self._full_scan(ids, snap)
         s.recovered_lost = (max(len(set(s._lost_msgs)) - before[0], 0), max(s._lost_bytes - before[1], 0))
+        memtrim.after_large_index(len(s._snames) + len(s._pos))
 
     def _open_block(self, bid: int) -> MessageBlock:
         s = self._s
@@ -194,6 +195,15 @@ class Recovery:
         s._first_ts, s._last_ts = snap.first_ts, snap.last_ts
         s._msgs, s._bytes, s._base = snap.msgs, snap.bytes, snap.base
         s._pos, s._sid, s._ts, s._sz, s._nxt = snap.pos, snap.sid, snap.ts, snap.sz, snap.nxt
+        s._szx = snap.szx
+        s._dead = DEAD_SIDS[snap.sid.typecode]
+        s._tss, s._tsb = snap.tss, snap.tsb
+        if snap.tsb:
+            s._tsc = snap.tsb[-1]
+        s._pss, s._psh = snap.pss, snap.psh
+        if snap.psh:
+            s._psc = snap.psh[-1]
+        s._fit_chains()
         # Freed slots stay None (see IndexedStreamStore._snames).
         s._snames = snap.snames
         s._smsgs, s._sfirst, s._slast, s._sstale = snap.smsgs, snap.sfirst, snap.slast, snap.sstale
@@ -232,7 +242,7 @@ class Recovery:
         lost = [seq for seq, pos in s._iter_index() if (pos >> 32) in missing]
         for seq in lost:
             s._lost_msgs.append(seq)
-            s._lost_bytes += s._sz[seq - s._base]
+            s._lost_bytes += s._size(seq - s._base)
             s._remove(seq, notify=False)
         if lost:
             log.error(
@@ -324,7 +334,7 @@ class Recovery:
                     base = s._base
                     first = seq = s._last + 1
                     nxt = s._nxt
-                    nxt_append = nxt.append
+                    tsc = s._tsc  # (a time outside its segment takes the general path)
                     smsgs, slast, sstale = s._smsgs, s._slast, s._sstale
                     offs: list[int] = []
                     offs_append = offs.append
@@ -340,7 +350,7 @@ class Recovery:
                         size = total & 0x7FFFFFFF
                         rec_end = off + size
                         # raw == seq: a message (no flag bits) with the next sequence.
-                        if raw != seq or rec_end > end or size - slen < 30:
+                        if raw != seq or rec_end > end or size - slen < 30 or not 0 <= ts - tsc <= 0xFFFFFFFF:
                             break
                         if size != psize:
                             psize = size
@@ -359,23 +369,26 @@ class Recovery:
                         if sstale[sid]:
                             sstale[sid] &= ~2
                         # prev >= base: a live subject's last message is in the arrays.
-                        nxt_append(0)
-                        nxt[prev - base] = seq - prev
+                        if nxt is not None:
+                            nxt.append(0)
+                            nxt[prev - base] = seq - prev
                         offs_append(off)
                         sid_append(sid)
-                        ts_append(ts)
+                        ts_append(ts - tsc)
                         seq += 1
                         off = rec_end
                     k = seq - first
                     if k:
-                        s._pos.extend(map(or_, repeat(blk.id << 32), offs))
+                        if blk.id != s._psc:
+                            s._pos_open(blk.id)
+                        s._pos.extend(offs)
                         ends = offs[1:]
                         ends.append(off)
-                        s._sz.extend(map(sub, ends, offs))
+                        s._extend_sizes(first, list(map(sub, ends, offs)))
                         s._msgs += k
                         s._bytes += off - offs[0]
                         s._last = seq - 1
-                        s._last_ts = s._ts[-1]
+                        s._last_ts = tsc + s._ts[-1]
                         if seq - 1 > blk.max_ref:
                             blk.max_ref = seq - 1
                         if scanning:

@@ -143,6 +143,9 @@ class FileStreamStore(IndexedStreamStore):
     """
 
     msg_size = staticmethod(file_store_msg_size)
+    # Offsets within a block (< 2**31: blocks roll at _block_size, a record is at most
+    # MAX_RECORD_SIZE); the block id is the entry's position segment's (IndexedStreamStore).
+    POS_TYPECODE = "i"
 
     def __init__(
         self,
@@ -555,11 +558,11 @@ class FileStreamStore(IndexedStreamStore):
         sequence). Returns how many blocks were rewritten. Called by ``sync()``."""
         if self._blive is None:
             blive: dict[int, int] = {}
-            sz = self._sz
+            size = self._size
             base = self._base
             for seq, pos in self._iter_index():
                 bid = pos >> 32
-                blive[bid] = blive.get(bid, 0) + sz[seq - base]
+                blive[bid] = blive.get(bid, 0) + size(seq - base)
             self._blive = blive
         done = 0
         min_dead = min(self._block_size // 4, 1 << 16)
@@ -598,11 +601,11 @@ class FileStreamStore(IndexedStreamStore):
             i = seq - base
             live = seq >= first and 0 <= i < len(pos_arr) and pos_arr[i] >= 0
             if not flags:
-                loc = blk.id << 32 | off
-                keep = live and pos_arr[i] == loc
+                # (_pos holds offsets; the block is the entry's position segment's)
+                keep = live and pos_arr[i] == off and self._hi_at(i) == blk.id
                 if keep:
                     moves.append((seq, len(out)))
-                elif 0 <= i < len(pos_arr) and pos_arr[i] == -loc - 2:
+                elif 0 <= i < len(pos_arr) and pos_arr[i] == -off - 2 and self._hi_at(i) == blk.id:
                     gone.add(seq)
             elif flags & FLAG_ERASED:
                 keep = False  # its tombstone or a FIRST marker elsewhere records the removal
@@ -624,9 +627,8 @@ class FileStreamStore(IndexedStreamStore):
         blk.write_file(bytes(out))
         fsync_dir(self._msgs_dir)
         blk.reopen()
-        shift = blk.id << 32
         for seq, new_off in moves:
-            pos_arr[seq - base] = shift | new_off
+            pos_arr[seq - base] = new_off
         for seq in gone:
             pos_arr[seq - base] = -1
         self._reads.rcache = None

@@ -254,7 +254,7 @@ def test_damaged_header_loses_the_block_and_reports_it(tmp_path):
     _fill(st, 600)
     st.stop()
     second = _blocks(st)[1]
-    in_second = [seq for seq in range(1, 601) if (st._pos[seq - st._base] >> 32) == second.id]
+    in_second = [seq for seq in range(1, 601) if st._hi_at(seq - st._base) == second.id]
     _damage(second.path, 9)  # raw_len: the header checksum fails
     os.unlink(tmp_path / "msgs" / "index.db")
     again = _open(tmp_path)

@@ -1,5 +1,6 @@
-"""``msgs/index.db`` version 4 (subject slots in columns, names split at "\\n") and the versions
-before it, still read."""
+"""``msgs/index.db`` version 5 (u16 sizes with the large ones aside, per-subject chains only when
+kept), version 4 (subject slots in columns, names split at "\\n") and the versions before them,
+still read."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import pytest
 
 from natsd.clock import ManualClock
 from natsd.store.base import StoreConfig
-from natsd.store.file.index import _SS, _U16, _U32, decode_index, encode_index
+from natsd.store.file.index import _SS, _U16, _U32, _times, _wide_positions, decode_index, encode_index
 from natsd.store.file.stream_store import FileStreamStore
+from natsd.store.seqindex import DEAD_SIDS
 
 pytestmark = pytest.mark.unit
 
@@ -39,16 +41,42 @@ def _fill(path: str) -> dict:
     return totals
 
 
-def _with_slots(data: bytes, version: int, slots: list[bytes]) -> bytes:
-    """The same snapshot (version 4 ``data``) with its subject slots replaced by ``slots``."""
+def _as_version_4(data: bytes) -> bytes:
+    """The same snapshot (version 5 ``data``) with version 4's per-message section: i64
+    positions and times, u32 sizes, then the chains, always (all zeros when none are kept)."""
     snap = decode_index(data)
-    v4 = encode_index(snap)[:-4]
+    n, t, b = len(snap.pos), len(snap.tss), len(snap.pss)
+    fixed = struct.calcsize("<4sI10q")
+    chains = 4 * n if snap.nxt is not None else 0
+    w = snap.sid.itemsize
+    v5_end = fixed + n * (10 + w) + 4 + 16 * b + 1 + 4 + 16 * t + 4 + 16 * len(snap.szx) + 1 + chains
+    pos = array("q", _wide_positions(snap.pos, snap.pss, snap.psh, snap.base))
+    ts = array("q", _times(snap.ts, snap.tss, snap.tsb, snap.base))
+    sz = array("I", snap.sz)
+    for q, z in snap.szx.items():
+        sz[q - snap.base] = z
+    nxt = snap.nxt if snap.nxt is not None else array("I", bytes(4 * n))
+    sid = array("I", [x if x != DEAD_SIDS[snap.sid.typecode] else 0xFFFFFFFF for x in snap.sid])
+    head = data[:fixed] + pos.tobytes() + sid.tobytes() + ts.tobytes() + sz.tobytes() + nxt.tobytes()
+    body = bytearray(head + data[v5_end:-4])
+    struct.pack_into("<I", body, 4, 4)
+    return bytes(body) + _U32.pack(zlib.crc32(body))
+
+
+def _with_slots(data: bytes, version: int, slots: list[bytes]) -> bytes:
+    """The same snapshot (version 5 ``data``) with its subject slots replaced by ``slots``."""
+    snap = decode_index(data)
+    v4 = _as_version_4(encode_index(snap))[:-4]
     head = struct.calcsize("<4sI10q") + len(snap.pos) * 28
     names = sum(len(n.encode()) for n in snap.snames if n is not None)
     tail_start = head + 4 + 4 + names + max(len(snap.snames) - 1, 0) + len(snap.snames) * (8 * 3 + 1)
     body = bytearray(v4[:head] + _U32.pack(len(snap.snames)) + b"".join(slots) + v4[tail_start:])
     struct.pack_into("<I", body, 4, version)
     return bytes(body) + _U32.pack(zlib.crc32(body))
+
+
+def _live_sids(sids: array) -> list:
+    return [None if x == DEAD_SIDS[sids.typecode] else x for x in sids]
 
 
 def _as_version_2(data: bytes) -> bytes:
@@ -74,10 +102,10 @@ def _as_version_3(data: bytes) -> bytes:
     return _with_slots(data, 3, [lens.tobytes(), b"".join(b for b in encoded if b is not None), *cols])
 
 
-def test_version_4_round_trips_free_slots_and_utf8(tmp_path):
+def test_version_5_round_trips_free_slots_and_utf8(tmp_path):
     _fill(str(tmp_path))
     data = (tmp_path / "msgs" / "index.db").read_bytes()
-    assert struct.unpack_from("<I", data, 4)[0] == 4
+    assert struct.unpack_from("<I", data, 4)[0] == 5
     snap = decode_index(data)
     assert None in snap.snames and "k.é.ü" in snap.snames
     free = snap.snames.index(None)
@@ -86,16 +114,19 @@ def test_version_4_round_trips_free_slots_and_utf8(tmp_path):
     assert encode_index(snap) == data
 
 
-@pytest.mark.parametrize("version", [2, 3])
+@pytest.mark.parametrize("version", [2, 3, 4])
 def test_an_older_index_is_still_used(tmp_path, version):
     totals = _fill(str(tmp_path))
     path = tmp_path / "msgs" / "index.db"
-    v4 = decode_index(path.read_bytes())
-    old = (_as_version_2 if version == 2 else _as_version_3)(path.read_bytes())
+    v5 = decode_index(path.read_bytes())
+    old = {2: _as_version_2, 3: _as_version_3, 4: _as_version_4}[version](path.read_bytes())
     assert struct.unpack_from("<I", old, 4)[0] == version
     snap = decode_index(old)
-    cols = ("snames", "smsgs", "sfirst", "slast", "sstale", "pos", "blocks")
-    assert [getattr(snap, c) for c in cols] == [getattr(v4, c) for c in cols]
+    cols = ("snames", "smsgs", "sfirst", "slast", "sstale", "pos", "pss", "psh", "ts", "tss", "tsb", "sz")
+    cols += ("szx", "blocks")
+    assert [getattr(snap, c) for c in cols] == [getattr(v5, c) for c in cols]
+    assert snap.sid.typecode == "I" and v5.sid.typecode == "B"  # (an older index keeps 4 bytes until a rebase)
+    assert _live_sids(snap.sid) == _live_sids(v5.sid)
     path.write_bytes(old)
     st = _store(str(tmp_path), ManualClock())
     try:
@@ -103,7 +134,7 @@ def test_an_older_index_is_still_used(tmp_path, version):
         assert st.load_last_msg("k.é.ü").msg == b"non-ascii"
     finally:
         st.stop()
-    assert struct.unpack_from("<I", path.read_bytes(), 4)[0] == 4  # rewritten at the stop
+    assert struct.unpack_from("<I", path.read_bytes(), 4)[0] == 5  # rewritten at the stop
 
 
 def test_a_name_holding_the_separator_is_written_as_version_3(tmp_path):

@@ -210,7 +210,7 @@ def test_deleted_block_file(tmp_path, clock, with_index, caplog):
     d = str(tmp_path / "S")
     s = open_stream_store(cfg(), clock, d, block_size=150)
     fill(s, 20)
-    positions = {seq: s._pos[seq - s._base] >> 32 for seq in range(1, 21)}
+    positions = {seq: s._hi_at(seq - s._base) for seq in range(1, 21)}
     s.stop()
     if not with_index:
         os.unlink(blk_path(d, INDEX_FILE))
@@ -233,7 +233,7 @@ def test_missing_last_block_keeps_sequences_when_index_knows(tmp_path, clock):
     d = str(tmp_path / "S")
     s = open_stream_store(cfg(), clock, d, block_size=150)
     fill(s, 20)
-    positions = {seq: s._pos[seq - s._base] >> 32 for seq in range(1, 21)}
+    positions = {seq: s._hi_at(seq - s._base) for seq in range(1, 21)}
     s.stop()
     last = blocks(d)[-1]
     os.unlink(blk_path(d, last))
