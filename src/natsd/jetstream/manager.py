@@ -294,7 +294,7 @@ class JsAccount:
             if not meta or "config" not in meta:
                 log.warning("JetStream: skipping %s: no stream metadata", d)
                 continue
-            self._recover_stream(d, entry, meta, sleeping, sleep_entry)
+            self._recover_stream(d, entry, meta, sleeping, sleep_entry, keys is None)
         # mirrors / sources connect once every origin stream is back
         for stream in list(self.streams.values()):
             if (stream.config.mirror is not None or stream.config.sources) and not stream._links:
@@ -308,6 +308,7 @@ class JsAccount:
         meta: dict,
         sleeping: tuple["StreamState", int, dict] | None,
         sleep_entry: list | None,
+        may_peek: bool = False,
     ) -> None:
         # (the stream layer loads with the first stream: issue 26)
         from natsd.jetstream import consumer_registry, dormant
@@ -321,6 +322,12 @@ class JsAccount:
             log.info("  Starting restore for stream '%s > %s'", self.name, cfg.name)
             created = meta.get("created_ns") or parse_rfc3339(meta.get("created", "")) or self.clock.time_ns()
             asleep = sleeping if cfg.name == entry else None
+            if asleep is None and may_peek and cfg.name == entry:
+                # No entry (after a kill -9): asleep all the same when its files show that a
+                # recovery would find exactly what index.db says (natsd.jetstream.dormant.peek_asleep).
+                peeked = dormant.peek_asleep(cfg, d)
+                if peeked is not None:
+                    asleep, sleep_entry = (peeked[0], peeked[1], meta), peeked[2]
             if asleep is not None and sleep_entry is not None:
                 engine = self.engine
                 store: StreamStore = cast(
