@@ -307,9 +307,20 @@ def wake(stream: Stream) -> None:
         )
     consumer_registry.recover_all(stream)
     stream._arm_expiry()  # (max_age: as a start would have armed it)
-    log.debug(
-        "JetStream: woke stream '%s > %s' (%d consumers)", stream.account.name, stream.name, len(stream.consumers)
-    )
+    if d.entry[3] is None:
+        # Asleep since an unclean stop (peek_asleep): the recovery a start would have logged,
+        # logged now that it ran (the lost line above, if any, is its report too).
+        log.info(
+            "  Recovered stream '%s > %s' on first use after an unclean stop: %s messages, %d consumers",
+            stream.account.name,
+            stream.name,
+            f"{real.state().msgs:,}",
+            len(stream.consumers),
+        )
+    else:
+        log.debug(
+            "JetStream: woke stream '%s > %s' (%d consumers)", stream.account.name, stream.name, len(stream.consumers)
+        )
 
 
 def _let_go(d: DormantStorage) -> None:
