@@ -261,10 +261,12 @@ class JsAccount:
         self._usage_dirty = True
 
     def recover(self) -> None:
-        """Recover every stream under this account's directory (and their consumers). After a
-        clean stop, streams with nothing to do on their own start asleep (natsd.jetstream.dormant)."""
+        """Recover every stream under this account's directory (and their consumers). Streams with
+        nothing to do on their own start asleep (natsd.jetstream.dormant) after a clean stop, and
+        after an unclean one when their files need no repair (dormant.peek_asleep)."""
         account_dir = os.path.dirname(self.directory)
-        if not self.streams and not list_stream_dirs(account_dir):
+        dirs = list_stream_dirs(account_dir)
+        if not self.streams and not dirs:
             # a first start: the stream and consumer layers load with the first stream (issue 26); a
             # restart file left beside no stream is stale, and must not outlive a later crash
             if os.path.exists(os.path.join(account_dir, "natsd-restart.json")):
@@ -277,7 +279,7 @@ class JsAccount:
 
         keys = self.engine.keys_for(self.name)
         asleep = dormant.read_restart_file(account_dir) if keys is None else {}
-        for d in list_stream_dirs(account_dir):
+        for d in dirs:
             entry = os.path.basename(d)
             if entry.startswith(".") or entry in self.streams:
                 continue

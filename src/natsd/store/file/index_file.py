@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from natsd.store.file.index import VERSION, BlockInfo, IndexSnapshot, decode_index, encode_index
 from natsd.store.file.layout import INDEX_FILE
 from natsd.store import stopsync
+from natsd.atomicfile import read_whole
 from natsd.store.file.meta import atomic_write
 
 if TYPE_CHECKING:
@@ -56,8 +57,7 @@ class IndexFile:
     def read(self) -> IndexSnapshot | None:
         """The snapshot on disk, None when there is none; CorruptState when it fails its checks."""
         try:
-            with open(self.path, "rb") as f:
-                data = f.read()
+            data = read_whole(self.path)
         except FileNotFoundError:
             return None
         asset = self._s._asset

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 
+from natsd.atomicfile import read_whole
 from natsd.store.base import CorruptState, StreamState
 from natsd.store.file.compress import is_compressed
 from natsd.store.file.index import decode_index
@@ -43,8 +44,7 @@ def peek_stream_state(directory: str) -> tuple[StreamState, list[int]] | None:
                 ids.add(bid)
             elif name != INDEX_FILE:
                 return None  # a key file (encrypted), a leftover *.tmp: the store's recovery decides
-        with open(os.path.join(msgs, INDEX_FILE), "rb") as f:
-            snap = decode_index(f.read())
+        snap = decode_index(read_whole(os.path.join(msgs, INDEX_FILE)))
         if {b.id for b in snap.blocks} != ids:
             return None
         for info in snap.blocks:
