@@ -108,3 +108,12 @@ def test_consumer_metas_are_verified(tmp_path):
         f.write(b" ")  # (no longer what its checksum says)
     assert peek_consumer_metas(d, "S") is None
     assert peek_stream(d, "S") is None
+
+
+def test_a_big_index_is_not_peeked(tmp_path, monkeypatch):
+    from natsd.store.file import peek
+
+    d, _ = filled(tmp_path)
+    assert peek_stream_state(d) is not None
+    monkeypatch.setattr(peek, "PEEK_MAX_INDEX", os.path.getsize(os.path.join(d, MSGS_DIR, INDEX_FILE)) - 1)
+    assert peek_stream_state(d) is None
