@@ -11,13 +11,17 @@ a direct get, any consumer lookup (``CONSUMER.INFO``/``NEXT``, an ack), a purge,
 
 What makes that safe:
 
-- **Only after a clean stop.** ``JsAccount.stop`` writes ``<account>/natsd-restart.json``
+- **After a clean stop.** ``JsAccount.stop`` writes ``<account>/natsd-restart.json``
   (:data:`RESTART_FILE`) after every stream stopped: per stream its state counters, its consumer
   count and a fingerprint of its files (size and mtime of meta.inf, index.db, the last block, and
   the mtimes of ``msgs/`` and ``obs/``). Start reads it and removes it (durably, before any stream
-  can change), so after a kill -9 there is none and every stream is recovered at start as before
-  (torn tails truncated and reported); a stream whose files differ from the fingerprint (another
-  server ran on the directory meanwhile) is recovered at start too.
+  can change), so after a kill -9 there is none; a stream whose files differ from the
+  fingerprint (another server ran on the directory meanwhile) has its entry ignored.
+- **Or when nothing needs repair** (:func:`peek_asleep`, ADR 0009): with no entry (after a kill -9,
+  or a fingerprint that differs), a stream whose files show exactly what a recovery would find
+  (natsd.store.file.peek: index.db current, every block as it recorded, nothing to replay, cut
+  or report) sleeps with index.db's counters, its consumers' meta.inf read and checked; it logs
+  its recovery when first used. Anything else is recovered at start (torn tails cut, reported).
 - **Only streams with nothing to do on their own**: file storage, limits retention, no
   per-message TTL, no delete markers, no schedules, no atomic batches, no mirror or sources, not
   encrypted, and every consumer a durable pull consumer with no inactive threshold, no pause and
