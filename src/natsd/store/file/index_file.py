@@ -40,7 +40,8 @@ class IndexFile:
 
     def summary(self) -> tuple:
         """What any change to the index changes: the counters (a store, removal, erase, purge
-        or skip moves one of them) and each block's flushed size (a compaction, a new block)."""
+        or skip moves one of them) and each block's flushed size (a compaction, a new block, a
+        FIRST marker)."""
         s = self._s
         return (
             s._first,
@@ -49,7 +50,6 @@ class IndexFile:
             s._bytes,
             s._lost_bytes,
             len(s._lost_msgs),
-            s._marker_first,
             s._sgen,
             tuple((b.id, b.flushed) for b in s._blocks.values()),
         )

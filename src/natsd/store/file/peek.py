@@ -8,8 +8,9 @@ its last 8 bytes at that size). Recovery would then adopt the snapshot and repla
 torn tail to cut (a write cut by the crash lies beyond the recorded size, so the block would
 have grown), nothing lost, the state exactly the snapshot's. Anything else (a block that grew,
 shrank or changed, a missing or extra block, a compressed or encrypted block, a leftover
-``*.tmp``, a damaged index.db, or one above :data:`PEEK_MAX_INDEX`) answers None and the caller recovers the stream at start as
-before, with its checksums, truncation and report of what was lost.
+``*.tmp``, a damaged index.db, or one above :data:`PEEK_MAX_INDEX`) answers None and the caller
+recovers the stream at start as before, with its checksums, truncation and report of what was
+lost.
 
 What is read: the ``msgs/`` listing, index.db, and per block its size, first 8 bytes (a
 compressed block is not compared here) and last 8; per consumer (:func:`peek_consumer_metas`)

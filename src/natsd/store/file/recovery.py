@@ -105,7 +105,6 @@ class Recovery:
         "scan_suspect",
         "pending_suspect",
         "max_msg",
-        "index_current",
     )
 
     def __init__(self, store: FileStreamStore) -> None:
@@ -122,9 +121,6 @@ class Recovery:
         self.scan_suspect: list[int] = []
         self.pending_suspect = 0
         self.max_msg = 0
-        #: index.db described the blocks exactly (nothing replayed, nothing missing): a stop
-        #: that changed nothing need not rewrite it (IndexFile.mark).
-        self.index_current = False
 
     def run(self) -> None:
         """Rebuild the index: from index.db when it is current, else by a full scan. Leftover
@@ -215,9 +211,8 @@ class Recovery:
         s._ttl_heap.sort()
         s._lost_msgs = list(snap.lost)
         s._lost_bytes = snap.lost_bytes
-        self.index_current = (
-            s._index_file.read_current and all(blk.flushed == size for blk, size in opened) and set(ids) == listed
-        )
+        # index.db describes the blocks exactly (nothing to replay, nothing missing)?
+        current = s._index_file.read_current and all(blk.flushed == size for blk, size in opened) and set(ids) == listed
         # Replay what was appended after the snapshot, then blocks created after it.
         for blk, size in opened:
             if blk.flushed > size:
@@ -230,6 +225,8 @@ class Recovery:
             self._report_missing_blocks(missing)
         if s._blocks:
             s._lmb = s._blocks[max(s._blocks)]
+        if current:  # (index.db is this index: a stop that changes nothing keeps it, IndexFile.mark)
+            s._index_file.mark = s._index_file.summary()
         return True
 
     def _report_missing_blocks(self, missing: set[int]) -> None:

@@ -225,8 +225,6 @@ class FileStreamStore(IndexedStreamStore):
         except StoreWriteError as exc:
             log.error("stream %s: writing recovery records failed (%s); will retry", config.name, exc)
             self._faults.rollback = None
-        if recovery.index_current:  # (index.db is this index: IndexFile.mark)
-            self._index_file.mark = self._index_file.summary()
         # Sealed blocks a crash left plain (or written before the stream asked for s2).
         for blk in list(self._blocks.values()):
             self._compression.queue(blk)
