@@ -188,13 +188,32 @@ async def test_streams_with_timers_or_push_consumers_start_awake(tmp_path):
 
 async def test_a_changed_stream_directory_is_recovered_at_start(tmp_path):
     """Files that differ from what the clean stop recorded (another server ran on the
-    directory): the stream is recovered at start, never trusted."""
+    directory, here a block grew): the stream is recovered at start, never trusted; the bytes
+    that are no record are cut and reported."""
     await fill(tmp_path)
     blk = tmp_path / "jetstream" / "$G" / "streams" / "S" / "msgs" / "1.blk"
-    os.utime(blk, ns=(0, 0))
+    with open(blk, "ab") as f:
+        f.write(b"\x07" * 5)
     async with server_and_client(store_dir=str(tmp_path)) as (server, nc):
         assert not is_dormant(stream(server, "S"))
         assert set(stream(server, "S").consumers) == {"C"}
+        assert stream(server, "S").store.state().lost_bytes == 5
+
+
+async def test_a_touched_but_unchanged_stream_directory_still_sleeps(tmp_path):
+    """Only an mtime differs from the clean stop's fingerprint: the restart file's entry is not
+    trusted, but the stream's own files show exactly what a recovery would find (index.db
+    current, every block as it recorded: natsd.store.file.peek), so it sleeps all the same."""
+    si, _ = await fill(tmp_path)
+    blk = tmp_path / "jetstream" / "$G" / "streams" / "S" / "msgs" / "1.blk"
+    os.utime(blk, ns=(0, 0))
+    async with server_and_client(store_dir=str(tmp_path)) as (server, nc):
+        assert is_dormant(stream(server, "S"))
+        after = await api(nc, "$JS.API.STREAM.INFO.S")
+        assert after["state"] == si["state"]
+        assert is_dormant(stream(server, "S"))
+        assert (await nc.jetstream().get_msg("S", 5)).data == b"m4"  # (wakes it)
+        assert not is_dormant(stream(server, "S"))
 
 
 async def test_sleeping_stream_delete_and_purge(tmp_path):
@@ -220,11 +239,12 @@ async def test_a_restart_file_is_used_once(tmp_path):
         assert not path.exists()
         await nc.jetstream().publish("s.1", b"new")
     # Put the old file back as a crash would have left things (the file of the earlier stop,
-    # files changed since): the fingerprints no longer match, so the stream is recovered.
+    # files changed since): the fingerprints no longer match, so its counters are not used; the
+    # stream's own files (index.db current since the last stop) tell its state.
     path.write_bytes(saved)
     async with server_and_client(store_dir=str(tmp_path)) as (server, nc):
-        assert not is_dormant(stream(server, "S"))
         assert (await nc.jetstream().stream_info("S")).state.last_seq == 6
+        assert (await nc.jetstream().get_msg("S", 6)).data == b"new"
 
 
 async def test_a_stream_asleep_through_a_run_sleeps_again_with_the_same_config(tmp_path):

@@ -436,7 +436,7 @@ FUNCTION_LOCAL_IMPORTS = {
     "jetstream": 5 + 1 - 1 + 11 + 5 + 25,
     "server": 23 + 3 + 4 + 2 - 1 + 1,
     "spark": 15,
-    "store": 6 + 2 + 3 + 1 + 1,
+    "store": 6 + 2 + 3 + 1 + 1 + 1,
     "testing": 18,
 }
 # issue 26, -js start-up: jetstream +11 (the API's handler table, the stream/consumer/snapshot layers and
@@ -452,6 +452,7 @@ FUNCTION_LOCAL_IMPORTS = {
 # server +2: the auth callout (nkeys/PyNaCl) and the log-file/syslog handlers load only when configured (issue 29).
 # store +1: ctypes (syncfs) only at a clean stop (issue 31).
 # store +1: ctypes (malloc_trim) only after a large index was built (natsd.store.memtrim, issue 31).
+# store +1: natsd.store.file.peek, loaded only by a restart after a kill -9 (issue 31, ADR 0009).
 # store +2: encryption (cryptography) loaded only when a key is configured (issue 29).
 # server +4: the mqtt room, loaded only with an mqtt {} block (issue 28).
 # jetstream +1: fastjsonschema, loaded by the first stream with a natsd.schema.* key (issue 27).

@@ -11,13 +11,17 @@ a direct get, any consumer lookup (``CONSUMER.INFO``/``NEXT``, an ack), a purge,
 
 What makes that safe:
 
-- **Only after a clean stop.** ``JsAccount.stop`` writes ``<account>/natsd-restart.json``
+- **After a clean stop.** ``JsAccount.stop`` writes ``<account>/natsd-restart.json``
   (:data:`RESTART_FILE`) after every stream stopped: per stream its state counters, its consumer
   count and a fingerprint of its files (size and mtime of meta.inf, index.db, the last block, and
   the mtimes of ``msgs/`` and ``obs/``). Start reads it and removes it (durably, before any stream
-  can change), so after a kill -9 there is none and every stream is recovered at start as before
-  (torn tails truncated and reported); a stream whose files differ from the fingerprint (another
-  server ran on the directory meanwhile) is recovered at start too.
+  can change), so after a kill -9 there is none; a stream whose files differ from the
+  fingerprint (another server ran on the directory meanwhile) has its entry ignored.
+- **Or when nothing needs repair** (:func:`peek_asleep`, ADR 0009): with no entry (after a kill -9,
+  or a fingerprint that differs), a stream whose files show exactly what a recovery would find
+  (natsd.store.file.peek: index.db current, every block as it recorded, nothing to replay, cut
+  or report) sleeps with index.db's counters, its consumers' meta.inf read and checked; it logs
+  its recovery when first used. Anything else is recovered at start (torn tails cut, reported).
 - **Only streams with nothing to do on their own**: file storage, limits retention, no
   per-message TTL, no delete markers, no schedules, no atomic batches, no mirror or sources, not
   encrypted, and every consumer a durable pull consumer with no inactive threshold, no pause and
@@ -43,10 +47,12 @@ from natsd.jetstream import consumer_registry
 from natsd.jetstream.consumer.pull import MSG_NEXT_PREFIX
 from natsd.jetstream.consumer.status import status
 from natsd.jetstream.features.metadata import consumer_features
+from natsd.store import peek_stream
 from natsd.store.base import StoreError, StreamState
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Timer
+    from natsd.jetstream.config.models import StreamConfig
     from natsd.jetstream.ports import Subscription
     from natsd.jetstream.stream.core import Stream
     from natsd.store.base import StorageUpdateHandler, StoreConfig, StreamStore
@@ -305,9 +311,20 @@ def wake(stream: Stream) -> None:
         )
     consumer_registry.recover_all(stream)
     stream._arm_expiry()  # (max_age: as a start would have armed it)
-    log.debug(
-        "JetStream: woke stream '%s > %s' (%d consumers)", stream.account.name, stream.name, len(stream.consumers)
-    )
+    if d.entry[3] is None:
+        # Asleep since an unclean stop (peek_asleep): the recovery a start would have logged,
+        # logged now that it ran (the lost line above, if any, is its report too).
+        log.info(
+            "  Recovered stream '%s > %s' on first use after an unclean stop: %s messages, %d consumers",
+            stream.account.name,
+            stream.name,
+            f"{real.state().msgs:,}",
+            len(stream.consumers),
+        )
+    else:
+        log.debug(
+            "JetStream: woke stream '%s > %s' (%d consumers)", stream.account.name, stream.name, len(stream.consumers)
+        )
 
 
 def _let_go(d: DormantStorage) -> None:
@@ -332,10 +349,9 @@ def rest(stream: Stream) -> None:
     stream.expiry.cancel()
 
 
-def can_sleep(stream: Stream) -> bool:
-    """Whether ``stream`` (stopped cleanly) may start asleep next time (see the module docstring)."""
-    cfg = stream.config
-    if (
+def config_can_sleep(cfg: StreamConfig) -> bool:
+    """Whether a stream of this config has nothing to do on its own (see the module docstring)."""
+    return not (
         cfg.storage != "file"
         or cfg.retention != "limits"
         or cfg.allow_msg_ttl
@@ -344,27 +360,65 @@ def can_sleep(stream: Stream) -> bool:
         or cfg.allow_atomic
         or cfg.mirror is not None
         or cfg.sources
-    ):
-        return False
-    for c in stream.consumers.values():
-        ccfg = c.cfg
-        if (
-            not ccfg.durable_name
-            or ccfg.mem_storage
-            or ccfg.deliver_subject
-            or ccfg.inactive_threshold
-            or ccfg.pause_until
-            or consumer_features(ccfg.metadata).dead_letter
-        ):
-            return False
-    return True
+    )
+
+
+def consumer_can_sleep(ccfg: Any) -> bool:
+    """Whether a consumer may sleep with its stream: a durable pull consumer with no timer of its
+    own. ``ccfg``: a ConsumerConfig, or the JSON of one (a consumer's meta.inf, read after a
+    kill -9 without building the consumer): the same names either way."""
+    get = ccfg.get if isinstance(ccfg, dict) else lambda k: getattr(ccfg, k, None)
+    meta = get("metadata")
+    return bool(
+        get("durable_name")
+        and not get("mem_storage")
+        and not get("deliver_subject")
+        and not get("inactive_threshold")
+        and not get("pause_until")
+        and (meta is None or isinstance(meta, dict))
+        and not consumer_features(meta).dead_letter
+    )
+
+
+def can_sleep(stream: Stream) -> bool:
+    """Whether ``stream`` (stopped cleanly) may start asleep next time (see the module docstring)."""
+    return config_can_sleep(stream.config) and all(consumer_can_sleep(c.cfg) for c in stream.consumers.values())
+
+
+def peek_asleep(cfg: StreamConfig, directory: str) -> tuple[StreamState, int, list] | None:
+    """After an unclean stop (no restart file entry): (state, consumer count, an entry standing
+    for a restart file's) when the stream may start asleep all the same, that is
+    when its config and every consumer's allow it and its files show exactly what a recovery
+    would find without reading the blocks (natsd.store.file.peek: index.db current, no block
+    grown, nothing to cut or report). None: the stream is recovered at start."""
+    if not config_can_sleep(cfg):
+        return None
+    got = peek_stream(directory, cfg.name)
+    if got is None:
+        return None
+    st, lost, metas = got
+    if len(lost) > _MAX_LOST:
+        return None
+    for meta in metas:
+        ccfg = meta.get("config")
+        if not isinstance(ccfg, dict) or not consumer_can_sleep(ccfg):
+            return None
+    # (the fingerprint is taken when a stop finds the stream still asleep: entry_for)
+    entry = [[getattr(st, f) for f in _FIELDS], lost, len(metas), None]
+    return st, len(metas), entry
 
 
 def entry_for(stream: Stream, directory: str) -> list | None:
     """The restart file's entry of a stopped stream (None: it starts awake next time)."""
     d = stream.store
     if isinstance(d, DormantStorage) and d.real is None:
-        return [*d.entry, d.config.meta]
+        entry = d.entry
+        if entry[3] is None:  # (asleep since an unclean stop: peek_asleep; its files as then)
+            fp = fingerprint(directory)
+            if fp is None:
+                return None
+            entry = [*entry[:3], fp]
+        return [*entry, d.config.meta]
     if not can_sleep(stream):
         return None
     st = stream.store.state()

@@ -262,10 +262,12 @@ class JsAccount:
         self._usage_dirty = True
 
     def recover(self) -> None:
-        """Recover every stream under this account's directory (and their consumers). After a
-        clean stop, streams with nothing to do on their own start asleep (natsd.jetstream.dormant)."""
+        """Recover every stream under this account's directory (and their consumers). Streams with
+        nothing to do on their own start asleep (natsd.jetstream.dormant) after a clean stop, and
+        after an unclean one when their files need no repair (dormant.peek_asleep)."""
         account_dir = os.path.dirname(self.directory)
-        if not self.streams and not list_stream_dirs(account_dir):
+        dirs = list_stream_dirs(account_dir)
+        if not self.streams and not dirs:
             # a first start: the stream and consumer layers load with the first stream (issue 26); a
             # restart file left beside no stream is stale, and must not outlive a later crash
             if os.path.exists(os.path.join(account_dir, "natsd-restart.json")):
@@ -278,7 +280,7 @@ class JsAccount:
 
         keys = self.engine.keys_for(self.name)
         asleep = dormant.read_restart_file(account_dir) if keys is None else {}
-        for d in list_stream_dirs(account_dir):
+        for d in dirs:
             entry = os.path.basename(d)
             if entry.startswith(".") or entry in self.streams:
                 continue
@@ -295,7 +297,7 @@ class JsAccount:
             if not meta or "config" not in meta:
                 log.warning("JetStream: skipping %s: no stream metadata", d)
                 continue
-            self._recover_stream(d, entry, meta, sleeping, sleep_entry)
+            self._recover_stream(d, entry, meta, sleeping, sleep_entry, keys is None)
         # mirrors / sources connect once every origin stream is back
         for stream in list(self.streams.values()):
             if (stream.config.mirror is not None or stream.config.sources) and not stream._links:
@@ -309,6 +311,7 @@ class JsAccount:
         meta: dict,
         sleeping: tuple["StreamState", int, dict] | None,
         sleep_entry: list | None,
+        may_peek: bool = False,
     ) -> None:
         # (the stream layer loads with the first stream: issue 26)
         from natsd.jetstream import consumer_registry, dormant
@@ -322,6 +325,12 @@ class JsAccount:
             log.info("  Starting restore for stream '%s > %s'", self.name, cfg.name)
             created = meta.get("created_ns") or parse_rfc3339(meta.get("created", "")) or self.clock.time_ns()
             asleep = sleeping if cfg.name == entry else None
+            if asleep is None and may_peek and cfg.name == entry:
+                # No entry (after a kill -9): asleep all the same when its files show that a
+                # recovery would find exactly what index.db says (natsd.jetstream.dormant.peek_asleep).
+                peeked = dormant.peek_asleep(cfg, d)
+                if peeked is not None:
+                    asleep, sleep_entry = (peeked[0], peeked[1], meta), peeked[2]
             if asleep is not None and sleep_entry is not None:
                 engine = self.engine
                 store: StreamStore = cast(

@@ -48,6 +48,7 @@ __all__ = [
     "open_stream_store",
     "list_stream_dirs",
     "load_stream_meta",
+    "peek_stream",
     "store_encryption",
     "DEFAULT_SYNC_INTERVAL_NS",
     "MemoryStreamStore",
@@ -117,6 +118,19 @@ def open_stream_store(
     return FileStreamStore(
         config, clock, directory, sync_interval_ns=sync_interval_ns, sync_always=sync_always, **file_options
     )
+
+
+def peek_stream(directory: str, name: str) -> tuple[StreamState, list[int], list[dict]] | None:
+    """(state, sequences lost at earlier recoveries, every consumer's meta) of the plain file
+    stream ``name`` in ``directory``, read without opening its store, when its ``index.db`` is
+    exactly current (natsd.store.file.peek); None when only a full recovery can tell."""
+    from natsd.store.file.peek import peek_consumer_metas, peek_stream_state
+
+    got = peek_stream_state(directory)
+    if got is None:
+        return None
+    consumers = peek_consumer_metas(directory, name)
+    return None if consumers is None else (got[0], got[1], consumers)
 
 
 def store_encryption(cipher: str, key: str, prev_key: str = "") -> Encryption | None:

@@ -130,3 +130,52 @@ def test_a_store_that_fails_to_open_is_a_store_error():
     with pytest.raises(StoreError, match="gone"):
         store.load_msg(1)
     assert store.real is None
+
+
+def _stored_stream(tmp_path, consumers: dict[str, dict]) -> str:
+    from natsd.clock import ManualClock
+    from natsd.store import open_stream_store
+
+    d = str(tmp_path / "P")
+    s = open_stream_store(StoreConfig(name="P", storage="file"), ManualClock(), d)
+    for i in range(4):
+        s.store_msg(f"p.{i}", None, b"x")
+    for name, config in consumers.items():
+        s.consumer_store(name, {"name": name, "config": config})
+    s.stop()
+    return d
+
+
+def test_after_a_kill_a_stream_sleeps_only_if_its_files_and_every_consumer_allow_it(tmp_path):
+    """peek_asleep: no restart file entry (kill -9); the config and each consumer's meta.inf
+    decide as can_sleep does for a clean stop, the files as natsd.store.file.peek does."""
+    from natsd.jetstream.config.models import StreamConfig
+
+    cfg = StreamConfig.from_json({"name": "P", "subjects": ["p.>"], "storage": "file"})
+    d = _stored_stream(tmp_path, {"D": {"durable_name": "D", "ack_policy": "explicit"}})
+    st, consumers, entry = dormant.peek_asleep(cfg, d)
+    assert (st.msgs, st.last_seq, st.num_subjects, consumers) == (4, 4, 4, 1)
+    assert entry[3] is None  # (fingerprinted when a stop finds it still asleep)
+    assert dormant.peek_asleep(StreamConfig.from_json({**cfg.to_json(), "allow_msg_ttl": True}), d) is None
+    for n, other in enumerate(
+        (
+            {"durable_name": "E", "deliver_subject": "push"},
+            {"durable_name": "E", "inactive_threshold": 5_000_000_000},
+            {"durable_name": "E", "pause_until": "2099-01-01T00:00:00Z"},
+            {"name": "E"},  # (an ephemeral)
+        )
+    ):
+        other_dir = _stored_stream(tmp_path / str(n), {"D": {"durable_name": "D"}, "E": other})
+        assert dormant.peek_asleep(cfg, other_dir) is None, other
+    with open(os.path.join(d, "msgs", "1.blk"), "ab") as f:
+        f.write(b"torn")  # (what a recovery must cut and report: at start)
+    assert dormant.peek_asleep(cfg, d) is None
+
+
+def test_consumer_can_sleep_reads_a_config_or_its_json():
+    from natsd.jetstream.config.consumer_config import ConsumerConfig
+
+    assert dormant.consumer_can_sleep(ConsumerConfig(durable_name="D"))
+    assert dormant.consumer_can_sleep({"durable_name": "D", "ack_policy": "explicit"})
+    assert not dormant.consumer_can_sleep(ConsumerConfig(durable_name="D", deliver_subject="x"))
+    assert not dormant.consumer_can_sleep({"durable_name": "D", "metadata": "not an object"})

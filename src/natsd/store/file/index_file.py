@@ -8,9 +8,10 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from natsd.store.file.index import BlockInfo, IndexSnapshot, decode_index, encode_index
+from natsd.store.file.index import VERSION, BlockInfo, IndexSnapshot, decode_index, encode_index
 from natsd.store.file.layout import INDEX_FILE
 from natsd.store import stopsync
+from natsd.atomicfile import read_whole
 from natsd.store.file.meta import atomic_write
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ __all__ = ["IndexFile"]
 class IndexFile:
     """The index snapshot file of one stream; see the module docstring."""
 
-    __slots__ = ("_s", "path", "interval_ns", "written_at")
+    __slots__ = ("_s", "path", "interval_ns", "written_at", "mark", "read_current")
 
     def __init__(self, store: FileStreamStore, msgs_dir: str, interval_ns: int) -> None:
         self._s = store
@@ -31,16 +32,39 @@ class IndexFile:
         self.interval_ns = interval_ns
         #: Monotonic time of the last write (or of the store's start).
         self.written_at = 0
+        #: ``summary()`` of the index the file on disk describes (None: unknown, or none): a
+        #: write finding the same skips rewriting it (a stop after reads only, issue 31).
+        self.mark: tuple | None = None
+        #: ``read`` found a file of the current format (an older one is rewritten at the stop).
+        self.read_current = False
+
+    def summary(self) -> tuple:
+        """What any change to the index changes: the counters (a store, removal, erase, purge
+        or skip moves one of them) and each block's flushed size (a compaction, a new block, a
+        FIRST marker)."""
+        s = self._s
+        return (
+            s._first,
+            s._last,
+            s._msgs,
+            s._bytes,
+            s._lost_bytes,
+            len(s._lost_msgs),
+            s._sgen,
+            tuple((b.id, b.flushed) for b in s._blocks.values()),
+        )
 
     def read(self) -> IndexSnapshot | None:
         """The snapshot on disk, None when there is none; CorruptState when it fails its checks."""
         try:
-            with open(self.path, "rb") as f:
-                data = f.read()
+            data = read_whole(self.path)
         except FileNotFoundError:
             return None
         asset = self._s._asset
-        return decode_index(data if asset is None else asset.open(data, self.path))
+        plain = data if asset is None else asset.open(data, self.path)
+        snap = decode_index(plain)
+        self.read_current = int.from_bytes(plain[4:8], "little") & 0x7FFFFFFF == VERSION
+        return snap
 
     def due(self, now_ns: int) -> bool:
         return now_ns - self.written_at >= self.interval_ns
@@ -49,6 +73,10 @@ class IndexFile:
         """Snapshot the store's in-memory index (after a flush; atomic, fsynced)."""
         s = self._s
         s.flush()
+        mark = self.summary()
+        if mark == self.mark and os.path.exists(self.path):
+            self.written_at = s._clock.monotonic_ns()
+            return  # (the file already describes exactly this index)
         for blk in s._blocks.values():
             blk.sync()
         blocks = [
@@ -89,9 +117,11 @@ class IndexFile:
         # (a clean stop of many streams syncs the filesystem once instead: stopsync)
         atomic_write(self.path, data if asset is None else asset.seal(data), fsync=not stopsync.deferred())
         self.written_at = s._clock.monotonic_ns()
+        self.mark = mark
 
     def remove(self) -> None:
         """An index older than a truncation or a purge would describe sequences that no longer exist."""
+        self.mark = None
         try:
             os.unlink(self.path)
         except FileNotFoundError:

@@ -20,7 +20,7 @@ import os
 from typing import Protocol
 
 # atomic_write/fsync_dir are natsd.atomicfile's; re-exported for the file store's modules
-from natsd.atomicfile import atomic_write, fsync_dir
+from natsd.atomicfile import atomic_write, fsync_dir, read_whole
 from natsd.store.base import CorruptState
 from natsd.store.file.layout import META_FILE, META_SUM_FILE
 
@@ -82,11 +82,9 @@ def read_meta(directory: str, key: str, asset: Sealer | None = None) -> dict:
     """Read and verify ``meta.inf`` (decrypted with ``asset`` when given). Raises
     FileNotFoundError when absent and CorruptState when the checksum file is missing or does not
     match, the encryption's tag fails, or the JSON is not an object."""
-    with open(os.path.join(directory, META_FILE), "rb") as f:
-        data = f.read()
+    data = read_whole(os.path.join(directory, META_FILE))
     try:
-        with open(os.path.join(directory, META_SUM_FILE), "rb") as f:
-            want = f.read().strip().decode("ascii", "replace")
+        want = read_whole(os.path.join(directory, META_SUM_FILE)).strip().decode("ascii", "replace")
     except FileNotFoundError:
         raise CorruptState(f"{directory}: {META_SUM_FILE} is missing") from None
     if meta_checksum(data, key) != want:

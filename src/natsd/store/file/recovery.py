@@ -221,6 +221,8 @@ class Recovery:
         s._ttl_heap.sort()
         s._lost_msgs = list(snap.lost)
         s._lost_bytes = snap.lost_bytes
+        # index.db describes the blocks exactly (nothing to replay, nothing missing)?
+        current = s._index_file.read_current and all(blk.flushed == size for blk, size in opened) and set(ids) == listed
         # Replay what was appended after the snapshot, then blocks created after it.
         for blk, size in opened:
             if blk.flushed > size:
@@ -233,6 +235,8 @@ class Recovery:
             self._report_missing_blocks(missing)
         if s._blocks:
             s._lmb = s._blocks[max(s._blocks)]
+        if current:  # (index.db is this index: a stop that changes nothing keeps it, IndexFile.mark)
+            s._index_file.mark = s._index_file.summary()
         return True
 
     def _report_missing_blocks(self, missing: set[int]) -> None:

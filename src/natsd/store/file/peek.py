@@ -1,0 +1,121 @@
+"""A plain file stream's state read from its files without opening the store (issue 31).
+
+After a kill -9 there is no restart file (natsd.jetstream.dormant), so a stream could only start
+asleep if its state can be known without the full :class:`~natsd.store.file.recovery.Recovery`.
+It can when ``msgs/index.db`` is **exactly current**: it passes its checksum, every block it lists
+is there, no other block is, and every block holds exactly the bytes it recorded (its size, and
+its last 8 bytes at that size). Recovery would then adopt the snapshot and replay nothing: no
+torn tail to cut (a write cut by the crash lies beyond the recorded size, so the block would
+have grown), nothing lost, the state exactly the snapshot's. Anything else (a block that grew,
+shrank or changed, a missing or extra block, a compressed or encrypted block, a leftover
+``*.tmp``, a damaged index.db, or one above :data:`PEEK_MAX_INDEX`) answers None and the caller
+recovers the stream at start as before, with its checksums, truncation and report of what was
+lost.
+
+What is read: the ``msgs/`` listing, index.db, and per block its size, first 8 bytes (a
+compressed block is not compared here) and last 8; per consumer (:func:`peek_consumer_metas`)
+its verified meta.inf. The per-message arrays are decoded by :func:`decode_index` (whatever
+their layout) and dropped: the store's recovery builds its own when the stream is first used.
+"""
+
+from __future__ import annotations
+
+import os
+
+from natsd.atomicfile import read_whole
+from natsd.store.base import CorruptState, StreamState
+from natsd.store.file.compress import is_compressed
+from natsd.store.file.index import decode_index
+from natsd.store.file.layout import INDEX_FILE, META_FILE, MSGS_DIR, OBS_DIR, parse_block_file_name
+from natsd.store.file.meta import read_meta
+
+__all__ = ["peek_stream_state", "peek_consumer_metas", "PEEK_MAX_INDEX"]
+
+#: A bigger index.db is not peeked (None): decoding it costs a good part of adopting it, which
+#: its stream's first use would pay again (a 200,000-key bucket's is 14 MB: 0.04 s to decode,
+#: 0.1 s to adopt), so such a stream is recovered at start.
+PEEK_MAX_INDEX = 1 << 20
+
+
+def peek_stream_state(directory: str) -> tuple[StreamState, list[int]] | None:
+    """(state, the sequences earlier recoveries lost) of the plain stream in ``directory`` when its
+    index.db is exactly current (see the module docstring), else None."""
+    msgs = os.path.join(directory, MSGS_DIR)
+    try:
+        names = os.listdir(msgs)
+        ids = set()
+        for name in names:
+            bid = parse_block_file_name(name)
+            if bid is not None:
+                ids.add(bid)
+            elif name != INDEX_FILE:
+                return None  # a key file (encrypted), a leftover *.tmp: the store's recovery decides
+        data = read_whole(os.path.join(msgs, INDEX_FILE))
+        if len(data) > PEEK_MAX_INDEX:
+            return None
+        snap = decode_index(data)
+        if {b.id for b in snap.blocks} != ids:
+            return None
+        for info in snap.blocks:
+            if not _holds(os.path.join(msgs, f"{info.id}.blk"), info.size, info.tail):
+                return None
+    except (OSError, CorruptState, ValueError):
+        return None
+    names_live = len(snap.snames) - snap.snames.count(None)
+    st = StreamState(
+        msgs=snap.msgs,
+        bytes=snap.bytes,
+        first_seq=snap.first,
+        first_ts=snap.first_ts,
+        last_seq=snap.last,
+        last_ts=snap.last_ts,
+        num_subjects=names_live,
+    )
+    if snap.msgs:
+        st.num_deleted = snap.last - snap.first + 1 - snap.msgs
+    if snap.lost or snap.lost_bytes:
+        st.lost_msgs = list(snap.lost)
+        st.lost_bytes = snap.lost_bytes
+    return st, list(snap.lost)
+
+
+def _holds(path: str, size: int, tail: bytes) -> bool:
+    """Whether the plain block file at ``path`` is ``size`` bytes ending with ``tail`` (the last
+    8 bytes, as index.db recorded them)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if os.fstat(fd).st_size != size:
+            return False
+        if size < 8:
+            return True  # (no tail recorded: recovery compares the size alone too)
+        if is_compressed(os.pread(fd, 8, 0)):
+            return False
+        return os.pread(fd, 8, size - 8) == tail
+    finally:
+        os.close(fd)
+
+
+def peek_consumer_metas(directory: str, stream_name: str) -> list[dict] | None:
+    """The verified meta.inf of every consumer stored with the stream in ``directory`` (as the
+    store's recovery reads them), or None when one can not be read (the caller recovers the
+    stream at start, which reports it)."""
+    obs = os.path.join(directory, OBS_DIR)
+    try:
+        names = os.listdir(obs)
+    except FileNotFoundError:
+        return []
+    except OSError:
+        return None
+    out = []
+    for name in names:
+        d = os.path.join(obs, name)
+        try:
+            meta = read_meta(d, stream_name)
+        except FileNotFoundError:
+            if os.path.isdir(d) and not os.path.exists(os.path.join(d, META_FILE)):
+                continue  # (not a consumer: the store's recovery skips it too)
+            return None
+        except (OSError, CorruptState):
+            return None
+        out.append(meta)
+    return out
