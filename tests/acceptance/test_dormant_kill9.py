@@ -6,21 +6,16 @@ the start after the crash recovers every stream from its files."""
 from __future__ import annotations
 
 import asyncio
-import json
 
 import nats
 import pytest
 
+from tests.helpers.jsapi import js_api as _api
 from tests.helpers.servers import start_server
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.timeout(180)]
 
 RESTART_FILE = "natsd-restart.json"
-
-
-async def _api(nc, subject: str, body: dict | None = None) -> dict:
-    msg = await nc.request(subject, json.dumps(body).encode() if body is not None else b"", timeout=10)
-    return json.loads(msg.data)
 
 
 async def _fill(url: str) -> None:

@@ -3,7 +3,6 @@ of a sleeping stream is what it saw before the restart, and every use wakes it f
 
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
@@ -12,16 +11,12 @@ from nats.js.api import ConsumerConfig
 
 from natsd.clock import ManualClock
 from natsd.jetstream.dormant import RESTART_FILE, is_dormant
+from tests.helpers.jsapi import js_api as api
 from tests.helpers.inproc import running_server, server_and_client
 
 SECOND = 10**9
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
-
-
-async def api(nc, subject: str, body: dict | None = None) -> dict:
-    msg = await nc.request(subject, json.dumps(body).encode() if body is not None else b"", timeout=5)
-    return json.loads(msg.data)
 
 
 def stream(server, name: str):
