@@ -59,9 +59,8 @@ def test_quick_run_gives_every_row_with_plausible_numbers(tmp_path):
                     assert row["natsd"] > 0, row
     # bytes per subject where each subject holds one message (10k subjects, 10k publishes) only
     assert ("subjects", "bytes_per", "10000") in by and ("subjects", "bytes_per", "1000") not in by
-    # more subjects hold more memory (9,000 more at ~200 B each). Not compared for messages: 90,000
-    # more at ~14 B each (the index since issue 31) are ~1.3 MB, inside two fresh servers' RSS noise.
-    assert by[("subjects", "rss_mb", "10000")]["natsd"] > by[("subjects", "rss_mb", "1000")]["natsd"]
+    # (RSS is not compared between the quick sizes: 90,000 more messages at ~14 B each, the index
+    # since issue 31, or 9,000 more subjects, are 1-2 MB, inside two fresh servers' RSS noise.)
     assert 1 < by[("messages", "rss_mb", "10000")]["natsd"] < 2000
     assert by[("connections", "core_rate", "10")]["natsd"] > 1000
     # the printed markdown table has every row
