@@ -83,7 +83,12 @@ async def _received(url: str) -> list[str]:
 async def test_transform_functions_match_reference(tmp_path):
     expected, got = await side_by_side(tmp_path, _received, config=FUNCTIONS)
     assert len(expected) == len(PUBLISHED) - 1  # every mapped publish arrived ("f.none" is not mapped)
-    assert got == expected
+    # partition(4) of the literal source "f.lit": nats-server hashes the subject when a wildcard
+    # mapping was tried before it (which tokenized the subject), else an empty key, and the order
+    # it tries them in is Go's random map order: out.lit.2 (FNV-1a of "f.lit") or out.lit.1 (of
+    # ""), run to run (a CI run saw each). natsd always hashes the subject.
+    assert expected[15] in ("out.lit.2", "out.lit.1") and got[15] == "out.lit.2"
+    assert got[:15] + got[16:] == expected[:15] + expected[16:]
 
 
 PARTITIONS = """
