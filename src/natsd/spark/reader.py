@@ -256,9 +256,7 @@ class _PushRange:
         resets = 0
         done = False
         created_ok = False
-        buf = conn.buf[conn.pos :]
-        conn.buf = b""
-        conn.pos = 0
+        buf = conn.take_buffered()
         pos = 0
         sid_b = str(self.sid).encode()
         sock = conn.sock
@@ -395,7 +393,7 @@ class _PushRange:
                     raise
                 self._reconnect(last_sseq + 1)
                 conn = self.conn
-                buf, pos = b"", 0
+                buf, pos = conn.take_buffered(), 0
                 sid_b = str(self.sid).encode()
                 recv = conn.sock.recv
                 expected_cseq = 1

@@ -371,6 +371,18 @@ class SyncConnection:
                 raise NatsError("control line too long")
             self._fill(timeout)
 
+    def take_buffered(self) -> bytes:
+        """Hand over what was received but not parsed yet, for a caller that reads the socket itself.
+
+        nats-server sends an INFO right after the handshake's PONG, and over TLS that line can be split
+        between two records: a caller that started from an empty buffer would parse the rest of it
+        as a protocol line of its own.
+        """
+        rest = self.buf[self.pos :]
+        self.buf = b""
+        self.pos = 0
+        return rest
+
     def send(self, data: bytes) -> None:
         assert self.sock is not None
         self.sock.sendall(data)

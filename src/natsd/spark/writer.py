@@ -122,7 +122,7 @@ class Publisher:
         self.outstanding = 0
         self._n = 0
         self._pending: list[bytes] = []
-        self._buf = b""
+        self._buf = self.conn.take_buffered()  # what followed the handshake's PONG
         # (first reply number, count, subject or subjects) of recent sends, to name the subject of a
         # failed publish; at most window + chunk messages are unacknowledged, so that many entries do.
         self._recent: deque = deque(maxlen=window + chunk + 1)

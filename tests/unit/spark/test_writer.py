@@ -77,6 +77,35 @@ def test_acks_are_counted_in_bulk_across_split_reads_with_duplicates():
     assert sum(s.count(b"PUB s.a ") for s in p.conn.sent) == 1000
 
 
+def test_the_rest_of_a_line_received_during_the_handshake_is_not_lost(monkeypatch):
+    # nats-server sends an INFO (ending " \r\n") right after the handshake's PONG, and over TLS
+    # that line may be split between records. The writer must go on from the connection's unread
+    # bytes: starting afresh, it read 'MNOP"} ' as a message line and failed on its size.
+    from natsd.spark.options import connect_options
+    from natsd.spark.wire import SyncConnection
+
+    class Sock(FakeSock):
+        def sendall(self, data):
+            pass
+
+        def close(self):
+            pass
+
+    rest = b'MNOP"} \r\n' + _ack(0, 1) + _ack(1, 2)
+
+    def connect(self):
+        self.sock = Sock([rest])
+        self.buf = b'INFO {"server_id":"NB"} \r\nPONG\r\nINFO {"server_id":"NB'
+        self.pos = self.buf.index(b"PONG") + 6
+        return self
+
+    monkeypatch.setattr(SyncConnection, "connect", connect)
+    p = Publisher(connect_options({"servers": "nats://127.0.0.1:1"}))
+    p.publish("s.a", b"x")
+    p.publish("s.a", b"y")
+    assert p.finish().published == 2
+
+
 def test_a_rejected_publish_names_its_subject_even_in_a_bulk_run():
     err = b'{"error":{"code":503,"err_code":10077,"description":"maximum messages exceeded"},"stream":"S","seq":0}'
     wire = _ack(0, 1) + b"MSG _INBOX.x.1 1 %d\r\n%s\r\n" % (len(err), err)
