@@ -56,6 +56,7 @@ from typing import Iterable, Iterator
 
 from natsd import nats_headers as NH
 from natsd.subjects.tokens import is_literal, matcher
+from natsd.store.subjtab import SubjectTable
 from natsd.store.base import (
     DiscardPolicy,
     MaxBytes,
@@ -152,11 +153,14 @@ class IndexedStreamStore:
         self._time_ns = clock.time_ns
         self._closed = False
         self._cb: StorageUpdateHandler | None = None
-        self._sid_of: dict[str, int] = {}
         # A freed subject slot holds None in both lists until it is reused. Slots are reached
         # through ``_sid_of`` and the per-message sids, which never name a freed one, so the
         # lists are typed by what readers get (the freeing stores in _free_subject are marked).
         self._snames: list[str] = []
+        # subject -> slot id over _snames, packed (natsd.store.subjtab); its ``hot`` dict answers
+        # the subjects in use first (the publish path reads it directly: _sid_hot).
+        self._sid_of = SubjectTable(self._snames)
+        self._sid_hot = self._sid_of.hot
         self._smsgs = array("q")
         self._sfirst = array("q")
         self._slast = array("q")
@@ -365,8 +369,8 @@ class IndexedStreamStore:
         self._msgs = 0
         self._bytes = 0
         self._rebase(first)
-        self._sid_of.clear()
         self._snames.clear()
+        self._sid_of.clear()
         # Emptied in place: recovery's replay loop holds them.
         del self._smsgs[:], self._sfirst[:], self._slast[:], self._sstale[:]
         self._free_sids.clear()
@@ -431,7 +435,7 @@ class IndexedStreamStore:
             self._sfirst.append(seq)
             self._slast.append(seq)
             self._sstale.append(0)
-        self._sid_of[subject] = sid
+        self._sid_of.add(subject, sid)
         if sid >= self._dead:
             self._widen_sids(sid)
         return sid
@@ -455,7 +459,9 @@ class IndexedStreamStore:
             self._first_ts = ts
         elif seq != self._base + len(self._pos):
             self._fill_absent(seq)
-        sid = self._sid_of.get(subject)
+        sid = self._sid_hot.get(subject)
+        if sid is None:
+            sid = self._sid_of.get(subject)
         if sid is None:
             sid = self._new_sid(subject, seq)
         else:
@@ -561,7 +567,7 @@ class IndexedStreamStore:
 
     def _free_subject(self, sid: int) -> None:
         name = self._snames[sid]
-        del self._sid_of[name]
+        self._sid_of.remove(name, sid)
         self._snames[sid] = None  # type: ignore[call-overload]
         self._smsgs[sid] = self._sfirst[sid] = self._slast[sid] = self._sstale[sid] = 0
         self._free_sids.append(sid)
@@ -775,7 +781,9 @@ class IndexedStreamStore:
         seq = self._last + 1
         ts = self._time_ns()
         pos = self._write(seq, ts, subject, hdr, msg, ttl_ns)
-        sid = self._sid_of.get(subject)
+        sid = self._sid_hot.get(subject)
+        if sid is None:
+            sid = self._sid_of.get(subject)
         parr = self._pos
         base = self._base
         # (keep_last_under_max_age takes _index_add, which keeps its expiry bound _kl_from)
@@ -896,7 +904,8 @@ class IndexedStreamStore:
             except StoreError as e:
                 return done, e
             names = subjects[done : done + k]
-            if seq != self._base + len(self._pos) or not all(map(sid_of.__contains__, names)):
+            known = all(map(self._sid_hot.__contains__, names)) or all(map(sid_of.__contains__, names))
+            if seq != self._base + len(self._pos) or not known:
                 # (a new subject or a gap: the general bookkeeping, one at a time)
                 for s, size, pos in zip(names, sizes, positions):
                     self._index_add(seq, ts, s, size, pos)
@@ -911,7 +920,7 @@ class IndexedStreamStore:
         right after the last (what :meth:`store_msg`'s inline path does for each)."""
         k = len(names)
         base = self._base
-        sids = list(map(self._sid_of.__getitem__, names))
+        sids = self._sid_of.sids(names)
         smsgs = self._smsgs
         slast = self._slast
         stale = self._sstale

@@ -207,11 +207,11 @@ class Recovery:
         # Freed slots stay None (see IndexedStreamStore._snames).
         s._snames = snap.snames
         s._smsgs, s._sfirst, s._slast, s._sstale = snap.smsgs, snap.sfirst, snap.slast, snap.sstale
+        # (the packed subject table, rebuilt in place: the store's hot path holds its cache)
+        s._sid_of.load(snap.snames)
         if None in snap.snames:
-            s._sid_of = {name: sid for sid, name in enumerate(snap.snames) if name is not None}
             s._free_sids = [sid for sid, name in enumerate(snap.snames) if name is None]
         else:
-            s._sid_of = dict(zip(snap.snames, range(len(snap.snames))))
             s._free_sids = []
         s._sgen += 1
         for seq, exp in snap.ttl:
