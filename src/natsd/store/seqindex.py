@@ -451,16 +451,16 @@ class IndexedStreamStore:
             wide[i] = self._dead
         self._sid = wide
 
-    def _index_add(self, seq: int, ts: int, subject: str, size: int, pos: int) -> int:
-        """Record a stored message in the index; returns its subject id."""
+    def _index_add(self, seq: int, ts: int, subject: str, size: int, pos: int, sid: int | None = -1) -> int:
+        """Record a stored message in the index; returns its subject id. ``sid``: the
+        subject's id when the caller has looked it up already (None: a new subject)."""
         if self._msgs == 0:
             self._rebase(seq)
             self._first = seq
             self._first_ts = ts
         elif seq != self._base + len(self._pos):
             self._fill_absent(seq)
-        sid = self._sid_hot.get(subject)
-        if sid is None:
+        if sid == -1:
             sid = self._sid_of.get(subject)
         if sid is None:
             sid = self._new_sid(subject, seq)
@@ -788,7 +788,7 @@ class IndexedStreamStore:
         base = self._base
         # (keep_last_under_max_age takes _index_add, which keeps its expiry bound _kl_from)
         if sid is None or ttl_ns or not self._msgs or seq != base + len(parr) or self._age_keep_last:
-            sid = self._index_add(seq, ts, subject, size, pos)
+            sid = self._index_add(seq, ts, subject, size, pos, sid)
             if ttl_ns:
                 self._set_ttl(seq, ts, ttl_ns)
         else:
