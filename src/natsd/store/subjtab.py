@@ -2,12 +2,21 @@
 
 A ``dict[str, int]`` of a million subjects costs ~30-40 bytes per entry for its table plus a
 28-byte ``int`` object per slot id above 256 (each value its own object): ~65 bytes per subject
-on top of the name, and a 200,000-key KV bucket's restart rebuilt all of them. Here the map is an
-open-addressing table in one ``array('I')`` (slot id + 1 per cell, 0 = empty, linear probing on
-the names' own ``hash()``, which a ``str`` caches), at most half full (a miss, as a new subject
-is, probes 2.5 cells on average there, 5 at 2/3): 8 to 16 bytes per subject.
-A cell is confirmed against the store's list of names (``names[sid] == subject``), the list
-the store keeps anyway to name a slot's subject, so the table holds no name of its own.
+on top of the name, and a 200,000-key KV bucket's restart spent most of its index load hashing
+every name into a new one. Here the map is an open-addressing table in one ``array('I')`` (slot
+id + 1 per cell, 0 = empty, linear probing), at most half full (a miss, as a new subject is,
+probes 2.5 cells on average there, 5 at 2/3; a removed subject's cell is a tombstone, counted as
+full until a rebuild): 8 to 16 bytes per subject. A cell is confirmed
+against the store's list of names (``names[sid] == subject``), the list the store keeps anyway to
+name a slot's subject, so the table holds no name of its own.
+
+The cell of a subject comes from the CRC-32 of its UTF-8 bytes, the same in every process, so a
+file store writes the cells to ``index.db`` and a restart adopts them as they are (no name hashed,
+no table built: :meth:`SubjectTable.load` with ``cells``). A CRC is not keyed: anyone can make
+subjects that share a cell, which would turn every probe into a long walk. So no subject sits more
+than ``MAX_PROBE`` cells past its own; one that would goes to ``over``, a plain dict (keyed by
+the interpreter's randomised hash), and a lookup walks at most ``MAX_PROBE`` cells before asking
+it. Ordinary subjects never get there (the longest run in a million ``dev.<n>.temp`` is ~20).
 
 Probing runs in Python, several times slower than ``dict.get`` in C; the publish path must not
 pay that for the subjects it keeps using, so lookups go through ``hot``, a plain dict of up to
@@ -21,12 +30,25 @@ from __future__ import annotations
 from array import array
 from itertools import compress
 from typing import Iterator
+from zlib import crc32
 
-__all__ = ["SubjectTable", "HOT_MAX"]
+__all__ = ["SubjectTable", "HOT_MAX", "MAX_PROBE"]
 
 #: Subjects the lookup cache (``SubjectTable.hot``) holds before it is emptied.
 HOT_MAX = 4096
+#: The farthest a subject's cell is from the cell its CRC names (see the module doc).
+MAX_PROBE = 64
 _MIN_SIZE = 8
+# A removed subject's cell: probes walk past it, adds reuse it (slot ids stay far below it).
+_TOMB = 0xFFFFFFFF
+
+
+def _size_for(live: int) -> int:
+    """The smallest power of two at most half full with ``live`` (and one more) entries."""
+    size = _MIN_SIZE
+    while size < (live + 1) * 2:
+        size *= 2
+    return size
 
 
 class SubjectTable:
@@ -34,48 +56,87 @@ class SubjectTable:
     their slot ids; the dict-like subset the sequence index uses. A subject is added after its
     name is in ``names`` and removed before its slot is freed there."""
 
-    __slots__ = ("names", "hot", "_tab", "_mask", "_used")
+    __slots__ = ("names", "hot", "over", "_tab", "_mask", "_used", "_filled")
 
     def __init__(self, names: list) -> None:
         #: Never replaced: the hot path keeps a reference to it (emptied in place).
         self.hot: dict[str, int] = {}
+        self.over: dict[str, int] = {}
         self.load(names)
 
-    def load(self, names: list) -> None:
-        """Index every live name of ``names`` (the list is adopted, not copied)."""
+    def load(self, names: list, cells: array | None = None, over: list[int] | None = None) -> None:
+        """Index every live name of ``names`` (the list is adopted, not copied). ``cells`` and
+        ``over``: what :meth:`cells` and :meth:`over_sids` gave for these names (a restart's
+        index.db), adopted as they are when they are consistent with the names' count."""
         self.names = names
-        self.hot.clear()
         live = len(names) - names.count(None)
-        self._alloc(live)
-        tab, mask = self._tab, self._mask
-        sids = compress(range(1, len(names) + 1), names)
-        for sid, h in zip(sids, map(hash, compress(names, names))):
-            i = h & mask
-            while tab[i]:
-                i = (i + 1) & mask
-            tab[i] = sid
-        self._used = live
+        if cells is None or over is None or not self._adopt(live, cells, over):
+            self._build(_size_for(live))
 
-    def _alloc(self, live: int) -> None:
-        # The smallest power of two at most half full with ``live`` (and one more) entries.
-        size = _MIN_SIZE
-        while size < (live + 1) * 2:
-            size *= 2
+    def _adopt(self, live: int, cells: array, over: list[int]) -> bool:
+        size, names = len(cells), self.names
+        if cells.typecode != "I" or size < _MIN_SIZE or size & (size - 1):
+            return False
+        # (counts only: the cells come from a checksummed index.db this code wrote)
+        filled = size - cells.count(0)
+        if filled * 2 > size or filled - cells.count(_TOMB) + len(over) != live:
+            return False
+        try:
+            adopted = {names[sid]: sid for sid in over}
+        except (IndexError, TypeError):
+            return False
+        if None in adopted:
+            return False
+        self.hot.clear()
+        self.over = adopted
+        self._tab, self._mask, self._used, self._filled = cells, size - 1, live, filled
+        return True
+
+    def _build(self, size: int) -> None:
+        """A new table of ``size`` cells holding every live name (no tombstone)."""
+        names = self.names
+        self.hot.clear()
+        self.over = {}
         self._tab = array("I", bytes(4 * size))
         self._mask = size - 1
+        self._used = self._filled = 0
+        homes = map(self._mask.__and__, map(crc32, map(str.encode, compress(names, names))))
+        self._place(zip(compress(range(len(names)), names), homes))
+
+    def _place(self, entries: Iterator[tuple[int, int]]) -> None:
+        """Put the (live, not yet indexed) slots of ``entries`` (slot id, its home cell) in the
+        first free cell at most ``MAX_PROBE`` past their home, or in ``over``."""
+        tab, mask, names, over = self._tab, self._mask, self.names, self.over
+        for sid, i in entries:
+            for _ in range(MAX_PROBE):
+                v = tab[i]
+                if not v or v == _TOMB:
+                    tab[i] = sid + 1
+                    self._filled += not v
+                    break
+                i = (i + 1) & mask
+            else:
+                over[names[sid]] = sid
+            self._used += 1
 
     def clear(self) -> None:
         """Forget every subject (the store has emptied ``names`` in place)."""
-        self.hot.clear()
-        self._alloc(0)
-        self._used = 0
+        self._build(_MIN_SIZE)
 
     def __len__(self) -> int:
         return self._used
 
     def nbytes(self) -> int:
-        """Bytes of the packed table (the hot cache and the names not counted)."""
+        """Bytes of the packed table (the hot cache, ``over`` and the names not counted)."""
         return len(self._tab) * self._tab.itemsize
+
+    def cells(self) -> array:
+        """The table's cells (index.db keeps them; the store's own array, not a copy)."""
+        return self._tab
+
+    def over_sids(self) -> list[int]:
+        """The slots kept in ``over`` (index.db keeps them with the cells)."""
+        return sorted(self.over.values())
 
     def get(self, subject: str) -> int | None:
         """The slot id of ``subject``, or None."""
@@ -83,18 +144,19 @@ class SubjectTable:
         if sid is not None:
             return sid
         tab, mask, names = self._tab, self._mask, self.names
-        i = hash(subject) & mask
-        while True:
+        i = crc32(subject.encode()) & mask
+        for _ in range(MAX_PROBE):
             v = tab[i]
             if not v:
-                return None
-            if names[v - 1] == subject:
+                break
+            if v != _TOMB and names[v - 1] == subject:
                 hot = self.hot
                 if len(hot) >= HOT_MAX:
                     hot.clear()
                 hot[subject] = v - 1
                 return v - 1
             i = (i + 1) & mask
+        return self.over.get(subject) if self.over else None
 
     def __contains__(self, subject: str) -> bool:
         return self.get(subject) is not None
@@ -114,40 +176,32 @@ class SubjectTable:
 
     def add(self, subject: str, sid: int) -> None:
         """Index the new subject of slot ``sid`` (``names[sid]`` is ``subject`` already)."""
-        if (self._used + 1) * 2 > len(self._tab):
-            self.load(self.names)  # (grown: sized from the live names, this one included)
-            return
-        tab, mask = self._tab, self._mask
-        i = hash(subject) & mask
-        while tab[i]:
-            i = (i + 1) & mask
-        tab[i] = sid + 1
-        self._used += 1
+        size = len(self._tab)
+        if (self._filled + 1) * 2 > size:
+            # Full of entries and tombstones: twice the size when the entries alone fill a
+            # quarter, else the same size without the tombstones (either way a quarter of the
+            # cells at least stays free: the next rebuild is that many adds away).
+            self._build(size * 2 if (self._used + 1) * 4 > size else size)
+            return  # (names[sid] is the subject: the rebuild placed it)
+        self._place(((sid, crc32(subject.encode()) & self._mask),))
 
     def remove(self, subject: str, sid: int) -> None:
-        """Drop ``subject`` (slot ``sid``, ``names[sid]`` still naming it). Deletion by
-        backward shift: the entries after it in its run move back where their probe would find
-        them, so no tombstone is left to lengthen later probes."""
+        """Drop ``subject`` (slot ``sid``, ``names[sid]`` still naming it): its cell becomes a
+        tombstone, which a probe walks past and an add reuses (a backward shift would keep the
+        table tidier, but a run of cells is as long as crafted subjects make it)."""
         self.hot.pop(subject, None)
-        tab, mask, names = self._tab, self._mask, self.names
-        i = hash(subject) & mask
-        while tab[i] != sid + 1:
-            if not tab[i]:
+        if self.over.pop(subject, None) is not None:
+            self._used -= 1
+            return
+        tab, mask = self._tab, self._mask
+        i = crc32(subject.encode()) & mask
+        for _ in range(MAX_PROBE):
+            if tab[i] == sid + 1:
+                tab[i] = _TOMB
+                self._used -= 1
                 return
             i = (i + 1) & mask
-        j = i
-        while True:
-            j = (j + 1) & mask
-            v = tab[j]
-            if not v:
-                break
-            home = hash(names[v - 1]) & mask
-            # The entry at j stays unless its home is cyclically outside (i, j].
-            if (home <= i < j) or (i < j < home) or (j < home <= i):
-                tab[i] = v
-                i = j
-        tab[i] = 0
-        self._used -= 1
+        raise AssertionError(f"subject slot {sid} is not in the table")
 
     def values(self) -> list[int]:
         """The live slot ids, in slot order."""

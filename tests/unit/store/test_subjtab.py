@@ -12,13 +12,15 @@ import gc
 import random
 import sys
 import tracemalloc
+from array import array
 
 import pytest
 
 from natsd.clock import ManualClock
 from natsd.store.base import StoreConfig
 from natsd.store.file.stream_store import FileStreamStore
-from natsd.store.subjtab import HOT_MAX, SubjectTable
+from natsd.store import subjtab
+from natsd.store.subjtab import HOT_MAX, MAX_PROBE, SubjectTable
 
 pytestmark = pytest.mark.unit
 
@@ -158,5 +160,79 @@ def test_file_store_reopened_from_index_db_spends_under_80_bytes_per_subject(tmp
         assert st.state().num_subjects == N_SUBJECTS
         assert st.load_last_msg("dev.99999.temp").seq == N_SUBJECTS
         assert st.last_seq_of("dev.4242.temp") == 4243
+    finally:
+        st.stop()
+
+
+@pytest.mark.timeout(60)
+def test_colliding_subjects_go_outside_the_cells_and_stay_found(monkeypatch) -> None:
+    # A CRC is not keyed: crafted subjects can share a cell. Every one of them here does.
+    monkeypatch.setattr(subjtab, "crc32", lambda b: 12345)
+    names: list = []
+    tab = SubjectTable(names)
+    for i in range(3 * MAX_PROBE):
+        names.append(f"c.{i}")
+        tab.add(names[-1], i)
+    assert len(tab.over) >= len(names) - MAX_PROBE
+    assert all(tab.get(n) == i for i, n in enumerate(names))
+    assert tab.get("c.absent") is None
+    # Removed from the cells (a tombstone) and from outside them; adds reuse the tombstones.
+    for sid in (0, 5, 2 * MAX_PROBE):
+        tab.remove(names[sid], sid)
+        names[sid] = None
+    for sid in (0, 5, 2 * MAX_PROBE):
+        names[sid] = f"n.{sid}"
+        tab.add(names[sid], sid)
+    assert all(tab.get(n) == i for i, n in enumerate(names))
+    # What index.db keeps is adopted as it is by a table over the same names.
+    again = SubjectTable([])
+    again.load(list(names), array("I", tab.cells()), tab.over_sids())
+    assert again.cells() is not tab.cells() and again.over == tab.over
+    assert all(again.get(n) == i for i, n in enumerate(names))
+
+
+@pytest.mark.timeout(60)
+def test_churn_of_removed_subjects_does_not_grow_the_table() -> None:
+    # KV keys deleted and new ones put: the tombstones are dropped by rebuilds at the same size.
+    names: list = []
+    tab = SubjectTable(names)
+    for i in range(1000):
+        names.append(f"k.{i}")
+        tab.add(names[-1], i)
+    size = tab.nbytes()
+    for step in range(20_000):
+        sid = step % 1000
+        tab.remove(names[sid], sid)
+        names[sid] = f"k.{1000 + step}"
+        tab.add(names[sid], sid)
+    assert tab.nbytes() <= 2 * size
+    assert all(tab.get(n) == i for i, n in enumerate(names))
+    assert len(tab) == 1000
+
+
+@pytest.mark.timeout(60)
+def test_restart_adopts_the_table_from_index_db(tmp_path, monkeypatch) -> None:
+    cfg = StoreConfig(name="S", subjects=[">"])
+    st = FileStreamStore(cfg, ManualClock(), str(tmp_path))
+    for i in range(5000):
+        st.store_msg(f"dev.{i}.temp", None, b"")
+    st.purge_ex("dev.7.temp", 0, 0)  # a freed slot: a tombstone in the cells
+    st.stop()
+    built: list[int] = []
+    real = SubjectTable._build
+
+    def spy(self, size):
+        built.append(len(self.names))
+        real(self, size)
+
+    monkeypatch.setattr(SubjectTable, "_build", spy)
+    st = FileStreamStore(cfg, ManualClock(), str(tmp_path))
+    try:
+        assert built and max(built) == 0  # (the empty store's tables; none from the 5,000 names)
+        assert st.last_seq_of("dev.4999.temp") == 5000
+        assert st.last_seq_of("dev.7.temp") == 0
+        assert st.state().num_subjects == 4999
+        st.store_msg("dev.7.temp", None, b"again")  # (reuses the freed slot)
+        assert st.load_last_msg("dev.7.temp").msg == b"again"
     finally:
         st.stop()

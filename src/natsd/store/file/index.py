@@ -10,7 +10,7 @@ Layout (little-endian; the arrays are dumped with ``array.tobytes()`` and the by
 checked through the version word)::
 
     "NIDX"           magic
-    u32              version (5) | 0x8000_0000 when written on a big-endian host
+    u32              version (6) | 0x8000_0000 when written on a big-endian host
     10 x i64         first, last, first_ts, last_ts, msgs, bytes, base, n, marker_first, lost_bytes
     n x i32          pos   (offset in the block, -1 = absent, -offset - 2 = removed, its record
                             still there)
@@ -49,6 +49,12 @@ checked through the version word)::
     u32              TTL entries; per entry: i64 seq, i64 expiry (Unix ns, -1 = never)
     u32              lost sequences; per entry: i64 seq
     u32              blocks; per block: u32 id, i64 flushed size, i64 max_ref, 8 bytes (file tail)
+    u32              subject table cells (c, a power of two, or 0: none), then c x u32 cells
+                     (slot id + 1, 0 = empty, 0xFFFFFFFF = removed; a subject's cell is found
+                     from the CRC-32 of its UTF-8 name, see natsd.store.subjtab), then u32 count
+                     (o) and o x u32 the slot ids kept outside the cells (version 6; a restart
+                     adopts the cells instead of hashing every name into a new map, issue 31:
+                     most of a 200,000-key bucket's index load; versions 1 to 5 have none)
     u32              zlib.crc32 of every preceding byte
 """
 
@@ -67,8 +73,8 @@ from natsd.store.seqindex import DEAD_SIDS, SZ_BIG, TS_MAX
 __all__ = ["IndexSnapshot", "BlockInfo", "encode_index", "decode_index"]
 
 MAGIC = b"NIDX"
-VERSION = 5
-_VERSIONS = (1, 2, 3, 4, 5)
+VERSION = 6
+_VERSIONS = (1, 2, 3, 4, 5, 6)
 _FREE = 0xFFFF
 _BIG = 0x80000000
 _FIXED = struct.Struct("<4sI10q")
@@ -124,6 +130,10 @@ class IndexSnapshot:
     #: The position segments (IndexedStreamStore._pss / _psh): first sequence, block id.
     pss: array = field(default_factory=lambda: array("q"))
     psh: array = field(default_factory=lambda: array("q"))
+    #: The subject table's cells and the slots outside them (SubjectTable.cells / over_sids);
+    #: None when the index holds none (before version 6, or written as version 3).
+    scells: array | None = None
+    sover: list[int] = field(default_factory=list)
 
 
 def encode_index(snap: IndexSnapshot) -> bytes:
@@ -177,6 +187,11 @@ def encode_index(snap: IndexSnapshot) -> bytes:
     parts.extend(_Q.pack(s) for s in snap.lost)
     parts.append(_U32.pack(len(snap.blocks)))
     parts.extend(_BLK.pack(b.id, b.size, b.max_ref, b.tail.rjust(8, b"\0")) for b in snap.blocks)
+    if version & ~_BIG == VERSION:
+        cells = snap.scells if snap.scells is not None else array("I")
+        assert cells.typecode == "I"
+        parts += [_U32.pack(len(cells)), cells.tobytes(), _U32.pack(len(snap.sover))]
+        parts.append(array("I", snap.sover).tobytes())
     data = b"".join(parts)
     return data + _U32.pack(zlib.crc32(data))
 
@@ -220,6 +235,13 @@ def decode_index(data: bytes) -> IndexSnapshot:
             bid, size, max_ref, tail = _BLK.unpack_from(data, p)
             blocks.append(BlockInfo(bid, size, max_ref, tail))
             p += _BLK.size
+        scells, sover = None, []
+        if version & ~_BIG >= 6:
+            (c,) = _U32.unpack_from(data, p)
+            cells, p = _column(mv, p + 4, "I", c)
+            (o,) = _U32.unpack_from(data, p)
+            over, p = _column(mv, p + 4, "I", o)
+            scells, sover = (cells if c else None), over.tolist()
         if p != len(data) - 4:
             raise CorruptState("index: trailing bytes")
     except (struct.error, UnicodeDecodeError, IndexError) as exc:
@@ -252,6 +274,8 @@ def decode_index(data: bytes) -> IndexSnapshot:
         segs[1],
         segs[2],
         segs[3],
+        scells,
+        sover,
     )
 
 
@@ -477,6 +501,7 @@ def _decode_subjects_v2(
 
 
 _SLOT_DECODERS = {
+    6: _decode_subjects_v4,
     5: _decode_subjects_v4,
     4: _decode_subjects_v4,
     3: _decode_subjects,

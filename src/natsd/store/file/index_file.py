@@ -111,6 +111,8 @@ class IndexFile:
             s._tsb,
             s._pss,
             s._psh,
+            s._sid_of.cells(),
+            s._sid_of.over_sids(),
         )
         data = encode_index(snap)
         asset = s._asset

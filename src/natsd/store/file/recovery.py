@@ -207,8 +207,9 @@ class Recovery:
         # Freed slots stay None (see IndexedStreamStore._snames).
         s._snames = snap.snames
         s._smsgs, s._sfirst, s._slast, s._sstale = snap.smsgs, snap.sfirst, snap.slast, snap.sstale
-        # (the packed subject table, rebuilt in place: the store's hot path holds its cache)
-        s._sid_of.load(snap.snames)
+        # The subject table's cells as index.db holds them (version 6; rebuilt from the names
+        # for an older one): the store's object, refilled in place (the hot path holds its cache).
+        s._sid_of.load(snap.snames, snap.scells, snap.sover)
         if None in snap.snames:
             s._free_sids = [sid for sid, name in enumerate(snap.snames) if name is None]
         else:

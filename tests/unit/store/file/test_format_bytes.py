@@ -22,7 +22,7 @@ pytestmark = pytest.mark.unit
 EXPECTED = {
     "msgs/5.blk": "c1be869a4cce57a2",
     "msgs/6.blk": "9fb77afb9548423d",
-    "msgs/index.db": "62f2478b790c3893",  # version 5: 11 bytes per sequence here (issue 31)
+    "msgs/index.db": "9d289b64edeecf5e",  # version 6: 11 bytes per sequence here, the subject table (issue 31)
 }
 
 

@@ -1,5 +1,5 @@
-"""``msgs/index.db`` version 5 (u16 sizes with the large ones aside, per-subject chains only when
-kept), version 4 (subject slots in columns, names split at "\\n") and the versions before them,
+"""``msgs/index.db`` version 6 (the subject table's cells, adopted at a restart), version 5 (u16
+sizes with the large ones aside, per-subject chains only when kept), version 4 (subject slots in columns, names split at "\\n") and the versions before them,
 still read."""
 
 from __future__ import annotations
@@ -41,9 +41,19 @@ def _fill(path: str) -> dict:
     return totals
 
 
+def _as_version_5(data: bytes) -> bytes:
+    """The same snapshot (version 6 ``data``) without the subject table's cells."""
+    snap = decode_index(data)
+    cells = snap.scells if snap.scells is not None else []
+    body = bytearray(data[: -4 - (8 + 4 * len(cells) + 4 * len(snap.sover))])
+    struct.pack_into("<I", body, 4, 5)
+    return bytes(body) + _U32.pack(zlib.crc32(body))
+
+
 def _as_version_4(data: bytes) -> bytes:
-    """The same snapshot (version 5 ``data``) with version 4's per-message section: i64
+    """The same snapshot (version 6 ``data``) with version 4's per-message section: i64
     positions and times, u32 sizes, then the chains, always (all zeros when none are kept)."""
+    data = _as_version_5(data)
     snap = decode_index(data)
     n, t, b = len(snap.pos), len(snap.tss), len(snap.pss)
     fixed = struct.calcsize("<4sI10q")
@@ -64,7 +74,7 @@ def _as_version_4(data: bytes) -> bytes:
 
 
 def _with_slots(data: bytes, version: int, slots: list[bytes]) -> bytes:
-    """The same snapshot (version 5 ``data``) with its subject slots replaced by ``slots``."""
+    """The same snapshot (version 6 ``data``) with its subject slots replaced by ``slots``."""
     snap = decode_index(data)
     v4 = _as_version_4(encode_index(snap))[:-4]
     head = struct.calcsize("<4sI10q") + len(snap.pos) * 28
@@ -102,11 +112,12 @@ def _as_version_3(data: bytes) -> bytes:
     return _with_slots(data, 3, [lens.tobytes(), b"".join(b for b in encoded if b is not None), *cols])
 
 
-def test_version_5_round_trips_free_slots_and_utf8(tmp_path):
+def test_version_6_round_trips_free_slots_and_utf8(tmp_path):
     _fill(str(tmp_path))
     data = (tmp_path / "msgs" / "index.db").read_bytes()
-    assert struct.unpack_from("<I", data, 4)[0] == 5
+    assert struct.unpack_from("<I", data, 4)[0] == 6
     snap = decode_index(data)
+    assert snap.scells is not None and len(snap.scells) >= 2 * (len(snap.snames) - 1)
     assert None in snap.snames and "k.é.ü" in snap.snames
     free = snap.snames.index(None)
     assert (snap.smsgs[free], snap.sfirst[free], snap.slast[free], snap.sstale[free]) == (0, 0, 0, 0)
@@ -114,19 +125,22 @@ def test_version_5_round_trips_free_slots_and_utf8(tmp_path):
     assert encode_index(snap) == data
 
 
-@pytest.mark.parametrize("version", [2, 3, 4])
+@pytest.mark.parametrize("version", [2, 3, 4, 5])
 def test_an_older_index_is_still_used(tmp_path, version):
     totals = _fill(str(tmp_path))
     path = tmp_path / "msgs" / "index.db"
     v5 = decode_index(path.read_bytes())
-    old = {2: _as_version_2, 3: _as_version_3, 4: _as_version_4}[version](path.read_bytes())
+    convert = {2: _as_version_2, 3: _as_version_3, 4: _as_version_4, 5: _as_version_5}[version]
+    old = convert(path.read_bytes())
     assert struct.unpack_from("<I", old, 4)[0] == version
     snap = decode_index(old)
     cols = ("snames", "smsgs", "sfirst", "slast", "sstale", "pos", "pss", "psh", "ts", "tss", "tsb", "sz")
     cols += ("szx", "blocks")
     assert [getattr(snap, c) for c in cols] == [getattr(v5, c) for c in cols]
-    assert snap.sid.typecode == "I" and v5.sid.typecode == "B"  # (an older index keeps 4 bytes until a rebase)
+    if version < 5:
+        assert snap.sid.typecode == "I" and v5.sid.typecode == "B"  # (an older index keeps 4 bytes until a rebase)
     assert _live_sids(snap.sid) == _live_sids(v5.sid)
+    assert snap.scells is None  # (no table before version 6: the names are hashed into a new one)
     path.write_bytes(old)
     st = _store(str(tmp_path), ManualClock())
     try:
@@ -134,7 +148,7 @@ def test_an_older_index_is_still_used(tmp_path, version):
         assert st.load_last_msg("k.é.ü").msg == b"non-ascii"
     finally:
         st.stop()
-    assert struct.unpack_from("<I", path.read_bytes(), 4)[0] == 5  # rewritten at the stop
+    assert struct.unpack_from("<I", path.read_bytes(), 4)[0] == 6  # rewritten at the stop
 
 
 def test_a_name_holding_the_separator_is_written_as_version_3(tmp_path):
