@@ -58,6 +58,7 @@ from natsd.store.file.record import (
     intact_crc,
 )
 from natsd.store.seqindex import DEAD_SIDS, NEVER_EXPIRES, IndexedStreamStore
+from natsd.store.sidmap import LazySubjectIds
 from natsd.store import memtrim
 
 if TYPE_CHECKING:
@@ -207,12 +208,13 @@ class Recovery:
         # Freed slots stay None (see IndexedStreamStore._snames).
         s._snames = snap.snames
         s._smsgs, s._sfirst, s._slast, s._sstale = snap.smsgs, snap.sfirst, snap.slast, snap.sstale
-        if None in snap.snames:
-            s._sid_of = {name: sid for sid, name in enumerate(snap.snames) if name is not None}
+        # The name -> slot dict is built when lookups make it pay (store/sidmap.py): a restart
+        # of a 200,000-key bucket spent half its load building it before any client asked.
+        if snap.free_slots:
             s._free_sids = [sid for sid, name in enumerate(snap.snames) if name is None]
         else:
-            s._sid_of = dict(zip(snap.snames, range(len(snap.snames))))
             s._free_sids = []
+        s._sid_of = LazySubjectIds(s, len(snap.snames) - len(s._free_sids))  # type: ignore[assignment]
         s._sgen += 1
         for seq, exp in snap.ttl:
             s._ttl[seq] = exp
