@@ -32,13 +32,18 @@ from itertools import compress
 from typing import Iterator
 from zlib import crc32
 
-__all__ = ["SubjectTable", "HOT_MAX", "MAX_PROBE"]
+__all__ = ["SubjectTable", "HOT_MAX", "LAZY_MIN", "MAX_PROBE", "SCAN_BUDGET"]
 
 #: Subjects the lookup cache (``SubjectTable.hot``) holds before it is emptied.
 HOT_MAX = 4096
 #: The farthest a subject's cell is from the cell its CRC names (see the module doc).
 MAX_PROBE = 64
 _MIN_SIZE = 8
+#: Names from which :meth:`SubjectTable.load` leaves the table for when lookups make it pay.
+LAZY_MIN = 4096
+#: Names scanned by lookups before a lazily loaded table is built, in multiples of the number of
+#: names (a scan costs ~10 ns a name, the build ~400 ns: the scans stay under the build's cost).
+SCAN_BUDGET = 8
 # A removed subject's cell: probes walk past it, adds reuse it (slot ids stay far below it).
 _TOMB = 0xFFFFFFFF
 
@@ -56,7 +61,7 @@ class SubjectTable:
     their slot ids; the dict-like subset the sequence index uses. A subject is added after its
     name is in ``names`` and removed before its slot is freed there."""
 
-    __slots__ = ("names", "hot", "over", "_tab", "_mask", "_used", "_filled")
+    __slots__ = ("names", "hot", "over", "_tab", "_mask", "_used", "_filled", "_left")
 
     def __init__(self, names: list) -> None:
         #: Never replaced: the hot path keeps a reference to it (emptied in place).
@@ -64,14 +69,54 @@ class SubjectTable:
         self.over: dict[str, int] = {}
         self.load(names)
 
-    def load(self, names: list, cells: array | None = None, over: list[int] | None = None) -> None:
-        """Index every live name of ``names`` (the list is adopted, not copied). ``cells`` and
-        ``over``: what :meth:`cells` and :meth:`over_sids` gave for these names (a restart's
-        index.db), adopted as they are when they are consistent with the names' count."""
+    def load(
+        self, names: list, cells: array | None = None, over: list[int] | None = None, live: int | None = None
+    ) -> None:
+        """Index every live name of ``names`` (the list is adopted, not copied; ``live``: how
+        many are not None, when the caller knows). ``cells`` and ``over``: what :meth:`cells`
+        and :meth:`over_sids` gave for these names (a restart's index.db), adopted as they are
+        when they are consistent with the names' count. Without them, many names are indexed
+        when lookups make it pay (lane kvr31's idea, issue 31): until then a lookup is a scan of
+        the names (``list.index``, a C loop: ~2 ms for 200,000), as long as the names scanned
+        stay under ``SCAN_BUDGET`` times their number; anything else builds the table first."""
         self.names = names
-        live = len(names) - names.count(None)
-        if cells is None or over is None or not self._adopt(live, cells, over):
+        if live is None:
+            live = len(names) - names.count(None)
+        if cells is not None and over is not None and self._adopt(live, cells, over):
+            return
+        if live < LAZY_MIN:
             self._build(_size_for(live))
+            return
+        self.hot.clear()
+        self.over = {}
+        self._tab = None  # type: ignore[assignment]
+        self._mask = self._filled = 0
+        self._used = live
+        self._left = SCAN_BUDGET * len(names)
+
+    def _built(self) -> array:
+        """The cells, built first when :meth:`load` left them for later."""
+        if self._tab is None:
+            self._build(_size_for(self._used))
+        return self._tab
+
+    def _scan(self, subject: str) -> int | None:
+        """A lookup before the table is built (see :meth:`load`)."""
+        names = self.names
+        if self._left <= 0:
+            self._build(_size_for(self._used))
+            return self.get(subject)
+        try:
+            sid = names.index(subject)
+        except ValueError:
+            self._left -= len(names)
+            return None
+        self._left -= sid + 1
+        hot = self.hot
+        if len(hot) >= HOT_MAX:
+            hot.clear()
+        hot[subject] = sid
+        return sid
 
     def _adopt(self, live: int, cells: array, over: list[int]) -> bool:
         size, names = len(cells), self.names
@@ -127,11 +172,13 @@ class SubjectTable:
         return self._used
 
     def nbytes(self) -> int:
-        """Bytes of the packed table (the hot cache, ``over`` and the names not counted)."""
-        return len(self._tab) * self._tab.itemsize
+        """Bytes of the packed table (the hot cache, ``over`` and the names not counted; 0
+        until it is built)."""
+        return 0 if self._tab is None else len(self._tab) * self._tab.itemsize
 
-    def cells(self) -> array:
-        """The table's cells (index.db keeps them; the store's own array, not a copy)."""
+    def cells(self) -> array | None:
+        """The table's cells (index.db keeps them; the store's own array, not a copy), or None
+        when it was never built (a stop does not build it: the next restart is lazy too)."""
         return self._tab
 
     def over_sids(self) -> list[int]:
@@ -144,6 +191,8 @@ class SubjectTable:
         if sid is not None:
             return sid
         tab, mask, names = self._tab, self._mask, self.names
+        if tab is None:
+            return self._scan(subject)
         i = crc32(subject.encode()) & mask
         for _ in range(MAX_PROBE):
             v = tab[i]
@@ -176,6 +225,10 @@ class SubjectTable:
 
     def add(self, subject: str, sid: int) -> None:
         """Index the new subject of slot ``sid`` (``names[sid]`` is ``subject`` already)."""
+        if self._tab is None:
+            self._used += 1
+            self._built()  # (with it: names[sid] is the subject)
+            return
         size = len(self._tab)
         if (self._filled + 1) * 2 > size:
             # Full of entries and tombstones: twice the size when the entries alone fill a
@@ -193,7 +246,7 @@ class SubjectTable:
         if self.over.pop(subject, None) is not None:
             self._used -= 1
             return
-        tab, mask = self._tab, self._mask
+        tab, mask = self._built(), self._mask
         i = crc32(subject.encode()) & mask
         for _ in range(MAX_PROBE):
             if tab[i] == sid + 1:

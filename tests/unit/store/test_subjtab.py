@@ -115,6 +115,9 @@ def test_hot_cache_is_bounded_and_forgets_a_removed_subject() -> None:
 def test_table_costs_at_most_sixteen_bytes_per_subject() -> None:
     names = [f"dev.{i}.temp" for i in range(100_000)]
     tab = SubjectTable(names)
+    assert tab.nbytes() == 0  # (many names: indexed when lookups make it pay)
+    names.append("new")
+    tab.add("new", len(names) - 1)  # (anything but a lookup builds it)
     # At most half full, at least a quarter (one doubling): 8 to 16 bytes of u32 cells per subject.
     assert 8 * len(names) <= tab.nbytes() <= 16 * len(names)
 
@@ -236,3 +239,16 @@ def test_restart_adopts_the_table_from_index_db(tmp_path, monkeypatch) -> None:
         assert st.load_last_msg("dev.7.temp").msg == b"again"
     finally:
         st.stop()
+
+
+@pytest.mark.timeout(60)
+def test_many_names_are_scanned_until_lookups_make_the_table_pay() -> None:
+    names = [f"k.{i}" for i in range(10_000)]
+    tab = SubjectTable(names)
+    assert tab.cells() is None and len(tab) == 10_000
+    assert tab.get("k.9999") == 9999 and tab.get("k.absent") is None
+    assert tab.cells() is None  # (two scans: still no table)
+    for i in range(0, 10_000, 50):  # (scans of ~half the names each: the budget runs out)
+        assert tab.get(f"k.{5000 + i // 2}") == 5000 + i // 2
+    assert tab.cells() is not None
+    assert all(tab.get(n) == i for i, n in enumerate(names))

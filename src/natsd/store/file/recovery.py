@@ -207,13 +207,15 @@ class Recovery:
         # Freed slots stay None (see IndexedStreamStore._snames).
         s._snames = snap.snames
         s._smsgs, s._sfirst, s._slast, s._sstale = snap.smsgs, snap.sfirst, snap.slast, snap.sstale
-        # The subject table's cells as index.db holds them (version 6; rebuilt from the names
-        # for an older one): the store's object, refilled in place (the hot path holds its cache).
-        s._sid_of.load(snap.snames, snap.scells, snap.sover)
-        if None in snap.snames:
+        if snap.free_slots:
             s._free_sids = [sid for sid, name in enumerate(snap.snames) if name is None]
         else:
             s._free_sids = []
+        # The subject table's cells as index.db holds them (version 6): adopted, no name hashed
+        # (a restart of a 200,000-key bucket spent half its load building a dict of them). An
+        # older index's names are indexed when lookups make it pay (SubjectTable.load). The
+        # store's own table object, refilled in place: the hot path holds its cache.
+        s._sid_of.load(snap.snames, snap.scells, snap.sover, len(snap.snames) - len(s._free_sids))
         s._sgen += 1
         for seq, exp in snap.ttl:
             s._ttl[seq] = exp
