@@ -67,6 +67,7 @@ class SubjectTable:
         #: Never replaced: the hot path keeps a reference to it (emptied in place).
         self.hot: dict[str, int] = {}
         self.over: dict[str, int] = {}
+        self._tab: array | None = None
         self.load(names)
 
     def load(
@@ -89,16 +90,17 @@ class SubjectTable:
             return
         self.hot.clear()
         self.over = {}
-        self._tab = None  # type: ignore[assignment]
+        self._tab = None
         self._mask = self._filled = 0
         self._used = live
         self._left = SCAN_BUDGET * len(names)
 
     def _built(self) -> array:
         """The cells, built first when :meth:`load` left them for later."""
-        if self._tab is None:
-            self._build(_size_for(self._used))
-        return self._tab
+        tab = self._tab
+        if tab is None:
+            tab = self._build(_size_for(self._used))
+        return tab
 
     def _scan(self, subject: str) -> int | None:
         """A lookup before the table is built (see :meth:`load`)."""
@@ -137,21 +139,22 @@ class SubjectTable:
         self._tab, self._mask, self._used, self._filled = cells, size - 1, live, filled
         return True
 
-    def _build(self, size: int) -> None:
-        """A new table of ``size`` cells holding every live name (no tombstone)."""
+    def _build(self, size: int) -> array:
+        """A new table of ``size`` cells holding every live name (no tombstone); its cells."""
         names = self.names
         self.hot.clear()
         self.over = {}
-        self._tab = array("I", bytes(4 * size))
+        tab = self._tab = array("I", bytes(4 * size))
         self._mask = size - 1
         self._used = self._filled = 0
         homes = map(self._mask.__and__, map(crc32, map(str.encode, compress(names, names))))
-        self._place(zip(compress(range(len(names)), names), homes))
+        self._place(tab, zip(compress(range(len(names)), names), homes))
+        return tab
 
-    def _place(self, entries: Iterator[tuple[int, int]]) -> None:
+    def _place(self, tab: array, entries: Iterator[tuple[int, int]]) -> None:
         """Put the (live, not yet indexed) slots of ``entries`` (slot id, its home cell) in the
         first free cell at most ``MAX_PROBE`` past their home, or in ``over``."""
-        tab, mask, names, over = self._tab, self._mask, self.names, self.over
+        mask, names, over = self._mask, self.names, self.over
         for sid, i in entries:
             for _ in range(MAX_PROBE):
                 v = tab[i]
@@ -225,18 +228,19 @@ class SubjectTable:
 
     def add(self, subject: str, sid: int) -> None:
         """Index the new subject of slot ``sid`` (``names[sid]`` is ``subject`` already)."""
-        if self._tab is None:
+        tab = self._tab
+        if tab is None:
             self._used += 1
             self._built()  # (with it: names[sid] is the subject)
             return
-        size = len(self._tab)
+        size = len(tab)
         if (self._filled + 1) * 2 > size:
             # Full of entries and tombstones: twice the size when the entries alone fill a
             # quarter, else the same size without the tombstones (either way a quarter of the
             # cells at least stays free: the next rebuild is that many adds away).
             self._build(size * 2 if (self._used + 1) * 4 > size else size)
             return  # (names[sid] is the subject: the rebuild placed it)
-        self._place(((sid, crc32(subject.encode()) & self._mask),))
+        self._place(tab, iter(((sid, crc32(subject.encode()) & self._mask),)))
 
     def remove(self, subject: str, sid: int) -> None:
         """Drop ``subject`` (slot ``sid``, ``names[sid]`` still naming it): its cell becomes a

@@ -239,13 +239,7 @@ def decode_index(data: bytes) -> IndexSnapshot:
             bid, size, max_ref, tail = _BLK.unpack_from(data, p)
             blocks.append(BlockInfo(bid, size, max_ref, tail))
             p += _BLK.size
-        scells, sover = None, []
-        if version & ~_BIG >= 6:
-            (c,) = _U32.unpack_from(data, p)
-            cells, p = _column(mv, p + 4, "I", c)
-            (o,) = _U32.unpack_from(data, p)
-            over, p = _column(mv, p + 4, "I", o)
-            scells, sover = (cells if c else None), over.tolist()
+        scells, sover, p = _decode_table(mv, p) if version & ~_BIG >= 6 else (None, [], p)
         if p != len(data) - 4:
             raise CorruptState("index: trailing bytes")
     except (struct.error, UnicodeDecodeError, IndexError) as exc:
@@ -282,6 +276,15 @@ def decode_index(data: bytes) -> IndexSnapshot:
         sover,
         free,
     )
+
+
+def _decode_table(mv: memoryview, p: int) -> tuple[array | None, list[int], int]:
+    """Version 6's subject table: (its cells, None when it has none; the slots outside them)."""
+    (c,) = _U32.unpack_from(mv, p)
+    cells, p = _column(mv, p + 4, "I", c)
+    (o,) = _U32.unpack_from(mv, p)
+    over, p = _column(mv, p + 4, "I", o)
+    return (cells if c else None), over.tolist(), p
 
 
 def _wide_sizes(sz: array, szx: dict[int, int], base: int) -> array:
@@ -460,9 +463,7 @@ def _decode_subjects_v4(
     return snames, (msgs, first, last, stale), p, free
 
 
-def _decode_subjects(
-    mv: memoryview, p: int, nslots: int
-) -> tuple[list, tuple[array, array, array, array], int, bool]:
+def _decode_subjects(mv: memoryview, p: int, nslots: int) -> tuple[list, tuple[array, array, array, array], int, bool]:
     """Version 3's columns -> (names, None for free slots; (msgs, first, last, stale) arrays)."""
     lens, p = _column(mv, p, "H", nslots)
     total = sum(lens) - _FREE * lens.count(_FREE)

@@ -1,6 +1,6 @@
 """``msgs/index.db`` version 6 (the subject table's cells, adopted at a restart), version 5 (u16
-sizes with the large ones aside, per-subject chains only when kept), version 4 (subject slots in columns, names split at "\\n") and the versions before them,
-still read."""
+sizes with the large ones aside, per-subject chains only when kept), version 4 (subject slots in
+columns, names split at "\\n") and the versions before them, still read."""
 
 from __future__ import annotations
 
