@@ -783,7 +783,7 @@ class IndexedStreamStore:
         pos = self._write(seq, ts, subject, hdr, msg, ttl_ns)
         sid = self._sid_hot.get(subject)
         if sid is None:
-            sid = self._sid_of.get(subject)
+            sid = self._sid_of.probe(subject)
         parr = self._pos
         base = self._base
         # (keep_last_under_max_age takes _index_add, which keeps its expiry bound _kl_from)

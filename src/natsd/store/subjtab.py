@@ -155,17 +155,23 @@ class SubjectTable:
         """Put the (live, not yet indexed) slots of ``entries`` (slot id, its home cell) in the
         first free cell at most ``MAX_PROBE`` past their home, or in ``over``."""
         mask, names, over = self._mask, self.names, self.over
+        placed = filled = 0
         for sid, i in entries:
-            for _ in range(MAX_PROBE):
-                v = tab[i]
-                if not v or v == _TOMB:
-                    tab[i] = sid + 1
-                    self._filled += not v
-                    break
-                i = (i + 1) & mask
-            else:
-                over[names[sid]] = sid
-            self._used += 1
+            placed += 1
+            v = tab[i]
+            if v:  # (most go to their home cell: a rebuild's loop stays short)
+                k = 1
+                while v and v != _TOMB and k < MAX_PROBE:
+                    i = (i + 1) & mask
+                    v = tab[i]
+                    k += 1
+                if v and v != _TOMB:
+                    over[names[sid]] = sid
+                    continue
+            tab[i] = sid + 1
+            filled += not v
+        self._used += placed
+        self._filled += filled
 
     def clear(self) -> None:
         """Forget every subject (the store has emptied ``names`` in place)."""
@@ -193,14 +199,17 @@ class SubjectTable:
         sid = self.hot.get(subject)
         if sid is not None:
             return sid
+        return self.probe(subject)
+
+    def probe(self, subject: str) -> int | None:
+        """:meth:`get` for a caller that found ``subject`` missing from ``hot`` already."""
         tab, mask, names = self._tab, self._mask, self.names
         if tab is None:
             return self._scan(subject)
         i = crc32(subject.encode()) & mask
-        for _ in range(MAX_PROBE):
-            v = tab[i]
-            if not v:
-                break
+        v = tab[i]
+        k = MAX_PROBE
+        while v and k:
             if v != _TOMB and names[v - 1] == subject:
                 hot = self.hot
                 if len(hot) >= HOT_MAX:
@@ -208,6 +217,8 @@ class SubjectTable:
                 hot[subject] = v - 1
                 return v - 1
             i = (i + 1) & mask
+            v = tab[i]
+            k -= 1
         return self.over.get(subject) if self.over else None
 
     def __contains__(self, subject: str) -> bool:
@@ -240,7 +251,13 @@ class SubjectTable:
             # cells at least stays free: the next rebuild is that many adds away).
             self._build(size * 2 if (self._used + 1) * 4 > size else size)
             return  # (names[sid] is the subject: the rebuild placed it)
-        self._place(tab, iter(((sid, crc32(subject.encode()) & self._mask),)))
+        i = crc32(subject.encode()) & self._mask
+        if not tab[i]:  # (the common case inline)
+            tab[i] = sid + 1
+            self._filled += 1
+            self._used += 1
+        else:
+            self._place(tab, iter(((sid, i),)))
 
     def remove(self, subject: str, sid: int) -> None:
         """Drop ``subject`` (slot ``sid``, ``names[sid]`` still naming it): its cell becomes a
