@@ -40,6 +40,9 @@ Per-subject state is four parallel arrays indexed by subject id, ``_smsgs``/``_s
 bytes; a 1M-subject stream, issue 31). Removing a subject's first (or last) message only marks it
 stale, and it is recomputed on demand with one C-level search of ``_sid``, so limit enforcement does
 no scanning on the hot path. A freed slot has no name (``_snames[sid] is None``) and zeros there.
+A subject's slot is found through ``_sid_of``, a packed table over ``_snames``
+(:mod:`natsd.store.subjtab`: 8-16 bytes per subject where a dict with an int object per slot cost
+~65, issue 31), whose dict of hot subjects (``_sid_hot``) the publish path asks first.
 
 Subclasses implement the payload hooks (``_write``, ``_read``, ``_drop``, ``_drop_all``) and the
 accounted message size. All public methods follow :class:`natsd.store.base.StreamStore`.
