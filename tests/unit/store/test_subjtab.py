@@ -19,6 +19,7 @@ import pytest
 from natsd.clock import ManualClock
 from natsd.store.base import StoreConfig
 from natsd.store.file.stream_store import FileStreamStore
+from natsd.store.memory import MemoryStreamStore
 from natsd.store import subjtab
 from natsd.store.subjtab import HOT_MAX, MAX_PROBE, SubjectTable
 
@@ -252,3 +253,17 @@ def test_many_names_are_scanned_until_lookups_make_the_table_pay() -> None:
         assert tab.get(f"k.{5000 + i // 2}") == 5000 + i // 2
     assert tab.cells() is not None
     assert all(tab.get(n) == i for i, n in enumerate(names))
+
+
+@pytest.mark.timeout(60)
+def test_store_many_over_more_subjects_than_the_hot_cache_holds() -> None:
+    # store_many's batch path asks the hot dict for a whole batch, the table for what it misses.
+    st = MemoryStreamStore(StoreConfig(name="S", subjects=[">"], storage="memory"), ManualClock())
+    subjects = [f"m.{i}" for i in range(2 * HOT_MAX)]
+    for s in subjects:
+        st.store_msg(s, None, b"first")
+    assert st._sid_of.sids(subjects) == list(range(len(subjects)))
+    st.store_many(subjects, [b"again"] * len(subjects))
+    totals = st.subjects_totals(">")
+    assert len(totals) == len(subjects) and set(totals.values()) == {2}
+    assert st.load_last_msg(subjects[-1]).msg == b"again"
