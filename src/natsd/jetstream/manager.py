@@ -185,6 +185,10 @@ class JsAccount:
         # change (_register, delete_stream, stream_config_changed): every create checks them, and
         # summing the streams each time made creating N streams O(N²) (issue 31).
         self._reserved = [0, 0]
+        # Changes to ``streams``: one per stream added (or replaced), updated or deleted. The
+        # create's overlap index reads only the streams added since it last looked when the
+        # count says nothing else changed (StreamSubjects.check_new_in).
+        self.streams_version = 0
         self._subs: list[Any] = []
         # The account-wide consumer plumbing: one $JS.ACK.> and one $JS.FC.> subscription, and
         # the push consumers by deliver subject (interest changes).
@@ -267,6 +271,7 @@ class JsAccount:
             self._reserve(old.config, -1)
         self.streams[stream.name] = stream
         self._reserve(stream.config, 1)
+        self.streams_version += 1
 
     def _reserve(self, cfg: StreamConfig, sign: int) -> None:
         if cfg.max_bytes > 0:
@@ -276,10 +281,12 @@ class JsAccount:
         """A stream of this account changed its config (STREAM.UPDATE): its reservation follows."""
         self._reserve(old, -1)
         self._reserve(new, 1)
+        self.streams_version += 1
 
     def delete_stream(self, name: str) -> None:
         s = self.streams.pop(name)
         self._reserve(s.config, -1)
+        self.streams_version += 1
         s.delete()
         self._usage_dirty = True
 

@@ -25,7 +25,7 @@ from natsd.store.base import CorruptState
 from natsd.store.file.layout import META_FILE, META_SUM_FILE
 
 
-__all__ = ["meta_checksum", "write_meta", "read_meta", "atomic_write", "fsync_dir"]
+__all__ = ["meta_checksum", "new_stream_directory", "write_meta", "read_meta", "atomic_write", "fsync_dir"]
 
 
 class Sealer(Protocol):
@@ -42,18 +42,42 @@ def meta_checksum(data: bytes, key: str) -> str:
     return hashlib.blake2b(data, digest_size=8, key=key.encode()[:64]).hexdigest()
 
 
-def write_meta(directory: str, meta: dict, key: str, *, fsync: bool = True, asset: Sealer | None = None) -> None:
+def new_stream_directory(directory: str, msgs_dir: str) -> bool:
+    """Create ``directory`` and ``msgs_dir`` in it; False (nothing made) when ``directory`` is
+    already there or its parent is not (the caller's usual path handles both)."""
+    try:
+        os.mkdir(directory)
+    except OSError:  # (FileExistsError, FileNotFoundError: see above)
+        return False
+    os.mkdir(msgs_dir)
+    return True
+
+
+def write_meta(
+    directory: str, meta: dict, key: str, *, fsync: bool = True, asset: Sealer | None = None, new: bool = False
+) -> None:
     """Write ``meta.inf`` (JSON) and ``meta.sum`` into ``directory`` atomically.
 
     ``fsync=False`` (streams and consumers that do not sync always, as nats-server's
     ``writeFileWithOptionalSync``: strace -c shows no fsync in its stream creates): the files
     reach the OS (write and rename, which is what a kill -9 cannot undo) but are not forced to
-    the disk: three fsyncs cost more than the rest of a create together (issue 31)."""
-    os.makedirs(directory, exist_ok=True)
+    the disk: three fsyncs cost more than the rest of a create together (issue 31).
+
+    ``new``: ``directory`` was just created (:func:`new_stream_directory`): there is no old
+    content to keep or compare, so each file is written in place. A crash between the two
+    leaves a meta.inf without its checksum, which a start refuses as it refuses a torn one;
+    the create had not answered yet."""
     data = json.dumps(meta, separators=(",", ":"), sort_keys=False).encode()
     if asset is not None:
         data = asset.seal(data)
     checksum = meta_checksum(data, key).encode()
+    if new:
+        _write_new(os.path.join(directory, META_FILE), data, fsync)
+        _write_new(os.path.join(directory, META_SUM_FILE), checksum, fsync)
+        if fsync:
+            fsync_dir(directory)
+        return
+    os.makedirs(directory, exist_ok=True)
     if _on_disk(directory, data, checksum):
         # (An encrypted meta is sealed with a fresh nonce, so it never matches and is rewritten.)
         # A restart opens every stream with the meta it just read: rewriting the same bytes cost
@@ -64,6 +88,18 @@ def write_meta(directory: str, meta: dict, key: str, *, fsync: bool = True, asse
     atomic_write(os.path.join(directory, META_SUM_FILE), checksum, fsync=fsync)
     if fsync:
         fsync_dir(directory)
+
+
+def _write_new(path: str, data: bytes, fsync: bool) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _on_disk(directory: str, data: bytes, checksum: bytes) -> bool:
