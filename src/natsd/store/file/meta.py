@@ -5,7 +5,8 @@
 64-bit BLAKE2b digest of ``meta.inf``'s exact bytes, keyed with the stream name (the reference
 uses HighwayHash-64 keyed with sha256(stream name); the point is the same: a torn or edited
 meta.inf is detected at start-up rather than half-read). Both files are replaced atomically:
-written to ``*.tmp``, fsynced, renamed, then the directory is fsynced.
+written to ``*.tmp``, fsynced (with ``fsync``), renamed, then the directory is fsynced; in a
+stream directory the create just made (``new``) they are written in place, meta.inf first.
 
 Encrypted (``asset`` given, natsd.store.file.encryption): ``meta.inf`` holds
 ``nonce || AEAD(seed).seal(json)`` (the reference's layout, the seed's wrapped form beside it in
