@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from itertools import islice
-from typing import Callable, Iterable, Mapping, Protocol
+from typing import Callable, Iterable, Protocol, Reversible
 
 from natsd.jetstream.errors import ApiError, ApiErrors, ErrorDef
 from natsd.jetstream.config.models import (
@@ -425,6 +425,14 @@ class _HasConfig(Protocol):
     def config(self) -> StreamConfig: ...
 
 
+class _Streams(Protocol):
+    """An account's streams by name (a dict: its values reversible, in the order added)."""
+
+    def __len__(self) -> int: ...
+
+    def values(self) -> Reversible[_HasConfig]: ...
+
+
 class StreamSubjects:
     """An account's stream subjects in one :class:`OverlapTrie`, kept between creates, for the
     overlap check of a new stream (10065): a create among n streams then costs a trie walk per
@@ -464,7 +472,7 @@ class StreamSubjects:
         self._add(configs[have:])
         self._ask(cfg, lambda: configs)
 
-    def check_new_in(self, cfg: StreamConfig, streams: Mapping[str, _HasConfig], version: int) -> None:
+    def check_new_in(self, cfg: StreamConfig, streams: _Streams, version: int) -> None:
         """:meth:`check_new` against the account's streams (by name, in the order they were
         added) without reading each one: ``version`` is the account's count of changes to them
         (one per stream added, updated or deleted, see ``JsAccount.streams_version``). When the
