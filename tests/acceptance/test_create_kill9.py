@@ -1,7 +1,8 @@
 """A created stream or consumer survives a kill -9 that comes right after its reply: natsd runs as
 a subprocess, streams and durable consumers are created (pipelined, as a provisioning script
-does), acks are sent, the server is killed with SIGKILL as soon as the last reply arrives, and
-the restart has every stream with its config, every consumer, and the acked state. (nats-server
+does), acks are sent (and given the 100 ms within which ack progress reaches the OS), the
+server is killed with SIGKILL as soon as the last create's reply arrives, and the restart has
+every stream with its config, every consumer, and the acked state. (nats-server
 makes the same promise for a kill: its meta.inf is written, not fsynced, before the reply.)"""
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ async def _fill(url: str) -> None:
             sub = await js.pull_subscribe_bind(f"D{i}", f"S{i}")
             for m in await sub.fetch(3, timeout=5):
                 await m.ack_sync()
+        # Ack progress reaches the OS within STATE_WRITE_GAP (100 ms, nats-server's cadence), not
+        # at the ack's reply: past it, a kill must not lose it (the creates below: at their replies).
+        await asyncio.sleep(0.5)
         rs = await asyncio.gather(*(_api(nc, f"$JS.API.STREAM.CREATE.S{i}", _stream(i)) for i in range(3, STREAMS)))
         assert all("error" not in r for r in rs), rs[0]
         cfg = {"durable_name": "LAST", "ack_policy": "explicit"}
