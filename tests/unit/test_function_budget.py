@@ -61,7 +61,7 @@ TO_SPLIT: dict[str, int] = {
     "natsd.cli.bench:cmd_pubsub": 91,
     "natsd.jetstream.gojson:time_error": 85,
     "natsd.server.monitoring.metrics:jetstream_chunks": 85,
-    "natsd.store.file.stream_store:FileStreamStore.__init__": 84,
+    "natsd.store.file.stream_store:FileStreamStore.__init__": 83,
     "natsd.server.monitoring.endpoints:MonitorServer.varz": 82,
 }
 

@@ -181,6 +181,14 @@ class JsAccount:
         self._usage = {"memory": 0, "file": 0}
         self._usage_dirty = True
         self.limits_enforced = bool(limits is not None and (limits.max_memory >= 0 or limits.max_storage >= 0))
+        # Bytes reserved by the streams' max_bytes, [memory, file], kept as streams come, go and
+        # change (_register, delete_stream, stream_config_changed): every create checks them, and
+        # summing the streams each time made creating N streams O(N²) (issue 31).
+        self._reserved = [0, 0]
+        # Changes to ``streams``: one per stream added (or replaced), updated or deleted. The
+        # create's overlap index reads only the streams added since it last looked when the
+        # count says nothing else changed (StreamSubjects.check_new_in).
+        self.streams_version = 0
         self._subs: list[Any] = []
         # The account-wide consumer plumbing: one $JS.ACK.> and one $JS.FC.> subscription, and
         # the push consumers by deliver subject (interest changes).
@@ -251,13 +259,34 @@ class JsAccount:
         from natsd.jetstream.stream.core import Stream  # the stream layer loads with the first stream (issue 26)
 
         stream = Stream(self, cfg, store, created_ns)
-        self.streams[cfg.name] = stream
+        self._register(stream)
         stream.start(subscribe=subscribe)
         self._usage_dirty = True
         return stream
 
+    def _register(self, stream: Stream) -> None:
+        """Put ``stream`` into ``streams`` and its max_bytes into the reservation totals."""
+        old = self.streams.get(stream.name)
+        if old is not None:
+            self._reserve(old.config, -1)
+        self.streams[stream.name] = stream
+        self._reserve(stream.config, 1)
+        self.streams_version += 1
+
+    def _reserve(self, cfg: StreamConfig, sign: int) -> None:
+        if cfg.max_bytes > 0:
+            self._reserved[0 if cfg.storage == "memory" else 1] += sign * cfg.max_bytes
+
+    def stream_config_changed(self, old: StreamConfig, new: StreamConfig) -> None:
+        """A stream of this account changed its config (STREAM.UPDATE): its reservation follows."""
+        self._reserve(old, -1)
+        self._reserve(new, 1)
+        self.streams_version += 1
+
     def delete_stream(self, name: str) -> None:
         s = self.streams.pop(name)
+        self._reserve(s.config, -1)
+        self.streams_version += 1
         s.delete()
         self._usage_dirty = True
 
@@ -350,7 +379,7 @@ class JsAccount:
             log.exception("JetStream: can not recover stream %s", entry)
             return
         stream = Stream(self, cfg, store, created)
-        self.streams[cfg.name] = stream
+        self._register(stream)
         if asleep is not None:
             dormant.put_to_sleep(stream, cast(dormant.DormantStorage, store), asleep[1])
         stream.start(links=False)
@@ -427,15 +456,7 @@ class JsAccount:
 
     def reserved(self) -> tuple[int, int]:
         """Bytes reserved by streams with max_bytes (memory, file)."""
-        mem = fil = 0
-        for s in self.streams.values():
-            mb = s.config.max_bytes
-            if mb > 0:
-                if s.config.storage == "memory":
-                    mem += mb
-                else:
-                    fil += mb
-        return mem, fil
+        return self._reserved[0], self._reserved[1]
 
     def check_store_limits(self, storage: str, size: int) -> ApiError | None:
         """Per-message account limit check (10002 when the account is full)."""

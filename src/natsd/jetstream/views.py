@@ -109,6 +109,8 @@ class AccountView(Protocol):
 
     def check_new_stream_limits(self, cfg: "StreamConfig", existing: "StreamConfig | None" = None) -> None: ...
 
+    def stream_config_changed(self, old: "StreamConfig", new: "StreamConfig") -> None: ...
+
 
 class AckView(Protocol):
     """A consumer's ack processing, as the account's ``$JS.ACK`` subscription calls it."""

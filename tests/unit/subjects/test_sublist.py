@@ -411,3 +411,25 @@ def test_random_against_brute_force(sl):
     for s in live:
         assert sl.remove(s.subject, s, s.queue)
     assert sl.count() == 0 and sl._root.is_empty()
+
+
+def test_cache_invalidation_with_many_cached_subjects():
+    # Past 64 cached subjects a wildcard insert first asks one search of the joined keys whether
+    # any starts with its literal prefix (issue 31): answers must still equal a fresh trie walk,
+    # also when the matching key is the cache's first or last, or shares only part of a token.
+    sl = Sublist()
+    literals = ["h.1.x", "a.b.c"] + [f"f.{i}.x" for i in range(120)] + ["a.bb.c", "a.b.d", "f.7", "f.77.x.y", "g.1"]
+    patterns = ["h.1.>", "a.b.>", "a.*.c", "f.7.>", "f.7.*", "f.*.x", "f.77.>", "g.>", "f.1.x", "a.>", "*.1"]
+    live: list[Sub] = []
+    rng = random.Random(3)
+    for _ in range(150):
+        for lit in literals:
+            sl.match(lit)
+        if live and rng.random() < 0.4:
+            s = live.pop(rng.randrange(len(live)))
+            assert sl.remove(s.subject, s, s.queue)
+        else:
+            live.append(add(sl, rng.choice(patterns)))
+        for lit in rng.sample(literals, 20) + [literals[0], literals[-1]]:
+            r = sl.match(lit)
+            assert set(r.psubs) == {s for s in live if subject_matches(s.subject, lit)}, lit

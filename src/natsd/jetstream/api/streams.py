@@ -126,7 +126,7 @@ def _create_steps(req: ApiRequest) -> SlowRequest:
     if others is not None:
         yield Offload(lambda: check_subject_overlap(ccfg, others))
     else:
-        _stream_subjects(acct).check_new(ccfg, [s.config for s in acct.streams.values()])
+        _stream_subjects(acct).check_new_in(ccfg, acct.streams, acct.streams_version)
     try:
         stream = acct.add_stream(ccfg, subscribe=False)
     except OSError as e:

@@ -18,7 +18,8 @@ changed by an update either way; a memory stream accepts and ignores it, as the 
 from __future__ import annotations
 
 import re
-from typing import Callable
+from itertools import islice
+from typing import Callable, Iterable, Protocol, Reversible
 
 from natsd.jetstream.errors import ApiError, ApiErrors, ErrorDef
 from natsd.jetstream.config.models import (
@@ -417,6 +418,21 @@ def check_subject_overlap(cfg: StreamConfig, others: dict[str, StreamConfig]) ->
                 raise ApiErrors.STREAM_SUBJECT_OVERLAP()
 
 
+class _HasConfig(Protocol):
+    """A stream as :meth:`StreamSubjects.check_new_in` reads it."""
+
+    @property
+    def config(self) -> StreamConfig: ...
+
+
+class _Streams(Protocol):
+    """An account's streams by name (a dict: its values reversible, in the order added)."""
+
+    def __len__(self) -> int: ...
+
+    def values(self) -> Reversible[_HasConfig]: ...
+
+
 class StreamSubjects:
     """An account's stream subjects in one :class:`OverlapTrie`, kept between creates, for the
     overlap check of a new stream (10065): a create among n streams then costs a trie walk per
@@ -429,12 +445,14 @@ class StreamSubjects:
     (an update replaced a config, a delete removed one) rebuilds it. So it can never answer for
     a set of streams other than the current one."""
 
-    __slots__ = ("configs", "owners", "trie")
+    __slots__ = ("configs", "owners", "trie", "version")
 
     def __init__(self) -> None:
         self.configs: list[StreamConfig] = []
         self.owners: list[str] = []  # trie index -> the stream that has that subject
         self.trie = OverlapTrie()
+        # The account's count of stream changes the trie is current with (check_new_in); -1: unknown.
+        self.version = -1
 
     def _reset(self) -> None:
         self.configs = []
@@ -444,23 +462,49 @@ class StreamSubjects:
     def check_new(self, cfg: StreamConfig, configs: list[StreamConfig]) -> None:
         """As :func:`check_subject_overlap` of ``cfg`` against ``configs`` (the account's
         streams' configs now, in the account's order), for a stream not among them."""
-        mine = cfg.subjects or ()
-        if not mine:
+        if not cfg.subjects:
             return
+        self.version = -1
         have = len(self.configs)
         if have > len(configs) or configs[:have] != self.configs:
             self._reset()  # (changed other than by creates: rebuilt)
             have = 0
-        for ocfg in configs[have:]:
+        self._add(configs[have:])
+        self._ask(cfg, lambda: configs)
+
+    def check_new_in(self, cfg: StreamConfig, streams: _Streams, version: int) -> None:
+        """:meth:`check_new` against the account's streams (by name, in the order they were
+        added) without reading each one: ``version`` is the account's count of changes to them
+        (one per stream added, updated or deleted, see ``JsAccount.streams_version``). When the
+        count grew by exactly the number of streams added since the last call, every change
+        was an addition, at the end of ``streams``: only those are read. Anything else (an
+        update, a delete, a stream replaced) rebuilds from all of them."""
+        if not cfg.subjects:
+            return
+        added = len(streams) - len(self.configs)
+        if self.version >= 0 and added >= 0 and version - self.version == added:
+            new = [s.config for s in islice(reversed(streams.values()), added)]
+            new.reverse()
+        else:
+            self._reset()
+            new = [s.config for s in streams.values()]
+        self._add(new)
+        self.version = version
+        self._ask(cfg, lambda: [s.config for s in streams.values()])
+
+    def _add(self, configs: Iterable[StreamConfig]) -> None:
+        for ocfg in configs:
             for o in ocfg.subjects or ():
                 self.trie.insert(o, len(self.owners))
                 self.owners.append(ocfg.name)
             self.configs.append(ocfg)
+
+    def _ask(self, cfg: StreamConfig, configs: Callable[[], list[StreamConfig]]) -> None:
         collision = self.trie.first_collision
-        for sub in mine:
+        for sub in cfg.subjects or ():
             k = collision(sub)
             if k >= 0:
                 if self.owners[k] == cfg.name:  # (not a create after all: the general check)
-                    check_subject_overlap(cfg, {c.name: c for c in configs})
+                    check_subject_overlap(cfg, {c.name: c for c in configs()})
                     return
                 raise ApiErrors.STREAM_SUBJECT_OVERLAP()

@@ -338,6 +338,7 @@ class Stream:
         """Apply an already validated config (see ``policies.check_update``)."""
         old = self.config
         self.config = new
+        self.account.stream_config_changed(old, new)  # (its max_bytes reservation)
         self._set_derived()
         if self.batches is not None:
             self.batches.config_changed()

@@ -74,6 +74,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import chain, islice
 from typing import TYPE_CHECKING, Callable
 
+from natsd.atomicfile import read_whole
 from natsd.store.base import ConsumerDelta, ConsumerState, CorruptState, Pending, SequencePair, StoreClosed
 from natsd.store.file.keyfiles import open_asset_key
 from natsd.store.file.layout import CONSUMER_STATE_FILE
@@ -460,7 +461,8 @@ class FileConsumerStore:
         # The consumer's key first (a key that does not open it stops here, nothing written).
         self._asset = open_asset_key(directory, keys, f"{key}.{name}", f"consumer {key!r} > {name!r}", fsync=fsync)
         self._jks: Keystream | None = None  # the open journal's key stream (encrypted store)
-        os.makedirs(directory, exist_ok=True)
+        if not existed:
+            os.makedirs(directory, exist_ok=True)
         if meta:
             self.meta = meta
             write_meta(directory, meta, key, fsync=fsync, asset=self._asset)
@@ -491,8 +493,7 @@ class FileConsumerStore:
 
     def _read_file(self, path: str) -> bytes:
         """A state file's plain bytes (FileNotFoundError when absent)."""
-        with open(path, "rb") as f:
-            data = f.read()
+        data = read_whole(path)  # (four system calls: a restart reads every consumer's o.dat)
         asset = self._asset
         if asset is None:
             return data

@@ -5,7 +5,8 @@
 64-bit BLAKE2b digest of ``meta.inf``'s exact bytes, keyed with the stream name (the reference
 uses HighwayHash-64 keyed with sha256(stream name); the point is the same: a torn or edited
 meta.inf is detected at start-up rather than half-read). Both files are replaced atomically:
-written to ``*.tmp``, fsynced, renamed, then the directory is fsynced.
+written to ``*.tmp``, fsynced (with ``fsync``), renamed, then the directory is fsynced; in a
+stream directory the create just made (``new``) they are written in place, meta.inf first.
 
 Encrypted (``asset`` given, natsd.store.file.encryption): ``meta.inf`` holds
 ``nonce || AEAD(seed).seal(json)`` (the reference's layout, the seed's wrapped form beside it in
@@ -20,12 +21,12 @@ import os
 from typing import Protocol
 
 # atomic_write/fsync_dir are natsd.atomicfile's; re-exported for the file store's modules
-from natsd.atomicfile import atomic_write, fsync_dir, read_whole
+from natsd.atomicfile import atomic_write, fsync_dir
 from natsd.store.base import CorruptState
 from natsd.store.file.layout import META_FILE, META_SUM_FILE
 
 
-__all__ = ["meta_checksum", "write_meta", "read_meta", "atomic_write", "fsync_dir"]
+__all__ = ["meta_checksum", "new_stream_directory", "write_meta", "read_meta", "atomic_write", "fsync_dir"]
 
 
 class Sealer(Protocol):
@@ -42,18 +43,42 @@ def meta_checksum(data: bytes, key: str) -> str:
     return hashlib.blake2b(data, digest_size=8, key=key.encode()[:64]).hexdigest()
 
 
-def write_meta(directory: str, meta: dict, key: str, *, fsync: bool = True, asset: Sealer | None = None) -> None:
+def new_stream_directory(directory: str, msgs_dir: str) -> bool:
+    """Create ``directory`` and ``msgs_dir`` in it; False (nothing made) when ``directory`` is
+    already there or its parent is not (the caller's usual path handles both)."""
+    try:
+        os.mkdir(directory)
+    except OSError:  # (FileExistsError, FileNotFoundError: see above)
+        return False
+    os.mkdir(msgs_dir)
+    return True
+
+
+def write_meta(
+    directory: str, meta: dict, key: str, *, fsync: bool = True, asset: Sealer | None = None, new: bool = False
+) -> None:
     """Write ``meta.inf`` (JSON) and ``meta.sum`` into ``directory`` atomically.
 
     ``fsync=False`` (streams and consumers that do not sync always, as nats-server's
     ``writeFileWithOptionalSync``: strace -c shows no fsync in its stream creates): the files
     reach the OS (write and rename, which is what a kill -9 cannot undo) but are not forced to
-    the disk: three fsyncs cost more than the rest of a create together (issue 31)."""
-    os.makedirs(directory, exist_ok=True)
+    the disk: three fsyncs cost more than the rest of a create together (issue 31).
+
+    ``new``: ``directory`` was just created (:func:`new_stream_directory`): there is no old
+    content to keep or compare, so each file is written in place. A crash between the two
+    leaves a meta.inf without its checksum, which a start refuses as it refuses a torn one;
+    the create had not answered yet."""
     data = json.dumps(meta, separators=(",", ":"), sort_keys=False).encode()
     if asset is not None:
         data = asset.seal(data)
     checksum = meta_checksum(data, key).encode()
+    if new:
+        _write_new(os.path.join(directory, META_FILE), data, fsync)
+        _write_new(os.path.join(directory, META_SUM_FILE), checksum, fsync)
+        if fsync:
+            fsync_dir(directory)
+        return
+    os.makedirs(directory, exist_ok=True)
     if _on_disk(directory, data, checksum):
         # (An encrypted meta is sealed with a fresh nonce, so it never matches and is rewritten.)
         # A restart opens every stream with the meta it just read: rewriting the same bytes cost
@@ -64,6 +89,18 @@ def write_meta(directory: str, meta: dict, key: str, *, fsync: bool = True, asse
     atomic_write(os.path.join(directory, META_SUM_FILE), checksum, fsync=fsync)
     if fsync:
         fsync_dir(directory)
+
+
+def _write_new(path: str, data: bytes, fsync: bool) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _on_disk(directory: str, data: bytes, checksum: bytes) -> bool:
@@ -78,13 +115,15 @@ def _on_disk(directory: str, data: bytes, checksum: bytes) -> bool:
         return False
 
 
-def read_meta(directory: str, key: str, asset: Sealer | None = None) -> dict:
+def read_meta(directory: str, key: str, asset: Sealer | None = None, dir_fd: int | None = None) -> dict:
     """Read and verify ``meta.inf`` (decrypted with ``asset`` when given). Raises
     FileNotFoundError when absent and CorruptState when the checksum file is missing or does not
-    match, the encryption's tag fails, or the JSON is not an object."""
-    data = read_whole(os.path.join(directory, META_FILE))
+    match, the encryption's tag fails, or the JSON is not an object. ``dir_fd``: ``directory``
+    is relative to that open directory (a caller reading many consumers' metas: the kernel walks
+    two path components per file, not the whole store path)."""
+    data = _read_small(os.path.join(directory, META_FILE), dir_fd)
     try:
-        want = read_whole(os.path.join(directory, META_SUM_FILE)).strip().decode("ascii", "replace")
+        want = _read_small(os.path.join(directory, META_SUM_FILE), dir_fd).strip().decode("ascii", "replace")
     except FileNotFoundError:
         raise CorruptState(f"{directory}: {META_SUM_FILE} is missing") from None
     if meta_checksum(data, key) != want:
@@ -98,3 +137,23 @@ def read_meta(directory: str, key: str, asset: Sealer | None = None) -> dict:
     if not isinstance(meta, dict):
         raise CorruptState(f"{directory}: {META_FILE} is not a JSON object")
     return meta
+
+
+_SMALL = 1 << 16
+
+
+def _read_small(path: str, dir_fd: int | None) -> bytes:
+    """The bytes of a file that is almost always small (a meta.inf, a meta.sum): open, one read,
+    close; only a file of 64 KiB or more is read on. (read_whole's fstat to size the read is one
+    system call of four, and a restart after a kill -9 reads two such files per consumer.)"""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        data = os.read(fd, _SMALL)
+        if len(data) < _SMALL:
+            return data  # (a short read of a regular file is its end)
+        parts = [data]
+        while chunk := os.read(fd, 1 << 20):
+            parts.append(chunk)
+        return b"".join(parts)
+    finally:
+        os.close(fd)

@@ -98,24 +98,31 @@ def _holds(path: str, size: int, tail: bytes) -> bool:
 def peek_consumer_metas(directory: str, stream_name: str) -> list[dict] | None:
     """The verified meta.inf of every consumer stored with the stream in ``directory`` (as the
     store's recovery reads them), or None when one can not be read (the caller recovers the
-    stream at start, which reports it)."""
+    stream at start, which reports it). The files are opened relative to ``obs/`` (one open
+    directory for all of them: a restart after a kill -9 reads two files per consumer)."""
     obs = os.path.join(directory, OBS_DIR)
     try:
-        names = os.listdir(obs)
+        fd = os.open(obs, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except FileNotFoundError:
         return []
     except OSError:
         return None
-    out = []
-    for name in names:
-        d = os.path.join(obs, name)
-        try:
-            meta = read_meta(d, stream_name)
-        except FileNotFoundError:
-            if os.path.isdir(d) and not os.path.exists(os.path.join(d, META_FILE)):
-                continue  # (not a consumer: the store's recovery skips it too)
-            return None
-        except (OSError, CorruptState):
-            return None
-        out.append(meta)
-    return out
+    try:
+        names = os.listdir(fd)
+        out = []
+        for name in names:
+            try:
+                meta = read_meta(name, stream_name, dir_fd=fd)
+            except FileNotFoundError:
+                d = os.path.join(obs, name)
+                if os.path.isdir(d) and not os.path.exists(os.path.join(d, META_FILE)):
+                    continue  # (not a consumer: the store's recovery skips it too)
+                return None
+            except (OSError, CorruptState):
+                return None
+            out.append(meta)
+        return out
+    except OSError:
+        return None
+    finally:
+        os.close(fd)

@@ -80,7 +80,7 @@ from natsd.store.file.layout import (
     OBS_DIR,
     block_file_name,
 )
-from natsd.store.file.meta import fsync_dir, write_meta
+from natsd.store.file.meta import fsync_dir, new_stream_directory, write_meta
 from natsd.store.file.reads import BlockReads, MsgCorrupt
 from natsd.store.file.record import (
     BIG_RECORD,
@@ -196,13 +196,12 @@ class FileStreamStore(IndexedStreamStore):
         self._index_file = IndexFile(self, self._msgs_dir, index_interval_ns)
         self._compression = Compression(self, compress_inline)
         super().__init__(config, clock)
-        # The key first: a key that does not open the stream stops here, nothing written.
-        self._asset = open_asset_key(directory, keys, config.name, f"stream {config.name!r}")
-        os.makedirs(self._msgs_dir, exist_ok=True)
-        write_meta(directory, self._meta_dict(), config.name, fsync=self._sync_always, asset=self._asset)
+        # The key first (in _make_directory): one that does not open the stream stops there.
+        new = self._make_directory(keys, config.name)
+        write_meta(directory, self._meta_dict(), config.name, fsync=self._sync_always, asset=self._asset, new=new)
         recovery = Recovery(self)
         try:
-            recovery.run()
+            recovery.run(new)
         except BaseException:
             for b in self._blocks.values():
                 b.close()
@@ -231,6 +230,17 @@ class FileStreamStore(IndexedStreamStore):
         # Sealed blocks a crash left plain (or written before the stream asked for s2).
         for blk in list(self._blocks.values()):
             self._compression.queue(blk)
+
+    def _make_directory(self, keys: AccountKeys | None, name: str) -> bool:
+        """The stream's directory and its ``msgs/``; True when this call created them (a new
+        plain stream): holding no key, meta or block, they need no check, compare or recovery
+        (a create made half the system calls, issue 31). Otherwise the key is opened first: a
+        key that does not open the stream stops here, nothing written."""
+        if keys is None and new_stream_directory(self._dir, self._msgs_dir):
+            return True
+        self._asset = open_asset_key(self._dir, keys, name, f"stream {name!r}")
+        os.makedirs(self._msgs_dir, exist_ok=True)
+        return False
 
     # ------------------------------------------------------------------ config
     def _meta_dict(self) -> dict:

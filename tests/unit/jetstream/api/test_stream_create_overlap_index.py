@@ -100,3 +100,84 @@ def test_index_answers_as_the_per_stream_check():
         assert got == want, (step, cfg.subjects)
         if want is None and rng.random() < 0.5:
             configs.append(cfg)
+
+
+class _Stream:
+    """A stream as the index reads it, counting the reads of its config."""
+
+    reads = 0
+
+    def __init__(self, cfg: StreamConfig) -> None:
+        self._cfg = cfg
+
+    @property
+    def config(self) -> StreamConfig:
+        _Stream.reads += 1
+        return self._cfg
+
+
+def test_index_over_the_account_streams_answers_as_the_per_stream_check():
+    """check_new_in (the account's streams and its count of changes) through random adds,
+    updates, deletes and re-adds of a name, against the per-stream check."""
+    rng = random.Random(11)
+    toks = ["a", "b", "c", "*"]
+
+    def subject() -> str:
+        t = [rng.choice(toks) for _ in range(rng.randint(1, 3))]
+        return ".".join(t) + (".>" if rng.random() < 0.2 else "")
+
+    idx = StreamSubjects()
+    streams: dict[str, _Stream] = {}
+    version = 0
+    for step in range(500):
+        r = rng.random()
+        if r < 0.12 and streams:  # a delete
+            del streams[rng.choice(list(streams))]
+            version += 1
+            continue
+        if r < 0.25 and streams:  # an update: a new config in the same place
+            name = rng.choice(list(streams))
+            streams[name] = _Stream(StreamConfig(name=name, subjects=[subject()]))
+            version += 1
+            continue
+        name = f"N{step}" if rng.random() < 0.9 or not streams else f"N{rng.randrange(step)}"
+        cfg = StreamConfig(name=name, subjects=[subject() for _ in range(rng.randint(1, 2))])
+        others = {n: s._cfg for n, s in streams.items() if n != name}
+        try:
+            check_subject_overlap(cfg, others)
+            want = None
+        except ApiError as e:
+            want = e.err_code
+        try:
+            if name in streams:
+                check_subject_overlap(cfg, others)  # (what STREAM.CREATE does for an existing name: not asked)
+            else:
+                idx.check_new_in(cfg, streams, version)
+            got = None
+        except ApiError as e:
+            got = e.err_code
+        assert got == want, (step, cfg.subjects)
+        if want is None and rng.random() < 0.6:
+            streams[name] = _Stream(cfg)  # (an existing name: replaced in place, one change)
+            version += 1
+
+
+def test_a_create_reads_only_the_streams_added_since_the_last():
+    idx = StreamSubjects()
+    streams: dict[str, _Stream] = {}
+    for i in range(300):
+        idx.check_new_in(StreamConfig(name=f"S{i}", subjects=[f"s.{i}.>"]), streams, i)
+        streams[f"S{i}"] = _Stream(StreamConfig(name=f"S{i}", subjects=[f"s.{i}.>"]))
+    _Stream.reads = 0
+    idx.check_new_in(StreamConfig(name="N", subjects=["n.>"]), streams, 300)
+    assert _Stream.reads == 1  # S299, added since the last create
+    with pytest.raises(ApiError):
+        idx.check_new_in(StreamConfig(name="N", subjects=["s.7.x"]), streams, 300)
+    assert _Stream.reads == 1
+    # an update (one more change, no stream added): everything is read again
+    streams["S7"] = _Stream(StreamConfig(name="S7", subjects=["t.7"]))
+    _Stream.reads = 0
+    idx.check_new_in(StreamConfig(name="N", subjects=["s.7.x"]), streams, 301)
+    assert _Stream.reads == 300
+    with pytest.raises(ApiError):
+        idx.check_new_in(StreamConfig(name="N", subjects=["t.*"]), streams, 301)
