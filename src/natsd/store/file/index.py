@@ -435,9 +435,7 @@ def _decode_subjects_v4(
     return snames, (msgs, first, last, stale), p, free
 
 
-def _decode_subjects(
-    mv: memoryview, p: int, nslots: int
-) -> tuple[list, tuple[array, array, array, array], int, bool]:
+def _decode_subjects(mv: memoryview, p: int, nslots: int) -> tuple[list, tuple[array, array, array, array], int, bool]:
     """Version 3's columns -> (names, None for free slots; (msgs, first, last, stale) arrays)."""
     lens, p = _column(mv, p, "H", nslots)
     total = sum(lens) - _FREE * lens.count(_FREE)
