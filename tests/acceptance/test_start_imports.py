@@ -47,6 +47,8 @@ NOT_FOR_A_BARE_START = (
     "natsd.server.leaf",
     "natsd.server.auth.trust",
     "natsd.server.mqtt",
+    "natsd.config.mqtt",  # (issue 31: with an mqtt {} block only)
+    "natsd.config.jwt",  # (issue 31: the typed claims, with trust keys or a JWT client only)
     "natsd.spark",
     "natsd.cli",
     "natsd.testing",
@@ -69,6 +71,8 @@ NOT_FOR_JETSTREAM = (
     "natsd.server.leaf",
     "natsd.server.auth.trust",
     "natsd.server.mqtt",
+    "natsd.config.mqtt",
+    "natsd.config.jwt",
     "natsd.spark",
     "natsd.cli",
     "natsd.testing",

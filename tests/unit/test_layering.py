@@ -436,7 +436,7 @@ def test_the_per_message_path_loads_no_optional_room():
 FUNCTION_LOCAL_IMPORTS = {
     "(top)": 7 + 2,
     "cli": 22,
-    "config": 9 + 3 + 2,
+    "config": 9 + 3 + 2 + 3,
     "jetstream": 5 + 1 - 1 + 11 + 5 + 25 + 3,
     "server": 23 + 3 + 4 + 2 - 1 + 1,
     "spark": 15,
@@ -455,7 +455,8 @@ FUNCTION_LOCAL_IMPORTS = {
 # jetstream -1, server -1: sourcing's and MQTT's copies of getHash imported hashlib lazily; natsd.gohash now.
 # server +2: the auth callout (nkeys/PyNaCl) and the log-file/syslog handlers load only when configured (issue 29).
 # jetstream +3 (issue 31, restart time): the consumer and snapshot handlers load with their first request,
-# the consumer layer with the first stream that has consumers (natsd.jetstream.dormant.recover_consumers).
+# the consumer layer with the first stream that has consumers (natsd.jetstream.dormant.recover_consumers);
+# config +3: the mqtt block's module with an mqtt {} block, the typed JWT claims with trust keys.
 # store +1: ctypes (syncfs) only at a clean stop (issue 31).
 # store +1: ctypes (malloc_trim) only after a large index was built (natsd.store.memtrim, issue 31).
 # store +1: natsd.store.file.peek, loaded only by a restart after a kill -9 (issue 31, ADR 0009).
