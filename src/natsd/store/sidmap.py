@@ -74,7 +74,7 @@ class LazySubjectIds:
     def _adopt(self, store: IndexedStreamStore, d: dict[str, int]) -> None:
         self._dict = d
         self._store = None
-        if store._sid_of is self:  # type: ignore[comparison-overlap]
+        if store._sid_of is self:
             store._sid_of = d
 
     def _scan(self, name: str) -> int | None:
