@@ -205,3 +205,18 @@ def test_index_db_tells_free_slots_from_the_names_bytes(tmp_path, clock, free):
     assert snap.free_slots == bool(free)
     assert [i for i, n in enumerate(snap.snames) if n is None] == list(free)
     assert decode_index(encode_index(snap)).snames == snap.snames
+
+
+def test_the_build_trims_the_heap_it_churned(tmp_path, clock, monkeypatch):
+    from natsd.store import memtrim
+
+    _filled(tmp_path, clock)
+    seen: list[int] = []
+    monkeypatch.setattr(memtrim, "after_large_index", seen.append)
+    st = _open(tmp_path, clock)
+    try:
+        assert seen == [N + N]  # (recovery's own: subject slots + sequences)
+        st.store_msg("kv.new", None, b"n")  # a new subject: the dict is built (with its slot)
+        assert seen == [N + N, N + 1]
+    finally:
+        st.stop()
