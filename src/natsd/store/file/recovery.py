@@ -146,8 +146,6 @@ class Recovery:
         else:  # (a full scan starts from nothing: everything it reports lost is this recovery's)
             self._full_scan(ids, snap)
         s.recovered_lost = (max(len(set(s._lost_msgs)) - before[0], 0), max(s._lost_bytes - before[1], 0))
-        # (also when the subject dict is left to be built, store/sidmap.py: the heap keeps the
-        # freed read buffers of index.db, ~13 MB of RSS for a 200,000-key bucket)
         memtrim.after_large_index(len(s._snames) + len(s._pos))
 
     def _open_block(self, bid: int) -> MessageBlock:
