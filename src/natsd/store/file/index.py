@@ -89,7 +89,9 @@ class BlockInfo:
     tail: bytes
 
 
-@dataclass(slots=True)
+# (no repr nor eq: one holds a stream's whole index, never printed nor compared; their generated
+# methods were a visible part of loading this module at a restart, issue 31)
+@dataclass(slots=True, repr=False, eq=False)
 class IndexSnapshot:
     first: int
     last: int
