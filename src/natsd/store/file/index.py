@@ -54,6 +54,7 @@ checked through the version word)::
 
 from __future__ import annotations
 
+import mmap
 import struct
 from bisect import bisect_right
 import sys
@@ -186,7 +187,7 @@ def encode_index(snap: IndexSnapshot) -> bytes:
     return data + _U32.pack(crc32_big(data))
 
 
-def decode_index(data: bytes) -> IndexSnapshot:
+def decode_index(data: bytes | mmap.mmap) -> IndexSnapshot:
     """Parse and verify an index; CorruptState on any mismatch (the caller then rebuilds)."""
     if len(data) < _FIXED.size + 4:
         raise CorruptState("index: short file")
