@@ -47,6 +47,8 @@ NOT_FOR_A_BARE_START = (
     "natsd.server.leaf",
     "natsd.server.auth.trust",
     "natsd.server.mqtt",
+    "natsd.config.mqtt",  # (issue 31: with an mqtt {} block only)
+    "natsd.config.jwt",  # (issue 31: the typed claims, with trust keys or a JWT client only)
     "natsd.spark",
     "natsd.cli",
     "natsd.testing",
@@ -69,6 +71,8 @@ NOT_FOR_JETSTREAM = (
     "natsd.server.leaf",
     "natsd.server.auth.trust",
     "natsd.server.mqtt",
+    "natsd.config.mqtt",
+    "natsd.config.jwt",
     "natsd.spark",
     "natsd.cli",
     "natsd.testing",
@@ -269,3 +273,141 @@ def test_the_command_line_answers_without_loading_the_server():
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert r.stdout.startswith("natsd: v") and "LOADED False False" in r.stdout, r.stdout + r.stderr
+
+
+# -- a restart with a stream that has no consumer (a KV bucket): issue 31 ----------------------
+
+# natsd's entry point in a child that writes the loaded modules to DUMP each time TRIGGER appears
+# (the test creates it after its requests were answered; the child removes it), and goes on serving.
+DUMPING_CHILD = r"""
+import os, sys, threading, time
+trigger, dump = sys.argv[1], sys.argv[2]
+
+def watch():
+    while True:
+        while not os.path.exists(trigger):
+            time.sleep(0.005)
+        os.unlink(trigger)  # (consumed: the next one the test makes is a new request)
+        with open(dump + ".tmp", "w") as f:
+            f.write(" ".join(sorted(sys.modules)))
+        os.replace(dump + ".tmp", dump)
+
+threading.Thread(target=watch, daemon=True).start()
+from natsd.server.main import main
+sys.exit(main(sys.argv[3:]))
+"""
+
+# What a restarted stream without consumers does not load to answer its STREAM.INFO and a
+# direct get: the consumer layer (no consumer to recover, no consumer request) and the snapshot
+# layer (no stale restore directory, no snapshot request).
+NOT_FOR_A_KV_GET = (
+    "natsd.jetstream.consumer_registry",
+    "natsd.jetstream.consumer.core",
+    "natsd.jetstream.consumer.pull",
+    "natsd.jetstream.config.consumer_config",
+    "natsd.jetstream.api.consumers",
+    "natsd.jetstream.api.snapshot",
+    "natsd.jetstream.snapshot",
+)
+
+_KV = {
+    "name": "KV_B",
+    "subjects": ["$KV.B.>"],
+    "storage": "file",
+    "max_msgs_per_subject": 1,
+    "allow_rollup_hdrs": True,
+    "deny_delete": True,
+    "allow_direct": True,
+    "discard": "new",
+}
+
+
+def _reply(c: _Raw, subject: str, body: bytes = b"") -> tuple[bytes, bytes]:
+    """(header block or b"", payload) of the one reply to a request (MSG or HMSG)."""
+    c.sock.sendall(b"PUB %s _R.1 %d\r\n%s\r\n" % (subject.encode(), len(body), body))
+    while True:
+        line = c._line()
+        if line.startswith(b"PING"):
+            c.sock.sendall(b"PONG\r\n")
+            continue
+        if not line.startswith((b"MSG ", b"HMSG ")):
+            continue
+        parts = line.split()
+        size = int(parts[-1])
+        hsize = int(parts[-2]) if line.startswith(b"HMSG ") else 0
+        while len(c.buf) < size + 2:
+            c.buf += c.sock.recv(65536)
+        data, c.buf = c.buf[:size], c.buf[size + 2 :]
+        return data[:hsize], data[hsize:]
+
+
+def _dumping_start(store: Path, trigger: Path, dump: Path) -> tuple[subprocess.Popen, int]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "src"), env.get("PYTHONPATH")) if p)
+    args = ["-a", "127.0.0.1", "-p", str(port), "-js", "-sd", str(store)]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", DUMPING_CHILD, str(trigger), str(dump), *args],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return proc, port
+
+
+def _modules_now(trigger: Path, dump: Path) -> set[str]:
+    trigger.touch()
+    deadline = time.monotonic() + 30
+    while not dump.exists():
+        assert time.monotonic() < deadline, "the child did not write its modules"
+        time.sleep(0.005)
+    mods = set(dump.read_text().split())
+    dump.unlink()
+    return mods
+
+
+def test_a_restarted_bucket_answers_without_the_consumer_and_snapshot_layers(tmp_path):
+    store, trigger, dump = tmp_path / "store", tmp_path / "go", tmp_path / "modules"
+    proc, port = _start(store)
+    try:
+        c = _Raw(proc, port)
+        assert "error" not in c.request("$JS.API.STREAM.CREATE.KV_B", _KV)
+        for i in range(50):
+            assert "error" not in c.request(f"$KV.B.key{i}", {"v": i})
+        c.close()
+    finally:
+        _stop(proc)
+    proc, port = _dumping_start(store, trigger, dump)
+    try:
+        c = _Raw(proc, port)
+        assert c.request("$JS.API.STREAM.INFO.KV_B")["state"]["messages"] == 50
+        hdr, payload = _reply(c, "$JS.API.DIRECT.GET.KV_B.$KV.B.key49")
+        assert json.loads(payload) == {"v": 49} and b"Nats-Subject: $KV.B.key49" in hdr
+        mods = _modules_now(trigger, dump)
+        assert "natsd.jetstream.stream.core" in mods  # (the check sees the woken stream's modules)
+        assert _loaded(mods, NOT_FOR_A_KV_GET) == []
+        # ... and both load, and work, when first asked for: a consumer on the restarted stream
+        r = c.request(
+            "$JS.API.CONSUMER.DURABLE.CREATE.KV_B.W",
+            {"stream_name": "KV_B", "config": {"durable_name": "W", "ack_policy": "explicit"}},
+        )
+        assert r["num_pending"] == 50 and "error" not in r, r
+        hdr, payload = _reply(c, "$JS.API.CONSUMER.MSG.NEXT.KV_B.W", b'{"batch":1}')
+        assert json.loads(payload) == {"v": 0}
+        assert "natsd.jetstream.consumer_registry" in _modules_now(trigger, dump)
+        c.close()
+    finally:
+        _stop(proc)
+    # the next restart recovers that consumer (the stream wakes with it) and serves its pulls
+    proc, port = _start(store)
+    try:
+        c = _Raw(proc, port)
+        r = c.request("$JS.API.CONSUMER.INFO.KV_B.W")
+        assert r["config"]["durable_name"] == "W" and r["num_ack_pending"] == 1, r
+        hdr, payload = _reply(c, "$JS.API.CONSUMER.MSG.NEXT.KV_B.W", b'{"batch":1}')
+        assert json.loads(payload) in ({"v": 0}, {"v": 1})  # (the unacked one redelivered, or the next)
+        c.close()
+    finally:
+        _stop(proc)

@@ -12,19 +12,21 @@ import hashlib as _hashlib
 import json as _json
 from dataclasses import dataclass, field
 from datetime import datetime as _datetime
-from typing import Any as _Any, Callable as _Callable
+from typing import TYPE_CHECKING, Any as _Any, Callable as _Callable
 
 from natsd.config.lexer import ConfigError
 from natsd.config.parser import ConfigList, ConfigMap, Pos, parse_file
-from natsd.config.mqtt import MQTTOptions, parse_mqtt, validate_mqtt
 from natsd.config.ports import check_tree_ports
 from natsd.config.mappings import MappingList, parse_mappings
-from natsd.config.jwt import is_public_nkey
+from natsd.config.jwt_tokens import is_public_nkey
 from natsd.config.tls import TLSOptions, WebsocketOptions, parse_tls_block, parse_websocket_block
 from natsd.config.trust import TRUST_KEYS, TrustOptions, parse_trust_key
 from natsd.config.xkey import is_public_xkey
 from natsd.gotime import format_duration, parse_duration
 from natsd.subjects.tokens import is_valid_publish_subject, is_valid_subject
+
+if TYPE_CHECKING:  # (the mqtt block's module loads with an mqtt {} block: issue 31, start-up time)
+    from natsd.config.mqtt import MQTTOptions
 
 __all__ = [
     "ServerOptions",
@@ -1120,6 +1122,8 @@ def _validate(ctx: _Ctx, o: ServerOptions, tree: ConfigMap) -> None:
 
         validate_leafnodes(ctx, o, tree)
     if o.mqtt is not None:
+        from natsd.config.mqtt import validate_mqtt  # (only with an mqtt {} block)
+
         validate_mqtt(ctx, o, tree)
 
 
@@ -1365,6 +1369,8 @@ _TOP_LEVEL: dict[str, _Callable[[_Ctx, ServerOptions, ConfigMap, str], None]] = 
 
 
 def _h_mqtt(ctx: _Ctx, o: ServerOptions, m: ConfigMap, k: str) -> None:
+    from natsd.config.mqtt import parse_mqtt  # (only with an mqtt {} block)
+
     parse_mqtt(ctx, o, m, k, _host_port)
 
 

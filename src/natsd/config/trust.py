@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from natsd.config.jwt import JWTError, decode_account, decode_operator, extract_jwt, is_public_nkey
+from natsd.config.jwt_tokens import JWTError, extract_jwt, is_public_nkey
 from natsd.config.parser import ConfigList, ConfigMap
 
 __all__ = ["ResolverOptions", "TrustOptions", "parse_trust_key", "TRUST_KEYS"]
@@ -143,6 +143,9 @@ def _resolver(ctx, v: Any, pos) -> ResolverOptions | None:
 
 def parse_trust_key(ctx, trust: TrustOptions, m: ConfigMap, key: str, config_dir: str) -> None:
     """Apply one top-level trust key (one of :data:`TRUST_KEYS`) onto ``trust``."""
+    # (the typed claims load with a trust configuration only: issue 31, start-up time)
+    from natsd.config.jwt import decode_account, decode_operator
+
     kl = key.lower()
     v = m[key]
     pos = m.pos(key)

@@ -43,8 +43,9 @@ import os
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from natsd.atomicfile import atomic_write, fsync_dir
-from natsd.jetstream import consumer_registry
-from natsd.jetstream.consumer.pull import MSG_NEXT_PREFIX
+
+# (the consumer layer, consumer_registry, loads when a stream with consumers wakes: issue 31)
+from natsd.jetstream.consumer.helpers import MSG_NEXT_PREFIX
 from natsd.jetstream.consumer.status import status
 from natsd.jetstream.features.metadata import consumer_features
 from natsd.store import peek_stream
@@ -309,7 +310,7 @@ def wake(stream: Stream) -> None:
             lost[0],
             lost[1],
         )
-    consumer_registry.recover_all(stream)
+    recover_consumers(stream)
     stream._arm_expiry()  # (max_age: as a start would have armed it)
     if d.entry[3] is None:
         # Asleep since an unclean stop (peek_asleep): the recovery a start would have logged,
@@ -325,6 +326,19 @@ def wake(stream: Stream) -> None:
         log.debug(
             "JetStream: woke stream '%s > %s' (%d consumers)", stream.account.name, stream.name, len(stream.consumers)
         )
+
+
+def recover_consumers(stream: Stream) -> None:
+    """Re-create the consumers persisted with ``stream``; a stream without any (a KV bucket
+    nobody watches) does not load the consumer layer for it (issue 31, restart time)."""
+    try:
+        if not stream.store.consumer_names():
+            return
+    except StoreError:
+        return
+    from natsd.jetstream import consumer_registry  # (the consumer layer: with the first consumer)
+
+    consumer_registry.recover_all(stream)
 
 
 def _let_go(d: DormantStorage) -> None:

@@ -25,7 +25,9 @@ from natsd.config import feature_flags
 from natsd.gotime import format_duration, format_rfc3339_or_zero as rfc3339, parse_rfc3339_or_zero as parse_rfc3339
 from natsd.jetstream import domain_mappings
 from natsd.jetstream.consumer import ConsumerHub
-from natsd.jetstream.config.constants import JS_API_LEVEL  # (models load with the first stream: issue 26)
+
+# (models load with the first stream: issue 26)
+from natsd.jetstream.config.constants import JS_API_LEVEL, RESTORE_DIR_PREFIX
 from natsd.jetstream.templates import TemplateManager
 from natsd.jetstream.wire import dumps
 from natsd.jetstream.config.batch_limits import batch_limits_for
@@ -114,6 +116,15 @@ def _open_store(
         threaded_writes=True,
         keys=engine.keys_for(account),
     )
+
+
+def _has_stale_restores(directory: str) -> bool:
+    """Whether ``directory`` holds an upload directory a crash left (looked at without loading
+    the snapshot layer, which a restart with a store otherwise loaded for this: issue 31)."""
+    try:
+        return any(name.startswith(RESTORE_DIR_PREFIX) for name in os.listdir(directory))
+    except OSError:  # (a first start has no directory)
+        return False
 
 
 def _load_stream_meta(directory: str, keys: "AccountKeys | None" = None) -> dict | None:
@@ -205,8 +216,7 @@ class JsAccount:
         ]
         if engine.api is not None:
             self._subs.extend(engine.api.install(self))
-        if os.path.isdir(self.directory):  # (a first start has none)
-            # the snapshot (and stream) layer loads with the first stream (issue 26, start-up time)
+        if _has_stale_restores(self.directory):  # (rare: the snapshot layer loads then, issue 26/31)
             from natsd.jetstream.snapshot import remove_stale_restores
 
             remove_stale_restores(self)
@@ -343,7 +353,7 @@ class JsAccount:
         may_peek: bool = False,
     ) -> None:
         # (the stream layer loads with the first stream: issue 26)
-        from natsd.jetstream import consumer_registry, dormant
+        from natsd.jetstream import dormant
         from natsd.jetstream.config.models import StreamConfig
         from natsd.jetstream.stream.core import Stream, store_config_for
         from natsd.store.base import StoreKeyError
@@ -405,7 +415,7 @@ class JsAccount:
                 log.info("  Recovering %d consumers for stream - '%s > %s'", asleep[1], self.name, cfg.name)
             return
         try:
-            consumer_registry.recover_all(stream)
+            dormant.recover_consumers(stream)
         except Exception:
             log.exception("JetStream: recovering consumers of %s", cfg.name)
         if stream.consumers:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable
 
 from natsd.server.account import GLOBAL_ACCOUNT
 from natsd.server.log import TRACE, logger
-from natsd.config.jwt import is_public_key
+from natsd.config.jwt_tokens import is_public_key
 from natsd.subjects.mapping import MapDest, MappingError, SubjectMapper
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -3,15 +3,71 @@ the reply, errors included) and handler, in the reference's order (``jetstream_a
 
 A module of its own so that the handler modules (and the stream, consumer and snapshot layers
 they use) load with the first API request rather than at start-up (issue 26):
-:class:`natsd.jetstream.api.JetStreamApi` imports it on first use.
+:class:`natsd.jetstream.api.JetStreamApi` imports it on first use. The consumer and snapshot
+handlers (with the consumer and snapshot layers) load with the first request of theirs: a
+restarted KV bucket's first STREAM.INFO does not pay for them (issue 31, restart time).
 """
 
 from __future__ import annotations
 
-from natsd.jetstream.api import account, consumers, snapshot, streams, templates
-from natsd.jetstream.api.router import Route
+from types import ModuleType
+from typing import Callable
+
+from natsd.jetstream.api import account, streams, templates
+from natsd.jetstream.api.router import ApiRequest, Handler, Route
 
 __all__ = ["ROUTES"]
+
+
+def _consumers() -> ModuleType:
+    from natsd.jetstream.api import consumers  # (the consumer layer: with the first consumer request)
+
+    return consumers
+
+
+def _snapshot() -> ModuleType:
+    from natsd.jetstream.api import snapshot  # (the snapshot layer: with the first snapshot or restore)
+
+    return snapshot
+
+
+class _OnFirstUse:
+    """Stands for the handler ``name`` of the module ``module()`` imports (looked up at each
+    request: an import of a loaded module is a dict lookup)."""
+
+    __slots__ = ("module", "name")
+
+    def __init__(self, module: Callable[[], ModuleType], name: str) -> None:
+        self.module = module
+        self.name = name
+
+    def resolve(self) -> Handler:
+        handler: Handler = getattr(self.module(), self.name)
+        return handler
+
+    def __call__(self, req: ApiRequest) -> "dict | None":
+        return self.resolve()(req)
+
+
+def _on_first_use(module: Callable[[], ModuleType], name: str) -> Handler:
+    return _OnFirstUse(module, name)
+
+
+# (lower case: read as the modules they stand for in the table below)
+class consumers:
+    create = _on_first_use(_consumers, "create")
+    names = _on_first_use(_consumers, "names")
+    list_ = _on_first_use(_consumers, "list_")
+    info = _on_first_use(_consumers, "info")
+    delete = _on_first_use(_consumers, "delete")
+    pause = _on_first_use(_consumers, "pause")
+    unpin = _on_first_use(_consumers, "unpin")
+
+
+class snapshot:
+    snapshot_request = _on_first_use(_snapshot, "snapshot_request")
+    restore_request = _on_first_use(_snapshot, "restore_request")
+
 
 ROUTES: tuple[Route, ...] = (
     Route("$JS.API.INFO", "account_info_response", account.account_info),

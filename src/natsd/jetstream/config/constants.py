@@ -4,7 +4,7 @@ loads neither the models nor their enums and dataclasses."""
 
 from __future__ import annotations
 
-__all__ = ["MS", "SECOND", "JS_API_LEVEL"]
+__all__ = ["MS", "SECOND", "JS_API_LEVEL", "RESTORE_DIR_PREFIX"]
 
 MS = 1_000_000
 SECOND = 1_000_000_000
@@ -14,3 +14,7 @@ SECOND = 1_000_000_000
 #: ``window_size``, 4 fast batch publish and ``ack_policy: flow_control`` consumers, 5 (2.15) the
 #: stream identity of sourcing consumers (``natsd.jetstream.identity``).
 JS_API_LEVEL = 5
+
+#: Hidden upload directory of a file-storage restore, under ``<account>/streams/``
+#: (natsd.jetstream.snapshot.restore; here so that a start can look for stale ones cheaply).
+RESTORE_DIR_PREFIX = ".restore."

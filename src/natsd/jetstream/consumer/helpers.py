@@ -12,7 +12,10 @@ from natsd.gotime import parse_duration
 from natsd.nuid import nuid
 from natsd.protocol.headers import get_header as find_header
 
-__all__ = ["create_consumer_name", "rand4", "nuid", "parse_go_duration", "num", "find_header"]
+__all__ = ["create_consumer_name", "rand4", "nuid", "parse_go_duration", "num", "find_header", "MSG_NEXT_PREFIX"]
+
+#: Pull requests go to <prefix><stream>.<consumer> (re-exported by consumer.pull).
+MSG_NEXT_PREFIX = "$JS.API.CONSUMER.MSG.NEXT."
 
 _NAME_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 

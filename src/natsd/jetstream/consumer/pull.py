@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from natsd.gotime import format_duration
 from natsd.jetstream import gojson
-from natsd.jetstream.consumer import status as D
+from natsd.jetstream.consumer import helpers, status as D
 from natsd.jetstream.consumer.priority import (
     DROP,
     NONE,
@@ -40,7 +40,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["PullRequest", "WaitQueue", "parse_next_request", "BadRequest", "Pull", "MSG_NEXT_PREFIX"]
 
-MSG_NEXT_PREFIX = "$JS.API.CONSUMER.MSG.NEXT."
+# (spelled in helpers: a sleeping stream subscribes it without loading the pull machinery)
+MSG_NEXT_PREFIX = helpers.MSG_NEXT_PREFIX
 # A request finding the wait queue full sweeps it at most this often (nats-server: once a second).
 FULL_SWEEP_INTERVAL_NS = 1_000_000_000
 

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from natsd.jetstream import consumer_registry
 from natsd.jetstream.config.consumer_config import ConsumerConfig
 from natsd.jetstream.errors import ApiError, ApiErrors
+from natsd.jetstream.config.constants import RESTORE_DIR_PREFIX
 from natsd.jetstream.config.models import SECOND, StreamConfig
 from natsd.jetstream.config.stream_checks import check_subject_overlap, refuse_unsupported
 from natsd.jetstream.snapshot.archive import (
@@ -56,8 +57,6 @@ log = logging.getLogger("natsd.jetstream.snapshot")
 
 #: A restore with no chunk for this long fails as stalled (reference: 5 s).
 RESTORE_STALL_NS = 5 * SECOND
-#: Hidden upload directory of a file-storage restore, under ``<account>/streams/``.
-RESTORE_DIR_PREFIX = ".restore."
 RESTORE_PREFIX = "$JS.SNAPSHOT.RESTORE."
 
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from natsd.config.options import Permissions, ServerOptions, SubjectPermission, UserOptions
-from natsd.config.jwt import decode_sig, verify
+from natsd.config.jwt_tokens import decode_sig, verify
 from natsd.subjects.tokens import subject_matches
 
 __all__ = [

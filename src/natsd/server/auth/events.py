@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Protocol
 
-from natsd.config import jwt as J
+from natsd.config import jwt_tokens as J
 from natsd.gotime import format_rfc3339
 from natsd.nuid import nuid as next_nuid
 from natsd.server.msgtrace import server_info

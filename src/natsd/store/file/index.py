@@ -55,19 +55,20 @@ checked through the version word)::
                      (o) and o x u32 the slot ids kept outside the cells (version 6; a restart
                      adopts the cells instead of hashing every name into a new map, issue 31:
                      most of a 200,000-key bucket's index load; versions 1 to 5 have none)
-    u32              zlib.crc32 of every preceding byte
+    u32              CRC-32 (zlib's polynomial) of every preceding byte
 """
 
 from __future__ import annotations
 
+import mmap
 import struct
 from bisect import bisect_right
 import sys
-import zlib
 from array import array
 from dataclasses import dataclass, field
 
 from natsd.store.base import CorruptState
+from natsd.store.file.crc import crc32_big
 from natsd.store.seqindex import DEAD_SIDS, SZ_BIG, TS_MAX
 
 __all__ = ["IndexSnapshot", "BlockInfo", "encode_index", "decode_index"]
@@ -95,7 +96,9 @@ class BlockInfo:
     tail: bytes
 
 
-@dataclass(slots=True)
+# (no repr nor eq: one holds a stream's whole index, never printed nor compared; their generated
+# methods were a visible part of loading this module at a restart, issue 31)
+@dataclass(slots=True, repr=False, eq=False)
 class IndexSnapshot:
     first: int
     last: int
@@ -197,15 +200,16 @@ def encode_index(snap: IndexSnapshot) -> bytes:
         parts += [_U32.pack(len(cells)), cells.tobytes(), _U32.pack(len(snap.sover))]
         parts.append(array("I", snap.sover).tobytes())
     data = b"".join(parts)
-    return data + _U32.pack(zlib.crc32(data))
+    return data + _U32.pack(crc32_big(data))
 
 
-def decode_index(data: bytes) -> IndexSnapshot:
+def decode_index(data: bytes | mmap.mmap) -> IndexSnapshot:
     """Parse and verify an index; CorruptState on any mismatch (the caller then rebuilds)."""
     if len(data) < _FIXED.size + 4:
         raise CorruptState("index: short file")
     (crc,) = _U32.unpack_from(data, len(data) - 4)
-    if zlib.crc32(memoryview(data)[:-4]) != crc:
+    # (ISA-L's CRC-32 where installed, as the records': ~4 ms less for a 200,000-key bucket's 11 MB)
+    if crc32_big(memoryview(data)[:-4]) != crc:
         raise CorruptState("index: checksum mismatch")
     try:
         (magic, version, first, last, first_ts, last_ts, msgs, nbytes, base, n, marker_first, lost_bytes) = (

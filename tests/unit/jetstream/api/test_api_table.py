@@ -67,7 +67,9 @@ def test_dispatcher_finds_the_route(subject, handler, rtype):
     route = ApiDispatcher(ROUTES).lookup(subject)
     assert route is not None and route.response_type == rtype
     if handler is not None:
-        assert route.handler is handler
+        # (the consumer handlers stand in for their module until its first request: issue 31)
+        resolve = getattr(route.handler, "resolve", None)
+        assert (resolve() if resolve is not None else route.handler) is handler
 
 
 @pytest.mark.parametrize(
