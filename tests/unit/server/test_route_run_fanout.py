@@ -13,6 +13,7 @@ from natsd.server.account import Account
 from natsd.server.ports import ServerPorts
 from natsd.server.router import route, route_run
 from natsd.server.subscription import Subscription
+from tests.helpers.compiled import python_only
 
 from .test_router_many import FakeClient
 
@@ -56,6 +57,7 @@ def test_round_robin_over_many_connections_is_route_one_by_one(per_conn, with_re
     assert [len(c.soon) for c in a] == [1] * m
 
 
+@python_only
 def test_one_or_two_messages_per_connection_are_framed_as_route_frames_them(monkeypatch):
     laid_out = []
     real = router.msg_pieces
@@ -82,6 +84,7 @@ def test_a_connection_closed_by_its_first_message_gets_no_second():
     assert all(c.out_msgs == 2 for i, c in enumerate(conns) if i != 4)
 
 
+@python_only
 def test_requests_to_client_receivers_ask_each_distinct_result_once_for_a_stream(monkeypatch):
     # subjects10k-reply's shape: a run of requests over many subjects; whether a stream takes a
     # stretch of it is asked once per distinct match result, not once per message

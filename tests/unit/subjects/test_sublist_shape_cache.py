@@ -7,6 +7,7 @@ import random
 
 from natsd.subjects.sublist import Sublist
 from natsd.subjects.tokens import subject_matches
+from tests.helpers.compiled import python_only
 
 
 class Sub:
@@ -188,6 +189,7 @@ def test_match_many_with_shape_entries_answers_what_a_fresh_walk_answers():
             assert {frozenset(g) for g in r.qsubs} == {frozenset(g) for g in w.qsubs}, subject
 
 
+@python_only
 def test_match_many_of_cached_subjects_is_one_pass_over_the_cache():
     # issue 31 (the connections row): a publisher round robin over 100 subscriber subjects. Once
     # each subject was matched, a run of them is answered from the main cache without a match()
