@@ -439,11 +439,10 @@ class StreamSubjects:
     new subject, not a look at every one of the n streams' subjects (1,000 creates were
     quadratic: about a third of their CPU, issue 31).
 
-    The trie answers for the configs it was built from, kept beside it: before each use the
-    account's current configs are compared with them (one C-level pass: the same objects, or
-    equal ones; a create adds its config at the end, which is only inserted), and anything else
-    (an update replaced a config, a delete removed one) rebuilds it. So it can never answer for
-    a set of streams other than the current one."""
+    The trie answers for the configs it was built from, kept beside it, and for the account's
+    count of stream changes it was current with: a create that finds only additions since then
+    inserts those, and anything else (an update replaced a config, a delete removed one)
+    rebuilds it. So it can never answer for a set of streams other than the current one."""
 
     __slots__ = ("configs", "owners", "trie", "version")
 
@@ -459,22 +458,10 @@ class StreamSubjects:
         self.owners = []
         self.trie = OverlapTrie()
 
-    def check_new(self, cfg: StreamConfig, configs: list[StreamConfig]) -> None:
-        """As :func:`check_subject_overlap` of ``cfg`` against ``configs`` (the account's
-        streams' configs now, in the account's order), for a stream not among them."""
-        if not cfg.subjects:
-            return
-        self.version = -1
-        have = len(self.configs)
-        if have > len(configs) or configs[:have] != self.configs:
-            self._reset()  # (changed other than by creates: rebuilt)
-            have = 0
-        self._add(configs[have:])
-        self._ask(cfg, lambda: configs)
-
     def check_new_in(self, cfg: StreamConfig, streams: _Streams, version: int) -> None:
-        """:meth:`check_new` against the account's streams (by name, in the order they were
-        added) without reading each one: ``version`` is the account's count of changes to them
+        """:func:`check_subject_overlap` of ``cfg``, a stream not among them, against the
+        account's ``streams`` (by name, in the order they were added) without reading each
+        one: ``version`` is the account's count of changes to them
         (one per stream added, updated or deleted, see ``JsAccount.streams_version``). When the
         count grew by exactly the number of streams added since the last call, every change
         was an addition, at the end of ``streams``: only those are read. Anything else (an

@@ -67,41 +67,6 @@ def test_a_create_among_many_streams_asks_per_new_subject(env, monkeypatch):
     assert _create(env, "O", ["t.7"])["error"] == OVERLAP
 
 
-def test_index_answers_as_the_per_stream_check():
-    rng = random.Random(5)
-    toks = ["a", "b", "c", "*"]
-
-    def subject() -> str:
-        t = [rng.choice(toks) for _ in range(rng.randint(1, 3))]
-        return ".".join(t) + (".>" if rng.random() < 0.2 else "")
-
-    idx = StreamSubjects()
-    configs: list[StreamConfig] = []
-    for step in range(400):
-        r = rng.random()
-        if r < 0.15 and configs:  # a delete
-            configs.pop(rng.randrange(len(configs)))
-            continue
-        if r < 0.3 and configs:  # an update: a new config object in the same place
-            k = rng.randrange(len(configs))
-            configs[k] = StreamConfig(name=configs[k].name, subjects=[subject()])
-            continue
-        cfg = StreamConfig(name=f"N{step}", subjects=[subject() for _ in range(rng.randint(1, 2))])
-        try:
-            check_subject_overlap(cfg, {c.name: c for c in configs})
-            want = None
-        except ApiError as e:
-            want = e.err_code
-        try:
-            idx.check_new(cfg, list(configs))
-            got = None
-        except ApiError as e:
-            got = e.err_code
-        assert got == want, (step, cfg.subjects)
-        if want is None and rng.random() < 0.5:
-            configs.append(cfg)
-
-
 class _Stream:
     """A stream as the index reads it, counting the reads of its config."""
 
