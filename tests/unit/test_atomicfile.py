@@ -57,3 +57,21 @@ def test_a_stale_tmp_from_a_crash_is_overwritten(tmp_path):
 def test_fsync_dir_tolerates_a_missing_directory(tmp_path):
     fsync_dir(tmp_path)
     fsync_dir(tmp_path / "absent")
+
+
+def test_read_whole_with_a_guess_and_a_directory_fd_reads_every_byte(tmp_path):
+    from natsd.atomicfile import read_whole
+
+    data = bytes(range(256)) * 40  # 10,240 bytes
+    (tmp_path / "f").write_bytes(data)
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for guess in (None, 1, 100, len(data), len(data) + 1, 1 << 16):
+            assert read_whole("f", fd, guess) == data, guess
+        (tmp_path / "empty").write_bytes(b"")
+        assert read_whole("empty", fd, 64) == b""
+        with pytest.raises(FileNotFoundError):
+            read_whole("absent", fd, 64)
+    finally:
+        os.close(fd)
+    assert read_whole(tmp_path / "f") == data

@@ -21,12 +21,17 @@ import os
 from typing import Protocol
 
 # atomic_write/fsync_dir are natsd.atomicfile's; re-exported for the file store's modules
-from natsd.atomicfile import atomic_write, fsync_dir
+from natsd.atomicfile import atomic_write, fsync_dir, read_whole
 from natsd.store.base import CorruptState
 from natsd.store.file.layout import META_FILE, META_SUM_FILE
 
 
 __all__ = ["meta_checksum", "new_stream_directory", "write_meta", "read_meta", "atomic_write", "fsync_dir"]
+
+
+# meta.inf and meta.sum are read without an fstat: a first read of this many bytes holds them
+# (a stream's meta with hundreds of subjects is still a few KiB; a bigger one is read on).
+_META_GUESS = 1 << 16
 
 
 class Sealer(Protocol):
@@ -121,9 +126,10 @@ def read_meta(directory: str, key: str, asset: Sealer | None = None, dir_fd: int
     match, the encryption's tag fails, or the JSON is not an object. ``dir_fd``: ``directory``
     is relative to that open directory (a caller reading many consumers' metas: the kernel walks
     two path components per file, not the whole store path)."""
-    data = _read_small(os.path.join(directory, META_FILE), dir_fd)
+    data = read_whole(os.path.join(directory, META_FILE), dir_fd, _META_GUESS)
     try:
-        want = _read_small(os.path.join(directory, META_SUM_FILE), dir_fd).strip().decode("ascii", "replace")
+        raw = read_whole(os.path.join(directory, META_SUM_FILE), dir_fd, _META_GUESS)
+        want = raw.strip().decode("ascii", "replace")
     except FileNotFoundError:
         raise CorruptState(f"{directory}: {META_SUM_FILE} is missing") from None
     if meta_checksum(data, key) != want:
@@ -137,23 +143,3 @@ def read_meta(directory: str, key: str, asset: Sealer | None = None, dir_fd: int
     if not isinstance(meta, dict):
         raise CorruptState(f"{directory}: {META_FILE} is not a JSON object")
     return meta
-
-
-_SMALL = 1 << 16
-
-
-def _read_small(path: str, dir_fd: int | None) -> bytes:
-    """The bytes of a file that is almost always small (a meta.inf, a meta.sum): open, one read,
-    close; only a file of 64 KiB or more is read on. (read_whole's fstat to size the read is one
-    system call of four, and a restart after a kill -9 reads two such files per consumer.)"""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC, dir_fd=dir_fd)
-    try:
-        data = os.read(fd, _SMALL)
-        if len(data) < _SMALL:
-            return data  # (a short read of a regular file is its end)
-        parts = [data]
-        while chunk := os.read(fd, 1 << 20):
-            parts.append(chunk)
-        return b"".join(parts)
-    finally:
-        os.close(fd)
