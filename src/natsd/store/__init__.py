@@ -163,8 +163,16 @@ def load_stream_meta(directory: str, keys: AccountKeys | None = None, settle: bo
             from natsd.store.file.encrypt_plain import encrypt_stream_dir
 
             encrypt_stream_dir(directory, keys, name)
-        asset = open_asset_key(directory, keys, name, f"stream {name!r}")
-        return read_meta(directory, name, asset)
+        what = f"stream {name!r}"
+        if keys is None:
+            # A plain server looks for a meta.key only when meta.inf does not read as plain (an
+            # encrypted stream's does not), not for every stream at every start.
+            try:
+                return read_meta(directory, name)
+            except Exception:
+                open_asset_key(directory, None, name, what)  # StoreKeyError when it has a key
+                raise
+        return read_meta(directory, name, open_asset_key(directory, keys, name, what))
     except FileNotFoundError:
         return None
     except Exception as exc:
