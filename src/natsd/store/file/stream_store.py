@@ -271,7 +271,12 @@ class FileStreamStore(IndexedStreamStore):
             blk.ks, blk.key_path = self.block_keys(blk.id, create=True)
         fd = os.open(blk.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         if self._sync_always:
-            fsync_dir(self._msgs_dir)
+            try:
+                fsync_dir(self._msgs_dir)
+            except OSError:
+                os.close(fd)  # (and the file goes: the next flush's try creates it again, O_EXCL)
+                os.unlink(blk.path)
+                raise
         return fd
 
     # ------------------------------------------------------------------ config

@@ -145,3 +145,34 @@ def test_streams_created_through_the_api_have_no_msgs_until_used(tmp_path):
         assert os.listdir(streams / "A" / "msgs") == ["1.blk"]
     finally:
         env.stop()
+
+
+def test_with_sync_always_a_failed_fsync_of_the_new_entry_leaves_nothing_half_made(tmp_path, monkeypatch):
+    from natsd.store.file import stream_store
+
+    d = str(tmp_path / "S")
+    st = _open(d, sync_always=True)
+    real = stream_store.fsync_dir
+    calls: list[str] = []
+
+    def flaky(path: str) -> None:
+        calls.append(os.path.basename(path))
+        if path.endswith("msgs") and calls.count("msgs") == 1:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real(path)
+
+    monkeypatch.setattr(stream_store, "fsync_dir", flaky)
+    st.store_msg("s.a", None, b"lost")
+    with pytest.raises(StoreWriteError):
+        st.flush()
+    assert st.take_rollback() is not None
+    assert os.listdir(os.path.join(d, "msgs")) == []  # (the block file went with its failed fsync)
+    assert st.store_msg("s.a", None, b"kept")[0] == 1
+    st.flush()  # the retry makes the file again
+    assert calls == ["S", "msgs", "msgs"]  # (msgs/ made and synced once)
+    st._abandon()
+    st = _open(d)
+    try:
+        assert st.state().msgs == 1 and st.load_msg(1).msg == b"kept"
+    finally:
+        st.stop()
