@@ -4,6 +4,7 @@ uploads leave nothing behind."""
 
 from __future__ import annotations
 
+import os
 
 import cramjam
 
@@ -195,8 +196,6 @@ def test_a_stream_that_never_stored_a_message_snapshots_restores_and_restarts(en
     """A file stream without a block (no msgs/: its first write makes it) backs up and restores as
     an empty stream; the restored one has no block either until it is used, and keeps across a
     restart (a kill -9 too: no restart file)."""
-    import os
-
     env.create("ORDERS", subjects=["orders.>"], storage="file")
     reply, _, data = take_snapshot(env)
     final = upload_restore(env2, reply, data)
