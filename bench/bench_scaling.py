@@ -84,6 +84,8 @@ FIGURES: dict[str, tuple[str, bool]] = {
     "rss_mb": ("RSS after load MB", False),
     "bytes_per": ("RSS bytes per item after load", False),
     "create_s": ("create all s", False),
+    "create_user_s": ("server user CPU s of the creates", False),
+    "create_sys_s": ("server kernel CPU s of the creates", False),
     "pub_rate_c": ("publish msgs/s with the consumers", True),
     "fetch_rate": ("fetch msgs/s from one consumer (acked)", True),
     "stop_s": ("clean stop (SIGTERM until exit) s", False),
@@ -280,6 +282,14 @@ def proc_cpu_s(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_cpu_split_s(pid: int) -> tuple[float, float]:
+    """(user, sys) CPU seconds apart (as ``proc_cpu_s``): the kernel's share is what file-system load moves."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def proc_rss_mb(pid: int) -> float:
@@ -542,10 +552,14 @@ def axis_streams(server: Server, s: int, quick: bool) -> dict[str, float]:
     base = fresh(server)
     reqs = [stream_req(f"S{i}", [f"s.{i}.>"]) for i in range(s)]
 
+    cpu: list[tuple[float, float]] = []
+
     async def create(nc) -> float:
+        cpu.append(proc_cpu_split_s(server.pid))
         t0 = time.perf_counter()
         await _pipelined(nc, reqs)
         took = time.perf_counter() - t0
+        cpu.append(proc_cpu_split_s(server.pid))
         jsc = nc.jetstream()
         for lo in range(0, s, 200):  # one message per stream, so that recovery has a block to read
             await asyncio.gather(*(jsc.publish(f"s.{i}.x", b"x" * 16) for i in range(lo, min(s, lo + 200))))
@@ -554,6 +568,8 @@ def axis_streams(server: Server, s: int, quick: bool) -> dict[str, float]:
     took = js(server, create)
     time.sleep(0.3)
     out = {"create_s": took, "rss_mb": proc_rss_mb(server.pid)}
+    out["create_user_s"] = cpu[1][0] - cpu[0][0]
+    out["create_sys_s"] = cpu[1][1] - cpu[0][1]
     out["bytes_per"] = (out["rss_mb"] - base) * 1048576 / s
 
     async def served(nc) -> bool:

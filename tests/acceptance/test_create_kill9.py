@@ -2,13 +2,15 @@
 a subprocess, streams and durable consumers are created (pipelined, as a provisioning script
 does), acks are sent (and given the 100 ms within which ack progress reaches the OS), the
 server is killed with SIGKILL as soon as the last create's reply arrives, and the restart has
-every stream with its config, every consumer, and the acked state. (nats-server
+every stream with its config, every consumer, and the acked state; a stream that never stored a
+message has no ``msgs/``, and a kill -9 right after its first message keeps it. (nats-server
 makes the same promise for a kill: its meta.inf is written, not fsynced, before the reply.)"""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 
 import nats
 import pytest
@@ -95,5 +97,31 @@ def test_streams_and_consumers_survive_a_kill_9_right_after_their_replies(tmp_pa
     srv2 = start_server("natsd", tmp_path, store_dir=store)
     try:
         asyncio.run(_check(srv2.url))
+        srv2.kill()  # right after the first message of a stream that had none
     finally:
-        srv2.stop()
+        if srv2.alive():
+            srv2.kill()
+    streams = next(store.rglob("streams"))
+    # A stream that never stored a message has no msgs/ (its first write makes it).
+    assert sorted(os.listdir(streams / "S5")) == ["meta.inf", "meta.sum"]
+    assert os.listdir(streams / f"S{STREAMS - 1}" / "msgs") == ["1.blk"]
+    srv3 = start_server("natsd", tmp_path, store_dir=store)
+    try:
+        asyncio.run(_check_after_first(srv3.url))
+    finally:
+        srv3.stop()
+
+
+async def _check_after_first(url: str) -> None:
+    nc = await nats.connect(url)
+    try:
+        r = await _api(nc, f"$JS.API.STREAM.INFO.S{STREAMS - 1}")
+        assert (r["state"]["messages"], r["state"]["first_seq"], r["state"]["last_seq"]) == (1, 1, 1), r
+        m = await _api(nc, f"$JS.API.STREAM.MSG.GET.S{STREAMS - 1}", {"seq": 1})
+        assert m["message"]["subject"] == f"s.{STREAMS - 1}.x", m
+        r = await _api(nc, "$JS.API.STREAM.INFO.S5")
+        assert (r["state"]["messages"], r["state"]["last_seq"]) == (0, 0), r
+        ack = await nc.jetstream().publish("s.5.x", b"first")
+        assert ack.stream == "S5" and ack.seq == 1
+    finally:
+        await nc.close()

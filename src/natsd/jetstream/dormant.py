@@ -89,20 +89,27 @@ def _last_block(msgs: str) -> int:
 def fingerprint(directory: str, last_block: int = -1) -> list[int] | None:
     """Sizes and mtimes of what a stream's recovery reads first (meta.inf, index.db, the last
     block, which ``last_block`` names when known, and the mtimes of ``msgs/`` and ``obs/``, which
-    change when a block or a consumer comes or goes); None when unreadable."""
+    change when a block or a consumer comes or goes; without ``msgs/``, meta.inf and 0s: a
+    stream that never wrote a block); None when unreadable."""
     msgs = os.path.join(directory, "msgs")
     stat = os.stat
     try:
+        try:
+            msgs_mtime = stat(msgs).st_mtime_ns
+        except FileNotFoundError:
+            msgs_mtime = 0  # (no msgs/: a stream that never wrote a block, empty; no index.db)
         if last_block < 0:
-            last_block = _last_block(msgs)
+            last_block = _last_block(msgs) if msgs_mtime else 0
         out: list[int] = [last_block]
-        paths = [os.path.join(directory, "meta.inf"), os.path.join(msgs, "index.db")]
+        paths = [os.path.join(directory, "meta.inf")]
+        if msgs_mtime:
+            paths.append(os.path.join(msgs, "index.db"))
         if last_block:
             paths.append(os.path.join(msgs, f"{last_block}.blk"))
         for p in paths:
             st = stat(p)
             out += (st.st_size, st.st_mtime_ns)
-        out.append(stat(msgs).st_mtime_ns)
+        out.append(msgs_mtime)
         try:
             out.append(stat(os.path.join(directory, "obs")).st_mtime_ns)
         except FileNotFoundError:

@@ -127,12 +127,12 @@ def _has_stale_restores(directory: str) -> bool:
         return False
 
 
-def _load_stream_meta(directory: str, keys: "AccountKeys | None" = None) -> dict | None:
+def _load_stream_meta(directory: str, keys: "AccountKeys | None" = None, settle: bool = True) -> dict | None:
     """The persisted StoreConfig.meta of the stream in ``directory`` (None if unreadable;
     :func:`natsd.store.load_stream_meta` verifies the checksum). Both our own meta shape
     (``{"config": {...}, "created": ...}``) and the reference's flattened FileStreamInfo
     (``{"name": ..., ..., "created": ...}``) are understood."""
-    meta = load_stream_meta(directory, keys)
+    meta = load_stream_meta(directory, keys, settle)
     if not isinstance(meta, dict):
         return None
     if "config" not in meta and "name" in meta:
@@ -305,7 +305,8 @@ class JsAccount:
         nothing to do on their own start asleep (natsd.jetstream.dormant) after a clean stop, and
         after an unclean one when their files need no repair (dormant.peek_asleep)."""
         account_dir = os.path.dirname(self.directory)
-        dirs = list_stream_dirs(account_dir)
+        cut: set[str] = set()
+        dirs = list_stream_dirs(account_dir, cut)
         if not self.streams and not dirs:
             # a first start: the stream and consumer layers load with the first stream (issue 26); a
             # restart file left beside no stream is stale, and must not outlive a later crash
@@ -327,7 +328,7 @@ class JsAccount:
             sleeping = dormant.sleeping_state(sleep_entry, d) if sleep_entry is not None else None
             try:
                 # (a stream starting asleep has its meta.inf, unchanged, in the restart file)
-                meta = sleeping[2] if sleeping is not None else _load_stream_meta(d, keys)
+                meta = sleeping[2] if sleeping is not None else _load_stream_meta(d, keys, entry in cut)
             except StoreKeyError:
                 raise  # the keys and the store disagree: JetStream does not start (nothing written)
             except Exception:

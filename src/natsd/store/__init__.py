@@ -143,24 +143,36 @@ def store_encryption(cipher: str, key: str, prev_key: str = "") -> Encryption | 
     return Encryption(StoreCipher(cipher), key, prev_key)
 
 
-def load_stream_meta(directory: str, keys: AccountKeys | None = None) -> dict | None:
+def load_stream_meta(directory: str, keys: AccountKeys | None = None, settle: bool = True) -> dict | None:
     """The verified ``meta.inf`` of the stream stored in ``directory`` (the dict that was given
     as ``StoreConfig.meta``), or None (logged) when it is missing or fails its checksum. The
     checksum is keyed with the stream name, which is the directory's name. ``keys``: the
     account's encryption keys (natsd.store.file.encryption); StoreKeyError (not caught here)
-    when they do not open the stream, or the stream's encryption and the configuration disagree."""
+    when they do not open the stream, or the stream's encryption and the configuration disagree.
+    ``settle=False``: the caller's listing of the streams directory (``list_stream_dirs``) showed
+    no encryption in place cut for this stream, so its leftovers are not looked for (two stats a
+    stream at every start)."""
     from natsd.store.file.keyfiles import needs_encryption, open_asset_key, read_meta, settle_conversion
 
     name = os.path.basename(os.path.normpath(directory))
     try:
-        settle_conversion(directory)  # (an encryption in place a crash cut: natsd.store.file.encrypt_plain)
+        if settle:
+            settle_conversion(directory)  # (an encryption in place a crash cut: natsd.store.file.encrypt_plain)
         if keys is not None and needs_encryption(directory, keys):
             # Stored before the server had a key: encrypted now, as nats-server does (safely).
             from natsd.store.file.encrypt_plain import encrypt_stream_dir
 
             encrypt_stream_dir(directory, keys, name)
-        asset = open_asset_key(directory, keys, name, f"stream {name!r}")
-        return read_meta(directory, name, asset)
+        what = f"stream {name!r}"
+        if keys is None:
+            # A plain server looks for a meta.key only when meta.inf does not read as plain (an
+            # encrypted stream's does not), not for every stream at every start.
+            try:
+                return read_meta(directory, name)
+            except Exception:
+                open_asset_key(directory, None, name, what)  # StoreKeyError when it has a key
+                raise
+        return read_meta(directory, name, open_asset_key(directory, keys, name, what))
     except FileNotFoundError:
         return None
     except Exception as exc:
@@ -172,16 +184,18 @@ def load_stream_meta(directory: str, keys: AccountKeys | None = None) -> dict | 
         return None
 
 
-def list_stream_dirs(account_dir: str) -> list[str]:
+def list_stream_dirs(account_dir: str, cut: set[str] | None = None) -> list[str]:
     """Stream directories under ``<account_dir>/streams`` that hold a stream config (``meta.inf``),
-    sorted by name, for recovery at start-up. Missing directory -> ``[]``."""
+    sorted by name, for recovery at start-up. Missing directory -> ``[]``. ``cut``: gets the names
+    of the streams with an encryption in place a crash cut (``load_stream_meta`` settles them)."""
     streams = os.path.join(account_dir, "streams")
     try:
         names = sorted(os.listdir(streams))
     except FileNotFoundError:
         return []
     out = []
-    cut = set()
+    if cut is None:
+        cut = set()
     for name in names:
         if name.startswith(".") and name.endswith((".enc", ".plain")):
             # ".<stream>.enc"/".<stream>.plain": an encryption in place a crash cut (stream names

@@ -397,6 +397,49 @@ def check_remove_and_deleted(factory: StoreFactory) -> None:
     s.stop()
 
 
+def check_never_written(factory: StoreFactory) -> None:
+    """A stream that never stored anything (a file store has no block yet: its first write makes
+    it) answers every read as empty, across restarts (of every kind the factory makes), and its
+    first message, purge, compact, skip or config change works as on any stream."""
+    clock = ManualClock()
+    s = factory.make(_cfg(first_seq=50), clock)
+    for _ in range(2):
+        s = _restart(factory, s, clock)
+        st = s.state()
+        assert (st.msgs, st.bytes, st.first_seq, st.last_seq, st.num_subjects) == (0, 0, 50, 49, 0)
+        _raises(StoreEOF, s.load_msg, 50)
+        assert list(s.iter_msgs(0, 100)) == []
+        assert s.load_run(1, 10).seqs == []
+        assert s.subjects_totals(">") == {}
+        assert s.purge() == 0 and s.purge_ex("a", 0, 0) == 0
+        assert s.bytes_used == 0
+    s.update_config(_cfg(first_seq=50, max_msgs=5))
+    s = _restart(factory, s, clock)
+    assert s.store_msg("a", None, b"first")[0] == 50
+    s = _restart(factory, s, clock)
+    st = s.state()
+    assert (st.msgs, st.first_seq, st.last_seq) == (1, 50, 50)
+    assert s.load_msg(50).msg == b"first"
+    s.stop()
+    for op in ("compact", "skip", "purge"):
+        s = factory.make(_cfg(), clock)
+        if op == "compact":
+            assert s.compact(7) == 0
+            want = (0, 7, 6)
+        elif op == "skip":
+            s.skip_msgs(1, 3)
+            want = (0, 4, 3)
+        else:
+            assert s.purge() == 0
+            want = (0, 1, 0)
+        s.flush()
+        s = _restart(factory, s, clock)
+        st = s.state()
+        assert (st.msgs, st.first_seq, st.last_seq) == want, op
+        assert s.store_msg("a", None, b"x")[0] == want[2] + 1, op
+        s.stop()
+
+
 def check_purge(factory: StoreFactory) -> None:
     """purge() empties, sequences continue; purge_ex with subject / seq / keep."""
     clock = ManualClock()
@@ -1085,6 +1128,7 @@ def check_random_ops(factory: StoreFactory, seed: int, n: int = 150, limits: str
 STREAM_STORE_CHECKS = [
     check_store_and_load,
     check_first_seq,
+    check_never_written,
     check_max_msgs,
     check_max_bytes,
     check_max_msgs_per_subject,

@@ -179,3 +179,35 @@ def test_consumer_can_sleep_reads_a_config_or_its_json():
     assert dormant.consumer_can_sleep({"durable_name": "D", "ack_policy": "explicit"})
     assert not dormant.consumer_can_sleep(ConsumerConfig(durable_name="D", deliver_subject="x"))
     assert not dormant.consumer_can_sleep({"durable_name": "D", "metadata": "not an object"})
+
+
+def test_a_start_settles_encryptions_only_for_the_streams_the_listing_shows_cut(tmp_path, monkeypatch):
+    """The streams directory's listing (list_stream_dirs) shows which streams an encryption in
+    place was cut for (``.<name>.enc``/``.plain``): only those are settled; the others' leftovers
+    are not looked for (two stats a stream at every start after a kill -9)."""
+    from natsd.store.file import keyfiles
+    from tests.helpers.fakeports import JsEnv
+
+    env = JsEnv(str(tmp_path))
+    for name in ("A", "B"):
+        env.create(name, subjects=[f"{name}.>"], storage="file")
+    env.pub("A.x", b"a")
+    env.stop()
+    os.remove(tmp_path / "jetstream" / "$G" / dormant.RESTART_FILE)  # (what a kill -9 leaves)
+    (tmp_path / "jetstream" / "$G" / "streams" / ".B.enc").mkdir()  # (a copy a crash left)
+    settled: list[str] = []
+    real = keyfiles.settle_conversion
+
+    def spy(directory: str) -> None:
+        settled.append(os.path.basename(directory))
+        real(directory)
+
+    monkeypatch.setattr(keyfiles, "settle_conversion", spy)
+    env = JsEnv(str(tmp_path))
+    try:
+        assert settled == ["B"]
+        assert not (tmp_path / "jetstream" / "$G" / "streams" / ".B.enc").exists()
+        assert env.api("$JS.API.STREAM.INFO.A")["state"]["messages"] == 1
+        assert env.api("$JS.API.STREAM.INFO.B")["state"]["messages"] == 0
+    finally:
+        env.stop()

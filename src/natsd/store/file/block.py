@@ -19,6 +19,12 @@ or, the file already cut back by the thread, the bytes go back in front of ``pen
 StoreWriteError is raised exactly as by a failed ``flush``. Anything that needs those bytes
 (``flush``, ``sync``, reads and changes at or above ``flushed``) first waits for the job.
 
+A block may be made **lazily** (``make`` given, the last block a store opens): it exists only
+in memory (``fd`` -1, nothing flushed) until its first bytes are written, and ``make`` creates
+its file then (with ``msgs/`` and, encrypted, its key: the store's ``_create_block_file``), so a
+stream that is created, or that starts or rolls, writes no empty block. Nothing can be read
+from it before that but its ``pending`` bytes.
+
 A sealed block may be compressed (``compression: s2``, natsd.store.file.compress): the file is
 then replaced by its compressed form and ``comp`` reads it by plain offsets, so offsets,
 ``flushed`` (the plain size) and every read method mean the same for both kinds. A compressed
@@ -141,6 +147,7 @@ class MessageBlock:
         "jobs",
         "ks",
         "key_path",
+        "make",
     )
 
     def __init__(
@@ -151,32 +158,58 @@ class MessageBlock:
         cache: ChunkCache | None = None,
         ks: Keystream | None = None,
         key_path: str = "",
+        make: Callable[[MessageBlock], int] | None = None,
     ) -> None:
         self.id = block_id
         self.path = path
         #: The block's key stream (an encrypted store) and its key file, else None and "".
         self.ks = ks
         self.key_path = key_path
-        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
-        self.fd = os.open(path, flags, 0o644)
+        #: A lazy block's maker (see the module docstring): creates the file, returns its fd.
+        self.make = make
         self.cache = cache
         #: Bumped by every change of the file's bytes (erase, truncate, rewrite): a compression
         #: started before it is stale (see natsd.store.file.stream_store).
         self.gen = 0
         self.jobs: list[WriteJob] = []
-        self._detect()
+        self.comp: CompressedView | None = None
+        self.damaged: str | None = None
+        if make is None:
+            flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+            self.fd = os.open(path, flags, 0o644)
+            self._detect()
+        else:
+            self.fd = -1
+            self.flushed = self.pend_off = 0
         self.pending = bytearray()
         # Highest sequence any record in this block refers to: the block may be unlinked once
         # every such sequence is below the stream's first sequence.
         self.max_ref = 0
-        self.dirty_sync = create
+        self.dirty_sync = create and make is None
         self.werr: OSError | None = None
+
+    @property
+    def made(self) -> bool:
+        """Whether the block's file exists (a lazy block's first write creates it)."""
+        return self.make is None
+
+    def create_file(self) -> None:
+        """A lazy block's first write: its file now (StoreWriteError as a failed write, the
+        pending bytes kept: the next flush tries again)."""
+        make = self.make
+        assert make is not None
+        try:
+            self.fd = make(self)
+        except OSError as exc:  # no inode or space left, too many open files...
+            raise StoreWriteError(f"creating block {self.path} failed: {exc}", exc.errno) from exc
+        self.make = None
+        self.dirty_sync = True
 
     def _detect(self) -> None:
         """Plain or compressed file: sets ``comp`` and ``flushed`` (the plain size). A compressed
         file whose header is damaged reads as empty, ``damaged`` says why (recovery reports it)."""
-        self.comp: CompressedView | None = None
-        self.damaged: str | None = None
+        self.comp = None
+        self.damaged = None
         size = os.fstat(self.fd).st_size
         self.flushed = self.pend_off = size
         ks = self.ks
@@ -251,6 +284,8 @@ class MessageBlock:
         """Hand every pending byte to a WriteJob for the writer thread (see the module
         docstring); the caller submits it and later calls ``write_end``."""
         assert self.pending and self.werr is None
+        if self.make is not None:
+            self.create_file()  # (the store makes it before submitting: _create_block)
         ks = self.ks
         job = WriteJob(
             self.fd,
@@ -304,6 +339,8 @@ class MessageBlock:
             if sync:
                 self.sync()
             return False
+        if self.make is not None:
+            self.create_file()
         if self.werr is not None:
             self._cut_back()
         data = self.pending

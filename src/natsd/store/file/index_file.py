@@ -80,15 +80,20 @@ class IndexFile:
         """Snapshot the store's in-memory index (after a flush; atomic, fsynced)."""
         s = self._s
         s.flush()
+        if not s._msgs_made:
+            return  # no block was ever written: no msgs/, and recovery finds an empty stream
         mark = self.summary()
         if mark == self.mark and os.path.exists(self.path):
             self.written_at = s._clock.monotonic_ns()
             return  # (the file already describes exactly this index)
         for blk in s._blocks.values():
             blk.sync()
+        # (a lazy last block not written yet has no file: not listed, as a block made after
+        # the index would not be, so recovery and peek_stream_state see exactly the files)
         blocks = [
             BlockInfo(b.id, b.flushed, b.max_ref, b.read(b.flushed - 8, 8) if b.flushed >= 8 else b"")
             for b in s._blocks.values()
+            if b.made
         ]
         snap = IndexSnapshot(
             s._first,

@@ -9,6 +9,11 @@ A stream's directory (``<store_dir>/jetstream/<account>/streams/<stream>/``, as 
     obs/<consumer>/meta.inf, meta.sum   the consumer's config
     obs/<consumer>/o.dat  the consumer's state (natsd.store.file.consumer_state)
 
+``msgs/`` and a block's file are created by the block's first write (natsd.store.file.block,
+``make``): a new stream, or one that never stored anything, is its directory with ``meta.inf`` and
+``meta.sum`` only (``obs/`` comes with its first consumer). A stream directory without ``msgs/`` is an
+empty stream, not a damaged one.
+
 An encrypted store (``jetstream { cipher, key }``, natsd.store.file.encryption) adds the wrapped
 keys, as the reference names them: ``meta.key`` beside a stream's and a consumer's ``meta.inf``,
 ``msgs/<n>.key`` beside each block; the other files keep their names, their bytes encrypted.

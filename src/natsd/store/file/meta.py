@@ -48,14 +48,13 @@ def meta_checksum(data: bytes, key: str) -> str:
     return hashlib.blake2b(data, digest_size=8, key=key.encode()[:64]).hexdigest()
 
 
-def new_stream_directory(directory: str, msgs_dir: str) -> bool:
-    """Create ``directory`` and ``msgs_dir`` in it; False (nothing made) when ``directory`` is
-    already there or its parent is not (the caller's usual path handles both)."""
+def new_stream_directory(directory: str) -> bool:
+    """Create ``directory``; False (nothing made) when it is already there or its parent is not
+    (the caller's usual path handles both). Its ``msgs/`` comes with the first block file."""
     try:
         os.mkdir(directory)
     except OSError:  # (FileExistsError, FileNotFoundError: see above)
         return False
-    os.mkdir(msgs_dir)
     return True
 
 

@@ -12,6 +12,8 @@ shrank or changed, a missing or extra block, a compressed or encrypted block, a 
 recovers the stream at start as before, with its checksums, truncation and report of what was
 lost.
 
+A directory without ``msgs/`` is a stream that never wrote a block: empty, as recovery finds it.
+
 What is read: the ``msgs/`` listing, index.db, and per block its size, first 8 bytes (a
 compressed block is not compared here) and last 8; per consumer (:func:`peek_consumer_metas`)
 its verified meta.inf. The per-message arrays are decoded by :func:`decode_index` (whatever
@@ -42,7 +44,13 @@ def peek_stream_state(directory: str) -> tuple[StreamState, list[int]] | None:
     index.db is exactly current (see the module docstring), else None."""
     msgs = os.path.join(directory, MSGS_DIR)
     try:
-        names = os.listdir(msgs)
+        try:
+            names = os.listdir(msgs)
+        except FileNotFoundError:
+            # No msgs/: a stream that never wrote a block (its first message makes it), which
+            # recovery finds empty too. Its meta.inf is there (the caller read it), so this is
+            # not a stream directory that is gone.
+            return StreamState(first_seq=1), []
         ids = set()
         for name in names:
             bid = parse_block_file_name(name)

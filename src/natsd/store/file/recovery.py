@@ -125,22 +125,29 @@ class Recovery:
     def run(self, new: bool = False) -> None:
         """Rebuild the index: from index.db when it is current, else by a full scan. Leftover
         ``*.tmp`` files (a rewrite cut by a crash) are removed first. ``new``: the store's
-        directory was just created, empty (the same empty scan, without reading it)."""
+        directory was just created, empty (the same empty scan, without reading it). A
+        directory without ``msgs/`` is a stream that never wrote a block: empty, as new."""
         s = self._s
         ids = []
         snap = None
         if not new:
-            for name in os.listdir(s._msgs_dir):
-                bid = parse_block_file_name(name)
-                if bid is not None:
-                    ids.append(bid)
-                elif name.endswith(TMP_SUFFIX):
-                    os.unlink(os.path.join(s._msgs_dir, name))
-            ids.sort()
             try:
-                snap = s._index_file.read()
-            except CorruptState as exc:
-                log.warning("stream %s: %s; rebuilding from the blocks", s.config.name, exc)
+                names = os.listdir(s._msgs_dir)
+            except FileNotFoundError:
+                names = None
+            if names is not None:
+                s._msgs_made = True
+                for name in names:
+                    bid = parse_block_file_name(name)
+                    if bid is not None:
+                        ids.append(bid)
+                    elif name.endswith(TMP_SUFFIX):
+                        os.unlink(os.path.join(s._msgs_dir, name))
+                ids.sort()
+                try:
+                    snap = s._index_file.read()
+                except CorruptState as exc:
+                    log.warning("stream %s: %s; rebuilding from the blocks", s.config.name, exc)
         before = (0, 0)  # what earlier recoveries lost: index.db carries their total
         if snap is not None and self._load_index(snap, ids):
             before = (len(set(snap.lost)), snap.lost_bytes)

@@ -194,6 +194,9 @@ class FileStreamStore(IndexedStreamStore):
         self._writes = InFlightWrites(self, writer)
         self._faults = WriteFaults(self)
         self._index_file = IndexFile(self, self._msgs_dir, index_interval_ns)
+        # Whether msgs/ exists: a new stream has none until its first block file (a directory
+        # without one is an empty stream; recovery sets this).
+        self._msgs_made = False
         self._compression = Compression(self, compress_inline)
         super().__init__(config, clock)
         # The key first (in _make_directory): one that does not open the stream stops there.
@@ -232,15 +235,49 @@ class FileStreamStore(IndexedStreamStore):
             self._compression.queue(blk)
 
     def _make_directory(self, keys: AccountKeys | None, name: str) -> bool:
-        """The stream's directory and its ``msgs/``; True when this call created them (a new
-        plain stream): holding no key, meta or block, they need no check, compare or recovery
-        (a create made half the system calls, issue 31). Otherwise the key is opened first: a
-        key that does not open the stream stops here, nothing written."""
-        if keys is None and new_stream_directory(self._dir, self._msgs_dir):
+        """The stream's directory; True when this call created it (a new plain stream): holding
+        no key, meta or block, it needs no check, compare or recovery (a create made half the
+        system calls, issue 31). Otherwise the key is opened first: a key that does not open
+        the stream stops here, nothing written. ``msgs/`` is not made here but with the first
+        block file (``_create_block_file``): a stream that never stores anything has none."""
+        if keys is None and new_stream_directory(self._dir):
             return True
         self._asset = open_asset_key(self._dir, keys, name, f"stream {name!r}")
-        os.makedirs(self._msgs_dir, exist_ok=True)
+        os.makedirs(self._dir, exist_ok=True)
         return False
+
+    def _create_block(self, blk: MessageBlock) -> None:
+        """Create a lazy block's file before its first write goes to the writer thread; a
+        failure rolls back what is not on disk and raises, as a failed ``flush()``."""
+        try:
+            blk.create_file()
+        except StoreWriteError as exc:
+            self._faults.write_failed(blk, exc, self._marker_first)
+            raise
+
+    def _create_block_file(self, blk: MessageBlock) -> int:
+        """A lazy block's file, at its first write (MessageBlock.make): ``msgs/`` first when the
+        stream has none yet, the block's key when encrypted; returns the open file. With
+        ``sync_always`` the new directory entries are fsynced too (the bytes are by the flush)."""
+        if not self._msgs_made:
+            try:
+                os.mkdir(self._msgs_dir)
+            except FileExistsError:
+                pass
+            if self._sync_always:
+                fsync_dir(self._dir)
+            self._msgs_made = True
+        if self._keys is not None and blk.ks is None:
+            blk.ks, blk.key_path = self.block_keys(blk.id, create=True)
+        fd = os.open(blk.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        if self._sync_always:
+            try:
+                fsync_dir(self._msgs_dir)
+            except OSError:
+                os.close(fd)  # (and the file goes: the next flush's try creates it again, O_EXCL)
+                os.unlink(blk.path)
+                raise
+        return fd
 
     # ------------------------------------------------------------------ config
     def _meta_dict(self) -> dict:
@@ -265,24 +302,20 @@ class FileStreamStore(IndexedStreamStore):
             and writes.post()
         ):
             # The old block's tail goes to the writer thread (after the writes in flight).
+            if not old.made:
+                self._create_block(old)
             writes.submit(old)
         else:
             self._write_now(old)
         bid = (max(self._blocks) + 1) if self._blocks else 1
-        try:
-            ks, key_path = self.block_keys(bid, create=True)
-            blk = MessageBlock(
-                bid,
-                os.path.join(self._msgs_dir, block_file_name(bid)),
-                create=True,
-                cache=self._compression.chunks,
-                ks=ks,
-                key_path=key_path,
-            )
-        except OSError as exc:  # no inode left, too many open files...: the store refuses the write
-            raise StoreWriteError(
-                f"creating block {bid} of stream {self.config.name} failed: {exc}", exc.errno
-            ) from exc
+        # Lazy: the file (and its key, and msgs/ for a stream's first) is created by the block's
+        # first write, which fails as a write does (StoreWriteError: no inode left...).
+        blk = MessageBlock(
+            bid,
+            os.path.join(self._msgs_dir, block_file_name(bid)),
+            cache=self._compression.chunks,
+            make=self._create_block_file,
+        )
         self._blocks[bid] = blk
         self._lmb = blk
         if old is not None and old.id in self._blocks:

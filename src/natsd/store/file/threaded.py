@@ -94,6 +94,8 @@ class InFlightWrites:
         ):
             s.flush()
             return 0
+        if not lmb.made:
+            s._create_block(lmb)  # (its file first, on the loop: a failure as flush()'s)
         self.on_written = on_written
         self.submit(lmb)
         return self.token
@@ -138,7 +140,13 @@ class InFlightWrites:
             and (lmb.pending or s._first != s._marker_first)
         ):
             writer = self.writer
-            if writer is not None and lmb.werr is None and len(lmb.pending) >= writer.threshold and self.post():
+            if (
+                writer is not None
+                and lmb.made
+                and lmb.werr is None
+                and len(lmb.pending) >= writer.threshold
+                and self.post()
+            ):
                 self.submit(lmb)
             else:
                 try:

@@ -4,6 +4,7 @@ uploads leave nothing behind."""
 
 from __future__ import annotations
 
+import os
 
 import cramjam
 
@@ -189,3 +190,25 @@ def test_restore_that_cannot_add_the_stream_fails_as_the_reference(env):
     env.clock.run_soon()
     final = env.replies(r)[-1].json()
     assert final["config"]["name"] == "ORDERS2" and final["state"]["messages"] == 3
+
+
+def test_a_stream_that_never_stored_a_message_snapshots_restores_and_restarts(env, env2):
+    """A file stream without a block (no msgs/: its first write makes it) backs up and restores as
+    an empty stream; the restored one has no block either until it is used, and keeps across a
+    restart (a kill -9 too: no restart file)."""
+    env.create("ORDERS", subjects=["orders.>"], storage="file")
+    reply, _, data = take_snapshot(env)
+    final = upload_restore(env2, reply, data)
+    assert final["type"] == "io.nats.jetstream.api.v1.stream_create_response", final
+    d = env2.account.stream_dir("ORDERS")
+    assert sorted(os.listdir(d)) == ["meta.inf", "meta.sum"]
+    state = env2.api("$JS.API.STREAM.INFO.ORDERS")["state"]
+    assert (state["messages"], state["first_seq"], state["last_seq"]) == (0, 0, 0), state
+    env2.restart()  # clean: asleep from the restart file
+    assert env2.api("$JS.API.STREAM.INFO.ORDERS")["state"]["messages"] == 0
+    env2.engine.stop()
+    os.remove(os.path.join(os.path.dirname(os.path.dirname(d)), "natsd-restart.json"))
+    env2.restart()  # (no restart file: as after a kill -9)
+    assert env2.api("$JS.API.STREAM.INFO.ORDERS")["state"]["messages"] == 0
+    assert env2.pub("orders.1", b"first")["seq"] == 1
+    assert os.listdir(os.path.join(d, "msgs")) == ["1.blk"]

@@ -1,8 +1,9 @@
 """A stream store whose directory the create makes (issue 31): meta.inf and meta.sum written in
 place (no ``*.tmp`` and rename: there is nothing old to keep), no key, meta, index or block
-looked for; a directory that is already there takes the usual path (compared, replaced
-atomically, recovered). A crash between the two files leaves a meta.inf without its checksum,
-which a restart refuses (the stream is skipped, the others start), and a create of the same name
+looked for, and nothing else made (``msgs/`` and the first block come with the first write); a
+directory that is already there takes the usual path (compared, replaced atomically,
+recovered). A crash between the two files leaves a meta.inf without its checksum, which a
+restart refuses (the stream is skipped, the others start), and a create of the same name
 afterwards works."""
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ pytestmark = [pytest.mark.unit, pytest.mark.timeout(60)]
 
 def _calls(monkeypatch) -> list[tuple[str, str]]:
     seen: list[tuple[str, str]] = []
-    for name in ("open", "listdir", "replace", "stat"):
+    for name in ("open", "listdir", "replace", "stat", "mkdir"):
         real = getattr(os, name)
 
         def spy(*a, _real=real, _name=name, **k):
@@ -40,12 +41,16 @@ def test_a_new_directory_is_written_without_looking_or_renaming(tmp_path, monkey
     monkeypatch.undo()
     try:
         opened = sorted(f for n, f in seen if n == "open")
-        assert opened == ["1.blk", "meta.inf", "meta.sum"]  # (written once each; nothing read)
+        assert opened == ["meta.inf", "meta.sum"]  # (written once each; nothing read)
+        assert [f for n, f in seen if n == "mkdir"] == ["S"]  # (no msgs/, no obs/)
         assert not [c for c in seen if c[0] in ("listdir", "replace")]
-        assert sorted(os.listdir(d)) == ["meta.inf", "meta.sum", "msgs"]
+        assert sorted(os.listdir(d)) == ["meta.inf", "meta.sum"]
         assert read_meta(d, "S")["name"] == "S"
         st.store_msg("s.a", None, b"x")
+        assert sorted(os.listdir(d)) == ["meta.inf", "meta.sum"]  # (buffered: the flush writes it)
         st.flush()
+        assert sorted(os.listdir(d)) == ["meta.inf", "meta.sum", "msgs"]
+        assert os.listdir(os.path.join(d, "msgs")) == ["1.blk"]
     finally:
         st.stop()
     again = FileStreamStore(StoreConfig(name="S", subjects=["s.>"]), ManualClock(), d)

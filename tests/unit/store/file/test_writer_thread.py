@@ -82,7 +82,7 @@ def test_written_only_once_in_the_os_and_kept_across_kill9(tmp_path, disk):
         s = open_store(tmp_path)
         calls = []
         blk = s._lmb
-        size0 = os.path.getsize(blk.path)
+        assert not os.path.exists(blk.path)  # (a new stream's first block: made by its first write)
         disk.hold()
         for i in range(50):
             s.store_msg("a", None, b"x%d" % i)
@@ -92,7 +92,7 @@ def test_written_only_once_in_the_os_and_kept_across_kill9(tmp_path, disk):
         await asyncio.sleep(0.01)
         # In flight: not reported written, not on disk, the owner not called.
         assert s.written_token < token and calls == []
-        assert os.path.getsize(blk.path) == size0
+        assert os.path.getsize(blk.path) == 0  # (made on the loop, written by the thread)
         disk.gate.set()
         await until(lambda: calls)
         assert s.written_token >= token
