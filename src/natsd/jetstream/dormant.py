@@ -414,7 +414,7 @@ def peek_asleep(cfg: StreamConfig, directory: str) -> tuple[StreamState, int, li
     grown, nothing to cut or report). None: the stream is recovered at start."""
     if not config_can_sleep(cfg):
         return None
-    got = peek_stream(directory, cfg.name)
+    got = peek_stream(directory, cfg.name, cfg.first_seq)
     if got is None:
         return None
     st, lost, metas = got

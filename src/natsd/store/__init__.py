@@ -120,13 +120,14 @@ def open_stream_store(
     )
 
 
-def peek_stream(directory: str, name: str) -> tuple[StreamState, list[int], list[dict]] | None:
+def peek_stream(directory: str, name: str, first_seq: int = 1) -> tuple[StreamState, list[int], list[dict]] | None:
     """(state, sequences lost at earlier recoveries, every consumer's meta) of the plain file
     stream ``name`` in ``directory``, read without opening its store, when its ``index.db`` is
-    exactly current (natsd.store.file.peek); None when only a full recovery can tell."""
+    exactly current (natsd.store.file.peek); None when only a full recovery can tell. ``first_seq``:
+    the stream's configured first sequence (a stream that never wrote a block starts there)."""
     from natsd.store.file.peek import peek_consumer_metas, peek_stream_state
 
-    got = peek_stream_state(directory)
+    got = peek_stream_state(directory, first_seq)
     if got is None:
         return None
     consumers = peek_consumer_metas(directory, name)

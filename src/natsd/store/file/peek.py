@@ -39,7 +39,7 @@ __all__ = ["peek_stream_state", "peek_consumer_metas", "PEEK_MAX_INDEX"]
 PEEK_MAX_INDEX = 1 << 20
 
 
-def peek_stream_state(directory: str) -> tuple[StreamState, list[int]] | None:
+def peek_stream_state(directory: str, first_seq: int = 1) -> tuple[StreamState, list[int]] | None:
     """(state, the sequences earlier recoveries lost) of the plain stream in ``directory`` when its
     index.db is exactly current (see the module docstring), else None."""
     msgs = os.path.join(directory, MSGS_DIR)
@@ -49,8 +49,9 @@ def peek_stream_state(directory: str) -> tuple[StreamState, list[int]] | None:
         except FileNotFoundError:
             # No msgs/: a stream that never wrote a block (its first message makes it), which
             # recovery finds empty too. Its meta.inf is there (the caller read it), so this is
-            # not a stream directory that is gone.
-            return StreamState(first_seq=1), []
+            # not a stream directory that is gone. Empty from the configured first sequence.
+            first = first_seq or 1
+            return StreamState(first_seq=first, last_seq=first - 1), []
         ids = set()
         for name in names:
             bid = parse_block_file_name(name)

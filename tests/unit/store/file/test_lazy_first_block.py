@@ -176,3 +176,24 @@ def test_with_sync_always_a_failed_fsync_of_the_new_entry_leaves_nothing_half_ma
         assert st.state().msgs == 1 and st.load_msg(1).msg == b"kept"
     finally:
         st.stop()
+
+
+
+def test_a_never_written_stream_with_a_first_seq_starts_there_after_kill9(tmp_path):
+    # After a kill -9 the stream starts asleep from a peek of its directory: without msgs/ the
+    # peek must place the empty stream at its configured first sequence, as recovery does.
+    st, lost = peek_stream_state(str(tmp_path), 50)
+    assert (st.msgs, st.first_seq, st.last_seq, lost) == (0, 50, 49, [])
+    from natsd.jetstream import dormant
+
+    env = JsEnv(str(tmp_path / "js"))
+    env.create("F", subjects=["f"], storage="file", first_seq=50)
+    env.stop()
+    os.remove(tmp_path / "js" / "jetstream" / "$G" / dormant.RESTART_FILE)  # (what a kill -9 leaves)
+    env = JsEnv(str(tmp_path / "js"))
+    try:
+        state = env.api("$JS.API.STREAM.INFO.F")["state"]
+        assert (state["messages"], state["first_seq"], state["last_seq"]) == (0, 50, 49)
+        assert env.pub("f", b"x")["seq"] == 50
+    finally:
+        env.stop()
