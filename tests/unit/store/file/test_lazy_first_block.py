@@ -178,7 +178,6 @@ def test_with_sync_always_a_failed_fsync_of_the_new_entry_leaves_nothing_half_ma
         st.stop()
 
 
-
 def test_a_never_written_stream_with_a_first_seq_starts_there_after_kill9(tmp_path):
     # After a kill -9 the stream starts asleep from a peek of its directory: without msgs/ the
     # peek must place the empty stream at its configured first sequence, as recovery does.
