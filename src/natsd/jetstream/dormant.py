@@ -126,6 +126,8 @@ class DormantStorage:
         # The restart file's entry without its stream meta (~3.5 KB a stream, rebuilt from the
         # config when a stop finds the stream still asleep and carries the entry over).
         self.entry = entry[:4]
+        # The consumers to recover as soon as the stream wakes (entry_for); None: all of them.
+        self.eager: list[str] | None = entry[5] if len(entry) > 5 else None
         self.recovered_lost = (0, 0)
         self._state = state
         self._opener = opener
@@ -255,6 +257,10 @@ class DormantConsumers(dict):
     def clear(self) -> None:
         self._waker().clear()
 
+    def wake(self) -> dict:
+        """Wake the stream: its real ``consumers`` dict."""
+        return self._waker()
+
 
 def is_dormant(stream: Stream) -> bool:
     return isinstance(stream.store, DormantStorage)
@@ -278,8 +284,16 @@ def put_to_sleep(stream: Stream, store: DormantStorage, consumers: int) -> None:
     ports = stream.account.ports
 
     def on_request(subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
-        wake(stream)
-        if subject.rsplit(".", 1)[-1] in stream.consumers:
+        name = subject.rsplit(".", 1)[-1]
+        if isinstance(stream.store, DormantStorage):
+            wake(stream)
+            found = stream.consumer(name) is not None
+        elif name in stream.consumers:
+            return  # recovered before this request: its own subscription has it
+        else:  # (woken, some consumers not recovered yet: LazyConsumers)
+            lazy = stream.lazy
+            found = lazy is not None and lazy.recover(name) is not None
+        if found:  # (recovered now: it subscribed, the request goes again)
             ports.publish(subject, reply, hdr, payload)
         elif reply:  # (what a request to a consumer that is not there gets: no responders)
             ports.publish(reply, "", status(503, ""), b"")
@@ -294,6 +308,8 @@ def wake(stream: Stream) -> None:
     if not isinstance(d, DormantStorage) or stream.closed:
         return
     real = d.open()  # (first: a store that fails to open leaves the stream asleep as it was)
+    subs = list(d.subs)
+    d.subs.clear()  # (kept while some consumers wait to be recovered: LazyConsumers)
     _let_go(d)
     stream.store = real
     stream._store_msg = real.store_msg
@@ -310,7 +326,7 @@ def wake(stream: Stream) -> None:
             lost[0],
             lost[1],
         )
-    recover_consumers(stream)
+    _recover_woken(stream, d.eager, subs)
     stream._arm_expiry()  # (max_age: as a start would have armed it)
     if d.entry[3] is None:
         # Asleep since an unclean stop (peek_asleep): the recovery a start would have logged,
@@ -320,11 +336,15 @@ def wake(stream: Stream) -> None:
             stream.account.name,
             stream.name,
             f"{real.state().msgs:,}",
-            len(stream.consumers),
+            stream.num_consumers(),
         )
     else:
         log.debug(
-            "JetStream: woke stream '%s > %s' (%d consumers)", stream.account.name, stream.name, len(stream.consumers)
+            "JetStream: woke stream '%s > %s' (%d consumers, %d recovered)",
+            stream.account.name,
+            stream.name,
+            stream.num_consumers(),
+            len(stream.consumers),
         )
 
 
@@ -332,13 +352,101 @@ def recover_consumers(stream: Stream) -> None:
     """Re-create the consumers persisted with ``stream``; a stream without any (a KV bucket
     nobody watches) does not load the consumer layer for it (issue 31, restart time)."""
     try:
-        if not stream.store.consumer_names():
-            return
+        names = stream.store.consumer_names()
     except StoreError:
         return
-    from natsd.jetstream import consumer_registry  # (the consumer layer: with the first consumer)
+    if names:
+        from natsd.jetstream import consumer_registry  # (the consumer layer: with the first consumer)
 
-    consumer_registry.recover_all(stream)
+        consumer_registry.recover_all(stream, names)
+
+
+def _recover_woken(stream: Stream, eager: list[str] | None, subs: list[Subscription]) -> None:
+    """A woken stream's consumers: those ``eager`` names (all when None) are recovered now, the
+    others when first used (:class:`LazyConsumers`; ``subs``, the sleeping stream's MSG.NEXT and
+    RESET wildcards, stand for them meanwhile)."""
+    try:
+        names = stream.store.consumer_names()
+    except StoreError:
+        names = []
+    now = names if eager is None else [n for n in names if n in set(eager)]
+    if now:
+        from natsd.jetstream import consumer_registry  # (the consumer layer: with the first consumer)
+
+        consumer_registry.recover_all(stream, now)
+    later = [] if eager is None else [n for n in names if n not in stream.consumers and n not in set(eager)]
+    if later:
+        stream.lazy = LazyConsumers(stream, later, subs)
+    else:
+        for sub in subs:
+            sub.unsubscribe()
+
+
+class LazyConsumers:
+    """The consumers of a woken stream not recovered yet (``stream.lazy``): their names, each
+    recovered (``consumer_registry.recover``, exactly as at a start) the first time it is asked
+    for (:meth:`Stream.consumer`), all of them by anything that needs every consumer
+    (:meth:`Stream.all_consumers`: a purge, a stream update or delete, a snapshot, LIST pages,
+    /jsz with consumers). Which ones may wait was decided at the clean stop (:func:`entry_for`,
+    :func:`consumer_must_wake`): durable pull consumers with nothing to do on their own: no
+    message handed out and not acked (its ack timer, redeliveries, max_deliver, terminations
+    when a limit removes it), no priority groups, no original-speed replay, no "last per
+    subject" start, no natsd.* metadata feature. Until recovered a consumer's files are not
+    opened (a kill -9 leaves them as the clean stop did) and nothing in the stream depends on
+    it: limits retention (no ack floor to wait for), and its num_pending is counted from the
+    store when it is recovered, as a start counts it."""
+
+    def __init__(self, stream: Stream, names: list[str], subs: list[Subscription]) -> None:
+        self.stream = stream
+        self.names = set(names)
+        self.subs = subs
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def recover(self, name: str) -> Any:
+        """Consumer ``name`` recovered now (None: not one of these, or it no longer loads: a
+        consumer whose files are damaged is skipped, as at a start)."""
+        if name not in self.names:
+            return None
+        self.names.discard(name)
+        from natsd.jetstream import consumer_registry  # (the consumer layer: with the first consumer)
+
+        try:
+            o = consumer_registry.recover_one(self.stream, name)
+        finally:
+            if not self.names:
+                self.close()
+                if self.stream.lazy is self:
+                    self.stream.lazy = None
+        return o
+
+    def recover_all(self) -> None:
+        for name in sorted(self.names):
+            self.recover(name)
+
+    def close(self) -> None:
+        """Nothing left to recover, or the stream stops (the names stay: the restart file
+        counts them): drop the wildcards."""
+        for sub in self.subs:
+            sub.unsubscribe()
+        self.subs.clear()
+
+
+def consumer_must_wake(c: Any) -> bool:
+    """Whether a consumer of a stream stopped cleanly must be recovered as soon as the stream
+    wakes next time (see :class:`LazyConsumers`): something of its own would run, or its state
+    would follow what the stream does before it is used."""
+    cfg = c.cfg
+    meta = cfg.metadata
+    return bool(
+        c.t.pending
+        or cfg.priority_policy != "none"
+        or cfg.priority_groups
+        or cfg.replay_policy != "instant"
+        or cfg.deliver_policy == "last_per_subject"
+        or (meta and any(k.startswith("natsd.") for k in meta))
+    )
 
 
 def _let_go(d: DormantStorage) -> None:
@@ -432,7 +540,7 @@ def entry_for(stream: Stream, directory: str) -> list | None:
             if fp is None:
                 return None
             entry = [*entry[:3], fp]
-        return [*entry, d.config.meta]
+        return [*entry, d.config.meta, d.eager]
     if not can_sleep(stream):
         return None
     st = stream.store.state()
@@ -442,7 +550,9 @@ def entry_for(stream: Stream, directory: str) -> list | None:
     fp = fingerprint(directory)
     if fp is None:
         return None
-    return [[getattr(st, f) for f in _FIELDS], list(lost), len(stream.consumers), fp, stream.store.config.meta]
+    # (a consumer still waiting to be recovered stays so: nothing changed it)
+    eager = sorted(c.name for c in stream.consumers.values() if consumer_must_wake(c))
+    return [[getattr(st, f) for f in _FIELDS], list(lost), stream.num_consumers(), fp, stream.store.config.meta, eager]
 
 
 def read_restart_file(account_dir: str) -> dict[str, list]:
@@ -474,7 +584,10 @@ def sleeping_state(entry: list, directory: str) -> tuple[StreamState, int, dict]
     """(state, consumer count, stream meta) an entry records, if the stream's files still
     match it (None: the stream is recovered at start)."""
     try:
-        counters, lost, consumers, fp, meta = entry
+        counters, lost, consumers, fp, meta = entry[:5]
+        eager = entry[5] if len(entry) > 5 else None
+        if eager is not None and not (isinstance(eager, list) and all(isinstance(n, str) for n in eager)):
+            return None
         if not isinstance(meta, dict) or fingerprint(directory, int(fp[0])) != fp:
             return None
         st = StreamState(**dict(zip(_FIELDS, counters)))

@@ -188,6 +188,18 @@ class StreamView(Protocol):
     #: removes entries, so every value is a :class:`natsd.jetstream.consumer.Consumer`
     consumers: dict[str, ConsumerView]
 
+    def consumer(self, name: str) -> ConsumerView | None:
+        """Consumer ``name``, recovered now if the woken stream had not yet (None: no such consumer)."""
+        ...
+
+    def all_consumers(self) -> dict[str, ConsumerView]:
+        """``consumers`` with every consumer recovered."""
+        ...
+
+    def num_consumers(self) -> int:
+        """How many consumers, recovered or not."""
+        ...
+
     def add_consumer(self, consumer: ConsumerView) -> None: ...
 
     def remove_consumer(self, name: str) -> None: ...
