@@ -5,9 +5,11 @@ recover every consumer (meta, state) before serving; most of them are not touche
 After a **clean** stop nothing needs repair, so a stream whose work is all driven by clients can
 wait: at start it gets its config (meta.inf, read as before), its subscriptions and a
 :class:`DormantStorage` answering ``state()`` from what the clean stop recorded; its store is opened,
-recovered (the same :class:`~natsd.store.file.recovery.Recovery` as at start) and its consumers
-recovered the first time anything else reaches it (:func:`wake`): a publish it captures, a get,
-a direct get, any consumer lookup (``CONSUMER.INFO``/``NEXT``, an ack), a purge, a snapshot...
+recovered (the same :class:`~natsd.store.file.recovery.Recovery` as at start) the first time
+anything else reaches it (:func:`wake`): a publish it captures, a get, a direct get, any consumer
+lookup (``CONSUMER.INFO``/``NEXT``, an ack), a purge, a snapshot... After a clean stop its
+consumers are then recovered one by one as they are used (:class:`LazyConsumers`), except those
+the stop found with work of their own (:func:`consumer_must_wake`), recovered with the stream.
 
 What makes that safe:
 
@@ -40,6 +42,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from natsd.atomicfile import atomic_write, fsync_dir
@@ -356,9 +359,13 @@ def recover_consumers(stream: Stream) -> None:
     except StoreError:
         return
     if names:
-        from natsd.jetstream import consumer_registry  # (the consumer layer: with the first consumer)
+        _registry().recover_all(stream, names)
 
-        consumer_registry.recover_all(stream, names)
+
+def _registry() -> ModuleType:
+    from natsd.jetstream import consumer_registry  # (the consumer layer: with the first consumer)
+
+    return consumer_registry
 
 
 def _recover_woken(stream: Stream, eager: list[str] | None, subs: list[Subscription]) -> None:
@@ -371,9 +378,7 @@ def _recover_woken(stream: Stream, eager: list[str] | None, subs: list[Subscript
         names = []
     now = names if eager is None else [n for n in names if n in set(eager)]
     if now:
-        from natsd.jetstream import consumer_registry  # (the consumer layer: with the first consumer)
-
-        consumer_registry.recover_all(stream, now)
+        _registry().recover_all(stream, now)
     later = [] if eager is None else [n for n in names if n not in stream.consumers and n not in set(eager)]
     if later:
         stream.lazy = LazyConsumers(stream, later, subs)
@@ -410,10 +415,8 @@ class LazyConsumers:
         if name not in self.names:
             return None
         self.names.discard(name)
-        from natsd.jetstream import consumer_registry  # (the consumer layer: with the first consumer)
-
         try:
-            o = consumer_registry.recover_one(self.stream, name)
+            o = _registry().recover_one(self.stream, name)
         finally:
             if not self.names:
                 self.close()

@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.store.base import ConsumerState, StreamStore
     from natsd.store.file.encryption import AccountKeys
 
-__all__ = ["ApiView", "EngineView", "AccountView", "StreamView", "ConsumerView", "AckView"]
+__all__ = ["ApiView", "EngineView", "AccountView", "StreamView", "ConsumerView", "AckView", "LazyConsumersView"]
 
 
 class ApiView(Protocol):
@@ -162,6 +162,20 @@ class ConsumerView(Protocol):
     def stop(self) -> None: ...
 
     def delete(self, advisory: bool = True) -> None: ...
+
+
+class LazyConsumersView(Protocol):
+    """A woken stream's consumers not recovered yet (:class:`natsd.jetstream.dormant.LazyConsumers`)."""
+
+    names: set[str]
+
+    def __len__(self) -> int: ...
+
+    def recover(self, name: str) -> ConsumerView | None: ...
+
+    def recover_all(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class StreamView(Protocol):

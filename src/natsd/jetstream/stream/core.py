@@ -40,8 +40,7 @@ from natsd.subjects.tokens import subjects_collide, subset
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Clock, Timer
-    from natsd.jetstream.dormant import LazyConsumers
-    from natsd.jetstream.views import AccountView, ConsumerView
+    from natsd.jetstream.views import AccountView, ConsumerView, LazyConsumersView
     from natsd.jetstream.ports import Subscription
     from natsd.jetstream.stream.sourcing import SourceLink
 
@@ -87,7 +86,7 @@ class Stream:
         # A woken stream's consumers not recovered yet (natsd.jetstream.dormant.LazyConsumers):
         # every lookup by name goes through consumer(), anything needing all of them through
         # all_consumers(), counts through num_consumers(); ``consumers`` holds the recovered ones.
-        self.lazy: LazyConsumers | None = None
+        self.lazy: LazyConsumersView | None = None
         # Consumers told about new messages after each turn: push consumers and pull consumers
         # with waiting requests (issue 31: a publish must not touch thousands of idle consumers;
         # they read notified_seq when they next count num_pending or get a request).
