@@ -192,8 +192,10 @@ def _open_store(stream: "StreamView", o: Consumer) -> "ConsumerStore | None":
         raise ApiErrors.CONSUMER_STORE_FAILED(err=str(e)) from None
 
 
-def recover(stream: "StreamView", name: str) -> Consumer | None:
-    """Re-create consumer ``name`` from its persisted meta and state (server restart)."""
+def recover(stream: "StreamView", name: str, first: int | None = None) -> Consumer | None:
+    """Re-create consumer ``name`` from its persisted meta and state (server restart).
+    ``first``: the stream's first sequence to clamp to (None: its first sequence now; see
+    ``Consumer.clamp_to_stream``)."""
     cs = stream.store.consumer_store(name, None)
     meta = cs.meta
     if not meta or "config" not in meta:
@@ -218,7 +220,7 @@ def recover(stream: "StreamView", name: str) -> Consumer | None:
     elif fresh:
         o.select_start()
     else:
-        o.clamp_to_stream()
+        o.clamp_to_stream(first)
     o.start()
     if o.dead_letters is not None:
         # natsd.dead_letter: copies a crash left unconfirmed go again once every stream is back
@@ -239,11 +241,11 @@ def recover_all(stream: "StreamView", names: list[str] | None = None) -> None:
         recover_one(stream, name)
 
 
-def recover_one(stream: "StreamView", name: str) -> Consumer | None:
+def recover_one(stream: "StreamView", name: str, first: int | None = None) -> Consumer | None:
     """:func:`recover`; a consumer whose config no longer loads is skipped (None), not fatal
     for the stream."""
     try:
-        return recover(stream, name)
+        return recover(stream, name, first)
     except (ApiError, StoreError, ValueError, KeyError, TypeError):
         return None
 

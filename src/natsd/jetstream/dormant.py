@@ -51,7 +51,7 @@ from natsd.atomicfile import atomic_write, fsync_dir
 from natsd.jetstream.consumer.helpers import MSG_NEXT_PREFIX
 from natsd.jetstream.consumer.status import status
 from natsd.jetstream.features.metadata import consumer_features
-from natsd.store import peek_stream
+from natsd.store import peek_consumers_idle, peek_stream
 from natsd.store.base import StoreError, StreamState
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -122,7 +122,12 @@ class DormantStorage:
     member wakes the stream (``waker``) and is the real store's."""
 
     def __init__(
-        self, config: Callable[[], StoreConfig], state: StreamState, opener: Callable[[], StreamStore], entry: list
+        self,
+        config: Callable[[], StoreConfig],
+        state: StreamState,
+        opener: Callable[[], StreamStore],
+        entry: list,
+        directory: str = "",
     ) -> None:
         self._config_fn = config
         self._config: StoreConfig | None = None
@@ -131,6 +136,11 @@ class DormantStorage:
         self.entry = entry[:4]
         # The consumers to recover as soon as the stream wakes (entry_for); None: all of them.
         self.eager: list[str] | None = entry[5] if len(entry) > 5 else None
+        # Asleep since a kill -9 (peek_asleep): the consumers whose config alone says they must be
+        # recovered at wake; the others are if their state says so (peek_consumers_idle). None:
+        # all of them are.
+        self.state_check: list[str] | None = entry[6] if len(entry) > 6 else None
+        self.directory = directory
         self.recovered_lost = (0, 0)
         self._state = state
         self._opener = opener
@@ -329,7 +339,7 @@ def wake(stream: Stream) -> None:
             lost[0],
             lost[1],
         )
-    _recover_woken(stream, d.eager, subs)
+    _recover_woken(stream, d, subs)
     stream._arm_expiry()  # (max_age: as a start would have armed it)
     if d.entry[3] is None:
         # Asleep since an unclean stop (peek_asleep): the recovery a start would have logged,
@@ -368,14 +378,20 @@ def _registry() -> ModuleType:
     return consumer_registry
 
 
-def _recover_woken(stream: Stream, eager: list[str] | None, subs: list[Subscription]) -> None:
-    """A woken stream's consumers: those ``eager`` names (all when None) are recovered now, the
-    others when first used (:class:`LazyConsumers`; ``subs``, the sleeping stream's MSG.NEXT and
-    RESET wildcards, stand for them meanwhile)."""
+def _recover_woken(stream: Stream, d: DormantStorage, subs: list[Subscription]) -> None:
+    """A woken stream's consumers: those the clean stop named (``d.eager``) are recovered now,
+    or after a kill -9 those whose config or state say so (``d.state_check``), or else all of
+    them; the others when first used (:class:`LazyConsumers`; ``subs``, the sleeping stream's
+    MSG.NEXT and RESET wildcards, stand for them meanwhile)."""
     try:
         names = stream.store.consumer_names()
     except StoreError:
         names = []
+    eager = d.eager
+    if eager is None and d.state_check is not None and d.directory and names:
+        by_config = set(d.state_check)
+        idle = peek_consumers_idle(d.directory, [n for n in names if n not in by_config])
+        eager = [n for n in names if n not in idle]
     now = names if eager is None else [n for n in names if n in set(eager)]
     if now:
         _registry().recover_all(stream, now)
@@ -405,6 +421,10 @@ class LazyConsumers:
         self.stream = stream
         self.names = set(names)
         self.subs = subs
+        # The stream's first sequence when it woke: a consumer recovered later is clamped to it,
+        # as it would have been at the wake (what a limit removed since then it skips anyway,
+        # its num_pending is counted from the store); a purge recovers them all first.
+        self.first = stream.store.state().first_seq
 
     def __len__(self) -> int:
         return len(self.names)
@@ -416,7 +436,7 @@ class LazyConsumers:
             return None
         self.names.discard(name)
         try:
-            o = _registry().recover_one(self.stream, name)
+            o = _registry().recover_one(self.stream, name, self.first)
         finally:
             if not self.names:
                 self.close()
@@ -438,17 +458,24 @@ class LazyConsumers:
 
 def consumer_must_wake(c: Any) -> bool:
     """Whether a consumer of a stream stopped cleanly must be recovered as soon as the stream
-    wakes next time (see :class:`LazyConsumers`): something of its own would run, or its state
-    would follow what the stream does before it is used."""
-    cfg = c.cfg
-    meta = cfg.metadata
+    wakes next time (see :class:`LazyConsumers`): something of its own would run (a message
+    handed out and not acked), or what its config asks for (:func:`config_must_wake`)."""
+    return bool(c.t.pending) or config_must_wake(c.cfg)
+
+
+def config_must_wake(ccfg: Any) -> bool:
+    """The part of :func:`consumer_must_wake` its config decides: priority groups, replay at
+    the original speed, a "last per subject" start (chosen at recovery), a natsd.* metadata
+    feature. ``ccfg``: a ConsumerConfig or the JSON of one (meta.inf's, read after a kill -9),
+    where defaults may be left out."""
+    get = ccfg.get if isinstance(ccfg, dict) else lambda k: getattr(ccfg, k, None)
+    meta = get("metadata")
     return bool(
-        c.t.pending
-        or cfg.priority_policy != "none"
-        or cfg.priority_groups
-        or cfg.replay_policy != "instant"
-        or cfg.deliver_policy == "last_per_subject"
-        or (meta and any(k.startswith("natsd.") for k in meta))
+        (get("priority_policy") or "none") != "none"
+        or get("priority_groups")
+        or (get("replay_policy") or "instant") != "instant"
+        or get("deliver_policy") == "last_per_subject"
+        or (isinstance(meta, dict) and any(k.startswith("natsd.") for k in meta))
     )
 
 
@@ -524,12 +551,19 @@ def peek_asleep(cfg: StreamConfig, directory: str) -> tuple[StreamState, int, li
     st, lost, metas = got
     if len(lost) > _MAX_LOST:
         return None
+    by_config: list[str] | None = []
     for meta in metas:
         ccfg = meta.get("config")
         if not isinstance(ccfg, dict) or not consumer_can_sleep(ccfg):
             return None
-    # (the fingerprint is taken when a stop finds the stream still asleep: entry_for)
-    entry = [[getattr(st, f) for f in _FIELDS], lost, len(metas), None]
+        name = meta.get("name")
+        if not isinstance(name, str):
+            by_config = None  # (a meta without its name: every consumer is recovered at wake)
+        elif by_config is not None and config_must_wake(ccfg):
+            by_config.append(name)
+    # (the fingerprint is taken when a stop finds the stream still asleep: entry_for; the
+    # sixth field, the clean stop's eager list, is unknown: DormantStorage.state_check)
+    entry = [[getattr(st, f) for f in _FIELDS], lost, len(metas), None, None, None, by_config]
     return st, len(metas), entry
 
 

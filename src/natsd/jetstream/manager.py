@@ -382,6 +382,7 @@ class JsAccount:
                         asleep[0],
                         lambda: _open_store(cfg, created, d, engine, self.name),
                         sleep_entry,
+                        d,
                     ),
                 )
             else:

@@ -49,6 +49,7 @@ __all__ = [
     "list_stream_dirs",
     "load_stream_meta",
     "peek_stream",
+    "peek_consumers_idle",
     "store_encryption",
     "DEFAULT_SYNC_INTERVAL_NS",
     "MemoryStreamStore",
@@ -131,6 +132,14 @@ def peek_stream(directory: str, name: str) -> tuple[StreamState, list[int], list
         return None
     consumers = peek_consumer_metas(directory, name)
     return None if consumers is None else (got[0], got[1], consumers)
+
+
+def peek_consumers_idle(directory: str, names: list[str]) -> set[str]:
+    """Those of the consumers ``names`` of the plain file stream in ``directory`` whose state has
+    nothing pending and needs no repair (natsd.store.file.peek.peek_consumers_idle)."""
+    from natsd.store.file.peek import peek_consumers_idle as peek
+
+    return peek(directory, names)
 
 
 def store_encryption(cipher: str, key: str, prev_key: str = "") -> Encryption | None:

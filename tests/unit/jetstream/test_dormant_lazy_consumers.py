@@ -203,3 +203,63 @@ def test_an_entry_without_the_eager_list_recovers_all_at_wake(tmp_path):
     env.pub("s.1")
     assert sorted(s.consumers) == ["A", "B"] and s.lazy is None
     env.stop()
+
+
+def test_after_a_kill_the_config_and_the_state_decide_which_wait(tmp_path):
+    """Asleep since a kill -9 (no restart file, natsd.jetstream.dormant.peek_asleep): a consumer
+    is recovered at wake when its meta.inf's config says so, or its o.dat has a message pending,
+    or the o.dat is not one a recovery takes as it is (damaged: reset and reported at wake)."""
+    env = JsEnv(str(tmp_path))
+    env.create("S", subjects=["s.>"])
+    for i in range(3):
+        env.pub(f"s.{i}")
+    for name in ("IDLE", "IDLE2", "BROKEN"):
+        _durable(env, name)
+    _durable(env, "PENDING", ack_wait=60_000_000_000)
+    _durable(env, "GROUPS", priority_groups=["g"], priority_policy="overflow")
+    assert len(env.request_msgs("$JS.API.CONSUMER.MSG.NEXT.S.PENDING", {"batch": 1, "no_wait": True})) == 1
+    for m in env.request_msgs("$JS.API.CONSUMER.MSG.NEXT.S.IDLE2", {"batch": 2, "no_wait": True}):
+        env.ports.request(m.reply, b"+ACK")  # (delivered and acked: its o.dat has nothing pending)
+    env.clock.run_soon()
+    env.engine.stop()
+    acc_dir = os.path.join(env.options.jetstream.store_dir, "jetstream", "$G")
+    os.unlink(os.path.join(acc_dir, dormant.RESTART_FILE))  # (what a killed server leaves: none)
+    odat = os.path.join(acc_dir, "streams", "S", "obs", "BROKEN", "o.dat")
+    with open(odat, "wb") as f:
+        f.write(b"\x16\x82 torn")
+    env.engine.stop = lambda: None  # (stopped above)
+    env.restart()
+    s = _stream(env)
+    assert dormant.is_dormant(s) and s.store.eager is None and s.store.state_check == ["GROUPS"]
+    env.pub("s.x")
+    assert sorted(s.consumers) == ["BROKEN", "GROUPS", "PENDING"] and sorted(s.lazy.names) == ["IDLE", "IDLE2"]
+    assert os.path.exists(odat + ".damaged")
+    info = env.api("$JS.API.CONSUMER.INFO.S.IDLE2")
+    assert (info["delivered"]["stream_seq"], info["ack_floor"]["stream_seq"], info["num_pending"]) == (2, 2, 2)
+    assert info["num_ack_pending"] == 0
+    env.stop()
+
+
+def test_a_consumer_recovered_later_answers_as_one_recovered_at_the_wake(tmp_path):
+    """Limits remove messages between the wake and a consumer's first use: it is clamped to the
+    stream's first sequence of the wake, as a consumer recovered then was (same floors, same
+    num_pending)."""
+    env = JsEnv(str(tmp_path))
+    env.create("S", subjects=["s.>"], max_msgs=3)
+    for i in range(3):
+        env.pub(f"s.{i}")
+    _durable(env, "A")
+    _durable(env, "B")
+    env.restart()
+    s = _stream(env)
+    before = env.api("$JS.API.CONSUMER.INFO.S.A")  # wakes the stream, recovers A alone
+    assert list(s.consumers) == ["A"]
+    for i in range(3):
+        env.pub(f"s.n{i}")  # seqs 4..6: 1..3 removed by max_msgs
+    assert env.api("$JS.API.STREAM.INFO.S")["state"]["first_seq"] == 4
+    a = env.api("$JS.API.CONSUMER.INFO.S.A")
+    b = env.api("$JS.API.CONSUMER.INFO.S.B")
+    keys = ("delivered", "ack_floor", "num_pending", "num_ack_pending", "num_redelivered")
+    assert {k: a[k] for k in keys} == {k: b[k] for k in keys}
+    assert a["num_pending"] == 3 and before["num_pending"] == 3
+    env.stop()
