@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 # The seam's types and the memory store load with the first stream (or the first name asked
@@ -125,21 +126,24 @@ def peek_stream(directory: str, name: str) -> tuple[StreamState, list[int], list
     """(state, sequences lost at earlier recoveries, every consumer's meta) of the plain file
     stream ``name`` in ``directory``, read without opening its store, when its ``index.db`` is
     exactly current (natsd.store.file.peek); None when only a full recovery can tell."""
-    from natsd.store.file.peek import peek_consumer_metas, peek_stream_state
-
-    got = peek_stream_state(directory)
+    peek = _peek()
+    got = peek.peek_stream_state(directory)
     if got is None:
         return None
-    consumers = peek_consumer_metas(directory, name)
+    consumers = peek.peek_consumer_metas(directory, name)
     return None if consumers is None else (got[0], got[1], consumers)
+
+
+def _peek() -> ModuleType:
+    from natsd.store.file import peek  # (after a kill -9 only)
+
+    return peek
 
 
 def peek_consumers_idle(directory: str, names: list[str]) -> set[str]:
     """Those of the consumers ``names`` of the plain file stream in ``directory`` whose state has
     nothing pending and needs no repair (natsd.store.file.peek.peek_consumers_idle)."""
-    from natsd.store.file.peek import peek_consumers_idle as peek
-
-    return peek(directory, names)
+    return _peek().peek_consumers_idle(directory, names)
 
 
 def store_encryption(cipher: str, key: str, prev_key: str = "") -> Encryption | None:
