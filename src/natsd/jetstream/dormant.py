@@ -7,18 +7,22 @@ wait: at start it gets its config (meta.inf, read as before), its subscriptions 
 :class:`DormantStorage` answering ``state()`` from what the clean stop recorded; its store is opened,
 recovered (the same :class:`~natsd.store.file.recovery.Recovery` as at start) the first time
 anything else reaches it (:func:`wake`): a publish it captures, a get, a direct get, any consumer
-lookup (``CONSUMER.INFO``/``NEXT``, an ack), a purge, a snapshot... After a clean stop its
-consumers are then recovered one by one as they are used (:class:`LazyConsumers`), except those
-the stop found with work of their own (:func:`consumer_must_wake`), recovered with the stream.
+lookup (``CONSUMER.INFO``/``NEXT``, an ack), a purge, a snapshot... Its consumers are then
+recovered one by one as they are used (:class:`LazyConsumers`), except those with work of their
+own (:func:`consumer_must_wake`), recovered with the stream.
 
 What makes that safe:
 
 - **After a clean stop.** ``JsAccount.stop`` writes ``<account>/natsd-restart.json``
   (:data:`RESTART_FILE`) after every stream stopped: per stream its state counters, its consumer
   count and a fingerprint of its files (size and mtime of meta.inf, index.db, the last block, and
-  the mtimes of ``msgs/`` and ``obs/``). Start reads it and removes it (durably, before any stream
-  can change), so after a kill -9 there is none; a stream whose files differ from the
-  fingerprint (another server ran on the directory meanwhile) has its entry ignored.
+  the mtimes of ``msgs/`` and ``obs/``), its meta, then the names of the consumers to recover
+  as soon as it wakes (:func:`consumer_must_wake`; null: all of them, as an entry without the
+  field) and, for a stream asleep since a kill -9 that never woke, the names whose config alone
+  says so (null: none such; the others' o.dat decides at wake). Start reads it and removes it
+  (durably, before any stream can change), so after a kill -9 there is none; a stream whose
+  files differ from the fingerprint (another server ran on the directory meanwhile) has its
+  entry ignored.
 - **Or when nothing needs repair** (:func:`peek_asleep`, ADR 0009): with no entry (after a kill -9,
   or a fingerprint that differs), a stream whose files show exactly what a recovery would find
   (natsd.store.file.peek: index.db current, every block as it recorded, nothing to replay, cut
@@ -392,10 +396,11 @@ def _recover_woken(stream: Stream, d: DormantStorage, subs: list[Subscription]) 
         by_config = set(d.state_check)
         idle = peek_consumers_idle(d.directory, [n for n in names if n not in by_config])
         eager = [n for n in names if n not in idle]
-    now = names if eager is None else [n for n in names if n in set(eager)]
+    must = None if eager is None else set(eager)
+    now = names if must is None else [n for n in names if n in must]
     if now:
         _registry().recover_all(stream, now)
-    later = [] if eager is None else [n for n in names if n not in stream.consumers and n not in set(eager)]
+    later = [] if must is None else [n for n in names if n not in must and n not in stream.consumers]
     if later:
         stream.lazy = LazyConsumers(stream, later, subs)
     else:
@@ -409,11 +414,12 @@ class LazyConsumers:
     for (:meth:`Stream.consumer`), all of them by anything that needs every consumer
     (:meth:`Stream.all_consumers`: a purge, a stream update or delete, a snapshot, LIST pages,
     /jsz with consumers). Which ones may wait was decided at the clean stop (:func:`entry_for`,
-    :func:`consumer_must_wake`): durable pull consumers with nothing to do on their own: no
+    :func:`consumer_must_wake`), or after a kill -9 from their meta.inf and o.dat
+    (:func:`peek_asleep`, :func:`_recover_woken`): durable pull consumers with nothing to do on their own: no
     message handed out and not acked (its ack timer, redeliveries, max_deliver, terminations
     when a limit removes it), no priority groups, no original-speed replay, no "last per
     subject" start, no natsd.* metadata feature. Until recovered a consumer's files are not
-    opened (a kill -9 leaves them as the clean stop did) and nothing in the stream depends on
+    opened (a kill -9 leaves them as they were) and nothing in the stream depends on
     it: limits retention (no ack floor to wait for), and its num_pending is counted from the
     store when it is recovered, as a start counts it."""
 
@@ -577,7 +583,7 @@ def entry_for(stream: Stream, directory: str) -> list | None:
             if fp is None:
                 return None
             entry = [*entry[:3], fp]
-        return [*entry, d.config.meta, d.eager]
+        return [*entry, d.config.meta, d.eager, d.state_check]
     if not can_sleep(stream):
         return None
     st = stream.store.state()
@@ -622,9 +628,9 @@ def sleeping_state(entry: list, directory: str) -> tuple[StreamState, int, dict]
     match it (None: the stream is recovered at start)."""
     try:
         counters, lost, consumers, fp, meta = entry[:5]
-        eager = entry[5] if len(entry) > 5 else None
-        if eager is not None and not (isinstance(eager, list) and all(isinstance(n, str) for n in eager)):
-            return None
+        for names in entry[5:7]:  # (the eager list, the names checked by config: DormantStorage)
+            if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+                return None
         if not isinstance(meta, dict) or fingerprint(directory, int(fp[0])) != fp:
             return None
         st = StreamState(**dict(zip(_FIELDS, counters)))

@@ -231,6 +231,9 @@ def test_after_a_kill_the_config_and_the_state_decide_which_wait(tmp_path):
     env.restart()
     s = _stream(env)
     assert dormant.is_dormant(s) and s.store.eager is None and s.store.state_check == ["GROUPS"]
+    env.restart()  # a clean stop before it woke: the restart file carries the same decision
+    s = _stream(env)
+    assert dormant.is_dormant(s) and s.store.eager is None and s.store.state_check == ["GROUPS"]
     env.pub("s.x")
     assert sorted(s.consumers) == ["BROKEN", "GROUPS", "PENDING"] and sorted(s.lazy.names) == ["IDLE", "IDLE2"]
     assert os.path.exists(odat + ".damaged")
@@ -263,3 +266,17 @@ def test_a_consumer_recovered_later_answers_as_one_recovered_at_the_wake(tmp_pat
     assert {k: a[k] for k in keys} == {k: b[k] for k in keys}
     assert a["num_pending"] == 3 and before["num_pending"] == 3
     env.stop()
+
+
+def test_restart_file_entries_check_their_consumer_lists(tmp_path):
+    env = JsEnv(str(tmp_path))
+    env.create("S", subjects=["s.>"])
+    _durable(env, "A")
+    env.engine.stop()
+    acc_dir = os.path.join(env.options.jetstream.store_dir, "jetstream", "$G")
+    entry = dormant.read_restart_file(acc_dir)["S"]
+    d = os.path.join(acc_dir, "streams", "S")
+    assert dormant.sleeping_state(entry, d) is not None
+    assert dormant.sleeping_state([*entry[:5], ["A"], ["B"]], d) is not None
+    assert dormant.sleeping_state([*entry[:5], "A"], d) is None
+    assert dormant.sleeping_state([*entry[:5], None, [1]], d) is None
