@@ -331,7 +331,7 @@ class Stream:
 
     def delete(self) -> None:
         """Delete the stream, its consumers and its data."""
-        self.all_consumers()  # (each consumer's delete is what it was before: advisories...)
+        self.all_consumers()  # (each consumer's delete as before: its advisory, its pulls answered)
         self._shut_down(forget_links=True)
         for c in list(self.consumers.values()):
             try:
