@@ -280,3 +280,22 @@ def test_restart_file_entries_check_their_consumer_lists(tmp_path):
     assert dormant.sleeping_state([*entry[:5], ["A"], ["B"]], d) is not None
     assert dormant.sleeping_state([*entry[:5], "A"], d) is None
     assert dormant.sleeping_state([*entry[:5], None, [1]], d) is None
+
+
+def test_reset_pause_jsz_and_stream_delete_reach_consumers_not_recovered(tmp_path):
+    env = _woken(tmp_path)
+    s = _stream(env)
+    reset = env.api("$JS.API.CONSUMER.RESET.S.C0", {"seq": 2})  # through the stream's wildcard, once
+    assert "error" not in reset and reset["num_pending"] == 3, reset
+    assert len([m for m in env.inbox.msgs if m.payload and b"consumer_reset_response" in m.payload]) == 1
+    paused = env.api("$JS.API.CONSUMER.PAUSE.S.C1", {"pause_until": "2099-01-01T00:00:00Z"})
+    assert paused["paused"] is True
+    assert sorted(s.consumers) == ["C0", "C1"]
+    jsz = env.engine.jsz({"streams": "1", "consumers": "1"})
+    assert jsz["consumers"] == N
+    detail = jsz["account_details"][0]["stream_detail"][0]["consumer_detail"]
+    assert sorted(c["name"] for c in detail) == [f"C{i}" for i in range(N)] and s.lazy is None
+    stream_dir = os.path.join(env.options.jetstream.store_dir, "jetstream", "$G", "streams", "S")
+    assert env.api("$JS.API.STREAM.DELETE.S")["success"] is True
+    assert not os.path.exists(stream_dir)
+    env.stop()
