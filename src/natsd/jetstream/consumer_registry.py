@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.views import AccountView, StreamView
     from natsd.store.base import ConsumerStore
 
-__all__ = ["create", "upgrade_sourcing", "recover", "recover_all", "restore", "lookup", "delete"]
+__all__ = ["create", "upgrade_sourcing", "recover", "recover_all", "recover_one", "restore", "lookup", "delete"]
 
 
 def upgrade_sourcing(stream: "StreamView", cfg: ConsumerConfig) -> None:
@@ -141,7 +141,7 @@ def create(stream: "StreamView", cfg: ConsumerConfig, action: str = "", pedantic
         name = cfg.name
     else:
         name = create_consumer_name()
-        while name in stream.consumers:
+        while stream.consumer(name) is not None:
             name = create_consumer_name()
         # The generated name is the consumer's, not part of its config: the reference's replies
         # leave config.name out for a consumer created without one.
@@ -192,8 +192,10 @@ def _open_store(stream: "StreamView", o: Consumer) -> "ConsumerStore | None":
         raise ApiErrors.CONSUMER_STORE_FAILED(err=str(e)) from None
 
 
-def recover(stream: "StreamView", name: str) -> Consumer | None:
-    """Re-create consumer ``name`` from its persisted meta and state (server restart)."""
+def recover(stream: "StreamView", name: str, first: int | None = None) -> Consumer | None:
+    """Re-create consumer ``name`` from its persisted meta and state (server restart).
+    ``first``: the stream's first sequence to clamp to (None: its first sequence now; see
+    ``Consumer.clamp_to_stream``)."""
     cs = stream.store.consumer_store(name, None)
     meta = cs.meta
     if not meta or "config" not in meta:
@@ -218,7 +220,7 @@ def recover(stream: "StreamView", name: str) -> Consumer | None:
     elif fresh:
         o.select_start()
     else:
-        o.clamp_to_stream()
+        o.clamp_to_stream(first)
     o.start()
     if o.dead_letters is not None:
         # natsd.dead_letter: copies a crash left unconfirmed go again once every stream is back
@@ -227,18 +229,25 @@ def recover(stream: "StreamView", name: str) -> Consumer | None:
     return o
 
 
-def recover_all(stream: "StreamView") -> None:
-    """Re-create the consumers persisted with ``stream`` (after the stream was recovered)."""
-    try:
-        names = stream.store.consumer_names()
-    except StoreError:
-        return
-    for name in names:
+def recover_all(stream: "StreamView", names: list[str] | None = None) -> None:
+    """Re-create the consumers persisted with ``stream`` (after the stream was recovered);
+    ``names``: those of them (the caller listed them already)."""
+    if names is None:
         try:
-            recover(stream, name)
-        except (ApiError, StoreError, ValueError, KeyError, TypeError):
-            # A consumer whose config no longer loads is skipped, not fatal for the stream.
-            continue
+            names = stream.store.consumer_names()
+        except StoreError:
+            return
+    for name in names:
+        recover_one(stream, name)
+
+
+def recover_one(stream: "StreamView", name: str, first: int | None = None) -> Consumer | None:
+    """:func:`recover`; a consumer whose config no longer loads is skipped (None), not fatal
+    for the stream."""
+    try:
+        return recover(stream, name, first)
+    except (ApiError, StoreError, ValueError, KeyError, TypeError):
+        return None
 
 
 def restore(stream: "StreamView", name: str, cfg: ConsumerConfig, state: ConsumerState) -> Consumer:
@@ -270,8 +279,9 @@ def restore(stream: "StreamView", name: str, cfg: ConsumerConfig, state: Consume
 
 def _get(stream: "StreamView", name: str) -> Consumer | None:
     # The stream sees its consumers through ConsumerView; this module is the only one that
-    # puts entries into ``stream.consumers`` and each one is a Consumer it made.
-    return cast("Consumer | None", stream.consumers.get(name))
+    # puts entries into ``stream.consumers`` and each one is a Consumer it made. (A woken
+    # stream's consumer not recovered yet is recovered here: Stream.consumer.)
+    return cast("Consumer | None", stream.consumer(name))
 
 
 def lookup(stream: "StreamView", name: str) -> Consumer:

@@ -5,18 +5,24 @@ recover every consumer (meta, state) before serving; most of them are not touche
 After a **clean** stop nothing needs repair, so a stream whose work is all driven by clients can
 wait: at start it gets its config (meta.inf, read as before), its subscriptions and a
 :class:`DormantStorage` answering ``state()`` from what the clean stop recorded; its store is opened,
-recovered (the same :class:`~natsd.store.file.recovery.Recovery` as at start) and its consumers
-recovered the first time anything else reaches it (:func:`wake`): a publish it captures, a get,
-a direct get, any consumer lookup (``CONSUMER.INFO``/``NEXT``, an ack), a purge, a snapshot...
+recovered (the same :class:`~natsd.store.file.recovery.Recovery` as at start) the first time
+anything else reaches it (:func:`wake`): a publish it captures, a get, a direct get, any consumer
+lookup (``CONSUMER.INFO``/``NEXT``, an ack), a purge, a snapshot... Its consumers are then
+recovered one by one as they are used (:class:`LazyConsumers`), except those with work of their
+own (:func:`consumer_must_wake`), recovered with the stream.
 
 What makes that safe:
 
 - **After a clean stop.** ``JsAccount.stop`` writes ``<account>/natsd-restart.json``
   (:data:`RESTART_FILE`) after every stream stopped: per stream its state counters, its consumer
   count and a fingerprint of its files (size and mtime of meta.inf, index.db, the last block, and
-  the mtimes of ``msgs/`` and ``obs/``). Start reads it and removes it (durably, before any stream
-  can change), so after a kill -9 there is none; a stream whose files differ from the
-  fingerprint (another server ran on the directory meanwhile) has its entry ignored.
+  the mtimes of ``msgs/`` and ``obs/``), its meta, then the names of the consumers to recover
+  as soon as it wakes (:func:`consumer_must_wake`; null: all of them, as an entry without the
+  field) and, for a stream asleep since a kill -9 that never woke, the names whose config alone
+  says so (null: none such; the others' o.dat decides at wake). Start reads it and removes it
+  (durably, before any stream can change), so after a kill -9 there is none; a stream whose
+  files differ from the fingerprint (another server ran on the directory meanwhile) has its
+  entry ignored.
 - **Or when nothing needs repair** (:func:`peek_asleep`, ADR 0009): with no entry (after a kill -9,
   or a fingerprint that differs), a stream whose files show exactly what a recovery would find
   (natsd.store.file.peek: index.db current, every block as it recorded, nothing to replay, cut
@@ -40,6 +46,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from natsd.atomicfile import atomic_write, fsync_dir
@@ -48,7 +55,7 @@ from natsd.atomicfile import atomic_write, fsync_dir
 from natsd.jetstream.consumer.helpers import MSG_NEXT_PREFIX
 from natsd.jetstream.consumer.status import status
 from natsd.jetstream.features.metadata import consumer_features
-from natsd.store import peek_stream
+from natsd.store import peek_consumers_idle, peek_stream
 from natsd.store.base import StoreError, StreamState
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -126,13 +133,25 @@ class DormantStorage:
     member wakes the stream (``waker``) and is the real store's."""
 
     def __init__(
-        self, config: Callable[[], StoreConfig], state: StreamState, opener: Callable[[], StreamStore], entry: list
+        self,
+        config: Callable[[], StoreConfig],
+        state: StreamState,
+        opener: Callable[[], StreamStore],
+        entry: list,
+        directory: str = "",
     ) -> None:
         self._config_fn = config
         self._config: StoreConfig | None = None
         # The restart file's entry without its stream meta (~3.5 KB a stream, rebuilt from the
         # config when a stop finds the stream still asleep and carries the entry over).
         self.entry = entry[:4]
+        # The consumers to recover as soon as the stream wakes (entry_for); None: all of them.
+        self.eager: list[str] | None = entry[5] if len(entry) > 5 else None
+        # Asleep since a kill -9 (peek_asleep): the consumers whose config alone says they must be
+        # recovered at wake; the others are if their state says so (peek_consumers_idle). None:
+        # all of them are.
+        self.state_check: list[str] | None = entry[6] if len(entry) > 6 else None
+        self.directory = directory
         self.recovered_lost = (0, 0)
         self._state = state
         self._opener = opener
@@ -262,6 +281,10 @@ class DormantConsumers(dict):
     def clear(self) -> None:
         self._waker().clear()
 
+    def wake(self) -> dict:
+        """Wake the stream: its real ``consumers`` dict."""
+        return self._waker()
+
 
 def is_dormant(stream: Stream) -> bool:
     return isinstance(stream.store, DormantStorage)
@@ -285,8 +308,16 @@ def put_to_sleep(stream: Stream, store: DormantStorage, consumers: int) -> None:
     ports = stream.account.ports
 
     def on_request(subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
-        wake(stream)
-        if subject.rsplit(".", 1)[-1] in stream.consumers:
+        name = subject.rsplit(".", 1)[-1]
+        if isinstance(stream.store, DormantStorage):
+            wake(stream)
+            found = stream.consumer(name) is not None
+        elif name in stream.consumers:
+            return  # recovered before this request: its own subscription has it
+        else:  # (woken, some consumers not recovered yet: LazyConsumers)
+            lazy = stream.lazy
+            found = lazy is not None and lazy.recover(name) is not None
+        if found:  # (recovered now: it subscribed, the request goes again)
             ports.publish(subject, reply, hdr, payload)
         elif reply:  # (what a request to a consumer that is not there gets: no responders)
             ports.publish(reply, "", status(503, ""), b"")
@@ -301,6 +332,8 @@ def wake(stream: Stream) -> None:
     if not isinstance(d, DormantStorage) or stream.closed:
         return
     real = d.open()  # (first: a store that fails to open leaves the stream asleep as it was)
+    subs = list(d.subs)
+    d.subs.clear()  # (kept while some consumers wait to be recovered: LazyConsumers)
     _let_go(d)
     stream.store = real
     stream._store_msg = real.store_msg
@@ -317,7 +350,7 @@ def wake(stream: Stream) -> None:
             lost[0],
             lost[1],
         )
-    recover_consumers(stream)
+    _recover_woken(stream, d, subs)
     stream._arm_expiry()  # (max_age: as a start would have armed it)
     if d.entry[3] is None:
         # Asleep since an unclean stop (peek_asleep): the recovery a start would have logged,
@@ -327,11 +360,15 @@ def wake(stream: Stream) -> None:
             stream.account.name,
             stream.name,
             f"{real.state().msgs:,}",
-            len(stream.consumers),
+            stream.num_consumers(),
         )
     else:
         log.debug(
-            "JetStream: woke stream '%s > %s' (%d consumers)", stream.account.name, stream.name, len(stream.consumers)
+            "JetStream: woke stream '%s > %s' (%d consumers, %d recovered)",
+            stream.account.name,
+            stream.name,
+            stream.num_consumers(),
+            len(stream.consumers),
         )
 
 
@@ -339,13 +376,120 @@ def recover_consumers(stream: Stream) -> None:
     """Re-create the consumers persisted with ``stream``; a stream without any (a KV bucket
     nobody watches) does not load the consumer layer for it (issue 31, restart time)."""
     try:
-        if not stream.store.consumer_names():
-            return
+        names = stream.store.consumer_names()
     except StoreError:
         return
+    if names:
+        _registry().recover_all(stream, names)
+
+
+def _registry() -> ModuleType:
     from natsd.jetstream import consumer_registry  # (the consumer layer: with the first consumer)
 
-    consumer_registry.recover_all(stream)
+    return consumer_registry
+
+
+def _recover_woken(stream: Stream, d: DormantStorage, subs: list[Subscription]) -> None:
+    """A woken stream's consumers: those the clean stop named (``d.eager``) are recovered now,
+    or after a kill -9 those whose config or state say so (``d.state_check``), or else all of
+    them; the others when first used (:class:`LazyConsumers`; ``subs``, the sleeping stream's
+    MSG.NEXT and RESET wildcards, stand for them meanwhile)."""
+    try:
+        names = stream.store.consumer_names()
+    except StoreError:
+        names = []
+    eager = d.eager
+    if eager is None and d.state_check is not None and d.directory and names:
+        by_config = set(d.state_check)
+        idle = peek_consumers_idle(d.directory, [n for n in names if n not in by_config])
+        eager = [n for n in names if n not in idle]
+    must = None if eager is None else set(eager)
+    now = names if must is None else [n for n in names if n in must]
+    if now:
+        _registry().recover_all(stream, now)
+    later = [] if must is None else [n for n in names if n not in must and n not in stream.consumers]
+    if later:
+        stream.lazy = LazyConsumers(stream, later, subs)
+    else:
+        for sub in subs:
+            sub.unsubscribe()
+
+
+class LazyConsumers:
+    """The consumers of a woken stream not recovered yet (``stream.lazy``): their names, each
+    recovered (``consumer_registry.recover``, exactly as at a start) the first time it is asked
+    for (:meth:`Stream.consumer`), all of them by anything that needs every consumer
+    (:meth:`Stream.all_consumers`: a purge, a stream update or delete, a snapshot, LIST pages,
+    /jsz with consumers). Which ones may wait was decided at the clean stop (:func:`entry_for`,
+    :func:`consumer_must_wake`), or after a kill -9 from their meta.inf and o.dat
+    (:func:`peek_asleep`, :func:`_recover_woken`): durable pull consumers with nothing to do on their own: no
+    message handed out and not acked (its ack timer, redeliveries, max_deliver, terminations
+    when a limit removes it), no priority groups, no original-speed replay, no "last per
+    subject" start, no natsd.* metadata feature. Until recovered a consumer's files are not
+    opened (a kill -9 leaves them as they were) and nothing in the stream depends on
+    it: limits retention (no ack floor to wait for), and its num_pending is counted from the
+    store when it is recovered, as a start counts it."""
+
+    def __init__(self, stream: Stream, names: list[str], subs: list[Subscription]) -> None:
+        self.stream = stream
+        self.names = set(names)
+        self.subs = subs
+        # The stream's first sequence when it woke: a consumer recovered later is clamped to it,
+        # as it would have been at the wake (what a limit removed since then it skips anyway,
+        # its num_pending is counted from the store); a purge recovers them all first.
+        self.first = stream.store.state().first_seq
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def recover(self, name: str) -> Any:
+        """Consumer ``name`` recovered now (None: not one of these, or it no longer loads: a
+        consumer whose files are damaged is skipped, as at a start)."""
+        if name not in self.names:
+            return None
+        self.names.discard(name)
+        try:
+            o = _registry().recover_one(self.stream, name, self.first)
+        finally:
+            if not self.names:
+                self.close()
+                if self.stream.lazy is self:
+                    self.stream.lazy = None
+        return o
+
+    def recover_all(self) -> None:
+        for name in sorted(self.names):
+            self.recover(name)
+
+    def close(self) -> None:
+        """Nothing left to recover, or the stream stops (the names stay: the restart file
+        counts them): drop the wildcards."""
+        for sub in self.subs:
+            sub.unsubscribe()
+        self.subs.clear()
+
+
+def consumer_must_wake(c: Any) -> bool:
+    """Whether a consumer of a stream stopped cleanly must be recovered as soon as the stream
+    wakes next time (see :class:`LazyConsumers`): something of its own would run (a message
+    handed out and not acked), or what its config asks for (:func:`config_must_wake`)."""
+    return bool(c.t.pending) or config_must_wake(c.cfg)
+
+
+def config_must_wake(ccfg: Any) -> bool:
+    """The part of :func:`consumer_must_wake` its config decides: priority groups, replay at
+    the original speed, a "last per subject" start (chosen at recovery), a natsd.* metadata
+    feature. ``ccfg``: a ConsumerConfig or the JSON of one (meta.inf's, read after a kill -9),
+    where defaults may be left out."""
+    get = ccfg.get if isinstance(ccfg, dict) else lambda k: getattr(ccfg, k, None)
+    meta = get("metadata")
+    return bool(
+        (get("priority_policy") or "none") != "none"
+        or get("priority_groups")
+        or (get("replay_policy") or "instant") != "instant"
+        or get("deliver_policy") == "last_per_subject"
+        or (isinstance(meta, dict) and any(k.startswith("natsd.") for k in meta))
+    )
 
 
 def _let_go(d: DormantStorage) -> None:
@@ -420,12 +564,19 @@ def peek_asleep(cfg: StreamConfig, directory: str) -> tuple[StreamState, int, li
     st, lost, metas = got
     if len(lost) > _MAX_LOST:
         return None
+    by_config: list[str] | None = []
     for meta in metas:
         ccfg = meta.get("config")
         if not isinstance(ccfg, dict) or not consumer_can_sleep(ccfg):
             return None
-    # (the fingerprint is taken when a stop finds the stream still asleep: entry_for)
-    entry = [[getattr(st, f) for f in _FIELDS], lost, len(metas), None]
+        name = meta.get("name")
+        if not isinstance(name, str):
+            by_config = None  # (a meta without its name: every consumer is recovered at wake)
+        elif by_config is not None and config_must_wake(ccfg):
+            by_config.append(name)
+    # (the fingerprint is taken when a stop finds the stream still asleep: entry_for; the
+    # sixth field, the clean stop's eager list, is unknown: DormantStorage.state_check)
+    entry = [[getattr(st, f) for f in _FIELDS], lost, len(metas), None, None, None, by_config]
     return st, len(metas), entry
 
 
@@ -439,7 +590,7 @@ def entry_for(stream: Stream, directory: str) -> list | None:
             if fp is None:
                 return None
             entry = [*entry[:3], fp]
-        return [*entry, d.config.meta]
+        return [*entry, d.config.meta, d.eager, d.state_check]
     if not can_sleep(stream):
         return None
     st = stream.store.state()
@@ -449,7 +600,9 @@ def entry_for(stream: Stream, directory: str) -> list | None:
     fp = fingerprint(directory)
     if fp is None:
         return None
-    return [[getattr(st, f) for f in _FIELDS], list(lost), len(stream.consumers), fp, stream.store.config.meta]
+    # (a consumer still waiting to be recovered stays so: nothing changed it)
+    eager = sorted(c.name for c in stream.consumers.values() if consumer_must_wake(c))
+    return [[getattr(st, f) for f in _FIELDS], list(lost), stream.num_consumers(), fp, stream.store.config.meta, eager]
 
 
 def read_restart_file(account_dir: str) -> dict[str, list]:
@@ -481,7 +634,10 @@ def sleeping_state(entry: list, directory: str) -> tuple[StreamState, int, dict]
     """(state, consumer count, stream meta) an entry records, if the stream's files still
     match it (None: the stream is recovered at start)."""
     try:
-        counters, lost, consumers, fp, meta = entry
+        counters, lost, consumers, fp, meta = entry[:5]
+        for names in entry[5:7]:  # (the eager list, the names checked by config: DormantStorage)
+            if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+                return None
         if not isinstance(meta, dict) or fingerprint(directory, int(fp[0])) != fp:
             return None
         st = StreamState(**dict(zip(_FIELDS, counters)))

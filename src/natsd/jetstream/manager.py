@@ -244,13 +244,16 @@ class JsAccount:
     def num_consumers(self, limitable: bool = False) -> int:
         """Consumers of all streams (``limitable``: without internal mirror/source feeds)."""
         if not limitable:
-            return sum(len(s.consumers) for s in self.streams.values())
+            return sum(s.num_consumers() for s in self.streams.values())
         from natsd.jetstream import dormant  # (loaded with the first stream, like _is_direct: issue 26)
         from natsd.jetstream.stream.core import _is_direct  # the stream layer loads with the first stream (issue 26)
 
-        # (a sleeping stream's consumers are durables, none direct: its count needs no wake-up)
+        # (a sleeping stream's consumers, and those a woken one did not recover yet, are
+        # durables, none direct: their count needs no recovery)
         return sum(
-            len(s.consumers) if dormant.is_dormant(s) else sum(1 for c in s.consumers.values() if not _is_direct(c))
+            len(s.consumers)
+            if dormant.is_dormant(s)
+            else sum(1 for c in s.consumers.values() if not _is_direct(c)) + (len(s.lazy) if s.lazy is not None else 0)
             for s in self.streams.values()
         )
 
@@ -380,6 +383,7 @@ class JsAccount:
                         asleep[0],
                         lambda: _open_store(cfg, created, d, engine, self.name),
                         sleep_entry,
+                        d,
                     ),
                 )
             else:
@@ -848,7 +852,7 @@ class JetStreamEngine:
                 item["state"], _, _, _ = s.state_json()
                 if want_consumers:
                     cd = []
-                    for c in s.consumers.values():
+                    for c in s.all_consumers().values():
                         try:
                             ci = dict(c.jsz_info())
                         except Exception:  # one broken consumer must not break /jsz

@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.store.base import ConsumerState, StreamStore
     from natsd.store.file.encryption import AccountKeys
 
-__all__ = ["ApiView", "EngineView", "AccountView", "StreamView", "ConsumerView", "AckView"]
+__all__ = ["ApiView", "EngineView", "AccountView", "StreamView", "ConsumerView", "AckView", "LazyConsumersView"]
 
 
 class ApiView(Protocol):
@@ -164,6 +164,20 @@ class ConsumerView(Protocol):
     def delete(self, advisory: bool = True) -> None: ...
 
 
+class LazyConsumersView(Protocol):
+    """A woken stream's consumers not recovered yet (:class:`natsd.jetstream.dormant.LazyConsumers`)."""
+
+    names: set[str]
+
+    def __len__(self) -> int: ...
+
+    def recover(self, name: str) -> ConsumerView | None: ...
+
+    def recover_all(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class StreamView(Protocol):
     """A stream (:class:`natsd.jetstream.stream.Stream`) as its consumers, the consumer
     registry and snapshots see it."""
@@ -187,6 +201,18 @@ class StreamView(Protocol):
     #: name -> consumer; the consumer registry (natsd.jetstream.consumer_registry) adds and
     #: removes entries, so every value is a :class:`natsd.jetstream.consumer.Consumer`
     consumers: dict[str, ConsumerView]
+
+    def consumer(self, name: str) -> ConsumerView | None:
+        """Consumer ``name``, recovered now if the woken stream had not yet (None: no such consumer)."""
+        ...
+
+    def all_consumers(self) -> dict[str, ConsumerView]:
+        """``consumers`` with every consumer recovered."""
+        ...
+
+    def num_consumers(self) -> int:
+        """How many consumers, recovered or not."""
+        ...
 
     def add_consumer(self, consumer: ConsumerView) -> None: ...
 

@@ -79,7 +79,7 @@ def log_recovery_summary(engine: JetStreamEngine, took_ns: int) -> None:
         for stream in acc.streams.values():
             st = stream.store.state()
             streams += 1
-            consumers += len(stream.consumers)
+            consumers += stream.num_consumers()
             msgs += st.msgs
             nbytes += st.bytes
             lm, lb = stream.store.recovered_lost

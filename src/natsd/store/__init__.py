@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 # The seam's types and the memory store load with the first stream (or the first name asked
@@ -49,6 +50,7 @@ __all__ = [
     "list_stream_dirs",
     "load_stream_meta",
     "peek_stream",
+    "peek_consumers_idle",
     "store_encryption",
     "DEFAULT_SYNC_INTERVAL_NS",
     "MemoryStreamStore",
@@ -125,13 +127,24 @@ def peek_stream(directory: str, name: str, first_seq: int = 1) -> tuple[StreamSt
     stream ``name`` in ``directory``, read without opening its store, when its ``index.db`` is
     exactly current (natsd.store.file.peek); None when only a full recovery can tell. ``first_seq``:
     the stream's configured first sequence (a stream that never wrote a block starts there)."""
-    from natsd.store.file.peek import peek_consumer_metas, peek_stream_state
-
-    got = peek_stream_state(directory, first_seq)
+    peek = _peek()
+    got = peek.peek_stream_state(directory, first_seq)
     if got is None:
         return None
-    consumers = peek_consumer_metas(directory, name)
+    consumers = peek.peek_consumer_metas(directory, name)
     return None if consumers is None else (got[0], got[1], consumers)
+
+
+def _peek() -> ModuleType:
+    from natsd.store.file import peek  # (after a kill -9 only)
+
+    return peek
+
+
+def peek_consumers_idle(directory: str, names: list[str]) -> set[str]:
+    """Those of the consumers ``names`` of the plain file stream in ``directory`` whose state has
+    nothing pending and needs no repair (natsd.store.file.peek.peek_consumers_idle)."""
+    return _peek().peek_consumers_idle(directory, names)
 
 
 def store_encryption(cipher: str, key: str, prev_key: str = "") -> Encryption | None:

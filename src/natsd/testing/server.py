@@ -297,7 +297,7 @@ class InProcessServer:
         if stream is None:
             raise KeyError(f"no stream {name!r}")
         st = asdict(stream.store.state())
-        st["consumer_count"] = len(stream.consumers)
+        st["consumer_count"] = stream.num_consumers()
         return st
 
     def consumer_info(self, stream: str, name: str, account: str = "$G") -> dict:
@@ -306,7 +306,7 @@ class InProcessServer:
         s = self._js_account(account).streams.get(stream)
         if s is None:
             raise KeyError(f"no stream {stream!r}")
-        c = s.consumers.get(name)
+        c = s.consumer(name)
         if c is None:
             raise KeyError(f"no consumer {name!r} on {stream!r}")
         return c.info()

@@ -95,6 +95,18 @@ class FakeStream:
     def wake_on_new(self, c: Any) -> None:
         pass  # publish() below tells every consumer
 
+    def consumer(self, name: str) -> Any:
+        return self.consumers.get(name)
+
+    def all_consumers(self) -> dict[str, Any]:
+        return self.consumers
+
+    def num_consumers(self) -> int:
+        return len(self.consumers)
+
+    def consumer_names(self) -> list[str]:
+        return sorted(self.consumers)
+
     def add_consumer(self, c: Any) -> None:
         mc = self.config.max_consumers
         if c.name not in self.consumers and mc > 0 and len(self.consumers) >= mc:

@@ -129,7 +129,7 @@ def _offset(req: ApiRequest) -> int:
 def names(req: ApiRequest) -> dict:
     off = _offset(req)
     stream = req.account.lookup_stream(req.tokens[4])
-    names = sorted(stream.consumers)
+    names = stream.consumer_names()  # (recovers none)
     total = len(names)
     off = min(off, total)
     page = names[off : off + NAMES_LIMIT]
@@ -139,10 +139,12 @@ def names(req: ApiRequest) -> dict:
 def list_(req: ApiRequest) -> dict:
     off = _offset(req)
     stream = req.account.lookup_stream(req.tokens[4])
-    cons = [stream.consumers[n] for n in sorted(stream.consumers)]
-    total = len(cons)
+    names = stream.consumer_names()
+    total = len(names)
     off = min(off, total)
-    page = cons[off : off + LIST_LIMIT]
+    # (only the page's consumers are recovered, if the woken stream had not yet; one that no
+    # longer loads is left out, as a start leaves it out)
+    page = [c for c in map(stream.consumer, names[off : off + LIST_LIMIT]) if c is not None]
     return resp(
         "consumer_list_response",
         {"total": total, "offset": off, "limit": LIST_LIMIT, "consumers": [c.list_info() for c in page]},

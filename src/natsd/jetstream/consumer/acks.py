@@ -331,7 +331,7 @@ class ConsumerHub:
         if s is None:
             return None
         # every entry of a stream's consumers is a Consumer (consumer_registry makes them)
-        return cast("Consumer | None", s.consumers.get(name))
+        return cast("Consumer | None", s.consumer(name))
 
     def _on_ack(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> bool | None:
         # $JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<dseq>.<ts>.<pending>     (v1, 9 tokens)
@@ -345,7 +345,11 @@ class ConsumerHub:
         else:
             return False
         s = self.account.streams.get(stream)
-        o = s.consumers.get(name) if s is not None else None
+        if s is None:
+            return False
+        o = s.consumers.get(name)
+        if o is None:
+            o = s.consumer(name)  # (a woken stream's consumer not recovered yet)
         if o is None or o.cfg.ack_policy == "none":
             # The reference subscribes ack subjects per consumer taking acks: anything else has
             # no receiver, and an ack sent as a request gets "no responders" (not a timeout).
@@ -376,7 +380,7 @@ class ConsumerHub:
             streams, names = t[2::9], t[3::9]
             if streams.count(streams[0]) == k and names.count(names[0]) == k:
                 s = self.account.streams.get(streams[0])
-                o = s.consumers.get(names[0]) if s is not None else None
+                o = s.consumer(names[0]) if s is not None else None
                 if o is None:
                     return
                 try:

@@ -241,10 +241,12 @@ class Consumer:
             return ""
         return f"{eng.domain or '_'}.{get_hash(self.stream.account.name)}."
 
-    def clamp_to_stream(self) -> None:
+    def clamp_to_stream(self, first: int | None = None) -> None:
         """After recovery: messages below the stream's first sequence are gone (purged or
-        expired while we were down), so start no lower than it."""
-        self.t.clamp(self.stream.store.state().first_seq)
+        expired while we were down), so start no lower than it. ``first``: the first sequence
+        to take instead of the stream's now (a consumer recovered after its stream woke takes
+        the one of the wake, as if recovered then: natsd.jetstream.dormant.LazyConsumers)."""
+        self.t.clamp(self.stream.store.state().first_seq if first is None else first)
 
     def start(self) -> None:
         """Subscribe, compute num pending, arm timers and start delivering."""

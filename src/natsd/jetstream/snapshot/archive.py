@@ -158,7 +158,7 @@ def iter_archive(
     state = dict(state_json)
     last_seq = int(state.get("last_seq") or 0)
     first_seq = int(state.get("first_seq") or 0)
-    consumers = sorted(stream.consumers.values(), key=lambda c: c.name) if include_consumers else []
+    consumers = sorted(stream.all_consumers().values(), key=lambda c: c.name) if include_consumers else []
     state["consumer_count"] = len(consumers)
     yield MAGIC
     sj = json.dumps(state, separators=(",", ":")).encode()

@@ -40,7 +40,7 @@ from natsd.subjects.tokens import subjects_collide, subset
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Clock, Timer
-    from natsd.jetstream.views import AccountView, ConsumerView
+    from natsd.jetstream.views import AccountView, ConsumerView, LazyConsumersView
     from natsd.jetstream.ports import Subscription
     from natsd.jetstream.stream.sourcing import SourceLink
 
@@ -83,6 +83,10 @@ class Stream:
         self.created_ns = created_ns
         self.clock: Clock = account.clock
         self.consumers: dict[str, ConsumerView] = {}
+        # A woken stream's consumers not recovered yet (natsd.jetstream.dormant.LazyConsumers):
+        # every lookup by name goes through consumer(), anything needing all of them through
+        # all_consumers(), counts through num_consumers(); ``consumers`` holds the recovered ones.
+        self.lazy: LazyConsumersView | None = None
         # Consumers told about new messages after each turn: push consumers and pull consumers
         # with waiting requests (issue 31: a publish must not touch thousands of idle consumers;
         # they read notified_seq when they next count num_pending or get a request).
@@ -316,6 +320,8 @@ class Stream:
             self._sched.save()  # after the last flush: schedules.db for a fast restart
         if self._persist_timer is not None:  # (store.stop() below writes what is pending)
             self._persist_timer.cancel()
+        if self.lazy is not None:
+            self.lazy.close()  # (not recovered: their files stay as they are)
         for c in list(self.consumers.values()):
             try:
                 c.stop()
@@ -325,6 +331,7 @@ class Stream:
 
     def delete(self) -> None:
         """Delete the stream, its consumers and its data."""
+        self.all_consumers()  # (each consumer's delete as before: its advisory, its pulls answered)
         self._shut_down(forget_links=True)
         for c in list(self.consumers.values()):
             try:
@@ -336,6 +343,8 @@ class Stream:
 
     def update_config(self, new: StreamConfig) -> None:
         """Apply an already validated config (see ``policies.check_update``)."""
+        if self.lazy is not None:
+            self.all_consumers()  # (a retention change needs every consumer's acks)
         old = self.config
         self.config = new
         self.account.stream_config_changed(old, new)  # (its max_bytes reservation)
@@ -474,8 +483,14 @@ class Stream:
                 mc = self.account.engine.default_max_consumers
             # The exact (limitable) counts walk every consumer: only when the plain count could
             # reach the limit, so adding the n-th consumer is not O(n) (issue 31).
+            # (consumers not recovered yet are durables, none direct)
             consumers = self.consumers
-            if mc > 0 and len(consumers) >= mc and sum(1 for c in consumers.values() if not _is_direct(c)) >= mc:
+            lazy = len(self.lazy) if self.lazy is not None else 0
+            if (
+                mc > 0
+                and len(consumers) + lazy >= mc
+                and sum(1 for c in consumers.values() if not _is_direct(c)) + lazy >= mc
+            ):
                 raise ApiErrors.MAXIMUM_CONSUMERS_LIMIT()
             lim = self.account.limits
             if (
@@ -486,6 +501,34 @@ class Stream:
             ):
                 raise ApiErrors.MAXIMUM_CONSUMERS_LIMIT()
         self.consumers[name] = consumer
+
+    def consumer(self, name: str) -> ConsumerView | None:
+        """Consumer ``name`` (None: there is none); one a woken stream has not recovered yet is
+        recovered now (a sleeping stream wakes first: DormantConsumers)."""
+        c = self.consumers.get(name)
+        if c is None and self.lazy is not None:
+            c = self.lazy.recover(name)
+        return c
+
+    def all_consumers(self) -> dict[str, ConsumerView]:
+        """``consumers`` once every consumer is recovered (a sleeping stream wakes first)."""
+        consumers = self.consumers
+        if type(consumers) is not dict:  # (DormantConsumers: asleep)
+            consumers.keys()
+        if self.lazy is not None:
+            self.lazy.recover_all()
+        return self.consumers
+
+    def num_consumers(self) -> int:
+        """How many consumers, recovered or not (asleep: the count the clean stop recorded)."""
+        return len(self.consumers) + (len(self.lazy) if self.lazy is not None else 0)
+
+    def consumer_names(self) -> list[str]:
+        """Every consumer's name, sorted, without recovering any."""
+        names = list(self.consumers)  # (asleep: wakes the stream)
+        if self.lazy is not None:
+            names += self.lazy.names
+        return sorted(names)
 
     def wake_on_new(self, consumer: ConsumerView) -> None:
         """``consumer`` can take new messages now (push, or a pull request is waiting): tell it
@@ -599,6 +642,8 @@ class Stream:
             raise ApiErrors.STREAM_SEALED()
         if self.config.deny_purge:
             raise ApiErrors.STREAM_PURGE_FAILED(err="stream purge not permitted")
+        if self.lazy is not None:
+            self.all_consumers()  # (a purge moves the consumers it concerns: _after_purge)
         self._purging = []
         try:
             if not subject and not seq and not keep:
@@ -717,7 +762,7 @@ class Stream:
                 subjects = {k: totals[k] for k in keys}
             else:
                 subjects = totals
-        out = state_to_json(st, len(self.consumers), subjects, deleted_details)
+        out = state_to_json(st, self.num_consumers(), subjects, deleted_details)
         if self._pristine and st.last_seq == 0:
             # A stream that never held a message: the reference's store starts at sequence 0 and
             # (file store) counts that 0 as deleted when details are asked for.

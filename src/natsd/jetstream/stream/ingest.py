@@ -779,6 +779,8 @@ def _rebuild_dedupe(self: Stream) -> None:
 
 # -- rollup / republish ------------------------------------------------------------------------
 def _rollup(self: Stream, subject: str, kind: bytes, keep: int) -> None:
+    if self.lazy is not None:
+        self.all_consumers()  # (a purge moves the consumers it concerns: _after_purge)
     self._purging = []
     try:
         if kind == b"sub":

@@ -379,7 +379,7 @@ async def jetstream_chunks(monitor: "MonitorServer", cache: LabelCache) -> list[
                 ),
             ):
                 column.append(v)
-            for consumer in list(stream.consumers.values()):
+            for consumer in list(stream.all_consumers().values()):
                 if consumer.closed:
                     continue
                 try:
