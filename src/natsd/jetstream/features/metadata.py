@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
 
+from natsd.lazydataclass import dataclass
 from natsd.jetstream.errors import ApiError, NatsdErrors
 from natsd.jetstream.features import schemas as schema_check
 from natsd.jetstream.features.keyspec import KeySpec, parse_key_spec

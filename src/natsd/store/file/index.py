@@ -65,8 +65,9 @@ import struct
 from bisect import bisect_right
 import sys
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from natsd.lazydataclass import dataclass
 from natsd.store.base import CorruptState
 from natsd.store.file.crc import crc32_big
 from natsd.store.seqindex import DEAD_SIDS, SZ_BIG, TS_MAX
