@@ -112,10 +112,35 @@ class _Module:
     n: int = 0
 
 
+@pytest.mark.parametrize("slots", [False, True])
+def test_frozen_records_hash_refuse_changes_and_pickle_as_the_standard(slots):
+    std, lazy = _pair(slots=slots, frozen=True)
+    assert _stand_in(lazy, "__hash__") and _stand_in(lazy, "__init__")
+    a, b = std("a", tags=("x",)), lazy("a", tags=("x",))  # (a tuple: hashable)
+    assert hash(b) == hash(lazy("a", tags=("x",), seen=5)) == hash(a)  # (seen is not compared nor hashed)
+    assert not _stand_in(lazy, "__hash__")
+    for obj in (a, b):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            obj.port = 1
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            del obj.port
+    assert {b: 1}[lazy("a", tags=("x",))] == 1
+    assert repr(b) == repr(a).replace(std.__qualname__, lazy.__qualname__)
+    assert pickle.loads(pickle.dumps(_Frozen(2, "x"))) == _Frozen(2, "x")
+
+
+@dataclass(frozen=True, slots=True)
+class _Frozen:
+    """A frozen record importable by pickle."""
+
+    n: int = 0
+    s: str = ""
+
+
 def test_what_it_does_not_defer_uses_the_standard_decorator():
-    @dataclass(frozen=True, slots=True)
-    class Frozen:
-        """Frozen (hashable)."""
+    @dataclass(order=True)
+    class Ordered:
+        """Ordered."""
 
         a: int = 0
 
@@ -123,7 +148,7 @@ def test_what_it_does_not_defer_uses_the_standard_decorator():
     class NoDoc:
         a: int = 0
 
-    assert not _stand_in(Frozen, "__init__") and hash(Frozen(1)) == hash(Frozen(1))
+    assert not _stand_in(Ordered, "__init__") and Ordered(1) < Ordered(2)
     assert not _stand_in(NoDoc, "__init__") and NoDoc.__doc__ == "NoDoc(a: 'int' = 0)"
 
 
@@ -151,3 +176,17 @@ def test_server_options_compare_and_print_as_before():
         "JetStreamOptions(enabled=False, "
     )
     assert lazydataclass.__all__ == ["dataclass"]
+
+
+def test_methods_turned_off_stay_off():
+    @dataclass(slots=True, repr=False, eq=False)
+    class Plain:
+        """No repr, no eq: identity and object's repr, hashable by id."""
+
+        a: int = 0
+
+    p = Plain(1)
+    assert not _stand_in(Plain, "__init__") and p.a == 1
+    assert "__repr__" not in Plain.__dict__ and "__eq__" not in Plain.__dict__
+    assert p != Plain(1) and {p: 1}[p] == 1
+    assert repr(p).startswith("<")
