@@ -190,3 +190,22 @@ def test_methods_turned_off_stay_off():
     assert "__repr__" not in Plain.__dict__ and "__eq__" not in Plain.__dict__
     assert p != Plain(1) and {p: 1}[p] == 1
     assert repr(p).startswith("<")
+
+
+def test_keyword_only_fields_and_a_plain_subclass():
+    @dataclass(slots=True, kw_only=True)
+    class Kw:
+        """Keyword-only."""
+
+        a: int = 0
+        b: str = ""
+
+    class Sub(Kw):
+        __slots__ = ()
+
+        def __init__(self) -> None:
+            super().__init__(a=5)
+
+    with pytest.raises(TypeError, match="positional"):
+        Kw(1)
+    assert Kw(a=1, b="x") == Kw(b="x", a=1) and Sub().a == 5 and repr(Sub()).endswith(".Sub(a=5, b='')")
