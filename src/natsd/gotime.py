@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import re
 import time as _time
-from datetime import datetime, timedelta, timezone
 
 __all__ = [
     "NANOSECOND",
@@ -225,13 +224,10 @@ def uptime(ns: int) -> str:
 GO_ZERO_TIME = "0001-01-01T00:00:00Z"
 GO_ZERO_NS = -62135596800 * SECOND
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_ONE_SECOND = timedelta(seconds=1)
 # Go's strict RFC 3339 (what Time.UnmarshalJSON takes): upper-case T and Z, two-digit fields,
 # any number of fraction digits after a ".", "Z" or a "+hh:mm"/"-hh:mm" offset.
-_RFC3339 = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:(Z)|([+-])(\d{2}):(\d{2}))\Z", re.ASCII
-)
+# (compiled by re's cache on the first parse: start-up time, ADR 0015)
+_RFC3339 = r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:(Z)|([+-])(\d{2}):(\d{2}))\Z"
 
 
 def format_rfc3339(ns: int) -> str:
@@ -241,7 +237,9 @@ def format_rfc3339(ns: int) -> str:
     if 0 <= secs < 253402300800:  # the fast path (time.gmtime), years 1970..9999
         base = _time.strftime("%Y-%m-%dT%H:%M:%S", _time.gmtime(secs))
     else:
-        base = (_EPOCH + secs * _ONE_SECOND).strftime("%Y-%m-%dT%H:%M:%S")
+        from datetime import datetime, timedelta, timezone  # (outside the fast path's years only: ADR 0015)
+
+        base = (datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=secs)).strftime("%Y-%m-%dT%H:%M:%S")
         if len(base) < 19:  # strftime does not pad years below 1000 everywhere
             y, rest = base.split("-", 1)
             base = f"{int(y):04d}-{rest}"
@@ -258,7 +256,9 @@ def format_rfc3339_or_zero(ns: int) -> str:
 def parse_rfc3339(s: str) -> int:
     """RFC 3339 -> Unix ns, as Go's ``time.Time`` JSON unmarshalling takes it (``T`` and ``Z``
     upper case, offsets up to ±23:59, fraction truncated to nanoseconds). Raises ``ValueError``."""
-    m = _RFC3339.match(s)
+    from datetime import datetime, timedelta, timezone  # (datetime loads with the first time parsed: ADR 0015)
+
+    m = re.match(_RFC3339, s, re.ASCII)
     if m is None:
         raise ValueError(f"parsing time {s!r} as RFC3339")
     y, mo, d, h, mi, sec = (int(m.group(i)) for i in range(1, 7))
@@ -268,7 +268,7 @@ def parse_rfc3339(s: str) -> int:
         dt = datetime(y, mo, d, h, mi, sec, tzinfo=timezone.utc)
     except ValueError:
         raise ValueError(f"parsing time {s!r} as RFC3339: day out of range") from None
-    secs = (dt - _EPOCH) // _ONE_SECOND
+    secs = (dt - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(seconds=1)
     if m.group(9):
         oh, om = int(m.group(10)), int(m.group(11))
         if oh > 23 or om > 59:

@@ -21,7 +21,6 @@ This module is the one process-wide generator, a leaf any natsd package may impo
 from __future__ import annotations
 
 import os
-import secrets
 import threading
 
 __all__ = ["nuid"]
@@ -38,18 +37,20 @@ class _Nuid:
 
     def __init__(self) -> None:
         self._new_prefix()
-        self.seq = secrets.randbelow(_MAX_SEQ)
-        self.inc = _MIN_INC + secrets.randbelow(_MAX_INC - _MIN_INC)
 
     def _new_prefix(self) -> None:
-        self.prefix = "".join(_DIGITS[secrets.randbelow(62)] for _ in range(_PREFIX_LEN))
+        # secrets (with hmac and OpenSSL's digests) loads with the first id, not with the modules
+        # that import this one (start-up time, ADR 0015)
+        from secrets import randbelow
+
+        self.prefix = "".join(_DIGITS[randbelow(62)] for _ in range(_PREFIX_LEN))
+        self.seq = randbelow(_MAX_SEQ)
+        self.inc = _MIN_INC + randbelow(_MAX_INC - _MIN_INC)
 
     def next(self) -> str:
         self.seq += self.inc
         if self.seq >= _MAX_SEQ:
             self._new_prefix()
-            self.seq = secrets.randbelow(_MAX_SEQ)
-            self.inc = _MIN_INC + secrets.randbelow(_MAX_INC - _MIN_INC)
         n = self.seq
         out = []
         for _ in range(_SEQ_LEN):
@@ -59,19 +60,23 @@ class _Nuid:
 
 
 _lock = threading.Lock()
-_gen = _Nuid()
+_gen: _Nuid | None = None  # made by the first nuid()
 
 
 def nuid() -> str:
     """The next NUID, e.g. ``"mM6dUMb0ZVYFAbGzCs0G6j"``."""
+    global _gen
     with _lock:
-        return _gen.next()
+        gen = _gen
+        if gen is None:
+            gen = _gen = _Nuid()
+        return gen.next()
 
 
 def _reseed_after_fork() -> None:
     global _gen, _lock
     _lock = threading.Lock()
-    _gen = _Nuid()
+    _gen = None  # a new prefix with the child's first id
 
 
 if hasattr(os, "register_at_fork"):

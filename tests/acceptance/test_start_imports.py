@@ -62,6 +62,15 @@ NOT_FOR_A_BARE_START = (
     "pyspark",
     "nats",
     "importlib.resources",
+    # stdlib modules loaded with their first use (issue 31, ADR 0015): OpenSSL's digests (a config
+    # file's digest, the first password, pinned certificates, the JetStream node name), secrets (the
+    # first NUID), random (mappings, sampled traces, leaf links), datetime (a parsed or far time)
+    "hashlib",
+    "_hashlib",
+    "hmac",
+    "secrets",
+    "random",
+    "datetime",
 )
 
 NOT_FOR_JETSTREAM = (
@@ -141,6 +150,25 @@ def test_bare_start_imports_only_the_core():
     mods = _modules()
     assert "natsd.server.connection" in mods  # (the check sees the server's own modules)
     assert _loaded(mods, NOT_FOR_A_BARE_START) == []
+
+
+def test_a_bare_start_makes_only_the_dataclass_methods_it_calls():
+    """natsd.lazydataclass (ADR 0015): the records a bare start defines but never builds keep their
+    stand-ins; the options it builds have their ``__init__`` and nothing else."""
+    code = CHILD.replace(
+        'print("MODULES "',
+        "from natsd.config import options as O, tls as T\n"
+        '    made = lambda c, m: not getattr(c.__dict__[m], "_lazydataclass_stand_in", False)\n'
+        '    print("MADE", made(O.ServerOptions, "__init__"), made(O.ServerOptions, "__repr__"),'
+        ' made(O.ServerOptions, "__eq__"), made(O.UserOptions, "__init__"), made(T.TLSOptions, "__init__"))\n'
+        '    print("MODULES "',
+    )
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "src"), env.get("PYTHONPATH")) if p)
+    r = subprocess.run(
+        [sys.executable, "-c", code, "-a", "127.0.0.1", "-p", "-1"], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert "MADE True False False False False" in r.stdout, r.stdout + r.stderr
 
 
 def test_jetstream_start_imports_no_unused_transport(tmp_path):

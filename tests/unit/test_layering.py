@@ -434,15 +434,23 @@ def test_the_per_message_path_loads_no_optional_room():
 # monitoring, JetStream, prometheus_client, pyarrow, ...) for start-up time and memory (issue 26)
 # and say so where they stand; one made to dodge an import circle is a defect (it hides the circle).
 FUNCTION_LOCAL_IMPORTS = {
-    "(top)": 7 + 2,
+    "(top)": 7 + 2 + 3,
     "cli": 22,
-    "config": 9 + 3 + 2 + 3,
-    "jetstream": 5 + 1 - 1 + 11 + 5 + 25 + 3,
-    "server": 23 + 3 + 4 + 2 - 1 + 1,
+    "config": 9 + 3 + 2 + 3 + 6,
+    "jetstream": 5 + 1 - 1 + 11 + 5 + 25 + 3 + 3,
+    "server": 23 + 3 + 4 + 2 - 1 + 1 + 7,
     "spark": 15,
-    "store": 6 + 2 + 3 + 1 + 1 + 1,
+    "store": 6 + 2 + 3 + 1 + 1 + 1 + 3,
+    "subjects": 2,
     "testing": 18,
 }
+# issue 31, start-up time (ADR 0015): the stdlib modules a plain start does not use load with their first
+# use: (top) +3 (secrets with the first NUID, datetime with a time outside the fast path or parsed), config +6
+# (json/hashlib/datetime for a config file's digest, json for a feature-flag error, datetime for a datetime
+# value, json with the first JWT), server +7 (hmac/hashlib with the first password, random with a sampled
+# trace or a leaf link's queue member, hashlib for pinned certs and the JetStream node name), subjects +2
+# (random with the first mapping or transform), jetstream +3 (zoneinfo with the first schedule time zone,
+# secrets with the first sourced stream), store +3 (shutil, with bz2/lzma, with the first delete).
 # issue 26, -js start-up: jetstream +11 (the API's handler table, the stream/consumer/snapshot layers and
 # the feature list load on first use: FUNCTION_LEVEL_ALLOWED), (top) +2 and config +2 (pathlib, with
 # urllib.parse, only for a compiled build or a config file), server +1 (natsd.server.Server on first use:

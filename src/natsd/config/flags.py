@@ -16,7 +16,9 @@ file and re-applies the same flags (:func:`reload_options`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from natsd.lazydataclass import dataclass
 from typing import Any
 
 from natsd import __version__

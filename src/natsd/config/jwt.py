@@ -26,9 +26,10 @@ them, the typed claims only with a JWT configuration or client (issue 31, start-
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 # The keys and tokens themselves (what a start needs) are natsd.config.jwt_tokens', re-exported here.
+from natsd.lazydataclass import dataclass
 from natsd.config.jwt_tokens import (
     JWTError,
     claims_version,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 
 # nacl and nkeys (PyNaCl, ~40 modules with libsodium) are imported where a signature or a key's
@@ -55,7 +54,8 @@ def is_public_nkey(key, kind: str = "") -> bool:
     return public_nkey_bytes(key, kind) is not None
 
 
-_JWT_RE = re.compile(r"eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
+# (compiled by re's cache when a JWT is first looked for: start-up time, ADR 0015)
+_JWT_RE = r"eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+"
 
 
 class JWTError(ValueError):
@@ -110,7 +110,7 @@ def decode_sig(sig) -> bytes | None:
 
 def extract_jwt(text: str) -> str:
     """The first JWT in ``text`` (a bare token, or a file with ``-----BEGIN ...`` armour)."""
-    m = _JWT_RE.search(text)
+    m = re.search(_JWT_RE, text)
     if m is None:
         raise JWTError("no JWT found")
     return m.group(0)
@@ -123,6 +123,8 @@ def decode(token: str) -> dict:
     parts = token.strip().split(".")
     if len(parts) != 3:
         raise JWTError("expected 3 chunks")
+    import json  # (json loads with the first JWT: start-up time, ADR 0015)
+
     try:
         header = json.loads(_b64decode(parts[0]))
         claims = json.loads(_b64decode(parts[1]))

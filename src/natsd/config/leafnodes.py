@@ -29,10 +29,11 @@ side authenticates leafs with the server's own users, nkeys or operator JWTs (as
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from natsd.lazydataclass import dataclass
 from natsd.config.parser import ConfigMap
 from natsd.redact import redact
 

@@ -28,8 +28,9 @@ Lines and columns are 1-based (columns count characters). nats-server reports li
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
+
+from natsd.lazydataclass import dataclass
 
 __all__ = ["ItemType", "Item", "ConfigError", "Lexer", "lex"]
 

@@ -30,8 +30,8 @@ standalone server.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
+from natsd.lazydataclass import dataclass
 from natsd.config.lexer import ConfigError
 from natsd.config.parser import ConfigMap
 from natsd.config.tls import TLSOptions, parse_tls_block

@@ -8,10 +8,9 @@ key names and aliases) and :mod:`natsd.config.flags` (command line -> options).
 
 from __future__ import annotations
 
-import hashlib as _hashlib
-import json as _json
-from dataclasses import dataclass, field
-from datetime import datetime as _datetime
+from dataclasses import field
+
+from natsd.lazydataclass import dataclass
 from typing import TYPE_CHECKING, Any as _Any, Callable as _Callable
 
 from natsd.config.lexer import ConfigError
@@ -279,9 +278,7 @@ def _type_name(v: _Any) -> str:
         return "map"
     if isinstance(v, list):
         return "array"
-    if isinstance(v, _datetime):
-        return "datetime"
-    return type(v).__name__
+    return type(v).__name__  # (the parser's datetime values: "datetime")
 
 
 class _Ctx:
@@ -1013,8 +1010,10 @@ def _feature_flags(ctx: _Ctx, o: ServerOptions, m: ConfigMap, key: str) -> None:
     for name in flags:
         v = flags[name]
         if not isinstance(v, bool):
+            import json  # (only for this error: see config_digest)
+
             ctx.error(
-                flags.pos(name), f"error parsing feature flag {_json.dumps(name)}: expected bool, got {_type_name(v)}"
+                flags.pos(name), f"error parsing feature flag {json.dumps(name)}: expected bool, got {_type_name(v)}"
             )
             continue
         o.feature_flags[name] = v
@@ -1387,15 +1386,21 @@ def config_digest(tree: ConfigMap) -> str:
     encoding, so the digest identifies a config but is not byte-identical to the reference's.
     """
 
+    # json and hashlib (OpenSSL's digests) load with a config file: a start from flags alone
+    # needs neither (start-up time, ADR 0015)
+    import hashlib
+    import json
+    from datetime import datetime
+
     def default(v: _Any) -> _Any:
-        if isinstance(v, _datetime):
+        if isinstance(v, datetime):
             return v.strftime("%Y-%m-%dT%H:%M:%SZ")
         raise TypeError(type(v).__name__)
 
-    text = _json.dumps(tree, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=default)
+    text = json.dumps(tree, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=default)
     # Go's encoder escapes <, > and & for HTML safety; do the same so equal configs hash alike.
     text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026") + "\n"
-    return "sha256:" + _hashlib.sha256(text.encode()).hexdigest()
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
 def options_from_file(

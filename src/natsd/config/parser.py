@@ -23,7 +23,6 @@ Durations are not a syntax of their own: ``"30s"`` is a string that option proce
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 from typing import Any, Mapping, NamedTuple
 
@@ -162,6 +161,8 @@ class _Parser:
         if t is ItemType.BOOL:
             return it.value.lower() in ("true", "yes", "on")
         if t is ItemType.DATETIME:
+            import datetime as _dt  # (only a config with a datetime value loads it: ADR 0015)
+
             try:
                 return _dt.datetime.strptime(it.value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=_dt.timezone.utc)
             except ValueError:

@@ -23,7 +23,9 @@ What the Python ``ssl`` module cannot express is approximated, and said so here:
 from __future__ import annotations
 
 import ssl
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from natsd.lazydataclass import dataclass
 from typing import Any
 
 __all__ = [

@@ -20,7 +20,9 @@ does; which operator signed an account is checked when it is used (:mod:`natsd.s
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from natsd.lazydataclass import dataclass
 from typing import Any
 
 from natsd.config.jwt_tokens import JWTError, extract_jwt, is_public_nkey

@@ -22,8 +22,10 @@ and nothing else (see :meth:`ApiError.to_dict`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import ClassVar
+
+from natsd.lazydataclass import dataclass
 
 __all__ = ["ApiError", "ApiErrors", "ErrorDef", "ERROR_TABLE"]
 

@@ -30,8 +30,10 @@ an error or to split a body holding several values, so valid requests pay one di
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Callable
+
+from natsd.lazydataclass import dataclass
 
 __all__ = [
     "GoStruct",

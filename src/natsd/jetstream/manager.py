@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Protocol, cast
 
+from natsd.lazydataclass import dataclass
 from natsd.config import feature_flags
 from natsd.gotime import format_duration, format_rfc3339_or_zero as rfc3339, parse_rfc3339_or_zero as parse_rfc3339
 from natsd.jetstream import domain_mappings

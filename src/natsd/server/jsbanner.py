@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from natsd.gohash import get_hash
 from natsd.gotime import format_duration
 from natsd.server.log import logger
 
@@ -38,6 +37,8 @@ def node_name(server_name: str) -> str:
     """nats-server's node name: the first 8 bytes of sha256(server name), each taken modulo 62 as a
     base-62 digit (its getHash). Stable for a fixed ``server_name`` (``edge1`` -> ``u0GDDaas``);
     an unnamed server is named by its ID, so its node changes with the ID."""
+    from natsd.gohash import get_hash  # (hashlib: only a JetStream start names its node, ADR 0015)
+
     return get_hash(server_name)
 
 

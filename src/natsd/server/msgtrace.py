@@ -42,8 +42,7 @@ from __future__ import annotations
 
 import json
 import itertools
-from dataclasses import dataclass
-from random import random, randrange
+from natsd.lazydataclass import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from natsd import __version__
@@ -139,8 +138,14 @@ class ImportHop:
     shadow: Callable[[str], str] | None = None
 
 
+def _randrange(n: int) -> int:
+    from random import randrange  # (random loads with the first sampled trace: start-up time, ADR 0015)
+
+    return randrange(n)
+
+
 # Sampling of ``traceparent``: rand(100) -> [0, 100); tests replace it.
-sample_rand: Callable[[int], int] = randrange
+sample_rand: Callable[[int], int] = _randrange
 
 
 def install(accounts: dict[str, Account], options: ServerOptions) -> None:
@@ -597,6 +602,8 @@ def _queue_member(group: tuple, src: Any) -> Subscription | None:
         if c.closed or sub.closed or (c is src and not c.echo):
             continue
         if c.sub_deny is LEAF_LINK:
+            from random import random  # (only queue groups across leaf links: start-up time, ADR 0015)
+
             w = c.queue_weight(sub)
             wsum += w
             if random() * wsum < w:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import itertools
 from operator import itemgetter
-from random import random as _random
 
 from natsd.protocol.encoder import encode_msg, msg_parts, msg_pieces
 from natsd.protocol.events import Run
@@ -135,6 +134,8 @@ def route(
                 if c.sub_deny is LEAF_LINK:
                     # A leafnode link is used only when no local member takes it (as nats-server);
                     # among links, each in proportion to the members it stands for (LS+ weight).
+                    from random import random as _random  # (random: only with leaf links, ADR 0015)
+
                     w = c.queue_weight(sub)
                     wsum += w
                     if _random() * wsum < w:

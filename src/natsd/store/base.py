@@ -24,8 +24,10 @@ OS in as few write calls as possible (a PubAck is sent only after it). ``sync()`
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Callable, Iterable, Protocol
+
+from natsd.lazydataclass import dataclass
 
 __all__ = [
     "StorageType",

@@ -59,6 +59,19 @@ def _size_for(live: int) -> int:
     return size
 
 
+def empty_and_tombstones(cells: array) -> tuple[int, int]:
+    """``(cells.count(0), cells.count(_TOMB))`` of an ``I`` array, a third of their time for the
+    tables a restart adopts (~20 -> ~6 ms for 2**19 cells: ``array.count`` makes an int per cell).
+    Byte lane ``k`` of every cell, read as one integer: a cell is empty where all four lanes have a
+    zero byte (their OR), a tombstone where all four have 0xff (their AND)."""
+    n = len(cells)
+    raw = cells.tobytes()
+    lanes = [int.from_bytes(raw[k::4], "little") for k in range(4)]
+    any_bits = lanes[0] | lanes[1] | lanes[2] | lanes[3]
+    all_bits = lanes[0] & lanes[1] & lanes[2] & lanes[3]
+    return any_bits.to_bytes(n, "little").count(0), all_bits.to_bytes(n, "little").count(255)
+
+
 class SubjectTable:
     """Maps the live subjects of ``names`` (slot id -> subject, ``None`` for a free slot) to
     their slot ids; the dict-like subset the sequence index uses. A subject is added after its
@@ -132,8 +145,9 @@ class SubjectTable:
         if cells.typecode != "I" or size < _MIN_SIZE or size & (size - 1):
             return False
         # (counts only: the cells come from a checksummed index.db this code wrote)
-        filled = size - cells.count(0)
-        if filled * 2 > size or filled - cells.count(_TOMB) + len(over) != live:
+        empty, tombs = empty_and_tombstones(cells)
+        filled = size - empty
+        if filled * 2 > size or filled - tombs + len(over) != live:
             return False
         try:
             adopted = {names[sid]: sid for sid in over}

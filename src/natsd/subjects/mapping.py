@@ -15,8 +15,7 @@ weight exceeds it; ``rand`` is injectable so tests pick deterministically.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from random import randrange
+from natsd.lazydataclass import dataclass
 from typing import Callable
 
 from natsd.subjects.tokens import is_literal, is_valid_subject, subject_matches
@@ -88,7 +87,11 @@ class SubjectMapper:
 
     def __init__(self, rand: Callable[[int], int] | None = None) -> None:
         self.mappings: list[Mapping] = []
-        self.rand: Callable[[int], int] = rand or randrange
+        if rand is None:
+            from random import randrange  # (with the first mapper, not at start-up: ADR 0015)
+
+            rand = randrange
+        self.rand: Callable[[int], int] = rand
 
     def add(self, src: str, dests: list[MapDest]) -> None:
         """Add (or replace, keeping its place) the mapping of ``src``; raises :class:`MappingError`."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from random import randrange
 from typing import Callable
 
 __all__ = ["transform", "SubjectTransform", "MappingError", "validate_mapping", "BAD_SUBJECT", "tokenize_dest"]
@@ -181,7 +180,11 @@ class SubjectTransform:
         if not sv or not dv or dnpwc > 0 or sfwc != dfwc:
             raise MappingError(BAD_SUBJECT)
         self.src, self.dest, self.stoks, self.dtoks = src, dest, stoks, dtoks
-        self.rand = rand or randrange
+        if rand is None:
+            from random import randrange  # (with the first transform, not at start-up: ADR 0015)
+
+            rand = randrange
+        self.rand = rand
         # Source token position of the n-th "*" (1-based, as destinations number them).
         star_at = [i for i, t in enumerate(stoks) if t == "*"]
         self.kinds: list[int] = []

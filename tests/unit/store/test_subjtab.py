@@ -267,3 +267,15 @@ def test_store_many_over_more_subjects_than_the_hot_cache_holds() -> None:
     totals = st.subjects_totals(">")
     assert len(totals) == len(subjects) and set(totals.values()) == {2}
     assert st.load_last_msg(subjects[-1]).msg == b"again"
+
+
+def test_empty_and_tombstone_counts_match_array_count():
+    from natsd.store.subjtab import empty_and_tombstones
+
+    rng = random.Random(7)
+    # (values sharing bytes with 0 and 0xffffffff: one lane alone must not decide)
+    tricky = [0, 0xFFFFFFFF, 0xFF, 0xFF00, 0xFF000000, 0xFFFFFF00, 0x00FFFFFF, 1 << 24, 1, 0xFFFEFFFF]
+    for size in (8, 64, 1 << 12):
+        cells = array("I", (rng.choice(tricky + [rng.randrange(1 << 32)]) for _ in range(size)))
+        assert empty_and_tombstones(cells) == (cells.count(0), cells.count(0xFFFFFFFF))
+    assert empty_and_tombstones(array("I", bytes(32))) == (8, 0)

@@ -38,10 +38,11 @@ import gc
 import json
 import logging
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import GeneratorType
 from typing import TYPE_CHECKING, Any, Callable, Generator, Iterable
 
+from natsd.lazydataclass import dataclass
 from natsd.jetstream import gojson
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.wire import dumps, error_envelope, required_level_too_high

@@ -4,9 +4,9 @@ resolved once per server (``JetStreamEngine.batch_limits``) and read by
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from natsd.lazydataclass import dataclass
 from natsd.jetstream.config.constants import SECOND
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import field, fields, replace
 from typing import Any
 
+from natsd.lazydataclass import dataclass
 from natsd.gotime import GO_ZERO_TIME, format_duration, format_rfc3339, parse_rfc3339
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.gojson import go_kind

@@ -18,9 +18,10 @@ replies to INFO/CREATE/UPDATE add ``_nats.ver`` and ``_nats.level`` (:func:`with
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields
 from typing import Any
 
+from natsd.lazydataclass import dataclass
 from natsd import __version__
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.gotime import GO_ZERO_TIME, format_rfc3339_or_zero, parse_rfc3339_or_zero

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
 
+from natsd.lazydataclass import dataclass
 from natsd.jetstream.errors import ApiError, NatsdErrors
 from natsd.jetstream.features import schemas as schema_check
 from natsd.jetstream.features.keyspec import KeySpec, parse_key_spec
@@ -82,6 +82,8 @@ class SchemaSpec:
 
 @dataclass(frozen=True, slots=True)
 class StreamFeatures:
+    """What a stream's ``natsd.*`` metadata turns on (none: :data:`NO_STREAM_FEATURES`)."""
+
     keep_last_under_max_age: bool = False
     schemas: tuple[SchemaSpec, ...] = ()
 
@@ -92,6 +94,8 @@ class StreamFeatures:
 
 @dataclass(frozen=True, slots=True)
 class ConsumerFeatures:
+    """What a consumer's ``natsd.*`` metadata turns on (none: :data:`NO_CONSUMER_FEATURES`)."""
+
     dead_letter: str = ""
     partition_key: KeySpec | None = None
 

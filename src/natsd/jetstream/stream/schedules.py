@@ -55,7 +55,6 @@ import os
 import re
 from datetime import datetime, timedelta, timezone, tzinfo
 from typing import TYPE_CHECKING, Callable
-from zoneinfo import ZoneInfo
 
 from natsd.gotime import parse_duration, parse_rfc3339
 from natsd.jetstream.errors import ApiError, ApiErrors
@@ -201,6 +200,8 @@ def _round_second(ns: int) -> int:
 
 def _local_zone() -> tzinfo:
     """Go's ``time.Local``: the zone named by ``$TZ``, else /etc/localtime, else UTC."""
+    from zoneinfo import ZoneInfo  # (zoneinfo, with sysconfig, loads with the first zone: ADR 0015)
+
     tzname = os.environ.get("TZ")
     try:
         if tzname:
@@ -223,6 +224,8 @@ def load_zone(tz: bytes | None) -> tzinfo | None:
         return timezone.utc
     if name == "Local":
         return _local_zone()
+    from zoneinfo import ZoneInfo  # (zoneinfo, with sysconfig, loads with the first zone: ADR 0015)
+
     try:
         return ZoneInfo(name)
     except (ValueError, OSError, KeyError):  # unknown zone, bad name (ZoneInfoNotFoundError is a KeyError)

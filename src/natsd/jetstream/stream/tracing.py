@@ -14,9 +14,9 @@ shadowed on the instance for the duration of the call, so the untraced path pays
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
+from natsd.lazydataclass import dataclass
 from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.nats_headers import EXPECTED_LAST_MSG_ID, EXPECTED_LAST_SEQ, EXPECTED_LAST_SUBJ_SEQ
 from natsd.nats_headers import EXPECTED_LAST_SUBJ_SEQ_SUBJ, MSG_ID

@@ -31,9 +31,7 @@ message, so a wildcard subscription never receives a denied subject.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-from dataclasses import dataclass
+from natsd.lazydataclass import dataclass
 from typing import Protocol
 
 from natsd.config.options import Permissions, ServerOptions, SubjectPermission, UserOptions
@@ -68,6 +66,8 @@ def check_password(stored: str, given: str) -> bool:
             return bcrypt.checkpw(given.encode(), stored.encode())
         except ValueError:
             return False
+    import hmac  # (hmac, with OpenSSL's digests, loads with the first password: start-up time, ADR 0015)
+
     return hmac.compare_digest(stored.encode(), given.encode())
 
 
@@ -201,6 +201,8 @@ class Authenticator:
         return self._with_secret(res, u.password, given)
 
     def _with_secret(self, res: AuthResult, stored: str, given: str) -> AuthResult:
+        import hashlib, hmac  # noqa: E401 (with the first password or token: start-up time, ADR 0015)
+
         if is_bcrypt(stored):
             key = hashlib.sha256(stored.encode() + b"\0" + given.encode()).digest()
             if key in self._verified:

@@ -35,11 +35,11 @@ import json
 import logging
 import os
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import nkeys
 
+from natsd.lazydataclass import dataclass
 from natsd import __version__
 from natsd import nats_headers as NH
 from natsd.config import jwt as J

@@ -30,7 +30,6 @@ certificates for new connections without touching established ones.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import socket
 import ssl
 import struct
@@ -73,6 +72,8 @@ _CLOSED = 4
 
 def spki_sha256(der_cert: bytes) -> str:
     """Hex SHA-256 of a certificate's DER SubjectPublicKeyInfo (the ``pinned_certs`` format)."""
+    import hashlib  # (OpenSSL's digests, with pinned certificates only: start-up time, ADR 0015)
+
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
 

@@ -64,7 +64,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import struct
 import sys
 import threading
@@ -736,6 +735,8 @@ class FileConsumerStore:
         self._ckpt_token += 1
         self.wait()
         self._close_journal()
+        import shutil  # (shutil, with its compression modules, loads with the first delete: ADR 0015)
+
         shutil.rmtree(self._dir, ignore_errors=True)
         if self._on_close:
             self._on_close(self)

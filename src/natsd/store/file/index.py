@@ -65,8 +65,9 @@ import struct
 from bisect import bisect_right
 import sys
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from natsd.lazydataclass import dataclass
 from natsd.store.base import CorruptState
 from natsd.store.file.crc import crc32_big
 from natsd.store.seqindex import DEAD_SIDS, SZ_BIG, TS_MAX
@@ -90,6 +91,9 @@ _SID_CODES = {1: "B", 2: "H", 4: "I"}
 
 @dataclass(slots=True)
 class BlockInfo:
+    """One message block as ``index.db`` records it: id, flushed size, max_ref and the file's last
+    8 bytes (see the format above)."""
+
     id: int
     size: int
     max_ref: int
@@ -100,6 +104,8 @@ class BlockInfo:
 # methods were a visible part of loading this module at a restart, issue 31)
 @dataclass(slots=True, repr=False, eq=False)
 class IndexSnapshot:
+    """A stream's index as ``index.db`` holds it (see the format above)."""
+
     first: int
     last: int
     first_ts: int

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 from typing import TYPE_CHECKING
 
 from natsd.atomicfile import fsync_dir
@@ -75,7 +74,12 @@ _PLAIN_SUFFIX = ".plain"  # .<name>.plain: the plain stream, until the copy has 
 
 # (the renames and the removal: crash tests stop the settling there)
 _rename = os.rename
-_rmtree = shutil.rmtree
+
+
+def _rmtree(path: str) -> None:
+    import shutil  # (shutil, with its compression modules, only when a copy is removed: ADR 0015)
+
+    shutil.rmtree(path)
 
 
 def needs_encryption(directory: str, keys: AccountKeys) -> bool:

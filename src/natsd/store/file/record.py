@@ -46,8 +46,8 @@ next intact record by trying each following offset and goes on from there
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 
+from natsd.lazydataclass import dataclass
 from natsd.store.file.crc import BIG, crc32, crc32_big
 from natsd.store.file.layout import MAX_RECORD_SIZE
 

@@ -61,7 +61,6 @@ from itertools import accumulate
 import heapq
 import logging
 import os
-import shutil
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from natsd.store.base import MsgRun, StoreClosed, StoreConfig, StoreError, StoreMsg, StoreWriteError
@@ -794,6 +793,8 @@ class FileStreamStore(IndexedStreamStore):
             for blk in self._blocks.values():
                 blk.close()
             self._closed = True
+        import shutil  # (shutil, with its compression modules, loads with the first delete: ADR 0015)
+
         shutil.rmtree(self._dir, ignore_errors=True)
 
     def _check_open(self) -> None:

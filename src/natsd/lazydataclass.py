@@ -1,0 +1,113 @@
+"""``dataclass`` whose generated methods are made when first called (start-up time, ADR 0015).
+
+:func:`dataclasses.dataclass` writes ``__init__``, ``__repr__`` and ``__eq__`` as source text and
+compiles each with ``exec`` when the class is defined: most of its cost, and most of the cost of
+importing ``natsd.config.options`` (58 options make a long ``__init__``). A server start defines a few
+dozen dataclasses and calls few of these methods (the options it builds are never compared nor
+printed; the TLS, account or permission records are made only when configured).
+
+:func:`dataclass` here is the standard one with those three methods made on first use: the class is
+processed at definition by :func:`dataclasses.dataclass` itself without them (fields, defaults,
+``__slots__``, ``__match_args__``, ``__hash__`` as the standard decorator sets it), and each missing
+method is a stand-in that, on its first call, has :func:`dataclasses.dataclass` generate that method
+on a copy of the class made from the same fields, puts it on the class and runs it. From then on the
+class holds exactly the methods the standard decorator would have given it (same code, same
+``__qualname__``), so behaviour, error messages and speed are the standard ones; only
+``inspect.signature`` of a class not yet instantiated shows the stand-in's ``(*args, **kwargs)``.
+
+With ``frozen=True`` the field-based ``__hash__`` is made on first use as well. What needs more
+(``order``, ``unsafe_hash``, ``weakref_slot``, or a class without a docstring, whose docstring the
+decorator renders from ``__init__``'s signature) gets the standard decorator unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, TypeVar, dataclass_transform, overload
+
+__all__ = ["dataclass"]
+
+_T = TypeVar("_T", bound=type)
+_METHODS = ("__init__", "__repr__", "__eq__")
+
+
+@overload
+def dataclass(cls: _T, /) -> _T: ...
+
+
+@overload
+def dataclass(cls: None = None, /, **kwargs: Any) -> Callable[[_T], _T]: ...
+
+
+@dataclass_transform(field_specifiers=(dataclasses.field, dataclasses.Field))
+def dataclass(cls: Any = None, /, **kwargs: Any) -> Any:
+    """:func:`dataclasses.dataclass` (same arguments) with ``__init__``/``__repr__``/``__eq__``
+    made on first use (see the module)."""
+
+    def wrap(cls: Any) -> Any:
+        return _process(cls, kwargs)
+
+    return wrap if cls is None else wrap(cls)
+
+
+# the keyword arguments handled here (others, or other values, use the standard decorator)
+_LAZY_OK = {k: (True, False) for k in ("init", "repr", "eq", "slots", "kw_only", "match_args", "frozen")}
+
+
+def _process(cls: Any, kwargs: dict[str, Any]) -> Any:
+    if not cls.__dict__.get("__doc__") or any(k not in _LAZY_OK or v not in _LAZY_OK[k] for k, v in kwargs.items()):
+        return dataclasses.dataclass(cls, **kwargs)
+    wanted = {m: kwargs.get(m.strip("_"), True) for m in _METHODS}  # init=, repr=, eq=
+    lazy = [m for m in _METHODS if wanted[m] and m not in cls.__dict__]  # (it never replaces a class's own)
+    # what the standard decorator does to __hash__ with eq=True and unsafe_hash=False, unless the class
+    # defines one (a class body defining __eq__ alone has None, which does not count): None, or with
+    # frozen=True one computed from the fields (made on first use too)
+    own_hash = cls.__dict__.get("__hash__", dataclasses.MISSING)
+    explicit_hash = not (own_hash is dataclasses.MISSING or (own_hash is None and "__eq__" in cls.__dict__))
+    frozen, eq = kwargs.get("frozen", False), wanted["__eq__"]
+    if eq and frozen and not explicit_hash:
+        lazy.append("__hash__")
+    # (frozen=True still makes __setattr__/__delattr__ here: small, and __slots__'s pickling needs it)
+    made = dataclasses.dataclass(cls, **{**kwargs, "init": False, "repr": False, "eq": False})
+    for name in lazy:
+        setattr(made, name, _stand_in(made, name, kwargs))
+    if eq and not frozen and not explicit_hash:
+        made.__hash__ = None
+    return made
+
+
+def _stand_in(owner: Any, name: str, kwargs: dict[str, Any]) -> Callable[..., Any]:
+    def method(self: Any, *args: Any, **kw: Any) -> Any:
+        return _generate(owner, name, kwargs)(self, *args, **kw)
+
+    method.__name__ = name
+    method.__qualname__ = f"{owner.__qualname__}.{name}"
+    # (how _generate, and tests, tell it from the real method)
+    method._lazydataclass_stand_in = True  # type: ignore[attr-defined]
+    return method
+
+
+def _generate(owner: Any, name: str, kwargs: dict[str, Any]) -> Callable[..., Any]:
+    """Have the standard decorator write method ``name`` (alone: a start calls ``__init__`` and
+    rarely the others) for a copy of ``owner`` (its own fields, the same bases,
+    ``__post_init__``), put it on ``owner`` in place of the stand-in and return it."""
+    fields = owner.__dataclass_fields__
+    own = owner.__dict__.get("__annotations__", {})
+    ns: dict[str, Any] = {
+        "__module__": owner.__module__,
+        "__qualname__": owner.__qualname__,
+        "__doc__": owner.__doc__,
+        "__annotations__": dict(own),
+    }
+    for n in own:
+        f = fields.get(n)
+        if f is not None:
+            ns[n] = f  # the same Field (default, factory, repr, compare, kw_only)
+    if "__post_init__" in owner.__dict__:
+        ns["__post_init__"] = owner.__dict__["__post_init__"]
+    opts = {k: v for k, v in kwargs.items() if k not in ("slots", "init", "repr", "eq")}
+    which = {"init": name == "__init__", "repr": name == "__repr__", "eq": name in ("__eq__", "__hash__")}
+    fn = dataclasses.dataclass(type(owner.__name__, owner.__bases__, ns), **opts, **which).__dict__[name]
+    if getattr(owner.__dict__.get(name), "_lazydataclass_stand_in", False):
+        setattr(owner, name, fn)
+    return fn

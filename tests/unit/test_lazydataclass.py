@@ -1,0 +1,211 @@
+"""natsd.lazydataclass: the standard dataclass, its ``__init__``/``__repr__``/``__eq__`` made on first use.
+Each case defines the same class with both decorators and compares what users of the class see."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+
+import pytest
+
+from natsd import lazydataclass
+from natsd.lazydataclass import dataclass
+
+pytestmark = pytest.mark.unit
+
+
+def _pair(**kwargs):
+    """(standard, lazy) versions of one class: defaults, a factory, a field kept out of repr and
+    one kept out of comparisons, a keyword-only field."""
+
+    def body(deco):
+        @deco(**kwargs)
+        class Rec:
+            """A record."""
+
+            name: str
+            port: int = 4222
+            tags: list[str] = dataclasses.field(default_factory=list)
+            key: str = dataclasses.field(default="", repr=False)
+            seen: int = dataclasses.field(default=0, compare=False)
+
+        return Rec
+
+    return body(dataclasses.dataclass), body(dataclass)
+
+
+def _stand_in(cls, name: str) -> bool:
+    return getattr(cls.__dict__.get(name), "_lazydataclass_stand_in", False)
+
+
+@pytest.mark.parametrize("slots", [False, True])
+def test_instances_behave_as_the_standard_dataclass(slots):
+    std, lazy = _pair(slots=slots)
+    assert all(_stand_in(lazy, m) for m in ("__init__", "__repr__", "__eq__"))
+    a, b = std("a", tags=["x"], key="secret", seen=3), lazy("a", tags=["x"], key="secret", seen=3)
+    assert repr(b) == repr(a).replace(std.__qualname__, lazy.__qualname__)
+    assert "secret" not in repr(b)
+    assert b == lazy("a", tags=["x"], seen=9, key="secret")  # (seen is not compared)
+    assert b != lazy("a", port=1) and b != a and (b == 1) is False
+    assert lazy.__hash__ is None and std.__hash__ is None
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(b)
+    assert [(f.name, f.default, f.repr, f.compare) for f in dataclasses.fields(lazy)] == [
+        (f.name, f.default, f.repr, f.compare) for f in dataclasses.fields(std)
+    ]
+    assert lazy.__match_args__ == std.__match_args__
+    assert hasattr(b, "__dict__") is hasattr(a, "__dict__") is (not slots)
+    assert dataclasses.replace(b, port=1).port == 1 and dataclasses.asdict(b) == dataclasses.asdict(a)
+    assert lazy("a").tags is not lazy("a").tags  # (a fresh list each time)
+    assert not any(_stand_in(lazy, m) for m in ("__init__", "__repr__", "__eq__"))
+    assert lazy.__init__.__qualname__ == f"{lazy.__qualname__}.__init__"
+
+
+def test_wrong_arguments_fail_with_the_standard_messages():
+    std, lazy = _pair(slots=True)
+    for args, kw in (((), {}), (("a",), {"nope": 1}), (("a", 1, [], "", 0, "extra"), {})):
+        with pytest.raises(TypeError) as want:
+            std(*args, **kw)
+        with pytest.raises(TypeError) as got:
+            lazy(*args, **kw)
+        assert str(got.value) == str(want.value)
+
+
+def test_only_the_method_called_is_made():
+    _, lazy = _pair(slots=True)
+    lazy("a")
+    assert not _stand_in(lazy, "__init__") and _stand_in(lazy, "__repr__") and _stand_in(lazy, "__eq__")
+
+
+def test_post_init_and_inheritance():
+    @dataclass(slots=True)
+    class Base:
+        """Base."""
+
+        a: int = 1
+
+    @dataclass(slots=True)
+    class Child(Base):
+        """Child."""
+
+        b: list[int] = dataclasses.field(default_factory=list)
+        total: int = 0
+
+        def __post_init__(self) -> None:
+            self.total = self.a + len(self.b)
+
+    c = Child(2, [5, 6])
+    assert (c.a, c.b, c.total) == (2, [5, 6], 4)
+    assert repr(c) == "test_post_init_and_inheritance.<locals>.Child(a=2, b=[5, 6], total=4)"
+    assert Base(1) == Base() and Base(1) != Child(1)
+
+
+def test_pickling_a_module_level_record():
+    o = _Module(3)
+    assert pickle.loads(pickle.dumps(o)) == o
+
+
+@dataclass(slots=True)
+class _Module:
+    """A record importable by pickle."""
+
+    n: int = 0
+
+
+@pytest.mark.parametrize("slots", [False, True])
+def test_frozen_records_hash_refuse_changes_and_pickle_as_the_standard(slots):
+    std, lazy = _pair(slots=slots, frozen=True)
+    assert _stand_in(lazy, "__hash__") and _stand_in(lazy, "__init__")
+    a, b = std("a", tags=("x",)), lazy("a", tags=("x",))  # (a tuple: hashable)
+    assert hash(b) == hash(lazy("a", tags=("x",), seen=5)) == hash(a)  # (seen is not compared nor hashed)
+    assert not _stand_in(lazy, "__hash__")
+    for obj in (a, b):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            obj.port = 1
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            del obj.port
+    assert {b: 1}[lazy("a", tags=("x",))] == 1
+    assert repr(b) == repr(a).replace(std.__qualname__, lazy.__qualname__)
+    assert pickle.loads(pickle.dumps(_Frozen(2, "x"))) == _Frozen(2, "x")
+
+
+@dataclass(frozen=True, slots=True)
+class _Frozen:
+    """A frozen record importable by pickle."""
+
+    n: int = 0
+    s: str = ""
+
+
+def test_what_it_does_not_defer_uses_the_standard_decorator():
+    @dataclass(order=True)
+    class Ordered:
+        """Ordered."""
+
+        a: int = 0
+
+    @dataclass
+    class NoDoc:
+        a: int = 0
+
+    assert not _stand_in(Ordered, "__init__") and Ordered(1) < Ordered(2)
+    assert not _stand_in(NoDoc, "__init__") and NoDoc.__doc__ == "NoDoc(a: 'int' = 0)"
+
+
+def test_a_class_s_own_methods_are_kept():
+    @dataclass(slots=True)
+    class Own:
+        """Own repr and hash."""
+
+        a: int = 0
+
+        def __repr__(self) -> str:
+            return "own"
+
+        def __hash__(self) -> int:
+            return 7
+
+    assert repr(Own()) == "own" and hash(Own()) == 7 and Own(1) == Own(1)
+
+
+def test_server_options_compare_and_print_as_before():
+    from natsd.config.options import JetStreamOptions, ServerOptions
+
+    assert ServerOptions() == ServerOptions() and ServerOptions(port=1) != ServerOptions()
+    assert "key=" not in repr(JetStreamOptions(key="k")) and repr(JetStreamOptions()).startswith(
+        "JetStreamOptions(enabled=False, "
+    )
+    assert lazydataclass.__all__ == ["dataclass"]
+
+
+def test_methods_turned_off_stay_off():
+    @dataclass(slots=True, repr=False, eq=False)
+    class Plain:
+        """No repr, no eq: identity and object's repr, hashable by id."""
+
+        a: int = 0
+
+    p = Plain(1)
+    assert not _stand_in(Plain, "__init__") and p.a == 1
+    assert "__repr__" not in Plain.__dict__ and "__eq__" not in Plain.__dict__
+    assert p != Plain(1) and {p: 1}[p] == 1
+    assert repr(p).startswith("<")
+
+
+def test_keyword_only_fields_and_a_plain_subclass():
+    @dataclass(slots=True, kw_only=True)
+    class Kw:
+        """Keyword-only."""
+
+        a: int = 0
+        b: str = ""
+
+    class Sub(Kw):
+        __slots__ = ()
+
+        def __init__(self) -> None:
+            super().__init__(a=5)
+
+    with pytest.raises(TypeError, match="positional"):
+        Kw(1)
+    assert Kw(a=1, b="x") == Kw(b="x", a=1) and Sub().a == 5 and repr(Sub()).endswith(".Sub(a=5, b='')")
