@@ -161,8 +161,7 @@ class FileStreamStore(IndexedStreamStore):
         keys: AccountKeys | None = None,
     ) -> None:
         self._dir = directory
-        # Encryption at rest (natsd.store.file.encryption): the account's keys and the stream's
-        # own key (meta.key); both None for a plain store.
+        # Encryption at rest (natsd.store.file.encryption): account keys, meta.key; None when plain.
         self._keys = keys
         self._asset: AssetKey | None = None
         self._msgs_dir = os.path.join(directory, MSGS_DIR)
@@ -193,9 +192,7 @@ class FileStreamStore(IndexedStreamStore):
         self._writes = InFlightWrites(self, writer)
         self._faults = WriteFaults(self)
         self._index_file = IndexFile(self, self._msgs_dir, index_interval_ns)
-        # Whether msgs/ exists: a new stream has none until its first block file (a directory
-        # without one is an empty stream; recovery sets this).
-        self._msgs_made = False
+        self._msgs_made = False  # (msgs/ exists: made with the first block file; recovery sets it)
         self._compression = Compression(self, compress_inline)
         super().__init__(config, clock)
         # The key first (in _make_directory): one that does not open the stream stops there.
