@@ -343,6 +343,7 @@ NOT_FOR_A_KV_GET = (
     "natsd.jetstream.stream.schedule_state",
     "natsd.jetstream.stream.tracing",
     "datetime",
+    "random",  # (with the first ephemeral consumer's name)
 )
 
 _KV = {
