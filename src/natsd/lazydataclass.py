@@ -31,6 +31,8 @@ __all__ = ["dataclass"]
 
 _T = TypeVar("_T", bound=type)
 _METHODS = ("__init__", "__repr__", "__eq__")
+#: Calls of a stand-in ``__init__`` without arguments answered without generating it (see _stand_in).
+_PLAN_CALLS = 16
 
 
 @overload
@@ -80,13 +82,16 @@ def _process(cls: Any, kwargs: dict[str, Any]) -> Any:
 
 def _stand_in(owner: Any, name: str, kwargs: dict[str, Any]) -> Callable[..., Any]:
     if name == "__init__":
-        plan: list = []  # (built on the first call without arguments, see _defaults_plan)
+        # (built on the first call without arguments, see _defaults_plan; then the calls left before the
+        # generated method takes over: a record built often without arguments gets its faster loop-free code)
+        plan: list = []
 
         def method(self: Any, *args: Any, **kw: Any) -> Any:
             if not args and not kw:
                 if not plan:
-                    plan.append(_defaults_plan(owner, kwargs.get("frozen", False)))
-                if plan[0] is not None:
+                    plan.extend((_defaults_plan(owner, kwargs.get("frozen", False)), _PLAN_CALLS))
+                plan[1] -= 1
+                if plan[0] is not None and plan[1] >= 0:
                     setter, assigns, post_init = plan[0]
                     for n, value, factory in assigns:
                         setter(self, n, factory() if factory else value)

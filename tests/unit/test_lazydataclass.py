@@ -285,3 +285,16 @@ def test_server_options_without_arguments_generate_nothing():
     lazydataclass._generate(ServerOptions, "__init__", {})(made)
     assert o == made
     assert [getattr(o, f.name) for f in dataclasses.fields(o)] == [getattr(made, f.name) for f in dataclasses.fields(o)]
+
+
+def test_a_record_built_often_without_arguments_gets_its_generated_init():
+    @dataclass(slots=True)
+    class Often:
+        """Built without arguments again and again."""
+
+        a: int = 1
+
+    for _ in range(lazydataclass._PLAN_CALLS):
+        assert Often().a == 1
+    assert _stand_in(Often, "__init__")
+    assert Often().a == 1 and not _stand_in(Often, "__init__")
