@@ -14,6 +14,8 @@ on a copy of the class made from the same fields, puts it on the class and runs 
 class holds exactly the methods the standard decorator would have given it (same code, same
 ``__qualname__``), so behaviour, error messages and speed are the standard ones; only
 ``inspect.signature`` of a class not yet instantiated shows the stand-in's ``(*args, **kwargs)``.
+A call of ``__init__`` without arguments (``ServerOptions()`` at every start) makes nothing: the
+stand-in assigns the fields' defaults as the generated method would (:func:`_defaults_plan`).
 
 With ``frozen=True`` the field-based ``__hash__`` is made on first use as well. What needs more
 (``order``, ``unsafe_hash``, ``weakref_slot``, or a class without a docstring, whose docstring the
@@ -29,6 +31,8 @@ __all__ = ["dataclass"]
 
 _T = TypeVar("_T", bound=type)
 _METHODS = ("__init__", "__repr__", "__eq__")
+#: Calls of a stand-in ``__init__`` without arguments answered without generating it (see _stand_in).
+_PLAN_CALLS = 16
 
 
 @overload
@@ -77,8 +81,29 @@ def _process(cls: Any, kwargs: dict[str, Any]) -> Any:
 
 
 def _stand_in(owner: Any, name: str, kwargs: dict[str, Any]) -> Callable[..., Any]:
-    def method(self: Any, *args: Any, **kw: Any) -> Any:
-        return _generate(owner, name, kwargs)(self, *args, **kw)
+    if name == "__init__":
+        # (built on the first call without arguments, see _defaults_plan; then the calls left before the
+        # generated method takes over: a record built often without arguments gets its faster loop-free code)
+        plan: list = []
+
+        def method(self: Any, *args: Any, **kw: Any) -> Any:
+            if not args and not kw:
+                if not plan:
+                    plan.extend((_defaults_plan(owner, kwargs.get("frozen", False)), _PLAN_CALLS))
+                plan[1] -= 1
+                if plan[0] is not None and plan[1] >= 0:
+                    setter, assigns, post_init = plan[0]
+                    for n, value, factory in assigns:
+                        setter(self, n, factory() if factory else value)
+                    if post_init is not None:
+                        self.__post_init__(*post_init)
+                    return None
+            return _generate(owner, name, kwargs)(self, *args, **kw)
+
+    else:
+
+        def method(self: Any, *args: Any, **kw: Any) -> Any:
+            return _generate(owner, name, kwargs)(self, *args, **kw)
 
     method.__name__ = name
     method.__qualname__ = f"{owner.__qualname__}.{name}"
@@ -111,3 +136,39 @@ def _generate(owner: Any, name: str, kwargs: dict[str, Any]) -> Callable[..., An
     if getattr(owner.__dict__.get(name), "_lazydataclass_stand_in", False):
         setattr(owner, name, fn)
     return fn
+
+
+def _defaults_plan(owner: Any, frozen: bool) -> tuple | None:
+    """What the generated ``__init__`` of ``owner`` does when called without arguments, so that such a
+    call (``ServerOptions()`` at every start: its 58-field ``__init__`` took ~18 M instructions to write
+    and compile, issue 31) needs no generated method: (the setter, ``(name, default, factory)`` per
+    field it assigns, in field order, the ``__post_init__`` arguments or None), or None when the call
+    must go to the generated method (a field without a default: the standard TypeError).
+
+    The assignments mirror :func:`dataclasses._field_init` for the class :func:`_generate` decorates
+    (the same fields, no ``__slots__``): a field with a factory gets ``factory()``, one with ``init=True``
+    its default, one with ``init=False`` and a plain default none (the class attribute answers); an
+    ``InitVar`` is assigned nothing and its default goes to ``__post_init__``; ``frozen`` assigns
+    through ``object.__setattr__``, as the generated code does."""
+    assigns = []
+    initvars = []
+    for f in owner.__dataclass_fields__.values():
+        kind = f._field_type
+        if kind is dataclasses._FIELD_CLASSVAR:  # type: ignore[attr-defined]
+            continue
+        if kind is not dataclasses._FIELD and kind is not dataclasses._FIELD_INITVAR:  # type: ignore[attr-defined]
+            return None
+        has_factory = f.default_factory is not dataclasses.MISSING
+        if f.init and not has_factory and f.default is dataclasses.MISSING:
+            return None
+        if kind is dataclasses._FIELD_INITVAR:  # type: ignore[attr-defined]
+            if not f.init or has_factory:  # (rare: left to the generated method)
+                return None
+            initvars.append(f.default)
+            continue
+        if has_factory:
+            assigns.append((f.name, None, f.default_factory))
+        elif f.init:
+            assigns.append((f.name, f.default, None))
+    post_init = tuple(initvars) if hasattr(owner, "__post_init__") else None
+    return (object.__setattr__ if frozen else setattr), tuple(assigns), post_init

@@ -316,6 +316,11 @@ FUNCTION_LEVEL_ALLOWED: set[tuple[str, str]] = {
     # first request, the consumer layer with the first stream that has consumers
     ("jetstream/api/routes.py", "natsd.jetstream.api"),
     ("jetstream/dormant.py", "natsd.jetstream"),
+    # issue 31 (restart time): the schedule layer (with datetime) loads with the first stream allowing
+    # schedules or the first schedule header, message tracing's stream side with the first traced message
+    ("jetstream/stream/core.py", "natsd.jetstream.stream.schedules"),
+    ("jetstream/stream/ingest.py", "natsd.jetstream.stream.schedules"),
+    ("jetstream/stream/core.py", "natsd.jetstream.stream.tracing"),
 }
 
 
@@ -437,7 +442,7 @@ FUNCTION_LOCAL_IMPORTS = {
     "(top)": 7 + 2 + 3,
     "cli": 22,
     "config": 9 + 3 + 2 + 3 + 6,
-    "jetstream": 5 + 1 - 1 + 11 + 5 + 25 + 3 + 3,
+    "jetstream": 5 + 1 - 1 + 11 + 5 + 25 + 3 + 3 + 4 + 2,
     "server": 23 + 3 + 4 + 2 - 1 + 1 + 7,
     "spark": 15,
     "store": 6 + 2 + 3 + 1 + 1 + 1 + 3,
@@ -468,6 +473,9 @@ FUNCTION_LOCAL_IMPORTS = {
 # store +1: ctypes (syncfs) only at a clean stop (issue 31).
 # store +1: ctypes (malloc_trim) only after a large index was built (natsd.store.memtrim, issue 31).
 # store +1: natsd.store.file.peek, loaded only by a restart after a kill -9 (issue 31, ADR 0009).
+# jetstream +4 (issue 31, KV restart): the schedule layer and datetime (2 in ingest, 1 in the stream's set-up)
+# and the stream side of message tracing (1) load with their first use, not with the stream layer; jetstream +2:
+# random with the first ephemeral consumer's name (natsd.jetstream.consumer.helpers), not with JetStream.
 # store +2: encryption (cryptography) loaded only when a key is configured (issue 29).
 # server +4: the mqtt room, loaded only with an mqtt {} block (issue 28).
 # jetstream +1: fastjsonschema, loaded by the first stream with a natsd.schema.* key (issue 27).

@@ -209,3 +209,92 @@ def test_keyword_only_fields_and_a_plain_subclass():
     with pytest.raises(TypeError, match="positional"):
         Kw(1)
     assert Kw(a=1, b="x") == Kw(b="x", a=1) and Sub().a == 5 and repr(Sub()).endswith(".Sub(a=5, b='')")
+
+
+@pytest.mark.parametrize("slots", [False, True])
+@pytest.mark.parametrize("frozen", [False, True])
+def test_a_call_without_arguments_makes_no_method_and_the_standard_instance(slots, frozen):
+    """``ServerOptions()`` at every start: the fields' defaults are assigned as the generated
+    ``__init__`` would, without writing and compiling it (issue 31)."""
+    calls = []
+
+    def body(deco):
+        @deco(slots=slots, frozen=frozen)
+        class Rec:
+            """Defaults of every kind."""
+
+            port: int = 4222
+            tags: list[str] = dataclasses.field(default_factory=list)
+            made: dict = dataclasses.field(default_factory=dict, init=False)
+            label: str = dataclasses.field(default="x", init=False)
+            scale: dataclasses.InitVar[int] = 3
+            total: int = 0
+
+            def __post_init__(self, scale: int) -> None:
+                calls.append(scale)
+                object.__setattr__(self, "total", self.port * scale)
+
+        return Rec
+
+    std, lazy = body(dataclasses.dataclass), body(dataclass)
+    a, b = std(), lazy()
+    assert calls == [3, 3]
+    assert _stand_in(lazy, "__init__")  # (nothing was generated)
+    names = ("port", "tags", "made", "total") + (() if slots else ("label",))
+    assert [getattr(b, n) for n in names] == [getattr(a, n) for n in names]
+    assert lazy().tags is not b.tags and lazy().made is not b.made  # (a fresh object each time)
+    if not slots:
+        assert vars(b) == vars(a)
+    if frozen:
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            b.port = 1
+    assert lazy(port=1).total == 3 and not _stand_in(lazy, "__init__")  # (with arguments: generated)
+
+
+def test_a_call_without_arguments_through_a_custom_setattr_and_a_subclass():
+    seen = []
+
+    @dataclass
+    class Watched:
+        """Assignments go through the class's own __setattr__, as in the generated __init__."""
+
+        a: int = 1
+        b: list = dataclasses.field(default_factory=list)
+
+        def __setattr__(self, name, value):
+            seen.append(name)
+            object.__setattr__(self, name, value)
+
+    class Sub(Watched):
+        def __post_init__(self) -> None:  # (not on the dataclass: the generated code never calls it)
+            seen.append("post")
+
+    assert Watched().a == 1 and seen == ["a", "b"]
+    seen.clear()
+    Sub()
+    assert seen == ["a", "b"]
+
+
+def test_server_options_without_arguments_generate_nothing():
+    from natsd.config.options import ServerOptions
+
+    plan = lazydataclass._defaults_plan(ServerOptions, False)
+    assert plan is not None and len(plan[1]) >= 58
+    o = ServerOptions()
+    made = object.__new__(ServerOptions)
+    lazydataclass._generate(ServerOptions, "__init__", {})(made)
+    assert o == made
+    assert [getattr(o, f.name) for f in dataclasses.fields(o)] == [getattr(made, f.name) for f in dataclasses.fields(o)]
+
+
+def test_a_record_built_often_without_arguments_gets_its_generated_init():
+    @dataclass(slots=True)
+    class Often:
+        """Built without arguments again and again."""
+
+        a: int = 1
+
+    for _ in range(lazydataclass._PLAN_CALLS):
+        assert Often().a == 1
+    assert _stand_in(Often, "__init__")
+    assert Often().a == 1 and not _stand_in(Often, "__init__")

@@ -6,8 +6,6 @@ the API level check, and the consumer's view of the shared helpers (nuids from
 
 from __future__ import annotations
 
-import random
-
 from natsd.gotime import parse_duration
 from natsd.nuid import nuid
 from natsd.protocol.headers import get_header as find_header
@@ -22,10 +20,14 @@ _NAME_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz
 
 def create_consumer_name() -> str:
     """An 8-character random name for legacy ephemerals (as the reference's)."""
+    import random  # (with the first ephemeral: a restart's first request does not load it, issue 31)
+
     return "".join(random.choice(_NAME_ALPHABET) for _ in range(8))
 
 
 def rand4() -> str:
+    import random  # (as above)
+
     return "".join(random.choice(_NAME_ALPHABET) for _ in range(4))
 
 

@@ -25,14 +25,13 @@ import logging
 from collections import deque
 from typing import TYPE_CHECKING, Iterator
 
-from natsd.jetstream.stream import ingest, tracing, turnflush
+from natsd.jetstream.stream import ingest, turnflush
 from natsd.jetstream.stream.batch import AtomicBatches, repair_torn_batch
 from natsd.jetstream.stream.expiry import Expiry
 from natsd.jetstream.errors import ApiErrors
 from natsd.jetstream.features.metadata import stream_features
 from natsd.jetstream.features.schemas import SchemaChecker
 from natsd.jetstream.config.models import SECOND, StreamConfig, rfc3339, state_to_json, with_dynamic_metadata
-from natsd.jetstream.stream.schedules import Schedules
 from natsd.jetstream.stream.sourcing import SourceLink
 from natsd.jetstream.wire import dumps, parse_ttl
 from natsd.store.base import MsgNotFound, StoreConfig, StoreEOF, StoreMsg, StreamStore
@@ -40,6 +39,8 @@ from natsd.subjects.tokens import subjects_collide, subset
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Clock, Timer
+    from natsd.jetstream.stream.schedules import Schedules
+    from natsd.jetstream.stream.tracing import JsOutcome
     from natsd.jetstream.views import AccountView, ConsumerView, LazyConsumersView
     from natsd.jetstream.ports import Subscription
     from natsd.jetstream.stream.sourcing import SourceLink
@@ -185,6 +186,9 @@ class Stream:
         self._fast = plain and not self._counter
         self._counter_fast = plain and self._counter
         if cfg.allow_msg_schedules and self._sched is None:
+            # (the schedule layer, with datetime, loads with the first stream allowing schedules: issue 31)
+            from natsd.jetstream.stream.schedules import Schedules
+
             self._sched = Schedules(
                 self.clock,
                 self.store,
@@ -404,7 +408,15 @@ class Stream:
     _rebuild_dedupe = ingest._rebuild_dedupe
     _rollup = ingest._rollup
     _republish = ingest._republish
-    process_traced = tracing.process_traced  # (message tracing: natsd.server.msgtrace)
+
+    def process_traced(
+        self, subject: str, reply: str, hdr: bytes | None, payload: bytes, trace_only: bool
+    ) -> JsOutcome:
+        """A traced message (natsd.server.msgtrace): natsd.jetstream.stream.tracing loads with the
+        first one, not with the stream layer (a restart's first request does not pay for it, issue 31)."""
+        from natsd.jetstream.stream.tracing import process_traced
+
+        return process_traced(self, subject, reply, hdr, payload, trace_only)
 
     def _fold_usage(self) -> None:
         """Bring the engine's total for this storage type up to date with this store."""

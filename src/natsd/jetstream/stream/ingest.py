@@ -49,7 +49,6 @@ from natsd.jetstream.errors import ApiError, ApiErrors
 from natsd.jetstream.stream.fastbatch import SUFFIX as FAST_BATCH_SUFFIX, on_fast_batch_msg
 from natsd.jetstream.config.models import SECOND, rfc3339
 from natsd.jetstream.stream.subjectrun import process_subject_run, queue_run_acks
-from natsd.jetstream.stream.schedules import SCHEDULE_MARK, check_publish as check_schedule, schedule_to_purge
 from natsd.jetstream.wire import dumps, parse_ttl
 from natsd import nats_headers as NH
 from natsd.protocol.headers import get_header_bytes, nats_headers, remove_header, replace_header
@@ -103,6 +102,9 @@ H_ROLLUP = NH.ROLLUP
 H_TTL = NH.TTL
 H_MARKER_REASON = NH.MARKER_REASON
 H_STREAM_SOURCE = NH.STREAM_SOURCE
+#: natsd.jetstream.stream.schedules.SCHEDULE_MARK, here so that a stream without schedules never
+#: loads the schedule layer (and datetime): a restart's first request pays for neither (issue 31).
+SCHEDULE_MARK = NH.SCHEDULE_PREFIX
 
 MAX_HDR_SIZE = 65535  # math.MaxUint16 in the reference
 _NO_SOURCES: dict = {}  # (the counter sources of a counter message stored without any; never changed)
@@ -490,6 +492,9 @@ def _process(
                 self._reject(reply, ApiErrors.MESSAGE_SOURCE_HDR_NOT_ALLOWED())
                 return 0
             if SCHEDULE_MARK in hdr and not self._sched_exempt(h):
+                # (the schedule layer, with datetime, loads with the first schedule header: issue 31)
+                from natsd.jetstream.stream.schedules import check_publish as check_schedule
+
                 try:
                     nh = check_schedule(
                         subject,
@@ -641,6 +646,8 @@ def _schedule_stored(self: Stream, seq: int, subject: str, hdr: bytes | None, ts
     if self._sched is not None:
         self._sched.on_stored(seq, subject, hdr, ts)
     if hdr and self._allow_rollup and SCHEDULE_MARK in hdr:
+        from natsd.jetstream.stream.schedules import schedule_to_purge  # (first schedule header: issue 31)
+
         done = schedule_to_purge(hdr)
         if done:
             self._rollup(done, b"sub", 0)

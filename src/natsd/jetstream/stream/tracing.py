@@ -14,7 +14,7 @@ shadowed on the instance for the duration of the call, so the untraced path pays
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from natsd.lazydataclass import dataclass
 from natsd.jetstream.errors import ApiError, ApiErrors
@@ -37,8 +37,10 @@ class TracedStream(Protocol):
     lmsg_id: str
     _transform: tuple[str, str] | None
     _interest: bool
-    _reject: Callable[[str, ApiError], None]
-    _store_failed: Callable[[str, StoreError], None]
+
+    def _reject(self, reply: str, err: ApiError) -> None: ...
+
+    def _store_failed(self, reply: str, e: StoreError) -> None: ...
 
     def _has_interest(self, subject: str) -> bool: ...
 
