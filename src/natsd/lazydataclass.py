@@ -130,7 +130,9 @@ def _generate(owner: Any, name: str, kwargs: dict[str, Any]) -> Callable[..., An
             ns[n] = f  # the same Field (default, factory, repr, compare, kw_only)
     if "__post_init__" in owner.__dict__:
         ns["__post_init__"] = owner.__dict__["__post_init__"]
-    opts = {k: v for k, v in kwargs.items() if k not in ("slots", "init", "repr", "eq")}
+    # (slots kept: a slotted class has no class attribute for an init=False field's default, so
+    # the generated __init__ must assign it, as the standard decorator's slotted code does)
+    opts = {k: v for k, v in kwargs.items() if k not in ("init", "repr", "eq")}
     which = {"init": name == "__init__", "repr": name == "__repr__", "eq": name in ("__eq__", "__hash__")}
     fn = dataclasses.dataclass(type(owner.__name__, owner.__bases__, ns), **opts, **which).__dict__[name]
     if getattr(owner.__dict__.get(name), "_lazydataclass_stand_in", False):
@@ -152,6 +154,7 @@ def _defaults_plan(owner: Any, frozen: bool) -> tuple | None:
     through ``object.__setattr__``, as the generated code does."""
     assigns = []
     initvars = []
+    slotted = "__slots__" in owner.__dict__
     for f in owner.__dataclass_fields__.values():
         kind = f._field_type
         if kind is dataclasses._FIELD_CLASSVAR:  # type: ignore[attr-defined]
@@ -168,7 +171,7 @@ def _defaults_plan(owner: Any, frozen: bool) -> tuple | None:
             continue
         if has_factory:
             assigns.append((f.name, None, f.default_factory))
-        elif f.init:
+        elif f.init or slotted:  # (slotted: no class attribute answers for an init=False default)
             assigns.append((f.name, f.default, None))
     post_init = tuple(initvars) if hasattr(owner, "__post_init__") else None
     return (object.__setattr__ if frozen else setattr), tuple(assigns), post_init

@@ -298,3 +298,23 @@ def test_a_record_built_often_without_arguments_gets_its_generated_init():
         assert Often().a == 1
     assert _stand_in(Often, "__init__")
     assert Often().a == 1 and not _stand_in(Often, "__init__")
+
+
+@pytest.mark.parametrize("args", [(), (3,)])
+def test_a_slotted_record_s_init_false_defaults_are_assigned(args):
+    # A slotted class has no class attribute to answer for an init=False field's default: both the
+    # no-argument path and the generated __init__ must assign it, as the standard decorator does.
+    def make(dec):
+        @dec(slots=True)
+        class Slotted:
+            """A slotted record with fields outside __init__."""
+
+            x: int = 1
+            y: int = dataclasses.field(default=5, init=False)
+            z: list = dataclasses.field(default_factory=list, init=False)
+
+        return Slotted
+
+    ours, std = make(dataclass)(*args), make(dataclasses.dataclass)(*args)
+    assert (ours.x, ours.y, ours.z) == (std.x, std.y, std.z)
+    assert repr(ours) == repr(std)
