@@ -101,6 +101,16 @@ def test_moving_the_sequences_of_a_stream_without_a_block_makes_one(tmp_path, op
         st.stop()
 
 
+def _reopened_after_kill9_holds_kept(st: FileStreamStore, d: str) -> None:
+    """Abandon ``st`` as a kill -9 would, reopen ``d``: exactly the one message ``kept`` is there."""
+    st._abandon()
+    st = _open(d)
+    try:
+        assert st.state().msgs == 1 and st.load_msg(1).msg == b"kept"
+    finally:
+        st.stop()
+
+
 def test_a_block_file_that_can_not_be_made_fails_as_a_write(tmp_path, monkeypatch):
     d = str(tmp_path / "S")
     st = _open(d)
@@ -119,12 +129,7 @@ def test_a_block_file_that_can_not_be_made_fails_as_a_write(tmp_path, monkeypatc
     monkeypatch.setattr(os, "mkdir", real)
     assert st.store_msg("s.a", None, b"kept")[0] == 1  # (the sequence taken back is used again)
     st.flush()
-    st._abandon()
-    st = _open(d)
-    try:
-        assert st.state().msgs == 1 and st.load_msg(1).msg == b"kept"
-    finally:
-        st.stop()
+    _reopened_after_kill9_holds_kept(st, d)
 
 
 def test_streams_created_through_the_api_have_no_msgs_until_used(tmp_path):
@@ -170,12 +175,7 @@ def test_with_sync_always_a_failed_fsync_of_the_new_entry_leaves_nothing_half_ma
     assert st.store_msg("s.a", None, b"kept")[0] == 1
     st.flush()  # the retry makes the file again
     assert calls == ["S", "msgs", "msgs"]  # (msgs/ made and synced once)
-    st._abandon()
-    st = _open(d)
-    try:
-        assert st.state().msgs == 1 and st.load_msg(1).msg == b"kept"
-    finally:
-        st.stop()
+    _reopened_after_kill9_holds_kept(st, d)
 
 
 def test_a_never_written_stream_with_a_first_seq_starts_there_after_kill9(tmp_path):
