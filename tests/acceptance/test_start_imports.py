@@ -447,3 +447,81 @@ def test_a_restarted_bucket_answers_without_the_consumer_and_snapshot_layers(tmp
         c.close()
     finally:
         _stop(proc)
+
+
+# -- the first plain STREAM.CREATE and durable consumer on a fresh server: issue 31 -------------
+
+# What a plain file stream (no mirror, sources, atomic or fast batches, counters, schemas) and a
+# plain durable pull consumer (no dead letters, partition key, inactivity threshold) load neither
+# to be created nor to take a publish and deliver it: those features' layers load with the first
+# stream or consumer that uses them.
+NOT_FOR_A_PLAIN_STREAM = (
+    "natsd.jetstream.stream.sourcing",
+    "natsd.jetstream.stream.batch",
+    "natsd.jetstream.stream.fastbatch",
+    "natsd.jetstream.stream.counters",
+    "natsd.jetstream.features.schemas",
+    "natsd.jetstream.features.keyspec",
+    "natsd.jetstream.stream.schedules",
+    "natsd.jetstream.stream.tracing",
+    "natsd.store.file.consumer_state",  # (with the stream's first consumer)
+)
+NOT_FOR_A_PLAIN_CONSUMER = (
+    "natsd.jetstream.consumer.deadletter",
+    "natsd.jetstream.consumer.partition",
+    "natsd.jetstream.features.keyspec",
+    "natsd.jetstream.stream.sourcing",
+    "natsd.jetstream.stream.batch",
+    "natsd.jetstream.stream.counters",
+    "natsd.jetstream.features.schemas",
+    "random",
+    "secrets",  # (the advisories' NUIDs draw from os.urandom)
+    "hmac",
+)
+
+
+def test_a_plain_stream_and_consumer_load_no_unused_feature(tmp_path):
+    store, trigger, dump = tmp_path / "store", tmp_path / "go", tmp_path / "modules"
+    proc, port = _dumping_start(store, trigger, dump)
+    try:
+        c = _Raw(proc, port)
+        r = c.request("$JS.API.STREAM.CREATE.P", {"name": "P", "subjects": ["p.>"], "storage": "file"})
+        assert "error" not in r, r
+        assert c.request("p.a", {"v": 1})["seq"] == 1
+        mods = _modules_now(trigger, dump)
+        assert "natsd.jetstream.stream.core" in mods  # (the check sees the stream layer)
+        assert _loaded(mods, NOT_FOR_A_PLAIN_STREAM) == []
+        r = c.request(
+            "$JS.API.CONSUMER.DURABLE.CREATE.P.D",
+            {"stream_name": "P", "config": {"durable_name": "D", "ack_policy": "explicit"}},
+        )
+        assert r["num_pending"] == 1 and "error" not in r, r
+        hdr, payload = _reply(c, "$JS.API.CONSUMER.MSG.NEXT.P.D", b'{"batch":1}')
+        assert json.loads(payload) == {"v": 1}
+        mods = _modules_now(trigger, dump)
+        assert "natsd.jetstream.consumer.core" in mods and "natsd.store.file.consumer_state" in mods
+        assert _loaded(mods, NOT_FOR_A_PLAIN_CONSUMER) == []
+        # ... and a stream that uses them loads them and works: a counter stream, a mirror of P
+        r = c.request(
+            "$JS.API.STREAM.CREATE.C", {"name": "C", "subjects": ["c.>"], "storage": "file", "allow_msg_counter": True}
+        )
+        assert "error" not in r, r
+        hdr, payload = _reply(c, "c.x", b"")
+        assert b"error" in payload  # (a counter stream refuses a message without Nats-Incr)
+        c.sock.sendall(b"HPUB c.x _R.1 26 26\r\nNATS/1.0\r\nNats-Incr: 5\r\n\r\n\r\n")
+        while True:
+            line = c._line()
+            if line.startswith(b"MSG "):
+                break
+        assert b'"val":"5"' in c._line()
+        r = c.request("$JS.API.STREAM.CREATE.M", {"name": "M", "storage": "file", "mirror": {"name": "P"}})
+        assert "error" not in r, r
+        deadline = time.monotonic() + 20
+        while c.request("$JS.API.STREAM.INFO.M")["state"]["messages"] != 1:
+            assert time.monotonic() < deadline, "the mirror did not catch up"
+            time.sleep(0.05)
+        mods = _modules_now(trigger, dump)
+        assert "natsd.jetstream.stream.sourcing" in mods  # (the counter's light path needed no module)
+        c.close()
+    finally:
+        _stop(proc)

@@ -39,7 +39,6 @@ consumers, the v2 ack subject (accepted on ``$JS.ACK``, never sent).
 
 from __future__ import annotations
 
-import random
 from typing import TYPE_CHECKING, Any
 
 from natsd.gotime import GO_ZERO_TIME, format_rfc3339
@@ -54,9 +53,7 @@ from natsd.jetstream.consumer.push import Push
 from natsd.jetstream.consumer.tracking import Tracking
 from natsd.jetstream.config.consumer_config import DELETE_WAIT_DEFAULT, MS, ConsumerConfig
 from natsd.jetstream.errors import ApiError, ApiErrors
-from natsd.jetstream.consumer.deadletter import DeadLetters, attach as attach_dead_letters
-from natsd.jetstream.features.metadata import partition_spec
-from natsd.jetstream.consumer.partition import Partitions, attach as attach_partitions
+from natsd.jetstream.features.metadata import DEAD_LETTER, partition_spec
 from natsd.jetstream.config.requests import CONSUMER_RESET_REQUEST
 from natsd.gohash import get_hash
 from natsd.jetstream.identity import identity_header, requested_identity, stream_identity
@@ -66,6 +63,8 @@ from natsd.subjects.tokens import subject_matches
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Timer
+    from natsd.jetstream.consumer.deadletter import DeadLetters
+    from natsd.jetstream.consumer.partition import Partitions
     from natsd.jetstream.ports import Subscription
     from natsd.jetstream.views import AccountView, StreamView
     from natsd.store.base import ConsumerStore
@@ -75,6 +74,34 @@ __all__ = ["Consumer"]
 ADVISORY_PREFIX = "$JS.EVENT.ADVISORY.CONSUMER."
 METRIC_ACK_PREFIX = "$JS.EVENT.METRIC.CONSUMER.ACK."
 ADV_TYPE = "io.nats.jetstream.advisory.v1."
+
+
+# The dead-letter and partition layers (with the key parser) and ``random`` load with the first
+# consumer that uses them: a plain durable's first create does not import them (issue 31).
+
+
+def _attach_dead_letters(o: Consumer, cur: DeadLetters | None) -> DeadLetters | None:
+    """natsd.jetstream.consumer.deadletter.attach, loaded when the config names the key or one is
+    attached (without the key, attach gives None)."""
+    if cur is None and not (o.cfg.metadata and DEAD_LETTER in o.cfg.metadata):
+        return None
+    from natsd.jetstream.consumer.deadletter import attach
+
+    return attach(o, cur)
+
+
+def _attach_partitions(o: Consumer, spec: Any) -> Partitions | None:
+    if spec is None:
+        return None
+    from natsd.jetstream.consumer.partition import attach
+
+    return attach(o, spec)
+
+
+def _randrange(n: int) -> int:
+    from random import randrange
+
+    return randrange(n)
 
 
 class Consumer:
@@ -137,9 +164,9 @@ class Consumer:
             self.t.load(state)
         self._update_inactive_threshold()
         # natsd feature (issue 27): the natsd.dead_letter subject, None without it.
-        self.dead_letters: DeadLetters | None = attach_dead_letters(self, None)
+        self.dead_letters: DeadLetters | None = _attach_dead_letters(self, None)
         # natsd feature: natsd.partition_key (per-key ordered pull consumer), None without it.
-        self.partitions: Partitions | None = attach_partitions(self, partition_spec(cfg.metadata, cfg.filters()))
+        self.partitions: Partitions | None = _attach_partitions(self, partition_spec(cfg.metadata, cfg.filters()))
 
     # ------------------------------------------------------------------------------------------
     # Setup.
@@ -155,11 +182,11 @@ class Consumer:
         cfg = self.cfg
         if not cfg.durable_name and cfg.inactive_threshold <= 0:
             cfg.inactive_threshold = DELETE_WAIT_DEFAULT
-            self.dthresh = DELETE_WAIT_DEFAULT + 100 * MS + random.randrange(900) * MS
+            self.dthresh = DELETE_WAIT_DEFAULT + 100 * MS + _randrange(900) * MS
         elif cfg.inactive_threshold > 0:
             self.dthresh = cfg.inactive_threshold
             if not cfg.deliver_subject:
-                self.dthresh += 100 * MS + random.randrange(900) * MS
+                self.dthresh += 100 * MS + _randrange(900) * MS
         else:
             self.dthresh = 0
 
@@ -534,7 +561,7 @@ class Consumer:
 
     def _sample_ack(self, sseq: int, dseq: int, dc: int, ts: int) -> None:
         sfreq = self.acks.sfreq
-        if sfreq < 100 and random.randrange(100) > sfreq:
+        if sfreq < 100 and _randrange(100) > sfreq:
             return
         now = self.clock.time_ns()
         obj = {
@@ -629,12 +656,12 @@ class Consumer:
             self._set_filters()
             self.recalc_pending()
         self._update_inactive_threshold()
-        self.dead_letters = attach_dead_letters(self, self.dead_letters)  # (natsd.dead_letter)
+        self.dead_letters = _attach_dead_letters(self, self.dead_letters)  # (natsd.dead_letter)
         spec = partition_spec(ncfg.metadata, ncfg.filters())  # (natsd.partition_key)
         if (spec is None) != (self.partitions is None) or (
             spec and self.partitions and spec.text != self.partitions.spec.text
         ):
-            self.partitions = attach_partitions(self, spec)
+            self.partitions = _attach_partitions(self, spec)
         if self.pull is not None:
             self.pull.wq.max = ncfg.max_waiting
         if self.store is not None:

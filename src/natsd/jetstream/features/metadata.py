@@ -28,15 +28,20 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import TYPE_CHECKING
 
 from natsd.lazydataclass import dataclass
 from natsd.jetstream.errors import ApiError, NatsdErrors
-from natsd.jetstream.features import schemas as schema_check
-from natsd.jetstream.features.keyspec import KeySpec, parse_key_spec
 from natsd.subjects.tokens import is_literal, is_valid_subject, subject_matches
+
+# The schema checks and the partition key parser load with the first config that has such a key
+# (issue 31: a plain stream or consumer create does not import them).
+if TYPE_CHECKING:  # pragma: no cover
+    from natsd.jetstream.features.keyspec import KeySpec
 
 __all__ = [
     "CONSUMER_KEYS",
+    "DEAD_LETTER",
     "PREFIX",
     "SCHEMA_PREFIX",
     "STREAM_KEYS",
@@ -135,7 +140,9 @@ def _schema(key: str, value: str) -> SchemaSpec:
         raise NatsdErrors.METADATA_INVALID(key=key, err=f"schema is not JSON: {e}") from None
     if not isinstance(doc, (dict, bool)):
         raise NatsdErrors.METADATA_INVALID(key=key, err="a JSON Schema is an object (or true/false)")
-    problem = schema_check.check_schema(doc)
+    from natsd.jetstream.features.schemas import check_schema
+
+    problem = check_schema(doc)
     if problem:
         raise NatsdErrors.METADATA_INVALID(key=key, err=f"invalid JSON Schema: {problem}")
     return SchemaSpec(pattern=pattern, name="inline:" + pattern, inline=doc)
@@ -204,6 +211,8 @@ def parse_consumer(
                 continue
             if kind_problem:
                 raise NatsdErrors.METADATA_INVALID(key=key, err=kind_problem)
+            from natsd.jetstream.features.keyspec import parse_key_spec
+
             spec = parse_key_spec(value, filters or [])
             if isinstance(spec, str):
                 raise NatsdErrors.METADATA_INVALID(key=key, err=spec)
@@ -222,6 +231,8 @@ def partition_spec(metadata: dict[str, str] | None, filters: list[str]) -> KeySp
     v = (metadata or {}).get(PARTITION_KEY, "")
     if not v.strip():
         return None
+    from natsd.jetstream.features.keyspec import parse_key_spec
+
     spec = parse_key_spec(v, filters)
     if isinstance(spec, str):
         log.warning("natsd.partition_key off for a consumer: %s", spec)

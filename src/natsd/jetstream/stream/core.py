@@ -26,13 +26,10 @@ from collections import deque
 from typing import TYPE_CHECKING, Iterator
 
 from natsd.jetstream.stream import ingest, turnflush
-from natsd.jetstream.stream.batch import AtomicBatches, repair_torn_batch
 from natsd.jetstream.stream.expiry import Expiry
 from natsd.jetstream.errors import ApiErrors
 from natsd.jetstream.features.metadata import stream_features
-from natsd.jetstream.features.schemas import SchemaChecker
 from natsd.jetstream.config.models import SECOND, StreamConfig, rfc3339, state_to_json, with_dynamic_metadata
-from natsd.jetstream.stream.sourcing import SourceLink
 from natsd.jetstream.wire import dumps, parse_ttl
 from natsd.store.base import MsgNotFound, StoreConfig, StoreEOF, StoreMsg, StreamStore
 from natsd.subjects.tokens import subjects_collide, subset
@@ -43,6 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.stream.tracing import JsOutcome
     from natsd.jetstream.views import AccountView, ConsumerView, LazyConsumersView
     from natsd.jetstream.ports import Subscription
+    from natsd.jetstream.stream.batch import AtomicBatches
     from natsd.jetstream.stream.sourcing import SourceLink
 
 __all__ = ["Stream", "store_config_for", "parse_ttl"]
@@ -171,7 +169,11 @@ class Stream:
         self._engine_options = self.account.engine.options  # (max_payload: see _counter_max_size)
         # natsd feature (issue 27): JSON Schemas checked at publish (features/schemas.py).
         specs = stream_features(cfg.metadata).schemas
-        self._schemas = SchemaChecker(specs, self._kv_entry) if specs else None
+        self._schemas = None
+        if specs:  # (the schema layer loads with the first stream that has a schema: issue 31)
+            from natsd.jetstream.features.schemas import SchemaChecker
+
+            self._schemas = SchemaChecker(specs, self._kv_entry)
         plain = (
             not cfg.sealed
             and self._schemas is None
@@ -216,8 +218,13 @@ class Stream:
         # The dedupe map (and the last Nats-Msg-Id) of a recovered stream is rebuilt lazily, on
         # the first publish that needs it: restarting a big stream that never uses msg ids must
         # not read back a whole duplicate window of messages.
-        if self.config.allow_atomic and repair_torn_batch(self):
-            self.lseq = self.store.state().last_seq
+        if self.config.allow_atomic:
+            # (the batch layer loads with the first stream allowing atomic batches, or the first
+            # batch message: issue 31)
+            from natsd.jetstream.stream.batch import repair_torn_batch
+
+            if repair_torn_batch(self):
+                self.lseq = self.store.state().last_seq
         self._dedupe_pending = self.lseq > 0
         if self._sdm_ttl_s and self.lseq:
             self.expiry.recover_markers()
@@ -235,6 +242,10 @@ class Stream:
         keep = [cfg.mirror] if cfg.mirror is not None else list(cfg.sources or [])
         for link in self._links:
             link.stop(forget=link.cfg not in keep)  # (a removed source's durable consumer goes)
+        if not keep and not self._links:
+            return  # (no mirror nor sources: the sourcing layer is not loaded, issue 31)
+        from natsd.jetstream.stream.sourcing import SourceLink
+
         if cfg.mirror is not None:
             self._links = [SourceLink(self, cfg.mirror, True)]
         else:

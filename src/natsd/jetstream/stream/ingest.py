@@ -43,10 +43,7 @@ import json
 import logging
 from typing import TYPE_CHECKING
 
-from natsd.jetstream.stream import counters
-from natsd.jetstream.stream.batch import H_BATCH_ID, on_batch_msg
 from natsd.jetstream.errors import ApiError, ApiErrors
-from natsd.jetstream.stream.fastbatch import SUFFIX as FAST_BATCH_SUFFIX, on_fast_batch_msg
 from natsd.jetstream.config.models import SECOND, rfc3339
 from natsd.jetstream.stream.subjectrun import process_subject_run, queue_run_acks
 from natsd.jetstream.wire import dumps, parse_ttl
@@ -105,6 +102,13 @@ H_STREAM_SOURCE = NH.STREAM_SOURCE
 #: natsd.jetstream.stream.schedules.SCHEDULE_MARK, here so that a stream without schedules never
 #: loads the schedule layer (and datetime): a restart's first request pays for neither (issue 31).
 SCHEDULE_MARK = NH.SCHEDULE_PREFIX
+# The batch and counter layers load with the first message that uses them (a batch header, a
+# fast batch reply, a Nats-Incr, a counter stream: issue 31), so a plain stream's first create
+# does not import them; these marks are theirs (fastbatch.SUFFIX, batch.H_BATCH_ID, counters').
+FAST_BATCH_SUFFIX = ".$FI"
+H_BATCH_ID = NH.BATCH_ID
+H_INCR = NH.INCR
+H_STREAM_SOURCE = NH.STREAM_SOURCE
 
 MAX_HDR_SIZE = 65535  # math.MaxUint16 in the reference
 _NO_SOURCES: dict = {}  # (the counter sources of a counter message stored without any; never changed)
@@ -325,7 +329,7 @@ def process_msg(
     if self._counter_fast and hdr and not payload and not sourced and not reply.endswith(FAST_BATCH_SUFFIX):
         h = nats_headers(hdr)
         if len(h) == 1 and len(hdr) <= MAX_HDR_SIZE:
-            iv = h.get(counters.H_INCR)
+            iv = h.get(H_INCR)
             if iv:
                 seq = self._incr_light(subject, reply, hdr, iv)
                 if seq >= 0:
@@ -345,7 +349,9 @@ def _incr_light(self: Stream, subject: str, reply: str, hdr: bytes, v: bytes) ->
     if v.isdigit():  # (ASCII digits only, as bytes.isdigit is: the usual "1")
         incr = int(v)
     else:
-        incr = counters.parse_incr(v)
+        from natsd.jetstream.stream.counters import parse_incr
+
+        incr = parse_incr(v)
         if incr is None:
             return -1
     last = self.store.last_seq_of(subject)
@@ -430,6 +436,8 @@ def _process(
             return 0
 
     if reply.endswith(FAST_BATCH_SUFFIX):
+        from natsd.jetstream.stream.fastbatch import on_fast_batch_msg
+
         return on_fast_batch_msg(self, subject, reply, hdr, payload)
     msg_id = ""
     ttl = 0
@@ -444,10 +452,14 @@ def _process(
             hlen = len(hdr) if hdr else 0
         if h and hdr:
             if h.get(H_BATCH_ID):
+                from natsd.jetstream.stream.batch import on_batch_msg
+
                 return on_batch_msg(self, subject, reply, hdr, payload, h)
-            if counters.H_INCR in h or self._counter:
+            if H_INCR in h or self._counter:
+                from natsd.jetstream.stream.counters import check_incr
+
                 try:
-                    incr = counters.check_incr(h, payload, self._counter, sourced)
+                    incr = check_incr(h, payload, self._counter, sourced)
                 except ApiError as e:
                     self._reject(reply, e)
                     return 0
@@ -488,7 +500,7 @@ def _process(
                 if want is None or want != self.lseq:
                     self._reject(reply, ApiErrors.STREAM_WRONG_LAST_SEQUENCE(seq=self.lseq))
                     return 0
-            if not sourced and counters.H_STREAM_SOURCE in h:
+            if not sourced and H_STREAM_SOURCE in h:
                 self._reject(reply, ApiErrors.MESSAGE_SOURCE_HDR_NOT_ALLOWED())
                 return 0
             if SCHEDULE_MARK in hdr and not self._sched_exempt(h):
@@ -548,8 +560,10 @@ def _process(
         if incr is None:
             self._reject(reply, ApiErrors.MESSAGE_INCR_MISSING())
             return 0
+        from natsd.jetstream.stream.counters import apply_incr
+
         try:
-            hdr, payload, val = counters.apply_incr(self, subject, hdr, payload, incr)
+            hdr, payload, val = apply_incr(self, subject, hdr, payload, incr)
         except ApiError as e:
             self._reject(reply, e)
             return 0

@@ -8,11 +8,15 @@ durability), and its parts ``reads`` (checked reads, forward runs, column-wise d
 truncation and the report of what was lost) and ``faults`` (failed writes).
 """
 
-from natsd.store.file.consumer_state import FileConsumerStore, decode_consumer_state, encode_consumer_state
+from typing import TYPE_CHECKING
+
 from natsd.store.file.meta import read_meta, write_meta
 from natsd.store.file.record import file_store_msg_size
 from natsd.store.file.reads import MsgCorrupt
 from natsd.store.file.stream_store import FileStreamStore
+
+if TYPE_CHECKING:  # pragma: no cover
+    from natsd.store.file.consumer_state import FileConsumerStore, decode_consumer_state, encode_consumer_state
 
 __all__ = [
     "FileStreamStore",
@@ -24,3 +28,13 @@ __all__ = [
     "encode_consumer_state",
     "decode_consumer_state",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """The consumer state names on first use: a stream without consumers does not load
+    ``consumer_state`` (issue 31)."""
+    if name in ("FileConsumerStore", "decode_consumer_state", "encode_consumer_state"):
+        from natsd.store.file import consumer_state
+
+        return getattr(consumer_state, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

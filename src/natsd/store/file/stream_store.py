@@ -66,7 +66,6 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 from natsd.store.base import MsgRun, StoreClosed, StoreConfig, StoreError, StoreMsg, StoreWriteError
 from natsd.store.file.block import MessageBlock
 from natsd.store.file.compressing import Compression
-from natsd.store.file.consumer_state import FileConsumerStore
 from natsd.store.file.crc import crc32
 from natsd.store.file.keyfiles import block_key_name, open_asset_key
 from natsd.store.file.faults import WriteFaults
@@ -107,6 +106,7 @@ from natsd.store.file.writer import BlockWriter
 from natsd.store.seqindex import NEVER_EXPIRES, IndexedStreamStore
 
 if TYPE_CHECKING:
+    from natsd.store.file.consumer_state import FileConsumerStore
     from natsd.store.file.encryption import AccountKeys, AssetKey, Keystream
 
 __all__ = ["FileStreamStore", "MsgCorrupt"]
@@ -713,6 +713,9 @@ class FileStreamStore(IndexedStreamStore):
             if meta:
                 cs.update_config(meta)
             return cs
+        # (the consumer state layer loads with a stream's first consumer: issue 31)
+        from natsd.store.file.consumer_state import FileConsumerStore
+
         cs = FileConsumerStore(
             os.path.join(self._obs_dir, name),
             name,
