@@ -33,6 +33,9 @@ _T = TypeVar("_T", bound=type)
 _METHODS = ("__init__", "__repr__", "__eq__")
 #: Calls of a stand-in ``__init__`` without arguments answered without generating it (see _stand_in).
 _PLAN_CALLS = 16
+#: Calls of a stand-in ``__init__`` with arguments bound without generating it (see _bind_plan): the
+#: loop costs ~1-2 us a call more than the generated code, whose making costs ~0.4 ms.
+_BIND_CALLS = 200
 
 
 @overload
@@ -85,6 +88,7 @@ def _stand_in(owner: Any, name: str, kwargs: dict[str, Any]) -> Callable[..., An
         # (built on the first call without arguments, see _defaults_plan; then the calls left before the
         # generated method takes over: a record built often without arguments gets its faster loop-free code)
         plan: list = []
+        bind: list = []
 
         def method(self: Any, *args: Any, **kw: Any) -> Any:
             if not args and not kw:
@@ -98,6 +102,33 @@ def _stand_in(owner: Any, name: str, kwargs: dict[str, Any]) -> Callable[..., An
                     if post_init is not None:
                         self.__post_init__(*post_init)
                     return None
+            else:
+                # (with arguments: bound here for the first _BIND_CALLS calls, see _bind_plan; the
+                # module-level tables built at import, gojson's types, the API's routes, the store's
+                # records, then make no method: ~0.4 ms each to write and compile, issue 31)
+                if not bind:
+                    bind.extend((_bind_plan(owner, kwargs.get("frozen", False)), _BIND_CALLS))
+                bind[1] -= 1
+                if bind[0] is not None and bind[1] >= 0 and _bind(self, bind[0], args, kw):
+                    return None
+            return _generate(owner, name, kwargs)(self, *args, **kw)
+
+    elif name == "__hash__":
+        # (a frozen record's field hash, the generated method's ``hash((self.a, self.b, ...))``, for the
+        # first _BIND_CALLS calls: the API's routes are dict keys, issue 31)
+        hashed: list = []
+
+        def method(self: Any, *args: Any, **kw: Any) -> Any:
+            if not hashed:
+                names = tuple(
+                    f.name
+                    for f in owner.__dataclass_fields__.values()
+                    if f._field_type is dataclasses._FIELD and (f.compare if f.hash is None else f.hash)  # type: ignore[attr-defined]
+                )
+                hashed.extend((names, _BIND_CALLS))
+            hashed[1] -= 1
+            if hashed[1] >= 0 and not args and not kw:
+                return hash(tuple([getattr(self, n) for n in hashed[0]]))
             return _generate(owner, name, kwargs)(self, *args, **kw)
 
     else:
@@ -175,3 +206,65 @@ def _defaults_plan(owner: Any, frozen: bool) -> tuple | None:
             assigns.append((f.name, f.default, None))
     post_init = tuple(initvars) if hasattr(owner, "__post_init__") else None
     return (object.__setattr__ if frozen else setattr), tuple(assigns), post_init
+
+
+def _bind_plan(owner: Any, frozen: bool) -> tuple | None:
+    """For :func:`_bind`: (the setter, ``(name, init, default, factory)`` per field in field order,
+    the number of ``__init__`` parameters, whether ``__post_init__`` is called), or None when calls
+    must go to the generated method (an ``InitVar``, a ``kw_only`` field, an unknown field kind: rare,
+    left to the standard code). The assignments are :func:`_defaults_plan`'s."""
+    rows = []
+    slotted = "__slots__" in owner.__dict__
+    for f in owner.__dataclass_fields__.values():
+        kind = f._field_type
+        if kind is dataclasses._FIELD_CLASSVAR:  # type: ignore[attr-defined]
+            continue
+        if kind is not dataclasses._FIELD or f.kw_only is True:  # type: ignore[attr-defined]
+            return None
+        factory = f.default_factory if f.default_factory is not dataclasses.MISSING else None
+        if f.init or factory is not None or slotted:
+            rows.append((f.name, f.init, f.default, factory))
+    n_init = sum(1 for r in rows if r[1])
+    return (object.__setattr__ if frozen else setattr), tuple(rows), n_init, hasattr(owner, "__post_init__")
+
+
+def _bind(self: Any, plan: tuple, args: tuple, kw: dict) -> bool:
+    """Assign what the generated ``__init__`` would for ``(*args, **kw)``; False (nothing assigned) when
+    the call is not a plain one (too many or unknown arguments, one given twice, one missing), which
+    the generated method then answers with the standard TypeError."""
+    setter, rows, n_init, post_init = plan
+    if len(args) > n_init:
+        return False
+    values = []
+    i = used = 0
+    missing = dataclasses.MISSING
+    for name, init, default, factory in rows:
+        if init:
+            if i < len(args):
+                if name in kw:
+                    return False
+                v = args[i]
+            elif name in kw:
+                v = kw[name]
+                used += 1
+            elif factory is not None:
+                v = factory()
+            elif default is not missing:
+                v = default
+            else:
+                return False
+            i += 1
+        elif factory is not None:
+            v = factory()
+        elif default is not missing:  # (slotted: no class attribute answers for an init=False default)
+            v = default
+        else:
+            continue
+        values.append((name, v))
+    if used != len(kw):
+        return False
+    for name, v in values:
+        setter(self, name, v)
+    if post_init:
+        self.__post_init__()
+    return True

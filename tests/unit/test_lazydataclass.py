@@ -57,8 +57,13 @@ def test_instances_behave_as_the_standard_dataclass(slots):
     assert hasattr(b, "__dict__") is hasattr(a, "__dict__") is (not slots)
     assert dataclasses.replace(b, port=1).port == 1 and dataclasses.asdict(b) == dataclasses.asdict(a)
     assert lazy("a").tags is not lazy("a").tags  # (a fresh list each time)
-    assert not any(_stand_in(lazy, m) for m in ("__init__", "__repr__", "__eq__"))
-    assert lazy.__init__.__qualname__ == f"{lazy.__qualname__}.__init__"
+    assert not any(_stand_in(lazy, m) for m in ("__repr__", "__eq__"))
+    for _ in range(lazydataclass._BIND_CALLS):  # (calls with arguments: bound, then the generated method)
+        lazy("a")
+    assert not _stand_in(lazy, "__init__") and lazy.__init__.__qualname__ == f"{lazy.__qualname__}.__init__"
+    assert repr(lazy("a", 1, ["t"], "k", 2)) == repr(std("a", 1, ["t"], "k", 2)).replace(
+        std.__qualname__, lazy.__qualname__
+    )
 
 
 def test_wrong_arguments_fail_with_the_standard_messages():
@@ -73,8 +78,9 @@ def test_wrong_arguments_fail_with_the_standard_messages():
 
 def test_only_the_method_called_is_made():
     _, lazy = _pair(slots=True)
-    lazy("a")
-    assert not _stand_in(lazy, "__init__") and _stand_in(lazy, "__repr__") and _stand_in(lazy, "__eq__")
+    assert lazy("a") == lazy("a")
+    assert not _stand_in(lazy, "__eq__") and _stand_in(lazy, "__repr__")
+    assert _stand_in(lazy, "__init__")  # (calls with arguments bound without it: issue 31)
 
 
 def test_post_init_and_inheritance():
@@ -118,7 +124,10 @@ def test_frozen_records_hash_refuse_changes_and_pickle_as_the_standard(slots):
     assert _stand_in(lazy, "__hash__") and _stand_in(lazy, "__init__")
     a, b = std("a", tags=("x",)), lazy("a", tags=("x",))  # (a tuple: hashable)
     assert hash(b) == hash(lazy("a", tags=("x",), seen=5)) == hash(a)  # (seen is not compared nor hashed)
-    assert not _stand_in(lazy, "__hash__")
+    assert _stand_in(lazy, "__hash__")  # (the first calls hash the fields without it: issue 31)
+    for _ in range(lazydataclass._BIND_CALLS):
+        hash(b)
+    assert hash(b) == hash(a) and not _stand_in(lazy, "__hash__")
     for obj in (a, b):
         with pytest.raises(dataclasses.FrozenInstanceError):
             obj.port = 1
@@ -186,7 +195,7 @@ def test_methods_turned_off_stay_off():
         a: int = 0
 
     p = Plain(1)
-    assert not _stand_in(Plain, "__init__") and p.a == 1
+    assert p.a == 1
     assert "__repr__" not in Plain.__dict__ and "__eq__" not in Plain.__dict__
     assert p != Plain(1) and {p: 1}[p] == 1
     assert repr(p).startswith("<")
@@ -318,3 +327,60 @@ def test_a_slotted_record_s_init_false_defaults_are_assigned(args):
     ours, std = make(dataclass)(*args), make(dataclasses.dataclass)(*args)
     assert (ours.x, ours.y, ours.z) == (std.x, std.y, std.z)
     assert repr(ours) == repr(std)
+
+
+@pytest.mark.parametrize("slots", [False, True])
+@pytest.mark.parametrize("frozen", [False, True])
+def test_calls_with_arguments_make_no_method_and_the_standard_instance(slots, frozen):
+    """The module-level tables built at import (gojson's types, the API's routes, the error table)
+    call ``__init__`` with arguments: bound as the generated method would, without making it, for the
+    first calls (issue 31)."""
+    calls = []
+
+    def body(deco):
+        @deco(slots=slots, frozen=frozen)
+        class Rec:
+            """Fields of every kind but InitVar and keyword-only."""
+
+            name: str
+            port: int = 4222
+            tags: list[str] = dataclasses.field(default_factory=list)
+            made: dict = dataclasses.field(default_factory=dict, init=False)
+            label: str = dataclasses.field(default="x", init=False)
+            total: int = 0
+
+            def __post_init__(self) -> None:
+                calls.append(self.name)
+                object.__setattr__(self, "total", self.port + len(self.tags))
+
+        return Rec
+
+    std, lazy = body(dataclasses.dataclass), body(dataclass)
+    names = ("name", "port", "tags", "made", "total") + (() if slots else ("label",))
+    for args, kw in ((("a",), {}), (("a", 1), {}), (("a",), {"tags": ["t"]}), ((), {"port": 2, "name": "b"})):
+        a, b = std(*args, **kw), lazy(*args, **kw)
+        assert [getattr(b, n) for n in names] == [getattr(a, n) for n in names]
+        if not slots:
+            assert vars(b) == vars(a)
+    assert calls[0::2] == calls[1::2] and len(calls) == 8
+    assert lazy("a").tags is not lazy("a").tags and lazy("a").made is not lazy("a").made
+    assert _stand_in(lazy, "__init__")  # (nothing was generated)
+    for args, kw in (((), {}), (("a",), {"name": "a"}), (("a", 1, [], 0, 5), {}), (("a",), {"made": {}})):
+        with pytest.raises(TypeError) as want:
+            std(*args, **kw)
+        with pytest.raises(TypeError) as got:
+            lazy(*args, **kw)
+        assert str(got.value) == str(want.value)
+
+
+def test_a_record_built_often_with_arguments_gets_its_generated_init():
+    @dataclass(slots=True)
+    class Often:
+        """Built with arguments again and again."""
+
+        a: int
+
+    for i in range(lazydataclass._BIND_CALLS):
+        assert Often(i).a == i
+    assert _stand_in(Often, "__init__")
+    assert Often(a=7).a == 7 and not _stand_in(Often, "__init__")

@@ -76,6 +76,14 @@ class ErrorDef:
     description: str
     name: str = field(default="", compare=False)
 
+    def __init__(self, code: int, err_code: int, description: str, name: str = "") -> None:
+        # (written out: the table's ~230 rows are built when the API loads, with the first
+        # STREAM.CREATE; the decorator's generated __init__ is the same, made at that moment: issue 31)
+        object.__setattr__(self, "code", code)
+        object.__setattr__(self, "err_code", err_code)
+        object.__setattr__(self, "description", description)
+        object.__setattr__(self, "name", name)
+
     def __set_name__(self, owner: type, name: str) -> None:
         object.__setattr__(self, "name", name)
 
