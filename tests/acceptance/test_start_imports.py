@@ -465,6 +465,10 @@ NOT_FOR_A_PLAIN_STREAM = (
     "natsd.jetstream.stream.schedules",
     "natsd.jetstream.stream.tracing",
     "natsd.store.file.consumer_state",  # (with the stream's first consumer)
+    # OpenSSL's digests: the node name, a template's checksum and the stream's meta.sum use the
+    # interpreter's own SHA-256 and BLAKE2 modules
+    "hashlib",
+    "_hashlib",
 )
 NOT_FOR_A_PLAIN_CONSUMER = (
     "natsd.jetstream.consumer.deadletter",
@@ -477,6 +481,8 @@ NOT_FOR_A_PLAIN_CONSUMER = (
     "random",
     "secrets",  # (the advisories' NUIDs draw from os.urandom)
     "hmac",
+    "hashlib",
+    "_hashlib",
 )
 
 

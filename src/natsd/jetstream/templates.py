@@ -34,13 +34,13 @@ warning, like the reference.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 from typing import TYPE_CHECKING, Any
 
 from natsd.atomicfile import atomic_write
+from natsd.gohash import sha256
 
 # The error table, the config models and their checks load with the first template operation,
 # not with the TemplateManager every JetStream account makes at start (issue 26, start-up time).
@@ -67,7 +67,7 @@ def canonical_name(subject: str) -> str:
 
 
 def _checksum(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+    return sha256(data).hexdigest()
 
 
 class StreamTemplate:

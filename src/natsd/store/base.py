@@ -25,9 +25,14 @@ from __future__ import annotations
 
 import enum
 from dataclasses import field
-from typing import Any, Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from natsd.lazydataclass import dataclass
+
+if TYPE_CHECKING:
+    from typing import Protocol
+else:
+    Protocol = object  # (run time: a plain base; typing's Protocol costs ~70 us a class to define, issue 31)
 
 __all__ = [
     "StorageType",

@@ -50,7 +50,7 @@ stays. Only ``sync_always`` (one fsync per loop turn) rules that out.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import TYPE_CHECKING, Callable
 
 from natsd.jetstream.stream import counters
 from natsd.jetstream.advisories import ADVISORY_PREFIX
@@ -71,6 +71,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.stream.fastbatch import FastBatches
     from natsd.jetstream.views import AccountView
     from natsd.store.base import StoreError as _StoreError, StreamStore
+    from typing import Protocol
+else:
+    Protocol = object  # (run time: a plain base; typing's Protocol costs ~70 us a class to define, issue 31)
 
 __all__ = [
     "BatchLimits",

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from natsd.jetstream.errors import ApiErrors
 from natsd.jetstream.wire import dumps
@@ -44,6 +44,9 @@ from natsd.store.base import MsgNotFound, StoreEOF
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.store.base import StreamStore
+    from typing import Protocol
+else:
+    Protocol = object  # (run time: a plain base; typing's Protocol costs ~70 us a class to define, issue 31)
 
 __all__ = [
     "CounterStream",

@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from natsd.jetstream.config.models import SECOND
 from natsd import nats_headers as NH
@@ -74,6 +74,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.config.models import StreamConfig
     from natsd.jetstream.views import AccountView
     from natsd.store.base import StreamStore
+    from typing import Protocol
+else:
+    Protocol = object  # (run time: a plain base; typing's Protocol costs ~70 us a class to define, issue 31)
 
 __all__ = ["SourcedStream", "SourceLink", "HEALTH_CHECK_NS", "SOURCE_HEADER", "REQUIRED_LEVEL"]
 

@@ -15,15 +15,26 @@ Encrypted (``asset`` given, natsd.store.file.encryption): ``meta.inf`` holds
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-from typing import Protocol
+from typing import TYPE_CHECKING
+
+try:
+    # the interpreter's BLAKE2 module, which hashlib's blake2b is, without hashlib loading OpenSSL's
+    # digests with the first stream (issue 31)
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover
+    from hashlib import blake2b
 
 # atomic_write/fsync_dir are natsd.atomicfile's; re-exported for the file store's modules
 from natsd.atomicfile import atomic_write, fsync_dir, read_whole
 from natsd.store.base import CorruptState
 from natsd.store.file.layout import META_FILE, META_SUM_FILE
+
+if TYPE_CHECKING:
+    from typing import Protocol
+else:
+    Protocol = object  # (run time: a plain base; typing's Protocol costs ~70 us a class to define, issue 31)
 
 
 __all__ = ["meta_checksum", "new_stream_directory", "write_meta", "read_meta", "atomic_write", "fsync_dir"]
@@ -45,7 +56,7 @@ class Sealer(Protocol):
 
 def meta_checksum(data: bytes, key: str) -> str:
     """Hex of the keyed 64-bit BLAKE2b digest of ``data`` (``key`` is the stream name)."""
-    return hashlib.blake2b(data, digest_size=8, key=key.encode()[:64]).hexdigest()
+    return blake2b(data, digest_size=8, key=key.encode()[:64]).hexdigest()
 
 
 def new_stream_directory(directory: str) -> bool:
