@@ -17,7 +17,11 @@ class holds exactly the methods the standard decorator would have given it (same
 A call of ``__init__`` without arguments (``ServerOptions()`` at every start) makes nothing: the
 stand-in assigns the fields' defaults as the generated method would (:func:`_defaults_plan`).
 
-With ``frozen=True`` the field-based ``__hash__`` is made on first use as well. What needs more
+Calls with arguments (the tables modules build at import) are bound by the stand-in as the
+generated method would for a record's first calls (:func:`_bind_plan`). With ``frozen=True`` the
+field-based ``__hash__`` is made on first use as well (the first calls hash the fields as it does),
+and the refusing ``__setattr__``/``__delattr__`` are closures with the generated methods' body
+(:func:`_add_frozen_methods`), not source compiled with ``exec``. What needs more
 (``order``, ``unsafe_hash``, ``weakref_slot``, or a class without a docstring, whose docstring the
 decorator renders from ``__init__``'s signature) gets the standard decorator unchanged.
 """
@@ -74,8 +78,16 @@ def _process(cls: Any, kwargs: dict[str, Any]) -> Any:
     frozen, eq = kwargs.get("frozen", False), wanted["__eq__"]
     if eq and frozen and not explicit_hash:
         lazy.append("__hash__")
-    # (frozen=True still makes __setattr__/__delattr__ here: small, and __slots__'s pickling needs it)
-    made = dataclasses.dataclass(cls, **{**kwargs, "init": False, "repr": False, "eq": False})
+    if frozen and _own_frozen_ok(cls):
+        # frozen=True's __setattr__/__delattr__ are two more methods written and compiled with exec:
+        # ~1.2 M instructions a class, three quarters of a frozen record's definition (issue 31). Made
+        # here as closures with the generated code's body instead; what frozen=True changes beyond
+        # them is set as the decorator sets it (the parameters' flag, a slotted class's pickling).
+        made = dataclasses.dataclass(cls, **{**kwargs, "init": False, "repr": False, "eq": False, "frozen": False})
+        made.__dataclass_params__.frozen = True
+        _add_frozen_methods(made, cls)
+    else:
+        made = dataclasses.dataclass(cls, **{**kwargs, "init": False, "repr": False, "eq": False})
     for name in lazy:
         setattr(made, name, _stand_in(made, name, kwargs))
     if eq and not frozen and not explicit_hash:
@@ -268,3 +280,42 @@ def _bind(self: Any, plan: tuple, args: tuple, kw: dict) -> bool:
     if post_init:
         self.__post_init__()
     return True
+
+
+def _own_frozen_ok(cls: Any) -> bool:
+    """Whether :func:`_add_frozen_methods` may stand for ``frozen=True``: no dataclass among the bases
+    (the decorator checks their frozen flags against this one) and no ``__setattr__``/``__delattr__`` of
+    the class's own (the decorator refuses those)."""
+    return (
+        not any("__dataclass_fields__" in b.__dict__ for b in cls.__mro__[1:])
+        and "__setattr__" not in cls.__dict__
+        and "__delattr__" not in cls.__dict__
+    )
+
+
+def _add_frozen_methods(made: Any, cls: Any) -> None:
+    """What ``frozen=True`` adds (dataclasses._frozen_get_del_attr, dataclasses._add_slots): the
+    ``__setattr__``/``__delattr__`` that refuse, with the generated code's body and names (``cls``: the
+    class the decorator was given, which a slotted class's generated methods name too), and a slotted
+    class's ``__getstate__``/``__setstate__``."""
+    names = tuple(f.name for f in made.__dataclass_fields__.values() if f._field_type is dataclasses._FIELD)  # type: ignore[attr-defined]
+    error = dataclasses.FrozenInstanceError
+
+    def __setattr__(self: Any, name: str, value: Any) -> None:
+        if type(self) is cls or name in names:
+            raise error(f"cannot assign to field {name!r}")
+        super(cls, self).__setattr__(name, value)
+
+    def __delattr__(self: Any, name: str) -> None:
+        if type(self) is cls or name in names:
+            raise error(f"cannot delete field {name!r}")
+        super(cls, self).__delattr__(name)
+
+    for fn in (__setattr__, __delattr__):
+        fn.__qualname__ = f"{made.__qualname__}.{fn.__name__}"
+        setattr(made, fn.__name__, fn)
+    if "__slots__" in made.__dict__ and made is not cls:  # (slots=True: the decorator made a new class)
+        if "__getstate__" not in cls.__dict__:
+            made.__getstate__ = dataclasses._dataclass_getstate  # type: ignore[attr-defined]
+        if "__setstate__" not in cls.__dict__:
+            made.__setstate__ = dataclasses._dataclass_setstate  # type: ignore[attr-defined]

@@ -384,3 +384,46 @@ def test_a_record_built_often_with_arguments_gets_its_generated_init():
         assert Often(i).a == i
     assert _stand_in(Often, "__init__")
     assert Often(a=7).a == 7 and not _stand_in(Often, "__init__")
+
+
+@pytest.mark.parametrize("slots", [False, True])
+def test_a_frozen_record_s_refusals_are_the_standard_without_their_exec(slots):
+    """frozen=True's __setattr__/__delattr__ made without writing and compiling them (issue 31):
+    the same refusals, flags, pickling and inheritance rules as the standard decorator's."""
+    std, lazy = _pair(slots=slots, frozen=True)
+    assert lazy.__dataclass_params__.frozen is True
+    assert lazy.__setattr__.__qualname__ == f"{lazy.__qualname__}.__setattr__"
+    assert lazy.__setattr__.__code__.co_filename == lazydataclass.__file__  # (not exec'd source)
+    a, b = std("a"), lazy("a")
+    for obj in (a, b):
+        with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'port'"):
+            obj.port = 1
+        with pytest.raises(dataclasses.FrozenInstanceError, match="cannot delete field 'name'"):
+            del obj.name
+    for attr in ("other",):
+        with pytest.raises(Exception) as want:
+            setattr(a, attr, 1)
+        with pytest.raises(Exception) as got:
+            setattr(b, attr, 1)
+        assert type(got.value) is type(want.value)
+    assert (std.__getstate__ is dataclasses._dataclass_getstate) is (
+        lazy.__getstate__ is dataclasses._dataclass_getstate
+    )
+    assert pickle.loads(pickle.dumps(_Frozen(3, "y"))) == _Frozen(3, "y")
+
+    @dataclass(frozen=True, slots=slots)
+    class Child(lazy):
+        """A frozen child of a frozen record (the standard decorator checks the base's flag)."""
+
+        extra: int = 0
+
+    c = Child("c", extra=2)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        c.extra = 3
+    with pytest.raises(TypeError, match="cannot inherit non-frozen dataclass from a frozen one"):
+
+        @dataclass(slots=slots)
+        class Thawed(lazy):
+            """Refused, as by the standard decorator."""
+
+            more: int = 0
