@@ -66,6 +66,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 from natsd.store.base import MsgRun, StoreClosed, StoreConfig, StoreError, StoreMsg, StoreWriteError
 from natsd.store.file.block import MessageBlock
 from natsd.store.file.compressing import Compression
+from natsd.store.file.consumer_index import ConsumerIndex
 from natsd.store.file.consumer_state import FileConsumerStore
 from natsd.store.file.crc import crc32
 from natsd.store.file.keyfiles import block_key_name, open_asset_key
@@ -145,6 +146,8 @@ class FileStreamStore(IndexedStreamStore):
     # Offsets within a block (< 2**31: blocks roll at _block_size, a record is at most
     # MAX_RECORD_SIZE); the block id is the entry's position segment's (IndexedStreamStore).
     POS_TYPECODE = "i"
+    # obs.idx's keeper, made with the first consumer store (_consumer_index)
+    _cindex: ConsumerIndex | None = None
 
     def __init__(
         self,
@@ -721,9 +724,19 @@ class FileStreamStore(IndexedStreamStore):
             fsync=self._sync_always,
             on_close=self._consumer_closed,
             keys=self._keys,
+            index=self._consumer_index(),
         )
         self._consumers[name] = cs
         return cs
+
+    def _consumer_index(self) -> ConsumerIndex | None:
+        """The stream's obs.idx keeper (natsd.store.file.consumer_index); None when encrypted (an
+        encrypted stream is never peeked after a kill -9, which is all the file is for)."""
+        if self._asset is not None:
+            return None
+        if self._cindex is None:
+            self._cindex = ConsumerIndex(self._dir)
+        return self._cindex
 
     def _consumer_closed(self, cs: FileConsumerStore) -> None:
         if self._consumers.get(cs.name) is cs:
