@@ -347,8 +347,9 @@ class Stream:
 
     def update_config(self, new: StreamConfig) -> None:
         """Apply an already validated config (see ``policies.check_update``)."""
-        if self.lazy is not None:
-            self.all_consumers()  # (a retention change needs every consumer's acks)
+        # A retention change needs every consumer's acks: asleep, the stream wakes here, before
+        # anything reads its consumers (a switch to interest seeing none would purge it all).
+        self.all_consumers()
         old = self.config
         self.config = new
         self.account.stream_config_changed(old, new)  # (its max_bytes reservation)
@@ -654,8 +655,9 @@ class Stream:
             raise ApiErrors.STREAM_SEALED()
         if self.config.deny_purge:
             raise ApiErrors.STREAM_PURGE_FAILED(err="stream purge not permitted")
-        if self.lazy is not None:
-            self.all_consumers()  # (a purge moves the consumers it concerns: _after_purge)
+        # A purge moves the consumers it concerns (_after_purge): every one recovered first;
+        # asleep, the stream wakes here (its store's purge would wake it too late for that).
+        self.all_consumers()
         self._purging = []
         try:
             if not subject and not seq and not keep:
