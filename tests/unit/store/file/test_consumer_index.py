@@ -212,3 +212,14 @@ def test_facts_keep_what_the_sleep_decisions_read():
         assert dormant.config_must_wake(sub) == dormant.config_must_wake(cfg)
     assert read <= set(FIELDS)
     assert HEADER.endswith(b",".join(f.encode() for f in FIELDS) + b"\n")
+
+
+def test_a_store_without_the_file_is_read_once_then_has_it(tmp_path, reads):
+    """A store kept by a version without obs.idx (or one whose file was removed)."""
+    d, s = stream(tmp_path)
+    s.stop()
+    os.unlink(os.path.join(d, CONSUMER_INDEX_FILE))
+    first = sorted(peek.peek_consumer_facts(d, "S"))
+    assert sorted(reads) == ["A", "B", "C"]
+    reads.clear()
+    assert sorted(peek.peek_consumer_facts(d, "S")) == first and reads == []
