@@ -63,6 +63,7 @@ import logging
 import os
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
+from natsd.store import memtrim
 from natsd.store.base import MsgRun, StoreClosed, StoreConfig, StoreError, StoreMsg, StoreWriteError
 from natsd.store.file.block import MessageBlock
 from natsd.store.file.compressing import Compression
@@ -148,6 +149,8 @@ class FileStreamStore(IndexedStreamStore):
     POS_TYPECODE = "i"
     # obs.idx's keeper, made with the first consumer store (_consumer_index)
     _cindex: ConsumerIndex | None = None
+    # The heap trim after a burst of writes (memtrim.AfterWrites), made by the first _roll().
+    _heap: memtrim.AfterWrites | None = None
 
     def __init__(
         self,
@@ -319,7 +322,14 @@ class FileStreamStore(IndexedStreamStore):
         self._lmb = blk
         if old is not None and old.id in self._blocks:
             self._compression.queue(old)
+        heap = self._heap
+        if heap is None:  # (made by the first roll, which follows recovery: only new writes count)
+            self._heap = heap = memtrim.AfterWrites(self._clock, self._last_seq_now)
+        heap.grew()
         return blk
+
+    def _last_seq_now(self) -> int:
+        return self._last
 
     def block_keys(self, bid: int, create: bool = False) -> tuple[Keystream | None, str]:
         """An encrypted store's key stream of block ``bid`` and the path of its key file
@@ -755,6 +765,8 @@ class FileStreamStore(IndexedStreamStore):
         failed write was cut back) and the next start recovers from the blocks."""
         if self._closed:
             return
+        if self._heap is not None:
+            self._heap.cancel()
         try:
             try:
                 self._writes.settle()
@@ -781,6 +793,8 @@ class FileStreamStore(IndexedStreamStore):
         """Close the files without flushing or writing anything: what a ``kill -9`` leaves
         behind (for tests of recovery). A compression already running finishes its ``*.tmp``
         file (recovery removes it) but is not put in place."""
+        if self._heap is not None:
+            self._heap.cancel()
         jobs = self._writes.jobs
         for job, *_ in jobs:  # a kill -9 leaves the writes that reached the OS behind
             job.wait()
@@ -794,6 +808,8 @@ class FileStreamStore(IndexedStreamStore):
 
     def delete(self) -> None:
         """Stop and remove the stream's directory."""
+        if self._heap is not None:
+            self._heap.cancel()
         jobs = self._writes.jobs
         for job, *_ in jobs:
             job.wait()
