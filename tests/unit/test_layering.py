@@ -295,6 +295,7 @@ FUNCTION_LEVEL_ALLOWED: set[tuple[str, str]] = {
     # issue 26: the stream and consumer layers load with the first stream created or recovered,
     # the snapshot layer when an account directory exists, the feature list with the first /jsz
     ("jetstream/manager.py", "natsd.jetstream.stream.core"),
+    ("jetstream/manager.py", "natsd.jetstream.stream.consumers"),  # (_is_direct: the stream layer's)
     ("jetstream/manager.py", "natsd.jetstream.snapshot"),
     ("jetstream/manager.py", "natsd.jetstream"),  # (consumer_registry, at recovery)
     ("jetstream/manager.py", "natsd.jetstream.features.metadata"),

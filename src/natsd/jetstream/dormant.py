@@ -561,23 +561,37 @@ def peek_asleep(cfg: StreamConfig, directory: str) -> tuple[StreamState, int, li
     got = peek_stream(directory, cfg.name, cfg.first_seq)
     if got is None:
         return None
-    st, lost, metas = got
+    st, lost, consumers = got
     if len(lost) > _MAX_LOST:
         return None
     by_config: list[str] | None = []
-    for meta in metas:
-        ccfg = meta.get("config")
-        if not isinstance(ccfg, dict) or not consumer_can_sleep(ccfg):
+    decided: dict[str, tuple[bool, bool, bool]] = {}  # facts -> (named, may sleep, must wake)
+    for name, facts in consumers:
+        d = decided.get(facts)
+        if d is None:
+            d = decided[facts] = _decide(facts)
+        if not d[1]:
             return None
-        name = meta.get("name")
-        if not isinstance(name, str):
+        if not d[0]:
             by_config = None  # (a meta without its name: every consumer is recovered at wake)
-        elif by_config is not None and config_must_wake(ccfg):
+        elif by_config is not None and d[2]:
             by_config.append(name)
     # (the fingerprint is taken when a stop finds the stream still asleep: entry_for; the
     # sixth field, the clean stop's eager list, is unknown: DormantStorage.state_check)
-    entry = [[getattr(st, f) for f in _FIELDS], lost, len(metas), None, None, None, by_config]
-    return st, len(metas), entry
+    entry = [[getattr(st, f) for f in _FIELDS], lost, len(consumers), None, None, None, by_config]
+    return st, len(consumers), entry
+
+
+def _decide(facts: str) -> tuple[bool, bool, bool]:
+    """(named, may sleep, must wake at wake) of a consumer from its facts
+    (natsd.store.file.consumer_index.facts_of: the config fields these decisions read)."""
+    try:
+        named, ccfg = json.loads(facts)
+    except (ValueError, TypeError):
+        return False, False, False
+    if not isinstance(ccfg, dict):
+        return bool(named), False, False
+    return bool(named), consumer_can_sleep(ccfg), config_must_wake(ccfg)
 
 
 def entry_for(stream: Stream, directory: str) -> list | None:

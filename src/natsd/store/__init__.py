@@ -122,8 +122,11 @@ def open_stream_store(
     )
 
 
-def peek_stream(directory: str, name: str, first_seq: int = 1) -> tuple[StreamState, list[int], list[dict]] | None:
-    """(state, sequences lost at earlier recoveries, every consumer's meta) of the plain file
+def peek_stream(
+    directory: str, name: str, first_seq: int = 1
+) -> tuple[StreamState, list[int], list[tuple[str, str]]] | None:
+    """(state, sequences lost at earlier recoveries, every consumer's (name, facts):
+    natsd.store.file.peek.peek_consumer_facts) of the plain file
     stream ``name`` in ``directory``, read without opening its store, when its ``index.db`` is
     exactly current (natsd.store.file.peek); None when only a full recovery can tell. ``first_seq``:
     the stream's configured first sequence (a stream that never wrote a block starts there)."""
@@ -131,7 +134,7 @@ def peek_stream(directory: str, name: str, first_seq: int = 1) -> tuple[StreamSt
     got = peek.peek_stream_state(directory, first_seq)
     if got is None:
         return None
-    consumers = peek.peek_consumer_metas(directory, name)
+    consumers = peek.peek_consumer_facts(directory, name)
     return None if consumers is None else (got[0], got[1], consumers)
 
 

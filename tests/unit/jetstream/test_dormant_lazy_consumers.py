@@ -299,3 +299,69 @@ def test_reset_pause_jsz_and_stream_delete_reach_consumers_not_recovered(tmp_pat
     assert env.api("$JS.API.STREAM.DELETE.S")["success"] is True
     assert not os.path.exists(stream_dir)
     env.stop()
+
+
+def _asleep(tmp_path, woken: bool) -> JsEnv:
+    """S with 3 messages and N durables, none acked: restarted asleep, or woken (none recovered)."""
+    if woken:
+        return _woken(tmp_path)
+    env = JsEnv(str(tmp_path))
+    env.create("S", subjects=["s.>"])
+    for i in range(3):
+        env.pub(f"s.{i}")
+    for i in range(N):
+        _durable(env, f"C{i}")
+    env.restart()
+    assert dormant.is_dormant(_stream(env))
+    return env
+
+
+@pytest.mark.parametrize("woken", [False, True], ids=["asleep", "woken"])
+def test_an_update_to_interest_counts_every_consumer(tmp_path, woken):
+    """Switching to interest retention drops what every matching consumer acked; consumers not
+    recovered yet (asleep: all of them) acked nothing, so every message stays."""
+    env = _asleep(tmp_path, woken)
+    msgs = 4 if woken else 3
+    cfg = env.api("$JS.API.STREAM.INFO.S")["config"]
+    out = env.api("$JS.API.STREAM.UPDATE.S", {**cfg, "retention": "interest"})
+    assert "error" not in out, out
+    assert out["state"]["messages"] == msgs and out["state"]["consumer_count"] == N
+    s = _stream(env)
+    assert s.lazy is None and len(s.consumers) == N
+    env.stop()
+
+
+@pytest.mark.parametrize("woken", [False, True], ids=["asleep", "woken"])
+def test_a_stream_delete_deletes_consumers_not_recovered(tmp_path, woken):
+    """Each consumer goes as a recovered one would: its advisory, its files (with the stream's),
+    the account's count."""
+    env = _asleep(tmp_path, woken)
+    deleted = env.ports.client_subscribe("$JS.EVENT.ADVISORY.CONSUMER.DELETED.S.*")
+    stream_dir = os.path.join(env.options.jetstream.store_dir, "jetstream", "$G", "streams", "S")
+    assert env.api("$JS.API.INFO")["consumers"] == N
+    assert env.api("$JS.API.STREAM.DELETE.S")["success"] is True
+    env.clock.run_soon()
+    assert sorted(m.json()["consumer"] for m in deleted.msgs) == [f"C{i}" for i in range(N)]
+    assert not os.path.exists(stream_dir)
+    info = env.api("$JS.API.INFO")
+    assert (info["streams"], info["consumers"]) == (0, 0)
+    env.stop()
+
+
+@pytest.mark.parametrize("woken", [False, True], ids=["asleep", "woken"])
+def test_a_purge_moves_consumers_not_recovered(tmp_path, woken):
+    """A whole purge moves every consumer past what it removed (nats-server: delivered and ack
+    floor at the last purged sequence), recovered or not, asleep or woken."""
+    env = _asleep(tmp_path, woken)
+    last = 4 if woken else 3
+    assert env.api("$JS.API.STREAM.PURGE.S")["purged"] == last
+    s = _stream(env)
+    for i in range(N):
+        info = env.api(f"$JS.API.CONSUMER.INFO.S.C{i}")
+        assert (info["delivered"]["stream_seq"], info["ack_floor"]["stream_seq"], info["num_pending"]) == (
+            last,
+            last,
+            0,
+        )
+    assert s.lazy is None and len(s.consumers) == N
+    env.stop()

@@ -15,8 +15,10 @@ armed from ``store.next_expiry()``), the dedupe window, and ``sync_interval`` (o
 
 Consumers (``natsd.jetstream.consumer``) see the stream through: ``consumers`` (name -> consumer),
 ``add_consumer`` / ``remove_consumer``, ``ack_processed(consumer, sseq)`` (retention),
-``check_workqueue_filters``; the stream calls ``on_new_messages(last_seq)``, ``on_purge(first_seq)``,
-``on_msg_removed(seq)``, ``stop()`` and ``delete()`` on them.
+``check_workqueue_filters``; the rest of natsd reaches them through ``consumer(name)``,
+``all_consumers()`` and ``num_consumers()`` (:mod:`natsd.jetstream.stream.consumers`, the
+accessors: some consumers may not be recovered yet). The stream calls ``on_new_messages(last_seq)``,
+``on_purge(first_seq)``, ``on_msg_removed(seq)``, ``stop()`` and ``delete()`` on them.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Iterator
 
 from natsd.jetstream.stream import ingest, turnflush
+from natsd.jetstream.stream.consumers import StreamConsumers
 from natsd.jetstream.stream.expiry import Expiry
 from natsd.jetstream.errors import ApiErrors
 from natsd.jetstream.features.metadata import stream_features
@@ -71,7 +74,7 @@ def store_config_for(cfg: StreamConfig, created_ns: int) -> StoreConfig:
     )
 
 
-class Stream:
+class Stream(StreamConsumers):
     """One stream of one account. Created by the account (``JsAccount.add_stream``)."""
 
     def __init__(self, account: "AccountView", config: StreamConfig, store: StreamStore, created_ns: int) -> None:
@@ -358,8 +361,9 @@ class Stream:
 
     def update_config(self, new: StreamConfig) -> None:
         """Apply an already validated config (see ``policies.check_update``)."""
-        if self.lazy is not None:
-            self.all_consumers()  # (a retention change needs every consumer's acks)
+        # A retention change needs every consumer's acks: asleep, the stream wakes here, before
+        # anything reads its consumers (a switch to interest seeing none would purge it all).
+        self.all_consumers()
         old = self.config
         self.config = new
         self.account.stream_config_changed(old, new)  # (its max_bytes reservation)
@@ -492,71 +496,9 @@ class Stream:
         return removed
 
     # ---------------------------------------------------------------------------------------
-    # consumers (contract with natsd.jetstream.consumer)
-
-    def add_consumer(self, consumer: ConsumerView) -> None:
-        """Register ``consumer`` (``.name``). Enforces the stream's max_consumers and the
-        account's max_consumers (10026 "maximum consumers limit reached")."""
-        name = consumer.name
-        if name not in self.consumers and not _is_direct(consumer):
-            # internal (direct: mirror / source) consumers do not count, as the reference's
-            # numLimitableConsumers
-            mc = self.config.max_consumers
-            if mc <= 0:
-                mc = self.account.engine.default_max_consumers
-            # The exact (limitable) counts walk every consumer: only when the plain count could
-            # reach the limit, so adding the n-th consumer is not O(n) (issue 31).
-            # (consumers not recovered yet are durables, none direct)
-            consumers = self.consumers
-            lazy = len(self.lazy) if self.lazy is not None else 0
-            if (
-                mc > 0
-                and len(consumers) + lazy >= mc
-                and sum(1 for c in consumers.values() if not _is_direct(c)) + lazy >= mc
-            ):
-                raise ApiErrors.MAXIMUM_CONSUMERS_LIMIT()
-            lim = self.account.limits
-            if (
-                lim is not None
-                and lim.max_consumers > 0
-                and self.account.num_consumers() >= lim.max_consumers
-                and self.account.num_consumers(limitable=True) >= lim.max_consumers
-            ):
-                raise ApiErrors.MAXIMUM_CONSUMERS_LIMIT()
-        self.consumers[name] = consumer
-
-    def consumer(self, name: str) -> ConsumerView | None:
-        """Consumer ``name`` (None: there is none); one a woken stream has not recovered yet is
-        recovered now (a sleeping stream wakes first: DormantConsumers)."""
-        c = self.consumers.get(name)
-        if c is None and self.lazy is not None:
-            c = self.lazy.recover(name)
-        return c
-
-    def all_consumers(self) -> dict[str, ConsumerView]:
-        """``consumers`` once every consumer is recovered (a sleeping stream wakes first)."""
-        consumers = self.consumers
-        if type(consumers) is not dict:  # (DormantConsumers: asleep)
-            consumers.keys()
-        if self.lazy is not None:
-            self.lazy.recover_all()
-        return self.consumers
-
-    def num_consumers(self) -> int:
-        """How many consumers, recovered or not (asleep: the count the clean stop recorded)."""
-        return len(self.consumers) + (len(self.lazy) if self.lazy is not None else 0)
-
-    def consumer_names(self) -> list[str]:
-        """Every consumer's name, sorted, without recovering any."""
-        names = list(self.consumers)  # (asleep: wakes the stream)
-        if self.lazy is not None:
-            names += self.lazy.names
-        return sorted(names)
-
-    def wake_on_new(self, consumer: ConsumerView) -> None:
-        """``consumer`` can take new messages now (push, or a pull request is waiting): tell it
-        about them after each turn until it no longer ``wants_new()``."""
-        self.wakers[consumer.name] = consumer
+    # consumers (contract with natsd.jetstream.consumer): the accessors (consumer(),
+    # all_consumers(), num_consumers()...) are StreamConsumers' (stream/consumers.py); here the
+    # retention side, on the messages' paths
 
     def remove_consumer(self, name: str) -> None:
         """Forget consumer ``name``; on interest streams, messages only it held are removed."""
@@ -636,26 +578,6 @@ class Stream:
             self._flush_scheduled = True
             self._call_soon(self._flush)
 
-    def check_workqueue_filters(self, new_filters: list[str], exclude_name: str | None = None) -> None:
-        """Work-queue rule at consumer add: at most one unfiltered consumer (10099) and no two
-        consumers with overlapping filters (10100)."""
-        if not self._workqueue:
-            return
-        others = [c for n, c in self.consumers.items() if n != exclude_name and not _is_direct(c)]
-        if not others:
-            return
-        filters = [f for f in new_filters if f]
-        if not filters:
-            raise ApiErrors.CONSUMER_WQ_MULTIPLE_UNFILTERED()
-        for c in others:
-            existing = _consumer_filters(c)
-            if not existing:
-                raise ApiErrors.CONSUMER_WQ_CONSUMER_NOT_UNIQUE()
-            for f in existing:
-                for nf in filters:
-                    if subjects_collide(f, nf):
-                        raise ApiErrors.CONSUMER_WQ_CONSUMER_NOT_UNIQUE()
-
     # ---------------------------------------------------------------------------------------
     # admin operations (API)
 
@@ -665,8 +587,9 @@ class Stream:
             raise ApiErrors.STREAM_SEALED()
         if self.config.deny_purge:
             raise ApiErrors.STREAM_PURGE_FAILED(err="stream purge not permitted")
-        if self.lazy is not None:
-            self.all_consumers()  # (a purge moves the consumers it concerns: _after_purge)
+        # A purge moves the consumers it concerns (_after_purge): every one recovered first;
+        # asleep, the stream wakes here (its store's purge would wake it too late for that).
+        self.all_consumers()
         self._purging = []
         try:
             if not subject and not seq and not keep:
@@ -815,13 +738,3 @@ class Stream:
                 out["sources"] = [link.info() for link in self._links]
         out["ts"] = rfc3339(self.clock.time_ns())
         return out, total, off, limit
-
-
-def _is_direct(c: "ConsumerView") -> bool:
-    """An internal consumer (mirror / source feed): ``config.direct`` (or ``sourcing``) set."""
-    cfg = c.config
-    return cfg.direct or cfg.sourcing
-
-
-def _consumer_filters(c: "ConsumerView") -> list[str]:
-    return [f for f in c.filters if f]

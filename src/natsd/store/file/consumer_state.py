@@ -81,6 +81,7 @@ from natsd.store.file.meta import atomic_write, fsync_dir, read_meta, write_meta
 from natsd.varint import append_uvarint, read_uvarint
 
 if TYPE_CHECKING:
+    from natsd.store.file.consumer_index import ConsumerIndex
     from natsd.store.file.encryption import AccountKeys, Keystream
 
 __all__ = [
@@ -437,8 +438,11 @@ class FileConsumerStore:
         fsync: bool,
         on_close=None,
         keys: AccountKeys | None = None,
+        index: ConsumerIndex | None = None,
     ) -> None:
         self.name = name
+        # The stream's obs.idx (plain streams): told of every meta write and of the delete.
+        self._index = index
         self._dir = directory
         self._key = key
         self._fsync = fsync
@@ -465,12 +469,16 @@ class FileConsumerStore:
         if meta:
             self.meta = meta
             write_meta(directory, meta, key, fsync=fsync, asset=self._asset)
+            if index is not None:
+                index.noted(name, meta)
         elif existed:
             # Recovery: meta None/{} means "use what is on disk".
             self.meta = read_meta(directory, key, self._asset)
         else:
             self.meta = {}
             write_meta(directory, self.meta, key, fsync=fsync, asset=self._asset)
+            if index is not None:
+                index.noted(name, self.meta)
         #: Why the state on disk could not be used ("" when it could): the consumer is kept
         #: with its state reset (its config is in meta.inf, apart), which only causes
         #: redelivery; the owner picks a safe start (see recover_consumer).
@@ -598,6 +606,8 @@ class FileConsumerStore:
         self._check_open()
         self.meta = meta
         write_meta(self._dir, meta, self._key, fsync=self._fsync, asset=self._asset)
+        if self._index is not None:
+            self._index.noted(self.name, meta)  # (after the write: see natsd.store.file.consumer_index)
 
     def flush(self, fsync: bool = False) -> None:
         """Write what changed since the last flush: a whole state replaces ``o.dat`` (tmp +
@@ -738,6 +748,8 @@ class FileConsumerStore:
         import shutil  # (shutil, with its compression modules, loads with the first delete: ADR 0015)
 
         shutil.rmtree(self._dir, ignore_errors=True)
+        if self._index is not None:
+            self._index.deleted(self.name)
         if self._on_close:
             self._on_close(self)
 

@@ -8,6 +8,8 @@ A stream's directory (``<store_dir>/jetstream/<account>/streams/<stream>/``, as 
     msgs/index.db         snapshot of the in-memory index for fast restart (natsd.store.file.index)
     obs/<consumer>/meta.inf, meta.sum   the consumer's config
     obs/<consumer>/o.dat  the consumer's state (natsd.store.file.consumer_state)
+    obs.idx               what a restart after a kill -9 needs of each consumer's meta.inf
+                          (plain streams; natsd.store.file.consumer_index)
 
 ``msgs/`` and a block's file are created by the block's first write (natsd.store.file.block,
 ``make``): a new stream, or one that never stored anything, is its directory with ``meta.inf`` and
@@ -30,6 +32,7 @@ __all__ = [
     "META_SUM_FILE",
     "INDEX_FILE",
     "CONSUMER_STATE_FILE",
+    "CONSUMER_INDEX_FILE",
     "BLOCK_SUFFIX",
     "block_file_name",
     "parse_block_file_name",
@@ -45,6 +48,7 @@ META_FILE = "meta.inf"
 META_SUM_FILE = "meta.sum"
 INDEX_FILE = "index.db"
 CONSUMER_STATE_FILE = "o.dat"
+CONSUMER_INDEX_FILE = "obs.idx"
 BLOCK_SUFFIX = ".blk"
 
 #: Blocks roll over at this size (the reference's defaultLargeBlockSize).

@@ -15,10 +15,11 @@ lost.
 A directory without ``msgs/`` is a stream that never wrote a block: empty, as recovery finds it.
 
 What is read: the ``msgs/`` listing, index.db, and per block its size, first 8 bytes (a
-compressed block is not compared here) and last 8; per consumer (:func:`peek_consumer_metas`)
-its verified meta.inf; when the stream wakes, per consumer (:func:`peek_consumers_idle`) its
-o.dat. The per-message arrays are decoded by :func:`decode_index` (whatever
-their layout) and dropped: the store's recovery builds its own when the stream is first used.
+compressed block is not compared here) and last 8; ``obs.idx`` and per consumer
+(:func:`peek_consumer_facts`) a ``stat`` of its meta.inf, or the verified meta.inf when obs.idx
+does not vouch for it; when the stream wakes, per consumer (:func:`peek_consumers_idle`) its
+o.dat. The per-message arrays are decoded by :func:`decode_index` (whatever their layout) and
+dropped: the store's recovery builds its own when the stream is first used.
 """
 
 from __future__ import annotations
@@ -28,12 +29,13 @@ import os
 from natsd.atomicfile import read_whole
 from natsd.store.base import CorruptState, StreamState
 from natsd.store.file.compress import is_compressed
+from natsd.store.file.consumer_index import Signature, facts_of, read_index, signature, write_index
 from natsd.store.file.consumer_state import JOURNAL_FILE, JOURNAL_OLD_FILE, VERSION, decode_snapshot
 from natsd.store.file.index import decode_index
 from natsd.store.file.layout import CONSUMER_STATE_FILE, INDEX_FILE, META_FILE, MSGS_DIR, OBS_DIR, parse_block_file_name
 from natsd.store.file.meta import read_meta
 
-__all__ = ["peek_stream_state", "peek_consumer_metas", "peek_consumers_idle", "PEEK_MAX_INDEX"]
+__all__ = ["peek_stream_state", "peek_consumer_facts", "peek_consumers_idle", "PEEK_MAX_INDEX"]
 
 #: A bigger index.db is not peeked (None): decoding it costs a good part of adopting it, which
 #: its stream's first use would pay again (a 200,000-key bucket's is 14 MB: 0.04 s to decode,
@@ -106,11 +108,17 @@ def _holds(path: str, size: int, tail: bytes) -> bool:
         os.close(fd)
 
 
-def peek_consumer_metas(directory: str, stream_name: str) -> list[dict] | None:
-    """The verified meta.inf of every consumer stored with the stream in ``directory`` (as the
-    store's recovery reads them), or None when one can not be read (the caller recovers the
-    stream at start, which reports it). The files are opened relative to ``obs/`` (one open
-    directory for all of them: a restart after a kill -9 reads two files per consumer)."""
+def peek_consumer_facts(directory: str, stream_name: str) -> list[tuple[str, str]] | None:
+    """(name, facts) of every consumer stored with the stream in ``directory``: what the sleep
+    decisions need of its verified meta.inf (natsd.store.file.consumer_index.facts_of), or None
+    when one can not be read (the caller recovers the stream at start, which reports it).
+
+    A consumer whose meta.inf is the very file ``obs.idx`` recorded (inode, size, mtime, ctime:
+    one ``stat``) has its facts from there; any other (no record, a record that no longer
+    matches: a crash between its meta write and its record, another program) is read and
+    verified as the store's recovery reads it. When some were, or records name consumers that
+    are gone, ``obs.idx`` is written again with what was found, so the next start after a kill
+    -9 reads none. The files are opened relative to ``obs/`` (one open directory for all)."""
     obs = os.path.join(directory, OBS_DIR)
     try:
         fd = os.open(obs, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -118,12 +126,27 @@ def peek_consumer_metas(directory: str, stream_name: str) -> list[dict] | None:
         return []
     except OSError:
         return None
+    records, n_records = read_index(directory)
+    out: list[tuple[str, str]] = []
+    found: dict[str, tuple[Signature, str]] = {}
+    read = 0
+    stat = os.stat
     try:
-        names = os.listdir(fd)
-        out = []
-        for name in names:
+        for name in os.listdir(fd):
+            rec = records.get(name)
+            path = f"{name}/{META_FILE}"
+            if rec is not None:
+                try:
+                    st = stat(path, dir_fd=fd)
+                except OSError:
+                    st = None
+                if st is not None and (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) == rec[0]:
+                    out.append((name, rec[1]))
+                    found[name] = rec
+                    continue
             try:
                 meta = read_meta(name, stream_name, dir_fd=fd)
+                st = stat(path, dir_fd=fd)  # (nothing writes meanwhile: a start)
             except FileNotFoundError:
                 d = os.path.join(obs, name)
                 if os.path.isdir(d) and not os.path.exists(os.path.join(d, META_FILE)):
@@ -131,12 +154,20 @@ def peek_consumer_metas(directory: str, stream_name: str) -> list[dict] | None:
                 return None
             except (OSError, CorruptState):
                 return None
-            out.append(meta)
-        return out
+            facts = facts_of(meta)
+            out.append((name, facts))
+            found[name] = (signature(st), facts)
+            read += 1
     except OSError:
         return None
     finally:
         os.close(fd)
+    if read or len(found) != len(records) or n_records > 2 * len(found) + 64:
+        try:
+            write_index(directory, found)
+        except OSError:
+            pass  # (read again next time)
+    return out
 
 
 def peek_consumers_idle(directory: str, names: list[str]) -> set[str]:

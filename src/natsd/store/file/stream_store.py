@@ -63,9 +63,11 @@ import logging
 import os
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
+from natsd.store import memtrim
 from natsd.store.base import MsgRun, StoreClosed, StoreConfig, StoreError, StoreMsg, StoreWriteError
 from natsd.store.file.block import MessageBlock
 from natsd.store.file.compressing import Compression
+from natsd.store.file.consumer_index import ConsumerIndex
 from natsd.store.file.crc import crc32
 from natsd.store.file.keyfiles import block_key_name, open_asset_key
 from natsd.store.file.faults import WriteFaults
@@ -145,6 +147,10 @@ class FileStreamStore(IndexedStreamStore):
     # Offsets within a block (< 2**31: blocks roll at _block_size, a record is at most
     # MAX_RECORD_SIZE); the block id is the entry's position segment's (IndexedStreamStore).
     POS_TYPECODE = "i"
+    # obs.idx's keeper, made with the first consumer store (_consumer_index)
+    _cindex: ConsumerIndex | None = None
+    # The heap trim after a burst of writes (memtrim.AfterWrites), made by the first _roll().
+    _heap: memtrim.AfterWrites | None = None
 
     def __init__(
         self,
@@ -316,7 +322,14 @@ class FileStreamStore(IndexedStreamStore):
         self._lmb = blk
         if old is not None and old.id in self._blocks:
             self._compression.queue(old)
+        heap = self._heap
+        if heap is None:  # (made by the first roll, which follows recovery: only new writes count)
+            self._heap = heap = memtrim.AfterWrites(self._clock, self._last_seq_now)
+        heap.grew()
         return blk
+
+    def _last_seq_now(self) -> int:
+        return self._last
 
     def block_keys(self, bid: int, create: bool = False) -> tuple[Keystream | None, str]:
         """An encrypted store's key stream of block ``bid`` and the path of its key file
@@ -724,9 +737,19 @@ class FileStreamStore(IndexedStreamStore):
             fsync=self._sync_always,
             on_close=self._consumer_closed,
             keys=self._keys,
+            index=self._consumer_index(),
         )
         self._consumers[name] = cs
         return cs
+
+    def _consumer_index(self) -> ConsumerIndex | None:
+        """The stream's obs.idx keeper (natsd.store.file.consumer_index); None when encrypted (an
+        encrypted stream is never peeked after a kill -9, which is all the file is for)."""
+        if self._asset is not None:
+            return None
+        if self._cindex is None:
+            self._cindex = ConsumerIndex(self._dir)
+        return self._cindex
 
     def _consumer_closed(self, cs: FileConsumerStore) -> None:
         if self._consumers.get(cs.name) is cs:
@@ -745,6 +768,8 @@ class FileStreamStore(IndexedStreamStore):
         failed write was cut back) and the next start recovers from the blocks."""
         if self._closed:
             return
+        if self._heap is not None:
+            self._heap.cancel()
         try:
             try:
                 self._writes.settle()
@@ -771,6 +796,8 @@ class FileStreamStore(IndexedStreamStore):
         """Close the files without flushing or writing anything: what a ``kill -9`` leaves
         behind (for tests of recovery). A compression already running finishes its ``*.tmp``
         file (recovery removes it) but is not put in place."""
+        if self._heap is not None:
+            self._heap.cancel()
         jobs = self._writes.jobs
         for job, *_ in jobs:  # a kill -9 leaves the writes that reached the OS behind
             job.wait()
@@ -784,6 +811,8 @@ class FileStreamStore(IndexedStreamStore):
 
     def delete(self) -> None:
         """Stop and remove the stream's directory."""
+        if self._heap is not None:
+            self._heap.cancel()
         jobs = self._writes.jobs
         for job, *_ in jobs:
             job.wait()

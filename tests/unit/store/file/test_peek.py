@@ -11,7 +11,8 @@ from natsd.clock import ManualClock
 from natsd.store import open_stream_store, peek_stream
 from natsd.store.base import StoreConfig
 from natsd.store.file.layout import INDEX_FILE, MSGS_DIR
-from natsd.store.file.peek import peek_consumer_metas, peek_stream_state
+from natsd.store.file.consumer_index import facts_of
+from natsd.store.file.peek import peek_consumer_facts, peek_stream_state
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(30)]
 
@@ -98,15 +99,16 @@ def test_anything_a_recovery_would_repair_answers_none(tmp_path, damage):
 def test_consumer_metas_are_verified(tmp_path):
     d, _ = filled(tmp_path)
     s = open_stream_store(cfg(), ManualClock(), d, block_size=300)
-    s.consumer_store("C", {"name": "C", "config": {"durable_name": "C"}})
+    meta = {"name": "C", "config": {"durable_name": "C"}}
+    s.consumer_store("C", meta)
     s.stop()
     os.makedirs(os.path.join(d, "obs", "not-a-consumer"))
-    assert peek_consumer_metas(d, "S") == [{"name": "C", "config": {"durable_name": "C"}}]
-    st, lost, metas = peek_stream(d, "S")
-    assert st.msgs == 38 and metas == [{"name": "C", "config": {"durable_name": "C"}}]
+    assert peek_consumer_facts(d, "S") == [("C", facts_of(meta))]
+    st, lost, consumers = peek_stream(d, "S")
+    assert st.msgs == 38 and consumers == [("C", facts_of(meta))]
     with open(os.path.join(d, "obs", "C", "meta.inf"), "ab") as f:
-        f.write(b" ")  # (no longer what its checksum says)
-    assert peek_consumer_metas(d, "S") is None
+        f.write(b" ")  # (no longer what its checksum says, nor what obs.idx recorded)
+    assert peek_consumer_facts(d, "S") is None
     assert peek_stream(d, "S") is None
 
 
