@@ -1,0 +1,74 @@
+"""A clean stop (SIGTERM) of the ``python -m natsd`` process (issue 31: it leaves through
+``natsd.server.main.leave``, skipping the interpreter's teardown): exit code 0, the stop's log
+lines in the log file, every acknowledged message and ack on disk, and what makes the next start
+fast written and valid (msgs/index.db, the restart file: the restarted stream starts asleep and
+wakes on first use without a recovery)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import nats
+import pytest
+
+from tests.helpers.jsapi import js_api as _api
+from tests.helpers.servers import start_server
+
+pytestmark = [pytest.mark.acceptance, pytest.mark.timeout(120)]
+
+N = 3000
+
+
+async def _fill(url: str) -> None:
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    r = await _api(nc, "$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s.>"], "storage": "file"})
+    assert "error" not in r, r
+    for lo in range(0, N, 500):
+        acks = await asyncio.gather(*(js.publish(f"s.{i % 7}", b"m-%d" % i) for i in range(lo, lo + 500)))
+        assert [a.seq for a in acks] == list(range(lo + 1, lo + 501))
+    sub = await js.pull_subscribe("s.>", durable="C", stream="S")
+    for m in await sub.fetch(100, timeout=10):
+        await m.ack_sync()
+    await nc.close()
+
+
+async def _check(url: str) -> None:
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    info = await js.stream_info("S")
+    assert (info.state.messages, info.state.first_seq, info.state.last_seq) == (N, 1, N)
+    assert (await js.get_msg("S", N)).data == b"m-%d" % (N - 1)
+    assert (await js.consumer_info("S", "C")).ack_floor.stream_seq == 100
+    sub = await js.pull_subscribe("s.>", durable="C", stream="S")
+    (m,) = await sub.fetch(1, timeout=10)
+    assert m.metadata.sequence.stream == 101 and m.data == b"m-100"
+    await nc.close()
+
+
+def test_a_clean_stop_writes_everything_the_next_start_uses(tmp_path):
+    store = tmp_path / "store"
+    account = store / "jetstream" / "$G"
+    first, second = tmp_path / "first.log", tmp_path / "second.log"
+    srv = start_server("natsd", tmp_path, "-l", str(first), store_dir=store)
+    try:
+        asyncio.run(_fill(srv.url))
+    finally:
+        rc = srv.stop()
+    assert rc == 0
+    lines = first.read_text().splitlines()
+    assert "[INF] Trapped 'terminated' signal" in lines[-3]
+    assert lines[-2].endswith("[INF] Initiating Shutdown...") and lines[-1].endswith("[INF] Server Exiting..")
+    assert (account / "natsd-restart.json").is_file()
+    assert (account / "streams" / "S" / "msgs" / "index.db").is_file()
+
+    srv = start_server("natsd", tmp_path, "-D", "-l", str(second), store_dir=store)
+    try:
+        asyncio.run(_check(srv.url))
+    finally:
+        assert srv.stop() == 0
+    log = second.read_text()
+    # started asleep from the restart file, woken by the first read: no recovery ran
+    assert "JetStream: woke stream '$G > S'" in log
+    assert "after an unclean stop" not in log and "lost" not in log
+    assert log.rstrip().endswith("[INF] Server Exiting..")
