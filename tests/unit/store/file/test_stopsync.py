@@ -33,6 +33,7 @@ def test_stops_in_one_sync_block_skip_fsyncs_and_sync_once(tmp_path, monkeypatch
     monkeypatch.setattr(os, "fsync", lambda fd: (fsyncs.append(fd), real_fsync(fd)))
     real_sync = stopsync.sync_filesystem
     monkeypatch.setattr(stopsync, "sync_filesystem", lambda d: (synced.append(d), real_sync(d)))
+    monkeypatch.setattr(stopsync, "HEAD_START_DIRTY", 1 << 62)  # (no head start: test_head_start_...)
     dirs = [str(tmp_path / f"S{i}") for i in range(5)]
     stores = [open_stream_store(StoreConfig(storage="file", name=f"S{i}"), clock, d) for i, d in enumerate(dirs)]
     states = []
@@ -73,3 +74,33 @@ def test_sync_filesystem_of_a_missing_directory_falls_back_to_sync(tmp_path, mon
     assert calls == [1]
     stopsync.sync_filesystem(str(tmp_path))  # syncfs answers (Linux): no whole-system sync
     assert calls == [1]
+
+
+def test_head_start_for_many_streams_syncs_early_and_still_last(tmp_path, monkeypatch):
+    """With many streams stopping, a thread syncs the filesystem as the block opens; the sync at
+    the end still runs after it and after every write made inside the block."""
+    events: list[str] = []
+    monkeypatch.setattr(stopsync, "sync_filesystem", lambda d: events.append("sync " + d))
+    monkeypatch.setattr(stopsync, "HEAD_START_DIRTY", 1 << 62)
+    with stopsync.one_sync_for(str(tmp_path), streams=stopsync.HEAD_START_STREAMS):
+        assert stopsync.deferred()
+        events.append("write")
+    # (the head start's sync may run before or after the write; the last sync is after both)
+    assert sorted(events[:2]) == sorted([f"sync {tmp_path}", "write"]) and events[2:] == [f"sync {tmp_path}"]
+    events.clear()
+    with stopsync.one_sync_for(str(tmp_path), streams=stopsync.HEAD_START_STREAMS - 1):
+        events.append("write")
+    assert events == ["write", f"sync {tmp_path}"]  # few streams, few dirty pages: no head start
+
+
+def test_head_start_when_the_kernel_holds_many_dirty_pages(tmp_path, monkeypatch):
+    synced: list[str] = []
+    monkeypatch.setattr(stopsync, "sync_filesystem", synced.append)
+    monkeypatch.setattr(stopsync, "dirty_bytes", lambda: stopsync.HEAD_START_DIRTY)
+    with stopsync.one_sync_for(str(tmp_path)):
+        pass
+    assert synced == [str(tmp_path)] * 2
+
+
+def test_dirty_bytes_reads_meminfo():
+    assert isinstance(stopsync.dirty_bytes(), int) and stopsync.dirty_bytes() >= 0
