@@ -13,12 +13,13 @@ second thread starts syncing the filesystem as the block opens (a head start: th
 those pages back while the loop flushes, encodes index.db and writes the restart file; the GIL is
 released inside the call), and the sync at the end, which still runs after every write of the
 stop, only has what the stop itself wrote left to do. The head start promises nothing by itself.
-It pays only when the sync has much to do (measured in process on the shared 2-core machine, 4
-alternating runs each: one stream of 1M x 128 B stopped in 128 ms with it against 245 ms without,
-1,000 streams of one message in 635 against 934 ms; one stream of 10k messages in 10.8 against
-6.3 ms: a thread and two syncs cost more than they save), so it starts only for many streams or
-when the kernel holds many dirty pages (``/proc/meminfo``'s ``Dirty``, which is what the sync of a
-filesystem writes out, natsd's or not)."""
+It pays when the stop has much work of its own to overlap: measured in process on the shared
+2-core machine (alternating runs), 1,000 streams of one message stopped in 283 ms with it against
+392 ms without (lower in each of 4 pairs), 635 against 934 ms in an earlier set; one stream of 1M
+x 128 B in 58 against 70 ms (2 pairs of 4 lower: noise), one stream of 10k messages in 10.8
+against 6.3 ms (a thread and two syncs cost more than they save). So it starts for many streams
+only. (Starting it on the kernel's dirty page count, /proc/meminfo, was tried: on a shared machine
+other processes' pages kept it on for every small stop, which it made slower.)"""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["deferred", "dirty_bytes", "one_sync_for", "sync_filesystem"]
+__all__ = ["deferred", "one_sync_for", "sync_filesystem"]
 
 log = logging.getLogger("natsd.store")
 
@@ -40,9 +41,8 @@ def deferred() -> bool:
     return _depth > 0
 
 
-#: A head start pays from this many streams stopping, or this many dirty bytes (module docstring).
+#: A head start pays from this many streams stopping (module docstring).
 HEAD_START_STREAMS = 64
-HEAD_START_DIRTY = 8 << 20
 
 
 @contextmanager
@@ -52,7 +52,7 @@ def one_sync_for(directory: str, streams: int = 0) -> Iterator[None]:
     global _depth
     _depth += 1
     head = None
-    if _depth == 1 and (streams >= HEAD_START_STREAMS or dirty_bytes() >= HEAD_START_DIRTY):
+    if _depth == 1 and streams >= HEAD_START_STREAMS:
         head = _head_start(directory)
     try:
         yield
@@ -61,18 +61,6 @@ def one_sync_for(directory: str, streams: int = 0) -> Iterator[None]:
         if head is not None:
             head.join()  # (one sync at a time: the last one starts after the head start)
         sync_filesystem(directory)
-
-
-def dirty_bytes() -> int:
-    """The kernel's dirty page cache in bytes (``/proc/meminfo``), 0 where it can't be read."""
-    try:
-        with open("/proc/meminfo", "rb") as f:
-            for line in f:
-                if line.startswith(b"Dirty:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
 
 
 def _head_start(directory: str) -> threading.Thread | None:

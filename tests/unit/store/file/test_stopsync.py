@@ -33,7 +33,6 @@ def test_stops_in_one_sync_block_skip_fsyncs_and_sync_once(tmp_path, monkeypatch
     monkeypatch.setattr(os, "fsync", lambda fd: (fsyncs.append(fd), real_fsync(fd)))
     real_sync = stopsync.sync_filesystem
     monkeypatch.setattr(stopsync, "sync_filesystem", lambda d: (synced.append(d), real_sync(d)))
-    monkeypatch.setattr(stopsync, "HEAD_START_DIRTY", 1 << 62)  # (no head start: test_head_start_...)
     dirs = [str(tmp_path / f"S{i}") for i in range(5)]
     stores = [open_stream_store(StoreConfig(storage="file", name=f"S{i}"), clock, d) for i, d in enumerate(dirs)]
     states = []
@@ -81,7 +80,6 @@ def test_head_start_for_many_streams_syncs_early_and_still_last(tmp_path, monkey
     the end still runs after it and after every write made inside the block."""
     events: list[str] = []
     monkeypatch.setattr(stopsync, "sync_filesystem", lambda d: events.append("sync " + d))
-    monkeypatch.setattr(stopsync, "HEAD_START_DIRTY", 1 << 62)
     with stopsync.one_sync_for(str(tmp_path), streams=stopsync.HEAD_START_STREAMS):
         assert stopsync.deferred()
         events.append("write")
@@ -90,17 +88,4 @@ def test_head_start_for_many_streams_syncs_early_and_still_last(tmp_path, monkey
     events.clear()
     with stopsync.one_sync_for(str(tmp_path), streams=stopsync.HEAD_START_STREAMS - 1):
         events.append("write")
-    assert events == ["write", f"sync {tmp_path}"]  # few streams, few dirty pages: no head start
-
-
-def test_head_start_when_the_kernel_holds_many_dirty_pages(tmp_path, monkeypatch):
-    synced: list[str] = []
-    monkeypatch.setattr(stopsync, "sync_filesystem", synced.append)
-    monkeypatch.setattr(stopsync, "dirty_bytes", lambda: stopsync.HEAD_START_DIRTY)
-    with stopsync.one_sync_for(str(tmp_path)):
-        pass
-    assert synced == [str(tmp_path)] * 2
-
-
-def test_dirty_bytes_reads_meminfo():
-    assert isinstance(stopsync.dirty_bytes(), int) and stopsync.dirty_bytes() >= 0
+    assert events == ["write", f"sync {tmp_path}"]  # few streams: no head start
