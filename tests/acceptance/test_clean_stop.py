@@ -7,16 +7,21 @@ wakes on first use without a recovery)."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import nats
 import pytest
 
 from tests.helpers.jsapi import js_api as _api
-from tests.helpers.servers import start_server
+from tests.helpers.servers import free_port, start_server
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.timeout(120)]
 
 N = 3000
+ROOT = Path(__file__).resolve().parents[2]
 
 
 async def _fill(url: str) -> None:
@@ -72,3 +77,65 @@ def test_a_clean_stop_writes_everything_the_next_start_uses(tmp_path):
     assert "JetStream: woke stream '$G > S'" in log
     assert "after an unclean stop" not in log and "lost" not in log
     assert log.rstrip().endswith("[INF] Server Exiting..")
+
+
+# natsd's main() in a child that, once it returned (the clean stop done), lists what is still open under
+# the store: leave() skips the finalisers that would have flushed and closed a file object left open.
+AFTER_MAIN = r"""
+import gc, io, os, signal, socket, sys, threading, time
+from natsd.server.main import main
+port, store = int(sys.argv[1]), sys.argv[2]
+
+def client():
+    while True:
+        try:
+            s = socket.create_connection(("127.0.0.1", port), 1)
+            break
+        except OSError:
+            time.sleep(0.02)
+    f = s.makefile("rb")
+    f.readline()  # INFO
+    body = b'{"name":"S","subjects":["s.>"],"storage":"file"}'
+    s.sendall(b"CONNECT {}\r\nSUB _r 1\r\nPUB $JS.API.STREAM.CREATE.S _r %d\r\n%s\r\n" % (len(body), body))
+    for i in range(200):
+        s.sendall(b"PUB s.%d _r 5\r\nhello\r\n" % (i % 3))
+    body = b'{"stream_name":"S","config":{"durable_name":"C","ack_policy":"explicit"}}'
+    s.sendall(b"PUB $JS.API.CONSUMER.DURABLE.CREATE.S.C _r %d\r\n%s\r\n" % (len(body), body))
+    replies = 0
+    while replies < 202:
+        if f.readline().startswith(b"MSG "):
+            f.readline()
+            replies += 1
+    s.close()
+    os.kill(os.getpid(), signal.SIGTERM)
+
+threading.Thread(target=client, daemon=True).start()
+rc = main(["-a", "127.0.0.1", "-p", str(port), "-js", "-sd", store])
+fds = []
+for fd in os.listdir("/proc/self/fd"):
+    try:
+        fds.append(os.readlink("/proc/self/fd/" + fd))
+    except OSError:
+        pass
+gc.unfreeze()
+files = [repr(o) for o in gc.get_objects() if isinstance(o, io.IOBase) and not o.closed and store in repr(o)]
+print("RC", rc, "FDS", [p for p in fds if p.startswith(store)], "FILES", files, flush=True)
+"""
+
+
+def test_nothing_under_the_store_is_left_open_when_main_returns(tmp_path):
+    """What makes skipping the teardown safe (natsd.server.main.leave): after a clean stop no file of
+    the store is open, so no buffered write waits for a finaliser."""
+    store = tmp_path / "store"
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    r = subprocess.run(
+        [sys.executable, "-c", AFTER_MAIN, str(free_port()), str(store)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "RC 0 FDS [] FILES []" in r.stdout, r.stdout + r.stderr[-3000:]
+    assert (store / "jetstream" / "$G" / "streams" / "S" / "msgs" / "index.db").is_file()
+    assert (store / "jetstream" / "$G" / "streams" / "S" / "obs" / "C").is_dir()

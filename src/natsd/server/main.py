@@ -166,7 +166,7 @@ def leave(code: int) -> NoReturn:
     take it back, and it was most of a clean stop (issue 31): ~0.4 s with 1,000 streams and
     consumers, 15-40 ms with one stream. Nothing is lost by skipping it: the store closes its
     files at stop (a file object left open would have had its buffer flushed by its finaliser;
-    ``tests/unit/config/test_main.py`` checks that none is)."""
+    ``tests/acceptance/test_clean_stop.py`` checks that none is). ADR 0016."""
     shutdown = getattr(threading, "_shutdown", None)  # (what Py_Finalize calls first; CPython 3.11+)
     if shutdown is not None:
         shutdown()
