@@ -6,9 +6,9 @@ import gc
 # the collector is paused while they load (issue 26, start-up time); main() pauses it for the
 # server's own imports, Server.run for the start.
 gc.disable()
-from natsd.server.main import main  # noqa: E402
+from natsd.server.main import cli  # noqa: E402
 
 gc.enable()
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    cli()

@@ -21,14 +21,16 @@ TMP_SUFFIX = ".tmp"
 
 def atomic_write(
     path: str | os.PathLike[str],
-    data: bytes,
+    data: bytes | tuple[bytes, ...],
     *,
     fsync: bool = True,
     mode: int = 0o644,
     write: Callable[[int, Any], int] | None = None,
     sync: Callable[[int], None] | None = None,
 ) -> None:
-    """Replace ``path`` with ``data``: ``<path>.tmp`` (created with ``mode``), (fsync,) rename.
+    """Replace ``path`` with ``data`` (or the concatenation of a tuple of buffers, written one
+    after the other: a caller's big body is not copied to append a few bytes): ``<path>.tmp``
+    (created with ``mode``), (fsync,) rename.
     On an error the temporary file is removed and the old ``path`` is left as it was.
     ``write``/``sync``: the system calls, for a caller whose writes fault injection reaches
     (the consumer state store passes its own); ``os.write``/``os.fsync`` by default."""
@@ -39,10 +41,11 @@ def atomic_write(
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         try:
-            view = memoryview(data)
-            while view:
-                n = write(fd, view)
-                view = view[n:]
+            for part in data if isinstance(data, tuple) else (data,):
+                view = memoryview(part)
+                while view:
+                    n = write(fd, view)
+                    view = view[n:]
             if fsync:
                 sync(fd)
         finally:

@@ -22,6 +22,12 @@ def test_creates_and_replaces(tmp_path):
     assert not (tmp_path / ("meta.inf" + TMP_SUFFIX)).exists()
 
 
+def test_a_tuple_of_buffers_is_written_in_order_through_short_writes(tmp_path):
+    p = tmp_path / "index.db"
+    atomic_write(p, (b"body-" * 1000, memoryview(b"crc!")), write=lambda fd, view: os.write(fd, view[:7]))
+    assert p.read_bytes() == b"body-" * 1000 + b"crc!"
+
+
 def test_mode_of_a_new_file(tmp_path):
     old = os.umask(0o022)
     try:

@@ -55,7 +55,7 @@ from natsd.atomicfile import atomic_write, fsync_dir
 from natsd.jetstream.consumer.helpers import MSG_NEXT_PREFIX
 from natsd.jetstream.consumer.status import status
 from natsd.jetstream.features.metadata import consumer_features
-from natsd.store import peek_consumers_idle, peek_stream
+from natsd.store import peek_consumers_idle, peek_stream, stopsync
 from natsd.store.base import StoreError, StreamState
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -665,12 +665,18 @@ def write_restart_file(account_dir: str, entries: dict[str, list]) -> None:
     """Record the streams that may start asleep (after every one of them stopped cleanly)."""
     if not entries:
         return
+    # Inside a clean stop (natsd.store.stopsync) the one sync at its end makes the file durable
+    # with the index.db files it describes; a crash before that leaves entries whose fingerprints
+    # the files may not match, and such a stream is recovered from its files (module docstring).
+    later = stopsync.deferred()
     try:
         atomic_write(
             os.path.join(account_dir, RESTART_FILE),
             json.dumps({"version": _VERSION, "streams": entries}, separators=(",", ":")).encode(),
+            fsync=not later,
         )
-        fsync_dir(account_dir)
+        if not later:
+            fsync_dir(account_dir)
     except OSError as exc:
         log.warning(
             "JetStream: could not write %s in %s (%s): every stream recovers at start", RESTART_FILE, account_dir, exc

@@ -736,7 +736,8 @@ class JetStreamEngine:
         if self._sync_timer is not None:
             self._sync_timer.cancel()
             self._sync_timer = None
-        with one_sync_for(self.store_dir):  # one filesystem sync, not two fsyncs per stream (issue 31)
+        streams = sum(len(acc.streams) for acc in self.accounts.values())
+        with one_sync_for(self.store_dir, streams):  # one filesystem sync, not two fsyncs per stream (issue 31)
             for acc in list(self.accounts.values()):
                 acc.stop()
 

@@ -9,7 +9,7 @@ import mmap
 import os
 from typing import TYPE_CHECKING
 
-from natsd.store.file.index import VERSION, BlockInfo, IndexSnapshot, decode_index, encode_index
+from natsd.store.file.index import VERSION, BlockInfo, IndexSnapshot, decode_index, encode_index_parts
 from natsd.store.file.layout import INDEX_FILE
 from natsd.store import stopsync
 from natsd.atomicfile import read_whole
@@ -126,10 +126,11 @@ class IndexFile:
             s._sid_of.cells(),
             s._sid_of.over_sids(),
         )
-        data = encode_index(snap)
+        body, crc = encode_index_parts(snap)
         asset = s._asset
         # (a clean stop of many streams syncs the filesystem once instead: stopsync)
-        atomic_write(self.path, data if asset is None else asset.seal(data), fsync=not stopsync.deferred())
+        out = (body, crc) if asset is None else asset.seal(body + crc)
+        atomic_write(self.path, out, fsync=not stopsync.deferred())
         self.written_at = s._clock.monotonic_ns()
         self.mark = mark
 

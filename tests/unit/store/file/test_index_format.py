@@ -14,6 +14,7 @@ import pytest
 from natsd.clock import ManualClock
 from natsd.store.base import StoreConfig
 from natsd.store.file.index import _SS, _U16, _U32, _times, _wide_positions, decode_index, encode_index
+from natsd.store.file.index import encode_index_parts
 from natsd.store.file.stream_store import FileStreamStore
 from natsd.store.seqindex import DEAD_SIDS
 
@@ -123,6 +124,14 @@ def test_version_6_round_trips_free_slots_and_utf8(tmp_path):
     assert (snap.smsgs[free], snap.sfirst[free], snap.slast[free], snap.sstale[free]) == (0, 0, 0, 0)
     assert snap.smsgs[snap.snames.index("k.é.ü")] == 1
     assert encode_index(snap) == data
+
+
+def test_the_index_is_written_as_its_body_then_its_crc(tmp_path):
+    """(issue 31: the store writes the two parts one after the other, the body copied once)"""
+    _fill(str(tmp_path))
+    data = (tmp_path / "msgs" / "index.db").read_bytes()
+    body, crc = encode_index_parts(decode_index(data))
+    assert type(body) is bytes and body + crc == data and crc == struct.pack("<I", zlib.crc32(body))
 
 
 @pytest.mark.parametrize("version", [2, 3, 4, 5])

@@ -73,3 +73,19 @@ def test_sync_filesystem_of_a_missing_directory_falls_back_to_sync(tmp_path, mon
     assert calls == [1]
     stopsync.sync_filesystem(str(tmp_path))  # syncfs answers (Linux): no whole-system sync
     assert calls == [1]
+
+
+def test_head_start_for_many_streams_syncs_early_and_still_last(tmp_path, monkeypatch):
+    """With many streams stopping, a thread syncs the filesystem as the block opens; the sync at
+    the end still runs after it and after every write made inside the block."""
+    events: list[str] = []
+    monkeypatch.setattr(stopsync, "sync_filesystem", lambda d: events.append("sync " + d))
+    with stopsync.one_sync_for(str(tmp_path), streams=stopsync.HEAD_START_STREAMS):
+        assert stopsync.deferred()
+        events.append("write")
+    # (the head start's sync may run before or after the write; the last sync is after both)
+    assert sorted(events[:2]) == sorted([f"sync {tmp_path}", "write"]) and events[2:] == [f"sync {tmp_path}"]
+    events.clear()
+    with stopsync.one_sync_for(str(tmp_path), streams=stopsync.HEAD_START_STREAMS - 1):
+        events.append("write")
+    assert events == ["write", f"sync {tmp_path}"]  # few streams: no head start
