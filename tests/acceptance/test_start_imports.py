@@ -377,6 +377,18 @@ def _reply(c: _Raw, subject: str, body: bytes = b"") -> tuple[bytes, bytes]:
         return data[:hsize], data[hsize:]
 
 
+def _durable_first_msg(c: _Raw, stream: str, durable: str, pending: int) -> dict:
+    """Create a durable pull consumer on ``stream`` (its ``num_pending`` must be ``pending``) and
+    fetch one message: its JSON payload."""
+    r = c.request(
+        f"$JS.API.CONSUMER.DURABLE.CREATE.{stream}.{durable}",
+        {"stream_name": stream, "config": {"durable_name": durable, "ack_policy": "explicit"}},
+    )
+    assert r["num_pending"] == pending and "error" not in r, r
+    _, payload = _reply(c, f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}", b'{"batch":1}')
+    return json.loads(payload)
+
+
 def _dumping_start(store: Path, trigger: Path, dump: Path) -> tuple[subprocess.Popen, int]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -425,13 +437,7 @@ def test_a_restarted_bucket_answers_without_the_consumer_and_snapshot_layers(tmp
         assert "natsd.jetstream.stream.core" in mods  # (the check sees the woken stream's modules)
         assert _loaded(mods, NOT_FOR_A_KV_GET) == []
         # ... and both load, and work, when first asked for: a consumer on the restarted stream
-        r = c.request(
-            "$JS.API.CONSUMER.DURABLE.CREATE.KV_B.W",
-            {"stream_name": "KV_B", "config": {"durable_name": "W", "ack_policy": "explicit"}},
-        )
-        assert r["num_pending"] == 50 and "error" not in r, r
-        hdr, payload = _reply(c, "$JS.API.CONSUMER.MSG.NEXT.KV_B.W", b'{"batch":1}')
-        assert json.loads(payload) == {"v": 0}
+        assert _durable_first_msg(c, "KV_B", "W", pending=50) == {"v": 0}
         assert "natsd.jetstream.consumer_registry" in _modules_now(trigger, dump)
         c.close()
     finally:
@@ -497,13 +503,7 @@ def test_a_plain_stream_and_consumer_load_no_unused_feature(tmp_path):
         mods = _modules_now(trigger, dump)
         assert "natsd.jetstream.stream.core" in mods  # (the check sees the stream layer)
         assert _loaded(mods, NOT_FOR_A_PLAIN_STREAM) == []
-        r = c.request(
-            "$JS.API.CONSUMER.DURABLE.CREATE.P.D",
-            {"stream_name": "P", "config": {"durable_name": "D", "ack_policy": "explicit"}},
-        )
-        assert r["num_pending"] == 1 and "error" not in r, r
-        hdr, payload = _reply(c, "$JS.API.CONSUMER.MSG.NEXT.P.D", b'{"batch":1}')
-        assert json.loads(payload) == {"v": 1}
+        assert _durable_first_msg(c, "P", "D", pending=1) == {"v": 1}
         mods = _modules_now(trigger, dump)
         assert "natsd.jetstream.consumer.core" in mods and "natsd.store.file.consumer_state" in mods
         assert _loaded(mods, NOT_FOR_A_PLAIN_CONSUMER) == []
