@@ -21,16 +21,16 @@ The last record of a name wins; a ``-`` drops it. A line without its newline (a 
 whose CRC does not match is skipped; a file whose header differs (another version, another
 field list) is not used at all.
 
-Why it can never be trusted when stale: a record vouches only for the very file it was taken
-from. Every meta.inf write is a new file renamed over the old (natsd.store.file.meta), so a
-newer meta.inf has another inode, ctime and mtime than the record, and the record is appended
-only after the write finished: a crash between the two (or an append that failed, or any other
-program that rewrote the file) leaves a record that no longer matches, and the reader falls back
-to reading that consumer's meta.inf. A consumer with no record (created by a version that did
-not keep this file, or cut by a crash before its record) is read too; a record whose consumer
-is gone is ignored. Nothing here is fsynced: a record is appended (``O_APPEND``, one write) after
-the meta.inf write that it describes, whatever that write's durability was; after an OS crash a
-record whose file reverted no longer matches either.
+Why it can never be trusted when stale: a record vouches only for the very file it was taken from.
+Every meta.inf write makes a new file (a new consumer's first in place, the others renamed over the
+old: natsd.store.file.meta), so a newer meta.inf has another inode, ctime and mtime than the record,
+and the record is appended only after the write finished: a crash between the two (or an append that
+failed, or any other program that rewrote the file) leaves a record that no longer matches, and the
+reader falls back to reading that consumer's meta.inf. A consumer with no record (created by a
+version that did not keep this file, or cut by a crash before its record) is read too; a record
+whose consumer is gone is ignored. Nothing here is fsynced: a record is appended (``O_APPEND``, one
+write) after the meta.inf write that it describes, whatever that write's durability was; after an OS
+crash a record whose file reverted no longer matches either.
 
 Upkeep: :class:`ConsumerIndex` appends a record when a consumer's meta is written (create,
 update, pause) or deleted, and compacts the file (keeps the last record of each name, atomic
