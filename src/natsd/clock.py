@@ -16,12 +16,9 @@ import asyncio
 import heapq
 import itertools
 import time
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
-if TYPE_CHECKING:
-    from typing import Protocol
-else:
-    Protocol = object  # (run time: a plain base; typing's Protocol costs ~70 us a class to define, issue 31)
+from natsd.protocolbase import Protocol
 
 __all__ = ["Clock", "Timer", "SystemClock", "ManualClock"]
 

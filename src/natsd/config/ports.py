@@ -10,15 +10,11 @@ better than nats-server (whose ``-t`` says "valid"), reports config-file values 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from natsd.config.lexer import ConfigError
 from natsd.config.parser import ConfigMap
-
-if TYPE_CHECKING:
-    from typing import Protocol
-else:
-    Protocol = object  # (run time: a plain base; typing's Protocol costs ~70 us a class to define, issue 31)
+from natsd.protocolbase import Protocol
 
 __all__ = [
     "InvalidPortError",

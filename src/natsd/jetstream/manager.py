@@ -33,6 +33,7 @@ from natsd.jetstream.wire import dumps
 from natsd.jetstream.config.batch_limits import batch_limits_for
 from natsd.store import list_stream_dirs, load_stream_meta, open_stream_store, store_encryption
 from natsd.store.stopsync import one_sync_for
+from natsd.protocolbase import Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Clock
@@ -45,9 +46,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.views import StreamView
     from natsd.store.base import StreamState, StreamStore
     from natsd.store.file.encryption import AccountKeys
-    from typing import Protocol
-else:
-    Protocol = object  # (run time: a plain base; typing's Protocol costs ~70 us a class to define, issue 31)
 
 __all__ = [
     "JetStreamEngine",

@@ -25,14 +25,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import field
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from natsd.lazydataclass import dataclass
-
-if TYPE_CHECKING:
-    from typing import Protocol
-else:
-    Protocol = object  # (run time: a plain base; typing's Protocol costs ~70 us a class to define, issue 31)
+from natsd.protocolbase import Protocol
 
 __all__ = [
     "StorageType",

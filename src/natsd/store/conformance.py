@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from natsd.clock import ManualClock
 from natsd.subjects.tokens import subject_matches as _matches
@@ -39,11 +39,7 @@ from natsd.store.base import (
     StoreEOF,
     StreamStore,
 )
-
-if TYPE_CHECKING:
-    from typing import Protocol
-else:
-    Protocol = object  # (run time: a plain base; typing's Protocol costs ~70 us a class to define, issue 31)
+from natsd.protocolbase import Protocol
 
 __all__ = [
     "StoreFactory",

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from itertools import islice
-from typing import TYPE_CHECKING, Callable, Iterable, Reversible
+from typing import Callable, Iterable, Reversible
 
 from natsd.jetstream.errors import ApiError, ApiErrors, ErrorDef
 from natsd.jetstream.config.models import (
@@ -36,11 +36,7 @@ from natsd.jetstream.config.models import (
 )
 from natsd.subjects.overlap import OverlapTrie, first_overlap
 from natsd.subjects.tokens import is_valid_subject, subjects_collide, subset
-
-if TYPE_CHECKING:
-    from typing import Protocol
-else:
-    Protocol = object  # (run time: a plain base; typing's Protocol costs ~70 us a class to define, issue 31)
+from natsd.protocolbase import Protocol
 
 __all__ = [
     "check_stream_config",

@@ -64,6 +64,7 @@ from natsd.protocol.headers import get_header_bytes, nats_headers, remove_header
 from natsd.store.base import MsgNotFound, StoreEOF, StoreError
 from natsd.store.file.record import file_store_msg_size
 from natsd.store.memory import mem_store_msg_size
+from natsd.protocolbase import Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Clock, Timer
@@ -71,9 +72,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.jetstream.stream.fastbatch import FastBatches
     from natsd.jetstream.views import AccountView
     from natsd.store.base import StoreError as _StoreError, StreamStore
-    from typing import Protocol
-else:
-    Protocol = object  # (run time: a plain base; typing's Protocol costs ~70 us a class to define, issue 31)
 
 __all__ = [
     "BatchLimits",

@@ -41,12 +41,10 @@ from natsd.jetstream.wire import dumps
 from natsd import nats_headers as NH
 from natsd.protocol.headers import get_header_bytes
 from natsd.store.base import MsgNotFound, StoreEOF
+from natsd.protocolbase import Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.store.base import StreamStore
-    from typing import Protocol
-else:
-    Protocol = object  # (run time: a plain base; typing's Protocol costs ~70 us a class to define, issue 31)
 
 __all__ = [
     "CounterStream",

@@ -24,14 +24,12 @@ from natsd import nats_headers as NH
 from natsd.gotime import format_duration
 from natsd.jetstream.config.models import SECOND
 from natsd.store.base import MsgNotFound, StoreEOF, StoreError
+from natsd.protocolbase import Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Clock, Timer
     from natsd.jetstream.config.models import StreamConfig
     from natsd.store.base import StreamStore
-    from typing import Protocol
-else:
-    Protocol = object  # (run time: a plain base; typing's Protocol costs ~70 us a class to define, issue 31)
 
 __all__ = ["Expiry", "ExpiringStream"]
 

@@ -14,7 +14,7 @@ shadowed on the instance for the duration of the call, so the untraced path pays
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from natsd.lazydataclass import dataclass
 from natsd.jetstream.errors import ApiError, ApiErrors
@@ -24,11 +24,7 @@ from natsd.protocol.headers import get_header_bytes
 from natsd.store.base import MsgNotFound, StoreEOF, StoreError, StreamStore
 from natsd.subjects.tokens import subject_matches
 from natsd.subjects.transform import transform
-
-if TYPE_CHECKING:
-    from typing import Protocol
-else:
-    Protocol = object  # (run time: a plain base; typing's Protocol costs ~70 us a class to define, issue 31)
+from natsd.protocolbase import Protocol
 
 __all__ = ["JsOutcome", "TracedStream", "process_traced"]
 

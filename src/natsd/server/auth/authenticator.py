@@ -32,16 +32,11 @@ message, so a wildcard subscription never receives a denied subject.
 from __future__ import annotations
 
 from natsd.lazydataclass import dataclass
-from typing import TYPE_CHECKING
 
 from natsd.config.options import Permissions, ServerOptions, SubjectPermission, UserOptions
 from natsd.config.jwt_tokens import decode_sig, verify
 from natsd.subjects.tokens import subject_matches
-
-if TYPE_CHECKING:
-    from typing import Protocol
-else:
-    Protocol = object  # (run time: a plain base; typing's Protocol costs ~70 us a class to define, issue 31)
+from natsd.protocolbase import Protocol
 
 __all__ = [
     "Authenticator",

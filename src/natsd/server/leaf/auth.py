@@ -59,6 +59,7 @@ from natsd.server.auth.authenticator import AuthResult, SubjectFilter, check_pas
 from natsd.server.log import logger
 from natsd.server.transport.tls import cert_identities, map_certificate_user
 from natsd.subjects.tokens import subject_matches, subset
+from natsd.protocolbase import Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Timer
@@ -66,9 +67,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.config.tls import TLSOptions
     from natsd.server.auth.authenticator import Authenticator, CompiledPermissions
     from natsd.server.context import ServerContext
-    from typing import Protocol
-else:
-    Protocol = object  # (run time: a plain base; typing's Protocol costs ~70 us a class to define, issue 31)
 
 __all__ = ["remote_ssl_context", "read_creds", "sign_nonce", "authenticate", "LinkPerms", "LeafIdentityMixin"]
 

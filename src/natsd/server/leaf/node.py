@@ -111,14 +111,12 @@ from natsd.server.router import LEAF_LINK, route, route_batch
 from natsd.server.subscription import Subscription
 from natsd.server.writer import WRITE_HIGH_WATER
 from natsd.subjects.sublist import SublistResult
+from natsd.protocolbase import Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
     from natsd.clock import Timer
     from natsd.server.account import Account
     from natsd.server.leaf.manager import LeafManager, _Remote
-    from typing import Protocol
-else:
-    Protocol = object  # (run time: a plain base; typing's Protocol costs ~70 us a class to define, issue 31)
 
 __all__ = ["LeafConnection", "remote_ssl_context", "JS_DENY", "read_creds", "sign_nonce"]
 

@@ -30,6 +30,7 @@ from natsd.server.log import logger
 from natsd.server.transport.tls import connz_fields
 from natsd.subjects import subjects_collide
 from natsd.subjects.tokens import subject_matches
+from natsd.protocolbase import Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
     from ssl import SSLContext
@@ -37,9 +38,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from natsd.server.connection import ClientConnection
     from natsd.server.subscription import Subscription
     from natsd.server.leaf.manager import LeafManager
-    from typing import Protocol
-else:
-    Protocol = object  # (run time: a plain base; typing's Protocol costs ~70 us a class to define, issue 31)
 
 __all__ = ["MonitorServer", "MonitoredServer"]
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING
 
 try:
     # the interpreter's BLAKE2 module, which hashlib's blake2b is, without hashlib loading OpenSSL's
@@ -30,11 +29,7 @@ except ImportError:  # pragma: no cover
 from natsd.atomicfile import atomic_write, fsync_dir, read_whole
 from natsd.store.base import CorruptState
 from natsd.store.file.layout import META_FILE, META_SUM_FILE
-
-if TYPE_CHECKING:
-    from typing import Protocol
-else:
-    Protocol = object  # (run time: a plain base; typing's Protocol costs ~70 us a class to define, issue 31)
+from natsd.protocolbase import Protocol
 
 
 __all__ = ["meta_checksum", "new_stream_directory", "write_meta", "read_meta", "atomic_write", "fsync_dir"]
