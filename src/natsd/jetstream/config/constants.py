@@ -4,7 +4,7 @@ loads neither the models nor their enums and dataclasses."""
 
 from __future__ import annotations
 
-__all__ = ["MS", "SECOND", "JS_API_LEVEL", "RESTORE_DIR_PREFIX"]
+__all__ = ["MS", "SECOND", "JS_API_LEVEL", "RESTORE_DIR_PREFIX", "FAST_BATCH_SUFFIX"]
 
 MS = 1_000_000
 SECOND = 1_000_000_000
@@ -18,3 +18,8 @@ JS_API_LEVEL = 5
 #: Hidden upload directory of a file-storage restore, under ``<account>/streams/``
 #: (natsd.jetstream.snapshot.restore; here so that a start can look for stale ones cheaply).
 RESTORE_DIR_PREFIX = ".restore."
+
+#: The end of a fast batch publish's reply subject (``<prefix>...<operation>.$FI``,
+#: natsd.jetstream.stream.fastbatch); here so that ingest can tell such a publish without loading
+#: the batch layers.
+FAST_BATCH_SUFFIX = ".$FI"

@@ -46,6 +46,7 @@ from natsd.jetstream.stream.batch import (
     store_one,
 )
 from natsd.jetstream.errors import ApiError, ApiErrors
+from natsd.jetstream.config.constants import FAST_BATCH_SUFFIX as SUFFIX
 from natsd.jetstream.wire import dumps, required_level_too_high
 from natsd import nats_headers as NH
 from natsd.protocol.headers import get_header_bytes, remove_header
@@ -60,7 +61,6 @@ __all__ = ["FastBatches", "FastBatchReply", "parse_reply", "on_fast_batch_msg", 
 _H_REQUIRED_API_LEVEL = NH.REQUIRED_API_LEVEL
 _H_EXPECTED_LAST_MSG_ID = NH.EXPECTED_LAST_MSG_ID
 
-SUFFIX = ".$FI"
 OP_START, OP_APPEND, OP_COMMIT, OP_COMMIT_EOB, OP_PING = range(5)
 _MAX_UINT64 = 2**64 - 1
 

@@ -44,6 +44,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from natsd.jetstream.errors import ApiError, ApiErrors
+from natsd.jetstream.config.constants import FAST_BATCH_SUFFIX
 from natsd.jetstream.config.models import SECOND, rfc3339
 from natsd.jetstream.stream.subjectrun import process_subject_run, queue_run_acks
 from natsd.jetstream.wire import dumps, parse_ttl
@@ -104,11 +105,9 @@ H_STREAM_SOURCE = NH.STREAM_SOURCE
 SCHEDULE_MARK = NH.SCHEDULE_PREFIX
 # The batch and counter layers load with the first message that uses them (a batch header, a
 # fast batch reply, a Nats-Incr, a counter stream: issue 31), so a plain stream's first create
-# does not import them; these marks are theirs (fastbatch.SUFFIX, batch.H_BATCH_ID, counters').
-FAST_BATCH_SUFFIX = ".$FI"
+# does not import them; the marks they are looked for by are here.
 H_BATCH_ID = NH.BATCH_ID
 H_INCR = NH.INCR
-H_STREAM_SOURCE = NH.STREAM_SOURCE
 
 MAX_HDR_SIZE = 65535  # math.MaxUint16 in the reference
 _NO_SOURCES: dict = {}  # (the counter sources of a counter message stored without any; never changed)
