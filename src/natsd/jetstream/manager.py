@@ -246,10 +246,9 @@ class JsAccount:
         """Consumers of all streams (``limitable``: without internal mirror/source feeds)."""
         if not limitable:
             return sum(s.num_consumers() for s in self.streams.values())
-        from natsd.jetstream import dormant  # (loaded with the first stream, like _is_direct: issue 26)
-        from natsd.jetstream.stream.consumers import (
-            _is_direct,
-        )  # the stream layer loads with the first stream (issue 26)
+        # (the stream layer and dormant load with the first stream: issue 26)
+        from natsd.jetstream import dormant
+        from natsd.jetstream.stream.consumers import _is_direct
 
         # (a sleeping stream's consumers, and those a woken one did not recover yet, are
         # durables, none direct: their count needs no recovery)
